@@ -1,0 +1,52 @@
+"""Models, defaults, limits and prices for the evaluator: the numbers in one place."""
+
+# ----------------------------------------------------------------------------- models
+DEFAULT_MODEL = "claude-sonnet-5-5"          # the tool-use evaluation model
+FAST_MODEL = "claude-haiku-5-5"              # simulated user, test generation
+DEFAULT_USER_MODEL = FAST_MODEL
+DEFAULT_GENERATION_MODEL = FAST_MODEL
+DEFAULT_TRIGGER_MODEL = "haiku"              # an alias the Claude Code CLI resolves itself
+
+# ----------------------------------------------------------------------------- conversation defaults
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_TEMPERATURE = None                    # None: leave it to the API's default
+DEFAULT_MAX_TURNS = 10                        # model calls per conversation
+DEFAULT_ITERATIONS = 1
+DEFAULT_CONCURRENCY = 4
+DEFAULT_MAX_USER_TURNS = 5
+
+# ----------------------------------------------------------------------------- limits and timeouts (seconds)
+DEFAULT_TOOL_TIMEOUT = 60.0                   # one MCP tool call
+DEFAULT_CONNECT_TIMEOUT = 30.0                # starting an MCP server and its handshake
+DEFAULT_REQUEST_TIMEOUT = 600.0               # one model call, including the SDK's retries of it
+DEFAULT_MAX_RETRIES = 5                       # SDK retries; higher than its 2 because suites run long
+DEFAULT_MAX_RESULT_CHARS = 20_000             # a tool result is cut to this many characters
+STDERR_TAIL_CHARS = 2_000                     # how much of a server's stderr an error quotes
+HISTORY_PREVIEW_CHARS = 500                   # tool results shown in the terminal
+
+# ----------------------------------------------------------------------------- skill trigger runs
+DEFAULT_TRIGGER_TIMEOUT = 30.0
+DEFAULT_TEST_TIMEOUT = 600.0
+DEFAULT_TRIGGER_MAX_TURNS = 3
+DEFAULT_TRIGGER_RUNS = 3
+DEFAULT_TRIGGER_THRESHOLD = 0.5
+DEFAULT_CONCEPT_PASS_RATE = 0.7
+DEFAULT_FUZZY_MATCH = 0.8
+DEFAULT_GENERATED_QUERIES = 5
+
+# ----------------------------------------------------------------------------- results
+SCHEMA_VERSION = "1.0"
+
+# ----------------------------------------------------------------------------- prices, USD per million tokens
+# Keyed by model-id prefix; the longest matching prefix wins. Update when Anthropic's price list moves.
+PRICES = {
+    "claude-opus":   {"input": 5.00, "output": 25.00, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-sonnet": {"input": 3.00, "output": 15.00, "cache_write": 3.75, "cache_read": 0.30},
+    "claude-haiku":  {"input": 1.00, "output": 5.00, "cache_write": 1.25, "cache_read": 0.10},
+    "claude-3-5-haiku": {"input": 0.80, "output": 4.00, "cache_write": 1.00, "cache_read": 0.08},
+    "claude-3-haiku": {"input": 0.25, "output": 1.25, "cache_write": 0.30, "cache_read": 0.03},
+    "claude-opus-4-1": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
+    "claude-opus-4-0": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
+    "claude-opus-4-2025": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
+}
+FALLBACK_PRICE = PRICES["claude-sonnet"]      # an unknown model is priced as Sonnet, and says so

@@ -1,0 +1,332 @@
+"""A scripted Anthropic-compatible Messages API server on 127.0.0.1, for tests and benchmarks.
+
+The real `anthropic` SDK (and the real Claude Code CLI) talk to it through `base_url` /
+`ANTHROPIC_BASE_URL`. Each test scripts the answers; the server records every request so
+the test can assert what was sent.
+
+An answer ("spec") is a dict, built with the helpers below:
+- `reply(text("hi"), tool_use("about_profiles", {}))`: a normal message. stop_reason defaults
+  to `tool_use` when a tool_use block is present, else `end_turn`.
+- `error(429, "rate_limit_error", headers={"retry-after": "0"})`: an HTTP error answer.
+- `{"hang": SECONDS}`: wait that long before answering (a hung call).
+- `{"reset": True}`: drop the connection without an answer.
+- `{"stream_error": "overloaded_error", "partial_text": "..."}`: HTTP 200, a stream that starts
+  a message, sends some text, then an SSE `error` event (only meaningful for streaming calls;
+  a non-streaming call gets a 529 instead).
+- `{"garbage": True}`: HTTP 200 with a body that is not JSON.
+
+Answers come from `responder(request_body)` when given and it returns a spec, else from the
+FIFO queue (`push`), else the default answer (`reply(text("OK"))`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Spec = dict[str, Any]
+_ids = itertools.count(1)
+
+
+# ----------------------------------------------------------------------------- spec helpers
+def text(value: str) -> dict:
+    return {"type": "text", "text": value}
+
+
+def tool_use(name: str, input: dict | None = None, id: str | None = None) -> dict:
+    return {"type": "tool_use", "id": id or f"toolu_{next(_ids):06d}", "name": name, "input": input or {}}
+
+
+def reply(*blocks: dict, stop_reason: str | None = None, usage: dict | None = None, model: str | None = None) -> Spec:
+    if stop_reason is None:
+        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    spec: Spec = {"content": list(blocks), "stop_reason": stop_reason}
+    if usage:
+        spec["usage"] = usage
+    if model:
+        spec["model"] = model
+    return spec
+
+
+def error(status: int, error_type: str = "api_error", message: str | None = None, headers: dict | None = None) -> Spec:
+    return {"status": status, "error_type": error_type, "message": message or f"scripted {error_type}",
+            "headers": headers or {}}
+
+
+# ----------------------------------------------------------------------------- token accounting
+def _tokens(value: Any) -> int:
+    """A stable stand-in for a tokenizer: about four characters a token."""
+    return max(1, len(json.dumps(value, sort_keys=True)) // 4) if value else 0
+
+
+def _has_cache_control(value: Any) -> bool:
+    return '"cache_control"' in json.dumps(value)
+
+
+class _PromptCache:
+    """Mimics prompt caching: a cacheable prefix (system + tools) is written once, then read."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def usage(self, body: dict) -> dict:
+        prefix = {"system": body.get("system"), "tools": body.get("tools")}
+        prefix_tokens = _tokens(prefix["system"]) + _tokens(prefix["tools"])
+        rest = max(1, _tokens(body.get("messages")))
+        if not _has_cache_control(prefix) or not prefix_tokens:
+            return {"input_tokens": rest + prefix_tokens, "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0}
+        key = hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            first = key not in self._seen
+            self._seen.add(key)
+        return {"input_tokens": rest,
+                "cache_creation_input_tokens": prefix_tokens if first else 0,
+                "cache_read_input_tokens": 0 if first else prefix_tokens}
+
+
+# ----------------------------------------------------------------------------- the server
+class ScriptedAnthropic:
+    """Run with `with ScriptedAnthropic() as api:`; point clients at `api.url`."""
+
+    def __init__(self, responses: list[Spec] | None = None,
+                 responder: Callable[[dict], Spec | None] | None = None,
+                 delay: float = 0.0, default: Spec | None = None, record: bool = True) -> None:
+        self.queue: deque[Spec] = deque(responses or [])
+        self.responder = responder
+        self.delay = delay
+        self.default = default or reply(text("OK"))
+        self.record = record
+        self.requests: list[dict] = []        # {"path", "headers", "body"} per request
+        self.request_count = 0
+        self._lock = threading.Lock()
+        self._cache = _PromptCache()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle
+    def start(self, port: int = 0) -> "ScriptedAnthropic":
+        handler = type("Handler", (_Handler,), {"api": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-anthropic", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "ScriptedAnthropic":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._httpd, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    # -- scripting
+    def push(self, *specs: Spec) -> None:
+        with self._lock:
+            self.queue.extend(specs)
+
+    @property
+    def message_requests(self) -> list[dict]:
+        """Bodies of the POST /v1/messages requests, in arrival order."""
+        return [r["body"] for r in self.requests if r["path"].startswith("/v1/messages") and
+                not r["path"].startswith("/v1/messages/count_tokens")]
+
+    def _next_spec(self, body: dict) -> Spec:
+        if self.responder:
+            spec = self.responder(body)
+            if spec is not None:
+                return spec
+        with self._lock:
+            return self.queue.popleft() if self.queue else self.default
+
+    def _record(self, path: str, headers: dict, body: Any) -> None:
+        with self._lock:
+            self.request_count += 1
+            if self.record:
+                self.requests.append({"path": path, "headers": headers, "body": body})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: ScriptedAnthropic
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_raw": raw.decode("utf-8", "replace")}
+        path = self.path.split("?")[0]
+        self.api._record(path, dict(self.headers.items()), body)
+        if path == "/v1/messages/count_tokens":
+            self._send_json(200, {"input_tokens": sum(self.api._cache.usage(body).values())})
+            return
+        if path != "/v1/messages":
+            self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+            return
+        if self.api.delay:
+            time.sleep(self.api.delay)
+        spec = self.api._next_spec(body)
+        self._answer(spec, body)
+
+    # -- answers
+    def _answer(self, spec: Spec, body: dict) -> None:
+        if "hang" in spec:
+            time.sleep(spec["hang"])
+            self.close_connection = True
+            return
+        if spec.get("reset"):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.close_connection = True
+            self.connection.close()
+            return
+        if "status" in spec:
+            err = {"type": "error", "error": {"type": spec["error_type"], "message": spec["message"]}}
+            self._send_json(spec["status"], err, spec.get("headers"))
+            return
+        if spec.get("garbage"):
+            self._send_raw(200, b"<html>this is not json", "text/html")
+            return
+        stream = bool(body.get("stream"))
+        if "stream_error" in spec and not stream:
+            err = {"type": "error", "error": {"type": spec["stream_error"], "message": "Overloaded"}}
+            self._send_json(529, err)
+            return
+        message = self._message(spec, body)
+        if stream:
+            self._send_stream(message, spec)
+        else:
+            self._send_json(200, message, spec.get("headers"))
+
+    def _message(self, spec: Spec, body: dict) -> dict:
+        usage = self.api._cache.usage(body)
+        usage["output_tokens"] = _tokens(spec.get("content")) or 1
+        usage.update(spec.get("usage") or {})
+        return {"id": f"msg_{next(_ids):06d}", "type": "message", "role": "assistant",
+                "model": spec.get("model") or body.get("model", "claude-test"),
+                "content": spec.get("content", []), "stop_reason": spec.get("stop_reason", "end_turn"),
+                "stop_sequence": None, "usage": usage}
+
+    def _send_json(self, status: int, payload: Any, headers: dict | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_raw(self, status: int, data: bytes, content_type: str, headers: dict | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("request-id", f"req_{next(_ids):06d}")
+            for key, value in (headers or {}).items():
+                self.send_header(key, str(value))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _send_stream(self, message: dict, spec: Spec) -> None:
+        def event(name: str, data: dict) -> bytes:
+            return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+        start = dict(message, content=[], stop_reason=None)
+        start["usage"] = dict(message["usage"], output_tokens=1)
+        chunks = [event("message_start", {"type": "message_start", "message": start})]
+        if "stream_error" in spec:
+            chunks.append(event("content_block_start", {"type": "content_block_start", "index": 0,
+                                                        "content_block": {"type": "text", "text": ""}}))
+            chunks.append(event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                        "delta": {"type": "text_delta",
+                                                                  "text": spec.get("partial_text", "Partial ")}}))
+            chunks.append(event("error", {"type": "error", "error": {"type": spec["stream_error"],
+                                                                     "message": "Overloaded"}}))
+        else:
+            for index, block in enumerate(message["content"]):
+                chunks.extend(self._block_events(index, block, event))
+            chunks.append(event("message_delta", {"type": "message_delta",
+                                                  "delta": {"stop_reason": message["stop_reason"],
+                                                            "stop_sequence": None},
+                                                  "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+            chunks.append(event("message_stop", {"type": "message_stop"}))
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
+
+    @staticmethod
+    def _block_events(index: int, block: dict, event: Callable[[str, dict], bytes]) -> list[bytes]:
+        if block["type"] == "text":
+            start_block, deltas = {"type": "text", "text": ""}, []
+            value = block["text"]
+            for i in range(0, len(value), 40) or [0]:
+                deltas.append({"type": "text_delta", "text": value[i:i + 40]})
+        elif block["type"] == "tool_use":
+            start_block = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        else:
+            start_block, deltas = block, []
+        out = [event("content_block_start", {"type": "content_block_start", "index": index,
+                                             "content_block": start_block})]
+        out += [event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                for d in deltas]
+        out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        return out
+
+
+# ----------------------------------------------------------------------------- standalone use
+def main() -> None:
+    """Serve in the foreground (for benchmarks and manual runs): every request gets the default
+    answer after --delay seconds, or answers from a JSON list given with --script."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--script", help="JSON file holding a list of answer specs")
+    args = parser.parse_args()
+    specs = json.load(open(args.script)) if args.script else []
+    api = ScriptedAnthropic(specs, delay=args.delay, record=False).start(args.port)
+    print(api.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        api.stop()
+
+
+if __name__ == "__main__":
+    main()
