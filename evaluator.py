@@ -1167,6 +1167,13 @@ RUN_OPTIONS = options(
 )
 
 
+def run_mode(opts: dict) -> int:
+    """Picks the one mode the options ask for and runs it; returns the exit code."""
+    if opts.get("query") is not None or opts.get("conversation"):
+        return tool_eval_mode(opts)
+    raise InputError("nothing to evaluate", hint='give -q "a query" (see --help for the other modes)')
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @RUN_OPTIONS
 @SERVER_OPTIONS
@@ -1182,9 +1189,7 @@ def main(**opts: Any) -> None:
       python evaluator.py --mcp-config .mcp.json -q "..."
     """
     try:
-        if not opts["query"]:
-            raise InputError("nothing to evaluate", hint='give -q "a query"; see --help')
-        code = tool_eval_mode(opts)
+        code = run_mode(opts)
     except InputError as exc:
         raise fail_input(str(exc)) from None
     except (ServerError, FatalApiError) as exc:
