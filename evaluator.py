@@ -253,9 +253,18 @@ def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> S
         raise InputError(f"--server {command!r}: {exc}") from None
     if not argv:
         raise InputError("--server is empty", hint='give a command, e.g. --server "python my_server.py"')
-    name = Path(argv[0]).stem if len(argv) == 1 else Path(argv[-1]).stem if argv[-1].endswith(".py") else Path(argv[0]).name
-    return ServerSpec(name=safe_name(name) or f"server{index + 1}", kind="stdio", command=argv[0],
+    return ServerSpec(name=safe_name(server_name_from_argv(argv)) or f"server{index + 1}", kind="stdio", command=argv[0],
                       args=argv[1:], env=dict(env))
+
+
+def server_name_from_argv(argv: list[str]) -> str:
+    """A short name for a server command: its script, its `-m` module, or its program."""
+    for i, arg in enumerate(argv[1:], 1):
+        if arg.endswith((".py", ".js", ".mjs", ".ts")):
+            return Path(arg).stem
+        if arg == "-m" and i + 1 < len(argv):
+            return argv[i + 1].split(".")[-1]
+    return Path(argv[0]).name
 
 
 def parse_server_module(target: str) -> ServerSpec:
@@ -365,6 +374,141 @@ def load_system_prompt(choice: str) -> str:
         return value
     raise InputError(f"--prompt {choice!r} is neither a prompt name nor a file",
                      hint="choose one of " + ", ".join(prompts.SYSTEM_PROMPTS) + " or give a path")
+
+
+# ============================================================================ 3c. loaders: conversation files
+# A turn header is a line of its own. The first header in a file fixes the file's style, and
+# only headers of that style start turns afterwards: a "User: 42" line inside an answer of a
+# `**User**` file is content, not a new turn.
+TURN_HEADER_STYLES = {
+    # `**User**` alone, or `**User:** text` / `**User**: text`; never `**User** management ...`
+    "bold": re.compile(r"\*\*(user|assistant)(?:\*\*|:\*\*[ \t]*(.*)|\*\*[ \t]*:[ \t]*(.*))", re.IGNORECASE),
+    "heading": re.compile(r"#{1,6}[ \t]+(user|assistant)[ \t]*:?[ \t]*#*[ \t]*$", re.IGNORECASE),
+    "prefix": re.compile(r"(user|assistant)[ \t]*:[ \t]*(.*)", re.IGNORECASE),
+}
+CODE_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
+
+
+@dataclass
+class TurnHeader:
+    style: str
+    role: str
+    rest: str                    # text after the header on the same line (`User: hi`)
+
+
+def parse_turn_header(line: str, style: str | None) -> TurnHeader | None:
+    styles = [style] if style else list(TURN_HEADER_STYLES)
+    for name in styles:
+        match = TURN_HEADER_STYLES[name].fullmatch(line.strip())
+        if match:
+            rest = next((g for g in match.groups()[1:] if g), "")
+            return TurnHeader(name, match.group(1).lower(), rest.strip())
+    return None
+
+
+def skip_frontmatter(lines: list[str]) -> int:
+    """Index of the first line after a leading YAML frontmatter block (0 when there is none)."""
+    if lines and lines[0].strip() == "---":
+        for index in range(1, len(lines)):
+            if lines[index].strip() == "---":
+                return index + 1
+    return 0
+
+
+def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
+    """Headed blocks in file order; a header inside a fenced code block is content."""
+    turns: list[PriorMessage] = []
+    body: list[str] = []
+    style: str | None = None
+    fence: tuple[str, int] | None = None       # (fence character run, line) of the open code block
+    first = skip_frontmatter(lines)
+    for number, line in enumerate(lines[first:], start=first + 1):
+        fence_match = CODE_FENCE.match(line)
+        if fence is not None:
+            if fence_match and fence_match.group(1)[0] == fence[0][0] and len(fence_match.group(1)) >= len(fence[0]) \
+                    and not line.strip().strip(fence[0][0]):
+                fence = None
+            body.append(line)
+            continue
+        if fence_match:
+            fence = (fence_match.group(1), number)
+        header = None if fence else parse_turn_header(line, style)
+        if header is None:
+            if turns:
+                body.append(line)
+            elif line.strip() and not line.lstrip().startswith(("#", "<!--")):
+                raise InputError("text before the first turn header", path, number,
+                                 "start each message with a **User** / **Assistant** line, a ## User / "
+                                 "## Assistant heading, or a User: / Assistant: prefix")
+            continue
+        if turns:
+            turns[-1].content = message_text(body)
+        style = header.style
+        turns.append(PriorMessage(header.role, "", number))
+        body = [header.rest] if header.rest else []
+    if fence is not None:
+        raise InputError("this code block is never closed", path, fence[1],
+                         f"close it with a line of {fence[0]}")
+    if turns:
+        turns[-1].content = message_text(body)
+    return turns
+
+
+def message_text(body: list[str]) -> str:
+    """A message's text without surrounding blank lines or the rules that separate turns."""
+    while body and (not body[-1].strip() or THEMATIC_BREAK.fullmatch(body[-1])):
+        body = body[:-1]
+    return "\n".join(body).strip("\n").strip()
+
+
+def load_conversation(path: str | Path) -> list[PriorMessage]:
+    """A conversation in markdown (seed 002's `**User**` / `**Assistant**` blocks, `## User`
+    headings, or `User:` prefixes) as the messages to send as prior turns.
+
+    Consecutive user messages are merged into one; the Messages API needs the conversation to
+    start with the user and has no use for two assistant answers in a row, so those are errors."""
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read conversation file: {exc.__class__.__name__}: {exc}", path) from None
+    turns = split_conversation_turns(raw.splitlines(), path)
+    if not turns:
+        raise InputError("no conversation turns found", path, 1,
+                         "mark messages with **User** / **Assistant** lines, ## User / ## Assistant "
+                         "headings, or User: / Assistant: prefixes")
+    merged: list[PriorMessage] = []
+    for turn in turns:
+        label = turn.role.capitalize()
+        if not turn.content:
+            raise InputError(f"empty {label} message", path, turn.line, "write the message below its header")
+        if not merged and turn.role == "assistant":
+            raise InputError("the conversation starts with an Assistant message", path, turn.line,
+                             "the Messages API needs the user to speak first; add the User message before it")
+        if merged and merged[-1].role == turn.role == "assistant":
+            raise InputError(f"two Assistant messages in a row (the previous one starts at line "
+                             f"{merged[-1].line})", path, turn.line,
+                             "add the User message between them, or merge them into one")
+        if merged and merged[-1].role == turn.role:
+            merged[-1].content += "\n\n" + turn.content
+            continue
+        merged.append(turn)
+    return merged
+
+
+def conversation_case(path: str | Path, follow_up: str | None = None) -> TestCase:
+    """A conversation file as a case: its last user message is the prompt and everything before
+    it the prior history; a file that ends with Claude's answer has no prompt of its own.
+    `follow_up` (-q next to -c) is one more user message after the file."""
+    history = load_conversation(path)
+    if follow_up and follow_up.strip():
+        if history[-1].role == "user":
+            history[-1].content += "\n\n" + follow_up.strip()
+        else:
+            history.append(PriorMessage("user", follow_up.strip()))
+    prompt = history.pop().content if history[-1].role == "user" else ""
+    return TestCase(name=Path(path).stem, prompt=prompt, history=history, source=str(path))
 
 
 # ============================================================================ 4. MCP hub
@@ -504,13 +648,14 @@ class ServerConnection:
         try:
             await asyncio.wait_for(self._ready.wait(), self.connect_timeout)
         except asyncio.TimeoutError:
+            message = self.describe_failure(f"did not finish its MCP handshake within {self.connect_timeout:g}s")
             await self.close()
-            raise ServerError(self.describe_failure(f"did not finish its MCP handshake within "
-                                                    f"{self.connect_timeout:g}s")) from None
+            raise ServerError(message) from None
         if self._error is not None or self.client is None:
-            error, self._error = self._error, None
+            await asyncio.sleep(0.05)  # let a dying process finish writing its stderr
+            message = self.describe_failure(explain_exception(self._error))
             await self.close()
-            raise ServerError(self.describe_failure(explain_exception(error)))
+            raise ServerError(message)
 
     def describe_failure(self, what: str) -> str:
         spec = self.spec
@@ -743,7 +888,9 @@ class AnthropicModel:
         if request.tools:
             params["tools"] = request.tools
         if request.temperature is not None:
-            params["temperature"] = request.temperature
+            # The 2.x SDK no longer types sampling parameters (newer models fix them); the API
+            # still takes `temperature` for models that accept it.
+            params["extra_body"] = {"temperature": request.temperature}
         return params
 
     async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
@@ -808,9 +955,16 @@ class UserInput(Protocol):
         """The user's next message, or None to end the conversation."""
 
 
+def user_end_reason(user: UserInput | None) -> str:
+    """`ended_by` when the user returned None: `user_end`, unless the user says otherwise
+    (a simulated user that ran out of --max-user-turns sets `end_reason = "max_turns"`)."""
+    return getattr(user, "end_reason", None) or "user_end"
+
+
 class ConversationObserver:
     """Hooks for showing a conversation as it happens; the default shows nothing."""
 
+    def on_start(self, transcript: Transcript) -> None: ...
     def on_user(self, text: str, simulated: bool = False) -> None: ...
     def on_assistant_text(self, text: str) -> None: ...
     def on_tool_call(self, call: ToolCall) -> None: ...
@@ -839,10 +993,16 @@ async def run_conversation(case: TestCase, model: ModelClient, hub: McpHub, sett
     messages = initial_messages(case)
     if case.prompt:
         transcript.history.append(HistoryEntry("user", case.prompt))
+    observer.on_start(transcript)
     start = time.perf_counter()
     try:
         await converse(transcript, messages, model, hub, settings, user, observer)
     except FatalApiError:
+        raise
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        # Ctrl-C: the part that happened is still a result (the observer holds it); the run stops.
+        transcript.error, transcript.ended_by = "interrupted", "error"
+        transcript.latency_ms = round((time.perf_counter() - start) * 1000, 2)
         raise
     except Exception as exc:
         transcript.error = api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"
@@ -861,7 +1021,7 @@ async def converse(transcript: Transcript, messages: list[dict], model: ModelCli
         # The history ends with Claude's answer: that is the final state, unless someone can reply.
         transcript.final_text = messages[-1]["content"] if messages else ""
         if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = "completion" if user is None else "user_end"
+            transcript.ended_by = "completion" if user is None else user_end_reason(user)
             return
     while True:
         if transcript.model_calls >= settings.max_turns:
@@ -898,7 +1058,7 @@ async def converse(transcript: Transcript, messages: list[dict], model: ModelCli
             transcript.ended_by = "needs_input"
             return
         if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = "user_end"
+            transcript.ended_by = user_end_reason(user)
             return
 
 
