@@ -376,6 +376,185 @@ def load_system_prompt(choice: str) -> str:
                      hint="choose one of " + ", ".join(prompts.SYSTEM_PROMPTS) + " or give a path")
 
 
+# ============================================================================ 3a. loaders: CSV suites
+CSV_COLUMNS = ("test_name", "user_prompt", "prompt", "expected_tools", "forbidden_tools", "description",
+               "expected_args", "args_match", "order", "max_tool_calls", "min_tool_calls", "expect_no_tools", "tags")
+ARGS_MATCH_MODES = ("partial", "exact", "ignore")
+ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
+TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1", "y"), ("false", "no", "0", "n", "")
+
+
+class InputProblems(InputError):
+    """Several problems in one input file, each its own line, all reported at once."""
+
+    def __init__(self, problems: list[InputError]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x})", path, line,
+                         "save the file as UTF-8") from None
+
+
+def split_list(value: str) -> list[str]:
+    return [item.strip() for item in re.split(r"[,;]", value or "") if item.strip()]
+
+
+def csv_records(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and every record with the line it starts on (quoted fields may span lines)."""
+    import csv
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, start = [], 1
+    try:
+        for row in reader:
+            records.append((start, row))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV: {exc}", path, reader.line_num or start,
+                         "quote fields that contain commas, quotes or newlines") from None
+    records = [(line, row) for line, row in records if any(cell.strip() for cell in row)]
+    if not records:
+        raise InputError("the CSV file is empty", path, 1, "add a header row: test_name,user_prompt,...")
+    (_, header), body = records[0], records[1:]
+    return [h.strip().lower() for h in header], body
+
+
+def load_csv_suite(path: str | Path) -> list[TestCase]:
+    """A CSV regression suite (seed 002's columns plus the optional ones); every problem of the
+    file is reported with its line before anything runs."""
+    path = Path(path)
+    header, body = csv_records(read_text_file(path, "CSV suite"), path)
+    problems: list[InputError] = []
+    unknown = [h for h in header if h not in CSV_COLUMNS]
+    if unknown:
+        problems.append(InputError(f"unknown column(s): {', '.join(unknown)}", path, 1,
+                                   "known columns: " + ", ".join(CSV_COLUMNS)))
+    if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
+        problems.append(InputError("the header needs test_name and user_prompt (or prompt) columns", path, 1,
+                                   "first row: test_name,user_prompt,expected_tools,forbidden_tools,description"))
+    if problems:
+        raise InputProblems(problems)
+    cases: list[TestCase] = []
+    seen: dict[str, int] = {}
+    for line, row in body:
+        if len(row) != len(header):
+            problems.append(InputError(f"row has {len(row)} fields, the header has {len(header)}", path, line,
+                                       "quote fields that contain commas"))
+            continue
+        try:
+            case = csv_case(dict(zip(header, row)), path, line)
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        if case.name in seen:
+            problems.append(InputError(f"duplicate test_name {case.name!r} (first on line {seen[case.name]})",
+                                       path, line, "give every test a unique name"))
+            continue
+        seen[case.name] = line
+        cases.append(case)
+    if problems:
+        raise InputProblems(problems)
+    if not cases:
+        raise InputError("the CSV suite has a header but no test rows", path, 2)
+    return cases
+
+
+def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
+    def fail(message: str, hint: str | None = None) -> InputError:
+        return InputError(message, path, line, hint)
+
+    name = row.get("test_name", "").strip()
+    prompt = (row.get("user_prompt") or row.get("prompt") or "").strip()
+    if not name:
+        raise fail("empty test_name", "give every row a name")
+    if not prompt:
+        raise fail(f"test {name!r} has an empty prompt", "write the user's request in user_prompt")
+    expected_args: dict[str, dict] = {}
+    if (row.get("expected_args") or "").strip():
+        try:
+            expected_args = json.loads(row["expected_args"])
+        except json.JSONDecodeError as exc:
+            raise fail(f"expected_args is not valid JSON: {exc.msg}",
+                       'write it as {"tool_name": {"param": "value"}}') from None
+        if not isinstance(expected_args, dict) or not all(isinstance(v, dict) for v in expected_args.values()):
+            raise fail("expected_args must be a JSON object of objects", '{"tool_name": {"param": "value"}}')
+    args_match = (row.get("args_match") or "partial").strip().lower()
+    order = (row.get("order") or "any").strip().lower()
+    if args_match not in ARGS_MATCH_MODES:
+        raise fail(f"args_match {args_match!r} is not one of {', '.join(ARGS_MATCH_MODES)}")
+    if order not in ORDER_MODES:
+        raise fail(f"order {order!r} is not one of {', '.join(ORDER_MODES)}")
+    flag = (row.get("expect_no_tools") or "").strip().lower()
+    if flag not in TRUE_WORDS + FALSE_WORDS:
+        raise fail(f"expect_no_tools {flag!r} is not true or false")
+    case = TestCase(name=name, prompt=prompt, description=(row.get("description") or "").strip(),
+                    expected_tools=split_list(row.get("expected_tools", "")),
+                    forbidden_tools=split_list(row.get("forbidden_tools", "")),
+                    expected_args=expected_args, args_match=args_match, order=order,
+                    max_tool_calls=csv_count(row, "max_tool_calls", fail),
+                    min_tool_calls=csv_count(row, "min_tool_calls", fail),
+                    expect_no_tools=flag in TRUE_WORDS, tags=split_list(row.get("tags", "")),
+                    source=str(path), line=line)
+    if case.expect_no_tools and case.expected_tools:
+        raise fail(f"test {name!r} sets expect_no_tools and also lists expected_tools", "keep one of them")
+    clash = set(case.expected_tools) & set(case.forbidden_tools)
+    if clash:
+        raise fail(f"test {name!r} both expects and forbids {', '.join(sorted(clash))}")
+    return case
+
+
+def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
+    value = (row.get(column) or "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise fail(f"{column} {value!r} is not a whole number")
+    return int(value)
+
+
+def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
+    """Every tool a case names must exist on the connected servers: typos cost no money."""
+    import difflib
+
+    problems = []
+    for case in cases:
+        named = [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
+        for tool in dict.fromkeys(named):
+            if tool not in available:
+                close = difflib.get_close_matches(tool, available, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
+                problems.append(InputError(f"test {case.name!r} names tool {tool!r}, which no connected server "
+                                           f"offers", case.source or None, case.line or None, hint))
+    if problems:
+        raise InputProblems(problems)
+
+
+def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]:
+    if not tags:
+        return cases
+    wanted = {t.lower() for t in tags}
+    chosen = [case for case in cases if wanted & {t.lower() for t in case.tags}]
+    if not chosen:
+        raise InputError(f"no test has the tag(s) {', '.join(tags)}")
+    return chosen
+
+
 # ============================================================================ 3c. loaders: conversation files
 # A turn header is a line of its own. The first header in a file fixes the file's style, and
 # only headers of that style start turns afterwards: a "User: 42" line inside an answer of a
@@ -417,7 +596,8 @@ def skip_frontmatter(lines: list[str]) -> int:
 
 
 def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
-    """Headed blocks in file order; a header inside a fenced code block is content."""
+    """Headed blocks in file order; a header inside a fenced code block is content, and text
+    before the first header (a title, notes) belongs to no message."""
     turns: list[PriorMessage] = []
     body: list[str] = []
     style: str | None = None
@@ -435,12 +615,8 @@ def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]
             fence = (fence_match.group(1), number)
         header = None if fence else parse_turn_header(line, style)
         if header is None:
-            if turns:
+            if turns:  # text before the first header is a title or notes, not a message
                 body.append(line)
-            elif line.strip() and not line.lstrip().startswith(("#", "<!--")):
-                raise InputError("text before the first turn header", path, number,
-                                 "start each message with a **User** / **Assistant** line, a ## User / "
-                                 "## Assistant heading, or a User: / Assistant: prefix")
             continue
         if turns:
             turns[-1].content = message_text(body)
@@ -1095,6 +1271,386 @@ async def run_tool_calls(transcript: Transcript, tool_uses: list[dict], hub: Mcp
     return results
 
 
+class StdinLines:
+    """Lines from stdin, awaited through the event loop instead of a blocking read, so Ctrl-C
+    (which cancels the running task) also interrupts a prompt that waits for the user."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self.pending = b""               # bytes read past the end of the line handed out
+
+    async def readline(self) -> str | None:
+        """The next line without its newline; None at end of input (Ctrl-D on a terminal)."""
+        while b"\n" not in self.pending:
+            chunk = await self._read_chunk()
+            if not chunk:
+                break
+            self.pending += chunk
+        if not self.pending:
+            return None
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    async def _read_chunk(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        try:
+            loop.add_reader(self.fd, lambda: readable.done() or readable.set_result(None))
+        except (OSError, ValueError, NotImplementedError):
+            return os.read(self.fd, 65536)  # a regular file cannot be polled, and never blocks
+        try:
+            await readable
+        finally:
+            loop.remove_reader(self.fd)
+        return os.read(self.fd, 65536)
+
+
+END_CONVERSATION_WORDS = ("end",)
+
+
+class TerminalUser:
+    """The person at the terminal. `end` or EOF (Ctrl-D) ends the conversation; an empty line
+    asks again, so a stray Enter does not end it."""
+    simulated = False
+
+    def __init__(self, console: Console, lines: StdinLines | None = None) -> None:
+        self.console = console
+        self.lines = lines or StdinLines()
+
+    async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
+        while True:
+            self.console.print("[bold green]You[/bold green] [dim](reply, or 'end' to finish)[/dim] › ", end="")
+            self.console.file.flush()
+            line = await self.lines.readline()
+            if line is None:
+                self.console.print()
+                return None
+            if not os.isatty(self.lines.fd):  # piped replies are not echoed by a terminal
+                self.console.print(line, markup=False, highlight=False)
+            if line.strip().lower() in END_CONVERSATION_WORDS:
+                return None
+            if line.strip():
+                return line.strip()
+
+
+class SimulatedUser:
+    """A second model plays the user: it is given the goal and the conversation so far, answers
+    when Claude waits for the user, and says DONE when the goal is met. After `max_turns` of its
+    messages it stops, and the conversation ends as `max_turns`."""
+    simulated = True
+
+    def __init__(self, goal: str, model: ModelClient, model_id: str = C.DEFAULT_USER_MODEL,
+                 max_turns: int = C.DEFAULT_MAX_USER_TURNS, max_tokens: int = C.DEFAULT_USER_MAX_TOKENS) -> None:
+        self.goal, self.model, self.model_id = goal, model, model_id
+        self.max_turns, self.max_tokens = max_turns, max_tokens
+        self.end_reason = "user_end"
+
+    async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
+        if transcript.user_interventions >= self.max_turns:
+            self.end_reason = "max_turns"
+            return None
+        system = prompts.SIMULATED_USER_PROMPT.format(goal=self.goal, done=prompts.SIMULATED_USER_DONE)
+        request = ModelRequest(self.model_id, system, [{"role": "user", "content": simulated_user_view(transcript)}],
+                               [], self.max_tokens)
+        answer = await self.model.complete(request)
+        return simulated_user_message(text_of(answer.content))
+
+
+def simulated_user_view(transcript: Transcript) -> str:
+    """The conversation as its user saw it: the messages, not the tool traffic."""
+    messages = [f"<{entry.role}>\n{entry.content}\n</{entry.role}>" for entry in transcript.history
+                if entry.role in ("user", "assistant") and entry.content]
+    if not messages:
+        return "The conversation has not started yet. Write the user's first message."
+    return ("<conversation>\n" + "\n".join(messages) + "\n</conversation>\n\n"
+            f"Write the user's next message, or only {prompts.SIMULATED_USER_DONE} if the goal has been met.")
+
+
+def simulated_user_message(answer: str) -> str | None:
+    """The simulated user's message, or None when it says it is done."""
+    answer = re.sub(r"^\s*(<user>|user:)\s*", "", answer.strip(), flags=re.IGNORECASE)
+    answer = re.sub(r"\s*</user>\s*$", "", answer)
+    if not answer or re.search(rf"\b{prompts.SIMULATED_USER_DONE}\W*$", answer):
+        return None
+    return answer
+
+
+# ============================================================================ 8. scoring: tool use
+@dataclass
+class Verdict:
+    """Whether one run of one case passed, and every reason it did not."""
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def normalize_arg(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip().lower()
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, list):
+        return [normalize_arg(v) for v in value]
+    if isinstance(value, dict):
+        return {k: normalize_arg(v) for k, v in value.items()}
+    return value
+
+
+def args_match(expected: dict, actual: dict, mode: str) -> bool:
+    """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
+    same keys and values; `ignore`: anything."""
+    if mode == "ignore":
+        return True
+    if mode == "exact":
+        return normalize_arg(expected) == normalize_arg(actual)
+    return all(key in actual and normalize_arg(value) == normalize_arg(actual[key])
+               for key, value in expected.items())
+
+
+def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
+    remaining = iter(sequence)
+    return all(item in remaining for item in wanted)
+
+
+def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
+    """Arguments checked against the tool's own inputSchema; invented parameters count even
+    when the schema forgot `additionalProperties: false`."""
+    import jsonschema
+
+    if tool is None:
+        return [f"called unknown tool {call.name!r}"]
+    schema = tool.input_schema
+    problems = []
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and schema.get("additionalProperties") in (None, False):
+        invented = [key for key in call.input if key not in properties]
+        if invented:
+            problems.append(f"{call.name} got invented parameter(s) {', '.join(invented)}")
+    try:
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+        errors = sorted(validator.iter_errors(call.input), key=lambda e: list(e.path))
+    except jsonschema.SchemaError as exc:
+        return problems + [f"{call.name} has an invalid inputSchema: {exc.message}"]
+    for err in errors[:3]:
+        if err.validator == "additionalProperties" and problems:
+            continue  # already reported as invented parameters
+        where = "/".join(str(p) for p in err.path) or "arguments"
+        problems.append(f"{call.name} arguments do not match its schema at {where}: {err.message}")
+    return problems
+
+
+def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
+    """Every check a CSV case asks for, against one transcript. Pure: reads, never calls."""
+    reasons: list[str] = []
+    if transcript.error:
+        reasons.append(f"run failed: {transcript.error}")
+    called = transcript.tools_called
+    if case.expect_no_tools and called:
+        reasons.append(f"expected no tool call, but called {', '.join(called)}")
+    for tool in case.expected_tools:
+        if tool not in called:
+            reasons.append(f"missing expected tool {tool}")
+    for call in transcript.tool_calls:
+        if call.name in case.forbidden_tools:
+            reasons.append(f"forbidden tool {call.name} called (turn {call.turn})")
+    reasons += score_expected_args(case, transcript)
+    reasons += score_order(case, called)
+    if case.max_tool_calls is not None and len(called) > case.max_tool_calls:
+        reasons.append(f"too many tool calls: {len(called)} > max {case.max_tool_calls}")
+    if case.min_tool_calls is not None and len(called) < case.min_tool_calls:
+        reasons.append(f"too few tool calls: {len(called)} < min {case.min_tool_calls}")
+    for call in transcript.tool_calls:
+        reasons += schema_problems(call, tools.get(call.name))
+    return Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
+
+
+def score_expected_args(case: TestCase, transcript: Transcript) -> list[str]:
+    reasons = []
+    for tool, expected in case.expected_args.items():
+        calls = [c for c in transcript.tool_calls if c.name == tool]
+        if not calls:
+            if tool not in case.expected_tools:  # otherwise already reported as missing
+                reasons.append(f"missing expected tool {tool} (expected arguments {json.dumps(expected)})")
+            continue
+        if not any(args_match(expected, call.input, case.args_match) for call in calls):
+            reasons.append(f"argument mismatch for {tool} ({case.args_match}): expected {json.dumps(expected)}, "
+                           f"got {json.dumps(calls[0].input) if len(calls) == 1 else [c.input for c in calls]}")
+    return reasons
+
+
+def score_order(case: TestCase, called: list[str]) -> list[str]:
+    expected = case.expected_tools
+    if case.order == "strict" and called != expected:
+        return [f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, "
+                f"got {' -> '.join(called) or '(none)'}"]
+    if case.order == "in_order" and not is_subsequence(expected, called):
+        return [f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {' -> '.join(called)}"]
+    if case.order == "subset":
+        extra = [tool for tool in dict.fromkeys(called) if tool not in expected]
+        if extra:
+            return [f"tool(s) outside the expected set (subset): {', '.join(extra)}"]
+    return []
+
+
+# ---------------------------------------------------------------------------- statistics over runs
+def wilson_interval(successes: int, runs: int, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a pass rate: honest even for 0/3 or 5/5."""
+    if runs == 0:
+        return 0.0, 1.0
+    p = successes / runs
+    denominator = 1 + z * z / runs
+    centre = (p + z * z / (2 * runs)) / denominator
+    half = z * ((p * (1 - p) / runs + z * z / (4 * runs * runs)) ** 0.5) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pass_at_k(runs: int, successes: int, k: int) -> float:
+    """Chance that at least one of k runs drawn from these passes (the unbiased estimator)."""
+    from math import comb
+
+    if runs - successes < k:
+        return 1.0
+    return 1.0 - comb(runs - successes, k) / comb(runs, k)
+
+
+def pass_hat_k(runs: int, successes: int, k: int) -> float:
+    """Chance that all k runs drawn from these pass (pass^k)."""
+    from math import comb
+
+    return comb(successes, k) / comb(runs, k) if k <= runs else 0.0
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * fraction
+    low, high = int(position), min(int(position) + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class CaseSummary:
+    """A case over all its runs."""
+    name: str
+    runs: int
+    passes: int
+    errors: int
+    pass_rate: float
+    interval: tuple[float, float]
+    pass_at_k: float
+    pass_hat_k: float
+    flaky: bool
+    passed: bool
+    reasons: dict[str, int]          # failure reason -> how many runs gave it
+    description: str = ""
+    prompt: str = ""
+
+
+def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Sequence[Transcript],
+                   threshold: float) -> CaseSummary:
+    runs, passes = len(verdicts), sum(v.passed for v in verdicts)
+    reasons: dict[str, int] = {}
+    for verdict in verdicts:
+        for reason in verdict.reasons:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    rate = passes / runs if runs else 0.0
+    return CaseSummary(case.name, runs, passes, sum(1 for t in transcripts if t.error), rate,
+                       wilson_interval(passes, runs), pass_at_k(runs, passes, runs), pass_hat_k(runs, passes, runs),
+                       flaky=0 < passes < runs, passed=runs > 0 and rate >= threshold - 1e-9, reasons=reasons,
+                       description=case.description, prompt=case.prompt)
+
+
+@dataclass
+class ToolStats:
+    tool: str
+    true_positives: int = 0
+    false_positives: int = 0
+    false_negatives: int = 0
+
+    @property
+    def precision(self) -> float:
+        called = self.true_positives + self.false_positives
+        return self.true_positives / called if called else 1.0
+
+    @property
+    def recall(self) -> float:
+        expected = self.true_positives + self.false_negatives
+        return self.true_positives / expected if expected else 1.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def tool_selection_stats(transcripts: Sequence[Transcript]) -> list[ToolStats]:
+    """Per-tool precision / recall / F1 of expected against called tools, over every run of
+    every case that says which tools it expects (a list, or none at all)."""
+    stats: dict[str, ToolStats] = {}
+    for t in transcripts:
+        case = t.case
+        if not case.expected_tools and not case.expect_no_tools:
+            continue
+        expected, called = set(case.expected_tools), set(t.tools_called)
+        for tool in expected | called:
+            entry = stats.setdefault(tool, ToolStats(tool))
+            if tool in expected and tool in called:
+                entry.true_positives += 1
+            elif tool in called:
+                entry.false_positives += 1
+            else:
+                entry.false_negatives += 1
+    return [stats[name] for name in sorted(stats)]
+
+
+def confusion_table(transcripts: Sequence[Transcript]) -> dict[str, dict[str, int]]:
+    """Expected tool (the first one a case lists) -> the tool Claude actually called first."""
+    table: dict[str, dict[str, int]] = {}
+    for t in transcripts:
+        if not t.case.expected_tools and not t.case.expect_no_tools:
+            continue
+        expected = t.case.expected_tools[0] if t.case.expected_tools else "(no tool)"
+        actual = t.tools_called[0] if t.tools_called else "(no tool)"
+        row = table.setdefault(expected, {})
+        row[actual] = row.get(actual, 0) + 1
+    return table
+
+
+@dataclass
+class SuiteSummary:
+    cases: int
+    passed: int
+    failed: int
+    flaky: int
+    runs: int
+    run_errors: int
+    pass_rate: float
+    threshold: float
+    usage: Usage
+    cost_usd: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    tools: list[ToolStats]
+    confusion: dict[str, dict[str, int]]
+
+
+def summarize_suite(case_summaries: Sequence[CaseSummary], transcripts: Sequence[Transcript],
+                    threshold: float) -> SuiteSummary:
+    usage = sum((t.usage for t in transcripts), Usage())
+    latencies = [t.latency_ms for t in transcripts]
+    passed = sum(c.passed for c in case_summaries)
+    return SuiteSummary(
+        cases=len(case_summaries), passed=passed, failed=len(case_summaries) - passed,
+        flaky=sum(c.flaky for c in case_summaries), runs=len(transcripts),
+        run_errors=sum(1 for t in transcripts if t.error),
+        pass_rate=passed / len(case_summaries) if case_summaries else 0.0, threshold=threshold,
+        usage=usage, cost_usd=sum(t.cost_usd for t in transcripts),
+        latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
+        tools=tool_selection_stats(transcripts), confusion=confusion_table(transcripts))
+
+
 # ============================================================================ 9. running a suite
 @dataclass
 class SuiteRun:
@@ -1129,6 +1685,44 @@ async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+class ObserverGroup(ConversationObserver):
+    """Several observers seen by the engine as one."""
+
+    def __init__(self, *observers: ConversationObserver) -> None:
+        self.observers = observers
+
+    def on_start(self, transcript: Transcript) -> None:
+        for observer in self.observers:
+            observer.on_start(transcript)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        for observer in self.observers:
+            observer.on_user(text, simulated)
+
+    def on_assistant_text(self, text: str) -> None:
+        for observer in self.observers:
+            observer.on_assistant_text(text)
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        for observer in self.observers:
+            observer.on_tool_call(call)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        for observer in self.observers:
+            observer.on_turn_end(transcript)
+
+
+class StartedTranscripts(ConversationObserver):
+    """Every conversation that started, finished or not: what a run interrupted by Ctrl-C has
+    gathered so far (the engine marks the unfinished ones `ended_by: error`, "interrupted")."""
+
+    def __init__(self) -> None:
+        self.transcripts: list[Transcript] = []
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.transcripts.append(transcript)
 
 
 # ============================================================================ 10. reports
@@ -1219,9 +1813,312 @@ def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
         console.print(last.final_text, markup=False, highlight=False)
 
 
+TOOL_RESULT_PREVIEW_CHARS = 160
+
+
+def preview(text: str, limit: int = TOOL_RESULT_PREVIEW_CHARS) -> str:
+    """One line of at most `limit` characters: enough to see what a tool answered."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+class LiveConversationView(ConversationObserver):
+    """A conversation on the terminal as it happens: user and Claude text (streamed), each tool
+    call with its arguments and the start of its result, and a status line after every model
+    turn with turns, tokens and cost."""
+
+    def __init__(self, console: Console, max_turns: int) -> None:
+        self.console = console
+        self.max_turns = max_turns
+        self.in_text = False             # Claude's text is being printed; its header is out
+
+    def say(self, markup: str, text: str = "") -> None:
+        self.console.print(markup, highlight=False)
+        if text:
+            self.console.print(text, markup=False, highlight=False)
+
+    def end_text(self) -> None:
+        if self.in_text:
+            self.console.print()
+            self.in_text = False
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.console.rule(f"{transcript.case.name} · iteration {transcript.iteration}")
+        for entry in transcript.history:
+            label = "[bold green]You[/bold green]" if entry.role == "user" else "[bold cyan]Claude[/bold cyan]"
+            self.say(label, entry.content)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        if simulated:  # a person's reply is on the screen already: they typed it
+            self.say("[bold magenta]Simulated user[/bold magenta]", text)
+
+    def on_assistant_text(self, text: str) -> None:
+        if not self.in_text:
+            self.say("[bold cyan]Claude[/bold cyan]")
+            self.in_text = True
+        self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        self.end_text()
+        arguments = json.dumps(call.input, ensure_ascii=False)
+        self.console.print(f"  [yellow]⚙ {call.name}[/yellow] ", end="", highlight=False)
+        self.console.print(preview(arguments, 200), markup=False, highlight=False)
+        colour = "red" if call.is_error else "dim"
+        self.console.print(f"    [{colour}]↳ {escape_markup(preview(call.output or '(no output)'))}[/{colour}]",
+                           highlight=False)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        self.end_text()
+        self.console.print(f"[dim]turn {transcript.model_calls}/{self.max_turns} · "
+                           f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}[/dim]", highlight=False)
+
+    def on_conversation_end(self, transcript: Transcript) -> None:
+        self.end_text()
+        detail = f": {transcript.error}" if transcript.error else ""
+        self.console.print(f"[bold]ended by {transcript.ended_by}[/bold]{escape_markup(detail)} · "
+                           f"{transcript.user_interventions} user repl{'y' if transcript.user_interventions == 1 else 'ies'} · "
+                           f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}", highlight=False)
+
+
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
+    return escape(text)
+
+
+# ---------------------------------------------------------------------------- suite reports
+def case_summary_dict(summary: CaseSummary) -> dict:
+    out = asdict(summary)
+    out["interval"] = [round(x, 4) for x in summary.interval]
+    for key in ("pass_rate", "pass_at_k", "pass_hat_k"):
+        out[key] = round(out[key], 4)
+    return out
+
+
+def suite_summary_dict(summary: SuiteSummary) -> dict:
+    out = asdict(summary)
+    out["tools"] = [{"tool": s.tool, "true_positives": s.true_positives, "false_positives": s.false_positives,
+                     "false_negatives": s.false_negatives, "precision": round(s.precision, 4),
+                     "recall": round(s.recall, 4), "f1": round(s.f1, 4)} for s in summary.tools]
+    out["cost_usd"] = round(summary.cost_usd, 6)
+    out["pass_rate"] = round(summary.pass_rate, 4)
+    return out
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def markdown_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown_report(summary: SuiteSummary, cases: Sequence[CaseSummary], model: str,
+                           iterations: int) -> str:
+    """A report that reads well as a pull-request comment: the verdict first, failures next."""
+    icon = "✅" if summary.failed == 0 else "❌"
+    lines = [f"## {icon} Tool-use evaluation: {summary.passed}/{summary.cases} cases passed", "",
+             "| Metric | Value |", "|---|---|",
+             f"| Cases passed | {summary.passed}/{summary.cases} ({percent(summary.pass_rate)}) |",
+             f"| Runs | {summary.runs} ({iterations} per case, pass threshold {percent(summary.threshold)}) |",
+             f"| Flaky cases | {summary.flaky} |", f"| Runs with errors | {summary.run_errors} |",
+             f"| Model | `{model}` |",
+             f"| Tokens | {summary.usage.total:,} (input {summary.usage.input_tokens:,}, output "
+             f"{summary.usage.output_tokens:,}, cache write {summary.usage.cache_creation_input_tokens:,}, "
+             f"cache read {summary.usage.cache_read_input_tokens:,}) |",
+             f"| Cost | ${summary.cost_usd:.4f} |",
+             f"| Latency p50 / p95 | {summary.latency_p50_ms / 1000:.1f}s / {summary.latency_p95_ms / 1000:.1f}s |", ""]
+    failures = [c for c in cases if not c.passed]
+    if failures:
+        lines += ["### Failures", "", "| Case | Pass rate | Reasons |", "|---|---|---|"]
+        for c in failures:
+            reasons = "<br>".join(f"{markdown_escape(r)}" + (f" ({n}/{c.runs} runs)" if c.runs > 1 else "")
+                                  for r, n in c.reasons.items())
+            lines.append(f"| `{c.name}` | {c.passes}/{c.runs} | {reasons} |")
+        lines.append("")
+    flaky = [c for c in cases if c.flaky]
+    if flaky:
+        lines += ["### Flaky cases", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | "
+                  f"{c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |" for c in flaky]
+        lines.append("")
+    lines += ["### All cases", "", "| Case | Result | Passes | 95% interval |", "|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {'✅' if c.passed else '❌'} | {c.passes}/{c.runs} | "
+              f"{percent(c.interval[0])}–{percent(c.interval[1])} |" for c in cases]
+    lines.append("")
+    if summary.tools:
+        lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| `{s.tool}` | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | {s.true_positives} | "
+                  f"{s.false_positives} | {s.false_negatives} |" for s in summary.tools]
+        lines.append("")
+    if summary.confusion:
+        actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
+        lines += ["### Confusion (expected tool → tool called first)", "",
+                  "| Expected \\ Called | " + " | ".join(f"`{t}`" for t in actual_tools) + " |",
+                  "|---|" + "---|" * len(actual_tools)]
+        for expected in sorted(summary.confusion):
+            row = summary.confusion[expected]
+            lines.append(f"| `{expected}` | " + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_text_atomic(path: str | Path, content: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_results_csv(path: str | Path, transcripts: Sequence[Transcript], verdicts: Sequence[Verdict]) -> None:
+    """One row per case and iteration (seed 002's *_out.csv)."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
+                     "cost_usd", "latency_ms", "ended_by", "error"])
+    for t, v in zip(transcripts, verdicts):
+        writer.writerow([t.case.name, t.iteration, t.case.prompt, ",".join(t.tools_called),
+                         "pass" if v.passed else "fail", "; ".join(v.reasons), t.usage.total,
+                         f"{t.cost_usd:.6f}", t.latency_ms, t.ended_by, t.error or ""])
+    write_text_atomic(path, buffer.getvalue())
+
+
+def write_junit(path: str | Path, cases: Sequence[CaseSummary], transcripts: Sequence[Transcript],
+                suite_name: str) -> None:
+    """JUnit XML, one testcase per CSV row, so CI systems show failures natively."""
+    import xml.etree.ElementTree as ET
+
+    seconds: dict[str, float] = {}
+    for t in transcripts:
+        seconds[t.case.name] = seconds.get(t.case.name, 0.0) + t.latency_ms / 1000
+    failures = sum(not c.passed and not c.errors for c in cases)
+    errors = sum(not c.passed and bool(c.errors) for c in cases)
+    suite = ET.Element("testsuite", name=suite_name, tests=str(len(cases)), failures=str(failures),
+                       errors=str(errors), time=f"{sum(seconds.values()):.3f}")
+    for c in cases:
+        element = ET.SubElement(suite, "testcase", classname=suite_name, name=c.name, time=f"{seconds.get(c.name, 0):.3f}")
+        if not c.passed:
+            kind = "error" if c.errors else "failure"
+            detail = "\n".join(f"{reason} ({n}/{c.runs} runs)" for reason, n in c.reasons.items())
+            ET.SubElement(element, kind, message=f"passed {c.passes}/{c.runs} runs").text = detail
+        ET.SubElement(element, "system-out").text = f"prompt: {c.prompt}\npass rate: {c.passes}/{c.runs}"
+    tree = ET.ElementTree(ET.Element("testsuites"))
+    tree.getroot().append(suite)
+    ET.indent(tree)
+    buffer = __import__("io").BytesIO()
+    tree.write(buffer, encoding="utf-8", xml_declaration=True)
+    write_text_atomic(path, buffer.getvalue().decode("utf-8"))
+
+
+def print_suite_summary(console: Console, summary: SuiteSummary, cases: Sequence[CaseSummary]) -> None:
+    table = Table(title=f"Suite: {summary.passed}/{summary.cases} cases passed")
+    for column in ("case", "result", "passes", "95% interval", "reasons"):
+        table.add_column(column, overflow="fold")
+    for c in sorted(cases, key=lambda c: c.passed):  # failures first
+        result = "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
+        if c.flaky:
+            result += " [yellow](flaky)[/yellow]"
+        table.add_row(c.name, result, f"{c.passes}/{c.runs}", f"{percent(c.interval[0])}–{percent(c.interval[1])}",
+                      "; ".join(c.reasons) or "")
+    console.print(table)
+    console.print(f"tokens {summary.usage.total:,} (cache read {summary.usage.cache_read_input_tokens:,}) · "
+                  f"cost ${summary.cost_usd:.4f} · latency p50 {summary.latency_p50_ms / 1000:.1f}s "
+                  f"p95 {summary.latency_p95_ms / 1000:.1f}s · runs with errors {summary.run_errors}",
+                  highlight=False)
+
+
+# ---------------------------------------------------------------------------- comparing two result files
+@dataclass
+class CaseComparison:
+    name: str
+    old_rate: float | None
+    new_rate: float | None
+    old_passed: bool | None
+    new_passed: bool | None
+
+    @property
+    def change(self) -> str:
+        if self.old_passed is None:
+            return "added"
+        if self.new_passed is None:
+            return "removed"
+        if self.old_passed and not self.new_passed:
+            return "regression"
+        if self.new_passed and not self.old_passed:
+            return "fixed"
+        return "unchanged"
+
+
+def load_results_document(path: str | Path) -> dict:
+    text = read_text_file(path, "results file")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
+        raise InputError('not an evaluator results file (no "results" list)', path, 1)
+    return document
+
+
+def case_outcomes(document: dict) -> dict[str, tuple[float, bool, int, int]]:
+    """name -> (pass rate, passed, passes, runs), from the case summaries or the raw results."""
+    if isinstance(document.get("cases"), list):
+        return {c["name"]: (c["pass_rate"], c["passed"], c["passes"], c["runs"]) for c in document["cases"]}
+    runs: dict[str, list[bool]] = {}
+    for result in document["results"]:
+        passed = result.get("verdict", {}).get("passed", result.get("error") is None)
+        runs.setdefault(result.get("test_name", "query"), []).append(bool(passed))
+    return {name: (sum(v) / len(v), all(v), sum(v), len(v)) for name, v in runs.items()}
+
+
+def compare_results(old: dict, new: dict) -> list[CaseComparison]:
+    before, after = case_outcomes(old), case_outcomes(new)
+    names = list(dict.fromkeys([*before, *after]))
+    return [CaseComparison(name, before.get(name, (None,))[0], after.get(name, (None,))[0],
+                           before[name][1] if name in before else None, after[name][1] if name in after else None)
+            for name in names]
+
+
+def suite_rate(document: dict) -> tuple[int, int]:
+    outcomes = case_outcomes(document)
+    return sum(o[1] for o in outcomes.values()), len(outcomes)
+
+
+def document_cost(document: dict) -> float:
+    return sum(r.get("cost_usd") or 0.0 for r in document["results"])
+
+
+def render_comparison(old: dict, new: dict, rows: Sequence[CaseComparison]) -> str:
+    (old_pass, old_total), (new_pass, new_total) = suite_rate(old), suite_rate(new)
+    old_low, old_high = wilson_interval(old_pass, old_total)
+    new_low, new_high = wilson_interval(new_pass, new_total)
+    old_cost, new_cost = document_cost(old), document_cost(new)
+    regressions = [r for r in rows if r.change == "regression"]
+    lines = [f"## {'❌' if regressions else '✅'} Comparison: {len(regressions)} regression(s), "
+             f"{sum(r.change == 'fixed' for r in rows)} fix(es)", "",
+             "| | Old | New |", "|---|---|---|",
+             f"| Cases passed | {old_pass}/{old_total} ({percent(old_pass / old_total if old_total else 0)}, "
+             f"95% {percent(old_low)}–{percent(old_high)}) | {new_pass}/{new_total} "
+             f"({percent(new_pass / new_total if new_total else 0)}, 95% {percent(new_low)}–{percent(new_high)}) |",
+             f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |", ""]
+    changed = [r for r in rows if r.change != "unchanged"]
+    if changed:
+        lines += ["| Case | Change | Old pass rate | New pass rate |", "|---|---|---|---|"]
+        for r in sorted(changed, key=lambda r: ["regression", "fixed", "added", "removed"].index(r.change)):
+            old_rate = "-" if r.old_rate is None else percent(r.old_rate)
+            new_rate = "-" if r.new_rate is None else percent(r.new_rate)
+            lines.append(f"| `{r.name}` | {r.change} | {old_rate} | {new_rate} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 # ============================================================================ 11. CLI
 def fail_input(message: str) -> "click.exceptions.Exit":
-    click.echo(f"error: {message}", err=True)
+    for line in message.splitlines():  # several problems of one file: one line each
+        click.echo(f"error: {line}", err=True)
     return click.exceptions.Exit(2)
 
 
@@ -1245,39 +2142,213 @@ def query_cases(query: str) -> list[TestCase]:
     return [TestCase(name="query", prompt=query)]
 
 
-async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console) -> list[Transcript]:
-    """Opens the servers and the model, runs every case, closes everything again."""
+async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
+                   user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
+                   observer: ConversationObserver | None = None,
+                   on_result: Callable[[Transcript], None] | None = None,
+                   on_connect: Callable[[McpHub], None] | None = None) -> list[Transcript]:
+    """Opens the servers and the model, runs every case, closes everything again. `user_for`
+    gives each conversation its user (it gets the model client, for a simulated user)."""
     model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
                            timeout=opts["request_timeout"])
     try:
         async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
             for notice in hub.notices:
                 console.print(f"[yellow]note:[/yellow] {notice}")
-            return await run_cases(run, model, hub)
+            if on_connect:
+                on_connect(hub)
+            return await run_cases(run, model, hub, on_result,
+                                   (lambda case: user_for(case, model)) if user_for else (lambda case: None),
+                                   observer)
     finally:
         await model.close()
 
 
+EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
+
+
+def tool_eval_cases(opts: dict) -> list[TestCase]:
+    """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
+    if opts.get("conversation"):
+        return [conversation_case(opts["conversation"], opts["query"])]
+    if opts["query"] is not None:
+        return query_cases(opts["query"])
+    return [TestCase(name="conversation", prompt="")]
+
+
+def check_conversation_options(opts: dict) -> None:
+    if opts.get("interactive") and opts.get("simulate_user") is not None:
+        raise InputError("--interactive and --simulate-user exclude each other",
+                         hint="a conversation has one user: you at the terminal, or the simulated one")
+    if opts.get("simulate_user") is not None and not opts["simulate_user"].strip():
+        raise InputError("--simulate-user needs a goal", hint='e.g. --simulate-user "find my LTV model\'s inputs"')
+    if opts.get("max_user_turns", 1) < 1:
+        raise InputError("--max-user-turns must be at least 1")
+
+
+def user_source(opts: dict, console: Console) -> Callable[[TestCase, ModelClient], UserInput | None]:
+    """Who answers Claude in each conversation: the terminal, a simulated user (from
+    --simulate-user or the case's own goal), or nobody."""
+    if opts.get("interactive"):
+        stdin = StdinLines()  # one reader for the whole run: it may hold typed-ahead lines
+        return lambda case, model: TerminalUser(console, stdin)
+
+    def simulated_or_nobody(case: TestCase, model: ModelClient) -> UserInput | None:
+        goal = opts.get("simulate_user") or case.simulated_user
+        if not goal:
+            return None
+        return SimulatedUser(goal, model, opts.get("user_model") or C.DEFAULT_USER_MODEL,
+                             opts.get("max_user_turns") or C.DEFAULT_MAX_USER_TURNS)
+    return simulated_or_nobody
+
+
 def tool_eval_mode(opts: dict) -> int:
-    """-q / -i: run a query against the servers, write or print the results."""
+    """-q / -c / -i / --interactive / --simulate-user: run conversations against the servers,
+    write or print the results. Ctrl-C still writes what was gathered, and exits 130."""
     console = Console(stderr=opts["json_out"])
     settings = build_settings(opts)
     if opts["iterations"] < 1:
         raise InputError("--iterations must be at least 1")
-    cases = query_cases(opts["query"])
+    check_conversation_options(opts)
+    cases = tool_eval_cases(opts)
     require_api_key()
     servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
-    run = SuiteRun(cases, opts["iterations"], settings)
-    transcripts = asyncio.run(evaluate(run, servers, opts, console))
-    document = build_results_document(run, [transcript_to_result(t) for t in transcripts])
+    interactive = bool(opts.get("interactive"))
+    if interactive:  # one person answers one conversation at a time, and reads Claude as it writes
+        settings.concurrency, settings.stream = 1, True
+    run = SuiteRun(cases, opts["iterations"], settings, mode="interactive" if interactive else "batch",
+                   input_type="conversation" if opts.get("conversation") else "query")
+    started = StartedTranscripts()
+    view = LiveConversationView(console, settings.max_turns) if interactive else None
+    try:
+        transcripts = asyncio.run(evaluate(run, servers, opts, console, user_source(opts, console),
+                                           ObserverGroup(started, view) if view else started,
+                                           view.on_conversation_end if view else None))
+        interrupted = False
+    except KeyboardInterrupt:
+        transcripts, interrupted = started.transcripts, True
+        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far")
+    extra = {"simulated_user": {"goal": opts["simulate_user"], "model": opts["user_model"],
+                                "max_user_turns": opts["max_user_turns"]}} if opts.get("simulate_user") else None
+    document = build_results_document(run, [transcript_to_result(t) for t in transcripts], extra)
     if opts["output"]:
         write_json_atomic(opts["output"], document)
         console.print(f"wrote {len(transcripts)} result(s) to {opts['output']}")
     if opts["json_out"]:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
-    elif not opts["output"]:
+    elif not opts["output"] and not interactive:
         print_run_summary(console, transcripts)
+    if interrupted:
+        return EXIT_INTERRUPTED
     return 1 if any(t.error for t in transcripts) else 0
+
+
+class SuiteProgress:
+    """The live progress line of a suite: cases done, passes, failures, tokens, cost, ETA."""
+
+    def __init__(self, console: Console, total: int, score: Callable[[Transcript], Verdict]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.score = score
+        self.passes = self.failures = 0
+        self.usage = Usage()
+        self.cost = 0.0
+        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("[green]{task.fields[passes]} pass[/green] "
+                                            "[red]{task.fields[failures]} fail[/red]"),
+                                 TextColumn("{task.fields[tokens]} tok ${task.fields[cost]}"),
+                                 TimeRemainingColumn(), console=console, transient=False)
+        self.task = self.progress.add_task("runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000")
+
+    def __enter__(self) -> "SuiteProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_result(self, transcript: Transcript) -> None:
+        if self.score(transcript).passed:
+            self.passes += 1
+        else:
+            self.failures += 1
+        self.usage = self.usage + transcript.usage
+        self.cost += transcript.cost_usd
+        self.progress.update(self.task, advance=1, passes=self.passes, failures=self.failures,
+                             tokens=f"{self.usage.total:,}", cost=f"{self.cost:.4f}")
+
+
+def check_threshold(value: float, option: str) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{option} must be between 0 and 1, got {value:g}")
+    return value
+
+
+def csv_suite_mode(opts: dict) -> int:
+    """--csv: every case, scored; reports; exit 0 all pass, 1 any case fails."""
+    console = Console(stderr=opts["json_out"])
+    settings = build_settings(opts)
+    threshold = check_threshold(opts["threshold"], "--threshold")
+    if opts["iterations"] < 1:
+        raise InputError("--iterations must be at least 1")
+    cases = filter_by_tags(load_csv_suite(opts["csv"]), opts["tag"])
+    require_api_key()
+    servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
+    run = SuiteRun(cases, opts["iterations"], settings, input_type="csv")
+    tools: dict[str, ToolSpec] = {}
+
+    def connected(hub: McpHub) -> None:
+        check_case_tools(cases, hub.tool_names())  # before the first model call
+        tools.update(hub.tools)
+
+    score = lambda t: score_tool_use(t.case, t, tools)  # noqa: E731
+    with SuiteProgress(console, len(cases) * run.iterations, score) as progress:
+        transcripts = asyncio.run(evaluate(run, servers, opts, console, on_result=progress.on_result,
+                                           on_connect=connected))
+    verdicts = [score(t) for t in transcripts]
+    return report_suite(opts, console, run, transcripts, verdicts, threshold)
+
+
+def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[Transcript],
+                 verdicts: list[Verdict], threshold: float) -> int:
+    by_case: dict[str, list[int]] = {}
+    for index, t in enumerate(transcripts):
+        by_case.setdefault(t.case.name, []).append(index)
+    case_summaries = [summarize_case(transcripts[ix[0]].case, [verdicts[i] for i in ix],
+                                     [transcripts[i] for i in ix], threshold) for ix in by_case.values()]
+    summary = summarize_suite(case_summaries, transcripts, threshold)
+    results = [dict(transcript_to_result(t), verdict={"passed": v.passed, "reasons": v.reasons})
+               for t, v in zip(transcripts, verdicts)]
+    document = build_results_document(run, results, {
+        "summary": suite_summary_dict(summary), "cases": [case_summary_dict(c) for c in case_summaries]})
+    if opts["output"]:
+        write_json_atomic(opts["output"], document)
+    if opts["report"]:
+        write_text_atomic(opts["report"], render_markdown_report(summary, case_summaries, run.settings.model,
+                                                                 run.iterations))
+    if opts["csv_out"]:
+        write_results_csv(opts["csv_out"], transcripts, verdicts)
+    if opts["junit"]:
+        write_junit(opts["junit"], case_summaries, transcripts, Path(opts["csv"]).stem if opts.get("csv") else "suite")
+    if opts["json_out"]:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    print_suite_summary(console, summary, case_summaries)
+    return 0 if summary.failed == 0 else 1
+
+
+def compare_mode(opts: dict) -> int:
+    """--compare OLD NEW: regressions and fixes per case; exit 1 on any regression."""
+    old_path, new_path = opts["compare"]
+    old, new = load_results_document(old_path), load_results_document(new_path)
+    rows = compare_results(old, new)
+    report = render_comparison(old, new, rows)
+    if opts["report"]:
+        write_text_atomic(opts["report"], report)
+    if opts["json_out"]:
+        click.echo(json.dumps({"cases": [dict(asdict(r), change=r.change) for r in rows]}, indent=2))
+    else:
+        Console().print(report, markup=False, highlight=False)
+    return 1 if any(r.change == "regression" for r in rows) else 0
 
 
 def options(*decorators: Callable) -> Callable:
@@ -1326,16 +2397,50 @@ RUN_OPTIONS = options(
     click.option("--json", "json_out", is_flag=True, help="Print the results JSON to stdout."),
 )
 
+SUITE_OPTIONS = options(
+    click.option("--csv", "csv", type=click.Path(), metavar="FILE.csv", help="Run a CSV regression suite."),
+    click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."),
+    click.option("--threshold", type=float, default=1.0, show_default=True,
+                 help="A case passes overall when its pass rate over the iterations is at least this."),
+    click.option("--report", type=click.Path(), metavar="FILE.md", help="Write a markdown report."),
+    click.option("--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per case and iteration."),
+    click.option("--junit", type=click.Path(), metavar="FILE.xml", help="Write JUnit XML for CI."),
+    click.option("--compare", nargs=2, type=click.Path(), metavar="OLD.json NEW.json",
+                 help="Compare two results files: regressions, fixes, pass rate and cost change."),
+)
+
+CONVERSATION_OPTIONS = options(
+    click.option("-c", "--conversation", type=click.Path(), metavar="FILE.md",
+                 help="Continue a conversation from a markdown file (**User** / **Assistant** blocks, "
+                      "## User / ## Assistant headings, or User: / Assistant: prefixes)."),
+    click.option("--interactive", is_flag=True,
+                 help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish the "
+                      "conversation; Ctrl-C stops the run and keeps the results so far."),
+    click.option("--simulate-user", metavar="GOAL",
+                 help="A second model plays a user with this goal and answers Claude's questions."),
+    click.option("--user-model", default=C.DEFAULT_USER_MODEL, show_default=True,
+                 help="Model playing the simulated user."),
+    click.option("--max-user-turns", type=int, default=C.DEFAULT_MAX_USER_TURNS, show_default=True,
+                 help="Messages the simulated user may send per conversation."),
+)
+
 
 def run_mode(opts: dict) -> int:
     """Picks the one mode the options ask for and runs it; returns the exit code."""
-    if opts.get("query") is not None or opts.get("conversation"):
+    if opts.get("compare"):
+        return compare_mode(opts)
+    if opts.get("csv"):
+        return csv_suite_mode(opts)
+    if (opts.get("query") is not None or opts.get("conversation") or opts.get("interactive")
+            or opts.get("simulate_user") is not None):
         return tool_eval_mode(opts)
     raise InputError("nothing to evaluate", hint='give -q "a query" (see --help for the other modes)')
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @RUN_OPTIONS
+@SUITE_OPTIONS
+@CONVERSATION_OPTIONS
 @SERVER_OPTIONS
 @MODEL_OPTIONS
 def main(**opts: Any) -> None:
@@ -1347,6 +2452,9 @@ def main(**opts: Any) -> None:
       python evaluator.py -q "List my warehouse tables" -i 5 -o results.json
       python evaluator.py --server "python my_server.py" -q "..."
       python evaluator.py --mcp-config .mcp.json -q "..."
+      python evaluator.py -q "Help me set up a profiles project" --interactive
+      python evaluator.py -c examples/sample_conv.md -o results.json
+      python evaluator.py -q "Build an LTV model" --simulate-user "a churn-focused analyst on Snowflake"
     """
     try:
         code = run_mode(opts)
