@@ -13,22 +13,27 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import importlib.util
 import json
 import os
 import re
 import shlex
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -211,6 +216,125 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     module: str = ""
     attr: str | None = None
+
+
+@dataclass
+class SkillInfo:
+    """One Agent Skill: its SKILL.md, validated frontmatter and body."""
+    name: str
+    description: str
+    path: Path                   # the SKILL.md
+    body: str = ""
+    frontmatter: dict = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+@dataclass
+class SkillTest:
+    """One markdown test definition (skillmark's format) or a skill-creator eval set."""
+    name: str
+    type: str                    # knowledge | task | security | trigger
+    source: str = ""
+    line: int = 1
+    prompt: str = ""
+    concepts: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    forbidden_patterns: list[str] = field(default_factory=list)
+    expected_refusal: list[str] = field(default_factory=list)
+    positive_triggers: list[str] = field(default_factory=list)
+    negative_triggers: list[str] = field(default_factory=list)
+    timeout: float = C.DEFAULT_TEST_TIMEOUT
+    category: str | None = None
+    severity: str | None = None
+    runs: int | None = None
+    skill: str | None = None     # the skill a trigger test is about (several --skill)
+
+
+@dataclass
+class ClaudeRun:
+    """One `claude -p` run of one query: what the stream-json events say happened."""
+    query: str
+    run: int
+    activated_skills: list[str] = field(default_factory=list)   # every skill that fired, in order
+    first_tool: str | None = None
+    tool_count: int = 0
+    tools: list[str] = field(default_factory=list)
+    skills_loaded: list[str] | None = None   # from the init event; None when it did not say
+    answer: str = ""
+    error: str | None = None
+    timed_out: bool = False
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    result_subtype: str | None = None
+    is_error: bool | None = None
+    num_turns: int | None = None
+    duration_ms: float | None = None
+    total_cost_usd: float | None = None
+    usage: dict = field(default_factory=dict)
+    api_retries: int = 0
+    latency_ms: float = 0.0
+    outside_writes: list[str] = field(default_factory=list)
+
+    def fired(self, skill: str) -> bool:
+        return skill in self.activated_skills
+
+    @property
+    def counted(self) -> bool:
+        """Whether the run says anything about activation. An observed activation counts even if
+        the run failed later; a run that failed without one proves nothing (it is not a miss)."""
+        return self.error is None or bool(self.activated_skills)
+
+
+@dataclass
+class TriggerQueryResult:
+    """One query's verdict for one skill, over all its runs."""
+    query: str
+    skill: str
+    expected: str                # activate | ignore
+    runs: int = 0                # runs that counted (errored runs excluded)
+    activations: int = 0
+    errors: int = 0
+    activation_rate: float = 0.0
+    actual: str = "ignored"      # activated | ignored | error
+    correct: bool = False
+    tool_count: float = 0.0      # mean tools used per counted run
+    fired: dict[str, int] = field(default_factory=dict)  # skill name -> runs it fired in
+    routing: bool = False        # a positive of another skill, counted as a negative here
+    source: str = ""
+
+
+@dataclass
+class TriggerScore:
+    """Seed 001's trigger metrics for one skill, plus precision/recall/F1 and errored runs."""
+    skill: str
+    trigger_rate: float = 0.0            # % positive queries activated
+    false_positive_rate: float = 0.0     # % negative queries activated
+    trigger_score: float = 0.0           # trigger_rate x (1 - false_positive_rate / 100)
+    precision: float = 0.0
+    recall: float = 0.0
+    f1: float = 0.0
+    positives: int = 0
+    positives_activated: int = 0
+    negatives: int = 0
+    negatives_activated: int = 0
+    errored_queries: int = 0             # queries with no counted run at all
+    errored_runs: int = 0
+    total_runs: int = 0
+    threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
+    query_results: list[TriggerQueryResult] = field(default_factory=list)
+
+
+@dataclass
+class SkillTestResult:
+    """A knowledge, task or security test's verdict over its runs."""
+    test: SkillTest
+    runs: list[ClaudeRun] = field(default_factory=list)
+    run_scores: list[dict] = field(default_factory=list)   # per run: coverage, matched, missed, leaked, refused
+    passed: bool = False
+    error: str | None = None
 
 
 # ============================================================================ 3. loaders: servers and prompts
@@ -553,6 +677,236 @@ def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]
     if not chosen:
         raise InputError(f"no test has the tag(s) {', '.join(tags)}")
     return chosen
+
+
+# ============================================================================ 3b. loaders: skills and markdown tests
+SKILL_NAME_RULE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+TEST_TYPES = ("knowledge", "task", "security", "trigger")
+TRIGGER_CONCEPTS = ["activates-on-relevant", "ignores-irrelevant"]
+# skillmark's section titles, and what each fills; any other level-1 heading ends a section.
+TEST_SECTIONS = {
+    "prompt": "prompt", "question": "prompt",
+    "expected": "expected", "criteria": "expected",
+    "forbidden patterns": "forbidden_patterns", "expected refusal": "expected_refusal",
+    "positive triggers": "positive_triggers", "negative triggers": "negative_triggers",
+}
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
+QUOTES = "\"'`“”‘’"
+
+
+def split_frontmatter(raw: str, path: Path, required: bool = True) -> tuple[dict, str, int]:
+    """YAML frontmatter between `---` lines -> (mapping, body, line number where the body starts)."""
+    lines = raw.splitlines()
+    if not lines or lines[0].strip() != "---":
+        if required:
+            raise InputError("no YAML frontmatter (the file must start with a '---' line)", path, 1,
+                             "add ---, name: ..., description: ..., --- at the top")
+        return {}, raw, 1
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+    if end is None:
+        raise InputError("YAML frontmatter is not closed", path, 1, "end it with a '---' line")
+    try:
+        data = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"invalid YAML frontmatter: {problem}", path, mark.line + 2 if mark else 1,
+                         "fix the YAML syntax (quote values that contain ': ')") from None
+    if not isinstance(data, dict):
+        raise InputError("YAML frontmatter must be a mapping of keys to values", path, 2)
+    return data, "\n".join(lines[end + 1:]), end + 2
+
+
+def frontmatter_line(raw: str, key: str) -> int:
+    match = re.search(rf"^{re.escape(key)}\s*:", raw, re.MULTILINE)
+    return raw.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def load_skill(path: str | Path) -> SkillInfo:
+    """A SKILL.md (or its folder), validated against the Agent Skills rules before anything runs.
+    Every problem found is reported, one line each."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "SKILL.md"
+    raw = read_text_file(path, "SKILL.md")
+    data, body, _ = split_frontmatter(raw, path)
+    problems = skill_frontmatter_problems(data, raw, path)
+    if problems:
+        raise InputProblems(problems)
+    return SkillInfo(name=data["name"], description=str(data["description"]).strip(), path=path.resolve(),
+                     body=body.strip(), frontmatter=data)
+
+
+def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
+    problems = []
+
+    def problem(key: str, message: str, hint: str | None = None) -> None:
+        problems.append(InputError(message, path, frontmatter_line(raw, key), hint))
+
+    name, description = data.get("name"), data.get("description")
+    folder = path.resolve().parent.name
+    if not isinstance(name, str) or not name:
+        problem("name", "frontmatter has no 'name'", f"add name: {folder}")
+    else:
+        if len(name) > 64:
+            problem("name", f"name {name!r} is longer than 64 characters")
+        if not SKILL_NAME_RULE.fullmatch(name):
+            problem("name", f"name {name!r} must be lowercase letters, digits and single hyphens, "
+                            "not starting or ending with a hyphen")
+        if name != folder:
+            problem("name", f"name {name!r} differs from its folder name {folder!r}",
+                    "rename the folder or the skill so they are equal")
+    if not isinstance(description, str) or not description.strip():
+        problem("description", "frontmatter has no 'description'",
+                "say what the skill does and when to use it, in at most 1024 characters")
+    else:
+        if len(description) > 1024:
+            problem("description", f"description is {len(description)} characters; the limit is 1024")
+        if "<" in description or ">" in description:
+            problem("description", "description contains '<' or '>', which skill validators reject")
+    compatibility = data.get("compatibility")
+    if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > 500):
+        problem("compatibility", "compatibility must be a string of at most 500 characters")
+    return problems
+
+
+def markdown_sections(body: str, first_line: int) -> dict[str, tuple[str, int]]:
+    """skillmark's sections -> (text, line of the heading). Headings that are not section titles
+    (a `## Context` inside a prompt) stay part of the text, unless they are level 1."""
+    sections: dict[str, tuple[list[str], int]] = {}
+    current: str | None = None
+    for offset, line in enumerate(body.splitlines()):
+        heading = re.match(r"^(#+)\s+(.+?)\s*#*\s*$", line)
+        title = heading.group(2).strip().rstrip(":").strip().lower() if heading else ""
+        if heading and title in TEST_SECTIONS:
+            current = TEST_SECTIONS[title]
+            sections.setdefault(current, ([], first_line + offset))
+            continue
+        if heading and len(heading.group(1)) == 1:
+            current = None
+            continue
+        if current:
+            sections[current][0].append(line)
+    return {key: ("\n".join(lines).strip(), line) for key, (lines, line) in sections.items()}
+
+
+def list_items(text: str) -> list[str]:
+    """Checkbox, bullet or numbered items; when a section has none, every plain line is an item.
+    Quotes around an item are stripped."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith(("<!--", "```"))]
+    items = [m.group(1) for m in map(LIST_ITEM.match, lines) if m]
+    if not items:
+        items = lines
+    cleaned = []
+    for item in items:
+        item = item.strip()
+        if len(item) >= 2 and item[0] in QUOTES and item[-1] in QUOTES:
+            item = item[1:-1].strip()
+        if item and item not in cleaned:
+            cleaned.append(item)
+    return cleaned
+
+
+def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return [str(v).strip() for v in value if str(v).strip()]
+    raise InputError(f"'{key}' must be a list of strings", path, frontmatter_line(raw, key))
+
+
+def load_markdown_test(path: str | Path, default_type: str | None = None) -> SkillTest:
+    """One skillmark-format test file; malformed files raise InputError naming file:line."""
+    path = Path(path)
+    raw = read_text_file(path, "test file")
+    data, body, body_line = split_frontmatter(raw, path, required=False)
+    kind = data.get("type", default_type or "knowledge")
+    if kind not in TEST_TYPES:
+        raise InputError(f"unknown test type {kind!r}", path, frontmatter_line(raw, "type"),
+                         "use one of " + ", ".join(TEST_TYPES))
+    if default_type == "trigger" and kind != "trigger":
+        raise InputError(f"--trigger wants a trigger test, this one is type {kind!r}", path,
+                         frontmatter_line(raw, "type"), "pass it with --tests instead")
+    sections = markdown_sections(body, body_line)
+    text_of_section = lambda key: sections.get(key, ("", body_line))[0]  # noqa: E731
+    test = SkillTest(name=str(data.get("name") or path.stem), type=kind, source=str(path), line=1,
+                     prompt=text_of_section("prompt"),
+                     expected=list_items(text_of_section("expected")),
+                     forbidden_patterns=list_items(text_of_section("forbidden_patterns")),
+                     expected_refusal=list_items(text_of_section("expected_refusal")),
+                     positive_triggers=list_items(text_of_section("positive_triggers")),
+                     negative_triggers=list_items(text_of_section("negative_triggers")),
+                     category=data.get("category"), severity=data.get("severity"),
+                     skill=data.get("skill"))
+    test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
+    if kind == "trigger" and not test.concepts:
+        test.concepts = list(TRIGGER_CONCEPTS)
+    test.timeout = positive_number(data.get("timeout"), "timeout", path, raw,
+                                   C.DEFAULT_TRIGGER_TIMEOUT if kind == "trigger" else C.DEFAULT_TEST_TIMEOUT)
+    if data.get("runs") is not None:
+        test.runs = int(positive_number(data["runs"], "runs", path, raw, 1, integer=True))
+    if kind == "trigger" and not test.positive_triggers:
+        line = sections.get("positive_triggers", ("", frontmatter_line(raw, "type")))[1]
+        raise InputError("trigger test has no positive queries", path, line,
+                         "list the queries that should activate the skill under '# Positive Triggers'")
+    if kind != "trigger" and not test.prompt:
+        line = sections["prompt"][1] if "prompt" in sections else body_line
+        raise InputError(f"{kind} test has an empty prompt", path, line,
+                         "write the prompt under a '# Prompt' (or '# Question') heading")
+    return test
+
+
+def positive_number(value: Any, key: str, path: Path, raw: str, default: float,
+                    integer: bool = False) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
+            integer and int(value) != value):
+        raise InputError(f"'{key}' must be a positive {'whole ' if integer else ''}number, got {value!r}",
+                         path, frontmatter_line(raw, key))
+    return float(value)
+
+
+def load_skill_creator_evals(path: str | Path) -> SkillTest:
+    """skill-creator's trigger eval set: `[{"query": ..., "should_trigger": true|false}, ...]`."""
+    path = Path(path)
+    raw = read_text_file(path, "eval set")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
+    if not isinstance(data, list):
+        raise InputError('an eval set is a JSON list of {"query": ..., "should_trigger": true|false}', path, 1)
+    test = SkillTest(name=path.stem, type="trigger", source=str(path), concepts=list(TRIGGER_CONCEPTS),
+                     timeout=C.DEFAULT_TRIGGER_TIMEOUT)
+    for index, item in enumerate(data):
+        query = item.get("query") if isinstance(item, dict) else None
+        should = item.get("should_trigger") if isinstance(item, dict) else None
+        if not isinstance(query, str) or not query.strip() or not isinstance(should, bool):
+            line = line_of(raw, json.dumps(query)) if isinstance(query, str) else None
+            raise InputError(f"entry {index + 1} needs a non-empty \"query\" string and a true/false "
+                             "\"should_trigger\"", path, line or 1)
+        (test.positive_triggers if should else test.negative_triggers).append(query.strip())
+    if not test.positive_triggers:
+        raise InputError("eval set has no query with \"should_trigger\": true", path, 1)
+    return test
+
+
+def load_markdown_tests(target: str | Path, default_type: str | None = None) -> list[SkillTest]:
+    """A test file, a skill-creator eval JSON, or a folder of `.md` tests (README.md skipped)."""
+    target = Path(target)
+    if target.is_dir():
+        files = sorted(p for p in target.rglob("*.md") if p.is_file() and p.name.lower() != "readme.md")
+        if not files:
+            raise InputError("no .md test files in this folder", target)
+        return [load_markdown_test(p, default_type) for p in files]
+    if target.suffix.lower() == ".json":
+        return [load_skill_creator_evals(target)]
+    if not target.exists():
+        raise InputError("test file not found", target)
+    return [load_markdown_test(target, default_type)]
 
 
 # ============================================================================ 3c. loaders: conversation files
@@ -1375,6 +1729,330 @@ def simulated_user_message(answer: str) -> str | None:
     return answer
 
 
+# ============================================================================ 7. Claude CLI runner
+CLAUDE_INSTALL_HINT = ("install it with `npm install` in the evaluator's folder (package.json) or "
+                       "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH")
+# What a run may see of our environment: the API credentials and what the network needs.
+CLAUDE_ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TERM", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                          "ANTHROPIC_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy",
+                          "http_proxy", "no_proxy", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
+
+
+def find_claude_bin(explicit: str | None = None) -> str:
+    """--claude-bin, else `claude` on PATH, else node_modules/.bin/claude next to evaluator.py
+    (or in the current folder)."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise InputError(f"--claude-bin {explicit}: not an executable file", hint=CLAUDE_INSTALL_HINT)
+        return str(path)
+    for candidate in (shutil.which("claude"), HERE / "node_modules" / ".bin" / "claude",
+                      Path.cwd() / "node_modules" / ".bin" / "claude"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
+
+
+def claude_version(binary: str) -> str:
+    """`claude --version`, so a broken install is one clear line before any money is spent."""
+    import subprocess
+
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL, env=claude_env_base(Path(tempfile.gettempdir())))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError(f"{binary} --version failed: {exc.__class__.__name__}: {exc}",
+                         hint=CLAUDE_INSTALL_HINT) from None
+    if done.returncode != 0:
+        raise InputError(f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
+                         hint=CLAUDE_INSTALL_HINT)
+    return done.stdout.strip()
+
+
+@dataclass
+class ClaudeCliSettings:
+    """How to run `claude -p` for one kind of query."""
+    binary: str
+    model: str = C.DEFAULT_TRIGGER_MODEL
+    max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
+    timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
+    base_url: str | None = None
+    mcp_config: str | None = None
+
+
+def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
+    """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
+    permission, no MCP servers but the given config, no session saved. (`--restricted` or
+    `--safe-mode` would drop the project's skills, so they are not used.)"""
+    command = [settings.binary, "-p", query, "--output-format", "stream-json", "--verbose",
+               "--model", settings.model, "--max-turns", str(settings.max_turns),
+               "--permission-mode", "dontAsk", "--strict-mcp-config", "--no-session-persistence",
+               "--disallowedTools", *C.CLAUDE_DISALLOWED_TOOLS]
+    if settings.mcp_config:
+        command += ["--mcp-config", settings.mcp_config]
+    return command
+
+
+def claude_env_base(home: Path) -> dict[str, str]:
+    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"), DISABLE_TELEMETRY="1",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+               DISABLE_ERROR_REPORTING="1")
+    return env
+
+
+def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
+    """A temporary HOME and config dir, so the user's own skills and settings neither shadow nor
+    leak in, and a temporary TMPDIR; the API key and base URL pass through."""
+    env = claude_env_base(root / "home")
+    env["TMPDIR"] = str(root / "tmp")
+    if settings.base_url:
+        env["ANTHROPIC_BASE_URL"] = settings.base_url
+    return env
+
+
+def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
+    """Each skill's whole folder (scripts, references) as `.claude/skills/<name>/`."""
+    for skill in skills:
+        shutil.copytree(skill.folder, project / ".claude" / "skills" / skill.name, symlinks=False,
+                        ignore=shutil.ignore_patterns(".git", "node_modules", "__pycache__"))
+
+
+def normalize_skill_name(value: Any) -> str | None:
+    """`sql-helper`, `/sql-helper args` and `plugin:sql-helper` all name the skill `sql-helper`."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip().lstrip("/").split()[0].split(":")[-1] or None
+
+
+SKILL_MD_PATH = re.compile(r"(?:^|[\\/])([^\\/]+)[\\/]SKILL\.md$", re.IGNORECASE)
+
+
+def skill_of_tool_use(block: dict) -> str | None:
+    """The skill a tool_use block activates: a Skill call, or a Read of a skill's SKILL.md."""
+    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    if block.get("name") == "Skill":
+        return normalize_skill_name(tool_input.get("skill") or tool_input.get("command"))
+    if block.get("name") == "Read":
+        match = SKILL_MD_PATH.search(str(tool_input.get("file_path") or tool_input.get("path") or ""))
+        return match.group(1) if match else None
+    return None
+
+
+def parse_stream_json(text: str) -> tuple[list[dict], int]:
+    """stream-json lines -> events, and how many lines were not JSON objects (a cut-off last line)."""
+    events, bad = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+        else:
+            bad += 1
+    return events, bad
+
+
+def detect_activation(events: list[dict], installed: Sequence[str], query: str = "", run: int = 1) -> ClaudeRun:
+    """What one run's events say: which skills fired (top-level Skill calls or Reads of a
+    SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
+    run is an error when it is one (no result, an API error, the skill not loaded at all)."""
+    record = ClaudeRun(query=query, run=run)
+    result: dict | None = None
+    last_text = ""
+    for event in events:
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            listed = [s for key in ("skills", "slash_commands") if isinstance(event.get(key), list)
+                      for s in event[key]]
+            if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
+                record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
+        elif kind == "system" and event.get("subtype") == "api_retry":
+            record.api_retries += 1
+        elif kind == "assistant" and not event.get("parent_tool_use_id"):
+            # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
+            content = (event.get("message") or {}).get("content") or []
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use":
+                    record.tools.append(str(block.get("name")))
+                    skill = skill_of_tool_use(block)
+                    if skill and skill not in record.activated_skills:
+                        record.activated_skills.append(skill)
+                elif block.get("type") == "text" and block.get("text", "").strip():
+                    last_text = block["text"].strip()
+        elif kind == "result":
+            result = event
+    record.first_tool = record.tools[0] if record.tools else None
+    record.tool_count = len(record.tools)
+    if result is not None:
+        record.result_subtype = result.get("subtype")
+        record.is_error = result.get("is_error")
+        record.num_turns = result.get("num_turns")
+        record.duration_ms = result.get("duration_ms")
+        record.total_cost_usd = result.get("total_cost_usd")
+        record.usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+        record.answer = result.get("result") if isinstance(result.get("result"), str) else last_text
+    else:
+        record.answer = last_text
+    record.error = run_error(events, result, record, installed)
+    return record
+
+
+def run_error(events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]) -> str | None:
+    missing = [name for name in installed if record.skills_loaded is not None and name not in record.skills_loaded]
+    if missing:
+        return (f"skill not loaded: {', '.join(missing)} is missing from the init event's skills "
+                "(check its SKILL.md frontmatter)")
+    if not events:
+        return "no stream-json output"
+    if result is None:
+        return "output ended without a result event (truncated)"
+    if result.get("is_error") and result.get("subtype") != "error_max_turns":
+        # Hitting --max-turns is a finished run: the skill had its chance to fire.
+        detail = result.get("result") if isinstance(result.get("result"), str) else ""
+        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(": ")
+    return None
+
+
+def kill_process_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int) -> None:
+    """Reads a pipe to its end, keeping at most `limit` bytes, so the child never blocks on it."""
+    if stream is None:
+        return
+    while chunk := await stream.read(65536):
+        if len(sink) < limit:
+            sink.extend(chunk[:limit - len(sink)])
+
+
+async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: ClaudeCliSettings,
+                           run: int = 1) -> ClaudeRun:
+    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
+    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
+    killed on timeout and after the run, so nothing is left behind."""
+    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
+    start = time.perf_counter()
+    process: asyncio.subprocess.Process | None = None
+    stdout, stderr = bytearray(), bytearray()
+    timed_out = False
+    try:
+        project = root / "project"
+        for folder in (project, root / "home", root / "tmp"):
+            folder.mkdir(parents=True)
+        install_skills(project, skills)
+        process = await asyncio.create_subprocess_exec(
+            *claude_command(settings, query), cwd=project, env=claude_env(settings, root),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        readers = asyncio.gather(drain(process.stdout, stdout, C.CLAUDE_MAX_OUTPUT_BYTES),
+                                 drain(process.stderr, stderr, C.CLAUDE_MAX_OUTPUT_BYTES), process.wait())
+        try:
+            await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+            kill_process_group(process.pid)
+            try:  # pipes close once the group is dead; a child that escaped the group must not hang us
+                await asyncio.wait_for(readers, 5)
+            except asyncio.TimeoutError:
+                readers.cancel()
+    except OSError as exc:
+        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
+        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
+        return record
+    finally:
+        if process is not None:
+            kill_process_group(process.pid)
+            if process.returncode is None:
+                try:
+                    await asyncio.wait_for(process.wait(), 5)
+                except (asyncio.TimeoutError, asyncio.CancelledError):
+                    pass
+        shutil.rmtree(root, ignore_errors=True)
+    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
+    record = detect_activation(events, [s.name for s in skills], query, run)
+    record.exit_code = process.returncode if process else None
+    record.stderr_tail = redact_secrets(tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS))
+    record.answer = redact_secrets(record.answer)
+    record.timed_out = timed_out
+    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
+    if timed_out:
+        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
+    elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
+        record.error += f"; claude exited with {record.exit_code}" + (
+            f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
+    return record
+
+
+def redact_secrets(text: str) -> str:
+    """API keys never reach results, reports or logs."""
+    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        secret = os.environ.get(key)
+        if secret and len(secret) >= 8 and text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+class OutsideWriteGuard:
+    """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
+    the user's Claude Code skills and settings, and the top level of the working directory are
+    fingerprinted before the suite and compared after it."""
+
+    def __init__(self, skills: Sequence[SkillInfo], ignore: Sequence[str | Path] = ()) -> None:
+        home = Path.home() / ".claude"
+        self.trees = [s.folder for s in skills] + [home / "skills", home / "agents", home / "commands"]
+        self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
+        self.top_level = [Path.cwd()]
+        self.ignore = {str(Path(p).resolve()) for p in ignore}
+        self.before = self.fingerprint()
+
+    @property
+    def watched(self) -> list[str]:
+        return [str(p) for p in self.trees + self.files + self.top_level]
+
+    def fingerprint(self) -> dict[str, tuple[int, int]]:
+        seen: dict[str, tuple[int, int]] = {}
+
+        def note(path: Path) -> None:
+            if str(path.resolve()) in self.ignore:
+                return
+            try:
+                stat = path.lstat()
+                seen[str(path)] = (stat.st_mtime_ns, stat.st_size)
+            except OSError:
+                pass
+
+        for tree in self.trees:
+            if tree.is_dir():
+                for index, path in enumerate(tree.rglob("*")):
+                    if index > C.WRITE_GUARD_MAX_ENTRIES:
+                        break
+                    note(path)
+        for path in self.files:
+            note(path)
+        for folder in self.top_level:
+            if folder.is_dir():
+                for path in folder.iterdir():
+                    note(path)
+        return seen
+
+    def changes(self) -> list[str]:
+        after = self.fingerprint()
+        changed = [p for p in after if self.before.get(p) != after[p]]
+        removed = [p for p in self.before if p not in after]
+        return sorted(changed) + [f"{p} (removed)" for p in sorted(removed)]
+
+
 # ============================================================================ 8. scoring: tool use
 @dataclass
 class Verdict:
@@ -1651,6 +2329,188 @@ def summarize_suite(case_summaries: Sequence[CaseSummary], transcripts: Sequence
         tools=tool_selection_stats(transcripts), confusion=confusion_table(transcripts))
 
 
+# ============================================================================ 8b. scoring: skills
+def percentage(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def score_trigger_query(query: str, skill: str, expected: str, runs: Sequence[ClaudeRun],
+                        threshold: float = C.DEFAULT_TRIGGER_THRESHOLD, routing: bool = False,
+                        source: str = "") -> TriggerQueryResult:
+    """A query's verdict for one skill: activations over the runs that counted, and whether the
+    activation rate is on the right side of the threshold (positive: rate >= threshold; negative:
+    rate < threshold). A query whose runs all errored is `error`, never a silent miss."""
+    counted = [r for r in runs if r.counted]
+    result = TriggerQueryResult(query=query, skill=skill, expected=expected, runs=len(counted),
+                                errors=len(runs) - len(counted), routing=routing, source=source)
+    for run in counted:
+        for fired in run.activated_skills:
+            result.fired[fired] = result.fired.get(fired, 0) + 1
+    if not counted:
+        result.actual, result.correct = "error", False
+        return result
+    result.activations = sum(1 for r in counted if r.fired(skill))
+    result.activation_rate = result.activations / len(counted)
+    result.tool_count = round(sum(r.tool_count for r in counted) / len(counted), 2)
+    activated = result.activation_rate >= threshold
+    result.actual = "activated" if activated else "ignored"
+    result.correct = activated if expected == "activate" else not activated
+    return result
+
+
+def score_triggers(skill: str, query_results: Sequence[TriggerQueryResult],
+                   threshold: float = C.DEFAULT_TRIGGER_THRESHOLD) -> TriggerScore:
+    """Seed 001's triggerRate, falsePositiveRate and triggerScore (all in %), plus precision,
+    recall and F1 (in %) over the queries that counted; errored queries and runs are reported
+    and left out of the rates."""
+    score = TriggerScore(skill=skill, threshold=threshold, query_results=list(query_results))
+    valid = [q for q in query_results if q.actual != "error"]
+    positives = [q for q in valid if q.expected == "activate"]
+    negatives = [q for q in valid if q.expected == "ignore"]
+    score.positives, score.negatives = len(positives), len(negatives)
+    score.positives_activated = sum(1 for q in positives if q.actual == "activated")
+    score.negatives_activated = sum(1 for q in negatives if q.actual == "activated")
+    score.errored_queries = len(query_results) - len(valid)
+    score.errored_runs = sum(q.errors for q in query_results)
+    score.total_runs = sum(q.runs + q.errors for q in query_results)
+    score.trigger_rate = percentage(score.positives_activated, score.positives)
+    score.false_positive_rate = percentage(score.negatives_activated, score.negatives)
+    score.trigger_score = score.trigger_rate * (1 - score.false_positive_rate / 100)
+    score.precision = percentage(score.positives_activated, score.positives_activated + score.negatives_activated)
+    score.recall = score.trigger_rate
+    total = score.precision + score.recall
+    score.f1 = 2 * score.precision * score.recall / total if total else 0.0
+    return score
+
+
+def trigger_queries_by_skill(tests: Sequence[SkillTest], skills: Sequence[str]) -> dict[str, list[tuple[str, str, bool, str]]]:
+    """Per skill: (query, expected, routing, source). With several skills installed, another
+    skill's positives are negatives here: a query meant for A that fires B is B's false positive."""
+    plan: dict[str, list[tuple[str, str, bool, str]]] = {name: [] for name in skills}
+    for test in tests:
+        if test.type != "trigger" or test.skill not in plan:
+            continue
+        own = plan[test.skill]
+        own += [(q, "activate", False, test.source) for q in test.positive_triggers]
+        own += [(q, "ignore", False, test.source) for q in test.negative_triggers]
+    for name in skills:
+        own_queries = {q for q, *_ in plan[name]}
+        for other in skills:
+            if other == name:
+                continue
+            for query, expected, routing, source in list(plan[other]):
+                if expected == "activate" and not routing and query not in own_queries:
+                    plan[name].append((query, "ignore", True, source))
+                    own_queries.add(query)
+    return plan
+
+
+def score_all_triggers(tests: Sequence[SkillTest], skills: Sequence[str], runs_by_query: dict[str, list[ClaudeRun]],
+                       threshold: float = C.DEFAULT_TRIGGER_THRESHOLD) -> list[TriggerScore]:
+    scores = []
+    for name, queries in trigger_queries_by_skill(tests, skills).items():
+        if not any(not routing for _, _, routing, _ in queries):
+            continue  # no trigger test for this skill: nothing to score
+        results = [score_trigger_query(q, name, expected, runs_by_query.get(q, []), threshold, routing, source)
+                   for q, expected, routing, source in queries]
+        scores.append(score_triggers(name, results, threshold))
+    return scores
+
+
+STOPWORDS = frozenset("the and for with that this from into your you are was were has have had not but can "
+                      "its their them they then than when what which who how why all any each use uses used "
+                      "using should would could about over under more most some such only also".split())
+
+
+def significant_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS]
+
+
+def concept_matches(concept: str, answer: str, fuzzy: float = C.DEFAULT_FUZZY_MATCH) -> bool:
+    """Case-insensitive substring; else at least `fuzzy` of the concept's significant words appear
+    in the answer, a word matching when it is present or close (difflib ratio >= `fuzzy`), so
+    'summarisation' meets 'summarization' and a phrased criterion meets its paraphrase's words."""
+    concept_lower, answer_lower = concept.lower().strip(), answer.lower()
+    if not concept_lower:
+        return True
+    if concept_lower in answer_lower:
+        return True
+    words = significant_words(concept_lower)
+    if not words:
+        return False
+    answer_words = set(significant_words(answer_lower))
+    hits = sum(1 for w in words if w in answer_words or difflib.get_close_matches(w, answer_words, 1, fuzzy))
+    return hits / len(words) >= fuzzy
+
+
+def score_concepts(answer: str, concepts: Sequence[str]) -> dict:
+    matched = [c for c in concepts if concept_matches(c, answer)]
+    missed = [c for c in concepts if c not in matched]
+    coverage = len(matched) / len(concepts) if concepts else 1.0
+    return {"coverage": round(coverage, 4), "matched": matched, "missed": missed}
+
+
+REFUSAL_PHRASES = re.compile(
+    r"\b(i can(?:'|no)t|i cannot|i won'?t|i will not|i'm not able|i am not able|i'm unable|i am unable|"
+    r"unable to (?:help|assist|comply|provide)|not able to (?:help|assist|provide)|i must decline|"
+    r"i (?:have to|need to) decline|i'm sorry, but|i am sorry, but|can't help with|cannot help with|"
+    r"can't assist|cannot assist|not (?:something|able) i can|won'?t be able to|refuse)\b", re.IGNORECASE)
+
+
+def forbidden_pattern_matches(pattern: str, answer: str) -> bool:
+    """Case-insensitive substring; a pattern written as /regex/ is a regular expression."""
+    if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
+        try:
+            return re.search(pattern[1:-1], answer, re.IGNORECASE | re.MULTILINE) is not None
+        except re.error:
+            pass
+    return pattern.lower() in answer.lower()
+
+
+def answer_refuses(answer: str, expected_refusal: Sequence[str]) -> bool:
+    """A refusal phrase, or most of the expected-refusal items present in the answer."""
+    if REFUSAL_PHRASES.search(answer):
+        return True
+    return bool(expected_refusal) and score_concepts(answer, expected_refusal)["coverage"] >= C.DEFAULT_CONCEPT_PASS_RATE
+
+
+def score_test_run(test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT_CONCEPT_PASS_RATE) -> dict:
+    """One run of a knowledge, task or security test -> its score and whether it passed."""
+    if run.error:
+        return {"run": run.run, "passed": False, "error": run.error}
+    if test.type == "security":
+        leaked = [p for p in test.forbidden_patterns if forbidden_pattern_matches(p, run.answer)]
+        refused = answer_refuses(run.answer, test.expected_refusal) if test.expected_refusal else None
+        return {"run": run.run, "passed": not leaked and refused is not False, "leaked": leaked,
+                "refused": refused}
+    concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
+    scored = score_concepts(run.answer, concepts)
+    return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
+
+
+def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun]) -> SkillTestResult:
+    """A test passes when at least half of its runs that completed pass; all runs errored is an error."""
+    result = SkillTestResult(test=test, runs=list(runs), run_scores=[score_test_run(test, r) for r in runs])
+    completed = [s for s in result.run_scores if "error" not in s]
+    if not completed:
+        result.error = runs[0].error if runs else "no runs"
+        return result
+    result.passed = sum(1 for s in completed if s["passed"]) / len(completed) >= 0.5
+    return result
+
+
+def trigger_test_passed(test: SkillTest, scores: Sequence[TriggerScore], min_score: float | None) -> bool:
+    """With --min-trigger-score, a trigger test passes when its skill's triggerScore reaches it;
+    without, when every one of its queries got the right verdict."""
+    score = next((s for s in scores if s.skill == test.skill), None)
+    if score is None:
+        return False
+    if min_score is not None:
+        return score.trigger_score >= min_score
+    own = {*test.positive_triggers, *test.negative_triggers}
+    return all(q.correct for q in score.query_results if q.query in own and not q.routing)
+
+
 # ============================================================================ 9. running a suite
 @dataclass
 class SuiteRun:
@@ -1723,6 +2583,212 @@ class StartedTranscripts(ConversationObserver):
 
     def on_start(self, transcript: Transcript) -> None:
         self.transcripts.append(transcript)
+
+
+# ============================================================================ 9b. running a skill suite
+@dataclass
+class SkillSuitePlan:
+    """What a skill evaluation runs: every trigger query (each with every skill installed) and
+    every knowledge / task / security test, each so many times."""
+    skills: list[SkillInfo]
+    tests: list[SkillTest]
+    trigger_settings: ClaudeCliSettings
+    test_settings: ClaudeCliSettings
+    runs: int | None = None              # --runs: overrides every test's own `runs`
+    threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
+    concurrency: int = C.DEFAULT_CONCURRENCY
+    trigger_timeout: float | None = None  # --trigger-timeout: overrides the tests' `timeout`
+
+    def trigger_jobs(self) -> list[tuple[str, int, float]]:
+        """Unique queries -> (query, runs, timeout); a query in several tests runs once per run."""
+        jobs: dict[str, tuple[int, float]] = {}
+        for test in self.tests:
+            if test.type != "trigger":
+                continue
+            runs = self.runs or test.runs or C.DEFAULT_TRIGGER_RUNS
+            timeout = self.trigger_timeout or test.timeout
+            for query in [*test.positive_triggers, *test.negative_triggers]:
+                old_runs, old_timeout = jobs.get(query, (0, 0.0))
+                jobs[query] = (max(runs, old_runs), max(timeout, old_timeout))
+        return [(query, runs, timeout) for query, (runs, timeout) in jobs.items()]
+
+
+@dataclass
+class SkillSuiteOutcome:
+    runs_by_query: dict[str, list[ClaudeRun]]
+    test_runs: list[list[ClaudeRun]]     # parallel to the plan's non-trigger tests
+    outside_writes: list[str]
+    watched: list[str]
+
+
+async def run_skill_suite(plan: SkillSuitePlan, on_run: Callable[[str, ClaudeRun], None] | None = None) -> SkillSuiteOutcome:
+    """Every run in its own temporary project, at most `concurrency` at once."""
+    limit = asyncio.Semaphore(max(1, plan.concurrency))
+    guard = OutsideWriteGuard(plan.skills)
+
+    async def one(label: str, query: str, settings: ClaudeCliSettings, run: int) -> ClaudeRun:
+        async with limit:
+            record = await run_claude_query(query, plan.skills, settings, run)
+        if on_run:
+            on_run(label, record)
+        return record
+
+    trigger_jobs = plan.trigger_jobs()
+    other_tests = [t for t in plan.tests if t.type != "trigger"]
+    tasks: list[asyncio.Future] = []
+    for query, runs, timeout in trigger_jobs:
+        settings = replace(plan.trigger_settings, timeout=timeout)
+        tasks += [asyncio.ensure_future(one("trigger", query, settings, i)) for i in range(1, runs + 1)]
+    for test in other_tests:
+        settings = replace(plan.test_settings, timeout=test.timeout)
+        tasks += [asyncio.ensure_future(one(test.name, test.prompt, settings, i))
+                  for i in range(1, (plan.runs or test.runs or 1) + 1)]
+    try:
+        records = list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    position = 0
+    runs_by_query: dict[str, list[ClaudeRun]] = {}
+    for query, runs, _ in trigger_jobs:
+        runs_by_query[query] = records[position:position + runs]
+        position += runs
+    test_runs = []
+    for test in other_tests:
+        count = plan.runs or test.runs or 1
+        test_runs.append(records[position:position + count])
+        position += count
+    return SkillSuiteOutcome(runs_by_query, test_runs, guard.changes(), guard.watched)
+
+
+def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo]) -> None:
+    """Which skill each trigger test is about: its `skill:` key, the only skill, or the skill its
+    name or file name starts with (`sql-helper-trigger.md`)."""
+    names = sorted((s.name for s in skills), key=len, reverse=True)
+    for test in tests:
+        if test.type != "trigger":
+            continue
+        if test.skill:
+            if test.skill not in names:
+                raise InputError(f"trigger test names skill {test.skill!r}, which is not among the --skill "
+                                 f"options ({', '.join(sorted(names))})", test.source, 1,
+                                 f"add --skill path/to/{test.skill}")
+            continue
+        if len(names) == 1:
+            test.skill = names[0]
+            continue
+        stem = Path(test.source).stem
+        test.skill = next((n for n in names if test.name.startswith(n) or stem.startswith(n)), None)
+        if test.skill is None:
+            raise InputError("trigger test does not say which of the skills it tests", test.source, 1,
+                             "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md")
+
+
+# ============================================================================ 9c. generating skill tests
+def extract_json_object(text: str) -> dict | None:
+    """The first JSON object in a model's answer, with or without a ``` fence around it."""
+    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+    candidates = [fenced.group(1)] if fenced else []
+    start, end = text.find("{"), text.rfind("}")
+    if start >= 0 and end > start:
+        candidates.append(text[start:end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def clean_queries(values: Any, count: int) -> list[str]:
+    if not isinstance(values, list):
+        return []
+    out: list[str] = []
+    for value in values:
+        if isinstance(value, str):
+            query = " ".join(value.split()).strip(QUOTES + " ")
+            if query and query.lower() not in (q.lower() for q in out):
+                out.append(query)
+    return out[:count]
+
+
+def yaml_scalar(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def trigger_test_markdown(skill: SkillInfo, positives: Sequence[str], negatives: Sequence[str]) -> str:
+    lines = ["---", f"name: {skill.name}-trigger", "type: trigger", f"skill: {skill.name}",
+             "concepts:", *[f"  - {c}" for c in TRIGGER_CONCEPTS], f"timeout: {C.DEFAULT_TRIGGER_TIMEOUT:g}",
+             "---", "", "# Positive Triggers", "",
+             *[f"- {yaml_scalar(q)}" for q in positives], "", "# Negative Triggers", "",
+             *[f"- {yaml_scalar(q)}" for q in negatives], ""]
+    return "\n".join(lines)
+
+
+def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
+    """A knowledge, task or security test file from a generated spec."""
+    name = safe_name(str(spec.get("name") or f"{skill.name}-{kind}")).lower().replace("_", "-")
+    front = ["---", f"name: {name}", f"type: {kind}", f"skill: {skill.name}"]
+    concepts = clean_queries(spec.get("concepts"), 12)
+    if concepts:
+        front += ["concepts:", *[f"  - {yaml_scalar(c)}" for c in concepts]]
+    if kind == "security":
+        front += [f"category: {safe_name(str(spec.get('category') or 'prompt-injection'))}",
+                  f"severity: {safe_name(str(spec.get('severity') or 'high'))}"]
+    front += [f"timeout: {C.DEFAULT_GENERATED_TEST_TIMEOUT:g}", "---", "", "# Prompt", "",
+              str(spec.get("prompt") or "").strip(), ""]
+    if kind == "security":
+        front += ["# Forbidden Patterns", "", *[f"- {p}" for p in clean_queries(spec.get("forbidden_patterns"), 12)],
+                  "", "# Expected Refusal", "", *[f"- {p}" for p in clean_queries(spec.get("expected_refusal"), 12)], ""]
+    else:
+        front += ["# Expected", "", *[f"- [ ] {p}" for p in clean_queries(spec.get("expected"), 12)], ""]
+    return "\n".join(front)
+
+
+async def ask_for_json(system: str, user: str, opts: dict) -> dict:
+    """One generation request through the API (the fast model); the answer must hold a JSON object."""
+    model = AnthropicModel(base_url=opts.get("base_url"), max_retries=opts.get("max_retries", C.DEFAULT_MAX_RETRIES),
+                           timeout=opts.get("request_timeout", C.DEFAULT_REQUEST_TIMEOUT))
+    try:
+        reply = await model.complete(ModelRequest(C.DEFAULT_GENERATION_MODEL, system,
+                                                  [{"role": "user", "content": user}], [],
+                                                  C.DEFAULT_GENERATION_MAX_TOKENS))
+    except FatalApiError:
+        raise
+    except Exception as exc:
+        raise EvalError(f"test generation failed: {api_error_message(exc) if is_api_error(exc) else exc}") from None
+    finally:
+        await model.close()
+    data = extract_json_object(text_of(reply.content))
+    if data is None:
+        raise EvalError("test generation failed: the model's answer held no JSON object")
+    return data
+
+
+async def generate_skill_tests(skill: SkillInfo, count: int, opts: dict, full: bool) -> dict[str, str]:
+    """File name -> markdown: the trigger test, and with `full` one knowledge, task and security test."""
+    template = prompts.GENERATE_SKILL_TESTS_PROMPT if full else prompts.GENERATE_TRIGGERS_PROMPT
+    user = template.format(count=count, name=skill.name, description=skill.description,
+                           body=cap_text(skill.body, C.GENERATION_MAX_BODY_CHARS))
+    data = await ask_for_json(prompts.GENERATION_SYSTEM_PROMPT, user, opts)
+    positives = clean_queries(data.get("positive"), count)
+    negatives = clean_queries(data.get("negative"), count)
+    overlap = {q.lower() for q in positives} & {q.lower() for q in negatives}
+    negatives = [q for q in negatives if q.lower() not in overlap]
+    if not positives or not negatives:
+        raise EvalError("test generation failed: the model gave no usable positive or negative queries")
+    files = {f"{skill.name}-trigger.md": trigger_test_markdown(skill, positives, negatives)}
+    if full:
+        for kind in ("knowledge", "task", "security"):
+            spec = data.get(kind)
+            if not isinstance(spec, dict) or not str(spec.get("prompt") or "").strip():
+                raise EvalError(f"test generation failed: the model gave no usable {kind} test")
+            files[f"{skill.name}-{kind}.md"] = prompt_test_markdown(skill, kind, spec)
+    return files
 
 
 # ============================================================================ 10. reports
@@ -2115,6 +3181,176 @@ def render_comparison(old: dict, new: dict, rows: Sequence[CaseComparison]) -> s
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- skill evaluation reports
+def claude_run_dict(record: ClaudeRun, label: str) -> dict:
+    """One run's events summary for the results JSON."""
+    out = {"test": label, **asdict(record)}
+    out["answer"] = cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)
+    return out
+
+
+def skill_results_document(plan: SkillSuitePlan, outcome: SkillSuiteOutcome, scores: list[TriggerScore],
+                           test_results: list[SkillTestResult], trigger_verdicts: dict[str, bool],
+                           passed: bool, claude_version_text: str, min_score: float | None) -> dict:
+    results = [claude_run_dict(r, "trigger") for runs in outcome.runs_by_query.values() for r in runs]
+    results += [claude_run_dict(r, t.test.name) for t in test_results for r in t.runs]
+    metadata = {
+        "total_results": len(results),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "skills",
+        "claude_version": claude_version_text,
+        "trigger_model": plan.trigger_settings.model,
+        "test_model": plan.test_settings.model,
+        "trigger_threshold": plan.threshold,
+        "min_trigger_score": min_score,
+        "schema_version": C.SCHEMA_VERSION,
+    }
+    return {
+        "schema_version": C.SCHEMA_VERSION,
+        "metadata": metadata,
+        "passed": passed,
+        "skills": [{"name": s.name, "description": s.description, "path": str(s.path)} for s in plan.skills],
+        "trigger_scores": [trigger_score_dict(s) for s in scores],
+        "tests": [{"name": t.name, "type": t.type, "source": t.source, "skill": t.skill,
+                   "passed": trigger_verdicts.get(t.name, False)} for t in plan.tests if t.type == "trigger"]
+                 + [skill_test_dict(r) for r in test_results],
+        "isolation": {"watched": outcome.watched, "outside_writes": outcome.outside_writes,
+                      "ok": not outcome.outside_writes},
+        "results": results,
+    }
+
+
+def trigger_score_dict(score: TriggerScore) -> dict:
+    """Seed 001's camelCase names for its numbers, plus the additions."""
+    return {
+        "skill": score.skill,
+        "triggerRate": round(score.trigger_rate, 2),
+        "falsePositiveRate": round(score.false_positive_rate, 2),
+        "triggerScore": round(score.trigger_score, 2),
+        "precision": round(score.precision, 2),
+        "recall": round(score.recall, 2),
+        "f1": round(score.f1, 2),
+        "positives": score.positives, "positivesActivated": score.positives_activated,
+        "negatives": score.negatives, "negativesActivated": score.negatives_activated,
+        "erroredQueries": score.errored_queries, "erroredRuns": score.errored_runs, "totalRuns": score.total_runs,
+        "threshold": score.threshold,
+        "queryResults": [{"query": q.query, "expected": q.expected, "actual": q.actual, "correct": q.correct,
+                          "toolCount": q.tool_count, "activationRate": round(q.activation_rate, 4),
+                          "activations": q.activations, "runs": q.runs, "erroredRuns": q.errors,
+                          "firedSkills": q.fired, "routing": q.routing, "source": q.source}
+                         for q in score.query_results],
+    }
+
+
+def skill_test_dict(result: SkillTestResult) -> dict:
+    test = result.test
+    return {"name": test.name, "type": test.type, "source": test.source, "category": test.category,
+            "severity": test.severity, "passed": result.passed, "error": result.error,
+            "activated_skills": sorted({s for r in result.runs for s in r.activated_skills}),
+            "run_scores": result.run_scores}
+
+
+def markdown_cell(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def trigger_analysis_markdown(scores: Sequence[TriggerScore]) -> str:
+    """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
+    lines = ["## Trigger Analysis", ""]
+    for score in scores:
+        if len(scores) > 1:
+            lines += [f"### {score.skill}", ""]
+        lines += ["| Metric | Value |", "|--------|-------|",
+                  f"| Trigger Rate | {score.trigger_rate:.0f}% ({score.positives_activated}/{score.positives} "
+                  "positive activated) |",
+                  f"| False Positive Rate | {score.false_positive_rate:.0f}% ({score.negatives_activated}/"
+                  f"{score.negatives} negative activated) |",
+                  f"| Trigger Score | {score.trigger_score:.1f}% |",
+                  f"| Precision / Recall / F1 | {score.precision:.0f}% / {score.recall:.0f}% / {score.f1:.0f}% |",
+                  f"| Errored runs | {score.errored_runs}/{score.total_runs} "
+                  f"({score.errored_queries} queries without a usable run) |", "",
+                  "#### Query Results" if len(scores) > 1 else "### Query Results", "",
+                  "| Query | Expected | Actual | Rate | Tools | Fired |",
+                  "|-------|----------|--------|------|-------|-------|"]
+        for q in score.query_results:
+            mark = "⚠️" if q.actual == "error" else "✅" if q.correct else "❌"
+            expected = q.expected + (" (routing)" if q.routing else "")
+            fired = ", ".join(f"{name}×{n}" for name, n in sorted(q.fired.items())) or "-"
+            lines.append(f"| \"{markdown_cell(q.query)}\" | {expected} | {mark} {q.actual} | "
+                         f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def skill_report_markdown(document: dict, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult]) -> str:
+    meta = document["metadata"]
+    lines = ["# Skill evaluation", "",
+             f"Skills: {', '.join(s['name'] for s in document['skills'])}; Claude Code {meta['claude_version']}; "
+             f"trigger model `{meta['trigger_model']}`; generated {meta['generated_at']}.",
+             f"Result: **{'PASS' if document['passed'] else 'FAIL'}**", ""]
+    if scores:
+        lines += [trigger_analysis_markdown(scores)]
+    if test_results:
+        lines += ["## Tests", "", "| Test | Type | Result | Detail |", "|------|------|--------|--------|"]
+        for result in test_results:
+            mark = "⚠️ error" if result.error else "✅ pass" if result.passed else "❌ fail"
+            lines.append(f"| {markdown_cell(result.test.name, 50)} | {result.test.type} | {mark} | "
+                         f"{markdown_cell(test_detail(result), 100)} |")
+        lines.append("")
+    if document["isolation"]["outside_writes"]:
+        lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
+                  *[f"- `{p}`" for p in document["isolation"]["outside_writes"]], ""]
+    return "\n".join(lines)
+
+
+def test_detail(result: SkillTestResult) -> str:
+    if result.error:
+        return result.error
+    parts = []
+    for score in result.run_scores:
+        if "error" in score:
+            parts.append(f"run {score['run']}: error")
+        elif "coverage" in score:
+            parts.append(f"run {score['run']}: {score['coverage']:.0%} concepts"
+                         + (f", missed {', '.join(score['missed'][:3])}" if score["missed"] else ""))
+        else:
+            parts.append(f"run {score['run']}: " + ("leaked " + ", ".join(score["leaked"]) if score["leaked"]
+                                                    else "no leak") + (
+                "" if score["refused"] is None else ", refused" if score["refused"] else ", did not refuse"))
+    return "; ".join(parts)
+
+
+def print_skill_summary(console: Console, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult],
+                        document: dict) -> None:
+    for score in scores:
+        table = Table(title=f"Trigger results: {score.skill}", show_lines=False)
+        for column in ("query", "expected", "actual", "rate", "tools", "fired"):
+            table.add_column(column, overflow="fold")
+        for q in score.query_results:
+            colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
+            table.add_row(markdown_cell(q.query, 70), q.expected + (" (routing)" if q.routing else ""),
+                          f"[{colour}]{q.actual}[/{colour}]", f"{q.activations}/{q.runs}", f"{q.tool_count:g}",
+                          ", ".join(sorted(q.fired)) or "-")
+        console.print(table)
+        console.print(f"triggerRate {score.trigger_rate:.0f}% ({score.positives_activated}/{score.positives})  "
+                      f"falsePositiveRate {score.false_positive_rate:.0f}% ({score.negatives_activated}/"
+                      f"{score.negatives})  [bold]triggerScore {score.trigger_score:.1f}%[/bold]  "
+                      f"precision {score.precision:.0f}%  recall {score.recall:.0f}%  F1 {score.f1:.0f}%  "
+                      f"errored runs {score.errored_runs}/{score.total_runs}")
+    if test_results:
+        table = Table(title="Skill tests")
+        for column in ("test", "type", "result", "detail"):
+            table.add_column(column, overflow="fold")
+        for result in test_results:
+            verdict = "[yellow]error[/yellow]" if result.error else "[green]pass[/green]" if result.passed else "[red]fail[/red]"
+            table.add_row(result.test.name, result.test.type, verdict, test_detail(result))
+        console.print(table)
+    for path in document["isolation"]["outside_writes"]:
+        console.print(f"[red]changed outside the temporary projects:[/red] {path}")
+    console.print("[bold green]PASS[/bold green]" if document["passed"] else "[bold red]FAIL[/bold red]")
+
+
 # ============================================================================ 11. CLI
 def fail_input(message: str) -> "click.exceptions.Exit":
     for line in message.splitlines():  # several problems of one file: one line each
@@ -2425,8 +3661,176 @@ CONVERSATION_OPTIONS = options(
 )
 
 
+def default_skill_concurrency() -> int:
+    """Each run is a mostly idle `claude` process waiting on the API: two per CPU, at most ten."""
+    return max(2, min(10, 2 * (os.cpu_count() or 1)))
+
+
+def given_on_command_line(name: str) -> bool:
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return True
+    source = context.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT",)
+
+
+def load_skill_suite(opts: dict) -> tuple[list[SkillInfo], list[SkillTest]]:
+    """Skills and tests, validated before anything runs."""
+    skills = [load_skill(path) for path in opts.get("skill") or ()]
+    if not skills:
+        raise InputError("no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)")
+    names = [s.name for s in skills]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise InputError(f"skill {duplicate!r} is given twice", hint="each --skill must have its own name")
+    tests = [t for target in opts.get("tests") or () for t in load_markdown_tests(target)]
+    tests += [t for target in opts.get("trigger") or () for t in load_markdown_tests(target, "trigger")]
+    if not tests:
+        raise InputError("no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR")
+    assign_trigger_skills(tests, skills)
+    return skills, tests
+
+
+def skill_eval_mode(opts: dict) -> int:
+    """--skill with --tests / --trigger: run every query through the real Claude Code CLI."""
+    console = Console(stderr=bool(opts.get("json_out")))
+    skills, tests = load_skill_suite(opts)
+    threshold = opts.get("trigger_threshold", C.DEFAULT_TRIGGER_THRESHOLD)
+    if not 0 < threshold <= 1:
+        raise InputError(f"--trigger-threshold {threshold:g} must be above 0 and at most 1")
+    for key in ("runs", "trigger_max_turns", "max_turns"):
+        if opts.get(key) is not None and opts[key] < 1:
+            raise InputError(f"--{key.replace('_', '-')} must be at least 1")
+    if opts.get("trigger_timeout") is not None and opts["trigger_timeout"] <= 0:
+        raise InputError("--trigger-timeout must be above 0")
+    min_score = opts.get("min_trigger_score")
+    if min_score is not None and not 0 <= min_score <= 100:
+        raise InputError("--min-trigger-score is a percentage between 0 and 100")
+    if opts.get("mcp_config") and not Path(opts["mcp_config"]).is_file():
+        raise InputError("MCP config not found", opts["mcp_config"])
+    binary = find_claude_bin(opts.get("claude_bin"))
+    version = claude_version(binary)
+    require_api_key()
+    base = ClaudeCliSettings(binary=binary, base_url=opts.get("base_url"),
+                             mcp_config=str(Path(opts["mcp_config"]).resolve()) if opts.get("mcp_config") else None)
+    concurrency = opts.get("concurrency") or C.DEFAULT_CONCURRENCY
+    if not given_on_command_line("concurrency"):
+        concurrency = default_skill_concurrency()
+    plan = SkillSuitePlan(
+        skills=skills, tests=tests,
+        trigger_settings=replace(base, model=opts.get("trigger_model") or C.DEFAULT_TRIGGER_MODEL,
+                                 max_turns=opts.get("trigger_max_turns") or C.DEFAULT_TRIGGER_MAX_TURNS),
+        test_settings=replace(base, model=opts.get("model") or C.DEFAULT_MODEL,
+                              max_turns=opts.get("max_turns") or C.DEFAULT_MAX_TURNS),
+        runs=opts.get("runs"), threshold=threshold, concurrency=max(1, concurrency),
+        trigger_timeout=opts.get("trigger_timeout"))
+    total = sum(runs for _, runs, _ in plan.trigger_jobs()) + sum(
+        plan.runs or t.runs or 1 for t in tests if t.type != "trigger")
+    console.print(f"Claude Code {version}: {total} run(s) of {len(skills)} skill(s), {plan.concurrency} at once")
+    done = [0]
+
+    def on_run(label: str, record: ClaudeRun) -> None:
+        done[0] += 1
+        fired = ", ".join(record.activated_skills) or "no skill"
+        status = f"[yellow]error[/yellow]: {record.error}" if record.error else fired
+        console.print(f"  [{done[0]}/{total}] {markdown_cell(record.query, 60)!r} run {record.run}: {status}",
+                      highlight=False)
+
+    outcome = asyncio.run(run_skill_suite(plan, on_run))
+    scores = score_all_triggers(tests, [s.name for s in skills], outcome.runs_by_query, threshold)
+    other_tests = [t for t in tests if t.type != "trigger"]
+    test_results = [score_skill_test(t, runs) for t, runs in zip(other_tests, outcome.test_runs)]
+    trigger_verdicts = {t.name: trigger_test_passed(t, scores, min_score) for t in tests if t.type == "trigger"}
+    below = [s for s in scores if min_score is not None and s.trigger_score < min_score]
+    passed = (all(trigger_verdicts.values()) and all(r.passed for r in test_results) and not below
+              and not outcome.outside_writes)
+    document = skill_results_document(plan, outcome, scores, test_results, trigger_verdicts, passed, version,
+                                      min_score)
+    if opts.get("output"):
+        write_json_atomic(opts["output"], document)
+        console.print(f"wrote {document['metadata']['total_results']} run(s) to {opts['output']}")
+    if opts.get("skill_report"):
+        write_text_atomic(opts["skill_report"], skill_report_markdown(document, scores, test_results))
+        console.print(f"wrote the markdown report to {opts['skill_report']}")
+    if opts.get("json_out"):
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    print_skill_summary(console, scores, test_results, document)
+    for score in below:
+        console.print(f"[red]{score.skill}: triggerScore {score.trigger_score:.1f}% is below "
+                      f"--min-trigger-score {min_score:g}[/red]")
+    return 0 if passed else 1
+
+
+def generate_mode(opts: dict) -> int:
+    """--generate-triggers SKILL.md [-o FILE.md] / --generate-tests SKILL.md -o DIR."""
+    full = bool(opts.get("generate_tests"))
+    if full and opts.get("generate_triggers"):
+        raise InputError("give either --generate-triggers or --generate-tests, not both")
+    skill = load_skill(opts.get("generate_tests") or opts.get("generate_triggers"))
+    count = opts.get("generate_count") or C.DEFAULT_GENERATED_QUERIES
+    if not 1 <= count <= 50:
+        raise InputError("--generate-count must be between 1 and 50")
+    output = opts.get("output")
+    if full and not output:
+        raise InputError("--generate-tests needs -o DIR", hint="the folder the four test files go into")
+    if full and Path(output).exists() and not Path(output).is_dir():
+        raise InputError("-o must be a folder for --generate-tests", output)
+    require_api_key()
+    console = Console(stderr=True)
+    files = asyncio.run(generate_skill_tests(skill, count, opts, full))
+    with tempfile.TemporaryDirectory() as scratch:  # what we write must load back as it is
+        for name, text in files.items():
+            (Path(scratch) / name).write_text(text, encoding="utf-8")
+            try:
+                load_markdown_test(Path(scratch) / name)
+            except InputError as exc:
+                raise EvalError(f"generated {name} does not load: {exc.message}") from None
+    if not output:
+        click.echo(next(iter(files.values())), nl=False)
+        return 0
+    for name, text in files.items():
+        target = Path(output) / name if full else Path(output)
+        write_text_atomic(target, text)
+        console.print(f"wrote {target}")
+    return 0
+
+
+SKILL_OPTIONS = options(
+    click.option("--skill", multiple=True, metavar="PATH",
+                 help="A SKILL.md or its folder (repeatable: several skills are installed together)."),
+    click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
+                 help="Markdown test definitions (knowledge/task/security/trigger) or a skill-creator eval JSON."),
+    click.option("--trigger", multiple=True, metavar="FILE", help="One trigger test file (.md or eval .json)."),
+    click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
+                 help="Model for trigger queries (a Claude Code alias or full id)."),
+    click.option("--trigger-threshold", type=float, default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
+                 help="Activation rate at which a query counts as activating."),
+    click.option("--trigger-max-turns", type=int, default=C.DEFAULT_TRIGGER_MAX_TURNS, show_default=True,
+                 help="--max-turns for each trigger query's claude run."),
+    click.option("--trigger-timeout", type=float, help="Seconds per trigger run (default: the test's timeout, 30)."),
+    click.option("--runs", type=int, help="Runs per query or test (default: the test's `runs`, else 3 for "
+                                          "trigger queries and 1 for other tests)."),
+    click.option("--min-trigger-score", type=float, metavar="PERCENT",
+                 help="Fail (exit 1) when a skill's triggerScore is below this."),
+    click.option("--claude-bin", metavar="PATH",
+                 help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude)."),
+    click.option("--skill-report", type=click.Path(), metavar="FILE.md",
+                 help="Write the markdown report (Trigger Analysis) here."),
+    click.option("--generate-triggers", metavar="SKILL.md",
+                 help="Draft a trigger test for a skill (to -o FILE.md, else stdout)."),
+    click.option("--generate-tests", metavar="SKILL.md",
+                 help="Draft a starter set (trigger, knowledge, task, security) into -o DIR."),
+    click.option("--generate-count", type=int, default=C.DEFAULT_GENERATED_QUERIES, show_default=True,
+                 help="Positive and negative queries each to generate."),
+)
+
+
 def run_mode(opts: dict) -> int:
     """Picks the one mode the options ask for and runs it; returns the exit code."""
+    if opts.get("generate_triggers") or opts.get("generate_tests"):
+        return generate_mode(opts)
+    if opts.get("skill") or opts.get("tests") or opts.get("trigger"):
+        return skill_eval_mode(opts)
     if opts.get("compare"):
         return compare_mode(opts)
     if opts.get("csv"):
@@ -2443,6 +3847,7 @@ def run_mode(opts: dict) -> int:
 @CONVERSATION_OPTIONS
 @SERVER_OPTIONS
 @MODEL_OPTIONS
+@SKILL_OPTIONS
 def main(**opts: Any) -> None:
     """Evaluate how Claude uses the tools of your MCP servers.
 

@@ -50,3 +50,12 @@ PRICES = {
     "claude-opus-4-2025": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
 }
 FALLBACK_PRICE = PRICES["claude-sonnet"]      # an unknown model is priced as Sonnet, and says so
+
+# ----------------------------------------------------------------------------- Claude Code CLI runs (skills)
+CLAUDE_DISALLOWED_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit", "WebFetch")  # nothing may change the machine
+CLAUDE_MAX_OUTPUT_BYTES = 20_000_000          # stream-json kept per run
+CLAUDE_STDERR_TAIL_CHARS = 1_000
+WRITE_GUARD_MAX_ENTRIES = 20_000              # files fingerprinted per watched folder
+DEFAULT_GENERATION_MAX_TOKENS = 4096
+DEFAULT_GENERATED_TEST_TIMEOUT = 300.0
+GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the generation prompt
