@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -1673,7 +1674,8 @@ class TerminalUser:
 
     async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
         while True:
-            self.console.print("[bold green]You[/bold green] [dim](reply, or 'end' to finish)[/dim] › ", end="")
+            self.console.print("[bold green]You[/bold green] [dim](reply, or 'end' to finish)[/dim] › ", end="",
+                               highlight=False)
             self.console.file.flush()
             line = await self.lines.readline()
             if line is None:
@@ -2520,24 +2522,30 @@ class SuiteRun:
     settings: RunSettings
     mode: str = "batch"             # batch | interactive
     input_type: str = "query"       # query | conversation | csv
+    redactor: Redactor | None = None
 
 
 async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
                     on_result: Callable[[Transcript], None] | None = None,
                     user_for: Callable[[TestCase], UserInput | None] = lambda case: None,
-                    observer: ConversationObserver | None = None) -> list[Transcript]:
-    """Every case times every iteration, at most `concurrency` at once; results in input order."""
+                    observer: ConversationObserver | None = None,
+                    jobs: Sequence[tuple[TestCase, int]] | None = None) -> list[Transcript]:
+    """Every case times every iteration (or just `jobs`), at most `concurrency` at once;
+    results in input order, each scrubbed of secrets before anyone sees it."""
     limit = asyncio.Semaphore(max(1, run.settings.concurrency))
 
     async def one(case: TestCase, iteration: int) -> Transcript:
         async with limit:
             transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case), observer)
+        if run.redactor:
+            run.redactor.scrub(transcript)
         if on_result:
             on_result(transcript)
         return transcript
 
-    jobs = [one(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    tasks = [asyncio.ensure_future(job) for job in jobs]
+    if jobs is None:
+        jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    tasks = [asyncio.ensure_future(one(case, i)) for case, i in jobs]
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
@@ -2545,6 +2553,172 @@ async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+# ---------------------------------------------------------------------------- secrets
+class Redactor:
+    """Keeps secrets (API keys, header tokens, server environment values) out of everything the
+    evaluator writes: transcripts are scrubbed the moment a conversation ends, before any
+    journal, report or terminal sees them."""
+
+    MIN_LENGTH = 6  # shorter values ("1", "true") are settings, and would mangle every text
+    MASK = "[REDACTED]"
+
+    def __init__(self, secrets: Sequence[str] = ()) -> None:
+        unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
+        self.secrets = sorted(unique, key=len, reverse=True)  # longest first: a token inside a header value
+
+    @classmethod
+    def for_run(cls, servers: Sequence[ServerSpec] = ()) -> "Redactor":
+        secrets = [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")]
+        for spec in servers:
+            secrets += list(spec.env.values())
+            for value in spec.headers.values():
+                secrets += [value, value.split(" ", 1)[-1]]  # "Bearer TOKEN": the token alone too
+        return cls(secrets)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, self.MASK)
+        return value
+
+    def data(self, value: Any) -> Any:
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.data(v) for k, v in value.items()}
+        return value
+
+    def scrub(self, transcript: Transcript) -> Transcript:
+        if not self.secrets:
+            return transcript
+        t = transcript
+        t.final_text = self.text(t.final_text)
+        t.error = self.text(t.error) if t.error else t.error
+        for call in t.tool_calls:
+            call.output, call.input = self.text(call.output), self.data(call.input)
+        for entry in t.history:
+            entry.content = self.text(entry.content)
+        return t
+
+
+# ---------------------------------------------------------------------------- journal and resume
+def case_hash(case: TestCase) -> str:
+    """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
+    definition = {k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")}
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def result_key(result: dict) -> tuple[str, int, str]:
+    return result.get("test_name", ""), int(result.get("iteration", 0)), result.get("case_hash", "")
+
+
+def journal_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".journal.jsonl")
+
+
+def read_previous_results(output: str | Path) -> dict[tuple[str, int, str], dict]:
+    """Results of an earlier run into the same output: its final file, then its journal (newer).
+    A journal line cut short by a kill is skipped: that case simply runs again."""
+    previous: dict[tuple[str, int, str], dict] = {}
+    output = Path(output)
+    if output.exists():
+        try:
+            document = json.loads(output.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            document = {}
+        for result in document.get("results", []) if isinstance(document, dict) else []:
+            if isinstance(result, dict) and result.get("case_hash"):
+                previous[result_key(result)] = result
+    journal = journal_path(output)
+    if journal.exists():
+        for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                result = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(result, dict) and result.get("case_hash"):
+                previous[result_key(result)] = result
+    return previous
+
+
+class ResultJournal:
+    """One JSON line per finished result, flushed to disk at once: `kill -9` loses nothing
+    that had finished."""
+
+    def __init__(self, path: Path, kept: Sequence[dict]) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = path.open("w", encoding="utf-8")
+        for result in kept:  # a fresh journal that still holds what the rerun reuses
+            self._write(result)
+
+    def _write(self, result: dict) -> None:
+        self._handle.write(json.dumps(result, ensure_ascii=False) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def append(self, result: dict) -> None:
+        self._write(result)
+
+    def close(self, remove: bool) -> None:
+        self._handle.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
+
+
+def transcript_from_result(case: TestCase, result: dict) -> Transcript:
+    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
+    return Transcript(
+        case=case, iteration=int(result.get("iteration", 1)), model=result.get("model", ""),
+        final_text=result.get("agent_reasoning", ""),
+        tool_calls=[ToolCall(**{k: c.get(k) for k in ("name", "input", "output", "is_error", "duration_ms",
+                                                     "server", "turn", "id") if k in c})
+                    for c in result.get("tool_calls", [])],
+        history=[HistoryEntry(h.get("role", ""), h.get("content", ""), h.get("has_tools", False),
+                              h.get("simulated", False)) for h in result.get("conversation_history", [])],
+        model_calls=result.get("model_calls", 0), user_interventions=result.get("user_interventions", 0),
+        ended_by=result.get("ended_by", "completion"), stop_reason=result.get("stop_reason"),
+        truncated=result.get("truncated", False), usage=Usage.from_api(result.get("usage") or {}),
+        latency_ms=result.get("latency_ms", 0.0), error=result.get("error"))
+
+
+@dataclass
+class ResumePlan:
+    """Which runs an invocation still has to do, and which earlier results it keeps."""
+    todo: list[tuple[TestCase, int]]
+    kept: dict[tuple[str, int], Transcript]      # (test name, iteration) -> reused transcript
+    kept_results: list[dict]
+
+
+def plan_resume(run: SuiteRun, output: str | Path | None, resume: bool, retry_errors: bool) -> ResumePlan:
+    jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    if not output:
+        if resume or retry_errors:
+            raise InputError("--resume and --retry-errors need -o FILE: the output of the run to continue")
+        return ResumePlan(jobs, {}, [])
+    journal = journal_path(output)
+    if not (resume or retry_errors):
+        if journal.exists():
+            raise InputError(f"{journal} holds the results of an unfinished run",
+                             hint="add --resume to continue it, or delete that file to start over")
+        return ResumePlan(jobs, {}, [])
+    previous = read_previous_results(output)
+    todo, kept, kept_results = [], {}, []
+    for case, iteration in jobs:
+        result = previous.get((case.name, iteration, case_hash(case)))
+        if result is None or (retry_errors and result.get("error")):
+            todo.append((case, iteration))
+        else:
+            kept[(case.name, iteration)] = transcript_from_result(case, result)
+            kept_results.append(result)
+    return ResumePlan(todo, kept, kept_results)
 
 
 class ObserverGroup(ConversationObserver):
@@ -2822,6 +2996,7 @@ def transcript_to_result(transcript: Transcript) -> dict:
         "model_calls": t.model_calls,
         "model": t.model,
         "cost_usd": round(t.cost_usd, 6),
+        "case_hash": case_hash(t.case),
     }
 
 
@@ -2930,8 +3105,8 @@ class LiveConversationView(ConversationObserver):
         self.console.print(f"  [yellow]⚙ {call.name}[/yellow] ", end="", highlight=False)
         self.console.print(preview(arguments, 200), markup=False, highlight=False)
         colour = "red" if call.is_error else "dim"
-        self.console.print(f"    [{colour}]↳ {escape_markup(preview(call.output or '(no output)'))}[/{colour}]",
-                           highlight=False)
+        shown = preview(call.output or "(no output)", min(TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
+        self.console.print(f"    [{colour}]↳ {escape_markup(shown)}[/{colour}]", highlight=False)
 
     def on_turn_end(self, transcript: Transcript) -> None:
         self.end_text()
@@ -3382,7 +3557,8 @@ async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console
                    user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
                    observer: ConversationObserver | None = None,
                    on_result: Callable[[Transcript], None] | None = None,
-                   on_connect: Callable[[McpHub], None] | None = None) -> list[Transcript]:
+                   on_connect: Callable[[McpHub], None] | None = None,
+                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> list[Transcript]:
     """Opens the servers and the model, runs every case, closes everything again. `user_for`
     gives each conversation its user (it gets the model client, for a simulated user)."""
     model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
@@ -3395,9 +3571,64 @@ async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console
                 on_connect(hub)
             return await run_cases(run, model, hub, on_result,
                                    (lambda case: user_for(case, model)) if user_for else (lambda case: None),
-                                   observer)
+                                   observer, jobs)
     finally:
         await model.close()
+
+
+@dataclass
+class RunOutcome:
+    """Every run of a suite in input order (reused from an earlier run or new), and whether
+    Ctrl-C cut it short. The journal stays until the final file is written."""
+    transcripts: list[Transcript]
+    interrupted: bool
+    reused: int
+    journal: ResultJournal | None = None
+
+    def finish(self) -> None:
+        """The final file is written: the journal has served its purpose (unless interrupted)."""
+        if self.journal:
+            self.journal.close(remove=not self.interrupted)
+
+
+def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
+                result_of: Callable[[Transcript], dict] = lambda t: transcript_to_result(t),
+                on_result: Callable[[Transcript], None] | None = None,
+                on_connect: Callable[[McpHub], None] | None = None,
+                user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
+                observer: ConversationObserver | None = None) -> RunOutcome:
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
+    each result as it finishes; Ctrl-C keeps everything finished so far."""
+    plan = plan_resume(run, opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")))
+    if plan.kept:
+        console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
+    run.redactor = run.redactor or Redactor.for_run(servers)
+    journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
+    finished: dict[tuple[str, int], Transcript] = {}
+
+    def finished_one(transcript: Transcript) -> None:
+        finished[(transcript.case.name, transcript.iteration)] = transcript
+        if journal:
+            journal.append(result_of(transcript))
+        if on_result:
+            on_result(transcript)
+
+    interrupted = False
+    try:
+        # The servers open even when nothing is left to run: scoring needs their tool schemas.
+        asyncio.run(evaluate(run, servers, opts, console, user_for, observer, finished_one, on_connect,
+                             jobs=plan.todo))
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print(f"\n[yellow]interrupted[/yellow]: keeping the {len(finished) + len(plan.kept)} "
+                      f"result(s) finished so far; rerun with --resume to do the rest")
+    except BaseException:
+        if journal:
+            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
+        raise
+    keys = [(case.name, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    transcripts = [plan.kept.get(key) or finished[key] for key in keys if key in plan.kept or key in finished]
+    return RunOutcome(transcripts, interrupted, len(plan.kept), journal)
 
 
 EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
@@ -3539,10 +3770,16 @@ def csv_suite_mode(opts: dict) -> int:
 
     score = lambda t: score_tool_use(t.case, t, tools)  # noqa: E731
     with SuiteProgress(console, len(cases) * run.iterations, score) as progress:
-        transcripts = asyncio.run(evaluate(run, servers, opts, console, on_result=progress.on_result,
-                                           on_connect=connected))
-    verdicts = [score(t) for t in transcripts]
-    return report_suite(opts, console, run, transcripts, verdicts, threshold)
+        outcome = run_durably(run, servers, opts, console, lambda t: suite_result(t, score(t)),
+                              on_result=progress.on_result, on_connect=connected)
+    verdicts = [score(t) for t in outcome.transcripts]
+    code = report_suite(opts, console, run, outcome.transcripts, verdicts, threshold)
+    outcome.finish()
+    return EXIT_INTERRUPTED if outcome.interrupted else code
+
+
+def suite_result(transcript: Transcript, verdict: Verdict) -> dict:
+    return dict(transcript_to_result(transcript), verdict={"passed": verdict.passed, "reasons": verdict.reasons})
 
 
 def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[Transcript],
@@ -3553,8 +3790,7 @@ def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[
     case_summaries = [summarize_case(transcripts[ix[0]].case, [verdicts[i] for i in ix],
                                      [transcripts[i] for i in ix], threshold) for ix in by_case.values()]
     summary = summarize_suite(case_summaries, transcripts, threshold)
-    results = [dict(transcript_to_result(t), verdict={"passed": v.passed, "reasons": v.reasons})
-               for t, v in zip(transcripts, verdicts)]
+    results = [suite_result(t, v) for t, v in zip(transcripts, verdicts)]
     document = build_results_document(run, results, {
         "summary": suite_summary_dict(summary), "cases": [case_summary_dict(c) for c in case_summaries]})
     if opts["output"]:
@@ -3641,6 +3877,10 @@ SUITE_OPTIONS = options(
     click.option("--report", type=click.Path(), metavar="FILE.md", help="Write a markdown report."),
     click.option("--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per case and iteration."),
     click.option("--junit", type=click.Path(), metavar="FILE.xml", help="Write JUnit XML for CI."),
+    click.option("--resume", is_flag=True,
+                 help="Continue the run whose output is -o FILE: only cases not yet finished run."),
+    click.option("--retry-errors", is_flag=True,
+                 help="Rerun the cases of -o FILE that ended in an error (and any not yet run)."),
     click.option("--compare", nargs=2, type=click.Path(), metavar="OLD.json NEW.json",
                  help="Compare two results files: regressions, fixes, pass rate and cost change."),
 )
