@@ -2441,8 +2441,16 @@ def concept_matches(concept: str, answer: str, fuzzy: float = C.DEFAULT_FUZZY_MA
     if not words:
         return False
     answer_words = set(significant_words(answer_lower))
-    hits = sum(1 for w in words if w in answer_words or difflib.get_close_matches(w, answer_words, 1, fuzzy))
+    hits = sum(1 for w in words if w in answer_words or difflib.get_close_matches(w, answer_words, 1, fuzzy)
+               or any(same_stem(w, a) for a in answer_words))
     return hits / len(words) >= fuzzy
+
+
+def same_stem(a: str, b: str) -> bool:
+    """'allocation' and 'allocate', 'pruning' and 'prune': a shared prefix of all but two letters
+    of the shorter word (at least four)."""
+    shared = len(os.path.commonprefix([a, b]))
+    return shared >= max(4, min(len(a), len(b)) - 2)
 
 
 def score_concepts(answer: str, concepts: Sequence[str]) -> dict:
@@ -2898,8 +2906,8 @@ def trigger_test_markdown(skill: SkillInfo, positives: Sequence[str], negatives:
     lines = ["---", f"name: {skill.name}-trigger", "type: trigger", f"skill: {skill.name}",
              "concepts:", *[f"  - {c}" for c in TRIGGER_CONCEPTS], f"timeout: {C.DEFAULT_TRIGGER_TIMEOUT:g}",
              "---", "", "# Positive Triggers", "",
-             *[f"- {yaml_scalar(q)}" for q in positives], "", "# Negative Triggers", "",
-             *[f"- {yaml_scalar(q)}" for q in negatives], ""]
+             *[f'- "{q}"' for q in positives], "", "# Negative Triggers", "",
+             *[f'- "{q}"' for q in negatives], ""]
     return "\n".join(lines)
 
 
@@ -4017,14 +4025,20 @@ def generate_mode(opts: dict) -> int:
         raise InputError("-o must be a folder for --generate-tests", output)
     require_api_key()
     console = Console(stderr=True)
-    files = asyncio.run(generate_skill_tests(skill, count, opts, full))
-    with tempfile.TemporaryDirectory() as scratch:  # what we write must load back as it is
-        for name, text in files.items():
-            (Path(scratch) / name).write_text(text, encoding="utf-8")
-            try:
-                load_markdown_test(Path(scratch) / name)
-            except InputError as exc:
-                raise EvalError(f"generated {name} does not load: {exc.message}") from None
+    try:
+        files = asyncio.run(generate_skill_tests(skill, count, opts, full))
+        with tempfile.TemporaryDirectory() as scratch:  # what we write must load back as it is
+            for name, text in files.items():
+                (Path(scratch) / name).write_text(text, encoding="utf-8")
+                try:
+                    load_markdown_test(Path(scratch) / name)
+                except InputError as exc:
+                    raise EvalError(f"generated {name} does not load: {exc.message}") from None
+    except FatalApiError:
+        raise
+    except EvalError as exc:  # the model's answer was unusable: one line, exit 1, nothing written
+        click.echo(f"error: {exc}", err=True)
+        return 1
     if not output:
         click.echo(next(iter(files.values())), nl=False)
         return 0
