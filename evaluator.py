@@ -1062,6 +1062,7 @@ class ToolOutcome:
     is_error: bool
     server: str | None
     duration_ms: float
+    server_failed: bool = False   # the server died under the call: an error of the run, not of Claude
 
 
 def tail(text: str, limit: int = C.STDERR_TAIL_CHARS) -> str:
@@ -1265,6 +1266,7 @@ class McpHub:
         self.tools: dict[str, ToolSpec] = {}
         self.notices: list[str] = []
         self._anthropic_tools: list[dict] = []
+        self._restarting: dict[str, asyncio.Lock] = {}
 
     async def __aenter__(self) -> "McpHub":
         try:
@@ -1335,9 +1337,11 @@ class McpHub:
             return outcome(f"Tool arguments must be a JSON object, got {type(arguments).__name__}", True,
                            tool.server)
         connection = self.connections.get(tool.server)
-        if connection is None or connection.client is None:
-            return outcome(connection.describe_failure("is not running") if connection
-                           else f"server '{tool.server}' is not connected", True, tool.server)
+        if connection is None or connection.client is None:  # an earlier restart failed: try again
+            connection = await self.restart(tool.server, connection)
+            if connection.client is None:
+                return ToolOutcome(connection.describe_failure("is not running and could not be restarted"),
+                                   True, tool.server, 0.0, server_failed=True)
         try:
             result = await asyncio.wait_for(
                 connection.client.call_tool(tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout),
@@ -1348,8 +1352,41 @@ class McpHub:
             reason = explain_exception(exc)
             if "timed out" in reason.lower():
                 return outcome(f"Tool call timed out after {self.tool_timeout:g}s", True, tool.server)
-            return outcome(connection.describe_failure(f"tool call {reason}"), True, tool.server)
+            if await self.is_alive(connection):
+                return outcome(f"Tool call {reason}", True, tool.server)
+            message = connection.describe_failure(f"died during the call ({reason})")
+            await self.restart(tool.server, connection)  # the next cases get a fresh server
+            failed = outcome(message, True, tool.server)
+            failed.server_failed = True
+            return failed
         return outcome(tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server)
+
+    @staticmethod
+    async def is_alive(connection: ServerConnection) -> bool:
+        try:
+            # ping is gone from current protocol versions; a fresh tool listing proves the same
+            await asyncio.wait_for(connection.client.list_tools(cache_mode="refresh"), 5)
+            return True
+        except Exception:
+            return False
+
+    async def restart(self, server: str, broken: ServerConnection | None) -> ServerConnection:
+        """Replaces a dead server connection once, however many calls noticed it died."""
+        lock = self._restarting.setdefault(server, asyncio.Lock())
+        async with lock:
+            current = self.connections.get(server)
+            if current is not broken and current is not None:
+                return current  # another call restarted it already
+            if broken is not None:
+                await broken.close()
+            spec = next(s for s in self.specs if s.name == server)
+            fresh = ServerConnection(spec, self.connect_timeout)
+            try:
+                await fresh.open()
+            except ServerError as exc:
+                self.notices.append(str(exc))
+            self.connections[server] = fresh
+            return fresh
 
 
 # ============================================================================ 5. model session
@@ -1394,18 +1431,118 @@ def api_key_from_env() -> str | None:
     return os.environ.get("ANTHROPIC_API_KEY") or None
 
 
+class AdaptiveLimiter:
+    """A concurrency cap on model calls that halves when the API answers 429 and grows back one
+    step per run of successes: a burst of rate limits slows the suite instead of failing it."""
+
+    GROW_AFTER = 8  # successes in a row before one more call may run at once
+
+    def __init__(self, limit: int) -> None:
+        self.ceiling = max(1, limit)
+        self.limit = self.ceiling
+        self.in_flight = 0
+        self.paused_until = 0.0
+        self.rate_limited = 0
+        self._successes = 0
+        self._changed = asyncio.Condition()
+
+    async def __aenter__(self) -> None:
+        async with self._changed:
+            while True:
+                wait = self.paused_until - time.monotonic()
+                if wait <= 0 and self.in_flight < self.limit:
+                    break
+                try:
+                    await asyncio.wait_for(self._changed.wait(), wait if wait > 0 else None)
+                except asyncio.TimeoutError:
+                    pass
+            self.in_flight += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    async def rate_limited_for(self, seconds: float) -> None:
+        async with self._changed:
+            self.rate_limited += 1
+            self.limit = max(1, self.limit // 2)
+            self._successes = 0
+            self.paused_until = max(self.paused_until, time.monotonic() + min(seconds, 60.0))
+            self._changed.notify_all()
+
+    async def succeeded(self) -> None:
+        if self.limit >= self.ceiling:
+            return
+        async with self._changed:
+            self._successes += 1
+            if self._successes >= self.GROW_AFTER:
+                self.limit, self._successes = min(self.ceiling, self.limit + 1), 0
+                self._changed.notify_all()
+
+
+def retry_after_seconds(headers: Any) -> float:
+    """The pause a rate-limited answer asks for: `retry-after-ms`, `retry-after`, or the
+    `anthropic-ratelimit-*-reset` time; one second when it names none."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name)) * scale)
+        except (TypeError, ValueError):
+            pass
+    for name in ("anthropic-ratelimit-requests-reset", "anthropic-ratelimit-tokens-reset"):
+        value = headers.get(name)
+        if value:
+            try:
+                reset = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return max(0.0, (reset - datetime.now(timezone.utc)).total_seconds())
+            except ValueError:
+                pass
+    return 1.0
+
+
+SPEND_LIMIT = re.compile(r"spend|credit|billing|quota|usage limit", re.IGNORECASE)
+
+
+def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
+    """SDK middleware, run once per HTTP attempt inside the SDK's own retry loop: it holds a slot
+    of the adaptive limiter, feeds it what 429s say, and stops a spend-limit 429 from being
+    retried (no retry can fix it, for any case)."""
+
+    async def middleware(request: Any, call_next: Callable) -> Any:
+        async with limiter:
+            response = await call_next(request)
+        if response.status_code == 429:
+            body = (await response.http_response.aread()).decode("utf-8", "replace")
+            if SPEND_LIMIT.search(body):
+                raise FatalApiError(f"the Anthropic API refused on a spend or usage limit (429): "
+                                    f"{cap_text(body, 300)}")
+            await limiter.rate_limited_for(retry_after_seconds(response.headers))
+        elif response.status_code < 400:
+            remaining = response.headers.get("anthropic-ratelimit-requests-remaining")
+            if remaining == "0":
+                await limiter.rate_limited_for(retry_after_seconds(response.headers))
+            else:
+                await limiter.succeeded()
+        return response
+    return middleware
+
+
 class AnthropicModel:
     """Claude through `anthropic.AsyncAnthropic`; the only place that touches the SDK."""
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = C.DEFAULT_MAX_RETRIES, timeout: float = C.DEFAULT_REQUEST_TIMEOUT,
-                 stream: bool = False) -> None:
+                 stream: bool = False, concurrency: int = C.MAX_MODEL_CONCURRENCY) -> None:
         import anthropic
 
         self._anthropic = anthropic
+        self.limiter = AdaptiveLimiter(concurrency)
+        self.max_retries = max_retries
+        # One client for the whole run: one connection pool, and the SDK's retries on every call.
         self.client = anthropic.AsyncAnthropic(api_key=api_key or api_key_from_env(),
                                                base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
-                                               max_retries=max_retries, timeout=timeout)
+                                               max_retries=max_retries, timeout=timeout,
+                                               middleware=[api_traffic_middleware(self.limiter)])
         self.stream = stream
 
     @staticmethod
@@ -1428,11 +1565,7 @@ class AnthropicModel:
         params = self.request_params(request)
         try:
             if self.stream or on_text:
-                async with self.client.messages.stream(**params) as stream:
-                    if on_text:
-                        async for chunk in stream.text_stream:
-                            on_text(chunk)
-                    message = await stream.get_final_message()
+                message = await self._stream_with_retries(params, on_text)
             else:
                 message = await self.client.messages.create(**params)
         except self._anthropic.AuthenticationError as exc:
@@ -1441,8 +1574,29 @@ class AnthropicModel:
         return ModelReply([block_to_dict(b) for b in message.content], message.stop_reason,
                           Usage.from_api(message.usage), message.model)
 
+    async def _stream_with_retries(self, params: dict, on_text: Callable[[str], None] | None) -> Any:
+        """A stream that fails after HTTP 200 (an `overloaded_error` event mid-answer) is outside
+        the SDK's retries; it is retried here, and the failed attempt's partial text is dropped."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                async with self.client.messages.stream(**params) as stream:
+                    if on_text:
+                        async for chunk in stream.text_stream:
+                            on_text(chunk)
+                    return await stream.get_final_message()
+            except self._anthropic.APIStatusError as exc:
+                in_stream = exc.status_code == 200
+                kind = exc.body.get("error", {}).get("type") if isinstance(exc.body, dict) else None
+                if not in_stream or kind not in RETRYABLE_STREAM_ERRORS or attempt == self.max_retries:
+                    raise
+                await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
     async def close(self) -> None:
         await self.client.close()
+
+
+RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
 
 
 def api_error_message(exc: BaseException) -> str:
@@ -1537,6 +1691,7 @@ async def run_conversation(case: TestCase, model: ModelClient, hub: McpHub, sett
         raise
     except Exception as exc:
         transcript.error = api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"
+    if transcript.error:
         transcript.ended_by = "error"
     transcript.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return transcript
@@ -1618,6 +1773,8 @@ async def run_tool_calls(transcript: Transcript, tool_uses: list[dict], hub: Mcp
                         outcome.output, outcome.is_error, outcome.duration_ms, outcome.server,
                         transcript.model_calls, block["id"])
         transcript.tool_calls.append(call)
+        if outcome.server_failed and not transcript.error:
+            transcript.error = outcome.output  # the case cannot be judged on a dead server
         observer.on_tool_call(call)
         results.append({"type": "tool_result", "tool_use_id": block["id"],
                         "content": outcome.output or "(no output)", "is_error": outcome.is_error})

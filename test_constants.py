@@ -51,6 +51,9 @@ PRICES = {
 }
 FALLBACK_PRICE = PRICES["claude-sonnet"]      # an unknown model is priced as Sonnet, and says so
 
+# ----------------------------------------------------------------------------- simulated user
+DEFAULT_USER_MAX_TOKENS = 1024                # one simulated user message
+
 # ----------------------------------------------------------------------------- Claude Code CLI runs (skills)
 CLAUDE_DISALLOWED_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit", "WebFetch")  # nothing may change the machine
 CLAUDE_MAX_OUTPUT_BYTES = 20_000_000          # stream-json kept per run
@@ -59,3 +62,6 @@ WRITE_GUARD_MAX_ENTRIES = 20_000              # files fingerprinted per watched 
 DEFAULT_GENERATION_MAX_TOKENS = 4096
 DEFAULT_GENERATED_TEST_TIMEOUT = 300.0
 GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the generation prompt
+
+# ----------------------------------------------------------------------------- throughput
+MAX_MODEL_CONCURRENCY = 64                    # ceiling of model calls in flight; 429s lower it adaptively

@@ -43,6 +43,22 @@ def echo_env(name: str) -> str:
 
 
 @mcp.tool()
+def crash(message: str = "segfault (simulated)") -> str:
+    """Kills the server process in the middle of the call."""
+    print(f"misc server crashing: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+@mcp.tool()
+def junk_stdout(lines: int = 5) -> str:
+    """Writes lines that are not JSON-RPC to stdout (the transport) before answering."""
+    for i in range(lines):
+        sys.stdout.write(f"this is not json {i}\n")
+    sys.stdout.flush()
+    return "answered after junk"
+
+
+@mcp.tool()
 def about_profiles() -> str:
     """A tool whose name collides with the example server's."""
     return "misc about_profiles"
