@@ -51,6 +51,31 @@ SYSTEM_PROMPTS = {
 }
 DEFAULT_SYSTEM_PROMPT = "CLAUDE_CODE_SYSTEM_PROMPT"
 
+# ----------------------------------------------------------------------------- simulated user
+SIMULATED_USER_DONE = "DONE"
+
+SIMULATED_USER_PROMPT = """\
+You are role-playing a user who is talking to an AI assistant. The assistant has tools; you do not. \
+You are testing nothing and you know nothing about how the assistant works: you are just a person \
+with this goal:
+
+<goal>
+{goal}
+</goal>
+
+You will be shown the conversation so far. Write the user's next message, and nothing else:
+- If the conversation has not started, write the first message a real user with this goal would \
+send: short, natural, without details the assistant should ask for.
+- If the assistant asked a question or offered choices, answer it the way this user would. Invent \
+plausible specifics (names, numbers, preferences) when the goal does not give them, and keep them \
+consistent with what you said earlier.
+- Stay in character. Do not explain that you are simulated, do not write the assistant's part, and \
+do not use tools or markup.
+- Keep it to one to three sentences.
+
+When the goal has been met, or the assistant has clearly said it cannot help with it, reply with \
+only the word {done}."""
+
 # ----------------------------------------------------------------------------- skill test generation
 GENERATION_SYSTEM_PROMPT = """\
 You write evaluation data for Agent Skills. You answer with one JSON object and nothing else."""
