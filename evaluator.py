@@ -2698,10 +2698,18 @@ async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
     """Every case times every iteration (or just `jobs`), at most `concurrency` at once;
     results in input order, each scrubbed of secrets before anyone sees it."""
     limit = asyncio.Semaphore(max(1, run.settings.concurrency))
+    stopping = asyncio.Event()  # a fatal API error: no further conversation may start
 
     async def one(case: TestCase, iteration: int) -> Transcript:
         async with limit:
-            transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case), observer)
+            if stopping.is_set():
+                raise asyncio.CancelledError
+            try:
+                transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case),
+                                                    observer)
+            except FatalApiError:
+                stopping.set()
+                raise
         if run.redactor:
             run.redactor.scrub(transcript)
         if on_result:
@@ -2737,8 +2745,7 @@ class Redactor:
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> "Redactor":
         secrets = [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")]
         for spec in servers:
-            secrets += list(spec.env.values())
-            for value in spec.headers.values():
+            for value in [*spec.env.values(), *spec.headers.values()]:
                 secrets += [value, value.split(" ", 1)[-1]]  # "Bearer TOKEN": the token alone too
         return cls(secrets)
 
