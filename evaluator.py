@@ -2806,7 +2806,7 @@ def read_previous_results(output: str | Path) -> dict[tuple[str, int, str], dict
         except (json.JSONDecodeError, UnicodeDecodeError, OSError):
             document = {}
         for result in document.get("results", []) if isinstance(document, dict) else []:
-            if isinstance(result, dict) and result.get("case_hash"):
+            if isinstance(result, dict) and result.get("case_hash") and result.get("error") != "interrupted":
                 previous[result_key(result)] = result
     journal = journal_path(output)
     if journal.exists():
@@ -3777,6 +3777,7 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     run.redactor = run.redactor or Redactor.for_run(servers)
     journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
     finished: dict[tuple[str, int], Transcript] = {}
+    started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
 
     def finished_one(transcript: Transcript) -> None:
         finished[(transcript.case.name, transcript.iteration)] = transcript
@@ -3788,18 +3789,22 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     interrupted = False
     try:
         # The servers open even when nothing is left to run: scoring needs their tool schemas.
-        asyncio.run(evaluate(run, servers, opts, console, user_for, observer, finished_one, on_connect,
+        asyncio.run(evaluate(run, servers, opts, console, user_for,
+                             ObserverGroup(started, observer) if observer else started, finished_one, on_connect,
                              jobs=plan.todo))
     except KeyboardInterrupt:
         interrupted = True
-        console.print(f"\n[yellow]interrupted[/yellow]: keeping the {len(finished) + len(plan.kept)} "
-                      f"result(s) finished so far; rerun with --resume to do the rest")
     except BaseException:
         if journal:
             journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
         raise
+    under_way = {(t.case.name, t.iteration): run.redactor.scrub(t) for t in started.transcripts} if interrupted else {}
     keys = [(case.name, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    transcripts = [plan.kept.get(key) or finished[key] for key in keys if key in plan.kept or key in finished]
+    transcripts = [plan.kept.get(key) or finished.get(key) or under_way[key] for key in keys
+                   if key in plan.kept or key in finished or key in under_way]
+    if interrupted:
+        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far"
+                      + ("; rerun with --resume to do the rest" if journal else ""))
     return RunOutcome(transcripts, interrupted, len(plan.kept), journal)
 
 
@@ -3857,27 +3862,22 @@ def tool_eval_mode(opts: dict) -> int:
         settings.concurrency, settings.stream = 1, True
     run = SuiteRun(cases, opts["iterations"], settings, mode="interactive" if interactive else "batch",
                    input_type="conversation" if opts.get("conversation") else "query")
-    started = StartedTranscripts()
     view = LiveConversationView(console, settings.max_turns) if interactive else None
-    try:
-        transcripts = asyncio.run(evaluate(run, servers, opts, console, user_source(opts, console),
-                                           ObserverGroup(started, view) if view else started,
-                                           view.on_conversation_end if view else None))
-        interrupted = False
-    except KeyboardInterrupt:
-        transcripts, interrupted = started.transcripts, True
-        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far")
+    outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console), observer=view,
+                          on_result=view.on_conversation_end if view else None)
+    transcripts = outcome.transcripts
     extra = {"simulated_user": {"goal": opts["simulate_user"], "model": opts["user_model"],
                                 "max_user_turns": opts["max_user_turns"]}} if opts.get("simulate_user") else None
     document = build_results_document(run, [transcript_to_result(t) for t in transcripts], extra)
     if opts["output"]:
         write_json_atomic(opts["output"], document)
         console.print(f"wrote {len(transcripts)} result(s) to {opts['output']}")
+    outcome.finish()
     if opts["json_out"]:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     elif not opts["output"] and not interactive:
         print_run_summary(console, transcripts)
-    if interrupted:
+    if outcome.interrupted:
         return EXIT_INTERRUPTED
     return 1 if any(t.error for t in transcripts) else 0
 
