@@ -411,14 +411,8 @@ def safe_name(name: str) -> str:
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
     """Claude Desktop / Claude Code `mcpServers` JSON, as is."""
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read MCP config: {exc.__class__.__name__}: {exc}", path) from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
+    raw = read_text_file(path, "MCP config")
+    data = parse_json_text(raw, path)
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict) or not servers:
         raise InputError('no "mcpServers" object with at least one server', path, 1,
@@ -451,6 +445,8 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise InputError(f"{where}: \"args\" must be a list of strings", path, line)
         cwd = entry.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise InputError(f"{where}: \"cwd\" must be a string (a folder path)", path, line)
         return ServerSpec(name=safe_name(name) or "server", kind="stdio",
                           command=expand_env_refs(command, where, path, line),
                           args=[expand_env_refs(a, f"{where} args", path, line) for a in args],
@@ -523,16 +519,38 @@ class InputProblems(InputError):
 def read_text_file(path: str | Path, what: str) -> str:
     """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
     path = Path(path)
+    limit = C.MAX_INPUT_FILE_BYTES
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
+            raw = handle.read(limit + 1)
     except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path) from None
+        hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
+    if len(raw) > limit:
+        raise InputError(f"{what} is larger than {limit // (1024 * 1024)} MiB", path, None,
+                         "split it into smaller files")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise InputError(f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x})", path, line,
                          "save the file as UTF-8") from None
+    if "\0" in text:  # a binary file; a NUL would also break the command lines built from it
+        raise InputError(f"{what} contains a NUL byte (is it a binary file?)", path,
+                         text.count("\n", 0, text.index("\0")) + 1, "save it as plain UTF-8 text")
+    return text
+
+
+def parse_json_text(raw: str, path: Path) -> Any:
+    """json.loads whose every failure is an InputError: bad syntax (with its line), nesting too
+    deep for the parser, a number too long to convert."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(f"invalid JSON: {problem}", path, 1, "fix the JSON") from None
 
 
 def split_list(value: str) -> list[str]:
@@ -614,8 +632,10 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
     if (row.get("expected_args") or "").strip():
         try:
             expected_args = json.loads(row["expected_args"])
-        except json.JSONDecodeError as exc:
-            raise fail(f"expected_args is not valid JSON: {exc.msg}",
+        except (ValueError, RecursionError) as exc:  # also nesting too deep, a number too long
+            problem = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError)
+                                                     else str(exc).split(";")[0])
+            raise fail(f"expected_args is not valid JSON: {problem}",
                        'write it as {"tool_name": {"param": "value"}}') from None
         if not isinstance(expected_args, dict) or not all(isinstance(v, dict) for v in expected_args.values()):
             raise fail("expected_args must be a JSON object of objects", '{"tool_name": {"param": "value"}}')
@@ -648,7 +668,7 @@ def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError])
     value = (row.get(column) or "").strip()
     if not value:
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):  # "²".isdigit() is True, int("²") fails
         raise fail(f"{column} {value!r} is not a whole number")
     return int(value)
 
@@ -706,16 +726,51 @@ def split_frontmatter(raw: str, path: Path, required: bool = True) -> tuple[dict
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         raise InputError("YAML frontmatter is not closed", path, 1, "end it with a '---' line")
-    try:
-        data = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"invalid YAML frontmatter: {problem}", path, mark.line + 2 if mark else 1,
-                         "fix the YAML syntax (quote values that contain ': ')") from None
+    data = load_frontmatter_yaml("\n".join(lines[1:end]), path, 2)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise InputError("YAML frontmatter must be a mapping of keys to values", path, 2)
+        raise InputError(f"YAML frontmatter must be a mapping of keys to values, not a {type(data).__name__}",
+                         path, 2, "write it as key: value lines")
     return data, "\n".join(lines[end + 1:]), end + 2
+
+
+def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
+    """Plain YAML only, through yaml.safe_load: no tags that build objects (`!!python/...` is
+    refused), no aliases (`*name`, so an alias bomb cannot exhaust memory), bounded size and
+    nesting, checked on the event stream before anything is composed."""
+    if len(text.encode("utf-8")) > C.MAX_FRONTMATTER_BYTES:
+        raise InputError(f"YAML frontmatter is larger than {C.MAX_FRONTMATTER_BYTES // 1024} KiB", path,
+                         first_line, "keep the frontmatter short; long text belongs in the body")
+
+    def where(mark: Any) -> int:
+        return mark.line + first_line if mark is not None else first_line
+
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise InputError("YAML aliases (*name) are not allowed in frontmatter", path,
+                                 where(event.start_mark), "write the value out instead of referring to an &anchor")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > C.MAX_YAML_DEPTH:
+                    raise InputError(f"YAML frontmatter is nested more than {C.MAX_YAML_DEPTH} levels deep", path,
+                                     where(event.start_mark), "flatten it")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in str(problem):
+            raise InputError(f"YAML tag not allowed: {problem}", path, where(mark),
+                             "remove the !!tag; only plain YAML values are read") from None
+        raise InputError(f"invalid YAML frontmatter: {problem}", path, where(mark),
+                         "fix the YAML syntax (quote values that contain ': ')") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. a date like 2024-13-45
+        raise InputError(f"invalid YAML frontmatter: {exc}", path, first_line,
+                         "quote values that are meant as plain text") from None
 
 
 def frontmatter_line(raw: str, key: str) -> int:
@@ -842,6 +897,10 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
                      category=data.get("category"), severity=data.get("severity"),
                      skill=data.get("skill"))
     test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
+    for key in ("skill", "category", "severity"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise InputError(f"'{key}' must be a text value, not a {type(data[key]).__name__}", path,
+                             frontmatter_line(raw, key), f"write it as {key}: some-text")
     if kind == "trigger" and not test.concepts:
         test.concepts = list(TRIGGER_CONCEPTS)
     test.timeout = positive_number(data.get("timeout"), "timeout", path, raw,
@@ -863,7 +922,7 @@ def positive_number(value: Any, key: str, path: Path, raw: str, default: float,
                     integer: bool = False) -> float:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf") or (
             integer and int(value) != value):
         raise InputError(f"'{key}' must be a positive {'whole ' if integer else ''}number, got {value!r}",
                          path, frontmatter_line(raw, key))
@@ -874,10 +933,7 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     """skill-creator's trigger eval set: `[{"query": ..., "should_trigger": true|false}, ...]`."""
     path = Path(path)
     raw = read_text_file(path, "eval set")
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
+    data = parse_json_text(raw, path)
     if not isinstance(data, list):
         raise InputError('an eval set is a JSON list of {"query": ..., "should_trigger": true|false}', path, 1)
     test = SkillTest(name=path.stem, type="trigger", source=str(path), concepts=list(TRIGGER_CONCEPTS),
@@ -1000,10 +1056,7 @@ def load_conversation(path: str | Path) -> list[PriorMessage]:
     Consecutive user messages are merged into one; the Messages API needs the conversation to
     start with the user and has no use for two assistant answers in a row, so those are errors."""
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read conversation file: {exc.__class__.__name__}: {exc}", path) from None
+    raw = read_text_file(path, "conversation file")
     turns = split_conversation_turns(raw.splitlines(), path)
     if not turns:
         raise InputError("no conversation turns found", path, 1,
@@ -2006,7 +2059,7 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
             continue
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # garbage, a number too long, nesting too deep
             bad += 1
             continue
         if isinstance(event, dict):
@@ -2034,7 +2087,8 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
             record.api_retries += 1
         elif kind == "assistant" and not event.get("parent_tool_use_id"):
             # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            content = (event.get("message") or {}).get("content") or []
+            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            content = message.get("content") or []
             for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
                     continue
@@ -2043,7 +2097,7 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
                     skill = skill_of_tool_use(block)
                     if skill and skill not in record.activated_skills:
                         record.activated_skills.append(skill)
-                elif block.get("type") == "text" and block.get("text", "").strip():
+                elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"].strip():
                     last_text = block["text"].strip()
         elif kind == "result":
             result = event
@@ -2149,6 +2203,10 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
         record.error = f"timed out after {settings.timeout:g}s (process group killed)"
     elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
         record.error += f"; claude exited with {record.exit_code}" + (
+            f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
+    elif record.error is None and record.exit_code not in (0, None) and record.result_subtype != "error_max_turns":
+        # A result event and then a failing exit: the run did not finish cleanly.
+        record.error = f"claude exited with {record.exit_code} after its result event" + (
             f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
     return record
 
@@ -2688,6 +2746,8 @@ class SuiteRun:
     mode: str = "batch"             # batch | interactive
     input_type: str = "query"       # query | conversation | csv
     redactor: Redactor | None = None
+    max_cost: float | None = None   # --max-cost: no new conversation starts once this much is spent
+    not_started: int = 0            # conversations --max-cost kept from starting
 
 
 async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
@@ -2699,17 +2759,22 @@ async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
     results in input order, each scrubbed of secrets before anyone sees it."""
     limit = asyncio.Semaphore(max(1, run.settings.concurrency))
     stopping = asyncio.Event()  # a fatal API error: no further conversation may start
+    spent = [0.0]
 
-    async def one(case: TestCase, iteration: int) -> Transcript:
+    async def one(case: TestCase, iteration: int) -> Transcript | None:
         async with limit:
             if stopping.is_set():
                 raise asyncio.CancelledError
+            if run.max_cost is not None and spent[0] >= run.max_cost:
+                run.not_started += 1
+                return None
             try:
                 transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case),
                                                     observer)
             except FatalApiError:
                 stopping.set()
                 raise
+        spent[0] += transcript.cost_usd
         if run.redactor:
             run.redactor.scrub(transcript)
         if on_result:
@@ -2720,12 +2785,103 @@ async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
         jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
     tasks = [asyncio.ensure_future(one(case, i)) for case, i in jobs]
     try:
-        return list(await asyncio.gather(*tasks))
+        return [t for t in await asyncio.gather(*tasks) if t is not None]
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+# ---------------------------------------------------------------------------- dry run: what a run would cost
+@dataclass
+class CostEstimate:
+    """What a run would do and cost, worked out without calling the model."""
+    runs: int
+    tools: int
+    prefix_tokens: int          # system prompt + tool definitions, sent with every call
+    counted: bool               # True: the API's token counter; False: a local estimate
+    calls_expected: int
+    calls_max: int
+    cost_expected: float
+    cost_max: float
+
+
+def expected_calls(case: TestCase) -> int:
+    """Model calls a case should take if Claude does what it expects: one per tool turn, plus
+    the answer (a guess for cases that expect nothing in particular)."""
+    if case.expect_no_tools:
+        return 1
+    return len(case.expected_tools) + 1 if case.expected_tools else 2
+
+
+def estimated_tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value)) // 4)
+
+
+def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> float:
+    """One model call: the cached prefix (written on the run's first call, read after), the
+    conversation so far, and the answer."""
+    history = prompt + turn * C.ESTIMATED_TOKENS_PER_TURN
+    usage = Usage(input_tokens=history, output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
+                  cache_creation_input_tokens=prefix if first else 0, cache_read_input_tokens=0 if first else prefix)
+    return cost_usd(usage, model)
+
+
+async def count_prefix_tokens(run: SuiteRun, tools: list[dict], opts: dict) -> tuple[int, bool]:
+    system = [{"type": "text", "text": run.settings.system_prompt}]
+    if api_key_from_env():
+        model = AnthropicModel(base_url=opts.get("base_url"), max_retries=1, timeout=30)
+        try:
+            counted = await model.client.messages.count_tokens(
+                model=run.settings.model, system=system, messages=[{"role": "user", "content": "."}],
+                **({"tools": tools} if tools else {}))
+            return counted.input_tokens, True
+        except Exception:
+            pass  # no token counter here: estimate
+        finally:
+            await model.close()
+    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
+
+
+def estimate_run(run: SuiteRun, prefix_tokens: int, counted: bool, tool_count: int) -> CostEstimate:
+    model, runs = run.settings.model, len(run.cases) * run.iterations
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    first = True
+    for case in run.cases:
+        prompt = estimated_tokens(case.prompt) + sum(estimated_tokens(m.content) for m in case.history)
+        for _ in range(run.iterations):
+            for turn in range(run.settings.max_turns):
+                cost = call_cost(model, prefix_tokens, prompt, turn, first)
+                first = False
+                maximum += cost
+                if turn < expected_calls(case):
+                    expected += cost
+            calls_expected += min(expected_calls(case), run.settings.max_turns)
+            calls_max += run.settings.max_turns
+    return CostEstimate(runs, tool_count, prefix_tokens, counted, calls_expected, calls_max, expected, maximum)
+
+
+async def dry_run(run: SuiteRun, servers: list[ServerSpec], opts: dict,
+                  on_connect: Callable[[McpHub], None] | None = None) -> CostEstimate:
+    """Loads and checks everything and connects to the servers; never calls the model."""
+    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
+        if on_connect:
+            on_connect(hub)
+        tools = hub.anthropic_tools
+        prefix, counted = await count_prefix_tokens(run, tools, opts)
+        return estimate_run(run, prefix, counted, len(tools))
+
+
+def print_estimate(console: Console, estimate: CostEstimate, model: str) -> None:
+    how = "counted by the API" if estimate.counted else "estimated locally (no token counter reachable)"
+    console.print(f"dry run: nothing was sent to the model\n"
+                  f"  runs: {estimate.runs} · tools: {estimate.tools} · system prompt + tool definitions: "
+                  f"{estimate.prefix_tokens:,} tokens ({how}), cached after the first call\n"
+                  f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,} with --max-turns)\n"
+                  f"  cost on {model}: about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
+                  highlight=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------- secrets
@@ -3440,7 +3596,7 @@ def print_suite_summary(console: Console, summary: SuiteSummary, cases: Sequence
     console.print(f"tokens {summary.usage.total:,} (cache read {summary.usage.cache_read_input_tokens:,}) · "
                   f"cost ${summary.cost_usd:.4f} · latency p50 {summary.latency_p50_ms / 1000:.1f}s "
                   f"p95 {summary.latency_p95_ms / 1000:.1f}s · runs with errors {summary.run_errors}",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------- comparing two result files
@@ -3712,11 +3868,20 @@ def require_api_key() -> None:
 
 
 def build_settings(opts: dict) -> RunSettings:
-    if opts["max_turns"] < 1 or opts["concurrency"] < 1 or opts["max_tokens"] < 1:
-        raise InputError("--max-turns, --concurrency and --max-tokens must be at least 1")
+    if opts["max_turns"] < 1 or opts["concurrency"] < 1 or opts["max_tokens"] < 1 or opts["iterations"] < 1:
+        raise InputError("--max-turns, --concurrency, --max-tokens and --iterations must be at least 1")
+    if opts.get("max_cost") is not None and opts["max_cost"] <= 0:
+        raise InputError("--max-cost must be more than 0")
     return RunSettings(model=opts["model"], system_prompt=load_system_prompt(opts["prompt"]),
                        max_tokens=opts["max_tokens"], temperature=opts["temperature"],
                        max_turns=opts["max_turns"], concurrency=opts["concurrency"])
+
+
+def servers_to_run(opts: dict) -> list[ServerSpec]:
+    """The key is checked before any server starts; a dry run needs none (it calls no model)."""
+    if not opts.get("dry_run"):
+        require_api_key()
+    return resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
 
 
 def query_cases(query: str) -> list[TestCase]:
@@ -3756,6 +3921,7 @@ class RunOutcome:
     interrupted: bool
     reused: int
     journal: ResultJournal | None = None
+    not_started: int = 0         # runs --max-cost kept from starting
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
@@ -3772,6 +3938,7 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
     each result as it finishes; Ctrl-C keeps everything finished so far."""
     plan = plan_resume(run, opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")))
+    run.max_cost = opts.get("max_cost")
     if plan.kept:
         console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
     run.redactor = run.redactor or Redactor.for_run(servers)
@@ -3804,8 +3971,12 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
                    if key in plan.kept or key in finished or key in under_way]
     if interrupted:
         console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far"
-                      + ("; rerun with --resume to do the rest" if journal else ""))
-    return RunOutcome(transcripts, interrupted, len(plan.kept), journal)
+                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
+    if run.not_started:
+        console.print(f"[yellow]stopped at --max-cost ${run.max_cost:g}[/yellow]: {run.not_started} run(s) not "
+                      f"started" + ("; rerun with --resume to do them" if journal else ""), highlight=False,
+                      soft_wrap=True)
+    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started)
 
 
 EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
@@ -3851,17 +4022,17 @@ def tool_eval_mode(opts: dict) -> int:
     write or print the results. Ctrl-C still writes what was gathered, and exits 130."""
     console = Console(stderr=opts["json_out"])
     settings = build_settings(opts)
-    if opts["iterations"] < 1:
-        raise InputError("--iterations must be at least 1")
     check_conversation_options(opts)
     cases = tool_eval_cases(opts)
-    require_api_key()
-    servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
+    servers = servers_to_run(opts)
     interactive = bool(opts.get("interactive"))
     if interactive:  # one person answers one conversation at a time, and reads Claude as it writes
         settings.concurrency, settings.stream = 1, True
     run = SuiteRun(cases, opts["iterations"], settings, mode="interactive" if interactive else "batch",
                    input_type="conversation" if opts.get("conversation") else "query")
+    if opts.get("dry_run"):
+        print_estimate(console, asyncio.run(dry_run(run, servers, opts)), settings.model)
+        return 0
     view = LiveConversationView(console, settings.max_turns) if interactive else None
     outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console), observer=view,
                           on_result=view.on_conversation_end if view else None)
@@ -3879,7 +4050,7 @@ def tool_eval_mode(opts: dict) -> int:
         print_run_summary(console, transcripts)
     if outcome.interrupted:
         return EXIT_INTERRUPTED
-    return 1 if any(t.error for t in transcripts) else 0
+    return 1 if outcome.not_started or any(t.error for t in transcripts) else 0
 
 
 class SuiteProgress:
@@ -3928,11 +4099,8 @@ def csv_suite_mode(opts: dict) -> int:
     console = Console(stderr=opts["json_out"])
     settings = build_settings(opts)
     threshold = check_threshold(opts["threshold"], "--threshold")
-    if opts["iterations"] < 1:
-        raise InputError("--iterations must be at least 1")
     cases = filter_by_tags(load_csv_suite(opts["csv"]), opts["tag"])
-    require_api_key()
-    servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
+    servers = servers_to_run(opts)
     run = SuiteRun(cases, opts["iterations"], settings, input_type="csv")
     tools: dict[str, ToolSpec] = {}
 
@@ -3940,6 +4108,9 @@ def csv_suite_mode(opts: dict) -> int:
         check_case_tools(cases, hub.tool_names())  # before the first model call
         tools.update(hub.tools)
 
+    if opts.get("dry_run"):
+        print_estimate(console, asyncio.run(dry_run(run, servers, opts, connected)), settings.model)
+        return 0
     score = lambda t: score_tool_use(t.case, t, tools)  # noqa: E731
     with SuiteProgress(console, len(cases) * run.iterations, score) as progress:
         outcome = run_durably(run, servers, opts, console, lambda t: suite_result(t, score(t)),
@@ -3947,7 +4118,7 @@ def csv_suite_mode(opts: dict) -> int:
     verdicts = [score(t) for t in outcome.transcripts]
     code = report_suite(opts, console, run, outcome.transcripts, verdicts, threshold)
     outcome.finish()
-    return EXIT_INTERRUPTED if outcome.interrupted else code
+    return EXIT_INTERRUPTED if outcome.interrupted else max(code, 1 if outcome.not_started else 0)
 
 
 def suite_result(transcript: Transcript, verdict: Verdict) -> dict:
@@ -4029,6 +4200,10 @@ MODEL_OPTIONS = options(
                  help="Retries of a failed model call (429, 5xx, overload, connection errors)."),
     click.option("--request-timeout", type=float, default=C.DEFAULT_REQUEST_TIMEOUT, show_default=True,
                  help="Seconds one model call may take."),
+    click.option("--max-cost", type=float, metavar="USD",
+                 help="Start no new conversation once the run has cost this much (it says so; --resume goes on)."),
+    click.option("--dry-run", is_flag=True,
+                 help="Check inputs, connect to the servers, count tokens and estimate calls and cost; no model call."),
 )
 
 RUN_OPTIONS = options(

@@ -24,6 +24,12 @@ DEFAULT_MAX_RESULT_CHARS = 20_000             # a tool result is cut to this man
 STDERR_TAIL_CHARS = 2_000                     # how much of a server's stderr an error quotes
 HISTORY_PREVIEW_CHARS = 500                   # tool results shown in the terminal
 
+# ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
+MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
+MAX_FRONTMATTER_BYTES = 64 * 1024             # one YAML frontmatter block
+MAX_YAML_DEPTH = 32                           # nesting of YAML collections in frontmatter
+MAX_JSON_DEPTH = 64                           # nesting of JSON arrays/objects in input files
+
 # ----------------------------------------------------------------------------- skill trigger runs
 DEFAULT_TRIGGER_TIMEOUT = 30.0
 DEFAULT_TEST_TIMEOUT = 600.0
@@ -65,3 +71,5 @@ GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the genera
 
 # ----------------------------------------------------------------------------- throughput
 MAX_MODEL_CONCURRENCY = 64                    # ceiling of model calls in flight; 429s lower it adaptively
+ESTIMATED_OUTPUT_TOKENS = 300                 # --dry-run: tokens Claude writes per call
+ESTIMATED_TOKENS_PER_TURN = 400               # --dry-run: history growth per turn (tool call + result)

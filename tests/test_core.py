@@ -386,7 +386,7 @@ def test_other_bad_inputs(api, tmp_path):
     assert_one_line_error(*run_cli()[::2], "nothing to evaluate")
     assert_one_line_error(*run_cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
     assert_one_line_error(*run_cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
-    assert_one_line_error(*run_cli("-q", "hi", "-i", "0")[::2], "--iterations")
+    assert_one_line_error(*run_cli("-q", "hi", "-i", "0")[::2], "--iterations must be at least 1")
 
 
 def test_api_key_never_appears_in_results(api, tmp_path):

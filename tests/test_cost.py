@@ -1,0 +1,72 @@
+"""Cost controls: --dry-run (no model call, token counting) and --max-cost (stop starting)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+import evaluator
+from conftest import EXAMPLE_SERVER, ROOT
+from fake_anthropic import reply, text
+
+SUITE = str(ROOT / "examples" / "test_queries.csv")
+
+
+def run_cli(*args: str):
+    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
+    code, out, err = run_cli("--csv", SUITE, "--server-module", str(EXAMPLE_SERVER), "--dry-run", "-i", "2")
+    assert code == 0, err
+    assert api.message_requests == []
+    counted = [r for r in api.requests if r["path"] == "/v1/messages/count_tokens"]
+    assert len(counted) == 1 and len(counted[0]["body"]["tools"]) == 8
+    assert "runs: 32 · tools: 8" in out and "counted by the API" in out
+    assert "model calls: about 64 (at most 320 with --max-turns)" in out
+    assert "cost on claude-sonnet-5-5: about $" in out
+
+
+def test_dry_run_needs_no_api_key_and_still_checks_the_suite(no_api_key, tmp_path):
+    code, out, err = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--dry-run")
+    assert code == 0 and "estimated locally" in out and "model calls: about 2 (at most 10" in out
+    bad = tmp_path / "bad.csv"
+    bad.write_text("test_name,user_prompt,expected_tools\na,hi,no_such_tool\n")
+    code, out, err = run_cli("--csv", str(bad), "--server-module", str(EXAMPLE_SERVER), "--dry-run")
+    assert code == 2 and "no_such_tool" in err
+
+
+def test_estimate_arithmetic():
+    case = evaluator.TestCase("c", "x" * 40, expected_tools=["a", "b"])
+    run = evaluator.SuiteRun([case], 2, evaluator.RunSettings(model="claude-haiku-5-5", max_turns=4))
+    estimate = evaluator.estimate_run(run, prefix_tokens=1000, counted=False, tool_count=2)
+    assert (estimate.runs, estimate.calls_expected, estimate.calls_max) == (2, 6, 8)
+    price = evaluator.C.PRICES["claude-haiku"]
+    prompt = evaluator.estimated_tokens("x" * 40)
+
+    def call(turn: int, first: bool) -> float:
+        return ((prompt + turn * evaluator.C.ESTIMATED_TOKENS_PER_TURN) * price["input"]
+                + evaluator.C.ESTIMATED_OUTPUT_TOKENS * price["output"]
+                + 1000 * (price["cache_write"] if first else price["cache_read"])) / 1e6
+
+    expected = call(0, True) + call(1, False) + call(2, False) + sum(call(t, False) for t in range(3))
+    assert abs(estimate.cost_expected - expected) < 1e-12
+
+
+def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
+    api.responder = lambda body: reply(text("fine"))
+    suite = tmp_path / "s.csv"
+    suite.write_text("test_name,user_prompt\n" + "".join(f"c{i},prompt {i}\n" for i in range(6)))
+    out = tmp_path / "out.json"
+    args = ["--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "--concurrency", "1", "-o", str(out)]
+    code, stdout, stderr = run_cli(*args, "--max-cost", "0.000001")
+    assert code == 1
+    assert "stopped at --max-cost $1e-06: 5 run(s) not started; rerun with --resume to do them" in stdout
+    assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == ["c0"]
+    assert len(api.message_requests) == 1
+    code, stdout, stderr = run_cli(*args, "--resume")
+    assert code == 0
+    assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == [f"c{i}" for i in range(6)]
+    assert len(api.message_requests) == 6
