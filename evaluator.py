@@ -2441,6 +2441,7 @@ class CaseSummary:
     reasons: dict[str, int]          # failure reason -> how many runs gave it
     description: str = ""
     prompt: str = ""
+    cost_usd: float = 0.0            # all runs of the case together
 
 
 def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Sequence[Transcript],
@@ -2454,7 +2455,8 @@ def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Seq
     return CaseSummary(case.name, runs, passes, sum(1 for t in transcripts if t.error), rate,
                        wilson_interval(passes, runs), pass_at_k(runs, passes, runs), pass_hat_k(runs, passes, runs),
                        flaky=0 < passes < runs, passed=runs > 0 and rate >= threshold - 1e-9, reasons=reasons,
-                       description=case.description, prompt=case.prompt)
+                       description=case.description, prompt=case.prompt,
+                       cost_usd=round(sum(t.cost_usd for t in transcripts), 6))
 
 
 @dataclass
@@ -3510,9 +3512,9 @@ def render_markdown_report(summary: SuiteSummary, cases: Sequence[CaseSummary], 
         lines += [f"| `{c.name}` | {c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | "
                   f"{c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |" for c in flaky]
         lines.append("")
-    lines += ["### All cases", "", "| Case | Result | Passes | 95% interval |", "|---|---|---|---|"]
+    lines += ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
     lines += [f"| `{c.name}` | {'✅' if c.passed else '❌'} | {c.passes}/{c.runs} | "
-              f"{percent(c.interval[0])}–{percent(c.interval[1])} |" for c in cases]
+              f"{percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |" for c in cases]
     lines.append("")
     if summary.tools:
         lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |", "|---|---|---|---|---|---|---|"]
@@ -3584,14 +3586,14 @@ def write_junit(path: str | Path, cases: Sequence[CaseSummary], transcripts: Seq
 
 def print_suite_summary(console: Console, summary: SuiteSummary, cases: Sequence[CaseSummary]) -> None:
     table = Table(title=f"Suite: {summary.passed}/{summary.cases} cases passed")
-    for column in ("case", "result", "passes", "95% interval", "reasons"):
+    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
         table.add_column(column, overflow="fold")
     for c in sorted(cases, key=lambda c: c.passed):  # failures first
         result = "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
         if c.flaky:
             result += " [yellow](flaky)[/yellow]"
         table.add_row(c.name, result, f"{c.passes}/{c.runs}", f"{percent(c.interval[0])}–{percent(c.interval[1])}",
-                      "; ".join(c.reasons) or "")
+                      f"{c.cost_usd:.4f}", "; ".join(c.reasons) or "")
     console.print(table)
     console.print(f"tokens {summary.usage.total:,} (cache read {summary.usage.cache_read_input_tokens:,}) · "
                   f"cost ${summary.cost_usd:.4f} · latency p50 {summary.latency_p50_ms / 1000:.1f}s "
