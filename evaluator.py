@@ -4223,7 +4223,8 @@ SUITE_OPTIONS = options(
     click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."),
     click.option("--threshold", type=float, default=1.0, show_default=True,
                  help="A case passes overall when its pass rate over the iterations is at least this."),
-    click.option("--report", type=click.Path(), metavar="FILE.md", help="Write a markdown report."),
+    click.option("--report", type=click.Path(), metavar="FILE.md",
+                 help="Write a markdown report (suite, comparison, or skill Trigger Analysis)."),
     click.option("--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per case and iteration."),
     click.option("--junit", type=click.Path(), metavar="FILE.xml", help="Write JUnit XML for CI."),
     click.option("--resume", is_flag=True,
@@ -4338,9 +4339,9 @@ def skill_eval_mode(opts: dict) -> int:
     if opts.get("output"):
         write_json_atomic(opts["output"], document)
         console.print(f"wrote {document['metadata']['total_results']} run(s) to {opts['output']}")
-    if opts.get("skill_report"):
-        write_text_atomic(opts["skill_report"], skill_report_markdown(document, scores, test_results))
-        console.print(f"wrote the markdown report to {opts['skill_report']}")
+    if opts.get("report"):
+        write_text_atomic(opts["report"], skill_report_markdown(document, scores, test_results))
+        console.print(f"wrote the markdown report to {opts['report']}")
     if opts.get("json_out"):
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     print_skill_summary(console, scores, test_results, document)
@@ -4409,8 +4410,6 @@ SKILL_OPTIONS = options(
                  help="Fail (exit 1) when a skill's triggerScore is below this."),
     click.option("--claude-bin", metavar="PATH",
                  help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude)."),
-    click.option("--skill-report", type=click.Path(), metavar="FILE.md",
-                 help="Write the markdown report (Trigger Analysis) here."),
     click.option("--generate-triggers", metavar="SKILL.md",
                  help="Draft a trigger test for a skill (to -o FILE.md, else stdout)."),
     click.option("--generate-tests", metavar="SKILL.md",

@@ -127,7 +127,7 @@ def test_positive_activates_negative_does_not_and_nothing_outside_changes(sandbo
         before = {p: v for p, v in snapshot(sandbox).items() if "/results" not in p}
         out = sandbox / "results.json"
         done = run_evaluator(sandbox, api, "--skill", str(SKILL_SOURCE.parent), "--trigger", str(trigger),
-                             "--runs", "2", "-o", str(out), "--skill-report", str(sandbox / "results.md"))
+                             "--runs", "2", "-o", str(out), "--report", str(sandbox / "results.md"))
         after = {p: v for p, v in snapshot(sandbox).items() if "/results" not in p}
     assert done.returncode == 0, done.stderr + done.stdout
     document = json.loads(out.read_text())
