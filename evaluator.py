@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -60,7 +60,12 @@ class InputError(EvalError):
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}: " if self.path and self.line else f"{self.path}: " if self.path else ""
-        return f"{where}{self.message}" + (f" ({self.hint})" if self.hint else "")
+        text = f"{where}{self.message}" + (f" ({self.hint})" if self.hint else "")
+        # One line, whatever the input quoted: line breaks and control characters are escaped.
+        return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class ServerError(EvalError):
@@ -428,22 +433,26 @@ def line_of(raw: str, needle: str) -> int | None:
 def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpec:
     line = line_of(raw, json.dumps(name))
     if not isinstance(entry, dict):
-        raise InputError(f"server {name!r} must be an object", path, line)
+        raise InputError(f"server {name!r} must be an object", path, line,
+                         'e.g. "name": {"command": "python", "args": ["server.py"]}')
     kind = entry.get("type") or ("stdio" if "command" in entry else "http" if "url" in entry else None)
     where = f"server {name!r}"
 
     def expand_map(key: str) -> dict[str, str]:
         value = entry.get(key) or {}
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise InputError(f"{where}: {key!r} must be an object of strings", path, line)
+            raise InputError(f"{where}: {key!r} must be an object of strings", path, line,
+                             'quote every value, e.g. {"PORT": "8080"}')
         return {k: expand_env_refs(v, f"{where} {key} {k}", path, line) for k, v in value.items()}
 
     if kind == "stdio":
         command, args = entry.get("command"), entry.get("args") or []
         if not isinstance(command, str) or not command.strip():
-            raise InputError(f"{where}: stdio server needs a \"command\" string", path, line)
+            raise InputError(f"{where}: stdio server needs a \"command\" string", path, line,
+                             'e.g. "command": "python", "args": ["server.py"]')
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise InputError(f"{where}: \"args\" must be a list of strings", path, line)
+            raise InputError(f"{where}: \"args\" must be a list of strings", path, line,
+                             'e.g. "args": ["server.py", "--port", "8080"]')
         cwd = entry.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             raise InputError(f"{where}: \"cwd\" must be a string (a folder path)", path, line)
@@ -614,7 +623,8 @@ def load_csv_suite(path: str | Path) -> list[TestCase]:
     if problems:
         raise InputProblems(problems)
     if not cases:
-        raise InputError("the CSV suite has a header but no test rows", path, 2)
+        raise InputError("the CSV suite has a header but no test rows", path, 2,
+                         "add one row per test below the header")
     return cases
 
 
@@ -642,12 +652,13 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
     args_match = (row.get("args_match") or "partial").strip().lower()
     order = (row.get("order") or "any").strip().lower()
     if args_match not in ARGS_MATCH_MODES:
-        raise fail(f"args_match {args_match!r} is not one of {', '.join(ARGS_MATCH_MODES)}")
+        raise fail(f"args_match {args_match!r} is not one of {', '.join(ARGS_MATCH_MODES)}",
+                   "leave it empty for partial")
     if order not in ORDER_MODES:
-        raise fail(f"order {order!r} is not one of {', '.join(ORDER_MODES)}")
+        raise fail(f"order {order!r} is not one of {', '.join(ORDER_MODES)}", "leave it empty for any")
     flag = (row.get("expect_no_tools") or "").strip().lower()
     if flag not in TRUE_WORDS + FALSE_WORDS:
-        raise fail(f"expect_no_tools {flag!r} is not true or false")
+        raise fail(f"expect_no_tools {flag!r} is not true or false", "write true or false")
     case = TestCase(name=name, prompt=prompt, description=(row.get("description") or "").strip(),
                     expected_tools=split_list(row.get("expected_tools", "")),
                     forbidden_tools=split_list(row.get("forbidden_tools", "")),
@@ -669,7 +680,7 @@ def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError])
     if not value:
         return None
     if not (value.isascii() and value.isdigit()):  # "²".isdigit() is True, int("²") fails
-        raise fail(f"{column} {value!r} is not a whole number")
+        raise fail(f"{column} {value!r} is not a whole number", "write digits such as 3, or leave it empty")
     return int(value)
 
 
@@ -808,7 +819,7 @@ def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputEr
             problem("name", f"name {name!r} is longer than 64 characters")
         if not SKILL_NAME_RULE.fullmatch(name):
             problem("name", f"name {name!r} must be lowercase letters, digits and single hyphens, "
-                            "not starting or ending with a hyphen")
+                            "not starting or ending with a hyphen", "e.g. name: my-skill-name")
         if name != folder:
             problem("name", f"name {name!r} differs from its folder name {folder!r}",
                     "rename the folder or the skill so they are equal")
@@ -817,9 +828,11 @@ def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputEr
                 "say what the skill does and when to use it, in at most 1024 characters")
     else:
         if len(description) > 1024:
-            problem("description", f"description is {len(description)} characters; the limit is 1024")
+            problem("description", f"description is {len(description)} characters; the limit is 1024",
+                    "shorten it")
         if "<" in description or ">" in description:
-            problem("description", "description contains '<' or '>', which skill validators reject")
+            problem("description", "description contains '<' or '>', which skill validators reject",
+                    "reword it without angle brackets")
     compatibility = data.get("compatibility")
     if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > 500):
         problem("compatibility", "compatibility must be a string of at most 500 characters")
@@ -870,7 +883,8 @@ def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
         return [str(v).strip() for v in value if str(v).strip()]
-    raise InputError(f"'{key}' must be a list of strings", path, frontmatter_line(raw, key))
+    raise InputError(f"'{key}' must be a list of strings", path, frontmatter_line(raw, key),
+                     f"e.g. {key}: [first, second]")
 
 
 def load_markdown_test(path: str | Path, default_type: str | None = None) -> SkillTest:
@@ -2953,29 +2967,29 @@ def journal_path(output: str | Path) -> Path:
     return output.with_name(output.name + ".journal.jsonl")
 
 
-def read_previous_results(output: str | Path) -> dict[tuple[str, int, str], dict]:
-    """Results of an earlier run into the same output: its final file, then its journal (newer).
-    A journal line cut short by a kill is skipped: that case simply runs again."""
-    previous: dict[tuple[str, int, str], dict] = {}
-    output = Path(output)
+def earlier_results(output: str | Path) -> list[dict]:
+    """Results of an earlier run into the same output: its final file, then its journal (newer,
+    so it wins when both hold a run). A journal line cut short by a kill is skipped: that run
+    simply happens again. Runs interrupted mid-way are not results."""
+    output, found = Path(output), []
     if output.exists():
         try:
             document = json.loads(output.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, OSError):
             document = {}
-        for result in document.get("results", []) if isinstance(document, dict) else []:
-            if isinstance(result, dict) and result.get("case_hash") and result.get("error") != "interrupted":
-                previous[result_key(result)] = result
+        found += document.get("results", []) if isinstance(document, dict) else []
     journal = journal_path(output)
     if journal.exists():
         for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                result = json.loads(line)
+                found.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-            if isinstance(result, dict) and result.get("case_hash"):
-                previous[result_key(result)] = result
-    return previous
+    return [r for r in found if isinstance(r, dict) and r.get("error") != "interrupted"]
+
+
+def read_previous_results(output: str | Path) -> dict[tuple[str, int, str], dict]:
+    return {result_key(r): r for r in earlier_results(output) if r.get("case_hash")}
 
 
 class ResultJournal:
@@ -3027,17 +3041,22 @@ class ResumePlan:
     kept_results: list[dict]
 
 
-def plan_resume(run: SuiteRun, output: str | Path | None, resume: bool, retry_errors: bool) -> ResumePlan:
-    jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
+def continues_earlier_run(output: str | Path | None, resume: bool, retry_errors: bool) -> bool:
+    """Whether this invocation picks up an earlier run; a leftover journal is never overwritten."""
     if not output:
         if resume or retry_errors:
             raise InputError("--resume and --retry-errors need -o FILE: the output of the run to continue")
-        return ResumePlan(jobs, {}, [])
+        return False
     journal = journal_path(output)
-    if not (resume or retry_errors):
-        if journal.exists():
-            raise InputError(f"{journal} holds the results of an unfinished run",
-                             hint="add --resume to continue it, or delete that file to start over")
+    if not (resume or retry_errors) and journal.exists():
+        raise InputError(f"{journal} holds the results of an unfinished run",
+                         hint="add --resume to continue it, or delete that file to start over")
+    return resume or retry_errors
+
+
+def plan_resume(run: SuiteRun, output: str | Path | None, resume: bool, retry_errors: bool) -> ResumePlan:
+    jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    if not continues_earlier_run(output, resume, retry_errors):
         return ResumePlan(jobs, {}, [])
     previous = read_previous_results(output)
     todo, kept, kept_results = [], {}, []
@@ -3125,12 +3144,17 @@ class SkillSuiteOutcome:
     watched: list[str]
 
 
-async def run_skill_suite(plan: SkillSuitePlan, on_run: Callable[[str, ClaudeRun], None] | None = None) -> SkillSuiteOutcome:
-    """Every run in its own temporary project, at most `concurrency` at once."""
+async def run_skill_suite(plan: SkillSuitePlan, on_run: Callable[[str, ClaudeRun], None] | None = None,
+                          reuse: dict[tuple[str, str, int], ClaudeRun] | None = None) -> SkillSuiteOutcome:
+    """Every run in its own temporary project, at most `concurrency` at once; runs found in
+    `reuse` (test label, query, run number) are taken from an earlier invocation instead."""
     limit = asyncio.Semaphore(max(1, plan.concurrency))
     guard = OutsideWriteGuard(plan.skills)
+    reuse = reuse or {}
 
     async def one(label: str, query: str, settings: ClaudeCliSettings, run: int) -> ClaudeRun:
+        if (label, query, run) in reuse:
+            return reuse[(label, query, run)]
         async with limit:
             record = await run_claude_query(query, plan.skills, settings, run)
         if on_run:
@@ -3165,6 +3189,31 @@ async def run_skill_suite(plan: SkillSuitePlan, on_run: Callable[[str, ClaudeRun
         test_runs.append(records[position:position + count])
         position += count
     return SkillSuiteOutcome(runs_by_query, test_runs, guard.changes(), guard.watched)
+
+
+def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
+    """What makes an earlier run's records reusable: the same skills, models and turn limits."""
+    parts = [[s.name, s.description, s.body] for s in plan.skills]
+    parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def plan_skill_resume(output: str | None, resume: bool, retry_errors: bool,
+                      fingerprint: str) -> tuple[dict[tuple[str, str, int], ClaudeRun], list[dict]]:
+    """Runs of an earlier invocation to reuse (and their records, for the new journal)."""
+    if not continues_earlier_run(output, resume, retry_errors):
+        return {}, []
+    names = {f.name for f in fields(ClaudeRun)}
+    reuse, kept = {}, []
+    for record in earlier_results(output):
+        if record.get("fingerprint") != fingerprint or not {"test", "query", "run"} <= set(record):
+            continue
+        if retry_errors and record.get("error"):
+            continue
+        reuse[(record["test"], record["query"], record["run"])] = ClaudeRun(
+            **{k: v for k, v in record.items() if k in names})
+        kept.append(record)
+    return reuse, kept
 
 
 def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo]) -> None:
@@ -3880,10 +3929,12 @@ def build_settings(opts: dict) -> RunSettings:
 
 
 def servers_to_run(opts: dict) -> list[ServerSpec]:
-    """The key is checked before any server starts; a dry run needs none (it calls no model)."""
+    """The key is checked before any server starts, after a bad --mcp-config is reported (its own
+    line, key or not); a dry run needs no key (it calls no model)."""
+    servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
     if not opts.get("dry_run"):
         require_api_key()
-    return resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
+    return servers
 
 
 def query_cases(query: str) -> list[TestCase]:
@@ -4317,16 +4368,38 @@ def skill_eval_mode(opts: dict) -> int:
     total = sum(runs for _, runs, _ in plan.trigger_jobs()) + sum(
         plan.runs or t.runs or 1 for t in tests if t.type != "trigger")
     console.print(f"Claude Code {version}: {total} run(s) of {len(skills)} skill(s), {plan.concurrency} at once")
-    done = [0]
+    fingerprint = skill_suite_fingerprint(plan)
+    reuse, kept = plan_skill_resume(opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")),
+                                    fingerprint)
+    if reuse:
+        console.print(f"resuming: {len(reuse)} run(s) kept from the earlier run")
+    journal = ResultJournal(journal_path(opts["output"]), kept) if opts.get("output") else None
+    done = [len(reuse)]
 
     def on_run(label: str, record: ClaudeRun) -> None:
         done[0] += 1
+        if journal:
+            journal.append(dict(claude_run_dict(record, label), fingerprint=fingerprint))
         fired = ", ".join(record.activated_skills) or "no skill"
         status = f"[yellow]error[/yellow]: {record.error}" if record.error else fired
         console.print(f"  [{done[0]}/{total}] {markdown_cell(record.query, 60)!r} run {record.run}: {status}",
                       highlight=False)
 
-    outcome = asyncio.run(run_skill_suite(plan, on_run))
+    try:
+        outcome = asyncio.run(run_skill_suite(plan, on_run, reuse))
+    except KeyboardInterrupt:
+        if journal:
+            journal.close(remove=False)
+            write_json_atomic(opts["output"], {"schema_version": C.SCHEMA_VERSION, "interrupted": True,
+                                               "metadata": {"mode": "skills", "total_results": done[0]},
+                                               "results": earlier_results(opts["output"])})
+        console.print(f"\n[yellow]interrupted[/yellow]: {done[0]} run(s) finished are kept"
+                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
+        return EXIT_INTERRUPTED
+    except BaseException:
+        if journal:
+            journal.close(remove=False)
+        raise
     scores = score_all_triggers(tests, [s.name for s in skills], outcome.runs_by_query, threshold)
     other_tests = [t for t in tests if t.type != "trigger"]
     test_results = [score_skill_test(t, runs) for t, runs in zip(other_tests, outcome.test_runs)]
@@ -4336,9 +4409,13 @@ def skill_eval_mode(opts: dict) -> int:
               and not outcome.outside_writes)
     document = skill_results_document(plan, outcome, scores, test_results, trigger_verdicts, passed, version,
                                       min_score)
+    for record in document["results"]:
+        record["fingerprint"] = fingerprint  # so --retry-errors works on a finished run too
     if opts.get("output"):
         write_json_atomic(opts["output"], document)
         console.print(f"wrote {document['metadata']['total_results']} run(s) to {opts['output']}")
+    if journal:
+        journal.close(remove=True)
     if opts.get("report"):
         write_text_atomic(opts["report"], skill_report_markdown(document, scores, test_results))
         console.print(f"wrote the markdown report to {opts['report']}")

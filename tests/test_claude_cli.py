@@ -186,3 +186,24 @@ def test_knowledge_test_runs_through_the_cli(sandbox: Path):
     [test] = json.loads(out.read_text())["tests"]
     assert test["passed"] and test["activated_skills"] == ["warehouse-sql"]
     assert test["run_scores"][0]["coverage"] == 1.0
+
+
+def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbox: Path):
+    with ScriptedAnthropic(responder=responder) as api:
+        trigger = write_trigger(sandbox, ["Write a SQL query for weekly revenue per country"],
+                                [f"{HANG_MARKER} tell me a story"])
+        out = sandbox / "resume.json"
+        args = ["--skill", str(SKILL_SOURCE.parent), "--trigger", str(trigger), "--runs", "1",
+                "--trigger-timeout", "4", "-o", str(out)]
+        first = run_evaluator(sandbox, api, *args)
+        records = {r["query"]: r for r in json.loads(out.read_text())["results"]}
+        assert records[f"{HANG_MARKER} tell me a story"]["timed_out"] is True, first.stdout
+        assert not evaluator.journal_path(out).exists()
+        calls = len(api.message_requests)
+        again = run_evaluator(sandbox, api, *args, "--resume")
+        assert again.returncode == first.returncode and "resuming: 2 run(s) kept" in again.stdout
+        assert len(api.message_requests) == calls, "a finished run is not run again"
+        retried = run_evaluator(sandbox, api, *args, "--retry-errors")
+        assert "resuming: 1 run(s) kept" in retried.stdout
+        hung_again = [b for b in api.message_requests[calls:] if HANG_MARKER in user_query(b)]
+        assert hung_again and all(HANG_MARKER in user_query(b) for b in api.message_requests[calls:])
