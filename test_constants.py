@@ -28,7 +28,6 @@ HISTORY_PREVIEW_CHARS = 500                   # tool results shown in the termin
 MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
 MAX_FRONTMATTER_BYTES = 64 * 1024             # one YAML frontmatter block
 MAX_YAML_DEPTH = 32                           # nesting of YAML collections in frontmatter
-MAX_JSON_DEPTH = 64                           # nesting of JSON arrays/objects in input files
 
 # ----------------------------------------------------------------------------- skill trigger runs
 DEFAULT_TRIGGER_TIMEOUT = 30.0

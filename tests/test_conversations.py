@@ -154,7 +154,7 @@ def test_unreadable_files(tmp_path):
         load_conversation(tmp_path / "missing.md")
     binary = tmp_path / "binary.md"
     binary.write_bytes(b"**User**\n\xff\xfe\n")
-    with pytest.raises(InputError, match="cannot read conversation file"):
+    with pytest.raises(InputError, match=r"conversation file is not valid UTF-8 \(byte 0xff\)"):
         load_conversation(binary)
 
 
