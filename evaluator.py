@@ -257,6 +257,7 @@ class SkillTest:
     severity: str | None = None
     runs: int | None = None
     skill: str | None = None     # the skill a trigger test is about (several --skill)
+    simulated_user: str | None = None  # a goal: a simulated user answers Claude (tool-use runs)
 
 
 @dataclass
@@ -479,6 +480,8 @@ def resolve_servers(servers: Sequence[str], server_env: Sequence[str], mcp_confi
         specs += load_mcp_config(mcp_config)
     specs += [parse_server_module(target) for target in server_modules]
     if not specs:
+        if not EXAMPLE_SERVER.is_file():  # installed without the repository's examples/
+            raise InputError("no MCP server given", hint="name one with --server, --mcp-config or --server-module")
         specs = [ServerSpec(name="profiles", kind="stdio", command=sys.executable, args=[str(EXAMPLE_SERVER)],
                             env=env)]
     seen: dict[str, int] = {}
@@ -721,6 +724,7 @@ TEST_SECTIONS = {
     "expected": "expected", "criteria": "expected",
     "forbidden patterns": "forbidden_patterns", "expected refusal": "expected_refusal",
     "positive triggers": "positive_triggers", "negative triggers": "negative_triggers",
+    "simulated user": "simulated_user",
 }
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
 QUOTES = "\"'`“”‘’"
@@ -911,7 +915,8 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
                      category=data.get("category"), severity=data.get("severity"),
                      skill=data.get("skill"))
     test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
-    for key in ("skill", "category", "severity"):
+    test.simulated_user = text_of_section("simulated_user") or data.get("simulated_user") or None
+    for key in ("skill", "category", "severity", "simulated_user"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise InputError(f"'{key}' must be a text value, not a {type(data[key]).__name__}", path,
                              frontmatter_line(raw, key), f"write it as {key}: some-text")
@@ -4472,7 +4477,9 @@ SKILL_OPTIONS = options(
     click.option("--skill", multiple=True, metavar="PATH",
                  help="A SKILL.md or its folder (repeatable: several skills are installed together)."),
     click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
-                 help="Markdown test definitions (knowledge/task/security/trigger) or a skill-creator eval JSON."),
+                 help="Markdown test definitions (knowledge/task/security/trigger) or a skill-creator eval JSON. "
+                      "With --skill they run through Claude Code; without, against the MCP servers (a "
+                      "'# Simulated User' section gives a test its simulated user)."),
     click.option("--trigger", multiple=True, metavar="FILE", help="One trigger test file (.md or eval .json)."),
     click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
                  help="Model for trigger queries (a Claude Code alias or full id)."),
@@ -4496,10 +4503,66 @@ SKILL_OPTIONS = options(
 )
 
 
+def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
+    """Markdown tests run against MCP servers: the prompt, and the simulated user's goal if any."""
+    for test in tests:
+        if test.type == "trigger":
+            raise InputError("a trigger test runs through Claude Code", test.source, test.line,
+                             "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
+    return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
+                     source=t.source, line=t.line) for t in tests]
+
+
+def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
+    """A tool-use transcript seen as a skill-test run, so the same answer scorers judge both."""
+    t = transcript
+    return ClaudeRun(query=t.case.prompt, run=t.iteration, first_tool=t.tools_called[0] if t.tools_called else None,
+                     tool_count=len(t.tool_calls), tools=t.tools_called, answer=t.final_text, error=t.error,
+                     total_cost_usd=round(t.cost_usd, 6), usage=asdict(t.usage), latency_ms=t.latency_ms)
+
+
+def markdown_tool_mode(opts: dict) -> int:
+    """--tests without --skill: knowledge / task / security tests (with an optional simulated
+    user) run against the MCP servers; answers scored like skill tests."""
+    console = Console(stderr=opts["json_out"])
+    settings = build_settings(opts)
+    check_conversation_options(opts)
+    tests = [t for target in opts["tests"] for t in load_markdown_tests(target)]
+    cases = markdown_tool_cases(tests)
+    names = [c.name for c in cases]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise InputError(f"two tests are named {duplicate!r}", hint="give every test a unique `name:`")
+    servers = servers_to_run(opts)
+    run = SuiteRun(cases, opts["iterations"], settings, input_type="markdown")
+    if opts.get("dry_run"):
+        print_estimate(console, asyncio.run(dry_run(run, servers, opts)), settings.model)
+        return 0
+    outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console))
+    runs_by_test: dict[str, list[ClaudeRun]] = {}
+    for transcript in outcome.transcripts:
+        runs_by_test.setdefault(transcript.case.name, []).append(transcript_as_claude_run(transcript))
+    test_results = [score_skill_test(t, runs_by_test[t.name]) for t in tests if t.name in runs_by_test]
+    passed = all(r.passed for r in test_results) and len(test_results) == len(tests)
+    document = build_results_document(run, [transcript_to_result(t) for t in outcome.transcripts],
+                                      {"passed": passed, "tests": [skill_test_dict(r) for r in test_results]})
+    if opts["output"]:
+        write_json_atomic(opts["output"], document)
+    outcome.finish()
+    if opts["json_out"]:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    print_skill_summary(console, [], test_results, {"passed": passed, "isolation": {"outside_writes": []}})
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    return 0 if passed else 1
+
+
 def run_mode(opts: dict) -> int:
     """Picks the one mode the options ask for and runs it; returns the exit code."""
     if opts.get("generate_triggers") or opts.get("generate_tests"):
         return generate_mode(opts)
+    if opts.get("tests") and not opts.get("skill") and not opts.get("trigger"):
+        return markdown_tool_mode(opts)
     if opts.get("skill") or opts.get("tests") or opts.get("trigger"):
         return skill_eval_mode(opts)
     if opts.get("compare"):
