@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -1514,7 +1513,6 @@ class AdaptiveLimiter:
         self.limit = self.ceiling
         self.in_flight = 0
         self.paused_until = 0.0
-        self.rate_limited = 0
         self._successes = 0
         self._changed = asyncio.Condition()
 
@@ -1537,7 +1535,6 @@ class AdaptiveLimiter:
 
     async def rate_limited_for(self, seconds: float) -> None:
         async with self._changed:
-            self.rate_limited += 1
             self.limit = max(1, self.limit // 2)
             self._successes = 0
             self.paused_until = max(self.paused_until, time.monotonic() + min(seconds, 60.0))
@@ -1986,7 +1983,6 @@ def find_claude_bin(explicit: str | None = None) -> str:
 
 def claude_version(binary: str) -> str:
     """`claude --version`, so a broken install is one clear line before any money is spent."""
-    import subprocess
 
     try:
         done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30,
@@ -3102,6 +3098,29 @@ class ObserverGroup(ConversationObserver):
             observer.on_turn_end(transcript)
 
 
+class RedactingObserver(ConversationObserver):
+    """Shows a live conversation without its secrets (the model still sees the real values)."""
+
+    def __init__(self, inner: ConversationObserver, redactor: Redactor) -> None:
+        self.inner, self.redactor = inner, redactor
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.inner.on_start(transcript)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        self.inner.on_user(self.redactor.text(text), simulated)
+
+    def on_assistant_text(self, text: str) -> None:
+        self.inner.on_assistant_text(self.redactor.text(text))
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
+        self.inner.on_tool_call(call)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        self.inner.on_turn_end(transcript)
+
+
 class StartedTranscripts(ConversationObserver):
     """Every conversation that started, finished or not: what a run interrupted by Ctrl-C has
     gathered so far (the engine marks the unfinished ones `ended_by: error`, "interrupted")."""
@@ -4014,8 +4033,9 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     interrupted = False
     try:
         # The servers open even when nothing is left to run: scoring needs their tool schemas.
+        shown = RedactingObserver(observer, run.redactor) if observer else None
         asyncio.run(evaluate(run, servers, opts, console, user_for,
-                             ObserverGroup(started, observer) if observer else started, finished_one, on_connect,
+                             ObserverGroup(started, shown) if shown else started, finished_one, on_connect,
                              jobs=plan.todo))
     except KeyboardInterrupt:
         interrupted = True

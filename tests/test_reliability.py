@@ -293,3 +293,19 @@ def test_secrets_never_reach_results_journals_reports_or_the_terminal(api, tmp_p
     for blob in (out.read_text(), report.read_text(), csv_out.read_text(), junit.read_text(), stdout, stderr):
         for secret in (server_secret, header_secret, TEST_API_KEY):
             assert secret not in blob
+
+
+def test_the_live_view_never_shows_secrets():
+    seen: list[str] = []
+
+    class Screen(evaluator.ConversationObserver):
+        def on_assistant_text(self, text: str) -> None:
+            seen.append(text)
+
+        def on_tool_call(self, call: evaluator.ToolCall) -> None:
+            seen.append(call.output + json.dumps(call.input))
+
+    view = evaluator.RedactingObserver(Screen(), evaluator.Redactor(["hunter2-password"]))
+    view.on_assistant_text("the password is hunter2-password")
+    view.on_tool_call(evaluator.ToolCall("echo", {"text": "hunter2-password"}, "got hunter2-password"))
+    assert seen and not any("hunter2-password" in s for s in seen)

@@ -4,8 +4,6 @@ transcripts, trigger and concept scoring, and the CLI's answers to bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
