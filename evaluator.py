@@ -2765,49 +2765,59 @@ class SuiteRun:
     redactor: Redactor | None = None
     max_cost: float | None = None   # --max-cost: no new conversation starts once this much is spent
     not_started: int = 0            # conversations --max-cost kept from starting
+    wall_time_s: float = 0.0        # first conversation started -> last one finished
 
 
 async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
                     on_result: Callable[[Transcript], None] | None = None,
                     user_for: Callable[[TestCase], UserInput | None] = lambda case: None,
                     observer: ConversationObserver | None = None,
-                    jobs: Sequence[tuple[TestCase, int]] | None = None) -> list[Transcript]:
-    """Every case times every iteration (or just `jobs`), at most `concurrency` at once;
-    results in input order, each scrubbed of secrets before anyone sees it."""
-    limit = asyncio.Semaphore(max(1, run.settings.concurrency))
+                    jobs: Sequence[tuple[TestCase, int]] | None = None, collect: bool = True) -> list[Transcript]:
+    """Every case times every iteration (or just `jobs`), `concurrency` workers taking the next
+    one as they finish (a fixed pool: a 10,000-case suite is not 10,000 pending tasks). Each
+    transcript is scrubbed of secrets before `on_result` sees it; with `collect` they are also
+    returned, in input order."""
+    if jobs is None:
+        jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    pending = enumerate(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()  # a fatal API error: no further conversation may start
-    spent = [0.0]
+    spent = 0.0
+    collected: dict[int, Transcript] = {}
 
-    async def one(case: TestCase, iteration: int) -> Transcript | None:
-        async with limit:
+    async def worker() -> None:
+        nonlocal spent
+        for index, (case, iteration) in pending:
             if stopping.is_set():
-                raise asyncio.CancelledError
-            if run.max_cost is not None and spent[0] >= run.max_cost:
+                return
+            if run.max_cost is not None and spent >= run.max_cost:
                 run.not_started += 1
-                return None
+                continue
             try:
                 transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case),
                                                     observer)
             except FatalApiError:
                 stopping.set()
                 raise
-        spent[0] += transcript.cost_usd
-        if run.redactor:
-            run.redactor.scrub(transcript)
-        if on_result:
-            on_result(transcript)
-        return transcript
+            spent += transcript.cost_usd
+            if run.redactor:
+                run.redactor.scrub(transcript)
+            if on_result:
+                on_result(transcript)
+            if collect:
+                collected[index] = transcript
 
-    if jobs is None:
-        jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    tasks = [asyncio.ensure_future(one(case, i)) for case, i in jobs]
+    started = time.perf_counter()
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(run.settings.concurrency, len(jobs))))]
     try:
-        return [t for t in await asyncio.gather(*tasks) if t is not None]
+        await asyncio.gather(*workers)
     except BaseException:
-        for task in tasks:
+        for task in workers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*workers, return_exceptions=True)
         raise
+    finally:
+        run.wall_time_s += time.perf_counter() - started
+    return [collected[i] for i in sorted(collected)]
 
 
 # ---------------------------------------------------------------------------- dry run: what a run would cost
@@ -2979,13 +2989,13 @@ def earlier_results(output: str | Path) -> list[dict]:
         except (json.JSONDecodeError, UnicodeDecodeError, OSError):
             document = {}
         found += document.get("results", []) if isinstance(document, dict) else []
-    journal = journal_path(output)
-    if journal.exists():
-        for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for lines in (results_lines_path(output), journal_path(output)):  # --summary-only's, then the journal
+        if lines.exists():
+            for line in lines.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    found.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
     return [r for r in found if isinstance(r, dict) and r.get("error") != "interrupted"]
 
 
@@ -3005,15 +3015,18 @@ class ResultJournal:
             self._write(result)
 
     def _write(self, result: dict) -> None:
+        # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
+        # fsync per line would stall every conversation on the disk.
         self._handle.write(json.dumps(result, ensure_ascii=False) + "\n")
         self._handle.flush()
-        os.fsync(self._handle.fileno())
 
     def append(self, result: dict) -> None:
         self._write(result)
 
     def close(self, remove: bool) -> None:
-        self._handle.close()
+        if not self._handle.closed:
+            os.fsync(self._handle.fileno())
+            self._handle.close()
         if remove:
             self.path.unlink(missing_ok=True)
 
@@ -3032,6 +3045,19 @@ def transcript_from_result(case: TestCase, result: dict) -> Transcript:
         ended_by=result.get("ended_by", "completion"), stop_reason=result.get("stop_reason"),
         truncated=result.get("truncated", False), usage=Usage.from_api(result.get("usage") or {}),
         latency_ms=result.get("latency_ms", 0.0), error=result.get("error"))
+
+
+def slim_transcript(transcript: Transcript) -> Transcript:
+    """What scoring and summaries need of a run, without its conversation and tool outputs
+    (--summary-only: those went to the results file, and need not stay in memory)."""
+    t = transcript
+    calls = [ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn) for c in t.tool_calls]
+    return replace(t, final_text="", tool_calls=calls, history=[])
+
+
+def results_lines_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".results.jsonl")
 
 
 @dataclass
@@ -3122,14 +3148,22 @@ class RedactingObserver(ConversationObserver):
 
 
 class StartedTranscripts(ConversationObserver):
-    """Every conversation that started, finished or not: what a run interrupted by Ctrl-C has
-    gathered so far (the engine marks the unfinished ones `ended_by: error`, "interrupted")."""
+    """The conversations under way: what a run interrupted by Ctrl-C adds to the finished ones
+    (the engine marks them `ended_by: error`, "interrupted"). Finished ones are let go, so a
+    long suite does not keep every transcript alive here."""
 
     def __init__(self) -> None:
-        self.transcripts: list[Transcript] = []
+        self.under_way: dict[int, Transcript] = {}
+
+    @property
+    def transcripts(self) -> list[Transcript]:
+        return list(self.under_way.values())
 
     def on_start(self, transcript: Transcript) -> None:
-        self.transcripts.append(transcript)
+        self.under_way[id(transcript)] = transcript
+
+    def done(self, transcript: Transcript) -> None:
+        self.under_way.pop(id(transcript), None)
 
 
 # ============================================================================ 9b. running a skill suite
@@ -3418,6 +3452,7 @@ def build_results_document(run: SuiteRun, results: list[dict], extra: dict | Non
         "mode": run.mode,
         "iterations": run.iterations,
         "input_type": run.input_type,
+        "suite_wall_time_s": round(run.wall_time_s, 3),
         "schema_version": C.SCHEMA_VERSION,
     }
     document = {"schema_version": C.SCHEMA_VERSION, "metadata": metadata, "results": results}
@@ -3661,13 +3696,18 @@ def print_suite_summary(console: Console, summary: SuiteSummary, cases: Sequence
     table = Table(title=f"Suite: {summary.passed}/{summary.cases} cases passed")
     for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
         table.add_column(column, overflow="fold")
-    for c in sorted(cases, key=lambda c: c.passed):  # failures first
+    # Failures and flaky cases first and always; clean passes only while the table stays readable.
+    shown = [c for c in cases if not c.passed or c.flaky]
+    shown += [c for c in cases if c.passed and not c.flaky][:max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
+    for c in sorted(shown, key=lambda c: c.passed):
         result = "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
         if c.flaky:
             result += " [yellow](flaky)[/yellow]"
         table.add_row(c.name, result, f"{c.passes}/{c.runs}", f"{percent(c.interval[0])}–{percent(c.interval[1])}",
                       f"{c.cost_usd:.4f}", "; ".join(c.reasons) or "")
     console.print(table)
+    if len(shown) < len(cases):
+        console.print(f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o", highlight=False)
     console.print(f"tokens {summary.usage.total:,} (cache read {summary.usage.cache_read_input_tokens:,}) · "
                   f"cost ${summary.cost_usd:.4f} · latency p50 {summary.latency_p50_ms / 1000:.1f}s "
                   f"p95 {summary.latency_p95_ms / 1000:.1f}s · runs with errors {summary.run_errors}",
@@ -3972,22 +4012,26 @@ async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console
                    observer: ConversationObserver | None = None,
                    on_result: Callable[[Transcript], None] | None = None,
                    on_connect: Callable[[McpHub], None] | None = None,
-                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> list[Transcript]:
-    """Opens the servers and the model, runs every case, closes everything again. `user_for`
-    gives each conversation its user (it gets the model client, for a simulated user)."""
-    model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
-                           timeout=opts["request_timeout"])
-    try:
-        async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
-            for notice in hub.notices:
-                console.print(f"[yellow]note:[/yellow] {notice}")
-            if on_connect:
-                on_connect(hub)
-            return await run_cases(run, model, hub, on_result,
-                                   (lambda case: user_for(case, model)) if user_for else (lambda case: None),
-                                   observer, jobs)
-    finally:
-        await model.close()
+                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> None:
+    """Opens the servers and the model, runs every case (each result goes to `on_result`),
+    closes everything again. `user_for` gives each conversation its user (it gets the model
+    client, for a simulated user)."""
+    # The SDK takes a second or more to import: let that happen while the servers start up.
+    sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
+        for notice in hub.notices:
+            console.print(f"[yellow]note:[/yellow] {notice}")
+        if on_connect:
+            on_connect(hub)
+        await sdk_import
+        model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
+                               timeout=opts["request_timeout"])
+        try:
+            await run_cases(run, model, hub, on_result,
+                            (lambda case: user_for(case, model)) if user_for else (lambda case: None),
+                            observer, jobs, collect=False)
+        finally:
+            await model.close()
 
 
 @dataclass
@@ -3999,11 +4043,18 @@ class RunOutcome:
     reused: int
     journal: ResultJournal | None = None
     not_started: int = 0         # runs --max-cost kept from starting
+    summary_only: bool = False   # the journal becomes the results file instead of going away
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
-        if self.journal:
-            self.journal.close(remove=not self.interrupted)
+        if not self.journal:
+            return
+        if self.summary_only and not self.interrupted:
+            self.journal.close(remove=False)
+            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+            os.replace(self.journal.path, results_lines_path(output))
+            return
+        self.journal.close(remove=not self.interrupted)
 
 
 def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
@@ -4023,12 +4074,16 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     finished: dict[tuple[str, int], Transcript] = {}
     started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
 
+    summary_only = bool(opts.get("summary_only"))
+
     def finished_one(transcript: Transcript) -> None:
-        finished[(transcript.case.name, transcript.iteration)] = transcript
+        started.done(transcript)
         if journal:
             journal.append(result_of(transcript))
         if on_result:
             on_result(transcript)
+        finished[(transcript.case.name, transcript.iteration)] = (slim_transcript(transcript) if summary_only
+                                                                   else transcript)
 
     interrupted = False
     try:
@@ -4054,7 +4109,7 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
         console.print(f"[yellow]stopped at --max-cost ${run.max_cost:g}[/yellow]: {run.not_started} run(s) not "
                       f"started" + ("; rerun with --resume to do them" if journal else ""), highlight=False,
                       soft_wrap=True)
-    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started)
+    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started, summary_only)
 
 
 EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
@@ -4117,7 +4172,10 @@ def tool_eval_mode(opts: dict) -> int:
     transcripts = outcome.transcripts
     extra = {"simulated_user": {"goal": opts["simulate_user"], "model": opts["user_model"],
                                 "max_user_turns": opts["max_user_turns"]}} if opts.get("simulate_user") else None
-    document = build_results_document(run, [transcript_to_result(t) for t in transcripts], extra)
+    results = [] if opts.get("summary_only") else [transcript_to_result(t) for t in transcripts]
+    document = build_results_document(run, results, extra)
+    if opts.get("summary_only") and opts["output"]:
+        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
     if opts["output"]:
         write_json_atomic(opts["output"], document)
         console.print(f"wrote {len(transcripts)} result(s) to {opts['output']}")
@@ -4211,9 +4269,11 @@ def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[
     case_summaries = [summarize_case(transcripts[ix[0]].case, [verdicts[i] for i in ix],
                                      [transcripts[i] for i in ix], threshold) for ix in by_case.values()]
     summary = summarize_suite(case_summaries, transcripts, threshold)
-    results = [suite_result(t, v) for t, v in zip(transcripts, verdicts)]
+    results = [] if opts.get("summary_only") else [suite_result(t, v) for t, v in zip(transcripts, verdicts)]
     document = build_results_document(run, results, {
         "summary": suite_summary_dict(summary), "cases": [case_summary_dict(c) for c in case_summaries]})
+    if opts.get("summary_only") and opts["output"]:
+        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
     if opts["output"]:
         write_json_atomic(opts["output"], document)
     if opts["report"]:
@@ -4292,6 +4352,9 @@ RUN_OPTIONS = options(
                  help="Conversations run at once."),
     click.option("-o", "--output", type=click.Path(), help="Write the results JSON here."),
     click.option("--json", "json_out", is_flag=True, help="Print the results JSON to stdout."),
+    click.option("--summary-only", is_flag=True,
+                 help="Big suites: keep only the summary in memory and in -o FILE; every run's full result "
+                      "goes to FILE.results.jsonl as it finishes."),
 )
 
 SUITE_OPTIONS = options(

@@ -72,3 +72,4 @@ GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the genera
 MAX_MODEL_CONCURRENCY = 64                    # ceiling of model calls in flight; 429s lower it adaptively
 ESTIMATED_OUTPUT_TOKENS = 300                 # --dry-run: tokens Claude writes per call
 ESTIMATED_TOKENS_PER_TURN = 400               # --dry-run: history growth per turn (tool call + result)
+SUMMARY_TABLE_ROWS = 50                       # terminal suite table: failures always, passes up to this

@@ -116,7 +116,7 @@ class ScriptedAnthropic:
     # -- lifecycle
     def start(self, port: int = 0) -> "ScriptedAnthropic":
         handler = type("Handler", (_Handler,), {"api": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._httpd = _Server(("127.0.0.1", port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-anthropic", daemon=True)
         self._thread.start()
@@ -163,6 +163,10 @@ class ScriptedAnthropic:
             self.request_count += 1
             if self.record:
                 self.requests.append({"path": path, "headers": headers, "body": body})
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # socketserver's 5 would refuse a burst of concurrent clients, unlike a real API
 
 
 class _Handler(BaseHTTPRequestHandler):

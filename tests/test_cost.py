@@ -70,3 +70,23 @@ def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
     assert code == 0
     assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == [f"c{i}" for i in range(6)]
     assert len(api.message_requests) == 6
+
+
+def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
+    api.responder = lambda body: (reply(text("done")) if len(body["messages"]) > 1
+                                  else reply(__import__("fake_anthropic").tool_use("about_profiles")))
+    suite = tmp_path / "s.csv"
+    suite.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"c{i},p{i},about_profiles\n" for i in range(60)))
+    out = tmp_path / "out.json"
+    code, stdout, stderr = run_cli("--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "-o", str(out),
+                                   "--summary-only", "--concurrency", "8")
+    assert code == 0, stderr
+    document = json.loads(out.read_text())
+    assert document["results"] == [] and document["summary"]["passed"] == 60 and len(document["cases"]) == 60
+    lines = [json.loads(line) for line in (tmp_path / "out.json.results.jsonl").read_text().splitlines()]
+    assert sorted(r["test_name"] for r in lines) == sorted(f"c{i}" for i in range(60))
+    assert all(r["tool_calls"][0]["output"] for r in lines), "the lines file keeps the full results"
+    assert document["metadata"]["results_file"].endswith("out.json.results.jsonl")
+    assert not evaluator.journal_path(out).exists()
+    assert "... and 10 more passing case(s)" in stdout
+    assert document["metadata"]["suite_wall_time_s"] > 0
