@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -76,7 +77,7 @@ class FatalApiError(EvalError):
 
 
 # ============================================================================ 2. data types
-@dataclass
+@dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -118,7 +119,7 @@ def cost_usd(usage: Usage, model: str) -> float:
             + usage.cache_read_input_tokens * price["cache_read"]) / 1_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCall:
     """One tool call Claude made, and what the server answered."""
     name: str
@@ -131,7 +132,7 @@ class ToolCall:
     id: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class HistoryEntry:
     """One entry of seed 002's `conversation_history`."""
     role: str                    # user | assistant | tool
@@ -140,7 +141,7 @@ class HistoryEntry:
     simulated: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class PriorMessage:
     """A message of a conversation that happened before the evaluation starts (`-c FILE`)."""
     role: str                    # user | assistant
@@ -148,7 +149,7 @@ class PriorMessage:
     line: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class TestCase:
     """One thing to evaluate: a prompt (with optional prior history) and what should happen."""
     name: str
@@ -169,7 +170,7 @@ class TestCase:
     line: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Transcript:
     """The single record of one run of one case: what was sent, what came back, timings, usage."""
     case: TestCase
@@ -187,9 +188,13 @@ class Transcript:
     latency_ms: float = 0.0
     error: str | None = None
 
+    simulated_user_usage: Usage = field(default_factory=Usage)   # the model playing the user
+    simulated_user_model: str = ""
+
     @property
     def cost_usd(self) -> float:
-        return cost_usd(self.usage, self.model)
+        return cost_usd(self.usage, self.model) + (
+            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0)
 
     @property
     def tools_called(self) -> list[str]:
@@ -1126,6 +1131,14 @@ class ToolSpec:
     def to_anthropic(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
+    @functools.cached_property
+    def validator(self) -> Any:
+        """The jsonschema validator of the tool's arguments, built once for every call checked."""
+        import jsonschema
+
+        schema = self.input_schema
+        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
 
 @dataclass
 class ToolOutcome:
@@ -1935,6 +1948,8 @@ class SimulatedUser:
         request = ModelRequest(self.model_id, system, [{"role": "user", "content": simulated_user_view(transcript)}],
                                [], self.max_tokens)
         answer = await self.model.complete(request)
+        transcript.simulated_user_model = self.model_id  # its tokens count in the run's cost
+        transcript.simulated_user_usage = transcript.simulated_user_usage + answer.usage
         return simulated_user_message(text_of(answer.content))
 
 
@@ -2286,7 +2301,7 @@ class OutsideWriteGuard:
 
 
 # ============================================================================ 8. scoring: tool use
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """Whether one run of one case passed, and every reason it did not."""
     passed: bool
@@ -2338,8 +2353,7 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
         if invented:
             problems.append(f"{call.name} got invented parameter(s) {', '.join(invented)}")
     try:
-        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
-        errors = sorted(validator.iter_errors(call.input), key=lambda e: list(e.path))
+        errors = sorted(tool.validator.iter_errors(call.input), key=lambda e: list(e.path))
     except jsonschema.SchemaError as exc:
         return problems + [f"{call.name} has an invalid inputSchema: {exc.message}"]
     for err in errors[:3]:
@@ -2440,7 +2454,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-@dataclass
+@dataclass(slots=True)
 class CaseSummary:
     """A case over all its runs."""
     name: str
@@ -3044,7 +3058,9 @@ def transcript_from_result(case: TestCase, result: dict) -> Transcript:
         model_calls=result.get("model_calls", 0), user_interventions=result.get("user_interventions", 0),
         ended_by=result.get("ended_by", "completion"), stop_reason=result.get("stop_reason"),
         truncated=result.get("truncated", False), usage=Usage.from_api(result.get("usage") or {}),
-        latency_ms=result.get("latency_ms", 0.0), error=result.get("error"))
+        latency_ms=result.get("latency_ms", 0.0), error=result.get("error"),
+        simulated_user_usage=Usage.from_api(result.get("simulated_user_usage") or {}),
+        simulated_user_model=result.get("simulated_user_model", ""))
 
 
 def slim_transcript(transcript: Transcript) -> Transcript:
@@ -3434,7 +3450,8 @@ def transcript_to_result(transcript: Transcript) -> dict:
         "model": t.model,
         "cost_usd": round(t.cost_usd, 6),
         "case_hash": case_hash(t.case),
-    }
+    } | ({"simulated_user_usage": asdict(t.simulated_user_usage), "simulated_user_model": t.simulated_user_model}
+         if t.simulated_user_model else {})
 
 
 def history_entry_dict(entry: HistoryEntry) -> dict:
@@ -4247,12 +4264,18 @@ def csv_suite_mode(opts: dict) -> int:
     if opts.get("dry_run"):
         print_estimate(console, asyncio.run(dry_run(run, servers, opts, connected)), settings.model)
         return 0
-    score = lambda t: score_tool_use(t.case, t, tools)  # noqa: E731
+    verdicts: dict[tuple[str, int], Verdict] = {}
+
+    def score(t: Transcript) -> Verdict:  # once per run: the journal, the progress bar and the report share it
+        key = (t.case.name, t.iteration)
+        if key not in verdicts:
+            verdicts[key] = score_tool_use(t.case, t, tools)
+        return verdicts[key]
+
     with SuiteProgress(console, len(cases) * run.iterations, score) as progress:
         outcome = run_durably(run, servers, opts, console, lambda t: suite_result(t, score(t)),
                               on_result=progress.on_result, on_connect=connected)
-    verdicts = [score(t) for t in outcome.transcripts]
-    code = report_suite(opts, console, run, outcome.transcripts, verdicts, threshold)
+    code = report_suite(opts, console, run, outcome.transcripts, [score(t) for t in outcome.transcripts], threshold)
     outcome.finish()
     return EXIT_INTERRUPTED if outcome.interrupted else max(code, 1 if outcome.not_started else 0)
 

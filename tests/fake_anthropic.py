@@ -61,6 +61,21 @@ def error(status: int, error_type: str = "api_error", message: str | None = None
             "headers": headers or {}}
 
 
+def user_query(body: dict) -> str:
+    """The user's prompt in a request: Claude Code puts system reminders first, the prompt last."""
+    for message in body.get("messages", []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"
+                 and not b.get("text", "").startswith("<system-reminder>")]
+        if texts:
+            return texts[-1]
+    return ""
+
+
 # ----------------------------------------------------------------------------- token accounting
 def _tokens(value: Any) -> int:
     """A stable stand-in for a tokenizer: about four characters a token."""

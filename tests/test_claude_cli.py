@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TEST_API_KEY
-from fake_anthropic import ScriptedAnthropic, reply, text, tool_use
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator
 
@@ -41,19 +41,6 @@ SKILL_SOURCE = ROOT / "examples" / "skills" / "warehouse-sql" / "SKILL.md"
 HANG_MARKER = "HANG-MARKER-7f3c"
 
 
-def user_query(body: dict) -> str:
-    """The user's prompt: Claude Code puts system reminders first, the prompt last."""
-    for message in body.get("messages", []):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"
-                 and not b.get("text", "").startswith("<system-reminder>")]
-        if texts:
-            return texts[-1]
-    return ""
 
 
 def listed_skills(body: dict) -> str:

@@ -64,3 +64,15 @@ def test_failed_concepts_fail_the_run(api, tmp_path):
 def test_trigger_tests_need_a_skill(api):
     code, stdout, stderr = run_cli("--tests", str(ROOT / "examples" / "triggers"))
     assert code == 2 and "a trigger test runs through Claude Code" in stderr and "--skill" in stderr
+
+
+def test_the_simulated_users_tokens_count_in_the_cost(api, tmp_path):
+    api.responder = scripted
+    out = tmp_path / "out.json"
+    run_cli("--tests", str(ROOT / "examples" / "tool_tests" / "ltv-model-setup.md"),
+            "--server-module", str(EXAMPLE_SERVER), "-o", str(out))
+    [result] = json.loads(out.read_text())["results"]
+    assert result["simulated_user_model"] == USER and result["simulated_user_usage"]["output_tokens"] > 0
+    own = evaluator.cost_usd(evaluator.Usage(**result["usage"]), ASSISTANT)
+    user = evaluator.cost_usd(evaluator.Usage(**result["simulated_user_usage"]), USER)
+    assert abs(result["cost_usd"] - round(own + user, 6)) < 1e-6
