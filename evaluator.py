@@ -18,6 +18,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -3477,6 +3478,39 @@ def build_results_document(run: SuiteRun, results: list[dict], extra: dict | Non
     return document
 
 
+class JsonStream:
+    """A list in a results document that is written item by item, never built whole: the
+    per-case entries of a 10,000-case suite."""
+
+    def __init__(self, items: Callable[[], Any], length: int) -> None:
+        self.items = items  # called once per write, so the document can be written twice
+        self.length = length
+
+    def __iter__(self) -> Any:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def dump_json(document: dict, handle: Any) -> None:
+    """`json.dump(document, indent=2)`, except that JsonStream values are streamed."""
+    def indented(text: str, spaces: int) -> str:
+        return text.replace("\n", "\n" + " " * spaces)
+
+    handle.write("{")
+    for position, (key, value) in enumerate(document.items()):
+        handle.write(("," if position else "") + f"\n  {json.dumps(key)}: ")
+        if isinstance(value, JsonStream):
+            handle.write("[")
+            for index, item in enumerate(value):
+                handle.write(("," if index else "") + "\n    " + indented(json.dumps(item, indent=2, ensure_ascii=False), 4))
+            handle.write("\n  ]")
+        else:
+            handle.write(indented(json.dumps(value, indent=2, ensure_ascii=False), 2))
+    handle.write("\n}")
+
+
 def write_json_atomic(path: str | Path, document: Any) -> None:
     """Writes next to the target and renames, so a reader never sees half a file."""
     path = Path(path)
@@ -3484,7 +3518,7 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2, ensure_ascii=False)
+            dump_json(document, handle) if isinstance(document, dict) else json.dump(document, handle, indent=2)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -4286,15 +4320,18 @@ def suite_result(transcript: Transcript, verdict: Verdict) -> dict:
 
 def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[Transcript],
                  verdicts: list[Verdict], threshold: float) -> int:
-    by_case: dict[str, list[int]] = {}
-    for index, t in enumerate(transcripts):
-        by_case.setdefault(t.case.name, []).append(index)
-    case_summaries = [summarize_case(transcripts[ix[0]].case, [verdicts[i] for i in ix],
-                                     [transcripts[i] for i in ix], threshold) for ix in by_case.values()]
+    case_summaries = []
+    runs = list(zip(transcripts, verdicts))
+    for _, group in itertools.groupby(runs, key=lambda run_: run_[0].case.name):  # runs come case by case
+        group = list(group)
+        case_summaries.append(summarize_case(group[0][0].case, [v for _, v in group], [t for t, _ in group],
+                                             threshold))
+    del runs
     summary = summarize_suite(case_summaries, transcripts, threshold)
-    results = [] if opts.get("summary_only") else [suite_result(t, v) for t, v in zip(transcripts, verdicts)]
-    document = build_results_document(run, results, {
-        "summary": suite_summary_dict(summary), "cases": [case_summary_dict(c) for c in case_summaries]})
+    results = JsonStream(lambda: (suite_result(t, v) for t, v in zip(transcripts, verdicts)), len(transcripts))
+    document = build_results_document(run, [] if opts.get("summary_only") else results, {
+        "summary": suite_summary_dict(summary),
+        "cases": JsonStream(lambda: map(case_summary_dict, case_summaries), len(case_summaries))})
     if opts.get("summary_only") and opts["output"]:
         document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
     if opts["output"]:
@@ -4307,7 +4344,8 @@ def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[
     if opts["junit"]:
         write_junit(opts["junit"], case_summaries, transcripts, Path(opts["csv"]).stem if opts.get("csv") else "suite")
     if opts["json_out"]:
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        dump_json(document, sys.stdout)
+        sys.stdout.write("\n")
     print_suite_summary(console, summary, case_summaries)
     return 0 if summary.failed == 0 else 1
 
