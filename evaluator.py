@@ -188,7 +188,6 @@ class Transcript:
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
     error: str | None = None
-
     simulated_user_usage: Usage = field(default_factory=Usage)   # the model playing the user
     simulated_user_model: str = ""
 
@@ -4030,7 +4029,7 @@ def fail_input(message: str) -> "click.exceptions.Exit":
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError("ANTHROPIC_API_KEY is not set",
-                         hint="export ANTHROPIC_API_KEY=sk-ant-... (create a key at https://console.anthropic.com)")
+                         hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com")
 
 
 def build_settings(opts: dict) -> RunSettings:
@@ -4120,6 +4119,9 @@ def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: C
     run.max_cost = opts.get("max_cost")
     if plan.kept:
         console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
+    if not price_for(run.settings.model)[1]:
+        console.print(f"[yellow]note:[/yellow] no price is known for {run.settings.model}; costs are shown at "
+                      f"Sonnet prices (add it to PRICES in test_constants.py)", soft_wrap=True)
     run.redactor = run.redactor or Redactor.for_run(servers)
     journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
     finished: dict[tuple[str, int], Transcript] = {}
