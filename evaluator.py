@@ -2225,8 +2225,9 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
     events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
     record = detect_activation(events, [s.name for s in skills], query, run)
     record.exit_code = process.returncode if process else None
-    record.stderr_tail = redact_secrets(tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS))
-    record.answer = redact_secrets(record.answer)
+    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
+    record.stderr_tail = redactor.text(tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS))
+    record.answer = redactor.text(record.answer)
     record.timed_out = timed_out
     record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     if timed_out:
@@ -2239,15 +2240,6 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
         record.error = f"claude exited with {record.exit_code} after its result event" + (
             f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
     return record
-
-
-def redact_secrets(text: str) -> str:
-    """API keys never reach results, reports or logs."""
-    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        secret = os.environ.get(key)
-        if secret and len(secret) >= 8 and text:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 class OutsideWriteGuard:

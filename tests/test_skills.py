@@ -428,7 +428,7 @@ def test_command_is_locked_down_and_env_isolated(tmp_path: Path, monkeypatch: py
     assert env["HOME"] == str(tmp_path / "home") and env["CLAUDE_CONFIG_DIR"] == str(tmp_path / "home" / ".claude")
     assert env["ANTHROPIC_BASE_URL"] == "http://h" and env["ANTHROPIC_API_KEY"].startswith("sk-ant")
     assert "SOME_SECRET_OF_THE_USER" not in env and env["DISABLE_TELEMETRY"] == "1"
-    assert E.redact_secrets("key sk-ant-test-key-0123456789 here") == "key [redacted] here"
+    assert E.Redactor.for_run().text("key sk-ant-test-key-0123456789 here") == "key [REDACTED] here"
 
 
 def test_normalize_skill_names():
