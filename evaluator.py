@@ -3509,7 +3509,10 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            dump_json(document, handle) if isinstance(document, dict) else json.dump(document, handle, indent=2)
+            if isinstance(document, dict):
+                dump_json(document, handle)
+            else:
+                json.dump(document, handle, indent=2)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -3534,10 +3537,7 @@ def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
         console.print(last.final_text, markup=False, highlight=False)
 
 
-TOOL_RESULT_PREVIEW_CHARS = 160
-
-
-def preview(text: str, limit: int = TOOL_RESULT_PREVIEW_CHARS) -> str:
+def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
     """One line of at most `limit` characters: enough to see what a tool answered."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
@@ -3585,7 +3585,7 @@ class LiveConversationView(ConversationObserver):
         self.console.print(f"  [yellow]⚙ {call.name}[/yellow] ", end="", highlight=False)
         self.console.print(preview(arguments, 200), markup=False, highlight=False)
         colour = "red" if call.is_error else "dim"
-        shown = preview(call.output or "(no output)", min(TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
+        shown = preview(call.output or "(no output)", min(C.TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
         self.console.print(f"    [{colour}]↳ {escape_markup(shown)}[/{colour}]", highlight=False)
 
     def on_turn_end(self, transcript: Transcript) -> None:

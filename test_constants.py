@@ -22,7 +22,7 @@ DEFAULT_REQUEST_TIMEOUT = 600.0               # one model call, including the SD
 DEFAULT_MAX_RETRIES = 5                       # SDK retries; higher than its 2 because suites run long
 DEFAULT_MAX_RESULT_CHARS = 20_000             # a tool result is cut to this many characters
 STDERR_TAIL_CHARS = 2_000                     # how much of a server's stderr an error quotes
-HISTORY_PREVIEW_CHARS = 500                   # tool results shown in the terminal
+TOOL_RESULT_PREVIEW_CHARS = 160               # a tool result's one-line view in the live terminal
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
 MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
