@@ -25,6 +25,21 @@ from fake_anthropic import error, reply, text, tool_use
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
 
 
+@pytest.fixture(autouse=True)
+def no_orphan_servers():
+    """After every fault here, no MCP server this process started may still be running."""
+    yield
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        orphans = [line for line in out.splitlines()[1:]
+                   if "misc_server.py" in line and line.split()[1] in (str(os.getpid()), "1")]
+        if not orphans:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"MCP server processes left behind: {orphans}")
+
+
 def run_cli(*args: str):
     result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
