@@ -407,6 +407,8 @@ def parse_server_module(target: str) -> ServerSpec:
     if module.endswith(".py") or "/" in module:
         if not Path(module).is_file():
             raise InputError(f"--server-module {target}: no such file", hint="give path/to/server.py[:attr]")
+        if not module.endswith(".py"):
+            raise InputError(f"--server-module {target}: not a Python file", hint="give path/to/server.py[:attr]")
     elif not re.fullmatch(r"[A-Za-z_][\w.]*", module):
         raise InputError(f"--server-module {target!r} is neither a file nor a module name")
     return ServerSpec(name=safe_name(Path(module).stem.split(".")[-1]), kind="module", module=module,
@@ -1267,6 +1269,10 @@ class ServerConnection:
             message = self.describe_failure(f"did not finish its MCP handshake within {self.connect_timeout:g}s")
             await self.close()
             raise ServerError(message) from None
+        if isinstance(self._error, (InputError, ServerError)):  # already says what went wrong
+            error, self._error = self._error, None
+            await self.close()
+            raise error
         if self._error is not None or self.client is None:
             await asyncio.sleep(0.05)  # let a dying process finish writing its stderr
             message = self.describe_failure(explain_exception(self._error))
