@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -504,10 +505,7 @@ def load_system_prompt(choice: str) -> str:
         return prompts.SYSTEM_PROMPTS[choice]
     path = Path(choice)
     if path.is_file():
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read prompt file: {exc}", path) from None
+        value = read_text_file(path, "prompt file").strip()
         if not value:
             raise InputError("prompt file is empty", path, 1)
         return value
@@ -1306,8 +1304,6 @@ def http_transport(url: str, headers: dict[str, str]) -> Any:
     if not headers:
         return streamable_http_client(url)
 
-    from contextlib import asynccontextmanager
-
     @asynccontextmanager
     async def transport():  # the client owns its HTTP connection pool, so it must close it
         async with create_mcp_http_client(headers=headers) as http_client:
@@ -1417,8 +1413,8 @@ class McpHub:
     async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()
 
-        def outcome(text: str, is_error: bool, server: str | None) -> ToolOutcome:
-            return ToolOutcome(text, is_error, server, round((time.perf_counter() - start) * 1000, 2))
+        def outcome(text: str, is_error: bool, server: str | None, server_failed: bool = False) -> ToolOutcome:
+            return ToolOutcome(text, is_error, server, round((time.perf_counter() - start) * 1000, 2), server_failed)
 
         tool = self.tools.get(name)
         if tool is None:
@@ -1430,8 +1426,8 @@ class McpHub:
         if connection is None or connection.client is None:  # an earlier restart failed: try again
             connection = await self.restart(tool.server, connection)
             if connection.client is None:
-                return ToolOutcome(connection.describe_failure("is not running and could not be restarted"),
-                                   True, tool.server, 0.0, server_failed=True)
+                return outcome(connection.describe_failure("is not running and could not be restarted"),
+                               True, tool.server, server_failed=True)
         try:
             result = await asyncio.wait_for(
                 connection.client.call_tool(tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout),
@@ -1446,9 +1442,7 @@ class McpHub:
                 return outcome(f"Tool call {reason}", True, tool.server)
             message = connection.describe_failure(f"died during the call ({reason})")
             await self.restart(tool.server, connection)  # the next cases get a fresh server
-            failed = outcome(message, True, tool.server)
-            failed.server_failed = True
-            return failed
+            return outcome(message, True, tool.server, server_failed=True)
         return outcome(tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server)
 
     @staticmethod
@@ -3180,6 +3174,122 @@ class StartedTranscripts(ConversationObserver):
         self.under_way.pop(id(transcript), None)
 
 
+# ---------------------------------------------------------------------------- running a tool-use suite
+async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
+                   user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
+                   observer: ConversationObserver | None = None,
+                   on_result: Callable[[Transcript], None] | None = None,
+                   on_connect: Callable[[McpHub], None] | None = None,
+                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> None:
+    """Opens the servers and the model, runs every case (each result goes to `on_result`),
+    closes everything again. `user_for` gives each conversation its user (it gets the model
+    client, for a simulated user)."""
+    # The SDK takes a second or more to import: let that happen while the servers start up.
+    sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
+        for notice in hub.notices:
+            console.print(f"[yellow]note:[/yellow] {notice}")
+        if on_connect:
+            on_connect(hub)
+        await sdk_import
+        model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
+                               timeout=opts["request_timeout"])
+        try:
+            await run_cases(run, model, hub, on_result,
+                            (lambda case: user_for(case, model)) if user_for else (lambda case: None),
+                            observer, jobs, collect=False)
+        finally:
+            await model.close()
+
+
+@dataclass
+class RunOutcome:
+    """Every run of a suite in input order (reused from an earlier run or new), and whether
+    Ctrl-C cut it short. The journal stays until the final file is written."""
+    transcripts: list[Transcript]
+    interrupted: bool
+    reused: int
+    journal: ResultJournal | None = None
+    not_started: int = 0         # runs --max-cost kept from starting
+    summary_only: bool = False   # the journal becomes the results file instead of going away
+
+    def finish(self) -> None:
+        """The final file is written: the journal has served its purpose (unless interrupted)."""
+        if not self.journal:
+            return
+        if self.summary_only and not self.interrupted:
+            self.journal.close(remove=False)
+            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+            os.replace(self.journal.path, results_lines_path(output))
+            return
+        self.journal.close(remove=not self.interrupted)
+
+
+def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
+                result_of: Callable[[Transcript], dict] = lambda t: transcript_to_result(t),
+                on_result: Callable[[Transcript], None] | None = None,
+                on_connect: Callable[[McpHub], None] | None = None,
+                user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
+                observer: ConversationObserver | None = None) -> RunOutcome:
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
+    each result as it finishes; Ctrl-C keeps everything finished so far."""
+    plan = plan_resume(run, opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")))
+    run.max_cost = opts.get("max_cost")
+    if plan.kept:
+        console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
+    if not price_for(run.settings.model)[1]:
+        console.print(f"[yellow]note:[/yellow] no price is known for {run.settings.model}; costs are shown at "
+                      f"Sonnet prices (add it to PRICES in test_constants.py)", soft_wrap=True)
+    run.redactor = run.redactor or Redactor.for_run(servers)
+    journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
+    finished: dict[tuple[str, int], Transcript] = {}
+    started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
+
+    summary_only = bool(opts.get("summary_only"))
+
+    def finished_one(transcript: Transcript) -> None:
+        started.done(transcript)
+        if journal:
+            journal.append(result_of(transcript))
+        if on_result:
+            on_result(transcript)
+        finished[(transcript.case.name, transcript.iteration)] = (slim_transcript(transcript) if summary_only
+                                                                   else transcript)
+
+    interrupted = False
+    try:
+        # The servers open even when nothing is left to run: scoring needs their tool schemas.
+        shown = RedactingObserver(observer, run.redactor) if observer else None
+        asyncio.run(evaluate(run, servers, opts, console, user_for,
+                             ObserverGroup(started, shown) if shown else started, finished_one, on_connect,
+                             jobs=plan.todo))
+    except KeyboardInterrupt:
+        interrupted = True
+    except BaseException:
+        if journal:
+            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
+        raise
+    under_way = {(t.case.name, t.iteration): run.redactor.scrub(t) for t in started.transcripts} if interrupted else {}
+    keys = [(case.name, i) for case in run.cases for i in range(1, run.iterations + 1)]
+    transcripts = [plan.kept.get(key) or finished.get(key) or under_way[key] for key in keys
+                   if key in plan.kept or key in finished or key in under_way]
+    if interrupted:
+        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far"
+                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
+    if run.not_started:
+        console.print(f"[yellow]stopped at --max-cost ${run.max_cost:g}[/yellow]: {run.not_started} run(s) not "
+                      f"started" + ("; rerun with --resume to do them" if journal else ""), highlight=False,
+                      soft_wrap=True)
+    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started, summary_only)
+
+
+def dry_run_mode(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
+                 on_connect: Callable[[McpHub], None] | None = None) -> int:
+    """--dry-run in any tool-use mode: everything checked and connected, the estimate printed."""
+    print_estimate(console, asyncio.run(dry_run(run, servers, opts, on_connect)), run.settings.model)
+    return 0
+
+
 # ============================================================================ 9b. running a skill suite
 @dataclass
 class SkillSuitePlan:
@@ -3508,6 +3618,24 @@ def dump_json(document: dict, handle: Any) -> None:
     handle.write("\n}")
 
 
+def results_document(run: SuiteRun, opts: dict, results: Sequence[dict], extra: dict | None = None) -> dict:
+    """The results document of a tool-use run; with --summary-only the per-run results stay in
+    FILE.results.jsonl, and the document says where."""
+    document = build_results_document(run, [] if opts.get("summary_only") else results, extra)
+    if opts.get("summary_only") and opts.get("output"):
+        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
+    return document
+
+
+def emit_document(opts: dict, document: dict) -> None:
+    """One document to -o FILE (atomically) and to stdout with --json."""
+    if opts.get("output"):
+        write_json_atomic(opts["output"], document)
+    if opts.get("json_out"):
+        dump_json(document, sys.stdout)
+        sys.stdout.write("\n")
+
+
 def write_json_atomic(path: str | Path, document: Any) -> None:
     """Writes next to the target and renames, so a reader never sees half a file."""
     path = Path(path)
@@ -3526,6 +3654,41 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class SuiteProgress:
+    """The live progress line of a suite: cases done, passes, failures, tokens, cost, ETA."""
+
+    def __init__(self, console: Console, total: int, score: Callable[[Transcript], Verdict]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.score = score
+        self.passes = self.failures = 0
+        self.usage = Usage()
+        self.cost = 0.0
+        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("[green]{task.fields[passes]} pass[/green] "
+                                            "[red]{task.fields[failures]} fail[/red]"),
+                                 TextColumn("{task.fields[tokens]} tok ${task.fields[cost]}"),
+                                 TimeRemainingColumn(), console=console, transient=False)
+        self.task = self.progress.add_task("runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000")
+
+    def __enter__(self) -> "SuiteProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_result(self, transcript: Transcript) -> None:
+        if self.score(transcript).passed:
+            self.passes += 1
+        else:
+            self.failures += 1
+        self.usage = self.usage + transcript.usage
+        self.cost += transcript.cost_usd
+        self.progress.update(self.task, advance=1, passes=self.passes, failures=self.failures,
+                             tokens=f"{self.usage.total:,}", cost=f"{self.cost:.4f}")
 
 
 def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
@@ -4018,6 +4181,9 @@ def print_skill_summary(console: Console, scores: Sequence[TriggerScore], test_r
 
 
 # ============================================================================ 11. CLI
+EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
+
+
 def fail_input(message: str) -> "click.exceptions.Exit":
     for line in message.splitlines():  # several problems of one file: one line each
         click.echo(f"error: {line}", err=True)
@@ -4053,117 +4219,6 @@ def query_cases(query: str) -> list[TestCase]:
     if not query.strip():
         raise InputError("the query is empty", hint='give -q "what to ask Claude"')
     return [TestCase(name="query", prompt=query)]
-
-
-async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
-                   user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
-                   observer: ConversationObserver | None = None,
-                   on_result: Callable[[Transcript], None] | None = None,
-                   on_connect: Callable[[McpHub], None] | None = None,
-                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> None:
-    """Opens the servers and the model, runs every case (each result goes to `on_result`),
-    closes everything again. `user_for` gives each conversation its user (it gets the model
-    client, for a simulated user)."""
-    # The SDK takes a second or more to import: let that happen while the servers start up.
-    sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
-    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
-        for notice in hub.notices:
-            console.print(f"[yellow]note:[/yellow] {notice}")
-        if on_connect:
-            on_connect(hub)
-        await sdk_import
-        model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
-                               timeout=opts["request_timeout"])
-        try:
-            await run_cases(run, model, hub, on_result,
-                            (lambda case: user_for(case, model)) if user_for else (lambda case: None),
-                            observer, jobs, collect=False)
-        finally:
-            await model.close()
-
-
-@dataclass
-class RunOutcome:
-    """Every run of a suite in input order (reused from an earlier run or new), and whether
-    Ctrl-C cut it short. The journal stays until the final file is written."""
-    transcripts: list[Transcript]
-    interrupted: bool
-    reused: int
-    journal: ResultJournal | None = None
-    not_started: int = 0         # runs --max-cost kept from starting
-    summary_only: bool = False   # the journal becomes the results file instead of going away
-
-    def finish(self) -> None:
-        """The final file is written: the journal has served its purpose (unless interrupted)."""
-        if not self.journal:
-            return
-        if self.summary_only and not self.interrupted:
-            self.journal.close(remove=False)
-            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
-            os.replace(self.journal.path, results_lines_path(output))
-            return
-        self.journal.close(remove=not self.interrupted)
-
-
-def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
-                result_of: Callable[[Transcript], dict] = lambda t: transcript_to_result(t),
-                on_result: Callable[[Transcript], None] | None = None,
-                on_connect: Callable[[McpHub], None] | None = None,
-                user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
-                observer: ConversationObserver | None = None) -> RunOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each result as it finishes; Ctrl-C keeps everything finished so far."""
-    plan = plan_resume(run, opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")))
-    run.max_cost = opts.get("max_cost")
-    if plan.kept:
-        console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
-    if not price_for(run.settings.model)[1]:
-        console.print(f"[yellow]note:[/yellow] no price is known for {run.settings.model}; costs are shown at "
-                      f"Sonnet prices (add it to PRICES in test_constants.py)", soft_wrap=True)
-    run.redactor = run.redactor or Redactor.for_run(servers)
-    journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
-    finished: dict[tuple[str, int], Transcript] = {}
-    started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
-
-    summary_only = bool(opts.get("summary_only"))
-
-    def finished_one(transcript: Transcript) -> None:
-        started.done(transcript)
-        if journal:
-            journal.append(result_of(transcript))
-        if on_result:
-            on_result(transcript)
-        finished[(transcript.case.name, transcript.iteration)] = (slim_transcript(transcript) if summary_only
-                                                                   else transcript)
-
-    interrupted = False
-    try:
-        # The servers open even when nothing is left to run: scoring needs their tool schemas.
-        shown = RedactingObserver(observer, run.redactor) if observer else None
-        asyncio.run(evaluate(run, servers, opts, console, user_for,
-                             ObserverGroup(started, shown) if shown else started, finished_one, on_connect,
-                             jobs=plan.todo))
-    except KeyboardInterrupt:
-        interrupted = True
-    except BaseException:
-        if journal:
-            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
-        raise
-    under_way = {(t.case.name, t.iteration): run.redactor.scrub(t) for t in started.transcripts} if interrupted else {}
-    keys = [(case.name, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    transcripts = [plan.kept.get(key) or finished.get(key) or under_way[key] for key in keys
-                   if key in plan.kept or key in finished or key in under_way]
-    if interrupted:
-        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far"
-                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
-    if run.not_started:
-        console.print(f"[yellow]stopped at --max-cost ${run.max_cost:g}[/yellow]: {run.not_started} run(s) not "
-                      f"started" + ("; rerun with --resume to do them" if journal else ""), highlight=False,
-                      soft_wrap=True)
-    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started, summary_only)
-
-
-EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
 
 
 def tool_eval_cases(opts: dict) -> list[TestCase]:
@@ -4215,64 +4270,23 @@ def tool_eval_mode(opts: dict) -> int:
     run = SuiteRun(cases, opts["iterations"], settings, mode="interactive" if interactive else "batch",
                    input_type="conversation" if opts.get("conversation") else "query")
     if opts.get("dry_run"):
-        print_estimate(console, asyncio.run(dry_run(run, servers, opts)), settings.model)
-        return 0
+        return dry_run_mode(run, servers, opts, console)
     view = LiveConversationView(console, settings.max_turns) if interactive else None
     outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console), observer=view,
                           on_result=view.on_conversation_end if view else None)
     transcripts = outcome.transcripts
     extra = {"simulated_user": {"goal": opts["simulate_user"], "model": opts["user_model"],
                                 "max_user_turns": opts["max_user_turns"]}} if opts.get("simulate_user") else None
-    results = [] if opts.get("summary_only") else [transcript_to_result(t) for t in transcripts]
-    document = build_results_document(run, results, extra)
-    if opts.get("summary_only") and opts["output"]:
-        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
+    results = JsonStream(lambda: map(transcript_to_result, transcripts), len(transcripts))
+    emit_document(opts, results_document(run, opts, results, extra))
     if opts["output"]:
-        write_json_atomic(opts["output"], document)
         console.print(f"wrote {len(transcripts)} result(s) to {opts['output']}")
     outcome.finish()
-    if opts["json_out"]:
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
-    elif not opts["output"] and not interactive:
+    if not opts["output"] and not opts["json_out"] and not interactive:
         print_run_summary(console, transcripts)
     if outcome.interrupted:
         return EXIT_INTERRUPTED
     return 1 if outcome.not_started or any(t.error for t in transcripts) else 0
-
-
-class SuiteProgress:
-    """The live progress line of a suite: cases done, passes, failures, tokens, cost, ETA."""
-
-    def __init__(self, console: Console, total: int, score: Callable[[Transcript], Verdict]) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.score = score
-        self.passes = self.failures = 0
-        self.usage = Usage()
-        self.cost = 0.0
-        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("[green]{task.fields[passes]} pass[/green] "
-                                            "[red]{task.fields[failures]} fail[/red]"),
-                                 TextColumn("{task.fields[tokens]} tok ${task.fields[cost]}"),
-                                 TimeRemainingColumn(), console=console, transient=False)
-        self.task = self.progress.add_task("runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000")
-
-    def __enter__(self) -> "SuiteProgress":
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def on_result(self, transcript: Transcript) -> None:
-        if self.score(transcript).passed:
-            self.passes += 1
-        else:
-            self.failures += 1
-        self.usage = self.usage + transcript.usage
-        self.cost += transcript.cost_usd
-        self.progress.update(self.task, advance=1, passes=self.passes, failures=self.failures,
-                             tokens=f"{self.usage.total:,}", cost=f"{self.cost:.4f}")
 
 
 def check_threshold(value: float, option: str) -> float:
@@ -4296,8 +4310,7 @@ def csv_suite_mode(opts: dict) -> int:
         tools.update(hub.tools)
 
     if opts.get("dry_run"):
-        print_estimate(console, asyncio.run(dry_run(run, servers, opts, connected)), settings.model)
-        return 0
+        return dry_run_mode(run, servers, opts, console, connected)
     verdicts: dict[tuple[str, int], Verdict] = {}
 
     def score(t: Transcript) -> Verdict:  # once per run: the journal, the progress bar and the report share it
@@ -4329,13 +4342,9 @@ def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[
     del runs
     summary = summarize_suite(case_summaries, transcripts, threshold)
     results = JsonStream(lambda: (suite_result(t, v) for t, v in zip(transcripts, verdicts)), len(transcripts))
-    document = build_results_document(run, [] if opts.get("summary_only") else results, {
+    emit_document(opts, results_document(run, opts, results, {
         "summary": suite_summary_dict(summary),
-        "cases": JsonStream(lambda: map(case_summary_dict, case_summaries), len(case_summaries))})
-    if opts.get("summary_only") and opts["output"]:
-        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
-    if opts["output"]:
-        write_json_atomic(opts["output"], document)
+        "cases": JsonStream(lambda: map(case_summary_dict, case_summaries), len(case_summaries))}))
     if opts["report"]:
         write_text_atomic(opts["report"], render_markdown_report(summary, case_summaries, run.settings.model,
                                                                  run.iterations))
@@ -4343,9 +4352,6 @@ def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[
         write_results_csv(opts["csv_out"], transcripts, verdicts)
     if opts["junit"]:
         write_junit(opts["junit"], case_summaries, transcripts, Path(opts["csv"]).stem if opts.get("csv") else "suite")
-    if opts["json_out"]:
-        dump_json(document, sys.stdout)
-        sys.stdout.write("\n")
     print_suite_summary(console, summary, case_summaries)
     return 0 if summary.failed == 0 else 1
 
@@ -4560,16 +4566,14 @@ def skill_eval_mode(opts: dict) -> int:
                                       min_score)
     for record in document["results"]:
         record["fingerprint"] = fingerprint  # so --retry-errors works on a finished run too
+    emit_document(opts, document)
     if opts.get("output"):
-        write_json_atomic(opts["output"], document)
         console.print(f"wrote {document['metadata']['total_results']} run(s) to {opts['output']}")
     if journal:
         journal.close(remove=True)
     if opts.get("report"):
         write_text_atomic(opts["report"], skill_report_markdown(document, scores, test_results))
         console.print(f"wrote the markdown report to {opts['report']}")
-    if opts.get("json_out"):
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     print_skill_summary(console, scores, test_results, document)
     for score in below:
         console.print(f"[red]{score.skill}: triggerScore {score.trigger_score:.1f}% is below "
@@ -4680,21 +4684,17 @@ def markdown_tool_mode(opts: dict) -> int:
     servers = servers_to_run(opts)
     run = SuiteRun(cases, opts["iterations"], settings, input_type="markdown")
     if opts.get("dry_run"):
-        print_estimate(console, asyncio.run(dry_run(run, servers, opts)), settings.model)
-        return 0
+        return dry_run_mode(run, servers, opts, console)
     outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console))
     runs_by_test: dict[str, list[ClaudeRun]] = {}
     for transcript in outcome.transcripts:
         runs_by_test.setdefault(transcript.case.name, []).append(transcript_as_claude_run(transcript))
     test_results = [score_skill_test(t, runs_by_test[t.name]) for t in tests if t.name in runs_by_test]
     passed = all(r.passed for r in test_results) and len(test_results) == len(tests)
-    document = build_results_document(run, [transcript_to_result(t) for t in outcome.transcripts],
-                                      {"passed": passed, "tests": [skill_test_dict(r) for r in test_results]})
-    if opts["output"]:
-        write_json_atomic(opts["output"], document)
+    results = JsonStream(lambda: map(transcript_to_result, outcome.transcripts), len(outcome.transcripts))
+    emit_document(opts, results_document(run, opts, results,
+                                         {"passed": passed, "tests": [skill_test_dict(r) for r in test_results]}))
     outcome.finish()
-    if opts["json_out"]:
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     print_skill_summary(console, [], test_results, {"passed": passed, "isolation": {"outside_writes": []}})
     if outcome.interrupted:
         return EXIT_INTERRUPTED

@@ -178,19 +178,14 @@ def test_exit_zero_without_a_result_event_is_an_error(tmp_path: Path, marker: st
     assert_no_leftovers(marker)
 
 
-def test_garbage_output_is_an_error(tmp_path: Path, marker: str):
-    claude = fake_claude(tmp_path / marker, "garbage", marker)
+@pytest.mark.parametrize("behaviour, reason", [
+    ("garbage", "without a result event"),            # lines that are not stream-json
+    ("fail_after_result", "claude exited with 1"),    # a result event, then a failing exit
+])
+def test_garbled_or_failing_runs_are_errors(tmp_path: Path, marker: str, behaviour: str, reason: str):
+    claude = fake_claude(tmp_path / marker, behaviour, marker)
     done, document = run_evaluator(tmp_path, claude)
     verdicts = assert_every_run_errored(done, document)
     assert all(q["actual"] == "error" for q in verdicts.values())
-    assert all("without a result event" in r["error"] for r in document["results"])
-    assert_no_leftovers(marker)
-
-
-def test_failing_exit_after_a_result_event_is_an_error(tmp_path: Path, marker: str):
-    claude = fake_claude(tmp_path / marker, "fail_after_result", marker)
-    done, document = run_evaluator(tmp_path, claude)
-    verdicts = assert_every_run_errored(done, document)
-    assert all(q["actual"] == "error" for q in verdicts.values())
-    assert all("claude exited with 1" in r["error"] for r in document["results"])
+    assert all(reason in r["error"] for r in document["results"])
     assert_no_leftovers(marker)
