@@ -13,6 +13,7 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import functools
 import hashlib
@@ -33,16 +34,19 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Annotated, Any, Callable, Iterable, Literal, Protocol, Sequence
 
 import click
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
 from rich.console import Console
 from rich.table import Table
 
 import prompts
 import test_constants as C
 
+__version__ = "0.2.0"
 HERE = Path(__file__).resolve().parent
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
 
@@ -289,6 +293,7 @@ class ClaudeRun:
     api_retries: int = 0
     latency_ms: float = 0.0
     outside_writes: list[str] = field(default_factory=list)
+    label: str = ""              # "trigger", or the test whose prompt this was
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -847,13 +852,56 @@ def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputEr
     return problems
 
 
-def markdown_sections(body: str, first_line: int) -> dict[str, tuple[str, int]]:
+@functools.cache
+def markdown_parser() -> Any:
+    """CommonMark's block parser, used only to learn which lines are code. Inline parsing is
+    switched off (nothing here looks inside paragraphs), and the import waits until a markdown
+    file is read so that runs without one do not pay for it."""
+    from markdown_it import MarkdownIt
+    return MarkdownIt("commonmark").disable("inline")
+
+
+def markdown_code_lines(lines: list[str], path: str | Path | None, first_line: int) -> set[int]:
+    """Indexes into `lines` of the lines inside fenced (``` or ~~~) or indented code blocks, fence
+    lines included: a `# comment` or `**User**` there is content, never a heading or a turn.
+    Scanning lines by hand got fences wrong; markdown-it knows the CommonMark rules (longer closing
+    fences, fences in list items). `first_line` is the file's line number of lines[0]."""
+    code: set[int] = set()
+    # `lines` come from splitlines(), which also breaks at \f or U+2028 where markdown does not;
+    # joined on "\n" markdown-it sees exactly these lines, so token.map indexes `lines` directly.
+    for token in markdown_parser().parse("\n".join(lines)):
+        if token.type not in ("fence", "code_block") or not token.map:
+            continue
+        start, end = token.map
+        if token.type == "fence" and fence_swallows_the_rest(lines, token):
+            raise InputError("this code block is never closed", path, first_line + start,
+                             f"close it with a line of {token.markup}")
+        code.update(range(start, end))
+    return code
+
+
+def fence_swallows_the_rest(lines: list[str], token: Any) -> bool:
+    """A fence without its closing line runs to the end of the file (CommonMark), silently taking
+    every later section or turn with it, so it is refused. A fence ended early by the end of its
+    list item or quote takes nothing else and is left alone."""
+    start, end = token.map
+    # the closing line may carry the quote's `>` or the list item's indent in front of the fence
+    closer = re.compile(rf"[\s>]*{re.escape(token.markup[0])}{{{len(token.markup)},}}\s*")
+    closed = end - 1 > start and closer.fullmatch(lines[end - 1]) is not None
+    return not closed and not any(line.strip() for line in lines[end:])
+
+
+def markdown_sections(body: str, first_line: int, path: str | Path | None = None) -> dict[str, tuple[str, int]]:
     """skillmark's sections -> (text, line of the heading). Headings that are not section titles
-    (a `## Context` inside a prompt) stay part of the text, unless they are level 1."""
+    (a `## Context` inside a prompt) stay part of the text, unless they are level 1. A heading-looking
+    line inside a code block (a shell `# comment` in a fenced snippet) is always text. Section text is
+    the source lines as written, never re-rendered markdown."""
     sections: dict[str, tuple[list[str], int]] = {}
     current: str | None = None
-    for offset, line in enumerate(body.splitlines()):
-        heading = re.match(r"^(#+)\s+(.+?)\s*#*\s*$", line)
+    lines = body.splitlines()
+    code = markdown_code_lines(lines, path, first_line)
+    for offset, line in enumerate(lines):
+        heading = None if offset in code else re.match(r"^(#+)\s+(.+?)\s*#*\s*$", line)
         title = heading.group(2).strip().rstrip(":").strip().lower() if heading else ""
         if heading and title in TEST_SECTIONS:
             current = TEST_SECTIONS[title]
@@ -907,7 +955,7 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
     if default_type == "trigger" and kind != "trigger":
         raise InputError(f"--trigger wants a trigger test, this one is type {kind!r}", path,
                          frontmatter_line(raw, "type"), "pass it with --tests instead")
-    sections = markdown_sections(body, body_line)
+    sections = markdown_sections(body, body_line, path)
     text_of_section = lambda key: sections.get(key, ("", body_line))[0]  # noqa: E731
     test = SkillTest(name=str(data.get("name") or path.stem), type=kind, source=str(path), line=1,
                      prompt=text_of_section("prompt"),
@@ -969,8 +1017,8 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
             raise InputError(f"entry {index + 1} needs a non-empty \"query\" string and a true/false "
                              "\"should_trigger\"", path, line or 1)
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
-    if not test.positive_triggers:
-        raise InputError("eval set has no query with \"should_trigger\": true", path, 1)
+    if not test.positive_triggers and not test.negative_triggers:  # negatives only is valid: triggerRate n/a
+        raise InputError("eval set has no queries", path, 1, 'add {"query": "...", "should_trigger": true} entries')
     return test
 
 
@@ -999,7 +1047,6 @@ TURN_HEADER_STYLES = {
     "heading": re.compile(r"#{1,6}[ \t]+(user|assistant)[ \t]*:?[ \t]*#*[ \t]*$", re.IGNORECASE),
     "prefix": re.compile(r"(user|assistant)[ \t]*:[ \t]*(.*)", re.IGNORECASE),
 }
-CODE_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
 
 
@@ -1030,24 +1077,17 @@ def skip_frontmatter(lines: list[str]) -> int:
 
 
 def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
-    """Headed blocks in file order; a header inside a fenced code block is content, and text
-    before the first header (a title, notes) belongs to no message."""
+    """Headed blocks in file order; a header inside a fenced or indented code block is content
+    (markdown-it decides what is code, and refuses a fence never closed), and text before the
+    first header (a title, notes) belongs to no message."""
     turns: list[PriorMessage] = []
     body: list[str] = []
     style: str | None = None
-    fence: tuple[str, int] | None = None       # (fence character run, line) of the open code block
     first = skip_frontmatter(lines)
-    for number, line in enumerate(lines[first:], start=first + 1):
-        fence_match = CODE_FENCE.match(line)
-        if fence is not None:
-            if fence_match and fence_match.group(1)[0] == fence[0][0] and len(fence_match.group(1)) >= len(fence[0]) \
-                    and not line.strip().strip(fence[0][0]):
-                fence = None
-            body.append(line)
-            continue
-        if fence_match:
-            fence = (fence_match.group(1), number)
-        header = None if fence else parse_turn_header(line, style)
+    # the frontmatter is not markdown: its `---` lines would read as rules or setext headings
+    code = markdown_code_lines(lines[first:], path, first + 1)
+    for index, line in enumerate(lines[first:]):
+        header = None if index in code else parse_turn_header(line, style)
         if header is None:
             if turns:  # text before the first header is a title or notes, not a message
                 body.append(line)
@@ -1055,11 +1095,8 @@ def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]
         if turns:
             turns[-1].content = message_text(body)
         style = header.style
-        turns.append(PriorMessage(header.role, "", number))
+        turns.append(PriorMessage(header.role, "", first + index + 1))
         body = [header.rest] if header.rest else []
-    if fence is not None:
-        raise InputError("this code block is never closed", path, fence[1],
-                         f"close it with a line of {fence[0]}")
     if turns:
         turns[-1].content = message_text(body)
     return turns
@@ -1609,6 +1646,141 @@ def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
     return middleware
 
 
+DEFAULT_API_URL = "https://api.anthropic.com"  # the SDK's own default when no base URL is given
+
+
+def model_api_url(base_url: str | None) -> str:
+    """The URL the SDK will call, in the SDK's order: the explicit one, $ANTHROPIC_BASE_URL, the
+    public API (an empty value counts as unset, as `AnthropicModel` passes it)."""
+    return base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_API_URL
+
+
+def api_host_port(url: str) -> tuple[str, int] | None:
+    """Host and TCP port of an API URL (the port defaults from the scheme); None when malformed,
+    which is the SDK's to report."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port that is not a number or out of range
+        return None
+    return (parts.hostname, port) if parts.hostname else None
+
+
+def shown_api_url(url: str) -> str:
+    """scheme://host:port/path only: userinfo, query and fragment can hold secrets, so they never
+    reach a message."""
+    from urllib.parse import urlsplit
+
+    target = api_host_port(url)
+    if target is None:
+        return "(malformed URL)"
+    host, port = target
+    host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+def endpoint_unreachable(url: str, reason: str) -> FatalApiError:
+    # Through a proxy, the failure is the proxy's: point there rather than at the base URL.
+    hint = "the proxy settings (HTTPS_PROXY, HTTP_PROXY)" if behind_proxy(url) else "--base-url or ANTHROPIC_BASE_URL"
+    return FatalApiError(f"cannot reach the model API at {shown_api_url(url)}: {reason} (check {hint})")
+
+
+def lookup_failure(exc: BaseException) -> str:
+    """The reason to show for a failed host name lookup (`socket.gaierror`)."""
+    import socket
+
+    not_found = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
+    if getattr(exc, "errno", None) in not_found:
+        return "host name not found"
+    return f"host name lookup failed ({getattr(exc, 'strerror', None) or exc})"
+
+
+def behind_proxy(url: str) -> bool:
+    """Whether the SDK (httpx trusts the proxy environment) sends this URL through a proxy: then
+    the API host need not resolve or answer from here, and dialling it proves nothing."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+def all_refused(addresses: list, timeout: float) -> bool:
+    """Whether every resolved address refuses a TCP connection. One that accepts, or one that is
+    merely slow or otherwise failing, lets the run go on: the SDK's retries handle those."""
+    import socket
+
+    for family, kind, proto, _name, address in addresses:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(timeout)
+                sock.connect(address)
+            return False
+        except ConnectionRefusedError:
+            continue
+        except OSError:
+            return False
+    return bool(addresses)
+
+
+def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
+    """Raise FatalApiError, naming the URL, when the model API's host name does not resolve or its
+    port refuses connections: every case would fail the same way, each after the SDK's retries
+    with backoff. Blocking (a few socket calls); run it once, before the first model call."""
+    import socket
+
+    url = model_api_url(base_url)
+    target = api_host_port(url)
+    if target is None or behind_proxy(url):
+        return
+    try:
+        addresses = socket.getaddrinfo(target[0], target[1], type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise endpoint_unreachable(url, lookup_failure(exc)) from None
+    except (OSError, UnicodeError):  # e.g. a host name IDNA cannot encode: the SDK reports it
+        return
+    if all_refused(addresses, timeout):
+        raise endpoint_unreachable(url, "connection refused")
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """The dead-endpoint reason behind an SDK `APIConnectionError`, else None (a timeout, a reset).
+    The SDK raises it `from` httpx's ConnectError, which holds the socket error as `__cause__`,
+    `__context__` or (httpcore's, raised `from None`) its argument; with several addresses anyio
+    groups one error per address."""
+    import socket
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, socket.gaierror):
+            return lookup_failure(current)
+        if isinstance(current, BaseExceptionGroup):  # dead only if every address failed alike
+            reasons = {connection_failure(member) for member in current.exceptions}
+            return reasons.pop() if len(reasons) == 1 else None
+        current = wrapped_error(current)
+    return None
+
+
+def wrapped_error(exc: BaseException) -> BaseException | None:
+    """The error one step down a chain: the explicit cause, an error passed as the argument, else
+    the implicit context unless suppressed (an unrelated error being handled stays out)."""
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    if exc.args and isinstance(exc.args[0], BaseException):
+        return exc.args[0]
+    return None if exc.__suppress_context__ else exc.__context__
+
+
 class AnthropicModel:
     """Claude through `anthropic.AsyncAnthropic`; the only place that touches the SDK."""
 
@@ -1626,6 +1798,8 @@ class AnthropicModel:
                                                max_retries=max_retries, timeout=timeout,
                                                middleware=[api_traffic_middleware(self.limiter)])
         self.stream = stream
+        self._endpoint_check: asyncio.Future | None = None  # the one dead-endpoint check, shared
+        self._answered = False  # a call has succeeded: later connection errors are per case
 
     @staticmethod
     def request_params(request: ModelRequest) -> dict:
@@ -1645,6 +1819,7 @@ class AnthropicModel:
 
     async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
         params = self.request_params(request)
+        await self._check_endpoint_once()
         try:
             if self.stream or on_text:
                 message = await self._stream_with_retries(params, on_text)
@@ -1653,8 +1828,25 @@ class AnthropicModel:
         except self._anthropic.AuthenticationError as exc:
             raise FatalApiError(f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
                                 "check ANTHROPIC_API_KEY") from None
+        except self._anthropic.APIConnectionError as exc:
+            # Refused or unresolvable before any answer: the endpoint is dead for every case
+            # (the check passed, e.g. through a proxy, or the server died just after it).
+            reason = None if self._answered else connection_failure(exc)
+            if reason:
+                raise endpoint_unreachable(str(self.client.base_url), reason) from None
+            raise
+        self._answered = True
         return ModelReply([block_to_dict(b) for b in message.content], message.stop_reason,
                           Usage.from_api(message.usage), message.model)
+
+    async def _check_endpoint_once(self) -> None:
+        """A dead endpoint fails the first call at once instead of after the SDK's retries with
+        backoff. Concurrent first calls share one check (in a thread: it blocks on sockets);
+        `shield` keeps one cancelled case from cancelling it for the others."""
+        if self._endpoint_check is None:
+            self._endpoint_check = asyncio.ensure_future(
+                asyncio.to_thread(check_model_endpoint, str(self.client.base_url)))
+        await asyncio.shield(self._endpoint_check)
 
     async def _stream_with_retries(self, params: dict, on_text: Callable[[str], None] | None) -> Any:
         """A stream that fails after HTTP 200 (an `overloaded_error` event mid-answer) is outside
@@ -2259,11 +2451,20 @@ class OutsideWriteGuard:
     def watched(self) -> list[str]:
         return [str(p) for p in self.trees + self.files + self.top_level]
 
+    def ignored(self, path: Path) -> bool:
+        """The run's own outputs, journal, and the temporary files they are written through."""
+        resolved = str(path.resolve())
+        if resolved in self.ignore:
+            return True
+        name = path.name
+        return name.startswith(".") and name.endswith(".tmp") and any(
+            resolved.startswith(str(Path(p).parent / ("." + Path(p).name + "."))) for p in self.ignore)
+
     def fingerprint(self) -> dict[str, tuple[int, int]]:
         seen: dict[str, tuple[int, int]] = {}
 
         def note(path: Path) -> None:
-            if str(path.resolve()) in self.ignore:
+            if self.ignored(path):
                 return
             try:
                 stat = path.lstat()
@@ -2615,7 +2816,15 @@ def score_triggers(skill: str, query_results: Sequence[TriggerQueryResult],
     score.total_runs = sum(q.runs + q.errors for q in query_results)
     score.trigger_rate = percentage(score.positives_activated, score.positives)
     score.false_positive_rate = percentage(score.negatives_activated, score.negatives)
-    score.trigger_score = score.trigger_rate * (1 - score.false_positive_rate / 100)
+    # A side with no queries is n/a: the score is then what the other side says.
+    if not score.positives and not score.negatives:
+        score.trigger_score = 0.0
+    elif not score.positives:
+        score.trigger_score = 100.0 - score.false_positive_rate
+    elif not score.negatives:
+        score.trigger_score = score.trigger_rate
+    else:
+        score.trigger_score = score.trigger_rate * (1 - score.false_positive_rate / 100)
     score.precision = percentage(score.positives_activated, score.positives_activated + score.negatives_activated)
     score.recall = score.trigger_rate
     total = score.precision + score.recall
@@ -2759,169 +2968,92 @@ def trigger_test_passed(test: SkillTest, scores: Sequence[TriggerScore], min_sco
     return all(q.correct for q in score.query_results if q.query in own and not q.routing)
 
 
-# ============================================================================ 9. running a suite
-@dataclass
-class SuiteRun:
-    """What a CLI mode asks for: the cases, how often, where the tools and the model are."""
-    cases: list[TestCase]
-    iterations: int
-    settings: RunSettings
-    mode: str = "batch"             # batch | interactive
-    input_type: str = "query"       # query | conversation | csv
-    redactor: Redactor | None = None
-    max_cost: float | None = None   # --max-cost: no new conversation starts once this much is spent
-    not_started: int = 0            # conversations --max-cost kept from starting
-    wall_time_s: float = 0.0        # first conversation started -> last one finished
+# ============================================================================ 9. running: settings, pipeline, runners
+@dataclass(frozen=True)
+class Settings:
+    """Every option of one invocation, parsed and validated once at the CLI boundary; the
+    defaults are test_constants.py's. `given` names the options the user actually typed."""
+    # what to evaluate
+    query: str | None = None
+    conversation: str | None = None
+    csv: str | None = None
+    tag: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    skill: tuple[str, ...] = ()
+    trigger: tuple[str, ...] = ()
+    compare: tuple[str, ...] = ()
+    generate_triggers: str | None = None
+    generate_tests: str | None = None
+    generate_count: int = C.DEFAULT_GENERATED_QUERIES
+    force: bool = False
+    schema: bool = False
+    # who answers Claude
+    interactive: bool = False
+    simulate_user: str | None = None
+    user_model: str = C.DEFAULT_USER_MODEL
+    max_user_turns: int = C.DEFAULT_MAX_USER_TURNS
+    # how often, how many at once, when a case passes
+    iterations: int = C.DEFAULT_ITERATIONS
+    runs: int | None = None
+    concurrency: int | None = None          # None: the mode's own default
+    threshold: float = C.DEFAULT_CASE_THRESHOLD
+    # outputs and durability
+    output: str | None = None
+    json_out: bool = False
+    report: str | None = None
+    junit: str | None = None
+    csv_out: str | None = None
+    summary_only: bool = False
+    resume: bool = False
+    retry_errors: bool = False
+    max_cost: float | None = None
+    dry_run: bool = False
+    # the model
+    model: str = C.DEFAULT_MODEL
+    prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
+    max_turns: int = C.DEFAULT_MAX_TURNS
+    max_tokens: int = C.DEFAULT_MAX_TOKENS
+    temperature: float | None = C.DEFAULT_TEMPERATURE
+    base_url: str | None = None
+    max_retries: int = C.DEFAULT_MAX_RETRIES
+    request_timeout: float = C.DEFAULT_REQUEST_TIMEOUT
+    # MCP servers
+    server: tuple[str, ...] = ()
+    server_env: tuple[str, ...] = ()
+    mcp_config: str | None = None
+    server_module: tuple[str, ...] = ()
+    tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT
+    max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
+    # skills through Claude Code
+    trigger_model: str = C.DEFAULT_TRIGGER_MODEL
+    trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
+    trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
+    trigger_timeout: float | None = None
+    min_trigger_score: float | None = None
+    claude_bin: str | None = None
+    given: frozenset[str] = frozenset()
 
+    def run_settings(self) -> RunSettings:
+        """What the conversation engine needs of these settings."""
+        interactive = self.interactive  # one person reads Claude as it writes, one conversation at a time
+        return RunSettings(model=self.model, system_prompt=load_system_prompt(self.prompt),
+                           max_tokens=self.max_tokens, temperature=self.temperature, max_turns=self.max_turns,
+                           concurrency=1 if interactive else self.concurrency or C.DEFAULT_CONCURRENCY,
+                           stream=interactive)
 
-async def run_cases(run: SuiteRun, model: ModelClient, hub: McpHub,
-                    on_result: Callable[[Transcript], None] | None = None,
-                    user_for: Callable[[TestCase], UserInput | None] = lambda case: None,
-                    observer: ConversationObserver | None = None,
-                    jobs: Sequence[tuple[TestCase, int]] | None = None, collect: bool = True) -> list[Transcript]:
-    """Every case times every iteration (or just `jobs`), `concurrency` workers taking the next
-    one as they finish (a fixed pool: a 10,000-case suite is not 10,000 pending tasks). Each
-    transcript is scrubbed of secrets before `on_result` sees it; with `collect` they are also
-    returned, in input order."""
-    if jobs is None:
-        jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    pending = enumerate(jobs)  # shared by the workers; the event loop is single-threaded
-    stopping = asyncio.Event()  # a fatal API error: no further conversation may start
-    spent = 0.0
-    collected: dict[int, Transcript] = {}
-
-    async def worker() -> None:
-        nonlocal spent
-        for index, (case, iteration) in pending:
-            if stopping.is_set():
-                return
-            if run.max_cost is not None and spent >= run.max_cost:
-                run.not_started += 1
-                continue
-            try:
-                transcript = await run_conversation(case, model, hub, run.settings, iteration, user_for(case),
-                                                    observer)
-            except FatalApiError:
-                stopping.set()
-                raise
-            spent += transcript.cost_usd
-            if run.redactor:
-                run.redactor.scrub(transcript)
-            if on_result:
-                on_result(transcript)
-            if collect:
-                collected[index] = transcript
-
-    started = time.perf_counter()
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(run.settings.concurrency, len(jobs))))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
-    finally:
-        run.wall_time_s += time.perf_counter() - started
-    return [collected[i] for i in sorted(collected)]
-
-
-# ---------------------------------------------------------------------------- dry run: what a run would cost
-@dataclass
-class CostEstimate:
-    """What a run would do and cost, worked out without calling the model."""
-    runs: int
-    tools: int
-    prefix_tokens: int          # system prompt + tool definitions, sent with every call
-    counted: bool               # True: the API's token counter; False: a local estimate
-    calls_expected: int
-    calls_max: int
-    cost_expected: float
-    cost_max: float
-
-
-def expected_calls(case: TestCase) -> int:
-    """Model calls a case should take if Claude does what it expects: one per tool turn, plus
-    the answer (a guess for cases that expect nothing in particular)."""
-    if case.expect_no_tools:
-        return 1
-    return len(case.expected_tools) + 1 if case.expected_tools else 2
-
-
-def estimated_tokens(value: Any) -> int:
-    return max(1, len(json.dumps(value)) // 4)
-
-
-def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> float:
-    """One model call: the cached prefix (written on the run's first call, read after), the
-    conversation so far, and the answer."""
-    history = prompt + turn * C.ESTIMATED_TOKENS_PER_TURN
-    usage = Usage(input_tokens=history, output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
-                  cache_creation_input_tokens=prefix if first else 0, cache_read_input_tokens=0 if first else prefix)
-    return cost_usd(usage, model)
-
-
-async def count_prefix_tokens(run: SuiteRun, tools: list[dict], opts: dict) -> tuple[int, bool]:
-    system = [{"type": "text", "text": run.settings.system_prompt}]
-    if api_key_from_env():
-        model = AnthropicModel(base_url=opts.get("base_url"), max_retries=1, timeout=30)
-        try:
-            counted = await model.client.messages.count_tokens(
-                model=run.settings.model, system=system, messages=[{"role": "user", "content": "."}],
-                **({"tools": tools} if tools else {}))
-            return counted.input_tokens, True
-        except Exception:
-            pass  # no token counter here: estimate
-        finally:
-            await model.close()
-    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
-
-
-def estimate_run(run: SuiteRun, prefix_tokens: int, counted: bool, tool_count: int) -> CostEstimate:
-    model, runs = run.settings.model, len(run.cases) * run.iterations
-    expected = maximum = 0.0
-    calls_expected = calls_max = 0
-    first = True
-    for case in run.cases:
-        prompt = estimated_tokens(case.prompt) + sum(estimated_tokens(m.content) for m in case.history)
-        for _ in range(run.iterations):
-            for turn in range(run.settings.max_turns):
-                cost = call_cost(model, prefix_tokens, prompt, turn, first)
-                first = False
-                maximum += cost
-                if turn < expected_calls(case):
-                    expected += cost
-            calls_expected += min(expected_calls(case), run.settings.max_turns)
-            calls_max += run.settings.max_turns
-    return CostEstimate(runs, tool_count, prefix_tokens, counted, calls_expected, calls_max, expected, maximum)
-
-
-async def dry_run(run: SuiteRun, servers: list[ServerSpec], opts: dict,
-                  on_connect: Callable[[McpHub], None] | None = None) -> CostEstimate:
-    """Loads and checks everything and connects to the servers; never calls the model."""
-    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
-        if on_connect:
-            on_connect(hub)
-        tools = hub.anthropic_tools
-        prefix, counted = await count_prefix_tokens(run, tools, opts)
-        return estimate_run(run, prefix, counted, len(tools))
-
-
-def print_estimate(console: Console, estimate: CostEstimate, model: str) -> None:
-    how = "counted by the API" if estimate.counted else "estimated locally (no token counter reachable)"
-    console.print(f"dry run: nothing was sent to the model\n"
-                  f"  runs: {estimate.runs} · tools: {estimate.tools} · system prompt + tool definitions: "
-                  f"{estimate.prefix_tokens:,} tokens ({how}), cached after the first call\n"
-                  f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,} with --max-turns)\n"
-                  f"  cost on {model}: about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
-                  highlight=False, soft_wrap=True)
+    def own_outputs(self) -> list[Path]:
+        """The files this run writes itself: the isolation check must not count them."""
+        paths = [Path(p) for p in (self.output, self.report, self.junit, self.csv_out) if p]
+        if self.output:
+            paths += [journal_path(self.output), results_lines_path(self.output)]
+        return paths
 
 
 # ---------------------------------------------------------------------------- secrets
 class Redactor:
     """Keeps secrets (API keys, header tokens, server environment values) out of everything the
-    evaluator writes: transcripts are scrubbed the moment a conversation ends, before any
-    journal, report or terminal sees them."""
+    evaluator writes: records are scrubbed the moment a run ends, before any journal, report or
+    terminal sees them."""
 
     MIN_LENGTH = 6  # shorter values ("1", "true") are settings, and would mangle every text
     MASK = "[REDACTED]"
@@ -2967,16 +3099,63 @@ class Redactor:
             entry.content = self.text(entry.content)
         return t
 
+    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
+        if self.secrets:
+            record.answer, record.stderr_tail = self.text(record.answer), self.text(record.stderr_tail)
+            record.error = self.text(record.error) if record.error else record.error
+        return record
 
-# ---------------------------------------------------------------------------- journal and resume
-def case_hash(case: TestCase) -> str:
-    """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
-    definition = {k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")}
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+# ---------------------------------------------------------------------------- the durable pipeline
+@dataclass(frozen=True)
+class Job:
+    """One run to do: `key` names it in the journal (it includes a hash of everything that makes
+    an earlier result reusable), `payload` is what the runner needs."""
+    key: tuple
+    payload: Any
 
 
-def result_key(result: dict) -> tuple[str, int, str]:
-    return result.get("test_name", ""), int(result.get("iteration", 0)), result.get("case_hash", "")
+class Runner(Protocol):
+    """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
+    The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
+    progress; a runner only knows how to do one job and how to write and read its record."""
+    redactor: Redactor
+
+    def jobs(self) -> list[Job]: ...
+    def session(self) -> Any: ...                       # async context: servers, model, write guard
+    async def run(self, job: Job) -> Any: ...
+    def cost(self, record: Any) -> float: ...
+    def scrub(self, record: Any) -> Any: ...
+    def to_result(self, record: Any) -> "RunResult": ...
+    def result_key(self, result: "RunResult") -> tuple: ...
+    def from_result(self, job: Job, result: "RunResult") -> Any: ...
+    def under_way(self) -> list[tuple[tuple, Any]]: ...  # (key, partial record) of runs cut by Ctrl-C
+    async def estimate(self, jobs: Sequence[Job]) -> "CostEstimate": ...
+
+
+@dataclass
+class PipelineOutcome:
+    """Every run of a suite in job order (reused from an earlier run, new, or cut short by
+    Ctrl-C), and how the run ended. The journal stays until the final file is written."""
+    records: list[Any]
+    keys: list[tuple]
+    interrupted: bool = False
+    reused: int = 0
+    not_started: int = 0
+    wall_time_s: float = 0.0
+    journal: "ResultJournal | None" = None
+    summary_only: bool = False
+
+    def finish(self) -> None:
+        """The final file is written: the journal has served its purpose (unless interrupted)."""
+        if not self.journal:
+            return
+        if self.summary_only and not self.interrupted:
+            self.journal.close(remove=False)
+            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+            os.replace(self.journal.path, results_lines_path(output))
+            return
+        self.journal.close(remove=not self.interrupted)
 
 
 def journal_path(output: str | Path) -> Path:
@@ -2984,50 +3163,26 @@ def journal_path(output: str | Path) -> Path:
     return output.with_name(output.name + ".journal.jsonl")
 
 
-def earlier_results(output: str | Path) -> list[dict]:
-    """Results of an earlier run into the same output: its final file, then its journal (newer,
-    so it wins when both hold a run). A journal line cut short by a kill is skipped: that run
-    simply happens again. Runs interrupted mid-way are not results."""
-    output, found = Path(output), []
-    if output.exists():
-        try:
-            document = json.loads(output.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-            document = {}
-        found += document.get("results", []) if isinstance(document, dict) else []
-    for lines in (results_lines_path(output), journal_path(output)):  # --summary-only's, then the journal
-        if lines.exists():
-            for line in lines.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    found.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    return [r for r in found if isinstance(r, dict) and r.get("error") != "interrupted"]
-
-
-def read_previous_results(output: str | Path) -> dict[tuple[str, int, str], dict]:
-    return {result_key(r): r for r in earlier_results(output) if r.get("case_hash")}
+def results_lines_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".results.jsonl")
 
 
 class ResultJournal:
-    """One JSON line per finished result, flushed to disk at once: `kill -9` loses nothing
-    that had finished."""
+    """One JSON line per finished run, flushed at once: `kill -9` loses nothing that had finished."""
 
-    def __init__(self, path: Path, kept: Sequence[dict]) -> None:
+    def __init__(self, path: Path, kept: Sequence["RunResult"]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._handle = path.open("w", encoding="utf-8")
         for result in kept:  # a fresh journal that still holds what the rerun reuses
-            self._write(result)
+            self.append(result)
 
-    def _write(self, result: dict) -> None:
+    def append(self, result: "RunResult") -> None:
         # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
-        # fsync per line would stall every conversation on the disk.
-        self._handle.write(json.dumps(result, ensure_ascii=False) + "\n")
+        # fsync per line would stall every run on the disk.
+        self._handle.write(result.model_dump_json(by_alias=True) + "\n")
         self._handle.flush()
-
-    def append(self, result: dict) -> None:
-        self._write(result)
 
     def close(self, remove: bool) -> None:
         if not self._handle.closed:
@@ -3037,72 +3192,318 @@ class ResultJournal:
             self.path.unlink(missing_ok=True)
 
 
-def transcript_from_result(case: TestCase, result: dict) -> Transcript:
-    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
-    return Transcript(
-        case=case, iteration=int(result.get("iteration", 1)), model=result.get("model", ""),
-        final_text=result.get("agent_reasoning", ""),
-        tool_calls=[ToolCall(**{k: c.get(k) for k in ("name", "input", "output", "is_error", "duration_ms",
-                                                     "server", "turn", "id") if k in c})
-                    for c in result.get("tool_calls", [])],
-        history=[HistoryEntry(h.get("role", ""), h.get("content", ""), h.get("has_tools", False),
-                              h.get("simulated", False)) for h in result.get("conversation_history", [])],
-        model_calls=result.get("model_calls", 0), user_interventions=result.get("user_interventions", 0),
-        ended_by=result.get("ended_by", "completion"), stop_reason=result.get("stop_reason"),
-        truncated=result.get("truncated", False), usage=Usage.from_api(result.get("usage") or {}),
-        latency_ms=result.get("latency_ms", 0.0), error=result.get("error"),
-        simulated_user_usage=Usage.from_api(result.get("simulated_user_usage") or {}),
-        simulated_user_model=result.get("simulated_user_model", ""))
-
-
-def slim_transcript(transcript: Transcript) -> Transcript:
-    """What scoring and summaries need of a run, without its conversation and tool outputs
-    (--summary-only: those went to the results file, and need not stay in memory)."""
-    t = transcript
-    calls = [ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn) for c in t.tool_calls]
-    return replace(t, final_text="", tool_calls=calls, history=[])
-
-
-def results_lines_path(output: str | Path) -> Path:
-    output = Path(output)
-    return output.with_name(output.name + ".results.jsonl")
+def continues_earlier_run(settings: Settings) -> bool:
+    """Whether this invocation picks up an earlier run; a leftover journal is never overwritten."""
+    if not settings.output:
+        if settings.resume or settings.retry_errors:
+            raise InputError("--resume and --retry-errors need -o FILE: the output of the run to continue")
+        return False
+    journal = journal_path(settings.output)
+    if not (settings.resume or settings.retry_errors) and journal.exists():
+        raise InputError(f"{journal} holds the results of an unfinished run",
+                         hint="add --resume to continue it, or delete that file to start over")
+    return settings.resume or settings.retry_errors
 
 
 @dataclass
 class ResumePlan:
-    """Which runs an invocation still has to do, and which earlier results it keeps."""
-    todo: list[tuple[TestCase, int]]
-    kept: dict[tuple[str, int], Transcript]      # (test name, iteration) -> reused transcript
-    kept_results: list[dict]
+    todo: list[Job]
+    kept: dict[tuple, Any]          # job key -> record rebuilt from the earlier result
+    kept_results: list["RunResult"]
 
 
-def continues_earlier_run(output: str | Path | None, resume: bool, retry_errors: bool) -> bool:
-    """Whether this invocation picks up an earlier run; a leftover journal is never overwritten."""
-    if not output:
-        if resume or retry_errors:
-            raise InputError("--resume and --retry-errors need -o FILE: the output of the run to continue")
-        return False
-    journal = journal_path(output)
-    if not (resume or retry_errors) and journal.exists():
-        raise InputError(f"{journal} holds the results of an unfinished run",
-                         hint="add --resume to continue it, or delete that file to start over")
-    return resume or retry_errors
-
-
-def plan_resume(run: SuiteRun, output: str | Path | None, resume: bool, retry_errors: bool) -> ResumePlan:
-    jobs = [(case, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    if not continues_earlier_run(output, resume, retry_errors):
-        return ResumePlan(jobs, {}, [])
-    previous = read_previous_results(output)
+def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
+    """Which jobs still have to run; an earlier result counts when its key (with the hash of its
+    definition) matches, and with --retry-errors only when it did not end in an error."""
+    if not continues_earlier_run(settings):
+        return ResumePlan(list(jobs), {}, [])
+    previous = {runner.result_key(r): r for r in earlier_results(settings.output)}
     todo, kept, kept_results = [], {}, []
-    for case, iteration in jobs:
-        result = previous.get((case.name, iteration, case_hash(case)))
-        if result is None or (retry_errors and result.get("error")):
-            todo.append((case, iteration))
+    for job in jobs:
+        result = previous.get(job.key)
+        if result is None or (settings.retry_errors and result.error):
+            todo.append(job)
         else:
-            kept[(case.name, iteration)] = transcript_from_result(case, result)
+            kept[job.key] = runner.from_result(job, result)
             kept_results.append(result)
     return ResumePlan(todo, kept, kept_results)
+
+
+def run_pipeline(runner: Runner, settings: Settings, console: Console,
+                 on_record: Callable[[Any], None] | None = None) -> PipelineOutcome:
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
+    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way."""
+    jobs = runner.jobs()
+    plan = plan_resume(runner, jobs, settings)
+    if plan.kept:
+        console.print(f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run")
+    if plan.todo:
+        check_model_endpoint(settings.base_url)  # a dead URL is one line, before any case burns retries
+    journal = ResultJournal(journal_path(settings.output), plan.kept_results) if settings.output else None
+    finished: dict[tuple, Any] = {}
+
+    def finished_one(job: Job, record: Any) -> None:
+        record = runner.scrub(record)
+        if journal:
+            journal.append(runner.to_result(record))
+        if on_record:
+            on_record(record)
+        finished[job.key] = slim_record(record) if settings.summary_only else record
+
+    outcome = PipelineOutcome([], [], reused=len(plan.kept), journal=journal, summary_only=settings.summary_only)
+    try:
+        asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    except BaseException:
+        if journal:
+            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
+        raise
+    under_way = dict(runner.under_way()) if outcome.interrupted else {}
+    for job in jobs:
+        record = plan.kept.get(job.key) or finished.get(job.key) or under_way.get(job.key)
+        if record is not None:
+            outcome.records.append(record)
+            outcome.keys.append(job.key)
+    say_how_it_ended(console, outcome, settings)
+    return outcome
+
+
+async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
+                     finished_one: Callable[[Job, Any], None], outcome: PipelineOutcome) -> None:
+    """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
+    is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
+    API error."""
+    pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
+    stopping = asyncio.Event()
+    spent = [0.0]
+
+    async def worker() -> None:
+        for job in pending:
+            if stopping.is_set():
+                return
+            if settings.max_cost is not None and spent[0] >= settings.max_cost:
+                outcome.not_started += 1
+                continue
+            try:
+                record = await runner.run(job)
+            except FatalApiError:
+                stopping.set()
+                raise
+            spent[0] += runner.cost(record)
+            finished_one(job, record)
+
+    started = time.perf_counter()
+    async with runner.session():
+        width = max(1, min(runner_concurrency(runner, settings), len(jobs)))
+        workers = [asyncio.ensure_future(worker()) for _ in range(width)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        finally:
+            outcome.wall_time_s += time.perf_counter() - started
+
+
+def runner_concurrency(runner: Runner, settings: Settings) -> int:
+    return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
+
+
+def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Settings) -> None:
+    resumable = "; rerun with --resume to do the rest" if outcome.journal else ""
+    if outcome.interrupted:
+        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(outcome.records)} run(s) gathered so far"
+                      f"{resumable}", soft_wrap=True, highlight=False)
+    if outcome.not_started:
+        console.print(f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
+                      f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
+                      highlight=False, soft_wrap=True)
+
+
+def slim_record(record: Any) -> Any:
+    """What scoring and summaries need of a run, without its conversation and tool outputs
+    (--summary-only: those went to the results file, and need not stay in memory)."""
+    if not isinstance(record, Transcript):
+        return record
+    t = record
+    calls = [ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn) for c in t.tool_calls]
+    return replace(t, final_text="", tool_calls=calls, history=[])
+
+
+# ---------------------------------------------------------------------------- dry run: what a run would cost
+@dataclass
+class CostEstimate:
+    """What a run would do and cost, worked out without calling the model."""
+    runs: int
+    model: str
+    calls_expected: int
+    calls_max: int
+    cost_expected: float
+    cost_max: float
+    detail: str = ""            # what the numbers rest on
+
+
+def print_estimate(console: Console, estimate: CostEstimate) -> None:
+    console.print(f"dry run: nothing was sent to the model\n"
+                  f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
+                  f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
+                  f"  cost on {estimate.model}: about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
+                  highlight=False, soft_wrap=True, markup=False)
+
+
+def expected_calls(case: TestCase) -> int:
+    """Model calls a case should take if Claude does what it expects: one per tool turn, plus
+    the answer (a guess for cases that expect nothing in particular)."""
+    if case.expect_no_tools:
+        return 1
+    return len(case.expected_tools) + 1 if case.expected_tools else 2
+
+
+def estimated_tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value)) // 4)
+
+
+def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> float:
+    """One model call: the cached prefix (written on the run's first call, read after), the
+    conversation so far, and the answer."""
+    history = prompt + turn * C.ESTIMATED_TOKENS_PER_TURN
+    usage = Usage(input_tokens=history, output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
+                  cache_creation_input_tokens=prefix if first else 0, cache_read_input_tokens=0 if first else prefix)
+    return cost_usd(usage, model)
+
+
+def estimate_tool_runs(jobs: Sequence[Job], run_settings: RunSettings, prefix_tokens: int,
+                       counted: bool, tool_count: int) -> CostEstimate:
+    model, max_turns = run_settings.model, run_settings.max_turns
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    for index, job in enumerate(jobs):
+        case = job.payload[0]
+        prompt = estimated_tokens(case.prompt) + sum(estimated_tokens(m.content) for m in case.history)
+        for turn in range(max_turns):
+            cost = call_cost(model, prefix_tokens, prompt, turn, index == 0 and turn == 0)
+            maximum += cost
+            expected += cost if turn < expected_calls(case) else 0.0
+        calls_expected += min(expected_calls(case), max_turns)
+        calls_max += max_turns
+    how = "counted by the API" if counted else "estimated locally (no token counter reachable)"
+    detail = (f"tools: {tool_count} · system prompt + tool definitions: {prefix_tokens:,} tokens ({how}), "
+              f"cached after the first call")
+    return CostEstimate(len(jobs), model, calls_expected, calls_max, expected, maximum, detail)
+
+
+# ---------------------------------------------------------------------------- the tool-use runner
+class ToolUseRunner:
+    """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
+    case and iteration."""
+
+    def __init__(self, cases: list[TestCase], settings: Settings, servers: list[ServerSpec],
+                 user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
+                 observer: ConversationObserver | None = None,
+                 on_connect: Callable[[McpHub], None] | None = None,
+                 verdict_of: Callable[[Transcript], Verdict] | None = None) -> None:
+        self.cases, self.settings, self.servers = cases, settings, servers
+        self.verdict_of = verdict_of
+        self.run_settings = settings.run_settings()
+        self.concurrency = self.run_settings.concurrency
+        self.user_for, self.on_connect = user_for, on_connect
+        self.redactor = Redactor.for_run(servers)
+        self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
+        shown = RedactingObserver(observer, self.redactor) if observer else None
+        self.observer = ObserverGroup(self.started, shown) if shown else self.started
+        self.hub: McpHub | None = None
+        self.model: ModelClient | None = None
+
+    def jobs(self) -> list[Job]:
+        return [Job((case.name, i, case_hash(case)), (case, i))
+                for case in self.cases for i in range(1, self.settings.iterations + 1)]
+
+    @asynccontextmanager
+    async def session(self) -> Any:
+        """The servers open even when nothing is left to run: scoring needs their tool schemas.
+        The SDK takes a second or more to import: that happens while the servers start up."""
+        sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+        async with self.connect() as hub:
+            await sdk_import
+            self.model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
+                                        timeout=self.settings.request_timeout)
+            try:
+                yield hub
+            finally:
+                await self.model.close()
+
+    @asynccontextmanager
+    async def connect(self) -> Any:
+        async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars) as hub:
+            for notice in hub.notices:
+                self.say_notice(notice)
+            if self.on_connect:
+                self.on_connect(hub)
+            self.hub = hub
+            yield hub
+
+    def say_notice(self, notice: str) -> None:
+        Console(stderr=True).print(f"[yellow]note:[/yellow] {escape_markup(notice)}", highlight=False)
+
+    async def run(self, job: Job) -> Transcript:
+        case, iteration = job.payload
+        transcript = await run_conversation(case, self.model, self.hub, self.run_settings, iteration,
+                                            self.user_for(case, self.model), self.observer)
+        self.started.done(transcript)
+        return transcript
+
+    def cost(self, record: Transcript) -> float:
+        return record.cost_usd
+
+    def scrub(self, record: Transcript) -> Transcript:
+        return self.redactor.scrub(record)
+
+    def to_result(self, record: Transcript) -> "ToolRunResult":
+        return tool_run_result(record, self.verdict_of)
+
+    def result_key(self, result: "RunResult") -> tuple:
+        if not isinstance(result, ToolRunResult):
+            return ("foreign",)
+        return result.test_name, result.iteration, result.case_hash
+
+    def from_result(self, job: Job, result: "ToolRunResult") -> Transcript:
+        return transcript_from_result(job.payload[0], result)
+
+    def under_way(self) -> list[tuple[tuple, Transcript]]:
+        keys = {(case.name, i): key for key, (case, i) in ((j.key, j.payload) for j in self.jobs())}
+        return [(keys[(t.case.name, t.iteration)], self.redactor.scrub(t)) for t in self.started.transcripts
+                if (t.case.name, t.iteration) in keys]
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        async with self.connect() as hub:
+            tools = hub.anthropic_tools
+            prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
+            return estimate_tool_runs(jobs, self.run_settings, prefix, counted, len(tools))
+
+
+async def count_prefix_tokens(settings: Settings, run_settings: RunSettings, tools: list[dict]) -> tuple[int, bool]:
+    system = [{"type": "text", "text": run_settings.system_prompt}]
+    if api_key_from_env():
+        model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
+        try:
+            counted = await model.client.messages.count_tokens(
+                model=run_settings.model, system=system, messages=[{"role": "user", "content": "."}],
+                **({"tools": tools} if tools else {}))
+            return counted.input_tokens, True
+        except Exception:
+            pass  # no token counter here: estimate
+        finally:
+            await model.close()
+    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
+
+
+def case_hash(case: TestCase) -> str:
+    """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
+    definition = {k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")}
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class ObserverGroup(ConversationObserver):
@@ -3174,123 +3575,7 @@ class StartedTranscripts(ConversationObserver):
         self.under_way.pop(id(transcript), None)
 
 
-# ---------------------------------------------------------------------------- running a tool-use suite
-async def evaluate(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
-                   user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
-                   observer: ConversationObserver | None = None,
-                   on_result: Callable[[Transcript], None] | None = None,
-                   on_connect: Callable[[McpHub], None] | None = None,
-                   jobs: Sequence[tuple[TestCase, int]] | None = None) -> None:
-    """Opens the servers and the model, runs every case (each result goes to `on_result`),
-    closes everything again. `user_for` gives each conversation its user (it gets the model
-    client, for a simulated user)."""
-    # The SDK takes a second or more to import: let that happen while the servers start up.
-    sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
-    async with McpHub(servers, opts["tool_timeout"], opts["max_result_chars"]) as hub:
-        for notice in hub.notices:
-            console.print(f"[yellow]note:[/yellow] {notice}")
-        if on_connect:
-            on_connect(hub)
-        await sdk_import
-        model = AnthropicModel(base_url=opts["base_url"], max_retries=opts["max_retries"],
-                               timeout=opts["request_timeout"])
-        try:
-            await run_cases(run, model, hub, on_result,
-                            (lambda case: user_for(case, model)) if user_for else (lambda case: None),
-                            observer, jobs, collect=False)
-        finally:
-            await model.close()
-
-
-@dataclass
-class RunOutcome:
-    """Every run of a suite in input order (reused from an earlier run or new), and whether
-    Ctrl-C cut it short. The journal stays until the final file is written."""
-    transcripts: list[Transcript]
-    interrupted: bool
-    reused: int
-    journal: ResultJournal | None = None
-    not_started: int = 0         # runs --max-cost kept from starting
-    summary_only: bool = False   # the journal becomes the results file instead of going away
-
-    def finish(self) -> None:
-        """The final file is written: the journal has served its purpose (unless interrupted)."""
-        if not self.journal:
-            return
-        if self.summary_only and not self.interrupted:
-            self.journal.close(remove=False)
-            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
-            os.replace(self.journal.path, results_lines_path(output))
-            return
-        self.journal.close(remove=not self.interrupted)
-
-
-def run_durably(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
-                result_of: Callable[[Transcript], dict] = lambda t: transcript_to_result(t),
-                on_result: Callable[[Transcript], None] | None = None,
-                on_connect: Callable[[McpHub], None] | None = None,
-                user_for: Callable[[TestCase, ModelClient], UserInput | None] | None = None,
-                observer: ConversationObserver | None = None) -> RunOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each result as it finishes; Ctrl-C keeps everything finished so far."""
-    plan = plan_resume(run, opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")))
-    run.max_cost = opts.get("max_cost")
-    if plan.kept:
-        console.print(f"resuming: {len(plan.kept)} result(s) kept from the earlier run, {len(plan.todo)} to run")
-    if not price_for(run.settings.model)[1]:
-        console.print(f"[yellow]note:[/yellow] no price is known for {run.settings.model}; costs are shown at "
-                      f"Sonnet prices (add it to PRICES in test_constants.py)", soft_wrap=True)
-    run.redactor = run.redactor or Redactor.for_run(servers)
-    journal = ResultJournal(journal_path(opts["output"]), plan.kept_results) if opts.get("output") else None
-    finished: dict[tuple[str, int], Transcript] = {}
-    started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
-
-    summary_only = bool(opts.get("summary_only"))
-
-    def finished_one(transcript: Transcript) -> None:
-        started.done(transcript)
-        if journal:
-            journal.append(result_of(transcript))
-        if on_result:
-            on_result(transcript)
-        finished[(transcript.case.name, transcript.iteration)] = (slim_transcript(transcript) if summary_only
-                                                                   else transcript)
-
-    interrupted = False
-    try:
-        # The servers open even when nothing is left to run: scoring needs their tool schemas.
-        shown = RedactingObserver(observer, run.redactor) if observer else None
-        asyncio.run(evaluate(run, servers, opts, console, user_for,
-                             ObserverGroup(started, shown) if shown else started, finished_one, on_connect,
-                             jobs=plan.todo))
-    except KeyboardInterrupt:
-        interrupted = True
-    except BaseException:
-        if journal:
-            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
-        raise
-    under_way = {(t.case.name, t.iteration): run.redactor.scrub(t) for t in started.transcripts} if interrupted else {}
-    keys = [(case.name, i) for case in run.cases for i in range(1, run.iterations + 1)]
-    transcripts = [plan.kept.get(key) or finished.get(key) or under_way[key] for key in keys
-                   if key in plan.kept or key in finished or key in under_way]
-    if interrupted:
-        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(transcripts)} conversation(s) gathered so far"
-                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
-    if run.not_started:
-        console.print(f"[yellow]stopped at --max-cost ${run.max_cost:g}[/yellow]: {run.not_started} run(s) not "
-                      f"started" + ("; rerun with --resume to do them" if journal else ""), highlight=False,
-                      soft_wrap=True)
-    return RunOutcome(transcripts, interrupted, len(plan.kept), journal, run.not_started, summary_only)
-
-
-def dry_run_mode(run: SuiteRun, servers: list[ServerSpec], opts: dict, console: Console,
-                 on_connect: Callable[[McpHub], None] | None = None) -> int:
-    """--dry-run in any tool-use mode: everything checked and connected, the estimate printed."""
-    print_estimate(console, asyncio.run(dry_run(run, servers, opts, on_connect)), run.settings.model)
-    return 0
-
-
-# ============================================================================ 9b. running a skill suite
+# ---------------------------------------------------------------------------- the Claude Code runner (skills)
 @dataclass
 class SkillSuitePlan:
     """What a skill evaluation runs: every trigger query (each with every skill installed) and
@@ -3317,60 +3602,107 @@ class SkillSuitePlan:
                 jobs[query] = (max(runs, old_runs), max(timeout, old_timeout))
         return [(query, runs, timeout) for query, (runs, timeout) in jobs.items()]
 
+    @property
+    def other_tests(self) -> list[SkillTest]:
+        return [t for t in self.tests if t.type != "trigger"]
 
-@dataclass
-class SkillSuiteOutcome:
-    runs_by_query: dict[str, list[ClaudeRun]]
-    test_runs: list[list[ClaudeRun]]     # parallel to the plan's non-trigger tests
-    outside_writes: list[str]
-    watched: list[str]
+    def test_runs(self, test: SkillTest) -> int:
+        return self.runs or test.runs or 1
 
 
-async def run_skill_suite(plan: SkillSuitePlan, on_run: Callable[[str, ClaudeRun], None] | None = None,
-                          reuse: dict[tuple[str, str, int], ClaudeRun] | None = None) -> SkillSuiteOutcome:
-    """Every run in its own temporary project, at most `concurrency` at once; runs found in
-    `reuse` (test label, query, run number) are taken from an earlier invocation instead."""
-    limit = asyncio.Semaphore(max(1, plan.concurrency))
-    guard = OutsideWriteGuard(plan.skills)
-    reuse = reuse or {}
+class SkillRunner:
+    """`claude -p` runs, each in its own temporary project holding the skills: one job per
+    trigger query and run, and per knowledge / task / security test and run."""
 
-    async def one(label: str, query: str, settings: ClaudeCliSettings, run: int) -> ClaudeRun:
-        if (label, query, run) in reuse:
-            return reuse[(label, query, run)]
-        async with limit:
-            record = await run_claude_query(query, plan.skills, settings, run)
-        if on_run:
-            on_run(label, record)
+    def __init__(self, plan: SkillSuitePlan, ignore: Sequence[Path] = (), redactor: Redactor | None = None) -> None:
+        self.plan, self.ignore = plan, list(ignore)
+        self.concurrency = plan.concurrency
+        self.redactor = redactor or Redactor()
+        self.fingerprint = skill_suite_fingerprint(plan)
+        self.guard: OutsideWriteGuard | None = None
+        self.outside_writes: list[str] = []
+        self.watched: list[str] = []
+
+    def jobs(self) -> list[Job]:
+        jobs = []
+        for query, runs, timeout in self.plan.trigger_jobs():
+            settings = replace(self.plan.trigger_settings, timeout=timeout)
+            jobs += [Job(("trigger", query, i, self.fingerprint), ("trigger", query, settings, i))
+                     for i in range(1, runs + 1)]
+        for test in self.plan.other_tests:
+            settings = replace(self.plan.test_settings, timeout=test.timeout)
+            jobs += [Job((test.name, test.prompt, i, self.fingerprint), (test.name, test.prompt, settings, i))
+                     for i in range(1, self.plan.test_runs(test) + 1)]
+        return jobs
+
+    @asynccontextmanager
+    async def session(self) -> Any:
+        """The write guard fingerprints what runs must not touch before the first run, and
+        compares after the last (the run's own outputs and journal excepted)."""
+        guard = OutsideWriteGuard(self.plan.skills, self.ignore)
+        try:
+            yield guard
+        finally:
+            self.outside_writes, self.watched = guard.changes(), guard.watched
+
+    async def run(self, job: Job) -> ClaudeRun:
+        label, query, settings, run = job.payload
+        record = await run_claude_query(query, self.plan.skills, settings, run)
+        record.label = label
         return record
 
-    trigger_jobs = plan.trigger_jobs()
-    other_tests = [t for t in plan.tests if t.type != "trigger"]
-    tasks: list[asyncio.Future] = []
-    for query, runs, timeout in trigger_jobs:
-        settings = replace(plan.trigger_settings, timeout=timeout)
-        tasks += [asyncio.ensure_future(one("trigger", query, settings, i)) for i in range(1, runs + 1)]
-    for test in other_tests:
-        settings = replace(plan.test_settings, timeout=test.timeout)
-        tasks += [asyncio.ensure_future(one(test.name, test.prompt, settings, i))
-                  for i in range(1, (plan.runs or test.runs or 1) + 1)]
-    try:
-        records = list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    position = 0
-    runs_by_query: dict[str, list[ClaudeRun]] = {}
-    for query, runs, _ in trigger_jobs:
-        runs_by_query[query] = records[position:position + runs]
-        position += runs
-    test_runs = []
-    for test in other_tests:
-        count = plan.runs or test.runs or 1
-        test_runs.append(records[position:position + count])
-        position += count
-    return SkillSuiteOutcome(runs_by_query, test_runs, guard.changes(), guard.watched)
+    def cost(self, record: ClaudeRun) -> float:
+        return record.total_cost_usd or 0.0
+
+    def scrub(self, record: ClaudeRun) -> ClaudeRun:
+        return self.redactor.scrub_claude_run(record)
+
+    def to_result(self, record: ClaudeRun) -> "SkillRunResult":
+        return skill_run_result(record, self.fingerprint)
+
+    def result_key(self, result: "RunResult") -> tuple:
+        if not isinstance(result, SkillRunResult):
+            return ("foreign",)
+        return result.test, result.query, result.run, result.fingerprint
+
+    def from_result(self, job: Job, result: "SkillRunResult") -> ClaudeRun:
+        return claude_run_from_result(result)
+
+    def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
+        return []  # a `claude -p` run cut short says nothing about activation
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        return estimate_claude_runs(jobs)
+
+
+def estimate_claude_runs(jobs: Sequence[Job]) -> CostEstimate:
+    """Each `claude -p` call sends Claude Code's system prompt and tool definitions (cached after
+    the first call of a run) plus the query; a typical trigger run takes two calls."""
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    model = ""
+    for job in jobs:
+        settings: ClaudeCliSettings = job.payload[2]
+        model = cli_model_id(settings.model)
+        typical = min(C.TYPICAL_CLAUDE_RUN_CALLS, settings.max_turns)
+        for call in range(settings.max_turns):
+            usage = Usage(input_tokens=C.TYPICAL_CLAUDE_QUERY_TOKENS + call * C.ESTIMATED_TOKENS_PER_TURN,
+                          output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
+                          cache_creation_input_tokens=C.CLAUDE_CODE_PREFIX_TOKENS if call == 0 else 0,
+                          cache_read_input_tokens=0 if call == 0 else C.CLAUDE_CODE_PREFIX_TOKENS)
+            maximum += cost_usd(usage, model)
+            expected += cost_usd(usage, model) if call < typical else 0.0
+        calls_expected += typical
+        calls_max += settings.max_turns
+    detail = (f"each a `claude -p` run: about {C.CLAUDE_CODE_PREFIX_TOKENS:,} tokens of Claude Code's system prompt "
+              f"and tools per call, {C.TYPICAL_CLAUDE_RUN_CALLS} calls in a typical run")
+    return CostEstimate(len(jobs), model or C.DEFAULT_TRIGGER_MODEL, calls_expected, calls_max, expected, maximum,
+                        detail)
+
+
+def cli_model_id(model: str) -> str:
+    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices."""
+    return C.CLAUDE_CODE_ALIASES.get(model, model)
 
 
 def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
@@ -3378,24 +3710,6 @@ def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
     parts = [[s.name, s.description, s.body] for s in plan.skills]
     parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
-
-
-def plan_skill_resume(output: str | None, resume: bool, retry_errors: bool,
-                      fingerprint: str) -> tuple[dict[tuple[str, str, int], ClaudeRun], list[dict]]:
-    """Runs of an earlier invocation to reuse (and their records, for the new journal)."""
-    if not continues_earlier_run(output, resume, retry_errors):
-        return {}, []
-    names = {f.name for f in fields(ClaudeRun)}
-    reuse, kept = {}, []
-    for record in earlier_results(output):
-        if record.get("fingerprint") != fingerprint or not {"test", "query", "run"} <= set(record):
-            continue
-        if retry_errors and record.get("error"):
-            continue
-        reuse[(record["test"], record["query"], record["run"])] = ClaudeRun(
-            **{k: v for k, v in record.items() if k in names})
-        kept.append(record)
-    return reuse, kept
 
 
 def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo]) -> None:
@@ -3421,7 +3735,7 @@ def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo
                              "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md")
 
 
-# ============================================================================ 9c. generating skill tests
+# ---------------------------------------------------------------------------- 9d. generating skill tests
 def extract_json_object(text: str) -> dict | None:
     """The first JSON object in a model's answer, with or without a ``` fence around it."""
     fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
@@ -3484,12 +3798,36 @@ def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
     return "\n".join(front)
 
 
-async def ask_for_json(system: str, user: str, opts: dict) -> dict:
-    """One generation request through the API (the fast model); the answer must hold a JSON object."""
-    model = AnthropicModel(base_url=opts.get("base_url"), max_retries=opts.get("max_retries", C.DEFAULT_MAX_RETRIES),
-                           timeout=opts.get("request_timeout", C.DEFAULT_REQUEST_TIMEOUT))
+def generation_model(settings: Settings) -> str:
+    """The fast model drafts tests, unless --model names another."""
+    return settings.model if "model" in settings.given else C.DEFAULT_GENERATION_MODEL
+
+
+def generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, str]:
+    """The system prompt and the user message that ask for a skill's tests."""
+    template = prompts.GENERATE_SKILL_TESTS_PROMPT if full else prompts.GENERATE_TRIGGERS_PROMPT
+    return prompts.GENERATION_SYSTEM_PROMPT, template.format(
+        count=count, name=skill.name, description=skill.description,
+        body=cap_text(skill.body, C.GENERATION_MAX_BODY_CHARS))
+
+
+def estimate_generation(skill: SkillInfo, count: int, full: bool, model: str) -> CostEstimate:
+    """One call: the prompt as sent, and at most --max-tokens of answer (about a quarter used)."""
+    system, user = generation_request(skill, count, full)
+    prompt = estimated_tokens(system) + estimated_tokens(user)
+    most = cost_usd(Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS), model)
+    typical = cost_usd(Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS // 4), model)
+    return CostEstimate(1, model, 1, 1, typical, most, f"prompt: about {prompt:,} tokens")
+
+
+async def ask_for_json(system: str, user: str, settings: Settings) -> tuple[dict, float]:
+    """One generation request through the API; the answer must hold a JSON object. Returns it
+    and what the call cost."""
+    model = AnthropicModel(base_url=settings.base_url, max_retries=settings.max_retries,
+                           timeout=settings.request_timeout)
+    model_id = generation_model(settings)
     try:
-        reply = await model.complete(ModelRequest(C.DEFAULT_GENERATION_MODEL, system,
+        reply = await model.complete(ModelRequest(model_id, system,
                                                   [{"role": "user", "content": user}], [],
                                                   C.DEFAULT_GENERATION_MAX_TOKENS))
     except FatalApiError:
@@ -3501,15 +3839,14 @@ async def ask_for_json(system: str, user: str, opts: dict) -> dict:
     data = extract_json_object(text_of(reply.content))
     if data is None:
         raise EvalError("test generation failed: the model's answer held no JSON object")
-    return data
+    return data, cost_usd(reply.usage, model_id)
 
 
-async def generate_skill_tests(skill: SkillInfo, count: int, opts: dict, full: bool) -> dict[str, str]:
-    """File name -> markdown: the trigger test, and with `full` one knowledge, task and security test."""
-    template = prompts.GENERATE_SKILL_TESTS_PROMPT if full else prompts.GENERATE_TRIGGERS_PROMPT
-    user = template.format(count=count, name=skill.name, description=skill.description,
-                           body=cap_text(skill.body, C.GENERATION_MAX_BODY_CHARS))
-    data = await ask_for_json(prompts.GENERATION_SYSTEM_PROMPT, user, opts)
+async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
+                               full: bool) -> tuple[dict[str, str], float]:
+    """File name -> markdown: the trigger test, and with `full` one knowledge, task and security
+    test; and what the call cost."""
+    data, spent = await ask_for_json(*generation_request(skill, count, full), settings)
     positives = clean_queries(data.get("positive"), count)
     negatives = clean_queries(data.get("negative"), count)
     overlap = {q.lower() for q in positives} & {q.lower() for q in negatives}
@@ -3523,71 +3860,500 @@ async def generate_skill_tests(skill: SkillInfo, count: int, opts: dict, full: b
             if not isinstance(spec, dict) or not str(spec.get("prompt") or "").strip():
                 raise EvalError(f"test generation failed: the model gave no usable {kind} test")
             files[f"{skill.name}-{kind}.md"] = prompt_test_markdown(skill, kind, spec)
-    return files
+    return files, spent
 
 
-# ============================================================================ 10. reports
-def transcript_to_result(transcript: Transcript) -> dict:
-    """One entry of the results JSON: seed 002's fields first, then the additions."""
+# ============================================================================ 10. results: one schema, written and read back
+class Record(BaseModel):
+    """A piece of a results file. Unknown keys are kept out of the schema but tolerated on
+    reading, so a newer minor version's file still reads; missing or mistyped keys are not."""
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class UsageRecord(Record):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+class ToolCallRecord(Record):
+    name: str
+    input: dict[str, Any] = {}
+    output: str = ""
+    is_error: bool = False
+    duration_ms: float = 0.0
+    server: str | None = None
+    turn: int = 0
+    id: str = ""
+
+
+class HistoryRecord(Record):
+    role: str
+    content: str
+    has_tools: bool = False
+    simulated: bool = False
+
+
+class VerdictRecord(Record):
+    passed: bool
+    reasons: list[str] = []
+
+
+class ToolRunResult(Record):
+    """One conversation: seed 002's fields first, then the additions."""
+    kind: Literal["tool_run"] = "tool_run"
+    iteration: int
+    test_name: str
+    query: str
+    agent_reasoning: str = ""
+    tools_called: list[str] = []
+    tool_params: dict[str, Any] = {}
+    tool_results: dict[str, Any] = {}
+    conversation_turns: int = 0
+    user_interventions: int = 0
+    ended_by: str = "completion"
+    conversation_history: list[HistoryRecord] = []
+    latency_ms: float = 0.0
+    token_count: int = 0
+    error: str | None = None
+    tool_calls: list[ToolCallRecord] = []
+    usage: UsageRecord = UsageRecord()
+    stop_reason: str | None = None
+    truncated: bool = False
+    model_calls: int = 0
+    model: str = ""
+    cost_usd: float = 0.0
+    case_hash: str
+    simulated_user_usage: UsageRecord | None = None
+    simulated_user_model: str | None = None
+    verdict: VerdictRecord | None = None
+
+
+class SkillRunResult(Record):
+    """One `claude -p` run: what its stream-json events say happened."""
+    kind: Literal["skill_run"] = "skill_run"
+    test: str                       # "trigger", or the knowledge / task / security test's name
+    query: str
+    run: int
+    fingerprint: str
+    activated_skills: list[str] = []
+    first_tool: str | None = None
+    tool_count: int = 0
+    tools: list[str] = []
+    skills_loaded: list[str] | None = None
+    answer: str = ""
+    error: str | None = None
+    timed_out: bool = False
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    result_subtype: str | None = None
+    is_error: bool | None = None
+    num_turns: int | None = None
+    duration_ms: float | None = None
+    total_cost_usd: float | None = None
+    usage: dict[str, Any] = {}
+    api_retries: int = 0
+    latency_ms: float = 0.0
+    outside_writes: list[str] = []
+    cost_usd: float = 0.0
+    verdict: VerdictRecord | None = None
+
+
+RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
+RUN_RESULT = TypeAdapter(RunResult)
+
+
+class CaseResult(Record):
+    """The one verdict type every writer reads: a CSV case, a markdown test, a skill test, or a
+    trigger query for one skill, over all its runs."""
+    name: str
+    kind: str                       # case | test | trigger_query
+    group: str = ""                 # the suite, test file or skill it belongs to (JUnit's classname)
+    passed: bool
+    error: bool = False             # no run said anything (every run errored)
+    runs: int = 0
+    passes: int = 0
+    errors: int = 0
+    pass_rate: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    pass_at_k: float = 0.0
+    pass_hat_k: float = 0.0
+    flaky: bool = False
+    reasons: dict[str, int] = {}    # failure reason -> runs that gave it
+    prompt: str = ""
+    description: str = ""
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
+class ToolStatsRecord(Record):
+    tool: str
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+    precision: float
+    recall: float
+    f1: float
+
+
+class SummaryRecord(Record):
+    """The whole run in numbers, the same for every mode."""
+    cases: int
+    passed: int
+    failed: int
+    flaky: int = 0
+    runs: int = 0
+    run_errors: int = 0
+    pass_rate: float = 0.0
+    threshold: float = 1.0
+    usage: UsageRecord = UsageRecord()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    tools: list[ToolStatsRecord] = []
+    confusion: dict[str, dict[str, int]] = {}
+    not_started: int = 0
+    interrupted: bool = False
+
+
+class QueryScoreRecord(Record):
+    """One trigger query's verdict for one skill (seed 001's camelCase names)."""
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    query: str
+    expected: str
+    actual: str
+    correct: bool
+    tool_count: float = 0.0
+    activation_rate: float = 0.0
+    activations: int = 0
+    runs: int = 0
+    errored_runs: int = 0
+    fired_skills: dict[str, int] = {}
+    routing: bool = False
+    source: str = ""
+    cost_usd: float = 0.0
+
+
+class TriggerScoreRecord(Record):
+    """Seed 001's trigger metrics for one skill; a rate is null ("n/a") when it has no queries."""
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    skill: str
+    trigger_rate: float | None
+    false_positive_rate: float | None
+    trigger_score: float
+    precision: float
+    recall: float | None
+    f1: float
+    positives: int
+    positives_activated: int
+    negatives: int
+    negatives_activated: int
+    errored_queries: int
+    errored_runs: int
+    total_runs: int
+    threshold: float
+    cost_usd: float = 0.0
+    query_results: list[QueryScoreRecord] = []
+
+
+class SkillTestRecord(Record):
+    name: str
+    type: str
+    source: str = ""
+    skill: str | None = None
+    category: str | None = None
+    severity: str | None = None
+    passed: bool
+    error: str | None = None
+    activated_skills: list[str] = []
+    run_scores: list[dict[str, Any]] = []
+    cost_usd: float = 0.0
+
+
+class SkillRecord(Record):
+    name: str
+    description: str
+    path: str
+
+
+class IsolationRecord(Record):
+    watched: list[str] = []
+    outside_writes: list[str] = []
+    ok: bool = True
+
+
+class Metadata(Record):
+    total_results: int
+    generated_at: str
+    mode: str                       # seed 002's batch | interactive
+    evaluation: str                 # query | csv | markdown | skills: the table row that ran
+    model: str
+    iterations: int = 1
+    input_type: str = ""
+    suite_wall_time_s: float = 0.0
+    schema_version: str = C.SCHEMA_VERSION
+    results_file: str | None = None
+    interrupted: bool = False
+    threshold: float = 1.0
+    claude_version: str | None = None
+    trigger_model: str | None = None
+    test_model: str | None = None
+    trigger_threshold: float | None = None
+    min_trigger_score: float | None = None
+    simulated_user: dict[str, Any] | None = None
+
+
+class ResultsDocument(Record):
+    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors` and
+    `--compare` read back. `python evaluator.py --schema` prints its JSON Schema."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, title="Claude tool-use evaluator results")
+    schema_version: Literal[C.SCHEMA_VERSION]  # type: ignore[valid-type]
+    metadata: Metadata
+    passed: bool
+    summary: SummaryRecord
+    cases: list[CaseResult]
+    results: list[RunResult]
+    skills: list[SkillRecord] | None = None
+    trigger_scores: list[TriggerScoreRecord] | None = None
+    tests: list[SkillTestRecord] | None = None
+    isolation: IsolationRecord | None = None
+
+
+def results_schema() -> dict:
+    return ResultsDocument.model_json_schema(by_alias=True)
+
+
+# ---------------------------------------------------------------------------- records from runs, runs from records
+def tool_run_result(transcript: Transcript, verdict_of: Callable[[Transcript], Verdict] | None = None) -> ToolRunResult:
     t = transcript
     tool_params: dict[str, Any] = {}
     tool_results: dict[str, Any] = {}
     for call in t.tool_calls:  # seed 002's dicts keep the last call per tool; `tool_calls` keeps all
         tool_params[call.name] = call.input
         tool_results[call.name] = call.output
-    return {
-        "iteration": t.iteration,
-        "test_name": t.case.name,
-        "query": t.case.prompt,
-        "agent_reasoning": t.final_text,
-        "tools_called": t.tools_called,
-        "tool_params": tool_params,
-        "tool_results": tool_results,
-        "conversation_turns": len(t.history),
-        "user_interventions": t.user_interventions,
-        "ended_by": t.ended_by,
-        "conversation_history": [history_entry_dict(h) for h in t.history],
-        "latency_ms": t.latency_ms,
-        "token_count": t.usage.total,
-        "error": t.error,
-        "tool_calls": [asdict(c) for c in t.tool_calls],
-        "usage": asdict(t.usage),
-        "stop_reason": t.stop_reason,
-        "truncated": t.truncated,
-        "model_calls": t.model_calls,
-        "model": t.model,
-        "cost_usd": round(t.cost_usd, 6),
-        "case_hash": case_hash(t.case),
-    } | ({"simulated_user_usage": asdict(t.simulated_user_usage), "simulated_user_model": t.simulated_user_model}
-         if t.simulated_user_model else {})
+    verdict = verdict_of(t) if verdict_of else None
+    return ToolRunResult(
+        iteration=t.iteration, test_name=t.case.name, query=t.case.prompt, agent_reasoning=t.final_text,
+        tools_called=t.tools_called, tool_params=tool_params, tool_results=tool_results,
+        conversation_turns=len(t.history), user_interventions=t.user_interventions, ended_by=t.ended_by,
+        conversation_history=[HistoryRecord(**asdict(h)) for h in t.history], latency_ms=t.latency_ms,
+        token_count=t.usage.total, error=t.error, tool_calls=[ToolCallRecord(**asdict(c)) for c in t.tool_calls],
+        usage=UsageRecord(**asdict(t.usage)), stop_reason=t.stop_reason, truncated=t.truncated,
+        model_calls=t.model_calls, model=t.model, cost_usd=round(t.cost_usd, 6), case_hash=case_hash(t.case),
+        simulated_user_usage=UsageRecord(**asdict(t.simulated_user_usage)) if t.simulated_user_model else None,
+        simulated_user_model=t.simulated_user_model or None,
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
 
 
-def history_entry_dict(entry: HistoryEntry) -> dict:
-    out = {"role": entry.role, "content": entry.content, "has_tools": entry.has_tools}
-    if entry.simulated:
-        out["simulated"] = True
-    return out
+def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
+    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
+    r = result
+    return Transcript(
+        case=case, iteration=r.iteration, model=r.model, final_text=r.agent_reasoning,
+        tool_calls=[ToolCall(**c.model_dump()) for c in r.tool_calls],
+        history=[HistoryEntry(**h.model_dump()) for h in r.conversation_history],
+        model_calls=r.model_calls, user_interventions=r.user_interventions, ended_by=r.ended_by,
+        stop_reason=r.stop_reason, truncated=r.truncated, usage=Usage(**r.usage.model_dump()),
+        latency_ms=r.latency_ms, error=r.error,
+        simulated_user_usage=Usage(**(r.simulated_user_usage or UsageRecord()).model_dump()),
+        simulated_user_model=r.simulated_user_model or "")
 
 
-def build_results_document(run: SuiteRun, results: list[dict], extra: dict | None = None) -> dict:
-    metadata = {
-        "total_results": len(results),
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": run.settings.model,
-        "mode": run.mode,
-        "iterations": run.iterations,
-        "input_type": run.input_type,
-        "suite_wall_time_s": round(run.wall_time_s, 3),
-        "schema_version": C.SCHEMA_VERSION,
-    }
-    document = {"schema_version": C.SCHEMA_VERSION, "metadata": metadata, "results": results}
-    document.update(extra or {})
-    return document
+CLAUDE_RUN_FIELDS = tuple(f.name for f in fields(ClaudeRun) if f.name != "label")
+
+
+def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
+    values = {name: getattr(record, name) for name in CLAUDE_RUN_FIELDS}
+    values["answer"] = cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)
+    return SkillRunResult(test=record.label, fingerprint=fingerprint, cost_usd=round(record.total_cost_usd or 0.0, 6),
+                          verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+                          **values)
+
+
+def claude_run_from_result(result: SkillRunResult) -> ClaudeRun:
+    record = ClaudeRun(**{name: getattr(result, name) for name in CLAUDE_RUN_FIELDS})
+    record.label = result.test
+    return record
+
+
+def read_results_document(path: str | Path) -> ResultsDocument:
+    """A results file, checked against the schema: anything else is one line naming the file."""
+    text = read_text_file(path, "results file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(data, dict) or "results" not in data:
+        raise InputError('not an evaluator results file (no "results" list)', path, 1)
+    if data.get("schema_version") != C.SCHEMA_VERSION:
+        raise InputError(f"results file has schema version {data.get('schema_version')!r}; this evaluator reads "
+                         f"{C.SCHEMA_VERSION!r}", path, 1, "rerun the suite with this version to compare or resume")
+    try:
+        return ResultsDocument.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"results file does not match the results schema: {first_schema_problem(exc)}",
+                         path, 1, "python evaluator.py --schema prints the schema") from None
+
+
+def first_schema_problem(exc: ValidationError) -> str:
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"])
+    return f"{where}: {problem['msg']}" + (f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else "")
+
+
+def earlier_results(output: str | Path) -> list[RunResult]:
+    """Results of an earlier run into the same output: its final file (checked against the
+    schema), then its journal (newer, so it wins when both hold a run). A journal line cut short
+    by a kill is skipped: that run simply happens again. Runs interrupted mid-way are not results."""
+    output, found = Path(output), []
+    if output.exists():
+        found += read_results_document(output).results
+    for lines in (results_lines_path(output), journal_path(output)):  # --summary-only's, then the journal
+        if lines.exists():
+            found += read_result_lines(lines)
+    return [r for r in found if r.error != "interrupted"]
+
+
+def read_result_lines(path: Path) -> list[RunResult]:
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            found.append(RUN_RESULT.validate_json(line))
+        except ValidationError:
+            continue  # a torn last line, or a line from another version: that run happens again
+    return found
+
+
+# ---------------------------------------------------------------------------- verdicts over runs
+def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -> CaseResult:
+    return CaseResult(
+        name=summary.name, kind="case", group=group, passed=summary.passed,
+        error=summary.errors == summary.runs and summary.runs > 0, runs=summary.runs, passes=summary.passes,
+        errors=summary.errors, pass_rate=round(summary.pass_rate, 4),
+        interval=tuple(round(x, 4) for x in summary.interval), pass_at_k=round(summary.pass_at_k, 4),
+        pass_hat_k=round(summary.pass_hat_k, 4), flaky=summary.flaky, reasons=summary.reasons,
+        prompt=summary.prompt, description=summary.description, cost_usd=summary.cost_usd,
+        seconds=round(seconds, 3))
+
+
+def case_result_from_test(result: SkillTestResult, group: str, cost: float, seconds: float) -> CaseResult:
+    """A knowledge / task / security test: it passes when half of its completed runs pass."""
+    scores = result.run_scores
+    passes = sum(1 for s in scores if s.get("passed"))
+    errors = sum(1 for s in scores if "error" in s)
+    reasons: dict[str, int] = {}
+    for score in scores:
+        for reason in run_score_reasons(result.test, score):
+            reasons[reason] = reasons.get(reason, 0) + 1
+    runs = len(scores)
+    return CaseResult(
+        name=result.test.name, kind="test", group=group, passed=result.passed, error=bool(result.error),
+        runs=runs, passes=passes, errors=errors, pass_rate=round(passes / runs, 4) if runs else 0.0,
+        interval=tuple(round(x, 4) for x in wilson_interval(passes, runs)),
+        pass_at_k=round(pass_at_k(runs, passes, runs), 4) if runs else 0.0,
+        pass_hat_k=round(pass_hat_k(runs, passes, runs), 4) if runs else 0.0,
+        flaky=0 < passes < runs, reasons=reasons, prompt=result.test.prompt, description=result.test.type,
+        cost_usd=round(cost, 6), seconds=round(seconds, 3))
+
+
+def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
+    """Why one run of a knowledge / task / security test failed, as reasons."""
+    if "error" in score:
+        return [f"run failed: {score['error']}"]
+    if score.get("passed"):
+        return []
+    if "coverage" in score:
+        return [f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
+                + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")]
+    reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
+    return reasons + (["the answer did not refuse"] if score.get("refused") is False else [])
+
+
+def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
+    """A trigger query for one skill: passes when its activation rate is on the right side of
+    the threshold; `passes` counts the runs that did what the query expects."""
+    right = q.activations if q.expected == "activate" else q.runs - q.activations
+    reasons = {} if q.correct else {
+        ("every run errored" if q.actual == "error" else
+         f"expected to {q.expected}, but {'activated' if q.actual == 'activated' else 'did not activate'} "
+         f"({q.activations}/{q.runs} runs)"): 1}
+    return CaseResult(
+        name=f"{q.skill}: {q.query}", kind="trigger_query", group=q.skill, passed=q.correct,
+        error=q.actual == "error", runs=q.runs + q.errors, passes=right, errors=q.errors,
+        pass_rate=round(right / q.runs, 4) if q.runs else 0.0,
+        interval=tuple(round(x, 4) for x in wilson_interval(right, q.runs)), flaky=0 < right < q.runs,
+        reasons=reasons, prompt=q.query, description=q.expected + (" (routing)" if q.routing else ""),
+        cost_usd=round(cost, 6), seconds=round(seconds, 3))
+
+
+def summary_record(cases: Sequence[CaseResult], usages: Sequence[tuple[Usage, float, float, bool]],
+                   threshold: float, outcome: PipelineOutcome, tools: Sequence[ToolStats] = (),
+                   confusion: dict | None = None) -> SummaryRecord:
+    """`usages`: per run (usage, cost, latency in ms, errored)."""
+    latencies = [latency for _, _, latency, _ in usages]
+    passed = sum(c.passed for c in cases)
+    return SummaryRecord(
+        cases=len(cases), passed=passed, failed=len(cases) - passed, flaky=sum(c.flaky for c in cases),
+        runs=len(usages), run_errors=sum(1 for *_, errored in usages if errored),
+        pass_rate=round(passed / len(cases), 4) if cases else 0.0, threshold=threshold,
+        usage=UsageRecord(**asdict(sum((u for u, *_ in usages), Usage()))),
+        cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
+        latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
+        tools=[ToolStatsRecord(tool=s.tool, true_positives=s.true_positives, false_positives=s.false_positives,
+                               false_negatives=s.false_negatives, precision=round(s.precision, 4),
+                               recall=round(s.recall, 4), f1=round(s.f1, 4)) for s in tools],
+        confusion=confusion or {}, not_started=outcome.not_started, interrupted=outcome.interrupted)
+
+
+def claude_run_usage(record: ClaudeRun) -> Usage:
+    return Usage.from_api(record.usage or {})
+
+
+# ---------------------------------------------------------------------------- what every writer reads
+@dataclass
+class Results:
+    """A finished (or interrupted) run as every writer sees it: the document's parts as typed
+    records, the per-run results streamed (a 10,000-case suite is never held as JSON), and the
+    markdown report's own view."""
+    metadata: Metadata
+    passed: bool
+    summary: SummaryRecord
+    cases: list[CaseResult]
+    results: Callable[[], Iterable[RunResult]]
+    result_count: int
+    sections: dict[str, Any] = field(default_factory=dict)   # skills, trigger_scores, tests, isolation
+    suite_name: str = "suite"
+
+    def document(self) -> dict:
+        """The results document with its per-run list streamed (see dump_json)."""
+        document: dict[str, Any] = {
+            "schema_version": C.SCHEMA_VERSION, "metadata": dump_record(self.metadata), "passed": self.passed,
+            "summary": dump_record(self.summary), "cases": [dump_record(c) for c in self.cases],
+            "results": JsonStream(lambda: map(dump_record, self.results()), self.result_count)}
+        for key, value in self.sections.items():
+            document[key] = [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
+        return document
+
+
+def dump_record(record: BaseModel) -> dict:
+    return record.model_dump(mode="json", by_alias=True)
+
+
+def make_metadata(mode: str, settings: Settings, result_count: int, outcome: PipelineOutcome,
+                  **extra: Any) -> Metadata:
+    return Metadata(total_results=result_count, generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    mode="interactive" if settings.interactive else "batch", evaluation=mode,
+                    model=settings.model, iterations=settings.iterations,
+                    suite_wall_time_s=round(outcome.wall_time_s, 3), interrupted=outcome.interrupted,
+                    threshold=settings.threshold,
+                    results_file=str(results_lines_path(settings.output)) if settings.summary_only and settings.output
+                    else None, **extra)
 
 
 class JsonStream:
     """A list in a results document that is written item by item, never built whole: the
-    per-case entries of a 10,000-case suite."""
+    per-run entries of a 10,000-case suite."""
 
     def __init__(self, items: Callable[[], Any], length: int) -> None:
         self.items = items  # called once per write, so the document can be written twice
@@ -3612,32 +4378,32 @@ def dump_json(document: dict, handle: Any) -> None:
             handle.write("[")
             for index, item in enumerate(value):
                 handle.write(("," if index else "") + "\n    " + indented(json.dumps(item, indent=2, ensure_ascii=False), 4))
-            handle.write("\n  ]")
+            handle.write("\n  ]" if len(value) else "]")
         else:
             handle.write(indented(json.dumps(value, indent=2, ensure_ascii=False), 2))
     handle.write("\n}")
 
 
-def results_document(run: SuiteRun, opts: dict, results: Sequence[dict], extra: dict | None = None) -> dict:
-    """The results document of a tool-use run; with --summary-only the per-run results stay in
-    FILE.results.jsonl, and the document says where."""
-    document = build_results_document(run, [] if opts.get("summary_only") else results, extra)
-    if opts.get("summary_only") and opts.get("output"):
-        document["metadata"]["results_file"] = str(results_lines_path(opts["output"]))
-    return document
-
-
-def emit_document(opts: dict, document: dict) -> None:
-    """One document to -o FILE (atomically) and to stdout with --json."""
-    if opts.get("output"):
-        write_json_atomic(opts["output"], document)
-    if opts.get("json_out"):
-        dump_json(document, sys.stdout)
-        sys.stdout.write("\n")
+# ---------------------------------------------------------------------------- writers: one registry, every mode
+def write_text_atomic(path: str | Path, content: str) -> None:
+    """Writes next to the target and renames, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: str | Path, document: Any) -> None:
-    """Writes next to the target and renames, so a reader never sees half a file."""
+    """A JSON document (its JsonStream lists streamed) to a temporary file beside the target,
+    then renamed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -3656,13 +4422,313 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
         raise
 
 
-class SuiteProgress:
-    """The live progress line of a suite: cases done, passes, failures, tokens, cost, ETA."""
+def write_results_json(path: str, results: Results) -> None:
+    write_json_atomic(path, results.document())
 
-    def __init__(self, console: Console, total: int, score: Callable[[Transcript], Verdict]) -> None:
+
+def write_markdown_report(path: str, results: Results) -> None:
+    write_text_atomic(path, render_markdown(results))
+
+
+def write_results_csv(path: str, results: Results) -> None:
+    """One row per run (seed 002's *_out.csv), for every mode."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(RESULT_CSV_COLUMNS)
+    for result in results.results():
+        writer.writerow(csv_row(result))
+    write_text_atomic(path, buffer.getvalue())
+
+
+RESULT_CSV_COLUMNS = ["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
+               "cost_usd", "latency_ms", "ended_by", "error", "skills_fired"]
+
+
+def csv_row(result: RunResult) -> list[Any]:
+    verdict = "" if result.verdict is None else "pass" if result.verdict.passed else "fail"
+    reasons = "; ".join(result.verdict.reasons) if result.verdict else ""
+    if isinstance(result, ToolRunResult):
+        return [result.test_name, result.iteration, result.query, ",".join(result.tools_called), verdict, reasons,
+                result.token_count, f"{result.cost_usd:.6f}", result.latency_ms, result.ended_by, result.error or "", ""]
+    tokens = Usage.from_api(result.usage).total
+    ended = "timeout" if result.timed_out else result.result_subtype or ""
+    return [result.test, result.run, result.query, ",".join(result.tools), verdict, reasons, tokens,
+            f"{result.cost_usd:.6f}", result.latency_ms, ended, result.error or "", ",".join(result.activated_skills)]
+
+
+def write_junit(path: str, results: Results) -> None:
+    """JUnit XML: a testsuite per group (the suite, a skill's trigger queries, the tests), a
+    testcase per case, test or trigger query, so CI systems show failures natively."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites")
+    groups: dict[str, list[CaseResult]] = {}
+    for case in results.cases:
+        groups.setdefault(case.group or results.suite_name, []).append(case)
+    for group, cases in groups.items():
+        suite = ET.SubElement(root, "testsuite", name=group, tests=str(len(cases)),
+                              failures=str(sum(not c.passed and not c.error for c in cases)),
+                              errors=str(sum(not c.passed and c.error for c in cases)),
+                              time=f"{sum(c.seconds for c in cases):.3f}")
+        for case in cases:
+            junit_testcase(ET, suite, group, case)
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    buffer = __import__("io").BytesIO()
+    tree.write(buffer, encoding="utf-8", xml_declaration=True)
+    write_text_atomic(path, buffer.getvalue().decode("utf-8"))
+
+
+def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult) -> None:
+    element = ET.SubElement(suite, "testcase", classname=group, name=case.name, time=f"{case.seconds:.3f}")
+    if not case.passed:
+        detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
+        ET.SubElement(element, "error" if case.error else "failure",
+                      message=f"passed {case.passes}/{case.runs} runs").text = detail
+    ET.SubElement(element, "system-out").text = (f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\n"
+                                                 f"cost: ${case.cost_usd:.4f}")
+
+
+# Option name -> writer. Every mode that produces verdicts gets every writer; a new report
+# format is one entry here (and one click option).
+WRITERS: dict[str, Callable[[str, Results], None]] = {
+    "output": write_results_json,
+    "report": write_markdown_report,
+    "junit": write_junit,
+    "csv_out": write_results_csv,
+}
+
+
+def write_outputs(results: Results, settings: Settings, console: Console) -> None:
+    """Every output the settings ask for, then --json to stdout."""
+    for option, writer in WRITERS.items():
+        path = getattr(settings, option)
+        if path:
+            writer(path, results)
+            console.print(f"wrote {path}", highlight=False, markup=False)
+    if settings.json_out:
+        dump_json(results.document(), sys.stdout)
+        sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------------------- markdown reports
+def percent(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def rate_text(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}%"
+
+
+def markdown_cell(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def markdown_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(results: Results) -> str:
+    """A report that reads well as a pull-request comment: the verdict first, failures next,
+    then what the mode adds (tool selection, trigger analysis, isolation)."""
+    lines = markdown_headline(results) + markdown_failures(results.cases) + markdown_flaky(results.cases)
+    lines += markdown_all_cases(results.cases)
+    lines += markdown_tool_selection(results.summary)
+    if results.sections.get("trigger_scores"):
+        lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
+    isolation = results.sections.get("isolation")
+    if isolation is not None and isolation.outside_writes:
+        lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
+                  *[f"- `{p}`" for p in isolation.outside_writes], ""]
+    return "\n".join(lines)
+
+
+MODE_TITLES = {"query": "Tool-use evaluation", "csv": "Tool-use evaluation", "markdown": "Markdown tests",
+               "skills": "Skill evaluation"}
+
+
+def markdown_headline(results: Results) -> list[str]:
+    s, meta = results.summary, results.metadata
+    icon = "✅" if results.passed else "❌"
+    model = meta.model if meta.evaluation != "skills" else f"{meta.trigger_model} (triggers), {meta.test_model} (tests)"
+    lines = [f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: {s.passed}/{s.cases} cases passed", "",
+             "| Metric | Value |", "|---|---|",
+             f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
+             f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
+             f"| Flaky | {s.flaky} |", f"| Runs with errors | {s.run_errors} |",
+             f"| Model | `{model}` |" + (f" Claude Code {meta.claude_version}" if meta.claude_version else ""),
+             f"| Tokens | {usage_total(s.usage):,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
+             f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
+             f"| Cost | ${s.cost_usd:.4f} |",
+             f"| Latency p50 / p95 | {s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s |"]
+    if s.not_started:
+        lines.append(f"| Not started (--max-cost) | {s.not_started} |")
+    if s.interrupted:
+        lines.append("| Interrupted | yes: rerun with --resume |")
+    return lines + [""]
+
+
+def usage_total(usage: UsageRecord) -> int:
+    return (usage.input_tokens + usage.output_tokens + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens)
+
+
+def reasons_text(case: CaseResult, separator: str) -> str:
+    return separator.join(f"{markdown_escape(r)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
+                          for r, n in case.reasons.items())
+
+
+def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
+    failures = [c for c in cases if not c.passed]
+    if not failures:
+        return []
+    lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
+    lines += [f"| `{markdown_cell(c.name)}` | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |" for c in failures]
+    return lines + [""]
+
+
+def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
+    flaky = [c for c in cases if c.flaky]
+    if not flaky:
+        return []
+    lines = ["### Flaky", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
+    lines += [f"| `{markdown_cell(c.name)}` | {c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | "
+              f"{c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |" for c in flaky]
+    return lines + [""]
+
+
+def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
+    lines = ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
+    lines += [f"| `{markdown_cell(c.name)}` | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
+              f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
+              for c in cases]
+    return lines + [""]
+
+
+def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
+    lines: list[str] = []
+    if summary.tools:
+        lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| `{s.tool}` | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | {s.true_positives} | "
+                  f"{s.false_positives} | {s.false_negatives} |" for s in summary.tools]
+        lines.append("")
+    if summary.confusion:
+        actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
+        lines += ["### Confusion (expected tool → tool called first)", "",
+                  "| Expected \\ Called | " + " | ".join(f"`{t}`" for t in actual_tools) + " |",
+                  "|---|" + "---|" * len(actual_tools)]
+        for expected in sorted(summary.confusion):
+            row = summary.confusion[expected]
+            lines.append(f"| `{expected}` | " + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
+        lines.append("")
+    return lines
+
+
+def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
+    """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
+    lines = ["## Trigger Analysis", ""]
+    for score in scores:
+        if len(scores) > 1:
+            lines += [f"### {score.skill}", ""]
+        lines += ["| Metric | Value |", "|--------|-------|",
+                  f"| Trigger Rate | {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives} "
+                  "positive activated) |",
+                  f"| False Positive Rate | {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
+                  f"{score.negatives} negative activated) |",
+                  f"| Trigger Score | {score.trigger_score:.1f}% |",
+                  f"| Precision / Recall / F1 | {score.precision:.0f}% / {rate_text(score.recall)} / {score.f1:.0f}% |",
+                  f"| Errored runs | {score.errored_runs}/{score.total_runs} "
+                  f"({score.errored_queries} queries without a usable run) |",
+                  f"| Cost | ${score.cost_usd:.4f} |", "",
+                  "#### Query Results" if len(scores) > 1 else "### Query Results", "",
+                  "| Query | Expected | Actual | Rate | Tools | Fired | Cost |",
+                  "|-------|----------|--------|------|-------|-------|------|"]
+        for q in score.query_results:
+            mark = "⚠️" if q.actual == "error" else "✅" if q.correct else "❌"
+            expected = q.expected + (" (routing)" if q.routing else "")
+            fired = ", ".join(f"{name}×{n}" for name, n in sorted(q.fired_skills.items())) or "-"
+            lines.append(f"| \"{markdown_cell(q.query)}\" | {expected} | {mark} {q.actual} | "
+                         f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} | "
+                         f"${q.cost_usd:.4f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- the terminal
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
+    return escape(text)
+
+
+def print_summary(console: Console, results: Results) -> None:
+    """The cases (failures and flaky first, passes while the table stays readable), the mode's
+    own tables, then one line of totals and the verdict."""
+    if results.sections.get("trigger_scores"):
+        for score in results.sections["trigger_scores"]:
+            print_trigger_table(console, score)
+    cases = [c for c in results.cases if c.kind != "trigger_query"]
+    if cases:
+        print_case_table(console, cases, f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
+                                         f"{sum(c.passed for c in cases)}/{len(cases)} passed")
+    isolation = results.sections.get("isolation")
+    for path in (isolation.outside_writes if isolation else []):
+        console.print(f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}", highlight=False)
+    s = results.summary
+    console.print(f"tokens {usage_total(s.usage):,} (cache read {s.usage.cache_read_input_tokens:,}) · "
+                  f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
+                  f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
+                  highlight=False, soft_wrap=True)
+    console.print("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
+
+
+def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
+    table = Table(title=escape_markup(title))
+    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
+        table.add_column(column, overflow="fold")
+    shown = [c for c in cases if not c.passed or c.flaky]
+    shown += [c for c in cases if c.passed and not c.flaky][:max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
+    for c in sorted(shown, key=lambda c: c.passed):
+        verdict = "[yellow]error[/yellow]" if c.error else "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
+        verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
+        table.add_row(escape_markup(c.name), verdict, f"{c.passes}/{c.runs}",
+                      f"{percent(c.interval[0])}–{percent(c.interval[1])}", f"{c.cost_usd:.4f}",
+                      escape_markup("; ".join(c.reasons)))
+    console.print(table)
+    if len(shown) < len(cases):
+        console.print(f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o", highlight=False)
+
+
+def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
+    table = Table(title=escape_markup(f"Trigger results: {score.skill}"))
+    for column in ("query", "expected", "actual", "rate", "tools", "fired", "cost $"):
+        table.add_column(column, overflow="fold")
+    for q in score.query_results:
+        colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
+        table.add_row(escape_markup(markdown_cell(q.query, 70)), q.expected + (" (routing)" if q.routing else ""),
+                      f"[{colour}]{q.actual}[/{colour}]", f"{q.activations}/{q.runs}", f"{q.tool_count:g}",
+                      escape_markup(", ".join(sorted(q.fired_skills)) or "-"), f"{q.cost_usd:.4f}")
+    console.print(table)
+    console.print(f"triggerRate {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives})  "
+                  f"falsePositiveRate {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
+                  f"{score.negatives})  [bold]triggerScore {score.trigger_score:.1f}%[/bold]  "
+                  f"precision {score.precision:.0f}%  recall {rate_text(score.recall)}  F1 {score.f1:.0f}%  "
+                  f"errored runs {score.errored_runs}/{score.total_runs}  cost ${score.cost_usd:.4f}",
+                  highlight=False)
+
+
+class RunProgress:
+    """The live progress line of a suite: runs done, passes, failures, tokens, cost, ETA."""
+
+    def __init__(self, console: Console, total: int, verdict_of: Callable[[Any], Verdict | None],
+                 usage_of: Callable[[Any], tuple[Usage, float]]) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.score = score
+        self.verdict_of, self.usage_of = verdict_of, usage_of
         self.passes = self.failures = 0
         self.usage = Usage()
         self.cost = 0.0
@@ -3673,36 +4739,38 @@ class SuiteProgress:
                                  TimeRemainingColumn(), console=console, transient=False)
         self.task = self.progress.add_task("runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000")
 
-    def __enter__(self) -> "SuiteProgress":
+    def __enter__(self) -> "RunProgress":
         self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def on_result(self, transcript: Transcript) -> None:
-        if self.score(transcript).passed:
-            self.passes += 1
-        else:
-            self.failures += 1
-        self.usage = self.usage + transcript.usage
-        self.cost += transcript.cost_usd
+    def on_record(self, record: Any) -> None:
+        verdict = self.verdict_of(record)
+        if verdict is not None:
+            self.passes += verdict.passed
+            self.failures += not verdict.passed
+        usage, cost = self.usage_of(record)
+        self.usage, self.cost = self.usage + usage, self.cost + cost
         self.progress.update(self.task, advance=1, passes=self.passes, failures=self.failures,
                              tokens=f"{self.usage.total:,}", cost=f"{self.cost:.4f}")
 
 
 def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
+    """-q without -o or --json: every run as a row, and Claude's last answer."""
     table = Table(title="Evaluation results", show_lines=False)
     for column in ("case", "iter", "tools called", "turns", "tokens", "cost $", "latency", "ended by"):
         table.add_column(column, overflow="fold")
     for t in transcripts:
-        ended = f"[red]error[/red]: {t.error}" if t.error else t.ended_by
-        table.add_row(t.case.name, str(t.iteration), ", ".join(t.tools_called) or "-", str(len(t.history)),
-                      f"{t.usage.total:,}", f"{t.cost_usd:.4f}", f"{t.latency_ms / 1000:.1f}s", ended)
+        ended = f"[red]error[/red]: {escape_markup(t.error)}" if t.error else t.ended_by
+        table.add_row(escape_markup(t.case.name), str(t.iteration), escape_markup(", ".join(t.tools_called) or "-"),
+                      str(len(t.history)), f"{t.usage.total:,}", f"{t.cost_usd:.4f}", f"{t.latency_ms / 1000:.1f}s",
+                      ended)
     console.print(table)
     last = next((t for t in transcripts if t.final_text), None)
     if last:
-        console.print(f"[bold]Final answer[/bold] ({last.case.name}, iteration {last.iteration}):")
+        console.print(f"[bold]Final answer[/bold] ({escape_markup(last.case.name)}, iteration {last.iteration}):")
         console.print(last.final_text, markup=False, highlight=False)
 
 
@@ -3770,424 +4838,136 @@ class LiveConversationView(ConversationObserver):
                            f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}", highlight=False)
 
 
-def escape_markup(text: str) -> str:
-    from rich.markup import escape
-    return escape(text)
-
-
-# ---------------------------------------------------------------------------- suite reports
-def case_summary_dict(summary: CaseSummary) -> dict:
-    out = asdict(summary)
-    out["interval"] = [round(x, 4) for x in summary.interval]
-    for key in ("pass_rate", "pass_at_k", "pass_hat_k"):
-        out[key] = round(out[key], 4)
-    return out
-
-
-def suite_summary_dict(summary: SuiteSummary) -> dict:
-    out = asdict(summary)
-    out["tools"] = [{"tool": s.tool, "true_positives": s.true_positives, "false_positives": s.false_positives,
-                     "false_negatives": s.false_negatives, "precision": round(s.precision, 4),
-                     "recall": round(s.recall, 4), "f1": round(s.f1, 4)} for s in summary.tools]
-    out["cost_usd"] = round(summary.cost_usd, 6)
-    out["pass_rate"] = round(summary.pass_rate, 4)
-    return out
-
-
-def percent(value: float) -> str:
-    return f"{value * 100:.0f}%"
-
-
-def markdown_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown_report(summary: SuiteSummary, cases: Sequence[CaseSummary], model: str,
-                           iterations: int) -> str:
-    """A report that reads well as a pull-request comment: the verdict first, failures next."""
-    icon = "✅" if summary.failed == 0 else "❌"
-    lines = [f"## {icon} Tool-use evaluation: {summary.passed}/{summary.cases} cases passed", "",
-             "| Metric | Value |", "|---|---|",
-             f"| Cases passed | {summary.passed}/{summary.cases} ({percent(summary.pass_rate)}) |",
-             f"| Runs | {summary.runs} ({iterations} per case, pass threshold {percent(summary.threshold)}) |",
-             f"| Flaky cases | {summary.flaky} |", f"| Runs with errors | {summary.run_errors} |",
-             f"| Model | `{model}` |",
-             f"| Tokens | {summary.usage.total:,} (input {summary.usage.input_tokens:,}, output "
-             f"{summary.usage.output_tokens:,}, cache write {summary.usage.cache_creation_input_tokens:,}, "
-             f"cache read {summary.usage.cache_read_input_tokens:,}) |",
-             f"| Cost | ${summary.cost_usd:.4f} |",
-             f"| Latency p50 / p95 | {summary.latency_p50_ms / 1000:.1f}s / {summary.latency_p95_ms / 1000:.1f}s |", ""]
-    failures = [c for c in cases if not c.passed]
-    if failures:
-        lines += ["### Failures", "", "| Case | Pass rate | Reasons |", "|---|---|---|"]
-        for c in failures:
-            reasons = "<br>".join(f"{markdown_escape(r)}" + (f" ({n}/{c.runs} runs)" if c.runs > 1 else "")
-                                  for r, n in c.reasons.items())
-            lines.append(f"| `{c.name}` | {c.passes}/{c.runs} | {reasons} |")
-        lines.append("")
-    flaky = [c for c in cases if c.flaky]
-    if flaky:
-        lines += ["### Flaky cases", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
-        lines += [f"| `{c.name}` | {c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | "
-                  f"{c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |" for c in flaky]
-        lines.append("")
-    lines += ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {'✅' if c.passed else '❌'} | {c.passes}/{c.runs} | "
-              f"{percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |" for c in cases]
-    lines.append("")
-    if summary.tools:
-        lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| `{s.tool}` | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | {s.true_positives} | "
-                  f"{s.false_positives} | {s.false_negatives} |" for s in summary.tools]
-        lines.append("")
-    if summary.confusion:
-        actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
-        lines += ["### Confusion (expected tool → tool called first)", "",
-                  "| Expected \\ Called | " + " | ".join(f"`{t}`" for t in actual_tools) + " |",
-                  "|---|" + "---|" * len(actual_tools)]
-        for expected in sorted(summary.confusion):
-            row = summary.confusion[expected]
-            lines.append(f"| `{expected}` | " + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def write_text_atomic(path: str | Path, content: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_results_csv(path: str | Path, transcripts: Sequence[Transcript], verdicts: Sequence[Verdict]) -> None:
-    """One row per case and iteration (seed 002's *_out.csv)."""
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
-                     "cost_usd", "latency_ms", "ended_by", "error"])
-    for t, v in zip(transcripts, verdicts):
-        writer.writerow([t.case.name, t.iteration, t.case.prompt, ",".join(t.tools_called),
-                         "pass" if v.passed else "fail", "; ".join(v.reasons), t.usage.total,
-                         f"{t.cost_usd:.6f}", t.latency_ms, t.ended_by, t.error or ""])
-    write_text_atomic(path, buffer.getvalue())
-
-
-def write_junit(path: str | Path, cases: Sequence[CaseSummary], transcripts: Sequence[Transcript],
-                suite_name: str) -> None:
-    """JUnit XML, one testcase per CSV row, so CI systems show failures natively."""
-    import xml.etree.ElementTree as ET
-
-    seconds: dict[str, float] = {}
-    for t in transcripts:
-        seconds[t.case.name] = seconds.get(t.case.name, 0.0) + t.latency_ms / 1000
-    failures = sum(not c.passed and not c.errors for c in cases)
-    errors = sum(not c.passed and bool(c.errors) for c in cases)
-    suite = ET.Element("testsuite", name=suite_name, tests=str(len(cases)), failures=str(failures),
-                       errors=str(errors), time=f"{sum(seconds.values()):.3f}")
-    for c in cases:
-        element = ET.SubElement(suite, "testcase", classname=suite_name, name=c.name, time=f"{seconds.get(c.name, 0):.3f}")
-        if not c.passed:
-            kind = "error" if c.errors else "failure"
-            detail = "\n".join(f"{reason} ({n}/{c.runs} runs)" for reason, n in c.reasons.items())
-            ET.SubElement(element, kind, message=f"passed {c.passes}/{c.runs} runs").text = detail
-        ET.SubElement(element, "system-out").text = f"prompt: {c.prompt}\npass rate: {c.passes}/{c.runs}"
-    tree = ET.ElementTree(ET.Element("testsuites"))
-    tree.getroot().append(suite)
-    ET.indent(tree)
-    buffer = __import__("io").BytesIO()
-    tree.write(buffer, encoding="utf-8", xml_declaration=True)
-    write_text_atomic(path, buffer.getvalue().decode("utf-8"))
-
-
-def print_suite_summary(console: Console, summary: SuiteSummary, cases: Sequence[CaseSummary]) -> None:
-    table = Table(title=f"Suite: {summary.passed}/{summary.cases} cases passed")
-    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
-        table.add_column(column, overflow="fold")
-    # Failures and flaky cases first and always; clean passes only while the table stays readable.
-    shown = [c for c in cases if not c.passed or c.flaky]
-    shown += [c for c in cases if c.passed and not c.flaky][:max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
-    for c in sorted(shown, key=lambda c: c.passed):
-        result = "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
-        if c.flaky:
-            result += " [yellow](flaky)[/yellow]"
-        table.add_row(c.name, result, f"{c.passes}/{c.runs}", f"{percent(c.interval[0])}–{percent(c.interval[1])}",
-                      f"{c.cost_usd:.4f}", "; ".join(c.reasons) or "")
-    console.print(table)
-    if len(shown) < len(cases):
-        console.print(f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o", highlight=False)
-    console.print(f"tokens {summary.usage.total:,} (cache read {summary.usage.cache_read_input_tokens:,}) · "
-                  f"cost ${summary.cost_usd:.4f} · latency p50 {summary.latency_p50_ms / 1000:.1f}s "
-                  f"p95 {summary.latency_p95_ms / 1000:.1f}s · runs with errors {summary.run_errors}",
-                  highlight=False, soft_wrap=True)
-
-
-# ---------------------------------------------------------------------------- comparing two result files
+# ---------------------------------------------------------------------------- comparing result files
 @dataclass
-class CaseComparison:
+class CaseChange:
     name: str
-    old_rate: float | None
-    new_rate: float | None
-    old_passed: bool | None
-    new_passed: bool | None
+    change: str                     # regression | fixed | added | removed | unchanged
+    old: CaseResult | None
+    new: CaseResult | None
 
     @property
-    def change(self) -> str:
-        if self.old_passed is None:
-            return "added"
-        if self.new_passed is None:
-            return "removed"
-        if self.old_passed and not self.new_passed:
-            return "regression"
-        if self.new_passed and not self.old_passed:
-            return "fixed"
-        return "unchanged"
+    def reasons(self) -> str:
+        case = self.new if self.change in ("regression", "added") else self.old
+        return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
 
 
-def load_results_document(path: str | Path) -> dict:
-    text = read_text_file(path, "results file")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
-    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
-        raise InputError('not an evaluator results file (no "results" list)', path, 1)
-    return document
+@dataclass
+class Comparison:
+    """One step of a comparison: an older results file against a newer one."""
+    old_path: str
+    new_path: str
+    old: ResultsDocument
+    new: ResultsDocument
+    changes: list[CaseChange]
+
+    def of(self, kind: str) -> list[CaseChange]:
+        return [c for c in self.changes if c.change == kind]
+
+    @property
+    def failed(self) -> bool:
+        """A regression, or a case that is gone: a removed case is never counted as a pass."""
+        return bool(self.of("regression") or self.of("removed"))
 
 
-def case_outcomes(document: dict) -> dict[str, tuple[float, bool, int, int]]:
-    """name -> (pass rate, passed, passes, runs), from the case summaries or the raw results."""
-    if isinstance(document.get("cases"), list):
-        return {c["name"]: (c["pass_rate"], c["passed"], c["passes"], c["runs"]) for c in document["cases"]}
-    runs: dict[str, list[bool]] = {}
-    for result in document["results"]:
-        passed = result.get("verdict", {}).get("passed", result.get("error") is None)
-        runs.setdefault(result.get("test_name", "query"), []).append(bool(passed))
-    return {name: (sum(v) / len(v), all(v), sum(v), len(v)) for name, v in runs.items()}
+CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
 
 
-def compare_results(old: dict, new: dict) -> list[CaseComparison]:
-    before, after = case_outcomes(old), case_outcomes(new)
-    names = list(dict.fromkeys([*before, *after]))
-    return [CaseComparison(name, before.get(name, (None,))[0], after.get(name, (None,))[0],
-                           before[name][1] if name in before else None, after[name][1] if name in after else None)
-            for name in names]
+def compare_documents(old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument) -> Comparison:
+    before = {c.name: c for c in old.cases}
+    after = {c.name: c for c in new.cases}
+    changes = []
+    for name in dict.fromkeys([*before, *after]):
+        a, b = before.get(name), after.get(name)
+        kind = ("added" if a is None else "removed" if b is None else "regression" if a.passed and not b.passed
+                else "fixed" if b.passed and not a.passed else "unchanged")
+        changes.append(CaseChange(name, kind, a, b))
+    changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
+    return Comparison(old_path, new_path, old, new, changes)
 
 
-def suite_rate(document: dict) -> tuple[int, int]:
-    outcomes = case_outcomes(document)
-    return sum(o[1] for o in outcomes.values()), len(outcomes)
+def compare_files(paths: Sequence[str]) -> list[Comparison]:
+    """Each file against the one before it: a history of runs reads as a chain of changes. Every
+    file is read and checked before anything is compared."""
+    documents = [read_results_document(p) for p in paths]
+    return [compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1])
+            for i in range(len(paths) - 1)]
 
 
-def document_cost(document: dict) -> float:
-    return sum(r.get("cost_usd") or 0.0 for r in document["results"])
+def pass_line(document: ResultsDocument) -> str:
+    s = document.summary
+    low, high = wilson_interval(s.passed, s.cases)
+    return f"{s.passed}/{s.cases} ({percent(s.pass_rate)}, 95% {percent(low)}–{percent(high)})"
 
 
-def render_comparison(old: dict, new: dict, rows: Sequence[CaseComparison]) -> str:
-    (old_pass, old_total), (new_pass, new_total) = suite_rate(old), suite_rate(new)
-    old_low, old_high = wilson_interval(old_pass, old_total)
-    new_low, new_high = wilson_interval(new_pass, new_total)
-    old_cost, new_cost = document_cost(old), document_cost(new)
-    regressions = [r for r in rows if r.change == "regression"]
-    lines = [f"## {'❌' if regressions else '✅'} Comparison: {len(regressions)} regression(s), "
-             f"{sum(r.change == 'fixed' for r in rows)} fix(es)", "",
+def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float | None]]:
+    old = {s.skill: s.trigger_score for s in c.old.trigger_scores or []}
+    new = {s.skill: s.trigger_score for s in c.new.trigger_scores or []}
+    return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
+
+
+def render_comparison(c: Comparison) -> str:
+    icon = "❌" if c.failed else "✅"
+    old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
+    lines = [f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
+             f"{len(c.of('removed'))} removed, {len(c.of('added'))} added", "",
+             f"`{markdown_cell(c.old_path)}` → `{markdown_cell(c.new_path)}` "
+             f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})", "",
              "| | Old | New |", "|---|---|---|",
-             f"| Cases passed | {old_pass}/{old_total} ({percent(old_pass / old_total if old_total else 0)}, "
-             f"95% {percent(old_low)}–{percent(old_high)}) | {new_pass}/{new_total} "
-             f"({percent(new_pass / new_total if new_total else 0)}, 95% {percent(new_low)}–{percent(new_high)}) |",
-             f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |", ""]
-    changed = [r for r in rows if r.change != "unchanged"]
+             f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
+             f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |"]
+    for skill, before, after in trigger_score_changes(c):
+        delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
+        lines.append(f"| triggerScore `{skill}` | {'-' if before is None else f'{before:.1f}%'} | "
+                     f"{'-' if after is None else f'{after:.1f}%'}{delta} |")
+    lines.append("")
+    changed = [ch for ch in c.changes if ch.change != "unchanged"]
     if changed:
-        lines += ["| Case | Change | Old pass rate | New pass rate |", "|---|---|---|---|"]
-        for r in sorted(changed, key=lambda r: ["regression", "fixed", "added", "removed"].index(r.change)):
-            old_rate = "-" if r.old_rate is None else percent(r.old_rate)
-            new_rate = "-" if r.new_rate is None else percent(r.new_rate)
-            lines.append(f"| `{r.name}` | {r.change} | {old_rate} | {new_rate} |")
+        lines += ["| Case | Change | Old | New | Reasons |", "|---|---|---|---|---|"]
+        for ch in changed:
+            old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
+            new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+            lines.append(f"| `{markdown_cell(ch.name)}` | {ch.change} | {old} | {new} | "
+                         f"{markdown_escape(ch.reasons)} |")
         lines.append("")
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------- skill evaluation reports
-def claude_run_dict(record: ClaudeRun, label: str) -> dict:
-    """One run's events summary for the results JSON."""
-    out = {"test": label, **asdict(record)}
-    out["answer"] = cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)
-    return out
+CHANGE_COLOURS = {"regression": "red", "removed": "red", "fixed": "green", "added": "cyan"}
 
 
-def skill_results_document(plan: SkillSuitePlan, outcome: SkillSuiteOutcome, scores: list[TriggerScore],
-                           test_results: list[SkillTestResult], trigger_verdicts: dict[str, bool],
-                           passed: bool, claude_version_text: str, min_score: float | None) -> dict:
-    results = [claude_run_dict(r, "trigger") for runs in outcome.runs_by_query.values() for r in runs]
-    results += [claude_run_dict(r, t.test.name) for t in test_results for r in t.runs]
-    metadata = {
-        "total_results": len(results),
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mode": "skills",
-        "claude_version": claude_version_text,
-        "trigger_model": plan.trigger_settings.model,
-        "test_model": plan.test_settings.model,
-        "trigger_threshold": plan.threshold,
-        "min_trigger_score": min_score,
-        "schema_version": C.SCHEMA_VERSION,
-    }
-    return {
-        "schema_version": C.SCHEMA_VERSION,
-        "metadata": metadata,
-        "passed": passed,
-        "skills": [{"name": s.name, "description": s.description, "path": str(s.path)} for s in plan.skills],
-        "trigger_scores": [trigger_score_dict(s) for s in scores],
-        "tests": [{"name": t.name, "type": t.type, "source": t.source, "skill": t.skill,
-                   "passed": trigger_verdicts.get(t.name, False)} for t in plan.tests if t.type == "trigger"]
-                 + [skill_test_dict(r) for r in test_results],
-        "isolation": {"watched": outcome.watched, "outside_writes": outcome.outside_writes,
-                      "ok": not outcome.outside_writes},
-        "results": results,
-    }
+def print_comparison(console: Console, c: Comparison) -> None:
+    colour = "red" if c.failed else "green"
+    console.print(f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
+                  f"{len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
+                  f"{len(c.of('removed'))} removed, {len(c.of('added'))} added[/bold {colour}]", highlight=False)
+    console.print(f"  passed {pass_line(c.old)} → {pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → "
+                  f"${c.new.summary.cost_usd:.4f}", highlight=False)
+    for skill, before, after in trigger_score_changes(c):
+        console.print(f"  triggerScore {escape_markup(skill)}: {'-' if before is None else f'{before:.1f}%'} → "
+                      f"{'-' if after is None else f'{after:.1f}%'}", highlight=False)
+    for ch in c.changes:
+        if ch.change in CHANGE_COLOURS:
+            tint = CHANGE_COLOURS[ch.change]
+            console.print(f"  [{tint}]{ch.change:<10}[/{tint}] {escape_markup(ch.name)}"
+                          + (f" — {escape_markup(ch.reasons)}" if ch.reasons else ""), highlight=False)
 
 
-def trigger_score_dict(score: TriggerScore) -> dict:
-    """Seed 001's camelCase names for its numbers, plus the additions."""
-    return {
-        "skill": score.skill,
-        "triggerRate": round(score.trigger_rate, 2),
-        "falsePositiveRate": round(score.false_positive_rate, 2),
-        "triggerScore": round(score.trigger_score, 2),
-        "precision": round(score.precision, 2),
-        "recall": round(score.recall, 2),
-        "f1": round(score.f1, 2),
-        "positives": score.positives, "positivesActivated": score.positives_activated,
-        "negatives": score.negatives, "negativesActivated": score.negatives_activated,
-        "erroredQueries": score.errored_queries, "erroredRuns": score.errored_runs, "totalRuns": score.total_runs,
-        "threshold": score.threshold,
-        "queryResults": [{"query": q.query, "expected": q.expected, "actual": q.actual, "correct": q.correct,
-                          "toolCount": q.tool_count, "activationRate": round(q.activation_rate, 4),
-                          "activations": q.activations, "runs": q.runs, "erroredRuns": q.errors,
-                          "firedSkills": q.fired, "routing": q.routing, "source": q.source}
-                         for q in score.query_results],
-    }
+def comparison_json(comparisons: Sequence[Comparison]) -> dict:
+    return {"comparisons": [{
+        "old": c.old_path, "new": c.new_path, "failed": c.failed,
+        "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
+        "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
+        "trigger_scores": [{"skill": s, "old": a, "new": b} for s, a, b in trigger_score_changes(c)],
+        "cases": [{"name": ch.name, "change": ch.change, "reasons": ch.reasons,
+                   "old_passed": ch.old.passed if ch.old else None, "new_passed": ch.new.passed if ch.new else None,
+                   "old_pass_rate": ch.old.pass_rate if ch.old else None,
+                   "new_pass_rate": ch.new.pass_rate if ch.new else None} for ch in c.changes]}
+        for c in comparisons]}
 
 
-def skill_test_dict(result: SkillTestResult) -> dict:
-    test = result.test
-    return {"name": test.name, "type": test.type, "source": test.source, "category": test.category,
-            "severity": test.severity, "passed": result.passed, "error": result.error,
-            "activated_skills": sorted({s for r in result.runs for s in r.activated_skills}),
-            "run_scores": result.run_scores}
-
-
-def markdown_cell(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def trigger_analysis_markdown(scores: Sequence[TriggerScore]) -> str:
-    """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
-    lines = ["## Trigger Analysis", ""]
-    for score in scores:
-        if len(scores) > 1:
-            lines += [f"### {score.skill}", ""]
-        lines += ["| Metric | Value |", "|--------|-------|",
-                  f"| Trigger Rate | {score.trigger_rate:.0f}% ({score.positives_activated}/{score.positives} "
-                  "positive activated) |",
-                  f"| False Positive Rate | {score.false_positive_rate:.0f}% ({score.negatives_activated}/"
-                  f"{score.negatives} negative activated) |",
-                  f"| Trigger Score | {score.trigger_score:.1f}% |",
-                  f"| Precision / Recall / F1 | {score.precision:.0f}% / {score.recall:.0f}% / {score.f1:.0f}% |",
-                  f"| Errored runs | {score.errored_runs}/{score.total_runs} "
-                  f"({score.errored_queries} queries without a usable run) |", "",
-                  "#### Query Results" if len(scores) > 1 else "### Query Results", "",
-                  "| Query | Expected | Actual | Rate | Tools | Fired |",
-                  "|-------|----------|--------|------|-------|-------|"]
-        for q in score.query_results:
-            mark = "⚠️" if q.actual == "error" else "✅" if q.correct else "❌"
-            expected = q.expected + (" (routing)" if q.routing else "")
-            fired = ", ".join(f"{name}×{n}" for name, n in sorted(q.fired.items())) or "-"
-            lines.append(f"| \"{markdown_cell(q.query)}\" | {expected} | {mark} {q.actual} | "
-                         f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def skill_report_markdown(document: dict, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult]) -> str:
-    meta = document["metadata"]
-    lines = ["# Skill evaluation", "",
-             f"Skills: {', '.join(s['name'] for s in document['skills'])}; Claude Code {meta['claude_version']}; "
-             f"trigger model `{meta['trigger_model']}`; generated {meta['generated_at']}.",
-             f"Result: **{'PASS' if document['passed'] else 'FAIL'}**", ""]
-    if scores:
-        lines += [trigger_analysis_markdown(scores)]
-    if test_results:
-        lines += ["## Tests", "", "| Test | Type | Result | Detail |", "|------|------|--------|--------|"]
-        for result in test_results:
-            mark = "⚠️ error" if result.error else "✅ pass" if result.passed else "❌ fail"
-            lines.append(f"| {markdown_cell(result.test.name, 50)} | {result.test.type} | {mark} | "
-                         f"{markdown_cell(test_detail(result), 100)} |")
-        lines.append("")
-    if document["isolation"]["outside_writes"]:
-        lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
-                  *[f"- `{p}`" for p in document["isolation"]["outside_writes"]], ""]
-    return "\n".join(lines)
-
-
-def test_detail(result: SkillTestResult) -> str:
-    if result.error:
-        return result.error
-    parts = []
-    for score in result.run_scores:
-        if "error" in score:
-            parts.append(f"run {score['run']}: error")
-        elif "coverage" in score:
-            parts.append(f"run {score['run']}: {score['coverage']:.0%} concepts"
-                         + (f", missed {', '.join(score['missed'][:3])}" if score["missed"] else ""))
-        else:
-            parts.append(f"run {score['run']}: " + ("leaked " + ", ".join(score["leaked"]) if score["leaked"]
-                                                    else "no leak") + (
-                "" if score["refused"] is None else ", refused" if score["refused"] else ", did not refuse"))
-    return "; ".join(parts)
-
-
-def print_skill_summary(console: Console, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult],
-                        document: dict) -> None:
-    for score in scores:
-        table = Table(title=f"Trigger results: {score.skill}", show_lines=False)
-        for column in ("query", "expected", "actual", "rate", "tools", "fired"):
-            table.add_column(column, overflow="fold")
-        for q in score.query_results:
-            colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
-            table.add_row(markdown_cell(q.query, 70), q.expected + (" (routing)" if q.routing else ""),
-                          f"[{colour}]{q.actual}[/{colour}]", f"{q.activations}/{q.runs}", f"{q.tool_count:g}",
-                          ", ".join(sorted(q.fired)) or "-")
-        console.print(table)
-        console.print(f"triggerRate {score.trigger_rate:.0f}% ({score.positives_activated}/{score.positives})  "
-                      f"falsePositiveRate {score.false_positive_rate:.0f}% ({score.negatives_activated}/"
-                      f"{score.negatives})  [bold]triggerScore {score.trigger_score:.1f}%[/bold]  "
-                      f"precision {score.precision:.0f}%  recall {score.recall:.0f}%  F1 {score.f1:.0f}%  "
-                      f"errored runs {score.errored_runs}/{score.total_runs}")
-    if test_results:
-        table = Table(title="Skill tests")
-        for column in ("test", "type", "result", "detail"):
-            table.add_column(column, overflow="fold")
-        for result in test_results:
-            verdict = "[yellow]error[/yellow]" if result.error else "[green]pass[/green]" if result.passed else "[red]fail[/red]"
-            table.add_row(result.test.name, result.test.type, verdict, test_detail(result))
-        console.print(table)
-    for path in document["isolation"]["outside_writes"]:
-        console.print(f"[red]changed outside the temporary projects:[/red] {path}")
-    console.print("[bold green]PASS[/bold green]" if document["passed"] else "[bold red]FAIL[/bold red]")
-
-
-# ============================================================================ 11. CLI
+# ============================================================================ 11. modes and the CLI
 EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
-
-
-def fail_input(message: str) -> "click.exceptions.Exit":
-    for line in message.splitlines():  # several problems of one file: one line each
-        click.echo(f"error: {line}", err=True)
-    return click.exceptions.Exit(2)
 
 
 def require_api_key() -> None:
@@ -4196,469 +4976,97 @@ def require_api_key() -> None:
                          hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com")
 
 
-def build_settings(opts: dict) -> RunSettings:
-    if opts["max_turns"] < 1 or opts["concurrency"] < 1 or opts["max_tokens"] < 1 or opts["iterations"] < 1:
-        raise InputError("--max-turns, --concurrency, --max-tokens and --iterations must be at least 1")
-    if opts.get("max_cost") is not None and opts["max_cost"] <= 0:
-        raise InputError("--max-cost must be more than 0")
-    return RunSettings(model=opts["model"], system_prompt=load_system_prompt(opts["prompt"]),
-                       max_tokens=opts["max_tokens"], temperature=opts["temperature"],
-                       max_turns=opts["max_turns"], concurrency=opts["concurrency"])
-
-
-def servers_to_run(opts: dict) -> list[ServerSpec]:
+def servers_for(settings: Settings) -> list[ServerSpec]:
     """The key is checked before any server starts, after a bad --mcp-config is reported (its own
     line, key or not); a dry run needs no key (it calls no model)."""
-    servers = resolve_servers(opts["server"], opts["server_env"], opts["mcp_config"], opts["server_module"])
-    if not opts.get("dry_run"):
+    servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module)
+    if not settings.dry_run:
         require_api_key()
     return servers
 
 
-def query_cases(query: str) -> list[TestCase]:
-    if not query.strip():
-        raise InputError("the query is empty", hint='give -q "what to ask Claude"')
-    return [TestCase(name="query", prompt=query)]
-
-
-def tool_eval_cases(opts: dict) -> list[TestCase]:
-    """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
-    if opts.get("conversation"):
-        return [conversation_case(opts["conversation"], opts["query"])]
-    if opts["query"] is not None:
-        return query_cases(opts["query"])
-    return [TestCase(name="conversation", prompt="")]
-
-
-def check_conversation_options(opts: dict) -> None:
-    if opts.get("interactive") and opts.get("simulate_user") is not None:
-        raise InputError("--interactive and --simulate-user exclude each other",
-                         hint="a conversation has one user: you at the terminal, or the simulated one")
-    if opts.get("simulate_user") is not None and not opts["simulate_user"].strip():
-        raise InputError("--simulate-user needs a goal", hint='e.g. --simulate-user "find my LTV model\'s inputs"')
-    if opts.get("max_user_turns", 1) < 1:
-        raise InputError("--max-user-turns must be at least 1")
-
-
-def user_source(opts: dict, console: Console) -> Callable[[TestCase, ModelClient], UserInput | None]:
+def user_source(settings: Settings, console: Console) -> Callable[[TestCase, ModelClient], UserInput | None]:
     """Who answers Claude in each conversation: the terminal, a simulated user (from
     --simulate-user or the case's own goal), or nobody."""
-    if opts.get("interactive"):
+    if settings.interactive:
         stdin = StdinLines()  # one reader for the whole run: it may hold typed-ahead lines
         return lambda case, model: TerminalUser(console, stdin)
 
     def simulated_or_nobody(case: TestCase, model: ModelClient) -> UserInput | None:
-        goal = opts.get("simulate_user") or case.simulated_user
-        if not goal:
-            return None
-        return SimulatedUser(goal, model, opts.get("user_model") or C.DEFAULT_USER_MODEL,
-                             opts.get("max_user_turns") or C.DEFAULT_MAX_USER_TURNS)
+        goal = settings.simulate_user or case.simulated_user
+        return SimulatedUser(goal, model, settings.user_model, settings.max_user_turns) if goal else None
     return simulated_or_nobody
 
 
-def tool_eval_mode(opts: dict) -> int:
-    """-q / -c / -i / --interactive / --simulate-user: run conversations against the servers,
-    write or print the results. Ctrl-C still writes what was gathered, and exits 130."""
-    console = Console(stderr=opts["json_out"])
-    settings = build_settings(opts)
-    check_conversation_options(opts)
-    cases = tool_eval_cases(opts)
-    servers = servers_to_run(opts)
-    interactive = bool(opts.get("interactive"))
-    if interactive:  # one person answers one conversation at a time, and reads Claude as it writes
-        settings.concurrency, settings.stream = 1, True
-    run = SuiteRun(cases, opts["iterations"], settings, mode="interactive" if interactive else "batch",
-                   input_type="conversation" if opts.get("conversation") else "query")
-    if opts.get("dry_run"):
-        return dry_run_mode(run, servers, opts, console)
-    view = LiveConversationView(console, settings.max_turns) if interactive else None
-    outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console), observer=view,
-                          on_result=view.on_conversation_end if view else None)
-    transcripts = outcome.transcripts
-    extra = {"simulated_user": {"goal": opts["simulate_user"], "model": opts["user_model"],
-                                "max_user_turns": opts["max_user_turns"]}} if opts.get("simulate_user") else None
-    results = JsonStream(lambda: map(transcript_to_result, transcripts), len(transcripts))
-    emit_document(opts, results_document(run, opts, results, extra))
-    if opts["output"]:
-        console.print(f"wrote {len(transcripts)} result(s) to {opts['output']}")
-    outcome.finish()
-    if not opts["output"] and not opts["json_out"] and not interactive:
-        print_run_summary(console, transcripts)
+def exit_code(results: Results, outcome: PipelineOutcome) -> int:
     if outcome.interrupted:
         return EXIT_INTERRUPTED
-    return 1 if outcome.not_started or any(t.error for t in transcripts) else 0
+    return 0 if results.passed else 1
 
 
-def check_threshold(value: float, option: str) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise InputError(f"{option} must be between 0 and 1, got {value:g}")
-    return value
+# ---------------------------------------------------------------------------- tool-use modes: cases and scoring
+class ToolCheckScoring:
+    """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
+    tools' own schemas) on each run; a case passes at --threshold of its runs."""
 
+    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
+        self.cases, self.check_names = cases, check_names
+        self.tools: dict[str, ToolSpec] = {}
+        self.verdicts: dict[tuple[str, int], Verdict] = {}
 
-def csv_suite_mode(opts: dict) -> int:
-    """--csv: every case, scored; reports; exit 0 all pass, 1 any case fails."""
-    console = Console(stderr=opts["json_out"])
-    settings = build_settings(opts)
-    threshold = check_threshold(opts["threshold"], "--threshold")
-    cases = filter_by_tags(load_csv_suite(opts["csv"]), opts["tag"])
-    servers = servers_to_run(opts)
-    run = SuiteRun(cases, opts["iterations"], settings, input_type="csv")
-    tools: dict[str, ToolSpec] = {}
+    def connected(self, hub: McpHub) -> None:
+        if self.check_names:
+            check_case_tools(self.cases, hub.tool_names())  # before the first model call
+        self.tools.update(hub.tools)
 
-    def connected(hub: McpHub) -> None:
-        check_case_tools(cases, hub.tool_names())  # before the first model call
-        tools.update(hub.tools)
-
-    if opts.get("dry_run"):
-        return dry_run_mode(run, servers, opts, console, connected)
-    verdicts: dict[tuple[str, int], Verdict] = {}
-
-    def score(t: Transcript) -> Verdict:  # once per run: the journal, the progress bar and the report share it
+    def verdict(self, t: Transcript) -> Verdict:
+        """Once per run: the journal, the progress bar and the reports share it."""
         key = (t.case.name, t.iteration)
-        if key not in verdicts:
-            verdicts[key] = score_tool_use(t.case, t, tools)
-        return verdicts[key]
+        if key not in self.verdicts:
+            self.verdicts[key] = score_tool_use(t.case, t, self.tools)
+        return self.verdicts[key]
 
-    with SuiteProgress(console, len(cases) * run.iterations, score) as progress:
-        outcome = run_durably(run, servers, opts, console, lambda t: suite_result(t, score(t)),
-                              on_result=progress.on_result, on_connect=connected)
-    code = report_suite(opts, console, run, outcome.transcripts, [score(t) for t in outcome.transcripts], threshold)
-    outcome.finish()
-    return EXIT_INTERRUPTED if outcome.interrupted else max(code, 1 if outcome.not_started else 0)
+    def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
+        out = []
+        for _, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):  # runs come case by case
+            runs = list(runs)
+            summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
+            out.append(case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000))
+        return out
 
-
-def suite_result(transcript: Transcript, verdict: Verdict) -> dict:
-    return dict(transcript_to_result(transcript), verdict={"passed": verdict.passed, "reasons": verdict.reasons})
-
-
-def report_suite(opts: dict, console: Console, run: SuiteRun, transcripts: list[Transcript],
-                 verdicts: list[Verdict], threshold: float) -> int:
-    case_summaries = []
-    runs = list(zip(transcripts, verdicts))
-    for _, group in itertools.groupby(runs, key=lambda run_: run_[0].case.name):  # runs come case by case
-        group = list(group)
-        case_summaries.append(summarize_case(group[0][0].case, [v for _, v in group], [t for t, _ in group],
-                                             threshold))
-    del runs
-    summary = summarize_suite(case_summaries, transcripts, threshold)
-    results = JsonStream(lambda: (suite_result(t, v) for t, v in zip(transcripts, verdicts)), len(transcripts))
-    emit_document(opts, results_document(run, opts, results, {
-        "summary": suite_summary_dict(summary),
-        "cases": JsonStream(lambda: map(case_summary_dict, case_summaries), len(case_summaries))}))
-    if opts["report"]:
-        write_text_atomic(opts["report"], render_markdown_report(summary, case_summaries, run.settings.model,
-                                                                 run.iterations))
-    if opts["csv_out"]:
-        write_results_csv(opts["csv_out"], transcripts, verdicts)
-    if opts["junit"]:
-        write_junit(opts["junit"], case_summaries, transcripts, Path(opts["csv"]).stem if opts.get("csv") else "suite")
-    print_suite_summary(console, summary, case_summaries)
-    return 0 if summary.failed == 0 else 1
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        return {}
 
 
-def compare_mode(opts: dict) -> int:
-    """--compare OLD NEW: regressions and fixes per case; exit 1 on any regression."""
-    old_path, new_path = opts["compare"]
-    old, new = load_results_document(old_path), load_results_document(new_path)
-    rows = compare_results(old, new)
-    report = render_comparison(old, new, rows)
-    if opts["report"]:
-        write_text_atomic(opts["report"], report)
-    if opts["json_out"]:
-        click.echo(json.dumps({"cases": [dict(asdict(r), change=r.change) for r in rows]}, indent=2))
-    else:
-        Console().print(report, markup=False, highlight=False)
-    return 1 if any(r.change == "regression" for r in rows) else 0
+class AnswerScoring:
+    """Knowledge / task / security tests run against the MCP servers: each run's answer scored
+    like a skill test's (concepts, forbidden patterns, refusal)."""
 
+    def __init__(self, tests: list[SkillTest]) -> None:
+        self.tests = {t.name: t for t in tests}
 
-def options(*decorators: Callable) -> Callable:
-    def apply(function: Callable) -> Callable:
-        for decorator in reversed(decorators):
-            function = decorator(function)
-        return function
-    return apply
+    def connected(self, hub: McpHub) -> None:
+        pass
 
+    def verdict(self, t: Transcript) -> Verdict:
+        test = self.tests[t.case.name]
+        score = score_test_run(test, transcript_as_claude_run(t))
+        return Verdict(bool(score.get("passed")), run_score_reasons(test, score))
 
-SERVER_OPTIONS = options(
-    click.option("--server", multiple=True, metavar='"CMD ARGS"', help="A stdio MCP server command (repeatable)."),
-    click.option("--server-env", multiple=True, metavar="KEY[=VALUE]",
-                 help="Environment variable for --server processes: KEY passes ours, KEY=VALUE sets it."),
-    click.option("--mcp-config", type=click.Path(), help="A Claude-style mcpServers JSON file."),
-    click.option("--server-module", multiple=True, metavar="PATH.py[:ATTR]",
-                 help="Import a Python MCP server object and talk to it in-process (repeatable)."),
-    click.option("--tool-timeout", type=float, default=C.DEFAULT_TOOL_TIMEOUT, show_default=True,
-                 help="Seconds one tool call may take."),
-    click.option("--max-result-chars", type=int, default=C.DEFAULT_MAX_RESULT_CHARS, show_default=True,
-                 help="Tool results longer than this are cut (0: no limit)."),
-)
+    def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
+        self.test_results = []
+        out = []
+        for name, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):
+            runs = list(runs)
+            result = score_skill_test(self.tests[name], [transcript_as_claude_run(t) for t in runs])
+            self.test_results.append(result)
+            out.append(case_result_from_test(result, Path(self.tests[name].source).name or group,
+                                             sum(t.cost_usd for t in runs), sum(t.latency_ms for t in runs) / 1000))
+        return out
 
-MODEL_OPTIONS = options(
-    click.option("--model", default=C.DEFAULT_MODEL, show_default=True, help="Model under test."),
-    click.option("--prompt", default=prompts.DEFAULT_SYSTEM_PROMPT, show_default=True,
-                 help="System prompt: a name from prompts.py or a file path."),
-    click.option("--max-turns", type=int, default=C.DEFAULT_MAX_TURNS, show_default=True,
-                 help="Model calls per conversation."),
-    click.option("--max-tokens", type=int, default=C.DEFAULT_MAX_TOKENS, show_default=True),
-    click.option("--temperature", type=float, default=C.DEFAULT_TEMPERATURE),
-    click.option("--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL)."),
-    click.option("--max-retries", type=int, default=C.DEFAULT_MAX_RETRIES, show_default=True,
-                 help="Retries of a failed model call (429, 5xx, overload, connection errors)."),
-    click.option("--request-timeout", type=float, default=C.DEFAULT_REQUEST_TIMEOUT, show_default=True,
-                 help="Seconds one model call may take."),
-    click.option("--max-cost", type=float, metavar="USD",
-                 help="Start no new conversation once the run has cost this much (it says so; --resume goes on)."),
-    click.option("--dry-run", is_flag=True,
-                 help="Check inputs, connect to the servers, count tokens and estimate calls and cost; no model call."),
-)
-
-RUN_OPTIONS = options(
-    click.option("-q", "--query", help="One query to evaluate."),
-    click.option("-i", "--iterations", type=int, default=C.DEFAULT_ITERATIONS, show_default=True,
-                 help="Run every case this many times."),
-    click.option("--concurrency", type=int, default=C.DEFAULT_CONCURRENCY, show_default=True,
-                 help="Conversations run at once."),
-    click.option("-o", "--output", type=click.Path(), help="Write the results JSON here."),
-    click.option("--json", "json_out", is_flag=True, help="Print the results JSON to stdout."),
-    click.option("--summary-only", is_flag=True,
-                 help="Big suites: keep only the summary in memory and in -o FILE; every run's full result "
-                      "goes to FILE.results.jsonl as it finishes."),
-)
-
-SUITE_OPTIONS = options(
-    click.option("--csv", "csv", type=click.Path(), metavar="FILE.csv", help="Run a CSV regression suite."),
-    click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."),
-    click.option("--threshold", type=float, default=1.0, show_default=True,
-                 help="A case passes overall when its pass rate over the iterations is at least this."),
-    click.option("--report", type=click.Path(), metavar="FILE.md",
-                 help="Write a markdown report (suite, comparison, or skill Trigger Analysis)."),
-    click.option("--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per case and iteration."),
-    click.option("--junit", type=click.Path(), metavar="FILE.xml", help="Write JUnit XML for CI."),
-    click.option("--resume", is_flag=True,
-                 help="Continue the run whose output is -o FILE: only cases not yet finished run."),
-    click.option("--retry-errors", is_flag=True,
-                 help="Rerun the cases of -o FILE that ended in an error (and any not yet run)."),
-    click.option("--compare", nargs=2, type=click.Path(), metavar="OLD.json NEW.json",
-                 help="Compare two results files: regressions, fixes, pass rate and cost change."),
-)
-
-CONVERSATION_OPTIONS = options(
-    click.option("-c", "--conversation", type=click.Path(), metavar="FILE.md",
-                 help="Continue a conversation from a markdown file (**User** / **Assistant** blocks, "
-                      "## User / ## Assistant headings, or User: / Assistant: prefixes)."),
-    click.option("--interactive", is_flag=True,
-                 help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish the "
-                      "conversation; Ctrl-C stops the run and keeps the results so far."),
-    click.option("--simulate-user", metavar="GOAL",
-                 help="A second model plays a user with this goal and answers Claude's questions."),
-    click.option("--user-model", default=C.DEFAULT_USER_MODEL, show_default=True,
-                 help="Model playing the simulated user."),
-    click.option("--max-user-turns", type=int, default=C.DEFAULT_MAX_USER_TURNS, show_default=True,
-                 help="Messages the simulated user may send per conversation."),
-)
-
-
-def default_skill_concurrency() -> int:
-    """Each run is a mostly idle `claude` process waiting on the API: two per CPU, at most ten."""
-    return max(2, min(10, 2 * (os.cpu_count() or 1)))
-
-
-def given_on_command_line(name: str) -> bool:
-    context = click.get_current_context(silent=True)
-    if context is None:
-        return True
-    source = context.get_parameter_source(name)
-    return source is not None and source.name not in ("DEFAULT",)
-
-
-def load_skill_suite(opts: dict) -> tuple[list[SkillInfo], list[SkillTest]]:
-    """Skills and tests, validated before anything runs."""
-    skills = [load_skill(path) for path in opts.get("skill") or ()]
-    if not skills:
-        raise InputError("no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)")
-    names = [s.name for s in skills]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
-    if duplicate:
-        raise InputError(f"skill {duplicate!r} is given twice", hint="each --skill must have its own name")
-    tests = [t for target in opts.get("tests") or () for t in load_markdown_tests(target)]
-    tests += [t for target in opts.get("trigger") or () for t in load_markdown_tests(target, "trigger")]
-    if not tests:
-        raise InputError("no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR")
-    assign_trigger_skills(tests, skills)
-    return skills, tests
-
-
-def skill_eval_mode(opts: dict) -> int:
-    """--skill with --tests / --trigger: run every query through the real Claude Code CLI."""
-    console = Console(stderr=bool(opts.get("json_out")))
-    skills, tests = load_skill_suite(opts)
-    threshold = opts.get("trigger_threshold", C.DEFAULT_TRIGGER_THRESHOLD)
-    if not 0 < threshold <= 1:
-        raise InputError(f"--trigger-threshold {threshold:g} must be above 0 and at most 1")
-    for key in ("runs", "trigger_max_turns", "max_turns"):
-        if opts.get(key) is not None and opts[key] < 1:
-            raise InputError(f"--{key.replace('_', '-')} must be at least 1")
-    if opts.get("trigger_timeout") is not None and opts["trigger_timeout"] <= 0:
-        raise InputError("--trigger-timeout must be above 0")
-    min_score = opts.get("min_trigger_score")
-    if min_score is not None and not 0 <= min_score <= 100:
-        raise InputError("--min-trigger-score is a percentage between 0 and 100")
-    if opts.get("mcp_config") and not Path(opts["mcp_config"]).is_file():
-        raise InputError("MCP config not found", opts["mcp_config"])
-    binary = find_claude_bin(opts.get("claude_bin"))
-    version = claude_version(binary)
-    require_api_key()
-    base = ClaudeCliSettings(binary=binary, base_url=opts.get("base_url"),
-                             mcp_config=str(Path(opts["mcp_config"]).resolve()) if opts.get("mcp_config") else None)
-    concurrency = opts.get("concurrency") or C.DEFAULT_CONCURRENCY
-    if not given_on_command_line("concurrency"):
-        concurrency = default_skill_concurrency()
-    plan = SkillSuitePlan(
-        skills=skills, tests=tests,
-        trigger_settings=replace(base, model=opts.get("trigger_model") or C.DEFAULT_TRIGGER_MODEL,
-                                 max_turns=opts.get("trigger_max_turns") or C.DEFAULT_TRIGGER_MAX_TURNS),
-        test_settings=replace(base, model=opts.get("model") or C.DEFAULT_MODEL,
-                              max_turns=opts.get("max_turns") or C.DEFAULT_MAX_TURNS),
-        runs=opts.get("runs"), threshold=threshold, concurrency=max(1, concurrency),
-        trigger_timeout=opts.get("trigger_timeout"))
-    total = sum(runs for _, runs, _ in plan.trigger_jobs()) + sum(
-        plan.runs or t.runs or 1 for t in tests if t.type != "trigger")
-    console.print(f"Claude Code {version}: {total} run(s) of {len(skills)} skill(s), {plan.concurrency} at once")
-    fingerprint = skill_suite_fingerprint(plan)
-    reuse, kept = plan_skill_resume(opts.get("output"), bool(opts.get("resume")), bool(opts.get("retry_errors")),
-                                    fingerprint)
-    if reuse:
-        console.print(f"resuming: {len(reuse)} run(s) kept from the earlier run")
-    journal = ResultJournal(journal_path(opts["output"]), kept) if opts.get("output") else None
-    done = [len(reuse)]
-
-    def on_run(label: str, record: ClaudeRun) -> None:
-        done[0] += 1
-        if journal:
-            journal.append(dict(claude_run_dict(record, label), fingerprint=fingerprint))
-        fired = ", ".join(record.activated_skills) or "no skill"
-        status = f"[yellow]error[/yellow]: {record.error}" if record.error else fired
-        console.print(f"  [{done[0]}/{total}] {markdown_cell(record.query, 60)!r} run {record.run}: {status}",
-                      highlight=False)
-
-    try:
-        outcome = asyncio.run(run_skill_suite(plan, on_run, reuse))
-    except KeyboardInterrupt:
-        if journal:
-            journal.close(remove=False)
-            write_json_atomic(opts["output"], {"schema_version": C.SCHEMA_VERSION, "interrupted": True,
-                                               "metadata": {"mode": "skills", "total_results": done[0]},
-                                               "results": earlier_results(opts["output"])})
-        console.print(f"\n[yellow]interrupted[/yellow]: {done[0]} run(s) finished are kept"
-                      + ("; rerun with --resume to do the rest" if journal else ""), soft_wrap=True)
-        return EXIT_INTERRUPTED
-    except BaseException:
-        if journal:
-            journal.close(remove=False)
-        raise
-    scores = score_all_triggers(tests, [s.name for s in skills], outcome.runs_by_query, threshold)
-    other_tests = [t for t in tests if t.type != "trigger"]
-    test_results = [score_skill_test(t, runs) for t, runs in zip(other_tests, outcome.test_runs)]
-    trigger_verdicts = {t.name: trigger_test_passed(t, scores, min_score) for t in tests if t.type == "trigger"}
-    below = [s for s in scores if min_score is not None and s.trigger_score < min_score]
-    passed = (all(trigger_verdicts.values()) and all(r.passed for r in test_results) and not below
-              and not outcome.outside_writes)
-    document = skill_results_document(plan, outcome, scores, test_results, trigger_verdicts, passed, version,
-                                      min_score)
-    for record in document["results"]:
-        record["fingerprint"] = fingerprint  # so --retry-errors works on a finished run too
-    emit_document(opts, document)
-    if opts.get("output"):
-        console.print(f"wrote {document['metadata']['total_results']} run(s) to {opts['output']}")
-    if journal:
-        journal.close(remove=True)
-    if opts.get("report"):
-        write_text_atomic(opts["report"], skill_report_markdown(document, scores, test_results))
-        console.print(f"wrote the markdown report to {opts['report']}")
-    print_skill_summary(console, scores, test_results, document)
-    for score in below:
-        console.print(f"[red]{score.skill}: triggerScore {score.trigger_score:.1f}% is below "
-                      f"--min-trigger-score {min_score:g}[/red]")
-    return 0 if passed else 1
-
-
-def generate_mode(opts: dict) -> int:
-    """--generate-triggers SKILL.md [-o FILE.md] / --generate-tests SKILL.md -o DIR."""
-    full = bool(opts.get("generate_tests"))
-    if full and opts.get("generate_triggers"):
-        raise InputError("give either --generate-triggers or --generate-tests, not both")
-    skill = load_skill(opts.get("generate_tests") or opts.get("generate_triggers"))
-    count = opts.get("generate_count") or C.DEFAULT_GENERATED_QUERIES
-    if not 1 <= count <= 50:
-        raise InputError("--generate-count must be between 1 and 50")
-    output = opts.get("output")
-    if full and not output:
-        raise InputError("--generate-tests needs -o DIR", hint="the folder the four test files go into")
-    if full and Path(output).exists() and not Path(output).is_dir():
-        raise InputError("-o must be a folder for --generate-tests", output)
-    require_api_key()
-    console = Console(stderr=True)
-    try:
-        files = asyncio.run(generate_skill_tests(skill, count, opts, full))
-        with tempfile.TemporaryDirectory() as scratch:  # what we write must load back as it is
-            for name, text in files.items():
-                (Path(scratch) / name).write_text(text, encoding="utf-8")
-                try:
-                    load_markdown_test(Path(scratch) / name)
-                except InputError as exc:
-                    raise EvalError(f"generated {name} does not load: {exc.message}") from None
-    except FatalApiError:
-        raise
-    except EvalError as exc:  # the model's answer was unusable: one line, exit 1, nothing written
-        click.echo(f"error: {exc}", err=True)
-        return 1
-    if not output:
-        click.echo(next(iter(files.values())), nl=False)
-        return 0
-    for name, text in files.items():
-        target = Path(output) / name if full else Path(output)
-        write_text_atomic(target, text)
-        console.print(f"wrote {target}")
-    return 0
-
-
-SKILL_OPTIONS = options(
-    click.option("--skill", multiple=True, metavar="PATH",
-                 help="A SKILL.md or its folder (repeatable: several skills are installed together)."),
-    click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
-                 help="Markdown test definitions (knowledge/task/security/trigger) or a skill-creator eval JSON. "
-                      "With --skill they run through Claude Code; without, against the MCP servers (a "
-                      "'# Simulated User' section gives a test its simulated user)."),
-    click.option("--trigger", multiple=True, metavar="FILE", help="One trigger test file (.md or eval .json)."),
-    click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
-                 help="Model for trigger queries (a Claude Code alias or full id)."),
-    click.option("--trigger-threshold", type=float, default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
-                 help="Activation rate at which a query counts as activating."),
-    click.option("--trigger-max-turns", type=int, default=C.DEFAULT_TRIGGER_MAX_TURNS, show_default=True,
-                 help="--max-turns for each trigger query's claude run."),
-    click.option("--trigger-timeout", type=float, help="Seconds per trigger run (default: the test's timeout, 30)."),
-    click.option("--runs", type=int, help="Runs per query or test (default: the test's `runs`, else 3 for "
-                                          "trigger queries and 1 for other tests)."),
-    click.option("--min-trigger-score", type=float, metavar="PERCENT",
-                 help="Fail (exit 1) when a skill's triggerScore is below this."),
-    click.option("--claude-bin", metavar="PATH",
-                 help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude)."),
-    click.option("--generate-triggers", metavar="SKILL.md",
-                 help="Draft a trigger test for a skill (to -o FILE.md, else stdout)."),
-    click.option("--generate-tests", metavar="SKILL.md",
-                 help="Draft a starter set (trigger, knowledge, task, security) into -o DIR."),
-    click.option("--generate-count", type=int, default=C.DEFAULT_GENERATED_QUERIES, show_default=True,
-                 help="Positive and negative queries each to generate."),
-)
-
-
-def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
-    """Markdown tests run against MCP servers: the prompt, and the simulated user's goal if any."""
-    for test in tests:
-        if test.type == "trigger":
-            raise InputError("a trigger test runs through Claude Code", test.source, test.line,
-                             "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
-    return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
-                     source=t.source, line=t.line) for t in tests]
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        costs = {c.name: c.cost_usd for c in case_results}
+        return {"tests": [skill_test_record(r, costs.get(r.test.name, 0.0)) for r in self.test_results]}
 
 
 def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
@@ -4669,84 +5077,662 @@ def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
                      total_cost_usd=round(t.cost_usd, 6), usage=asdict(t.usage), latency_ms=t.latency_ms)
 
 
-def markdown_tool_mode(opts: dict) -> int:
-    """--tests without --skill: knowledge / task / security tests (with an optional simulated
-    user) run against the MCP servers; answers scored like skill tests."""
-    console = Console(stderr=opts["json_out"])
-    settings = build_settings(opts)
-    check_conversation_options(opts)
-    tests = [t for target in opts["tests"] for t in load_markdown_tests(target)]
-    cases = markdown_tool_cases(tests)
-    names = [c.name for c in cases]
+def skill_test_record(result: SkillTestResult, cost: float) -> SkillTestRecord:
+    test = result.test
+    return SkillTestRecord(name=test.name, type=test.type, source=test.source, skill=test.skill,
+                           category=test.category, severity=test.severity, passed=result.passed, error=result.error,
+                           activated_skills=sorted({s for r in result.runs for s in r.activated_skills}),
+                           run_scores=result.run_scores, cost_usd=round(cost, 6))
+
+
+def query_cases(settings: Settings) -> tuple[list[TestCase], str]:
+    """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
+    if settings.interactive and settings.simulate_user is not None:
+        raise InputError("--interactive and --simulate-user exclude each other",
+                         hint="a conversation has one user: you at the terminal, or the simulated one")
+    if settings.simulate_user is not None and not settings.simulate_user.strip():
+        raise InputError("--simulate-user needs a goal", hint='e.g. --simulate-user "find my LTV model\'s inputs"')
+    if settings.conversation:
+        return [conversation_case(settings.conversation, settings.query)], "conversation"
+    if settings.query is not None:
+        if not settings.query.strip():
+            raise InputError("the query is empty", hint='give -q "what to ask Claude"')
+        return [TestCase(name="query", prompt=settings.query)], "query"
+    return [TestCase(name="conversation", prompt="")], "conversation"
+
+
+def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
+    """Markdown tests run against MCP servers: the prompt, and the simulated user's goal if any."""
+    names = [t.name for t in tests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise InputError(f"two tests are named {duplicate!r}", hint="give every test a unique `name:`")
-    servers = servers_to_run(opts)
-    run = SuiteRun(cases, opts["iterations"], settings, input_type="markdown")
-    if opts.get("dry_run"):
-        return dry_run_mode(run, servers, opts, console)
-    outcome = run_durably(run, servers, opts, console, user_for=user_source(opts, console))
-    runs_by_test: dict[str, list[ClaudeRun]] = {}
-    for transcript in outcome.transcripts:
-        runs_by_test.setdefault(transcript.case.name, []).append(transcript_as_claude_run(transcript))
-    test_results = [score_skill_test(t, runs_by_test[t.name]) for t in tests if t.name in runs_by_test]
-    passed = all(r.passed for r in test_results) and len(test_results) == len(tests)
-    results = JsonStream(lambda: map(transcript_to_result, outcome.transcripts), len(outcome.transcripts))
-    emit_document(opts, results_document(run, opts, results,
-                                         {"passed": passed, "tests": [skill_test_dict(r) for r in test_results]}))
+    for test in tests:
+        if test.type == "trigger":
+            raise InputError("a trigger test runs through Claude Code", test.source, test.line,
+                             "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
+    return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
+                     source=t.source, line=t.line) for t in tests]
+
+
+def query_mode(settings: Settings, console: Console) -> int:
+    """-q / -c / --interactive / --simulate-user: conversations against the servers."""
+    cases, input_type = query_cases(settings)
+    return tool_use_mode(settings, console, cases, ToolCheckScoring(cases, False), "query", input_type, "query")
+
+
+def csv_mode(settings: Settings, console: Console) -> int:
+    """--csv: every case of the suite, scored."""
+    cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+    return tool_use_mode(settings, console, cases, ToolCheckScoring(cases, True), "csv", "csv", Path(settings.csv).stem)
+
+
+def markdown_mode(settings: Settings, console: Console) -> int:
+    """--tests without --skill: knowledge / task / security tests against the MCP servers."""
+    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
+    cases = markdown_tool_cases(tests)
+    return tool_use_mode(settings, console, cases, AnswerScoring(tests), "markdown", "markdown", "tests")
+
+
+def tool_use_mode(settings: Settings, console: Console, cases: list[TestCase], scoring: Any, mode: str,
+                  input_type: str, suite_name: str) -> int:
+    """Every tool-use mode: the cases through the pipeline, scored, written, summed up."""
+    servers = servers_for(settings)
+    view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
+    runner = ToolUseRunner(cases, settings, servers, user_source(settings, console), view, scoring.connected,
+                           scoring.verdict)
+    if settings.dry_run:
+        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, runner.jobs(), settings).todo)))
+        return 0
+    progress = None if settings.interactive or mode == "query" else RunProgress(
+        console, len(runner.jobs()), scoring.verdict, lambda t: (t.usage, t.cost_usd))
+    with progress or contextlib.nullcontext():
+        outcome = run_pipeline(runner, settings, console,
+                               view.on_conversation_end if view else progress.on_record if progress else None)
+    results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
+    write_outputs(results, settings, console)
     outcome.finish()
-    print_skill_summary(console, [], test_results, {"passed": passed, "isolation": {"outside_writes": []}})
-    if outcome.interrupted:
-        return EXIT_INTERRUPTED
-    return 0 if passed else 1
+    if mode == "query" and not (settings.output or settings.json_out or settings.interactive):
+        print_run_summary(console, outcome.records)
+    elif mode != "query":
+        print_summary(console, results)
+    return exit_code(results, outcome)
 
 
-def run_mode(opts: dict) -> int:
-    """Picks the one mode the options ask for and runs it; returns the exit code."""
-    if opts.get("generate_triggers") or opts.get("generate_tests"):
-        return generate_mode(opts)
-    if opts.get("tests") and not opts.get("skill") and not opts.get("trigger"):
-        return markdown_tool_mode(opts)
-    if opts.get("skill") or opts.get("tests") or opts.get("trigger"):
-        return skill_eval_mode(opts)
-    if opts.get("compare"):
-        return compare_mode(opts)
-    if opts.get("csv"):
-        return csv_suite_mode(opts)
-    if (opts.get("query") is not None or opts.get("conversation") or opts.get("interactive")
-            or opts.get("simulate_user") is not None):
-        return tool_eval_mode(opts)
-    raise InputError("nothing to evaluate", hint='give -q "a query" (see --help for the other modes)')
+def tool_use_results(settings: Settings, outcome: PipelineOutcome, scoring: Any, mode: str, input_type: str,
+                     suite_name: str) -> Results:
+    transcripts: list[Transcript] = outcome.records
+    cases = scoring.case_results(transcripts, settings.threshold, suite_name)
+    usages = [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in transcripts]
+    summary = summary_record(cases, usages, settings.threshold, outcome, tool_selection_stats(transcripts),
+                             confusion_table(transcripts))
+    simulated = ({"goal": settings.simulate_user, "model": settings.user_model,
+                  "max_user_turns": settings.max_user_turns} if settings.simulate_user else None)
+    metadata = make_metadata(mode, settings, 0 if settings.summary_only else len(transcripts), outcome,
+                             input_type=input_type, simulated_user=simulated)
+    passed = bool(cases) and all(c.passed for c in cases) and not outcome.not_started and not outcome.interrupted
+    return Results(metadata, passed, summary, cases,
+                   lambda: () if settings.summary_only else (tool_run_result(t, scoring.verdict) for t in transcripts),
+                   0 if settings.summary_only else len(transcripts), scoring.sections(cases), suite_name)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@RUN_OPTIONS
-@SUITE_OPTIONS
-@CONVERSATION_OPTIONS
-@SERVER_OPTIONS
-@MODEL_OPTIONS
-@SKILL_OPTIONS
-def main(**opts: Any) -> None:
-    """Evaluate how Claude uses the tools of your MCP servers.
+# ---------------------------------------------------------------------------- the skill mode
+def default_skill_concurrency() -> int:
+    """Each run is a mostly idle `claude` process waiting on the API: two per CPU, at most ten."""
+    return max(2, min(10, 2 * (os.cpu_count() or 1)))
 
-    \b
-    Examples:
-      python evaluator.py -q "Tell me about profiles"
-      python evaluator.py -q "List my warehouse tables" -i 5 -o results.json
-      python evaluator.py --server "python my_server.py" -q "..."
-      python evaluator.py --mcp-config .mcp.json -q "..."
-      python evaluator.py -q "Help me set up a profiles project" --interactive
-      python evaluator.py -c examples/sample_conv.md -o results.json
-      python evaluator.py -q "Build an LTV model" --simulate-user "a churn-focused analyst on Snowflake"
+
+def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
+    """Skills and tests, validated before anything runs."""
+    skills = [load_skill(path) for path in settings.skill]
+    if not skills:
+        raise InputError("no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)")
+    names = [s.name for s in skills]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise InputError(f"skill {duplicate!r} is given twice", hint="each --skill must have its own name")
+    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
+    tests += [t for target in settings.trigger for t in load_markdown_tests(target, "trigger")]
+    if not tests:
+        raise InputError("no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR")
+    assign_trigger_skills(tests, skills)
+    return skills, tests
+
+
+def skill_plan(settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]) -> SkillSuitePlan:
+    if settings.mcp_config and not Path(settings.mcp_config).is_file():
+        raise InputError("MCP config not found", settings.mcp_config)
+    base = ClaudeCliSettings(binary=find_claude_bin(settings.claude_bin), base_url=settings.base_url,
+                             mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None)
+    return SkillSuitePlan(
+        skills=skills, tests=tests,
+        trigger_settings=replace(base, model=settings.trigger_model, max_turns=settings.trigger_max_turns),
+        test_settings=replace(base, model=settings.model, max_turns=settings.max_turns),
+        runs=settings.runs, threshold=settings.trigger_threshold,
+        concurrency=settings.concurrency or default_skill_concurrency(), trigger_timeout=settings.trigger_timeout)
+
+
+def skill_mode(settings: Settings, console: Console) -> int:
+    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI."""
+    skills, tests = load_skill_suite(settings)
+    plan = skill_plan(settings, skills, tests)
+    secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
+    runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    jobs = runner.jobs()
+    if settings.dry_run:
+        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo)))
+        return 0
+    require_api_key()
+    version = claude_version(plan.trigger_settings.binary)
+    console.print(f"Claude Code {version}: {len(jobs)} run(s) of {len(skills)} skill(s), {plan.concurrency} at once",
+                  highlight=False, markup=False)
+    with RunProgress(console, len(jobs), lambda r: None, lambda r: (claude_run_usage(r), r.total_cost_usd or 0.0)) as p:
+        outcome = run_pipeline(runner, settings, console, p.on_record)
+    results = skill_results(settings, plan, runner, outcome, version)
+    write_outputs(results, settings, console)
+    outcome.finish()
+    print_summary(console, results)
+    for score in results.sections["trigger_scores"]:
+        if settings.min_trigger_score is not None and score.trigger_score < settings.min_trigger_score:
+            console.print(f"[red]{escape_markup(score.skill)}: triggerScore {score.trigger_score:.1f}% is below "
+                          f"--min-trigger-score {settings.min_trigger_score:g}[/red]", highlight=False)
+    return exit_code(results, outcome)
+
+
+@dataclass
+class SkillRuns:
+    """A skill suite's records, grouped the way its scorers read them."""
+    by_query: dict[str, list[ClaudeRun]]
+    by_test: dict[str, list[ClaudeRun]]
+
+    @classmethod
+    def of(cls, plan: SkillSuitePlan, outcome: PipelineOutcome) -> "SkillRuns":
+        by_query: dict[str, list[ClaudeRun]] = {}
+        by_test: dict[str, list[ClaudeRun]] = {}
+        for key, record in zip(outcome.keys, outcome.records):
+            label, query = key[0], key[1]
+            if label == "trigger":
+                by_query.setdefault(query, []).append(record)
+            else:
+                by_test.setdefault(label, []).append(record)
+        return cls(by_query, by_test)
+
+    def cost(self, queries: Iterable[str]) -> float:
+        return sum(r.total_cost_usd or 0.0 for q in queries for r in self.by_query.get(q, []))
+
+
+def skill_results(settings: Settings, plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome,
+                  version: str) -> Results:
+    runs = SkillRuns.of(plan, outcome)
+    names = [s.name for s in plan.skills]
+    scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
+    test_results = [score_skill_test(t, runs.by_test[t.name]) for t in plan.other_tests if t.name in runs.by_test]
+    cases = [case_result_from_query(q, runs.cost([q.query]), sum(r.latency_ms for r in runs.by_query.get(q.query, []))
+                                    / 1000) for s in scores for q in s.query_results]
+    cases += [case_result_from_test(r, "tests", sum(x.total_cost_usd or 0.0 for x in r.runs),
+                                    sum(x.latency_ms for x in r.runs) / 1000) for r in test_results]
+    trigger_tests = [t for t in plan.tests if t.type == "trigger"]
+    trigger_verdicts = {t.name: trigger_test_passed(t, scores, settings.min_trigger_score) for t in trigger_tests}
+    below = [s for s in scores if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score]
+    complete = len(test_results) == len(plan.other_tests) and not outcome.not_started and not outcome.interrupted
+    passed = (all(trigger_verdicts.values()) and all(r.passed for r in test_results) and not below
+              and not runner.outside_writes and complete)
+    records = [r for _, r in zip(outcome.keys, outcome.records)]
+    usages = [(claude_run_usage(r), r.total_cost_usd or 0.0, r.latency_ms, bool(r.error)) for r in records]
+    verdicts = skill_run_verdicts(runs, scores, test_results)
+    metadata = make_metadata("skills", settings, len(records), outcome, claude_version=version,
+                             trigger_model=plan.trigger_settings.model, test_model=plan.test_settings.model,
+                             trigger_threshold=plan.threshold, min_trigger_score=settings.min_trigger_score,
+                             input_type="skills")
+    sections = {
+        "skills": [SkillRecord(name=s.name, description=s.description, path=str(s.path)) for s in plan.skills],
+        "trigger_scores": [trigger_score_record(s, runs) for s in scores],
+        "tests": [SkillTestRecord(name=t.name, type=t.type, source=t.source, skill=t.skill,
+                                  passed=trigger_verdicts[t.name]) for t in trigger_tests]
+                 + [skill_test_record(r, sum(x.total_cost_usd or 0.0 for x in r.runs)) for r in test_results],
+        "isolation": IsolationRecord(watched=runner.watched, outside_writes=runner.outside_writes,
+                                     ok=not runner.outside_writes)}
+    summary = summary_record(cases, usages, 1.0, outcome)
+    return Results(metadata, passed, summary, cases,
+                   lambda: (skill_run_result(r, runner.fingerprint, verdicts.get(id(r))) for r in records),
+                   len(records), sections, "skills")
+
+
+def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRecord:
+    """A skill's scores; a rate over no queries is n/a (an eval set of negatives only is valid)."""
+    own = [q for q in score.query_results if not q.routing]
+    return TriggerScoreRecord(
+        skill=score.skill, trigger_rate=round(score.trigger_rate, 2) if score.positives else None,
+        false_positive_rate=round(score.false_positive_rate, 2) if score.negatives else None,
+        trigger_score=round(score.trigger_score, 2), precision=round(score.precision, 2),
+        recall=round(score.recall, 2) if score.positives else None, f1=round(score.f1, 2),
+        positives=score.positives, positives_activated=score.positives_activated, negatives=score.negatives,
+        negatives_activated=score.negatives_activated, errored_queries=score.errored_queries,
+        errored_runs=score.errored_runs, total_runs=score.total_runs, threshold=score.threshold,
+        cost_usd=round(runs.cost(q.query for q in own), 6),
+        query_results=[QueryScoreRecord(
+            query=q.query, expected=q.expected, actual=q.actual, correct=q.correct, tool_count=q.tool_count,
+            activation_rate=round(q.activation_rate, 4), activations=q.activations, runs=q.runs, errored_runs=q.errors,
+            fired_skills=q.fired, routing=q.routing, source=q.source, cost_usd=round(runs.cost([q.query]), 6))
+            for q in score.query_results])
+
+
+def skill_run_verdicts(runs: SkillRuns, scores: Sequence[TriggerScore],
+                       test_results: Sequence[SkillTestResult]) -> dict[int, Verdict]:
+    """Each run's own verdict (by record id): a trigger run against what its query expects of
+    its own skill, a test run by its test's scorer."""
+    verdicts: dict[int, Verdict] = {}
+    for result in test_results:
+        for record, score in zip(result.runs, result.run_scores):
+            verdicts[id(record)] = Verdict(bool(score.get("passed")), run_score_reasons(result.test, score))
+    for score in scores:
+        for q in score.query_results:
+            if q.routing:
+                continue
+            for record in runs.by_query.get(q.query, []):
+                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected)
+    return verdicts
+
+
+def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict:
+    if record.error and not record.activated_skills:
+        return Verdict(False, [f"run failed: {record.error}"])
+    if record.fired(skill) == (expected == "activate"):
+        return Verdict(True)
+    fired = ", ".join(record.activated_skills) or "no skill"
+    return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}"])
+
+
+# ---------------------------------------------------------------------------- generate, compare, schema
+def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
+    kinds = ("trigger", "knowledge", "task", "security") if full else ("trigger",)
+    return [f"{skill.name}-{kind}.md" for kind in kinds]
+
+
+def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list[Path]:
+    """Where the drafts go; an existing file is overwritten only with --force."""
+    output = settings.output
+    if full and not output:
+        raise InputError("--generate-tests needs -o DIR", hint="the folder the four test files go into")
+    if not output:
+        return []
+    if full and Path(output).exists() and not Path(output).is_dir():
+        raise InputError("-o must be a folder for --generate-tests", output)
+    targets = [Path(output) / name for name in generated_file_names(skill, full)] if full else [Path(output)]
+    existing = next((t for t in targets if t.exists()), None)
+    if existing and not settings.force:
+        raise InputError("the file exists", existing, hint="add --force to overwrite it, or choose another -o")
+    return targets
+
+
+def generate_mode(settings: Settings, console: Console) -> int:
+    """--generate-triggers SKILL.md [-o FILE.md] / --generate-tests SKILL.md -o DIR."""
+    full = settings.generate_tests is not None
+    if full and settings.generate_triggers:
+        raise InputError("give either --generate-triggers or --generate-tests, not both")
+    skill = load_skill(settings.generate_tests or settings.generate_triggers)
+    targets = generation_targets(settings, skill, full)
+    estimate = estimate_generation(skill, settings.generate_count, full, generation_model(settings))
+    if settings.dry_run:
+        print_estimate(console, estimate)
+        return 0
+    if settings.max_cost is not None and estimate.cost_max > settings.max_cost:
+        console.print(f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: the generation call could "
+                      f"cost up to ${estimate.cost_max:.4f}; nothing was sent", highlight=False, soft_wrap=True)
+        return 1
+    require_api_key()
+    check_model_endpoint(settings.base_url)
+    try:
+        files, spent = asyncio.run(generate_skill_tests(skill, settings.generate_count, settings, full))
+        check_generated_files(files)
+    except FatalApiError:
+        raise
+    except EvalError as exc:  # the model's answer was unusable: one line, exit 1, nothing written
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    console.print(f"generation cost ${spent:.4f}", highlight=False)
+    if not targets:
+        click.echo(next(iter(files.values())), nl=False)
+        return 0
+    for target, text in zip(targets, files.values()):
+        write_text_atomic(target, text)
+        console.print(f"wrote {target}", highlight=False, markup=False)
+    return 0
+
+
+def check_generated_files(files: dict[str, str]) -> None:
+    """What we write must load back as it is."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, text in files.items():
+            (Path(scratch) / name).write_text(text, encoding="utf-8")
+            try:
+                load_markdown_test(Path(scratch) / name)
+            except InputError as exc:
+                raise EvalError(f"generated {name} does not load: {exc.message}") from None
+
+
+def compare_mode(settings: Settings, console: Console) -> int:
+    """--compare OLD NEW [NEWER ...]: each file against the one before; exit 1 on any
+    regression or removed case."""
+    if len(settings.compare) < 2:
+        raise InputError("--compare needs at least two results files", hint="--compare old.json new.json")
+    comparisons = compare_files(settings.compare)
+    if settings.report:
+        write_text_atomic(settings.report, "\n".join(render_comparison(c) for c in comparisons))
+    if settings.output:
+        write_json_atomic(settings.output, comparison_json(comparisons))
+    if settings.json_out:
+        click.echo(json.dumps(comparison_json(comparisons), indent=2, ensure_ascii=False))
+    else:
+        for comparison in comparisons:
+            print_comparison(console, comparison)
+    return 1 if any(c.failed for c in comparisons) else 0
+
+
+def schema_mode(settings: Settings, console: Console) -> int:
+    """--schema: the results file's JSON Schema, to stdout or -o FILE."""
+    if settings.output:
+        write_json_atomic(settings.output, results_schema())
+        console.print(f"wrote {settings.output}", highlight=False, markup=False)
+    else:
+        click.echo(json.dumps(results_schema(), indent=2))
+    return 0
+
+
+# ---------------------------------------------------------------------------- the mode table
+WRITER_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out"})
+DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "concurrency"})
+MODEL_OPTIONS = frozenset({"model", "prompt", "max_turns", "max_tokens", "temperature", "base_url", "max_retries",
+                           "request_timeout"})
+SERVER_OPTIONS = frozenset({"server", "server_env", "mcp_config", "server_module", "tool_timeout",
+                            "max_result_chars"})
+SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
+TOOL_USE_OPTIONS = (WRITER_OPTIONS | DURABLE_OPTIONS | MODEL_OPTIONS | SERVER_OPTIONS | SIMULATED_USER_OPTIONS
+                    | {"iterations", "threshold", "summary_only"})
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run the evaluator: what selects it, the options it takes, what runs it."""
+    name: str
+    title: str                                   # how an error names it: "--skill runs"
+    selected: Callable[[Settings], bool]
+    options: frozenset[str]
+    run: Callable[[Settings, Console], int]
+    examples: tuple[str, ...] = ()
+
+
+# In selection order: the first row whose selector holds is the mode. Every option a row does
+# not list is refused there with one line, never silently ignored.
+MODES: tuple[Mode, ...] = (
+    Mode("schema", "--schema", lambda s: s.schema, frozenset({"schema", "output"}), schema_mode,
+         ("python evaluator.py --schema > results.schema.json",)),
+    Mode("generate", "--generate-triggers / --generate-tests runs",
+         lambda s: bool(s.generate_triggers or s.generate_tests),
+         frozenset({"generate_triggers", "generate_tests", "generate_count", "force", "output", "model", "base_url",
+                    "max_retries", "request_timeout", "max_cost", "dry_run"}), generate_mode,
+         ("python evaluator.py --generate-triggers examples/skills/warehouse-sql -o my-trigger.md",
+          "python evaluator.py --generate-tests examples/skills/warehouse-sql -o my-tests/")),
+    Mode("compare", "--compare", lambda s: bool(s.compare),
+         frozenset({"compare", "report", "output", "json_out"}), compare_mode,
+         ("python evaluator.py --compare old.json new.json --report diff.md",)),
+    Mode("skills", "--skill runs", lambda s: bool(s.skill or s.trigger),
+         WRITER_OPTIONS | DURABLE_OPTIONS | {"skill", "tests", "trigger", "trigger_model", "trigger_threshold",
+                                             "trigger_max_turns", "trigger_timeout", "runs", "min_trigger_score",
+                                             "claude_bin", "model", "max_turns", "base_url", "mcp_config"},
+         skill_mode,
+         ("python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
+          "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml")),
+    Mode("markdown", "--tests runs against MCP servers", lambda s: bool(s.tests), TOOL_USE_OPTIONS | {"tests"},
+         markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
+    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | {"csv", "tag"}, csv_mode,
+         ("python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
+          "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run")),
+    Mode("query", "-q / -c runs",
+         lambda s: s.query is not None or bool(s.conversation) or s.interactive or s.simulate_user is not None,
+         TOOL_USE_OPTIONS | {"query", "conversation", "interactive"}, query_mode,
+         ('python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',
+          "python evaluator.py -c examples/sample_conv.md -o conv.json",
+          'python evaluator.py -q "Help me set up a profiles project" --interactive',
+          'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake prod"')),
+)
+
+
+def select_mode(settings: Settings) -> Mode:
+    mode = next((m for m in MODES if m.selected(settings)), None)
+    if mode is None:
+        raise InputError("nothing to evaluate", hint='give -q "a query", --csv FILE, --tests DIR or --skill DIR '
+                                                     "(see --help)")
+    refused = sorted(settings.given - mode.options, key=option_order)
+    if refused:
+        name = refused[0]
+        takers = [m.title for m in MODES if name in m.options]
+        raise UsageProblem(f"{OPTION_FLAGS.get(name, name)} does not apply to {mode.title}"
+                           + (f" (it works with {', '.join(takers)})" if takers else ""))
+    return mode
+
+
+class UsageProblem(InputError):
+    """An option given to a mode that does not take it."""
+
+
+def run_settings_for(settings: Settings) -> int:
+    """The one call from the CLI into the modes."""
+    mode = select_mode(settings)
+    return mode.run(settings, Console(stderr=settings.json_out or mode.name == "generate"))
+
+
+# ---------------------------------------------------------------------------- click: options, grouped help, main
+POSITIVE_INT = click.IntRange(min=1)
+POSITIVE_FLOAT = click.FloatRange(min=0, min_open=True)
+
+# (help group, option). The groups are the README's options tables, in the same order.
+OPTIONS: tuple[tuple[str, Callable], ...] = (
+    ("What to evaluate", click.option("-q", "--query", help="One query to evaluate.")),
+    ("What to evaluate", click.option("-c", "--conversation", type=click.Path(), metavar="FILE.md",
+                                      help="Continue a conversation from a markdown file (**User** / **Assistant** "
+                                           "blocks, ## User / ## Assistant headings, or User: / Assistant: lines).")),
+    ("What to evaluate", click.option("--csv", "csv", type=click.Path(), metavar="FILE.csv",
+                                      help="Run a CSV regression suite.")),
+    ("What to evaluate", click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
+                                      help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval "
+                                           "JSON. With --skill they run through Claude Code; without, against the MCP "
+                                           "servers (a '# Simulated User' section gives a test its simulated user).")),
+    ("What to evaluate", click.option("--skill", multiple=True, metavar="PATH",
+                                      help="A SKILL.md or its folder (repeatable: several skills are installed "
+                                           "together).")),
+    ("What to evaluate", click.option("--trigger", multiple=True, metavar="FILE",
+                                      help="One trigger test file (.md or eval .json).")),
+    ("What to evaluate", click.option("--compare", metavar="OLD.json NEW.json [...]",
+                                      help="Compare results files, each against the one before: regressions, fixes, "
+                                           "added and removed cases, pass rate, triggerScore and cost change.")),
+    ("What to evaluate", click.option("--generate-triggers", metavar="SKILL.md",
+                                      help="Draft a trigger test for a skill (to -o FILE.md, else stdout).")),
+    ("What to evaluate", click.option("--generate-tests", metavar="SKILL.md",
+                                      help="Draft a starter set (trigger, knowledge, task, security) into -o DIR.")),
+    ("What to evaluate", click.option("--schema", is_flag=True,
+                                      help="Print the JSON Schema of the results file and exit.")),
+    ("Running and output", click.option("-i", "--iterations", type=POSITIVE_INT, default=C.DEFAULT_ITERATIONS,
+                                        show_default=True, help="Run every case this many times.")),
+    ("Running and output", click.option("--concurrency", type=POSITIVE_INT,
+                                        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
+                                             "at most 10).")),
+    ("Running and output", click.option("--threshold", type=click.FloatRange(0, 1), default=C.DEFAULT_CASE_THRESHOLD,
+                                        show_default=True,
+                                        help="A case passes when its pass rate over the iterations is at least "
+                                             "this.")),
+    ("Running and output", click.option("-o", "--output", type=click.Path(),
+                                        help="Write the results JSON here (a journal beside it as runs finish).")),
+    ("Running and output", click.option("--json", "json_out", is_flag=True,
+                                        help="Print the results JSON to stdout (the summary goes to stderr).")),
+    ("Running and output", click.option("--report", type=click.Path(), metavar="FILE.md",
+                                        help="Write a markdown report (suite, skill Trigger Analysis, comparison).")),
+    ("Running and output", click.option("--junit", type=click.Path(), metavar="FILE.xml",
+                                        help="Write JUnit XML for CI: a testcase per case, test or trigger query.")),
+    ("Running and output", click.option("--csv-out", type=click.Path(), metavar="FILE.csv",
+                                        help="Write one CSV row per run.")),
+    ("Running and output", click.option("--summary-only", is_flag=True,
+                                        help="Big suites: keep only the summary in memory and in -o FILE; every run's "
+                                             "full result goes to FILE.results.jsonl as it finishes.")),
+    ("Running and output", click.option("--resume", is_flag=True,
+                                        help="Continue the run whose output is -o FILE: only runs not yet finished "
+                                             "run.")),
+    ("Running and output", click.option("--retry-errors", is_flag=True,
+                                        help="Rerun the runs of -o FILE that ended in an error (and any not yet run).")),
+    ("Running and output", click.option("--max-cost", type=POSITIVE_FLOAT, metavar="USD",
+                                        help="Start no new run once the run has cost this much (it says so; --resume "
+                                             "goes on).")),
+    ("Running and output", click.option("--dry-run", is_flag=True,
+                                        help="Check inputs, connect to the servers, estimate calls and cost; no model "
+                                             "or claude call.")),
+    ("Running and output", click.option("--force", is_flag=True,
+                                        help="--generate-*: overwrite existing files.")),
+    ("Model", click.option("--model", default=C.DEFAULT_MODEL, show_default=True,
+                           help="Model under test (skill runs: the model of knowledge/task/security tests).")),
+    ("Model", click.option("--prompt", default=prompts.DEFAULT_SYSTEM_PROMPT, show_default=True,
+                           help="System prompt: a name from prompts.py or a file path.")),
+    ("Model", click.option("--max-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_TURNS, show_default=True,
+                           help="Model calls per conversation (skill tests: claude --max-turns).")),
+    ("Model", click.option("--max-tokens", type=POSITIVE_INT, default=C.DEFAULT_MAX_TOKENS, show_default=True,
+                           help="Most tokens in one answer; a cut answer is recorded as truncated.")),
+    ("Model", click.option("--temperature", type=click.FloatRange(0, 1), default=C.DEFAULT_TEMPERATURE,
+                           help="Sampling temperature, for models that take one (default: the API's).")),
+    ("Model", click.option("--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).")),
+    ("Model", click.option("--max-retries", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RETRIES,
+                           show_default=True, help="Retries of a failed model call (429, 5xx, overload, connection).")),
+    ("Model", click.option("--request-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_REQUEST_TIMEOUT,
+                           show_default=True, help="Seconds one model call may take.")),
+    ("MCP servers", click.option("--server", multiple=True, metavar='"CMD ARGS"',
+                                 help="A stdio MCP server command (repeatable).")),
+    ("MCP servers", click.option("--server-env", multiple=True, metavar="KEY[=VALUE]",
+                                 help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.")),
+    ("MCP servers", click.option("--mcp-config", type=click.Path(),
+                                 help="A Claude-style mcpServers JSON file (skill runs: passed to claude).")),
+    ("MCP servers", click.option("--server-module", multiple=True, metavar="PATH.py[:ATTR]",
+                                 help="Import a Python MCP server object and talk to it in-process (repeatable).")),
+    ("MCP servers", click.option("--tool-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_TOOL_TIMEOUT,
+                                 show_default=True, help="Seconds one tool call may take.")),
+    ("MCP servers", click.option("--max-result-chars", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RESULT_CHARS,
+                                 show_default=True, help="Tool results longer than this are cut (0: no limit).")),
+    ("Conversations", click.option("--interactive", is_flag=True,
+                                   help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
+                                        "Ctrl-C stops the run and keeps the results so far.")),
+    ("Conversations", click.option("--simulate-user", metavar="GOAL",
+                                   help="A second model plays a user with this goal and answers Claude's questions.")),
+    ("Conversations", click.option("--user-model", default=C.DEFAULT_USER_MODEL, show_default=True,
+                                   help="Model playing the simulated user.")),
+    ("Conversations", click.option("--max-user-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_USER_TURNS,
+                                   show_default=True, help="Messages the simulated user may send per conversation.")),
+    ("CSV suites", click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable).")),
+    ("Skills (Claude Code)", click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
+                                          help="Model for trigger queries (a Claude Code alias or full id).")),
+    ("Skills (Claude Code)", click.option("--trigger-threshold", type=click.FloatRange(0, 1, min_open=True),
+                                          default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
+                                          help="Activation rate at which a query counts as activating.")),
+    ("Skills (Claude Code)", click.option("--trigger-max-turns", type=POSITIVE_INT, default=C.DEFAULT_TRIGGER_MAX_TURNS,
+                                          show_default=True, help="--max-turns of each trigger query's claude run.")),
+    ("Skills (Claude Code)", click.option("--trigger-timeout", type=POSITIVE_FLOAT,
+                                          help="Seconds per trigger run (default: the test's timeout, 30).")),
+    ("Skills (Claude Code)", click.option("--runs", type=POSITIVE_INT,
+                                          help="Runs per query or test (default: the test's `runs`, else 3 for "
+                                               "trigger queries and 1 for other tests).")),
+    ("Skills (Claude Code)", click.option("--min-trigger-score", type=click.FloatRange(0, 100), metavar="PERCENT",
+                                          help="Fail (exit 1) when a skill's triggerScore is below this.")),
+    ("Skills (Claude Code)", click.option("--claude-bin", metavar="PATH",
+                                          help="The Claude Code CLI (default: claude on PATH, then "
+                                               "node_modules/.bin/claude).")),
+    ("Skills (Claude Code)", click.option("--generate-count", type=click.IntRange(1, 50),
+                                          default=C.DEFAULT_GENERATED_QUERIES, show_default=True,
+                                          help="--generate-*: positive and negative queries each.")),
+)
+OPTION_GROUP: dict[str, str] = {}     # parameter name -> help group, filled when the command is built
+OPTION_FLAGS: dict[str, str] = {"compare_more": "a second positional file"}  # parameter name -> "-q"
+
+
+def option_order(name: str) -> int:
+    names = list(OPTION_FLAGS)
+    return names.index(name) if name in names else len(names)
+
+
+class EvaluatorCommand(click.Command):
+    """Help grouped like the README's options tables, examples from the mode table, and every
+    usage error as one line and exit 2 (never click's three-line usage block)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record:
+                groups.setdefault(OPTION_GROUP.get(param.name or "", "General"), []).append(record)
+        for title, records in groups.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Examples"):
+            for mode in MODES:
+                for example in mode.examples:
+                    formatter.write_text(example)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(2)
+        except click.Abort:
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code or 0)
+
+
+def with_options(function: Callable) -> Callable:
+    for group, decorator in reversed(OPTIONS):
+        function = decorator(function)
+        OPTION_GROUP[function.__click_params__[-1].name] = group  # click.option appends its parameter
+    return function
+
+
+def given_options(context: click.Context) -> frozenset[str]:
+    """The options the user typed (or set through the environment), not the defaults."""
+    from click.core import ParameterSource
+    return frozenset(name for name in context.params
+                     if context.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT))
+
+
+def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
+    params = dict(params)
+    more = tuple(params.pop("compare_more", ()) or ())
+    if more and params.get("compare") is None:
+        raise UsageProblem(f"unexpected argument {more[0]!r}", hint="only --compare takes more than one file")
+    params["compare"] = ((params["compare"],) + more) if params.get("compare") else ()
+    return Settings(**params, given=given - {"compare_more"} | ({"compare"} if more else frozenset()))
+
+
+@click.command(cls=EvaluatorCommand, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="claude-tool-eval")
+@click.argument("compare_more", nargs=-1, type=click.Path(), metavar="")
+@with_options
+def main(**params: Any) -> int:
+    """Evaluate how Claude uses the tools of your MCP servers and your Agent Skills.
+
+    Pick a mode with -q/-c, --csv, --tests, --skill, --compare, --generate-* or --schema; an
+    option the mode does not take is refused with one line (exit 2). Exit codes: 0 all passed,
+    1 a case failed or a comparison found a regression, 2 bad input, 130 interrupted.
     """
     try:
-        code = run_mode(opts)
+        return run_settings_for(settings_from(params, given_options(click.get_current_context())))
     except InputError as exc:
-        raise fail_input(str(exc)) from None
+        for line in str(exc).splitlines():  # several problems of one file: one line each
+            click.echo(f"error: {line}", err=True)
+        return 2
     except (ServerError, FatalApiError) as exc:
         click.echo(f"error: {exc}", err=True)
-        raise click.exceptions.Exit(2) from None
-    raise click.exceptions.Exit(code)
+        return 2
+
+
+for _param in main.params:
+    if isinstance(_param, click.Option):
+        OPTION_FLAGS[_param.name] = _param.opts[0]
 
 
 if __name__ == "__main__":

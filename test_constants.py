@@ -12,6 +12,7 @@ DEFAULT_MAX_TOKENS = 4096
 DEFAULT_TEMPERATURE = None                    # None: leave it to the API's default
 DEFAULT_MAX_TURNS = 10                        # model calls per conversation
 DEFAULT_ITERATIONS = 1
+DEFAULT_CASE_THRESHOLD = 1.0                  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_USER_TURNS = 5
 
@@ -38,9 +39,13 @@ DEFAULT_TRIGGER_THRESHOLD = 0.5
 DEFAULT_CONCEPT_PASS_RATE = 0.7
 DEFAULT_FUZZY_MATCH = 0.8
 DEFAULT_GENERATED_QUERIES = 5
+CLAUDE_CODE_ALIASES = {"haiku": "claude-haiku-5-5", "sonnet": "claude-sonnet-5-5", "opus": "claude-opus-5-5"}
+CLAUDE_CODE_PREFIX_TOKENS = 18_000            # --dry-run: Claude Code's system prompt and tool definitions per call
+TYPICAL_CLAUDE_QUERY_TOKENS = 600             # --dry-run: the query and the skill listing
+TYPICAL_CLAUDE_RUN_CALLS = 2                  # --dry-run: model calls of a typical trigger or test run
 
 # ----------------------------------------------------------------------------- results
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"                        # 2.0: one document shape for every mode (cases, summary, passed)
 
 # ----------------------------------------------------------------------------- prices, USD per million tokens
 # Keyed by model-id prefix; the longest matching prefix wins. Update when Anthropic's price list moves.

@@ -170,7 +170,7 @@ def test_bad_file_on_the_command_line_is_one_line_and_exit_2(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["-q", "hi", "--interactive", "--simulate-user", "goal"], "exclude each other"),
     (["-q", "hi", "--simulate-user", "  "], "--simulate-user needs a goal"),
-    (["-q", "hi", "--simulate-user", "goal", "--max-user-turns", "0"], "--max-user-turns must be at least 1"),
+    (["-q", "hi", "--simulate-user", "goal", "--max-user-turns", "0"], "Invalid value for '--max-user-turns': 0 is not in the range x>=1"),
 ])
 def test_conflicting_conversation_options(api, args, fragment):
     result = CliRunner().invoke(evaluator.main, args)
@@ -400,7 +400,7 @@ def test_simulated_user_answers_and_says_done(api, tmp_path):
     assert simulated == [{"role": "user", "content": "snowflake_prod, please.", "has_tools": False, "simulated": True}]
     assert [h["role"] for h in result["conversation_history"]] == ["user", "assistant", "tool", "assistant", "user",
                                                                    "assistant"]
-    assert document["simulated_user"] == {"goal": goal, "model": USER_MODEL, "max_user_turns": 5}
+    assert document["metadata"]["simulated_user"] == {"goal": goal, "model": USER_MODEL, "max_user_turns": 5}
 
     first_ask, second_ask = requests_for(api, USER_MODEL)
     assert goal in first_ask["system"][0]["text"] and "DONE" in first_ask["system"][0]["text"]

@@ -385,7 +385,7 @@ def test_other_bad_inputs(api, tmp_path):
     assert_one_line_error(*run_cli()[::2], "nothing to evaluate")
     assert_one_line_error(*run_cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
     assert_one_line_error(*run_cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
-    assert_one_line_error(*run_cli("-q", "hi", "-i", "0")[::2], "--iterations must be at least 1")
+    assert_one_line_error(*run_cli("-q", "hi", "-i", "0")[::2], "'--iterations': 0 is not in the range x>=1")
     assert_one_line_error(*run_cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file")
     broken = tmp_path / "broken_server.py"
     broken.write_text("raise RuntimeError('database unreachable')\n")

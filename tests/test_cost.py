@@ -25,7 +25,7 @@ def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
     counted = [r for r in api.requests if r["path"] == "/v1/messages/count_tokens"]
     assert len(counted) == 1 and len(counted[0]["body"]["tools"]) == 8
     assert "runs: 32 · tools: 8" in out and "counted by the API" in out
-    assert "model calls: about 64 (at most 320 with --max-turns)" in out
+    assert "model calls: about 64 (at most 320)" in out
     assert "cost on claude-sonnet-5-5: about $" in out
 
 
@@ -40,8 +40,9 @@ def test_dry_run_needs_no_api_key_and_still_checks_the_suite(no_api_key, tmp_pat
 
 def test_estimate_arithmetic():
     case = evaluator.TestCase("c", "x" * 40, expected_tools=["a", "b"])
-    run = evaluator.SuiteRun([case], 2, evaluator.RunSettings(model="claude-haiku-5-5", max_turns=4))
-    estimate = evaluator.estimate_run(run, prefix_tokens=1000, counted=False, tool_count=2)
+    jobs = [evaluator.Job(("c", i, "h"), (case, i)) for i in (1, 2)]
+    settings = evaluator.RunSettings(model="claude-haiku-5-5", max_turns=4)
+    estimate = evaluator.estimate_tool_runs(jobs, settings, prefix_tokens=1000, counted=False, tool_count=2)
     assert (estimate.runs, estimate.calls_expected, estimate.calls_max) == (2, 6, 8)
     price = evaluator.C.PRICES["claude-haiku"]
     prompt = evaluator.estimated_tokens("x" * 40)

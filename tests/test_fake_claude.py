@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from fake_anthropic import ScriptedAnthropic
 
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
 POSITIVE = "Write a SQL query for weekly revenue per country"
@@ -97,6 +98,16 @@ def assert_no_leftovers(marker: str) -> None:
     assert leftovers(marker) == []
 
 
+@pytest.fixture(scope="module", autouse=True)
+def live_api():
+    global LIVE_API
+    with ScriptedAnthropic() as LIVE_API:
+        yield LIVE_API
+
+
+LIVE_API: ScriptedAnthropic
+
+
 def run_evaluator(tmp_path: Path, claude: Path | None, *extra: str, path_dirs: list[Path] = ()) -> tuple[
         subprocess.CompletedProcess, dict]:
     trigger = tmp_path / "trigger.md"
@@ -105,8 +116,9 @@ def run_evaluator(tmp_path: Path, claude: Path | None, *extra: str, path_dirs: l
     out = tmp_path / "results.json"
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    # The fake claude never calls the API, but the evaluator checks the endpoint is alive first.
     env = {"PATH": os.pathsep.join([*map(str, path_dirs), os.environ["PATH"]]), "HOME": str(home),
-           "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+           "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789", "ANTHROPIC_BASE_URL": LIVE_API.url,
            "PYTHONPATH": str(ROOT)}
     args = [sys.executable, str(ROOT / "evaluator.py"), "--skill", str(SKILL), "--trigger", str(trigger),
             "--runs", "1", "--trigger-timeout", "2", "-o", str(out), *extra]

@@ -76,7 +76,8 @@ def test_reply_then_end(api, tmp_path):
     assert result["tools_called"] == ["get_existing_connections"]
     assert [h["role"] for h in result["conversation_history"]] == ["user", "assistant", "tool", "assistant", "user",
                                                                    "assistant"]
-    assert result["conversation_history"][4] == {"role": "user", "content": "snowflake_prod", "has_tools": False}
+    assert result["conversation_history"][4] == {"role": "user", "content": "snowflake_prod", "has_tools": False,
+                                                 "simulated": False}
     assert json.loads(out.read_text())["metadata"]["mode"] == "interactive"
     assert all(body.get("stream") is True for body in api.message_requests), "Claude's text streams to the screen"
     assert api.message_requests[-1]["messages"][-1] == {"role": "user", "content": "snowflake_prod"}
@@ -118,7 +119,7 @@ def test_ctrl_c_at_the_prompt_keeps_the_results_so_far(api, tmp_path):
     terminal.wait_for_prompt()
     terminal.child.sendintr()
     assert terminal.finish() == 130
-    assert "interrupted: keeping 2 conversation(s)" in terminal.text
+    assert "interrupted: keeping 2 run(s)" in terminal.text
     assert "Traceback" not in terminal.text
     first, partial = results(out)
     assert (first["ended_by"], first["error"], first["user_interventions"]) == ("completion", None, 1)

@@ -108,13 +108,12 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "skill/non-utf8/SKILL.md": ("not valid UTF-8 (byte 0xe9)", 3),
     "skill/python-tag/SKILL.md": ("YAML tag not allowed", 3),
 
-    "skill_creator/empty.json": ('eval set has no query with "should_trigger": true', 1),
+    "skill_creator/empty.json": ("eval set has no queries", 1),
     "skill_creator/empty_file.json": ("invalid JSON", 1),
     "skill_creator/entry_not_object.json": ('entry 1 needs a non-empty "query" string', 1),
     "skill_creator/huge_number.json": ("invalid JSON: Exceeds the limit", 1),
     "skill_creator/invalid_json.json": ("invalid JSON: Expecting ',' delimiter", 3),
     "skill_creator/missing_query.json": ('entry 1 needs a non-empty "query" string', 1),
-    "skill_creator/no_positive.json": ('eval set has no query with "should_trigger": true', 1),
     "skill_creator/not_a_list.json": ("an eval set is a JSON list", 1),
     "skill_creator/should_trigger_string.json": ('entry 1 needs a non-empty "query" string', 2),
 }

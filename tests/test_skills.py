@@ -372,10 +372,11 @@ def test_trigger_analysis_markdown():
     results = [E.score_trigger_query("Help me set up | things", "a", "activate", runs("a")),
                E.score_trigger_query("What's the weather?", "a", "ignore", runs(None)),
                E.score_trigger_query("hang", "a", "activate", runs("err"))]
-    text = E.trigger_analysis_markdown([E.score_triggers("a", results)])
+    record = E.trigger_score_record(E.score_triggers("a", results), E.SkillRuns({}, {}))
+    text = E.trigger_analysis_markdown([record])
     assert "## Trigger Analysis" in text and "| Trigger Rate | 100% (1/1 positive activated) |" in text
     assert "| False Positive Rate | 0% (0/1 negative activated) |" in text and "| Trigger Score | 100.0% |" in text
-    assert '| "Help me set up \\| things" | activate | ✅ activated | 1/1 | 1 |' in text
+    assert '| "Help me set up \\| things" | activate | ✅ activated | 1/1 | 1 | a×1 | $0.0000 |' in text
     assert "✅ ignored" in text and "⚠️ error" in text and "Errored runs | 1/3" in text
 
 
