@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Literal, Protocol, Sequence
@@ -269,15 +269,20 @@ class SkillTest:
     simulated_user: str | None = None  # a goal: a simulated user answers Claude (tool-use runs)
 
 
-@dataclass
-class ClaudeRun:
+class Record(BaseModel):
+    """A piece of a results file. Unknown keys are tolerated on reading, so a newer minor
+    version's file still reads; missing or mistyped keys are not."""
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ClaudeRun(Record):
     """One `claude -p` run of one query: what the stream-json events say happened."""
     query: str
     run: int
-    activated_skills: list[str] = field(default_factory=list)   # every skill that fired, in order
+    activated_skills: list[str] = []   # every skill that fired, in order
     first_tool: str | None = None
     tool_count: int = 0
-    tools: list[str] = field(default_factory=list)
+    tools: list[str] = []
     skills_loaded: list[str] | None = None   # from the init event; None when it did not say
     answer: str = ""
     error: str | None = None
@@ -289,11 +294,11 @@ class ClaudeRun:
     num_turns: int | None = None
     duration_ms: float | None = None
     total_cost_usd: float | None = None
-    usage: dict = field(default_factory=dict)
+    usage: dict[str, Any] = {}
     api_retries: int = 0
     latency_ms: float = 0.0
-    outside_writes: list[str] = field(default_factory=list)
-    label: str = ""              # "trigger", or the test whose prompt this was
+    outside_writes: list[str] = []
+    test: str = ""               # "trigger", or the knowledge / task / security test this ran
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -3648,7 +3653,7 @@ class SkillRunner:
     async def run(self, job: Job) -> ClaudeRun:
         label, query, settings, run = job.payload
         record = await run_claude_query(query, self.plan.skills, settings, run)
-        record.label = label
+        record.test = label
         return record
 
     def cost(self, record: ClaudeRun) -> float:
@@ -3666,7 +3671,7 @@ class SkillRunner:
         return result.test, result.query, result.run, result.fingerprint
 
     def from_result(self, job: Job, result: "SkillRunResult") -> ClaudeRun:
-        return claude_run_from_result(result)
+        return result  # a SkillRunResult is a ClaudeRun
 
     def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
         return []  # a `claude -p` run cut short says nothing about activation
@@ -3864,37 +3869,6 @@ async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
 
 
 # ============================================================================ 10. results: one schema, written and read back
-class Record(BaseModel):
-    """A piece of a results file. Unknown keys are kept out of the schema but tolerated on
-    reading, so a newer minor version's file still reads; missing or mistyped keys are not."""
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-
-class UsageRecord(Record):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-
-class ToolCallRecord(Record):
-    name: str
-    input: dict[str, Any] = {}
-    output: str = ""
-    is_error: bool = False
-    duration_ms: float = 0.0
-    server: str | None = None
-    turn: int = 0
-    id: str = ""
-
-
-class HistoryRecord(Record):
-    role: str
-    content: str
-    has_tools: bool = False
-    simulated: bool = False
-
-
 class VerdictRecord(Record):
     passed: bool
     reasons: list[str] = []
@@ -3913,49 +3887,28 @@ class ToolRunResult(Record):
     conversation_turns: int = 0
     user_interventions: int = 0
     ended_by: str = "completion"
-    conversation_history: list[HistoryRecord] = []
+    conversation_history: list[HistoryEntry] = []
     latency_ms: float = 0.0
     token_count: int = 0
     error: str | None = None
-    tool_calls: list[ToolCallRecord] = []
-    usage: UsageRecord = UsageRecord()
+    tool_calls: list[ToolCall] = []
+    usage: Usage = Usage()
     stop_reason: str | None = None
     truncated: bool = False
     model_calls: int = 0
     model: str = ""
     cost_usd: float = 0.0
     case_hash: str
-    simulated_user_usage: UsageRecord | None = None
+    simulated_user_usage: Usage | None = None
     simulated_user_model: str | None = None
     verdict: VerdictRecord | None = None
 
 
-class SkillRunResult(Record):
-    """One `claude -p` run: what its stream-json events say happened."""
+class SkillRunResult(ClaudeRun):
+    """One `claude -p` run as the results file keeps it: what its stream-json events say
+    happened, and what it cost."""
     kind: Literal["skill_run"] = "skill_run"
-    test: str                       # "trigger", or the knowledge / task / security test's name
-    query: str
-    run: int
     fingerprint: str
-    activated_skills: list[str] = []
-    first_tool: str | None = None
-    tool_count: int = 0
-    tools: list[str] = []
-    skills_loaded: list[str] | None = None
-    answer: str = ""
-    error: str | None = None
-    timed_out: bool = False
-    exit_code: int | None = None
-    stderr_tail: str = ""
-    result_subtype: str | None = None
-    is_error: bool | None = None
-    num_turns: int | None = None
-    duration_ms: float | None = None
-    total_cost_usd: float | None = None
-    usage: dict[str, Any] = {}
-    api_retries: int = 0
-    latency_ms: float = 0.0
-    outside_writes: list[str] = []
     cost_usd: float = 0.0
     verdict: VerdictRecord | None = None
 
@@ -4007,7 +3960,7 @@ class SummaryRecord(Record):
     run_errors: int = 0
     pass_rate: float = 0.0
     threshold: float = 1.0
-    usage: UsageRecord = UsageRecord()
+    usage: Usage = Usage()
     cost_usd: float = 0.0
     latency_p50_ms: float = 0.0
     latency_p95_ms: float = 0.0
@@ -4137,11 +4090,11 @@ def tool_run_result(transcript: Transcript, verdict_of: Callable[[Transcript], V
         iteration=t.iteration, test_name=t.case.name, query=t.case.prompt, agent_reasoning=t.final_text,
         tools_called=t.tools_called, tool_params=tool_params, tool_results=tool_results,
         conversation_turns=len(t.history), user_interventions=t.user_interventions, ended_by=t.ended_by,
-        conversation_history=[HistoryRecord(**asdict(h)) for h in t.history], latency_ms=t.latency_ms,
-        token_count=t.usage.total, error=t.error, tool_calls=[ToolCallRecord(**asdict(c)) for c in t.tool_calls],
-        usage=UsageRecord(**asdict(t.usage)), stop_reason=t.stop_reason, truncated=t.truncated,
+        conversation_history=t.history, latency_ms=t.latency_ms,
+        token_count=t.usage.total, error=t.error, tool_calls=t.tool_calls,
+        usage=t.usage, stop_reason=t.stop_reason, truncated=t.truncated,
         model_calls=t.model_calls, model=t.model, cost_usd=round(t.cost_usd, 6), case_hash=case_hash(t.case),
-        simulated_user_usage=UsageRecord(**asdict(t.simulated_user_usage)) if t.simulated_user_model else None,
+        simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
         simulated_user_model=t.simulated_user_model or None,
         verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
 
@@ -4151,30 +4104,18 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
     r = result
     return Transcript(
         case=case, iteration=r.iteration, model=r.model, final_text=r.agent_reasoning,
-        tool_calls=[ToolCall(**c.model_dump()) for c in r.tool_calls],
-        history=[HistoryEntry(**h.model_dump()) for h in r.conversation_history],
+        tool_calls=list(r.tool_calls), history=list(r.conversation_history),
         model_calls=r.model_calls, user_interventions=r.user_interventions, ended_by=r.ended_by,
-        stop_reason=r.stop_reason, truncated=r.truncated, usage=Usage(**r.usage.model_dump()),
+        stop_reason=r.stop_reason, truncated=r.truncated, usage=r.usage,
         latency_ms=r.latency_ms, error=r.error,
-        simulated_user_usage=Usage(**(r.simulated_user_usage or UsageRecord()).model_dump()),
+        simulated_user_usage=r.simulated_user_usage or Usage(),
         simulated_user_model=r.simulated_user_model or "")
 
 
-CLAUDE_RUN_FIELDS = tuple(f.name for f in fields(ClaudeRun) if f.name != "label")
-
-
 def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
-    values = {name: getattr(record, name) for name in CLAUDE_RUN_FIELDS}
-    values["answer"] = cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)
-    return SkillRunResult(test=record.label, fingerprint=fingerprint, cost_usd=round(record.total_cost_usd or 0.0, 6),
-                          verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
-                          **values)
-
-
-def claude_run_from_result(result: SkillRunResult) -> ClaudeRun:
-    record = ClaudeRun(**{name: getattr(result, name) for name in CLAUDE_RUN_FIELDS})
-    record.label = result.test
-    return record
+    return SkillRunResult(**dict(record, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
+                          fingerprint=fingerprint, cost_usd=round(record.total_cost_usd or 0.0, 6),
+                          verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
 
 
 def read_results_document(path: str | Path) -> ResultsDocument:
@@ -4274,10 +4215,9 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
     """A trigger query for one skill: passes when its activation rate is on the right side of
     the threshold; `passes` counts the runs that did what the query expects."""
     right = q.activations if q.expected == "activate" else q.runs - q.activations
-    reasons = {} if q.correct else {
-        ("every run errored" if q.actual == "error" else
-         f"expected to {q.expected}, but {'activated' if q.actual == 'activated' else 'did not activate'} "
-         f"({q.activations}/{q.runs} runs)"): 1}
+    wrong = "activated" if q.expected == "ignore" else "did not activate"
+    reasons = {} if q.correct else {"every run errored": q.errors} if q.actual == "error" else {
+        f"expected to {q.expected}, but {wrong}": q.runs - right}
     return CaseResult(
         name=f"{q.skill}: {q.query}", kind="trigger_query", group=q.skill, passed=q.correct,
         error=q.actual == "error", runs=q.runs + q.errors, passes=right, errors=q.errors,
@@ -4297,7 +4237,7 @@ def summary_record(cases: Sequence[CaseResult], usages: Sequence[tuple[Usage, fl
         cases=len(cases), passed=passed, failed=len(cases) - passed, flaky=sum(c.flaky for c in cases),
         runs=len(usages), run_errors=sum(1 for *_, errored in usages if errored),
         pass_rate=round(passed / len(cases), 4) if cases else 0.0, threshold=threshold,
-        usage=UsageRecord(**asdict(sum((u for u, *_ in usages), Usage()))),
+        usage=sum((u for u, *_ in usages), Usage()),
         cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
         latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
         tools=[ToolStatsRecord(tool=s.tool, true_positives=s.true_positives, false_positives=s.false_positives,
@@ -4560,8 +4500,8 @@ def markdown_headline(results: Results) -> list[str]:
              f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
              f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
              f"| Flaky | {s.flaky} |", f"| Runs with errors | {s.run_errors} |",
-             f"| Model | `{model}` |" + (f" Claude Code {meta.claude_version}" if meta.claude_version else ""),
-             f"| Tokens | {usage_total(s.usage):,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
+             f"| Model | `{model}`" + (f" (Claude Code {meta.claude_version})" if meta.claude_version else "") + " |",
+             f"| Tokens | {s.usage.total:,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
              f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
              f"| Cost | ${s.cost_usd:.4f} |",
              f"| Latency p50 / p95 | {s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s |"]
@@ -4570,11 +4510,6 @@ def markdown_headline(results: Results) -> list[str]:
     if s.interrupted:
         lines.append("| Interrupted | yes: rerun with --resume |")
     return lines + [""]
-
-
-def usage_total(usage: UsageRecord) -> int:
-    return (usage.input_tokens + usage.output_tokens + usage.cache_creation_input_tokens
-            + usage.cache_read_input_tokens)
 
 
 def reasons_text(case: CaseResult, separator: str) -> str:
@@ -4679,7 +4614,7 @@ def print_summary(console: Console, results: Results) -> None:
     for path in (isolation.outside_writes if isolation else []):
         console.print(f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}", highlight=False)
     s = results.summary
-    console.print(f"tokens {usage_total(s.usage):,} (cache read {s.usage.cache_read_input_tokens:,}) · "
+    console.print(f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
                   f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
                   f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
                   highlight=False, soft_wrap=True)
@@ -5226,7 +5161,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
     version = claude_version(plan.trigger_settings.binary)
     console.print(f"Claude Code {version}: {len(jobs)} run(s) of {len(skills)} skill(s), {plan.concurrency} at once",
                   highlight=False, markup=False)
-    with RunProgress(console, len(jobs), lambda r: None, lambda r: (claude_run_usage(r), r.total_cost_usd or 0.0)) as p:
+    with RunProgress(console, len(jobs), progress_verdicts(plan),
+                     lambda r: (claude_run_usage(r), r.total_cost_usd or 0.0)) as p:
         outcome = run_pipeline(runner, settings, console, p.on_record)
     results = skill_results(settings, plan, runner, outcome, version)
     write_outputs(results, settings, console)
@@ -5237,6 +5173,21 @@ def skill_mode(settings: Settings, console: Console) -> int:
             console.print(f"[red]{escape_markup(score.skill)}: triggerScore {score.trigger_score:.1f}% is below "
                           f"--min-trigger-score {settings.min_trigger_score:g}[/red]", highlight=False)
     return exit_code(results, outcome)
+
+
+def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | None]:
+    """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
+    query expects of its own skill, a test run by its test's scorer."""
+    names = [s.name for s in plan.skills]
+    expected = {q: (skill, e) for skill, queries in trigger_queries_by_skill(plan.tests, names).items()
+                for q, e, routing, _ in queries if not routing}
+    tests = {t.name: t for t in plan.other_tests}
+
+    def verdict(record: ClaudeRun) -> Verdict | None:
+        if record.test in tests:
+            return Verdict(bool(score_test_run(tests[record.test], record).get("passed")))
+        return trigger_run_verdict(record, *expected[record.query]) if record.query in expected else None
+    return verdict
 
 
 @dataclass
@@ -5292,7 +5243,7 @@ def skill_results(settings: Settings, plan: SkillSuitePlan, runner: SkillRunner,
                  + [skill_test_record(r, sum(x.total_cost_usd or 0.0 for x in r.runs)) for r in test_results],
         "isolation": IsolationRecord(watched=runner.watched, outside_writes=runner.outside_writes,
                                      ok=not runner.outside_writes)}
-    summary = summary_record(cases, usages, 1.0, outcome)
+    summary = summary_record(cases, usages, plan.threshold, outcome)
     return Results(metadata, passed, summary, cases,
                    lambda: (skill_run_result(r, runner.fingerprint, verdicts.get(id(r))) for r in records),
                    len(records), sections, "skills")
@@ -5664,7 +5615,7 @@ class EvaluatorCommand(click.Command):
             record = param.get_help_record(ctx)
             if record:
                 groups.setdefault(OPTION_GROUP.get(param.name or "", "General"), []).append(record)
-        for title, records in groups.items():
+        for title, records in sorted(groups.items(), key=lambda item: item[0] == "General"):  # --help last
             with formatter.section(title):
                 formatter.write_dl(records)
 
