@@ -2562,28 +2562,59 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
     return problems
 
 
-def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
-    """Every check a CSV case asks for, against one transcript. Pure: reads, never calls."""
-    reasons: list[str] = []
-    if transcript.error:
-        reasons.append(f"run failed: {transcript.error}")
+ToolCheck = Callable[[TestCase, Transcript, dict[str, ToolSpec]], list[str]]
+
+
+def check_run_error(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    return [f"run failed: {transcript.error}"] if transcript.error else []
+
+
+def check_no_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
     called = transcript.tools_called
-    if case.expect_no_tools and called:
-        reasons.append(f"expected no tool call, but called {', '.join(called)}")
-    for tool in case.expected_tools:
-        if tool not in called:
-            reasons.append(f"missing expected tool {tool}")
-    for call in transcript.tool_calls:
-        if call.name in case.forbidden_tools:
-            reasons.append(f"forbidden tool {call.name} called (turn {call.turn})")
-    reasons += score_expected_args(case, transcript)
-    reasons += score_order(case, called)
-    if case.max_tool_calls is not None and len(called) > case.max_tool_calls:
-        reasons.append(f"too many tool calls: {len(called)} > max {case.max_tool_calls}")
-    if case.min_tool_calls is not None and len(called) < case.min_tool_calls:
-        reasons.append(f"too few tool calls: {len(called)} < min {case.min_tool_calls}")
-    for call in transcript.tool_calls:
-        reasons += schema_problems(call, tools.get(call.name))
+    return [f"expected no tool call, but called {', '.join(called)}"] if case.expect_no_tools and called else []
+
+
+def check_expected_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    return [f"missing expected tool {tool}" for tool in case.expected_tools if tool not in transcript.tools_called]
+
+
+def check_forbidden_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    return [f"forbidden tool {call.name} called (turn {call.turn})" for call in transcript.tool_calls
+            if call.name in case.forbidden_tools]
+
+
+def check_call_counts(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    count = len(transcript.tool_calls)
+    reasons = []
+    if case.max_tool_calls is not None and count > case.max_tool_calls:
+        reasons.append(f"too many tool calls: {count} > max {case.max_tool_calls}")
+    if case.min_tool_calls is not None and count < case.min_tool_calls:
+        reasons.append(f"too few tool calls: {count} < min {case.min_tool_calls}")
+    return reasons
+
+
+def check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    return [problem for call in transcript.tool_calls for problem in schema_problems(call, tools.get(call.name))]
+
+
+# Every check a case can ask for, in the order its reasons are listed: each reads one run and
+# returns why it failed (nothing when it passed, or when the case does not ask for it). A new
+# check is one entry here.
+TOOL_CHECKS: dict[str, ToolCheck] = {
+    "run_error": check_run_error,
+    "expect_no_tools": check_no_tools,
+    "expected_tools": check_expected_tools,
+    "forbidden_tools": check_forbidden_tools,
+    "expected_args": lambda case, transcript, tools: score_expected_args(case, transcript),
+    "order": lambda case, transcript, tools: score_order(case, transcript.tools_called),
+    "tool_call_counts": check_call_counts,
+    "schemas": check_schemas,
+}
+
+
+def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
+    """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
+    reasons = [reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)]
     return Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
 
 
@@ -3298,8 +3329,8 @@ async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
             spent[0] += runner.cost(record)
             finished_one(job, record)
 
-    started = time.perf_counter()
     async with runner.session():
+        started = time.perf_counter()  # the suite's wall time: first run started -> last one finished
         width = max(1, min(runner_concurrency(runner, settings), len(jobs)))
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
@@ -4113,7 +4144,8 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
 
 
 def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
-    return SkillRunResult(**dict(record, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
+    own = {name: getattr(record, name) for name in ClaudeRun.model_fields}  # a kept SkillRunResult too
+    return SkillRunResult(**dict(own, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
                           fingerprint=fingerprint, cost_usd=round(record.total_cost_usd or 0.0, 6),
                           verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
 

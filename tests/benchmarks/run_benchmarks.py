@@ -143,7 +143,7 @@ def run_cli(args: list[str], api: ScriptedAnthropic, workdir: Path, env: dict | 
                     err_path.read_text(errors="replace"))
 
 
-NO_TABLE = ("import sys, evaluator; evaluator.print_suite_summary = lambda *a, **k: None; "
+NO_TABLE = ("import sys, evaluator; evaluator.print_summary = lambda *a, **k: None; "
             "sys.argv[0] = 'evaluator.py'; evaluator.main()")
 
 
@@ -242,30 +242,29 @@ def module_spec() -> evaluator.ServerSpec:
 
 
 async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> float:
-    """The evaluator's engine as evaluate() drives it: AnthropicModel (middleware, limiter,
-    retries), McpHub, run_cases with the run's Redactor; `full` adds what run_durably/the CSV
-    mode do with each result in memory (score it, build its results-JSON dict)."""
-    spec = module_spec()
-    settings = evaluator.RunSettings(concurrency=concurrency)
-    model = evaluator.AnthropicModel(api_key=API_KEY, base_url=url)
+    """The evaluator's engine as the pipeline drives it: ToolUseRunner (AnthropicModel with its
+    middleware, limiter and retries; McpHub; the run's Redactor) under drive_jobs' worker pool;
+    `full` adds what the pipeline and the CSV mode do with each result in memory (score it,
+    build its typed results record and dump it to JSON)."""
+    os.environ["ANTHROPIC_API_KEY"] = API_KEY
+    settings = evaluator.Settings(base_url=url, concurrency=concurrency)
+    scoring = evaluator.ToolCheckScoring(cases, check_names=False)
+    runner = evaluator.ToolUseRunner(cases, settings, [module_spec()], on_connect=scoring.connected,
+                                     verdict_of=scoring.verdict)
+    transcripts: list = []
     results: list[dict] = []
-    try:
-        async with evaluator.McpHub([spec]) as hub:
-            run = evaluator.SuiteRun(cases, 1, settings, input_type="csv", redactor=evaluator.Redactor.for_run([spec]))
 
-            def on_result(t: evaluator.Transcript) -> None:
-                verdict = evaluator.score_tool_use(t.case, t, hub.tools)
-                results.append(evaluator.suite_result(t, verdict))
+    def finished(job, transcript) -> None:
+        transcripts.append(runner.scrub(transcript))
+        if full:
+            results.append(evaluator.dump_record(runner.to_result(transcript)))
 
-            start = time.perf_counter()
-            transcripts = await evaluator.run_cases(run, model, hub, on_result if full else None)
-            seconds = time.perf_counter() - start
-    finally:
-        await model.close()
+    outcome = evaluator.PipelineOutcome([], [])
+    await evaluator.drive_jobs(runner, runner.jobs(), settings, finished, outcome)
     bad = [t for t in transcripts if t.error or t.model_calls != 2]
     if bad:
         raise RuntimeError(f"engine: {len(bad)} conversations failed: {bad[0].error} ({bad[0].model_calls} calls)")
-    return seconds
+    return outcome.wall_time_s
 
 
 async def bare_round(cases: list, url: str, concurrency: int) -> float:
@@ -515,7 +514,7 @@ def bench_memory(opts: argparse.Namespace, work: Path) -> Outcome:
             quiet = run_cli_patched(["--csv", str(work / f"suite5_{big}.csv"), "--concurrency", "32", "-o",
                                      str(work / "out5_quiet.json"), "--summary-only"], api, work)
         check_child(quiet, "run without the summary table")
-        say(f"{big} cases without print_suite_summary: {quiet.seconds:.2f}s, peak RSS {quiet.peak_rss_mb:.1f} MB")
+        say(f"{big} cases without print_summary: {quiet.seconds:.2f}s, peak RSS {quiet.peak_rss_mb:.1f} MB")
     base = runs[1].seconds
     raw = (runs[big].seconds / runs[small].seconds) / 4
     # Startup (imports, server connect) is a fixed cost that makes the raw ratio look better than
