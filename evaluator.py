@@ -2981,14 +2981,17 @@ def score_test_run(test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT
     return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
 
 
-def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun]) -> SkillTestResult:
-    """A test passes when at least half of its runs that completed pass; all runs errored is an error."""
+def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: float | None = None) -> SkillTestResult:
+    """A test passes when at least half of its runs that completed pass (with a `threshold`, the
+    --threshold of tool-use modes: when that share of all its runs pass); all runs errored is an error."""
     result = SkillTestResult(test=test, runs=list(runs), run_scores=[score_test_run(test, r) for r in runs])
     completed = [s for s in result.run_scores if "error" not in s]
     if not completed:
         result.error = runs[0].error if runs else "no runs"
         return result
-    result.passed = sum(1 for s in completed if s["passed"]) / len(completed) >= 0.5
+    passes = sum(1 for s in completed if s["passed"])
+    result.passed = (passes / len(completed) >= 0.5 if threshold is None
+                     else passes / len(result.run_scores) >= threshold - 1e-9)
     return result
 
 
@@ -5011,13 +5014,17 @@ class AnswerScoring:
 
     def __init__(self, tests: list[SkillTest]) -> None:
         self.tests = {t.name: t for t in tests}
+        self.answers: dict[tuple[str, int], ClaudeRun] = {}  # each run's answer, seen before --summary-only slims it
 
     def connected(self, hub: McpHub) -> None:
         pass
 
+    def answer(self, t: Transcript) -> ClaudeRun:
+        return self.answers.setdefault((t.case.name, t.iteration), transcript_as_claude_run(t))
+
     def verdict(self, t: Transcript) -> Verdict:
         test = self.tests[t.case.name]
-        score = score_test_run(test, transcript_as_claude_run(t))
+        score = score_test_run(test, self.answer(t))
         return Verdict(bool(score.get("passed")), run_score_reasons(test, score))
 
     def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
@@ -5025,7 +5032,7 @@ class AnswerScoring:
         out = []
         for name, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):
             runs = list(runs)
-            result = score_skill_test(self.tests[name], [transcript_as_claude_run(t) for t in runs])
+            result = score_skill_test(self.tests[name], [self.answer(t) for t in runs], threshold)
             self.test_results.append(result)
             out.append(case_result_from_test(result, Path(self.tests[name].source).name or group,
                                              sum(t.cost_usd for t in runs), sum(t.latency_ms for t in runs) / 1000))

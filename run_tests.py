@@ -28,7 +28,8 @@ def suite_files(patterns: list[str]) -> list[Path]:
     for pattern in patterns or DEFAULT_SUITES:
         matches = sorted(glob.glob(pattern)) or ([pattern] if Path(pattern).exists() else [])
         if not matches:
-            raise SystemExit(f"error: no suite matches {pattern!r}")
+            print(f"error: no suite matches {pattern!r} (give CSV files or globs)", file=sys.stderr)
+            sys.exit(2)  # bad input, as the docstring promises
         files += [Path(m) for m in matches]
     return files
 

@@ -328,6 +328,11 @@ def compare(*paths: Path, extra: tuple[str, ...] = ()):
     return cli("--compare", *map(str, paths), *extra)
 
 
+def said(result) -> str:
+    """The terminal text with its line wrapping undone (the console wraps long paths)."""
+    return " ".join(result.stdout.split())
+
+
 def comparison_of(result) -> list[dict]:
     return json.loads(result.stdout)["comparisons"]
 
@@ -348,12 +353,12 @@ def test_compare_query_results(api, tmp_path):
 
     result = compare(out_good, out_bad)
     assert result.exit_code == 1
-    assert "1 regression(s), 0 fix(es), 0 removed, 0 added" in result.stdout
+    assert "1 regression(s), 0 fix(es), 0 removed, 0 added" in said(result)
     assert "regression query — run failed:" in " ".join(result.stdout.split())
-    assert "passed 1/1 (100%" in result.stdout and "0/1 (0%" in result.stdout
+    assert "passed 1/1 (100%" in said(result) and "0/1 (0%" in said(result)
 
     result = compare(out_bad, out_good)
-    assert result.exit_code == 0 and "fixed" in result.stdout and "run failed:" in result.stdout
+    assert result.exit_code == 0 and "fixed" in said(result) and "run failed:" in said(result)
     assert compare(out_good, out_good).exit_code == 0
 
 
@@ -372,13 +377,13 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
 
     # Identical files: nothing changed, exit 0.
     result = compare(good, good)
-    assert result.exit_code == 0 and "0 regression(s), 0 fix(es), 0 removed, 0 added" in result.stdout
+    assert result.exit_code == 0 and "0 regression(s), 0 fix(es), 0 removed, 0 added" in said(result)
 
     # Three files, each against the one before: a regression, then its fix.
     report = tmp_path / "diff.md"
     result = compare(good, bad, good, extra=("--report", str(report)))
     assert result.exit_code == 1
-    flat = " ".join(result.stdout.split())
+    flat = said(result)
     assert f"{good} → {bad}: 1 regression(s), 0 fix(es)" in flat and f"{bad} → {good}: 0 regression(s), 1 fix(es)" in flat
     assert "regression tables — missing expected tool list_warehouse_tables" in flat
     assert "fixed tables — missing expected tool list_warehouse_tables" in flat
@@ -411,14 +416,14 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
     # A case that is gone is reported, and never counts as a pass.
     result = compare(good, subset)
     assert result.exit_code == 1
-    assert "0 regression(s), 0 fix(es), 1 removed, 0 added" in result.stdout and "removed    weather" in result.stdout
+    assert "0 regression(s), 0 fix(es), 1 removed, 0 added" in said(result) and "removed weather" in said(result)
     [step] = comparison_of(compare(good, subset, extra=("--json",)))
     assert step["failed"] is True and changes(step)["weather"]["change"] == "removed"
     assert changes(step)["weather"]["new_passed"] is None
 
     # Added cases are reported; they fail nothing.
     result = compare(subset, good)
-    assert result.exit_code == 0 and "1 added" in result.stdout and "added      weather" in result.stdout
+    assert result.exit_code == 0 and "1 added" in said(result) and "added weather" in said(result)
 
 
 def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
@@ -438,7 +443,7 @@ def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
 
     result = compare(good, bad)
     assert result.exit_code == 1
-    flat = " ".join(result.stdout.split())
+    flat = said(result)
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
     assert "1 regression(s)" in flat and "regression no-destructive-sql — forbidden pattern in the answer" in flat
     assert "2/2 (100%" not in flat.split("→", 2)[2], "the failing file is not reported as all passed"
@@ -464,7 +469,7 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
 
     result = compare(good, bad, extra=("--report", str(sandbox / "diff.md")))
     assert result.exit_code == 1
-    flat = " ".join(result.stdout.split())
+    flat = said(result)
     name = f"warehouse-sql: {JOKE_QUERY}"
     assert f"regression {name} — expected to ignore, but activated" in flat
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
@@ -479,7 +484,7 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
     assert step["cost_usd"] == [old["summary"]["cost_usd"], new["summary"]["cost_usd"]]
     assert step["pass_rate"] == [1.0, 0.5]
     result = compare(bad, good)
-    assert result.exit_code == 0 and f"fixed      {name} — expected to ignore, but activated" in result.stdout
+    assert result.exit_code == 0 and f"fixed {name} — expected to ignore, but activated" in said(result)
 
 
 # ============================================================================= 4. malformed and foreign results files
