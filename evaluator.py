@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import difflib
+import fnmatch
 import functools
 import hashlib
 import importlib
 import importlib.util
 import itertools
 import json
+import logging
 import os
 import re
 import shlex
@@ -33,6 +36,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Literal, Protocol, Sequence
 
@@ -80,6 +84,11 @@ class ServerError(EvalError):
 
 class FatalApiError(EvalError):
     """A model API answer that is wrong for every case (a bad key): stops the whole run."""
+
+
+class OutputError(EvalError):
+    """An output could not be written (a full disk, a folder gone read-only): one line, exit 2;
+    the journal, if any, keeps what finished for --resume."""
 
 
 # ============================================================================ 2. data types
@@ -174,6 +183,11 @@ class TestCase:
     simulated_user: str | None = None
     source: str = ""             # file the case came from
     line: int = 0
+    rubric: str = ""             # what an LLM judge grades the run against
+    verify: str = ""             # a command that checks the server's state after each run
+    args_ignore: list[str] = field(default_factory=list)  # argument keys (globs) left out of expected_args
+    expected_answer: str | None = None   # the answer Claude should give (QA pairs, CSV, markdown tests)
+    answer_match: str = "exact"          # how it is compared: ANSWER_MATCH_MODES
 
 
 @dataclass(slots=True)
@@ -195,11 +209,17 @@ class Transcript:
     error: str | None = None
     simulated_user_usage: Usage = field(default_factory=Usage)   # the model playing the user
     simulated_user_model: str = ""
+    # Grading that needs I/O, done by the runner after the conversation and read by TOOL_CHECKS:
+    # "judge": {passed, score, evidence} | {error}; "verify": {passed, reason} | {error}.
+    grades: dict[str, dict] = field(default_factory=dict)
+    judge_usage: Usage = field(default_factory=Usage)            # the judge's calls for this run
+    judge_model: str = ""
 
     @property
     def cost_usd(self) -> float:
         return cost_usd(self.usage, self.model) + (
-            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0)
+            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0) + (
+            cost_usd(self.judge_usage, self.judge_model) if self.judge_model else 0.0)
 
     @property
     def tools_called(self) -> list[str]:
@@ -220,7 +240,7 @@ class RunSettings:
 
 @dataclass
 class ServerSpec:
-    """How to reach one MCP server: `stdio` (command), `http` (url) or `module` (in-process)."""
+    """How to reach one MCP server: `stdio` (command), `http` or `sse` (url) or `module` (in-process)."""
     name: str
     kind: str
     command: str = ""
@@ -231,6 +251,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     module: str = ""
     attr: str | None = None
+    secrets: list[str] = field(default_factory=list)  # the values ${VAR} references expanded to
 
 
 @dataclass
@@ -267,6 +288,10 @@ class SkillTest:
     runs: int | None = None
     skill: str | None = None     # the skill a trigger test is about (several --skill)
     simulated_user: str | None = None  # a goal: a simulated user answers Claude (tool-use runs)
+    rubric: str = ""             # `# Rubric`: an LLM judge grades each run against it (tool-use runs)
+    verify: str = ""             # `verify:` in the frontmatter: a state-check command after each run
+    expected_answer: str | None = None   # `# Expected Answer`, compared as `answer_match:` says
+    answer_match: str = "exact"
 
 
 class Record(BaseModel):
@@ -306,8 +331,14 @@ class ClaudeRun(Record):
     @property
     def counted(self) -> bool:
         """Whether the run says anything about activation. An observed activation counts even if
-        the run failed later; a run that failed without one proves nothing (it is not a miss)."""
-        return self.error is None or bool(self.activated_skills)
+        the run failed later; a run that failed without one proves nothing (it is not a miss), and
+        neither does a run whose skills did not all load, whatever else fired in it."""
+        if self.error is None:
+            return True
+        return bool(self.activated_skills) and not self.error.startswith(SKILL_NOT_LOADED)
+
+
+SKILL_NOT_LOADED = "skill not loaded"   # how a run's error starts when an installed skill was missing
 
 
 @dataclass
@@ -426,6 +457,23 @@ def parse_server_module(target: str) -> ServerSpec:
                       attr=attr or None)
 
 
+SERVER_TRANSPORTS = ("http", "sse")   # --transport: streamable HTTP, or the legacy HTTP+SSE transport
+
+
+def parse_server_url(url: str, transport: str) -> ServerSpec:
+    """`--server-url URL` (with `--transport sse|http`): a remote server, named after its host."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname if re.match(r"https?://", url) else None
+    except ValueError:
+        host = None
+    if not host:
+        raise InputError(f"--server-url {url!r} is not an http:// or https:// URL",
+                         hint="e.g. --server-url http://127.0.0.1:3001/sse --transport sse")
+    return ServerSpec(name=safe_name(host) or "remote", kind=transport, url=url)
+
+
 def safe_name(name: str) -> str:
     """A server name usable inside an Anthropic tool name (`^[a-zA-Z0-9_-]{1,128}$`)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", name).strip("_")[:40]
@@ -440,7 +488,22 @@ def load_mcp_config(path: str | Path) -> list[ServerSpec]:
     if not isinstance(servers, dict) or not servers:
         raise InputError('no "mcpServers" object with at least one server', path, 1,
                          'expected {"mcpServers": {"name": {"command": ...}}}')
-    return [config_server_spec(name, entry, path, raw) for name, entry in servers.items()]
+    specs = [config_server_spec(name, entry, path, raw) for name, entry in servers.items()]
+    for spec, entry in zip(specs, servers.values()):
+        spec.secrets = expanded_env_values(entry)
+    return specs
+
+
+def expanded_env_values(value: Any) -> list[str]:
+    """The values of our environment that the ${VAR} references in a config entry take: wherever
+    they land (command, args, url, env, headers), they are secrets to the redactor."""
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in expanded_env_values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in expanded_env_values(item)]
+    if isinstance(value, str):
+        return [os.environ[m.group(1)] for m in ENV_REF.finditer(value) if m.group(1) in os.environ]
+    return []
 
 
 def line_of(raw: str, needle: str) -> int | None:
@@ -478,24 +541,28 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
                           command=expand_env_refs(command, where, path, line),
                           args=[expand_env_refs(a, f"{where} args", path, line) for a in args],
                           env=expand_map("env"), cwd=str((path.parent / cwd).resolve()) if cwd else None)
-    if kind in ("http", "streamable-http", "streamable_http"):
+    if kind in ("http", "streamable-http", "streamable_http", "sse"):
         url = entry.get("url")
+        transport = "sse" if kind == "sse" else "http"
         if not isinstance(url, str) or not re.match(r"https?://", url):
-            raise InputError(f"{where}: http server needs a \"url\" starting with http:// or https://", path, line)
-        return ServerSpec(name=safe_name(name) or "server", kind="http",
+            raise InputError(f"{where}: {transport} server needs a \"url\" starting with http:// or https://", path,
+                             line)
+        return ServerSpec(name=safe_name(name) or "server", kind=transport,
                           url=expand_env_refs(url, f"{where} url", path, line), headers=expand_map("headers"))
     raise InputError(f"{where}: unknown server type {kind!r}", path, line,
-                     'use "type": "stdio" (with "command") or "type": "http" (with "url")')
+                     'use "type": "stdio" (with "command"), "http" or "sse" (with "url")')
 
 
 def resolve_servers(servers: Sequence[str], server_env: Sequence[str], mcp_config: str | None,
-                    server_modules: Sequence[str]) -> list[ServerSpec]:
+                    server_modules: Sequence[str], server_urls: Sequence[str] = (),
+                    transport: str = "http") -> list[ServerSpec]:
     """All servers the user named; the bundled example server when none is named."""
     env = parse_server_env(server_env)
     specs = [parse_server_command(cmd, env, i) for i, cmd in enumerate(servers)]
     if mcp_config:
         specs += load_mcp_config(mcp_config)
     specs += [parse_server_module(target) for target in server_modules]
+    specs += [parse_server_url(url, transport) for url in server_urls]
     if not specs:
         if not EXAMPLE_SERVER.is_file():  # installed without the repository's examples/
             raise InputError("no MCP server given", hint="name one with --server, --mcp-config or --server-module")
@@ -506,6 +573,7 @@ def resolve_servers(servers: Sequence[str], server_env: Sequence[str], mcp_confi
         seen[spec.name] = seen.get(spec.name, 0) + 1
         if seen[spec.name] > 1:
             spec.name = f"{spec.name}{seen[spec.name]}"
+    Redactor.learn(specs)  # before any server starts: a fatal line quoting one is redacted too
     return specs
 
 
@@ -526,7 +594,9 @@ def load_system_prompt(choice: str) -> str:
 # ============================================================================ 3a. loaders: CSV suites
 CSV_COLUMNS = ("test_name", "user_prompt", "prompt", "expected_tools", "forbidden_tools", "description",
                "expected_args", "args_match", "order", "max_tool_calls", "min_tool_calls", "expect_no_tools", "tags")
-ARGS_MATCH_MODES = ("partial", "exact", "ignore")
+CSV_COLUMNS += ("rubric", "verify", "args_ignore")   # graded outcomes: an LLM judge, a state check, tolerated args
+CSV_COLUMNS += ("expected_answer", "answer_match")  # the answer Claude should give, and how it is compared
+ARGS_MATCH_MODES = ("partial", "exact", "ignore", "exact_with_defaults")
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1", "y"), ("false", "no", "0", "n", "")
 
@@ -571,12 +641,28 @@ def parse_json_text(raw: str, path: Path) -> Any:
     """json.loads whose every failure is an InputError: bad syntax (with its line), nesting too
     deep for the parser, a number too long to convert."""
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
     except (ValueError, RecursionError) as exc:
         problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
         raise InputError(f"invalid JSON: {problem}", path, 1, "fix the JSON") from None
+    check_json_depth(value, "JSON", path, 1)
+    return value
+
+
+def check_json_depth(value: Any, what: str, path: str | Path | None, line: int | None) -> None:
+    """Any JSON the user gives is refused at load time when nested deeper than C.MAX_JSON_DEPTH:
+    far below the recursion limit of everything that walks it later (the case hash, scoring,
+    redaction, the results schema), so it cannot crash a run after the model calls were paid."""
+    stack = [(value, 1)]
+    while stack:  # iterative: measuring a deep value must not recurse either
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > C.MAX_JSON_DEPTH:
+                raise InputError(f"{what} is nested more than {C.MAX_JSON_DEPTH} levels deep", path, line,
+                                 "flatten it")
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
 def split_list(value: str) -> list[str]:
@@ -664,6 +750,7 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                                                      else str(exc).split(";")[0])
             raise fail(f"expected_args is not valid JSON: {problem}",
                        'write it as {"tool_name": {"param": "value"}}') from None
+        check_json_depth(expected_args, "expected_args", path, line)
         if not isinstance(expected_args, dict) or not all(isinstance(v, dict) for v in expected_args.values()):
             raise fail("expected_args must be a JSON object of objects", '{"tool_name": {"param": "value"}}')
     args_match = (row.get("args_match") or "partial").strip().lower()
@@ -684,12 +771,28 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                     min_tool_calls=csv_count(row, "min_tool_calls", fail),
                     expect_no_tools=flag in TRUE_WORDS, tags=split_list(row.get("tags", "")),
                     source=str(path), line=line)
+    case.rubric, case.verify = (row.get("rubric") or "").strip(), verify_command(row.get("verify") or "", fail)
+    case.args_ignore = split_list(row.get("args_ignore", ""))
+    case.expected_answer, case.answer_match = csv_answer(row, name, fail)
     if case.expect_no_tools and case.expected_tools:
         raise fail(f"test {name!r} sets expect_no_tools and also lists expected_tools", "keep one of them")
     clash = set(case.expected_tools) & set(case.forbidden_tools)
     if clash:
         raise fail(f"test {name!r} both expects and forbids {', '.join(sorted(clash))}")
     return case
+
+
+def verify_command(value: str, fail: Callable[..., InputError]) -> str:
+    """A `verify` command line: run by the shell after each run; it must at least split as one."""
+    value = value.strip()
+    if value:
+        try:
+            if not shlex.split(value):
+                raise ValueError("it is empty")
+        except ValueError as exc:
+            raise fail(f"verify {value!r} is not a command line: {exc}",
+                       "e.g. python check_state.py (quote arguments that hold spaces)") from None
+    return value
 
 
 def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
@@ -699,6 +802,18 @@ def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError])
     if not (value.isascii() and value.isdigit()):  # "²".isdigit() is True, int("²") fails
         raise fail(f"{column} {value!r} is not a whole number", "write digits such as 3, or leave it empty")
     return int(value)
+
+
+def csv_answer(row: dict[str, str], name: str, fail: Callable[..., InputError]) -> tuple[str | None, str]:
+    """The expected_answer and answer_match columns, checked: a bad mode is the row's error."""
+    expected = (row.get("expected_answer") or "").strip() or None
+    match = (row.get("answer_match") or "").strip()
+    if not match and expected is None:
+        return None, "exact"
+    problem = answer_match_problem(match or "exact", expected)
+    if problem:
+        raise fail(f"test {name!r}: {problem}", ANSWER_MATCH_HINT)
+    return expected, normalize_answer_match(match or "exact")
 
 
 def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
@@ -739,6 +854,8 @@ TEST_SECTIONS = {
     "forbidden patterns": "forbidden_patterns", "expected refusal": "expected_refusal",
     "positive triggers": "positive_triggers", "negative triggers": "negative_triggers",
     "simulated user": "simulated_user",
+    "rubric": "rubric",
+    "expected answer": "expected_answer",
 }
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
 QUOTES = "\"'`“”‘’"
@@ -818,8 +935,38 @@ def load_skill(path: str | Path) -> SkillInfo:
     problems = skill_frontmatter_problems(data, raw, path)
     if problems:
         raise InputProblems(problems)
+    problem = skill_folder_problem(path.resolve().parent)
+    if problem:
+        raise InputError(problem, path.resolve().parent,
+                         hint="copy what the skill needs into its folder, or leave it out of the folder")
     return SkillInfo(name=data["name"], description=str(data["description"]).strip(), path=path.resolve(),
                      body=body.strip(), frontmatter=data)
+
+
+SKILL_COPY_IGNORED = (".git", "node_modules", "__pycache__")   # never copied into a run's project
+
+
+def skill_folder_problem(folder: Path) -> str | None:
+    """Why a skill folder must not be copied into the runs' projects: a symbolic link leading
+    outside it (what it points at would land where Claude reads, in every run), or more than
+    C.MAX_SKILL_COPY_BYTES of files (copied again for every run). Links inside the folder are
+    fine: they are copied as links."""
+    root = os.path.realpath(folder)
+    total = 0
+    for current, dirs, files in os.walk(folder):  # a link to a folder is listed, never entered
+        dirs[:] = [d for d in dirs if d not in SKILL_COPY_IGNORED]
+        for name in [*dirs, *files]:
+            entry = os.path.join(current, name)
+            if os.path.islink(entry):
+                target = os.path.realpath(entry)
+                if os.path.commonpath([root, target]) != root:
+                    return f"{os.path.relpath(entry, folder)} is a symbolic link to {target}, outside the skill folder"
+            elif name in files:
+                total += os.lstat(entry).st_size
+                if total > C.MAX_SKILL_COPY_BYTES:
+                    return (f"the skill folder holds more than {C.MAX_SKILL_COPY_BYTES // (1024 * 1024)} MiB of files, "
+                            "copied into every run")
+    return None
 
 
 def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
@@ -973,10 +1120,15 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
                      skill=data.get("skill"))
     test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
     test.simulated_user = text_of_section("simulated_user") or data.get("simulated_user") or None
-    for key in ("skill", "category", "severity", "simulated_user"):
+    test.rubric = text_of_section("rubric")
+    for key in ("skill", "category", "severity", "simulated_user", "verify"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise InputError(f"'{key}' must be a text value, not a {type(data[key]).__name__}", path,
                              frontmatter_line(raw, key), f"write it as {key}: some-text")
+    test.verify = verify_command(data.get("verify") or "",
+                                 lambda message, hint=None: InputError(message, path, frontmatter_line(raw, "verify"),
+                                                                       hint))
+    test.expected_answer, test.answer_match = markdown_answer(data, sections, path, raw)
     if kind == "trigger" and not test.concepts:
         test.concepts = list(TRIGGER_CONCEPTS)
     test.timeout = positive_number(data.get("timeout"), "timeout", path, raw,
@@ -992,6 +1144,20 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         raise InputError(f"{kind} test has an empty prompt", path, line,
                          "write the prompt under a '# Prompt' (or '# Question') heading")
     return test
+
+
+def markdown_answer(data: dict, sections: dict[str, tuple[str, int]], path: Path, raw: str) -> tuple[str | None, str]:
+    """`# Expected Answer` and `answer_match:` of a markdown test, checked like a CSV row's."""
+    expected = sections.get("expected_answer", ("", 1))[0] or None
+    match = data.get("answer_match")
+    if match is None and expected is None:
+        return None, "exact"
+    line = frontmatter_line(raw, "answer_match") if match is not None else sections["expected_answer"][1]
+    problem = ("'answer_match' must be a text value" if match is not None and not isinstance(match, str)
+               else answer_match_problem(match or "exact", expected))
+    if problem:
+        raise InputError(problem, path, line, ANSWER_MATCH_HINT)
+    return expected, normalize_answer_match(match or "exact")
 
 
 def positive_number(value: Any, key: str, path: Path, raw: str, default: float,
@@ -1035,11 +1201,28 @@ def load_markdown_tests(target: str | Path, default_type: str | None = None) -> 
         if not files:
             raise InputError("no .md test files in this folder", target)
         return [load_markdown_test(p, default_type) for p in files]
-    if target.suffix.lower() == ".json":
+    kind = kind_of_test_file(target)
+    if kind == "qa":
+        raise InputError("a QA evaluation (.xml) runs against your MCP servers, not through Claude Code", target,
+                         hint="run it without --skill: --qa FILE.xml")
+    if kind is None:
+        raise InputError(f"unknown test file format {target.suffix!r}", target,
+                         hint="give markdown tests (.md), a skill-creator eval set (.json) or a QA evaluation (.xml)")
+    if kind == "evals":
         return [load_skill_creator_evals(target)]
     if not target.exists():
         raise InputError("test file not found", target)
     return [load_markdown_test(target, default_type)]
+
+
+TEST_FILE_KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "markdown", "": "markdown",
+                   ".json": "evals", ".xml": "qa"}
+
+
+def kind_of_test_file(path: str | Path) -> str | None:
+    """What a --tests / --trigger file holds, by its extension: markdown tests, a skill-creator
+    eval set, a QA evaluation (mcp-builder's XML); None for anything else."""
+    return TEST_FILE_KINDS.get(Path(path).suffix.lower())
 
 
 # ============================================================================ 3c. loaders: conversation files
@@ -1160,6 +1343,111 @@ def conversation_case(path: str | Path, follow_up: str | None = None) -> TestCas
     return TestCase(name=Path(path).stem, prompt=prompt, history=history, source=str(path))
 
 
+# ============================================================================ 3d. loaders: QA evaluations
+# mcp-builder's evaluation file: <evaluation><qa_pair><question/><answer/></qa_pair>...</evaluation>.
+# Parsed with expat directly: a DOCTYPE or an entity declaration is refused before anything is
+# expanded (no entity bombs, no external entities), and every element keeps its line.
+QA_HINT = "write <evaluation><qa_pair><question>...</question><answer>...</answer></qa_pair>...</evaluation>"
+MAX_XML_DEPTH = 32
+
+
+@dataclass
+class XmlElement:
+    tag: str
+    attributes: dict[str, str]
+    line: int
+    children: list["XmlElement"] = field(default_factory=list)
+    chunks: list[str] = field(default_factory=list)    # all text inside, its children's included
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks).strip()
+
+    def walk(self) -> Iterable["XmlElement"]:
+        for child in self.children:
+            yield child
+            yield from child.walk()
+
+
+def parse_xml(text: str, path: Path, what: str) -> XmlElement:
+    """The root element of an XML document; DOCTYPE and entity declarations are refused, a
+    malformed document is one line naming where expat stopped."""
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate(encoding="UTF-8")  # read_text_file decoded it as UTF-8 already
+    stack: list[XmlElement] = []
+    roots: list[XmlElement] = []
+
+    def refuse(kind: str) -> Callable[..., None]:
+        def handler(*_: Any) -> None:
+            raise InputError(f"{kind} are not allowed in a {what}", path, parser.CurrentLineNumber,
+                             "remove it: the file is plain XML, without a DTD or entities")
+        return handler
+
+    def start(tag: str, attributes: dict[str, str]) -> None:
+        if len(stack) >= MAX_XML_DEPTH:
+            raise InputError(f"the XML is nested more than {MAX_XML_DEPTH} levels deep", path,
+                             parser.CurrentLineNumber, QA_HINT)
+        element = XmlElement(tag, attributes, parser.CurrentLineNumber)
+        (stack[-1].children if stack else roots).append(element)
+        stack.append(element)
+
+    def data(chunk: str) -> None:
+        for element in stack:
+            element.chunks.append(chunk)
+
+    parser.StartDoctypeDeclHandler = refuse("DOCTYPE declarations")
+    parser.EntityDeclHandler = refuse("entity declarations")
+    parser.StartElementHandler = start
+    parser.EndElementHandler = lambda tag: stack.pop()
+    parser.CharacterDataHandler = data
+    try:
+        parser.Parse(text.encode("utf-8"), True)
+    except expat.ExpatError as exc:
+        raise InputError(f"malformed XML: {expat.ErrorString(exc.code)}", path, exc.lineno,
+                         "fix the XML (escape & as &amp; and < as &lt; in questions and answers)") from None
+    return roots[0]
+
+
+def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
+    """A QA evaluation in mcp-builder's format: each <qa_pair> is a case whose prompt is its
+    question and whose expected answer is its answer (both trimmed, as mcp-builder does), named
+    task-1, task-2, ... An <answer match="numeric:0.01"> gives a pair its own answer_match."""
+    path = Path(path)
+    root = parse_xml(read_text_file(path, "QA evaluation"), path, "QA evaluation")
+    if root.tag != "evaluation":
+        raise InputError(f"the root element is <{root.tag}>, not <evaluation>", path, root.line, QA_HINT)
+    pairs = [e for e in root.walk() if e.tag == "qa_pair"]
+    if not pairs:
+        raise InputError("the evaluation has no <qa_pair>", path, root.line, QA_HINT)
+    problems: list[InputError] = []
+    cases = []
+    for number, pair in enumerate(pairs, 1):
+        parts = {tag: [c for c in pair.children if c.tag == tag] for tag in ("question", "answer")}
+        wrong = [tag for tag, found in parts.items() if len(found) != 1]
+        if wrong:
+            problems.append(InputError(f"<qa_pair> {number} needs exactly one <{wrong[0]}>, it has "
+                                       f"{len(parts[wrong[0]])}", path, pair.line, QA_HINT))
+            continue
+        (question,), (answer,) = parts["question"], parts["answer"]
+        empty = next((e for e in (question, answer) if not e.text), None)
+        if empty is not None:
+            problems.append(InputError(f"<qa_pair> {number} has an empty <{empty.tag}>", path, empty.line,
+                                       "every question needs one verifiable answer"))
+            continue
+        match = answer.attributes.get("match", "exact")
+        problem = answer_match_problem(match, answer.text)
+        if problem:
+            problems.append(InputError(f"<qa_pair> {number}: {problem}", path, answer.line, ANSWER_MATCH_HINT))
+            continue
+        cases.append(TestCase(name=f"{prefix}task-{number}", prompt=question.text, source=str(path),
+                              line=pair.line, expected_answer=answer.text,
+                              answer_match=normalize_answer_match(match)))
+    if problems:
+        raise InputProblems(problems)
+    return cases
+
+
 # ============================================================================ 4. MCP hub
 @dataclass
 class ToolSpec:
@@ -1226,6 +1514,74 @@ def tool_result_text(result: Any, limit: int) -> str:
     return cap_text("\n".join(parts), limit)
 
 
+# ---------------------------------------------------------------------------- child processes die with the evaluator
+# Every process the evaluator starts (stdio MCP servers, `claude` runs) leads a process group of
+# its own, which the evaluator kills on its way out (Ctrl-C, SIGTERM, SIGHUP, errors included);
+# and it asks the kernel for SIGKILL the moment the evaluator dies, however it dies (`kill -9`
+# too): Linux's PR_SET_PDEATHSIG, set in the child between fork and exec. A child whose parent
+# is already gone by then stops at once.
+PR_SET_PDEATHSIG = 1
+
+# The `mcp` SDK starts stdio servers itself and takes no preexec hook: a server starts through
+# this trampoline, which makes the same request and then execs the server (same pid, same process
+# group, the server's own command line in `ps`). Python ignores SIGPIPE and SIGXFSZ; a server
+# must not inherit that.
+DIE_WITH_PARENT_EXEC = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"cannot run {sys.argv[2]}: {exc.strerror}\\n")
+    os._exit(127)
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def linux_prctl() -> Callable[..., int] | None:
+    """prctl(2) where there is one (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec hook: the child is SIGKILLed when this process dies."""
+    prctl, parent, kill = linux_prctl(), os.getpid(), int(signal.SIGKILL)
+    if prctl is None:
+        return None
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:  # this process died before the request took effect
+            os._exit(1)
+    return hook
+
+
+def dying_with_parent(command: str, args: Sequence[str], env: dict[str, str] | None,
+                      cwd: str | Path | None) -> tuple[str, list[str]]:
+    """The command line that starts `command args` so that it dies with this process. Unchanged
+    where prctl is missing, or when the command is not found (the SDK then says so itself)."""
+    if linux_prctl() is None:
+        return command, list(args)
+    if os.sep in command:
+        target = Path(cwd or ".") / command
+        found = target.is_file() and os.access(target, os.X_OK)
+    else:
+        found = shutil.which(command, path=(env or {}).get("PATH", os.environ.get("PATH"))) is not None
+    if not found:
+        return command, list(args)
+    return sys.executable, ["-I", "-S", "-c", DIE_WITH_PARENT_EXEC, str(os.getpid()), command, *args]
+
+
 def load_server_object(spec: ServerSpec) -> Any:
     """Imports an in-process MCP server: `path.py[:attr]` or `package.module[:attr]`."""
     from mcp.server.lowlevel import Server
@@ -1252,6 +1608,75 @@ def load_server_object(spec: ServerSpec) -> Any:
         raise InputError(f"--server-module {spec.module}: no MCPServer or Server object found",
                          hint="name it as path.py:attr")
     return candidates[0]
+
+
+# The server connection whose task (and the tasks and worker threads it starts) is running: its
+# stdout noise and, for an in-process server, its prints are told apart from ours by it.
+SERVING: "contextvars.ContextVar[ServerConnection | None]" = contextvars.ContextVar("serving", default=None)
+STDOUT_NOISE_TOLD: dict[int, ServerSpec] = {}   # id -> spec of the servers already warned about
+
+
+class ServersStdout:
+    """sys.stdout while in-process servers run: what their code prints (on import, in their
+    tasks and worker threads) goes to stderr, so --json stdout stays one JSON document; every
+    other write goes where it went."""
+
+    def __init__(self, stdout: Any) -> None:
+        self.stdout, self.users = stdout, 0
+
+    def target(self) -> Any:
+        connection = SERVING.get()
+        return sys.stderr if connection is not None and connection.spec.kind == "module" else self.stdout
+
+    def write(self, text: str) -> int:
+        return self.target().write(text)
+
+    def flush(self) -> None:
+        self.target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stdout, name)
+
+
+async def serving(connection: "ServerConnection", call: Any) -> Any:
+    """Awaits a call to a server in a context that names it (wait_for runs this in a task of its
+    own, so the caller's context is untouched): the SDK runs an in-process server's handlers in
+    the context of the request's sender, so its prints are told apart by this."""
+    SERVING.set(connection)
+    return await call
+
+
+@contextlib.contextmanager
+def servers_stdout_to_stderr() -> Any:
+    proxy = sys.stdout if isinstance(sys.stdout, ServersStdout) else ServersStdout(sys.stdout)
+    sys.stdout = proxy
+    proxy.users += 1
+    try:
+        yield
+    finally:
+        proxy.users -= 1
+        if not proxy.users and sys.stdout is proxy:
+            sys.stdout = proxy.stdout
+
+
+class StdoutNoiseFilter(logging.Filter):
+    """The SDK logs a traceback for every stdout line of a server that is not an MCP message
+    (164 lines for 15 of them): one warning line per server instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Failed to parse JSONRPC message"):
+            return True
+        connection = SERVING.get()
+        if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
+            STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
+            click.echo(f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
+                       "not MCP messages; they are ignored (a server should log to stderr)", err=True)
+        return False
+
+
+@functools.cache
+def filter_stdout_noise() -> None:
+    logging.getLogger("mcp.client.stdio").addFilter(StdoutNoiseFilter())
 
 
 class ServerConnection:
@@ -1281,15 +1706,23 @@ class ServerConnection:
 
         spec = self.spec
         if spec.kind == "stdio":
-            params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env or None, cwd=spec.cwd)
+            command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
+            params = StdioServerParameters(command=command, args=args, env=spec.env or None, cwd=spec.cwd)
             return Client(stdio_client(params, errlog=self._stderr), read_timeout_seconds=None)
         if spec.kind == "http":
             return Client(http_transport(spec.url, spec.headers))
+        if spec.kind == "sse":
+            return Client(sse_transport(spec.url, spec.headers))
         return Client(load_server_object(spec))
 
     async def _serve(self) -> None:
+        SERVING.set(self)  # this task's context, inherited by every task and thread it starts
+        filter_stdout_noise()
         try:
-            async with self._client() as client:
+            async with contextlib.AsyncExitStack() as stack:
+                if self.spec.kind == "module":
+                    stack.enter_context(servers_stdout_to_stderr())
+                client = await stack.enter_async_context(self._client())
                 self.client = client
                 self._ready.set()
                 await self._stop.wait()
@@ -1307,7 +1740,7 @@ class ServerConnection:
             await asyncio.wait_for(self._ready.wait(), self.connect_timeout)
         except asyncio.TimeoutError:
             message = self.describe_failure(f"did not finish its MCP handshake within {self.connect_timeout:g}s")
-            await self.close()
+            await self.close(grace=0)  # nothing to wind down gracefully: the time promised is up
             raise ServerError(message) from None
         if isinstance(self._error, (InputError, ServerError)):  # already says what went wrong
             error, self._error = self._error, None
@@ -1321,17 +1754,17 @@ class ServerConnection:
 
     def describe_failure(self, what: str) -> str:
         spec = self.spec
-        target = {"stdio": " ".join([spec.command, *spec.args]), "http": spec.url,
+        target = {"stdio": " ".join([spec.command, *spec.args]), "http": spec.url, "sse": spec.url,
                   "module": spec.module}[spec.kind]
         message = f"MCP server '{spec.name}' ({target}) {what}"
         stderr = self.stderr_tail()
         return message + (f"; its stderr ends with: {stderr}" if stderr else "")
 
-    async def close(self) -> None:
+    async def close(self, grace: float = 10) -> None:
         self._stop.set()
         if self._task:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
+                await asyncio.wait_for(asyncio.shield(self._task), grace)
             except (asyncio.TimeoutError, Exception):
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
@@ -1352,6 +1785,13 @@ def http_transport(url: str, headers: dict[str, str]) -> Any:
             async with streamable_http_client(url, http_client=http_client) as streams:
                 yield streams
     return transport()
+
+
+def sse_transport(url: str, headers: dict[str, str]) -> Any:
+    """The legacy HTTP+SSE transport (`"type": "sse"`, `--transport sse`), through the SDK's client."""
+    from mcp.client.sse import sse_client
+
+    return sse_client(url, headers=headers or None)
 
 
 def explain_exception(exc: BaseException | None) -> str:
@@ -1471,9 +1911,8 @@ class McpHub:
                 return outcome(connection.describe_failure("is not running and could not be restarted"),
                                True, tool.server, server_failed=True)
         try:
-            result = await asyncio.wait_for(
-                connection.client.call_tool(tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout),
-                self.tool_timeout + 1)
+            result = await asyncio.wait_for(serving(connection, connection.client.call_tool(
+                tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout)), self.tool_timeout + 1)
         except (asyncio.TimeoutError, TimeoutError):
             return outcome(f"Tool call timed out after {self.tool_timeout:g}s", True, tool.server)
         except Exception as exc:
@@ -1524,6 +1963,7 @@ class ModelRequest:
     tools: list[dict]
     max_tokens: int
     temperature: float | None = None
+    tool_choice: dict | None = None   # e.g. {"type": "tool", "name": "grade"}: the judge must answer by that tool
 
 
 @dataclass
@@ -1816,6 +2256,8 @@ class AnthropicModel:
         }
         if request.tools:
             params["tools"] = request.tools
+        if request.tool_choice:
+            params["tool_choice"] = request.tool_choice
         if request.temperature is not None:
             # The 2.x SDK no longer types sampling parameters (newer models fix them); the API
             # still takes `temperature` for models that accept it.
@@ -2118,7 +2560,7 @@ class TerminalUser:
                 self.console.print()
                 return None
             if not os.isatty(self.lines.fd):  # piped replies are not echoed by a terminal
-                self.console.print(line, markup=False, highlight=False)
+                self.console.print(terminal_text(line), markup=False, highlight=False)
             if line.strip().lower() in END_CONVERSATION_WORDS:
                 return None
             if line.strip():
@@ -2223,13 +2665,19 @@ def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
     `--safe-mode` would drop the project's skills, so they are not used.)"""
-    command = [settings.binary, "-p", query, "--output-format", "stream-json", "--verbose",
+    command = [settings.binary, "-p", claude_prompt_argument(query), "--output-format", "stream-json", "--verbose",
                "--model", settings.model, "--max-turns", str(settings.max_turns),
                "--permission-mode", "dontAsk", "--strict-mcp-config", "--no-session-persistence",
                "--disallowedTools", *C.CLAUDE_DISALLOWED_TOOLS]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
+
+
+def claude_prompt_argument(query: str) -> str:
+    """The argv sink: `-p` is a flag and the prompt a positional argument, so a query starting
+    with `-` would be read as an option (`--allowedTools=Bash`); a leading space keeps it a prompt."""
+    return " " + query if query.startswith("-") else query
 
 
 def claude_env_base(home: Path) -> dict[str, str]:
@@ -2251,10 +2699,15 @@ def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
 
 
 def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
-    """Each skill's whole folder (scripts, references) as `.claude/skills/<name>/`."""
+    """Each skill's whole folder (scripts, references) as `.claude/skills/<name>/`: links are
+    copied as links, never followed, and the folder is checked again (it may have changed since
+    it was loaded)."""
     for skill in skills:
-        shutil.copytree(skill.folder, project / ".claude" / "skills" / skill.name, symlinks=False,
-                        ignore=shutil.ignore_patterns(".git", "node_modules", "__pycache__"))
+        problem = skill_folder_problem(skill.folder)
+        if problem:
+            raise OSError(f"skill {skill.name}: {problem}")
+        shutil.copytree(skill.folder, project / ".claude" / "skills" / skill.name, symlinks=True,
+                        ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED))
 
 
 def normalize_skill_name(value: Any) -> str | None:
@@ -2281,7 +2734,7 @@ def skill_of_tool_use(block: dict) -> str | None:
 def parse_stream_json(text: str) -> tuple[list[dict], int]:
     """stream-json lines -> events, and how many lines were not JSON objects (a cut-off last line)."""
     events, bad = [], 0
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): JSON leaves \x85 and U+2028 in strings raw
         if not line.strip():
             continue
         try:
@@ -2347,7 +2800,7 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
 def run_error(events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]) -> str | None:
     missing = [name for name in installed if record.skills_loaded is not None and name not in record.skills_loaded]
     if missing:
-        return (f"skill not loaded: {', '.join(missing)} is missing from the init event's skills "
+        return (f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
                 "(check its SKILL.md frontmatter)")
     if not events:
         return "no stream-json output"
@@ -2394,7 +2847,7 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
         process = await asyncio.create_subprocess_exec(
             *claude_command(settings, query), cwd=project, env=claude_env(settings, root),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=die_with_parent())
         readers = asyncio.gather(drain(process.stdout, stdout, C.CLAUDE_MAX_OUTPUT_BYTES),
                                  drain(process.stderr, stderr, C.CLAUDE_MAX_OUTPUT_BYTES), process.wait())
         try:
@@ -2520,11 +2973,39 @@ def normalize_arg(value: Any) -> Any:
     return value
 
 
-def args_match(expected: dict, actual: dict, mode: str) -> bool:
+def without_keys(value: Any, patterns: Sequence[str]) -> Any:
+    """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth."""
+    if isinstance(value, dict):
+        return {k: without_keys(v, patterns) for k, v in value.items()
+                if not any(fnmatch.fnmatchcase(str(k), p) for p in patterns)}
+    if isinstance(value, list):
+        return [without_keys(v, patterns) for v in value]
+    return value
+
+
+def without_defaults(arguments: dict, schema: dict | None) -> dict:
+    """Arguments without those equal to their parameter's `default` in the tool's inputSchema:
+    `{"query": "x", "limit": 3}` is `{"query": "x"}` when `limit` defaults to 3."""
+    properties = (schema or {}).get("properties")
+    if not isinstance(properties, dict):
+        return arguments
+    return {key: value for key, value in arguments.items()
+            if not (isinstance(properties.get(key), dict) and "default" in properties[key]
+                    and normalize_arg(properties[key]["default"]) == normalize_arg(value))}
+
+
+def args_match(expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (),
+               schema: dict | None = None) -> bool:
     """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
-    same keys and values; `ignore`: anything."""
+    same keys and values; `exact_with_defaults`: `exact` once arguments equal to the schema's
+    `default` are dropped on both sides; `ignore`: anything. Keys matching an `ignore` glob are
+    left out first."""
     if mode == "ignore":
         return True
+    if ignore:
+        expected, actual = without_keys(expected, ignore), without_keys(actual, ignore)
+    if mode == "exact_with_defaults":
+        expected, actual, mode = without_defaults(expected, schema), without_defaults(actual, schema), "exact"
     if mode == "exact":
         return normalize_arg(expected) == normalize_arg(actual)
     return all(key in actual and normalize_arg(value) == normalize_arg(actual[key])
@@ -2597,6 +3078,28 @@ def check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolS
     return [problem for call in transcript.tool_calls for problem in schema_problems(call, tools.get(call.name))]
 
 
+def check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    """The LLM judge's verdict (graded by the runner): a failed one with its evidence."""
+    grade = transcript.grades.get("judge")
+    if not grade:
+        return []
+    if "error" in grade:  # also the run's error, unless the run had failed before
+        return [] if transcript.error else [f"judge error: {grade['error']}"]
+    if grade.get("passed"):
+        return []
+    return [f"judge: failed (score {float(grade.get('score') or 0):.2f}): {grade.get('evidence') or 'no evidence given'}"]
+
+
+def check_verify(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+    """The `verify` command's verdict on the server's state after the run."""
+    grade = transcript.grades.get("verify")
+    if not grade:
+        return []
+    if "error" in grade:
+        return [] if transcript.error else [f"verify error: {grade['error']}"]
+    return [] if grade.get("passed") else [f"verify failed: {grade.get('reason') or 'exit code 1'}"]
+
+
 # Every check a case can ask for, in the order its reasons are listed: each reads one run and
 # returns why it failed (nothing when it passed, or when the case does not ask for it). A new
 # check is one entry here.
@@ -2605,11 +3108,17 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
     "expect_no_tools": check_no_tools,
     "expected_tools": check_expected_tools,
     "forbidden_tools": check_forbidden_tools,
-    "expected_args": lambda case, transcript, tools: score_expected_args(case, transcript),
+    "expected_args": lambda case, transcript, tools: score_expected_args(case, transcript, tools),
     "order": lambda case, transcript, tools: score_order(case, transcript.tools_called),
     "tool_call_counts": check_call_counts,
     "schemas": check_schemas,
+    "answer": lambda case, transcript, tools: check_answer(case, transcript),
+    "judge": check_judge,
+    "verify": check_verify,
 }
+# The checks of TOOL_CHECKS that grade a run's outcome: markdown tests (scored by their answers)
+# run these too.
+OUTCOME_CHECKS = ("judge", "verify")
 
 
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
@@ -2618,16 +3127,19 @@ def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, Tool
     return Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
 
 
-def score_expected_args(case: TestCase, transcript: Transcript) -> list[str]:
+def score_expected_args(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec] | None = None) -> list[str]:
     reasons = []
+    ignoring = f", ignoring {', '.join(case.args_ignore)}" if case.args_ignore else ""
     for tool, expected in case.expected_args.items():
         calls = [c for c in transcript.tool_calls if c.name == tool]
         if not calls:
             if tool not in case.expected_tools:  # otherwise already reported as missing
                 reasons.append(f"missing expected tool {tool} (expected arguments {json.dumps(expected)})")
             continue
-        if not any(args_match(expected, call.input, case.args_match) for call in calls):
-            reasons.append(f"argument mismatch for {tool} ({case.args_match}): expected {json.dumps(expected)}, "
+        spec = (tools or {}).get(tool)
+        schema = spec.input_schema if spec else None
+        if not any(args_match(expected, call.input, case.args_match, case.args_ignore, schema) for call in calls):
+            reasons.append(f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected {json.dumps(expected)}, "
                            f"got {json.dumps(calls[0].input) if len(calls) == 1 else [c.input for c in calls]}")
     return reasons
 
@@ -2644,6 +3156,144 @@ def score_order(case: TestCase, called: list[str]) -> list[str]:
         if extra:
             return [f"tool(s) outside the expected set (subset): {', '.join(extra)}"]
     return []
+
+
+# ---------------------------------------------------------------------------- answers: one vocabulary everywhere
+# How an expected answer is compared with the answer Claude gave (QA pairs, CSV `expected_answer`,
+# markdown `# Expected Answer`): `exact` after trimming (mcp-builder's rule), `normalized` (case,
+# whitespace, thousands separators, a leading currency sign, trailing zeros, a final period),
+# `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
+# TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
+# expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
+ANSWER_MATCH_MODES = ("exact", "normalized", "numeric", "contains", "regex", "judge")
+ANSWER_MATCH_HINT = "answer_match is exact, normalized, numeric, numeric:0.005, numeric:1%, contains, regex or judge"
+NOT_FOUND = "NOT_FOUND"
+RESPONSE_TAGS = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+                 for tag in ("response", "summary", "feedback")}
+# A number as people write it: an optional sign and currency sign, thousands separators, decimals;
+# never part of an identifier (v3.0.0, sara_dev2) and never followed by more digits or decimals.
+NUMBER = re.compile(r"(?<![\w.,])(?P<sign>[-+\u2212]?)[$€£¥₹]?(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
+                    r"(?![\d_]|[.,]\d)")
+TOLERANCE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<percent>%?)")
+
+
+def normalize_answer_match(match: str) -> str:
+    mode, _, tolerance = match.strip().partition(":")
+    return mode.strip().lower() + (":" + tolerance.strip() if tolerance.strip() else "")
+
+
+def answer_match_problem(match: str, expected: str | None) -> str | None:
+    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
+    it with the file and line before anything runs."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    if mode not in ANSWER_MATCH_MODES:
+        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCH_MODES)}"
+    if tolerance and (mode != "numeric" or not TOLERANCE.fullmatch(tolerance)):
+        return (f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
+                if mode != "numeric" else f"answer_match {match!r}: the tolerance must be a number or a percentage")
+    if mode == "judge":
+        return None
+    if not expected or not expected.strip():
+        return f"answer_match {mode} needs an expected answer"
+    if mode == "numeric" and len({value for value in answer_numbers(expected)}) != 1:
+        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
+    if mode == "regex":
+        try:
+            re.compile(expected)
+        except (re.error, OverflowError, RecursionError) as exc:
+            return f"the expected answer is not a valid regular expression: {str(exc) or type(exc).__name__}"
+    return None
+
+
+def tagged(text: str, tag: str) -> str | None:
+    """The last <tag>...</tag> of a text, trimmed (mcp-builder's extract_xml_content)."""
+    found = RESPONSE_TAGS[tag].findall(text or "")
+    return found[-1].strip() if found else None
+
+
+def transcript_tagged(transcript: Transcript, tag: str) -> str | None:
+    """The last <tag> block Claude wrote in a run: in its final answer, else in an earlier turn."""
+    texts = [transcript.final_text] + [h.content for h in reversed(transcript.history) if h.role == "assistant"]
+    return next((found for found in (tagged(text, tag) for text in texts) if found is not None), None)
+
+
+def transcript_answer(transcript: Transcript) -> str:
+    """The answer compared: the last <response>...</response> when there is one, else the final text."""
+    response = transcript_tagged(transcript, "response")
+    return response if response is not None else (transcript.final_text or "").strip()
+
+
+def answer_numbers(text: str) -> list[Decimal]:
+    """The numbers of a text, each as an exact Decimal ($11,614.720 -> 11614.72)."""
+    numbers = []
+    for m in NUMBER.finditer(text):
+        sign = "-" if m.group("sign") in ("-", "\u2212") else ""
+        try:
+            numbers.append(Decimal(sign + m.group("int").replace(",", "") + (m.group("frac") or "")))
+        except InvalidOperation:
+            continue
+    return numbers
+
+
+def canonical_number(value: Decimal) -> str:
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "+0") else text
+
+
+def normalized_answer(text: str) -> str:
+    """Case, whitespace, thousands separators, a leading currency sign and trailing zeros of
+    numbers, wrapping quotes or backticks and a final period do not count."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", text).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1]
+    text = NUMBER.sub(lambda m: canonical_number(answer_numbers(m.group(0))[0]) if answer_numbers(m.group(0))
+                      else m.group(0), text)
+    return " ".join(text.casefold().split()).removesuffix(".").strip()
+
+
+def answer_problems(expected: str, match: str, given: str) -> list[str]:
+    """Why `given` is not the expected answer under `match` (nothing when it is). Pure."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    given, expected = (given or "").strip(), expected.strip()
+    shown, wanted = json.dumps(preview(given, 120), ensure_ascii=False), json.dumps(expected, ensure_ascii=False)
+    if not given:
+        return [f"no answer; expected {wanted}"]
+    if given == NOT_FOUND and expected != NOT_FOUND:
+        return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
+    if mode == "exact" and given != expected:
+        return [f"answer {shown} is not {wanted} (exact)"]
+    if mode == "normalized" and normalized_answer(given) != normalized_answer(expected):
+        return [f"answer {shown} is not {wanted}, even normalized"]
+    if mode == "contains" and not re.search(rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)",
+                                            normalized_answer(given)):
+        return [f"answer {shown} does not contain {wanted}"]
+    if mode == "regex" and not re.search(expected, given):
+        return [f"answer {shown} does not match the pattern {wanted}"]
+    if mode == "numeric":
+        target = answer_numbers(expected)[0]
+        values = list(dict.fromkeys(answer_numbers(given)))
+        if len(values) != 1:
+            found = "no number" if not values else f"several numbers ({', '.join(map(canonical_number, values))})"
+            return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
+        allowed = Decimal(0)
+        if tolerance:
+            value = Decimal(TOLERANCE.fullmatch(tolerance).group("value"))
+            allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
+        if abs(values[0] - target) > allowed:
+            within = f" (tolerance {tolerance})" if tolerance else ""
+            return [f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} off "
+                    f"{canonical_number(target)}{within}"]
+    return []
+
+
+def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
+    """The run's answer against the case's expected answer; `judge` is check_judge's, and a run
+    that failed says so already."""
+    if case.expected_answer is None or case.answer_match == "judge" or transcript.error:
+        return []
+    return answer_problems(case.expected_answer, case.answer_match, transcript_answer(transcript))
 
 
 # ---------------------------------------------------------------------------- statistics over runs
@@ -2771,6 +3421,23 @@ def confusion_table(transcripts: Sequence[Transcript]) -> dict[str, dict[str, in
         row = table.setdefault(expected, {})
         row[actual] = row.get(actual, 0) + 1
     return table
+
+
+def tool_coverage(cases: Iterable[TestCase], transcripts: Sequence[Transcript],
+                  available: Sequence[str]) -> ToolCoverageRecord:
+    """Which of the servers' tools the suite expects, which Claude called, which it never did."""
+    expected = sorted({tool for case in cases for tool in [*case.expected_tools, *case.expected_args]})
+    calls: dict[str, int] = {}
+    for t in transcripts:
+        for call in t.tool_calls:
+            calls[call.name] = calls.get(call.name, 0) + 1
+    covered = [tool for tool in available if tool in calls]
+    return ToolCoverageRecord(
+        available=list(available), expected=expected, called=sorted(calls),
+        never_called=[tool for tool in available if tool not in calls],
+        expected_not_called=[tool for tool in expected if tool not in calls],
+        unexpected=[tool for tool in sorted(calls) if tool not in expected], calls=dict(sorted(calls.items())),
+        coverage=round(len(covered) / len(available), 4) if available else None)
 
 
 @dataclass
@@ -2912,21 +3579,56 @@ def significant_words(text: str) -> list[str]:
 
 
 def concept_matches(concept: str, answer: str, fuzzy: float = C.DEFAULT_FUZZY_MATCH) -> bool:
-    """Case-insensitive substring; else at least `fuzzy` of the concept's significant words appear
-    in the answer, a word matching when it is present or close (difflib ratio >= `fuzzy`), so
-    'summarisation' meets 'summarization' and a phrased criterion meets its paraphrase's words."""
+    """Numbers and identifiers first: every number of the concept must be a number of the answer
+    (compared as numbers: $11,614.72 is 11614.72, 11614.7 is not), every code-like token
+    (sara_dev, getUser, os.path, count()) must appear as a whole token. Then, case-insensitive
+    substring; else at least `fuzzy` of the concept's significant words (its exact tokens count
+    as found) appear in the answer, a plain word matching when it is present or close (difflib
+    ratio >= `fuzzy`), so 'summarisation' meets 'summarization' and a phrased criterion meets its
+    paraphrase's words."""
     concept_lower, answer_lower = concept.lower().strip(), answer.lower()
     if not concept_lower:
         return True
+    numbers, codes = exact_tokens(concept)
+    if numbers and not set(numbers) <= set(answer_numbers(answer)):
+        return False
+    if not all(re.search(rf"(?<!\w){re.escape(code.lower())}(?!\w)", answer_lower) for code in codes):
+        return False
     if concept_lower in answer_lower:
         return True
-    words = significant_words(concept_lower)
+    rest = concept_lower
+    for token in codes:
+        rest = rest.replace(token.lower(), " ")
+    words = [w for w in significant_words(rest) if not (numbers and w.isdigit())]
+    exact = len(numbers) + len(codes)
     if not words:
-        return False
+        return exact > 0
     answer_words = set(significant_words(answer_lower))
     hits = sum(1 for w in words if w in answer_words or difflib.get_close_matches(w, answer_words, 1, fuzzy)
                or any(same_stem(w, a) for a in answer_words))
-    return hits / len(words) >= fuzzy
+    return (hits + exact) / (len(words) + exact) >= fuzzy
+
+
+CODE_LIKE = re.compile(r"\d|_|[a-z][A-Z]|\w\(|::|->|\w\.\w{2,}|^--?\w")
+TOKEN_EDGES = "`\"'“”‘’,;:!?"
+
+
+def exact_tokens(concept: str) -> tuple[list[Decimal], list[str]]:
+    """The tokens of a concept that must appear exactly: its numbers (as Decimals) and its
+    code-like tokens (a digit, an underscore, camelCase, a call, a dotted name, a flag)."""
+    numbers, codes = [], []
+    for raw in concept.split():
+        token = raw.strip(TOKEN_EDGES).removesuffix(".").strip(TOKEN_EDGES)
+        if token.startswith("(") and token.count("(") > token.count(")"):
+            token = token[1:]
+        if token.endswith(")") and token.count(")") > token.count("("):
+            token = token[:-1]
+        bare = token.removesuffix("%")
+        if NUMBER.fullmatch(bare):
+            numbers += answer_numbers(bare)
+        elif token and CODE_LIKE.search(token):
+            codes.append(token)
+    return numbers, codes
 
 
 def same_stem(a: str, b: str) -> bool:
@@ -2978,13 +3680,20 @@ def score_test_run(test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT
                 "refused": refused}
     concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
     scored = score_concepts(run.answer, concepts)
-    return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
+    if test.expected_answer is None or test.answer_match == "judge":
+        return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
+    response = tagged(run.answer, "response")
+    wrong = answer_problems(test.expected_answer, test.answer_match, run.answer if response is None else response)
+    return {"run": run.run, "passed": scored["coverage"] >= pass_rate and not wrong, **scored, "answer": wrong}
 
 
-def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: float | None = None) -> SkillTestResult:
+def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: float | None = None,
+                     run_scores: Sequence[dict] | None = None) -> SkillTestResult:
     """A test passes when at least half of its runs that completed pass (with a `threshold`, the
-    --threshold of tool-use modes: when that share of all its runs pass); all runs errored is an error."""
-    result = SkillTestResult(test=test, runs=list(runs), run_scores=[score_test_run(test, r) for r in runs])
+    --threshold of tool-use modes: when that share of all its runs pass); all runs errored is an error.
+    `run_scores`: the runs' scores when the caller has them already (with the outcome checks)."""
+    result = SkillTestResult(test=test, runs=list(runs), run_scores=list(run_scores) if run_scores is not None
+                             else [score_test_run(test, r) for r in runs])
     completed = [s for s in result.run_scores if "error" not in s]
     if not completed:
         result.error = runs[0].error if runs else "no runs"
@@ -3018,6 +3727,8 @@ class Settings:
     csv: str | None = None
     tag: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
+    qa: str | None = None                   # a QA evaluation (mcp-builder's XML)
+    answer_match: str | None = None         # --answer-match: every QA pair's, instead of its own
     skill: tuple[str, ...] = ()
     trigger: tuple[str, ...] = ()
     compare: tuple[str, ...] = ()
@@ -3063,6 +3774,11 @@ class Settings:
     server_module: tuple[str, ...] = ()
     tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT
     max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
+    server_url: tuple[str, ...] = ()
+    transport: str = "http"
+    # grading outcomes: the LLM judge and the state checks
+    judge_model: str = C.DEFAULT_JUDGE_MODEL
+    verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
     # skills through Claude Code
     trigger_model: str = C.DEFAULT_TRIGGER_MODEL
     trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
@@ -3089,25 +3805,93 @@ class Settings:
 
 
 # ---------------------------------------------------------------------------- secrets
+# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
+SECRET_NAME = re.compile(r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE)
+# What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
+# break or a control character is matched in that shape too.
+ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given: every env and header value (and the token of a
+    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
+    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
+    import urllib.parse
+
+    found = [*spec.env.values(), *spec.secrets]
+    for value in spec.headers.values():
+        found += [value, value.split(" ", 1)[-1]]
+    if spec.url:
+        parts = urllib.parse.urlsplit(spec.url)
+        found += [parts.password or ""]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
+    for index, arg in enumerate(spec.args):
+        name, sep, value = arg.partition("=")
+        if sep and SECRET_NAME.search(name):
+            found.append(value)
+        elif (arg.startswith("-") and SECRET_NAME.search(arg) and index + 1 < len(spec.args)
+              and not spec.args[index + 1].startswith("-")):  # `--no-auth --port 8080`: no value
+            found.append(spec.args[index + 1])
+    return [s for s in found if s]
+
+
 class Redactor:
-    """Keeps secrets (API keys, header tokens, server environment values) out of everything the
-    evaluator writes: records are scrubbed the moment a run ends, before any journal, report or
-    terminal sees them."""
+    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
+    run ends (before any journal, writer or terminal sees them), live views and notices as they
+    are shown, and every fatal `error:` line before it is printed.
 
-    MIN_LENGTH = 6  # shorter values ("1", "true") are settings, and would mangle every text
+    Its secrets are the API credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
+    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
+    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
+    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
+
+    MIN_LENGTH = 6
     MASK = "[REDACTED]"
+    learned: set[str] = set()   # what this invocation has seen; main() forgets it when it starts
 
-    def __init__(self, secrets: Sequence[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
-        self.secrets = sorted(unique, key=len, reverse=True)  # longest first: a token inside a header value
+        forms = {form for secret in unique for form in self.forms(secret)}
+        self.secrets = sorted(forms, key=len, reverse=True)  # longest first: a token inside a header value
+
+    @staticmethod
+    def forms(secret: str) -> set[str]:
+        import base64
+        import urllib.parse
+
+        once = json.dumps(secret)[1:-1]
+        forms = {secret, once, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(once)[1:-1],
+                 once.replace("/", "\\/"), repr(secret)[1:-1],
+                 ESCAPED_IN_LINES.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), secret),
+                 urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret, safe=""),
+                 urllib.parse.quote(secret)}
+        raw = secret.encode("utf-8")
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
+            for shift in range(3):
+                # Inside a longer base64 text the secret starts at some byte offset: the characters
+                # that only its own bits make up are the same whatever comes before or after.
+                encoded = encode(b"\0" * shift + raw).decode("ascii")
+                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
+                forms.add(encoded[start:end])
+        return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
+
+    @classmethod
+    def learn(cls, servers: Sequence[ServerSpec]) -> None:
+        for spec in servers:
+            cls.learned.update(spec_secrets(spec))
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.learned = set()
 
     @classmethod
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> "Redactor":
-        secrets = [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")]
-        for spec in servers:
-            for value in [*spec.env.values(), *spec.headers.values()]:
-                secrets += [value, value.split(" ", 1)[-1]]  # "Bearer TOKEN": the token alone too
-        return cls(secrets)
+        """The API credentials, these servers' secrets, and every secret learned before."""
+        cls.learn(servers)
+        return cls([*(os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")),
+                    *cls.learned])
 
     def text(self, value: str) -> str:
         for secret in self.secrets:
@@ -3136,6 +3920,7 @@ class Redactor:
             call.output, call.input = self.text(call.output), self.data(call.input)
         for entry in t.history:
             entry.content = self.text(entry.content)
+        t.grades = self.data(t.grades)
         return t
 
     def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
@@ -3190,6 +3975,7 @@ class PipelineOutcome:
         if not self.journal:
             return
         if self.summary_only and not self.interrupted:
+            self.journal.open()  # the runs' lines, even when every one was kept from an earlier run
             self.journal.close(remove=False)
             output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
             os.replace(self.journal.path, results_lines_path(output))
@@ -3207,26 +3993,88 @@ def results_lines_path(output: str | Path) -> Path:
     return output.with_name(output.name + ".results.jsonl")
 
 
+def lock_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".lock")
+
+
+@contextlib.contextmanager
+def output_lock(output: str | Path) -> Iterable[None]:
+    """Held while a run writes -o and its journal: a second run into the same file, or a --resume
+    of this one, started while it is alive is refused with one line instead of doing (and paying
+    for) the same runs twice. flock(2) is released by the kernel however the holder dies; the
+    lock file is removed on the way out (a `kill -9` leaves it, unlocked and harmless)."""
+    import fcntl
+
+    path, fd = lock_path(output), None
+    for _ in range(10):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError:
+            break  # no lock where the output cannot be written: the output checks say why
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise InputError(f"{output} is being written by another run that is still alive"
+                             + (f" (pid {holder})" if holder.isdigit() else ""),
+                             hint=f"wait for it to end, or stop it and add --resume; {path} is its lock") from None
+        try:  # the run that held it may have removed the file between our open and our lock
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                break
+        except OSError:
+            pass
+        os.close(fd)
+        fd = None
+    if fd is not None:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    try:
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # while still holding it: a waiter then sees a removed file and retries
+            os.close(fd)
+
+
 class ResultJournal:
     """One JSON line per finished run, flushed at once: `kill -9` loses nothing that had finished."""
 
     def __init__(self, path: Path, kept: Sequence["RunResult"]) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = path.open("w", encoding="utf-8")
-        for result in kept:  # a fresh journal that still holds what the rerun reuses
-            self.append(result)
+        self._kept = [result.model_dump_json(by_alias=True) for result in kept]
+        self._handle: Any = None
+
+    def open(self) -> None:
+        """The file exists from the first run this invocation records: a run that stops before
+        (a server that does not start, a bad key) leaves no journal that refuses the next run,
+        and the earlier journal a --resume read stays as it was."""
+        if self._handle is None:
+            # a fresh journal that still holds what the rerun reuses, written like every output
+            self._handle = open_output_file(self.path, self._kept)
 
     def append(self, result: "RunResult") -> None:
         # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
         # fsync per line would stall every run on the disk.
-        self._handle.write(result.model_dump_json(by_alias=True) + "\n")
-        self._handle.flush()
+        self.open()
+        try:
+            # json_text, not pydantic's JSON: a lone surrogate in a model's answer is written escaped
+            self._handle.write(json_text(dump_record(result), indent=None) + "\n")
+            self._handle.flush()
+        except OSError as exc:  # a full disk: the lines before this one still make the run resumable
+            raise OutputError(f"{output_error(self.path, exc)}; the runs finished before are in it: make room "
+                              "and rerun with --resume") from None
 
     def close(self, remove: bool) -> None:
-        if not self._handle.closed:
-            os.fsync(self._handle.fileno())
-            self._handle.close()
+        if self._handle is not None and not self._handle.closed:
+            with contextlib.suppress(OSError):  # a full disk: what was flushed stays
+                os.fsync(self._handle.fileno())
+                self._handle.close()
+            if not self._handle.closed:
+                with contextlib.suppress(OSError):
+                    self._handle.close()
         if remove:
             self.path.unlink(missing_ok=True)
 
@@ -3415,7 +4263,7 @@ def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> f
 
 
 def estimate_tool_runs(jobs: Sequence[Job], run_settings: RunSettings, prefix_tokens: int,
-                       counted: bool, tool_count: int) -> CostEstimate:
+                       counted: bool, tool_count: int, judge_model: str = C.DEFAULT_JUDGE_MODEL) -> CostEstimate:
     model, max_turns = run_settings.model, run_settings.max_turns
     expected = maximum = 0.0
     calls_expected = calls_max = 0
@@ -3428,10 +4276,196 @@ def estimate_tool_runs(jobs: Sequence[Job], run_settings: RunSettings, prefix_to
             expected += cost if turn < expected_calls(case) else 0.0
         calls_expected += min(expected_calls(case), max_turns)
         calls_max += max_turns
+    judged = [job.payload[0] for job in jobs if needs_judge(job.payload[0])]
+    for case in judged:  # one judge call per run of a case with a rubric or a `judge` answer match
+        cost = judge_estimate(case, judge_model)
+        expected, maximum = expected + cost, maximum + cost
+    calls_expected, calls_max = calls_expected + len(judged), calls_max + len(judged)
     how = "counted by the API" if counted else "estimated locally (no token counter reachable)"
     detail = (f"tools: {tool_count} · system prompt + tool definitions: {prefix_tokens:,} tokens ({how}), "
-              f"cached after the first call")
+              f"cached after the first call" + (f" · judge: {len(judged)} call(s) on {judge_model}" if judged else ""))
     return CostEstimate(len(jobs), model, calls_expected, calls_max, expected, maximum, detail)
+
+
+# ---------------------------------------------------------------------------- grading after a run: judge and state checks
+# The judge answers through this tool only (forced by JUDGE_TOOL_CHOICE): its verdict is read from
+# the tool call's arguments, never scraped from text.
+GRADE_TOOL = {
+    "name": "grade",
+    "description": "Record your verdict on the run. Call it exactly once.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "passed": {"type": "boolean", "description": "True only if every criterion is met."},
+            "score": {"type": "number", "minimum": 0, "maximum": 1,
+                      "description": "The share of the criteria met, from 0 to 1 (1 when passed)."},
+            "evidence": {"type": "string",
+                         "description": "One to three sentences quoting or pointing at what decided the verdict."},
+        },
+        "required": ["passed", "score", "evidence"],
+    },
+}
+JUDGE_TOOL_CHOICE = {"type": "tool", "name": "grade"}
+
+
+def judges_answer(case: TestCase | SkillTest) -> bool:
+    """`answer_match: judge`: the judge grades the answer against `expected_answer`."""
+    return str(getattr(case, "answer_match", "") or "").strip().lower() == "judge"
+
+
+def needs_judge(case: TestCase) -> bool:
+    return bool(case.rubric) or judges_answer(case)
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def judge_question(transcript: Transcript) -> str:
+    """What the user asked: every user message of the run (one, unless it was a conversation)."""
+    asked = [entry.content for entry in transcript.history if entry.role == "user" and entry.content]
+    if len(asked) <= 1:
+        return asked[0] if asked else transcript.case.prompt
+    return "\n\n".join(f"[user message {i}]\n{text}" for i, text in enumerate(asked, 1))
+
+
+def judge_trajectory(transcript: Transcript) -> str:
+    """The run's tool calls, one line each: arguments and the start of the result."""
+    calls = transcript.tool_calls
+    lines = [f"{i}. {call.name}({one_line(json.dumps(call.input, ensure_ascii=False, sort_keys=True), C.JUDGE_RESULT_CHARS)})"
+             f" -> {'ERROR ' if call.is_error else ''}{one_line(call.output or '(no output)', C.JUDGE_RESULT_CHARS)}"
+             for i, call in enumerate(calls[:C.JUDGE_TOOL_CALLS], 1)]
+    if len(calls) > C.JUDGE_TOOL_CALLS:
+        lines.append(f"... and {len(calls) - C.JUDGE_TOOL_CALLS} more tool call(s)")
+    return "\n".join(lines) or "(no tool calls)"
+
+
+def judge_criteria(case: TestCase) -> str:
+    parts = [prompts.JUDGE_RUBRIC_CRITERIA.format(rubric=case.rubric.strip())] if case.rubric else []
+    if judges_answer(case):
+        parts.append(prompts.JUDGE_EXPECTED_CRITERIA.format(expected=str(getattr(case, "expected_answer", "") or "")))
+    return "\n\n".join(parts)
+
+
+def judge_request(case: TestCase, transcript: Transcript, model: str) -> ModelRequest:
+    prompt = prompts.JUDGE_PROMPT.format(question=judge_question(transcript), criteria=judge_criteria(case),
+                                         trajectory=judge_trajectory(transcript),
+                                         answer=cap_text(transcript.final_text, C.JUDGE_ANSWER_CHARS) or "(no answer)")
+    return ModelRequest(model, prompts.JUDGE_SYSTEM_PROMPT, [{"role": "user", "content": prompt}], [GRADE_TOOL],
+                        C.JUDGE_MAX_TOKENS, tool_choice=JUDGE_TOOL_CHOICE)
+
+
+def parse_grade(content: list[dict]) -> dict:
+    """The judge's `grade` tool call -> {passed, score, evidence}, or {error} when it is missing or malformed."""
+    call = next((b for b in content if b.get("type") == "tool_use" and b.get("name") == "grade"), None)
+    if call is None:
+        return {"error": "the judge did not call the grade tool"}
+    data = call.get("input") if isinstance(call.get("input"), dict) else {}
+    passed, score, evidence = data.get("passed"), data.get("score"), data.get("evidence")
+    if not isinstance(passed, bool):
+        return {"error": f"the judge's grade has no true/false passed (got {one_line(json.dumps(data), 200)})"}
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        return {"error": f"the judge's grade has no score from 0 to 1 (got {one_line(json.dumps(data), 200)})"}
+    return {"passed": passed, "score": float(score), "evidence": str(evidence or "").strip()}
+
+
+class Judge:
+    """The LLM judge of one run of the evaluator. Identical inputs are judged once: the verdict is
+    cached by the request's exact content (concurrent identical requests share the one call), so
+    only the run that made the call pays for it. Calls go through the run's model client, with
+    its retries, rate limiting and fatal-error handling."""
+
+    def __init__(self, model: ModelClient, model_id: str) -> None:
+        self.model, self.model_id = model, model_id
+        self.cache: dict[str, asyncio.Future] = {}
+        self.calls = 0
+
+    async def grade(self, case: TestCase, transcript: Transcript) -> tuple[dict, Usage | None]:
+        """(grade, usage of the call made for it, or None when the verdict came from the cache)."""
+        request = judge_request(case, transcript, self.model_id)
+        key = hashlib.sha256(json.dumps([request.model, request.system, request.messages, request.tools],
+                                        sort_keys=True).encode()).hexdigest()
+        if key in self.cache:
+            grade, _ = await asyncio.shield(self.cache[key])
+            return dict(grade), None
+        future = self.cache[key] = asyncio.ensure_future(self._call(request))
+        try:
+            grade, usage = await asyncio.shield(future)
+        except BaseException:
+            self.cache.pop(key, None)
+            raise
+        if "error" in grade:  # a failed call is not a verdict: an identical request later tries again
+            self.cache.pop(key, None)
+        return dict(grade), usage
+
+    async def _call(self, request: ModelRequest) -> tuple[dict, Usage]:
+        self.calls += 1
+        try:
+            reply = await self.model.complete(request)
+        except FatalApiError:
+            raise
+        except Exception as exc:
+            return {"error": api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"}, Usage()
+        return parse_grade(reply.content), reply.usage
+
+
+def judge_estimate(case: TestCase, model: str) -> float:
+    """--dry-run: one judge call for a run of this case."""
+    prompt = estimated_tokens([prompts.JUDGE_SYSTEM_PROMPT, prompts.JUDGE_PROMPT, GRADE_TOOL, case.prompt,
+                               judge_criteria(case)])
+    usage = Usage(input_tokens=prompt + C.ESTIMATED_JUDGE_TRAJECTORY_TOKENS, output_tokens=C.ESTIMATED_JUDGE_OUTPUT_TOKENS)
+    return cost_usd(usage, model)
+
+
+async def run_verify(command: str, stdin: bytes, env: dict[str, str], timeout: float, redactor: Redactor) -> dict:
+    """A case's `verify` command, through the shell, in a process group of its own: exit 0 is
+    {passed: true}, 1 is {passed: false}, with the first line of its stdout as the reason; any
+    other exit, a timeout (the whole group is killed) or a failure to start is {error}. What it
+    printed is redacted like everything else."""
+    process: asyncio.subprocess.Process | None = None
+    stdout, stderr = bytearray(), bytearray()
+
+    async def feed() -> None:
+        try:
+            process.stdin.write(stdin)
+            await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it need not read its input
+        finally:
+            process.stdin.close()
+
+    try:
+        process = await asyncio.create_subprocess_shell(
+            command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=env, start_new_session=True, preexec_fn=die_with_parent())
+        work = asyncio.gather(feed(), drain(process.stdout, stdout, C.VERIFY_OUTPUT_BYTES),
+                              drain(process.stderr, stderr, C.VERIFY_OUTPUT_BYTES), process.wait())
+        try:
+            await asyncio.wait_for(asyncio.shield(work), timeout)
+        except asyncio.TimeoutError:
+            kill_process_group(process.pid)
+            try:  # pipes close once the group is dead; a child that escaped it must not hang us
+                await asyncio.wait_for(work, 5)
+            except asyncio.TimeoutError:
+                work.cancel()
+            return {"error": f"timed out after {timeout:g}s (process group killed)"}
+    except OSError as exc:
+        return {"error": redactor.text(f"could not start {command!r}: {exc}")}
+    finally:
+        if process is not None:
+            kill_process_group(process.pid)  # whatever it left running in its group goes too
+            if process.returncode is None:
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(process.wait(), 5)
+    out = redactor.text(stdout.decode("utf-8", "replace"))
+    reason = one_line(next((line for line in out.splitlines() if line.strip()), ""), 500)
+    if process.returncode in (0, 1):
+        return {"passed": process.returncode == 0, "reason": reason}
+    err = redactor.text(tail(stderr.decode("utf-8", "replace"), 500))
+    code = process.returncode
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
+    return {"error": f"{how}" + (f": {one_line(err, 500)}" if err else f": {reason}" if reason else "")}
 
 
 # ---------------------------------------------------------------------------- the tool-use runner
@@ -3455,6 +4489,7 @@ class ToolUseRunner:
         self.observer = ObserverGroup(self.started, shown) if shown else self.started
         self.hub: McpHub | None = None
         self.model: ModelClient | None = None
+        self.judge: Judge | None = None
 
     def jobs(self) -> list[Job]:
         return [Job((case.name, i, case_hash(case)), (case, i))
@@ -3469,6 +4504,7 @@ class ToolUseRunner:
             await sdk_import
             self.model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
                                         timeout=self.settings.request_timeout)
+            self.judge = Judge(self.model, self.settings.judge_model)
             try:
                 yield hub
             finally:
@@ -3485,14 +4521,42 @@ class ToolUseRunner:
             yield hub
 
     def say_notice(self, notice: str) -> None:
-        Console(stderr=True).print(f"[yellow]note:[/yellow] {escape_markup(notice)}", highlight=False)
+        Console(stderr=True, emoji=False).print(f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}",
+                                                 highlight=False)
 
     async def run(self, job: Job) -> Transcript:
         case, iteration = job.payload
         transcript = await run_conversation(case, self.model, self.hub, self.run_settings, iteration,
                                             self.user_for(case, self.model), self.observer)
+        try:
+            await self.grade_run(transcript)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            transcript.error = transcript.error or "interrupted"  # an ungraded run is no result: --resume reruns it
+            raise
         self.started.done(transcript)
         return transcript
+
+    async def grade_run(self, transcript: Transcript) -> None:
+        """The grading that needs I/O, after the conversation: the case's `verify` command, then
+        the LLM judge (not for a run that failed). Results go to `transcript.grades`, for the
+        checks of TOOL_CHECKS to read; a grader that could not give a verdict is the run's error."""
+        case = transcript.case
+        if not (case.verify or needs_judge(case)):
+            return
+        self.redactor.scrub(transcript)  # the command and the judge see what the results file will hold
+        if case.verify:
+            stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
+            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            transcript.grades["verify"] = await run_verify(case.verify, stdin, env, self.settings.verify_timeout,
+                                                           self.redactor)
+        if needs_judge(case) and not transcript.error:
+            grade, usage = await self.judge.grade(case, transcript)
+            transcript.grades["judge"] = self.redactor.data(grade)
+            if usage is not None:
+                transcript.judge_usage, transcript.judge_model = transcript.judge_usage + usage, self.judge.model_id
+        failed = [f"{name} error: {grade['error']}" for name, grade in transcript.grades.items() if "error" in grade]
+        if failed and not transcript.error:
+            transcript.error = "; ".join(failed)
 
     def cost(self, record: Transcript) -> float:
         return record.cost_usd
@@ -3520,7 +4584,7 @@ class ToolUseRunner:
         async with self.connect() as hub:
             tools = hub.anthropic_tools
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
-            return estimate_tool_runs(jobs, self.run_settings, prefix, counted, len(tools))
+            return estimate_tool_runs(jobs, self.run_settings, prefix, counted, len(tools), self.settings.judge_model)
 
 
 async def count_prefix_tokens(settings: Settings, run_settings: RunSettings, tools: list[dict]) -> tuple[int, bool]:
@@ -3936,6 +5000,9 @@ class ToolRunResult(Record):
     simulated_user_usage: Usage | None = None
     simulated_user_model: str | None = None
     verdict: VerdictRecord | None = None
+    grades: dict[str, dict[str, Any]] = {}     # "judge": {passed, score, evidence}, "verify": {passed, reason}; or {error}
+    judge_usage: Usage | None = None
+    judge_model: str | None = None
 
 
 class SkillRunResult(ClaudeRun):
@@ -3984,6 +5051,18 @@ class ToolStatsRecord(Record):
     f1: float
 
 
+class ToolCoverageRecord(Record):
+    """Which of the servers' tools a suite exercises (tool-use modes)."""
+    available: list[str] = []           # every tool the connected servers offer
+    expected: list[str] = []            # named by some case (expected_tools, expected_args)
+    called: list[str] = []              # called in some run (unknown names included)
+    never_called: list[str] = []        # offered, but called in no run
+    expected_not_called: list[str] = []
+    unexpected: list[str] = []          # called, but expected by no case
+    calls: dict[str, int] = {}          # tool -> calls over all runs
+    coverage: float | None = None       # share of the offered tools called at least once; None: no tools
+
+
 class SummaryRecord(Record):
     """The whole run in numbers, the same for every mode."""
     cases: int
@@ -4002,6 +5081,7 @@ class SummaryRecord(Record):
     confusion: dict[str, dict[str, int]] = {}
     not_started: int = 0
     interrupted: bool = False
+    tool_coverage: ToolCoverageRecord | None = None
 
 
 class QueryScoreRecord(Record):
@@ -4105,6 +5185,64 @@ class ResultsDocument(Record):
     trigger_scores: list[TriggerScoreRecord] | None = None
     tests: list[SkillTestRecord] | None = None
     isolation: IsolationRecord | None = None
+    qa: "QaRecord | None" = None
+
+
+class ToolTimeRecord(Record):
+    """The calls of one tool and the time they took."""
+    tool: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    max_ms: float
+
+
+class QaRunRecord(Record):
+    """One run of one QA task: the answer compared, whether it was right, and Claude's notes."""
+    iteration: int
+    correct: bool
+    answer: str | None = None           # the last <response> (else the final text); None when the run failed
+    reasons: list[str] = []
+    seconds: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    summary: str | None = None          # Claude's <summary> of its steps
+    feedback: str | None = None         # Claude's <feedback> on the tools
+    error: str | None = None
+
+
+class QaTaskRecord(Record):
+    """One <qa_pair> over its runs."""
+    name: str
+    question: str
+    expected: str
+    answer_match: str = "exact"
+    runs: int = 0
+    correct: int = 0
+    accuracy: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_seconds: float = 0.0
+    tool_calls: int = 0                 # over all its runs
+    tools: list[ToolTimeRecord] = []
+    results: list[QaRunRecord] = []
+
+
+class QaRecord(Record):
+    """--qa: mcp-builder's report over every run: accuracy (correct runs / runs) with its 95 %
+    Wilson interval, durations, tool calls, and per task the expected and given answers."""
+    tasks: int
+    runs: int
+    correct: int
+    accuracy: float
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_task_seconds: float = 0.0
+    mean_tool_calls: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    task_results: list[QaTaskRecord] = []
+
+
+ResultsDocument.model_rebuild()
 
 
 def results_schema() -> dict:
@@ -4130,7 +5268,8 @@ def tool_run_result(transcript: Transcript, verdict_of: Callable[[Transcript], V
         model_calls=t.model_calls, model=t.model, cost_usd=round(t.cost_usd, 6), case_hash=case_hash(t.case),
         simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
         simulated_user_model=t.simulated_user_model or None,
-        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+        grades=t.grades, judge_usage=t.judge_usage if t.judge_model else None, judge_model=t.judge_model or None)
 
 
 def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
@@ -4143,7 +5282,8 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
         stop_reason=r.stop_reason, truncated=r.truncated, usage=r.usage,
         latency_ms=r.latency_ms, error=r.error,
         simulated_user_usage=r.simulated_user_usage or Usage(),
-        simulated_user_model=r.simulated_user_model or "")
+        simulated_user_model=r.simulated_user_model or "",
+        grades=dict(r.grades), judge_usage=r.judge_usage or Usage(), judge_model=r.judge_model or "")
 
 
 def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
@@ -4160,6 +5300,10 @@ def read_results_document(path: str | Path) -> ResultsDocument:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(f"results file is not valid JSON: {problem}", path, 1) from None
+    check_json_depth(data, "results file", path, 1)
     if not isinstance(data, dict) or "results" not in data:
         raise InputError('not an evaluator results file (no "results" list)', path, 1)
     if data.get("schema_version") != C.SCHEMA_VERSION:
@@ -4193,10 +5337,12 @@ def earlier_results(output: str | Path) -> list[RunResult]:
 
 def read_result_lines(path: Path) -> list[RunResult]:
     found = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        if not line.strip():
+            continue
         try:
-            found.append(RUN_RESULT.validate_json(line))
-        except ValidationError:
+            found.append(RUN_RESULT.validate_python(json.loads(line)))
+        except (ValueError, RecursionError):  # ValidationError and JSONDecodeError are ValueErrors
             continue  # a torn last line, or a line from another version: that run happens again
     return found
 
@@ -4239,11 +5385,14 @@ def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
         return [f"run failed: {score['error']}"]
     if score.get("passed"):
         return []
+    graded = list(score.get("graded") or [])  # the outcome checks of a tool-use run (judge, verify)
     if "coverage" in score:
-        return [f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
-                + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")]
+        low = score["coverage"] < C.DEFAULT_CONCEPT_PASS_RATE - 1e-9 or not (score.get("answer") or graded)
+        return ([f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
+                 + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")] if low else []) \
+            + list(score.get("answer") or []) + graded
     reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
-    return reasons + (["the answer did not refuse"] if score.get("refused") is False else [])
+    return reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
 
 
 def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
@@ -4341,6 +5490,16 @@ class JsonStream:
         return self.length
 
 
+# The JSON sink: JSON escapes C0 controls itself; what it leaves raw with ensure_ascii=False
+# (DEL, C1 controls, line separators, bidi overrides, lone surrogates) is written as \uXXXX too,
+# so `--json` on a terminal carries no escape sequence and the file always encodes as UTF-8.
+JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_text(value: Any, indent: int | None = 2) -> str:
+    return JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, indent=indent, ensure_ascii=False))
+
+
 def dump_json(document: dict, handle: Any) -> None:
     """`json.dump(document, indent=2)`, except that JsonStream values are streamed."""
     def indented(text: str, spaces: int) -> str:
@@ -4352,49 +5511,101 @@ def dump_json(document: dict, handle: Any) -> None:
         if isinstance(value, JsonStream):
             handle.write("[")
             for index, item in enumerate(value):
-                handle.write(("," if index else "") + "\n    " + indented(json.dumps(item, indent=2, ensure_ascii=False), 4))
+                handle.write(("," if index else "") + "\n    " + indented(json_text(item), 4))
             handle.write("\n  ]" if len(value) else "]")
         else:
-            handle.write(indented(json.dumps(value, indent=2, ensure_ascii=False), 2))
+            handle.write(indented(json_text(value), 2))
     handle.write("\n}")
 
 
 # ---------------------------------------------------------------------------- writers: one registry, every mode
-def write_text_atomic(path: str | Path, content: str) -> None:
-    """Writes next to the target and renames, so a reader never sees half a file."""
+def file_mode_for_outputs() -> int:
+    """0666 less the umask: what `>` in the shell or open() would give a new file. One mode for
+    every file the evaluator writes (results, journal, reports, drafts)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        umask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE).group(1), 8)
+    except (OSError, AttributeError, ValueError):
+        umask = os.umask(0o022)  # no /proc: read it the only other way there is, and put it back
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+OUTPUT_FILE_MODE = file_mode_for_outputs()
+
+
+def output_error(path: str | Path, exc: OSError) -> OutputError:
+    full = exc.errno in (28, 122)  # ENOSPC, EDQUOT
+    return OutputError(f"cannot write {path}: {'the disk is full' if full else exc.strerror or exc}")
+
+
+def create_output_file(path: str | Path) -> tuple[int, str]:
+    """A new, empty file beside `path` under a random name (O_EXCL: a link planted there is never
+    followed), with the one output mode: (descriptor, its path)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # --generate-tests -o DIR: the folder is made
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise output_error(path, exc) from None
+    with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
+        os.fchmod(fd, OUTPUT_FILE_MODE)
+    return fd, tmp
+
+
+def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
+    """The one writer of every file the evaluator writes: `write(handle)` fills a new temporary
+    file beside the target (see create_output_file), which is fsynced and renamed over the
+    target, so a reader never sees half a file and a link at the target is replaced, never
+    followed. On any failure the temporary file is removed; an OS error (a full disk, a folder
+    gone read-only) is an OutputError: one line."""
+    fd, tmp = create_output_file(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(content)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise output_error(path, exc) from None
         raise
+
+
+def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
+    """A new file at `path` holding `lines`, left open for appending more (the journal); created
+    like every output, through create_output_file and a rename once the lines are in, so the
+    file it replaces is never lost half-way and a planted link is never followed."""
+    fd, tmp = create_output_file(path)
+    handle = os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        for line in lines:
+            handle.write(line + "\n")
+        handle.flush()
+        os.replace(tmp, path)
+    except BaseException as exc:
+        handle.close()
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise output_error(path, exc) from None
+        raise
+    return handle
+
+
+def write_text_atomic(path: str | Path, content: str) -> None:
+    write_atomic(path, lambda handle: handle.write(content))
 
 
 def write_json_atomic(path: str | Path, document: Any) -> None:
-    """A JSON document (its JsonStream lists streamed) to a temporary file beside the target,
-    then renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            if isinstance(document, dict):
-                dump_json(document, handle)
-            else:
-                json.dump(document, handle, indent=2)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A JSON document, its JsonStream lists streamed."""
+    def write(handle: Any) -> None:
+        if isinstance(document, dict):
+            dump_json(document, handle)
+        else:
+            json.dump(document, handle, indent=2)
+        handle.write("\n")
+    write_atomic(path, write)
 
 
 def write_results_json(path: str, results: Results) -> None:
@@ -4414,12 +5625,24 @@ def write_results_csv(path: str, results: Results) -> None:
     writer = csv.writer(buffer)
     writer.writerow(RESULT_CSV_COLUMNS)
     for result in results.results():
-        writer.writerow(csv_row(result))
+        writer.writerow([csv_cell(value) for value in csv_row(result)])
     write_text_atomic(path, buffer.getvalue())
 
 
 RESULT_CSV_COLUMNS = ["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
                "cost_usd", "latency_ms", "ended_by", "error", "skills_fired"]
+
+
+# The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
+# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    value = value.replace("\x00", "\\x00")
+    return "'" + value if value.startswith(CSV_FORMULA_START) else value
 
 
 def csv_row(result: RunResult) -> list[Any]:
@@ -4444,7 +5667,7 @@ def write_junit(path: str, results: Results) -> None:
     for case in results.cases:
         groups.setdefault(case.group or results.suite_name, []).append(case)
     for group, cases in groups.items():
-        suite = ET.SubElement(root, "testsuite", name=group, tests=str(len(cases)),
+        suite = ET.SubElement(root, "testsuite", name=xml_text(group), tests=str(len(cases)),
                               failures=str(sum(not c.passed and not c.error for c in cases)),
                               errors=str(sum(not c.passed and c.error for c in cases)),
                               time=f"{sum(c.seconds for c in cases):.3f}")
@@ -4457,14 +5680,24 @@ def write_junit(path: str, results: Results) -> None:
     write_text_atomic(path, buffer.getvalue().decode("utf-8"))
 
 
+# The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
+# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
+XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: Any) -> str:
+    return visible_escapes(str(text), XML_UNSAFE)
+
+
 def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult) -> None:
-    element = ET.SubElement(suite, "testcase", classname=group, name=case.name, time=f"{case.seconds:.3f}")
+    element = ET.SubElement(suite, "testcase", classname=xml_text(group), name=xml_text(case.name),
+                            time=f"{case.seconds:.3f}")
     if not case.passed:
         detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
         ET.SubElement(element, "error" if case.error else "failure",
-                      message=f"passed {case.passes}/{case.runs} runs").text = detail
-    ET.SubElement(element, "system-out").text = (f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\n"
-                                                 f"cost: ${case.cost_usd:.4f}")
+                      message=f"passed {case.passes}/{case.runs} runs").text = xml_text(detail)
+    ET.SubElement(element, "system-out").text = xml_text(f"prompt: {case.prompt}\npass rate: {case.passes}/"
+                                                          f"{case.runs}\ncost: ${case.cost_usd:.4f}")
 
 
 # Option name -> writer. Every mode that produces verdicts gets every writer; a new report
@@ -4482,7 +5715,14 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
     for option, writer in WRITERS.items():
         path = getattr(settings, option)
         if path:
-            writer(path, results)
+            try:
+                writer(path, results)
+            except OutputError as exc:
+                journal = journal_path(settings.output) if settings.output else None
+                if journal is None or not journal.exists():
+                    raise
+                raise OutputError(f"{exc}; every finished run is in {journal}: make room and rerun with "
+                                  "--resume") from None
             console.print(f"wrote {path}", highlight=False, markup=False)
     if settings.json_out:
         dump_json(results.document(), sys.stdout)
@@ -4498,13 +5738,28 @@ def rate_text(value: float | None, digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}%"
 
 
-def markdown_cell(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+# The markdown sink: data goes into a report only through `markdown_cell`. One line (line breaks
+# flattened, control characters shown escaped), `|` escaped as GFM wants, no HTML (`<script>` is
+# `&lt;script&gt;`), no code span or link it could end or open (backtick, backslash and
+# brackets as entities). Only text of plain identifier characters is shown as `code`.
+MARKDOWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "`": "&#96;", "\\": "&#92;",
+                    "[": "&#91;", "]": "&#93;"}
+MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(MARKDOWN_ESCAPES)) + "]")
+MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
+
+
+def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
+    """Data as one markdown table cell (or heading, or list item): see MARKDOWN_ESCAPES."""
+    text = terminal_text(" ".join(str(text).split()))
+    if limit and len(text) > limit:
+        text = text[:limit - 1] + "…"
+    if code and MARKDOWN_CODE_SAFE.fullmatch(text):
+        return f"`{text}`"
+    return MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
 
 
 def markdown_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_cell(text, limit=None)
 
 
 def render_markdown(results: Results) -> str:
@@ -4512,18 +5767,20 @@ def render_markdown(results: Results) -> str:
     then what the mode adds (tool selection, trigger analysis, isolation)."""
     lines = markdown_headline(results) + markdown_failures(results.cases) + markdown_flaky(results.cases)
     lines += markdown_all_cases(results.cases)
-    lines += markdown_tool_selection(results.summary)
+    lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
+    if results.sections.get("qa") is not None:
+        lines += markdown_qa(results.sections["qa"])
     if results.sections.get("trigger_scores"):
         lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
     isolation = results.sections.get("isolation")
     if isolation is not None and isolation.outside_writes:
         lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
-                  *[f"- `{p}`" for p in isolation.outside_writes], ""]
+                  *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes], ""]
     return "\n".join(lines)
 
 
 MODE_TITLES = {"query": "Tool-use evaluation", "csv": "Tool-use evaluation", "markdown": "Markdown tests",
-               "skills": "Skill evaluation"}
+               "skills": "Skill evaluation", "qa": "QA evaluation"}
 
 
 def markdown_headline(results: Results) -> list[str]:
@@ -4535,7 +5792,8 @@ def markdown_headline(results: Results) -> list[str]:
              f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
              f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
              f"| Flaky | {s.flaky} |", f"| Runs with errors | {s.run_errors} |",
-             f"| Model | `{model}`" + (f" (Claude Code {meta.claude_version})" if meta.claude_version else "") + " |",
+             f"| Model | {markdown_cell(model, None, code=True)}"
+             + (f" (Claude Code {markdown_cell(meta.claude_version)})" if meta.claude_version else "") + " |",
              f"| Tokens | {s.usage.total:,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
              f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
              f"| Cost | ${s.cost_usd:.4f} |",
@@ -4557,7 +5815,8 @@ def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
     if not failures:
         return []
     lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
-    lines += [f"| `{markdown_cell(c.name)}` | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |" for c in failures]
+    lines += [f"| {markdown_cell(c.name, code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
+              for c in failures]
     return lines + [""]
 
 
@@ -4566,14 +5825,15 @@ def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
     if not flaky:
         return []
     lines = ["### Flaky", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
-    lines += [f"| `{markdown_cell(c.name)}` | {c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | "
-              f"{c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |" for c in flaky]
+    lines += [f"| {markdown_cell(c.name, code=True)} | {c.passes}/{c.runs} | "
+              f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
+              for c in flaky]
     return lines + [""]
 
 
 def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
     lines = ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
-    lines += [f"| `{markdown_cell(c.name)}` | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
+    lines += [f"| {markdown_cell(c.name, code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
               f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
               for c in cases]
     return lines + [""]
@@ -4584,18 +5844,77 @@ def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
     if summary.tools:
         lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| `{s.tool}` | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | {s.true_positives} | "
-                  f"{s.false_positives} | {s.false_negatives} |" for s in summary.tools]
+        lines += [f"| {markdown_cell(s.tool, None, code=True)} | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | "
+                  f"{s.true_positives} | {s.false_positives} | {s.false_negatives} |" for s in summary.tools]
         lines.append("")
     if summary.confusion:
         actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
         lines += ["### Confusion (expected tool → tool called first)", "",
-                  "| Expected \\ Called | " + " | ".join(f"`{t}`" for t in actual_tools) + " |",
+                  "| Expected \\ Called | " + " | ".join(markdown_cell(t, None, code=True) for t in actual_tools)
+                  + " |",
                   "|---|" + "---|" * len(actual_tools)]
         for expected in sorted(summary.confusion):
             row = summary.confusion[expected]
-            lines.append(f"| `{expected}` | " + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
+            lines.append(f"| {markdown_cell(expected, None, code=True)} | "
+                         + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
         lines.append("")
+    return lines
+
+
+def markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
+    """Which of the servers' tools the suite expected, which Claude called, which it never did."""
+    c = summary.tool_coverage
+    if c is None or not (c.available or c.called):
+        return []
+    covered = sum(1 for tool in c.available if tool in c.calls)
+    lines = ["### Tool coverage", "",
+             f"{covered}/{len(c.available)} of the servers' tools called in some run"
+             + (f" ({percent(c.coverage)})" if c.coverage is not None else "") + ".", "",
+             "| Tool | Expected by a case | Calls |", "|---|---|---|"]
+    for tool in [*c.available, *(t for t in c.called if t not in c.available)]:
+        calls = str(c.calls[tool]) if tool in c.calls else "never called"
+        lines.append(f"| {markdown_cell(tool, None, code=True)} | {'yes' if tool in c.expected else ''} | "
+                     f"{calls}{'' if tool in c.available or not c.available else ' (not offered)'} |")
+    lines.append("")
+    if c.expected and c.unexpected:
+        lines += ["Called, but expected by no case: " + ", ".join(markdown_cell(t, None, code=True) for t in c.unexpected),
+                  ""]
+    if c.expected_not_called:
+        lines += ["Expected, but never called: " + ", ".join(markdown_cell(t, None, code=True)
+                                                           for t in c.expected_not_called), ""]
+    return lines
+
+
+def markdown_qa(qa: QaRecord) -> list[str]:
+    """mcp-builder's evaluation report: accuracy, durations, tool calls, then every task with its
+    expected and given answers and Claude's summary and feedback."""
+    lines = ["### QA accuracy", "", "| Metric | Value |", "|---|---|",
+             f"| Accuracy | {qa.correct}/{qa.runs} runs ({percent(qa.accuracy)}; 95% interval "
+             f"{percent(qa.interval[0])}–{percent(qa.interval[1])}) |",
+             f"| Tasks | {qa.tasks} |", f"| Average task duration | {qa.mean_task_seconds:.2f}s |",
+             f"| Average tool calls per run | {qa.mean_tool_calls:.2f} |", f"| Total tool calls | {qa.tool_calls} |", ""]
+    if qa.tools:
+        lines += ["| Tool | Calls | Total time | Mean | Longest |", "|---|---|---|---|---|"]
+        lines += [f"| {markdown_cell(t.tool, None, code=True)} | {t.calls} | {t.total_ms / 1000:.2f}s | "
+                  f"{t.mean_ms:.0f} ms | {t.max_ms:.0f} ms |" for t in qa.tools]
+        lines.append("")
+    for task in qa.task_results:
+        mark = "✅" if task.correct == task.runs else "❌" if task.correct == 0 else "⚠️"
+        lines += [f"#### {mark} {markdown_cell(task.name, None)}: {task.correct}/{task.runs} correct", "",
+                  f"**Question**: {markdown_cell(task.question, 2000)}", "",
+                  f"**Expected answer**: {markdown_cell(task.expected, 300, code=True)} ({task.answer_match})", "",
+                  "| Run | Answer | Correct | Duration | Tool calls |", "|---|---|---|---|---|"]
+        for r in task.results:
+            given = f"error: {r.error}" if r.error else r.answer if r.answer else "(none)"
+            tools = ", ".join(f"{t.tool} ×{t.calls} ({t.total_ms / 1000:.2f}s)" for t in r.tools)
+            lines.append(f"| {r.iteration} | {markdown_cell(given, 200, code=True)} | {'✅' if r.correct else '❌'} | "
+                         f"{r.seconds:.2f}s | {r.tool_calls}{': ' + markdown_cell(tools, 300) if tools else ''} |")
+        lines.append("")
+        for r in task.results:
+            which = f" (run {r.iteration})" if task.runs > 1 else ""
+            for title, note in (("Summary", r.summary), ("Feedback", r.feedback)):
+                if note:
+                    lines += [f"**{title}**{which}: {markdown_cell(note, C.QA_NOTE_CHARS)}", ""]
     return lines
 
 
@@ -4604,7 +5923,7 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     lines = ["## Trigger Analysis", ""]
     for score in scores:
         if len(scores) > 1:
-            lines += [f"### {score.skill}", ""]
+            lines += [f"### {markdown_cell(score.skill, None)}", ""]
         lines += ["| Metric | Value |", "|--------|-------|",
                   f"| Trigger Rate | {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives} "
                   "positive activated) |",
@@ -4630,9 +5949,33 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
 
 
 # ---------------------------------------------------------------------------- the terminal
-def escape_markup(text: str) -> str:
+# Every sink escapes what it did not write. Text from outside (names, prompts, answers, tool
+# output, server stderr) reaches the terminal only through `terminal_text` (printed with
+# markup=False) or `escape_markup` (inside our own Rich markup): control characters, escape
+# sequences (OSC title/clipboard/links, clear screen, CSI), bidi overrides and lone surrogates
+# are shown as visible escapes (`\x1b`, `\u202e`), never sent raw, and data is never markup.
+TERMINAL_LINE_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+TERMINAL_BLOCK_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible_escapes(text: str, unsafe: re.Pattern) -> str:
+    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def terminal_text(text: Any, multiline: bool = False) -> str:
+    """The terminal sink for plain text (print it with markup=False): one line, or with
+    `multiline` a block that keeps its line breaks and tabs."""
+    text = str(text)
+    if multiline:
+        return visible_escapes(text.replace("\r\n", "\n"), TERMINAL_BLOCK_UNSAFE)
+    return visible_escapes(text, TERMINAL_LINE_UNSAFE)
+
+
+def escape_markup(text: Any) -> str:
+    """The terminal sink for data placed inside our own Rich markup: one line, control
+    characters shown escaped, and no `[...]` of the data read as a tag."""
     from rich.markup import escape
-    return escape(text)
+    return escape(terminal_text(text))
 
 
 def print_summary(console: Console, results: Results) -> None:
@@ -4645,15 +5988,57 @@ def print_summary(console: Console, results: Results) -> None:
     if cases:
         print_case_table(console, cases, f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
                                          f"{sum(c.passed for c in cases)}/{len(cases)} passed")
+    if results.sections.get("qa") is not None:
+        print_qa(console, results.sections["qa"])
     isolation = results.sections.get("isolation")
     for path in (isolation.outside_writes if isolation else []):
         console.print(f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}", highlight=False)
     s = results.summary
+    if s.tool_coverage is not None and s.tool_coverage.available:
+        print_tool_coverage(console, s.tool_coverage)
     console.print(f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
                   f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
                   f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
                   highlight=False, soft_wrap=True)
     console.print("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
+
+
+def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
+    covered = sum(1 for tool in c.available if tool in c.calls)
+    parts = [f"tool coverage {covered}/{len(c.available)} ({percent(c.coverage or 0.0)})"]
+    if c.never_called:
+        parts.append("never called: " + ", ".join(c.never_called))
+    if c.expected_not_called:
+        parts.append("expected but never called: " + ", ".join(c.expected_not_called))
+    if c.expected and c.unexpected:
+        parts.append("called but expected by no case: " + ", ".join(c.unexpected))
+    console.print(escape_markup(" · ".join(parts)), highlight=False, soft_wrap=True)
+
+
+def print_qa(console: Console, qa: QaRecord) -> None:
+    """Every QA task: expected and given answers, runs correct, duration, tool calls; then
+    Claude's summary and feedback on the tools, a line each."""
+    table = Table(title=escape_markup(f"QA accuracy {percent(qa.accuracy)}: {qa.correct}/{qa.runs} runs correct "
+                                      f"(95% interval {percent(qa.interval[0])}–{percent(qa.interval[1])})"))
+    for column in ("task", "expected", "answers", "correct", "duration", "tool calls"):
+        table.add_column(column, overflow="fold")
+    for task in qa.task_results:
+        answers = list(dict.fromkeys("error" if r.error else r.answer or "(none)" for r in task.results))
+        colour = "green" if task.correct == task.runs else "red" if task.correct == 0 else "yellow"
+        tools = ", ".join(f"{t.tool}×{t.calls} {t.mean_ms:.0f}ms" for t in task.tools) or "-"
+        table.add_row(escape_markup(task.name), escape_markup(preview(task.expected, 60)),
+                      escape_markup("; ".join(preview(a, 60) for a in answers)),
+                      f"[{colour}]{task.correct}/{task.runs}[/{colour}]", f"{task.mean_seconds:.1f}s",
+                      escape_markup(f"{task.tool_calls}: {tools}" if task.tool_calls else "0"))
+    console.print(table)
+    for task in qa.task_results:
+        for title, note in (("summary", next((r.summary for r in task.results if r.summary), None)),
+                            ("feedback on the tools", next((r.feedback for r in task.results if r.feedback), None))):
+            if note:
+                console.print(f"{escape_markup(task.name)} {title}: {escape_markup(preview(note, 300))}",
+                              highlight=False, soft_wrap=True)
+    console.print(f"average task duration {qa.mean_task_seconds:.1f}s · tool calls {qa.tool_calls} "
+                  f"({qa.mean_tool_calls:.1f} per run)", highlight=False)
 
 
 def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
@@ -4679,7 +6064,7 @@ def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
         table.add_column(column, overflow="fold")
     for q in score.query_results:
         colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
-        table.add_row(escape_markup(markdown_cell(q.query, 70)), q.expected + (" (routing)" if q.routing else ""),
+        table.add_row(escape_markup(preview(q.query, 70)), q.expected + (" (routing)" if q.routing else ""),
                       f"[{colour}]{q.actual}[/{colour}]", f"{q.activations}/{q.runs}", f"{q.tool_count:g}",
                       escape_markup(", ".join(sorted(q.fired_skills)) or "-"), f"{q.cost_usd:.4f}")
     console.print(table)
@@ -4741,7 +6126,7 @@ def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
     last = next((t for t in transcripts if t.final_text), None)
     if last:
         console.print(f"[bold]Final answer[/bold] ({escape_markup(last.case.name)}, iteration {last.iteration}):")
-        console.print(last.final_text, markup=False, highlight=False)
+        console.print(terminal_text(last.final_text, multiline=True), markup=False, highlight=False)
 
 
 def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
@@ -4763,7 +6148,7 @@ class LiveConversationView(ConversationObserver):
     def say(self, markup: str, text: str = "") -> None:
         self.console.print(markup, highlight=False)
         if text:
-            self.console.print(text, markup=False, highlight=False)
+            self.console.print(terminal_text(text, multiline=True), markup=False, highlight=False)
 
     def end_text(self) -> None:
         if self.in_text:
@@ -4771,7 +6156,7 @@ class LiveConversationView(ConversationObserver):
             self.in_text = False
 
     def on_start(self, transcript: Transcript) -> None:
-        self.console.rule(f"{transcript.case.name} · iteration {transcript.iteration}")
+        self.console.rule(f"{escape_markup(transcript.case.name)} · iteration {transcript.iteration}")
         for entry in transcript.history:
             label = "[bold green]You[/bold green]" if entry.role == "user" else "[bold cyan]Claude[/bold cyan]"
             self.say(label, entry.content)
@@ -4784,13 +6169,13 @@ class LiveConversationView(ConversationObserver):
         if not self.in_text:
             self.say("[bold cyan]Claude[/bold cyan]")
             self.in_text = True
-        self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        self.console.print(terminal_text(text, multiline=True), end="", markup=False, highlight=False, soft_wrap=True)
 
     def on_tool_call(self, call: ToolCall) -> None:
         self.end_text()
         arguments = json.dumps(call.input, ensure_ascii=False)
-        self.console.print(f"  [yellow]⚙ {call.name}[/yellow] ", end="", highlight=False)
-        self.console.print(preview(arguments, 200), markup=False, highlight=False)
+        self.console.print(f"  [yellow]⚙ {escape_markup(call.name)}[/yellow] ", end="", highlight=False)
+        self.console.print(terminal_text(preview(arguments, 200)), markup=False, highlight=False)
         colour = "red" if call.is_error else "dim"
         shown = preview(call.output or "(no output)", min(C.TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
         self.console.print(f"    [{colour}]↳ {escape_markup(shown)}[/{colour}]", highlight=False)
@@ -4881,14 +6266,15 @@ def render_comparison(c: Comparison) -> str:
     old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
     lines = [f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
              f"{len(c.of('removed'))} removed, {len(c.of('added'))} added", "",
-             f"`{markdown_cell(c.old_path)}` → `{markdown_cell(c.new_path)}` "
+             f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
              f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})", "",
              "| | Old | New |", "|---|---|---|",
              f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
              f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |"]
     for skill, before, after in trigger_score_changes(c):
         delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
-        lines.append(f"| triggerScore `{skill}` | {'-' if before is None else f'{before:.1f}%'} | "
+        lines.append(f"| triggerScore {markdown_cell(skill, None, code=True)} | "
+                     f"{'-' if before is None else f'{before:.1f}%'} | "
                      f"{'-' if after is None else f'{after:.1f}%'}{delta} |")
     lines.append("")
     changed = [ch for ch in c.changes if ch.change != "unchanged"]
@@ -4897,7 +6283,7 @@ def render_comparison(c: Comparison) -> str:
         for ch in changed:
             old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
             new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
-            lines.append(f"| `{markdown_cell(ch.name)}` | {ch.change} | {old} | {new} | "
+            lines.append(f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
                          f"{markdown_escape(ch.reasons)} |")
         lines.append("")
     return "\n".join(lines)
@@ -4938,6 +6324,42 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
 
 # ============================================================================ 11. modes and the CLI
 EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+stopped_by: list[int] = []            # the signal that stopped this invocation, when one did
+
+
+def stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: the runs under way are cancelled, their
+    processes and temporary folders go, what finished is written by every writer, and the exit
+    code names the signal (143, 129)."""
+    if not stopped_by:
+        stopped_by.append(signum)
+    ctrl_c = signal.getsignal(signal.SIGINT)  # while a run goes, asyncio's: it cancels the run
+    if callable(ctrl_c) and ctrl_c is not stop_like_ctrl_c:
+        ctrl_c(signal.SIGINT, frame)
+    else:  # Ctrl-C is ignored (a background job of a script): stop all the same
+        raise KeyboardInterrupt
+
+
+def interrupted_exit_code() -> int:
+    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def stop_signals_like_ctrl_c() -> Iterable[None]:
+    """For one invocation, in the main thread (the only one a handler can be set from); a signal
+    the caller set to be ignored (nohup) stays ignored."""
+    stopped_by.clear()
+    installed = {}
+    for signum in STOP_SIGNALS:
+        with contextlib.suppress(ValueError):  # not the main thread
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
+    try:
+        yield
+    finally:
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
 
 
 def require_api_key() -> None:
@@ -4949,7 +6371,11 @@ def require_api_key() -> None:
 def servers_for(settings: Settings) -> list[ServerSpec]:
     """The key is checked before any server starts, after a bad --mcp-config is reported (its own
     line, key or not); a dry run needs no key (it calls no model)."""
-    servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module)
+    if "transport" in settings.given and not settings.server_url:
+        raise InputError("--transport applies to --server-url", hint="e.g. --server-url http://127.0.0.1:3001/sse "
+                                                                     "--transport sse")
+    servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module,
+                              settings.server_url, settings.transport)
     if not settings.dry_run:
         require_api_key()
     return servers
@@ -4970,7 +6396,7 @@ def user_source(settings: Settings, console: Console) -> Callable[[TestCase, Mod
 
 def exit_code(results: Results, outcome: PipelineOutcome) -> int:
     if outcome.interrupted:
-        return EXIT_INTERRUPTED
+        return interrupted_exit_code()
     return 0 if results.passed else 1
 
 
@@ -5008,6 +6434,88 @@ class ToolCheckScoring:
         return {}
 
 
+class QaScoring(ToolCheckScoring):
+    """--qa: each run is graded on its answer (and on a judge's or a verify command's verdict
+    when a case asks for one), not on the tools' schemas: a QA task may take dozens of calls, and
+    a call that goes wrong on the way is Claude's feedback, not a wrong answer. Every run's
+    answer, timings and notes are kept as it is scored, before --summary-only slims it."""
+
+    UNGRADED = ("schemas",)
+
+    def __init__(self, cases: list[TestCase]) -> None:
+        super().__init__(cases, False)
+        self.runs: dict[tuple[str, int], QaRunRecord] = {}
+
+    def verdict(self, t: Transcript) -> Verdict:
+        key = (t.case.name, t.iteration)
+        if key not in self.verdicts:
+            reasons = [reason for name, check in TOOL_CHECKS.items() if name not in self.UNGRADED
+                       for reason in check(t.case, t, self.tools)]
+            self.verdicts[key] = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
+            self.runs[key] = qa_run_record(t, self.verdicts[key])
+        return self.verdicts[key]
+
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        return {"qa": qa_record(self.cases, self.runs)}
+
+
+def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
+    notes = {tag: transcript_tagged(t, tag) for tag in ("summary", "feedback")}
+    return QaRunRecord(iteration=t.iteration, correct=verdict.passed, answer=None if t.error else transcript_answer(t),
+                       reasons=verdict.reasons, seconds=round(t.latency_ms / 1000, 3), tool_calls=len(t.tool_calls),
+                       tools=tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
+                       **{tag: cap_text(text, C.QA_NOTE_CHARS) if text else None for tag, text in notes.items()},
+                       error=t.error)
+
+
+def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
+    """(tool, milliseconds) of calls -> per tool: calls, total, mean and longest time."""
+    by_tool: dict[str, list[float]] = {}
+    for name, ms in calls:
+        by_tool.setdefault(name, []).append(ms)
+    return [ToolTimeRecord(tool=name, calls=len(times), total_ms=round(sum(times), 2),
+                           mean_ms=round(sum(times) / len(times), 2), max_ms=round(max(times), 2))
+            for name, times in sorted(by_tool.items())]
+
+
+def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]:
+    by_tool: dict[str, list[ToolTimeRecord]] = {}
+    for record in records:
+        by_tool.setdefault(record.tool, []).append(record)
+    merged = []
+    for name, parts in sorted(by_tool.items()):
+        calls, total = sum(p.calls for p in parts), sum(p.total_ms for p in parts)
+        merged.append(ToolTimeRecord(tool=name, calls=calls, total_ms=round(total, 2),
+                                     mean_ms=round(total / calls, 2) if calls else 0.0,
+                                     max_ms=max(p.max_ms for p in parts)))
+    return merged
+
+
+def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int], QaRunRecord]) -> QaRecord:
+    """The QA section: per task (in file order, those that ran) and over every run."""
+    tasks = []
+    for case in cases:
+        mine = sorted((r for (name, _), r in runs.items() if name == case.name), key=lambda r: r.iteration)
+        if not mine:
+            continue
+        correct = sum(r.correct for r in mine)
+        tasks.append(QaTaskRecord(
+            name=case.name, question=case.prompt, expected=case.expected_answer or "", answer_match=case.answer_match,
+            runs=len(mine), correct=correct, accuracy=round(correct / len(mine), 4),
+            interval=tuple(round(x, 4) for x in wilson_interval(correct, len(mine))),
+            mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3), tool_calls=sum(r.tool_calls for r in mine),
+            tools=merged_tool_times(t for r in mine for t in r.tools), results=mine))
+    every = [r for task in tasks for r in task.results]
+    correct = sum(r.correct for r in every)
+    return QaRecord(tasks=len(tasks), runs=len(every), correct=correct,
+                    accuracy=round(correct / len(every), 4) if every else 0.0,
+                    interval=tuple(round(x, 4) for x in wilson_interval(correct, len(every))),
+                    mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
+                    mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
+                    tool_calls=sum(r.tool_calls for r in every),
+                    tools=merged_tool_times(t for task in tasks for t in task.tools), task_results=tasks)
+
+
 class AnswerScoring:
     """Knowledge / task / security tests run against the MCP servers: each run's answer scored
     like a skill test's (concepts, forbidden patterns, refusal)."""
@@ -5017,22 +6525,28 @@ class AnswerScoring:
         self.answers: dict[tuple[str, int], ClaudeRun] = {}  # each run's answer, seen before --summary-only slims it
 
     def connected(self, hub: McpHub) -> None:
-        pass
+        self.tools = dict(hub.tools)  # for the suite's tool coverage
 
     def answer(self, t: Transcript) -> ClaudeRun:
         return self.answers.setdefault((t.case.name, t.iteration), transcript_as_claude_run(t))
 
+    def run_score(self, t: Transcript) -> dict:
+        """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""
+        score = score_test_run(self.tests[t.case.name], self.answer(t))
+        graded = [reason for name in OUTCOME_CHECKS for reason in TOOL_CHECKS[name](t.case, t, {})]
+        return dict(score, passed=False, graded=graded) if graded and "error" not in score else score
+
     def verdict(self, t: Transcript) -> Verdict:
-        test = self.tests[t.case.name]
-        score = score_test_run(test, self.answer(t))
-        return Verdict(bool(score.get("passed")), run_score_reasons(test, score))
+        score = self.run_score(t)
+        return Verdict(bool(score.get("passed")), run_score_reasons(self.tests[t.case.name], score))
 
     def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
         self.test_results = []
         out = []
         for name, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):
             runs = list(runs)
-            result = score_skill_test(self.tests[name], [self.answer(t) for t in runs], threshold)
+            result = score_skill_test(self.tests[name], [self.answer(t) for t in runs], threshold,
+                                      [self.run_score(t) for t in runs])
             self.test_results.append(result)
             out.append(case_result_from_test(result, Path(self.tests[name].source).name or group,
                                              sum(t.cost_usd for t in runs), sum(t.latency_ms for t in runs) / 1000))
@@ -5086,7 +6600,8 @@ def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
             raise InputError("a trigger test runs through Claude Code", test.source, test.line,
                              "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
     return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
-                     source=t.source, line=t.line) for t in tests]
+                     source=t.source, line=t.line, rubric=t.rubric, verify=t.verify,
+                     expected_answer=t.expected_answer, answer_match=t.answer_match) for t in tests]
 
 
 def query_mode(settings: Settings, console: Console) -> int:
@@ -5099,6 +6614,27 @@ def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
     cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
     return tool_use_mode(settings, console, cases, ToolCheckScoring(cases, True), "csv", "csv", Path(settings.csv).stem)
+
+
+def qa_mode(settings: Settings, console: Console) -> int:
+    """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
+    its own system prompt and --max-turns unless they are given."""
+    files = ([settings.qa] if settings.qa else []) + list(settings.tests)
+    others = [f for f in files if kind_of_test_file(f) != "qa"]
+    if others:
+        raise InputError(f"{others[0]} is not a QA evaluation (.xml)",
+                         hint="run QA evaluations and markdown tests separately")
+    cases = [case for f in files for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")]
+    if settings.answer_match:
+        cases = [replace(case, answer_match=settings.answer_match) for case in cases]
+    settings = replace(settings, max_turns=settings.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
+                       prompt=settings.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT")
+    return tool_use_mode(settings, console, cases, QaScoring(cases), "qa", "qa", Path(files[0]).stem)
+
+
+def qa_files_given(settings: Settings) -> bool:
+    """--qa, or a QA evaluation (.xml) among the --tests files."""
+    return bool(settings.qa) or any(kind_of_test_file(f) == "qa" for f in settings.tests)
 
 
 def markdown_mode(settings: Settings, console: Console) -> int:
@@ -5140,6 +6676,8 @@ def tool_use_results(settings: Settings, outcome: PipelineOutcome, scoring: Any,
     usages = [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in transcripts]
     summary = summary_record(cases, usages, settings.threshold, outcome, tool_selection_stats(transcripts),
                              confusion_table(transcripts))
+    summary.tool_coverage = tool_coverage([*getattr(scoring, "cases", []), *(t.case for t in transcripts)],
+                                          transcripts, sorted(getattr(scoring, "tools", {})))
     simulated = ({"goal": settings.simulate_user, "model": settings.user_model,
                   "max_user_turns": settings.max_user_turns} if settings.simulate_user else None)
     metadata = make_metadata(mode, settings, 0 if settings.summary_only else len(transcripts), outcome,
@@ -5169,6 +6707,11 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
     tests += [t for target in settings.trigger for t in load_markdown_tests(target, "trigger")]
     if not tests:
         raise InputError("no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR")
+    graded = next((t for t in tests if t.rubric or t.verify or judges_answer(t)), None)
+    if graded is not None:
+        what = "# Rubric" if graded.rubric else "verify:" if graded.verify else "answer_match: judge"
+        raise InputError(f"test {graded.name!r} has a {what}, which is graded in runs against MCP servers only",
+                         graded.source, graded.line, "run it with --tests and without --skill")
     assign_trigger_skills(tests, skills)
     return skills, tests
 
@@ -5198,7 +6741,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
         return 0
     require_api_key()
     version = claude_version(plan.trigger_settings.binary)
-    console.print(f"Claude Code {version}: {len(jobs)} run(s) of {len(skills)} skill(s), {plan.concurrency} at once",
+    console.print(f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
+                  f"{plan.concurrency} at once",
                   highlight=False, markup=False)
     with RunProgress(console, len(jobs), progress_verdicts(plan),
                      lambda r: (claude_run_usage(r), r.total_cost_usd or 0.0)) as p:
@@ -5325,7 +6869,7 @@ def skill_run_verdicts(runs: SkillRuns, scores: Sequence[TriggerScore],
 
 
 def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict:
-    if record.error and not record.activated_skills:
+    if not record.counted:
         return Verdict(False, [f"run failed: {record.error}"])
     if record.fired(skill) == (expected == "activate"):
         return Verdict(True)
@@ -5378,11 +6922,12 @@ def generate_mode(settings: Settings, console: Console) -> int:
     except FatalApiError:
         raise
     except EvalError as exc:  # the model's answer was unusable: one line, exit 1, nothing written
-        click.echo(f"error: {exc}", err=True)
+        click.echo(error_line(exc), err=True)
         return 1
     console.print(f"generation cost ${spent:.4f}", highlight=False)
     if not targets:
-        click.echo(next(iter(files.values())), nl=False)
+        drafted = next(iter(files.values()))  # for a file when redirected, for eyes on a terminal
+        click.echo(terminal_text(drafted, multiline=True) if sys.stdout.isatty() else drafted, nl=False)
         return 0
     for target, text in zip(targets, files.values()):
         write_text_atomic(target, text)
@@ -5412,7 +6957,7 @@ def compare_mode(settings: Settings, console: Console) -> int:
     if settings.output:
         write_json_atomic(settings.output, comparison_json(comparisons))
     if settings.json_out:
-        click.echo(json.dumps(comparison_json(comparisons), indent=2, ensure_ascii=False))
+        click.echo(json_text(comparison_json(comparisons)))
     else:
         for comparison in comparisons:
             print_comparison(console, comparison)
@@ -5435,7 +6980,8 @@ DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "c
 MODEL_OPTIONS = frozenset({"model", "prompt", "max_turns", "max_tokens", "temperature", "base_url", "max_retries",
                            "request_timeout"})
 SERVER_OPTIONS = frozenset({"server", "server_env", "mcp_config", "server_module", "tool_timeout",
-                            "max_result_chars"})
+                            "max_result_chars", "server_url", "transport"})
+GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})   # suites whose cases can carry a rubric or verify
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
 TOOL_USE_OPTIONS = (WRITER_OPTIONS | DURABLE_OPTIONS | MODEL_OPTIONS | SERVER_OPTIONS | SIMULATED_USER_OPTIONS
                     | {"iterations", "threshold", "summary_only"})
@@ -5473,9 +7019,13 @@ MODES: tuple[Mode, ...] = (
          skill_mode,
          ("python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
           "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml")),
-    Mode("markdown", "--tests runs against MCP servers", lambda s: bool(s.tests), TOOL_USE_OPTIONS | {"tests"},
-         markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
-    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | {"csv", "tag"}, csv_mode,
+    Mode("markdown", "--tests runs against MCP servers",
+         lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
+         TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests"}, markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
+    Mode("qa", "--qa runs", qa_files_given, TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match"}, qa_mode,
+         ('python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m mcp_server_time '
+          '--local-timezone UTC" -i 3 --report qa-report.md',)),
+    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag"}, csv_mode,
          ("python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
           "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run")),
     Mode("query", "-q / -c runs",
@@ -5491,7 +7041,7 @@ MODES: tuple[Mode, ...] = (
 def select_mode(settings: Settings) -> Mode:
     mode = next((m for m in MODES if m.selected(settings)), None)
     if mode is None:
-        raise InputError("nothing to evaluate", hint='give -q "a query", --csv FILE, --tests DIR or --skill DIR '
+        raise InputError("nothing to evaluate", hint='give -q "a query", --csv FILE, --tests DIR, --qa FILE.xml or --skill DIR '
                                                      "(see --help)")
     refused = sorted(settings.given - mode.options, key=option_order)
     if refused:
@@ -5506,15 +7056,124 @@ class UsageProblem(InputError):
     """An option given to a mode that does not take it."""
 
 
+# ---------------------------------------------------------------------------- output paths, checked before anything runs
+INPUT_PATH_OPTIONS = ("csv", "conversation", "mcp_config", "prompt", "tests", "skill", "trigger", "compare",
+                      "server_module", "generate_triggers", "generate_tests")
+OUTPUT_PATH_OPTIONS = ("output", "report", "junit", "csv_out")
+NO_JOURNAL_MODES = ("schema", "generate", "compare")
+
+
+def file_key(path: Path) -> Any:
+    """What makes two paths one file: the inode when it exists (links, `./x`, hard links), else
+    the path with every link resolved."""
+    try:
+        stat = path.stat()
+        return stat.st_dev, stat.st_ino
+    except OSError:
+        return os.path.realpath(path)
+
+
+def input_paths(settings: Settings) -> list[tuple[str, Path]]:
+    found = []
+    for option in INPUT_PATH_OPTIONS:
+        value = getattr(settings, option, None)
+        for item in (value if isinstance(value, tuple) else (value,)):
+            if not item or (option == "prompt" and not Path(item).is_file()):
+                continue
+            path = Path(item.partition(":")[0] if option == "server_module" else item)
+            found.append((OPTION_FLAGS.get(option, option), path))
+            if option in ("skill", "generate_triggers", "generate_tests") and path.is_dir():
+                found.append((OPTION_FLAGS.get(option, option), path / "SKILL.md"))
+    return found
+
+
+def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
+    """(option, path) of every file this invocation writes; --generate-tests' -o is a folder."""
+    found = []
+    for option in OUTPUT_PATH_OPTIONS:
+        value = getattr(settings, option, None)
+        if not value or (option == "output" and mode.name == "generate" and settings.generate_tests):
+            continue
+        found.append((OPTION_FLAGS.get(option, option), Path(value)))
+        if option == "output" and mode.name not in NO_JOURNAL_MODES:
+            found += [("-o's journal", journal_path(value)), ("-o's results lines", results_lines_path(value))]
+    return found
+
+
+def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
+    """The folder exists and takes a new file (tried for real: a read-only mount, a full quota or
+    missing rights all show)."""
+    if not folder.is_dir():
+        raise InputError(f"{flag} {target}: the folder {folder} does not exist", hint="create it first")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{flag} {target}: cannot write in {folder}: {exc.strerror or exc}") from None
+
+
+def check_output_paths(settings: Settings, mode: Mode) -> None:
+    """Before the first model call, for every mode: each output's folder exists and is writable,
+    no output is a folder, and no output is an input or another output (-o on the --csv suite
+    would destroy it; --report on -o would replace the results). One line, exit 2."""
+    inputs = {file_key(path): (flag, path) for flag, path in input_paths(settings)}
+    outputs: dict[Any, tuple[str, Path]] = {}
+    if mode.name == "generate" and settings.generate_tests and settings.output:
+        folder = Path(settings.output)
+        if folder.is_dir():
+            check_writable_folder("-o", folder, folder)
+        elif not folder.exists():
+            check_writable_folder("-o", folder, folder.parent)
+    for flag, path in output_paths(settings, mode):
+        key = file_key(path)
+        if key in inputs:
+            other_flag, other = inputs[key]
+            raise InputError(f"{flag} {path} is the input {other_flag} {other}: writing it would destroy it",
+                             hint="choose another output file")
+        if key in outputs:
+            other_flag, other = outputs[key]
+            raise InputError(f"{flag} {path} and {other_flag} {other} are the same file",
+                             hint="give each output its own file")
+        outputs[key] = (flag, path)
+        if path.is_dir():
+            raise InputError(f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}")
+        check_writable_folder(flag, path, path.parent)
+
+
 def run_settings_for(settings: Settings) -> int:
     """The one call from the CLI into the modes."""
     mode = select_mode(settings)
-    return mode.run(settings, Console(stderr=settings.json_out or mode.name == "generate"))
+    check_output_paths(settings, mode)
+    journaled = bool(settings.output) and "resume" in mode.options and not settings.dry_run
+    with output_lock(settings.output) if journaled else contextlib.nullcontext():  # one live run per -o
+        return mode.run(settings, Console(stderr=settings.json_out or mode.name == "generate", emoji=False))
 
 
 # ---------------------------------------------------------------------------- click: options, grouped help, main
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
+    range: --max-cost nan was no limit at all) and infinities are refused."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        if not abs(number) < float("inf"):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def answer_match_option(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
+    if value is None:
+        return None
+    problem = answer_match_problem(value, "0")
+    if problem and "expected answer" not in problem:
+        raise click.BadParameter(problem.removeprefix("answer_match "))
+    return normalize_answer_match(value)
+
+
 POSITIVE_INT = click.IntRange(min=1)
-POSITIVE_FLOAT = click.FloatRange(min=0, min_open=True)
+POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
 
 # (help group, option). The groups are the README's options tables, in the same order.
 OPTIONS: tuple[tuple[str, Callable], ...] = (
@@ -5527,7 +7186,12 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("What to evaluate", click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
                                       help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval "
                                            "JSON. With --skill they run through Claude Code; without, against the MCP "
-                                           "servers (a '# Simulated User' section gives a test its simulated user).")),
+                                           "servers (a '# Simulated User' section gives a test its simulated user). "
+                                           "A .xml file is a QA evaluation (as --qa).")),
+    ("What to evaluate", click.option("--qa", type=click.Path(), metavar="FILE.xml",
+                                      help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and "
+                                           "answer) against the MCP servers: accuracy over the runs (--tests "
+                                           "FILE.xml does the same).")),
     ("What to evaluate", click.option("--skill", multiple=True, metavar="PATH",
                                       help="A SKILL.md or its folder (repeatable: several skills are installed "
                                            "together).")),
@@ -5547,7 +7211,7 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("Running and output", click.option("--concurrency", type=POSITIVE_INT,
                                         help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
                                              "at most 10).")),
-    ("Running and output", click.option("--threshold", type=click.FloatRange(0, 1), default=C.DEFAULT_CASE_THRESHOLD,
+    ("Running and output", click.option("--threshold", type=FiniteFloat(0, 1), default=C.DEFAULT_CASE_THRESHOLD,
                                         show_default=True,
                                         help="A case passes when its pass rate over the iterations is at least "
                                              "this.")),
@@ -5585,7 +7249,7 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                            help="Model calls per conversation (skill tests: claude --max-turns).")),
     ("Model", click.option("--max-tokens", type=POSITIVE_INT, default=C.DEFAULT_MAX_TOKENS, show_default=True,
                            help="Most tokens in one answer; a cut answer is recorded as truncated.")),
-    ("Model", click.option("--temperature", type=click.FloatRange(0, 1), default=C.DEFAULT_TEMPERATURE,
+    ("Model", click.option("--temperature", type=FiniteFloat(0, 1), default=C.DEFAULT_TEMPERATURE,
                            help="Sampling temperature, for models that take one (default: the API's).")),
     ("Model", click.option("--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).")),
     ("Model", click.option("--max-retries", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RETRIES,
@@ -5604,6 +7268,10 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                                  show_default=True, help="Seconds one tool call may take.")),
     ("MCP servers", click.option("--max-result-chars", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RESULT_CHARS,
                                  show_default=True, help="Tool results longer than this are cut (0: no limit).")),
+    ("MCP servers", click.option("--server-url", multiple=True, metavar="URL",
+                                 help="A remote MCP server by URL (repeatable), over --transport.")),
+    ("MCP servers", click.option("--transport", type=click.Choice(SERVER_TRANSPORTS), default="http", show_default=True,
+                                 help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.")),
     ("Conversations", click.option("--interactive", is_flag=True,
                                    help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
                                         "Ctrl-C stops the run and keeps the results so far.")),
@@ -5614,9 +7282,17 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("Conversations", click.option("--max-user-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_USER_TURNS,
                                    show_default=True, help="Messages the simulated user may send per conversation.")),
     ("CSV suites", click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable).")),
+    ("QA evaluations", click.option("--answer-match", metavar="MODE", callback=answer_match_option,
+                                    help="How every QA answer is compared (instead of each pair's own): exact "
+                                         "(default), normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex "
+                                         "or judge.")),
+    ("Grading", click.option("--judge-model", default=C.DEFAULT_JUDGE_MODEL, show_default=True,
+                             help="Model of the LLM judge that grades rubrics and `judge` answers.")),
+    ("Grading", click.option("--verify-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_VERIFY_TIMEOUT,
+                             show_default=True, help="Seconds a case's verify command may take (then it is an error).")),
     ("Skills (Claude Code)", click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
                                           help="Model for trigger queries (a Claude Code alias or full id).")),
-    ("Skills (Claude Code)", click.option("--trigger-threshold", type=click.FloatRange(0, 1, min_open=True),
+    ("Skills (Claude Code)", click.option("--trigger-threshold", type=FiniteFloat(0, 1, min_open=True),
                                           default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
                                           help="Activation rate at which a query counts as activating.")),
     ("Skills (Claude Code)", click.option("--trigger-max-turns", type=POSITIVE_INT, default=C.DEFAULT_TRIGGER_MAX_TURNS,
@@ -5626,7 +7302,7 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("Skills (Claude Code)", click.option("--runs", type=POSITIVE_INT,
                                           help="Runs per query or test (default: the test's `runs`, else 3 for "
                                                "trigger queries and 1 for other tests).")),
-    ("Skills (Claude Code)", click.option("--min-trigger-score", type=click.FloatRange(0, 100), metavar="PERCENT",
+    ("Skills (Claude Code)", click.option("--min-trigger-score", type=FiniteFloat(0, 100), metavar="PERCENT",
                                           help="Fail (exit 1) when a skill's triggerScore is below this.")),
     ("Skills (Claude Code)", click.option("--claude-bin", metavar="PATH",
                                           help="The Claude Code CLI (default: claude on PATH, then "
@@ -5666,12 +7342,13 @@ class EvaluatorCommand(click.Command):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
         try:
-            code = super().main(args, prog_name, standalone_mode=False, **extra)
+            with stop_signals_like_ctrl_c():
+                code = super().main(args, prog_name, standalone_mode=False, **extra)
         except click.UsageError as exc:
-            click.echo(f"error: {exc.format_message()}", err=True)
+            click.echo(error_line(exc.format_message()), err=True)
             sys.exit(2)
         except click.Abort:
-            sys.exit(EXIT_INTERRUPTED)
+            sys.exit(interrupted_exit_code())
         sys.exit(code or 0)
 
 
@@ -5707,17 +7384,25 @@ def main(**params: Any) -> int:
 
     Pick a mode with -q/-c, --csv, --tests, --skill, --compare, --generate-* or --schema; an
     option the mode does not take is refused with one line (exit 2). Exit codes: 0 all passed,
-    1 a case failed or a comparison found a regression, 2 bad input, 130 interrupted.
+    1 a case failed or a comparison found a regression, 2 bad input, 130 interrupted (143 by
+    SIGTERM, 129 by SIGHUP).
     """
+    Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
     try:
         return run_settings_for(settings_from(params, given_options(click.get_current_context())))
     except InputError as exc:
         for line in str(exc).splitlines():  # several problems of one file: one line each
-            click.echo(f"error: {line}", err=True)
+            click.echo(error_line(line), err=True)
         return 2
-    except (ServerError, FatalApiError) as exc:
-        click.echo(f"error: {exc}", err=True)
+    except (ServerError, FatalApiError, OutputError) as exc:
+        click.echo(error_line(exc), err=True)
         return 2
+
+
+def error_line(text: Any) -> str:
+    """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
+    a secret), then escaped for the terminal."""
+    return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
 
 
 for _param in main.params:

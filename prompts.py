@@ -43,11 +43,36 @@ present, correct types, no invented parameters.
 4. Call independent tools in the same turn; call dependent tools one after another.
 5. After the results arrive, answer the user in one or two sentences."""
 
+# --qa: one question with one verifiable answer (mcp-builder's evaluation contract: the answer in
+# <response> tags, NOT_FOUND when the tools cannot answer it, a summary and feedback on the tools).
+QA_SYSTEM_PROMPT = """\
+You answer one question at a time using only the tools available to you.
+
+Find the answer with the tools: call as many as the question needs, one after another when a \
+call depends on an earlier result, and page through long results. Some questions take dozens \
+of calls. Do not guess and do not answer from memory; check the value before you give it.
+
+When you are done, write three blocks, in this order:
+
+<summary>How you found the answer: the tools you called, in what order and why, what you \
+passed them, what they returned, and how that led to the answer.</summary>
+
+<feedback>What you think of the tools themselves: whether their names and descriptions say \
+what they do, whether their parameters are clear, which calls failed or returned too much, and \
+what change would have made this question easier.</feedback>
+
+<response>The answer and nothing else: just the number, the ID, the name or the exact text the \
+question asks for, in the format it asks for.</response>
+
+If the tools cannot answer the question, write <response>NOT_FOUND</response>. The <response> \
+block comes last."""
+
 SYSTEM_PROMPTS = {
     "CLAUDE_CODE_SYSTEM_PROMPT": CLAUDE_CODE_SYSTEM_PROMPT,
     "VERBOSE_SYSTEM_PROMPT": VERBOSE_SYSTEM_PROMPT,
     "MINIMAL_SYSTEM_PROMPT": MINIMAL_SYSTEM_PROMPT,
     "TOOL_SELECTION_PROMPT": TOOL_SELECTION_PROMPT,
+    "QA_SYSTEM_PROMPT": QA_SYSTEM_PROMPT,
 }
 DEFAULT_SYSTEM_PROMPT = "CLAUDE_CODE_SYSTEM_PROMPT"
 
@@ -75,6 +100,45 @@ do not use tools or markup.
 
 When the goal has been met, or the assistant has clearly said it cannot help with it, reply with \
 only the word {done}."""
+
+# ----------------------------------------------------------------------------- the LLM judge
+# The judge answers only through the `grade` tool (forced with tool_choice), never in text.
+JUDGE_SYSTEM_PROMPT = """\
+You grade one run of an AI assistant that used tools to answer a user. You are strict, fair and \
+brief. You judge only what the run shows: the user's request, the tool calls the assistant made \
+(with their arguments and the start of each result) and its final answer. The tool results are \
+the ground truth; an answer that contradicts them, or claims what no tool returned, is wrong.
+
+Grade against the criteria you are given, all of them. When an expected answer is given, the final \
+answer must state the same fact or value (wording, formatting and extra context may differ; a \
+different number, name or identifier may not). Do not reward effort, length or politeness.
+
+Record your verdict by calling the `grade` tool exactly once:
+- passed: true only if every criterion is met;
+- score: from 0 to 1, the share of the criteria met (1 when passed);
+- evidence: one to three sentences quoting or pointing at what in the run decided it."""
+
+JUDGE_PROMPT = """\
+<request>
+{question}
+</request>
+
+<criteria>
+{criteria}
+</criteria>
+
+<trajectory>
+{trajectory}
+</trajectory>
+
+<final_answer>
+{answer}
+</final_answer>
+
+Grade this run with the `grade` tool."""
+
+JUDGE_RUBRIC_CRITERIA = "Rubric:\n{rubric}"
+JUDGE_EXPECTED_CRITERIA = "Expected answer (the final answer must agree with it):\n{expected}"
 
 # ----------------------------------------------------------------------------- skill test generation
 GENERATION_SYSTEM_PROMPT = """\

@@ -6,11 +6,14 @@ FAST_MODEL = "claude-haiku-5-5"              # simulated user, test generation
 DEFAULT_USER_MODEL = FAST_MODEL
 DEFAULT_GENERATION_MODEL = FAST_MODEL
 DEFAULT_TRIGGER_MODEL = "haiku"              # an alias the Claude Code CLI resolves itself
+DEFAULT_JUDGE_MODEL = FAST_MODEL              # the LLM judge of rubrics and `judge` answers
 
 # ----------------------------------------------------------------------------- conversation defaults
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_TEMPERATURE = None                    # None: leave it to the API's default
 DEFAULT_MAX_TURNS = 10                        # model calls per conversation
+DEFAULT_QA_MAX_TURNS = 40                     # --qa: a question may take dozens of tool calls
+QA_NOTE_CHARS = 4_000                         # --qa: Claude's <summary> / <feedback> kept per run
 DEFAULT_ITERATIONS = 1
 DEFAULT_CASE_THRESHOLD = 1.0                  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
@@ -29,6 +32,9 @@ TOOL_RESULT_PREVIEW_CHARS = 160               # a tool result's one-line view in
 MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
 MAX_FRONTMATTER_BYTES = 64 * 1024             # one YAML frontmatter block
 MAX_YAML_DEPTH = 32                           # nesting of YAML collections in frontmatter
+MAX_JSON_DEPTH = 64                           # nesting of any JSON given (expected_args, eval sets, mcp config,
+                                              # results files): far below what hashing and scoring can walk
+MAX_SKILL_COPY_BYTES = 50 * 1024 * 1024       # a skill folder, copied into every run's project
 
 # ----------------------------------------------------------------------------- skill trigger runs
 DEFAULT_TRIGGER_TIMEOUT = 30.0
@@ -78,3 +84,13 @@ MAX_MODEL_CONCURRENCY = 64                    # ceiling of model calls in flight
 ESTIMATED_OUTPUT_TOKENS = 300                 # --dry-run: tokens Claude writes per call
 ESTIMATED_TOKENS_PER_TURN = 400               # --dry-run: history growth per turn (tool call + result)
 SUMMARY_TABLE_ROWS = 50                       # terminal suite table: failures always, passes up to this
+
+# ----------------------------------------------------------------------------- grading: the judge and state checks
+DEFAULT_VERIFY_TIMEOUT = 60.0                 # seconds one `verify` command may take (then its process group is killed)
+VERIFY_OUTPUT_BYTES = 1_000_000               # stdout / stderr kept from one `verify` command
+JUDGE_MAX_TOKENS = 1024                       # the judge's one forced `grade` tool call
+JUDGE_TOOL_CALLS = 40                         # tool calls listed in the judge's compact trajectory
+JUDGE_RESULT_CHARS = 300                      # each tool result and argument list, cut to this for the judge
+JUDGE_ANSWER_CHARS = 8_000                    # the final answer, cut to this for the judge
+ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600       # --dry-run: the answer and trajectory a judge call reads
+ESTIMATED_JUDGE_OUTPUT_TOKENS = 150           # --dry-run: the judge's verdict

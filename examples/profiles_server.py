@@ -443,12 +443,15 @@ def get_profile(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Example RudderStack Profiles MCP server.")
-    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
+    parser.add_argument("--sse", action="store_true", help="serve the legacy HTTP+SSE transport (at /sse)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     if args.http:
         mcp.run(transport="streamable-http", host=args.host, port=args.port)
+    elif args.sse:
+        mcp.run(transport="sse", host=args.host, port=args.port)
     else:
         mcp.run()
 

@@ -17,6 +17,12 @@ An answer ("spec") is a dict, built with the helpers below:
 
 Answers come from `responder(request_body)` when given and it returns a spec, else from the
 FIFO queue (`push`), else the default answer (`reply(text("OK"))`).
+
+A forced `tool_choice` is honoured as the real API does: `{"type": "tool", "name": N}` must name
+a tool of the request (else 400), and the answer is the scripted reply's first `tool_use` of N
+alone, with stop_reason `tool_use` (`{"type": "any"}`: its first tool_use of any tool). A scripted
+reply without such a call is a mistake of the test: a 400 that says so. `forced_tool(body)` tells
+a responder which tool a request forces; every request's body is recorded with its `tool_choice`.
 """
 
 from __future__ import annotations
@@ -59,6 +65,30 @@ def reply(*blocks: dict, stop_reason: str | None = None, usage: dict | None = No
 def error(status: int, error_type: str = "api_error", message: str | None = None, headers: dict | None = None) -> Spec:
     return {"status": status, "error_type": error_type, "message": message or f"scripted {error_type}",
             "headers": headers or {}}
+
+
+def forced_tool(body: dict) -> str | None:
+    """The tool a request forces with `tool_choice: {"type": "tool", "name": ...}`, else None."""
+    choice = body.get("tool_choice") or {}
+    return choice.get("name") if isinstance(choice, dict) and choice.get("type") == "tool" else None
+
+
+def honour_tool_choice(spec: Spec, body: dict) -> Spec:
+    """The answer to send for `spec` under the request's tool_choice (see the module docstring)."""
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict) or "content" not in spec or choice.get("type") not in ("tool", "any"):
+        return spec
+    if choice["type"] == "tool":
+        if choice.get("name") not in {t.get("name") for t in body.get("tools") or []}:
+            return error(400, "invalid_request_error",
+                         f"tool_choice names {choice.get('name')!r}, which is not one of the request's tools")
+        uses = [b for b in spec["content"] if b.get("type") == "tool_use" and b.get("name") == choice["name"]]
+    else:
+        uses = [b for b in spec["content"] if b.get("type") == "tool_use"]
+    if not uses:
+        return error(400, "invalid_request_error",
+                     f"scripted reply ignores the forced tool_choice {json.dumps(choice)}: script a tool_use for it")
+    return dict(spec, content=uses[:1], stop_reason="tool_use")
 
 
 def user_query(body: dict) -> str:
@@ -216,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.api.delay:
             time.sleep(self.api.delay)
-        spec = self.api._next_spec(body)
+        spec = honour_tool_choice(self.api._next_spec(body), body)
         self._answer(spec, body)
 
     # -- answers

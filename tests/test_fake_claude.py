@@ -86,7 +86,7 @@ def fake_claude(folder: Path, behaviour: str, marker: str) -> Path:
 
 def leftovers(marker: str) -> list[str]:
     """Processes whose command line carries the marker (the fake's path or its grandchild's args)."""
-    found = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
+    found = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
     return [line for line in found.splitlines() if marker in line and " Z" not in f" {line.split()[1]}"
             and "ps -eo" not in line]
 

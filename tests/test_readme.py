@@ -269,10 +269,32 @@ def claude_code_answer(body: dict) -> dict:
     return reply(text(CLAUDE_CODE_ANSWER))
 
 
+# The model under test on examples/qa/time_evaluation.xml: convert_time with the question's zones,
+# then the answer read from what the real mcp-server-time returned.
+QA_STEPS = {
+    "09:00 in Tokyo": (("Asia/Tokyo", "09:00", "Asia/Kolkata"), lambda r: r["target"]["datetime"][11:16]),
+    "Kathmandu": (("UTC", "12:00", "Asia/Kathmandu"), lambda r: r["time_difference"].strip("+h")),
+    "18:45 from Asia/Kolkata": (("Asia/Kolkata", "18:45", "Asia/Tokyo"), lambda r: r["time_difference"]),
+}
+
+
+def qa_answer(body: dict) -> dict:
+    query = user_query(body)
+    (source, at, target), answer = next(step for key, step in QA_STEPS.items() if key in query)
+    if not ends_with_tool_result(body):
+        return reply(tool_use("convert_time", {"source_timezone": source, "time": at, "target_timezone": target}))
+    block = next(b for b in body["messages"][-1]["content"] if b.get("type") == "tool_result")
+    content = block["content"] if isinstance(block["content"], str) else block["content"][0]["text"]
+    return reply(text(f"<summary>convert_time from {source} to {target}.</summary>\n"
+                      f"<feedback>The tools are clear.</feedback>\n<response>{answer(json.loads(content))}</response>"))
+
+
 def responder(body: dict) -> dict:
     system = system_text(body)
     if prompts.GENERATION_SYSTEM_PROMPT in system:
         return generation_answer(body)
+    if system == prompts.QA_SYSTEM_PROMPT:
+        return qa_answer(body)
     if "role-playing a user" in system:
         if body.get("model") != E.C.DEFAULT_USER_MODEL:
             return error(400, "invalid_request_error", f"the simulated user should use {E.C.DEFAULT_USER_MODEL}")
@@ -430,7 +452,7 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
 
 
 # ============================================================================ the README's option tables
-COLUMNS = [("query", "`-q`/`-c`"), ("csv", "`--csv`"), ("markdown", "`--tests`"), ("skills", "`--skill`"),
+COLUMNS = [("query", "`-q`/`-c`"), ("csv", "`--csv`"), ("markdown", "`--tests`"), ("qa", "`--qa`"), ("skills", "`--skill`"),
            ("generate", "`--generate-*`"), ("compare", "`--compare`"), ("schema", "`--schema`")]
 MATRIX = re.compile(r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL)
 

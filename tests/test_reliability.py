@@ -31,7 +31,7 @@ def no_orphan_servers():
     yield
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        out = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
         orphans = [line for line in out.splitlines()[1:]
                    if "misc_server.py" in line and line.split()[1] in (str(os.getpid()), "1")]
         if not orphans:
@@ -209,7 +209,7 @@ def test_junk_on_stdout_and_huge_results_stay_bounded(api):
 
 # ----------------------------------------------------------------------------- interruption and resume
 def live_processes(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
