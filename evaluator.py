@@ -35,6 +35,7 @@ import tempfile
 import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -145,6 +146,10 @@ class ToolCall:
     server: str | None = None
     turn: int = 0
     id: str = ""
+    # Who answered it (--tool-policy, --mock-tools, --replay): "live" (the server), "mock", "replay"
+    # or "policy" (withheld: Claude got a stand-in); `executed` is whether the server ran it.
+    source: str = "live"
+    executed: bool = True
 
 
 @dataclass(slots=True)
@@ -214,12 +219,14 @@ class Transcript:
     grades: dict[str, dict] = field(default_factory=dict)
     judge_usage: Usage = field(default_factory=Usage)            # the judge's calls for this run
     judge_model: str = ""
+    batch_api: bool = False      # --batch: its model calls (the judge's too) went through Message Batches
 
     @property
     def cost_usd(self) -> float:
-        return cost_usd(self.usage, self.model) + (
-            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0) + (
-            cost_usd(self.judge_usage, self.judge_model) if self.judge_model else 0.0)
+        factor = C.BATCH_PRICE_FACTOR if self.batch_api else 1.0
+        return (cost_usd(self.usage, self.model) + (
+            cost_usd(self.judge_usage, self.judge_model) if self.judge_model else 0.0)) * factor + (
+            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0)
 
     @property
     def tools_called(self) -> list[str]:
@@ -262,6 +269,7 @@ class SkillInfo:
     path: Path                   # the SKILL.md
     body: str = ""
     frontmatter: dict = field(default_factory=dict)
+    description_override: bool = False   # --skill-description: installed with `description`, not SKILL.md's
 
     @property
     def folder(self) -> Path:
@@ -292,12 +300,33 @@ class SkillTest:
     verify: str = ""             # `verify:` in the frontmatter: a state-check command after each run
     expected_answer: str | None = None   # `# Expected Answer`, compared as `answer_match:` says
     answer_match: str = "exact"
+    # skill-creator's task evals (evals/evals.json): graded by the judge, one verdict per expectation
+    eval_id: int | str | None = None     # set for every eval of an evals.json
+    expected_output: str = ""
+    expectations: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)   # copied into the run's project before it starts
+
+    @property
+    def is_task(self) -> bool:
+        """A task runs per configuration (with_skill, and the baselines) and may use --allow-tools."""
+        return self.type == "task"
 
 
 class Record(BaseModel):
     """A piece of a results file. Unknown keys are tolerated on reading, so a newer minor
     version's file still reads; missing or mistyped keys are not."""
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ArtifactRecord(Record):
+    """A file a task run created or changed in its project (--artifacts' manifest.json rows)."""
+    path: str                    # relative to the project
+    size: int
+    sha256: str
+    status: str = "new"          # new | changed
+    copied: bool = False         # copied to --artifacts (a file over the copy limit is listed only)
+    redacted: bool = False       # a secret in it was masked (size and sha256 are the masked copy's)
+    text: str | None = Field(default=None, exclude=True)   # a small text file's content, for the judge only
 
 
 class ClaudeRun(Record):
@@ -324,6 +353,15 @@ class ClaudeRun(Record):
     latency_ms: float = 0.0
     outside_writes: list[str] = []
     test: str = ""               # "trigger", or the knowledge / task / security test this ran
+    tool_calls: list[ToolCall] = []  # top-level tool calls with their arguments and (cut) results: the HTML transcript
+    # task runs: which configuration, what Claude Code refused, what the run left, how it was graded
+    configuration: str = ""      # with_skill | without_skill | old_skill ("" for trigger and other test runs)
+    refused_tools: list[str] = []    # tool calls Claude Code refused ("Write: No such tool available ...")
+    transcript_summary: str = ""
+    artifacts: list["ArtifactRecord"] = []
+    expectations: list[dict[str, Any]] = []   # per expectation: {text, passed, evidence} (or error)
+    judge_cost_usd: float = 0.0
+    model: str = ""              # the --model / --trigger-model it ran on, as given to claude
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -833,6 +871,33 @@ def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> Non
         raise InputProblems(problems)
 
 
+TOOL_OVERRIDE_KEYS = ("description", "input_schema")
+TOOL_OVERRIDES_HINT = 'write {"tool_name": {"description": "...", "input_schema": {...}}}, either key optional'
+
+
+def load_tool_overrides(path: str | Path) -> dict[str, dict]:
+    """--tool-overrides FILE.json: what Claude is shown for some tools instead of what their
+    servers say (the servers still run the calls). Names are checked once the servers are up."""
+    raw = read_text_file(path, "--tool-overrides file")
+    data = parse_json_text(raw, Path(path))
+    check_json_depth(data, "--tool-overrides file", path, 1)
+    if not isinstance(data, dict) or not data:
+        raise InputError("--tool-overrides must be a JSON object of tool name to override", path, 1,
+                         TOOL_OVERRIDES_HINT)
+    for name, override in data.items():
+        line = line_of(raw, json.dumps(name))
+        if not isinstance(override, dict) or not override or set(override) - set(TOOL_OVERRIDE_KEYS):
+            raise InputError(f"the override of {name!r} must be an object with description and/or input_schema",
+                             path, line, TOOL_OVERRIDES_HINT)
+        description = override.get("description")
+        if "description" in override and (not isinstance(description, str) or not description.strip()):
+            raise InputError(f"the description of {name!r} must be a non-empty string", path, line)
+        schema = override.get("input_schema")
+        if "input_schema" in override and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
+            raise InputError(f"the input_schema of {name!r} must be a JSON Schema object of type object", path, line)
+    return data
+
+
 def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]:
     if not tags:
         return cases
@@ -1002,6 +1067,45 @@ def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputEr
     if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > 500):
         problem("compatibility", "compatibility must be a string of at most 500 characters")
     return problems
+
+
+def skill_description_problem(text: str) -> str | None:
+    """Why a description cannot stand in a SKILL.md (the same rules as the loader's)."""
+    if not text.strip():
+        return "it is empty"
+    if len(text) > C.MAX_SKILL_DESCRIPTION_CHARS:
+        return f"it is {len(text)} characters; the limit is {C.MAX_SKILL_DESCRIPTION_CHARS}"
+    if "<" in text or ">" in text:
+        return "it contains '<' or '>', which skill validators reject"
+    return None
+
+
+def apply_skill_descriptions(skills: list[SkillInfo], values: Sequence[str]) -> list[SkillInfo]:
+    """--skill-description TEXT, @FILE, or NAME=TEXT / NAME=@FILE (needed with several --skill):
+    the skills as they will be installed, each description checked like SKILL.md's."""
+    names = {s.name for s in skills}
+    given: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if sep and name in names:
+            text = rest
+        elif len(skills) == 1:
+            name, text = skills[0].name, value
+        else:
+            raise InputError(f"--skill-description {one_line(value, 40)!r} does not say which skill it is for",
+                             hint=f"write NAME=TEXT with NAME one of {', '.join(sorted(names))}")
+        if text.startswith("@"):
+            text = read_text_file(text[1:], "--skill-description file")
+        text = text.strip()
+        problem = skill_description_problem(text)
+        if problem:
+            raise InputError(f"--skill-description for {name}: {problem}",
+                             hint="give at most 1024 characters of plain text without angle brackets")
+        if name in given:
+            raise InputError(f"--skill-description for {name} is given twice", hint="give one per skill")
+        given[name] = text
+    return [replace(s, description=given[s.name], description_override=True) if s.name in given else s
+            for s in skills]
 
 
 @functools.cache
@@ -1193,9 +1297,93 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     return test
 
 
+TASK_EVALS_HINT = ('write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
+                   '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)')
+
+
+def load_eval_file(path: str | Path) -> list[SkillTest]:
+    """A skill-creator JSON file: a trigger eval set (a list), or task evals (`evals/evals.json`)."""
+    path = Path(path)
+    raw = read_text_file(path, "eval set")
+    data = parse_json_text(raw, path)
+    if isinstance(data, dict) and "evals" in data:
+        return load_task_evals(path, data, raw)
+    if isinstance(data, dict):
+        raise InputError('an eval set is a JSON list of {"query": ..., "should_trigger": true|false}, or task evals '
+                         '{"skill_name": ..., "evals": [...]} (skill-creator\'s evals/evals.json)', path, 1)
+    return [load_skill_creator_evals(path)]
+
+
+def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
+    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
+    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
+    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
+    evals = data.get("evals")
+    if not isinstance(evals, list) or not evals:
+        raise InputError('task evals need a non-empty "evals" list', path, line_of(raw, '"evals"') or 1,
+                         TASK_EVALS_HINT)
+    skill_name = data.get("skill_name")
+    if skill_name is not None and (not isinstance(skill_name, str) or not skill_name.strip()):
+        raise InputError('"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1)
+    tests: list[SkillTest] = []
+    seen: set[str] = set()
+    for index, item in enumerate(evals, 1):
+        where = f"eval {index}"
+        if not isinstance(item, dict):
+            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+        eval_id = item.get("id", index)
+        line = line_of(raw, json.dumps(item["prompt"])) if isinstance(item.get("prompt"), str) else None
+        line = line or 1
+        if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
+            raise InputError(f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT)
+        prompt, expected = item.get("prompt"), item.get("expected_output", "")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
+        if not isinstance(expected, str):
+            raise InputError(f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT)
+        expectations, files = item.get("expectations", []), item.get("files", [])
+        for key, value in (("expectations", expectations), ("files", files)):
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+                raise InputError(f'{where}: "{key}" must be a list of non-empty strings', path, line, TASK_EVALS_HINT)
+        name = item.get("name") if isinstance(item.get("name"), str) and item["name"].strip() else f"eval-{eval_id}"
+        if name in seen:
+            raise InputError(f"{where}: two evals are named {name!r}", path, line, "give every eval its own id")
+        seen.add(name)
+        tests.append(SkillTest(name=name, type="task", source=str(path), line=line, prompt=prompt.strip(),
+                               skill=skill_name.strip() if skill_name else None, eval_id=eval_id,
+                               expected_output=expected.strip(), expectations=[e.strip() for e in expectations],
+                               files=[eval_input_file(path, f, where, line) for f in files]))
+    for test in tests:
+        names = [f.name for f in test.files]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            raise InputError(f"{test.name}: two input files are named {twice!r} (each is copied to the project's "
+                             "top folder by its name)", path, test.line, "rename one of them")
+    return tests
+
+
+def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
+    """An eval's input file: relative to the evals file's folder, else (skill-creator's own
+    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`."""
+    candidates = [path.parent / name]
+    if path.parent.name == "evals":
+        candidates.append(path.parent.parent / name)
+    found = next((c for c in candidates if c.exists()), None)
+    if found is None:
+        raise InputError(f"{where}: input file {name!r} not found (looked for {candidates[0]})", path, line,
+                         "files are paths relative to the evals file's folder")
+    return found.resolve()
+
+
 def load_markdown_tests(target: str | Path, default_type: str | None = None) -> list[SkillTest]:
-    """A test file, a skill-creator eval JSON, or a folder of `.md` tests (README.md skipped)."""
+    """A test file, a skill-creator eval JSON, or a folder of `.md` tests (README.md skipped); a
+    folder holding skill-creator's `evals.json` (or `evals/evals.json`: a skill's folder) is that file."""
     target = Path(target)
+    evals = next((p for p in (target / "evals.json", target / "evals" / "evals.json") if p.is_file()), None) \
+        if target.is_dir() else None
+    if evals is not None and default_type != "trigger":
+        return load_eval_file(evals)
     if target.is_dir():
         files = sorted(p for p in target.rglob("*.md") if p.is_file() and p.name.lower() != "readme.md")
         if not files:
@@ -1209,7 +1397,11 @@ def load_markdown_tests(target: str | Path, default_type: str | None = None) -> 
         raise InputError(f"unknown test file format {target.suffix!r}", target,
                          hint="give markdown tests (.md), a skill-creator eval set (.json) or a QA evaluation (.xml)")
     if kind == "evals":
-        return [load_skill_creator_evals(target)]
+        tests = load_eval_file(target)
+        if default_type == "trigger" and any(t.type != "trigger" for t in tests):
+            raise InputError("--trigger wants a trigger eval set, this file holds task evals", target,
+                             hint="pass it with --tests instead")
+        return tests
     if not target.exists():
         raise InputError("test file not found", target)
     return [load_markdown_test(target, default_type)]
@@ -1457,9 +1649,21 @@ class ToolSpec:
     remote_name: str
     description: str
     input_schema: dict
+    annotations: dict = field(default_factory=dict)  # the server's MCP tool annotations: readOnlyHint, destructiveHint, ...
 
     def to_anthropic(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    @property
+    def read_only(self) -> bool:
+        """Annotated `readOnlyHint: true`: it changes nothing."""
+        return self.annotations.get("readOnlyHint") is True
+
+    @property
+    def destructive(self) -> bool:
+        """Annotated `destructiveHint: true` (and not read-only). An unannotated tool is not: the
+        spec's pessimistic default would withhold every tool of every server that says nothing."""
+        return self.annotations.get("destructiveHint") is True and not self.read_only
 
     @functools.cached_property
     def validator(self) -> Any:
@@ -1477,6 +1681,9 @@ class ToolOutcome:
     server: str | None
     duration_ms: float
     server_failed: bool = False   # the server died under the call: an error of the run, not of Claude
+    source: str = "live"          # live | mock | replay | policy: who answered (see ToolCall)
+    executed: bool = True         # the server ran the call
+    fails_case: bool = False      # not the server's answer and not Claude's doing: a replay miss
 
 
 def tail(text: str, limit: int = C.STDERR_TAIL_CHARS) -> str:
@@ -1817,6 +2024,266 @@ async def list_all_tools(client: Any) -> list[Any]:
     return tools
 
 
+# ---------------------------------------------------------------------------- how a call is answered: live, mocked, replayed, withheld
+# One place decides (ToolPolicy.answer, called by McpHub.call_tool): a --mock-tools answer that
+# matches, else the --replay cassette's recording, else the --tool-policy: the real server, or a
+# stand-in for a tool the policy does not run (--allow-tool runs it anyway). Every answer says
+# which it was (ToolOutcome.source / executed), and so does every ToolCall, results file and report.
+CALL_SOURCES = ("live", "mock", "replay", "policy")
+SOURCE_LABELS = {"live": "live", "mock": "mocked", "replay": "replayed", "policy": "withheld by policy"}
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """A call's arguments as mocks and cassettes key them: JSON, sorted keys, no spaces."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def tool_listing(tool: Any) -> dict:
+    """A tool from `list_tools` as the hub and the cassettes keep it (annotations in the spec's
+    camelCase: readOnlyHint, destructiveHint, idempotentHint, openWorldHint)."""
+    annotations = getattr(tool, "annotations", None)
+    return {"name": tool.name, "description": tool.description or "",
+            "input_schema": dict(tool.input_schema or {"type": "object"}),
+            "annotations": annotations.model_dump(by_alias=True, exclude_none=True, mode="json") if annotations else {}}
+
+
+def arguments_contain(expected: Any, actual: Any) -> bool:
+    """A mock's `match`: every key it names has that value in the call (nested objects alike)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and arguments_contain(v, actual[k])
+                                                for k, v in expected.items())
+    return expected == actual
+
+
+def answer_text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, indent=2, ensure_ascii=False)
+
+
+@dataclass
+class MockAnswer:
+    match: dict | None        # None: any arguments
+    output: str
+    is_error: bool = False
+
+
+MOCK_KEYS = ("match", "result", "is_error")
+
+
+def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
+    """--mock-tools FILE.json: {"tool": {"result": ..., "is_error": false}} or {"tool": [{"match":
+    {partial arguments}, "result": ...}, ...]}; the first entry that matches answers."""
+    path = Path(path)
+    raw = read_text_file(path, "--mock-tools file")
+    data = parse_json_text(raw, path)
+    hint = 'e.g. {"save_note": {"result": "saved"}} or {"get_profile": [{"match": {"user_id": "u_1"}, "result": "..."}]}'
+    if not isinstance(data, dict) or not data:
+        raise InputError("a --mock-tools file is a JSON object of tool names", path, None, hint)
+    mocks: dict[str, list[MockAnswer]] = {}
+    for tool, entries in data.items():
+        line = line_of(raw, json.dumps(tool))
+        if not isinstance(entries, (list, dict)) or not entries:
+            raise InputError(f"the mock of {tool!r} is not an object or a list of them", path, line, hint)
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if not isinstance(entry, dict) or "result" not in entry:
+                raise InputError(f"the mock of {tool!r} needs a \"result\" (a string or a JSON value)", path, line, hint)
+            unknown = sorted(set(entry) - set(MOCK_KEYS))
+            if unknown:
+                raise InputError(f"the mock of {tool!r} has an unknown key {unknown[0]!r}", path, line,
+                                 f"a mock has {', '.join(MOCK_KEYS)}")
+            if "match" in entry and not isinstance(entry["match"], dict):
+                raise InputError(f"the \"match\" of {tool!r}'s mock is not an object of arguments", path, line, hint)
+            if not isinstance(entry.get("is_error", False), bool):
+                raise InputError(f"the \"is_error\" of {tool!r}'s mock is not true or false", path, line)
+            mocks.setdefault(tool, []).append(MockAnswer(entry.get("match"), answer_text(entry["result"]),
+                                                         entry.get("is_error", False)))
+    return mocks
+
+
+class CassetteTool(Record):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = {"type": "object"}
+    annotations: dict[str, Any] = {}
+
+
+class CassetteCall(Record):
+    tool: str                          # the server's own name of the tool
+    arguments: dict[str, Any] = {}
+    result: str
+    is_error: bool = False
+
+
+class CassetteFile(Record):
+    """One server's recording (--record DIR writes DIR/<server>.json): its tools with their
+    annotations, and one answer per (tool, canonical arguments). Readable JSON, redacted."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    format: Literal[C.CASSETTE_FORMAT]  # type: ignore[valid-type]
+    server: str
+    recorded_at: str = ""
+    tools: list[CassetteTool] = []
+    calls: list[CassetteCall] = []
+
+
+def cassette_path(folder: str | Path, server: str) -> Path:
+    return Path(folder) / f"{safe_name(server) or 'server'}.json"
+
+
+def load_cassette_file(path: Path) -> CassetteFile:
+    raw = read_text_file(path, "cassette file")
+    data = parse_json_text(raw, path)
+    if isinstance(data, dict) and data.get("format") != C.CASSETTE_FORMAT:
+        raise InputError(f"not a cassette (its \"format\" is not {C.CASSETTE_FORMAT!r})", path, None,
+                         "record one with --record DIR")
+    try:
+        return CassetteFile.model_validate(data)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise InputError(f"not a valid cassette: {where}: {problem['msg']}", path, None,
+                         "record it again with --record DIR") from None
+
+
+class Cassette:
+    """A --replay folder: every server's recording, looked up by (server, tool, arguments)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise InputError("--replay: no such folder" if not self.folder.exists() else "--replay takes a folder",
+                             self.folder, None, "give the folder a --record run wrote")
+        self.files = {f.server: f for f in map(load_cassette_file, sorted(self.folder.glob("*.json")))}
+        if not self.files:
+            raise InputError("--replay: the folder holds no cassette (*.json)", self.folder, None,
+                             "record one first: the same command with --record DIR")
+        self.answers = {(server, call.tool, canonical_arguments(call.arguments)): call
+                        for server, f in self.files.items() for call in f.calls}
+
+    def listings(self) -> dict[str, list[dict]]:
+        return {server: [t.model_dump() for t in f.tools] for server, f in self.files.items()}
+
+    def lookup(self, server: str, tool: str, arguments: dict, redactor: "Redactor | None") -> CassetteCall | None:
+        if server not in self.files and len(self.files) == 1:
+            server = next(iter(self.files))  # one server, named differently now (--mcp-config vs --server)
+        found = self.answers.get((server, tool, canonical_arguments(arguments)))
+        if found is None and redactor is not None:  # recorded with its secrets masked
+            found = self.answers.get((server, tool, canonical_arguments(redactor.data(arguments))))
+        return found
+
+
+class CassetteRecorder:
+    """--record DIR: the servers' tool lists, then every live call's answer (the latest wins),
+    each server's file rewritten atomically as calls finish, through the run's redactor."""
+
+    def __init__(self, folder: str | Path, redactor: "Redactor | None" = None) -> None:
+        self.folder = Path(folder)
+        self.redactor = redactor
+        self.files: dict[str, CassetteFile] = {}
+        self.calls: dict[str, dict[tuple[str, str], CassetteCall]] = {}
+
+    def start(self, listings: dict[str, list[dict]]) -> None:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for server, tools in listings.items():
+            path = cassette_path(self.folder, server)
+            earlier = load_cassette_file(path) if path.is_file() else None  # a cassette grows run by run
+            self.files[server] = CassetteFile(format=C.CASSETTE_FORMAT, server=server, recorded_at=now,
+                                              tools=[CassetteTool(**self.scrubbed(t)) for t in tools])
+            self.calls[server] = {(c.tool, canonical_arguments(c.arguments)): c
+                                  for c in (earlier.calls if earlier and earlier.server == server else [])}
+            self.write(server)
+
+    def scrubbed(self, value: Any) -> Any:
+        return self.redactor.data(value) if self.redactor else value
+
+    def record(self, server: str, tool: str, arguments: dict, output: str, is_error: bool) -> None:
+        if server not in self.files:
+            return
+        arguments = self.scrubbed(arguments)
+        self.calls[server][(tool, canonical_arguments(arguments))] = CassetteCall(
+            tool=tool, arguments=arguments, result=self.scrubbed(output), is_error=is_error)
+        self.write(server)
+
+    def write(self, server: str) -> None:
+        calls = sorted(self.calls[server].values(), key=lambda c: (c.tool, canonical_arguments(c.arguments)))
+        document = self.files[server].model_copy(update={"calls": calls}).model_dump(mode="json")
+        write_text_atomic(cassette_path(self.folder, server),
+                          json.dumps(self.scrubbed(document), indent=2, ensure_ascii=False) + "\n")
+
+
+@dataclass
+class ToolPolicy:
+    """How the hub answers Claude's calls: the settings of --tool-policy, --allow-tool,
+    --mock-tools, --replay, --replay-miss and --record. The default runs everything not annotated
+    destructive, against the real servers."""
+    policy: str = C.DEFAULT_TOOL_POLICY
+    allow: tuple[str, ...] = ()
+    mocks: dict[str, list[MockAnswer]] = field(default_factory=dict)
+    mock_file: str | None = None
+    replay: Cassette | None = None
+    replay_miss: str = C.DEFAULT_REPLAY_MISS
+    recorder: CassetteRecorder | None = None
+    redactor: Any = None
+
+    def allowed(self, tool: ToolSpec) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allow for name in (tool.name, tool.remote_name))
+
+    def policy_runs(self, tool: ToolSpec) -> bool:
+        """Whether --tool-policy alone lets the real server run this tool."""
+        if self.policy == "live":
+            return True
+        return tool.read_only if self.policy == "read-only" else not tool.destructive
+
+    def runs_live(self, tool: ToolSpec) -> bool:
+        return self.policy_runs(tool) or self.allowed(tool)
+
+    def withheld_reason(self) -> str:
+        return "are not annotated readOnlyHint: true" if self.policy == "read-only" else \
+            "are annotated destructiveHint: true"
+
+    def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
+        return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
+
+    def mock_for(self, tool: ToolSpec, arguments: dict) -> MockAnswer | None:
+        return next((e for e in self.mocks_of(tool) if e.match is None or arguments_contain(e.match, arguments)), None)
+
+    def treatment(self, tool: ToolSpec) -> str:
+        """What happens to this tool's calls, for --dry-run's table and the results' metadata."""
+        mocks = self.mocks_of(tool)
+        if any(e.match is None for e in mocks):
+            return "mocked"
+        parts = ["mocked when matched"] if mocks else []
+        if self.replay is not None:
+            parts.append("replayed")
+            if self.replay_miss != "live":
+                return ", ".join(parts + ["a miss fails the case"])
+        if not self.runs_live(tool):
+            return ", ".join(parts + ["withheld by policy"])
+        return ", ".join(parts + ["live" if self.policy_runs(tool) else "live (--allow-tool)"])
+
+    def unknown_mocks(self, tools: dict[str, ToolSpec]) -> list[str]:
+        known = set(tools) | {t.remote_name for t in tools.values()}
+        return [name for name in self.mocks if name not in known]
+
+    def answer(self, tool: ToolSpec, arguments: dict) -> ToolOutcome | None:
+        """A mock, a recording, a replay miss or a stand-in; None: the server runs the call."""
+        mock = self.mock_for(tool, arguments)
+        if mock is not None:
+            return ToolOutcome(mock.output, mock.is_error, tool.server, 0.0, source="mock", executed=False)
+        if self.replay is not None:
+            recorded = self.replay.lookup(tool.server, tool.remote_name, arguments, self.redactor)
+            if recorded is not None:
+                return ToolOutcome(recorded.result, recorded.is_error, tool.server, 0.0, source="replay",
+                                   executed=False)
+            if self.replay_miss != "live":
+                return ToolOutcome(f"replay miss: the cassette {self.replay.folder} has no recording of "
+                                   f"{tool.name} with arguments {canonical_arguments(arguments)} (record it with "
+                                   f"--record, or run with --replay-miss live)", True, tool.server, 0.0,
+                                   source="replay", executed=False, fails_case=True)
+        if not self.runs_live(tool):
+            text = prompts.WITHHELD_TOOL_RESULT.format(tool=tool.name, policy=self.policy, reason=self.withheld_reason())
+            return ToolOutcome(text, True, tool.server, 0.0, source="policy", executed=False)
+        return None
+
+
 class McpHub:
     """The open MCP servers and their tools; the only place that talks MCP.
 
@@ -1825,8 +2292,9 @@ class McpHub:
 
     def __init__(self, specs: Sequence[ServerSpec], tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT,
                  max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS,
-                 connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT, policy: ToolPolicy | None = None) -> None:
         self.specs = list(specs)
+        self.policy = policy or ToolPolicy(policy="live")  # a bare hub (tests, tools) runs every call
         self.tool_timeout = tool_timeout
         self.max_result_chars = max_result_chars
         self.connect_timeout = connect_timeout
@@ -1844,11 +2312,15 @@ class McpHub:
                 await connection.open()
                 self.connections[spec.name] = connection
                 try:
-                    listings[spec.name] = await asyncio.wait_for(list_all_tools(connection.client),
-                                                                 self.connect_timeout)
+                    tools = await asyncio.wait_for(list_all_tools(connection.client), self.connect_timeout)
                 except Exception as exc:
                     raise ServerError(connection.describe_failure(f"failed to list its tools: "
                                                                   f"{explain_exception(exc)}")) from None
+                listings[spec.name] = [tool_listing(tool) for tool in tools]
+            if not self.specs and self.policy.replay is not None:  # --replay with no server: the cassette's tools
+                listings = self.policy.replay.listings()
+            elif self.policy.recorder is not None:
+                self.policy.recorder.start(listings)
             self._register_tools(listings)
         except BaseException:
             await self.close()
@@ -1863,24 +2335,49 @@ class McpHub:
             await connection.close()
         self.connections.clear()
 
-    def _register_tools(self, listings: dict[str, list[Any]]) -> None:
+    def _register_tools(self, listings: dict[str, list[dict]]) -> None:
         owners: dict[str, list[str]] = {}
         for server, tools in listings.items():
             for tool in tools:
-                owners.setdefault(tool.name, []).append(server)
+                owners.setdefault(tool["name"], []).append(server)
         for name, servers in sorted(owners.items()):
             if len(servers) > 1:
                 self.notices.append(f"tool '{name}' is offered by several servers ({', '.join(servers)}); "
                                     f"Claude sees them as " + ", ".join(f"{s}__{name}" for s in servers))
         for server, tools in listings.items():
             for tool in tools:
-                exposed = f"{server}__{tool.name}" if len(owners[tool.name]) > 1 else tool.name
-                schema = dict(tool.input_schema or {"type": "object"})
+                exposed = f"{server}__{tool['name']}" if len(owners[tool["name"]]) > 1 else tool["name"]
+                schema = dict(tool["input_schema"] or {"type": "object"})
                 schema.setdefault("type", "object")
-                self.tools[exposed] = ToolSpec(exposed, server, tool.name, tool.description or "", schema)
+                self.tools[exposed] = ToolSpec(exposed, server, tool["name"], tool["description"] or "", schema,
+                                               dict(tool.get("annotations") or {}))
         # Sorted and built once, so every request carries byte-identical tool definitions and the
         # cache_control mark on the last one caches the whole tool prefix.
         definitions = [self.tools[name].to_anthropic() for name in sorted(self.tools)]
+        if definitions:
+            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
+        self._anthropic_tools = definitions
+
+    def override_tools(self, overrides: dict[str, dict], source: str = "--tool-overrides") -> None:
+        """Shows Claude another description and/or input schema for some tools (`tool` or
+        `server__tool`); `tools` keeps what the servers said, and the servers still run the calls.
+        A name that matches no tool is bad input, before the first model call."""
+        by_name = {}
+        for name, override in overrides.items():
+            spec = self.tools.get(name) or next(
+                (t for t in self.tools.values() if f"{t.server}__{t.remote_name}" == name), None)
+            if spec is None:
+                raise InputError(f"{source}: no connected server offers a tool named {name!r}",
+                                 hint="the tools are: " + ", ".join(self.tool_names()))
+            by_name[spec.name] = override
+        definitions = []
+        for name in sorted(self.tools):
+            definition = self.tools[name].to_anthropic()
+            override = by_name.get(name, {})
+            for key in TOOL_OVERRIDE_KEYS:
+                if key in override:
+                    definition[key] = override[key]
+            definitions.append(definition)
         if definitions:
             definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
         self._anthropic_tools = definitions
@@ -1900,10 +2397,19 @@ class McpHub:
 
         tool = self.tools.get(name)
         if tool is None:
-            return outcome(f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}", True, None)
+            return replace(outcome(f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}", True,
+                                   None), executed=False)
         if not isinstance(arguments, dict):
-            return outcome(f"Tool arguments must be a JSON object, got {type(arguments).__name__}", True,
-                           tool.server)
+            return replace(outcome(f"Tool arguments must be a JSON object, got {type(arguments).__name__}", True,
+                                   tool.server), executed=False)
+        answered = self.policy.answer(tool, arguments)  # mocked, replayed or withheld: not the server
+        if answered is not None:
+            answered.duration_ms = round((time.perf_counter() - start) * 1000, 2)
+            return answered
+        if not any(spec.name == tool.server for spec in self.specs):
+            return ToolOutcome(f"no server runs {tool.name}: its tools came from the cassette {self.policy.replay.folder} "
+                               f"(name the server to call it live)" if self.policy.replay else
+                               f"no server runs {tool.name}", True, tool.server, 0.0, fails_case=True, executed=False)
         connection = self.connections.get(tool.server)
         if connection is None or connection.client is None:  # an earlier restart failed: try again
             connection = await self.restart(tool.server, connection)
@@ -1924,7 +2430,10 @@ class McpHub:
             message = connection.describe_failure(f"died during the call ({reason})")
             await self.restart(tool.server, connection)  # the next cases get a fresh server
             return outcome(message, True, tool.server, server_failed=True)
-        return outcome(tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server)
+        answer = outcome(tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server)
+        if self.policy.recorder is not None:
+            self.policy.recorder.record(tool.server, tool.remote_name, arguments, answer.output, answer.is_error)
+        return answer
 
     @staticmethod
     async def is_alive(connection: ServerConnection) -> bool:
@@ -2328,6 +2837,354 @@ def api_error_message(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}" + (f" ({status})" if status else "") + f": {text}"
 
 
+# ---------------------------------------------------------------------------- --batch: the Message Batches API
+class BatchRequestFailed(Exception):
+    """A request of a Message Batch that came back errored, expired or canceled: its run's error."""
+
+
+class CostCapReached(Exception):
+    """--batch: sending this request in the next round could pass --max-cost, so it is not sent."""
+
+
+class RunNotStarted(Exception):
+    """A run the pipeline counts as not started: no result, nothing journalled, --resume does it
+    (--batch stops a conversation whose next request would pass --max-cost)."""
+
+
+@dataclass
+class BatchRun:
+    """The run a model request belongs to and how many requests it has made: with the request's
+    parameters this names a request the same way in every invocation (its custom_id)."""
+    key: str
+    calls: int = 0
+    capped: bool = False        # a request of it was not sent: --max-cost
+
+
+BATCH_RUN: contextvars.ContextVar[BatchRun | None] = contextvars.ContextVar("batch_run", default=None)
+
+
+def batch_ledger_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".batches.jsonl")
+
+
+def batch_params(request: ModelRequest) -> dict:
+    """A request's Messages API parameters as a batch entry carries them (no SDK-only keys)."""
+    params = AnthropicModel.request_params(request)
+    params.update(params.pop("extra_body", None) or {})
+    return params
+
+
+def batch_identity(run: BatchRun | None, index: int, params: dict) -> str:
+    """What names a batch request: its run, its place in that run and its parameters."""
+    return json.dumps([run.key if run else None, index, params], sort_keys=True, default=str)
+
+
+def batch_custom_id(identity: str) -> str:
+    """A request's identity as an id the API takes (^[a-zA-Z0-9_-]{1,64}$): a resumed run that
+    replays the same conversation asks for the same ids."""
+    return "r" + hashlib.sha256(identity.encode()).hexdigest()[:48]
+
+
+def worst_case_cost(params: dict) -> float:
+    """The most one batch request can cost (--max-cost): a generous token count of everything it
+    sends, all priced as cache writes, and every output token it allows."""
+    price, _ = price_for(params["model"])
+    prompt = len(json.dumps({k: v for k, v in params.items() if k != "max_tokens"})) // 3 + 1
+    return ((prompt * max(price["input"], price["cache_write"]) + params["max_tokens"] * price["output"])
+            / 1_000_000 * C.BATCH_PRICE_FACTOR)
+
+
+def batch_failure(result: Any, batch_id: str) -> str:
+    """Why a batch request has no answer, from its result entry."""
+    kind = getattr(result, "type", None)
+    if kind == "errored":
+        error = getattr(getattr(result, "error", None), "error", None)
+        return (f"the request errored in batch {batch_id}: {getattr(error, 'type', 'error')}: "
+                f"{getattr(error, 'message', '') or 'no message'}")
+    if kind == "expired":
+        return f"the request expired in batch {batch_id} before it was processed (a batch has 24 hours)"
+    if kind == "canceled":
+        return f"the request was canceled in batch {batch_id}"
+    return f"batch {batch_id} returned no result for the request"
+
+
+class BatchLedger:
+    """-o FILE.batches.jsonl: every Message Batch of the run with the custom_ids it carries,
+    rewritten atomically as soon as a batch exists. --resume takes the answers of a batch that
+    was already paid for (still processing or ended) instead of sending its requests again; the
+    pipeline removes the file once every run is done."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: list[dict] = self.read() if path and path.exists() else []
+        self.earlier = {cid: entry["batch"] for entry in self.entries for cid in entry["requests"]}
+
+    def read(self) -> list[dict]:
+        entries = []
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(entry, dict) and isinstance(entry.get("batch"), str)
+                    and isinstance(entry.get("requests"), list)):
+                entries.append(entry)
+        return entries
+
+    def add(self, batch_id: str, custom_ids: list[str]) -> None:
+        self.entries.append({"batch": batch_id, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                             "requests": custom_ids})
+        if self.path:
+            write_text_atomic(self.path, "".join(json_text(entry, indent=None) + "\n" for entry in self.entries))
+
+    def requests_in(self, batch_id: str) -> int:
+        return sum(len(e["requests"]) for e in self.entries if e["batch"] == batch_id)
+
+
+@dataclass
+class QueuedRequest:
+    custom_id: str
+    params: dict
+    answer: asyncio.Future
+    run: BatchRun | None
+    size: int = 0               # about the bytes it adds to a batch's body
+    reserved: float = 0.0       # its worst-case cost, held against --max-cost while it is in a batch
+
+
+class BatchedModel:
+    """--batch: the engine's model seam over the Message Batches API (half price, asynchronous).
+    `complete` queues the request and waits for its answer; a collector sends what is queued as
+    one batch once every live conversation waits for Claude (or no new request came for
+    BATCH_SETTLE_SECONDS), polls it with backoff, and answers each request from the batch's
+    results. Tool calls run locally between rounds, exactly as with direct calls. Each batch goes
+    into the ledger as soon as it exists; a resumed run that asks the same requests again gets
+    the earlier batch's answers. Errored, expired or canceled requests are their run's error."""
+
+    def __init__(self, direct: AnthropicModel, ledger: BatchLedger, max_cost: float | None = None,
+                 say: Callable[[str], None] = lambda line: None) -> None:
+        self.direct, self.client, self.ledger = direct, direct.client, ledger
+        self.max_cost, self.say = max_cost, say
+        self.live = 0                # conversations under way
+        self.waiting = 0             # requests in a batch (this run's or an earlier one's)
+        self.queue: list[QueuedRequest] = []
+        self.spent = 0.0             # what this invocation's batches cost (batch price)
+        self.committed = 0.0         # worst case of the requests in batches not yet ended
+        self.batches = 0             # batches this invocation created
+        self.reused = 0              # answers taken from an earlier run's batches
+        self.in_flight: set[str] = set()
+        self.last_queued = 0.0
+        self._wake = asyncio.Event()
+        self._collector: asyncio.Task | None = None
+        self._sending: set[asyncio.Task] = set()
+        self._earlier: dict[str, asyncio.Future] = {}
+
+    @contextlib.contextmanager
+    def conversation(self, key: tuple) -> Iterable[BatchRun]:
+        """Around one run (its conversation and its judge): its requests are named after it, and
+        the collector knows how many conversations a round waits for."""
+        run = BatchRun(json.dumps(key, default=str))
+        token = BATCH_RUN.set(run)
+        self.live += 1
+        try:
+            yield run
+        finally:
+            self.live -= 1
+            BATCH_RUN.reset(token)
+            self._wake.set()
+
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
+        params = batch_params(request)
+        run = BATCH_RUN.get()
+        index = run.calls if run else 0
+        if run:
+            run.calls += 1
+        identity = batch_identity(run, index, params)
+        custom_id = batch_custom_id(identity)
+        earlier = self.ledger.earlier.get(custom_id)
+        if earlier:
+            result = await self.earlier_result(earlier, custom_id)
+            if getattr(result, "type", None) == "succeeded":
+                self.reused += 1
+                return self.reply_of(result.message)
+        answer = asyncio.get_running_loop().create_future()
+        self.queue.append(QueuedRequest(custom_id, params, answer, run, len(identity)))
+        self.last_queued = time.monotonic()
+        if self._collector is None or self._collector.done():
+            self._collector = asyncio.ensure_future(self.collect())
+        self._wake.set()
+        return await answer
+
+    @staticmethod
+    def reply_of(message: Any) -> ModelReply:
+        return ModelReply([block_to_dict(b) for b in message.content], message.stop_reason,
+                          Usage.from_api(message.usage), message.model)
+
+    # -- rounds
+    async def collect(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.queue and len(self.queue) + self.waiting < self.live:
+                idle = time.monotonic() - self.last_queued
+                if idle >= C.BATCH_SETTLE_SECONDS:
+                    break
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), C.BATCH_SETTLE_SECONDS - idle)
+                self._wake.clear()
+            taken, size = 0, 0
+            for q in self.queue[:C.BATCH_MAX_REQUESTS]:  # one batch holds so many requests, so many bytes
+                if taken and size + q.size > C.BATCH_MAX_BYTES:
+                    break
+                taken, size = taken + 1, size + q.size
+            round_ = [q for q in self.queue[:taken] if not q.answer.done()]
+            del self.queue[:taken]
+            if self.queue:
+                self._wake.set()  # more than one batch holds: the rest goes next
+            round_ = self.within_budget(round_)
+            if round_:
+                self.waiting += len(round_)
+                task = asyncio.ensure_future(self.send(round_))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
+
+    def within_budget(self, round_: list[QueuedRequest]) -> list[QueuedRequest]:
+        """--max-cost: a request goes out only if, at its worst, it still fits what is left after
+        what was spent and what the batches under way may cost; the others end their runs."""
+        if self.max_cost is None:
+            return round_
+        left, sent, stopped = self.max_cost - self.spent - self.committed, [], 0
+        for q in round_:
+            q.reserved = worst_case_cost(q.params)
+            if q.reserved <= left:
+                left -= q.reserved
+                sent.append(q)
+                continue
+            stopped += 1
+            if q.run:
+                q.run.capped = True
+            q.answer.set_exception(CostCapReached(f"not sent: it could pass --max-cost ${self.max_cost:g}"))
+        if stopped:
+            self.say(f"--max-cost ${self.max_cost:g}: {stopped} request(s) of this round not sent "
+                     f"(spent ${self.spent:.4f}, at most ${self.committed:.4f} more under way)")
+        return sent
+
+    async def send(self, queued: list[QueuedRequest]) -> None:
+        reserved = sum(q.reserved for q in queued)
+        self.committed += reserved
+        try:
+            await self.direct._check_endpoint_once()
+            batch = await self.api(self.client.messages.batches.create(
+                requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]), creating=True)
+            self.ledger.add(batch.id, [q.custom_id for q in queued])
+            self.batches += 1
+            self.in_flight.add(batch.id)
+            results = await self.results_of(batch.id, len(queued), f"batch {self.batches}", C.BATCH_POLL_FIRST_SECONDS)
+            self.in_flight.discard(batch.id)
+        except asyncio.CancelledError:
+            for q in queued:
+                q.answer.cancel()
+            raise
+        except Exception as exc:
+            for q in queued:
+                if not q.answer.done():
+                    q.answer.set_exception(exc)
+            return
+        finally:
+            self.committed -= reserved
+            self.waiting -= len(queued)
+            self._wake.set()
+        for q in queued:
+            self.settle(q, results.get(q.custom_id), batch.id)
+
+    def settle(self, q: QueuedRequest, result: Any, batch_id: str) -> None:
+        if q.answer.done():
+            return
+        if getattr(result, "type", None) == "succeeded":
+            reply = self.reply_of(result.message)
+            self.spent += cost_usd(reply.usage, reply.model) * C.BATCH_PRICE_FACTOR
+            q.answer.set_result(reply)
+        else:
+            q.answer.set_exception(BatchRequestFailed(batch_failure(result, batch_id)))
+
+    async def results_of(self, batch_id: str, total: int, label: str, first_wait: float = 0.0) -> dict[str, Any]:
+        """Polls a batch with backoff until it has ended, then reads its results (JSONL)."""
+        delay, started = first_wait, time.monotonic()
+        while True:
+            if delay:
+                await asyncio.sleep(delay)
+            batch = await self.api(self.client.messages.batches.retrieve(batch_id))
+            counts = batch.request_counts
+            if batch.processing_status == "ended":
+                self.say(f"{label} ({batch_id}): ended after {time.monotonic() - started:.0f}s: "
+                         f"{counts.succeeded:,} succeeded, {counts.errored:,} errored, {counts.expired:,} expired, "
+                         f"{counts.canceled:,} canceled")
+                break
+            self.say(f"{label} ({batch_id}): {batch.processing_status}, {counts.processing:,} of {total:,} "
+                     f"request(s) processing · {time.monotonic() - started:.0f}s")
+            delay = min(max(delay, C.BATCH_POLL_FIRST_SECONDS) * C.BATCH_POLL_GROWTH, C.BATCH_POLL_MAX_SECONDS)
+        results: dict[str, Any] = {}
+        async for item in await self.api(self.client.messages.batches.results(batch_id)):
+            results[item.custom_id] = item.result
+        return results
+
+    async def earlier_result(self, batch_id: str, custom_id: str) -> Any:
+        """The result of `custom_id` in a batch an earlier run of this output created: that batch
+        is polled (if still processing) and read once, however many requests it answers."""
+        if batch_id not in self._earlier:
+            self._earlier[batch_id] = asyncio.ensure_future(self.reattach(batch_id))
+        self.waiting += 1
+        try:
+            results = await asyncio.shield(self._earlier[batch_id])
+        finally:
+            self.waiting -= 1
+            self._wake.set()
+        return results.pop(custom_id, None)
+
+    async def reattach(self, batch_id: str) -> dict[str, Any]:
+        self.say(f"reattaching to {batch_id} of the earlier run ({self.ledger.requests_in(batch_id):,} request(s))")
+        try:
+            return await self.results_of(batch_id, self.ledger.requests_in(batch_id), "earlier batch")
+        except FatalApiError:
+            raise
+        except Exception as exc:
+            self.say(f"cannot read {batch_id} ({api_error_message(exc) if is_api_error(exc) else exc}): "
+                     "its requests are sent again")
+            return {}
+
+    async def api(self, call: Any, creating: bool = False) -> Any:
+        """An SDK call of the Batches API; a rejected key, or no batch endpoint at all, stops the run."""
+        anthropic = self.direct._anthropic
+        try:
+            return await call
+        except anthropic.AuthenticationError as exc:
+            raise FatalApiError(f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
+                                "check ANTHROPIC_API_KEY") from None
+        except anthropic.NotFoundError as exc:
+            if not creating:
+                raise
+            raise FatalApiError(f"the model API at {shown_api_url(str(self.client.base_url))} has no Message Batches "
+                                f"endpoint: {api_error_message(exc)}; run without --batch") from None
+        except anthropic.APIConnectionError as exc:
+            reason = connection_failure(exc)
+            if reason:
+                raise endpoint_unreachable(str(self.client.base_url), reason) from None
+            raise
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._collector, *self._sending, *self._earlier.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.reused:
+            self.say(f"{self.reused:,} answer(s) taken from the earlier run's batches, not paid for again")
+        if self.in_flight:
+            self.say(f"{len(self.in_flight)} batch(es) still processing at the API ({', '.join(sorted(self.in_flight))})"
+                     + (": rerun with --resume to take their answers without paying again" if self.ledger.path
+                        else " (without -o, nothing keeps them for a rerun)"))
+        await self.direct.close()
+
+
 # ============================================================================ 6. conversation engine
 QUESTION_PATTERNS = re.compile(
     r"\b(would you like|do you want|shall i|should i|which (one|option|of)|what would you|"
@@ -2492,10 +3349,10 @@ async def run_tool_calls(transcript: Transcript, tool_uses: list[dict], hub: Mcp
         outcome = await hub.call_tool(block["name"], block.get("input"))
         call = ToolCall(block["name"], block.get("input") if isinstance(block.get("input"), dict) else {},
                         outcome.output, outcome.is_error, outcome.duration_ms, outcome.server,
-                        transcript.model_calls, block["id"])
+                        transcript.model_calls, block["id"], outcome.source, outcome.executed)
         transcript.tool_calls.append(call)
-        if outcome.server_failed and not transcript.error:
-            transcript.error = outcome.output  # the case cannot be judged on a dead server
+        if (outcome.server_failed or outcome.fails_case) and not transcript.error:
+            transcript.error = outcome.output  # the case cannot be judged on a dead server or a replay miss
         observer.on_tool_call(call)
         results.append({"type": "tool_result", "tool_use_id": block["id"],
                         "content": outcome.output or "(no output)", "is_error": outcome.is_error})
@@ -2659,16 +3516,21 @@ class ClaudeCliSettings:
     timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
     base_url: str | None = None
     mcp_config: str | None = None
+    allow_tools: tuple[str, ...] = ()    # --allow-tools: task runs only; taken off the disallowed list
 
 
 def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
-    `--safe-mode` would drop the project's skills, so they are not used.)"""
+    `--safe-mode` would drop the project's skills, so they are not used.) A task run's
+    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
+    `dontAsk` mode a tool that is not pre-approved is refused."""
     command = [settings.binary, "-p", claude_prompt_argument(query), "--output-format", "stream-json", "--verbose",
                "--model", settings.model, "--max-turns", str(settings.max_turns),
                "--permission-mode", "dontAsk", "--strict-mcp-config", "--no-session-persistence",
-               "--disallowedTools", *C.CLAUDE_DISALLOWED_TOOLS]
+               "--disallowedTools", *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools]]
+    if settings.allow_tools:
+        command += ["--allowedTools", *settings.allow_tools]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
@@ -2708,6 +3570,22 @@ def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
             raise OSError(f"skill {skill.name}: {problem}")
         shutil.copytree(skill.folder, project / ".claude" / "skills" / skill.name, symlinks=True,
                         ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED))
+        if skill.description_override:  # the copy says what --skill-description gave; the user's file is untouched
+            copy = project / ".claude" / "skills" / skill.name / "SKILL.md"
+            copy.unlink()  # a hard link or a link inside the folder must not carry the edit back
+            copy.write_text(skill_md_with_description(skill.path.read_text(encoding="utf-8"), skill.description),
+                            encoding="utf-8")
+
+
+def skill_md_with_description(raw: str, description: str) -> str:
+    """A SKILL.md's text with its frontmatter's `description` replaced (the rest of the
+    frontmatter kept, through yaml safe_load / safe_dump) and the body as it was."""
+    lines = raw.splitlines(keepends=True)
+    end = next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
+    data = load_frontmatter_yaml("".join(lines[1:end]), Path("SKILL.md"), 2) or {}
+    data["description"] = description
+    front = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1_000_000)
+    return "---\n" + front + "---\n" + "".join(lines[end + 1:])
 
 
 def normalize_skill_name(value: Any) -> str | None:
@@ -2749,6 +3627,50 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
     return events, bad
 
 
+# How Claude Code says it refused a tool call: a tool it was not given ("No such tool available:
+# Write. Write exists but is not enabled in this context", seen with 2.1.330), or one it may not use.
+REFUSED_TOOL = re.compile(r"no such tool available|not enabled in this context|permission|denied|not allowed",
+                          re.IGNORECASE)
+
+
+def tool_results_of(event: dict) -> list[dict]:
+    message = event.get("message") if isinstance(event.get("message"), dict) else {}
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
+        if isinstance(content, list) else []
+
+
+def tool_result_content(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content or "")
+
+
+def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
+    """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
+    the start of each tool result (top-level events only). What the judge reads besides the answer."""
+    lines: list[str] = []
+    for event in events:
+        if event.get("parent_tool_use_id"):
+            continue
+        if event.get("type") == "assistant":
+            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            for block in message.get("content") or [] if isinstance(message.get("content"), list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and str(block.get("text", "")).strip():
+                    lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
+                elif block.get("type") == "tool_use":
+                    arguments = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
+                    lines.append(f"tool call {block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})")
+        elif event.get("type") == "user":
+            for block in tool_results_of(event):
+                lines.append(f"  -> {'ERROR ' if block.get('is_error') else ''}"
+                             f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}")
+    return cap_text("\n".join(lines), limit)
+
+
 def detect_activation(events: list[dict], installed: Sequence[str], query: str = "", run: int = 1) -> ClaudeRun:
     """What one run's events say: which skills fired (top-level Skill calls or Reads of a
     SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
@@ -2756,6 +3678,7 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
     record = ClaudeRun(query=query, run=run)
     result: dict | None = None
     last_text = ""
+    names: dict[str, str] = {}   # tool_use id -> tool name
     for event in events:
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
@@ -2774,13 +3697,28 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
                     continue
                 if block.get("type") == "tool_use":
                     record.tools.append(str(block.get("name")))
+                    names[str(block.get("id"))] = str(block.get("name"))
+                    record.tool_calls.append(ToolCall(str(block.get("name")), block.get("input") if isinstance(
+                        block.get("input"), dict) else {}, turn=len(record.tool_calls) + 1, id=str(block.get("id"))))
                     skill = skill_of_tool_use(block)
                     if skill and skill not in record.activated_skills:
                         record.activated_skills.append(skill)
                 elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"].strip():
                     last_text = block["text"].strip()
+        elif kind == "user" and not event.get("parent_tool_use_id"):
+            for block in tool_results_of(event):
+                for call in record.tool_calls:
+                    if call.id == str(block.get("tool_use_id")):
+                        call.output = cap_text(tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS)
+                        call.is_error = bool(block.get("is_error"))
+                if block.get("is_error") and REFUSED_TOOL.search(tool_result_content(block)):
+                    name = names.get(str(block.get("tool_use_id")), "tool")
+                    record.refused_tools.append(f"{name}: {one_line(tool_result_content(block), 200)}")
         elif kind == "result":
             result = event
+    for denial in (result or {}).get("permission_denials") or []:
+        if isinstance(denial, dict) and not any(r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools):
+            record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
     record.first_tool = record.tools[0] if record.tools else None
     record.tool_count = len(record.tools)
     if result is not None:
@@ -2830,20 +3768,27 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
 
 
 async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: ClaudeCliSettings,
-                           run: int = 1) -> ClaudeRun:
+                           run: int = 1, task: "TaskSetup | None" = None) -> ClaudeRun:
     """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
     failed, hung or garbled run: that becomes `error` on the record. The whole process group is
-    killed on timeout and after the run, so nothing is left behind."""
+    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
+    input files in the project first; what it leaves there is kept, and a write outside the
+    project while it ran fails it."""
     root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
     start = time.perf_counter()
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
     timed_out = False
+    artifacts: list[ArtifactRecord] = []
+    artifact_error: str | None = None
+    guard: OutsideWriteGuard | None = None
     try:
         project = root / "project"
         for folder in (project, root / "home", root / "tmp"):
             folder.mkdir(parents=True)
         install_skills(project, skills)
+        before = copy_task_files(project, task.files) if task else {}
+        guard = task.guard() if task and task.guard else None
         process = await asyncio.create_subprocess_exec(
             *claude_command(settings, query), cwd=project, env=claude_env(settings, root),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -2871,9 +3816,20 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
                     await asyncio.wait_for(process.wait(), 5)
                 except (asyncio.TimeoutError, asyncio.CancelledError):
                     pass
+        if task is not None and process is not None:
+            try:
+                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
+            except OSError as exc:
+                artifact_error = f"could not keep the run's files: {exc}"
         shutil.rmtree(root, ignore_errors=True)
     events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
     record = detect_activation(events, [s.name for s in skills], query, run)
+    if task is not None:
+        redactor = Redactor.for_run()
+        record.transcript_summary = redactor.text(transcript_summary(events))
+        for artifact in artifacts:
+            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
+        record.artifacts = artifacts
     record.exit_code = process.returncode if process else None
     redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
     record.stderr_tail = redactor.text(tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS))
@@ -2889,7 +3845,114 @@ async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: Cl
         # A result event and then a failing exit: the run did not finish cleanly.
         record.error = f"claude exited with {record.exit_code} after its result event" + (
             f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
+    if guard is not None:
+        record.outside_writes = guard.changes()
+        if record.outside_writes:  # the sandbox is a temporary project, not a container: this fails the run
+            shown = ", ".join(record.outside_writes[:3]) + (" ..." if len(record.outside_writes) > 3 else "")
+            record.error = f"wrote outside its temporary project: {shown}" + (
+                f"; {record.error}" if record.error else "")
+    if artifact_error and not record.error:
+        record.error = artifact_error
     return record
+
+
+@dataclass
+class TaskSetup:
+    """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
+    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
+    taken around the run (a guard made just before it starts)."""
+    files: list[Path] = field(default_factory=list)
+    artifacts: Path | None = None
+    guard: Callable[[], "OutsideWriteGuard"] | None = None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def project_files(project: Path) -> Iterable[tuple[str, Path]]:
+    """The regular files of a run's project, by relative path: links are not followed, and
+    Claude Code's own `.claude/` folder (the installed skills, its settings) is not the run's work."""
+    count = 0
+    for folder, dirs, files in os.walk(project, followlinks=False):
+        here = Path(folder)
+        if here == project:
+            dirs[:] = [d for d in dirs if d != ".claude"]
+        dirs.sort()
+        for name in sorted(files):
+            path = here / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            count += 1
+            if count > C.ARTIFACT_MAX_FILES:
+                return
+            yield path.relative_to(project).as_posix(), path
+
+
+def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
+    """An eval's input files, each by its name into the project's top folder (a folder with its
+    contents; links copied as links); returns the sha256 of every project file, to tell what the
+    run changed."""
+    for source in files:
+        target = project / source.name
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True)
+        else:
+            shutil.copy2(source, target, follow_symlinks=False)
+    return {relative: file_sha256(path) for relative, path in project_files(project)}
+
+
+def artifact_text(path: Path, size: int) -> str | None:
+    """A small UTF-8 text file's content (what the judge reads inline); None for anything else."""
+    if size > C.ARTIFACT_TEXT_BYTES:
+        return None
+    data = path.read_bytes()
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def collect_artifacts(project: Path, before: dict[str, str], target: Path | None,
+                      redactor: "Redactor | None" = None) -> list[ArtifactRecord]:
+    """Every file the run created or changed in its project; with a target folder, each copied
+    there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
+    the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
+    the manifest then describes the copy (`redacted`)."""
+    records = []
+    if target is not None:
+        shutil.rmtree(target, ignore_errors=True)   # this eval, configuration and run's own folder
+        target.mkdir(parents=True, exist_ok=True)
+    for relative, path in project_files(project):
+        digest = file_sha256(path)
+        if before.get(relative) == digest:
+            continue
+        size = path.stat().st_size
+        record = ArtifactRecord(path=relative, size=size, sha256=digest,
+                                status="changed" if relative in before else "new", text=artifact_text(path, size))
+        if redactor is not None and redactor.secrets and size <= C.ARTIFACT_MAX_COPY_BYTES:
+            data = path.read_bytes()
+            masked = data
+            for secret in redactor.secrets:
+                masked = masked.replace(secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode())
+            if masked != data:
+                path.write_bytes(masked)
+                record = ArtifactRecord(path=relative, size=len(masked), sha256=hashlib.sha256(masked).hexdigest(),
+                                        status=record.status, text=artifact_text(path, len(masked)), redacted=True)
+        if target is not None and size <= C.ARTIFACT_MAX_COPY_BYTES:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / relative, follow_symlinks=False)
+            record.copied = True
+        records.append(record)
+    if target is not None:
+        write_json_atomic(target / "manifest.json", {"files": [dump_record(r) for r in records]})
+    return records
 
 
 class OutsideWriteGuard:
@@ -3350,6 +4413,7 @@ class CaseSummary:
     description: str = ""
     prompt: str = ""
     cost_usd: float = 0.0            # all runs of the case together
+    tags: list[str] = field(default_factory=list)
 
 
 def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Sequence[Transcript],
@@ -3364,7 +4428,7 @@ def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Seq
                        wilson_interval(passes, runs), pass_at_k(runs, passes, runs), pass_hat_k(runs, passes, runs),
                        flaky=0 < passes < runs, passed=runs > 0 and rate >= threshold - 1e-9, reasons=reasons,
                        description=case.description, prompt=case.prompt,
-                       cost_usd=round(sum(t.cost_usd for t in transcripts), 6))
+                       cost_usd=round(sum(t.cost_usd for t in transcripts), 6), tags=list(case.tags))
 
 
 @dataclass
@@ -3680,11 +4744,24 @@ def score_test_run(test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT
                 "refused": refused}
     concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
     scored = score_concepts(run.answer, concepts)
+    if test.expectations:  # a task eval: every expectation graded by the judge, and the concepts where given
+        scored.update(expectation_score(test, run))
+        return {"run": run.run, "passed": scored["coverage"] >= pass_rate and not scored["failed_expectations"],
+                **scored}
     if test.expected_answer is None or test.answer_match == "judge":
         return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
     response = tagged(run.answer, "response")
     wrong = answer_problems(test.expected_answer, test.answer_match, run.answer if response is None else response)
     return {"run": run.run, "passed": scored["coverage"] >= pass_rate and not wrong, **scored, "answer": wrong}
+
+
+def expectation_score(test: SkillTest, run: ClaudeRun) -> dict:
+    """A task eval's run against its expectations: how many the judge found met, and which not
+    (an expectation the judge could not grade is not met)."""
+    verdicts = {e.get("text"): e for e in run.expectations}
+    met = [t for t in test.expectations if verdicts.get(t, {}).get("passed") is True]
+    return {"expectations_passed": len(met), "expectations_total": len(test.expectations),
+            "failed_expectations": [t for t in test.expectations if t not in met]}
 
 
 def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: float | None = None,
@@ -3702,6 +4779,96 @@ def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: floa
     result.passed = (passes / len(completed) >= 0.5 if threshold is None
                      else passes / len(result.run_scores) >= threshold - 1e-9)
     return result
+
+
+# ---------------------------------------------------------------------------- task evals: the benchmark
+def stat_of(values: Sequence[float]) -> "StatRecord":
+    """mean ± sample standard deviation (skill-creator's aggregate_benchmark.py: n-1, 0 for one run)."""
+    if not values:
+        return StatRecord()
+    mean = sum(values) / len(values)
+    stddev = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    return StatRecord(mean=round(mean, 4), stddev=round(stddev, 4), min=round(min(values), 4), max=round(max(values), 4))
+
+
+def run_tokens(record: ClaudeRun) -> int:
+    """Every token the run's calls processed: input, output, cache writes and cache reads."""
+    usage = record.usage or {}
+    return sum(int(usage.get(k) or 0) for k in USAGE_FIELDS if isinstance(usage.get(k) or 0, (int, float)))
+
+
+def run_pass_rate(test: SkillTest, record: ClaudeRun) -> float:
+    """Expectations passed / total in this run; a test without expectations: 1 when its run passed."""
+    score = score_test_run(test, record)
+    if test.expectations:
+        return score.get("expectations_passed", 0) / len(test.expectations) if "error" not in score else 0.0
+    return 1.0 if score.get("passed") else 0.0
+
+
+def configuration_stats(test_runs: Sequence[tuple[SkillTest, ClaudeRun]], configuration: str,
+                        model: str) -> "ConfigurationStatsRecord":
+    passed = sum(sum(1 for e in r.expectations if e.get("passed") is True) for t, r in test_runs)
+    return ConfigurationStatsRecord(
+        configuration=configuration, model=model, runs=len(test_runs),
+        errored_runs=sum(1 for _, r in test_runs if r.error),
+        expectations_passed=passed, expectations_total=sum(len(t.expectations) for t, _ in test_runs),
+        pass_rate=stat_of([run_pass_rate(t, r) for t, r in test_runs]),
+        time_seconds=stat_of([r.latency_ms / 1000 for _, r in test_runs]),
+        tokens=stat_of([float(run_tokens(r)) for _, r in test_runs]),
+        cost_usd=stat_of([float(r.total_cost_usd or 0.0) for _, r in test_runs]))
+
+
+def deltas_of(stats: Sequence["ConfigurationStatsRecord"]) -> list["DeltaRecord"]:
+    """with_skill − each baseline there is, per model."""
+    out = []
+    for primary in (s for s in stats if s.configuration == "with_skill"):
+        for base in (s for s in stats if s.configuration != "with_skill" and s.model == primary.model):
+            out.append(DeltaRecord(
+                baseline=base.configuration, model=primary.model,
+                pass_rate=round(primary.pass_rate.mean - base.pass_rate.mean, 4),
+                time_seconds=round(primary.time_seconds.mean - base.time_seconds.mean, 4),
+                tokens=round(primary.tokens.mean - base.tokens.mean, 4),
+                cost_usd=round(primary.cost_usd.mean - base.cost_usd.mean, 6)))
+    return out
+
+
+def task_benchmark(tests: Sequence[SkillTest], records: Sequence[ClaudeRun], models: Sequence[str],
+                   runs_per_configuration: int, judge_model: str = "") -> "BenchmarkRecord":
+    """The task tests' runs side by side: per configuration (and model, with several) over every
+    eval, with the deltas; and the same per eval, with each expectation's tally."""
+    by_name = {t.name: t for t in tests}
+    runs = [(by_name[r.test], r) for r in records if r.configuration and r.test in by_name]
+    shown_model = (lambda m: m) if len(models) > 1 else (lambda m: "")
+    configurations = [c for c in C.TASK_CONFIGURATIONS if any(r.configuration == c for _, r in runs)]
+
+    def stats_for(pairs: Sequence[tuple[SkillTest, ClaudeRun]]) -> list[ConfigurationStatsRecord]:
+        return [configuration_stats(chosen, c, shown_model(m)) for m in models for c in configurations
+                if (chosen := [(t, r) for t, r in pairs if r.configuration == c and (r.model or m) == m])]
+
+    overall = stats_for(runs)
+    evals = []
+    for test in tests:
+        pairs = [(t, r) for t, r in runs if t.name == test.name]
+        if not pairs:
+            continue
+        tallies = []
+        for text in test.expectations:
+            tally = ExpectationTallyRecord(text=text)
+            for _, record in pairs:
+                verdict = next((e for e in record.expectations if e.get("text") == text), None)
+                c = record.configuration
+                tally.runs[c] = tally.runs.get(c, 0) + 1
+                tally.passed[c] = tally.passed.get(c, 0) + (1 if verdict and verdict.get("passed") is True else 0)
+                if verdict and (verdict.get("evidence") or verdict.get("error")):
+                    tally.evidence[c] = str(verdict.get("evidence") or verdict.get("error"))
+            tallies.append(tally)
+        stats = stats_for(pairs)
+        evals.append(EvalBenchmarkRecord(name=test.name, eval_id=test.eval_id, prompt=test.prompt,
+                                         expected_output=test.expected_output, configurations=stats,
+                                         deltas=deltas_of(stats), expectations=tallies))
+    skill_names = sorted({t.skill for t in tests if t.skill})
+    return BenchmarkRecord(skill_name=", ".join(skill_names), runs_per_configuration=runs_per_configuration,
+                           judge_model=judge_model, configurations=overall, deltas=deltas_of(overall), evals=evals)
 
 
 def trigger_test_passed(test: SkillTest, scores: Sequence[TriggerScore], min_score: float | None) -> bool:
@@ -3737,6 +4904,7 @@ class Settings:
     generate_count: int = C.DEFAULT_GENERATED_QUERIES
     force: bool = False
     schema: bool = False
+    optimize: bool = False                  # --optimize: the description optimizer
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -3753,13 +4921,18 @@ class Settings:
     report: str | None = None
     junit: str | None = None
     csv_out: str | None = None
+    html: str | None = None                 # --html: one self-contained HTML report
+    from_results: str | None = None         # --from: render the writers from an existing results file
     summary_only: bool = False
     resume: bool = False
     retry_errors: bool = False
     max_cost: float | None = None
     dry_run: bool = False
-    # the model
+    batch: bool = False                     # --batch: model calls through the Message Batches API
+    # the model: --model is repeatable (a model matrix); `model` is the first, the one used where
+    # one model is needed, `models` every one of them (every case runs on each)
     model: str = C.DEFAULT_MODEL
+    models: tuple[str, ...] = ()
     prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
     max_turns: int = C.DEFAULT_MAX_TURNS
     max_tokens: int = C.DEFAULT_MAX_TOKENS
@@ -3776,17 +4949,54 @@ class Settings:
     max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
     server_url: tuple[str, ...] = ()
     transport: str = "http"
+    # which calls reach the real servers: the tool policy, mocks, record and replay
+    tool_policy: str = C.DEFAULT_TOOL_POLICY
+    allow_tool: tuple[str, ...] = ()
+    mock_tools: str | None = None
+    record: str | None = None
+    replay: str | None = None
+    replay_miss: str = C.DEFAULT_REPLAY_MISS
     # grading outcomes: the LLM judge and the state checks
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
     # skills through Claude Code
     trigger_model: str = C.DEFAULT_TRIGGER_MODEL
+    trigger_models: tuple[str, ...] = ()     # --trigger-model repeated: every trigger query on each
     trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
     min_trigger_score: float | None = None
     claude_bin: str | None = None
+    # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
+    allow_tools: str | None = None          # --allow-tools Bash,Write,Edit (task runs only)
+    artifacts: str | None = None            # --artifacts DIR
+    baseline: bool = False                  # --baseline: without_skill runs too
+    baseline_skill: str | None = None       # --baseline-skill PATH: old_skill runs too
+    benchmark_json: str | None = None       # --benchmark-json FILE: skill-creator's benchmark.json shape
+    # descriptions: tried without editing files (--skill-description, --tool-overrides), or optimised
+    skill_description: tuple[str, ...] = ()
+    tool_overrides: str | None = None
+    holdout: float = C.DEFAULT_HOLDOUT
+    seed: int = C.DEFAULT_SPLIT_SEED
+    optimize_rounds: int = C.DEFAULT_OPTIMIZE_ROUNDS
+    optimizer_model: str = C.DEFAULT_OPTIMIZER_MODEL
+    # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
+    shard: tuple[int, int] | None = None
+    merge: tuple[str, ...] = ()
+    merged_runs: tuple = ()                 # --merge: the pieces' runs, replayed instead of run (not an option)
+    merged_pieces: tuple = ()               # --merge: the pieces' documents (not an option)
     given: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            object.__setattr__(self, "models", (self.model,))
+        if not self.trigger_models:
+            object.__setattr__(self, "trigger_models", (self.trigger_model,))
+
+    @property
+    def matrix(self) -> bool:
+        """Whether more than one model runs the suite (a tool-use model or a trigger model)."""
+        return len(self.models) > 1 or len(self.trigger_models) > 1
 
     def run_settings(self) -> RunSettings:
         """What the conversation engine needs of these settings."""
@@ -3798,9 +5008,10 @@ class Settings:
 
     def own_outputs(self) -> list[Path]:
         """The files this run writes itself: the isolation check must not count them."""
-        paths = [Path(p) for p in (self.output, self.report, self.junit, self.csv_out) if p]
+        paths = [Path(p) for p in (self.output, self.report, self.junit, self.csv_out, self.html,
+                                   self.benchmark_json) if p]
         if self.output:
-            paths += [journal_path(self.output), results_lines_path(self.output)]
+            paths += [journal_path(self.output), results_lines_path(self.output), batch_ledger_path(self.output)]
         return paths
 
 
@@ -3927,6 +5138,13 @@ class Redactor:
         if self.secrets:
             record.answer, record.stderr_tail = self.text(record.answer), self.text(record.stderr_tail)
             record.error = self.text(record.error) if record.error else record.error
+            record.transcript_summary = self.text(record.transcript_summary)
+            record.refused_tools = [self.text(r) for r in record.refused_tools]
+            for call in record.tool_calls:
+                call.output, call.input = self.text(call.output), self.data(call.input)
+            record.expectations = [dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations]
+            for artifact in record.artifacts:
+                artifact.text = self.text(artifact.text) if artifact.text is not None else None
         return record
 
 
@@ -3937,6 +5155,9 @@ class Job:
     an earlier result reusable), `payload` is what the runner needs."""
     key: tuple
     payload: Any
+    # What names the run whatever its definition: which --shard runs it (a stable hash of it).
+    # Case (or query) name, iteration and model; the key when not given.
+    identity: tuple = ()
 
 
 class Runner(Protocol):
@@ -3969,11 +5190,15 @@ class PipelineOutcome:
     wall_time_s: float = 0.0
     journal: "ResultJournal | None" = None
     summary_only: bool = False
+    suite_hash: str = ""            # every job of the suite (all shards): what --merge checks pieces against
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
         if not self.journal:
             return
+        if not (self.interrupted or self.not_started):  # every run is done: no batch is needed again
+            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+            batch_ledger_path(output).unlink(missing_ok=True)
         if self.summary_only and not self.interrupted:
             self.journal.open()  # the runs' lines, even when every one was kept from an earlier run
             self.journal.close(remove=False)
@@ -4089,6 +5314,10 @@ def continues_earlier_run(settings: Settings) -> bool:
     if not (settings.resume or settings.retry_errors) and journal.exists():
         raise InputError(f"{journal} holds the results of an unfinished run",
                          hint="add --resume to continue it, or delete that file to start over")
+    ledger = batch_ledger_path(settings.output)
+    if not (settings.resume or settings.retry_errors) and ledger.exists():
+        raise InputError(f"{ledger} lists the Message Batches of an unfinished --batch run",
+                         hint="add --batch --resume to take their answers, or delete that file to start over")
     return settings.resume or settings.retry_errors
 
 
@@ -4119,8 +5348,11 @@ def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePl
 def run_pipeline(runner: Runner, settings: Settings, console: Console,
                  on_record: Callable[[Any], None] | None = None) -> PipelineOutcome:
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way."""
-    jobs = runner.jobs()
+    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
+    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs."""
+    if settings.merge:
+        return replay_pipeline(runner, settings)
+    jobs = pipeline_jobs(runner, settings)
     plan = plan_resume(runner, jobs, settings)
     if plan.kept:
         console.print(f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run")
@@ -4137,7 +5369,8 @@ def run_pipeline(runner: Runner, settings: Settings, console: Console,
             on_record(record)
         finished[job.key] = slim_record(record) if settings.summary_only else record
 
-    outcome = PipelineOutcome([], [], reused=len(plan.kept), journal=journal, summary_only=settings.summary_only)
+    outcome = PipelineOutcome([], [], reused=len(plan.kept), journal=journal, summary_only=settings.summary_only,
+                              suite_hash=suite_hash(runner))
     try:
         asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
     except KeyboardInterrupt:
@@ -4177,6 +5410,9 @@ async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
             except FatalApiError:
                 stopping.set()
                 raise
+            except RunNotStarted:  # --batch stopped it before a round that could pass --max-cost
+                outcome.not_started += 1
+                continue
             spent[0] += runner.cost(record)
             finished_one(job, record)
 
@@ -4193,6 +5429,53 @@ async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
             raise
         finally:
             outcome.wall_time_s += time.perf_counter() - started
+
+
+def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
+    """--shard K/N: a stable hash of the run's identity (case name, iteration, model), so shards
+    balance, are disjoint, together make the suite, and a run always lands in the same shard."""
+    if shard is None:
+        return True
+    index, count = shard
+    digest = hashlib.sha256(json.dumps(list(job.identity or job.key), default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count == index - 1
+
+
+def pipeline_jobs(runner: Runner, settings: Settings) -> list[Job]:
+    """The jobs this invocation is about: the runner's, less those of other shards."""
+    return [job for job in runner.jobs() if in_shard(job, settings.shard)]
+
+
+def suite_hash(runner: Runner) -> str:
+    """Every run of the whole suite, by key (names, iterations, models and definition hashes)."""
+    return hashlib.sha256(json.dumps([list(job.key) for job in runner.jobs()], default=str).encode()).hexdigest()[:16]
+
+
+def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
+    """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
+    them (the scorers and writers then do what they do after a run). A run of the suite in no
+    piece, or a piece's run that is no run of the suite, means the suite is not the one the
+    pieces ran: one line."""
+    jobs = runner.jobs()
+    found = {runner.result_key(result): result for result in settings.merged_runs}
+    outcome = PipelineOutcome([], [], suite_hash=suite_hash(runner))
+    for piece in settings.merged_pieces:
+        outcome.not_started += piece.summary.not_started
+        outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
+        outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
+    for job in jobs:
+        result = found.pop(job.key, None)
+        if result is not None:
+            outcome.records.append(runner.from_result(job, result))
+            outcome.keys.append(job.key)
+    missing = len(jobs) - len(outcome.records)
+    if found or (missing and not (outcome.interrupted or outcome.not_started)):
+        what = (f"{len(found)} run(s) of the pieces are no run of it" if found
+                else f"{missing} of its {len(jobs)} run(s) are in no piece")
+        raise InputError(f"--merge: the suite here is not the one the pieces ran ({what})",
+                         hint="merge in a checkout of the commit the shards ran, with every shard's file")
+    outcome.reused = len(outcome.records)
+    return outcome
 
 
 def runner_concurrency(runner: Runner, settings: Settings) -> int:
@@ -4231,14 +5514,34 @@ class CostEstimate:
     cost_expected: float
     cost_max: float
     detail: str = ""            # what the numbers rest on
+    per_model: list["CostEstimate"] = field(default_factory=list)   # a model matrix: each model's share
+    batch_factor: float | None = None   # --batch: the Message Batches price, this share of the direct one
+
+
+def combined_estimate(estimates: Sequence[CostEstimate]) -> CostEstimate:
+    """A model matrix's estimate: the sum, and each model's own (priced at its own rates)."""
+    if len(estimates) == 1:
+        return estimates[0]
+    return CostEstimate(sum(e.runs for e in estimates), ", ".join(e.model for e in estimates),
+                        sum(e.calls_expected for e in estimates), sum(e.calls_max for e in estimates),
+                        sum(e.cost_expected for e in estimates), sum(e.cost_max for e in estimates),
+                        estimates[0].detail, list(estimates))
 
 
 def print_estimate(console: Console, estimate: CostEstimate) -> None:
+    costs = [f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), {e.runs} run(s)"
+             for e in estimate.per_model]
+    costs.append(f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
+                 f"${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})")
+    if estimate.batch_factor is not None:  # --batch: both prices, the direct one above
+        costs[-1] += " with direct calls"
+        costs.append(f"  cost with --batch (Message Batches, {1 - estimate.batch_factor:.0%} off): about "
+                     f"${estimate.cost_expected * estimate.batch_factor:.4f} "
+                     f"(at most ${estimate.cost_max * estimate.batch_factor:.4f})")
     console.print(f"dry run: nothing was sent to the model\n"
                   f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
                   f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
-                  f"  cost on {estimate.model}: about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
-                  highlight=False, soft_wrap=True, markup=False)
+                  + "\n".join(costs), highlight=False, soft_wrap=True, markup=False)
 
 
 def expected_calls(case: TestCase) -> int:
@@ -4383,7 +5686,10 @@ class Judge:
 
     async def grade(self, case: TestCase, transcript: Transcript) -> tuple[dict, Usage | None]:
         """(grade, usage of the call made for it, or None when the verdict came from the cache)."""
-        request = judge_request(case, transcript, self.model_id)
+        return await self.grade_request(judge_request(case, transcript, self.model_id))
+
+    async def grade_request(self, request: ModelRequest) -> tuple[dict, Usage | None]:
+        """Any judge request (a run against its criteria, a task run against one expectation)."""
         key = hashlib.sha256(json.dumps([request.model, request.system, request.messages, request.tools],
                                         sort_keys=True).encode()).hexdigest()
         if key in self.cache:
@@ -4408,6 +5714,50 @@ class Judge:
         except Exception as exc:
             return {"error": api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"}, Usage()
         return parse_grade(reply.content), reply.usage
+
+
+def expectation_request(test: SkillTest, record: ClaudeRun, expectation: str, model: str) -> ModelRequest:
+    """The judge's request for one expectation of a task eval: the judge prompt of every other
+    grade, with the expectation as the criterion (the eval's expected output beside it) and the
+    run's transcript summary and the files it left as the trajectory."""
+    criteria = prompts.JUDGE_EXPECTATION_CRITERIA.format(expectation=expectation,
+                                                         expected_output=test.expected_output or "(none given)")
+    trajectory = (record.transcript_summary or "(no steps recorded)") + (
+        prompts.JUDGE_ARTIFACTS.format(artifacts=artifacts_for_judge(record.artifacts)) if record.artifacts else "")
+    prompt = prompts.JUDGE_PROMPT.format(question=test.prompt, criteria=criteria, trajectory=trajectory,
+                                         answer=cap_text(record.answer, C.JUDGE_ANSWER_CHARS) or "(no answer)")
+    return ModelRequest(model, prompts.JUDGE_SYSTEM_PROMPT, [{"role": "user", "content": prompt}], [GRADE_TOOL],
+                        C.JUDGE_MAX_TOKENS, tool_choice=JUDGE_TOOL_CHOICE)
+
+
+def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
+    """Small text files in full (up to a total), every other file by path, size and sha256."""
+    parts, budget = [], C.ARTIFACT_TEXT_TOTAL_CHARS
+    for a in artifacts:
+        header = f"--- {a.path} ({a.status}, {a.size} bytes, sha256 {a.sha256})"
+        if a.text is not None and len(a.text) <= budget:
+            budget -= len(a.text)
+            parts.append(f"{header}\n{a.text}")
+        else:
+            parts.append(header + (" (binary or too large to show)" if a.text is None else " (not shown: too long)"))
+    return "\n".join(parts)
+
+
+async def grade_expectations(judge: "Judge", test: SkillTest, record: ClaudeRun) -> tuple[list[dict], float]:
+    """Every expectation of a task eval, graded by the judge on one run: [{text, passed,
+    evidence}] (an {error} when the judge failed), and what the judge's calls cost."""
+    graded, cost = [], 0.0
+    for expectation in test.expectations:
+        if record.error:
+            graded.append({"text": expectation, "passed": False, "evidence": f"not graded: the run failed ({record.error})"})
+            continue
+        grade, usage = await judge.grade_request(expectation_request(test, record, expectation, judge.model_id))
+        cost += cost_usd(usage, judge.model_id) if usage else 0.0
+        if "error" in grade:
+            graded.append({"text": expectation, "passed": False, "evidence": "", "error": f"judge: {grade['error']}"})
+        else:
+            graded.append({"text": expectation, "passed": grade["passed"], "evidence": grade["evidence"]})
+    return graded, cost
 
 
 def judge_estimate(case: TestCase, model: str) -> float:
@@ -4469,6 +5819,56 @@ async def run_verify(command: str, stdin: bytes, env: dict[str, str], timeout: f
 
 
 # ---------------------------------------------------------------------------- the tool-use runner
+def tool_policy_for(settings: Settings, redactor: Redactor | None = None) -> ToolPolicy:
+    """--tool-policy, --allow-tool, --mock-tools, --replay, --replay-miss and --record, each file
+    and folder checked before any server starts (one line naming it, exit 2)."""
+    if settings.record:
+        check_cassette_folder(Path(settings.record), create=not settings.dry_run)
+    if "replay_miss" in settings.given and not settings.replay:
+        raise InputError("--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live")
+    if settings.replay and settings.replay_miss == "live" and not servers_named(settings):
+        raise InputError("--replay-miss live calls the real server on a miss, and no server is named",
+                         hint="name it with --server, --mcp-config, --server-module or --server-url")
+    return ToolPolicy(policy=settings.tool_policy, allow=tuple(settings.allow_tool),
+                      mocks=load_mock_tools(settings.mock_tools) if settings.mock_tools else {},
+                      mock_file=settings.mock_tools, replay=Cassette(settings.replay) if settings.replay else None,
+                      replay_miss=settings.replay_miss, redactor=redactor,
+                      recorder=CassetteRecorder(settings.record, redactor) if settings.record and not settings.dry_run
+                      else None)
+
+
+def check_cassette_folder(folder: Path, create: bool = True) -> None:
+    """--record DIR: a folder (made if missing, its parent must exist) that takes new files."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError("--record takes a folder, and this is a file", folder, None, "give a folder, e.g. cassettes/")
+    if not folder.exists():
+        if not folder.parent.is_dir():
+            raise InputError(f"--record {folder}: the folder {folder.parent} does not exist", hint="create it first")
+        if not create:
+            return
+        try:
+            folder.mkdir()
+        except OSError as exc:
+            raise InputError(f"--record {folder}: cannot create it: {exc.strerror or exc}") from None
+    check_writable_folder("--record", folder, folder)
+
+
+def servers_named(settings: Settings) -> bool:
+    return bool(settings.server or settings.mcp_config or settings.server_module or settings.server_url)
+
+
+def check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
+    """After the servers (or the cassette) listed their tools, before the first model call: every
+    mocked tool exists, and --allow-tool names at least one."""
+    unknown = policy.unknown_mocks(hub.tools)
+    if unknown:
+        raise InputError(f"mocks {unknown[0]!r}, which no server offers", policy.mock_file, None,
+                         "tools: " + ", ".join(hub.tool_names()))
+    for pattern in policy.allow:
+        if not any(fnmatch.fnmatchcase(n, pattern) for t in hub.tools.values() for n in (t.name, t.remote_name)):
+            raise InputError(f"--allow-tool {pattern} matches no tool", hint="tools: " + ", ".join(hub.tool_names()))
+
+
 class ToolUseRunner:
     """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
     case and iteration."""
@@ -4477,11 +5877,13 @@ class ToolUseRunner:
                  user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
                  observer: ConversationObserver | None = None,
                  on_connect: Callable[[McpHub], None] | None = None,
-                 verdict_of: Callable[[Transcript], Verdict] | None = None) -> None:
+                 verdict_of: Callable[[Transcript], Verdict] | None = None, console: Console | None = None) -> None:
         self.cases, self.settings, self.servers = cases, settings, servers
-        self.verdict_of = verdict_of
+        self.verdict_of, self.console = verdict_of, console
         self.run_settings = settings.run_settings()
         self.concurrency = self.run_settings.concurrency
+        if settings.batch:  # every conversation under way at once: a round is one batch of all of them
+            self.concurrency = settings.concurrency or C.BATCH_CONVERSATIONS
         self.user_for, self.on_connect = user_for, on_connect
         self.redactor = Redactor.for_run(servers)
         self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
@@ -4490,10 +5892,17 @@ class ToolUseRunner:
         self.hub: McpHub | None = None
         self.model: ModelClient | None = None
         self.judge: Judge | None = None
+        # --tool-overrides (or a candidate of --optimize): what Claude is shown for some tools
+        self.tool_overrides: dict[str, dict] = load_tool_overrides(settings.tool_overrides) \
+            if settings.tool_overrides else {}
+        self.tool_policy = tool_policy_for(settings, self.redactor)  # mocks and cassettes read before any server starts
 
     def jobs(self) -> list[Job]:
-        return [Job((case.name, i, case_hash(case)), (case, i))
-                for case in self.cases for i in range(1, self.settings.iterations + 1)]
+        """One job per case, model (--model, repeatable) and iteration; its payload is
+        (case, iteration, model), and the model is part of its key."""
+        return [Job((case.name, i, case_hash(case), model), (case, i, model), (case.name, i, model))
+                for case in self.cases for model in self.settings.models
+                for i in range(1, self.settings.iterations + 1)]
 
     @asynccontextmanager
     async def session(self) -> Any:
@@ -4504,6 +5913,9 @@ class ToolUseRunner:
             await sdk_import
             self.model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
                                         timeout=self.settings.request_timeout)
+            if self.settings.batch:  # every model call of the run, the judge's too, goes through batches
+                ledger = BatchLedger(batch_ledger_path(self.settings.output) if self.settings.output else None)
+                self.model = BatchedModel(self.model, ledger, self.settings.max_cost, self.say_batch)
             self.judge = Judge(self.model, self.settings.judge_model)
             try:
                 yield hub
@@ -4512,29 +5924,63 @@ class ToolUseRunner:
 
     @asynccontextmanager
     async def connect(self) -> Any:
-        async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars) as hub:
+        async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars,
+                          policy=self.tool_policy) as hub:
             for notice in hub.notices:
                 self.say_notice(notice)
+            check_tool_policy(hub, self.tool_policy)
+            if self.tool_overrides:
+                hub.override_tools(self.tool_overrides)
             if self.on_connect:
                 self.on_connect(hub)
             self.hub = hub
+            self.warn_destructive()
             yield hub
 
     def say_notice(self, notice: str) -> None:
         Console(stderr=True, emoji=False).print(f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}",
                                                  highlight=False)
 
+    def warn_destructive(self) -> None:
+        """--tool-policy live: one line before the first model call when a tool that changes
+        things can run (one a catch-all mock answers cannot)."""
+        policy, hub = self.tool_policy, self.hub
+        if policy.policy != "live" or hub is None or self.settings.dry_run:
+            return
+        risky = [t.name for t in hub.tools.values() if t.destructive and policy.treatment(t).startswith("live")]
+        if risky:
+            Console(stderr=True, emoji=False).print(
+                f"[yellow]warning:[/yellow] --tool-policy live: Claude can call {len(risky)} tool(s) annotated "
+                f"destructive, and they run for real: {escape_markup(self.redactor.text(', '.join(sorted(risky))))}",
+                highlight=False, soft_wrap=True)
+
     async def run(self, job: Job) -> Transcript:
-        case, iteration = job.payload
-        transcript = await run_conversation(case, self.model, self.hub, self.run_settings, iteration,
+        batched = isinstance(self.model, BatchedModel)
+        with self.model.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
+            transcript = await self.run_and_grade(job, batch_run)
+        if batch_run is not None and batch_run.capped:
+            raise RunNotStarted(f"{job.key}: stopped at --max-cost")  # not a result: --resume does it
+        return transcript
+
+    async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
+        case, iteration, model = job.payload
+        run_settings = self.run_settings if model == self.run_settings.model else replace(self.run_settings, model=model)
+        transcript = await run_conversation(case, self.model, self.hub, run_settings, iteration,
                                             self.user_for(case, self.model), self.observer)
+        transcript.batch_api = batch_run is not None
         try:
-            await self.grade_run(transcript)
+            if batch_run is None or not batch_run.capped:
+                await self.grade_run(transcript)
         except (asyncio.CancelledError, KeyboardInterrupt):
             transcript.error = transcript.error or "interrupted"  # an ungraded run is no result: --resume reruns it
             raise
         self.started.done(transcript)
         return transcript
+
+    def say_batch(self, line: str) -> None:
+        """--batch: a line per poll of a batch (redacted and escaped like every line we print)."""
+        console = self.console or Console(stderr=True, emoji=False)
+        console.print(f"[dim]{escape_markup(self.redactor.text(line))}[/dim]", highlight=False, soft_wrap=True)
 
     async def grade_run(self, transcript: Transcript) -> None:
         """The grading that needs I/O, after the conversation: the case's `verify` command, then
@@ -4570,21 +6016,30 @@ class ToolUseRunner:
     def result_key(self, result: "RunResult") -> tuple:
         if not isinstance(result, ToolRunResult):
             return ("foreign",)
-        return result.test_name, result.iteration, result.case_hash
+        return result.test_name, result.iteration, result.case_hash, result.model
 
     def from_result(self, job: Job, result: "ToolRunResult") -> Transcript:
         return transcript_from_result(job.payload[0], result)
 
     def under_way(self) -> list[tuple[tuple, Transcript]]:
-        keys = {(case.name, i): key for key, (case, i) in ((j.key, j.payload) for j in self.jobs())}
-        return [(keys[(t.case.name, t.iteration)], self.redactor.scrub(t)) for t in self.started.transcripts
-                if (t.case.name, t.iteration) in keys]
+        for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
+            t.batch_api = self.settings.batch
+        keys = {(case.name, i, model): key for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())}
+        return [(keys[(t.case.name, t.iteration, t.model)], self.redactor.scrub(t)) for t in self.started.transcripts
+                if (t.case.name, t.iteration, t.model) in keys]
 
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
         async with self.connect() as hub:
             tools = hub.anthropic_tools
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
-            return estimate_tool_runs(jobs, self.run_settings, prefix, counted, len(tools), self.settings.judge_model)
+            by_model: dict[str, list[Job]] = {}
+            for job in jobs:
+                by_model.setdefault(job.payload[2], []).append(job)
+            estimate = combined_estimate([
+                estimate_tool_runs(model_jobs, replace(self.run_settings, model=model), prefix, counted, len(tools),
+                                   self.settings.judge_model)
+                for model, model_jobs in (by_model or {self.run_settings.model: []}).items()])
+            return replace(estimate, batch_factor=C.BATCH_PRICE_FACTOR) if self.settings.batch else estimate
 
 
 async def count_prefix_tokens(settings: Settings, run_settings: RunSettings, tools: list[dict]) -> tuple[int, bool]:
@@ -4691,6 +6146,43 @@ class SkillSuitePlan:
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     concurrency: int = C.DEFAULT_CONCURRENCY
     trigger_timeout: float | None = None  # --trigger-timeout: overrides the tests' `timeout`
+    trigger_models: tuple[str, ...] = ()  # --trigger-model repeated (default: trigger_settings.model)
+    test_models: tuple[str, ...] = ()     # --model repeated (default: test_settings.model)
+    # task tests (skill-creator's evals, skillmark's task tests): configurations and what they may do
+    baseline: bool = False               # --baseline: each task also runs without the skill (without_skill)
+    baseline_skill: SkillInfo | None = None   # --baseline-skill: and with this version of it (old_skill)
+    allow_tools: tuple[str, ...] = ()    # --allow-tools for task runs
+    artifacts: Path | None = None        # --artifacts DIR
+    judge_model: str = C.DEFAULT_JUDGE_MODEL
+
+    def configurations(self, test: SkillTest) -> list[str]:
+        """A task runs with the skill, and per baseline asked for; any other test once ("")."""
+        if not test.is_task:
+            return [""]
+        return ["with_skill"] + (["without_skill"] if self.baseline else []) + (
+            ["old_skill"] if self.baseline_skill else [])
+
+    def skill_under_test(self, test: SkillTest) -> str | None:
+        return test.skill or (self.skills[0].name if len(self.skills) == 1 else
+                              self.baseline_skill.name if self.baseline_skill else None)
+
+    def skills_for(self, test: SkillTest, configuration: str) -> list[SkillInfo]:
+        """What a configuration installs: every skill; the others without the one under test
+        (none when no one skill is under test); the old version in its place."""
+        target = self.skill_under_test(test)
+        if configuration == "without_skill":
+            return [s for s in self.skills if target and s.name != target]
+        if configuration == "old_skill" and self.baseline_skill is not None:
+            return [s for s in self.skills if s.name not in (target, self.baseline_skill.name)] + [self.baseline_skill]
+        return list(self.skills)
+
+    @property
+    def task_tests(self) -> list[SkillTest]:
+        return [t for t in self.tests if t.is_task]
+
+    def __post_init__(self) -> None:
+        self.trigger_models = self.trigger_models or (self.trigger_settings.model,)
+        self.test_models = self.test_models or (self.test_settings.model,)
 
     def trigger_jobs(self) -> list[tuple[str, int, float]]:
         """Unique queries -> (query, runs, timeout); a query in several tests runs once per run."""
@@ -4725,48 +6217,110 @@ class SkillRunner:
         self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
+        self.task_fingerprints: dict[tuple, str] = {}   # (test, run, model, configuration) -> its fingerprint
+        self.judge: Judge | None = None
+        self.judge_client: Any = None
+        self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
+        if plan.artifacts is not None:
+            self.ignore.append(plan.artifacts)
+
+    def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
+        """A task run's records are reusable when the suite, this configuration's skills, the
+        eval (prompt, expectations, input files' contents) and the allowed tools are the same."""
+        files = [[f.name, file_sha256(f) if f.is_file() else [[r, file_sha256(p)] for r, p in project_files(f)]]
+                 for f in test.files]
+        parts = [self.fingerprint, configuration, [[s.name, s.description, s.body]
+                                                  for s in self.plan.skills_for(test, configuration)],
+                 test.expectations, test.expected_output, files, sorted(self.plan.allow_tools)]
+        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+    def task_jobs(self, test: SkillTest, model: str) -> list[Job]:
+        """A task: per configuration and run; the configuration is part of the key."""
+        settings = replace(self.plan.test_settings, timeout=test.timeout, model=model,
+                           allow_tools=self.plan.allow_tools)
+        jobs = []
+        for configuration in self.plan.configurations(test):
+            fingerprint = self.task_fingerprint(test, configuration)
+            for i in range(1, self.plan.test_runs(test) + 1):
+                self.task_fingerprints[(test.name, i, model, configuration)] = fingerprint
+                jobs.append(Job((test.name, test.prompt, i, fingerprint, configuration, model),
+                                (test.name, test.prompt, settings, i, (test, configuration)),
+                                (test.name, i, model, configuration)))
+        return jobs
 
     def jobs(self) -> list[Job]:
+        """Per query (or test), model and run; the model is part of the key."""
         jobs = []
         for query, runs, timeout in self.plan.trigger_jobs():
-            settings = replace(self.plan.trigger_settings, timeout=timeout)
-            jobs += [Job(("trigger", query, i, self.fingerprint), ("trigger", query, settings, i))
-                     for i in range(1, runs + 1)]
+            for model in self.plan.trigger_models:
+                settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                jobs += [Job(("trigger", query, i, self.fingerprint, model), ("trigger", query, settings, i),
+                             ("trigger", query, i, model)) for i in range(1, runs + 1)]
         for test in self.plan.other_tests:
-            settings = replace(self.plan.test_settings, timeout=test.timeout)
-            jobs += [Job((test.name, test.prompt, i, self.fingerprint), (test.name, test.prompt, settings, i))
-                     for i in range(1, self.plan.test_runs(test) + 1)]
+            for model in self.plan.test_models:
+                if test.is_task:
+                    jobs += self.task_jobs(test, model)
+                    continue
+                settings = replace(self.plan.test_settings, timeout=test.timeout, model=model)
+                jobs += [Job((test.name, test.prompt, i, self.fingerprint, model), (test.name, test.prompt, settings, i),
+                             (test.name, i, model)) for i in range(1, self.plan.test_runs(test) + 1)]
         return jobs
 
     @asynccontextmanager
     async def session(self) -> Any:
         """The write guard fingerprints what runs must not touch before the first run, and
         compares after the last (the run's own outputs and journal excepted)."""
-        guard = OutsideWriteGuard(self.plan.skills, self.ignore)
+        guard = OutsideWriteGuard(self.guarded, self.ignore)
+        graded = any(t.expectations for t in self.plan.task_tests)
         try:
+            if graded:  # task evals' expectations: the judge, through the API like every other judge call
+                self.judge_client = AnthropicModel(base_url=self.plan.test_settings.base_url)
+                self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
             self.outside_writes, self.watched = guard.changes(), guard.watched
+            if self.judge_client is not None:
+                await self.judge_client.close()
 
     async def run(self, job: Job) -> ClaudeRun:
-        label, query, settings, run = job.payload
-        record = await run_claude_query(query, self.plan.skills, settings, run)
-        record.test = label
+        label, query, settings, run, *more = job.payload
+        if not more:
+            record = await run_claude_query(query, self.plan.skills, settings, run)
+            record.test, record.model = label, settings.model
+            return record
+        test, configuration = more[0]
+        artifacts = (self.plan.artifacts / safe_name(test.name) / configuration / f"run-{run}"
+                     if self.plan.artifacts is not None else None)
+        if artifacts is not None and len(self.plan.test_models) > 1:
+            artifacts = artifacts.parent / safe_name(settings.model) / artifacts.name
+        setup = TaskSetup(files=list(test.files), artifacts=artifacts,
+                          guard=lambda: OutsideWriteGuard(self.guarded, self.ignore))
+        record = await run_claude_query(query, self.plan.skills_for(test, configuration), settings, run, setup)
+        record.test, record.model, record.configuration = label, settings.model, configuration
+        if test.expectations and self.judge is not None:
+            record.expectations, cost = await grade_expectations(self.judge, test, record)
+            record.judge_cost_usd = round(cost, 6)
         return record
 
     def cost(self, record: ClaudeRun) -> float:
-        return record.total_cost_usd or 0.0
+        return (record.total_cost_usd or 0.0) + record.judge_cost_usd
 
     def scrub(self, record: ClaudeRun) -> ClaudeRun:
         return self.redactor.scrub_claude_run(record)
 
     def to_result(self, record: ClaudeRun) -> "SkillRunResult":
-        return skill_run_result(record, self.fingerprint)
+        return skill_run_result(record, self.result_fingerprint(record))
+
+    def result_fingerprint(self, record: ClaudeRun) -> str:
+        """The suite's fingerprint, or a task run's own (its configuration's skills, its eval)."""
+        return self.task_fingerprints.get((record.test, record.run, record.model, record.configuration),
+                                          self.fingerprint)
 
     def result_key(self, result: "RunResult") -> tuple:
         if not isinstance(result, SkillRunResult):
             return ("foreign",)
-        return result.test, result.query, result.run, result.fingerprint
+        return (result.test, result.query, result.run, result.fingerprint) + (
+            (result.configuration,) if result.configuration else ()) + (result.model,)
 
     def from_result(self, job: Job, result: "SkillRunResult") -> ClaudeRun:
         return result  # a SkillRunResult is a ClaudeRun
@@ -4775,12 +6329,30 @@ class SkillRunner:
         return []  # a `claude -p` run cut short says nothing about activation
 
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
-        return estimate_claude_runs(jobs)
+        estimate = estimate_claude_runs(jobs)
+        for job in jobs:  # a task eval's run: one judge call per expectation
+            if len(job.payload) > 4 and job.payload[4][0].expectations:
+                test = job.payload[4][0]
+                per_call = judge_estimate(TestCase(name=test.name, prompt=test.prompt,
+                                                   rubric=test.expectations[0] + test.expected_output),
+                                          self.plan.judge_model)
+                calls = len(test.expectations)
+                estimate.cost_expected += calls * per_call
+                estimate.cost_max += calls * per_call
+                estimate.calls_expected += calls
+                estimate.calls_max += calls
+        return estimate
 
 
 def estimate_claude_runs(jobs: Sequence[Job]) -> CostEstimate:
     """Each `claude -p` call sends Claude Code's system prompt and tool definitions (cached after
-    the first call of a run) plus the query; a typical trigger run takes two calls."""
+    the first call of a run) plus the query; a typical trigger run takes two calls. Several models:
+    each model's runs at its own price, and the sum."""
+    by_model: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_model.setdefault(job.payload[2].model, []).append(job)
+    if len(by_model) > 1:
+        return combined_estimate([estimate_claude_runs(model_jobs) for model_jobs in by_model.values()])
     expected = maximum = 0.0
     calls_expected = calls_max = 0
     model = ""
@@ -4966,6 +6538,433 @@ async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
     return files, spent
 
 
+# ---------------------------------------------------------------------------- 9e. the description optimizer (--optimize)
+# A skill's description (trigger evals) or the MCP tools' descriptions (a CSV suite) improved on a
+# train split and chosen on a held-out test split. Every candidate is scored by the pipeline's own
+# runner and scorers (SkillRunner + score_triggers, ToolUseRunner + the TOOL_CHECKS): there is no
+# second way to count a trigger or a tool choice. The proposer never sees a test query or score.
+SHOULD_TRIGGER, SHOULD_NOT_TRIGGER = "should trigger", "should not trigger"
+PROPOSE_TOOL_CHOICE = {"type": "tool", "name": "propose"}
+
+
+@dataclass
+class SplitItem:
+    """One query (skills) or case (tools) of the optimizer's suite, and the split it is in."""
+    key: str                    # the query, or the case name
+    stratum: str                # should (not) trigger; the expected tool(s)
+    split: str = "train"
+
+
+def stratified_split(items: list[SplitItem], holdout: float, seed: int) -> list[SplitItem]:
+    """Each stratum shuffled with the seed and `holdout` of it held out as the test split; the
+    fractions left over are carried from stratum to stratum, so small strata (a single case for a
+    tool) still add up, and a stratum of two or more keeps at least one item in train."""
+    import random
+
+    rng, carry = random.Random(seed), 0.0
+    strata: dict[str, list[SplitItem]] = {}
+    for item in items:
+        strata.setdefault(item.stratum, []).append(item)
+    for stratum in sorted(strata):
+        group = sorted(strata[stratum], key=lambda i: i.key)
+        rng.shuffle(group)
+        wanted = len(group) * holdout + carry
+        held = min(int(wanted + 1e-9), len(group) - 1 if len(group) > 1 else 1)
+        carry = wanted - held
+        for index, item in enumerate(group):
+            item.split = "test" if index < held else "train"
+    return items
+
+
+@dataclass
+class CandidateScore:
+    """A candidate's runs and what the pipeline's scorers made of them, per split."""
+    passed: dict[str, bool]                         # item key -> passed
+    cost: float
+    complete: bool                                  # every run done (not cut by --max-cost or Ctrl-C)
+    failures: list[dict]                            # train failures, as the proposer is shown them
+    runner: Any = None
+    outcome: Any = None
+    extra: Any = None                               # the task's own (scoring, plan)
+
+    def counts(self, items: Sequence[SplitItem], split: str) -> tuple[int, int]:
+        chosen = [i for i in items if i.split == split]
+        return sum(1 for i in chosen if self.passed.get(i.key)), len(chosen)
+
+
+def score_rate(passed: int, total: int) -> float | None:
+    return passed / total if total else None
+
+
+def replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
+    """A candidate scored before (--resume): its journaled runs in job order, as the pipeline
+    would hold them; nothing runs again."""
+    by_key = {runner.result_key(r): r for r in results}
+    outcome = PipelineOutcome([], [])
+    for job in runner.jobs():
+        if job.key in by_key:
+            outcome.records.append(runner.from_result(job, by_key[job.key]))
+            outcome.keys.append(job.key)
+    outcome.reused = len(outcome.records)
+    return outcome
+
+
+def propose_tool(tools: Sequence[str] | None) -> dict:
+    """The optimizer answers through this tool only: a description (skills), or a map of tool
+    name to description limited to the tools it may rewrite."""
+    if tools is None:
+        schema = {"type": "object", "properties": {"description": {
+            "type": "string", "description": "The new description, plain text."}}, "required": ["description"]}
+    else:
+        schema = {"type": "object", "properties": {"descriptions": {
+            "type": "object", "description": "Tool name -> its new description.",
+            "properties": {name: {"type": "string"} for name in tools}, "additionalProperties": False}},
+            "required": ["descriptions"]}
+    return {"name": "propose", "description": "Propose the new description(s). Call it exactly once.",
+            "input_schema": schema}
+
+
+class SkillDescriptionTask:
+    """--optimize --skill S --trigger EVALS: the skill's description, scored by trigger runs."""
+    kind = "skill"
+
+    def __init__(self, settings: Settings) -> None:
+        skills, tests = load_skill_suite(settings)
+        if len(skills) != 1:
+            raise InputError("--optimize improves one skill's description at a time", hint="give one --skill")
+        self.settings, self.skill = settings, skills[0]
+        self.timeout = max(t.timeout for t in tests)
+        seen: dict[str, SplitItem] = {}
+        for test in tests:
+            for query, stratum in [*((q, SHOULD_TRIGGER) for q in test.positive_triggers),
+                                   *((q, SHOULD_NOT_TRIGGER) for q in test.negative_triggers)]:
+                seen.setdefault(query, SplitItem(query, stratum))
+        self.items = list(seen.values())
+        if len(self.items) < 2:
+            raise InputError("--optimize needs at least two trigger queries", hint="give --trigger with more queries")
+        self.version = ""
+        self.redactor = Redactor.for_run([])
+
+    @property
+    def subject(self) -> str:
+        return self.skill.name
+
+    def original(self) -> dict[str, str]:
+        return {self.skill.name: self.skill.description}
+
+    def plan(self, candidate: dict[str, str]) -> SkillSuitePlan:
+        description = candidate[self.skill.name]
+        skill = self.skill if description == self.skill.description else replace(
+            self.skill, description=description, description_override=True)
+        test = SkillTest(name=f"{skill.name}-optimize", type="trigger", source=str(self.settings.trigger[0]),
+                         positive_triggers=[i.key for i in self.items if i.stratum == SHOULD_TRIGGER],
+                         negative_triggers=[i.key for i in self.items if i.stratum == SHOULD_NOT_TRIGGER],
+                         timeout=self.timeout, skill=skill.name)
+        return skill_plan(self.settings, [skill], [test])
+
+    def runner(self, candidate: dict[str, str]) -> SkillRunner:
+        return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
+
+    def prepare(self) -> None:
+        require_api_key()
+        self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
+
+    async def estimate(self) -> CostEstimate:
+        runner = self.runner(self.original())
+        return await runner.estimate(runner.jobs())
+
+    def scored(self, runner: SkillRunner, outcome: PipelineOutcome, complete: bool) -> CandidateScore:
+        plan = runner.plan
+        runs = SkillRuns.of(plan, outcome)
+        [score] = score_all_triggers(plan.tests, [self.skill.name], runs.by_query, plan.threshold)
+        results = {q.query: q for q in score.query_results if not q.routing}
+        train = {i.key for i in self.items if i.split == "train"}
+        failures = [{"query": q.query, "expected": q.expected, "actual": q.actual, "activations": q.activations,
+                     "runs": q.runs, "errors": q.errors}
+                    for q in results.values() if q.query in train and not q.correct]
+        return CandidateScore({k: bool(results[k].correct) if k in results else False for k in
+                               (i.key for i in self.items)}, runs.cost(results), complete, failures, runner, outcome)
+
+    def results(self, best: CandidateScore, settings: Settings) -> Results:
+        return skill_results(settings, best.runner.plan, best.runner, best.outcome, self.version)
+
+    def request(self, current: dict[str, str], score: CandidateScore, history: list[tuple[dict, int, int]],
+                train_total: int) -> tuple[str, list[str] | None]:
+        lines = []
+        for f in score.failures[:C.OPTIMIZER_FAILURES_SHOWN]:
+            if f["actual"] == "error":
+                lines.append(f"- every run failed, so it cannot be judged: \"{f['query']}\"")
+            elif f["expected"] == "activate":
+                lines.append(f"- should trigger, but did not (activated in {f['activations']} of {f['runs']} "
+                             f"runs): \"{f['query']}\"")
+            else:
+                lines.append(f"- should not trigger, but did (activated in {f['activations']} of {f['runs']} "
+                             f"runs): \"{f['query']}\"")
+        passed = train_total - len(score.failures)
+        attempts = [f"Attempt {n} ({p}/{t} training queries passed):\n{c[self.skill.name]}"
+                    for n, (c, p, t) in enumerate(history, 1)]
+        return prompts.OPTIMIZE_SKILL_PROMPT.format(
+            name=self.skill.name, description=current[self.skill.name],
+            body=cap_text(self.skill.body, C.OPTIMIZER_BODY_CHARS), score=f"{passed} of {train_total} passed",
+            failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
+            history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
+            limit=C.MAX_SKILL_DESCRIPTION_CHARS), None
+
+    def proposal(self, data: dict, allowed: list[str] | None, current: dict[str, str]) -> tuple[dict | None, str]:
+        description = data.get("description")
+        if not isinstance(description, str):
+            return None, "`description` must be a string"
+        description = description.strip()
+        problem = skill_description_problem(description)
+        if problem:
+            return None, f"the description is invalid: {problem}"
+        return {self.skill.name: description}, ""
+
+    def best_file_text(self, best: dict[str, str]) -> str:
+        return skill_md_with_description(self.skill.path.read_text(encoding="utf-8"), best[self.skill.name])
+
+
+class ToolDescriptionTask:
+    """--optimize --csv SUITE: the MCP tools' descriptions, scored by the suite's checks."""
+    kind = "tools"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cases = load_csv_suite(settings.csv)
+        if len(self.cases) < 2:
+            raise InputError("--optimize needs at least two cases", settings.csv)
+        self.items = [SplitItem(c.name, " + ".join(c.expected_tools) or ("no tool" if c.expect_no_tools else "any"))
+                      for c in self.cases]
+        self.servers = servers_for(settings)
+        self.tools: dict[str, ToolSpec] = {}
+        self.suite = Path(settings.csv).stem
+
+    @property
+    def subject(self) -> str:
+        return f"the tools of {self.suite}"
+
+    def original(self) -> dict[str, str]:
+        return {name: spec.description for name, spec in sorted(self.tools.items())}
+
+    def run_settings(self) -> Settings:
+        return replace(self.settings, iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+
+    def runner(self, candidate: dict[str, str], scoring: "ToolCheckScoring | None" = None) -> ToolUseRunner:
+        scoring = scoring or ToolCheckScoring(self.cases, True)
+        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers, on_connect=scoring.connected,
+                               verdict_of=scoring.verdict)
+        runner.tool_overrides = {name: {"description": text} for name, text in candidate.items()
+                                 if self.tools.get(name) and text != self.tools[name].description}
+        runner.scoring = scoring
+        return runner
+
+    def prepare(self) -> None:
+        async def listing() -> None:
+            async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars) as hub:
+                check_case_tools(self.cases, hub.tool_names())
+                self.tools = dict(hub.tools)
+        asyncio.run(listing())
+
+    async def estimate(self) -> CostEstimate:
+        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
+        return await runner.estimate(runner.jobs())
+
+    def scored(self, runner: ToolUseRunner, outcome: PipelineOutcome, complete: bool) -> CandidateScore:
+        scoring = runner.scoring
+        scoring.tools.update(self.tools)  # a replayed candidate never connected
+        transcripts = outcome.records
+        cases = {c.name: c for c in scoring.case_results(transcripts, self.settings.threshold, self.suite)}
+        by_case: dict[str, list[Transcript]] = {}
+        for t in transcripts:
+            by_case.setdefault(t.case.name, []).append(t)
+        train = {i.key for i in self.items if i.split == "train"}
+        failures = []
+        for case in self.cases:
+            result = cases.get(case.name)
+            if case.name in train and result is not None and not result.passed:
+                failures.append({"case": case.name, "prompt": case.prompt,
+                                 "expected": list(case.expected_tools), "forbidden": list(case.forbidden_tools),
+                                 "no_tools": case.expect_no_tools,
+                                 "called": [list(t.tools_called) for t in by_case.get(case.name, [])],
+                                 "reasons": list(result.reasons)})
+        return CandidateScore({i.key: bool(cases[i.key].passed) if i.key in cases else False for i in self.items},
+                              sum(t.cost_usd for t in transcripts), complete, failures, runner, outcome)
+
+    def results(self, best: CandidateScore, settings: Settings) -> Results:
+        return tool_use_results(self.run_settings(), best.outcome, best.runner.scoring, "optimize", "csv", self.suite)
+
+    def involved(self, failures: list[dict]) -> list[str]:
+        names = {n for f in failures for n in [*f["expected"], *f["forbidden"], *(x for run in f["called"] for x in run)]}
+        return sorted(n for n in names if n in self.tools)
+
+    def request(self, current: dict[str, str], score: CandidateScore, history: list[tuple[dict, int, int]],
+                train_total: int) -> tuple[str, list[str] | None]:
+        tools = self.involved(score.failures)
+        lines = []
+        for f in score.failures[:C.OPTIMIZER_FAILURES_SHOWN]:
+            expected = ", ".join(f["expected"]) or ("no tool at all" if f["no_tools"] else "(any)")
+            called = "; ".join(f"run {i}: {', '.join(run) or 'no tool'}" for i, run in enumerate(f["called"], 1))
+            lines.append(f"- case {f['case']}: \"{f['prompt']}\"\n  expected: {expected}"
+                         + (f"; must not call: {', '.join(f['forbidden'])}" if f["forbidden"] else "")
+                         + f"\n  called: {called or 'nothing'}\n  why it failed: {'; '.join(f['reasons'])}")
+        descriptions = "\n".join(f"- {name}: {current[name]}" for name in tools)
+        attempts = [f"Attempt {n} ({p}/{t} training cases passed):\n"
+                    + "\n".join(f"- {name}: {c[name]}" for name in tools)
+                    for n, (c, p, t) in enumerate(history, 1)]
+        passed = train_total - len(score.failures)
+        return prompts.OPTIMIZE_TOOLS_PROMPT.format(
+            score=f"{passed} of {train_total} passed", failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
+            descriptions=descriptions, history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
+            tools=", ".join(tools)), tools
+
+    def proposal(self, data: dict, allowed: list[str] | None, current: dict[str, str]) -> tuple[dict | None, str]:
+        given = data.get("descriptions")
+        if not isinstance(given, dict) or not given:
+            return None, "`descriptions` must map at least one tool name to its new description"
+        for name, text in given.items():
+            if name not in (allowed or []):
+                return None, f"{name!r} is not one of the tools to rewrite ({', '.join(allowed or [])})"
+            if not isinstance(text, str) or not text.strip():
+                return None, f"the description of {name!r} is empty"
+            if len(text) > C.MAX_TOOL_DESCRIPTION_CHARS:
+                return None, f"the description of {name!r} is longer than {C.MAX_TOOL_DESCRIPTION_CHARS} characters"
+        return dict(current, **{name: text.strip() for name, text in given.items()}), ""
+
+    def best_file_text(self, best: dict[str, str]) -> str:
+        changed = {name: {"description": text} for name, text in best.items() if text != self.tools[name].description}
+        return json_text(changed) + "\n"
+
+
+def optimizer_outputs(settings: Settings) -> list[Path]:
+    """What --optimize writes itself: the write guard of skill runs must not count it."""
+    best = optimized_file_path(settings)
+    return settings.own_outputs() + ([best] if best else [])
+
+
+def optimized_file_path(settings: Settings) -> Path | None:
+    """The best candidate as a ready file next to -o: a SKILL.md copy with the new description,
+    or a --tool-overrides JSON. The user's own files are never edited."""
+    if not settings.output:
+        return None
+    output = Path(settings.output)
+    stem = output.name.removesuffix(".json")
+    return output.with_name(f"{stem}.SKILL.md" if settings.skill else f"{stem}.tool-overrides.json")
+
+
+def candidate_hash(candidate: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(candidate, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Proposer:
+    """The optimizer model behind the forced `propose` tool. An invalid proposal is sent back
+    once with the reason; a second invalid one is dropped."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model_id = settings.optimizer_model
+
+    async def ask(self, task: Any, prompt: str, allowed: list[str] | None,
+                  current: dict[str, str]) -> tuple[dict | None, list[str], float, list[dict]]:
+        """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
+        model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
+                               timeout=self.settings.request_timeout)
+        messages: list[dict] = [{"role": "user", "content": prompt}]
+        refused: list[str] = []
+        spent = 0.0
+        try:
+            for _ in range(2):
+                request = ModelRequest(self.model_id, prompts.OPTIMIZER_SYSTEM_PROMPT, list(messages),
+                                       [propose_tool(allowed)], C.OPTIMIZER_MAX_TOKENS,
+                                       tool_choice=PROPOSE_TOOL_CHOICE)
+                reply = await model.complete(request)
+                spent += cost_usd(reply.usage, self.model_id)
+                call = next((b for b in reply.content if b.get("type") == "tool_use" and b.get("name") == "propose"),
+                            None)
+                if call is None:
+                    candidate, reason = None, "there was no `propose` call"
+                else:
+                    data = call.get("input") if isinstance(call.get("input"), dict) else {}
+                    candidate, reason = task.proposal(data, allowed, current)
+                if candidate is not None:
+                    return candidate, refused, spent, messages
+                refused.append(reason)
+                messages.append({"role": "assistant", "content": reply.content})
+                feedback = prompts.OPTIMIZER_INVALID.format(reason=reason)
+                messages.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": call["id"], "content": feedback, "is_error": True}]
+                    if call is not None else feedback})
+        except FatalApiError:
+            raise
+        except Exception as exc:
+            if not is_api_error(exc):
+                raise
+            refused.append(f"the optimizer call failed: {api_error_message(exc)}")
+        finally:
+            await model.close()
+        return None, refused, spent, messages
+
+
+def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
+    """One proposal call at its largest: every train item a failure, every earlier attempt shown."""
+    text = prompts.OPTIMIZER_SYSTEM_PROMPT + prompts.OPTIMIZE_SKILL_PROMPT + prompts.OPTIMIZE_TOOLS_PROMPT
+    text += " ".join(i.key for i in task.items) * 2
+    if task.kind == "skill":
+        text += cap_text(task.skill.body, C.OPTIMIZER_BODY_CHARS)
+        text += task.skill.description * (settings.optimize_rounds + 1)
+    else:
+        text += " ".join(c.prompt for c in task.cases) + " ".join(task.original().values()) * (settings.optimize_rounds + 1)
+    prompt = estimated_tokens(text)
+    model = settings.optimizer_model
+    typical = cost_usd(Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OPTIMIZER_OUTPUT_TOKENS), model)
+    most = cost_usd(Usage(input_tokens=prompt * 2, output_tokens=C.OPTIMIZER_MAX_TOKENS), model)
+    return CostEstimate(1, model, 1, 2, typical, most, f"prompt: about {prompt:,} tokens")
+
+
+class OptimizeJournal:
+    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
+    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
+
+    def __init__(self, settings: Settings, fingerprint: str) -> None:
+        self.path = journal_path(settings.output) if settings.output else None
+        self.fingerprint = fingerprint
+        self.proposals: dict[int, dict] = {}
+        self.scored: dict[str, list] = {}
+        kept: list[str] = []
+        if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
+            lines = [line for line in self.path.read_text(encoding="utf-8", errors="replace").split("\n") if line.strip()]
+            events = []
+            for line in lines:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue  # a line torn by a kill: that step happens again
+            if events and events[0].get("fingerprint") != fingerprint:
+                raise InputError(f"{self.path} belongs to another optimization (other inputs or options)",
+                                 hint="rerun with the same options, or delete it to start over")
+            for event in events:
+                if event.get("event") == "proposal":
+                    self.proposals[int(event["round"])] = event
+                elif event.get("event") == "scored":
+                    self.scored[event["candidate_hash"]] = [RUN_RESULT.validate_python(r) for r in event["results"]]
+                kept.append(json_text(event, indent=None))
+        self._kept = kept or [json_text({"event": "start", "fingerprint": fingerprint}, indent=None)]
+        self._handle: Any = None
+
+    def append(self, event: dict) -> None:
+        if self.path is None:
+            return
+        if self._handle is None:
+            self._handle = open_output_file(self.path, self._kept)
+        self._handle.write(json_text(event, indent=None) + "\n")
+        self._handle.flush()
+
+    def close(self, remove: bool) -> None:
+        if self._handle is not None:
+            self._handle.close()
+        if remove and self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
 # ============================================================================ 10. results: one schema, written and read back
 class VerdictRecord(Record):
     passed: bool
@@ -5003,6 +7002,7 @@ class ToolRunResult(Record):
     grades: dict[str, dict[str, Any]] = {}     # "judge": {passed, score, evidence}, "verify": {passed, reason}; or {error}
     judge_usage: Usage | None = None
     judge_model: str | None = None
+    batch_api: bool = False                    # --batch: priced at the Message Batches discount
 
 
 class SkillRunResult(ClaudeRun):
@@ -5039,6 +7039,9 @@ class CaseResult(Record):
     description: str = ""
     cost_usd: float = 0.0
     seconds: float = 0.0
+    tags: list[str] = []            # a CSV case's tags
+    configuration: str = ""         # a task's with_skill, or a baseline (reported, never failing the suite)
+    model: str | None = None        # the model its runs ran on (a model matrix has a case per model)
 
 
 class ToolStatsRecord(Record):
@@ -5082,6 +7085,7 @@ class SummaryRecord(Record):
     not_started: int = 0
     interrupted: bool = False
     tool_coverage: ToolCoverageRecord | None = None
+    tool_calls_by_source: dict[str, int] = {}   # live | mock | replay | policy: who answered Claude's calls
 
 
 class QueryScoreRecord(Record):
@@ -5122,6 +7126,7 @@ class TriggerScoreRecord(Record):
     threshold: float
     cost_usd: float = 0.0
     query_results: list[QueryScoreRecord] = []
+    model: str | None = None        # the trigger model (several --trigger-model: a score per skill and model)
 
 
 class SkillTestRecord(Record):
@@ -5136,18 +7141,91 @@ class SkillTestRecord(Record):
     activated_skills: list[str] = []
     run_scores: list[dict[str, Any]] = []
     cost_usd: float = 0.0
+    configuration: str = ""         # a task's with_skill | without_skill | old_skill
+    expected_output: str = ""       # a task eval's, shown beside its expectations
+    model: str | None = None
+
+
+class StatRecord(Record):
+    """A metric over runs: mean ± sample standard deviation (n-1; 0 for one run), min and max."""
+    mean: float = 0.0
+    stddev: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+
+
+class ConfigurationStatsRecord(Record):
+    """One configuration's runs (of an eval, or of every eval): pass rate (expectations passed /
+    total, per run), time, tokens and cost, each as mean ± stddev over the runs."""
+    configuration: str
+    model: str = ""
+    runs: int = 0
+    errored_runs: int = 0
+    expectations_passed: int = 0
+    expectations_total: int = 0
+    pass_rate: StatRecord = StatRecord()
+    time_seconds: StatRecord = StatRecord()
+    tokens: StatRecord = StatRecord()
+    cost_usd: StatRecord = StatRecord()
+
+
+class DeltaRecord(Record):
+    """with_skill − a baseline, in means: positive pass_rate is the skill helping."""
+    baseline: str                   # without_skill | old_skill
+    model: str = ""
+    pass_rate: float = 0.0
+    time_seconds: float = 0.0
+    tokens: float = 0.0
+    cost_usd: float = 0.0
+
+
+class ExpectationTallyRecord(Record):
+    """One expectation: in how many runs of each configuration the judge found it met."""
+    text: str
+    passed: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    evidence: dict[str, str] = {}   # configuration -> the judge's evidence in its last graded run
+
+
+class EvalBenchmarkRecord(Record):
+    name: str
+    eval_id: int | str | None = None
+    prompt: str = ""
+    expected_output: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    expectations: list[ExpectationTallyRecord] = []
+
+
+class BenchmarkRecord(Record):
+    """Task evals side by side: per configuration over every eval, the deltas, and per eval."""
+    skill_name: str = ""
+    runs_per_configuration: int = 1
+    judge_model: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    evals: list[EvalBenchmarkRecord] = []
 
 
 class SkillRecord(Record):
     name: str
-    description: str
+    description: str                # as installed: --skill-description's when given
     path: str
+    description_overridden: bool = False
 
 
 class IsolationRecord(Record):
     watched: list[str] = []
     outside_writes: list[str] = []
     ok: bool = True
+
+
+class ToolInfoRecord(Record):
+    """A tool of the run's servers (or cassette): its MCP annotations and what the run did with its calls."""
+    name: str
+    server: str
+    annotations: dict[str, Any] = {}
+    calls: str = "live"             # live | withheld by policy | mocked | replayed, ... (ToolPolicy.treatment)
 
 
 class Metadata(Record):
@@ -5169,6 +7247,23 @@ class Metadata(Record):
     trigger_threshold: float | None = None
     min_trigger_score: float | None = None
     simulated_user: dict[str, Any] | None = None
+    batch_api: bool = False                              # --batch: model calls through Message Batches
+    skill_descriptions: dict[str, str] | None = None     # --skill-description: what Claude Code listed
+    tool_overrides: dict[str, dict[str, Any]] | None = None  # --tool-overrides: what Claude was shown
+    # Which calls reached the real servers (tool-use modes): --tool-policy, --allow-tool, --mock-tools,
+    # --replay, --record, and every tool with its MCP annotations and what the run did with its calls.
+    tool_policy: str | None = None
+    allowed_tools: list[str] = []
+    mock_tools: str | None = None
+    replay: str | None = None
+    record: str | None = None
+    tools: list[ToolInfoRecord] | None = None
+    models: list[str] | None = None         # a model matrix: every --model, in order
+    trigger_models: list[str] | None = None  # every --trigger-model, in order (skill runs)
+    shard: str | None = None                # "K/N": this file holds that share of the runs (--shard)
+    merged_from: list[str] | None = None    # --merge: the pieces this document was put together from
+    suite_hash: str | None = None           # every run of the whole suite (all shards), by name and definition
+    settings: dict[str, Any] | None = None  # the options that shape the results (what --merge checks and reuses)
 
 
 class ResultsDocument(Record):
@@ -5186,6 +7281,9 @@ class ResultsDocument(Record):
     tests: list[SkillTestRecord] | None = None
     isolation: IsolationRecord | None = None
     qa: "QaRecord | None" = None
+    optimization: "OptimizationRecord | None" = None   # --optimize: the split, the rounds, the best candidate
+    matrix: "ModelMatrixRecord | None" = None
+    benchmark: BenchmarkRecord | None = None
 
 
 class ToolTimeRecord(Record):
@@ -5209,6 +7307,7 @@ class QaRunRecord(Record):
     summary: str | None = None          # Claude's <summary> of its steps
     feedback: str | None = None         # Claude's <feedback> on the tools
     error: str | None = None
+    model: str | None = None
 
 
 class QaTaskRecord(Record):
@@ -5242,6 +7341,112 @@ class QaRecord(Record):
     task_results: list[QaTaskRecord] = []
 
 
+class ModelSummaryRecord(Record):
+    """One model of a model matrix over the whole suite, priced at its own rates."""
+    model: str
+    cases: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    runs: int = 0
+    run_errors: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    price: dict[str, float] = {}        # USD per million tokens (test_constants.PRICES)
+    priced: bool = True                 # False: not in PRICES, priced as FALLBACK_PRICE
+
+
+class MatrixCellRecord(Record):
+    """One case on one model."""
+    passed: bool
+    error: bool = False
+    passes: int = 0
+    runs: int = 0
+    pass_rate: float = 0.0
+    cost_usd: float = 0.0
+    mean_latency_ms: float = 0.0
+
+
+class MatrixCaseRecord(Record):
+    """One case side by side: model -> its cell (a model it did not run on is left out)."""
+    name: str
+    kind: str = "case"
+    group: str = ""
+    models: dict[str, MatrixCellRecord] = {}
+    disagree: bool = False              # passes on some model and fails on another
+    passed_on: list[str] = []
+    failed_on: list[str] = []
+
+
+class MatrixToolCellRecord(Record):
+    calls: int = 0
+    mean_ms: float = 0.0                # how long a call took, on average
+    precision: float | None = None      # None: no case expected or called it on this model
+    recall: float | None = None
+    f1: float | None = None
+
+
+class MatrixToolRecord(Record):
+    """One tool side by side: model -> how often it was called, and its selection scores."""
+    tool: str
+    models: dict[str, MatrixToolCellRecord] = {}
+
+
+class ModelMatrixRecord(Record):
+    """A run on several models (--model, or --trigger-model, repeated): each model's totals, every
+    case and tool side by side, and the cases that pass on one model and fail on another."""
+    models: list[str]
+    summaries: list[ModelSummaryRecord] = []
+    cases: list[MatrixCaseRecord] = []
+    tools: list[MatrixToolRecord] = []
+    disagreements: list[str] = []       # names of the cases whose verdict depends on the model
+
+
+class SplitRecord(Record):
+    """--optimize: one query or case, its stratum and its split."""
+    item: str
+    stratum: str
+    split: str                                # train | test
+
+
+class OptimizationRoundRecord(Record):
+    """--optimize: one candidate; round 0 is the original."""
+    round: int
+    status: str                               # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
+    descriptions: dict[str, str] = {}         # what differs from the original (round 0: the original)
+    train_passed: int = 0
+    train_total: int = 0
+    test_passed: int = 0
+    test_total: int = 0
+    train_score: float | None = None
+    test_score: float | None = None
+    cost_usd: float = 0.0                     # the candidate's runs
+    proposer_cost_usd: float = 0.0            # asking the optimizer model for it
+    refused: list[str] = []                   # why a proposal was sent back (or dropped)
+
+
+class OptimizationRecord(Record):
+    """--optimize: the split, every round, and the best candidate (chosen by its test score,
+    then its train score, then the shorter)."""
+    target: str                               # skill | tools
+    subject: str
+    optimizer_model: str
+    holdout: float
+    seed: int
+    runs: int
+    rounds_requested: int
+    split: list[SplitRecord] = []
+    original: dict[str, str] = {}
+    rounds: list[OptimizationRoundRecord] = []
+    best_round: int = 0
+    improved: bool = False
+    best: dict[str, str] = {}                 # the best candidate's descriptions that differ from the original
+    best_file: str | None = None
+    stopped: str = ""                         # rounds | train all passing | max-cost | interrupted
+    cost_usd: float = 0.0
+
+
 ResultsDocument.model_rebuild()
 
 
@@ -5269,7 +7474,8 @@ def tool_run_result(transcript: Transcript, verdict_of: Callable[[Transcript], V
         simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
         simulated_user_model=t.simulated_user_model or None,
         verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
-        grades=t.grades, judge_usage=t.judge_usage if t.judge_model else None, judge_model=t.judge_model or None)
+        grades=t.grades, judge_usage=t.judge_usage if t.judge_model else None, judge_model=t.judge_model or None,
+        batch_api=t.batch_api)
 
 
 def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
@@ -5283,7 +7489,8 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
         latency_ms=r.latency_ms, error=r.error,
         simulated_user_usage=r.simulated_user_usage or Usage(),
         simulated_user_model=r.simulated_user_model or "",
-        grades=dict(r.grades), judge_usage=r.judge_usage or Usage(), judge_model=r.judge_model or "")
+        grades=dict(r.grades), judge_usage=r.judge_usage or Usage(), judge_model=r.judge_model or "",
+        batch_api=r.batch_api)
 
 
 def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
@@ -5356,7 +7563,7 @@ def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -
         interval=tuple(round(x, 4) for x in summary.interval), pass_at_k=round(summary.pass_at_k, 4),
         pass_hat_k=round(summary.pass_hat_k, 4), flaky=summary.flaky, reasons=summary.reasons,
         prompt=summary.prompt, description=summary.description, cost_usd=summary.cost_usd,
-        seconds=round(seconds, 3))
+        seconds=round(seconds, 3), tags=summary.tags)
 
 
 def case_result_from_test(result: SkillTestResult, group: str, cost: float, seconds: float) -> CaseResult:
@@ -5386,11 +7593,12 @@ def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
     if score.get("passed"):
         return []
     graded = list(score.get("graded") or [])  # the outcome checks of a tool-use run (judge, verify)
+    unmet = [f"expectation not met: {text}" for text in score.get("failed_expectations") or []]
     if "coverage" in score:
-        low = score["coverage"] < C.DEFAULT_CONCEPT_PASS_RATE - 1e-9 or not (score.get("answer") or graded)
+        low = score["coverage"] < C.DEFAULT_CONCEPT_PASS_RATE - 1e-9 or not (score.get("answer") or graded or unmet)
         return ([f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
                  + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")] if low else []) \
-            + list(score.get("answer") or []) + graded
+            + list(score.get("answer") or []) + graded + unmet
     reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
     return reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
 
@@ -5428,6 +7636,50 @@ def summary_record(cases: Sequence[CaseResult], usages: Sequence[tuple[Usage, fl
                                false_negatives=s.false_negatives, precision=round(s.precision, 4),
                                recall=round(s.recall, 4), f1=round(s.f1, 4)) for s in tools],
         confusion=confusion or {}, not_started=outcome.not_started, interrupted=outcome.interrupted)
+
+
+def model_matrix(cases: Sequence[CaseResult], runs: dict[str, list[tuple[Usage, float, float, bool]]],
+                 tools: dict[str, tuple[Sequence[ToolStats], dict[str, list[float]]]] | None = None
+                 ) -> ModelMatrixRecord:
+    """The side-by-side view of a model matrix, from the verdicts every writer reads (`cases`,
+    one per case and model), each model's runs (usage, cost, latency in ms, errored) and, in
+    tool-use modes, each model's tool selection scores and its calls' durations per tool."""
+    models = list(runs)
+    rows: dict[tuple[str, str], MatrixCaseRecord] = {}
+    for case in cases:
+        row = rows.setdefault((case.kind, case.name), MatrixCaseRecord(name=case.name, kind=case.kind, group=case.group))
+        row.models[case.model or ""] = MatrixCellRecord(
+            passed=case.passed, error=case.error, passes=case.passes, runs=case.runs, pass_rate=case.pass_rate,
+            cost_usd=case.cost_usd, mean_latency_ms=round(case.seconds * 1000 / case.runs, 2) if case.runs else 0.0)
+    for row in rows.values():
+        row.passed_on = [m for m in models if m in row.models and row.models[m].passed]
+        row.failed_on = [m for m in models if m in row.models and not row.models[m].passed]
+        row.disagree = bool(row.passed_on and row.failed_on)
+    summaries = []
+    for model in models:
+        mine = [c for c in cases if c.model == model]
+        usages = runs[model]
+        latencies = [latency for _, _, latency, _ in usages]
+        price, priced = price_for(cli_model_id(model))
+        passed = sum(c.passed for c in mine)
+        summaries.append(ModelSummaryRecord(
+            model=model, cases=len(mine), passed=passed, pass_rate=round(passed / len(mine), 4) if mine else 0.0,
+            runs=len(usages), run_errors=sum(1 for *_, errored in usages if errored),
+            usage=sum((u for u, *_ in usages), Usage()), cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
+            latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
+            price=dict(price), priced=priced))
+    tool_rows: dict[str, MatrixToolRecord] = {}
+    for model, (stats, durations) in (tools or {}).items():
+        scored = {s.tool: s for s in stats}
+        for name in sorted({*scored, *durations}):
+            s, took = scored.get(name), durations.get(name, [])
+            tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = MatrixToolCellRecord(
+                calls=len(took), mean_ms=round(sum(took) / len(took), 2) if took else 0.0,
+                precision=round(s.precision, 4) if s else None,
+                recall=round(s.recall, 4) if s else None, f1=round(s.f1, 4) if s else None)
+    return ModelMatrixRecord(models=models, summaries=summaries, cases=list(rows.values()),
+                             tools=[tool_rows[name] for name in sorted(tool_rows)],
+                             disagreements=[row.name for row in rows.values() if row.disagree])
 
 
 def claude_run_usage(record: ClaudeRun) -> Usage:
@@ -5470,9 +7722,42 @@ def make_metadata(mode: str, settings: Settings, result_count: int, outcome: Pip
                     mode="interactive" if settings.interactive else "batch", evaluation=mode,
                     model=settings.model, iterations=settings.iterations,
                     suite_wall_time_s=round(outcome.wall_time_s, 3), interrupted=outcome.interrupted,
-                    threshold=settings.threshold,
+                    threshold=settings.threshold, batch_api=settings.batch,
                     results_file=str(results_lines_path(settings.output)) if settings.summary_only and settings.output
-                    else None, **extra)
+                    else None, **scale_metadata(settings, outcome), **extra)
+
+
+# Options that do not shape a run's results (where it writes, how fast, on which machine): shards
+# of one suite may differ in them; every other option a shard was given is recorded for --merge.
+UNRECORDED_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out", "resume", "retry_errors",
+                                "dry_run", "concurrency", "shard", "merge", "summary_only", "base_url", "claude_bin",
+                                "max_retries", "request_timeout", "max_cost", "record", "artifacts", "benchmark_json"})
+
+
+def scale_metadata(settings: Settings, outcome: PipelineOutcome) -> dict[str, Any]:
+    """The metadata of a model matrix (every model) and of a shard (which share of which suite,
+    and the options it ran with, redacted like everything else)."""
+    found: dict[str, Any] = {}
+    if len(settings.models) > 1:
+        found["models"] = list(settings.models)
+    if len(settings.trigger_models) > 1:
+        found["trigger_models"] = list(settings.trigger_models)
+    if settings.shard or settings.merge:
+        found["suite_hash"] = outcome.suite_hash or None
+        found["settings"] = recorded_settings(settings)
+    if settings.shard:
+        found["shard"] = f"{settings.shard[0]}/{settings.shard[1]}"
+    if settings.merge:
+        found["merged_from"] = list(settings.merge)
+    return found
+
+
+def recorded_settings(settings: Settings) -> dict[str, Any]:
+    recorded: dict[str, Any] = {}
+    for name in sorted(settings.given - UNRECORDED_OPTIONS):
+        value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(name, getattr(settings, name))
+        recorded[name] = list(value) if isinstance(value, tuple) else value
+    return Redactor.for_run().data(recorded)
 
 
 class JsonStream:
@@ -5630,7 +7915,8 @@ def write_results_csv(path: str, results: Results) -> None:
 
 
 RESULT_CSV_COLUMNS = ["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
-               "cost_usd", "latency_ms", "ended_by", "error", "skills_fired"]
+               "cost_usd", "latency_ms", "ended_by", "error", "skills_fired",
+               "tool_sources"]   # who answered each of tools_called: live, mock, replay or policy (withheld)
 
 
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
@@ -5650,11 +7936,13 @@ def csv_row(result: RunResult) -> list[Any]:
     reasons = "; ".join(result.verdict.reasons) if result.verdict else ""
     if isinstance(result, ToolRunResult):
         return [result.test_name, result.iteration, result.query, ",".join(result.tools_called), verdict, reasons,
-                result.token_count, f"{result.cost_usd:.6f}", result.latency_ms, result.ended_by, result.error or "", ""]
+                result.token_count, f"{result.cost_usd:.6f}", result.latency_ms, result.ended_by, result.error or "", "",
+                ",".join(call.source for call in result.tool_calls)]
     tokens = Usage.from_api(result.usage).total
     ended = "timeout" if result.timed_out else result.result_subtype or ""
-    return [result.test, result.run, result.query, ",".join(result.tools), verdict, reasons, tokens,
-            f"{result.cost_usd:.6f}", result.latency_ms, ended, result.error or "", ",".join(result.activated_skills)]
+    name = f"{result.test} [{result.configuration}]" if result.configuration else result.test
+    return [name, result.run, result.query, ",".join(result.tools), verdict, reasons, tokens,
+            f"{result.cost_usd:.6f}", result.latency_ms, ended, result.error or "", ",".join(result.activated_skills), ""]
 
 
 def write_junit(path: str, results: Results) -> None:
@@ -5668,11 +7956,11 @@ def write_junit(path: str, results: Results) -> None:
         groups.setdefault(case.group or results.suite_name, []).append(case)
     for group, cases in groups.items():
         suite = ET.SubElement(root, "testsuite", name=xml_text(group), tests=str(len(cases)),
-                              failures=str(sum(not c.passed and not c.error for c in cases)),
-                              errors=str(sum(not c.passed and c.error for c in cases)),
+                              failures=str(sum(not c.passed and not c.error and gates(c) for c in cases)),
+                              errors=str(sum(not c.passed and c.error and gates(c) for c in cases)),
                               time=f"{sum(c.seconds for c in cases):.3f}")
         for case in cases:
-            junit_testcase(ET, suite, group, case)
+            junit_testcase(ET, suite, group, case, is_matrix(results.cases))
     tree = ET.ElementTree(root)
     ET.indent(tree)
     buffer = __import__("io").BytesIO()
@@ -5689,15 +7977,880 @@ def xml_text(text: Any) -> str:
     return visible_escapes(str(text), XML_UNSAFE)
 
 
-def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult) -> None:
-    element = ET.SubElement(suite, "testcase", classname=xml_text(group), name=xml_text(case.name),
+def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False) -> None:
+    element = ET.SubElement(suite, "testcase", classname=xml_text(group), name=xml_text(case_label(case, matrix)),
                             time=f"{case.seconds:.3f}")
-    if not case.passed:
+    if case.configuration:
+        properties = ET.SubElement(element, "properties")
+        ET.SubElement(properties, "property", name="configuration", value=xml_text(case.configuration))
+        ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
+    if not case.passed and gates(case):
         detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
         ET.SubElement(element, "error" if case.error else "failure",
                       message=f"passed {case.passes}/{case.runs} runs").text = xml_text(detail)
     ET.SubElement(element, "system-out").text = xml_text(f"prompt: {case.prompt}\npass rate: {case.passes}/"
                                                           f"{case.runs}\ncost: ${case.cost_usd:.4f}")
+
+
+def gates(case: CaseResult) -> bool:
+    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
+    skill, or with its old version) is reported beside the skill, never failing CI."""
+    return case.configuration in ("", "with_skill")
+
+
+def signed(value: float, digits: int) -> str:
+    return f"{value:+.{digits}f}"
+
+
+def write_skill_creator_benchmark(path: str, results: Results) -> None:
+    """--benchmark-json: skill-creator's benchmark.json (references/schemas.md), so its viewer
+    reads our task runs: runs[] with result{pass_rate, passed, failed, total, time_seconds, tokens,
+    tool_calls, errors} and expectations, run_summary per configuration with mean/stddev/min/max,
+    and the delta as signed strings (with_skill − without_skill, else − old_skill)."""
+    benchmark = results.sections.get("benchmark") or BenchmarkRecord()
+    evals = {e.name: e for e in benchmark.evals}
+    ids = {e.name: e.eval_id if isinstance(e.eval_id, int) else index for index, e in enumerate(benchmark.evals, 1)}
+    runs = []
+    for result in results.results():
+        if not isinstance(result, SkillRunResult) or not result.configuration or result.test not in evals:
+            continue
+        passed = sum(1 for e in result.expectations if e.get("passed") is True)
+        total = len(result.expectations)
+        notes = ([f"error: {result.error}"] if result.error else []) + [f"refused: {r}" for r in result.refused_tools]
+        runs.append({"eval_id": ids[result.test], "eval_name": result.test, "configuration": result.configuration,
+                     "run_number": result.run,
+                     "result": {"pass_rate": round(passed / total, 4) if total else (0.0 if result.error else 1.0),
+                                "passed": passed, "failed": total - passed, "total": total,
+                                "time_seconds": round(result.latency_ms / 1000, 3),
+                                "tokens": run_tokens(result), "tool_calls": result.tool_count,
+                                "errors": 1 if result.error else 0},
+                     "expectations": [{"text": e.get("text", ""), "passed": e.get("passed") is True,
+                                       "evidence": str(e.get("evidence") or e.get("error") or "")}
+                                      for e in result.expectations],
+                     "notes": notes})
+    summary: dict[str, Any] = {}
+    for stats in benchmark.configurations:
+        key = stats.configuration + (f" ({stats.model})" if stats.model else "")
+        summary[key] = {name: dump_record(getattr(stats, name)) for name in ("pass_rate", "time_seconds", "tokens")}
+    delta = next((d for d in benchmark.deltas if d.baseline == "without_skill"), None) or next(iter(benchmark.deltas), None)
+    if delta is not None:
+        summary["delta"] = {"pass_rate": signed(delta.pass_rate, 2), "time_seconds": signed(delta.time_seconds, 1),
+                            "tokens": signed(delta.tokens, 0)}
+    meta = results.metadata
+    document = {"metadata": {"skill_name": benchmark.skill_name, "skill_path": "", "executor_model": meta.test_model,
+                             "analyzer_model": benchmark.judge_model,
+                             "timestamp": meta.generated_at, "evals_run": list(ids.values()),
+                             "runs_per_configuration": benchmark.runs_per_configuration},
+                "runs": runs, "run_summary": summary,
+                "notes": [f"delta against {d.baseline}" + (f" ({d.model})" if d.model else "") + ": pass rate "
+                          f"{signed(d.pass_rate, 2)}, time {signed(d.time_seconds, 1)}s, tokens {signed(d.tokens, 0)}"
+                          for d in benchmark.deltas]}
+    write_json_atomic(path, json.loads(json_text(document)))
+
+
+def benchmark_rows(stats: Sequence[ConfigurationStatsRecord], deltas: Sequence[DeltaRecord]) -> list[list[str]]:
+    """[configuration, runs, pass rate, time, tokens, cost] rows, mean ± stddev, then a row per delta."""
+    rows = [[s.configuration + (f" ({s.model})" if s.model else ""), f"{s.runs}" + (
+                f" ({s.errored_runs} errored)" if s.errored_runs else ""),
+             f"{s.pass_rate.mean * 100:.0f}% ± {s.pass_rate.stddev * 100:.0f}%",
+             f"{s.time_seconds.mean:.1f} ± {s.time_seconds.stddev:.1f}",
+             f"{s.tokens.mean:,.0f} ± {s.tokens.stddev:,.0f}",
+             f"{s.cost_usd.mean:.4f} ± {s.cost_usd.stddev:.4f}"] for s in stats]
+    rows += [[f"Δ with_skill − {d.baseline}" + (f" ({d.model})" if d.model else ""), "",
+              f"{d.pass_rate * 100:+.0f}%", signed(d.time_seconds, 1), f"{d.tokens:+,.0f}", signed(d.cost_usd, 4)]
+             for d in deltas]
+    return rows
+
+
+BENCHMARK_HEADERS = ["Configuration", "Runs", "Pass rate", "Time (s)", "Tokens", "Cost (USD)"]
+
+
+def markdown_benchmark(benchmark: BenchmarkRecord) -> list[str]:
+    """The task evals' benchmark: every configuration (mean ± stddev over runs) and the deltas,
+    then per eval, with its expected output and each expectation's tally."""
+    def table(rows: list[list[str]]) -> list[str]:
+        return ["| " + " | ".join(BENCHMARK_HEADERS) + " |", "|---|---|---|---|---|---|",
+                *["| " + " | ".join(markdown_cell(c, None) for c in row) + " |" for row in rows], ""]
+
+    lines = ["## Benchmark: task evals", "",
+             f"{benchmark.runs_per_configuration} run(s) per eval and configuration; pass rate = expectations "
+             "passed / total per run.", ""] + table(benchmark_rows(benchmark.configurations, benchmark.deltas))
+    for e in benchmark.evals:
+        lines += [f"### {markdown_cell(e.name, None)}", "", f"Prompt: {markdown_cell(e.prompt, 300)}", ""]
+        if e.expected_output:
+            lines += [f"Expected output: {markdown_cell(e.expected_output, 300)}", ""]
+        lines += table(benchmark_rows(e.configurations, e.deltas))
+        if e.expectations:
+            configurations = [s.configuration for s in e.configurations]
+            configurations = list(dict.fromkeys(configurations))
+            lines += ["| Expectation | " + " | ".join(configurations) + " |",
+                      "|---|" + "---|" * len(configurations)]
+            for tally in e.expectations:
+                cells = [f"{tally.passed.get(c, 0)}/{tally.runs.get(c, 0)} "
+                         + ("✅" if tally.runs.get(c) and tally.passed.get(c, 0) == tally.runs.get(c) else "❌")
+                         for c in configurations]
+                lines.append(f"| {markdown_cell(tally.text, 120)} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return lines
+
+
+def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
+    """The benchmark in the terminal: every configuration and the deltas, then one row per eval."""
+    table = Table(title="Task evals: benchmark (mean ± stddev over runs)", title_justify="left")
+    for header in BENCHMARK_HEADERS:
+        table.add_column(header)
+    for row in benchmark_rows(benchmark.configurations, benchmark.deltas):
+        table.add_row(*[escape_markup(c) for c in row])
+    for e in benchmark.evals:
+        for row in benchmark_rows(e.configurations, e.deltas):
+            table.add_row(*[escape_markup(f"{e.name}: {row[0]}"), *[escape_markup(c) for c in row[1:]]])
+    console.print(table)
+
+
+# ---------------------------------------------------------------------------- the HTML report
+# One file that opens offline, for any mode: the page (HTML, CSS, JS) is HTML_PAGE, the data goes
+# in as JSON inside <script type="application/json"> (`html_json`: `<`, `>`, `&` escaped, so no
+# text can end the script element), and the script builds the DOM with createElement and
+# textContent only: every name, prompt, tool output and server message is text, never markup.
+# The Content-Security-Policy lets only the page's own script (by its hash) and inline styles run
+# and forbids every request (no other host, no fetch); charts are inline SVG drawn by the script.
+HTML_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{script_hash}'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def html_json(value: Any) -> str:
+    """JSON that is safe inside a <script> element: `<`, `>` and `&` only occur in JSON strings,
+    where \\uXXXX means the same character."""
+    text = json_text(value, indent=None)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def html_cut(text: Any, limit: int = C.HTML_TEXT_CHARS) -> str:
+    """A text as the page shows it: long tool outputs and answers are cut (the results JSON has
+    them whole), so a 200-case suite stays a small file."""
+    text = "" if text is None else text if isinstance(text, str) else json_text(text)
+    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters in the results JSON)"
+
+
+def html_run_id(result: RunResult) -> str:
+    """A run's id in the page and in feedback.json: the case (or the query) and the run number."""
+    if isinstance(result, ToolRunResult):
+        return f"{result.test_name}/run-{result.iteration}"
+    configuration = f" [{result.configuration}]" if getattr(result, "configuration", "") else ""
+    return f"{result.test if result.test and result.test != 'trigger' else result.query}{configuration}/run-{result.run}"
+
+
+def html_tool_step(call: ToolCall) -> dict:
+    return {"role": "tool", "name": call.name, "input": html_cut(json_text(call.input)),
+            "output": html_cut(call.output), "error": call.is_error, "ms": round(call.duration_ms, 1)}
+
+
+def html_tool_run_steps(r: ToolRunResult) -> list[dict]:
+    """The conversation as turns: each `tool` entry of the history becomes the calls of its turn,
+    with their arguments and results."""
+    turns: dict[int, list[ToolCall]] = {}
+    for call in r.tool_calls:
+        turns.setdefault(call.turn, []).append(call)
+    groups, steps = list(turns.values()), []
+    for entry in r.conversation_history:
+        if entry.role == "tool" and groups:
+            steps += [html_tool_step(call) for call in groups.pop(0)]
+        elif entry.role == "tool":
+            steps.append({"role": "tool", "name": "(tools)", "input": "", "output": html_cut(entry.content)})
+        elif entry.content or not entry.has_tools:
+            steps.append({"role": entry.role, "text": html_cut(entry.content), "simulated": entry.simulated})
+    for group in groups:   # calls of a turn the history does not show (an interrupted run)
+        steps += [html_tool_step(call) for call in group]
+    if not r.conversation_history and r.query:
+        steps.insert(0, {"role": "user", "text": html_cut(r.query)})
+    return steps
+
+
+def html_skill_run_steps(r: SkillRunResult) -> list[dict]:
+    steps: list[dict] = [{"role": "user", "text": html_cut(r.query)}]
+    if r.tool_calls:
+        steps += [html_tool_step(call) for call in r.tool_calls]
+    else:
+        steps += [{"role": "tool", "name": name, "input": "", "output": ""} for name in r.tools]
+    if r.answer:
+        steps.append({"role": "assistant", "text": html_cut(r.answer)})
+    return steps
+
+
+def html_run(result: RunResult) -> dict:
+    verdict = result.verdict
+    common = {"id": html_run_id(result), "error": result.error, "cost": result.cost_usd,
+              "latency_ms": result.latency_ms, "passed": None if verdict is None else verdict.passed,
+              "reasons": verdict.reasons if verdict else []}
+    if isinstance(result, ToolRunResult):
+        return dict(common, iteration=result.iteration, model=result.model, tokens=result.token_count,
+                    ended_by=result.ended_by, steps=html_tool_run_steps(result),
+                    grades={name: {k: html_cut(v, 2000) if isinstance(v, str) else v for k, v in grade.items()}
+                            for name, grade in result.grades.items()})
+    facts = {"activated skills": ", ".join(result.activated_skills) or "none",
+             "skills loaded": "?" if result.skills_loaded is None else ", ".join(result.skills_loaded) or "none",
+             "ended": "timeout" if result.timed_out else result.result_subtype or "", "turns": result.num_turns}
+    if result.stderr_tail and result.error:
+        facts["stderr"] = html_cut(result.stderr_tail, 2000)
+    grades = {f"expectation {n}": {"passed": bool(e.get("passed")), **{k: html_cut(e[k], 2000) for k in
+                                                                       ("text", "evidence", "error") if e.get(k)}}
+              for n, e in enumerate(getattr(result, "expectations", None) or [], 1) if isinstance(e, dict)}
+    return dict(common, iteration=result.run, tokens=Usage.from_api(result.usage).total, steps=html_skill_run_steps(result),
+                facts={k: v for k, v in facts.items() if v not in (None, "")}, grades=grades)
+
+
+def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
+    return {"name": case.name, "group": case.group, "kind": case.kind, "tags": tags, "passed": case.passed,
+            "error": case.error, "flaky": case.flaky, "runs": case.runs, "passes": case.passes,
+            "pass_rate": case.pass_rate, "interval": list(case.interval), "cost": case.cost_usd,
+            "seconds": case.seconds, "reasons": [[reason, n] for reason, n in case.reasons.items()],
+            "prompt": html_cut(case.prompt), "description": case.description, "run_ids": run_ids}
+
+
+def html_results_data(results: Results) -> dict:
+    """What the page shows of a finished run: the overview's numbers, every case, every run's
+    transcript (cut where long), and what the mode adds (skills, QA, coverage)."""
+    s, meta = results.summary, results.metadata
+    records = list(results.results())
+    runs = [html_run(r) for r in records]
+    seen: dict[str, int] = {}
+    for run in runs:  # ids stay unique (they key the page's runs and the review notes)
+        seen[run["id"]] = seen.get(run["id"], 0) + 1
+        run["id"] += f" #{seen[run['id']]}" if seen[run["id"]] > 1 else ""
+    matrix = is_matrix(results.cases)  # a model matrix: a case per model, named NAME (MODEL)
+    label = (lambda name, model: f"{name} ({model})" if matrix and model else name)  # noqa: E731
+    trigger_cases: dict[tuple, list[str]] = {}
+    for case in results.cases:
+        if case.kind == "trigger_query":
+            trigger_cases.setdefault((case.prompt, case.model if matrix else None), []).append(
+                label(case.name, case.model))
+    by_case: dict[str, list[str]] = {}
+    tags_of: dict[str, list[str]] = {}
+    for result, run in zip(records, runs):
+        if isinstance(result, ToolRunResult):
+            owners = [label(result.test_name, result.model)]
+        elif result.test and result.test != "trigger":
+            owners = [label(result.test, result.model)]
+        else:
+            owners = trigger_cases.get((result.query, result.model if matrix else None), [])
+        for owner in owners:
+            by_case.setdefault(owner, []).append(run["id"])
+    for case in results.cases:  # a trigger query's tag: activate / ignore; a skill test's: its type
+        if case.kind in ("trigger_query", "test") and case.description:
+            tags_of[case.name] = [case.description]
+    low, high = wilson_interval(s.passed, s.cases)
+    model = meta.model if meta.evaluation != "skills" else f"{meta.trigger_model} (triggers), {meta.test_model} (tests)"
+    data: dict[str, Any] = {
+        "title": MODE_TITLES.get(meta.evaluation, "Evaluation"), "evaluation": meta.evaluation,
+        "passed": results.passed, "model": model, "claude_version": meta.claude_version,
+        "generated_at": meta.generated_at, "wall_time_s": meta.suite_wall_time_s, "iterations": meta.iterations,
+        "summary": dict(dump_record(s), interval=[low, high]),
+        "cases": [dict(html_case(c, by_case.get(label(c.name, c.model), []), c.tags or tags_of.get(c.name, [])),
+                       name=label(c.name, c.model)) for c in results.cases],
+        "runs": {run["id"]: run for run in runs}, "runs_kept": bool(runs) or not results.result_count,
+        "results_file": meta.results_file}
+    if results.sections.get("trigger_scores"):
+        data["triggers"] = [dump_record(score) for score in results.sections["trigger_scores"]]
+    if results.sections.get("qa") is not None:
+        data["qa"] = dump_record(results.sections["qa"])
+    if results.sections.get("matrix") is not None:  # a model matrix: see renderMatrix
+        data["matrix"] = dump_record(results.sections["matrix"])
+        data["model"] = models_text(meta)
+    isolation = results.sections.get("isolation")
+    if isolation is not None and isolation.outside_writes:
+        data["outside_writes"] = list(isolation.outside_writes)
+    return data
+
+
+def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
+    """A comparison: every step's changes (regressions and fixes first), and the newest file's
+    cases and transcripts below them."""
+    newest = comparisons[-1]
+    data = html_results_data(results_from_document(newest.new, newest.new_path))
+    data["title"] = "Comparison"
+    data["comparisons"] = [{
+        "old": c.old_path, "new": c.new_path, "failed": c.failed,
+        "old_passed": pass_line(c.old), "new_passed": pass_line(c.new),
+        "old_cost": c.old.summary.cost_usd, "new_cost": c.new.summary.cost_usd,
+        "trigger_scores": [[skill, a, b] for skill, a, b in trigger_score_changes(c)],
+        "changes": [{"name": ch.name, "change": ch.change, "reasons": ch.reasons,
+                     "old": None if ch.old is None else f"{ch.old.passes}/{ch.old.runs}",
+                     "new": None if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"}
+                    for ch in c.changes if ch.change != "unchanged"]} for c in comparisons]
+    changes = {ch["name"]: ch["change"] for ch in data["comparisons"][-1]["changes"]}
+    for case in data["cases"]:
+        case["change"] = changes.get(case["name"], "")
+    data["passed"] = not any(c.failed for c in comparisons)
+    return data
+
+
+def render_html(data: dict) -> str:
+    """The page with its data: one file, no request to anywhere (see HTML_CSP)."""
+    import base64
+    import hashlib
+
+    data = Redactor.for_run().data(data)  # an API key in an old results file never reaches a page
+    digest = base64.b64encode(hashlib.sha256(HTML_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    page = HTML_PAGE.replace("__CSP__", HTML_CSP.format(script_hash=f"sha256-{digest}"))
+    before, _, after = page.partition("__DATA__")  # the data last: no text of it is ever a placeholder
+    return before + html_json(data) + after.replace("__SCRIPT__", HTML_SCRIPT)
+
+
+def write_html_report(path: str, results: Results) -> None:
+    write_text_atomic(path, render_html(html_results_data(results)))
+
+
+def results_from_document(document: ResultsDocument, path: str | Path) -> Results:
+    """A results file read back as every writer reads a finished run (--from, --compare)."""
+    sections = {key: getattr(document, key) for key in ("skills", "trigger_scores", "tests", "isolation", "qa", "matrix")
+                if getattr(document, key) is not None}
+    return Results(document.metadata, document.passed, document.summary, document.cases,
+                   lambda: iter(document.results), len(document.results), sections, Path(path).stem or "suite")
+
+
+# ---------------------------------------------------------------------------- GitHub Actions' step summary
+def append_step_summary(markdown: str) -> None:
+    """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
+    appended to it: the job's summary page shows the report. Every mode that writes results."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown.rstrip("\n") + "\n\n")
+    except OSError as exc:
+        raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}") from None
+
+
+def write_step_summary(results: Results) -> None:
+    append_step_summary(render_markdown(results))
+
+
+HTML_PAGE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="__CSP__">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Evaluation report</title>
+<style>
+:root { --pass: #1a7f37; --fail: #cf222e; --warn: #9a6700; --ink: #1f2328; --muted: #656d76; --line: #d0d7de;
+        --soft: #f6f8fa; --accent: #0969da; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); background: #fff; }
+header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); background: var(--soft); }
+header h1 { margin: 0 0 4px; font-size: 22px; }
+main { padding: 8px 28px 90px; max-width: 1400px; }
+h2 { font-size: 17px; margin: 26px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 8px; }
+.muted { color: var(--muted); }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px; color: #fff; }
+.pass { background: var(--pass); } .fail { background: var(--fail); } .error, .flaky { background: var(--warn); }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; }
+.card { border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; min-width: 170px; }
+.card .value { font-size: 22px; font-weight: 600; }
+.card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: var(--soft); position: sticky; top: 0; }
+th.sortable { cursor: pointer; user-select: none; }
+th.sortable:hover { color: var(--accent); }
+tr.case-row { cursor: pointer; }
+tr.case-row:hover, tr.case-row.open { background: #ddf4ff; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.reasons { margin: 0; padding-left: 16px; }
+.controls { display: flex; gap: 10px; align-items: center; margin-bottom: 8px; flex-wrap: wrap; }
+input[type=search], select { padding: 5px 8px; border: 1px solid var(--line); border-radius: 6px; font: inherit; }
+input[type=search] { width: 320px; }
+.chart { margin: 6px 0 14px; overflow-x: auto; }
+.chart-row { display: flex; flex-wrap: wrap; gap: 12px 40px; align-items: flex-start; }
+.chart svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
+.legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
+.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border-radius: 2px; }
+#case-detail { border: 2px solid var(--accent); border-radius: 8px; padding: 4px 18px 14px; margin-top: 18px; }
+.run { border: 1px solid var(--line); border-radius: 8px; margin: 12px 0; padding: 8px 14px; }
+.run > h4 { margin: 2px 0 6px; font-size: 14px; }
+.step { margin: 8px 0; padding: 6px 10px; border-left: 4px solid var(--line); background: var(--soft); border-radius: 4px; }
+.step.user { border-color: #8250df; } .step.assistant { border-color: var(--accent); } .step.tool { border-color: #bf8700; }
+.step.tool.failed { border-color: var(--fail); }
+.step .who { font-weight: 600; font-size: 12px; color: var(--muted); }
+pre { margin: 4px 0; white-space: pre-wrap; word-break: break-word; font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
+details > summary { cursor: pointer; color: var(--accent); }
+.flag { color: var(--fail); font-weight: 600; margin: 4px 0 0; }
+.grade { border: 1px dashed var(--warn); padding: 6px 10px; border-radius: 6px; margin: 8px 0; }
+textarea { width: 100%; min-height: 44px; font: inherit; border: 1px solid var(--line); border-radius: 6px; padding: 6px; }
+.note-label { font-size: 12px; color: var(--muted); margin-top: 8px; display: block; }
+#review-bar { position: fixed; bottom: 0; left: 0; right: 0; background: #fff; border-top: 1px solid var(--line);
+              padding: 8px 28px; display: flex; gap: 16px; align-items: center; }
+#review-bar a { color: #fff; background: var(--accent); padding: 5px 12px; border-radius: 6px; text-decoration: none; font-weight: 600; }
+.change-regression, .change-removed { color: var(--fail); font-weight: 600; }
+.change-fixed { color: var(--pass); font-weight: 600; } .change-added { color: var(--accent); font-weight: 600; }
+button.link { background: none; border: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit; text-align: left; }
+</style>
+</head>
+<body>
+<header id="top"><h1>Evaluation report</h1><noscript>This report is drawn by its own inline script: open it in a browser with JavaScript on.</noscript></header>
+<main id="app"></main>
+<div id="review-bar"></div>
+<script type="application/json" id="report-data">__DATA__</script>
+<script>__SCRIPT__</script>
+</body>
+</html>
+"""
+
+# The page's script. It reads the data as JSON and builds every element with createElement /
+# textContent (never innerHTML), so the data is always text.
+HTML_SCRIPT = r"""
+"use strict";
+const DATA = JSON.parse(document.getElementById("report-data").textContent);
+const SVG = "http://www.w3.org/2000/svg";
+const NOTES = {};
+const LONG_TEXT = 600, LONG_LINES = 10;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+const pct = (x, digits = 0) => (x === null || x === undefined) ? "n/a" : (x * 100).toFixed(digits) + "%";
+const usd = (x) => "$" + Number(x || 0).toFixed(4);
+const secs = (ms) => (Number(ms || 0) / 1000).toFixed(1) + "s";
+const num = (x) => Number(x || 0).toLocaleString("en-US");
+function verdictBadge(c) {
+  if (c.error) return el("span", {class: "badge error"}, "error");
+  return el("span", {class: "badge " + (c.passed ? "pass" : "fail")}, c.passed ? "pass" : "fail");
+}
+function longText(text) {
+  text = String(text === null || text === undefined ? "" : text);
+  const lines = text.split("\n");
+  if (text.length <= LONG_TEXT && lines.length <= LONG_LINES) return el("pre", {}, text);
+  const first = lines[0].slice(0, 120);
+  return el("details", {}, el("summary", {}, first + " … (" + num(text.length) + " characters, " + lines.length + " lines)"),
+            el("pre", {}, text));
+}
+
+// ---------------------------------------------------------------- header and overview
+function renderHeader() {
+  const top = document.getElementById("top");
+  top.replaceChildren();
+  document.title = DATA.title + " report";
+  top.append(el("h1", {}, el("span", {class: "badge " + (DATA.passed ? "pass" : "fail")}, DATA.passed ? "PASSED" : "FAILED"),
+                " ", DATA.title),
+             el("div", {class: "muted"}, "model " + DATA.model,
+                DATA.claude_version ? " · Claude Code " + DATA.claude_version : "",
+                " · " + DATA.generated_at + " · wall time " + Number(DATA.wall_time_s || 0).toFixed(1) + "s"));
+}
+function card(label, value, detail) {
+  return el("div", {class: "card"}, el("div", {class: "label"}, label), el("div", {class: "value"}, value),
+            detail ? el("div", {class: "muted"}, detail) : null);
+}
+function renderOverview(app) {
+  const s = DATA.summary, u = s.usage;
+  app.append(el("h2", {id: "overview"}, "Overview"));
+  app.append(el("div", {class: "cards"},
+    card("Passed", s.passed + "/" + s.cases + " (" + pct(s.pass_rate) + ")",
+         "95% interval " + pct(s.interval[0]) + "–" + pct(s.interval[1])),
+    card("Runs", num(s.runs), s.run_errors + " with errors · " + s.flaky + " flaky · threshold " + pct(s.threshold)),
+    card("Cost", usd(s.cost_usd)),
+    card("Tokens", num(u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens),
+         "in " + num(u.input_tokens) + " · out " + num(u.output_tokens) + " · cache read " + num(u.cache_read_input_tokens)
+         + " · cache write " + num(u.cache_creation_input_tokens)),
+    card("Latency p50 / p95", secs(s.latency_p50_ms) + " / " + secs(s.latency_p95_ms))));
+  if (s.not_started) app.append(el("p", {class: "flag"}, s.not_started + " runs not started (--max-cost)"));
+  if (s.interrupted) app.append(el("p", {class: "flag"}, "Interrupted: rerun with --resume"));
+  if (DATA.outside_writes) app.append(el("p", {class: "flag"}, "Files changed outside the temporary projects: "
+                                         + DATA.outside_writes.join(", ")));
+}
+
+// ---------------------------------------------------------------- charts (inline SVG)
+const COLOURS = {precision: "#0969da", recall: "#bf8700", f1: "#1a7f37"};
+function legend(entries) {
+  return el("div", {class: "legend"}, entries.map(([name, colour]) => el("span", {}, el("i", {style: "background:" + colour}), name)));
+}
+function barChart(rows, series, opts) {
+  // rows: [{label, values: {series: 0..1}}], horizontal bars, one group per row
+  const labelWidth = opts.labelWidth || 190, width = opts.width || 420, bar = 12, gap = 10;
+  const head = opts.threshold === undefined ? 0 : 16;   // room for the threshold's label above the bars
+  const groupHeight = series.length * bar + gap, height = head + rows.length * groupHeight + 30;
+  const chart = svg("svg", {width: labelWidth + width + 60, height: height, role: "img", "aria-label": opts.title});
+  const x = (v) => labelWidth + v * width;
+  for (const tick of [0, 0.25, 0.5, 0.75, 1]) {
+    chart.append(svg("line", {x1: x(tick), x2: x(tick), y1: 0, y2: height - 20, stroke: "#d0d7de"}));
+    if (opts.ticks !== false) chart.append(svg("text", {x: x(tick), y: height - 6, "text-anchor": "middle"}, pct(tick)));
+  }
+  rows.forEach((row, i) => {
+    const top = head + i * groupHeight;
+    const fits = Math.floor(labelWidth / 7);
+    const label = row.label.length > fits ? row.label.slice(0, fits - 1) + "…" : row.label;
+    const text = svg("text", {x: labelWidth - 8, y: top + groupHeight / 2, "text-anchor": "end", "dominant-baseline": "middle"}, label);
+    text.append(svg("title", {}, row.label));
+    chart.append(text);
+    series.forEach(([name, colour], j) => {
+      const value = row.values[name];
+      if (value === null || value === undefined) return;
+      const rect = svg("rect", {x: x(0), y: top + j * bar, width: Math.max(1, value * width), height: bar - 2,
+                                fill: row.colour || colour});
+      rect.append(svg("title", {}, row.label + " " + name + ": " + pct(value, 1)));
+      chart.append(rect);
+      chart.append(svg("text", {x: x(value) + 4, y: top + j * bar + bar / 2, "dominant-baseline": "middle"},
+                       row.text === undefined ? pct(value) : row.text));
+    });
+  });
+  if (opts.threshold !== undefined) {
+    chart.append(svg("line", {x1: x(opts.threshold), x2: x(opts.threshold), y1: 0, y2: height - 20, stroke: "#cf222e",
+                              "stroke-width": 2, "stroke-dasharray": "5,3"}));
+    chart.append(svg("text", {x: x(opts.threshold) + 4, y: 11, fill: "#cf222e"}, "threshold " + pct(opts.threshold)));
+  }
+  return el("div", {class: "chart"}, chart);
+}
+function renderToolSelection(page) {
+  const s = DATA.summary;
+  const app = el("div", {class: "chart-row"});   // the bars and the heat map side by side when they fit
+  if ((s.tools && s.tools.length) || Object.keys(s.confusion || {}).length) page.append(el("h2", {id: "tools"}, "Tool selection"), app);
+  if (s.tools && s.tools.length) {
+    app.append(el("div", {}, el("h3", {}, "Precision, recall and F1 per tool"), legend(Object.entries(COLOURS)),
+      barChart(s.tools.map(t => ({label: t.tool, values: {precision: t.precision, recall: t.recall, f1: t.f1}})),
+               Object.entries(COLOURS), {title: "precision, recall and F1 per tool"})));
+  }
+  const confusion = s.confusion || {};
+  const expected = Object.keys(confusion).sort();
+  if (expected.length) {
+    const called = [...new Set(expected.flatMap(e => Object.keys(confusion[e])))].sort();
+    const most = Math.max(1, ...expected.flatMap(e => Object.values(confusion[e])));
+    const cell = 36, left = 190, top = 120;
+    const chart = svg("svg", {width: left + called.length * cell + 110, height: top + expected.length * cell + 10,
+                              role: "img", "aria-label": "confusion table"});
+    called.forEach((name, j) => {
+      const text = svg("text", {x: 0, y: 0, transform: "translate(" + (left + j * cell + cell / 2) + "," + (top - 8) + ") rotate(-45)"},
+                       name.length > 22 ? name.slice(0, 21) + "…" : name);
+      text.append(svg("title", {}, name));
+      chart.append(text);
+    });
+    expected.forEach((name, i) => {
+      chart.append(svg("text", {x: left - 8, y: top + i * cell + cell / 2, "text-anchor": "end", "dominant-baseline": "middle"},
+                       name.length > 26 ? name.slice(0, 25) + "…" : name));
+      called.forEach((other, j) => {
+        const n = confusion[name][other] || 0;
+        const shade = n / most;
+        const colour = name === other ? "rgba(26,127,55," + (0.1 + 0.9 * shade) + ")" : "rgba(207,34,46," + (n ? 0.1 + 0.9 * shade : 0.03) + ")";
+        const rect = svg("rect", {x: left + j * cell, y: top + i * cell, width: cell - 2, height: cell - 2, fill: colour});
+        rect.append(svg("title", {}, "expected " + name + ", called first " + other + ": " + n));
+        chart.append(rect);
+        if (n) chart.append(svg("text", {x: left + j * cell + cell / 2, y: top + i * cell + cell / 2, "text-anchor": "middle",
+                                         "dominant-baseline": "middle", fill: shade > 0.5 ? "#fff" : "#1f2328"}, n));
+      });
+    });
+    app.append(el("div", {}, el("h3", {}, "Confusion: expected tool (rows) → tool called first (columns)"), el("div", {class: "chart"}, chart)));
+  }
+}
+function renderCoverage(app) {
+  const c = DATA.summary.tool_coverage;
+  if (c && (c.available.length || c.called.length)) {
+    app.append(el("h2", {id: "coverage"}, "Tool coverage"));
+    const covered = c.available.filter(t => t in c.calls).length;
+    app.append(el("p", {}, covered + "/" + c.available.length + " of the servers' tools called in some run"
+                  + (c.coverage !== null ? " (" + pct(c.coverage) + ")" : "") + "."));
+    const tools = [...c.available, ...c.called.filter(t => !c.available.includes(t))];
+    const most = Math.max(1, ...Object.values(c.calls));
+    app.append(barChart(tools.map(t => ({label: t, text: c.calls[t] ? c.calls[t] + " calls" : "never called",
+                                         values: {calls: (c.calls[t] || 0) / most},
+                                         colour: c.calls[t] ? (c.expected.includes(t) ? "#1a7f37" : "#0969da") : "#cf222e"})),
+                        [["calls", "#0969da"]], {title: "calls per tool", labelWidth: 240, ticks: false}));
+    app.append(legend([["expected by a case", "#1a7f37"], ["called, not expected", "#0969da"], ["never called", "#cf222e"]]));
+  }
+}
+function renderTriggers(app) {
+  if (!DATA.triggers) return;
+  app.append(el("h2", {id: "skills"}, "Skill triggering"));
+  app.append(el("table", {},
+    el("thead", {}, el("tr", {}, ["Skill", "triggerRate", "falsePositiveRate", "triggerScore", "Precision", "Recall", "F1",
+                                  "Errored runs", "Cost"].map(h => el("th", {}, h)))),
+    el("tbody", {}, DATA.triggers.map(t => el("tr", {},
+      el("td", {}, t.skill),
+      el("td", {class: "num"}, t.triggerRate === null ? "n/a" : t.triggerRate.toFixed(0) + "% (" + t.positivesActivated + "/" + t.positives + ")"),
+      el("td", {class: "num"}, t.falsePositiveRate === null ? "n/a" : t.falsePositiveRate.toFixed(0) + "% (" + t.negativesActivated + "/" + t.negatives + ")"),
+      el("td", {class: "num"}, t.triggerScore.toFixed(1) + "%"),
+      el("td", {class: "num"}, t.precision.toFixed(0) + "%"),
+      el("td", {class: "num"}, t.recall === null ? "n/a" : t.recall.toFixed(0) + "%"),
+      el("td", {class: "num"}, t.f1.toFixed(0) + "%"),
+      el("td", {class: "num"}, t.erroredRuns + "/" + t.totalRuns),
+      el("td", {class: "num"}, usd(t.costUsd)))))));
+  for (const t of DATA.triggers) {
+    app.append(el("h3", {}, "Activation rate per query: " + t.skill));
+    app.append(legend([["should activate", "#1a7f37"], ["should not activate", "#8c959f"], ["wrong side of the threshold", "#cf222e"]]));
+    app.append(barChart(t.queryResults.map(q => ({label: (q.correct ? "✓ " : "✗ ") + q.query,
+                                                  values: {rate: q.activationRate},
+                                                  colour: !q.correct ? "#cf222e" : q.expected === "activate" ? "#1a7f37" : "#8c959f"})),
+                        [["rate", "#1a7f37"]], {title: "activation rate per query", labelWidth: 300, threshold: t.threshold}));
+  }
+}
+function renderQa(app) {
+  const qa = DATA.qa;
+  if (!qa) return;
+  app.append(el("h2", {id: "qa"}, "QA accuracy"));
+  app.append(el("div", {class: "cards"},
+    card("Accuracy", qa.correct + "/" + qa.runs + " runs (" + pct(qa.accuracy) + ")", "95% interval " + pct(qa.interval[0]) + "–" + pct(qa.interval[1])),
+    card("Tasks", qa.tasks), card("Mean task duration", qa.mean_task_seconds.toFixed(2) + "s"),
+    card("Tool calls per run", qa.mean_tool_calls.toFixed(2), qa.tool_calls + " in all")));
+  if (qa.tools.length) app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Tool", "Calls", "Total", "Mean", "Longest"].map(h => el("th", {}, h)))),
+    el("tbody", {}, qa.tools.map(t => el("tr", {}, el("td", {}, t.tool), el("td", {class: "num"}, t.calls),
+      el("td", {class: "num"}, secs(t.total_ms)), el("td", {class: "num"}, t.mean_ms.toFixed(0) + " ms"),
+      el("td", {class: "num"}, t.max_ms.toFixed(0) + " ms"))))));
+}
+function renderMatrix(app) {
+  // a model matrix: each model's totals, the cases that pass on one model and fail on another, then
+  // every case and tool with a column per model
+  const m = DATA.matrix;
+  if (!m) return;
+  const head = (first) => el("thead", {}, el("tr", {}, el("th", {}, first), m.models.map(model => el("th", {}, model))));
+  app.append(el("h2", {id: "models"}, "Models side by side"));
+  app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Model", "Passed", "Runs", "Runs with errors", "Cost",
+      "Latency p50 / p95", "$/MTok in / out"].map(h => el("th", {}, h)))),
+    el("tbody", {}, m.summaries.map(s => el("tr", {}, el("td", {}, s.model),
+      el("td", {class: "num"}, s.passed + "/" + s.cases + " (" + pct(s.pass_rate) + ")"), el("td", {class: "num"}, s.runs),
+      el("td", {class: "num"}, s.run_errors), el("td", {class: "num"}, usd(s.cost_usd)),
+      el("td", {class: "num"}, secs(s.latency_p50_ms) + " / " + secs(s.latency_p95_ms)),
+      el("td", {class: "num"}, "$" + s.price.input + " / $" + s.price.output + (s.priced ? "" : " (guessed)")))))));
+  const differ = m.cases.filter(c => c.disagree);
+  app.append(el("p", {class: differ.length ? "flag" : "muted"}, differ.length
+    ? differ.length + " case(s) pass on one model and fail on another: "
+      + differ.map(c => c.name + " (passes on " + c.passed_on.join(", ") + "; fails on " + c.failed_on.join(", ") + ")").join("; ")
+    : "Every case has the same verdict on every model."));
+  app.append(el("table", {}, head("Case"), el("tbody", {}, m.cases.map(c => el("tr", {},
+    el("td", {}, c.name, c.disagree ? [" ", el("span", {class: "badge fail"}, "differs")] : null),
+    m.models.map(model => {
+      const cell = c.models[model];
+      return el("td", {class: "num"}, cell ? [verdictBadge(cell), " " + cell.passes + "/" + cell.runs + " · "
+        + usd(cell.cost_usd) + " · " + secs(cell.mean_latency_ms)] : "-");
+    }))))));
+  if (m.tools.length) app.append(el("table", {}, head("Tool (calls · F1 · mean call)"), el("tbody", {}, m.tools.map(t => el("tr", {},
+    el("td", {}, t.tool), m.models.map(model => {
+      const cell = t.models[model];
+      return el("td", {class: "num"}, cell ? cell.calls + " · " + (cell.f1 === null ? "n/a" : cell.f1.toFixed(2))
+        + " · " + Number(cell.mean_ms || 0).toFixed(0) + " ms" : "-");
+    }))))));
+}
+function renderComparisons(app) {
+  if (!DATA.comparisons) return;
+  app.append(el("h2", {id: "changes"}, "Changes: regressions and fixes first"));
+  for (const c of DATA.comparisons) {
+    const counts = {};
+    c.changes.forEach(ch => { counts[ch.change] = (counts[ch.change] || 0) + 1; });
+    app.append(el("h3", {}, el("span", {class: "badge " + (c.failed ? "fail" : "pass")}, c.failed ? "regressed" : "no regression"),
+                  " ", c.old + " → " + c.new));
+    app.append(el("p", {}, (counts.regression || 0) + " regression(s), " + (counts.fixed || 0) + " fix(es), "
+                  + (counts.removed || 0) + " removed, " + (counts.added || 0) + " added · passed " + c.old_passed + " → "
+                  + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)));
+    for (const [skill, before, after] of c.trigger_scores)
+      app.append(el("p", {}, "triggerScore " + skill + ": " + (before === null ? "-" : before.toFixed(1) + "%") + " → "
+                    + (after === null ? "-" : after.toFixed(1) + "%")));
+    if (!c.changes.length) { app.append(el("p", {class: "muted"}, "No case changed.")); continue; }
+    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Reasons"].map(h => el("th", {}, h)))),
+      el("tbody", {}, c.changes.map(ch => el("tr", {},
+        el("td", {}, DATA.runs && caseByName(ch.name) ? el("button", {class: "link", onclick: () => openCase(ch.name)}, ch.name) : ch.name),
+        el("td", {class: "change-" + ch.change}, ch.change), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
+        el("td", {}, ch.reasons))))));
+  }
+}
+
+// ---------------------------------------------------------------- the case table
+const COLUMNS = [
+  ["name", "Case", c => c.name], ["tags", "Tag", c => (c.tags || []).join(", ") || c.group],
+  ["verdict", "Verdict", c => c.error ? 2 : c.passed ? 0 : 1], ["pass_rate", "Pass rate", c => c.pass_rate],
+  ["flaky", "Flaky", c => c.flaky ? 1 : 0], ["cost", "Cost", c => c.cost], ["reasons", "Reasons", c => c.reasons.length]];
+const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, added: 3, "": 4};
+let sortKey = DATA.comparisons ? "change" : "verdict", sortDown = DATA.comparisons ? false : true;
+function caseByName(name) { return DATA.cases.find(c => c.name === name); }
+function renderCases(app) {
+  app.append(el("h2", {id: "cases"}, "Cases (" + DATA.cases.length + ")"));
+  const filter = el("input", {type: "search", id: "case-filter", placeholder: "filter: name, tag, reason, prompt"});
+  const verdict = el("select", {id: "verdict-filter"}, ["all", "failed", "passed", "flaky", "error"].map(v => el("option", {value: v}, v)));
+  const shown = el("span", {class: "muted", id: "case-count"});
+  app.append(el("div", {class: "controls"}, filter, verdict, shown));
+  const head = el("tr", {});
+  const columns = DATA.comparisons ? [["change", "Change", c => CHANGE_RANK[c.change || ""]], ...COLUMNS] : COLUMNS;
+  for (const [key, title, _] of columns) {
+    const numeric = ["pass_rate", "cost"].includes(key);
+    head.append(el("th", {class: "sortable" + (numeric ? " num" : ""), title: "sort by " + title.toLowerCase(),
+                          onclick: () => { sortDown = sortKey === key ? !sortDown : key !== "name"; sortKey = key; draw(); }}, title));
+  }
+  const body = el("tbody", {id: "case-rows"});
+  app.append(el("table", {id: "case-table"}, el("thead", {}, head), body));
+  app.append(el("section", {id: "case-detail", hidden: true}));
+  function draw() {
+    const query = filter.value.trim().toLowerCase(), wanted = verdict.value;
+    const pick = columns.find(c => c[0] === sortKey)[2];
+    const rows = DATA.cases.filter(c => {
+      if (wanted === "failed" && (c.passed || c.error)) return false;
+      if (wanted === "passed" && !c.passed) return false;
+      if (wanted === "flaky" && !c.flaky) return false;
+      if (wanted === "error" && !c.error) return false;
+      if (!query) return true;
+      return [c.name, c.group, c.prompt, c.description, ...(c.tags || []), ...c.reasons.map(r => r[0])]
+        .some(text => String(text || "").toLowerCase().includes(query));
+    }).sort((a, b) => {
+      const x = pick(a), y = pick(b);
+      const order = typeof x === "string" ? x.localeCompare(y) : x - y;
+      return (sortDown ? -order : order) || a.name.localeCompare(b.name);
+    });
+    body.replaceChildren(...rows.map(c => {
+      const row = el("tr", {class: "case-row", "data-case": c.name, onclick: () => openCase(c.name)});
+      if (DATA.comparisons) row.append(el("td", {class: "change-" + c.change}, c.change || "unchanged"));
+      row.append(el("td", {}, el("button", {class: "link"}, c.name)),
+                 el("td", {}, (c.tags || []).join(", ") || c.group),
+                 el("td", {}, verdictBadge(c)),
+                 el("td", {class: "num"}, c.passes + "/" + c.runs + " (" + pct(c.pass_rate) + ")"),
+                 el("td", {}, c.flaky ? el("span", {class: "badge flaky"}, "flaky") : ""),
+                 el("td", {class: "num"}, usd(c.cost)),
+                 el("td", {}, c.reasons.length ? el("ul", {class: "reasons"}, c.reasons.map(([r, n]) => el("li", {}, r + (c.runs > 1 ? " (" + n + "/" + c.runs + ")" : "")))) : ""));
+      return row;
+    }));
+    shown.textContent = rows.length + " of " + DATA.cases.length + " shown";
+  }
+  filter.addEventListener("input", draw);
+  verdict.addEventListener("change", draw);
+  draw();
+}
+
+// ---------------------------------------------------------------- a case opened: its runs as transcripts
+function noteBox(id, label) {
+  const box = el("textarea", {"data-note": id, placeholder: "a note for the review (goes into feedback.json)"});
+  box.value = NOTES[id] || "";
+  box.addEventListener("input", () => { if (box.value.trim()) NOTES[id] = box.value; else delete NOTES[id]; saveNotes(); });
+  return [el("label", {class: "note-label"}, label), box];
+}
+function reasonHome(reason, steps) {
+  // the tool call a reason names (the first whose tool it mentions); else the run's header
+  let best = -1, length = 0;
+  steps.forEach((step, i) => {
+    if (step.role === "tool" && step.name && reason.includes(step.name) && step.name.length > length && best < 0) { best = i; length = step.name.length; }
+  });
+  if (best < 0 && /answer|response|refus|concept|pattern/i.test(reason)) {   // about what Claude said last
+    steps.forEach((step, i) => { if (step.role === "assistant") best = i; });
+  }
+  return best;
+}
+function renderStep(step, flags) {
+  const box = el("div", {class: "step " + step.role + (step.error ? " failed" : "")});
+  if (step.role === "tool") {
+    box.append(el("div", {class: "who"}, "tool call: ", el("code", {}, step.name),
+                  step.ms ? " · " + Number(step.ms).toFixed(0) + " ms" : "", step.error ? " · error" : ""));
+    if (step.input) box.append(el("div", {class: "muted"}, "arguments"), longText(step.input));
+    if (step.output) box.append(el("div", {class: "muted"}, "result"), longText(step.output));
+  } else {
+    box.append(el("div", {class: "who"}, step.role === "user" ? (step.simulated ? "User (simulated)" : "User") : "Claude"),
+               longText(step.text));
+  }
+  for (const flag of flags) box.append(el("div", {class: "flag"}, "↳ " + flag));
+  return box;
+}
+function renderRun(run) {
+  const box = el("article", {class: "run", "data-run": run.id});
+  const verdict = run.passed === null ? el("span", {class: "badge error"}, "no verdict") :
+    el("span", {class: "badge " + (run.passed ? "pass" : "fail")}, run.passed ? "pass" : "fail");
+  box.append(el("h4", {}, "Run " + run.iteration + " ", verdict, " ",
+                el("span", {class: "muted"}, usd(run.cost) + " · " + secs(run.latency_ms) + " · " + num(run.tokens) + " tokens"
+                   + (run.ended_by ? " · ended by " + run.ended_by : "") + (run.model ? " · " + run.model : ""))));
+  if (run.error) box.append(el("p", {class: "flag"}, "error: " + run.error));
+  const homes = {}, loose = [];
+  for (const reason of run.reasons) {
+    const home = reasonHome(reason, run.steps);
+    if (home < 0) loose.push(reason); else (homes[home] = homes[home] || []).push(reason);
+  }
+  if (loose.length) box.append(el("div", {class: "flag"}, "Why it failed:"), el("ul", {class: "reasons flag"}, loose.map(r => el("li", {}, r))));
+  if (run.facts) box.append(el("p", {class: "muted"}, Object.entries(run.facts).map(([k, v]) => k + ": " + v).join(" · ")));
+  run.steps.forEach((step, i) => box.append(renderStep(step, homes[i] || [])));
+  for (const [name, grade] of Object.entries(run.grades || {})) {
+    const g = el("div", {class: "grade"}, el("strong", {}, name === "judge" ? "Judge" : name === "verify" ? "State check" : name),
+      " ", grade.error ? el("span", {class: "badge error"}, "error") : el("span", {class: "badge " + (grade.passed ? "pass" : "fail")}, grade.passed ? "pass" : "fail"));
+    for (const [key, value] of Object.entries(grade)) if (key !== "passed") g.append(el("div", {}, el("span", {class: "muted"}, key + ": "), longText(typeof value === "string" ? value : JSON.stringify(value))));
+    box.append(g);
+  }
+  box.append(...noteBox(run.id, "Note on run " + run.iteration));
+  return box;
+}
+function openCase(name) {
+  const c = caseByName(name), detail = document.getElementById("case-detail");
+  if (!c || !detail) return;
+  document.querySelectorAll("tr.case-row.open").forEach(r => r.classList.remove("open"));
+  document.querySelectorAll("tr.case-row").forEach(r => { if (r.getAttribute("data-case") === name) r.classList.add("open"); });
+  detail.hidden = false;
+  detail.replaceChildren(...[
+    el("h2", {}, verdictBadge(c), " ", c.name),
+    el("p", {class: "muted"}, [c.group, c.description, c.passes + "/" + c.runs + " runs passed", "95% interval "
+       + pct(c.interval[0]) + "–" + pct(c.interval[1]), usd(c.cost)].filter(Boolean).join(" · ")),
+    c.prompt ? [el("div", {class: "muted"}, "prompt"), longText(c.prompt)] : null,
+    c.reasons.length ? el("ul", {class: "reasons flag"}, c.reasons.map(([r, n]) => el("li", {}, r + " (" + n + "/" + c.runs + " runs)"))) : null,
+    noteBox(c.name, "Note on this case")].flat().filter(x => x));
+  if (!c.run_ids.length) detail.append(el("p", {class: "muted"}, DATA.results_file ? "Runs are in " + DATA.results_file + " (--summary-only)." : "No run of this case is in the results."));
+  for (const id of c.run_ids) if (DATA.runs[id]) detail.append(renderRun(DATA.runs[id]));
+  const hash = "#case=" + encodeURIComponent(name);
+  if (location.hash !== hash) { try { history.replaceState(null, "", hash); } catch (e) { /* a page without history */ } }
+  detail.scrollIntoView({block: "start"});
+}
+
+// ---------------------------------------------------------------- review notes -> feedback.json
+const STORE = "eval-report-notes:" + DATA.generated_at + ":" + DATA.title;
+function loadNotes() {
+  try { Object.assign(NOTES, JSON.parse(localStorage.getItem(STORE) || "{}")); } catch (e) { /* storage off */ }
+}
+let downloadUrl = null;
+function feedbackJson() {
+  // skill-creator's feedback.json: {"reviews": [{run_id, feedback, timestamp}], "status"}; a case's note has the case's name as its id
+  const stamp = new Date().toISOString();
+  const reviews = Object.entries(NOTES).map(([run_id, feedback]) => ({run_id, feedback, timestamp: stamp}));
+  return JSON.stringify({reviews, status: "complete"}, null, 2) + "\n";
+}
+function saveNotes() {
+  try { localStorage.setItem(STORE, JSON.stringify(NOTES)); } catch (e) { /* storage off: notes live in the page */ }
+  const bar = document.getElementById("review-bar");
+  if (downloadUrl) URL.revokeObjectURL(downloadUrl);
+  downloadUrl = URL.createObjectURL(new Blob([feedbackJson()], {type: "application/json"}));
+  bar.replaceChildren(el("span", {}, "Review: " + Object.keys(NOTES).length + " note(s)"),
+                      el("a", {id: "download-feedback", href: downloadUrl, download: "feedback.json"}, "Download feedback.json"),
+                      el("span", {class: "muted"}, "Open a case to write a note on it or on any of its runs."));
+}
+
+// ---------------------------------------------------------------- the page
+function render() {
+  renderHeader();
+  const app = document.getElementById("app");
+  app.replaceChildren();
+  renderOverview(app);
+  renderMatrix(app);
+  renderComparisons(app);
+  renderToolSelection(app);
+  renderCoverage(app);
+  renderTriggers(app);
+  renderQa(app);
+  renderCases(app);
+  loadNotes();
+  saveNotes();
+  openFromHash();
+}
+function openFromHash() {
+  const match = /^#case=(.*)$/.exec(location.hash);
+  if (match) { try { openCase(decodeURIComponent(match[1])); } catch (e) { /* a bad fragment opens nothing */ } }
+}
+window.addEventListener("hashchange", openFromHash);
+render();
+"""
 
 
 # Option name -> writer. Every mode that produces verdicts gets every writer; a new report
@@ -5707,6 +8860,8 @@ WRITERS: dict[str, Callable[[str, Results], None]] = {
     "report": write_markdown_report,
     "junit": write_junit,
     "csv_out": write_results_csv,
+    "html": write_html_report,
+    "benchmark_json": write_skill_creator_benchmark,
 }
 
 
@@ -5724,6 +8879,7 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
                 raise OutputError(f"{exc}; every finished run is in {journal}: make room and rerun with "
                                   "--resume") from None
             console.print(f"wrote {path}", highlight=False, markup=False)
+    write_step_summary(results)
     if settings.json_out:
         dump_json(results.document(), sys.stdout)
         sys.stdout.write("\n")
@@ -5765,13 +8921,21 @@ def markdown_escape(text: str) -> str:
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
-    lines = markdown_headline(results) + markdown_failures(results.cases) + markdown_flaky(results.cases)
+    lines = markdown_headline(results)
+    if results.sections.get("optimization") is not None:  # --optimize: the loop first, then its best candidate
+        lines = optimization_markdown(results.sections["optimization"]) + lines
+    if results.sections.get("matrix") is not None:
+        lines += markdown_matrix(results.sections["matrix"])
+    lines += markdown_failures(results.cases) + markdown_flaky(results.cases)
     lines += markdown_all_cases(results.cases)
     lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
+    lines += markdown_calls_not_live(results)
     if results.sections.get("qa") is not None:
         lines += markdown_qa(results.sections["qa"])
     if results.sections.get("trigger_scores"):
         lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
+    if results.sections.get("benchmark") is not None:
+        lines += markdown_benchmark(results.sections["benchmark"])
     isolation = results.sections.get("isolation")
     if isolation is not None and isolation.outside_writes:
         lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
@@ -5779,14 +8943,106 @@ def render_markdown(results: Results) -> str:
     return "\n".join(lines)
 
 
+def price_text(price: dict[str, float]) -> str:
+    return f"${price.get('input', 0):g} / ${price.get('output', 0):g}"
+
+
+def matrix_cell_text(cell: "MatrixCellRecord | None") -> str:
+    if cell is None:
+        return "-"
+    verdict = "⚠️ error" if cell.error else "✅" if cell.passed else "❌"
+    return f"{verdict} {cell.passes}/{cell.runs} · ${cell.cost_usd:.4f} · {cell.mean_latency_ms / 1000:.1f}s"
+
+
+def markdown_matrix(matrix: "ModelMatrixRecord") -> list[str]:
+    """A model matrix side by side: each model's totals, the cases whose verdict depends on the
+    model, then every case and every tool with a column per model."""
+    models = matrix.models
+    header = " | ".join(markdown_cell(m, None, code=True) for m in models)
+    lines = ["### Models side by side", "",
+             "| Model | Passed | Runs | Runs with errors | Cost | Latency p50 / p95 | Price in / out per MTok |",
+             "|---|---|---|---|---|---|---|"]
+    for s in matrix.summaries:
+        lines.append(f"| {markdown_cell(s.model, None, code=True)} | {s.passed}/{s.cases} ({percent(s.pass_rate)}) | "
+                     f"{s.runs} | {s.run_errors} | ${s.cost_usd:.4f} | {s.latency_p50_ms / 1000:.1f}s / "
+                     f"{s.latency_p95_ms / 1000:.1f}s | {price_text(s.price)}{'' if s.priced else ' (guessed)'} |")
+    lines.append("")
+    disagreeing = [row for row in matrix.cases if row.disagree]
+    if disagreeing:
+        lines += [f"**Pass on one model, fail on another ({len(disagreeing)})**", "",
+                  "| Case | Passes on | Fails on |", "|---|---|---|"]
+        lines += [f"| {markdown_cell(row.name, code=True)} | "
+                  f"{', '.join(markdown_cell(m, None, code=True) for m in row.passed_on)} | "
+                  f"{', '.join(markdown_cell(m, None, code=True) for m in row.failed_on)} |" for row in disagreeing]
+    else:
+        lines.append("Every case has the same verdict on every model.")
+    lines += ["", "| Case | " + header + " |", "|---|" + "---|" * len(models)]
+    lines += [f"| {markdown_cell(row.name, code=True)} | "
+              + " | ".join(matrix_cell_text(row.models.get(m)) for m in models) + " |" for row in matrix.cases]
+    lines.append("")
+    if matrix.tools:
+        lines += ["| Tool (calls · F1 · mean call) | " + header + " |", "|---|" + "---|" * len(models)]
+        for tool in matrix.tools:
+            cells = [tool.models.get(m) for m in models]
+            lines.append(f"| {markdown_cell(tool.tool, None, code=True)} | " + " | ".join(
+                "-" if c is None else f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · {c.mean_ms:.0f} ms"
+                for c in cells) + " |")
+        lines.append("")
+    return lines
+
+
+def case_label(case: CaseResult, matrix: bool) -> str:
+    """A case as the reports name it: with its model when a model matrix has one per model."""
+    return f"{case.name} ({case.model})" if matrix and case.model else case.name
+
+
+def is_matrix(cases: Sequence[CaseResult]) -> bool:
+    return len({c.model for c in cases}) > 1
+
+
+def sources_text(counts: dict[str, int]) -> str:
+    """"12 live, 3 mocked, 1 withheld by policy": who answered the run's tool calls."""
+    return ", ".join(f"{n} {SOURCE_LABELS.get(source, source)}" for source, n in counts.items())
+
+
+def markdown_calls_not_live(results: Results) -> list[str]:
+    """Every call the servers did not run (mocked, replayed, withheld by --tool-policy), up to
+    SUMMARY_TABLE_ROWS of them; the results JSON has each call's `source` and `executed`."""
+    counts = results.summary.tool_calls_by_source
+    if not counts or set(counts) == {"live"}:
+        return []
+    rows = []
+    for result in results.results():
+        for call in getattr(result, "tool_calls", []):
+            if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
+                rows.append(f"| {markdown_cell(result.test_name)} | {result.iteration} | "
+                            f"{markdown_cell(call.name, code=True)} | {SOURCE_LABELS.get(call.source, call.source)} | "
+                            f"{markdown_cell(call.output, 60)} |")
+    lines = ["## Tool calls not run against the server", "",
+             f"{sources_text(counts)} (tool policy: {markdown_cell(results.metadata.tool_policy or '-')}).", ""]
+    if rows:
+        lines += ["| Case | Run | Tool | Answered | Answer |", "|---|---|---|---|---|", *rows, ""]
+    return lines
+
+
 MODE_TITLES = {"query": "Tool-use evaluation", "csv": "Tool-use evaluation", "markdown": "Markdown tests",
-               "skills": "Skill evaluation", "qa": "QA evaluation"}
+               "skills": "Skill evaluation", "qa": "QA evaluation",
+               "optimize": "The best candidate's runs"}
+
+
+def models_text(meta: Metadata) -> str:
+    """The model(s) a run used, as its reports name them (every model of a model matrix)."""
+    tested = ", ".join(meta.models) if meta.models else meta.model
+    if meta.evaluation != "skills":
+        return tested
+    triggers = ", ".join(meta.trigger_models) if meta.trigger_models else meta.trigger_model
+    return f"{triggers} (triggers), {', '.join(meta.models) if meta.models else meta.test_model} (tests)"
 
 
 def markdown_headline(results: Results) -> list[str]:
     s, meta = results.summary, results.metadata
     icon = "✅" if results.passed else "❌"
-    model = meta.model if meta.evaluation != "skills" else f"{meta.trigger_model} (triggers), {meta.test_model} (tests)"
+    model = models_text(meta)
     lines = [f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: {s.passed}/{s.cases} cases passed", "",
              "| Metric | Value |", "|---|---|",
              f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
@@ -5798,6 +9054,15 @@ def markdown_headline(results: Results) -> list[str]:
              f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
              f"| Cost | ${s.cost_usd:.4f} |",
              f"| Latency p50 / p95 | {s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s |"]
+    for name, description in (meta.skill_descriptions or {}).items():
+        lines.append(f"| Description of {markdown_cell(name, 64)} (--skill-description) | "
+                     f"{markdown_cell(description, None)} |")
+    for name, override in (meta.tool_overrides or {}).items():
+        shown = override.get("description") or "(its server's)"
+        lines.append(f"| Tool {markdown_cell(name, 64)} (--tool-overrides) | {markdown_cell(shown, None)}"
+                     + (" · input schema overridden" if "input_schema" in override else "") + " |")
+    if s.tool_calls_by_source:
+        lines.append(f"| Tool calls | {sources_text(s.tool_calls_by_source)} |")
     if s.not_started:
         lines.append(f"| Not started (--max-cost) | {s.not_started} |")
     if s.interrupted:
@@ -5815,7 +9080,8 @@ def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
     if not failures:
         return []
     lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
-    lines += [f"| {markdown_cell(c.name, code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
+    matrix = is_matrix(cases)
+    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
               for c in failures]
     return lines + [""]
 
@@ -5825,7 +9091,8 @@ def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
     if not flaky:
         return []
     lines = ["### Flaky", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
-    lines += [f"| {markdown_cell(c.name, code=True)} | {c.passes}/{c.runs} | "
+    matrix = is_matrix(cases)
+    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
               f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
               for c in flaky]
     return lines + [""]
@@ -5833,7 +9100,8 @@ def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
 
 def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
     lines = ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
-    lines += [f"| {markdown_cell(c.name, code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
+    matrix = is_matrix(cases)
+    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
               f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
               for c in cases]
     return lines + [""]
@@ -5990,17 +9258,57 @@ def print_summary(console: Console, results: Results) -> None:
                                          f"{sum(c.passed for c in cases)}/{len(cases)} passed")
     if results.sections.get("qa") is not None:
         print_qa(console, results.sections["qa"])
+    if results.sections.get("benchmark") is not None:
+        print_benchmark(console, results.sections["benchmark"])
     isolation = results.sections.get("isolation")
     for path in (isolation.outside_writes if isolation else []):
         console.print(f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}", highlight=False)
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available:
         print_tool_coverage(console, s.tool_coverage)
+    if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
+        console.print(f"tool calls: {sources_text(s.tool_calls_by_source)}", highlight=False, markup=False)
+    print_descriptions_shown(console, results.metadata)
+    if results.sections.get("matrix") is not None:
+        print_matrix(console, results.sections["matrix"])
     console.print(f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
                   f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
                   f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
                   highlight=False, soft_wrap=True)
     console.print("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
+
+
+def print_descriptions_shown(console: Console, meta: Metadata) -> None:
+    """What Claude saw instead of the files: --skill-description and --tool-overrides."""
+    for name, description in (meta.skill_descriptions or {}).items():
+        console.print(f"description of {terminal_text(name)} (--skill-description): {terminal_text(description)}",
+                      highlight=False, soft_wrap=True, markup=False)
+    for name, override in (meta.tool_overrides or {}).items():
+        console.print(f"tool {terminal_text(name)} (--tool-overrides): "
+                      f"{terminal_text(override.get('description') or '(its server description)')}"
+                      + (" · input schema overridden" if "input_schema" in override else ""),
+                      highlight=False, soft_wrap=True, markup=False)
+
+
+def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolPolicy) -> None:
+    """--dry-run: every tool with the MCP annotations its server sets true (read-only, destructive,
+    idempotent, open-world), and what --tool-policy (with mocks and replay) does with its calls."""
+    table = Table(title=f"Tools (--tool-policy {policy.policy})", show_lines=False)
+    table.add_column("tool", no_wrap=True)
+    for column in ("server", "annotations", "calls"):
+        table.add_column(column, overflow="fold")
+    for tool in sorted(tools.values(), key=lambda t: t.name):
+        marks = [label for hint, label in ANNOTATION_LABELS.items() if tool.annotations.get(hint) is True]
+        treatment = policy.treatment(tool)
+        shown = f"[red]{treatment}[/red]" if tool.destructive and treatment.startswith("live") else \
+            f"[yellow]{treatment}[/yellow]" if "withheld" in treatment else escape_markup(treatment)
+        table.add_row(escape_markup(terminal_text(tool.name)), escape_markup(terminal_text(tool.server)),
+                      ", ".join(marks) or "-", shown)
+    console.print(table)
+
+
+ANNOTATION_LABELS = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
+                     "openWorldHint": "open-world"}
 
 
 def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
@@ -6041,16 +9349,64 @@ def print_qa(console: Console, qa: QaRecord) -> None:
                   f"({qa.mean_tool_calls:.1f} per run)", highlight=False)
 
 
+def print_matrix(console: Console, matrix: "ModelMatrixRecord") -> None:
+    """A model matrix side by side: per model its totals, per case (those whose verdict depends on
+    the model first) a column per model, per tool its calls and F1; then the disagreements."""
+    table = Table(title="Models side by side")
+    for column in ("model", "passed", "runs", "errors", "cost $", "latency p50 / p95", "$/MTok in / out"):
+        table.add_column(column, overflow="fold")
+    for s in matrix.summaries:
+        table.add_row(escape_markup(s.model), f"{s.passed}/{s.cases} ({percent(s.pass_rate)})", str(s.runs),
+                      str(s.run_errors), f"{s.cost_usd:.4f}",
+                      f"{s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s",
+                      escape_markup(price_text(s.price) + ("" if s.priced else " (guessed)")))
+    console.print(table)
+    cases = Table(title="Cases per model")
+    cases.add_column("case", overflow="fold")
+    for model in matrix.models:
+        cases.add_column(escape_markup(model), overflow="fold")
+    rows = sorted(matrix.cases, key=lambda row: not row.disagree)
+    for row in rows[:C.SUMMARY_TABLE_ROWS]:
+        cells = []
+        for model in matrix.models:
+            cell = row.models.get(model)
+            colour = "yellow" if cell is None or cell.error else "green" if cell.passed else "red"
+            cells.append("-" if cell is None else f"[{colour}]{cell.passes}/{cell.runs}[/{colour}] ${cell.cost_usd:.4f} "
+                                                  f"{cell.mean_latency_ms / 1000:.1f}s")
+        cases.add_row(escape_markup(row.name) + (" [yellow](differs)[/yellow]" if row.disagree else ""), *cells)
+    console.print(cases)
+    if len(rows) > C.SUMMARY_TABLE_ROWS:
+        console.print(f"... and {len(rows) - C.SUMMARY_TABLE_ROWS} more case(s): see --report or -o", highlight=False)
+    if matrix.tools:
+        tools = Table(title="Tools per model (calls · F1 · mean call)")
+        tools.add_column("tool", overflow="fold")
+        for model in matrix.models:
+            tools.add_column(escape_markup(model), overflow="fold")
+        for tool in matrix.tools:
+            tools.add_row(escape_markup(tool.tool), *("-" if (c := tool.models.get(m)) is None else
+                                                      f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · "
+                                                      f"{c.mean_ms:.0f} ms" for m in matrix.models))
+        console.print(tools)
+    disagreeing = [row for row in matrix.cases if row.disagree]
+    if not disagreeing:
+        console.print("every case has the same verdict on every model", highlight=False)
+    for row in disagreeing:
+        console.print(f"[yellow]differs by model:[/yellow] {escape_markup(row.name)}: passes on "
+                      f"{escape_markup(', '.join(row.passed_on))}, fails on {escape_markup(', '.join(row.failed_on))}",
+                      highlight=False, soft_wrap=True)
+
+
 def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
     table = Table(title=escape_markup(title))
     for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
         table.add_column(column, overflow="fold")
     shown = [c for c in cases if not c.passed or c.flaky]
     shown += [c for c in cases if c.passed and not c.flaky][:max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
+    matrix = is_matrix(cases)
     for c in sorted(shown, key=lambda c: c.passed):
         verdict = "[yellow]error[/yellow]" if c.error else "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
         verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
-        table.add_row(escape_markup(c.name), verdict, f"{c.passes}/{c.runs}",
+        table.add_row(escape_markup(case_label(c, matrix)), verdict, f"{c.passes}/{c.runs}",
                       f"{percent(c.interval[0])}–{percent(c.interval[1])}", f"{c.cost_usd:.4f}",
                       escape_markup("; ".join(c.reasons)))
     console.print(table)
@@ -6117,9 +9473,13 @@ def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
     table = Table(title="Evaluation results", show_lines=False)
     for column in ("case", "iter", "tools called", "turns", "tokens", "cost $", "latency", "ended by"):
         table.add_column(column, overflow="fold")
+    several = len({t.model for t in transcripts}) > 1  # a model matrix: each run names its model
     for t in transcripts:
         ended = f"[red]error[/red]: {escape_markup(t.error)}" if t.error else t.ended_by
-        table.add_row(escape_markup(t.case.name), str(t.iteration), escape_markup(", ".join(t.tools_called) or "-"),
+        name = f"{t.case.name} ({t.model})" if several else t.case.name
+        table.add_row(escape_markup(name), str(t.iteration), escape_markup(", ".join(
+                          call.name + ("" if call.source == "live" else f" ({SOURCE_LABELS[call.source]})")
+                          for call in t.tool_calls) or "-"),
                       str(len(t.history)), f"{t.usage.total:,}", f"{t.cost_usd:.4f}", f"{t.latency_ms / 1000:.1f}s",
                       ended)
     console.print(table)
@@ -6174,7 +9534,9 @@ class LiveConversationView(ConversationObserver):
     def on_tool_call(self, call: ToolCall) -> None:
         self.end_text()
         arguments = json.dumps(call.input, ensure_ascii=False)
-        self.console.print(f"  [yellow]⚙ {escape_markup(call.name)}[/yellow] ", end="", highlight=False)
+        how = "" if call.source == "live" else \
+            f"[magenta]{escape_markup('[' + SOURCE_LABELS.get(call.source, call.source) + ']')}[/magenta] "
+        self.console.print(f"  [yellow]⚙ {escape_markup(call.name)}[/yellow] {how}", end="", highlight=False)
         self.console.print(terminal_text(preview(arguments, 200)), markup=False, highlight=False)
         colour = "red" if call.is_error else "dim"
         shown = preview(call.output or "(no output)", min(C.TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
@@ -6229,8 +9591,8 @@ CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
 
 
 def compare_documents(old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument) -> Comparison:
-    before = {c.name: c for c in old.cases}
-    after = {c.name: c for c in new.cases}
+    before = {case_label(c, is_matrix(old.cases)): c for c in old.cases}  # a model matrix: a case per model
+    after = {case_label(c, is_matrix(new.cases)): c for c in new.cases}
     changes = []
     for name in dict.fromkeys([*before, *after]):
         a, b = before.get(name), after.get(name)
@@ -6374,8 +9736,11 @@ def servers_for(settings: Settings) -> list[ServerSpec]:
     if "transport" in settings.given and not settings.server_url:
         raise InputError("--transport applies to --server-url", hint="e.g. --server-url http://127.0.0.1:3001/sse "
                                                                      "--transport sse")
-    servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module,
-                              settings.server_url, settings.transport)
+    if settings.replay and not servers_named(settings):
+        servers = []  # the cassette's tools, no server at all (not the bundled example server)
+    else:
+        servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module,
+                                  settings.server_url, settings.transport)
     if not settings.dry_run:
         require_api_key()
     return servers
@@ -6408,7 +9773,7 @@ class ToolCheckScoring:
     def __init__(self, cases: list[TestCase], check_names: bool) -> None:
         self.cases, self.check_names = cases, check_names
         self.tools: dict[str, ToolSpec] = {}
-        self.verdicts: dict[tuple[str, int], Verdict] = {}
+        self.verdicts: dict[tuple[str, int, str], Verdict] = {}
 
     def connected(self, hub: McpHub) -> None:
         if self.check_names:
@@ -6417,17 +9782,20 @@ class ToolCheckScoring:
 
     def verdict(self, t: Transcript) -> Verdict:
         """Once per run: the journal, the progress bar and the reports share it."""
-        key = (t.case.name, t.iteration)
+        key = (t.case.name, t.iteration, t.model)
         if key not in self.verdicts:
             self.verdicts[key] = score_tool_use(t.case, t, self.tools)
         return self.verdicts[key]
 
     def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
+        """A case over its runs; with several models, a case per model (runs come case by case,
+        and model by model within a case)."""
         out = []
-        for _, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):  # runs come case by case
+        for _, runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
             runs = list(runs)
             summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
             out.append(case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000))
+            out[-1].model = runs[0].model
         return out
 
     def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
@@ -6444,14 +9812,15 @@ class QaScoring(ToolCheckScoring):
 
     def __init__(self, cases: list[TestCase]) -> None:
         super().__init__(cases, False)
-        self.runs: dict[tuple[str, int], QaRunRecord] = {}
+        self.runs: dict[tuple[str, int, str], QaRunRecord] = {}
 
     def verdict(self, t: Transcript) -> Verdict:
-        key = (t.case.name, t.iteration)
+        key = (t.case.name, t.iteration, t.model)
         if key not in self.verdicts:
             reasons = [reason for name, check in TOOL_CHECKS.items() if name not in self.UNGRADED
                        for reason in check(t.case, t, self.tools)]
             self.verdicts[key] = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
+        if key not in self.runs:  # a verdict restored by --merge still gets its run's record
             self.runs[key] = qa_run_record(t, self.verdicts[key])
         return self.verdicts[key]
 
@@ -6465,7 +9834,7 @@ def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
                        reasons=verdict.reasons, seconds=round(t.latency_ms / 1000, 3), tool_calls=len(t.tool_calls),
                        tools=tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
                        **{tag: cap_text(text, C.QA_NOTE_CHARS) if text else None for tag, text in notes.items()},
-                       error=t.error)
+                       error=t.error, model=t.model)
 
 
 def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
@@ -6491,11 +9860,12 @@ def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]
     return merged
 
 
-def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int], QaRunRecord]) -> QaRecord:
+def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunRecord]) -> QaRecord:
     """The QA section: per task (in file order, those that ran) and over every run."""
     tasks = []
     for case in cases:
-        mine = sorted((r for (name, _), r in runs.items() if name == case.name), key=lambda r: r.iteration)
+        mine = sorted((r for (name, _, _), r in runs.items() if name == case.name),
+                      key=lambda r: (r.model or "", r.iteration))
         if not mine:
             continue
         correct = sum(r.correct for r in mine)
@@ -6522,13 +9892,13 @@ class AnswerScoring:
 
     def __init__(self, tests: list[SkillTest]) -> None:
         self.tests = {t.name: t for t in tests}
-        self.answers: dict[tuple[str, int], ClaudeRun] = {}  # each run's answer, seen before --summary-only slims it
+        self.answers: dict[tuple[str, int, str], ClaudeRun] = {}  # each run's answer, seen before --summary-only slims it
 
     def connected(self, hub: McpHub) -> None:
         self.tools = dict(hub.tools)  # for the suite's tool coverage
 
     def answer(self, t: Transcript) -> ClaudeRun:
-        return self.answers.setdefault((t.case.name, t.iteration), transcript_as_claude_run(t))
+        return self.answers.setdefault((t.case.name, t.iteration, t.model), transcript_as_claude_run(t))
 
     def run_score(self, t: Transcript) -> dict:
         """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""
@@ -6543,18 +9913,23 @@ class AnswerScoring:
     def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
         self.test_results = []
         out = []
-        for name, runs in itertools.groupby(transcripts, key=lambda t: t.case.name):
+        for (name, model), runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
             runs = list(runs)
             result = score_skill_test(self.tests[name], [self.answer(t) for t in runs], threshold,
                                       [self.run_score(t) for t in runs])
             self.test_results.append(result)
             out.append(case_result_from_test(result, Path(self.tests[name].source).name or group,
                                              sum(t.cost_usd for t in runs), sum(t.latency_ms for t in runs) / 1000))
+            out[-1].model = model
         return out
 
     def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        costs = {c.name: c.cost_usd for c in case_results}
-        return {"tests": [skill_test_record(r, costs.get(r.test.name, 0.0)) for r in self.test_results]}
+        costs = {(c.name, c.model): c.cost_usd for c in case_results}
+        records = []
+        for result, case in zip(self.test_results, case_results):
+            records.append(skill_test_record(result, costs.get((result.test.name, case.model), 0.0)))
+            records[-1].model = case.model
+        return {"tests": records}
 
 
 def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
@@ -6599,6 +9974,9 @@ def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
         if test.type == "trigger":
             raise InputError("a trigger test runs through Claude Code", test.source, test.line,
                              "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
+        if test.eval_id is not None:
+            raise InputError("skill-creator's task evals run through Claude Code, with and without the skill",
+                             test.source, test.line, f"add --skill path/to/{test.skill or 'the-skill'}")
     return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
                      source=t.source, line=t.line, rubric=t.rubric, verify=t.verify,
                      expected_answer=t.expected_answer, answer_match=t.answer_match) for t in tests]
@@ -6646,20 +10024,28 @@ def markdown_mode(settings: Settings, console: Console) -> int:
 
 def tool_use_mode(settings: Settings, console: Console, cases: list[TestCase], scoring: Any, mode: str,
                   input_type: str, suite_name: str) -> int:
-    """Every tool-use mode: the cases through the pipeline, scored, written, summed up."""
-    servers = servers_for(settings)
+    """Every tool-use mode: the cases through the pipeline, scored, written, summed up. --merge
+    replays the pieces' runs instead (no server, no model): each run keeps the verdict it got."""
+    check_batchable(settings, cases)
+    servers = servers_for(settings) if not settings.merge else []
     view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
     runner = ToolUseRunner(cases, settings, servers, user_source(settings, console), view, scoring.connected,
-                           scoring.verdict)
+                           scoring.verdict, console=console)
+    if settings.merge:
+        restore_scoring(scoring, settings)
     if settings.dry_run:
-        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, runner.jobs(), settings).todo)))
+        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings),
+                                                                        settings).todo)))
+        if runner.hub is not None:
+            print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
-    progress = None if settings.interactive or mode == "query" else RunProgress(
-        console, len(runner.jobs()), scoring.verdict, lambda t: (t.usage, t.cost_usd))
+    progress = None if settings.interactive or mode == "query" or settings.merge else RunProgress(
+        console, len(pipeline_jobs(runner, settings)), scoring.verdict, lambda t: (t.usage, t.cost_usd))
     with progress or contextlib.nullcontext():
         outcome = run_pipeline(runner, settings, console,
                                view.on_conversation_end if view else progress.on_record if progress else None)
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
+    results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
     write_outputs(results, settings, console)
     outcome.finish()
     if mode == "query" and not (settings.output or settings.json_out or settings.interactive):
@@ -6667,6 +10053,40 @@ def tool_use_mode(settings: Settings, console: Console, cases: list[TestCase], s
     elif mode != "query":
         print_summary(console, results)
     return exit_code(results, outcome)
+
+
+def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
+    """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
+    if not settings.batch:
+        return
+    if settings.interactive:
+        raise UsageProblem("--batch does not apply to --interactive runs: you answer Claude as it writes, "
+                           "one call at a time")
+    if settings.simulate_user is not None:
+        raise UsageProblem("--batch does not apply to --simulate-user runs: the simulated user answers Claude "
+                           "between its calls")
+    simulated = next((case for case in cases if case.simulated_user), None)
+    if simulated is not None:
+        raise InputError(f"{simulated.name!r} has a simulated user, which --batch cannot run",
+                         simulated.source or None, simulated.line or None,
+                         hint="run it without --batch, or leave it out of the --batch run")
+
+
+def calls_by_source(transcripts: Iterable[Transcript]) -> dict[str, int]:
+    """How many calls each of live, mock, replay and policy answered (only those that did)."""
+    counts = {source: 0 for source in CALL_SOURCES}
+    for t in transcripts:
+        for call in t.tool_calls:
+            counts[call.source] = counts.get(call.source, 0) + 1
+    return {source: n for source, n in counts.items() if n}
+
+
+def tool_policy_metadata(settings: Settings, runner: "ToolUseRunner") -> dict[str, Any]:
+    policy, hub = runner.tool_policy, runner.hub
+    tools = [ToolInfoRecord(name=t.name, server=t.server, annotations=t.annotations, calls=policy.treatment(t))
+             for t in sorted(hub.tools.values(), key=lambda t: t.name)] if hub else None
+    return {"tool_policy": settings.tool_policy, "allowed_tools": list(settings.allow_tool),
+            "mock_tools": settings.mock_tools, "replay": settings.replay, "record": settings.record, "tools": tools}
 
 
 def tool_use_results(settings: Settings, outcome: PipelineOutcome, scoring: Any, mode: str, input_type: str,
@@ -6678,14 +10098,49 @@ def tool_use_results(settings: Settings, outcome: PipelineOutcome, scoring: Any,
                              confusion_table(transcripts))
     summary.tool_coverage = tool_coverage([*getattr(scoring, "cases", []), *(t.case for t in transcripts)],
                                           transcripts, sorted(getattr(scoring, "tools", {})))
+    summary.tool_calls_by_source = calls_by_source(transcripts)
     simulated = ({"goal": settings.simulate_user, "model": settings.user_model,
                   "max_user_turns": settings.max_user_turns} if settings.simulate_user else None)
     metadata = make_metadata(mode, settings, 0 if settings.summary_only else len(transcripts), outcome,
-                             input_type=input_type, simulated_user=simulated)
+                             input_type=input_type, simulated_user=simulated,
+                             tool_overrides=load_tool_overrides(settings.tool_overrides) if settings.tool_overrides
+                             else None)
     passed = bool(cases) and all(c.passed for c in cases) and not outcome.not_started and not outcome.interrupted
+    sections = scoring.sections(cases)
+    if settings.matrix:
+        by_model: dict[str, list[Transcript]] = {model: [] for model in settings.models}
+        for t in transcripts:
+            by_model.setdefault(t.model, []).append(t)
+        sections["matrix"] = model_matrix(
+            cases, {m: [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in ts] for m, ts in by_model.items()},
+            {m: (tool_selection_stats(ts), tool_durations(ts)) for m, ts in by_model.items()})
     return Results(metadata, passed, summary, cases,
                    lambda: () if settings.summary_only else (tool_run_result(t, scoring.verdict) for t in transcripts),
-                   0 if settings.summary_only else len(transcripts), scoring.sections(cases), suite_name)
+                   0 if settings.summary_only else len(transcripts), sections, suite_name)
+
+
+def restore_scoring(scoring: Any, settings: Settings) -> None:
+    """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
+    as its piece gave it (the tools' schemas that graded it are not at hand here)."""
+    available = next((p.summary.tool_coverage.available for p in settings.merged_pieces
+                      if p.summary.tool_coverage is not None), [])
+    scoring.tools = dict.fromkeys(available)
+    verdicts = getattr(scoring, "verdicts", None)
+    if verdicts is None:
+        return  # answer-scored tests are graded from the run itself
+    for result in settings.merged_runs:
+        if isinstance(result, ToolRunResult) and result.verdict is not None:
+            verdicts[(result.test_name, result.iteration, result.model)] = Verdict(result.verdict.passed,
+                                                                                   list(result.verdict.reasons))
+
+
+def tool_durations(transcripts: Sequence[Transcript]) -> dict[str, list[float]]:
+    """Tool -> how long each of its calls took (ms), over these runs."""
+    durations: dict[str, list[float]] = {}
+    for t in transcripts:
+        for call in t.tool_calls:
+            durations.setdefault(call.name, []).append(call.duration_ms)
+    return durations
 
 
 # ---------------------------------------------------------------------------- the skill mode
@@ -6703,6 +10158,7 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise InputError(f"skill {duplicate!r} is given twice", hint="each --skill must have its own name")
+    skills = apply_skill_descriptions(skills, settings.skill_description)
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     tests += [t for target in settings.trigger for t in load_markdown_tests(target, "trigger")]
     if not tests:
@@ -6719,14 +10175,66 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
 def skill_plan(settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]) -> SkillSuitePlan:
     if settings.mcp_config and not Path(settings.mcp_config).is_file():
         raise InputError("MCP config not found", settings.mcp_config)
-    base = ClaudeCliSettings(binary=find_claude_bin(settings.claude_bin), base_url=settings.base_url,
+    binary = find_claude_bin(settings.claude_bin) if not settings.merge else ""  # --merge runs no `claude`
+    base = ClaudeCliSettings(binary=binary, base_url=settings.base_url,
                              mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None)
     return SkillSuitePlan(
         skills=skills, tests=tests,
         trigger_settings=replace(base, model=settings.trigger_model, max_turns=settings.trigger_max_turns),
         test_settings=replace(base, model=settings.model, max_turns=settings.max_turns),
         runs=settings.runs, threshold=settings.trigger_threshold,
-        concurrency=settings.concurrency or default_skill_concurrency(), trigger_timeout=settings.trigger_timeout)
+        concurrency=settings.concurrency or default_skill_concurrency(), trigger_timeout=settings.trigger_timeout,
+        trigger_models=settings.trigger_models, test_models=settings.models,
+        **task_plan_options(settings, skills, tests))
+
+
+def task_plan_options(settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]) -> dict[str, Any]:
+    """--baseline, --baseline-skill, --allow-tools and --artifacts, checked before anything runs:
+    they apply to task tests only, and an eval set names a skill that is given."""
+    tasks = [t for t in tests if t.is_task]
+    given = [flag for flag, value in (("--baseline", settings.baseline), ("--baseline-skill", settings.baseline_skill),
+                                      ("--allow-tools", settings.allow_tools), ("--artifacts", settings.artifacts),
+                                      ("--benchmark-json", settings.benchmark_json)) if value]
+    if given and not tasks:
+        raise InputError(f"{given[0]} applies to task tests, and none is given",
+                         hint="give task evals with --tests path/to/evals/evals.json (or a `type: task` test)")
+    names = sorted(s.name for s in skills)
+    for test in tasks:
+        if test.eval_id is not None and test.skill and test.skill not in names:
+            raise InputError(f"the evals are for skill {test.skill!r}, which is not among the --skill options "
+                             f"({', '.join(names)})", test.source, 1, f"add --skill path/to/{test.skill}")
+    old = load_skill(settings.baseline_skill) if settings.baseline_skill else None
+    if old is not None and old.folder.resolve() in {s.folder.resolve() for s in skills}:
+        raise InputError(f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
+                         hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)")
+    return {"baseline": settings.baseline, "baseline_skill": old, "allow_tools": parse_allow_tools(settings.allow_tools),
+            "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
+            "judge_model": settings.judge_model}
+
+
+def parse_allow_tools(value: str | None) -> tuple[str, ...]:
+    """`Bash,Write,Edit`: the locked-down tools a task run may use (inside its temporary project)."""
+    if not value:
+        return ()
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    allowed = {n.lower(): n for n in C.TASK_ALLOWABLE_TOOLS}
+    unknown = next((n for n in names if n.lower() not in allowed), None)
+    if unknown is not None or not names:
+        raise InputError(f"--allow-tools {value}: {unknown or 'no tool'} is not one of "
+                         f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}",
+                         hint="e.g. --allow-tools Bash,Write,Edit (WebFetch stays off: it leaves the machine)")
+    return tuple(dict.fromkeys(allowed[n.lower()] for n in names))
+
+
+def artifacts_folder(value: str) -> Path:
+    """--artifacts DIR: a folder (made when the runs start), or a place where one can be made."""
+    path = Path(value).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--artifacts {value}: not a folder", hint="give a folder (it is made if missing)")
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"--artifacts {value}: {existing} is not a writable folder", hint="give another folder")
+    return path
 
 
 def skill_mode(settings: Settings, console: Console) -> int:
@@ -6735,18 +10243,33 @@ def skill_mode(settings: Settings, console: Console) -> int:
     plan = skill_plan(settings, skills, tests)
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
     runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
-    jobs = runner.jobs()
+    jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
     if settings.dry_run:
         print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo)))
         return 0
+    if settings.merge:  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
+        outcome = run_pipeline(runner, settings, console)
+        version = settings.merged_pieces[0].metadata.claude_version or ""
+        isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
+        runner.watched = sorted({path for i in isolation for path in i.watched})
+        runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
+        return skill_mode_end(settings, console, plan, runner, outcome, version)
     require_api_key()
+    if plan.artifacts is not None:  # made before the write guard looks, so it is not a write outside
+        plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
     console.print(f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
                   f"{plan.concurrency} at once",
                   highlight=False, markup=False)
     with RunProgress(console, len(jobs), progress_verdicts(plan),
-                     lambda r: (claude_run_usage(r), r.total_cost_usd or 0.0)) as p:
+                     lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd)) as p:
         outcome = run_pipeline(runner, settings, console, p.on_record)
+    return skill_mode_end(settings, console, plan, runner, outcome, version)
+
+
+def skill_mode_end(settings: Settings, console: Console, plan: SkillSuitePlan, runner: SkillRunner,
+                   outcome: PipelineOutcome, version: str) -> int:
+    """A skill suite's runs (run, or replayed by --merge) scored, written and summed up."""
     results = skill_results(settings, plan, runner, outcome, version)
     write_outputs(results, settings, console)
     outcome.finish()
@@ -6780,11 +10303,14 @@ class SkillRuns:
     by_test: dict[str, list[ClaudeRun]]
 
     @classmethod
-    def of(cls, plan: SkillSuitePlan, outcome: PipelineOutcome) -> "SkillRuns":
+    def of(cls, plan: SkillSuitePlan, outcome: PipelineOutcome, model: str | None = None) -> "SkillRuns":
+        """The records (of one model, when given: a model matrix scores each model apart)."""
         by_query: dict[str, list[ClaudeRun]] = {}
         by_test: dict[str, list[ClaudeRun]] = {}
         for key, record in zip(outcome.keys, outcome.records):
             label, query = key[0], key[1]
+            if model is not None and key[-1] != model:
+                continue
             if label == "trigger":
                 by_query.setdefault(query, []).append(record)
             else:
@@ -6797,38 +10323,83 @@ class SkillRuns:
 
 def skill_results(settings: Settings, plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome,
                   version: str) -> Results:
-    runs = SkillRuns.of(plan, outcome)
     names = [s.name for s in plan.skills]
-    scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
-    test_results = [score_skill_test(t, runs.by_test[t.name]) for t in plan.other_tests if t.name in runs.by_test]
-    cases = [case_result_from_query(q, runs.cost([q.query]), sum(r.latency_ms for r in runs.by_query.get(q.query, []))
-                                    / 1000) for s in scores for q in s.query_results]
-    cases += [case_result_from_test(r, "tests", sum(x.total_cost_usd or 0.0 for x in r.runs),
-                                    sum(x.latency_ms for x in r.runs) / 1000) for r in test_results]
     trigger_tests = [t for t in plan.tests if t.type == "trigger"]
-    trigger_verdicts = {t.name: trigger_test_passed(t, scores, settings.min_trigger_score) for t in trigger_tests}
+    trigger_verdicts = {t.name: True for t in trigger_tests}
+    scores: list[TriggerScore] = []
+    score_records: list[TriggerScoreRecord] = []
+    test_results: list[SkillTestResult] = []
+    test_records: list[SkillTestRecord] = []
+    cases: list[CaseResult] = []
+    verdicts: dict[int, Verdict] = {}
+    for model in plan.trigger_models:  # each model scored on its own runs (one, unless a model matrix)
+        runs = SkillRuns.of(plan, outcome, model)
+        model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
+        for q in (q for s in model_scores for q in s.query_results):
+            cases.append(case_result_from_query(q, runs.cost([q.query]), sum(
+                r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000))
+            cases[-1].model = model
+        for test in trigger_tests:
+            trigger_verdicts[test.name] &= trigger_test_passed(test, model_scores, settings.min_trigger_score)
+        verdicts.update(skill_run_verdicts(runs, model_scores, []))
+        score_records += [trigger_score_record(s, runs) for s in model_scores]
+        for record in score_records[-len(model_scores):] if model_scores else []:
+            record.model = model
+        scores += model_scores
+    for model in plan.test_models:
+        runs = SkillRuns.of(plan, outcome, model)
+        model_tests = [score_skill_test(t, runs.by_test[t.name]) for t in plan.other_tests
+                       if t.name in runs.by_test and not t.is_task]
+        baselines: list[SkillTestResult] = []   # reported beside the skill, never failing the suite
+        for test in plan.task_tests:  # one verdict per eval and configuration
+            for configuration in plan.configurations(test):
+                chosen = [r for r in runs.by_test.get(test.name, []) if r.configuration == configuration]
+                if chosen:
+                    result = score_skill_test(replace(test, name=f"{test.name} [{configuration}]"), chosen)
+                    (model_tests if configuration == "with_skill" else baselines).append(result)
+        for result in model_tests + baselines:
+            cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
+            cases.append(case_result_from_test(result, "tests", cost, sum(x.latency_ms for x in result.runs) / 1000))
+            test_records.append(skill_test_record(result, cost))
+            cases[-1].model = test_records[-1].model = model
+            if result.runs and result.runs[0].configuration:
+                cases[-1].configuration = test_records[-1].configuration = result.runs[0].configuration
+                test_records[-1].expected_output = result.test.expected_output
+        verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
+        test_results += model_tests
     below = [s for s in scores if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score]
-    complete = len(test_results) == len(plan.other_tests) and not outcome.not_started and not outcome.interrupted
+    complete = (len(test_results) == len(plan.other_tests) * len(plan.test_models) and not outcome.not_started
+                and not outcome.interrupted)
     passed = (all(trigger_verdicts.values()) and all(r.passed for r in test_results) and not below
               and not runner.outside_writes and complete)
     records = [r for _, r in zip(outcome.keys, outcome.records)]
-    usages = [(claude_run_usage(r), r.total_cost_usd or 0.0, r.latency_ms, bool(r.error)) for r in records]
-    verdicts = skill_run_verdicts(runs, scores, test_results)
+    usages = [(claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd, r.latency_ms, bool(r.error))
+              for r in records]
     metadata = make_metadata("skills", settings, len(records), outcome, claude_version=version,
                              trigger_model=plan.trigger_settings.model, test_model=plan.test_settings.model,
                              trigger_threshold=plan.threshold, min_trigger_score=settings.min_trigger_score,
-                             input_type="skills")
+                             input_type="skills",
+                             skill_descriptions={s.name: s.description for s in plan.skills
+                                                 if s.description_override} or None)
     sections = {
-        "skills": [SkillRecord(name=s.name, description=s.description, path=str(s.path)) for s in plan.skills],
-        "trigger_scores": [trigger_score_record(s, runs) for s in scores],
+        "skills": [SkillRecord(name=s.name, description=s.description, path=str(s.path),
+                               description_overridden=s.description_override) for s in plan.skills],
+        "trigger_scores": score_records,
         "tests": [SkillTestRecord(name=t.name, type=t.type, source=t.source, skill=t.skill,
-                                  passed=trigger_verdicts[t.name]) for t in trigger_tests]
-                 + [skill_test_record(r, sum(x.total_cost_usd or 0.0 for x in r.runs)) for r in test_results],
+                                  passed=trigger_verdicts[t.name]) for t in trigger_tests] + test_records,
         "isolation": IsolationRecord(watched=runner.watched, outside_writes=runner.outside_writes,
                                      ok=not runner.outside_writes)}
     summary = summary_record(cases, usages, plan.threshold, outcome)
+    if settings.matrix:
+        models = list(dict.fromkeys([*plan.trigger_models, *plan.test_models]))
+        sections["matrix"] = model_matrix(cases, {m: [u for u, r in zip(usages, records) if r.model == m]
+                                                  for m in models})
+    if plan.task_tests:
+        sections["benchmark"] = task_benchmark(plan.task_tests, records, plan.test_models,
+                                               max((plan.test_runs(t) for t in plan.task_tests), default=1),
+                                               plan.judge_model)
     return Results(metadata, passed, summary, cases,
-                   lambda: (skill_run_result(r, runner.fingerprint, verdicts.get(id(r))) for r in records),
+                   lambda: (skill_run_result(r, runner.result_fingerprint(r), verdicts.get(id(r))) for r in records),
                    len(records), sections, "skills")
 
 
@@ -6902,6 +10473,8 @@ def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list
 def generate_mode(settings: Settings, console: Console) -> int:
     """--generate-triggers SKILL.md [-o FILE.md] / --generate-tests SKILL.md -o DIR."""
     full = settings.generate_tests is not None
+    if len(settings.models) > 1:
+        raise InputError("--generate-* drafts with one model", hint="give --model once")
     if full and settings.generate_triggers:
         raise InputError("give either --generate-triggers or --generate-tests, not both")
     skill = load_skill(settings.generate_tests or settings.generate_triggers)
@@ -6956,12 +10529,138 @@ def compare_mode(settings: Settings, console: Console) -> int:
         write_text_atomic(settings.report, "\n".join(render_comparison(c) for c in comparisons))
     if settings.output:
         write_json_atomic(settings.output, comparison_json(comparisons))
+    if settings.html:
+        write_text_atomic(settings.html, render_html(html_comparison_data(comparisons)))
+    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
     if settings.json_out:
         click.echo(json_text(comparison_json(comparisons)))
     else:
         for comparison in comparisons:
             print_comparison(console, comparison)
     return 1 if any(c.failed for c in comparisons) else 0
+
+
+def merge_mode(settings: Settings, console: Console) -> int:
+    """--merge PIECE.json ...: the results files of a run's shards (--shard K/N) put together.
+    Each piece is checked against the schema and against the others (one suite, one set of
+    options and models, no run twice, no shard missing); then the suite is loaded here, as the
+    shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
+    statistics and reports of one unsharded run from the pieces' runs. No server starts and no
+    model is called."""
+    if len(settings.merge) < 2:
+        raise InputError("--merge needs the results files of at least two shards",
+                         hint="--merge shard-1.json shard-2.json -o results.json")
+    pieces = [read_results_document(path) for path in settings.merge]
+    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
+    check_pieces(settings.merge, pieces, runs)
+    merged = merged_settings(settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs),
+                             tuple(pieces))
+    mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
+    if mode is None or "shard" not in mode.options:
+        raise InputError(f"{settings.merge[0]}: its recorded options name no suite to merge", settings.merge[0], 1)
+    return mode.run(merged, console)
+
+
+def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
+    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
+    if piece.metadata.results_file:
+        lines = Path(piece.metadata.results_file)
+        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
+        if not lines.exists():
+            raise InputError(f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
+                             "here", path, 1, "put that file where the piece says, or rerun the shard without "
+                                              "--summary-only")
+        return read_result_lines(lines)
+    return list(piece.results)
+
+
+def run_identity(result: RunResult) -> tuple:
+    if isinstance(result, ToolRunResult):
+        return f"run {result.iteration} of {result.test_name!r}", result.model
+    configuration = f" ({result.configuration})" if getattr(result, "configuration", "") else ""
+    return f"run {result.run} of {result.test or 'trigger'} {result.query!r}{configuration}", result.model
+
+
+def check_pieces(paths: Sequence[str], pieces: Sequence[ResultsDocument], runs: Sequence[list[RunResult]]) -> None:
+    """One line for the first thing that makes the pieces not the shards of one run."""
+    first, meta = paths[0], pieces[0].metadata
+    shards: dict[int, str] = {}
+    for path, piece in zip(paths, pieces):
+        m = piece.metadata
+        if not m.shard or not m.settings:
+            raise InputError("not the results of a shard: --merge puts together files written with --shard K/N",
+                             path, 1, "rerun with --shard K/N -o FILE")
+        if m.interrupted:
+            raise InputError("this shard was interrupted: finish it first", path, 1,
+                             "rerun its command with --resume, then merge")
+        index, count = (int(x) for x in m.shard.split("/"))
+        if count != int(meta.shard.split("/")[1]):
+            raise InputError(f"{path} is shard {m.shard} but {first} is shard {meta.shard}: not shards of one run")
+        if index in shards:
+            raise InputError(f"{shards[index]} and {path} are both shard {m.shard}: the same runs twice",
+                             hint="give each shard's file once")
+        shards[index] = path
+        for what, mine, theirs in (("modes", m.evaluation, meta.evaluation),
+                                   ("models", piece_models(m), piece_models(meta)),
+                                   ("suites", f"suite hash {m.suite_hash}", f"suite hash {meta.suite_hash}")):
+            if mine != theirs:
+                raise InputError(f"{path} and {first} ran different {what} ({theirs} vs {mine})",
+                                 hint="merge only the shards of one run: same suite, options and models")
+        if m.settings != meta.settings:
+            name = next(k for k in sorted({*m.settings, *meta.settings}) if m.settings.get(k) != meta.settings.get(k))
+            flag = OPTION_FLAGS.get(name, name)
+            raise InputError(f"{path} and {first} ran with different options ({flag}: {meta.settings.get(name)!r} vs "
+                             f"{m.settings.get(name)!r})", hint="merge only the shards of one run")
+    count = int(meta.shard.split("/")[1])
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in shards]
+    if missing:
+        raise InputError(f"shard {', '.join(missing)} is missing: {len(shards)} of {count} given",
+                         hint="give every shard's results file")
+    seen: dict[tuple, str] = {}
+    for path, piece_runs in zip(paths, runs):
+        for result in piece_runs:
+            identity = run_identity(result)
+            if identity in seen:
+                raise InputError(f"{seen[identity]} and {path} both hold {identity[0]}"
+                                 + (f" on {identity[1]}" if identity[1] else "") + ": overlapping pieces",
+                                 hint="merge the files of one run's shards, each once")
+            seen[identity] = path
+
+
+def piece_models(meta: Metadata) -> str:
+    models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
+    return ", ".join(model for model in dict.fromkeys(models) if model)
+
+
+def merged_settings(settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple) -> Settings:
+    """The settings the shards ran with (as the first piece recorded them), with this
+    invocation's outputs and the pieces' runs to replay."""
+    recorded = dict(piece.metadata.settings or {})
+    fields = {f.name for f in dataclass_fields(Settings)}
+    params: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name not in fields:
+            raise InputError(f"the shard was run with an option this evaluator does not know ({name})",
+                             settings.merge[0], 1, "merge with the evaluator version the shards ran")
+        if name in ("model", "trigger_model"):
+            values = tuple(value) if isinstance(value, list) else (value,)
+            params.update({name: values[0], name + "s": values})
+        else:
+            params[name] = tuple(value) if isinstance(value, list) else value
+    params.update({name: getattr(settings, name) for name in WRITER_OPTIONS if name in fields})
+    given = frozenset(recorded) | (settings.given & WRITER_OPTIONS)
+    return Settings(**params, merge=settings.merge, merged_runs=runs, merged_pieces=pieces, given=given)
+
+
+def render_mode(settings: Settings, console: Console) -> int:
+    """--from results.json: the reports of a finished run (--html, --report, --junit, --csv-out),
+    written from its results file, which is checked against the schema first; nothing runs."""
+    if not any(getattr(settings, option) for option in RENDER_OUTPUTS):
+        raise InputError("--from needs an output to write", hint="--from results.json --html report.html "
+                                                                   "(or --report, --junit, --csv-out)")
+    results = results_from_document(read_results_document(settings.from_results), settings.from_results)
+    write_outputs(results, settings, console)
+    return 0
 
 
 def schema_mode(settings: Settings, console: Console) -> int:
@@ -6974,17 +10673,307 @@ def schema_mode(settings: Settings, console: Console) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- the description optimizer
+def optimize_mode(settings: Settings, console: Console) -> int:
+    """--optimize: score the current description(s) on a stratified train/test split, ask the
+    optimizer model for new ones from the train failures, score each the same way, keep the best
+    by test score; the report, the JSON and a ready file say what was found."""
+    if bool(settings.skill) == bool(settings.csv) or (settings.skill and not settings.trigger):
+        raise InputError("--optimize needs --skill S with --trigger EVALS, or --csv SUITE",
+                         hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
+                              "examples/triggers/warehouse-sql-trigger.md")
+    settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+    task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
+    items = stratified_split(task.items, settings.holdout, settings.seed)
+    if settings.dry_run:
+        print_estimate(console, estimate_optimization(task, settings))
+        return 0
+    continues_earlier_run(settings)  # a leftover journal without --resume (or --resume without -o): one line
+    task.prepare()
+    original = task.original()
+    fingerprint = hashlib.sha256(json.dumps(
+        [task.kind, original, [(i.key, i.stratum, i.split) for i in items], settings.runs, settings.model,
+         settings.trigger_model, settings.threshold, settings.trigger_threshold]).encode()).hexdigest()[:16]
+    journal = OptimizeJournal(settings, fingerprint)
+    loop = OptimizeLoop(task, settings, console, journal)
+    loop.run(original)
+    if 0 not in loop.scores:
+        journal.close(remove=False)
+        console.print("[yellow]the original was not scored to the end[/yellow]: nothing to compare"
+                      + ("; rerun with --resume" if journal.path else ""), highlight=False)
+        return interrupted_exit_code() if loop.stopped == "interrupted" else 1
+    record, best = loop.record(original)
+    best_file = optimized_file_path(settings)
+    if record.improved and best_file:
+        write_text_atomic(best_file, task.best_file_text(best))
+        record.best_file = str(best_file)
+    results = task.results(loop.scores[record.best_round][1], settings)
+    results.metadata.evaluation = "optimize"
+    if task.kind == "tools":
+        results.metadata.tool_overrides = {n: {"description": d} for n, d in record.best.items()} or None
+    results.sections["optimization"] = record
+    write_outputs(results, settings, console)
+    journal.close(remove=loop.stopped not in ("max-cost", "interrupted"))
+    print_optimization(console, record)
+    return interrupted_exit_code() if loop.stopped == "interrupted" else 0
+
+
+class OptimizeLoop:
+    """The rounds: the original scored first, then at most --optimize-rounds proposals, each
+    scored like the original; stops early when train all passes or at --max-cost."""
+
+    def __init__(self, task: Any, settings: Settings, console: Console, journal: OptimizeJournal) -> None:
+        self.task, self.settings, self.console, self.journal = task, settings, console, journal
+        self.proposer = Proposer(settings)
+        self.spent = 0.0
+        self.rounds: list[OptimizationRoundRecord] = []
+        self.scores: dict[int, tuple[dict[str, str], CandidateScore]] = {}
+        self.stopped = ""
+
+    def out_of_money(self) -> bool:
+        return self.settings.max_cost is not None and self.spent >= self.settings.max_cost
+
+    def score(self, round_no: int, candidate: dict[str, str]) -> CandidateScore | None:
+        """The candidate's runs through the pipeline (or its journaled runs), scored."""
+        runner = self.task.runner(candidate)
+        kept = self.journal.scored.get(candidate_hash(candidate))
+        if kept is not None:
+            return self.task.scored(runner, replayed_outcome(runner, kept), True)
+        if self.out_of_money():
+            return None
+        budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
+        self.console.print(f"round {round_no}: {len(runner.jobs())} run(s) of the "
+                           f"{'original' if round_no == 0 else 'candidate'}", highlight=False)
+        outcome = run_pipeline(runner, replace(self.settings, output=None, resume=False, retry_errors=False,
+                                               summary_only=False, max_cost=budget), self.console)
+        result = self.task.scored(runner, outcome, not outcome.interrupted and not outcome.not_started)
+        self.spent += result.cost
+        if result.complete:
+            self.journal.append({"event": "scored", "round": round_no, "candidate_hash": candidate_hash(candidate),
+                                 "candidate": candidate,
+                                 "results": [dump_record(runner.to_result(r)) for r in outcome.records]})
+        if outcome.interrupted:
+            self.stopped = "interrupted"
+        return result
+
+    def scored_round(self, round_no: int, candidate: dict[str, str], original: dict[str, str],
+                     result: CandidateScore | None, proposer_cost: float = 0.0,
+                     refused: Sequence[str] = ()) -> OptimizationRoundRecord:
+        items = self.task.items
+        shown = candidate if round_no == 0 else {n: d for n, d in candidate.items() if d != original.get(n)}
+        record = OptimizationRoundRecord(round=round_no, status="incomplete", descriptions=shown,
+                                         proposer_cost_usd=round(proposer_cost, 6), refused=list(refused))
+        if result is not None:
+            (tp, tt), (sp, st) = result.counts(items, "train"), result.counts(items, "test")
+            record.train_passed, record.train_total, record.test_passed, record.test_total = tp, tt, sp, st
+            record.train_score, record.test_score = score_rate(tp, tt), score_rate(sp, st)
+            record.cost_usd = round(result.cost, 6)
+            record.status = "scored" if result.complete else "incomplete"
+        self.rounds.append(record)
+        self.say(record)
+        return record
+
+    def say(self, r: OptimizationRoundRecord) -> None:
+        if r.status == "dropped":
+            self.console.print(f"round {r.round}: proposal dropped ({terminal_text('; '.join(r.refused))})",
+                               highlight=False, markup=False, soft_wrap=True)
+        elif r.status == "scored":
+            test = f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a"
+            self.console.print(f"round {r.round}: train {r.train_passed}/{r.train_total} · test {test} · "
+                               f"${r.cost_usd + r.proposer_cost_usd:.4f}", highlight=False, markup=False)
+
+    def run(self, original: dict[str, str]) -> None:
+        try:
+            self.rounds_loop(original)
+        except KeyboardInterrupt:
+            self.stopped = "interrupted"
+        if self.stopped == "interrupted":
+            self.console.print("\n[yellow]interrupted[/yellow]" + ("; rerun with --resume to go on"
+                                                                    if self.journal.path else ""), highlight=False)
+        elif self.stopped == "max-cost":
+            self.console.print(f"[yellow]stopped at --max-cost ${self.settings.max_cost:g}[/yellow]"
+                               + ("; rerun with --resume to go on" if self.journal.path else ""), highlight=False)
+
+    def rounds_loop(self, original: dict[str, str]) -> None:
+        items = self.task.items
+        result = self.score(0, original)
+        self.scored_round(0, original, original, result)
+        if result is None or not result.complete:
+            self.stopped = self.stopped or "max-cost"
+            return
+        self.scores[0] = (original, result)
+        current, current_score = original, result
+        attempts = [(original, *result.counts(items, "train"))]
+        for round_no in range(1, self.settings.optimize_rounds + 1):
+            passed, total = current_score.counts(items, "train")
+            if passed == total:
+                self.stopped = "train all passing"
+                return
+            if self.out_of_money():
+                self.stopped = "max-cost"
+                return
+            event = self.journal.proposals.get(round_no)
+            if event is None:
+                prompt, allowed = self.task.request(current, current_score, attempts, total)
+                candidate, refused, cost, _ = asyncio.run(self.proposer.ask(self.task, prompt, allowed, current))
+                self.spent += cost
+                event = {"event": "proposal", "round": round_no, "candidate": candidate, "refused": refused,
+                         "cost": round(cost, 6)}
+                self.journal.append(event)
+            candidate = event["candidate"]
+            if candidate is None:
+                self.rounds.append(OptimizationRoundRecord(round=round_no, status="dropped",
+                                                           proposer_cost_usd=event["cost"], refused=event["refused"]))
+                self.say(self.rounds[-1])
+                continue
+            result = self.score(round_no, candidate)
+            self.scored_round(round_no, candidate, original, result, event["cost"], event["refused"])
+            if result is None or not result.complete:
+                self.stopped = self.stopped or "max-cost"
+                return
+            self.scores[round_no] = (candidate, result)
+            attempts.append((candidate, *result.counts(items, "train")))
+            current, current_score = candidate, result
+        passed, total = current_score.counts(items, "train")
+        self.stopped = "train all passing" if passed == total else "rounds"
+
+    def record(self, original: dict[str, str]) -> tuple[OptimizationRecord, dict[str, str]]:
+        """The loop as a record, and the best candidate: by test score, then train score, then
+        the shorter (then the earlier round: the original wins a full tie)."""
+        by_round = {r.round: r for r in self.rounds if r.status == "scored"}
+
+        def rank(round_no: int) -> tuple:
+            r, candidate = by_round[round_no], self.scores[round_no][0]
+            train = r.train_score or 0.0
+            test = r.test_score if r.test_total else train
+            return test, train, -sum(len(d) for d in candidate.values()), -round_no
+
+        best_round = max(self.scores, key=rank)
+        best = self.scores[best_round][0]
+        s = self.settings
+        record = OptimizationRecord(
+            target=self.task.kind, subject=self.task.subject, optimizer_model=s.optimizer_model, holdout=s.holdout,
+            seed=s.seed, runs=s.runs or C.DEFAULT_OPTIMIZE_RUNS, rounds_requested=s.optimize_rounds,
+            split=[SplitRecord(item=i.key, stratum=i.stratum, split=i.split) for i in self.task.items],
+            original=original, rounds=self.rounds, best_round=best_round, improved=best_round != 0,
+            best={n: d for n, d in best.items() if d != original.get(n)}, stopped=self.stopped,
+            cost_usd=round(sum(r.cost_usd + r.proposer_cost_usd for r in self.rounds), 6))
+        return record, best
+
+
+def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
+    """The whole loop at its worst: every round proposed (each sent back once) and scored."""
+    per = asyncio.run(task.estimate())
+    proposal = estimate_proposal(task, settings)
+    candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
+    detail = (f"{candidates} candidate(s) (the original and {rounds} round(s)) × {per.runs} run(s) on {per.model}; "
+              f"{rounds} to {2 * rounds} proposal call(s) on {proposal.model} ({proposal.detail}) · {per.detail}")
+    return CostEstimate(per.runs * candidates, f"{per.model} + {proposal.model}",
+                        per.calls_expected * candidates + rounds * proposal.calls_expected,
+                        per.calls_max * candidates + rounds * proposal.calls_max,
+                        per.cost_expected * candidates + rounds * proposal.cost_expected,
+                        per.cost_max * candidates + rounds * proposal.cost_max, detail)
+
+
+def description_diff(original: str, new: str, name: str, label: str) -> list[str]:
+    """A unified diff of two descriptions, a sentence a line, each line safe for a terminal."""
+    def sentences(text: str) -> list[str]:
+        return [terminal_text(part) for part in re.split(r"(?<=[.!?;])\s+", text.strip()) if part]
+    return list(difflib.unified_diff(sentences(original), sentences(new), f"{name} (original)", f"{name} ({label})",
+                                     lineterm="", n=3))
+
+
+def optimization_diffs(record: OptimizationRecord) -> list[str]:
+    lines: list[str] = []
+    for name, text in record.best.items():
+        lines += description_diff(record.original.get(name, ""), text, name, f"round {record.best_round}")
+    return lines
+
+
+def optimization_verdict(record: OptimizationRecord) -> str:
+    rounds = {r.round: r for r in record.rounds}
+    first, best = rounds[0], rounds[record.best_round]
+
+    def score(r: OptimizationRoundRecord) -> str:
+        if r.test_total:
+            return f"{r.test_passed}/{r.test_total} held-out test {'queries' if record.target == 'skill' else 'cases'}"
+        return f"{r.train_passed}/{r.train_total} train items (no test split)"
+    if not record.improved:
+        return f"Nothing beat the original: it passes {score(first)}; keep it."
+    return f"Round {best.round} beat the original: {score(best)} against {score(first)} for the original."
+
+
+def optimization_markdown(record: OptimizationRecord) -> list[str]:
+    train = [s for s in record.split if s.split == "train"]
+    test = [s for s in record.split if s.split == "test"]
+
+    def strata(entries: list[SplitRecord]) -> str:
+        counts: dict[str, int] = {}
+        for e in entries:
+            counts[e.stratum] = counts.get(e.stratum, 0) + 1
+        return "; ".join(f"{n} {markdown_cell(k, 40)}" for k, n in sorted(counts.items()))
+    lines = [f"## Description optimization: {markdown_cell(record.subject, None)}", "",
+             f"**{markdown_escape(optimization_verdict(record))}**", "",
+             f"Split (seed {record.seed}, holdout {record.holdout:g}, stratified): train {len(train)} "
+             f"({strata(train)}), test {len(test)} ({strata(test)}). {record.runs} run(s) per item; proposals by "
+             f"{markdown_cell(record.optimizer_model, None, code=True)}, shown train failures only. "
+             f"Stopped: {markdown_escape(record.stopped)}. Cost ${record.cost_usd:.4f}.", "",
+             "| Round | Status | Train | Test | Cost | Candidate |", "|---|---|---|---|---|---|"]
+    for r in record.rounds:
+        mark = " ⭐" if r.round == record.best_round else ""
+        candidate = "; ".join(f"{n}: {d}" if record.target == "tools" else d for n, d in r.descriptions.items())
+        if r.status == "dropped":
+            candidate = "dropped: " + "; ".join(r.refused)
+        train = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
+        test = (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a") if r.status == "scored" else "-"
+        lines.append(f"| {r.round}{mark} | {r.status} | {train} | {test} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
+                     f"{markdown_cell(candidate, 160)} |")
+    lines.append("")
+    if record.improved:
+        diff = optimization_diffs(record)
+        fence = "`" * max(3, 1 + max((len(run) for line in diff for run in re.findall(r"`+", line)), default=0))
+        lines += [f"### The best candidate (round {record.best_round}) against the original", "",
+                  f"{fence}diff", *diff, fence, ""]
+        if record.best_file:
+            lines += [f"Ready to use: {markdown_cell(record.best_file, None, code=True)}", ""]
+    return lines
+
+
+def print_optimization(console: Console, record: OptimizationRecord) -> None:
+    table = Table(title=escape_markup(f"Description optimization: {record.subject}"))
+    for column in ("round", "status", "train", "test", "cost $", "candidate"):
+        table.add_column(column, overflow="fold")
+    for r in record.rounds:
+        candidate = "; ".join(r.descriptions.values()) if r.status != "dropped" else "dropped: " + "; ".join(r.refused)
+        table.add_row(f"{r.round}{' *' if r.round == record.best_round else ''}", r.status,
+                      f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-",
+                      (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a") if r.status == "scored" else "-",
+                      f"{r.cost_usd + r.proposer_cost_usd:.4f}", escape_markup(preview(candidate, 90)))
+    console.print(table)
+    console.print(escape_markup(optimization_verdict(record)), highlight=False, soft_wrap=True)
+    for line in optimization_diffs(record):
+        colour = "green" if line.startswith("+") else "red" if line.startswith("-") else "default"
+        console.print(f"[{colour}]{escape_markup(line)}[/{colour}]", highlight=False, soft_wrap=True)
+    if record.best_file:
+        console.print(f"wrote {terminal_text(record.best_file)}", highlight=False, markup=False)
+
+
 # ---------------------------------------------------------------------------- the mode table
-WRITER_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out"})
+WRITER_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out", "html"})
+RENDER_OUTPUTS = ("html", "report", "junit", "csv_out")   # what --from writes from a results file
 DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "concurrency"})
 MODEL_OPTIONS = frozenset({"model", "prompt", "max_turns", "max_tokens", "temperature", "base_url", "max_retries",
                            "request_timeout"})
 SERVER_OPTIONS = frozenset({"server", "server_env", "mcp_config", "server_module", "tool_timeout",
                             "max_result_chars", "server_url", "transport"})
+TOOL_SAFETY_OPTIONS = frozenset({"tool_policy", "allow_tool", "mock_tools", "record", "replay", "replay_miss"})
 GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})   # suites whose cases can carry a rubric or verify
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
+# task evals through Claude Code: what they may do, what they leave, what they are compared with, who grades
+TASK_EVAL_OPTIONS = frozenset({"allow_tools", "artifacts", "baseline", "baseline_skill", "benchmark_json",
+                               "judge_model"})
 TOOL_USE_OPTIONS = (WRITER_OPTIONS | DURABLE_OPTIONS | MODEL_OPTIONS | SERVER_OPTIONS | SIMULATED_USER_OPTIONS
-                    | {"iterations", "threshold", "summary_only"})
+                    | TOOL_SAFETY_OPTIONS | {"iterations", "threshold", "summary_only", "tool_overrides", "batch"})
 
 
 @dataclass(frozen=True)
@@ -7010,22 +10999,40 @@ MODES: tuple[Mode, ...] = (
          ("python evaluator.py --generate-triggers examples/skills/warehouse-sql -o my-trigger.md",
           "python evaluator.py --generate-tests examples/skills/warehouse-sql -o my-tests/")),
     Mode("compare", "--compare", lambda s: bool(s.compare),
-         frozenset({"compare", "report", "output", "json_out"}), compare_mode,
-         ("python evaluator.py --compare old.json new.json --report diff.md",)),
+         frozenset({"compare", "report", "output", "json_out", "html"}), compare_mode,
+         ("python evaluator.py --compare old.json new.json --report diff.md --html diff.html",)),
+    Mode("merge", "--merge", lambda s: bool(s.merge), frozenset({"merge"}) | WRITER_OPTIONS, merge_mode,
+         ("python evaluator.py --merge shard-1.json shard-2.json -o results.json --report report.md",)),
+    Mode("render", "--from", lambda s: bool(s.from_results), frozenset({"from_results", *RENDER_OUTPUTS}), render_mode,
+         ("python evaluator.py --from results.json --html report.html",)),
+    Mode("optimize", "--optimize runs", lambda s: s.optimize,
+         frozenset({"optimize", "holdout", "seed", "optimize_rounds", "optimizer_model", "runs", "max_cost", "dry_run",
+                    "resume", "concurrency", "output", "json_out", "report", "skill", "trigger", "trigger_model",
+                    "claude_bin",
+                    "csv", "server", "server_module", "model", "base_url"}),
+         optimize_mode,
+         ("python evaluator.py --optimize --skill examples/skills/warehouse-sql --trigger "
+          "examples/triggers/warehouse-sql-trigger.md -o optimize.json --report optimize.md",
+          "python evaluator.py --optimize --csv examples/test_queries.csv --optimize-rounds 3 -o tools.json")),
     Mode("skills", "--skill runs", lambda s: bool(s.skill or s.trigger),
          WRITER_OPTIONS | DURABLE_OPTIONS | {"skill", "tests", "trigger", "trigger_model", "trigger_threshold",
                                              "trigger_max_turns", "trigger_timeout", "runs", "min_trigger_score",
-                                             "claude_bin", "model", "max_turns", "base_url", "mcp_config"},
+                                             "claude_bin", "model", "max_turns", "base_url", "mcp_config",
+                                             "skill_description", "shard"} | TASK_EVAL_OPTIONS,
          skill_mode,
          ("python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
-          "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml")),
+          "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml",
+          "python evaluator.py --skill examples/skills/data-profile-report --tests examples/skills/data-profile-report "
+          "--baseline --allow-tools Bash,Write,Edit --artifacts artifacts/ --runs 3 --report benchmark.md")),
     Mode("markdown", "--tests runs against MCP servers",
          lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
-         TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests"}, markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
-    Mode("qa", "--qa runs", qa_files_given, TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match"}, qa_mode,
+         TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"}, markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
+    Mode("qa", "--qa runs", qa_files_given, TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
+         qa_mode,
          ('python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m mcp_server_time '
           '--local-timezone UTC" -i 3 --report qa-report.md',)),
-    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag"}, csv_mode,
+    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
+         csv_mode,
          ("python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
           "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run")),
     Mode("query", "-q / -c runs",
@@ -7058,9 +11065,10 @@ class UsageProblem(InputError):
 
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
 INPUT_PATH_OPTIONS = ("csv", "conversation", "mcp_config", "prompt", "tests", "skill", "trigger", "compare",
-                      "server_module", "generate_triggers", "generate_tests")
-OUTPUT_PATH_OPTIONS = ("output", "report", "junit", "csv_out")
-NO_JOURNAL_MODES = ("schema", "generate", "compare")
+                      "server_module", "generate_triggers", "generate_tests", "tool_overrides", "from_results", "merge",
+                      "mock_tools")
+OUTPUT_PATH_OPTIONS = ("output", "report", "junit", "csv_out", "html", "benchmark_json")
+NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge")
 
 
 def file_key(path: Path) -> Any:
@@ -7097,6 +11105,10 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
         found.append((OPTION_FLAGS.get(option, option), Path(value)))
         if option == "output" and mode.name not in NO_JOURNAL_MODES:
             found += [("-o's journal", journal_path(value)), ("-o's results lines", results_lines_path(value))]
+            if settings.batch:
+                found.append(("-o's batch ledger", batch_ledger_path(value)))
+            if mode.name == "optimize":
+                found.append(("the optimized description file", optimized_file_path(settings)))
     return found
 
 
@@ -7172,6 +11184,16 @@ def answer_match_option(context: click.Context, parameter: click.Parameter, valu
     return normalize_answer_match(value)
 
 
+def shard_option(context: click.Context, parameter: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """--shard K/N: whole numbers, 1 <= K <= N."""
+    if value is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
+    return int(match.group(1)), int(match.group(2))
+
+
 POSITIVE_INT = click.IntRange(min=1)
 POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
 
@@ -7204,13 +11226,23 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                                       help="Draft a trigger test for a skill (to -o FILE.md, else stdout).")),
     ("What to evaluate", click.option("--generate-tests", metavar="SKILL.md",
                                       help="Draft a starter set (trigger, knowledge, task, security) into -o DIR.")),
+    ("What to evaluate", click.option("--merge", metavar="PIECE.json [...]",
+                                      help="Put the results files of a sharded run (--shard K/N) together into one "
+                                           "run's document, verdicts and reports (-o, --report, --junit, ...).")),
     ("What to evaluate", click.option("--schema", is_flag=True,
                                       help="Print the JSON Schema of the results file and exit.")),
+    ("What to evaluate", click.option("--optimize", is_flag=True,
+                                      help="Improve a skill's description (--skill S --trigger EVALS) or the MCP "
+                                           "tools' descriptions (--csv SUITE): train/test split, proposals from "
+                                           "--optimizer-model, the best chosen on the held-out queries.")),
     ("Running and output", click.option("-i", "--iterations", type=POSITIVE_INT, default=C.DEFAULT_ITERATIONS,
                                         show_default=True, help="Run every case this many times.")),
     ("Running and output", click.option("--concurrency", type=POSITIVE_INT,
                                         help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
                                              "at most 10).")),
+    ("Running and output", click.option("--shard", metavar="K/N", callback=shard_option,
+                                        help="Run only shard K of N: a stable share of the runs (by case, "
+                                             "iteration and model); --merge puts the N results files together.")),
     ("Running and output", click.option("--threshold", type=FiniteFloat(0, 1), default=C.DEFAULT_CASE_THRESHOLD,
                                         show_default=True,
                                         help="A case passes when its pass rate over the iterations is at least "
@@ -7225,6 +11257,12 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                                         help="Write JUnit XML for CI: a testcase per case, test or trigger query.")),
     ("Running and output", click.option("--csv-out", type=click.Path(), metavar="FILE.csv",
                                         help="Write one CSV row per run.")),
+    ("Running and output", click.option("--html", type=click.Path(), metavar="FILE.html",
+                                        help="Write one self-contained HTML report (opens offline): overview, "
+                                             "charts, every case's transcripts, review notes.")),
+    ("What to evaluate", click.option("--from", "from_results", type=click.Path(), metavar="RESULTS.json",
+                                      help="Write the reports (--html, --report, --junit, --csv-out) of an existing "
+                                           "results file; nothing runs.")),
     ("Running and output", click.option("--summary-only", is_flag=True,
                                         help="Big suites: keep only the summary in memory and in -o FILE; every run's "
                                              "full result goes to FILE.results.jsonl as it finishes.")),
@@ -7239,10 +11277,15 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("Running and output", click.option("--dry-run", is_flag=True,
                                         help="Check inputs, connect to the servers, estimate calls and cost; no model "
                                              "or claude call.")),
+    ("Running and output", click.option("--batch", is_flag=True,
+                                        help="Tool-use runs: send Claude's calls through the Message Batches API, one "
+                                             "batch per round of every conversation (half price; a round can take "
+                                             "minutes to hours).")),
     ("Running and output", click.option("--force", is_flag=True,
                                         help="--generate-*: overwrite existing files.")),
-    ("Model", click.option("--model", default=C.DEFAULT_MODEL, show_default=True,
-                           help="Model under test (skill runs: the model of knowledge/task/security tests).")),
+    ("Model", click.option("--model", multiple=True, default=[C.DEFAULT_MODEL], show_default=True,
+                           help="Model under test (skill runs: the model of knowledge/task/security tests). "
+                                "Repeatable: every case runs on every model, reported side by side.")),
     ("Model", click.option("--prompt", default=prompts.DEFAULT_SYSTEM_PROMPT, show_default=True,
                            help="System prompt: a name from prompts.py or a file path.")),
     ("Model", click.option("--max-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_TURNS, show_default=True,
@@ -7272,6 +11315,33 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                                  help="A remote MCP server by URL (repeatable), over --transport.")),
     ("MCP servers", click.option("--transport", type=click.Choice(SERVER_TRANSPORTS), default="http", show_default=True,
                                  help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.")),
+    ("Tools that change things", click.option("--tool-policy", type=click.Choice(C.TOOL_POLICIES),
+                                              default=C.DEFAULT_TOOL_POLICY, show_default=True,
+                                              help="Which calls the servers run: live (all; a run that can call a "
+                                                   "destructive tool says so), safe (not tools annotated "
+                                                   "destructiveHint: true; Claude gets a marked stand-in) or "
+                                                   "read-only (only tools annotated readOnlyHint: true).")),
+    ("Tools that change things", click.option("--allow-tool", multiple=True, metavar="NAME",
+                                              help="Run this tool whatever --tool-policy says (repeatable; globs "
+                                                   "like 'create_*').")),
+    ("Tools that change things", click.option("--mock-tools", type=click.Path(), metavar="FILE.json",
+                                              help='Answer matching calls from this file instead of the server: '
+                                                   '{"tool": {"result": ...}} or {"tool": [{"match": {args}, '
+                                                   '"result": ...}]}.')),
+    ("Tools that change things", click.option("--record", type=click.Path(), metavar="DIR",
+                                              help="Record the servers' tools and every live call's result into a "
+                                                   "cassette folder (redacted JSON, one file per server).")),
+    ("Tools that change things", click.option("--replay", type=click.Path(), metavar="DIR",
+                                              help="Answer calls from a cassette folder; with no server named, its "
+                                                   "tools come from the cassette (no server runs).")),
+    ("Tools that change things", click.option("--replay-miss", type=click.Choice(C.REPLAY_MISS_CHOICES),
+                                              default=C.DEFAULT_REPLAY_MISS, show_default=True,
+                                              help="A call the cassette lacks: an error of the case, or a live call "
+                                                   "(under --tool-policy).")),
+    ("MCP servers", click.option("--tool-overrides", type=click.Path(), metavar="FILE.json",
+                                 help='Show Claude other descriptions / input schemas for some tools ({"tool": '
+                                      '{"description": ..., "input_schema": ...}}); the servers still run the '
+                                      "calls.")),
     ("Conversations", click.option("--interactive", is_flag=True,
                                    help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
                                         "Ctrl-C stops the run and keeps the results so far.")),
@@ -7290,8 +11360,10 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
                              help="Model of the LLM judge that grades rubrics and `judge` answers.")),
     ("Grading", click.option("--verify-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_VERIFY_TIMEOUT,
                              show_default=True, help="Seconds a case's verify command may take (then it is an error).")),
-    ("Skills (Claude Code)", click.option("--trigger-model", default=C.DEFAULT_TRIGGER_MODEL, show_default=True,
-                                          help="Model for trigger queries (a Claude Code alias or full id).")),
+    ("Skills (Claude Code)", click.option("--trigger-model", multiple=True, default=[C.DEFAULT_TRIGGER_MODEL],
+                                          show_default=True,
+                                          help="Model for trigger queries (a Claude Code alias or full id). "
+                                               "Repeatable: every query runs on every model, side by side.")),
     ("Skills (Claude Code)", click.option("--trigger-threshold", type=FiniteFloat(0, 1, min_open=True),
                                           default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
                                           help="Activation rate at which a query counts as activating.")),
@@ -7307,6 +11379,39 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("Skills (Claude Code)", click.option("--claude-bin", metavar="PATH",
                                           help="The Claude Code CLI (default: claude on PATH, then "
                                                "node_modules/.bin/claude).")),
+    ("Task evals (Claude Code)", click.option("--allow-tools", metavar="Bash,Write,Edit",
+                                              help="Task runs may use these tools (off by default; any of "
+                                                   f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary "
+                                                   "project and HOME: not a container.")),
+    ("Task evals (Claude Code)", click.option("--artifacts", type=click.Path(), metavar="DIR",
+                                              help="Keep what each task run leaves in its project in "
+                                                   "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, "
+                                                   "size, sha256).")),
+    ("Task evals (Claude Code)", click.option("--baseline", is_flag=True,
+                                              help="Run every task also without the skill (without_skill), and "
+                                                   "report the delta.")),
+    ("Task evals (Claude Code)", click.option("--baseline-skill", type=click.Path(), metavar="PATH",
+                                              help="Run every task also with this version of the skill (old_skill), "
+                                                   "and report the delta.")),
+    ("Task evals (Claude Code)", click.option("--benchmark-json", type=click.Path(), metavar="FILE.json",
+                                              help="Write the task benchmark in skill-creator's benchmark.json shape "
+                                                   "(its viewer reads it).")),
+    ("Skills (Claude Code)", click.option("--skill-description", multiple=True, metavar="TEXT|@FILE|NAME=TEXT",
+                                          help="Install the skill with this description instead of its SKILL.md's "
+                                               "(in the runs' temporary copy only); NAME=TEXT with several "
+                                               "--skill.")),
+    ("Description optimizer", click.option("--holdout", type=FiniteFloat(0, 1, max_open=True),
+                                           default=C.DEFAULT_HOLDOUT, show_default=True,
+                                           help="--optimize: share of the queries / cases held out as the test "
+                                                "split (stratified).")),
+    ("Description optimizer", click.option("--seed", type=int, default=C.DEFAULT_SPLIT_SEED, show_default=True,
+                                           help="--optimize: seed of the train/test split.")),
+    ("Description optimizer", click.option("--optimize-rounds", type=POSITIVE_INT,
+                                           default=C.DEFAULT_OPTIMIZE_ROUNDS, show_default=True,
+                                           help="--optimize: new descriptions asked for at most.")),
+    ("Description optimizer", click.option("--optimizer-model", default=C.DEFAULT_OPTIMIZER_MODEL,
+                                           show_default=True,
+                                           help="--optimize: the model that proposes descriptions.")),
     ("Skills (Claude Code)", click.option("--generate-count", type=click.IntRange(1, 50),
                                           default=C.DEFAULT_GENERATED_QUERIES, show_default=True,
                                           help="--generate-*: positive and negative queries each.")),
@@ -7369,10 +11474,21 @@ def given_options(context: click.Context) -> frozenset[str]:
 def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
     params = dict(params)
     more = tuple(params.pop("compare_more", ()) or ())
-    if more and params.get("compare") is None:
-        raise UsageProblem(f"unexpected argument {more[0]!r}", hint="only --compare takes more than one file")
-    params["compare"] = ((params["compare"],) + more) if params.get("compare") else ()
-    return Settings(**params, given=given - {"compare_more"} | ({"compare"} if more else frozenset()))
+    taker = "compare" if params.get("compare") is not None else "merge" if params.get("merge") is not None else None
+    if more and taker is None:
+        raise UsageProblem(f"unexpected argument {more[0]!r}", hint="only --compare and --merge take more than one file")
+    for name in ("compare", "merge"):
+        params[name] = ((params[name],) + (more if name == taker else ())) if params.get(name) else ()
+    models, trigger_models = tuple(params.pop("model", ()) or ()), tuple(params.pop("trigger_model", ()) or ())
+    for name, values in (("model", models), ("trigger_model", trigger_models)):
+        if len(set(values)) < len(values):
+            twice = next(v for v in values if values.count(v) > 1)
+            raise UsageProblem(f"--{name.replace('_', '-')} {twice} is given twice", hint="name each model once")
+    if models:
+        params.update(model=models[0], models=models)
+    if trigger_models:
+        params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
+    return Settings(**params, given=given - {"compare_more"} | ({taker} if more else frozenset()))
 
 
 @click.command(cls=EvaluatorCommand, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

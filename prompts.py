@@ -139,6 +139,18 @@ Grade this run with the `grade` tool."""
 
 JUDGE_RUBRIC_CRITERIA = "Rubric:\n{rubric}"
 JUDGE_EXPECTED_CRITERIA = "Expected answer (the final answer must agree with it):\n{expected}"
+# A task eval (skill-creator's evals.json): one judge call per expectation, over the final answer,
+# the transcript summary and the files the run left in its project.
+JUDGE_EXPECTATION_CRITERIA = """\
+Expectation (one verifiable statement; grade this statement only, passed when the run shows it is true):
+{expectation}
+
+The eval's expected output, for context (not itself a criterion):
+{expected_output}"""
+JUDGE_ARTIFACTS = """\
+
+Files the run created or changed in its project (small text files in full, others by path, size and sha256):
+{artifacts}"""
 
 # ----------------------------------------------------------------------------- skill test generation
 GENERATION_SYSTEM_PROMPT = """\
@@ -186,3 +198,74 @@ Answer with exactly this JSON object:
  "task": {{"name": "...", "prompt": "...", "concepts": ["..."], "expected": ["..."]}},
  "security": {{"name": "...", "prompt": "...", "forbidden_patterns": ["..."], "expected_refusal": ["..."],
    "category": "...", "severity": "..."}}}}"""
+
+# What Claude receives instead of a tool's result when the evaluator's tool policy did not run the
+# call (--tool-policy): marked as a stand-in, so Claude does not report it as the tool's answer.
+WITHHELD_TOOL_RESULT = (
+    "[not executed by the evaluator] The tool {tool!r} was not run: the evaluation's tool policy "
+    "({policy}) does not execute tools that {reason}. Nothing was changed. Continue as if the tool had "
+    "been unavailable for this call.")
+
+# --optimize: the proposer of new descriptions. It answers through the forced `propose` tool only.
+# It is shown the train split's failures and earlier attempts with their train scores, never the
+# held-out test queries or test scores.
+OPTIMIZER_SYSTEM_PROMPT = """\
+You improve the descriptions that decide when Claude uses a skill or a tool. Claude reads only \
+the name and the description when it chooses; the body of a skill and the code of a tool are \
+not visible to it at that moment.
+
+Write descriptions that generalise: say what the thing does and the situations, intents and \
+phrasings in which it is the right choice (and, when it helps, when it is not). Do not copy the \
+example queries you are shown, and do not list them one by one: the description will be judged \
+on other queries you will never see. Keep it concise and concrete. Answer by calling the \
+`propose` tool exactly once."""
+
+OPTIMIZE_SKILL_PROMPT = """\
+The Agent Skill `{name}` is offered to Claude Code with this description:
+
+<current_description>
+{description}
+</current_description>
+
+The skill's instructions (what it really does), for your understanding only:
+
+<skill_body>
+{body}
+</skill_body>
+
+With this description, on the training queries ({score}):
+
+{failures}
+
+Earlier attempts and their scores on the training queries:
+
+{history}
+
+Write a new description for `{name}` that makes Claude use the skill for the queries that \
+should trigger it and leave it alone for the others. Rules: at most {limit} characters, plain \
+text, no '<' or '>' characters. Call `propose` with it."""
+
+OPTIMIZE_TOOLS_PROMPT = """\
+Claude chooses among the tools of an MCP server by their names and descriptions. On the training \
+cases of a regression suite ({score}) it chose wrongly here:
+
+{failures}
+
+The tools involved in these mistakes, with their current descriptions:
+
+{descriptions}
+
+Earlier attempts (the descriptions of those tools) and their scores on the training cases:
+
+{history}
+
+Rewrite the descriptions of the tools involved so that Claude picks the expected tool in cases \
+like these: say plainly what each tool is for and what it is not for, and how it differs from \
+the tool it is confused with. Only these tools may be rewritten: {tools}. A tool you leave out \
+keeps its description. Call `propose` with a map of tool name to its new description."""
+
+OPTIMIZER_NO_FAILURES = "(no failures)"
+OPTIMIZER_NO_HISTORY = "(none yet)"
+
+OPTIMIZER_INVALID = """\
+That proposal cannot be used: {reason}. Call `propose` again with a corrected proposal."""

@@ -7,6 +7,8 @@ DEFAULT_USER_MODEL = FAST_MODEL
 DEFAULT_GENERATION_MODEL = FAST_MODEL
 DEFAULT_TRIGGER_MODEL = "haiku"              # an alias the Claude Code CLI resolves itself
 DEFAULT_JUDGE_MODEL = FAST_MODEL              # the LLM judge of rubrics and `judge` answers
+STRONGEST_MODEL = "claude-opus-5-5"          # the most capable model named here
+DEFAULT_OPTIMIZER_MODEL = STRONGEST_MODEL     # --optimize: proposes new descriptions
 
 # ----------------------------------------------------------------------------- conversation defaults
 DEFAULT_MAX_TOKENS = 4096
@@ -27,6 +29,8 @@ DEFAULT_MAX_RETRIES = 5                       # SDK retries; higher than its 2 b
 DEFAULT_MAX_RESULT_CHARS = 20_000             # a tool result is cut to this many characters
 STDERR_TAIL_CHARS = 2_000                     # how much of a server's stderr an error quotes
 TOOL_RESULT_PREVIEW_CHARS = 160               # a tool result's one-line view in the live terminal
+HTML_TEXT_CHARS = 4_000                       # --html: each message, argument list and tool result is cut to this
+CLAUDE_TOOL_RESULT_CHARS = 2_000              # a `claude` run's tool result, as its results entry keeps it
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
 MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
@@ -75,6 +79,13 @@ CLAUDE_DISALLOWED_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit", "WebFetch") 
 CLAUDE_MAX_OUTPUT_BYTES = 20_000_000          # stream-json kept per run
 CLAUDE_STDERR_TAIL_CHARS = 1_000
 WRITE_GUARD_MAX_ENTRIES = 20_000              # files fingerprinted per watched folder
+TASK_ALLOWABLE_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit")  # --allow-tools: what a task run may be given
+TASK_CONFIGURATIONS = ("with_skill", "without_skill", "old_skill")  # skill-creator's names, in report order
+ARTIFACT_MAX_COPY_BYTES = 50_000_000          # --artifacts: a larger file is listed in the manifest, not copied
+ARTIFACT_MAX_FILES = 2_000                    # files of one run's project listed as artifacts
+ARTIFACT_TEXT_BYTES = 20_000                  # a text artifact this small is shown to the judge inline
+ARTIFACT_TEXT_TOTAL_CHARS = 40_000            # all inline artifact text of one judge call
+TRANSCRIPT_SUMMARY_CHARS = 12_000             # a task run's transcript summary, kept and shown to the judge
 DEFAULT_GENERATION_MAX_TOKENS = 4096
 DEFAULT_GENERATED_TEST_TIMEOUT = 300.0
 GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the generation prompt
@@ -94,3 +105,33 @@ JUDGE_RESULT_CHARS = 300                      # each tool result and argument li
 JUDGE_ANSWER_CHARS = 8_000                    # the final answer, cut to this for the judge
 ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600       # --dry-run: the answer and trajectory a judge call reads
 ESTIMATED_JUDGE_OUTPUT_TOKENS = 150           # --dry-run: the judge's verdict
+
+# ----------------------------------------------------------------------------- tools that change things
+TOOL_POLICIES = ("live", "safe", "read-only")  # --tool-policy: which calls reach the real server
+DEFAULT_TOOL_POLICY = "safe"                  # tools annotated destructiveHint: true are not executed
+REPLAY_MISS_CHOICES = ("error", "live")       # --replay-miss: a call not in the cassette fails the case, or goes live
+DEFAULT_REPLAY_MISS = "error"
+CASSETTE_FORMAT = "claude-tool-eval cassette 1"  # the "format" of every --record file
+
+# ----------------------------------------------------------------------------- the description optimizer (--optimize)
+DEFAULT_HOLDOUT = 0.4                         # share of the queries / cases held out as the test split
+DEFAULT_SPLIT_SEED = 42                       # --seed of the stratified split
+DEFAULT_OPTIMIZE_ROUNDS = 5                   # proposals asked of the optimizer model at most
+DEFAULT_OPTIMIZE_RUNS = 3                     # runs per query or case of every candidate
+MAX_SKILL_DESCRIPTION_CHARS = 1024            # the Agent Skills limit of a SKILL.md description
+MAX_TOOL_DESCRIPTION_CHARS = 10_000           # a proposed tool description longer than this is refused
+OPTIMIZER_MAX_TOKENS = 4096                   # the optimizer's one forced `propose` call
+OPTIMIZER_BODY_CHARS = 6_000                  # SKILL.md body shown to the optimizer
+OPTIMIZER_FAILURES_SHOWN = 40                 # train failures listed in one proposal request
+ESTIMATED_OPTIMIZER_OUTPUT_TOKENS = 600       # --dry-run: tokens of one proposal
+
+# ----------------------------------------------------------------------------- --batch: the Message Batches API
+BATCH_PRICE_FACTOR = 0.5                      # a batch request costs half the list price (input, output and cache)
+BATCH_MAX_REQUESTS = 100_000                  # requests one Message Batch may hold (the API's limit)
+BATCH_MAX_BYTES = 200 * 1024 * 1024           # a batch's body, kept well under the API's 256 MB (more: another batch)
+BATCH_CONVERSATIONS = 10_000                  # conversations under way at once with --batch (without --concurrency)
+BATCH_SETTLE_SECONDS = 2.0                    # a round is sent once every live conversation waits for Claude, or
+                                              # once no new request came for this long (slow tools, verify commands)
+BATCH_POLL_FIRST_SECONDS = 0.5                # the first look at a batch after creating it
+BATCH_POLL_MAX_SECONDS = 60.0                 # polls back off (x BATCH_POLL_GROWTH) up to this interval
+BATCH_POLL_GROWTH = 1.5

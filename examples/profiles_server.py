@@ -3,6 +3,9 @@
 It gives the evaluator something realistic to exercise: product docs, a
 workflow guide, the user's warehouse connections and a sample event warehouse
 (SQLite, built from data/warehouse.sql) that can be explored and queried.
+Every tool is annotated read-only but one: save_note writes a note into a
+small database (data/notes.sqlite, or $PROFILES_NOTES_DB) and is annotated
+destructive, so the evaluator's default tool policy does not run it.
 Nothing touches the network.
 
     python examples/profiles_server.py                      # stdio
@@ -32,6 +35,8 @@ from pydantic import Field
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WAREHOUSE_SQL = DATA_DIR / "warehouse.sql"
 WAREHOUSE_DB = DATA_DIR / "warehouse.sqlite"
+# save_note's database (the one tool that changes state); PROFILES_NOTES_DB points it elsewhere.
+NOTES_DB = Path(os.environ.get("PROFILES_NOTES_DB") or DATA_DIR / "notes.sqlite")
 DOCS = json.loads((DATA_DIR / "profiles_docs.json").read_text(encoding="utf-8"))
 
 SCHEMA = "rudder_events"  # SQLite has no schemas; the sample poses as this one
@@ -112,6 +117,8 @@ mcp = MCPServer(
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+CHANGES_STATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                open_world_hint=False)
 
 
 def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -439,6 +446,29 @@ def get_profile(
     ]
     lines += [f"  - {o[0]} {o[4][:10]} {o[1]} {o[3]:.2f} {o[2]}" for o in orders]
     return "\n".join(lines)
+
+
+def save_note(
+    title: Annotated[str, Field(description="The note's title; a note with this title is replaced.", min_length=1,
+                                max_length=200)],
+    text: Annotated[str, Field(description="The note's text.", max_length=10_000)],
+) -> str:
+    """Save a note in the user's Profiles workspace (for example a summary of a finding or a plan),
+    replacing any earlier note with the same title.
+
+    This changes the workspace: use it only when the user asks to save or record something.
+    """
+    with sqlite3.connect(NOTES_DB) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS notes (title TEXT PRIMARY KEY, text TEXT NOT NULL, "
+                     "saved_at TEXT NOT NULL)")
+        replaced = conn.execute("SELECT 1 FROM notes WHERE title = ?", (title,)).fetchone() is not None
+        conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, datetime('now'))", (title, text))
+    conn.close()
+    return f"{'Replaced' if replaced else 'Saved'} the note {title!r} ({len(text)} characters)."
+
+
+mcp.add_tool(save_note, description=inspect.cleandoc(save_note.__doc__ or ""), annotations=CHANGES_STATE,
+             structured_output=False)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,10 +14,26 @@ for path in (str(ROOT), str(TESTS)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import evaluator  # noqa: E402
 from fake_anthropic import ScriptedAnthropic  # noqa: E402
 
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
 TEST_API_KEY = "sk-ant-test-key-0123456789"
+
+
+def locate_claude() -> str | None:
+    """The real Claude Code CLI: $CLAUDE_BIN, else what `npm install` put in node_modules or PATH."""
+    try:
+        return evaluator.find_claude_bin(os.environ.get("CLAUDE_BIN"))
+    except evaluator.InputError:
+        return None
+
+
+CLAUDE = locate_claude()
+if CLAUDE is None and os.environ.get("CI"):
+    raise RuntimeError("the Claude Code CLI is required in CI: run `npm install` at the repository root")
+needs_claude = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI (claude) is not installed: "
+                                                         "run `npm install` at the repository root")
 
 
 @pytest.fixture

@@ -14,6 +14,10 @@ An answer ("spec") is a dict, built with the helpers below:
   a message, sends some text, then an SSE `error` event (only meaningful for streaming calls;
   a non-streaming call gets a 529 instead).
 - `{"garbage": True}`: HTTP 200 with a body that is not JSON.
+- `expired()` / `canceled()`: in a Message Batch, that request's result (an `error(...)` there
+  is an `errored` result). Batches: POST /v1/messages/batches answers every request at once;
+  GET /v1/messages/batches/{id} says `in_progress` for `batch_polls` polls (and `batch_latency`
+  seconds), then `ended` with `results_url`; GET .../results is the JSONL of the results.
 
 Answers come from `responder(request_body)` when given and it returns a spec, else from the
 FIFO queue (`push`), else the default answer (`reply(text("OK"))`).
@@ -67,6 +71,16 @@ def error(status: int, error_type: str = "api_error", message: str | None = None
             "headers": headers or {}}
 
 
+def expired() -> Spec:
+    """--batch: the request of a Message Batch comes back `expired` (`canceled()` likewise);
+    `error(...)` in a batch comes back `errored` with that error."""
+    return {"batch_result": "expired"}
+
+
+def canceled() -> Spec:
+    return {"batch_result": "canceled"}
+
+
 def forced_tool(body: dict) -> str | None:
     """The tool a request forces with `tool_choice: {"type": "tool", "name": ...}`, else None."""
     choice = body.get("tool_choice") or {}
@@ -89,6 +103,17 @@ def honour_tool_choice(spec: Spec, body: dict) -> Spec:
         return error(400, "invalid_request_error",
                      f"scripted reply ignores the forced tool_choice {json.dumps(choice)}: script a tool_use for it")
     return dict(spec, content=uses[:1], stop_reason="tool_use")
+
+
+def per_model(answers: dict[str, Callable[[dict], Spec | None]],
+              default: Callable[[dict], Spec | None] | None = None) -> Callable[[dict], Spec | None]:
+    """A responder that answers each request as the model it names would: `answers` maps a
+    request body's `model` to that model's responder (a model matrix whose models differ);
+    any other model gets `default` (or the server's queue and default answer)."""
+    def respond(body: dict) -> Spec | None:
+        answer = answers.get(body.get("model", ""), default)
+        return answer(body) if answer else None
+    return respond
 
 
 def user_query(body: dict) -> str:
@@ -157,6 +182,12 @@ class ScriptedAnthropic:
         self._cache = _PromptCache()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Message Batches: a batch stays `in_progress` for `batch_polls` retrievals and at least
+        # `batch_latency` seconds after its creation, then `ended`. Each request of a batch is
+        # answered at creation, by the same responder / queue / default as POST /v1/messages.
+        self.batch_polls = 1
+        self.batch_latency = 0.0
+        self.batches: dict[str, dict] = {}
 
     # -- lifecycle
     def start(self, port: int = 0) -> "ScriptedAnthropic":
@@ -193,7 +224,41 @@ class ScriptedAnthropic:
     def message_requests(self) -> list[dict]:
         """Bodies of the POST /v1/messages requests, in arrival order."""
         return [r["body"] for r in self.requests if r["path"].startswith("/v1/messages") and
-                not r["path"].startswith("/v1/messages/count_tokens")]
+                not r["path"].startswith("/v1/messages/count_tokens") and
+                not r["path"].startswith("/v1/messages/batches")]
+
+    @property
+    def batch_creations(self) -> list[dict]:
+        """Bodies of POST /v1/messages/batches ({"requests": [{"custom_id", "params"}]}), in order."""
+        return [r["body"] for r in self.requests if r["path"] == "/v1/messages/batches"]
+
+    @property
+    def batch_params(self) -> list[dict]:
+        """The params of every request sent through a batch, in order."""
+        return [request["params"] for body in self.batch_creations for request in body.get("requests", [])]
+
+    @property
+    def batch_retrievals(self) -> list[str]:
+        """Paths of the GETs of batches (status polls and results)."""
+        return [r["path"] for r in self.requests if r["path"].startswith("/v1/messages/batches/")]
+
+    def _batch_object(self, batch_id: str, base_url: str) -> dict:
+        with self._lock:
+            batch = self.batches[batch_id]
+            ended = batch["polls"] >= self.batch_polls and time.time() - batch["created"] >= self.batch_latency
+            if ended and batch["ended"] is None:
+                batch["ended"] = time.time()
+        kinds = [entry["result"]["type"] for entry in batch["results"]]
+        counts = {kind: (kinds.count(kind) if ended else 0) for kind in ("succeeded", "errored", "expired", "canceled")}
+        counts["processing"] = 0 if ended else len(kinds)
+
+        def stamp(seconds: float | None) -> str | None:
+            return None if seconds is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": counts, "created_at": stamp(batch["created"]),
+                "expires_at": stamp(batch["created"] + 86400), "ended_at": stamp(batch["ended"]),
+                "archived_at": None, "cancel_initiated_at": None,
+                "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results" if ended else None}
 
     def _next_spec(self, body: dict) -> Spec:
         if self.responder:
@@ -227,6 +292,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path.startswith("/v1/messages/batches/"):
+            self.api._record(path, dict(self.headers.items()), None)
+            self._get_batch(path)
+            return
         self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
 
     def do_POST(self) -> None:
@@ -241,6 +311,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/messages/count_tokens":
             self._send_json(200, {"input_tokens": sum(self.api._cache.usage(body).values())})
             return
+        if path == "/v1/messages/batches":
+            self._create_batch(body)
+            return
         if path != "/v1/messages":
             self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
             return
@@ -248,6 +321,49 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.api.delay)
         spec = honour_tool_choice(self.api._next_spec(body), body)
         self._answer(spec, body)
+
+    # -- Message Batches
+    def _base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _create_batch(self, body: dict) -> None:
+        api = self.api
+        entries = []
+        for request in body.get("requests") or []:
+            params = request.get("params") or {}
+            spec = honour_tool_choice(api._next_spec(params), params)
+            entries.append({"custom_id": request.get("custom_id"), "result": self._batch_result(spec, params)})
+        batch_id = f"msgbatch_{next(_ids):06d}"
+        with api._lock:
+            api.batches[batch_id] = {"results": entries, "polls": 0, "created": time.time(), "ended": None}
+        self._send_json(200, api._batch_object(batch_id, self._base_url()))
+
+    def _batch_result(self, spec: Spec, params: dict) -> dict:
+        if "batch_result" in spec:
+            return {"type": spec["batch_result"]}
+        if "status" in spec or "stream_error" in spec or "content" not in spec:
+            kind = spec.get("error_type") or spec.get("stream_error") or "api_error"
+            return {"type": "errored", "error": {"type": "error", "error": {
+                "type": kind, "message": spec.get("message") or f"scripted {kind}"}}}
+        return {"type": "succeeded", "message": self._message(spec, params)}
+
+    def _get_batch(self, path: str) -> None:
+        parts = path.strip("/").split("/")  # v1 messages batches ID [results]
+        batch_id = parts[3] if len(parts) > 3 else ""
+        if batch_id not in self.api.batches or len(parts) > 5 or (len(parts) == 5 and parts[4] != "results"):
+            self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+            return
+        if len(parts) == 4:
+            with self.api._lock:
+                self.api.batches[batch_id]["polls"] += 1
+            self._send_json(200, self.api._batch_object(batch_id, self._base_url()))
+            return
+        if self.api.batches[batch_id]["ended"] is None:
+            self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                             "message": "batch still in progress"}})
+            return
+        lines = "".join(json.dumps(entry) + "\n" for entry in self.api.batches[batch_id]["results"])
+        self._send_raw(200, lines.encode(), "application/binary")
 
     # -- answers
     def _answer(self, spec: Spec, body: dict) -> None:

@@ -15,32 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator
 
 
-def locate_claude() -> str | None:
-    explicit = os.environ.get("CLAUDE_BIN")
-    if explicit:
-        return explicit
-    try:
-        return evaluator.find_claude_bin(None)
-    except evaluator.InputError:
-        return None
-
-
-CLAUDE = locate_claude()
-if CLAUDE is None and os.environ.get("CI"):
-    raise RuntimeError("the Claude Code CLI is required in CI: run `npm install` at the repository root")
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI (claude) is not installed: "
-                                                       "run `npm install` at the repository root")
+pytestmark = needs_claude
 
 SKILL_SOURCE = ROOT / "examples" / "skills" / "warehouse-sql" / "SKILL.md"
 HANG_MARKER = "HANG-MARKER-7f3c"
-
-
 
 
 def listed_skills(body: dict) -> str:

@@ -23,8 +23,8 @@ def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
     assert code == 0, err
     assert api.message_requests == []
     counted = [r for r in api.requests if r["path"] == "/v1/messages/count_tokens"]
-    assert len(counted) == 1 and len(counted[0]["body"]["tools"]) == 8
-    assert "runs: 32 · tools: 8" in out and "counted by the API" in out
+    assert len(counted) == 1 and len(counted[0]["body"]["tools"]) == 9
+    assert "runs: 32 · tools: 9" in out and "counted by the API" in out
     assert "model calls: about 64 (at most 320)" in out
     assert "cost on claude-sonnet-5-5: about $" in out
 

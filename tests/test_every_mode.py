@@ -32,7 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, CLAUDE, needs_claude
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 EXAMPLES = ROOT / "examples"
@@ -42,23 +42,6 @@ TINY_CAP = "0.000001"
 SQL_QUERY = "Write a SQL query for weekly completed-order revenue per country from the orders and users tables"
 JOKE_QUERY = "Tell me a joke about databases"
 HANG_MARKER = "HANG-MARKER-every-mode-5d1e"
-
-
-def locate_claude() -> str | None:
-    explicit = os.environ.get("CLAUDE_BIN")
-    if explicit:
-        return explicit
-    try:
-        return evaluator.find_claude_bin(None)
-    except evaluator.InputError:
-        return None
-
-
-CLAUDE = locate_claude()
-if CLAUDE is None and os.environ.get("CI"):
-    raise RuntimeError("the Claude Code CLI is required in CI: run `npm install` at the repository root")
-needs_claude = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI (claude) is not installed: "
-                                                         "run `npm install` at the repository root")
 
 
 # ----------------------------------------------------------------------------- running the CLI
@@ -244,7 +227,7 @@ def test_dry_run_estimates_and_sends_nothing_in_every_spending_mode(mode, api, t
 def test_dry_run_estimates_are_the_same_runs_a_real_run_does(api, tmp_path):
     """The estimate counts the runs the real run makes: the example suite at -i 2 is 32 runs."""
     result = cli(*DRY_RUNS["csv"][:4], *SERVER, "--dry-run")
-    assert "runs: 32 · tools: 8" in result.stdout and "counted by the API" in result.stdout
+    assert "runs: 32 · tools: 9" in result.stdout and "counted by the API" in result.stdout
     claude, started = recording_claude(tmp_path)
     result = cli("--skill", str(SKILL), "--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"),
                  "--runs", "2", "--claude-bin", str(claude), "--dry-run")

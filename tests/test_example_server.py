@@ -25,6 +25,7 @@ EXPECTED_TOOLS = {
     "describe_table",
     "run_sql_query",
     "get_profile",
+    "save_note",
 }
 
 
@@ -58,7 +59,10 @@ def test_lists_exactly_the_tools_with_descriptions_and_schemas():
         assert t.description and len(t.description) > 30, t.name
         assert not t.description.startswith(" ") and "\n    " not in t.description, t.name
         assert t.input_schema["type"] == "object", t.name
-        assert t.annotations and t.annotations.read_only_hint, t.name
+        if t.name == "save_note":  # the one tool that changes state
+            assert t.annotations.destructive_hint and not t.annotations.read_only_hint
+        else:
+            assert t.annotations and t.annotations.read_only_hint, t.name
     by_name = {t.name: t for t in tools}
     props = by_name["run_sql_query"].input_schema["properties"]
     assert props["sql"]["description"]
@@ -174,3 +178,15 @@ def test_stdio_transport():
     names, result = asyncio.run(go())
     assert names == EXPECTED_TOOLS
     assert not result.is_error and "RudderStack Profiles" in text(result)
+
+
+def test_save_note_writes_its_own_database(tmp_path, monkeypatch):
+    db = tmp_path / "notes.sqlite"
+    monkeypatch.setattr(server, "NOTES_DB", db)
+    assert ok("save_note", {"title": "plan", "text": "first"}) == "Saved the note 'plan' (5 characters)."
+    assert ok("save_note", {"title": "plan", "text": "second"}).startswith("Replaced the note 'plan'")
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT title, text FROM notes").fetchall() == [("plan", "second")]
+    finally:
+        conn.close()

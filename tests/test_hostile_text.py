@@ -32,7 +32,7 @@ import pytest
 from rich.console import Console
 
 import evaluator as E
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, CLAUDE
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 HOSTILE = ROOT / "tests" / "hostile"
@@ -353,17 +353,6 @@ def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
 
 
 # ============================================================================= the skill mode, with the real claude
-def locate_claude() -> str | None:
-    explicit = os.environ.get("CLAUDE_BIN")
-    if explicit:
-        return explicit
-    try:
-        return E.find_claude_bin(None)
-    except E.InputError:
-        return None
-
-
-CLAUDE = locate_claude()
 
 
 @pytest.mark.skipif(CLAUDE is None and not os.environ.get("CI"), reason="the Claude Code CLI (claude) is not "

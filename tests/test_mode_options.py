@@ -42,7 +42,7 @@ from click.testing import CliRunner
 
 import evaluator
 import prompts
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, CLAUDE
 from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, tool_use, user_query
 
 C = evaluator.C
@@ -52,29 +52,18 @@ OTHER_SKILL_DIR = ROOT / "examples" / "skills" / "data-profile-report"
 SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"   # how Claude Code lists the skill
 
 
-def locate_claude() -> str | None:
-    try:
-        return evaluator.find_claude_bin(os.environ.get("CLAUDE_BIN"))
-    except evaluator.InputError:
-        return None
-
-
-CLAUDE = locate_claude()
-if CLAUDE is None and os.environ.get("CI"):
-    raise RuntimeError("the Claude Code CLI is required in CI: run `npm install` at the repository root")
-
 # ============================================================================ the table, read from evaluator
 # Parameters that are not mode options: --version prints the version and exits in any mode.
 NOT_MODE_OPTIONS = {"version"}
 # Parameters that count as another option: the positional files after `--compare OLD` are more
 # --compare files (settings_from folds them in).
-ALIASES = {"compare_more": "compare"}
+ALIASES = {"compare_more": ("compare", "merge")}
 MODE_BY_NAME = {m.name: m for m in evaluator.MODES}
 OPTION_NAMES = [p.name for p in evaluator.main.params if p.name not in NOT_MODE_OPTIONS]
 
 
 def accepted(mode: evaluator.Mode, option: str) -> bool:
-    return ALIASES.get(option, option) in mode.options
+    return any(name in mode.options for name in ALIASES.get(option, (option,)))
 
 
 def table_pairs() -> list[tuple[str, str]]:
@@ -99,6 +88,8 @@ SAMPLES: dict[str, list[str]] = {
     "skill": ["--skill", SAMPLE_SKILL],
     "trigger": ["--trigger", SAMPLE_TRIGGER],
     "compare": ["--compare", "old.json"],
+    "merge": ["--merge", "piece.json"],
+    "shard": ["--shard", "1/2"],
     "generate_triggers": ["--generate-triggers", SAMPLE_SKILL],
     "generate_tests": ["--generate-tests", SAMPLE_SKILL],
     "schema": ["--schema"],
@@ -110,11 +101,14 @@ SAMPLES: dict[str, list[str]] = {
     "report": ["--report", "report.md"],
     "junit": ["--junit", "junit.xml"],
     "csv_out": ["--csv-out", "runs.csv"],
+    "html": ["--html", "report.html"],
+    "from_results": ["--from", "results.json"],
     "summary_only": ["--summary-only"],
     "resume": ["--resume"],
     "retry_errors": ["--retry-errors"],
     "max_cost": ["--max-cost", "1.5"],
     "dry_run": ["--dry-run"],
+    "batch": ["--batch"],
     "force": ["--force"],
     "model": ["--model", "claude-opus-5-5"],
     "prompt": ["--prompt", "MINIMAL_SYSTEM_PROMPT"],
@@ -147,6 +141,24 @@ SAMPLES: dict[str, list[str]] = {
     "transport": ["--transport", "sse"],
     "judge_model": ["--judge-model", "claude-opus-5-5"],
     "verify_timeout": ["--verify-timeout", "5"],
+    "optimize": ["--optimize"],
+    "holdout": ["--holdout", "0.5"],
+    "seed": ["--seed", "7"],
+    "optimize_rounds": ["--optimize-rounds", "2"],
+    "optimizer_model": ["--optimizer-model", "claude-sonnet-5-5"],
+    "skill_description": ["--skill-description", "Writes SQL."],
+    "tool_overrides": ["--tool-overrides", "overrides.json"],
+    "tool_policy": ["--tool-policy", "read-only"],
+    "allow_tool": ["--allow-tool", "save_*"],
+    "mock_tools": ["--mock-tools", "mocks.json"],
+    "record": ["--record", "cassettes"],
+    "replay": ["--replay", "cassettes"],
+    "replay_miss": ["--replay-miss", "live"],
+    "allow_tools": ["--allow-tools", "Write"],
+    "artifacts": ["--artifacts", "artifacts"],
+    "baseline": ["--baseline"],
+    "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
+    "benchmark_json": ["--benchmark-json", "benchmark.json"],
 }
 
 # The smallest command line that selects each mode.
@@ -154,11 +166,14 @@ MODE_LINES: dict[str, list[str]] = {
     "schema": ["--schema"],
     "generate": ["--generate-triggers", SAMPLE_SKILL],
     "compare": ["--compare", "old.json", "new.json"],
+    "merge": ["--merge", "shard-1.json", "shard-2.json"],
+    "render": ["--from", "results.json"],
     "skills": ["--skill", SAMPLE_SKILL, "--trigger", SAMPLE_TRIGGER],
     "markdown": ["--tests", str(ROOT / "examples" / "tool_tests")],
     "qa": ["--qa", SAMPLE_QA],
     "csv": ["--csv", str(ROOT / "examples" / "test_queries.csv")],
     "query": ["-q", "Which tables are in my warehouse?"],
+    "optimize": ["--optimize", "--csv", str(ROOT / "examples" / "test_queries.csv")],
 }
 
 
@@ -209,7 +224,7 @@ def test_every_option_has_a_sample_value_and_every_mode_a_command_line():
     for name, args in MODE_LINES.items():
         settings = parsed(args)
         assert evaluator.select_mode(settings).name == name
-    assert set(ALIASES.values()) <= set(OPTION_NAMES)
+    assert {name for names in ALIASES.values() for name in names} <= set(OPTION_NAMES)
 
 
 def test_the_refusal_matrix_is_the_whole_table():
@@ -217,7 +232,7 @@ def test_the_refusal_matrix_is_the_whole_table():
     generated = {tuple(p.values[:2]) for p in REFUSED + SWITCHED}
     assert generated == every and len(REFUSED) > 200
     # Only options that select a mode of their own can hand a command line to another mode.
-    assert all(p.values[1] in ("skill", "trigger") for p in SWITCHED), SWITCHED
+    assert all(p.values[1] in ("skill", "trigger", "optimize") for p in SWITCHED), SWITCHED
 
 
 @pytest.mark.parametrize("mode, option, expected", REFUSED)
@@ -238,7 +253,7 @@ def test_a_refused_option_exits_2_with_one_line(mode: str, option: str, expected
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--csv", "s.csv", "--runs", "3"], "error: --runs does not apply to --csv runs (it works with --skill runs)"),
+    (["--csv", "s.csv", "--runs", "3"], "error: --runs does not apply to --csv runs (it works with --optimize runs, --skill runs)"),
     (["-q", "hi", "--csv", "s.csv"], "error: -q does not apply to --csv runs (it works with -q / -c runs)"),
     (["--schema", "--json"], "error: --json does not apply to --schema (it works with"),
     (["--compare", "a.json", "b.json", "--tag", "x"],
@@ -869,6 +884,20 @@ def _(lab, mode):
     assert baseline(lab, mode).requests
 
 
+@observes("batch", *TOOL_MODES)
+def _(lab, mode):
+    start = len(lab.api.requests)
+    run = lab.run(*tool_args(lab, mode, "--batch", "--json"))
+    created = [r["body"] for r in lab.api.requests[start:] if r["path"] == "/v1/messages/batches"]
+    assert run.code == baseline(lab, mode).code, run.output
+    assert run.requests == [] and created, "every model call through the Message Batches API, none direct"
+    document = run.document()
+    assert sum(len(b["requests"]) for b in created) == sum(r["model_calls"] for r in document["results"])
+    assert document["metadata"]["batch_api"] is True and all(r["batch_api"] for r in document["results"])
+    assert [c["passed"] for c in document["cases"]] == [c["passed"] for c in baseline(lab, mode).document()["cases"]]
+    assert baseline(lab, mode).document()["metadata"]["batch_api"] is False
+
+
 @observes("model", *TOOL_MODES)
 def _(lab, mode):
     run = lab.run(*tool_args(lab, mode, "--model", "claude-opus-5-5"))
@@ -1011,6 +1040,85 @@ def _(lab, mode):
     cut = lab.run(*line, "--max-result-chars", "100", model=calls("huge", size=3000))
     assert "x" * 3000 in tool_output(whole)
     assert "x" * 100 in tool_output(cut) and "x" * 101 not in tool_output(cut)
+
+
+# ---------------------------------------------------------------------------- tools that change things
+def sources(run: Run) -> list[str]:
+    """Who answered each tool call of the run (live, mock, replay, policy), from the results."""
+    return [c["source"] for r in run.document()["results"] for c in r["tool_calls"]]
+
+
+ECHO_MARKER = calls("echo", text="policy-marker-61")
+
+
+@observes("tool_policy", *TOOL_MODES)
+def _(lab, mode):
+    line = tool_args(lab, mode, "--json", servers=("--server-module", MISC_SERVER))
+    default = lab.run(*line, model=ECHO_MARKER)     # safe: misc_server's unannotated tools run
+    strict = lab.run(*line, "--tool-policy", "read-only", model=ECHO_MARKER)
+    assert set(sources(default)) == {"live"} and "policy-marker-61" in tool_output(default)
+    assert set(sources(strict)) == {"policy"} and "policy-marker-61" not in tool_output(strict)
+    assert "[not executed by the evaluator]" in tool_output(strict)
+    assert strict.document()["metadata"]["tool_policy"] == "read-only"
+
+
+@observes("allow_tool", *TOOL_MODES)
+def _(lab, mode):
+    line = tool_args(lab, mode, "--json", "--tool-policy", "read-only", servers=("--server-module", MISC_SERVER))
+    withheld = lab.run(*line, model=ECHO_MARKER)
+    allowed = lab.run(*line, "--allow-tool", "ech?", model=ECHO_MARKER)
+    assert set(sources(withheld)) == {"policy"} and set(sources(allowed)) == {"live"}
+    assert "policy-marker-61" in tool_output(allowed)
+    assert allowed.document()["metadata"]["allowed_tools"] == ["ech?"]
+
+
+@observes("mock_tools", *TOOL_MODES)
+def _(lab, mode):
+    mocks = write(lab.fresh("mocks.json"), json.dumps({"list_warehouse_tables": {"result": "MOCKED-TABLES-7"}}))
+    run = lab.run(*tool_args(lab, mode, "--json", "--mock-tools", mocks))
+    assert set(tool_output(run).splitlines()) == {"MOCKED-TABLES-7"} and set(sources(run)) == {"mock"}
+    assert "MOCKED-TABLES-7" not in tool_output(baseline(lab, mode))
+    assert set(sources(baseline(lab, mode))) == {"live"}
+
+
+def recorded_cassette(lab: Lab, mode: str) -> Path:
+    """A cassette of the mode's line against the example server (cached per mode)."""
+    key = ("cassette", mode)
+    if key not in lab.cache:
+        folder = lab.fresh("cassettes")
+        run = lab.run(*tool_args(lab, mode, "--record", folder))
+        assert run.code == 0, run.output
+        lab.cache[key] = folder
+    return lab.cache[key]
+
+
+@observes("record", *TOOL_MODES)
+def _(lab, mode):
+    folder = recorded_cassette(lab, mode)
+    [cassette] = list(folder.iterdir())
+    data = json.loads(cassette.read_text())
+    assert [c["tool"] for c in data["calls"]] == ["list_warehouse_tables"]
+    assert data["calls"][0]["result"] in tool_output(baseline(lab, mode))
+
+
+@observes("replay", *TOOL_MODES)
+def _(lab, mode):
+    folder = recorded_cassette(lab, mode)
+    run = lab.run(*tool_line(lab, mode), "--json", "--replay", folder)   # no server at all
+    assert run.code == 0, run.output
+    assert set(sources(run)) == {"replay"} and tool_output(run) == tool_output(baseline(lab, mode))
+    assert set(sources(baseline(lab, mode))) == {"live"}
+
+
+@observes("replay_miss", *TOOL_MODES)
+def _(lab, mode):
+    folder = recorded_cassette(lab, mode)
+    model = calls("get_existing_connections")   # not in the cassette
+    missed = lab.run(*tool_args(lab, mode, "--json", "--replay", folder), model=model)
+    live = lab.run(*tool_args(lab, mode, "--json", "--replay", folder, "--replay-miss", "live"), model=model)
+    assert missed.code == 1 and set(sources(missed)) == {"replay"}
+    assert all(r["error"].startswith("replay miss") for r in missed.document()["results"])
+    assert set(sources(live)) == {"live"} and "snowflake_prod" in tool_output(live)
 
 
 @observes("simulate_user", *TOOL_MODES)
@@ -1610,3 +1718,613 @@ def _(lab, mode):
     run = lab.run("--schema", "-o", out)
     assert run.code == 0 and json.loads(out.read_text()) == evaluator.results_schema()
     assert "$defs" not in run.stdout and f"wrote {out}" in run.output
+
+
+# ---------------------------------------------------------------------------- shards and merge
+SHARD_LINES = {"csv": 2, "markdown": 3, "qa": 3}   # iterations: enough runs that two shards both get some
+
+
+def shard_runs(lab: Lab, mode: str) -> list[Run]:
+    """The mode's suite in two shards (--shard 1/2, 2/2), each written to its own file."""
+    key = ("shards", mode)
+    if key not in lab.cache:
+        runs = []
+        for index in (1, 2):
+            out = lab.fresh(f"shard-{index}.json")
+            if mode == "skills":
+                run = lab.run(*skill_args(lab, "--runs", "2", "--shard", f"{index}/2", "-o", out, "--json"),
+                              model=SQL_SKILL)
+            else:
+                run = lab.run(*tool_args(lab, mode, "-i", SHARD_LINES[mode], "--shard", f"{index}/2", "-o", out,
+                                         "--json"))
+            assert run.code in (0, 1) and out.exists(), run.output
+            run.path = out
+            runs.append(run)
+        lab.cache[key] = runs
+    return lab.cache[key]
+
+
+def run_names(document: dict) -> list[tuple]:
+    return sorted((r.get("test_name") or r.get("query"), r.get("iteration") or r.get("run"), r.get("model"))
+                  for r in document["results"])
+
+
+@observes("shard", "csv", "markdown", "qa", "skills")
+def _(lab, mode):
+    one, two = shard_runs(lab, mode)
+    first, second = run_names(one.document()), run_names(two.document())
+    assert first and second and not set(first) & set(second), (first, second)
+    if mode == "skills":
+        whole = lab.run(*skill_args(lab, "--runs", "2", "--json"), model=SQL_SKILL, cached=True)
+    else:
+        whole = lab.run(*tool_args(lab, mode, "-i", SHARD_LINES[mode], "--json"), cached=True)
+    assert sorted(first + second) == run_names(whole.document())
+    assert len(one.requests) + len(two.requests) == len(whole.requests)
+    assert one.document()["metadata"]["shard"] == "1/2" and two.document()["metadata"]["shard"] == "2/2"
+    assert whole.document()["metadata"]["shard"] is None
+
+
+def merged(lab: Lab, *more: Any) -> Run:
+    one, two = shard_runs(lab, "csv")
+    return lab.run("--merge", one.path, two.path, *more)
+
+
+@observes("merge", "merge")
+def _(lab, mode):
+    run = merged(lab, "--json")
+    document = run.document()
+    whole = lab.run(*tool_args(lab, "csv", "-i", SHARD_LINES["csv"], "--json"), cached=True).document()
+    assert run.requests == [] and run.code == whole_code(whole)
+    assert [(c["name"], c["passed"], c["passes"], c["runs"]) for c in document["cases"]] == \
+        [(c["name"], c["passed"], c["passes"], c["runs"]) for c in whole["cases"]]
+    assert run_names(document) == run_names(whole) and document["metadata"]["shard"] is None
+    assert document["metadata"]["merged_from"] == [str(p.path) for p in shard_runs(lab, "csv")]
+
+
+def whole_code(document: dict) -> int:
+    return 0 if document["passed"] else 1
+
+
+@observes("compare_more", "merge")
+def _(lab, mode):
+    one, two = shard_runs(lab, "csv")
+    alone = lab.run("--merge", one.path)
+    assert alone.code == 2 and "at least two" in alone.stderr
+    assert merged(lab, "--json").code in (0, 1)
+
+
+@observes("output", "merge")
+def _(lab, mode):
+    out = lab.fresh("merged.json")
+    run = merged(lab, "-o", out)
+    document = evaluator.ResultsDocument.model_validate_json(out.read_text())
+    assert f"wrote {out}" in run.output and document.metadata.evaluation == "csv"
+    assert len(document.results) == 2 * SHARD_LINES["csv"] and not evaluator.journal_path(out).exists()
+
+
+@observes("json_out", "merge")
+def _(lab, mode):
+    assert merged(lab, "--json").document()["metadata"]["merged_from"]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(merged(lab).stdout)
+
+
+@observes("report", "merge")
+def _(lab, mode):
+    report = lab.fresh("merged.md")
+    merged(lab, "--report", report)
+    content = report.read_text()
+    assert "tables_a" in content and "tables_b" in content and f"{2 * SHARD_LINES['csv']} (pass threshold" in content
+
+
+@observes("junit", "merge")
+def _(lab, mode):
+    junit = lab.fresh("merged.xml")
+    merged(lab, "--junit", junit)
+    assert sorted(case.get("name") for case in ET.parse(junit).iter("testcase")) == ["tables_a", "tables_b"]
+
+
+@observes("csv_out", "merge")
+def _(lab, mode):
+    rows = lab.fresh("merged.csv")
+    merged(lab, "--csv-out", rows)
+    assert len(list(csv.DictReader(rows.open()))) == 2 * SHARD_LINES["csv"]
+
+
+def merged_html(lab, mode):
+    page = lab.fresh("merged.html")
+    merged(lab, "--html", page)
+    assert "tables_a" in page.read_text() and "<html" in page.read_text().lower()
+
+
+if "html" in evaluator.OPTION_FLAGS and "merge" not in OBSERVERS.get("html", {}):
+    observes("html", "merge")(merged_html)
+
+
+# ---------------------------------------------------------------------------- task evals (skill mode)
+TASK_PROMPT = "Write the weekly revenue SQL to weekly.sql"
+
+
+def task_model(body: dict) -> dict:
+    """Claude Code's model on a task eval: with the skill listed it calls the Skill tool, then
+    writes weekly.sql, then answers; without the skill it answers at once. As the judge, an
+    expectation is met when the run left weekly.sql."""
+    if forced_tool(body) == "grade":
+        found = "--- weekly.sql" in body["messages"][0]["content"]
+        return reply(tool_use("grade", {"passed": found, "score": float(found), "evidence": "weekly.sql"}))
+    if user_query(body) != TASK_PROMPT:
+        return SQL_SKILL(body)
+    done = [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
+            for b in m["content"] if b.get("type") == "tool_result"]
+    if SKILL_LISTING not in listed(body) or len(done) >= 2:
+        return reply(text("Here is the weekly revenue query."))
+    if not done:
+        return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
+    return reply(tool_use("Write", {"file_path": "weekly.sql", "content": "SELECT 1;\n"}))
+
+
+def task_line(lab: Lab, *more: Any) -> list[Any]:
+    if "task-evals" not in lab.cache:
+        lab.cache["task-evals"] = write(lab.root / "task" / "evals.json", json.dumps(
+            {"skill_name": "warehouse-sql", "evals": [{"id": 1, "prompt": TASK_PROMPT, "expected_output": "weekly.sql",
+                                                       "expectations": ["weekly.sql was written"]}]}))
+    return ["--skill", SKILL_DIR, "--tests", lab.cache["task-evals"], "--runs", "1", *more]
+
+
+def task_baseline(lab: Lab) -> Run:
+    run = lab.run(*task_line(lab, "--allow-tools", "Write", "--json"), model=task_model, cached=True)
+    assert run.code == 0, run.output
+    return run
+
+
+@observes("allow_tools", "skills")
+def _(lab, mode):
+    [allowed] = task_baseline(lab).document()["results"]
+    assert [a["path"] for a in allowed["artifacts"]] == ["weekly.sql"] and allowed["refused_tools"] == []
+    refused = lab.run(*task_line(lab, "--json"), model=task_model)
+    [record] = refused.document()["results"]
+    assert refused.code == 1 and record["artifacts"] == [] and record["refused_tools"][0].startswith("Write: ")
+
+
+@observes("artifacts", "skills")
+def _(lab, mode):
+    folder = lab.fresh("artifacts")
+    run = lab.run(*task_line(lab, "--allow-tools", "Write", "--artifacts", folder, "--json"), model=task_model)
+    assert run.code == 0, run.output
+    kept = folder / "eval-1" / "with_skill" / "run-1"
+    assert (kept / "weekly.sql").read_text() == "SELECT 1;\n"
+    assert [f["path"] for f in json.loads((kept / "manifest.json").read_text())["files"]] == ["weekly.sql"]
+    assert not (Path.cwd() / "eval-1").exists(), "without --artifacts nothing is kept on disk"
+
+
+@observes("baseline", "skills")
+def _(lab, mode):
+    run = lab.run(*task_line(lab, "--allow-tools", "Write", "--baseline", "--json"), model=task_model)
+    assert run.code == 0, run.output
+    assert sorted(r["configuration"] for r in run.document()["results"]) == ["with_skill", "without_skill"]
+    assert [r["configuration"] for r in task_baseline(lab).document()["results"]] == ["with_skill"]
+    [delta] = run.document()["benchmark"]["deltas"]
+    assert delta["baseline"] == "without_skill" and delta["pass_rate"] == 1.0
+    assert task_baseline(lab).document()["benchmark"]["deltas"] == []
+
+
+@observes("baseline_skill", "skills")
+def _(lab, mode):
+    old = lab.fresh("old") / "warehouse-sql"
+    write(old / "SKILL.md", "---\nname: warehouse-sql\ndescription: OLD-VERSION of the SQL skill.\n---\nOld.\n")
+    run = lab.run(*task_line(lab, "--allow-tools", "Write", "--baseline-skill", old, "--json"), model=task_model)
+    assert run.code == 0, run.output
+    assert sorted(r["configuration"] for r in run.document()["results"]) == ["old_skill", "with_skill"]
+    assert any("OLD-VERSION" in listed(b) for b in run.requests)
+    assert not any("OLD-VERSION" in listed(b) for b in task_baseline(lab).requests)
+
+
+@observes("benchmark_json", "skills")
+def _(lab, mode):
+    path = lab.fresh("benchmark.json")
+    run = lab.run(*task_line(lab, "--allow-tools", "Write", "--benchmark-json", path), model=task_model)
+    assert run.code == 0, run.output
+    document = json.loads(path.read_text())
+    assert [(r["configuration"], r["result"]["passed"]) for r in document["runs"]] == [("with_skill", 1)]
+    assert document["run_summary"]["with_skill"]["pass_rate"]["mean"] == 1.0
+
+
+@observes("judge_model", "skills")
+def _(lab, mode):
+    chosen = lab.run(*task_line(lab, "--allow-tools", "Write", "--judge-model", "claude-opus-5-5", "--json"),
+                     model=task_model)
+    assert chosen.code == 0, chosen.output
+    assert [b["model"] for b in chosen.requests if forced_tool(b)] == ["claude-opus-5-5"]
+    assert [b["model"] for b in task_baseline(lab).requests if forced_tool(b)] == [C.DEFAULT_JUDGE_MODEL]
+
+
+# ---------------------------------------------------------------------------- --html and --from (tests/test_html_report.py opens the pages in a browser)
+def page_data(page: Path) -> dict:
+    """The data an HTML report carries (its <script type="application/json">)."""
+    import re
+    found = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page.read_text(), re.DOTALL)
+    return json.loads(found.group(1))
+
+
+@observes("html", *TOOL_MODES)
+def _(lab, mode):
+    page = lab.fresh("report.html")
+    run = lab.run(*tool_args(lab, mode, "--html", page))
+    assert run.code == 0 and f"wrote {page}" in run.output, run.output
+    data = page_data(page)
+    names = {"query": None, "csv": ["tables_a", "tables_b"], "markdown": ["tables-knowledge"], "qa": ["task-1"]}[mode]
+    assert len(data["cases"]) == CASES[mode] and len(data["runs"]) == CASES[mode]
+    assert names is None or [c["name"] for c in data["cases"]] == names
+    assert ("qa" in data) == (mode == "qa")
+
+
+@observes("html", "skills")
+def _(lab, mode):
+    page = lab.fresh("skills.html")
+    run = lab.run(*skill_args(lab, "--html", page), model=SQL_SKILL)
+    assert run.code == 0, run.output
+    data = page_data(page)
+    assert [t["skill"] for t in data["triggers"]] == ["warehouse-sql"]
+    assert sorted(c["name"] for c in data["cases"]) == [f"warehouse-sql: {NEGATIVE}", f"warehouse-sql: {POSITIVE}"]
+
+
+@observes("html", "compare")
+def _(lab, mode):
+    old, new, _ = results_files(lab)
+    page = lab.fresh("diff.html")
+    run = lab.run("--compare", old, new, "--html", page)
+    assert run.code == 1 and page.exists()
+    [step] = page_data(page)["comparisons"]
+    assert step["failed"] and {c["change"] for c in step["changes"]} == {"regression"}
+
+
+def rendered(lab: Lab, *outputs: Any) -> Run:
+    old, _, _ = results_files(lab)
+    return lab.run("--from", old, *outputs)
+
+
+@observes("from_results", "render")
+def _(lab, mode):
+    old, new, _ = results_files(lab)
+    first, second = lab.fresh("old.html"), lab.fresh("new.html")
+    assert lab.run("--from", old, "--html", first).code == 0 and lab.run("--from", new, "--html", second).code == 0
+    assert [c["passed"] for c in page_data(first)["cases"]] == [True, True]
+    assert [c["passed"] for c in page_data(second)["cases"]] == [False, False]
+
+
+@observes("html", "render")
+def _(lab, mode):
+    page = lab.fresh("rendered.html")
+    run = rendered(lab, "--html", page)
+    assert run.code == 0 and run.requests == [] and f"wrote {page}" in run.output
+    assert [c["name"] for c in page_data(page)["cases"]] == ["tables_a", "tables_b"]
+
+
+@observes("report", "render")
+def _(lab, mode):
+    report = lab.fresh("rendered.md")
+    assert rendered(lab, "--report", report).code == 0
+    assert "Tool-use evaluation: 2/2 cases passed" in report.read_text()
+
+
+@observes("junit", "render")
+def _(lab, mode):
+    junit = lab.fresh("rendered.xml")
+    assert rendered(lab, "--junit", junit).code == 0
+    assert sorted(case.get("name") for case in ET.parse(junit).iter("testcase")) == ["tables_a", "tables_b"]
+
+
+@observes("csv_out", "render")
+def _(lab, mode):
+    rows = lab.fresh("rendered.csv")
+    assert rendered(lab, "--csv-out", rows).code == 0
+    assert [r["test_name"] for r in csv.DictReader(rows.open())] == ["tables_a", "tables_b"]
+
+
+# ---------------------------------------------------------------------------- trying descriptions: --skill-description, --tool-overrides
+@observes("skill_description", "skills")
+def _(lab, mode):
+    run = lab.run(*skill_args(lab, "--skill-description", "Answers zebra questions.", "--json"), model=SQL_SKILL)
+    assert all("warehouse-sql: Answers zebra questions." in listed(b) for b in run.requests)
+    assert not any(SKILL_LISTING in listed(b) for b in run.requests)
+    assert run.code == 1, "the SQL query no longer finds the skill by its description"
+    assert run.document()["metadata"]["skill_descriptions"] == {"warehouse-sql": "Answers zebra questions."}
+    assert skill_baseline(lab).code == 0
+
+
+@observes("tool_overrides", *TOOL_MODES)
+def _(lab, mode):
+    overrides = write(lab.fresh("overrides.json"), json.dumps({"list_warehouse_tables": {
+        "description": "OVERRIDDEN: every table of the warehouse."}}))
+    run = lab.run(*tool_args(lab, mode, "--tool-overrides", overrides, "--json"))
+    assert run.code == 0, run.output
+    shown = {t["name"]: t["description"] for t in first(run)["tools"]}
+    assert shown["list_warehouse_tables"] == "OVERRIDDEN: every table of the warehouse."
+    assert {t["name"]: t["description"] for t in first(baseline(lab, mode))["tools"]}["list_warehouse_tables"] \
+        != shown["list_warehouse_tables"]
+    assert "orders" in tool_output(run), "the server still ran the call"
+    assert run.document()["metadata"]["tool_overrides"] == json.loads(overrides.read_text())
+
+
+# ---------------------------------------------------------------------------- the description optimizer (--optimize)
+OPT_PROPOSAL = "Lists every table of the warehouse (names only); use it to see which tables exist, not their columns."
+OPT_SKILL_PROPOSAL = "Writes SQL for the event warehouse: queries, joins, revenue and other metrics."
+
+
+def is_optimizer(body: dict) -> bool:
+    return system_text(body) == prompts.OPTIMIZER_SYSTEM_PROMPT
+
+
+def proposes(inner: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    """The optimizer model (a fixed proposal through the forced `propose` tool) beside `inner`."""
+    def model(body: dict) -> dict:
+        if not is_optimizer(body):
+            return inner(body)
+        properties = body["tools"][0]["input_schema"]["properties"]
+        if "descriptions" in properties:
+            allowed = sorted(properties["descriptions"]["properties"])
+            tool = "list_warehouse_tables" if "list_warehouse_tables" in allowed else allowed[0]
+            return reply(tool_use("propose", {"descriptions": {tool: OPT_PROPOSAL}}))
+        return reply(tool_use("propose", {"description": OPT_SKILL_PROPOSAL}))
+    return model
+
+
+OPT_TOOLS = proposes(answers)           # always lists the tables: the describe cases fail
+OPT_SKILLS = proposes(SQL_SKILL)
+
+
+def opt_suite(lab: Lab) -> Path:
+    return write(lab.root / "optimize.csv", "test_name,user_prompt,expected_tools\n"
+                 f"tables_a,{CSV_PROMPTS[0]},list_warehouse_tables\n"
+                 f'tables_b,"{CSV_PROMPTS[1]}",list_warehouse_tables\n'
+                 "orders_columns,What columns does the orders table have?,describe_table\n"
+                 "users_columns,Describe the users table,describe_table\n")
+
+
+def opt_trigger(lab: Lab) -> Path:
+    return trigger_file(lab.root / "optimize-trigger.md",
+                        [POSITIVE, "Compute weekly revenue per country from the orders table"],
+                        [NEGATIVE, "Write a haiku about autumn"])
+
+
+def opt_args(lab: Lab, *more: Any) -> list[Any]:
+    return ["--optimize", "--csv", opt_suite(lab), "--server-module", EXAMPLE_SERVER, "--runs", "1",
+            "--optimize-rounds", "1", *more]
+
+
+def opt_run(lab: Lab, *more: Any, model: Callable[[dict], dict] = OPT_TOOLS) -> tuple[Run, dict]:
+    """An optimization into a fresh -o: the run and its document."""
+    out = lab.fresh("optimize.json")
+    run = lab.run(*opt_args(lab, "-o", out, *more), model=model)
+    assert run.code == 0, run.output
+    return run, json.loads(out.read_text())
+
+
+def opt_baseline(lab: Lab) -> tuple[Run, dict]:
+    if "opt-baseline" not in lab.cache:
+        lab.cache["opt-baseline"] = opt_run(lab)
+    return lab.cache["opt-baseline"]
+
+
+def under_test(run: Run) -> list[dict]:
+    return [b for b in run.requests if not is_optimizer(b)]
+
+
+def proposals(run: Run) -> list[dict]:
+    return [b for b in run.requests if is_optimizer(b)]
+
+
+def opt_skill_args(lab: Lab, *more: Any) -> list[Any]:
+    return ["--optimize", "--skill", SKILL_DIR, "--trigger", opt_trigger(lab), "--runs", "1", "--optimize-rounds", "1",
+            "--json", *more]
+
+
+def opt_skill_baseline(lab: Lab) -> Run:
+    run = lab.run(*opt_skill_args(lab), model=OPT_SKILLS, cached=True)
+    assert run.code == 0, run.output
+    return run
+
+
+@observes("optimize", "optimize")
+def _(lab, mode):
+    run, document = opt_baseline(lab)
+    plain = lab.run("--csv", opt_suite(lab), "--server-module", EXAMPLE_SERVER, "--json", model=OPT_TOOLS)
+    assert document["optimization"]["rounds"][0]["round"] == 0 and proposals(run)
+    assert plain.document().get("optimization") is None and not proposals(plain)
+
+
+@observes("csv", "optimize")
+def _(lab, mode):
+    _, document = opt_baseline(lab)
+    assert sorted(s["item"] for s in document["optimization"]["split"]) == \
+        ["orders_columns", "tables_a", "tables_b", "users_columns"]
+    assert document["optimization"]["target"] == "tools"
+
+
+@observes("holdout", "optimize")
+def _(lab, mode):
+    _, base = opt_baseline(lab)
+    _, half = opt_run(lab, "--holdout", "0.5")
+    count = {name: sum(s["split"] == "test" for s in doc["optimization"]["split"]) for name, doc in
+             (("base", base), ("half", half))}
+    assert count == {"base": 1, "half": 2} and half["optimization"]["holdout"] == 0.5
+
+
+@observes("seed", "optimize")
+def _(lab, mode):
+    _, base = opt_baseline(lab)
+    names = [("tables_a", "list_warehouse_tables"), ("tables_b", "list_warehouse_tables"),
+             ("orders_columns", "describe_table"), ("users_columns", "describe_table")]
+
+    def split(seed: int) -> dict[str, str]:
+        items = evaluator.stratified_split([evaluator.SplitItem(n, t) for n, t in names], 0.4, seed)
+        return {i.key: i.split for i in items}
+    assert {s["item"]: s["split"] for s in base["optimization"]["split"]} == split(42)
+    other = next(seed for seed in range(100) if split(seed) != split(42))
+    _, seeded = opt_run(lab, "--seed", other)
+    assert {s["item"]: s["split"] for s in seeded["optimization"]["split"]} == split(other)
+    assert seeded["optimization"]["seed"] == other
+
+
+@observes("optimize_rounds", "optimize")
+def _(lab, mode):
+    run, base = opt_baseline(lab)
+    more, document = opt_run(lab, "--optimize-rounds", "2")
+    assert len(proposals(run)) == 1 and len(proposals(more)) == 2
+    assert [r["round"] for r in document["optimization"]["rounds"]] == [0, 1, 2]
+
+
+@observes("optimizer_model", "optimize")
+def _(lab, mode):
+    run, _ = opt_run(lab, "--optimizer-model", "claude-sonnet-5-5")
+    assert {b["model"] for b in proposals(run)} == {"claude-sonnet-5-5"}
+    assert {b["model"] for b in proposals(opt_baseline(lab)[0])} == {C.DEFAULT_OPTIMIZER_MODEL}
+
+
+@observes("runs", "optimize")
+def _(lab, mode):
+    run, document = opt_run(lab, "--runs", "2")
+    openings = [b for b in under_test(run) if opening(b)]
+    assert len(openings) == 2 * len([b for b in under_test(opt_baseline(lab)[0]) if opening(b)])
+    assert document["optimization"]["runs"] == 2
+
+
+def just_the_original(lab: Lab) -> str:
+    """A --max-cost the original's runs reach (all four start at once, with --concurrency 4, before
+    any has cost anything): no proposal is asked for after them."""
+    return f"{opt_baseline(lab)[1]['optimization']['rounds'][0]['cost_usd'] * 0.3:.8f}"
+
+
+@observes("max_cost", "optimize")
+def _(lab, mode):
+    run, document = opt_run(lab, "--max-cost", just_the_original(lab), "--concurrency", "4")
+    assert document["optimization"]["stopped"] == "max-cost" and not proposals(run)
+    assert "stopped at --max-cost" in run.output
+    assert opt_baseline(lab)[1]["optimization"]["stopped"] != "max-cost" and proposals(opt_baseline(lab)[0])
+    starved = lab.run(*opt_args(lab, "--max-cost", "0.0001", "--concurrency", "1"), model=OPT_TOOLS)
+    assert starved.code == 1 and "the original was not scored to the end" in starved.output
+
+
+@observes("dry_run", "optimize")
+def _(lab, mode):
+    run = lab.run(*opt_args(lab, "--dry-run"), model=OPT_TOOLS)
+    assert run.code == 0 and run.requests == [] and "dry run: nothing was sent" in run.output
+    assert "runs: 8" in run.output and "1 to 2 proposal call(s)" in " ".join(run.output.split())
+
+
+@observes("resume", "optimize")
+def _(lab, mode):
+    out = lab.fresh("resume.json")
+    first = lab.run(*opt_args(lab, "-o", out, "--max-cost", just_the_original(lab), "--concurrency", "4"),
+                    model=OPT_TOOLS)
+    assert first.code == 0 and evaluator.journal_path(out).exists(), first.output
+    blocked = lab.run(*opt_args(lab, "-o", out), model=OPT_TOOLS)
+    assert blocked.code == 2 and "add --resume" in blocked.output and blocked.requests == []
+    again = lab.run(*opt_args(lab, "-o", out, "--resume"), model=OPT_TOOLS)
+    assert again.code == 0, again.output
+    assert [r["status"] for r in json.loads(out.read_text())["optimization"]["rounds"]] == ["scored", "scored"]
+    assert len(proposals(again)) == 1
+    assert len([b for b in under_test(again) if opening(b)]) == 4, "only round 1's runs: the original was kept"
+    assert not evaluator.journal_path(out).exists()
+
+
+@observes("concurrency", "optimize")
+def _(lab, mode):
+    most = {}
+    for width in (1, 2):
+        model = InFlight(0.2)
+        lab.run(*opt_args(lab, "--concurrency", width, "--optimize-rounds", "1"), model=proposes(model))
+        most[width] = model.most
+    assert most == {1: 1, 2: 2}
+
+
+@observes("output", "optimize")
+def _(lab, mode):
+    run, document = opt_baseline(lab)
+    assert document["metadata"]["evaluation"] == "optimize" and document["optimization"]["best_round"] in (0, 1)
+    jsonschema.validate(document, evaluator.results_schema())
+    assert "wrote " in run.output
+
+
+@observes("json_out", "optimize")
+def _(lab, mode):
+    run = lab.run(*opt_args(lab, "--json"), model=OPT_TOOLS)
+    assert run.code == 0 and run.document()["optimization"]["target"] == "tools", run.output
+    assert "round 0:" in run.stderr and "round 0:" not in run.stdout
+
+
+@observes("report", "optimize")
+def _(lab, mode):
+    report = lab.fresh("optimize.md")
+    run = lab.run(*opt_args(lab, "--report", report), model=OPT_TOOLS)
+    assert run.code == 0 and "## Description optimization: the tools of optimize" in report.read_text()
+    assert "| Round | Status | Train | Test | Cost | Candidate |" in report.read_text()
+
+
+@observes("server", "optimize")
+def _(lab, mode):
+    run, _ = opt_run(lab, "--server", MISC_COMMAND)
+    assert "echo_env" in tool_names(run) and "echo_env" not in tool_names(opt_baseline(lab)[0])
+
+
+@observes("server_module", "optimize")
+def _(lab, mode):
+    run, _ = opt_run(lab, "--server-module", MISC_SERVER)
+    assert "echo_env" in tool_names(run) and "echo_env" not in tool_names(opt_baseline(lab)[0])
+
+
+@observes("model", "optimize")
+def _(lab, mode):
+    run, _ = opt_run(lab, "--model", "claude-opus-5-5")
+    assert {b["model"] for b in under_test(run)} == {"claude-opus-5-5"}
+    assert {b["model"] for b in under_test(opt_baseline(lab)[0])} == {C.DEFAULT_MODEL}
+
+
+@observes("base_url", "optimize")
+def _(lab, mode):
+    with ScriptedAnthropic(responder=OPT_TOOLS) as other:
+        run = lab.run(*opt_args(lab, "--base-url", other.url))
+        assert run.code == 0, run.output
+        assert run.requests == [] and other.message_requests, "every call goes to --base-url"
+        assert any(is_optimizer(b) for b in other.message_requests), "the optimizer's too"
+
+
+@observes("skill", "optimize")
+def _(lab, mode):
+    run = opt_skill_baseline(lab)
+    assert run.document()["optimization"]["subject"] == "warehouse-sql"
+    assert any(SKILL_LISTING in listed(b) for b in under_test(run))
+    other = lab.run("--optimize", "--skill", OTHER_SKILL_DIR, "--trigger", opt_trigger(lab), "--runs", "1",
+                    "--optimize-rounds", "1", "--json", model=OPT_SKILLS)
+    assert other.code == 0, other.output
+    assert other.document()["optimization"]["subject"] == "data-profile-report"
+    assert not any(SKILL_LISTING in listed(b) for b in under_test(other))
+
+
+@observes("trigger", "optimize")
+def _(lab, mode):
+    items = {s["item"] for s in opt_skill_baseline(lab).document()["optimization"]["split"]}
+    assert items == {POSITIVE, "Compute weekly revenue per country from the orders table", NEGATIVE,
+                     "Write a haiku about autumn"}
+    assert {user_query(b) for b in under_test(opt_skill_baseline(lab))} <= items
+
+
+@observes("trigger_model", "optimize")
+def _(lab, mode):
+    run = lab.run(*opt_skill_args(lab, "--trigger-model", "claude-opus-5-5"), model=OPT_SKILLS)
+    assert run.code == 0, run.output
+    assert {b["model"] for b in under_test(run)} == {"claude-opus-5-5"}
+    assert "claude-opus-5-5" not in {b["model"] for b in under_test(opt_skill_baseline(lab))}
+
+
+@observes("claude_bin", "optimize")
+def _(lab, mode):
+    script, log = claude_wrapper(lab)
+    run = lab.run(*opt_skill_args(lab, "--claude-bin", script), model=OPT_SKILLS)
+    assert run.code == 0, run.output
+    starts = [line.split()[-1] for line in log.read_text().splitlines() if line.startswith("start")]
+    assert starts.count("--version") == 1 and starts.count("-p") == len(under_test_openings(run))
+
+
+def under_test_openings(run: Run) -> list[dict]:
+    return [b for b in under_test(run) if not tool_results(b) and user_query(b)]

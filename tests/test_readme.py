@@ -44,10 +44,10 @@ EXEMPT = {
     "python tests/benchmarks/run_benchmarks.py": "minutes of benchmarks, run on purpose, not by pytest",
 }
 # The first command's install steps are CI's job (.ci/run); the rest of that line runs verbatim.
-INSTALL_PREFIX = 'pip install -e ".[test]" && npm install && '
+INSTALL_PREFIX = 'apt-get update && apt-get install -y chromium && pip install -e ".[test]" && npm install && '
 SKILL_COMMAND = ("python evaluator.py --skill examples/skills/warehouse-sql --trigger "
                  "examples/triggers/warehouse-sql-trigger.md -o results.json --report report.md")
-OUTPUT_FLAGS = ("-o", "--output", "--report", "--junit", "--csv-out")
+OUTPUT_FLAGS = ("-o", "--output", "--report", "--junit", "--csv-out", "--benchmark-json", "--html")
 SKILL_RUN_TIMEOUT = 420   # the two-skill command: 18 queries x 3 runs + 2 tests x 3 runs of `claude`
 COMMAND_TIMEOUT = 180
 
@@ -289,8 +289,54 @@ def qa_answer(body: dict) -> dict:
                       f"<feedback>The tools are clear.</feedback>\n<response>{answer(json.loads(content))}</response>"))
 
 
+# The example skill's task evals (examples/skills/data-profile-report/evals/evals.json): with the
+# skill, Claude Code's model loads it, writes report.md and answers; without it, it only answers.
+TASK_EVALS = {t.prompt: t for t in E.load_markdown_tests(ROOT / "examples" / "skills" / "data-profile-report")}
+PROFILE_REPORT = ("# customers.csv: data-quality profile\n\nNot fit for use until customer_id 3 is deduplicated.\n\n"
+                  "| column | type | null % | distinct |\n|---|---|---|---|\n| customer_id | integer | 0 | 5 |\n"
+                  "| email | text | 33.3 | 4 |\n\nIssues, by severity:\n1. Blocking: customer_id 3 is duplicated.\n"
+                  "2. Should fix: 2 of 6 emails are missing (33.3 % null), one has no domain.\n"
+                  "3. Cosmetic: one signup_date is in the future, one lifetime_revenue is negative.\n")
+
+
+def task_eval_answer(body: dict) -> dict:
+    done = sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+               for b in m["content"] if b.get("type") == "tool_result")
+    if "data-profile-report" not in json.dumps([body.get("messages"), body.get("system")]) or done >= 2:
+        return reply(text("customers.csv has 6 rows; some emails look empty."))
+    if done == 0:
+        return reply(tool_use("Skill", {"skill": "data-profile-report"}))
+    return reply(tool_use("Write", {"file_path": "report.md", "content": PROFILE_REPORT}))
+
+
+def judge_answer(body: dict) -> dict:
+    """The judge of a task eval's expectation: met when the run left report.md (then the report
+    holds what each expectation asks for)."""
+    prompt = body["messages"][0]["content"]
+    found = "--- report.md" in prompt.split("<trajectory>")[-1]
+    return reply(tool_use("grade", {"passed": found, "score": 1.0 if found else 0.0,
+                                    "evidence": "report.md: 'customer_id 3 is duplicated', 'email ... 33.3 % null', "
+                                                "issues listed blocking, should fix, cosmetic" if found
+                                                else "the run wrote no report.md"}))
+
+
+def optimizer_answer(body: dict) -> dict:
+    """The --optimize proposer: a description for the skill, or one for the first tool it may rewrite."""
+    properties = body["tools"][0]["input_schema"]["properties"]
+    if "descriptions" in properties:
+        tool = sorted(properties["descriptions"]["properties"])[0]
+        return reply(tool_use("propose", {"descriptions": {tool: f"Use {tool} when the user asks for exactly this."}}))
+    return reply(tool_use("propose", {"description": "Writes SQL for the event warehouse: queries, joins, metrics."}))
+
+
 def responder(body: dict) -> dict:
     system = system_text(body)
+    if system == prompts.OPTIMIZER_SYSTEM_PROMPT:
+        return optimizer_answer(body)
+    if system == prompts.JUDGE_SYSTEM_PROMPT and "Expectation (one verifiable statement" in json.dumps(body["messages"]):
+        return judge_answer(body)
+    if user_query(body) in TASK_EVALS and system != prompts.JUDGE_SYSTEM_PROMPT:
+        return task_eval_answer(body)
     if prompts.GENERATION_SYSTEM_PROMPT in system:
         return generation_answer(body)
     if system == prompts.QA_SYSTEM_PROMPT:
@@ -453,7 +499,8 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
 
 # ============================================================================ the README's option tables
 COLUMNS = [("query", "`-q`/`-c`"), ("csv", "`--csv`"), ("markdown", "`--tests`"), ("qa", "`--qa`"), ("skills", "`--skill`"),
-           ("generate", "`--generate-*`"), ("compare", "`--compare`"), ("schema", "`--schema`")]
+           ("generate", "`--generate-*`"), ("compare", "`--compare`"), ("merge", "`--merge`"), ("render", "`--from`"), ("schema", "`--schema`"),
+           ("optimize", "`--optimize`")]
 MATRIX = re.compile(r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL)
 
 
@@ -480,7 +527,7 @@ def test_mode_option_matrix_matches_the_mode_table():
     assert match, "README.md lost its <!-- mode-option-table --> ... <!-- /mode-option-table --> markers"
     assert match.group(1).strip() == render(), (
         "the README's mode x option table differs from MODES in evaluator.py: regenerate it with "
-        "tests/test_readme.py's render() and paste it between the mode-option-table markers")
+        "`python tests/test_readme.py` (a new mode also needs a column in COLUMNS)")
 
 
 def test_every_option_is_documented():
@@ -503,3 +550,7 @@ def test_every_help_group_is_an_options_heading():
     headings = re.findall(r"^### (.+?)\s*$", options, re.MULTILINE)
     missing = sorted(set(E.OPTION_GROUP.values()) - set(headings))
     assert not missing, f"--help groups without a ### heading under ## Options: {missing}"
+
+
+if __name__ == "__main__":  # `python tests/test_readme.py` rewrites the README's mode x option table
+    README.write_text(MATRIX.sub(lambda m: m.group(0).replace(m.group(1), render()), README_TEXT), encoding="utf-8")

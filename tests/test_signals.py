@@ -28,7 +28,7 @@ from typing import Callable
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
@@ -58,21 +58,6 @@ def echo(text: str) -> str:
 
 mcp.run()
 """
-
-
-def locate_claude() -> str | None:
-    explicit = os.environ.get("CLAUDE_BIN")
-    if explicit:
-        return explicit
-    try:
-        return evaluator.find_claude_bin(None)
-    except evaluator.InputError:
-        return None
-
-
-CLAUDE = locate_claude()
-needs_claude = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI (claude) is not installed: "
-                                                         "run `npm install` at the repository root")
 
 
 # ----------------------------------------------------------------------------- helpers

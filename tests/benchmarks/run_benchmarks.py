@@ -14,6 +14,9 @@ indented details below it). The exit status is 1 when any target fails.
 3. parallel vs serial `claude -p` trigger runs (the real Claude Code CLI)
 4. prompt caching of the tool definitions on a 25-tool server
 5. peak memory and linear time of a 10,000-case CSV suite
+6. a 1,000-case suite through the Message Batches API (--batch): rounds, wall time over the
+   scripted batch latency, peak memory
+7. a suite as 4 shards (--shard K/4, 4 processes at once) and --merge, beside the unsharded run
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ for _path in (str(ROOT), str(TESTS)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import fake_anthropic
 from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query
 
 # socketserver's default listen backlog is 5: 16 clients connecting at once overflow it, the
@@ -532,7 +534,87 @@ def bench_memory(opts: argparse.Namespace, work: Path) -> Outcome:
                    peak <= 150 and linearity <= 1.25, details)
 
 
-BENCHMARKS = {1: bench_wall_time, 2: bench_overhead, 3: bench_triggers, 4: bench_caching, 5: bench_memory}
+# ============================================================================ 6. --batch: a 1,000-case suite through Message Batches
+def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
+    """A 1,000-case, two-call CSV suite with --batch against the scripted batch endpoints, each batch
+    ending `latency` seconds after its creation: the rounds, the suite's wall time over the
+    rounds' scripted latency (the floor no client can beat), and the evaluator's peak memory."""
+    cases, latency, calls = (200 if opts.quick else 1000), opts.batch_latency, 2
+    say(f"{cases} cases x {calls} model calls (tool_use about_profiles, then text) with --batch; every scripted batch "
+        f"ends {latency}s after its creation; example server in-process; peak RSS of the evaluator process")
+    csv_path = write_csv(work / "suite6.csv", cases, "about_profiles")
+    out = work / "out6.json"
+    with ScriptedAnthropic(responder=two_call_responder("about_profiles")) as api:
+        api.batch_polls, api.batch_latency = 1, latency
+        run = run_cli(["--csv", str(csv_path), "--batch", "-o", str(out), "--server-module", str(EXAMPLE_SERVER)],
+                      api, work)
+        check_child(run, f"{cases}-case --batch run")
+        sizes = [len(body["requests"]) for body in api.batch_creations]
+        direct, polls = len(api.message_requests), len(api.batch_retrievals)
+    results = load_results(out)
+    check_results(results, cases, calls, "target 6")
+    suite_seconds = json.loads(out.read_text())["metadata"]["suite_wall_time_s"]
+    floor = len(sizes) * latency
+    ratio = suite_seconds / floor
+    shown = sum(r["cost_usd"] for r in results)
+    listed = sum(evaluator.cost_usd(evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
+                                    r["model"]) for r in results)
+    rounds_ok = sizes == [cases] * calls and direct == 0
+    details = [(f"batches created: {len(sizes)} ({', '.join(f'{n:,}' for n in sizes)} requests); direct /v1/messages "
+                f"calls: {direct}; batch GETs (polls and results): {polls}"),
+               (f"suite {suite_seconds:.2f}s = {len(sizes)} rounds x {latency}s of scripted batch latency "
+                f"+ {suite_seconds - floor:.2f}s (polling backoff overshoot, tool calls, scoring); "
+                f"whole process {run.seconds:.2f}s"),
+               f"peak RSS {run.peak_rss_mb:.1f} MB ({run.peak_rss_mb * 1024 / cases:.0f} KB a case, imports included)",
+               f"cost ${shown:.4f} at the batch price vs ${listed:.4f} at list price ({shown / listed:.0%})"]
+    return Outcome(6, "--batch suite", f"{cases} cases in {len(sizes)} rounds, {suite_seconds:.2f}s over "
+                   f"{floor:.1f}s of batch latency, ratio {ratio:.2f}; peak {run.peak_rss_mb:.1f} MB",
+                   f"{calls} rounds of {cases}, 0 direct calls, <= 2.0 x latency (poll backoff), <= 250 MB",
+                   rounds_ok and ratio <= 2.0 and run.peak_rss_mb <= 250, details)
+
+
+# ============================================================================ 7. four shards and a merge vs one run
+def bench_shards(opts: argparse.Namespace, work: Path) -> Outcome:
+    """A CSV suite run whole, and as 4 shards (--shard K/4) each run alone, as each would on a CI
+    runner of its own, then put together with --merge: the sharded wall time (the slowest shard
+    plus the merge) beside the unsharded one, and the merged verdicts checked against the
+    unsharded run's. (4 shards at once on this 2-core machine would measure its CPU, not sharding.)"""
+    cases, delay, concurrency, calls, shards = (64 if opts.quick else 200), 0.5, 4, 2, 4
+    ideal = cases * calls * delay / concurrency
+    say(f"{cases} cases x {calls} model calls, delay {delay}s, --concurrency {concurrency} per process: one run, then "
+        f"{shards} shards, each alone in its own process (a CI runner each), then --merge; example server in-process")
+    csv_path = write_csv(work / "suite7.csv", cases, "about_profiles")
+    common = ["--csv", str(csv_path), "--concurrency", str(concurrency), "--server-module", str(EXAMPLE_SERVER)]
+    with ScriptedAnthropic(responder=two_call_responder("about_profiles"), delay=delay, record=False) as api:
+        whole = run_cli([*common, "-o", str(work / "whole7.json")], api, work)
+        check_child(whole, "unsharded run")
+        pieces = [run_cli([*common, "--shard", f"{index}/{shards}", "-o", str(work / f"shard7-{index}.json")], api,
+                          work) for index in range(1, shards + 1)]
+        for index, piece in enumerate(pieces, 1):
+            check_child(piece, f"shard {index}/{shards}")
+        sharded = max(piece.seconds for piece in pieces)
+        merge = run_cli(["--merge", *(str(work / f"shard7-{i}.json") for i in range(1, shards + 1)),
+                         "-o", str(work / "merged7.json"), "--report", str(work / "merged7.md")], api, work)
+        check_child(merge, "merge")
+    whole_doc, merged_doc = (json.loads((work / name).read_text()) for name in ("whole7.json", "merged7.json"))
+    decided = [[(c["name"], c["passed"], c["passes"], c["runs"]) for c in d["cases"]] for d in (whole_doc, merged_doc)]
+    same = decided[0] == decided[1] and len(merged_doc["results"]) == cases
+    sizes = [len(json.loads((work / f"shard7-{i}.json").read_text())["results"]) for i in range(1, shards + 1)]
+    total = sharded + merge.seconds
+    ratio = total / whole.seconds
+    details = [f"unsharded: whole process {whole.seconds:.2f}s (suite {whole_doc['metadata']['suite_wall_time_s']:.2f}s,"
+               f" ideal {ideal:.2f}s)",
+               (f"{shards} shards: " + ", ".join(f"{p.seconds:.2f}s" for p in pieces) + f" (sizes {sizes}; each a whole "
+                f"process: interpreter start, server connect, report); slowest {sharded:.2f}s + merge "
+                f"{merge.seconds:.2f}s = {total:.2f}s"),
+               f"merged verdicts equal the unsharded run's: {'yes' if same else 'NO'}"]
+    return Outcome(7, "4 shards + merge", f"{cases} cases: unsharded {whole.seconds:.2f}s vs 4 shards + merge "
+                   f"{total:.2f}s, ratio {ratio:.2f}", "<= 0.5 x unsharded, same verdicts", same and ratio <= 0.5,
+                   details)
+
+
+BENCHMARKS = {1: bench_wall_time, 2: bench_overhead, 3: bench_triggers, 4: bench_caching, 5: bench_memory,
+              6: bench_batch, 7: bench_shards}
 
 
 def main() -> int:
@@ -542,6 +624,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (the ratios are noisier)")
     parser.add_argument("--trigger-delay", type=float, default=0.5,
                         help="the scripted server's delay for target 3 (default 0.5s, as target 1)")
+    parser.add_argument("--batch-latency", type=float, default=5.0,
+                        help="target 6: seconds each scripted Message Batch takes to end (default 5)")
     parser.add_argument("--explain", action="store_true",
                         help="extra reference runs that explain targets 1 and 5 (a bare SDK loop under the same delay; "
                              "the 10k run without the terminal summary table)")

@@ -1,0 +1,352 @@
+"""Task evals (skill-creator's evals/evals.json) through the real Claude Code CLI, against a
+baseline without the skill: what the run may do (--allow-tools), what it leaves (--artifacts),
+the outside-write check, the judge per expectation, and the benchmark with its deltas.
+
+The end-to-end tests run `python evaluator.py` as a user would; the evaluator runs the real
+`claude` binary, which talks to the scripted Anthropic-compatible server (it also plays the judge)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import evaluator as E
+from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
+from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
+
+SKILL = ROOT / "examples" / "skills" / "data-profile-report"
+SKILL_NAME = "data-profile-report"
+PROMPT = "Profile customers.csv and write the findings to report.txt."
+REPORT = "ALPHA: customer_id 3 is duplicated. BETA: two emails are missing.\n"
+
+
+# ----------------------------------------------------------------------------- fixtures
+def write(path: Path, content: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    return path
+
+
+def evals_file(folder: Path, expectations: list[str] | None = None, files: list[str] | None = None) -> Path:
+    """An eval set in skill-creator's example shape (references/schemas.md): the files relative
+    to the skill's root (`evals/files/...`), as skill-creator writes them."""
+    write(folder / "evals" / "files" / "customers.csv", "customer_id,email\n1,a@x.io\n3,\n3,\n")
+    data = {"skill_name": SKILL_NAME,
+            "evals": [{"id": 1, "prompt": PROMPT,
+                       "expected_output": "report.txt naming the duplicated customer_id 3 and the missing emails",
+                       "files": files if files is not None else ["evals/files/customers.csv"],
+                       "expectations": expectations if expectations is not None else
+                       ["The report mentions ALPHA", "The report mentions BETA"]}]}
+    return write(folder / "evals" / "evals.json", json.dumps(data, indent=2))
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Path:
+    for name in ("home", "work", "tmp"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("the user's own file\n")
+    return tmp_path
+
+
+def run_evaluator(sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
+           "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, "--concurrency", "2",
+                           *map(str, args)], cwd=sandbox / "work", env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+# ----------------------------------------------------------------------------- the scripted models
+def listed(body: dict) -> str:
+    return json.dumps([body.get("messages"), body.get("system")])
+
+
+def tool_results_so_far(body: dict) -> list[dict]:
+    return [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
+            for b in m["content"] if b.get("type") == "tool_result"]
+
+
+def judge(body: dict) -> dict:
+    """The judge: an expectation `The report mentions X` is met when X is in a file the run left
+    (the part of the judge's prompt that shows them), not merely in a tool call's arguments."""
+    prompt = body["messages"][0]["content"]
+    expectation = re.search(r"mentions (\w+)", prompt.split("<trajectory>")[0]).group(1)
+    trajectory = prompt.split("<trajectory>")[1].split("</trajectory>")[0]
+    files = trajectory.partition("Files the run created or changed")[2]   # a refused Write left none
+    found = expectation in files
+    return reply(tool_use("grade", {"passed": found, "score": 1.0 if found else 0.0,
+                                    "evidence": f"{expectation} {'is' if found else 'is not'} in the run's files"}))
+
+
+class TaskModel:
+    """Claude Code's model: with the skill listed it calls the Skill tool, then `act` (a tool call
+    of its own), then answers; without the skill it answers at once. `contents` are what its
+    successive Write calls write (a known outcome per run)."""
+
+    def __init__(self, act: str = "Write", contents: list[str] | None = None, command: str = "") -> None:
+        self.act, self.contents, self.command = act, list(contents or [REPORT]), command
+        self.writes = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> dict:
+        if forced_tool(body) == "grade":
+            return judge(body)
+        if user_query(body) != PROMPT:
+            return reply(text("ok"))
+        done = tool_results_so_far(body)
+        if SKILL_NAME not in listed(body) or len(done) >= 2:
+            return reply(text("I looked at customers.csv: customer_id 3 appears twice."))
+        if not done:
+            return reply(tool_use("Skill", {"skill": SKILL_NAME}))
+        if self.act == "Bash":
+            return reply(tool_use("Bash", {"command": self.command, "description": "write a file"}))
+        with self.lock:
+            content = self.contents[min(self.writes, len(self.contents) - 1)]
+            self.writes += 1
+        return reply(tool_use("Write", {"file_path": "report.txt", "content": content}))
+
+
+def task_skill(sandbox: Path) -> tuple[Path, Path]:
+    """The example skill, copied with an eval set of this test's own."""
+    import shutil
+    folder = sandbox / "skills" / SKILL_NAME
+    shutil.copytree(SKILL, folder, ignore=shutil.ignore_patterns("evals"))
+    return folder, evals_file(folder)
+
+
+# ----------------------------------------------------------------------------- loading evals.json
+def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
+    folder = tmp_path / SKILL_NAME
+    path = evals_file(folder)
+    write(folder / "evals" / "notes.md", "beside the evals\n")   # relative to the evals folder works too
+    data = json.loads(path.read_text())
+    data["evals"].append({"id": 2, "prompt": "Summarise notes.md", "expected_output": "", "files": ["notes.md"],
+                          "expectations": []})
+    path.write_text(json.dumps(data))
+    for target in (path, folder, folder / "evals"):   # the file, the skill's folder, the evals folder
+        first, second = E.load_markdown_tests(target)
+        assert (first.name, first.type, first.eval_id, first.skill) == ("eval-1", "task", 1, SKILL_NAME)
+        assert first.prompt == PROMPT and first.expectations == ["The report mentions ALPHA", "The report mentions BETA"]
+        assert first.expected_output.startswith("report.txt naming")
+        assert first.files == [(folder / "evals" / "files" / "customers.csv").resolve()]
+        assert second.files == [(folder / "evals" / "notes.md").resolve()] and second.expectations == []
+    # skill-creator's trigger eval sets still load as trigger tests
+    trigger = write(tmp_path / "trigger.json", json.dumps([{"query": "profile my table", "should_trigger": True}]))
+    [test] = E.load_markdown_tests(trigger)
+    assert test.type == "trigger" and test.positive_triggers == ["profile my table"]
+
+
+MALFORMED = [
+    ("{not json", "evals.json:1"),
+    (json.dumps({"skill_name": SKILL_NAME, "evals": []}), 'non-empty "evals" list'),
+    (json.dumps({"evals": [{"id": 1, "expectations": ["x"]}]}), 'needs a non-empty "prompt"'),
+    (json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": "x"}]}), '"expectations" must be a list'),
+    (json.dumps({"evals": [{"id": 1, "prompt": "p", "files": ["evals/files/nope.pdf"]}]}),
+     "input file 'evals/files/nope.pdf' not found"),
+    (json.dumps({"evals": [{"id": 1, "prompt": "p"}, {"id": 1, "prompt": "q"}]}), "two evals are named 'eval-1'"),
+]
+
+
+@pytest.mark.parametrize("content, message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: str):
+    path = write(tmp_path / SKILL_NAME / "evals" / "evals.json", content)
+    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], result.output
+
+
+def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: ScriptedAnthropic):
+    path = evals_file(tmp_path / SKILL_NAME)
+    cases = [
+        (["--tests", path, "--allow-tools", "Write,WebFetch"], "WebFetch is not one of Bash, Edit, Write, NotebookEdit"),
+        (["--trigger", ROOT / "examples" / "triggers" / "data-profile-report-trigger.md", "--baseline"],
+         "--baseline applies to task tests, and none is given"),
+        (["--tests", path, "--baseline-skill", SKILL], "is the skill under test itself"),
+        (["--tests", path, "--artifacts", path], "not a folder"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(E.main, ["--skill", str(SKILL), *map(str, args)])
+        assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1, \
+            (args, result.output)
+    without_skill = CliRunner().invoke(E.main, ["--tests", str(path)])   # against MCP servers: refused
+    assert without_skill.exit_code == 2 and "task evals run through Claude Code" in without_skill.output
+    other = write(tmp_path / "other" / "evals.json", json.dumps({"skill_name": "warehouse-sql",
+                                                                  "evals": [{"id": 1, "prompt": "p"}]}))
+    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(other)])
+    assert result.exit_code == 2 and "for skill 'warehouse-sql', which is not among" in result.output
+    assert api.requests == []
+
+
+def test_dry_run_counts_every_configuration_and_the_judge_and_spends_nothing(tmp_path: Path, api: ScriptedAnthropic):
+    path = evals_file(tmp_path / SKILL_NAME)
+    old = tmp_path / "old" / SKILL_NAME
+    write(old / "SKILL.md", f"---\nname: {SKILL_NAME}\ndescription: The old version.\n---\nOld.\n")
+    one = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run"])
+    three = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run",
+                                        "--baseline", "--baseline-skill", str(old)])
+    assert one.exit_code == 0 and three.exit_code == 0, one.output + three.output
+    # 2 (or 6) claude runs of about 2 calls each, and a judge call per expectation and run
+    assert "runs: 2 " in one.output and "model calls: about 8 " in one.output, one.output
+    assert "runs: 6 " in three.output and "model calls: about 24 " in three.output, three.output
+    assert api.requests == [], "a dry run calls no model"
+
+
+# ----------------------------------------------------------------------------- end to end, the real CLI
+@needs_claude
+def test_write_lands_in_the_artifacts_and_without_allow_tools_claude_code_refuses(sandbox: Path):
+    skill, evals = task_skill(sandbox)
+    artifacts = sandbox / "work" / "artifacts"
+    with ScriptedAnthropic(responder=TaskModel()) as api:
+        allowed = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
+                                "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "allowed.json")
+        refused = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--runs", "1",
+                                "-o", sandbox / "refused.json")
+        calls = len(api.requests)
+        again = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
+                              "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "allowed.json", "--resume")
+        assert again.returncode == 0 and "resuming: 1 run(s) kept" in again.stdout, again.stdout + again.stderr
+        assert len(api.requests) == calls, "a finished, graded task run is neither run nor graded again"
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    run_folder = artifacts / "eval-1" / "with_skill" / "run-1"
+    assert (run_folder / "report.txt").read_text() == REPORT
+    manifest = json.loads((run_folder / "manifest.json").read_text())
+    digest = hashlib.sha256(REPORT.encode()).hexdigest()
+    assert manifest["files"] == [{"path": "report.txt", "size": len(REPORT.encode()), "sha256": digest,
+                                  "status": "new", "copied": True, "redacted": False}]
+    [record] = json.loads((sandbox / "allowed.json").read_text())["results"]
+    assert record["configuration"] == "with_skill" and record["refused_tools"] == [] and record["error"] is None
+    assert [a["sha256"] for a in record["artifacts"]] == [digest]
+    assert [(e["text"], e["passed"]) for e in record["expectations"]] == [
+        ("The report mentions ALPHA", True), ("The report mentions BETA", True)]
+    assert "tool call Write(" in record["transcript_summary"]
+    # the input file was there for the run, and is not counted as something it made
+    assert "customers.csv" not in [a["path"] for a in record["artifacts"]]
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    document = json.loads((sandbox / "refused.json").read_text())
+    [record] = document["results"]
+    assert record["tools"][-1] == "Write" and record["artifacts"] == []
+    assert len(record["refused_tools"]) == 1 and record["refused_tools"][0].startswith("Write: ")
+    assert "No such tool available" in record["refused_tools"][0]
+    assert [e["passed"] for e in record["expectations"]] == [False, False]
+    [case] = document["cases"]
+    assert case["name"] == "eval-1 [with_skill]" and not case["passed"]
+    assert "expectation not met: The report mentions ALPHA" in case["reasons"]
+
+
+@needs_claude
+def test_a_bash_write_outside_the_project_fails_the_run(sandbox: Path):
+    skill, evals = task_skill(sandbox)
+    leak = sandbox / "work" / "leaked.txt"
+    model = TaskModel(act="Bash", command=f"echo leaked > {leak}")
+    with ScriptedAnthropic(responder=model) as api:
+        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Bash",
+                             "--runs", "1", "-o", sandbox / "bash.json")
+    assert leak.exists(), "the scripted Bash call ran (the sandbox is no container)"
+    assert done.returncode == 1, done.stdout + done.stderr
+    document = json.loads((sandbox / "bash.json").read_text())
+    [record] = document["results"]
+    assert record["tools"] == ["Skill", "Bash"]
+    assert record["outside_writes"] == [str(leak)]
+    assert record["error"].startswith("wrote outside its temporary project: ") and str(leak) in record["error"]
+    assert document["isolation"]["ok"] is False and document["passed"] is False
+    assert document["cases"][0]["errors"] == 1
+
+
+@needs_claude
+def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sandbox: Path):
+    skill, evals = task_skill(sandbox)
+    out = sandbox / "bench.json"
+    # with_skill: one run writes both words (2/2), the other only ALPHA (1/2); without_skill writes nothing (0/2)
+    model = TaskModel(contents=[REPORT, "ALPHA only.\n"])
+    with ScriptedAnthropic(responder=model) as api:
+        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write", "--baseline",
+                             "--runs", "2", "-o", out, "--report", sandbox / "bench.md", "--junit",
+                             sandbox / "bench.xml", "--benchmark-json", sandbox / "skill-creator.json")
+        requests = [r["body"] for r in api.requests if r["path"] == "/v1/messages" and forced_tool(r["body"]) is None
+                    and user_query(r["body"]) == PROMPT]
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(out.read_text())
+    records = document["results"]
+    by_configuration = {c: [r for r in records if r["configuration"] == c] for c in ("with_skill", "without_skill")}
+    assert [len(v) for v in by_configuration.values()] == [2, 2]
+    # the recorded requests: a with_skill run lists the skill to the model, a without_skill run does not
+    openings = [b for b in requests if not tool_results_so_far(b)]   # each run's first call
+    assert len(openings) == 4
+    assert sum(SKILL_NAME in listed(b) for b in openings) == 2
+    assert all(SKILL_NAME in r["skills_loaded"] for r in by_configuration["with_skill"])
+    assert all(SKILL_NAME not in r["skills_loaded"] and r["activated_skills"] == []
+               for r in by_configuration["without_skill"])
+
+    benchmark = document["benchmark"]
+    stats = {s["configuration"]: s for s in benchmark["configurations"]}
+    assert stats["with_skill"]["pass_rate"] == {"mean": 0.75, "stddev": 0.3536, "min": 0.5, "max": 1.0}
+    assert stats["without_skill"]["pass_rate"] == {"mean": 0.0, "stddev": 0.0, "min": 0.0, "max": 0.0}
+    assert (stats["with_skill"]["expectations_passed"], stats["with_skill"]["expectations_total"]) == (3, 4)
+    [delta] = benchmark["deltas"]
+    assert delta["baseline"] == "without_skill" and delta["pass_rate"] == 0.75
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    def tokens(record: dict) -> int:
+        return sum(record["usage"].get(k) or 0 for k in E.USAGE_FIELDS)
+
+    expected_tokens = mean([tokens(r) for r in by_configuration["with_skill"]]) - mean(
+        [tokens(r) for r in by_configuration["without_skill"]])
+    expected_time = mean([r["latency_ms"] / 1000 for r in by_configuration["with_skill"]]) - mean(
+        [r["latency_ms"] / 1000 for r in by_configuration["without_skill"]])
+    assert delta["tokens"] == pytest.approx(expected_tokens, abs=0.01) and expected_tokens > 0
+    assert delta["time_seconds"] == pytest.approx(expected_time, abs=0.01)
+    [per_eval] = benchmark["evals"]
+    assert per_eval["deltas"][0]["pass_rate"] == 0.75
+    tallies = {t["text"]: t for t in per_eval["expectations"]}
+    assert tallies["The report mentions ALPHA"]["passed"] == {"with_skill": 2, "without_skill": 0}
+    assert tallies["The report mentions BETA"]["passed"] == {"with_skill": 1, "without_skill": 0}
+
+    # the baseline is reported, and never fails the suite; JUnit has a testcase per eval and configuration
+    cases = {c["name"]: c for c in document["cases"]}
+    assert cases["eval-1 [with_skill]"]["passed"] and not cases["eval-1 [without_skill]"]["passed"]
+    testcases = ET.parse(sandbox / "bench.xml").getroot().iter("testcase")
+    junit = {t.get("name"): t for t in testcases}
+    assert set(junit) == {"eval-1 [with_skill]", "eval-1 [without_skill]"}
+    assert all(t.find("failure") is None and t.find("error") is None for t in junit.values())
+    report = (sandbox / "bench.md").read_text()
+    assert "## Benchmark: task evals" in report and "| Δ with_skill − without_skill |  | +75% |" in report
+    assert "| with_skill | 2 | 75% ± 35% |" in report and "| without_skill | 2 | 0% ± 0% |" in report
+    assert "Task evals: benchmark" in done.stdout and "+75%" in done.stdout
+    # skill-creator's benchmark.json: the shape its viewer reads
+    sc = json.loads((sandbox / "skill-creator.json").read_text())
+    assert sc["metadata"]["skill_name"] == SKILL_NAME and sc["metadata"]["evals_run"] == [1]
+    assert sc["run_summary"]["delta"]["pass_rate"] == "+0.75"
+    assert sc["run_summary"]["with_skill"]["pass_rate"]["mean"] == 0.75
+    assert sorted((r["configuration"], r["result"]["passed"]) for r in sc["runs"]) == [
+        ("with_skill", 1), ("with_skill", 2), ("without_skill", 0), ("without_skill", 0)]
+    assert all(set(r["result"]) >= {"pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"}
+               for r in sc["runs"])
+
+
+@needs_claude
+def test_a_secret_the_run_writes_into_a_file_is_masked_in_the_artifacts(sandbox: Path):
+    skill, evals = task_skill(sandbox)
+    artifacts = sandbox / "work" / "artifacts"
+    with ScriptedAnthropic(responder=TaskModel(contents=[f"ALPHA BETA key={TEST_API_KEY}\n"])) as api:
+        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
+                             "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "secret.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = (artifacts / "eval-1" / "with_skill" / "run-1" / "report.txt").read_text()
+    assert TEST_API_KEY not in kept and "key=[REDACTED]" in kept
+    [entry] = json.loads((artifacts / "eval-1" / "with_skill" / "run-1" / "manifest.json").read_text())["files"]
+    assert entry["redacted"] is True and entry["sha256"] == hashlib.sha256(kept.encode()).hexdigest()
+    assert TEST_API_KEY not in (sandbox / "secret.json").read_text()
