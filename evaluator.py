@@ -7702,10 +7702,10 @@ class Results:
     suite_name: str = "suite"
 
     def document(self) -> dict:
-        """The results document with its per-run list streamed (see dump_json)."""
+        """The results document with its per-case and per-run lists streamed (see dump_json)."""
         document: dict[str, Any] = {
             "schema_version": C.SCHEMA_VERSION, "metadata": dump_record(self.metadata), "passed": self.passed,
-            "summary": dump_record(self.summary), "cases": [dump_record(c) for c in self.cases],
+            "summary": dump_record(self.summary), "cases": JsonStream(lambda: map(dump_record, self.cases), len(self.cases)),
             "results": JsonStream(lambda: map(dump_record, self.results()), self.result_count)}
         for key, value in self.sections.items():
             document[key] = [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
