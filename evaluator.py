@@ -880,7 +880,6 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
     servers say (the servers still run the calls). Names are checked once the servers are up."""
     raw = read_text_file(path, "--tool-overrides file")
     data = parse_json_text(raw, Path(path))
-    check_json_depth(data, "--tool-overrides file", path, 1)
     if not isinstance(data, dict) or not data:
         raise InputError("--tool-overrides must be a JSON object of tool name to override", path, 1,
                          TOOL_OVERRIDES_HINT)
@@ -2921,16 +2920,8 @@ class BatchLedger:
         self.earlier = {cid: entry["batch"] for entry in self.entries for cid in entry["requests"]}
 
     def read(self) -> list[dict]:
-        entries = []
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if (isinstance(entry, dict) and isinstance(entry.get("batch"), str)
-                    and isinstance(entry.get("requests"), list)):
-                entries.append(entry)
-        return entries
+        return [entry for entry in json_lines(self.path) if isinstance(entry, dict)
+                and isinstance(entry.get("batch"), str) and isinstance(entry.get("requests"), list)]
 
     def add(self, batch_id: str, custom_ids: list[str]) -> None:
         self.entries.append({"batch": batch_id, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -4258,7 +4249,7 @@ def answer_match_problem(match: str, expected: str | None) -> str | None:
         return None
     if not expected or not expected.strip():
         return f"answer_match {mode} needs an expected answer"
-    if mode == "numeric" and len({value for value in answer_numbers(expected)}) != 1:
+    if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
         return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
     if mode == "regex":
         try:
@@ -6891,7 +6882,7 @@ class Proposer:
                 messages.append({"role": "assistant", "content": reply.content})
                 feedback = prompts.OPTIMIZER_INVALID.format(reason=reason)
                 messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": call["id"], "content": feedback, "is_error": True}]
+                    {"type": "tool_result", "tool_use_id": call.get("id", ""), "content": feedback, "is_error": True}]
                     if call is not None else feedback})
         except FatalApiError:
             raise
@@ -6931,21 +6922,18 @@ class OptimizeJournal:
         self.scored: dict[str, list] = {}
         kept: list[str] = []
         if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
-            lines = [line for line in self.path.read_text(encoding="utf-8", errors="replace").split("\n") if line.strip()]
-            events = []
-            for line in lines:
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue  # a line torn by a kill: that step happens again
+            events = [event for event in json_lines(self.path) if isinstance(event, dict)]
             if events and events[0].get("fingerprint") != fingerprint:
                 raise InputError(f"{self.path} belongs to another optimization (other inputs or options)",
                                  hint="rerun with the same options, or delete it to start over")
             for event in events:
-                if event.get("event") == "proposal":
-                    self.proposals[int(event["round"])] = event
-                elif event.get("event") == "scored":
-                    self.scored[event["candidate_hash"]] = [RUN_RESULT.validate_python(r) for r in event["results"]]
+                try:
+                    if event.get("event") == "proposal":
+                        self.proposals[int(event["round"])] = event
+                    elif event.get("event") == "scored":
+                        self.scored[event["candidate_hash"]] = [RUN_RESULT.validate_python(r) for r in event["results"]]
+                except (KeyError, TypeError, ValueError):
+                    continue  # a line from another version: that step happens again
                 kept.append(json_text(event, indent=None))
         self._kept = kept or [json_text({"event": "start", "fingerprint": fingerprint}, indent=None)]
         self._handle: Any = None
@@ -7413,7 +7401,7 @@ class SplitRecord(Record):
 class OptimizationRoundRecord(Record):
     """--optimize: one candidate; round 0 is the original."""
     round: int
-    status: str                               # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
+    status: Literal["scored", "dropped", "incomplete"]  # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
     descriptions: dict[str, str] = {}         # what differs from the original (round 0: the original)
     train_passed: int = 0
     train_total: int = 0
@@ -7542,15 +7530,24 @@ def earlier_results(output: str | Path) -> list[RunResult]:
     return [r for r in found if r.error != "interrupted"]
 
 
+def json_lines(path: Path) -> list[Any]:
+    """The values of a JSON-lines file the evaluator appends to (journal, batch ledger, optimizer
+    journal); a line torn by a kill, or too deep, is skipped: that step happens again."""
+    values = []
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        if line.strip():
+            with contextlib.suppress(ValueError, RecursionError):
+                values.append(json.loads(line))
+    return values
+
+
 def read_result_lines(path: Path) -> list[RunResult]:
     found = []
-    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
-        if not line.strip():
-            continue
+    for value in json_lines(path):
         try:
-            found.append(RUN_RESULT.validate_python(json.loads(line)))
-        except (ValueError, RecursionError):  # ValidationError and JSONDecodeError are ValueErrors
-            continue  # a torn last line, or a line from another version: that run happens again
+            found.append(RUN_RESULT.validate_python(value))
+        except (ValueError, RecursionError):  # ValidationError is a ValueError
+            continue  # a line from another version: that run happens again
     return found
 
 
@@ -8914,10 +8911,6 @@ def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
     return MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
 
 
-def markdown_escape(text: str) -> str:
-    return markdown_cell(text, limit=None)
-
-
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
@@ -9016,10 +9009,10 @@ def markdown_calls_not_live(results: Results) -> list[str]:
         for call in getattr(result, "tool_calls", []):
             if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
                 rows.append(f"| {markdown_cell(result.test_name)} | {result.iteration} | "
-                            f"{markdown_cell(call.name, code=True)} | {SOURCE_LABELS.get(call.source, call.source)} | "
+                            f"{markdown_cell(call.name, code=True)} | {markdown_cell(SOURCE_LABELS.get(call.source, call.source))} | "
                             f"{markdown_cell(call.output, 60)} |")
     lines = ["## Tool calls not run against the server", "",
-             f"{sources_text(counts)} (tool policy: {markdown_cell(results.metadata.tool_policy or '-')}).", ""]
+             f"{markdown_cell(sources_text(counts))} (tool policy: {markdown_cell(results.metadata.tool_policy or '-')}).", ""]
     if rows:
         lines += ["| Case | Run | Tool | Answered | Answer |", "|---|---|---|---|---|", *rows, ""]
     return lines
@@ -9062,7 +9055,7 @@ def markdown_headline(results: Results) -> list[str]:
         lines.append(f"| Tool {markdown_cell(name, 64)} (--tool-overrides) | {markdown_cell(shown, None)}"
                      + (" · input schema overridden" if "input_schema" in override else "") + " |")
     if s.tool_calls_by_source:
-        lines.append(f"| Tool calls | {sources_text(s.tool_calls_by_source)} |")
+        lines.append(f"| Tool calls | {markdown_cell(sources_text(s.tool_calls_by_source))} |")
     if s.not_started:
         lines.append(f"| Not started (--max-cost) | {s.not_started} |")
     if s.interrupted:
@@ -9071,7 +9064,7 @@ def markdown_headline(results: Results) -> list[str]:
 
 
 def reasons_text(case: CaseResult, separator: str) -> str:
-    return separator.join(f"{markdown_escape(r)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
+    return separator.join(f"{markdown_cell(r, None)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
                           for r, n in case.reasons.items())
 
 
@@ -9267,7 +9260,7 @@ def print_summary(console: Console, results: Results) -> None:
     if s.tool_coverage is not None and s.tool_coverage.available:
         print_tool_coverage(console, s.tool_coverage)
     if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
-        console.print(f"tool calls: {sources_text(s.tool_calls_by_source)}", highlight=False, markup=False)
+        console.print(f"tool calls: {terminal_text(sources_text(s.tool_calls_by_source))}", highlight=False, markup=False)
     print_descriptions_shown(console, results.metadata)
     if results.sections.get("matrix") is not None:
         print_matrix(console, results.sections["matrix"])
@@ -9300,9 +9293,10 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
     for tool in sorted(tools.values(), key=lambda t: t.name):
         marks = [label for hint, label in ANNOTATION_LABELS.items() if tool.annotations.get(hint) is True]
         treatment = policy.treatment(tool)
-        shown = f"[red]{treatment}[/red]" if tool.destructive and treatment.startswith("live") else \
-            f"[yellow]{treatment}[/yellow]" if "withheld" in treatment else escape_markup(treatment)
-        table.add_row(escape_markup(terminal_text(tool.name)), escape_markup(terminal_text(tool.server)),
+        escaped = escape_markup(treatment)
+        shown = f"[red]{escaped}[/red]" if tool.destructive and treatment.startswith("live") else \
+            f"[yellow]{escaped}[/yellow]" if "withheld" in treatment else escaped
+        table.add_row(escape_markup(tool.name), escape_markup(tool.server),
                       ", ".join(marks) or "-", shown)
     console.print(table)
 
@@ -9591,8 +9585,9 @@ CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
 
 
 def compare_documents(old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument) -> Comparison:
-    before = {case_label(c, is_matrix(old.cases)): c for c in old.cases}  # a model matrix: a case per model
-    after = {case_label(c, is_matrix(new.cases)): c for c in new.cases}
+    old_matrix, new_matrix = is_matrix(old.cases), is_matrix(new.cases)  # a model matrix: a case per model
+    before = {case_label(c, old_matrix): c for c in old.cases}
+    after = {case_label(c, new_matrix): c for c in new.cases}
     changes = []
     for name in dict.fromkeys([*before, *after]):
         a, b = before.get(name), after.get(name)
@@ -9646,7 +9641,7 @@ def render_comparison(c: Comparison) -> str:
             old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
             new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
             lines.append(f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
-                         f"{markdown_escape(ch.reasons)} |")
+                         f"{markdown_cell(ch.reasons, None)} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -10913,11 +10908,11 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
             counts[e.stratum] = counts.get(e.stratum, 0) + 1
         return "; ".join(f"{n} {markdown_cell(k, 40)}" for k, n in sorted(counts.items()))
     lines = [f"## Description optimization: {markdown_cell(record.subject, None)}", "",
-             f"**{markdown_escape(optimization_verdict(record))}**", "",
+             f"**{markdown_cell(optimization_verdict(record), None)}**", "",
              f"Split (seed {record.seed}, holdout {record.holdout:g}, stratified): train {len(train)} "
              f"({strata(train)}), test {len(test)} ({strata(test)}). {record.runs} run(s) per item; proposals by "
              f"{markdown_cell(record.optimizer_model, None, code=True)}, shown train failures only. "
-             f"Stopped: {markdown_escape(record.stopped)}. Cost ${record.cost_usd:.4f}.", "",
+             f"Stopped: {markdown_cell(record.stopped, None)}. Cost ${record.cost_usd:.4f}.", "",
              "| Round | Status | Train | Test | Cost | Candidate |", "|---|---|---|---|---|---|"]
     for r in record.rounds:
         mark = " ⭐" if r.round == record.best_round else ""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,35 @@ def no_api_key(monkeypatch: pytest.MonkeyPatch):
 
 def example_server_command() -> str:
     return f"{sys.executable} {EXAMPLE_SERVER}"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen | None = None, timeout: float = 30) -> None:
+    """Until something listens on 127.0.0.1:port; a server process that exits first is an error
+    quoting its stderr (when it was piped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if process is not None and process.poll() is not None:
+                stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise RuntimeError(f"the server exited before listening on port {port}: {stderr}")
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def suite(path: Path, names: list[str], expected: str = "") -> Path:
+    """A CSV suite with one case per name, each expecting `expected` (a tool, or none)."""
+    path.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},{expected}\n" for n in names))
+    return path
+
+
+def first_prompt(body: dict) -> str:
+    return body["messages"][0]["content"]

@@ -5,7 +5,6 @@ and the public mcp-server-time)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, example_server_command
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, example_server_command, free_port, wait_for_port
 from fake_anthropic import error, reply, text, tool_use
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
@@ -248,24 +247,13 @@ def test_streaming_model_client_gets_the_same_reply(api):
 
 
 # ----------------------------------------------------------------------------- MCP transports
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def http_example_server():
     port = free_port()
     process = subprocess.Popen([sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_for_port(port, process, timeout=20)
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(10)

@@ -26,7 +26,6 @@ import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -42,7 +41,7 @@ from click.testing import CliRunner
 
 import evaluator
 import prompts
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, CLAUDE
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, CLAUDE, free_port, wait_for_port
 from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, tool_use, user_query
 
 C = evaluator.C
@@ -1157,19 +1156,11 @@ def remote_example(lab: Lab, transport: str) -> str:
     (`--http`) or the legacy HTTP+SSE transport at /sse (`--sse`)."""
     key = f"remote-{transport}"
     if key not in lab.cache:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         process = subprocess.Popen([sys.executable, str(EXAMPLE_SERVER), f"--{transport}", "--port", str(port)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         lab.processes.append(process)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, process)
         lab.cache[key] = f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}"
     return lab.cache[key]
 

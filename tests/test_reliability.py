@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, suite, first_prompt
 from fake_anthropic import error, reply, text, tool_use
 
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
@@ -43,15 +43,6 @@ def no_orphan_servers():
 def run_cli(*args: str):
     result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
-
-
-def suite(path: Path, names: list[str], expected: str = "") -> Path:
-    path.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},{expected}\n" for n in names))
-    return path
-
-
-def first_prompt(body: dict) -> str:
-    return body["messages"][0]["content"]
 
 
 def echo_then_done(body: dict) -> dict:

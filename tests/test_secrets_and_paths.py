@@ -12,7 +12,6 @@ import html
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, suite
 from fake_anthropic import error, reply, text, tool_use
 
 SERVERS = ROOT / "tests" / "servers"
@@ -39,27 +38,12 @@ def run_cli(*args: str):
     return result.exit_code, result.stdout, result.stderr
 
 
-def suite(path: Path, names: list[str], expected: str = "") -> Path:
-    path.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},{expected}\n" for n in names))
-    return path
-
-
-def first_prompt(body: dict) -> str:
-    return body["messages"][0]["content"]
-
-
 def one_error_line(stderr: str) -> str:
     """The run stopped with exactly one `error:` line and no traceback."""
     assert "Traceback" not in stderr, stderr
     lines = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, stderr
     return lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mount_tmpfs(folder: Path, options: str) -> None:

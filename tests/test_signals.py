@@ -28,7 +28,7 @@ from typing import Callable
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
+from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude, first_prompt
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
@@ -105,10 +105,6 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
         process.wait()
-
-
-def first_prompt(body: dict) -> str:
-    return body["messages"][0]["content"]
 
 
 def suite(path: Path, names: list[str]) -> Path:

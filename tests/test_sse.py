@@ -8,26 +8,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT
+from conftest import ROOT, free_port, wait_for_port
 from fake_anthropic import reply, text, tool_use
 
 import evaluator as E
 
 EVERYTHING = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 LOOPBACK = ROOT / "tests" / "servers" / "loopback.cjs"   # node -r: listen on 127.0.0.1 only
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -60,18 +52,11 @@ def everything_sse(tmp_path_factory):
     env = {"PATH": os.environ.get("PATH", ""), "PORT": str(port), "HOME": str(tmp_path_factory.mktemp("home"))}
     process = subprocess.Popen([node, "-r", str(LOOPBACK), str(EVERYTHING), "sse"], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"server-everything exited: {process.stderr.read().decode(errors='replace')}")
-            time.sleep(0.1)
-    else:
+    try:
+        wait_for_port(port, process)
+    except RuntimeError:
         process.kill()
-        raise RuntimeError("server-everything did not start listening within 30s")
+        raise
     try:
         yield f"http://127.0.0.1:{port}/sse", port
     finally:
