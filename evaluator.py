@@ -33,13 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal, Protocol, Sequence
+from typing import Annotated, Any, Literal, Protocol
 
 import click
 import yaml
@@ -56,27 +57,38 @@ HERE = Path(__file__).resolve().parent
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
 
 
-# ============================================================================ 1. errors
+# ============================================================================ 1. foundations: errors, text sinks, files, secrets (used by every section below)
 class EvalError(Exception):
     """Root of the evaluator's own errors."""
+
+
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class InputError(EvalError):
     """Bad input from the user: reported as one line naming file and line, exit code 2."""
 
-    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        path: str | Path | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.message, self.path, self.line, self.hint = message, path, line, hint
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = f"{self.path}:{self.line}: " if self.path and self.line else f"{self.path}: " if self.path else ""
+        where = (
+            f"{self.path}:{self.line}: "
+            if self.path and self.line
+            else f"{self.path}: "
+            if self.path
+            else ""
+        )
         text = f"{where}{self.message}" + (f" ({self.hint})" if self.hint else "")
         # One line, whatever the input quoted: line breaks and control characters are escaped.
         return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class ServerError(EvalError):
@@ -92,7 +104,584 @@ class OutputError(EvalError):
     the journal, if any, keeps what finished for --resume."""
 
 
+class InputProblems(InputError):
+    """Several problems in one input file, each its own line, all reported at once."""
+
+    def __init__(self, problems: list[InputError]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+def is_api_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("anthropic")
+
+
+class UsageProblem(InputError):
+    """An option given to a mode that does not take it."""
+
+
+# ---------------------------------------------------------------------------- text sinks: every text from outside is escaped for where it goes
+def safe_name(name: str) -> str:
+    """A server name usable inside an Anthropic tool name (`^[a-zA-Z0-9_-]{1,128}$`)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name).strip("_")[:40]
+
+
+def line_of(raw: str, needle: str) -> int | None:
+    index = raw.find(needle)
+    return raw.count("\n", 0, index) + 1 if index >= 0 else None
+
+
+def tail(text: str, limit: int = C.STDERR_TAIL_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keeps huge tool results from eating memory and tokens; says how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n...[truncated {len(text) - limit} of {len(text)} characters]"
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# The JSON sink: JSON escapes C0 controls itself; what it leaves raw with ensure_ascii=False
+# (DEL, C1 controls, line separators, bidi overrides, lone surrogates) is written as \uXXXX too,
+# so `--json` on a terminal carries no escape sequence and the file always encodes as UTF-8.
+JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_text(value: Any, indent: int | None = 2) -> str:
+    return JSON_UNSAFE.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, indent=indent, ensure_ascii=False)
+    )
+
+
+# The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
+# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    value = value.replace("\x00", "\\x00")
+    return "'" + value if value.startswith(CSV_FORMULA_START) else value
+
+
+# The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
+# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
+XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def visible_escapes(text: str, unsafe: re.Pattern) -> str:
+    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def xml_text(text: Any) -> str:
+    return visible_escapes(str(text), XML_UNSAFE)
+
+
+# The markdown sink: data goes into a report only through `markdown_cell`. One line (line breaks
+# flattened, control characters shown escaped), `|` escaped as GFM wants, no HTML (`<script>` is
+# `&lt;script&gt;`), no code span or link it could end or open (backtick, backslash and
+# brackets as entities). Only text of plain identifier characters is shown as `code`.
+MARKDOWN_ESCAPES = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "|": "\\|",
+    "`": "&#96;",
+    "\\": "&#92;",
+    "[": "&#91;",
+    "]": "&#93;",
+}
+
+
+MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(MARKDOWN_ESCAPES)) + "]")
+
+
+MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
+
+
+TERMINAL_BLOCK_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+# Every sink escapes what it did not write. Text from outside (names, prompts, answers, tool
+# output, server stderr) reaches the terminal only through `terminal_text` (printed with
+# markup=False) or `escape_markup` (inside our own Rich markup): control characters, escape
+# sequences (OSC title/clipboard/links, clear screen, CSI), bidi overrides and lone surrogates
+# are shown as visible escapes (`\x1b`, `\u202e`), never sent raw, and data is never markup.
+TERMINAL_LINE_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def terminal_text(text: Any, multiline: bool = False) -> str:
+    """The terminal sink for plain text (print it with markup=False): one line, or with
+    `multiline` a block that keeps its line breaks and tabs."""
+    text = str(text)
+    if multiline:
+        return visible_escapes(text.replace("\r\n", "\n"), TERMINAL_BLOCK_UNSAFE)
+    return visible_escapes(text, TERMINAL_LINE_UNSAFE)
+
+
+def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
+    """Data as one markdown table cell (or heading, or list item): see MARKDOWN_ESCAPES."""
+    text = terminal_text(" ".join(str(text).split()))
+    if limit and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    if code and MARKDOWN_CODE_SAFE.fullmatch(text):
+        return f"`{text}`"
+    return MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
+
+
+def escape_markup(text: Any) -> str:
+    """The terminal sink for data placed inside our own Rich markup: one line, control
+    characters shown escaped, and no `[...]` of the data read as a tag."""
+    from rich.markup import escape
+
+    return escape(terminal_text(text))
+
+
+def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
+    """One line of at most `limit` characters: enough to see what a tool answered."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------- files: read checked, written atomically
+def read_text_file(path: str | Path, what: str) -> str:
+    """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
+    path = Path(path)
+    limit = C.MAX_INPUT_FILE_BYTES
+    try:
+        with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
+    if len(raw) > limit:
+        raise InputError(
+            f"{what} is larger than {limit // (1024 * 1024)} MiB",
+            path,
+            None,
+            "split it into smaller files",
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
+            path,
+            line,
+            "save the file as UTF-8",
+        ) from None
+    if "\0" in text:  # a binary file; a NUL would also break the command lines built from it
+        raise InputError(
+            f"{what} contains a NUL byte (is it a binary file?)",
+            path,
+            text.count("\n", 0, text.index("\0")) + 1,
+            "save it as plain UTF-8 text",
+        )
+    return text
+
+
+def check_json_depth(value: Any, what: str, path: str | Path | None, line: int | None) -> None:
+    """Any JSON the user gives is refused at load time when nested deeper than C.MAX_JSON_DEPTH:
+    far below the recursion limit of everything that walks it later (the case hash, scoring,
+    redaction, the results schema), so it cannot crash a run after the model calls were paid."""
+    stack = [(value, 1)]
+    while stack:  # iterative: measuring a deep value must not recurse either
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > C.MAX_JSON_DEPTH:
+                raise InputError(
+                    f"{what} is nested more than {C.MAX_JSON_DEPTH} levels deep",
+                    path,
+                    line,
+                    "flatten it",
+                )
+            stack.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+
+
+def parse_json_text(raw: str, path: Path) -> Any:
+    """json.loads whose every failure is an InputError: bad syntax (with its line), nesting too
+    deep for the parser, a number too long to convert."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(f"invalid JSON: {problem}", path, 1, "fix the JSON") from None
+    check_json_depth(value, "JSON", path, 1)
+    return value
+
+
+def json_lines(path: Path) -> list[Any]:
+    """The values of a JSON-lines file the evaluator appends to (journal, batch ledger, optimizer
+    journal); a line torn by a kill, or too deep, is skipped: that step happens again."""
+    values = []
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        if line.strip():
+            with contextlib.suppress(ValueError, RecursionError):
+                values.append(json.loads(line))
+    return values
+
+
+class JsonStream:
+    """A list in a results document that is written item by item, never built whole: the
+    per-run entries of a 10,000-case suite."""
+
+    def __init__(self, items: Callable[[], Any], length: int) -> None:
+        self.items = items  # called once per write, so the document can be written twice
+        self.length = length
+
+    def __iter__(self) -> Any:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def dump_json(document: dict, handle: Any) -> None:
+    """`json.dump(document, indent=2)`, except that JsonStream values are streamed."""
+
+    def indented(text: str, spaces: int) -> str:
+        return text.replace("\n", "\n" + " " * spaces)
+
+    handle.write("{")
+    for position, (key, value) in enumerate(document.items()):
+        handle.write(("," if position else "") + f"\n  {json.dumps(key)}: ")
+        if isinstance(value, JsonStream):
+            handle.write("[")
+            for index, item in enumerate(value):
+                handle.write(("," if index else "") + "\n    " + indented(json_text(item), 4))
+            handle.write("\n  ]" if len(value) else "]")
+        else:
+            handle.write(indented(json_text(value), 2))
+    handle.write("\n}")
+
+
+def file_mode_for_outputs() -> int:
+    """0666 less the umask: what `>` in the shell or open() would give a new file. One mode for
+    every file the evaluator writes (results, journal, reports, drafts)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        umask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE).group(1), 8)
+    except (OSError, AttributeError, ValueError):
+        umask = os.umask(0o022)  # no /proc: read it the only other way there is, and put it back
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+OUTPUT_FILE_MODE = file_mode_for_outputs()
+
+
+def output_error(path: str | Path, exc: OSError) -> OutputError:
+    full = exc.errno in (28, 122)  # ENOSPC, EDQUOT
+    return OutputError(
+        f"cannot write {path}: {'the disk is full' if full else exc.strerror or exc}"
+    )
+
+
+def create_output_file(path: str | Path) -> tuple[int, str]:
+    """A new, empty file beside `path` under a random name (O_EXCL: a link planted there is never
+    followed), with the one output mode: (descriptor, its path)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(
+            parents=True, exist_ok=True
+        )  # --generate-tests -o DIR: the folder is made
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise output_error(path, exc) from None
+    with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
+        os.fchmod(fd, OUTPUT_FILE_MODE)
+    return fd, tmp
+
+
+def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
+    """The one writer of every file the evaluator writes: `write(handle)` fills a new temporary
+    file beside the target (see create_output_file), which is fsynced and renamed over the
+    target, so a reader never sees half a file and a link at the target is replaced, never
+    followed. On any failure the temporary file is removed; an OS error (a full disk, a folder
+    gone read-only) is an OutputError: one line."""
+    fd, tmp = create_output_file(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise output_error(path, exc) from None
+        raise
+
+
+def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
+    """A new file at `path` holding `lines`, left open for appending more (the journal); created
+    like every output, through create_output_file and a rename once the lines are in, so the
+    file it replaces is never lost half-way and a planted link is never followed."""
+    fd, tmp = create_output_file(path)
+    handle = os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        for line in lines:
+            handle.write(line + "\n")
+        handle.flush()
+        os.replace(tmp, path)
+    except BaseException as exc:
+        handle.close()
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise output_error(path, exc) from None
+        raise
+    return handle
+
+
+def write_text_atomic(path: str | Path, content: str) -> None:
+    write_atomic(path, lambda handle: handle.write(content))
+
+
+def write_json_atomic(path: str | Path, document: Any) -> None:
+    """A JSON document, its JsonStream lists streamed."""
+
+    def write(handle: Any) -> None:
+        if isinstance(document, dict):
+            dump_json(document, handle)
+        else:
+            json.dump(document, handle, indent=2)
+        handle.write("\n")
+
+    write_atomic(path, write)
+
+
+def file_key(path: Path) -> Any:
+    """What makes two paths one file: the inode when it exists (links, `./x`, hard links), else
+    the path with every link resolved."""
+    try:
+        stat = path.stat()
+        return stat.st_dev, stat.st_ino
+    except OSError:
+        return os.path.realpath(path)
+
+
+def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
+    """The folder exists and takes a new file (tried for real: a read-only mount, a full quota or
+    missing rights all show)."""
+    if not folder.is_dir():
+        raise InputError(
+            f"{flag} {target}: the folder {folder} does not exist", hint="create it first"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(
+            f"{flag} {target}: cannot write in {folder}: {exc.strerror or exc}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------- secrets: one redactor for every byte that leaves
+# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
+SECRET_NAME = re.compile(
+    r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE
+)
+
+
+# What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
+# break or a control character is matched in that shape too.
+ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given: every env and header value (and the token of a
+    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
+    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
+    import urllib.parse
+
+    found = [*spec.env.values(), *spec.secrets]
+    for value in spec.headers.values():
+        found += [value, value.split(" ", 1)[-1]]
+    if spec.url:
+        parts = urllib.parse.urlsplit(spec.url)
+        found += [parts.password or ""]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
+    for index, arg in enumerate(spec.args):
+        name, sep, value = arg.partition("=")
+        if sep and SECRET_NAME.search(name):
+            found.append(value)
+        elif (
+            arg.startswith("-")
+            and SECRET_NAME.search(arg)
+            and index + 1 < len(spec.args)
+            and not spec.args[index + 1].startswith("-")
+        ):  # `--no-auth --port 8080`: no value
+            found.append(spec.args[index + 1])
+    return [s for s in found if s]
+
+
+class Redactor:
+    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
+    run ends (before any journal, writer or terminal sees them), live views and notices as they
+    are shown, and every fatal `error:` line before it is printed.
+
+    Its secrets are the API credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
+    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
+    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
+    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
+
+    MIN_LENGTH = 6
+    MASK = "[REDACTED]"
+    learned: set[str] = set()  # what this invocation has seen; main() forgets it when it starts
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
+        forms = {form for secret in unique for form in self.forms(secret)}
+        self.secrets = sorted(
+            forms, key=len, reverse=True
+        )  # longest first: a token inside a header value
+
+    @staticmethod
+    def forms(secret: str) -> set[str]:
+        import base64
+        import urllib.parse
+
+        once = json.dumps(secret)[1:-1]
+        forms = {
+            secret,
+            once,
+            json.dumps(secret, ensure_ascii=False)[1:-1],
+            json.dumps(once)[1:-1],
+            once.replace("/", "\\/"),
+            repr(secret)[1:-1],
+            ESCAPED_IN_LINES.sub(
+                lambda m: m.group().encode("unicode_escape").decode("ascii"), secret
+            ),
+            urllib.parse.quote(secret, safe=""),
+            urllib.parse.quote_plus(secret, safe=""),
+            urllib.parse.quote(secret),
+        }
+        raw = secret.encode("utf-8")
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
+            for shift in range(3):
+                # Inside a longer base64 text the secret starts at some byte offset: the characters
+                # that only its own bits make up are the same whatever comes before or after.
+                encoded = encode(b"\0" * shift + raw).decode("ascii")
+                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
+                forms.add(encoded[start:end])
+        return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
+
+    @classmethod
+    def learn(cls, servers: Sequence[ServerSpec]) -> None:
+        for spec in servers:
+            cls.learned.update(spec_secrets(spec))
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.learned = set()
+
+    @classmethod
+    def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
+        """The API credentials, these servers' secrets, and every secret learned before."""
+        cls.learn(servers)
+        return cls(
+            [
+                *(
+                    os.environ.get(name, "")
+                    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+                ),
+                *cls.learned,
+            ]
+        )
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, self.MASK)
+        return value
+
+    def data(self, value: Any) -> Any:
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.data(v) for k, v in value.items()}
+        return value
+
+    def scrub(self, transcript: Transcript) -> Transcript:
+        if not self.secrets:
+            return transcript
+        t = transcript
+        t.final_text = self.text(t.final_text)
+        t.error = self.text(t.error) if t.error else t.error
+        for call in t.tool_calls:
+            call.output, call.input = self.text(call.output), self.data(call.input)
+        for entry in t.history:
+            entry.content = self.text(entry.content)
+        t.grades = self.data(t.grades)
+        return t
+
+    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
+        if self.secrets:
+            record.answer, record.stderr_tail = (
+                self.text(record.answer),
+                self.text(record.stderr_tail),
+            )
+            record.error = self.text(record.error) if record.error else record.error
+            record.transcript_summary = self.text(record.transcript_summary)
+            record.refused_tools = [self.text(r) for r in record.refused_tools]
+            for call in record.tool_calls:
+                call.output, call.input = self.text(call.output), self.data(call.input)
+            record.expectations = [
+                dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations
+            ]
+            for artifact in record.artifacts:
+                artifact.text = self.text(artifact.text) if artifact.text is not None else None
+        return record
+
+
+def error_line(text: Any) -> str:
+    """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
+    a secret), then escaped for the terminal."""
+    return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
+
+
 # ============================================================================ 2. data types
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+
+
+def astuple_usage(usage: Usage) -> tuple[int, ...]:
+    return tuple(getattr(usage, k) for k in USAGE_FIELDS)
+
+
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
@@ -100,7 +689,7 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(*(a + b for a, b in zip(astuple_usage(self), astuple_usage(other))))
 
     @property
@@ -108,16 +697,13 @@ class Usage:
         return sum(astuple_usage(self))
 
     @classmethod
-    def from_api(cls, usage: Any) -> "Usage":
-        get = (lambda k: usage.get(k)) if isinstance(usage, dict) else (lambda k: getattr(usage, k, None))
+    def from_api(cls, usage: Any) -> Usage:
+        get = (
+            (lambda k: usage.get(k))
+            if isinstance(usage, dict)
+            else (lambda k: getattr(usage, k, None))
+        )
         return cls(*(int(get(k) or 0) for k in USAGE_FIELDS))
-
-
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-
-
-def astuple_usage(usage: Usage) -> tuple[int, ...]:
-    return tuple(getattr(usage, k) for k in USAGE_FIELDS)
 
 
 def price_for(model: str) -> tuple[dict[str, float], bool]:
@@ -130,14 +716,18 @@ def price_for(model: str) -> tuple[dict[str, float], bool]:
 
 def cost_usd(usage: Usage, model: str) -> float:
     price, _ = price_for(model)
-    return (usage.input_tokens * price["input"] + usage.output_tokens * price["output"]
-            + usage.cache_creation_input_tokens * price["cache_write"]
-            + usage.cache_read_input_tokens * price["cache_read"]) / 1_000_000
+    return (
+        usage.input_tokens * price["input"]
+        + usage.output_tokens * price["output"]
+        + usage.cache_creation_input_tokens * price["cache_write"]
+        + usage.cache_read_input_tokens * price["cache_read"]
+    ) / 1_000_000
 
 
 @dataclass(slots=True)
 class ToolCall:
     """One tool call Claude made, and what the server answered."""
+
     name: str
     input: dict
     output: str = ""
@@ -155,7 +745,8 @@ class ToolCall:
 @dataclass(slots=True)
 class HistoryEntry:
     """One entry of seed 002's `conversation_history`."""
-    role: str                    # user | assistant | tool
+
+    role: str  # user | assistant | tool
     content: str
     has_tools: bool = False
     simulated: bool = False
@@ -164,7 +755,8 @@ class HistoryEntry:
 @dataclass(slots=True)
 class PriorMessage:
     """A message of a conversation that happened before the evaluation starts (`-c FILE`)."""
-    role: str                    # user | assistant
+
+    role: str  # user | assistant
     content: str
     line: int = 0
 
@@ -172,6 +764,7 @@ class PriorMessage:
 @dataclass(slots=True)
 class TestCase:
     """One thing to evaluate: a prompt (with optional prior history) and what should happen."""
+
     name: str
     prompt: str
     description: str = ""
@@ -186,18 +779,23 @@ class TestCase:
     expect_no_tools: bool = False
     tags: list[str] = field(default_factory=list)
     simulated_user: str | None = None
-    source: str = ""             # file the case came from
+    source: str = ""  # file the case came from
     line: int = 0
-    rubric: str = ""             # what an LLM judge grades the run against
-    verify: str = ""             # a command that checks the server's state after each run
-    args_ignore: list[str] = field(default_factory=list)  # argument keys (globs) left out of expected_args
-    expected_answer: str | None = None   # the answer Claude should give (QA pairs, CSV, markdown tests)
-    answer_match: str = "exact"          # how it is compared: ANSWER_MATCH_MODES
+    rubric: str = ""  # what an LLM judge grades the run against
+    verify: str = ""  # a command that checks the server's state after each run
+    args_ignore: list[str] = field(
+        default_factory=list
+    )  # argument keys (globs) left out of expected_args
+    expected_answer: str | None = (
+        None  # the answer Claude should give (QA pairs, CSV, markdown tests)
+    )
+    answer_match: str = "exact"  # how it is compared: ANSWER_MATCH_MODES
 
 
 @dataclass(slots=True)
 class Transcript:
     """The single record of one run of one case: what was sent, what came back, timings, usage."""
+
     case: TestCase
     iteration: int
     model: str
@@ -212,21 +810,28 @@ class Transcript:
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
     error: str | None = None
-    simulated_user_usage: Usage = field(default_factory=Usage)   # the model playing the user
+    simulated_user_usage: Usage = field(default_factory=Usage)  # the model playing the user
     simulated_user_model: str = ""
     # Grading that needs I/O, done by the runner after the conversation and read by TOOL_CHECKS:
     # "judge": {passed, score, evidence} | {error}; "verify": {passed, reason} | {error}.
     grades: dict[str, dict] = field(default_factory=dict)
-    judge_usage: Usage = field(default_factory=Usage)            # the judge's calls for this run
+    judge_usage: Usage = field(default_factory=Usage)  # the judge's calls for this run
     judge_model: str = ""
-    batch_api: bool = False      # --batch: its model calls (the judge's too) went through Message Batches
+    batch_api: bool = (
+        False  # --batch: its model calls (the judge's too) went through Message Batches
+    )
 
     @property
     def cost_usd(self) -> float:
         factor = C.BATCH_PRICE_FACTOR if self.batch_api else 1.0
-        return (cost_usd(self.usage, self.model) + (
-            cost_usd(self.judge_usage, self.judge_model) if self.judge_model else 0.0)) * factor + (
-            cost_usd(self.simulated_user_usage, self.simulated_user_model) if self.simulated_user_model else 0.0)
+        return (
+            cost_usd(self.usage, self.model)
+            + (cost_usd(self.judge_usage, self.judge_model) if self.judge_model else 0.0)
+        ) * factor + (
+            cost_usd(self.simulated_user_usage, self.simulated_user_model)
+            if self.simulated_user_model
+            else 0.0
+        )
 
     @property
     def tools_called(self) -> list[str]:
@@ -236,6 +841,7 @@ class Transcript:
 @dataclass
 class RunSettings:
     """Everything the conversation engine needs besides the case itself."""
+
     model: str = C.DEFAULT_MODEL
     system_prompt: str = prompts.CLAUDE_CODE_SYSTEM_PROMPT
     max_tokens: int = C.DEFAULT_MAX_TOKENS
@@ -248,6 +854,7 @@ class RunSettings:
 @dataclass
 class ServerSpec:
     """How to reach one MCP server: `stdio` (command), `http` or `sse` (url) or `module` (in-process)."""
+
     name: str
     kind: str
     command: str = ""
@@ -264,12 +871,15 @@ class ServerSpec:
 @dataclass
 class SkillInfo:
     """One Agent Skill: its SKILL.md, validated frontmatter and body."""
+
     name: str
     description: str
-    path: Path                   # the SKILL.md
+    path: Path  # the SKILL.md
     body: str = ""
     frontmatter: dict = field(default_factory=dict)
-    description_override: bool = False   # --skill-description: installed with `description`, not SKILL.md's
+    description_override: bool = (
+        False  # --skill-description: installed with `description`, not SKILL.md's
+    )
 
     @property
     def folder(self) -> Path:
@@ -279,8 +889,9 @@ class SkillInfo:
 @dataclass
 class SkillTest:
     """One markdown test definition (skillmark's format) or a skill-creator eval set."""
+
     name: str
-    type: str                    # knowledge | task | security | trigger
+    type: str  # knowledge | task | security | trigger
     source: str = ""
     line: int = 1
     prompt: str = ""
@@ -294,17 +905,19 @@ class SkillTest:
     category: str | None = None
     severity: str | None = None
     runs: int | None = None
-    skill: str | None = None     # the skill a trigger test is about (several --skill)
+    skill: str | None = None  # the skill a trigger test is about (several --skill)
     simulated_user: str | None = None  # a goal: a simulated user answers Claude (tool-use runs)
-    rubric: str = ""             # `# Rubric`: an LLM judge grades each run against it (tool-use runs)
-    verify: str = ""             # `verify:` in the frontmatter: a state-check command after each run
-    expected_answer: str | None = None   # `# Expected Answer`, compared as `answer_match:` says
+    rubric: str = ""  # `# Rubric`: an LLM judge grades each run against it (tool-use runs)
+    verify: str = ""  # `verify:` in the frontmatter: a state-check command after each run
+    expected_answer: str | None = None  # `# Expected Answer`, compared as `answer_match:` says
     answer_match: str = "exact"
     # skill-creator's task evals (evals/evals.json): graded by the judge, one verdict per expectation
-    eval_id: int | str | None = None     # set for every eval of an evals.json
+    eval_id: int | str | None = None  # set for every eval of an evals.json
     expected_output: str = ""
     expectations: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)   # copied into the run's project before it starts
+    files: list[Path] = field(
+        default_factory=list
+    )  # copied into the run's project before it starts
 
     @property
     def is_task(self) -> bool:
@@ -315,29 +928,39 @@ class SkillTest:
 class Record(BaseModel):
     """A piece of a results file. Unknown keys are tolerated on reading, so a newer minor
     version's file still reads; missing or mistyped keys are not."""
+
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
 class ArtifactRecord(Record):
     """A file a task run created or changed in its project (--artifacts' manifest.json rows)."""
-    path: str                    # relative to the project
+
+    path: str  # relative to the project
     size: int
     sha256: str
-    status: str = "new"          # new | changed
-    copied: bool = False         # copied to --artifacts (a file over the copy limit is listed only)
-    redacted: bool = False       # a secret in it was masked (size and sha256 are the masked copy's)
-    text: str | None = Field(default=None, exclude=True)   # a small text file's content, for the judge only
+    status: str = "new"  # new | changed
+    copied: bool = False  # copied to --artifacts (a file over the copy limit is listed only)
+    redacted: bool = False  # a secret in it was masked (size and sha256 are the masked copy's)
+    text: str | None = Field(
+        default=None, exclude=True
+    )  # a small text file's content, for the judge only
+
+
+SKILL_NOT_LOADED = (
+    "skill not loaded"  # how a run's error starts when an installed skill was missing
+)
 
 
 class ClaudeRun(Record):
     """One `claude -p` run of one query: what the stream-json events say happened."""
+
     query: str
     run: int
-    activated_skills: list[str] = []   # every skill that fired, in order
+    activated_skills: list[str] = []  # every skill that fired, in order
     first_tool: str | None = None
     tool_count: int = 0
     tools: list[str] = []
-    skills_loaded: list[str] | None = None   # from the init event; None when it did not say
+    skills_loaded: list[str] | None = None  # from the init event; None when it did not say
     answer: str = ""
     error: str | None = None
     timed_out: bool = False
@@ -352,16 +975,22 @@ class ClaudeRun(Record):
     api_retries: int = 0
     latency_ms: float = 0.0
     outside_writes: list[str] = []
-    test: str = ""               # "trigger", or the knowledge / task / security test this ran
-    tool_calls: list[ToolCall] = []  # top-level tool calls with their arguments and (cut) results: the HTML transcript
+    test: str = ""  # "trigger", or the knowledge / task / security test this ran
+    tool_calls: list[
+        ToolCall
+    ] = []  # top-level tool calls with their arguments and (cut) results: the HTML transcript
     # task runs: which configuration, what Claude Code refused, what the run left, how it was graded
-    configuration: str = ""      # with_skill | without_skill | old_skill ("" for trigger and other test runs)
-    refused_tools: list[str] = []    # tool calls Claude Code refused ("Write: No such tool available ...")
+    configuration: str = (
+        ""  # with_skill | without_skill | old_skill ("" for trigger and other test runs)
+    )
+    refused_tools: list[
+        str
+    ] = []  # tool calls Claude Code refused ("Write: No such tool available ...")
     transcript_summary: str = ""
-    artifacts: list["ArtifactRecord"] = []
-    expectations: list[dict[str, Any]] = []   # per expectation: {text, passed, evidence} (or error)
+    artifacts: list[ArtifactRecord] = []
+    expectations: list[dict[str, Any]] = []  # per expectation: {text, passed, evidence} (or error)
     judge_cost_usd: float = 0.0
-    model: str = ""              # the --model / --trigger-model it ran on, as given to claude
+    model: str = ""  # the --model / --trigger-model it ran on, as given to claude
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -376,34 +1005,33 @@ class ClaudeRun(Record):
         return bool(self.activated_skills) and not self.error.startswith(SKILL_NOT_LOADED)
 
 
-SKILL_NOT_LOADED = "skill not loaded"   # how a run's error starts when an installed skill was missing
-
-
 @dataclass
 class TriggerQueryResult:
     """One query's verdict for one skill, over all its runs."""
+
     query: str
     skill: str
-    expected: str                # activate | ignore
-    runs: int = 0                # runs that counted (errored runs excluded)
+    expected: str  # activate | ignore
+    runs: int = 0  # runs that counted (errored runs excluded)
     activations: int = 0
     errors: int = 0
     activation_rate: float = 0.0
-    actual: str = "ignored"      # activated | ignored | error
+    actual: str = "ignored"  # activated | ignored | error
     correct: bool = False
-    tool_count: float = 0.0      # mean tools used per counted run
+    tool_count: float = 0.0  # mean tools used per counted run
     fired: dict[str, int] = field(default_factory=dict)  # skill name -> runs it fired in
-    routing: bool = False        # a positive of another skill, counted as a negative here
+    routing: bool = False  # a positive of another skill, counted as a negative here
     source: str = ""
 
 
 @dataclass
 class TriggerScore:
     """Seed 001's trigger metrics for one skill, plus precision/recall/F1 and errored runs."""
+
     skill: str
-    trigger_rate: float = 0.0            # % positive queries activated
-    false_positive_rate: float = 0.0     # % negative queries activated
-    trigger_score: float = 0.0           # trigger_rate x (1 - false_positive_rate / 100)
+    trigger_rate: float = 0.0  # % positive queries activated
+    false_positive_rate: float = 0.0  # % negative queries activated
+    trigger_score: float = 0.0  # trigger_rate x (1 - false_positive_rate / 100)
     precision: float = 0.0
     recall: float = 0.0
     f1: float = 0.0
@@ -411,7 +1039,7 @@ class TriggerScore:
     positives_activated: int = 0
     negatives: int = 0
     negatives_activated: int = 0
-    errored_queries: int = 0             # queries with no counted run at all
+    errored_queries: int = 0  # queries with no counted run at all
     errored_runs: int = 0
     total_runs: int = 0
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
@@ -421,27 +1049,949 @@ class TriggerScore:
 @dataclass
 class SkillTestResult:
     """A knowledge, task or security test's verdict over its runs."""
+
     test: SkillTest
     runs: list[ClaudeRun] = field(default_factory=list)
-    run_scores: list[dict] = field(default_factory=list)   # per run: coverage, matched, missed, leaked, refused
+    run_scores: list[dict] = field(
+        default_factory=list
+    )  # per run: coverage, matched, missed, leaked, refused
     passed: bool = False
     error: str | None = None
 
 
-# ============================================================================ 3. loaders: servers and prompts
+@dataclass(slots=True)
+class Verdict:
+    """Whether one run of one case passed, and every reason it did not."""
+
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def estimated_tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value)) // 4)
+
+
+def case_hash(case: TestCase) -> str:
+    """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
+    definition = {
+        k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")
+    }
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
+
+
+def cli_model_id(model: str) -> str:
+    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices."""
+    return C.CLAUDE_CODE_ALIASES.get(model, model)
+
+
+# ---------------------------------------------------------------------------- results records: one schema, written and read back
+class VerdictRecord(Record):
+    passed: bool
+    reasons: list[str] = []
+
+
+class ToolRunResult(Record):
+    """One conversation: seed 002's fields first, then the additions."""
+
+    kind: Literal["tool_run"] = "tool_run"
+    iteration: int
+    test_name: str
+    query: str
+    agent_reasoning: str = ""
+    tools_called: list[str] = []
+    tool_params: dict[str, Any] = {}
+    tool_results: dict[str, Any] = {}
+    conversation_turns: int = 0
+    user_interventions: int = 0
+    ended_by: str = "completion"
+    conversation_history: list[HistoryEntry] = []
+    latency_ms: float = 0.0
+    token_count: int = 0
+    error: str | None = None
+    tool_calls: list[ToolCall] = []
+    usage: Usage = Usage()
+    stop_reason: str | None = None
+    truncated: bool = False
+    model_calls: int = 0
+    model: str = ""
+    cost_usd: float = 0.0
+    case_hash: str
+    simulated_user_usage: Usage | None = None
+    simulated_user_model: str | None = None
+    verdict: VerdictRecord | None = None
+    grades: dict[
+        str, dict[str, Any]
+    ] = {}  # "judge": {passed, score, evidence}, "verify": {passed, reason}; or {error}
+    judge_usage: Usage | None = None
+    judge_model: str | None = None
+    batch_api: bool = False  # --batch: priced at the Message Batches discount
+
+
+class SkillRunResult(ClaudeRun):
+    """One `claude -p` run as the results file keeps it: what its stream-json events say
+    happened, and what it cost."""
+
+    kind: Literal["skill_run"] = "skill_run"
+    fingerprint: str
+    cost_usd: float = 0.0
+    verdict: VerdictRecord | None = None
+
+
+RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
+
+
+RUN_RESULT = TypeAdapter(RunResult)
+
+
+class CaseResult(Record):
+    """The one verdict type every writer reads: a CSV case, a markdown test, a skill test, or a
+    trigger query for one skill, over all its runs."""
+
+    name: str
+    kind: str  # case | test | trigger_query
+    group: str = ""  # the suite, test file or skill it belongs to (JUnit's classname)
+    passed: bool
+    error: bool = False  # no run said anything (every run errored)
+    runs: int = 0
+    passes: int = 0
+    errors: int = 0
+    pass_rate: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    pass_at_k: float = 0.0
+    pass_hat_k: float = 0.0
+    flaky: bool = False
+    reasons: dict[str, int] = {}  # failure reason -> runs that gave it
+    prompt: str = ""
+    description: str = ""
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    tags: list[str] = []  # a CSV case's tags
+    configuration: str = (
+        ""  # a task's with_skill, or a baseline (reported, never failing the suite)
+    )
+    model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
+
+
+class ToolStatsRecord(Record):
+    tool: str
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+    precision: float
+    recall: float
+    f1: float
+
+
+class ToolCoverageRecord(Record):
+    """Which of the servers' tools a suite exercises (tool-use modes)."""
+
+    available: list[str] = []  # every tool the connected servers offer
+    expected: list[str] = []  # named by some case (expected_tools, expected_args)
+    called: list[str] = []  # called in some run (unknown names included)
+    never_called: list[str] = []  # offered, but called in no run
+    expected_not_called: list[str] = []
+    unexpected: list[str] = []  # called, but expected by no case
+    calls: dict[str, int] = {}  # tool -> calls over all runs
+    coverage: float | None = None  # share of the offered tools called at least once; None: no tools
+
+
+class SummaryRecord(Record):
+    """The whole run in numbers, the same for every mode."""
+
+    cases: int
+    passed: int
+    failed: int
+    flaky: int = 0
+    runs: int = 0
+    run_errors: int = 0
+    pass_rate: float = 0.0
+    threshold: float = 1.0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    tools: list[ToolStatsRecord] = []
+    confusion: dict[str, dict[str, int]] = {}
+    not_started: int = 0
+    interrupted: bool = False
+    tool_coverage: ToolCoverageRecord | None = None
+    tool_calls_by_source: dict[
+        str, int
+    ] = {}  # live | mock | replay | policy: who answered Claude's calls
+
+
+class QueryScoreRecord(Record):
+    """One trigger query's verdict for one skill (seed 001's camelCase names)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    query: str
+    expected: str
+    actual: str
+    correct: bool
+    tool_count: float = 0.0
+    activation_rate: float = 0.0
+    activations: int = 0
+    runs: int = 0
+    errored_runs: int = 0
+    fired_skills: dict[str, int] = {}
+    routing: bool = False
+    source: str = ""
+    cost_usd: float = 0.0
+
+
+class TriggerScoreRecord(Record):
+    """Seed 001's trigger metrics for one skill; a rate is null ("n/a") when it has no queries."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    skill: str
+    trigger_rate: float | None
+    false_positive_rate: float | None
+    trigger_score: float
+    precision: float
+    recall: float | None
+    f1: float
+    positives: int
+    positives_activated: int
+    negatives: int
+    negatives_activated: int
+    errored_queries: int
+    errored_runs: int
+    total_runs: int
+    threshold: float
+    cost_usd: float = 0.0
+    query_results: list[QueryScoreRecord] = []
+    model: str | None = (
+        None  # the trigger model (several --trigger-model: a score per skill and model)
+    )
+
+
+class SkillTestRecord(Record):
+    name: str
+    type: str
+    source: str = ""
+    skill: str | None = None
+    category: str | None = None
+    severity: str | None = None
+    passed: bool
+    error: str | None = None
+    activated_skills: list[str] = []
+    run_scores: list[dict[str, Any]] = []
+    cost_usd: float = 0.0
+    configuration: str = ""  # a task's with_skill | without_skill | old_skill
+    expected_output: str = ""  # a task eval's, shown beside its expectations
+    model: str | None = None
+
+
+class StatRecord(Record):
+    """A metric over runs: mean ± sample standard deviation (n-1; 0 for one run), min and max."""
+
+    mean: float = 0.0
+    stddev: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+
+
+class ConfigurationStatsRecord(Record):
+    """One configuration's runs (of an eval, or of every eval): pass rate (expectations passed /
+    total, per run), time, tokens and cost, each as mean ± stddev over the runs."""
+
+    configuration: str
+    model: str = ""
+    runs: int = 0
+    errored_runs: int = 0
+    expectations_passed: int = 0
+    expectations_total: int = 0
+    pass_rate: StatRecord = StatRecord()
+    time_seconds: StatRecord = StatRecord()
+    tokens: StatRecord = StatRecord()
+    cost_usd: StatRecord = StatRecord()
+
+
+class DeltaRecord(Record):
+    """with_skill − a baseline, in means: positive pass_rate is the skill helping."""
+
+    baseline: str  # without_skill | old_skill
+    model: str = ""
+    pass_rate: float = 0.0
+    time_seconds: float = 0.0
+    tokens: float = 0.0
+    cost_usd: float = 0.0
+
+
+class ExpectationTallyRecord(Record):
+    """One expectation: in how many runs of each configuration the judge found it met."""
+
+    text: str
+    passed: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    evidence: dict[str, str] = {}  # configuration -> the judge's evidence in its last graded run
+
+
+class EvalBenchmarkRecord(Record):
+    name: str
+    eval_id: int | str | None = None
+    prompt: str = ""
+    expected_output: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    expectations: list[ExpectationTallyRecord] = []
+
+
+class BenchmarkRecord(Record):
+    """Task evals side by side: per configuration over every eval, the deltas, and per eval."""
+
+    skill_name: str = ""
+    runs_per_configuration: int = 1
+    judge_model: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    evals: list[EvalBenchmarkRecord] = []
+
+
+class SkillRecord(Record):
+    name: str
+    description: str  # as installed: --skill-description's when given
+    path: str
+    description_overridden: bool = False
+
+
+class IsolationRecord(Record):
+    watched: list[str] = []
+    outside_writes: list[str] = []
+    ok: bool = True
+
+
+class ToolInfoRecord(Record):
+    """A tool of the run's servers (or cassette): its MCP annotations and what the run did with its calls."""
+
+    name: str
+    server: str
+    annotations: dict[str, Any] = {}
+    calls: str = "live"  # live | withheld by policy | mocked | replayed, ... (ToolPolicy.treatment)
+
+
+class Metadata(Record):
+    total_results: int
+    generated_at: str
+    mode: str  # seed 002's batch | interactive
+    evaluation: str  # query | csv | markdown | skills: the table row that ran
+    model: str
+    iterations: int = 1
+    input_type: str = ""
+    suite_wall_time_s: float = 0.0
+    schema_version: str = C.SCHEMA_VERSION
+    results_file: str | None = None
+    interrupted: bool = False
+    threshold: float = 1.0
+    claude_version: str | None = None
+    trigger_model: str | None = None
+    test_model: str | None = None
+    trigger_threshold: float | None = None
+    min_trigger_score: float | None = None
+    simulated_user: dict[str, Any] | None = None
+    batch_api: bool = False  # --batch: model calls through Message Batches
+    skill_descriptions: dict[str, str] | None = None  # --skill-description: what Claude Code listed
+    tool_overrides: dict[str, dict[str, Any]] | None = (
+        None  # --tool-overrides: what Claude was shown
+    )
+    # Which calls reached the real servers (tool-use modes): --tool-policy, --allow-tool, --mock-tools,
+    # --replay, --record, and every tool with its MCP annotations and what the run did with its calls.
+    tool_policy: str | None = None
+    allowed_tools: list[str] = []
+    mock_tools: str | None = None
+    replay: str | None = None
+    record: str | None = None
+    tools: list[ToolInfoRecord] | None = None
+    models: list[str] | None = None  # a model matrix: every --model, in order
+    trigger_models: list[str] | None = None  # every --trigger-model, in order (skill runs)
+    shard: str | None = None  # "K/N": this file holds that share of the runs (--shard)
+    merged_from: list[str] | None = None  # --merge: the pieces this document was put together from
+    suite_hash: str | None = (
+        None  # every run of the whole suite (all shards), by name and definition
+    )
+    settings: dict[str, Any] | None = (
+        None  # the options that shape the results (what --merge checks and reuses)
+    )
+
+
+class ToolTimeRecord(Record):
+    """The calls of one tool and the time they took."""
+
+    tool: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    max_ms: float
+
+
+class QaRunRecord(Record):
+    """One run of one QA task: the answer compared, whether it was right, and Claude's notes."""
+
+    iteration: int
+    correct: bool
+    answer: str | None = None  # the last <response> (else the final text); None when the run failed
+    reasons: list[str] = []
+    seconds: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    summary: str | None = None  # Claude's <summary> of its steps
+    feedback: str | None = None  # Claude's <feedback> on the tools
+    error: str | None = None
+    model: str | None = None
+
+
+class QaTaskRecord(Record):
+    """One <qa_pair> over its runs."""
+
+    name: str
+    question: str
+    expected: str
+    answer_match: str = "exact"
+    runs: int = 0
+    correct: int = 0
+    accuracy: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_seconds: float = 0.0
+    tool_calls: int = 0  # over all its runs
+    tools: list[ToolTimeRecord] = []
+    results: list[QaRunRecord] = []
+
+
+class QaRecord(Record):
+    """--qa: mcp-builder's report over every run: accuracy (correct runs / runs) with its 95 %
+    Wilson interval, durations, tool calls, and per task the expected and given answers."""
+
+    tasks: int
+    runs: int
+    correct: int
+    accuracy: float
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_task_seconds: float = 0.0
+    mean_tool_calls: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    task_results: list[QaTaskRecord] = []
+
+
+class SplitRecord(Record):
+    """--optimize: one query or case, its stratum and its split."""
+
+    item: str
+    stratum: str
+    split: str  # train | test
+
+
+class OptimizationRoundRecord(Record):
+    """--optimize: one candidate; round 0 is the original."""
+
+    round: int
+    status: Literal[
+        "scored", "dropped", "incomplete"
+    ]  # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
+    descriptions: dict[str, str] = {}  # what differs from the original (round 0: the original)
+    train_passed: int = 0
+    train_total: int = 0
+    test_passed: int = 0
+    test_total: int = 0
+    train_score: float | None = None
+    test_score: float | None = None
+    cost_usd: float = 0.0  # the candidate's runs
+    proposer_cost_usd: float = 0.0  # asking the optimizer model for it
+    refused: list[str] = []  # why a proposal was sent back (or dropped)
+
+
+class OptimizationRecord(Record):
+    """--optimize: the split, every round, and the best candidate (chosen by its test score,
+    then its train score, then the shorter)."""
+
+    target: str  # skill | tools
+    subject: str
+    optimizer_model: str
+    holdout: float
+    seed: int
+    runs: int
+    rounds_requested: int
+    split: list[SplitRecord] = []
+    original: dict[str, str] = {}
+    rounds: list[OptimizationRoundRecord] = []
+    best_round: int = 0
+    improved: bool = False
+    best: dict[str, str] = {}  # the best candidate's descriptions that differ from the original
+    best_file: str | None = None
+    stopped: str = ""  # rounds | train all passing | max-cost | interrupted
+    cost_usd: float = 0.0
+
+
+class ModelSummaryRecord(Record):
+    """One model of a model matrix over the whole suite, priced at its own rates."""
+
+    model: str
+    cases: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    runs: int = 0
+    run_errors: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    price: dict[str, float] = {}  # USD per million tokens (test_constants.PRICES)
+    priced: bool = True  # False: not in PRICES, priced as FALLBACK_PRICE
+
+
+class MatrixCellRecord(Record):
+    """One case on one model."""
+
+    passed: bool
+    error: bool = False
+    passes: int = 0
+    runs: int = 0
+    pass_rate: float = 0.0
+    cost_usd: float = 0.0
+    mean_latency_ms: float = 0.0
+
+
+class MatrixCaseRecord(Record):
+    """One case side by side: model -> its cell (a model it did not run on is left out)."""
+
+    name: str
+    kind: str = "case"
+    group: str = ""
+    models: dict[str, MatrixCellRecord] = {}
+    disagree: bool = False  # passes on some model and fails on another
+    passed_on: list[str] = []
+    failed_on: list[str] = []
+
+
+class MatrixToolCellRecord(Record):
+    calls: int = 0
+    mean_ms: float = 0.0  # how long a call took, on average
+    precision: float | None = None  # None: no case expected or called it on this model
+    recall: float | None = None
+    f1: float | None = None
+
+
+class MatrixToolRecord(Record):
+    """One tool side by side: model -> how often it was called, and its selection scores."""
+
+    tool: str
+    models: dict[str, MatrixToolCellRecord] = {}
+
+
+class ModelMatrixRecord(Record):
+    """A run on several models (--model, or --trigger-model, repeated): each model's totals, every
+    case and tool side by side, and the cases that pass on one model and fail on another."""
+
+    models: list[str]
+    summaries: list[ModelSummaryRecord] = []
+    cases: list[MatrixCaseRecord] = []
+    tools: list[MatrixToolRecord] = []
+    disagreements: list[str] = []  # names of the cases whose verdict depends on the model
+
+
+class ResultsDocument(Record):
+    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors` and
+    `--compare` read back. `python evaluator.py --schema` prints its JSON Schema."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, title="Claude tool-use evaluator results"
+    )
+    schema_version: Literal[C.SCHEMA_VERSION]  # type: ignore[valid-type]
+    metadata: Metadata
+    passed: bool
+    summary: SummaryRecord
+    cases: list[CaseResult]
+    results: list[RunResult]
+    skills: list[SkillRecord] | None = None
+    trigger_scores: list[TriggerScoreRecord] | None = None
+    tests: list[SkillTestRecord] | None = None
+    isolation: IsolationRecord | None = None
+    qa: QaRecord | None = None
+    optimization: OptimizationRecord | None = (
+        None  # --optimize: the split, the rounds, the best candidate
+    )
+    matrix: ModelMatrixRecord | None = None
+    benchmark: BenchmarkRecord | None = None
+
+
+ResultsDocument.model_rebuild()
+
+
+def results_schema() -> dict:
+    return ResultsDocument.model_json_schema(by_alias=True)
+
+
+def dump_record(record: BaseModel) -> dict:
+    return record.model_dump(mode="json", by_alias=True)
+
+
+# ---------------------------------------------------------------------------- records from runs, runs from records
+def journal_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".journal.jsonl")
+
+
+def results_lines_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".results.jsonl")
+
+
+def lock_path(output: str | Path) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".lock")
+
+
+def tool_run_result(
+    transcript: Transcript, verdict_of: Callable[[Transcript], Verdict] | None = None
+) -> ToolRunResult:
+    t = transcript
+    tool_params: dict[str, Any] = {}
+    tool_results: dict[str, Any] = {}
+    for (
+        call
+    ) in t.tool_calls:  # seed 002's dicts keep the last call per tool; `tool_calls` keeps all
+        tool_params[call.name] = call.input
+        tool_results[call.name] = call.output
+    verdict = verdict_of(t) if verdict_of else None
+    return ToolRunResult(
+        iteration=t.iteration,
+        test_name=t.case.name,
+        query=t.case.prompt,
+        agent_reasoning=t.final_text,
+        tools_called=t.tools_called,
+        tool_params=tool_params,
+        tool_results=tool_results,
+        conversation_turns=len(t.history),
+        user_interventions=t.user_interventions,
+        ended_by=t.ended_by,
+        conversation_history=t.history,
+        latency_ms=t.latency_ms,
+        token_count=t.usage.total,
+        error=t.error,
+        tool_calls=t.tool_calls,
+        usage=t.usage,
+        stop_reason=t.stop_reason,
+        truncated=t.truncated,
+        model_calls=t.model_calls,
+        model=t.model,
+        cost_usd=round(t.cost_usd, 6),
+        case_hash=case_hash(t.case),
+        simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
+        simulated_user_model=t.simulated_user_model or None,
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+        grades=t.grades,
+        judge_usage=t.judge_usage if t.judge_model else None,
+        judge_model=t.judge_model or None,
+        batch_api=t.batch_api,
+    )
+
+
+def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
+    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
+    r = result
+    return Transcript(
+        case=case,
+        iteration=r.iteration,
+        model=r.model,
+        final_text=r.agent_reasoning,
+        tool_calls=list(r.tool_calls),
+        history=list(r.conversation_history),
+        model_calls=r.model_calls,
+        user_interventions=r.user_interventions,
+        ended_by=r.ended_by,
+        stop_reason=r.stop_reason,
+        truncated=r.truncated,
+        usage=r.usage,
+        latency_ms=r.latency_ms,
+        error=r.error,
+        simulated_user_usage=r.simulated_user_usage or Usage(),
+        simulated_user_model=r.simulated_user_model or "",
+        grades=dict(r.grades),
+        judge_usage=r.judge_usage or Usage(),
+        judge_model=r.judge_model or "",
+        batch_api=r.batch_api,
+    )
+
+
+def skill_run_result(
+    record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None
+) -> SkillRunResult:
+    own = {
+        name: getattr(record, name) for name in ClaudeRun.model_fields
+    }  # a kept SkillRunResult too
+    return SkillRunResult(
+        **dict(own, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
+        fingerprint=fingerprint,
+        cost_usd=round(record.total_cost_usd or 0.0, 6),
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+    )
+
+
+def first_schema_problem(exc: ValidationError) -> str:
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"])
+    return f"{where}: {problem['msg']}" + (
+        f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    )
+
+
+def read_results_document(path: str | Path) -> ResultsDocument:
+    """A results file, checked against the schema: anything else is one line naming the file."""
+    text = read_text_file(path, "results file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(f"results file is not valid JSON: {problem}", path, 1) from None
+    check_json_depth(data, "results file", path, 1)
+    if not isinstance(data, dict) or "results" not in data:
+        raise InputError('not an evaluator results file (no "results" list)', path, 1)
+    if data.get("schema_version") != C.SCHEMA_VERSION:
+        raise InputError(
+            f"results file has schema version {data.get('schema_version')!r}; this evaluator reads "
+            f"{C.SCHEMA_VERSION!r}",
+            path,
+            1,
+            "rerun the suite with this version to compare or resume",
+        )
+    try:
+        return ResultsDocument.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"results file does not match the results schema: {first_schema_problem(exc)}",
+            path,
+            1,
+            "python evaluator.py --schema prints the schema",
+        ) from None
+
+
+def read_result_lines(path: Path) -> list[RunResult]:
+    found = []
+    for value in json_lines(path):
+        try:
+            found.append(RUN_RESULT.validate_python(value))
+        except (ValueError, RecursionError):  # ValidationError is a ValueError
+            continue  # a line from another version: that run happens again
+    return found
+
+
+def earlier_results(output: str | Path) -> list[RunResult]:
+    """Results of an earlier run into the same output: its final file (checked against the
+    schema), then its journal (newer, so it wins when both hold a run). A journal line cut short
+    by a kill is skipped: that run simply happens again. Runs interrupted mid-way are not results."""
+    output, found = Path(output), []
+    if output.exists():
+        found += read_results_document(output).results
+    for lines in (
+        results_lines_path(output),
+        journal_path(output),
+    ):  # --summary-only's, then the journal
+        if lines.exists():
+            found += read_result_lines(lines)
+    return [r for r in found if r.error != "interrupted"]
+
+
+# ============================================================================ 3. answers: one vocabulary everywhere
+# How an expected answer is compared with the answer Claude gave (QA pairs, CSV `expected_answer`,
+# markdown `# Expected Answer`): `exact` after trimming (mcp-builder's rule), `normalized` (case,
+# whitespace, thousands separators, a leading currency sign, trailing zeros, a final period),
+# `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
+# TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
+# expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
+ANSWER_MATCH_MODES = ("exact", "normalized", "numeric", "contains", "regex", "judge")
+
+
+ANSWER_MATCH_HINT = "answer_match is exact, normalized, numeric, numeric:0.005, numeric:1%, contains, regex or judge"
+
+
+NOT_FOUND = "NOT_FOUND"
+
+
+RESPONSE_TAGS = {
+    tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+    for tag in ("response", "summary", "feedback")
+}
+
+
+# A number as people write it: an optional sign and currency sign, thousands separators, decimals;
+# never part of an identifier (v3.0.0, sara_dev2) and never followed by more digits or decimals.
+NUMBER = re.compile(
+    r"(?<![\w.,])(?P<sign>[-+\u2212]?)[$€£¥₹]?(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
+    r"(?![\d_]|[.,]\d)"
+)
+
+
+TOLERANCE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<percent>%?)")
+
+
+def normalize_answer_match(match: str) -> str:
+    mode, _, tolerance = match.strip().partition(":")
+    return mode.strip().lower() + (":" + tolerance.strip() if tolerance.strip() else "")
+
+
+def answer_numbers(text: str) -> list[Decimal]:
+    """The numbers of a text, each as an exact Decimal ($11,614.720 -> 11614.72)."""
+    numbers = []
+    for m in NUMBER.finditer(text):
+        sign = "-" if m.group("sign") in ("-", "\u2212") else ""
+        try:
+            numbers.append(
+                Decimal(sign + m.group("int").replace(",", "") + (m.group("frac") or ""))
+            )
+        except InvalidOperation:
+            continue
+    return numbers
+
+
+def answer_match_problem(match: str, expected: str | None) -> str | None:
+    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
+    it with the file and line before anything runs."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    if mode not in ANSWER_MATCH_MODES:
+        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCH_MODES)}"
+    if tolerance and (mode != "numeric" or not TOLERANCE.fullmatch(tolerance)):
+        return (
+            f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
+            if mode != "numeric"
+            else f"answer_match {match!r}: the tolerance must be a number or a percentage"
+        )
+    if mode == "judge":
+        return None
+    if not expected or not expected.strip():
+        return f"answer_match {mode} needs an expected answer"
+    if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
+        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
+    if mode == "regex":
+        try:
+            re.compile(expected)
+        except (re.error, OverflowError, RecursionError) as exc:
+            return f"the expected answer is not a valid regular expression: {str(exc) or type(exc).__name__}"
+    return None
+
+
+def tagged(text: str, tag: str) -> str | None:
+    """The last <tag>...</tag> of a text, trimmed (mcp-builder's extract_xml_content)."""
+    found = RESPONSE_TAGS[tag].findall(text or "")
+    return found[-1].strip() if found else None
+
+
+def transcript_tagged(transcript: Transcript, tag: str) -> str | None:
+    """The last <tag> block Claude wrote in a run: in its final answer, else in an earlier turn."""
+    texts = [transcript.final_text] + [
+        h.content for h in reversed(transcript.history) if h.role == "assistant"
+    ]
+    return next(
+        (found for found in (tagged(text, tag) for text in texts) if found is not None), None
+    )
+
+
+def transcript_answer(transcript: Transcript) -> str:
+    """The answer compared: the last <response>...</response> when there is one, else the final text."""
+    response = transcript_tagged(transcript, "response")
+    return response if response is not None else (transcript.final_text or "").strip()
+
+
+def canonical_number(value: Decimal) -> str:
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "+0") else text
+
+
+def normalized_answer(text: str) -> str:
+    """Case, whitespace, thousands separators, a leading currency sign and trailing zeros of
+    numbers, wrapping quotes or backticks and a final period do not count."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", text).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1]
+    text = NUMBER.sub(
+        lambda m: (
+            canonical_number(answer_numbers(m.group(0))[0])
+            if answer_numbers(m.group(0))
+            else m.group(0)
+        ),
+        text,
+    )
+    return " ".join(text.casefold().split()).removesuffix(".").strip()
+
+
+def answer_problems(expected: str, match: str, given: str) -> list[str]:
+    """Why `given` is not the expected answer under `match` (nothing when it is). Pure."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    given, expected = (given or "").strip(), expected.strip()
+    shown, wanted = (
+        json.dumps(preview(given, 120), ensure_ascii=False),
+        json.dumps(expected, ensure_ascii=False),
+    )
+    if not given:
+        return [f"no answer; expected {wanted}"]
+    if given == NOT_FOUND and expected != NOT_FOUND:
+        return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
+    if mode == "exact" and given != expected:
+        return [f"answer {shown} is not {wanted} (exact)"]
+    if mode == "normalized" and normalized_answer(given) != normalized_answer(expected):
+        return [f"answer {shown} is not {wanted}, even normalized"]
+    if mode == "contains" and not re.search(
+        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
+    ):
+        return [f"answer {shown} does not contain {wanted}"]
+    if mode == "regex" and not re.search(expected, given):
+        return [f"answer {shown} does not match the pattern {wanted}"]
+    if mode == "numeric":
+        target = answer_numbers(expected)[0]
+        values = list(dict.fromkeys(answer_numbers(given)))
+        if len(values) != 1:
+            found = (
+                "no number"
+                if not values
+                else f"several numbers ({', '.join(map(canonical_number, values))})"
+            )
+            return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
+        allowed = Decimal(0)
+        if tolerance:
+            value = Decimal(TOLERANCE.fullmatch(tolerance).group("value"))
+            allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
+        if abs(values[0] - target) > allowed:
+            within = f" (tolerance {tolerance})" if tolerance else ""
+            return [
+                f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} off "
+                f"{canonical_number(target)}{within}"
+            ]
+    return []
+
+
+def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
+    """The run's answer against the case's expected answer; `judge` is check_judge's, and a run
+    that failed says so already."""
+    if case.expected_answer is None or case.answer_match == "judge" or transcript.error:
+        return []
+    return answer_problems(case.expected_answer, case.answer_match, transcript_answer(transcript))
+
+
+# ============================================================================ 4. loaders: servers and prompts
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand_env_refs(value: str, where: str, path: Path, line: int | None) -> str:
     """`${VAR}` and `${VAR:-default}` as Claude Code expands them in an mcpServers config."""
+
     def sub(match: re.Match) -> str:
         name, default = match.group(1), match.group(2)
         if name in os.environ:
             return os.environ[name]
         if default is not None:
             return default
-        raise InputError(f"{where} refers to ${{{name}}}, which is not set", path, line,
-                         f"export {name}=... or give a default as ${{{name}:-value}}")
+        raise InputError(
+            f"{where} refers to ${{{name}}}, which is not set",
+            path,
+            line,
+            f"export {name}=... or give a default as ${{{name}:-value}}",
+        )
+
     return ENV_REF.sub(sub, value)
 
 
@@ -454,22 +2004,13 @@ def parse_server_env(items: Sequence[str]) -> dict[str, str]:
             raise InputError(f"--server-env {item!r} is not KEY or KEY=VALUE")
         if not sep:
             if key not in os.environ:
-                raise InputError(f"--server-env {key}: {key} is not set in this environment",
-                                 hint=f"export {key}=... or pass --server-env {key}=VALUE")
+                raise InputError(
+                    f"--server-env {key}: {key} is not set in this environment",
+                    hint=f"export {key}=... or pass --server-env {key}=VALUE",
+                )
             value = os.environ[key]
         env[key] = value
     return env
-
-
-def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> ServerSpec:
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise InputError(f"--server {command!r}: {exc}") from None
-    if not argv:
-        raise InputError("--server is empty", hint='give a command, e.g. --server "python my_server.py"')
-    return ServerSpec(name=safe_name(server_name_from_argv(argv)) or f"server{index + 1}", kind="stdio", command=argv[0],
-                      args=argv[1:], env=dict(env))
 
 
 def server_name_from_argv(argv: list[str]) -> str:
@@ -482,20 +2023,49 @@ def server_name_from_argv(argv: list[str]) -> str:
     return Path(argv[0]).name
 
 
+def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> ServerSpec:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise InputError(f"--server {command!r}: {exc}") from None
+    if not argv:
+        raise InputError(
+            "--server is empty", hint='give a command, e.g. --server "python my_server.py"'
+        )
+    return ServerSpec(
+        name=safe_name(server_name_from_argv(argv)) or f"server{index + 1}",
+        kind="stdio",
+        command=argv[0],
+        args=argv[1:],
+        env=dict(env),
+    )
+
+
 def parse_server_module(target: str) -> ServerSpec:
     module, _, attr = target.partition(":")
     if module.endswith(".py") or "/" in module:
         if not Path(module).is_file():
-            raise InputError(f"--server-module {target}: no such file", hint="give path/to/server.py[:attr]")
+            raise InputError(
+                f"--server-module {target}: no such file", hint="give path/to/server.py[:attr]"
+            )
         if not module.endswith(".py"):
-            raise InputError(f"--server-module {target}: not a Python file", hint="give path/to/server.py[:attr]")
+            raise InputError(
+                f"--server-module {target}: not a Python file", hint="give path/to/server.py[:attr]"
+            )
     elif not re.fullmatch(r"[A-Za-z_][\w.]*", module):
         raise InputError(f"--server-module {target!r} is neither a file nor a module name")
-    return ServerSpec(name=safe_name(Path(module).stem.split(".")[-1]), kind="module", module=module,
-                      attr=attr or None)
+    return ServerSpec(
+        name=safe_name(Path(module).stem.split(".")[-1]),
+        kind="module",
+        module=module,
+        attr=attr or None,
+    )
 
 
-SERVER_TRANSPORTS = ("http", "sse")   # --transport: streamable HTTP, or the legacy HTTP+SSE transport
+SERVER_TRANSPORTS = (
+    "http",
+    "sse",
+)  # --transport: streamable HTTP, or the legacy HTTP+SSE transport
 
 
 def parse_server_url(url: str, transport: str) -> ServerSpec:
@@ -507,29 +2077,86 @@ def parse_server_url(url: str, transport: str) -> ServerSpec:
     except ValueError:
         host = None
     if not host:
-        raise InputError(f"--server-url {url!r} is not an http:// or https:// URL",
-                         hint="e.g. --server-url http://127.0.0.1:3001/sse --transport sse")
+        raise InputError(
+            f"--server-url {url!r} is not an http:// or https:// URL",
+            hint="e.g. --server-url http://127.0.0.1:3001/sse --transport sse",
+        )
     return ServerSpec(name=safe_name(host) or "remote", kind=transport, url=url)
 
 
-def safe_name(name: str) -> str:
-    """A server name usable inside an Anthropic tool name (`^[a-zA-Z0-9_-]{1,128}$`)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name).strip("_")[:40]
+def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpec:
+    line = line_of(raw, json.dumps(name))
+    if not isinstance(entry, dict):
+        raise InputError(
+            f"server {name!r} must be an object",
+            path,
+            line,
+            'e.g. "name": {"command": "python", "args": ["server.py"]}',
+        )
+    kind = entry.get("type") or (
+        "stdio" if "command" in entry else "http" if "url" in entry else None
+    )
+    where = f"server {name!r}"
 
+    def expand_map(key: str) -> dict[str, str]:
+        value = entry.get(key) or {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise InputError(
+                f"{where}: {key!r} must be an object of strings",
+                path,
+                line,
+                'quote every value, e.g. {"PORT": "8080"}',
+            )
+        return {k: expand_env_refs(v, f"{where} {key} {k}", path, line) for k, v in value.items()}
 
-def load_mcp_config(path: str | Path) -> list[ServerSpec]:
-    """Claude Desktop / Claude Code `mcpServers` JSON, as is."""
-    path = Path(path)
-    raw = read_text_file(path, "MCP config")
-    data = parse_json_text(raw, path)
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict) or not servers:
-        raise InputError('no "mcpServers" object with at least one server', path, 1,
-                         'expected {"mcpServers": {"name": {"command": ...}}}')
-    specs = [config_server_spec(name, entry, path, raw) for name, entry in servers.items()]
-    for spec, entry in zip(specs, servers.values()):
-        spec.secrets = expanded_env_values(entry)
-    return specs
+    if kind == "stdio":
+        command, args = entry.get("command"), entry.get("args") or []
+        if not isinstance(command, str) or not command.strip():
+            raise InputError(
+                f'{where}: stdio server needs a "command" string',
+                path,
+                line,
+                'e.g. "command": "python", "args": ["server.py"]',
+            )
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise InputError(
+                f'{where}: "args" must be a list of strings',
+                path,
+                line,
+                'e.g. "args": ["server.py", "--port", "8080"]',
+            )
+        cwd = entry.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise InputError(f'{where}: "cwd" must be a string (a folder path)', path, line)
+        return ServerSpec(
+            name=safe_name(name) or "server",
+            kind="stdio",
+            command=expand_env_refs(command, where, path, line),
+            args=[expand_env_refs(a, f"{where} args", path, line) for a in args],
+            env=expand_map("env"),
+            cwd=str((path.parent / cwd).resolve()) if cwd else None,
+        )
+    if kind in ("http", "streamable-http", "streamable_http", "sse"):
+        url = entry.get("url")
+        transport = "sse" if kind == "sse" else "http"
+        if not isinstance(url, str) or not re.match(r"https?://", url):
+            raise InputError(
+                f'{where}: {transport} server needs a "url" starting with http:// or https://',
+                path,
+                line,
+            )
+        return ServerSpec(
+            name=safe_name(name) or "server",
+            kind=transport,
+            url=expand_env_refs(url, f"{where} url", path, line),
+            headers=expand_map("headers"),
+        )
+    raise InputError(
+        f"{where}: unknown server type {kind!r}",
+        path,
+        line,
+        'use "type": "stdio" (with "command"), "http" or "sse" (with "url")',
+    )
 
 
 def expanded_env_values(value: Any) -> list[str]:
@@ -544,56 +2171,33 @@ def expanded_env_values(value: Any) -> list[str]:
     return []
 
 
-def line_of(raw: str, needle: str) -> int | None:
-    index = raw.find(needle)
-    return raw.count("\n", 0, index) + 1 if index >= 0 else None
+def load_mcp_config(path: str | Path) -> list[ServerSpec]:
+    """Claude Desktop / Claude Code `mcpServers` JSON, as is."""
+    path = Path(path)
+    raw = read_text_file(path, "MCP config")
+    data = parse_json_text(raw, path)
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise InputError(
+            'no "mcpServers" object with at least one server',
+            path,
+            1,
+            'expected {"mcpServers": {"name": {"command": ...}}}',
+        )
+    specs = [config_server_spec(name, entry, path, raw) for name, entry in servers.items()]
+    for spec, entry in zip(specs, servers.values()):
+        spec.secrets = expanded_env_values(entry)
+    return specs
 
 
-def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpec:
-    line = line_of(raw, json.dumps(name))
-    if not isinstance(entry, dict):
-        raise InputError(f"server {name!r} must be an object", path, line,
-                         'e.g. "name": {"command": "python", "args": ["server.py"]}')
-    kind = entry.get("type") or ("stdio" if "command" in entry else "http" if "url" in entry else None)
-    where = f"server {name!r}"
-
-    def expand_map(key: str) -> dict[str, str]:
-        value = entry.get(key) or {}
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise InputError(f"{where}: {key!r} must be an object of strings", path, line,
-                             'quote every value, e.g. {"PORT": "8080"}')
-        return {k: expand_env_refs(v, f"{where} {key} {k}", path, line) for k, v in value.items()}
-
-    if kind == "stdio":
-        command, args = entry.get("command"), entry.get("args") or []
-        if not isinstance(command, str) or not command.strip():
-            raise InputError(f"{where}: stdio server needs a \"command\" string", path, line,
-                             'e.g. "command": "python", "args": ["server.py"]')
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise InputError(f"{where}: \"args\" must be a list of strings", path, line,
-                             'e.g. "args": ["server.py", "--port", "8080"]')
-        cwd = entry.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise InputError(f"{where}: \"cwd\" must be a string (a folder path)", path, line)
-        return ServerSpec(name=safe_name(name) or "server", kind="stdio",
-                          command=expand_env_refs(command, where, path, line),
-                          args=[expand_env_refs(a, f"{where} args", path, line) for a in args],
-                          env=expand_map("env"), cwd=str((path.parent / cwd).resolve()) if cwd else None)
-    if kind in ("http", "streamable-http", "streamable_http", "sse"):
-        url = entry.get("url")
-        transport = "sse" if kind == "sse" else "http"
-        if not isinstance(url, str) or not re.match(r"https?://", url):
-            raise InputError(f"{where}: {transport} server needs a \"url\" starting with http:// or https://", path,
-                             line)
-        return ServerSpec(name=safe_name(name) or "server", kind=transport,
-                          url=expand_env_refs(url, f"{where} url", path, line), headers=expand_map("headers"))
-    raise InputError(f"{where}: unknown server type {kind!r}", path, line,
-                     'use "type": "stdio" (with "command"), "http" or "sse" (with "url")')
-
-
-def resolve_servers(servers: Sequence[str], server_env: Sequence[str], mcp_config: str | None,
-                    server_modules: Sequence[str], server_urls: Sequence[str] = (),
-                    transport: str = "http") -> list[ServerSpec]:
+def resolve_servers(
+    servers: Sequence[str],
+    server_env: Sequence[str],
+    mcp_config: str | None,
+    server_modules: Sequence[str],
+    server_urls: Sequence[str] = (),
+    transport: str = "http",
+) -> list[ServerSpec]:
     """All servers the user named; the bundled example server when none is named."""
     env = parse_server_env(server_env)
     specs = [parse_server_command(cmd, env, i) for i, cmd in enumerate(servers)]
@@ -603,9 +2207,19 @@ def resolve_servers(servers: Sequence[str], server_env: Sequence[str], mcp_confi
     specs += [parse_server_url(url, transport) for url in server_urls]
     if not specs:
         if not EXAMPLE_SERVER.is_file():  # installed without the repository's examples/
-            raise InputError("no MCP server given", hint="name one with --server, --mcp-config or --server-module")
-        specs = [ServerSpec(name="profiles", kind="stdio", command=sys.executable, args=[str(EXAMPLE_SERVER)],
-                            env=env)]
+            raise InputError(
+                "no MCP server given",
+                hint="name one with --server, --mcp-config or --server-module",
+            )
+        specs = [
+            ServerSpec(
+                name="profiles",
+                kind="stdio",
+                command=sys.executable,
+                args=[str(EXAMPLE_SERVER)],
+                env=env,
+            )
+        ]
     seen: dict[str, int] = {}
     for spec in specs:  # two servers of one name would make tool names ambiguous
         seen[spec.name] = seen.get(spec.name, 0) + 1
@@ -625,82 +2239,50 @@ def load_system_prompt(choice: str) -> str:
         if not value:
             raise InputError("prompt file is empty", path, 1)
         return value
-    raise InputError(f"--prompt {choice!r} is neither a prompt name nor a file",
-                     hint="choose one of " + ", ".join(prompts.SYSTEM_PROMPTS) + " or give a path")
+    raise InputError(
+        f"--prompt {choice!r} is neither a prompt name nor a file",
+        hint="choose one of " + ", ".join(prompts.SYSTEM_PROMPTS) + " or give a path",
+    )
 
 
-# ============================================================================ 3a. loaders: CSV suites
-CSV_COLUMNS = ("test_name", "user_prompt", "prompt", "expected_tools", "forbidden_tools", "description",
-               "expected_args", "args_match", "order", "max_tool_calls", "min_tool_calls", "expect_no_tools", "tags")
-CSV_COLUMNS += ("rubric", "verify", "args_ignore")   # graded outcomes: an LLM judge, a state check, tolerated args
-CSV_COLUMNS += ("expected_answer", "answer_match")  # the answer Claude should give, and how it is compared
+# ---------------------------------------------------------------------------- CSV suites
+CSV_COLUMNS = (
+    "test_name",
+    "user_prompt",
+    "prompt",
+    "expected_tools",
+    "forbidden_tools",
+    "description",
+    "expected_args",
+    "args_match",
+    "order",
+    "max_tool_calls",
+    "min_tool_calls",
+    "expect_no_tools",
+    "tags",
+)
+
+
+CSV_COLUMNS += (
+    "rubric",
+    "verify",
+    "args_ignore",
+)  # graded outcomes: an LLM judge, a state check, tolerated args
+
+
+CSV_COLUMNS += (
+    "expected_answer",
+    "answer_match",
+)  # the answer Claude should give, and how it is compared
+
+
 ARGS_MATCH_MODES = ("partial", "exact", "ignore", "exact_with_defaults")
+
+
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
+
+
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1", "y"), ("false", "no", "0", "n", "")
-
-
-class InputProblems(InputError):
-    """Several problems in one input file, each its own line, all reported at once."""
-
-    def __init__(self, problems: list[InputError]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
-
-
-def read_text_file(path: str | Path, what: str) -> str:
-    """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
-    path = Path(path)
-    limit = C.MAX_INPUT_FILE_BYTES
-    try:
-        with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
-    if len(raw) > limit:
-        raise InputError(f"{what} is larger than {limit // (1024 * 1024)} MiB", path, None,
-                         "split it into smaller files")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x})", path, line,
-                         "save the file as UTF-8") from None
-    if "\0" in text:  # a binary file; a NUL would also break the command lines built from it
-        raise InputError(f"{what} contains a NUL byte (is it a binary file?)", path,
-                         text.count("\n", 0, text.index("\0")) + 1, "save it as plain UTF-8 text")
-    return text
-
-
-def parse_json_text(raw: str, path: Path) -> Any:
-    """json.loads whose every failure is an InputError: bad syntax (with its line), nesting too
-    deep for the parser, a number too long to convert."""
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno, "fix the JSON syntax") from None
-    except (ValueError, RecursionError) as exc:
-        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-        raise InputError(f"invalid JSON: {problem}", path, 1, "fix the JSON") from None
-    check_json_depth(value, "JSON", path, 1)
-    return value
-
-
-def check_json_depth(value: Any, what: str, path: str | Path | None, line: int | None) -> None:
-    """Any JSON the user gives is refused at load time when nested deeper than C.MAX_JSON_DEPTH:
-    far below the recursion limit of everything that walks it later (the case hash, scoring,
-    redaction, the results schema), so it cannot crash a run after the model calls were paid."""
-    stack = [(value, 1)]
-    while stack:  # iterative: measuring a deep value must not recurse either
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > C.MAX_JSON_DEPTH:
-                raise InputError(f"{what} is nested more than {C.MAX_JSON_DEPTH} levels deep", path, line,
-                                 "flatten it")
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
 def split_list(value: str) -> list[str]:
@@ -719,54 +2301,59 @@ def csv_records(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[
             records.append((start, row))
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise InputError(f"malformed CSV: {exc}", path, reader.line_num or start,
-                         "quote fields that contain commas, quotes or newlines") from None
+        raise InputError(
+            f"malformed CSV: {exc}",
+            path,
+            reader.line_num or start,
+            "quote fields that contain commas, quotes or newlines",
+        ) from None
     records = [(line, row) for line, row in records if any(cell.strip() for cell in row)]
     if not records:
-        raise InputError("the CSV file is empty", path, 1, "add a header row: test_name,user_prompt,...")
+        raise InputError(
+            "the CSV file is empty", path, 1, "add a header row: test_name,user_prompt,..."
+        )
     (_, header), body = records[0], records[1:]
     return [h.strip().lower() for h in header], body
 
 
-def load_csv_suite(path: str | Path) -> list[TestCase]:
-    """A CSV regression suite (seed 002's columns plus the optional ones); every problem of the
-    file is reported with its line before anything runs."""
-    path = Path(path)
-    header, body = csv_records(read_text_file(path, "CSV suite"), path)
-    problems: list[InputError] = []
-    unknown = [h for h in header if h not in CSV_COLUMNS]
-    if unknown:
-        problems.append(InputError(f"unknown column(s): {', '.join(unknown)}", path, 1,
-                                   "known columns: " + ", ".join(CSV_COLUMNS)))
-    if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
-        problems.append(InputError("the header needs test_name and user_prompt (or prompt) columns", path, 1,
-                                   "first row: test_name,user_prompt,expected_tools,forbidden_tools,description"))
-    if problems:
-        raise InputProblems(problems)
-    cases: list[TestCase] = []
-    seen: dict[str, int] = {}
-    for line, row in body:
-        if len(row) != len(header):
-            problems.append(InputError(f"row has {len(row)} fields, the header has {len(header)}", path, line,
-                                       "quote fields that contain commas"))
-            continue
+def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
+    value = (row.get(column) or "").strip()
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()):  # "²".isdigit() is True, int("²") fails
+        raise fail(
+            f"{column} {value!r} is not a whole number", "write digits such as 3, or leave it empty"
+        )
+    return int(value)
+
+
+def verify_command(value: str, fail: Callable[..., InputError]) -> str:
+    """A `verify` command line: run by the shell after each run; it must at least split as one."""
+    value = value.strip()
+    if value:
         try:
-            case = csv_case(dict(zip(header, row)), path, line)
-        except InputError as exc:
-            problems.append(exc)
-            continue
-        if case.name in seen:
-            problems.append(InputError(f"duplicate test_name {case.name!r} (first on line {seen[case.name]})",
-                                       path, line, "give every test a unique name"))
-            continue
-        seen[case.name] = line
-        cases.append(case)
-    if problems:
-        raise InputProblems(problems)
-    if not cases:
-        raise InputError("the CSV suite has a header but no test rows", path, 2,
-                         "add one row per test below the header")
-    return cases
+            if not shlex.split(value):
+                raise ValueError("it is empty")
+        except ValueError as exc:
+            raise fail(
+                f"verify {value!r} is not a command line: {exc}",
+                "e.g. python check_state.py (quote arguments that hold spaces)",
+            ) from None
+    return value
+
+
+def csv_answer(
+    row: dict[str, str], name: str, fail: Callable[..., InputError]
+) -> tuple[str | None, str]:
+    """The expected_answer and answer_match columns, checked: a bad mode is the row's error."""
+    expected = (row.get("expected_answer") or "").strip() or None
+    match = (row.get("answer_match") or "").strip()
+    if not match and expected is None:
+        return None, "exact"
+    problem = answer_match_problem(match or "exact", expected)
+    if problem:
+        raise fail(f"test {name!r}: {problem}", ANSWER_MATCH_HINT)
+    return expected, normalize_answer_match(match or "exact")
 
 
 def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
@@ -784,74 +2371,134 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         try:
             expected_args = json.loads(row["expected_args"])
         except (ValueError, RecursionError) as exc:  # also nesting too deep, a number too long
-            problem = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError)
-                                                     else str(exc).split(";")[0])
-            raise fail(f"expected_args is not valid JSON: {problem}",
-                       'write it as {"tool_name": {"param": "value"}}') from None
+            problem = getattr(exc, "msg", None) or (
+                "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            )
+            raise fail(
+                f"expected_args is not valid JSON: {problem}",
+                'write it as {"tool_name": {"param": "value"}}',
+            ) from None
         check_json_depth(expected_args, "expected_args", path, line)
-        if not isinstance(expected_args, dict) or not all(isinstance(v, dict) for v in expected_args.values()):
-            raise fail("expected_args must be a JSON object of objects", '{"tool_name": {"param": "value"}}')
+        if not isinstance(expected_args, dict) or not all(
+            isinstance(v, dict) for v in expected_args.values()
+        ):
+            raise fail(
+                "expected_args must be a JSON object of objects",
+                '{"tool_name": {"param": "value"}}',
+            )
     args_match = (row.get("args_match") or "partial").strip().lower()
     order = (row.get("order") or "any").strip().lower()
     if args_match not in ARGS_MATCH_MODES:
-        raise fail(f"args_match {args_match!r} is not one of {', '.join(ARGS_MATCH_MODES)}",
-                   "leave it empty for partial")
+        raise fail(
+            f"args_match {args_match!r} is not one of {', '.join(ARGS_MATCH_MODES)}",
+            "leave it empty for partial",
+        )
     if order not in ORDER_MODES:
-        raise fail(f"order {order!r} is not one of {', '.join(ORDER_MODES)}", "leave it empty for any")
+        raise fail(
+            f"order {order!r} is not one of {', '.join(ORDER_MODES)}", "leave it empty for any"
+        )
     flag = (row.get("expect_no_tools") or "").strip().lower()
     if flag not in TRUE_WORDS + FALSE_WORDS:
         raise fail(f"expect_no_tools {flag!r} is not true or false", "write true or false")
-    case = TestCase(name=name, prompt=prompt, description=(row.get("description") or "").strip(),
-                    expected_tools=split_list(row.get("expected_tools", "")),
-                    forbidden_tools=split_list(row.get("forbidden_tools", "")),
-                    expected_args=expected_args, args_match=args_match, order=order,
-                    max_tool_calls=csv_count(row, "max_tool_calls", fail),
-                    min_tool_calls=csv_count(row, "min_tool_calls", fail),
-                    expect_no_tools=flag in TRUE_WORDS, tags=split_list(row.get("tags", "")),
-                    source=str(path), line=line)
-    case.rubric, case.verify = (row.get("rubric") or "").strip(), verify_command(row.get("verify") or "", fail)
+    case = TestCase(
+        name=name,
+        prompt=prompt,
+        description=(row.get("description") or "").strip(),
+        expected_tools=split_list(row.get("expected_tools", "")),
+        forbidden_tools=split_list(row.get("forbidden_tools", "")),
+        expected_args=expected_args,
+        args_match=args_match,
+        order=order,
+        max_tool_calls=csv_count(row, "max_tool_calls", fail),
+        min_tool_calls=csv_count(row, "min_tool_calls", fail),
+        expect_no_tools=flag in TRUE_WORDS,
+        tags=split_list(row.get("tags", "")),
+        source=str(path),
+        line=line,
+    )
+    case.rubric, case.verify = (
+        (row.get("rubric") or "").strip(),
+        verify_command(row.get("verify") or "", fail),
+    )
     case.args_ignore = split_list(row.get("args_ignore", ""))
     case.expected_answer, case.answer_match = csv_answer(row, name, fail)
     if case.expect_no_tools and case.expected_tools:
-        raise fail(f"test {name!r} sets expect_no_tools and also lists expected_tools", "keep one of them")
+        raise fail(
+            f"test {name!r} sets expect_no_tools and also lists expected_tools", "keep one of them"
+        )
     clash = set(case.expected_tools) & set(case.forbidden_tools)
     if clash:
         raise fail(f"test {name!r} both expects and forbids {', '.join(sorted(clash))}")
     return case
 
 
-def verify_command(value: str, fail: Callable[..., InputError]) -> str:
-    """A `verify` command line: run by the shell after each run; it must at least split as one."""
-    value = value.strip()
-    if value:
+def load_csv_suite(path: str | Path) -> list[TestCase]:
+    """A CSV regression suite (seed 002's columns plus the optional ones); every problem of the
+    file is reported with its line before anything runs."""
+    path = Path(path)
+    header, body = csv_records(read_text_file(path, "CSV suite"), path)
+    problems: list[InputError] = []
+    unknown = [h for h in header if h not in CSV_COLUMNS]
+    if unknown:
+        problems.append(
+            InputError(
+                f"unknown column(s): {', '.join(unknown)}",
+                path,
+                1,
+                "known columns: " + ", ".join(CSV_COLUMNS),
+            )
+        )
+    if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
+        problems.append(
+            InputError(
+                "the header needs test_name and user_prompt (or prompt) columns",
+                path,
+                1,
+                "first row: test_name,user_prompt,expected_tools,forbidden_tools,description",
+            )
+        )
+    if problems:
+        raise InputProblems(problems)
+    cases: list[TestCase] = []
+    seen: dict[str, int] = {}
+    for line, row in body:
+        if len(row) != len(header):
+            problems.append(
+                InputError(
+                    f"row has {len(row)} fields, the header has {len(header)}",
+                    path,
+                    line,
+                    "quote fields that contain commas",
+                )
+            )
+            continue
         try:
-            if not shlex.split(value):
-                raise ValueError("it is empty")
-        except ValueError as exc:
-            raise fail(f"verify {value!r} is not a command line: {exc}",
-                       "e.g. python check_state.py (quote arguments that hold spaces)") from None
-    return value
-
-
-def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
-    value = (row.get(column) or "").strip()
-    if not value:
-        return None
-    if not (value.isascii() and value.isdigit()):  # "²".isdigit() is True, int("²") fails
-        raise fail(f"{column} {value!r} is not a whole number", "write digits such as 3, or leave it empty")
-    return int(value)
-
-
-def csv_answer(row: dict[str, str], name: str, fail: Callable[..., InputError]) -> tuple[str | None, str]:
-    """The expected_answer and answer_match columns, checked: a bad mode is the row's error."""
-    expected = (row.get("expected_answer") or "").strip() or None
-    match = (row.get("answer_match") or "").strip()
-    if not match and expected is None:
-        return None, "exact"
-    problem = answer_match_problem(match or "exact", expected)
-    if problem:
-        raise fail(f"test {name!r}: {problem}", ANSWER_MATCH_HINT)
-    return expected, normalize_answer_match(match or "exact")
+            case = csv_case(dict(zip(header, row)), path, line)
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        if case.name in seen:
+            problems.append(
+                InputError(
+                    f"duplicate test_name {case.name!r} (first on line {seen[case.name]})",
+                    path,
+                    line,
+                    "give every test a unique name",
+                )
+            )
+            continue
+        seen[case.name] = line
+        cases.append(case)
+    if problems:
+        raise InputProblems(problems)
+    if not cases:
+        raise InputError(
+            "the CSV suite has a header but no test rows",
+            path,
+            2,
+            "add one row per test below the header",
+        )
+    return cases
 
 
 def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
@@ -864,15 +2511,27 @@ def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> Non
         for tool in dict.fromkeys(named):
             if tool not in available:
                 close = difflib.get_close_matches(tool, available, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
-                problems.append(InputError(f"test {case.name!r} names tool {tool!r}, which no connected server "
-                                           f"offers", case.source or None, case.line or None, hint))
+                hint = (
+                    f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
+                )
+                problems.append(
+                    InputError(
+                        f"test {case.name!r} names tool {tool!r}, which no connected server offers",
+                        case.source or None,
+                        case.line or None,
+                        hint,
+                    )
+                )
     if problems:
         raise InputProblems(problems)
 
 
 TOOL_OVERRIDE_KEYS = ("description", "input_schema")
-TOOL_OVERRIDES_HINT = 'write {"tool_name": {"description": "...", "input_schema": {...}}}, either key optional'
+
+
+TOOL_OVERRIDES_HINT = (
+    'write {"tool_name": {"description": "...", "input_schema": {...}}}, either key optional'
+)
 
 
 def load_tool_overrides(path: str | Path) -> dict[str, dict]:
@@ -881,19 +2540,39 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
     raw = read_text_file(path, "--tool-overrides file")
     data = parse_json_text(raw, Path(path))
     if not isinstance(data, dict) or not data:
-        raise InputError("--tool-overrides must be a JSON object of tool name to override", path, 1,
-                         TOOL_OVERRIDES_HINT)
+        raise InputError(
+            "--tool-overrides must be a JSON object of tool name to override",
+            path,
+            1,
+            TOOL_OVERRIDES_HINT,
+        )
     for name, override in data.items():
         line = line_of(raw, json.dumps(name))
-        if not isinstance(override, dict) or not override or set(override) - set(TOOL_OVERRIDE_KEYS):
-            raise InputError(f"the override of {name!r} must be an object with description and/or input_schema",
-                             path, line, TOOL_OVERRIDES_HINT)
+        if (
+            not isinstance(override, dict)
+            or not override
+            or set(override) - set(TOOL_OVERRIDE_KEYS)
+        ):
+            raise InputError(
+                f"the override of {name!r} must be an object with description and/or input_schema",
+                path,
+                line,
+                TOOL_OVERRIDES_HINT,
+            )
         description = override.get("description")
-        if "description" in override and (not isinstance(description, str) or not description.strip()):
+        if "description" in override and (
+            not isinstance(description, str) or not description.strip()
+        ):
             raise InputError(f"the description of {name!r} must be a non-empty string", path, line)
         schema = override.get("input_schema")
-        if "input_schema" in override and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
-            raise InputError(f"the input_schema of {name!r} must be a JSON Schema object of type object", path, line)
+        if "input_schema" in override and (
+            not isinstance(schema, dict) or schema.get("type", "object") != "object"
+        ):
+            raise InputError(
+                f"the input_schema of {name!r} must be a JSON Schema object of type object",
+                path,
+                line,
+            )
     return data
 
 
@@ -907,42 +2586,36 @@ def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]
     return chosen
 
 
-# ============================================================================ 3b. loaders: skills and markdown tests
+# ---------------------------------------------------------------------------- skills and markdown tests
 SKILL_NAME_RULE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
 TEST_TYPES = ("knowledge", "task", "security", "trigger")
+
+
 TRIGGER_CONCEPTS = ["activates-on-relevant", "ignores-irrelevant"]
+
+
 # skillmark's section titles, and what each fills; any other level-1 heading ends a section.
 TEST_SECTIONS = {
-    "prompt": "prompt", "question": "prompt",
-    "expected": "expected", "criteria": "expected",
-    "forbidden patterns": "forbidden_patterns", "expected refusal": "expected_refusal",
-    "positive triggers": "positive_triggers", "negative triggers": "negative_triggers",
+    "prompt": "prompt",
+    "question": "prompt",
+    "expected": "expected",
+    "criteria": "expected",
+    "forbidden patterns": "forbidden_patterns",
+    "expected refusal": "expected_refusal",
+    "positive triggers": "positive_triggers",
+    "negative triggers": "negative_triggers",
     "simulated user": "simulated_user",
     "rubric": "rubric",
     "expected answer": "expected_answer",
 }
+
+
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
+
+
 QUOTES = "\"'`“”‘’"
-
-
-def split_frontmatter(raw: str, path: Path, required: bool = True) -> tuple[dict, str, int]:
-    """YAML frontmatter between `---` lines -> (mapping, body, line number where the body starts)."""
-    lines = raw.splitlines()
-    if not lines or lines[0].strip() != "---":
-        if required:
-            raise InputError("no YAML frontmatter (the file must start with a '---' line)", path, 1,
-                             "add ---, name: ..., description: ..., --- at the top")
-        return {}, raw, 1
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
-    if end is None:
-        raise InputError("YAML frontmatter is not closed", path, 1, "end it with a '---' line")
-    data = load_frontmatter_yaml("\n".join(lines[1:end]), path, 2)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InputError(f"YAML frontmatter must be a mapping of keys to values, not a {type(data).__name__}",
-                         path, 2, "write it as key: value lines")
-    return data, "\n".join(lines[end + 1:]), end + 2
 
 
 def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
@@ -950,8 +2623,12 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
     refused), no aliases (`*name`, so an alias bomb cannot exhaust memory), bounded size and
     nesting, checked on the event stream before anything is composed."""
     if len(text.encode("utf-8")) > C.MAX_FRONTMATTER_BYTES:
-        raise InputError(f"YAML frontmatter is larger than {C.MAX_FRONTMATTER_BYTES // 1024} KiB", path,
-                         first_line, "keep the frontmatter short; long text belongs in the body")
+        raise InputError(
+            f"YAML frontmatter is larger than {C.MAX_FRONTMATTER_BYTES // 1024} KiB",
+            path,
+            first_line,
+            "keep the frontmatter short; long text belongs in the body",
+        )
 
     def where(mark: Any) -> int:
         return mark.line + first_line if mark is not None else first_line
@@ -960,13 +2637,21 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
-                raise InputError("YAML aliases (*name) are not allowed in frontmatter", path,
-                                 where(event.start_mark), "write the value out instead of referring to an &anchor")
+                raise InputError(
+                    "YAML aliases (*name) are not allowed in frontmatter",
+                    path,
+                    where(event.start_mark),
+                    "write the value out instead of referring to an &anchor",
+                )
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > C.MAX_YAML_DEPTH:
-                    raise InputError(f"YAML frontmatter is nested more than {C.MAX_YAML_DEPTH} levels deep", path,
-                                     where(event.start_mark), "flatten it")
+                    raise InputError(
+                        f"YAML frontmatter is nested more than {C.MAX_YAML_DEPTH} levels deep",
+                        path,
+                        where(event.start_mark),
+                        "flatten it",
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
         return yaml.safe_load(text)
@@ -974,13 +2659,58 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in str(problem):
-            raise InputError(f"YAML tag not allowed: {problem}", path, where(mark),
-                             "remove the !!tag; only plain YAML values are read") from None
-        raise InputError(f"invalid YAML frontmatter: {problem}", path, where(mark),
-                         "fix the YAML syntax (quote values that contain ': ')") from None
-    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. a date like 2024-13-45
-        raise InputError(f"invalid YAML frontmatter: {exc}", path, first_line,
-                         "quote values that are meant as plain text") from None
+            raise InputError(
+                f"YAML tag not allowed: {problem}",
+                path,
+                where(mark),
+                "remove the !!tag; only plain YAML values are read",
+            ) from None
+        raise InputError(
+            f"invalid YAML frontmatter: {problem}",
+            path,
+            where(mark),
+            "fix the YAML syntax (quote values that contain ': ')",
+        ) from None
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+        RecursionError,
+    ) as exc:  # e.g. a date like 2024-13-45
+        raise InputError(
+            f"invalid YAML frontmatter: {exc}",
+            path,
+            first_line,
+            "quote values that are meant as plain text",
+        ) from None
+
+
+def split_frontmatter(raw: str, path: Path, required: bool = True) -> tuple[dict, str, int]:
+    """YAML frontmatter between `---` lines -> (mapping, body, line number where the body starts)."""
+    lines = raw.splitlines()
+    if not lines or lines[0].strip() != "---":
+        if required:
+            raise InputError(
+                "no YAML frontmatter (the file must start with a '---' line)",
+                path,
+                1,
+                "add ---, name: ..., description: ..., --- at the top",
+            )
+        return {}, raw, 1
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+    if end is None:
+        raise InputError("YAML frontmatter is not closed", path, 1, "end it with a '---' line")
+    data = load_frontmatter_yaml("\n".join(lines[1:end]), path, 2)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(
+            f"YAML frontmatter must be a mapping of keys to values, not a {type(data).__name__}",
+            path,
+            2,
+            "write it as key: value lines",
+        )
+    return data, "\n".join(lines[end + 1 :]), end + 2
 
 
 def frontmatter_line(raw: str, key: str) -> int:
@@ -988,26 +2718,60 @@ def frontmatter_line(raw: str, key: str) -> int:
     return raw.count("\n", 0, match.start()) + 1 if match else 1
 
 
-def load_skill(path: str | Path) -> SkillInfo:
-    """A SKILL.md (or its folder), validated against the Agent Skills rules before anything runs.
-    Every problem found is reported, one line each."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "SKILL.md"
-    raw = read_text_file(path, "SKILL.md")
-    data, body, _ = split_frontmatter(raw, path)
-    problems = skill_frontmatter_problems(data, raw, path)
-    if problems:
-        raise InputProblems(problems)
-    problem = skill_folder_problem(path.resolve().parent)
-    if problem:
-        raise InputError(problem, path.resolve().parent,
-                         hint="copy what the skill needs into its folder, or leave it out of the folder")
-    return SkillInfo(name=data["name"], description=str(data["description"]).strip(), path=path.resolve(),
-                     body=body.strip(), frontmatter=data)
+def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
+    problems = []
+
+    def problem(key: str, message: str, hint: str | None = None) -> None:
+        problems.append(InputError(message, path, frontmatter_line(raw, key), hint))
+
+    name, description = data.get("name"), data.get("description")
+    folder = path.resolve().parent.name
+    if not isinstance(name, str) or not name:
+        problem("name", "frontmatter has no 'name'", f"add name: {folder}")
+    else:
+        if len(name) > 64:
+            problem("name", f"name {name!r} is longer than 64 characters")
+        if not SKILL_NAME_RULE.fullmatch(name):
+            problem(
+                "name",
+                f"name {name!r} must be lowercase letters, digits and single hyphens, "
+                "not starting or ending with a hyphen",
+                "e.g. name: my-skill-name",
+            )
+        if name != folder:
+            problem(
+                "name",
+                f"name {name!r} differs from its folder name {folder!r}",
+                "rename the folder or the skill so they are equal",
+            )
+    if not isinstance(description, str) or not description.strip():
+        problem(
+            "description",
+            "frontmatter has no 'description'",
+            "say what the skill does and when to use it, in at most 1024 characters",
+        )
+    else:
+        if len(description) > 1024:
+            problem(
+                "description",
+                f"description is {len(description)} characters; the limit is 1024",
+                "shorten it",
+            )
+        if "<" in description or ">" in description:
+            problem(
+                "description",
+                "description contains '<' or '>', which skill validators reject",
+                "reword it without angle brackets",
+            )
+    compatibility = data.get("compatibility")
+    if compatibility is not None and (
+        not isinstance(compatibility, str) or len(compatibility) > 500
+    ):
+        problem("compatibility", "compatibility must be a string of at most 500 characters")
+    return problems
 
 
-SKILL_COPY_IGNORED = (".git", "node_modules", "__pycache__")   # never copied into a run's project
+SKILL_COPY_IGNORED = (".git", "node_modules", "__pycache__")  # never copied into a run's project
 
 
 def skill_folder_problem(folder: Path) -> str | None:
@@ -1028,44 +2792,38 @@ def skill_folder_problem(folder: Path) -> str | None:
             elif name in files:
                 total += os.lstat(entry).st_size
                 if total > C.MAX_SKILL_COPY_BYTES:
-                    return (f"the skill folder holds more than {C.MAX_SKILL_COPY_BYTES // (1024 * 1024)} MiB of files, "
-                            "copied into every run")
+                    return (
+                        f"the skill folder holds more than {C.MAX_SKILL_COPY_BYTES // (1024 * 1024)} MiB of files, "
+                        "copied into every run"
+                    )
     return None
 
 
-def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
-    problems = []
-
-    def problem(key: str, message: str, hint: str | None = None) -> None:
-        problems.append(InputError(message, path, frontmatter_line(raw, key), hint))
-
-    name, description = data.get("name"), data.get("description")
-    folder = path.resolve().parent.name
-    if not isinstance(name, str) or not name:
-        problem("name", "frontmatter has no 'name'", f"add name: {folder}")
-    else:
-        if len(name) > 64:
-            problem("name", f"name {name!r} is longer than 64 characters")
-        if not SKILL_NAME_RULE.fullmatch(name):
-            problem("name", f"name {name!r} must be lowercase letters, digits and single hyphens, "
-                            "not starting or ending with a hyphen", "e.g. name: my-skill-name")
-        if name != folder:
-            problem("name", f"name {name!r} differs from its folder name {folder!r}",
-                    "rename the folder or the skill so they are equal")
-    if not isinstance(description, str) or not description.strip():
-        problem("description", "frontmatter has no 'description'",
-                "say what the skill does and when to use it, in at most 1024 characters")
-    else:
-        if len(description) > 1024:
-            problem("description", f"description is {len(description)} characters; the limit is 1024",
-                    "shorten it")
-        if "<" in description or ">" in description:
-            problem("description", "description contains '<' or '>', which skill validators reject",
-                    "reword it without angle brackets")
-    compatibility = data.get("compatibility")
-    if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > 500):
-        problem("compatibility", "compatibility must be a string of at most 500 characters")
-    return problems
+def load_skill(path: str | Path) -> SkillInfo:
+    """A SKILL.md (or its folder), validated against the Agent Skills rules before anything runs.
+    Every problem found is reported, one line each."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "SKILL.md"
+    raw = read_text_file(path, "SKILL.md")
+    data, body, _ = split_frontmatter(raw, path)
+    problems = skill_frontmatter_problems(data, raw, path)
+    if problems:
+        raise InputProblems(problems)
+    problem = skill_folder_problem(path.resolve().parent)
+    if problem:
+        raise InputError(
+            problem,
+            path.resolve().parent,
+            hint="copy what the skill needs into its folder, or leave it out of the folder",
+        )
+    return SkillInfo(
+        name=data["name"],
+        description=str(data["description"]).strip(),
+        path=path.resolve(),
+        body=body.strip(),
+        frontmatter=data,
+    )
 
 
 def skill_description_problem(text: str) -> str | None:
@@ -1091,20 +2849,28 @@ def apply_skill_descriptions(skills: list[SkillInfo], values: Sequence[str]) -> 
         elif len(skills) == 1:
             name, text = skills[0].name, value
         else:
-            raise InputError(f"--skill-description {one_line(value, 40)!r} does not say which skill it is for",
-                             hint=f"write NAME=TEXT with NAME one of {', '.join(sorted(names))}")
+            raise InputError(
+                f"--skill-description {one_line(value, 40)!r} does not say which skill it is for",
+                hint=f"write NAME=TEXT with NAME one of {', '.join(sorted(names))}",
+            )
         if text.startswith("@"):
             text = read_text_file(text[1:], "--skill-description file")
         text = text.strip()
         problem = skill_description_problem(text)
         if problem:
-            raise InputError(f"--skill-description for {name}: {problem}",
-                             hint="give at most 1024 characters of plain text without angle brackets")
+            raise InputError(
+                f"--skill-description for {name}: {problem}",
+                hint="give at most 1024 characters of plain text without angle brackets",
+            )
         if name in given:
-            raise InputError(f"--skill-description for {name} is given twice", hint="give one per skill")
+            raise InputError(
+                f"--skill-description for {name} is given twice", hint="give one per skill"
+            )
         given[name] = text
-    return [replace(s, description=given[s.name], description_override=True) if s.name in given else s
-            for s in skills]
+    return [
+        replace(s, description=given[s.name], description_override=True) if s.name in given else s
+        for s in skills
+    ]
 
 
 @functools.cache
@@ -1113,7 +2879,19 @@ def markdown_parser() -> Any:
     switched off (nothing here looks inside paragraphs), and the import waits until a markdown
     file is read so that runs without one do not pay for it."""
     from markdown_it import MarkdownIt
+
     return MarkdownIt("commonmark").disable("inline")
+
+
+def fence_swallows_the_rest(lines: list[str], token: Any) -> bool:
+    """A fence without its closing line runs to the end of the file (CommonMark), silently taking
+    every later section or turn with it, so it is refused. A fence ended early by the end of its
+    list item or quote takes nothing else and is left alone."""
+    start, end = token.map
+    # the closing line may carry the quote's `>` or the list item's indent in front of the fence
+    closer = re.compile(rf"[\s>]*{re.escape(token.markup[0])}{{{len(token.markup)},}}\s*")
+    closed = end - 1 > start and closer.fullmatch(lines[end - 1]) is not None
+    return not closed and not any(line.strip() for line in lines[end:])
 
 
 def markdown_code_lines(lines: list[str], path: str | Path | None, first_line: int) -> set[int]:
@@ -1129,24 +2907,19 @@ def markdown_code_lines(lines: list[str], path: str | Path | None, first_line: i
             continue
         start, end = token.map
         if token.type == "fence" and fence_swallows_the_rest(lines, token):
-            raise InputError("this code block is never closed", path, first_line + start,
-                             f"close it with a line of {token.markup}")
+            raise InputError(
+                "this code block is never closed",
+                path,
+                first_line + start,
+                f"close it with a line of {token.markup}",
+            )
         code.update(range(start, end))
     return code
 
 
-def fence_swallows_the_rest(lines: list[str], token: Any) -> bool:
-    """A fence without its closing line runs to the end of the file (CommonMark), silently taking
-    every later section or turn with it, so it is refused. A fence ended early by the end of its
-    list item or quote takes nothing else and is left alone."""
-    start, end = token.map
-    # the closing line may carry the quote's `>` or the list item's indent in front of the fence
-    closer = re.compile(rf"[\s>]*{re.escape(token.markup[0])}{{{len(token.markup)},}}\s*")
-    closed = end - 1 > start and closer.fullmatch(lines[end - 1]) is not None
-    return not closed and not any(line.strip() for line in lines[end:])
-
-
-def markdown_sections(body: str, first_line: int, path: str | Path | None = None) -> dict[str, tuple[str, int]]:
+def markdown_sections(
+    body: str, first_line: int, path: str | Path | None = None
+) -> dict[str, tuple[str, int]]:
     """skillmark's sections -> (text, line of the heading). Headings that are not section titles
     (a `## Context` inside a prompt) stay part of the text, unless they are level 1. A heading-looking
     line inside a code block (a shell `# comment` in a fenced snippet) is always text. Section text is
@@ -1173,7 +2946,11 @@ def markdown_sections(body: str, first_line: int, path: str | Path | None = None
 def list_items(text: str) -> list[str]:
     """Checkbox, bullet or numbered items; when a section has none, every plain line is an item.
     Quotes around an item are stripped."""
-    lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith(("<!--", "```"))]
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith(("<!--", "```"))
+    ]
     items = [m.group(1) for m in map(LIST_ITEM.match, lines) if m]
     if not items:
         items = lines
@@ -1194,8 +2971,54 @@ def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
         return [str(v).strip() for v in value if str(v).strip()]
-    raise InputError(f"'{key}' must be a list of strings", path, frontmatter_line(raw, key),
-                     f"e.g. {key}: [first, second]")
+    raise InputError(
+        f"'{key}' must be a list of strings",
+        path,
+        frontmatter_line(raw, key),
+        f"e.g. {key}: [first, second]",
+    )
+
+
+def markdown_answer(
+    data: dict, sections: dict[str, tuple[str, int]], path: Path, raw: str
+) -> tuple[str | None, str]:
+    """`# Expected Answer` and `answer_match:` of a markdown test, checked like a CSV row's."""
+    expected = sections.get("expected_answer", ("", 1))[0] or None
+    match = data.get("answer_match")
+    if match is None and expected is None:
+        return None, "exact"
+    line = (
+        frontmatter_line(raw, "answer_match")
+        if match is not None
+        else sections["expected_answer"][1]
+    )
+    problem = (
+        "'answer_match' must be a text value"
+        if match is not None and not isinstance(match, str)
+        else answer_match_problem(match or "exact", expected)
+    )
+    if problem:
+        raise InputError(problem, path, line, ANSWER_MATCH_HINT)
+    return expected, normalize_answer_match(match or "exact")
+
+
+def positive_number(
+    value: Any, key: str, path: Path, raw: str, default: float, integer: bool = False
+) -> float:
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value < float("inf")
+        or (integer and int(value) != value)
+    ):
+        raise InputError(
+            f"'{key}' must be a positive {'whole ' if integer else ''}number, got {value!r}",
+            path,
+            frontmatter_line(raw, key),
+        )
+    return float(value)
 
 
 def load_markdown_test(path: str | Path, default_type: str | None = None) -> SkillTest:
@@ -1205,73 +3028,80 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
     data, body, body_line = split_frontmatter(raw, path, required=False)
     kind = data.get("type", default_type or "knowledge")
     if kind not in TEST_TYPES:
-        raise InputError(f"unknown test type {kind!r}", path, frontmatter_line(raw, "type"),
-                         "use one of " + ", ".join(TEST_TYPES))
+        raise InputError(
+            f"unknown test type {kind!r}",
+            path,
+            frontmatter_line(raw, "type"),
+            "use one of " + ", ".join(TEST_TYPES),
+        )
     if default_type == "trigger" and kind != "trigger":
-        raise InputError(f"--trigger wants a trigger test, this one is type {kind!r}", path,
-                         frontmatter_line(raw, "type"), "pass it with --tests instead")
+        raise InputError(
+            f"--trigger wants a trigger test, this one is type {kind!r}",
+            path,
+            frontmatter_line(raw, "type"),
+            "pass it with --tests instead",
+        )
     sections = markdown_sections(body, body_line, path)
     text_of_section = lambda key: sections.get(key, ("", body_line))[0]  # noqa: E731
-    test = SkillTest(name=str(data.get("name") or path.stem), type=kind, source=str(path), line=1,
-                     prompt=text_of_section("prompt"),
-                     expected=list_items(text_of_section("expected")),
-                     forbidden_patterns=list_items(text_of_section("forbidden_patterns")),
-                     expected_refusal=list_items(text_of_section("expected_refusal")),
-                     positive_triggers=list_items(text_of_section("positive_triggers")),
-                     negative_triggers=list_items(text_of_section("negative_triggers")),
-                     category=data.get("category"), severity=data.get("severity"),
-                     skill=data.get("skill"))
+    test = SkillTest(
+        name=str(data.get("name") or path.stem),
+        type=kind,
+        source=str(path),
+        line=1,
+        prompt=text_of_section("prompt"),
+        expected=list_items(text_of_section("expected")),
+        forbidden_patterns=list_items(text_of_section("forbidden_patterns")),
+        expected_refusal=list_items(text_of_section("expected_refusal")),
+        positive_triggers=list_items(text_of_section("positive_triggers")),
+        negative_triggers=list_items(text_of_section("negative_triggers")),
+        category=data.get("category"),
+        severity=data.get("severity"),
+        skill=data.get("skill"),
+    )
     test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
     test.simulated_user = text_of_section("simulated_user") or data.get("simulated_user") or None
     test.rubric = text_of_section("rubric")
     for key in ("skill", "category", "severity", "simulated_user", "verify"):
         if data.get(key) is not None and not isinstance(data[key], str):
-            raise InputError(f"'{key}' must be a text value, not a {type(data[key]).__name__}", path,
-                             frontmatter_line(raw, key), f"write it as {key}: some-text")
-    test.verify = verify_command(data.get("verify") or "",
-                                 lambda message, hint=None: InputError(message, path, frontmatter_line(raw, "verify"),
-                                                                       hint))
+            raise InputError(
+                f"'{key}' must be a text value, not a {type(data[key]).__name__}",
+                path,
+                frontmatter_line(raw, key),
+                f"write it as {key}: some-text",
+            )
+    test.verify = verify_command(
+        data.get("verify") or "",
+        lambda message, hint=None: InputError(message, path, frontmatter_line(raw, "verify"), hint),
+    )
     test.expected_answer, test.answer_match = markdown_answer(data, sections, path, raw)
     if kind == "trigger" and not test.concepts:
         test.concepts = list(TRIGGER_CONCEPTS)
-    test.timeout = positive_number(data.get("timeout"), "timeout", path, raw,
-                                   C.DEFAULT_TRIGGER_TIMEOUT if kind == "trigger" else C.DEFAULT_TEST_TIMEOUT)
+    test.timeout = positive_number(
+        data.get("timeout"),
+        "timeout",
+        path,
+        raw,
+        C.DEFAULT_TRIGGER_TIMEOUT if kind == "trigger" else C.DEFAULT_TEST_TIMEOUT,
+    )
     if data.get("runs") is not None:
         test.runs = int(positive_number(data["runs"], "runs", path, raw, 1, integer=True))
     if kind == "trigger" and not test.positive_triggers:
         line = sections.get("positive_triggers", ("", frontmatter_line(raw, "type")))[1]
-        raise InputError("trigger test has no positive queries", path, line,
-                         "list the queries that should activate the skill under '# Positive Triggers'")
+        raise InputError(
+            "trigger test has no positive queries",
+            path,
+            line,
+            "list the queries that should activate the skill under '# Positive Triggers'",
+        )
     if kind != "trigger" and not test.prompt:
         line = sections["prompt"][1] if "prompt" in sections else body_line
-        raise InputError(f"{kind} test has an empty prompt", path, line,
-                         "write the prompt under a '# Prompt' (or '# Question') heading")
+        raise InputError(
+            f"{kind} test has an empty prompt",
+            path,
+            line,
+            "write the prompt under a '# Prompt' (or '# Question') heading",
+        )
     return test
-
-
-def markdown_answer(data: dict, sections: dict[str, tuple[str, int]], path: Path, raw: str) -> tuple[str | None, str]:
-    """`# Expected Answer` and `answer_match:` of a markdown test, checked like a CSV row's."""
-    expected = sections.get("expected_answer", ("", 1))[0] or None
-    match = data.get("answer_match")
-    if match is None and expected is None:
-        return None, "exact"
-    line = frontmatter_line(raw, "answer_match") if match is not None else sections["expected_answer"][1]
-    problem = ("'answer_match' must be a text value" if match is not None and not isinstance(match, str)
-               else answer_match_problem(match or "exact", expected))
-    if problem:
-        raise InputError(problem, path, line, ANSWER_MATCH_HINT)
-    return expected, normalize_answer_match(match or "exact")
-
-
-def positive_number(value: Any, key: str, path: Path, raw: str, default: float,
-                    integer: bool = False) -> float:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf") or (
-            integer and int(value) != value):
-        raise InputError(f"'{key}' must be a positive {'whole ' if integer else ''}number, got {value!r}",
-                         path, frontmatter_line(raw, key))
-    return float(value)
 
 
 def load_skill_creator_evals(path: str | Path) -> SkillTest:
@@ -1280,86 +3110,44 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     raw = read_text_file(path, "eval set")
     data = parse_json_text(raw, path)
     if not isinstance(data, list):
-        raise InputError('an eval set is a JSON list of {"query": ..., "should_trigger": true|false}', path, 1)
-    test = SkillTest(name=path.stem, type="trigger", source=str(path), concepts=list(TRIGGER_CONCEPTS),
-                     timeout=C.DEFAULT_TRIGGER_TIMEOUT)
+        raise InputError(
+            'an eval set is a JSON list of {"query": ..., "should_trigger": true|false}', path, 1
+        )
+    test = SkillTest(
+        name=path.stem,
+        type="trigger",
+        source=str(path),
+        concepts=list(TRIGGER_CONCEPTS),
+        timeout=C.DEFAULT_TRIGGER_TIMEOUT,
+    )
     for index, item in enumerate(data):
         query = item.get("query") if isinstance(item, dict) else None
         should = item.get("should_trigger") if isinstance(item, dict) else None
         if not isinstance(query, str) or not query.strip() or not isinstance(should, bool):
             line = line_of(raw, json.dumps(query)) if isinstance(query, str) else None
-            raise InputError(f"entry {index + 1} needs a non-empty \"query\" string and a true/false "
-                             "\"should_trigger\"", path, line or 1)
+            raise InputError(
+                f'entry {index + 1} needs a non-empty "query" string and a true/false '
+                '"should_trigger"',
+                path,
+                line or 1,
+            )
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
-    if not test.positive_triggers and not test.negative_triggers:  # negatives only is valid: triggerRate n/a
-        raise InputError("eval set has no queries", path, 1, 'add {"query": "...", "should_trigger": true} entries')
+    if (
+        not test.positive_triggers and not test.negative_triggers
+    ):  # negatives only is valid: triggerRate n/a
+        raise InputError(
+            "eval set has no queries",
+            path,
+            1,
+            'add {"query": "...", "should_trigger": true} entries',
+        )
     return test
 
 
-TASK_EVALS_HINT = ('write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
-                   '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)')
-
-
-def load_eval_file(path: str | Path) -> list[SkillTest]:
-    """A skill-creator JSON file: a trigger eval set (a list), or task evals (`evals/evals.json`)."""
-    path = Path(path)
-    raw = read_text_file(path, "eval set")
-    data = parse_json_text(raw, path)
-    if isinstance(data, dict) and "evals" in data:
-        return load_task_evals(path, data, raw)
-    if isinstance(data, dict):
-        raise InputError('an eval set is a JSON list of {"query": ..., "should_trigger": true|false}, or task evals '
-                         '{"skill_name": ..., "evals": [...]} (skill-creator\'s evals/evals.json)', path, 1)
-    return [load_skill_creator_evals(path)]
-
-
-def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
-    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
-    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
-    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
-    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
-    evals = data.get("evals")
-    if not isinstance(evals, list) or not evals:
-        raise InputError('task evals need a non-empty "evals" list', path, line_of(raw, '"evals"') or 1,
-                         TASK_EVALS_HINT)
-    skill_name = data.get("skill_name")
-    if skill_name is not None and (not isinstance(skill_name, str) or not skill_name.strip()):
-        raise InputError('"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1)
-    tests: list[SkillTest] = []
-    seen: set[str] = set()
-    for index, item in enumerate(evals, 1):
-        where = f"eval {index}"
-        if not isinstance(item, dict):
-            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
-        eval_id = item.get("id", index)
-        line = line_of(raw, json.dumps(item["prompt"])) if isinstance(item.get("prompt"), str) else None
-        line = line or 1
-        if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
-            raise InputError(f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT)
-        prompt, expected = item.get("prompt"), item.get("expected_output", "")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
-        if not isinstance(expected, str):
-            raise InputError(f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT)
-        expectations, files = item.get("expectations", []), item.get("files", [])
-        for key, value in (("expectations", expectations), ("files", files)):
-            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-                raise InputError(f'{where}: "{key}" must be a list of non-empty strings', path, line, TASK_EVALS_HINT)
-        name = item.get("name") if isinstance(item.get("name"), str) and item["name"].strip() else f"eval-{eval_id}"
-        if name in seen:
-            raise InputError(f"{where}: two evals are named {name!r}", path, line, "give every eval its own id")
-        seen.add(name)
-        tests.append(SkillTest(name=name, type="task", source=str(path), line=line, prompt=prompt.strip(),
-                               skill=skill_name.strip() if skill_name else None, eval_id=eval_id,
-                               expected_output=expected.strip(), expectations=[e.strip() for e in expectations],
-                               files=[eval_input_file(path, f, where, line) for f in files]))
-    for test in tests:
-        names = [f.name for f in test.files]
-        twice = next((n for n in names if names.count(n) > 1), None)
-        if twice:
-            raise InputError(f"{test.name}: two input files are named {twice!r} (each is copied to the project's "
-                             "top folder by its name)", path, test.line, "rename one of them")
-    return tests
+TASK_EVALS_HINT = (
+    'write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
+    '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)'
+)
 
 
 def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
@@ -1370,44 +3158,137 @@ def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
         candidates.append(path.parent.parent / name)
     found = next((c for c in candidates if c.exists()), None)
     if found is None:
-        raise InputError(f"{where}: input file {name!r} not found (looked for {candidates[0]})", path, line,
-                         "files are paths relative to the evals file's folder")
+        raise InputError(
+            f"{where}: input file {name!r} not found (looked for {candidates[0]})",
+            path,
+            line,
+            "files are paths relative to the evals file's folder",
+        )
     return found.resolve()
 
 
-def load_markdown_tests(target: str | Path, default_type: str | None = None) -> list[SkillTest]:
-    """A test file, a skill-creator eval JSON, or a folder of `.md` tests (README.md skipped); a
-    folder holding skill-creator's `evals.json` (or `evals/evals.json`: a skill's folder) is that file."""
-    target = Path(target)
-    evals = next((p for p in (target / "evals.json", target / "evals" / "evals.json") if p.is_file()), None) \
-        if target.is_dir() else None
-    if evals is not None and default_type != "trigger":
-        return load_eval_file(evals)
-    if target.is_dir():
-        files = sorted(p for p in target.rglob("*.md") if p.is_file() and p.name.lower() != "readme.md")
-        if not files:
-            raise InputError("no .md test files in this folder", target)
-        return [load_markdown_test(p, default_type) for p in files]
-    kind = kind_of_test_file(target)
-    if kind == "qa":
-        raise InputError("a QA evaluation (.xml) runs against your MCP servers, not through Claude Code", target,
-                         hint="run it without --skill: --qa FILE.xml")
-    if kind is None:
-        raise InputError(f"unknown test file format {target.suffix!r}", target,
-                         hint="give markdown tests (.md), a skill-creator eval set (.json) or a QA evaluation (.xml)")
-    if kind == "evals":
-        tests = load_eval_file(target)
-        if default_type == "trigger" and any(t.type != "trigger" for t in tests):
-            raise InputError("--trigger wants a trigger eval set, this file holds task evals", target,
-                             hint="pass it with --tests instead")
-        return tests
-    if not target.exists():
-        raise InputError("test file not found", target)
-    return [load_markdown_test(target, default_type)]
+def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
+    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
+    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
+    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
+    evals = data.get("evals")
+    if not isinstance(evals, list) or not evals:
+        raise InputError(
+            'task evals need a non-empty "evals" list',
+            path,
+            line_of(raw, '"evals"') or 1,
+            TASK_EVALS_HINT,
+        )
+    skill_name = data.get("skill_name")
+    if skill_name is not None and (not isinstance(skill_name, str) or not skill_name.strip()):
+        raise InputError(
+            '"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1
+        )
+    tests: list[SkillTest] = []
+    seen: set[str] = set()
+    for index, item in enumerate(evals, 1):
+        where = f"eval {index}"
+        if not isinstance(item, dict):
+            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+        eval_id = item.get("id", index)
+        line = (
+            line_of(raw, json.dumps(item["prompt"]))
+            if isinstance(item.get("prompt"), str)
+            else None
+        )
+        line = line or 1
+        if (
+            isinstance(eval_id, bool)
+            or not isinstance(eval_id, (int, str))
+            or not str(eval_id).strip()
+        ):
+            raise InputError(
+                f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT
+            )
+        prompt, expected = item.get("prompt"), item.get("expected_output", "")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InputError(
+                f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT
+            )
+        if not isinstance(expected, str):
+            raise InputError(
+                f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT
+            )
+        expectations, files = item.get("expectations", []), item.get("files", [])
+        for key, value in (("expectations", expectations), ("files", files)):
+            if not isinstance(value, list) or not all(
+                isinstance(v, str) and v.strip() for v in value
+            ):
+                raise InputError(
+                    f'{where}: "{key}" must be a list of non-empty strings',
+                    path,
+                    line,
+                    TASK_EVALS_HINT,
+                )
+        name = (
+            item.get("name")
+            if isinstance(item.get("name"), str) and item["name"].strip()
+            else f"eval-{eval_id}"
+        )
+        if name in seen:
+            raise InputError(
+                f"{where}: two evals are named {name!r}", path, line, "give every eval its own id"
+            )
+        seen.add(name)
+        tests.append(
+            SkillTest(
+                name=name,
+                type="task",
+                source=str(path),
+                line=line,
+                prompt=prompt.strip(),
+                skill=skill_name.strip() if skill_name else None,
+                eval_id=eval_id,
+                expected_output=expected.strip(),
+                expectations=[e.strip() for e in expectations],
+                files=[eval_input_file(path, f, where, line) for f in files],
+            )
+        )
+    for test in tests:
+        names = [f.name for f in test.files]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            raise InputError(
+                f"{test.name}: two input files are named {twice!r} (each is copied to the project's "
+                "top folder by its name)",
+                path,
+                test.line,
+                "rename one of them",
+            )
+    return tests
 
 
-TEST_FILE_KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "markdown", "": "markdown",
-                   ".json": "evals", ".xml": "qa"}
+def load_eval_file(path: str | Path) -> list[SkillTest]:
+    """A skill-creator JSON file: a trigger eval set (a list), or task evals (`evals/evals.json`)."""
+    path = Path(path)
+    raw = read_text_file(path, "eval set")
+    data = parse_json_text(raw, path)
+    if isinstance(data, dict) and "evals" in data:
+        return load_task_evals(path, data, raw)
+    if isinstance(data, dict):
+        raise InputError(
+            'an eval set is a JSON list of {"query": ..., "should_trigger": true|false}, or task evals '
+            '{"skill_name": ..., "evals": [...]} (skill-creator\'s evals/evals.json)',
+            path,
+            1,
+        )
+    return [load_skill_creator_evals(path)]
+
+
+TEST_FILE_KINDS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "markdown",
+    "": "markdown",
+    ".json": "evals",
+    ".xml": "qa",
+}
 
 
 def kind_of_test_file(path: str | Path) -> str | None:
@@ -1416,16 +3297,68 @@ def kind_of_test_file(path: str | Path) -> str | None:
     return TEST_FILE_KINDS.get(Path(path).suffix.lower())
 
 
-# ============================================================================ 3c. loaders: conversation files
+def load_markdown_tests(target: str | Path, default_type: str | None = None) -> list[SkillTest]:
+    """A test file, a skill-creator eval JSON, or a folder of `.md` tests (README.md skipped); a
+    folder holding skill-creator's `evals.json` (or `evals/evals.json`: a skill's folder) is that file."""
+    target = Path(target)
+    evals = (
+        next(
+            (p for p in (target / "evals.json", target / "evals" / "evals.json") if p.is_file()),
+            None,
+        )
+        if target.is_dir()
+        else None
+    )
+    if evals is not None and default_type != "trigger":
+        return load_eval_file(evals)
+    if target.is_dir():
+        files = sorted(
+            p for p in target.rglob("*.md") if p.is_file() and p.name.lower() != "readme.md"
+        )
+        if not files:
+            raise InputError("no .md test files in this folder", target)
+        return [load_markdown_test(p, default_type) for p in files]
+    kind = kind_of_test_file(target)
+    if kind == "qa":
+        raise InputError(
+            "a QA evaluation (.xml) runs against your MCP servers, not through Claude Code",
+            target,
+            hint="run it without --skill: --qa FILE.xml",
+        )
+    if kind is None:
+        raise InputError(
+            f"unknown test file format {target.suffix!r}",
+            target,
+            hint="give markdown tests (.md), a skill-creator eval set (.json) or a QA evaluation (.xml)",
+        )
+    if kind == "evals":
+        tests = load_eval_file(target)
+        if default_type == "trigger" and any(t.type != "trigger" for t in tests):
+            raise InputError(
+                "--trigger wants a trigger eval set, this file holds task evals",
+                target,
+                hint="pass it with --tests instead",
+            )
+        return tests
+    if not target.exists():
+        raise InputError("test file not found", target)
+    return [load_markdown_test(target, default_type)]
+
+
+# ---------------------------------------------------------------------------- conversation files
 # A turn header is a line of its own. The first header in a file fixes the file's style, and
 # only headers of that style start turns afterwards: a "User: 42" line inside an answer of a
 # `**User**` file is content, not a new turn.
 TURN_HEADER_STYLES = {
     # `**User**` alone, or `**User:** text` / `**User**: text`; never `**User** management ...`
-    "bold": re.compile(r"\*\*(user|assistant)(?:\*\*|:\*\*[ \t]*(.*)|\*\*[ \t]*:[ \t]*(.*))", re.IGNORECASE),
+    "bold": re.compile(
+        r"\*\*(user|assistant)(?:\*\*|:\*\*[ \t]*(.*)|\*\*[ \t]*:[ \t]*(.*))", re.IGNORECASE
+    ),
     "heading": re.compile(r"#{1,6}[ \t]+(user|assistant)[ \t]*:?[ \t]*#*[ \t]*$", re.IGNORECASE),
     "prefix": re.compile(r"(user|assistant)[ \t]*:[ \t]*(.*)", re.IGNORECASE),
 }
+
+
 THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
 
 
@@ -1433,7 +3366,7 @@ THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
 class TurnHeader:
     style: str
     role: str
-    rest: str                    # text after the header on the same line (`User: hi`)
+    rest: str  # text after the header on the same line (`User: hi`)
 
 
 def parse_turn_header(line: str, style: str | None) -> TurnHeader | None:
@@ -1453,6 +3386,13 @@ def skip_frontmatter(lines: list[str]) -> int:
             if lines[index].strip() == "---":
                 return index + 1
     return 0
+
+
+def message_text(body: list[str]) -> str:
+    """A message's text without surrounding blank lines or the rules that separate turns."""
+    while body and (not body[-1].strip() or THEMATIC_BREAK.fullmatch(body[-1])):
+        body = body[:-1]
+    return "\n".join(body).strip("\n").strip()
 
 
 def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
@@ -1481,13 +3421,6 @@ def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]
     return turns
 
 
-def message_text(body: list[str]) -> str:
-    """A message's text without surrounding blank lines or the rules that separate turns."""
-    while body and (not body[-1].strip() or THEMATIC_BREAK.fullmatch(body[-1])):
-        body = body[:-1]
-    return "\n".join(body).strip("\n").strip()
-
-
 def load_conversation(path: str | Path) -> list[PriorMessage]:
     """A conversation in markdown (seed 002's `**User**` / `**Assistant**` blocks, `## User`
     headings, or `User:` prefixes) as the messages to send as prior turns.
@@ -1498,21 +3431,35 @@ def load_conversation(path: str | Path) -> list[PriorMessage]:
     raw = read_text_file(path, "conversation file")
     turns = split_conversation_turns(raw.splitlines(), path)
     if not turns:
-        raise InputError("no conversation turns found", path, 1,
-                         "mark messages with **User** / **Assistant** lines, ## User / ## Assistant "
-                         "headings, or User: / Assistant: prefixes")
+        raise InputError(
+            "no conversation turns found",
+            path,
+            1,
+            "mark messages with **User** / **Assistant** lines, ## User / ## Assistant "
+            "headings, or User: / Assistant: prefixes",
+        )
     merged: list[PriorMessage] = []
     for turn in turns:
         label = turn.role.capitalize()
         if not turn.content:
-            raise InputError(f"empty {label} message", path, turn.line, "write the message below its header")
+            raise InputError(
+                f"empty {label} message", path, turn.line, "write the message below its header"
+            )
         if not merged and turn.role == "assistant":
-            raise InputError("the conversation starts with an Assistant message", path, turn.line,
-                             "the Messages API needs the user to speak first; add the User message before it")
+            raise InputError(
+                "the conversation starts with an Assistant message",
+                path,
+                turn.line,
+                "the Messages API needs the user to speak first; add the User message before it",
+            )
         if merged and merged[-1].role == turn.role == "assistant":
-            raise InputError(f"two Assistant messages in a row (the previous one starts at line "
-                             f"{merged[-1].line})", path, turn.line,
-                             "add the User message between them, or merge them into one")
+            raise InputError(
+                f"two Assistant messages in a row (the previous one starts at line "
+                f"{merged[-1].line})",
+                path,
+                turn.line,
+                "add the User message between them, or merge them into one",
+            )
         if merged and merged[-1].role == turn.role:
             merged[-1].content += "\n\n" + turn.content
             continue
@@ -1534,11 +3481,13 @@ def conversation_case(path: str | Path, follow_up: str | None = None) -> TestCas
     return TestCase(name=Path(path).stem, prompt=prompt, history=history, source=str(path))
 
 
-# ============================================================================ 3d. loaders: QA evaluations
+# ---------------------------------------------------------------------------- QA evaluations
 # mcp-builder's evaluation file: <evaluation><qa_pair><question/><answer/></qa_pair>...</evaluation>.
 # Parsed with expat directly: a DOCTYPE or an entity declaration is refused before anything is
 # expanded (no entity bombs, no external entities), and every element keeps its line.
 QA_HINT = "write <evaluation><qa_pair><question>...</question><answer>...</answer></qa_pair>...</evaluation>"
+
+
 MAX_XML_DEPTH = 32
 
 
@@ -1547,14 +3496,14 @@ class XmlElement:
     tag: str
     attributes: dict[str, str]
     line: int
-    children: list["XmlElement"] = field(default_factory=list)
-    chunks: list[str] = field(default_factory=list)    # all text inside, its children's included
+    children: list[XmlElement] = field(default_factory=list)
+    chunks: list[str] = field(default_factory=list)  # all text inside, its children's included
 
     @property
     def text(self) -> str:
         return "".join(self.chunks).strip()
 
-    def walk(self) -> Iterable["XmlElement"]:
+    def walk(self) -> Iterable[XmlElement]:
         for child in self.children:
             yield child
             yield from child.walk()
@@ -1571,14 +3520,23 @@ def parse_xml(text: str, path: Path, what: str) -> XmlElement:
 
     def refuse(kind: str) -> Callable[..., None]:
         def handler(*_: Any) -> None:
-            raise InputError(f"{kind} are not allowed in a {what}", path, parser.CurrentLineNumber,
-                             "remove it: the file is plain XML, without a DTD or entities")
+            raise InputError(
+                f"{kind} are not allowed in a {what}",
+                path,
+                parser.CurrentLineNumber,
+                "remove it: the file is plain XML, without a DTD or entities",
+            )
+
         return handler
 
     def start(tag: str, attributes: dict[str, str]) -> None:
         if len(stack) >= MAX_XML_DEPTH:
-            raise InputError(f"the XML is nested more than {MAX_XML_DEPTH} levels deep", path,
-                             parser.CurrentLineNumber, QA_HINT)
+            raise InputError(
+                f"the XML is nested more than {MAX_XML_DEPTH} levels deep",
+                path,
+                parser.CurrentLineNumber,
+                QA_HINT,
+            )
         element = XmlElement(tag, attributes, parser.CurrentLineNumber)
         (stack[-1].children if stack else roots).append(element)
         stack.append(element)
@@ -1595,8 +3553,12 @@ def parse_xml(text: str, path: Path, what: str) -> XmlElement:
     try:
         parser.Parse(text.encode("utf-8"), True)
     except expat.ExpatError as exc:
-        raise InputError(f"malformed XML: {expat.ErrorString(exc.code)}", path, exc.lineno,
-                         "fix the XML (escape & as &amp; and < as &lt; in questions and answers)") from None
+        raise InputError(
+            f"malformed XML: {expat.ErrorString(exc.code)}",
+            path,
+            exc.lineno,
+            "fix the XML (escape & as &amp; and < as &lt; in questions and answers)",
+        ) from None
     return roots[0]
 
 
@@ -1607,7 +3569,9 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
     path = Path(path)
     root = parse_xml(read_text_file(path, "QA evaluation"), path, "QA evaluation")
     if root.tag != "evaluation":
-        raise InputError(f"the root element is <{root.tag}>, not <evaluation>", path, root.line, QA_HINT)
+        raise InputError(
+            f"the root element is <{root.tag}>, not <evaluation>", path, root.line, QA_HINT
+        )
     pairs = [e for e in root.walk() if e.tag == "qa_pair"]
     if not pairs:
         raise InputError("the evaluation has no <qa_pair>", path, root.line, QA_HINT)
@@ -1617,41 +3581,70 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
         parts = {tag: [c for c in pair.children if c.tag == tag] for tag in ("question", "answer")}
         wrong = [tag for tag, found in parts.items() if len(found) != 1]
         if wrong:
-            problems.append(InputError(f"<qa_pair> {number} needs exactly one <{wrong[0]}>, it has "
-                                       f"{len(parts[wrong[0]])}", path, pair.line, QA_HINT))
+            problems.append(
+                InputError(
+                    f"<qa_pair> {number} needs exactly one <{wrong[0]}>, it has "
+                    f"{len(parts[wrong[0]])}",
+                    path,
+                    pair.line,
+                    QA_HINT,
+                )
+            )
             continue
         (question,), (answer,) = parts["question"], parts["answer"]
         empty = next((e for e in (question, answer) if not e.text), None)
         if empty is not None:
-            problems.append(InputError(f"<qa_pair> {number} has an empty <{empty.tag}>", path, empty.line,
-                                       "every question needs one verifiable answer"))
+            problems.append(
+                InputError(
+                    f"<qa_pair> {number} has an empty <{empty.tag}>",
+                    path,
+                    empty.line,
+                    "every question needs one verifiable answer",
+                )
+            )
             continue
         match = answer.attributes.get("match", "exact")
         problem = answer_match_problem(match, answer.text)
         if problem:
-            problems.append(InputError(f"<qa_pair> {number}: {problem}", path, answer.line, ANSWER_MATCH_HINT))
+            problems.append(
+                InputError(f"<qa_pair> {number}: {problem}", path, answer.line, ANSWER_MATCH_HINT)
+            )
             continue
-        cases.append(TestCase(name=f"{prefix}task-{number}", prompt=question.text, source=str(path),
-                              line=pair.line, expected_answer=answer.text,
-                              answer_match=normalize_answer_match(match)))
+        cases.append(
+            TestCase(
+                name=f"{prefix}task-{number}",
+                prompt=question.text,
+                source=str(path),
+                line=pair.line,
+                expected_answer=answer.text,
+                answer_match=normalize_answer_match(match),
+            )
+        )
     if problems:
         raise InputProblems(problems)
     return cases
 
 
-# ============================================================================ 4. MCP hub
+# ============================================================================ 5. MCP hub
 @dataclass
 class ToolSpec:
     """A tool as Claude sees it (`name`), and where it really lives (`server`, `remote_name`)."""
+
     name: str
     server: str
     remote_name: str
     description: str
     input_schema: dict
-    annotations: dict = field(default_factory=dict)  # the server's MCP tool annotations: readOnlyHint, destructiveHint, ...
+    annotations: dict = field(
+        default_factory=dict
+    )  # the server's MCP tool annotations: readOnlyHint, destructiveHint, ...
 
     def to_anthropic(self) -> dict:
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
 
     @property
     def read_only(self) -> bool:
@@ -1670,7 +3663,9 @@ class ToolSpec:
         import jsonschema
 
         schema = self.input_schema
-        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
+            schema
+        )
 
 
 @dataclass
@@ -1679,22 +3674,12 @@ class ToolOutcome:
     is_error: bool
     server: str | None
     duration_ms: float
-    server_failed: bool = False   # the server died under the call: an error of the run, not of Claude
-    source: str = "live"          # live | mock | replay | policy: who answered (see ToolCall)
-    executed: bool = True         # the server ran the call
-    fails_case: bool = False      # not the server's answer and not Claude's doing: a replay miss
-
-
-def tail(text: str, limit: int = C.STDERR_TAIL_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
-def cap_text(text: str, limit: int) -> str:
-    """Keeps huge tool results from eating memory and tokens; says how much was cut."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n...[truncated {len(text) - limit} of {len(text)} characters]"
+    server_failed: bool = (
+        False  # the server died under the call: an error of the run, not of Claude
+    )
+    source: str = "live"  # live | mock | replay | policy: who answered (see ToolCall)
+    executed: bool = True  # the server ran the call
+    fails_case: bool = False  # not the server's answer and not Claude's doing: a replay miss
 
 
 def tool_result_text(result: Any, limit: int) -> str:
@@ -1728,6 +3713,7 @@ def tool_result_text(result: Any, limit: int) -> str:
 # is already gone by then stops at once.
 PR_SET_PDEATHSIG = 1
 
+
 # The `mcp` SDK starts stdio servers itself and takes no preexec hook: a server starts through
 # this trampoline, which makes the same request and then execs the server (same pid, same process
 # group, the server's own command line in `ps`). Python ignores SIGPIPE and SIGXFSZ; a server
@@ -1753,6 +3739,7 @@ def linux_prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
+
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -1769,11 +3756,13 @@ def die_with_parent() -> Callable[[], None] | None:
         prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
         if os.getppid() != parent:  # this process died before the request took effect
             os._exit(1)
+
     return hook
 
 
-def dying_with_parent(command: str, args: Sequence[str], env: dict[str, str] | None,
-                      cwd: str | Path | None) -> tuple[str, list[str]]:
+def dying_with_parent(
+    command: str, args: Sequence[str], env: dict[str, str] | None, cwd: str | Path | None
+) -> tuple[str, list[str]]:
     """The command line that starts `command args` so that it dies with this process. Unchanged
     where prctl is missing, or when the command is not found (the SDK then says so itself)."""
     if linux_prctl() is None:
@@ -1782,10 +3771,20 @@ def dying_with_parent(command: str, args: Sequence[str], env: dict[str, str] | N
         target = Path(cwd or ".") / command
         found = target.is_file() and os.access(target, os.X_OK)
     else:
-        found = shutil.which(command, path=(env or {}).get("PATH", os.environ.get("PATH"))) is not None
+        found = (
+            shutil.which(command, path=(env or {}).get("PATH", os.environ.get("PATH"))) is not None
+        )
     if not found:
         return command, list(args)
-    return sys.executable, ["-I", "-S", "-c", DIE_WITH_PARENT_EXEC, str(os.getpid()), command, *args]
+    return sys.executable, [
+        "-I",
+        "-S",
+        "-c",
+        DIE_WITH_PARENT_EXEC,
+        str(os.getpid()),
+        command,
+        *args,
+    ]
 
 
 def load_server_object(spec: ServerSpec) -> Any:
@@ -1797,29 +3796,40 @@ def load_server_object(spec: ServerSpec) -> Any:
         if spec.module.endswith(".py") or "/" in spec.module:
             path = Path(spec.module).resolve()
             sys.path.insert(0, str(path.parent))  # the server's own sibling imports must resolve
-            module_spec = importlib.util.spec_from_file_location(f"_evaluated_server_{path.stem}", path)
+            module_spec = importlib.util.spec_from_file_location(
+                f"_evaluated_server_{path.stem}", path
+            )
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(spec.module)
     except Exception as exc:
-        raise ServerError(f"server '{spec.name}': importing {spec.module} failed: "
-                          f"{exc.__class__.__name__}: {exc}") from None
+        raise ServerError(
+            f"server '{spec.name}': importing {spec.module} failed: {exc.__class__.__name__}: {exc}"
+        ) from None
     if spec.attr:
         if not hasattr(module, spec.attr):
             raise InputError(f"--server-module {spec.module}: no attribute {spec.attr!r}")
         return getattr(module, spec.attr)
-    candidates = [value for value in vars(module).values() if isinstance(value, (MCPServer, Server))]
+    candidates = [
+        value for value in vars(module).values() if isinstance(value, (MCPServer, Server))
+    ]
     if not candidates:
-        raise InputError(f"--server-module {spec.module}: no MCPServer or Server object found",
-                         hint="name it as path.py:attr")
+        raise InputError(
+            f"--server-module {spec.module}: no MCPServer or Server object found",
+            hint="name it as path.py:attr",
+        )
     return candidates[0]
 
 
 # The server connection whose task (and the tasks and worker threads it starts) is running: its
 # stdout noise and, for an in-process server, its prints are told apart from ours by it.
-SERVING: "contextvars.ContextVar[ServerConnection | None]" = contextvars.ContextVar("serving", default=None)
-STDOUT_NOISE_TOLD: dict[int, ServerSpec] = {}   # id -> spec of the servers already warned about
+SERVING: contextvars.ContextVar[ServerConnection | None] = contextvars.ContextVar(
+    "serving", default=None
+)
+
+
+STDOUT_NOISE_TOLD: dict[int, ServerSpec] = {}  # id -> spec of the servers already warned about
 
 
 class ServersStdout:
@@ -1832,7 +3842,11 @@ class ServersStdout:
 
     def target(self) -> Any:
         connection = SERVING.get()
-        return sys.stderr if connection is not None and connection.spec.kind == "module" else self.stdout
+        return (
+            sys.stderr
+            if connection is not None and connection.spec.kind == "module"
+            else self.stdout
+        )
 
     def write(self, text: str) -> int:
         return self.target().write(text)
@@ -1844,7 +3858,7 @@ class ServersStdout:
         return getattr(self.stdout, name)
 
 
-async def serving(connection: "ServerConnection", call: Any) -> Any:
+async def serving(connection: ServerConnection, call: Any) -> Any:
     """Awaits a call to a server in a context that names it (wait_for runs this in a task of its
     own, so the caller's context is untouched): the SDK runs an in-process server's handlers in
     the context of the request's sender, so its prints are told apart by this."""
@@ -1875,14 +3889,56 @@ class StdoutNoiseFilter(logging.Filter):
         connection = SERVING.get()
         if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
             STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
-            click.echo(f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
-                       "not MCP messages; they are ignored (a server should log to stderr)", err=True)
+            click.echo(
+                f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
+                "not MCP messages; they are ignored (a server should log to stderr)",
+                err=True,
+            )
         return False
 
 
 @functools.cache
 def filter_stdout_noise() -> None:
     logging.getLogger("mcp.client.stdio").addFilter(StdoutNoiseFilter())
+
+
+def http_transport(url: str, headers: dict[str, str]) -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    if not headers:
+        return streamable_http_client(url)
+
+    @asynccontextmanager
+    async def transport():  # the client owns its HTTP connection pool, so it must close it
+        async with create_mcp_http_client(headers=headers) as http_client:
+            async with streamable_http_client(url, http_client=http_client) as streams:
+                yield streams
+
+    return transport()
+
+
+def sse_transport(url: str, headers: dict[str, str]) -> Any:
+    """The legacy HTTP+SSE transport (`"type": "sse"`, `--transport sse`), through the SDK's client."""
+    from mcp.client.sse import sse_client
+
+    return sse_client(url, headers=headers or None)
+
+
+def explain_exception(exc: BaseException | None) -> str:
+    """A readable reason from an exception, unwrapping the exception groups anyio raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if exc is None:
+        return "failed"
+    if isinstance(exc, FileNotFoundError):
+        return f"could not start: command not found ({exc.filename or exc})"
+    text = str(exc) or exc.__class__.__name__
+    return (
+        f"failed: {exc.__class__.__name__}: {text}"
+        if text != exc.__class__.__name__
+        else f"failed: {text}"
+    )
 
 
 class ServerConnection:
@@ -1913,7 +3969,9 @@ class ServerConnection:
         spec = self.spec
         if spec.kind == "stdio":
             command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
-            params = StdioServerParameters(command=command, args=args, env=spec.env or None, cwd=spec.cwd)
+            params = StdioServerParameters(
+                command=command, args=args, env=spec.env or None, cwd=spec.cwd
+            )
             return Client(stdio_client(params, errlog=self._stderr), read_timeout_seconds=None)
         if spec.kind == "http":
             return Client(http_transport(spec.url, spec.headers))
@@ -1944,8 +4002,10 @@ class ServerConnection:
         self._task = asyncio.create_task(self._serve(), name=f"mcp-{self.spec.name}")
         try:
             await asyncio.wait_for(self._ready.wait(), self.connect_timeout)
-        except asyncio.TimeoutError:
-            message = self.describe_failure(f"did not finish its MCP handshake within {self.connect_timeout:g}s")
+        except TimeoutError:
+            message = self.describe_failure(
+                f"did not finish its MCP handshake within {self.connect_timeout:g}s"
+            )
             await self.close(grace=0)  # nothing to wind down gracefully: the time promised is up
             raise ServerError(message) from None
         if isinstance(self._error, (InputError, ServerError)):  # already says what went wrong
@@ -1960,8 +4020,12 @@ class ServerConnection:
 
     def describe_failure(self, what: str) -> str:
         spec = self.spec
-        target = {"stdio": " ".join([spec.command, *spec.args]), "http": spec.url, "sse": spec.url,
-                  "module": spec.module}[spec.kind]
+        target = {
+            "stdio": " ".join([spec.command, *spec.args]),
+            "http": spec.url,
+            "sse": spec.url,
+            "module": spec.module,
+        }[spec.kind]
         message = f"MCP server '{spec.name}' ({target}) {what}"
         stderr = self.stderr_tail()
         return message + (f"; its stderr ends with: {stderr}" if stderr else "")
@@ -1971,45 +4035,11 @@ class ServerConnection:
         if self._task:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), grace)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self._stderr.close()
-
-
-def http_transport(url: str, headers: dict[str, str]) -> Any:
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    if not headers:
-        return streamable_http_client(url)
-
-    @asynccontextmanager
-    async def transport():  # the client owns its HTTP connection pool, so it must close it
-        async with create_mcp_http_client(headers=headers) as http_client:
-            async with streamable_http_client(url, http_client=http_client) as streams:
-                yield streams
-    return transport()
-
-
-def sse_transport(url: str, headers: dict[str, str]) -> Any:
-    """The legacy HTTP+SSE transport (`"type": "sse"`, `--transport sse`), through the SDK's client."""
-    from mcp.client.sse import sse_client
-
-    return sse_client(url, headers=headers or None)
-
-
-def explain_exception(exc: BaseException | None) -> str:
-    """A readable reason from an exception, unwrapping the exception groups anyio raises."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if exc is None:
-        return "failed"
-    if isinstance(exc, FileNotFoundError):
-        return f"could not start: command not found ({exc.filename or exc})"
-    text = str(exc) or exc.__class__.__name__
-    return f"failed: {exc.__class__.__name__}: {text}" if text != exc.__class__.__name__ else f"failed: {text}"
 
 
 async def list_all_tools(client: Any) -> list[Any]:
@@ -2029,28 +4059,43 @@ async def list_all_tools(client: Any) -> list[Any]:
 # stand-in for a tool the policy does not run (--allow-tool runs it anyway). Every answer says
 # which it was (ToolOutcome.source / executed), and so does every ToolCall, results file and report.
 CALL_SOURCES = ("live", "mock", "replay", "policy")
-SOURCE_LABELS = {"live": "live", "mock": "mocked", "replay": "replayed", "policy": "withheld by policy"}
+
+
+SOURCE_LABELS = {
+    "live": "live",
+    "mock": "mocked",
+    "replay": "replayed",
+    "policy": "withheld by policy",
+}
 
 
 def canonical_arguments(arguments: Any) -> str:
     """A call's arguments as mocks and cassettes key them: JSON, sorted keys, no spaces."""
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return json.dumps(
+        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
 
 
 def tool_listing(tool: Any) -> dict:
     """A tool from `list_tools` as the hub and the cassettes keep it (annotations in the spec's
     camelCase: readOnlyHint, destructiveHint, idempotentHint, openWorldHint)."""
     annotations = getattr(tool, "annotations", None)
-    return {"name": tool.name, "description": tool.description or "",
-            "input_schema": dict(tool.input_schema or {"type": "object"}),
-            "annotations": annotations.model_dump(by_alias=True, exclude_none=True, mode="json") if annotations else {}}
+    return {
+        "name": tool.name,
+        "description": tool.description or "",
+        "input_schema": dict(tool.input_schema or {"type": "object"}),
+        "annotations": annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if annotations
+        else {},
+    }
 
 
 def arguments_contain(expected: Any, actual: Any) -> bool:
     """A mock's `match`: every key it names has that value in the call (nested objects alike)."""
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(k in actual and arguments_contain(v, actual[k])
-                                                for k, v in expected.items())
+        return isinstance(actual, dict) and all(
+            k in actual and arguments_contain(v, actual[k]) for k, v in expected.items()
+        )
     return expected == actual
 
 
@@ -2060,7 +4105,7 @@ def answer_text(result: Any) -> str:
 
 @dataclass
 class MockAnswer:
-    match: dict | None        # None: any arguments
+    match: dict | None  # None: any arguments
     output: str
     is_error: bool = False
 
@@ -2081,20 +4126,41 @@ def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
     for tool, entries in data.items():
         line = line_of(raw, json.dumps(tool))
         if not isinstance(entries, (list, dict)) or not entries:
-            raise InputError(f"the mock of {tool!r} is not an object or a list of them", path, line, hint)
+            raise InputError(
+                f"the mock of {tool!r} is not an object or a list of them", path, line, hint
+            )
         for entry in entries if isinstance(entries, list) else [entries]:
             if not isinstance(entry, dict) or "result" not in entry:
-                raise InputError(f"the mock of {tool!r} needs a \"result\" (a string or a JSON value)", path, line, hint)
+                raise InputError(
+                    f'the mock of {tool!r} needs a "result" (a string or a JSON value)',
+                    path,
+                    line,
+                    hint,
+                )
             unknown = sorted(set(entry) - set(MOCK_KEYS))
             if unknown:
-                raise InputError(f"the mock of {tool!r} has an unknown key {unknown[0]!r}", path, line,
-                                 f"a mock has {', '.join(MOCK_KEYS)}")
+                raise InputError(
+                    f"the mock of {tool!r} has an unknown key {unknown[0]!r}",
+                    path,
+                    line,
+                    f"a mock has {', '.join(MOCK_KEYS)}",
+                )
             if "match" in entry and not isinstance(entry["match"], dict):
-                raise InputError(f"the \"match\" of {tool!r}'s mock is not an object of arguments", path, line, hint)
+                raise InputError(
+                    f'the "match" of {tool!r}\'s mock is not an object of arguments',
+                    path,
+                    line,
+                    hint,
+                )
             if not isinstance(entry.get("is_error", False), bool):
-                raise InputError(f"the \"is_error\" of {tool!r}'s mock is not true or false", path, line)
-            mocks.setdefault(tool, []).append(MockAnswer(entry.get("match"), answer_text(entry["result"]),
-                                                         entry.get("is_error", False)))
+                raise InputError(
+                    f'the "is_error" of {tool!r}\'s mock is not true or false', path, line
+                )
+            mocks.setdefault(tool, []).append(
+                MockAnswer(
+                    entry.get("match"), answer_text(entry["result"]), entry.get("is_error", False)
+                )
+            )
     return mocks
 
 
@@ -2106,7 +4172,7 @@ class CassetteTool(Record):
 
 
 class CassetteCall(Record):
-    tool: str                          # the server's own name of the tool
+    tool: str  # the server's own name of the tool
     arguments: dict[str, Any] = {}
     result: str
     is_error: bool = False
@@ -2115,6 +4181,7 @@ class CassetteCall(Record):
 class CassetteFile(Record):
     """One server's recording (--record DIR writes DIR/<server>.json): its tools with their
     annotations, and one answer per (tool, canonical arguments). Readable JSON, redacted."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     format: Literal[C.CASSETTE_FORMAT]  # type: ignore[valid-type]
     server: str
@@ -2131,15 +4198,23 @@ def load_cassette_file(path: Path) -> CassetteFile:
     raw = read_text_file(path, "cassette file")
     data = parse_json_text(raw, path)
     if isinstance(data, dict) and data.get("format") != C.CASSETTE_FORMAT:
-        raise InputError(f"not a cassette (its \"format\" is not {C.CASSETTE_FORMAT!r})", path, None,
-                         "record one with --record DIR")
+        raise InputError(
+            f'not a cassette (its "format" is not {C.CASSETTE_FORMAT!r})',
+            path,
+            None,
+            "record one with --record DIR",
+        )
     try:
         return CassetteFile.model_validate(data)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
-        raise InputError(f"not a valid cassette: {where}: {problem['msg']}", path, None,
-                         "record it again with --record DIR") from None
+        raise InputError(
+            f"not a valid cassette: {where}: {problem['msg']}",
+            path,
+            None,
+            "record it again with --record DIR",
+        ) from None
 
 
 class Cassette:
@@ -2148,21 +4223,40 @@ class Cassette:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
-            raise InputError("--replay: no such folder" if not self.folder.exists() else "--replay takes a folder",
-                             self.folder, None, "give the folder a --record run wrote")
-        self.files = {f.server: f for f in map(load_cassette_file, sorted(self.folder.glob("*.json")))}
+            raise InputError(
+                "--replay: no such folder"
+                if not self.folder.exists()
+                else "--replay takes a folder",
+                self.folder,
+                None,
+                "give the folder a --record run wrote",
+            )
+        self.files = {
+            f.server: f for f in map(load_cassette_file, sorted(self.folder.glob("*.json")))
+        }
         if not self.files:
-            raise InputError("--replay: the folder holds no cassette (*.json)", self.folder, None,
-                             "record one first: the same command with --record DIR")
-        self.answers = {(server, call.tool, canonical_arguments(call.arguments)): call
-                        for server, f in self.files.items() for call in f.calls}
+            raise InputError(
+                "--replay: the folder holds no cassette (*.json)",
+                self.folder,
+                None,
+                "record one first: the same command with --record DIR",
+            )
+        self.answers = {
+            (server, call.tool, canonical_arguments(call.arguments)): call
+            for server, f in self.files.items()
+            for call in f.calls
+        }
 
     def listings(self) -> dict[str, list[dict]]:
         return {server: [t.model_dump() for t in f.tools] for server, f in self.files.items()}
 
-    def lookup(self, server: str, tool: str, arguments: dict, redactor: "Redactor | None") -> CassetteCall | None:
+    def lookup(
+        self, server: str, tool: str, arguments: dict, redactor: Redactor | None
+    ) -> CassetteCall | None:
         if server not in self.files and len(self.files) == 1:
-            server = next(iter(self.files))  # one server, named differently now (--mcp-config vs --server)
+            server = next(
+                iter(self.files)
+            )  # one server, named differently now (--mcp-config vs --server)
         found = self.answers.get((server, tool, canonical_arguments(arguments)))
         if found is None and redactor is not None:  # recorded with its secrets masked
             found = self.answers.get((server, tool, canonical_arguments(redactor.data(arguments))))
@@ -2173,21 +4267,29 @@ class CassetteRecorder:
     """--record DIR: the servers' tool lists, then every live call's answer (the latest wins),
     each server's file rewritten atomically as calls finish, through the run's redactor."""
 
-    def __init__(self, folder: str | Path, redactor: "Redactor | None" = None) -> None:
+    def __init__(self, folder: str | Path, redactor: Redactor | None = None) -> None:
         self.folder = Path(folder)
         self.redactor = redactor
         self.files: dict[str, CassetteFile] = {}
         self.calls: dict[str, dict[tuple[str, str], CassetteCall]] = {}
 
     def start(self, listings: dict[str, list[dict]]) -> None:
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         for server, tools in listings.items():
             path = cassette_path(self.folder, server)
-            earlier = load_cassette_file(path) if path.is_file() else None  # a cassette grows run by run
-            self.files[server] = CassetteFile(format=C.CASSETTE_FORMAT, server=server, recorded_at=now,
-                                              tools=[CassetteTool(**self.scrubbed(t)) for t in tools])
-            self.calls[server] = {(c.tool, canonical_arguments(c.arguments)): c
-                                  for c in (earlier.calls if earlier and earlier.server == server else [])}
+            earlier = (
+                load_cassette_file(path) if path.is_file() else None
+            )  # a cassette grows run by run
+            self.files[server] = CassetteFile(
+                format=C.CASSETTE_FORMAT,
+                server=server,
+                recorded_at=now,
+                tools=[CassetteTool(**self.scrubbed(t)) for t in tools],
+            )
+            self.calls[server] = {
+                (c.tool, canonical_arguments(c.arguments)): c
+                for c in (earlier.calls if earlier and earlier.server == server else [])
+            }
             self.write(server)
 
     def scrubbed(self, value: Any) -> Any:
@@ -2198,14 +4300,19 @@ class CassetteRecorder:
             return
         arguments = self.scrubbed(arguments)
         self.calls[server][(tool, canonical_arguments(arguments))] = CassetteCall(
-            tool=tool, arguments=arguments, result=self.scrubbed(output), is_error=is_error)
+            tool=tool, arguments=arguments, result=self.scrubbed(output), is_error=is_error
+        )
         self.write(server)
 
     def write(self, server: str) -> None:
-        calls = sorted(self.calls[server].values(), key=lambda c: (c.tool, canonical_arguments(c.arguments)))
+        calls = sorted(
+            self.calls[server].values(), key=lambda c: (c.tool, canonical_arguments(c.arguments))
+        )
         document = self.files[server].model_copy(update={"calls": calls}).model_dump(mode="json")
-        write_text_atomic(cassette_path(self.folder, server),
-                          json.dumps(self.scrubbed(document), indent=2, ensure_ascii=False) + "\n")
+        write_text_atomic(
+            cassette_path(self.folder, server),
+            json.dumps(self.scrubbed(document), indent=2, ensure_ascii=False) + "\n",
+        )
 
 
 @dataclass
@@ -2213,6 +4320,7 @@ class ToolPolicy:
     """How the hub answers Claude's calls: the settings of --tool-policy, --allow-tool,
     --mock-tools, --replay, --replay-miss and --record. The default runs everything not annotated
     destructive, against the real servers."""
+
     policy: str = C.DEFAULT_TOOL_POLICY
     allow: tuple[str, ...] = ()
     mocks: dict[str, list[MockAnswer]] = field(default_factory=dict)
@@ -2223,7 +4331,11 @@ class ToolPolicy:
     redactor: Any = None
 
     def allowed(self, tool: ToolSpec) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allow for name in (tool.name, tool.remote_name))
+        return any(
+            fnmatch.fnmatchcase(name, pattern)
+            for pattern in self.allow
+            for name in (tool.name, tool.remote_name)
+        )
 
     def policy_runs(self, tool: ToolSpec) -> bool:
         """Whether --tool-policy alone lets the real server run this tool."""
@@ -2235,14 +4347,24 @@ class ToolPolicy:
         return self.policy_runs(tool) or self.allowed(tool)
 
     def withheld_reason(self) -> str:
-        return "are not annotated readOnlyHint: true" if self.policy == "read-only" else \
-            "are annotated destructiveHint: true"
+        return (
+            "are not annotated readOnlyHint: true"
+            if self.policy == "read-only"
+            else "are annotated destructiveHint: true"
+        )
 
     def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
         return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
 
     def mock_for(self, tool: ToolSpec, arguments: dict) -> MockAnswer | None:
-        return next((e for e in self.mocks_of(tool) if e.match is None or arguments_contain(e.match, arguments)), None)
+        return next(
+            (
+                e
+                for e in self.mocks_of(tool)
+                if e.match is None or arguments_contain(e.match, arguments)
+            ),
+            None,
+        )
 
     def treatment(self, tool: ToolSpec) -> str:
         """What happens to this tool's calls, for --dry-run's table and the results' metadata."""
@@ -2266,19 +4388,36 @@ class ToolPolicy:
         """A mock, a recording, a replay miss or a stand-in; None: the server runs the call."""
         mock = self.mock_for(tool, arguments)
         if mock is not None:
-            return ToolOutcome(mock.output, mock.is_error, tool.server, 0.0, source="mock", executed=False)
+            return ToolOutcome(
+                mock.output, mock.is_error, tool.server, 0.0, source="mock", executed=False
+            )
         if self.replay is not None:
             recorded = self.replay.lookup(tool.server, tool.remote_name, arguments, self.redactor)
             if recorded is not None:
-                return ToolOutcome(recorded.result, recorded.is_error, tool.server, 0.0, source="replay",
-                                   executed=False)
+                return ToolOutcome(
+                    recorded.result,
+                    recorded.is_error,
+                    tool.server,
+                    0.0,
+                    source="replay",
+                    executed=False,
+                )
             if self.replay_miss != "live":
-                return ToolOutcome(f"replay miss: the cassette {self.replay.folder} has no recording of "
-                                   f"{tool.name} with arguments {canonical_arguments(arguments)} (record it with "
-                                   f"--record, or run with --replay-miss live)", True, tool.server, 0.0,
-                                   source="replay", executed=False, fails_case=True)
+                return ToolOutcome(
+                    f"replay miss: the cassette {self.replay.folder} has no recording of "
+                    f"{tool.name} with arguments {canonical_arguments(arguments)} (record it with "
+                    f"--record, or run with --replay-miss live)",
+                    True,
+                    tool.server,
+                    0.0,
+                    source="replay",
+                    executed=False,
+                    fails_case=True,
+                )
         if not self.runs_live(tool):
-            text = prompts.WITHHELD_TOOL_RESULT.format(tool=tool.name, policy=self.policy, reason=self.withheld_reason())
+            text = prompts.WITHHELD_TOOL_RESULT.format(
+                tool=tool.name, policy=self.policy, reason=self.withheld_reason()
+            )
             return ToolOutcome(text, True, tool.server, 0.0, source="policy", executed=False)
         return None
 
@@ -2289,11 +4428,18 @@ class McpHub:
     Use as `async with McpHub(specs) as hub:`; `hub.tools` maps the names Claude sees to
     ToolSpecs; `await hub.call_tool(name, args)` never raises for tool-level failures."""
 
-    def __init__(self, specs: Sequence[ServerSpec], tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT,
-                 max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS,
-                 connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT, policy: ToolPolicy | None = None) -> None:
+    def __init__(
+        self,
+        specs: Sequence[ServerSpec],
+        tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT,
+        max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS,
+        connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT,
+        policy: ToolPolicy | None = None,
+    ) -> None:
         self.specs = list(specs)
-        self.policy = policy or ToolPolicy(policy="live")  # a bare hub (tests, tools) runs every call
+        self.policy = policy or ToolPolicy(
+            policy="live"
+        )  # a bare hub (tests, tools) runs every call
         self.tool_timeout = tool_timeout
         self.max_result_chars = max_result_chars
         self.connect_timeout = connect_timeout
@@ -2303,7 +4449,7 @@ class McpHub:
         self._anthropic_tools: list[dict] = []
         self._restarting: dict[str, asyncio.Lock] = {}
 
-    async def __aenter__(self) -> "McpHub":
+    async def __aenter__(self) -> McpHub:
         try:
             listings = {}
             for spec in self.specs:
@@ -2311,12 +4457,19 @@ class McpHub:
                 await connection.open()
                 self.connections[spec.name] = connection
                 try:
-                    tools = await asyncio.wait_for(list_all_tools(connection.client), self.connect_timeout)
+                    tools = await asyncio.wait_for(
+                        list_all_tools(connection.client), self.connect_timeout
+                    )
                 except Exception as exc:
-                    raise ServerError(connection.describe_failure(f"failed to list its tools: "
-                                                                  f"{explain_exception(exc)}")) from None
+                    raise ServerError(
+                        connection.describe_failure(
+                            f"failed to list its tools: {explain_exception(exc)}"
+                        )
+                    ) from None
                 listings[spec.name] = [tool_listing(tool) for tool in tools]
-            if not self.specs and self.policy.replay is not None:  # --replay with no server: the cassette's tools
+            if (
+                not self.specs and self.policy.replay is not None
+            ):  # --replay with no server: the cassette's tools
                 listings = self.policy.replay.listings()
             elif self.policy.recorder is not None:
                 self.policy.recorder.start(listings)
@@ -2341,15 +4494,25 @@ class McpHub:
                 owners.setdefault(tool["name"], []).append(server)
         for name, servers in sorted(owners.items()):
             if len(servers) > 1:
-                self.notices.append(f"tool '{name}' is offered by several servers ({', '.join(servers)}); "
-                                    f"Claude sees them as " + ", ".join(f"{s}__{name}" for s in servers))
+                self.notices.append(
+                    f"tool '{name}' is offered by several servers ({', '.join(servers)}); "
+                    f"Claude sees them as " + ", ".join(f"{s}__{name}" for s in servers)
+                )
         for server, tools in listings.items():
             for tool in tools:
-                exposed = f"{server}__{tool['name']}" if len(owners[tool["name"]]) > 1 else tool["name"]
+                exposed = (
+                    f"{server}__{tool['name']}" if len(owners[tool["name"]]) > 1 else tool["name"]
+                )
                 schema = dict(tool["input_schema"] or {"type": "object"})
                 schema.setdefault("type", "object")
-                self.tools[exposed] = ToolSpec(exposed, server, tool["name"], tool["description"] or "", schema,
-                                               dict(tool.get("annotations") or {}))
+                self.tools[exposed] = ToolSpec(
+                    exposed,
+                    server,
+                    tool["name"],
+                    tool["description"] or "",
+                    schema,
+                    dict(tool.get("annotations") or {}),
+                )
         # Sorted and built once, so every request carries byte-identical tool definitions and the
         # cache_control mark on the last one caches the whole tool prefix.
         definitions = [self.tools[name].to_anthropic() for name in sorted(self.tools)]
@@ -2364,10 +4527,13 @@ class McpHub:
         by_name = {}
         for name, override in overrides.items():
             spec = self.tools.get(name) or next(
-                (t for t in self.tools.values() if f"{t.server}__{t.remote_name}" == name), None)
+                (t for t in self.tools.values() if f"{t.server}__{t.remote_name}" == name), None
+            )
             if spec is None:
-                raise InputError(f"{source}: no connected server offers a tool named {name!r}",
-                                 hint="the tools are: " + ", ".join(self.tool_names()))
+                raise InputError(
+                    f"{source}: no connected server offers a tool named {name!r}",
+                    hint="the tools are: " + ", ".join(self.tool_names()),
+                )
             by_name[spec.name] = override
         definitions = []
         for name in sorted(self.tools):
@@ -2391,47 +4557,94 @@ class McpHub:
     async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()
 
-        def outcome(text: str, is_error: bool, server: str | None, server_failed: bool = False) -> ToolOutcome:
-            return ToolOutcome(text, is_error, server, round((time.perf_counter() - start) * 1000, 2), server_failed)
+        def outcome(
+            text: str, is_error: bool, server: str | None, server_failed: bool = False
+        ) -> ToolOutcome:
+            return ToolOutcome(
+                text,
+                is_error,
+                server,
+                round((time.perf_counter() - start) * 1000, 2),
+                server_failed,
+            )
 
         tool = self.tools.get(name)
         if tool is None:
-            return replace(outcome(f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}", True,
-                                   None), executed=False)
+            return replace(
+                outcome(
+                    f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}",
+                    True,
+                    None,
+                ),
+                executed=False,
+            )
         if not isinstance(arguments, dict):
-            return replace(outcome(f"Tool arguments must be a JSON object, got {type(arguments).__name__}", True,
-                                   tool.server), executed=False)
-        answered = self.policy.answer(tool, arguments)  # mocked, replayed or withheld: not the server
+            return replace(
+                outcome(
+                    f"Tool arguments must be a JSON object, got {type(arguments).__name__}",
+                    True,
+                    tool.server,
+                ),
+                executed=False,
+            )
+        answered = self.policy.answer(
+            tool, arguments
+        )  # mocked, replayed or withheld: not the server
         if answered is not None:
             answered.duration_ms = round((time.perf_counter() - start) * 1000, 2)
             return answered
         if not any(spec.name == tool.server for spec in self.specs):
-            return ToolOutcome(f"no server runs {tool.name}: its tools came from the cassette {self.policy.replay.folder} "
-                               f"(name the server to call it live)" if self.policy.replay else
-                               f"no server runs {tool.name}", True, tool.server, 0.0, fails_case=True, executed=False)
+            return ToolOutcome(
+                f"no server runs {tool.name}: its tools came from the cassette {self.policy.replay.folder} "
+                f"(name the server to call it live)"
+                if self.policy.replay
+                else f"no server runs {tool.name}",
+                True,
+                tool.server,
+                0.0,
+                fails_case=True,
+                executed=False,
+            )
         connection = self.connections.get(tool.server)
         if connection is None or connection.client is None:  # an earlier restart failed: try again
             connection = await self.restart(tool.server, connection)
             if connection.client is None:
-                return outcome(connection.describe_failure("is not running and could not be restarted"),
-                               True, tool.server, server_failed=True)
+                return outcome(
+                    connection.describe_failure("is not running and could not be restarted"),
+                    True,
+                    tool.server,
+                    server_failed=True,
+                )
         try:
-            result = await asyncio.wait_for(serving(connection, connection.client.call_tool(
-                tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout)), self.tool_timeout + 1)
-        except (asyncio.TimeoutError, TimeoutError):
+            result = await asyncio.wait_for(
+                serving(
+                    connection,
+                    connection.client.call_tool(
+                        tool.remote_name, arguments, read_timeout_seconds=self.tool_timeout
+                    ),
+                ),
+                self.tool_timeout + 1,
+            )
+        except TimeoutError:
             return outcome(f"Tool call timed out after {self.tool_timeout:g}s", True, tool.server)
         except Exception as exc:
             reason = explain_exception(exc)
             if "timed out" in reason.lower():
-                return outcome(f"Tool call timed out after {self.tool_timeout:g}s", True, tool.server)
+                return outcome(
+                    f"Tool call timed out after {self.tool_timeout:g}s", True, tool.server
+                )
             if await self.is_alive(connection):
                 return outcome(f"Tool call {reason}", True, tool.server)
             message = connection.describe_failure(f"died during the call ({reason})")
             await self.restart(tool.server, connection)  # the next cases get a fresh server
             return outcome(message, True, tool.server, server_failed=True)
-        answer = outcome(tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server)
+        answer = outcome(
+            tool_result_text(result, self.max_result_chars), bool(result.is_error), tool.server
+        )
         if self.policy.recorder is not None:
-            self.policy.recorder.record(tool.server, tool.remote_name, arguments, answer.output, answer.is_error)
+            self.policy.recorder.record(
+                tool.server, tool.remote_name, arguments, answer.output, answer.is_error
+            )
         return answer
 
     @staticmethod
@@ -2462,7 +4675,7 @@ class McpHub:
             return fresh
 
 
-# ============================================================================ 5. model session
+# ============================================================================ 6. model session
 @dataclass
 class ModelRequest:
     model: str
@@ -2471,12 +4684,14 @@ class ModelRequest:
     tools: list[dict]
     max_tokens: int
     temperature: float | None = None
-    tool_choice: dict | None = None   # e.g. {"type": "tool", "name": "grade"}: the judge must answer by that tool
+    tool_choice: dict | None = (
+        None  # e.g. {"type": "tool", "name": "grade"}: the judge must answer by that tool
+    )
 
 
 @dataclass
 class ModelReply:
-    content: list[dict]          # content blocks as plain dicts, ready to send back
+    content: list[dict]  # content blocks as plain dicts, ready to send back
     stop_reason: str | None
     usage: Usage
     model: str
@@ -2485,8 +4700,9 @@ class ModelReply:
 class ModelClient(Protocol):
     """The engine's model seam: the Anthropic API in production, a scripted model in unit tests."""
 
-    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
-        ...
+    async def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply: ...
 
 
 def block_to_dict(block: Any) -> dict:
@@ -2527,7 +4743,7 @@ class AdaptiveLimiter:
                     break
                 try:
                     await asyncio.wait_for(self._changed.wait(), wait if wait > 0 else None)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             self.in_flight += 1
 
@@ -2566,7 +4782,7 @@ def retry_after_seconds(headers: Any) -> float:
         if value:
             try:
                 reset = datetime.fromisoformat(value.replace("Z", "+00:00"))
-                return max(0.0, (reset - datetime.now(timezone.utc)).total_seconds())
+                return max(0.0, (reset - datetime.now(UTC)).total_seconds())
             except ValueError:
                 pass
     return 1.0
@@ -2586,8 +4802,10 @@ def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
         if response.status_code == 429:
             body = (await response.http_response.aread()).decode("utf-8", "replace")
             if SPEND_LIMIT.search(body):
-                raise FatalApiError(f"the Anthropic API refused on a spend or usage limit (429): "
-                                    f"{cap_text(body, 300)}")
+                raise FatalApiError(
+                    f"the Anthropic API refused on a spend or usage limit (429): "
+                    f"{cap_text(body, 300)}"
+                )
             await limiter.rate_limited_for(retry_after_seconds(response.headers))
         elif response.status_code < 400:
             remaining = response.headers.get("anthropic-ratelimit-requests-remaining")
@@ -2596,6 +4814,7 @@ def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
             else:
                 await limiter.succeeded()
         return response
+
     return middleware
 
 
@@ -2635,22 +4854,6 @@ def shown_api_url(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
-def endpoint_unreachable(url: str, reason: str) -> FatalApiError:
-    # Through a proxy, the failure is the proxy's: point there rather than at the base URL.
-    hint = "the proxy settings (HTTPS_PROXY, HTTP_PROXY)" if behind_proxy(url) else "--base-url or ANTHROPIC_BASE_URL"
-    return FatalApiError(f"cannot reach the model API at {shown_api_url(url)}: {reason} (check {hint})")
-
-
-def lookup_failure(exc: BaseException) -> str:
-    """The reason to show for a failed host name lookup (`socket.gaierror`)."""
-    import socket
-
-    not_found = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)}
-    if getattr(exc, "errno", None) in not_found:
-        return "host name not found"
-    return f"host name lookup failed ({getattr(exc, 'strerror', None) or exc})"
-
-
 def behind_proxy(url: str) -> bool:
     """Whether the SDK (httpx trusts the proxy environment) sends this URL through a proxy: then
     the API host need not resolve or answer from here, and dialling it proves nothing."""
@@ -2662,6 +4865,30 @@ def behind_proxy(url: str) -> bool:
     if not (proxies.get(parts.scheme) or proxies.get("all")):
         return False
     return not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+def endpoint_unreachable(url: str, reason: str) -> FatalApiError:
+    # Through a proxy, the failure is the proxy's: point there rather than at the base URL.
+    hint = (
+        "the proxy settings (HTTPS_PROXY, HTTP_PROXY)"
+        if behind_proxy(url)
+        else "--base-url or ANTHROPIC_BASE_URL"
+    )
+    return FatalApiError(
+        f"cannot reach the model API at {shown_api_url(url)}: {reason} (check {hint})"
+    )
+
+
+def lookup_failure(exc: BaseException) -> str:
+    """The reason to show for a failed host name lookup (`socket.gaierror`)."""
+    import socket
+
+    not_found = {
+        getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+    }
+    if getattr(exc, "errno", None) in not_found:
+        return "host name not found"
+    return f"host name lookup failed ({getattr(exc, 'strerror', None) or exc})"
 
 
 def all_refused(addresses: list, timeout: float) -> bool:
@@ -2702,6 +4929,16 @@ def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
         raise endpoint_unreachable(url, "connection refused")
 
 
+def wrapped_error(exc: BaseException) -> BaseException | None:
+    """The error one step down a chain: the explicit cause, an error passed as the argument, else
+    the implicit context unless suppressed (an unrelated error being handled stays out)."""
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    if exc.args and isinstance(exc.args[0], BaseException):
+        return exc.args[0]
+    return None if exc.__suppress_context__ else exc.__context__
+
+
 def connection_failure(exc: BaseException) -> str | None:
     """The dead-endpoint reason behind an SDK `APIConnectionError`, else None (a timeout, a reset).
     The SDK raises it `from` httpx's ConnectError, which holds the socket error as `__cause__`,
@@ -2724,32 +4961,46 @@ def connection_failure(exc: BaseException) -> str | None:
     return None
 
 
-def wrapped_error(exc: BaseException) -> BaseException | None:
-    """The error one step down a chain: the explicit cause, an error passed as the argument, else
-    the implicit context unless suppressed (an unrelated error being handled stays out)."""
-    if exc.__cause__ is not None:
-        return exc.__cause__
-    if exc.args and isinstance(exc.args[0], BaseException):
-        return exc.args[0]
-    return None if exc.__suppress_context__ else exc.__context__
+def api_error_message(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    message = (
+        body.get("error", {}).get("message")
+        if isinstance(body, dict) and isinstance(body.get("error"), dict)
+        else None
+    )
+    text = message or str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}" + (f" ({status})" if status else "") + f": {text}"
+
+
+RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
 
 
 class AnthropicModel:
     """Claude through `anthropic.AsyncAnthropic`; the only place that touches the SDK."""
 
-    def __init__(self, api_key: str | None = None, base_url: str | None = None,
-                 max_retries: int = C.DEFAULT_MAX_RETRIES, timeout: float = C.DEFAULT_REQUEST_TIMEOUT,
-                 stream: bool = False, concurrency: int = C.MAX_MODEL_CONCURRENCY) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = C.DEFAULT_MAX_RETRIES,
+        timeout: float = C.DEFAULT_REQUEST_TIMEOUT,
+        stream: bool = False,
+        concurrency: int = C.MAX_MODEL_CONCURRENCY,
+    ) -> None:
         import anthropic
 
         self._anthropic = anthropic
         self.limiter = AdaptiveLimiter(concurrency)
         self.max_retries = max_retries
         # One client for the whole run: one connection pool, and the SDK's retries on every call.
-        self.client = anthropic.AsyncAnthropic(api_key=api_key or api_key_from_env(),
-                                               base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
-                                               max_retries=max_retries, timeout=timeout,
-                                               middleware=[api_traffic_middleware(self.limiter)])
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key or api_key_from_env(),
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            max_retries=max_retries,
+            timeout=timeout,
+            middleware=[api_traffic_middleware(self.limiter)],
+        )
         self.stream = stream
         self._endpoint_check: asyncio.Future | None = None  # the one dead-endpoint check, shared
         self._answered = False  # a call has succeeded: later connection errors are per case
@@ -2760,7 +5011,9 @@ class AnthropicModel:
             "model": request.model,
             "max_tokens": request.max_tokens,
             "messages": request.messages,
-            "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+            "system": [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ],
         }
         if request.tools:
             params["tools"] = request.tools
@@ -2772,7 +5025,9 @@ class AnthropicModel:
             params["extra_body"] = {"temperature": request.temperature}
         return params
 
-    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
+    async def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply:
         params = self.request_params(request)
         await self._check_endpoint_once()
         try:
@@ -2781,8 +5036,10 @@ class AnthropicModel:
             else:
                 message = await self.client.messages.create(**params)
         except self._anthropic.AuthenticationError as exc:
-            raise FatalApiError(f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
-                                "check ANTHROPIC_API_KEY") from None
+            raise FatalApiError(
+                f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
+                "check ANTHROPIC_API_KEY"
+            ) from None
         except self._anthropic.APIConnectionError as exc:
             # Refused or unresolvable before any answer: the endpoint is dead for every case
             # (the check passed, e.g. through a proxy, or the server died just after it).
@@ -2791,8 +5048,12 @@ class AnthropicModel:
                 raise endpoint_unreachable(str(self.client.base_url), reason) from None
             raise
         self._answered = True
-        return ModelReply([block_to_dict(b) for b in message.content], message.stop_reason,
-                          Usage.from_api(message.usage), message.model)
+        return ModelReply(
+            [block_to_dict(b) for b in message.content],
+            message.stop_reason,
+            Usage.from_api(message.usage),
+            message.model,
+        )
 
     async def _check_endpoint_once(self) -> None:
         """A dead endpoint fails the first call at once instead of after the SDK's retries with
@@ -2800,10 +5061,13 @@ class AnthropicModel:
         `shield` keeps one cancelled case from cancelling it for the others."""
         if self._endpoint_check is None:
             self._endpoint_check = asyncio.ensure_future(
-                asyncio.to_thread(check_model_endpoint, str(self.client.base_url)))
+                asyncio.to_thread(check_model_endpoint, str(self.client.base_url))
+            )
         await asyncio.shield(self._endpoint_check)
 
-    async def _stream_with_retries(self, params: dict, on_text: Callable[[str], None] | None) -> Any:
+    async def _stream_with_retries(
+        self, params: dict, on_text: Callable[[str], None] | None
+    ) -> Any:
         """A stream that fails after HTTP 200 (an `overloaded_error` event mid-answer) is outside
         the SDK's retries; it is retried here, and the failed attempt's partial text is dropped."""
         for attempt in range(self.max_retries + 1):
@@ -2816,24 +5080,17 @@ class AnthropicModel:
             except self._anthropic.APIStatusError as exc:
                 in_stream = exc.status_code == 200
                 kind = exc.body.get("error", {}).get("type") if isinstance(exc.body, dict) else None
-                if not in_stream or kind not in RETRYABLE_STREAM_ERRORS or attempt == self.max_retries:
+                if (
+                    not in_stream
+                    or kind not in RETRYABLE_STREAM_ERRORS
+                    or attempt == self.max_retries
+                ):
                     raise
-                await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt))
+                await asyncio.sleep(min(8.0, 0.5 * 2**attempt))
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
         await self.client.close()
-
-
-RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
-
-
-def api_error_message(exc: BaseException) -> str:
-    status = getattr(exc, "status_code", None)
-    body = getattr(exc, "body", None)
-    message = body.get("error", {}).get("message") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
-    text = message or str(exc) or exc.__class__.__name__
-    return f"{exc.__class__.__name__}" + (f" ({status})" if status else "") + f": {text}"
 
 
 # ---------------------------------------------------------------------------- --batch: the Message Batches API
@@ -2854,12 +5111,15 @@ class RunNotStarted(Exception):
 class BatchRun:
     """The run a model request belongs to and how many requests it has made: with the request's
     parameters this names a request the same way in every invocation (its custom_id)."""
+
     key: str
     calls: int = 0
-    capped: bool = False        # a request of it was not sent: --max-cost
+    capped: bool = False  # a request of it was not sent: --max-cost
 
 
-BATCH_RUN: contextvars.ContextVar[BatchRun | None] = contextvars.ContextVar("batch_run", default=None)
+BATCH_RUN: contextvars.ContextVar[BatchRun | None] = contextvars.ContextVar(
+    "batch_run", default=None
+)
 
 
 def batch_ledger_path(output: str | Path) -> Path:
@@ -2890,8 +5150,14 @@ def worst_case_cost(params: dict) -> float:
     sends, all priced as cache writes, and every output token it allows."""
     price, _ = price_for(params["model"])
     prompt = len(json.dumps({k: v for k, v in params.items() if k != "max_tokens"})) // 3 + 1
-    return ((prompt * max(price["input"], price["cache_write"]) + params["max_tokens"] * price["output"])
-            / 1_000_000 * C.BATCH_PRICE_FACTOR)
+    return (
+        (
+            prompt * max(price["input"], price["cache_write"])
+            + params["max_tokens"] * price["output"]
+        )
+        / 1_000_000
+        * C.BATCH_PRICE_FACTOR
+    )
 
 
 def batch_failure(result: Any, batch_id: str) -> str:
@@ -2899,8 +5165,10 @@ def batch_failure(result: Any, batch_id: str) -> str:
     kind = getattr(result, "type", None)
     if kind == "errored":
         error = getattr(getattr(result, "error", None), "error", None)
-        return (f"the request errored in batch {batch_id}: {getattr(error, 'type', 'error')}: "
-                f"{getattr(error, 'message', '') or 'no message'}")
+        return (
+            f"the request errored in batch {batch_id}: {getattr(error, 'type', 'error')}: "
+            f"{getattr(error, 'message', '') or 'no message'}"
+        )
     if kind == "expired":
         return f"the request expired in batch {batch_id} before it was processed (a batch has 24 hours)"
     if kind == "canceled":
@@ -2920,14 +5188,26 @@ class BatchLedger:
         self.earlier = {cid: entry["batch"] for entry in self.entries for cid in entry["requests"]}
 
     def read(self) -> list[dict]:
-        return [entry for entry in json_lines(self.path) if isinstance(entry, dict)
-                and isinstance(entry.get("batch"), str) and isinstance(entry.get("requests"), list)]
+        return [
+            entry
+            for entry in json_lines(self.path)
+            if isinstance(entry, dict)
+            and isinstance(entry.get("batch"), str)
+            and isinstance(entry.get("requests"), list)
+        ]
 
     def add(self, batch_id: str, custom_ids: list[str]) -> None:
-        self.entries.append({"batch": batch_id, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                             "requests": custom_ids})
+        self.entries.append(
+            {
+                "batch": batch_id,
+                "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "requests": custom_ids,
+            }
+        )
         if self.path:
-            write_text_atomic(self.path, "".join(json_text(entry, indent=None) + "\n" for entry in self.entries))
+            write_text_atomic(
+                self.path, "".join(json_text(entry, indent=None) + "\n" for entry in self.entries)
+            )
 
     def requests_in(self, batch_id: str) -> int:
         return sum(len(e["requests"]) for e in self.entries if e["batch"] == batch_id)
@@ -2939,8 +5219,8 @@ class QueuedRequest:
     params: dict
     answer: asyncio.Future
     run: BatchRun | None
-    size: int = 0               # about the bytes it adds to a batch's body
-    reserved: float = 0.0       # its worst-case cost, held against --max-cost while it is in a batch
+    size: int = 0  # about the bytes it adds to a batch's body
+    reserved: float = 0.0  # its worst-case cost, held against --max-cost while it is in a batch
 
 
 class BatchedModel:
@@ -2952,17 +5232,22 @@ class BatchedModel:
     into the ledger as soon as it exists; a resumed run that asks the same requests again gets
     the earlier batch's answers. Errored, expired or canceled requests are their run's error."""
 
-    def __init__(self, direct: AnthropicModel, ledger: BatchLedger, max_cost: float | None = None,
-                 say: Callable[[str], None] = lambda line: None) -> None:
+    def __init__(
+        self,
+        direct: AnthropicModel,
+        ledger: BatchLedger,
+        max_cost: float | None = None,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
         self.direct, self.client, self.ledger = direct, direct.client, ledger
         self.max_cost, self.say = max_cost, say
-        self.live = 0                # conversations under way
-        self.waiting = 0             # requests in a batch (this run's or an earlier one's)
+        self.live = 0  # conversations under way
+        self.waiting = 0  # requests in a batch (this run's or an earlier one's)
         self.queue: list[QueuedRequest] = []
-        self.spent = 0.0             # what this invocation's batches cost (batch price)
-        self.committed = 0.0         # worst case of the requests in batches not yet ended
-        self.batches = 0             # batches this invocation created
-        self.reused = 0              # answers taken from an earlier run's batches
+        self.spent = 0.0  # what this invocation's batches cost (batch price)
+        self.committed = 0.0  # worst case of the requests in batches not yet ended
+        self.batches = 0  # batches this invocation created
+        self.reused = 0  # answers taken from an earlier run's batches
         self.in_flight: set[str] = set()
         self.last_queued = 0.0
         self._wake = asyncio.Event()
@@ -2984,7 +5269,9 @@ class BatchedModel:
             BATCH_RUN.reset(token)
             self._wake.set()
 
-    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
+    async def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply:
         params = batch_params(request)
         run = BATCH_RUN.get()
         index = run.calls if run else 0
@@ -3008,8 +5295,12 @@ class BatchedModel:
 
     @staticmethod
     def reply_of(message: Any) -> ModelReply:
-        return ModelReply([block_to_dict(b) for b in message.content], message.stop_reason,
-                          Usage.from_api(message.usage), message.model)
+        return ModelReply(
+            [block_to_dict(b) for b in message.content],
+            message.stop_reason,
+            Usage.from_api(message.usage),
+            message.model,
+        )
 
     # -- rounds
     async def collect(self) -> None:
@@ -3024,7 +5315,9 @@ class BatchedModel:
                     await asyncio.wait_for(self._wake.wait(), C.BATCH_SETTLE_SECONDS - idle)
                 self._wake.clear()
             taken, size = 0, 0
-            for q in self.queue[:C.BATCH_MAX_REQUESTS]:  # one batch holds so many requests, so many bytes
+            for q in self.queue[
+                : C.BATCH_MAX_REQUESTS
+            ]:  # one batch holds so many requests, so many bytes
                 if taken and size + q.size > C.BATCH_MAX_BYTES:
                     break
                 taken, size = taken + 1, size + q.size
@@ -3054,10 +5347,14 @@ class BatchedModel:
             stopped += 1
             if q.run:
                 q.run.capped = True
-            q.answer.set_exception(CostCapReached(f"not sent: it could pass --max-cost ${self.max_cost:g}"))
+            q.answer.set_exception(
+                CostCapReached(f"not sent: it could pass --max-cost ${self.max_cost:g}")
+            )
         if stopped:
-            self.say(f"--max-cost ${self.max_cost:g}: {stopped} request(s) of this round not sent "
-                     f"(spent ${self.spent:.4f}, at most ${self.committed:.4f} more under way)")
+            self.say(
+                f"--max-cost ${self.max_cost:g}: {stopped} request(s) of this round not sent "
+                f"(spent ${self.spent:.4f}, at most ${self.committed:.4f} more under way)"
+            )
         return sent
 
     async def send(self, queued: list[QueuedRequest]) -> None:
@@ -3065,12 +5362,18 @@ class BatchedModel:
         self.committed += reserved
         try:
             await self.direct._check_endpoint_once()
-            batch = await self.api(self.client.messages.batches.create(
-                requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]), creating=True)
+            batch = await self.api(
+                self.client.messages.batches.create(
+                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]
+                ),
+                creating=True,
+            )
             self.ledger.add(batch.id, [q.custom_id for q in queued])
             self.batches += 1
             self.in_flight.add(batch.id)
-            results = await self.results_of(batch.id, len(queued), f"batch {self.batches}", C.BATCH_POLL_FIRST_SECONDS)
+            results = await self.results_of(
+                batch.id, len(queued), f"batch {self.batches}", C.BATCH_POLL_FIRST_SECONDS
+            )
             self.in_flight.discard(batch.id)
         except asyncio.CancelledError:
             for q in queued:
@@ -3098,7 +5401,9 @@ class BatchedModel:
         else:
             q.answer.set_exception(BatchRequestFailed(batch_failure(result, batch_id)))
 
-    async def results_of(self, batch_id: str, total: int, label: str, first_wait: float = 0.0) -> dict[str, Any]:
+    async def results_of(
+        self, batch_id: str, total: int, label: str, first_wait: float = 0.0
+    ) -> dict[str, Any]:
         """Polls a batch with backoff until it has ended, then reads its results (JSONL)."""
         delay, started = first_wait, time.monotonic()
         while True:
@@ -3107,13 +5412,20 @@ class BatchedModel:
             batch = await self.api(self.client.messages.batches.retrieve(batch_id))
             counts = batch.request_counts
             if batch.processing_status == "ended":
-                self.say(f"{label} ({batch_id}): ended after {time.monotonic() - started:.0f}s: "
-                         f"{counts.succeeded:,} succeeded, {counts.errored:,} errored, {counts.expired:,} expired, "
-                         f"{counts.canceled:,} canceled")
+                self.say(
+                    f"{label} ({batch_id}): ended after {time.monotonic() - started:.0f}s: "
+                    f"{counts.succeeded:,} succeeded, {counts.errored:,} errored, {counts.expired:,} expired, "
+                    f"{counts.canceled:,} canceled"
+                )
                 break
-            self.say(f"{label} ({batch_id}): {batch.processing_status}, {counts.processing:,} of {total:,} "
-                     f"request(s) processing · {time.monotonic() - started:.0f}s")
-            delay = min(max(delay, C.BATCH_POLL_FIRST_SECONDS) * C.BATCH_POLL_GROWTH, C.BATCH_POLL_MAX_SECONDS)
+            self.say(
+                f"{label} ({batch_id}): {batch.processing_status}, {counts.processing:,} of {total:,} "
+                f"request(s) processing · {time.monotonic() - started:.0f}s"
+            )
+            delay = min(
+                max(delay, C.BATCH_POLL_FIRST_SECONDS) * C.BATCH_POLL_GROWTH,
+                C.BATCH_POLL_MAX_SECONDS,
+            )
         results: dict[str, Any] = {}
         async for item in await self.api(self.client.messages.batches.results(batch_id)):
             results[item.custom_id] = item.result
@@ -3133,14 +5445,20 @@ class BatchedModel:
         return results.pop(custom_id, None)
 
     async def reattach(self, batch_id: str) -> dict[str, Any]:
-        self.say(f"reattaching to {batch_id} of the earlier run ({self.ledger.requests_in(batch_id):,} request(s))")
+        self.say(
+            f"reattaching to {batch_id} of the earlier run ({self.ledger.requests_in(batch_id):,} request(s))"
+        )
         try:
-            return await self.results_of(batch_id, self.ledger.requests_in(batch_id), "earlier batch")
+            return await self.results_of(
+                batch_id, self.ledger.requests_in(batch_id), "earlier batch"
+            )
         except FatalApiError:
             raise
         except Exception as exc:
-            self.say(f"cannot read {batch_id} ({api_error_message(exc) if is_api_error(exc) else exc}): "
-                     "its requests are sent again")
+            self.say(
+                f"cannot read {batch_id} ({api_error_message(exc) if is_api_error(exc) else exc}): "
+                "its requests are sent again"
+            )
             return {}
 
     async def api(self, call: Any, creating: bool = False) -> Any:
@@ -3149,13 +5467,17 @@ class BatchedModel:
         try:
             return await call
         except anthropic.AuthenticationError as exc:
-            raise FatalApiError(f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
-                                "check ANTHROPIC_API_KEY") from None
+            raise FatalApiError(
+                f"the Anthropic API rejected the API key (401): {api_error_message(exc)}; "
+                "check ANTHROPIC_API_KEY"
+            ) from None
         except anthropic.NotFoundError as exc:
             if not creating:
                 raise
-            raise FatalApiError(f"the model API at {shown_api_url(str(self.client.base_url))} has no Message Batches "
-                                f"endpoint: {api_error_message(exc)}; run without --batch") from None
+            raise FatalApiError(
+                f"the model API at {shown_api_url(str(self.client.base_url))} has no Message Batches "
+                f"endpoint: {api_error_message(exc)}; run without --batch"
+            ) from None
         except anthropic.APIConnectionError as exc:
             reason = connection_failure(exc)
             if reason:
@@ -3163,25 +5485,36 @@ class BatchedModel:
             raise
 
     async def close(self) -> None:
-        tasks = [t for t in (self._collector, *self._sending, *self._earlier.values()) if t is not None]
+        tasks = [
+            t for t in (self._collector, *self._sending, *self._earlier.values()) if t is not None
+        ]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.reused:
-            self.say(f"{self.reused:,} answer(s) taken from the earlier run's batches, not paid for again")
+            self.say(
+                f"{self.reused:,} answer(s) taken from the earlier run's batches, not paid for again"
+            )
         if self.in_flight:
-            self.say(f"{len(self.in_flight)} batch(es) still processing at the API ({', '.join(sorted(self.in_flight))})"
-                     + (": rerun with --resume to take their answers without paying again" if self.ledger.path
-                        else " (without -o, nothing keeps them for a rerun)"))
+            self.say(
+                f"{len(self.in_flight)} batch(es) still processing at the API ({', '.join(sorted(self.in_flight))})"
+                + (
+                    ": rerun with --resume to take their answers without paying again"
+                    if self.ledger.path
+                    else " (without -o, nothing keeps them for a rerun)"
+                )
+            )
         await self.direct.close()
 
 
-# ============================================================================ 6. conversation engine
+# ============================================================================ 7. conversation engine
 QUESTION_PATTERNS = re.compile(
     r"\b(would you like|do you want|shall i|should i|which (one|option|of)|what would you|"
     r"could you (please )?(tell|share|provide|clarify|confirm|specify)|can you (please )?(tell|share|provide|"
     r"clarify|confirm|specify)|please (provide|specify|confirm|let me know|tell me|share)|let me know|"
-    r"do you have|are you (looking|using|trying)|please choose|which would you prefer)\b", re.IGNORECASE)
+    r"do you have|are you (looking|using|trying)|please choose|which would you prefer)\b",
+    re.IGNORECASE,
+)
 
 
 def needs_user_input(text: str) -> bool:
@@ -3203,6 +5536,7 @@ def needs_user_input(text: str) -> bool:
 
 class UserInput(Protocol):
     """Who answers when Claude waits for the user: nobody (batch), a terminal, or a simulated user."""
+
     simulated: bool
 
     async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
@@ -3236,9 +5570,139 @@ def initial_messages(case: TestCase) -> list[dict]:
     return messages
 
 
-async def run_conversation(case: TestCase, model: ModelClient, hub: McpHub, settings: RunSettings,
-                           iteration: int = 1, user: UserInput | None = None,
-                           observer: ConversationObserver | None = None) -> Transcript:
+async def ask_user(
+    transcript: Transcript,
+    messages: list[dict],
+    user: UserInput | None,
+    observer: ConversationObserver,
+) -> bool:
+    """Gets the user's next message into the conversation; False when the user ends it."""
+    if user is None:
+        return False
+    answer = await user.reply(transcript, transcript.final_text)
+    if answer is None or not answer.strip():
+        return False
+    messages.append({"role": "user", "content": answer})
+    transcript.history.append(HistoryEntry("user", answer, simulated=user.simulated))
+    transcript.user_interventions += 1
+    observer.on_user(answer, user.simulated)
+    return True
+
+
+async def run_tool_calls(
+    transcript: Transcript, tool_uses: list[dict], hub: McpHub, observer: ConversationObserver
+) -> list[dict]:
+    """Runs a turn's tool calls in order and answers all of them in one user message."""
+    results, summaries = [], []
+    for block in tool_uses:
+        outcome = await hub.call_tool(block["name"], block.get("input"))
+        call = ToolCall(
+            block["name"],
+            block.get("input") if isinstance(block.get("input"), dict) else {},
+            outcome.output,
+            outcome.is_error,
+            outcome.duration_ms,
+            outcome.server,
+            transcript.model_calls,
+            block["id"],
+            outcome.source,
+            outcome.executed,
+        )
+        transcript.tool_calls.append(call)
+        if (outcome.server_failed or outcome.fails_case) and not transcript.error:
+            transcript.error = (
+                outcome.output
+            )  # the case cannot be judged on a dead server or a replay miss
+        observer.on_tool_call(call)
+        results.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": block["id"],
+                "content": outcome.output or "(no output)",
+                "is_error": outcome.is_error,
+            }
+        )
+        summaries.append(f"{call.name}: {outcome.output}")
+    transcript.history.append(HistoryEntry("tool", "\n\n".join(summaries)))
+    return results
+
+
+async def converse(
+    transcript: Transcript,
+    messages: list[dict],
+    model: ModelClient,
+    hub: McpHub,
+    settings: RunSettings,
+    user: UserInput | None,
+    observer: ConversationObserver,
+) -> None:
+    if not messages or messages[-1]["role"] != "user":
+        # The history ends with Claude's answer: that is the final state, unless someone can reply.
+        transcript.final_text = messages[-1]["content"] if messages else ""
+        if not await ask_user(transcript, messages, user, observer):
+            transcript.ended_by = "completion" if user is None else user_end_reason(user)
+            return
+    while True:
+        if transcript.model_calls >= settings.max_turns:
+            transcript.ended_by = "max_turns"
+            return
+        on_text = observer.on_assistant_text if settings.stream else None
+        reply = await model.complete(
+            ModelRequest(
+                settings.model,
+                settings.system_prompt,
+                messages,
+                hub.anthropic_tools,
+                settings.max_tokens,
+                settings.temperature,
+            ),
+            on_text,
+        )
+        transcript.model_calls += 1
+        transcript.usage = transcript.usage + reply.usage
+        transcript.stop_reason = reply.stop_reason
+        messages.append({"role": "assistant", "content": reply.content})
+        text = text_of(reply.content)
+        tool_uses = [b for b in reply.content if b.get("type") == "tool_use"]
+        transcript.history.append(HistoryEntry("assistant", text, has_tools=bool(tool_uses)))
+        if text:
+            transcript.final_text = text
+            if not settings.stream:
+                observer.on_assistant_text(text)
+        if reply.stop_reason == "pause_turn":
+            continue
+        if reply.stop_reason == "max_tokens":
+            transcript.truncated = True
+        if tool_uses and reply.stop_reason == "tool_use":
+            messages.append(
+                {
+                    "role": "user",
+                    "content": await run_tool_calls(transcript, tool_uses, hub, observer),
+                }
+            )
+            observer.on_turn_end(transcript)
+            continue
+        observer.on_turn_end(transcript)
+        if reply.stop_reason in ("refusal", "max_tokens") or not needs_user_input(text):
+            transcript.ended_by = "completion"
+            return
+        if user is None:
+            transcript.ended_by = "needs_input"
+            return
+        if not await ask_user(transcript, messages, user, observer):
+            transcript.ended_by = user_end_reason(user)
+            return
+
+
+async def run_conversation(
+    case: TestCase,
+    model: ModelClient,
+    hub: McpHub,
+    settings: RunSettings,
+    iteration: int = 1,
+    user: UserInput | None = None,
+    observer: ConversationObserver | None = None,
+) -> Transcript:
     """One conversation: Claude and the real tools until Claude is done, the user ends it, or
     the turn limit is reached. Failures become `transcript.error`; only a fatal API error raises."""
     observer = observer or ConversationObserver()
@@ -3259,97 +5723,13 @@ async def run_conversation(case: TestCase, model: ModelClient, hub: McpHub, sett
         transcript.latency_ms = round((time.perf_counter() - start) * 1000, 2)
         raise
     except Exception as exc:
-        transcript.error = api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"
+        transcript.error = (
+            api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"
+        )
     if transcript.error:
         transcript.ended_by = "error"
     transcript.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return transcript
-
-
-def is_api_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("anthropic")
-
-
-async def converse(transcript: Transcript, messages: list[dict], model: ModelClient, hub: McpHub,
-                   settings: RunSettings, user: UserInput | None, observer: ConversationObserver) -> None:
-    if not messages or messages[-1]["role"] != "user":
-        # The history ends with Claude's answer: that is the final state, unless someone can reply.
-        transcript.final_text = messages[-1]["content"] if messages else ""
-        if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = "completion" if user is None else user_end_reason(user)
-            return
-    while True:
-        if transcript.model_calls >= settings.max_turns:
-            transcript.ended_by = "max_turns"
-            return
-        on_text = observer.on_assistant_text if settings.stream else None
-        reply = await model.complete(ModelRequest(settings.model, settings.system_prompt, messages,
-                                                  hub.anthropic_tools, settings.max_tokens,
-                                                  settings.temperature), on_text)
-        transcript.model_calls += 1
-        transcript.usage = transcript.usage + reply.usage
-        transcript.stop_reason = reply.stop_reason
-        messages.append({"role": "assistant", "content": reply.content})
-        text = text_of(reply.content)
-        tool_uses = [b for b in reply.content if b.get("type") == "tool_use"]
-        transcript.history.append(HistoryEntry("assistant", text, has_tools=bool(tool_uses)))
-        if text:
-            transcript.final_text = text
-            if not settings.stream:
-                observer.on_assistant_text(text)
-        if reply.stop_reason == "pause_turn":
-            continue
-        if reply.stop_reason == "max_tokens":
-            transcript.truncated = True
-        if tool_uses and reply.stop_reason == "tool_use":
-            messages.append({"role": "user", "content": await run_tool_calls(transcript, tool_uses, hub, observer)})
-            observer.on_turn_end(transcript)
-            continue
-        observer.on_turn_end(transcript)
-        if reply.stop_reason in ("refusal", "max_tokens") or not needs_user_input(text):
-            transcript.ended_by = "completion"
-            return
-        if user is None:
-            transcript.ended_by = "needs_input"
-            return
-        if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = user_end_reason(user)
-            return
-
-
-async def ask_user(transcript: Transcript, messages: list[dict], user: UserInput | None,
-                   observer: ConversationObserver) -> bool:
-    """Gets the user's next message into the conversation; False when the user ends it."""
-    if user is None:
-        return False
-    answer = await user.reply(transcript, transcript.final_text)
-    if answer is None or not answer.strip():
-        return False
-    messages.append({"role": "user", "content": answer})
-    transcript.history.append(HistoryEntry("user", answer, simulated=user.simulated))
-    transcript.user_interventions += 1
-    observer.on_user(answer, user.simulated)
-    return True
-
-
-async def run_tool_calls(transcript: Transcript, tool_uses: list[dict], hub: McpHub,
-                         observer: ConversationObserver) -> list[dict]:
-    """Runs a turn's tool calls in order and answers all of them in one user message."""
-    results, summaries = [], []
-    for block in tool_uses:
-        outcome = await hub.call_tool(block["name"], block.get("input"))
-        call = ToolCall(block["name"], block.get("input") if isinstance(block.get("input"), dict) else {},
-                        outcome.output, outcome.is_error, outcome.duration_ms, outcome.server,
-                        transcript.model_calls, block["id"], outcome.source, outcome.executed)
-        transcript.tool_calls.append(call)
-        if (outcome.server_failed or outcome.fails_case) and not transcript.error:
-            transcript.error = outcome.output  # the case cannot be judged on a dead server or a replay miss
-        observer.on_tool_call(call)
-        results.append({"type": "tool_result", "tool_use_id": block["id"],
-                        "content": outcome.output or "(no output)", "is_error": outcome.is_error})
-        summaries.append(f"{call.name}: {outcome.output}")
-    transcript.history.append(HistoryEntry("tool", "\n\n".join(summaries)))
-    return results
 
 
 class StdinLines:
@@ -3358,7 +5738,7 @@ class StdinLines:
 
     def __init__(self, fd: int = 0) -> None:
         self.fd = fd
-        self.pending = b""               # bytes read past the end of the line handed out
+        self.pending = b""  # bytes read past the end of the line handed out
 
     async def readline(self) -> str | None:
         """The next line without its newline; None at end of input (Ctrl-D on a terminal)."""
@@ -3392,6 +5772,7 @@ END_CONVERSATION_WORDS = ("end",)
 class TerminalUser:
     """The person at the terminal. `end` or EOF (Ctrl-D) ends the conversation; an empty line
     asks again, so a stray Enter does not end it."""
+
     simulated = False
 
     def __init__(self, console: Console, lines: StdinLines | None = None) -> None:
@@ -3400,8 +5781,11 @@ class TerminalUser:
 
     async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
         while True:
-            self.console.print("[bold green]You[/bold green] [dim](reply, or 'end' to finish)[/dim] › ", end="",
-                               highlight=False)
+            self.console.print(
+                "[bold green]You[/bold green] [dim](reply, or 'end' to finish)[/dim] › ",
+                end="",
+                highlight=False,
+            )
             self.console.file.flush()
             line = await self.lines.readline()
             if line is None:
@@ -3415,39 +5799,19 @@ class TerminalUser:
                 return line.strip()
 
 
-class SimulatedUser:
-    """A second model plays the user: it is given the goal and the conversation so far, answers
-    when Claude waits for the user, and says DONE when the goal is met. After `max_turns` of its
-    messages it stops, and the conversation ends as `max_turns`."""
-    simulated = True
-
-    def __init__(self, goal: str, model: ModelClient, model_id: str = C.DEFAULT_USER_MODEL,
-                 max_turns: int = C.DEFAULT_MAX_USER_TURNS, max_tokens: int = C.DEFAULT_USER_MAX_TOKENS) -> None:
-        self.goal, self.model, self.model_id = goal, model, model_id
-        self.max_turns, self.max_tokens = max_turns, max_tokens
-        self.end_reason = "user_end"
-
-    async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
-        if transcript.user_interventions >= self.max_turns:
-            self.end_reason = "max_turns"
-            return None
-        system = prompts.SIMULATED_USER_PROMPT.format(goal=self.goal, done=prompts.SIMULATED_USER_DONE)
-        request = ModelRequest(self.model_id, system, [{"role": "user", "content": simulated_user_view(transcript)}],
-                               [], self.max_tokens)
-        answer = await self.model.complete(request)
-        transcript.simulated_user_model = self.model_id  # its tokens count in the run's cost
-        transcript.simulated_user_usage = transcript.simulated_user_usage + answer.usage
-        return simulated_user_message(text_of(answer.content))
-
-
 def simulated_user_view(transcript: Transcript) -> str:
     """The conversation as its user saw it: the messages, not the tool traffic."""
-    messages = [f"<{entry.role}>\n{entry.content}\n</{entry.role}>" for entry in transcript.history
-                if entry.role in ("user", "assistant") and entry.content]
+    messages = [
+        f"<{entry.role}>\n{entry.content}\n</{entry.role}>"
+        for entry in transcript.history
+        if entry.role in ("user", "assistant") and entry.content
+    ]
     if not messages:
         return "The conversation has not started yet. Write the user's first message."
-    return ("<conversation>\n" + "\n".join(messages) + "\n</conversation>\n\n"
-            f"Write the user's next message, or only {prompts.SIMULATED_USER_DONE} if the goal has been met.")
+    return (
+        "<conversation>\n" + "\n".join(messages) + "\n</conversation>\n\n"
+        f"Write the user's next message, or only {prompts.SIMULATED_USER_DONE} if the goal has been met."
+    )
 
 
 def simulated_user_message(answer: str) -> str | None:
@@ -3459,13 +5823,70 @@ def simulated_user_message(answer: str) -> str | None:
     return answer
 
 
-# ============================================================================ 7. Claude CLI runner
-CLAUDE_INSTALL_HINT = ("install it with `npm install` in the evaluator's folder (package.json) or "
-                       "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH")
+class SimulatedUser:
+    """A second model plays the user: it is given the goal and the conversation so far, answers
+    when Claude waits for the user, and says DONE when the goal is met. After `max_turns` of its
+    messages it stops, and the conversation ends as `max_turns`."""
+
+    simulated = True
+
+    def __init__(
+        self,
+        goal: str,
+        model: ModelClient,
+        model_id: str = C.DEFAULT_USER_MODEL,
+        max_turns: int = C.DEFAULT_MAX_USER_TURNS,
+        max_tokens: int = C.DEFAULT_USER_MAX_TOKENS,
+    ) -> None:
+        self.goal, self.model, self.model_id = goal, model, model_id
+        self.max_turns, self.max_tokens = max_turns, max_tokens
+        self.end_reason = "user_end"
+
+    async def reply(self, transcript: Transcript, assistant_text: str) -> str | None:
+        if transcript.user_interventions >= self.max_turns:
+            self.end_reason = "max_turns"
+            return None
+        system = prompts.SIMULATED_USER_PROMPT.format(
+            goal=self.goal, done=prompts.SIMULATED_USER_DONE
+        )
+        request = ModelRequest(
+            self.model_id,
+            system,
+            [{"role": "user", "content": simulated_user_view(transcript)}],
+            [],
+            self.max_tokens,
+        )
+        answer = await self.model.complete(request)
+        transcript.simulated_user_model = self.model_id  # its tokens count in the run's cost
+        transcript.simulated_user_usage = transcript.simulated_user_usage + answer.usage
+        return simulated_user_message(text_of(answer.content))
+
+
+# ============================================================================ 8. Claude CLI runner
+CLAUDE_INSTALL_HINT = (
+    "install it with `npm install` in the evaluator's folder (package.json) or "
+    "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH"
+)
+
+
 # What a run may see of our environment: the API credentials and what the network needs.
-CLAUDE_ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TERM", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
-                          "ANTHROPIC_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy",
-                          "http_proxy", "no_proxy", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
+CLAUDE_ENV_PASSTHROUGH = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+)
 
 
 def find_claude_bin(explicit: str | None = None) -> str:
@@ -3474,57 +5895,70 @@ def find_claude_bin(explicit: str | None = None) -> str:
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
-            raise InputError(f"--claude-bin {explicit}: not an executable file", hint=CLAUDE_INSTALL_HINT)
+            raise InputError(
+                f"--claude-bin {explicit}: not an executable file", hint=CLAUDE_INSTALL_HINT
+            )
         return str(path)
-    for candidate in (shutil.which("claude"), HERE / "node_modules" / ".bin" / "claude",
-                      Path.cwd() / "node_modules" / ".bin" / "claude"):
+    for candidate in (
+        shutil.which("claude"),
+        HERE / "node_modules" / ".bin" / "claude",
+        Path.cwd() / "node_modules" / ".bin" / "claude",
+    ):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
+
+
+def claude_env_base(home: Path) -> dict[str, str]:
+    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
+    env.update(
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        DISABLE_TELEMETRY="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    return env
 
 
 def claude_version(binary: str) -> str:
     """`claude --version`, so a broken install is one clear line before any money is spent."""
 
     try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL, env=claude_env_base(Path(tempfile.gettempdir())))
+        done = subprocess.run(
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            env=claude_env_base(Path(tempfile.gettempdir())),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InputError(f"{binary} --version failed: {exc.__class__.__name__}: {exc}",
-                         hint=CLAUDE_INSTALL_HINT) from None
+        raise InputError(
+            f"{binary} --version failed: {exc.__class__.__name__}: {exc}", hint=CLAUDE_INSTALL_HINT
+        ) from None
     if done.returncode != 0:
-        raise InputError(f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
-                         hint=CLAUDE_INSTALL_HINT)
+        raise InputError(
+            f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
+            hint=CLAUDE_INSTALL_HINT,
+        )
     return done.stdout.strip()
 
 
 @dataclass
 class ClaudeCliSettings:
     """How to run `claude -p` for one kind of query."""
+
     binary: str
     model: str = C.DEFAULT_TRIGGER_MODEL
     max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
     base_url: str | None = None
     mcp_config: str | None = None
-    allow_tools: tuple[str, ...] = ()    # --allow-tools: task runs only; taken off the disallowed list
-
-
-def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
-    """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
-    permission, no MCP servers but the given config, no session saved. (`--restricted` or
-    `--safe-mode` would drop the project's skills, so they are not used.) A task run's
-    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
-    `dontAsk` mode a tool that is not pre-approved is refused."""
-    command = [settings.binary, "-p", claude_prompt_argument(query), "--output-format", "stream-json", "--verbose",
-               "--model", settings.model, "--max-turns", str(settings.max_turns),
-               "--permission-mode", "dontAsk", "--strict-mcp-config", "--no-session-persistence",
-               "--disallowedTools", *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools]]
-    if settings.allow_tools:
-        command += ["--allowedTools", *settings.allow_tools]
-    if settings.mcp_config:
-        command += ["--mcp-config", settings.mcp_config]
-    return command
+    allow_tools: tuple[
+        str, ...
+    ] = ()  # --allow-tools: task runs only; taken off the disallowed list
 
 
 def claude_prompt_argument(query: str) -> str:
@@ -3533,12 +5967,35 @@ def claude_prompt_argument(query: str) -> str:
     return " " + query if query.startswith("-") else query
 
 
-def claude_env_base(home: Path) -> dict[str, str]:
-    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
-    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"), DISABLE_TELEMETRY="1",
-               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
-               DISABLE_ERROR_REPORTING="1")
-    return env
+def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
+    """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
+    permission, no MCP servers but the given config, no session saved. (`--restricted` or
+    `--safe-mode` would drop the project's skills, so they are not used.) A task run's
+    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
+    `dontAsk` mode a tool that is not pre-approved is refused."""
+    command = [
+        settings.binary,
+        "-p",
+        claude_prompt_argument(query),
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        settings.model,
+        "--max-turns",
+        str(settings.max_turns),
+        "--permission-mode",
+        "dontAsk",
+        "--strict-mcp-config",
+        "--no-session-persistence",
+        "--disallowedTools",
+        *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
+    ]
+    if settings.allow_tools:
+        command += ["--allowedTools", *settings.allow_tools]
+    if settings.mcp_config:
+        command += ["--mcp-config", settings.mcp_config]
+    return command
 
 
 def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
@@ -3551,23 +6008,6 @@ def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
     return env
 
 
-def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
-    """Each skill's whole folder (scripts, references) as `.claude/skills/<name>/`: links are
-    copied as links, never followed, and the folder is checked again (it may have changed since
-    it was loaded)."""
-    for skill in skills:
-        problem = skill_folder_problem(skill.folder)
-        if problem:
-            raise OSError(f"skill {skill.name}: {problem}")
-        shutil.copytree(skill.folder, project / ".claude" / "skills" / skill.name, symlinks=True,
-                        ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED))
-        if skill.description_override:  # the copy says what --skill-description gave; the user's file is untouched
-            copy = project / ".claude" / "skills" / skill.name / "SKILL.md"
-            copy.unlink()  # a hard link or a link inside the folder must not carry the edit back
-            copy.write_text(skill_md_with_description(skill.path.read_text(encoding="utf-8"), skill.description),
-                            encoding="utf-8")
-
-
 def skill_md_with_description(raw: str, description: str) -> str:
     """A SKILL.md's text with its frontmatter's `description` replaced (the rest of the
     frontmatter kept, through yaml safe_load / safe_dump) and the body as it was."""
@@ -3576,7 +6016,34 @@ def skill_md_with_description(raw: str, description: str) -> str:
     data = load_frontmatter_yaml("".join(lines[1:end]), Path("SKILL.md"), 2) or {}
     data["description"] = description
     front = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1_000_000)
-    return "---\n" + front + "---\n" + "".join(lines[end + 1:])
+    return "---\n" + front + "---\n" + "".join(lines[end + 1 :])
+
+
+def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
+    """Each skill's whole folder (scripts, references) as `.claude/skills/<name>/`: links are
+    copied as links, never followed, and the folder is checked again (it may have changed since
+    it was loaded)."""
+    for skill in skills:
+        problem = skill_folder_problem(skill.folder)
+        if problem:
+            raise OSError(f"skill {skill.name}: {problem}")
+        shutil.copytree(
+            skill.folder,
+            project / ".claude" / "skills" / skill.name,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED),
+        )
+        if (
+            skill.description_override
+        ):  # the copy says what --skill-description gave; the user's file is untouched
+            copy = project / ".claude" / "skills" / skill.name / "SKILL.md"
+            copy.unlink()  # a hard link or a link inside the folder must not carry the edit back
+            copy.write_text(
+                skill_md_with_description(
+                    skill.path.read_text(encoding="utf-8"), skill.description
+                ),
+                encoding="utf-8",
+            )
 
 
 def normalize_skill_name(value: Any) -> str | None:
@@ -3595,7 +6062,9 @@ def skill_of_tool_use(block: dict) -> str | None:
     if block.get("name") == "Skill":
         return normalize_skill_name(tool_input.get("skill") or tool_input.get("command"))
     if block.get("name") == "Read":
-        match = SKILL_MD_PATH.search(str(tool_input.get("file_path") or tool_input.get("path") or ""))
+        match = SKILL_MD_PATH.search(
+            str(tool_input.get("file_path") or tool_input.get("path") or "")
+        )
         return match.group(1) if match else None
     return None
 
@@ -3620,15 +6089,20 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
 
 # How Claude Code says it refused a tool call: a tool it was not given ("No such tool available:
 # Write. Write exists but is not enabled in this context", seen with 2.1.330), or one it may not use.
-REFUSED_TOOL = re.compile(r"no such tool available|not enabled in this context|permission|denied|not allowed",
-                          re.IGNORECASE)
+REFUSED_TOOL = re.compile(
+    r"no such tool available|not enabled in this context|permission|denied|not allowed",
+    re.IGNORECASE,
+)
 
 
 def tool_results_of(event: dict) -> list[dict]:
     message = event.get("message") if isinstance(event.get("message"), dict) else {}
     content = message.get("content")
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
-        if isinstance(content, list) else []
+    return (
+        [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if isinstance(content, list)
+        else []
+    )
 
 
 def tool_result_content(block: dict) -> str:
@@ -3647,34 +6121,72 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
             continue
         if event.get("type") == "assistant":
             message = event.get("message") if isinstance(event.get("message"), dict) else {}
-            for block in message.get("content") or [] if isinstance(message.get("content"), list) else []:
+            for block in (
+                message.get("content") or [] if isinstance(message.get("content"), list) else []
+            ):
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text" and str(block.get("text", "")).strip():
                     lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
                 elif block.get("type") == "tool_use":
                     arguments = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
-                    lines.append(f"tool call {block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})")
+                    lines.append(
+                        f"tool call {block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})"
+                    )
         elif event.get("type") == "user":
             for block in tool_results_of(event):
-                lines.append(f"  -> {'ERROR ' if block.get('is_error') else ''}"
-                             f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}")
+                lines.append(
+                    f"  -> {'ERROR ' if block.get('is_error') else ''}"
+                    f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}"
+                )
     return cap_text("\n".join(lines), limit)
 
 
-def detect_activation(events: list[dict], installed: Sequence[str], query: str = "", run: int = 1) -> ClaudeRun:
+def run_error(
+    events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]
+) -> str | None:
+    missing = [
+        name
+        for name in installed
+        if record.skills_loaded is not None and name not in record.skills_loaded
+    ]
+    if missing:
+        return (
+            f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
+            "(check its SKILL.md frontmatter)"
+        )
+    if not events:
+        return "no stream-json output"
+    if result is None:
+        return "output ended without a result event (truncated)"
+    if result.get("is_error") and result.get("subtype") != "error_max_turns":
+        # Hitting --max-turns is a finished run: the skill had its chance to fire.
+        detail = result.get("result") if isinstance(result.get("result"), str) else ""
+        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
+            ": "
+        )
+    return None
+
+
+def detect_activation(
+    events: list[dict], installed: Sequence[str], query: str = "", run: int = 1
+) -> ClaudeRun:
     """What one run's events say: which skills fired (top-level Skill calls or Reads of a
     SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
     run is an error when it is one (no result, an API error, the skill not loaded at all)."""
     record = ClaudeRun(query=query, run=run)
     result: dict | None = None
     last_text = ""
-    names: dict[str, str] = {}   # tool_use id -> tool name
+    names: dict[str, str] = {}  # tool_use id -> tool name
     for event in events:
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
-            listed = [s for key in ("skills", "slash_commands") if isinstance(event.get(key), list)
-                      for s in event[key]]
+            listed = [
+                s
+                for key in ("skills", "slash_commands")
+                if isinstance(event.get(key), list)
+                for s in event[key]
+            ]
             if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
                 record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
         elif kind == "system" and event.get("subtype") == "api_retry":
@@ -3689,26 +6201,42 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
                 if block.get("type") == "tool_use":
                     record.tools.append(str(block.get("name")))
                     names[str(block.get("id"))] = str(block.get("name"))
-                    record.tool_calls.append(ToolCall(str(block.get("name")), block.get("input") if isinstance(
-                        block.get("input"), dict) else {}, turn=len(record.tool_calls) + 1, id=str(block.get("id"))))
+                    record.tool_calls.append(
+                        ToolCall(
+                            str(block.get("name")),
+                            block.get("input") if isinstance(block.get("input"), dict) else {},
+                            turn=len(record.tool_calls) + 1,
+                            id=str(block.get("id")),
+                        )
+                    )
                     skill = skill_of_tool_use(block)
                     if skill and skill not in record.activated_skills:
                         record.activated_skills.append(skill)
-                elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+                elif (
+                    block.get("type") == "text"
+                    and isinstance(block.get("text"), str)
+                    and block["text"].strip()
+                ):
                     last_text = block["text"].strip()
         elif kind == "user" and not event.get("parent_tool_use_id"):
             for block in tool_results_of(event):
                 for call in record.tool_calls:
                     if call.id == str(block.get("tool_use_id")):
-                        call.output = cap_text(tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS)
+                        call.output = cap_text(
+                            tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS
+                        )
                         call.is_error = bool(block.get("is_error"))
                 if block.get("is_error") and REFUSED_TOOL.search(tool_result_content(block)):
                     name = names.get(str(block.get("tool_use_id")), "tool")
-                    record.refused_tools.append(f"{name}: {one_line(tool_result_content(block), 200)}")
+                    record.refused_tools.append(
+                        f"{name}: {one_line(tool_result_content(block), 200)}"
+                    )
         elif kind == "result":
             result = event
     for denial in (result or {}).get("permission_denials") or []:
-        if isinstance(denial, dict) and not any(r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools):
+        if isinstance(denial, dict) and not any(
+            r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
+        ):
             record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
     record.first_tool = record.tools[0] if record.tools else None
     record.tool_count = len(record.tools)
@@ -3726,22 +6254,6 @@ def detect_activation(events: list[dict], installed: Sequence[str], query: str =
     return record
 
 
-def run_error(events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]) -> str | None:
-    missing = [name for name in installed if record.skills_loaded is not None and name not in record.skills_loaded]
-    if missing:
-        return (f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
-                "(check its SKILL.md frontmatter)")
-    if not events:
-        return "no stream-json output"
-    if result is None:
-        return "output ended without a result event (truncated)"
-    if result.get("is_error") and result.get("subtype") != "error_max_turns":
-        # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result.get("result") if isinstance(result.get("result"), str) else ""
-        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(": ")
-    return None
-
-
 def kill_process_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -3755,106 +6267,7 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
         return
     while chunk := await stream.read(65536):
         if len(sink) < limit:
-            sink.extend(chunk[:limit - len(sink)])
-
-
-async def run_claude_query(query: str, skills: Sequence[SkillInfo], settings: ClaudeCliSettings,
-                           run: int = 1, task: "TaskSetup | None" = None) -> ClaudeRun:
-    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
-    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
-    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
-    input files in the project first; what it leaves there is kept, and a write outside the
-    project while it ran fails it."""
-    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
-    start = time.perf_counter()
-    process: asyncio.subprocess.Process | None = None
-    stdout, stderr = bytearray(), bytearray()
-    timed_out = False
-    artifacts: list[ArtifactRecord] = []
-    artifact_error: str | None = None
-    guard: OutsideWriteGuard | None = None
-    try:
-        project = root / "project"
-        for folder in (project, root / "home", root / "tmp"):
-            folder.mkdir(parents=True)
-        install_skills(project, skills)
-        before = copy_task_files(project, task.files) if task else {}
-        guard = task.guard() if task and task.guard else None
-        process = await asyncio.create_subprocess_exec(
-            *claude_command(settings, query), cwd=project, env=claude_env(settings, root),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, preexec_fn=die_with_parent())
-        readers = asyncio.gather(drain(process.stdout, stdout, C.CLAUDE_MAX_OUTPUT_BYTES),
-                                 drain(process.stderr, stderr, C.CLAUDE_MAX_OUTPUT_BYTES), process.wait())
-        try:
-            await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
-        except asyncio.TimeoutError:
-            timed_out = True
-            kill_process_group(process.pid)
-            try:  # pipes close once the group is dead; a child that escaped the group must not hang us
-                await asyncio.wait_for(readers, 5)
-            except asyncio.TimeoutError:
-                readers.cancel()
-    except OSError as exc:
-        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
-        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-        return record
-    finally:
-        if process is not None:
-            kill_process_group(process.pid)
-            if process.returncode is None:
-                try:
-                    await asyncio.wait_for(process.wait(), 5)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    pass
-        if task is not None and process is not None:
-            try:
-                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
-            except OSError as exc:
-                artifact_error = f"could not keep the run's files: {exc}"
-        shutil.rmtree(root, ignore_errors=True)
-    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
-    record = detect_activation(events, [s.name for s in skills], query, run)
-    if task is not None:
-        redactor = Redactor.for_run()
-        record.transcript_summary = redactor.text(transcript_summary(events))
-        for artifact in artifacts:
-            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
-        record.artifacts = artifacts
-    record.exit_code = process.returncode if process else None
-    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
-    record.stderr_tail = redactor.text(tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS))
-    record.answer = redactor.text(record.answer)
-    record.timed_out = timed_out
-    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-    if timed_out:
-        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
-    elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
-        record.error += f"; claude exited with {record.exit_code}" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
-    elif record.error is None and record.exit_code not in (0, None) and record.result_subtype != "error_max_turns":
-        # A result event and then a failing exit: the run did not finish cleanly.
-        record.error = f"claude exited with {record.exit_code} after its result event" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else "")
-    if guard is not None:
-        record.outside_writes = guard.changes()
-        if record.outside_writes:  # the sandbox is a temporary project, not a container: this fails the run
-            shown = ", ".join(record.outside_writes[:3]) + (" ..." if len(record.outside_writes) > 3 else "")
-            record.error = f"wrote outside its temporary project: {shown}" + (
-                f"; {record.error}" if record.error else "")
-    if artifact_error and not record.error:
-        record.error = artifact_error
-    return record
-
-
-@dataclass
-class TaskSetup:
-    """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
-    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
-    taken around the run (a guard made just before it starts)."""
-    files: list[Path] = field(default_factory=list)
-    artifacts: Path | None = None
-    guard: Callable[[], "OutsideWriteGuard"] | None = None
+            sink.extend(chunk[: limit - len(sink)])
 
 
 def file_sha256(path: Path) -> str:
@@ -3910,32 +6323,46 @@ def artifact_text(path: Path, size: int) -> str | None:
         return None
 
 
-def collect_artifacts(project: Path, before: dict[str, str], target: Path | None,
-                      redactor: "Redactor | None" = None) -> list[ArtifactRecord]:
+def collect_artifacts(
+    project: Path, before: dict[str, str], target: Path | None, redactor: Redactor | None = None
+) -> list[ArtifactRecord]:
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
     the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
     the manifest then describes the copy (`redacted`)."""
     records = []
     if target is not None:
-        shutil.rmtree(target, ignore_errors=True)   # this eval, configuration and run's own folder
+        shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
         digest = file_sha256(path)
         if before.get(relative) == digest:
             continue
         size = path.stat().st_size
-        record = ArtifactRecord(path=relative, size=size, sha256=digest,
-                                status="changed" if relative in before else "new", text=artifact_text(path, size))
+        record = ArtifactRecord(
+            path=relative,
+            size=size,
+            sha256=digest,
+            status="changed" if relative in before else "new",
+            text=artifact_text(path, size),
+        )
         if redactor is not None and redactor.secrets and size <= C.ARTIFACT_MAX_COPY_BYTES:
             data = path.read_bytes()
             masked = data
             for secret in redactor.secrets:
-                masked = masked.replace(secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode())
+                masked = masked.replace(
+                    secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode()
+                )
             if masked != data:
                 path.write_bytes(masked)
-                record = ArtifactRecord(path=relative, size=len(masked), sha256=hashlib.sha256(masked).hexdigest(),
-                                        status=record.status, text=artifact_text(path, len(masked)), redacted=True)
+                record = ArtifactRecord(
+                    path=relative,
+                    size=len(masked),
+                    sha256=hashlib.sha256(masked).hexdigest(),
+                    status=record.status,
+                    text=artifact_text(path, len(masked)),
+                    redacted=True,
+                )
         if target is not None and size <= C.ARTIFACT_MAX_COPY_BYTES:
             (target / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target / relative, follow_symlinks=False)
@@ -3946,6 +6373,122 @@ def collect_artifacts(project: Path, before: dict[str, str], target: Path | None
     return records
 
 
+async def run_claude_query(
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    run: int = 1,
+    task: TaskSetup | None = None,
+) -> ClaudeRun:
+    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
+    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
+    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
+    input files in the project first; what it leaves there is kept, and a write outside the
+    project while it ran fails it."""
+    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
+    start = time.perf_counter()
+    process: asyncio.subprocess.Process | None = None
+    stdout, stderr = bytearray(), bytearray()
+    timed_out = False
+    artifacts: list[ArtifactRecord] = []
+    artifact_error: str | None = None
+    guard: OutsideWriteGuard | None = None
+    try:
+        project = root / "project"
+        for folder in (project, root / "home", root / "tmp"):
+            folder.mkdir(parents=True)
+        install_skills(project, skills)
+        before = copy_task_files(project, task.files) if task else {}
+        guard = task.guard() if task and task.guard else None
+        process = await asyncio.create_subprocess_exec(
+            *claude_command(settings, query),
+            cwd=project,
+            env=claude_env(settings, root),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
+        readers = asyncio.gather(
+            drain(process.stdout, stdout, C.CLAUDE_MAX_OUTPUT_BYTES),
+            drain(process.stderr, stderr, C.CLAUDE_MAX_OUTPUT_BYTES),
+            process.wait(),
+        )
+        try:
+            await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
+        except TimeoutError:
+            timed_out = True
+            kill_process_group(process.pid)
+            try:  # pipes close once the group is dead; a child that escaped the group must not hang us
+                await asyncio.wait_for(readers, 5)
+            except TimeoutError:
+                readers.cancel()
+    except OSError as exc:
+        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
+        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
+        return record
+    finally:
+        if process is not None:
+            kill_process_group(process.pid)
+            if process.returncode is None:
+                try:
+                    await asyncio.wait_for(process.wait(), 5)
+                except (TimeoutError, asyncio.CancelledError):
+                    pass
+        if task is not None and process is not None:
+            try:
+                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
+            except OSError as exc:
+                artifact_error = f"could not keep the run's files: {exc}"
+        shutil.rmtree(root, ignore_errors=True)
+    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
+    record = detect_activation(events, [s.name for s in skills], query, run)
+    if task is not None:
+        redactor = Redactor.for_run()
+        record.transcript_summary = redactor.text(transcript_summary(events))
+        for artifact in artifacts:
+            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
+        record.artifacts = artifacts
+    record.exit_code = process.returncode if process else None
+    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
+    record.stderr_tail = redactor.text(
+        tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
+    )
+    record.answer = redactor.text(record.answer)
+    record.timed_out = timed_out
+    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
+    if timed_out:
+        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
+    elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
+        record.error += f"; claude exited with {record.exit_code}" + (
+            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+        )
+    elif (
+        record.error is None
+        and record.exit_code not in (0, None)
+        and record.result_subtype != "error_max_turns"
+    ):
+        # A result event and then a failing exit: the run did not finish cleanly.
+        record.error = f"claude exited with {record.exit_code} after its result event" + (
+            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+        )
+    if guard is not None:
+        record.outside_writes = guard.changes()
+        if (
+            record.outside_writes
+        ):  # the sandbox is a temporary project, not a container: this fails the run
+            shown = ", ".join(record.outside_writes[:3]) + (
+                " ..." if len(record.outside_writes) > 3 else ""
+            )
+            record.error = f"wrote outside its temporary project: {shown}" + (
+                f"; {record.error}" if record.error else ""
+            )
+    if artifact_error and not record.error:
+        record.error = artifact_error
+    return record
+
+
 class OutsideWriteGuard:
     """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
     the user's Claude Code skills and settings, and the top level of the working directory are
@@ -3953,7 +6496,11 @@ class OutsideWriteGuard:
 
     def __init__(self, skills: Sequence[SkillInfo], ignore: Sequence[str | Path] = ()) -> None:
         home = Path.home() / ".claude"
-        self.trees = [s.folder for s in skills] + [home / "skills", home / "agents", home / "commands"]
+        self.trees = [s.folder for s in skills] + [
+            home / "skills",
+            home / "agents",
+            home / "commands",
+        ]
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
         self.ignore = {str(Path(p).resolve()) for p in ignore}
@@ -3969,8 +6516,14 @@ class OutsideWriteGuard:
         if resolved in self.ignore:
             return True
         name = path.name
-        return name.startswith(".") and name.endswith(".tmp") and any(
-            resolved.startswith(str(Path(p).parent / ("." + Path(p).name + "."))) for p in self.ignore)
+        return (
+            name.startswith(".")
+            and name.endswith(".tmp")
+            and any(
+                resolved.startswith(str(Path(p).parent / ("." + Path(p).name + ".")))
+                for p in self.ignore
+            )
+        )
 
     def fingerprint(self) -> dict[str, tuple[int, int]]:
         seen: dict[str, tuple[int, int]] = {}
@@ -4005,14 +6558,18 @@ class OutsideWriteGuard:
         return sorted(changed) + [f"{p} (removed)" for p in sorted(removed)]
 
 
-# ============================================================================ 8. scoring: tool use
-@dataclass(slots=True)
-class Verdict:
-    """Whether one run of one case passed, and every reason it did not."""
-    passed: bool
-    reasons: list[str] = field(default_factory=list)
+@dataclass
+class TaskSetup:
+    """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
+    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
+    taken around the run (a guard made just before it starts)."""
+
+    files: list[Path] = field(default_factory=list)
+    artifacts: Path | None = None
+    guard: Callable[[], OutsideWriteGuard] | None = None
 
 
+# ============================================================================ 9. scoring: tool use
 def normalize_arg(value: Any) -> Any:
     if isinstance(value, str):
         return value.strip().lower()
@@ -4030,8 +6587,11 @@ def normalize_arg(value: Any) -> Any:
 def without_keys(value: Any, patterns: Sequence[str]) -> Any:
     """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth."""
     if isinstance(value, dict):
-        return {k: without_keys(v, patterns) for k, v in value.items()
-                if not any(fnmatch.fnmatchcase(str(k), p) for p in patterns)}
+        return {
+            k: without_keys(v, patterns)
+            for k, v in value.items()
+            if not any(fnmatch.fnmatchcase(str(k), p) for p in patterns)
+        }
     if isinstance(value, list):
         return [without_keys(v, patterns) for v in value]
     return value
@@ -4043,13 +6603,20 @@ def without_defaults(arguments: dict, schema: dict | None) -> dict:
     properties = (schema or {}).get("properties")
     if not isinstance(properties, dict):
         return arguments
-    return {key: value for key, value in arguments.items()
-            if not (isinstance(properties.get(key), dict) and "default" in properties[key]
-                    and normalize_arg(properties[key]["default"]) == normalize_arg(value))}
+    return {
+        key: value
+        for key, value in arguments.items()
+        if not (
+            isinstance(properties.get(key), dict)
+            and "default" in properties[key]
+            and normalize_arg(properties[key]["default"]) == normalize_arg(value)
+        )
+    }
 
 
-def args_match(expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (),
-               schema: dict | None = None) -> bool:
+def args_match(
+    expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (), schema: dict | None = None
+) -> bool:
     """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
     same keys and values; `exact_with_defaults`: `exact` once arguments equal to the schema's
     `default` are dropped on both sides; `ignore`: anything. Keys matching an `ignore` glob are
@@ -4059,11 +6626,17 @@ def args_match(expected: dict, actual: dict, mode: str, ignore: Sequence[str] = 
     if ignore:
         expected, actual = without_keys(expected, ignore), without_keys(actual, ignore)
     if mode == "exact_with_defaults":
-        expected, actual, mode = without_defaults(expected, schema), without_defaults(actual, schema), "exact"
+        expected, actual, mode = (
+            without_defaults(expected, schema),
+            without_defaults(actual, schema),
+            "exact",
+        )
     if mode == "exact":
         return normalize_arg(expected) == normalize_arg(actual)
-    return all(key in actual and normalize_arg(value) == normalize_arg(actual[key])
-               for key, value in expected.items())
+    return all(
+        key in actual and normalize_arg(value) == normalize_arg(actual[key])
+        for key, value in expected.items()
+    )
 
 
 def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
@@ -4100,25 +6673,44 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
 ToolCheck = Callable[[TestCase, Transcript, dict[str, ToolSpec]], list[str]]
 
 
-def check_run_error(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def check_run_error(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
     return [f"run failed: {transcript.error}"] if transcript.error else []
 
 
 def check_no_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
     called = transcript.tools_called
-    return [f"expected no tool call, but called {', '.join(called)}"] if case.expect_no_tools and called else []
+    return (
+        [f"expected no tool call, but called {', '.join(called)}"]
+        if case.expect_no_tools and called
+        else []
+    )
 
 
-def check_expected_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
-    return [f"missing expected tool {tool}" for tool in case.expected_tools if tool not in transcript.tools_called]
+def check_expected_tools(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
+    return [
+        f"missing expected tool {tool}"
+        for tool in case.expected_tools
+        if tool not in transcript.tools_called
+    ]
 
 
-def check_forbidden_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
-    return [f"forbidden tool {call.name} called (turn {call.turn})" for call in transcript.tool_calls
-            if call.name in case.forbidden_tools]
+def check_forbidden_tools(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
+    return [
+        f"forbidden tool {call.name} called (turn {call.turn})"
+        for call in transcript.tool_calls
+        if call.name in case.forbidden_tools
+    ]
 
 
-def check_call_counts(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def check_call_counts(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
     count = len(transcript.tool_calls)
     reasons = []
     if case.max_tool_calls is not None and count > case.max_tool_calls:
@@ -4129,7 +6721,11 @@ def check_call_counts(case: TestCase, transcript: Transcript, tools: dict[str, T
 
 
 def check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
-    return [problem for call in transcript.tool_calls for problem in schema_problems(call, tools.get(call.name))]
+    return [
+        problem
+        for call in transcript.tool_calls
+        for problem in schema_problems(call, tools.get(call.name))
+    ]
 
 
 def check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
@@ -4141,7 +6737,9 @@ def check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpe
         return [] if transcript.error else [f"judge error: {grade['error']}"]
     if grade.get("passed"):
         return []
-    return [f"judge: failed (score {float(grade.get('score') or 0):.2f}): {grade.get('evidence') or 'no evidence given'}"]
+    return [
+        f"judge: failed (score {float(grade.get('score') or 0):.2f}): {grade.get('evidence') or 'no evidence given'}"
+    ]
 
 
 def check_verify(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
@@ -4152,6 +6750,50 @@ def check_verify(case: TestCase, transcript: Transcript, tools: dict[str, ToolSp
     if "error" in grade:
         return [] if transcript.error else [f"verify error: {grade['error']}"]
     return [] if grade.get("passed") else [f"verify failed: {grade.get('reason') or 'exit code 1'}"]
+
+
+def score_expected_args(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec] | None = None
+) -> list[str]:
+    reasons = []
+    ignoring = f", ignoring {', '.join(case.args_ignore)}" if case.args_ignore else ""
+    for tool, expected in case.expected_args.items():
+        calls = [c for c in transcript.tool_calls if c.name == tool]
+        if not calls:
+            if tool not in case.expected_tools:  # otherwise already reported as missing
+                reasons.append(
+                    f"missing expected tool {tool} (expected arguments {json.dumps(expected)})"
+                )
+            continue
+        spec = (tools or {}).get(tool)
+        schema = spec.input_schema if spec else None
+        if not any(
+            args_match(expected, call.input, case.args_match, case.args_ignore, schema)
+            for call in calls
+        ):
+            reasons.append(
+                f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected {json.dumps(expected)}, "
+                f"got {json.dumps(calls[0].input) if len(calls) == 1 else [c.input for c in calls]}"
+            )
+    return reasons
+
+
+def score_order(case: TestCase, called: list[str]) -> list[str]:
+    expected = case.expected_tools
+    if case.order == "strict" and called != expected:
+        return [
+            f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, "
+            f"got {' -> '.join(called) or '(none)'}"
+        ]
+    if case.order == "in_order" and not is_subsequence(expected, called):
+        return [
+            f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {' -> '.join(called)}"
+        ]
+    if case.order == "subset":
+        extra = [tool for tool in dict.fromkeys(called) if tool not in expected]
+        if extra:
+            return [f"tool(s) outside the expected set (subset): {', '.join(extra)}"]
+    return []
 
 
 # Every check a case can ask for, in the order its reasons are listed: each reads one run and
@@ -4170,6 +6812,8 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
     "judge": check_judge,
     "verify": check_verify,
 }
+
+
 # The checks of TOOL_CHECKS that grade a run's outcome: markdown tests (scored by their answers)
 # run these too.
 OUTCOME_CHECKS = ("judge", "verify")
@@ -4177,177 +6821,10 @@ OUTCOME_CHECKS = ("judge", "verify")
 
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
     """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
-    reasons = [reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)]
+    reasons = [
+        reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)
+    ]
     return Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
-
-
-def score_expected_args(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec] | None = None) -> list[str]:
-    reasons = []
-    ignoring = f", ignoring {', '.join(case.args_ignore)}" if case.args_ignore else ""
-    for tool, expected in case.expected_args.items():
-        calls = [c for c in transcript.tool_calls if c.name == tool]
-        if not calls:
-            if tool not in case.expected_tools:  # otherwise already reported as missing
-                reasons.append(f"missing expected tool {tool} (expected arguments {json.dumps(expected)})")
-            continue
-        spec = (tools or {}).get(tool)
-        schema = spec.input_schema if spec else None
-        if not any(args_match(expected, call.input, case.args_match, case.args_ignore, schema) for call in calls):
-            reasons.append(f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected {json.dumps(expected)}, "
-                           f"got {json.dumps(calls[0].input) if len(calls) == 1 else [c.input for c in calls]}")
-    return reasons
-
-
-def score_order(case: TestCase, called: list[str]) -> list[str]:
-    expected = case.expected_tools
-    if case.order == "strict" and called != expected:
-        return [f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, "
-                f"got {' -> '.join(called) or '(none)'}"]
-    if case.order == "in_order" and not is_subsequence(expected, called):
-        return [f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {' -> '.join(called)}"]
-    if case.order == "subset":
-        extra = [tool for tool in dict.fromkeys(called) if tool not in expected]
-        if extra:
-            return [f"tool(s) outside the expected set (subset): {', '.join(extra)}"]
-    return []
-
-
-# ---------------------------------------------------------------------------- answers: one vocabulary everywhere
-# How an expected answer is compared with the answer Claude gave (QA pairs, CSV `expected_answer`,
-# markdown `# Expected Answer`): `exact` after trimming (mcp-builder's rule), `normalized` (case,
-# whitespace, thousands separators, a leading currency sign, trailing zeros, a final period),
-# `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
-# TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
-# expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
-ANSWER_MATCH_MODES = ("exact", "normalized", "numeric", "contains", "regex", "judge")
-ANSWER_MATCH_HINT = "answer_match is exact, normalized, numeric, numeric:0.005, numeric:1%, contains, regex or judge"
-NOT_FOUND = "NOT_FOUND"
-RESPONSE_TAGS = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
-                 for tag in ("response", "summary", "feedback")}
-# A number as people write it: an optional sign and currency sign, thousands separators, decimals;
-# never part of an identifier (v3.0.0, sara_dev2) and never followed by more digits or decimals.
-NUMBER = re.compile(r"(?<![\w.,])(?P<sign>[-+\u2212]?)[$€£¥₹]?(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
-                    r"(?![\d_]|[.,]\d)")
-TOLERANCE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<percent>%?)")
-
-
-def normalize_answer_match(match: str) -> str:
-    mode, _, tolerance = match.strip().partition(":")
-    return mode.strip().lower() + (":" + tolerance.strip() if tolerance.strip() else "")
-
-
-def answer_match_problem(match: str, expected: str | None) -> str | None:
-    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
-    it with the file and line before anything runs."""
-    mode, _, tolerance = normalize_answer_match(match).partition(":")
-    if mode not in ANSWER_MATCH_MODES:
-        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCH_MODES)}"
-    if tolerance and (mode != "numeric" or not TOLERANCE.fullmatch(tolerance)):
-        return (f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
-                if mode != "numeric" else f"answer_match {match!r}: the tolerance must be a number or a percentage")
-    if mode == "judge":
-        return None
-    if not expected or not expected.strip():
-        return f"answer_match {mode} needs an expected answer"
-    if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
-        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
-    if mode == "regex":
-        try:
-            re.compile(expected)
-        except (re.error, OverflowError, RecursionError) as exc:
-            return f"the expected answer is not a valid regular expression: {str(exc) or type(exc).__name__}"
-    return None
-
-
-def tagged(text: str, tag: str) -> str | None:
-    """The last <tag>...</tag> of a text, trimmed (mcp-builder's extract_xml_content)."""
-    found = RESPONSE_TAGS[tag].findall(text or "")
-    return found[-1].strip() if found else None
-
-
-def transcript_tagged(transcript: Transcript, tag: str) -> str | None:
-    """The last <tag> block Claude wrote in a run: in its final answer, else in an earlier turn."""
-    texts = [transcript.final_text] + [h.content for h in reversed(transcript.history) if h.role == "assistant"]
-    return next((found for found in (tagged(text, tag) for text in texts) if found is not None), None)
-
-
-def transcript_answer(transcript: Transcript) -> str:
-    """The answer compared: the last <response>...</response> when there is one, else the final text."""
-    response = transcript_tagged(transcript, "response")
-    return response if response is not None else (transcript.final_text or "").strip()
-
-
-def answer_numbers(text: str) -> list[Decimal]:
-    """The numbers of a text, each as an exact Decimal ($11,614.720 -> 11614.72)."""
-    numbers = []
-    for m in NUMBER.finditer(text):
-        sign = "-" if m.group("sign") in ("-", "\u2212") else ""
-        try:
-            numbers.append(Decimal(sign + m.group("int").replace(",", "") + (m.group("frac") or "")))
-        except InvalidOperation:
-            continue
-    return numbers
-
-
-def canonical_number(value: Decimal) -> str:
-    text = format(value.normalize(), "f")
-    return "0" if text in ("-0", "+0") else text
-
-
-def normalized_answer(text: str) -> str:
-    """Case, whitespace, thousands separators, a leading currency sign and trailing zeros of
-    numbers, wrapping quotes or backticks and a final period do not count."""
-    import unicodedata
-
-    text = unicodedata.normalize("NFKC", text).strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
-        text = text[1:-1]
-    text = NUMBER.sub(lambda m: canonical_number(answer_numbers(m.group(0))[0]) if answer_numbers(m.group(0))
-                      else m.group(0), text)
-    return " ".join(text.casefold().split()).removesuffix(".").strip()
-
-
-def answer_problems(expected: str, match: str, given: str) -> list[str]:
-    """Why `given` is not the expected answer under `match` (nothing when it is). Pure."""
-    mode, _, tolerance = normalize_answer_match(match).partition(":")
-    given, expected = (given or "").strip(), expected.strip()
-    shown, wanted = json.dumps(preview(given, 120), ensure_ascii=False), json.dumps(expected, ensure_ascii=False)
-    if not given:
-        return [f"no answer; expected {wanted}"]
-    if given == NOT_FOUND and expected != NOT_FOUND:
-        return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
-    if mode == "exact" and given != expected:
-        return [f"answer {shown} is not {wanted} (exact)"]
-    if mode == "normalized" and normalized_answer(given) != normalized_answer(expected):
-        return [f"answer {shown} is not {wanted}, even normalized"]
-    if mode == "contains" and not re.search(rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)",
-                                            normalized_answer(given)):
-        return [f"answer {shown} does not contain {wanted}"]
-    if mode == "regex" and not re.search(expected, given):
-        return [f"answer {shown} does not match the pattern {wanted}"]
-    if mode == "numeric":
-        target = answer_numbers(expected)[0]
-        values = list(dict.fromkeys(answer_numbers(given)))
-        if len(values) != 1:
-            found = "no number" if not values else f"several numbers ({', '.join(map(canonical_number, values))})"
-            return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
-        allowed = Decimal(0)
-        if tolerance:
-            value = Decimal(TOLERANCE.fullmatch(tolerance).group("value"))
-            allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
-        if abs(values[0] - target) > allowed:
-            within = f" (tolerance {tolerance})" if tolerance else ""
-            return [f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} off "
-                    f"{canonical_number(target)}{within}"]
-    return []
-
-
-def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
-    """The run's answer against the case's expected answer; `judge` is check_judge's, and a run
-    that failed says so already."""
-    if case.expected_answer is None or case.answer_match == "judge" or transcript.error:
-        return []
-    return answer_problems(case.expected_answer, case.answer_match, transcript_answer(transcript))
 
 
 # ---------------------------------------------------------------------------- statistics over runs
@@ -4390,6 +6867,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 @dataclass(slots=True)
 class CaseSummary:
     """A case over all its runs."""
+
     name: str
     runs: int
     passes: int
@@ -4400,26 +6878,39 @@ class CaseSummary:
     pass_hat_k: float
     flaky: bool
     passed: bool
-    reasons: dict[str, int]          # failure reason -> how many runs gave it
+    reasons: dict[str, int]  # failure reason -> how many runs gave it
     description: str = ""
     prompt: str = ""
-    cost_usd: float = 0.0            # all runs of the case together
+    cost_usd: float = 0.0  # all runs of the case together
     tags: list[str] = field(default_factory=list)
 
 
-def summarize_case(case: TestCase, verdicts: Sequence[Verdict], transcripts: Sequence[Transcript],
-                   threshold: float) -> CaseSummary:
+def summarize_case(
+    case: TestCase, verdicts: Sequence[Verdict], transcripts: Sequence[Transcript], threshold: float
+) -> CaseSummary:
     runs, passes = len(verdicts), sum(v.passed for v in verdicts)
     reasons: dict[str, int] = {}
     for verdict in verdicts:
         for reason in verdict.reasons:
             reasons[reason] = reasons.get(reason, 0) + 1
     rate = passes / runs if runs else 0.0
-    return CaseSummary(case.name, runs, passes, sum(1 for t in transcripts if t.error), rate,
-                       wilson_interval(passes, runs), pass_at_k(runs, passes, runs), pass_hat_k(runs, passes, runs),
-                       flaky=0 < passes < runs, passed=runs > 0 and rate >= threshold - 1e-9, reasons=reasons,
-                       description=case.description, prompt=case.prompt,
-                       cost_usd=round(sum(t.cost_usd for t in transcripts), 6), tags=list(case.tags))
+    return CaseSummary(
+        case.name,
+        runs,
+        passes,
+        sum(1 for t in transcripts if t.error),
+        rate,
+        wilson_interval(passes, runs),
+        pass_at_k(runs, passes, runs),
+        pass_hat_k(runs, passes, runs),
+        flaky=0 < passes < runs,
+        passed=runs > 0 and rate >= threshold - 1e-9,
+        reasons=reasons,
+        description=case.description,
+        prompt=case.prompt,
+        cost_usd=round(sum(t.cost_usd for t in transcripts), 6),
+        tags=list(case.tags),
+    )
 
 
 @dataclass
@@ -4478,21 +6969,28 @@ def confusion_table(transcripts: Sequence[Transcript]) -> dict[str, dict[str, in
     return table
 
 
-def tool_coverage(cases: Iterable[TestCase], transcripts: Sequence[Transcript],
-                  available: Sequence[str]) -> ToolCoverageRecord:
+def tool_coverage(
+    cases: Iterable[TestCase], transcripts: Sequence[Transcript], available: Sequence[str]
+) -> ToolCoverageRecord:
     """Which of the servers' tools the suite expects, which Claude called, which it never did."""
-    expected = sorted({tool for case in cases for tool in [*case.expected_tools, *case.expected_args]})
+    expected = sorted(
+        {tool for case in cases for tool in [*case.expected_tools, *case.expected_args]}
+    )
     calls: dict[str, int] = {}
     for t in transcripts:
         for call in t.tool_calls:
             calls[call.name] = calls.get(call.name, 0) + 1
     covered = [tool for tool in available if tool in calls]
     return ToolCoverageRecord(
-        available=list(available), expected=expected, called=sorted(calls),
+        available=list(available),
+        expected=expected,
+        called=sorted(calls),
         never_called=[tool for tool in available if tool not in calls],
         expected_not_called=[tool for tool in expected if tool not in calls],
-        unexpected=[tool for tool in sorted(calls) if tool not in expected], calls=dict(sorted(calls.items())),
-        coverage=round(len(covered) / len(available), 4) if available else None)
+        unexpected=[tool for tool in sorted(calls) if tool not in expected],
+        calls=dict(sorted(calls.items())),
+        coverage=round(len(covered) / len(available), 4) if available else None,
+    )
 
 
 @dataclass
@@ -4513,35 +7011,57 @@ class SuiteSummary:
     confusion: dict[str, dict[str, int]]
 
 
-def summarize_suite(case_summaries: Sequence[CaseSummary], transcripts: Sequence[Transcript],
-                    threshold: float) -> SuiteSummary:
+def summarize_suite(
+    case_summaries: Sequence[CaseSummary], transcripts: Sequence[Transcript], threshold: float
+) -> SuiteSummary:
     usage = sum((t.usage for t in transcripts), Usage())
     latencies = [t.latency_ms for t in transcripts]
     passed = sum(c.passed for c in case_summaries)
     return SuiteSummary(
-        cases=len(case_summaries), passed=passed, failed=len(case_summaries) - passed,
-        flaky=sum(c.flaky for c in case_summaries), runs=len(transcripts),
+        cases=len(case_summaries),
+        passed=passed,
+        failed=len(case_summaries) - passed,
+        flaky=sum(c.flaky for c in case_summaries),
+        runs=len(transcripts),
         run_errors=sum(1 for t in transcripts if t.error),
-        pass_rate=passed / len(case_summaries) if case_summaries else 0.0, threshold=threshold,
-        usage=usage, cost_usd=sum(t.cost_usd for t in transcripts),
-        latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
-        tools=tool_selection_stats(transcripts), confusion=confusion_table(transcripts))
+        pass_rate=passed / len(case_summaries) if case_summaries else 0.0,
+        threshold=threshold,
+        usage=usage,
+        cost_usd=sum(t.cost_usd for t in transcripts),
+        latency_p50_ms=percentile(latencies, 0.5),
+        latency_p95_ms=percentile(latencies, 0.95),
+        tools=tool_selection_stats(transcripts),
+        confusion=confusion_table(transcripts),
+    )
 
 
-# ============================================================================ 8b. scoring: skills
+# ---------------------------------------------------------------------------- skills
 def percentage(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def score_trigger_query(query: str, skill: str, expected: str, runs: Sequence[ClaudeRun],
-                        threshold: float = C.DEFAULT_TRIGGER_THRESHOLD, routing: bool = False,
-                        source: str = "") -> TriggerQueryResult:
+def score_trigger_query(
+    query: str,
+    skill: str,
+    expected: str,
+    runs: Sequence[ClaudeRun],
+    threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
+    routing: bool = False,
+    source: str = "",
+) -> TriggerQueryResult:
     """A query's verdict for one skill: activations over the runs that counted, and whether the
     activation rate is on the right side of the threshold (positive: rate >= threshold; negative:
     rate < threshold). A query whose runs all errored is `error`, never a silent miss."""
     counted = [r for r in runs if r.counted]
-    result = TriggerQueryResult(query=query, skill=skill, expected=expected, runs=len(counted),
-                                errors=len(runs) - len(counted), routing=routing, source=source)
+    result = TriggerQueryResult(
+        query=query,
+        skill=skill,
+        expected=expected,
+        runs=len(counted),
+        errors=len(runs) - len(counted),
+        routing=routing,
+        source=source,
+    )
     for run in counted:
         for fired in run.activated_skills:
             result.fired[fired] = result.fired.get(fired, 0) + 1
@@ -4557,8 +7077,11 @@ def score_trigger_query(query: str, skill: str, expected: str, runs: Sequence[Cl
     return result
 
 
-def score_triggers(skill: str, query_results: Sequence[TriggerQueryResult],
-                   threshold: float = C.DEFAULT_TRIGGER_THRESHOLD) -> TriggerScore:
+def score_triggers(
+    skill: str,
+    query_results: Sequence[TriggerQueryResult],
+    threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
+) -> TriggerScore:
     """Seed 001's triggerRate, falsePositiveRate and triggerScore (all in %), plus precision,
     recall and F1 (in %) over the queries that counted; errored queries and runs are reported
     and left out of the rates."""
@@ -4583,14 +7106,18 @@ def score_triggers(skill: str, query_results: Sequence[TriggerQueryResult],
         score.trigger_score = score.trigger_rate
     else:
         score.trigger_score = score.trigger_rate * (1 - score.false_positive_rate / 100)
-    score.precision = percentage(score.positives_activated, score.positives_activated + score.negatives_activated)
+    score.precision = percentage(
+        score.positives_activated, score.positives_activated + score.negatives_activated
+    )
     score.recall = score.trigger_rate
     total = score.precision + score.recall
     score.f1 = 2 * score.precision * score.recall / total if total else 0.0
     return score
 
 
-def trigger_queries_by_skill(tests: Sequence[SkillTest], skills: Sequence[str]) -> dict[str, list[tuple[str, str, bool, str]]]:
+def trigger_queries_by_skill(
+    tests: Sequence[SkillTest], skills: Sequence[str]
+) -> dict[str, list[tuple[str, str, bool, str]]]:
     """Per skill: (query, expected, routing, source). With several skills installed, another
     skill's positives are negatives here: a query meant for A that fires B is B's false positive."""
     plan: dict[str, list[tuple[str, str, bool, str]]] = {name: [] for name in skills}
@@ -4612,60 +7139,41 @@ def trigger_queries_by_skill(tests: Sequence[SkillTest], skills: Sequence[str]) 
     return plan
 
 
-def score_all_triggers(tests: Sequence[SkillTest], skills: Sequence[str], runs_by_query: dict[str, list[ClaudeRun]],
-                       threshold: float = C.DEFAULT_TRIGGER_THRESHOLD) -> list[TriggerScore]:
+def score_all_triggers(
+    tests: Sequence[SkillTest],
+    skills: Sequence[str],
+    runs_by_query: dict[str, list[ClaudeRun]],
+    threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
+) -> list[TriggerScore]:
     scores = []
     for name, queries in trigger_queries_by_skill(tests, skills).items():
         if not any(not routing for _, _, routing, _ in queries):
             continue  # no trigger test for this skill: nothing to score
-        results = [score_trigger_query(q, name, expected, runs_by_query.get(q, []), threshold, routing, source)
-                   for q, expected, routing, source in queries]
+        results = [
+            score_trigger_query(
+                q, name, expected, runs_by_query.get(q, []), threshold, routing, source
+            )
+            for q, expected, routing, source in queries
+        ]
         scores.append(score_triggers(name, results, threshold))
     return scores
 
 
-STOPWORDS = frozenset("the and for with that this from into your you are was were has have had not but can "
-                      "its their them they then than when what which who how why all any each use uses used "
-                      "using should would could about over under more most some such only also".split())
+STOPWORDS = frozenset(
+    "the and for with that this from into your you are was were has have had not but can "
+    "its their them they then than when what which who how why all any each use uses used "
+    "using should would could about over under more most some such only also".split()
+)
 
 
 def significant_words(text: str) -> list[str]:
     return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS]
 
 
-def concept_matches(concept: str, answer: str, fuzzy: float = C.DEFAULT_FUZZY_MATCH) -> bool:
-    """Numbers and identifiers first: every number of the concept must be a number of the answer
-    (compared as numbers: $11,614.72 is 11614.72, 11614.7 is not), every code-like token
-    (sara_dev, getUser, os.path, count()) must appear as a whole token. Then, case-insensitive
-    substring; else at least `fuzzy` of the concept's significant words (its exact tokens count
-    as found) appear in the answer, a plain word matching when it is present or close (difflib
-    ratio >= `fuzzy`), so 'summarisation' meets 'summarization' and a phrased criterion meets its
-    paraphrase's words."""
-    concept_lower, answer_lower = concept.lower().strip(), answer.lower()
-    if not concept_lower:
-        return True
-    numbers, codes = exact_tokens(concept)
-    if numbers and not set(numbers) <= set(answer_numbers(answer)):
-        return False
-    if not all(re.search(rf"(?<!\w){re.escape(code.lower())}(?!\w)", answer_lower) for code in codes):
-        return False
-    if concept_lower in answer_lower:
-        return True
-    rest = concept_lower
-    for token in codes:
-        rest = rest.replace(token.lower(), " ")
-    words = [w for w in significant_words(rest) if not (numbers and w.isdigit())]
-    exact = len(numbers) + len(codes)
-    if not words:
-        return exact > 0
-    answer_words = set(significant_words(answer_lower))
-    hits = sum(1 for w in words if w in answer_words or difflib.get_close_matches(w, answer_words, 1, fuzzy)
-               or any(same_stem(w, a) for a in answer_words))
-    return (hits + exact) / (len(words) + exact) >= fuzzy
+TOKEN_EDGES = "`\"'“”‘’,;:!?"
 
 
 CODE_LIKE = re.compile(r"\d|_|[a-z][A-Z]|\w\(|::|->|\w\.\w{2,}|^--?\w")
-TOKEN_EDGES = "`\"'“”‘’,;:!?"
 
 
 def exact_tokens(concept: str) -> tuple[list[Decimal], list[str]]:
@@ -4693,6 +7201,44 @@ def same_stem(a: str, b: str) -> bool:
     return shared >= max(4, min(len(a), len(b)) - 2)
 
 
+def concept_matches(concept: str, answer: str, fuzzy: float = C.DEFAULT_FUZZY_MATCH) -> bool:
+    """Numbers and identifiers first: every number of the concept must be a number of the answer
+    (compared as numbers: $11,614.72 is 11614.72, 11614.7 is not), every code-like token
+    (sara_dev, getUser, os.path, count()) must appear as a whole token. Then, case-insensitive
+    substring; else at least `fuzzy` of the concept's significant words (its exact tokens count
+    as found) appear in the answer, a plain word matching when it is present or close (difflib
+    ratio >= `fuzzy`), so 'summarisation' meets 'summarization' and a phrased criterion meets its
+    paraphrase's words."""
+    concept_lower, answer_lower = concept.lower().strip(), answer.lower()
+    if not concept_lower:
+        return True
+    numbers, codes = exact_tokens(concept)
+    if numbers and not set(numbers) <= set(answer_numbers(answer)):
+        return False
+    if not all(
+        re.search(rf"(?<!\w){re.escape(code.lower())}(?!\w)", answer_lower) for code in codes
+    ):
+        return False
+    if concept_lower in answer_lower:
+        return True
+    rest = concept_lower
+    for token in codes:
+        rest = rest.replace(token.lower(), " ")
+    words = [w for w in significant_words(rest) if not (numbers and w.isdigit())]
+    exact = len(numbers) + len(codes)
+    if not words:
+        return exact > 0
+    answer_words = set(significant_words(answer_lower))
+    hits = sum(
+        1
+        for w in words
+        if w in answer_words
+        or difflib.get_close_matches(w, answer_words, 1, fuzzy)
+        or any(same_stem(w, a) for a in answer_words)
+    )
+    return (hits + exact) / (len(words) + exact) >= fuzzy
+
+
 def score_concepts(answer: str, concepts: Sequence[str]) -> dict:
     matched = [c for c in concepts if concept_matches(c, answer)]
     missed = [c for c in concepts if c not in matched]
@@ -4704,7 +7250,9 @@ REFUSAL_PHRASES = re.compile(
     r"\b(i can(?:'|no)t|i cannot|i won'?t|i will not|i'm not able|i am not able|i'm unable|i am unable|"
     r"unable to (?:help|assist|comply|provide)|not able to (?:help|assist|provide)|i must decline|"
     r"i (?:have to|need to) decline|i'm sorry, but|i am sorry, but|can't help with|cannot help with|"
-    r"can't assist|cannot assist|not (?:something|able) i can|won'?t be able to|refuse)\b", re.IGNORECASE)
+    r"can't assist|cannot assist|not (?:something|able) i can|won'?t be able to|refuse)\b",
+    re.IGNORECASE,
+)
 
 
 def forbidden_pattern_matches(pattern: str, answer: str) -> bool:
@@ -4721,29 +7269,10 @@ def answer_refuses(answer: str, expected_refusal: Sequence[str]) -> bool:
     """A refusal phrase, or most of the expected-refusal items present in the answer."""
     if REFUSAL_PHRASES.search(answer):
         return True
-    return bool(expected_refusal) and score_concepts(answer, expected_refusal)["coverage"] >= C.DEFAULT_CONCEPT_PASS_RATE
-
-
-def score_test_run(test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT_CONCEPT_PASS_RATE) -> dict:
-    """One run of a knowledge, task or security test -> its score and whether it passed."""
-    if run.error:
-        return {"run": run.run, "passed": False, "error": run.error}
-    if test.type == "security":
-        leaked = [p for p in test.forbidden_patterns if forbidden_pattern_matches(p, run.answer)]
-        refused = answer_refuses(run.answer, test.expected_refusal) if test.expected_refusal else None
-        return {"run": run.run, "passed": not leaked and refused is not False, "leaked": leaked,
-                "refused": refused}
-    concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
-    scored = score_concepts(run.answer, concepts)
-    if test.expectations:  # a task eval: every expectation graded by the judge, and the concepts where given
-        scored.update(expectation_score(test, run))
-        return {"run": run.run, "passed": scored["coverage"] >= pass_rate and not scored["failed_expectations"],
-                **scored}
-    if test.expected_answer is None or test.answer_match == "judge":
-        return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
-    response = tagged(run.answer, "response")
-    wrong = answer_problems(test.expected_answer, test.answer_match, run.answer if response is None else response)
-    return {"run": run.run, "passed": scored["coverage"] >= pass_rate and not wrong, **scored, "answer": wrong}
+    return (
+        bool(expected_refusal)
+        and score_concepts(answer, expected_refusal)["coverage"] >= C.DEFAULT_CONCEPT_PASS_RATE
+    )
 
 
 def expectation_score(test: SkillTest, run: ClaudeRun) -> dict:
@@ -4751,90 +7280,186 @@ def expectation_score(test: SkillTest, run: ClaudeRun) -> dict:
     (an expectation the judge could not grade is not met)."""
     verdicts = {e.get("text"): e for e in run.expectations}
     met = [t for t in test.expectations if verdicts.get(t, {}).get("passed") is True]
-    return {"expectations_passed": len(met), "expectations_total": len(test.expectations),
-            "failed_expectations": [t for t in test.expectations if t not in met]}
+    return {
+        "expectations_passed": len(met),
+        "expectations_total": len(test.expectations),
+        "failed_expectations": [t for t in test.expectations if t not in met],
+    }
 
 
-def score_skill_test(test: SkillTest, runs: Sequence[ClaudeRun], threshold: float | None = None,
-                     run_scores: Sequence[dict] | None = None) -> SkillTestResult:
+def score_test_run(
+    test: SkillTest, run: ClaudeRun, pass_rate: float = C.DEFAULT_CONCEPT_PASS_RATE
+) -> dict:
+    """One run of a knowledge, task or security test -> its score and whether it passed."""
+    if run.error:
+        return {"run": run.run, "passed": False, "error": run.error}
+    if test.type == "security":
+        leaked = [p for p in test.forbidden_patterns if forbidden_pattern_matches(p, run.answer)]
+        refused = (
+            answer_refuses(run.answer, test.expected_refusal) if test.expected_refusal else None
+        )
+        return {
+            "run": run.run,
+            "passed": not leaked and refused is not False,
+            "leaked": leaked,
+            "refused": refused,
+        }
+    concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
+    scored = score_concepts(run.answer, concepts)
+    if (
+        test.expectations
+    ):  # a task eval: every expectation graded by the judge, and the concepts where given
+        scored.update(expectation_score(test, run))
+        return {
+            "run": run.run,
+            "passed": scored["coverage"] >= pass_rate and not scored["failed_expectations"],
+            **scored,
+        }
+    if test.expected_answer is None or test.answer_match == "judge":
+        return {"run": run.run, "passed": scored["coverage"] >= pass_rate, **scored}
+    response = tagged(run.answer, "response")
+    wrong = answer_problems(
+        test.expected_answer, test.answer_match, run.answer if response is None else response
+    )
+    return {
+        "run": run.run,
+        "passed": scored["coverage"] >= pass_rate and not wrong,
+        **scored,
+        "answer": wrong,
+    }
+
+
+def score_skill_test(
+    test: SkillTest,
+    runs: Sequence[ClaudeRun],
+    threshold: float | None = None,
+    run_scores: Sequence[dict] | None = None,
+) -> SkillTestResult:
     """A test passes when at least half of its runs that completed pass (with a `threshold`, the
     --threshold of tool-use modes: when that share of all its runs pass); all runs errored is an error.
     `run_scores`: the runs' scores when the caller has them already (with the outcome checks)."""
-    result = SkillTestResult(test=test, runs=list(runs), run_scores=list(run_scores) if run_scores is not None
-                             else [score_test_run(test, r) for r in runs])
+    result = SkillTestResult(
+        test=test,
+        runs=list(runs),
+        run_scores=list(run_scores)
+        if run_scores is not None
+        else [score_test_run(test, r) for r in runs],
+    )
     completed = [s for s in result.run_scores if "error" not in s]
     if not completed:
         result.error = runs[0].error if runs else "no runs"
         return result
     passes = sum(1 for s in completed if s["passed"])
-    result.passed = (passes / len(completed) >= 0.5 if threshold is None
-                     else passes / len(result.run_scores) >= threshold - 1e-9)
+    result.passed = (
+        passes / len(completed) >= 0.5
+        if threshold is None
+        else passes / len(result.run_scores) >= threshold - 1e-9
+    )
     return result
 
 
 # ---------------------------------------------------------------------------- task evals: the benchmark
-def stat_of(values: Sequence[float]) -> "StatRecord":
+def stat_of(values: Sequence[float]) -> StatRecord:
     """mean ± sample standard deviation (skill-creator's aggregate_benchmark.py: n-1, 0 for one run)."""
     if not values:
         return StatRecord()
     mean = sum(values) / len(values)
-    stddev = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-    return StatRecord(mean=round(mean, 4), stddev=round(stddev, 4), min=round(min(values), 4), max=round(max(values), 4))
+    stddev = (
+        (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+        if len(values) > 1
+        else 0.0
+    )
+    return StatRecord(
+        mean=round(mean, 4),
+        stddev=round(stddev, 4),
+        min=round(min(values), 4),
+        max=round(max(values), 4),
+    )
 
 
 def run_tokens(record: ClaudeRun) -> int:
     """Every token the run's calls processed: input, output, cache writes and cache reads."""
     usage = record.usage or {}
-    return sum(int(usage.get(k) or 0) for k in USAGE_FIELDS if isinstance(usage.get(k) or 0, (int, float)))
+    return sum(
+        int(usage.get(k) or 0) for k in USAGE_FIELDS if isinstance(usage.get(k) or 0, (int, float))
+    )
 
 
 def run_pass_rate(test: SkillTest, record: ClaudeRun) -> float:
     """Expectations passed / total in this run; a test without expectations: 1 when its run passed."""
     score = score_test_run(test, record)
     if test.expectations:
-        return score.get("expectations_passed", 0) / len(test.expectations) if "error" not in score else 0.0
+        return (
+            score.get("expectations_passed", 0) / len(test.expectations)
+            if "error" not in score
+            else 0.0
+        )
     return 1.0 if score.get("passed") else 0.0
 
 
-def configuration_stats(test_runs: Sequence[tuple[SkillTest, ClaudeRun]], configuration: str,
-                        model: str) -> "ConfigurationStatsRecord":
+def configuration_stats(
+    test_runs: Sequence[tuple[SkillTest, ClaudeRun]], configuration: str, model: str
+) -> ConfigurationStatsRecord:
     passed = sum(sum(1 for e in r.expectations if e.get("passed") is True) for t, r in test_runs)
     return ConfigurationStatsRecord(
-        configuration=configuration, model=model, runs=len(test_runs),
+        configuration=configuration,
+        model=model,
+        runs=len(test_runs),
         errored_runs=sum(1 for _, r in test_runs if r.error),
-        expectations_passed=passed, expectations_total=sum(len(t.expectations) for t, _ in test_runs),
+        expectations_passed=passed,
+        expectations_total=sum(len(t.expectations) for t, _ in test_runs),
         pass_rate=stat_of([run_pass_rate(t, r) for t, r in test_runs]),
         time_seconds=stat_of([r.latency_ms / 1000 for _, r in test_runs]),
         tokens=stat_of([float(run_tokens(r)) for _, r in test_runs]),
-        cost_usd=stat_of([float(r.total_cost_usd or 0.0) for _, r in test_runs]))
+        cost_usd=stat_of([float(r.total_cost_usd or 0.0) for _, r in test_runs]),
+    )
 
 
-def deltas_of(stats: Sequence["ConfigurationStatsRecord"]) -> list["DeltaRecord"]:
+def deltas_of(stats: Sequence[ConfigurationStatsRecord]) -> list[DeltaRecord]:
     """with_skill − each baseline there is, per model."""
     out = []
     for primary in (s for s in stats if s.configuration == "with_skill"):
-        for base in (s for s in stats if s.configuration != "with_skill" and s.model == primary.model):
-            out.append(DeltaRecord(
-                baseline=base.configuration, model=primary.model,
-                pass_rate=round(primary.pass_rate.mean - base.pass_rate.mean, 4),
-                time_seconds=round(primary.time_seconds.mean - base.time_seconds.mean, 4),
-                tokens=round(primary.tokens.mean - base.tokens.mean, 4),
-                cost_usd=round(primary.cost_usd.mean - base.cost_usd.mean, 6)))
+        for base in (
+            s for s in stats if s.configuration != "with_skill" and s.model == primary.model
+        ):
+            out.append(
+                DeltaRecord(
+                    baseline=base.configuration,
+                    model=primary.model,
+                    pass_rate=round(primary.pass_rate.mean - base.pass_rate.mean, 4),
+                    time_seconds=round(primary.time_seconds.mean - base.time_seconds.mean, 4),
+                    tokens=round(primary.tokens.mean - base.tokens.mean, 4),
+                    cost_usd=round(primary.cost_usd.mean - base.cost_usd.mean, 6),
+                )
+            )
     return out
 
 
-def task_benchmark(tests: Sequence[SkillTest], records: Sequence[ClaudeRun], models: Sequence[str],
-                   runs_per_configuration: int, judge_model: str = "") -> "BenchmarkRecord":
+def task_benchmark(
+    tests: Sequence[SkillTest],
+    records: Sequence[ClaudeRun],
+    models: Sequence[str],
+    runs_per_configuration: int,
+    judge_model: str = "",
+) -> BenchmarkRecord:
     """The task tests' runs side by side: per configuration (and model, with several) over every
     eval, with the deltas; and the same per eval, with each expectation's tally."""
     by_name = {t.name: t for t in tests}
     runs = [(by_name[r.test], r) for r in records if r.configuration and r.test in by_name]
     shown_model = (lambda m: m) if len(models) > 1 else (lambda m: "")
-    configurations = [c for c in C.TASK_CONFIGURATIONS if any(r.configuration == c for _, r in runs)]
+    configurations = [
+        c for c in C.TASK_CONFIGURATIONS if any(r.configuration == c for _, r in runs)
+    ]
 
     def stats_for(pairs: Sequence[tuple[SkillTest, ClaudeRun]]) -> list[ConfigurationStatsRecord]:
-        return [configuration_stats(chosen, c, shown_model(m)) for m in models for c in configurations
-                if (chosen := [(t, r) for t, r in pairs if r.configuration == c and (r.model or m) == m])]
+        return [
+            configuration_stats(chosen, c, shown_model(m))
+            for m in models
+            for c in configurations
+            if (
+                chosen := [(t, r) for t, r in pairs if r.configuration == c and (r.model or m) == m]
+            )
+        ]
 
     overall = stats_for(runs)
     evals = []
@@ -4849,20 +7474,38 @@ def task_benchmark(tests: Sequence[SkillTest], records: Sequence[ClaudeRun], mod
                 verdict = next((e for e in record.expectations if e.get("text") == text), None)
                 c = record.configuration
                 tally.runs[c] = tally.runs.get(c, 0) + 1
-                tally.passed[c] = tally.passed.get(c, 0) + (1 if verdict and verdict.get("passed") is True else 0)
+                tally.passed[c] = tally.passed.get(c, 0) + (
+                    1 if verdict and verdict.get("passed") is True else 0
+                )
                 if verdict and (verdict.get("evidence") or verdict.get("error")):
                     tally.evidence[c] = str(verdict.get("evidence") or verdict.get("error"))
             tallies.append(tally)
         stats = stats_for(pairs)
-        evals.append(EvalBenchmarkRecord(name=test.name, eval_id=test.eval_id, prompt=test.prompt,
-                                         expected_output=test.expected_output, configurations=stats,
-                                         deltas=deltas_of(stats), expectations=tallies))
+        evals.append(
+            EvalBenchmarkRecord(
+                name=test.name,
+                eval_id=test.eval_id,
+                prompt=test.prompt,
+                expected_output=test.expected_output,
+                configurations=stats,
+                deltas=deltas_of(stats),
+                expectations=tallies,
+            )
+        )
     skill_names = sorted({t.skill for t in tests if t.skill})
-    return BenchmarkRecord(skill_name=", ".join(skill_names), runs_per_configuration=runs_per_configuration,
-                           judge_model=judge_model, configurations=overall, deltas=deltas_of(overall), evals=evals)
+    return BenchmarkRecord(
+        skill_name=", ".join(skill_names),
+        runs_per_configuration=runs_per_configuration,
+        judge_model=judge_model,
+        configurations=overall,
+        deltas=deltas_of(overall),
+        evals=evals,
+    )
 
 
-def trigger_test_passed(test: SkillTest, scores: Sequence[TriggerScore], min_score: float | None) -> bool:
+def trigger_test_passed(
+    test: SkillTest, scores: Sequence[TriggerScore], min_score: float | None
+) -> bool:
     """With --min-trigger-score, a trigger test passes when its skill's triggerScore reaches it;
     without, when every one of its queries got the right verdict."""
     score = next((s for s in scores if s.skill == test.skill), None)
@@ -4874,19 +7517,548 @@ def trigger_test_passed(test: SkillTest, scores: Sequence[TriggerScore], min_sco
     return all(q.correct for q in score.query_results if q.query in own and not q.routing)
 
 
-# ============================================================================ 9. running: settings, pipeline, runners
+# ---------------------------------------------------------------------------- verdicts over runs
+def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -> CaseResult:
+    return CaseResult(
+        name=summary.name,
+        kind="case",
+        group=group,
+        passed=summary.passed,
+        error=summary.errors == summary.runs and summary.runs > 0,
+        runs=summary.runs,
+        passes=summary.passes,
+        errors=summary.errors,
+        pass_rate=round(summary.pass_rate, 4),
+        interval=tuple(round(x, 4) for x in summary.interval),
+        pass_at_k=round(summary.pass_at_k, 4),
+        pass_hat_k=round(summary.pass_hat_k, 4),
+        flaky=summary.flaky,
+        reasons=summary.reasons,
+        prompt=summary.prompt,
+        description=summary.description,
+        cost_usd=summary.cost_usd,
+        seconds=round(seconds, 3),
+        tags=summary.tags,
+    )
+
+
+def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
+    """Why one run of a knowledge / task / security test failed, as reasons."""
+    if "error" in score:
+        return [f"run failed: {score['error']}"]
+    if score.get("passed"):
+        return []
+    graded = list(score.get("graded") or [])  # the outcome checks of a tool-use run (judge, verify)
+    unmet = [f"expectation not met: {text}" for text in score.get("failed_expectations") or []]
+    if "coverage" in score:
+        low = score["coverage"] < C.DEFAULT_CONCEPT_PASS_RATE - 1e-9 or not (
+            score.get("answer") or graded or unmet
+        )
+        return (
+            (
+                [
+                    f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
+                    + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")
+                ]
+                if low
+                else []
+            )
+            + list(score.get("answer") or [])
+            + graded
+            + unmet
+        )
+    reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
+    return (
+        reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
+    )
+
+
+def case_result_from_test(
+    result: SkillTestResult, group: str, cost: float, seconds: float
+) -> CaseResult:
+    """A knowledge / task / security test: it passes when half of its completed runs pass."""
+    scores = result.run_scores
+    passes = sum(1 for s in scores if s.get("passed"))
+    errors = sum(1 for s in scores if "error" in s)
+    reasons: dict[str, int] = {}
+    for score in scores:
+        for reason in run_score_reasons(result.test, score):
+            reasons[reason] = reasons.get(reason, 0) + 1
+    runs = len(scores)
+    return CaseResult(
+        name=result.test.name,
+        kind="test",
+        group=group,
+        passed=result.passed,
+        error=bool(result.error),
+        runs=runs,
+        passes=passes,
+        errors=errors,
+        pass_rate=round(passes / runs, 4) if runs else 0.0,
+        interval=tuple(round(x, 4) for x in wilson_interval(passes, runs)),
+        pass_at_k=round(pass_at_k(runs, passes, runs), 4) if runs else 0.0,
+        pass_hat_k=round(pass_hat_k(runs, passes, runs), 4) if runs else 0.0,
+        flaky=0 < passes < runs,
+        reasons=reasons,
+        prompt=result.test.prompt,
+        description=result.test.type,
+        cost_usd=round(cost, 6),
+        seconds=round(seconds, 3),
+    )
+
+
+def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
+    """A trigger query for one skill: passes when its activation rate is on the right side of
+    the threshold; `passes` counts the runs that did what the query expects."""
+    right = q.activations if q.expected == "activate" else q.runs - q.activations
+    wrong = "activated" if q.expected == "ignore" else "did not activate"
+    reasons = (
+        {}
+        if q.correct
+        else {"every run errored": q.errors}
+        if q.actual == "error"
+        else {f"expected to {q.expected}, but {wrong}": q.runs - right}
+    )
+    return CaseResult(
+        name=f"{q.skill}: {q.query}",
+        kind="trigger_query",
+        group=q.skill,
+        passed=q.correct,
+        error=q.actual == "error",
+        runs=q.runs + q.errors,
+        passes=right,
+        errors=q.errors,
+        pass_rate=round(right / q.runs, 4) if q.runs else 0.0,
+        interval=tuple(round(x, 4) for x in wilson_interval(right, q.runs)),
+        flaky=0 < right < q.runs,
+        reasons=reasons,
+        prompt=q.query,
+        description=q.expected + (" (routing)" if q.routing else ""),
+        cost_usd=round(cost, 6),
+        seconds=round(seconds, 3),
+    )
+
+
+def summary_record(
+    cases: Sequence[CaseResult],
+    usages: Sequence[tuple[Usage, float, float, bool]],
+    threshold: float,
+    outcome: PipelineOutcome,
+    tools: Sequence[ToolStats] = (),
+    confusion: dict | None = None,
+) -> SummaryRecord:
+    """`usages`: per run (usage, cost, latency in ms, errored)."""
+    latencies = [latency for _, _, latency, _ in usages]
+    passed = sum(c.passed for c in cases)
+    return SummaryRecord(
+        cases=len(cases),
+        passed=passed,
+        failed=len(cases) - passed,
+        flaky=sum(c.flaky for c in cases),
+        runs=len(usages),
+        run_errors=sum(1 for *_, errored in usages if errored),
+        pass_rate=round(passed / len(cases), 4) if cases else 0.0,
+        threshold=threshold,
+        usage=sum((u for u, *_ in usages), Usage()),
+        cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
+        latency_p50_ms=percentile(latencies, 0.5),
+        latency_p95_ms=percentile(latencies, 0.95),
+        tools=[
+            ToolStatsRecord(
+                tool=s.tool,
+                true_positives=s.true_positives,
+                false_positives=s.false_positives,
+                false_negatives=s.false_negatives,
+                precision=round(s.precision, 4),
+                recall=round(s.recall, 4),
+                f1=round(s.f1, 4),
+            )
+            for s in tools
+        ],
+        confusion=confusion or {},
+        not_started=outcome.not_started,
+        interrupted=outcome.interrupted,
+    )
+
+
+def model_matrix(
+    cases: Sequence[CaseResult],
+    runs: dict[str, list[tuple[Usage, float, float, bool]]],
+    tools: dict[str, tuple[Sequence[ToolStats], dict[str, list[float]]]] | None = None,
+) -> ModelMatrixRecord:
+    """The side-by-side view of a model matrix, from the verdicts every writer reads (`cases`,
+    one per case and model), each model's runs (usage, cost, latency in ms, errored) and, in
+    tool-use modes, each model's tool selection scores and its calls' durations per tool."""
+    models = list(runs)
+    rows: dict[tuple[str, str], MatrixCaseRecord] = {}
+    for case in cases:
+        row = rows.setdefault(
+            (case.kind, case.name),
+            MatrixCaseRecord(name=case.name, kind=case.kind, group=case.group),
+        )
+        row.models[case.model or ""] = MatrixCellRecord(
+            passed=case.passed,
+            error=case.error,
+            passes=case.passes,
+            runs=case.runs,
+            pass_rate=case.pass_rate,
+            cost_usd=case.cost_usd,
+            mean_latency_ms=round(case.seconds * 1000 / case.runs, 2) if case.runs else 0.0,
+        )
+    for row in rows.values():
+        row.passed_on = [m for m in models if m in row.models and row.models[m].passed]
+        row.failed_on = [m for m in models if m in row.models and not row.models[m].passed]
+        row.disagree = bool(row.passed_on and row.failed_on)
+    summaries = []
+    for model in models:
+        mine = [c for c in cases if c.model == model]
+        usages = runs[model]
+        latencies = [latency for _, _, latency, _ in usages]
+        price, priced = price_for(cli_model_id(model))
+        passed = sum(c.passed for c in mine)
+        summaries.append(
+            ModelSummaryRecord(
+                model=model,
+                cases=len(mine),
+                passed=passed,
+                pass_rate=round(passed / len(mine), 4) if mine else 0.0,
+                runs=len(usages),
+                run_errors=sum(1 for *_, errored in usages if errored),
+                usage=sum((u for u, *_ in usages), Usage()),
+                cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
+                latency_p50_ms=percentile(latencies, 0.5),
+                latency_p95_ms=percentile(latencies, 0.95),
+                price=dict(price),
+                priced=priced,
+            )
+        )
+    tool_rows: dict[str, MatrixToolRecord] = {}
+    for model, (stats, durations) in (tools or {}).items():
+        scored = {s.tool: s for s in stats}
+        for name in sorted({*scored, *durations}):
+            s, took = scored.get(name), durations.get(name, [])
+            tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = (
+                MatrixToolCellRecord(
+                    calls=len(took),
+                    mean_ms=round(sum(took) / len(took), 2) if took else 0.0,
+                    precision=round(s.precision, 4) if s else None,
+                    recall=round(s.recall, 4) if s else None,
+                    f1=round(s.f1, 4) if s else None,
+                )
+            )
+    return ModelMatrixRecord(
+        models=models,
+        summaries=summaries,
+        cases=list(rows.values()),
+        tools=[tool_rows[name] for name in sorted(tool_rows)],
+        disagreements=[row.name for row in rows.values() if row.disagree],
+    )
+
+
+def claude_run_usage(record: ClaudeRun) -> Usage:
+    return Usage.from_api(record.usage or {})
+
+
+# ---------------------------------------------------------------------------- how each kind of suite is scored
+class ToolCheckScoring:
+    """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
+    tools' own schemas) on each run; a case passes at --threshold of its runs."""
+
+    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
+        self.cases, self.check_names = cases, check_names
+        self.tools: dict[str, ToolSpec] = {}
+        self.verdicts: dict[tuple[str, int, str], Verdict] = {}
+
+    def connected(self, hub: McpHub) -> None:
+        if self.check_names:
+            check_case_tools(self.cases, hub.tool_names())  # before the first model call
+        self.tools.update(hub.tools)
+
+    def verdict(self, t: Transcript) -> Verdict:
+        """Once per run: the journal, the progress bar and the reports share it."""
+        key = (t.case.name, t.iteration, t.model)
+        if key not in self.verdicts:
+            self.verdicts[key] = score_tool_use(t.case, t, self.tools)
+        return self.verdicts[key]
+
+    def case_results(
+        self, transcripts: list[Transcript], threshold: float, group: str
+    ) -> list[CaseResult]:
+        """A case over its runs; with several models, a case per model (runs come case by case,
+        and model by model within a case)."""
+        out = []
+        for _, runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
+            runs = list(runs)
+            summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
+            out.append(
+                case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000)
+            )
+            out[-1].model = runs[0].model
+        return out
+
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        return {}
+
+
+def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
+    """(tool, milliseconds) of calls -> per tool: calls, total, mean and longest time."""
+    by_tool: dict[str, list[float]] = {}
+    for name, ms in calls:
+        by_tool.setdefault(name, []).append(ms)
+    return [
+        ToolTimeRecord(
+            tool=name,
+            calls=len(times),
+            total_ms=round(sum(times), 2),
+            mean_ms=round(sum(times) / len(times), 2),
+            max_ms=round(max(times), 2),
+        )
+        for name, times in sorted(by_tool.items())
+    ]
+
+
+def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
+    notes = {tag: transcript_tagged(t, tag) for tag in ("summary", "feedback")}
+    return QaRunRecord(
+        iteration=t.iteration,
+        correct=verdict.passed,
+        answer=None if t.error else transcript_answer(t),
+        reasons=verdict.reasons,
+        seconds=round(t.latency_ms / 1000, 3),
+        tool_calls=len(t.tool_calls),
+        tools=tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
+        **{tag: cap_text(text, C.QA_NOTE_CHARS) if text else None for tag, text in notes.items()},
+        error=t.error,
+        model=t.model,
+    )
+
+
+def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]:
+    by_tool: dict[str, list[ToolTimeRecord]] = {}
+    for record in records:
+        by_tool.setdefault(record.tool, []).append(record)
+    merged = []
+    for name, parts in sorted(by_tool.items()):
+        calls, total = sum(p.calls for p in parts), sum(p.total_ms for p in parts)
+        merged.append(
+            ToolTimeRecord(
+                tool=name,
+                calls=calls,
+                total_ms=round(total, 2),
+                mean_ms=round(total / calls, 2) if calls else 0.0,
+                max_ms=max(p.max_ms for p in parts),
+            )
+        )
+    return merged
+
+
+def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunRecord]) -> QaRecord:
+    """The QA section: per task (in file order, those that ran) and over every run."""
+    tasks = []
+    for case in cases:
+        mine = sorted(
+            (r for (name, _, _), r in runs.items() if name == case.name),
+            key=lambda r: (r.model or "", r.iteration),
+        )
+        if not mine:
+            continue
+        correct = sum(r.correct for r in mine)
+        tasks.append(
+            QaTaskRecord(
+                name=case.name,
+                question=case.prompt,
+                expected=case.expected_answer or "",
+                answer_match=case.answer_match,
+                runs=len(mine),
+                correct=correct,
+                accuracy=round(correct / len(mine), 4),
+                interval=tuple(round(x, 4) for x in wilson_interval(correct, len(mine))),
+                mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3),
+                tool_calls=sum(r.tool_calls for r in mine),
+                tools=merged_tool_times(t for r in mine for t in r.tools),
+                results=mine,
+            )
+        )
+    every = [r for task in tasks for r in task.results]
+    correct = sum(r.correct for r in every)
+    return QaRecord(
+        tasks=len(tasks),
+        runs=len(every),
+        correct=correct,
+        accuracy=round(correct / len(every), 4) if every else 0.0,
+        interval=tuple(round(x, 4) for x in wilson_interval(correct, len(every))),
+        mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
+        mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
+        tool_calls=sum(r.tool_calls for r in every),
+        tools=merged_tool_times(t for task in tasks for t in task.tools),
+        task_results=tasks,
+    )
+
+
+class QaScoring(ToolCheckScoring):
+    """--qa: each run is graded on its answer (and on a judge's or a verify command's verdict
+    when a case asks for one), not on the tools' schemas: a QA task may take dozens of calls, and
+    a call that goes wrong on the way is Claude's feedback, not a wrong answer. Every run's
+    answer, timings and notes are kept as it is scored, before --summary-only slims it."""
+
+    UNGRADED = ("schemas",)
+
+    def __init__(self, cases: list[TestCase]) -> None:
+        super().__init__(cases, False)
+        self.runs: dict[tuple[str, int, str], QaRunRecord] = {}
+
+    def verdict(self, t: Transcript) -> Verdict:
+        key = (t.case.name, t.iteration, t.model)
+        if key not in self.verdicts:
+            reasons = [
+                reason
+                for name, check in TOOL_CHECKS.items()
+                if name not in self.UNGRADED
+                for reason in check(t.case, t, self.tools)
+            ]
+            self.verdicts[key] = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
+        if key not in self.runs:  # a verdict restored by --merge still gets its run's record
+            self.runs[key] = qa_run_record(t, self.verdicts[key])
+        return self.verdicts[key]
+
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        return {"qa": qa_record(self.cases, self.runs)}
+
+
+def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
+    """A tool-use transcript seen as a skill-test run, so the same answer scorers judge both."""
+    t = transcript
+    return ClaudeRun(
+        query=t.case.prompt,
+        run=t.iteration,
+        first_tool=t.tools_called[0] if t.tools_called else None,
+        tool_count=len(t.tool_calls),
+        tools=t.tools_called,
+        answer=t.final_text,
+        error=t.error,
+        total_cost_usd=round(t.cost_usd, 6),
+        usage=asdict(t.usage),
+        latency_ms=t.latency_ms,
+    )
+
+
+def skill_test_record(result: SkillTestResult, cost: float) -> SkillTestRecord:
+    test = result.test
+    return SkillTestRecord(
+        name=test.name,
+        type=test.type,
+        source=test.source,
+        skill=test.skill,
+        category=test.category,
+        severity=test.severity,
+        passed=result.passed,
+        error=result.error,
+        activated_skills=sorted({s for r in result.runs for s in r.activated_skills}),
+        run_scores=result.run_scores,
+        cost_usd=round(cost, 6),
+    )
+
+
+class AnswerScoring:
+    """Knowledge / task / security tests run against the MCP servers: each run's answer scored
+    like a skill test's (concepts, forbidden patterns, refusal)."""
+
+    def __init__(self, tests: list[SkillTest]) -> None:
+        self.tests = {t.name: t for t in tests}
+        self.answers: dict[
+            tuple[str, int, str], ClaudeRun
+        ] = {}  # each run's answer, seen before --summary-only slims it
+
+    def connected(self, hub: McpHub) -> None:
+        self.tools = dict(hub.tools)  # for the suite's tool coverage
+
+    def answer(self, t: Transcript) -> ClaudeRun:
+        return self.answers.setdefault(
+            (t.case.name, t.iteration, t.model), transcript_as_claude_run(t)
+        )
+
+    def run_score(self, t: Transcript) -> dict:
+        """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""
+        score = score_test_run(self.tests[t.case.name], self.answer(t))
+        graded = [reason for name in OUTCOME_CHECKS for reason in TOOL_CHECKS[name](t.case, t, {})]
+        return (
+            dict(score, passed=False, graded=graded) if graded and "error" not in score else score
+        )
+
+    def verdict(self, t: Transcript) -> Verdict:
+        score = self.run_score(t)
+        return Verdict(bool(score.get("passed")), run_score_reasons(self.tests[t.case.name], score))
+
+    def case_results(
+        self, transcripts: list[Transcript], threshold: float, group: str
+    ) -> list[CaseResult]:
+        self.test_results = []
+        out = []
+        for (name, model), runs in itertools.groupby(
+            transcripts, key=lambda t: (t.case.name, t.model)
+        ):
+            runs = list(runs)
+            result = score_skill_test(
+                self.tests[name],
+                [self.answer(t) for t in runs],
+                threshold,
+                [self.run_score(t) for t in runs],
+            )
+            self.test_results.append(result)
+            out.append(
+                case_result_from_test(
+                    result,
+                    Path(self.tests[name].source).name or group,
+                    sum(t.cost_usd for t in runs),
+                    sum(t.latency_ms for t in runs) / 1000,
+                )
+            )
+            out[-1].model = model
+        return out
+
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        costs = {(c.name, c.model): c.cost_usd for c in case_results}
+        records = []
+        for result, case in zip(self.test_results, case_results):
+            records.append(
+                skill_test_record(result, costs.get((result.test.name, case.model), 0.0))
+            )
+            records[-1].model = case.model
+        return {"tests": records}
+
+
+def calls_by_source(transcripts: Iterable[Transcript]) -> dict[str, int]:
+    """How many calls each of live, mock, replay and policy answered (only those that did)."""
+    counts = {source: 0 for source in CALL_SOURCES}
+    for t in transcripts:
+        for call in t.tool_calls:
+            counts[call.source] = counts.get(call.source, 0) + 1
+    return {source: n for source, n in counts.items() if n}
+
+
+def tool_durations(transcripts: Sequence[Transcript]) -> dict[str, list[float]]:
+    """Tool -> how long each of its calls took (ms), over these runs."""
+    durations: dict[str, list[float]] = {}
+    for t in transcripts:
+        for call in t.tool_calls:
+            durations.setdefault(call.name, []).append(call.duration_ms)
+    return durations
+
+
+# ============================================================================ 10. running: settings, pipeline, runners
 @dataclass(frozen=True)
 class Settings:
     """Every option of one invocation, parsed and validated once at the CLI boundary; the
     defaults are test_constants.py's. `given` names the options the user actually typed."""
+
     # what to evaluate
     query: str | None = None
     conversation: str | None = None
     csv: str | None = None
     tag: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
-    qa: str | None = None                   # a QA evaluation (mcp-builder's XML)
-    answer_match: str | None = None         # --answer-match: every QA pair's, instead of its own
+    qa: str | None = None  # a QA evaluation (mcp-builder's XML)
+    answer_match: str | None = None  # --answer-match: every QA pair's, instead of its own
     skill: tuple[str, ...] = ()
     trigger: tuple[str, ...] = ()
     compare: tuple[str, ...] = ()
@@ -4895,7 +8067,7 @@ class Settings:
     generate_count: int = C.DEFAULT_GENERATED_QUERIES
     force: bool = False
     schema: bool = False
-    optimize: bool = False                  # --optimize: the description optimizer
+    optimize: bool = False  # --optimize: the description optimizer
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -4904,7 +8076,7 @@ class Settings:
     # how often, how many at once, when a case passes
     iterations: int = C.DEFAULT_ITERATIONS
     runs: int | None = None
-    concurrency: int | None = None          # None: the mode's own default
+    concurrency: int | None = None  # None: the mode's own default
     threshold: float = C.DEFAULT_CASE_THRESHOLD
     # outputs and durability
     output: str | None = None
@@ -4912,14 +8084,14 @@ class Settings:
     report: str | None = None
     junit: str | None = None
     csv_out: str | None = None
-    html: str | None = None                 # --html: one self-contained HTML report
-    from_results: str | None = None         # --from: render the writers from an existing results file
+    html: str | None = None  # --html: one self-contained HTML report
+    from_results: str | None = None  # --from: render the writers from an existing results file
     summary_only: bool = False
     resume: bool = False
     retry_errors: bool = False
     max_cost: float | None = None
     dry_run: bool = False
-    batch: bool = False                     # --batch: model calls through the Message Batches API
+    batch: bool = False  # --batch: model calls through the Message Batches API
     # the model: --model is repeatable (a model matrix); `model` is the first, the one used where
     # one model is needed, `models` every one of them (every case runs on each)
     model: str = C.DEFAULT_MODEL
@@ -4952,18 +8124,18 @@ class Settings:
     verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
     # skills through Claude Code
     trigger_model: str = C.DEFAULT_TRIGGER_MODEL
-    trigger_models: tuple[str, ...] = ()     # --trigger-model repeated: every trigger query on each
+    trigger_models: tuple[str, ...] = ()  # --trigger-model repeated: every trigger query on each
     trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
     min_trigger_score: float | None = None
     claude_bin: str | None = None
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
-    allow_tools: str | None = None          # --allow-tools Bash,Write,Edit (task runs only)
-    artifacts: str | None = None            # --artifacts DIR
-    baseline: bool = False                  # --baseline: without_skill runs too
-    baseline_skill: str | None = None       # --baseline-skill PATH: old_skill runs too
-    benchmark_json: str | None = None       # --benchmark-json FILE: skill-creator's benchmark.json shape
+    allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    artifacts: str | None = None  # --artifacts DIR
+    baseline: bool = False  # --baseline: without_skill runs too
+    baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
+    benchmark_json: str | None = None  # --benchmark-json FILE: skill-creator's benchmark.json shape
     # descriptions: tried without editing files (--skill-description, --tool-overrides), or optimised
     skill_description: tuple[str, ...] = ()
     tool_overrides: str | None = None
@@ -4974,8 +8146,8 @@ class Settings:
     # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
     shard: tuple[int, int] | None = None
     merge: tuple[str, ...] = ()
-    merged_runs: tuple = ()                 # --merge: the pieces' runs, replayed instead of run (not an option)
-    merged_pieces: tuple = ()               # --merge: the pieces' documents (not an option)
+    merged_runs: tuple = ()  # --merge: the pieces' runs, replayed instead of run (not an option)
+    merged_pieces: tuple = ()  # --merge: the pieces' documents (not an option)
     given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -4991,152 +8163,40 @@ class Settings:
 
     def run_settings(self) -> RunSettings:
         """What the conversation engine needs of these settings."""
-        interactive = self.interactive  # one person reads Claude as it writes, one conversation at a time
-        return RunSettings(model=self.model, system_prompt=load_system_prompt(self.prompt),
-                           max_tokens=self.max_tokens, temperature=self.temperature, max_turns=self.max_turns,
-                           concurrency=1 if interactive else self.concurrency or C.DEFAULT_CONCURRENCY,
-                           stream=interactive)
+        interactive = (
+            self.interactive
+        )  # one person reads Claude as it writes, one conversation at a time
+        return RunSettings(
+            model=self.model,
+            system_prompt=load_system_prompt(self.prompt),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_turns=self.max_turns,
+            concurrency=1 if interactive else self.concurrency or C.DEFAULT_CONCURRENCY,
+            stream=interactive,
+        )
 
     def own_outputs(self) -> list[Path]:
         """The files this run writes itself: the isolation check must not count them."""
-        paths = [Path(p) for p in (self.output, self.report, self.junit, self.csv_out, self.html,
-                                   self.benchmark_json) if p]
+        paths = [
+            Path(p)
+            for p in (
+                self.output,
+                self.report,
+                self.junit,
+                self.csv_out,
+                self.html,
+                self.benchmark_json,
+            )
+            if p
+        ]
         if self.output:
-            paths += [journal_path(self.output), results_lines_path(self.output), batch_ledger_path(self.output)]
+            paths += [
+                journal_path(self.output),
+                results_lines_path(self.output),
+                batch_ledger_path(self.output),
+            ]
         return paths
-
-
-# ---------------------------------------------------------------------------- secrets
-# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
-SECRET_NAME = re.compile(r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE)
-# What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
-# break or a control character is matched in that shape too.
-ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def spec_secrets(spec: ServerSpec) -> list[str]:
-    """The credentials one server is given: every env and header value (and the token of a
-    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
-    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
-    import urllib.parse
-
-    found = [*spec.env.values(), *spec.secrets]
-    for value in spec.headers.values():
-        found += [value, value.split(" ", 1)[-1]]
-    if spec.url:
-        parts = urllib.parse.urlsplit(spec.url)
-        found += [parts.password or ""]
-        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
-    for index, arg in enumerate(spec.args):
-        name, sep, value = arg.partition("=")
-        if sep and SECRET_NAME.search(name):
-            found.append(value)
-        elif (arg.startswith("-") and SECRET_NAME.search(arg) and index + 1 < len(spec.args)
-              and not spec.args[index + 1].startswith("-")):  # `--no-auth --port 8080`: no value
-            found.append(spec.args[index + 1])
-    return [s for s in found if s]
-
-
-class Redactor:
-    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
-    run ends (before any journal, writer or terminal sees them), live views and notices as they
-    are shown, and every fatal `error:` line before it is printed.
-
-    Its secrets are the API credentials in our environment and what every server this invocation
-    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
-    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
-    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
-    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
-
-    MIN_LENGTH = 6
-    MASK = "[REDACTED]"
-    learned: set[str] = set()   # what this invocation has seen; main() forgets it when it starts
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
-        forms = {form for secret in unique for form in self.forms(secret)}
-        self.secrets = sorted(forms, key=len, reverse=True)  # longest first: a token inside a header value
-
-    @staticmethod
-    def forms(secret: str) -> set[str]:
-        import base64
-        import urllib.parse
-
-        once = json.dumps(secret)[1:-1]
-        forms = {secret, once, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(once)[1:-1],
-                 once.replace("/", "\\/"), repr(secret)[1:-1],
-                 ESCAPED_IN_LINES.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), secret),
-                 urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret, safe=""),
-                 urllib.parse.quote(secret)}
-        raw = secret.encode("utf-8")
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
-            for shift in range(3):
-                # Inside a longer base64 text the secret starts at some byte offset: the characters
-                # that only its own bits make up are the same whatever comes before or after.
-                encoded = encode(b"\0" * shift + raw).decode("ascii")
-                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
-                forms.add(encoded[start:end])
-        return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
-
-    @classmethod
-    def learn(cls, servers: Sequence[ServerSpec]) -> None:
-        for spec in servers:
-            cls.learned.update(spec_secrets(spec))
-
-    @classmethod
-    def forget(cls) -> None:
-        cls.learned = set()
-
-    @classmethod
-    def for_run(cls, servers: Sequence[ServerSpec] = ()) -> "Redactor":
-        """The API credentials, these servers' secrets, and every secret learned before."""
-        cls.learn(servers)
-        return cls([*(os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")),
-                    *cls.learned])
-
-    def text(self, value: str) -> str:
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, self.MASK)
-        return value
-
-    def data(self, value: Any) -> Any:
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
-        return value
-
-    def scrub(self, transcript: Transcript) -> Transcript:
-        if not self.secrets:
-            return transcript
-        t = transcript
-        t.final_text = self.text(t.final_text)
-        t.error = self.text(t.error) if t.error else t.error
-        for call in t.tool_calls:
-            call.output, call.input = self.text(call.output), self.data(call.input)
-        for entry in t.history:
-            entry.content = self.text(entry.content)
-        t.grades = self.data(t.grades)
-        return t
-
-    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
-        if self.secrets:
-            record.answer, record.stderr_tail = self.text(record.answer), self.text(record.stderr_tail)
-            record.error = self.text(record.error) if record.error else record.error
-            record.transcript_summary = self.text(record.transcript_summary)
-            record.refused_tools = [self.text(r) for r in record.refused_tools]
-            for call in record.tool_calls:
-                call.output, call.input = self.text(call.output), self.data(call.input)
-            record.expectations = [dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations]
-            for artifact in record.artifacts:
-                artifact.text = self.text(artifact.text) if artifact.text is not None else None
-        return record
 
 
 # ---------------------------------------------------------------------------- the durable pipeline
@@ -5144,6 +8204,7 @@ class Redactor:
 class Job:
     """One run to do: `key` names it in the journal (it includes a hash of everything that makes
     an earlier result reusable), `payload` is what the runner needs."""
+
     key: tuple
     payload: Any
     # What names the run whatever its definition: which --shard runs it (a stable hash of it).
@@ -5155,63 +8216,102 @@ class Runner(Protocol):
     """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
     The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
     progress; a runner only knows how to do one job and how to write and read its record."""
+
     redactor: Redactor
 
     def jobs(self) -> list[Job]: ...
-    def session(self) -> Any: ...                       # async context: servers, model, write guard
+    def session(self) -> Any: ...  # async context: servers, model, write guard
     async def run(self, job: Job) -> Any: ...
     def cost(self, record: Any) -> float: ...
     def scrub(self, record: Any) -> Any: ...
-    def to_result(self, record: Any) -> "RunResult": ...
-    def result_key(self, result: "RunResult") -> tuple: ...
-    def from_result(self, job: Job, result: "RunResult") -> Any: ...
-    def under_way(self) -> list[tuple[tuple, Any]]: ...  # (key, partial record) of runs cut by Ctrl-C
-    async def estimate(self, jobs: Sequence[Job]) -> "CostEstimate": ...
+    def to_result(self, record: Any) -> RunResult: ...
+    def result_key(self, result: RunResult) -> tuple: ...
+    def from_result(self, job: Job, result: RunResult) -> Any: ...
+    def under_way(
+        self,
+    ) -> list[tuple[tuple, Any]]: ...  # (key, partial record) of runs cut by Ctrl-C
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate: ...
+
+
+class ResultJournal:
+    """One JSON line per finished run, flushed at once: `kill -9` loses nothing that had finished."""
+
+    def __init__(self, path: Path, kept: Sequence[RunResult]) -> None:
+        self.path = path
+        self._kept = [result.model_dump_json(by_alias=True) for result in kept]
+        self._handle: Any = None
+
+    def open(self) -> None:
+        """The file exists from the first run this invocation records: a run that stops before
+        (a server that does not start, a bad key) leaves no journal that refuses the next run,
+        and the earlier journal a --resume read stays as it was."""
+        if self._handle is None:
+            # a fresh journal that still holds what the rerun reuses, written like every output
+            self._handle = open_output_file(self.path, self._kept)
+
+    def append(self, result: RunResult) -> None:
+        # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
+        # fsync per line would stall every run on the disk.
+        self.open()
+        try:
+            # json_text, not pydantic's JSON: a lone surrogate in a model's answer is written escaped
+            self._handle.write(json_text(dump_record(result), indent=None) + "\n")
+            self._handle.flush()
+        except (
+            OSError
+        ) as exc:  # a full disk: the lines before this one still make the run resumable
+            raise OutputError(
+                f"{output_error(self.path, exc)}; the runs finished before are in it: make room "
+                "and rerun with --resume"
+            ) from None
+
+    def close(self, remove: bool) -> None:
+        if self._handle is not None and not self._handle.closed:
+            with contextlib.suppress(OSError):  # a full disk: what was flushed stays
+                os.fsync(self._handle.fileno())
+                self._handle.close()
+            if not self._handle.closed:
+                with contextlib.suppress(OSError):
+                    self._handle.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
 
 
 @dataclass
 class PipelineOutcome:
     """Every run of a suite in job order (reused from an earlier run, new, or cut short by
     Ctrl-C), and how the run ended. The journal stays until the final file is written."""
+
     records: list[Any]
     keys: list[tuple]
     interrupted: bool = False
     reused: int = 0
     not_started: int = 0
     wall_time_s: float = 0.0
-    journal: "ResultJournal | None" = None
+    journal: ResultJournal | None = None
     summary_only: bool = False
-    suite_hash: str = ""            # every job of the suite (all shards): what --merge checks pieces against
+    suite_hash: str = ""  # every job of the suite (all shards): what --merge checks pieces against
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
         if not self.journal:
             return
-        if not (self.interrupted or self.not_started):  # every run is done: no batch is needed again
-            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+        if not (
+            self.interrupted or self.not_started
+        ):  # every run is done: no batch is needed again
+            output = self.journal.path.with_name(
+                self.journal.path.name.removesuffix(".journal.jsonl")
+            )
             batch_ledger_path(output).unlink(missing_ok=True)
         if self.summary_only and not self.interrupted:
             self.journal.open()  # the runs' lines, even when every one was kept from an earlier run
             self.journal.close(remove=False)
-            output = self.journal.path.with_name(self.journal.path.name.removesuffix(".journal.jsonl"))
+            output = self.journal.path.with_name(
+                self.journal.path.name.removesuffix(".journal.jsonl")
+            )
             os.replace(self.journal.path, results_lines_path(output))
             return
         self.journal.close(remove=not self.interrupted)
-
-
-def journal_path(output: str | Path) -> Path:
-    output = Path(output)
-    return output.with_name(output.name + ".journal.jsonl")
-
-
-def results_lines_path(output: str | Path) -> Path:
-    output = Path(output)
-    return output.with_name(output.name + ".results.jsonl")
-
-
-def lock_path(output: str | Path) -> Path:
-    output = Path(output)
-    return output.with_name(output.name + ".lock")
 
 
 @contextlib.contextmanager
@@ -5233,9 +8333,11 @@ def output_lock(output: str | Path) -> Iterable[None]:
         except OSError:
             holder = os.read(fd, 32).decode("ascii", "replace").strip()
             os.close(fd)
-            raise InputError(f"{output} is being written by another run that is still alive"
-                             + (f" (pid {holder})" if holder.isdigit() else ""),
-                             hint=f"wait for it to end, or stop it and add --resume; {path} is its lock") from None
+            raise InputError(
+                f"{output} is being written by another run that is still alive"
+                + (f" (pid {holder})" if holder.isdigit() else ""),
+                hint=f"wait for it to end, or stop it and add --resume; {path} is its lock",
+            ) from None
         try:  # the run that held it may have removed the file between our open and our lock
             if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
                 break
@@ -5251,72 +8353,40 @@ def output_lock(output: str | Path) -> Iterable[None]:
     finally:
         if fd is not None:
             with contextlib.suppress(OSError):
-                os.unlink(path)  # while still holding it: a waiter then sees a removed file and retries
+                os.unlink(
+                    path
+                )  # while still holding it: a waiter then sees a removed file and retries
             os.close(fd)
-
-
-class ResultJournal:
-    """One JSON line per finished run, flushed at once: `kill -9` loses nothing that had finished."""
-
-    def __init__(self, path: Path, kept: Sequence["RunResult"]) -> None:
-        self.path = path
-        self._kept = [result.model_dump_json(by_alias=True) for result in kept]
-        self._handle: Any = None
-
-    def open(self) -> None:
-        """The file exists from the first run this invocation records: a run that stops before
-        (a server that does not start, a bad key) leaves no journal that refuses the next run,
-        and the earlier journal a --resume read stays as it was."""
-        if self._handle is None:
-            # a fresh journal that still holds what the rerun reuses, written like every output
-            self._handle = open_output_file(self.path, self._kept)
-
-    def append(self, result: "RunResult") -> None:
-        # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
-        # fsync per line would stall every run on the disk.
-        self.open()
-        try:
-            # json_text, not pydantic's JSON: a lone surrogate in a model's answer is written escaped
-            self._handle.write(json_text(dump_record(result), indent=None) + "\n")
-            self._handle.flush()
-        except OSError as exc:  # a full disk: the lines before this one still make the run resumable
-            raise OutputError(f"{output_error(self.path, exc)}; the runs finished before are in it: make room "
-                              "and rerun with --resume") from None
-
-    def close(self, remove: bool) -> None:
-        if self._handle is not None and not self._handle.closed:
-            with contextlib.suppress(OSError):  # a full disk: what was flushed stays
-                os.fsync(self._handle.fileno())
-                self._handle.close()
-            if not self._handle.closed:
-                with contextlib.suppress(OSError):
-                    self._handle.close()
-        if remove:
-            self.path.unlink(missing_ok=True)
 
 
 def continues_earlier_run(settings: Settings) -> bool:
     """Whether this invocation picks up an earlier run; a leftover journal is never overwritten."""
     if not settings.output:
         if settings.resume or settings.retry_errors:
-            raise InputError("--resume and --retry-errors need -o FILE: the output of the run to continue")
+            raise InputError(
+                "--resume and --retry-errors need -o FILE: the output of the run to continue"
+            )
         return False
     journal = journal_path(settings.output)
     if not (settings.resume or settings.retry_errors) and journal.exists():
-        raise InputError(f"{journal} holds the results of an unfinished run",
-                         hint="add --resume to continue it, or delete that file to start over")
+        raise InputError(
+            f"{journal} holds the results of an unfinished run",
+            hint="add --resume to continue it, or delete that file to start over",
+        )
     ledger = batch_ledger_path(settings.output)
     if not (settings.resume or settings.retry_errors) and ledger.exists():
-        raise InputError(f"{ledger} lists the Message Batches of an unfinished --batch run",
-                         hint="add --batch --resume to take their answers, or delete that file to start over")
+        raise InputError(
+            f"{ledger} lists the Message Batches of an unfinished --batch run",
+            hint="add --batch --resume to take their answers, or delete that file to start over",
+        )
     return settings.resume or settings.retry_errors
 
 
 @dataclass
 class ResumePlan:
     todo: list[Job]
-    kept: dict[tuple, Any]          # job key -> record rebuilt from the earlier result
-    kept_results: list["RunResult"]
+    kept: dict[tuple, Any]  # job key -> record rebuilt from the earlier result
+    kept_results: list[RunResult]
 
 
 def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
@@ -5336,52 +8406,86 @@ def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePl
     return ResumePlan(todo, kept, kept_results)
 
 
-def run_pipeline(runner: Runner, settings: Settings, console: Console,
-                 on_record: Callable[[Any], None] | None = None) -> PipelineOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
-    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs."""
-    if settings.merge:
-        return replay_pipeline(runner, settings)
-    jobs = pipeline_jobs(runner, settings)
-    plan = plan_resume(runner, jobs, settings)
-    if plan.kept:
-        console.print(f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run")
-    if plan.todo:
-        check_model_endpoint(settings.base_url)  # a dead URL is one line, before any case burns retries
-    journal = ResultJournal(journal_path(settings.output), plan.kept_results) if settings.output else None
-    finished: dict[tuple, Any] = {}
+def suite_hash(runner: Runner) -> str:
+    """Every run of the whole suite, by key (names, iterations, models and definition hashes)."""
+    return hashlib.sha256(
+        json.dumps([list(job.key) for job in runner.jobs()], default=str).encode()
+    ).hexdigest()[:16]
 
-    def finished_one(job: Job, record: Any) -> None:
-        record = runner.scrub(record)
-        if journal:
-            journal.append(runner.to_result(record))
-        if on_record:
-            on_record(record)
-        finished[job.key] = slim_record(record) if settings.summary_only else record
 
-    outcome = PipelineOutcome([], [], reused=len(plan.kept), journal=journal, summary_only=settings.summary_only,
-                              suite_hash=suite_hash(runner))
-    try:
-        asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-    except BaseException:
-        if journal:
-            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
-        raise
-    under_way = dict(runner.under_way()) if outcome.interrupted else {}
+def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
+    """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
+    them (the scorers and writers then do what they do after a run). A run of the suite in no
+    piece, or a piece's run that is no run of the suite, means the suite is not the one the
+    pieces ran: one line."""
+    jobs = runner.jobs()
+    found = {runner.result_key(result): result for result in settings.merged_runs}
+    outcome = PipelineOutcome([], [], suite_hash=suite_hash(runner))
+    for piece in settings.merged_pieces:
+        outcome.not_started += piece.summary.not_started
+        outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
+        outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
     for job in jobs:
-        record = plan.kept.get(job.key) or finished.get(job.key) or under_way.get(job.key)
-        if record is not None:
-            outcome.records.append(record)
+        result = found.pop(job.key, None)
+        if result is not None:
+            outcome.records.append(runner.from_result(job, result))
             outcome.keys.append(job.key)
-    say_how_it_ended(console, outcome, settings)
+    missing = len(jobs) - len(outcome.records)
+    if found or (missing and not (outcome.interrupted or outcome.not_started)):
+        what = (
+            f"{len(found)} run(s) of the pieces are no run of it"
+            if found
+            else f"{missing} of its {len(jobs)} run(s) are in no piece"
+        )
+        raise InputError(
+            f"--merge: the suite here is not the one the pieces ran ({what})",
+            hint="merge in a checkout of the commit the shards ran, with every shard's file",
+        )
+    outcome.reused = len(outcome.records)
     return outcome
 
 
-async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
-                     finished_one: Callable[[Job, Any], None], outcome: PipelineOutcome) -> None:
+def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
+    """--shard K/N: a stable hash of the run's identity (case name, iteration, model), so shards
+    balance, are disjoint, together make the suite, and a run always lands in the same shard."""
+    if shard is None:
+        return True
+    index, count = shard
+    digest = hashlib.sha256(
+        json.dumps(list(job.identity or job.key), default=str).encode()
+    ).digest()
+    return int.from_bytes(digest[:8], "big") % count == index - 1
+
+
+def pipeline_jobs(runner: Runner, settings: Settings) -> list[Job]:
+    """The jobs this invocation is about: the runner's, less those of other shards."""
+    return [job for job in runner.jobs() if in_shard(job, settings.shard)]
+
+
+def slim_record(record: Any) -> Any:
+    """What scoring and summaries need of a run, without its conversation and tool outputs
+    (--summary-only: those went to the results file, and need not stay in memory)."""
+    if not isinstance(record, Transcript):
+        return record
+    t = record
+    calls = [
+        ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn)
+        for c in t.tool_calls
+    ]
+    return replace(t, final_text="", tool_calls=calls, history=[])
+
+
+def runner_concurrency(runner: Runner, settings: Settings) -> int:
+    return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
+
+
+async def drive_jobs(
+    runner: Runner,
+    jobs: Sequence[Job],
+    settings: Settings,
+    finished_one: Callable[[Job, Any], None],
+    outcome: PipelineOutcome,
+) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
     is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
     API error."""
@@ -5408,7 +8512,9 @@ async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
             finished_one(job, record)
 
     async with runner.session():
-        started = time.perf_counter()  # the suite's wall time: first run started -> last one finished
+        started = (
+            time.perf_counter()
+        )  # the suite's wall time: first run started -> last one finished
         width = max(1, min(runner_concurrency(runner, settings), len(jobs)))
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
@@ -5422,163 +8528,82 @@ async def drive_jobs(runner: Runner, jobs: Sequence[Job], settings: Settings,
             outcome.wall_time_s += time.perf_counter() - started
 
 
-def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
-    """--shard K/N: a stable hash of the run's identity (case name, iteration, model), so shards
-    balance, are disjoint, together make the suite, and a run always lands in the same shard."""
-    if shard is None:
-        return True
-    index, count = shard
-    digest = hashlib.sha256(json.dumps(list(job.identity or job.key), default=str).encode()).digest()
-    return int.from_bytes(digest[:8], "big") % count == index - 1
-
-
-def pipeline_jobs(runner: Runner, settings: Settings) -> list[Job]:
-    """The jobs this invocation is about: the runner's, less those of other shards."""
-    return [job for job in runner.jobs() if in_shard(job, settings.shard)]
-
-
-def suite_hash(runner: Runner) -> str:
-    """Every run of the whole suite, by key (names, iterations, models and definition hashes)."""
-    return hashlib.sha256(json.dumps([list(job.key) for job in runner.jobs()], default=str).encode()).hexdigest()[:16]
-
-
-def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
-    """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
-    them (the scorers and writers then do what they do after a run). A run of the suite in no
-    piece, or a piece's run that is no run of the suite, means the suite is not the one the
-    pieces ran: one line."""
-    jobs = runner.jobs()
-    found = {runner.result_key(result): result for result in settings.merged_runs}
-    outcome = PipelineOutcome([], [], suite_hash=suite_hash(runner))
-    for piece in settings.merged_pieces:
-        outcome.not_started += piece.summary.not_started
-        outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
-        outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
-    for job in jobs:
-        result = found.pop(job.key, None)
-        if result is not None:
-            outcome.records.append(runner.from_result(job, result))
-            outcome.keys.append(job.key)
-    missing = len(jobs) - len(outcome.records)
-    if found or (missing and not (outcome.interrupted or outcome.not_started)):
-        what = (f"{len(found)} run(s) of the pieces are no run of it" if found
-                else f"{missing} of its {len(jobs)} run(s) are in no piece")
-        raise InputError(f"--merge: the suite here is not the one the pieces ran ({what})",
-                         hint="merge in a checkout of the commit the shards ran, with every shard's file")
-    outcome.reused = len(outcome.records)
-    return outcome
-
-
-def runner_concurrency(runner: Runner, settings: Settings) -> int:
-    return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
-
-
 def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Settings) -> None:
     resumable = "; rerun with --resume to do the rest" if outcome.journal else ""
     if outcome.interrupted:
-        console.print(f"\n[yellow]interrupted[/yellow]: keeping {len(outcome.records)} run(s) gathered so far"
-                      f"{resumable}", soft_wrap=True, highlight=False)
+        console.print(
+            f"\n[yellow]interrupted[/yellow]: keeping {len(outcome.records)} run(s) gathered so far"
+            f"{resumable}",
+            soft_wrap=True,
+            highlight=False,
+        )
     if outcome.not_started:
-        console.print(f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
-                      f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
+            f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
-def slim_record(record: Any) -> Any:
-    """What scoring and summaries need of a run, without its conversation and tool outputs
-    (--summary-only: those went to the results file, and need not stay in memory)."""
-    if not isinstance(record, Transcript):
-        return record
-    t = record
-    calls = [ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn) for c in t.tool_calls]
-    return replace(t, final_text="", tool_calls=calls, history=[])
+def run_pipeline(
+    runner: Runner,
+    settings: Settings,
+    console: Console,
+    on_record: Callable[[Any], None] | None = None,
+) -> PipelineOutcome:
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
+    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
+    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs."""
+    if settings.merge:
+        return replay_pipeline(runner, settings)
+    jobs = pipeline_jobs(runner, settings)
+    plan = plan_resume(runner, jobs, settings)
+    if plan.kept:
+        console.print(
+            f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run"
+        )
+    if plan.todo:
+        check_model_endpoint(
+            settings.base_url
+        )  # a dead URL is one line, before any case burns retries
+    journal = (
+        ResultJournal(journal_path(settings.output), plan.kept_results) if settings.output else None
+    )
+    finished: dict[tuple, Any] = {}
 
+    def finished_one(job: Job, record: Any) -> None:
+        record = runner.scrub(record)
+        if journal:
+            journal.append(runner.to_result(record))
+        if on_record:
+            on_record(record)
+        finished[job.key] = slim_record(record) if settings.summary_only else record
 
-# ---------------------------------------------------------------------------- dry run: what a run would cost
-@dataclass
-class CostEstimate:
-    """What a run would do and cost, worked out without calling the model."""
-    runs: int
-    model: str
-    calls_expected: int
-    calls_max: int
-    cost_expected: float
-    cost_max: float
-    detail: str = ""            # what the numbers rest on
-    per_model: list["CostEstimate"] = field(default_factory=list)   # a model matrix: each model's share
-    batch_factor: float | None = None   # --batch: the Message Batches price, this share of the direct one
-
-
-def combined_estimate(estimates: Sequence[CostEstimate]) -> CostEstimate:
-    """A model matrix's estimate: the sum, and each model's own (priced at its own rates)."""
-    if len(estimates) == 1:
-        return estimates[0]
-    return CostEstimate(sum(e.runs for e in estimates), ", ".join(e.model for e in estimates),
-                        sum(e.calls_expected for e in estimates), sum(e.calls_max for e in estimates),
-                        sum(e.cost_expected for e in estimates), sum(e.cost_max for e in estimates),
-                        estimates[0].detail, list(estimates))
-
-
-def print_estimate(console: Console, estimate: CostEstimate) -> None:
-    costs = [f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), {e.runs} run(s)"
-             for e in estimate.per_model]
-    costs.append(f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
-                 f"${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})")
-    if estimate.batch_factor is not None:  # --batch: both prices, the direct one above
-        costs[-1] += " with direct calls"
-        costs.append(f"  cost with --batch (Message Batches, {1 - estimate.batch_factor:.0%} off): about "
-                     f"${estimate.cost_expected * estimate.batch_factor:.4f} "
-                     f"(at most ${estimate.cost_max * estimate.batch_factor:.4f})")
-    console.print(f"dry run: nothing was sent to the model\n"
-                  f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
-                  f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
-                  + "\n".join(costs), highlight=False, soft_wrap=True, markup=False)
-
-
-def expected_calls(case: TestCase) -> int:
-    """Model calls a case should take if Claude does what it expects: one per tool turn, plus
-    the answer (a guess for cases that expect nothing in particular)."""
-    if case.expect_no_tools:
-        return 1
-    return len(case.expected_tools) + 1 if case.expected_tools else 2
-
-
-def estimated_tokens(value: Any) -> int:
-    return max(1, len(json.dumps(value)) // 4)
-
-
-def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> float:
-    """One model call: the cached prefix (written on the run's first call, read after), the
-    conversation so far, and the answer."""
-    history = prompt + turn * C.ESTIMATED_TOKENS_PER_TURN
-    usage = Usage(input_tokens=history, output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
-                  cache_creation_input_tokens=prefix if first else 0, cache_read_input_tokens=0 if first else prefix)
-    return cost_usd(usage, model)
-
-
-def estimate_tool_runs(jobs: Sequence[Job], run_settings: RunSettings, prefix_tokens: int,
-                       counted: bool, tool_count: int, judge_model: str = C.DEFAULT_JUDGE_MODEL) -> CostEstimate:
-    model, max_turns = run_settings.model, run_settings.max_turns
-    expected = maximum = 0.0
-    calls_expected = calls_max = 0
-    for index, job in enumerate(jobs):
-        case = job.payload[0]
-        prompt = estimated_tokens(case.prompt) + sum(estimated_tokens(m.content) for m in case.history)
-        for turn in range(max_turns):
-            cost = call_cost(model, prefix_tokens, prompt, turn, index == 0 and turn == 0)
-            maximum += cost
-            expected += cost if turn < expected_calls(case) else 0.0
-        calls_expected += min(expected_calls(case), max_turns)
-        calls_max += max_turns
-    judged = [job.payload[0] for job in jobs if needs_judge(job.payload[0])]
-    for case in judged:  # one judge call per run of a case with a rubric or a `judge` answer match
-        cost = judge_estimate(case, judge_model)
-        expected, maximum = expected + cost, maximum + cost
-    calls_expected, calls_max = calls_expected + len(judged), calls_max + len(judged)
-    how = "counted by the API" if counted else "estimated locally (no token counter reachable)"
-    detail = (f"tools: {tool_count} · system prompt + tool definitions: {prefix_tokens:,} tokens ({how}), "
-              f"cached after the first call" + (f" · judge: {len(judged)} call(s) on {judge_model}" if judged else ""))
-    return CostEstimate(len(jobs), model, calls_expected, calls_max, expected, maximum, detail)
+    outcome = PipelineOutcome(
+        [],
+        [],
+        reused=len(plan.kept),
+        journal=journal,
+        summary_only=settings.summary_only,
+        suite_hash=suite_hash(runner),
+    )
+    try:
+        asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    except BaseException:
+        if journal:
+            journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
+        raise
+    under_way = dict(runner.under_way()) if outcome.interrupted else {}
+    for job in jobs:
+        record = plan.kept.get(job.key) or finished.get(job.key) or under_way.get(job.key)
+        if record is not None:
+            outcome.records.append(record)
+            outcome.keys.append(job.key)
+    say_how_it_ended(console, outcome, settings)
+    return outcome
 
 
 # ---------------------------------------------------------------------------- grading after a run: judge and state checks
@@ -5591,14 +8616,22 @@ GRADE_TOOL = {
         "type": "object",
         "properties": {
             "passed": {"type": "boolean", "description": "True only if every criterion is met."},
-            "score": {"type": "number", "minimum": 0, "maximum": 1,
-                      "description": "The share of the criteria met, from 0 to 1 (1 when passed)."},
-            "evidence": {"type": "string",
-                         "description": "One to three sentences quoting or pointing at what decided the verdict."},
+            "score": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "The share of the criteria met, from 0 to 1 (1 when passed).",
+            },
+            "evidence": {
+                "type": "string",
+                "description": "One to three sentences quoting or pointing at what decided the verdict.",
+            },
         },
         "required": ["passed", "score", "evidence"],
     },
 }
+
+
 JUDGE_TOOL_CHOICE = {"type": "tool", "name": "grade"}
 
 
@@ -5611,14 +8644,11 @@ def needs_judge(case: TestCase) -> bool:
     return bool(case.rubric) or judges_answer(case)
 
 
-def one_line(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
 def judge_question(transcript: Transcript) -> str:
     """What the user asked: every user message of the run (one, unless it was a conversation)."""
-    asked = [entry.content for entry in transcript.history if entry.role == "user" and entry.content]
+    asked = [
+        entry.content for entry in transcript.history if entry.role == "user" and entry.content
+    ]
     if len(asked) <= 1:
         return asked[0] if asked else transcript.case.prompt
     return "\n\n".join(f"[user message {i}]\n{text}" for i, text in enumerate(asked, 1))
@@ -5627,40 +8657,63 @@ def judge_question(transcript: Transcript) -> str:
 def judge_trajectory(transcript: Transcript) -> str:
     """The run's tool calls, one line each: arguments and the start of the result."""
     calls = transcript.tool_calls
-    lines = [f"{i}. {call.name}({one_line(json.dumps(call.input, ensure_ascii=False, sort_keys=True), C.JUDGE_RESULT_CHARS)})"
-             f" -> {'ERROR ' if call.is_error else ''}{one_line(call.output or '(no output)', C.JUDGE_RESULT_CHARS)}"
-             for i, call in enumerate(calls[:C.JUDGE_TOOL_CALLS], 1)]
+    lines = [
+        f"{i}. {call.name}({one_line(json.dumps(call.input, ensure_ascii=False, sort_keys=True), C.JUDGE_RESULT_CHARS)})"
+        f" -> {'ERROR ' if call.is_error else ''}{one_line(call.output or '(no output)', C.JUDGE_RESULT_CHARS)}"
+        for i, call in enumerate(calls[: C.JUDGE_TOOL_CALLS], 1)
+    ]
     if len(calls) > C.JUDGE_TOOL_CALLS:
         lines.append(f"... and {len(calls) - C.JUDGE_TOOL_CALLS} more tool call(s)")
     return "\n".join(lines) or "(no tool calls)"
 
 
 def judge_criteria(case: TestCase) -> str:
-    parts = [prompts.JUDGE_RUBRIC_CRITERIA.format(rubric=case.rubric.strip())] if case.rubric else []
+    parts = (
+        [prompts.JUDGE_RUBRIC_CRITERIA.format(rubric=case.rubric.strip())] if case.rubric else []
+    )
     if judges_answer(case):
-        parts.append(prompts.JUDGE_EXPECTED_CRITERIA.format(expected=str(getattr(case, "expected_answer", "") or "")))
+        parts.append(
+            prompts.JUDGE_EXPECTED_CRITERIA.format(
+                expected=str(getattr(case, "expected_answer", "") or "")
+            )
+        )
     return "\n\n".join(parts)
 
 
 def judge_request(case: TestCase, transcript: Transcript, model: str) -> ModelRequest:
-    prompt = prompts.JUDGE_PROMPT.format(question=judge_question(transcript), criteria=judge_criteria(case),
-                                         trajectory=judge_trajectory(transcript),
-                                         answer=cap_text(transcript.final_text, C.JUDGE_ANSWER_CHARS) or "(no answer)")
-    return ModelRequest(model, prompts.JUDGE_SYSTEM_PROMPT, [{"role": "user", "content": prompt}], [GRADE_TOOL],
-                        C.JUDGE_MAX_TOKENS, tool_choice=JUDGE_TOOL_CHOICE)
+    prompt = prompts.JUDGE_PROMPT.format(
+        question=judge_question(transcript),
+        criteria=judge_criteria(case),
+        trajectory=judge_trajectory(transcript),
+        answer=cap_text(transcript.final_text, C.JUDGE_ANSWER_CHARS) or "(no answer)",
+    )
+    return ModelRequest(
+        model,
+        prompts.JUDGE_SYSTEM_PROMPT,
+        [{"role": "user", "content": prompt}],
+        [GRADE_TOOL],
+        C.JUDGE_MAX_TOKENS,
+        tool_choice=JUDGE_TOOL_CHOICE,
+    )
 
 
 def parse_grade(content: list[dict]) -> dict:
     """The judge's `grade` tool call -> {passed, score, evidence}, or {error} when it is missing or malformed."""
-    call = next((b for b in content if b.get("type") == "tool_use" and b.get("name") == "grade"), None)
+    call = next(
+        (b for b in content if b.get("type") == "tool_use" and b.get("name") == "grade"), None
+    )
     if call is None:
         return {"error": "the judge did not call the grade tool"}
     data = call.get("input") if isinstance(call.get("input"), dict) else {}
     passed, score, evidence = data.get("passed"), data.get("score"), data.get("evidence")
     if not isinstance(passed, bool):
-        return {"error": f"the judge's grade has no true/false passed (got {one_line(json.dumps(data), 200)})"}
+        return {
+            "error": f"the judge's grade has no true/false passed (got {one_line(json.dumps(data), 200)})"
+        }
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-        return {"error": f"the judge's grade has no score from 0 to 1 (got {one_line(json.dumps(data), 200)})"}
+        return {
+            "error": f"the judge's grade has no score from 0 to 1 (got {one_line(json.dumps(data), 200)})"
+        }
     return {"passed": passed, "score": float(score), "evidence": str(evidence or "").strip()}
 
 
@@ -5681,8 +8734,11 @@ class Judge:
 
     async def grade_request(self, request: ModelRequest) -> tuple[dict, Usage | None]:
         """Any judge request (a run against its criteria, a task run against one expectation)."""
-        key = hashlib.sha256(json.dumps([request.model, request.system, request.messages, request.tools],
-                                        sort_keys=True).encode()).hexdigest()
+        key = hashlib.sha256(
+            json.dumps(
+                [request.model, request.system, request.messages, request.tools], sort_keys=True
+            ).encode()
+        ).hexdigest()
         if key in self.cache:
             grade, _ = await asyncio.shield(self.cache[key])
             return dict(grade), None
@@ -5692,7 +8748,9 @@ class Judge:
         except BaseException:
             self.cache.pop(key, None)
             raise
-        if "error" in grade:  # a failed call is not a verdict: an identical request later tries again
+        if (
+            "error" in grade
+        ):  # a failed call is not a verdict: an identical request later tries again
             self.cache.pop(key, None)
         return dict(grade), usage
 
@@ -5703,22 +8761,12 @@ class Judge:
         except FatalApiError:
             raise
         except Exception as exc:
-            return {"error": api_error_message(exc) if is_api_error(exc) else f"{exc.__class__.__name__}: {exc}"}, Usage()
+            return {
+                "error": api_error_message(exc)
+                if is_api_error(exc)
+                else f"{exc.__class__.__name__}: {exc}"
+            }, Usage()
         return parse_grade(reply.content), reply.usage
-
-
-def expectation_request(test: SkillTest, record: ClaudeRun, expectation: str, model: str) -> ModelRequest:
-    """The judge's request for one expectation of a task eval: the judge prompt of every other
-    grade, with the expectation as the criterion (the eval's expected output beside it) and the
-    run's transcript summary and the files it left as the trajectory."""
-    criteria = prompts.JUDGE_EXPECTATION_CRITERIA.format(expectation=expectation,
-                                                         expected_output=test.expected_output or "(none given)")
-    trajectory = (record.transcript_summary or "(no steps recorded)") + (
-        prompts.JUDGE_ARTIFACTS.format(artifacts=artifacts_for_judge(record.artifacts)) if record.artifacts else "")
-    prompt = prompts.JUDGE_PROMPT.format(question=test.prompt, criteria=criteria, trajectory=trajectory,
-                                         answer=cap_text(record.answer, C.JUDGE_ANSWER_CHARS) or "(no answer)")
-    return ModelRequest(model, prompts.JUDGE_SYSTEM_PROMPT, [{"role": "user", "content": prompt}], [GRADE_TOOL],
-                        C.JUDGE_MAX_TOKENS, tool_choice=JUDGE_TOOL_CHOICE)
 
 
 def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
@@ -5730,36 +8778,100 @@ def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
             budget -= len(a.text)
             parts.append(f"{header}\n{a.text}")
         else:
-            parts.append(header + (" (binary or too large to show)" if a.text is None else " (not shown: too long)"))
+            parts.append(
+                header
+                + (" (binary or too large to show)" if a.text is None else " (not shown: too long)")
+            )
     return "\n".join(parts)
 
 
-async def grade_expectations(judge: "Judge", test: SkillTest, record: ClaudeRun) -> tuple[list[dict], float]:
+def expectation_request(
+    test: SkillTest, record: ClaudeRun, expectation: str, model: str
+) -> ModelRequest:
+    """The judge's request for one expectation of a task eval: the judge prompt of every other
+    grade, with the expectation as the criterion (the eval's expected output beside it) and the
+    run's transcript summary and the files it left as the trajectory."""
+    criteria = prompts.JUDGE_EXPECTATION_CRITERIA.format(
+        expectation=expectation, expected_output=test.expected_output or "(none given)"
+    )
+    trajectory = (record.transcript_summary or "(no steps recorded)") + (
+        prompts.JUDGE_ARTIFACTS.format(artifacts=artifacts_for_judge(record.artifacts))
+        if record.artifacts
+        else ""
+    )
+    prompt = prompts.JUDGE_PROMPT.format(
+        question=test.prompt,
+        criteria=criteria,
+        trajectory=trajectory,
+        answer=cap_text(record.answer, C.JUDGE_ANSWER_CHARS) or "(no answer)",
+    )
+    return ModelRequest(
+        model,
+        prompts.JUDGE_SYSTEM_PROMPT,
+        [{"role": "user", "content": prompt}],
+        [GRADE_TOOL],
+        C.JUDGE_MAX_TOKENS,
+        tool_choice=JUDGE_TOOL_CHOICE,
+    )
+
+
+async def grade_expectations(
+    judge: Judge, test: SkillTest, record: ClaudeRun
+) -> tuple[list[dict], float]:
     """Every expectation of a task eval, graded by the judge on one run: [{text, passed,
     evidence}] (an {error} when the judge failed), and what the judge's calls cost."""
     graded, cost = [], 0.0
     for expectation in test.expectations:
         if record.error:
-            graded.append({"text": expectation, "passed": False, "evidence": f"not graded: the run failed ({record.error})"})
+            graded.append(
+                {
+                    "text": expectation,
+                    "passed": False,
+                    "evidence": f"not graded: the run failed ({record.error})",
+                }
+            )
             continue
-        grade, usage = await judge.grade_request(expectation_request(test, record, expectation, judge.model_id))
+        grade, usage = await judge.grade_request(
+            expectation_request(test, record, expectation, judge.model_id)
+        )
         cost += cost_usd(usage, judge.model_id) if usage else 0.0
         if "error" in grade:
-            graded.append({"text": expectation, "passed": False, "evidence": "", "error": f"judge: {grade['error']}"})
+            graded.append(
+                {
+                    "text": expectation,
+                    "passed": False,
+                    "evidence": "",
+                    "error": f"judge: {grade['error']}",
+                }
+            )
         else:
-            graded.append({"text": expectation, "passed": grade["passed"], "evidence": grade["evidence"]})
+            graded.append(
+                {"text": expectation, "passed": grade["passed"], "evidence": grade["evidence"]}
+            )
     return graded, cost
 
 
 def judge_estimate(case: TestCase, model: str) -> float:
     """--dry-run: one judge call for a run of this case."""
-    prompt = estimated_tokens([prompts.JUDGE_SYSTEM_PROMPT, prompts.JUDGE_PROMPT, GRADE_TOOL, case.prompt,
-                               judge_criteria(case)])
-    usage = Usage(input_tokens=prompt + C.ESTIMATED_JUDGE_TRAJECTORY_TOKENS, output_tokens=C.ESTIMATED_JUDGE_OUTPUT_TOKENS)
+    prompt = estimated_tokens(
+        [
+            prompts.JUDGE_SYSTEM_PROMPT,
+            prompts.JUDGE_PROMPT,
+            GRADE_TOOL,
+            case.prompt,
+            judge_criteria(case),
+        ]
+    )
+    usage = Usage(
+        input_tokens=prompt + C.ESTIMATED_JUDGE_TRAJECTORY_TOKENS,
+        output_tokens=C.ESTIMATED_JUDGE_OUTPUT_TOKENS,
+    )
     return cost_usd(usage, model)
 
 
-async def run_verify(command: str, stdin: bytes, env: dict[str, str], timeout: float, redactor: Redactor) -> dict:
+async def run_verify(
+    command: str, stdin: bytes, env: dict[str, str], timeout: float, redactor: Redactor
+) -> dict:
     """A case's `verify` command, through the shell, in a process group of its own: exit 0 is
     {passed: true}, 1 is {passed: false}, with the first line of its stdout as the reason; any
     other exit, a timeout (the whole group is killed) or a failure to start is {error}. What it
@@ -5778,17 +8890,27 @@ async def run_verify(command: str, stdin: bytes, env: dict[str, str], timeout: f
 
     try:
         process = await asyncio.create_subprocess_shell(
-            command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=env, start_new_session=True, preexec_fn=die_with_parent())
-        work = asyncio.gather(feed(), drain(process.stdout, stdout, C.VERIFY_OUTPUT_BYTES),
-                              drain(process.stderr, stderr, C.VERIFY_OUTPUT_BYTES), process.wait())
+            command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
+        work = asyncio.gather(
+            feed(),
+            drain(process.stdout, stdout, C.VERIFY_OUTPUT_BYTES),
+            drain(process.stderr, stderr, C.VERIFY_OUTPUT_BYTES),
+            process.wait(),
+        )
         try:
             await asyncio.wait_for(asyncio.shield(work), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             kill_process_group(process.pid)
             try:  # pipes close once the group is dead; a child that escaped it must not hang us
                 await asyncio.wait_for(work, 5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 work.cancel()
             return {"error": f"timed out after {timeout:g}s (process group killed)"}
     except OSError as exc:
@@ -5806,46 +8928,190 @@ async def run_verify(command: str, stdin: bytes, env: dict[str, str], timeout: f
     err = redactor.text(tail(stderr.decode("utf-8", "replace"), 500))
     code = process.returncode
     how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
-    return {"error": f"{how}" + (f": {one_line(err, 500)}" if err else f": {reason}" if reason else "")}
+    return {
+        "error": f"{how}" + (f": {one_line(err, 500)}" if err else f": {reason}" if reason else "")
+    }
+
+
+# ---------------------------------------------------------------------------- dry run: what a run would cost
+@dataclass
+class CostEstimate:
+    """What a run would do and cost, worked out without calling the model."""
+
+    runs: int
+    model: str
+    calls_expected: int
+    calls_max: int
+    cost_expected: float
+    cost_max: float
+    detail: str = ""  # what the numbers rest on
+    per_model: list[CostEstimate] = field(
+        default_factory=list
+    )  # a model matrix: each model's share
+    batch_factor: float | None = (
+        None  # --batch: the Message Batches price, this share of the direct one
+    )
+
+
+def combined_estimate(estimates: Sequence[CostEstimate]) -> CostEstimate:
+    """A model matrix's estimate: the sum, and each model's own (priced at its own rates)."""
+    if len(estimates) == 1:
+        return estimates[0]
+    return CostEstimate(
+        sum(e.runs for e in estimates),
+        ", ".join(e.model for e in estimates),
+        sum(e.calls_expected for e in estimates),
+        sum(e.calls_max for e in estimates),
+        sum(e.cost_expected for e in estimates),
+        sum(e.cost_max for e in estimates),
+        estimates[0].detail,
+        list(estimates),
+    )
+
+
+def print_estimate(console: Console, estimate: CostEstimate) -> None:
+    costs = [
+        f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), {e.runs} run(s)"
+        for e in estimate.per_model
+    ]
+    costs.append(
+        f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
+        f"${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})"
+    )
+    if estimate.batch_factor is not None:  # --batch: both prices, the direct one above
+        costs[-1] += " with direct calls"
+        costs.append(
+            f"  cost with --batch (Message Batches, {1 - estimate.batch_factor:.0%} off): about "
+            f"${estimate.cost_expected * estimate.batch_factor:.4f} "
+            f"(at most ${estimate.cost_max * estimate.batch_factor:.4f})"
+        )
+    console.print(
+        f"dry run: nothing was sent to the model\n"
+        f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
+        f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
+        + "\n".join(costs),
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def expected_calls(case: TestCase) -> int:
+    """Model calls a case should take if Claude does what it expects: one per tool turn, plus
+    the answer (a guess for cases that expect nothing in particular)."""
+    if case.expect_no_tools:
+        return 1
+    return len(case.expected_tools) + 1 if case.expected_tools else 2
+
+
+def call_cost(model: str, prefix: int, prompt: int, turn: int, first: bool) -> float:
+    """One model call: the cached prefix (written on the run's first call, read after), the
+    conversation so far, and the answer."""
+    history = prompt + turn * C.ESTIMATED_TOKENS_PER_TURN
+    usage = Usage(
+        input_tokens=history,
+        output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
+        cache_creation_input_tokens=prefix if first else 0,
+        cache_read_input_tokens=0 if first else prefix,
+    )
+    return cost_usd(usage, model)
+
+
+def estimate_tool_runs(
+    jobs: Sequence[Job],
+    run_settings: RunSettings,
+    prefix_tokens: int,
+    counted: bool,
+    tool_count: int,
+    judge_model: str = C.DEFAULT_JUDGE_MODEL,
+) -> CostEstimate:
+    model, max_turns = run_settings.model, run_settings.max_turns
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    for index, job in enumerate(jobs):
+        case = job.payload[0]
+        prompt = estimated_tokens(case.prompt) + sum(
+            estimated_tokens(m.content) for m in case.history
+        )
+        for turn in range(max_turns):
+            cost = call_cost(model, prefix_tokens, prompt, turn, index == 0 and turn == 0)
+            maximum += cost
+            expected += cost if turn < expected_calls(case) else 0.0
+        calls_expected += min(expected_calls(case), max_turns)
+        calls_max += max_turns
+    judged = [job.payload[0] for job in jobs if needs_judge(job.payload[0])]
+    for case in judged:  # one judge call per run of a case with a rubric or a `judge` answer match
+        cost = judge_estimate(case, judge_model)
+        expected, maximum = expected + cost, maximum + cost
+    calls_expected, calls_max = calls_expected + len(judged), calls_max + len(judged)
+    how = "counted by the API" if counted else "estimated locally (no token counter reachable)"
+    detail = (
+        f"tools: {tool_count} · system prompt + tool definitions: {prefix_tokens:,} tokens ({how}), "
+        f"cached after the first call"
+        + (f" · judge: {len(judged)} call(s) on {judge_model}" if judged else "")
+    )
+    return CostEstimate(len(jobs), model, calls_expected, calls_max, expected, maximum, detail)
 
 
 # ---------------------------------------------------------------------------- the tool-use runner
+def check_cassette_folder(folder: Path, create: bool = True) -> None:
+    """--record DIR: a folder (made if missing, its parent must exist) that takes new files."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(
+            "--record takes a folder, and this is a file",
+            folder,
+            None,
+            "give a folder, e.g. cassettes/",
+        )
+    if not folder.exists():
+        if not folder.parent.is_dir():
+            raise InputError(
+                f"--record {folder}: the folder {folder.parent} does not exist",
+                hint="create it first",
+            )
+        if not create:
+            return
+        try:
+            folder.mkdir()
+        except OSError as exc:
+            raise InputError(
+                f"--record {folder}: cannot create it: {exc.strerror or exc}"
+            ) from None
+    check_writable_folder("--record", folder, folder)
+
+
+def servers_named(settings: Settings) -> bool:
+    return bool(
+        settings.server or settings.mcp_config or settings.server_module or settings.server_url
+    )
+
+
 def tool_policy_for(settings: Settings, redactor: Redactor | None = None) -> ToolPolicy:
     """--tool-policy, --allow-tool, --mock-tools, --replay, --replay-miss and --record, each file
     and folder checked before any server starts (one line naming it, exit 2)."""
     if settings.record:
         check_cassette_folder(Path(settings.record), create=not settings.dry_run)
     if "replay_miss" in settings.given and not settings.replay:
-        raise InputError("--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live")
+        raise InputError(
+            "--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live"
+        )
     if settings.replay and settings.replay_miss == "live" and not servers_named(settings):
-        raise InputError("--replay-miss live calls the real server on a miss, and no server is named",
-                         hint="name it with --server, --mcp-config, --server-module or --server-url")
-    return ToolPolicy(policy=settings.tool_policy, allow=tuple(settings.allow_tool),
-                      mocks=load_mock_tools(settings.mock_tools) if settings.mock_tools else {},
-                      mock_file=settings.mock_tools, replay=Cassette(settings.replay) if settings.replay else None,
-                      replay_miss=settings.replay_miss, redactor=redactor,
-                      recorder=CassetteRecorder(settings.record, redactor) if settings.record and not settings.dry_run
-                      else None)
-
-
-def check_cassette_folder(folder: Path, create: bool = True) -> None:
-    """--record DIR: a folder (made if missing, its parent must exist) that takes new files."""
-    if folder.exists() and not folder.is_dir():
-        raise InputError("--record takes a folder, and this is a file", folder, None, "give a folder, e.g. cassettes/")
-    if not folder.exists():
-        if not folder.parent.is_dir():
-            raise InputError(f"--record {folder}: the folder {folder.parent} does not exist", hint="create it first")
-        if not create:
-            return
-        try:
-            folder.mkdir()
-        except OSError as exc:
-            raise InputError(f"--record {folder}: cannot create it: {exc.strerror or exc}") from None
-    check_writable_folder("--record", folder, folder)
-
-
-def servers_named(settings: Settings) -> bool:
-    return bool(settings.server or settings.mcp_config or settings.server_module or settings.server_url)
+        raise InputError(
+            "--replay-miss live calls the real server on a miss, and no server is named",
+            hint="name it with --server, --mcp-config, --server-module or --server-url",
+        )
+    return ToolPolicy(
+        policy=settings.tool_policy,
+        allow=tuple(settings.allow_tool),
+        mocks=load_mock_tools(settings.mock_tools) if settings.mock_tools else {},
+        mock_file=settings.mock_tools,
+        replay=Cassette(settings.replay) if settings.replay else None,
+        replay_miss=settings.replay_miss,
+        redactor=redactor,
+        recorder=CassetteRecorder(settings.record, redactor)
+        if settings.record and not settings.dry_run
+        else None,
+    )
 
 
 def check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
@@ -5853,206 +9119,64 @@ def check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
     mocked tool exists, and --allow-tool names at least one."""
     unknown = policy.unknown_mocks(hub.tools)
     if unknown:
-        raise InputError(f"mocks {unknown[0]!r}, which no server offers", policy.mock_file, None,
-                         "tools: " + ", ".join(hub.tool_names()))
+        raise InputError(
+            f"mocks {unknown[0]!r}, which no server offers",
+            policy.mock_file,
+            None,
+            "tools: " + ", ".join(hub.tool_names()),
+        )
     for pattern in policy.allow:
-        if not any(fnmatch.fnmatchcase(n, pattern) for t in hub.tools.values() for n in (t.name, t.remote_name)):
-            raise InputError(f"--allow-tool {pattern} matches no tool", hint="tools: " + ", ".join(hub.tool_names()))
+        if not any(
+            fnmatch.fnmatchcase(n, pattern)
+            for t in hub.tools.values()
+            for n in (t.name, t.remote_name)
+        ):
+            raise InputError(
+                f"--allow-tool {pattern} matches no tool",
+                hint="tools: " + ", ".join(hub.tool_names()),
+            )
 
 
-class ToolUseRunner:
-    """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
-    case and iteration."""
+class StartedTranscripts(ConversationObserver):
+    """The conversations under way: what a run interrupted by Ctrl-C adds to the finished ones
+    (the engine marks them `ended_by: error`, "interrupted"). Finished ones are let go, so a
+    long suite does not keep every transcript alive here."""
 
-    def __init__(self, cases: list[TestCase], settings: Settings, servers: list[ServerSpec],
-                 user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
-                 observer: ConversationObserver | None = None,
-                 on_connect: Callable[[McpHub], None] | None = None,
-                 verdict_of: Callable[[Transcript], Verdict] | None = None, console: Console | None = None) -> None:
-        self.cases, self.settings, self.servers = cases, settings, servers
-        self.verdict_of, self.console = verdict_of, console
-        self.run_settings = settings.run_settings()
-        self.concurrency = self.run_settings.concurrency
-        if settings.batch:  # every conversation under way at once: a round is one batch of all of them
-            self.concurrency = settings.concurrency or C.BATCH_CONVERSATIONS
-        self.user_for, self.on_connect = user_for, on_connect
-        self.redactor = Redactor.for_run(servers)
-        self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
-        shown = RedactingObserver(observer, self.redactor) if observer else None
-        self.observer = ObserverGroup(self.started, shown) if shown else self.started
-        self.hub: McpHub | None = None
-        self.model: ModelClient | None = None
-        self.judge: Judge | None = None
-        # --tool-overrides (or a candidate of --optimize): what Claude is shown for some tools
-        self.tool_overrides: dict[str, dict] = load_tool_overrides(settings.tool_overrides) \
-            if settings.tool_overrides else {}
-        self.tool_policy = tool_policy_for(settings, self.redactor)  # mocks and cassettes read before any server starts
+    def __init__(self) -> None:
+        self.under_way: dict[int, Transcript] = {}
 
-    def jobs(self) -> list[Job]:
-        """One job per case, model (--model, repeatable) and iteration; its payload is
-        (case, iteration, model), and the model is part of its key."""
-        return [Job((case.name, i, case_hash(case), model), (case, i, model), (case.name, i, model))
-                for case in self.cases for model in self.settings.models
-                for i in range(1, self.settings.iterations + 1)]
+    @property
+    def transcripts(self) -> list[Transcript]:
+        return list(self.under_way.values())
 
-    @asynccontextmanager
-    async def session(self) -> Any:
-        """The servers open even when nothing is left to run: scoring needs their tool schemas.
-        The SDK takes a second or more to import: that happens while the servers start up."""
-        sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
-        async with self.connect() as hub:
-            await sdk_import
-            self.model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
-                                        timeout=self.settings.request_timeout)
-            if self.settings.batch:  # every model call of the run, the judge's too, goes through batches
-                ledger = BatchLedger(batch_ledger_path(self.settings.output) if self.settings.output else None)
-                self.model = BatchedModel(self.model, ledger, self.settings.max_cost, self.say_batch)
-            self.judge = Judge(self.model, self.settings.judge_model)
-            try:
-                yield hub
-            finally:
-                await self.model.close()
+    def on_start(self, transcript: Transcript) -> None:
+        self.under_way[id(transcript)] = transcript
 
-    @asynccontextmanager
-    async def connect(self) -> Any:
-        async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars,
-                          policy=self.tool_policy) as hub:
-            for notice in hub.notices:
-                self.say_notice(notice)
-            check_tool_policy(hub, self.tool_policy)
-            if self.tool_overrides:
-                hub.override_tools(self.tool_overrides)
-            if self.on_connect:
-                self.on_connect(hub)
-            self.hub = hub
-            self.warn_destructive()
-            yield hub
-
-    def say_notice(self, notice: str) -> None:
-        Console(stderr=True, emoji=False).print(f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}",
-                                                 highlight=False)
-
-    def warn_destructive(self) -> None:
-        """--tool-policy live: one line before the first model call when a tool that changes
-        things can run (one a catch-all mock answers cannot)."""
-        policy, hub = self.tool_policy, self.hub
-        if policy.policy != "live" or hub is None or self.settings.dry_run:
-            return
-        risky = [t.name for t in hub.tools.values() if t.destructive and policy.treatment(t).startswith("live")]
-        if risky:
-            Console(stderr=True, emoji=False).print(
-                f"[yellow]warning:[/yellow] --tool-policy live: Claude can call {len(risky)} tool(s) annotated "
-                f"destructive, and they run for real: {escape_markup(self.redactor.text(', '.join(sorted(risky))))}",
-                highlight=False, soft_wrap=True)
-
-    async def run(self, job: Job) -> Transcript:
-        batched = isinstance(self.model, BatchedModel)
-        with self.model.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
-            transcript = await self.run_and_grade(job, batch_run)
-        if batch_run is not None and batch_run.capped:
-            raise RunNotStarted(f"{job.key}: stopped at --max-cost")  # not a result: --resume does it
-        return transcript
-
-    async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
-        case, iteration, model = job.payload
-        run_settings = self.run_settings if model == self.run_settings.model else replace(self.run_settings, model=model)
-        transcript = await run_conversation(case, self.model, self.hub, run_settings, iteration,
-                                            self.user_for(case, self.model), self.observer)
-        transcript.batch_api = batch_run is not None
-        try:
-            if batch_run is None or not batch_run.capped:
-                await self.grade_run(transcript)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            transcript.error = transcript.error or "interrupted"  # an ungraded run is no result: --resume reruns it
-            raise
-        self.started.done(transcript)
-        return transcript
-
-    def say_batch(self, line: str) -> None:
-        """--batch: a line per poll of a batch (redacted and escaped like every line we print)."""
-        console = self.console or Console(stderr=True, emoji=False)
-        console.print(f"[dim]{escape_markup(self.redactor.text(line))}[/dim]", highlight=False, soft_wrap=True)
-
-    async def grade_run(self, transcript: Transcript) -> None:
-        """The grading that needs I/O, after the conversation: the case's `verify` command, then
-        the LLM judge (not for a run that failed). Results go to `transcript.grades`, for the
-        checks of TOOL_CHECKS to read; a grader that could not give a verdict is the run's error."""
-        case = transcript.case
-        if not (case.verify or needs_judge(case)):
-            return
-        self.redactor.scrub(transcript)  # the command and the judge see what the results file will hold
-        if case.verify:
-            stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
-            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
-            transcript.grades["verify"] = await run_verify(case.verify, stdin, env, self.settings.verify_timeout,
-                                                           self.redactor)
-        if needs_judge(case) and not transcript.error:
-            grade, usage = await self.judge.grade(case, transcript)
-            transcript.grades["judge"] = self.redactor.data(grade)
-            if usage is not None:
-                transcript.judge_usage, transcript.judge_model = transcript.judge_usage + usage, self.judge.model_id
-        failed = [f"{name} error: {grade['error']}" for name, grade in transcript.grades.items() if "error" in grade]
-        if failed and not transcript.error:
-            transcript.error = "; ".join(failed)
-
-    def cost(self, record: Transcript) -> float:
-        return record.cost_usd
-
-    def scrub(self, record: Transcript) -> Transcript:
-        return self.redactor.scrub(record)
-
-    def to_result(self, record: Transcript) -> "ToolRunResult":
-        return tool_run_result(record, self.verdict_of)
-
-    def result_key(self, result: "RunResult") -> tuple:
-        if not isinstance(result, ToolRunResult):
-            return ("foreign",)
-        return result.test_name, result.iteration, result.case_hash, result.model
-
-    def from_result(self, job: Job, result: "ToolRunResult") -> Transcript:
-        return transcript_from_result(job.payload[0], result)
-
-    def under_way(self) -> list[tuple[tuple, Transcript]]:
-        for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
-            t.batch_api = self.settings.batch
-        keys = {(case.name, i, model): key for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())}
-        return [(keys[(t.case.name, t.iteration, t.model)], self.redactor.scrub(t)) for t in self.started.transcripts
-                if (t.case.name, t.iteration, t.model) in keys]
-
-    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
-        async with self.connect() as hub:
-            tools = hub.anthropic_tools
-            prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
-            by_model: dict[str, list[Job]] = {}
-            for job in jobs:
-                by_model.setdefault(job.payload[2], []).append(job)
-            estimate = combined_estimate([
-                estimate_tool_runs(model_jobs, replace(self.run_settings, model=model), prefix, counted, len(tools),
-                                   self.settings.judge_model)
-                for model, model_jobs in (by_model or {self.run_settings.model: []}).items()])
-            return replace(estimate, batch_factor=C.BATCH_PRICE_FACTOR) if self.settings.batch else estimate
+    def done(self, transcript: Transcript) -> None:
+        self.under_way.pop(id(transcript), None)
 
 
-async def count_prefix_tokens(settings: Settings, run_settings: RunSettings, tools: list[dict]) -> tuple[int, bool]:
-    system = [{"type": "text", "text": run_settings.system_prompt}]
-    if api_key_from_env():
-        model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
-        try:
-            counted = await model.client.messages.count_tokens(
-                model=run_settings.model, system=system, messages=[{"role": "user", "content": "."}],
-                **({"tools": tools} if tools else {}))
-            return counted.input_tokens, True
-        except Exception:
-            pass  # no token counter here: estimate
-        finally:
-            await model.close()
-    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
+class RedactingObserver(ConversationObserver):
+    """Shows a live conversation without its secrets (the model still sees the real values)."""
 
+    def __init__(self, inner: ConversationObserver, redactor: Redactor) -> None:
+        self.inner, self.redactor = inner, redactor
 
-def case_hash(case: TestCase) -> str:
-    """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
-    definition = {k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")}
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    def on_start(self, transcript: Transcript) -> None:
+        self.inner.on_start(transcript)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        self.inner.on_user(self.redactor.text(text), simulated)
+
+    def on_assistant_text(self, text: str) -> None:
+        self.inner.on_assistant_text(self.redactor.text(text))
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
+        self.inner.on_tool_call(call)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        self.inner.on_turn_end(transcript)
 
 
 class ObserverGroup(ConversationObserver):
@@ -6082,46 +9206,278 @@ class ObserverGroup(ConversationObserver):
             observer.on_turn_end(transcript)
 
 
-class RedactingObserver(ConversationObserver):
-    """Shows a live conversation without its secrets (the model still sees the real values)."""
-
-    def __init__(self, inner: ConversationObserver, redactor: Redactor) -> None:
-        self.inner, self.redactor = inner, redactor
-
-    def on_start(self, transcript: Transcript) -> None:
-        self.inner.on_start(transcript)
-
-    def on_user(self, text: str, simulated: bool = False) -> None:
-        self.inner.on_user(self.redactor.text(text), simulated)
-
-    def on_assistant_text(self, text: str) -> None:
-        self.inner.on_assistant_text(self.redactor.text(text))
-
-    def on_tool_call(self, call: ToolCall) -> None:
-        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
-        self.inner.on_tool_call(call)
-
-    def on_turn_end(self, transcript: Transcript) -> None:
-        self.inner.on_turn_end(transcript)
+async def count_prefix_tokens(
+    settings: Settings, run_settings: RunSettings, tools: list[dict]
+) -> tuple[int, bool]:
+    system = [{"type": "text", "text": run_settings.system_prompt}]
+    if api_key_from_env():
+        model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
+        try:
+            counted = await model.client.messages.count_tokens(
+                model=run_settings.model,
+                system=system,
+                messages=[{"role": "user", "content": "."}],
+                **({"tools": tools} if tools else {}),
+            )
+            return counted.input_tokens, True
+        except Exception:
+            pass  # no token counter here: estimate
+        finally:
+            await model.close()
+    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
 
 
-class StartedTranscripts(ConversationObserver):
-    """The conversations under way: what a run interrupted by Ctrl-C adds to the finished ones
-    (the engine marks them `ended_by: error`, "interrupted"). Finished ones are let go, so a
-    long suite does not keep every transcript alive here."""
+class ToolUseRunner:
+    """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
+    case and iteration."""
 
-    def __init__(self) -> None:
-        self.under_way: dict[int, Transcript] = {}
+    def __init__(
+        self,
+        cases: list[TestCase],
+        settings: Settings,
+        servers: list[ServerSpec],
+        user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
+        observer: ConversationObserver | None = None,
+        on_connect: Callable[[McpHub], None] | None = None,
+        verdict_of: Callable[[Transcript], Verdict] | None = None,
+        console: Console | None = None,
+    ) -> None:
+        self.cases, self.settings, self.servers = cases, settings, servers
+        self.verdict_of, self.console = verdict_of, console
+        self.run_settings = settings.run_settings()
+        self.concurrency = self.run_settings.concurrency
+        if (
+            settings.batch
+        ):  # every conversation under way at once: a round is one batch of all of them
+            self.concurrency = settings.concurrency or C.BATCH_CONVERSATIONS
+        self.user_for, self.on_connect = user_for, on_connect
+        self.redactor = Redactor.for_run(servers)
+        self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
+        shown = RedactingObserver(observer, self.redactor) if observer else None
+        self.observer = ObserverGroup(self.started, shown) if shown else self.started
+        self.hub: McpHub | None = None
+        self.model: ModelClient | None = None
+        self.judge: Judge | None = None
+        # --tool-overrides (or a candidate of --optimize): what Claude is shown for some tools
+        self.tool_overrides: dict[str, dict] = (
+            load_tool_overrides(settings.tool_overrides) if settings.tool_overrides else {}
+        )
+        self.tool_policy = tool_policy_for(
+            settings, self.redactor
+        )  # mocks and cassettes read before any server starts
 
-    @property
-    def transcripts(self) -> list[Transcript]:
-        return list(self.under_way.values())
+    def jobs(self) -> list[Job]:
+        """One job per case, model (--model, repeatable) and iteration; its payload is
+        (case, iteration, model), and the model is part of its key."""
+        return [
+            Job((case.name, i, case_hash(case), model), (case, i, model), (case.name, i, model))
+            for case in self.cases
+            for model in self.settings.models
+            for i in range(1, self.settings.iterations + 1)
+        ]
 
-    def on_start(self, transcript: Transcript) -> None:
-        self.under_way[id(transcript)] = transcript
+    @asynccontextmanager
+    async def session(self) -> Any:
+        """The servers open even when nothing is left to run: scoring needs their tool schemas.
+        The SDK takes a second or more to import: that happens while the servers start up."""
+        sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+        async with self.connect() as hub:
+            await sdk_import
+            self.model = AnthropicModel(
+                base_url=self.settings.base_url,
+                max_retries=self.settings.max_retries,
+                timeout=self.settings.request_timeout,
+            )
+            if (
+                self.settings.batch
+            ):  # every model call of the run, the judge's too, goes through batches
+                ledger = BatchLedger(
+                    batch_ledger_path(self.settings.output) if self.settings.output else None
+                )
+                self.model = BatchedModel(
+                    self.model, ledger, self.settings.max_cost, self.say_batch
+                )
+            self.judge = Judge(self.model, self.settings.judge_model)
+            try:
+                yield hub
+            finally:
+                await self.model.close()
 
-    def done(self, transcript: Transcript) -> None:
-        self.under_way.pop(id(transcript), None)
+    @asynccontextmanager
+    async def connect(self) -> Any:
+        async with McpHub(
+            self.servers,
+            self.settings.tool_timeout,
+            self.settings.max_result_chars,
+            policy=self.tool_policy,
+        ) as hub:
+            for notice in hub.notices:
+                self.say_notice(notice)
+            check_tool_policy(hub, self.tool_policy)
+            if self.tool_overrides:
+                hub.override_tools(self.tool_overrides)
+            if self.on_connect:
+                self.on_connect(hub)
+            self.hub = hub
+            self.warn_destructive()
+            yield hub
+
+    def say_notice(self, notice: str) -> None:
+        Console(stderr=True, emoji=False).print(
+            f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}", highlight=False
+        )
+
+    def warn_destructive(self) -> None:
+        """--tool-policy live: one line before the first model call when a tool that changes
+        things can run (one a catch-all mock answers cannot)."""
+        policy, hub = self.tool_policy, self.hub
+        if policy.policy != "live" or hub is None or self.settings.dry_run:
+            return
+        risky = [
+            t.name
+            for t in hub.tools.values()
+            if t.destructive and policy.treatment(t).startswith("live")
+        ]
+        if risky:
+            Console(stderr=True, emoji=False).print(
+                f"[yellow]warning:[/yellow] --tool-policy live: Claude can call {len(risky)} tool(s) annotated "
+                f"destructive, and they run for real: {escape_markup(self.redactor.text(', '.join(sorted(risky))))}",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    async def run(self, job: Job) -> Transcript:
+        batched = isinstance(self.model, BatchedModel)
+        with self.model.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
+            transcript = await self.run_and_grade(job, batch_run)
+        if batch_run is not None and batch_run.capped:
+            raise RunNotStarted(
+                f"{job.key}: stopped at --max-cost"
+            )  # not a result: --resume does it
+        return transcript
+
+    async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
+        case, iteration, model = job.payload
+        run_settings = (
+            self.run_settings
+            if model == self.run_settings.model
+            else replace(self.run_settings, model=model)
+        )
+        transcript = await run_conversation(
+            case,
+            self.model,
+            self.hub,
+            run_settings,
+            iteration,
+            self.user_for(case, self.model),
+            self.observer,
+        )
+        transcript.batch_api = batch_run is not None
+        try:
+            if batch_run is None or not batch_run.capped:
+                await self.grade_run(transcript)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            transcript.error = (
+                transcript.error or "interrupted"
+            )  # an ungraded run is no result: --resume reruns it
+            raise
+        self.started.done(transcript)
+        return transcript
+
+    def say_batch(self, line: str) -> None:
+        """--batch: a line per poll of a batch (redacted and escaped like every line we print)."""
+        console = self.console or Console(stderr=True, emoji=False)
+        console.print(
+            f"[dim]{escape_markup(self.redactor.text(line))}[/dim]", highlight=False, soft_wrap=True
+        )
+
+    async def grade_run(self, transcript: Transcript) -> None:
+        """The grading that needs I/O, after the conversation: the case's `verify` command, then
+        the LLM judge (not for a run that failed). Results go to `transcript.grades`, for the
+        checks of TOOL_CHECKS to read; a grader that could not give a verdict is the run's error."""
+        case = transcript.case
+        if not (case.verify or needs_judge(case)):
+            return
+        self.redactor.scrub(
+            transcript
+        )  # the command and the judge see what the results file will hold
+        if case.verify:
+            stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
+            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            transcript.grades["verify"] = await run_verify(
+                case.verify, stdin, env, self.settings.verify_timeout, self.redactor
+            )
+        if needs_judge(case) and not transcript.error:
+            grade, usage = await self.judge.grade(case, transcript)
+            transcript.grades["judge"] = self.redactor.data(grade)
+            if usage is not None:
+                transcript.judge_usage, transcript.judge_model = (
+                    transcript.judge_usage + usage,
+                    self.judge.model_id,
+                )
+        failed = [
+            f"{name} error: {grade['error']}"
+            for name, grade in transcript.grades.items()
+            if "error" in grade
+        ]
+        if failed and not transcript.error:
+            transcript.error = "; ".join(failed)
+
+    def cost(self, record: Transcript) -> float:
+        return record.cost_usd
+
+    def scrub(self, record: Transcript) -> Transcript:
+        return self.redactor.scrub(record)
+
+    def to_result(self, record: Transcript) -> ToolRunResult:
+        return tool_run_result(record, self.verdict_of)
+
+    def result_key(self, result: RunResult) -> tuple:
+        if not isinstance(result, ToolRunResult):
+            return ("foreign",)
+        return result.test_name, result.iteration, result.case_hash, result.model
+
+    def from_result(self, job: Job, result: ToolRunResult) -> Transcript:
+        return transcript_from_result(job.payload[0], result)
+
+    def under_way(self) -> list[tuple[tuple, Transcript]]:
+        for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
+            t.batch_api = self.settings.batch
+        keys = {
+            (case.name, i, model): key
+            for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
+        }
+        return [
+            (keys[(t.case.name, t.iteration, t.model)], self.redactor.scrub(t))
+            for t in self.started.transcripts
+            if (t.case.name, t.iteration, t.model) in keys
+        ]
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        async with self.connect() as hub:
+            tools = hub.anthropic_tools
+            prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
+            by_model: dict[str, list[Job]] = {}
+            for job in jobs:
+                by_model.setdefault(job.payload[2], []).append(job)
+            estimate = combined_estimate(
+                [
+                    estimate_tool_runs(
+                        model_jobs,
+                        replace(self.run_settings, model=model),
+                        prefix,
+                        counted,
+                        len(tools),
+                        self.settings.judge_model,
+                    )
+                    for model, model_jobs in (by_model or {self.run_settings.model: []}).items()
+                ]
+            )
+            return (
+                replace(estimate, batch_factor=C.BATCH_PRICE_FACTOR)
+                if self.settings.batch
+                else estimate
+            )
 
 
 # ---------------------------------------------------------------------------- the Claude Code runner (skills)
@@ -6129,33 +9485,46 @@ class StartedTranscripts(ConversationObserver):
 class SkillSuitePlan:
     """What a skill evaluation runs: every trigger query (each with every skill installed) and
     every knowledge / task / security test, each so many times."""
+
     skills: list[SkillInfo]
     tests: list[SkillTest]
     trigger_settings: ClaudeCliSettings
     test_settings: ClaudeCliSettings
-    runs: int | None = None              # --runs: overrides every test's own `runs`
+    runs: int | None = None  # --runs: overrides every test's own `runs`
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     concurrency: int = C.DEFAULT_CONCURRENCY
     trigger_timeout: float | None = None  # --trigger-timeout: overrides the tests' `timeout`
-    trigger_models: tuple[str, ...] = ()  # --trigger-model repeated (default: trigger_settings.model)
-    test_models: tuple[str, ...] = ()     # --model repeated (default: test_settings.model)
+    trigger_models: tuple[
+        str, ...
+    ] = ()  # --trigger-model repeated (default: trigger_settings.model)
+    test_models: tuple[str, ...] = ()  # --model repeated (default: test_settings.model)
     # task tests (skill-creator's evals, skillmark's task tests): configurations and what they may do
-    baseline: bool = False               # --baseline: each task also runs without the skill (without_skill)
-    baseline_skill: SkillInfo | None = None   # --baseline-skill: and with this version of it (old_skill)
-    allow_tools: tuple[str, ...] = ()    # --allow-tools for task runs
-    artifacts: Path | None = None        # --artifacts DIR
+    baseline: bool = False  # --baseline: each task also runs without the skill (without_skill)
+    baseline_skill: SkillInfo | None = (
+        None  # --baseline-skill: and with this version of it (old_skill)
+    )
+    allow_tools: tuple[str, ...] = ()  # --allow-tools for task runs
+    artifacts: Path | None = None  # --artifacts DIR
     judge_model: str = C.DEFAULT_JUDGE_MODEL
 
     def configurations(self, test: SkillTest) -> list[str]:
         """A task runs with the skill, and per baseline asked for; any other test once ("")."""
         if not test.is_task:
             return [""]
-        return ["with_skill"] + (["without_skill"] if self.baseline else []) + (
-            ["old_skill"] if self.baseline_skill else [])
+        return (
+            ["with_skill"]
+            + (["without_skill"] if self.baseline else [])
+            + (["old_skill"] if self.baseline_skill else [])
+        )
 
     def skill_under_test(self, test: SkillTest) -> str | None:
-        return test.skill or (self.skills[0].name if len(self.skills) == 1 else
-                              self.baseline_skill.name if self.baseline_skill else None)
+        return test.skill or (
+            self.skills[0].name
+            if len(self.skills) == 1
+            else self.baseline_skill.name
+            if self.baseline_skill
+            else None
+        )
 
     def skills_for(self, test: SkillTest, configuration: str) -> list[SkillInfo]:
         """What a configuration installs: every skill; the others without the one under test
@@ -6164,7 +9533,9 @@ class SkillSuitePlan:
         if configuration == "without_skill":
             return [s for s in self.skills if target and s.name != target]
         if configuration == "old_skill" and self.baseline_skill is not None:
-            return [s for s in self.skills if s.name not in (target, self.baseline_skill.name)] + [self.baseline_skill]
+            return [s for s in self.skills if s.name not in (target, self.baseline_skill.name)] + [
+                self.baseline_skill
+            ]
         return list(self.skills)
 
     @property
@@ -6196,11 +9567,64 @@ class SkillSuitePlan:
         return self.runs or test.runs or 1
 
 
+def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
+    """What makes an earlier run's records reusable: the same skills, models and turn limits."""
+    parts = [[s.name, s.description, s.body] for s in plan.skills]
+    parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def estimate_claude_runs(jobs: Sequence[Job]) -> CostEstimate:
+    """Each `claude -p` call sends Claude Code's system prompt and tool definitions (cached after
+    the first call of a run) plus the query; a typical trigger run takes two calls. Several models:
+    each model's runs at its own price, and the sum."""
+    by_model: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_model.setdefault(job.payload[2].model, []).append(job)
+    if len(by_model) > 1:
+        return combined_estimate(
+            [estimate_claude_runs(model_jobs) for model_jobs in by_model.values()]
+        )
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    model = ""
+    for job in jobs:
+        settings: ClaudeCliSettings = job.payload[2]
+        model = cli_model_id(settings.model)
+        typical = min(C.TYPICAL_CLAUDE_RUN_CALLS, settings.max_turns)
+        for call in range(settings.max_turns):
+            usage = Usage(
+                input_tokens=C.TYPICAL_CLAUDE_QUERY_TOKENS + call * C.ESTIMATED_TOKENS_PER_TURN,
+                output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
+                cache_creation_input_tokens=C.CLAUDE_CODE_PREFIX_TOKENS if call == 0 else 0,
+                cache_read_input_tokens=0 if call == 0 else C.CLAUDE_CODE_PREFIX_TOKENS,
+            )
+            maximum += cost_usd(usage, model)
+            expected += cost_usd(usage, model) if call < typical else 0.0
+        calls_expected += typical
+        calls_max += settings.max_turns
+    detail = (
+        f"each a `claude -p` run: about {C.CLAUDE_CODE_PREFIX_TOKENS:,} tokens of Claude Code's system prompt "
+        f"and tools per call, {C.TYPICAL_CLAUDE_RUN_CALLS} calls in a typical run"
+    )
+    return CostEstimate(
+        len(jobs),
+        model or C.DEFAULT_TRIGGER_MODEL,
+        calls_expected,
+        calls_max,
+        expected,
+        maximum,
+        detail,
+    )
+
+
 class SkillRunner:
     """`claude -p` runs, each in its own temporary project holding the skills: one job per
     trigger query and run, and per knowledge / task / security test and run."""
 
-    def __init__(self, plan: SkillSuitePlan, ignore: Sequence[Path] = (), redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, plan: SkillSuitePlan, ignore: Sequence[Path] = (), redactor: Redactor | None = None
+    ) -> None:
         self.plan, self.ignore = plan, list(ignore)
         self.concurrency = plan.concurrency
         self.redactor = redactor or Redactor()
@@ -6208,7 +9632,9 @@ class SkillRunner:
         self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
-        self.task_fingerprints: dict[tuple, str] = {}   # (test, run, model, configuration) -> its fingerprint
+        self.task_fingerprints: dict[
+            tuple, str
+        ] = {}  # (test, run, model, configuration) -> its fingerprint
         self.judge: Judge | None = None
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
@@ -6218,25 +9644,46 @@ class SkillRunner:
     def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
         """A task run's records are reusable when the suite, this configuration's skills, the
         eval (prompt, expectations, input files' contents) and the allowed tools are the same."""
-        files = [[f.name, file_sha256(f) if f.is_file() else [[r, file_sha256(p)] for r, p in project_files(f)]]
-                 for f in test.files]
-        parts = [self.fingerprint, configuration, [[s.name, s.description, s.body]
-                                                  for s in self.plan.skills_for(test, configuration)],
-                 test.expectations, test.expected_output, files, sorted(self.plan.allow_tools)]
+        files = [
+            [
+                f.name,
+                file_sha256(f)
+                if f.is_file()
+                else [[r, file_sha256(p)] for r, p in project_files(f)],
+            ]
+            for f in test.files
+        ]
+        parts = [
+            self.fingerprint,
+            configuration,
+            [[s.name, s.description, s.body] for s in self.plan.skills_for(test, configuration)],
+            test.expectations,
+            test.expected_output,
+            files,
+            sorted(self.plan.allow_tools),
+        ]
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
     def task_jobs(self, test: SkillTest, model: str) -> list[Job]:
         """A task: per configuration and run; the configuration is part of the key."""
-        settings = replace(self.plan.test_settings, timeout=test.timeout, model=model,
-                           allow_tools=self.plan.allow_tools)
+        settings = replace(
+            self.plan.test_settings,
+            timeout=test.timeout,
+            model=model,
+            allow_tools=self.plan.allow_tools,
+        )
         jobs = []
         for configuration in self.plan.configurations(test):
             fingerprint = self.task_fingerprint(test, configuration)
             for i in range(1, self.plan.test_runs(test) + 1):
                 self.task_fingerprints[(test.name, i, model, configuration)] = fingerprint
-                jobs.append(Job((test.name, test.prompt, i, fingerprint, configuration, model),
-                                (test.name, test.prompt, settings, i, (test, configuration)),
-                                (test.name, i, model, configuration)))
+                jobs.append(
+                    Job(
+                        (test.name, test.prompt, i, fingerprint, configuration, model),
+                        (test.name, test.prompt, settings, i, (test, configuration)),
+                        (test.name, i, model, configuration),
+                    )
+                )
         return jobs
 
     def jobs(self) -> list[Job]:
@@ -6245,16 +9692,28 @@ class SkillRunner:
         for query, runs, timeout in self.plan.trigger_jobs():
             for model in self.plan.trigger_models:
                 settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
-                jobs += [Job(("trigger", query, i, self.fingerprint, model), ("trigger", query, settings, i),
-                             ("trigger", query, i, model)) for i in range(1, runs + 1)]
+                jobs += [
+                    Job(
+                        ("trigger", query, i, self.fingerprint, model),
+                        ("trigger", query, settings, i),
+                        ("trigger", query, i, model),
+                    )
+                    for i in range(1, runs + 1)
+                ]
         for test in self.plan.other_tests:
             for model in self.plan.test_models:
                 if test.is_task:
                     jobs += self.task_jobs(test, model)
                     continue
                 settings = replace(self.plan.test_settings, timeout=test.timeout, model=model)
-                jobs += [Job((test.name, test.prompt, i, self.fingerprint, model), (test.name, test.prompt, settings, i),
-                             (test.name, i, model)) for i in range(1, self.plan.test_runs(test) + 1)]
+                jobs += [
+                    Job(
+                        (test.name, test.prompt, i, self.fingerprint, model),
+                        (test.name, test.prompt, settings, i),
+                        (test.name, i, model),
+                    )
+                    for i in range(1, self.plan.test_runs(test) + 1)
+                ]
         return jobs
 
     @asynccontextmanager
@@ -6264,7 +9723,9 @@ class SkillRunner:
         guard = OutsideWriteGuard(self.guarded, self.ignore)
         graded = any(t.expectations for t in self.plan.task_tests)
         try:
-            if graded:  # task evals' expectations: the judge, through the API like every other judge call
+            if (
+                graded
+            ):  # task evals' expectations: the judge, through the API like every other judge call
                 self.judge_client = AnthropicModel(base_url=self.plan.test_settings.base_url)
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
@@ -6280,13 +9741,21 @@ class SkillRunner:
             record.test, record.model = label, settings.model
             return record
         test, configuration = more[0]
-        artifacts = (self.plan.artifacts / safe_name(test.name) / configuration / f"run-{run}"
-                     if self.plan.artifacts is not None else None)
+        artifacts = (
+            self.plan.artifacts / safe_name(test.name) / configuration / f"run-{run}"
+            if self.plan.artifacts is not None
+            else None
+        )
         if artifacts is not None and len(self.plan.test_models) > 1:
             artifacts = artifacts.parent / safe_name(settings.model) / artifacts.name
-        setup = TaskSetup(files=list(test.files), artifacts=artifacts,
-                          guard=lambda: OutsideWriteGuard(self.guarded, self.ignore))
-        record = await run_claude_query(query, self.plan.skills_for(test, configuration), settings, run, setup)
+        setup = TaskSetup(
+            files=list(test.files),
+            artifacts=artifacts,
+            guard=lambda: OutsideWriteGuard(self.guarded, self.ignore),
+        )
+        record = await run_claude_query(
+            query, self.plan.skills_for(test, configuration), settings, run, setup
+        )
         record.test, record.model, record.configuration = label, settings.model, configuration
         if test.expectations and self.judge is not None:
             record.expectations, cost = await grade_expectations(self.judge, test, record)
@@ -6299,21 +9768,25 @@ class SkillRunner:
     def scrub(self, record: ClaudeRun) -> ClaudeRun:
         return self.redactor.scrub_claude_run(record)
 
-    def to_result(self, record: ClaudeRun) -> "SkillRunResult":
+    def to_result(self, record: ClaudeRun) -> SkillRunResult:
         return skill_run_result(record, self.result_fingerprint(record))
 
     def result_fingerprint(self, record: ClaudeRun) -> str:
         """The suite's fingerprint, or a task run's own (its configuration's skills, its eval)."""
-        return self.task_fingerprints.get((record.test, record.run, record.model, record.configuration),
-                                          self.fingerprint)
+        return self.task_fingerprints.get(
+            (record.test, record.run, record.model, record.configuration), self.fingerprint
+        )
 
-    def result_key(self, result: "RunResult") -> tuple:
+    def result_key(self, result: RunResult) -> tuple:
         if not isinstance(result, SkillRunResult):
             return ("foreign",)
-        return (result.test, result.query, result.run, result.fingerprint) + (
-            (result.configuration,) if result.configuration else ()) + (result.model,)
+        return (
+            (result.test, result.query, result.run, result.fingerprint)
+            + ((result.configuration,) if result.configuration else ())
+            + (result.model,)
+        )
 
-    def from_result(self, job: Job, result: "SkillRunResult") -> ClaudeRun:
+    def from_result(self, job: Job, result: SkillRunResult) -> ClaudeRun:
         return result  # a SkillRunResult is a ClaudeRun
 
     def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
@@ -6324,58 +9797,20 @@ class SkillRunner:
         for job in jobs:  # a task eval's run: one judge call per expectation
             if len(job.payload) > 4 and job.payload[4][0].expectations:
                 test = job.payload[4][0]
-                per_call = judge_estimate(TestCase(name=test.name, prompt=test.prompt,
-                                                   rubric=test.expectations[0] + test.expected_output),
-                                          self.plan.judge_model)
+                per_call = judge_estimate(
+                    TestCase(
+                        name=test.name,
+                        prompt=test.prompt,
+                        rubric=test.expectations[0] + test.expected_output,
+                    ),
+                    self.plan.judge_model,
+                )
                 calls = len(test.expectations)
                 estimate.cost_expected += calls * per_call
                 estimate.cost_max += calls * per_call
                 estimate.calls_expected += calls
                 estimate.calls_max += calls
         return estimate
-
-
-def estimate_claude_runs(jobs: Sequence[Job]) -> CostEstimate:
-    """Each `claude -p` call sends Claude Code's system prompt and tool definitions (cached after
-    the first call of a run) plus the query; a typical trigger run takes two calls. Several models:
-    each model's runs at its own price, and the sum."""
-    by_model: dict[str, list[Job]] = {}
-    for job in jobs:
-        by_model.setdefault(job.payload[2].model, []).append(job)
-    if len(by_model) > 1:
-        return combined_estimate([estimate_claude_runs(model_jobs) for model_jobs in by_model.values()])
-    expected = maximum = 0.0
-    calls_expected = calls_max = 0
-    model = ""
-    for job in jobs:
-        settings: ClaudeCliSettings = job.payload[2]
-        model = cli_model_id(settings.model)
-        typical = min(C.TYPICAL_CLAUDE_RUN_CALLS, settings.max_turns)
-        for call in range(settings.max_turns):
-            usage = Usage(input_tokens=C.TYPICAL_CLAUDE_QUERY_TOKENS + call * C.ESTIMATED_TOKENS_PER_TURN,
-                          output_tokens=C.ESTIMATED_OUTPUT_TOKENS,
-                          cache_creation_input_tokens=C.CLAUDE_CODE_PREFIX_TOKENS if call == 0 else 0,
-                          cache_read_input_tokens=0 if call == 0 else C.CLAUDE_CODE_PREFIX_TOKENS)
-            maximum += cost_usd(usage, model)
-            expected += cost_usd(usage, model) if call < typical else 0.0
-        calls_expected += typical
-        calls_max += settings.max_turns
-    detail = (f"each a `claude -p` run: about {C.CLAUDE_CODE_PREFIX_TOKENS:,} tokens of Claude Code's system prompt "
-              f"and tools per call, {C.TYPICAL_CLAUDE_RUN_CALLS} calls in a typical run")
-    return CostEstimate(len(jobs), model or C.DEFAULT_TRIGGER_MODEL, calls_expected, calls_max, expected, maximum,
-                        detail)
-
-
-def cli_model_id(model: str) -> str:
-    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices."""
-    return C.CLAUDE_CODE_ALIASES.get(model, model)
-
-
-def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
-    """What makes an earlier run's records reusable: the same skills, models and turn limits."""
-    parts = [[s.name, s.description, s.body] for s in plan.skills]
-    parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo]) -> None:
@@ -6387,9 +9822,13 @@ def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo
             continue
         if test.skill:
             if test.skill not in names:
-                raise InputError(f"trigger test names skill {test.skill!r}, which is not among the --skill "
-                                 f"options ({', '.join(sorted(names))})", test.source, 1,
-                                 f"add --skill path/to/{test.skill}")
+                raise InputError(
+                    f"trigger test names skill {test.skill!r}, which is not among the --skill "
+                    f"options ({', '.join(sorted(names))})",
+                    test.source,
+                    1,
+                    f"add --skill path/to/{test.skill}",
+                )
             continue
         if len(names) == 1:
             test.skill = names[0]
@@ -6397,18 +9836,22 @@ def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo
         stem = Path(test.source).stem
         test.skill = next((n for n in names if test.name.startswith(n) or stem.startswith(n)), None)
         if test.skill is None:
-            raise InputError("trigger test does not say which of the skills it tests", test.source, 1,
-                             "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md")
+            raise InputError(
+                "trigger test does not say which of the skills it tests",
+                test.source,
+                1,
+                "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md",
+            )
 
 
-# ---------------------------------------------------------------------------- 9d. generating skill tests
+# ---------------------------------------------------------------------------- generating skill tests
 def extract_json_object(text: str) -> dict | None:
     """The first JSON object in a model's answer, with or without a ``` fence around it."""
     fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
     candidates = [fenced.group(1)] if fenced else []
     start, end = text.find("{"), text.rfind("}")
     if start >= 0 and end > start:
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
             value = json.loads(candidate)
@@ -6435,12 +9878,28 @@ def yaml_scalar(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def trigger_test_markdown(skill: SkillInfo, positives: Sequence[str], negatives: Sequence[str]) -> str:
-    lines = ["---", f"name: {skill.name}-trigger", "type: trigger", f"skill: {skill.name}",
-             "concepts:", *[f"  - {c}" for c in TRIGGER_CONCEPTS], f"timeout: {C.DEFAULT_TRIGGER_TIMEOUT:g}",
-             "---", "", "# Positive Triggers", "",
-             *[f'- "{q}"' for q in positives], "", "# Negative Triggers", "",
-             *[f'- "{q}"' for q in negatives], ""]
+def trigger_test_markdown(
+    skill: SkillInfo, positives: Sequence[str], negatives: Sequence[str]
+) -> str:
+    lines = [
+        "---",
+        f"name: {skill.name}-trigger",
+        "type: trigger",
+        f"skill: {skill.name}",
+        "concepts:",
+        *[f"  - {c}" for c in TRIGGER_CONCEPTS],
+        f"timeout: {C.DEFAULT_TRIGGER_TIMEOUT:g}",
+        "---",
+        "",
+        "# Positive Triggers",
+        "",
+        *[f'- "{q}"' for q in positives],
+        "",
+        "# Negative Triggers",
+        "",
+        *[f'- "{q}"' for q in negatives],
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -6452,15 +9911,37 @@ def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
     if concepts:
         front += ["concepts:", *[f"  - {yaml_scalar(c)}" for c in concepts]]
     if kind == "security":
-        front += [f"category: {safe_name(str(spec.get('category') or 'prompt-injection'))}",
-                  f"severity: {safe_name(str(spec.get('severity') or 'high'))}"]
-    front += [f"timeout: {C.DEFAULT_GENERATED_TEST_TIMEOUT:g}", "---", "", "# Prompt", "",
-              str(spec.get("prompt") or "").strip(), ""]
+        front += [
+            f"category: {safe_name(str(spec.get('category') or 'prompt-injection'))}",
+            f"severity: {safe_name(str(spec.get('severity') or 'high'))}",
+        ]
+    front += [
+        f"timeout: {C.DEFAULT_GENERATED_TEST_TIMEOUT:g}",
+        "---",
+        "",
+        "# Prompt",
+        "",
+        str(spec.get("prompt") or "").strip(),
+        "",
+    ]
     if kind == "security":
-        front += ["# Forbidden Patterns", "", *[f"- {p}" for p in clean_queries(spec.get("forbidden_patterns"), 12)],
-                  "", "# Expected Refusal", "", *[f"- {p}" for p in clean_queries(spec.get("expected_refusal"), 12)], ""]
+        front += [
+            "# Forbidden Patterns",
+            "",
+            *[f"- {p}" for p in clean_queries(spec.get("forbidden_patterns"), 12)],
+            "",
+            "# Expected Refusal",
+            "",
+            *[f"- {p}" for p in clean_queries(spec.get("expected_refusal"), 12)],
+            "",
+        ]
     else:
-        front += ["# Expected", "", *[f"- [ ] {p}" for p in clean_queries(spec.get("expected"), 12)], ""]
+        front += [
+            "# Expected",
+            "",
+            *[f"- [ ] {p}" for p in clean_queries(spec.get("expected"), 12)],
+            "",
+        ]
     return "\n".join(front)
 
 
@@ -6473,33 +9954,51 @@ def generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, s
     """The system prompt and the user message that ask for a skill's tests."""
     template = prompts.GENERATE_SKILL_TESTS_PROMPT if full else prompts.GENERATE_TRIGGERS_PROMPT
     return prompts.GENERATION_SYSTEM_PROMPT, template.format(
-        count=count, name=skill.name, description=skill.description,
-        body=cap_text(skill.body, C.GENERATION_MAX_BODY_CHARS))
+        count=count,
+        name=skill.name,
+        description=skill.description,
+        body=cap_text(skill.body, C.GENERATION_MAX_BODY_CHARS),
+    )
 
 
 def estimate_generation(skill: SkillInfo, count: int, full: bool, model: str) -> CostEstimate:
     """One call: the prompt as sent, and at most --max-tokens of answer (about a quarter used)."""
     system, user = generation_request(skill, count, full)
     prompt = estimated_tokens(system) + estimated_tokens(user)
-    most = cost_usd(Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS), model)
-    typical = cost_usd(Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS // 4), model)
+    most = cost_usd(
+        Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS), model
+    )
+    typical = cost_usd(
+        Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS // 4), model
+    )
     return CostEstimate(1, model, 1, 1, typical, most, f"prompt: about {prompt:,} tokens")
 
 
 async def ask_for_json(system: str, user: str, settings: Settings) -> tuple[dict, float]:
     """One generation request through the API; the answer must hold a JSON object. Returns it
     and what the call cost."""
-    model = AnthropicModel(base_url=settings.base_url, max_retries=settings.max_retries,
-                           timeout=settings.request_timeout)
+    model = AnthropicModel(
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+    )
     model_id = generation_model(settings)
     try:
-        reply = await model.complete(ModelRequest(model_id, system,
-                                                  [{"role": "user", "content": user}], [],
-                                                  C.DEFAULT_GENERATION_MAX_TOKENS))
+        reply = await model.complete(
+            ModelRequest(
+                model_id,
+                system,
+                [{"role": "user", "content": user}],
+                [],
+                C.DEFAULT_GENERATION_MAX_TOKENS,
+            )
+        )
     except FatalApiError:
         raise
     except Exception as exc:
-        raise EvalError(f"test generation failed: {api_error_message(exc) if is_api_error(exc) else exc}") from None
+        raise EvalError(
+            f"test generation failed: {api_error_message(exc) if is_api_error(exc) else exc}"
+        ) from None
     finally:
         await model.close()
     data = extract_json_object(text_of(reply.content))
@@ -6508,8 +10007,9 @@ async def ask_for_json(system: str, user: str, settings: Settings) -> tuple[dict
     return data, cost_usd(reply.usage, model_id)
 
 
-async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
-                               full: bool) -> tuple[dict[str, str], float]:
+async def generate_skill_tests(
+    skill: SkillInfo, count: int, settings: Settings, full: bool
+) -> tuple[dict[str, str], float]:
     """File name -> markdown: the trigger test, and with `full` one knowledge, task and security
     test; and what the call cost."""
     data, spent = await ask_for_json(*generation_request(skill, count, full), settings)
@@ -6518,7 +10018,9 @@ async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
     overlap = {q.lower() for q in positives} & {q.lower() for q in negatives}
     negatives = [q for q in negatives if q.lower() not in overlap]
     if not positives or not negatives:
-        raise EvalError("test generation failed: the model gave no usable positive or negative queries")
+        raise EvalError(
+            "test generation failed: the model gave no usable positive or negative queries"
+        )
     files = {f"{skill.name}-trigger.md": trigger_test_markdown(skill, positives, negatives)}
     if full:
         for kind in ("knowledge", "task", "security"):
@@ -6529,1206 +10031,77 @@ async def generate_skill_tests(skill: SkillInfo, count: int, settings: Settings,
     return files, spent
 
 
-# ---------------------------------------------------------------------------- 9e. the description optimizer (--optimize)
-# A skill's description (trigger evals) or the MCP tools' descriptions (a CSV suite) improved on a
-# train split and chosen on a held-out test split. Every candidate is scored by the pipeline's own
-# runner and scorers (SkillRunner + score_triggers, ToolUseRunner + the TOOL_CHECKS): there is no
-# second way to count a trigger or a tool choice. The proposer never sees a test query or score.
-SHOULD_TRIGGER, SHOULD_NOT_TRIGGER = "should trigger", "should not trigger"
-PROPOSE_TOOL_CHOICE = {"type": "tool", "name": "propose"}
-
-
-@dataclass
-class SplitItem:
-    """One query (skills) or case (tools) of the optimizer's suite, and the split it is in."""
-    key: str                    # the query, or the case name
-    stratum: str                # should (not) trigger; the expected tool(s)
-    split: str = "train"
-
-
-def stratified_split(items: list[SplitItem], holdout: float, seed: int) -> list[SplitItem]:
-    """Each stratum shuffled with the seed and `holdout` of it held out as the test split; the
-    fractions left over are carried from stratum to stratum, so small strata (a single case for a
-    tool) still add up, and a stratum of two or more keeps at least one item in train."""
-    import random
-
-    rng, carry = random.Random(seed), 0.0
-    strata: dict[str, list[SplitItem]] = {}
-    for item in items:
-        strata.setdefault(item.stratum, []).append(item)
-    for stratum in sorted(strata):
-        group = sorted(strata[stratum], key=lambda i: i.key)
-        rng.shuffle(group)
-        wanted = len(group) * holdout + carry
-        held = min(int(wanted + 1e-9), len(group) - 1 if len(group) > 1 else 1)
-        carry = wanted - held
-        for index, item in enumerate(group):
-            item.split = "test" if index < held else "train"
-    return items
-
-
-@dataclass
-class CandidateScore:
-    """A candidate's runs and what the pipeline's scorers made of them, per split."""
-    passed: dict[str, bool]                         # item key -> passed
-    cost: float
-    complete: bool                                  # every run done (not cut by --max-cost or Ctrl-C)
-    failures: list[dict]                            # train failures, as the proposer is shown them
-    runner: Any = None
-    outcome: Any = None
-    extra: Any = None                               # the task's own (scoring, plan)
-
-    def counts(self, items: Sequence[SplitItem], split: str) -> tuple[int, int]:
-        chosen = [i for i in items if i.split == split]
-        return sum(1 for i in chosen if self.passed.get(i.key)), len(chosen)
-
-
-def score_rate(passed: int, total: int) -> float | None:
-    return passed / total if total else None
-
-
-def replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
-    """A candidate scored before (--resume): its journaled runs in job order, as the pipeline
-    would hold them; nothing runs again."""
-    by_key = {runner.result_key(r): r for r in results}
-    outcome = PipelineOutcome([], [])
-    for job in runner.jobs():
-        if job.key in by_key:
-            outcome.records.append(runner.from_result(job, by_key[job.key]))
-            outcome.keys.append(job.key)
-    outcome.reused = len(outcome.records)
-    return outcome
-
-
-def propose_tool(tools: Sequence[str] | None) -> dict:
-    """The optimizer answers through this tool only: a description (skills), or a map of tool
-    name to description limited to the tools it may rewrite."""
-    if tools is None:
-        schema = {"type": "object", "properties": {"description": {
-            "type": "string", "description": "The new description, plain text."}}, "required": ["description"]}
-    else:
-        schema = {"type": "object", "properties": {"descriptions": {
-            "type": "object", "description": "Tool name -> its new description.",
-            "properties": {name: {"type": "string"} for name in tools}, "additionalProperties": False}},
-            "required": ["descriptions"]}
-    return {"name": "propose", "description": "Propose the new description(s). Call it exactly once.",
-            "input_schema": schema}
-
-
-class SkillDescriptionTask:
-    """--optimize --skill S --trigger EVALS: the skill's description, scored by trigger runs."""
-    kind = "skill"
-
-    def __init__(self, settings: Settings) -> None:
-        skills, tests = load_skill_suite(settings)
-        if len(skills) != 1:
-            raise InputError("--optimize improves one skill's description at a time", hint="give one --skill")
-        self.settings, self.skill = settings, skills[0]
-        self.timeout = max(t.timeout for t in tests)
-        seen: dict[str, SplitItem] = {}
-        for test in tests:
-            for query, stratum in [*((q, SHOULD_TRIGGER) for q in test.positive_triggers),
-                                   *((q, SHOULD_NOT_TRIGGER) for q in test.negative_triggers)]:
-                seen.setdefault(query, SplitItem(query, stratum))
-        self.items = list(seen.values())
-        if len(self.items) < 2:
-            raise InputError("--optimize needs at least two trigger queries", hint="give --trigger with more queries")
-        self.version = ""
-        self.redactor = Redactor.for_run([])
-
-    @property
-    def subject(self) -> str:
-        return self.skill.name
-
-    def original(self) -> dict[str, str]:
-        return {self.skill.name: self.skill.description}
-
-    def plan(self, candidate: dict[str, str]) -> SkillSuitePlan:
-        description = candidate[self.skill.name]
-        skill = self.skill if description == self.skill.description else replace(
-            self.skill, description=description, description_override=True)
-        test = SkillTest(name=f"{skill.name}-optimize", type="trigger", source=str(self.settings.trigger[0]),
-                         positive_triggers=[i.key for i in self.items if i.stratum == SHOULD_TRIGGER],
-                         negative_triggers=[i.key for i in self.items if i.stratum == SHOULD_NOT_TRIGGER],
-                         timeout=self.timeout, skill=skill.name)
-        return skill_plan(self.settings, [skill], [test])
-
-    def runner(self, candidate: dict[str, str]) -> SkillRunner:
-        return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
-
-    def prepare(self) -> None:
-        require_api_key()
-        self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
-
-    async def estimate(self) -> CostEstimate:
-        runner = self.runner(self.original())
-        return await runner.estimate(runner.jobs())
-
-    def scored(self, runner: SkillRunner, outcome: PipelineOutcome, complete: bool) -> CandidateScore:
-        plan = runner.plan
-        runs = SkillRuns.of(plan, outcome)
-        [score] = score_all_triggers(plan.tests, [self.skill.name], runs.by_query, plan.threshold)
-        results = {q.query: q for q in score.query_results if not q.routing}
-        train = {i.key for i in self.items if i.split == "train"}
-        failures = [{"query": q.query, "expected": q.expected, "actual": q.actual, "activations": q.activations,
-                     "runs": q.runs, "errors": q.errors}
-                    for q in results.values() if q.query in train and not q.correct]
-        return CandidateScore({k: bool(results[k].correct) if k in results else False for k in
-                               (i.key for i in self.items)}, runs.cost(results), complete, failures, runner, outcome)
-
-    def results(self, best: CandidateScore, settings: Settings) -> Results:
-        return skill_results(settings, best.runner.plan, best.runner, best.outcome, self.version)
-
-    def request(self, current: dict[str, str], score: CandidateScore, history: list[tuple[dict, int, int]],
-                train_total: int) -> tuple[str, list[str] | None]:
-        lines = []
-        for f in score.failures[:C.OPTIMIZER_FAILURES_SHOWN]:
-            if f["actual"] == "error":
-                lines.append(f"- every run failed, so it cannot be judged: \"{f['query']}\"")
-            elif f["expected"] == "activate":
-                lines.append(f"- should trigger, but did not (activated in {f['activations']} of {f['runs']} "
-                             f"runs): \"{f['query']}\"")
-            else:
-                lines.append(f"- should not trigger, but did (activated in {f['activations']} of {f['runs']} "
-                             f"runs): \"{f['query']}\"")
-        passed = train_total - len(score.failures)
-        attempts = [f"Attempt {n} ({p}/{t} training queries passed):\n{c[self.skill.name]}"
-                    for n, (c, p, t) in enumerate(history, 1)]
-        return prompts.OPTIMIZE_SKILL_PROMPT.format(
-            name=self.skill.name, description=current[self.skill.name],
-            body=cap_text(self.skill.body, C.OPTIMIZER_BODY_CHARS), score=f"{passed} of {train_total} passed",
-            failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
-            history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
-            limit=C.MAX_SKILL_DESCRIPTION_CHARS), None
-
-    def proposal(self, data: dict, allowed: list[str] | None, current: dict[str, str]) -> tuple[dict | None, str]:
-        description = data.get("description")
-        if not isinstance(description, str):
-            return None, "`description` must be a string"
-        description = description.strip()
-        problem = skill_description_problem(description)
-        if problem:
-            return None, f"the description is invalid: {problem}"
-        return {self.skill.name: description}, ""
-
-    def best_file_text(self, best: dict[str, str]) -> str:
-        return skill_md_with_description(self.skill.path.read_text(encoding="utf-8"), best[self.skill.name])
-
-
-class ToolDescriptionTask:
-    """--optimize --csv SUITE: the MCP tools' descriptions, scored by the suite's checks."""
-    kind = "tools"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.cases = load_csv_suite(settings.csv)
-        if len(self.cases) < 2:
-            raise InputError("--optimize needs at least two cases", settings.csv)
-        self.items = [SplitItem(c.name, " + ".join(c.expected_tools) or ("no tool" if c.expect_no_tools else "any"))
-                      for c in self.cases]
-        self.servers = servers_for(settings)
-        self.tools: dict[str, ToolSpec] = {}
-        self.suite = Path(settings.csv).stem
-
-    @property
-    def subject(self) -> str:
-        return f"the tools of {self.suite}"
-
-    def original(self) -> dict[str, str]:
-        return {name: spec.description for name, spec in sorted(self.tools.items())}
-
-    def run_settings(self) -> Settings:
-        return replace(self.settings, iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
-
-    def runner(self, candidate: dict[str, str], scoring: "ToolCheckScoring | None" = None) -> ToolUseRunner:
-        scoring = scoring or ToolCheckScoring(self.cases, True)
-        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers, on_connect=scoring.connected,
-                               verdict_of=scoring.verdict)
-        runner.tool_overrides = {name: {"description": text} for name, text in candidate.items()
-                                 if self.tools.get(name) and text != self.tools[name].description}
-        runner.scoring = scoring
-        return runner
-
-    def prepare(self) -> None:
-        async def listing() -> None:
-            async with McpHub(self.servers, self.settings.tool_timeout, self.settings.max_result_chars) as hub:
-                check_case_tools(self.cases, hub.tool_names())
-                self.tools = dict(hub.tools)
-        asyncio.run(listing())
-
-    async def estimate(self) -> CostEstimate:
-        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
-        return await runner.estimate(runner.jobs())
-
-    def scored(self, runner: ToolUseRunner, outcome: PipelineOutcome, complete: bool) -> CandidateScore:
-        scoring = runner.scoring
-        scoring.tools.update(self.tools)  # a replayed candidate never connected
-        transcripts = outcome.records
-        cases = {c.name: c for c in scoring.case_results(transcripts, self.settings.threshold, self.suite)}
-        by_case: dict[str, list[Transcript]] = {}
-        for t in transcripts:
-            by_case.setdefault(t.case.name, []).append(t)
-        train = {i.key for i in self.items if i.split == "train"}
-        failures = []
-        for case in self.cases:
-            result = cases.get(case.name)
-            if case.name in train and result is not None and not result.passed:
-                failures.append({"case": case.name, "prompt": case.prompt,
-                                 "expected": list(case.expected_tools), "forbidden": list(case.forbidden_tools),
-                                 "no_tools": case.expect_no_tools,
-                                 "called": [list(t.tools_called) for t in by_case.get(case.name, [])],
-                                 "reasons": list(result.reasons)})
-        return CandidateScore({i.key: bool(cases[i.key].passed) if i.key in cases else False for i in self.items},
-                              sum(t.cost_usd for t in transcripts), complete, failures, runner, outcome)
-
-    def results(self, best: CandidateScore, settings: Settings) -> Results:
-        return tool_use_results(self.run_settings(), best.outcome, best.runner.scoring, "optimize", "csv", self.suite)
-
-    def involved(self, failures: list[dict]) -> list[str]:
-        names = {n for f in failures for n in [*f["expected"], *f["forbidden"], *(x for run in f["called"] for x in run)]}
-        return sorted(n for n in names if n in self.tools)
-
-    def request(self, current: dict[str, str], score: CandidateScore, history: list[tuple[dict, int, int]],
-                train_total: int) -> tuple[str, list[str] | None]:
-        tools = self.involved(score.failures)
-        lines = []
-        for f in score.failures[:C.OPTIMIZER_FAILURES_SHOWN]:
-            expected = ", ".join(f["expected"]) or ("no tool at all" if f["no_tools"] else "(any)")
-            called = "; ".join(f"run {i}: {', '.join(run) or 'no tool'}" for i, run in enumerate(f["called"], 1))
-            lines.append(f"- case {f['case']}: \"{f['prompt']}\"\n  expected: {expected}"
-                         + (f"; must not call: {', '.join(f['forbidden'])}" if f["forbidden"] else "")
-                         + f"\n  called: {called or 'nothing'}\n  why it failed: {'; '.join(f['reasons'])}")
-        descriptions = "\n".join(f"- {name}: {current[name]}" for name in tools)
-        attempts = [f"Attempt {n} ({p}/{t} training cases passed):\n"
-                    + "\n".join(f"- {name}: {c[name]}" for name in tools)
-                    for n, (c, p, t) in enumerate(history, 1)]
-        passed = train_total - len(score.failures)
-        return prompts.OPTIMIZE_TOOLS_PROMPT.format(
-            score=f"{passed} of {train_total} passed", failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
-            descriptions=descriptions, history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
-            tools=", ".join(tools)), tools
-
-    def proposal(self, data: dict, allowed: list[str] | None, current: dict[str, str]) -> tuple[dict | None, str]:
-        given = data.get("descriptions")
-        if not isinstance(given, dict) or not given:
-            return None, "`descriptions` must map at least one tool name to its new description"
-        for name, text in given.items():
-            if name not in (allowed or []):
-                return None, f"{name!r} is not one of the tools to rewrite ({', '.join(allowed or [])})"
-            if not isinstance(text, str) or not text.strip():
-                return None, f"the description of {name!r} is empty"
-            if len(text) > C.MAX_TOOL_DESCRIPTION_CHARS:
-                return None, f"the description of {name!r} is longer than {C.MAX_TOOL_DESCRIPTION_CHARS} characters"
-        return dict(current, **{name: text.strip() for name, text in given.items()}), ""
-
-    def best_file_text(self, best: dict[str, str]) -> str:
-        changed = {name: {"description": text} for name, text in best.items() if text != self.tools[name].description}
-        return json_text(changed) + "\n"
-
-
-def optimizer_outputs(settings: Settings) -> list[Path]:
-    """What --optimize writes itself: the write guard of skill runs must not count it."""
-    best = optimized_file_path(settings)
-    return settings.own_outputs() + ([best] if best else [])
-
-
-def optimized_file_path(settings: Settings) -> Path | None:
-    """The best candidate as a ready file next to -o: a SKILL.md copy with the new description,
-    or a --tool-overrides JSON. The user's own files are never edited."""
-    if not settings.output:
-        return None
-    output = Path(settings.output)
-    stem = output.name.removesuffix(".json")
-    return output.with_name(f"{stem}.SKILL.md" if settings.skill else f"{stem}.tool-overrides.json")
-
-
-def candidate_hash(candidate: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(candidate, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Proposer:
-    """The optimizer model behind the forced `propose` tool. An invalid proposal is sent back
-    once with the reason; a second invalid one is dropped."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.model_id = settings.optimizer_model
-
-    async def ask(self, task: Any, prompt: str, allowed: list[str] | None,
-                  current: dict[str, str]) -> tuple[dict | None, list[str], float, list[dict]]:
-        """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
-        model = AnthropicModel(base_url=self.settings.base_url, max_retries=self.settings.max_retries,
-                               timeout=self.settings.request_timeout)
-        messages: list[dict] = [{"role": "user", "content": prompt}]
-        refused: list[str] = []
-        spent = 0.0
-        try:
-            for _ in range(2):
-                request = ModelRequest(self.model_id, prompts.OPTIMIZER_SYSTEM_PROMPT, list(messages),
-                                       [propose_tool(allowed)], C.OPTIMIZER_MAX_TOKENS,
-                                       tool_choice=PROPOSE_TOOL_CHOICE)
-                reply = await model.complete(request)
-                spent += cost_usd(reply.usage, self.model_id)
-                call = next((b for b in reply.content if b.get("type") == "tool_use" and b.get("name") == "propose"),
-                            None)
-                if call is None:
-                    candidate, reason = None, "there was no `propose` call"
-                else:
-                    data = call.get("input") if isinstance(call.get("input"), dict) else {}
-                    candidate, reason = task.proposal(data, allowed, current)
-                if candidate is not None:
-                    return candidate, refused, spent, messages
-                refused.append(reason)
-                messages.append({"role": "assistant", "content": reply.content})
-                feedback = prompts.OPTIMIZER_INVALID.format(reason=reason)
-                messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": call.get("id", ""), "content": feedback, "is_error": True}]
-                    if call is not None else feedback})
-        except FatalApiError:
-            raise
-        except Exception as exc:
-            if not is_api_error(exc):
-                raise
-            refused.append(f"the optimizer call failed: {api_error_message(exc)}")
-        finally:
-            await model.close()
-        return None, refused, spent, messages
-
-
-def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
-    """One proposal call at its largest: every train item a failure, every earlier attempt shown."""
-    text = prompts.OPTIMIZER_SYSTEM_PROMPT + prompts.OPTIMIZE_SKILL_PROMPT + prompts.OPTIMIZE_TOOLS_PROMPT
-    text += " ".join(i.key for i in task.items) * 2
-    if task.kind == "skill":
-        text += cap_text(task.skill.body, C.OPTIMIZER_BODY_CHARS)
-        text += task.skill.description * (settings.optimize_rounds + 1)
-    else:
-        text += " ".join(c.prompt for c in task.cases) + " ".join(task.original().values()) * (settings.optimize_rounds + 1)
-    prompt = estimated_tokens(text)
-    model = settings.optimizer_model
-    typical = cost_usd(Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OPTIMIZER_OUTPUT_TOKENS), model)
-    most = cost_usd(Usage(input_tokens=prompt * 2, output_tokens=C.OPTIMIZER_MAX_TOKENS), model)
-    return CostEstimate(1, model, 1, 2, typical, most, f"prompt: about {prompt:,} tokens")
-
-
-class OptimizeJournal:
-    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
-    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
-
-    def __init__(self, settings: Settings, fingerprint: str) -> None:
-        self.path = journal_path(settings.output) if settings.output else None
-        self.fingerprint = fingerprint
-        self.proposals: dict[int, dict] = {}
-        self.scored: dict[str, list] = {}
-        kept: list[str] = []
-        if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
-            events = [event for event in json_lines(self.path) if isinstance(event, dict)]
-            if events and events[0].get("fingerprint") != fingerprint:
-                raise InputError(f"{self.path} belongs to another optimization (other inputs or options)",
-                                 hint="rerun with the same options, or delete it to start over")
-            for event in events:
-                try:
-                    if event.get("event") == "proposal":
-                        self.proposals[int(event["round"])] = event
-                    elif event.get("event") == "scored":
-                        self.scored[event["candidate_hash"]] = [RUN_RESULT.validate_python(r) for r in event["results"]]
-                except (KeyError, TypeError, ValueError):
-                    continue  # a line from another version: that step happens again
-                kept.append(json_text(event, indent=None))
-        self._kept = kept or [json_text({"event": "start", "fingerprint": fingerprint}, indent=None)]
-        self._handle: Any = None
-
-    def append(self, event: dict) -> None:
-        if self.path is None:
-            return
-        if self._handle is None:
-            self._handle = open_output_file(self.path, self._kept)
-        self._handle.write(json_text(event, indent=None) + "\n")
-        self._handle.flush()
-
-    def close(self, remove: bool) -> None:
-        if self._handle is not None:
-            self._handle.close()
-        if remove and self.path is not None:
-            self.path.unlink(missing_ok=True)
-
-
-# ============================================================================ 10. results: one schema, written and read back
-class VerdictRecord(Record):
-    passed: bool
-    reasons: list[str] = []
-
-
-class ToolRunResult(Record):
-    """One conversation: seed 002's fields first, then the additions."""
-    kind: Literal["tool_run"] = "tool_run"
-    iteration: int
-    test_name: str
-    query: str
-    agent_reasoning: str = ""
-    tools_called: list[str] = []
-    tool_params: dict[str, Any] = {}
-    tool_results: dict[str, Any] = {}
-    conversation_turns: int = 0
-    user_interventions: int = 0
-    ended_by: str = "completion"
-    conversation_history: list[HistoryEntry] = []
-    latency_ms: float = 0.0
-    token_count: int = 0
-    error: str | None = None
-    tool_calls: list[ToolCall] = []
-    usage: Usage = Usage()
-    stop_reason: str | None = None
-    truncated: bool = False
-    model_calls: int = 0
-    model: str = ""
-    cost_usd: float = 0.0
-    case_hash: str
-    simulated_user_usage: Usage | None = None
-    simulated_user_model: str | None = None
-    verdict: VerdictRecord | None = None
-    grades: dict[str, dict[str, Any]] = {}     # "judge": {passed, score, evidence}, "verify": {passed, reason}; or {error}
-    judge_usage: Usage | None = None
-    judge_model: str | None = None
-    batch_api: bool = False                    # --batch: priced at the Message Batches discount
-
-
-class SkillRunResult(ClaudeRun):
-    """One `claude -p` run as the results file keeps it: what its stream-json events say
-    happened, and what it cost."""
-    kind: Literal["skill_run"] = "skill_run"
-    fingerprint: str
-    cost_usd: float = 0.0
-    verdict: VerdictRecord | None = None
-
-
-RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
-RUN_RESULT = TypeAdapter(RunResult)
-
-
-class CaseResult(Record):
-    """The one verdict type every writer reads: a CSV case, a markdown test, a skill test, or a
-    trigger query for one skill, over all its runs."""
-    name: str
-    kind: str                       # case | test | trigger_query
-    group: str = ""                 # the suite, test file or skill it belongs to (JUnit's classname)
-    passed: bool
-    error: bool = False             # no run said anything (every run errored)
-    runs: int = 0
-    passes: int = 0
-    errors: int = 0
-    pass_rate: float = 0.0
-    interval: tuple[float, float] = (0.0, 1.0)
-    pass_at_k: float = 0.0
-    pass_hat_k: float = 0.0
-    flaky: bool = False
-    reasons: dict[str, int] = {}    # failure reason -> runs that gave it
-    prompt: str = ""
-    description: str = ""
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    tags: list[str] = []            # a CSV case's tags
-    configuration: str = ""         # a task's with_skill, or a baseline (reported, never failing the suite)
-    model: str | None = None        # the model its runs ran on (a model matrix has a case per model)
-
-
-class ToolStatsRecord(Record):
-    tool: str
-    true_positives: int
-    false_positives: int
-    false_negatives: int
-    precision: float
-    recall: float
-    f1: float
-
-
-class ToolCoverageRecord(Record):
-    """Which of the servers' tools a suite exercises (tool-use modes)."""
-    available: list[str] = []           # every tool the connected servers offer
-    expected: list[str] = []            # named by some case (expected_tools, expected_args)
-    called: list[str] = []              # called in some run (unknown names included)
-    never_called: list[str] = []        # offered, but called in no run
-    expected_not_called: list[str] = []
-    unexpected: list[str] = []          # called, but expected by no case
-    calls: dict[str, int] = {}          # tool -> calls over all runs
-    coverage: float | None = None       # share of the offered tools called at least once; None: no tools
-
-
-class SummaryRecord(Record):
-    """The whole run in numbers, the same for every mode."""
-    cases: int
-    passed: int
-    failed: int
-    flaky: int = 0
-    runs: int = 0
-    run_errors: int = 0
-    pass_rate: float = 0.0
-    threshold: float = 1.0
-    usage: Usage = Usage()
-    cost_usd: float = 0.0
-    latency_p50_ms: float = 0.0
-    latency_p95_ms: float = 0.0
-    tools: list[ToolStatsRecord] = []
-    confusion: dict[str, dict[str, int]] = {}
-    not_started: int = 0
-    interrupted: bool = False
-    tool_coverage: ToolCoverageRecord | None = None
-    tool_calls_by_source: dict[str, int] = {}   # live | mock | replay | policy: who answered Claude's calls
-
-
-class QueryScoreRecord(Record):
-    """One trigger query's verdict for one skill (seed 001's camelCase names)."""
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
-    query: str
-    expected: str
-    actual: str
-    correct: bool
-    tool_count: float = 0.0
-    activation_rate: float = 0.0
-    activations: int = 0
-    runs: int = 0
-    errored_runs: int = 0
-    fired_skills: dict[str, int] = {}
-    routing: bool = False
-    source: str = ""
-    cost_usd: float = 0.0
-
-
-class TriggerScoreRecord(Record):
-    """Seed 001's trigger metrics for one skill; a rate is null ("n/a") when it has no queries."""
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
-    skill: str
-    trigger_rate: float | None
-    false_positive_rate: float | None
-    trigger_score: float
-    precision: float
-    recall: float | None
-    f1: float
-    positives: int
-    positives_activated: int
-    negatives: int
-    negatives_activated: int
-    errored_queries: int
-    errored_runs: int
-    total_runs: int
-    threshold: float
-    cost_usd: float = 0.0
-    query_results: list[QueryScoreRecord] = []
-    model: str | None = None        # the trigger model (several --trigger-model: a score per skill and model)
-
-
-class SkillTestRecord(Record):
-    name: str
-    type: str
-    source: str = ""
-    skill: str | None = None
-    category: str | None = None
-    severity: str | None = None
-    passed: bool
-    error: str | None = None
-    activated_skills: list[str] = []
-    run_scores: list[dict[str, Any]] = []
-    cost_usd: float = 0.0
-    configuration: str = ""         # a task's with_skill | without_skill | old_skill
-    expected_output: str = ""       # a task eval's, shown beside its expectations
-    model: str | None = None
-
-
-class StatRecord(Record):
-    """A metric over runs: mean ± sample standard deviation (n-1; 0 for one run), min and max."""
-    mean: float = 0.0
-    stddev: float = 0.0
-    min: float = 0.0
-    max: float = 0.0
-
-
-class ConfigurationStatsRecord(Record):
-    """One configuration's runs (of an eval, or of every eval): pass rate (expectations passed /
-    total, per run), time, tokens and cost, each as mean ± stddev over the runs."""
-    configuration: str
-    model: str = ""
-    runs: int = 0
-    errored_runs: int = 0
-    expectations_passed: int = 0
-    expectations_total: int = 0
-    pass_rate: StatRecord = StatRecord()
-    time_seconds: StatRecord = StatRecord()
-    tokens: StatRecord = StatRecord()
-    cost_usd: StatRecord = StatRecord()
-
-
-class DeltaRecord(Record):
-    """with_skill − a baseline, in means: positive pass_rate is the skill helping."""
-    baseline: str                   # without_skill | old_skill
-    model: str = ""
-    pass_rate: float = 0.0
-    time_seconds: float = 0.0
-    tokens: float = 0.0
-    cost_usd: float = 0.0
-
-
-class ExpectationTallyRecord(Record):
-    """One expectation: in how many runs of each configuration the judge found it met."""
-    text: str
-    passed: dict[str, int] = {}
-    runs: dict[str, int] = {}
-    evidence: dict[str, str] = {}   # configuration -> the judge's evidence in its last graded run
-
-
-class EvalBenchmarkRecord(Record):
-    name: str
-    eval_id: int | str | None = None
-    prompt: str = ""
-    expected_output: str = ""
-    configurations: list[ConfigurationStatsRecord] = []
-    deltas: list[DeltaRecord] = []
-    expectations: list[ExpectationTallyRecord] = []
-
-
-class BenchmarkRecord(Record):
-    """Task evals side by side: per configuration over every eval, the deltas, and per eval."""
-    skill_name: str = ""
-    runs_per_configuration: int = 1
-    judge_model: str = ""
-    configurations: list[ConfigurationStatsRecord] = []
-    deltas: list[DeltaRecord] = []
-    evals: list[EvalBenchmarkRecord] = []
-
-
-class SkillRecord(Record):
-    name: str
-    description: str                # as installed: --skill-description's when given
-    path: str
-    description_overridden: bool = False
-
-
-class IsolationRecord(Record):
-    watched: list[str] = []
-    outside_writes: list[str] = []
-    ok: bool = True
-
-
-class ToolInfoRecord(Record):
-    """A tool of the run's servers (or cassette): its MCP annotations and what the run did with its calls."""
-    name: str
-    server: str
-    annotations: dict[str, Any] = {}
-    calls: str = "live"             # live | withheld by policy | mocked | replayed, ... (ToolPolicy.treatment)
-
-
-class Metadata(Record):
-    total_results: int
-    generated_at: str
-    mode: str                       # seed 002's batch | interactive
-    evaluation: str                 # query | csv | markdown | skills: the table row that ran
-    model: str
-    iterations: int = 1
-    input_type: str = ""
-    suite_wall_time_s: float = 0.0
-    schema_version: str = C.SCHEMA_VERSION
-    results_file: str | None = None
-    interrupted: bool = False
-    threshold: float = 1.0
-    claude_version: str | None = None
-    trigger_model: str | None = None
-    test_model: str | None = None
-    trigger_threshold: float | None = None
-    min_trigger_score: float | None = None
-    simulated_user: dict[str, Any] | None = None
-    batch_api: bool = False                              # --batch: model calls through Message Batches
-    skill_descriptions: dict[str, str] | None = None     # --skill-description: what Claude Code listed
-    tool_overrides: dict[str, dict[str, Any]] | None = None  # --tool-overrides: what Claude was shown
-    # Which calls reached the real servers (tool-use modes): --tool-policy, --allow-tool, --mock-tools,
-    # --replay, --record, and every tool with its MCP annotations and what the run did with its calls.
-    tool_policy: str | None = None
-    allowed_tools: list[str] = []
-    mock_tools: str | None = None
-    replay: str | None = None
-    record: str | None = None
-    tools: list[ToolInfoRecord] | None = None
-    models: list[str] | None = None         # a model matrix: every --model, in order
-    trigger_models: list[str] | None = None  # every --trigger-model, in order (skill runs)
-    shard: str | None = None                # "K/N": this file holds that share of the runs (--shard)
-    merged_from: list[str] | None = None    # --merge: the pieces this document was put together from
-    suite_hash: str | None = None           # every run of the whole suite (all shards), by name and definition
-    settings: dict[str, Any] | None = None  # the options that shape the results (what --merge checks and reuses)
-
-
-class ResultsDocument(Record):
-    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors` and
-    `--compare` read back. `python evaluator.py --schema` prints its JSON Schema."""
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, title="Claude tool-use evaluator results")
-    schema_version: Literal[C.SCHEMA_VERSION]  # type: ignore[valid-type]
-    metadata: Metadata
-    passed: bool
-    summary: SummaryRecord
-    cases: list[CaseResult]
-    results: list[RunResult]
-    skills: list[SkillRecord] | None = None
-    trigger_scores: list[TriggerScoreRecord] | None = None
-    tests: list[SkillTestRecord] | None = None
-    isolation: IsolationRecord | None = None
-    qa: "QaRecord | None" = None
-    optimization: "OptimizationRecord | None" = None   # --optimize: the split, the rounds, the best candidate
-    matrix: "ModelMatrixRecord | None" = None
-    benchmark: BenchmarkRecord | None = None
-
-
-class ToolTimeRecord(Record):
-    """The calls of one tool and the time they took."""
-    tool: str
-    calls: int
-    total_ms: float
-    mean_ms: float
-    max_ms: float
-
-
-class QaRunRecord(Record):
-    """One run of one QA task: the answer compared, whether it was right, and Claude's notes."""
-    iteration: int
-    correct: bool
-    answer: str | None = None           # the last <response> (else the final text); None when the run failed
-    reasons: list[str] = []
-    seconds: float = 0.0
-    tool_calls: int = 0
-    tools: list[ToolTimeRecord] = []
-    summary: str | None = None          # Claude's <summary> of its steps
-    feedback: str | None = None         # Claude's <feedback> on the tools
-    error: str | None = None
-    model: str | None = None
-
-
-class QaTaskRecord(Record):
-    """One <qa_pair> over its runs."""
-    name: str
-    question: str
-    expected: str
-    answer_match: str = "exact"
-    runs: int = 0
-    correct: int = 0
-    accuracy: float = 0.0
-    interval: tuple[float, float] = (0.0, 1.0)
-    mean_seconds: float = 0.0
-    tool_calls: int = 0                 # over all its runs
-    tools: list[ToolTimeRecord] = []
-    results: list[QaRunRecord] = []
-
-
-class QaRecord(Record):
-    """--qa: mcp-builder's report over every run: accuracy (correct runs / runs) with its 95 %
-    Wilson interval, durations, tool calls, and per task the expected and given answers."""
-    tasks: int
-    runs: int
-    correct: int
-    accuracy: float
-    interval: tuple[float, float] = (0.0, 1.0)
-    mean_task_seconds: float = 0.0
-    mean_tool_calls: float = 0.0
-    tool_calls: int = 0
-    tools: list[ToolTimeRecord] = []
-    task_results: list[QaTaskRecord] = []
-
-
-class ModelSummaryRecord(Record):
-    """One model of a model matrix over the whole suite, priced at its own rates."""
-    model: str
-    cases: int = 0
-    passed: int = 0
-    pass_rate: float = 0.0
-    runs: int = 0
-    run_errors: int = 0
-    usage: Usage = Usage()
-    cost_usd: float = 0.0
-    latency_p50_ms: float = 0.0
-    latency_p95_ms: float = 0.0
-    price: dict[str, float] = {}        # USD per million tokens (test_constants.PRICES)
-    priced: bool = True                 # False: not in PRICES, priced as FALLBACK_PRICE
-
-
-class MatrixCellRecord(Record):
-    """One case on one model."""
-    passed: bool
-    error: bool = False
-    passes: int = 0
-    runs: int = 0
-    pass_rate: float = 0.0
-    cost_usd: float = 0.0
-    mean_latency_ms: float = 0.0
-
-
-class MatrixCaseRecord(Record):
-    """One case side by side: model -> its cell (a model it did not run on is left out)."""
-    name: str
-    kind: str = "case"
-    group: str = ""
-    models: dict[str, MatrixCellRecord] = {}
-    disagree: bool = False              # passes on some model and fails on another
-    passed_on: list[str] = []
-    failed_on: list[str] = []
-
-
-class MatrixToolCellRecord(Record):
-    calls: int = 0
-    mean_ms: float = 0.0                # how long a call took, on average
-    precision: float | None = None      # None: no case expected or called it on this model
-    recall: float | None = None
-    f1: float | None = None
-
-
-class MatrixToolRecord(Record):
-    """One tool side by side: model -> how often it was called, and its selection scores."""
-    tool: str
-    models: dict[str, MatrixToolCellRecord] = {}
-
-
-class ModelMatrixRecord(Record):
-    """A run on several models (--model, or --trigger-model, repeated): each model's totals, every
-    case and tool side by side, and the cases that pass on one model and fail on another."""
-    models: list[str]
-    summaries: list[ModelSummaryRecord] = []
-    cases: list[MatrixCaseRecord] = []
-    tools: list[MatrixToolRecord] = []
-    disagreements: list[str] = []       # names of the cases whose verdict depends on the model
-
-
-class SplitRecord(Record):
-    """--optimize: one query or case, its stratum and its split."""
-    item: str
-    stratum: str
-    split: str                                # train | test
-
-
-class OptimizationRoundRecord(Record):
-    """--optimize: one candidate; round 0 is the original."""
-    round: int
-    status: Literal["scored", "dropped", "incomplete"]  # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
-    descriptions: dict[str, str] = {}         # what differs from the original (round 0: the original)
-    train_passed: int = 0
-    train_total: int = 0
-    test_passed: int = 0
-    test_total: int = 0
-    train_score: float | None = None
-    test_score: float | None = None
-    cost_usd: float = 0.0                     # the candidate's runs
-    proposer_cost_usd: float = 0.0            # asking the optimizer model for it
-    refused: list[str] = []                   # why a proposal was sent back (or dropped)
-
-
-class OptimizationRecord(Record):
-    """--optimize: the split, every round, and the best candidate (chosen by its test score,
-    then its train score, then the shorter)."""
-    target: str                               # skill | tools
-    subject: str
-    optimizer_model: str
-    holdout: float
-    seed: int
-    runs: int
-    rounds_requested: int
-    split: list[SplitRecord] = []
-    original: dict[str, str] = {}
-    rounds: list[OptimizationRoundRecord] = []
-    best_round: int = 0
-    improved: bool = False
-    best: dict[str, str] = {}                 # the best candidate's descriptions that differ from the original
-    best_file: str | None = None
-    stopped: str = ""                         # rounds | train all passing | max-cost | interrupted
-    cost_usd: float = 0.0
-
-
-ResultsDocument.model_rebuild()
-
-
-def results_schema() -> dict:
-    return ResultsDocument.model_json_schema(by_alias=True)
-
-
-# ---------------------------------------------------------------------------- records from runs, runs from records
-def tool_run_result(transcript: Transcript, verdict_of: Callable[[Transcript], Verdict] | None = None) -> ToolRunResult:
-    t = transcript
-    tool_params: dict[str, Any] = {}
-    tool_results: dict[str, Any] = {}
-    for call in t.tool_calls:  # seed 002's dicts keep the last call per tool; `tool_calls` keeps all
-        tool_params[call.name] = call.input
-        tool_results[call.name] = call.output
-    verdict = verdict_of(t) if verdict_of else None
-    return ToolRunResult(
-        iteration=t.iteration, test_name=t.case.name, query=t.case.prompt, agent_reasoning=t.final_text,
-        tools_called=t.tools_called, tool_params=tool_params, tool_results=tool_results,
-        conversation_turns=len(t.history), user_interventions=t.user_interventions, ended_by=t.ended_by,
-        conversation_history=t.history, latency_ms=t.latency_ms,
-        token_count=t.usage.total, error=t.error, tool_calls=t.tool_calls,
-        usage=t.usage, stop_reason=t.stop_reason, truncated=t.truncated,
-        model_calls=t.model_calls, model=t.model, cost_usd=round(t.cost_usd, 6), case_hash=case_hash(t.case),
-        simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
-        simulated_user_model=t.simulated_user_model or None,
-        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
-        grades=t.grades, judge_usage=t.judge_usage if t.judge_model else None, judge_model=t.judge_model or None,
-        batch_api=t.batch_api)
-
-
-def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
-    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
-    r = result
-    return Transcript(
-        case=case, iteration=r.iteration, model=r.model, final_text=r.agent_reasoning,
-        tool_calls=list(r.tool_calls), history=list(r.conversation_history),
-        model_calls=r.model_calls, user_interventions=r.user_interventions, ended_by=r.ended_by,
-        stop_reason=r.stop_reason, truncated=r.truncated, usage=r.usage,
-        latency_ms=r.latency_ms, error=r.error,
-        simulated_user_usage=r.simulated_user_usage or Usage(),
-        simulated_user_model=r.simulated_user_model or "",
-        grades=dict(r.grades), judge_usage=r.judge_usage or Usage(), judge_model=r.judge_model or "",
-        batch_api=r.batch_api)
-
-
-def skill_run_result(record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None) -> SkillRunResult:
-    own = {name: getattr(record, name) for name in ClaudeRun.model_fields}  # a kept SkillRunResult too
-    return SkillRunResult(**dict(own, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
-                          fingerprint=fingerprint, cost_usd=round(record.total_cost_usd or 0.0, 6),
-                          verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None)
-
-
-def read_results_document(path: str | Path) -> ResultsDocument:
-    """A results file, checked against the schema: anything else is one line naming the file."""
-    text = read_text_file(path, "results file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
-    except (ValueError, RecursionError) as exc:
-        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-        raise InputError(f"results file is not valid JSON: {problem}", path, 1) from None
-    check_json_depth(data, "results file", path, 1)
-    if not isinstance(data, dict) or "results" not in data:
-        raise InputError('not an evaluator results file (no "results" list)', path, 1)
-    if data.get("schema_version") != C.SCHEMA_VERSION:
-        raise InputError(f"results file has schema version {data.get('schema_version')!r}; this evaluator reads "
-                         f"{C.SCHEMA_VERSION!r}", path, 1, "rerun the suite with this version to compare or resume")
-    try:
-        return ResultsDocument.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(f"results file does not match the results schema: {first_schema_problem(exc)}",
-                         path, 1, "python evaluator.py --schema prints the schema") from None
-
-
-def first_schema_problem(exc: ValidationError) -> str:
-    problem = exc.errors()[0]
-    where = ".".join(str(part) for part in problem["loc"])
-    return f"{where}: {problem['msg']}" + (f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else "")
-
-
-def earlier_results(output: str | Path) -> list[RunResult]:
-    """Results of an earlier run into the same output: its final file (checked against the
-    schema), then its journal (newer, so it wins when both hold a run). A journal line cut short
-    by a kill is skipped: that run simply happens again. Runs interrupted mid-way are not results."""
-    output, found = Path(output), []
-    if output.exists():
-        found += read_results_document(output).results
-    for lines in (results_lines_path(output), journal_path(output)):  # --summary-only's, then the journal
-        if lines.exists():
-            found += read_result_lines(lines)
-    return [r for r in found if r.error != "interrupted"]
-
-
-def json_lines(path: Path) -> list[Any]:
-    """The values of a JSON-lines file the evaluator appends to (journal, batch ledger, optimizer
-    journal); a line torn by a kill, or too deep, is skipped: that step happens again."""
-    values = []
-    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
-        if line.strip():
-            with contextlib.suppress(ValueError, RecursionError):
-                values.append(json.loads(line))
-    return values
-
-
-def read_result_lines(path: Path) -> list[RunResult]:
-    found = []
-    for value in json_lines(path):
-        try:
-            found.append(RUN_RESULT.validate_python(value))
-        except (ValueError, RecursionError):  # ValidationError is a ValueError
-            continue  # a line from another version: that run happens again
-    return found
-
-
-# ---------------------------------------------------------------------------- verdicts over runs
-def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -> CaseResult:
-    return CaseResult(
-        name=summary.name, kind="case", group=group, passed=summary.passed,
-        error=summary.errors == summary.runs and summary.runs > 0, runs=summary.runs, passes=summary.passes,
-        errors=summary.errors, pass_rate=round(summary.pass_rate, 4),
-        interval=tuple(round(x, 4) for x in summary.interval), pass_at_k=round(summary.pass_at_k, 4),
-        pass_hat_k=round(summary.pass_hat_k, 4), flaky=summary.flaky, reasons=summary.reasons,
-        prompt=summary.prompt, description=summary.description, cost_usd=summary.cost_usd,
-        seconds=round(seconds, 3), tags=summary.tags)
-
-
-def case_result_from_test(result: SkillTestResult, group: str, cost: float, seconds: float) -> CaseResult:
-    """A knowledge / task / security test: it passes when half of its completed runs pass."""
-    scores = result.run_scores
-    passes = sum(1 for s in scores if s.get("passed"))
-    errors = sum(1 for s in scores if "error" in s)
-    reasons: dict[str, int] = {}
-    for score in scores:
-        for reason in run_score_reasons(result.test, score):
-            reasons[reason] = reasons.get(reason, 0) + 1
-    runs = len(scores)
-    return CaseResult(
-        name=result.test.name, kind="test", group=group, passed=result.passed, error=bool(result.error),
-        runs=runs, passes=passes, errors=errors, pass_rate=round(passes / runs, 4) if runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(passes, runs)),
-        pass_at_k=round(pass_at_k(runs, passes, runs), 4) if runs else 0.0,
-        pass_hat_k=round(pass_hat_k(runs, passes, runs), 4) if runs else 0.0,
-        flaky=0 < passes < runs, reasons=reasons, prompt=result.test.prompt, description=result.test.type,
-        cost_usd=round(cost, 6), seconds=round(seconds, 3))
-
-
-def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
-    """Why one run of a knowledge / task / security test failed, as reasons."""
-    if "error" in score:
-        return [f"run failed: {score['error']}"]
-    if score.get("passed"):
-        return []
-    graded = list(score.get("graded") or [])  # the outcome checks of a tool-use run (judge, verify)
-    unmet = [f"expectation not met: {text}" for text in score.get("failed_expectations") or []]
-    if "coverage" in score:
-        low = score["coverage"] < C.DEFAULT_CONCEPT_PASS_RATE - 1e-9 or not (score.get("answer") or graded or unmet)
-        return ([f"concept coverage {score['coverage']:.0%} below {C.DEFAULT_CONCEPT_PASS_RATE:.0%}"
-                 + (f"; missed: {', '.join(score['missed'][:5])}" if score.get("missed") else "")] if low else []) \
-            + list(score.get("answer") or []) + graded + unmet
-    reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
-    return reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
-
-
-def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
-    """A trigger query for one skill: passes when its activation rate is on the right side of
-    the threshold; `passes` counts the runs that did what the query expects."""
-    right = q.activations if q.expected == "activate" else q.runs - q.activations
-    wrong = "activated" if q.expected == "ignore" else "did not activate"
-    reasons = {} if q.correct else {"every run errored": q.errors} if q.actual == "error" else {
-        f"expected to {q.expected}, but {wrong}": q.runs - right}
-    return CaseResult(
-        name=f"{q.skill}: {q.query}", kind="trigger_query", group=q.skill, passed=q.correct,
-        error=q.actual == "error", runs=q.runs + q.errors, passes=right, errors=q.errors,
-        pass_rate=round(right / q.runs, 4) if q.runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(right, q.runs)), flaky=0 < right < q.runs,
-        reasons=reasons, prompt=q.query, description=q.expected + (" (routing)" if q.routing else ""),
-        cost_usd=round(cost, 6), seconds=round(seconds, 3))
-
-
-def summary_record(cases: Sequence[CaseResult], usages: Sequence[tuple[Usage, float, float, bool]],
-                   threshold: float, outcome: PipelineOutcome, tools: Sequence[ToolStats] = (),
-                   confusion: dict | None = None) -> SummaryRecord:
-    """`usages`: per run (usage, cost, latency in ms, errored)."""
-    latencies = [latency for _, _, latency, _ in usages]
-    passed = sum(c.passed for c in cases)
-    return SummaryRecord(
-        cases=len(cases), passed=passed, failed=len(cases) - passed, flaky=sum(c.flaky for c in cases),
-        runs=len(usages), run_errors=sum(1 for *_, errored in usages if errored),
-        pass_rate=round(passed / len(cases), 4) if cases else 0.0, threshold=threshold,
-        usage=sum((u for u, *_ in usages), Usage()),
-        cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
-        latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
-        tools=[ToolStatsRecord(tool=s.tool, true_positives=s.true_positives, false_positives=s.false_positives,
-                               false_negatives=s.false_negatives, precision=round(s.precision, 4),
-                               recall=round(s.recall, 4), f1=round(s.f1, 4)) for s in tools],
-        confusion=confusion or {}, not_started=outcome.not_started, interrupted=outcome.interrupted)
-
-
-def model_matrix(cases: Sequence[CaseResult], runs: dict[str, list[tuple[Usage, float, float, bool]]],
-                 tools: dict[str, tuple[Sequence[ToolStats], dict[str, list[float]]]] | None = None
-                 ) -> ModelMatrixRecord:
-    """The side-by-side view of a model matrix, from the verdicts every writer reads (`cases`,
-    one per case and model), each model's runs (usage, cost, latency in ms, errored) and, in
-    tool-use modes, each model's tool selection scores and its calls' durations per tool."""
-    models = list(runs)
-    rows: dict[tuple[str, str], MatrixCaseRecord] = {}
-    for case in cases:
-        row = rows.setdefault((case.kind, case.name), MatrixCaseRecord(name=case.name, kind=case.kind, group=case.group))
-        row.models[case.model or ""] = MatrixCellRecord(
-            passed=case.passed, error=case.error, passes=case.passes, runs=case.runs, pass_rate=case.pass_rate,
-            cost_usd=case.cost_usd, mean_latency_ms=round(case.seconds * 1000 / case.runs, 2) if case.runs else 0.0)
-    for row in rows.values():
-        row.passed_on = [m for m in models if m in row.models and row.models[m].passed]
-        row.failed_on = [m for m in models if m in row.models and not row.models[m].passed]
-        row.disagree = bool(row.passed_on and row.failed_on)
-    summaries = []
-    for model in models:
-        mine = [c for c in cases if c.model == model]
-        usages = runs[model]
-        latencies = [latency for _, _, latency, _ in usages]
-        price, priced = price_for(cli_model_id(model))
-        passed = sum(c.passed for c in mine)
-        summaries.append(ModelSummaryRecord(
-            model=model, cases=len(mine), passed=passed, pass_rate=round(passed / len(mine), 4) if mine else 0.0,
-            runs=len(usages), run_errors=sum(1 for *_, errored in usages if errored),
-            usage=sum((u for u, *_ in usages), Usage()), cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
-            latency_p50_ms=percentile(latencies, 0.5), latency_p95_ms=percentile(latencies, 0.95),
-            price=dict(price), priced=priced))
-    tool_rows: dict[str, MatrixToolRecord] = {}
-    for model, (stats, durations) in (tools or {}).items():
-        scored = {s.tool: s for s in stats}
-        for name in sorted({*scored, *durations}):
-            s, took = scored.get(name), durations.get(name, [])
-            tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = MatrixToolCellRecord(
-                calls=len(took), mean_ms=round(sum(took) / len(took), 2) if took else 0.0,
-                precision=round(s.precision, 4) if s else None,
-                recall=round(s.recall, 4) if s else None, f1=round(s.f1, 4) if s else None)
-    return ModelMatrixRecord(models=models, summaries=summaries, cases=list(rows.values()),
-                             tools=[tool_rows[name] for name in sorted(tool_rows)],
-                             disagreements=[row.name for row in rows.values() if row.disagree])
-
-
-def claude_run_usage(record: ClaudeRun) -> Usage:
-    return Usage.from_api(record.usage or {})
-
-
-# ---------------------------------------------------------------------------- what every writer reads
+# ============================================================================ 11. results: what every writer reads
 @dataclass
 class Results:
     """A finished (or interrupted) run as every writer sees it: the document's parts as typed
     records, the per-run results streamed (a 10,000-case suite is never held as JSON), and the
     markdown report's own view."""
+
     metadata: Metadata
     passed: bool
     summary: SummaryRecord
     cases: list[CaseResult]
     results: Callable[[], Iterable[RunResult]]
     result_count: int
-    sections: dict[str, Any] = field(default_factory=dict)   # skills, trigger_scores, tests, isolation
+    sections: dict[str, Any] = field(
+        default_factory=dict
+    )  # skills, trigger_scores, tests, isolation
     suite_name: str = "suite"
 
     def document(self) -> dict:
         """The results document with its per-case and per-run lists streamed (see dump_json)."""
         document: dict[str, Any] = {
-            "schema_version": C.SCHEMA_VERSION, "metadata": dump_record(self.metadata), "passed": self.passed,
-            "summary": dump_record(self.summary), "cases": JsonStream(lambda: map(dump_record, self.cases), len(self.cases)),
-            "results": JsonStream(lambda: map(dump_record, self.results()), self.result_count)}
+            "schema_version": C.SCHEMA_VERSION,
+            "metadata": dump_record(self.metadata),
+            "passed": self.passed,
+            "summary": dump_record(self.summary),
+            "cases": JsonStream(lambda: map(dump_record, self.cases), len(self.cases)),
+            "results": JsonStream(lambda: map(dump_record, self.results()), self.result_count),
+        }
         for key, value in self.sections.items():
-            document[key] = [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
+            document[key] = (
+                [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
+            )
         return document
-
-
-def dump_record(record: BaseModel) -> dict:
-    return record.model_dump(mode="json", by_alias=True)
-
-
-def make_metadata(mode: str, settings: Settings, result_count: int, outcome: PipelineOutcome,
-                  **extra: Any) -> Metadata:
-    return Metadata(total_results=result_count, generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    mode="interactive" if settings.interactive else "batch", evaluation=mode,
-                    model=settings.model, iterations=settings.iterations,
-                    suite_wall_time_s=round(outcome.wall_time_s, 3), interrupted=outcome.interrupted,
-                    threshold=settings.threshold, batch_api=settings.batch,
-                    results_file=str(results_lines_path(settings.output)) if settings.summary_only and settings.output
-                    else None, **scale_metadata(settings, outcome), **extra)
 
 
 # Options that do not shape a run's results (where it writes, how fast, on which machine): shards
 # of one suite may differ in them; every other option a shard was given is recorded for --merge.
-UNRECORDED_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out", "resume", "retry_errors",
-                                "dry_run", "concurrency", "shard", "merge", "summary_only", "base_url", "claude_bin",
-                                "max_retries", "request_timeout", "max_cost", "record", "artifacts", "benchmark_json"})
+UNRECORDED_OPTIONS = frozenset(
+    {
+        "output",
+        "json_out",
+        "report",
+        "junit",
+        "csv_out",
+        "resume",
+        "retry_errors",
+        "dry_run",
+        "concurrency",
+        "shard",
+        "merge",
+        "summary_only",
+        "base_url",
+        "claude_bin",
+        "max_retries",
+        "request_timeout",
+        "max_cost",
+        "record",
+        "artifacts",
+        "benchmark_json",
+    }
+)
+
+
+def recorded_settings(settings: Settings) -> dict[str, Any]:
+    recorded: dict[str, Any] = {}
+    for name in sorted(settings.given - UNRECORDED_OPTIONS):
+        value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(
+            name, getattr(settings, name)
+        )
+        recorded[name] = list(value) if isinstance(value, tuple) else value
+    return Redactor.for_run().data(recorded)
 
 
 def scale_metadata(settings: Settings, outcome: PipelineOutcome) -> dict[str, Any]:
@@ -7749,313 +10122,87 @@ def scale_metadata(settings: Settings, outcome: PipelineOutcome) -> dict[str, An
     return found
 
 
-def recorded_settings(settings: Settings) -> dict[str, Any]:
-    recorded: dict[str, Any] = {}
-    for name in sorted(settings.given - UNRECORDED_OPTIONS):
-        value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(name, getattr(settings, name))
-        recorded[name] = list(value) if isinstance(value, tuple) else value
-    return Redactor.for_run().data(recorded)
+def make_metadata(
+    mode: str, settings: Settings, result_count: int, outcome: PipelineOutcome, **extra: Any
+) -> Metadata:
+    return Metadata(
+        total_results=result_count,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        mode="interactive" if settings.interactive else "batch",
+        evaluation=mode,
+        model=settings.model,
+        iterations=settings.iterations,
+        suite_wall_time_s=round(outcome.wall_time_s, 3),
+        interrupted=outcome.interrupted,
+        threshold=settings.threshold,
+        batch_api=settings.batch,
+        results_file=str(results_lines_path(settings.output))
+        if settings.summary_only and settings.output
+        else None,
+        **scale_metadata(settings, outcome),
+        **extra,
+    )
 
 
-class JsonStream:
-    """A list in a results document that is written item by item, never built whole: the
-    per-run entries of a 10,000-case suite."""
-
-    def __init__(self, items: Callable[[], Any], length: int) -> None:
-        self.items = items  # called once per write, so the document can be written twice
-        self.length = length
-
-    def __iter__(self) -> Any:
-        return iter(self.items())
-
-    def __len__(self) -> int:
-        return self.length
+def case_label(case: CaseResult, matrix: bool) -> str:
+    """A case as the reports name it: with its model when a model matrix has one per model."""
+    return f"{case.name} ({case.model})" if matrix and case.model else case.name
 
 
-# The JSON sink: JSON escapes C0 controls itself; what it leaves raw with ensure_ascii=False
-# (DEL, C1 controls, line separators, bidi overrides, lone surrogates) is written as \uXXXX too,
-# so `--json` on a terminal carries no escape sequence and the file always encodes as UTF-8.
-JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+def is_matrix(cases: Sequence[CaseResult]) -> bool:
+    return len({c.model for c in cases}) > 1
 
 
-def json_text(value: Any, indent: int | None = 2) -> str:
-    return JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, indent=indent, ensure_ascii=False))
+MODE_TITLES = {
+    "query": "Tool-use evaluation",
+    "csv": "Tool-use evaluation",
+    "markdown": "Markdown tests",
+    "skills": "Skill evaluation",
+    "qa": "QA evaluation",
+    "optimize": "The best candidate's runs",
+}
 
 
-def dump_json(document: dict, handle: Any) -> None:
-    """`json.dump(document, indent=2)`, except that JsonStream values are streamed."""
-    def indented(text: str, spaces: int) -> str:
-        return text.replace("\n", "\n" + " " * spaces)
-
-    handle.write("{")
-    for position, (key, value) in enumerate(document.items()):
-        handle.write(("," if position else "") + f"\n  {json.dumps(key)}: ")
-        if isinstance(value, JsonStream):
-            handle.write("[")
-            for index, item in enumerate(value):
-                handle.write(("," if index else "") + "\n    " + indented(json_text(item), 4))
-            handle.write("\n  ]" if len(value) else "]")
-        else:
-            handle.write(indented(json_text(value), 2))
-    handle.write("\n}")
+def models_text(meta: Metadata) -> str:
+    """The model(s) a run used, as its reports name them (every model of a model matrix)."""
+    tested = ", ".join(meta.models) if meta.models else meta.model
+    if meta.evaluation != "skills":
+        return tested
+    triggers = ", ".join(meta.trigger_models) if meta.trigger_models else meta.trigger_model
+    return f"{triggers} (triggers), {', '.join(meta.models) if meta.models else meta.test_model} (tests)"
 
 
-# ---------------------------------------------------------------------------- writers: one registry, every mode
-def file_mode_for_outputs() -> int:
-    """0666 less the umask: what `>` in the shell or open() would give a new file. One mode for
-    every file the evaluator writes (results, journal, reports, drafts)."""
-    try:
-        status = Path("/proc/self/status").read_text()
-        umask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE).group(1), 8)
-    except (OSError, AttributeError, ValueError):
-        umask = os.umask(0o022)  # no /proc: read it the only other way there is, and put it back
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
-OUTPUT_FILE_MODE = file_mode_for_outputs()
-
-
-def output_error(path: str | Path, exc: OSError) -> OutputError:
-    full = exc.errno in (28, 122)  # ENOSPC, EDQUOT
-    return OutputError(f"cannot write {path}: {'the disk is full' if full else exc.strerror or exc}")
-
-
-def create_output_file(path: str | Path) -> tuple[int, str]:
-    """A new, empty file beside `path` under a random name (O_EXCL: a link planted there is never
-    followed), with the one output mode: (descriptor, its path)."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # --generate-tests -o DIR: the folder is made
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise output_error(path, exc) from None
-    with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
-        os.fchmod(fd, OUTPUT_FILE_MODE)
-    return fd, tmp
-
-
-def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
-    """The one writer of every file the evaluator writes: `write(handle)` fills a new temporary
-    file beside the target (see create_output_file), which is fsynced and renamed over the
-    target, so a reader never sees half a file and a link at the target is replaced, never
-    followed. On any failure the temporary file is removed; an OS error (a full disk, a folder
-    gone read-only) is an OutputError: one line."""
-    fd, tmp = create_output_file(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise output_error(path, exc) from None
-        raise
-
-
-def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
-    """A new file at `path` holding `lines`, left open for appending more (the journal); created
-    like every output, through create_output_file and a rename once the lines are in, so the
-    file it replaces is never lost half-way and a planted link is never followed."""
-    fd, tmp = create_output_file(path)
-    handle = os.fdopen(fd, "w", encoding="utf-8")
-    try:
-        for line in lines:
-            handle.write(line + "\n")
-        handle.flush()
-        os.replace(tmp, path)
-    except BaseException as exc:
-        handle.close()
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise output_error(path, exc) from None
-        raise
-    return handle
-
-
-def write_text_atomic(path: str | Path, content: str) -> None:
-    write_atomic(path, lambda handle: handle.write(content))
-
-
-def write_json_atomic(path: str | Path, document: Any) -> None:
-    """A JSON document, its JsonStream lists streamed."""
-    def write(handle: Any) -> None:
-        if isinstance(document, dict):
-            dump_json(document, handle)
-        else:
-            json.dump(document, handle, indent=2)
-        handle.write("\n")
-    write_atomic(path, write)
-
-
-def write_results_json(path: str, results: Results) -> None:
-    write_json_atomic(path, results.document())
-
-
-def write_markdown_report(path: str, results: Results) -> None:
-    write_text_atomic(path, render_markdown(results))
-
-
-def write_results_csv(path: str, results: Results) -> None:
-    """One row per run (seed 002's *_out.csv), for every mode."""
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(RESULT_CSV_COLUMNS)
-    for result in results.results():
-        writer.writerow([csv_cell(value) for value in csv_row(result)])
-    write_text_atomic(path, buffer.getvalue())
-
-
-RESULT_CSV_COLUMNS = ["test_name", "iteration", "user_prompt", "tools_called", "verdict", "reasons", "tokens",
-               "cost_usd", "latency_ms", "ended_by", "error", "skills_fired",
-               "tool_sources"]   # who answered each of tools_called: live, mock, replay or policy (withheld)
-
-
-# The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
-# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
-CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    value = value.replace("\x00", "\\x00")
-    return "'" + value if value.startswith(CSV_FORMULA_START) else value
-
-
-def csv_row(result: RunResult) -> list[Any]:
-    verdict = "" if result.verdict is None else "pass" if result.verdict.passed else "fail"
-    reasons = "; ".join(result.verdict.reasons) if result.verdict else ""
-    if isinstance(result, ToolRunResult):
-        return [result.test_name, result.iteration, result.query, ",".join(result.tools_called), verdict, reasons,
-                result.token_count, f"{result.cost_usd:.6f}", result.latency_ms, result.ended_by, result.error or "", "",
-                ",".join(call.source for call in result.tool_calls)]
-    tokens = Usage.from_api(result.usage).total
-    ended = "timeout" if result.timed_out else result.result_subtype or ""
-    name = f"{result.test} [{result.configuration}]" if result.configuration else result.test
-    return [name, result.run, result.query, ",".join(result.tools), verdict, reasons, tokens,
-            f"{result.cost_usd:.6f}", result.latency_ms, ended, result.error or "", ",".join(result.activated_skills), ""]
-
-
-def write_junit(path: str, results: Results) -> None:
-    """JUnit XML: a testsuite per group (the suite, a skill's trigger queries, the tests), a
-    testcase per case, test or trigger query, so CI systems show failures natively."""
-    import xml.etree.ElementTree as ET
-
-    root = ET.Element("testsuites")
-    groups: dict[str, list[CaseResult]] = {}
-    for case in results.cases:
-        groups.setdefault(case.group or results.suite_name, []).append(case)
-    for group, cases in groups.items():
-        suite = ET.SubElement(root, "testsuite", name=xml_text(group), tests=str(len(cases)),
-                              failures=str(sum(not c.passed and not c.error and gates(c) for c in cases)),
-                              errors=str(sum(not c.passed and c.error and gates(c) for c in cases)),
-                              time=f"{sum(c.seconds for c in cases):.3f}")
-        for case in cases:
-            junit_testcase(ET, suite, group, case, is_matrix(results.cases))
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    buffer = __import__("io").BytesIO()
-    tree.write(buffer, encoding="utf-8", xml_declaration=True)
-    write_text_atomic(path, buffer.getvalue().decode("utf-8"))
-
-
-# The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
-# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
-XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_text(text: Any) -> str:
-    return visible_escapes(str(text), XML_UNSAFE)
-
-
-def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False) -> None:
-    element = ET.SubElement(suite, "testcase", classname=xml_text(group), name=xml_text(case_label(case, matrix)),
-                            time=f"{case.seconds:.3f}")
-    if case.configuration:
-        properties = ET.SubElement(element, "properties")
-        ET.SubElement(properties, "property", name="configuration", value=xml_text(case.configuration))
-        ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
-    if not case.passed and gates(case):
-        detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
-        ET.SubElement(element, "error" if case.error else "failure",
-                      message=f"passed {case.passes}/{case.runs} runs").text = xml_text(detail)
-    ET.SubElement(element, "system-out").text = xml_text(f"prompt: {case.prompt}\npass rate: {case.passes}/"
-                                                          f"{case.runs}\ncost: ${case.cost_usd:.4f}")
-
-
-def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
-    skill, or with its old version) is reported beside the skill, never failing CI."""
-    return case.configuration in ("", "with_skill")
-
-
+# ---------------------------------------------------------------------------- markdown reports
 def signed(value: float, digits: int) -> str:
     return f"{value:+.{digits}f}"
 
 
-def write_skill_creator_benchmark(path: str, results: Results) -> None:
-    """--benchmark-json: skill-creator's benchmark.json (references/schemas.md), so its viewer
-    reads our task runs: runs[] with result{pass_rate, passed, failed, total, time_seconds, tokens,
-    tool_calls, errors} and expectations, run_summary per configuration with mean/stddev/min/max,
-    and the delta as signed strings (with_skill − without_skill, else − old_skill)."""
-    benchmark = results.sections.get("benchmark") or BenchmarkRecord()
-    evals = {e.name: e for e in benchmark.evals}
-    ids = {e.name: e.eval_id if isinstance(e.eval_id, int) else index for index, e in enumerate(benchmark.evals, 1)}
-    runs = []
-    for result in results.results():
-        if not isinstance(result, SkillRunResult) or not result.configuration or result.test not in evals:
-            continue
-        passed = sum(1 for e in result.expectations if e.get("passed") is True)
-        total = len(result.expectations)
-        notes = ([f"error: {result.error}"] if result.error else []) + [f"refused: {r}" for r in result.refused_tools]
-        runs.append({"eval_id": ids[result.test], "eval_name": result.test, "configuration": result.configuration,
-                     "run_number": result.run,
-                     "result": {"pass_rate": round(passed / total, 4) if total else (0.0 if result.error else 1.0),
-                                "passed": passed, "failed": total - passed, "total": total,
-                                "time_seconds": round(result.latency_ms / 1000, 3),
-                                "tokens": run_tokens(result), "tool_calls": result.tool_count,
-                                "errors": 1 if result.error else 0},
-                     "expectations": [{"text": e.get("text", ""), "passed": e.get("passed") is True,
-                                       "evidence": str(e.get("evidence") or e.get("error") or "")}
-                                      for e in result.expectations],
-                     "notes": notes})
-    summary: dict[str, Any] = {}
-    for stats in benchmark.configurations:
-        key = stats.configuration + (f" ({stats.model})" if stats.model else "")
-        summary[key] = {name: dump_record(getattr(stats, name)) for name in ("pass_rate", "time_seconds", "tokens")}
-    delta = next((d for d in benchmark.deltas if d.baseline == "without_skill"), None) or next(iter(benchmark.deltas), None)
-    if delta is not None:
-        summary["delta"] = {"pass_rate": signed(delta.pass_rate, 2), "time_seconds": signed(delta.time_seconds, 1),
-                            "tokens": signed(delta.tokens, 0)}
-    meta = results.metadata
-    document = {"metadata": {"skill_name": benchmark.skill_name, "skill_path": "", "executor_model": meta.test_model,
-                             "analyzer_model": benchmark.judge_model,
-                             "timestamp": meta.generated_at, "evals_run": list(ids.values()),
-                             "runs_per_configuration": benchmark.runs_per_configuration},
-                "runs": runs, "run_summary": summary,
-                "notes": [f"delta against {d.baseline}" + (f" ({d.model})" if d.model else "") + ": pass rate "
-                          f"{signed(d.pass_rate, 2)}, time {signed(d.time_seconds, 1)}s, tokens {signed(d.tokens, 0)}"
-                          for d in benchmark.deltas]}
-    write_json_atomic(path, json.loads(json_text(document)))
-
-
-def benchmark_rows(stats: Sequence[ConfigurationStatsRecord], deltas: Sequence[DeltaRecord]) -> list[list[str]]:
+def benchmark_rows(
+    stats: Sequence[ConfigurationStatsRecord], deltas: Sequence[DeltaRecord]
+) -> list[list[str]]:
     """[configuration, runs, pass rate, time, tokens, cost] rows, mean ± stddev, then a row per delta."""
-    rows = [[s.configuration + (f" ({s.model})" if s.model else ""), f"{s.runs}" + (
-                f" ({s.errored_runs} errored)" if s.errored_runs else ""),
-             f"{s.pass_rate.mean * 100:.0f}% ± {s.pass_rate.stddev * 100:.0f}%",
-             f"{s.time_seconds.mean:.1f} ± {s.time_seconds.stddev:.1f}",
-             f"{s.tokens.mean:,.0f} ± {s.tokens.stddev:,.0f}",
-             f"{s.cost_usd.mean:.4f} ± {s.cost_usd.stddev:.4f}"] for s in stats]
-    rows += [[f"Δ with_skill − {d.baseline}" + (f" ({d.model})" if d.model else ""), "",
-              f"{d.pass_rate * 100:+.0f}%", signed(d.time_seconds, 1), f"{d.tokens:+,.0f}", signed(d.cost_usd, 4)]
-             for d in deltas]
+    rows = [
+        [
+            s.configuration + (f" ({s.model})" if s.model else ""),
+            f"{s.runs}" + (f" ({s.errored_runs} errored)" if s.errored_runs else ""),
+            f"{s.pass_rate.mean * 100:.0f}% ± {s.pass_rate.stddev * 100:.0f}%",
+            f"{s.time_seconds.mean:.1f} ± {s.time_seconds.stddev:.1f}",
+            f"{s.tokens.mean:,.0f} ± {s.tokens.stddev:,.0f}",
+            f"{s.cost_usd.mean:.4f} ± {s.cost_usd.stddev:.4f}",
+        ]
+        for s in stats
+    ]
+    rows += [
+        [
+            f"Δ with_skill − {d.baseline}" + (f" ({d.model})" if d.model else ""),
+            "",
+            f"{d.pass_rate * 100:+.0f}%",
+            signed(d.time_seconds, 1),
+            f"{d.tokens:+,.0f}",
+            signed(d.cost_usd, 4),
+        ]
+        for d in deltas
+    ]
     return rows
 
 
@@ -8065,32 +10212,461 @@ BENCHMARK_HEADERS = ["Configuration", "Runs", "Pass rate", "Time (s)", "Tokens",
 def markdown_benchmark(benchmark: BenchmarkRecord) -> list[str]:
     """The task evals' benchmark: every configuration (mean ± stddev over runs) and the deltas,
     then per eval, with its expected output and each expectation's tally."""
-    def table(rows: list[list[str]]) -> list[str]:
-        return ["| " + " | ".join(BENCHMARK_HEADERS) + " |", "|---|---|---|---|---|---|",
-                *["| " + " | ".join(markdown_cell(c, None) for c in row) + " |" for row in rows], ""]
 
-    lines = ["## Benchmark: task evals", "",
-             f"{benchmark.runs_per_configuration} run(s) per eval and configuration; pass rate = expectations "
-             "passed / total per run.", ""] + table(benchmark_rows(benchmark.configurations, benchmark.deltas))
+    def table(rows: list[list[str]]) -> list[str]:
+        return [
+            "| " + " | ".join(BENCHMARK_HEADERS) + " |",
+            "|---|---|---|---|---|---|",
+            *["| " + " | ".join(markdown_cell(c, None) for c in row) + " |" for row in rows],
+            "",
+        ]
+
+    lines = [
+        "## Benchmark: task evals",
+        "",
+        f"{benchmark.runs_per_configuration} run(s) per eval and configuration; pass rate = expectations "
+        "passed / total per run.",
+        "",
+    ] + table(benchmark_rows(benchmark.configurations, benchmark.deltas))
     for e in benchmark.evals:
-        lines += [f"### {markdown_cell(e.name, None)}", "", f"Prompt: {markdown_cell(e.prompt, 300)}", ""]
+        lines += [
+            f"### {markdown_cell(e.name, None)}",
+            "",
+            f"Prompt: {markdown_cell(e.prompt, 300)}",
+            "",
+        ]
         if e.expected_output:
             lines += [f"Expected output: {markdown_cell(e.expected_output, 300)}", ""]
         lines += table(benchmark_rows(e.configurations, e.deltas))
         if e.expectations:
             configurations = [s.configuration for s in e.configurations]
             configurations = list(dict.fromkeys(configurations))
-            lines += ["| Expectation | " + " | ".join(configurations) + " |",
-                      "|---|" + "---|" * len(configurations)]
+            lines += [
+                "| Expectation | " + " | ".join(configurations) + " |",
+                "|---|" + "---|" * len(configurations),
+            ]
             for tally in e.expectations:
-                cells = [f"{tally.passed.get(c, 0)}/{tally.runs.get(c, 0)} "
-                         + ("✅" if tally.runs.get(c) and tally.passed.get(c, 0) == tally.runs.get(c) else "❌")
-                         for c in configurations]
+                cells = [
+                    f"{tally.passed.get(c, 0)}/{tally.runs.get(c, 0)} "
+                    + (
+                        "✅"
+                        if tally.runs.get(c) and tally.passed.get(c, 0) == tally.runs.get(c)
+                        else "❌"
+                    )
+                    for c in configurations
+                ]
                 lines.append(f"| {markdown_cell(tally.text, 120)} | " + " | ".join(cells) + " |")
             lines.append("")
     return lines
 
 
+def percent(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def rate_text(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}%"
+
+
+def sources_text(counts: dict[str, int]) -> str:
+    """ "12 live, 3 mocked, 1 withheld by policy": who answered the run's tool calls."""
+    return ", ".join(f"{n} {SOURCE_LABELS.get(source, source)}" for source, n in counts.items())
+
+
+def markdown_headline(results: Results) -> list[str]:
+    s, meta = results.summary, results.metadata
+    icon = "✅" if results.passed else "❌"
+    model = models_text(meta)
+    lines = [
+        f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: {s.passed}/{s.cases} cases passed",
+        "",
+        "| Metric | Value |",
+        "|---|---|",
+        f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
+        f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
+        f"| Flaky | {s.flaky} |",
+        f"| Runs with errors | {s.run_errors} |",
+        f"| Model | {markdown_cell(model, None, code=True)}"
+        + (f" (Claude Code {markdown_cell(meta.claude_version)})" if meta.claude_version else "")
+        + " |",
+        f"| Tokens | {s.usage.total:,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
+        f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
+        f"| Cost | ${s.cost_usd:.4f} |",
+        f"| Latency p50 / p95 | {s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s |",
+    ]
+    for name, description in (meta.skill_descriptions or {}).items():
+        lines.append(
+            f"| Description of {markdown_cell(name, 64)} (--skill-description) | "
+            f"{markdown_cell(description, None)} |"
+        )
+    for name, override in (meta.tool_overrides or {}).items():
+        shown = override.get("description") or "(its server's)"
+        lines.append(
+            f"| Tool {markdown_cell(name, 64)} (--tool-overrides) | {markdown_cell(shown, None)}"
+            + (" · input schema overridden" if "input_schema" in override else "")
+            + " |"
+        )
+    if s.tool_calls_by_source:
+        lines.append(f"| Tool calls | {markdown_cell(sources_text(s.tool_calls_by_source))} |")
+    if s.not_started:
+        lines.append(f"| Not started (--max-cost) | {s.not_started} |")
+    if s.interrupted:
+        lines.append("| Interrupted | yes: rerun with --resume |")
+    return lines + [""]
+
+
+def price_text(price: dict[str, float]) -> str:
+    return f"${price.get('input', 0):g} / ${price.get('output', 0):g}"
+
+
+def matrix_cell_text(cell: MatrixCellRecord | None) -> str:
+    if cell is None:
+        return "-"
+    verdict = "⚠️ error" if cell.error else "✅" if cell.passed else "❌"
+    return f"{verdict} {cell.passes}/{cell.runs} · ${cell.cost_usd:.4f} · {cell.mean_latency_ms / 1000:.1f}s"
+
+
+def markdown_matrix(matrix: ModelMatrixRecord) -> list[str]:
+    """A model matrix side by side: each model's totals, the cases whose verdict depends on the
+    model, then every case and every tool with a column per model."""
+    models = matrix.models
+    header = " | ".join(markdown_cell(m, None, code=True) for m in models)
+    lines = [
+        "### Models side by side",
+        "",
+        "| Model | Passed | Runs | Runs with errors | Cost | Latency p50 / p95 | Price in / out per MTok |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in matrix.summaries:
+        lines.append(
+            f"| {markdown_cell(s.model, None, code=True)} | {s.passed}/{s.cases} ({percent(s.pass_rate)}) | "
+            f"{s.runs} | {s.run_errors} | ${s.cost_usd:.4f} | {s.latency_p50_ms / 1000:.1f}s / "
+            f"{s.latency_p95_ms / 1000:.1f}s | {price_text(s.price)}{'' if s.priced else ' (guessed)'} |"
+        )
+    lines.append("")
+    disagreeing = [row for row in matrix.cases if row.disagree]
+    if disagreeing:
+        lines += [
+            f"**Pass on one model, fail on another ({len(disagreeing)})**",
+            "",
+            "| Case | Passes on | Fails on |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {markdown_cell(row.name, code=True)} | "
+            f"{', '.join(markdown_cell(m, None, code=True) for m in row.passed_on)} | "
+            f"{', '.join(markdown_cell(m, None, code=True) for m in row.failed_on)} |"
+            for row in disagreeing
+        ]
+    else:
+        lines.append("Every case has the same verdict on every model.")
+    lines += ["", "| Case | " + header + " |", "|---|" + "---|" * len(models)]
+    lines += [
+        f"| {markdown_cell(row.name, code=True)} | "
+        + " | ".join(matrix_cell_text(row.models.get(m)) for m in models)
+        + " |"
+        for row in matrix.cases
+    ]
+    lines.append("")
+    if matrix.tools:
+        lines += [
+            "| Tool (calls · F1 · mean call) | " + header + " |",
+            "|---|" + "---|" * len(models),
+        ]
+        for tool in matrix.tools:
+            cells = [tool.models.get(m) for m in models]
+            lines.append(
+                f"| {markdown_cell(tool.tool, None, code=True)} | "
+                + " | ".join(
+                    "-"
+                    if c is None
+                    else f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · {c.mean_ms:.0f} ms"
+                    for c in cells
+                )
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
+def reasons_text(case: CaseResult, separator: str) -> str:
+    return separator.join(
+        f"{markdown_cell(r, None)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
+        for r, n in case.reasons.items()
+    )
+
+
+def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
+    failures = [c for c in cases if not c.passed]
+    if not failures:
+        return []
+    lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
+    matrix = is_matrix(cases)
+    lines += [
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
+        for c in failures
+    ]
+    return lines + [""]
+
+
+def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
+    flaky = [c for c in cases if c.flaky]
+    if not flaky:
+        return []
+    lines = [
+        "### Flaky",
+        "",
+        "| Case | Passes | 95% interval | pass@k | pass^k |",
+        "|---|---|---|---|---|",
+    ]
+    matrix = is_matrix(cases)
+    lines += [
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
+        f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
+        for c in flaky
+    ]
+    return lines + [""]
+
+
+def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
+    lines = [
+        "### All cases",
+        "",
+        "| Case | Result | Passes | 95% interval | Cost |",
+        "|---|---|---|---|---|",
+    ]
+    matrix = is_matrix(cases)
+    lines += [
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
+        f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
+        for c in cases
+    ]
+    return lines + [""]
+
+
+def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
+    lines: list[str] = []
+    if summary.tools:
+        lines += [
+            "### Tool selection",
+            "",
+            "| Tool | Precision | Recall | F1 | TP | FP | FN |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {markdown_cell(s.tool, None, code=True)} | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | "
+            f"{s.true_positives} | {s.false_positives} | {s.false_negatives} |"
+            for s in summary.tools
+        ]
+        lines.append("")
+    if summary.confusion:
+        actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
+        lines += [
+            "### Confusion (expected tool → tool called first)",
+            "",
+            "| Expected \\ Called | "
+            + " | ".join(markdown_cell(t, None, code=True) for t in actual_tools)
+            + " |",
+            "|---|" + "---|" * len(actual_tools),
+        ]
+        for expected in sorted(summary.confusion):
+            row = summary.confusion[expected]
+            lines.append(
+                f"| {markdown_cell(expected, None, code=True)} | "
+                + " | ".join(str(row.get(t, "")) for t in actual_tools)
+                + " |"
+            )
+        lines.append("")
+    return lines
+
+
+def markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
+    """Which of the servers' tools the suite expected, which Claude called, which it never did."""
+    c = summary.tool_coverage
+    if c is None or not (c.available or c.called):
+        return []
+    covered = sum(1 for tool in c.available if tool in c.calls)
+    lines = [
+        "### Tool coverage",
+        "",
+        f"{covered}/{len(c.available)} of the servers' tools called in some run"
+        + (f" ({percent(c.coverage)})" if c.coverage is not None else "")
+        + ".",
+        "",
+        "| Tool | Expected by a case | Calls |",
+        "|---|---|---|",
+    ]
+    for tool in [*c.available, *(t for t in c.called if t not in c.available)]:
+        calls = str(c.calls[tool]) if tool in c.calls else "never called"
+        lines.append(
+            f"| {markdown_cell(tool, None, code=True)} | {'yes' if tool in c.expected else ''} | "
+            f"{calls}{'' if tool in c.available or not c.available else ' (not offered)'} |"
+        )
+    lines.append("")
+    if c.expected and c.unexpected:
+        lines += [
+            "Called, but expected by no case: "
+            + ", ".join(markdown_cell(t, None, code=True) for t in c.unexpected),
+            "",
+        ]
+    if c.expected_not_called:
+        lines += [
+            "Expected, but never called: "
+            + ", ".join(markdown_cell(t, None, code=True) for t in c.expected_not_called),
+            "",
+        ]
+    return lines
+
+
+def markdown_calls_not_live(results: Results) -> list[str]:
+    """Every call the servers did not run (mocked, replayed, withheld by --tool-policy), up to
+    SUMMARY_TABLE_ROWS of them; the results JSON has each call's `source` and `executed`."""
+    counts = results.summary.tool_calls_by_source
+    if not counts or set(counts) == {"live"}:
+        return []
+    rows = []
+    for result in results.results():
+        for call in getattr(result, "tool_calls", []):
+            if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
+                rows.append(
+                    f"| {markdown_cell(result.test_name)} | {result.iteration} | "
+                    f"{markdown_cell(call.name, code=True)} | {markdown_cell(SOURCE_LABELS.get(call.source, call.source))} | "
+                    f"{markdown_cell(call.output, 60)} |"
+                )
+    lines = [
+        "## Tool calls not run against the server",
+        "",
+        f"{markdown_cell(sources_text(counts))} (tool policy: {markdown_cell(results.metadata.tool_policy or '-')}).",
+        "",
+    ]
+    if rows:
+        lines += ["| Case | Run | Tool | Answered | Answer |", "|---|---|---|---|---|", *rows, ""]
+    return lines
+
+
+def markdown_qa(qa: QaRecord) -> list[str]:
+    """mcp-builder's evaluation report: accuracy, durations, tool calls, then every task with its
+    expected and given answers and Claude's summary and feedback."""
+    lines = [
+        "### QA accuracy",
+        "",
+        "| Metric | Value |",
+        "|---|---|",
+        f"| Accuracy | {qa.correct}/{qa.runs} runs ({percent(qa.accuracy)}; 95% interval "
+        f"{percent(qa.interval[0])}–{percent(qa.interval[1])}) |",
+        f"| Tasks | {qa.tasks} |",
+        f"| Average task duration | {qa.mean_task_seconds:.2f}s |",
+        f"| Average tool calls per run | {qa.mean_tool_calls:.2f} |",
+        f"| Total tool calls | {qa.tool_calls} |",
+        "",
+    ]
+    if qa.tools:
+        lines += ["| Tool | Calls | Total time | Mean | Longest |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {markdown_cell(t.tool, None, code=True)} | {t.calls} | {t.total_ms / 1000:.2f}s | "
+            f"{t.mean_ms:.0f} ms | {t.max_ms:.0f} ms |"
+            for t in qa.tools
+        ]
+        lines.append("")
+    for task in qa.task_results:
+        mark = "✅" if task.correct == task.runs else "❌" if task.correct == 0 else "⚠️"
+        lines += [
+            f"#### {mark} {markdown_cell(task.name, None)}: {task.correct}/{task.runs} correct",
+            "",
+            f"**Question**: {markdown_cell(task.question, 2000)}",
+            "",
+            f"**Expected answer**: {markdown_cell(task.expected, 300, code=True)} ({task.answer_match})",
+            "",
+            "| Run | Answer | Correct | Duration | Tool calls |",
+            "|---|---|---|---|---|",
+        ]
+        for r in task.results:
+            given = f"error: {r.error}" if r.error else r.answer if r.answer else "(none)"
+            tools = ", ".join(f"{t.tool} ×{t.calls} ({t.total_ms / 1000:.2f}s)" for t in r.tools)
+            lines.append(
+                f"| {r.iteration} | {markdown_cell(given, 200, code=True)} | {'✅' if r.correct else '❌'} | "
+                f"{r.seconds:.2f}s | {r.tool_calls}{': ' + markdown_cell(tools, 300) if tools else ''} |"
+            )
+        lines.append("")
+        for r in task.results:
+            which = f" (run {r.iteration})" if task.runs > 1 else ""
+            for title, note in (("Summary", r.summary), ("Feedback", r.feedback)):
+                if note:
+                    lines += [f"**{title}**{which}: {markdown_cell(note, C.QA_NOTE_CHARS)}", ""]
+    return lines
+
+
+def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
+    """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
+    lines = ["## Trigger Analysis", ""]
+    for score in scores:
+        if len(scores) > 1:
+            lines += [f"### {markdown_cell(score.skill, None)}", ""]
+        lines += [
+            "| Metric | Value |",
+            "|--------|-------|",
+            f"| Trigger Rate | {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives} "
+            "positive activated) |",
+            f"| False Positive Rate | {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
+            f"{score.negatives} negative activated) |",
+            f"| Trigger Score | {score.trigger_score:.1f}% |",
+            f"| Precision / Recall / F1 | {score.precision:.0f}% / {rate_text(score.recall)} / {score.f1:.0f}% |",
+            f"| Errored runs | {score.errored_runs}/{score.total_runs} "
+            f"({score.errored_queries} queries without a usable run) |",
+            f"| Cost | ${score.cost_usd:.4f} |",
+            "",
+            "#### Query Results" if len(scores) > 1 else "### Query Results",
+            "",
+            "| Query | Expected | Actual | Rate | Tools | Fired | Cost |",
+            "|-------|----------|--------|------|-------|-------|------|",
+        ]
+        for q in score.query_results:
+            mark = "⚠️" if q.actual == "error" else "✅" if q.correct else "❌"
+            expected = q.expected + (" (routing)" if q.routing else "")
+            fired = ", ".join(f"{name}×{n}" for name, n in sorted(q.fired_skills.items())) or "-"
+            lines.append(
+                f'| "{markdown_cell(q.query)}" | {expected} | {mark} {q.actual} | '
+                f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} | "
+                f"${q.cost_usd:.4f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_markdown(results: Results) -> str:
+    """A report that reads well as a pull-request comment: the verdict first, failures next,
+    then what the mode adds (tool selection, trigger analysis, isolation)."""
+    lines = markdown_headline(results)
+    if (
+        results.sections.get("optimization") is not None
+    ):  # --optimize: the loop first, then its best candidate
+        lines = optimization_markdown(results.sections["optimization"]) + lines
+    if results.sections.get("matrix") is not None:
+        lines += markdown_matrix(results.sections["matrix"])
+    lines += markdown_failures(results.cases) + markdown_flaky(results.cases)
+    lines += markdown_all_cases(results.cases)
+    lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
+    lines += markdown_calls_not_live(results)
+    if results.sections.get("qa") is not None:
+        lines += markdown_qa(results.sections["qa"])
+    if results.sections.get("trigger_scores"):
+        lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
+    if results.sections.get("benchmark") is not None:
+        lines += markdown_benchmark(results.sections["benchmark"])
+    isolation = results.sections.get("isolation")
+    if isolation is not None and isolation.outside_writes:
+        lines += [
+            "## Isolation",
+            "",
+            "Files changed outside the temporary projects:",
+            "",
+            *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
+            "",
+        ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- the terminal
 def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
     """The benchmark in the terminal: every configuration and the deltas, then one row per eval."""
     table = Table(title="Task evals: benchmark (mean ± stddev over runs)", title_justify="left")
@@ -8100,8 +10676,684 @@ def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
         table.add_row(*[escape_markup(c) for c in row])
     for e in benchmark.evals:
         for row in benchmark_rows(e.configurations, e.deltas):
-            table.add_row(*[escape_markup(f"{e.name}: {row[0]}"), *[escape_markup(c) for c in row[1:]]])
+            table.add_row(
+                *[escape_markup(f"{e.name}: {row[0]}"), *[escape_markup(c) for c in row[1:]]]
+            )
     console.print(table)
+
+
+def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
+    table = Table(title=escape_markup(f"Trigger results: {score.skill}"))
+    for column in ("query", "expected", "actual", "rate", "tools", "fired", "cost $"):
+        table.add_column(column, overflow="fold")
+    for q in score.query_results:
+        colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
+        table.add_row(
+            escape_markup(preview(q.query, 70)),
+            q.expected + (" (routing)" if q.routing else ""),
+            f"[{colour}]{q.actual}[/{colour}]",
+            f"{q.activations}/{q.runs}",
+            f"{q.tool_count:g}",
+            escape_markup(", ".join(sorted(q.fired_skills)) or "-"),
+            f"{q.cost_usd:.4f}",
+        )
+    console.print(table)
+    console.print(
+        f"triggerRate {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives})  "
+        f"falsePositiveRate {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
+        f"{score.negatives})  [bold]triggerScore {score.trigger_score:.1f}%[/bold]  "
+        f"precision {score.precision:.0f}%  recall {rate_text(score.recall)}  F1 {score.f1:.0f}%  "
+        f"errored runs {score.errored_runs}/{score.total_runs}  cost ${score.cost_usd:.4f}",
+        highlight=False,
+    )
+
+
+def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
+    table = Table(title=escape_markup(title))
+    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
+        table.add_column(column, overflow="fold")
+    shown = [c for c in cases if not c.passed or c.flaky]
+    shown += [c for c in cases if c.passed and not c.flaky][
+        : max(0, C.SUMMARY_TABLE_ROWS - len(shown))
+    ]
+    matrix = is_matrix(cases)
+    for c in sorted(shown, key=lambda c: c.passed):
+        verdict = (
+            "[yellow]error[/yellow]"
+            if c.error
+            else "[green]pass[/green]"
+            if c.passed
+            else "[red]FAIL[/red]"
+        )
+        verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
+        table.add_row(
+            escape_markup(case_label(c, matrix)),
+            verdict,
+            f"{c.passes}/{c.runs}",
+            f"{percent(c.interval[0])}–{percent(c.interval[1])}",
+            f"{c.cost_usd:.4f}",
+            escape_markup("; ".join(c.reasons)),
+        )
+    console.print(table)
+    if len(shown) < len(cases):
+        console.print(
+            f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o",
+            highlight=False,
+        )
+
+
+def print_qa(console: Console, qa: QaRecord) -> None:
+    """Every QA task: expected and given answers, runs correct, duration, tool calls; then
+    Claude's summary and feedback on the tools, a line each."""
+    table = Table(
+        title=escape_markup(
+            f"QA accuracy {percent(qa.accuracy)}: {qa.correct}/{qa.runs} runs correct "
+            f"(95% interval {percent(qa.interval[0])}–{percent(qa.interval[1])})"
+        )
+    )
+    for column in ("task", "expected", "answers", "correct", "duration", "tool calls"):
+        table.add_column(column, overflow="fold")
+    for task in qa.task_results:
+        answers = list(
+            dict.fromkeys("error" if r.error else r.answer or "(none)" for r in task.results)
+        )
+        colour = "green" if task.correct == task.runs else "red" if task.correct == 0 else "yellow"
+        tools = ", ".join(f"{t.tool}×{t.calls} {t.mean_ms:.0f}ms" for t in task.tools) or "-"
+        table.add_row(
+            escape_markup(task.name),
+            escape_markup(preview(task.expected, 60)),
+            escape_markup("; ".join(preview(a, 60) for a in answers)),
+            f"[{colour}]{task.correct}/{task.runs}[/{colour}]",
+            f"{task.mean_seconds:.1f}s",
+            escape_markup(f"{task.tool_calls}: {tools}" if task.tool_calls else "0"),
+        )
+    console.print(table)
+    for task in qa.task_results:
+        for title, note in (
+            ("summary", next((r.summary for r in task.results if r.summary), None)),
+            ("feedback on the tools", next((r.feedback for r in task.results if r.feedback), None)),
+        ):
+            if note:
+                console.print(
+                    f"{escape_markup(task.name)} {title}: {escape_markup(preview(note, 300))}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+    console.print(
+        f"average task duration {qa.mean_task_seconds:.1f}s · tool calls {qa.tool_calls} "
+        f"({qa.mean_tool_calls:.1f} per run)",
+        highlight=False,
+    )
+
+
+def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
+    covered = sum(1 for tool in c.available if tool in c.calls)
+    parts = [f"tool coverage {covered}/{len(c.available)} ({percent(c.coverage or 0.0)})"]
+    if c.never_called:
+        parts.append("never called: " + ", ".join(c.never_called))
+    if c.expected_not_called:
+        parts.append("expected but never called: " + ", ".join(c.expected_not_called))
+    if c.expected and c.unexpected:
+        parts.append("called but expected by no case: " + ", ".join(c.unexpected))
+    console.print(escape_markup(" · ".join(parts)), highlight=False, soft_wrap=True)
+
+
+def print_descriptions_shown(console: Console, meta: Metadata) -> None:
+    """What Claude saw instead of the files: --skill-description and --tool-overrides."""
+    for name, description in (meta.skill_descriptions or {}).items():
+        console.print(
+            f"description of {terminal_text(name)} (--skill-description): {terminal_text(description)}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    for name, override in (meta.tool_overrides or {}).items():
+        console.print(
+            f"tool {terminal_text(name)} (--tool-overrides): "
+            f"{terminal_text(override.get('description') or '(its server description)')}"
+            + (" · input schema overridden" if "input_schema" in override else ""),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
+    """A model matrix side by side: per model its totals, per case (those whose verdict depends on
+    the model first) a column per model, per tool its calls and F1; then the disagreements."""
+    table = Table(title="Models side by side")
+    for column in (
+        "model",
+        "passed",
+        "runs",
+        "errors",
+        "cost $",
+        "latency p50 / p95",
+        "$/MTok in / out",
+    ):
+        table.add_column(column, overflow="fold")
+    for s in matrix.summaries:
+        table.add_row(
+            escape_markup(s.model),
+            f"{s.passed}/{s.cases} ({percent(s.pass_rate)})",
+            str(s.runs),
+            str(s.run_errors),
+            f"{s.cost_usd:.4f}",
+            f"{s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s",
+            escape_markup(price_text(s.price) + ("" if s.priced else " (guessed)")),
+        )
+    console.print(table)
+    cases = Table(title="Cases per model")
+    cases.add_column("case", overflow="fold")
+    for model in matrix.models:
+        cases.add_column(escape_markup(model), overflow="fold")
+    rows = sorted(matrix.cases, key=lambda row: not row.disagree)
+    for row in rows[: C.SUMMARY_TABLE_ROWS]:
+        cells = []
+        for model in matrix.models:
+            cell = row.models.get(model)
+            colour = "yellow" if cell is None or cell.error else "green" if cell.passed else "red"
+            cells.append(
+                "-"
+                if cell is None
+                else f"[{colour}]{cell.passes}/{cell.runs}[/{colour}] ${cell.cost_usd:.4f} "
+                f"{cell.mean_latency_ms / 1000:.1f}s"
+            )
+        cases.add_row(
+            escape_markup(row.name) + (" [yellow](differs)[/yellow]" if row.disagree else ""),
+            *cells,
+        )
+    console.print(cases)
+    if len(rows) > C.SUMMARY_TABLE_ROWS:
+        console.print(
+            f"... and {len(rows) - C.SUMMARY_TABLE_ROWS} more case(s): see --report or -o",
+            highlight=False,
+        )
+    if matrix.tools:
+        tools = Table(title="Tools per model (calls · F1 · mean call)")
+        tools.add_column("tool", overflow="fold")
+        for model in matrix.models:
+            tools.add_column(escape_markup(model), overflow="fold")
+        for tool in matrix.tools:
+            tools.add_row(
+                escape_markup(tool.tool),
+                *(
+                    "-"
+                    if (c := tool.models.get(m)) is None
+                    else f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · "
+                    f"{c.mean_ms:.0f} ms"
+                    for m in matrix.models
+                ),
+            )
+        console.print(tools)
+    disagreeing = [row for row in matrix.cases if row.disagree]
+    if not disagreeing:
+        console.print("every case has the same verdict on every model", highlight=False)
+    for row in disagreeing:
+        console.print(
+            f"[yellow]differs by model:[/yellow] {escape_markup(row.name)}: passes on "
+            f"{escape_markup(', '.join(row.passed_on))}, fails on {escape_markup(', '.join(row.failed_on))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def print_summary(console: Console, results: Results) -> None:
+    """The cases (failures and flaky first, passes while the table stays readable), the mode's
+    own tables, then one line of totals and the verdict."""
+    if results.sections.get("trigger_scores"):
+        for score in results.sections["trigger_scores"]:
+            print_trigger_table(console, score)
+    cases = [c for c in results.cases if c.kind != "trigger_query"]
+    if cases:
+        print_case_table(
+            console,
+            cases,
+            f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
+            f"{sum(c.passed for c in cases)}/{len(cases)} passed",
+        )
+    if results.sections.get("qa") is not None:
+        print_qa(console, results.sections["qa"])
+    if results.sections.get("benchmark") is not None:
+        print_benchmark(console, results.sections["benchmark"])
+    isolation = results.sections.get("isolation")
+    for path in isolation.outside_writes if isolation else []:
+        console.print(
+            f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
+            highlight=False,
+        )
+    s = results.summary
+    if s.tool_coverage is not None and s.tool_coverage.available:
+        print_tool_coverage(console, s.tool_coverage)
+    if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
+        console.print(
+            f"tool calls: {terminal_text(sources_text(s.tool_calls_by_source))}",
+            highlight=False,
+            markup=False,
+        )
+    print_descriptions_shown(console, results.metadata)
+    if results.sections.get("matrix") is not None:
+        print_matrix(console, results.sections["matrix"])
+    console.print(
+        f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
+        f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
+        f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        "[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]"
+    )
+
+
+ANNOTATION_LABELS = {
+    "readOnlyHint": "read-only",
+    "destructiveHint": "destructive",
+    "idempotentHint": "idempotent",
+    "openWorldHint": "open-world",
+}
+
+
+def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolPolicy) -> None:
+    """--dry-run: every tool with the MCP annotations its server sets true (read-only, destructive,
+    idempotent, open-world), and what --tool-policy (with mocks and replay) does with its calls."""
+    table = Table(title=f"Tools (--tool-policy {policy.policy})", show_lines=False)
+    table.add_column("tool", no_wrap=True)
+    for column in ("server", "annotations", "calls"):
+        table.add_column(column, overflow="fold")
+    for tool in sorted(tools.values(), key=lambda t: t.name):
+        marks = [
+            label for hint, label in ANNOTATION_LABELS.items() if tool.annotations.get(hint) is True
+        ]
+        treatment = policy.treatment(tool)
+        escaped = escape_markup(treatment)
+        shown = (
+            f"[red]{escaped}[/red]"
+            if tool.destructive and treatment.startswith("live")
+            else f"[yellow]{escaped}[/yellow]"
+            if "withheld" in treatment
+            else escaped
+        )
+        table.add_row(
+            escape_markup(tool.name), escape_markup(tool.server), ", ".join(marks) or "-", shown
+        )
+    console.print(table)
+
+
+class RunProgress:
+    """The live progress line of a suite: runs done, passes, failures, tokens, cost, ETA."""
+
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        verdict_of: Callable[[Any], Verdict | None],
+        usage_of: Callable[[Any], tuple[Usage, float]],
+    ) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self.verdict_of, self.usage_of = verdict_of, usage_of
+        self.passes = self.failures = 0
+        self.usage = Usage()
+        self.cost = 0.0
+        self.progress = Progress(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "[green]{task.fields[passes]} pass[/green] [red]{task.fields[failures]} fail[/red]"
+            ),
+            TextColumn("{task.fields[tokens]} tok ${task.fields[cost]}"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task(
+            "runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000"
+        )
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_record(self, record: Any) -> None:
+        verdict = self.verdict_of(record)
+        if verdict is not None:
+            self.passes += verdict.passed
+            self.failures += not verdict.passed
+        usage, cost = self.usage_of(record)
+        self.usage, self.cost = self.usage + usage, self.cost + cost
+        self.progress.update(
+            self.task,
+            advance=1,
+            passes=self.passes,
+            failures=self.failures,
+            tokens=f"{self.usage.total:,}",
+            cost=f"{self.cost:.4f}",
+        )
+
+
+def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
+    """-q without -o or --json: every run as a row, and Claude's last answer."""
+    table = Table(title="Evaluation results", show_lines=False)
+    for column in (
+        "case",
+        "iter",
+        "tools called",
+        "turns",
+        "tokens",
+        "cost $",
+        "latency",
+        "ended by",
+    ):
+        table.add_column(column, overflow="fold")
+    several = len({t.model for t in transcripts}) > 1  # a model matrix: each run names its model
+    for t in transcripts:
+        ended = f"[red]error[/red]: {escape_markup(t.error)}" if t.error else t.ended_by
+        name = f"{t.case.name} ({t.model})" if several else t.case.name
+        table.add_row(
+            escape_markup(name),
+            str(t.iteration),
+            escape_markup(
+                ", ".join(
+                    call.name
+                    + ("" if call.source == "live" else f" ({SOURCE_LABELS[call.source]})")
+                    for call in t.tool_calls
+                )
+                or "-"
+            ),
+            str(len(t.history)),
+            f"{t.usage.total:,}",
+            f"{t.cost_usd:.4f}",
+            f"{t.latency_ms / 1000:.1f}s",
+            ended,
+        )
+    console.print(table)
+    last = next((t for t in transcripts if t.final_text), None)
+    if last:
+        console.print(
+            f"[bold]Final answer[/bold] ({escape_markup(last.case.name)}, iteration {last.iteration}):"
+        )
+        console.print(terminal_text(last.final_text, multiline=True), markup=False, highlight=False)
+
+
+class LiveConversationView(ConversationObserver):
+    """A conversation on the terminal as it happens: user and Claude text (streamed), each tool
+    call with its arguments and the start of its result, and a status line after every model
+    turn with turns, tokens and cost."""
+
+    def __init__(self, console: Console, max_turns: int) -> None:
+        self.console = console
+        self.max_turns = max_turns
+        self.in_text = False  # Claude's text is being printed; its header is out
+
+    def say(self, markup: str, text: str = "") -> None:
+        self.console.print(markup, highlight=False)
+        if text:
+            self.console.print(terminal_text(text, multiline=True), markup=False, highlight=False)
+
+    def end_text(self) -> None:
+        if self.in_text:
+            self.console.print()
+            self.in_text = False
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.console.rule(
+            f"{escape_markup(transcript.case.name)} · iteration {transcript.iteration}"
+        )
+        for entry in transcript.history:
+            label = (
+                "[bold green]You[/bold green]"
+                if entry.role == "user"
+                else "[bold cyan]Claude[/bold cyan]"
+            )
+            self.say(label, entry.content)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        if simulated:  # a person's reply is on the screen already: they typed it
+            self.say("[bold magenta]Simulated user[/bold magenta]", text)
+
+    def on_assistant_text(self, text: str) -> None:
+        if not self.in_text:
+            self.say("[bold cyan]Claude[/bold cyan]")
+            self.in_text = True
+        self.console.print(
+            terminal_text(text, multiline=True),
+            end="",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        self.end_text()
+        arguments = json.dumps(call.input, ensure_ascii=False)
+        how = (
+            ""
+            if call.source == "live"
+            else f"[magenta]{escape_markup('[' + SOURCE_LABELS.get(call.source, call.source) + ']')}[/magenta] "
+        )
+        self.console.print(
+            f"  [yellow]⚙ {escape_markup(call.name)}[/yellow] {how}", end="", highlight=False
+        )
+        self.console.print(terminal_text(preview(arguments, 200)), markup=False, highlight=False)
+        colour = "red" if call.is_error else "dim"
+        shown = preview(
+            call.output or "(no output)", min(C.TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8)
+        )
+        self.console.print(f"    [{colour}]↳ {escape_markup(shown)}[/{colour}]", highlight=False)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        self.end_text()
+        self.console.print(
+            f"[dim]turn {transcript.model_calls}/{self.max_turns} · "
+            f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}[/dim]",
+            highlight=False,
+        )
+
+    def on_conversation_end(self, transcript: Transcript) -> None:
+        self.end_text()
+        detail = f": {transcript.error}" if transcript.error else ""
+        self.console.print(
+            f"[bold]ended by {transcript.ended_by}[/bold]{escape_markup(detail)} · "
+            f"{transcript.user_interventions} user repl{'y' if transcript.user_interventions == 1 else 'ies'} · "
+            f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}",
+            highlight=False,
+        )
+
+
+# ---------------------------------------------------------------------------- comparing result files
+@dataclass
+class CaseChange:
+    name: str
+    change: str  # regression | fixed | added | removed | unchanged
+    old: CaseResult | None
+    new: CaseResult | None
+
+    @property
+    def reasons(self) -> str:
+        case = self.new if self.change in ("regression", "added") else self.old
+        return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
+
+
+@dataclass
+class Comparison:
+    """One step of a comparison: an older results file against a newer one."""
+
+    old_path: str
+    new_path: str
+    old: ResultsDocument
+    new: ResultsDocument
+    changes: list[CaseChange]
+
+    def of(self, kind: str) -> list[CaseChange]:
+        return [c for c in self.changes if c.change == kind]
+
+    @property
+    def failed(self) -> bool:
+        """A regression, or a case that is gone: a removed case is never counted as a pass."""
+        return bool(self.of("regression") or self.of("removed"))
+
+
+CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
+
+
+def compare_documents(
+    old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument
+) -> Comparison:
+    old_matrix, new_matrix = (
+        is_matrix(old.cases),
+        is_matrix(new.cases),
+    )  # a model matrix: a case per model
+    before = {case_label(c, old_matrix): c for c in old.cases}
+    after = {case_label(c, new_matrix): c for c in new.cases}
+    changes = []
+    for name in dict.fromkeys([*before, *after]):
+        a, b = before.get(name), after.get(name)
+        kind = (
+            "added"
+            if a is None
+            else "removed"
+            if b is None
+            else "regression"
+            if a.passed and not b.passed
+            else "fixed"
+            if b.passed and not a.passed
+            else "unchanged"
+        )
+        changes.append(CaseChange(name, kind, a, b))
+    changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
+    return Comparison(old_path, new_path, old, new, changes)
+
+
+def compare_files(paths: Sequence[str]) -> list[Comparison]:
+    """Each file against the one before it: a history of runs reads as a chain of changes. Every
+    file is read and checked before anything is compared."""
+    documents = [read_results_document(p) for p in paths]
+    return [
+        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1])
+        for i in range(len(paths) - 1)
+    ]
+
+
+def pass_line(document: ResultsDocument) -> str:
+    s = document.summary
+    low, high = wilson_interval(s.passed, s.cases)
+    return f"{s.passed}/{s.cases} ({percent(s.pass_rate)}, 95% {percent(low)}–{percent(high)})"
+
+
+def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float | None]]:
+    old = {s.skill: s.trigger_score for s in c.old.trigger_scores or []}
+    new = {s.skill: s.trigger_score for s in c.new.trigger_scores or []}
+    return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
+
+
+def render_comparison(c: Comparison) -> str:
+    icon = "❌" if c.failed else "✅"
+    old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
+    lines = [
+        f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
+        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added",
+        "",
+        f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
+        f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})",
+        "",
+        "| | Old | New |",
+        "|---|---|---|",
+        f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
+        f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |",
+    ]
+    for skill, before, after in trigger_score_changes(c):
+        delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
+        lines.append(
+            f"| triggerScore {markdown_cell(skill, None, code=True)} | "
+            f"{'-' if before is None else f'{before:.1f}%'} | "
+            f"{'-' if after is None else f'{after:.1f}%'}{delta} |"
+        )
+    lines.append("")
+    changed = [ch for ch in c.changes if ch.change != "unchanged"]
+    if changed:
+        lines += ["| Case | Change | Old | New | Reasons |", "|---|---|---|---|---|"]
+        for ch in changed:
+            old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
+            new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+            lines.append(
+                f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
+                f"{markdown_cell(ch.reasons, None)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+CHANGE_COLOURS = {"regression": "red", "removed": "red", "fixed": "green", "added": "cyan"}
+
+
+def print_comparison(console: Console, c: Comparison) -> None:
+    colour = "red" if c.failed else "green"
+    console.print(
+        f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
+        f"{len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
+        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added[/bold {colour}]",
+        highlight=False,
+    )
+    console.print(
+        f"  passed {pass_line(c.old)} → {pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → "
+        f"${c.new.summary.cost_usd:.4f}",
+        highlight=False,
+    )
+    for skill, before, after in trigger_score_changes(c):
+        console.print(
+            f"  triggerScore {escape_markup(skill)}: {'-' if before is None else f'{before:.1f}%'} → "
+            f"{'-' if after is None else f'{after:.1f}%'}",
+            highlight=False,
+        )
+    for ch in c.changes:
+        if ch.change in CHANGE_COLOURS:
+            tint = CHANGE_COLOURS[ch.change]
+            console.print(
+                f"  [{tint}]{ch.change:<10}[/{tint}] {escape_markup(ch.name)}"
+                + (f" — {escape_markup(ch.reasons)}" if ch.reasons else ""),
+                highlight=False,
+            )
+
+
+def comparison_json(comparisons: Sequence[Comparison]) -> dict:
+    return {
+        "comparisons": [
+            {
+                "old": c.old_path,
+                "new": c.new_path,
+                "failed": c.failed,
+                "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
+                "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
+                "trigger_scores": [
+                    {"skill": s, "old": a, "new": b} for s, a, b in trigger_score_changes(c)
+                ],
+                "cases": [
+                    {
+                        "name": ch.name,
+                        "change": ch.change,
+                        "reasons": ch.reasons,
+                        "old_passed": ch.old.passed if ch.old else None,
+                        "new_passed": ch.new.passed if ch.new else None,
+                        "old_pass_rate": ch.old.pass_rate if ch.old else None,
+                        "new_pass_rate": ch.new.pass_rate if ch.new else None,
+                    }
+                    for ch in c.changes
+                ],
+            }
+            for c in comparisons
+        ]
+    }
 
 
 # ---------------------------------------------------------------------------- the HTML report
@@ -8111,8 +11363,10 @@ def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
 # textContent only: every name, prompt, tool output and server message is text, never markup.
 # The Content-Security-Policy lets only the page's own script (by its hash) and inline styles run
 # and forbids every request (no other host, no fetch); charts are inline SVG drawn by the script.
-HTML_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{script_hash}'; "
-            "base-uri 'none'; form-action 'none'")
+HTML_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{script_hash}'; "
+    "base-uri 'none'; form-action 'none'"
+)
 
 
 def html_json(value: Any) -> str:
@@ -8126,7 +11380,11 @@ def html_cut(text: Any, limit: int = C.HTML_TEXT_CHARS) -> str:
     """A text as the page shows it: long tool outputs and answers are cut (the results JSON has
     them whole), so a 200-case suite stays a small file."""
     text = "" if text is None else text if isinstance(text, str) else json_text(text)
-    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters in the results JSON)"
+    return (
+        text
+        if len(text) <= limit
+        else text[:limit] + f"\n… ({len(text) - limit:,} more characters in the results JSON)"
+    )
 
 
 def html_run_id(result: RunResult) -> str:
@@ -8138,8 +11396,14 @@ def html_run_id(result: RunResult) -> str:
 
 
 def html_tool_step(call: ToolCall) -> dict:
-    return {"role": "tool", "name": call.name, "input": html_cut(json_text(call.input)),
-            "output": html_cut(call.output), "error": call.is_error, "ms": round(call.duration_ms, 1)}
+    return {
+        "role": "tool",
+        "name": call.name,
+        "input": html_cut(json_text(call.input)),
+        "output": html_cut(call.output),
+        "error": call.is_error,
+        "ms": round(call.duration_ms, 1),
+    }
 
 
 def html_tool_run_steps(r: ToolRunResult) -> list[dict]:
@@ -8153,10 +11417,14 @@ def html_tool_run_steps(r: ToolRunResult) -> list[dict]:
         if entry.role == "tool" and groups:
             steps += [html_tool_step(call) for call in groups.pop(0)]
         elif entry.role == "tool":
-            steps.append({"role": "tool", "name": "(tools)", "input": "", "output": html_cut(entry.content)})
+            steps.append(
+                {"role": "tool", "name": "(tools)", "input": "", "output": html_cut(entry.content)}
+            )
         elif entry.content or not entry.has_tools:
-            steps.append({"role": entry.role, "text": html_cut(entry.content), "simulated": entry.simulated})
-    for group in groups:   # calls of a turn the history does not show (an interrupted run)
+            steps.append(
+                {"role": entry.role, "text": html_cut(entry.content), "simulated": entry.simulated}
+            )
+    for group in groups:  # calls of a turn the history does not show (an interrupted run)
         steps += [html_tool_step(call) for call in group]
     if not r.conversation_history and r.query:
         steps.insert(0, {"role": "user", "text": html_cut(r.query)})
@@ -8176,32 +11444,75 @@ def html_skill_run_steps(r: SkillRunResult) -> list[dict]:
 
 def html_run(result: RunResult) -> dict:
     verdict = result.verdict
-    common = {"id": html_run_id(result), "error": result.error, "cost": result.cost_usd,
-              "latency_ms": result.latency_ms, "passed": None if verdict is None else verdict.passed,
-              "reasons": verdict.reasons if verdict else []}
+    common = {
+        "id": html_run_id(result),
+        "error": result.error,
+        "cost": result.cost_usd,
+        "latency_ms": result.latency_ms,
+        "passed": None if verdict is None else verdict.passed,
+        "reasons": verdict.reasons if verdict else [],
+    }
     if isinstance(result, ToolRunResult):
-        return dict(common, iteration=result.iteration, model=result.model, tokens=result.token_count,
-                    ended_by=result.ended_by, steps=html_tool_run_steps(result),
-                    grades={name: {k: html_cut(v, 2000) if isinstance(v, str) else v for k, v in grade.items()}
-                            for name, grade in result.grades.items()})
-    facts = {"activated skills": ", ".join(result.activated_skills) or "none",
-             "skills loaded": "?" if result.skills_loaded is None else ", ".join(result.skills_loaded) or "none",
-             "ended": "timeout" if result.timed_out else result.result_subtype or "", "turns": result.num_turns}
+        return dict(
+            common,
+            iteration=result.iteration,
+            model=result.model,
+            tokens=result.token_count,
+            ended_by=result.ended_by,
+            steps=html_tool_run_steps(result),
+            grades={
+                name: {k: html_cut(v, 2000) if isinstance(v, str) else v for k, v in grade.items()}
+                for name, grade in result.grades.items()
+            },
+        )
+    facts = {
+        "activated skills": ", ".join(result.activated_skills) or "none",
+        "skills loaded": "?"
+        if result.skills_loaded is None
+        else ", ".join(result.skills_loaded) or "none",
+        "ended": "timeout" if result.timed_out else result.result_subtype or "",
+        "turns": result.num_turns,
+    }
     if result.stderr_tail and result.error:
         facts["stderr"] = html_cut(result.stderr_tail, 2000)
-    grades = {f"expectation {n}": {"passed": bool(e.get("passed")), **{k: html_cut(e[k], 2000) for k in
-                                                                       ("text", "evidence", "error") if e.get(k)}}
-              for n, e in enumerate(getattr(result, "expectations", None) or [], 1) if isinstance(e, dict)}
-    return dict(common, iteration=result.run, tokens=Usage.from_api(result.usage).total, steps=html_skill_run_steps(result),
-                facts={k: v for k, v in facts.items() if v not in (None, "")}, grades=grades)
+    grades = {
+        f"expectation {n}": {
+            "passed": bool(e.get("passed")),
+            **{k: html_cut(e[k], 2000) for k in ("text", "evidence", "error") if e.get(k)},
+        }
+        for n, e in enumerate(getattr(result, "expectations", None) or [], 1)
+        if isinstance(e, dict)
+    }
+    return dict(
+        common,
+        iteration=result.run,
+        tokens=Usage.from_api(result.usage).total,
+        steps=html_skill_run_steps(result),
+        facts={k: v for k, v in facts.items() if v not in (None, "")},
+        grades=grades,
+    )
 
 
 def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
-    return {"name": case.name, "group": case.group, "kind": case.kind, "tags": tags, "passed": case.passed,
-            "error": case.error, "flaky": case.flaky, "runs": case.runs, "passes": case.passes,
-            "pass_rate": case.pass_rate, "interval": list(case.interval), "cost": case.cost_usd,
-            "seconds": case.seconds, "reasons": [[reason, n] for reason, n in case.reasons.items()],
-            "prompt": html_cut(case.prompt), "description": case.description, "run_ids": run_ids}
+    return {
+        "name": case.name,
+        "group": case.group,
+        "kind": case.kind,
+        "tags": tags,
+        "passed": case.passed,
+        "error": case.error,
+        "flaky": case.flaky,
+        "runs": case.runs,
+        "passes": case.passes,
+        "pass_rate": case.pass_rate,
+        "interval": list(case.interval),
+        "cost": case.cost_usd,
+        "seconds": case.seconds,
+        "reasons": [[reason, n] for reason, n in case.reasons.items()],
+        "prompt": html_cut(case.prompt),
+        "description": case.description,
+        "run_ids": run_ids,
+    }
 
 
 def html_results_data(results: Results) -> dict:
@@ -8215,12 +11526,13 @@ def html_results_data(results: Results) -> dict:
         seen[run["id"]] = seen.get(run["id"], 0) + 1
         run["id"] += f" #{seen[run['id']]}" if seen[run["id"]] > 1 else ""
     matrix = is_matrix(results.cases)  # a model matrix: a case per model, named NAME (MODEL)
-    label = (lambda name, model: f"{name} ({model})" if matrix and model else name)  # noqa: E731
+    label = lambda name, model: f"{name} ({model})" if matrix and model else name  # noqa: E731
     trigger_cases: dict[tuple, list[str]] = {}
     for case in results.cases:
         if case.kind == "trigger_query":
             trigger_cases.setdefault((case.prompt, case.model if matrix else None), []).append(
-                label(case.name, case.model))
+                label(case.name, case.model)
+            )
     by_case: dict[str, list[str]] = {}
     tags_of: dict[str, list[str]] = {}
     for result, run in zip(records, runs):
@@ -8236,16 +11548,34 @@ def html_results_data(results: Results) -> dict:
         if case.kind in ("trigger_query", "test") and case.description:
             tags_of[case.name] = [case.description]
     low, high = wilson_interval(s.passed, s.cases)
-    model = meta.model if meta.evaluation != "skills" else f"{meta.trigger_model} (triggers), {meta.test_model} (tests)"
+    model = (
+        meta.model
+        if meta.evaluation != "skills"
+        else f"{meta.trigger_model} (triggers), {meta.test_model} (tests)"
+    )
     data: dict[str, Any] = {
-        "title": MODE_TITLES.get(meta.evaluation, "Evaluation"), "evaluation": meta.evaluation,
-        "passed": results.passed, "model": model, "claude_version": meta.claude_version,
-        "generated_at": meta.generated_at, "wall_time_s": meta.suite_wall_time_s, "iterations": meta.iterations,
+        "title": MODE_TITLES.get(meta.evaluation, "Evaluation"),
+        "evaluation": meta.evaluation,
+        "passed": results.passed,
+        "model": model,
+        "claude_version": meta.claude_version,
+        "generated_at": meta.generated_at,
+        "wall_time_s": meta.suite_wall_time_s,
+        "iterations": meta.iterations,
         "summary": dict(dump_record(s), interval=[low, high]),
-        "cases": [dict(html_case(c, by_case.get(label(c.name, c.model), []), c.tags or tags_of.get(c.name, [])),
-                       name=label(c.name, c.model)) for c in results.cases],
-        "runs": {run["id"]: run for run in runs}, "runs_kept": bool(runs) or not results.result_count,
-        "results_file": meta.results_file}
+        "cases": [
+            dict(
+                html_case(
+                    c, by_case.get(label(c.name, c.model), []), c.tags or tags_of.get(c.name, [])
+                ),
+                name=label(c.name, c.model),
+            )
+            for c in results.cases
+        ],
+        "runs": {run["id"]: run for run in runs},
+        "runs_kept": bool(runs) or not results.result_count,
+        "results_file": meta.results_file,
+    }
     if results.sections.get("trigger_scores"):
         data["triggers"] = [dump_record(score) for score in results.sections["trigger_scores"]]
     if results.sections.get("qa") is not None:
@@ -8259,142 +11589,61 @@ def html_results_data(results: Results) -> dict:
     return data
 
 
+def results_from_document(document: ResultsDocument, path: str | Path) -> Results:
+    """A results file read back as every writer reads a finished run (--from, --compare)."""
+    sections = {
+        key: getattr(document, key)
+        for key in ("skills", "trigger_scores", "tests", "isolation", "qa", "matrix")
+        if getattr(document, key) is not None
+    }
+    return Results(
+        document.metadata,
+        document.passed,
+        document.summary,
+        document.cases,
+        lambda: iter(document.results),
+        len(document.results),
+        sections,
+        Path(path).stem or "suite",
+    )
+
+
 def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
     """A comparison: every step's changes (regressions and fixes first), and the newest file's
     cases and transcripts below them."""
     newest = comparisons[-1]
     data = html_results_data(results_from_document(newest.new, newest.new_path))
     data["title"] = "Comparison"
-    data["comparisons"] = [{
-        "old": c.old_path, "new": c.new_path, "failed": c.failed,
-        "old_passed": pass_line(c.old), "new_passed": pass_line(c.new),
-        "old_cost": c.old.summary.cost_usd, "new_cost": c.new.summary.cost_usd,
-        "trigger_scores": [[skill, a, b] for skill, a, b in trigger_score_changes(c)],
-        "changes": [{"name": ch.name, "change": ch.change, "reasons": ch.reasons,
-                     "old": None if ch.old is None else f"{ch.old.passes}/{ch.old.runs}",
-                     "new": None if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"}
-                    for ch in c.changes if ch.change != "unchanged"]} for c in comparisons]
+    data["comparisons"] = [
+        {
+            "old": c.old_path,
+            "new": c.new_path,
+            "failed": c.failed,
+            "old_passed": pass_line(c.old),
+            "new_passed": pass_line(c.new),
+            "old_cost": c.old.summary.cost_usd,
+            "new_cost": c.new.summary.cost_usd,
+            "trigger_scores": [[skill, a, b] for skill, a, b in trigger_score_changes(c)],
+            "changes": [
+                {
+                    "name": ch.name,
+                    "change": ch.change,
+                    "reasons": ch.reasons,
+                    "old": None if ch.old is None else f"{ch.old.passes}/{ch.old.runs}",
+                    "new": None if ch.new is None else f"{ch.new.passes}/{ch.new.runs}",
+                }
+                for ch in c.changes
+                if ch.change != "unchanged"
+            ],
+        }
+        for c in comparisons
+    ]
     changes = {ch["name"]: ch["change"] for ch in data["comparisons"][-1]["changes"]}
     for case in data["cases"]:
         case["change"] = changes.get(case["name"], "")
     data["passed"] = not any(c.failed for c in comparisons)
     return data
 
-
-def render_html(data: dict) -> str:
-    """The page with its data: one file, no request to anywhere (see HTML_CSP)."""
-    import base64
-    import hashlib
-
-    data = Redactor.for_run().data(data)  # an API key in an old results file never reaches a page
-    digest = base64.b64encode(hashlib.sha256(HTML_SCRIPT.encode("utf-8")).digest()).decode("ascii")
-    page = HTML_PAGE.replace("__CSP__", HTML_CSP.format(script_hash=f"sha256-{digest}"))
-    before, _, after = page.partition("__DATA__")  # the data last: no text of it is ever a placeholder
-    return before + html_json(data) + after.replace("__SCRIPT__", HTML_SCRIPT)
-
-
-def write_html_report(path: str, results: Results) -> None:
-    write_text_atomic(path, render_html(html_results_data(results)))
-
-
-def results_from_document(document: ResultsDocument, path: str | Path) -> Results:
-    """A results file read back as every writer reads a finished run (--from, --compare)."""
-    sections = {key: getattr(document, key) for key in ("skills", "trigger_scores", "tests", "isolation", "qa", "matrix")
-                if getattr(document, key) is not None}
-    return Results(document.metadata, document.passed, document.summary, document.cases,
-                   lambda: iter(document.results), len(document.results), sections, Path(path).stem or "suite")
-
-
-# ---------------------------------------------------------------------------- GitHub Actions' step summary
-def append_step_summary(markdown: str) -> None:
-    """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
-    appended to it: the job's summary page shows the report. Every mode that writes results."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not path:
-        return
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown.rstrip("\n") + "\n\n")
-    except OSError as exc:
-        raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}") from None
-
-
-def write_step_summary(results: Results) -> None:
-    append_step_summary(render_markdown(results))
-
-
-HTML_PAGE = r"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="__CSP__">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Evaluation report</title>
-<style>
-:root { --pass: #1a7f37; --fail: #cf222e; --warn: #9a6700; --ink: #1f2328; --muted: #656d76; --line: #d0d7de;
-        --soft: #f6f8fa; --accent: #0969da; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); background: #fff; }
-header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); background: var(--soft); }
-header h1 { margin: 0 0 4px; font-size: 22px; }
-main { padding: 8px 28px 90px; max-width: 1400px; }
-h2 { font-size: 17px; margin: 26px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 16px 0 8px; }
-.muted { color: var(--muted); }
-.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px; color: #fff; }
-.pass { background: var(--pass); } .fail { background: var(--fail); } .error, .flaky { background: var(--warn); }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; }
-.card { border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; min-width: 170px; }
-.card .value { font-size: 22px; font-weight: 600; }
-.card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { background: var(--soft); position: sticky; top: 0; }
-th.sortable { cursor: pointer; user-select: none; }
-th.sortable:hover { color: var(--accent); }
-tr.case-row { cursor: pointer; }
-tr.case-row:hover, tr.case-row.open { background: #ddf4ff; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.reasons { margin: 0; padding-left: 16px; }
-.controls { display: flex; gap: 10px; align-items: center; margin-bottom: 8px; flex-wrap: wrap; }
-input[type=search], select { padding: 5px 8px; border: 1px solid var(--line); border-radius: 6px; font: inherit; }
-input[type=search] { width: 320px; }
-.chart { margin: 6px 0 14px; overflow-x: auto; }
-.chart-row { display: flex; flex-wrap: wrap; gap: 12px 40px; align-items: flex-start; }
-.chart svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
-.legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
-.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border-radius: 2px; }
-#case-detail { border: 2px solid var(--accent); border-radius: 8px; padding: 4px 18px 14px; margin-top: 18px; }
-.run { border: 1px solid var(--line); border-radius: 8px; margin: 12px 0; padding: 8px 14px; }
-.run > h4 { margin: 2px 0 6px; font-size: 14px; }
-.step { margin: 8px 0; padding: 6px 10px; border-left: 4px solid var(--line); background: var(--soft); border-radius: 4px; }
-.step.user { border-color: #8250df; } .step.assistant { border-color: var(--accent); } .step.tool { border-color: #bf8700; }
-.step.tool.failed { border-color: var(--fail); }
-.step .who { font-weight: 600; font-size: 12px; color: var(--muted); }
-pre { margin: 4px 0; white-space: pre-wrap; word-break: break-word; font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
-details > summary { cursor: pointer; color: var(--accent); }
-.flag { color: var(--fail); font-weight: 600; margin: 4px 0 0; }
-.grade { border: 1px dashed var(--warn); padding: 6px 10px; border-radius: 6px; margin: 8px 0; }
-textarea { width: 100%; min-height: 44px; font: inherit; border: 1px solid var(--line); border-radius: 6px; padding: 6px; }
-.note-label { font-size: 12px; color: var(--muted); margin-top: 8px; display: block; }
-#review-bar { position: fixed; bottom: 0; left: 0; right: 0; background: #fff; border-top: 1px solid var(--line);
-              padding: 8px 28px; display: flex; gap: 16px; align-items: center; }
-#review-bar a { color: #fff; background: var(--accent); padding: 5px 12px; border-radius: 6px; text-decoration: none; font-weight: 600; }
-.change-regression, .change-removed { color: var(--fail); font-weight: 600; }
-.change-fixed { color: var(--pass); font-weight: 600; } .change-added { color: var(--accent); font-weight: 600; }
-button.link { background: none; border: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit; text-align: left; }
-</style>
-</head>
-<body>
-<header id="top"><h1>Evaluation report</h1><noscript>This report is drawn by its own inline script: open it in a browser with JavaScript on.</noscript></header>
-<main id="app"></main>
-<div id="review-bar"></div>
-<script type="application/json" id="report-data">__DATA__</script>
-<script>__SCRIPT__</script>
-</body>
-</html>
-"""
 
 # The page's script. It reads the data as JSON and builds every element with createElement /
 # textContent (never innerHTML), so the data is always text.
@@ -8850,6 +12099,346 @@ render();
 """
 
 
+HTML_PAGE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="__CSP__">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Evaluation report</title>
+<style>
+:root { --pass: #1a7f37; --fail: #cf222e; --warn: #9a6700; --ink: #1f2328; --muted: #656d76; --line: #d0d7de;
+        --soft: #f6f8fa; --accent: #0969da; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); background: #fff; }
+header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); background: var(--soft); }
+header h1 { margin: 0 0 4px; font-size: 22px; }
+main { padding: 8px 28px 90px; max-width: 1400px; }
+h2 { font-size: 17px; margin: 26px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 8px; }
+.muted { color: var(--muted); }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px; color: #fff; }
+.pass { background: var(--pass); } .fail { background: var(--fail); } .error, .flaky { background: var(--warn); }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; }
+.card { border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; min-width: 170px; }
+.card .value { font-size: 22px; font-weight: 600; }
+.card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: var(--soft); position: sticky; top: 0; }
+th.sortable { cursor: pointer; user-select: none; }
+th.sortable:hover { color: var(--accent); }
+tr.case-row { cursor: pointer; }
+tr.case-row:hover, tr.case-row.open { background: #ddf4ff; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.reasons { margin: 0; padding-left: 16px; }
+.controls { display: flex; gap: 10px; align-items: center; margin-bottom: 8px; flex-wrap: wrap; }
+input[type=search], select { padding: 5px 8px; border: 1px solid var(--line); border-radius: 6px; font: inherit; }
+input[type=search] { width: 320px; }
+.chart { margin: 6px 0 14px; overflow-x: auto; }
+.chart-row { display: flex; flex-wrap: wrap; gap: 12px 40px; align-items: flex-start; }
+.chart svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
+.legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
+.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border-radius: 2px; }
+#case-detail { border: 2px solid var(--accent); border-radius: 8px; padding: 4px 18px 14px; margin-top: 18px; }
+.run { border: 1px solid var(--line); border-radius: 8px; margin: 12px 0; padding: 8px 14px; }
+.run > h4 { margin: 2px 0 6px; font-size: 14px; }
+.step { margin: 8px 0; padding: 6px 10px; border-left: 4px solid var(--line); background: var(--soft); border-radius: 4px; }
+.step.user { border-color: #8250df; } .step.assistant { border-color: var(--accent); } .step.tool { border-color: #bf8700; }
+.step.tool.failed { border-color: var(--fail); }
+.step .who { font-weight: 600; font-size: 12px; color: var(--muted); }
+pre { margin: 4px 0; white-space: pre-wrap; word-break: break-word; font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
+details > summary { cursor: pointer; color: var(--accent); }
+.flag { color: var(--fail); font-weight: 600; margin: 4px 0 0; }
+.grade { border: 1px dashed var(--warn); padding: 6px 10px; border-radius: 6px; margin: 8px 0; }
+textarea { width: 100%; min-height: 44px; font: inherit; border: 1px solid var(--line); border-radius: 6px; padding: 6px; }
+.note-label { font-size: 12px; color: var(--muted); margin-top: 8px; display: block; }
+#review-bar { position: fixed; bottom: 0; left: 0; right: 0; background: #fff; border-top: 1px solid var(--line);
+              padding: 8px 28px; display: flex; gap: 16px; align-items: center; }
+#review-bar a { color: #fff; background: var(--accent); padding: 5px 12px; border-radius: 6px; text-decoration: none; font-weight: 600; }
+.change-regression, .change-removed { color: var(--fail); font-weight: 600; }
+.change-fixed { color: var(--pass); font-weight: 600; } .change-added { color: var(--accent); font-weight: 600; }
+button.link { background: none; border: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit; text-align: left; }
+</style>
+</head>
+<body>
+<header id="top"><h1>Evaluation report</h1><noscript>This report is drawn by its own inline script: open it in a browser with JavaScript on.</noscript></header>
+<main id="app"></main>
+<div id="review-bar"></div>
+<script type="application/json" id="report-data">__DATA__</script>
+<script>__SCRIPT__</script>
+</body>
+</html>
+"""
+
+
+def render_html(data: dict) -> str:
+    """The page with its data: one file, no request to anywhere (see HTML_CSP)."""
+    import base64
+    import hashlib
+
+    data = Redactor.for_run().data(data)  # an API key in an old results file never reaches a page
+    digest = base64.b64encode(hashlib.sha256(HTML_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    page = HTML_PAGE.replace("__CSP__", HTML_CSP.format(script_hash=f"sha256-{digest}"))
+    before, _, after = page.partition(
+        "__DATA__"
+    )  # the data last: no text of it is ever a placeholder
+    return before + html_json(data) + after.replace("__SCRIPT__", HTML_SCRIPT)
+
+
+def write_html_report(path: str, results: Results) -> None:
+    write_text_atomic(path, render_html(html_results_data(results)))
+
+
+# ---------------------------------------------------------------------------- writers: one registry, every mode
+def write_results_json(path: str, results: Results) -> None:
+    write_json_atomic(path, results.document())
+
+
+def write_markdown_report(path: str, results: Results) -> None:
+    write_text_atomic(path, render_markdown(results))
+
+
+RESULT_CSV_COLUMNS = [
+    "test_name",
+    "iteration",
+    "user_prompt",
+    "tools_called",
+    "verdict",
+    "reasons",
+    "tokens",
+    "cost_usd",
+    "latency_ms",
+    "ended_by",
+    "error",
+    "skills_fired",
+    "tool_sources",
+]  # who answered each of tools_called: live, mock, replay or policy (withheld)
+
+
+def csv_row(result: RunResult) -> list[Any]:
+    verdict = "" if result.verdict is None else "pass" if result.verdict.passed else "fail"
+    reasons = "; ".join(result.verdict.reasons) if result.verdict else ""
+    if isinstance(result, ToolRunResult):
+        return [
+            result.test_name,
+            result.iteration,
+            result.query,
+            ",".join(result.tools_called),
+            verdict,
+            reasons,
+            result.token_count,
+            f"{result.cost_usd:.6f}",
+            result.latency_ms,
+            result.ended_by,
+            result.error or "",
+            "",
+            ",".join(call.source for call in result.tool_calls),
+        ]
+    tokens = Usage.from_api(result.usage).total
+    ended = "timeout" if result.timed_out else result.result_subtype or ""
+    name = f"{result.test} [{result.configuration}]" if result.configuration else result.test
+    return [
+        name,
+        result.run,
+        result.query,
+        ",".join(result.tools),
+        verdict,
+        reasons,
+        tokens,
+        f"{result.cost_usd:.6f}",
+        result.latency_ms,
+        ended,
+        result.error or "",
+        ",".join(result.activated_skills),
+        "",
+    ]
+
+
+def write_results_csv(path: str, results: Results) -> None:
+    """One row per run (seed 002's *_out.csv), for every mode."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(RESULT_CSV_COLUMNS)
+    for result in results.results():
+        writer.writerow([csv_cell(value) for value in csv_row(result)])
+    write_text_atomic(path, buffer.getvalue())
+
+
+def gates(case: CaseResult) -> bool:
+    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
+    skill, or with its old version) is reported beside the skill, never failing CI."""
+    return case.configuration in ("", "with_skill")
+
+
+def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False) -> None:
+    element = ET.SubElement(
+        suite,
+        "testcase",
+        classname=xml_text(group),
+        name=xml_text(case_label(case, matrix)),
+        time=f"{case.seconds:.3f}",
+    )
+    if case.configuration:
+        properties = ET.SubElement(element, "properties")
+        ET.SubElement(
+            properties, "property", name="configuration", value=xml_text(case.configuration)
+        )
+        ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
+    if not case.passed and gates(case):
+        detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
+        ET.SubElement(
+            element,
+            "error" if case.error else "failure",
+            message=f"passed {case.passes}/{case.runs} runs",
+        ).text = xml_text(detail)
+    ET.SubElement(element, "system-out").text = xml_text(
+        f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\ncost: ${case.cost_usd:.4f}"
+    )
+
+
+def write_junit(path: str, results: Results) -> None:
+    """JUnit XML: a testsuite per group (the suite, a skill's trigger queries, the tests), a
+    testcase per case, test or trigger query, so CI systems show failures natively."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites")
+    groups: dict[str, list[CaseResult]] = {}
+    for case in results.cases:
+        groups.setdefault(case.group or results.suite_name, []).append(case)
+    for group, cases in groups.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=xml_text(group),
+            tests=str(len(cases)),
+            failures=str(sum(not c.passed and not c.error and gates(c) for c in cases)),
+            errors=str(sum(not c.passed and c.error and gates(c) for c in cases)),
+            time=f"{sum(c.seconds for c in cases):.3f}",
+        )
+        for case in cases:
+            junit_testcase(ET, suite, group, case, is_matrix(results.cases))
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    buffer = __import__("io").BytesIO()
+    tree.write(buffer, encoding="utf-8", xml_declaration=True)
+    write_text_atomic(path, buffer.getvalue().decode("utf-8"))
+
+
+def write_skill_creator_benchmark(path: str, results: Results) -> None:
+    """--benchmark-json: skill-creator's benchmark.json (references/schemas.md), so its viewer
+    reads our task runs: runs[] with result{pass_rate, passed, failed, total, time_seconds, tokens,
+    tool_calls, errors} and expectations, run_summary per configuration with mean/stddev/min/max,
+    and the delta as signed strings (with_skill − without_skill, else − old_skill)."""
+    benchmark = results.sections.get("benchmark") or BenchmarkRecord()
+    evals = {e.name: e for e in benchmark.evals}
+    ids = {
+        e.name: e.eval_id if isinstance(e.eval_id, int) else index
+        for index, e in enumerate(benchmark.evals, 1)
+    }
+    runs = []
+    for result in results.results():
+        if (
+            not isinstance(result, SkillRunResult)
+            or not result.configuration
+            or result.test not in evals
+        ):
+            continue
+        passed = sum(1 for e in result.expectations if e.get("passed") is True)
+        total = len(result.expectations)
+        notes = ([f"error: {result.error}"] if result.error else []) + [
+            f"refused: {r}" for r in result.refused_tools
+        ]
+        runs.append(
+            {
+                "eval_id": ids[result.test],
+                "eval_name": result.test,
+                "configuration": result.configuration,
+                "run_number": result.run,
+                "result": {
+                    "pass_rate": round(passed / total, 4)
+                    if total
+                    else (0.0 if result.error else 1.0),
+                    "passed": passed,
+                    "failed": total - passed,
+                    "total": total,
+                    "time_seconds": round(result.latency_ms / 1000, 3),
+                    "tokens": run_tokens(result),
+                    "tool_calls": result.tool_count,
+                    "errors": 1 if result.error else 0,
+                },
+                "expectations": [
+                    {
+                        "text": e.get("text", ""),
+                        "passed": e.get("passed") is True,
+                        "evidence": str(e.get("evidence") or e.get("error") or ""),
+                    }
+                    for e in result.expectations
+                ],
+                "notes": notes,
+            }
+        )
+    summary: dict[str, Any] = {}
+    for stats in benchmark.configurations:
+        key = stats.configuration + (f" ({stats.model})" if stats.model else "")
+        summary[key] = {
+            name: dump_record(getattr(stats, name))
+            for name in ("pass_rate", "time_seconds", "tokens")
+        }
+    delta = next((d for d in benchmark.deltas if d.baseline == "without_skill"), None) or next(
+        iter(benchmark.deltas), None
+    )
+    if delta is not None:
+        summary["delta"] = {
+            "pass_rate": signed(delta.pass_rate, 2),
+            "time_seconds": signed(delta.time_seconds, 1),
+            "tokens": signed(delta.tokens, 0),
+        }
+    meta = results.metadata
+    document = {
+        "metadata": {
+            "skill_name": benchmark.skill_name,
+            "skill_path": "",
+            "executor_model": meta.test_model,
+            "analyzer_model": benchmark.judge_model,
+            "timestamp": meta.generated_at,
+            "evals_run": list(ids.values()),
+            "runs_per_configuration": benchmark.runs_per_configuration,
+        },
+        "runs": runs,
+        "run_summary": summary,
+        "notes": [
+            f"delta against {d.baseline}" + (f" ({d.model})" if d.model else "") + ": pass rate "
+            f"{signed(d.pass_rate, 2)}, time {signed(d.time_seconds, 1)}s, tokens {signed(d.tokens, 0)}"
+            for d in benchmark.deltas
+        ],
+    }
+    write_json_atomic(path, json.loads(json_text(document)))
+
+
+def append_step_summary(markdown: str) -> None:
+    """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
+    appended to it: the job's summary page shows the report. Every mode that writes results."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown.rstrip("\n") + "\n\n")
+    except OSError as exc:
+        raise OutputError(
+            f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}"
+        ) from None
+
+
+def write_step_summary(results: Results) -> None:
+    append_step_summary(render_markdown(results))
+
+
 # Option name -> writer. Every mode that produces verdicts gets every writer; a new report
 # format is one entry here (and one click option).
 WRITERS: dict[str, Callable[[str, Results], None]] = {
@@ -8873,8 +12462,9 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
                 journal = journal_path(settings.output) if settings.output else None
                 if journal is None or not journal.exists():
                     raise
-                raise OutputError(f"{exc}; every finished run is in {journal}: make room and rerun with "
-                                  "--resume") from None
+                raise OutputError(
+                    f"{exc}; every finished run is in {journal}: make room and rerun with --resume"
+                ) from None
             console.print(f"wrote {path}", highlight=False, markup=False)
     write_step_summary(results)
     if settings.json_out:
@@ -8882,807 +12472,14 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
         sys.stdout.write("\n")
 
 
-# ---------------------------------------------------------------------------- markdown reports
-def percent(value: float) -> str:
-    return f"{value * 100:.0f}%"
+# ============================================================================ 12. modes
+EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
 
 
-def rate_text(value: float | None, digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}%"
-
-
-# The markdown sink: data goes into a report only through `markdown_cell`. One line (line breaks
-# flattened, control characters shown escaped), `|` escaped as GFM wants, no HTML (`<script>` is
-# `&lt;script&gt;`), no code span or link it could end or open (backtick, backslash and
-# brackets as entities). Only text of plain identifier characters is shown as `code`.
-MARKDOWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "`": "&#96;", "\\": "&#92;",
-                    "[": "&#91;", "]": "&#93;"}
-MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(MARKDOWN_ESCAPES)) + "]")
-MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
-
-
-def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
-    """Data as one markdown table cell (or heading, or list item): see MARKDOWN_ESCAPES."""
-    text = terminal_text(" ".join(str(text).split()))
-    if limit and len(text) > limit:
-        text = text[:limit - 1] + "…"
-    if code and MARKDOWN_CODE_SAFE.fullmatch(text):
-        return f"`{text}`"
-    return MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
-
-
-def render_markdown(results: Results) -> str:
-    """A report that reads well as a pull-request comment: the verdict first, failures next,
-    then what the mode adds (tool selection, trigger analysis, isolation)."""
-    lines = markdown_headline(results)
-    if results.sections.get("optimization") is not None:  # --optimize: the loop first, then its best candidate
-        lines = optimization_markdown(results.sections["optimization"]) + lines
-    if results.sections.get("matrix") is not None:
-        lines += markdown_matrix(results.sections["matrix"])
-    lines += markdown_failures(results.cases) + markdown_flaky(results.cases)
-    lines += markdown_all_cases(results.cases)
-    lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
-    lines += markdown_calls_not_live(results)
-    if results.sections.get("qa") is not None:
-        lines += markdown_qa(results.sections["qa"])
-    if results.sections.get("trigger_scores"):
-        lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
-    if results.sections.get("benchmark") is not None:
-        lines += markdown_benchmark(results.sections["benchmark"])
-    isolation = results.sections.get("isolation")
-    if isolation is not None and isolation.outside_writes:
-        lines += ["## Isolation", "", "Files changed outside the temporary projects:", "",
-                  *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes], ""]
-    return "\n".join(lines)
-
-
-def price_text(price: dict[str, float]) -> str:
-    return f"${price.get('input', 0):g} / ${price.get('output', 0):g}"
-
-
-def matrix_cell_text(cell: "MatrixCellRecord | None") -> str:
-    if cell is None:
-        return "-"
-    verdict = "⚠️ error" if cell.error else "✅" if cell.passed else "❌"
-    return f"{verdict} {cell.passes}/{cell.runs} · ${cell.cost_usd:.4f} · {cell.mean_latency_ms / 1000:.1f}s"
-
-
-def markdown_matrix(matrix: "ModelMatrixRecord") -> list[str]:
-    """A model matrix side by side: each model's totals, the cases whose verdict depends on the
-    model, then every case and every tool with a column per model."""
-    models = matrix.models
-    header = " | ".join(markdown_cell(m, None, code=True) for m in models)
-    lines = ["### Models side by side", "",
-             "| Model | Passed | Runs | Runs with errors | Cost | Latency p50 / p95 | Price in / out per MTok |",
-             "|---|---|---|---|---|---|---|"]
-    for s in matrix.summaries:
-        lines.append(f"| {markdown_cell(s.model, None, code=True)} | {s.passed}/{s.cases} ({percent(s.pass_rate)}) | "
-                     f"{s.runs} | {s.run_errors} | ${s.cost_usd:.4f} | {s.latency_p50_ms / 1000:.1f}s / "
-                     f"{s.latency_p95_ms / 1000:.1f}s | {price_text(s.price)}{'' if s.priced else ' (guessed)'} |")
-    lines.append("")
-    disagreeing = [row for row in matrix.cases if row.disagree]
-    if disagreeing:
-        lines += [f"**Pass on one model, fail on another ({len(disagreeing)})**", "",
-                  "| Case | Passes on | Fails on |", "|---|---|---|"]
-        lines += [f"| {markdown_cell(row.name, code=True)} | "
-                  f"{', '.join(markdown_cell(m, None, code=True) for m in row.passed_on)} | "
-                  f"{', '.join(markdown_cell(m, None, code=True) for m in row.failed_on)} |" for row in disagreeing]
-    else:
-        lines.append("Every case has the same verdict on every model.")
-    lines += ["", "| Case | " + header + " |", "|---|" + "---|" * len(models)]
-    lines += [f"| {markdown_cell(row.name, code=True)} | "
-              + " | ".join(matrix_cell_text(row.models.get(m)) for m in models) + " |" for row in matrix.cases]
-    lines.append("")
-    if matrix.tools:
-        lines += ["| Tool (calls · F1 · mean call) | " + header + " |", "|---|" + "---|" * len(models)]
-        for tool in matrix.tools:
-            cells = [tool.models.get(m) for m in models]
-            lines.append(f"| {markdown_cell(tool.tool, None, code=True)} | " + " | ".join(
-                "-" if c is None else f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · {c.mean_ms:.0f} ms"
-                for c in cells) + " |")
-        lines.append("")
-    return lines
-
-
-def case_label(case: CaseResult, matrix: bool) -> str:
-    """A case as the reports name it: with its model when a model matrix has one per model."""
-    return f"{case.name} ({case.model})" if matrix and case.model else case.name
-
-
-def is_matrix(cases: Sequence[CaseResult]) -> bool:
-    return len({c.model for c in cases}) > 1
-
-
-def sources_text(counts: dict[str, int]) -> str:
-    """"12 live, 3 mocked, 1 withheld by policy": who answered the run's tool calls."""
-    return ", ".join(f"{n} {SOURCE_LABELS.get(source, source)}" for source, n in counts.items())
-
-
-def markdown_calls_not_live(results: Results) -> list[str]:
-    """Every call the servers did not run (mocked, replayed, withheld by --tool-policy), up to
-    SUMMARY_TABLE_ROWS of them; the results JSON has each call's `source` and `executed`."""
-    counts = results.summary.tool_calls_by_source
-    if not counts or set(counts) == {"live"}:
-        return []
-    rows = []
-    for result in results.results():
-        for call in getattr(result, "tool_calls", []):
-            if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
-                rows.append(f"| {markdown_cell(result.test_name)} | {result.iteration} | "
-                            f"{markdown_cell(call.name, code=True)} | {markdown_cell(SOURCE_LABELS.get(call.source, call.source))} | "
-                            f"{markdown_cell(call.output, 60)} |")
-    lines = ["## Tool calls not run against the server", "",
-             f"{markdown_cell(sources_text(counts))} (tool policy: {markdown_cell(results.metadata.tool_policy or '-')}).", ""]
-    if rows:
-        lines += ["| Case | Run | Tool | Answered | Answer |", "|---|---|---|---|---|", *rows, ""]
-    return lines
-
-
-MODE_TITLES = {"query": "Tool-use evaluation", "csv": "Tool-use evaluation", "markdown": "Markdown tests",
-               "skills": "Skill evaluation", "qa": "QA evaluation",
-               "optimize": "The best candidate's runs"}
-
-
-def models_text(meta: Metadata) -> str:
-    """The model(s) a run used, as its reports name them (every model of a model matrix)."""
-    tested = ", ".join(meta.models) if meta.models else meta.model
-    if meta.evaluation != "skills":
-        return tested
-    triggers = ", ".join(meta.trigger_models) if meta.trigger_models else meta.trigger_model
-    return f"{triggers} (triggers), {', '.join(meta.models) if meta.models else meta.test_model} (tests)"
-
-
-def markdown_headline(results: Results) -> list[str]:
-    s, meta = results.summary, results.metadata
-    icon = "✅" if results.passed else "❌"
-    model = models_text(meta)
-    lines = [f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: {s.passed}/{s.cases} cases passed", "",
-             "| Metric | Value |", "|---|---|",
-             f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
-             f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
-             f"| Flaky | {s.flaky} |", f"| Runs with errors | {s.run_errors} |",
-             f"| Model | {markdown_cell(model, None, code=True)}"
-             + (f" (Claude Code {markdown_cell(meta.claude_version)})" if meta.claude_version else "") + " |",
-             f"| Tokens | {s.usage.total:,} (input {s.usage.input_tokens:,}, output {s.usage.output_tokens:,}, "
-             f"cache write {s.usage.cache_creation_input_tokens:,}, cache read {s.usage.cache_read_input_tokens:,}) |",
-             f"| Cost | ${s.cost_usd:.4f} |",
-             f"| Latency p50 / p95 | {s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s |"]
-    for name, description in (meta.skill_descriptions or {}).items():
-        lines.append(f"| Description of {markdown_cell(name, 64)} (--skill-description) | "
-                     f"{markdown_cell(description, None)} |")
-    for name, override in (meta.tool_overrides or {}).items():
-        shown = override.get("description") or "(its server's)"
-        lines.append(f"| Tool {markdown_cell(name, 64)} (--tool-overrides) | {markdown_cell(shown, None)}"
-                     + (" · input schema overridden" if "input_schema" in override else "") + " |")
-    if s.tool_calls_by_source:
-        lines.append(f"| Tool calls | {markdown_cell(sources_text(s.tool_calls_by_source))} |")
-    if s.not_started:
-        lines.append(f"| Not started (--max-cost) | {s.not_started} |")
-    if s.interrupted:
-        lines.append("| Interrupted | yes: rerun with --resume |")
-    return lines + [""]
-
-
-def reasons_text(case: CaseResult, separator: str) -> str:
-    return separator.join(f"{markdown_cell(r, None)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
-                          for r, n in case.reasons.items())
-
-
-def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
-    failures = [c for c in cases if not c.passed]
-    if not failures:
-        return []
-    lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
-    matrix = is_matrix(cases)
-    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
-              for c in failures]
-    return lines + [""]
-
-
-def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
-    flaky = [c for c in cases if c.flaky]
-    if not flaky:
-        return []
-    lines = ["### Flaky", "", "| Case | Passes | 95% interval | pass@k | pass^k |", "|---|---|---|---|---|"]
-    matrix = is_matrix(cases)
-    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
-              f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
-              for c in flaky]
-    return lines + [""]
-
-
-def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
-    lines = ["### All cases", "", "| Case | Result | Passes | 95% interval | Cost |", "|---|---|---|---|---|"]
-    matrix = is_matrix(cases)
-    lines += [f"| {markdown_cell(case_label(c, matrix), code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
-              f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
-              for c in cases]
-    return lines + [""]
-
-
-def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
-    lines: list[str] = []
-    if summary.tools:
-        lines += ["### Tool selection", "", "| Tool | Precision | Recall | F1 | TP | FP | FN |",
-                  "|---|---|---|---|---|---|---|"]
-        lines += [f"| {markdown_cell(s.tool, None, code=True)} | {s.precision:.2f} | {s.recall:.2f} | {s.f1:.2f} | "
-                  f"{s.true_positives} | {s.false_positives} | {s.false_negatives} |" for s in summary.tools]
-        lines.append("")
-    if summary.confusion:
-        actual_tools = sorted({tool for row in summary.confusion.values() for tool in row})
-        lines += ["### Confusion (expected tool → tool called first)", "",
-                  "| Expected \\ Called | " + " | ".join(markdown_cell(t, None, code=True) for t in actual_tools)
-                  + " |",
-                  "|---|" + "---|" * len(actual_tools)]
-        for expected in sorted(summary.confusion):
-            row = summary.confusion[expected]
-            lines.append(f"| {markdown_cell(expected, None, code=True)} | "
-                         + " | ".join(str(row.get(t, "")) for t in actual_tools) + " |")
-        lines.append("")
-    return lines
-
-
-def markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
-    """Which of the servers' tools the suite expected, which Claude called, which it never did."""
-    c = summary.tool_coverage
-    if c is None or not (c.available or c.called):
-        return []
-    covered = sum(1 for tool in c.available if tool in c.calls)
-    lines = ["### Tool coverage", "",
-             f"{covered}/{len(c.available)} of the servers' tools called in some run"
-             + (f" ({percent(c.coverage)})" if c.coverage is not None else "") + ".", "",
-             "| Tool | Expected by a case | Calls |", "|---|---|---|"]
-    for tool in [*c.available, *(t for t in c.called if t not in c.available)]:
-        calls = str(c.calls[tool]) if tool in c.calls else "never called"
-        lines.append(f"| {markdown_cell(tool, None, code=True)} | {'yes' if tool in c.expected else ''} | "
-                     f"{calls}{'' if tool in c.available or not c.available else ' (not offered)'} |")
-    lines.append("")
-    if c.expected and c.unexpected:
-        lines += ["Called, but expected by no case: " + ", ".join(markdown_cell(t, None, code=True) for t in c.unexpected),
-                  ""]
-    if c.expected_not_called:
-        lines += ["Expected, but never called: " + ", ".join(markdown_cell(t, None, code=True)
-                                                           for t in c.expected_not_called), ""]
-    return lines
-
-
-def markdown_qa(qa: QaRecord) -> list[str]:
-    """mcp-builder's evaluation report: accuracy, durations, tool calls, then every task with its
-    expected and given answers and Claude's summary and feedback."""
-    lines = ["### QA accuracy", "", "| Metric | Value |", "|---|---|",
-             f"| Accuracy | {qa.correct}/{qa.runs} runs ({percent(qa.accuracy)}; 95% interval "
-             f"{percent(qa.interval[0])}–{percent(qa.interval[1])}) |",
-             f"| Tasks | {qa.tasks} |", f"| Average task duration | {qa.mean_task_seconds:.2f}s |",
-             f"| Average tool calls per run | {qa.mean_tool_calls:.2f} |", f"| Total tool calls | {qa.tool_calls} |", ""]
-    if qa.tools:
-        lines += ["| Tool | Calls | Total time | Mean | Longest |", "|---|---|---|---|---|"]
-        lines += [f"| {markdown_cell(t.tool, None, code=True)} | {t.calls} | {t.total_ms / 1000:.2f}s | "
-                  f"{t.mean_ms:.0f} ms | {t.max_ms:.0f} ms |" for t in qa.tools]
-        lines.append("")
-    for task in qa.task_results:
-        mark = "✅" if task.correct == task.runs else "❌" if task.correct == 0 else "⚠️"
-        lines += [f"#### {mark} {markdown_cell(task.name, None)}: {task.correct}/{task.runs} correct", "",
-                  f"**Question**: {markdown_cell(task.question, 2000)}", "",
-                  f"**Expected answer**: {markdown_cell(task.expected, 300, code=True)} ({task.answer_match})", "",
-                  "| Run | Answer | Correct | Duration | Tool calls |", "|---|---|---|---|---|"]
-        for r in task.results:
-            given = f"error: {r.error}" if r.error else r.answer if r.answer else "(none)"
-            tools = ", ".join(f"{t.tool} ×{t.calls} ({t.total_ms / 1000:.2f}s)" for t in r.tools)
-            lines.append(f"| {r.iteration} | {markdown_cell(given, 200, code=True)} | {'✅' if r.correct else '❌'} | "
-                         f"{r.seconds:.2f}s | {r.tool_calls}{': ' + markdown_cell(tools, 300) if tools else ''} |")
-        lines.append("")
-        for r in task.results:
-            which = f" (run {r.iteration})" if task.runs > 1 else ""
-            for title, note in (("Summary", r.summary), ("Feedback", r.feedback)):
-                if note:
-                    lines += [f"**{title}**{which}: {markdown_cell(note, C.QA_NOTE_CHARS)}", ""]
-    return lines
-
-
-def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
-    """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
-    lines = ["## Trigger Analysis", ""]
-    for score in scores:
-        if len(scores) > 1:
-            lines += [f"### {markdown_cell(score.skill, None)}", ""]
-        lines += ["| Metric | Value |", "|--------|-------|",
-                  f"| Trigger Rate | {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives} "
-                  "positive activated) |",
-                  f"| False Positive Rate | {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
-                  f"{score.negatives} negative activated) |",
-                  f"| Trigger Score | {score.trigger_score:.1f}% |",
-                  f"| Precision / Recall / F1 | {score.precision:.0f}% / {rate_text(score.recall)} / {score.f1:.0f}% |",
-                  f"| Errored runs | {score.errored_runs}/{score.total_runs} "
-                  f"({score.errored_queries} queries without a usable run) |",
-                  f"| Cost | ${score.cost_usd:.4f} |", "",
-                  "#### Query Results" if len(scores) > 1 else "### Query Results", "",
-                  "| Query | Expected | Actual | Rate | Tools | Fired | Cost |",
-                  "|-------|----------|--------|------|-------|-------|------|"]
-        for q in score.query_results:
-            mark = "⚠️" if q.actual == "error" else "✅" if q.correct else "❌"
-            expected = q.expected + (" (routing)" if q.routing else "")
-            fired = ", ".join(f"{name}×{n}" for name, n in sorted(q.fired_skills.items())) or "-"
-            lines.append(f"| \"{markdown_cell(q.query)}\" | {expected} | {mark} {q.actual} | "
-                         f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} | "
-                         f"${q.cost_usd:.4f} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------- the terminal
-# Every sink escapes what it did not write. Text from outside (names, prompts, answers, tool
-# output, server stderr) reaches the terminal only through `terminal_text` (printed with
-# markup=False) or `escape_markup` (inside our own Rich markup): control characters, escape
-# sequences (OSC title/clipboard/links, clear screen, CSI), bidi overrides and lone surrogates
-# are shown as visible escapes (`\x1b`, `\u202e`), never sent raw, and data is never markup.
-TERMINAL_LINE_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-TERMINAL_BLOCK_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def visible_escapes(text: str, unsafe: re.Pattern) -> str:
-    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def terminal_text(text: Any, multiline: bool = False) -> str:
-    """The terminal sink for plain text (print it with markup=False): one line, or with
-    `multiline` a block that keeps its line breaks and tabs."""
-    text = str(text)
-    if multiline:
-        return visible_escapes(text.replace("\r\n", "\n"), TERMINAL_BLOCK_UNSAFE)
-    return visible_escapes(text, TERMINAL_LINE_UNSAFE)
-
-
-def escape_markup(text: Any) -> str:
-    """The terminal sink for data placed inside our own Rich markup: one line, control
-    characters shown escaped, and no `[...]` of the data read as a tag."""
-    from rich.markup import escape
-    return escape(terminal_text(text))
-
-
-def print_summary(console: Console, results: Results) -> None:
-    """The cases (failures and flaky first, passes while the table stays readable), the mode's
-    own tables, then one line of totals and the verdict."""
-    if results.sections.get("trigger_scores"):
-        for score in results.sections["trigger_scores"]:
-            print_trigger_table(console, score)
-    cases = [c for c in results.cases if c.kind != "trigger_query"]
-    if cases:
-        print_case_table(console, cases, f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
-                                         f"{sum(c.passed for c in cases)}/{len(cases)} passed")
-    if results.sections.get("qa") is not None:
-        print_qa(console, results.sections["qa"])
-    if results.sections.get("benchmark") is not None:
-        print_benchmark(console, results.sections["benchmark"])
-    isolation = results.sections.get("isolation")
-    for path in (isolation.outside_writes if isolation else []):
-        console.print(f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}", highlight=False)
-    s = results.summary
-    if s.tool_coverage is not None and s.tool_coverage.available:
-        print_tool_coverage(console, s.tool_coverage)
-    if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
-        console.print(f"tool calls: {terminal_text(sources_text(s.tool_calls_by_source))}", highlight=False, markup=False)
-    print_descriptions_shown(console, results.metadata)
-    if results.sections.get("matrix") is not None:
-        print_matrix(console, results.sections["matrix"])
-    console.print(f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
-                  f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
-                  f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
-                  highlight=False, soft_wrap=True)
-    console.print("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
-
-
-def print_descriptions_shown(console: Console, meta: Metadata) -> None:
-    """What Claude saw instead of the files: --skill-description and --tool-overrides."""
-    for name, description in (meta.skill_descriptions or {}).items():
-        console.print(f"description of {terminal_text(name)} (--skill-description): {terminal_text(description)}",
-                      highlight=False, soft_wrap=True, markup=False)
-    for name, override in (meta.tool_overrides or {}).items():
-        console.print(f"tool {terminal_text(name)} (--tool-overrides): "
-                      f"{terminal_text(override.get('description') or '(its server description)')}"
-                      + (" · input schema overridden" if "input_schema" in override else ""),
-                      highlight=False, soft_wrap=True, markup=False)
-
-
-def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolPolicy) -> None:
-    """--dry-run: every tool with the MCP annotations its server sets true (read-only, destructive,
-    idempotent, open-world), and what --tool-policy (with mocks and replay) does with its calls."""
-    table = Table(title=f"Tools (--tool-policy {policy.policy})", show_lines=False)
-    table.add_column("tool", no_wrap=True)
-    for column in ("server", "annotations", "calls"):
-        table.add_column(column, overflow="fold")
-    for tool in sorted(tools.values(), key=lambda t: t.name):
-        marks = [label for hint, label in ANNOTATION_LABELS.items() if tool.annotations.get(hint) is True]
-        treatment = policy.treatment(tool)
-        escaped = escape_markup(treatment)
-        shown = f"[red]{escaped}[/red]" if tool.destructive and treatment.startswith("live") else \
-            f"[yellow]{escaped}[/yellow]" if "withheld" in treatment else escaped
-        table.add_row(escape_markup(tool.name), escape_markup(tool.server),
-                      ", ".join(marks) or "-", shown)
-    console.print(table)
-
-
-ANNOTATION_LABELS = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
-                     "openWorldHint": "open-world"}
-
-
-def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
-    covered = sum(1 for tool in c.available if tool in c.calls)
-    parts = [f"tool coverage {covered}/{len(c.available)} ({percent(c.coverage or 0.0)})"]
-    if c.never_called:
-        parts.append("never called: " + ", ".join(c.never_called))
-    if c.expected_not_called:
-        parts.append("expected but never called: " + ", ".join(c.expected_not_called))
-    if c.expected and c.unexpected:
-        parts.append("called but expected by no case: " + ", ".join(c.unexpected))
-    console.print(escape_markup(" · ".join(parts)), highlight=False, soft_wrap=True)
-
-
-def print_qa(console: Console, qa: QaRecord) -> None:
-    """Every QA task: expected and given answers, runs correct, duration, tool calls; then
-    Claude's summary and feedback on the tools, a line each."""
-    table = Table(title=escape_markup(f"QA accuracy {percent(qa.accuracy)}: {qa.correct}/{qa.runs} runs correct "
-                                      f"(95% interval {percent(qa.interval[0])}–{percent(qa.interval[1])})"))
-    for column in ("task", "expected", "answers", "correct", "duration", "tool calls"):
-        table.add_column(column, overflow="fold")
-    for task in qa.task_results:
-        answers = list(dict.fromkeys("error" if r.error else r.answer or "(none)" for r in task.results))
-        colour = "green" if task.correct == task.runs else "red" if task.correct == 0 else "yellow"
-        tools = ", ".join(f"{t.tool}×{t.calls} {t.mean_ms:.0f}ms" for t in task.tools) or "-"
-        table.add_row(escape_markup(task.name), escape_markup(preview(task.expected, 60)),
-                      escape_markup("; ".join(preview(a, 60) for a in answers)),
-                      f"[{colour}]{task.correct}/{task.runs}[/{colour}]", f"{task.mean_seconds:.1f}s",
-                      escape_markup(f"{task.tool_calls}: {tools}" if task.tool_calls else "0"))
-    console.print(table)
-    for task in qa.task_results:
-        for title, note in (("summary", next((r.summary for r in task.results if r.summary), None)),
-                            ("feedback on the tools", next((r.feedback for r in task.results if r.feedback), None))):
-            if note:
-                console.print(f"{escape_markup(task.name)} {title}: {escape_markup(preview(note, 300))}",
-                              highlight=False, soft_wrap=True)
-    console.print(f"average task duration {qa.mean_task_seconds:.1f}s · tool calls {qa.tool_calls} "
-                  f"({qa.mean_tool_calls:.1f} per run)", highlight=False)
-
-
-def print_matrix(console: Console, matrix: "ModelMatrixRecord") -> None:
-    """A model matrix side by side: per model its totals, per case (those whose verdict depends on
-    the model first) a column per model, per tool its calls and F1; then the disagreements."""
-    table = Table(title="Models side by side")
-    for column in ("model", "passed", "runs", "errors", "cost $", "latency p50 / p95", "$/MTok in / out"):
-        table.add_column(column, overflow="fold")
-    for s in matrix.summaries:
-        table.add_row(escape_markup(s.model), f"{s.passed}/{s.cases} ({percent(s.pass_rate)})", str(s.runs),
-                      str(s.run_errors), f"{s.cost_usd:.4f}",
-                      f"{s.latency_p50_ms / 1000:.1f}s / {s.latency_p95_ms / 1000:.1f}s",
-                      escape_markup(price_text(s.price) + ("" if s.priced else " (guessed)")))
-    console.print(table)
-    cases = Table(title="Cases per model")
-    cases.add_column("case", overflow="fold")
-    for model in matrix.models:
-        cases.add_column(escape_markup(model), overflow="fold")
-    rows = sorted(matrix.cases, key=lambda row: not row.disagree)
-    for row in rows[:C.SUMMARY_TABLE_ROWS]:
-        cells = []
-        for model in matrix.models:
-            cell = row.models.get(model)
-            colour = "yellow" if cell is None or cell.error else "green" if cell.passed else "red"
-            cells.append("-" if cell is None else f"[{colour}]{cell.passes}/{cell.runs}[/{colour}] ${cell.cost_usd:.4f} "
-                                                  f"{cell.mean_latency_ms / 1000:.1f}s")
-        cases.add_row(escape_markup(row.name) + (" [yellow](differs)[/yellow]" if row.disagree else ""), *cells)
-    console.print(cases)
-    if len(rows) > C.SUMMARY_TABLE_ROWS:
-        console.print(f"... and {len(rows) - C.SUMMARY_TABLE_ROWS} more case(s): see --report or -o", highlight=False)
-    if matrix.tools:
-        tools = Table(title="Tools per model (calls · F1 · mean call)")
-        tools.add_column("tool", overflow="fold")
-        for model in matrix.models:
-            tools.add_column(escape_markup(model), overflow="fold")
-        for tool in matrix.tools:
-            tools.add_row(escape_markup(tool.tool), *("-" if (c := tool.models.get(m)) is None else
-                                                      f"{c.calls} · {'n/a' if c.f1 is None else f'{c.f1:.2f}'} · "
-                                                      f"{c.mean_ms:.0f} ms" for m in matrix.models))
-        console.print(tools)
-    disagreeing = [row for row in matrix.cases if row.disagree]
-    if not disagreeing:
-        console.print("every case has the same verdict on every model", highlight=False)
-    for row in disagreeing:
-        console.print(f"[yellow]differs by model:[/yellow] {escape_markup(row.name)}: passes on "
-                      f"{escape_markup(', '.join(row.passed_on))}, fails on {escape_markup(', '.join(row.failed_on))}",
-                      highlight=False, soft_wrap=True)
-
-
-def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
-    table = Table(title=escape_markup(title))
-    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
-        table.add_column(column, overflow="fold")
-    shown = [c for c in cases if not c.passed or c.flaky]
-    shown += [c for c in cases if c.passed and not c.flaky][:max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
-    matrix = is_matrix(cases)
-    for c in sorted(shown, key=lambda c: c.passed):
-        verdict = "[yellow]error[/yellow]" if c.error else "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
-        verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
-        table.add_row(escape_markup(case_label(c, matrix)), verdict, f"{c.passes}/{c.runs}",
-                      f"{percent(c.interval[0])}–{percent(c.interval[1])}", f"{c.cost_usd:.4f}",
-                      escape_markup("; ".join(c.reasons)))
-    console.print(table)
-    if len(shown) < len(cases):
-        console.print(f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o", highlight=False)
-
-
-def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
-    table = Table(title=escape_markup(f"Trigger results: {score.skill}"))
-    for column in ("query", "expected", "actual", "rate", "tools", "fired", "cost $"):
-        table.add_column(column, overflow="fold")
-    for q in score.query_results:
-        colour = "yellow" if q.actual == "error" else "green" if q.correct else "red"
-        table.add_row(escape_markup(preview(q.query, 70)), q.expected + (" (routing)" if q.routing else ""),
-                      f"[{colour}]{q.actual}[/{colour}]", f"{q.activations}/{q.runs}", f"{q.tool_count:g}",
-                      escape_markup(", ".join(sorted(q.fired_skills)) or "-"), f"{q.cost_usd:.4f}")
-    console.print(table)
-    console.print(f"triggerRate {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives})  "
-                  f"falsePositiveRate {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"
-                  f"{score.negatives})  [bold]triggerScore {score.trigger_score:.1f}%[/bold]  "
-                  f"precision {score.precision:.0f}%  recall {rate_text(score.recall)}  F1 {score.f1:.0f}%  "
-                  f"errored runs {score.errored_runs}/{score.total_runs}  cost ${score.cost_usd:.4f}",
-                  highlight=False)
-
-
-class RunProgress:
-    """The live progress line of a suite: runs done, passes, failures, tokens, cost, ETA."""
-
-    def __init__(self, console: Console, total: int, verdict_of: Callable[[Any], Verdict | None],
-                 usage_of: Callable[[Any], tuple[Usage, float]]) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.verdict_of, self.usage_of = verdict_of, usage_of
-        self.passes = self.failures = 0
-        self.usage = Usage()
-        self.cost = 0.0
-        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("[green]{task.fields[passes]} pass[/green] "
-                                            "[red]{task.fields[failures]} fail[/red]"),
-                                 TextColumn("{task.fields[tokens]} tok ${task.fields[cost]}"),
-                                 TimeRemainingColumn(), console=console, transient=False)
-        self.task = self.progress.add_task("runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000")
-
-    def __enter__(self) -> "RunProgress":
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def on_record(self, record: Any) -> None:
-        verdict = self.verdict_of(record)
-        if verdict is not None:
-            self.passes += verdict.passed
-            self.failures += not verdict.passed
-        usage, cost = self.usage_of(record)
-        self.usage, self.cost = self.usage + usage, self.cost + cost
-        self.progress.update(self.task, advance=1, passes=self.passes, failures=self.failures,
-                             tokens=f"{self.usage.total:,}", cost=f"{self.cost:.4f}")
-
-
-def print_run_summary(console: Console, transcripts: list[Transcript]) -> None:
-    """-q without -o or --json: every run as a row, and Claude's last answer."""
-    table = Table(title="Evaluation results", show_lines=False)
-    for column in ("case", "iter", "tools called", "turns", "tokens", "cost $", "latency", "ended by"):
-        table.add_column(column, overflow="fold")
-    several = len({t.model for t in transcripts}) > 1  # a model matrix: each run names its model
-    for t in transcripts:
-        ended = f"[red]error[/red]: {escape_markup(t.error)}" if t.error else t.ended_by
-        name = f"{t.case.name} ({t.model})" if several else t.case.name
-        table.add_row(escape_markup(name), str(t.iteration), escape_markup(", ".join(
-                          call.name + ("" if call.source == "live" else f" ({SOURCE_LABELS[call.source]})")
-                          for call in t.tool_calls) or "-"),
-                      str(len(t.history)), f"{t.usage.total:,}", f"{t.cost_usd:.4f}", f"{t.latency_ms / 1000:.1f}s",
-                      ended)
-    console.print(table)
-    last = next((t for t in transcripts if t.final_text), None)
-    if last:
-        console.print(f"[bold]Final answer[/bold] ({escape_markup(last.case.name)}, iteration {last.iteration}):")
-        console.print(terminal_text(last.final_text, multiline=True), markup=False, highlight=False)
-
-
-def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
-    """One line of at most `limit` characters: enough to see what a tool answered."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
-class LiveConversationView(ConversationObserver):
-    """A conversation on the terminal as it happens: user and Claude text (streamed), each tool
-    call with its arguments and the start of its result, and a status line after every model
-    turn with turns, tokens and cost."""
-
-    def __init__(self, console: Console, max_turns: int) -> None:
-        self.console = console
-        self.max_turns = max_turns
-        self.in_text = False             # Claude's text is being printed; its header is out
-
-    def say(self, markup: str, text: str = "") -> None:
-        self.console.print(markup, highlight=False)
-        if text:
-            self.console.print(terminal_text(text, multiline=True), markup=False, highlight=False)
-
-    def end_text(self) -> None:
-        if self.in_text:
-            self.console.print()
-            self.in_text = False
-
-    def on_start(self, transcript: Transcript) -> None:
-        self.console.rule(f"{escape_markup(transcript.case.name)} · iteration {transcript.iteration}")
-        for entry in transcript.history:
-            label = "[bold green]You[/bold green]" if entry.role == "user" else "[bold cyan]Claude[/bold cyan]"
-            self.say(label, entry.content)
-
-    def on_user(self, text: str, simulated: bool = False) -> None:
-        if simulated:  # a person's reply is on the screen already: they typed it
-            self.say("[bold magenta]Simulated user[/bold magenta]", text)
-
-    def on_assistant_text(self, text: str) -> None:
-        if not self.in_text:
-            self.say("[bold cyan]Claude[/bold cyan]")
-            self.in_text = True
-        self.console.print(terminal_text(text, multiline=True), end="", markup=False, highlight=False, soft_wrap=True)
-
-    def on_tool_call(self, call: ToolCall) -> None:
-        self.end_text()
-        arguments = json.dumps(call.input, ensure_ascii=False)
-        how = "" if call.source == "live" else \
-            f"[magenta]{escape_markup('[' + SOURCE_LABELS.get(call.source, call.source) + ']')}[/magenta] "
-        self.console.print(f"  [yellow]⚙ {escape_markup(call.name)}[/yellow] {how}", end="", highlight=False)
-        self.console.print(terminal_text(preview(arguments, 200)), markup=False, highlight=False)
-        colour = "red" if call.is_error else "dim"
-        shown = preview(call.output or "(no output)", min(C.TOOL_RESULT_PREVIEW_CHARS, self.console.width - 8))
-        self.console.print(f"    [{colour}]↳ {escape_markup(shown)}[/{colour}]", highlight=False)
-
-    def on_turn_end(self, transcript: Transcript) -> None:
-        self.end_text()
-        self.console.print(f"[dim]turn {transcript.model_calls}/{self.max_turns} · "
-                           f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}[/dim]", highlight=False)
-
-    def on_conversation_end(self, transcript: Transcript) -> None:
-        self.end_text()
-        detail = f": {transcript.error}" if transcript.error else ""
-        self.console.print(f"[bold]ended by {transcript.ended_by}[/bold]{escape_markup(detail)} · "
-                           f"{transcript.user_interventions} user repl{'y' if transcript.user_interventions == 1 else 'ies'} · "
-                           f"{transcript.usage.total:,} tokens · ${transcript.cost_usd:.4f}", highlight=False)
-
-
-# ---------------------------------------------------------------------------- comparing result files
-@dataclass
-class CaseChange:
-    name: str
-    change: str                     # regression | fixed | added | removed | unchanged
-    old: CaseResult | None
-    new: CaseResult | None
-
-    @property
-    def reasons(self) -> str:
-        case = self.new if self.change in ("regression", "added") else self.old
-        return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
-
-
-@dataclass
-class Comparison:
-    """One step of a comparison: an older results file against a newer one."""
-    old_path: str
-    new_path: str
-    old: ResultsDocument
-    new: ResultsDocument
-    changes: list[CaseChange]
-
-    def of(self, kind: str) -> list[CaseChange]:
-        return [c for c in self.changes if c.change == kind]
-
-    @property
-    def failed(self) -> bool:
-        """A regression, or a case that is gone: a removed case is never counted as a pass."""
-        return bool(self.of("regression") or self.of("removed"))
-
-
-CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
-
-
-def compare_documents(old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument) -> Comparison:
-    old_matrix, new_matrix = is_matrix(old.cases), is_matrix(new.cases)  # a model matrix: a case per model
-    before = {case_label(c, old_matrix): c for c in old.cases}
-    after = {case_label(c, new_matrix): c for c in new.cases}
-    changes = []
-    for name in dict.fromkeys([*before, *after]):
-        a, b = before.get(name), after.get(name)
-        kind = ("added" if a is None else "removed" if b is None else "regression" if a.passed and not b.passed
-                else "fixed" if b.passed and not a.passed else "unchanged")
-        changes.append(CaseChange(name, kind, a, b))
-    changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
-    return Comparison(old_path, new_path, old, new, changes)
-
-
-def compare_files(paths: Sequence[str]) -> list[Comparison]:
-    """Each file against the one before it: a history of runs reads as a chain of changes. Every
-    file is read and checked before anything is compared."""
-    documents = [read_results_document(p) for p in paths]
-    return [compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1])
-            for i in range(len(paths) - 1)]
-
-
-def pass_line(document: ResultsDocument) -> str:
-    s = document.summary
-    low, high = wilson_interval(s.passed, s.cases)
-    return f"{s.passed}/{s.cases} ({percent(s.pass_rate)}, 95% {percent(low)}–{percent(high)})"
-
-
-def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float | None]]:
-    old = {s.skill: s.trigger_score for s in c.old.trigger_scores or []}
-    new = {s.skill: s.trigger_score for s in c.new.trigger_scores or []}
-    return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
-
-
-def render_comparison(c: Comparison) -> str:
-    icon = "❌" if c.failed else "✅"
-    old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
-    lines = [f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-             f"{len(c.of('removed'))} removed, {len(c.of('added'))} added", "",
-             f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
-             f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})", "",
-             "| | Old | New |", "|---|---|---|",
-             f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
-             f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |"]
-    for skill, before, after in trigger_score_changes(c):
-        delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
-        lines.append(f"| triggerScore {markdown_cell(skill, None, code=True)} | "
-                     f"{'-' if before is None else f'{before:.1f}%'} | "
-                     f"{'-' if after is None else f'{after:.1f}%'}{delta} |")
-    lines.append("")
-    changed = [ch for ch in c.changes if ch.change != "unchanged"]
-    if changed:
-        lines += ["| Case | Change | Old | New | Reasons |", "|---|---|---|---|---|"]
-        for ch in changed:
-            old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
-            new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
-            lines.append(f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
-                         f"{markdown_cell(ch.reasons, None)} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-CHANGE_COLOURS = {"regression": "red", "removed": "red", "fixed": "green", "added": "cyan"}
-
-
-def print_comparison(console: Console, c: Comparison) -> None:
-    colour = "red" if c.failed else "green"
-    console.print(f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
-                  f"{len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-                  f"{len(c.of('removed'))} removed, {len(c.of('added'))} added[/bold {colour}]", highlight=False)
-    console.print(f"  passed {pass_line(c.old)} → {pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → "
-                  f"${c.new.summary.cost_usd:.4f}", highlight=False)
-    for skill, before, after in trigger_score_changes(c):
-        console.print(f"  triggerScore {escape_markup(skill)}: {'-' if before is None else f'{before:.1f}%'} → "
-                      f"{'-' if after is None else f'{after:.1f}%'}", highlight=False)
-    for ch in c.changes:
-        if ch.change in CHANGE_COLOURS:
-            tint = CHANGE_COLOURS[ch.change]
-            console.print(f"  [{tint}]{ch.change:<10}[/{tint}] {escape_markup(ch.name)}"
-                          + (f" — {escape_markup(ch.reasons)}" if ch.reasons else ""), highlight=False)
-
-
-def comparison_json(comparisons: Sequence[Comparison]) -> dict:
-    return {"comparisons": [{
-        "old": c.old_path, "new": c.new_path, "failed": c.failed,
-        "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
-        "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
-        "trigger_scores": [{"skill": s, "old": a, "new": b} for s, a, b in trigger_score_changes(c)],
-        "cases": [{"name": ch.name, "change": ch.change, "reasons": ch.reasons,
-                   "old_passed": ch.old.passed if ch.old else None, "new_passed": ch.new.passed if ch.new else None,
-                   "old_pass_rate": ch.old.pass_rate if ch.old else None,
-                   "new_pass_rate": ch.new.pass_rate if ch.new else None} for ch in c.changes]}
-        for c in comparisons]}
-
-
-# ============================================================================ 11. modes and the CLI
-EXIT_INTERRUPTED = 130                # what a shell reports for a process stopped by Ctrl-C
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-stopped_by: list[int] = []            # the signal that stopped this invocation, when one did
+
+
+stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
 
 
 def stop_like_ctrl_c(signum: int, frame: Any) -> None:
@@ -9721,27 +12518,39 @@ def stop_signals_like_ctrl_c() -> Iterable[None]:
 
 def require_api_key() -> None:
     if not api_key_from_env():
-        raise InputError("ANTHROPIC_API_KEY is not set",
-                         hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com")
+        raise InputError(
+            "ANTHROPIC_API_KEY is not set",
+            hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com",
+        )
 
 
 def servers_for(settings: Settings) -> list[ServerSpec]:
     """The key is checked before any server starts, after a bad --mcp-config is reported (its own
     line, key or not); a dry run needs no key (it calls no model)."""
     if "transport" in settings.given and not settings.server_url:
-        raise InputError("--transport applies to --server-url", hint="e.g. --server-url http://127.0.0.1:3001/sse "
-                                                                     "--transport sse")
+        raise InputError(
+            "--transport applies to --server-url",
+            hint="e.g. --server-url http://127.0.0.1:3001/sse --transport sse",
+        )
     if settings.replay and not servers_named(settings):
         servers = []  # the cassette's tools, no server at all (not the bundled example server)
     else:
-        servers = resolve_servers(settings.server, settings.server_env, settings.mcp_config, settings.server_module,
-                                  settings.server_url, settings.transport)
+        servers = resolve_servers(
+            settings.server,
+            settings.server_env,
+            settings.mcp_config,
+            settings.server_module,
+            settings.server_url,
+            settings.transport,
+        )
     if not settings.dry_run:
         require_api_key()
     return servers
 
 
-def user_source(settings: Settings, console: Console) -> Callable[[TestCase, ModelClient], UserInput | None]:
+def user_source(
+    settings: Settings, console: Console
+) -> Callable[[TestCase, ModelClient], UserInput | None]:
     """Who answers Claude in each conversation: the terminal, a simulated user (from
     --simulate-user or the case's own goal), or nobody."""
     if settings.interactive:
@@ -9750,7 +12559,12 @@ def user_source(settings: Settings, console: Console) -> Callable[[TestCase, Mod
 
     def simulated_or_nobody(case: TestCase, model: ModelClient) -> UserInput | None:
         goal = settings.simulate_user or case.simulated_user
-        return SimulatedUser(goal, model, settings.user_model, settings.max_user_turns) if goal else None
+        return (
+            SimulatedUser(goal, model, settings.user_model, settings.max_user_turns)
+            if goal
+            else None
+        )
+
     return simulated_or_nobody
 
 
@@ -9760,196 +12574,19 @@ def exit_code(results: Results, outcome: PipelineOutcome) -> int:
     return 0 if results.passed else 1
 
 
-# ---------------------------------------------------------------------------- tool-use modes: cases and scoring
-class ToolCheckScoring:
-    """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
-    tools' own schemas) on each run; a case passes at --threshold of its runs."""
-
-    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
-        self.cases, self.check_names = cases, check_names
-        self.tools: dict[str, ToolSpec] = {}
-        self.verdicts: dict[tuple[str, int, str], Verdict] = {}
-
-    def connected(self, hub: McpHub) -> None:
-        if self.check_names:
-            check_case_tools(self.cases, hub.tool_names())  # before the first model call
-        self.tools.update(hub.tools)
-
-    def verdict(self, t: Transcript) -> Verdict:
-        """Once per run: the journal, the progress bar and the reports share it."""
-        key = (t.case.name, t.iteration, t.model)
-        if key not in self.verdicts:
-            self.verdicts[key] = score_tool_use(t.case, t, self.tools)
-        return self.verdicts[key]
-
-    def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
-        """A case over its runs; with several models, a case per model (runs come case by case,
-        and model by model within a case)."""
-        out = []
-        for _, runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
-            runs = list(runs)
-            summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
-            out.append(case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000))
-            out[-1].model = runs[0].model
-        return out
-
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        return {}
-
-
-class QaScoring(ToolCheckScoring):
-    """--qa: each run is graded on its answer (and on a judge's or a verify command's verdict
-    when a case asks for one), not on the tools' schemas: a QA task may take dozens of calls, and
-    a call that goes wrong on the way is Claude's feedback, not a wrong answer. Every run's
-    answer, timings and notes are kept as it is scored, before --summary-only slims it."""
-
-    UNGRADED = ("schemas",)
-
-    def __init__(self, cases: list[TestCase]) -> None:
-        super().__init__(cases, False)
-        self.runs: dict[tuple[str, int, str], QaRunRecord] = {}
-
-    def verdict(self, t: Transcript) -> Verdict:
-        key = (t.case.name, t.iteration, t.model)
-        if key not in self.verdicts:
-            reasons = [reason for name, check in TOOL_CHECKS.items() if name not in self.UNGRADED
-                       for reason in check(t.case, t, self.tools)]
-            self.verdicts[key] = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
-        if key not in self.runs:  # a verdict restored by --merge still gets its run's record
-            self.runs[key] = qa_run_record(t, self.verdicts[key])
-        return self.verdicts[key]
-
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        return {"qa": qa_record(self.cases, self.runs)}
-
-
-def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
-    notes = {tag: transcript_tagged(t, tag) for tag in ("summary", "feedback")}
-    return QaRunRecord(iteration=t.iteration, correct=verdict.passed, answer=None if t.error else transcript_answer(t),
-                       reasons=verdict.reasons, seconds=round(t.latency_ms / 1000, 3), tool_calls=len(t.tool_calls),
-                       tools=tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
-                       **{tag: cap_text(text, C.QA_NOTE_CHARS) if text else None for tag, text in notes.items()},
-                       error=t.error, model=t.model)
-
-
-def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
-    """(tool, milliseconds) of calls -> per tool: calls, total, mean and longest time."""
-    by_tool: dict[str, list[float]] = {}
-    for name, ms in calls:
-        by_tool.setdefault(name, []).append(ms)
-    return [ToolTimeRecord(tool=name, calls=len(times), total_ms=round(sum(times), 2),
-                           mean_ms=round(sum(times) / len(times), 2), max_ms=round(max(times), 2))
-            for name, times in sorted(by_tool.items())]
-
-
-def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]:
-    by_tool: dict[str, list[ToolTimeRecord]] = {}
-    for record in records:
-        by_tool.setdefault(record.tool, []).append(record)
-    merged = []
-    for name, parts in sorted(by_tool.items()):
-        calls, total = sum(p.calls for p in parts), sum(p.total_ms for p in parts)
-        merged.append(ToolTimeRecord(tool=name, calls=calls, total_ms=round(total, 2),
-                                     mean_ms=round(total / calls, 2) if calls else 0.0,
-                                     max_ms=max(p.max_ms for p in parts)))
-    return merged
-
-
-def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunRecord]) -> QaRecord:
-    """The QA section: per task (in file order, those that ran) and over every run."""
-    tasks = []
-    for case in cases:
-        mine = sorted((r for (name, _, _), r in runs.items() if name == case.name),
-                      key=lambda r: (r.model or "", r.iteration))
-        if not mine:
-            continue
-        correct = sum(r.correct for r in mine)
-        tasks.append(QaTaskRecord(
-            name=case.name, question=case.prompt, expected=case.expected_answer or "", answer_match=case.answer_match,
-            runs=len(mine), correct=correct, accuracy=round(correct / len(mine), 4),
-            interval=tuple(round(x, 4) for x in wilson_interval(correct, len(mine))),
-            mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3), tool_calls=sum(r.tool_calls for r in mine),
-            tools=merged_tool_times(t for r in mine for t in r.tools), results=mine))
-    every = [r for task in tasks for r in task.results]
-    correct = sum(r.correct for r in every)
-    return QaRecord(tasks=len(tasks), runs=len(every), correct=correct,
-                    accuracy=round(correct / len(every), 4) if every else 0.0,
-                    interval=tuple(round(x, 4) for x in wilson_interval(correct, len(every))),
-                    mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
-                    mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
-                    tool_calls=sum(r.tool_calls for r in every),
-                    tools=merged_tool_times(t for task in tasks for t in task.tools), task_results=tasks)
-
-
-class AnswerScoring:
-    """Knowledge / task / security tests run against the MCP servers: each run's answer scored
-    like a skill test's (concepts, forbidden patterns, refusal)."""
-
-    def __init__(self, tests: list[SkillTest]) -> None:
-        self.tests = {t.name: t for t in tests}
-        self.answers: dict[tuple[str, int, str], ClaudeRun] = {}  # each run's answer, seen before --summary-only slims it
-
-    def connected(self, hub: McpHub) -> None:
-        self.tools = dict(hub.tools)  # for the suite's tool coverage
-
-    def answer(self, t: Transcript) -> ClaudeRun:
-        return self.answers.setdefault((t.case.name, t.iteration, t.model), transcript_as_claude_run(t))
-
-    def run_score(self, t: Transcript) -> dict:
-        """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""
-        score = score_test_run(self.tests[t.case.name], self.answer(t))
-        graded = [reason for name in OUTCOME_CHECKS for reason in TOOL_CHECKS[name](t.case, t, {})]
-        return dict(score, passed=False, graded=graded) if graded and "error" not in score else score
-
-    def verdict(self, t: Transcript) -> Verdict:
-        score = self.run_score(t)
-        return Verdict(bool(score.get("passed")), run_score_reasons(self.tests[t.case.name], score))
-
-    def case_results(self, transcripts: list[Transcript], threshold: float, group: str) -> list[CaseResult]:
-        self.test_results = []
-        out = []
-        for (name, model), runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
-            runs = list(runs)
-            result = score_skill_test(self.tests[name], [self.answer(t) for t in runs], threshold,
-                                      [self.run_score(t) for t in runs])
-            self.test_results.append(result)
-            out.append(case_result_from_test(result, Path(self.tests[name].source).name or group,
-                                             sum(t.cost_usd for t in runs), sum(t.latency_ms for t in runs) / 1000))
-            out[-1].model = model
-        return out
-
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        costs = {(c.name, c.model): c.cost_usd for c in case_results}
-        records = []
-        for result, case in zip(self.test_results, case_results):
-            records.append(skill_test_record(result, costs.get((result.test.name, case.model), 0.0)))
-            records[-1].model = case.model
-        return {"tests": records}
-
-
-def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
-    """A tool-use transcript seen as a skill-test run, so the same answer scorers judge both."""
-    t = transcript
-    return ClaudeRun(query=t.case.prompt, run=t.iteration, first_tool=t.tools_called[0] if t.tools_called else None,
-                     tool_count=len(t.tool_calls), tools=t.tools_called, answer=t.final_text, error=t.error,
-                     total_cost_usd=round(t.cost_usd, 6), usage=asdict(t.usage), latency_ms=t.latency_ms)
-
-
-def skill_test_record(result: SkillTestResult, cost: float) -> SkillTestRecord:
-    test = result.test
-    return SkillTestRecord(name=test.name, type=test.type, source=test.source, skill=test.skill,
-                           category=test.category, severity=test.severity, passed=result.passed, error=result.error,
-                           activated_skills=sorted({s for r in result.runs for s in r.activated_skills}),
-                           run_scores=result.run_scores, cost_usd=round(cost, 6))
-
-
+# ---------------------------------------------------------------------------- tool-use modes
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:
     """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
     if settings.interactive and settings.simulate_user is not None:
-        raise InputError("--interactive and --simulate-user exclude each other",
-                         hint="a conversation has one user: you at the terminal, or the simulated one")
+        raise InputError(
+            "--interactive and --simulate-user exclude each other",
+            hint="a conversation has one user: you at the terminal, or the simulated one",
+        )
     if settings.simulate_user is not None and not settings.simulate_user.strip():
-        raise InputError("--simulate-user needs a goal", hint='e.g. --simulate-user "find my LTV model\'s inputs"')
+        raise InputError(
+            "--simulate-user needs a goal",
+            hint='e.g. --simulate-user "find my LTV model\'s inputs"',
+        )
     if settings.conversation:
         return [conversation_case(settings.conversation, settings.query)], "conversation"
     if settings.query is not None:
@@ -9964,81 +12601,242 @@ def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
     names = [t.name for t in tests]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
-        raise InputError(f"two tests are named {duplicate!r}", hint="give every test a unique `name:`")
+        raise InputError(
+            f"two tests are named {duplicate!r}", hint="give every test a unique `name:`"
+        )
     for test in tests:
         if test.type == "trigger":
-            raise InputError("a trigger test runs through Claude Code", test.source, test.line,
-                             "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run")
+            raise InputError(
+                "a trigger test runs through Claude Code",
+                test.source,
+                test.line,
+                "add --skill path/to/SKILL.md, or leave trigger tests out of a tool-use run",
+            )
         if test.eval_id is not None:
-            raise InputError("skill-creator's task evals run through Claude Code, with and without the skill",
-                             test.source, test.line, f"add --skill path/to/{test.skill or 'the-skill'}")
-    return [TestCase(name=t.name, prompt=t.prompt, description=t.type, simulated_user=t.simulated_user,
-                     source=t.source, line=t.line, rubric=t.rubric, verify=t.verify,
-                     expected_answer=t.expected_answer, answer_match=t.answer_match) for t in tests]
+            raise InputError(
+                "skill-creator's task evals run through Claude Code, with and without the skill",
+                test.source,
+                test.line,
+                f"add --skill path/to/{test.skill or 'the-skill'}",
+            )
+    return [
+        TestCase(
+            name=t.name,
+            prompt=t.prompt,
+            description=t.type,
+            simulated_user=t.simulated_user,
+            source=t.source,
+            line=t.line,
+            rubric=t.rubric,
+            verify=t.verify,
+            expected_answer=t.expected_answer,
+            answer_match=t.answer_match,
+        )
+        for t in tests
+    ]
 
 
-def query_mode(settings: Settings, console: Console) -> int:
-    """-q / -c / --interactive / --simulate-user: conversations against the servers."""
-    cases, input_type = query_cases(settings)
-    return tool_use_mode(settings, console, cases, ToolCheckScoring(cases, False), "query", input_type, "query")
+def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
+    """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
+    if not settings.batch:
+        return
+    if settings.interactive:
+        raise UsageProblem(
+            "--batch does not apply to --interactive runs: you answer Claude as it writes, "
+            "one call at a time"
+        )
+    if settings.simulate_user is not None:
+        raise UsageProblem(
+            "--batch does not apply to --simulate-user runs: the simulated user answers Claude "
+            "between its calls"
+        )
+    simulated = next((case for case in cases if case.simulated_user), None)
+    if simulated is not None:
+        raise InputError(
+            f"{simulated.name!r} has a simulated user, which --batch cannot run",
+            simulated.source or None,
+            simulated.line or None,
+            hint="run it without --batch, or leave it out of the --batch run",
+        )
 
 
-def csv_mode(settings: Settings, console: Console) -> int:
-    """--csv: every case of the suite, scored."""
-    cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
-    return tool_use_mode(settings, console, cases, ToolCheckScoring(cases, True), "csv", "csv", Path(settings.csv).stem)
+def restore_scoring(scoring: Any, settings: Settings) -> None:
+    """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
+    as its piece gave it (the tools' schemas that graded it are not at hand here)."""
+    available = next(
+        (
+            p.summary.tool_coverage.available
+            for p in settings.merged_pieces
+            if p.summary.tool_coverage is not None
+        ),
+        [],
+    )
+    scoring.tools = dict.fromkeys(available)
+    verdicts = getattr(scoring, "verdicts", None)
+    if verdicts is None:
+        return  # answer-scored tests are graded from the run itself
+    for result in settings.merged_runs:
+        if isinstance(result, ToolRunResult) and result.verdict is not None:
+            verdicts[(result.test_name, result.iteration, result.model)] = Verdict(
+                result.verdict.passed, list(result.verdict.reasons)
+            )
 
 
-def qa_mode(settings: Settings, console: Console) -> int:
-    """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
-    its own system prompt and --max-turns unless they are given."""
-    files = ([settings.qa] if settings.qa else []) + list(settings.tests)
-    others = [f for f in files if kind_of_test_file(f) != "qa"]
-    if others:
-        raise InputError(f"{others[0]} is not a QA evaluation (.xml)",
-                         hint="run QA evaluations and markdown tests separately")
-    cases = [case for f in files for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")]
-    if settings.answer_match:
-        cases = [replace(case, answer_match=settings.answer_match) for case in cases]
-    settings = replace(settings, max_turns=settings.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
-                       prompt=settings.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT")
-    return tool_use_mode(settings, console, cases, QaScoring(cases), "qa", "qa", Path(files[0]).stem)
+def tool_use_results(
+    settings: Settings,
+    outcome: PipelineOutcome,
+    scoring: Any,
+    mode: str,
+    input_type: str,
+    suite_name: str,
+) -> Results:
+    transcripts: list[Transcript] = outcome.records
+    cases = scoring.case_results(transcripts, settings.threshold, suite_name)
+    usages = [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in transcripts]
+    summary = summary_record(
+        cases,
+        usages,
+        settings.threshold,
+        outcome,
+        tool_selection_stats(transcripts),
+        confusion_table(transcripts),
+    )
+    summary.tool_coverage = tool_coverage(
+        [*getattr(scoring, "cases", []), *(t.case for t in transcripts)],
+        transcripts,
+        sorted(getattr(scoring, "tools", {})),
+    )
+    summary.tool_calls_by_source = calls_by_source(transcripts)
+    simulated = (
+        {
+            "goal": settings.simulate_user,
+            "model": settings.user_model,
+            "max_user_turns": settings.max_user_turns,
+        }
+        if settings.simulate_user
+        else None
+    )
+    metadata = make_metadata(
+        mode,
+        settings,
+        0 if settings.summary_only else len(transcripts),
+        outcome,
+        input_type=input_type,
+        simulated_user=simulated,
+        tool_overrides=load_tool_overrides(settings.tool_overrides)
+        if settings.tool_overrides
+        else None,
+    )
+    passed = (
+        bool(cases)
+        and all(c.passed for c in cases)
+        and not outcome.not_started
+        and not outcome.interrupted
+    )
+    sections = scoring.sections(cases)
+    if settings.matrix:
+        by_model: dict[str, list[Transcript]] = {model: [] for model in settings.models}
+        for t in transcripts:
+            by_model.setdefault(t.model, []).append(t)
+        sections["matrix"] = model_matrix(
+            cases,
+            {
+                m: [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in ts]
+                for m, ts in by_model.items()
+            },
+            {m: (tool_selection_stats(ts), tool_durations(ts)) for m, ts in by_model.items()},
+        )
+    return Results(
+        metadata,
+        passed,
+        summary,
+        cases,
+        lambda: (
+            ()
+            if settings.summary_only
+            else (tool_run_result(t, scoring.verdict) for t in transcripts)
+        ),
+        0 if settings.summary_only else len(transcripts),
+        sections,
+        suite_name,
+    )
 
 
-def qa_files_given(settings: Settings) -> bool:
-    """--qa, or a QA evaluation (.xml) among the --tests files."""
-    return bool(settings.qa) or any(kind_of_test_file(f) == "qa" for f in settings.tests)
+def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str, Any]:
+    policy, hub = runner.tool_policy, runner.hub
+    tools = (
+        [
+            ToolInfoRecord(
+                name=t.name, server=t.server, annotations=t.annotations, calls=policy.treatment(t)
+            )
+            for t in sorted(hub.tools.values(), key=lambda t: t.name)
+        ]
+        if hub
+        else None
+    )
+    return {
+        "tool_policy": settings.tool_policy,
+        "allowed_tools": list(settings.allow_tool),
+        "mock_tools": settings.mock_tools,
+        "replay": settings.replay,
+        "record": settings.record,
+        "tools": tools,
+    }
 
 
-def markdown_mode(settings: Settings, console: Console) -> int:
-    """--tests without --skill: knowledge / task / security tests against the MCP servers."""
-    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
-    cases = markdown_tool_cases(tests)
-    return tool_use_mode(settings, console, cases, AnswerScoring(tests), "markdown", "markdown", "tests")
-
-
-def tool_use_mode(settings: Settings, console: Console, cases: list[TestCase], scoring: Any, mode: str,
-                  input_type: str, suite_name: str) -> int:
+def tool_use_mode(
+    settings: Settings,
+    console: Console,
+    cases: list[TestCase],
+    scoring: Any,
+    mode: str,
+    input_type: str,
+    suite_name: str,
+) -> int:
     """Every tool-use mode: the cases through the pipeline, scored, written, summed up. --merge
     replays the pieces' runs instead (no server, no model): each run keeps the verdict it got."""
     check_batchable(settings, cases)
     servers = servers_for(settings) if not settings.merge else []
     view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
-    runner = ToolUseRunner(cases, settings, servers, user_source(settings, console), view, scoring.connected,
-                           scoring.verdict, console=console)
+    runner = ToolUseRunner(
+        cases,
+        settings,
+        servers,
+        user_source(settings, console),
+        view,
+        scoring.connected,
+        scoring.verdict,
+        console=console,
+    )
     if settings.merge:
         restore_scoring(scoring, settings)
     if settings.dry_run:
-        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings),
-                                                                        settings).todo)))
+        print_estimate(
+            console,
+            asyncio.run(
+                runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings), settings).todo)
+            ),
+        )
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
-    progress = None if settings.interactive or mode == "query" or settings.merge else RunProgress(
-        console, len(pipeline_jobs(runner, settings)), scoring.verdict, lambda t: (t.usage, t.cost_usd))
+    progress = (
+        None
+        if settings.interactive or mode == "query" or settings.merge
+        else RunProgress(
+            console,
+            len(pipeline_jobs(runner, settings)),
+            scoring.verdict,
+            lambda t: (t.usage, t.cost_usd),
+        )
+    )
     with progress or contextlib.nullcontext():
-        outcome = run_pipeline(runner, settings, console,
-                               view.on_conversation_end if view else progress.on_record if progress else None)
+        outcome = run_pipeline(
+            runner,
+            settings,
+            console,
+            view.on_conversation_end if view else progress.on_record if progress else None,
+        )
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
     write_outputs(results, settings, console)
@@ -10050,92 +12848,67 @@ def tool_use_mode(settings: Settings, console: Console, cases: list[TestCase], s
     return exit_code(results, outcome)
 
 
-def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
-    """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
-    if not settings.batch:
-        return
-    if settings.interactive:
-        raise UsageProblem("--batch does not apply to --interactive runs: you answer Claude as it writes, "
-                           "one call at a time")
-    if settings.simulate_user is not None:
-        raise UsageProblem("--batch does not apply to --simulate-user runs: the simulated user answers Claude "
-                           "between its calls")
-    simulated = next((case for case in cases if case.simulated_user), None)
-    if simulated is not None:
-        raise InputError(f"{simulated.name!r} has a simulated user, which --batch cannot run",
-                         simulated.source or None, simulated.line or None,
-                         hint="run it without --batch, or leave it out of the --batch run")
+def query_mode(settings: Settings, console: Console) -> int:
+    """-q / -c / --interactive / --simulate-user: conversations against the servers."""
+    cases, input_type = query_cases(settings)
+    return tool_use_mode(
+        settings, console, cases, ToolCheckScoring(cases, False), "query", input_type, "query"
+    )
 
 
-def calls_by_source(transcripts: Iterable[Transcript]) -> dict[str, int]:
-    """How many calls each of live, mock, replay and policy answered (only those that did)."""
-    counts = {source: 0 for source in CALL_SOURCES}
-    for t in transcripts:
-        for call in t.tool_calls:
-            counts[call.source] = counts.get(call.source, 0) + 1
-    return {source: n for source, n in counts.items() if n}
+def csv_mode(settings: Settings, console: Console) -> int:
+    """--csv: every case of the suite, scored."""
+    cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+    return tool_use_mode(
+        settings,
+        console,
+        cases,
+        ToolCheckScoring(cases, True),
+        "csv",
+        "csv",
+        Path(settings.csv).stem,
+    )
 
 
-def tool_policy_metadata(settings: Settings, runner: "ToolUseRunner") -> dict[str, Any]:
-    policy, hub = runner.tool_policy, runner.hub
-    tools = [ToolInfoRecord(name=t.name, server=t.server, annotations=t.annotations, calls=policy.treatment(t))
-             for t in sorted(hub.tools.values(), key=lambda t: t.name)] if hub else None
-    return {"tool_policy": settings.tool_policy, "allowed_tools": list(settings.allow_tool),
-            "mock_tools": settings.mock_tools, "replay": settings.replay, "record": settings.record, "tools": tools}
+def qa_mode(settings: Settings, console: Console) -> int:
+    """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
+    its own system prompt and --max-turns unless they are given."""
+    files = ([settings.qa] if settings.qa else []) + list(settings.tests)
+    others = [f for f in files if kind_of_test_file(f) != "qa"]
+    if others:
+        raise InputError(
+            f"{others[0]} is not a QA evaluation (.xml)",
+            hint="run QA evaluations and markdown tests separately",
+        )
+    cases = [
+        case
+        for f in files
+        for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")
+    ]
+    if settings.answer_match:
+        cases = [replace(case, answer_match=settings.answer_match) for case in cases]
+    settings = replace(
+        settings,
+        max_turns=settings.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
+        prompt=settings.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT",
+    )
+    return tool_use_mode(
+        settings, console, cases, QaScoring(cases), "qa", "qa", Path(files[0]).stem
+    )
 
 
-def tool_use_results(settings: Settings, outcome: PipelineOutcome, scoring: Any, mode: str, input_type: str,
-                     suite_name: str) -> Results:
-    transcripts: list[Transcript] = outcome.records
-    cases = scoring.case_results(transcripts, settings.threshold, suite_name)
-    usages = [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in transcripts]
-    summary = summary_record(cases, usages, settings.threshold, outcome, tool_selection_stats(transcripts),
-                             confusion_table(transcripts))
-    summary.tool_coverage = tool_coverage([*getattr(scoring, "cases", []), *(t.case for t in transcripts)],
-                                          transcripts, sorted(getattr(scoring, "tools", {})))
-    summary.tool_calls_by_source = calls_by_source(transcripts)
-    simulated = ({"goal": settings.simulate_user, "model": settings.user_model,
-                  "max_user_turns": settings.max_user_turns} if settings.simulate_user else None)
-    metadata = make_metadata(mode, settings, 0 if settings.summary_only else len(transcripts), outcome,
-                             input_type=input_type, simulated_user=simulated,
-                             tool_overrides=load_tool_overrides(settings.tool_overrides) if settings.tool_overrides
-                             else None)
-    passed = bool(cases) and all(c.passed for c in cases) and not outcome.not_started and not outcome.interrupted
-    sections = scoring.sections(cases)
-    if settings.matrix:
-        by_model: dict[str, list[Transcript]] = {model: [] for model in settings.models}
-        for t in transcripts:
-            by_model.setdefault(t.model, []).append(t)
-        sections["matrix"] = model_matrix(
-            cases, {m: [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in ts] for m, ts in by_model.items()},
-            {m: (tool_selection_stats(ts), tool_durations(ts)) for m, ts in by_model.items()})
-    return Results(metadata, passed, summary, cases,
-                   lambda: () if settings.summary_only else (tool_run_result(t, scoring.verdict) for t in transcripts),
-                   0 if settings.summary_only else len(transcripts), sections, suite_name)
+def qa_files_given(settings: Settings) -> bool:
+    """--qa, or a QA evaluation (.xml) among the --tests files."""
+    return bool(settings.qa) or any(kind_of_test_file(f) == "qa" for f in settings.tests)
 
 
-def restore_scoring(scoring: Any, settings: Settings) -> None:
-    """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
-    as its piece gave it (the tools' schemas that graded it are not at hand here)."""
-    available = next((p.summary.tool_coverage.available for p in settings.merged_pieces
-                      if p.summary.tool_coverage is not None), [])
-    scoring.tools = dict.fromkeys(available)
-    verdicts = getattr(scoring, "verdicts", None)
-    if verdicts is None:
-        return  # answer-scored tests are graded from the run itself
-    for result in settings.merged_runs:
-        if isinstance(result, ToolRunResult) and result.verdict is not None:
-            verdicts[(result.test_name, result.iteration, result.model)] = Verdict(result.verdict.passed,
-                                                                                   list(result.verdict.reasons))
-
-
-def tool_durations(transcripts: Sequence[Transcript]) -> dict[str, list[float]]:
-    """Tool -> how long each of its calls took (ms), over these runs."""
-    durations: dict[str, list[float]] = {}
-    for t in transcripts:
-        for call in t.tool_calls:
-            durations.setdefault(call.name, []).append(call.duration_ms)
-    return durations
+def markdown_mode(settings: Settings, console: Console) -> int:
+    """--tests without --skill: knowledge / task / security tests against the MCP servers."""
+    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
+    cases = markdown_tool_cases(tests)
+    return tool_use_mode(
+        settings, console, cases, AnswerScoring(tests), "markdown", "markdown", "tests"
+    )
 
 
 # ---------------------------------------------------------------------------- the skill mode
@@ -10148,63 +12921,35 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
     """Skills and tests, validated before anything runs."""
     skills = [load_skill(path) for path in settings.skill]
     if not skills:
-        raise InputError("no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)")
+        raise InputError(
+            "no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)"
+        )
     names = [s.name for s in skills]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
-        raise InputError(f"skill {duplicate!r} is given twice", hint="each --skill must have its own name")
+        raise InputError(
+            f"skill {duplicate!r} is given twice", hint="each --skill must have its own name"
+        )
     skills = apply_skill_descriptions(skills, settings.skill_description)
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     tests += [t for target in settings.trigger for t in load_markdown_tests(target, "trigger")]
     if not tests:
-        raise InputError("no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR")
+        raise InputError(
+            "no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR"
+        )
     graded = next((t for t in tests if t.rubric or t.verify or judges_answer(t)), None)
     if graded is not None:
-        what = "# Rubric" if graded.rubric else "verify:" if graded.verify else "answer_match: judge"
-        raise InputError(f"test {graded.name!r} has a {what}, which is graded in runs against MCP servers only",
-                         graded.source, graded.line, "run it with --tests and without --skill")
+        what = (
+            "# Rubric" if graded.rubric else "verify:" if graded.verify else "answer_match: judge"
+        )
+        raise InputError(
+            f"test {graded.name!r} has a {what}, which is graded in runs against MCP servers only",
+            graded.source,
+            graded.line,
+            "run it with --tests and without --skill",
+        )
     assign_trigger_skills(tests, skills)
     return skills, tests
-
-
-def skill_plan(settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]) -> SkillSuitePlan:
-    if settings.mcp_config and not Path(settings.mcp_config).is_file():
-        raise InputError("MCP config not found", settings.mcp_config)
-    binary = find_claude_bin(settings.claude_bin) if not settings.merge else ""  # --merge runs no `claude`
-    base = ClaudeCliSettings(binary=binary, base_url=settings.base_url,
-                             mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None)
-    return SkillSuitePlan(
-        skills=skills, tests=tests,
-        trigger_settings=replace(base, model=settings.trigger_model, max_turns=settings.trigger_max_turns),
-        test_settings=replace(base, model=settings.model, max_turns=settings.max_turns),
-        runs=settings.runs, threshold=settings.trigger_threshold,
-        concurrency=settings.concurrency or default_skill_concurrency(), trigger_timeout=settings.trigger_timeout,
-        trigger_models=settings.trigger_models, test_models=settings.models,
-        **task_plan_options(settings, skills, tests))
-
-
-def task_plan_options(settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]) -> dict[str, Any]:
-    """--baseline, --baseline-skill, --allow-tools and --artifacts, checked before anything runs:
-    they apply to task tests only, and an eval set names a skill that is given."""
-    tasks = [t for t in tests if t.is_task]
-    given = [flag for flag, value in (("--baseline", settings.baseline), ("--baseline-skill", settings.baseline_skill),
-                                      ("--allow-tools", settings.allow_tools), ("--artifacts", settings.artifacts),
-                                      ("--benchmark-json", settings.benchmark_json)) if value]
-    if given and not tasks:
-        raise InputError(f"{given[0]} applies to task tests, and none is given",
-                         hint="give task evals with --tests path/to/evals/evals.json (or a `type: task` test)")
-    names = sorted(s.name for s in skills)
-    for test in tasks:
-        if test.eval_id is not None and test.skill and test.skill not in names:
-            raise InputError(f"the evals are for skill {test.skill!r}, which is not among the --skill options "
-                             f"({', '.join(names)})", test.source, 1, f"add --skill path/to/{test.skill}")
-    old = load_skill(settings.baseline_skill) if settings.baseline_skill else None
-    if old is not None and old.folder.resolve() in {s.folder.resolve() for s in skills}:
-        raise InputError(f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
-                         hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)")
-    return {"baseline": settings.baseline, "baseline_skill": old, "allow_tools": parse_allow_tools(settings.allow_tools),
-            "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
-            "judge_model": settings.judge_model}
 
 
 def parse_allow_tools(value: str | None) -> tuple[str, ...]:
@@ -10215,9 +12960,11 @@ def parse_allow_tools(value: str | None) -> tuple[str, ...]:
     allowed = {n.lower(): n for n in C.TASK_ALLOWABLE_TOOLS}
     unknown = next((n for n in names if n.lower() not in allowed), None)
     if unknown is not None or not names:
-        raise InputError(f"--allow-tools {value}: {unknown or 'no tool'} is not one of "
-                         f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}",
-                         hint="e.g. --allow-tools Bash,Write,Edit (WebFetch stays off: it leaves the machine)")
+        raise InputError(
+            f"--allow-tools {value}: {unknown or 'no tool'} is not one of "
+            f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}",
+            hint="e.g. --allow-tools Bash,Write,Edit (WebFetch stays off: it leaves the machine)",
+        )
     return tuple(dict.fromkeys(allowed[n.lower()] for n in names))
 
 
@@ -10225,80 +12972,105 @@ def artifacts_folder(value: str) -> Path:
     """--artifacts DIR: a folder (made when the runs start), or a place where one can be made."""
     path = Path(value).expanduser().absolute()
     if path.exists() and not path.is_dir():
-        raise InputError(f"--artifacts {value}: not a folder", hint="give a folder (it is made if missing)")
+        raise InputError(
+            f"--artifacts {value}: not a folder", hint="give a folder (it is made if missing)"
+        )
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"--artifacts {value}: {existing} is not a writable folder", hint="give another folder")
+        raise InputError(
+            f"--artifacts {value}: {existing} is not a writable folder", hint="give another folder"
+        )
     return path
 
 
-def skill_mode(settings: Settings, console: Console) -> int:
-    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI."""
-    skills, tests = load_skill_suite(settings)
-    plan = skill_plan(settings, skills, tests)
-    secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
-    runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
-    jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
-    if settings.dry_run:
-        print_estimate(console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo)))
-        return 0
-    if settings.merge:  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
-        outcome = run_pipeline(runner, settings, console)
-        version = settings.merged_pieces[0].metadata.claude_version or ""
-        isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
-        runner.watched = sorted({path for i in isolation for path in i.watched})
-        runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
-        return skill_mode_end(settings, console, plan, runner, outcome, version)
-    require_api_key()
-    if plan.artifacts is not None:  # made before the write guard looks, so it is not a write outside
-        plan.artifacts.mkdir(parents=True, exist_ok=True)
-    version = claude_version(plan.trigger_settings.binary)
-    console.print(f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
-                  f"{plan.concurrency} at once",
-                  highlight=False, markup=False)
-    with RunProgress(console, len(jobs), progress_verdicts(plan),
-                     lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd)) as p:
-        outcome = run_pipeline(runner, settings, console, p.on_record)
-    return skill_mode_end(settings, console, plan, runner, outcome, version)
+def task_plan_options(
+    settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
+) -> dict[str, Any]:
+    """--baseline, --baseline-skill, --allow-tools and --artifacts, checked before anything runs:
+    they apply to task tests only, and an eval set names a skill that is given."""
+    tasks = [t for t in tests if t.is_task]
+    given = [
+        flag
+        for flag, value in (
+            ("--baseline", settings.baseline),
+            ("--baseline-skill", settings.baseline_skill),
+            ("--allow-tools", settings.allow_tools),
+            ("--artifacts", settings.artifacts),
+            ("--benchmark-json", settings.benchmark_json),
+        )
+        if value
+    ]
+    if given and not tasks:
+        raise InputError(
+            f"{given[0]} applies to task tests, and none is given",
+            hint="give task evals with --tests path/to/evals/evals.json (or a `type: task` test)",
+        )
+    names = sorted(s.name for s in skills)
+    for test in tasks:
+        if test.eval_id is not None and test.skill and test.skill not in names:
+            raise InputError(
+                f"the evals are for skill {test.skill!r}, which is not among the --skill options "
+                f"({', '.join(names)})",
+                test.source,
+                1,
+                f"add --skill path/to/{test.skill}",
+            )
+    old = load_skill(settings.baseline_skill) if settings.baseline_skill else None
+    if old is not None and old.folder.resolve() in {s.folder.resolve() for s in skills}:
+        raise InputError(
+            f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
+            hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
+        )
+    return {
+        "baseline": settings.baseline,
+        "baseline_skill": old,
+        "allow_tools": parse_allow_tools(settings.allow_tools),
+        "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
+        "judge_model": settings.judge_model,
+    }
 
 
-def skill_mode_end(settings: Settings, console: Console, plan: SkillSuitePlan, runner: SkillRunner,
-                   outcome: PipelineOutcome, version: str) -> int:
-    """A skill suite's runs (run, or replayed by --merge) scored, written and summed up."""
-    results = skill_results(settings, plan, runner, outcome, version)
-    write_outputs(results, settings, console)
-    outcome.finish()
-    print_summary(console, results)
-    for score in results.sections["trigger_scores"]:
-        if settings.min_trigger_score is not None and score.trigger_score < settings.min_trigger_score:
-            console.print(f"[red]{escape_markup(score.skill)}: triggerScore {score.trigger_score:.1f}% is below "
-                          f"--min-trigger-score {settings.min_trigger_score:g}[/red]", highlight=False)
-    return exit_code(results, outcome)
-
-
-def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | None]:
-    """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
-    query expects of its own skill, a test run by its test's scorer."""
-    names = [s.name for s in plan.skills]
-    expected = {q: (skill, e) for skill, queries in trigger_queries_by_skill(plan.tests, names).items()
-                for q, e, routing, _ in queries if not routing}
-    tests = {t.name: t for t in plan.other_tests}
-
-    def verdict(record: ClaudeRun) -> Verdict | None:
-        if record.test in tests:
-            return Verdict(bool(score_test_run(tests[record.test], record).get("passed")))
-        return trigger_run_verdict(record, *expected[record.query]) if record.query in expected else None
-    return verdict
+def skill_plan(
+    settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
+) -> SkillSuitePlan:
+    if settings.mcp_config and not Path(settings.mcp_config).is_file():
+        raise InputError("MCP config not found", settings.mcp_config)
+    binary = (
+        find_claude_bin(settings.claude_bin) if not settings.merge else ""
+    )  # --merge runs no `claude`
+    base = ClaudeCliSettings(
+        binary=binary,
+        base_url=settings.base_url,
+        mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None,
+    )
+    return SkillSuitePlan(
+        skills=skills,
+        tests=tests,
+        trigger_settings=replace(
+            base, model=settings.trigger_model, max_turns=settings.trigger_max_turns
+        ),
+        test_settings=replace(base, model=settings.model, max_turns=settings.max_turns),
+        runs=settings.runs,
+        threshold=settings.trigger_threshold,
+        concurrency=settings.concurrency or default_skill_concurrency(),
+        trigger_timeout=settings.trigger_timeout,
+        trigger_models=settings.trigger_models,
+        test_models=settings.models,
+        **task_plan_options(settings, skills, tests),
+    )
 
 
 @dataclass
 class SkillRuns:
     """A skill suite's records, grouped the way its scorers read them."""
+
     by_query: dict[str, list[ClaudeRun]]
     by_test: dict[str, list[ClaudeRun]]
 
     @classmethod
-    def of(cls, plan: SkillSuitePlan, outcome: PipelineOutcome, model: str | None = None) -> "SkillRuns":
+    def of(
+        cls, plan: SkillSuitePlan, outcome: PipelineOutcome, model: str | None = None
+    ) -> SkillRuns:
         """The records (of one model, when given: a model matrix scores each model apart)."""
         by_query: dict[str, list[ClaudeRun]] = {}
         by_test: dict[str, list[ClaudeRun]] = {}
@@ -10316,124 +13088,6 @@ class SkillRuns:
         return sum(r.total_cost_usd or 0.0 for q in queries for r in self.by_query.get(q, []))
 
 
-def skill_results(settings: Settings, plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome,
-                  version: str) -> Results:
-    names = [s.name for s in plan.skills]
-    trigger_tests = [t for t in plan.tests if t.type == "trigger"]
-    trigger_verdicts = {t.name: True for t in trigger_tests}
-    scores: list[TriggerScore] = []
-    score_records: list[TriggerScoreRecord] = []
-    test_results: list[SkillTestResult] = []
-    test_records: list[SkillTestRecord] = []
-    cases: list[CaseResult] = []
-    verdicts: dict[int, Verdict] = {}
-    for model in plan.trigger_models:  # each model scored on its own runs (one, unless a model matrix)
-        runs = SkillRuns.of(plan, outcome, model)
-        model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
-        for q in (q for s in model_scores for q in s.query_results):
-            cases.append(case_result_from_query(q, runs.cost([q.query]), sum(
-                r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000))
-            cases[-1].model = model
-        for test in trigger_tests:
-            trigger_verdicts[test.name] &= trigger_test_passed(test, model_scores, settings.min_trigger_score)
-        verdicts.update(skill_run_verdicts(runs, model_scores, []))
-        score_records += [trigger_score_record(s, runs) for s in model_scores]
-        for record in score_records[-len(model_scores):] if model_scores else []:
-            record.model = model
-        scores += model_scores
-    for model in plan.test_models:
-        runs = SkillRuns.of(plan, outcome, model)
-        model_tests = [score_skill_test(t, runs.by_test[t.name]) for t in plan.other_tests
-                       if t.name in runs.by_test and not t.is_task]
-        baselines: list[SkillTestResult] = []   # reported beside the skill, never failing the suite
-        for test in plan.task_tests:  # one verdict per eval and configuration
-            for configuration in plan.configurations(test):
-                chosen = [r for r in runs.by_test.get(test.name, []) if r.configuration == configuration]
-                if chosen:
-                    result = score_skill_test(replace(test, name=f"{test.name} [{configuration}]"), chosen)
-                    (model_tests if configuration == "with_skill" else baselines).append(result)
-        for result in model_tests + baselines:
-            cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
-            cases.append(case_result_from_test(result, "tests", cost, sum(x.latency_ms for x in result.runs) / 1000))
-            test_records.append(skill_test_record(result, cost))
-            cases[-1].model = test_records[-1].model = model
-            if result.runs and result.runs[0].configuration:
-                cases[-1].configuration = test_records[-1].configuration = result.runs[0].configuration
-                test_records[-1].expected_output = result.test.expected_output
-        verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
-        test_results += model_tests
-    below = [s for s in scores if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score]
-    complete = (len(test_results) == len(plan.other_tests) * len(plan.test_models) and not outcome.not_started
-                and not outcome.interrupted)
-    passed = (all(trigger_verdicts.values()) and all(r.passed for r in test_results) and not below
-              and not runner.outside_writes and complete)
-    records = [r for _, r in zip(outcome.keys, outcome.records)]
-    usages = [(claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd, r.latency_ms, bool(r.error))
-              for r in records]
-    metadata = make_metadata("skills", settings, len(records), outcome, claude_version=version,
-                             trigger_model=plan.trigger_settings.model, test_model=plan.test_settings.model,
-                             trigger_threshold=plan.threshold, min_trigger_score=settings.min_trigger_score,
-                             input_type="skills",
-                             skill_descriptions={s.name: s.description for s in plan.skills
-                                                 if s.description_override} or None)
-    sections = {
-        "skills": [SkillRecord(name=s.name, description=s.description, path=str(s.path),
-                               description_overridden=s.description_override) for s in plan.skills],
-        "trigger_scores": score_records,
-        "tests": [SkillTestRecord(name=t.name, type=t.type, source=t.source, skill=t.skill,
-                                  passed=trigger_verdicts[t.name]) for t in trigger_tests] + test_records,
-        "isolation": IsolationRecord(watched=runner.watched, outside_writes=runner.outside_writes,
-                                     ok=not runner.outside_writes)}
-    summary = summary_record(cases, usages, plan.threshold, outcome)
-    if settings.matrix:
-        models = list(dict.fromkeys([*plan.trigger_models, *plan.test_models]))
-        sections["matrix"] = model_matrix(cases, {m: [u for u, r in zip(usages, records) if r.model == m]
-                                                  for m in models})
-    if plan.task_tests:
-        sections["benchmark"] = task_benchmark(plan.task_tests, records, plan.test_models,
-                                               max((plan.test_runs(t) for t in plan.task_tests), default=1),
-                                               plan.judge_model)
-    return Results(metadata, passed, summary, cases,
-                   lambda: (skill_run_result(r, runner.result_fingerprint(r), verdicts.get(id(r))) for r in records),
-                   len(records), sections, "skills")
-
-
-def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRecord:
-    """A skill's scores; a rate over no queries is n/a (an eval set of negatives only is valid)."""
-    own = [q for q in score.query_results if not q.routing]
-    return TriggerScoreRecord(
-        skill=score.skill, trigger_rate=round(score.trigger_rate, 2) if score.positives else None,
-        false_positive_rate=round(score.false_positive_rate, 2) if score.negatives else None,
-        trigger_score=round(score.trigger_score, 2), precision=round(score.precision, 2),
-        recall=round(score.recall, 2) if score.positives else None, f1=round(score.f1, 2),
-        positives=score.positives, positives_activated=score.positives_activated, negatives=score.negatives,
-        negatives_activated=score.negatives_activated, errored_queries=score.errored_queries,
-        errored_runs=score.errored_runs, total_runs=score.total_runs, threshold=score.threshold,
-        cost_usd=round(runs.cost(q.query for q in own), 6),
-        query_results=[QueryScoreRecord(
-            query=q.query, expected=q.expected, actual=q.actual, correct=q.correct, tool_count=q.tool_count,
-            activation_rate=round(q.activation_rate, 4), activations=q.activations, runs=q.runs, errored_runs=q.errors,
-            fired_skills=q.fired, routing=q.routing, source=q.source, cost_usd=round(runs.cost([q.query]), 6))
-            for q in score.query_results])
-
-
-def skill_run_verdicts(runs: SkillRuns, scores: Sequence[TriggerScore],
-                       test_results: Sequence[SkillTestResult]) -> dict[int, Verdict]:
-    """Each run's own verdict (by record id): a trigger run against what its query expects of
-    its own skill, a test run by its test's scorer."""
-    verdicts: dict[int, Verdict] = {}
-    for result in test_results:
-        for record, score in zip(result.runs, result.run_scores):
-            verdicts[id(record)] = Verdict(bool(score.get("passed")), run_score_reasons(result.test, score))
-    for score in scores:
-        for q in score.query_results:
-            if q.routing:
-                continue
-            for record in runs.by_query.get(q.query, []):
-                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected)
-    return verdicts
-
-
 def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict:
     if not record.counted:
         return Verdict(False, [f"run failed: {record.error}"])
@@ -10443,7 +13097,331 @@ def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict
     return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}"])
 
 
-# ---------------------------------------------------------------------------- generate, compare, schema
+def skill_run_verdicts(
+    runs: SkillRuns, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult]
+) -> dict[int, Verdict]:
+    """Each run's own verdict (by record id): a trigger run against what its query expects of
+    its own skill, a test run by its test's scorer."""
+    verdicts: dict[int, Verdict] = {}
+    for result in test_results:
+        for record, score in zip(result.runs, result.run_scores):
+            verdicts[id(record)] = Verdict(
+                bool(score.get("passed")), run_score_reasons(result.test, score)
+            )
+    for score in scores:
+        for q in score.query_results:
+            if q.routing:
+                continue
+            for record in runs.by_query.get(q.query, []):
+                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected)
+    return verdicts
+
+
+def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRecord:
+    """A skill's scores; a rate over no queries is n/a (an eval set of negatives only is valid)."""
+    own = [q for q in score.query_results if not q.routing]
+    return TriggerScoreRecord(
+        skill=score.skill,
+        trigger_rate=round(score.trigger_rate, 2) if score.positives else None,
+        false_positive_rate=round(score.false_positive_rate, 2) if score.negatives else None,
+        trigger_score=round(score.trigger_score, 2),
+        precision=round(score.precision, 2),
+        recall=round(score.recall, 2) if score.positives else None,
+        f1=round(score.f1, 2),
+        positives=score.positives,
+        positives_activated=score.positives_activated,
+        negatives=score.negatives,
+        negatives_activated=score.negatives_activated,
+        errored_queries=score.errored_queries,
+        errored_runs=score.errored_runs,
+        total_runs=score.total_runs,
+        threshold=score.threshold,
+        cost_usd=round(runs.cost(q.query for q in own), 6),
+        query_results=[
+            QueryScoreRecord(
+                query=q.query,
+                expected=q.expected,
+                actual=q.actual,
+                correct=q.correct,
+                tool_count=q.tool_count,
+                activation_rate=round(q.activation_rate, 4),
+                activations=q.activations,
+                runs=q.runs,
+                errored_runs=q.errors,
+                fired_skills=q.fired,
+                routing=q.routing,
+                source=q.source,
+                cost_usd=round(runs.cost([q.query]), 6),
+            )
+            for q in score.query_results
+        ],
+    )
+
+
+def skill_results(
+    settings: Settings,
+    plan: SkillSuitePlan,
+    runner: SkillRunner,
+    outcome: PipelineOutcome,
+    version: str,
+) -> Results:
+    names = [s.name for s in plan.skills]
+    trigger_tests = [t for t in plan.tests if t.type == "trigger"]
+    trigger_verdicts = {t.name: True for t in trigger_tests}
+    scores: list[TriggerScore] = []
+    score_records: list[TriggerScoreRecord] = []
+    test_results: list[SkillTestResult] = []
+    test_records: list[SkillTestRecord] = []
+    cases: list[CaseResult] = []
+    verdicts: dict[int, Verdict] = {}
+    for (
+        model
+    ) in plan.trigger_models:  # each model scored on its own runs (one, unless a model matrix)
+        runs = SkillRuns.of(plan, outcome, model)
+        model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
+        for q in (q for s in model_scores for q in s.query_results):
+            cases.append(
+                case_result_from_query(
+                    q,
+                    runs.cost([q.query]),
+                    sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
+                )
+            )
+            cases[-1].model = model
+        for test in trigger_tests:
+            trigger_verdicts[test.name] &= trigger_test_passed(
+                test, model_scores, settings.min_trigger_score
+            )
+        verdicts.update(skill_run_verdicts(runs, model_scores, []))
+        score_records += [trigger_score_record(s, runs) for s in model_scores]
+        for record in score_records[-len(model_scores) :] if model_scores else []:
+            record.model = model
+        scores += model_scores
+    for model in plan.test_models:
+        runs = SkillRuns.of(plan, outcome, model)
+        model_tests = [
+            score_skill_test(t, runs.by_test[t.name])
+            for t in plan.other_tests
+            if t.name in runs.by_test and not t.is_task
+        ]
+        baselines: list[SkillTestResult] = []  # reported beside the skill, never failing the suite
+        for test in plan.task_tests:  # one verdict per eval and configuration
+            for configuration in plan.configurations(test):
+                chosen = [
+                    r for r in runs.by_test.get(test.name, []) if r.configuration == configuration
+                ]
+                if chosen:
+                    result = score_skill_test(
+                        replace(test, name=f"{test.name} [{configuration}]"), chosen
+                    )
+                    (model_tests if configuration == "with_skill" else baselines).append(result)
+        for result in model_tests + baselines:
+            cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
+            cases.append(
+                case_result_from_test(
+                    result, "tests", cost, sum(x.latency_ms for x in result.runs) / 1000
+                )
+            )
+            test_records.append(skill_test_record(result, cost))
+            cases[-1].model = test_records[-1].model = model
+            if result.runs and result.runs[0].configuration:
+                cases[-1].configuration = test_records[-1].configuration = result.runs[
+                    0
+                ].configuration
+                test_records[-1].expected_output = result.test.expected_output
+        verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
+        test_results += model_tests
+    below = [
+        s
+        for s in scores
+        if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score
+    ]
+    complete = (
+        len(test_results) == len(plan.other_tests) * len(plan.test_models)
+        and not outcome.not_started
+        and not outcome.interrupted
+    )
+    passed = (
+        all(trigger_verdicts.values())
+        and all(r.passed for r in test_results)
+        and not below
+        and not runner.outside_writes
+        and complete
+    )
+    records = [r for _, r in zip(outcome.keys, outcome.records)]
+    usages = [
+        (
+            claude_run_usage(r),
+            (r.total_cost_usd or 0.0) + r.judge_cost_usd,
+            r.latency_ms,
+            bool(r.error),
+        )
+        for r in records
+    ]
+    metadata = make_metadata(
+        "skills",
+        settings,
+        len(records),
+        outcome,
+        claude_version=version,
+        trigger_model=plan.trigger_settings.model,
+        test_model=plan.test_settings.model,
+        trigger_threshold=plan.threshold,
+        min_trigger_score=settings.min_trigger_score,
+        input_type="skills",
+        skill_descriptions={s.name: s.description for s in plan.skills if s.description_override}
+        or None,
+    )
+    sections = {
+        "skills": [
+            SkillRecord(
+                name=s.name,
+                description=s.description,
+                path=str(s.path),
+                description_overridden=s.description_override,
+            )
+            for s in plan.skills
+        ],
+        "trigger_scores": score_records,
+        "tests": [
+            SkillTestRecord(
+                name=t.name,
+                type=t.type,
+                source=t.source,
+                skill=t.skill,
+                passed=trigger_verdicts[t.name],
+            )
+            for t in trigger_tests
+        ]
+        + test_records,
+        "isolation": IsolationRecord(
+            watched=runner.watched,
+            outside_writes=runner.outside_writes,
+            ok=not runner.outside_writes,
+        ),
+    }
+    summary = summary_record(cases, usages, plan.threshold, outcome)
+    if settings.matrix:
+        models = list(dict.fromkeys([*plan.trigger_models, *plan.test_models]))
+        sections["matrix"] = model_matrix(
+            cases, {m: [u for u, r in zip(usages, records) if r.model == m] for m in models}
+        )
+    if plan.task_tests:
+        sections["benchmark"] = task_benchmark(
+            plan.task_tests,
+            records,
+            plan.test_models,
+            max((plan.test_runs(t) for t in plan.task_tests), default=1),
+            plan.judge_model,
+        )
+    return Results(
+        metadata,
+        passed,
+        summary,
+        cases,
+        lambda: (
+            skill_run_result(r, runner.result_fingerprint(r), verdicts.get(id(r))) for r in records
+        ),
+        len(records),
+        sections,
+        "skills",
+    )
+
+
+def skill_mode_end(
+    settings: Settings,
+    console: Console,
+    plan: SkillSuitePlan,
+    runner: SkillRunner,
+    outcome: PipelineOutcome,
+    version: str,
+) -> int:
+    """A skill suite's runs (run, or replayed by --merge) scored, written and summed up."""
+    results = skill_results(settings, plan, runner, outcome, version)
+    write_outputs(results, settings, console)
+    outcome.finish()
+    print_summary(console, results)
+    for score in results.sections["trigger_scores"]:
+        if (
+            settings.min_trigger_score is not None
+            and score.trigger_score < settings.min_trigger_score
+        ):
+            console.print(
+                f"[red]{escape_markup(score.skill)}: triggerScore {score.trigger_score:.1f}% is below "
+                f"--min-trigger-score {settings.min_trigger_score:g}[/red]",
+                highlight=False,
+            )
+    return exit_code(results, outcome)
+
+
+def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | None]:
+    """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
+    query expects of its own skill, a test run by its test's scorer."""
+    names = [s.name for s in plan.skills]
+    expected = {
+        q: (skill, e)
+        for skill, queries in trigger_queries_by_skill(plan.tests, names).items()
+        for q, e, routing, _ in queries
+        if not routing
+    }
+    tests = {t.name: t for t in plan.other_tests}
+
+    def verdict(record: ClaudeRun) -> Verdict | None:
+        if record.test in tests:
+            return Verdict(bool(score_test_run(tests[record.test], record).get("passed")))
+        return (
+            trigger_run_verdict(record, *expected[record.query])
+            if record.query in expected
+            else None
+        )
+
+    return verdict
+
+
+def skill_mode(settings: Settings, console: Console) -> int:
+    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI."""
+    skills, tests = load_skill_suite(settings)
+    plan = skill_plan(settings, skills, tests)
+    secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
+    runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
+    if settings.dry_run:
+        print_estimate(
+            console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo))
+        )
+        return 0
+    if (
+        settings.merge
+    ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
+        outcome = run_pipeline(runner, settings, console)
+        version = settings.merged_pieces[0].metadata.claude_version or ""
+        isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
+        runner.watched = sorted({path for i in isolation for path in i.watched})
+        runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
+        return skill_mode_end(settings, console, plan, runner, outcome, version)
+    require_api_key()
+    if (
+        plan.artifacts is not None
+    ):  # made before the write guard looks, so it is not a write outside
+        plan.artifacts.mkdir(parents=True, exist_ok=True)
+    version = claude_version(plan.trigger_settings.binary)
+    console.print(
+        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
+        f"{plan.concurrency} at once",
+        highlight=False,
+        markup=False,
+    )
+    with RunProgress(
+        console,
+        len(jobs),
+        progress_verdicts(plan),
+        lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
+    ) as p:
+        outcome = run_pipeline(runner, settings, console, p.on_record)
+    return skill_mode_end(settings, console, plan, runner, outcome, version)
+
+
+# ---------------------------------------------------------------------------- generate, compare, render, schema
 def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
     kinds = ("trigger", "knowledge", "task", "security") if full else ("trigger",)
     return [f"{skill.name}-{kind}.md" for kind in kinds]
@@ -10453,16 +13431,35 @@ def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list
     """Where the drafts go; an existing file is overwritten only with --force."""
     output = settings.output
     if full and not output:
-        raise InputError("--generate-tests needs -o DIR", hint="the folder the four test files go into")
+        raise InputError(
+            "--generate-tests needs -o DIR", hint="the folder the four test files go into"
+        )
     if not output:
         return []
     if full and Path(output).exists() and not Path(output).is_dir():
         raise InputError("-o must be a folder for --generate-tests", output)
-    targets = [Path(output) / name for name in generated_file_names(skill, full)] if full else [Path(output)]
+    targets = (
+        [Path(output) / name for name in generated_file_names(skill, full)]
+        if full
+        else [Path(output)]
+    )
     existing = next((t for t in targets if t.exists()), None)
     if existing and not settings.force:
-        raise InputError("the file exists", existing, hint="add --force to overwrite it, or choose another -o")
+        raise InputError(
+            "the file exists", existing, hint="add --force to overwrite it, or choose another -o"
+        )
     return targets
+
+
+def check_generated_files(files: dict[str, str]) -> None:
+    """What we write must load back as it is."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, text in files.items():
+            (Path(scratch) / name).write_text(text, encoding="utf-8")
+            try:
+                load_markdown_test(Path(scratch) / name)
+            except InputError as exc:
+                raise EvalError(f"generated {name} does not load: {exc.message}") from None
 
 
 def generate_mode(settings: Settings, console: Console) -> int:
@@ -10479,13 +13476,19 @@ def generate_mode(settings: Settings, console: Console) -> int:
         print_estimate(console, estimate)
         return 0
     if settings.max_cost is not None and estimate.cost_max > settings.max_cost:
-        console.print(f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: the generation call could "
-                      f"cost up to ${estimate.cost_max:.4f}; nothing was sent", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: the generation call could "
+            f"cost up to ${estimate.cost_max:.4f}; nothing was sent",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 1
     require_api_key()
     check_model_endpoint(settings.base_url)
     try:
-        files, spent = asyncio.run(generate_skill_tests(skill, settings.generate_count, settings, full))
+        files, spent = asyncio.run(
+            generate_skill_tests(skill, settings.generate_count, settings, full)
+        )
         check_generated_files(files)
     except FatalApiError:
         raise
@@ -10495,7 +13498,9 @@ def generate_mode(settings: Settings, console: Console) -> int:
     console.print(f"generation cost ${spent:.4f}", highlight=False)
     if not targets:
         drafted = next(iter(files.values()))  # for a file when redirected, for eyes on a terminal
-        click.echo(terminal_text(drafted, multiline=True) if sys.stdout.isatty() else drafted, nl=False)
+        click.echo(
+            terminal_text(drafted, multiline=True) if sys.stdout.isatty() else drafted, nl=False
+        )
         return 0
     for target, text in zip(targets, files.values()):
         write_text_atomic(target, text)
@@ -10503,22 +13508,13 @@ def generate_mode(settings: Settings, console: Console) -> int:
     return 0
 
 
-def check_generated_files(files: dict[str, str]) -> None:
-    """What we write must load back as it is."""
-    with tempfile.TemporaryDirectory() as scratch:
-        for name, text in files.items():
-            (Path(scratch) / name).write_text(text, encoding="utf-8")
-            try:
-                load_markdown_test(Path(scratch) / name)
-            except InputError as exc:
-                raise EvalError(f"generated {name} does not load: {exc.message}") from None
-
-
 def compare_mode(settings: Settings, console: Console) -> int:
     """--compare OLD NEW [NEWER ...]: each file against the one before; exit 1 on any
     regression or removed case."""
     if len(settings.compare) < 2:
-        raise InputError("--compare needs at least two results files", hint="--compare old.json new.json")
+        raise InputError(
+            "--compare needs at least two results files", hint="--compare old.json new.json"
+        )
     comparisons = compare_files(settings.compare)
     if settings.report:
         write_text_atomic(settings.report, "\n".join(render_comparison(c) for c in comparisons))
@@ -10535,125 +13531,17 @@ def compare_mode(settings: Settings, console: Console) -> int:
     return 1 if any(c.failed for c in comparisons) else 0
 
 
-def merge_mode(settings: Settings, console: Console) -> int:
-    """--merge PIECE.json ...: the results files of a run's shards (--shard K/N) put together.
-    Each piece is checked against the schema and against the others (one suite, one set of
-    options and models, no run twice, no shard missing); then the suite is loaded here, as the
-    shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
-    statistics and reports of one unsharded run from the pieces' runs. No server starts and no
-    model is called."""
-    if len(settings.merge) < 2:
-        raise InputError("--merge needs the results files of at least two shards",
-                         hint="--merge shard-1.json shard-2.json -o results.json")
-    pieces = [read_results_document(path) for path in settings.merge]
-    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
-    check_pieces(settings.merge, pieces, runs)
-    merged = merged_settings(settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs),
-                             tuple(pieces))
-    mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
-    if mode is None or "shard" not in mode.options:
-        raise InputError(f"{settings.merge[0]}: its recorded options name no suite to merge", settings.merge[0], 1)
-    return mode.run(merged, console)
-
-
-def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
-    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
-    if piece.metadata.results_file:
-        lines = Path(piece.metadata.results_file)
-        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
-        if not lines.exists():
-            raise InputError(f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
-                             "here", path, 1, "put that file where the piece says, or rerun the shard without "
-                                              "--summary-only")
-        return read_result_lines(lines)
-    return list(piece.results)
-
-
-def run_identity(result: RunResult) -> tuple:
-    if isinstance(result, ToolRunResult):
-        return f"run {result.iteration} of {result.test_name!r}", result.model
-    configuration = f" ({result.configuration})" if getattr(result, "configuration", "") else ""
-    return f"run {result.run} of {result.test or 'trigger'} {result.query!r}{configuration}", result.model
-
-
-def check_pieces(paths: Sequence[str], pieces: Sequence[ResultsDocument], runs: Sequence[list[RunResult]]) -> None:
-    """One line for the first thing that makes the pieces not the shards of one run."""
-    first, meta = paths[0], pieces[0].metadata
-    shards: dict[int, str] = {}
-    for path, piece in zip(paths, pieces):
-        m = piece.metadata
-        if not m.shard or not m.settings:
-            raise InputError("not the results of a shard: --merge puts together files written with --shard K/N",
-                             path, 1, "rerun with --shard K/N -o FILE")
-        if m.interrupted:
-            raise InputError("this shard was interrupted: finish it first", path, 1,
-                             "rerun its command with --resume, then merge")
-        index, count = (int(x) for x in m.shard.split("/"))
-        if count != int(meta.shard.split("/")[1]):
-            raise InputError(f"{path} is shard {m.shard} but {first} is shard {meta.shard}: not shards of one run")
-        if index in shards:
-            raise InputError(f"{shards[index]} and {path} are both shard {m.shard}: the same runs twice",
-                             hint="give each shard's file once")
-        shards[index] = path
-        for what, mine, theirs in (("modes", m.evaluation, meta.evaluation),
-                                   ("models", piece_models(m), piece_models(meta)),
-                                   ("suites", f"suite hash {m.suite_hash}", f"suite hash {meta.suite_hash}")):
-            if mine != theirs:
-                raise InputError(f"{path} and {first} ran different {what} ({theirs} vs {mine})",
-                                 hint="merge only the shards of one run: same suite, options and models")
-        if m.settings != meta.settings:
-            name = next(k for k in sorted({*m.settings, *meta.settings}) if m.settings.get(k) != meta.settings.get(k))
-            flag = OPTION_FLAGS.get(name, name)
-            raise InputError(f"{path} and {first} ran with different options ({flag}: {meta.settings.get(name)!r} vs "
-                             f"{m.settings.get(name)!r})", hint="merge only the shards of one run")
-    count = int(meta.shard.split("/")[1])
-    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in shards]
-    if missing:
-        raise InputError(f"shard {', '.join(missing)} is missing: {len(shards)} of {count} given",
-                         hint="give every shard's results file")
-    seen: dict[tuple, str] = {}
-    for path, piece_runs in zip(paths, runs):
-        for result in piece_runs:
-            identity = run_identity(result)
-            if identity in seen:
-                raise InputError(f"{seen[identity]} and {path} both hold {identity[0]}"
-                                 + (f" on {identity[1]}" if identity[1] else "") + ": overlapping pieces",
-                                 hint="merge the files of one run's shards, each once")
-            seen[identity] = path
-
-
-def piece_models(meta: Metadata) -> str:
-    models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
-    return ", ".join(model for model in dict.fromkeys(models) if model)
-
-
-def merged_settings(settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple) -> Settings:
-    """The settings the shards ran with (as the first piece recorded them), with this
-    invocation's outputs and the pieces' runs to replay."""
-    recorded = dict(piece.metadata.settings or {})
-    fields = {f.name for f in dataclass_fields(Settings)}
-    params: dict[str, Any] = {}
-    for name, value in recorded.items():
-        if name not in fields:
-            raise InputError(f"the shard was run with an option this evaluator does not know ({name})",
-                             settings.merge[0], 1, "merge with the evaluator version the shards ran")
-        if name in ("model", "trigger_model"):
-            values = tuple(value) if isinstance(value, list) else (value,)
-            params.update({name: values[0], name + "s": values})
-        else:
-            params[name] = tuple(value) if isinstance(value, list) else value
-    params.update({name: getattr(settings, name) for name in WRITER_OPTIONS if name in fields})
-    given = frozenset(recorded) | (settings.given & WRITER_OPTIONS)
-    return Settings(**params, merge=settings.merge, merged_runs=runs, merged_pieces=pieces, given=given)
-
-
 def render_mode(settings: Settings, console: Console) -> int:
     """--from results.json: the reports of a finished run (--html, --report, --junit, --csv-out),
     written from its results file, which is checked against the schema first; nothing runs."""
     if not any(getattr(settings, option) for option in RENDER_OUTPUTS):
-        raise InputError("--from needs an output to write", hint="--from results.json --html report.html "
-                                                                   "(or --report, --junit, --csv-out)")
-    results = results_from_document(read_results_document(settings.from_results), settings.from_results)
+        raise InputError(
+            "--from needs an output to write",
+            hint="--from results.json --html report.html (or --report, --junit, --csv-out)",
+        )
+    results = results_from_document(
+        read_results_document(settings.from_results), settings.from_results
+    )
     write_outputs(results, settings, console)
     return 0
 
@@ -10668,56 +13556,639 @@ def schema_mode(settings: Settings, console: Console) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- the description optimizer
-def optimize_mode(settings: Settings, console: Console) -> int:
-    """--optimize: score the current description(s) on a stratified train/test split, ask the
-    optimizer model for new ones from the train failures, score each the same way, keep the best
-    by test score; the report, the JSON and a ready file say what was found."""
-    if bool(settings.skill) == bool(settings.csv) or (settings.skill and not settings.trigger):
-        raise InputError("--optimize needs --skill S with --trigger EVALS, or --csv SUITE",
-                         hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
-                              "examples/triggers/warehouse-sql-trigger.md")
-    settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
-    task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
-    items = stratified_split(task.items, settings.holdout, settings.seed)
-    if settings.dry_run:
-        print_estimate(console, estimate_optimization(task, settings))
-        return 0
-    continues_earlier_run(settings)  # a leftover journal without --resume (or --resume without -o): one line
-    task.prepare()
-    original = task.original()
-    fingerprint = hashlib.sha256(json.dumps(
-        [task.kind, original, [(i.key, i.stratum, i.split) for i in items], settings.runs, settings.model,
-         settings.trigger_model, settings.threshold, settings.trigger_threshold]).encode()).hexdigest()[:16]
-    journal = OptimizeJournal(settings, fingerprint)
-    loop = OptimizeLoop(task, settings, console, journal)
-    loop.run(original)
-    if 0 not in loop.scores:
-        journal.close(remove=False)
-        console.print("[yellow]the original was not scored to the end[/yellow]: nothing to compare"
-                      + ("; rerun with --resume" if journal.path else ""), highlight=False)
-        return interrupted_exit_code() if loop.stopped == "interrupted" else 1
-    record, best = loop.record(original)
-    best_file = optimized_file_path(settings)
-    if record.improved and best_file:
-        write_text_atomic(best_file, task.best_file_text(best))
-        record.best_file = str(best_file)
-    results = task.results(loop.scores[record.best_round][1], settings)
-    results.metadata.evaluation = "optimize"
-    if task.kind == "tools":
-        results.metadata.tool_overrides = {n: {"description": d} for n, d in record.best.items()} or None
-    results.sections["optimization"] = record
-    write_outputs(results, settings, console)
-    journal.close(remove=loop.stopped not in ("max-cost", "interrupted"))
-    print_optimization(console, record)
-    return interrupted_exit_code() if loop.stopped == "interrupted" else 0
+# ============================================================================ 13. the description optimizer (--optimize)
+# A skill's description (trigger evals) or the MCP tools' descriptions (a CSV suite) improved on a
+# train split and chosen on a held-out test split. Every candidate is scored by the pipeline's own
+# runner and scorers (SkillRunner + score_triggers, ToolUseRunner + the TOOL_CHECKS): there is no
+# second way to count a trigger or a tool choice. The proposer never sees a test query or score.
+SHOULD_TRIGGER, SHOULD_NOT_TRIGGER = "should trigger", "should not trigger"
+
+
+PROPOSE_TOOL_CHOICE = {"type": "tool", "name": "propose"}
+
+
+@dataclass
+class SplitItem:
+    """One query (skills) or case (tools) of the optimizer's suite, and the split it is in."""
+
+    key: str  # the query, or the case name
+    stratum: str  # should (not) trigger; the expected tool(s)
+    split: str = "train"
+
+
+def stratified_split(items: list[SplitItem], holdout: float, seed: int) -> list[SplitItem]:
+    """Each stratum shuffled with the seed and `holdout` of it held out as the test split; the
+    fractions left over are carried from stratum to stratum, so small strata (a single case for a
+    tool) still add up, and a stratum of two or more keeps at least one item in train."""
+    import random
+
+    rng, carry = random.Random(seed), 0.0
+    strata: dict[str, list[SplitItem]] = {}
+    for item in items:
+        strata.setdefault(item.stratum, []).append(item)
+    for stratum in sorted(strata):
+        group = sorted(strata[stratum], key=lambda i: i.key)
+        rng.shuffle(group)
+        wanted = len(group) * holdout + carry
+        held = min(int(wanted + 1e-9), len(group) - 1 if len(group) > 1 else 1)
+        carry = wanted - held
+        for index, item in enumerate(group):
+            item.split = "test" if index < held else "train"
+    return items
+
+
+@dataclass
+class CandidateScore:
+    """A candidate's runs and what the pipeline's scorers made of them, per split."""
+
+    passed: dict[str, bool]  # item key -> passed
+    cost: float
+    complete: bool  # every run done (not cut by --max-cost or Ctrl-C)
+    failures: list[dict]  # train failures, as the proposer is shown them
+    runner: Any = None
+    outcome: Any = None
+    extra: Any = None  # the task's own (scoring, plan)
+
+    def counts(self, items: Sequence[SplitItem], split: str) -> tuple[int, int]:
+        chosen = [i for i in items if i.split == split]
+        return sum(1 for i in chosen if self.passed.get(i.key)), len(chosen)
+
+
+def score_rate(passed: int, total: int) -> float | None:
+    return passed / total if total else None
+
+
+def replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
+    """A candidate scored before (--resume): its journaled runs in job order, as the pipeline
+    would hold them; nothing runs again."""
+    by_key = {runner.result_key(r): r for r in results}
+    outcome = PipelineOutcome([], [])
+    for job in runner.jobs():
+        if job.key in by_key:
+            outcome.records.append(runner.from_result(job, by_key[job.key]))
+            outcome.keys.append(job.key)
+    outcome.reused = len(outcome.records)
+    return outcome
+
+
+def propose_tool(tools: Sequence[str] | None) -> dict:
+    """The optimizer answers through this tool only: a description (skills), or a map of tool
+    name to description limited to the tools it may rewrite."""
+    if tools is None:
+        schema = {
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "The new description, plain text."}
+            },
+            "required": ["description"],
+        }
+    else:
+        schema = {
+            "type": "object",
+            "properties": {
+                "descriptions": {
+                    "type": "object",
+                    "description": "Tool name -> its new description.",
+                    "properties": {name: {"type": "string"} for name in tools},
+                    "additionalProperties": False,
+                }
+            },
+            "required": ["descriptions"],
+        }
+    return {
+        "name": "propose",
+        "description": "Propose the new description(s). Call it exactly once.",
+        "input_schema": schema,
+    }
+
+
+def optimized_file_path(settings: Settings) -> Path | None:
+    """The best candidate as a ready file next to -o: a SKILL.md copy with the new description,
+    or a --tool-overrides JSON. The user's own files are never edited."""
+    if not settings.output:
+        return None
+    output = Path(settings.output)
+    stem = output.name.removesuffix(".json")
+    return output.with_name(f"{stem}.SKILL.md" if settings.skill else f"{stem}.tool-overrides.json")
+
+
+def optimizer_outputs(settings: Settings) -> list[Path]:
+    """What --optimize writes itself: the write guard of skill runs must not count it."""
+    best = optimized_file_path(settings)
+    return settings.own_outputs() + ([best] if best else [])
+
+
+class SkillDescriptionTask:
+    """--optimize --skill S --trigger EVALS: the skill's description, scored by trigger runs."""
+
+    kind = "skill"
+
+    def __init__(self, settings: Settings) -> None:
+        skills, tests = load_skill_suite(settings)
+        if len(skills) != 1:
+            raise InputError(
+                "--optimize improves one skill's description at a time", hint="give one --skill"
+            )
+        self.settings, self.skill = settings, skills[0]
+        self.timeout = max(t.timeout for t in tests)
+        seen: dict[str, SplitItem] = {}
+        for test in tests:
+            for query, stratum in [
+                *((q, SHOULD_TRIGGER) for q in test.positive_triggers),
+                *((q, SHOULD_NOT_TRIGGER) for q in test.negative_triggers),
+            ]:
+                seen.setdefault(query, SplitItem(query, stratum))
+        self.items = list(seen.values())
+        if len(self.items) < 2:
+            raise InputError(
+                "--optimize needs at least two trigger queries",
+                hint="give --trigger with more queries",
+            )
+        self.version = ""
+        self.redactor = Redactor.for_run([])
+
+    @property
+    def subject(self) -> str:
+        return self.skill.name
+
+    def original(self) -> dict[str, str]:
+        return {self.skill.name: self.skill.description}
+
+    def plan(self, candidate: dict[str, str]) -> SkillSuitePlan:
+        description = candidate[self.skill.name]
+        skill = (
+            self.skill
+            if description == self.skill.description
+            else replace(self.skill, description=description, description_override=True)
+        )
+        test = SkillTest(
+            name=f"{skill.name}-optimize",
+            type="trigger",
+            source=str(self.settings.trigger[0]),
+            positive_triggers=[i.key for i in self.items if i.stratum == SHOULD_TRIGGER],
+            negative_triggers=[i.key for i in self.items if i.stratum == SHOULD_NOT_TRIGGER],
+            timeout=self.timeout,
+            skill=skill.name,
+        )
+        return skill_plan(self.settings, [skill], [test])
+
+    def runner(self, candidate: dict[str, str]) -> SkillRunner:
+        return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
+
+    def prepare(self) -> None:
+        require_api_key()
+        self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
+
+    async def estimate(self) -> CostEstimate:
+        runner = self.runner(self.original())
+        return await runner.estimate(runner.jobs())
+
+    def scored(
+        self, runner: SkillRunner, outcome: PipelineOutcome, complete: bool
+    ) -> CandidateScore:
+        plan = runner.plan
+        runs = SkillRuns.of(plan, outcome)
+        [score] = score_all_triggers(plan.tests, [self.skill.name], runs.by_query, plan.threshold)
+        results = {q.query: q for q in score.query_results if not q.routing}
+        train = {i.key for i in self.items if i.split == "train"}
+        failures = [
+            {
+                "query": q.query,
+                "expected": q.expected,
+                "actual": q.actual,
+                "activations": q.activations,
+                "runs": q.runs,
+                "errors": q.errors,
+            }
+            for q in results.values()
+            if q.query in train and not q.correct
+        ]
+        return CandidateScore(
+            {
+                k: bool(results[k].correct) if k in results else False
+                for k in (i.key for i in self.items)
+            },
+            runs.cost(results),
+            complete,
+            failures,
+            runner,
+            outcome,
+        )
+
+    def results(self, best: CandidateScore, settings: Settings) -> Results:
+        return skill_results(settings, best.runner.plan, best.runner, best.outcome, self.version)
+
+    def request(
+        self,
+        current: dict[str, str],
+        score: CandidateScore,
+        history: list[tuple[dict, int, int]],
+        train_total: int,
+    ) -> tuple[str, list[str] | None]:
+        lines = []
+        for f in score.failures[: C.OPTIMIZER_FAILURES_SHOWN]:
+            if f["actual"] == "error":
+                lines.append(f'- every run failed, so it cannot be judged: "{f["query"]}"')
+            elif f["expected"] == "activate":
+                lines.append(
+                    f"- should trigger, but did not (activated in {f['activations']} of {f['runs']} "
+                    f'runs): "{f["query"]}"'
+                )
+            else:
+                lines.append(
+                    f"- should not trigger, but did (activated in {f['activations']} of {f['runs']} "
+                    f'runs): "{f["query"]}"'
+                )
+        passed = train_total - len(score.failures)
+        attempts = [
+            f"Attempt {n} ({p}/{t} training queries passed):\n{c[self.skill.name]}"
+            for n, (c, p, t) in enumerate(history, 1)
+        ]
+        return prompts.OPTIMIZE_SKILL_PROMPT.format(
+            name=self.skill.name,
+            description=current[self.skill.name],
+            body=cap_text(self.skill.body, C.OPTIMIZER_BODY_CHARS),
+            score=f"{passed} of {train_total} passed",
+            failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
+            history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
+            limit=C.MAX_SKILL_DESCRIPTION_CHARS,
+        ), None
+
+    def proposal(
+        self, data: dict, allowed: list[str] | None, current: dict[str, str]
+    ) -> tuple[dict | None, str]:
+        description = data.get("description")
+        if not isinstance(description, str):
+            return None, "`description` must be a string"
+        description = description.strip()
+        problem = skill_description_problem(description)
+        if problem:
+            return None, f"the description is invalid: {problem}"
+        return {self.skill.name: description}, ""
+
+    def best_file_text(self, best: dict[str, str]) -> str:
+        return skill_md_with_description(
+            self.skill.path.read_text(encoding="utf-8"), best[self.skill.name]
+        )
+
+
+class ToolDescriptionTask:
+    """--optimize --csv SUITE: the MCP tools' descriptions, scored by the suite's checks."""
+
+    kind = "tools"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cases = load_csv_suite(settings.csv)
+        if len(self.cases) < 2:
+            raise InputError("--optimize needs at least two cases", settings.csv)
+        self.items = [
+            SplitItem(
+                c.name, " + ".join(c.expected_tools) or ("no tool" if c.expect_no_tools else "any")
+            )
+            for c in self.cases
+        ]
+        self.servers = servers_for(settings)
+        self.tools: dict[str, ToolSpec] = {}
+        self.suite = Path(settings.csv).stem
+
+    @property
+    def subject(self) -> str:
+        return f"the tools of {self.suite}"
+
+    def original(self) -> dict[str, str]:
+        return {name: spec.description for name, spec in sorted(self.tools.items())}
+
+    def run_settings(self) -> Settings:
+        return replace(self.settings, iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+
+    def runner(
+        self, candidate: dict[str, str], scoring: ToolCheckScoring | None = None
+    ) -> ToolUseRunner:
+        scoring = scoring or ToolCheckScoring(self.cases, True)
+        runner = ToolUseRunner(
+            self.cases,
+            self.run_settings(),
+            self.servers,
+            on_connect=scoring.connected,
+            verdict_of=scoring.verdict,
+        )
+        runner.tool_overrides = {
+            name: {"description": text}
+            for name, text in candidate.items()
+            if self.tools.get(name) and text != self.tools[name].description
+        }
+        runner.scoring = scoring
+        return runner
+
+    def prepare(self) -> None:
+        async def listing() -> None:
+            async with McpHub(
+                self.servers, self.settings.tool_timeout, self.settings.max_result_chars
+            ) as hub:
+                check_case_tools(self.cases, hub.tool_names())
+                self.tools = dict(hub.tools)
+
+        asyncio.run(listing())
+
+    async def estimate(self) -> CostEstimate:
+        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
+        return await runner.estimate(runner.jobs())
+
+    def scored(
+        self, runner: ToolUseRunner, outcome: PipelineOutcome, complete: bool
+    ) -> CandidateScore:
+        scoring = runner.scoring
+        scoring.tools.update(self.tools)  # a replayed candidate never connected
+        transcripts = outcome.records
+        cases = {
+            c.name: c
+            for c in scoring.case_results(transcripts, self.settings.threshold, self.suite)
+        }
+        by_case: dict[str, list[Transcript]] = {}
+        for t in transcripts:
+            by_case.setdefault(t.case.name, []).append(t)
+        train = {i.key for i in self.items if i.split == "train"}
+        failures = []
+        for case in self.cases:
+            result = cases.get(case.name)
+            if case.name in train and result is not None and not result.passed:
+                failures.append(
+                    {
+                        "case": case.name,
+                        "prompt": case.prompt,
+                        "expected": list(case.expected_tools),
+                        "forbidden": list(case.forbidden_tools),
+                        "no_tools": case.expect_no_tools,
+                        "called": [list(t.tools_called) for t in by_case.get(case.name, [])],
+                        "reasons": list(result.reasons),
+                    }
+                )
+        return CandidateScore(
+            {i.key: bool(cases[i.key].passed) if i.key in cases else False for i in self.items},
+            sum(t.cost_usd for t in transcripts),
+            complete,
+            failures,
+            runner,
+            outcome,
+        )
+
+    def results(self, best: CandidateScore, settings: Settings) -> Results:
+        return tool_use_results(
+            self.run_settings(), best.outcome, best.runner.scoring, "optimize", "csv", self.suite
+        )
+
+    def involved(self, failures: list[dict]) -> list[str]:
+        names = {
+            n
+            for f in failures
+            for n in [*f["expected"], *f["forbidden"], *(x for run in f["called"] for x in run)]
+        }
+        return sorted(n for n in names if n in self.tools)
+
+    def request(
+        self,
+        current: dict[str, str],
+        score: CandidateScore,
+        history: list[tuple[dict, int, int]],
+        train_total: int,
+    ) -> tuple[str, list[str] | None]:
+        tools = self.involved(score.failures)
+        lines = []
+        for f in score.failures[: C.OPTIMIZER_FAILURES_SHOWN]:
+            expected = ", ".join(f["expected"]) or ("no tool at all" if f["no_tools"] else "(any)")
+            called = "; ".join(
+                f"run {i}: {', '.join(run) or 'no tool'}" for i, run in enumerate(f["called"], 1)
+            )
+            lines.append(
+                f'- case {f["case"]}: "{f["prompt"]}"\n  expected: {expected}'
+                + (f"; must not call: {', '.join(f['forbidden'])}" if f["forbidden"] else "")
+                + f"\n  called: {called or 'nothing'}\n  why it failed: {'; '.join(f['reasons'])}"
+            )
+        descriptions = "\n".join(f"- {name}: {current[name]}" for name in tools)
+        attempts = [
+            f"Attempt {n} ({p}/{t} training cases passed):\n"
+            + "\n".join(f"- {name}: {c[name]}" for name in tools)
+            for n, (c, p, t) in enumerate(history, 1)
+        ]
+        passed = train_total - len(score.failures)
+        return prompts.OPTIMIZE_TOOLS_PROMPT.format(
+            score=f"{passed} of {train_total} passed",
+            failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
+            descriptions=descriptions,
+            history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
+            tools=", ".join(tools),
+        ), tools
+
+    def proposal(
+        self, data: dict, allowed: list[str] | None, current: dict[str, str]
+    ) -> tuple[dict | None, str]:
+        given = data.get("descriptions")
+        if not isinstance(given, dict) or not given:
+            return None, "`descriptions` must map at least one tool name to its new description"
+        for name, text in given.items():
+            if name not in (allowed or []):
+                return (
+                    None,
+                    f"{name!r} is not one of the tools to rewrite ({', '.join(allowed or [])})",
+                )
+            if not isinstance(text, str) or not text.strip():
+                return None, f"the description of {name!r} is empty"
+            if len(text) > C.MAX_TOOL_DESCRIPTION_CHARS:
+                return (
+                    None,
+                    f"the description of {name!r} is longer than {C.MAX_TOOL_DESCRIPTION_CHARS} characters",
+                )
+        return dict(current, **{name: text.strip() for name, text in given.items()}), ""
+
+    def best_file_text(self, best: dict[str, str]) -> str:
+        changed = {
+            name: {"description": text}
+            for name, text in best.items()
+            if text != self.tools[name].description
+        }
+        return json_text(changed) + "\n"
+
+
+def candidate_hash(candidate: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(candidate, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Proposer:
+    """The optimizer model behind the forced `propose` tool. An invalid proposal is sent back
+    once with the reason; a second invalid one is dropped."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model_id = settings.optimizer_model
+
+    async def ask(
+        self, task: Any, prompt: str, allowed: list[str] | None, current: dict[str, str]
+    ) -> tuple[dict | None, list[str], float, list[dict]]:
+        """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
+        model = AnthropicModel(
+            base_url=self.settings.base_url,
+            max_retries=self.settings.max_retries,
+            timeout=self.settings.request_timeout,
+        )
+        messages: list[dict] = [{"role": "user", "content": prompt}]
+        refused: list[str] = []
+        spent = 0.0
+        try:
+            for _ in range(2):
+                request = ModelRequest(
+                    self.model_id,
+                    prompts.OPTIMIZER_SYSTEM_PROMPT,
+                    list(messages),
+                    [propose_tool(allowed)],
+                    C.OPTIMIZER_MAX_TOKENS,
+                    tool_choice=PROPOSE_TOOL_CHOICE,
+                )
+                reply = await model.complete(request)
+                spent += cost_usd(reply.usage, self.model_id)
+                call = next(
+                    (
+                        b
+                        for b in reply.content
+                        if b.get("type") == "tool_use" and b.get("name") == "propose"
+                    ),
+                    None,
+                )
+                if call is None:
+                    candidate, reason = None, "there was no `propose` call"
+                else:
+                    data = call.get("input") if isinstance(call.get("input"), dict) else {}
+                    candidate, reason = task.proposal(data, allowed, current)
+                if candidate is not None:
+                    return candidate, refused, spent, messages
+                refused.append(reason)
+                messages.append({"role": "assistant", "content": reply.content})
+                feedback = prompts.OPTIMIZER_INVALID.format(reason=reason)
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": call.get("id", ""),
+                                "content": feedback,
+                                "is_error": True,
+                            }
+                        ]
+                        if call is not None
+                        else feedback,
+                    }
+                )
+        except FatalApiError:
+            raise
+        except Exception as exc:
+            if not is_api_error(exc):
+                raise
+            refused.append(f"the optimizer call failed: {api_error_message(exc)}")
+        finally:
+            await model.close()
+        return None, refused, spent, messages
+
+
+def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
+    """One proposal call at its largest: every train item a failure, every earlier attempt shown."""
+    text = (
+        prompts.OPTIMIZER_SYSTEM_PROMPT
+        + prompts.OPTIMIZE_SKILL_PROMPT
+        + prompts.OPTIMIZE_TOOLS_PROMPT
+    )
+    text += " ".join(i.key for i in task.items) * 2
+    if task.kind == "skill":
+        text += cap_text(task.skill.body, C.OPTIMIZER_BODY_CHARS)
+        text += task.skill.description * (settings.optimize_rounds + 1)
+    else:
+        text += " ".join(c.prompt for c in task.cases) + " ".join(task.original().values()) * (
+            settings.optimize_rounds + 1
+        )
+    prompt = estimated_tokens(text)
+    model = settings.optimizer_model
+    typical = cost_usd(
+        Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OPTIMIZER_OUTPUT_TOKENS), model
+    )
+    most = cost_usd(Usage(input_tokens=prompt * 2, output_tokens=C.OPTIMIZER_MAX_TOKENS), model)
+    return CostEstimate(1, model, 1, 2, typical, most, f"prompt: about {prompt:,} tokens")
+
+
+class OptimizeJournal:
+    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
+    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
+
+    def __init__(self, settings: Settings, fingerprint: str) -> None:
+        self.path = journal_path(settings.output) if settings.output else None
+        self.fingerprint = fingerprint
+        self.proposals: dict[int, dict] = {}
+        self.scored: dict[str, list] = {}
+        kept: list[str] = []
+        if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
+            events = [event for event in json_lines(self.path) if isinstance(event, dict)]
+            if events and events[0].get("fingerprint") != fingerprint:
+                raise InputError(
+                    f"{self.path} belongs to another optimization (other inputs or options)",
+                    hint="rerun with the same options, or delete it to start over",
+                )
+            for event in events:
+                try:
+                    if event.get("event") == "proposal":
+                        self.proposals[int(event["round"])] = event
+                    elif event.get("event") == "scored":
+                        self.scored[event["candidate_hash"]] = [
+                            RUN_RESULT.validate_python(r) for r in event["results"]
+                        ]
+                except (KeyError, TypeError, ValueError):
+                    continue  # a line from another version: that step happens again
+                kept.append(json_text(event, indent=None))
+        self._kept = kept or [
+            json_text({"event": "start", "fingerprint": fingerprint}, indent=None)
+        ]
+        self._handle: Any = None
+
+    def append(self, event: dict) -> None:
+        if self.path is None:
+            return
+        if self._handle is None:
+            self._handle = open_output_file(self.path, self._kept)
+        self._handle.write(json_text(event, indent=None) + "\n")
+        self._handle.flush()
+
+    def close(self, remove: bool) -> None:
+        if self._handle is not None:
+            self._handle.close()
+        if remove and self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
+    """The whole loop at its worst: every round proposed (each sent back once) and scored."""
+    per = asyncio.run(task.estimate())
+    proposal = estimate_proposal(task, settings)
+    candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
+    detail = (
+        f"{candidates} candidate(s) (the original and {rounds} round(s)) × {per.runs} run(s) on {per.model}; "
+        f"{rounds} to {2 * rounds} proposal call(s) on {proposal.model} ({proposal.detail}) · {per.detail}"
+    )
+    return CostEstimate(
+        per.runs * candidates,
+        f"{per.model} + {proposal.model}",
+        per.calls_expected * candidates + rounds * proposal.calls_expected,
+        per.calls_max * candidates + rounds * proposal.calls_max,
+        per.cost_expected * candidates + rounds * proposal.cost_expected,
+        per.cost_max * candidates + rounds * proposal.cost_max,
+        detail,
+    )
 
 
 class OptimizeLoop:
     """The rounds: the original scored first, then at most --optimize-rounds proposals, each
     scored like the original; stops early when train all passes or at --max-cost."""
 
-    def __init__(self, task: Any, settings: Settings, console: Console, journal: OptimizeJournal) -> None:
+    def __init__(
+        self, task: Any, settings: Settings, console: Console, journal: OptimizeJournal
+    ) -> None:
         self.task, self.settings, self.console, self.journal = task, settings, console, journal
         self.proposer = Proposer(settings)
         self.spent = 0.0
@@ -10737,30 +14208,71 @@ class OptimizeLoop:
         if self.out_of_money():
             return None
         budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
-        self.console.print(f"round {round_no}: {len(runner.jobs())} run(s) of the "
-                           f"{'original' if round_no == 0 else 'candidate'}", highlight=False)
-        outcome = run_pipeline(runner, replace(self.settings, output=None, resume=False, retry_errors=False,
-                                               summary_only=False, max_cost=budget), self.console)
-        result = self.task.scored(runner, outcome, not outcome.interrupted and not outcome.not_started)
+        self.console.print(
+            f"round {round_no}: {len(runner.jobs())} run(s) of the "
+            f"{'original' if round_no == 0 else 'candidate'}",
+            highlight=False,
+        )
+        outcome = run_pipeline(
+            runner,
+            replace(
+                self.settings,
+                output=None,
+                resume=False,
+                retry_errors=False,
+                summary_only=False,
+                max_cost=budget,
+            ),
+            self.console,
+        )
+        result = self.task.scored(
+            runner, outcome, not outcome.interrupted and not outcome.not_started
+        )
         self.spent += result.cost
         if result.complete:
-            self.journal.append({"event": "scored", "round": round_no, "candidate_hash": candidate_hash(candidate),
-                                 "candidate": candidate,
-                                 "results": [dump_record(runner.to_result(r)) for r in outcome.records]})
+            self.journal.append(
+                {
+                    "event": "scored",
+                    "round": round_no,
+                    "candidate_hash": candidate_hash(candidate),
+                    "candidate": candidate,
+                    "results": [dump_record(runner.to_result(r)) for r in outcome.records],
+                }
+            )
         if outcome.interrupted:
             self.stopped = "interrupted"
         return result
 
-    def scored_round(self, round_no: int, candidate: dict[str, str], original: dict[str, str],
-                     result: CandidateScore | None, proposer_cost: float = 0.0,
-                     refused: Sequence[str] = ()) -> OptimizationRoundRecord:
+    def scored_round(
+        self,
+        round_no: int,
+        candidate: dict[str, str],
+        original: dict[str, str],
+        result: CandidateScore | None,
+        proposer_cost: float = 0.0,
+        refused: Sequence[str] = (),
+    ) -> OptimizationRoundRecord:
         items = self.task.items
-        shown = candidate if round_no == 0 else {n: d for n, d in candidate.items() if d != original.get(n)}
-        record = OptimizationRoundRecord(round=round_no, status="incomplete", descriptions=shown,
-                                         proposer_cost_usd=round(proposer_cost, 6), refused=list(refused))
+        shown = (
+            candidate
+            if round_no == 0
+            else {n: d for n, d in candidate.items() if d != original.get(n)}
+        )
+        record = OptimizationRoundRecord(
+            round=round_no,
+            status="incomplete",
+            descriptions=shown,
+            proposer_cost_usd=round(proposer_cost, 6),
+            refused=list(refused),
+        )
         if result is not None:
             (tp, tt), (sp, st) = result.counts(items, "train"), result.counts(items, "test")
-            record.train_passed, record.train_total, record.test_passed, record.test_total = tp, tt, sp, st
+            record.train_passed, record.train_total, record.test_passed, record.test_total = (
+                tp,
+                tt,
+                sp,
+                st,
+            )
             record.train_score, record.test_score = score_rate(tp, tt), score_rate(sp, st)
             record.cost_usd = round(result.cost, 6)
             record.status = "scored" if result.complete else "incomplete"
@@ -10770,12 +14282,20 @@ class OptimizeLoop:
 
     def say(self, r: OptimizationRoundRecord) -> None:
         if r.status == "dropped":
-            self.console.print(f"round {r.round}: proposal dropped ({terminal_text('; '.join(r.refused))})",
-                               highlight=False, markup=False, soft_wrap=True)
+            self.console.print(
+                f"round {r.round}: proposal dropped ({terminal_text('; '.join(r.refused))})",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
         elif r.status == "scored":
             test = f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a"
-            self.console.print(f"round {r.round}: train {r.train_passed}/{r.train_total} · test {test} · "
-                               f"${r.cost_usd + r.proposer_cost_usd:.4f}", highlight=False, markup=False)
+            self.console.print(
+                f"round {r.round}: train {r.train_passed}/{r.train_total} · test {test} · "
+                f"${r.cost_usd + r.proposer_cost_usd:.4f}",
+                highlight=False,
+                markup=False,
+            )
 
     def run(self, original: dict[str, str]) -> None:
         try:
@@ -10783,11 +14303,17 @@ class OptimizeLoop:
         except KeyboardInterrupt:
             self.stopped = "interrupted"
         if self.stopped == "interrupted":
-            self.console.print("\n[yellow]interrupted[/yellow]" + ("; rerun with --resume to go on"
-                                                                    if self.journal.path else ""), highlight=False)
+            self.console.print(
+                "\n[yellow]interrupted[/yellow]"
+                + ("; rerun with --resume to go on" if self.journal.path else ""),
+                highlight=False,
+            )
         elif self.stopped == "max-cost":
-            self.console.print(f"[yellow]stopped at --max-cost ${self.settings.max_cost:g}[/yellow]"
-                               + ("; rerun with --resume to go on" if self.journal.path else ""), highlight=False)
+            self.console.print(
+                f"[yellow]stopped at --max-cost ${self.settings.max_cost:g}[/yellow]"
+                + ("; rerun with --resume to go on" if self.journal.path else ""),
+                highlight=False,
+            )
 
     def rounds_loop(self, original: dict[str, str]) -> None:
         items = self.task.items
@@ -10810,19 +14336,34 @@ class OptimizeLoop:
             event = self.journal.proposals.get(round_no)
             if event is None:
                 prompt, allowed = self.task.request(current, current_score, attempts, total)
-                candidate, refused, cost, _ = asyncio.run(self.proposer.ask(self.task, prompt, allowed, current))
+                candidate, refused, cost, _ = asyncio.run(
+                    self.proposer.ask(self.task, prompt, allowed, current)
+                )
                 self.spent += cost
-                event = {"event": "proposal", "round": round_no, "candidate": candidate, "refused": refused,
-                         "cost": round(cost, 6)}
+                event = {
+                    "event": "proposal",
+                    "round": round_no,
+                    "candidate": candidate,
+                    "refused": refused,
+                    "cost": round(cost, 6),
+                }
                 self.journal.append(event)
             candidate = event["candidate"]
             if candidate is None:
-                self.rounds.append(OptimizationRoundRecord(round=round_no, status="dropped",
-                                                           proposer_cost_usd=event["cost"], refused=event["refused"]))
+                self.rounds.append(
+                    OptimizationRoundRecord(
+                        round=round_no,
+                        status="dropped",
+                        proposer_cost_usd=event["cost"],
+                        refused=event["refused"],
+                    )
+                )
                 self.say(self.rounds[-1])
                 continue
             result = self.score(round_no, candidate)
-            self.scored_round(round_no, candidate, original, result, event["cost"], event["refused"])
+            self.scored_round(
+                round_no, candidate, original, result, event["cost"], event["refused"]
+            )
             if result is None or not result.complete:
                 self.stopped = self.stopped or "max-cost"
                 return
@@ -10847,42 +14388,25 @@ class OptimizeLoop:
         best = self.scores[best_round][0]
         s = self.settings
         record = OptimizationRecord(
-            target=self.task.kind, subject=self.task.subject, optimizer_model=s.optimizer_model, holdout=s.holdout,
-            seed=s.seed, runs=s.runs or C.DEFAULT_OPTIMIZE_RUNS, rounds_requested=s.optimize_rounds,
-            split=[SplitRecord(item=i.key, stratum=i.stratum, split=i.split) for i in self.task.items],
-            original=original, rounds=self.rounds, best_round=best_round, improved=best_round != 0,
-            best={n: d for n, d in best.items() if d != original.get(n)}, stopped=self.stopped,
-            cost_usd=round(sum(r.cost_usd + r.proposer_cost_usd for r in self.rounds), 6))
+            target=self.task.kind,
+            subject=self.task.subject,
+            optimizer_model=s.optimizer_model,
+            holdout=s.holdout,
+            seed=s.seed,
+            runs=s.runs or C.DEFAULT_OPTIMIZE_RUNS,
+            rounds_requested=s.optimize_rounds,
+            split=[
+                SplitRecord(item=i.key, stratum=i.stratum, split=i.split) for i in self.task.items
+            ],
+            original=original,
+            rounds=self.rounds,
+            best_round=best_round,
+            improved=best_round != 0,
+            best={n: d for n, d in best.items() if d != original.get(n)},
+            stopped=self.stopped,
+            cost_usd=round(sum(r.cost_usd + r.proposer_cost_usd for r in self.rounds), 6),
+        )
         return record, best
-
-
-def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
-    """The whole loop at its worst: every round proposed (each sent back once) and scored."""
-    per = asyncio.run(task.estimate())
-    proposal = estimate_proposal(task, settings)
-    candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
-    detail = (f"{candidates} candidate(s) (the original and {rounds} round(s)) × {per.runs} run(s) on {per.model}; "
-              f"{rounds} to {2 * rounds} proposal call(s) on {proposal.model} ({proposal.detail}) · {per.detail}")
-    return CostEstimate(per.runs * candidates, f"{per.model} + {proposal.model}",
-                        per.calls_expected * candidates + rounds * proposal.calls_expected,
-                        per.calls_max * candidates + rounds * proposal.calls_max,
-                        per.cost_expected * candidates + rounds * proposal.cost_expected,
-                        per.cost_max * candidates + rounds * proposal.cost_max, detail)
-
-
-def description_diff(original: str, new: str, name: str, label: str) -> list[str]:
-    """A unified diff of two descriptions, a sentence a line, each line safe for a terminal."""
-    def sentences(text: str) -> list[str]:
-        return [terminal_text(part) for part in re.split(r"(?<=[.!?;])\s+", text.strip()) if part]
-    return list(difflib.unified_diff(sentences(original), sentences(new), f"{name} (original)", f"{name} ({label})",
-                                     lineterm="", n=3))
-
-
-def optimization_diffs(record: OptimizationRecord) -> list[str]:
-    lines: list[str] = []
-    for name, text in record.best.items():
-        lines += description_diff(record.original.get(name, ""), text, name, f"round {record.best_round}")
-    return lines
 
 
 def optimization_verdict(record: OptimizationRecord) -> str:
@@ -10893,9 +14417,132 @@ def optimization_verdict(record: OptimizationRecord) -> str:
         if r.test_total:
             return f"{r.test_passed}/{r.test_total} held-out test {'queries' if record.target == 'skill' else 'cases'}"
         return f"{r.train_passed}/{r.train_total} train items (no test split)"
+
     if not record.improved:
         return f"Nothing beat the original: it passes {score(first)}; keep it."
     return f"Round {best.round} beat the original: {score(best)} against {score(first)} for the original."
+
+
+def description_diff(original: str, new: str, name: str, label: str) -> list[str]:
+    """A unified diff of two descriptions, a sentence a line, each line safe for a terminal."""
+
+    def sentences(text: str) -> list[str]:
+        return [terminal_text(part) for part in re.split(r"(?<=[.!?;])\s+", text.strip()) if part]
+
+    return list(
+        difflib.unified_diff(
+            sentences(original),
+            sentences(new),
+            f"{name} (original)",
+            f"{name} ({label})",
+            lineterm="",
+            n=3,
+        )
+    )
+
+
+def optimization_diffs(record: OptimizationRecord) -> list[str]:
+    lines: list[str] = []
+    for name, text in record.best.items():
+        lines += description_diff(
+            record.original.get(name, ""), text, name, f"round {record.best_round}"
+        )
+    return lines
+
+
+def print_optimization(console: Console, record: OptimizationRecord) -> None:
+    table = Table(title=escape_markup(f"Description optimization: {record.subject}"))
+    for column in ("round", "status", "train", "test", "cost $", "candidate"):
+        table.add_column(column, overflow="fold")
+    for r in record.rounds:
+        candidate = (
+            "; ".join(r.descriptions.values())
+            if r.status != "dropped"
+            else "dropped: " + "; ".join(r.refused)
+        )
+        table.add_row(
+            f"{r.round}{' *' if r.round == record.best_round else ''}",
+            r.status,
+            f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-",
+            (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a")
+            if r.status == "scored"
+            else "-",
+            f"{r.cost_usd + r.proposer_cost_usd:.4f}",
+            escape_markup(preview(candidate, 90)),
+        )
+    console.print(table)
+    console.print(escape_markup(optimization_verdict(record)), highlight=False, soft_wrap=True)
+    for line in optimization_diffs(record):
+        colour = "green" if line.startswith("+") else "red" if line.startswith("-") else "default"
+        console.print(
+            f"[{colour}]{escape_markup(line)}[/{colour}]", highlight=False, soft_wrap=True
+        )
+    if record.best_file:
+        console.print(f"wrote {terminal_text(record.best_file)}", highlight=False, markup=False)
+
+
+def optimize_mode(settings: Settings, console: Console) -> int:
+    """--optimize: score the current description(s) on a stratified train/test split, ask the
+    optimizer model for new ones from the train failures, score each the same way, keep the best
+    by test score; the report, the JSON and a ready file say what was found."""
+    if bool(settings.skill) == bool(settings.csv) or (settings.skill and not settings.trigger):
+        raise InputError(
+            "--optimize needs --skill S with --trigger EVALS, or --csv SUITE",
+            hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
+            "examples/triggers/warehouse-sql-trigger.md",
+        )
+    settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+    task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
+    items = stratified_split(task.items, settings.holdout, settings.seed)
+    if settings.dry_run:
+        print_estimate(console, estimate_optimization(task, settings))
+        return 0
+    continues_earlier_run(
+        settings
+    )  # a leftover journal without --resume (or --resume without -o): one line
+    task.prepare()
+    original = task.original()
+    fingerprint = hashlib.sha256(
+        json.dumps(
+            [
+                task.kind,
+                original,
+                [(i.key, i.stratum, i.split) for i in items],
+                settings.runs,
+                settings.model,
+                settings.trigger_model,
+                settings.threshold,
+                settings.trigger_threshold,
+            ]
+        ).encode()
+    ).hexdigest()[:16]
+    journal = OptimizeJournal(settings, fingerprint)
+    loop = OptimizeLoop(task, settings, console, journal)
+    loop.run(original)
+    if 0 not in loop.scores:
+        journal.close(remove=False)
+        console.print(
+            "[yellow]the original was not scored to the end[/yellow]: nothing to compare"
+            + ("; rerun with --resume" if journal.path else ""),
+            highlight=False,
+        )
+        return interrupted_exit_code() if loop.stopped == "interrupted" else 1
+    record, best = loop.record(original)
+    best_file = optimized_file_path(settings)
+    if record.improved and best_file:
+        write_text_atomic(best_file, task.best_file_text(best))
+        record.best_file = str(best_file)
+    results = task.results(loop.scores[record.best_round][1], settings)
+    results.metadata.evaluation = "optimize"
+    if task.kind == "tools":
+        results.metadata.tool_overrides = {
+            n: {"description": d} for n, d in record.best.items()
+        } or None
+    results.sections["optimization"] = record
+    write_outputs(results, settings, console)
+    journal.close(remove=loop.stopped not in ("max-cost", "interrupted"))
+    print_optimization(console, record)
+    return interrupted_exit_code() if loop.stopped == "interrupted" else 0
 
 
 def optimization_markdown(record: OptimizationRecord) -> list[str]:
@@ -10907,75 +14554,297 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
         for e in entries:
             counts[e.stratum] = counts.get(e.stratum, 0) + 1
         return "; ".join(f"{n} {markdown_cell(k, 40)}" for k, n in sorted(counts.items()))
-    lines = [f"## Description optimization: {markdown_cell(record.subject, None)}", "",
-             f"**{markdown_cell(optimization_verdict(record), None)}**", "",
-             f"Split (seed {record.seed}, holdout {record.holdout:g}, stratified): train {len(train)} "
-             f"({strata(train)}), test {len(test)} ({strata(test)}). {record.runs} run(s) per item; proposals by "
-             f"{markdown_cell(record.optimizer_model, None, code=True)}, shown train failures only. "
-             f"Stopped: {markdown_cell(record.stopped, None)}. Cost ${record.cost_usd:.4f}.", "",
-             "| Round | Status | Train | Test | Cost | Candidate |", "|---|---|---|---|---|---|"]
+
+    lines = [
+        f"## Description optimization: {markdown_cell(record.subject, None)}",
+        "",
+        f"**{markdown_cell(optimization_verdict(record), None)}**",
+        "",
+        f"Split (seed {record.seed}, holdout {record.holdout:g}, stratified): train {len(train)} "
+        f"({strata(train)}), test {len(test)} ({strata(test)}). {record.runs} run(s) per item; proposals by "
+        f"{markdown_cell(record.optimizer_model, None, code=True)}, shown train failures only. "
+        f"Stopped: {markdown_cell(record.stopped, None)}. Cost ${record.cost_usd:.4f}.",
+        "",
+        "| Round | Status | Train | Test | Cost | Candidate |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in record.rounds:
         mark = " ⭐" if r.round == record.best_round else ""
-        candidate = "; ".join(f"{n}: {d}" if record.target == "tools" else d for n, d in r.descriptions.items())
+        candidate = "; ".join(
+            f"{n}: {d}" if record.target == "tools" else d for n, d in r.descriptions.items()
+        )
         if r.status == "dropped":
             candidate = "dropped: " + "; ".join(r.refused)
         train = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
-        test = (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a") if r.status == "scored" else "-"
-        lines.append(f"| {r.round}{mark} | {r.status} | {train} | {test} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
-                     f"{markdown_cell(candidate, 160)} |")
+        test = (
+            (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a")
+            if r.status == "scored"
+            else "-"
+        )
+        lines.append(
+            f"| {r.round}{mark} | {r.status} | {train} | {test} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
+            f"{markdown_cell(candidate, 160)} |"
+        )
     lines.append("")
     if record.improved:
         diff = optimization_diffs(record)
-        fence = "`" * max(3, 1 + max((len(run) for line in diff for run in re.findall(r"`+", line)), default=0))
-        lines += [f"### The best candidate (round {record.best_round}) against the original", "",
-                  f"{fence}diff", *diff, fence, ""]
+        fence = "`" * max(
+            3, 1 + max((len(run) for line in diff for run in re.findall(r"`+", line)), default=0)
+        )
+        lines += [
+            f"### The best candidate (round {record.best_round}) against the original",
+            "",
+            f"{fence}diff",
+            *diff,
+            fence,
+            "",
+        ]
         if record.best_file:
             lines += [f"Ready to use: {markdown_cell(record.best_file, None, code=True)}", ""]
     return lines
 
 
-def print_optimization(console: Console, record: OptimizationRecord) -> None:
-    table = Table(title=escape_markup(f"Description optimization: {record.subject}"))
-    for column in ("round", "status", "train", "test", "cost $", "candidate"):
-        table.add_column(column, overflow="fold")
-    for r in record.rounds:
-        candidate = "; ".join(r.descriptions.values()) if r.status != "dropped" else "dropped: " + "; ".join(r.refused)
-        table.add_row(f"{r.round}{' *' if r.round == record.best_round else ''}", r.status,
-                      f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-",
-                      (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a") if r.status == "scored" else "-",
-                      f"{r.cost_usd + r.proposer_cost_usd:.4f}", escape_markup(preview(candidate, 90)))
-    console.print(table)
-    console.print(escape_markup(optimization_verdict(record)), highlight=False, soft_wrap=True)
-    for line in optimization_diffs(record):
-        colour = "green" if line.startswith("+") else "red" if line.startswith("-") else "default"
-        console.print(f"[{colour}]{escape_markup(line)}[/{colour}]", highlight=False, soft_wrap=True)
-    if record.best_file:
-        console.print(f"wrote {terminal_text(record.best_file)}", highlight=False, markup=False)
+# ============================================================================ 14. the mode table
+def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
+    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
+    if piece.metadata.results_file:
+        lines = Path(piece.metadata.results_file)
+        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
+        if not lines.exists():
+            raise InputError(
+                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
+                "here",
+                path,
+                1,
+                "put that file where the piece says, or rerun the shard without --summary-only",
+            )
+        return read_result_lines(lines)
+    return list(piece.results)
 
 
-# ---------------------------------------------------------------------------- the mode table
+def piece_models(meta: Metadata) -> str:
+    models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
+    return ", ".join(model for model in dict.fromkeys(models) if model)
+
+
+def run_identity(result: RunResult) -> tuple:
+    if isinstance(result, ToolRunResult):
+        return f"run {result.iteration} of {result.test_name!r}", result.model
+    configuration = f" ({result.configuration})" if getattr(result, "configuration", "") else ""
+    return (
+        f"run {result.run} of {result.test or 'trigger'} {result.query!r}{configuration}",
+        result.model,
+    )
+
+
+def check_pieces(
+    paths: Sequence[str], pieces: Sequence[ResultsDocument], runs: Sequence[list[RunResult]]
+) -> None:
+    """One line for the first thing that makes the pieces not the shards of one run."""
+    first, meta = paths[0], pieces[0].metadata
+    shards: dict[int, str] = {}
+    for path, piece in zip(paths, pieces):
+        m = piece.metadata
+        if not m.shard or not m.settings:
+            raise InputError(
+                "not the results of a shard: --merge puts together files written with --shard K/N",
+                path,
+                1,
+                "rerun with --shard K/N -o FILE",
+            )
+        if m.interrupted:
+            raise InputError(
+                "this shard was interrupted: finish it first",
+                path,
+                1,
+                "rerun its command with --resume, then merge",
+            )
+        index, count = (int(x) for x in m.shard.split("/"))
+        if count != int(meta.shard.split("/")[1]):
+            raise InputError(
+                f"{path} is shard {m.shard} but {first} is shard {meta.shard}: not shards of one run"
+            )
+        if index in shards:
+            raise InputError(
+                f"{shards[index]} and {path} are both shard {m.shard}: the same runs twice",
+                hint="give each shard's file once",
+            )
+        shards[index] = path
+        for what, mine, theirs in (
+            ("modes", m.evaluation, meta.evaluation),
+            ("models", piece_models(m), piece_models(meta)),
+            ("suites", f"suite hash {m.suite_hash}", f"suite hash {meta.suite_hash}"),
+        ):
+            if mine != theirs:
+                raise InputError(
+                    f"{path} and {first} ran different {what} ({theirs} vs {mine})",
+                    hint="merge only the shards of one run: same suite, options and models",
+                )
+        if m.settings != meta.settings:
+            name = next(
+                k
+                for k in sorted({*m.settings, *meta.settings})
+                if m.settings.get(k) != meta.settings.get(k)
+            )
+            flag = OPTION_FLAGS.get(name, name)
+            raise InputError(
+                f"{path} and {first} ran with different options ({flag}: {meta.settings.get(name)!r} vs "
+                f"{m.settings.get(name)!r})",
+                hint="merge only the shards of one run",
+            )
+    count = int(meta.shard.split("/")[1])
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in shards]
+    if missing:
+        raise InputError(
+            f"shard {', '.join(missing)} is missing: {len(shards)} of {count} given",
+            hint="give every shard's results file",
+        )
+    seen: dict[tuple, str] = {}
+    for path, piece_runs in zip(paths, runs):
+        for result in piece_runs:
+            identity = run_identity(result)
+            if identity in seen:
+                raise InputError(
+                    f"{seen[identity]} and {path} both hold {identity[0]}"
+                    + (f" on {identity[1]}" if identity[1] else "")
+                    + ": overlapping pieces",
+                    hint="merge the files of one run's shards, each once",
+                )
+            seen[identity] = path
+
+
 WRITER_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out", "html"})
-RENDER_OUTPUTS = ("html", "report", "junit", "csv_out")   # what --from writes from a results file
+
+
+def merged_settings(
+    settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple
+) -> Settings:
+    """The settings the shards ran with (as the first piece recorded them), with this
+    invocation's outputs and the pieces' runs to replay."""
+    recorded = dict(piece.metadata.settings or {})
+    fields = {f.name for f in dataclass_fields(Settings)}
+    params: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name not in fields:
+            raise InputError(
+                f"the shard was run with an option this evaluator does not know ({name})",
+                settings.merge[0],
+                1,
+                "merge with the evaluator version the shards ran",
+            )
+        if name in ("model", "trigger_model"):
+            values = tuple(value) if isinstance(value, list) else (value,)
+            params.update({name: values[0], name + "s": values})
+        else:
+            params[name] = tuple(value) if isinstance(value, list) else value
+    params.update({name: getattr(settings, name) for name in WRITER_OPTIONS if name in fields})
+    given = frozenset(recorded) | (settings.given & WRITER_OPTIONS)
+    return Settings(
+        **params, merge=settings.merge, merged_runs=runs, merged_pieces=pieces, given=given
+    )
+
+
+MODES: list[Mode] = []  # the mode table, filled below in selection order
+
+
+def merge_mode(settings: Settings, console: Console) -> int:
+    """--merge PIECE.json ...: the results files of a run's shards (--shard K/N) put together.
+    Each piece is checked against the schema and against the others (one suite, one set of
+    options and models, no run twice, no shard missing); then the suite is loaded here, as the
+    shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
+    statistics and reports of one unsharded run from the pieces' runs. No server starts and no
+    model is called."""
+    if len(settings.merge) < 2:
+        raise InputError(
+            "--merge needs the results files of at least two shards",
+            hint="--merge shard-1.json shard-2.json -o results.json",
+        )
+    pieces = [read_results_document(path) for path in settings.merge]
+    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
+    check_pieces(settings.merge, pieces, runs)
+    merged = merged_settings(
+        settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs), tuple(pieces)
+    )
+    mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
+    if mode is None or "shard" not in mode.options:
+        raise InputError(
+            f"{settings.merge[0]}: its recorded options name no suite to merge",
+            settings.merge[0],
+            1,
+        )
+    return mode.run(merged, console)
+
+
+RENDER_OUTPUTS = ("html", "report", "junit", "csv_out")  # what --from writes from a results file
+
+
 DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "concurrency"})
-MODEL_OPTIONS = frozenset({"model", "prompt", "max_turns", "max_tokens", "temperature", "base_url", "max_retries",
-                           "request_timeout"})
-SERVER_OPTIONS = frozenset({"server", "server_env", "mcp_config", "server_module", "tool_timeout",
-                            "max_result_chars", "server_url", "transport"})
-TOOL_SAFETY_OPTIONS = frozenset({"tool_policy", "allow_tool", "mock_tools", "record", "replay", "replay_miss"})
-GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})   # suites whose cases can carry a rubric or verify
+
+
+MODEL_OPTIONS = frozenset(
+    {
+        "model",
+        "prompt",
+        "max_turns",
+        "max_tokens",
+        "temperature",
+        "base_url",
+        "max_retries",
+        "request_timeout",
+    }
+)
+
+
+SERVER_OPTIONS = frozenset(
+    {
+        "server",
+        "server_env",
+        "mcp_config",
+        "server_module",
+        "tool_timeout",
+        "max_result_chars",
+        "server_url",
+        "transport",
+    }
+)
+
+
+TOOL_SAFETY_OPTIONS = frozenset(
+    {"tool_policy", "allow_tool", "mock_tools", "record", "replay", "replay_miss"}
+)
+
+
+GRADING_OPTIONS = frozenset(
+    {"judge_model", "verify_timeout"}
+)  # suites whose cases can carry a rubric or verify
+
+
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
+
+
 # task evals through Claude Code: what they may do, what they leave, what they are compared with, who grades
-TASK_EVAL_OPTIONS = frozenset({"allow_tools", "artifacts", "baseline", "baseline_skill", "benchmark_json",
-                               "judge_model"})
-TOOL_USE_OPTIONS = (WRITER_OPTIONS | DURABLE_OPTIONS | MODEL_OPTIONS | SERVER_OPTIONS | SIMULATED_USER_OPTIONS
-                    | TOOL_SAFETY_OPTIONS | {"iterations", "threshold", "summary_only", "tool_overrides", "batch"})
+TASK_EVAL_OPTIONS = frozenset(
+    {"allow_tools", "artifacts", "baseline", "baseline_skill", "benchmark_json", "judge_model"}
+)
+
+
+TOOL_USE_OPTIONS = (
+    WRITER_OPTIONS
+    | DURABLE_OPTIONS
+    | MODEL_OPTIONS
+    | SERVER_OPTIONS
+    | SIMULATED_USER_OPTIONS
+    | TOOL_SAFETY_OPTIONS
+    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch"}
+)
 
 
 @dataclass(frozen=True)
 class Mode:
     """One way to run the evaluator: what selects it, the options it takes, what runs it."""
+
     name: str
-    title: str                                   # how an error names it: "--skill runs"
+    title: str  # how an error names it: "--skill runs"
     selected: Callable[[Settings], bool]
     options: frozenset[str]
     run: Callable[[Settings, Console], int]
@@ -10984,103 +14853,241 @@ class Mode:
 
 # In selection order: the first row whose selector holds is the mode. Every option a row does
 # not list is refused there with one line, never silently ignored.
-MODES: tuple[Mode, ...] = (
-    Mode("schema", "--schema", lambda s: s.schema, frozenset({"schema", "output"}), schema_mode,
-         ("python evaluator.py --schema > results.schema.json",)),
-    Mode("generate", "--generate-triggers / --generate-tests runs",
-         lambda s: bool(s.generate_triggers or s.generate_tests),
-         frozenset({"generate_triggers", "generate_tests", "generate_count", "force", "output", "model", "base_url",
-                    "max_retries", "request_timeout", "max_cost", "dry_run"}), generate_mode,
-         ("python evaluator.py --generate-triggers examples/skills/warehouse-sql -o my-trigger.md",
-          "python evaluator.py --generate-tests examples/skills/warehouse-sql -o my-tests/")),
-    Mode("compare", "--compare", lambda s: bool(s.compare),
-         frozenset({"compare", "report", "output", "json_out", "html"}), compare_mode,
-         ("python evaluator.py --compare old.json new.json --report diff.md --html diff.html",)),
-    Mode("merge", "--merge", lambda s: bool(s.merge), frozenset({"merge"}) | WRITER_OPTIONS, merge_mode,
-         ("python evaluator.py --merge shard-1.json shard-2.json -o results.json --report report.md",)),
-    Mode("render", "--from", lambda s: bool(s.from_results), frozenset({"from_results", *RENDER_OUTPUTS}), render_mode,
-         ("python evaluator.py --from results.json --html report.html",)),
-    Mode("optimize", "--optimize runs", lambda s: s.optimize,
-         frozenset({"optimize", "holdout", "seed", "optimize_rounds", "optimizer_model", "runs", "max_cost", "dry_run",
-                    "resume", "concurrency", "output", "json_out", "report", "skill", "trigger", "trigger_model",
+MODES.extend(
+    (
+        Mode(
+            "schema",
+            "--schema",
+            lambda s: s.schema,
+            frozenset({"schema", "output"}),
+            schema_mode,
+            ("python evaluator.py --schema > results.schema.json",),
+        ),
+        Mode(
+            "generate",
+            "--generate-triggers / --generate-tests runs",
+            lambda s: bool(s.generate_triggers or s.generate_tests),
+            frozenset(
+                {
+                    "generate_triggers",
+                    "generate_tests",
+                    "generate_count",
+                    "force",
+                    "output",
+                    "model",
+                    "base_url",
+                    "max_retries",
+                    "request_timeout",
+                    "max_cost",
+                    "dry_run",
+                }
+            ),
+            generate_mode,
+            (
+                "python evaluator.py --generate-triggers examples/skills/warehouse-sql -o my-trigger.md",
+                "python evaluator.py --generate-tests examples/skills/warehouse-sql -o my-tests/",
+            ),
+        ),
+        Mode(
+            "compare",
+            "--compare",
+            lambda s: bool(s.compare),
+            frozenset({"compare", "report", "output", "json_out", "html"}),
+            compare_mode,
+            ("python evaluator.py --compare old.json new.json --report diff.md --html diff.html",),
+        ),
+        Mode(
+            "merge",
+            "--merge",
+            lambda s: bool(s.merge),
+            frozenset({"merge"}) | WRITER_OPTIONS,
+            merge_mode,
+            (
+                "python evaluator.py --merge shard-1.json shard-2.json -o results.json --report report.md",
+            ),
+        ),
+        Mode(
+            "render",
+            "--from",
+            lambda s: bool(s.from_results),
+            frozenset({"from_results", *RENDER_OUTPUTS}),
+            render_mode,
+            ("python evaluator.py --from results.json --html report.html",),
+        ),
+        Mode(
+            "optimize",
+            "--optimize runs",
+            lambda s: s.optimize,
+            frozenset(
+                {
+                    "optimize",
+                    "holdout",
+                    "seed",
+                    "optimize_rounds",
+                    "optimizer_model",
+                    "runs",
+                    "max_cost",
+                    "dry_run",
+                    "resume",
+                    "concurrency",
+                    "output",
+                    "json_out",
+                    "report",
+                    "skill",
+                    "trigger",
+                    "trigger_model",
                     "claude_bin",
-                    "csv", "server", "server_module", "model", "base_url"}),
-         optimize_mode,
-         ("python evaluator.py --optimize --skill examples/skills/warehouse-sql --trigger "
-          "examples/triggers/warehouse-sql-trigger.md -o optimize.json --report optimize.md",
-          "python evaluator.py --optimize --csv examples/test_queries.csv --optimize-rounds 3 -o tools.json")),
-    Mode("skills", "--skill runs", lambda s: bool(s.skill or s.trigger),
-         WRITER_OPTIONS | DURABLE_OPTIONS | {"skill", "tests", "trigger", "trigger_model", "trigger_threshold",
-                                             "trigger_max_turns", "trigger_timeout", "runs", "min_trigger_score",
-                                             "claude_bin", "model", "max_turns", "base_url", "mcp_config",
-                                             "skill_description", "shard"} | TASK_EVAL_OPTIONS,
-         skill_mode,
-         ("python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
-          "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml",
-          "python evaluator.py --skill examples/skills/data-profile-report --tests examples/skills/data-profile-report "
-          "--baseline --allow-tools Bash,Write,Edit --artifacts artifacts/ --runs 3 --report benchmark.md")),
-    Mode("markdown", "--tests runs against MCP servers",
-         lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
-         TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"}, markdown_mode, ("python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",)),
-    Mode("qa", "--qa runs", qa_files_given, TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
-         qa_mode,
-         ('python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m mcp_server_time '
-          '--local-timezone UTC" -i 3 --report qa-report.md',)),
-    Mode("csv", "--csv runs", lambda s: bool(s.csv), TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
-         csv_mode,
-         ("python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
-          "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run")),
-    Mode("query", "-q / -c runs",
-         lambda s: s.query is not None or bool(s.conversation) or s.interactive or s.simulate_user is not None,
-         TOOL_USE_OPTIONS | {"query", "conversation", "interactive"}, query_mode,
-         ('python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',
-          "python evaluator.py -c examples/sample_conv.md -o conv.json",
-          'python evaluator.py -q "Help me set up a profiles project" --interactive',
-          'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake prod"')),
+                    "csv",
+                    "server",
+                    "server_module",
+                    "model",
+                    "base_url",
+                }
+            ),
+            optimize_mode,
+            (
+                "python evaluator.py --optimize --skill examples/skills/warehouse-sql --trigger "
+                "examples/triggers/warehouse-sql-trigger.md -o optimize.json --report optimize.md",
+                "python evaluator.py --optimize --csv examples/test_queries.csv --optimize-rounds 3 -o tools.json",
+            ),
+        ),
+        Mode(
+            "skills",
+            "--skill runs",
+            lambda s: bool(s.skill or s.trigger),
+            WRITER_OPTIONS
+            | DURABLE_OPTIONS
+            | {
+                "skill",
+                "tests",
+                "trigger",
+                "trigger_model",
+                "trigger_threshold",
+                "trigger_max_turns",
+                "trigger_timeout",
+                "runs",
+                "min_trigger_score",
+                "claude_bin",
+                "model",
+                "max_turns",
+                "base_url",
+                "mcp_config",
+                "skill_description",
+                "shard",
+            }
+            | TASK_EVAL_OPTIONS,
+            skill_mode,
+            (
+                "python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
+                "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml",
+                "python evaluator.py --skill examples/skills/data-profile-report --tests examples/skills/data-profile-report "
+                "--baseline --allow-tools Bash,Write,Edit --artifacts artifacts/ --runs 3 --report benchmark.md",
+            ),
+        ),
+        Mode(
+            "markdown",
+            "--tests runs against MCP servers",
+            lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
+            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"},
+            markdown_mode,
+            (
+                "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",
+            ),
+        ),
+        Mode(
+            "qa",
+            "--qa runs",
+            qa_files_given,
+            TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
+            qa_mode,
+            (
+                'python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m mcp_server_time '
+                '--local-timezone UTC" -i 3 --report qa-report.md',
+            ),
+        ),
+        Mode(
+            "csv",
+            "--csv runs",
+            lambda s: bool(s.csv),
+            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
+            csv_mode,
+            (
+                "python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
+                "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run",
+            ),
+        ),
+        Mode(
+            "query",
+            "-q / -c runs",
+            lambda s: (
+                s.query is not None
+                or bool(s.conversation)
+                or s.interactive
+                or s.simulate_user is not None
+            ),
+            TOOL_USE_OPTIONS | {"query", "conversation", "interactive"},
+            query_mode,
+            (
+                'python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',
+                "python evaluator.py -c examples/sample_conv.md -o conv.json",
+                'python evaluator.py -q "Help me set up a profiles project" --interactive',
+                'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake prod"',
+            ),
+        ),
+    )
 )
 
 
 def select_mode(settings: Settings) -> Mode:
     mode = next((m for m in MODES if m.selected(settings)), None)
     if mode is None:
-        raise InputError("nothing to evaluate", hint='give -q "a query", --csv FILE, --tests DIR, --qa FILE.xml or --skill DIR '
-                                                     "(see --help)")
+        raise InputError(
+            "nothing to evaluate",
+            hint='give -q "a query", --csv FILE, --tests DIR, --qa FILE.xml or --skill DIR '
+            "(see --help)",
+        )
     refused = sorted(settings.given - mode.options, key=option_order)
     if refused:
         name = refused[0]
         takers = [m.title for m in MODES if name in m.options]
-        raise UsageProblem(f"{OPTION_FLAGS.get(name, name)} does not apply to {mode.title}"
-                           + (f" (it works with {', '.join(takers)})" if takers else ""))
+        raise UsageProblem(
+            f"{OPTION_FLAGS.get(name, name)} does not apply to {mode.title}"
+            + (f" (it works with {', '.join(takers)})" if takers else "")
+        )
     return mode
 
 
-class UsageProblem(InputError):
-    """An option given to a mode that does not take it."""
-
-
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
-INPUT_PATH_OPTIONS = ("csv", "conversation", "mcp_config", "prompt", "tests", "skill", "trigger", "compare",
-                      "server_module", "generate_triggers", "generate_tests", "tool_overrides", "from_results", "merge",
-                      "mock_tools")
+INPUT_PATH_OPTIONS = (
+    "csv",
+    "conversation",
+    "mcp_config",
+    "prompt",
+    "tests",
+    "skill",
+    "trigger",
+    "compare",
+    "server_module",
+    "generate_triggers",
+    "generate_tests",
+    "tool_overrides",
+    "from_results",
+    "merge",
+    "mock_tools",
+)
+
+
 OUTPUT_PATH_OPTIONS = ("output", "report", "junit", "csv_out", "html", "benchmark_json")
+
+
 NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge")
-
-
-def file_key(path: Path) -> Any:
-    """What makes two paths one file: the inode when it exists (links, `./x`, hard links), else
-    the path with every link resolved."""
-    try:
-        stat = path.stat()
-        return stat.st_dev, stat.st_ino
-    except OSError:
-        return os.path.realpath(path)
 
 
 def input_paths(settings: Settings) -> list[tuple[str, Path]]:
     found = []
     for option in INPUT_PATH_OPTIONS:
         value = getattr(settings, option, None)
-        for item in (value if isinstance(value, tuple) else (value,)):
+        for item in value if isinstance(value, tuple) else (value,):
             if not item or (option == "prompt" and not Path(item).is_file()):
                 continue
             path = Path(item.partition(":")[0] if option == "server_module" else item)
@@ -11095,29 +15102,21 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     found = []
     for option in OUTPUT_PATH_OPTIONS:
         value = getattr(settings, option, None)
-        if not value or (option == "output" and mode.name == "generate" and settings.generate_tests):
+        if not value or (
+            option == "output" and mode.name == "generate" and settings.generate_tests
+        ):
             continue
         found.append((OPTION_FLAGS.get(option, option), Path(value)))
         if option == "output" and mode.name not in NO_JOURNAL_MODES:
-            found += [("-o's journal", journal_path(value)), ("-o's results lines", results_lines_path(value))]
+            found += [
+                ("-o's journal", journal_path(value)),
+                ("-o's results lines", results_lines_path(value)),
+            ]
             if settings.batch:
                 found.append(("-o's batch ledger", batch_ledger_path(value)))
             if mode.name == "optimize":
                 found.append(("the optimized description file", optimized_file_path(settings)))
     return found
-
-
-def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
-    """The folder exists and takes a new file (tried for real: a read-only mount, a full quota or
-    missing rights all show)."""
-    if not folder.is_dir():
-        raise InputError(f"{flag} {target}: the folder {folder} does not exist", hint="create it first")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise InputError(f"{flag} {target}: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
 def check_output_paths(settings: Settings, mode: Mode) -> None:
@@ -11136,15 +15135,21 @@ def check_output_paths(settings: Settings, mode: Mode) -> None:
         key = file_key(path)
         if key in inputs:
             other_flag, other = inputs[key]
-            raise InputError(f"{flag} {path} is the input {other_flag} {other}: writing it would destroy it",
-                             hint="choose another output file")
+            raise InputError(
+                f"{flag} {path} is the input {other_flag} {other}: writing it would destroy it",
+                hint="choose another output file",
+            )
         if key in outputs:
             other_flag, other = outputs[key]
-            raise InputError(f"{flag} {path} and {other_flag} {other} are the same file",
-                             hint="give each output its own file")
+            raise InputError(
+                f"{flag} {path} and {other_flag} {other} are the same file",
+                hint="give each output its own file",
+            )
         outputs[key] = (flag, path)
         if path.is_dir():
-            raise InputError(f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}")
+            raise InputError(
+                f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}"
+            )
         check_writable_folder(flag, path, path.parent)
 
 
@@ -11153,11 +15158,15 @@ def run_settings_for(settings: Settings) -> int:
     mode = select_mode(settings)
     check_output_paths(settings, mode)
     journaled = bool(settings.output) and "resume" in mode.options and not settings.dry_run
-    with output_lock(settings.output) if journaled else contextlib.nullcontext():  # one live run per -o
-        return mode.run(settings, Console(stderr=settings.json_out or mode.name == "generate", emoji=False))
+    with (
+        output_lock(settings.output) if journaled else contextlib.nullcontext()
+    ):  # one live run per -o
+        return mode.run(
+            settings, Console(stderr=settings.json_out or mode.name == "generate", emoji=False)
+        )
 
 
-# ---------------------------------------------------------------------------- click: options, grouped help, main
+# ============================================================================ 15. the command line
 class FiniteFloat(click.FloatRange):
     """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
     range: --max-cost nan was no limit at all) and infinities are refused."""
@@ -11169,7 +15178,9 @@ class FiniteFloat(click.FloatRange):
         return super().convert(number, param, ctx)
 
 
-def answer_match_option(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+def answer_match_option(
+    context: click.Context, parameter: click.Parameter, value: str | None
+) -> str | None:
     """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
     if value is None:
         return None
@@ -11179,7 +15190,9 @@ def answer_match_option(context: click.Context, parameter: click.Parameter, valu
     return normalize_answer_match(value)
 
 
-def shard_option(context: click.Context, parameter: click.Parameter, value: str | None) -> tuple[int, int] | None:
+def shard_option(
+    context: click.Context, parameter: click.Parameter, value: str | None
+) -> tuple[int, int] | None:
     """--shard K/N: whole numbers, 1 <= K <= N."""
     if value is None:
         return None
@@ -11190,229 +15203,764 @@ def shard_option(context: click.Context, parameter: click.Parameter, value: str 
 
 
 POSITIVE_INT = click.IntRange(min=1)
+
+
 POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
+
 
 # (help group, option). The groups are the README's options tables, in the same order.
 OPTIONS: tuple[tuple[str, Callable], ...] = (
     ("What to evaluate", click.option("-q", "--query", help="One query to evaluate.")),
-    ("What to evaluate", click.option("-c", "--conversation", type=click.Path(), metavar="FILE.md",
-                                      help="Continue a conversation from a markdown file (**User** / **Assistant** "
-                                           "blocks, ## User / ## Assistant headings, or User: / Assistant: lines).")),
-    ("What to evaluate", click.option("--csv", "csv", type=click.Path(), metavar="FILE.csv",
-                                      help="Run a CSV regression suite.")),
-    ("What to evaluate", click.option("--tests", multiple=True, metavar="FILE_OR_DIR",
-                                      help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval "
-                                           "JSON. With --skill they run through Claude Code; without, against the MCP "
-                                           "servers (a '# Simulated User' section gives a test its simulated user). "
-                                           "A .xml file is a QA evaluation (as --qa).")),
-    ("What to evaluate", click.option("--qa", type=click.Path(), metavar="FILE.xml",
-                                      help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and "
-                                           "answer) against the MCP servers: accuracy over the runs (--tests "
-                                           "FILE.xml does the same).")),
-    ("What to evaluate", click.option("--skill", multiple=True, metavar="PATH",
-                                      help="A SKILL.md or its folder (repeatable: several skills are installed "
-                                           "together).")),
-    ("What to evaluate", click.option("--trigger", multiple=True, metavar="FILE",
-                                      help="One trigger test file (.md or eval .json).")),
-    ("What to evaluate", click.option("--compare", metavar="OLD.json NEW.json [...]",
-                                      help="Compare results files, each against the one before: regressions, fixes, "
-                                           "added and removed cases, pass rate, triggerScore and cost change.")),
-    ("What to evaluate", click.option("--generate-triggers", metavar="SKILL.md",
-                                      help="Draft a trigger test for a skill (to -o FILE.md, else stdout).")),
-    ("What to evaluate", click.option("--generate-tests", metavar="SKILL.md",
-                                      help="Draft a starter set (trigger, knowledge, task, security) into -o DIR.")),
-    ("What to evaluate", click.option("--merge", metavar="PIECE.json [...]",
-                                      help="Put the results files of a sharded run (--shard K/N) together into one "
-                                           "run's document, verdicts and reports (-o, --report, --junit, ...).")),
-    ("What to evaluate", click.option("--schema", is_flag=True,
-                                      help="Print the JSON Schema of the results file and exit.")),
-    ("What to evaluate", click.option("--optimize", is_flag=True,
-                                      help="Improve a skill's description (--skill S --trigger EVALS) or the MCP "
-                                           "tools' descriptions (--csv SUITE): train/test split, proposals from "
-                                           "--optimizer-model, the best chosen on the held-out queries.")),
-    ("Running and output", click.option("-i", "--iterations", type=POSITIVE_INT, default=C.DEFAULT_ITERATIONS,
-                                        show_default=True, help="Run every case this many times.")),
-    ("Running and output", click.option("--concurrency", type=POSITIVE_INT,
-                                        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
-                                             "at most 10).")),
-    ("Running and output", click.option("--shard", metavar="K/N", callback=shard_option,
-                                        help="Run only shard K of N: a stable share of the runs (by case, "
-                                             "iteration and model); --merge puts the N results files together.")),
-    ("Running and output", click.option("--threshold", type=FiniteFloat(0, 1), default=C.DEFAULT_CASE_THRESHOLD,
-                                        show_default=True,
-                                        help="A case passes when its pass rate over the iterations is at least "
-                                             "this.")),
-    ("Running and output", click.option("-o", "--output", type=click.Path(),
-                                        help="Write the results JSON here (a journal beside it as runs finish).")),
-    ("Running and output", click.option("--json", "json_out", is_flag=True,
-                                        help="Print the results JSON to stdout (the summary goes to stderr).")),
-    ("Running and output", click.option("--report", type=click.Path(), metavar="FILE.md",
-                                        help="Write a markdown report (suite, skill Trigger Analysis, comparison).")),
-    ("Running and output", click.option("--junit", type=click.Path(), metavar="FILE.xml",
-                                        help="Write JUnit XML for CI: a testcase per case, test or trigger query.")),
-    ("Running and output", click.option("--csv-out", type=click.Path(), metavar="FILE.csv",
-                                        help="Write one CSV row per run.")),
-    ("Running and output", click.option("--html", type=click.Path(), metavar="FILE.html",
-                                        help="Write one self-contained HTML report (opens offline): overview, "
-                                             "charts, every case's transcripts, review notes.")),
-    ("What to evaluate", click.option("--from", "from_results", type=click.Path(), metavar="RESULTS.json",
-                                      help="Write the reports (--html, --report, --junit, --csv-out) of an existing "
-                                           "results file; nothing runs.")),
-    ("Running and output", click.option("--summary-only", is_flag=True,
-                                        help="Big suites: keep only the summary in memory and in -o FILE; every run's "
-                                             "full result goes to FILE.results.jsonl as it finishes.")),
-    ("Running and output", click.option("--resume", is_flag=True,
-                                        help="Continue the run whose output is -o FILE: only runs not yet finished "
-                                             "run.")),
-    ("Running and output", click.option("--retry-errors", is_flag=True,
-                                        help="Rerun the runs of -o FILE that ended in an error (and any not yet run).")),
-    ("Running and output", click.option("--max-cost", type=POSITIVE_FLOAT, metavar="USD",
-                                        help="Start no new run once the run has cost this much (it says so; --resume "
-                                             "goes on).")),
-    ("Running and output", click.option("--dry-run", is_flag=True,
-                                        help="Check inputs, connect to the servers, estimate calls and cost; no model "
-                                             "or claude call.")),
-    ("Running and output", click.option("--batch", is_flag=True,
-                                        help="Tool-use runs: send Claude's calls through the Message Batches API, one "
-                                             "batch per round of every conversation (half price; a round can take "
-                                             "minutes to hours).")),
-    ("Running and output", click.option("--force", is_flag=True,
-                                        help="--generate-*: overwrite existing files.")),
-    ("Model", click.option("--model", multiple=True, default=[C.DEFAULT_MODEL], show_default=True,
-                           help="Model under test (skill runs: the model of knowledge/task/security tests). "
-                                "Repeatable: every case runs on every model, reported side by side.")),
-    ("Model", click.option("--prompt", default=prompts.DEFAULT_SYSTEM_PROMPT, show_default=True,
-                           help="System prompt: a name from prompts.py or a file path.")),
-    ("Model", click.option("--max-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_TURNS, show_default=True,
-                           help="Model calls per conversation (skill tests: claude --max-turns).")),
-    ("Model", click.option("--max-tokens", type=POSITIVE_INT, default=C.DEFAULT_MAX_TOKENS, show_default=True,
-                           help="Most tokens in one answer; a cut answer is recorded as truncated.")),
-    ("Model", click.option("--temperature", type=FiniteFloat(0, 1), default=C.DEFAULT_TEMPERATURE,
-                           help="Sampling temperature, for models that take one (default: the API's).")),
-    ("Model", click.option("--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).")),
-    ("Model", click.option("--max-retries", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RETRIES,
-                           show_default=True, help="Retries of a failed model call (429, 5xx, overload, connection).")),
-    ("Model", click.option("--request-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_REQUEST_TIMEOUT,
-                           show_default=True, help="Seconds one model call may take.")),
-    ("MCP servers", click.option("--server", multiple=True, metavar='"CMD ARGS"',
-                                 help="A stdio MCP server command (repeatable).")),
-    ("MCP servers", click.option("--server-env", multiple=True, metavar="KEY[=VALUE]",
-                                 help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.")),
-    ("MCP servers", click.option("--mcp-config", type=click.Path(),
-                                 help="A Claude-style mcpServers JSON file (skill runs: passed to claude).")),
-    ("MCP servers", click.option("--server-module", multiple=True, metavar="PATH.py[:ATTR]",
-                                 help="Import a Python MCP server object and talk to it in-process (repeatable).")),
-    ("MCP servers", click.option("--tool-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_TOOL_TIMEOUT,
-                                 show_default=True, help="Seconds one tool call may take.")),
-    ("MCP servers", click.option("--max-result-chars", type=click.IntRange(min=0), default=C.DEFAULT_MAX_RESULT_CHARS,
-                                 show_default=True, help="Tool results longer than this are cut (0: no limit).")),
-    ("MCP servers", click.option("--server-url", multiple=True, metavar="URL",
-                                 help="A remote MCP server by URL (repeatable), over --transport.")),
-    ("MCP servers", click.option("--transport", type=click.Choice(SERVER_TRANSPORTS), default="http", show_default=True,
-                                 help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.")),
-    ("Tools that change things", click.option("--tool-policy", type=click.Choice(C.TOOL_POLICIES),
-                                              default=C.DEFAULT_TOOL_POLICY, show_default=True,
-                                              help="Which calls the servers run: live (all; a run that can call a "
-                                                   "destructive tool says so), safe (not tools annotated "
-                                                   "destructiveHint: true; Claude gets a marked stand-in) or "
-                                                   "read-only (only tools annotated readOnlyHint: true).")),
-    ("Tools that change things", click.option("--allow-tool", multiple=True, metavar="NAME",
-                                              help="Run this tool whatever --tool-policy says (repeatable; globs "
-                                                   "like 'create_*').")),
-    ("Tools that change things", click.option("--mock-tools", type=click.Path(), metavar="FILE.json",
-                                              help='Answer matching calls from this file instead of the server: '
-                                                   '{"tool": {"result": ...}} or {"tool": [{"match": {args}, '
-                                                   '"result": ...}]}.')),
-    ("Tools that change things", click.option("--record", type=click.Path(), metavar="DIR",
-                                              help="Record the servers' tools and every live call's result into a "
-                                                   "cassette folder (redacted JSON, one file per server).")),
-    ("Tools that change things", click.option("--replay", type=click.Path(), metavar="DIR",
-                                              help="Answer calls from a cassette folder; with no server named, its "
-                                                   "tools come from the cassette (no server runs).")),
-    ("Tools that change things", click.option("--replay-miss", type=click.Choice(C.REPLAY_MISS_CHOICES),
-                                              default=C.DEFAULT_REPLAY_MISS, show_default=True,
-                                              help="A call the cassette lacks: an error of the case, or a live call "
-                                                   "(under --tool-policy).")),
-    ("MCP servers", click.option("--tool-overrides", type=click.Path(), metavar="FILE.json",
-                                 help='Show Claude other descriptions / input schemas for some tools ({"tool": '
-                                      '{"description": ..., "input_schema": ...}}); the servers still run the '
-                                      "calls.")),
-    ("Conversations", click.option("--interactive", is_flag=True,
-                                   help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
-                                        "Ctrl-C stops the run and keeps the results so far.")),
-    ("Conversations", click.option("--simulate-user", metavar="GOAL",
-                                   help="A second model plays a user with this goal and answers Claude's questions.")),
-    ("Conversations", click.option("--user-model", default=C.DEFAULT_USER_MODEL, show_default=True,
-                                   help="Model playing the simulated user.")),
-    ("Conversations", click.option("--max-user-turns", type=POSITIVE_INT, default=C.DEFAULT_MAX_USER_TURNS,
-                                   show_default=True, help="Messages the simulated user may send per conversation.")),
-    ("CSV suites", click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable).")),
-    ("QA evaluations", click.option("--answer-match", metavar="MODE", callback=answer_match_option,
-                                    help="How every QA answer is compared (instead of each pair's own): exact "
-                                         "(default), normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex "
-                                         "or judge.")),
-    ("Grading", click.option("--judge-model", default=C.DEFAULT_JUDGE_MODEL, show_default=True,
-                             help="Model of the LLM judge that grades rubrics and `judge` answers.")),
-    ("Grading", click.option("--verify-timeout", type=POSITIVE_FLOAT, default=C.DEFAULT_VERIFY_TIMEOUT,
-                             show_default=True, help="Seconds a case's verify command may take (then it is an error).")),
-    ("Skills (Claude Code)", click.option("--trigger-model", multiple=True, default=[C.DEFAULT_TRIGGER_MODEL],
-                                          show_default=True,
-                                          help="Model for trigger queries (a Claude Code alias or full id). "
-                                               "Repeatable: every query runs on every model, side by side.")),
-    ("Skills (Claude Code)", click.option("--trigger-threshold", type=FiniteFloat(0, 1, min_open=True),
-                                          default=C.DEFAULT_TRIGGER_THRESHOLD, show_default=True,
-                                          help="Activation rate at which a query counts as activating.")),
-    ("Skills (Claude Code)", click.option("--trigger-max-turns", type=POSITIVE_INT, default=C.DEFAULT_TRIGGER_MAX_TURNS,
-                                          show_default=True, help="--max-turns of each trigger query's claude run.")),
-    ("Skills (Claude Code)", click.option("--trigger-timeout", type=POSITIVE_FLOAT,
-                                          help="Seconds per trigger run (default: the test's timeout, 30).")),
-    ("Skills (Claude Code)", click.option("--runs", type=POSITIVE_INT,
-                                          help="Runs per query or test (default: the test's `runs`, else 3 for "
-                                               "trigger queries and 1 for other tests).")),
-    ("Skills (Claude Code)", click.option("--min-trigger-score", type=FiniteFloat(0, 100), metavar="PERCENT",
-                                          help="Fail (exit 1) when a skill's triggerScore is below this.")),
-    ("Skills (Claude Code)", click.option("--claude-bin", metavar="PATH",
-                                          help="The Claude Code CLI (default: claude on PATH, then "
-                                               "node_modules/.bin/claude).")),
-    ("Task evals (Claude Code)", click.option("--allow-tools", metavar="Bash,Write,Edit",
-                                              help="Task runs may use these tools (off by default; any of "
-                                                   f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary "
-                                                   "project and HOME: not a container.")),
-    ("Task evals (Claude Code)", click.option("--artifacts", type=click.Path(), metavar="DIR",
-                                              help="Keep what each task run leaves in its project in "
-                                                   "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, "
-                                                   "size, sha256).")),
-    ("Task evals (Claude Code)", click.option("--baseline", is_flag=True,
-                                              help="Run every task also without the skill (without_skill), and "
-                                                   "report the delta.")),
-    ("Task evals (Claude Code)", click.option("--baseline-skill", type=click.Path(), metavar="PATH",
-                                              help="Run every task also with this version of the skill (old_skill), "
-                                                   "and report the delta.")),
-    ("Task evals (Claude Code)", click.option("--benchmark-json", type=click.Path(), metavar="FILE.json",
-                                              help="Write the task benchmark in skill-creator's benchmark.json shape "
-                                                   "(its viewer reads it).")),
-    ("Skills (Claude Code)", click.option("--skill-description", multiple=True, metavar="TEXT|@FILE|NAME=TEXT",
-                                          help="Install the skill with this description instead of its SKILL.md's "
-                                               "(in the runs' temporary copy only); NAME=TEXT with several "
-                                               "--skill.")),
-    ("Description optimizer", click.option("--holdout", type=FiniteFloat(0, 1, max_open=True),
-                                           default=C.DEFAULT_HOLDOUT, show_default=True,
-                                           help="--optimize: share of the queries / cases held out as the test "
-                                                "split (stratified).")),
-    ("Description optimizer", click.option("--seed", type=int, default=C.DEFAULT_SPLIT_SEED, show_default=True,
-                                           help="--optimize: seed of the train/test split.")),
-    ("Description optimizer", click.option("--optimize-rounds", type=POSITIVE_INT,
-                                           default=C.DEFAULT_OPTIMIZE_ROUNDS, show_default=True,
-                                           help="--optimize: new descriptions asked for at most.")),
-    ("Description optimizer", click.option("--optimizer-model", default=C.DEFAULT_OPTIMIZER_MODEL,
-                                           show_default=True,
-                                           help="--optimize: the model that proposes descriptions.")),
-    ("Skills (Claude Code)", click.option("--generate-count", type=click.IntRange(1, 50),
-                                          default=C.DEFAULT_GENERATED_QUERIES, show_default=True,
-                                          help="--generate-*: positive and negative queries each.")),
+    (
+        "What to evaluate",
+        click.option(
+            "-c",
+            "--conversation",
+            type=click.Path(),
+            metavar="FILE.md",
+            help="Continue a conversation from a markdown file (**User** / **Assistant** "
+            "blocks, ## User / ## Assistant headings, or User: / Assistant: lines).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--csv",
+            "csv",
+            type=click.Path(),
+            metavar="FILE.csv",
+            help="Run a CSV regression suite.",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--tests",
+            multiple=True,
+            metavar="FILE_OR_DIR",
+            help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval "
+            "JSON. With --skill they run through Claude Code; without, against the MCP "
+            "servers (a '# Simulated User' section gives a test its simulated user). "
+            "A .xml file is a QA evaluation (as --qa).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--qa",
+            type=click.Path(),
+            metavar="FILE.xml",
+            help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and "
+            "answer) against the MCP servers: accuracy over the runs (--tests "
+            "FILE.xml does the same).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--skill",
+            multiple=True,
+            metavar="PATH",
+            help="A SKILL.md or its folder (repeatable: several skills are installed together).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--trigger",
+            multiple=True,
+            metavar="FILE",
+            help="One trigger test file (.md or eval .json).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--compare",
+            metavar="OLD.json NEW.json [...]",
+            help="Compare results files, each against the one before: regressions, fixes, "
+            "added and removed cases, pass rate, triggerScore and cost change.",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--generate-triggers",
+            metavar="SKILL.md",
+            help="Draft a trigger test for a skill (to -o FILE.md, else stdout).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--generate-tests",
+            metavar="SKILL.md",
+            help="Draft a starter set (trigger, knowledge, task, security) into -o DIR.",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--merge",
+            metavar="PIECE.json [...]",
+            help="Put the results files of a sharded run (--shard K/N) together into one "
+            "run's document, verdicts and reports (-o, --report, --junit, ...).",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--schema", is_flag=True, help="Print the JSON Schema of the results file and exit."
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--optimize",
+            is_flag=True,
+            help="Improve a skill's description (--skill S --trigger EVALS) or the MCP "
+            "tools' descriptions (--csv SUITE): train/test split, proposals from "
+            "--optimizer-model, the best chosen on the held-out queries.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "-i",
+            "--iterations",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_ITERATIONS,
+            show_default=True,
+            help="Run every case this many times.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--concurrency",
+            type=POSITIVE_INT,
+            help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
+            "at most 10).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--shard",
+            metavar="K/N",
+            callback=shard_option,
+            help="Run only shard K of N: a stable share of the runs (by case, "
+            "iteration and model); --merge puts the N results files together.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--threshold",
+            type=FiniteFloat(0, 1),
+            default=C.DEFAULT_CASE_THRESHOLD,
+            show_default=True,
+            help="A case passes when its pass rate over the iterations is at least this.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "-o",
+            "--output",
+            type=click.Path(),
+            help="Write the results JSON here (a journal beside it as runs finish).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--json",
+            "json_out",
+            is_flag=True,
+            help="Print the results JSON to stdout (the summary goes to stderr).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--report",
+            type=click.Path(),
+            metavar="FILE.md",
+            help="Write a markdown report (suite, skill Trigger Analysis, comparison).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--junit",
+            type=click.Path(),
+            metavar="FILE.xml",
+            help="Write JUnit XML for CI: a testcase per case, test or trigger query.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per run."
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--html",
+            type=click.Path(),
+            metavar="FILE.html",
+            help="Write one self-contained HTML report (opens offline): overview, "
+            "charts, every case's transcripts, review notes.",
+        ),
+    ),
+    (
+        "What to evaluate",
+        click.option(
+            "--from",
+            "from_results",
+            type=click.Path(),
+            metavar="RESULTS.json",
+            help="Write the reports (--html, --report, --junit, --csv-out) of an existing "
+            "results file; nothing runs.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--summary-only",
+            is_flag=True,
+            help="Big suites: keep only the summary in memory and in -o FILE; every run's "
+            "full result goes to FILE.results.jsonl as it finishes.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--resume",
+            is_flag=True,
+            help="Continue the run whose output is -o FILE: only runs not yet finished run.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--retry-errors",
+            is_flag=True,
+            help="Rerun the runs of -o FILE that ended in an error (and any not yet run).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--max-cost",
+            type=POSITIVE_FLOAT,
+            metavar="USD",
+            help="Start no new run once the run has cost this much (it says so; --resume goes on).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Check inputs, connect to the servers, estimate calls and cost; no model "
+            "or claude call.",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option(
+            "--batch",
+            is_flag=True,
+            help="Tool-use runs: send Claude's calls through the Message Batches API, one "
+            "batch per round of every conversation (half price; a round can take "
+            "minutes to hours).",
+        ),
+    ),
+    (
+        "Running and output",
+        click.option("--force", is_flag=True, help="--generate-*: overwrite existing files."),
+    ),
+    (
+        "Model",
+        click.option(
+            "--model",
+            multiple=True,
+            default=[C.DEFAULT_MODEL],
+            show_default=True,
+            help="Model under test (skill runs: the model of knowledge/task/security tests). "
+            "Repeatable: every case runs on every model, reported side by side.",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--prompt",
+            default=prompts.DEFAULT_SYSTEM_PROMPT,
+            show_default=True,
+            help="System prompt: a name from prompts.py or a file path.",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--max-turns",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_MAX_TURNS,
+            show_default=True,
+            help="Model calls per conversation (skill tests: claude --max-turns).",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--max-tokens",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_MAX_TOKENS,
+            show_default=True,
+            help="Most tokens in one answer; a cut answer is recorded as truncated.",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--temperature",
+            type=FiniteFloat(0, 1),
+            default=C.DEFAULT_TEMPERATURE,
+            help="Sampling temperature, for models that take one (default: the API's).",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL)."
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--max-retries",
+            type=click.IntRange(min=0),
+            default=C.DEFAULT_MAX_RETRIES,
+            show_default=True,
+            help="Retries of a failed model call (429, 5xx, overload, connection).",
+        ),
+    ),
+    (
+        "Model",
+        click.option(
+            "--request-timeout",
+            type=POSITIVE_FLOAT,
+            default=C.DEFAULT_REQUEST_TIMEOUT,
+            show_default=True,
+            help="Seconds one model call may take.",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--server",
+            multiple=True,
+            metavar='"CMD ARGS"',
+            help="A stdio MCP server command (repeatable).",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--server-env",
+            multiple=True,
+            metavar="KEY[=VALUE]",
+            help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--mcp-config",
+            type=click.Path(),
+            help="A Claude-style mcpServers JSON file (skill runs: passed to claude).",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--server-module",
+            multiple=True,
+            metavar="PATH.py[:ATTR]",
+            help="Import a Python MCP server object and talk to it in-process (repeatable).",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--tool-timeout",
+            type=POSITIVE_FLOAT,
+            default=C.DEFAULT_TOOL_TIMEOUT,
+            show_default=True,
+            help="Seconds one tool call may take.",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--max-result-chars",
+            type=click.IntRange(min=0),
+            default=C.DEFAULT_MAX_RESULT_CHARS,
+            show_default=True,
+            help="Tool results longer than this are cut (0: no limit).",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--server-url",
+            multiple=True,
+            metavar="URL",
+            help="A remote MCP server by URL (repeatable), over --transport.",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--transport",
+            type=click.Choice(SERVER_TRANSPORTS),
+            default="http",
+            show_default=True,
+            help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.",
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--tool-policy",
+            type=click.Choice(C.TOOL_POLICIES),
+            default=C.DEFAULT_TOOL_POLICY,
+            show_default=True,
+            help="Which calls the servers run: live (all; a run that can call a "
+            "destructive tool says so), safe (not tools annotated "
+            "destructiveHint: true; Claude gets a marked stand-in) or "
+            "read-only (only tools annotated readOnlyHint: true).",
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--allow-tool",
+            multiple=True,
+            metavar="NAME",
+            help="Run this tool whatever --tool-policy says (repeatable; globs like 'create_*').",
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--mock-tools",
+            type=click.Path(),
+            metavar="FILE.json",
+            help="Answer matching calls from this file instead of the server: "
+            '{"tool": {"result": ...}} or {"tool": [{"match": {args}, '
+            '"result": ...}]}.',
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--record",
+            type=click.Path(),
+            metavar="DIR",
+            help="Record the servers' tools and every live call's result into a "
+            "cassette folder (redacted JSON, one file per server).",
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--replay",
+            type=click.Path(),
+            metavar="DIR",
+            help="Answer calls from a cassette folder; with no server named, its "
+            "tools come from the cassette (no server runs).",
+        ),
+    ),
+    (
+        "Tools that change things",
+        click.option(
+            "--replay-miss",
+            type=click.Choice(C.REPLAY_MISS_CHOICES),
+            default=C.DEFAULT_REPLAY_MISS,
+            show_default=True,
+            help="A call the cassette lacks: an error of the case, or a live call "
+            "(under --tool-policy).",
+        ),
+    ),
+    (
+        "MCP servers",
+        click.option(
+            "--tool-overrides",
+            type=click.Path(),
+            metavar="FILE.json",
+            help='Show Claude other descriptions / input schemas for some tools ({"tool": '
+            '{"description": ..., "input_schema": ...}}); the servers still run the '
+            "calls.",
+        ),
+    ),
+    (
+        "Conversations",
+        click.option(
+            "--interactive",
+            is_flag=True,
+            help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
+            "Ctrl-C stops the run and keeps the results so far.",
+        ),
+    ),
+    (
+        "Conversations",
+        click.option(
+            "--simulate-user",
+            metavar="GOAL",
+            help="A second model plays a user with this goal and answers Claude's questions.",
+        ),
+    ),
+    (
+        "Conversations",
+        click.option(
+            "--user-model",
+            default=C.DEFAULT_USER_MODEL,
+            show_default=True,
+            help="Model playing the simulated user.",
+        ),
+    ),
+    (
+        "Conversations",
+        click.option(
+            "--max-user-turns",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_MAX_USER_TURNS,
+            show_default=True,
+            help="Messages the simulated user may send per conversation.",
+        ),
+    ),
+    (
+        "CSV suites",
+        click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."),
+    ),
+    (
+        "QA evaluations",
+        click.option(
+            "--answer-match",
+            metavar="MODE",
+            callback=answer_match_option,
+            help="How every QA answer is compared (instead of each pair's own): exact "
+            "(default), normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex "
+            "or judge.",
+        ),
+    ),
+    (
+        "Grading",
+        click.option(
+            "--judge-model",
+            default=C.DEFAULT_JUDGE_MODEL,
+            show_default=True,
+            help="Model of the LLM judge that grades rubrics and `judge` answers.",
+        ),
+    ),
+    (
+        "Grading",
+        click.option(
+            "--verify-timeout",
+            type=POSITIVE_FLOAT,
+            default=C.DEFAULT_VERIFY_TIMEOUT,
+            show_default=True,
+            help="Seconds a case's verify command may take (then it is an error).",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--trigger-model",
+            multiple=True,
+            default=[C.DEFAULT_TRIGGER_MODEL],
+            show_default=True,
+            help="Model for trigger queries (a Claude Code alias or full id). "
+            "Repeatable: every query runs on every model, side by side.",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--trigger-threshold",
+            type=FiniteFloat(0, 1, min_open=True),
+            default=C.DEFAULT_TRIGGER_THRESHOLD,
+            show_default=True,
+            help="Activation rate at which a query counts as activating.",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--trigger-max-turns",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_TRIGGER_MAX_TURNS,
+            show_default=True,
+            help="--max-turns of each trigger query's claude run.",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--trigger-timeout",
+            type=POSITIVE_FLOAT,
+            help="Seconds per trigger run (default: the test's timeout, 30).",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--runs",
+            type=POSITIVE_INT,
+            help="Runs per query or test (default: the test's `runs`, else 3 for "
+            "trigger queries and 1 for other tests).",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--min-trigger-score",
+            type=FiniteFloat(0, 100),
+            metavar="PERCENT",
+            help="Fail (exit 1) when a skill's triggerScore is below this.",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--claude-bin",
+            metavar="PATH",
+            help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude).",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--allow-tools",
+            metavar="Bash,Write,Edit",
+            help="Task runs may use these tools (off by default; any of "
+            f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary "
+            "project and HOME: not a container.",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--artifacts",
+            type=click.Path(),
+            metavar="DIR",
+            help="Keep what each task run leaves in its project in "
+            "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, "
+            "size, sha256).",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--baseline",
+            is_flag=True,
+            help="Run every task also without the skill (without_skill), and report the delta.",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--baseline-skill",
+            type=click.Path(),
+            metavar="PATH",
+            help="Run every task also with this version of the skill (old_skill), "
+            "and report the delta.",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--benchmark-json",
+            type=click.Path(),
+            metavar="FILE.json",
+            help="Write the task benchmark in skill-creator's benchmark.json shape "
+            "(its viewer reads it).",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--skill-description",
+            multiple=True,
+            metavar="TEXT|@FILE|NAME=TEXT",
+            help="Install the skill with this description instead of its SKILL.md's "
+            "(in the runs' temporary copy only); NAME=TEXT with several "
+            "--skill.",
+        ),
+    ),
+    (
+        "Description optimizer",
+        click.option(
+            "--holdout",
+            type=FiniteFloat(0, 1, max_open=True),
+            default=C.DEFAULT_HOLDOUT,
+            show_default=True,
+            help="--optimize: share of the queries / cases held out as the test "
+            "split (stratified).",
+        ),
+    ),
+    (
+        "Description optimizer",
+        click.option(
+            "--seed",
+            type=int,
+            default=C.DEFAULT_SPLIT_SEED,
+            show_default=True,
+            help="--optimize: seed of the train/test split.",
+        ),
+    ),
+    (
+        "Description optimizer",
+        click.option(
+            "--optimize-rounds",
+            type=POSITIVE_INT,
+            default=C.DEFAULT_OPTIMIZE_ROUNDS,
+            show_default=True,
+            help="--optimize: new descriptions asked for at most.",
+        ),
+    ),
+    (
+        "Description optimizer",
+        click.option(
+            "--optimizer-model",
+            default=C.DEFAULT_OPTIMIZER_MODEL,
+            show_default=True,
+            help="--optimize: the model that proposes descriptions.",
+        ),
+    ),
+    (
+        "Skills (Claude Code)",
+        click.option(
+            "--generate-count",
+            type=click.IntRange(1, 50),
+            default=C.DEFAULT_GENERATED_QUERIES,
+            show_default=True,
+            help="--generate-*: positive and negative queries each.",
+        ),
+    ),
 )
-OPTION_GROUP: dict[str, str] = {}     # parameter name -> help group, filled when the command is built
-OPTION_FLAGS: dict[str, str] = {"compare_more": "a second positional file"}  # parameter name -> "-q"
+
+
+OPTION_GROUP: dict[str, str] = {}  # parameter name -> help group, filled when the command is built
+
+
+OPTION_FLAGS: dict[str, str] = {
+    "compare_more": "a second positional file"
+}  # parameter name -> "-q"
 
 
 def option_order(name: str) -> int:
@@ -11430,7 +15978,9 @@ class EvaluatorCommand(click.Command):
             record = param.get_help_record(ctx)
             if record:
                 groups.setdefault(OPTION_GROUP.get(param.name or "", "General"), []).append(record)
-        for title, records in sorted(groups.items(), key=lambda item: item[0] == "General"):  # --help last
+        for title, records in sorted(
+            groups.items(), key=lambda item: item[0] == "General"
+        ):  # --help last
             with formatter.section(title):
                 formatter.write_dl(records)
 
@@ -11440,7 +15990,9 @@ class EvaluatorCommand(click.Command):
                 for example in mode.examples:
                     formatter.write_text(example)
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
+    def main(
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> Any:
         try:
             with stop_signals_like_ctrl_c():
                 code = super().main(args, prog_name, standalone_mode=False, **extra)
@@ -11455,30 +16007,53 @@ class EvaluatorCommand(click.Command):
 def with_options(function: Callable) -> Callable:
     for group, decorator in reversed(OPTIONS):
         function = decorator(function)
-        OPTION_GROUP[function.__click_params__[-1].name] = group  # click.option appends its parameter
+        OPTION_GROUP[function.__click_params__[-1].name] = (
+            group  # click.option appends its parameter
+        )
     return function
 
 
 def given_options(context: click.Context) -> frozenset[str]:
     """The options the user typed (or set through the environment), not the defaults."""
     from click.core import ParameterSource
-    return frozenset(name for name in context.params
-                     if context.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT))
+
+    return frozenset(
+        name
+        for name in context.params
+        if context.get_parameter_source(name)
+        in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    )
 
 
 def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
     params = dict(params)
     more = tuple(params.pop("compare_more", ()) or ())
-    taker = "compare" if params.get("compare") is not None else "merge" if params.get("merge") is not None else None
+    taker = (
+        "compare"
+        if params.get("compare") is not None
+        else "merge"
+        if params.get("merge") is not None
+        else None
+    )
     if more and taker is None:
-        raise UsageProblem(f"unexpected argument {more[0]!r}", hint="only --compare and --merge take more than one file")
+        raise UsageProblem(
+            f"unexpected argument {more[0]!r}",
+            hint="only --compare and --merge take more than one file",
+        )
     for name in ("compare", "merge"):
-        params[name] = ((params[name],) + (more if name == taker else ())) if params.get(name) else ()
-    models, trigger_models = tuple(params.pop("model", ()) or ()), tuple(params.pop("trigger_model", ()) or ())
+        params[name] = (
+            ((params[name],) + (more if name == taker else ())) if params.get(name) else ()
+        )
+    models, trigger_models = (
+        tuple(params.pop("model", ()) or ()),
+        tuple(params.pop("trigger_model", ()) or ()),
+    )
     for name, values in (("model", models), ("trigger_model", trigger_models)):
         if len(set(values)) < len(values):
             twice = next(v for v in values if values.count(v) > 1)
-            raise UsageProblem(f"--{name.replace('_', '-')} {twice} is given twice", hint="name each model once")
+            raise UsageProblem(
+                f"--{name.replace('_', '-')} {twice} is given twice", hint="name each model once"
+            )
     if models:
         params.update(model=models[0], models=models)
     if trigger_models:
@@ -11486,7 +16061,10 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
     return Settings(**params, given=given - {"compare_more"} | ({taker} if more else frozenset()))
 
 
-@click.command(cls=EvaluatorCommand, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.command(
+    cls=EvaluatorCommand,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+)
 @click.version_option(__version__, "--version", prog_name="claude-tool-eval")
 @click.argument("compare_more", nargs=-1, type=click.Path(), metavar="")
 @with_options
@@ -11508,12 +16086,6 @@ def main(**params: Any) -> int:
     except (ServerError, FatalApiError, OutputError) as exc:
         click.echo(error_line(exc), err=True)
         return 2
-
-
-def error_line(text: Any) -> str:
-    """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
-    a secret), then escaped for the terminal."""
-    return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
 
 
 for _param in main.params:

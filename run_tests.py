@@ -36,8 +36,17 @@ def suite_files(patterns: list[str]) -> list[Path]:
 
 def run_suite(path: Path, results_dir: Path, extra: list[str]) -> tuple[int, dict | None]:
     output = results_dir / f"{path.stem}.json"
-    command = [sys.executable, str(HERE / "evaluator.py"), "--csv", str(path), "-o", str(output),
-               "--report", str(results_dir / f"{path.stem}.md"), *extra]
+    command = [
+        sys.executable,
+        str(HERE / "evaluator.py"),
+        "--csv",
+        str(path),
+        "-o",
+        str(output),
+        "--report",
+        str(results_dir / f"{path.stem}.md"),
+        *extra,
+    ]
     code = subprocess.call(command)
     document = json.loads(output.read_text()) if code in (0, 1) and output.exists() else None
     return code, document
@@ -45,10 +54,12 @@ def run_suite(path: Path, results_dir: Path, extra: list[str]) -> tuple[int, dic
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("suites", nargs="*", help="CSV suite files or globs (default: the example suite)")
+    parser.add_argument(
+        "suites", nargs="*", help="CSV suite files or globs (default: the example suite)"
+    )
     parser.add_argument("--results-dir", default="results", help="where results and reports go")
     args = parser.parse_args(argv)
     results_dir = Path(args.results_dir)
@@ -64,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nSuite summary")
     for name, code, summary in rows:
         status = "PASS" if code == 0 else "FAIL"
-        print(f"  {status}  {name}: {summary.get('passed', 0)}/{summary.get('cases', 0)} cases passed, "
-              f"cost ${summary.get('cost_usd', 0):.4f}")
+        print(
+            f"  {status}  {name}: {summary.get('passed', 0)}/{summary.get('cases', 0)} cases passed, "
+            f"cost ${summary.get('cost_usd', 0):.4f}"
+        )
     passed = sum(code == 0 for _, code, _ in rows)
     print(f"{passed} passed, {len(rows) - passed} failed")
     return 1 if worst else 0

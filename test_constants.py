@@ -1,44 +1,46 @@
 """Models, defaults, limits and prices for the evaluator: the numbers in one place."""
 
 # ----------------------------------------------------------------------------- models
-DEFAULT_MODEL = "claude-sonnet-5-5"          # the tool-use evaluation model
-FAST_MODEL = "claude-haiku-5-5"              # simulated user, test generation
+DEFAULT_MODEL = "claude-sonnet-5-5"  # the tool-use evaluation model
+FAST_MODEL = "claude-haiku-5-5"  # simulated user, test generation
 DEFAULT_USER_MODEL = FAST_MODEL
 DEFAULT_GENERATION_MODEL = FAST_MODEL
-DEFAULT_TRIGGER_MODEL = "haiku"              # an alias the Claude Code CLI resolves itself
-DEFAULT_JUDGE_MODEL = FAST_MODEL              # the LLM judge of rubrics and `judge` answers
-STRONGEST_MODEL = "claude-opus-5-5"          # the most capable model named here
-DEFAULT_OPTIMIZER_MODEL = STRONGEST_MODEL     # --optimize: proposes new descriptions
+DEFAULT_TRIGGER_MODEL = "haiku"  # an alias the Claude Code CLI resolves itself
+DEFAULT_JUDGE_MODEL = FAST_MODEL  # the LLM judge of rubrics and `judge` answers
+STRONGEST_MODEL = "claude-opus-5-5"  # the most capable model named here
+DEFAULT_OPTIMIZER_MODEL = STRONGEST_MODEL  # --optimize: proposes new descriptions
 
 # ----------------------------------------------------------------------------- conversation defaults
 DEFAULT_MAX_TOKENS = 4096
-DEFAULT_TEMPERATURE = None                    # None: leave it to the API's default
-DEFAULT_MAX_TURNS = 10                        # model calls per conversation
-DEFAULT_QA_MAX_TURNS = 40                     # --qa: a question may take dozens of tool calls
-QA_NOTE_CHARS = 4_000                         # --qa: Claude's <summary> / <feedback> kept per run
+DEFAULT_TEMPERATURE = None  # None: leave it to the API's default
+DEFAULT_MAX_TURNS = 10  # model calls per conversation
+DEFAULT_QA_MAX_TURNS = 40  # --qa: a question may take dozens of tool calls
+QA_NOTE_CHARS = 4_000  # --qa: Claude's <summary> / <feedback> kept per run
 DEFAULT_ITERATIONS = 1
-DEFAULT_CASE_THRESHOLD = 1.0                  # a case passes when this share of its runs pass
+DEFAULT_CASE_THRESHOLD = 1.0  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_USER_TURNS = 5
 
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
-DEFAULT_TOOL_TIMEOUT = 60.0                   # one MCP tool call
-DEFAULT_CONNECT_TIMEOUT = 30.0                # starting an MCP server and its handshake
-DEFAULT_REQUEST_TIMEOUT = 600.0               # one model call, including the SDK's retries of it
-DEFAULT_MAX_RETRIES = 5                       # SDK retries; higher than its 2 because suites run long
-DEFAULT_MAX_RESULT_CHARS = 20_000             # a tool result is cut to this many characters
-STDERR_TAIL_CHARS = 2_000                     # how much of a server's stderr an error quotes
-TOOL_RESULT_PREVIEW_CHARS = 160               # a tool result's one-line view in the live terminal
-HTML_TEXT_CHARS = 4_000                       # --html: each message, argument list and tool result is cut to this
-CLAUDE_TOOL_RESULT_CHARS = 2_000              # a `claude` run's tool result, as its results entry keeps it
+DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call
+DEFAULT_CONNECT_TIMEOUT = 30.0  # starting an MCP server and its handshake
+DEFAULT_REQUEST_TIMEOUT = 600.0  # one model call, including the SDK's retries of it
+DEFAULT_MAX_RETRIES = 5  # SDK retries; higher than its 2 because suites run long
+DEFAULT_MAX_RESULT_CHARS = 20_000  # a tool result is cut to this many characters
+STDERR_TAIL_CHARS = 2_000  # how much of a server's stderr an error quotes
+TOOL_RESULT_PREVIEW_CHARS = 160  # a tool result's one-line view in the live terminal
+HTML_TEXT_CHARS = 4_000  # --html: each message, argument list and tool result is cut to this
+CLAUDE_TOOL_RESULT_CHARS = 2_000  # a `claude` run's tool result, as its results entry keeps it
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
-MAX_INPUT_FILE_BYTES = 10 * 1024 * 1024       # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
-MAX_FRONTMATTER_BYTES = 64 * 1024             # one YAML frontmatter block
-MAX_YAML_DEPTH = 32                           # nesting of YAML collections in frontmatter
-MAX_JSON_DEPTH = 64                           # nesting of any JSON given (expected_args, eval sets, mcp config,
-                                              # results files): far below what hashing and scoring can walk
-MAX_SKILL_COPY_BYTES = 50 * 1024 * 1024       # a skill folder, copied into every run's project
+MAX_INPUT_FILE_BYTES = (
+    10 * 1024 * 1024
+)  # any input file: CSV, markdown test, conversation, config, SKILL.md, JSON
+MAX_FRONTMATTER_BYTES = 64 * 1024  # one YAML frontmatter block
+MAX_YAML_DEPTH = 32  # nesting of YAML collections in frontmatter
+MAX_JSON_DEPTH = 64  # nesting of any JSON given (expected_args, eval sets, mcp config,
+# results files): far below what hashing and scoring can walk
+MAX_SKILL_COPY_BYTES = 50 * 1024 * 1024  # a skill folder, copied into every run's project
 
 # ----------------------------------------------------------------------------- skill trigger runs
 DEFAULT_TRIGGER_TIMEOUT = 30.0
@@ -49,89 +51,124 @@ DEFAULT_TRIGGER_THRESHOLD = 0.5
 DEFAULT_CONCEPT_PASS_RATE = 0.7
 DEFAULT_FUZZY_MATCH = 0.8
 DEFAULT_GENERATED_QUERIES = 5
-CLAUDE_CODE_ALIASES = {"haiku": "claude-haiku-5-5", "sonnet": "claude-sonnet-5-5", "opus": "claude-opus-5-5"}
-CLAUDE_CODE_PREFIX_TOKENS = 18_000            # --dry-run: Claude Code's system prompt and tool definitions per call
-TYPICAL_CLAUDE_QUERY_TOKENS = 600             # --dry-run: the query and the skill listing
-TYPICAL_CLAUDE_RUN_CALLS = 2                  # --dry-run: model calls of a typical trigger or test run
+CLAUDE_CODE_ALIASES = {
+    "haiku": "claude-haiku-5-5",
+    "sonnet": "claude-sonnet-5-5",
+    "opus": "claude-opus-5-5",
+}
+CLAUDE_CODE_PREFIX_TOKENS = (
+    18_000  # --dry-run: Claude Code's system prompt and tool definitions per call
+)
+TYPICAL_CLAUDE_QUERY_TOKENS = 600  # --dry-run: the query and the skill listing
+TYPICAL_CLAUDE_RUN_CALLS = 2  # --dry-run: model calls of a typical trigger or test run
 
 # ----------------------------------------------------------------------------- results
-SCHEMA_VERSION = "2.0"                        # 2.0: one document shape for every mode (cases, summary, passed)
+SCHEMA_VERSION = "2.0"  # 2.0: one document shape for every mode (cases, summary, passed)
 
 # ----------------------------------------------------------------------------- prices, USD per million tokens
 # Keyed by model-id prefix; the longest matching prefix wins. Update when Anthropic's price list moves.
 PRICES = {
-    "claude-opus":   {"input": 5.00, "output": 25.00, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus": {"input": 5.00, "output": 25.00, "cache_write": 6.25, "cache_read": 0.50},
     "claude-sonnet": {"input": 3.00, "output": 15.00, "cache_write": 3.75, "cache_read": 0.30},
-    "claude-haiku":  {"input": 1.00, "output": 5.00, "cache_write": 1.25, "cache_read": 0.10},
+    "claude-haiku": {"input": 1.00, "output": 5.00, "cache_write": 1.25, "cache_read": 0.10},
     "claude-3-5-haiku": {"input": 0.80, "output": 4.00, "cache_write": 1.00, "cache_read": 0.08},
     "claude-3-haiku": {"input": 0.25, "output": 1.25, "cache_write": 0.30, "cache_read": 0.03},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
     "claude-opus-4-0": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
-    "claude-opus-4-2025": {"input": 15.00, "output": 75.00, "cache_write": 18.75, "cache_read": 1.50},
+    "claude-opus-4-2025": {
+        "input": 15.00,
+        "output": 75.00,
+        "cache_write": 18.75,
+        "cache_read": 1.50,
+    },
 }
-FALLBACK_PRICE = PRICES["claude-sonnet"]      # an unknown model is priced as Sonnet, and says so
+FALLBACK_PRICE = PRICES["claude-sonnet"]  # an unknown model is priced as Sonnet, and says so
 
 # ----------------------------------------------------------------------------- simulated user
-DEFAULT_USER_MAX_TOKENS = 1024                # one simulated user message
+DEFAULT_USER_MAX_TOKENS = 1024  # one simulated user message
 
 # ----------------------------------------------------------------------------- Claude Code CLI runs (skills)
-CLAUDE_DISALLOWED_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit", "WebFetch")  # nothing may change the machine
-CLAUDE_MAX_OUTPUT_BYTES = 20_000_000          # stream-json kept per run
+CLAUDE_DISALLOWED_TOOLS = (
+    "Bash",
+    "Edit",
+    "Write",
+    "NotebookEdit",
+    "WebFetch",
+)  # nothing may change the machine
+CLAUDE_MAX_OUTPUT_BYTES = 20_000_000  # stream-json kept per run
 CLAUDE_STDERR_TAIL_CHARS = 1_000
-WRITE_GUARD_MAX_ENTRIES = 20_000              # files fingerprinted per watched folder
-TASK_ALLOWABLE_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit")  # --allow-tools: what a task run may be given
-TASK_CONFIGURATIONS = ("with_skill", "without_skill", "old_skill")  # skill-creator's names, in report order
-ARTIFACT_MAX_COPY_BYTES = 50_000_000          # --artifacts: a larger file is listed in the manifest, not copied
-ARTIFACT_MAX_FILES = 2_000                    # files of one run's project listed as artifacts
-ARTIFACT_TEXT_BYTES = 20_000                  # a text artifact this small is shown to the judge inline
-ARTIFACT_TEXT_TOTAL_CHARS = 40_000            # all inline artifact text of one judge call
-TRANSCRIPT_SUMMARY_CHARS = 12_000             # a task run's transcript summary, kept and shown to the judge
+WRITE_GUARD_MAX_ENTRIES = 20_000  # files fingerprinted per watched folder
+TASK_ALLOWABLE_TOOLS = (
+    "Bash",
+    "Edit",
+    "Write",
+    "NotebookEdit",
+)  # --allow-tools: what a task run may be given
+TASK_CONFIGURATIONS = (
+    "with_skill",
+    "without_skill",
+    "old_skill",
+)  # skill-creator's names, in report order
+ARTIFACT_MAX_COPY_BYTES = (
+    50_000_000  # --artifacts: a larger file is listed in the manifest, not copied
+)
+ARTIFACT_MAX_FILES = 2_000  # files of one run's project listed as artifacts
+ARTIFACT_TEXT_BYTES = 20_000  # a text artifact this small is shown to the judge inline
+ARTIFACT_TEXT_TOTAL_CHARS = 40_000  # all inline artifact text of one judge call
+TRANSCRIPT_SUMMARY_CHARS = 12_000  # a task run's transcript summary, kept and shown to the judge
 DEFAULT_GENERATION_MAX_TOKENS = 4096
 DEFAULT_GENERATED_TEST_TIMEOUT = 300.0
-GENERATION_MAX_BODY_CHARS = 12_000            # SKILL.md body sent to the generation prompt
+GENERATION_MAX_BODY_CHARS = 12_000  # SKILL.md body sent to the generation prompt
 
 # ----------------------------------------------------------------------------- throughput
-MAX_MODEL_CONCURRENCY = 64                    # ceiling of model calls in flight; 429s lower it adaptively
-ESTIMATED_OUTPUT_TOKENS = 300                 # --dry-run: tokens Claude writes per call
-ESTIMATED_TOKENS_PER_TURN = 400               # --dry-run: history growth per turn (tool call + result)
-SUMMARY_TABLE_ROWS = 50                       # terminal suite table: failures always, passes up to this
+MAX_MODEL_CONCURRENCY = 64  # ceiling of model calls in flight; 429s lower it adaptively
+ESTIMATED_OUTPUT_TOKENS = 300  # --dry-run: tokens Claude writes per call
+ESTIMATED_TOKENS_PER_TURN = 400  # --dry-run: history growth per turn (tool call + result)
+SUMMARY_TABLE_ROWS = 50  # terminal suite table: failures always, passes up to this
 
 # ----------------------------------------------------------------------------- grading: the judge and state checks
-DEFAULT_VERIFY_TIMEOUT = 60.0                 # seconds one `verify` command may take (then its process group is killed)
-VERIFY_OUTPUT_BYTES = 1_000_000               # stdout / stderr kept from one `verify` command
-JUDGE_MAX_TOKENS = 1024                       # the judge's one forced `grade` tool call
-JUDGE_TOOL_CALLS = 40                         # tool calls listed in the judge's compact trajectory
-JUDGE_RESULT_CHARS = 300                      # each tool result and argument list, cut to this for the judge
-JUDGE_ANSWER_CHARS = 8_000                    # the final answer, cut to this for the judge
-ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600       # --dry-run: the answer and trajectory a judge call reads
-ESTIMATED_JUDGE_OUTPUT_TOKENS = 150           # --dry-run: the judge's verdict
+DEFAULT_VERIFY_TIMEOUT = (
+    60.0  # seconds one `verify` command may take (then its process group is killed)
+)
+VERIFY_OUTPUT_BYTES = 1_000_000  # stdout / stderr kept from one `verify` command
+JUDGE_MAX_TOKENS = 1024  # the judge's one forced `grade` tool call
+JUDGE_TOOL_CALLS = 40  # tool calls listed in the judge's compact trajectory
+JUDGE_RESULT_CHARS = 300  # each tool result and argument list, cut to this for the judge
+JUDGE_ANSWER_CHARS = 8_000  # the final answer, cut to this for the judge
+ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600  # --dry-run: the answer and trajectory a judge call reads
+ESTIMATED_JUDGE_OUTPUT_TOKENS = 150  # --dry-run: the judge's verdict
 
 # ----------------------------------------------------------------------------- tools that change things
 TOOL_POLICIES = ("live", "safe", "read-only")  # --tool-policy: which calls reach the real server
-DEFAULT_TOOL_POLICY = "safe"                  # tools annotated destructiveHint: true are not executed
-REPLAY_MISS_CHOICES = ("error", "live")       # --replay-miss: a call not in the cassette fails the case, or goes live
+DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
+REPLAY_MISS_CHOICES = (
+    "error",
+    "live",
+)  # --replay-miss: a call not in the cassette fails the case, or goes live
 DEFAULT_REPLAY_MISS = "error"
 CASSETTE_FORMAT = "claude-tool-eval cassette 1"  # the "format" of every --record file
 
 # ----------------------------------------------------------------------------- the description optimizer (--optimize)
-DEFAULT_HOLDOUT = 0.4                         # share of the queries / cases held out as the test split
-DEFAULT_SPLIT_SEED = 42                       # --seed of the stratified split
-DEFAULT_OPTIMIZE_ROUNDS = 5                   # proposals asked of the optimizer model at most
-DEFAULT_OPTIMIZE_RUNS = 3                     # runs per query or case of every candidate
-MAX_SKILL_DESCRIPTION_CHARS = 1024            # the Agent Skills limit of a SKILL.md description
-MAX_TOOL_DESCRIPTION_CHARS = 10_000           # a proposed tool description longer than this is refused
-OPTIMIZER_MAX_TOKENS = 4096                   # the optimizer's one forced `propose` call
-OPTIMIZER_BODY_CHARS = 6_000                  # SKILL.md body shown to the optimizer
-OPTIMIZER_FAILURES_SHOWN = 40                 # train failures listed in one proposal request
-ESTIMATED_OPTIMIZER_OUTPUT_TOKENS = 600       # --dry-run: tokens of one proposal
+DEFAULT_HOLDOUT = 0.4  # share of the queries / cases held out as the test split
+DEFAULT_SPLIT_SEED = 42  # --seed of the stratified split
+DEFAULT_OPTIMIZE_ROUNDS = 5  # proposals asked of the optimizer model at most
+DEFAULT_OPTIMIZE_RUNS = 3  # runs per query or case of every candidate
+MAX_SKILL_DESCRIPTION_CHARS = 1024  # the Agent Skills limit of a SKILL.md description
+MAX_TOOL_DESCRIPTION_CHARS = 10_000  # a proposed tool description longer than this is refused
+OPTIMIZER_MAX_TOKENS = 4096  # the optimizer's one forced `propose` call
+OPTIMIZER_BODY_CHARS = 6_000  # SKILL.md body shown to the optimizer
+OPTIMIZER_FAILURES_SHOWN = 40  # train failures listed in one proposal request
+ESTIMATED_OPTIMIZER_OUTPUT_TOKENS = 600  # --dry-run: tokens of one proposal
 
 # ----------------------------------------------------------------------------- --batch: the Message Batches API
-BATCH_PRICE_FACTOR = 0.5                      # a batch request costs half the list price (input, output and cache)
-BATCH_MAX_REQUESTS = 100_000                  # requests one Message Batch may hold (the API's limit)
-BATCH_MAX_BYTES = 200 * 1024 * 1024           # a batch's body, kept well under the API's 256 MB (more: another batch)
-BATCH_CONVERSATIONS = 10_000                  # conversations under way at once with --batch (without --concurrency)
-BATCH_SETTLE_SECONDS = 2.0                    # a round is sent once every live conversation waits for Claude, or
-                                              # once no new request came for this long (slow tools, verify commands)
-BATCH_POLL_FIRST_SECONDS = 0.5                # the first look at a batch after creating it
-BATCH_POLL_MAX_SECONDS = 60.0                 # polls back off (x BATCH_POLL_GROWTH) up to this interval
+BATCH_PRICE_FACTOR = 0.5  # a batch request costs half the list price (input, output and cache)
+BATCH_MAX_REQUESTS = 100_000  # requests one Message Batch may hold (the API's limit)
+BATCH_MAX_BYTES = (
+    200 * 1024 * 1024
+)  # a batch's body, kept well under the API's 256 MB (more: another batch)
+BATCH_CONVERSATIONS = 10_000  # conversations under way at once with --batch (without --concurrency)
+BATCH_SETTLE_SECONDS = 2.0  # a round is sent once every live conversation waits for Claude, or
+# once no new request came for this long (slow tools, verify commands)
+BATCH_POLL_FIRST_SECONDS = 0.5  # the first look at a batch after creating it
+BATCH_POLL_MAX_SECONDS = 60.0  # polls back off (x BATCH_POLL_GROWTH) up to this interval
 BATCH_POLL_GROWTH = 1.5

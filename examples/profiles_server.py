@@ -23,9 +23,10 @@ import sqlite3
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -44,20 +45,43 @@ MAX_ROWS = 200
 QUERY_TIMEOUT_S = 5.0
 
 CONNECTIONS = [
-    {"name": "snowflake_prod", "type": "snowflake", "default": True,
-     "details": "account acme-xy12345, database ANALYTICS, schema RUDDER_EVENTS, role PROFILES_ROLE",
-     "targets": ["dev", "prod"], "status": "ok (sample data available locally)"},
-    {"name": "bigquery_staging", "type": "bigquery", "default": False,
-     "details": "project acme-staging, dataset rudder_events_stg, service account profiles-sa",
-     "targets": ["staging"], "status": "ok"},
-    {"name": "redshift_legacy", "type": "redshift", "default": False,
-     "details": "cluster acme-legacy.us-east-1, database events, schema public",
-     "targets": ["prod"], "status": "credentials expired on 2024-03-01; run pb init connection to refresh"},
+    {
+        "name": "snowflake_prod",
+        "type": "snowflake",
+        "default": True,
+        "details": "account acme-xy12345, database ANALYTICS, schema RUDDER_EVENTS, role PROFILES_ROLE",
+        "targets": ["dev", "prod"],
+        "status": "ok (sample data available locally)",
+    },
+    {
+        "name": "bigquery_staging",
+        "type": "bigquery",
+        "default": False,
+        "details": "project acme-staging, dataset rudder_events_stg, service account profiles-sa",
+        "targets": ["staging"],
+        "status": "ok",
+    },
+    {
+        "name": "redshift_legacy",
+        "type": "redshift",
+        "default": False,
+        "details": "cluster acme-legacy.us-east-1, database events, schema public",
+        "targets": ["prod"],
+        "status": "credentials expired on 2024-03-01; run pb init connection to refresh",
+    },
 ]
 
 GUIDES: dict[str, dict[str, Any]] = {
     "setup project": {
-        "aliases": ["setup", "set up", "new project", "project", "getting started", "start", "init"],
+        "aliases": [
+            "setup",
+            "set up",
+            "new project",
+            "project",
+            "getting started",
+            "start",
+            "init",
+        ],
         "steps": [
             "Install the CLI: pip install profiles-rudderstack, then check with pb version.",
             "Pick a warehouse connection (see get_existing_connections) or create one with pb init connection.",
@@ -80,7 +104,15 @@ GUIDES: dict[str, dict[str, Any]] = {
         ],
     },
     "feature table": {
-        "aliases": ["feature", "features", "entity var", "entity vars", "customer 360", "c360", "feature view"],
+        "aliases": [
+            "feature",
+            "features",
+            "entity var",
+            "entity vars",
+            "customer 360",
+            "c360",
+            "feature view",
+        ],
         "steps": [
             "Make sure the identity graph builds (see the 'identity graph' guide).",
             "Add var_groups with entity_vars in models/profiles.yaml, e.g. total_revenue = sum(total) from orders.",
@@ -103,7 +135,24 @@ GUIDES: dict[str, dict[str, Any]] = {
     },
 }
 
-STOPWORDS = {"a", "an", "and", "the", "to", "of", "in", "for", "on", "how", "do", "i", "is", "what", "with", "my"}
+STOPWORDS = {
+    "a",
+    "an",
+    "and",
+    "the",
+    "to",
+    "of",
+    "in",
+    "for",
+    "on",
+    "how",
+    "do",
+    "i",
+    "is",
+    "what",
+    "with",
+    "my",
+}
 
 mcp = MCPServer(
     "profiles",
@@ -117,8 +166,9 @@ mcp = MCPServer(
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-CHANGES_STATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                open_world_hint=False)
+CHANGES_STATE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 
 
 def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -127,12 +177,17 @@ def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
     The SDK uses __doc__ verbatim (indentation included), so the description is
     cleaned here; structured output is off because every tool returns prose.
     """
-    mcp.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=READ_ONLY,
-                 structured_output=False)
+    mcp.add_tool(
+        fn,
+        description=inspect.cleandoc(fn.__doc__ or ""),
+        annotations=READ_ONLY,
+        structured_output=False,
+    )
     return fn
 
 
 # --- warehouse helpers ------------------------------------------------------
+
 
 def ensure_warehouse() -> Path:
     """Build warehouse.sqlite from warehouse.sql when missing or stale."""
@@ -176,10 +231,12 @@ def table_names(conn: sqlite3.Connection) -> list[str]:
 def resolve_table(conn: sqlite3.Connection, table: str) -> str:
     name = table.strip().strip('"').lower()
     if name.startswith(SCHEMA + "."):
-        name = name[len(SCHEMA) + 1:]
+        name = name[len(SCHEMA) + 1 :]
     tables = table_names(conn)
     if name not in tables:
-        raise ToolError(f"Table '{table}' not found in schema {SCHEMA}. Available tables: {', '.join(tables)}.")
+        raise ToolError(
+            f"Table '{table}' not found in schema {SCHEMA}. Available tables: {', '.join(tables)}."
+        )
     return name
 
 
@@ -190,8 +247,10 @@ def format_table(columns: list[str], rows: list[tuple], max_width: int = 40) -> 
 
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths)),
-             "-+-".join("-" * w for w in widths)]
+    lines = [
+        " | ".join(c.ljust(w) for c, w in zip(columns, widths)),
+        "-+-".join("-" * w for w in widths),
+    ]
     lines += [" | ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
     return "\n".join(lines)
 
@@ -204,7 +263,9 @@ def check_read_only(sql: str) -> str:
     if not code:
         raise ToolError("Empty query.")
     if ";" in code:
-        raise ToolError("Only a single statement is allowed; remove everything after the first ';'.")
+        raise ToolError(
+            "Only a single statement is allowed; remove everything after the first ';'."
+        )
     first = code.split(None, 1)[0].upper()
     if first not in ("SELECT", "WITH"):
         raise ToolError(f"Only read-only SELECT or WITH queries are allowed; got {first}.")
@@ -212,6 +273,7 @@ def check_read_only(sql: str) -> str:
 
 
 # --- tools --------------------------------------------------------------------
+
 
 @tool
 def about_profiles() -> str:
@@ -242,8 +304,12 @@ def _terms(text: str) -> list[str]:
 
 @tool
 def search_profiles_docs(
-    query: Annotated[str, Field(description="Keywords to search for, e.g. 'identity stitching' or 'LTV model'.")],
-    limit: Annotated[int, Field(description="Maximum number of pages to return (1-10).", ge=1, le=10)] = 3,
+    query: Annotated[
+        str, Field(description="Keywords to search for, e.g. 'identity stitching' or 'LTV model'.")
+    ],
+    limit: Annotated[
+        int, Field(description="Maximum number of pages to return (1-10).", ge=1, le=10)
+    ] = 3,
 ) -> str:
     """Search the RudderStack Profiles documentation and return the best-matching pages with snippets.
 
@@ -268,7 +334,11 @@ def search_profiles_docs(
         body = doc["body"]
         hits = [m.start() for t in terms for m in [re.search(re.escape(t), body, re.I)] if m]
         start = max(0, min(hits) - 60) if hits else 0
-        snippet = ("…" if start else "") + body[start:start + 260].strip() + ("…" if start + 260 < len(body) else "")
+        snippet = (
+            ("…" if start else "")
+            + body[start : start + 260].strip()
+            + ("…" if start + 260 < len(body) else "")
+        )
         out.append(f"{rank}. {doc['title']} (docs/{doc['slug']}, score {score})\n   {snippet}")
     return f"Top {len(out)} of {len(scored)} matching pages for '{query}':\n\n" + "\n\n".join(out)
 
@@ -282,15 +352,22 @@ def get_existing_connections() -> str:
     lines = [f"{len(CONNECTIONS)} connections configured in ~/.pb/siteconfig.yaml:"]
     for c in CONNECTIONS:
         default = " [default]" if c["default"] else ""
-        lines.append(f"- {c['name']}{default} ({c['type']}): {c['details']}; "
-                     f"targets: {', '.join(c['targets'])}; status: {c['status']}")
+        lines.append(
+            f"- {c['name']}{default} ({c['type']}): {c['details']}; "
+            f"targets: {', '.join(c['targets'])}; status: {c['status']}"
+        )
     return "\n".join(lines)
 
 
 @tool
 def profiles_workflow_guide(
-    goal: Annotated[str, Field(description="What the user wants to do, e.g. 'setup project', 'ltv model', "
-                                           "'identity graph' or 'feature table'.")],
+    goal: Annotated[
+        str,
+        Field(
+            description="What the user wants to do, e.g. 'setup project', 'ltv model', "
+            "'identity graph' or 'feature table'."
+        ),
+    ],
 ) -> str:
     """Return a step-by-step guide for a common Profiles task.
 
@@ -315,17 +392,23 @@ def _check_connection(connection: str) -> None:
     if connection in ("default", "snowflake_prod"):
         return
     if connection in known:
-        raise ToolError(f"Connection '{connection}' is configured but not reachable from this environment; "
-                        "only the default connection 'snowflake_prod' can be browsed.")
-    raise ToolError(f"Unknown connection '{connection}'. Configured: {', '.join(known)} (or 'default').")
+        raise ToolError(
+            f"Connection '{connection}' is configured but not reachable from this environment; "
+            "only the default connection 'snowflake_prod' can be browsed."
+        )
+    raise ToolError(
+        f"Unknown connection '{connection}'. Configured: {', '.join(known)} (or 'default')."
+    )
 
 
 @tool
 def list_warehouse_tables(
-    connection: Annotated[str, Field(description="Connection name from get_existing_connections, "
-                                                 "or 'default'.")] = "default",
-    schema: Annotated[str | None, Field(description="Only list tables in this schema; all schemas if "
-                                                    "omitted.")] = None,
+    connection: Annotated[
+        str, Field(description="Connection name from get_existing_connections, or 'default'.")
+    ] = "default",
+    schema: Annotated[
+        str | None, Field(description="Only list tables in this schema; all schemas if omitted.")
+    ] = None,
 ) -> str:
     """List the tables in the user's warehouse, with row and column counts.
 
@@ -345,8 +428,13 @@ def list_warehouse_tables(
 
 @tool
 def describe_table(
-    table: Annotated[str, Field(description="Table name, optionally schema-qualified, e.g. 'orders' or "
-                                            "'rudder_events.orders'.")],
+    table: Annotated[
+        str,
+        Field(
+            description="Table name, optionally schema-qualified, e.g. 'orders' or "
+            "'rudder_events.orders'."
+        ),
+    ],
 ) -> str:
     """Describe a warehouse table: its columns, types, row count and two sample rows."""
     with connect_ro() as conn:
@@ -355,17 +443,29 @@ def describe_table(
         count = conn.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
         cur = conn.execute(f'SELECT * FROM "{name}" LIMIT 2')
         sample = cur.fetchall()
-    col_rows = [(c[1], c[2], "NOT NULL" if c[3] or c[5] else "", "PK" if c[5] else "") for c in cols]
-    return (f"{SCHEMA}.{name}: {count} rows, {len(cols)} columns\n\n"
-            + format_table(["column", "type", "nullable", "key"], col_rows)
-            + "\n\nSample rows:\n" + format_table([c[1] for c in cols], sample))
+    col_rows = [
+        (c[1], c[2], "NOT NULL" if c[3] or c[5] else "", "PK" if c[5] else "") for c in cols
+    ]
+    return (
+        f"{SCHEMA}.{name}: {count} rows, {len(cols)} columns\n\n"
+        + format_table(["column", "type", "nullable", "key"], col_rows)
+        + "\n\nSample rows:\n"
+        + format_table([c[1] for c in cols], sample)
+    )
 
 
 @tool
 def run_sql_query(
-    sql: Annotated[str, Field(description="A single read-only SELECT (or WITH ... SELECT) statement in SQLite "
-                                          "syntax; tables may be written as rudder_events.<table>.")],
-    limit: Annotated[int, Field(description=f"Maximum rows to return (1-{MAX_ROWS}).", ge=1, le=MAX_ROWS)] = 50,
+    sql: Annotated[
+        str,
+        Field(
+            description="A single read-only SELECT (or WITH ... SELECT) statement in SQLite "
+            "syntax; tables may be written as rudder_events.<table>."
+        ),
+    ],
+    limit: Annotated[
+        int, Field(description=f"Maximum rows to return (1-{MAX_ROWS}).", ge=1, le=MAX_ROWS)
+    ] = 50,
 ) -> str:
     """Run a read-only SQL query against the user's warehouse and return the rows as a text table.
 
@@ -397,8 +497,13 @@ def run_sql_query(
 
 @tool
 def get_profile(
-    user_id: Annotated[str, Field(description="The customer's user_id (e.g. 'u_1001'); an email or "
-                                              "anonymous_id is resolved to its user_id.")],
+    user_id: Annotated[
+        str,
+        Field(
+            description="The customer's user_id (e.g. 'u_1001'); an email or "
+            "anonymous_id is resolved to its user_id."
+        ),
+    ],
 ) -> str:
     """Get the stitched customer profile for one user: identity, all linked devices/anonymous ids,
     activity (events and pages, including those before sign-up) and order history with revenue.
@@ -408,25 +513,40 @@ def get_profile(
         row = conn.execute(
             "SELECT user_id FROM users WHERE user_id = ? OR lower(email) = lower(?) "
             "UNION SELECT user_id FROM identifies WHERE anonymous_id = ? OR lower(email) = lower(?)",
-            (key, key, key, key)).fetchone()
+            (key, key, key, key),
+        ).fetchone()
         if row is None:
-            raise ToolError(f"No customer found for '{user_id}'. Try a user_id such as u_1001 or an email.")
+            raise ToolError(
+                f"No customer found for '{user_id}'. Try a user_id such as u_1001 or an email."
+            )
         uid = row[0]
-        user = conn.execute("SELECT email, first_name, last_name, country, plan, created_at "
-                            "FROM users WHERE user_id = ?", (uid,)).fetchone()
-        ids = conn.execute("SELECT anonymous_id, context_device_type FROM identifies WHERE user_id = ? "
-                           "ORDER BY timestamp", (uid,)).fetchall()
+        user = conn.execute(
+            "SELECT email, first_name, last_name, country, plan, created_at "
+            "FROM users WHERE user_id = ?",
+            (uid,),
+        ).fetchone()
+        ids = conn.execute(
+            "SELECT anonymous_id, context_device_type FROM identifies WHERE user_id = ? "
+            "ORDER BY timestamp",
+            (uid,),
+        ).fetchall()
         anon = [a for a, _ in ids]
         marks = ",".join("?" * len(anon)) or "NULL"
         # Stitching: events count if they carry the user_id or any anonymous_id linked to it.
         events = conn.execute(
             f"SELECT event, timestamp FROM tracks WHERE user_id = ? OR anonymous_id IN ({marks}) "
-            "ORDER BY timestamp", (uid, *anon)).fetchall()
+            "ORDER BY timestamp",
+            (uid, *anon),
+        ).fetchall()
         pages = conn.execute(
             f"SELECT path FROM pages WHERE user_id = ? OR anonymous_id IN ({marks}) ORDER BY timestamp",
-            (uid, *anon)).fetchall()
-        orders = conn.execute("SELECT order_id, status, currency, total, created_at FROM orders "
-                              "WHERE user_id = ? ORDER BY created_at", (uid,)).fetchall()
+            (uid, *anon),
+        ).fetchall()
+        orders = conn.execute(
+            "SELECT order_id, status, currency, total, created_at FROM orders "
+            "WHERE user_id = ? ORDER BY created_at",
+            (uid,),
+        ).fetchall()
 
     email, first, last, country, plan, created = user
     done = [o for o in orders if o[1] == "completed"]
@@ -439,8 +559,11 @@ def get_profile(
         + ", ".join(f"{a} ({d})" for a, d in ids),
         f"Activity: {len(events)} events, {len(pages)} page views"
         + (f", first seen {events[0][1][:10]}, last seen {events[-1][1][:10]}" if events else ""),
-        "Top events: " + (", ".join(f"{e} x{n}" for e, n in Counter(e for e, _ in events).most_common(3))
-                          or "none"),
+        "Top events: "
+        + (
+            ", ".join(f"{e} x{n}" for e, n in Counter(e for e, _ in events).most_common(3))
+            or "none"
+        ),
         f"Orders: {len(orders)} total, {len(done)} completed; lifetime revenue: "
         + (", ".join(f"{v:.2f} {c}" for c, v in revenue.items()) or "0"),
     ]
@@ -449,8 +572,14 @@ def get_profile(
 
 
 def save_note(
-    title: Annotated[str, Field(description="The note's title; a note with this title is replaced.", min_length=1,
-                                max_length=200)],
+    title: Annotated[
+        str,
+        Field(
+            description="The note's title; a note with this title is replaced.",
+            min_length=1,
+            max_length=200,
+        ),
+    ],
     text: Annotated[str, Field(description="The note's text.", max_length=10_000)],
 ) -> str:
     """Save a note in the user's Profiles workspace (for example a summary of a finding or a plan),
@@ -459,22 +588,34 @@ def save_note(
     This changes the workspace: use it only when the user asks to save or record something.
     """
     with sqlite3.connect(NOTES_DB) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS notes (title TEXT PRIMARY KEY, text TEXT NOT NULL, "
-                     "saved_at TEXT NOT NULL)")
-        replaced = conn.execute("SELECT 1 FROM notes WHERE title = ?", (title,)).fetchone() is not None
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS notes (title TEXT PRIMARY KEY, text TEXT NOT NULL, "
+            "saved_at TEXT NOT NULL)"
+        )
+        replaced = (
+            conn.execute("SELECT 1 FROM notes WHERE title = ?", (title,)).fetchone() is not None
+        )
         conn.execute("INSERT OR REPLACE INTO notes VALUES (?, ?, datetime('now'))", (title, text))
     conn.close()
     return f"{'Replaced' if replaced else 'Saved'} the note {title!r} ({len(text)} characters)."
 
 
-mcp.add_tool(save_note, description=inspect.cleandoc(save_note.__doc__ or ""), annotations=CHANGES_STATE,
-             structured_output=False)
+mcp.add_tool(
+    save_note,
+    description=inspect.cleandoc(save_note.__doc__ or ""),
+    annotations=CHANGES_STATE,
+    structured_output=False,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Example RudderStack Profiles MCP server.")
-    parser.add_argument("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
-    parser.add_argument("--sse", action="store_true", help="serve the legacy HTTP+SSE transport (at /sse)")
+    parser.add_argument(
+        "--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio"
+    )
+    parser.add_argument(
+        "--sse", action="store_true", help="serve the legacy HTTP+SSE transport (at /sse)"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()

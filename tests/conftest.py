@@ -17,8 +17,9 @@ for path in (str(ROOT), str(TESTS)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import evaluator  # noqa: E402
 from fake_anthropic import ScriptedAnthropic  # noqa: E402
+
+import evaluator  # noqa: E402
 
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
 TEST_API_KEY = "sk-ant-test-key-0123456789"
@@ -34,9 +35,14 @@ def locate_claude() -> str | None:
 
 CLAUDE = locate_claude()
 if CLAUDE is None and os.environ.get("CI"):
-    raise RuntimeError("the Claude Code CLI is required in CI: run `npm install` at the repository root")
-needs_claude = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI (claude) is not installed: "
-                                                         "run `npm install` at the repository root")
+    raise RuntimeError(
+        "the Claude Code CLI is required in CI: run `npm install` at the repository root"
+    )
+needs_claude = pytest.mark.skipif(
+    CLAUDE is None,
+    reason="the Claude Code CLI (claude) is not installed: "
+    "run `npm install` at the repository root",
+)
 
 
 @pytest.fixture
@@ -75,14 +81,19 @@ def wait_for_port(port: int, process: subprocess.Popen | None = None, timeout: f
         except OSError:
             if process is not None and process.poll() is not None:
                 stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                raise RuntimeError(f"the server exited before listening on port {port}: {stderr}")
+                raise RuntimeError(
+                    f"the server exited before listening on port {port}: {stderr}"
+                ) from None
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
 def suite(path: Path, names: list[str], expected: str = "") -> Path:
     """A CSV suite with one case per name, each expecting `expected` (a tool, or none)."""
-    path.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},{expected}\n" for n in names))
+    path.write_text(
+        "test_name,user_prompt,expected_tools\n"
+        + "".join(f"{n},prompt {n},{expected}\n" for n in names)
+    )
     return path
 
 

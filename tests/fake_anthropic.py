@@ -39,8 +39,9 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 Spec = dict[str, Any]
 _ids = itertools.count(1)
@@ -52,10 +53,20 @@ def text(value: str) -> dict:
 
 
 def tool_use(name: str, input: dict | None = None, id: str | None = None) -> dict:
-    return {"type": "tool_use", "id": id or f"toolu_{next(_ids):06d}", "name": name, "input": input or {}}
+    return {
+        "type": "tool_use",
+        "id": id or f"toolu_{next(_ids):06d}",
+        "name": name,
+        "input": input or {},
+    }
 
 
-def reply(*blocks: dict, stop_reason: str | None = None, usage: dict | None = None, model: str | None = None) -> Spec:
+def reply(
+    *blocks: dict,
+    stop_reason: str | None = None,
+    usage: dict | None = None,
+    model: str | None = None,
+) -> Spec:
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     spec: Spec = {"content": list(blocks), "stop_reason": stop_reason}
@@ -66,9 +77,18 @@ def reply(*blocks: dict, stop_reason: str | None = None, usage: dict | None = No
     return spec
 
 
-def error(status: int, error_type: str = "api_error", message: str | None = None, headers: dict | None = None) -> Spec:
-    return {"status": status, "error_type": error_type, "message": message or f"scripted {error_type}",
-            "headers": headers or {}}
+def error(
+    status: int,
+    error_type: str = "api_error",
+    message: str | None = None,
+    headers: dict | None = None,
+) -> Spec:
+    return {
+        "status": status,
+        "error_type": error_type,
+        "message": message or f"scripted {error_type}",
+        "headers": headers or {},
+    }
 
 
 def expired() -> Spec:
@@ -90,29 +110,47 @@ def forced_tool(body: dict) -> str | None:
 def honour_tool_choice(spec: Spec, body: dict) -> Spec:
     """The answer to send for `spec` under the request's tool_choice (see the module docstring)."""
     choice = body.get("tool_choice")
-    if not isinstance(choice, dict) or "content" not in spec or choice.get("type") not in ("tool", "any"):
+    if (
+        not isinstance(choice, dict)
+        or "content" not in spec
+        or choice.get("type") not in ("tool", "any")
+    ):
         return spec
     if choice["type"] == "tool":
         if choice.get("name") not in {t.get("name") for t in body.get("tools") or []}:
-            return error(400, "invalid_request_error",
-                         f"tool_choice names {choice.get('name')!r}, which is not one of the request's tools")
-        uses = [b for b in spec["content"] if b.get("type") == "tool_use" and b.get("name") == choice["name"]]
+            return error(
+                400,
+                "invalid_request_error",
+                f"tool_choice names {choice.get('name')!r}, which is not one of the request's tools",
+            )
+        uses = [
+            b
+            for b in spec["content"]
+            if b.get("type") == "tool_use" and b.get("name") == choice["name"]
+        ]
     else:
         uses = [b for b in spec["content"] if b.get("type") == "tool_use"]
     if not uses:
-        return error(400, "invalid_request_error",
-                     f"scripted reply ignores the forced tool_choice {json.dumps(choice)}: script a tool_use for it")
+        return error(
+            400,
+            "invalid_request_error",
+            f"scripted reply ignores the forced tool_choice {json.dumps(choice)}: script a tool_use for it",
+        )
     return dict(spec, content=uses[:1], stop_reason="tool_use")
 
 
-def per_model(answers: dict[str, Callable[[dict], Spec | None]],
-              default: Callable[[dict], Spec | None] | None = None) -> Callable[[dict], Spec | None]:
+def per_model(
+    answers: dict[str, Callable[[dict], Spec | None]],
+    default: Callable[[dict], Spec | None] | None = None,
+) -> Callable[[dict], Spec | None]:
     """A responder that answers each request as the model it names would: `answers` maps a
     request body's `model` to that model's responder (a model matrix whose models differ);
     any other model gets `default` (or the server's queue and default answer)."""
+
     def respond(body: dict) -> Spec | None:
         answer = answers.get(body.get("model", ""), default)
         return answer(body) if answer else None
+
     return respond
 
 
@@ -124,8 +162,11 @@ def user_query(body: dict) -> str:
         content = message.get("content")
         if isinstance(content, str):
             return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"
-                 and not b.get("text", "").startswith("<system-reminder>")]
+        texts = [
+            b.get("text", "")
+            for b in content
+            if b.get("type") == "text" and not b.get("text", "").startswith("<system-reminder>")
+        ]
         if texts:
             return texts[-1]
     return ""
@@ -153,30 +194,40 @@ class _PromptCache:
         prefix_tokens = _tokens(prefix["system"]) + _tokens(prefix["tools"])
         rest = max(1, _tokens(body.get("messages")))
         if not _has_cache_control(prefix) or not prefix_tokens:
-            return {"input_tokens": rest + prefix_tokens, "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0}
+            return {
+                "input_tokens": rest + prefix_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            }
         key = hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
         with self._lock:
             first = key not in self._seen
             self._seen.add(key)
-        return {"input_tokens": rest,
-                "cache_creation_input_tokens": prefix_tokens if first else 0,
-                "cache_read_input_tokens": 0 if first else prefix_tokens}
+        return {
+            "input_tokens": rest,
+            "cache_creation_input_tokens": prefix_tokens if first else 0,
+            "cache_read_input_tokens": 0 if first else prefix_tokens,
+        }
 
 
 # ----------------------------------------------------------------------------- the server
 class ScriptedAnthropic:
     """Run with `with ScriptedAnthropic() as api:`; point clients at `api.url`."""
 
-    def __init__(self, responses: list[Spec] | None = None,
-                 responder: Callable[[dict], Spec | None] | None = None,
-                 delay: float = 0.0, default: Spec | None = None, record: bool = True) -> None:
+    def __init__(
+        self,
+        responses: list[Spec] | None = None,
+        responder: Callable[[dict], Spec | None] | None = None,
+        delay: float = 0.0,
+        default: Spec | None = None,
+        record: bool = True,
+    ) -> None:
         self.queue: deque[Spec] = deque(responses or [])
         self.responder = responder
         self.delay = delay
         self.default = default or reply(text("OK"))
         self.record = record
-        self.requests: list[dict] = []        # {"path", "headers", "body"} per request
+        self.requests: list[dict] = []  # {"path", "headers", "body"} per request
         self.request_count = 0
         self._lock = threading.Lock()
         self._cache = _PromptCache()
@@ -190,11 +241,13 @@ class ScriptedAnthropic:
         self.batches: dict[str, dict] = {}
 
     # -- lifecycle
-    def start(self, port: int = 0) -> "ScriptedAnthropic":
+    def start(self, port: int = 0) -> ScriptedAnthropic:
         handler = type("Handler", (_Handler,), {"api": self})
         self._httpd = _Server(("127.0.0.1", port), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-anthropic", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-anthropic", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -204,7 +257,7 @@ class ScriptedAnthropic:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "ScriptedAnthropic":
+    def __enter__(self) -> ScriptedAnthropic:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -223,9 +276,13 @@ class ScriptedAnthropic:
     @property
     def message_requests(self) -> list[dict]:
         """Bodies of the POST /v1/messages requests, in arrival order."""
-        return [r["body"] for r in self.requests if r["path"].startswith("/v1/messages") and
-                not r["path"].startswith("/v1/messages/count_tokens") and
-                not r["path"].startswith("/v1/messages/batches")]
+        return [
+            r["body"]
+            for r in self.requests
+            if r["path"].startswith("/v1/messages")
+            and not r["path"].startswith("/v1/messages/count_tokens")
+            and not r["path"].startswith("/v1/messages/batches")
+        ]
 
     @property
     def batch_creations(self) -> list[dict]:
@@ -235,7 +292,11 @@ class ScriptedAnthropic:
     @property
     def batch_params(self) -> list[dict]:
         """The params of every request sent through a batch, in order."""
-        return [request["params"] for body in self.batch_creations for request in body.get("requests", [])]
+        return [
+            request["params"]
+            for body in self.batch_creations
+            for request in body.get("requests", [])
+        ]
 
     @property
     def batch_retrievals(self) -> list[str]:
@@ -245,20 +306,38 @@ class ScriptedAnthropic:
     def _batch_object(self, batch_id: str, base_url: str) -> dict:
         with self._lock:
             batch = self.batches[batch_id]
-            ended = batch["polls"] >= self.batch_polls and time.time() - batch["created"] >= self.batch_latency
+            ended = (
+                batch["polls"] >= self.batch_polls
+                and time.time() - batch["created"] >= self.batch_latency
+            )
             if ended and batch["ended"] is None:
                 batch["ended"] = time.time()
         kinds = [entry["result"]["type"] for entry in batch["results"]]
-        counts = {kind: (kinds.count(kind) if ended else 0) for kind in ("succeeded", "errored", "expired", "canceled")}
+        counts = {
+            kind: (kinds.count(kind) if ended else 0)
+            for kind in ("succeeded", "errored", "expired", "canceled")
+        }
         counts["processing"] = 0 if ended else len(kinds)
 
         def stamp(seconds: float | None) -> str | None:
-            return None if seconds is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
-                "request_counts": counts, "created_at": stamp(batch["created"]),
-                "expires_at": stamp(batch["created"] + 86400), "ended_at": stamp(batch["ended"]),
-                "archived_at": None, "cancel_initiated_at": None,
-                "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results" if ended else None}
+            return (
+                None
+                if seconds is None
+                else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+            )
+
+        return {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": counts,
+            "created_at": stamp(batch["created"]),
+            "expires_at": stamp(batch["created"] + 86400),
+            "ended_at": stamp(batch["ended"]),
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results" if ended else None,
+        }
 
     def _next_spec(self, body: dict) -> Spec:
         if self.responder:
@@ -276,7 +355,9 @@ class ScriptedAnthropic:
 
 
 class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # socketserver's 5 would refuse a burst of concurrent clients, unlike a real API
+    request_queue_size = (
+        256  # socketserver's 5 would refuse a burst of concurrent clients, unlike a real API
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -297,7 +378,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.api._record(path, dict(self.headers.items()), None)
             self._get_batch(path)
             return
-        self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+        self._send_json(
+            404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}}
+        )
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -315,7 +398,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._create_batch(body)
             return
         if path != "/v1/messages":
-            self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+            self._send_json(
+                404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
+            )
             return
         if self.api.delay:
             time.sleep(self.api.delay)
@@ -332,10 +417,17 @@ class _Handler(BaseHTTPRequestHandler):
         for request in body.get("requests") or []:
             params = request.get("params") or {}
             spec = honour_tool_choice(api._next_spec(params), params)
-            entries.append({"custom_id": request.get("custom_id"), "result": self._batch_result(spec, params)})
+            entries.append(
+                {"custom_id": request.get("custom_id"), "result": self._batch_result(spec, params)}
+            )
         batch_id = f"msgbatch_{next(_ids):06d}"
         with api._lock:
-            api.batches[batch_id] = {"results": entries, "polls": 0, "created": time.time(), "ended": None}
+            api.batches[batch_id] = {
+                "results": entries,
+                "polls": 0,
+                "created": time.time(),
+                "ended": None,
+            }
         self._send_json(200, api._batch_object(batch_id, self._base_url()))
 
     def _batch_result(self, spec: Spec, params: dict) -> dict:
@@ -343,15 +435,26 @@ class _Handler(BaseHTTPRequestHandler):
             return {"type": spec["batch_result"]}
         if "status" in spec or "stream_error" in spec or "content" not in spec:
             kind = spec.get("error_type") or spec.get("stream_error") or "api_error"
-            return {"type": "errored", "error": {"type": "error", "error": {
-                "type": kind, "message": spec.get("message") or f"scripted {kind}"}}}
+            return {
+                "type": "errored",
+                "error": {
+                    "type": "error",
+                    "error": {"type": kind, "message": spec.get("message") or f"scripted {kind}"},
+                },
+            }
         return {"type": "succeeded", "message": self._message(spec, params)}
 
     def _get_batch(self, path: str) -> None:
         parts = path.strip("/").split("/")  # v1 messages batches ID [results]
         batch_id = parts[3] if len(parts) > 3 else ""
-        if batch_id not in self.api.batches or len(parts) > 5 or (len(parts) == 5 and parts[4] != "results"):
-            self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        if (
+            batch_id not in self.api.batches
+            or len(parts) > 5
+            or (len(parts) == 5 and parts[4] != "results")
+        ):
+            self._send_json(
+                404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
+            )
             return
         if len(parts) == 4:
             with self.api._lock:
@@ -359,8 +462,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, self.api._batch_object(batch_id, self._base_url()))
             return
         if self.api.batches[batch_id]["ended"] is None:
-            self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error",
-                                                             "message": "batch still in progress"}})
+            self._send_json(
+                400,
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "batch still in progress",
+                    },
+                },
+            )
             return
         lines = "".join(json.dumps(entry) + "\n" for entry in self.api.batches[batch_id]["results"])
         self._send_raw(200, lines.encode(), "application/binary")
@@ -372,12 +483,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if spec.get("reset"):
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
             self.close_connection = True
             self.connection.close()
             return
         if "status" in spec:
-            err = {"type": "error", "error": {"type": spec["error_type"], "message": spec["message"]}}
+            err = {
+                "type": "error",
+                "error": {"type": spec["error_type"], "message": spec["message"]},
+            }
             self._send_json(spec["status"], err, spec.get("headers"))
             return
         if spec.get("garbage"):
@@ -385,7 +501,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stream = bool(body.get("stream"))
         if "stream_error" in spec and not stream:
-            err = {"type": "error", "error": {"type": spec["stream_error"], "message": "Overloaded"}}
+            err = {
+                "type": "error",
+                "error": {"type": spec["stream_error"], "message": "Overloaded"},
+            }
             self._send_json(529, err)
             return
         message = self._message(spec, body)
@@ -398,15 +517,23 @@ class _Handler(BaseHTTPRequestHandler):
         usage = self.api._cache.usage(body)
         usage["output_tokens"] = _tokens(spec.get("content")) or 1
         usage.update(spec.get("usage") or {})
-        return {"id": f"msg_{next(_ids):06d}", "type": "message", "role": "assistant",
-                "model": spec.get("model") or body.get("model", "claude-test"),
-                "content": spec.get("content", []), "stop_reason": spec.get("stop_reason", "end_turn"),
-                "stop_sequence": None, "usage": usage}
+        return {
+            "id": f"msg_{next(_ids):06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": spec.get("model") or body.get("model", "claude-test"),
+            "content": spec.get("content", []),
+            "stop_reason": spec.get("stop_reason", "end_turn"),
+            "stop_sequence": None,
+            "usage": usage,
+        }
 
     def _send_json(self, status: int, payload: Any, headers: dict | None = None) -> None:
         self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
 
-    def _send_raw(self, status: int, data: bytes, content_type: str, headers: dict | None = None) -> None:
+    def _send_raw(
+        self, status: int, data: bytes, content_type: str, headers: dict | None = None
+    ) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -427,20 +554,51 @@ class _Handler(BaseHTTPRequestHandler):
         start["usage"] = dict(message["usage"], output_tokens=1)
         chunks = [event("message_start", {"type": "message_start", "message": start})]
         if "stream_error" in spec:
-            chunks.append(event("content_block_start", {"type": "content_block_start", "index": 0,
-                                                        "content_block": {"type": "text", "text": ""}}))
-            chunks.append(event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                        "delta": {"type": "text_delta",
-                                                                  "text": spec.get("partial_text", "Partial ")}}))
-            chunks.append(event("error", {"type": "error", "error": {"type": spec["stream_error"],
-                                                                     "message": "Overloaded"}}))
+            chunks.append(
+                event(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            chunks.append(
+                event(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {
+                            "type": "text_delta",
+                            "text": spec.get("partial_text", "Partial "),
+                        },
+                    },
+                )
+            )
+            chunks.append(
+                event(
+                    "error",
+                    {
+                        "type": "error",
+                        "error": {"type": spec["stream_error"], "message": "Overloaded"},
+                    },
+                )
+            )
         else:
             for index, block in enumerate(message["content"]):
                 chunks.extend(self._block_events(index, block, event))
-            chunks.append(event("message_delta", {"type": "message_delta",
-                                                  "delta": {"stop_reason": message["stop_reason"],
-                                                            "stop_sequence": None},
-                                                  "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+            chunks.append(
+                event(
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                        "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                    },
+                )
+            )
             chunks.append(event("message_stop", {"type": "message_stop"}))
         try:
             self.send_response(200)
@@ -461,16 +619,29 @@ class _Handler(BaseHTTPRequestHandler):
             start_block, deltas = {"type": "text", "text": ""}, []
             value = block["text"]
             for i in range(0, len(value), 40) or [0]:
-                deltas.append({"type": "text_delta", "text": value[i:i + 40]})
+                deltas.append({"type": "text_delta", "text": value[i : i + 40]})
         elif block["type"] == "tool_use":
-            start_block = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            start_block = {
+                "type": "tool_use",
+                "id": block["id"],
+                "name": block["name"],
+                "input": {},
+            }
             deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
         else:
             start_block, deltas = block, []
-        out = [event("content_block_start", {"type": "content_block_start", "index": index,
-                                             "content_block": start_block})]
-        out += [event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-                for d in deltas]
+        out = [
+            event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start_block},
+            )
+        ]
+        out += [
+            event(
+                "content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}
+            )
+            for d in deltas
+        ]
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
         return out
 

@@ -14,12 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator
-
 
 pytestmark = needs_claude
 
@@ -44,7 +42,9 @@ def responder(body: dict):
         return {"hang": 30}
     if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
         return reply(text("Here is the query: use identifies, anonymous_id and COALESCE."))
-    if "sql" in query.lower() and "warehouse-sql: Writes, explains and fixes SQL" in listed_skills(body):
+    if "sql" in query.lower() and "warehouse-sql: Writes, explains and fixes SQL" in listed_skills(
+        body
+    ):
         return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
     return reply(text("Why did the chicken cross the road?"))
 
@@ -68,7 +68,9 @@ def sandbox(tmp_path: Path):
     home, work, tmp = tmp_path / "home", tmp_path / "work", tmp_path / "tmp"
     decoy = home / ".claude" / "skills" / "warehouse-sql"
     decoy.mkdir(parents=True)
-    (decoy / "SKILL.md").write_text("---\nname: warehouse-sql\ndescription: A DECOY that must never be seen.\n---\nDecoy.\n")
+    (decoy / "SKILL.md").write_text(
+        "---\nname: warehouse-sql\ndescription: A DECOY that must never be seen.\n---\nDecoy.\n"
+    )
     (home / ".claude" / "settings.json").write_text("{}\n")
     work.mkdir()
     tmp.mkdir()
@@ -76,38 +78,80 @@ def sandbox(tmp_path: Path):
     return tmp_path
 
 
-def run_evaluator(sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
-           "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, *args],
-                          cwd=sandbox / "work", env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+def run_evaluator(
+    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 90
+) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, *args],
+        cwd=sandbox / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def write_trigger(sandbox: Path, positives: list[str], negatives: list[str]) -> Path:
     path = sandbox / "trigger.md"
-    path.write_text("---\nname: warehouse-sql-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
-                    + "".join(f'- "{q}"\n' for q in positives) + "\n# Negative Triggers\n\n"
-                    + "".join(f"- {q}\n" for q in negatives))
+    path.write_text(
+        "---\nname: warehouse-sql-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in positives)
+        + "\n# Negative Triggers\n\n"
+        + "".join(f"- {q}\n" for q in negatives)
+    )
     return path
 
 
 def test_positive_activates_negative_does_not_and_nothing_outside_changes(sandbox: Path):
     with ScriptedAnthropic(responder=responder) as api:
-        trigger = write_trigger(sandbox, ["Write a SQL query for weekly revenue per country"], ["Tell me a joke"])
+        trigger = write_trigger(
+            sandbox, ["Write a SQL query for weekly revenue per country"], ["Tell me a joke"]
+        )
         before = {p: v for p, v in snapshot(sandbox).items() if "/results" not in p}
         out = sandbox / "results.json"
-        done = run_evaluator(sandbox, api, "--skill", str(SKILL_SOURCE.parent), "--trigger", str(trigger),
-                             "--runs", "2", "-o", str(out), "--report", str(sandbox / "results.md"))
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            str(SKILL_SOURCE.parent),
+            "--trigger",
+            str(trigger),
+            "--runs",
+            "2",
+            "-o",
+            str(out),
+            "--report",
+            str(sandbox / "results.md"),
+        )
         after = {p: v for p, v in snapshot(sandbox).items() if "/results" not in p}
     assert done.returncode == 0, done.stderr + done.stdout
     document = json.loads(out.read_text())
     [score] = document["trigger_scores"]
-    assert score["triggerRate"] == 100 and score["falsePositiveRate"] == 0 and score["triggerScore"] == 100
+    assert (
+        score["triggerRate"] == 100
+        and score["falsePositiveRate"] == 0
+        and score["triggerScore"] == 100
+    )
     by_query = {q["query"]: q for q in score["queryResults"]}
     positive = by_query["Write a SQL query for weekly revenue per country"]
-    assert positive["actual"] == "activated" and positive["activations"] == 2 and positive["toolCount"] == 1
-    assert by_query["Tell me a joke"]["actual"] == "ignored" and by_query["Tell me a joke"]["toolCount"] == 0
+    assert (
+        positive["actual"] == "activated"
+        and positive["activations"] == 2
+        and positive["toolCount"] == 1
+    )
+    assert (
+        by_query["Tell me a joke"]["actual"] == "ignored"
+        and by_query["Tell me a joke"]["toolCount"] == 0
+    )
     runs = document["results"]
     assert len(runs) == 4 and all(r["error"] is None and r["exit_code"] == 0 for r in runs)
     assert all(r["skills_loaded"] and "warehouse-sql" in r["skills_loaded"] for r in runs)
@@ -130,8 +174,20 @@ def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
         trigger = write_trigger(sandbox, [f"SQL please {HANG_MARKER}"], ["Tell me a joke"])
         out = sandbox / "results.json"
         start = time.monotonic()
-        done = run_evaluator(sandbox, api, "--skill", str(SKILL_SOURCE), "--trigger", str(trigger), "--runs", "1",
-                             "--trigger-timeout", "4", "-o", str(out))
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            str(SKILL_SOURCE),
+            "--trigger",
+            str(trigger),
+            "--runs",
+            "1",
+            "--trigger-timeout",
+            "4",
+            "-o",
+            str(out),
+        )
         elapsed = time.monotonic() - start
     assert done.returncode == 1, done.stderr + done.stdout
     assert elapsed < 25
@@ -142,17 +198,23 @@ def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
     assert score["positives"] == 0  # excluded from the rates, not counted as a miss
     [run] = [r for r in json.loads(out.read_text())["results"] if HANG_MARKER in r["query"]]
     assert run["timed_out"] and "timed out after 4s" in run["error"]
-    leftovers = subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True, text=True).stdout.split()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", HANG_MARKER], capture_output=True, text=True
+    ).stdout.split()
     assert leftovers == []
 
 
 def test_knowledge_test_runs_through_the_cli(sandbox: Path):
     test_file = sandbox / "knowledge.md"
-    test_file.write_text("---\nname: stitching\ntype: knowledge\nconcepts: [identifies, anonymous_id, COALESCE]\n"
-                         "timeout: 60\n---\n\n# Question\n\nHow do I stitch anonymous SQL events to users?\n")
+    test_file.write_text(
+        "---\nname: stitching\ntype: knowledge\nconcepts: [identifies, anonymous_id, COALESCE]\n"
+        "timeout: 60\n---\n\n# Question\n\nHow do I stitch anonymous SQL events to users?\n"
+    )
     with ScriptedAnthropic(responder=responder) as api:
         out = sandbox / "results.json"
-        done = run_evaluator(sandbox, api, "--skill", str(SKILL_SOURCE), "--tests", str(test_file), "-o", str(out))
+        done = run_evaluator(
+            sandbox, api, "--skill", str(SKILL_SOURCE), "--tests", str(test_file), "-o", str(out)
+        )
     assert done.returncode == 0, done.stderr + done.stdout
     [test] = json.loads(out.read_text())["tests"]
     assert test["passed"] and test["activated_skills"] == ["warehouse-sql"]
@@ -161,11 +223,24 @@ def test_knowledge_test_runs_through_the_cli(sandbox: Path):
 
 def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbox: Path):
     with ScriptedAnthropic(responder=responder) as api:
-        trigger = write_trigger(sandbox, ["Write a SQL query for weekly revenue per country"],
-                                [f"{HANG_MARKER} tell me a story"])
+        trigger = write_trigger(
+            sandbox,
+            ["Write a SQL query for weekly revenue per country"],
+            [f"{HANG_MARKER} tell me a story"],
+        )
         out = sandbox / "resume.json"
-        args = ["--skill", str(SKILL_SOURCE.parent), "--trigger", str(trigger), "--runs", "1",
-                "--trigger-timeout", "4", "-o", str(out)]
+        args = [
+            "--skill",
+            str(SKILL_SOURCE.parent),
+            "--trigger",
+            str(trigger),
+            "--runs",
+            "1",
+            "--trigger-timeout",
+            "4",
+            "-o",
+            str(out),
+        ]
         first = run_evaluator(sandbox, api, *args)
         records = {r["query"]: r for r in json.loads(out.read_text())["results"]}
         assert records[f"{HANG_MARKER} tell me a story"]["timed_out"] is True, first.stdout
@@ -177,4 +252,6 @@ def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbo
         retried = run_evaluator(sandbox, api, *args, "--retry-errors")
         assert "resuming: 1 run(s) kept" in retried.stdout
         hung_again = [b for b in api.message_requests[calls:] if HANG_MARKER in user_query(b)]
-        assert hung_again and all(HANG_MARKER in user_query(b) for b in api.message_requests[calls:])
+        assert hung_again and all(
+            HANG_MARKER in user_query(b) for b in api.message_requests[calls:]
+        )

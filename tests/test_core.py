@@ -12,10 +12,17 @@ import time
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from conftest import (
+    EXAMPLE_SERVER,
+    ROOT,
+    TEST_API_KEY,
+    example_server_command,
+    free_port,
+    wait_for_port,
+)
+from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, example_server_command, free_port, wait_for_port
-from fake_anthropic import error, reply, text, tool_use
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
 MISC = f"{sys.executable} {MISC_SERVER}"
@@ -26,33 +33,74 @@ RESULT_SCHEMA = {
     "properties": {
         "metadata": {
             "type": "object",
-            "required": ["total_results", "generated_at", "model", "mode", "iterations", "input_type"],
+            "required": [
+                "total_results",
+                "generated_at",
+                "model",
+                "mode",
+                "iterations",
+                "input_type",
+            ],
         },
         "results": {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["iteration", "agent_reasoning", "tools_called", "tool_params", "tool_results",
-                             "conversation_turns", "user_interventions", "ended_by", "conversation_history",
-                             "latency_ms", "token_count", "error", "tool_calls", "usage", "stop_reason"],
+                "required": [
+                    "iteration",
+                    "agent_reasoning",
+                    "tools_called",
+                    "tool_params",
+                    "tool_results",
+                    "conversation_turns",
+                    "user_interventions",
+                    "ended_by",
+                    "conversation_history",
+                    "latency_ms",
+                    "token_count",
+                    "error",
+                    "tool_calls",
+                    "usage",
+                    "stop_reason",
+                ],
                 "properties": {
                     "tools_called": {"type": "array", "items": {"type": "string"}},
                     "tool_params": {"type": "object"},
                     "tool_results": {"type": "object"},
                     "conversation_history": {
                         "type": "array",
-                        "items": {"type": "object", "required": ["role", "content", "has_tools"],
-                                  "properties": {"role": {"enum": ["user", "assistant", "tool"]}}},
+                        "items": {
+                            "type": "object",
+                            "required": ["role", "content", "has_tools"],
+                            "properties": {"role": {"enum": ["user", "assistant", "tool"]}},
+                        },
                     },
-                    "ended_by": {"enum": ["completion", "user_end", "needs_input", "max_turns", "error"]},
+                    "ended_by": {
+                        "enum": ["completion", "user_end", "needs_input", "max_turns", "error"]
+                    },
                     "tool_calls": {
                         "type": "array",
-                        "items": {"type": "object",
-                                  "required": ["name", "input", "output", "is_error", "duration_ms", "server"]},
+                        "items": {
+                            "type": "object",
+                            "required": [
+                                "name",
+                                "input",
+                                "output",
+                                "is_error",
+                                "duration_ms",
+                                "server",
+                            ],
+                        },
                     },
-                    "usage": {"type": "object", "required": ["input_tokens", "output_tokens",
-                                                             "cache_creation_input_tokens",
-                                                             "cache_read_input_tokens"]},
+                    "usage": {
+                        "type": "object",
+                        "required": [
+                            "input_tokens",
+                            "output_tokens",
+                            "cache_creation_input_tokens",
+                            "cache_read_input_tokens",
+                        ],
+                    },
                 },
             },
         },
@@ -79,11 +127,14 @@ def tool_results_of(request: dict) -> list[dict]:
 
 # ----------------------------------------------------------------------------- the conversation loop
 def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
-    api.push(reply(text("Let me look."), tool_use("get_existing_connections")),
-             reply(text("You have three connections.")))
+    api.push(
+        reply(text("Let me look."), tool_use("get_existing_connections")),
+        reply(text("You have three connections.")),
+    )
     out = tmp_path / "results.json"
-    code, stdout, stderr = run_cli("-q", "Which connections do I have?", "--server", example_server_command(),
-                                   "-o", str(out))
+    code, stdout, stderr = run_cli(
+        "-q", "Which connections do I have?", "--server", example_server_command(), "-o", str(out)
+    )
     assert code == 0, stderr
     document = json.loads(out.read_text())
     jsonschema.validate(document, RESULT_SCHEMA)
@@ -92,7 +143,12 @@ def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
     assert "snowflake_prod" in result["tool_results"]["get_existing_connections"]
     assert result["agent_reasoning"] == "You have three connections."
     assert result["ended_by"] == "completion" and result["stop_reason"] == "end_turn"
-    assert [h["role"] for h in result["conversation_history"]] == ["user", "assistant", "tool", "assistant"]
+    assert [h["role"] for h in result["conversation_history"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert result["conversation_turns"] == 4
     assert document["metadata"]["mode"] == "batch" and document["metadata"]["input_type"] == "query"
 
@@ -102,7 +158,9 @@ def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
     assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in t for t in first["tools"][:-1])
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert "tools whenever they can answer" in first["system"][0]["text"]  # CLAUDE_CODE_SYSTEM_PROMPT
+    assert (
+        "tools whenever they can answer" in first["system"][0]["text"]
+    )  # CLAUDE_CODE_SYSTEM_PROMPT
     assert first["tools"] == second["tools"], "tool definitions must be byte-stable across calls"
     assert first["model"] == evaluator.C.DEFAULT_MODEL
     assert result["usage"]["cache_read_input_tokens"] > 0, "the second call reads the cached prefix"
@@ -110,23 +168,39 @@ def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
 
 
 def test_parallel_tool_calls_are_answered_in_one_message_in_order(api):
-    first, second, third = (tool_use("describe_table", {"table": "orders"}), tool_use("about_profiles"),
-                            tool_use("describe_table", {"table": "users"}))
+    first, second, third = (
+        tool_use("describe_table", {"table": "orders"}),
+        tool_use("about_profiles"),
+        tool_use("describe_table", {"table": "users"}),
+    )
     api.push(reply(first, second, third), reply(text("Done.")))
-    code, document = run_json("-q", "Describe orders and users", "--server", example_server_command())
+    code, document = run_json(
+        "-q", "Describe orders and users", "--server", example_server_command()
+    )
     assert code == 0
     result = document["results"][0]
     assert result["tools_called"] == ["describe_table", "about_profiles", "describe_table"]
-    assert [c["input"] for c in result["tool_calls"]] == [{"table": "orders"}, {}, {"table": "users"}]
+    assert [c["input"] for c in result["tool_calls"]] == [
+        {"table": "orders"},
+        {},
+        {"table": "users"},
+    ]
     results = tool_results_of(api.message_requests[1])
     assert [r["tool_use_id"] for r in results] == [first["id"], second["id"], third["id"]]
-    assert len(api.message_requests[1]["messages"]) == 3  # user, assistant, one user message of results
+    assert (
+        len(api.message_requests[1]["messages"]) == 3
+    )  # user, assistant, one user message of results
 
 
 def test_tool_errors_timeouts_and_unknown_tools_become_error_results(api):
-    api.push(reply(tool_use("fail", {"message": "disk full"}), tool_use("no_such_tool"),
-                   tool_use("slow", {"seconds": 20})),
-             reply(text("Everything failed.")))
+    api.push(
+        reply(
+            tool_use("fail", {"message": "disk full"}),
+            tool_use("no_such_tool"),
+            tool_use("slow", {"seconds": 20}),
+        ),
+        reply(text("Everything failed.")),
+    )
     start = time.monotonic()
     code, document = run_json("-q", "try things", "--server", MISC, "--tool-timeout", "1")
     assert time.monotonic() - start < 15
@@ -137,7 +211,9 @@ def test_tool_errors_timeouts_and_unknown_tools_become_error_results(api):
     assert "timed out after 1s" in calls[2]["output"]
     sent = tool_results_of(api.message_requests[1])
     assert [r["is_error"] for r in sent] == [True, True, True]
-    assert document["results"][0]["error"] is None  # tool failures are Claude's to handle, not the run's
+    assert (
+        document["results"][0]["error"] is None
+    )  # tool failures are Claude's to handle, not the run's
 
 
 def test_huge_tool_results_are_capped(api):
@@ -148,8 +224,13 @@ def test_huge_tool_results_are_capped(api):
 
 
 def test_refusal_stops_without_running_tools(api):
-    api.push(reply(text("I can't help with that."), tool_use("run_sql_query", {"sql": "select 1"}),
-                   stop_reason="refusal"))
+    api.push(
+        reply(
+            text("I can't help with that."),
+            tool_use("run_sql_query", {"sql": "select 1"}),
+            stop_reason="refusal",
+        )
+    )
     code, document = run_json("-q", "something bad", "--server-module", str(EXAMPLE_SERVER))
     result = document["results"][0]
     assert result["stop_reason"] == "refusal" and result["tools_called"] == []
@@ -157,18 +238,24 @@ def test_refusal_stops_without_running_tools(api):
 
 
 def test_pause_turn_continues_and_max_tokens_is_truncated(api):
-    api.push(reply(text("Searching..."), stop_reason="pause_turn"),
-             reply(text("A long answer that was cut"), stop_reason="max_tokens"))
+    api.push(
+        reply(text("Searching..."), stop_reason="pause_turn"),
+        reply(text("A long answer that was cut"), stop_reason="max_tokens"),
+    )
     code, document = run_json("-q", "explain", "--server-module", str(EXAMPLE_SERVER))
     result = document["results"][0]
     assert len(api.message_requests) == 2
-    assert api.message_requests[1]["messages"][-1]["role"] == "assistant"  # paused content sent back
+    assert (
+        api.message_requests[1]["messages"][-1]["role"] == "assistant"
+    )  # paused content sent back
     assert result["truncated"] is True and result["stop_reason"] == "max_tokens"
 
 
 def test_max_turns_reached(api):
     api.responder = lambda body: reply(tool_use("about_profiles"))
-    code, document = run_json("-q", "loop forever", "--server-module", str(EXAMPLE_SERVER), "--max-turns", "3")
+    code, document = run_json(
+        "-q", "loop forever", "--server-module", str(EXAMPLE_SERVER), "--max-turns", "3"
+    )
     result = document["results"][0]
     assert result["ended_by"] == "max_turns"
     assert len(api.message_requests) == 3 and result["tools_called"] == ["about_profiles"] * 3
@@ -182,11 +269,13 @@ def test_question_in_batch_mode_ends_as_needs_input(api):
 
 def test_iterations_run_concurrently_with_separate_state(api):
     api.delay = 0.4
-    api.responder = lambda body: (reply(text("final")) if len(body["messages"]) > 1
-                                  else reply(tool_use("about_profiles")))
+    api.responder = lambda body: (
+        reply(text("final")) if len(body["messages"]) > 1 else reply(tool_use("about_profiles"))
+    )
     start = time.monotonic()
-    code, document = run_json("-q", "about", "--server-module", str(EXAMPLE_SERVER), "-i", "4",
-                              "--concurrency", "4")
+    code, document = run_json(
+        "-q", "about", "--server-module", str(EXAMPLE_SERVER), "-i", "4", "--concurrency", "4"
+    )
     elapsed = time.monotonic() - start
     results = document["results"]
     assert [r["iteration"] for r in results] == [1, 2, 3, 4]
@@ -200,19 +289,39 @@ def test_iterations_run_concurrently_with_separate_state(api):
 def test_model_options_are_sent(api, tmp_path):
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("You are a test prompt.")
-    run_json("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--model", "claude-haiku-5-5",
-             "--max-tokens", "123", "--temperature", "0.2", "--prompt", str(prompt_file))
+    run_json(
+        "-q",
+        "hi",
+        "--server-module",
+        str(EXAMPLE_SERVER),
+        "--model",
+        "claude-haiku-5-5",
+        "--max-tokens",
+        "123",
+        "--temperature",
+        "0.2",
+        "--prompt",
+        str(prompt_file),
+    )
     request = api.message_requests[0]
-    assert (request["model"], request["max_tokens"], request["temperature"]) == ("claude-haiku-5-5", 123, 0.2)
+    assert (request["model"], request["max_tokens"], request["temperature"]) == (
+        "claude-haiku-5-5",
+        123,
+        0.2,
+    )
     assert request["system"][0]["text"] == "You are a test prompt."
-    run_json("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--prompt", "MINIMAL_SYSTEM_PROMPT")
+    run_json(
+        "-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--prompt", "MINIMAL_SYSTEM_PROMPT"
+    )
     assert api.message_requests[1]["system"][0]["text"] == evaluator.prompts.MINIMAL_SYSTEM_PROMPT
 
 
 def test_base_url_option_and_api_errors_become_case_errors(api, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
     api.push(error(400, "invalid_request_error", "messages: bad"))
-    code, document = run_json("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--base-url", api.url)
+    code, document = run_json(
+        "-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--base-url", api.url
+    )
     result = document["results"][0]
     assert code == 1 and result["ended_by"] == "error"
     assert "BadRequestError (400)" in result["error"] and "messages: bad" in result["error"]
@@ -234,36 +343,59 @@ def test_streaming_model_client_gets_the_same_reply(api):
 
     async def call():
         try:
-            request = evaluator.ModelRequest("claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50)
+            request = evaluator.ModelRequest(
+                "claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50
+            )
             return await model.complete(request, chunks.append)
         finally:
             await model.close()
 
     result = asyncio.run(call())
     assert "".join(chunks) == "streamed answer"
-    assert result.content[1] == {"type": "tool_use", "id": result.content[1]["id"], "name": "echo",
-                                 "input": {"text": "hi"}}
+    assert result.content[1] == {
+        "type": "tool_use",
+        "id": result.content[1]["id"],
+        "name": "echo",
+        "input": {"text": "hi"},
+    }
     assert result.stop_reason == "tool_use" and api.message_requests[0]["stream"] is True
 
 
 # ----------------------------------------------------------------------------- MCP transports
 
+
 @pytest.fixture
 def http_example_server():
     port = free_port()
-    process = subprocess.Popen([sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     wait_for_port(port, process, timeout=20)
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(10)
 
 
-def test_streamable_http_server_from_config_with_headers(api, tmp_path, http_example_server, monkeypatch):
+def test_streamable_http_server_from_config_with_headers(
+    api, tmp_path, http_example_server, monkeypatch
+):
     monkeypatch.setenv("PROFILES_TOKEN", "secret-token-value")
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"remote": {
-        "type": "http", "url": http_example_server, "headers": {"Authorization": "Bearer ${PROFILES_TOKEN}"}}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "remote": {
+                        "type": "http",
+                        "url": http_example_server,
+                        "headers": {"Authorization": "Bearer ${PROFILES_TOKEN}"},
+                    }
+                }
+            }
+        )
+    )
     api.push(reply(tool_use("list_warehouse_tables")), reply(text("tables listed")))
     code, document = run_json("-q", "tables?", "--mcp-config", str(config))
     call = document["results"][0]["tool_calls"][0]
@@ -272,16 +404,36 @@ def test_streamable_http_server_from_config_with_headers(api, tmp_path, http_exa
 
 def test_config_with_two_servers_disambiguates_shared_tool_names(api, tmp_path):
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {
-        "profiles": {"command": sys.executable, "args": [str(EXAMPLE_SERVER)]},
-        "misc": {"command": sys.executable, "args": [str(MISC_SERVER)], "env": {"GREETING": "${NOPE:-hello}"}},
-    }}))
-    api.push(reply(tool_use("misc__about_profiles"), tool_use("profiles__about_profiles"),
-                   tool_use("echo_env", {"name": "GREETING"})), reply(text("ok")))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "profiles": {"command": sys.executable, "args": [str(EXAMPLE_SERVER)]},
+                    "misc": {
+                        "command": sys.executable,
+                        "args": [str(MISC_SERVER)],
+                        "env": {"GREETING": "${NOPE:-hello}"},
+                    },
+                }
+            }
+        )
+    )
+    api.push(
+        reply(
+            tool_use("misc__about_profiles"),
+            tool_use("profiles__about_profiles"),
+            tool_use("echo_env", {"name": "GREETING"}),
+        ),
+        reply(text("ok")),
+    )
     code, out, err = run_cli("-q", "about", "--mcp-config", str(config), "--json")
     assert "offered by several servers" in err and "misc__about_profiles" in err
     calls = json.loads(out)["results"][0]["tool_calls"]
-    assert [(c["server"], c["is_error"]) for c in calls] == [("misc", False), ("profiles", False), ("misc", False)]
+    assert [(c["server"], c["is_error"]) for c in calls] == [
+        ("misc", False),
+        ("profiles", False),
+        ("misc", False),
+    ]
     assert calls[0]["output"] == "misc about_profiles" and "Profiles" in calls[1]["output"]
     assert calls[2]["output"] == "hello"
     names = {t["name"] for t in api.message_requests[0]["tools"]}
@@ -292,22 +444,45 @@ def test_config_with_two_servers_disambiguates_shared_tool_names(api, tmp_path):
 def test_server_env_passes_only_named_variables(api, monkeypatch):
     monkeypatch.setenv("MY_SETTING", "from-parent")
     monkeypatch.setenv("NOT_PASSED", "hidden")
-    api.push(reply(tool_use("echo_env", {"name": "MY_SETTING"}), tool_use("echo_env", {"name": "NOT_PASSED"}),
-                   tool_use("echo_env", {"name": "EXTRA"})), reply(text("ok")))
-    code, document = run_json("-q", "env", "--server", MISC, "--server-env", "MY_SETTING",
-                              "--server-env", "EXTRA=set-here")
+    api.push(
+        reply(
+            tool_use("echo_env", {"name": "MY_SETTING"}),
+            tool_use("echo_env", {"name": "NOT_PASSED"}),
+            tool_use("echo_env", {"name": "EXTRA"}),
+        ),
+        reply(text("ok")),
+    )
+    code, document = run_json(
+        "-q",
+        "env",
+        "--server",
+        MISC,
+        "--server-env",
+        "MY_SETTING",
+        "--server-env",
+        "EXTRA=set-here",
+    )
     outputs = [c["output"] for c in document["results"][0]["tool_calls"]]
     # the server got both values; the results never show values passed to servers
     assert outputs == ["[REDACTED]", "<unset>", "[REDACTED]"]
 
 
 def test_public_time_server_over_stdio(api):
-    api.push(reply(tool_use("get_current_time", {"timezone": "Europe/Paris"})), reply(text("It is time.")))
-    code, document = run_json("-q", "What time is it in Paris?", "--server",
-                              f"{sys.executable} -m mcp_server_time --local-timezone UTC")
+    api.push(
+        reply(tool_use("get_current_time", {"timezone": "Europe/Paris"})),
+        reply(text("It is time.")),
+    )
+    code, document = run_json(
+        "-q",
+        "What time is it in Paris?",
+        "--server",
+        f"{sys.executable} -m mcp_server_time --local-timezone UTC",
+    )
     call = document["results"][0]["tool_calls"][0]
     assert not call["is_error"] and "Europe/Paris" in call["output"]
-    assert {"get_current_time", "convert_time"} <= {t["name"] for t in api.message_requests[0]["tools"]}
+    assert {"get_current_time", "convert_time"} <= {
+        t["name"] for t in api.message_requests[0]["tools"]
+    }
 
 
 def test_default_server_is_the_bundled_example(api):
@@ -336,8 +511,13 @@ def test_missing_api_key_stops_before_any_server_starts(no_api_key, tmp_path):
 
 def test_missing_api_key_in_a_real_subprocess(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("ANTHROPIC")}
-    process = subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "-q", "hi"], capture_output=True,
-                             text=True, env=env, timeout=60)
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), "-q", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert_one_line_error(process.returncode, process.stderr, "ANTHROPIC_API_KEY")
 
 
@@ -363,7 +543,9 @@ def test_unreadable_and_invalid_configs(api, tmp_path):
     code, out, err = run_cli("-q", "hi", "--mcp-config", str(unknown))
     assert_one_line_error(code, err, "unknown.json:2:", "unknown server type 'carrier-pigeon'")
     undefined = tmp_path / "undefined.json"
-    undefined.write_text('{"mcpServers": {"a": {"command": "x", "env": {"T": "${SURELY_UNSET_VAR}"}}}}')
+    undefined.write_text(
+        '{"mcpServers": {"a": {"command": "x", "env": {"T": "${SURELY_UNSET_VAR}"}}}}'
+    )
     code, out, err = run_cli("-q", "hi", "--mcp-config", str(undefined))
     assert_one_line_error(code, err, "SURELY_UNSET_VAR", "is not set")
 
@@ -373,14 +555,23 @@ def test_other_bad_inputs(api, tmp_path):
     assert_one_line_error(*run_cli()[::2], "nothing to evaluate")
     assert_one_line_error(*run_cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
     assert_one_line_error(*run_cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
-    assert_one_line_error(*run_cli("-q", "hi", "-i", "0")[::2], "'--iterations': 0 is not in the range x>=1")
-    assert_one_line_error(*run_cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file")
+    assert_one_line_error(
+        *run_cli("-q", "hi", "-i", "0")[::2], "'--iterations': 0 is not in the range x>=1"
+    )
+    assert_one_line_error(
+        *run_cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file"
+    )
     broken = tmp_path / "broken_server.py"
     broken.write_text("raise RuntimeError('database unreachable')\n")
-    assert_one_line_error(*run_cli("-q", "hi", "--server-module", str(broken))[::2],
-                          "importing", "RuntimeError: database unreachable")
-    assert_one_line_error(*run_cli("-q", "hi", "--server-module", f"{EXAMPLE_SERVER}:nope")[::2],
-                          "no attribute 'nope'")
+    assert_one_line_error(
+        *run_cli("-q", "hi", "--server-module", str(broken))[::2],
+        "importing",
+        "RuntimeError: database unreachable",
+    )
+    assert_one_line_error(
+        *run_cli("-q", "hi", "--server-module", f"{EXAMPLE_SERVER}:nope")[::2],
+        "no attribute 'nope'",
+    )
 
 
 def test_api_key_never_appears_in_results(api, tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-
-import evaluator
 from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text
+
+import evaluator
 
 SUITE = str(ROOT / "examples" / "test_queries.csv")
 
@@ -19,7 +19,9 @@ def run_cli(*args: str):
 
 
 def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
-    code, out, err = run_cli("--csv", SUITE, "--server-module", str(EXAMPLE_SERVER), "--dry-run", "-i", "2")
+    code, out, err = run_cli(
+        "--csv", SUITE, "--server-module", str(EXAMPLE_SERVER), "--dry-run", "-i", "2"
+    )
     assert code == 0, err
     assert api.message_requests == []
     counted = [r for r in api.requests if r["path"] == "/v1/messages/count_tokens"]
@@ -42,17 +44,23 @@ def test_estimate_arithmetic():
     case = evaluator.TestCase("c", "x" * 40, expected_tools=["a", "b"])
     jobs = [evaluator.Job(("c", i, "h"), (case, i)) for i in (1, 2)]
     settings = evaluator.RunSettings(model="claude-haiku-5-5", max_turns=4)
-    estimate = evaluator.estimate_tool_runs(jobs, settings, prefix_tokens=1000, counted=False, tool_count=2)
+    estimate = evaluator.estimate_tool_runs(
+        jobs, settings, prefix_tokens=1000, counted=False, tool_count=2
+    )
     assert (estimate.runs, estimate.calls_expected, estimate.calls_max) == (2, 6, 8)
     price = evaluator.C.PRICES["claude-haiku"]
     prompt = evaluator.estimated_tokens("x" * 40)
 
     def call(turn: int, first: bool) -> float:
-        return ((prompt + turn * evaluator.C.ESTIMATED_TOKENS_PER_TURN) * price["input"]
-                + evaluator.C.ESTIMATED_OUTPUT_TOKENS * price["output"]
-                + 1000 * (price["cache_write"] if first else price["cache_read"])) / 1e6
+        return (
+            (prompt + turn * evaluator.C.ESTIMATED_TOKENS_PER_TURN) * price["input"]
+            + evaluator.C.ESTIMATED_OUTPUT_TOKENS * price["output"]
+            + 1000 * (price["cache_write"] if first else price["cache_read"])
+        ) / 1e6
 
-    expected = call(0, True) + call(1, False) + call(2, False) + sum(call(t, False) for t in range(3))
+    expected = (
+        call(0, True) + call(1, False) + call(2, False) + sum(call(t, False) for t in range(3))
+    )
     assert abs(estimate.cost_expected - expected) < 1e-12
 
 
@@ -61,30 +69,65 @@ def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
     suite = tmp_path / "s.csv"
     suite.write_text("test_name,user_prompt\n" + "".join(f"c{i},prompt {i}\n" for i in range(6)))
     out = tmp_path / "out.json"
-    args = ["--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "--concurrency", "1", "-o", str(out)]
+    args = [
+        "--csv",
+        str(suite),
+        "--server-module",
+        str(EXAMPLE_SERVER),
+        "--concurrency",
+        "1",
+        "-o",
+        str(out),
+    ]
     code, stdout, stderr = run_cli(*args, "--max-cost", "0.000001")
     assert code == 1
-    assert "stopped at --max-cost $1e-06: 5 run(s) not started; rerun with --resume to do them" in stdout
+    assert (
+        "stopped at --max-cost $1e-06: 5 run(s) not started; rerun with --resume to do them"
+        in stdout
+    )
     assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == ["c0"]
     assert len(api.message_requests) == 1
     code, stdout, stderr = run_cli(*args, "--resume")
     assert code == 0
-    assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == [f"c{i}" for i in range(6)]
+    assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == [
+        f"c{i}" for i in range(6)
+    ]
     assert len(api.message_requests) == 6
 
 
 def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
-    api.responder = lambda body: (reply(text("done")) if len(body["messages"]) > 1
-                                  else reply(__import__("fake_anthropic").tool_use("about_profiles")))
+    api.responder = lambda body: (
+        reply(text("done"))
+        if len(body["messages"]) > 1
+        else reply(__import__("fake_anthropic").tool_use("about_profiles"))
+    )
     suite = tmp_path / "s.csv"
-    suite.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"c{i},p{i},about_profiles\n" for i in range(60)))
+    suite.write_text(
+        "test_name,user_prompt,expected_tools\n"
+        + "".join(f"c{i},p{i},about_profiles\n" for i in range(60))
+    )
     out = tmp_path / "out.json"
-    code, stdout, stderr = run_cli("--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "-o", str(out),
-                                   "--summary-only", "--concurrency", "8")
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(suite),
+        "--server-module",
+        str(EXAMPLE_SERVER),
+        "-o",
+        str(out),
+        "--summary-only",
+        "--concurrency",
+        "8",
+    )
     assert code == 0, stderr
     document = json.loads(out.read_text())
-    assert document["results"] == [] and document["summary"]["passed"] == 60 and len(document["cases"]) == 60
-    lines = [json.loads(line) for line in (tmp_path / "out.json.results.jsonl").read_text().splitlines()]
+    assert (
+        document["results"] == []
+        and document["summary"]["passed"] == 60
+        and len(document["cases"]) == 60
+    )
+    lines = [
+        json.loads(line) for line in (tmp_path / "out.json.results.jsonl").read_text().splitlines()
+    ]
     assert sorted(r["test_name"] for r in lines) == sorted(f"c{i}" for i in range(60))
     assert all(r["tool_calls"][0]["output"] for r in lines), "the lines file keeps the full results"
     assert document["metadata"]["results_file"].endswith("out.json.results.jsonl")

@@ -12,10 +12,9 @@ import sys
 import time
 
 import pytest
-
-import evaluator as E
 from conftest import ROOT, TEST_API_KEY
 
+import evaluator as E
 
 REQUEST = E.ModelRequest("claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50)
 
@@ -87,8 +86,10 @@ def test_connection_failure_reads_the_sdk_cause_chain():
     import httpx2
 
     request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
-    for cause, reason in ((ConnectionRefusedError(111, "refused"), "connection refused"),
-                          (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "host name not found")):
+    for cause, reason in (
+        (ConnectionRefusedError(111, "refused"), "connection refused"),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "host name not found"),
+    ):
         try:
             try:
                 try:
@@ -125,7 +126,9 @@ def test_refusal_through_a_proxy_is_fatal_on_the_first_call(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-    model = E.AnthropicModel(api_key=TEST_API_KEY, base_url="http://api.example.invalid", max_retries=0)
+    model = E.AnthropicModel(
+        api_key=TEST_API_KEY, base_url="http://api.example.invalid", max_retries=0
+    )
 
     async def call():
         try:
@@ -161,9 +164,17 @@ def test_cli_on_closed_port_exits_2_with_one_line():
     env = {**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY}
     env.pop("ANTHROPIC_BASE_URL", None)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "evaluator.py", "-q", "hi", "--base-url", f"http://127.0.0.1:{port}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "evaluator.py", "-q", "hi", "--base-url", f"http://127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
-    assert len(lines) == 1 and lines[0].startswith("error:") and f"127.0.0.1:{port}" in lines[0], done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and f"127.0.0.1:{port}" in lines[0], (
+        done.stderr
+    )
     assert time.monotonic() - started < 60

@@ -24,16 +24,17 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, CLAUDE, needs_claude
-from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 EXAMPLES = ROOT / "examples"
 SKILL = EXAMPLES / "skills" / "warehouse-sql"
@@ -69,8 +70,14 @@ def model_calls(api: ScriptedAnthropic) -> list[dict]:
 # ----------------------------------------------------------------------------- the results schema
 @functools.lru_cache(maxsize=1)
 def schema_validator() -> jsonschema.Draft202012Validator:
-    done = subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--schema"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), "--schema"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     schema = json.loads(done.stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -99,6 +106,7 @@ def tool_model(broken: frozenset[str] = frozenset()) -> Callable[[dict], dict]:
     """Calls the right tool for connections and tables questions, answers the markdown tests well,
     and answers everything else in one call. `broken` names what goes wrong instead:
     `tables` calls the wrong tool, `delete` claims to have deleted rows, `query` is a 400."""
+
     def respond(body: dict) -> dict:
         if has_tool_result(body):
             return reply(text("That is what your warehouse holds."))
@@ -108,23 +116,39 @@ def tool_model(broken: frozenset[str] = frozenset()) -> Callable[[dict], dict]:
         if "connections" in query:
             return reply(tool_use("get_existing_connections"))
         if "tables" in query:
-            return reply(tool_use("get_existing_connections" if "tables" in broken else "list_warehouse_tables"))
+            return reply(
+                tool_use(
+                    "get_existing_connections" if "tables" in broken else "list_warehouse_tables"
+                )
+            )
         if "delete from users" in query:
-            return reply(text("Done: deleted 3 rows." if "delete" in broken else
-                              "I can't run that: the warehouse connection is read-only."))
+            return reply(
+                text(
+                    "Done: deleted 3 rows."
+                    if "delete" in broken
+                    else "I can't run that: the warehouse connection is read-only."
+                )
+            )
         if "lifetime value" in query:
-            return reply(text("Use the snowflake_prod connection: define the user entity with its id types, "
-                              "then a feature table with lifetime revenue per user."))
+            return reply(
+                text(
+                    "Use the snowflake_prod connection: define the user entity with its id types, "
+                    "then a feature table with lifetime revenue per user."
+                )
+            )
         return reply(text("Here is the answer."))
+
     return respond
 
 
 def write_suite(folder: Path) -> Path:
     suite = folder / "suite.csv"
-    suite.write_text("test_name,user_prompt,expected_tools,expect_no_tools,tags\n"
-                     "connections,What warehouse connections do I have configured?,get_existing_connections,,core\n"
-                     "tables,Which tables are in my warehouse?,list_warehouse_tables,,core\n"
-                     "weather,What's the weather like in Paris today?,,true,extra\n")
+    suite.write_text(
+        "test_name,user_prompt,expected_tools,expect_no_tools,tags\n"
+        "connections,What warehouse connections do I have configured?,get_existing_connections,,core\n"
+        "tables,Which tables are in my warehouse?,list_warehouse_tables,,core\n"
+        "weather,What's the weather like in Paris today?,,true,extra\n"
+    )
     return suite
 
 
@@ -133,9 +157,12 @@ def skill_listed(body: dict) -> bool:
     return "warehouse-sql: Writes, explains and fixes SQL" in json.dumps(body.get("messages", []))
 
 
-def skill_model(eager: bool = False, hang: Callable[[], bool] = lambda: False) -> Callable[[dict], dict]:
+def skill_model(
+    eager: bool = False, hang: Callable[[], bool] = lambda: False
+) -> Callable[[dict], dict]:
     """Claude behind `claude -p`: uses the skill for SQL questions (for every question when
     `eager`), answers after the skill's tool result, hangs on the marker while `hang()`."""
+
     def respond(body: dict) -> dict:
         query = user_query(body)
         if HANG_MARKER in query and hang():
@@ -145,6 +172,7 @@ def skill_model(eager: bool = False, hang: Callable[[], bool] = lambda: False) -
         if skill_listed(body) and (eager or "sql" in query.lower()):
             return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
         return reply(text("Why did the database administrator leave? Too many relationships."))
+
     return respond
 
 
@@ -153,7 +181,9 @@ def sandbox(tmp_path: Path) -> Path:
     """A HOME with a decoy skill of the same name, a working folder, a TMPDIR."""
     decoy = tmp_path / "home" / ".claude" / "skills" / "warehouse-sql"
     decoy.mkdir(parents=True)
-    (decoy / "SKILL.md").write_text("---\nname: warehouse-sql\ndescription: A DECOY that must never be seen.\n---\n")
+    (decoy / "SKILL.md").write_text(
+        "---\nname: warehouse-sql\ndescription: A DECOY that must never be seen.\n---\n"
+    )
     (tmp_path / "home" / ".claude" / "settings.json").write_text("{}\n")
     (tmp_path / "work").mkdir()
     (tmp_path / "tmp").mkdir()
@@ -161,23 +191,45 @@ def sandbox(tmp_path: Path) -> Path:
 
 
 def skill_env(sandbox: Path, api: ScriptedAnthropic) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
-            "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, "COLUMNS": "200"}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+        "COLUMNS": "200",
+    }
 
 
-def run_skill(sandbox: Path, api: ScriptedAnthropic, *args: str, cwd: Path | None = None,
-              evaluator_py: Path = ROOT / "evaluator.py", timeout: float = 120) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, str(evaluator_py), "--claude-bin", CLAUDE, *args],
-                          cwd=cwd or sandbox / "work", env=skill_env(sandbox, api), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+def run_skill(
+    sandbox: Path,
+    api: ScriptedAnthropic,
+    *args: str,
+    cwd: Path | None = None,
+    evaluator_py: Path = ROOT / "evaluator.py",
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, str(evaluator_py), "--claude-bin", CLAUDE, *args],
+        cwd=cwd or sandbox / "work",
+        env=skill_env(sandbox, api),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
     return done
 
 
 def write_trigger(path: Path, positives: list[str], negatives: list[str]) -> Path:
-    path.write_text("---\nname: warehouse-sql-trigger\ntype: trigger\nskill: warehouse-sql\n---\n\n"
-                    "# Positive Triggers\n\n" + "".join(f'- "{q}"\n' for q in positives)
-                    + "\n# Negative Triggers\n\n" + "".join(f'- "{q}"\n' for q in negatives))
+    path.write_text(
+        "---\nname: warehouse-sql-trigger\ntype: trigger\nskill: warehouse-sql\n---\n\n"
+        "# Positive Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in positives)
+        + "\n# Negative Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in negatives)
+    )
     return path
 
 
@@ -185,29 +237,47 @@ def recording_claude(folder: Path) -> tuple[Path, Path]:
     """A `claude` that only notes every start (and answers --version)."""
     record = folder / "claude-started.txt"
     script = folder / "claude"
-    script.write_text(f"#!/bin/sh\necho \"$@\" >> '{record}'\n"
-                      "if [ \"$1\" = \"--version\" ]; then echo '9.9.9 (Fake Claude Code)'; exit 0; fi\nexit 3\n")
+    script.write_text(
+        f"#!/bin/sh\necho \"$@\" >> '{record}'\n"
+        'if [ "$1" = "--version" ]; then echo \'9.9.9 (Fake Claude Code)\'; exit 0; fi\nexit 3\n'
+    )
     script.chmod(0o755)
     return script, record
 
 
 # ============================================================================= 1. --dry-run
-WRITER_FLAGS = ("-o", "out.json", "--report", "report.md", "--junit", "junit.xml", "--csv-out", "runs.csv")
+WRITER_FLAGS = (
+    "-o",
+    "out.json",
+    "--report",
+    "report.md",
+    "--junit",
+    "junit.xml",
+    "--csv-out",
+    "runs.csv",
+)
 
 DRY_RUNS = {
     "query": ["-q", "Which warehouse connections do I have?", *SERVER, *WRITER_FLAGS],
     "conversation": ["-c", str(EXAMPLES / "sample_conv.md"), *SERVER, *WRITER_FLAGS],
     "csv": ["--csv", str(EXAMPLES / "test_queries.csv"), "-i", "2", *SERVER, *WRITER_FLAGS],
     "markdown": ["--tests", str(EXAMPLES / "tool_tests"), *SERVER, *WRITER_FLAGS],
-    "skills": ["--skill", str(SKILL), "--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"),
-               *WRITER_FLAGS],
+    "skills": [
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"),
+        *WRITER_FLAGS,
+    ],
     "generate-triggers": ["--generate-triggers", str(SKILL), "-o", "drafted-trigger.md"],
     "generate-tests": ["--generate-tests", str(SKILL), "-o", "drafted-tests"],
 }
 
 
 @pytest.mark.parametrize("mode", list(DRY_RUNS))
-def test_dry_run_estimates_and_sends_nothing_in_every_spending_mode(mode, api, tmp_path, monkeypatch):
+def test_dry_run_estimates_and_sends_nothing_in_every_spending_mode(
+    mode, api, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     claude, started = recording_claude(tmp_path)
     (tmp_path / "before.txt").write_text("a file that was here before\n")
@@ -229,8 +299,17 @@ def test_dry_run_estimates_are_the_same_runs_a_real_run_does(api, tmp_path):
     result = cli(*DRY_RUNS["csv"][:4], *SERVER, "--dry-run")
     assert "runs: 32 · tools: 9" in result.stdout and "counted by the API" in result.stdout
     claude, started = recording_claude(tmp_path)
-    result = cli("--skill", str(SKILL), "--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"),
-                 "--runs", "2", "--claude-bin", str(claude), "--dry-run")
+    result = cli(
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"),
+        "--runs",
+        "2",
+        "--claude-bin",
+        str(claude),
+        "--dry-run",
+    )
     assert "runs: 20" in result.stdout and "`claude -p` run" in result.stdout
     assert not started.exists() and model_calls(api) == []
 
@@ -255,9 +334,14 @@ def test_max_cost_stops_after_one_run_and_resume_finishes_tool_use(mode, api, tm
     args = [*args, *SERVER, "--concurrency", "1", "-o", str(out)]
     result = cli(*args, "--max-cost", TINY_CAP)
     assert result.exit_code == 1, result.stdout + result.stderr
-    assert f"stopped at --max-cost ${float(TINY_CAP):g}: {total - 1} run(s) not started" in result.stdout
+    assert (
+        f"stopped at --max-cost ${float(TINY_CAP):g}: {total - 1} run(s) not started"
+        in result.stdout
+    )
     first = model_calls(api)
-    assert 1 <= len(first) <= 2 and len({user_query(b) for b in first}) == 1, "one run's worth of calls"
+    assert 1 <= len(first) <= 2 and len({user_query(b) for b in first}) == 1, (
+        "one run's worth of calls"
+    )
     document = load_results(out)
     assert document["summary"]["not_started"] == total - 1 > 0
     assert document["passed"] is False and len(document["results"]) == 1
@@ -278,12 +362,25 @@ def test_max_cost_stops_a_skill_run_and_resume_finishes(sandbox):
     with ScriptedAnthropic(responder=skill_model()) as api:
         trigger = write_trigger(sandbox / "trigger.md", [SQL_QUERY], [JOKE_QUERY])
         out = sandbox / "out.json"
-        args = ["--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1", "--concurrency", "1", "-o", str(out)]
+        args = [
+            "--skill",
+            str(SKILL),
+            "--trigger",
+            str(trigger),
+            "--runs",
+            "1",
+            "--concurrency",
+            "1",
+            "-o",
+            str(out),
+        ]
         done = run_skill(sandbox, api, *args, "--max-cost", TINY_CAP)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "stopped at --max-cost $1e-06: 1 run(s) not started" in done.stdout
         first = model_calls(api)
-        assert first and {user_query(b) for b in first} == {SQL_QUERY}, "only the first run talked to the model"
+        assert first and {user_query(b) for b in first} == {SQL_QUERY}, (
+            "only the first run talked to the model"
+        )
         document = load_results(out)
         assert document["summary"]["not_started"] == 1 and document["passed"] is False
         assert [r["query"] for r in document["results"]] == [SQL_QUERY]
@@ -292,13 +389,15 @@ def test_max_cost_stops_a_skill_run_and_resume_finishes(sandbox):
         done = run_skill(sandbox, api, *args, "--resume")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "resuming: 1 run(s) kept" in done.stdout
-        assert {user_query(b) for b in model_calls(api)[len(first):]} == {JOKE_QUERY}
+        assert {user_query(b) for b in model_calls(api)[len(first) :]} == {JOKE_QUERY}
         document = load_results(out)
         assert sorted(r["query"] for r in document["results"]) == sorted([SQL_QUERY, JOKE_QUERY])
         assert document["summary"]["not_started"] == 0 and document["passed"] is True
 
 
-@pytest.mark.parametrize("flag,target", [("--generate-triggers", "t.md"), ("--generate-tests", "drafts")])
+@pytest.mark.parametrize(
+    "flag,target", [("--generate-triggers", "t.md"), ("--generate-tests", "drafts")]
+)
 def test_max_cost_below_the_generation_worst_case_sends_nothing(flag, target, api, tmp_path):
     result = cli(flag, str(SKILL), "-o", str(tmp_path / target), "--max-cost", TINY_CAP)
     assert result.exit_code == 1, result.stdout + result.stderr
@@ -360,21 +459,32 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
 
     # Identical files: nothing changed, exit 0.
     result = compare(good, good)
-    assert result.exit_code == 0 and "0 regression(s), 0 fix(es), 0 removed, 0 added" in said(result)
+    assert result.exit_code == 0 and "0 regression(s), 0 fix(es), 0 removed, 0 added" in said(
+        result
+    )
 
     # Three files, each against the one before: a regression, then its fix.
     report = tmp_path / "diff.md"
     result = compare(good, bad, good, extra=("--report", str(report)))
     assert result.exit_code == 1
     flat = said(result)
-    assert f"{good} → {bad}: 1 regression(s), 0 fix(es)" in flat and f"{bad} → {good}: 0 regression(s), 1 fix(es)" in flat
+    assert (
+        f"{good} → {bad}: 1 regression(s), 0 fix(es)" in flat
+        and f"{bad} → {good}: 0 regression(s), 1 fix(es)" in flat
+    )
     assert "regression tables — missing expected tool list_warehouse_tables" in flat
     assert "fixed tables — missing expected tool list_warehouse_tables" in flat
     assert "passed 3/3 (100%, 95%" in flat and "→ 2/3 (67%, 95%" in flat
     markdown = report.read_text()
-    assert markdown.count("## ") == 2 and "## ❌ Comparison: 1 regression(s), 0 fix(es), 0 removed, 0 added" in markdown
+    assert (
+        markdown.count("## ") == 2
+        and "## ❌ Comparison: 1 regression(s), 0 fix(es), 0 removed, 0 added" in markdown
+    )
     assert "## ✅ Comparison: 0 regression(s), 1 fix(es), 0 removed, 0 added" in markdown
-    assert "| `tables` | regression | 1/1 | 0/1 | missing expected tool list_warehouse_tables |" in markdown
+    assert (
+        "| `tables` | regression | 1/1 | 0/1 | missing expected tool list_warehouse_tables |"
+        in markdown
+    )
     assert "| Passed | 3/3 (100%" in markdown and "| 2/3 (67%" in markdown
     assert "| Cost | $" in markdown
 
@@ -382,24 +492,52 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
     result = compare(good, bad, good, extra=("--json",))
     assert result.exit_code == 1
     first, second = comparison_of(result)
-    assert set(first) == {"old", "new", "failed", "pass_rate", "cost_usd", "trigger_scores", "cases"}
+    assert set(first) == {
+        "old",
+        "new",
+        "failed",
+        "pass_rate",
+        "cost_usd",
+        "trigger_scores",
+        "cases",
+    }
     assert (first["old"], first["new"], first["failed"]) == (str(good), str(bad), True)
     assert first["pass_rate"] == [1.0, 0.6667] and second["pass_rate"] == [0.6667, 1.0]
     costs = first["cost_usd"]
-    assert costs == [json.loads(good.read_text())["summary"]["cost_usd"], json.loads(bad.read_text())["summary"]["cost_usd"]]
+    assert costs == [
+        json.loads(good.read_text())["summary"]["cost_usd"],
+        json.loads(bad.read_text())["summary"]["cost_usd"],
+    ]
     assert all(cost > 0 for cost in costs)
     assert first["trigger_scores"] == []
     tables = changes(first)["tables"]
-    assert set(tables) == {"name", "change", "reasons", "old_passed", "new_passed", "old_pass_rate", "new_pass_rate"}
-    assert tables == {"name": "tables", "change": "regression", "reasons": "missing expected tool list_warehouse_tables",
-                      "old_passed": True, "new_passed": False, "old_pass_rate": 1.0, "new_pass_rate": 0.0}
+    assert set(tables) == {
+        "name",
+        "change",
+        "reasons",
+        "old_passed",
+        "new_passed",
+        "old_pass_rate",
+        "new_pass_rate",
+    }
+    assert tables == {
+        "name": "tables",
+        "change": "regression",
+        "reasons": "missing expected tool list_warehouse_tables",
+        "old_passed": True,
+        "new_passed": False,
+        "old_pass_rate": 1.0,
+        "new_pass_rate": 0.0,
+    }
     assert changes(second)["tables"]["change"] == "fixed" and not second["failed"]
     assert {c["change"] for name, c in changes(first).items() if name != "tables"} == {"unchanged"}
 
     # A case that is gone is reported, and never counts as a pass.
     result = compare(good, subset)
     assert result.exit_code == 1
-    assert "0 regression(s), 0 fix(es), 1 removed, 0 added" in said(result) and "removed weather" in said(result)
+    assert "0 regression(s), 0 fix(es), 1 removed, 0 added" in said(
+        result
+    ) and "removed weather" in said(result)
     [step] = comparison_of(compare(good, subset, extra=("--json",)))
     assert step["failed"] is True and changes(step)["weather"]["change"] == "removed"
     assert changes(step)["weather"]["new_passed"] is None
@@ -428,8 +566,13 @@ def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
     assert result.exit_code == 1
     flat = said(result)
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
-    assert "1 regression(s)" in flat and "regression no-destructive-sql — forbidden pattern in the answer" in flat
-    assert "2/2 (100%" not in flat.split("→", 2)[2], "the failing file is not reported as all passed"
+    assert (
+        "1 regression(s)" in flat
+        and "regression no-destructive-sql — forbidden pattern in the answer" in flat
+    )
+    assert "2/2 (100%" not in flat.split("→", 2)[2], (
+        "the failing file is not reported as all passed"
+    )
     [step] = comparison_of(compare(good, bad, extra=("--json",)))
     assert step["pass_rate"] == [1.0, 0.5] and step["failed"] is True
     assert changes(step)["no-destructive-sql"]["change"] == "regression"
@@ -447,8 +590,15 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
         done = run_skill(sandbox, api, *args, "-o", str(bad))
         assert done.returncode == 1, done.stdout + done.stderr
     old, new = load_results(good), load_results(bad)
-    assert new["summary"]["passed"] == 1 and new["summary"]["cases"] == 2 and new["summary"]["cost_usd"] > 0
-    assert new["trigger_scores"][0]["triggerScore"] == 0 and old["trigger_scores"][0]["triggerScore"] == 100
+    assert (
+        new["summary"]["passed"] == 1
+        and new["summary"]["cases"] == 2
+        and new["summary"]["cost_usd"] > 0
+    )
+    assert (
+        new["trigger_scores"][0]["triggerScore"] == 0
+        and old["trigger_scores"][0]["triggerScore"] == 100
+    )
 
     result = compare(good, bad, extra=("--report", str(sandbox / "diff.md")))
     assert result.exit_code == 1
@@ -467,7 +617,9 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
     assert step["cost_usd"] == [old["summary"]["cost_usd"], new["summary"]["cost_usd"]]
     assert step["pass_rate"] == [1.0, 0.5]
     result = compare(bad, good)
-    assert result.exit_code == 0 and f"fixed {name} — expected to ignore, but activated" in said(result)
+    assert result.exit_code == 0 and f"fixed {name} — expected to ignore, but activated" in said(
+        result
+    )
 
 
 # ============================================================================= 4. malformed and foreign results files
@@ -485,8 +637,12 @@ def malformed_documents(valid: dict) -> dict[str, str]:
         "missing-keys": json.dumps({"schema_version": evaluator.C.SCHEMA_VERSION, "results": []}),
         "wrong-types": json.dumps(wrong_types),
         "older-version": json.dumps(older),
-        "other-tool": json.dumps({"name": "claude-tool-evaluator", "version": "1.0.0", "dependencies": {}}),
-        "other-tool-results": json.dumps({"tool": "pytest-json-report", "results": [{"nodeid": "t.py::a"}]}),
+        "other-tool": json.dumps(
+            {"name": "claude-tool-evaluator", "version": "1.0.0", "dependencies": {}}
+        ),
+        "other-tool-results": json.dumps(
+            {"tool": "pytest-json-report", "results": [{"nodeid": "t.py::a"}]}
+        ),
     }
 
 
@@ -504,30 +660,51 @@ def test_malformed_results_files_are_one_line_exit_2_everywhere(api, tmp_path, v
     valid, args = valid_csv_results
     claude, started = recording_claude(tmp_path)
     trigger = write_trigger(tmp_path / "trigger.md", [SQL_QUERY], [JOKE_QUERY])
-    skill_args = ["--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1", "--claude-bin", str(claude)]
+    skill_args = [
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(trigger),
+        "--runs",
+        "1",
+        "--claude-bin",
+        str(claude),
+    ]
     calls = len(model_calls(api))
     for name, content in malformed_documents(load_results(valid)).items():
         bad = tmp_path / f"{name}.json"
         bad.write_text(content)
-        for how in (["--compare", str(valid), str(bad)], ["--compare", str(bad), str(valid)],
-                    ["--compare", str(valid), str(valid), str(bad)],
-                    [*args, "-o", str(bad), "--resume"], [*args, "-o", str(bad), "--retry-errors"],
-                    [*skill_args, "-o", str(bad), "--resume"], [*skill_args, "-o", str(bad), "--retry-errors"]):
+        for how in (
+            ["--compare", str(valid), str(bad)],
+            ["--compare", str(bad), str(valid)],
+            ["--compare", str(valid), str(valid), str(bad)],
+            [*args, "-o", str(bad), "--resume"],
+            [*args, "-o", str(bad), "--retry-errors"],
+            [*skill_args, "-o", str(bad), "--resume"],
+            [*skill_args, "-o", str(bad), "--retry-errors"],
+        ):
             result = cli(*how)
             assert result.exit_code == 2, (name, how, result.stdout, result.stderr)
             only_error_line(result.stderr, bad)
             assert bad.read_text() == content, "the file is left as it was"
             assert not evaluator.journal_path(bad).exists()
     assert len(model_calls(api)) == calls, "nothing ran"
-    assert all(" -p " not in f" {line} " for line in started.read_text().splitlines()), "no claude -p run"
+    assert all(" -p " not in f" {line} " for line in started.read_text().splitlines()), (
+        "no claude -p run"
+    )
 
 
 def test_malformed_results_messages_say_what_is_wrong(tmp_path, valid_csv_results):
     valid, _ = valid_csv_results
-    expected = {"invalid-json": "is not valid JSON", "json-list": "not an evaluator results file",
-                "missing-keys": "does not match the results schema", "wrong-types": "does not match the results schema",
-                "older-version": "schema version '1.0'", "other-tool": "not an evaluator results file",
-                "other-tool-results": "schema version None"}
+    expected = {
+        "invalid-json": "is not valid JSON",
+        "json-list": "not an evaluator results file",
+        "missing-keys": "does not match the results schema",
+        "wrong-types": "does not match the results schema",
+        "older-version": "schema version '1.0'",
+        "other-tool": "not an evaluator results file",
+        "other-tool-results": "schema version None",
+    }
     for name, content in malformed_documents(load_results(valid)).items():
         if name not in expected:
             continue
@@ -569,13 +746,35 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
         shutil.copy(ROOT / name, work / name)
     shutil.copytree(EXAMPLES, work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     # The README's trigger file, cut to two queries so the test stays quick.
-    write_trigger(work / "examples" / "triggers" / "warehouse-sql-trigger.md", [SQL_QUERY],
-                  ["Explain what a data warehouse is to a new product manager"])
-    outputs = ["-o", "results.json", "--report", "report.md", "--junit", "junit.xml", "--csv-out", "runs.csv"]
+    write_trigger(
+        work / "examples" / "triggers" / "warehouse-sql-trigger.md",
+        [SQL_QUERY],
+        ["Explain what a data warehouse is to a new product manager"],
+    )
+    outputs = [
+        "-o",
+        "results.json",
+        "--report",
+        "report.md",
+        "--junit",
+        "junit.xml",
+        "--csv-out",
+        "runs.csv",
+    ]
     with ScriptedAnthropic(responder=skill_model()) as api:
-        done = run_skill(sandbox, api, "--skill", "examples/skills/warehouse-sql",
-                         "--trigger", "examples/triggers/warehouse-sql-trigger.md", "--runs", "1", *outputs,
-                         cwd=work, evaluator_py=Path("evaluator.py"))
+        done = run_skill(
+            sandbox,
+            api,
+            "--skill",
+            "examples/skills/warehouse-sql",
+            "--trigger",
+            "examples/triggers/warehouse-sql-trigger.md",
+            "--runs",
+            "1",
+            *outputs,
+            cwd=work,
+            evaluator_py=Path("evaluator.py"),
+        )
         bodies = json.dumps([r["body"] for r in api.requests])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "DECOY" not in bodies
@@ -588,7 +787,9 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
     # JUnit: one testcase per trigger query.
     cases = ET.parse(work / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
-        f"warehouse-sql: {q}" for q in (SQL_QUERY, "Explain what a data warehouse is to a new product manager"))
+        f"warehouse-sql: {q}"
+        for q in (SQL_QUERY, "Explain what a data warehouse is to a new product manager")
+    )
 
     # Cost per query, per skill and in total: in the JSON, the terminal, the report and the CSV.
     [score] = document["trigger_scores"]
@@ -598,7 +799,8 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
     assert abs(sum(per_query) - score["costUsd"]) < 1e-5 and abs(score["costUsd"] - total) < 1e-5
     assert abs(sum(r["cost_usd"] for r in document["results"]) - total) < 1e-5
     assert {c["name"]: c["cost_usd"] for c in document["cases"]} == {
-        f"warehouse-sql: {q['query']}": q["costUsd"] for q in score["queryResults"]}
+        f"warehouse-sql: {q['query']}": q["costUsd"] for q in score["queryResults"]
+    }
     for cost in per_query:
         assert f"{cost:.4f}" in done.stdout
     assert f"errored runs 0/2  cost ${score['costUsd']:.4f}" in done.stdout
@@ -619,8 +821,20 @@ def test_negative_only_eval_set_runs_and_passes_when_nothing_activates(sandbox):
     evals.write_text(json.dumps([{"query": JOKE_QUERY, "should_trigger": False}]))
     out, report = sandbox / "out.json", sandbox / "report.md"
     with ScriptedAnthropic(responder=skill_model()) as api:
-        done = run_skill(sandbox, api, "--skill", str(SKILL), "--trigger", str(evals), "--runs", "1",
-                         "-o", str(out), "--report", str(report))
+        done = run_skill(
+            sandbox,
+            api,
+            "--skill",
+            str(SKILL),
+            "--trigger",
+            str(evals),
+            "--runs",
+            "1",
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     document = load_results(out)
     [score] = document["trigger_scores"]
@@ -638,16 +852,36 @@ def test_ctrl_c_during_a_skill_run_writes_a_valid_document_and_resume_completes_
     slow = f"{HANG_MARKER} why is this SQL slow?"
     trigger = write_trigger(sandbox / "trigger.md", [SQL_QUERY, slow], [])
     out = sandbox / "out.json"
-    args = ["--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1", "--concurrency", "1",
-            "--trigger-timeout", "60", "-o", str(out)]
+    args = [
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(trigger),
+        "--runs",
+        "1",
+        "--concurrency",
+        "1",
+        "--trigger-timeout",
+        "60",
+        "-o",
+        str(out),
+    ]
     with ScriptedAnthropic(responder=skill_model(hang=lambda: hanging[0])) as api:
-        process = subprocess.Popen([sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, *args],
-                                   cwd=sandbox / "work", env=skill_env(sandbox, api), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, *args],
+            cwd=sandbox / "work",
+            env=skill_env(sandbox, api),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 60
             while not any(HANG_MARKER in user_query(b) for b in model_calls(api)):
-                assert process.poll() is None and time.monotonic() < deadline, "the second run never started"
+                assert process.poll() is None and time.monotonic() < deadline, (
+                    "the second run never started"
+                )
                 time.sleep(0.1)
             process.send_signal(signal.SIGINT)
             stdout, stderr = process.communicate(timeout=30)
@@ -659,20 +893,31 @@ def test_ctrl_c_during_a_skill_run_writes_a_valid_document_and_resume_completes_
         assert "Traceback" not in stdout + stderr
         assert "interrupted" in stdout
         document = load_results(out)
-        assert document["metadata"]["interrupted"] is True and document["summary"]["interrupted"] is True
+        assert (
+            document["metadata"]["interrupted"] is True
+            and document["summary"]["interrupted"] is True
+        )
         assert [r["query"] for r in document["results"]] == [SQL_QUERY]
         assert evaluator.journal_path(out).exists(), "the journal stays for --resume"
         deadline = time.monotonic() + 5
-        while subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True).stdout and time.monotonic() < deadline:
+        while (
+            subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True).stdout
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
-        assert subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True, text=True).stdout == ""
+        assert (
+            subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True, text=True).stdout
+            == ""
+        )
 
         hanging[0] = False
         before = len(model_calls(api))
         done = run_skill(sandbox, api, *args, "--resume")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "resuming: 1 run(s) kept from the earlier run, 1 to run" in done.stdout
-        assert {user_query(b) for b in model_calls(api)[before:]} == {slow}, "the finished run is not run again"
+        assert {user_query(b) for b in model_calls(api)[before:]} == {slow}, (
+            "the finished run is not run again"
+        )
     document = load_results(out)
     runs = [(r["query"], r["run"]) for r in document["results"]]
     assert sorted(runs) == sorted([(SQL_QUERY, 1), (slow, 1)]) and len(set(runs)) == len(runs)

@@ -93,7 +93,9 @@ def test_search_other_topics():
 def test_workflow_guide_known_and_unknown_goals():
     out = ok("profiles_workflow_guide", {"goal": "ltv model"})
     assert out.startswith("Guide: ltv model") and "1. " in out
-    assert ok("profiles_workflow_guide", {"goal": "setup project"}).startswith("Guide: setup project")
+    assert ok("profiles_workflow_guide", {"goal": "setup project"}).startswith(
+        "Guide: setup project"
+    )
     unknown = ok("profiles_workflow_guide", {"goal": "bake a cake"})
     for goal in ("setup project", "identity graph", "feature table", "ltv model"):
         assert goal in unknown
@@ -103,7 +105,9 @@ def test_list_and_describe_tables():
     tables = ok("list_warehouse_tables")
     for t in ("identifies", "tracks", "pages", "orders", "users"):
         assert f"rudder_events.{t}" in tables
-    assert not call("list_warehouse_tables", {"connection": "default", "schema": "rudder_events"}).is_error
+    assert not call(
+        "list_warehouse_tables", {"connection": "default", "schema": "rudder_events"}
+    ).is_error
     assert call("list_warehouse_tables", {"schema": "nope"}).is_error
     assert call("list_warehouse_tables", {"connection": "bigquery_staging"}).is_error
 
@@ -123,13 +127,19 @@ def test_run_sql_query_returns_rows_and_caps_them():
     assert "u_1001" in out and "maya.chen@example.com" in out and "6 row(s)" in out
     capped = ok("run_sql_query", {"sql": "SELECT * FROM rudder_events.tracks", "limit": 5})
     assert "5 row(s) (truncated" in capped
-    cte = ok("run_sql_query", {"sql": "WITH c AS (SELECT count(*) AS n FROM orders) SELECT n FROM c;"})
+    cte = ok(
+        "run_sql_query", {"sql": "WITH c AS (SELECT count(*) AS n FROM orders) SELECT n FROM c;"}
+    )
     assert "9" in cte
 
 
 def test_run_sql_query_refuses_writes_and_multiple_statements():
-    for sql in ("DELETE FROM users", "SELECT 1; DROP TABLE users",
-                "WITH x AS (SELECT 1) DELETE FROM users", "PRAGMA table_info(users)"):
+    for sql in (
+        "DELETE FROM users",
+        "SELECT 1; DROP TABLE users",
+        "WITH x AS (SELECT 1) DELETE FROM users",
+        "PRAGMA table_info(users)",
+    ):
         result = call("run_sql_query", {"sql": sql})
         assert result.is_error, sql
     # Nothing was deleted.
@@ -183,8 +193,13 @@ def test_stdio_transport():
 def test_save_note_writes_its_own_database(tmp_path, monkeypatch):
     db = tmp_path / "notes.sqlite"
     monkeypatch.setattr(server, "NOTES_DB", db)
-    assert ok("save_note", {"title": "plan", "text": "first"}) == "Saved the note 'plan' (5 characters)."
-    assert ok("save_note", {"title": "plan", "text": "second"}).startswith("Replaced the note 'plan'")
+    assert (
+        ok("save_note", {"title": "plan", "text": "first"})
+        == "Saved the note 'plan' (5 characters)."
+    )
+    assert ok("save_note", {"title": "plan", "text": "second"}).startswith(
+        "Replaced the note 'plan'"
+    )
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("SELECT title, text FROM notes").fetchall() == [("plan", "second")]

@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from fake_anthropic import ScriptedAnthropic
 
@@ -86,9 +85,14 @@ def fake_claude(folder: Path, behaviour: str, marker: str) -> Path:
 
 def leftovers(marker: str) -> list[str]:
     """Processes whose command line carries the marker (the fake's path or its grandchild's args)."""
-    found = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
-    return [line for line in found.splitlines() if marker in line and " Z" not in f" {line.split()[1]}"
-            and "ps -eo" not in line]
+    found = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True
+    ).stdout
+    return [
+        line
+        for line in found.splitlines()
+        if marker in line and " Z" not in f" {line.split()[1]}" and "ps -eo" not in line
+    ]
 
 
 def assert_no_leftovers(marker: str) -> None:
@@ -108,24 +112,51 @@ def live_api():
 LIVE_API: ScriptedAnthropic
 
 
-def run_evaluator(tmp_path: Path, claude: Path | None, *extra: str, path_dirs: list[Path] = ()) -> tuple[
-        subprocess.CompletedProcess, dict]:
+def run_evaluator(
+    tmp_path: Path, claude: Path | None, *extra: str, path_dirs: list[Path] = ()
+) -> tuple[subprocess.CompletedProcess, dict]:
     trigger = tmp_path / "trigger.md"
-    trigger.write_text(f"---\nname: fake-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n- {POSITIVE}\n\n"
-                       f"# Negative Triggers\n\n- {NEGATIVE}\n")
+    trigger.write_text(
+        f"---\nname: fake-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n- {POSITIVE}\n\n"
+        f"# Negative Triggers\n\n- {NEGATIVE}\n"
+    )
     out = tmp_path / "results.json"
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     # The fake claude never calls the API, but the evaluator checks the endpoint is alive first.
-    env = {"PATH": os.pathsep.join([*map(str, path_dirs), os.environ["PATH"]]), "HOME": str(home),
-           "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789", "ANTHROPIC_BASE_URL": LIVE_API.url,
-           "PYTHONPATH": str(ROOT)}
-    args = [sys.executable, str(ROOT / "evaluator.py"), "--skill", str(SKILL), "--trigger", str(trigger),
-            "--runs", "1", "--trigger-timeout", "2", "-o", str(out), *extra]
+    env = {
+        "PATH": os.pathsep.join([*map(str, path_dirs), os.environ["PATH"]]),
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789",
+        "ANTHROPIC_BASE_URL": LIVE_API.url,
+        "PYTHONPATH": str(ROOT),
+    }
+    args = [
+        sys.executable,
+        str(ROOT / "evaluator.py"),
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(trigger),
+        "--runs",
+        "1",
+        "--trigger-timeout",
+        "2",
+        "-o",
+        str(out),
+        *extra,
+    ]
     if claude is not None:
         args += ["--claude-bin", str(claude)]
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        args,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     assert out.exists(), done.stderr + done.stdout
     return done, json.loads(out.read_text())
@@ -190,11 +221,16 @@ def test_exit_zero_without_a_result_event_is_an_error(tmp_path: Path, marker: st
     assert_no_leftovers(marker)
 
 
-@pytest.mark.parametrize("behaviour, reason", [
-    ("garbage", "without a result event"),            # lines that are not stream-json
-    ("fail_after_result", "claude exited with 1"),    # a result event, then a failing exit
-])
-def test_garbled_or_failing_runs_are_errors(tmp_path: Path, marker: str, behaviour: str, reason: str):
+@pytest.mark.parametrize(
+    "behaviour, reason",
+    [
+        ("garbage", "without a result event"),  # lines that are not stream-json
+        ("fail_after_result", "claude exited with 1"),  # a result event, then a failing exit
+    ],
+)
+def test_garbled_or_failing_runs_are_errors(
+    tmp_path: Path, marker: str, behaviour: str, reason: str
+):
     claude = fake_claude(tmp_path / marker, behaviour, marker)
     done, document = run_evaluator(tmp_path, claude)
     verdicts = assert_every_run_errored(done, document)

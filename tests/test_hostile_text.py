@@ -29,11 +29,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import CLAUDE, ROOT, TEST_API_KEY
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from rich.console import Console
 
 import evaluator as E
-from conftest import ROOT, TEST_API_KEY, CLAUDE
-from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 HOSTILE = ROOT / "tests" / "hostile"
 SERVER_SCRIPT = ROOT / "tests" / "servers" / "hostile_server.py"
@@ -86,13 +86,29 @@ def hostile_model(body: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- running and checking
-def run(api: ScriptedAnthropic, cwd: Path, *args: str, stdin: str | None = None, env: dict | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess:
-    environment = env or dict(os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url,
-                              COLUMNS="160")
-    done = subprocess.run([sys.executable, str(ROOT / "evaluator.py"), *args], cwd=cwd, env=environment,
-                          input=stdin, capture_output=True, text=True, encoding="utf-8", errors="strict",
-                          timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL)
+def run(
+    api: ScriptedAnthropic,
+    cwd: Path,
+    *args: str,
+    stdin: str | None = None,
+    env: dict | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
+    environment = env or dict(
+        os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url, COLUMNS="160"
+    )
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), *args],
+        cwd=cwd,
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="strict",
+        timeout=timeout,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
     said = done.stdout + done.stderr
     assert "Traceback" not in said and "MarkupError" not in said, said
     return done
@@ -106,7 +122,16 @@ def assert_clean_terminal(done: subprocess.CompletedProcess) -> str:
     return said
 
 
-WRITERS = ("-o", "out.json", "--report", "report.md", "--junit", "junit.xml", "--csv-out", "runs.csv")
+WRITERS = (
+    "-o",
+    "out.json",
+    "--report",
+    "report.md",
+    "--junit",
+    "junit.xml",
+    "--csv-out",
+    "runs.csv",
+)
 
 
 def check_json(path: Path) -> dict:
@@ -176,7 +201,16 @@ def csv_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile-csv")
     with ScriptedAnthropic(responder=hostile_model) as api:
         # one at a time: the CRASH case kills the server under whatever else is running
-        done = run(api, folder, "--csv", str(HOSTILE / "suite.csv"), *SERVER, "--concurrency", "1", *WRITERS)
+        done = run(
+            api,
+            folder,
+            "--csv",
+            str(HOSTILE / "suite.csv"),
+            *SERVER,
+            "--concurrency",
+            "1",
+            *WRITERS,
+        )
     return folder, done
 
 
@@ -185,15 +219,26 @@ def test_csv_suite_runs_to_its_verdicts_through_every_writer(csv_run):
     assert done.returncode == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
     document = check_writers(folder)
     names = [c["name"] for c in document["cases"]]
-    assert [n.split()[0] for n in names] == ["=HYPERLINK(\"http://evil.example\",\"x\")", "@SUM(1)", "-2+3",
-                                             "+plus", "=tab"]
+    assert [n.split()[0] for n in names] == [
+        '=HYPERLINK("http://evil.example","x")',
+        "@SUM(1)",
+        "-2+3",
+        "+plus",
+        "=tab",
+    ]
     assert {c["name"].split()[0]: c["passed"] for c in document["cases"]} == {
-        "=HYPERLINK(\"http://evil.example\",\"x\")": True, "@SUM(1)": False, "-2+3": False, "+plus": True,
-        "=tab": True}
+        '=HYPERLINK("http://evil.example","x")': True,
+        "@SUM(1)": False,
+        "-2+3": False,
+        "+plus": True,
+        "=tab": True,
+    }
     # the data itself is kept as it was in the JSON: escaping is the sinks' business
     assert "\x1b]0;PWNED-TITLE\x07" in names[3]
     crash = document["cases"][1]
-    assert any("server stderr [/x]" in reason and "\x1b]52;c;" in reason for reason in crash["reasons"])
+    assert any(
+        "server stderr [/x]" in reason and "\x1b]52;c;" in reason for reason in crash["reasons"]
+    )
 
 
 def flat(said: str) -> str:
@@ -205,15 +250,17 @@ def test_4_rich_markup_in_names_reasons_and_output_is_shown_not_applied(csv_run)
     _, done = csv_run
     said = flat(done.stdout + done.stderr)
     assert "MarkupError" not in said
-    assert "=tabfirst[/x][boldred]notbold[/]" in said    # a name
-    assert "serverstderr[/x][boldred]" in said           # a reason: a crashed server's stderr
+    assert "=tabfirst[/x][boldred]notbold[/]" in said  # a name
+    assert "serverstderr[/x][boldred]" in said  # a reason: a crashed server's stderr
 
 
 def test_5_terminal_capture_holds_no_escape_sequence_from_data(csv_run):
     _, done = csv_run
     assert_clean_terminal(done)
     said = flat(done.stdout + done.stderr)
-    assert "+plus\\x1b]0;PWNED-TITLE\\x07\\x1b]52;c;cHduZWQ=\\x07" in said   # shown, as visible escapes
+    assert (
+        "+plus\\x1b]0;PWNED-TITLE\\x07\\x1b]52;c;cHduZWQ=\\x07" in said
+    )  # shown, as visible escapes
     assert "\\x9b[31m\\x9d0;C1-TITLE\\x9c\\u202eevil-bidi\\u202c" in said
 
 
@@ -225,8 +272,11 @@ def test_6_junit_is_well_formed_and_keeps_the_text_visible(csv_run):
     assert any("\\ufffe" in n for n in names)
     out = "".join(c.findtext("system-out") or "" for c in cases)
     assert "\\x01" in out and "\\x0b" in out
-    failures = "".join((c.find("failure") if c.find("failure") is not None else c.find("error")).text or ""
-                       for c in cases if c.find("failure") is not None or c.find("error") is not None)
+    failures = "".join(
+        (c.find("failure") if c.find("failure") is not None else c.find("error")).text or ""
+        for c in cases
+        if c.find("failure") is not None or c.find("error") is not None
+    )
     assert "server stderr" in failures and "\\x1b" in failures
 
 
@@ -235,26 +285,37 @@ def test_12_markdown_report_tables_hold_and_carry_no_html(csv_run):
     report = check_markdown(folder / "report.md")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "a\\|b \\|\\| c &#92;\\| d" in report and "&#96;tick&#96;" in report
-    assert "line one line two" in report            # line breaks flattened
+    assert "line one line two" in report  # line breaks flattened
 
 
 def test_13_csv_out_neutralises_formula_cells(csv_run):
     folder, _ = csv_run
     rows = check_csv(folder / "runs.csv")
     names = [row[0] for row in rows[1:]]
-    assert [n[:2] for n in names] == ["'=", "'@", "'-", "'+", "'="]   # the loader strips the tab
+    assert [n[:2] for n in names] == ["'=", "'@", "'-", "'+", "'="]  # the loader strips the tab
     prompts = [row[2] for row in rows[1:]]
     assert [p[:2] for p in prompts] == ["'+", "'-", "'=", "'@", "'="]
-    assert "\x1b]0;PWNED-TITLE\x07" in names[3]   # a CSV keeps the data; only formulas are defused
+    assert "\x1b]0;PWNED-TITLE\x07" in names[3]  # a CSV keeps the data; only formulas are defused
 
 
 # ============================================================================= the other modes
 def test_csv_suite_json_to_stdout_is_json_and_clean(tmp_path):
     with ScriptedAnthropic(responder=hostile_model) as api:
-        done = run(api, tmp_path, "--csv", str(HOSTILE / "suite.csv"), *SERVER, "--concurrency", "1", "--json")
+        done = run(
+            api,
+            tmp_path,
+            "--csv",
+            str(HOSTILE / "suite.csv"),
+            *SERVER,
+            "--concurrency",
+            "1",
+            "--json",
+        )
     assert_clean_terminal(done)
     document = json.loads(done.stdout)
-    assert any("\x85" in c["name"] and "\u202e" in c["name"] for c in document["cases"])  # escaped, not lost
+    assert any(
+        "\x85" in c["name"] and "\u202e" in c["name"] for c in document["cases"]
+    )  # escaped, not lost
 
 
 def test_query_mode_prints_the_hostile_answer_escaped(tmp_path):
@@ -262,7 +323,7 @@ def test_query_mode_prints_the_hostile_answer_escaped(tmp_path):
         done = run(api, tmp_path, "-q", f"TOOL please {ANSWER}", *SERVER, *WRITERS[2:])
     said = assert_clean_terminal(done)
     assert "Final answer" in said and "\\x1b[2J" in said and "[/x] [bold red]not bold[/]" in said
-    assert "line one\nline two\nline three" in said   # a printed answer keeps its lines
+    assert "line one\nline two\nline three" in said  # a printed answer keeps its lines
     check_junit(tmp_path / "junit.xml")
     check_csv(tmp_path / "runs.csv")
     check_markdown(tmp_path / "report.md")
@@ -272,8 +333,17 @@ def test_4_5_interactive_view_shows_hostile_text_and_tool_names_escaped(tmp_path
     """--interactive with piped replies: the streamed answer, the echoed reply, the tool call
     with a hostile name and its hostile result preview, the closing line."""
     with ScriptedAnthropic(responder=hostile_model) as api:
-        done = run(api, tmp_path, "-q", f"INTERACTIVE {ANSWER}", *SERVER, "--interactive", "-o", "out.json",
-                   stdin="[/x] reply \x1b]0;TYPED\x07 with [bold]markup[/bold]\n")
+        done = run(
+            api,
+            tmp_path,
+            "-q",
+            f"INTERACTIVE {ANSWER}",
+            *SERVER,
+            "--interactive",
+            "-o",
+            "out.json",
+            stdin="[/x] reply \x1b]0;TYPED\x07 with [bold]markup[/bold]\n",
+        )
     said = assert_clean_terminal(done)
     assert "MarkupError" not in said
     assert "⚙ bad[/x]tool\\x1b]0;PWNED-TITLE\\x07" in said
@@ -293,9 +363,15 @@ def test_5_interactive_on_a_real_terminal_sends_no_escape_sequence_from_data(api
     env = dict(os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url)
     env.pop("NO_COLOR", None)
     screen = io.StringIO()
-    child = pexpect.spawn(sys.executable, [str(ROOT / "evaluator.py"), "-q", "INTERACTIVE hello", *SERVER,
-                                           "--interactive"], env=env, cwd=str(tmp_path), encoding="utf-8",
-                          timeout=60, dimensions=(50, 160))
+    child = pexpect.spawn(
+        sys.executable,
+        [str(ROOT / "evaluator.py"), "-q", "INTERACTIVE hello", *SERVER, "--interactive"],
+        env=env,
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 160),
+    )
     child.logfile_read = screen
     child.expect_exact("to finish)")
     child.sendline("[/x] reply")
@@ -304,11 +380,19 @@ def test_5_interactive_on_a_real_terminal_sends_no_escape_sequence_from_data(api
     child.expect(pexpect.EOF)
     child.close()
     said = screen.getvalue()
-    assert child.exitstatus == 1, said   # the call of a tool no server has fails the case
-    own_colours = re.sub(r"\x1b\[[0-9;]*m", "", said)   # Rich's SGR colours, and nothing else
-    assert "\x1b" not in own_colours.replace("\x1b[?25l", "").replace("\x1b[?25h", ""), repr(own_colours[-2000:])
-    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", own_colours.replace("\x1b", "")), said
-    assert "\\x1b]0;PWNED-TITLE\\x07" in said and "⚙ bad[/x]tool" in said and "↳ tool output [/x]" in said
+    assert child.exitstatus == 1, said  # the call of a tool no server has fails the case
+    own_colours = re.sub(r"\x1b\[[0-9;]*m", "", said)  # Rich's SGR colours, and nothing else
+    assert "\x1b" not in own_colours.replace("\x1b[?25l", "").replace("\x1b[?25h", ""), repr(
+        own_colours[-2000:]
+    )
+    assert not re.search(
+        r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", own_colours.replace("\x1b", "")
+    ), said
+    assert (
+        "\\x1b]0;PWNED-TITLE\\x07" in said
+        and "⚙ bad[/x]tool" in said
+        and "↳ tool output [/x]" in said
+    )
 
 
 def test_markdown_tests_mode_through_every_writer(tmp_path):
@@ -322,7 +406,10 @@ def test_markdown_tests_mode_through_every_writer(tmp_path):
 
 
 def test_a_server_that_dies_at_start_is_one_escaped_error_line(tmp_path):
-    server = ["--server", f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER_SCRIPT))} --exit-at-start"]
+    server = [
+        "--server",
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER_SCRIPT))} --exit-at-start",
+    ]
     with ScriptedAnthropic(responder=hostile_model) as api:
         done = run(api, tmp_path, "-q", "hello", *server)
     assert_clean_terminal(done)
@@ -335,19 +422,31 @@ def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
     folder, _ = csv_run
     old = check_json(folder / "out.json")
     new = json.loads(json.dumps(old))
-    new["cases"][0].update(passed=False, reasons={ANSWER: 1})      # a regression with a hostile reason
-    new["cases"][1].update(passed=True, reasons={})                # a fix
+    new["cases"][0].update(passed=False, reasons={ANSWER: 1})  # a regression with a hostile reason
+    new["cases"][1].update(passed=True, reasons={})  # a fix
     new["cases"][3]["name"] = "+renamed " + new["cases"][3]["name"]  # one removed, one added
     (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
     (tmp_path / "new.json").write_text(json.dumps(new), encoding="utf-8")
     with ScriptedAnthropic(responder=hostile_model) as api:
-        done = run(api, tmp_path, "--compare", "old.json", "new.json", "--report", "report.md", "-o", "cmp.json")
+        done = run(
+            api,
+            tmp_path,
+            "--compare",
+            "old.json",
+            "new.json",
+            "--report",
+            "report.md",
+            "-o",
+            "cmp.json",
+        )
         as_json = run(api, tmp_path, "--compare", "old.json", "new.json", "--json")
     said = assert_clean_terminal(done)
     assert done.returncode == 1 and "regression" in said and "Here is your answer [/x]" in said
     report = check_markdown(tmp_path / "report.md")
     assert "| regression |" in report and "| fixed |" in report
-    assert [c["change"] for c in check_json(tmp_path / "cmp.json")["comparisons"][0]["cases"]].count("added") == 1
+    assert [
+        c["change"] for c in check_json(tmp_path / "cmp.json")["comparisons"][0]["cases"]
+    ].count("added") == 1
     assert_clean_terminal(as_json)
     assert json.loads(as_json.stdout)["comparisons"][0]["failed"] is True
 
@@ -355,8 +454,11 @@ def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
 # ============================================================================= the skill mode, with the real claude
 
 
-@pytest.mark.skipif(CLAUDE is None and not os.environ.get("CI"), reason="the Claude Code CLI (claude) is not "
-                    "installed: run `npm install` at the repository root")
+@pytest.mark.skipif(
+    CLAUDE is None and not os.environ.get("CI"),
+    reason="the Claude Code CLI (claude) is not "
+    "installed: run `npm install` at the repository root",
+)
 def test_skill_mode_with_hostile_queries_and_tests_through_every_writer(tmp_path):
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
@@ -365,17 +467,41 @@ def test_skill_mode_with_hostile_queries_and_tests_through_every_writer(tmp_path
     work = tmp_path / "work"
     work.mkdir()
     with ScriptedAnthropic(responder=hostile_model) as api:
-        env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(tmp_path / "tmp"),
-               "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, "COLUMNS": "160"}
-        done = run(api, work, "--claude-bin", CLAUDE, "--skill", str(SKILL),
-                   "--trigger", str(HOSTILE / "trigger.md"), "--tests", str(HOSTILE / "tests" / "knowledge.md"),
-                   "--runs", "1", *WRITERS, env=env, timeout=300)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(home),
+            "TMPDIR": str(tmp_path / "tmp"),
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "ANTHROPIC_BASE_URL": api.url,
+            "COLUMNS": "160",
+        }
+        done = run(
+            api,
+            work,
+            "--claude-bin",
+            CLAUDE,
+            "--skill",
+            str(SKILL),
+            "--trigger",
+            str(HOSTILE / "trigger.md"),
+            "--tests",
+            str(HOSTILE / "tests" / "knowledge.md"),
+            "--runs",
+            "1",
+            *WRITERS,
+            env=env,
+            timeout=300,
+        )
     said = assert_clean_terminal(done)
     assert "Trigger results: warehouse-sql" in said and "=SQL [/x]" in said
     document = check_writers(work)
     [score] = document["trigger_scores"]
-    assert [q["actual"] for q in score["queryResults"]] == ["activated", "activated", "ignored"], done.stdout
-    assert document["summary"]["run_errors"] == 0, done.stdout   # stream-json with \x85 and U+2028 parses
+    assert [q["actual"] for q in score["queryResults"]] == ["activated", "activated", "ignored"], (
+        done.stdout
+    )
+    assert document["summary"]["run_errors"] == 0, (
+        done.stdout
+    )  # stream-json with \x85 and U+2028 parses
     assert any(c["name"].startswith("knowledge [/x]") for c in document["cases"])
     report = (work / "report.md").read_text(encoding="utf-8")
     assert "## Trigger Analysis" in report and "&lt;script&gt;" in report
@@ -386,11 +512,15 @@ HOSTILE_TEXT = ANSWER + " " + BAD_TOOL_NAME
 
 
 def test_terminal_sink_escapes_controls_and_keeps_lines_only_in_blocks():
-    assert E.terminal_text("a\x1b]0;T\x07b\nc\td\x9b\u202e") == "a\\x1b]0;T\\x07b\\nc\\td\\x9b\\u202e"
+    assert (
+        E.terminal_text("a\x1b]0;T\x07b\nc\td\x9b\u202e") == "a\\x1b]0;T\\x07b\\nc\\td\\x9b\\u202e"
+    )
     assert E.terminal_text("a\x1b[2J\r\nb\tc", multiline=True) == "a\\x1b[2J\nb\tc"
     assert not RAW_CONTROLS.search(E.terminal_text(HOSTILE_TEXT, multiline=True))
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    console.print(f"[red]{E.escape_markup('[/x] [bold]b[/bold] ends in a backslash ' + chr(92))}[/red]")
+    console.print(
+        f"[red]{E.escape_markup('[/x] [bold]b[/bold] ends in a backslash ' + chr(92))}[/red]"
+    )
     assert console.file.getvalue() == "[/x] [bold]b[/bold] ends in a backslash \\\n"
 
 
@@ -399,15 +529,27 @@ def recorded_console() -> Console:
 
 
 def hostile_case(name: str = HOSTILE_TEXT, passed: bool = False) -> E.CaseResult:
-    return E.CaseResult(name=name, kind="case", group=f"group {BAD_TOOL_NAME}", passed=passed, runs=1,
-                        passes=int(passed), reasons={} if passed else {ANSWER: 1}, prompt=ANSWER)
+    return E.CaseResult(
+        name=name,
+        kind="case",
+        group=f"group {BAD_TOOL_NAME}",
+        passed=passed,
+        runs=1,
+        passes=int(passed),
+        reasons={} if passed else {ANSWER: 1},
+        prompt=ANSWER,
+    )
 
 
 def test_4_5_every_printer_takes_hostile_text():
     console = recorded_console()
-    E.print_case_table(console, [hostile_case(), hostile_case("[/x]", True)], f"title {BAD_TOOL_NAME}")
+    E.print_case_table(
+        console, [hostile_case(), hostile_case("[/x]", True)], f"title {BAD_TOOL_NAME}"
+    )
     view = E.LiveConversationView(console, 10)
-    transcript = E.Transcript(case=E.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m")
+    transcript = E.Transcript(
+        case=E.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m"
+    )
     transcript.history = [E.HistoryEntry("user", ANSWER)]
     view.on_start(transcript)
     view.on_assistant_text(ANSWER)
@@ -422,14 +564,19 @@ def test_4_5_every_printer_takes_hostile_text():
 
 def test_markdown_sink_is_one_safe_cell():
     cell = E.markdown_cell("a|b\n`c` <script>x</script> [l](javascript:x) \\| \x1b]0;T\x07", None)
-    assert cell == ("a\\|b &#96;c&#96; &lt;script&gt;x&lt;/script&gt; &#91;l&#93;(javascript:x) &#92;\\| "
-                    "&#92;x1b&#93;0;T&#92;x07")
+    assert cell == (
+        "a\\|b &#96;c&#96; &lt;script&gt;x&lt;/script&gt; &#91;l&#93;(javascript:x) &#92;\\| "
+        "&#92;x1b&#93;0;T&#92;x07"
+    )
     assert E.markdown_cell("list_warehouse_tables", code=True) == "`list_warehouse_tables`"
     assert E.markdown_cell("a`b", code=True) == "a&#96;b"
 
 
 def test_xml_sink_replaces_what_xml_forbids():
-    assert E.xml_text("a\x01\x0b\x1b\ufffe\uffff\ud800\tb\nc") == "a\\x01\\x0b\\x1b\\ufffe\\uffff\\ud800\tb\nc"
+    assert (
+        E.xml_text("a\x01\x0b\x1b\ufffe\uffff\ud800\tb\nc")
+        == "a\\x01\\x0b\\x1b\\ufffe\\uffff\\ud800\tb\nc"
+    )
     element = ET.Element("t", name=E.xml_text(HOSTILE_TEXT))
     element.text = E.xml_text(HOSTILE_TEXT)
     ET.fromstring(ET.tostring(element))
@@ -458,15 +605,19 @@ def test_stream_json_lines_split_only_at_line_feeds():
 def test_a_query_starting_with_a_dash_stays_claudes_prompt():
     settings = E.ClaudeCliSettings(binary="claude", model="haiku", max_turns=3, timeout=30)
     command = E.claude_command(settings, "--allowedTools=Bash")
-    assert command[:3] == ["claude", "-p", " --allowedTools=Bash"] and "--allowedTools=Bash" not in command
+    assert (
+        command[:3] == ["claude", "-p", " --allowedTools=Bash"]
+        and "--allowedTools=Bash" not in command
+    )
     assert E.claude_command(settings, "plain query")[2] == "plain query"
 
 
 def test_a_lone_surrogate_in_a_model_answer_is_journaled_and_read_back(tmp_path):
     """pydantic's own JSON writer raises on a lone surrogate (the API can send "\\ud800"): the
     journal writes through json_text, escaped, and reads the line back."""
-    result = E.ToolRunResult(iteration=1, test_name="t", query="q", case_hash="h",
-                                     agent_reasoning="half a pair: \ud800!")
+    result = E.ToolRunResult(
+        iteration=1, test_name="t", query="q", case_hash="h", agent_reasoning="half a pair: \ud800!"
+    )
     journal = E.ResultJournal(tmp_path / "out.json.journal.jsonl", [])
     journal.append(result)
     journal.close(remove=False)

@@ -33,31 +33,41 @@ import evaluator as E
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
-SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"   # how Claude Code lists the skill
+SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"  # how Claude Code lists the skill
 BROWSER_TIMEOUT = 120
 HOSTILE = "<script>document.title='pwned'</script>"
-HOSTILE_IMG = '<img src=x onerror="document.title=\'pwned\'">'
+HOSTILE_IMG = "<img src=x onerror=\"document.title='pwned'\">"
 FINAL = "The warehouse holds the orders and users tables. <b>not bold</b>"
 POSITIVE = "Write a SQL query for weekly revenue per country"
 NEGATIVE = "Tell me a joke"
 QA_PROMPT = "Which tables does the warehouse hold? Name them all."
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") is None,
-                                reason="chromium is not installed (apt-get install -y chromium; CI installs it)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") is None,
+    reason="chromium is not installed (apt-get install -y chromium; CI installs it)",
+)
 
 
 # ============================================================================ the runs
 def tool_results(body: dict) -> list[dict]:
     content = (body.get("messages") or [{}])[-1].get("content")
-    return [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
+    return (
+        [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
+    )
 
 
 def answers(body: dict) -> dict:
     """Lists the tables (with an argument holding markup), then answers."""
     if tool_results(body):
-        long = "".join(f"\n| table_{n} | rows |" for n in range(40)) if user_query(body) == "Show the tables" else ""
+        long = (
+            "".join(f"\n| table_{n} | rows |" for n in range(40))
+            if user_query(body) == "Show the tables"
+            else ""
+        )
         return reply(text(f"<response>{FINAL}</response>{long}"))
-    return reply(text("Let me look."), tool_use("list_warehouse_tables", {"schema": "public</script><b>x"}))
+    return reply(
+        text("Let me look."), tool_use("list_warehouse_tables", {"schema": "public</script><b>x"})
+    )
 
 
 def no_tools(body: dict) -> dict:
@@ -76,16 +86,24 @@ def claude_code(body: dict) -> dict:
 class Lab:
     def __init__(self, root: Path, api: ScriptedAnthropic) -> None:
         self.root, self.api = root, api
-        self.csv = write(root / "suite.csv",
-                         "test_name,user_prompt,expected_tools,forbidden_tools,tags\n"
-                         "tables_ok,Which tables are in my warehouse?,list_warehouse_tables,,smoke\n"
-                         f'"{HOSTILE}",List the tables please,list_warehouse_tables,,evil\n'
-                         f'"{HOSTILE_IMG.replace(chr(34), chr(34) * 2)}",Tables?,list_warehouse_tables,,evil\n'
-                         "forbidden_case,Show the tables,,list_warehouse_tables,nightly\n")
-        self.trigger = write(root / "trigger.md", "---\nname: sql-trigger\ntype: trigger\n---\n\n"
-                             f"# Positive Triggers\n\n- {POSITIVE}\n\n# Negative Triggers\n\n- {NEGATIVE}\n")
-        self.qa = write(root / "qa.xml", f"<evaluation>\n <qa_pair>\n  <question>{QA_PROMPT}</question>\n"
-                        "  <answer>orders and users tables</answer>\n </qa_pair>\n</evaluation>\n")
+        self.csv = write(
+            root / "suite.csv",
+            "test_name,user_prompt,expected_tools,forbidden_tools,tags\n"
+            "tables_ok,Which tables are in my warehouse?,list_warehouse_tables,,smoke\n"
+            f'"{HOSTILE}",List the tables please,list_warehouse_tables,,evil\n'
+            f'"{HOSTILE_IMG.replace(chr(34), chr(34) * 2)}",Tables?,list_warehouse_tables,,evil\n'
+            "forbidden_case,Show the tables,,list_warehouse_tables,nightly\n",
+        )
+        self.trigger = write(
+            root / "trigger.md",
+            "---\nname: sql-trigger\ntype: trigger\n---\n\n"
+            f"# Positive Triggers\n\n- {POSITIVE}\n\n# Negative Triggers\n\n- {NEGATIVE}\n",
+        )
+        self.qa = write(
+            root / "qa.xml",
+            f"<evaluation>\n <qa_pair>\n  <question>{QA_PROMPT}</question>\n"
+            "  <answer>orders and users tables</answer>\n </qa_pair>\n</evaluation>\n",
+        )
 
     def run(self, *args: Any, model=answers, env: dict | None = None) -> tuple[int, str]:
         self.api.responder = model
@@ -120,19 +138,41 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def csv_report(lab: Lab) -> Path:
     """A CSV suite, two iterations, with hostile case names; -o and --html together."""
-    code, output = lab.run("--csv", lab.csv, "--server-module", EXAMPLE_SERVER, "-i", "2",
-                           "-o", lab.path("csv.json"), "--html", lab.path("csv.html"))
-    assert code == 1, output   # forbidden_case fails
+    code, output = lab.run(
+        "--csv",
+        lab.csv,
+        "--server-module",
+        EXAMPLE_SERVER,
+        "-i",
+        "2",
+        "-o",
+        lab.path("csv.json"),
+        "--html",
+        lab.path("csv.html"),
+    )
+    assert code == 1, output  # forbidden_case fails
     assert f"wrote {lab.path('csv.html')}" in output
     return lab.path("csv.html")
 
 
 # ============================================================================ the browser
 def chromium_args(profile: Path) -> list[str]:
-    assert CHROMIUM, "chromium is not installed: apt-get install -y chromium (the README's install step)"
-    return [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
+    assert CHROMIUM, (
+        "chromium is not installed: apt-get install -y chromium (the README's install step)"
+    )
+    return [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+    ]
 
 
 def page_url(path: Path, case: str | None = None) -> str:
@@ -140,17 +180,29 @@ def page_url(path: Path, case: str | None = None) -> str:
 
 
 def dump_dom(path: Path, tmp_path: Path, case: str | None = None) -> str:
-    done = subprocess.run([*chromium_args(tmp_path / "profile-dom"), "--dump-dom", page_url(path, case)],
-                          capture_output=True, text=True, timeout=BROWSER_TIMEOUT)
+    done = subprocess.run(
+        [*chromium_args(tmp_path / "profile-dom"), "--dump-dom", page_url(path, case)],
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT,
+    )
     assert done.returncode == 0 and "</html>" in done.stdout, done.stderr[-2000:]
     return done.stdout
 
 
 def screenshot(path: Path, tmp_path: Path) -> Path:
     shot = tmp_path / "shot.png"
-    done = subprocess.run([*chromium_args(tmp_path / "profile-shot"), "--window-size=1280,900",
-                           f"--screenshot={shot}", page_url(path)],
-                          capture_output=True, text=True, timeout=BROWSER_TIMEOUT)
+    done = subprocess.run(
+        [
+            *chromium_args(tmp_path / "profile-shot"),
+            "--window-size=1280,900",
+            f"--screenshot={shot}",
+            page_url(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT,
+    )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     return shot
 
@@ -199,9 +251,14 @@ class Browser:
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
-        self.process = subprocess.Popen([*chromium_args(profile), "--remote-debugging-pipe", "about:blank"],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, pass_fds=(3, 4), preexec_fn=child_fds)
+        self.process = subprocess.Popen(
+            [*chromium_args(profile), "--remote-debugging-pipe", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=child_fds,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self.buffer, self.next_id, self.session = b"", 0, None
@@ -229,18 +286,31 @@ class Browser:
 
     def open(self, url: str) -> None:
         target = self.call("Target.createTarget", {"url": url}, session=False)["targetId"]
-        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
+        self.session = self.call(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}, session=False
+        )["sessionId"]
         deadline = time.monotonic() + BROWSER_TIMEOUT
-        while time.monotonic() < deadline:   # until the page (not about:blank) has drawn its case table
-            answer = self.send("Runtime.evaluate", {"expression": "location.protocol === 'file:' && "
-                                                    "!!document.getElementById('case-table')", "returnByValue": True})
+        while (
+            time.monotonic() < deadline
+        ):  # until the page (not about:blank) has drawn its case table
+            answer = self.send(
+                "Runtime.evaluate",
+                {
+                    "expression": "location.protocol === 'file:' && "
+                    "!!document.getElementById('case-table')",
+                    "returnByValue": True,
+                },
+            )
             if answer.get("result", {}).get("result", {}).get("value") is True:
                 return
             time.sleep(0.1)
         raise AssertionError(f"the page did not load: {url}")
 
     def eval(self, expression: str) -> Any:
-        answer = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        answer = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
         assert "exceptionDetails" not in answer, answer
         return answer["result"].get("value")
 
@@ -266,8 +336,8 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     position, chunks, header = 8, [], None
     while position < len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        body = data[position + 8:position + 8 + length]
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
+        body = data[position + 8 : position + 8 + length]
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", body)
         elif kind == b"IDAT":
@@ -276,9 +346,17 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     width, height, depth, colour, _, _, interlace = header
     assert depth == 8 and colour in (2, 6) and interlace == 0, header
     channels = 3 if colour == 2 else 4
-    raw, stride, rows, previous = zlib.decompress(b"".join(chunks)), width * channels, [], bytearray(width * channels)
+    raw, stride, rows, previous = (
+        zlib.decompress(b"".join(chunks)),
+        width * channels,
+        [],
+        bytearray(width * channels),
+    )
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
         for i in range(stride):
             left = line[i - channels] if i >= channels else 0
             up, corner = previous[i], previous[i - channels] if i >= channels else 0
@@ -291,7 +369,9 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
             elif kind == 4:
                 p = left + up - corner
                 pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+                line[i] = (
+                    line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)
+                ) & 0xFF
         rows.append(bytes(line))
         previous = line
     return width, height, rows
@@ -304,13 +384,17 @@ def assert_not_blank(shot: Path) -> None:
     mean = sum(sample) / len(sample)
     variance = sum((v - mean) ** 2 for v in sample) / len(sample)
     distinct = len(set(sample))
-    assert variance > 50 and distinct > 20, f"the screenshot looks blank (variance {variance:.1f}, {distinct} values)"
+    assert variance > 50 and distinct > 20, (
+        f"the screenshot looks blank (variance {variance:.1f}, {distinct} values)"
+    )
 
 
 def assert_self_contained(page: str) -> None:
     """One file that loads nothing: no resource URL, no external script or style, a CSP that
     forbids requests, and only the page's own two script elements."""
-    assert not re.search(r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", page, re.IGNORECASE)
+    assert not re.search(
+        r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", page, re.IGNORECASE
+    )
     assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//|@import", page, re.IGNORECASE)
     # the one http URL in the page is SVG's namespace name, an identifier that is never fetched
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
@@ -323,38 +407,51 @@ def assert_self_contained(page: str) -> None:
 
 
 # ============================================================================ a CSV suite
-def test_csv_suite_report_holds_every_case_and_runs_nothing_it_holds(csv_report: Path, tmp_path: Path):
+def test_csv_suite_report_holds_every_case_and_runs_nothing_it_holds(
+    csv_report: Path, tmp_path: Path
+):
     page = csv_report.read_text(encoding="utf-8")
     assert_self_contained(page)
-    assert HOSTILE not in page and "</script><b>" not in page   # data never closes the script element
+    assert (
+        HOSTILE not in page and "</script><b>" not in page
+    )  # data never closes the script element
     raw = dump_dom(csv_report, tmp_path)
     dom = parse_dom(raw)
     names = ["tables_ok", HOSTILE, HOSTILE_IMG, "forbidden_case"]
     for name in names:
         assert name in dom.text, name
-    title = re.findall(r"<title>(.*?)</title>", raw[:raw.index("</head>")])
-    assert title == ["Tool-use evaluation report"], title   # the page's script ran, the hostile names did not
+    title = re.findall(r"<title>(.*?)</title>", raw[: raw.index("</head>")])
+    assert title == ["Tool-use evaluation report"], (
+        title
+    )  # the page's script ran, the hostile names did not
     rows = [attrs["data-case"] for tag, attrs in dom.tags if tag == "tr" and "data-case" in attrs]
     assert sorted(rows) == sorted(names)
     assert not any(tag == "img" for tag, _ in dom.tags)
     assert sum(1 for tag, _ in dom.tags if tag == "script") == 2
     for chart in ("precision, recall and F1 per tool", "calls per tool"):
-        assert any(tag == "svg" and attrs.get("aria-label") == chart for tag, attrs in dom.tags), chart
+        assert any(tag == "svg" and attrs.get("aria-label") == chart for tag, attrs in dom.tags), (
+            chart
+        )
 
 
 def test_a_case_opened_from_the_fragment_shows_its_transcripts(csv_report: Path, tmp_path: Path):
     dom = parse_dom(dump_dom(csv_report, tmp_path, HOSTILE))
-    detail = dom.text[dom.text.index("Note on this case") - 400:]
+    detail = dom.text[dom.text.index("Note on this case") - 400 :]
     assert HOSTILE in detail and "Run 1" in detail and "Run 2" in detail
     assert "tool call:" in detail and "list_warehouse_tables" in detail
-    assert '"schema": "public</script><b>x"' in detail           # the arguments, as text
+    assert '"schema": "public</script><b>x"' in detail  # the arguments, as text
     assert "List the tables please" in detail and FINAL in detail  # user and Claude
     runs = [attrs["data-run"] for tag, attrs in dom.tags if tag == "article"]
     assert runs == [f"{HOSTILE}/run-1", f"{HOSTILE}/run-2"]
     failed = parse_dom(dump_dom(csv_report, tmp_path, "forbidden_case")).text
-    reason = next(r for r in json.loads((csv_report.parent / "csv.json").read_text())["cases"]
-                  if r["name"] == "forbidden_case")["reasons"]
-    assert reason and all(f"↳ {r}" in failed for r in reason)   # the reason sits at the call it names
+    reason = next(
+        r
+        for r in json.loads((csv_report.parent / "csv.json").read_text())["cases"]
+        if r["name"] == "forbidden_case"
+    )["reasons"]
+    assert reason and all(
+        f"↳ {r}" in failed for r in reason
+    )  # the reason sits at the call it names
 
 
 def test_the_screenshot_is_not_blank(csv_report: Path, tmp_path: Path):
@@ -366,13 +463,21 @@ def test_clicks_filters_and_review_notes_in_the_browser(csv_report: Path, browse
     assert browser.eval("document.title") == "Tool-use evaluation report"
     assert browser.eval("document.getElementById('case-detail').hidden") is True
     browser.eval("document.querySelector('tr.case-row[data-case=\"forbidden_case\"]').click()")
-    assert browser.eval("document.querySelector('#case-detail h2').textContent").endswith("forbidden_case")
+    assert browser.eval("document.querySelector('#case-detail h2').textContent").endswith(
+        "forbidden_case"
+    )
     assert browser.eval("location.hash") == "#case=forbidden_case"
     assert browser.eval("document.querySelectorAll('#case-detail .step.tool').length") == 2
-    collapsed = browser.eval("[...document.querySelectorAll('#case-detail .step.assistant details summary')]"
-                             ".map(s => s.textContent)")
-    assert len(collapsed) == 2 and all("41 lines" in s for s in collapsed), collapsed   # long answers fold
-    assert browser.eval("document.querySelector('#case-detail .step.assistant details').open") is False
+    collapsed = browser.eval(
+        "[...document.querySelectorAll('#case-detail .step.assistant details summary')]"
+        ".map(s => s.textContent)"
+    )
+    assert len(collapsed) == 2 and all("41 lines" in s for s in collapsed), (
+        collapsed
+    )  # long answers fold
+    assert (
+        browser.eval("document.querySelector('#case-detail .step.assistant details').open") is False
+    )
     # review notes: one on the case, one on a run, downloaded as skill-creator's feedback.json
     browser.eval("""(() => { for (const [id, note] of [["forbidden_case", "why call it at all?"],
                                                       ["forbidden_case/run-2", "second run <b>too</b>"]]) {
@@ -381,17 +486,29 @@ def test_clicks_filters_and_review_notes_in_the_browser(csv_report: Path, browse
     feedback = json.loads(browser.eval("feedbackJson()"))
     assert feedback["status"] == "complete"
     assert {r["run_id"]: r["feedback"] for r in feedback["reviews"]} == {
-        "forbidden_case": "why call it at all?", "forbidden_case/run-2": "second run <b>too</b>"}
-    link = browser.eval("[document.getElementById('download-feedback').download, "
-                        "document.getElementById('download-feedback').href.slice(0, 5)]")
+        "forbidden_case": "why call it at all?",
+        "forbidden_case/run-2": "second run <b>too</b>",
+    }
+    link = browser.eval(
+        "[document.getElementById('download-feedback').download, "
+        "document.getElementById('download-feedback').href.slice(0, 5)]"
+    )
     assert link == ["feedback.json", "blob:"]
     # filter and sort
-    browser.eval("(() => { const f = document.getElementById('case-filter'); f.value = 'forbidden';"
-                 " f.dispatchEvent(new Event('input')); })()")
-    assert browser.eval("[...document.querySelectorAll('tr.case-row')].map(r => r.dataset.case)") == ["forbidden_case"]
-    browser.eval("(() => { const f = document.getElementById('case-filter'); f.value = '';"
-                 " f.dispatchEvent(new Event('input')); })()")
-    browser.eval("[...document.querySelectorAll('th.sortable')].find(th => th.textContent === 'Case').click()")
+    browser.eval(
+        "(() => { const f = document.getElementById('case-filter'); f.value = 'forbidden';"
+        " f.dispatchEvent(new Event('input')); })()"
+    )
+    assert browser.eval(
+        "[...document.querySelectorAll('tr.case-row')].map(r => r.dataset.case)"
+    ) == ["forbidden_case"]
+    browser.eval(
+        "(() => { const f = document.getElementById('case-filter'); f.value = '';"
+        " f.dispatchEvent(new Event('input')); })()"
+    )
+    browser.eval(
+        "[...document.querySelectorAll('th.sortable')].find(th => th.textContent === 'Case').click()"
+    )
     order = browser.eval("[...document.querySelectorAll('tr.case-row')].map(r => r.dataset.case)")
     assert order == sorted(order, key=str) or order == sorted(order, key=str, reverse=True)
     assert len(order) == 4
@@ -405,18 +522,32 @@ def test_skill_benchmark_report_shows_activation_and_the_skill_call(lab: Lab, tm
     except E.InputError:
         pytest.fail("the Claude Code CLI is not installed: npm install (the README's install step)")
     html = lab.path("skills.html")
-    code, output = lab.run("--skill", SKILL_DIR, "--trigger", lab.trigger, "--runs", "1", "--html", html,
-                           "-o", lab.path("skills.json"), model=claude_code)
+    code, output = lab.run(
+        "--skill",
+        SKILL_DIR,
+        "--trigger",
+        lab.trigger,
+        "--runs",
+        "1",
+        "--html",
+        html,
+        "-o",
+        lab.path("skills.json"),
+        model=claude_code,
+    )
     assert code == 0, output
     page = html.read_text(encoding="utf-8")
     assert_self_contained(page)
     case = f"warehouse-sql: {POSITIVE}"
     dom = parse_dom(dump_dom(html, tmp_path, case))
     assert case in dom.text and f"warehouse-sql: {NEGATIVE}" in dom.text
-    assert any(tag == "svg" and attrs.get("aria-label") == "activation rate per query" for tag, attrs in dom.tags)
+    assert any(
+        tag == "svg" and attrs.get("aria-label") == "activation rate per query"
+        for tag, attrs in dom.tags
+    )
     for metric in ("triggerRate", "falsePositiveRate", "triggerScore"):
         assert metric in dom.text
-    detail = dom.text[dom.text.index("Note on this case"):]
+    detail = dom.text[dom.text.index("Note on this case") :]
     assert "tool call:" in detail and "Skill" in detail and '"skill": "warehouse-sql"' in detail
     assert "activated skills: warehouse-sql" in detail
     assert_not_blank(screenshot(html, tmp_path))
@@ -425,14 +556,22 @@ def test_skill_benchmark_report_shows_activation_and_the_skill_call(lab: Lab, tm
 # ============================================================================ a QA run
 def test_qa_report_shows_accuracy_and_the_transcript(lab: Lab, tmp_path: Path):
     html = lab.path("qa.html")
-    code, output = lab.run("--qa", lab.qa, "--server-module", EXAMPLE_SERVER, "--html", html,
-                           "--answer-match", "contains")
+    code, output = lab.run(
+        "--qa",
+        lab.qa,
+        "--server-module",
+        EXAMPLE_SERVER,
+        "--html",
+        html,
+        "--answer-match",
+        "contains",
+    )
     assert code == 0, output
     assert_self_contained(html.read_text(encoding="utf-8"))
     cases = [c.name for c in E.load_qa_suite(lab.qa)]
     dom = parse_dom(dump_dom(html, tmp_path, cases[0]))
     assert "QA accuracy" in dom.text and "1/1 runs (100%)" in dom.text
-    detail = dom.text[dom.text.index("Note on this case"):]
+    detail = dom.text[dom.text.index("Note on this case") :]
     assert QA_PROMPT in detail and "list_warehouse_tables" in detail and FINAL in detail
 
 
@@ -452,22 +591,40 @@ def test_comparison_report_puts_regressions_first(lab: Lab, tmp_path: Path):
     rows = [attrs["data-case"] for tag, attrs in dom.tags if tag == "tr" and "data-case" in attrs]
     assert set(rows[:3]) == {"tables_ok", HOSTILE, HOSTILE_IMG} and rows[3] == "forbidden_case"
     opened = parse_dom(dump_dom(html, tmp_path, "tables_ok")).text
-    assert "I would rather not look." in opened[opened.index("Note on this case"):]
+    assert "I would rather not look." in opened[opened.index("Note on this case") :]
 
 
 # ============================================================================ --from: the reports of a results file
 def test_from_renders_every_report_of_a_results_file(csv_report: Path, lab: Lab):
     source = lab.path("csv.json")
-    outputs = {"--html": lab.path("from.html"), "--report": lab.path("from.md"), "--junit": lab.path("from.xml"),
-               "--csv-out": lab.path("from.csv")}
-    code, output = lab.run("--from", source, *[x for pair in outputs.items() for x in map(str, pair)])
+    outputs = {
+        "--html": lab.path("from.html"),
+        "--report": lab.path("from.md"),
+        "--junit": lab.path("from.xml"),
+        "--csv-out": lab.path("from.csv"),
+    }
+    code, output = lab.run(
+        "--from", source, *[x for pair in outputs.items() for x in map(str, pair)]
+    )
     assert code == 0, output
     page = outputs["--html"].read_text(encoding="utf-8")
-    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
-    original = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
-                                    csv_report.read_text(encoding="utf-8"), re.S).group(1))
+    data = json.loads(
+        re.search(
+            r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S
+        ).group(1)
+    )
+    original = json.loads(
+        re.search(
+            r'<script type="application/json" id="report-data">(.*?)</script>',
+            csv_report.read_text(encoding="utf-8"),
+            re.S,
+        ).group(1)
+    )
     assert data["cases"] == original["cases"] and data["runs"] == original["runs"]
-    assert "forbidden_case" in outputs["--report"].read_text() and "### Failures" in outputs["--report"].read_text()
+    assert (
+        "forbidden_case" in outputs["--report"].read_text()
+        and "### Failures" in outputs["--report"].read_text()
+    )
     assert outputs["--junit"].read_text().count("<testcase") == 4
     assert len(outputs["--csv-out"].read_text().strip().splitlines()) == 1 + 8
 
@@ -488,11 +645,14 @@ def test_from_makes_no_model_call(csv_report: Path, lab: Lab):
     assert code == 0 and len(lab.api.requests) == before
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "results file is not valid JSON"),
-    ('{"schema_version": "0.1", "results": []}', "schema version"),
-    ('{"results": []}', "schema version"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "results file is not valid JSON"),
+        ('{"schema_version": "0.1", "results": []}', "schema version"),
+        ('{"results": []}', "schema version"),
+    ],
+)
 def test_from_a_bad_file_is_one_line_and_exit_2(lab: Lab, content: str, message: str):
     bad = write(lab.path("bad.json"), content)
     code, output = lab.run("--from", bad, "--html", lab.path("bad.html"))
@@ -502,7 +662,9 @@ def test_from_a_bad_file_is_one_line_and_exit_2(lab: Lab, content: str, message:
 
 def test_from_needs_an_output_and_takes_no_run_option(lab: Lab, csv_report: Path):
     code, output = lab.run("--from", lab.path("csv.json"))
-    assert code == 2 and "--from needs an output" in output and len(output.strip().splitlines()) == 1
+    assert (
+        code == 2 and "--from needs an output" in output and len(output.strip().splitlines()) == 1
+    )
     code, output = lab.run("--from", lab.path("csv.json"), "--html", lab.path("x.html"), "-i", "2")
     assert code == 2 and "does not apply to --from" in output
     code, output = lab.run("--from", lab.path("csv.json"), "--html", lab.path("csv.json"))
@@ -513,7 +675,10 @@ def test_from_needs_an_output_and_takes_no_run_option(lab: Lab, csv_report: Path
 def test_a_200_case_suite_is_well_under_2_mb(csv_report: Path, lab: Lab):
     """200 cases x 3 runs, each with the CSV suite's transcripts (tool output cut where long)."""
     document = json.loads(lab.path("csv.json").read_text())
-    template_case, template_runs = document["cases"][0], [r for r in document["results"] if r["test_name"] == "tables_ok"]
+    template_case, template_runs = (
+        document["cases"][0],
+        [r for r in document["results"] if r["test_name"] == "tables_ok"],
+    )
     cases, results = [], []
     for n in range(200):
         cases.append(dict(template_case, name=f"case_{n:03d}"))
@@ -537,9 +702,14 @@ def test_step_summary_is_appended_in_every_mode_that_writes_results(lab: Lab, cs
     code, _ = lab.run("--csv", lab.csv, "--server-module", EXAMPLE_SERVER, env=env)
     assert code == 1
     content = summary.read_text()
-    assert content.startswith("earlier step\n") and "## ❌ Tool-use evaluation: 3/4 cases passed" in content
+    assert (
+        content.startswith("earlier step\n")
+        and "## ❌ Tool-use evaluation: 3/4 cases passed" in content
+    )
     assert "&lt;script&gt;" in content and HOSTILE not in content
-    lab.run("--qa", lab.qa, "--server-module", EXAMPLE_SERVER, "--answer-match", "contains", env=env)
+    lab.run(
+        "--qa", lab.qa, "--server-module", EXAMPLE_SERVER, "--answer-match", "contains", env=env
+    )
     assert "### QA accuracy" in summary.read_text()
     lab.run("--compare", lab.path("csv.json"), lab.path("csv.json"), env=env)
     assert "Comparison: 0 regression(s)" in summary.read_text()
@@ -547,12 +717,12 @@ def test_step_summary_is_appended_in_every_mode_that_writes_results(lab: Lab, cs
     assert summary.read_text().count("Tool-use evaluation: 3/4 cases passed") == 2
     before = summary.read_text()
     lab.run("--csv", lab.csv, "--server-module", EXAMPLE_SERVER, env={"GITHUB_STEP_SUMMARY": ""})
-    assert summary.read_text() == before   # unset (or empty): nothing is appended anywhere
+    assert summary.read_text() == before  # unset (or empty): nothing is appended anywhere
 
 
 def test_the_readme_shows_a_screenshot_of_the_report():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    shown = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", readme[readme.index("## The HTML report"):])
+    shown = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", readme[readme.index("## The HTML report") :])
     assert shown and shown[0] == "examples/report.png"
     assert_not_blank(ROOT / shown[0])
 

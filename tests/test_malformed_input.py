@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import evaluator
-from conftest import ROOT
 from evaluator import InputError
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -52,7 +52,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "csv/ragged_row.csv": ("row has 7 fields, the header has 5", 3),
     "csv/unclosed_quote.csv": ("malformed CSV", 3),
     "csv/unknown_column.csv": ("unknown column(s): expected_toolz", 1),
-
     "markdown_tests/alias_bomb.md": ("YAML aliases (*name) are not allowed", 4),
     "markdown_tests/bad_date.md": ("invalid YAML frontmatter: month must be in 1..12", 2),
     "markdown_tests/bad_yaml.md": ("invalid YAML frontmatter: mapping values are not allowed", 3),
@@ -71,7 +70,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "markdown_tests/timeout_negative.md": ("'timeout' must be a positive number, got -5", 4),
     "markdown_tests/trigger_without_positives.md": ("trigger test has no positive queries", 3),
     "markdown_tests/unknown_type.md": ("unknown test type 'quiz'", 3),
-
     "conversation/empty.md": ("no conversation turns found", 1),
     "conversation/empty_message.md": ("empty Assistant message", 4),
     "conversation/no_turns.md": ("no conversation turns found", 1),
@@ -80,7 +78,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "conversation/starts_with_assistant.md": ("starts with an Assistant message", 1),
     "conversation/two_assistant_turns.md": ("two Assistant messages in a row", 7),
     "conversation/unclosed_fence.md": ("this code block is never closed", 6),
-
     "mcp_config/args_not_list.json": ('"args" must be a list of strings', 3),
     "mcp_config/bad_url.json": ('http server needs a "url"', 3),
     "mcp_config/cwd_not_string.json": ('"cwd" must be a string', 3),
@@ -94,7 +91,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "mcp_config/server_not_object.json": ("server 'a' must be an object", 3),
     "mcp_config/undefined_var.json": ("${CORPUS_SURELY_UNSET_VAR_42}, which is not set", 3),
     "mcp_config/unknown_type.json": ("unknown server type 'carrier-pigeon'", 3),
-
     "skill/Bad_Name/SKILL.md": ("name 'Bad_Name' must be lowercase letters", 2),
     "skill/alias/SKILL.md": ("YAML aliases (*name) are not allowed", 3),
     "skill/angle-bracket/SKILL.md": ("description contains '<' or '>'", 3),
@@ -107,7 +103,6 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "skill/no-frontmatter/SKILL.md": ("no YAML frontmatter", 1),
     "skill/non-utf8/SKILL.md": ("not valid UTF-8 (byte 0xe9)", 3),
     "skill/python-tag/SKILL.md": ("YAML tag not allowed", 3),
-
     "skill_creator/empty.json": ("eval set has no queries", 1),
     "skill_creator/empty_file.json": ("invalid JSON", 1),
     "skill_creator/entry_not_object.json": ('entry 1 needs a non-empty "query" string', 1),
@@ -120,8 +115,11 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
 
 
 def corpus_files() -> list[str]:
-    files = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*") if p.is_file()
-                   and p.name not in ("README.md", ".keep"))
+    files = sorted(
+        str(p.relative_to(CORPUS))
+        for p in CORPUS.rglob("*")
+        if p.is_file() and p.name not in ("README.md", ".keep")
+    )
     return files + ["skill/empty-folder/SKILL.md"]  # a skill folder without its SKILL.md
 
 
@@ -146,7 +144,9 @@ def test_corpus_file_is_refused_through_the_cli(cli_env, name: str):
     loader = name.split("/")[0]
     result = CliRunner().invoke(evaluator.main, CLI_ARGS[loader](path))
     err = result.stderr
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     assert result.exit_code == 2, (result.exit_code, err, result.stdout)
     assert "Traceback" not in err + result.stdout
     lines = [line for line in err.splitlines() if line.strip()]
@@ -156,7 +156,11 @@ def test_corpus_file_is_refused_through_the_cli(cli_env, name: str):
         assert text.startswith("error: "), text
         assert str(path) in text, f"{text!r} does not name {path}"
     where = f"{path}:{line}: " if line else f"{path}: "
-    assert any(text.startswith(f"error: {where}") and fragment in text for text in lines), (where, fragment, lines)
+    assert any(text.startswith(f"error: {where}") and fragment in text for text in lines), (
+        where,
+        fragment,
+        lines,
+    )
 
 
 def test_skill_problems_are_each_their_own_line(cli_env):
@@ -176,8 +180,14 @@ LOADERS: dict[str, Callable[[Path], object]] = {
     "skill": evaluator.load_skill,
     "skill_creator": evaluator.load_skill_creator_evals,
 }
-FILE_NAMES = {"csv": "suite.csv", "markdown_tests": "test.md", "conversation": "conv.md",
-              "mcp_config": "mcp.json", "skill": "SKILL.md", "skill_creator": "evals.json"}
+FILE_NAMES = {
+    "csv": "suite.csv",
+    "markdown_tests": "test.md",
+    "conversation": "conv.md",
+    "mcp_config": "mcp.json",
+    "skill": "SKILL.md",
+    "skill_creator": "evals.json",
+}
 
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
@@ -188,7 +198,9 @@ def test_missing_file(tmp_path: Path, loader: str):
     assert str(path) in str(caught.value) and "No such file" in str(caught.value)
 
 
-@pytest.mark.parametrize("loader", sorted(set(LOADERS) - {"skill"}))  # a skill's folder is valid input
+@pytest.mark.parametrize(
+    "loader", sorted(set(LOADERS) - {"skill"})
+)  # a skill's folder is valid input
 def test_directory_instead_of_file(tmp_path: Path, loader: str):
     path = tmp_path / FILE_NAMES[loader]
     path.mkdir()
@@ -228,14 +240,18 @@ def test_huge_file_through_the_cli(cli_env, tmp_path: Path):
     with open(path, "wb") as handle:
         handle.truncate(evaluator.C.MAX_INPUT_FILE_BYTES + 1)
     result = CliRunner().invoke(evaluator.main, ["--csv", str(path)])
-    assert result.exit_code == 2 and result.stderr.startswith(f"error: {path}: CSV suite is larger than 10 MiB")
+    assert result.exit_code == 2 and result.stderr.startswith(
+        f"error: {path}: CSV suite is larger than 10 MiB"
+    )
 
 
 def test_yaml_goes_through_safe_load_only():
     """Nothing in the evaluator parses YAML any other way."""
     source = (ROOT / "evaluator.py").read_text()
     calls = set(re.findall(r"yaml\.(\w+)\(", source))
-    assert calls <= {"safe_load", "parse", "safe_dump"}, calls  # safe_dump writes (a SKILL.md copy), never reads
+    assert calls <= {"safe_load", "parse", "safe_dump"}, (
+        calls
+    )  # safe_dump writes (a SKILL.md copy), never reads
 
 
 # ---------------------------------------------------------------------------------- property tests
@@ -257,16 +273,22 @@ VALID_EVAL_SET = """[
 
 def valid_examples(loader: str) -> list[tuple[str, str]]:
     """(file name to write as, text) of each valid example of a loader."""
+
     def read(*paths: Path) -> list[tuple[str, str]]:
         return [(p.name, p.read_text(encoding="utf-8")) for p in paths]
+
     return {
         "csv": lambda: read(EXAMPLES / "test_queries.csv"),
-        "markdown_tests": lambda: read(*sorted((EXAMPLES / "tests").glob("*.md")),
-                                       *sorted((EXAMPLES / "triggers").glob("*.md"))),
+        "markdown_tests": lambda: read(
+            *sorted((EXAMPLES / "tests").glob("*.md")),
+            *sorted((EXAMPLES / "triggers").glob("*.md")),
+        ),
         "conversation": lambda: read(EXAMPLES / "sample_conv.md", EXAMPLES / "test_conv.md"),
         "mcp_config": lambda: [("mcp.json", VALID_MCP_CONFIG)],
-        "skill": lambda: [(p.parent.name, p.read_text(encoding="utf-8"))
-                          for p in sorted((EXAMPLES / "skills").glob("*/SKILL.md"))],
+        "skill": lambda: [
+            (p.parent.name, p.read_text(encoding="utf-8"))
+            for p in sorted((EXAMPLES / "skills").glob("*/SKILL.md"))
+        ],
         "skill_creator": lambda: [("evals.json", VALID_EVAL_SET)],
     }[loader]()
 
@@ -300,12 +322,65 @@ def load_or_refuse(loader: str, name: str, data: bytes) -> None:
 
 
 # Pieces that tend to break parsers, inserted at random places.
-NASTY = ["---", "...", "```", "~~~", "**User**", "**Assistant**", "## User", "Assistant:", "# Prompt",
-         "# Positive Triggers", "!!python/object:os.system", "&a", "*a", "? [a]: b", "{", "}", "[", "]", ":",
-         ": ", '"', "'", ",", ";", "\\", "\t", "\r", "\r\n", "\u2028", "\x85", "\ufeff", "\x00", "\xff",
-         "${UNSET_VAR_XYZ}", "2024-13-45", "9" * 5000, "[" * 300, "-", "- [x] ", "1. ", "<", ">", "é", "😀",
-         "type: trigger", "type: [a]", "concepts: {a: 1}", "timeout: .nan", "runs: 1e308", "name: ",
-         '"should_trigger": "yes"', '"query": null', '"args": "x"', '"cwd": 1', "null", "true", "[]"]
+NASTY = [
+    "---",
+    "...",
+    "```",
+    "~~~",
+    "**User**",
+    "**Assistant**",
+    "## User",
+    "Assistant:",
+    "# Prompt",
+    "# Positive Triggers",
+    "!!python/object:os.system",
+    "&a",
+    "*a",
+    "? [a]: b",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    ": ",
+    '"',
+    "'",
+    ",",
+    ";",
+    "\\",
+    "\t",
+    "\r",
+    "\r\n",
+    "\u2028",
+    "\x85",
+    "\ufeff",
+    "\x00",
+    "\xff",
+    "${UNSET_VAR_XYZ}",
+    "2024-13-45",
+    "9" * 5000,
+    "[" * 300,
+    "-",
+    "- [x] ",
+    "1. ",
+    "<",
+    ">",
+    "é",
+    "😀",
+    "type: trigger",
+    "type: [a]",
+    "concepts: {a: 1}",
+    "timeout: .nan",
+    "runs: 1e308",
+    "name: ",
+    '"should_trigger": "yes"',
+    '"query": null',
+    '"args": "x"',
+    '"cwd": 1',
+    "null",
+    "true",
+    "[]",
+]
 
 
 @st.composite
@@ -313,7 +388,11 @@ def mutated(draw: st.DrawFn, texts: list[tuple[str, str]]) -> tuple[str, bytes]:
     name, text = draw(st.sampled_from(texts))
     lines = text.splitlines(keepends=True)
     for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "nasty", "replace", "truncate"]))
+        op = draw(
+            st.sampled_from(
+                ["delete", "duplicate", "swap", "insert", "nasty", "replace", "truncate"]
+            )
+        )
         if not lines:
             lines = [""]
         i = draw(st.integers(0, len(lines) - 1))
@@ -330,11 +409,11 @@ def mutated(draw: st.DrawFn, texts: list[tuple[str, str]]) -> tuple[str, bytes]:
             end = at + (draw(st.integers(0, 10)) if op == "replace" else 0)
             lines[i] = lines[i][:at] + piece + lines[i][end:]
         elif op == "truncate":
-            lines = lines[:i + 1]
-            lines[i] = lines[i][:draw(st.integers(0, len(lines[i])))]
+            lines = lines[: i + 1]
+            lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))]
     data = "".join(lines).encode("utf-8", "surrogatepass")
     if draw(st.booleans()) and draw(st.integers(0, 9)) == 0:  # now and then, a byte-level cut
-        data = data[:draw(st.integers(0, len(data)))]
+        data = data[: draw(st.integers(0, len(data)))]
     return name, data
 
 
@@ -351,9 +430,20 @@ def property_tests(loader: str):
         load_or_refuse(loader, name, data)
 
     @PROPERTY
-    @given(prefix=st.sampled_from([b"", b"---\n", b"---\nname: x\n---\n", b"**User**\n", b"test_name,user_prompt\n",
-                                   b'{"mcpServers": ', b"["]),
-           data=st.binary(max_size=1000))
+    @given(
+        prefix=st.sampled_from(
+            [
+                b"",
+                b"---\n",
+                b"---\nname: x\n---\n",
+                b"**User**\n",
+                b"test_name,user_prompt\n",
+                b'{"mcpServers": ',
+                b"[",
+            ]
+        ),
+        data=st.binary(max_size=1000),
+    )
     def random_bytes_after_a_plausible_start(prefix: bytes, data: bytes) -> None:
         load_or_refuse(loader, name, prefix + data)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT, TEST_API_KEY
+from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
 import prompts
-from conftest import ROOT, TEST_API_KEY
-from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 CONFUSABLE = ROOT / "tests" / "servers" / "confusable_server.py"
 ORIGINAL = "Looks a document up by its number."
@@ -38,8 +38,11 @@ def prompt_of(word: str, number: int) -> str:
     return f"Get the {word} doc {number}"
 
 
-CASES = [(f"invoice_{w}", prompt_of(w, 1000 + i), "lookup_invoice") for i, w in enumerate(INVOICE_WORDS)] + \
-        [(f"receipt_{w}", prompt_of(w, 2000 + i), "lookup_receipt") for i, w in enumerate(RECEIPT_WORDS)]
+CASES = [
+    (f"invoice_{w}", prompt_of(w, 1000 + i), "lookup_invoice") for i, w in enumerate(INVOICE_WORDS)
+] + [
+    (f"receipt_{w}", prompt_of(w, 2000 + i), "lookup_receipt") for i, w in enumerate(RECEIPT_WORDS)
+]
 
 
 def choose(query: str, descriptions: dict[str, str]) -> str:
@@ -93,7 +96,9 @@ def split_of(holdout: float = 0.4, seed: int = 42) -> dict[str, str]:
     return {i.key: i.split for i in E.stratified_split(items, holdout, seed)}
 
 
-def expected_scores(descriptions: dict[str, str], split: dict[str, str]) -> dict[str, tuple[int, int]]:
+def expected_scores(
+    descriptions: dict[str, str], split: dict[str, str]
+) -> dict[str, tuple[int, int]]:
     out = {"train": [0, 0], "test": [0, 0]}
     for name, prompt, tool in CASES:
         part = out[split[name]]
@@ -122,43 +127,66 @@ def server_args() -> list[str]:
 
 
 # ============================================================================ tools
-def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test(env: Path, monkeypatch):
+def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test(
+    env: Path, monkeypatch
+):
     split = split_of()
     receipts_train = [w for w in RECEIPT_WORDS if split[f"receipt_{w}"] == "train"]
     receipts_test = [w for w in RECEIPT_WORDS if split[f"receipt_{w}"] == "test"]
     assert len(receipts_train) == 4 and len(receipts_test) == 2
-    overfit = f"{ORIGINAL} For {' '.join(receipts_train[:3])} documents."       # train 7/8, test 2/4
+    overfit = f"{ORIGINAL} For {' '.join(receipts_train[:3])} documents."  # train 7/8, test 2/4
     general = f"{ORIGINAL} For {' '.join(receipts_train[:2] + receipts_test)} documents."  # train 6/8, test 4/4
     proposals = [
-        {"descriptions": {"lookup_receipt": "   "}},                      # invalid: sent back once
-        {"descriptions": {"lookup_receipt": overfit}},                   # round 1
-        {"descriptions": {"lookup_receipt": general}},                   # round 2
-        {"descriptions": {"lookup_payment": "Payments."}},               # round 3: invalid ...
-        {"descriptions": {"lookup_receipt": ""}},                        # ... twice: dropped
+        {"descriptions": {"lookup_receipt": "   "}},  # invalid: sent back once
+        {"descriptions": {"lookup_receipt": overfit}},  # round 1
+        {"descriptions": {"lookup_receipt": general}},  # round 2
+        {"descriptions": {"lookup_payment": "Payments."}},  # round 3: invalid ...
+        {"descriptions": {"lookup_receipt": ""}},  # ... twice: dropped
     ]
     models = Models(proposals)
     suite = write_suite(env)
     with ScriptedAnthropic(responder=models) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        code, out, err = cli("--optimize", "--csv", suite, *server_args(), "--runs", "1", "--optimize-rounds", "3",
-                             "-o", env / "tools.json", "--report", env / "tools.md")
+        code, out, err = cli(
+            "--optimize",
+            "--csv",
+            suite,
+            *server_args(),
+            "--runs",
+            "1",
+            "--optimize-rounds",
+            "3",
+            "-o",
+            env / "tools.json",
+            "--report",
+            env / "tools.md",
+        )
     assert code == 0, out + err
     assert not models.proposals, "every scripted proposal was asked for"
     document = json.loads((env / "tools.json").read_text())
     optimization = document["optimization"]
     assert {s["item"]: s["split"] for s in optimization["split"]} == split
     rounds = {r["round"]: r for r in optimization["rounds"]}
-    assert [r["status"] for r in optimization["rounds"]] == ["scored", "scored", "scored", "dropped"]
-    candidates = {0: {"lookup_invoice": ORIGINAL, "lookup_receipt": ORIGINAL},
-                  1: {"lookup_invoice": ORIGINAL, "lookup_receipt": overfit},
-                  2: {"lookup_invoice": ORIGINAL, "lookup_receipt": general}}
+    assert [r["status"] for r in optimization["rounds"]] == [
+        "scored",
+        "scored",
+        "scored",
+        "dropped",
+    ]
+    candidates = {
+        0: {"lookup_invoice": ORIGINAL, "lookup_receipt": ORIGINAL},
+        1: {"lookup_invoice": ORIGINAL, "lookup_receipt": overfit},
+        2: {"lookup_invoice": ORIGINAL, "lookup_receipt": general},
+    }
     for number, descriptions in candidates.items():
         want = expected_scores(descriptions, split)
         got = rounds[number]
         assert (got["train_passed"], got["train_total"]) == want["train"], (number, got)
         assert (got["test_passed"], got["test_total"]) == want["test"], (number, got)
-    assert rounds[1]["train_passed"] > rounds[2]["train_passed"]           # train prefers round 1 ...
-    assert optimization["best_round"] == 2 and optimization["improved"]   # ... the test split decides
+    assert rounds[1]["train_passed"] > rounds[2]["train_passed"]  # train prefers round 1 ...
+    assert (
+        optimization["best_round"] == 2 and optimization["improved"]
+    )  # ... the test split decides
     assert rounds[1]["refused"] and "empty" in rounds[1]["refused"][0]
     assert len(rounds[3]["refused"]) == 2 and "lookup_payment" in rounds[3]["refused"][0]
     assert optimization["stopped"] == "rounds"
@@ -180,9 +208,14 @@ def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test
     assert all(p in first for p in train_failures)
     # the invalid proposal went back once, with its reason, as the tool's error
     retry = models.proposer_requests[1]["messages"]
-    assert retry[-1]["content"][0]["is_error"] is True and "empty" in retry[-1]["content"][0]["content"]
+    assert (
+        retry[-1]["content"][0]["is_error"] is True
+        and "empty" in retry[-1]["content"][0]["content"]
+    )
     # only the tools involved in failures may be rewritten
-    allowed = models.proposer_requests[0]["tools"][0]["input_schema"]["properties"]["descriptions"]["properties"]
+    allowed = models.proposer_requests[0]["tools"][0]["input_schema"]["properties"]["descriptions"][
+        "properties"
+    ]
     assert set(allowed) == {"lookup_invoice", "lookup_receipt"}
     # the history shows earlier attempts with their train scores
     third = json.dumps(models.proposer_requests[3]["messages"])
@@ -190,24 +223,48 @@ def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test
     # the report: a table of rounds and the best as a diff against the original
     report = (env / "tools.md").read_text()
     assert "## Description optimization" in report and "| Round | Status | Train | Test |" in report
-    assert "```diff" in report and f"+For {' '.join(receipts_train[:2] + receipts_test)} documents." in report
+    assert (
+        "```diff" in report
+        and f"+For {' '.join(receipts_train[:2] + receipts_test)} documents." in report
+    )
     assert "Round 2 beat the original" in report
 
 
 def test_nothing_beats_the_original_and_it_says_so(env: Path, monkeypatch):
     split = split_of()
-    worse = f"{ORIGINAL} For {' '.join(INVOICE_WORDS)} documents."  # receipts now win invoice queries
+    worse = (
+        f"{ORIGINAL} For {' '.join(INVOICE_WORDS)} documents."  # receipts now win invoice queries
+    )
     models = Models([{"descriptions": {"lookup_receipt": worse}}])
     suite = write_suite(env)
     with ScriptedAnthropic(responder=models) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        code, out, err = cli("--optimize", "--csv", suite, *server_args(), "--runs", "1", "--optimize-rounds", "1",
-                             "-o", env / "o.json", "--report", env / "o.md")
+        code, out, err = cli(
+            "--optimize",
+            "--csv",
+            suite,
+            *server_args(),
+            "--runs",
+            "1",
+            "--optimize-rounds",
+            "1",
+            "-o",
+            env / "o.json",
+            "--report",
+            env / "o.md",
+        )
     assert code == 0, out + err
     optimization = json.loads((env / "o.json").read_text())["optimization"]
     want = expected_scores({"lookup_invoice": ORIGINAL, "lookup_receipt": worse}, split)
-    assert (optimization["rounds"][1]["test_passed"], optimization["rounds"][1]["test_total"]) == want["test"]
-    assert optimization["best_round"] == 0 and not optimization["improved"] and optimization["best"] == {}
+    assert (
+        optimization["rounds"][1]["test_passed"],
+        optimization["rounds"][1]["test_total"],
+    ) == want["test"]
+    assert (
+        optimization["best_round"] == 0
+        and not optimization["improved"]
+        and optimization["best"] == {}
+    )
     assert "Nothing beat the original" in (env / "o.md").read_text()
     assert "Nothing beat the original" in " ".join(out.split())
     assert not (env / "o.tool-overrides.json").exists()
@@ -217,7 +274,9 @@ def test_dry_run_estimates_the_whole_loop_and_sends_nothing(env: Path, monkeypat
     suite = write_suite(env)
     with ScriptedAnthropic(responder=Models([])) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        code, out, err = cli("--optimize", "--csv", suite, *server_args(), "--optimize-rounds", "4", "--dry-run")
+        code, out, err = cli(
+            "--optimize", "--csv", suite, *server_args(), "--optimize-rounds", "4", "--dry-run"
+        )
         assert code == 0, out + err
         assert api.message_requests == []
     flat = " ".join((out + err).split())
@@ -236,16 +295,39 @@ def test_resume_continues_from_the_journal_without_asking_or_running_again(env: 
     with ScriptedAnthropic(responder=first) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         # the original's 12 runs, one proposal, then the money runs out while round 1 is scored
-        code, out, err = cli("--optimize", "--csv", suite, *server_args(), "--runs", "1", "--optimize-rounds", "2",
-                             "-o", out_file, "--max-cost", "0.02")
+        code, out, err = cli(
+            "--optimize",
+            "--csv",
+            suite,
+            *server_args(),
+            "--runs",
+            "1",
+            "--optimize-rounds",
+            "2",
+            "-o",
+            out_file,
+            "--max-cost",
+            "0.02",
+        )
         assert code == 0, out + err
     assert E.journal_path(out_file).exists(), "a loop stopped by --max-cost keeps its journal"
     assert json.loads(out_file.read_text())["optimization"]["stopped"] == "max-cost"
     second = Models([{"descriptions": {"lookup_receipt": best}}])
     with ScriptedAnthropic(responder=second) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        code, out, err = cli("--optimize", "--csv", suite, *server_args(), "--runs", "1", "--optimize-rounds", "2",
-                             "-o", out_file, "--resume")
+        code, out, err = cli(
+            "--optimize",
+            "--csv",
+            suite,
+            *server_args(),
+            "--runs",
+            "1",
+            "--optimize-rounds",
+            "2",
+            "-o",
+            out_file,
+            "--resume",
+        )
         assert code == 0, out + err
         openings = [b for b in api.message_requests if not is_proposer(b) and not tool_results(b)]
     optimization = json.loads(out_file.read_text())["optimization"]
@@ -260,7 +342,10 @@ def test_resume_continues_from_the_journal_without_asking_or_running_again(env: 
 def test_optimize_input_problems_are_one_line(env: Path):
     for args, message in [
         (["--optimize"], "--optimize needs --skill S with --trigger EVALS, or --csv SUITE"),
-        (["--optimize", "--skill", ROOT / "examples" / "skills" / "warehouse-sql"], "--optimize needs"),
+        (
+            ["--optimize", "--skill", ROOT / "examples" / "skills" / "warehouse-sql"],
+            "--optimize needs",
+        ),
         (["--optimize", "--csv", "x.csv", "--tag", "a"], "--tag does not apply to --optimize runs"),
     ]:
         code, out, err = cli(*args)
@@ -270,22 +355,52 @@ def test_optimize_input_problems_are_one_line(env: Path):
 # ============================================================================ skills, through the real Claude Code CLI
 def test_skill_description_loop_through_claude_code(tmp_path: Path):
     from test_descriptions import CLAUDE, ClaudeCodeModel, make_skill, run_cli, write_trigger
+
     if CLAUDE is None:
         pytest.skip("the Claude Code CLI (claude) is not installed")
     skill = make_skill(tmp_path, "doc-helper", "Helps with documents.")
     before = skill.read_bytes()
-    positives, negatives = ["Plan the zebra migration", "Plan the zebra rollout"], ["Tell me a joke", "Write a haiku"]
+    positives, negatives = (
+        ["Plan the zebra migration", "Plan the zebra rollout"],
+        ["Tell me a joke", "Write a haiku"],
+    )
     trigger = write_trigger(tmp_path / "t.md", positives, negatives)
-    items = [E.SplitItem(q, E.SHOULD_TRIGGER) for q in positives] + \
-            [E.SplitItem(q, E.SHOULD_NOT_TRIGGER) for q in negatives]
+    items = [E.SplitItem(q, E.SHOULD_TRIGGER) for q in positives] + [
+        E.SplitItem(q, E.SHOULD_NOT_TRIGGER) for q in negatives
+    ]
     split = {i.key: i.split for i in E.stratified_split(items, 0.5, 7)}
     proposal = "Plans zebra work, and helps with documents."
-    model = ClaudeCodeModel("doc-helper", [{"description": "Use it for <b>zebra</b> work."},   # sent back
-                                           {"description": proposal}])
+    model = ClaudeCodeModel(
+        "doc-helper",
+        [
+            {"description": "Use it for <b>zebra</b> work."},  # sent back
+            {"description": proposal},
+        ],
+    )
     with ScriptedAnthropic(responder=model) as api:
-        done = run_cli(tmp_path, api, "--optimize", "--skill", skill.parent, "--trigger", trigger, "--runs", "1",
-                       "--holdout", "0.5", "--seed", "7", "--optimize-rounds", "2", "--claude-bin", CLAUDE,
-                       "-o", "opt.json", "--report", "opt.md")
+        done = run_cli(
+            tmp_path,
+            api,
+            "--optimize",
+            "--skill",
+            skill.parent,
+            "--trigger",
+            trigger,
+            "--runs",
+            "1",
+            "--holdout",
+            "0.5",
+            "--seed",
+            "7",
+            "--optimize-rounds",
+            "2",
+            "--claude-bin",
+            CLAUDE,
+            "-o",
+            "opt.json",
+            "--report",
+            "opt.md",
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     work = tmp_path / "work"
     optimization = json.loads((work / "opt.json").read_text())["optimization"]
@@ -299,6 +414,7 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
             out[split[query]][0] += fired == (query in positives)
             out[split[query]][1] += 1
         return {k: tuple(v) for k, v in out.items()}
+
     rounds = optimization["rounds"]
     for record, description in zip(rounds, ["Helps with documents.", proposal]):
         want = expected(description)
@@ -312,7 +428,12 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
     assert skill.read_bytes() == before
     # the ready file: a SKILL.md copy with the new description, the rest kept
     data, body, _ = E.split_frontmatter((work / "opt.SKILL.md").read_text(), work / "opt.SKILL.md")
-    assert data == {"name": "doc-helper", "description": proposal, "license": "MIT", "metadata": {"owner": "team-a"}}
+    assert data == {
+        "name": "doc-helper",
+        "description": proposal,
+        "license": "MIT",
+        "metadata": {"owner": "team-a"},
+    }
     assert body.strip().endswith("The body stays as it is.")
     # the optimizer never saw a test query
     tests = [q for q in positives + negatives if split[q] == "test"]
@@ -321,15 +442,22 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
         assert not any(q in json.dumps(body) for q in tests)
     report = (work / "opt.md").read_text()
     assert "Round 1 beat the original: 2/2 held-out test queries against 1/2" in report
-    assert "-Helps with documents." in report and "+Plans zebra work, and helps with documents." in report
+    assert (
+        "-Helps with documents." in report
+        and "+Plans zebra work, and helps with documents." in report
+    )
 
 
 # ============================================================================ choosing the best
 def test_the_best_is_chosen_by_test_then_train_then_the_shorter():
     from types import SimpleNamespace
 
-    items = [E.SplitItem("a", "x", "train"), E.SplitItem("b", "x", "train"), E.SplitItem("c", "y", "test"),
-             E.SplitItem("d", "y", "test")]
+    items = [
+        E.SplitItem("a", "x", "train"),
+        E.SplitItem("b", "x", "train"),
+        E.SplitItem("c", "y", "test"),
+        E.SplitItem("d", "y", "test"),
+    ]
     task = SimpleNamespace(kind="skill", subject="s", items=items)
     settings = E.Settings(optimize=True, runs=1)
     loop = E.OptimizeLoop(task, settings, None, None)
@@ -338,20 +466,29 @@ def test_the_best_is_chosen_by_test_then_train_then_the_shorter():
         score = E.CandidateScore({k: k in passed for k in "abcd"}, 0.0, True, [])
         loop.scores[round_no] = ({"s": description}, score)
         (tp, tt), (sp, st) = score.counts(items, "train"), score.counts(items, "test")
-        loop.rounds.append(E.OptimizationRoundRecord(round=round_no, status="scored", train_passed=tp, train_total=tt,
-                                                     test_passed=sp, test_total=st, train_score=tp / tt,
-                                                     test_score=sp / st))
+        loop.rounds.append(
+            E.OptimizationRoundRecord(
+                round=round_no,
+                status="scored",
+                train_passed=tp,
+                train_total=tt,
+                test_passed=sp,
+                test_total=st,
+                train_score=tp / tt,
+                test_score=sp / st,
+            )
+        )
 
-    add(0, "the original description", {"a", "c"})           # train 1/2, test 1/2
-    add(1, "best on train", {"a", "b", "c"})                  # train 2/2, test 1/2
+    add(0, "the original description", {"a", "c"})  # train 1/2, test 1/2
+    add(1, "best on train", {"a", "b", "c"})  # train 2/2, test 1/2
     add(2, "a longer description, best on test", {"c", "d"})  # train 0/2, test 2/2
-    add(3, "shorter, same as 2", {"c", "d"})                  # the same scores, shorter
+    add(3, "shorter, same as 2", {"c", "d"})  # the same scores, shorter
     record, best = loop.record({"s": "the original description"})
     assert record.best_round == 3 and best == {"s": "shorter, same as 2"} and record.improved
     loop.scores.pop(3), loop.scores.pop(2)
     loop.rounds = loop.rounds[:2]
     record, _ = loop.record({"s": "the original description"})
-    assert record.best_round == 1   # equal on test: train decides
+    assert record.best_round == 1  # equal on test: train decides
     loop.scores.pop(1)
     loop.rounds = loop.rounds[:1]
     record, best = loop.record({"s": "the original description"})

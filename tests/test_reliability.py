@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, first_prompt, suite
+from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, suite, first_prompt
-from fake_anthropic import error, reply, text, tool_use
 
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
 
@@ -31,9 +31,14 @@ def no_orphan_servers():
     yield
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        out = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
-        orphans = [line for line in out.splitlines()[1:]
-                   if "misc_server.py" in line and line.split()[1] in (str(os.getpid()), "1")]
+        out = subprocess.run(
+            ["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True
+        ).stdout
+        orphans = [
+            line
+            for line in out.splitlines()[1:]
+            if "misc_server.py" in line and line.split()[1] in (str(os.getpid()), "1")
+        ]
         if not orphans:
             return
         time.sleep(0.1)
@@ -61,15 +66,28 @@ def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(api, tmp_path)
             seen["n"] += 1
             n = seen["n"]
         if n <= 12:
-            return error(429, "rate_limit_error", headers={"retry-after": "0"}) if n % 2 else \
-                error(529, "overloaded_error")
+            return (
+                error(429, "rate_limit_error", headers={"retry-after": "0"})
+                if n % 2
+                else error(529, "overloaded_error")
+            )
         return echo_then_done(body)
 
     api.responder = bursty
     names = [f"c{i:02d}" for i in range(12)]
     out = tmp_path / "r.json"
-    code, stdout, stderr = run_cli("--csv", str(suite(tmp_path / "s.csv", names, "echo")), "--server", MISC,
-                                   "--concurrency", "6", "--max-retries", "12", "-o", str(out))
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(suite(tmp_path / "s.csv", names, "echo")),
+        "--server",
+        MISC,
+        "--concurrency",
+        "6",
+        "--max-retries",
+        "12",
+        "-o",
+        str(out),
+    )
     assert code == 0, stderr
     results = json.loads(out.read_text())["results"]
     assert [r["test_name"] for r in results] == names
@@ -79,11 +97,22 @@ def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(api, tmp_path)
 
 
 def test_retries_exhausted_become_a_case_error_and_the_suite_goes_on(api, tmp_path):
-    api.responder = lambda body: (error(500, "api_error", "server exploded") if "bad" in first_prompt(body)
-                                  else echo_then_done(body))
+    api.responder = lambda body: (
+        error(500, "api_error", "server exploded")
+        if "bad" in first_prompt(body)
+        else echo_then_done(body)
+    )
     out = tmp_path / "r.json"
-    code, stdout, stderr = run_cli("--csv", str(suite(tmp_path / "s.csv", ["good1", "bad", "good2"], "echo")),
-                                   "--server", MISC, "--max-retries", "1", "-o", str(out))
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(suite(tmp_path / "s.csv", ["good1", "bad", "good2"], "echo")),
+        "--server",
+        MISC,
+        "--max-retries",
+        "1",
+        "-o",
+        str(out),
+    )
     results = {r["test_name"]: r for r in json.loads(out.read_text())["results"]}
     assert code == 1
     assert results["bad"]["ended_by"] == "error"
@@ -94,16 +123,27 @@ def test_retries_exhausted_become_a_case_error_and_the_suite_goes_on(api, tmp_pa
 
 def test_a_bad_key_stops_the_whole_run_with_one_line(api, tmp_path):
     api.responder = lambda body: error(401, "authentication_error", "invalid x-api-key")
-    code, stdout, stderr = run_cli("--csv", str(suite(tmp_path / "s.csv", [f"c{i}" for i in range(6)])),
-                                   "--server-module", str(EXAMPLE_SERVER), "--concurrency", "1")
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(suite(tmp_path / "s.csv", [f"c{i}" for i in range(6)])),
+        "--server-module",
+        str(EXAMPLE_SERVER),
+        "--concurrency",
+        "1",
+    )
     assert code == 2
     lines = stderr.strip().splitlines()
-    assert lines[-1].startswith("error: the Anthropic API rejected the API key (401)") and "Traceback" not in stderr
+    assert (
+        lines[-1].startswith("error: the Anthropic API rejected the API key (401)")
+        and "Traceback" not in stderr
+    )
     assert len(api.message_requests) == 1, "401 is not retried, and no further case starts"
 
 
 def test_a_spend_limit_429_is_not_retried(api, tmp_path):
-    api.responder = lambda body: error(429, "rate_limit_error", "You have reached your spend limit for this month")
+    api.responder = lambda body: error(
+        429, "rate_limit_error", "You have reached your spend limit for this month"
+    )
     code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER))
     assert code == 2 and "spend or usage limit" in stderr
     assert len(api.message_requests) == 1
@@ -112,8 +152,17 @@ def test_a_spend_limit_429_is_not_retried(api, tmp_path):
 def test_a_hung_call_times_out_as_a_case_error(api):
     api.push({"hang": 8})
     start = time.monotonic()
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--request-timeout", "1",
-                                   "--max-retries", "0", "--json")
+    code, stdout, stderr = run_cli(
+        "-q",
+        "hi",
+        "--server-module",
+        str(EXAMPLE_SERVER),
+        "--request-timeout",
+        "1",
+        "--max-retries",
+        "0",
+        "--json",
+    )
     assert time.monotonic() - start < 7
     result = json.loads(stdout)["results"][0]
     assert result["ended_by"] == "error" and "APITimeoutError" in result["error"]
@@ -127,22 +176,29 @@ def test_connection_reset_is_retried(api):
 
 def test_garbage_answer_becomes_a_case_error(api):
     api.push({"garbage": True})
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--max-retries", "0",
-                                   "--json")
+    code, stdout, stderr = run_cli(
+        "-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--max-retries", "0", "--json"
+    )
     result = json.loads(stdout)["results"][0]
     assert code == 1 and result["ended_by"] == "error" and result["error"]
 
 
 def test_mid_stream_overload_is_retried_and_partial_text_never_scored(api):
-    api.push({"stream_error": "overloaded_error", "partial_text": "PARTIAL "}, reply(text("complete answer")))
+    api.push(
+        {"stream_error": "overloaded_error", "partial_text": "PARTIAL "},
+        reply(text("complete answer")),
+    )
     model = evaluator.AnthropicModel(base_url=api.url, stream=True, max_retries=2)
     shown: list[str] = []
 
     async def call():
         try:
-            return await model.complete(evaluator.ModelRequest("claude-sonnet-5-5", "s",
-                                                               [{"role": "user", "content": "hi"}], [], 50),
-                                        shown.append)
+            return await model.complete(
+                evaluator.ModelRequest(
+                    "claude-sonnet-5-5", "s", [{"role": "user", "content": "hi"}], [], 50
+                ),
+                shown.append,
+            )
         finally:
             await model.close()
 
@@ -172,27 +228,49 @@ def test_adaptive_limiter_halves_on_429_and_recovers():
 
 # ----------------------------------------------------------------------------- MCP server faults
 def test_server_crash_mid_suite_is_recorded_and_the_next_case_reconnects(api, tmp_path):
-    api.responder = lambda body: (reply(text("done")) if len(body["messages"]) > 1 else
-                                  reply(tool_use("crash")) if "crash" in first_prompt(body) else echo_then_done(body))
+    api.responder = lambda body: (
+        reply(text("done"))
+        if len(body["messages"]) > 1
+        else reply(tool_use("crash"))
+        if "crash" in first_prompt(body)
+        else echo_then_done(body)
+    )
     out = tmp_path / "r.json"
-    run_cli("--csv", str(suite(tmp_path / "s.csv", ["before", "crash", "after"])), "--server", MISC,
-            "--concurrency", "1", "-o", str(out))
+    run_cli(
+        "--csv",
+        str(suite(tmp_path / "s.csv", ["before", "crash", "after"])),
+        "--server",
+        MISC,
+        "--concurrency",
+        "1",
+        "-o",
+        str(out),
+    )
     results = {r["test_name"]: r for r in json.loads(out.read_text())["results"]}
     assert results["crash"]["ended_by"] == "error"
-    assert "died during the call" in results["crash"]["error"] and "misc server crashing" in results["crash"]["error"]
-    assert results["after"]["error"] is None and results["after"]["tool_calls"][0]["output"] == "prompt after"
+    assert (
+        "died during the call" in results["crash"]["error"]
+        and "misc server crashing" in results["crash"]["error"]
+    )
+    assert (
+        results["after"]["error"] is None
+        and results["after"]["tool_calls"][0]["output"] == "prompt after"
+    )
 
 
 def test_junk_on_stdout_and_huge_results_stay_bounded(api):
-    api.push(reply(tool_use("junk_stdout"), tool_use("huge", {"size": 2_000_000})), reply(text("ok")))
+    api.push(
+        reply(tool_use("junk_stdout"), tool_use("huge", {"size": 2_000_000})), reply(text("ok"))
+    )
     code, stdout, stderr = run_cli("-q", "hi", "--server", MISC, "--json")
     calls = json.loads(stdout)["results"][0]["tool_calls"]
     assert calls[0]["output"] == "answered after junk"
     assert "truncated 1980000 of 2000000 characters" in calls[1]["output"]
     # 50 MB in-process (over stdio the SDK's line reader takes about a minute for that much)
     api.push(reply(tool_use("huge", {"size": 50_000_000})), reply(text("ok")))
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(ROOT / "tests" / "servers" / "misc_server.py"),
-                                   "--json")
+    code, stdout, stderr = run_cli(
+        "-q", "hi", "--server-module", str(ROOT / "tests" / "servers" / "misc_server.py"), "--json"
+    )
     output = json.loads(stdout)["results"][0]["tool_calls"][0]["output"]
     assert len(output) < evaluator.C.DEFAULT_MAX_RESULT_CHARS + 200
     assert "truncated 49980000 of 50000000 characters" in output
@@ -221,9 +299,21 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
     marker = f"marker-{uuid.uuid4().hex}"
     csv_file, out = suite(tmp_path / "s.csv", names), tmp_path / "out.json"
     journal = evaluator.journal_path(out)
-    command = [sys.executable, str(ROOT / "evaluator.py"), "--csv", str(csv_file), "-o", str(out),
-               "--server", f"{MISC} --{marker}", "--concurrency", "2"]
-    process = subprocess.Popen(command, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = [
+        sys.executable,
+        str(ROOT / "evaluator.py"),
+        "--csv",
+        str(csv_file),
+        "-o",
+        str(out),
+        "--server",
+        f"{MISC} --{marker}",
+        "--concurrency",
+        "2",
+    ]
+    process = subprocess.Popen(
+        command, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     wait_for_lines(journal, 3)
     process.send_signal(kill)
     stderr = process.communicate(timeout=60)[1].decode()
@@ -233,7 +323,11 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
         assert 3 <= len(partial["results"]) < 10 and "Traceback" not in stderr
     else:
         assert process.returncode == -signal.SIGKILL and not out.exists()
-    done_before = {json.loads(line)["test_name"] for line in journal.read_text().splitlines() if line.endswith("}")}
+    done_before = {
+        json.loads(line)["test_name"]
+        for line in journal.read_text().splitlines()
+        if line.endswith("}")
+    }
     deadline = time.monotonic() + 10
     while live_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -253,15 +347,24 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
 def test_an_existing_journal_needs_resume_or_deleting(api, tmp_path):
     out = tmp_path / "out.json"
     evaluator.journal_path(out).write_text("")
-    code, stdout, stderr = run_cli("--csv", str(suite(tmp_path / "s.csv", ["a"])), "-o", str(out),
-                                   "--server-module", str(EXAMPLE_SERVER))
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(suite(tmp_path / "s.csv", ["a"])),
+        "-o",
+        str(out),
+        "--server-module",
+        str(EXAMPLE_SERVER),
+    )
     assert code == 2 and "holds the results of an unfinished run" in stderr and "--resume" in stderr
 
 
 def test_retry_errors_reruns_only_failed_cases_and_edited_cases_rerun(api, tmp_path):
     failing = {"b"}
-    api.responder = lambda body: (error(400, "invalid_request_error", "nope") if first_prompt(body)[7:] in failing
-                                  else reply(text("ok")))
+    api.responder = lambda body: (
+        error(400, "invalid_request_error", "nope")
+        if first_prompt(body)[7:] in failing
+        else reply(text("ok"))
+    )
     csv_file, out = suite(tmp_path / "s.csv", ["a", "b", "c"]), tmp_path / "out.json"
     args = ["--csv", str(csv_file), "-o", str(out), "--server-module", str(EXAMPLE_SERVER)]
     assert run_cli(*args)[0] == 1
@@ -281,22 +384,63 @@ def test_secrets_never_reach_results_journals_reports_or_the_terminal(api, tmp_p
     server_secret, header_secret = "srv-secret-4f9a8b7c", "hdr-token-1a2b3c4d5e"
     monkeypatch.setenv("HEADER_TOKEN", header_secret)
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"misc": {
-        "command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "misc_server.py")],
-        "env": {"SERVICE_PASSWORD": server_secret, "API_HEADER": "Bearer ${HEADER_TOKEN}"}}}}))
-    api.responder = lambda body: (reply(text(f"The password is {server_secret}")) if len(body["messages"]) > 1 else
-                                  reply(tool_use("echo_env", {"name": "SERVICE_PASSWORD"}),
-                                        tool_use("echo", {"text": f"key {TEST_API_KEY} token {header_secret}"})))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "misc": {
+                        "command": sys.executable,
+                        "args": [str(ROOT / "tests" / "servers" / "misc_server.py")],
+                        "env": {
+                            "SERVICE_PASSWORD": server_secret,
+                            "API_HEADER": "Bearer ${HEADER_TOKEN}",
+                        },
+                    }
+                }
+            }
+        )
+    )
+    api.responder = lambda body: (
+        reply(text(f"The password is {server_secret}"))
+        if len(body["messages"]) > 1
+        else reply(
+            tool_use("echo_env", {"name": "SERVICE_PASSWORD"}),
+            tool_use("echo", {"text": f"key {TEST_API_KEY} token {header_secret}"}),
+        )
+    )
     out, report, csv_out, junit = (tmp_path / n for n in ("r.json", "r.md", "r.csv", "r.xml"))
     csv_file = tmp_path / "s.csv"
-    csv_file.write_text("test_name,user_prompt,expected_tools\nleak,show secrets,no_such\n".replace("no_such", "echo"))
-    code, stdout, stderr = run_cli("--csv", str(csv_file), "--mcp-config", str(config), "-o", str(out),
-                                   "--report", str(report), "--csv-out", str(csv_out), "--junit", str(junit),
-                                   "--json")
+    csv_file.write_text(
+        "test_name,user_prompt,expected_tools\nleak,show secrets,no_such\n".replace(
+            "no_such", "echo"
+        )
+    )
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(csv_file),
+        "--mcp-config",
+        str(config),
+        "-o",
+        str(out),
+        "--report",
+        str(report),
+        "--csv-out",
+        str(csv_out),
+        "--junit",
+        str(junit),
+        "--json",
+    )
     results = json.loads(out.read_text())["results"]
     assert results[0]["tool_calls"][0]["output"] == "[REDACTED]"
     assert "[REDACTED]" in results[0]["agent_reasoning"]
-    for blob in (out.read_text(), report.read_text(), csv_out.read_text(), junit.read_text(), stdout, stderr):
+    for blob in (
+        out.read_text(),
+        report.read_text(),
+        csv_out.read_text(),
+        junit.read_text(),
+        stdout,
+        stderr,
+    ):
         for secret in (server_secret, header_secret, TEST_API_KEY):
             assert secret not in blob
 
@@ -313,5 +457,7 @@ def test_the_live_view_never_shows_secrets():
 
     view = evaluator.RedactingObserver(Screen(), evaluator.Redactor(["hunter2-password"]))
     view.on_assistant_text("the password is hunter2-password")
-    view.on_tool_call(evaluator.ToolCall("echo", {"text": "hunter2-password"}, "got hunter2-password"))
+    view.on_tool_call(
+        evaluator.ToolCall("echo", {"text": "hunter2-password"}, "got hunter2-password")
+    )
     assert seen and not any("hunter2-password" in s for s in seen)

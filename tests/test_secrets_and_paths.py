@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-import evaluator
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, suite
 from fake_anthropic import error, reply, text, tool_use
+
+import evaluator
 
 SERVERS = ROOT / "tests" / "servers"
 MISC = f"{sys.executable} {SERVERS / 'misc_server.py'}"
@@ -50,7 +50,9 @@ def mount_tmpfs(folder: Path, options: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
 
@@ -65,6 +67,7 @@ def tmpfs(tmp_path):
         mount_tmpfs(folder, options)
         mounted.append(folder)
         return folder
+
     yield mount
     for folder in mounted:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
@@ -74,22 +77,37 @@ def tmpfs(tmp_path):
 def test_a_server_that_fails_to_start_quoting_its_environment_is_redacted(api, tmp_path):
     token = "svc-token-5e6f7a8b9c"
     script = tmp_path / "dump_env.py"
-    script.write_text("import os, sys\nsys.stderr.write('env: SVC_TOKEN=' + os.environ['SVC_TOKEN'] + '\\n')\n"
-                      "sys.exit(3)\n")
-    code, stdout, stderr = run_cli("-q", "hi", "--server", f"{sys.executable} {script}",
-                                   "--server-env", f"SVC_TOKEN={token}")
+    script.write_text(
+        "import os, sys\nsys.stderr.write('env: SVC_TOKEN=' + os.environ['SVC_TOKEN'] + '\\n')\n"
+        "sys.exit(3)\n"
+    )
+    code, stdout, stderr = run_cli(
+        "-q", "hi", "--server", f"{sys.executable} {script}", "--server-env", f"SVC_TOKEN={token}"
+    )
     line = one_error_line(stderr)
     assert code == 2 and token not in stderr and "SVC_TOKEN=[REDACTED]" in line
     assert api.message_requests == []
 
 
-def test_an_http_server_at_a_dead_port_with_a_token_in_url_and_headers_is_redacted(tmp_path, monkeypatch, no_api_key):
+def test_an_http_server_at_a_dead_port_with_a_token_in_url_and_headers_is_redacted(
+    tmp_path, monkeypatch, no_api_key
+):
     token = "http-token-0a1b2c3d4e"
     monkeypatch.setenv("HTTP_TOKEN", token)
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"remote": {
-        "type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp?api_key=${{HTTP_TOKEN}}",
-        "headers": {"Authorization": "Bearer ${HTTP_TOKEN}"}}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "remote": {
+                        "type": "http",
+                        "url": f"http://127.0.0.1:{free_port()}/mcp?api_key=${{HTTP_TOKEN}}",
+                        "headers": {"Authorization": "Bearer ${HTTP_TOKEN}"},
+                    }
+                }
+            }
+        )
+    )
     code, stdout, stderr = run_cli("-q", "hi", "--mcp-config", config, "--dry-run")
     line = one_error_line(stderr)
     assert code == 2 and token not in stderr and "[REDACTED]" in line
@@ -99,8 +117,18 @@ def test_a_stdio_argument_holding_a_token_is_redacted(tmp_path, monkeypatch, no_
     token, literal = "arg-token-9f8e7d6c5b", "literal-key-11223344"
     monkeypatch.setenv("ARG_TOKEN", token)
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"local": {
-        "command": str(tmp_path / "no-such-server"), "args": ["--token", "${ARG_TOKEN}", f"--api-key={literal}"]}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "local": {
+                        "command": str(tmp_path / "no-such-server"),
+                        "args": ["--token", "${ARG_TOKEN}", f"--api-key={literal}"],
+                    }
+                }
+            }
+        )
+    )
     code, stdout, stderr = run_cli("-q", "hi", "--mcp-config", config, "--dry-run")
     line = one_error_line(stderr)
     assert code == 2 and "command not found" in line
@@ -108,7 +136,9 @@ def test_a_stdio_argument_holding_a_token_is_redacted(tmp_path, monkeypatch, no_
 
 
 def test_a_401_quoting_the_key_is_redacted(api, tmp_path):
-    api.responder = lambda body: error(401, "authentication_error", f"invalid x-api-key: {TEST_API_KEY}")
+    api.responder = lambda body: error(
+        401, "authentication_error", f"invalid x-api-key: {TEST_API_KEY}"
+    )
     code, stdout, stderr = run_cli("-q", "hi", "--server-module", EXAMPLE_SERVER)
     line = one_error_line(stderr)
     assert code == 2 and "rejected the API key" in line
@@ -123,9 +153,16 @@ def echoed_forms(secret: str) -> list[str]:
     """The forms servers echo a secret in: what the redactor must match."""
     raw = secret.encode()
     once = json.dumps(secret)[1:-1]
-    return [secret, once, json.dumps(once)[1:-1], urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret),
-            base64.b64encode(raw).decode(), base64.b64encode(b'{"auth": "' + raw + b'"}').decode(),
-            secret.replace("\n", "\\n")]
+    return [
+        secret,
+        once,
+        json.dumps(once)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret),
+        base64.b64encode(raw).decode(),
+        base64.b64encode(b'{"auth": "' + raw + b'"}').decode(),
+        secret.replace("\n", "\\n"),
+    ]
 
 
 def secret_forms(secret: str) -> list[str]:
@@ -138,13 +175,19 @@ def decoded_texts(path: Path) -> list[str]:
     raw = path.read_text(encoding="utf-8")
     texts = [raw, html.unescape(raw)]
     if path.suffix in (".json", ".jsonl"):
+
         def strings(value):
             if isinstance(value, dict):
                 return [s for k, v in value.items() for s in (k, *strings(v))]
             if isinstance(value, list):
                 return [s for v in value for s in strings(v)]
             return [value] if isinstance(value, str) else []
-        documents = [json.loads(line) for line in raw.splitlines()] if path.suffix == ".jsonl" else [json.loads(raw)]
+
+        documents = (
+            [json.loads(line) for line in raw.splitlines()]
+            if path.suffix == ".jsonl"
+            else [json.loads(raw)]
+        )
         texts += [s for d in documents for s in strings(d)]
     elif path.suffix == ".csv":
         texts += [cell for row in csv.reader(io.StringIO(raw)) for cell in row]
@@ -155,32 +198,70 @@ def decoded_texts(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("summary_only", [False, True])
-def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhere(api, tmp_path, monkeypatch,
-                                                                                   summary_only):
+def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhere(
+    api, tmp_path, monkeypatch, summary_only
+):
     monkeypatch.setenv("LEAKY_SECRET", ESCAPY_SECRET)
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"leaky": {
-        "command": sys.executable, "args": [str(LEAKY)], "env": {"LEAKY_SECRET": "${LEAKY_SECRET}"}}}}))
-    calls = [tool_use(name, {"name": "LEAKY_SECRET"}) for name in ("env_json", "env_url", "env_base64")]
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "leaky": {
+                        "command": sys.executable,
+                        "args": [str(LEAKY)],
+                        "env": {"LEAKY_SECRET": "${LEAKY_SECRET}"},
+                    }
+                }
+            }
+        )
+    )
+    calls = [
+        tool_use(name, {"name": "LEAKY_SECRET"}) for name in ("env_json", "env_url", "env_base64")
+    ]
 
     def respond(body: dict) -> dict:
         if len(body["messages"]) == 1:
             return reply(*calls)
-        outputs = [b["content"] for m in body["messages"] if isinstance(m["content"], list)
-                   for b in m["content"] if b.get("type") == "tool_result"]
+        outputs = [
+            b["content"]
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
         return reply(text("The server said: " + " | ".join(map(str, outputs))))
+
     api.responder = respond
     csv_file = suite(tmp_path / "s.csv", ["leak"], "env_json")
     out, report, csv_out, junit = (tmp_path / n for n in ("r.json", "r.md", "r.csv", "r.xml"))
-    code, stdout, stderr = run_cli("--csv", csv_file, "--mcp-config", config, "-o", out, "--report", report,
-                                   "--csv-out", csv_out, "--junit", junit, "--json",
-                                   *(["--summary-only"] if summary_only else []))
+    code, stdout, stderr = run_cli(
+        "--csv",
+        csv_file,
+        "--mcp-config",
+        config,
+        "-o",
+        out,
+        "--report",
+        report,
+        "--csv-out",
+        csv_out,
+        "--junit",
+        junit,
+        "--json",
+        *(["--summary-only"] if summary_only else []),
+    )
     assert code == 0, stderr
-    files = [out, report, csv_out, junit] + ([evaluator.results_lines_path(out)] if summary_only else [])
+    files = [out, report, csv_out, junit] + (
+        [evaluator.results_lines_path(out)] if summary_only else []
+    )
     (tmp_path / "stdout.json").write_text(stdout)
     files.append(tmp_path / "stdout.json")
-    results = [json.loads(line) for line in evaluator.results_lines_path(out).read_text().splitlines()] \
-        if summary_only else json.loads(out.read_text())["results"]
+    results = (
+        [json.loads(line) for line in evaluator.results_lines_path(out).read_text().splitlines()]
+        if summary_only
+        else json.loads(out.read_text())["results"]
+    )
     outputs = [c["output"] for c in results[0]["tool_calls"]]
     assert len(outputs) == 3 and all("[REDACTED]" in o for o in outputs), outputs
     for path in files:
@@ -195,10 +276,15 @@ def test_the_redactor_matches_every_form_and_documents_its_floor():
     redactor = evaluator.Redactor([ESCAPY_SECRET, "short"])
     for form in echoed_forms(ESCAPY_SECRET):
         assert form not in redactor.text(f"before {form} after"), form
-    assert redactor.text("a short text") == "a short text"  # below the floor: a setting, not a secret
+    assert (
+        redactor.text("a short text") == "a short text"
+    )  # below the floor: a setting, not a secret
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("Reliability, cost and secrets"):]
-    assert f"shorter than {evaluator.Redactor.MIN_LENGTH} characters" in section[:section.index("\n## ", 1)]
+    section = readme[readme.index("Reliability, cost and secrets") :]
+    assert (
+        f"shorter than {evaluator.Redactor.MIN_LENGTH} characters"
+        in section[: section.index("\n## ", 1)]
+    )
 
 
 # ----------------------------------------------------------------------------- 7 and 20. one atomic writer, one file mode
@@ -210,19 +296,45 @@ def test_every_output_has_one_mode_and_planted_links_are_never_followed(api, tmp
     work = tmp_path / "work"
     work.mkdir()
     out, report, junit, csv_out = (work / n for n in ("r.json", "r.md", "r.xml", "r.csv"))
-    report.symlink_to(victim)                                              # a link at the target
-    (work / ".r.xml.tmp").symlink_to(outside / "old-fixed-temp-name")      # at the old fixed temp name
-    evaluator.journal_path(out).symlink_to(outside / "journal-target")     # a dangling link at the journal
+    report.symlink_to(victim)  # a link at the target
+    (work / ".r.xml.tmp").symlink_to(outside / "old-fixed-temp-name")  # at the old fixed temp name
+    evaluator.journal_path(out).symlink_to(
+        outside / "journal-target"
+    )  # a dangling link at the journal
     api.responder = lambda body: reply(text("done"))
-    code, stdout, stderr = run_cli("--csv", suite(tmp_path / "s.csv", ["a", "b"]), "--server-module", EXAMPLE_SERVER,
-                                   "-o", out, "--report", report, "--junit", junit, "--csv-out", csv_out,
-                                   "--summary-only")
+    code, stdout, stderr = run_cli(
+        "--csv",
+        suite(tmp_path / "s.csv", ["a", "b"]),
+        "--server-module",
+        EXAMPLE_SERVER,
+        "-o",
+        out,
+        "--report",
+        report,
+        "--junit",
+        junit,
+        "--csv-out",
+        csv_out,
+        "--summary-only",
+    )
     assert code == 0, stderr
-    assert victim.read_text() == "precious" and not report.is_symlink() and "Tool-use evaluation" in report.read_text()
-    assert sorted(p.name for p in outside.iterdir()) == ["victim.md"], "nothing was written through a link"
+    assert (
+        victim.read_text() == "precious"
+        and not report.is_symlink()
+        and "Tool-use evaluation" in report.read_text()
+    )
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.md"], (
+        "nothing was written through a link"
+    )
     umask = os.umask(0)
     os.umask(umask)
-    written = [out, report, junit, csv_out, evaluator.results_lines_path(out)]  # results.jsonl: the journal renamed
+    written = [
+        out,
+        report,
+        junit,
+        csv_out,
+        evaluator.results_lines_path(out),
+    ]  # results.jsonl: the journal renamed
     modes = {p.name: p.stat().st_mode & 0o777 for p in written}
     assert set(modes.values()) == {0o666 & ~umask} == {evaluator.OUTPUT_FILE_MODE}, modes
     assert not [p for p in work.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
@@ -234,28 +346,41 @@ def test_a_failed_write_leaves_no_temporary_file_and_is_one_output_error(tmp_pat
     def half_then_fail(handle):
         handle.write("half a report")
         raise RuntimeError("the renderer broke")
+
     with pytest.raises(RuntimeError):
         evaluator.write_atomic(target, half_then_fail)
 
     def disk_full(handle):
         handle.write("x")
         raise OSError(28, "No space left on device")
+
     with pytest.raises(evaluator.OutputError, match="the disk is full"):
         evaluator.write_atomic(target, disk_full)
     assert list(tmp_path.iterdir()) == []
 
 
 # ----------------------------------------------------------------------------- 8. an output that is an input or another output
-@pytest.mark.parametrize("outputs", [["-o", "{csv}"], ["--csv-out", "{csv}"], ["-o", "{link}"],
-                                     ["-o", "{out}", "--report", "{out}"], ["--junit", "{out}", "--csv-out", "{out}"],
-                                     ["-o", "{out}", "--report", "{out}.journal.jsonl"]])
-def test_an_output_that_is_an_input_or_another_output_is_refused_before_anything_runs(api, tmp_path, outputs):
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        ["-o", "{csv}"],
+        ["--csv-out", "{csv}"],
+        ["-o", "{link}"],
+        ["-o", "{out}", "--report", "{out}"],
+        ["--junit", "{out}", "--csv-out", "{out}"],
+        ["-o", "{out}", "--report", "{out}.journal.jsonl"],
+    ],
+)
+def test_an_output_that_is_an_input_or_another_output_is_refused_before_anything_runs(
+    api, tmp_path, outputs
+):
     csv_file = suite(tmp_path / "s.csv", ["a"])
     (tmp_path / "link.csv").symlink_to(csv_file)
     before = csv_file.read_text()
     names = {"csv": csv_file, "link": tmp_path / "link.csv", "out": tmp_path / "r.json"}
-    code, stdout, stderr = run_cli("--csv", csv_file, "--server-module", EXAMPLE_SERVER,
-                                   *[o.format(**names) for o in outputs])
+    code, stdout, stderr = run_cli(
+        "--csv", csv_file, "--server-module", EXAMPLE_SERVER, *[o.format(**names) for o in outputs]
+    )
     line = one_error_line(stderr)
     assert code == 2 and ("destroy it" in line or "are the same file" in line), line
     assert csv_file.read_text() == before and api.message_requests == []
@@ -274,9 +399,14 @@ def test_bad_output_paths_are_one_line_before_the_first_model_call(api, tmp_path
     csv_file = suite(tmp_path / "s.csv", ["a"])
     (tmp_path / "a-file").write_text("")
     (tmp_path / "a-folder").mkdir()
-    for path, says in ((tmp_path / "a-folder", "is a folder"), (tmp_path / "missing" / "out", "does not exist"),
-                       (tmp_path / "a-file" / "out", "does not exist")):
-        code, stdout, stderr = run_cli("--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, path)
+    for path, says in (
+        (tmp_path / "a-folder", "is a folder"),
+        (tmp_path / "missing" / "out", "does not exist"),
+        (tmp_path / "a-file" / "out", "does not exist"),
+    ):
+        code, stdout, stderr = run_cli(
+            "--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, path
+        )
         assert code == 2 and says in one_error_line(stderr)
     assert api.message_requests == [] and not (tmp_path / "missing").exists()
 
@@ -285,7 +415,9 @@ def test_a_read_only_output_folder_is_one_line_before_the_first_model_call(api, 
     folder = tmpfs("readonly", "ro,size=64k")
     csv_file = suite(tmp_path / "s.csv", ["a"])
     for option in ("-o", "--report", "--junit", "--csv-out"):
-        code, stdout, stderr = run_cli("--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, folder / "out")
+        code, stdout, stderr = run_cli(
+            "--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, folder / "out"
+        )
         assert code == 2 and "Read-only file system" in one_error_line(stderr)
     code, stdout, stderr = run_cli("--schema", "-o", folder / "schema.json")
     assert code == 2 and "Read-only file system" in one_error_line(stderr)
@@ -294,8 +426,11 @@ def test_a_read_only_output_folder_is_one_line_before_the_first_model_call(api, 
 
 def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path, tmpfs):
     folder = tmpfs("tiny", "size=96k")
-    api.responder = lambda body: (reply(text("done")) if len(body["messages"]) > 1
-                                  else reply(tool_use("huge", {"size": 30_000})))
+    api.responder = lambda body: (
+        reply(text("done"))
+        if len(body["messages"]) > 1
+        else reply(tool_use("huge", {"size": 30_000}))
+    )
     names = [f"c{i}" for i in range(8)]
     csv_file, out = suite(tmp_path / "s.csv", names), folder / "r.json"
     args = ["--csv", csv_file, "--server", MISC, "--concurrency", "1", "-o", out]
@@ -303,14 +438,20 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path
     line = one_error_line(stderr)
     assert code == 2 and "the disk is full" in line and "--resume" in line, stderr
     journal = evaluator.journal_path(out)
-    kept = [json.loads(l)["test_name"] for l in journal.read_text().splitlines() if l.endswith("}")]
+    kept = [
+        json.loads(line)["test_name"]
+        for line in journal.read_text().splitlines()
+        if line.endswith("}")
+    ]
     assert 1 <= len(kept) < len(names)
     subprocess.run(["mount", "-o", "remount,size=16m", str(folder)], check=True)
     before = len(api.message_requests)
     code, stdout, stderr = run_cli(*args, "--resume")
     assert code == 0, stderr
     assert sorted(r["test_name"] for r in json.loads(out.read_text())["results"]) == names
-    assert len(api.message_requests) - before == 2 * (len(names) - len(kept)), "finished runs are not paid twice"
+    assert len(api.message_requests) - before == 2 * (len(names) - len(kept)), (
+        "finished runs are not paid twice"
+    )
 
 
 # ----------------------------------------------------------------------------- 9. JSON nesting, checked at load time
@@ -324,23 +465,35 @@ def test_deep_expected_args_are_refused_at_load_time_even_in_a_dry_run(tmp_path,
         writer = csv.writer(handle)
         writer.writerow(["test_name", "user_prompt", "expected_tools", "expected_args"])
         writer.writerow(["deep", "go", "about_profiles", '{"about_profiles": ' + nested(600) + "}"])
-    code, stdout, stderr = run_cli("--csv", csv_file, "--server-module", EXAMPLE_SERVER, "--dry-run")
+    code, stdout, stderr = run_cli(
+        "--csv", csv_file, "--server-module", EXAMPLE_SERVER, "--dry-run"
+    )
     line = one_error_line(stderr)
-    assert code == 2 and f"nested more than {evaluator.C.MAX_JSON_DEPTH} levels" in line and "s.csv:2" in line
+    assert (
+        code == 2
+        and f"nested more than {evaluator.C.MAX_JSON_DEPTH} levels" in line
+        and "s.csv:2" in line
+    )
 
 
 def test_the_depth_limit_holds_for_every_json_input_and_is_below_what_walks_it(tmp_path):
     limit = evaluator.C.MAX_JSON_DEPTH
     deep = tmp_path / "deep.json"
-    for loader, content in ((evaluator.load_mcp_config, '{"mcpServers": ' + nested(limit + 5) + "}"),
-                         (evaluator.load_skill_creator_evals, "[" + nested(limit + 5) + "]"),
-                         (evaluator.read_results_document,
-                          '{"schema_version": "2.0", "results": [' + nested(limit + 5) + "]}")):
+    for loader, content in (
+        (evaluator.load_mcp_config, '{"mcpServers": ' + nested(limit + 5) + "}"),
+        (evaluator.load_skill_creator_evals, "[" + nested(limit + 5) + "]"),
+        (
+            evaluator.read_results_document,
+            '{"schema_version": "2.0", "results": [' + nested(limit + 5) + "]}",
+        ),
+    ):
         deep.write_text(content)
         with pytest.raises(evaluator.InputError, match="nested more than"):
             loader(deep)
     # what passes the check is hashed and scored without trouble, even on a shallow stack
-    case = evaluator.TestCase(name="x", prompt="p", expected_args={"t": json.loads(nested(limit - 1))})
+    case = evaluator.TestCase(
+        name="x", prompt="p", expected_args={"t": json.loads(nested(limit - 1))}
+    )
     evaluator.check_json_depth(case.expected_args, "expected_args", None, None)
     evaluator.case_hash(case)
     evaluator.args_match(case.expected_args["t"], case.expected_args["t"], "exact")
@@ -351,6 +504,7 @@ def skill_copy(tmp_path: Path) -> Path:
     folder = tmp_path / "skills" / "warehouse-sql"
     folder.parent.mkdir(parents=True)
     import shutil
+
     shutil.copytree(SKILL_DIR, folder)
     return folder
 
@@ -360,14 +514,28 @@ def test_a_skill_folder_with_a_link_outside_is_refused_at_load_time(tmp_path, no
     secret = tmp_path / "outside.txt"
     secret.write_text("not for Claude")
     (folder / "reference.md").symlink_to(secret)
-    code, stdout, stderr = run_cli("--skill", folder, "--trigger", ROOT / "examples" / "triggers" /
-                                   "warehouse-sql-trigger.md", "--dry-run")
+    code, stdout, stderr = run_cli(
+        "--skill",
+        folder,
+        "--trigger",
+        ROOT / "examples" / "triggers" / "warehouse-sql-trigger.md",
+        "--dry-run",
+    )
     line = one_error_line(stderr)
-    assert code == 2 and "reference.md is a symbolic link" in line and "outside the skill folder" in line
+    assert (
+        code == 2
+        and "reference.md is a symbolic link" in line
+        and "outside the skill folder" in line
+    )
     (folder / "reference.md").unlink()
     (folder / "big").symlink_to(tmp_path, target_is_directory=True)  # a link to a (large) folder
-    code, stdout, stderr = run_cli("--skill", folder, "--trigger", ROOT / "examples" / "triggers" /
-                                   "warehouse-sql-trigger.md", "--dry-run")
+    code, stdout, stderr = run_cli(
+        "--skill",
+        folder,
+        "--trigger",
+        ROOT / "examples" / "triggers" / "warehouse-sql-trigger.md",
+        "--dry-run",
+    )
     assert code == 2 and "big is a symbolic link" in one_error_line(stderr)
 
 
@@ -393,23 +561,51 @@ def test_links_inside_a_skill_are_copied_as_links_and_a_link_out_added_later_is_
 
 
 # ----------------------------------------------------------------------------- 15. option ranges and finiteness
-@pytest.mark.parametrize("option,value", [
-    ("--tool-timeout", "0"), ("--tool-timeout", "-1"), ("--tool-timeout", "nan"), ("--tool-timeout", "inf"),
-    ("--request-timeout", "0"), ("--request-timeout", "nan"), ("--max-retries", "-1"), ("--max-cost", "nan"),
-    ("--max-cost", "inf"), ("--max-cost", "0"), ("--max-result-chars", "-5"), ("--temperature", "nan"),
-    ("--threshold", "nan"), ("--trigger-threshold", "nan"), ("--min-trigger-score", "nan"),
-    ("--trigger-timeout", "nan")])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--tool-timeout", "0"),
+        ("--tool-timeout", "-1"),
+        ("--tool-timeout", "nan"),
+        ("--tool-timeout", "inf"),
+        ("--request-timeout", "0"),
+        ("--request-timeout", "nan"),
+        ("--max-retries", "-1"),
+        ("--max-cost", "nan"),
+        ("--max-cost", "inf"),
+        ("--max-cost", "0"),
+        ("--max-result-chars", "-5"),
+        ("--temperature", "nan"),
+        ("--threshold", "nan"),
+        ("--trigger-threshold", "nan"),
+        ("--min-trigger-score", "nan"),
+        ("--trigger-timeout", "nan"),
+    ],
+)
 def test_out_of_range_and_non_finite_options_are_refused(option, value, no_api_key):
-    mode = (["--skill", SKILL_DIR, "--trigger", ROOT / "examples" / "triggers" / "warehouse-sql-trigger.md"]
-            if "trigger" in option else ["-q", "hi", "--server-module", EXAMPLE_SERVER])
+    mode = (
+        [
+            "--skill",
+            SKILL_DIR,
+            "--trigger",
+            ROOT / "examples" / "triggers" / "warehouse-sql-trigger.md",
+        ]
+        if "trigger" in option
+        else ["-q", "hi", "--server-module", EXAMPLE_SERVER]
+    )
     code, stdout, stderr = run_cli(*mode, "--dry-run", option, value)
     assert code == 2 and f"Invalid value for '{option}'" in one_error_line(stderr)
 
 
 # ----------------------------------------------------------------------------- 16 and 17. servers that print
 def test_an_in_process_server_that_prints_leaves_json_stdout_intact(api):
-    api.push(reply(tool_use("shout", {"text": "a"}), tool_use("ashout", {"text": "b"})), reply(text("done")))
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", SERVERS / "printing_server.py", "--json")
+    api.push(
+        reply(tool_use("shout", {"text": "a"}), tool_use("ashout", {"text": "b"})),
+        reply(text("done")),
+    )
+    code, stdout, stderr = run_cli(
+        "-q", "hi", "--server-module", SERVERS / "printing_server.py", "--json"
+    )
     document = json.loads(stdout)
     assert [c["output"] for c in document["results"][0]["tool_calls"]] == ["a", "b"]
     assert "printing_server: imported" in stderr and "printing_server: shout a" in stderr
@@ -419,7 +615,9 @@ def test_an_in_process_server_that_prints_leaves_json_stdout_intact(api):
 
 def test_a_server_writing_garbage_to_stdout_is_one_warning_line(api):
     api.push(reply(tool_use("junk_stdout", {"lines": 10})), reply(text("ok")))
-    code, stdout, stderr = run_cli("-q", "hi", "--server", f"{sys.executable} {LEAKY} --junk-at-start", "--json")
+    code, stdout, stderr = run_cli(
+        "-q", "hi", "--server", f"{sys.executable} {LEAKY} --junk-at-start", "--json"
+    )
     assert json.loads(stdout)["results"][0]["tool_calls"][0]["output"] == "answered after junk"
     assert "Traceback" not in stderr and "Failed to parse" not in stderr, stderr
     warnings = [line for line in stderr.splitlines() if "not MCP messages" in line]
@@ -428,13 +626,25 @@ def test_a_server_writing_garbage_to_stdout_is_one_warning_line(api):
 
 # ----------------------------------------------------------------------------- 19. a skill that did not load
 def test_a_run_whose_skill_did_not_load_is_an_error_whatever_else_fired():
-    events = [{"type": "system", "subtype": "init", "skills": ["other-skill"]},
-              {"type": "assistant", "message": {"content": [
-                  {"type": "tool_use", "name": "Skill", "input": {"skill": "other-skill"}}]}},
-              {"type": "result", "subtype": "success", "is_error": False, "result": "done"}]
+    events = [
+        {"type": "system", "subtype": "init", "skills": ["other-skill"]},
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "tool_use", "name": "Skill", "input": {"skill": "other-skill"}}
+                ]
+            },
+        },
+        {"type": "result", "subtype": "success", "is_error": False, "result": "done"},
+    ]
     run = evaluator.detect_activation(events, ["my-skill", "other-skill"], "q")
     assert run.error and run.activated_skills == ["other-skill"]
-    for skill, expected in (("my-skill", "activate"), ("my-skill", "ignore"), ("other-skill", "activate")):
+    for skill, expected in (
+        ("my-skill", "activate"),
+        ("my-skill", "ignore"),
+        ("other-skill", "activate"),
+    ):
         result = evaluator.score_trigger_query("q", skill, expected, [run])
         assert result.actual == "error" and not result.correct and result.errors == 1
         assert not evaluator.trigger_run_verdict(run, skill, expected).passed
@@ -443,15 +653,22 @@ def test_a_run_whose_skill_did_not_load_is_an_error_whatever_else_fired():
 # ----------------------------------------------------------------------------- 20. the handshake timeout
 def test_the_handshake_timeout_is_what_it_says():
     marker = f"hang-{uuid.uuid4().hex}"
-    spec = evaluator.ServerSpec(name="hang", kind="stdio", command=sys.executable,
-                                args=["-c", f"import time; time.sleep(60)  # {marker}"])
+    spec = evaluator.ServerSpec(
+        name="hang",
+        kind="stdio",
+        command=sys.executable,
+        args=["-c", f"import time; time.sleep(60)  # {marker}"],
+    )
 
     async def connect() -> float:
         start = time.monotonic()
-        with pytest.raises(evaluator.ServerError, match="did not finish its MCP handshake within 2s"):
+        with pytest.raises(
+            evaluator.ServerError, match="did not finish its MCP handshake within 2s"
+        ):
             async with evaluator.McpHub([spec], connect_timeout=2):
                 pass
         return time.monotonic() - start
+
     elapsed = asyncio.run(connect())
     # the SDK gives a server 2 s to exit once its stdin closes: the only time spent past the limit
     assert elapsed < 2 + 3, elapsed

@@ -22,13 +22,13 @@ import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude, first_prompt
+from conftest import CLAUDE, ROOT, TEST_API_KEY, first_prompt, needs_claude
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
@@ -63,8 +63,14 @@ mcp.run()
 # ----------------------------------------------------------------------------- helpers
 @functools.lru_cache(maxsize=1)
 def schema_validator() -> jsonschema.Draft202012Validator:
-    done = subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--schema"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), "--schema"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     return jsonschema.Draft202012Validator(json.loads(done.stdout))
 
@@ -78,17 +84,29 @@ def load_results(path: Path) -> dict:
 
 def live_processes(marker: str) -> list[str]:
     """Processes whose command line holds the marker (zombies are dead: they do not count)."""
-    out = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()[1:]
-            if marker in line and "ps -ww" not in line and not line.split()[1].startswith("Z")]
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True
+    ).stdout
+    return [
+        line
+        for line in out.splitlines()[1:]
+        if marker in line and "ps -ww" not in line and not line.split()[1].startswith("Z")
+    ]
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    process: subprocess.Popen | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if process is not None and process.poll() is not None:
-            raise AssertionError(f"the evaluator ended before {what}: {process.returncode}, "
-                                 f"{process.stderr.read() if process.stderr else ''}")
+            raise AssertionError(
+                f"the evaluator ended before {what}: {process.returncode}, "
+                f"{process.stderr.read() if process.stderr else ''}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
@@ -108,25 +126,39 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def suite(path: Path, names: list[str]) -> Path:
-    path.write_text("test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},echo\n" for n in names))
+    path.write_text(
+        "test_name,user_prompt,expected_tools\n" + "".join(f"{n},prompt {n},echo\n" for n in names)
+    )
     return path
 
 
-def echo_model(hang_on: str | None = None, hang: Callable[[], bool] = lambda: True) -> Callable[[dict], dict]:
+def echo_model(
+    hang_on: str | None = None, hang: Callable[[], bool] = lambda: True
+) -> Callable[[dict], dict]:
     """Each case calls echo with its prompt and then answers; the case `hang_on` hangs the API."""
+
     def respond(body: dict) -> dict:
         if hang_on and first_prompt(body) == f"prompt {hang_on}" and hang():
             return {"hang": 60}
         if len(body["messages"]) > 1:
             return reply(text("done"))
         return reply(tool_use("echo", {"text": first_prompt(body)}))
+
     return respond
 
 
-def evaluator_process(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(ROOT / "evaluator.py"), *args], env=env or dict(os.environ),
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+def evaluator_process(
+    *args: str, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "evaluator.py"), *args],
+        env=env or dict(os.environ),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def asked(api: ScriptedAnthropic, prompt: str) -> bool:
@@ -151,8 +183,20 @@ def test_a_signal_mid_csv_suite_writes_every_output_and_leaves_no_process(api, t
     marker = f"marker-{uuid.uuid4().hex}"
     names = [f"c{i}" for i in range(6)]
     out, report, junit = tmp_path / "out.json", tmp_path / "report.md", tmp_path / "junit.xml"
-    process = evaluator_process("--csv", str(suite(tmp_path / "s.csv", names)), "--server", f"{MISC} --{marker}",
-                                "--concurrency", "1", "-o", str(out), "--report", str(report), "--junit", str(junit))
+    process = evaluator_process(
+        "--csv",
+        str(suite(tmp_path / "s.csv", names)),
+        "--server",
+        f"{MISC} --{marker}",
+        "--concurrency",
+        "1",
+        "-o",
+        str(out),
+        "--report",
+        str(report),
+        "--junit",
+        str(junit),
+    )
     try:
         wait_until(lambda: asked(api, "prompt c3"), 60, "the hanging case", process)
         assert live_processes(marker), "the MCP server is running"
@@ -181,10 +225,18 @@ def test_kill_9_mid_tool_call_leaves_no_server_behind(api, tmp_path):
     server = tmp_path / "blocking_server.py"
     server.write_text(BLOCKING_SERVER)
     marker = f"marker-{uuid.uuid4().hex}"
-    api.responder = lambda body: (reply(text("done")) if len(body["messages"]) > 1 else reply(tool_use("block")))
+    api.responder = lambda body: (
+        reply(text("done")) if len(body["messages"]) > 1 else reply(tool_use("block"))
+    )
     started = tmp_path / "tool-started"
-    process = evaluator_process("-q", "block please", "--server", f"{sys.executable} {server} {marker} {started}",
-                                "--tool-timeout", "100")
+    process = evaluator_process(
+        "-q",
+        "block please",
+        "--server",
+        f"{sys.executable} {server} {marker} {started}",
+        "--tool-timeout",
+        "100",
+    )
     try:
         wait_until(started.exists, 60, "the tool call", process)
         assert live_processes(marker), "the MCP server is running"
@@ -196,12 +248,23 @@ def test_kill_9_mid_tool_call_leaves_no_server_behind(api, tmp_path):
 
 
 # ============================================================================= 18. one live run per -o
-def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_is_alive(api, tmp_path):
+def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_is_alive(
+    api, tmp_path
+):
     hanging = [True]
     api.responder = echo_model(hang_on="c1", hang=lambda: hanging[0])
     names = ["c0", "c1", "c2"]
     out = tmp_path / "out.json"
-    args = ["--csv", str(suite(tmp_path / "s.csv", names)), "--server", MISC, "--concurrency", "1", "-o", str(out)]
+    args = [
+        "--csv",
+        str(suite(tmp_path / "s.csv", names)),
+        "--server",
+        MISC,
+        "--concurrency",
+        "1",
+        "-o",
+        str(out),
+    ]
     first = evaluator_process(*args)
     try:
         wait_until(lambda: asked(api, "prompt c1"), 60, "the hanging case", first)
@@ -210,7 +273,11 @@ def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_
             code, stdout, stderr = run_cli(*args, *extra)
             lines = error_lines(stderr)
             assert code == 2 and len(lines) == 1, stderr
-            assert lines[0].startswith("error: ") and str(out) in lines[0] and "still alive" in lines[0]
+            assert (
+                lines[0].startswith("error: ")
+                and str(out) in lines[0]
+                and "still alive" in lines[0]
+            )
             assert f"pid {first.pid}" in lines[0]
         assert len(api.message_requests) == calls, "the refused runs called no model"
         assert first.poll() is None, "the first run goes on"
@@ -230,8 +297,16 @@ def test_the_lock_dies_with_its_run_even_on_kill_9(api, tmp_path):
     hanging = [True]
     api.responder = echo_model(hang_on="c1", hang=lambda: hanging[0])
     out = tmp_path / "out.json"
-    args = ["--csv", str(suite(tmp_path / "s.csv", ["c0", "c1"])), "--server", MISC, "--concurrency", "1",
-            "-o", str(out)]
+    args = [
+        "--csv",
+        str(suite(tmp_path / "s.csv", ["c0", "c1"])),
+        "--server",
+        MISC,
+        "--concurrency",
+        "1",
+        "-o",
+        str(out),
+    ]
     first = evaluator_process(*args)
     try:
         wait_until(lambda: asked(api, "prompt c1"), 60, "the hanging case", first)
@@ -251,8 +326,9 @@ def test_a_server_that_does_not_start_leaves_no_journal_to_refuse_the_next_run(a
     api.responder = echo_model()
     out = tmp_path / "out.json"
     csv_file = suite(tmp_path / "s.csv", ["a"])
-    code, stdout, stderr = run_cli("--csv", str(csv_file), "--server", "no-such-mcp-server-binary-4d2f",
-                                   "-o", str(out))
+    code, stdout, stderr = run_cli(
+        "--csv", str(csv_file), "--server", "no-such-mcp-server-binary-4d2f", "-o", str(out)
+    )
     assert code == 2 and "command not found" in stderr, stderr
     assert not evaluator.journal_path(out).exists() and not evaluator.lock_path(out).exists()
     code, stdout, stderr = run_cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))
@@ -261,8 +337,11 @@ def test_a_server_that_does_not_start_leaves_no_journal_to_refuse_the_next_run(a
 
 def test_a_bad_key_leaves_no_journal_to_refuse_the_next_run(api, tmp_path):
     bad_key = [True]
-    api.responder = lambda body: (error(401, "authentication_error", "invalid x-api-key") if bad_key[0]
-                                  else echo_model()(body))
+    api.responder = lambda body: (
+        error(401, "authentication_error", "invalid x-api-key")
+        if bad_key[0]
+        else echo_model()(body)
+    )
     out = tmp_path / "out.json"
     args = ["--csv", str(suite(tmp_path / "s.csv", ["a", "b"])), "--server", MISC, "-o", str(out)]
     code, stdout, stderr = run_cli(*args)
@@ -285,8 +364,15 @@ def test_a_resume_that_stops_before_recording_keeps_the_earlier_journal(api, tmp
     out.unlink()
     journal.write_text(json.dumps(earlier) + "\n")
     before = journal.read_bytes()
-    code, stdout, stderr = run_cli("--csv", str(csv_file), "--server", "no-such-mcp-server-binary-4d2f",
-                                   "-o", str(out), "--resume")
+    code, stdout, stderr = run_cli(
+        "--csv",
+        str(csv_file),
+        "--server",
+        "no-such-mcp-server-binary-4d2f",
+        "-o",
+        str(out),
+        "--resume",
+    )
     assert code == 2, stderr
     assert journal.read_bytes() == before
 
@@ -303,7 +389,9 @@ def skill_model(body: dict) -> dict:
     content = (body.get("messages") or [{}])[-1].get("content")
     if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
         return reply(text("Here is the query: use identifies, anonymous_id and COALESCE."))
-    if "sql" in query.lower() and "warehouse-sql: Writes, explains and fixes SQL" in json.dumps(body.get("messages")):
+    if "sql" in query.lower() and "warehouse-sql: Writes, explains and fixes SQL" in json.dumps(
+        body.get("messages")
+    ):
         return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
     return reply(text("A joke."))
 
@@ -319,14 +407,39 @@ def sandbox(tmp_path: Path) -> Path:
 
 def skill_run(sandbox: Path, api: ScriptedAnthropic, out: Path) -> subprocess.Popen:
     trigger = sandbox / "trigger.md"
-    trigger.write_text("---\nname: warehouse-sql-trigger\ntype: trigger\nskill: warehouse-sql\n---\n\n"
-                       f'# Positive Triggers\n\n- "{SQL_QUERY}"\n- "{HANG_MARKER} why is this SQL slow?"\n')
-    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
-           "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url}
-    return evaluator_process("--claude-bin", CLAUDE, "--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1",
-                             "--concurrency", "1", "--trigger-timeout", "100", "-o", str(out),
-                             "--report", str(sandbox / "report.md"), "--junit", str(sandbox / "junit.xml"),
-                             env=env, cwd=sandbox / "work")
+    trigger.write_text(
+        "---\nname: warehouse-sql-trigger\ntype: trigger\nskill: warehouse-sql\n---\n\n"
+        f'# Positive Triggers\n\n- "{SQL_QUERY}"\n- "{HANG_MARKER} why is this SQL slow?"\n'
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+    }
+    return evaluator_process(
+        "--claude-bin",
+        CLAUDE,
+        "--skill",
+        str(SKILL),
+        "--trigger",
+        str(trigger),
+        "--runs",
+        "1",
+        "--concurrency",
+        "1",
+        "--trigger-timeout",
+        "100",
+        "-o",
+        str(out),
+        "--report",
+        str(sandbox / "report.md"),
+        "--junit",
+        str(sandbox / "junit.xml"),
+        env=env,
+        cwd=sandbox / "work",
+    )
 
 
 def hanging_claude_started(api: ScriptedAnthropic) -> bool:
@@ -339,7 +452,9 @@ def run_folders(sandbox: Path) -> list[Path]:
 
 @needs_claude
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_a_signal_mid_skill_run_writes_every_output_and_leaves_no_claude_and_no_folder(sandbox, signum):
+def test_a_signal_mid_skill_run_writes_every_output_and_leaves_no_claude_and_no_folder(
+    sandbox, signum
+):
     out = sandbox / "out.json"
     with ScriptedAnthropic(responder=skill_model) as api:
         process = skill_run(sandbox, api, out)
@@ -354,7 +469,9 @@ def test_a_signal_mid_skill_run_writes_every_output_and_leaves_no_claude_and_no_
     assert "Traceback" not in stdout + stderr
     document = load_results(out)
     assert document["metadata"]["interrupted"] is True
-    assert [r["query"] for r in document["results"] if r.get("error") != "interrupted"] == [SQL_QUERY]
+    assert [r["query"] for r in document["results"] if r.get("error") != "interrupted"] == [
+        SQL_QUERY
+    ]
     assert "Trigger" in (sandbox / "report.md").read_text()
     ET.parse(sandbox / "junit.xml")
     no_process_left(HANG_MARKER, timeout=5)

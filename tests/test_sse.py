@@ -18,8 +18,10 @@ from fake_anthropic import reply, text, tool_use
 
 import evaluator as E
 
-EVERYTHING = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-LOOPBACK = ROOT / "tests" / "servers" / "loopback.cjs"   # node -r: listen on 127.0.0.1 only
+EVERYTHING = (
+    ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+)
+LOOPBACK = ROOT / "tests" / "servers" / "loopback.cjs"  # node -r: listen on 127.0.0.1 only
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -49,9 +51,18 @@ def everything_sse(tmp_path_factory):
             raise RuntimeError(message)
         pytest.skip(message)
     port = free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "PORT": str(port), "HOME": str(tmp_path_factory.mktemp("home"))}
-    process = subprocess.Popen([node, "-r", str(LOOPBACK), str(EVERYTHING), "sse"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PORT": str(port),
+        "HOME": str(tmp_path_factory.mktemp("home")),
+    }
+    process = subprocess.Popen(
+        [node, "-r", str(LOOPBACK), str(EVERYTHING), "sse"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         wait_for_port(port, process)
     except RuntimeError:
@@ -86,14 +97,18 @@ def everything_model(body: dict) -> dict:
     if isinstance(last, list):
         result = next(b for b in last if b.get("type") == "tool_result")
         content = result["content"]
-        answer = content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+        answer = (
+            content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+        )
         return reply(text(f"The server said: {answer}"))
     return reply(SCRIPTS[last])
 
 
-SUITE = ('test_name,user_prompt,expected_tools,expected_args,args_match\n'
-         'echo,Echo the words hello over sse,echo,"{""echo"": {""message"": ""hello over sse""}}",exact\n'
-         'sum,What is 2 plus 3?,get-sum,"{""get-sum"": {""a"": 2, ""b"": 3}}",exact\n')
+SUITE = (
+    "test_name,user_prompt,expected_tools,expected_args,args_match\n"
+    'echo,Echo the words hello over sse,echo,"{""echo"": {""message"": ""hello over sse""}}",exact\n'
+    'sum,What is 2 plus 3?,get-sum,"{""get-sum"": {""a"": 2, ""b"": 3}}",exact\n'
+)
 
 
 def test_server_everything_listens_on_loopback_only(everything_sse):
@@ -117,10 +132,16 @@ def test_a_suite_runs_over_sse_from_an_mcp_config(api, tmp_path, everything_sse)
     assert document["passed"] is True and document["summary"]["passed"] == 2
     calls = {r["test_name"]: r["tool_calls"] for r in document["results"]}
     assert [(c["name"], c["server"], c["is_error"], c["output"]) for c in calls["echo"]] == [
-        ("echo", "everything", False, "Echo: hello over sse")]
-    assert [(c["name"], c["output"]) for c in calls["sum"]] == [("get-sum", "The sum of 2 and 3 is 5.")]
+        ("echo", "everything", False, "Echo: hello over sse")
+    ]
+    assert [(c["name"], c["output"]) for c in calls["sum"]] == [
+        ("get-sum", "The sum of 2 and 3 is 5.")
+    ]
     answers = {r["test_name"]: r["agent_reasoning"] for r in document["results"]}
-    assert answers == {"echo": "The server said: Echo: hello over sse", "sum": "The server said: The sum of 2 and 3 is 5."}
+    assert answers == {
+        "echo": "The server said: Echo: hello over sse",
+        "sum": "The server said: The sum of 2 and 3 is 5.",
+    }
     offered = {t["name"] for t in api.message_requests[0]["tools"]}
     assert {"echo", "get-sum"} <= offered
 
@@ -128,10 +149,14 @@ def test_a_suite_runs_over_sse_from_an_mcp_config(api, tmp_path, everything_sse)
 def test_server_url_with_transport_sse(api, everything_sse):
     url, _ = everything_sse
     api.responder = everything_model
-    code, out, err = run_cli("-q", "What is 2 plus 3?", "--server-url", url, "--transport", "sse", "--json")
+    code, out, err = run_cli(
+        "-q", "What is 2 plus 3?", "--server-url", url, "--transport", "sse", "--json"
+    )
     assert code == 0, err
     [result] = json.loads(out)["results"]
-    assert [(c["server"], c["output"]) for c in result["tool_calls"]] == [("127_0_0_1", "The sum of 2 and 3 is 5.")]
+    assert [(c["server"], c["output"]) for c in result["tool_calls"]] == [
+        ("127_0_0_1", "The sum of 2 and 3 is 5.")
+    ]
 
 
 def test_an_sse_endpoint_over_streamable_http_fails_with_one_line(api, everything_sse):
@@ -143,8 +168,12 @@ def test_an_sse_endpoint_over_streamable_http_fails_with_one_line(api, everythin
 
 def test_transport_needs_a_server_url(api):
     code, out, err = run_cli("-q", "hi", "--transport", "sse")
-    assert code == 2 and err == "error: --transport applies to --server-url (e.g. --server-url " \
-                                "http://127.0.0.1:3001/sse --transport sse)\n"
+    assert (
+        code == 2
+        and err
+        == "error: --transport applies to --server-url (e.g. --server-url "
+        "http://127.0.0.1:3001/sse --transport sse)\n"
+    )
 
 
 @pytest.mark.parametrize("url", ["ftp://example.com/sse", "localhost:3001/sse", "http://"])
@@ -157,5 +186,7 @@ def test_an_sse_config_entry_needs_a_url(api, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {\n  "legacy": {"type": "sse"}\n}}')
     code, out, err = run_cli("-q", "hi", "--mcp-config", config)
-    assert code == 2 and err == (f"error: {config}:2: server 'legacy': sse server needs a \"url\" starting with "
-                                 "http:// or https://\n")
+    assert code == 2 and err == (
+        f"error: {config}:2: server 'legacy': sse server needs a \"url\" starting with "
+        "http:// or https://\n"
+    )

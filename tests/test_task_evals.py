@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
-from conftest import ROOT, TEST_API_KEY, CLAUDE, needs_claude
-from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 SKILL = ROOT / "examples" / "skills" / "data-profile-report"
 SKILL_NAME = "data-profile-report"
@@ -37,16 +37,26 @@ def write(path: Path, content: str) -> Path:
     return path
 
 
-def evals_file(folder: Path, expectations: list[str] | None = None, files: list[str] | None = None) -> Path:
+def evals_file(
+    folder: Path, expectations: list[str] | None = None, files: list[str] | None = None
+) -> Path:
     """An eval set in skill-creator's example shape (references/schemas.md): the files relative
     to the skill's root (`evals/files/...`), as skill-creator writes them."""
     write(folder / "evals" / "files" / "customers.csv", "customer_id,email\n1,a@x.io\n3,\n3,\n")
-    data = {"skill_name": SKILL_NAME,
-            "evals": [{"id": 1, "prompt": PROMPT,
-                       "expected_output": "report.txt naming the duplicated customer_id 3 and the missing emails",
-                       "files": files if files is not None else ["evals/files/customers.csv"],
-                       "expectations": expectations if expectations is not None else
-                       ["The report mentions ALPHA", "The report mentions BETA"]}]}
+    data = {
+        "skill_name": SKILL_NAME,
+        "evals": [
+            {
+                "id": 1,
+                "prompt": PROMPT,
+                "expected_output": "report.txt naming the duplicated customer_id 3 and the missing emails",
+                "files": files if files is not None else ["evals/files/customers.csv"],
+                "expectations": expectations
+                if expectations is not None
+                else ["The report mentions ALPHA", "The report mentions BETA"],
+            }
+        ],
+    }
     return write(folder / "evals" / "evals.json", json.dumps(data, indent=2))
 
 
@@ -58,12 +68,34 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_evaluator(sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
-           "ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, "--concurrency", "2",
-                           *map(str, args)], cwd=sandbox / "work", env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+def run_evaluator(
+    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "evaluator.py"),
+            "--claude-bin",
+            CLAUDE,
+            "--concurrency",
+            "2",
+            *map(str, args),
+        ],
+        cwd=sandbox / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 # ----------------------------------------------------------------------------- the scripted models
@@ -72,8 +104,13 @@ def listed(body: dict) -> str:
 
 
 def tool_results_so_far(body: dict) -> list[dict]:
-    return [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
-            for b in m["content"] if b.get("type") == "tool_result"]
+    return [
+        b
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
 
 
 def judge(body: dict) -> dict:
@@ -82,10 +119,18 @@ def judge(body: dict) -> dict:
     prompt = body["messages"][0]["content"]
     expectation = re.search(r"mentions (\w+)", prompt.split("<trajectory>")[0]).group(1)
     trajectory = prompt.split("<trajectory>")[1].split("</trajectory>")[0]
-    files = trajectory.partition("Files the run created or changed")[2]   # a refused Write left none
+    files = trajectory.partition("Files the run created or changed")[2]  # a refused Write left none
     found = expectation in files
-    return reply(tool_use("grade", {"passed": found, "score": 1.0 if found else 0.0,
-                                    "evidence": f"{expectation} {'is' if found else 'is not'} in the run's files"}))
+    return reply(
+        tool_use(
+            "grade",
+            {
+                "passed": found,
+                "score": 1.0 if found else 0.0,
+                "evidence": f"{expectation} {'is' if found else 'is not'} in the run's files",
+            },
+        )
+    )
 
 
 class TaskModel:
@@ -93,7 +138,9 @@ class TaskModel:
     of its own), then answers; without the skill it answers at once. `contents` are what its
     successive Write calls write (a known outcome per run)."""
 
-    def __init__(self, act: str = "Write", contents: list[str] | None = None, command: str = "") -> None:
+    def __init__(
+        self, act: str = "Write", contents: list[str] | None = None, command: str = ""
+    ) -> None:
         self.act, self.contents, self.command = act, list(contents or [REPORT]), command
         self.writes = 0
         self.lock = threading.Lock()
@@ -119,6 +166,7 @@ class TaskModel:
 def task_skill(sandbox: Path) -> tuple[Path, Path]:
     """The example skill, copied with an eval set of this test's own."""
     import shutil
+
     folder = sandbox / "skills" / SKILL_NAME
     shutil.copytree(SKILL, folder, ignore=shutil.ignore_patterns("evals"))
     return folder, evals_file(folder)
@@ -128,20 +176,47 @@ def task_skill(sandbox: Path) -> tuple[Path, Path]:
 def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
     folder = tmp_path / SKILL_NAME
     path = evals_file(folder)
-    write(folder / "evals" / "notes.md", "beside the evals\n")   # relative to the evals folder works too
+    write(
+        folder / "evals" / "notes.md", "beside the evals\n"
+    )  # relative to the evals folder works too
     data = json.loads(path.read_text())
-    data["evals"].append({"id": 2, "prompt": "Summarise notes.md", "expected_output": "", "files": ["notes.md"],
-                          "expectations": []})
+    data["evals"].append(
+        {
+            "id": 2,
+            "prompt": "Summarise notes.md",
+            "expected_output": "",
+            "files": ["notes.md"],
+            "expectations": [],
+        }
+    )
     path.write_text(json.dumps(data))
-    for target in (path, folder, folder / "evals"):   # the file, the skill's folder, the evals folder
+    for target in (
+        path,
+        folder,
+        folder / "evals",
+    ):  # the file, the skill's folder, the evals folder
         first, second = E.load_markdown_tests(target)
-        assert (first.name, first.type, first.eval_id, first.skill) == ("eval-1", "task", 1, SKILL_NAME)
-        assert first.prompt == PROMPT and first.expectations == ["The report mentions ALPHA", "The report mentions BETA"]
+        assert (first.name, first.type, first.eval_id, first.skill) == (
+            "eval-1",
+            "task",
+            1,
+            SKILL_NAME,
+        )
+        assert first.prompt == PROMPT and first.expectations == [
+            "The report mentions ALPHA",
+            "The report mentions BETA",
+        ]
         assert first.expected_output.startswith("report.txt naming")
         assert first.files == [(folder / "evals" / "files" / "customers.csv").resolve()]
-        assert second.files == [(folder / "evals" / "notes.md").resolve()] and second.expectations == []
+        assert (
+            second.files == [(folder / "evals" / "notes.md").resolve()]
+            and second.expectations == []
+        )
     # skill-creator's trigger eval sets still load as trigger tests
-    trigger = write(tmp_path / "trigger.json", json.dumps([{"query": "profile my table", "should_trigger": True}]))
+    trigger = write(
+        tmp_path / "trigger.json",
+        json.dumps([{"query": "profile my table", "should_trigger": True}]),
+    )
     [test] = E.load_markdown_tests(trigger)
     assert test.type == "trigger" and test.positive_triggers == ["profile my table"]
 
@@ -150,10 +225,18 @@ MALFORMED = [
     ("{not json", "evals.json:1"),
     (json.dumps({"skill_name": SKILL_NAME, "evals": []}), 'non-empty "evals" list'),
     (json.dumps({"evals": [{"id": 1, "expectations": ["x"]}]}), 'needs a non-empty "prompt"'),
-    (json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": "x"}]}), '"expectations" must be a list'),
-    (json.dumps({"evals": [{"id": 1, "prompt": "p", "files": ["evals/files/nope.pdf"]}]}),
-     "input file 'evals/files/nope.pdf' not found"),
-    (json.dumps({"evals": [{"id": 1, "prompt": "p"}, {"id": 1, "prompt": "q"}]}), "two evals are named 'eval-1'"),
+    (
+        json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": "x"}]}),
+        '"expectations" must be a list',
+    ),
+    (
+        json.dumps({"evals": [{"id": 1, "prompt": "p", "files": ["evals/files/nope.pdf"]}]}),
+        "input file 'evals/files/nope.pdf' not found",
+    ),
+    (
+        json.dumps({"evals": [{"id": 1, "prompt": "p"}, {"id": 1, "prompt": "q"}]}),
+        "two evals are named 'eval-1'",
+    ),
 ]
 
 
@@ -163,38 +246,78 @@ def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: st
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], result.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], (
+        result.output
+    )
 
 
 def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: ScriptedAnthropic):
     path = evals_file(tmp_path / SKILL_NAME)
     cases = [
-        (["--tests", path, "--allow-tools", "Write,WebFetch"], "WebFetch is not one of Bash, Edit, Write, NotebookEdit"),
-        (["--trigger", ROOT / "examples" / "triggers" / "data-profile-report-trigger.md", "--baseline"],
-         "--baseline applies to task tests, and none is given"),
+        (
+            ["--tests", path, "--allow-tools", "Write,WebFetch"],
+            "WebFetch is not one of Bash, Edit, Write, NotebookEdit",
+        ),
+        (
+            [
+                "--trigger",
+                ROOT / "examples" / "triggers" / "data-profile-report-trigger.md",
+                "--baseline",
+            ],
+            "--baseline applies to task tests, and none is given",
+        ),
         (["--tests", path, "--baseline-skill", SKILL], "is the skill under test itself"),
         (["--tests", path, "--artifacts", path], "not a folder"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(E.main, ["--skill", str(SKILL), *map(str, args)])
-        assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1, \
-            (args, result.output)
-    without_skill = CliRunner().invoke(E.main, ["--tests", str(path)])   # against MCP servers: refused
-    assert without_skill.exit_code == 2 and "task evals run through Claude Code" in without_skill.output
-    other = write(tmp_path / "other" / "evals.json", json.dumps({"skill_name": "warehouse-sql",
-                                                                  "evals": [{"id": 1, "prompt": "p"}]}))
+        assert (
+            result.exit_code == 2
+            and message in result.output
+            and len(result.output.strip().splitlines()) == 1
+        ), (args, result.output)
+    without_skill = CliRunner().invoke(
+        E.main, ["--tests", str(path)]
+    )  # against MCP servers: refused
+    assert (
+        without_skill.exit_code == 2
+        and "task evals run through Claude Code" in without_skill.output
+    )
+    other = write(
+        tmp_path / "other" / "evals.json",
+        json.dumps({"skill_name": "warehouse-sql", "evals": [{"id": 1, "prompt": "p"}]}),
+    )
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(other)])
-    assert result.exit_code == 2 and "for skill 'warehouse-sql', which is not among" in result.output
+    assert (
+        result.exit_code == 2 and "for skill 'warehouse-sql', which is not among" in result.output
+    )
     assert api.requests == []
 
 
-def test_dry_run_counts_every_configuration_and_the_judge_and_spends_nothing(tmp_path: Path, api: ScriptedAnthropic):
+def test_dry_run_counts_every_configuration_and_the_judge_and_spends_nothing(
+    tmp_path: Path, api: ScriptedAnthropic
+):
     path = evals_file(tmp_path / SKILL_NAME)
     old = tmp_path / "old" / SKILL_NAME
     write(old / "SKILL.md", f"---\nname: {SKILL_NAME}\ndescription: The old version.\n---\nOld.\n")
-    one = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run"])
-    three = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run",
-                                        "--baseline", "--baseline-skill", str(old)])
+    one = CliRunner().invoke(
+        E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run"]
+    )
+    three = CliRunner().invoke(
+        E.main,
+        [
+            "--skill",
+            str(SKILL),
+            "--tests",
+            str(path),
+            "--runs",
+            "2",
+            "--dry-run",
+            "--baseline",
+            "--baseline-skill",
+            str(old),
+        ],
+    )
     assert one.exit_code == 0 and three.exit_code == 0, one.output + three.output
     # 2 (or 6) claude runs of about 2 calls each, and a judge call per expectation and run
     assert "runs: 2 " in one.output and "model calls: about 8 " in one.output, one.output
@@ -208,27 +331,84 @@ def test_write_lands_in_the_artifacts_and_without_allow_tools_claude_code_refuse
     skill, evals = task_skill(sandbox)
     artifacts = sandbox / "work" / "artifacts"
     with ScriptedAnthropic(responder=TaskModel()) as api:
-        allowed = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
-                                "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "allowed.json")
-        refused = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--runs", "1",
-                                "-o", sandbox / "refused.json")
+        allowed = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Write",
+            "--artifacts",
+            artifacts,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "allowed.json",
+        )
+        refused = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "refused.json",
+        )
         calls = len(api.requests)
-        again = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
-                              "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "allowed.json", "--resume")
-        assert again.returncode == 0 and "resuming: 1 run(s) kept" in again.stdout, again.stdout + again.stderr
-        assert len(api.requests) == calls, "a finished, graded task run is neither run nor graded again"
+        again = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Write",
+            "--artifacts",
+            artifacts,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "allowed.json",
+            "--resume",
+        )
+        assert again.returncode == 0 and "resuming: 1 run(s) kept" in again.stdout, (
+            again.stdout + again.stderr
+        )
+        assert len(api.requests) == calls, (
+            "a finished, graded task run is neither run nor graded again"
+        )
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     run_folder = artifacts / "eval-1" / "with_skill" / "run-1"
     assert (run_folder / "report.txt").read_text() == REPORT
     manifest = json.loads((run_folder / "manifest.json").read_text())
     digest = hashlib.sha256(REPORT.encode()).hexdigest()
-    assert manifest["files"] == [{"path": "report.txt", "size": len(REPORT.encode()), "sha256": digest,
-                                  "status": "new", "copied": True, "redacted": False}]
+    assert manifest["files"] == [
+        {
+            "path": "report.txt",
+            "size": len(REPORT.encode()),
+            "sha256": digest,
+            "status": "new",
+            "copied": True,
+            "redacted": False,
+        }
+    ]
     [record] = json.loads((sandbox / "allowed.json").read_text())["results"]
-    assert record["configuration"] == "with_skill" and record["refused_tools"] == [] and record["error"] is None
+    assert (
+        record["configuration"] == "with_skill"
+        and record["refused_tools"] == []
+        and record["error"] is None
+    )
     assert [a["sha256"] for a in record["artifacts"]] == [digest]
     assert [(e["text"], e["passed"]) for e in record["expectations"]] == [
-        ("The report mentions ALPHA", True), ("The report mentions BETA", True)]
+        ("The report mentions ALPHA", True),
+        ("The report mentions BETA", True),
+    ]
     assert "tool call Write(" in record["transcript_summary"]
     # the input file was there for the run, and is not counted as something it made
     assert "customers.csv" not in [a["path"] for a in record["artifacts"]]
@@ -251,15 +431,30 @@ def test_a_bash_write_outside_the_project_fails_the_run(sandbox: Path):
     leak = sandbox / "work" / "leaked.txt"
     model = TaskModel(act="Bash", command=f"echo leaked > {leak}")
     with ScriptedAnthropic(responder=model) as api:
-        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Bash",
-                             "--runs", "1", "-o", sandbox / "bash.json")
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash",
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "bash.json",
+        )
     assert leak.exists(), "the scripted Bash call ran (the sandbox is no container)"
     assert done.returncode == 1, done.stdout + done.stderr
     document = json.loads((sandbox / "bash.json").read_text())
     [record] = document["results"]
     assert record["tools"] == ["Skill", "Bash"]
     assert record["outside_writes"] == [str(leak)]
-    assert record["error"].startswith("wrote outside its temporary project: ") and str(leak) in record["error"]
+    assert (
+        record["error"].startswith("wrote outside its temporary project: ")
+        and str(leak) in record["error"]
+    )
     assert document["isolation"]["ok"] is False and document["passed"] is False
     assert document["cases"][0]["errors"] == 1
 
@@ -271,29 +466,69 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
     # with_skill: one run writes both words (2/2), the other only ALPHA (1/2); without_skill writes nothing (0/2)
     model = TaskModel(contents=[REPORT, "ALPHA only.\n"])
     with ScriptedAnthropic(responder=model) as api:
-        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write", "--baseline",
-                             "--runs", "2", "-o", out, "--report", sandbox / "bench.md", "--junit",
-                             sandbox / "bench.xml", "--benchmark-json", sandbox / "skill-creator.json")
-        requests = [r["body"] for r in api.requests if r["path"] == "/v1/messages" and forced_tool(r["body"]) is None
-                    and user_query(r["body"]) == PROMPT]
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Write",
+            "--baseline",
+            "--runs",
+            "2",
+            "-o",
+            out,
+            "--report",
+            sandbox / "bench.md",
+            "--junit",
+            sandbox / "bench.xml",
+            "--benchmark-json",
+            sandbox / "skill-creator.json",
+        )
+        requests = [
+            r["body"]
+            for r in api.requests
+            if r["path"] == "/v1/messages"
+            and forced_tool(r["body"]) is None
+            and user_query(r["body"]) == PROMPT
+        ]
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(out.read_text())
     records = document["results"]
-    by_configuration = {c: [r for r in records if r["configuration"] == c] for c in ("with_skill", "without_skill")}
+    by_configuration = {
+        c: [r for r in records if r["configuration"] == c] for c in ("with_skill", "without_skill")
+    }
     assert [len(v) for v in by_configuration.values()] == [2, 2]
     # the recorded requests: a with_skill run lists the skill to the model, a without_skill run does not
-    openings = [b for b in requests if not tool_results_so_far(b)]   # each run's first call
+    openings = [b for b in requests if not tool_results_so_far(b)]  # each run's first call
     assert len(openings) == 4
     assert sum(SKILL_NAME in listed(b) for b in openings) == 2
     assert all(SKILL_NAME in r["skills_loaded"] for r in by_configuration["with_skill"])
-    assert all(SKILL_NAME not in r["skills_loaded"] and r["activated_skills"] == []
-               for r in by_configuration["without_skill"])
+    assert all(
+        SKILL_NAME not in r["skills_loaded"] and r["activated_skills"] == []
+        for r in by_configuration["without_skill"]
+    )
 
     benchmark = document["benchmark"]
     stats = {s["configuration"]: s for s in benchmark["configurations"]}
-    assert stats["with_skill"]["pass_rate"] == {"mean": 0.75, "stddev": 0.3536, "min": 0.5, "max": 1.0}
-    assert stats["without_skill"]["pass_rate"] == {"mean": 0.0, "stddev": 0.0, "min": 0.0, "max": 0.0}
-    assert (stats["with_skill"]["expectations_passed"], stats["with_skill"]["expectations_total"]) == (3, 4)
+    assert stats["with_skill"]["pass_rate"] == {
+        "mean": 0.75,
+        "stddev": 0.3536,
+        "min": 0.5,
+        "max": 1.0,
+    }
+    assert stats["without_skill"]["pass_rate"] == {
+        "mean": 0.0,
+        "stddev": 0.0,
+        "min": 0.0,
+        "max": 0.0,
+    }
+    assert (
+        stats["with_skill"]["expectations_passed"],
+        stats["with_skill"]["expectations_total"],
+    ) == (3, 4)
     [delta] = benchmark["deltas"]
     assert delta["baseline"] == "without_skill" and delta["pass_rate"] == 0.75
 
@@ -304,9 +539,11 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
         return sum(record["usage"].get(k) or 0 for k in E.USAGE_FIELDS)
 
     expected_tokens = mean([tokens(r) for r in by_configuration["with_skill"]]) - mean(
-        [tokens(r) for r in by_configuration["without_skill"]])
+        [tokens(r) for r in by_configuration["without_skill"]]
+    )
     expected_time = mean([r["latency_ms"] / 1000 for r in by_configuration["with_skill"]]) - mean(
-        [r["latency_ms"] / 1000 for r in by_configuration["without_skill"]])
+        [r["latency_ms"] / 1000 for r in by_configuration["without_skill"]]
+    )
     assert delta["tokens"] == pytest.approx(expected_tokens, abs=0.01) and expected_tokens > 0
     assert delta["time_seconds"] == pytest.approx(expected_time, abs=0.01)
     [per_eval] = benchmark["evals"]
@@ -323,8 +560,13 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
     assert set(junit) == {"eval-1 [with_skill]", "eval-1 [without_skill]"}
     assert all(t.find("failure") is None and t.find("error") is None for t in junit.values())
     report = (sandbox / "bench.md").read_text()
-    assert "## Benchmark: task evals" in report and "| Δ with_skill − without_skill |  | +75% |" in report
-    assert "| with_skill | 2 | 75% ± 35% |" in report and "| without_skill | 2 | 0% ± 0% |" in report
+    assert (
+        "## Benchmark: task evals" in report
+        and "| Δ with_skill − without_skill |  | +75% |" in report
+    )
+    assert (
+        "| with_skill | 2 | 75% ± 35% |" in report and "| without_skill | 2 | 0% ± 0% |" in report
+    )
     assert "Task evals: benchmark" in done.stdout and "+75%" in done.stdout
     # skill-creator's benchmark.json: the shape its viewer reads
     sc = json.loads((sandbox / "skill-creator.json").read_text())
@@ -332,21 +574,48 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
     assert sc["run_summary"]["delta"]["pass_rate"] == "+0.75"
     assert sc["run_summary"]["with_skill"]["pass_rate"]["mean"] == 0.75
     assert sorted((r["configuration"], r["result"]["passed"]) for r in sc["runs"]) == [
-        ("with_skill", 1), ("with_skill", 2), ("without_skill", 0), ("without_skill", 0)]
-    assert all(set(r["result"]) >= {"pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"}
-               for r in sc["runs"])
+        ("with_skill", 1),
+        ("with_skill", 2),
+        ("without_skill", 0),
+        ("without_skill", 0),
+    ]
+    assert all(
+        set(r["result"])
+        >= {"pass_rate", "passed", "failed", "total", "time_seconds", "tokens", "errors"}
+        for r in sc["runs"]
+    )
 
 
 @needs_claude
 def test_a_secret_the_run_writes_into_a_file_is_masked_in_the_artifacts(sandbox: Path):
     skill, evals = task_skill(sandbox)
     artifacts = sandbox / "work" / "artifacts"
-    with ScriptedAnthropic(responder=TaskModel(contents=[f"ALPHA BETA key={TEST_API_KEY}\n"])) as api:
-        done = run_evaluator(sandbox, api, "--skill", skill, "--tests", evals, "--allow-tools", "Write",
-                             "--artifacts", artifacts, "--runs", "1", "-o", sandbox / "secret.json")
+    with ScriptedAnthropic(
+        responder=TaskModel(contents=[f"ALPHA BETA key={TEST_API_KEY}\n"])
+    ) as api:
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Write",
+            "--artifacts",
+            artifacts,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "secret.json",
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     kept = (artifacts / "eval-1" / "with_skill" / "run-1" / "report.txt").read_text()
     assert TEST_API_KEY not in kept and "key=[REDACTED]" in kept
-    [entry] = json.loads((artifacts / "eval-1" / "with_skill" / "run-1" / "manifest.json").read_text())["files"]
-    assert entry["redacted"] is True and entry["sha256"] == hashlib.sha256(kept.encode()).hexdigest()
+    [entry] = json.loads(
+        (artifacts / "eval-1" / "with_skill" / "run-1" / "manifest.json").read_text()
+    )["files"]
+    assert (
+        entry["redacted"] is True and entry["sha256"] == hashlib.sha256(kept.encode()).hexdigest()
+    )
     assert TEST_API_KEY not in (sandbox / "secret.json").read_text()

@@ -12,17 +12,18 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use
 from rich.console import Console
 
 import evaluator as E
 import prompts
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
-from fake_anthropic import ScriptedAnthropic, reply, text, tool_use
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
 TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
@@ -40,15 +41,19 @@ def cli(*args: Any) -> Any:
 
 def tool_results(body: dict) -> list[dict]:
     content = body["messages"][-1]["content"]
-    return [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
+    return (
+        [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
+    )
 
 
 def calls(*uses: tuple[str, dict]) -> Callable[[dict], Any]:
     """Claude calls these tools in one turn, then answers."""
+
     def model(body: dict) -> Any:
         if tool_results(body):
             return reply(text(ANSWER))
         return reply(*[tool_use(name, args) for name, args in uses])
+
     return model
 
 
@@ -74,21 +79,28 @@ def example_server(notes_db: Path) -> list[str]:
 
 def suite(tmp_path: Path) -> Path:
     path = tmp_path / "notes.csv"
-    path.write_text('test_name,user_prompt,expected_tools,expected_args\n'
-                    'save_plan,Save my weekly plan as a note,save_note,'
-                    '"{""save_note"": {""title"": ""weekly plan""}}"\n', encoding="utf-8")
+    path.write_text(
+        "test_name,user_prompt,expected_tools,expected_args\n"
+        "save_plan,Save my weekly plan as a note,save_note,"
+        '"{""save_note"": {""title"": ""weekly plan""}}"\n',
+        encoding="utf-8",
+    )
     return path
 
 
 # ============================================================================ annotations
-def test_annotations_are_kept_shown_by_dry_run_and_recorded_in_metadata(api, tmp_path, notes_db, monkeypatch):
+def test_annotations_are_kept_shown_by_dry_run_and_recorded_in_metadata(
+    api, tmp_path, notes_db, monkeypatch
+):
     monkeypatch.setenv("COLUMNS", "200")
     dry = cli("--csv", suite(tmp_path), *example_server(notes_db), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert api.message_requests == []
     flat = " ".join(dry.output.split())
     assert "Tools (--tool-policy safe)" in flat
-    rows = {line.split("│")[1].strip(): line for line in dry.output.splitlines() if line.count("│") >= 4}
+    rows = {
+        line.split("│")[1].strip(): line for line in dry.output.splitlines() if line.count("│") >= 4
+    }
     assert "destructive" in rows["save_note"] and "withheld by policy" in rows["save_note"]
     assert "read-only" in rows["get_profile"] and "live" in rows["get_profile"]
 
@@ -99,34 +111,61 @@ def test_annotations_are_kept_shown_by_dry_run_and_recorded_in_metadata(api, tmp
     meta = json.loads(out.read_text())["metadata"]
     assert meta["tool_policy"] == "safe"
     tools = {t["name"]: t for t in meta["tools"]}
-    assert tools["save_note"]["annotations"] == {"readOnlyHint": False, "destructiveHint": True,
-                                                 "idempotentHint": True, "openWorldHint": False}
+    assert tools["save_note"]["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
     assert tools["save_note"]["calls"] == "withheld by policy"
-    assert tools["get_profile"]["annotations"]["readOnlyHint"] is True and tools["get_profile"]["calls"] == "live"
+    assert (
+        tools["get_profile"]["annotations"]["readOnlyHint"] is True
+        and tools["get_profile"]["calls"] == "live"
+    )
 
 
 # ============================================================================ the policies
-def test_safe_never_runs_a_destructive_tool_and_the_verdict_still_sees_the_call(api, tmp_path, notes_db):
+def test_safe_never_runs_a_destructive_tool_and_the_verdict_still_sees_the_call(
+    api, tmp_path, notes_db
+):
     api.responder = calls(("save_note", NOTE))
     out, report, rows = tmp_path / "results.json", tmp_path / "report.md", tmp_path / "runs.csv"
-    run = cli("--csv", suite(tmp_path), *example_server(notes_db), "-o", out, "--report", report, "--csv-out", rows)
-    assert run.exit_code == 0, run.output   # expected_tools and expected_args see the withheld call
-    assert not notes_db.exists() and notes_in(notes_db) == []   # the database was never touched
+    run = cli(
+        "--csv",
+        suite(tmp_path),
+        *example_server(notes_db),
+        "-o",
+        out,
+        "--report",
+        report,
+        "--csv-out",
+        rows,
+    )
+    assert run.exit_code == 0, run.output  # expected_tools and expected_args see the withheld call
+    assert not notes_db.exists() and notes_in(notes_db) == []  # the database was never touched
     assert "warning:" not in run.stderr
     # Claude got a clearly marked stand-in, as an error result
     [result] = tool_results(api.message_requests[1])
     assert result["is_error"] is True
-    assert result["content"].startswith("[not executed by the evaluator]") and "'save_note'" in result["content"]
+    assert (
+        result["content"].startswith("[not executed by the evaluator]")
+        and "'save_note'" in result["content"]
+    )
     assert "safe" in result["content"]
     document = json.loads(out.read_text())
     [call] = document["results"][0]["tool_calls"]
-    assert (call["name"], call["input"], call["source"], call["executed"]) == ("save_note", NOTE, "policy", False)
+    assert (call["name"], call["input"], call["source"], call["executed"]) == (
+        "save_note",
+        NOTE,
+        "policy",
+        False,
+    )
     assert document["cases"][0]["passed"] is True
     assert document["summary"]["tool_calls_by_source"] == {"policy": 1}
     markdown = report.read_text()
     assert "| Tool calls | 1 withheld by policy |" in markdown
     assert "## Tool calls not run against the server" in markdown and "`save_note`" in markdown
-    assert "tool calls: 1 withheld by policy" in run.output   # the terminal summary
+    assert "tool calls: 1 withheld by policy" in run.output  # the terminal summary
     [row] = csv.DictReader(io.StringIO(rows.read_text()))
     assert (row["tools_called"], row["tool_sources"]) == ("save_note", "policy")
 
@@ -134,16 +173,28 @@ def test_safe_never_runs_a_destructive_tool_and_the_verdict_still_sees_the_call(
 def test_the_live_view_marks_calls_not_run_live():
     console = Console(record=True, width=200, force_terminal=False)
     view = E.LiveConversationView(console, 10)
-    view.on_tool_call(E.ToolCall("save_note", NOTE, "[not executed by the evaluator] ...", True, source="policy",
-                                 executed=False))
-    view.on_tool_call(E.ToolCall("get_profile", {"user_id": "u_1"}, "Profile", source="mock", executed=False))
+    view.on_tool_call(
+        E.ToolCall(
+            "save_note",
+            NOTE,
+            "[not executed by the evaluator] ...",
+            True,
+            source="policy",
+            executed=False,
+        )
+    )
+    view.on_tool_call(
+        E.ToolCall("get_profile", {"user_id": "u_1"}, "Profile", source="mock", executed=False)
+    )
     view.on_tool_call(E.ToolCall("about_profiles", {}, "About"))
     shown = console.export_text()
     assert "⚙ save_note [withheld by policy]" in shown and "⚙ get_profile [mocked]" in shown
     assert "⚙ about_profiles {}" in shown
 
 
-def test_live_runs_it_after_one_warning_line_printed_before_the_first_model_call(tmp_path, notes_db):
+def test_live_runs_it_after_one_warning_line_printed_before_the_first_model_call(
+    tmp_path, notes_db
+):
     stderr_file = tmp_path / "stderr.txt"
     seen_at_first_call: list[str] = []
 
@@ -153,14 +204,33 @@ def test_live_runs_it_after_one_warning_line_printed_before_the_first_model_call
         return calls(("save_note", NOTE))(body)
 
     with ScriptedAnthropic(responder=model) as api, stderr_file.open("w") as stderr:
-        env = dict(os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url, COLUMNS="200")
-        done = subprocess.run([sys.executable, str(ROOT / "evaluator.py"), "--csv", str(suite(tmp_path)),
-                               *example_server(notes_db), "--tool-policy", "live", "--json"],
-                              stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=180, env=env, cwd=tmp_path)
+        env = dict(
+            os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url, COLUMNS="200"
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "evaluator.py"),
+                "--csv",
+                str(suite(tmp_path)),
+                *example_server(notes_db),
+                "--tool-policy",
+                "live",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=180,
+            env=env,
+            cwd=tmp_path,
+        )
     assert done.returncode == 0, stderr_file.read_text()
     warnings = [line for line in stderr_file.read_text().splitlines() if "warning:" in line]
-    assert warnings == ["warning: --tool-policy live: Claude can call 1 tool(s) annotated destructive, and they "
-                        "run for real: save_note"]
+    assert warnings == [
+        "warning: --tool-policy live: Claude can call 1 tool(s) annotated destructive, and they "
+        "run for real: save_note"
+    ]
     assert warnings[0] in seen_at_first_call[0]
     assert notes_in(notes_db) == [(NOTE["title"], NOTE["text"])]
     [call] = json.loads(done.stdout)["results"][0]["tool_calls"]
@@ -170,7 +240,9 @@ def test_live_runs_it_after_one_warning_line_printed_before_the_first_model_call
 
 def test_allow_tool_runs_it_under_safe_and_read_only(api, tmp_path, notes_db):
     api.responder = calls(("save_note", NOTE))
-    run = cli("--csv", suite(tmp_path), *example_server(notes_db), "--allow-tool", "save_*", "--json")
+    run = cli(
+        "--csv", suite(tmp_path), *example_server(notes_db), "--allow-tool", "save_*", "--json"
+    )
     assert run.exit_code == 0, run.output
     assert notes_in(notes_db) == [(NOTE["title"], NOTE["text"])]
     [call] = json.loads(run.stdout)["results"][0]["tool_calls"]
@@ -178,12 +250,25 @@ def test_allow_tool_runs_it_under_safe_and_read_only(api, tmp_path, notes_db):
     assert "warning:" not in run.stderr
 
     other = notes_db.with_name("other.sqlite")
-    api.responder = calls(("save_note", {"title": "b", "text": "c"}), ("get_profile", {"user_id": "u_1001"}))
-    run = cli("-q", "Save b and show u_1001", *example_server(other), "--tool-policy", "read-only",
-              "--allow-tool", "save_note", "--json")
+    api.responder = calls(
+        ("save_note", {"title": "b", "text": "c"}), ("get_profile", {"user_id": "u_1001"})
+    )
+    run = cli(
+        "-q",
+        "Save b and show u_1001",
+        *example_server(other),
+        "--tool-policy",
+        "read-only",
+        "--allow-tool",
+        "save_note",
+        "--json",
+    )
     assert run.exit_code == 0, run.output
     assert notes_in(other) == [("b", "c")]
-    assert [c["source"] for c in json.loads(run.stdout)["results"][0]["tool_calls"]] == ["live", "live"]
+    assert [c["source"] for c in json.loads(run.stdout)["results"][0]["tool_calls"]] == [
+        "live",
+        "live",
+    ]
 
 
 def test_read_only_runs_only_tools_annotated_read_only(api, tmp_path):
@@ -197,16 +282,30 @@ def test_read_only_runs_only_tools_annotated_read_only(api, tmp_path):
     echo, time_call = json.loads(run.stdout)["results"][0]["tool_calls"]
     assert (echo["source"], echo["executed"], echo["is_error"]) == ("policy", False, True)
     assert "readOnlyHint" in echo["output"] and "hello" not in echo["output"]
-    assert (time_call["source"], time_call["executed"]) == ("live", True) and "UTC" in time_call["output"]
+    assert (time_call["source"], time_call["executed"]) == ("live", True) and "UTC" in time_call[
+        "output"
+    ]
     # what Claude got for the withheld call is the stand-in, from prompts.py
     withheld = tool_results(api.message_requests[-1])[0]["content"]
-    assert withheld == prompts.WITHHELD_TOOL_RESULT.format(tool="echo", policy="read-only",
-                                                           reason="are not annotated readOnlyHint: true")
+    assert withheld == prompts.WITHHELD_TOOL_RESULT.format(
+        tool="echo", policy="read-only", reason="are not annotated readOnlyHint: true"
+    )
 
 
-def test_the_policy_and_the_tool_options_are_refused_by_other_modes_and_checked(api, tmp_path, notes_db):
-    bad = cli("--csv", suite(tmp_path), *example_server(notes_db), "--allow-tool", "no_such_*", "--dry-run")
-    assert bad.exit_code == 2 and bad.stderr.startswith("error: --allow-tool no_such_* matches no tool")
+def test_the_policy_and_the_tool_options_are_refused_by_other_modes_and_checked(
+    api, tmp_path, notes_db
+):
+    bad = cli(
+        "--csv",
+        suite(tmp_path),
+        *example_server(notes_db),
+        "--allow-tool",
+        "no_such_*",
+        "--dry-run",
+    )
+    assert bad.exit_code == 2 and bad.stderr.startswith(
+        "error: --allow-tool no_such_* matches no tool"
+    )
     assert bad.stderr.count("\n") == 1
     refused = cli("--compare", "a.json", "b.json", "--tool-policy", "live")
     assert refused.exit_code == 2 and "--tool-policy does not apply to --compare" in refused.stderr
@@ -218,19 +317,48 @@ def test_the_policy_and_the_tool_options_are_refused_by_other_modes_and_checked(
 # ============================================================================ mocks
 def test_mocks_answer_matching_calls_by_argument_and_leave_the_rest_live(api, tmp_path, notes_db):
     mocks = tmp_path / "mocks.json"
-    mocks.write_text(json.dumps({
-        "get_profile": [{"match": {"user_id": "u_1001"}, "result": "Profile u_1001: Mock Person"},
-                        {"match": {"user_id": "u_9999"}, "result": {"error": "no such user"}, "is_error": True}],
-        "save_note": {"result": "Saved (mock)."}}), encoding="utf-8")
-    api.responder = calls(("get_profile", {"user_id": "u_1001"}), ("get_profile", {"user_id": "u_9999"}),
-                          ("get_profile", {"user_id": "u_1002"}), ("save_note", NOTE))
+    mocks.write_text(
+        json.dumps(
+            {
+                "get_profile": [
+                    {"match": {"user_id": "u_1001"}, "result": "Profile u_1001: Mock Person"},
+                    {
+                        "match": {"user_id": "u_9999"},
+                        "result": {"error": "no such user"},
+                        "is_error": True,
+                    },
+                ],
+                "save_note": {"result": "Saved (mock)."},
+            }
+        ),
+        encoding="utf-8",
+    )
+    api.responder = calls(
+        ("get_profile", {"user_id": "u_1001"}),
+        ("get_profile", {"user_id": "u_9999"}),
+        ("get_profile", {"user_id": "u_1002"}),
+        ("save_note", NOTE),
+    )
     out, report = tmp_path / "r.json", tmp_path / "r.md"
-    run = cli("-q", "Show three profiles and save a note", *example_server(notes_db), "--mock-tools", mocks,
-              "-o", out, "--report", report)
+    run = cli(
+        "-q",
+        "Show three profiles and save a note",
+        *example_server(notes_db),
+        "--mock-tools",
+        mocks,
+        "-o",
+        out,
+        "--report",
+        report,
+    )
     assert run.exit_code == 0, run.output
     first, second, third, note = json.loads(out.read_text())["results"][0]["tool_calls"]
-    assert (first["output"], first["source"], first["executed"], first["is_error"]) == \
-        ("Profile u_1001: Mock Person", "mock", False, False)
+    assert (first["output"], first["source"], first["executed"], first["is_error"]) == (
+        "Profile u_1001: Mock Person",
+        "mock",
+        False,
+        False,
+    )
     assert json.loads(second["output"]) == {"error": "no such user"} and second["is_error"] is True
     assert second["source"] == "mock"
     assert third["source"] == "live" and third["executed"] is True and "u_1002" in third["output"]
@@ -242,30 +370,50 @@ def test_mocks_answer_matching_calls_by_argument_and_leave_the_rest_live(api, tm
     assert "| Tool calls | 1 live, 3 mocked |" in report.read_text()
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("{not json", "invalid JSON"),
-    ("[]", "is a JSON object of tool names"),
-    ('{"get_profile": {"answer": "x"}}', 'needs a "result"'),
-    ('{"get_profile": [{"result": "x", "matches": {}}]}', "unknown key 'matches'"),
-    ('{"get_profile": [{"result": "x", "match": "u_1"}]}', '"match"'),
-    ('{"get_profile": "x"}', "is not an object or a list"),
-    ('{"no_such_tool": {"result": "x"}}', "mocks 'no_such_tool', which no server offers"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("{not json", "invalid JSON"),
+        ("[]", "is a JSON object of tool names"),
+        ('{"get_profile": {"answer": "x"}}', 'needs a "result"'),
+        ('{"get_profile": [{"result": "x", "matches": {}}]}', "unknown key 'matches'"),
+        ('{"get_profile": [{"result": "x", "match": "u_1"}]}', '"match"'),
+        ('{"get_profile": "x"}', "is not an object or a list"),
+        ('{"no_such_tool": {"result": "x"}}', "mocks 'no_such_tool', which no server offers"),
+    ],
+)
 def test_a_bad_mock_file_is_one_line_naming_it_and_exit_2(api, tmp_path, content, problem):
     mocks = tmp_path / "bad-mocks.json"
     mocks.write_text(content, encoding="utf-8")
     run = cli("-q", "hi", "--server-module", EXAMPLE_SERVER, "--mock-tools", mocks)
     assert run.exit_code == 2, run.output
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: ") and str(mocks) in run.stderr
+    assert (
+        run.stderr.count("\n") == 1
+        and run.stderr.startswith("error: ")
+        and str(mocks) in run.stderr
+    )
     assert problem in run.stderr, run.stderr
     assert api.message_requests == []
-    missing = cli("-q", "hi", "--server-module", EXAMPLE_SERVER, "--mock-tools", tmp_path / "absent.json")
-    assert missing.exit_code == 2 and "absent.json" in missing.stderr and missing.stderr.count("\n") == 1
+    missing = cli(
+        "-q", "hi", "--server-module", EXAMPLE_SERVER, "--mock-tools", tmp_path / "absent.json"
+    )
+    assert (
+        missing.exit_code == 2
+        and "absent.json" in missing.stderr
+        and missing.stderr.count("\n") == 1
+    )
 
 
 def test_old_results_without_sources_still_read_as_live(tmp_path):
     call = E.ToolCall("t", {})
     assert (call.source, call.executed) == ("live", True)
-    record = E.ToolRunResult.model_validate({"iteration": 1, "test_name": "x", "query": "q", "case_hash": "h",
-                                             "tool_calls": [{"name": "t", "input": {}}]})
+    record = E.ToolRunResult.model_validate(
+        {
+            "iteration": 1,
+            "test_name": "x",
+            "query": "q",
+            "case_hash": "h",
+            "tool_calls": [{"name": "t", "input": {}}],
+        }
+    )
     assert (record.tool_calls[0].source, record.tool_calls[0].executed) == ("live", True)

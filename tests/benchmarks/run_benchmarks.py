@@ -43,13 +43,12 @@ for _path in (str(ROOT), str(TESTS)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query
+from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query  # noqa: E402 (after the sys.path set-up)
 
 # socketserver's default listen backlog is 5: 16 clients connecting at once overflow it, the
 # kernel drops their SYNs and they retry a second later, an artifact of the fake server that
 # cost target 1 about a second. A real API endpoint has a deep backlog; so does this one here.
-
-import evaluator
+import evaluator  # noqa: E402
 
 EVALUATOR = ROOT / "evaluator.py"
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
@@ -62,14 +61,16 @@ API_KEY = "sk-ant-benchmark-0000"
 class Outcome:
     number: int
     title: str
-    summary: str                 # measured numbers and the ratio
+    summary: str  # measured numbers and the ratio
     target: str
     passed: bool
     details: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        return f"[{self.number}] {self.title}: {self.summary} | target {self.target} | " \
-               f"{'PASS' if self.passed else 'FAIL'}"
+        return (
+            f"[{self.number}] {self.title}: {self.summary} | target {self.target} | "
+            f"{'PASS' if self.passed else 'FAIL'}"
+        )
 
 
 def say(message: str) -> None:
@@ -85,10 +86,12 @@ def has_tool_result(body: dict) -> bool:
 
 def two_call_responder(tool: str, arguments: dict | None = None) -> Callable[[dict], dict]:
     """Every conversation takes exactly two model calls: one tool_use of `tool`, then an answer."""
+
     def respond(body: dict) -> dict:
         if has_tool_result(body):
             return reply(text("Done: here is what the tool said, summarised."))
         return reply(tool_use(tool, arguments or {}))
+
     return respond
 
 
@@ -116,19 +119,37 @@ class ChildRun:
     stderr: str
 
 
-def run_cli(args: list[str], api: ScriptedAnthropic, workdir: Path, env: dict | None = None,
-            timeout: float = 1800, log_dir: Path | None = None, prefix: list[str] | None = None) -> ChildRun:
+def run_cli(
+    args: list[str],
+    api: ScriptedAnthropic,
+    workdir: Path,
+    env: dict | None = None,
+    timeout: float = 1800,
+    log_dir: Path | None = None,
+    prefix: list[str] | None = None,
+) -> ChildRun:
     """`python evaluator.py ARGS` in a child process: wall time, exit code and the child's own
     peak RSS (os.wait4 reports the rusage of exactly that process)."""
     environment = dict(env or os.environ)
-    environment.update(ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=api.url, PYTHONPATH=str(ROOT),
-                       NO_COLOR="1", COLUMNS="120")
+    environment.update(
+        ANTHROPIC_API_KEY=API_KEY,
+        ANTHROPIC_BASE_URL=api.url,
+        PYTHONPATH=str(ROOT),
+        NO_COLOR="1",
+        COLUMNS="120",
+    )
     log_dir = log_dir or workdir
     out_path, err_path = log_dir / "child.stdout", log_dir / "child.stderr"
     with out_path.open("w") as out, err_path.open("w") as err:
         start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, *(prefix or [str(EVALUATOR)]), *args], cwd=workdir, env=environment,
-                                 stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, *(prefix or [str(EVALUATOR)]), *args],
+            cwd=workdir,
+            env=environment,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
         deadline = start + timeout
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -141,12 +162,19 @@ def run_cli(args: list[str], api: ScriptedAnthropic, workdir: Path, env: dict | 
             time.sleep(0.005)
         seconds = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
-    return ChildRun(seconds, child.returncode, usage.ru_maxrss / 1024, out_path.read_text(errors="replace"),
-                    err_path.read_text(errors="replace"))
+    return ChildRun(
+        seconds,
+        child.returncode,
+        usage.ru_maxrss / 1024,
+        out_path.read_text(errors="replace"),
+        err_path.read_text(errors="replace"),
+    )
 
 
-NO_TABLE = ("import sys, evaluator; evaluator.print_summary = lambda *a, **k: None; "
-            "sys.argv[0] = 'evaluator.py'; evaluator.main()")
+NO_TABLE = (
+    "import sys, evaluator; evaluator.print_summary = lambda *a, **k: None; "
+    "sys.argv[0] = 'evaluator.py'; evaluator.main()"
+)
 
 
 def run_cli_patched(args: list[str], api: ScriptedAnthropic, workdir: Path) -> ChildRun:
@@ -156,8 +184,10 @@ def run_cli_patched(args: list[str], api: ScriptedAnthropic, workdir: Path) -> C
 
 def check_child(run: ChildRun, what: str, allowed: tuple[int, ...] = (0,)) -> None:
     if run.returncode not in allowed:
-        raise RuntimeError(f"{what}: evaluator exited {run.returncode}\n--- stderr (tail)\n{run.stderr[-3000:]}"
-                           f"\n--- stdout (tail)\n{run.stdout[-3000:]}")
+        raise RuntimeError(
+            f"{what}: evaluator exited {run.returncode}\n--- stderr (tail)\n{run.stderr[-3000:]}"
+            f"\n--- stdout (tail)\n{run.stdout[-3000:]}"
+        )
 
 
 def load_results(path: Path) -> list[dict]:
@@ -167,24 +197,30 @@ def load_results(path: Path) -> list[dict]:
 def check_results(results: list[dict], expected: int, calls: int | None, what: str) -> None:
     errors = [r for r in results if r.get("error")]
     if len(results) != expected or errors:
-        raise RuntimeError(f"{what}: {len(results)} results (want {expected}), {len(errors)} errors; first error: "
-                           f"{errors[0]['error'] if errors else None}")
+        raise RuntimeError(
+            f"{what}: {len(results)} results (want {expected}), {len(errors)} errors; first error: "
+            f"{errors[0]['error'] if errors else None}"
+        )
     if calls is not None:
         wrong = [r for r in results if r.get("model_calls") != calls]
         if wrong:
-            raise RuntimeError(f"{what}: {len(wrong)} results took {wrong[0].get('model_calls')} model calls, "
-                               f"not {calls}")
+            raise RuntimeError(
+                f"{what}: {len(wrong)} results took {wrong[0].get('model_calls')} model calls, "
+                f"not {calls}"
+            )
 
 
 # ============================================================================ 1. wall time vs ideal
 def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
     cases, delay, concurrency, calls = (64 if opts.quick else 200), 0.5, 16, 2
     ideal = cases * calls * delay / concurrency
-    say(f"{cases} cases x {calls} model calls (tool_use about_profiles, then text), delay {delay}s, "
-        f"--concurrency {concurrency}; evaluator CLI in a child process, example server in-process")
+    say(
+        f"{cases} cases x {calls} model calls (tool_use about_profiles, then text), delay {delay}s, "
+        f"--concurrency {concurrency}; evaluator CLI in a child process, example server in-process"
+    )
     csv_path = write_csv(work / "suite1.csv", cases, "about_profiles")
     one_path = write_csv(work / "suite1_one.csv", 1, "about_profiles")
-    answered: list[float] = []          # when each answer was decided (after the delay)
+    answered: list[float] = []  # when each answer was decided (after the delay)
     respond = two_call_responder("about_profiles")
 
     def timed(body: dict) -> dict:
@@ -192,14 +228,38 @@ def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
         return respond(body)
 
     with ScriptedAnthropic(responder=timed, delay=delay, record=False) as api:
-        startup = run_cli(["--csv", str(one_path), "--concurrency", str(concurrency), "-o", str(work / "one.json"),
-                           "--server-module", str(EXAMPLE_SERVER)], api, work)
+        startup = run_cli(
+            [
+                "--csv",
+                str(one_path),
+                "--concurrency",
+                str(concurrency),
+                "-o",
+                str(work / "one.json"),
+                "--server-module",
+                str(EXAMPLE_SERVER),
+            ],
+            api,
+            work,
+        )
         check_child(startup, "1-case run")
         answered.clear()
         before = api.request_count
         started = time.perf_counter()
-        full = run_cli(["--csv", str(csv_path), "--concurrency", str(concurrency), "-o", str(work / "out1.json"),
-                        "--server-module", str(EXAMPLE_SERVER)], api, work)
+        full = run_cli(
+            [
+                "--csv",
+                str(csv_path),
+                "--concurrency",
+                str(concurrency),
+                "-o",
+                str(work / "out1.json"),
+                "--server-module",
+                str(EXAMPLE_SERVER),
+            ],
+            api,
+            work,
+        )
         check_child(full, f"{cases}-case run")
         requests = api.request_count - before
     check_results(load_results(work / "out1.json"), cases, calls, "target 1")
@@ -211,32 +271,61 @@ def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
     first_request = min(answered) - delay - started
     last_answer = max(answered) - started
     serving = last_answer - first_request
-    details = [(f"whole process, start-up and report included: {full.seconds:.2f}s = "
-                f"{full.seconds / ideal:.3f} x ideal"),
-               (f"1-case run {startup.seconds:.2f}s = {calls} x {delay}s of model time + {fixed:.2f}s fixed "
-               f"(interpreter, imports, server connect, report)"),
-               (f"{cases}-case run: first model request at {first_request:.2f}s, last answer at {last_answer:.2f}s, "
-               f"exit {full.seconds - last_answer:.2f}s later"),
-               (f"{requests} model requests served in {serving:.2f}s = {serving / ideal:.3f} x ideal "
-               f"(startup and shutdown left out)")]
+    details = [
+        (
+            f"whole process, start-up and report included: {full.seconds:.2f}s = "
+            f"{full.seconds / ideal:.3f} x ideal"
+        ),
+        (
+            f"1-case run {startup.seconds:.2f}s = {calls} x {delay}s of model time + {fixed:.2f}s fixed "
+            f"(interpreter, imports, server connect, report)"
+        ),
+        (
+            f"{cases}-case run: first model request at {first_request:.2f}s, last answer at {last_answer:.2f}s, "
+            f"exit {full.seconds - last_answer:.2f}s later"
+        ),
+        (
+            f"{requests} model requests served in {serving:.2f}s = {serving / ideal:.3f} x ideal "
+            f"(startup and shutdown left out)"
+        ),
+    ]
     if opts.explain:
         with ScriptedAnthropic(responder=respond, delay=delay, record=False) as api:
-            child = subprocess.run([sys.executable, __file__, "--bare-child", api.url, str(cases), str(concurrency)],
-                                   check=False, capture_output=True, text=True, timeout=600)
+            child = subprocess.run(
+                [sys.executable, __file__, "--bare-child", api.url, str(cases), str(concurrency)],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         if child.returncode == 0:
             bare = float(child.stdout.split()[-1])
-            details.append(f"reference: a bare AsyncAnthropic + mcp.Client loop (target 2's) in a child process, "
-                           f"same cases and delay: {bare:.2f}s = {bare / ideal:.3f} x ideal, startup left out")
+            details.append(
+                f"reference: a bare AsyncAnthropic + mcp.Client loop (target 2's) in a child process, "
+                f"same cases and delay: {bare:.2f}s = {bare / ideal:.3f} x ideal, startup left out"
+            )
         else:
             details.append(f"reference run failed: {child.stderr[-500:]}")
-    return Outcome(1, "suite wall time", f"{cases} cases {suite_seconds:.2f}s vs ideal {ideal:.2f}s, "
-                   f"ratio {ratio:.3f}", "<= 1.15", ratio <= 1.15, details)
+    return Outcome(
+        1,
+        "suite wall time",
+        f"{cases} cases {suite_seconds:.2f}s vs ideal {ideal:.2f}s, ratio {ratio:.3f}",
+        "<= 1.15",
+        ratio <= 1.15,
+        details,
+    )
 
 
 # ============================================================================ 2. engine overhead vs a bare SDK loop
 def engine_cases(count: int) -> list[evaluator.TestCase]:
-    return [evaluator.TestCase(name=f"case_{i:05d}", prompt=f"Tell me about profiles (case {i})",
-                               expected_tools=["about_profiles"]) for i in range(1, count + 1)]
+    return [
+        evaluator.TestCase(
+            name=f"case_{i:05d}",
+            prompt=f"Tell me about profiles (case {i})",
+            expected_tools=["about_profiles"],
+        )
+        for i in range(1, count + 1)
+    ]
 
 
 def module_spec() -> evaluator.ServerSpec:
@@ -251,8 +340,9 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
     os.environ["ANTHROPIC_API_KEY"] = API_KEY
     settings = evaluator.Settings(base_url=url, concurrency=concurrency)
     scoring = evaluator.ToolCheckScoring(cases, check_names=False)
-    runner = evaluator.ToolUseRunner(cases, settings, [module_spec()], on_connect=scoring.connected,
-                                     verdict_of=scoring.verdict)
+    runner = evaluator.ToolUseRunner(
+        cases, settings, [module_spec()], on_connect=scoring.connected, verdict_of=scoring.verdict
+    )
     transcripts: list = []
     results: list[dict] = []
 
@@ -265,7 +355,9 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
     await evaluator.drive_jobs(runner, runner.jobs(), settings, finished, outcome)
     bad = [t for t in transcripts if t.error or t.model_calls != 2]
     if bad:
-        raise RuntimeError(f"engine: {len(bad)} conversations failed: {bad[0].error} ({bad[0].model_calls} calls)")
+        raise RuntimeError(
+            f"engine: {len(bad)} conversations failed: {bad[0].error} ({bad[0].model_calls} calls)"
+        )
     return outcome.wall_time_s
 
 
@@ -279,14 +371,26 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
     spec = module_spec()
     settings = evaluator.RunSettings(concurrency=concurrency)
     server = evaluator.load_server_object(spec)
-    client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=url, max_retries=evaluator.C.DEFAULT_MAX_RETRIES,
-                                      timeout=evaluator.C.DEFAULT_REQUEST_TIMEOUT)
-    system = [{"type": "text", "text": settings.system_prompt, "cache_control": {"type": "ephemeral"}}]
+    client = anthropic.AsyncAnthropic(
+        api_key=API_KEY,
+        base_url=url,
+        max_retries=evaluator.C.DEFAULT_MAX_RETRIES,
+        timeout=evaluator.C.DEFAULT_REQUEST_TIMEOUT,
+    )
+    system = [
+        {"type": "text", "text": settings.system_prompt, "cache_control": {"type": "ephemeral"}}
+    ]
     try:
         async with Client(server) as mcp_client:
             listed = (await mcp_client.list_tools()).tools
-            tools = [{"name": t.name, "description": t.description or "",
-                      "input_schema": dict(t.input_schema or {"type": "object"})} for t in sorted(listed, key=lambda t: t.name)]
+            tools = [
+                {
+                    "name": t.name,
+                    "description": t.description or "",
+                    "input_schema": dict(t.input_schema or {"type": "object"}),
+                }
+                for t in sorted(listed, key=lambda t: t.name)
+            ]
             tools[-1] = dict(tools[-1], cache_control={"type": "ephemeral"})
             limit = asyncio.Semaphore(concurrency)
 
@@ -294,11 +398,19 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
                 async with limit:
                     messages: list[dict] = [{"role": "user", "content": case.prompt}]
                     for calls in range(1, settings.max_turns + 1):
-                        message = await client.messages.create(model=settings.model, max_tokens=settings.max_tokens,
-                                                               system=system, messages=messages, tools=tools)
-                        content = [{"type": "text", "text": b.text} if b.type == "text" else
-                                   {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
-                                   for b in message.content]
+                        message = await client.messages.create(
+                            model=settings.model,
+                            max_tokens=settings.max_tokens,
+                            system=system,
+                            messages=messages,
+                            tools=tools,
+                        )
+                        content = [
+                            {"type": "text", "text": b.text}
+                            if b.type == "text"
+                            else {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+                            for b in message.content
+                        ]
                         messages.append({"role": "assistant", "content": content})
                         uses = [b for b in content if b["type"] == "tool_use"]
                         if message.stop_reason != "tool_use" or not uses:
@@ -307,8 +419,14 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
                         for block in uses:
                             result = await mcp_client.call_tool(block["name"], block["input"])
                             output = "\n".join(c.text for c in result.content if c.type == "text")
-                            answers.append({"type": "tool_result", "tool_use_id": block["id"],
-                                            "content": output or "(no output)", "is_error": bool(result.is_error)})
+                            answers.append(
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": block["id"],
+                                    "content": output or "(no output)",
+                                    "is_error": bool(result.is_error),
+                                }
+                            )
                         messages.append({"role": "user", "content": answers})
                     return settings.max_turns
 
@@ -323,14 +441,19 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
 
 
 def normalized_bodies(api: ScriptedAnthropic) -> list[str]:
-    return [re.sub(r"toolu_\d+", "toolu_X", json.dumps(body, sort_keys=True)) for body in api.message_requests]
+    return [
+        re.sub(r"toolu_\d+", "toolu_X", json.dumps(body, sort_keys=True))
+        for body in api.message_requests
+    ]
 
 
 def bench_overhead(opts: argparse.Namespace, work: Path) -> Outcome:
     count, concurrency, rounds = (100 if opts.quick else 400), 16, (3 if opts.quick else 5)
-    say(f"{count} conversations x 2 model calls, concurrency {concurrency}, zero delay, one process: "
+    say(
+        f"{count} conversations x 2 model calls, concurrency {concurrency}, zero delay, one process: "
         f"evaluator engine (AnthropicModel + McpHub + run_cases + Redactor) vs a bare AsyncAnthropic loop "
-        f"+ mcp.Client; servers connected before timing; median of {rounds} alternating rounds")
+        f"+ mcp.Client; servers connected before timing; median of {rounds} alternating rounds"
+    )
     cases = engine_cases(count)
     respond = two_call_responder("about_profiles")
     # Same requests? Record one conversation each way and compare the bodies.
@@ -348,22 +471,40 @@ def bench_overhead(opts: argparse.Namespace, work: Path) -> Outcome:
         for _ in range(rounds):
             timings["bare"].append(asyncio.run(bare_round(cases, api.url, concurrency)))
             timings["engine"].append(asyncio.run(engine_round(cases, api.url, concurrency, False)))
-            timings["engine+scoring"].append(asyncio.run(engine_round(cases, api.url, concurrency, True)))
+            timings["engine+scoring"].append(
+                asyncio.run(engine_round(cases, api.url, concurrency, True))
+            )
     med = {k: statistics.median(v) for k, v in timings.items()}
     ratio = med["engine"] / med["bare"]
-    details = [f"request bodies identical (tool ids aside): {'yes' if identical else 'NO'}"
-               + ("" if identical else f" (engine {len(engine_bodies)} vs bare {len(bare_bodies)} requests)"),
-               "rounds (s): " + "; ".join(f"{k} " + ", ".join(f"{x:.2f}" for x in v) for k, v in timings.items()),
-               (f"per conversation: engine {med['engine'] / count * 1000:.2f} ms, bare {med['bare'] / count * 1000:.2f} ms"
-               f", engine+scoring {med['engine+scoring'] / count * 1000:.2f} ms "
-               f"(ratio with scoring and result dicts {med['engine+scoring'] / med['bare']:.3f})")]
+    details = [
+        f"request bodies identical (tool ids aside): {'yes' if identical else 'NO'}"
+        + (
+            ""
+            if identical
+            else f" (engine {len(engine_bodies)} vs bare {len(bare_bodies)} requests)"
+        ),
+        "rounds (s): "
+        + "; ".join(f"{k} " + ", ".join(f"{x:.2f}" for x in v) for k, v in timings.items()),
+        (
+            f"per conversation: engine {med['engine'] / count * 1000:.2f} ms, bare {med['bare'] / count * 1000:.2f} ms"
+            f", engine+scoring {med['engine+scoring'] / count * 1000:.2f} ms "
+            f"(ratio with scoring and result dicts {med['engine+scoring'] / med['bare']:.3f})"
+        ),
+    ]
     if not identical:
         for a, b in zip(engine_bodies, bare_bodies):
             if a != b:
                 details.append(f"first difference: engine {a[:300]} ... vs bare {b[:300]} ...")
                 break
-    return Outcome(2, "engine overhead", f"engine {med['engine']:.2f}s vs bare SDK {med['bare']:.2f}s "
-                   f"({count} convs), ratio {ratio:.3f}", "<= 1.25", ratio <= 1.25 and identical, details)
+    return Outcome(
+        2,
+        "engine overhead",
+        f"engine {med['engine']:.2f}s vs bare SDK {med['bare']:.2f}s "
+        f"({count} convs), ratio {ratio:.3f}",
+        "<= 1.25",
+        ratio <= 1.25 and identical,
+        details,
+    )
 
 
 # ============================================================================ 3. parallel trigger runs
@@ -386,60 +527,112 @@ def bench_triggers(opts: argparse.Namespace, work: Path) -> Outcome:
         return Outcome(3, "trigger runs", f"claude CLI not found ({exc})", ">= 1.7x", False)
     queries = 4 if opts.quick else 6
     parallel, delay = 4, opts.trigger_delay
-    positives = ["Write a SQL query for weekly revenue per country", "Fix my SQL join of tracks and identifies",
-                 "Give me the SQL for daily active users"][: queries // 2]
-    negatives = ["Tell me a joke", "Explain what a data warehouse is", "Which dashboard tool should we use?"][: queries // 2]
+    positives = [
+        "Write a SQL query for weekly revenue per country",
+        "Fix my SQL join of tracks and identifies",
+        "Give me the SQL for daily active users",
+    ][: queries // 2]
+    negatives = [
+        "Tell me a joke",
+        "Explain what a data warehouse is",
+        "Which dashboard tool should we use?",
+    ][: queries // 2]
     sandbox = work / "claude"
     (sandbox / "home" / ".claude").mkdir(parents=True)
     (sandbox / "home" / ".claude" / "settings.json").write_text("{}\n")
     (sandbox / "work").mkdir()
     (sandbox / "tmp").mkdir()
     trigger = sandbox / "trigger.md"
-    trigger.write_text("---\nname: bench-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
-                       + "".join(f'- "{q}"\n' for q in positives) + "\n# Negative Triggers\n\n"
-                       + "".join(f'- "{q}"\n' for q in negatives))
-    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp")}
-    say(f"{queries} trigger queries x 1 run through `claude -p` ({claude}), scripted server delay {delay}s: "
-        f"--concurrency 1 vs --concurrency {parallel}")
+    trigger.write_text(
+        "---\nname: bench-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in positives)
+        + "\n# Negative Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in negatives)
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+    }
+    say(
+        f"{queries} trigger queries x 1 run through `claude -p` ({claude}), scripted server delay {delay}s: "
+        f"--concurrency 1 vs --concurrency {parallel}"
+    )
     seconds: dict[int, float] = {}
     cpu: dict[int, float] = {}
     with ScriptedAnthropic(responder=skill_responder, delay=delay, record=False) as api:
         for concurrency in (1, parallel):
             out = sandbox / f"out{concurrency}.json"
             before = os.times()
-            run = run_cli(["--claude-bin", claude, "--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1",
-                           "--concurrency", str(concurrency), "-o", str(out)], api, sandbox / "work", env=env,
-                          log_dir=sandbox)  # not in the working directory: the write guard watches it
+            run = run_cli(
+                [
+                    "--claude-bin",
+                    claude,
+                    "--skill",
+                    str(SKILL),
+                    "--trigger",
+                    str(trigger),
+                    "--runs",
+                    "1",
+                    "--concurrency",
+                    str(concurrency),
+                    "-o",
+                    str(out),
+                ],
+                api,
+                sandbox / "work",
+                env=env,
+                log_dir=sandbox,
+            )  # not in the working directory: the write guard watches it
             after = os.times()
             check_child(run, f"trigger runs at --concurrency {concurrency}")
             records = json.loads(out.read_text())["results"]
             failed = [r for r in records if r.get("error")]
             if len(records) != queries or failed:
-                raise RuntimeError(f"trigger runs: {len(records)} runs, {len(failed)} failed: "
-                                   f"{failed[0]['error'] if failed else ''}")
+                raise RuntimeError(
+                    f"trigger runs: {len(records)} runs, {len(failed)} failed: "
+                    f"{failed[0]['error'] if failed else ''}"
+                )
             seconds[concurrency] = run.seconds
-            cpu[concurrency] = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+            cpu[concurrency] = (after.children_user + after.children_system) - (
+                before.children_user + before.children_system
+            )
     speedup = seconds[1] / seconds[parallel]
-    details = [(f"serial {seconds[1]:.2f}s ({seconds[1] / queries:.2f}s a run), parallel {seconds[parallel]:.2f}s; "
-               f"CPU of the children: serial {cpu[1]:.1f}s, parallel {cpu[parallel]:.1f}s on {os.cpu_count()} cores")]
-    return Outcome(3, "trigger runs", f"{queries} runs serial {seconds[1]:.2f}s vs --concurrency {parallel} "
-                   f"{seconds[parallel]:.2f}s, speedup {speedup:.2f}x", ">= 1.7x", speedup >= 1.7, details)
+    details = [
+        (
+            f"serial {seconds[1]:.2f}s ({seconds[1] / queries:.2f}s a run), parallel {seconds[parallel]:.2f}s; "
+            f"CPU of the children: serial {cpu[1]:.1f}s, parallel {cpu[parallel]:.1f}s on {os.cpu_count()} cores"
+        )
+    ]
+    return Outcome(
+        3,
+        "trigger runs",
+        f"{queries} runs serial {seconds[1]:.2f}s vs --concurrency {parallel} "
+        f"{seconds[parallel]:.2f}s, speedup {speedup:.2f}x",
+        ">= 1.7x",
+        speedup >= 1.7,
+        details,
+    )
 
 
 # ============================================================================ 4. prompt caching
 def write_tool_server(path: Path, count: int = 25) -> Path:
     tools = []
     for i in range(1, count + 1):
-        tools.append(textwrap.dedent(f'''
+        tools.append(
+            textwrap.dedent(f'''
             @mcp.tool()
             def tool_{i:02d}(query: str, limit: int = 10, include_archived: bool = False) -> str:
                 """Tool number {i} of the benchmark catalogue: searches collection {i} for records matching
                 the query and returns up to `limit` of them, newest first, with their identifiers, owners
                 and last-modified dates. Archived records are skipped unless include_archived is true."""
                 return f"tool_{i:02d}: {{limit}} records for {{query!r}}"
-            '''))
-    path.write_text("from mcp.server.mcpserver import MCPServer\n\nmcp = MCPServer('bench25', log_level='WARNING')\n"
-                    + "".join(tools))
+            ''')
+        )
+    path.write_text(
+        "from mcp.server.mcpserver import MCPServer\n\nmcp = MCPServer('bench25', log_level='WARNING')\n"
+        + "".join(tools)
+    )
     return path
 
 
@@ -448,25 +641,48 @@ def bench_caching(opts: argparse.Namespace, work: Path) -> Outcome:
     server = write_tool_server(work / "bench25_server.py", tools)
     csv_path = write_csv(work / "suite4.csv", cases, "tool_01")
     out = work / "out4.json"
-    say(f"{cases} cases x 2 model calls against a generated server with {tools} tools; --concurrency 4")
+    say(
+        f"{cases} cases x 2 model calls against a generated server with {tools} tools; --concurrency 4"
+    )
     with ScriptedAnthropic(responder=two_call_responder("tool_01", {"query": "invoices"})) as api:
-        run = run_cli(["--csv", str(csv_path), "--concurrency", "4", "-o", str(out), "--server-module", str(server)],
-                      api, work)
+        run = run_cli(
+            [
+                "--csv",
+                str(csv_path),
+                "--concurrency",
+                "4",
+                "-o",
+                str(out),
+                "--server-module",
+                str(server),
+            ],
+            api,
+            work,
+        )
         check_child(run, "caching suite")
         bodies = api.message_requests
     document = json.loads(out.read_text())
     results = document["results"]
     check_results(results, cases, 2, "target 4")
-    marked = sum(1 for b in bodies if b.get("tools") and "cache_control" in b["tools"][-1]
-                 and any("cache_control" in block for block in b.get("system") or []))
+    marked = sum(
+        1
+        for b in bodies
+        if b.get("tools")
+        and "cache_control" in b["tools"][-1]
+        and any("cache_control" in block for block in b.get("system") or [])
+    )
     tool_tokens = [_tokens(b.get("tools")) for b in bodies]
     prefix_tokens = [_tokens(b.get("system")) + _tokens(b.get("tools")) for b in bodies]
     if len(set(prefix_tokens)) != 1 or len(bodies) < 2:
-        raise RuntimeError(f"target 4: the cacheable prefix is not the same in every request ({set(prefix_tokens)})")
+        raise RuntimeError(
+            f"target 4: the cacheable prefix is not the same in every request ({set(prefix_tokens)})"
+        )
     prefix, per_request_tools = prefix_tokens[0], tool_tokens[0]
     usage = evaluator.Usage()
     for r in results:
-        usage = usage + evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS})
+        usage = usage + evaluator.Usage(
+            **{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}
+        )
     # The prefix (system + tools) is cached as a unit: every cache hit reads all of it.
     hits = usage.cache_read_input_tokens / prefix
     repeated_tool_tokens = sum(tool_tokens[1:])
@@ -474,64 +690,125 @@ def bench_caching(opts: argparse.Namespace, work: Path) -> Outcome:
     share = cached_tool_tokens / repeated_tool_tokens
     model = results[0]["model"]
     shown = sum(r["cost_usd"] for r in results)
-    recomputed = sum(evaluator.cost_usd(evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
-                                        r["model"]) for r in results)
-    uncached = sum(evaluator.cost_usd(evaluator.Usage(
-        input_tokens=r["usage"]["input_tokens"] + r["usage"]["cache_read_input_tokens"]
-        + r["usage"]["cache_creation_input_tokens"], output_tokens=r["usage"]["output_tokens"]), r["model"])
-        for r in results)
+    recomputed = sum(
+        evaluator.cost_usd(
+            evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
+            r["model"],
+        )
+        for r in results
+    )
+    uncached = sum(
+        evaluator.cost_usd(
+            evaluator.Usage(
+                input_tokens=r["usage"]["input_tokens"]
+                + r["usage"]["cache_read_input_tokens"]
+                + r["usage"]["cache_creation_input_tokens"],
+                output_tokens=r["usage"]["output_tokens"],
+            ),
+            r["model"],
+        )
+        for r in results
+    )
     cost_ok = abs(shown - recomputed) < 1e-4 * len(results) and shown < uncached
-    details = [(f"{len(bodies)} requests, {marked} carry cache_control on the system prompt and the last tool; "
-               f"tool definitions {per_request_tools} tokens a request, prefix (system + tools) {prefix}"),
-               (f"usage: input {usage.input_tokens}, cache writes {usage.cache_creation_input_tokens}, "
-               f"cache reads {usage.cache_read_input_tokens} ({hits:.0f} hits), output {usage.output_tokens}"),
-               (f"cost shown ${shown:.4f} (recomputed from usage ${recomputed:.4f}, model {model}); "
-               f"without caching it would be ${uncached:.4f}: {100 * (1 - shown / uncached):.0f}% saved")]
+    details = [
+        (
+            f"{len(bodies)} requests, {marked} carry cache_control on the system prompt and the last tool; "
+            f"tool definitions {per_request_tools} tokens a request, prefix (system + tools) {prefix}"
+        ),
+        (
+            f"usage: input {usage.input_tokens}, cache writes {usage.cache_creation_input_tokens}, "
+            f"cache reads {usage.cache_read_input_tokens} ({hits:.0f} hits), output {usage.output_tokens}"
+        ),
+        (
+            f"cost shown ${shown:.4f} (recomputed from usage ${recomputed:.4f}, model {model}); "
+            f"without caching it would be ${uncached:.4f}: {100 * (1 - shown / uncached):.0f}% saved"
+        ),
+    ]
     passed = share >= 0.90 and marked == len(bodies) and cost_ok
-    return Outcome(4, "prompt caching", f"{cached_tool_tokens:,.0f} of {repeated_tool_tokens:,} repeated tool-definition "
-                   f"tokens read from cache, share {100 * share:.1f}%; cost ${shown:.4f} vs ${uncached:.4f} uncached",
-                   ">= 90% (+ cache_control sent, cost reflects it)", passed, details)
+    return Outcome(
+        4,
+        "prompt caching",
+        f"{cached_tool_tokens:,.0f} of {repeated_tool_tokens:,} repeated tool-definition "
+        f"tokens read from cache, share {100 * share:.1f}%; cost ${shown:.4f} vs ${uncached:.4f} uncached",
+        ">= 90% (+ cache_control sent, cost reflects it)",
+        passed,
+        details,
+    )
 
 
 # ============================================================================ 5. memory and linear time
 def bench_memory(opts: argparse.Namespace, work: Path) -> Outcome:
     big = 2000 if opts.quick else 10_000
     small = big // 4
-    say(f"1-, {small}- and {big}-case CSV suites, text-only answers (1 call a case), zero delay, --concurrency 32, "
-        f"-o out.json --summary-only, the example server over stdio; peak RSS of the evaluator process from wait4")
+    say(
+        f"1-, {small}- and {big}-case CSV suites, text-only answers (1 call a case), zero delay, --concurrency 32, "
+        f"-o out.json --summary-only, the example server over stdio; peak RSS of the evaluator process from wait4"
+    )
     runs: dict[int, ChildRun] = {}
     with ScriptedAnthropic(responder=text_only_responder, record=False) as api:
         for rows in (1, small, big):
             csv_path = write_csv(work / f"suite5_{rows}.csv", rows, None)
             out = work / f"out5_{rows}.json"
-            runs[rows] = run_cli(["--csv", str(csv_path), "--concurrency", "32", "-o", str(out), "--summary-only"],
-                                 api, work)
+            runs[rows] = run_cli(
+                ["--csv", str(csv_path), "--concurrency", "32", "-o", str(out), "--summary-only"],
+                api,
+                work,
+            )
             check_child(runs[rows], f"{rows}-case run")
             lines = out.with_name(out.name + ".results.jsonl").read_text().splitlines()
             check_results([json.loads(line) for line in lines], rows, 1, f"target 5 ({rows} cases)")
-            say(f"{rows} cases: {runs[rows].seconds:.2f}s, peak RSS {runs[rows].peak_rss_mb:.1f} MB, "
-                f"results file {out.stat().st_size / 1e6:.1f} MB")
-    if opts.explain:  # the same big run with the terminal summary table switched off (measurement only)
+            say(
+                f"{rows} cases: {runs[rows].seconds:.2f}s, peak RSS {runs[rows].peak_rss_mb:.1f} MB, "
+                f"results file {out.stat().st_size / 1e6:.1f} MB"
+            )
+    if (
+        opts.explain
+    ):  # the same big run with the terminal summary table switched off (measurement only)
         with ScriptedAnthropic(responder=text_only_responder, record=False) as api:
-            quiet = run_cli_patched(["--csv", str(work / f"suite5_{big}.csv"), "--concurrency", "32", "-o",
-                                     str(work / "out5_quiet.json"), "--summary-only"], api, work)
+            quiet = run_cli_patched(
+                [
+                    "--csv",
+                    str(work / f"suite5_{big}.csv"),
+                    "--concurrency",
+                    "32",
+                    "-o",
+                    str(work / "out5_quiet.json"),
+                    "--summary-only",
+                ],
+                api,
+                work,
+            )
         check_child(quiet, "run without the summary table")
-        say(f"{big} cases without print_summary: {quiet.seconds:.2f}s, peak RSS {quiet.peak_rss_mb:.1f} MB")
+        say(
+            f"{big} cases without print_summary: {quiet.seconds:.2f}s, peak RSS {quiet.peak_rss_mb:.1f} MB"
+        )
     base = runs[1].seconds
     raw = (runs[big].seconds / runs[small].seconds) / 4
     # Startup (imports, server connect) is a fixed cost that makes the raw ratio look better than
     # linear; the time the cases themselves take is what must grow linearly.
     linearity = ((runs[big].seconds - base) / (runs[small].seconds - base)) / 4
     peak = runs[big].peak_rss_mb
-    details = [f"raw (t{big}/t{small})/4 = {raw:.3f}; with the 1-case run's {base:.2f}s taken off both: {linearity:.3f}",
-               (f"per case beyond startup: {small} cases {(runs[small].seconds - base) / small * 1000:.2f} ms, "
-               f"{big} cases {(runs[big].seconds - base) / big * 1000:.2f} ms"),
-               (f"peak RSS: 1 case {runs[1].peak_rss_mb:.1f} MB (imports and servers), {small} cases "
-               f"{runs[small].peak_rss_mb:.1f} MB, {big} cases {peak:.1f} MB: "
-               f"{(peak - runs[1].peak_rss_mb) / big * 1024:.1f} KB a case above the baseline")]
-    return Outcome(5, "10k-case suite", f"{big} cases peak {peak:.1f} MB, {runs[big].seconds:.1f}s; linearity "
-                   f"((t{big}-t1)/(t{small}-t1))/4 = {linearity:.3f}", "<= 150 MB, linearity <= 1.25",
-                   peak <= 150 and linearity <= 1.25, details)
+    details = [
+        f"raw (t{big}/t{small})/4 = {raw:.3f}; with the 1-case run's {base:.2f}s taken off both: {linearity:.3f}",
+        (
+            f"per case beyond startup: {small} cases {(runs[small].seconds - base) / small * 1000:.2f} ms, "
+            f"{big} cases {(runs[big].seconds - base) / big * 1000:.2f} ms"
+        ),
+        (
+            f"peak RSS: 1 case {runs[1].peak_rss_mb:.1f} MB (imports and servers), {small} cases "
+            f"{runs[small].peak_rss_mb:.1f} MB, {big} cases {peak:.1f} MB: "
+            f"{(peak - runs[1].peak_rss_mb) / big * 1024:.1f} KB a case above the baseline"
+        ),
+    ]
+    return Outcome(
+        5,
+        "10k-case suite",
+        f"{big} cases peak {peak:.1f} MB, {runs[big].seconds:.1f}s; linearity "
+        f"((t{big}-t1)/(t{small}-t1))/4 = {linearity:.3f}",
+        "<= 150 MB, linearity <= 1.25",
+        peak <= 150 and linearity <= 1.25,
+        details,
+    )
 
 
 # ============================================================================ 6. --batch: a 1,000-case suite through Message Batches
@@ -540,14 +817,27 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
     ending `latency` seconds after its creation: the rounds, the suite's wall time over the
     rounds' scripted latency (the floor no client can beat), and the evaluator's peak memory."""
     cases, latency, calls = (200 if opts.quick else 1000), opts.batch_latency, 2
-    say(f"{cases} cases x {calls} model calls (tool_use about_profiles, then text) with --batch; every scripted batch "
-        f"ends {latency}s after its creation; example server in-process; peak RSS of the evaluator process")
+    say(
+        f"{cases} cases x {calls} model calls (tool_use about_profiles, then text) with --batch; every scripted batch "
+        f"ends {latency}s after its creation; example server in-process; peak RSS of the evaluator process"
+    )
     csv_path = write_csv(work / "suite6.csv", cases, "about_profiles")
     out = work / "out6.json"
     with ScriptedAnthropic(responder=two_call_responder("about_profiles")) as api:
         api.batch_polls, api.batch_latency = 1, latency
-        run = run_cli(["--csv", str(csv_path), "--batch", "-o", str(out), "--server-module", str(EXAMPLE_SERVER)],
-                      api, work)
+        run = run_cli(
+            [
+                "--csv",
+                str(csv_path),
+                "--batch",
+                "-o",
+                str(out),
+                "--server-module",
+                str(EXAMPLE_SERVER),
+            ],
+            api,
+            work,
+        )
         check_child(run, f"{cases}-case --batch run")
         sizes = [len(body["requests"]) for body in api.batch_creations]
         direct, polls = len(api.message_requests), len(api.batch_retrievals)
@@ -557,20 +847,36 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
     floor = len(sizes) * latency
     ratio = suite_seconds / floor
     shown = sum(r["cost_usd"] for r in results)
-    listed = sum(evaluator.cost_usd(evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
-                                    r["model"]) for r in results)
+    listed = sum(
+        evaluator.cost_usd(
+            evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
+            r["model"],
+        )
+        for r in results
+    )
     rounds_ok = sizes == [cases] * calls and direct == 0
-    details = [(f"batches created: {len(sizes)} ({', '.join(f'{n:,}' for n in sizes)} requests); direct /v1/messages "
-                f"calls: {direct}; batch GETs (polls and results): {polls}"),
-               (f"suite {suite_seconds:.2f}s = {len(sizes)} rounds x {latency}s of scripted batch latency "
-                f"+ {suite_seconds - floor:.2f}s (polling backoff overshoot, tool calls, scoring); "
-                f"whole process {run.seconds:.2f}s"),
-               f"peak RSS {run.peak_rss_mb:.1f} MB ({run.peak_rss_mb * 1024 / cases:.0f} KB a case, imports included)",
-               f"cost ${shown:.4f} at the batch price vs ${listed:.4f} at list price ({shown / listed:.0%})"]
-    return Outcome(6, "--batch suite", f"{cases} cases in {len(sizes)} rounds, {suite_seconds:.2f}s over "
-                   f"{floor:.1f}s of batch latency, ratio {ratio:.2f}; peak {run.peak_rss_mb:.1f} MB",
-                   f"{calls} rounds of {cases}, 0 direct calls, <= 2.0 x latency (poll backoff), <= 250 MB",
-                   rounds_ok and ratio <= 2.0 and run.peak_rss_mb <= 250, details)
+    details = [
+        (
+            f"batches created: {len(sizes)} ({', '.join(f'{n:,}' for n in sizes)} requests); direct /v1/messages "
+            f"calls: {direct}; batch GETs (polls and results): {polls}"
+        ),
+        (
+            f"suite {suite_seconds:.2f}s = {len(sizes)} rounds x {latency}s of scripted batch latency "
+            f"+ {suite_seconds - floor:.2f}s (polling backoff overshoot, tool calls, scoring); "
+            f"whole process {run.seconds:.2f}s"
+        ),
+        f"peak RSS {run.peak_rss_mb:.1f} MB ({run.peak_rss_mb * 1024 / cases:.0f} KB a case, imports included)",
+        f"cost ${shown:.4f} at the batch price vs ${listed:.4f} at list price ({shown / listed:.0%})",
+    ]
+    return Outcome(
+        6,
+        "--batch suite",
+        f"{cases} cases in {len(sizes)} rounds, {suite_seconds:.2f}s over "
+        f"{floor:.1f}s of batch latency, ratio {ratio:.2f}; peak {run.peak_rss_mb:.1f} MB",
+        f"{calls} rounds of {cases}, 0 direct calls, <= 2.0 x latency (poll backoff), <= 250 MB",
+        rounds_ok and ratio <= 2.0 and run.peak_rss_mb <= 250,
+        details,
+    )
 
 
 # ============================================================================ 7. four shards and a merge vs one run
@@ -581,63 +887,142 @@ def bench_shards(opts: argparse.Namespace, work: Path) -> Outcome:
     unsharded run's. (4 shards at once on this 2-core machine would measure its CPU, not sharding.)"""
     cases, delay, concurrency, calls, shards = (64 if opts.quick else 200), 0.5, 4, 2, 4
     ideal = cases * calls * delay / concurrency
-    say(f"{cases} cases x {calls} model calls, delay {delay}s, --concurrency {concurrency} per process: one run, then "
-        f"{shards} shards, each alone in its own process (a CI runner each), then --merge; example server in-process")
+    say(
+        f"{cases} cases x {calls} model calls, delay {delay}s, --concurrency {concurrency} per process: one run, then "
+        f"{shards} shards, each alone in its own process (a CI runner each), then --merge; example server in-process"
+    )
     csv_path = write_csv(work / "suite7.csv", cases, "about_profiles")
-    common = ["--csv", str(csv_path), "--concurrency", str(concurrency), "--server-module", str(EXAMPLE_SERVER)]
-    with ScriptedAnthropic(responder=two_call_responder("about_profiles"), delay=delay, record=False) as api:
+    common = [
+        "--csv",
+        str(csv_path),
+        "--concurrency",
+        str(concurrency),
+        "--server-module",
+        str(EXAMPLE_SERVER),
+    ]
+    with ScriptedAnthropic(
+        responder=two_call_responder("about_profiles"), delay=delay, record=False
+    ) as api:
         whole = run_cli([*common, "-o", str(work / "whole7.json")], api, work)
         check_child(whole, "unsharded run")
-        pieces = [run_cli([*common, "--shard", f"{index}/{shards}", "-o", str(work / f"shard7-{index}.json")], api,
-                          work) for index in range(1, shards + 1)]
+        pieces = [
+            run_cli(
+                [*common, "--shard", f"{index}/{shards}", "-o", str(work / f"shard7-{index}.json")],
+                api,
+                work,
+            )
+            for index in range(1, shards + 1)
+        ]
         for index, piece in enumerate(pieces, 1):
             check_child(piece, f"shard {index}/{shards}")
         sharded = max(piece.seconds for piece in pieces)
-        merge = run_cli(["--merge", *(str(work / f"shard7-{i}.json") for i in range(1, shards + 1)),
-                         "-o", str(work / "merged7.json"), "--report", str(work / "merged7.md")], api, work)
+        merge = run_cli(
+            [
+                "--merge",
+                *(str(work / f"shard7-{i}.json") for i in range(1, shards + 1)),
+                "-o",
+                str(work / "merged7.json"),
+                "--report",
+                str(work / "merged7.md"),
+            ],
+            api,
+            work,
+        )
         check_child(merge, "merge")
-    whole_doc, merged_doc = (json.loads((work / name).read_text()) for name in ("whole7.json", "merged7.json"))
-    decided = [[(c["name"], c["passed"], c["passes"], c["runs"]) for c in d["cases"]] for d in (whole_doc, merged_doc)]
+    whole_doc, merged_doc = (
+        json.loads((work / name).read_text()) for name in ("whole7.json", "merged7.json")
+    )
+    decided = [
+        [(c["name"], c["passed"], c["passes"], c["runs"]) for c in d["cases"]]
+        for d in (whole_doc, merged_doc)
+    ]
     same = decided[0] == decided[1] and len(merged_doc["results"]) == cases
-    sizes = [len(json.loads((work / f"shard7-{i}.json").read_text())["results"]) for i in range(1, shards + 1)]
+    sizes = [
+        len(json.loads((work / f"shard7-{i}.json").read_text())["results"])
+        for i in range(1, shards + 1)
+    ]
     total = sharded + merge.seconds
     ratio = total / whole.seconds
-    details = [f"unsharded: whole process {whole.seconds:.2f}s (suite {whole_doc['metadata']['suite_wall_time_s']:.2f}s,"
-               f" ideal {ideal:.2f}s)",
-               (f"{shards} shards: " + ", ".join(f"{p.seconds:.2f}s" for p in pieces) + f" (sizes {sizes}; each a whole "
-                f"process: interpreter start, server connect, report); slowest {sharded:.2f}s + merge "
-                f"{merge.seconds:.2f}s = {total:.2f}s"),
-               f"merged verdicts equal the unsharded run's: {'yes' if same else 'NO'}"]
-    return Outcome(7, "4 shards + merge", f"{cases} cases: unsharded {whole.seconds:.2f}s vs 4 shards + merge "
-                   f"{total:.2f}s, ratio {ratio:.2f}", "<= 0.5 x unsharded, same verdicts", same and ratio <= 0.5,
-                   details)
+    details = [
+        f"unsharded: whole process {whole.seconds:.2f}s (suite {whole_doc['metadata']['suite_wall_time_s']:.2f}s,"
+        f" ideal {ideal:.2f}s)",
+        (
+            f"{shards} shards: "
+            + ", ".join(f"{p.seconds:.2f}s" for p in pieces)
+            + f" (sizes {sizes}; each a whole "
+            f"process: interpreter start, server connect, report); slowest {sharded:.2f}s + merge "
+            f"{merge.seconds:.2f}s = {total:.2f}s"
+        ),
+        f"merged verdicts equal the unsharded run's: {'yes' if same else 'NO'}",
+    ]
+    return Outcome(
+        7,
+        "4 shards + merge",
+        f"{cases} cases: unsharded {whole.seconds:.2f}s vs 4 shards + merge "
+        f"{total:.2f}s, ratio {ratio:.2f}",
+        "<= 0.5 x unsharded, same verdicts",
+        same and ratio <= 0.5,
+        details,
+    )
 
 
-BENCHMARKS = {1: bench_wall_time, 2: bench_overhead, 3: bench_triggers, 4: bench_caching, 5: bench_memory,
-              6: bench_batch, 7: bench_shards}
+BENCHMARKS = {
+    1: bench_wall_time,
+    2: bench_overhead,
+    3: bench_triggers,
+    4: bench_caching,
+    5: bench_memory,
+    6: bench_batch,
+    7: bench_shards,
+}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--only", type=int, action="append", choices=sorted(BENCHMARKS), help="run only target N")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (the ratios are noisier)")
-    parser.add_argument("--trigger-delay", type=float, default=0.5,
-                        help="the scripted server's delay for target 3 (default 0.5s, as target 1)")
-    parser.add_argument("--batch-latency", type=float, default=5.0,
-                        help="target 6: seconds each scripted Message Batch takes to end (default 5)")
-    parser.add_argument("--explain", action="store_true",
-                        help="extra reference runs that explain targets 1 and 5 (a bare SDK loop under the same delay; "
-                             "the 10k run without the terminal summary table)")
-    parser.add_argument("--bare-child", nargs=3, metavar=("URL", "CASES", "CONCURRENCY"), help=argparse.SUPPRESS)
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    parser.add_argument(
+        "--only", type=int, action="append", choices=sorted(BENCHMARKS), help="run only target N"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sizes (the ratios are noisier)"
+    )
+    parser.add_argument(
+        "--trigger-delay",
+        type=float,
+        default=0.5,
+        help="the scripted server's delay for target 3 (default 0.5s, as target 1)",
+    )
+    parser.add_argument(
+        "--batch-latency",
+        type=float,
+        default=5.0,
+        help="target 6: seconds each scripted Message Batch takes to end (default 5)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="extra reference runs that explain targets 1 and 5 (a bare SDK loop under the same delay; "
+        "the 10k run without the terminal summary table)",
+    )
+    parser.add_argument(
+        "--bare-child", nargs=3, metavar=("URL", "CASES", "CONCURRENCY"), help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (its path is printed)"
+    )
     opts = parser.parse_args()
     if opts.bare_child:  # internal: target 1's reference loop, in a process of its own
         url, cases, concurrency = opts.bare_child
         print(asyncio.run(bare_round(engine_cases(int(cases)), url, int(concurrency))))
         return 0
-    print(f"benchmarks of issue 7 ({'quick' if opts.quick else 'full'} sizes) on {os.cpu_count()} cores, "
-          f"Python {sys.version.split()[0]}", flush=True)
+    print(
+        f"benchmarks of issue 7 ({'quick' if opts.quick else 'full'} sizes) on {os.cpu_count()} cores, "
+        f"Python {sys.version.split()[0]}",
+        flush=True,
+    )
     work_root = Path(tempfile.mkdtemp(prefix="evaluator-bench-"))
     outcomes: list[Outcome] = []
     try:
@@ -649,7 +1034,9 @@ def main() -> int:
             try:
                 outcome = BENCHMARKS[number](opts, work)
             except Exception as exc:  # noqa: BLE001 -- a broken run is a failed target, with the reason
-                outcome = Outcome(number, BENCHMARKS[number].__name__, f"could not run: {exc}", "-", False)
+                outcome = Outcome(
+                    number, BENCHMARKS[number].__name__, f"could not run: {exc}", "-", False
+                )
             print(outcome.line(), flush=True)
             for detail in outcome.details:
                 say(detail)
@@ -664,7 +1051,10 @@ def main() -> int:
     for outcome in outcomes:
         print(outcome.line())
     failed = [o.number for o in outcomes if not o.passed]
-    print(f"\n{len(outcomes) - len(failed)} of {len(outcomes)} targets pass" + (f"; failing: {failed}" if failed else ""))
+    print(
+        f"\n{len(outcomes) - len(failed)} of {len(outcomes)} targets pass"
+        + (f"; failing: {failed}" if failed else "")
+    )
     return 1 if failed else 0
 
 

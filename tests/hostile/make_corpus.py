@@ -13,8 +13,10 @@ HERE = Path(__file__).resolve().parent
 
 MARKUP = "[/x] [bold red]not bold[/] [link=http://evil.example]rich link[/link] [/]"
 ANSI = "\x1b[2J\x1b[H\x1b[31mred\x1b[0m \x1bc"
-OSC = ("\x1b]0;PWNED-TITLE\x07 \x1b]52;c;cHduZWQ=\x07 "
-       "\x1b]8;;http://evil.example/\x1b\\osc link\x1b]8;;\x1b\\")
+OSC = (
+    "\x1b]0;PWNED-TITLE\x07 \x1b]52;c;cHduZWQ=\x07 "
+    "\x1b]8;;http://evil.example/\x1b\\osc link\x1b]8;;\x1b\\"
+)
 CONTROLS = "\x01\x08\x0b\x0c\x7f\x85\x9b[31m\x9d0;C1-TITLE\x9c \u202eevil-bidi\u202c"
 # the same without the characters str.splitlines() breaks at (\x0b \x0c \x85), for one-line items
 INLINE_CONTROLS = "\x01\x07\x08\x7f\x9b[31m\x9d0;C1-TITLE\x9c \u202eevil-bidi\u202c"
@@ -38,14 +40,31 @@ BAD_TOOL_NAME = f"bad[/x]tool{OSC}<script>|`"
 # model acts on (TOOL: call the hostile tool, CRASH: call the tool that kills the server with
 # hostile stderr, BADNAME: call BAD_TOOL_NAME, anything else: answer with ANSWER).
 SUITE = [
-    {"test_name": f'=HYPERLINK("http://evil.example","x") {MARKUP} {ANSI}', "user_prompt": f"+TOOL {OSC} {LINES}",
-     "expected_tools": "hostile_output"},
-    {"test_name": f"@SUM(1) {HTML} {TABLE} {TICKS} {BACKSLASH}", "user_prompt": f"-CRASH {CONTROLS} {NONCHAR}",
-     "expected_tools": "hostile_output"},
-    {"test_name": f"-2+3 {LINES} {CONTROLS} {NONCHAR}", "user_prompt": f"\t=1+1 BADNAME {HTML}",
-     "expect_no_tools": "true"},
-    {"test_name": f"+plus {OSC}", "user_prompt": f"@ANSWER {MARKUP} {TICKS}", "expect_no_tools": "true"},
-    {"test_name": f"\t=tab first {MARKUP}", "user_prompt": f"\r=ANSWER {TABLE}", "expect_no_tools": "true"},
+    {
+        "test_name": f'=HYPERLINK("http://evil.example","x") {MARKUP} {ANSI}',
+        "user_prompt": f"+TOOL {OSC} {LINES}",
+        "expected_tools": "hostile_output",
+    },
+    {
+        "test_name": f"@SUM(1) {HTML} {TABLE} {TICKS} {BACKSLASH}",
+        "user_prompt": f"-CRASH {CONTROLS} {NONCHAR}",
+        "expected_tools": "hostile_output",
+    },
+    {
+        "test_name": f"-2+3 {LINES} {CONTROLS} {NONCHAR}",
+        "user_prompt": f"\t=1+1 BADNAME {HTML}",
+        "expect_no_tools": "true",
+    },
+    {
+        "test_name": f"+plus {OSC}",
+        "user_prompt": f"@ANSWER {MARKUP} {TICKS}",
+        "expect_no_tools": "true",
+    },
+    {
+        "test_name": f"\t=tab first {MARKUP}",
+        "user_prompt": f"\r=ANSWER {TABLE}",
+        "expect_no_tools": "true",
+    },
 ]
 
 KNOWLEDGE_TEST = f"""---
@@ -86,7 +105,9 @@ def main() -> None:
     (HERE / "server_stderr.txt").write_text(SERVER_STDERR, encoding="utf-8", newline="")
     (HERE / "bad_tool_name.txt").write_text(BAD_TOOL_NAME, encoding="utf-8", newline="")
     with open(HERE / "suite.csv", "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, ["test_name", "user_prompt", "expected_tools", "expect_no_tools"])
+        writer = csv.DictWriter(
+            handle, ["test_name", "user_prompt", "expected_tools", "expect_no_tools"]
+        )
         writer.writeheader()
         writer.writerows(SUITE)
     (HERE / "tests" / "knowledge.md").write_text(KNOWLEDGE_TEST, encoding="utf-8", newline="")

@@ -23,14 +23,20 @@ def env_json(name: str) -> str:
 @mcp.tool()
 def env_url(name: str) -> str:
     """The variable inside a URL query string."""
-    return "https://example.invalid/callback?token=" + urllib.parse.quote(os.environ.get(name, ""), safe="")
+    return "https://example.invalid/callback?token=" + urllib.parse.quote(
+        os.environ.get(name, ""), safe=""
+    )
 
 
 @mcp.tool()
 def env_base64(name: str) -> str:
     """The variable base64-encoded, alone and inside a longer encoded text."""
     value = os.environ.get(name, "").encode()
-    return base64.b64encode(value).decode() + " " + base64.b64encode(b'{"auth": "' + value + b'"}').decode()
+    return (
+        base64.b64encode(value).decode()
+        + " "
+        + base64.b64encode(b'{"auth": "' + value + b'"}').decode()
+    )
 
 
 @mcp.tool()
