@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 import click
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 from rich.console import Console
 from rich.table import Table
@@ -250,6 +250,14 @@ def escape_markup(text: Any) -> str:
     from rich.markup import escape
 
     return escape(terminal_text(text))
+
+
+def make_console(stderr: bool = False) -> Console:
+    """Where our lines go: a terminal at its own width; anything else (CI logs, pipes, files) at
+    LOG_WIDTH columns, so a long reason or path is not wrapped over a dozen lines."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else max(C.LOG_WIDTH, shutil.get_terminal_size().columns)
+    return Console(stderr=stderr, emoji=False, width=width)
 
 
 def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
@@ -1591,9 +1599,37 @@ class ModelMatrixRecord(Record):
     disagreements: list[str] = []  # names of the cases whose verdict depends on the model
 
 
+@dataclass(frozen=True)
+class Section:
+    """One section of a results document beyond the parts every mode writes: its key, its record
+    type, and how each sink shows it. `ResultsDocument`, `results_from_document` and the markdown,
+    terminal and HTML renderers all iterate SECTIONS, so whatever section a mode writes survives
+    --from, and a new section is one row. Rows are registered next to their renderers
+    (`register_section`); a renderer left None shows nothing in that sink."""
+
+    key: str
+    record: Any  # its type in the document: a Record, or a list of one
+    markdown: Callable[[Any], list[str]] | None = None
+    terminal: Callable[[Any, Any], None] | None = None  # (console, value)
+    html: Callable[[Any], Any] | None = None  # the page's data for it (default: the dumped record)
+    html_renderer: str = "renderBlock"  # the page's function that draws it (HTML_SCRIPT)
+    place: str = "after_cases"  # first | before_cases | after_cases: where the reports show it
+
+
+SECTIONS: list[Section] = []  # in the order the reports show them
+
+
+def register_section(section: Section) -> Section:
+    """Adds a section (or replaces the one of that key): the document model, the readers and every
+    renderer pick it up."""
+    SECTIONS[:] = [s for s in SECTIONS if s.key != section.key] + [section]
+    return section
+
+
 class ResultsDocument(Record):
-    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors` and
-    `--compare` read back. `python evaluator.py --schema` prints its JSON Schema."""
+    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors`, `compare`,
+    `merge` and `render` read back. Its sections come from SECTIONS (see results_document_model);
+    `python evaluator.py schema` prints its JSON Schema."""
 
     model_config = ConfigDict(
         extra="forbid", populate_by_name=True, title="Claude tool-use evaluator results"
@@ -1604,23 +1640,27 @@ class ResultsDocument(Record):
     summary: SummaryRecord
     cases: list[CaseResult]
     results: list[RunResult]
-    skills: list[SkillRecord] | None = None
-    trigger_scores: list[TriggerScoreRecord] | None = None
-    tests: list[SkillTestRecord] | None = None
-    isolation: IsolationRecord | None = None
-    qa: QaRecord | None = None
-    optimization: OptimizationRecord | None = (
-        None  # --optimize: the split, the rounds, the best candidate
-    )
-    matrix: ModelMatrixRecord | None = None
-    benchmark: BenchmarkRecord | None = None
+
+    def section(self, key: str) -> Any:
+        """A section's record (None when the document has none)."""
+        return getattr(self, key, None)
 
 
-ResultsDocument.model_rebuild()
+DOCUMENT_MODELS: dict[tuple, type[ResultsDocument]] = {}
+
+
+def results_document_model() -> type[ResultsDocument]:
+    """ResultsDocument with one optional field per registered section, built once per set of
+    sections."""
+    key = tuple((s.key, repr(s.record)) for s in SECTIONS)
+    if key not in DOCUMENT_MODELS:
+        fields: dict[str, Any] = {s.key: (s.record | None, None) for s in SECTIONS}
+        DOCUMENT_MODELS[key] = create_model("ResultsDocument", __base__=ResultsDocument, **fields)
+    return DOCUMENT_MODELS[key]
 
 
 def results_schema() -> dict:
-    return ResultsDocument.model_json_schema(by_alias=True)
+    return results_document_model().model_json_schema(by_alias=True)
 
 
 def dump_record(record: BaseModel) -> dict:
@@ -1759,7 +1799,7 @@ def read_results_document(path: str | Path) -> ResultsDocument:
             "rerun the suite with this version to compare or resume",
         )
     try:
-        return ResultsDocument.model_validate(data)
+        return results_document_model().model_validate(data)
     except ValidationError as exc:
         raise InputError(
             f"results file does not match the results schema: {first_schema_problem(exc)}",
@@ -1973,6 +2013,44 @@ def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
 
 
 # ============================================================================ 4. loaders: servers and prompts
+def file_kind(text: str, path: Path) -> tuple[str, str]:
+    """What an input file is by its content (and name), and the option that takes it: so the
+    wrong file given to an option is named for what it is ("a QA evaluation (XML): give it to
+    --qa"), not reported as a parse error of the wrong format."""
+    head = text.lstrip("\ufeff \t\r\n")[:4000]
+    first_line = head.split("\n", 1)[0].lower()
+    if head.startswith("<"):
+        return "a QA evaluation (XML)", "--qa"
+    if head.startswith(("{", "[")):
+        if '"schema_version"' in head:
+            return "an evaluator results file", "compare or render"
+        if '"mcpServers"' in head:
+            return "an mcpServers config", "--mcp-config"
+        if '"should_trigger"' in head or '"evals"' in head:
+            return "a skill-creator eval set (JSON)", "--trigger or --tests with --skill"
+        return "a JSON file", "an option that takes JSON"
+    if head.startswith(("---", "#")) or path.suffix.lower() in (".md", ".markdown"):
+        frontmatter = head.split("\n---", 1)[0]
+        if path.name.lower() == "skill.md" or (
+            re.search(r"^name\s*:", frontmatter, re.MULTILINE)
+            and re.search(r"^description\s*:", frontmatter, re.MULTILINE)
+            and not re.search(r"^type\s*:", frontmatter, re.MULTILINE)
+        ):
+            return "a skill (SKILL.md)", "--skill"
+        return "a markdown test", "--tests (or --trigger)"
+    if "test_name" in first_line or path.suffix.lower() == ".csv":
+        return "a CSV suite", "--csv"
+    return "", ""
+
+
+def wrong_file(text: str, path: Path, expected: str, what: str) -> InputError | None:
+    """An InputError when the file is recognisably another kind than `expected` (a flag)."""
+    kind, flag = file_kind(text, path)
+    if not kind or flag.startswith(expected):
+        return None
+    return InputError(f"this is {kind}, not {what}", path, 1, f"give it to {flag}")
+
+
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -2294,7 +2372,9 @@ def csv_records(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    first = text.lstrip("\ufeff").split("\n", 1)[0]
+    delimiter = ";" if ";" in first and "," not in first else ","  # a spreadsheet's export
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
     records, start = [], 1
     try:
         for row in reader:
@@ -2436,16 +2516,22 @@ def load_csv_suite(path: str | Path) -> list[TestCase]:
     """A CSV regression suite (seed 002's columns plus the optional ones); every problem of the
     file is reported with its line before anything runs."""
     path = Path(path)
-    header, body = csv_records(read_text_file(path, "CSV suite"), path)
+    text = read_text_file(path, "CSV suite")
+    other = wrong_file(text, path, "--csv", "a CSV suite")
+    if other is not None:
+        raise other
+    header, body = csv_records(text, path)
     problems: list[InputError] = []
-    unknown = [h for h in header if h not in CSV_COLUMNS]
-    if unknown:
+    for column in (h for h in header if h not in CSV_COLUMNS):
+        close = difflib.get_close_matches(column, CSV_COLUMNS, n=1)
         problems.append(
             InputError(
-                f"unknown column(s): {', '.join(unknown)}",
+                f"unknown column {column!r}",
                 path,
                 1,
-                "known columns: " + ", ".join(CSV_COLUMNS),
+                f"did you mean {close[0]!r}?"
+                if close
+                else "known columns: " + ", ".join(CSV_COLUMNS),
             )
         )
     if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
@@ -2618,13 +2704,15 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
 QUOTES = "\"'`“”‘’"
 
 
-def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
+def load_frontmatter_yaml(
+    text: str, path: Path, first_line: int, what: str = "YAML frontmatter"
+) -> Any:
     """Plain YAML only, through yaml.safe_load: no tags that build objects (`!!python/...` is
     refused), no aliases (`*name`, so an alias bomb cannot exhaust memory), bounded size and
     nesting, checked on the event stream before anything is composed."""
     if len(text.encode("utf-8")) > C.MAX_FRONTMATTER_BYTES:
         raise InputError(
-            f"YAML frontmatter is larger than {C.MAX_FRONTMATTER_BYTES // 1024} KiB",
+            f"{what} is larger than {C.MAX_FRONTMATTER_BYTES // 1024} KiB",
             path,
             first_line,
             "keep the frontmatter short; long text belongs in the body",
@@ -2638,7 +2726,7 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
                 raise InputError(
-                    "YAML aliases (*name) are not allowed in frontmatter",
+                    f"YAML aliases (*name) are not allowed in {what}",
                     path,
                     where(event.start_mark),
                     "write the value out instead of referring to an &anchor",
@@ -2647,7 +2735,7 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
                 depth += 1
                 if depth > C.MAX_YAML_DEPTH:
                     raise InputError(
-                        f"YAML frontmatter is nested more than {C.MAX_YAML_DEPTH} levels deep",
+                        f"{what} is nested more than {C.MAX_YAML_DEPTH} levels deep",
                         path,
                         where(event.start_mark),
                         "flatten it",
@@ -2666,7 +2754,7 @@ def load_frontmatter_yaml(text: str, path: Path, first_line: int) -> Any:
                 "remove the !!tag; only plain YAML values are read",
             ) from None
         raise InputError(
-            f"invalid YAML frontmatter: {problem}",
+            f"invalid {what}: {problem}",
             path,
             where(mark),
             "fix the YAML syntax (quote values that contain ': ')",
@@ -2806,6 +2894,9 @@ def load_skill(path: str | Path) -> SkillInfo:
     if path.is_dir():
         path = path / "SKILL.md"
     raw = read_text_file(path, "SKILL.md")
+    other = wrong_file(raw, path, "--skill", "a SKILL.md")
+    if other is not None and path.name.lower() != "skill.md":
+        raise other
     data, body, _ = split_frontmatter(raw, path)
     problems = skill_frontmatter_problems(data, raw, path)
     if problems:
@@ -3132,6 +3223,17 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
                 line or 1,
             )
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
+        named = item.get("skill") if isinstance(item, dict) else None
+        if named is not None and (
+            not isinstance(named, str) or (test.skill and named != test.skill)
+        ):
+            raise InputError(
+                f'entry {index + 1}: "skill" must name the one skill every entry tests',
+                path,
+                line_of(raw, json.dumps(query)) or 1,
+                'one file per skill: every entry\'s "skill" the same (or name the file NAME-evals.json)',
+            )
+        test.skill = named or test.skill
     if (
         not test.positive_triggers and not test.negative_triggers
     ):  # negatives only is valid: triggerRate n/a
@@ -3565,13 +3667,14 @@ def parse_xml(text: str, path: Path, what: str) -> XmlElement:
 def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
     """A QA evaluation in mcp-builder's format: each <qa_pair> is a case whose prompt is its
     question and whose expected answer is its answer (both trimmed, as mcp-builder does), named
-    task-1, task-2, ... An <answer match="numeric:0.01"> gives a pair its own answer_match."""
+    task-1, task-2, ... An <answer match="numeric:0.01"> gives a pair its own answer_match. Any
+    root element will do (mcp-builder reads the pairs wherever they are)."""
     path = Path(path)
-    root = parse_xml(read_text_file(path, "QA evaluation"), path, "QA evaluation")
-    if root.tag != "evaluation":
-        raise InputError(
-            f"the root element is <{root.tag}>, not <evaluation>", path, root.line, QA_HINT
-        )
+    text = read_text_file(path, "QA evaluation")
+    other = wrong_file(text, path, "--qa", "a QA evaluation")
+    if other is not None:
+        raise other
+    root = parse_xml(text, path, "QA evaluation")
     pairs = [e for e in root.walk() if e.tag == "qa_pair"]
     if not pairs:
         raise InputError("the evaluation has no <qa_pair>", path, root.line, QA_HINT)
@@ -6780,14 +6883,12 @@ def score_expected_args(
 
 def score_order(case: TestCase, called: list[str]) -> list[str]:
     expected = case.expected_tools
+    got = " -> ".join(called) or "no tool calls"
     if case.order == "strict" and called != expected:
-        return [
-            f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, "
-            f"got {' -> '.join(called) or '(none)'}"
-        ]
+        return [f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, got {got}"]
     if case.order == "in_order" and not is_subsequence(expected, called):
         return [
-            f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {' -> '.join(called)}"
+            f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {got}"
         ]
     if case.order == "subset":
         extra = [tool for tool in dict.fromkeys(called) if tool not in expected]
@@ -8046,6 +8147,723 @@ def tool_durations(transcripts: Sequence[Transcript]) -> dict[str, list[float]]:
 
 
 # ============================================================================ 10. running: settings, pipeline, runners
+
+
+# ---------------------------------------------------------------------------- options: one row per option
+# Every option of the command line is one row of OPTIONS: its flags, its help group (the
+# README's options tables), its help and its click settings. The command line, every verb's
+# own help, the project file's keys and the refusals all read this table; a writer adds its
+# own row when it registers (see Writer). `Settings` has a field for every row but a writer's.
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
+    range: --max-cost nan was no limit at all) and infinities are refused."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        if not abs(number) < float("inf"):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+POSITIVE_INT = click.IntRange(min=1)
+
+
+POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
+
+
+def answer_match_option(
+    context: click.Context | None, parameter: click.Parameter | None, value: str | None
+) -> str | None:
+    """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
+    if value is None:
+        return None
+    problem = answer_match_problem(value, "0")
+    if problem and "expected answer" not in problem:
+        raise click.BadParameter(problem.removeprefix("answer_match "))
+    return normalize_answer_match(value)
+
+
+def shard_option(
+    context: click.Context | None, parameter: click.Parameter | None, value: str | None
+) -> tuple[int, int] | None:
+    """--shard K/N: whole numbers, 1 <= K <= N."""
+    if value is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
+    return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: the Settings field (and project-file key) it fills, its flags, its help group,
+    its help, and click's settings for it (type, default, multiple, is_flag, metavar, callback)."""
+
+    name: str
+    flags: tuple[str, ...]
+    group: str
+    help: str
+    click: dict[str, Any] = field(default_factory=dict)
+    writer: bool = False  # a writer's option: its value goes to Settings.outputs
+    path: bool = False  # its values are paths (checked against the outputs; made absolute)
+
+    @property
+    def flag(self) -> str:
+        """How messages name it: its first flag, as the help lists it (-q, --csv-out)."""
+        return self.flags[0]
+
+    def click_parameter(self) -> click.Option:
+        return click.Option([*self.flags, self.name], help=self.help, **self.click)
+
+
+def option(
+    group: str, *flags: str, help: str, name: str = "", path: bool = False, **click_settings: Any
+) -> Option:
+    """A row of OPTIONS; its name is its long flag's (`--csv-out` -> csv_out) unless given; a
+    click.Path option holds paths."""
+    long = next(f for f in flags if f.startswith("--"))
+    holds_paths = path or isinstance(click_settings.get("type"), click.Path)
+    return Option(
+        name or long[2:].replace("-", "_"), flags, group, help, click_settings, path=holds_paths
+    )
+
+
+EVALUATE, RUNNING, MODEL = "What to evaluate", "Running and output", "Model"
+
+
+SERVERS, POLICY, CONVERSATIONS = "MCP servers", "Tools that change things", "Conversations"
+
+
+GRADING, SKILLS, TASKS, OPTIMIZER = (
+    "Grading",
+    "Skills (Claude Code)",
+    "Task evals (Claude Code)",
+    "Description optimizer",
+)
+
+
+OPTIONS: list[Option] = [
+    option(EVALUATE, "-q", "--query", help="One query to evaluate."),
+    option(
+        EVALUATE,
+        "-c",
+        "--conversation",
+        type=click.Path(),
+        metavar="FILE.md",
+        help="Continue a conversation from a markdown file (**User** / **Assistant** blocks, "
+        "## User / ## Assistant headings, or User: / Assistant: lines).",
+    ),
+    option(
+        EVALUATE, "--csv", type=click.Path(), metavar="FILE.csv", help="Run a CSV regression suite."
+    ),
+    option(
+        EVALUATE,
+        "--tests",
+        path=True,
+        multiple=True,
+        metavar="FILE_OR_DIR",
+        help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval JSON. With "
+        "--skill they run through Claude Code; without, against the MCP servers (a '# Simulated "
+        "User' section gives a test its simulated user). A .xml file is a QA evaluation (as --qa).",
+    ),
+    option(
+        EVALUATE,
+        "--qa",
+        type=click.Path(),
+        metavar="FILE.xml",
+        help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and answer) against "
+        "the MCP servers: accuracy over the runs (--tests FILE.xml does the same).",
+    ),
+    option(
+        EVALUATE,
+        "--skill",
+        path=True,
+        multiple=True,
+        metavar="PATH",
+        help="A SKILL.md or its folder (repeatable: several skills are installed together).",
+    ),
+    option(
+        EVALUATE,
+        "--trigger",
+        path=True,
+        multiple=True,
+        metavar="FILE",
+        help="One trigger test file (.md or eval .json).",
+    ),
+    option(
+        EVALUATE,
+        "--compare",
+        path=True,
+        metavar="OLD.json NEW.json [...]",
+        help="Compare results files, each against the one before: regressions, fixes, added and "
+        "removed cases, pass rate, triggerScore and cost change (verb: compare).",
+    ),
+    option(
+        EVALUATE,
+        "--generate-triggers",
+        path=True,
+        metavar="SKILL.md",
+        help="Draft a trigger test for a skill (to -o FILE.md, else stdout) (verb: generate).",
+    ),
+    option(
+        EVALUATE,
+        "--generate-tests",
+        path=True,
+        metavar="SKILL.md",
+        help="Draft a starter set (trigger, knowledge, task, security) into -o DIR "
+        "(verb: generate --all).",
+    ),
+    option(
+        EVALUATE,
+        "--merge",
+        path=True,
+        metavar="PIECE.json [...]",
+        help="Put the results files of a sharded run (--shard K/N) together into one run's "
+        "document, verdicts and reports (verb: merge).",
+    ),
+    option(
+        EVALUATE,
+        "--schema",
+        is_flag=True,
+        help="Print the JSON Schema of the results file and exit (verb: schema).",
+    ),
+    option(
+        EVALUATE,
+        "--optimize",
+        is_flag=True,
+        help="Improve a skill's description (--skill S --trigger EVALS) or the MCP tools' "
+        "descriptions (--csv SUITE): train/test split, proposals from --optimizer-model, the "
+        "best chosen on the held-out queries.",
+    ),
+    option(
+        EVALUATE,
+        "--schema-of",
+        type=click.Choice(["results", "project"]),
+        default="results",
+        show_default=True,
+        help="schema: the JSON Schema of the results file, or of the project file "
+        f"({C.PROJECT_FILE}).",
+    ),
+    option(
+        EVALUATE,
+        "--from",
+        name="from_results",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="Write the reports of an existing results file; nothing runs (verb: render).",
+    ),
+    option(
+        RUNNING,
+        "-i",
+        "--iterations",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_ITERATIONS,
+        show_default=True,
+        help="Run every case this many times.",
+    ),
+    option(
+        RUNNING,
+        "--concurrency",
+        type=POSITIVE_INT,
+        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10).",
+    ),
+    option(
+        RUNNING,
+        "--shard",
+        metavar="K/N",
+        callback=shard_option,
+        help="Run only shard K of N: a stable share of the runs (by case, iteration and model); "
+        "merge puts the N results files together.",
+    ),
+    option(
+        RUNNING,
+        "--threshold",
+        type=FiniteFloat(0, 1),
+        default=C.DEFAULT_CASE_THRESHOLD,
+        show_default=True,
+        help="A case passes when its pass rate over the iterations is at least this.",
+    ),
+    option(
+        RUNNING,
+        "--summary-only",
+        is_flag=True,
+        help="Big suites: keep only the summary in memory and in -o FILE; every run's full "
+        "result goes to FILE.results.jsonl as it finishes.",
+    ),
+    option(
+        RUNNING,
+        "--resume",
+        is_flag=True,
+        help="Continue the run whose output is -o FILE: only runs not yet finished run.",
+    ),
+    option(
+        RUNNING,
+        "--retry-errors",
+        is_flag=True,
+        help="Rerun the runs of -o FILE that ended in an error (and any not yet run).",
+    ),
+    option(
+        RUNNING,
+        "--max-cost",
+        type=POSITIVE_FLOAT,
+        metavar="USD",
+        help="Start no new run once the run has cost this much (it says so; --resume goes on).",
+    ),
+    option(
+        RUNNING,
+        "--dry-run",
+        is_flag=True,
+        help="Check inputs, connect to the servers, estimate calls and cost; no model or claude "
+        "call.",
+    ),
+    option(
+        RUNNING,
+        "--batch",
+        is_flag=True,
+        help="Tool-use runs: send Claude's calls through the Message Batches API, one batch per "
+        "round of every conversation (half price; a round can take minutes to hours).",
+    ),
+    option(RUNNING, "--force", is_flag=True, help="--generate-*: overwrite existing files."),
+    option(
+        MODEL,
+        "--model",
+        multiple=True,
+        default=[C.DEFAULT_MODEL],
+        show_default=True,
+        help="Model under test (skill runs: the model of knowledge/task/security tests). "
+        "Repeatable: every case runs on every model, reported side by side.",
+    ),
+    option(
+        MODEL,
+        "--prompt",
+        path=True,
+        default=prompts.DEFAULT_SYSTEM_PROMPT,
+        show_default=True,
+        help="System prompt: a name from prompts.py or a file path.",
+    ),
+    option(
+        MODEL,
+        "--max-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_TURNS,
+        show_default=True,
+        help="Model calls per conversation (skill tests: claude --max-turns).",
+    ),
+    option(
+        MODEL,
+        "--max-tokens",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_TOKENS,
+        show_default=True,
+        help="Most tokens in one answer; a cut answer is recorded as truncated.",
+    ),
+    option(
+        MODEL,
+        "--temperature",
+        type=FiniteFloat(0, 1),
+        default=C.DEFAULT_TEMPERATURE,
+        help="Sampling temperature, for models that take one (default: the API's).",
+    ),
+    option(
+        MODEL,
+        "--base-url",
+        help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).",
+    ),
+    option(
+        MODEL,
+        "--max-retries",
+        type=click.IntRange(min=0),
+        default=C.DEFAULT_MAX_RETRIES,
+        show_default=True,
+        help="Retries of a failed model call (429, 5xx, overload, connection).",
+    ),
+    option(
+        MODEL,
+        "--request-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_REQUEST_TIMEOUT,
+        show_default=True,
+        help="Seconds one model call may take.",
+    ),
+    option(
+        SERVERS,
+        "--server",
+        multiple=True,
+        metavar='"CMD ARGS"',
+        help="A stdio MCP server command (repeatable).",
+    ),
+    option(
+        SERVERS,
+        "--server-env",
+        multiple=True,
+        metavar="KEY[=VALUE]",
+        help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.",
+    ),
+    option(
+        SERVERS,
+        "--mcp-config",
+        type=click.Path(),
+        help="A Claude-style mcpServers JSON file (skill runs: passed to claude).",
+    ),
+    option(
+        SERVERS,
+        "--server-module",
+        path=True,
+        multiple=True,
+        metavar="PATH.py[:ATTR]",
+        help="Import a Python MCP server object and talk to it in-process (repeatable).",
+    ),
+    option(
+        SERVERS,
+        "--tool-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_TOOL_TIMEOUT,
+        show_default=True,
+        help="Seconds one tool call may take.",
+    ),
+    option(
+        SERVERS,
+        "--max-result-chars",
+        type=click.IntRange(min=0),
+        default=C.DEFAULT_MAX_RESULT_CHARS,
+        show_default=True,
+        help="Tool results longer than this are cut (0: no limit).",
+    ),
+    option(
+        SERVERS,
+        "--server-url",
+        multiple=True,
+        metavar="URL",
+        help="A remote MCP server by URL (repeatable), over --transport.",
+    ),
+    option(
+        SERVERS,
+        "--transport",
+        type=click.Choice(SERVER_TRANSPORTS),
+        default="http",
+        show_default=True,
+        help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.",
+    ),
+    option(
+        SERVERS,
+        "--tool-overrides",
+        type=click.Path(),
+        metavar="FILE.json",
+        help='Show Claude other descriptions / input schemas for some tools ({"tool": '
+        '{"description": ..., "input_schema": ...}}); the servers still run the calls.',
+    ),
+    option(
+        POLICY,
+        "--tool-policy",
+        type=click.Choice(C.TOOL_POLICIES),
+        default=C.DEFAULT_TOOL_POLICY,
+        show_default=True,
+        help="Which calls the servers run: live (all; a run that can call a destructive tool "
+        "says so), safe (not tools annotated destructiveHint: true; Claude gets a marked "
+        "stand-in) or read-only (only tools annotated readOnlyHint: true).",
+    ),
+    option(
+        POLICY,
+        "--allow-tool",
+        multiple=True,
+        metavar="NAME",
+        help="Run this tool whatever --tool-policy says (repeatable; globs like 'create_*').",
+    ),
+    option(
+        POLICY,
+        "--mock-tools",
+        type=click.Path(),
+        metavar="FILE.json",
+        help='Answer matching calls from this file instead of the server: {"tool": {"result": '
+        '...}} or {"tool": [{"match": {args}, "result": ...}]}.',
+    ),
+    option(
+        POLICY,
+        "--record",
+        type=click.Path(),
+        metavar="DIR",
+        help="Record the servers' tools and every live call's result into a cassette folder "
+        "(redacted JSON, one file per server).",
+    ),
+    option(
+        POLICY,
+        "--replay",
+        type=click.Path(),
+        metavar="DIR",
+        help="Answer calls from a cassette folder; with no server named, its tools come from the "
+        "cassette (no server runs).",
+    ),
+    option(
+        POLICY,
+        "--replay-miss",
+        type=click.Choice(C.REPLAY_MISS_CHOICES),
+        default=C.DEFAULT_REPLAY_MISS,
+        show_default=True,
+        help="A call the cassette lacks: an error of the case, or a live call (under "
+        "--tool-policy).",
+    ),
+    option(
+        CONVERSATIONS,
+        "--interactive",
+        is_flag=True,
+        help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; Ctrl-C "
+        "stops the run and keeps the results so far.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--simulate-user",
+        metavar="GOAL",
+        help="A second model plays a user with this goal and answers Claude's questions.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--user-model",
+        default=C.DEFAULT_USER_MODEL,
+        show_default=True,
+        help="Model playing the simulated user.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--max-user-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_USER_TURNS,
+        show_default=True,
+        help="Messages the simulated user may send per conversation.",
+    ),
+    option(
+        "CSV suites", "--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."
+    ),
+    option(
+        "QA evaluations",
+        "--answer-match",
+        metavar="MODE",
+        callback=answer_match_option,
+        help="How every QA answer is compared (instead of each pair's own): exact (default), "
+        "normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex or judge.",
+    ),
+    option(
+        GRADING,
+        "--judge-model",
+        default=C.DEFAULT_JUDGE_MODEL,
+        show_default=True,
+        help="Model of the LLM judge that grades rubrics and `judge` answers.",
+    ),
+    option(
+        GRADING,
+        "--verify-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_VERIFY_TIMEOUT,
+        show_default=True,
+        help="Seconds a case's verify command may take (then it is an error).",
+    ),
+    option(
+        SKILLS,
+        "--trigger-model",
+        multiple=True,
+        default=[C.DEFAULT_TRIGGER_MODEL],
+        show_default=True,
+        help="Model for trigger queries (a Claude Code alias or full id). Repeatable: every "
+        "query runs on every model, side by side.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-threshold",
+        type=FiniteFloat(0, 1, min_open=True),
+        default=C.DEFAULT_TRIGGER_THRESHOLD,
+        show_default=True,
+        help="Activation rate at which a query counts as activating.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-max-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_TRIGGER_MAX_TURNS,
+        show_default=True,
+        help="--max-turns of each trigger query's claude run.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-timeout",
+        type=POSITIVE_FLOAT,
+        help="Seconds per trigger run (default: the test's timeout, 30).",
+    ),
+    option(
+        SKILLS,
+        "--runs",
+        type=POSITIVE_INT,
+        help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
+        "and 1 for other tests).",
+    ),
+    option(
+        SKILLS,
+        "--min-trigger-score",
+        type=FiniteFloat(0, 100),
+        metavar="PERCENT",
+        help="Fail (exit 1) when a skill's triggerScore is below this.",
+    ),
+    option(
+        SKILLS,
+        "--claude-bin",
+        path=True,
+        metavar="PATH",
+        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude).",
+    ),
+    option(
+        SKILLS,
+        "--skill-description",
+        multiple=True,
+        metavar="TEXT|@FILE|NAME=TEXT",
+        help="Install the skill with this description instead of its SKILL.md's (in the runs' "
+        "temporary copy only); NAME=TEXT with several --skill.",
+    ),
+    option(
+        SKILLS,
+        "--generate-count",
+        type=click.IntRange(1, 50),
+        default=C.DEFAULT_GENERATED_QUERIES,
+        show_default=True,
+        help="--generate-*: positive and negative queries each.",
+    ),
+    option(
+        TASKS,
+        "--allow-tools",
+        metavar="Bash,Write,Edit",
+        help="Task runs may use these tools (off by default; any of "
+        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary project and HOME: not "
+        "a container.",
+    ),
+    option(
+        TASKS,
+        "--artifacts",
+        type=click.Path(),
+        metavar="DIR",
+        help="Keep what each task run leaves in its project in "
+        "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, size, sha256).",
+    ),
+    option(
+        TASKS,
+        "--baseline",
+        is_flag=True,
+        help="Run every task also without the skill (without_skill), and report the delta.",
+    ),
+    option(
+        TASKS,
+        "--baseline-skill",
+        type=click.Path(),
+        metavar="PATH",
+        help="Run every task also with this version of the skill (old_skill), and report the "
+        "delta.",
+    ),
+    option(
+        OPTIMIZER,
+        "--holdout",
+        type=FiniteFloat(0, 1, max_open=True),
+        default=C.DEFAULT_HOLDOUT,
+        show_default=True,
+        help="--optimize: share of the queries / cases held out as the test split (stratified).",
+    ),
+    option(
+        OPTIMIZER,
+        "--seed",
+        type=int,
+        default=C.DEFAULT_SPLIT_SEED,
+        show_default=True,
+        help="--optimize: seed of the train/test split.",
+    ),
+    option(
+        OPTIMIZER,
+        "--optimize-rounds",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_OPTIMIZE_ROUNDS,
+        show_default=True,
+        help="--optimize: new descriptions asked for at most.",
+    ),
+    option(
+        OPTIMIZER,
+        "--optimizer-model",
+        default=C.DEFAULT_OPTIMIZER_MODEL,
+        show_default=True,
+        help="--optimize: the model that proposes descriptions.",
+    ),
+]
+
+
+def option_named(name: str) -> Option | None:
+    return next((o for o in OPTIONS if o.name == name), None)
+
+
+def flag_of(name: str) -> str:
+    """An option as messages name it (`csv_out` -> --csv-out)."""
+    found = option_named(name)
+    return found.flag if found else name
+
+
+def option_order(name: str) -> int:
+    """Where an option stands in OPTIONS: refusals name the first one given."""
+    return next((i for i, o in enumerate(OPTIONS) if o.name == name), len(OPTIONS))
+
+
+# The project file's schema comes from OPTIONS: every key is an option (see section 15).
+# Options that make no sense in a project file: what runs is the file's suites.
+PROJECT_NOT_OPTIONS = frozenset(
+    {
+        "compare",
+        "merge",
+        "from_results",
+        "schema",
+        "schema_of",
+        "generate_triggers",
+        "generate_tests",
+        "force",
+        "generate_count",
+    }
+)
+
+
+def project_value_type(option: Option) -> Any:
+    """The type a project file's value of this option has (ranges are the option's own)."""
+    kind = option.click.get("type")
+    if option.click.get("is_flag"):
+        return bool
+    if isinstance(kind, click.Choice):
+        base: Any = Literal[tuple(kind.choices)]  # type: ignore[misc]
+    elif isinstance(kind, click.IntRange) or kind is int:
+        base = int
+    elif isinstance(kind, click.FloatRange) or kind is float:
+        base = float
+    else:
+        base = str
+    return list[base] | base if option.click.get("multiple") else base
+
+
+def project_model() -> type[BaseModel]:
+    """The project file's schema, from OPTIONS (`python evaluator.py schema project`)."""
+    strict = ConfigDict(extra="forbid")
+    options = {
+        o.name: (project_value_type(o) | None, Field(None, description=o.help))
+        for o in OPTIONS
+        if o.name not in PROJECT_NOT_OPTIONS
+    }
+    defaults = create_model("ProjectDefaults", __config__=strict, **options)
+    suite = create_model(
+        "ProjectSuite",
+        __config__=strict,
+        name=(str, Field(description="The suite's name")),
+        **options,
+    )
+    return create_model(
+        "ProjectFile",
+        __config__=ConfigDict(extra="forbid", title="evaluator.yaml"),
+        servers=(
+            dict[str, dict[str, Any]] | None,
+            Field(None, description="MCP servers in the mcpServers shape (--mcp-config inline)"),
+        ),
+        defaults=(defaults | None, Field(None, description="Options every suite takes")),
+        suites=(list[suite], Field(description="The suites to run, in order")),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every option of one invocation, parsed and validated once at the CLI boundary; the
@@ -8067,6 +8885,7 @@ class Settings:
     generate_count: int = C.DEFAULT_GENERATED_QUERIES
     force: bool = False
     schema: bool = False
+    schema_of: str = "results"  # schema: the results file's schema, or the project file's
     optimize: bool = False  # --optimize: the description optimizer
     # who answers Claude
     interactive: bool = False
@@ -8078,13 +8897,8 @@ class Settings:
     runs: int | None = None
     concurrency: int | None = None  # None: the mode's own default
     threshold: float = C.DEFAULT_CASE_THRESHOLD
-    # outputs and durability
-    output: str | None = None
-    json_out: bool = False
-    report: str | None = None
-    junit: str | None = None
-    csv_out: str | None = None
-    html: str | None = None  # --html: one self-contained HTML report
+    # outputs (a writer's name -> its path, or True for a flag such as --json) and durability
+    outputs: Mapping[str, Any] = field(default_factory=dict)
     from_results: str | None = None  # --from: render the writers from an existing results file
     summary_only: bool = False
     resume: bool = False
@@ -8135,7 +8949,6 @@ class Settings:
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
     baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
-    benchmark_json: str | None = None  # --benchmark-json FILE: skill-creator's benchmark.json shape
     # descriptions: tried without editing files (--skill-description, --tool-overrides), or optimised
     skill_description: tuple[str, ...] = ()
     tool_overrides: str | None = None
@@ -8176,20 +8989,19 @@ class Settings:
             stream=interactive,
         )
 
+    @property
+    def output(self) -> str | None:
+        """-o FILE: the results file, beside which the journal of the run is kept."""
+        return self.outputs.get("output")
+
+    @property
+    def json_out(self) -> bool:
+        """--json: the results on stdout (so every line we print goes to stderr)."""
+        return bool(self.outputs.get("json_out"))
+
     def own_outputs(self) -> list[Path]:
         """The files this run writes itself: the isolation check must not count them."""
-        paths = [
-            Path(p)
-            for p in (
-                self.output,
-                self.report,
-                self.junit,
-                self.csv_out,
-                self.html,
-                self.benchmark_json,
-            )
-            if p
-        ]
+        paths = [Path(p) for p in self.outputs.values() if isinstance(p, str)]
         if self.output:
             paths += [
                 journal_path(self.output),
@@ -8969,16 +9781,36 @@ def combined_estimate(estimates: Sequence[CostEstimate]) -> CostEstimate:
     )
 
 
+def unpriced(model: str) -> str | None:
+    """Why a dry run does not price a model: test_constants.py does not know it (a typo, most
+    often), with the nearest id it knows."""
+    if price_for(cli_model_id(model))[1]:
+        return None
+    close = difflib.get_close_matches(model, [*C.PRICES, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3)
+    return f"not priced: {model} is not a model test_constants.py knows" + (
+        f" (nearest: {close[0]})" if close else ""
+    )
+
+
 def print_estimate(console: Console, estimate: CostEstimate) -> None:
     costs = [
-        f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), {e.runs} run(s)"
+        f"  cost on {e.model}: {unpriced(e.model)}"
+        if unpriced(e.model)
+        else f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), "
+        f"{e.runs} run(s)"
         for e in estimate.per_model
     ]
+    alone = not estimate.per_model and unpriced(estimate.model)
     costs.append(
-        f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
+        f"  cost on {estimate.model}: {alone}"
+        if alone
+        else f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
         f"${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})"
+        + (" for the models it knows" if any(unpriced(e.model) for e in estimate.per_model) else "")
     )
-    if estimate.batch_factor is not None:  # --batch: both prices, the direct one above
+    if (
+        estimate.batch_factor is not None and not alone
+    ):  # --batch: both prices, the direct one above
         costs[-1] += " with direct calls"
         costs.append(
             f"  cost with --batch (Message Batches, {1 - estimate.batch_factor:.0%} off): about "
@@ -9836,11 +10668,14 @@ def assign_trigger_skills(tests: Sequence[SkillTest], skills: Sequence[SkillInfo
         stem = Path(test.source).stem
         test.skill = next((n for n in names if test.name.startswith(n) or stem.startswith(n)), None)
         if test.skill is None:
+            json_file = Path(test.source).suffix.lower() == ".json"
             raise InputError(
                 "trigger test does not say which of the skills it tests",
                 test.source,
                 1,
-                "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md",
+                'add "skill": "NAME" to its entries, or name the file NAME-evals.json'
+                if json_file
+                else "add `skill: NAME` to its frontmatter, or name the file NAME-trigger.md",
             )
 
 
@@ -10044,9 +10879,7 @@ class Results:
     cases: list[CaseResult]
     results: Callable[[], Iterable[RunResult]]
     result_count: int
-    sections: dict[str, Any] = field(
-        default_factory=dict
-    )  # skills, trigger_scores, tests, isolation
+    sections: dict[str, Any] = field(default_factory=dict)  # SECTIONS key -> its record(s)
     suite_name: str = "suite"
 
     def document(self) -> dict:
@@ -10059,22 +10892,69 @@ class Results:
             "cases": JsonStream(lambda: map(dump_record, self.cases), len(self.cases)),
             "results": JsonStream(lambda: map(dump_record, self.results()), self.result_count),
         }
-        for key, value in self.sections.items():
-            document[key] = (
-                [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
-            )
+        for section in SECTIONS:
+            value = self.sections.get(section.key)
+            if value is not None:
+                document[section.key] = (
+                    [dump_record(v) for v in value]
+                    if isinstance(value, list)
+                    else dump_record(value)
+                )
         return document
 
+    def shown(self, place: str) -> list[tuple[Section, Any]]:
+        """The sections this run has that the reports show at `place`, in SECTIONS' order."""
+        return [
+            (section, self.sections[section.key])
+            for section in SECTIONS
+            if section.place == place and self.sections.get(section.key) not in (None, [])
+        ]
 
-# Options that do not shape a run's results (where it writes, how fast, on which machine): shards
-# of one suite may differ in them; every other option a shard was given is recorded for --merge.
+
+@dataclass(frozen=True)
+class Writer:
+    """One output format: its option (the command line's and the project file's key), the function
+    that writes a run's results, and the one that writes a comparison in the same format (None:
+    `compare` refuses it). Every list of writers (the options, what each mode takes, the outputs
+    checked before a run starts, what --merge ignores, what `render` can write) is computed from
+    WRITERS, so a new format is one `register_writer` call."""
+
+    option: Option
+    write: Callable[[Any, Results], None]  # (its path, or True for a flag such as --json; results)
+    compare: Callable[[Any, Sequence[Any]], None] | None = None  # (path or True; comparisons)
+    renders_from: bool = True  # `render` writes it from a results file
+    modes: frozenset[str] | None = None  # the modes that take it; None: every mode writing results
+    recorded: bool = False  # it changes what a run means: shards record it, --merge compares it
+
+    @property
+    def name(self) -> str:
+        return self.option.name
+
+    @property
+    def takes_path(self) -> bool:
+        return not self.option.click.get("is_flag")
+
+
+WRITERS: list[Writer] = []  # in the order a run writes them (stdout last)
+
+
+def register_writer(writer: Writer) -> Writer:
+    """Adds a writer (or replaces the one of that name) and its option."""
+    row = replace(writer, option=replace(writer.option, writer=True))
+    WRITERS[:] = [w for w in WRITERS if w.name != row.name] + [row]
+    OPTIONS[:] = [o for o in OPTIONS if o.name != row.name] + [row.option]
+    return row
+
+
+def writer_named(name: str) -> Writer | None:
+    return next((w for w in WRITERS if w.name == name), None)
+
+
+# Options that do not shape a run's results (how fast, on which machine, where from): shards of one
+# suite may differ in them, and in the writers (see Writer.recorded); every other option a shard
+# was given is recorded for --merge.
 UNRECORDED_OPTIONS = frozenset(
     {
-        "output",
-        "json_out",
-        "report",
-        "junit",
-        "csv_out",
         "resume",
         "retry_errors",
         "dry_run",
@@ -10089,7 +10969,6 @@ UNRECORDED_OPTIONS = frozenset(
         "max_cost",
         "record",
         "artifacts",
-        "benchmark_json",
     }
 )
 
@@ -10097,8 +10976,11 @@ UNRECORDED_OPTIONS = frozenset(
 def recorded_settings(settings: Settings) -> dict[str, Any]:
     recorded: dict[str, Any] = {}
     for name in sorted(settings.given - UNRECORDED_OPTIONS):
+        writer = writer_named(name)
+        if writer is not None and not writer.recorded:
+            continue
         value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(
-            name, getattr(settings, name)
+            name, settings.outputs.get(name) if writer else getattr(settings, name)
         )
         recorded[name] = list(value) if isinstance(value, tuple) else value
     return Redactor.for_run().data(recorded)
@@ -10636,34 +11518,34 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
-    lines = markdown_headline(results)
-    if (
-        results.sections.get("optimization") is not None
-    ):  # --optimize: the loop first, then its best candidate
-        lines = optimization_markdown(results.sections["optimization"]) + lines
-    if results.sections.get("matrix") is not None:
-        lines += markdown_matrix(results.sections["matrix"])
+
+    def sections(place: str) -> list[str]:
+        return [
+            line
+            for section, value in results.shown(place)
+            if section.markdown
+            for line in section.markdown(value)
+        ]
+
+    lines = sections("first") + markdown_headline(results) + sections("before_cases")
     lines += markdown_failures(results.cases) + markdown_flaky(results.cases)
     lines += markdown_all_cases(results.cases)
     lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
-    lines += markdown_calls_not_live(results)
-    if results.sections.get("qa") is not None:
-        lines += markdown_qa(results.sections["qa"])
-    if results.sections.get("trigger_scores"):
-        lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
-    if results.sections.get("benchmark") is not None:
-        lines += markdown_benchmark(results.sections["benchmark"])
-    isolation = results.sections.get("isolation")
-    if isolation is not None and isolation.outside_writes:
-        lines += [
-            "## Isolation",
-            "",
-            "Files changed outside the temporary projects:",
-            "",
-            *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
-            "",
-        ]
+    lines += markdown_calls_not_live(results) + sections("after_cases")
     return "\n".join(lines)
+
+
+def markdown_isolation(isolation: IsolationRecord) -> list[str]:
+    if not isolation.outside_writes:
+        return []
+    return [
+        "## Isolation",
+        "",
+        "Files changed outside the temporary projects:",
+        "",
+        *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
+        "",
+    ]
 
 
 # ---------------------------------------------------------------------------- the terminal
@@ -10901,9 +11783,14 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
-    if results.sections.get("trigger_scores"):
-        for score in results.sections["trigger_scores"]:
-            print_trigger_table(console, score)
+
+    def sections(place: str) -> None:
+        for section, value in results.shown(place):
+            if section.terminal:
+                section.terminal(console, value)
+
+    sections("first")
+    sections("before_cases")
     cases = [c for c in results.cases if c.kind != "trigger_query"]
     if cases:
         print_case_table(
@@ -10912,16 +11799,7 @@ def print_summary(console: Console, results: Results) -> None:
             f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
             f"{sum(c.passed for c in cases)}/{len(cases)} passed",
         )
-    if results.sections.get("qa") is not None:
-        print_qa(console, results.sections["qa"])
-    if results.sections.get("benchmark") is not None:
-        print_benchmark(console, results.sections["benchmark"])
-    isolation = results.sections.get("isolation")
-    for path in isolation.outside_writes if isolation else []:
-        console.print(
-            f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
-            highlight=False,
-        )
+    sections("after_cases")
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available:
         print_tool_coverage(console, s.tool_coverage)
@@ -10932,8 +11810,6 @@ def print_summary(console: Console, results: Results) -> None:
             markup=False,
         )
     print_descriptions_shown(console, results.metadata)
-    if results.sections.get("matrix") is not None:
-        print_matrix(console, results.sections["matrix"])
     console.print(
         f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
         f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
@@ -11515,6 +12391,10 @@ def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
     }
 
 
+def dumped_section(value: Any) -> Any:
+    return [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
+
+
 def html_results_data(results: Results) -> dict:
     """What the page shows of a finished run: the overview's numbers, every case, every run's
     transcript (cut where long), and what the mode adds (skills, QA, coverage)."""
@@ -11576,25 +12456,49 @@ def html_results_data(results: Results) -> dict:
         "runs_kept": bool(runs) or not results.result_count,
         "results_file": meta.results_file,
     }
-    if results.sections.get("trigger_scores"):
-        data["triggers"] = [dump_record(score) for score in results.sections["trigger_scores"]]
-    if results.sections.get("qa") is not None:
-        data["qa"] = dump_record(results.sections["qa"])
-    if results.sections.get("matrix") is not None:  # a model matrix: see renderMatrix
-        data["matrix"] = dump_record(results.sections["matrix"])
+    if results.sections.get("matrix") is not None:  # a model matrix: every model in the header
         data["model"] = models_text(meta)
-    isolation = results.sections.get("isolation")
-    if isolation is not None and isolation.outside_writes:
-        data["outside_writes"] = list(isolation.outside_writes)
+    data["sections"] = [
+        {
+            "key": section.key,
+            "place": place,
+            "renderer": section.html_renderer,
+            "data": section.html(value) if section.html else dumped_section(value),
+        }
+        for place in ("first", "before_cases", "after_cases")
+        for section, value in results.shown(place)
+        if section.html_renderer
+    ]
     return data
+
+
+def html_block(
+    title: str,
+    tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[Any]]]],
+    notes: Sequence[str] = (),
+) -> dict:
+    """A section as the page's generic renderer (renderBlock) draws it: a heading, lines of text
+    and tables of (caption, headers, rows). Every cell is text, never markup."""
+    return {
+        "title": title,
+        "notes": list(notes),
+        "tables": [
+            {
+                "caption": caption,
+                "headers": list(headers),
+                "rows": [[str(cell) for cell in row] for row in rows],
+            }
+            for caption, headers, rows in tables
+        ],
+    }
 
 
 def results_from_document(document: ResultsDocument, path: str | Path) -> Results:
     """A results file read back as every writer reads a finished run (--from, --compare)."""
     sections = {
-        key: getattr(document, key)
-        for key in ("skills", "trigger_scores", "tests", "isolation", "qa", "matrix")
-        if getattr(document, key) is not None
+        section.key: document.section(section.key)
+        for section in SECTIONS
+        if document.section(section.key) is not None
     }
     return Results(
         document.metadata,
@@ -11720,8 +12624,20 @@ function renderOverview(app) {
     card("Latency p50 / p95", secs(s.latency_p50_ms) + " / " + secs(s.latency_p95_ms))));
   if (s.not_started) app.append(el("p", {class: "flag"}, s.not_started + " runs not started (--max-cost)"));
   if (s.interrupted) app.append(el("p", {class: "flag"}, "Interrupted: rerun with --resume"));
-  if (DATA.outside_writes) app.append(el("p", {class: "flag"}, "Files changed outside the temporary projects: "
-                                         + DATA.outside_writes.join(", ")));
+}
+function renderIsolation(app, isolation) {
+  if (isolation.outside_writes.length) app.append(el("p", {class: "flag"},
+    "Files changed outside the temporary projects: " + isolation.outside_writes.join(", ")));
+}
+function renderBlock(app, block) {
+  // any section without a renderer of its own: a heading, notes and tables of plain text
+  app.append(el("h2", {}, block.title));
+  for (const note of block.notes) app.append(el("p", {}, note));
+  for (const t of block.tables) {
+    if (t.caption) app.append(el("h3", {}, t.caption));
+    app.append(el("table", {}, el("thead", {}, el("tr", {}, t.headers.map(h => el("th", {}, h)))),
+      el("tbody", {}, t.rows.map(row => el("tr", {}, row.map(cell => el("td", {}, cell)))))));
+  }
 }
 
 // ---------------------------------------------------------------- charts (inline SVG)
@@ -11821,13 +12737,12 @@ function renderCoverage(app) {
     app.append(legend([["expected by a case", "#1a7f37"], ["called, not expected", "#0969da"], ["never called", "#cf222e"]]));
   }
 }
-function renderTriggers(app) {
-  if (!DATA.triggers) return;
+function renderTriggers(app, triggers) {
   app.append(el("h2", {id: "skills"}, "Skill triggering"));
   app.append(el("table", {},
     el("thead", {}, el("tr", {}, ["Skill", "triggerRate", "falsePositiveRate", "triggerScore", "Precision", "Recall", "F1",
                                   "Errored runs", "Cost"].map(h => el("th", {}, h)))),
-    el("tbody", {}, DATA.triggers.map(t => el("tr", {},
+    el("tbody", {}, triggers.map(t => el("tr", {},
       el("td", {}, t.skill),
       el("td", {class: "num"}, t.triggerRate === null ? "n/a" : t.triggerRate.toFixed(0) + "% (" + t.positivesActivated + "/" + t.positives + ")"),
       el("td", {class: "num"}, t.falsePositiveRate === null ? "n/a" : t.falsePositiveRate.toFixed(0) + "% (" + t.negativesActivated + "/" + t.negatives + ")"),
@@ -11837,7 +12752,7 @@ function renderTriggers(app) {
       el("td", {class: "num"}, t.f1.toFixed(0) + "%"),
       el("td", {class: "num"}, t.erroredRuns + "/" + t.totalRuns),
       el("td", {class: "num"}, usd(t.costUsd)))))));
-  for (const t of DATA.triggers) {
+  for (const t of triggers) {
     app.append(el("h3", {}, "Activation rate per query: " + t.skill));
     app.append(legend([["should activate", "#1a7f37"], ["should not activate", "#8c959f"], ["wrong side of the threshold", "#cf222e"]]));
     app.append(barChart(t.queryResults.map(q => ({label: (q.correct ? "✓ " : "✗ ") + q.query,
@@ -11846,9 +12761,7 @@ function renderTriggers(app) {
                         [["rate", "#1a7f37"]], {title: "activation rate per query", labelWidth: 300, threshold: t.threshold}));
   }
 }
-function renderQa(app) {
-  const qa = DATA.qa;
-  if (!qa) return;
+function renderQa(app, qa) {
   app.append(el("h2", {id: "qa"}, "QA accuracy"));
   app.append(el("div", {class: "cards"},
     card("Accuracy", qa.correct + "/" + qa.runs + " runs (" + pct(qa.accuracy) + ")", "95% interval " + pct(qa.interval[0]) + "–" + pct(qa.interval[1])),
@@ -11859,11 +12772,9 @@ function renderQa(app) {
       el("td", {class: "num"}, secs(t.total_ms)), el("td", {class: "num"}, t.mean_ms.toFixed(0) + " ms"),
       el("td", {class: "num"}, t.max_ms.toFixed(0) + " ms"))))));
 }
-function renderMatrix(app) {
+function renderMatrix(app, m) {
   // a model matrix: each model's totals, the cases that pass on one model and fail on another, then
   // every case and tool with a column per model
-  const m = DATA.matrix;
-  if (!m) return;
   const head = (first) => el("thead", {}, el("tr", {}, el("th", {}, first), m.models.map(model => el("th", {}, model))));
   app.append(el("h2", {id: "models"}, "Models side by side"));
   app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Model", "Passed", "Runs", "Runs with errors", "Cost",
@@ -12074,17 +12985,23 @@ function saveNotes() {
 }
 
 // ---------------------------------------------------------------- the page
+// The page's own renderers of results sections, by the name a Section row gives (html_renderer).
+const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock};
 function render() {
   renderHeader();
   const app = document.getElementById("app");
   app.replaceChildren();
   renderOverview(app);
-  renderMatrix(app);
+  const sections = (place) => (DATA.sections || []).filter(s => s.place === place).forEach(s => {
+    const draw = SECTION_RENDERERS[s.renderer] || renderBlock;
+    draw(app, s.data);
+  });
+  sections("first");
+  sections("before_cases");
   renderComparisons(app);
   renderToolSelection(app);
   renderCoverage(app);
-  renderTriggers(app);
-  renderQa(app);
+  sections("after_cases");
   renderCases(app);
   loadNotes();
   saveNotes();
@@ -12441,35 +13358,252 @@ def write_step_summary(results: Results) -> None:
 
 # Option name -> writer. Every mode that produces verdicts gets every writer; a new report
 # format is one entry here (and one click option).
-WRITERS: dict[str, Callable[[str, Results], None]] = {
-    "output": write_results_json,
-    "report": write_markdown_report,
-    "junit": write_junit,
-    "csv_out": write_results_csv,
-    "html": write_html_report,
-    "benchmark_json": write_skill_creator_benchmark,
-}
+def print_results_json(flag: Any, results: Results) -> None:
+    dump_json(results.document(), sys.stdout)
+    sys.stdout.write("\n")
+
+
+def write_comparison_json(path: str, comparisons: Sequence[Comparison]) -> None:
+    write_json_atomic(path, comparison_json(comparisons))
+
+
+def write_comparison_markdown(path: str, comparisons: Sequence[Comparison]) -> None:
+    write_text_atomic(path, "\n".join(render_comparison(c) for c in comparisons))
+
+
+def write_comparison_html(path: str, comparisons: Sequence[Comparison]) -> None:
+    write_text_atomic(path, render_html(html_comparison_data(comparisons)))
+
+
+def print_comparison_json(flag: Any, comparisons: Sequence[Comparison]) -> None:
+    click.echo(json_text(comparison_json(comparisons)))
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "-o",
+            "--output",
+            type=click.Path(),
+            help="Write the results JSON here (a journal beside it as runs finish).",
+        ),
+        write_results_json,
+        compare=write_comparison_json,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--report",
+            type=click.Path(),
+            metavar="FILE.md",
+            help="Write a markdown report (suite, skill Trigger Analysis, comparison).",
+        ),
+        write_markdown_report,
+        compare=write_comparison_markdown,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--junit",
+            type=click.Path(),
+            metavar="FILE.xml",
+            help="Write JUnit XML for CI: a testcase per case, test or trigger query.",
+        ),
+        write_junit,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--csv-out",
+            type=click.Path(),
+            metavar="FILE.csv",
+            help="Write one CSV row per run.",
+        ),
+        write_results_csv,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--html",
+            type=click.Path(),
+            metavar="FILE.html",
+            help="Write one self-contained HTML report (opens offline): overview, charts, every "
+            "case's transcripts, review notes.",
+        ),
+        write_html_report,
+        compare=write_comparison_html,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            TASKS,
+            "--benchmark-json",
+            type=click.Path(),
+            metavar="FILE.json",
+            help="Write the task benchmark in skill-creator's benchmark.json shape (its viewer "
+            "reads it).",
+        ),
+        write_skill_creator_benchmark,
+        modes=frozenset({"skills"}),
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--json",
+            name="json_out",
+            is_flag=True,
+            help="Print the results JSON to stdout (the summary goes to stderr).",
+        ),
+        print_results_json,
+        compare=print_comparison_json,
+    )
+)
+
+
+def write_one(
+    writer: Writer, value: Any, write: Callable[[], None], settings: Settings, console: Console
+) -> None:
+    """One output; a full disk says where the finished runs are kept."""
+    try:
+        write()
+    except OutputError as exc:
+        journal = journal_path(settings.output) if settings.output else None
+        if journal is None or not journal.exists():
+            raise
+        raise OutputError(
+            f"{exc}; every finished run is in {journal}: make room and rerun with --resume"
+        ) from None
+    if writer.takes_path:
+        console.print(f"wrote {value}", highlight=False, markup=False)
 
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:
-    """Every output the settings ask for, then --json to stdout."""
-    for option, writer in WRITERS.items():
-        path = getattr(settings, option)
-        if path:
-            try:
-                writer(path, results)
-            except OutputError as exc:
-                journal = journal_path(settings.output) if settings.output else None
-                if journal is None or not journal.exists():
-                    raise
-                raise OutputError(
-                    f"{exc}; every finished run is in {journal}: make room and rerun with --resume"
-                ) from None
-            console.print(f"wrote {path}", highlight=False, markup=False)
+    """Every output the settings ask for, in WRITERS' order, and the markdown report to GitHub's
+    step summary when there is one."""
     write_step_summary(results)
-    if settings.json_out:
-        dump_json(results.document(), sys.stdout)
-        sys.stdout.write("\n")
+    for writer in WRITERS:
+        value = settings.outputs.get(writer.name)
+        if value:
+            write_one(
+                writer, value, functools.partial(writer.write, value, results), settings, console
+            )
+
+
+def write_comparisons(
+    comparisons: Sequence[Comparison], settings: Settings, console: Console
+) -> None:
+    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
+    for writer in WRITERS:
+        value = settings.outputs.get(writer.name)
+        if value and writer.compare is not None:
+            write_one(
+                writer,
+                value,
+                functools.partial(writer.compare, value, comparisons),
+                settings,
+                console,
+            )
+
+
+def print_trigger_tables(console: Console, scores: Sequence[TriggerScoreRecord]) -> None:
+    for score in scores:
+        print_trigger_table(console, score)
+
+
+def print_isolation(console: Console, isolation: IsolationRecord) -> None:
+    for path in isolation.outside_writes:
+        console.print(
+            f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
+            highlight=False,
+        )
+
+
+def html_benchmark(benchmark: BenchmarkRecord) -> dict:
+    tables = [("", BENCHMARK_HEADERS, benchmark_rows(benchmark.configurations, benchmark.deltas))]
+    tables += [
+        (e.name, BENCHMARK_HEADERS, benchmark_rows(e.configurations, e.deltas))
+        for e in benchmark.evals
+    ]
+    return html_block(
+        "Benchmark: task evals",
+        tables,
+        [
+            f"{benchmark.runs_per_configuration} run(s) per eval and configuration; pass rate = "
+            "expectations passed / total per run."
+        ],
+    )
+
+
+register_section(Section("skills", list[SkillRecord], html_renderer=""))
+
+
+register_section(Section("tests", list[SkillTestRecord], html_renderer=""))
+
+
+register_section(
+    Section(
+        "matrix",
+        ModelMatrixRecord,
+        markdown_matrix,
+        print_matrix,
+        html_renderer="renderMatrix",
+        place="before_cases",
+    )
+)
+
+
+register_section(Section("qa", QaRecord, markdown_qa, print_qa, html_renderer="renderQa"))
+
+
+register_section(
+    Section(
+        "trigger_scores",
+        list[TriggerScoreRecord],
+        lambda scores: [trigger_analysis_markdown(scores)],
+        print_trigger_tables,
+        html_renderer="renderTriggers",
+    )
+)
+
+
+register_section(
+    Section("benchmark", BenchmarkRecord, markdown_benchmark, print_benchmark, html_benchmark)
+)
+
+
+register_section(
+    Section(
+        "isolation",
+        IsolationRecord,
+        markdown_isolation,
+        print_isolation,
+        html_renderer="renderIsolation",
+    )
+)
 
 
 # ============================================================================ 12. modes
@@ -12841,7 +13975,7 @@ def tool_use_mode(
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
     write_outputs(results, settings, console)
     outcome.finish()
-    if mode == "query" and not (settings.output or settings.json_out or settings.interactive):
+    if mode == "query" and not settings.interactive:  # the live view showed it as it ran
         print_run_summary(console, outcome.records)
     elif mode != "query":
         print_summary(console, results)
@@ -12996,7 +14130,7 @@ def task_plan_options(
             ("--baseline-skill", settings.baseline_skill),
             ("--allow-tools", settings.allow_tools),
             ("--artifacts", settings.artifacts),
-            ("--benchmark-json", settings.benchmark_json),
+            ("--benchmark-json", settings.outputs.get("benchmark_json")),
         )
         if value
     ]
@@ -13516,28 +14650,21 @@ def compare_mode(settings: Settings, console: Console) -> int:
             "--compare needs at least two results files", hint="--compare old.json new.json"
         )
     comparisons = compare_files(settings.compare)
-    if settings.report:
-        write_text_atomic(settings.report, "\n".join(render_comparison(c) for c in comparisons))
-    if settings.output:
-        write_json_atomic(settings.output, comparison_json(comparisons))
-    if settings.html:
-        write_text_atomic(settings.html, render_html(html_comparison_data(comparisons)))
-    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
-    if settings.json_out:
-        click.echo(json_text(comparison_json(comparisons)))
-    else:
+    write_comparisons(comparisons, settings, console)
+    if not settings.json_out:
         for comparison in comparisons:
             print_comparison(console, comparison)
     return 1 if any(c.failed for c in comparisons) else 0
 
 
 def render_mode(settings: Settings, console: Console) -> int:
-    """--from results.json: the reports of a finished run (--html, --report, --junit, --csv-out),
-    written from its results file, which is checked against the schema first; nothing runs."""
-    if not any(getattr(settings, option) for option in RENDER_OUTPUTS):
+    """render RESULTS.json (--from): the reports of a finished run, written from its results
+    file, which is checked against the schema first; nothing runs."""
+    if not settings.outputs:
+        flags = ", ".join(w.option.flag for w in WRITERS if w.renders_from)
         raise InputError(
-            "--from needs an output to write",
-            hint="--from results.json --html report.html (or --report, --junit, --csv-out)",
+            "render needs an output to write",
+            hint=f"e.g. render results.json --html report.html (any of {flags})",
         )
     results = results_from_document(
         read_results_document(settings.from_results), settings.from_results
@@ -13547,12 +14674,16 @@ def render_mode(settings: Settings, console: Console) -> int:
 
 
 def schema_mode(settings: Settings, console: Console) -> int:
-    """--schema: the results file's JSON Schema, to stdout or -o FILE."""
+    """schema [results|project] (--schema): the JSON Schema of the results file, or of the
+    project file, to stdout or -o FILE."""
+    schema = (
+        project_model().model_json_schema() if settings.schema_of == "project" else results_schema()
+    )
     if settings.output:
-        write_json_atomic(settings.output, results_schema())
+        write_json_atomic(settings.output, schema)
         console.print(f"wrote {settings.output}", highlight=False, markup=False)
     else:
-        click.echo(json.dumps(results_schema(), indent=2))
+        click.echo(json.dumps(schema, indent=2))
     return 0
 
 
@@ -14217,7 +15348,7 @@ class OptimizeLoop:
             runner,
             replace(
                 self.settings,
-                output=None,
+                outputs={},
                 resume=False,
                 retry_errors=False,
                 summary_only=False,
@@ -14604,6 +15735,41 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
     return lines
 
 
+def html_optimization(record: OptimizationRecord) -> dict:
+    rows = [
+        [
+            f"{r.round}{' (best)' if r.round == record.best_round else ''}",
+            r.status,
+            f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-",
+            f"{r.test_passed}/{r.test_total}" if r.status == "scored" and r.test_total else "-",
+            f"${r.cost_usd + r.proposer_cost_usd:.4f}",
+            "; ".join(r.descriptions.values()) if r.status != "dropped" else "; ".join(r.refused),
+        ]
+        for r in record.rounds
+    ]
+    headers = ["Round", "Status", "Train", "Test", "Cost", "Candidate"]
+    return html_block(
+        f"Description optimization: {record.subject}",
+        [("", headers, rows)],
+        [
+            f"stopped: {record.stopped}" if record.stopped else "",
+            "improved" if record.improved else "the original stays the best",
+        ],
+    )
+
+
+register_section(
+    Section(
+        "optimization",
+        OptimizationRecord,
+        optimization_markdown,
+        print_optimization,
+        html_optimization,
+        place="first",
+    )
+)
+
+
 # ============================================================================ 14. the mode table
 def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
     """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
@@ -14686,7 +15852,7 @@ def check_pieces(
                 for k in sorted({*m.settings, *meta.settings})
                 if m.settings.get(k) != meta.settings.get(k)
             )
-            flag = OPTION_FLAGS.get(name, name)
+            flag = flag_of(name)
             raise InputError(
                 f"{path} and {first} ran with different options ({flag}: {meta.settings.get(name)!r} vs "
                 f"{m.settings.get(name)!r})",
@@ -14711,71 +15877,6 @@ def check_pieces(
                     hint="merge the files of one run's shards, each once",
                 )
             seen[identity] = path
-
-
-WRITER_OPTIONS = frozenset({"output", "json_out", "report", "junit", "csv_out", "html"})
-
-
-def merged_settings(
-    settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple
-) -> Settings:
-    """The settings the shards ran with (as the first piece recorded them), with this
-    invocation's outputs and the pieces' runs to replay."""
-    recorded = dict(piece.metadata.settings or {})
-    fields = {f.name for f in dataclass_fields(Settings)}
-    params: dict[str, Any] = {}
-    for name, value in recorded.items():
-        if name not in fields:
-            raise InputError(
-                f"the shard was run with an option this evaluator does not know ({name})",
-                settings.merge[0],
-                1,
-                "merge with the evaluator version the shards ran",
-            )
-        if name in ("model", "trigger_model"):
-            values = tuple(value) if isinstance(value, list) else (value,)
-            params.update({name: values[0], name + "s": values})
-        else:
-            params[name] = tuple(value) if isinstance(value, list) else value
-    params.update({name: getattr(settings, name) for name in WRITER_OPTIONS if name in fields})
-    given = frozenset(recorded) | (settings.given & WRITER_OPTIONS)
-    return Settings(
-        **params, merge=settings.merge, merged_runs=runs, merged_pieces=pieces, given=given
-    )
-
-
-MODES: list[Mode] = []  # the mode table, filled below in selection order
-
-
-def merge_mode(settings: Settings, console: Console) -> int:
-    """--merge PIECE.json ...: the results files of a run's shards (--shard K/N) put together.
-    Each piece is checked against the schema and against the others (one suite, one set of
-    options and models, no run twice, no shard missing); then the suite is loaded here, as the
-    shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
-    statistics and reports of one unsharded run from the pieces' runs. No server starts and no
-    model is called."""
-    if len(settings.merge) < 2:
-        raise InputError(
-            "--merge needs the results files of at least two shards",
-            hint="--merge shard-1.json shard-2.json -o results.json",
-        )
-    pieces = [read_results_document(path) for path in settings.merge]
-    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
-    check_pieces(settings.merge, pieces, runs)
-    merged = merged_settings(
-        settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs), tuple(pieces)
-    )
-    mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
-    if mode is None or "shard" not in mode.options:
-        raise InputError(
-            f"{settings.merge[0]}: its recorded options name no suite to merge",
-            settings.merge[0],
-            1,
-        )
-    return mode.run(merged, console)
-
-
-RENDER_OUTPUTS = ("html", "report", "junit", "csv_out")  # what --from writes from a results file
 
 
 DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "concurrency"})
@@ -14814,23 +15915,20 @@ TOOL_SAFETY_OPTIONS = frozenset(
 )
 
 
-GRADING_OPTIONS = frozenset(
-    {"judge_model", "verify_timeout"}
-)  # suites whose cases can carry a rubric or verify
+GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify
 
 
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
 
 
-# task evals through Claude Code: what they may do, what they leave, what they are compared with, who grades
+# task evals through Claude Code: what they may do, what they leave, their baselines, who grades
 TASK_EVAL_OPTIONS = frozenset(
-    {"allow_tools", "artifacts", "baseline", "baseline_skill", "benchmark_json", "judge_model"}
+    {"allow_tools", "artifacts", "baseline", "baseline_skill", "judge_model"}
 )
 
 
 TOOL_USE_OPTIONS = (
-    WRITER_OPTIONS
-    | DURABLE_OPTIONS
+    DURABLE_OPTIONS
     | MODEL_OPTIONS
     | SERVER_OPTIONS
     | SIMULATED_USER_OPTIONS
@@ -14841,27 +15939,117 @@ TOOL_USE_OPTIONS = (
 
 @dataclass(frozen=True)
 class Mode:
-    """One way to run the evaluator: what selects it, the options it takes, what runs it."""
+    """One way to run the evaluator, and the verb that names it (`python evaluator.py csv FILE`):
+    what selects it in the flat form (`--csv FILE`), the options it takes besides its writers, the
+    writers it takes, what runs it, and the examples its help shows. Every option a mode does not
+    take is refused there with one line, never silently ignored."""
 
-    name: str
+    name: str  # its verb
     title: str  # how an error names it: "--skill runs"
     selected: Callable[[Settings], bool]
     options: frozenset[str]
     run: Callable[[Settings, Console], int]
     examples: tuple[str, ...] = ()
+    summary: str = ""  # one line for the top-level help
+    outputs: str = "results"  # the writers it takes: results | comparison | render | none
+    argument: str = ""  # the option its verb's positional arguments fill (`csv FILE` is --csv)
+    implies: tuple[tuple[str, Any], ...] = ()  # what its verb sets (`optimize` is --optimize)
+
+    def takes(self, name: str) -> bool:
+        if name in self.options:
+            return True
+        writer = writer_named(name)
+        if writer is None or self.outputs == "none":
+            return False
+        if self.outputs == "comparison":
+            return writer.compare is not None
+        if self.outputs == "render":
+            return writer.renders_from
+        return writer.modes is None or self.name in writer.modes
+
+    def option_names(self) -> list[str]:
+        return [o.name for o in OPTIONS if self.takes(o.name)]
 
 
-# In selection order: the first row whose selector holds is the mode. Every option a row does
-# not list is refused there with one line, never silently ignored.
+MODES: list[Mode] = []  # the mode table, filled below in selection order
+
+
+def merged_settings(
+    settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple
+) -> Settings:
+    """The settings the shards ran with (as the first piece recorded them), with this
+    invocation's outputs and the pieces' runs to replay."""
+    recorded = dict(piece.metadata.settings or {})
+    fields = {f.name for f in dataclass_fields(Settings)}
+    params: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name not in fields and writer_named(name) is None:
+            raise InputError(
+                f"the shard was run with an option this evaluator does not know ({name})",
+                settings.merge[0],
+                1,
+                "merge with the evaluator version the shards ran",
+            )
+        if name in ("model", "trigger_model"):
+            values = tuple(value) if isinstance(value, list) else (value,)
+            params.update({name: values[0], name + "s": values})
+        elif name in fields:
+            params[name] = tuple(value) if isinstance(value, list) else value
+    given = frozenset(recorded) | {name for name in settings.given if writer_named(name)}
+    return Settings(
+        **params,
+        outputs=settings.outputs,
+        merge=settings.merge,
+        merged_runs=runs,
+        merged_pieces=pieces,
+        given=given,
+    )
+
+
+def merge_mode(settings: Settings, console: Console) -> int:
+    """merge PIECE.json ... (--merge): the results files of a run's shards (--shard K/N) put
+    together. Each piece is checked against the schema and against the others (one suite, one set
+    of options and models, no run twice, no shard missing); then the suite is loaded here, as the
+    shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
+    statistics and reports of one unsharded run from the pieces' runs. No server starts and no
+    model is called."""
+    if len(settings.merge) < 2:
+        raise InputError(
+            "merge needs the results files of at least two shards",
+            hint="merge shard-1.json shard-2.json -o results.json",
+        )
+    pieces = [read_results_document(path) for path in settings.merge]
+    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
+    check_pieces(settings.merge, pieces, runs)
+    merged = merged_settings(
+        settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs), tuple(pieces)
+    )
+    mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
+    if mode is None or "shard" not in mode.options:
+        raise InputError(
+            f"{settings.merge[0]}: its recorded options name no suite to merge",
+            settings.merge[0],
+            1,
+        )
+    return mode.run(merged, console)
+
+
 MODES.extend(
     (
         Mode(
             "schema",
             "--schema",
             lambda s: s.schema,
-            frozenset({"schema", "output"}),
+            frozenset({"schema", "schema_of", "output"}),
             schema_mode,
-            ("python evaluator.py --schema > results.schema.json",),
+            (
+                "python evaluator.py schema > results.schema.json",
+                "python evaluator.py schema project > evaluator.schema.json",
+            ),
+            "print the JSON Schema of the results file, or of the project file",
+            "none",
+            "schema_of",
+            (("schema", True),),
         ),
         Mode(
             "generate",
@@ -14884,35 +16072,47 @@ MODES.extend(
             ),
             generate_mode,
             (
-                "python evaluator.py --generate-triggers examples/skills/warehouse-sql -o my-trigger.md",
+                "python evaluator.py generate examples/skills/warehouse-sql -o my-trigger.md",
                 "python evaluator.py --generate-tests examples/skills/warehouse-sql -o my-tests/",
             ),
+            "draft trigger queries (or a starter test set) for a skill",
+            "none",
+            "generate_triggers",
         ),
         Mode(
             "compare",
             "--compare",
             lambda s: bool(s.compare),
-            frozenset({"compare", "report", "output", "json_out", "html"}),
+            frozenset({"compare"}),
             compare_mode,
-            ("python evaluator.py --compare old.json new.json --report diff.md --html diff.html",),
+            ("python evaluator.py compare old.json new.json --report diff.md --html diff.html",),
+            "compare results files: regressions, fixes, pass rate and cost",
+            "comparison",
+            "compare",
         ),
         Mode(
             "merge",
             "--merge",
             lambda s: bool(s.merge),
-            frozenset({"merge"}) | WRITER_OPTIONS,
+            frozenset({"merge"}),
             merge_mode,
             (
-                "python evaluator.py --merge shard-1.json shard-2.json -o results.json --report report.md",
+                "python evaluator.py merge shard-1.json shard-2.json -o results.json --report report.md",
             ),
+            "put the results files of a sharded run together",
+            "results",
+            "merge",
         ),
         Mode(
             "render",
             "--from",
             lambda s: bool(s.from_results),
-            frozenset({"from_results", *RENDER_OUTPUTS}),
+            frozenset({"from_results"}),
             render_mode,
-            ("python evaluator.py --from results.json --html report.html",),
+            ("python evaluator.py render results.json --html report.html",),
+            "write the reports of an existing results file; nothing runs",
+            "render",
+            "from_results",
         ),
         Mode(
             "optimize",
@@ -14930,9 +16130,6 @@ MODES.extend(
                     "dry_run",
                     "resume",
                     "concurrency",
-                    "output",
-                    "json_out",
-                    "report",
                     "skill",
                     "trigger",
                     "trigger_model",
@@ -14946,17 +16143,22 @@ MODES.extend(
             ),
             optimize_mode,
             (
-                "python evaluator.py --optimize --skill examples/skills/warehouse-sql --trigger "
+                "python evaluator.py optimize --skill examples/skills/warehouse-sql --trigger "
                 "examples/triggers/warehouse-sql-trigger.md -o optimize.json --report optimize.md",
-                "python evaluator.py --optimize --csv examples/test_queries.csv --optimize-rounds 3 -o tools.json",
+                "python evaluator.py optimize --csv examples/test_queries.csv --optimize-rounds 3 "
+                "-o tools.json",
             ),
+            "improve a skill's or the tools' descriptions on a train/test split",
+            "results",
+            "",
+            (("optimize", True),),
         ),
         Mode(
             "skills",
             "--skill runs",
             lambda s: bool(s.skill or s.trigger),
-            WRITER_OPTIONS
-            | DURABLE_OPTIONS
+            DURABLE_OPTIONS
+            | TASK_EVAL_OPTIONS
             | {
                 "skill",
                 "tests",
@@ -14974,15 +16176,20 @@ MODES.extend(
                 "mcp_config",
                 "skill_description",
                 "shard",
-            }
-            | TASK_EVAL_OPTIONS,
+            },
             skill_mode,
             (
-                "python evaluator.py --skill examples/skills/warehouse-sql --trigger examples/triggers/warehouse-sql-trigger.md",
-                "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests --runs 3 --junit junit.xml",
-                "python evaluator.py --skill examples/skills/data-profile-report --tests examples/skills/data-profile-report "
-                "--baseline --allow-tools Bash,Write,Edit --artifacts artifacts/ --runs 3 --report benchmark.md",
+                "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
+                "examples/triggers/warehouse-sql-trigger.md",
+                "python evaluator.py --skill examples/skills/warehouse-sql --tests examples/tests "
+                "--runs 3 --junit junit.xml",
+                "python evaluator.py --skill examples/skills/data-profile-report --tests "
+                "examples/skills/data-profile-report --baseline --allow-tools Bash,Write,Edit "
+                "--artifacts artifacts/ --runs 3 --report benchmark.md",
             ),
+            "skills through Claude Code: trigger queries, knowledge and security tests, task evals",
+            "results",
+            "skill",
         ),
         Mode(
             "markdown",
@@ -14991,8 +16198,12 @@ MODES.extend(
             TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"},
             markdown_mode,
             (
-                "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report report.md",
+                "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report "
+                "report.md",
             ),
+            "markdown tests (knowledge, task, security) against the MCP servers",
+            "results",
+            "tests",
         ),
         Mode(
             "qa",
@@ -15001,9 +16212,12 @@ MODES.extend(
             TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
             qa_mode,
             (
-                'python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m mcp_server_time '
-                '--local-timezone UTC" -i 3 --report qa-report.md',
+                'python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m '
+                'mcp_server_time --local-timezone UTC" -i 3 --report qa-report.md',
             ),
+            "an mcp-builder QA evaluation (XML question/answer pairs) against the servers",
+            "results",
+            "qa",
         ),
         Mode(
             "csv",
@@ -15012,9 +16226,13 @@ MODES.extend(
             TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
             csv_mode,
             (
-                "python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit junit.xml",
+                "python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit "
+                "junit.xml",
                 "python evaluator.py --csv examples/test_queries.csv -i 5 --dry-run",
             ),
+            "a CSV regression suite against the servers: tools, arguments, answers",
+            "results",
+            "csv",
         ),
         Mode(
             "query",
@@ -15031,83 +16249,89 @@ MODES.extend(
                 'python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',
                 "python evaluator.py -c examples/sample_conv.md -o conv.json",
                 'python evaluator.py -q "Help me set up a profiles project" --interactive',
-                'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake prod"',
+                'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake '
+                'prod"',
             ),
+            "one query or conversation (interactive, from a file, or a simulated user)",
+            "results",
+            "query",
         ),
     )
 )
 
 
-def select_mode(settings: Settings) -> Mode:
-    mode = next((m for m in MODES if m.selected(settings)), None)
+def mode_named(name: str) -> Mode | None:
+    return next((m for m in MODES if m.name == name), None)
+
+
+# A refused option whose twin the mode takes: the refusal names the twin instead of other modes.
+TWINS = {
+    "iterations": ("runs", "--runs N: every query and test runs N times"),
+    "runs": ("iterations", "-i N: every case runs N times"),
+}
+
+
+def refusal(name: str, mode: Mode) -> str:
+    twin, how = TWINS.get(name, ("", ""))
+    if twin and mode.takes(twin):
+        return f"{flag_of(name)} does not apply to {mode.title}: use {how}"
+    takers = [m.title for m in MODES if m.takes(name)]
+    return f"{flag_of(name)} does not apply to {mode.title}" + (
+        f" (it works with {', '.join(takers)})" if takers else ""
+    )
+
+
+def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
+    """The mode a verb chose, or the first whose selector holds; an option it does not take is
+    one line."""
+    mode = chosen or next((m for m in MODES if m.selected(settings)), None)
     if mode is None:
         raise InputError(
             "nothing to evaluate",
-            hint='give -q "a query", --csv FILE, --tests DIR, --qa FILE.xml or --skill DIR '
-            "(see --help)",
+            hint='give -q "a query", --csv FILE, --tests DIR, --qa FILE.xml or --skill DIR, or '
+            f"write a project file ({C.PROJECT_FILE}: python evaluator.py init); see --help",
         )
-    refused = sorted(settings.given - mode.options, key=option_order)
+    refused = sorted((n for n in settings.given if not mode.takes(n)), key=option_order)
     if refused:
-        name = refused[0]
-        takers = [m.title for m in MODES if name in m.options]
-        raise UsageProblem(
-            f"{OPTION_FLAGS.get(name, name)} does not apply to {mode.title}"
-            + (f" (it works with {', '.join(takers)})" if takers else "")
-        )
+        raise UsageProblem(refusal(refused[0], mode))
     return mode
 
 
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
-INPUT_PATH_OPTIONS = (
-    "csv",
-    "conversation",
-    "mcp_config",
-    "prompt",
-    "tests",
-    "skill",
-    "trigger",
-    "compare",
-    "server_module",
-    "generate_triggers",
-    "generate_tests",
-    "tool_overrides",
-    "from_results",
-    "merge",
-    "mock_tools",
-)
-
-
-OUTPUT_PATH_OPTIONS = ("output", "report", "junit", "csv_out", "html", "benchmark_json")
-
-
 NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge")
 
 
 def input_paths(settings: Settings) -> list[tuple[str, Path]]:
     found = []
-    for option in INPUT_PATH_OPTIONS:
-        value = getattr(settings, option, None)
+    for option in OPTIONS:
+        if not option.path or option.writer:
+            continue
+        value = getattr(settings, option.name, None)
         for item in value if isinstance(value, tuple) else (value,):
-            if not item or (option == "prompt" and not Path(item).is_file()):
+            if not isinstance(item, str) or not item:
                 continue
-            path = Path(item.partition(":")[0] if option == "server_module" else item)
-            found.append((OPTION_FLAGS.get(option, option), path))
-            if option in ("skill", "generate_triggers", "generate_tests") and path.is_dir():
-                found.append((OPTION_FLAGS.get(option, option), path / "SKILL.md"))
+            if option.name == "prompt" and not Path(item).is_file():
+                continue  # a prompt's name, not a file
+            path = Path(item.partition(":")[0] if option.name == "server_module" else item)
+            found.append((option.flag, path))
+            if option.name in ("skill", "generate_triggers", "generate_tests") and path.is_dir():
+                found.append((option.flag, path / "SKILL.md"))
     return found
 
 
 def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     """(option, path) of every file this invocation writes; --generate-tests' -o is a folder."""
     found = []
-    for option in OUTPUT_PATH_OPTIONS:
-        value = getattr(settings, option, None)
-        if not value or (
-            option == "output" and mode.name == "generate" and settings.generate_tests
+    for writer in WRITERS:
+        value = settings.outputs.get(writer.name)
+        if (
+            not value
+            or not writer.takes_path
+            or (writer.name == "output" and mode.name == "generate" and settings.generate_tests)
         ):
             continue
-        found.append((OPTION_FLAGS.get(option, option), Path(value)))
-        if option == "output" and mode.name not in NO_JOURNAL_MODES:
+        found.append((writer.option.flag, Path(value)))
+        if writer.name == "output" and mode.name not in NO_JOURNAL_MODES:
             found += [
                 ("-o's journal", journal_path(value)),
                 ("-o's results lines", results_lines_path(value)),
@@ -15115,7 +16339,9 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
             if settings.batch:
                 found.append(("-o's batch ledger", batch_ledger_path(value)))
             if mode.name == "optimize":
-                found.append(("the optimized description file", optimized_file_path(settings)))
+                best = optimized_file_path(settings)
+                if best is not None:
+                    found.append(("the optimized description file", best))
     return found
 
 
@@ -15153,866 +16379,23 @@ def check_output_paths(settings: Settings, mode: Mode) -> None:
         check_writable_folder(flag, path, path.parent)
 
 
-def run_settings_for(settings: Settings) -> int:
-    """The one call from the CLI into the modes."""
-    mode = select_mode(settings)
+def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
+    """The one call from the command line (a verb, the flat form, or a project file's suite)
+    into the modes."""
+    mode = select_mode(settings, chosen)
     check_output_paths(settings, mode)
-    journaled = bool(settings.output) and "resume" in mode.options and not settings.dry_run
+    journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     with (
         output_lock(settings.output) if journaled else contextlib.nullcontext()
     ):  # one live run per -o
-        return mode.run(
-            settings, Console(stderr=settings.json_out or mode.name == "generate", emoji=False)
-        )
+        return mode.run(settings, make_console(stderr=settings.json_out or mode.name == "generate"))
 
 
 # ============================================================================ 15. the command line
-class FiniteFloat(click.FloatRange):
-    """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
-    range: --max-cost nan was no limit at all) and infinities are refused."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.types.FloatParamType.convert(self, value, param, ctx)
-        if not abs(number) < float("inf"):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return super().convert(number, param, ctx)
-
-
-def answer_match_option(
-    context: click.Context, parameter: click.Parameter, value: str | None
-) -> str | None:
-    """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
-    if value is None:
-        return None
-    problem = answer_match_problem(value, "0")
-    if problem and "expected answer" not in problem:
-        raise click.BadParameter(problem.removeprefix("answer_match "))
-    return normalize_answer_match(value)
-
-
-def shard_option(
-    context: click.Context, parameter: click.Parameter, value: str | None
-) -> tuple[int, int] | None:
-    """--shard K/N: whole numbers, 1 <= K <= N."""
-    if value is None:
-        return None
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
-    return int(match.group(1)), int(match.group(2))
-
-
-POSITIVE_INT = click.IntRange(min=1)
-
-
-POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
-
-
-# (help group, option). The groups are the README's options tables, in the same order.
-OPTIONS: tuple[tuple[str, Callable], ...] = (
-    ("What to evaluate", click.option("-q", "--query", help="One query to evaluate.")),
-    (
-        "What to evaluate",
-        click.option(
-            "-c",
-            "--conversation",
-            type=click.Path(),
-            metavar="FILE.md",
-            help="Continue a conversation from a markdown file (**User** / **Assistant** "
-            "blocks, ## User / ## Assistant headings, or User: / Assistant: lines).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--csv",
-            "csv",
-            type=click.Path(),
-            metavar="FILE.csv",
-            help="Run a CSV regression suite.",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--tests",
-            multiple=True,
-            metavar="FILE_OR_DIR",
-            help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval "
-            "JSON. With --skill they run through Claude Code; without, against the MCP "
-            "servers (a '# Simulated User' section gives a test its simulated user). "
-            "A .xml file is a QA evaluation (as --qa).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--qa",
-            type=click.Path(),
-            metavar="FILE.xml",
-            help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and "
-            "answer) against the MCP servers: accuracy over the runs (--tests "
-            "FILE.xml does the same).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--skill",
-            multiple=True,
-            metavar="PATH",
-            help="A SKILL.md or its folder (repeatable: several skills are installed together).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--trigger",
-            multiple=True,
-            metavar="FILE",
-            help="One trigger test file (.md or eval .json).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--compare",
-            metavar="OLD.json NEW.json [...]",
-            help="Compare results files, each against the one before: regressions, fixes, "
-            "added and removed cases, pass rate, triggerScore and cost change.",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--generate-triggers",
-            metavar="SKILL.md",
-            help="Draft a trigger test for a skill (to -o FILE.md, else stdout).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--generate-tests",
-            metavar="SKILL.md",
-            help="Draft a starter set (trigger, knowledge, task, security) into -o DIR.",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--merge",
-            metavar="PIECE.json [...]",
-            help="Put the results files of a sharded run (--shard K/N) together into one "
-            "run's document, verdicts and reports (-o, --report, --junit, ...).",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--schema", is_flag=True, help="Print the JSON Schema of the results file and exit."
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--optimize",
-            is_flag=True,
-            help="Improve a skill's description (--skill S --trigger EVALS) or the MCP "
-            "tools' descriptions (--csv SUITE): train/test split, proposals from "
-            "--optimizer-model, the best chosen on the held-out queries.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "-i",
-            "--iterations",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_ITERATIONS,
-            show_default=True,
-            help="Run every case this many times.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--concurrency",
-            type=POSITIVE_INT,
-            help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, "
-            "at most 10).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--shard",
-            metavar="K/N",
-            callback=shard_option,
-            help="Run only shard K of N: a stable share of the runs (by case, "
-            "iteration and model); --merge puts the N results files together.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--threshold",
-            type=FiniteFloat(0, 1),
-            default=C.DEFAULT_CASE_THRESHOLD,
-            show_default=True,
-            help="A case passes when its pass rate over the iterations is at least this.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "-o",
-            "--output",
-            type=click.Path(),
-            help="Write the results JSON here (a journal beside it as runs finish).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--json",
-            "json_out",
-            is_flag=True,
-            help="Print the results JSON to stdout (the summary goes to stderr).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--report",
-            type=click.Path(),
-            metavar="FILE.md",
-            help="Write a markdown report (suite, skill Trigger Analysis, comparison).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--junit",
-            type=click.Path(),
-            metavar="FILE.xml",
-            help="Write JUnit XML for CI: a testcase per case, test or trigger query.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--csv-out", type=click.Path(), metavar="FILE.csv", help="Write one CSV row per run."
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--html",
-            type=click.Path(),
-            metavar="FILE.html",
-            help="Write one self-contained HTML report (opens offline): overview, "
-            "charts, every case's transcripts, review notes.",
-        ),
-    ),
-    (
-        "What to evaluate",
-        click.option(
-            "--from",
-            "from_results",
-            type=click.Path(),
-            metavar="RESULTS.json",
-            help="Write the reports (--html, --report, --junit, --csv-out) of an existing "
-            "results file; nothing runs.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--summary-only",
-            is_flag=True,
-            help="Big suites: keep only the summary in memory and in -o FILE; every run's "
-            "full result goes to FILE.results.jsonl as it finishes.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--resume",
-            is_flag=True,
-            help="Continue the run whose output is -o FILE: only runs not yet finished run.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--retry-errors",
-            is_flag=True,
-            help="Rerun the runs of -o FILE that ended in an error (and any not yet run).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--max-cost",
-            type=POSITIVE_FLOAT,
-            metavar="USD",
-            help="Start no new run once the run has cost this much (it says so; --resume goes on).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--dry-run",
-            is_flag=True,
-            help="Check inputs, connect to the servers, estimate calls and cost; no model "
-            "or claude call.",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option(
-            "--batch",
-            is_flag=True,
-            help="Tool-use runs: send Claude's calls through the Message Batches API, one "
-            "batch per round of every conversation (half price; a round can take "
-            "minutes to hours).",
-        ),
-    ),
-    (
-        "Running and output",
-        click.option("--force", is_flag=True, help="--generate-*: overwrite existing files."),
-    ),
-    (
-        "Model",
-        click.option(
-            "--model",
-            multiple=True,
-            default=[C.DEFAULT_MODEL],
-            show_default=True,
-            help="Model under test (skill runs: the model of knowledge/task/security tests). "
-            "Repeatable: every case runs on every model, reported side by side.",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--prompt",
-            default=prompts.DEFAULT_SYSTEM_PROMPT,
-            show_default=True,
-            help="System prompt: a name from prompts.py or a file path.",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--max-turns",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_MAX_TURNS,
-            show_default=True,
-            help="Model calls per conversation (skill tests: claude --max-turns).",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--max-tokens",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_MAX_TOKENS,
-            show_default=True,
-            help="Most tokens in one answer; a cut answer is recorded as truncated.",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--temperature",
-            type=FiniteFloat(0, 1),
-            default=C.DEFAULT_TEMPERATURE,
-            help="Sampling temperature, for models that take one (default: the API's).",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--base-url", help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL)."
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--max-retries",
-            type=click.IntRange(min=0),
-            default=C.DEFAULT_MAX_RETRIES,
-            show_default=True,
-            help="Retries of a failed model call (429, 5xx, overload, connection).",
-        ),
-    ),
-    (
-        "Model",
-        click.option(
-            "--request-timeout",
-            type=POSITIVE_FLOAT,
-            default=C.DEFAULT_REQUEST_TIMEOUT,
-            show_default=True,
-            help="Seconds one model call may take.",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--server",
-            multiple=True,
-            metavar='"CMD ARGS"',
-            help="A stdio MCP server command (repeatable).",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--server-env",
-            multiple=True,
-            metavar="KEY[=VALUE]",
-            help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--mcp-config",
-            type=click.Path(),
-            help="A Claude-style mcpServers JSON file (skill runs: passed to claude).",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--server-module",
-            multiple=True,
-            metavar="PATH.py[:ATTR]",
-            help="Import a Python MCP server object and talk to it in-process (repeatable).",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--tool-timeout",
-            type=POSITIVE_FLOAT,
-            default=C.DEFAULT_TOOL_TIMEOUT,
-            show_default=True,
-            help="Seconds one tool call may take.",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--max-result-chars",
-            type=click.IntRange(min=0),
-            default=C.DEFAULT_MAX_RESULT_CHARS,
-            show_default=True,
-            help="Tool results longer than this are cut (0: no limit).",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--server-url",
-            multiple=True,
-            metavar="URL",
-            help="A remote MCP server by URL (repeatable), over --transport.",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--transport",
-            type=click.Choice(SERVER_TRANSPORTS),
-            default="http",
-            show_default=True,
-            help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.",
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--tool-policy",
-            type=click.Choice(C.TOOL_POLICIES),
-            default=C.DEFAULT_TOOL_POLICY,
-            show_default=True,
-            help="Which calls the servers run: live (all; a run that can call a "
-            "destructive tool says so), safe (not tools annotated "
-            "destructiveHint: true; Claude gets a marked stand-in) or "
-            "read-only (only tools annotated readOnlyHint: true).",
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--allow-tool",
-            multiple=True,
-            metavar="NAME",
-            help="Run this tool whatever --tool-policy says (repeatable; globs like 'create_*').",
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--mock-tools",
-            type=click.Path(),
-            metavar="FILE.json",
-            help="Answer matching calls from this file instead of the server: "
-            '{"tool": {"result": ...}} or {"tool": [{"match": {args}, '
-            '"result": ...}]}.',
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--record",
-            type=click.Path(),
-            metavar="DIR",
-            help="Record the servers' tools and every live call's result into a "
-            "cassette folder (redacted JSON, one file per server).",
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--replay",
-            type=click.Path(),
-            metavar="DIR",
-            help="Answer calls from a cassette folder; with no server named, its "
-            "tools come from the cassette (no server runs).",
-        ),
-    ),
-    (
-        "Tools that change things",
-        click.option(
-            "--replay-miss",
-            type=click.Choice(C.REPLAY_MISS_CHOICES),
-            default=C.DEFAULT_REPLAY_MISS,
-            show_default=True,
-            help="A call the cassette lacks: an error of the case, or a live call "
-            "(under --tool-policy).",
-        ),
-    ),
-    (
-        "MCP servers",
-        click.option(
-            "--tool-overrides",
-            type=click.Path(),
-            metavar="FILE.json",
-            help='Show Claude other descriptions / input schemas for some tools ({"tool": '
-            '{"description": ..., "input_schema": ...}}); the servers still run the '
-            "calls.",
-        ),
-    ),
-    (
-        "Conversations",
-        click.option(
-            "--interactive",
-            is_flag=True,
-            help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; "
-            "Ctrl-C stops the run and keeps the results so far.",
-        ),
-    ),
-    (
-        "Conversations",
-        click.option(
-            "--simulate-user",
-            metavar="GOAL",
-            help="A second model plays a user with this goal and answers Claude's questions.",
-        ),
-    ),
-    (
-        "Conversations",
-        click.option(
-            "--user-model",
-            default=C.DEFAULT_USER_MODEL,
-            show_default=True,
-            help="Model playing the simulated user.",
-        ),
-    ),
-    (
-        "Conversations",
-        click.option(
-            "--max-user-turns",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_MAX_USER_TURNS,
-            show_default=True,
-            help="Messages the simulated user may send per conversation.",
-        ),
-    ),
-    (
-        "CSV suites",
-        click.option("--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."),
-    ),
-    (
-        "QA evaluations",
-        click.option(
-            "--answer-match",
-            metavar="MODE",
-            callback=answer_match_option,
-            help="How every QA answer is compared (instead of each pair's own): exact "
-            "(default), normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex "
-            "or judge.",
-        ),
-    ),
-    (
-        "Grading",
-        click.option(
-            "--judge-model",
-            default=C.DEFAULT_JUDGE_MODEL,
-            show_default=True,
-            help="Model of the LLM judge that grades rubrics and `judge` answers.",
-        ),
-    ),
-    (
-        "Grading",
-        click.option(
-            "--verify-timeout",
-            type=POSITIVE_FLOAT,
-            default=C.DEFAULT_VERIFY_TIMEOUT,
-            show_default=True,
-            help="Seconds a case's verify command may take (then it is an error).",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--trigger-model",
-            multiple=True,
-            default=[C.DEFAULT_TRIGGER_MODEL],
-            show_default=True,
-            help="Model for trigger queries (a Claude Code alias or full id). "
-            "Repeatable: every query runs on every model, side by side.",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--trigger-threshold",
-            type=FiniteFloat(0, 1, min_open=True),
-            default=C.DEFAULT_TRIGGER_THRESHOLD,
-            show_default=True,
-            help="Activation rate at which a query counts as activating.",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--trigger-max-turns",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_TRIGGER_MAX_TURNS,
-            show_default=True,
-            help="--max-turns of each trigger query's claude run.",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--trigger-timeout",
-            type=POSITIVE_FLOAT,
-            help="Seconds per trigger run (default: the test's timeout, 30).",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--runs",
-            type=POSITIVE_INT,
-            help="Runs per query or test (default: the test's `runs`, else 3 for "
-            "trigger queries and 1 for other tests).",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--min-trigger-score",
-            type=FiniteFloat(0, 100),
-            metavar="PERCENT",
-            help="Fail (exit 1) when a skill's triggerScore is below this.",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--claude-bin",
-            metavar="PATH",
-            help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude).",
-        ),
-    ),
-    (
-        "Task evals (Claude Code)",
-        click.option(
-            "--allow-tools",
-            metavar="Bash,Write,Edit",
-            help="Task runs may use these tools (off by default; any of "
-            f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary "
-            "project and HOME: not a container.",
-        ),
-    ),
-    (
-        "Task evals (Claude Code)",
-        click.option(
-            "--artifacts",
-            type=click.Path(),
-            metavar="DIR",
-            help="Keep what each task run leaves in its project in "
-            "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, "
-            "size, sha256).",
-        ),
-    ),
-    (
-        "Task evals (Claude Code)",
-        click.option(
-            "--baseline",
-            is_flag=True,
-            help="Run every task also without the skill (without_skill), and report the delta.",
-        ),
-    ),
-    (
-        "Task evals (Claude Code)",
-        click.option(
-            "--baseline-skill",
-            type=click.Path(),
-            metavar="PATH",
-            help="Run every task also with this version of the skill (old_skill), "
-            "and report the delta.",
-        ),
-    ),
-    (
-        "Task evals (Claude Code)",
-        click.option(
-            "--benchmark-json",
-            type=click.Path(),
-            metavar="FILE.json",
-            help="Write the task benchmark in skill-creator's benchmark.json shape "
-            "(its viewer reads it).",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--skill-description",
-            multiple=True,
-            metavar="TEXT|@FILE|NAME=TEXT",
-            help="Install the skill with this description instead of its SKILL.md's "
-            "(in the runs' temporary copy only); NAME=TEXT with several "
-            "--skill.",
-        ),
-    ),
-    (
-        "Description optimizer",
-        click.option(
-            "--holdout",
-            type=FiniteFloat(0, 1, max_open=True),
-            default=C.DEFAULT_HOLDOUT,
-            show_default=True,
-            help="--optimize: share of the queries / cases held out as the test "
-            "split (stratified).",
-        ),
-    ),
-    (
-        "Description optimizer",
-        click.option(
-            "--seed",
-            type=int,
-            default=C.DEFAULT_SPLIT_SEED,
-            show_default=True,
-            help="--optimize: seed of the train/test split.",
-        ),
-    ),
-    (
-        "Description optimizer",
-        click.option(
-            "--optimize-rounds",
-            type=POSITIVE_INT,
-            default=C.DEFAULT_OPTIMIZE_ROUNDS,
-            show_default=True,
-            help="--optimize: new descriptions asked for at most.",
-        ),
-    ),
-    (
-        "Description optimizer",
-        click.option(
-            "--optimizer-model",
-            default=C.DEFAULT_OPTIMIZER_MODEL,
-            show_default=True,
-            help="--optimize: the model that proposes descriptions.",
-        ),
-    ),
-    (
-        "Skills (Claude Code)",
-        click.option(
-            "--generate-count",
-            type=click.IntRange(1, 50),
-            default=C.DEFAULT_GENERATED_QUERIES,
-            show_default=True,
-            help="--generate-*: positive and negative queries each.",
-        ),
-    ),
-)
-
-
-OPTION_GROUP: dict[str, str] = {}  # parameter name -> help group, filled when the command is built
-
-
-OPTION_FLAGS: dict[str, str] = {
-    "compare_more": "a second positional file"
-}  # parameter name -> "-q"
-
-
-def option_order(name: str) -> int:
-    names = list(OPTION_FLAGS)
-    return names.index(name) if name in names else len(names)
-
-
-class EvaluatorCommand(click.Command):
-    """Help grouped like the README's options tables, examples from the mode table, and every
-    usage error as one line and exit 2 (never click's three-line usage block)."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        groups: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record:
-                groups.setdefault(OPTION_GROUP.get(param.name or "", "General"), []).append(record)
-        for title, records in sorted(
-            groups.items(), key=lambda item: item[0] == "General"
-        ):  # --help last
-            with formatter.section(title):
-                formatter.write_dl(records)
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Examples"):
-            for mode in MODES:
-                for example in mode.examples:
-                    formatter.write_text(example)
-
-    def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
-    ) -> Any:
-        try:
-            with stop_signals_like_ctrl_c():
-                code = super().main(args, prog_name, standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            click.echo(error_line(exc.format_message()), err=True)
-            sys.exit(2)
-        except click.Abort:
-            sys.exit(interrupted_exit_code())
-        sys.exit(code or 0)
-
-
-def with_options(function: Callable) -> Callable:
-    for group, decorator in reversed(OPTIONS):
-        function = decorator(function)
-        OPTION_GROUP[function.__click_params__[-1].name] = (
-            group  # click.option appends its parameter
-        )
-    return function
-
-
+# The front door: a click group whose default command is today's flat CLI (`python evaluator.py
+# --csv FILE -o results.json`), one verb per row of MODES (`csv FILE`, `compare A B`, ...), and
+# `init` and `help`. Every command's options come from OPTIONS, filtered by what its mode takes;
+# each builds Settings from explicit (parameters, given), as a project file's suite does.
 def given_options(context: click.Context) -> frozenset[str]:
     """The options the user typed (or set through the environment), not the defaults."""
     from click.core import ParameterSource
@@ -16026,24 +16409,31 @@ def given_options(context: click.Context) -> frozenset[str]:
 
 
 def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
+    """Settings from explicit parameters (every option's value) and the names the user gave. The
+    flat form's positional files are more --compare or --merge files, or (mcp-builder's habit)
+    one QA evaluation."""
     params = dict(params)
-    more = tuple(params.pop("compare_more", ()) or ())
-    taker = (
-        "compare"
-        if params.get("compare") is not None
-        else "merge"
-        if params.get("merge") is not None
-        else None
-    )
+    for name in ("config", "suite"):
+        params.pop(name, None)
+    more = tuple(params.pop("files", ()) or ())
+    taker = next((n for n in ("compare", "merge") if params.get(n)), None)
+    if (
+        len(more) == 1
+        and taker is None
+        and more[0].lower().endswith(".xml")
+        and not params.get("qa")
+    ):
+        params["qa"], given, more = more[0], given | {"qa"}, ()  # `evaluator.py eval.xml`: --qa
     if more and taker is None:
         raise UsageProblem(
             f"unexpected argument {more[0]!r}",
-            hint="only --compare and --merge take more than one file",
+            hint="only compare and merge take more than one file (a .xml alone is a QA evaluation)",
         )
     for name in ("compare", "merge"):
-        params[name] = (
-            ((params[name],) + (more if name == taker else ())) if params.get(name) else ()
-        )
+        value = params.get(name) or ()
+        params[name] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        params[name] = tuple(v for v in params[name] if v) + (more if name == taker else ())
+    outputs = {name: params.pop(name) for name in list(params) if writer_named(name)}
     models, trigger_models = (
         tuple(params.pop("model", ()) or ()),
         tuple(params.pop("trigger_model", ()) or ()),
@@ -16052,33 +16442,508 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
         if len(set(values)) < len(values):
             twice = next(v for v in values if values.count(v) > 1)
             raise UsageProblem(
-                f"--{name.replace('_', '-')} {twice} is given twice", hint="name each model once"
+                f"{flag_of(name)} {twice} is given twice", hint="name each model once"
             )
     if models:
         params.update(model=models[0], models=models)
     if trigger_models:
         params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
-    return Settings(**params, given=given - {"compare_more"} | ({taker} if more else frozenset()))
+    return Settings(
+        **params,
+        outputs={name: value for name, value in outputs.items() if value},
+        given=(given - {"files", "config", "suite"}) | ({taker} if more and taker else frozenset()),
+    )
 
 
-@click.command(
-    cls=EvaluatorCommand,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
-)
-@click.version_option(__version__, "--version", prog_name="claude-tool-eval")
-@click.argument("compare_more", nargs=-1, type=click.Path(), metavar="")
-@with_options
-def main(**params: Any) -> int:
-    """Evaluate how Claude uses the tools of your MCP servers and your Agent Skills.
+# mcp-builder's evaluation.py flags, and what says the same here: one line instead of "no such option".
+MCP_BUILDER_FLAGS = {
+    "-t": "--transport",
+    "-a": "--args",
+    "-e": "--env",
+    "-u": "--url",
+    "-H": "--header",
+}
 
-    Pick a mode with -q/-c, --csv, --tests, --skill, --compare, --generate-* or --schema; an
-    option the mode does not take is refused with one line (exit 2). Exit codes: 0 all passed,
-    1 a case failed or a comparison found a regression, 2 bad input, 130 interrupted (143 by
-    SIGTERM, 129 by SIGHUP).
-    """
-    Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
+
+def mcp_builder_habit(args: Sequence[str]) -> None:
+    """`evaluation.py -t stdio -c python -a server.py eval.xml`: the same run here is
+    `--qa eval.xml --server "python server.py"`; said in one line, before anything runs."""
+    if not any(a.lower().endswith(".xml") for a in args):
+        return
+    given = {
+        MCP_BUILDER_FLAGS.get(a, a): i
+        for i, a in enumerate(args)
+        if a in MCP_BUILDER_FLAGS or a in ("--args", "--env", "--url", "--header")
+    }
+    if not given:
+        return
+
+    def after(flag: str) -> str:
+        index = given.get(flag)
+        return args[index + 1] if index is not None and index + 1 < len(args) else ""
+
+    command = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--command")), "")
+    xml = next(a for a in args if a.lower().endswith(".xml"))
+    if after("--url"):
+        server = f"--server-url {after('--url')}" + (
+            " --transport sse" if after("--transport") == "sse" else ""
+        )
+    else:
+        server = f'--server "{" ".join(p for p in (command, after("--args")) if p) or "CMD ARGS"}"'
+    raise UsageProblem(
+        f"{', '.join(sorted(given))}: mcp-builder's evaluation.py flags; here the same run is: "
+        f"python evaluator.py --qa {xml} {server}",
+        hint="servers' environment: --server-env KEY=VALUE; headers: an mcpServers file (--mcp-config)",
+    )
+
+
+# ---------------------------------------------------------------------------- the project file
+# evaluator.yaml (or --config FILE): servers in the mcpServers shape, `defaults` for every suite,
+# and `suites`, each a name plus options. Every key is an option of the command line and means the
+# same (the values go through the same click types); options given on the command line override
+# the file. Each suite runs from the file's folder, so its paths are relative to the file.
+def yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
+    """Plain YAML (safe_load's rules, no aliases, bounded depth) and the line of every key and
+    list item, by its path (('suites', 0, 'csv') -> 12), for one-line errors."""
+    load_frontmatter_yaml(text, path, 1, "project file")  # safe_load's rules, no aliases, bounded
+    lines: dict[tuple, int] = {}
+
+    def walk(node: Any, at: tuple) -> None:
+        lines.setdefault(at, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines[at + (str(key.value),)] = key.start_mark.line + 1
+                walk(value, at + (str(key.value),))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, at + (index,))
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)  # parses: load_frontmatter_yaml did
+    if node is not None:
+        walk(node, ())
+    return yaml.safe_load(text), lines
+
+
+@dataclass
+class ProjectSuite:
+    name: str
+    values: dict[str, Any]  # option -> the file's value, as written
+    line: int
+
+
+@dataclass
+class Project:
+    path: Path
+    suites: list[ProjectSuite]
+    mcp_config: Path | None = None  # the file's servers, written as an mcpServers file
+    lines: dict[tuple, int] = field(default_factory=dict)
+
+
+def project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> InputError:
+    """Pydantic's first complaint as one line: where, what, and the nearest valid key."""
+    problem = exc.errors()[0]
+    loc = tuple(problem["loc"])
+    line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), 1)
+    where = ".".join(str(p) for p in loc)
+    if problem["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        known = [o.name for o in OPTIONS if o.name not in PROJECT_NOT_OPTIONS] + [
+            "name",
+            "servers",
+            "defaults",
+            "suites",
+        ]
+        close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "keys are the options' names, e.g. csv, iterations"
+        )
+        return InputError(f"unknown key {key!r} ({where})", path, line, hint)
+    return InputError(
+        f"{where}: {problem['msg']}",
+        path,
+        line,
+        "python evaluator.py schema project prints the file's schema",
+    )
+
+
+def load_project(path: Path) -> Project:
+    text = read_text_file(path, "project file")
+    data, lines = yaml_with_lines(text, path)
+    if not isinstance(data, dict):
+        raise InputError(
+            "a project file is a mapping with `suites:`",
+            path,
+            1,
+            "python evaluator.py init writes a starter file",
+        )
     try:
-        return run_settings_for(settings_from(params, given_options(click.get_current_context())))
+        checked = project_model().model_validate(data)
+    except ValidationError as exc:
+        raise project_error(exc, path, lines) from None
+    defaults = {k: v for k, v in (data.get("defaults") or {}).items() if v is not None}
+    names: dict[str, int] = {}
+    suites = []
+    for index, entry in enumerate(data["suites"]):
+        line = lines.get(("suites", index), 1)
+        if entry["name"] in names:
+            raise InputError(
+                f"two suites are named {entry['name']!r} (the first on line "
+                f"{names[entry['name']]})",
+                path,
+                line,
+                "give every suite its own name",
+            )
+        names[entry["name"]] = line
+        values = {**defaults, **{k: v for k, v in entry.items() if k != "name" and v is not None}}
+        suites.append(ProjectSuite(entry["name"], values, line))
+    project = Project(path, suites, lines=lines)
+    if checked.servers:  # type: ignore[attr-defined]
+        for name, entry in data["servers"].items():
+            config_server_spec(name, entry, path, text)  # each server checked like an mcp.json's
+    return project
+
+
+SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
+
+
+def project_params(
+    project: Project, suite: ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
+) -> tuple[dict, frozenset]:
+    """A suite's parameters: every option's default, the file's values (through the options' own
+    click types and callbacks), then what the command line gave."""
+    by_name = {o.name: o.click_parameter() for o in OPTIONS}
+    command = click.Command("project", params=list(by_name.values()))
+    context = command.make_context("project", [], resilient_parsing=True)
+    params = dict(context.params)
+    for name, value in suite.values.items():
+        at = ("suites", project.suites.index(suite), name)
+        line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
+        if isinstance(value, (str, int, float)) and by_name[name].multiple:
+            value = [value]
+        try:
+            params[name] = by_name[name].process_value(context, value)
+        except click.BadParameter as exc:
+            raise InputError(
+                f"{name}: {exc.message}",
+                project.path,
+                line,
+                f"the same value as {flag_of(name)} takes",
+            ) from None
+    if project.mcp_config and not (set(suite.values) & SERVER_SOURCES):
+        params["mcp_config"] = str(project.mcp_config)
+    file_given = frozenset(suite.values) | (
+        {"mcp_config"} if "mcp_config" in params and project.mcp_config else frozenset()
+    )
+    params.update({name: overrides[name] for name in given})
+    return params, file_given | given
+
+
+def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+    """Command-line values that are paths, made absolute: a project's suites run from the
+    project's folder, but what the user typed is relative to where they typed it."""
+    fixed = dict(params)
+    for name in given:
+        option = option_named(name)
+        if option is None or not option.path:
+            continue
+        value = fixed[name]
+        if isinstance(value, (list, tuple)):
+            fixed[name] = type(value)(str(Path(v).absolute()) for v in value)
+        elif isinstance(value, str) and value:
+            fixed[name] = str(Path(value).absolute())
+    return fixed
+
+
+@contextlib.contextmanager
+def working_folder(folder: Path) -> Iterator[None]:
+    """A project's suites run from its folder (its paths are relative to it), one at a time."""
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def select_mode_in_project(settings: Settings, project: Project, suite: ProjectSuite) -> Mode:
+    try:
+        return select_mode(settings)
+    except InputError as exc:
+        raise InputError(
+            f"suite {suite.name!r}: {exc.message}", project.path, suite.line, exc.hint
+        ) from None
+
+
+def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
+    console = make_console(stderr=settings.json_out)
+    if total > 1:
+        console.rule(f"suite {terminal_text(suite.name)} ({mode.name})", style="bold")
+    code = run_settings_for(settings, mode)
+    if code == EXIT_INTERRUPTED or code in (128 + s for s in STOP_SIGNALS):
+        raise click.Abort()
+    return code
+
+
+def run_project(
+    path: Path, only: Sequence[str], overrides: dict[str, Any], given: frozenset[str]
+) -> int:
+    """Every suite of a project file (or those --suite names), each from the file's folder; the
+    exit code is the worst gate: 2 bad input (found before any suite runs), 1 a suite failed."""
+    project = load_project(path)
+    unknown = [n for n in only if n not in {s.name for s in project.suites}]
+    if unknown:
+        raise InputError(
+            f"--suite {unknown[0]}: the project has no suite of that name",
+            path,
+            hint="its suites: " + ", ".join(s.name for s in project.suites),
+        )
+    suites = [s for s in project.suites if not only or s.name in only]
+    named = next((m for m in MODES if m.selected(settings_from(overrides, given))), None)
+    if named is not None:
+        raise UsageProblem(
+            f"{named.title} name a suite of their own, and {path} has its suites",
+            hint="add it to the project file as a suite, or run it without --config",
+        )
+    overrides = absolute_path_options(overrides, given)
+    folder = path.resolve().parent
+    with tempfile.TemporaryDirectory(prefix="evaluator-project-") as scratch:
+        data, _ = yaml_with_lines(read_text_file(path, "project file"), path)
+        if data.get("servers"):
+            project.mcp_config = Path(scratch) / "mcp.json"
+            project.mcp_config.write_text(json.dumps({"mcpServers": data["servers"]}))
+        planned = []
+        with working_folder(folder):
+            for suite in suites:  # every suite checked before any runs: bad input costs nothing
+                params, suite_given = project_params(project, suite, overrides, given)
+                settings = settings_from(params, suite_given)
+                mode = select_mode_in_project(settings, project, suite)
+                check_output_paths(settings, mode)
+                planned.append((suite, settings, mode))
+            codes = [
+                run_one_suite(suite, settings, mode, len(planned))
+                for suite, settings, mode in planned
+            ]
+    return max(codes, default=0)
+
+
+# ---------------------------------------------------------------------------- init: a starter project file
+INIT_SKIPPED = ("node_modules", "__pycache__", "tests", "test", "results", "venv", "build", "dist")
+
+
+def project_candidates(folder: Path) -> list[Path]:
+    """The files init looks at: at most four folders deep, outside hidden folders, dependencies
+    and test fixtures."""
+    found = []
+    for current, dirs, files in os.walk(folder):
+        depth = len(Path(current).relative_to(folder).parts)
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".") and d not in INIT_SKIPPED and depth < 3
+        )
+        found += [Path(current) / name for name in sorted(files)]
+    return found
+
+
+def loads(loader: Callable[[Any], Any], path: Path) -> bool:
+    """Whether a candidate suite file loads: init only proposes suites that run."""
+    try:
+        loader(path)
+        return True
+    except (InputError, OSError):
+        return False
+
+
+def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    suites: list[tuple[str, list[tuple[str, Any]]]] = []
+
+    def rel(p: Path) -> str:
+        return p.relative_to(folder).as_posix()
+
+    for skill in (p.parent for p in files if p.name == "SKILL.md" and loads(load_skill, p)):
+        triggers = [
+            p
+            for p in files
+            if p.suffix in (".md", ".json")
+            and "trigger" in p.name
+            and p.name.startswith(skill.name)
+            and loads(lambda f: load_markdown_tests(f, "trigger"), p)
+        ]
+        evals = skill / "evals" / "evals.json"
+        keys: list[tuple[str, Any]] = [("skill", rel(skill))]
+        keys += [("trigger", rel(t)) for t in triggers[:1]]
+        if evals.is_file():
+            keys.append(("tests", rel(evals)))
+        if len(keys) > 1:
+            suites.append((skill.name, keys + [("output", f"results/{skill.name}.json")]))
+    for path in files:
+        kind = None
+        if path.suffix == ".csv" and loads(load_csv_suite, path):
+            kind = "csv"
+        elif path.suffix == ".xml" and loads(load_qa_suite, path):
+            kind = "qa"
+        if kind:
+            suites.append(
+                (
+                    safe_name(path.stem) or kind,
+                    [(kind, rel(path)), ("output", f"results/{safe_name(path.stem) or kind}.json")],
+                )
+            )
+    return suites
+
+
+def starter_project(folder: Path) -> str:
+    """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
+    (with their trigger files and task evals), CSV suites and QA evaluations."""
+    found = project_candidates(folder)
+    relative = [p.relative_to(folder).as_posix() for p in found]
+    servers = next((r for r in ("mcp.json", ".mcp.json") if r in relative), None)
+    lines = [
+        "# evaluator.yaml: the suites `python evaluator.py` runs from this folder.",
+        "# Every key is an option of the command line (its name with _ for -); options given on",
+        "# the command line override these. `python evaluator.py schema project` prints the schema.",
+        "",
+        "defaults:",
+        f"  model: {C.DEFAULT_MODEL}",
+        "  # max_cost: 5          # USD: start no new run once a suite has cost this much",
+    ]
+    if servers:
+        lines.append(f"  mcp_config: {servers}   # the MCP servers every tool-use suite talks to")
+    lines += ["", "suites:"]
+    suites = project_suites(folder, found)
+    if not suites:
+        lines += [
+            "  # - name: tools",
+            "  #   csv: my-suite.csv",
+            "  #   output: results/tools.json",
+        ]
+    for name, keys in suites:
+        lines.append(f"  - name: {name}")
+        lines += [
+            f"    {key}: {json.dumps(value) if isinstance(value, str) and ':' in value else value}"
+            for key, value in keys
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def init_project(folder: Path) -> int:
+    target = folder / C.PROJECT_FILE
+    if target.exists():
+        raise InputError(
+            "the project file exists",
+            target,
+            hint="edit it, or remove it to start over (init never overwrites)",
+        )
+    write_text_atomic(target, starter_project(folder))
+    click.echo(f"wrote {target}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- commands and help
+def write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
+    if examples:
+        formatter.write("\nExamples:\n")
+        for example in examples:
+            formatter.write(f"  {example}\n")  # as is: a wrapped example would not copy
+
+
+class EvaluatorCommand(click.Command):
+    """One command's help: its options grouped like the README's options tables, then its mode's
+    examples, each on a line of its own (never wrapped inside a token, so they copy)."""
+
+    def __init__(self, *args: Any, modes: Sequence[Mode] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.modes = list(modes)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            found = option_named(param.name or "")
+            if record:
+                groups.setdefault(found.group if found else "General", []).append(record)
+        for title, records in sorted(groups.items(), key=lambda item: item[0] == "General"):
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        write_examples(formatter, [e for m in self.modes for e in m.examples])
+
+
+class FrontDoor(click.Group):
+    """`python evaluator.py [VERB] ...`: a first argument that is no verb is today's flat command
+    line (the `run` command), so every call that worked before works unchanged. Every usage error
+    is one line and exit 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (
+            args[0] not in self.commands and args[0] not in ("-h", "--help", "--version")
+        ):
+            mcp_builder_habit(args)
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write("Usage: python evaluator.py [MODE | VERB] [OPTIONS] ...\n\n")
+        formatter.write(
+            "  Evaluate how Claude uses the tools of your MCP servers and your Agent Skills.\n\n"
+        )
+        formatter.write("Modes (each also runs in the flat form, e.g. --csv FILE):\n")
+        width = max(len(m.name) for m in MODES)
+        for mode in MODES:
+            formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
+        formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
+        formatter.write(
+            f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
+        )
+        formatter.write(
+            f"With no mode, {C.PROJECT_FILE} here (or --config FILE) runs its suites.\n"
+        )
+        formatter.write(
+            "python evaluator.py MODE --help (or help MODE) lists what MODE takes; "
+            "run --help lists every option.\n"
+        )
+        write_examples(
+            formatter,
+            [
+                "python evaluator.py --csv examples/test_queries.csv -o results.json --report report.md",
+                "python evaluator.py csv examples/test_queries.csv -i 3 --html report.html",
+                "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
+                "examples/triggers/warehouse-sql-trigger.md",
+                "python evaluator.py compare old.json new.json --report diff.md",
+                "python evaluator.py --config examples/evaluator.yaml",
+                "python evaluator.py init",
+            ],
+        )
+        formatter.write(
+            "\nExit codes: 0 all passed, 1 a case failed or a comparison regressed, 2 "
+            "bad input,\n130 interrupted (143 by SIGTERM, 129 by SIGHUP). The README "
+            "explains every mode.\n"
+        )
+
+    def main(
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> Any:
+        Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
+        try:
+            with stop_signals_like_ctrl_c():
+                code = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            click.echo(error_line(exc.format_message()), err=True)
+            sys.exit(2)
+        except InputError as exc:
+            for line in str(exc).splitlines():  # several problems of one file: one line each
+                click.echo(error_line(line), err=True)
+            sys.exit(2)
+        except click.Abort:
+            sys.exit(interrupted_exit_code())
+        sys.exit(code or 0)
+
+
+def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
+    """Runs one command's settings; what stops it before a result is one line and exit 2."""
+    try:
+        return run_settings_for(settings_of(), chosen)
     except InputError as exc:
         for line in str(exc).splitlines():  # several problems of one file: one line each
             click.echo(error_line(line), err=True)
@@ -16088,9 +16953,142 @@ def main(**params: Any) -> int:
         return 2
 
 
-for _param in main.params:
-    if isinstance(_param, click.Option):
-        OPTION_FLAGS[_param.name] = _param.opts[0]
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+def run_command() -> click.Command:
+    """Today's flat command line: every option, the mode chosen by the flags given; with no mode
+    and a project file, the project's suites."""
+
+    def run(**params: Any) -> int:
+        given = given_options(click.get_current_context())
+        settings = settings_from(params, given)
+        project = Path(params.get("config") or C.PROJECT_FILE)
+        if params.get("config") or (
+            project.is_file() and not any(m.selected(settings) for m in MODES)
+        ):
+            return run_project(project, params.get("suite") or (), params, given)
+        return invoke(lambda: settings)
+
+    params: list[click.Parameter] = [
+        click.Argument(["files"], nargs=-1, type=click.Path(), metavar="[FILES]...")
+    ]
+    params += [o.click_parameter() for o in OPTIONS]
+    params += [
+        click.Option(
+            ["--config"],
+            type=click.Path(),
+            metavar="FILE",
+            help=f"Run the suites of this project file (default: ./{C.PROJECT_FILE} when "
+            "no mode is given); options given here override the file's.",
+        ),
+        click.Option(
+            ["--suite"],
+            multiple=True,
+            metavar="NAME",
+            help="With a project file: run only this suite (repeatable).",
+        ),
+    ]
+    return EvaluatorCommand(
+        "run",
+        params=params,
+        callback=run,
+        modes=MODES,
+        help="Today's flat command line: every option; the flags given choose the mode.",
+        context_settings=CONTEXT_SETTINGS,
+    )
+
+
+def option_defaults() -> dict[str, Any]:
+    """Every option's default, as click gives it (what a command line that names none gets)."""
+    command = click.Command("defaults", params=[o.click_parameter() for o in OPTIONS])
+    return dict(command.make_context("defaults", [], resilient_parsing=True).params)
+
+
+def mode_command(mode: Mode) -> click.Command:
+    """A verb: only the options its mode takes; its positional arguments fill mode.argument."""
+    argument = option_named(mode.argument) if mode.argument else None
+    many = bool(
+        argument and (argument.click.get("multiple") or mode.argument in ("compare", "merge"))
+    )
+
+    def run(**params: Any) -> int:
+        context = click.get_current_context()
+        given = given_options(context) - {"arguments"}
+        values = tuple(params.pop("arguments", ()) or ())
+        if argument is not None and values:
+            current = params.get(argument.name)
+            if many:
+                params[argument.name] = tuple(current or ()) + values
+            else:
+                if len(values) > 1:
+                    raise click.UsageError(
+                        f"{mode.name} takes one {argument.click.get('metavar') or 'value'}"
+                    )
+                params[argument.name] = values[0]
+            given |= {argument.name}
+        for name, value in mode.implies:
+            params[name] = value
+            given |= {name}
+        return invoke(lambda: settings_from({**option_defaults(), **params}, given), mode)
+
+    params: list[click.Parameter] = []
+    if argument is not None:
+        params.append(
+            click.Argument(
+                ["arguments"],
+                nargs=-1,
+                required=False,
+                metavar=(argument.click.get("metavar") or argument.name.upper())
+                + (" ..." if many else ""),
+            )
+        )
+    params += [o.click_parameter() for o in OPTIONS if mode.takes(o.name)]
+    return EvaluatorCommand(
+        mode.name,
+        params=params,
+        callback=run,
+        modes=[mode],
+        help=f"{mode.summary[:1].upper()}{mode.summary[1:]}.",
+        context_settings=CONTEXT_SETTINGS,
+    )
+
+
+def build_cli() -> click.Group:
+    """The command line, built from the tables (OPTIONS, WRITERS, MODES) as they are now."""
+    group = FrontDoor(context_settings=CONTEXT_SETTINGS, invoke_without_command=False)
+    group.add_command(run_command())
+    for mode in MODES:
+        group.add_command(mode_command(mode))
+
+    @group.command("init", context_settings=CONTEXT_SETTINGS)
+    def init() -> int:
+        """Write a starter evaluator.yaml from what this folder holds (never overwrites one)."""
+        return init_project(Path.cwd())
+
+    @group.command("help", context_settings=CONTEXT_SETTINGS)
+    @click.argument("topic", required=False)
+    def help_(topic: str | None) -> int:
+        """help MODE: only the options MODE takes, with its examples."""
+        context = click.get_current_context()
+        target = group.commands.get(topic or "")
+        if topic and target is None:
+            raise click.UsageError(
+                f"no mode or verb named {topic!r}: try one of " + ", ".join(sorted(group.commands))
+            )
+        shown = target or group
+        click.echo(
+            shown.get_help(
+                click.Context(shown, info_name=topic or "evaluator.py", parent=context.parent)
+            )
+        )
+        return 0
+
+    click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
+    return group
+
+
+main = build_cli()
 
 
 if __name__ == "__main__":

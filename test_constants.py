@@ -64,6 +64,9 @@ TYPICAL_CLAUDE_RUN_CALLS = 2  # --dry-run: model calls of a typical trigger or t
 
 # ----------------------------------------------------------------------------- results
 SCHEMA_VERSION = "2.0"  # 2.0: one document shape for every mode (cases, summary, passed)
+PROJECT_FILE = "evaluator.yaml"  # the project file `python evaluator.py` runs when no mode is given
+# Output that is not a terminal (CI logs, pipes) is laid out this wide, so a reason stays on its line.
+LOG_WIDTH = 160
 
 # ----------------------------------------------------------------------------- prices, USD per million tokens
 # Keyed by model-id prefix; the longest matching prefix wins. Update when Anthropic's price list moves.

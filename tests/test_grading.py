@@ -552,7 +552,7 @@ def test_a_qa_suite_runs_end_to_end_against_mcp_server_time(api, tmp_path: Path,
     )
     assert code == 1, stdout + stderr
     document = json.loads(out.read_text())
-    E.ResultsDocument.model_validate(document)
+    E.results_document_model().model_validate(document)
     assert document["metadata"]["evaluation"] == "qa" and document["metadata"]["input_type"] == "qa"
     qa = document["qa"]
     assert (qa["tasks"], qa["runs"], qa["correct"], qa["accuracy"]) == (8, 16, 8, 0.5)

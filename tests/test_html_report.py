@@ -663,7 +663,7 @@ def test_from_a_bad_file_is_one_line_and_exit_2(lab: Lab, content: str, message:
 def test_from_needs_an_output_and_takes_no_run_option(lab: Lab, csv_report: Path):
     code, output = lab.run("--from", lab.path("csv.json"))
     assert (
-        code == 2 and "--from needs an output" in output and len(output.strip().splitlines()) == 1
+        code == 2 and "needs an output to write" in output and len(output.strip().splitlines()) == 1
     )
     code, output = lab.run("--from", lab.path("csv.json"), "--html", lab.path("x.html"), "-i", "2")
     assert code == 2 and "does not apply to --from" in output

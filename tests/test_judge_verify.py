@@ -133,7 +133,7 @@ def test_judge_is_forced_to_grade_and_a_failed_verdict_fails_the_case_with_its_e
     assert EVIDENCE in ET.parse(junit).getroot().find(".//failure").text
     assert list(csv.DictReader(io.StringIO(rows.read_text())))[0]["reasons"] == reason
     assert "judge: failed" in err
-    E.ResultsDocument.model_validate_json(out.read_text())
+    E.results_document_model().model_validate_json(out.read_text())
 
 
 def test_a_passed_verdict_passes_and_judge_model_picks_the_judge(api, tmp_path):

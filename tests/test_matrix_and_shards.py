@@ -178,7 +178,7 @@ def test_two_models_side_by_side_show_the_case_that_depends_on_the_model(lab: Sc
         for _ in range(2)
     ), "every case, model and iteration"
     document = json.loads(Path("matrix.json").read_text())
-    E.ResultsDocument.model_validate(document)
+    E.results_document_model().model_validate(document)
     assert (
         document["metadata"]["models"] == [STRONG, FAST] and document["metadata"]["model"] == STRONG
     )
@@ -471,7 +471,7 @@ def test_shards_are_disjoint_their_union_is_the_suite_and_the_merge_is_the_unsha
     )
     assert sent == [] and code_merged == code == 1, stderr
     merged = json.loads(Path("merged.json").read_text())
-    E.ResultsDocument.model_validate(merged)
+    E.results_document_model().model_validate(merged)
     assert verdicts(merged) == verdicts(whole) and statistics(merged) == statistics(whole)
     assert run_keys(merged) == run_keys(whole), "the runs in the unsharded run's order"
     assert merged["passed"] == whole["passed"] is False

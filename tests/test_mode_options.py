@@ -53,17 +53,15 @@ SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"  # how Claude Co
 
 
 # ============================================================================ the table, read from evaluator
-# Parameters that are not mode options: --version prints the version and exits in any mode.
-NOT_MODE_OPTIONS = {"version"}
-# Parameters that count as another option: the positional files after `--compare OLD` are more
-# --compare files (settings_from folds them in).
-ALIASES = {"compare_more": ("compare", "merge")}
+# Parameters that count as another option: the flat form's positional files after `--compare OLD`
+# are more --compare files (settings_from folds them in).
+ALIASES = {"files": ("compare", "merge")}
 MODE_BY_NAME = {m.name: m for m in evaluator.MODES}
-OPTION_NAMES = [p.name for p in evaluator.main.params if p.name not in NOT_MODE_OPTIONS]
+OPTION_NAMES = ["files", *(o.name for o in evaluator.OPTIONS)]
 
 
 def accepted(mode: evaluator.Mode, option: str) -> bool:
-    return any(name in mode.options for name in ALIASES.get(option, (option,)))
+    return any(mode.takes(name) for name in ALIASES.get(option, (option,)))
 
 
 def table_pairs() -> list[tuple[str, str]]:
@@ -78,7 +76,7 @@ SAMPLE_QA = str(ROOT / "examples" / "qa" / "time_evaluation.xml")
 
 # A valid command-line value for every option (the argv fragment that gives it).
 SAMPLES: dict[str, list[str]] = {
-    "compare_more": ["newer.json"],
+    "files": ["newer.json"],
     "query": ["-q", "Which tables are in my warehouse?"],
     "conversation": ["-c", str(ROOT / "examples" / "sample_conv.md")],
     "csv": ["--csv", str(ROOT / "examples" / "test_queries.csv")],
@@ -93,6 +91,7 @@ SAMPLES: dict[str, list[str]] = {
     "generate_triggers": ["--generate-triggers", SAMPLE_SKILL],
     "generate_tests": ["--generate-tests", SAMPLE_SKILL],
     "schema": ["--schema"],
+    "schema_of": ["--schema-of", "project"],
     "iterations": ["-i", "2"],
     "concurrency": ["--concurrency", "2"],
     "threshold": ["--threshold", "0.5"],
@@ -179,7 +178,7 @@ MODE_LINES: dict[str, list[str]] = {
 
 def parsed(args: list[str]) -> evaluator.Settings:
     """The settings the CLI builds from a command line (click's parse, then settings_from)."""
-    context = evaluator.main.make_context("evaluator", list(args))
+    context = evaluator.main.commands["run"].make_context("evaluator", list(args))
     return evaluator.settings_from(context.params, evaluator.given_options(context))
 
 
@@ -206,7 +205,7 @@ def refusal_cases() -> tuple[list, list]:
                 )
                 continue
             chosen = selected_mode(settings)
-            if settings.given <= chosen.options:
+            if all(chosen.takes(name) for name in settings.given):
                 switched.append(
                     pytest.param(mode.name, option, chosen.name, id=f"{mode.name}-{option}")
                 )
@@ -231,7 +230,6 @@ REFUSED, SWITCHED = (
 
 # ============================================================================ refusals
 def test_every_option_has_a_sample_value_and_every_mode_a_command_line():
-    assert NOT_MODE_OPTIONS <= {p.name for p in evaluator.main.params}
     assert set(SAMPLES) == set(OPTION_NAMES), (
         "give SAMPLES a value for every option (and none for gone ones)"
     )
@@ -270,7 +268,7 @@ def test_a_refused_option_exits_2_with_one_line(
     if "does not apply to" in expected:  # it names one of the options given, as typed
         named = lines[0].removeprefix("error: ").split(" does not apply to ")[0]
         given = parsed(MODE_LINES[mode] + SAMPLES[option]).given
-        assert named in {evaluator.OPTION_FLAGS[name] for name in given}, lines[0]
+        assert named in {evaluator.flag_of(name) for name in given}, lines[0]
 
 
 @pytest.mark.parametrize(
@@ -278,7 +276,7 @@ def test_a_refused_option_exits_2_with_one_line(
     [
         (
             ["--csv", "s.csv", "--runs", "3"],
-            "error: --runs does not apply to --csv runs (it works with --optimize runs, --skill runs)",
+            "error: --runs does not apply to --csv runs: use -i N: every case runs N times",
         ),
         (
             ["-q", "hi", "--csv", "s.csv"],
@@ -949,7 +947,7 @@ def _(lab, mode):
     out = lab.fresh("results.json")
     run = lab.run(*tool_args(lab, mode, "-o", out))
     assert run.code == 0, run.output
-    document = evaluator.ResultsDocument.model_validate_json(out.read_text())
+    document = evaluator.results_document_model().model_validate_json(out.read_text())
     assert document.metadata.evaluation == mode and len(document.results) == CASES[mode]
     assert not evaluator.journal_path(out).exists()
 
@@ -957,7 +955,7 @@ def _(lab, mode):
 @observes("json_out", *TOOL_MODES)
 def _(lab, mode):
     document = baseline(lab, mode).document()
-    evaluator.ResultsDocument.model_validate(document)
+    evaluator.results_document_model().model_validate(document)
     assert document["metadata"]["evaluation"] == mode
     without = lab.run(*tool_args(lab, mode), cached=True)
     with pytest.raises(json.JSONDecodeError):
@@ -1808,7 +1806,7 @@ def _(lab, mode):
 @observes("output", "skills")
 def _(lab, mode):
     _, paths = writers_run(lab)
-    document = evaluator.ResultsDocument.model_validate_json(paths["output"].read_text())
+    document = evaluator.results_document_model().model_validate_json(paths["output"].read_text())
     assert document.metadata.evaluation == "skills" and len(document.results) == 2
 
 
@@ -1999,7 +1997,7 @@ def _(lab, mode):
     assert better.code == 0 and "2 fix(es)" in better.output
 
 
-@observes("compare_more", "compare")
+@observes("files", "compare")
 def _(lab, mode):
     old, new, newer = results_files(lab)
     run = lab.run("--compare", old, new, newer, "--json")
@@ -2148,7 +2146,7 @@ def whole_code(document: dict) -> int:
     return 0 if document["passed"] else 1
 
 
-@observes("compare_more", "merge")
+@observes("files", "merge")
 def _(lab, mode):
     one, two = shard_runs(lab, "csv")
     alone = lab.run("--merge", one.path)
@@ -2160,7 +2158,7 @@ def _(lab, mode):
 def _(lab, mode):
     out = lab.fresh("merged.json")
     run = merged(lab, "-o", out)
-    document = evaluator.ResultsDocument.model_validate_json(out.read_text())
+    document = evaluator.results_document_model().model_validate_json(out.read_text())
     assert f"wrote {out}" in run.output and document.metadata.evaluation == "csv"
     assert (
         len(document.results) == 2 * SHARD_LINES["csv"] and not evaluator.journal_path(out).exists()
@@ -2209,7 +2207,7 @@ def merged_html(lab, mode):
     assert "tables_a" in page.read_text() and "<html" in page.read_text().lower()
 
 
-if "html" in evaluator.OPTION_FLAGS and "merge" not in OBSERVERS.get("html", {}):
+if evaluator.option_named("html") and "merge" not in OBSERVERS.get("html", {}):
     observes("html", "merge")(merged_html)
 
 
@@ -2391,7 +2389,7 @@ def _(lab, mode):
     }[mode]
     assert len(data["cases"]) == CASES[mode] and len(data["runs"]) == CASES[mode]
     assert names is None or [c["name"] for c in data["cases"]] == names
-    assert ("qa" in data) == (mode == "qa")
+    assert ("qa" in {s["key"] for s in data["sections"]}) == (mode == "qa")
 
 
 @observes("html", "skills")
@@ -2400,7 +2398,8 @@ def _(lab, mode):
     run = lab.run(*skill_args(lab, "--html", page), model=SQL_SKILL)
     assert run.code == 0, run.output
     data = page_data(page)
-    assert [t["skill"] for t in data["triggers"]] == ["warehouse-sql"]
+    [triggers] = [s["data"] for s in data["sections"] if s["key"] == "trigger_scores"]
+    assert [t["skill"] for t in triggers] == ["warehouse-sql"]
     assert sorted(c["name"] for c in data["cases"]) == [
         f"warehouse-sql: {NEGATIVE}",
         f"warehouse-sql: {POSITIVE}",
@@ -2856,3 +2855,59 @@ def _(lab, mode):
 
 def under_test_openings(run: Run) -> list[dict]:
     return [b for b in under_test(run) if not tool_results(b) and user_query(b)]
+
+
+# ---------------------------------------------------------------------------- writers the tables now give more modes
+@observes("schema_of", "schema")
+def _(lab, mode):
+    project = lab.run("--schema", "--schema-of", "project").document()
+    assert project["title"] == "evaluator.yaml" and "suites" in project["properties"]
+    assert lab.run("--schema", "--schema-of", "results").document() == evaluator.results_schema()
+
+
+@observes("junit", "optimize")
+def _(lab, mode):
+    junit = lab.fresh("optimize.xml")
+    run = lab.run(*opt_args(lab, "--junit", junit), model=OPT_TOOLS)
+    assert run.code == 0 and f"wrote {junit}" in run.output
+    assert {case.get("name") for case in ET.parse(junit).iter("testcase")}, "the best run's cases"
+
+
+@observes("csv_out", "optimize")
+def _(lab, mode):
+    rows = lab.fresh("optimize.csv")
+    assert lab.run(*opt_args(lab, "--csv-out", rows), model=OPT_TOOLS).code == 0
+    assert list(csv.DictReader(rows.open())), "one row per run of the best candidate"
+
+
+@observes("html", "optimize")
+def _(lab, mode):
+    page = lab.fresh("optimize.html")
+    assert lab.run(*opt_args(lab, "--html", page), model=OPT_TOOLS).code == 0
+    sections = {s["key"]: s for s in page_data(page)["sections"]}
+    assert sections["optimization"]["data"]["title"].startswith("Description optimization")
+
+
+@observes("output", "render")
+def _(lab, mode):
+    old, _, _ = results_files(lab)
+    again = lab.fresh("again.json")
+    assert rendered(lab, "-o", again).code == 0
+    assert json.loads(again.read_text()) == json.loads(Path(old).read_text())
+
+
+@observes("json_out", "render")
+def _(lab, mode):
+    old, _, _ = results_files(lab)
+    run = rendered(lab, "--json")
+    assert run.code == 0 and run.document() == json.loads(Path(old).read_text())
+
+
+@observes("benchmark_json", "render")
+def _(lab, mode):
+    run = task_baseline(lab)
+    source, benchmark = lab.fresh("tasks.json"), lab.fresh("rendered-benchmark.json")
+    source.write_text(run.stdout)
+    assert lab.run("--from", source, "--benchmark-json", benchmark).code == 0
+    document = json.loads(benchmark.read_text())
+    assert [r["configuration"] for r in document["runs"]] == ["with_skill"]

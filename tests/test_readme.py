@@ -668,12 +668,10 @@ def render() -> str:
         "| Option | " + " | ".join(t for _, t in COLUMNS) + " |",
         "|---|" + "---|" * len(COLUMNS),
     ]
-    for p in E.main.params:
-        if p.name in ("compare_more", "help", "version"):
-            continue
+    for o in E.OPTIONS:
         lines.append(
-            f"| `{E.OPTION_FLAGS[p.name]}` | "
-            + " | ".join("✓" if p.name in modes[n].options else "" for n, _ in COLUMNS)
+            f"| `{o.flag}` | "
+            + " | ".join("✓" if modes[n].takes(o.name) else "" for n, _ in COLUMNS)
             + " |"
         )
     return "\n".join(lines)
@@ -703,10 +701,8 @@ def test_every_option_is_documented():
     end = without_matrix.index("\n## Results JSON\n")
     documented = without_matrix[start:end]  # the mode sections and the options section
     missing = []
-    for param in E.main.params:
-        if not getattr(param, "opts", None) or param.name == "compare_more":
-            continue
-        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+    for option in E.OPTIONS:
+        flag = next((f for f in option.flags if f.startswith("--")), option.flags[0])
         if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", documented):
             missing.append(flag)
     assert not missing, f"options missing from the README's Options and mode sections: {missing}"
@@ -715,7 +711,7 @@ def test_every_option_is_documented():
 def test_every_help_group_is_an_options_heading():
     options = section(README_TEXT, "## Options")
     headings = re.findall(r"^### (.+?)\s*$", options, re.MULTILINE)
-    missing = sorted(set(E.OPTION_GROUP.values()) - set(headings))
+    missing = sorted({o.group for o in E.OPTIONS} - set(headings))
     assert not missing, f"--help groups without a ### heading under ## Options: {missing}"
 
 
