@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -382,8 +382,11 @@ def file_mode_for_outputs() -> int:
     every file the evaluator writes (results, journal, reports, drafts)."""
     try:
         status = Path("/proc/self/status").read_text()
-        umask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE).group(1), 8)
-    except (OSError, AttributeError, ValueError):
+        found = re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE)
+        if found is None:
+            raise ValueError("no Umask line")
+        umask = int(found.group(1), 8)
+    except (OSError, ValueError):
         umask = os.umask(0o022)  # no /proc: read it the only other way there is, and put it back
         os.umask(umask)
     return 0o666 & ~umask
@@ -1953,7 +1956,10 @@ def answer_problems(expected: str, match: str, given: str) -> list[str]:
             return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
         allowed = Decimal(0)
         if tolerance:
-            value = Decimal(TOLERANCE.fullmatch(tolerance).group("value"))
+            bound = TOLERANCE.fullmatch(tolerance)
+            if bound is None:  # the loaders refuse it first (answer_match_problem)
+                return [f"answer_match {match!r}: the tolerance must be a number or a percentage"]
+            value = Decimal(bound.group("value"))
             allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
         if abs(values[0] - target) > allowed:
             within = f" (tolerance {tolerance})" if tolerance else ""
@@ -2246,7 +2252,7 @@ def load_system_prompt(choice: str) -> str:
 
 
 # ---------------------------------------------------------------------------- CSV suites
-CSV_COLUMNS = (
+CSV_COLUMNS: tuple[str, ...] = (
     "test_name",
     "user_prompt",
     "prompt",
@@ -3227,7 +3233,7 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
                     TASK_EVALS_HINT,
                 )
         name = (
-            item.get("name")
+            item["name"]
             if isinstance(item.get("name"), str) and item["name"].strip()
             else f"eval-{eval_id}"
         )
@@ -3799,6 +3805,8 @@ def load_server_object(spec: ServerSpec) -> Any:
             module_spec = importlib.util.spec_from_file_location(
                 f"_evaluated_server_{path.stem}", path
             )
+            if module_spec is None or module_spec.loader is None:
+                raise ImportError(f"{path} is not a Python file")
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
         else:
@@ -5184,13 +5192,13 @@ class BatchLedger:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self.entries: list[dict] = self.read() if path and path.exists() else []
+        self.entries: list[dict] = self.read(path) if path and path.exists() else []
         self.earlier = {cid: entry["batch"] for entry in self.entries for cid in entry["requests"]}
 
-    def read(self) -> list[dict]:
+    def read(self, path: Path) -> list[dict]:
         return [
             entry
-            for entry in json_lines(self.path)
+            for entry in json_lines(path)
             if isinstance(entry, dict)
             and isinstance(entry.get("batch"), str)
             and isinstance(entry.get("requests"), list)
@@ -5256,7 +5264,7 @@ class BatchedModel:
         self._earlier: dict[str, asyncio.Future] = {}
 
     @contextlib.contextmanager
-    def conversation(self, key: tuple) -> Iterable[BatchRun]:
+    def conversation(self, key: tuple) -> Iterator[BatchRun]:
         """Around one run (its conversation and its judge): its requests are named after it, and
         the collector knows how many conversations a round waits for."""
         run = BatchRun(json.dumps(key, default=str))
@@ -5364,7 +5372,7 @@ class BatchedModel:
             await self.direct._check_endpoint_once()
             batch = await self.api(
                 self.client.messages.batches.create(
-                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]
+                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]  # type: ignore[typeddict-item]  # params: batch_params' plain dict for the SDK's TypedDict
                 ),
                 creating=True,
             )
@@ -5598,7 +5606,7 @@ async def run_tool_calls(
         outcome = await hub.call_tool(block["name"], block.get("input"))
         call = ToolCall(
             block["name"],
-            block.get("input") if isinstance(block.get("input"), dict) else {},
+            block["input"] if isinstance(block.get("input"), dict) else {},
             outcome.output,
             outcome.is_error,
             outcome.duration_ms,
@@ -5756,7 +5764,7 @@ class StdinLines:
         loop = asyncio.get_running_loop()
         readable = loop.create_future()
         try:
-            loop.add_reader(self.fd, lambda: readable.done() or readable.set_result(None))
+            loop.add_reader(self.fd, lambda: None if readable.done() else readable.set_result(None))
         except (OSError, ValueError, NotImplementedError):
             return os.read(self.fd, 65536)  # a regular file cannot be polled, and never blocks
         try:
@@ -6058,7 +6066,7 @@ SKILL_MD_PATH = re.compile(r"(?:^|[\\/])([^\\/]+)[\\/]SKILL\.md$", re.IGNORECASE
 
 def skill_of_tool_use(block: dict) -> str | None:
     """The skill a tool_use block activates: a Skill call, or a Read of a skill's SKILL.md."""
-    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    tool_input = block["input"] if isinstance(block.get("input"), dict) else {}
     if block.get("name") == "Skill":
         return normalize_skill_name(tool_input.get("skill") or tool_input.get("command"))
     if block.get("name") == "Read":
@@ -6096,7 +6104,7 @@ REFUSED_TOOL = re.compile(
 
 
 def tool_results_of(event: dict) -> list[dict]:
-    message = event.get("message") if isinstance(event.get("message"), dict) else {}
+    message = event["message"] if isinstance(event.get("message"), dict) else {}
     content = message.get("content")
     return (
         [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -6120,7 +6128,7 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
         if event.get("parent_tool_use_id"):
             continue
         if event.get("type") == "assistant":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = event["message"] if isinstance(event.get("message"), dict) else {}
             for block in (
                 message.get("content") or [] if isinstance(message.get("content"), list) else []
             ):
@@ -6161,7 +6169,7 @@ def run_error(
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
         # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result.get("result") if isinstance(result.get("result"), str) else ""
+        detail = result["result"] if isinstance(result.get("result"), str) else ""
         return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
             ": "
         )
@@ -6188,12 +6196,12 @@ def detect_activation(
                 for s in event[key]
             ]
             if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
-                record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
+                record.skills_loaded = sorted({n for n in map(normalize_skill_name, listed) if n})
         elif kind == "system" and event.get("subtype") == "api_retry":
             record.api_retries += 1
         elif kind == "assistant" and not event.get("parent_tool_use_id"):
             # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = event["message"] if isinstance(event.get("message"), dict) else {}
             content = message.get("content") or []
             for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
@@ -6204,7 +6212,7 @@ def detect_activation(
                     record.tool_calls.append(
                         ToolCall(
                             str(block.get("name")),
-                            block.get("input") if isinstance(block.get("input"), dict) else {},
+                            block["input"] if isinstance(block.get("input"), dict) else {},
                             turn=len(record.tool_calls) + 1,
                             id=str(block.get("id")),
                         )
@@ -6246,8 +6254,8 @@ def detect_activation(
         record.num_turns = result.get("num_turns")
         record.duration_ms = result.get("duration_ms")
         record.total_cost_usd = result.get("total_cost_usd")
-        record.usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
-        record.answer = result.get("result") if isinstance(result.get("result"), str) else last_text
+        record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
+        record.answer = result["result"] if isinstance(result.get("result"), str) else last_text
     else:
         record.answer = last_text
     record.error = run_error(events, result, record, installed)
@@ -6837,6 +6845,12 @@ def wilson_interval(successes: int, runs: int, z: float = 1.959964) -> tuple[flo
     centre = (p + z * z / (2 * runs)) / denominator
     half = z * ((p * (1 - p) / runs + z * z / (4 * runs * runs)) ** 0.5) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rounded_interval(interval: tuple[float, float]) -> tuple[float, float]:
+    """An interval as the results records keep it: to 4 places."""
+    low, high = interval
+    return round(low, 4), round(high, 4)
 
 
 def pass_at_k(runs: int, successes: int, k: int) -> float:
@@ -7529,7 +7543,7 @@ def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -
         passes=summary.passes,
         errors=summary.errors,
         pass_rate=round(summary.pass_rate, 4),
-        interval=tuple(round(x, 4) for x in summary.interval),
+        interval=rounded_interval(summary.interval),
         pass_at_k=round(summary.pass_at_k, 4),
         pass_hat_k=round(summary.pass_hat_k, 4),
         flaky=summary.flaky,
@@ -7595,7 +7609,7 @@ def case_result_from_test(
         passes=passes,
         errors=errors,
         pass_rate=round(passes / runs, 4) if runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(passes, runs)),
+        interval=rounded_interval(wilson_interval(passes, runs)),
         pass_at_k=round(pass_at_k(runs, passes, runs), 4) if runs else 0.0,
         pass_hat_k=round(pass_hat_k(runs, passes, runs), 4) if runs else 0.0,
         flaky=0 < passes < runs,
@@ -7629,7 +7643,7 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
         passes=right,
         errors=q.errors,
         pass_rate=round(right / q.runs, 4) if q.runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(right, q.runs)),
+        interval=rounded_interval(wilson_interval(right, q.runs)),
         flaky=0 < right < q.runs,
         reasons=reasons,
         prompt=q.query,
@@ -7787,8 +7801,8 @@ class ToolCheckScoring:
         """A case over its runs; with several models, a case per model (runs come case by case,
         and model by model within a case)."""
         out = []
-        for _, runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
-            runs = list(runs)
+        for _, grouped in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
+            runs = list(grouped)
             summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
             out.append(
                 case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000)
@@ -7872,7 +7886,7 @@ def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunR
                 runs=len(mine),
                 correct=correct,
                 accuracy=round(correct / len(mine), 4),
-                interval=tuple(round(x, 4) for x in wilson_interval(correct, len(mine))),
+                interval=rounded_interval(wilson_interval(correct, len(mine))),
                 mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3),
                 tool_calls=sum(r.tool_calls for r in mine),
                 tools=merged_tool_times(t for r in mine for t in r.tools),
@@ -7886,7 +7900,7 @@ def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunR
         runs=len(every),
         correct=correct,
         accuracy=round(correct / len(every), 4) if every else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(correct, len(every))),
+        interval=rounded_interval(wilson_interval(correct, len(every))),
         mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
         mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
         tool_calls=sum(r.tool_calls for r in every),
@@ -7994,10 +8008,10 @@ class AnswerScoring:
     ) -> list[CaseResult]:
         self.test_results = []
         out = []
-        for (name, model), runs in itertools.groupby(
+        for (name, model), grouped in itertools.groupby(
             transcripts, key=lambda t: (t.case.name, t.model)
         ):
-            runs = list(runs)
+            runs = list(grouped)
             result = score_skill_test(
                 self.tests[name],
                 [self.answer(t) for t in runs],
@@ -8315,7 +8329,7 @@ class PipelineOutcome:
 
 
 @contextlib.contextmanager
-def output_lock(output: str | Path) -> Iterable[None]:
+def output_lock(output: str | Path) -> Iterator[None]:
     """Held while a run writes -o and its journal: a second run into the same file, or a --resume
     of this one, started while it is alive is refused with one line instead of doing (and paying
     for) the same runs twice. flock(2) is released by the kernel however the holder dies; the
@@ -8392,7 +8406,7 @@ class ResumePlan:
 def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
     """Which jobs still have to run; an earlier result counts when its key (with the hash of its
     definition) matches, and with --retry-errors only when it did not end in an error."""
-    if not continues_earlier_run(settings):
+    if not continues_earlier_run(settings) or settings.output is None:
         return ResumePlan(list(jobs), {}, [])
     previous = {runner.result_key(r): r for r in earlier_results(settings.output)}
     todo, kept, kept_results = [], {}, []
@@ -8704,7 +8718,7 @@ def parse_grade(content: list[dict]) -> dict:
     )
     if call is None:
         return {"error": "the judge did not call the grade tool"}
-    data = call.get("input") if isinstance(call.get("input"), dict) else {}
+    data = call["input"] if isinstance(call.get("input"), dict) else {}
     passed, score, evidence = data.get("passed"), data.get("score"), data.get("evidence")
     if not isinstance(passed, bool):
         return {
@@ -8879,14 +8893,16 @@ async def run_verify(
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
 
-    async def feed() -> None:
+    async def feed(pipe: asyncio.StreamWriter | None) -> None:
+        if pipe is None:  # stdin=PIPE always gives one
+            return
         try:
-            process.stdin.write(stdin)
-            await process.stdin.drain()
+            pipe.write(stdin)
+            await pipe.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it need not read its input
         finally:
-            process.stdin.close()
+            pipe.close()
 
     try:
         process = await asyncio.create_subprocess_shell(
@@ -8899,7 +8915,7 @@ async def run_verify(
             preexec_fn=die_with_parent(),
         )
         work = asyncio.gather(
-            feed(),
+            feed(process.stdin),
             drain(process.stdout, stdout, C.VERIFY_OUTPUT_BYTES),
             drain(process.stderr, stderr, C.VERIFY_OUTPUT_BYTES),
             process.wait(),
@@ -8927,6 +8943,8 @@ async def run_verify(
         return {"passed": process.returncode == 0, "reason": reason}
     err = redactor.text(tail(stderr.decode("utf-8", "replace"), 500))
     code = process.returncode
+    if code is None:  # never once wait() has returned; a line, not a crash, if it were
+        return {"error": "ended without an exit status"}
     how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
     return {
         "error": f"{how}" + (f": {one_line(err, 500)}" if err else f": {reason}" if reason else "")
@@ -9215,9 +9233,9 @@ async def count_prefix_tokens(
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
-                system=system,
+                system=system,  # type: ignore[arg-type]  # a plain dict for the SDK's TextBlockParam
                 messages=[{"role": "user", "content": "."}],
-                **({"tools": tools} if tools else {}),
+                **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
             )
             return counted.input_tokens, True
         except Exception:
@@ -9230,6 +9248,8 @@ async def count_prefix_tokens(
 class ToolUseRunner:
     """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
     case and iteration."""
+
+    scoring: ToolCheckScoring  # set by --optimize --csv on its candidates' runners
 
     def __init__(
         self,
@@ -9347,8 +9367,8 @@ class ToolUseRunner:
             )
 
     async def run(self, job: Job) -> Transcript:
-        batched = isinstance(self.model, BatchedModel)
-        with self.model.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
+        batched = self.model if isinstance(self.model, BatchedModel) else None
+        with batched.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
             transcript = await self.run_and_grade(job, batch_run)
         if batch_run is not None and batch_run.capped:
             raise RunNotStarted(
@@ -9357,6 +9377,8 @@ class ToolUseRunner:
         return transcript
 
     async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
+        if self.model is None or self.hub is None:  # session() sets them; every run is inside it
+            raise RuntimeError("a tool-use run outside its runner's session")
         case, iteration, model = job.payload
         run_settings = (
             self.run_settings
@@ -9408,6 +9430,8 @@ class ToolUseRunner:
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
         if needs_judge(case) and not transcript.error:
+            if self.judge is None:  # session() sets it; every run is inside it
+                raise RuntimeError("a tool-use run graded outside its runner's session")
             grade, usage = await self.judge.grade(case, transcript)
             transcript.grades["judge"] = self.redactor.data(grade)
             if usage is not None:
@@ -9437,7 +9461,12 @@ class ToolUseRunner:
             return ("foreign",)
         return result.test_name, result.iteration, result.case_hash, result.model
 
-    def from_result(self, job: Job, result: ToolRunResult) -> Transcript:
+    def from_result(self, job: Job, result: RunResult) -> Transcript:
+        if not isinstance(result, ToolRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[0]!r}: the earlier result is not a tool-use run",
+                hint="choose another -o",
+            )
         return transcript_from_result(job.payload[0], result)
 
     def under_way(self) -> list[tuple[tuple, Transcript]]:
@@ -9569,7 +9598,7 @@ class SkillSuitePlan:
 
 def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
     """What makes an earlier run's records reusable: the same skills, models and turn limits."""
-    parts = [[s.name, s.description, s.body] for s in plan.skills]
+    parts: list[list[str | int]] = [[s.name, s.description, s.body] for s in plan.skills]
     parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -9786,7 +9815,12 @@ class SkillRunner:
             + (result.model,)
         )
 
-    def from_result(self, job: Job, result: SkillRunResult) -> ClaudeRun:
+    def from_result(self, job: Job, result: RunResult) -> ClaudeRun:
+        if not isinstance(result, SkillRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[0]!r}: the earlier result is not a claude -p run",
+                hint="choose another -o",
+            )
         return result  # a SkillRunResult is a ClaudeRun
 
     def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
@@ -10524,9 +10558,11 @@ def markdown_calls_not_live(results: Results) -> list[str]:
     counts = results.summary.tool_calls_by_source
     if not counts or set(counts) == {"live"}:
         return []
-    rows = []
+    rows: list[str] = []
     for result in results.results():
-        for call in getattr(result, "tool_calls", []):
+        if not isinstance(result, ToolRunResult):
+            continue  # a claude -p run's calls are its own tools, always live
+        for call in result.tool_calls:
             if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
                 rows.append(
                     f"| {markdown_cell(result.test_name)} | {result.iteration} | "
@@ -12500,7 +12536,7 @@ def interrupted_exit_code() -> int:
 
 
 @contextlib.contextmanager
-def stop_signals_like_ctrl_c() -> Iterable[None]:
+def stop_signals_like_ctrl_c() -> Iterator[None]:
     """For one invocation, in the main thread (the only one a handler can be set from); a signal
     the caller set to be ignored (nohup) stays ignored."""
     stopped_by.clear()
@@ -12663,7 +12699,7 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
 def restore_scoring(scoring: Any, settings: Settings) -> None:
     """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
     as its piece gave it (the tools' schemas that graded it are not at hand here)."""
-    available = next(
+    available: list[str] = next(
         (
             p.summary.tool_coverage.available
             for p in settings.merged_pieces
@@ -12858,6 +12894,8 @@ def query_mode(settings: Settings, console: Console) -> int:
 
 def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
+    if not settings.csv:
+        raise InputError("--csv needs a suite file", hint="--csv tests.csv")
     cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
     return tool_use_mode(
         settings,
@@ -13104,9 +13142,9 @@ def skill_run_verdicts(
     its own skill, a test run by its test's scorer."""
     verdicts: dict[int, Verdict] = {}
     for result in test_results:
-        for record, score in zip(result.runs, result.run_scores):
+        for record, graded in zip(result.runs, result.run_scores):
             verdicts[id(record)] = Verdict(
-                bool(score.get("passed")), run_score_reasons(result.test, score)
+                bool(graded.get("passed")), run_score_reasons(result.test, graded)
             )
     for score in scores:
         for q in score.query_results:
@@ -13469,7 +13507,10 @@ def generate_mode(settings: Settings, console: Console) -> int:
         raise InputError("--generate-* drafts with one model", hint="give --model once")
     if full and settings.generate_triggers:
         raise InputError("give either --generate-triggers or --generate-tests, not both")
-    skill = load_skill(settings.generate_tests or settings.generate_triggers)
+    source = settings.generate_tests or settings.generate_triggers
+    if not source:
+        raise InputError("--generate-triggers and --generate-tests need a skill", hint="a SKILL.md")
+    skill = load_skill(source)
     targets = generation_targets(settings, skill, full)
     estimate = estimate_generation(skill, settings.generate_count, full, generation_model(settings))
     if settings.dry_run:
@@ -13538,6 +13579,10 @@ def render_mode(settings: Settings, console: Console) -> int:
         raise InputError(
             "--from needs an output to write",
             hint="--from results.json --html report.html (or --report, --junit, --csv-out)",
+        )
+    if not settings.from_results:
+        raise InputError(
+            "--from needs a results file", hint="--from results.json --html report.html"
         )
     results = results_from_document(
         read_results_document(settings.from_results), settings.from_results
@@ -13839,6 +13884,8 @@ class ToolDescriptionTask:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        if not settings.csv:
+            raise InputError("--optimize of tool descriptions needs --csv SUITE")
         self.cases = load_csv_suite(settings.csv)
         if len(self.cases) < 2:
             raise InputError("--optimize needs at least two cases", settings.csv)
@@ -14575,14 +14622,14 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
         )
         if r.status == "dropped":
             candidate = "dropped: " + "; ".join(r.refused)
-        train = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
-        test = (
+        train_cell = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
+        test_cell = (
             (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a")
             if r.status == "scored"
             else "-"
         )
         lines.append(
-            f"| {r.round}{mark} | {r.status} | {train} | {test} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
+            f"| {r.round}{mark} | {r.status} | {train_cell} | {test_cell} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
             f"{markdown_cell(candidate, 160)} |"
         )
     lines.append("")
@@ -14645,7 +14692,7 @@ def check_pieces(
     shards: dict[int, str] = {}
     for path, piece in zip(paths, pieces):
         m = piece.metadata
-        if not m.shard or not m.settings:
+        if not m.shard or not m.settings or not meta.shard or not meta.settings:
             raise InputError(
                 "not the results of a shard: --merge puts together files written with --shard K/N",
                 path,
@@ -14692,7 +14739,7 @@ def check_pieces(
                 f"{m.settings.get(name)!r})",
                 hint="merge only the shards of one run",
             )
-    count = int(meta.shard.split("/")[1])
+    # count: the N of every piece, each checked against the first's above
     missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in shards]
     if missing:
         raise InputError(
@@ -15114,8 +15161,8 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
             ]
             if settings.batch:
                 found.append(("-o's batch ledger", batch_ledger_path(value)))
-            if mode.name == "optimize":
-                found.append(("the optimized description file", optimized_file_path(settings)))
+            if mode.name == "optimize" and (best := optimized_file_path(settings)):
+                found.append(("the optimized description file", best))
     return found
 
 
@@ -15157,9 +15204,9 @@ def run_settings_for(settings: Settings) -> int:
     """The one call from the CLI into the modes."""
     mode = select_mode(settings)
     check_output_paths(settings, mode)
-    journaled = bool(settings.output) and "resume" in mode.options and not settings.dry_run
+    journaled = "resume" in mode.options and not settings.dry_run
     with (
-        output_lock(settings.output) if journaled else contextlib.nullcontext()
+        output_lock(settings.output) if settings.output and journaled else contextlib.nullcontext()
     ):  # one live run per -o
         return mode.run(
             settings, Console(stderr=settings.json_out or mode.name == "generate", emoji=False)
@@ -15172,7 +15219,7 @@ class FiniteFloat(click.FloatRange):
     range: --max-cost nan was no limit at all) and infinities are refused."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        number = click.types.FloatParamType.convert(self, value, param, ctx)  # type: ignore[arg-type]  # click types FloatRange's base twice, with two input types
         if not abs(number) < float("inf"):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return super().convert(number, param, ctx)
@@ -15991,11 +16038,16 @@ class EvaluatorCommand(click.Command):
                     formatter.write_text(example)
 
     def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,  # click's; this command always ends the process itself
+        **extra: Any,
     ) -> Any:
         try:
             with stop_signals_like_ctrl_c():
-                code = super().main(args, prog_name, standalone_mode=False, **extra)
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             click.echo(error_line(exc.format_message()), err=True)
             sys.exit(2)
@@ -16007,7 +16059,7 @@ class EvaluatorCommand(click.Command):
 def with_options(function: Callable) -> Callable:
     for group, decorator in reversed(OPTIONS):
         function = decorator(function)
-        OPTION_GROUP[function.__click_params__[-1].name] = (
+        OPTION_GROUP[function.__click_params__[-1].name] = (  # type: ignore[attr-defined]  # click.option's attribute, untyped
             group  # click.option appends its parameter
         )
     return function
@@ -16058,7 +16110,9 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
         params.update(model=models[0], models=models)
     if trigger_models:
         params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
-    return Settings(**params, given=given - {"compare_more"} | ({taker} if more else frozenset()))
+    return Settings(
+        **params, given=given - {"compare_more"} | ({taker} if more and taker else frozenset())
+    )
 
 
 @click.command(
