@@ -390,8 +390,11 @@ def file_mode_for_outputs() -> int:
     every file the evaluator writes (results, journal, reports, drafts)."""
     try:
         status = Path("/proc/self/status").read_text()
-        umask = int(re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE).group(1), 8)
-    except (OSError, AttributeError, ValueError):
+        found = re.search(r"^Umask:\s*([0-7]+)", status, re.MULTILINE)
+        if found is None:
+            raise ValueError("no Umask line")
+        umask = int(found.group(1), 8)
+    except (OSError, ValueError):
         umask = os.umask(0o022)  # no /proc: read it the only other way there is, and put it back
         os.umask(umask)
     return 0o666 & ~umask
@@ -1993,7 +1996,10 @@ def answer_problems(expected: str, match: str, given: str) -> list[str]:
             return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
         allowed = Decimal(0)
         if tolerance:
-            value = Decimal(TOLERANCE.fullmatch(tolerance).group("value"))
+            bound = TOLERANCE.fullmatch(tolerance)
+            if bound is None:  # the loaders refuse it first (answer_match_problem)
+                return [f"answer_match {match!r}: the tolerance must be a number or a percentage"]
+            value = Decimal(bound.group("value"))
             allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
         if abs(values[0] - target) > allowed:
             within = f" (tolerance {tolerance})" if tolerance else ""
@@ -2324,7 +2330,7 @@ def load_system_prompt(choice: str) -> str:
 
 
 # ---------------------------------------------------------------------------- CSV suites
-CSV_COLUMNS = (
+CSV_COLUMNS: tuple[str, ...] = (
     "test_name",
     "user_prompt",
     "prompt",
@@ -3329,7 +3335,7 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
                     TASK_EVALS_HINT,
                 )
         name = (
-            item.get("name")
+            item["name"]
             if isinstance(item.get("name"), str) and item["name"].strip()
             else f"eval-{eval_id}"
         )
@@ -3902,6 +3908,8 @@ def load_server_object(spec: ServerSpec) -> Any:
             module_spec = importlib.util.spec_from_file_location(
                 f"_evaluated_server_{path.stem}", path
             )
+            if module_spec is None or module_spec.loader is None:
+                raise ImportError(f"{path} is not a Python file")
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
         else:
@@ -5287,13 +5295,13 @@ class BatchLedger:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self.entries: list[dict] = self.read() if path and path.exists() else []
+        self.entries: list[dict] = self.read(path) if path and path.exists() else []
         self.earlier = {cid: entry["batch"] for entry in self.entries for cid in entry["requests"]}
 
-    def read(self) -> list[dict]:
+    def read(self, path: Path) -> list[dict]:
         return [
             entry
-            for entry in json_lines(self.path)
+            for entry in json_lines(path)
             if isinstance(entry, dict)
             and isinstance(entry.get("batch"), str)
             and isinstance(entry.get("requests"), list)
@@ -5359,7 +5367,7 @@ class BatchedModel:
         self._earlier: dict[str, asyncio.Future] = {}
 
     @contextlib.contextmanager
-    def conversation(self, key: tuple) -> Iterable[BatchRun]:
+    def conversation(self, key: tuple) -> Iterator[BatchRun]:
         """Around one run (its conversation and its judge): its requests are named after it, and
         the collector knows how many conversations a round waits for."""
         run = BatchRun(json.dumps(key, default=str))
@@ -5467,7 +5475,7 @@ class BatchedModel:
             await self.direct._check_endpoint_once()
             batch = await self.api(
                 self.client.messages.batches.create(
-                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]
+                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]  # type: ignore[typeddict-item]  # params: batch_params' plain dict for the SDK's TypedDict
                 ),
                 creating=True,
             )
@@ -5701,7 +5709,7 @@ async def run_tool_calls(
         outcome = await hub.call_tool(block["name"], block.get("input"))
         call = ToolCall(
             block["name"],
-            block.get("input") if isinstance(block.get("input"), dict) else {},
+            block["input"] if isinstance(block.get("input"), dict) else {},
             outcome.output,
             outcome.is_error,
             outcome.duration_ms,
@@ -5859,7 +5867,7 @@ class StdinLines:
         loop = asyncio.get_running_loop()
         readable = loop.create_future()
         try:
-            loop.add_reader(self.fd, lambda: readable.done() or readable.set_result(None))
+            loop.add_reader(self.fd, lambda: None if readable.done() else readable.set_result(None))
         except (OSError, ValueError, NotImplementedError):
             return os.read(self.fd, 65536)  # a regular file cannot be polled, and never blocks
         try:
@@ -6161,7 +6169,7 @@ SKILL_MD_PATH = re.compile(r"(?:^|[\\/])([^\\/]+)[\\/]SKILL\.md$", re.IGNORECASE
 
 def skill_of_tool_use(block: dict) -> str | None:
     """The skill a tool_use block activates: a Skill call, or a Read of a skill's SKILL.md."""
-    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    tool_input = block["input"] if isinstance(block.get("input"), dict) else {}
     if block.get("name") == "Skill":
         return normalize_skill_name(tool_input.get("skill") or tool_input.get("command"))
     if block.get("name") == "Read":
@@ -6199,7 +6207,7 @@ REFUSED_TOOL = re.compile(
 
 
 def tool_results_of(event: dict) -> list[dict]:
-    message = event.get("message") if isinstance(event.get("message"), dict) else {}
+    message = event["message"] if isinstance(event.get("message"), dict) else {}
     content = message.get("content")
     return (
         [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -6223,7 +6231,7 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
         if event.get("parent_tool_use_id"):
             continue
         if event.get("type") == "assistant":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = event["message"] if isinstance(event.get("message"), dict) else {}
             for block in (
                 message.get("content") or [] if isinstance(message.get("content"), list) else []
             ):
@@ -6264,7 +6272,7 @@ def run_error(
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
         # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result.get("result") if isinstance(result.get("result"), str) else ""
+        detail = result["result"] if isinstance(result.get("result"), str) else ""
         return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
             ": "
         )
@@ -6291,12 +6299,12 @@ def detect_activation(
                 for s in event[key]
             ]
             if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
-                record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
+                record.skills_loaded = sorted({n for n in map(normalize_skill_name, listed) if n})
         elif kind == "system" and event.get("subtype") == "api_retry":
             record.api_retries += 1
         elif kind == "assistant" and not event.get("parent_tool_use_id"):
             # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = event["message"] if isinstance(event.get("message"), dict) else {}
             content = message.get("content") or []
             for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
@@ -6307,7 +6315,7 @@ def detect_activation(
                     record.tool_calls.append(
                         ToolCall(
                             str(block.get("name")),
-                            block.get("input") if isinstance(block.get("input"), dict) else {},
+                            block["input"] if isinstance(block.get("input"), dict) else {},
                             turn=len(record.tool_calls) + 1,
                             id=str(block.get("id")),
                         )
@@ -6349,8 +6357,8 @@ def detect_activation(
         record.num_turns = result.get("num_turns")
         record.duration_ms = result.get("duration_ms")
         record.total_cost_usd = result.get("total_cost_usd")
-        record.usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
-        record.answer = result.get("result") if isinstance(result.get("result"), str) else last_text
+        record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
+        record.answer = result["result"] if isinstance(result.get("result"), str) else last_text
     else:
         record.answer = last_text
     record.error = run_error(events, result, record, installed)
@@ -6938,6 +6946,12 @@ def wilson_interval(successes: int, runs: int, z: float = 1.959964) -> tuple[flo
     centre = (p + z * z / (2 * runs)) / denominator
     half = z * ((p * (1 - p) / runs + z * z / (4 * runs * runs)) ** 0.5) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rounded_interval(interval: tuple[float, float]) -> tuple[float, float]:
+    """An interval as the results records keep it: to 4 places."""
+    low, high = interval
+    return round(low, 4), round(high, 4)
 
 
 def pass_at_k(runs: int, successes: int, k: int) -> float:
@@ -7630,7 +7644,7 @@ def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -
         passes=summary.passes,
         errors=summary.errors,
         pass_rate=round(summary.pass_rate, 4),
-        interval=tuple(round(x, 4) for x in summary.interval),
+        interval=rounded_interval(summary.interval),
         pass_at_k=round(summary.pass_at_k, 4),
         pass_hat_k=round(summary.pass_hat_k, 4),
         flaky=summary.flaky,
@@ -7696,7 +7710,7 @@ def case_result_from_test(
         passes=passes,
         errors=errors,
         pass_rate=round(passes / runs, 4) if runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(passes, runs)),
+        interval=rounded_interval(wilson_interval(passes, runs)),
         pass_at_k=round(pass_at_k(runs, passes, runs), 4) if runs else 0.0,
         pass_hat_k=round(pass_hat_k(runs, passes, runs), 4) if runs else 0.0,
         flaky=0 < passes < runs,
@@ -7730,7 +7744,7 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
         passes=right,
         errors=q.errors,
         pass_rate=round(right / q.runs, 4) if q.runs else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(right, q.runs)),
+        interval=rounded_interval(wilson_interval(right, q.runs)),
         flaky=0 < right < q.runs,
         reasons=reasons,
         prompt=q.query,
@@ -7888,8 +7902,8 @@ class ToolCheckScoring:
         """A case over its runs; with several models, a case per model (runs come case by case,
         and model by model within a case)."""
         out = []
-        for _, runs in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
-            runs = list(runs)
+        for _, grouped in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
+            runs = list(grouped)
             summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
             out.append(
                 case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000)
@@ -7973,7 +7987,7 @@ def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunR
                 runs=len(mine),
                 correct=correct,
                 accuracy=round(correct / len(mine), 4),
-                interval=tuple(round(x, 4) for x in wilson_interval(correct, len(mine))),
+                interval=rounded_interval(wilson_interval(correct, len(mine))),
                 mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3),
                 tool_calls=sum(r.tool_calls for r in mine),
                 tools=merged_tool_times(t for r in mine for t in r.tools),
@@ -7987,7 +8001,7 @@ def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunR
         runs=len(every),
         correct=correct,
         accuracy=round(correct / len(every), 4) if every else 0.0,
-        interval=tuple(round(x, 4) for x in wilson_interval(correct, len(every))),
+        interval=rounded_interval(wilson_interval(correct, len(every))),
         mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
         mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
         tool_calls=sum(r.tool_calls for r in every),
@@ -8095,10 +8109,10 @@ class AnswerScoring:
     ) -> list[CaseResult]:
         self.test_results = []
         out = []
-        for (name, model), runs in itertools.groupby(
+        for (name, model), grouped in itertools.groupby(
             transcripts, key=lambda t: (t.case.name, t.model)
         ):
-            runs = list(runs)
+            runs = list(grouped)
             result = score_skill_test(
                 self.tests[name],
                 [self.answer(t) for t in runs],
@@ -8159,7 +8173,8 @@ class FiniteFloat(click.FloatRange):
     range: --max-cost nan was no limit at all) and infinities are refused."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        # click types FloatRange's base twice, with two input types
+        number = click.types.FloatParamType.convert(self, value, param, ctx)  # type: ignore[arg-type]
         if not abs(number) < float("inf"):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return super().convert(number, param, ctx)
@@ -8204,7 +8219,7 @@ class Option:
     flags: tuple[str, ...]
     group: str
     help: str
-    click: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # click.Option's other arguments
     writer: bool = False  # a writer's option: its value goes to Settings.outputs
     path: bool = False  # its values are paths (checked against the outputs; made absolute)
 
@@ -8214,7 +8229,7 @@ class Option:
         return self.flags[0]
 
     def click_parameter(self) -> click.Option:
-        return click.Option([*self.flags, self.name], help=self.help, **self.click)
+        return click.Option([*self.flags, self.name], help=self.help, **self.kwargs)
 
 
 def option(
@@ -8823,8 +8838,8 @@ PROJECT_NOT_OPTIONS = frozenset(
 
 def project_value_type(option: Option) -> Any:
     """The type a project file's value of this option has (ranges are the option's own)."""
-    kind = option.click.get("type")
-    if option.click.get("is_flag"):
+    kind = option.kwargs.get("type")
+    if option.kwargs.get("is_flag"):
         return bool
     if isinstance(kind, click.Choice):
         base: Any = Literal[tuple(kind.choices)]  # type: ignore[misc]
@@ -8834,19 +8849,19 @@ def project_value_type(option: Option) -> Any:
         base = float
     else:
         base = str
-    return list[base] | base if option.click.get("multiple") else base
+    return list[base] | base if option.kwargs.get("multiple") else base
 
 
 def project_model() -> type[BaseModel]:
     """The project file's schema, from OPTIONS (`python evaluator.py schema project`)."""
     strict = ConfigDict(extra="forbid")
-    options = {
+    options: dict[str, Any] = {
         o.name: (project_value_type(o) | None, Field(None, description=o.help))
         for o in OPTIONS
         if o.name not in PROJECT_NOT_OPTIONS
     }
-    defaults = create_model("ProjectDefaults", __config__=strict, **options)
-    suite = create_model(
+    defaults: Any = create_model("ProjectDefaults", __config__=strict, **options)
+    suite: Any = create_model(
         "ProjectSuite",
         __config__=strict,
         name=(str, Field(description="The suite's name")),
@@ -9127,7 +9142,7 @@ class PipelineOutcome:
 
 
 @contextlib.contextmanager
-def output_lock(output: str | Path) -> Iterable[None]:
+def output_lock(output: str | Path) -> Iterator[None]:
     """Held while a run writes -o and its journal: a second run into the same file, or a --resume
     of this one, started while it is alive is refused with one line instead of doing (and paying
     for) the same runs twice. flock(2) is released by the kernel however the holder dies; the
@@ -9204,7 +9219,7 @@ class ResumePlan:
 def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
     """Which jobs still have to run; an earlier result counts when its key (with the hash of its
     definition) matches, and with --retry-errors only when it did not end in an error."""
-    if not continues_earlier_run(settings):
+    if not continues_earlier_run(settings) or settings.output is None:
         return ResumePlan(list(jobs), {}, [])
     previous = {runner.result_key(r): r for r in earlier_results(settings.output)}
     todo, kept, kept_results = [], {}, []
@@ -9516,7 +9531,7 @@ def parse_grade(content: list[dict]) -> dict:
     )
     if call is None:
         return {"error": "the judge did not call the grade tool"}
-    data = call.get("input") if isinstance(call.get("input"), dict) else {}
+    data = call["input"] if isinstance(call.get("input"), dict) else {}
     passed, score, evidence = data.get("passed"), data.get("score"), data.get("evidence")
     if not isinstance(passed, bool):
         return {
@@ -9691,14 +9706,16 @@ async def run_verify(
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
 
-    async def feed() -> None:
+    async def feed(pipe: asyncio.StreamWriter | None) -> None:
+        if pipe is None:  # stdin=PIPE always gives one
+            return
         try:
-            process.stdin.write(stdin)
-            await process.stdin.drain()
+            pipe.write(stdin)
+            await pipe.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it need not read its input
         finally:
-            process.stdin.close()
+            pipe.close()
 
     try:
         process = await asyncio.create_subprocess_shell(
@@ -9711,7 +9728,7 @@ async def run_verify(
             preexec_fn=die_with_parent(),
         )
         work = asyncio.gather(
-            feed(),
+            feed(process.stdin),
             drain(process.stdout, stdout, C.VERIFY_OUTPUT_BYTES),
             drain(process.stderr, stderr, C.VERIFY_OUTPUT_BYTES),
             process.wait(),
@@ -9739,6 +9756,8 @@ async def run_verify(
         return {"passed": process.returncode == 0, "reason": reason}
     err = redactor.text(tail(stderr.decode("utf-8", "replace"), 500))
     code = process.returncode
+    if code is None:  # never once wait() has returned; a line, not a crash, if it were
+        return {"error": "ended without an exit status"}
     how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
     return {
         "error": f"{how}" + (f": {one_line(err, 500)}" if err else f": {reason}" if reason else "")
@@ -10047,9 +10066,9 @@ async def count_prefix_tokens(
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
-                system=system,
+                system=system,  # type: ignore[arg-type]  # a plain dict for the SDK's TextBlockParam
                 messages=[{"role": "user", "content": "."}],
-                **({"tools": tools} if tools else {}),
+                **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
             )
             return counted.input_tokens, True
         except Exception:
@@ -10062,6 +10081,8 @@ async def count_prefix_tokens(
 class ToolUseRunner:
     """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
     case and iteration."""
+
+    scoring: ToolCheckScoring  # set by --optimize --csv on its candidates' runners
 
     def __init__(
         self,
@@ -10179,8 +10200,8 @@ class ToolUseRunner:
             )
 
     async def run(self, job: Job) -> Transcript:
-        batched = isinstance(self.model, BatchedModel)
-        with self.model.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
+        batched = self.model if isinstance(self.model, BatchedModel) else None
+        with batched.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
             transcript = await self.run_and_grade(job, batch_run)
         if batch_run is not None and batch_run.capped:
             raise RunNotStarted(
@@ -10189,6 +10210,8 @@ class ToolUseRunner:
         return transcript
 
     async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
+        if self.model is None or self.hub is None:  # session() sets them; every run is inside it
+            raise RuntimeError("a tool-use run outside its runner's session")
         case, iteration, model = job.payload
         run_settings = (
             self.run_settings
@@ -10240,6 +10263,8 @@ class ToolUseRunner:
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
         if needs_judge(case) and not transcript.error:
+            if self.judge is None:  # session() sets it; every run is inside it
+                raise RuntimeError("a tool-use run graded outside its runner's session")
             grade, usage = await self.judge.grade(case, transcript)
             transcript.grades["judge"] = self.redactor.data(grade)
             if usage is not None:
@@ -10269,7 +10294,12 @@ class ToolUseRunner:
             return ("foreign",)
         return result.test_name, result.iteration, result.case_hash, result.model
 
-    def from_result(self, job: Job, result: ToolRunResult) -> Transcript:
+    def from_result(self, job: Job, result: RunResult) -> Transcript:
+        if not isinstance(result, ToolRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[0]!r}: the earlier result is not a tool-use run",
+                hint="choose another -o",
+            )
         return transcript_from_result(job.payload[0], result)
 
     def under_way(self) -> list[tuple[tuple, Transcript]]:
@@ -10401,7 +10431,7 @@ class SkillSuitePlan:
 
 def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
     """What makes an earlier run's records reusable: the same skills, models and turn limits."""
-    parts = [[s.name, s.description, s.body] for s in plan.skills]
+    parts: list[list[str | int]] = [[s.name, s.description, s.body] for s in plan.skills]
     parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -10618,7 +10648,12 @@ class SkillRunner:
             + (result.model,)
         )
 
-    def from_result(self, job: Job, result: SkillRunResult) -> ClaudeRun:
+    def from_result(self, job: Job, result: RunResult) -> ClaudeRun:
+        if not isinstance(result, SkillRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[0]!r}: the earlier result is not a claude -p run",
+                hint="choose another -o",
+            )
         return result  # a SkillRunResult is a ClaudeRun
 
     def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
@@ -10932,7 +10967,7 @@ class Writer:
 
     @property
     def takes_path(self) -> bool:
-        return not self.option.click.get("is_flag")
+        return not self.option.kwargs.get("is_flag")
 
 
 WRITERS: list[Writer] = []  # in the order a run writes them (stdout last)
@@ -11406,9 +11441,11 @@ def markdown_calls_not_live(results: Results) -> list[str]:
     counts = results.summary.tool_calls_by_source
     if not counts or set(counts) == {"live"}:
         return []
-    rows = []
+    rows: list[str] = []
     for result in results.results():
-        for call in getattr(result, "tool_calls", []):
+        if not isinstance(result, ToolRunResult):
+            continue  # a claude -p run's calls are its own tools, always live
+        for call in result.tool_calls:
             if call.source != "live" and len(rows) < C.SUMMARY_TABLE_ROWS:
                 rows.append(
                     f"| {markdown_cell(result.test_name)} | {result.iteration} | "
@@ -12128,8 +12165,8 @@ def pass_line(document: ResultsDocument) -> str:
 
 
 def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float | None]]:
-    old = {s.skill: s.trigger_score for s in c.old.trigger_scores or []}
-    new = {s.skill: s.trigger_score for s in c.new.trigger_scores or []}
+    old = {s.skill: s.trigger_score for s in c.old.section("trigger_scores") or []}
+    new = {s.skill: s.trigger_score for s in c.new.section("trigger_scores") or []}
     return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
 
 
@@ -13634,7 +13671,7 @@ def interrupted_exit_code() -> int:
 
 
 @contextlib.contextmanager
-def stop_signals_like_ctrl_c() -> Iterable[None]:
+def stop_signals_like_ctrl_c() -> Iterator[None]:
     """For one invocation, in the main thread (the only one a handler can be set from); a signal
     the caller set to be ignored (nohup) stays ignored."""
     stopped_by.clear()
@@ -13797,7 +13834,7 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
 def restore_scoring(scoring: Any, settings: Settings) -> None:
     """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
     as its piece gave it (the tools' schemas that graded it are not at hand here)."""
-    available = next(
+    available: list[str] = next(
         (
             p.summary.tool_coverage.available
             for p in settings.merged_pieces
@@ -13992,6 +14029,8 @@ def query_mode(settings: Settings, console: Console) -> int:
 
 def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
+    if not settings.csv:
+        raise InputError("--csv needs a suite file", hint="--csv tests.csv")
     cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
     return tool_use_mode(
         settings,
@@ -14238,9 +14277,9 @@ def skill_run_verdicts(
     its own skill, a test run by its test's scorer."""
     verdicts: dict[int, Verdict] = {}
     for result in test_results:
-        for record, score in zip(result.runs, result.run_scores):
+        for record, graded in zip(result.runs, result.run_scores):
             verdicts[id(record)] = Verdict(
-                bool(score.get("passed")), run_score_reasons(result.test, score)
+                bool(graded.get("passed")), run_score_reasons(result.test, graded)
             )
     for score in scores:
         for q in score.query_results:
@@ -14603,7 +14642,10 @@ def generate_mode(settings: Settings, console: Console) -> int:
         raise InputError("--generate-* drafts with one model", hint="give --model once")
     if full and settings.generate_triggers:
         raise InputError("give either --generate-triggers or --generate-tests, not both")
-    skill = load_skill(settings.generate_tests or settings.generate_triggers)
+    source = settings.generate_tests or settings.generate_triggers
+    if not source:
+        raise InputError("--generate-triggers and --generate-tests need a skill", hint="a SKILL.md")
+    skill = load_skill(source)
     targets = generation_targets(settings, skill, full)
     estimate = estimate_generation(skill, settings.generate_count, full, generation_model(settings))
     if settings.dry_run:
@@ -14665,6 +14707,10 @@ def render_mode(settings: Settings, console: Console) -> int:
         raise InputError(
             "render needs an output to write",
             hint=f"e.g. render results.json --html report.html (any of {flags})",
+        )
+    if not settings.from_results:
+        raise InputError(
+            "--from needs a results file", hint="--from results.json --html report.html"
         )
     results = results_from_document(
         read_results_document(settings.from_results), settings.from_results
@@ -14970,6 +15016,8 @@ class ToolDescriptionTask:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        if not settings.csv:
+            raise InputError("--optimize of tool descriptions needs --csv SUITE")
         self.cases = load_csv_suite(settings.csv)
         if len(self.cases) < 2:
             raise InputError("--optimize needs at least two cases", settings.csv)
@@ -15706,14 +15754,14 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
         )
         if r.status == "dropped":
             candidate = "dropped: " + "; ".join(r.refused)
-        train = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
-        test = (
+        train_cell = f"{r.train_passed}/{r.train_total}" if r.status == "scored" else "-"
+        test_cell = (
             (f"{r.test_passed}/{r.test_total}" if r.test_total else "n/a")
             if r.status == "scored"
             else "-"
         )
         lines.append(
-            f"| {r.round}{mark} | {r.status} | {train} | {test} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
+            f"| {r.round}{mark} | {r.status} | {train_cell} | {test_cell} | ${r.cost_usd + r.proposer_cost_usd:.4f} | "
             f"{markdown_cell(candidate, 160)} |"
         )
     lines.append("")
@@ -15811,7 +15859,7 @@ def check_pieces(
     shards: dict[int, str] = {}
     for path, piece in zip(paths, pieces):
         m = piece.metadata
-        if not m.shard or not m.settings:
+        if not m.shard or not m.settings or not meta.shard or not meta.settings:
             raise InputError(
                 "not the results of a shard: --merge puts together files written with --shard K/N",
                 path,
@@ -15858,7 +15906,7 @@ def check_pieces(
                 f"{m.settings.get(name)!r})",
                 hint="merge only the shards of one run",
             )
-    count = int(meta.shard.split("/")[1])
+    # count: the N of every piece, each checked against the first's above
     missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in shards]
     if missing:
         raise InputError(
@@ -16386,7 +16434,7 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     check_output_paths(settings, mode)
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     with (
-        output_lock(settings.output) if journaled else contextlib.nullcontext()
+        output_lock(settings.output) if settings.output and journaled else contextlib.nullcontext()
     ):  # one live run per -o
         return mode.run(settings, make_console(stderr=settings.json_out or mode.name == "generate"))
 
@@ -16922,12 +16970,17 @@ class FrontDoor(click.Group):
         )
 
     def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,  # click's; the front door always ends the process itself
+        **extra: Any,
     ) -> Any:
         Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
         try:
             with stop_signals_like_ctrl_c():
-                code = super().main(args, prog_name, standalone_mode=False, **extra)
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             click.echo(error_line(exc.format_message()), err=True)
             sys.exit(2)
@@ -17009,7 +17062,7 @@ def mode_command(mode: Mode) -> click.Command:
     """A verb: only the options its mode takes; its positional arguments fill mode.argument."""
     argument = option_named(mode.argument) if mode.argument else None
     many = bool(
-        argument and (argument.click.get("multiple") or mode.argument in ("compare", "merge"))
+        argument and (argument.kwargs.get("multiple") or mode.argument in ("compare", "merge"))
     )
 
     def run(**params: Any) -> int:
@@ -17023,7 +17076,7 @@ def mode_command(mode: Mode) -> click.Command:
             else:
                 if len(values) > 1:
                     raise click.UsageError(
-                        f"{mode.name} takes one {argument.click.get('metavar') or 'value'}"
+                        f"{mode.name} takes one {argument.kwargs.get('metavar') or 'value'}"
                     )
                 params[argument.name] = values[0]
             given |= {argument.name}
@@ -17039,7 +17092,7 @@ def mode_command(mode: Mode) -> click.Command:
                 ["arguments"],
                 nargs=-1,
                 required=False,
-                metavar=(argument.click.get("metavar") or argument.name.upper())
+                metavar=(argument.kwargs.get("metavar") or argument.name.upper())
                 + (" ..." if many else ""),
             )
         )
