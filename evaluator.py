@@ -6624,8 +6624,8 @@ class OutsideWriteGuard:
     def ignored(self, path: Path) -> bool:
         """The run's own outputs, journal, and the temporary files they are written through."""
         resolved = str(path.resolve())
-        if resolved in self.ignore:
-            return True
+        if resolved in self.ignore or any(o.startswith(resolved + os.sep) for o in self.ignore):
+            return True  # an output, or a folder this run writes an output into
         name = path.name
         return (
             name.startswith(".")
@@ -9805,7 +9805,9 @@ def unpriced(model: str) -> str | None:
     often), with the nearest id it knows."""
     if price_for(cli_model_id(model))[1]:
         return None
-    close = difflib.get_close_matches(model, [*C.PRICES, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3)
+    close = difflib.get_close_matches(
+        model, [*C.KNOWN_MODELS, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3
+    )
     return f"not priced: {model} is not a model test_constants.py knows" + (
         f" (nearest: {close[0]})" if close else ""
     )
@@ -14047,10 +14049,14 @@ def qa_mode(settings: Settings, console: Console) -> int:
     """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
     its own system prompt and --max-turns unless they are given."""
     files = ([settings.qa] if settings.qa else []) + list(settings.tests)
-    others = [f for f in files if kind_of_test_file(f) != "qa"]
-    if others:
+    for other in (f for f in files if kind_of_test_file(f) != "qa"):
+        wrong = wrong_file(
+            read_text_file(other, "QA evaluation"), Path(other), "--qa", "a QA evaluation"
+        )
+        if wrong is not None and "--tests" not in (wrong.hint or ""):  # a CSV suite, say
+            raise wrong
         raise InputError(
-            f"{others[0]} is not a QA evaluation (.xml)",
+            f"{other} is not a QA evaluation (.xml)",
             hint="run QA evaluations and markdown tests separately",
         )
     cases = [
@@ -16333,6 +16339,13 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
     """The mode a verb chose, or the first whose selector holds; an option it does not take is
     one line."""
     mode = chosen or next((m for m in MODES if m.selected(settings)), None)
+    if mode is not None and not mode.selected(settings):  # a verb without its input
+        argument = option_named(mode.argument)
+        metavar = argument.kwargs.get("metavar") if argument else None
+        raise InputError(
+            f"{mode.name}: nothing to run",
+            hint=f"give {metavar or 'its input'}, e.g. {mode.examples[0] if mode.examples else ''}",
+        )
     if mode is None:
         raise InputError(
             "nothing to evaluate",
@@ -16766,6 +16779,10 @@ def run_project(
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
                 params, suite_given = project_params(project, suite, overrides, given)
                 settings = settings_from(params, suite_given)
+                for name, value in settings.outputs.items():  # the file's own output folders
+                    writer = writer_named(name)
+                    if name in suite.values and writer and writer.takes_path and value:
+                        Path(value).parent.mkdir(parents=True, exist_ok=True)
                 mode = select_mode_in_project(settings, project, suite)
                 check_output_paths(settings, mode)
                 planned.append((suite, settings, mode))

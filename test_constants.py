@@ -8,6 +8,16 @@ DEFAULT_GENERATION_MODEL = FAST_MODEL
 DEFAULT_TRIGGER_MODEL = "haiku"  # an alias the Claude Code CLI resolves itself
 DEFAULT_JUDGE_MODEL = FAST_MODEL  # the LLM judge of rubrics and `judge` answers
 STRONGEST_MODEL = "claude-opus-5-5"  # the most capable model named here
+# The model ids a dry run names when a given one is unknown (a typo, most often).
+KNOWN_MODELS = (
+    "claude-opus-5-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+    "claude-opus-4-5",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "claude-opus-4-1",
+)
 DEFAULT_OPTIMIZER_MODEL = STRONGEST_MODEL  # --optimize: proposes new descriptions
 
 # ----------------------------------------------------------------------------- conversation defaults

@@ -2911,3 +2911,32 @@ def _(lab, mode):
     assert lab.run("--from", source, "--benchmark-json", benchmark).code == 0
     document = json.loads(benchmark.read_text())
     assert [r["configuration"] for r in document["runs"]] == ["with_skill"]
+
+
+# ============================================================================ every mode's document survives render
+def test_every_mode_document_survives_render(lab: Lab):
+    """What each mode writes reads back through the section table and is written again unchanged
+    (`render -o`); together they hold every section of the table."""
+    documents = {mode: baseline(lab, mode).document() for mode in TOOL_MODES}
+    documents["optimize"] = opt_baseline(lab)[1]
+    if CLAUDE:
+        documents["tasks"] = task_baseline(lab).document()
+        documents["skills"] = json.loads(writers_run(lab)[1]["output"].read_text())
+    documents["matrix"] = lab.run(
+        *tool_args(lab, "csv"),
+        "--model",
+        "claude-haiku-5-5",
+        "--model",
+        "claude-opus-5-5",
+        "--json",
+    ).document()
+    for name, document in documents.items():
+        source, copy = lab.fresh(f"{name}.json"), lab.fresh(f"{name}-again.json")
+        source.write_text(json.dumps(document))
+        assert lab.run("render", source, "-o", copy).code == 0
+        assert json.loads(copy.read_text()) == document, name
+    written = {key for document in documents.values() for key in document}
+    expected = (
+        {s.key for s in evaluator.SECTIONS} if CLAUDE else {"qa", "tests", "optimization", "matrix"}
+    )
+    assert expected <= written

@@ -45,7 +45,8 @@ EXEMPT = {
 }
 # The first command's install steps are CI's job (.ci/run); the rest of that line runs verbatim.
 INSTALL_PREFIX = (
-    'apt-get update && apt-get install -y chromium && pip install -e ".[test]" && npm install && '
+    "python3 -m venv .venv && . .venv/bin/activate && apt-get update && apt-get install -y chromium "
+    '&& pip install -e ".[test]" && npm install && '
 )
 SKILL_COMMAND = (
     "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
@@ -621,6 +622,7 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
             and path in option_values(argv, ("-o", "--output"))
             and "--compare" not in argv
             and "--schema" not in argv
+            and argv[2:3] not in (["compare"], ["schema"])  # the verb forms of those two
         ):
             validator.validate(json.loads(target.read_text(encoding="utf-8")))
     if "--dry-run" in argv:
@@ -721,4 +723,32 @@ if (
     README.write_text(
         MATRIX.sub(lambda m: m.group(0).replace(m.group(1), render()), README_TEXT),
         encoding="utf-8",
+    )
+
+
+def test_every_file_a_readme_command_writes_is_git_ignored():
+    """A user who runs the README's commands in their clone sees a clean `git status`."""
+    written = set()
+    for command in COMMANDS:
+        written.update(output_paths(command))
+        argv = command.argv
+        written.update(
+            argv[i + 1]
+            for i, a in enumerate(argv[:-1])
+            if a in ("--artifacts", "--record", "--results-dir")
+        )
+    written.add("results")  # python run_tests.py's default --results-dir
+    for path in sorted(written):
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
+        assert ignored.returncode == 0, f"{path}: a README command writes it, .gitignore misses it"
+
+
+def test_ci_runs_the_readme_install_steps_and_test_command():
+    """.ci/run is the README's two commands: its install steps, verbatim, then its test command."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert INSTALL_PREFIX.removesuffix(" && ") in ci
+    blocks = [c for _, c in bash_blocks(README_TEXT)]
+    test_command = next(c for c in blocks if "pytest" in c)
+    assert test_command in ci and ci.index(test_command) > ci.index(
+        INSTALL_PREFIX.removesuffix(" && ")
     )
