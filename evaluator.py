@@ -52,6 +52,47 @@ from rich.table import Table
 import prompts
 import test_constants as C
 
+# The supported API: the entry point, the results model and its reader, the loaders, and the
+# tables a new option, writer, section, mode or check is one row of. Everything else may change.
+__all__ = [
+    "main",
+    "build_cli",
+    "Settings",
+    "settings_from",
+    "run_settings_for",
+    "EvalError",
+    "InputError",
+    "ResultsDocument",
+    "results_document_model",
+    "results_schema",
+    "read_results_document",
+    "read_result_lines",
+    "Results",
+    "CaseResult",
+    "SummaryRecord",
+    "ToolRunResult",
+    "SkillRunResult",
+    "load_csv_suite",
+    "load_qa_suite",
+    "load_markdown_test",
+    "load_markdown_tests",
+    "load_skill",
+    "load_conversation",
+    "load_mcp_config",
+    "load_project",
+    "Option",
+    "option",
+    "OPTIONS",
+    "Writer",
+    "register_writer",
+    "WRITERS",
+    "Section",
+    "register_section",
+    "SECTIONS",
+    "Mode",
+    "MODES",
+    "TOOL_CHECKS",
+]
 __version__ = "0.2.0"
 HERE = Path(__file__).resolve().parent
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
@@ -7875,6 +7916,24 @@ def claude_run_usage(record: ClaudeRun) -> Usage:
 
 
 # ---------------------------------------------------------------------------- how each kind of suite is scored
+class Scoring(Protocol):
+    """How a tool-use mode turns its runs into verdicts: each run's verdict (the journal, the
+    progress bar and the reports share it), the verdict of each case over its runs, and the
+    results sections the mode adds. `tools` are the servers' tools (schemas for the checks, the
+    list for tool coverage); --merge restores each run's verdict as its shard gave it."""
+
+    cases: list[TestCase]
+    tools: dict[str, Any]
+
+    def connected(self, hub: McpHub) -> None: ...
+    def verdict(self, t: Transcript) -> Verdict: ...
+    def case_results(
+        self, transcripts: list[Transcript], threshold: float, group: str
+    ) -> list[CaseResult]: ...
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]: ...
+    def restore_verdicts(self, results: Iterable[RunResult]) -> None: ...
+
+
 class ToolCheckScoring:
     """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
     tools' own schemas) on each run; a case passes at --threshold of its runs."""
@@ -7895,6 +7954,15 @@ class ToolCheckScoring:
         if key not in self.verdicts:
             self.verdicts[key] = score_tool_use(t.case, t, self.tools)
         return self.verdicts[key]
+
+    def restore_verdicts(self, results: Iterable[RunResult]) -> None:
+        """--merge: each run's verdict as its piece gave it (the schemas that graded it are not
+        at hand here)."""
+        for result in results:
+            if isinstance(result, ToolRunResult) and result.verdict is not None:
+                self.verdicts[(result.test_name, result.iteration, result.model)] = Verdict(
+                    result.verdict.passed, list(result.verdict.reasons)
+                )
 
     def case_results(
         self, transcripts: list[Transcript], threshold: float, group: str
@@ -8078,14 +8146,19 @@ class AnswerScoring:
     """Knowledge / task / security tests run against the MCP servers: each run's answer scored
     like a skill test's (concepts, forbidden patterns, refusal)."""
 
-    def __init__(self, tests: list[SkillTest]) -> None:
+    def __init__(self, tests: list[SkillTest], cases: Sequence[TestCase] = ()) -> None:
         self.tests = {t.name: t for t in tests}
+        self.cases = list(cases)
+        self.tools: dict[str, Any] = {}
         self.answers: dict[
             tuple[str, int, str], ClaudeRun
         ] = {}  # each run's answer, seen before --summary-only slims it
 
     def connected(self, hub: McpHub) -> None:
         self.tools = dict(hub.tools)  # for the suite's tool coverage
+
+    def restore_verdicts(self, results: Iterable[RunResult]) -> None:
+        """Answer-scored tests are graded from the run itself: nothing to restore."""
 
     def answer(self, t: Transcript) -> ClaudeRun:
         return self.answers.setdefault(
@@ -13833,7 +13906,7 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
         )
 
 
-def restore_scoring(scoring: Any, settings: Settings) -> None:
+def restore_scoring(scoring: Scoring, settings: Settings) -> None:
     """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
     as its piece gave it (the tools' schemas that graded it are not at hand here)."""
     available: list[str] = next(
@@ -13845,20 +13918,13 @@ def restore_scoring(scoring: Any, settings: Settings) -> None:
         [],
     )
     scoring.tools = dict.fromkeys(available)
-    verdicts = getattr(scoring, "verdicts", None)
-    if verdicts is None:
-        return  # answer-scored tests are graded from the run itself
-    for result in settings.merged_runs:
-        if isinstance(result, ToolRunResult) and result.verdict is not None:
-            verdicts[(result.test_name, result.iteration, result.model)] = Verdict(
-                result.verdict.passed, list(result.verdict.reasons)
-            )
+    scoring.restore_verdicts(settings.merged_runs)
 
 
 def tool_use_results(
     settings: Settings,
     outcome: PipelineOutcome,
-    scoring: Any,
+    scoring: Scoring,
     mode: str,
     input_type: str,
     suite_name: str,
@@ -13875,9 +13941,9 @@ def tool_use_results(
         confusion_table(transcripts),
     )
     summary.tool_coverage = tool_coverage(
-        [*getattr(scoring, "cases", []), *(t.case for t in transcripts)],
+        [*scoring.cases, *(t.case for t in transcripts)],
         transcripts,
-        sorted(getattr(scoring, "tools", {})),
+        sorted(scoring.tools),
     )
     summary.tool_calls_by_source = calls_by_source(transcripts)
     simulated = (
@@ -13961,7 +14027,7 @@ def tool_use_mode(
     settings: Settings,
     console: Console,
     cases: list[TestCase],
-    scoring: Any,
+    scoring: Scoring,
     mode: str,
     input_type: str,
     suite_name: str,
@@ -14086,7 +14152,7 @@ def markdown_mode(settings: Settings, console: Console) -> int:
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
-        settings, console, cases, AnswerScoring(tests), "markdown", "markdown", "tests"
+        settings, console, cases, AnswerScoring(tests, cases), "markdown", "markdown", "tests"
     )
 
 

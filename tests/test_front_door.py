@@ -228,6 +228,10 @@ def test_sections_are_in_data_flow_order():
     assert [int(b) for b in banners] == list(range(1, len(banners) + 1))
 
 
+def test_the_supported_api_exists():
+    assert all(hasattr(E, name) for name in E.__all__) and len(set(E.__all__)) == len(E.__all__)
+
+
 # ============================================================================ the option table
 def test_every_option_is_a_settings_field_and_every_field_an_option():
     settings = {f.name for f in fields(E.Settings)}
