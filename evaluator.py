@@ -16767,19 +16767,28 @@ def project_params(
     return params, file_given | given
 
 
+def absolute_path(value: str, option: Option) -> str:
+    """A typed path made absolute; a value that only may be a path (a prompt's name, a server
+    module's dotted name, `PATH.py:attr`) only when its path part exists here."""
+    path, sep, rest = value.partition(":") if option.name == "server_module" else (value, "", "")
+    if option.writer or isinstance(option.kwargs.get("type"), click.Path) or Path(path).exists():
+        return str(Path(path).absolute()) + sep + rest
+    return value
+
+
 def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
     """Command-line values that are paths, made absolute: a project's suites run from the
     project's folder, but what the user typed is relative to where they typed it."""
     fixed = dict(params)
     for name in given:
         option = option_named(name)
-        if option is None or not option.path:
+        value = fixed.get(name)
+        if option is None or not option.path or not value:
             continue
-        value = fixed[name]
         if isinstance(value, (list, tuple)):
-            fixed[name] = type(value)(str(Path(v).absolute()) for v in value)
-        elif isinstance(value, str) and value:
-            fixed[name] = str(Path(value).absolute())
+            fixed[name] = type(value)(absolute_path(v, option) for v in value)
+        elif isinstance(value, str):
+            fixed[name] = absolute_path(value, option)
     return fixed
 
 
@@ -16951,7 +16960,7 @@ def starter_project(folder: Path) -> str:
     for name, keys in suites:
         lines.append(f"  - name: {name}")
         lines += [
-            f"    {key}: {json.dumps(value) if isinstance(value, str) and ':' in value else value}"
+            f"    {key}: {value if re.fullmatch(r'[\w./-]+', str(value)) else yaml_scalar(value)}"
             for key, value in keys
         ]
     return "\n".join(lines) + "\n"
