@@ -16932,6 +16932,9 @@ def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[
     return suites
 
 
+PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
+
+
 def starter_project(folder: Path) -> str:
     """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
     (with their trigger files and task evals), CSV suites and QA evaluations."""
@@ -16960,7 +16963,7 @@ def starter_project(folder: Path) -> str:
     for name, keys in suites:
         lines.append(f"  - name: {name}")
         lines += [
-            f"    {key}: {value if re.fullmatch(r'[\w./-]+', str(value)) else yaml_scalar(value)}"
+            f"    {key}: {value if PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
             for key, value in keys
         ]
     return "\n".join(lines) + "\n"
