@@ -13,6 +13,7 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import difflib
@@ -32,8 +33,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -121,6 +123,133 @@ def is_api_error(exc: BaseException) -> bool:
 
 class UsageProblem(InputError):
     """An option given to a mode that does not take it."""
+
+
+# ---------------------------------------------------------------------------- stopping: the first stop signal ends the run, a second the process
+# SIGINT (Ctrl-C), SIGTERM and SIGHUP stop an invocation alike. The first cancels the run under way
+# (the task run_async runs): the runs in flight end as interrupted, what finished is kept, and every
+# writer writes it; outside a run it is a KeyboardInterrupt. Work that waits on untrusted input (a
+# pattern check in a worker process) sees STOPPING and gives up at once. A run that has not ended
+# C.STOP_GRACE_SECONDS after the signal, or a second signal, ends the process at once: the journal,
+# flushed line by line, keeps what finished for --resume. The exit code names the signal (130, 143,
+# 129). Handlers run in the main thread only, and only between bytecodes: nothing that can run
+# long in C code holding the GIL (Python's `re` on an untrusted pattern) may run in this process.
+EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+STOPPING = threading.Event()  # set by the first stop signal of the invocation
+
+
+stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
+
+
+running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
+
+
+stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
+
+
+pending_outputs: set[str] = set()  # temporary files of outputs being written
+
+
+def interrupted_exit_code() -> int:
+    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
+
+
+def exit_at_once(why: str) -> None:
+    """Ends the process now, from any thread: an output half written is removed, the journal keeps
+    every run that finished, children die with this process (see dying_with_parent)."""
+    for path in list(pending_outputs):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.write(2, f"\nstopped at once: {why}\n".encode())
+    os._exit(interrupted_exit_code())
+
+
+def stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """The handler of every stop signal (see above)."""
+    if stopped_by:
+        exit_at_once("a second signal")
+    stopped_by.append(signum)
+    STOPPING.set()
+    run = running_runs[-1] if running_runs else None
+    if run is None or run.done():
+        raise KeyboardInterrupt
+    run.cancel()
+    run.get_loop().call_soon_threadsafe(lambda: None)  # wakes a select() with a long timeout
+    deadline = threading.Timer(
+        C.STOP_GRACE_SECONDS,
+        exit_at_once,
+        [f"the run did not end within {C.STOP_GRACE_SECONDS:g} s of the signal"],
+    )
+    deadline.daemon = True
+    stop_deadlines.append(deadline)
+    deadline.start()
+
+
+@contextlib.contextmanager
+def stop_signals_like_ctrl_c() -> Iterator[None]:
+    """For one invocation, in the main thread (the only one a handler can be set from); a signal
+    the caller set to be ignored (nohup, Ctrl-C of a background job) stays ignored."""
+    stopped_by.clear()
+    STOPPING.clear()
+    installed = {}
+    for signum in STOP_SIGNALS:
+        default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+        with contextlib.suppress(ValueError):  # not the main thread
+            if signal.getsignal(signum) is default:
+                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
+    try:
+        yield
+    finally:
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
+        STOPPING.clear()
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does once its coroutine is done: the tasks left are cancelled and awaited,
+    async generators closed, and the loop's threads awaited, except when the invocation is
+    stopping: then a thread still busy (the SDK importing itself on a loaded machine) is left to
+    the process's exit (exit_stopped), which does not wait for it either."""
+    try:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        if not STOPPING.is_set():
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def run_async(main: Coroutine[Any, Any, Any]) -> Any:
+    """asyncio.run, stopped by the stop signals: the first cancels `main`, which ends here as a
+    KeyboardInterrupt (as Ctrl-C under asyncio.run). The deadline the signal set holds until the
+    loop has closed."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(main)
+    running_runs.append(task)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if STOPPING.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        running_runs.remove(task)
+        try:
+            close_loop(loop)
+        finally:
+            while stop_deadlines:
+                stop_deadlines.pop().cancel()
 
 
 # ---------------------------------------------------------------------------- text sinks: every text from outside is escaped for where it goes
@@ -412,6 +541,7 @@ def create_output_file(path: str | Path) -> tuple[int, str]:
         raise output_error(path, exc) from None
     with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
         os.fchmod(fd, OUTPUT_FILE_MODE)
+    pending_outputs.add(tmp)  # until it is renamed or removed: an exit at once removes it
     return fd, tmp
 
 
@@ -433,6 +563,8 @@ def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
 
 
 def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
@@ -452,6 +584,8 @@ def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
     return handle
 
 
@@ -8488,10 +8622,13 @@ async def drive_jobs(
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
     is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
-    API error."""
+    API error. A finished run is scored, redacted and journaled (`finished_one`) in a thread of
+    its own, one run at a time: that work reads untrusted text, and on the loop it would stall
+    the other runs and the stop signals."""
     pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()
     spent = [0.0]
+    finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
 
     async def worker() -> None:
         for job in pending:
@@ -8509,7 +8646,13 @@ async def drive_jobs(
                 outcome.not_started += 1
                 continue
             spent[0] += runner.cost(record)
-            finished_one(job, record)
+            # shielded: a run that finished is finished (journaled) even when Ctrl-C comes
+            # while it waits for the finisher (whose failure is then the writers' to report)
+            finishing = asyncio.get_running_loop().run_in_executor(
+                finisher, finished_one, job, record
+            )
+            finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
+            await asyncio.shield(finishing)
 
     async with runner.session():
         started = (
@@ -8525,6 +8668,7 @@ async def drive_jobs(
             await asyncio.gather(*workers, return_exceptions=True)
             raise
         finally:
+            finisher.shutdown(wait=True)  # a run being finished is journaled before the loop ends
             outcome.wall_time_s += time.perf_counter() - started
 
 
@@ -8589,7 +8733,7 @@ def run_pipeline(
         suite_hash=suite_hash(runner),
     )
     try:
-        asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+        run_async(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
@@ -9398,9 +9542,9 @@ class ToolUseRunner:
         case = transcript.case
         if not (case.verify or needs_judge(case)):
             return
-        self.redactor.scrub(
-            transcript
-        )  # the command and the judge see what the results file will hold
+        # the command and the judge see what the results file will hold (redacted off the loop:
+        # a long transcript takes a while)
+        await asyncio.to_thread(self.redactor.scrub, transcript)
         if case.verify:
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
             env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
@@ -12473,49 +12617,6 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
 
 
 # ============================================================================ 12. modes
-EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
-
-
-def stop_like_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: the runs under way are cancelled, their
-    processes and temporary folders go, what finished is written by every writer, and the exit
-    code names the signal (143, 129)."""
-    if not stopped_by:
-        stopped_by.append(signum)
-    ctrl_c = signal.getsignal(signal.SIGINT)  # while a run goes, asyncio's: it cancels the run
-    if callable(ctrl_c) and ctrl_c is not stop_like_ctrl_c:
-        ctrl_c(signal.SIGINT, frame)
-    else:  # Ctrl-C is ignored (a background job of a script): stop all the same
-        raise KeyboardInterrupt
-
-
-def interrupted_exit_code() -> int:
-    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
-
-
-@contextlib.contextmanager
-def stop_signals_like_ctrl_c() -> Iterable[None]:
-    """For one invocation, in the main thread (the only one a handler can be set from); a signal
-    the caller set to be ignored (nohup) stays ignored."""
-    stopped_by.clear()
-    installed = {}
-    for signum in STOP_SIGNALS:
-        with contextlib.suppress(ValueError):  # not the main thread
-            if signal.getsignal(signum) is signal.SIG_DFL:
-                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
-    try:
-        yield
-    finally:
-        for signum, previous in installed.items():
-            signal.signal(signum, previous)
-
-
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError(
@@ -12813,7 +12914,7 @@ def tool_use_mode(
     if settings.dry_run:
         print_estimate(
             console,
-            asyncio.run(
+            run_async(
                 runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings), settings).todo)
             ),
         )
@@ -13387,7 +13488,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
     if settings.dry_run:
         print_estimate(
-            console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo))
+            console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
         )
         return 0
     if (
@@ -13486,7 +13587,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
     require_api_key()
     check_model_endpoint(settings.base_url)
     try:
-        files, spent = asyncio.run(
+        files, spent = run_async(
             generate_skill_tests(skill, settings.generate_count, settings, full)
         )
         check_generated_files(files)
@@ -13889,7 +13990,7 @@ class ToolDescriptionTask:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
 
-        asyncio.run(listing())
+        run_async(listing())
 
     async def estimate(self) -> CostEstimate:
         runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
@@ -14164,7 +14265,7 @@ class OptimizeJournal:
 
 def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
     """The whole loop at its worst: every round proposed (each sent back once) and scored."""
-    per = asyncio.run(task.estimate())
+    per = run_async(task.estimate())
     proposal = estimate_proposal(task, settings)
     candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
     detail = (
@@ -14336,7 +14437,7 @@ class OptimizeLoop:
             event = self.journal.proposals.get(round_no)
             if event is None:
                 prompt, allowed = self.task.request(current, current_score, attempts, total)
-                candidate, refused, cost, _ = asyncio.run(
+                candidate, refused, cost, _ = run_async(
                     self.proposer.ask(self.task, prompt, allowed, current)
                 )
                 self.spent += cost
@@ -15968,6 +16069,16 @@ def option_order(name: str) -> int:
     return names.index(name) if name in names else len(names)
 
 
+def exit_stopped(code: int) -> None:
+    """A stopped invocation whose outputs are written ends without tearing down every module it
+    imported (most of a second, and seconds on a busy machine): what was printed is flushed first,
+    which is all the interpreter's exit would still do."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 class EvaluatorCommand(click.Command):
     """Help grouped like the README's options tables, examples from the mode table, and every
     usage error as one line and exit 2 (never click's three-line usage block)."""
@@ -16000,7 +16111,9 @@ class EvaluatorCommand(click.Command):
             click.echo(error_line(exc.format_message()), err=True)
             sys.exit(2)
         except click.Abort:
-            sys.exit(interrupted_exit_code())
+            code = interrupted_exit_code()
+        if stopped_by:
+            exit_stopped(code or 0)
         sys.exit(code or 0)
 
 

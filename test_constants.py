@@ -31,6 +31,7 @@ STDERR_TAIL_CHARS = 2_000  # how much of a server's stderr an error quotes
 TOOL_RESULT_PREVIEW_CHARS = 160  # a tool result's one-line view in the live terminal
 HTML_TEXT_CHARS = 4_000  # --html: each message, argument list and tool result is cut to this
 CLAUDE_TOOL_RESULT_CHARS = 2_000  # a `claude` run's tool result, as its results entry keeps it
+STOP_GRACE_SECONDS = 10.0  # the first stop signal: the run ends within this, else the process does
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
 MAX_INPUT_FILE_BYTES = (
