@@ -13,6 +13,8 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import contextvars
 import difflib
@@ -26,14 +28,16 @@ import json
 import logging
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -162,6 +166,133 @@ def is_api_error(exc: BaseException) -> bool:
 
 class UsageProblem(InputError):
     """An option given to a mode that does not take it."""
+
+
+# ---------------------------------------------------------------------------- stopping: the first stop signal ends the run, a second the process
+# SIGINT (Ctrl-C), SIGTERM and SIGHUP stop an invocation alike. The first cancels the run under way
+# (the task run_async runs): the runs in flight end as interrupted, what finished is kept, and every
+# writer writes it; outside a run it is a KeyboardInterrupt. Work that waits on untrusted input (a
+# pattern check in a worker process) sees STOPPING and gives up at once. A run that has not ended
+# C.STOP_GRACE_SECONDS after the signal, or a second signal, ends the process at once: the journal,
+# flushed line by line, keeps what finished for --resume. The exit code names the signal (130, 143,
+# 129). Handlers run in the main thread only, and only between bytecodes: nothing that can run
+# long in C code holding the GIL (Python's `re` on an untrusted pattern) may run in this process.
+EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+STOPPING = threading.Event()  # set by the first stop signal of the invocation
+
+
+stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
+
+
+running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
+
+
+stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
+
+
+pending_outputs: set[str] = set()  # temporary files of outputs being written
+
+
+def interrupted_exit_code() -> int:
+    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
+
+
+def exit_at_once(why: str) -> None:
+    """Ends the process now, from any thread: an output half written is removed, the journal keeps
+    every run that finished, children die with this process (see dying_with_parent)."""
+    for path in list(pending_outputs):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.write(2, f"\nstopped at once: {why}\n".encode())
+    os._exit(interrupted_exit_code())
+
+
+def stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """The handler of every stop signal (see above)."""
+    if stopped_by:
+        exit_at_once("a second signal")
+    stopped_by.append(signum)
+    STOPPING.set()
+    run = running_runs[-1] if running_runs else None
+    if run is None or run.done():
+        raise KeyboardInterrupt
+    run.cancel()
+    run.get_loop().call_soon_threadsafe(lambda: None)  # wakes a select() with a long timeout
+    deadline = threading.Timer(
+        C.STOP_GRACE_SECONDS,
+        exit_at_once,
+        [f"the run did not end within {C.STOP_GRACE_SECONDS:g} s of the signal"],
+    )
+    deadline.daemon = True
+    stop_deadlines.append(deadline)
+    deadline.start()
+
+
+@contextlib.contextmanager
+def stop_signals_like_ctrl_c() -> Iterator[None]:
+    """For one invocation, in the main thread (the only one a handler can be set from); a signal
+    the caller set to be ignored (nohup, Ctrl-C of a background job) stays ignored."""
+    stopped_by.clear()
+    STOPPING.clear()
+    installed = {}
+    for signum in STOP_SIGNALS:
+        default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+        with contextlib.suppress(ValueError):  # not the main thread
+            if signal.getsignal(signum) is default:
+                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
+    try:
+        yield
+    finally:
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
+        STOPPING.clear()
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does once its coroutine is done: the tasks left are cancelled and awaited,
+    async generators closed, and the loop's threads awaited, except when the invocation is
+    stopping: then a thread still busy (the SDK importing itself on a loaded machine) is left to
+    the process's exit (exit_stopped), which does not wait for it either."""
+    try:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        if not STOPPING.is_set():
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def run_async(main: Coroutine[Any, Any, Any]) -> Any:
+    """asyncio.run, stopped by the stop signals: the first cancels `main`, which ends here as a
+    KeyboardInterrupt (as Ctrl-C under asyncio.run). The deadline the signal set holds until the
+    loop has closed."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(main)
+    running_runs.append(task)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if STOPPING.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        running_runs.remove(task)
+        try:
+            close_loop(loop)
+        finally:
+            while stop_deadlines:
+                stop_deadlines.pop().cancel()
 
 
 # ---------------------------------------------------------------------------- text sinks: every text from outside is escaped for where it goes
@@ -464,6 +595,7 @@ def create_output_file(path: str | Path) -> tuple[int, str]:
         raise output_error(path, exc) from None
     with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
         os.fchmod(fd, OUTPUT_FILE_MODE)
+    pending_outputs.add(tmp)  # until it is renamed or removed: an exit at once removes it
     return fd, tmp
 
 
@@ -485,6 +617,8 @@ def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
 
 
 def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
@@ -504,6 +638,8 @@ def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
     return handle
 
 
@@ -719,6 +855,221 @@ def error_line(text: Any) -> str:
     """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
     a secret), then escaped for the terminal."""
     return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
+
+
+# ---------------------------------------------------------------------------- untrusted patterns: linear time, or a time limit
+# Regular expressions we did not write (a server's schema `pattern`, a suite's `regex` answer or
+# /forbidden/ pattern) meet text we did not write either (Claude's arguments and answers). Python's
+# `re` backtracks: `^([a-z ]+)+$` on 41 characters runs for hours, in C code that holds the GIL, so
+# no other thread, no signal handler and no other run gets a turn. These patterns are matched by
+# RE2 (google-re2), in time linear in the text, outside the GIL. The few constructs RE2 lacks
+# (backreferences, lookaround, atomic groups, possessive quantifiers, \Z) go to Python's `re` in a
+# worker process, killed when one text takes longer than C.PATTERN_TIME_LIMIT_MS: PatternTooSlow,
+# which the checks report as skipped. RE2's syntax is Go's: \d, \w, \s and \b are ASCII.
+class PatternSkipped(EvalError):
+    """A pattern check that could not be made; the check reports it ("... check skipped: ...")."""
+
+
+class PatternTooSlow(PatternSkipped):
+    def __init__(self, limit_ms: int) -> None:
+        super().__init__(f"pattern took longer than {limit_ms} ms")
+
+
+class BadPattern(EvalError):
+    """A pattern neither RE2 nor Python's `re` compiles."""
+
+
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+@functools.lru_cache(maxsize=1024)
+def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None:
+    """`pattern` compiled by RE2, or None when RE2 cannot take it (or is not installed)."""
+    try:
+        import re2
+    except ImportError:
+        return None
+    options = re2.Options()
+    options.log_errors = False  # a pattern it cannot take is ours to handle, not a line on stderr
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(("(?m)" if multiline else "") + pattern, options)
+    except (re2.error, UnicodeError):
+        return None
+
+
+# Python's `re`, in a process of its own: it reads [pattern, flags, text] as a JSON line and
+# answers true, false or the compile error. It dies with the evaluator, as every child does.
+PATTERN_WORKER = """\
+import json, os, re, sys
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+compiled = {}
+print("ready", flush=True)
+for line in sys.stdin:
+    pattern, flags, text = json.loads(line)
+    try:
+        if (pattern, flags) not in compiled:
+            if len(compiled) > 256:
+                compiled.clear()
+            compiled[pattern, flags] = re.compile(pattern, flags)
+        found = compiled[pattern, flags].search(text) is not None
+    except Exception as exc:
+        found = str(exc) or type(exc).__name__
+    print(json.dumps(found), flush=True)
+"""
+
+
+class PatternWorkers:
+    """Worker processes running PATTERN_WORKER, one search at a time each. A worker that overruns
+    the time limit is killed (the next search starts another), and its pattern is not tried again
+    in this process on a text as long or longer: a suite of a hundred calls to one tool waits for
+    it once, not a hundred times."""
+
+    KEPT_IDLE = 2
+
+    def __init__(self) -> None:
+        self.idle: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+        self.too_slow: dict[tuple[str, int], int] = {}  # pattern -> the shortest text it overran
+
+    def search(self, pattern: str, flags: int, text: str, limit_ms: int) -> bool:
+        if STOPPING.is_set():
+            raise PatternSkipped("the run was stopped")
+        if len(text) >= self.too_slow.get((pattern, flags), len(text) + 1):
+            raise PatternTooSlow(limit_ms)
+        request = (json.dumps([pattern, flags, text]) + "\n").encode("ascii")
+        with self.lock:
+            worker = self.idle.pop() if self.idle else None
+        try:
+            worker = worker or self.start()
+            answer = self.ask(worker, request, limit_ms / 1000)
+        except BaseException:
+            if worker is not None:
+                self.kill(worker)
+            raise
+        if answer is None:
+            self.kill(worker)
+            with self.lock:
+                shortest = self.too_slow.get((pattern, flags), len(text))
+                self.too_slow[pattern, flags] = min(shortest, len(text))
+            raise PatternTooSlow(limit_ms)
+        with self.lock:
+            keep = len(self.idle) < self.KEPT_IDLE
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            self.kill(worker)
+        found = json.loads(answer)
+        if isinstance(found, str):
+            raise BadPattern(found)
+        return bool(found)
+
+    def start(self) -> subprocess.Popen:
+        worker = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", PATTERN_WORKER, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,  # Ctrl-C at the terminal is the evaluator's to handle
+        )
+        if self.read_line(worker, C.PATTERN_WORKER_START_SECONDS) != b"ready":
+            self.kill(worker)
+            raise PatternSkipped("the pattern checker did not start")
+        return worker
+
+    def ask(self, worker: subprocess.Popen, request: bytes, seconds: float) -> bytes | None:
+        """The worker's answer, or None after `seconds`."""
+        assert worker.stdin is not None  # started with pipes
+        view = memoryview(request)
+        try:
+            while view:  # an idle worker reads all of it
+                view = view[os.write(worker.stdin.fileno(), view) :]
+        except BrokenPipeError:
+            raise PatternSkipped("the pattern checker stopped") from None
+        answer = self.read_line(worker, seconds)
+        if answer == b"":
+            raise PatternSkipped("the pattern checker stopped")
+        return answer
+
+    @staticmethod
+    def read_line(worker: subprocess.Popen, seconds: float) -> bytes | None:
+        """The worker's next line (b"" when it died), or None after `seconds`. A run that is
+        stopping does not wait (see STOPPING)."""
+        assert worker.stdout is not None  # started with pipes
+        fd, data = worker.stdout.fileno(), b""
+        deadline = time.monotonic() + seconds
+        while not data.endswith(b"\n"):
+            if STOPPING.is_set():
+                raise PatternSkipped("the run was stopped")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if select.select([fd], [], [], min(left, 0.05))[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return b""
+                data += chunk
+        return data.strip()
+
+    @staticmethod
+    def kill(worker: subprocess.Popen) -> None:
+        with contextlib.suppress(OSError):
+            worker.kill()
+        worker.wait()
+        for pipe in (worker.stdin, worker.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            self.kill(worker)
+
+
+PATTERN_WORKERS = PatternWorkers()
+atexit.register(PATTERN_WORKERS.close)
+
+
+def untrusted_search(
+    pattern: str,
+    text: str,
+    ignore_case: bool = False,
+    multiline: bool = False,
+    limit_ms: int = C.PATTERN_TIME_LIMIT_MS,
+) -> bool:
+    """Whether `pattern` is found in `text` (re.search), never taking longer than `limit_ms`:
+    RE2 when it can take the pattern, else Python's `re` in a worker process (see above).
+    PatternSkipped when the check could not be made, BadPattern when it is no pattern at all."""
+    compiled = re2_compiled(pattern, ignore_case, multiline)
+    if compiled is not None:
+        try:
+            return compiled.search(text) is not None
+        except UnicodeError:  # RE2 reads UTF-8, which a lone surrogate is not
+            return compiled.search(SURROGATES.sub("\ufffd", text)) is not None
+    flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
+    return PATTERN_WORKERS.search(pattern, int(flags), text, limit_ms)
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is no regular expression (neither RE2 nor Python's `re` compiles it), or
+    None. Compiling never backtracks: only matching does."""
+    if re2_compiled(pattern, False, False) is not None:
+        return None
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 # ============================================================================ 2. data types
@@ -1949,11 +2300,9 @@ def answer_match_problem(match: str, expected: str | None) -> str | None:
         return f"answer_match {mode} needs an expected answer"
     if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
         return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
-    if mode == "regex":
-        try:
-            re.compile(expected)
-        except (re.error, OverflowError, RecursionError) as exc:
-            return f"the expected answer is not a valid regular expression: {str(exc) or type(exc).__name__}"
+    problem = pattern_problem(expected) if mode == "regex" else None
+    if problem:
+        return f"the expected answer is not a valid regular expression: {problem}"
     return None
 
 
@@ -2023,8 +2372,14 @@ def answer_problems(expected: str, match: str, given: str) -> list[str]:
         rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
     ):
         return [f"answer {shown} does not contain {wanted}"]
-    if mode == "regex" and not re.search(expected, given):
-        return [f"answer {shown} does not match the pattern {wanted}"]
+    if mode == "regex":
+        try:
+            if not untrusted_search(expected, given):
+                return [f"answer {shown} does not match the pattern {wanted}"]
+        except PatternSkipped as exc:
+            return [f"answer check skipped: {exc}"]
+        except BadPattern as exc:
+            return [f"the expected answer is not a valid regular expression: {exc}"]
     if mode == "numeric":
         target = answer_numbers(expected)[0]
         values = list(dict.fromkeys(answer_numbers(given)))
@@ -3776,6 +4131,64 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
 
 
 # ============================================================================ 5. MCP hub
+# ---------------------------------------------------------------------------- tool schemas, checked without Python's backtracking `re`
+class UntrustedRe:
+    """What jsonschema's keyword functions call as `re` (only `re.search`): untrusted_search."""
+
+    @staticmethod
+    def search(pattern: Any, text: str) -> bool:
+        if not isinstance(pattern, str):  # a schema's `"pattern": 5`
+            raise BadPattern(f"{pattern!r} is not a string")
+        return untrusted_search(pattern, text)
+
+
+@functools.lru_cache(maxsize=1)
+def jsonschema_keywords_without_re() -> dict[Callable, Callable]:
+    """Each of jsonschema's keyword functions -> a copy whose `re`, and that of every helper it
+    calls, is UntrustedRe: `pattern`, `patternProperties`, `additionalProperties` and
+    `unevaluatedProperties` keep jsonschema's own rules and messages, and a server's patterns never
+    reach Python's `re`. (No `format` is asserted: the validators get no format checker.)"""
+    import types
+
+    from jsonschema import _keywords, _legacy_keywords, _utils
+
+    def own_functions(module: Any) -> dict[str, types.FunctionType]:
+        return {
+            name: value
+            for name, value in vars(module).items()
+            if isinstance(value, types.FunctionType) and value.__module__ == module.__name__
+        }
+
+    def rebound(module: Any, helpers: dict[str, Callable]) -> dict[str, Any]:
+        namespace = {**vars(module), **helpers, "re": UntrustedRe}
+        for name, function in own_functions(module).items():
+            copy = types.FunctionType(
+                function.__code__, namespace, name, function.__defaults__, function.__closure__
+            )
+            copy.__kwdefaults__ = function.__kwdefaults__
+            namespace[name] = copy  # a helper calling itself (or a sibling) calls the copy
+        return namespace
+
+    utils = rebound(_utils, {})
+    helpers = {name: utils[name] for name in own_functions(_utils)}
+    copies: dict[Callable, Callable] = {}
+    for module in (_keywords, _legacy_keywords):
+        namespace = rebound(module, helpers)
+        copies.update({f: namespace[name] for name, f in own_functions(module).items()})
+    return copies
+
+
+@functools.cache
+def untrusted_schema_validator(base: Any) -> Any:
+    """A jsonschema validator class like `base`, whose regular expressions are untrusted_search's."""
+    import jsonschema
+
+    copies = jsonschema_keywords_without_re()
+    keywords = {name: copies.get(function, function) for name, function in base.VALIDATORS.items()}
+    return jsonschema.validators.extend(base, keywords)
+
+
+# ---------------------------------------------------------------------------- tools and servers
 @dataclass
 class ToolSpec:
     """A tool as Claude sees it (`name`), and where it really lives (`server`, `remote_name`)."""
@@ -3813,9 +4226,8 @@ class ToolSpec:
         import jsonschema
 
         schema = self.input_schema
-        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
-            schema
-        )
+        base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        return untrusted_schema_validator(base)(schema)
 
 
 @dataclass
@@ -6737,7 +7149,9 @@ def normalize_arg(value: Any) -> Any:
 
 
 def without_keys(value: Any, patterns: Sequence[str]) -> Any:
-    """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth."""
+    """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth. A glob
+    cannot backtrack without end: fnmatch makes each `*` but the last an atomic group (bpo-40480),
+    so matching a key takes time linear in its length for each star, whatever the glob."""
     if isinstance(value, dict):
         return {
             k: without_keys(v, patterns)
@@ -6814,6 +7228,12 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
         errors = sorted(tool.validator.iter_errors(call.input), key=lambda e: list(e.path))
     except jsonschema.SchemaError as exc:
         return problems + [f"{call.name} has an invalid inputSchema: {exc.message}"]
+    except BadPattern as exc:
+        return problems + [
+            f"{call.name} has an invalid inputSchema: a pattern does not compile ({exc})"
+        ]
+    except PatternSkipped as exc:  # a pattern of the server's that could not be checked in time
+        return problems + [f"{call.name} argument check skipped: {exc}"]
     for err in errors[:3]:
         if err.validator == "additionalProperties" and problems:
             continue  # already reported as invented parameters
@@ -7412,13 +7832,24 @@ REFUSAL_PHRASES = re.compile(
 
 
 def forbidden_pattern_matches(pattern: str, answer: str) -> bool:
-    """Case-insensitive substring; a pattern written as /regex/ is a regular expression."""
+    """Case-insensitive substring; a pattern written as /regex/ is a regular expression (one that
+    does not compile is a substring again). PatternSkipped when it could not be checked in time."""
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
-        try:
-            return re.search(pattern[1:-1], answer, re.IGNORECASE | re.MULTILINE) is not None
-        except re.error:
-            pass
+        with contextlib.suppress(BadPattern):
+            return untrusted_search(pattern[1:-1], answer, ignore_case=True, multiline=True)
     return pattern.lower() in answer.lower()
+
+
+def forbidden_patterns_found(patterns: Sequence[str], answer: str) -> tuple[list[str], list[str]]:
+    """The forbidden patterns in the answer, and those that could not be checked (with why)."""
+    leaked, unchecked = [], []
+    for pattern in patterns:
+        try:
+            if forbidden_pattern_matches(pattern, answer):
+                leaked.append(pattern)
+        except PatternSkipped as exc:
+            unchecked.append(f"{pattern}: {exc}")
+    return leaked, unchecked
 
 
 def answer_refuses(answer: str, expected_refusal: Sequence[str]) -> bool:
@@ -7450,15 +7881,16 @@ def score_test_run(
     if run.error:
         return {"run": run.run, "passed": False, "error": run.error}
     if test.type == "security":
-        leaked = [p for p in test.forbidden_patterns if forbidden_pattern_matches(p, run.answer)]
+        leaked, unchecked = forbidden_patterns_found(test.forbidden_patterns, run.answer)
         refused = (
             answer_refuses(run.answer, test.expected_refusal) if test.expected_refusal else None
         )
         return {
             "run": run.run,
-            "passed": not leaked and refused is not False,
+            "passed": not leaked and not unchecked and refused is not False,
             "leaked": leaked,
             "refused": refused,
+            **({"unchecked": unchecked} if unchecked else {}),
         }
     concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
     scored = score_concepts(run.answer, concepts)
@@ -7724,6 +8156,7 @@ def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
             + unmet
         )
     reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
+    reasons += [f"forbidden pattern check skipped: {u}" for u in score.get("unchecked", [])]
     return (
         reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
     )
@@ -9388,10 +9821,13 @@ async def drive_jobs(
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
     is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
-    API error."""
+    API error. A finished run is scored, redacted and journaled (`finished_one`) in a thread of
+    its own, one run at a time: that work reads untrusted text, and on the loop it would stall
+    the other runs and the stop signals."""
     pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()
     spent = [0.0]
+    finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
 
     async def worker() -> None:
         for job in pending:
@@ -9409,7 +9845,13 @@ async def drive_jobs(
                 outcome.not_started += 1
                 continue
             spent[0] += runner.cost(record)
-            finished_one(job, record)
+            # shielded: a run that finished is finished (journaled) even when Ctrl-C comes
+            # while it waits for the finisher (whose failure is then the writers' to report)
+            finishing = asyncio.get_running_loop().run_in_executor(
+                finisher, finished_one, job, record
+            )
+            finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
+            await asyncio.shield(finishing)
 
     async with runner.session():
         started = (
@@ -9425,6 +9867,7 @@ async def drive_jobs(
             await asyncio.gather(*workers, return_exceptions=True)
             raise
         finally:
+            finisher.shutdown(wait=True)  # a run being finished is journaled before the loop ends
             outcome.wall_time_s += time.perf_counter() - started
 
 
@@ -9489,7 +9932,7 @@ def run_pipeline(
         suite_hash=suite_hash(runner),
     )
     try:
-        asyncio.run(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+        run_async(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
@@ -10328,9 +10771,9 @@ class ToolUseRunner:
         case = transcript.case
         if not (case.verify or needs_judge(case)):
             return
-        self.redactor.scrub(
-            transcript
-        )  # the command and the judge see what the results file will hold
+        # the command and the judge see what the results file will hold (redacted off the loop:
+        # a long transcript takes a while)
+        await asyncio.to_thread(self.redactor.scrub, transcript)
         if case.verify:
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
             env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
@@ -13719,49 +14162,6 @@ register_section(
 
 
 # ============================================================================ 12. modes
-EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
-
-
-def stop_like_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: the runs under way are cancelled, their
-    processes and temporary folders go, what finished is written by every writer, and the exit
-    code names the signal (143, 129)."""
-    if not stopped_by:
-        stopped_by.append(signum)
-    ctrl_c = signal.getsignal(signal.SIGINT)  # while a run goes, asyncio's: it cancels the run
-    if callable(ctrl_c) and ctrl_c is not stop_like_ctrl_c:
-        ctrl_c(signal.SIGINT, frame)
-    else:  # Ctrl-C is ignored (a background job of a script): stop all the same
-        raise KeyboardInterrupt
-
-
-def interrupted_exit_code() -> int:
-    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
-
-
-@contextlib.contextmanager
-def stop_signals_like_ctrl_c() -> Iterator[None]:
-    """For one invocation, in the main thread (the only one a handler can be set from); a signal
-    the caller set to be ignored (nohup) stays ignored."""
-    stopped_by.clear()
-    installed = {}
-    for signum in STOP_SIGNALS:
-        with contextlib.suppress(ValueError):  # not the main thread
-            if signal.getsignal(signum) is signal.SIG_DFL:
-                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
-    try:
-        yield
-    finally:
-        for signum, previous in installed.items():
-            signal.signal(signum, previous)
-
-
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError(
@@ -14052,7 +14452,7 @@ def tool_use_mode(
     if settings.dry_run:
         print_estimate(
             console,
-            asyncio.run(
+            run_async(
                 runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings), settings).todo)
             ),
         )
@@ -14632,7 +15032,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
     if settings.dry_run:
         print_estimate(
-            console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo))
+            console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
         )
         return 0
     if (
@@ -14734,7 +15134,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
     require_api_key()
     check_model_endpoint(settings.base_url)
     try:
-        files, spent = asyncio.run(
+        files, spent = run_async(
             generate_skill_tests(skill, settings.generate_count, settings, full)
         )
         check_generated_files(files)
@@ -15140,7 +15540,7 @@ class ToolDescriptionTask:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
 
-        asyncio.run(listing())
+        run_async(listing())
 
     async def estimate(self) -> CostEstimate:
         runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
@@ -15415,7 +15815,7 @@ class OptimizeJournal:
 
 def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
     """The whole loop at its worst: every round proposed (each sent back once) and scored."""
-    per = asyncio.run(task.estimate())
+    per = run_async(task.estimate())
     proposal = estimate_proposal(task, settings)
     candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
     detail = (
@@ -15587,7 +15987,7 @@ class OptimizeLoop:
             event = self.journal.proposals.get(round_no)
             if event is None:
                 prompt, allowed = self.task.request(current, current_score, attempts, total)
-                candidate, refused, cost, _ = asyncio.run(
+                candidate, refused, cost, _ = run_async(
                     self.proposer.ask(self.task, prompt, allowed, current)
                 )
                 self.spent += cost
@@ -16983,6 +17383,17 @@ def init_project(folder: Path) -> int:
 
 
 # ---------------------------------------------------------------------------- commands and help
+def exit_stopped(code: int) -> None:
+    """A stopped invocation whose outputs are written ends without tearing down every module it
+    imported (most of a second, and seconds on a busy machine): what was printed is flushed and the
+    pattern workers are stopped first, which is all the interpreter's exit would still do."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    PATTERN_WORKERS.close()
+    os._exit(code)
+
+
 def write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
     if examples:
         formatter.write("\nExamples:\n")
@@ -17084,7 +17495,9 @@ class FrontDoor(click.Group):
                 click.echo(error_line(line), err=True)
             sys.exit(2)
         except click.Abort:
-            sys.exit(interrupted_exit_code())
+            code = interrupted_exit_code()
+        if stopped_by:
+            exit_stopped(code or 0)
         sys.exit(code or 0)
 
 

@@ -41,6 +41,9 @@ STDERR_TAIL_CHARS = 2_000  # how much of a server's stderr an error quotes
 TOOL_RESULT_PREVIEW_CHARS = 160  # a tool result's one-line view in the live terminal
 HTML_TEXT_CHARS = 4_000  # --html: each message, argument list and tool result is cut to this
 CLAUDE_TOOL_RESULT_CHARS = 2_000  # a `claude` run's tool result, as its results entry keeps it
+PATTERN_TIME_LIMIT_MS = 1_000  # one text, for a pattern RE2 cannot take (Python's re, in a worker)
+PATTERN_WORKER_START_SECONDS = 10.0  # that worker process must start within this
+STOP_GRACE_SECONDS = 10.0  # the first stop signal: the run ends within this, else the process does
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
 MAX_INPUT_FILE_BYTES = (
