@@ -1192,7 +1192,7 @@ class TestCase:
     expected_answer: str | None = (
         None  # the answer Claude should give (QA pairs, CSV, markdown tests)
     )
-    answer_match: str = "exact"  # how it is compared: ANSWER_MATCH_MODES
+    answer_match: str = "exact"  # how it is compared: a key of ANSWER_MATCHERS
 
 
 @dataclass(slots=True)
@@ -2237,12 +2237,6 @@ def earlier_results(output: str | Path) -> list[RunResult]:
 # `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
 # TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
 # expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
-ANSWER_MATCH_MODES = ("exact", "normalized", "numeric", "contains", "regex", "judge")
-
-
-ANSWER_MATCH_HINT = "answer_match is exact, normalized, numeric, numeric:0.005, numeric:1%, contains, regex or judge"
-
-
 NOT_FOUND = "NOT_FOUND"
 
 
@@ -2280,30 +2274,6 @@ def answer_numbers(text: str) -> list[Decimal]:
         except InvalidOperation:
             continue
     return numbers
-
-
-def answer_match_problem(match: str, expected: str | None) -> str | None:
-    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
-    it with the file and line before anything runs."""
-    mode, _, tolerance = normalize_answer_match(match).partition(":")
-    if mode not in ANSWER_MATCH_MODES:
-        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCH_MODES)}"
-    if tolerance and (mode != "numeric" or not TOLERANCE.fullmatch(tolerance)):
-        return (
-            f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
-            if mode != "numeric"
-            else f"answer_match {match!r}: the tolerance must be a number or a percentage"
-        )
-    if mode == "judge":
-        return None
-    if not expected or not expected.strip():
-        return f"answer_match {mode} needs an expected answer"
-    if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
-        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
-    problem = pattern_problem(expected) if mode == "regex" else None
-    if problem:
-        return f"the expected answer is not a valid regular expression: {problem}"
-    return None
 
 
 def tagged(text: str, tag: str) -> str | None:
@@ -2352,58 +2322,146 @@ def normalized_answer(text: str) -> str:
     return " ".join(text.casefold().split()).removesuffix(".").strip()
 
 
+@dataclass(frozen=True)
+class AnswerMatcher:
+    """One way an expected answer is compared with the answer given: what it checks of the
+    expected answer when a suite is loaded (a problem, or None), and why a given answer does not
+    match (nothing when it does). `shown` and `wanted` are the two answers, quoted for reasons."""
+
+    problem: Callable[[str], str | None]  # why this expected answer cannot be used
+    mismatch: Callable[
+        [str, str, str, str, str], list[str]
+    ]  # (expected, given, tolerance, shown, wanted)
+    needs_expected: bool = True
+    takes_tolerance: bool = False
+
+
+def exact_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+    return [] if given == expected else [f"answer {shown} is not {wanted} (exact)"]
+
+
+def normalized_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    if normalized_answer(given) == normalized_answer(expected):
+        return []
+    return [f"answer {shown} is not {wanted}, even normalized"]
+
+
+def contains_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    found = re.search(
+        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
+    )
+    return [] if found else [f"answer {shown} does not contain {wanted}"]
+
+
+def regex_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+    try:
+        found = untrusted_search(expected, given)
+    except PatternSkipped as exc:
+        return [f"answer check skipped: {exc}"]
+    except BadPattern as exc:
+        return [f"the expected answer is not a valid regular expression: {exc}"]
+    return [] if found else [f"answer {shown} does not match the pattern {wanted}"]
+
+
+def numeric_problem(expected: str) -> str | None:
+    if len(set(answer_numbers(expected))) != 1:
+        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
+    return None
+
+
+def numeric_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    target = answer_numbers(expected)[0]
+    values = list(dict.fromkeys(answer_numbers(given)))
+    if len(values) != 1:
+        found = (
+            "no number"
+            if not values
+            else (f"several numbers ({', '.join(map(canonical_number, values))})")
+        )
+        return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
+    bound = TOLERANCE.fullmatch(tolerance) if tolerance else None
+    allowed = (
+        Decimal(0)
+        if bound is None
+        else (
+            abs(target) * Decimal(bound.group("value")) / 100
+            if tolerance.endswith("%")
+            else Decimal(bound.group("value"))
+        )
+    )
+    if abs(values[0] - target) <= allowed:
+        return []
+    within = f" (tolerance {tolerance})" if tolerance else ""
+    return [
+        f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} "
+        f"off {canonical_number(target)}{within}"
+    ]
+
+
+def regex_problem(expected: str) -> str | None:
+    problem = pattern_problem(expected)
+    return f"the expected answer is not a valid regular expression: {problem}" if problem else None
+
+
+def no_problem(expected: str) -> str | None:
+    return None
+
+
+# Every answer_match mode, one row each: a new way of comparing answers is one entry. `judge` is
+# graded by the LLM judge (check_judge); here it only needs no expected answer.
+ANSWER_MATCHERS: dict[str, AnswerMatcher] = {
+    "exact": AnswerMatcher(no_problem, exact_mismatch),
+    "normalized": AnswerMatcher(no_problem, normalized_mismatch),
+    "numeric": AnswerMatcher(numeric_problem, numeric_mismatch, takes_tolerance=True),
+    "contains": AnswerMatcher(no_problem, contains_mismatch),
+    "regex": AnswerMatcher(regex_problem, regex_mismatch),
+    "judge": AnswerMatcher(no_problem, lambda *_: [], needs_expected=False),
+}
+
+
+def answer_match_hint() -> str:
+    names = list(ANSWER_MATCHERS)
+    return f"answer_match is {', '.join(names[:-1])} or {names[-1]}; numeric takes a tolerance: numeric:0.005, numeric:1%"
+
+
+def answer_match_problem(match: str, expected: str | None) -> str | None:
+    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
+    it with the file and line before anything runs."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    matcher = ANSWER_MATCHERS.get(mode)
+    if matcher is None:
+        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCHERS)}"
+    if tolerance and not matcher.takes_tolerance:
+        return f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
+    if tolerance and not TOLERANCE.fullmatch(tolerance):
+        return f"answer_match {match!r}: the tolerance must be a number or a percentage"
+    if not matcher.needs_expected:
+        return None
+    if not expected or not expected.strip():
+        return f"answer_match {mode} needs an expected answer"
+    return matcher.problem(expected.strip())
+
+
 def answer_problems(expected: str, match: str, given: str) -> list[str]:
     """Why `given` is not the expected answer under `match` (nothing when it is). Pure."""
     mode, _, tolerance = normalize_answer_match(match).partition(":")
     given, expected = (given or "").strip(), expected.strip()
-    shown, wanted = (
-        json.dumps(preview(given, 120), ensure_ascii=False),
-        json.dumps(expected, ensure_ascii=False),
-    )
+    wanted = json.dumps(expected, ensure_ascii=False)
     if not given:
         return [f"no answer; expected {wanted}"]
     if given == NOT_FOUND and expected != NOT_FOUND:
         return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
-    if mode == "exact" and given != expected:
-        return [f"answer {shown} is not {wanted} (exact)"]
-    if mode == "normalized" and normalized_answer(given) != normalized_answer(expected):
-        return [f"answer {shown} is not {wanted}, even normalized"]
-    if mode == "contains" and not re.search(
-        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
-    ):
-        return [f"answer {shown} does not contain {wanted}"]
-    if mode == "regex":
-        try:
-            if not untrusted_search(expected, given):
-                return [f"answer {shown} does not match the pattern {wanted}"]
-        except PatternSkipped as exc:
-            return [f"answer check skipped: {exc}"]
-        except BadPattern as exc:
-            return [f"the expected answer is not a valid regular expression: {exc}"]
-    if mode == "numeric":
-        target = answer_numbers(expected)[0]
-        values = list(dict.fromkeys(answer_numbers(given)))
-        if len(values) != 1:
-            found = (
-                "no number"
-                if not values
-                else f"several numbers ({', '.join(map(canonical_number, values))})"
-            )
-            return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
-        allowed = Decimal(0)
-        if tolerance:
-            bound = TOLERANCE.fullmatch(tolerance)
-            if bound is None:  # the loaders refuse it first (answer_match_problem)
-                return [f"answer_match {match!r}: the tolerance must be a number or a percentage"]
-            value = Decimal(bound.group("value"))
-            allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
-        if abs(values[0] - target) > allowed:
-            within = f" (tolerance {tolerance})" if tolerance else ""
-            return [
-                f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} off "
-                f"{canonical_number(target)}{within}"
-            ]
-    return []
+    shown = json.dumps(preview(given, 120), ensure_ascii=False)
+    problem = answer_match_problem(match, expected)
+    if problem:  # the loaders refuse it first
+        return [problem]
+    return ANSWER_MATCHERS[mode].mismatch(expected, given, tolerance, shown, wanted)
 
 
 def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
@@ -2834,7 +2892,7 @@ def csv_answer(
         return None, "exact"
     problem = answer_match_problem(match or "exact", expected)
     if problem:
-        raise fail(f"test {name!r}: {problem}", ANSWER_MATCH_HINT)
+        raise fail(f"test {name!r}: {problem}", answer_match_hint())
     return expected, normalize_answer_match(match or "exact")
 
 
@@ -3491,7 +3549,7 @@ def markdown_answer(
         else answer_match_problem(match or "exact", expected)
     )
     if problem:
-        raise InputError(problem, path, line, ANSWER_MATCH_HINT)
+        raise InputError(problem, path, line, answer_match_hint())
     return expected, normalize_answer_match(match or "exact")
 
 
@@ -4112,7 +4170,7 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
         problem = answer_match_problem(match, answer.text)
         if problem:
             problems.append(
-                InputError(f"<qa_pair> {number}: {problem}", path, answer.line, ANSWER_MATCH_HINT)
+                InputError(f"<qa_pair> {number}: {problem}", path, answer.line, answer_match_hint())
             )
             continue
         cases.append(

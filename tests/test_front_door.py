@@ -485,6 +485,37 @@ def test_a_json_trigger_file_says_which_skill_it_tests(tmp_path: Path):
     assert tests[0].skill == "other-skill"
 
 
+# ============================================================================ the answer matchers
+def test_a_new_answer_matcher_is_one_entry(lab: Lab, monkeypatch: pytest.MonkeyPatch):
+    """`answer_match: shouted` (the answer is the expected one in capitals) through a CSV suite."""
+    monkeypatch.setitem(
+        E.ANSWER_MATCHERS,
+        "shouted",
+        E.AnswerMatcher(
+            lambda expected: (
+                None if expected.islower() else "write the expected answer in lowercase"
+            ),
+            lambda expected, given, tolerance, shown, wanted: (
+                [] if given == expected.upper() else [f"answer {shown} is not {wanted} shouted"]
+            ),
+        ),
+    )
+    lab.api.responder = lambda body: reply(text("THE WAREHOUSE HOLDS ORDERS AND USERS."))
+    lab.suite.write_text(
+        "test_name,user_prompt,expected_answer,answer_match\n"
+        "a,Which tables?,the warehouse holds orders and users.,shouted\n"
+        "b,Which tables?,orders,shouted\n"
+    )
+    out = lab.root / "shouted.json"
+    assert lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", out)[0] == 1
+    cases = {c["name"]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases["a"]["passed"] and not cases["b"]["passed"]
+    assert 'is not "orders" shouted' in " ".join(cases["b"]["reasons"])
+    lab.suite.write_text("test_name,user_prompt,expected_answer,answer_match\na,q,ORDERS,shouted\n")
+    code, _, err = lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER)
+    assert code == 2 and "write the expected answer in lowercase" in err and "shouted" in err
+
+
 # ============================================================================ the writer table
 @pytest.mark.parametrize("writer", [w.name for w in E.WRITERS if w.takes_path])
 def test_a_writer_never_clobbers_an_input_or_another_output(lab: Lab, writer: str):
