@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -500,10 +500,18 @@ def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- secrets: one redactor for every byte that leaves
-# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
-SECRET_NAME = re.compile(
-    r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE
+# A name that says its value is a credential: an env variable, a header, a URL query parameter or
+# a command-line flag, split into its words (`GITHUB_TOKEN`, `X-Api-Key`, `--db-password`). Not a
+# substring match: `AUTHOR`, `KEYSPACE` and `MONKEY` hold no credential.
+SECRET_WORD = re.compile(
+    r"\w*(?:KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?)|PASS|PASSPHRASE|PWD?|CREDENTIALS?|BEARER|COOKIE"
+    r"|PRIVATE|DSN|AUTH(?:ORIZATION|N|Z|TOKEN|KEY)?",
+    re.IGNORECASE,
 )
+
+
+# The short flags whose next argument is a password (`mysql -p`, `psql`-style wrappers).
+SECRET_SHORT_FLAGS = ("-p",)
 
 
 # What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
@@ -511,54 +519,165 @@ SECRET_NAME = re.compile(
 ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def spec_secrets(spec: ServerSpec) -> list[str]:
-    """The credentials one server is given: every env and header value (and the token of a
-    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
-    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
+# `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
+
+
+# Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
+CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
+
+
+# A base64 or hex text wrapped at a fixed width (`base64`: 76, `openssl base64`: 64, `xxd -p`: 60).
+WRAPPED_BLOCK = re.compile(r"(?:^[A-Za-z0-9+/=_-]{16,}\r?\n)+[A-Za-z0-9+/=_-]+$", re.MULTILINE)
+
+
+def secret_name(name: str) -> bool:
+    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
+
+
+def entropy_bits(text: str) -> float:
+    """Shannon entropy per character."""
+    import math
+
+    counts: dict[str, int] = {}
+    for char in text:
+        counts[char] = counts.get(char, 0) + 1
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_random(value: str) -> bool:
+    """A value nobody types: at least C.RANDOM_SECRET_MIN_CHARS letters and digits (separators
+    aside), mixed the way random text mixes them (lower, upper and digit runs every few
+    characters) and of high entropy. Words, settings (`production`, `us-east-1`), versions, dates,
+    paths and URLs are not."""
+    if (
+        len(value) < C.RANDOM_SECRET_MIN_CHARS
+        or value.startswith(("/", "./", "../", "~"))
+        or "://" in value
+        or any(char.isspace() for char in value)
+    ):
+        return False
+    core = re.sub(r"[-_+/=.:]", "", value)
+    if len(core) < C.RANDOM_SECRET_MIN_CHARS or not (core.isascii() and core.isalnum()):
+        return False
+    if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core]
+    changes = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
+    return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
+
+
+def url_secrets(value: str) -> list[str]:
+    """The password of every URL in a value (`postgresql://user:PASS@host/db`) and its
+    credential-named query parameters (`?api_key=X`)."""
     import urllib.parse
 
-    found = [*spec.env.values(), *spec.secrets]
-    for value in spec.headers.values():
-        found += [value, value.split(" ", 1)[-1]]
-    if spec.url:
-        parts = urllib.parse.urlsplit(spec.url)
-        found += [parts.password or ""]
-        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
-    for index, arg in enumerate(spec.args):
+    found = []
+    for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", value):
+        try:
+            parts = urllib.parse.urlsplit(match.group())
+            password = parts.password
+        except ValueError:
+            continue
+        if password:
+            found += [password, urllib.parse.unquote(password)]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if secret_name(k)]
+    return found
+
+
+def value_secrets(name: str, value: str) -> list[str]:
+    """What a named value gives the redactor: all of it when its name says it is a credential or
+    it looks random, else only the passwords of the URLs in it."""
+    if secret_name(name) or looks_random(value):
+        return [value, *url_secrets(value)]
+    return url_secrets(value)
+
+
+def argument_secrets(args: Sequence[str]) -> list[str]:
+    """The secrets of a command line: the value of a credential-named flag (`--token X`,
+    `--api-key=X`, `--key X`, `-p X`), URL passwords, and arguments that look random."""
+    found = []
+    for index, arg in enumerate(args):
         name, sep, value = arg.partition("=")
-        if sep and SECRET_NAME.search(name):
-            found.append(value)
-        elif (
-            arg.startswith("-")
-            and SECRET_NAME.search(arg)
-            and index + 1 < len(spec.args)
-            and not spec.args[index + 1].startswith("-")
-        ):  # `--no-auth --port 8080`: no value
-            found.append(spec.args[index + 1])
+        flag = arg.startswith("-")
+        if flag and sep:
+            found += value_secrets(name, value)
+            continue
+        found += [arg] if looks_random(arg) else url_secrets(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if (
+            flag
+            and following is not None
+            and not following.startswith("-")  # `--no-auth --port 8080`: no value
+            and (secret_name(arg) or arg in SECRET_SHORT_FLAGS)
+        ):
+            found.append(following)
+    return found
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given (not every value it is given: `MODE=production` is a
+    setting): each env value, header and ${VAR} the config expanded whose name says it is a
+    credential or that looks random (and the token of a "Bearer TOKEN" header), the password
+    and credential query parameters of every URL, and the value of every credential flag."""
+    found = []
+    for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
+        found += value_secrets(name, value)
+        if value_secrets(name, value) and " " in value:
+            found.append(value.split(" ", 1)[-1])
+    found += url_secrets(spec.url) if spec.url else []
+    found += argument_secrets([spec.command, *spec.args])
     return [s for s in found if s]
 
 
-class Redactor:
-    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
-    run ends (before any journal, writer or terminal sees them), live views and notices as they
-    are shown, and every fatal `error:` line before it is printed.
+API_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
-    Its secrets are the API credentials in our environment and what every server this invocation
-    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
-    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
-    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
-    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
+
+def environment_without_credentials(**extra: str) -> dict[str, str]:
+    """Our environment for a child that needs no API credentials (a `verify` command): without
+    the API key and token, plus `extra`."""
+    env = {name: value for name, value in os.environ.items() if name not in API_CREDENTIALS}
+    env.update(extra)
+    return env
+
+
+def environment_secrets() -> list[str]:
+    """Our own environment's credentials: the API key and token, and every variable whose name
+    says it holds one (`GITHUB_TOKEN` in CI), unless its value is a path (`SSH_AUTH_SOCK`)."""
+    return [
+        value
+        for name, value in os.environ.items()
+        if name in API_CREDENTIALS or (secret_name(name) and not os.path.isabs(value))
+    ]
+
+
+class Redactor:
+    """The one redactor for every byte that leaves the process, applied after grading: the
+    scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
+    terminal, the HTML page, the artifacts kept, live views, notices and every fatal `error:`
+    line get the redacted form of every field, labels (case names, prompts, tags) included.
+
+    Its secrets are the credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
+    and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
+    byte alignment, and wrapped over lines), hex, and with control characters shown escaped; a
+    run of C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a
+    truncation mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets:
+    they are settings ("8080", "true") and masking them would mangle every text."""
 
     MIN_LENGTH = 6
     MASK = "[REDACTED]"
     learned: set[str] = set()  # what this invocation has seen; main() forgets it when it starts
+    made: dict[frozenset[str], Redactor] = {}  # one redactor per set of secrets, built once
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
         forms = {form for secret in unique for form in self.forms(secret)}
-        self.secrets = sorted(
-            forms, key=len, reverse=True
-        )  # longest first: a token inside a header value
+        # longest first: a token inside a header value, the whole of a secret before its part
+        self.secrets = sorted(forms, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        size = C.PARTIAL_SECRET_CHARS
+        self.pieces = {f[i : i + size] for f in self.secrets for i in range(len(f) - size + 1)}
 
     @staticmethod
     def forms(secret: str) -> set[str]:
@@ -580,7 +699,8 @@ class Redactor:
             urllib.parse.quote_plus(secret, safe=""),
             urllib.parse.quote(secret),
         }
-        raw = secret.encode("utf-8")
+        raw = secret.encode("utf-8", "surrogatepass")
+        forms |= {raw.hex(), raw.hex().upper()}
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
             for shift in range(3):
@@ -601,66 +721,106 @@ class Redactor:
         cls.learned = set()
 
     @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """The redactor of these secrets, made once per set (its patterns take a while to build)."""
+        key = frozenset(secrets)
+        if key not in cls.made:
+            cls.made[key] = cls(key)
+        return cls.made[key]
+
+    @classmethod
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
-        """The API credentials, these servers' secrets, and every secret learned before."""
+        """Our environment's credentials, these servers' secrets, and every secret learned before."""
         cls.learn(servers)
-        return cls(
-            [
-                *(
-                    os.environ.get(name, "")
-                    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-                ),
-                *cls.learned,
-            ]
-        )
+        return cls.of([*environment_secrets(), *cls.learned])
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, self.MASK)
+        if self.pattern is None or not value:
+            return value
+        value = self.pattern.sub(self.MASK, value)
+        if "\n" in value:
+            value = WRAPPED_BLOCK.sub(lambda m: self.unwrapped(m.group()), value)
+        return self.cut_runs(value)
+
+    def unwrapped(self, block: str) -> str:
+        """A base64 or hex block wrapped over lines: masked whole when, joined, it holds a secret."""
+        joined = re.sub(r"\s", "", block)
+        return self.MASK if self.pattern and self.pattern.search(joined) else block
+
+    def cut_runs(self, value: str) -> str:
+        """Runs of a secret left where the text was cut: at its start and end, and on each side of
+        a truncation mark or an ellipsis."""
+        size = C.PARTIAL_SECRET_CHARS
+        if len(value) < size:
+            return value
+        bounds = [(0, 0)] + [m.span() for m in CUT_MARKS.finditer(value)] + [(len(value),) * 2]
+        spans = []
+        for start, end in bounds:
+            before = value[:start].rstrip(" \t\"'`.,;:)]}")
+            if len(before) >= size and before[-size:] in self.pieces:
+                spans.append((len(before) - self.run_length(before, backwards=True), len(before)))
+            after = value[end:].lstrip(" \t\"'`([{")
+            if len(after) >= size and after[:size] in self.pieces:
+                offset = end + len(value[end:]) - len(after)
+                spans.append((offset, offset + self.run_length(after, backwards=False)))
+        for start, end in sorted(set(spans), reverse=True):
+            value = value[:start] + self.MASK + value[end:]
         return value
 
+    def run_length(self, text: str, backwards: bool) -> int:
+        """How much of the end (or start) of `text` is one run of some secret form."""
+        best = 0
+        for form in self.secrets:
+            longest = min(len(form), len(text))
+            for length in range(longest, best, -1):
+                part = text[-length:] if backwards else text[:length]
+                if part in form:
+                    best = length
+                    break
+        return best
+
     def data(self, value: Any) -> Any:
-        if not self.secrets:
+        """JSON-like data, keys included."""
+        if self.pattern is None:
             return value
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(v) for v in value)
         if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
+            return {self.data(k): self.data(v) for k, v in value.items()}
         return value
 
-    def scrub(self, transcript: Transcript) -> Transcript:
-        if not self.secrets:
-            return transcript
-        t = transcript
-        t.final_text = self.text(t.final_text)
-        t.error = self.text(t.error) if t.error else t.error
-        for call in t.tool_calls:
-            call.output, call.input = self.text(call.output), self.data(call.input)
-        for entry in t.history:
-            entry.content = self.text(entry.content)
-        t.grades = self.data(t.grades)
-        return t
-
-    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
-        if self.secrets:
-            record.answer, record.stderr_tail = (
-                self.text(record.answer),
-                self.text(record.stderr_tail),
+    def deep(self, value: Any) -> Any:
+        """A copy of a record (pydantic model, dataclass, or JSON-like data) with every text in
+        it redacted; the original is left as it was, for grading."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, BaseModel):
+            return value.model_copy(
+                update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
             )
-            record.error = self.text(record.error) if record.error else record.error
-            record.transcript_summary = self.text(record.transcript_summary)
-            record.refused_tools = [self.text(r) for r in record.refused_tools]
-            for call in record.tool_calls:
-                call.output, call.input = self.text(call.output), self.data(call.input)
-            record.expectations = [
-                dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations
-            ]
-            for artifact in record.artifacts:
-                artifact.text = self.text(artifact.text) if artifact.text is not None else None
-        return record
+        if is_dataclass(value) and not isinstance(value, type):
+            return replace(
+                value,
+                **{
+                    f.name: self.deep(getattr(value, f.name))
+                    for f in dataclass_fields(value)
+                    if f.init
+                },
+            )
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.deep(v) for v in value)
+        if isinstance(value, dict):
+            return {self.deep(k): self.deep(v) for k, v in value.items()}
+        return self.text(value) if isinstance(value, str) else value
+
+    def masked_bytes(self, data: bytes) -> bytes:
+        """A file's bytes with every secret masked (bytes that are not UTF-8 kept as they are)."""
+        if self.pattern is None:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        return self.text(text).encode("utf-8", "surrogateescape")
 
 
 def error_line(text: Any) -> str:
@@ -820,6 +980,7 @@ class Transcript:
     batch_api: bool = (
         False  # --batch: its model calls (the judge's too) went through Message Batches
     )
+    verdict: Verdict | None = None  # the verdict a run kept from an earlier invocation got
 
     @property
     def cost_usd(self) -> float:
@@ -865,7 +1026,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     module: str = ""
     attr: str | None = None
-    secrets: list[str] = field(default_factory=list)  # the values ${VAR} references expanded to
+    secrets: dict[str, str] = field(default_factory=dict)  # ${VAR} references: name -> value
 
 
 @dataclass
@@ -1712,6 +1873,7 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
         judge_usage=r.judge_usage or Usage(),
         judge_model=r.judge_model or "",
         batch_api=r.batch_api,
+        verdict=Verdict(r.verdict.passed, list(r.verdict.reasons)) if r.verdict else None,
     )
 
 
@@ -2159,16 +2321,18 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
     )
 
 
-def expanded_env_values(value: Any) -> list[str]:
-    """The values of our environment that the ${VAR} references in a config entry take: wherever
-    they land (command, args, url, env, headers), they are secrets to the redactor."""
+def expanded_env_values(value: Any) -> dict[str, str]:
+    """The variables of our environment that the ${VAR} references in a config entry take, by
+    name: wherever they land (command, args, url, env, headers), a credential-named one
+    (`${GITHUB_TOKEN}`) or one that looks random is a secret to the redactor."""
     if isinstance(value, dict):
-        return [v for item in value.values() for v in expanded_env_values(item)]
+        return {k: v for item in value.values() for k, v in expanded_env_values(item).items()}
     if isinstance(value, list):
-        return [v for item in value for v in expanded_env_values(item)]
+        return {k: v for item in value for k, v in expanded_env_values(item).items()}
     if isinstance(value, str):
-        return [os.environ[m.group(1)] for m in ENV_REF.finditer(value) if m.group(1) in os.environ]
-    return []
+        names = [m.group(1) for m in ENV_REF.finditer(value)]
+        return {name: os.environ[name] for name in names if name in os.environ}
+    return {}
 
 
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
@@ -7775,8 +7939,11 @@ class ToolCheckScoring:
         self.tools.update(hub.tools)
 
     def verdict(self, t: Transcript) -> Verdict:
-        """Once per run: the journal, the progress bar and the reports share it."""
+        """Once per run: the journal, the progress bar and the reports share it. A run kept from
+        an earlier invocation keeps the verdict it got there (its record is redacted)."""
         key = (t.case.name, t.iteration, t.model)
+        if t.verdict is not None:
+            self.verdicts.setdefault(key, t.verdict)
         if key not in self.verdicts:
             self.verdicts[key] = score_tool_use(t.case, t, self.tools)
         return self.verdicts[key]
@@ -7909,6 +8076,8 @@ class QaScoring(ToolCheckScoring):
 
     def verdict(self, t: Transcript) -> Verdict:
         key = (t.case.name, t.iteration, t.model)
+        if t.verdict is not None:
+            self.verdicts.setdefault(key, t.verdict)
         if key not in self.verdicts:
             reasons = [
                 reason
@@ -8215,7 +8384,8 @@ class Job:
 class Runner(Protocol):
     """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
     The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
-    progress; a runner only knows how to do one job and how to write and read its record."""
+    progress; a runner only knows how to do one job and how to write and read its record. Records
+    stay as they were (grading reads them); what leaves the process is redacted on its way out."""
 
     redactor: Redactor
 
@@ -8223,7 +8393,6 @@ class Runner(Protocol):
     def session(self) -> Any: ...  # async context: servers, model, write guard
     async def run(self, job: Job) -> Any: ...
     def cost(self, record: Any) -> float: ...
-    def scrub(self, record: Any) -> Any: ...
     def to_result(self, record: Any) -> RunResult: ...
     def result_key(self, result: RunResult) -> tuple: ...
     def from_result(self, job: Job, result: RunResult) -> Any: ...
@@ -8573,9 +8742,8 @@ def run_pipeline(
     finished: dict[tuple, Any] = {}
 
     def finished_one(job: Job, record: Any) -> None:
-        record = runner.scrub(record)
-        if journal:
-            journal.append(runner.to_result(record))
+        if journal:  # scored on the run as it was, written redacted
+            journal.append(runner.redactor.deep(runner.to_result(record)))
         if on_record:
             on_record(record)
         finished[job.key] = slim_record(record) if settings.summary_only else record
@@ -9172,8 +9340,7 @@ class RedactingObserver(ConversationObserver):
         self.inner.on_assistant_text(self.redactor.text(text))
 
     def on_tool_call(self, call: ToolCall) -> None:
-        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
-        self.inner.on_tool_call(call)
+        self.inner.on_tool_call(self.redactor.deep(call))  # a copy: the transcript keeps the call
 
     def on_turn_end(self, transcript: Transcript) -> None:
         self.inner.on_turn_end(transcript)
@@ -9398,10 +9565,7 @@ class ToolUseRunner:
         case = transcript.case
         if not (case.verify or needs_judge(case)):
             return
-        self.redactor.scrub(
-            transcript
-        )  # the command and the judge see what the results file will hold
-        if case.verify:
+        if case.verify:  # the command and the judge see the run as it was; the sinks redact
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
             env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
             transcript.grades["verify"] = await run_verify(
@@ -9409,7 +9573,7 @@ class ToolUseRunner:
             )
         if needs_judge(case) and not transcript.error:
             grade, usage = await self.judge.grade(case, transcript)
-            transcript.grades["judge"] = self.redactor.data(grade)
+            transcript.grades["judge"] = grade
             if usage is not None:
                 transcript.judge_usage, transcript.judge_model = (
                     transcript.judge_usage + usage,
@@ -9425,9 +9589,6 @@ class ToolUseRunner:
 
     def cost(self, record: Transcript) -> float:
         return record.cost_usd
-
-    def scrub(self, record: Transcript) -> Transcript:
-        return self.redactor.scrub(record)
 
     def to_result(self, record: Transcript) -> ToolRunResult:
         return tool_run_result(record, self.verdict_of)
@@ -9448,7 +9609,7 @@ class ToolUseRunner:
             for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
         }
         return [
-            (keys[(t.case.name, t.iteration, t.model)], self.redactor.scrub(t))
+            (keys[(t.case.name, t.iteration, t.model)], t)
             for t in self.started.transcripts
             if (t.case.name, t.iteration, t.model) in keys
         ]
@@ -9627,7 +9788,7 @@ class SkillRunner:
     ) -> None:
         self.plan, self.ignore = plan, list(ignore)
         self.concurrency = plan.concurrency
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor or Redactor.for_run()
         self.fingerprint = skill_suite_fingerprint(plan)
         self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
@@ -9764,9 +9925,6 @@ class SkillRunner:
 
     def cost(self, record: ClaudeRun) -> float:
         return (record.total_cost_usd or 0.0) + record.judge_cost_usd
-
-    def scrub(self, record: ClaudeRun) -> ClaudeRun:
-        return self.redactor.scrub_claude_run(record)
 
     def to_result(self, record: ClaudeRun) -> SkillRunResult:
         return skill_run_result(record, self.result_fingerprint(record))
@@ -10048,6 +10206,30 @@ class Results:
         default_factory=dict
     )  # skills, trigger_scores, tests, isolation
     suite_name: str = "suite"
+    redacted_by: Redactor | None = None  # set on the copy every sink reads (see redacted)
+    clean: Results | None = field(default=None, repr=False, compare=False)
+
+    def redacted(self) -> Results:
+        """What every sink reads: a copy with every field redacted, labels (case names, prompts,
+        descriptions, tags) included, the per-run results redacted as they stream. The runs were
+        graded before: the verdicts are the unredacted runs'. Made once per set of secrets."""
+        if self.redacted_by is not None:
+            return self
+        redactor = Redactor.for_run()
+        if self.clean is not None and self.clean.redacted_by is redactor:
+            return self.clean
+        runs = self.results
+        self.clean = replace(
+            self,
+            metadata=redactor.deep(self.metadata),
+            summary=redactor.deep(self.summary),
+            cases=redactor.deep(self.cases),
+            results=lambda: map(redactor.deep, runs()),
+            sections=redactor.deep(self.sections),
+            suite_name=redactor.text(self.suite_name),
+            redacted_by=redactor,
+        )
+        return self.clean
 
     def document(self) -> dict:
         """The results document with its per-case and per-run lists streamed (see dump_json)."""
@@ -10901,6 +11083,7 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
+    results = results.redacted()
     if results.sections.get("trigger_scores"):
         for score in results.sections["trigger_scores"]:
             print_trigger_table(console, score)
@@ -12452,7 +12635,8 @@ WRITERS: dict[str, Callable[[str, Results], None]] = {
 
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:
-    """Every output the settings ask for, then --json to stdout."""
+    """Every output the settings ask for, then --json to stdout: all of them redacted."""
+    results = results.redacted()
     for option, writer in WRITERS.items():
         path = getattr(settings, option)
         if path:
@@ -12842,7 +13026,7 @@ def tool_use_mode(
     write_outputs(results, settings, console)
     outcome.finish()
     if mode == "query" and not (settings.output or settings.json_out or settings.interactive):
-        print_run_summary(console, outcome.records)
+        print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
     return exit_code(results, outcome)

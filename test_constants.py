@@ -172,3 +172,8 @@ BATCH_SETTLE_SECONDS = 2.0  # a round is sent once every live conversation waits
 BATCH_POLL_FIRST_SECONDS = 0.5  # the first look at a batch after creating it
 BATCH_POLL_MAX_SECONDS = 60.0  # polls back off (x BATCH_POLL_GROWTH) up to this interval
 BATCH_POLL_GROWTH = 1.5
+
+# ----------------------------------------------------------------------------- secrets
+PARTIAL_SECRET_CHARS = 12  # a run this long of a secret, where a text was cut, is masked too
+RANDOM_SECRET_MIN_CHARS = 16  # letters and digits of a value that counts as a secret unnamed
+RANDOM_SECRET_MIN_ENTROPY = 3.0  # bits per character of such a value
