@@ -3308,34 +3308,58 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     return test
 
 
+# Names an input file may not have: Claude Code would read them as the project's own settings
+# (whose allow lists add to ours: `.claude/settings.json` could open the sandbox) or servers.
+RESERVED_PROJECT_NAMES = (".claude", ".mcp.json")
+
+
 TASK_EVALS_HINT = (
     'write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
     '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)'
 )
 
 
+def eval_files_root(path: Path) -> Path:
+    """Where an evals file's input files must stay: the skill's folder when the file is
+    `<skill>/evals/evals.json` (skill-creator's layout), else the evals file's own folder."""
+    return (path.parent.parent if path.parent.name == "evals" else path.parent).resolve()
+
+
 def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     """An eval's input file: relative to the evals file's folder, else (skill-creator's own
-    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`."""
+    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`. It must
+    stay inside that folder: an absolute path, a `..` that climbs out or a link that points out
+    would copy any file of the machine into every run's project (and its artifacts)."""
+
+    def refused(problem: str, hint: str) -> InputError:
+        return InputError(f"{where}: input file {name!r} {problem}", path, line, hint)
+
+    inside = "files are paths inside the skill's folder, relative to the evals file's folder"
+    if Path(name).is_absolute() or name.startswith("~"):
+        raise refused("is an absolute path", inside)
+    root = eval_files_root(path)
     candidates = [path.parent / name]
     if path.parent.name == "evals":
         candidates.append(path.parent.parent / name)
-    found = next((c for c in candidates if c.exists()), None)
+    found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
-        raise InputError(
-            f"{where}: input file {name!r} not found (looked for {candidates[0]})",
-            path,
-            line,
-            "files are paths relative to the evals file's folder",
+        raise refused(f"not found (looked for {candidates[0]})", inside)
+    resolved = found.resolve()
+    if not resolved.is_relative_to(root):
+        raise refused(f"is outside the skill's folder {root} (it leads to {resolved})", inside)
+    if resolved.name in RESERVED_PROJECT_NAMES:
+        raise refused(
+            "would be read by Claude Code as the project's own settings",
+            f"rename it: {' and '.join(RESERVED_PROJECT_NAMES)} are not input file names",
         )
-    return found.resolve()
+    problem = skill_folder_problem(resolved) if resolved.is_dir() else None
+    if problem:
+        raise refused(f"is a folder whose {problem}", inside)
+    return resolved
 
 
-def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
-    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
-    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
-    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
-    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
+def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]:
+    """The evals file's `evals` list and `skill_name`, checked."""
     evals = data.get("evals")
     if not isinstance(evals, list) or not evals:
         raise InputError(
@@ -3349,72 +3373,78 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
         raise InputError(
             '"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1
         )
-    tests: list[SkillTest] = []
+    return evals, skill_name.strip() if skill_name else None
+
+
+def eval_strings(item: dict, key: str, fail: Callable[[str], InputError]) -> list[str]:
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise fail(f'"{key}" must be a list of non-empty strings')
+    return [v.strip() for v in value]
+
+
+def eval_expectations(item: dict, fail: Callable[[str], InputError]) -> list[str]:
+    """What the judge grades: `expectations` (skill-creator's evals.json), or `assertions` (the
+    agentskills.io spelling, which skill-creator's own SKILL.md uses). An eval with neither would
+    pass with nothing graded: refused."""
+    if "expectations" in item and "assertions" in item:
+        raise fail('give "expectations" or "assertions" (the same list), not both')
+    key = "assertions" if "assertions" in item else "expectations"
+    found = eval_strings(item, key, fail)
+    if not found:
+        raise fail('has nothing to grade: give its "expectations", the statements the judge checks')
+    return found
+
+
+def task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | None) -> SkillTest:
+    """One entry of `evals`, checked: id, prompt, expected output, expectations, input files."""
+    where = f"eval {index}"
+    if not isinstance(item, dict):
+        raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+    prompt = item.get("prompt")
+    line = (line_of(raw, json.dumps(prompt)) if isinstance(prompt, str) else None) or 1
+
+    def fail(problem: str) -> InputError:
+        return InputError(f"{where}: {problem}", path, line, TASK_EVALS_HINT)
+
+    eval_id = item.get("id", index)
+    if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
+        raise fail('"id" must be a number or a name')
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
+    expected = item.get("expected_output", "")
+    if not isinstance(expected, str):
+        raise fail('"expected_output" must be text')
+    expectations = eval_expectations(item, fail)
+    files = eval_strings(item, "files", fail)
+    name = item.get("name")
+    return SkillTest(
+        name=name if isinstance(name, str) and name.strip() else f"eval-{eval_id}",
+        type="task",
+        source=str(path),
+        line=line,
+        prompt=prompt.strip(),
+        skill=skill_name,
+        eval_id=eval_id,
+        expected_output=expected.strip(),
+        expectations=expectations,
+        files=[eval_input_file(path, f, where, line) for f in files],
+    )
+
+
+def check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
+    """Every eval its own name, and every input file of an eval its own name (each is copied to
+    the project's top folder by its name)."""
     seen: set[str] = set()
-    for index, item in enumerate(evals, 1):
-        where = f"eval {index}"
-        if not isinstance(item, dict):
-            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
-        eval_id = item.get("id", index)
-        line = (
-            line_of(raw, json.dumps(item["prompt"]))
-            if isinstance(item.get("prompt"), str)
-            else None
-        )
-        line = line or 1
-        if (
-            isinstance(eval_id, bool)
-            or not isinstance(eval_id, (int, str))
-            or not str(eval_id).strip()
-        ):
-            raise InputError(
-                f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT
-            )
-        prompt, expected = item.get("prompt"), item.get("expected_output", "")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise InputError(
-                f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT
-            )
-        if not isinstance(expected, str):
-            raise InputError(
-                f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT
-            )
-        expectations, files = item.get("expectations", []), item.get("files", [])
-        for key, value in (("expectations", expectations), ("files", files)):
-            if not isinstance(value, list) or not all(
-                isinstance(v, str) and v.strip() for v in value
-            ):
-                raise InputError(
-                    f'{where}: "{key}" must be a list of non-empty strings',
-                    path,
-                    line,
-                    TASK_EVALS_HINT,
-                )
-        name = (
-            item.get("name")
-            if isinstance(item.get("name"), str) and item["name"].strip()
-            else f"eval-{eval_id}"
-        )
-        if name in seen:
-            raise InputError(
-                f"{where}: two evals are named {name!r}", path, line, "give every eval its own id"
-            )
-        seen.add(name)
-        tests.append(
-            SkillTest(
-                name=name,
-                type="task",
-                source=str(path),
-                line=line,
-                prompt=prompt.strip(),
-                skill=skill_name.strip() if skill_name else None,
-                eval_id=eval_id,
-                expected_output=expected.strip(),
-                expectations=[e.strip() for e in expectations],
-                files=[eval_input_file(path, f, where, line) for f in files],
-            )
-        )
     for test in tests:
+        if test.name in seen:
+            raise InputError(
+                f"{test.name}: two evals are named {test.name!r}",
+                path,
+                test.line,
+                "give every eval its own id",
+            )
+        seen.add(test.name)
         names = [f.name for f in test.files]
         twice = next((n for n in names if names.count(n) > 1), None)
         if twice:
@@ -3425,6 +3455,17 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
                 test.line,
                 "rename one of them",
             )
+
+
+def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
+    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
+    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
+    skill's `evals/` folder, the skill's root is tried next), and stay inside that folder; a
+    missing one is an error."""
+    evals, skill_name = task_evals_list(path, data, raw)
+    tests = [task_eval(path, raw, item, index, skill_name) for index, item in enumerate(evals, 1)]
+    check_task_eval_names(tests, path)
     return tests
 
 
@@ -13101,6 +13142,18 @@ def default_skill_concurrency() -> int:
     return max(2, min(10, 2 * (os.cpu_count() or 1)))
 
 
+def graded_by(test: SkillTest) -> list[str]:
+    """What a knowledge, task or security test run through Claude Code is graded on."""
+    return [
+        *test.concepts,
+        *test.expected,
+        *test.forbidden_patterns,
+        *test.expected_refusal,
+        *test.expectations,
+        *([test.expected_answer] if test.expected_answer is not None else []),
+    ]
+
+
 def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
     """Skills and tests, validated before anything runs."""
     skills = [load_skill(path) for path in settings.skill]
@@ -13131,6 +13184,15 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
             graded.source,
             graded.line,
             "run it with --tests and without --skill",
+        )
+    ungraded = next((t for t in tests if t.type != "trigger" and not graded_by(t)), None)
+    if ungraded is not None:
+        raise InputError(
+            f"test {ungraded.name!r} has nothing to grade: it would pass whatever Claude does",
+            ungraded.source,
+            ungraded.line,
+            "give it concepts, '# Expected' items, '# Forbidden Patterns', '# Expected Refusal' "
+            "or an '# Expected Answer'",
         )
     assign_trigger_skills(tests, skills)
     return skills, tests

@@ -180,13 +180,13 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
         folder / "evals" / "notes.md", "beside the evals\n"
     )  # relative to the evals folder works too
     data = json.loads(path.read_text())
-    data["evals"].append(
+    data["evals"].append(  # `assertions`: the agentskills.io spelling skill-creator's SKILL.md uses
         {
             "id": 2,
             "prompt": "Summarise notes.md",
             "expected_output": "",
             "files": ["notes.md"],
-            "expectations": [],
+            "assertions": ["The summary says what notes.md is"],
         }
     )
     path.write_text(json.dumps(data))
@@ -208,10 +208,8 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
         ]
         assert first.expected_output.startswith("report.txt naming")
         assert first.files == [(folder / "evals" / "files" / "customers.csv").resolve()]
-        assert (
-            second.files == [(folder / "evals" / "notes.md").resolve()]
-            and second.expectations == []
-        )
+        assert second.files == [(folder / "evals" / "notes.md").resolve()]
+        assert second.expectations == ["The summary says what notes.md is"]
     # skill-creator's trigger eval sets still load as trigger tests
     trigger = write(
         tmp_path / "trigger.json",
@@ -221,27 +219,45 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
     assert test.type == "trigger" and test.positive_triggers == ["profile my table"]
 
 
+def one_eval(**fields: object) -> str:
+    return json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": ["x"], **fields}]})
+
+
 MALFORMED = [
     ("{not json", "evals.json:1"),
     (json.dumps({"skill_name": SKILL_NAME, "evals": []}), 'non-empty "evals" list'),
     (json.dumps({"evals": [{"id": 1, "expectations": ["x"]}]}), 'needs a non-empty "prompt"'),
+    (one_eval(expectations="x"), '"expectations" must be a list'),
+    (one_eval(files=["evals/files/nope.pdf"]), "input file 'evals/files/nope.pdf' not found"),
     (
-        json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": "x"}]}),
-        '"expectations" must be a list',
-    ),
-    (
-        json.dumps({"evals": [{"id": 1, "prompt": "p", "files": ["evals/files/nope.pdf"]}]}),
-        "input file 'evals/files/nope.pdf' not found",
-    ),
-    (
-        json.dumps({"evals": [{"id": 1, "prompt": "p"}, {"id": 1, "prompt": "q"}]}),
+        json.dumps(
+            {
+                "evals": [
+                    {"id": 1, "prompt": "p", "expectations": ["x"]},
+                    {"id": 1, "prompt": "q", "expectations": ["x"]},
+                ]
+            }
+        ),
         "two evals are named 'eval-1'",
+    ),
+    # nothing to grade would pass whatever Claude did (exit 0, no judge call)
+    (json.dumps({"evals": [{"id": 1, "prompt": "p"}]}), "has nothing to grade"),
+    (one_eval(expectations=[]), "has nothing to grade"),
+    (one_eval(assertions=["y"]), '"expectations" or "assertions" (the same list), not both'),
+    # input files stay inside the skill: no absolute path, no climbing out
+    (one_eval(files=["/etc/hostname"]), "input file '/etc/hostname' is an absolute path"),
+    (one_eval(files=["../../outside.txt"]), "input file '../../outside.txt' is outside the skill"),
+    (
+        one_eval(files=["evals/.claude"]),
+        "would be read by Claude Code as the project's own settings",
     ),
 ]
 
 
 @pytest.mark.parametrize("content, message", MALFORMED, ids=[m for _, m in MALFORMED])
 def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: str):
+    write(tmp_path / "outside.txt", "the user's own file\n")
+    write(tmp_path / SKILL_NAME / "evals" / ".claude" / "settings.json", '{"sandbox": {}}')
     path = write(tmp_path / SKILL_NAME / "evals" / "evals.json", content)
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path)])
     assert result.exit_code == 2, result.output
@@ -249,6 +265,36 @@ def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: st
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], (
         result.output
     )
+
+
+def test_input_files_that_lead_out_of_the_skill_are_refused(tmp_path: Path):
+    """`"files": ["/etc/hostname", "../../x", "link-to-key"]` were accepted: a downloaded skill's
+    evals could copy ~/.ssh/id_rsa into every project Claude reads, and into the artifacts."""
+    folder = tmp_path / SKILL_NAME
+    key = write(tmp_path / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    write(folder / "evals" / "files" / "data" / "ok.csv", "a\n1\n")
+    (folder / "evals" / "files" / "link-to-key").symlink_to(key)
+    (folder / "evals" / "files" / "data" / "inner-link").symlink_to(key)
+    for entry, says in (
+        ("evals/files/link-to-key", "is outside the skill's folder"),
+        ("evals/files/data", "inner-link is a symbolic link"),
+    ):
+        path = write(folder / "evals" / "evals.json", one_eval(files=[entry]))
+        with pytest.raises(E.InputError, match=says) as caught:
+            E.load_markdown_tests(path)
+        assert entry in str(caught.value) and "\n" not in str(caught.value)
+    (folder / "evals" / "files" / "data" / "inner-link").unlink()
+    (folder / "evals" / "files" / "same.csv").symlink_to("data/ok.csv")  # a link inside is fine
+    path = write(folder / "evals" / "evals.json", one_eval(files=["evals/files/same.csv"]))
+    [test] = E.load_markdown_tests(path)
+    assert test.files == [(folder / "evals" / "files" / "data" / "ok.csv").resolve()]
+
+
+def test_a_markdown_test_with_nothing_to_grade_is_refused(tmp_path: Path):
+    ungraded = write(tmp_path / "t.md", "---\nname: t\ntype: task\n---\n\n# Prompt\n\nDo it.\n")
+    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(ungraded)])
+    assert result.exit_code == 2 and "has nothing to grade" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: ScriptedAnthropic):
@@ -285,7 +331,12 @@ def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: Scri
     )
     other = write(
         tmp_path / "other" / "evals.json",
-        json.dumps({"skill_name": "warehouse-sql", "evals": [{"id": 1, "prompt": "p"}]}),
+        json.dumps(
+            {
+                "skill_name": "warehouse-sql",
+                "evals": [{"id": 1, "prompt": "p", "expectations": ["x"]}],
+            }
+        ),
     )
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(other)])
     assert (
