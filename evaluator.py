@@ -1519,9 +1519,15 @@ class SkillRecord(Record):
 
 
 class IsolationRecord(Record):
+    """What the write guard watched, and what changed there while the runs ran: blamed on the
+    runs (`outside_writes`, which fail the suite) only when one could have done it (a task run
+    with Bash and --unconfined); else another program did it (`changed_elsewhere`, a warning)."""
+
     watched: list[str] = []
     outside_writes: list[str] = []
     ok: bool = True
+    unconfined: bool = False  # --unconfined: task runs' Bash ran as the user, outside any sandbox
+    changed_elsewhere: list[str] = []
 
 
 class ToolInfoRecord(Record):
@@ -3992,6 +3998,80 @@ def dying_with_parent(
     ]
 
 
+# Processes that leave their group (`setsid`, a double fork, `nohup ... &` from a Bash call) escape
+# the group kill. The evaluator makes itself their subreaper (Linux's PR_SET_CHILD_SUBREAPER: an
+# orphan re-parents to it, not to pid 1), and each run gives its processes a marker in their
+# environment, so after a run every process it started is found by either and ended.
+PR_SET_CHILD_SUBREAPER = 36
+RUN_MARKER = "EVAL_RUN_ID"
+
+
+@functools.lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    prctl = linux_prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def run_marker() -> str:
+    """A new run's marker value (its processes get RUN_MARKER=value in their environment)."""
+    import uuid
+
+    become_subreaper()
+    return uuid.uuid4().hex
+
+
+def process_status(pid: int) -> tuple[int, str, int, int] | None:
+    """(parent pid, state, process group, session) of a live process or zombie, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), fields[0].decode(), int(fields[2]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def carries_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return marker in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_descendants(leader: int, marker: str) -> list[int]:
+    """After the process group of `leader` (a run's `claude` or `verify` command) was killed:
+    every process still in its session, or carrying its marker, or re-parented to us from it, is
+    killed (SIGKILL) and reaped; asked again until none is left (a killed process's own children
+    re-parent to us in turn). Returns their pids."""
+    if not os.path.isdir("/proc"):
+        return []
+    me, mark, ended = os.getpid(), f"{RUN_MARKER}={marker}".encode(), []
+    for _ in range(C.END_DESCENDANTS_ROUNDS):
+        killed = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (me, leader):
+                continue
+            pid, status = int(name), process_status(int(name))
+            if status is None:
+                continue
+            parent, state, group, session = status
+            if not (leader in (group, session) or carries_marker(pid, mark)):
+                continue
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+            if parent == me:  # ours to reap, or it stays a zombie
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            if pid not in ended:
+                ended.append(pid)
+        if not killed:
+            break
+        time.sleep(0.02)
+    return ended
+
+
 def load_server_object(spec: ServerSpec) -> Any:
     """Imports an in-process MCP server: `path.py[:attr]` or `package.module[:attr]`."""
     from mcp.server.lowlevel import Server
@@ -6114,8 +6194,12 @@ def find_claude_bin(explicit: str | None = None) -> str:
     raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
 
 
-def claude_env_base(home: Path) -> dict[str, str]:
-    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
+def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
+    env = {
+        key: os.environ[key]
+        for key in CLAUDE_ENV_PASSTHROUGH
+        if key in os.environ and (credentials or key not in API_CREDENTIALS)
+    }
     env.update(
         HOME=str(home),
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
@@ -6137,7 +6221,7 @@ def claude_version(binary: str) -> str:
             text=True,
             timeout=30,
             stdin=subprocess.DEVNULL,
-            env=claude_env_base(Path(tempfile.gettempdir())),
+            env=claude_env_base(Path(tempfile.gettempdir()), credentials=False),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
@@ -6161,9 +6245,38 @@ class ClaudeCliSettings:
     timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
     base_url: str | None = None
     mcp_config: str | None = None
-    allow_tools: tuple[
-        str, ...
-    ] = ()  # --allow-tools: task runs only; taken off the disallowed list
+    # --allow-tools: task runs only; taken off the disallowed list, file tools kept to the project
+    allow_tools: tuple[str, ...] = ()
+    sandbox: bool = (
+        False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
+    )
+
+
+# Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
+# Bash: its commands write only inside the project and the run's temporary folder ("Read-only file
+# system" elsewhere, "Invalid cross-device link" for a hard link out), reach no host, never see
+# the API credentials, and end with their call (a pid namespace); a command may not ask to run
+# outside it (allowUnsandboxedCommands), and a missing bwrap or socat stops claude instead of
+# running unconfined. Given with --settings, which wins over any project or user setting of these
+# switches (see check_project_settings for the lists a project could add to).
+CLAUDE_SANDBOX_SETTINGS = {
+    "sandbox": {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "autoAllowBashIfSandboxed": True,
+        "allowUnsandboxedCommands": False,
+        "filesystem": {"denyWrite": ["/tmp/claude", "/private/tmp/claude"]},  # writable if there
+        "network": {"allowedDomains": []},
+        "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in API_CREDENTIALS]},
+    }
+}
+
+
+# How Claude Code says its sandbox did not start (in a Bash result, or a run's `errors`).
+SANDBOX_FAILED = re.compile(
+    r"^(?:Exit code \d+\n)?bwrap: |sandbox is required but|sandbox required but unavailable",
+    re.IGNORECASE,
+)
 
 
 def claude_prompt_argument(query: str) -> str:
@@ -6172,12 +6285,23 @@ def claude_prompt_argument(query: str) -> str:
     return " " + query if query.startswith("-") else query
 
 
+def permission_rules(tools: Sequence[str]) -> list[str]:
+    """What pre-approves the allowed tools: Bash as it is (the sandbox confines it), and the file
+    tools for paths inside the project only: `Edit(./**)`, the rule Claude Code applies to every
+    file-editing tool (a `Write(...)` rule is not read; seen with 2.1.197), so a Write or Edit
+    outside the project is refused. Links are resolved before matching: a link in the project to
+    a file outside is refused too. A file tool not allowed stays on the disallowed list."""
+    rules = ["Bash"] if "Bash" in tools else []
+    return rules + (["Edit(./**)"] if any(t != "Bash" for t in tools) else [])
+
+
 def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
     `--safe-mode` would drop the project's skills, so they are not used.) A task run's
-    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
-    `dontAsk` mode a tool that is not pre-approved is refused."""
+    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`, file tools
+    for the project only): in `dontAsk` mode a tool that is not pre-approved is refused. A run
+    allowed Bash runs in Claude Code's sandbox (unless --unconfined)."""
     command = [
         settings.binary,
         "-p",
@@ -6197,19 +6321,74 @@ def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
     if settings.allow_tools:
-        command += ["--allowedTools", *settings.allow_tools]
+        command += ["--allowedTools", *permission_rules(settings.allow_tools)]
+    if settings.sandbox:
+        command += ["--settings", json.dumps(CLAUDE_SANDBOX_SETTINGS)]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
 
 
-def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(path: str | None) -> str | None:
+    """None when Claude Code's sandbox can start with this PATH, else why not, in a few words.
+    Claude Code itself only checks that bwrap and socat are on PATH; where bwrap cannot make
+    namespaces (a locked-down container) every Bash call would fail instead, so bwrap is tried
+    once with the namespaces Claude Code asks for (about 5 ms)."""
+    bwrap, socat = shutil.which("bwrap", path=path), shutil.which("socat", path=path)
+    missing = [name for name, where in (("bwrap", bwrap), ("socat", socat)) if where is None]
+    if bwrap is None or missing:
+        return f"{' and '.join(missing)} not found on PATH"
+    command = [
+        bwrap,
+        "--new-session",
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--",
+        shutil.which("true", path=path) or "/bin/true",
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
+def check_sandbox(path: str | None) -> None:
+    """Before a suite whose task runs may use Bash: one line when the sandbox cannot start."""
+    problem = sandbox_problem(path)
+    if problem:
+        raise InputError(
+            f"--allow-tools Bash runs in Claude Code's sandbox, which cannot start here: {problem}",
+            hint="install bubblewrap and socat (apt-get install bubblewrap socat), or pass "
+            "--unconfined to let Bash run as you, outside any sandbox",
+        )
+
+
+def claude_env(
+    settings: ClaudeCliSettings, root: Path, tmp: Path | None = None, marker: str = ""
+) -> dict[str, str]:
     """A temporary HOME and config dir, so the user's own skills and settings neither shadow nor
-    leak in, and a temporary TMPDIR; the API key and base URL pass through."""
+    leak in, and a temporary TMPDIR; the API key and base URL pass through (the sandbox hides the
+    key from Bash), and the run's marker (see end_descendants)."""
     env = claude_env_base(root / "home")
-    env["TMPDIR"] = str(root / "tmp")
+    env["TMPDIR"] = str(tmp or root / "tmp")
     if settings.base_url:
         env["ANTHROPIC_BASE_URL"] = settings.base_url
+    if marker:
+        env[RUN_MARKER] = marker
     return env
 
 
@@ -6293,10 +6472,14 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
 
 
 # How Claude Code says it refused a tool call: a tool it was not given ("No such tool available:
-# Write. Write exists but is not enabled in this context", seen with 2.1.330), or one it may not use.
+# Write. Write exists but is not enabled in this context", seen with 2.1.330), one it may not use
+# ("Permission to use Write has been denied"), or what its sandbox answers a command that writes
+# outside ("Read-only file system"), links a file from outside ("Invalid cross-device link") or
+# that could not be sandboxed at all.
 REFUSED_TOOL = re.compile(
-    r"no such tool available|not enabled in this context|permission|denied|not allowed",
-    re.IGNORECASE,
+    r"no such tool available|not enabled in this context|permission|denied|not allowed"
+    r"|read-only file system|invalid cross-device link|^(?:exit code \d+\n)?bwrap: ",
+    re.IGNORECASE | re.MULTILINE,
 )
 
 
@@ -6317,6 +6500,13 @@ def tool_result_content(block: dict) -> str:
     return str(content or "")
 
 
+def content_blocks(event: dict) -> list[dict]:
+    """An assistant event's content blocks (dicts only)."""
+    message = event.get("message") if isinstance(event.get("message"), dict) else {}
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
     """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
     the start of each tool result (top-level events only). What the judge reads besides the answer."""
@@ -6325,12 +6515,7 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
         if event.get("parent_tool_use_id"):
             continue
         if event.get("type") == "assistant":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
-            for block in (
-                message.get("content") or [] if isinstance(message.get("content"), list) else []
-            ):
-                if not isinstance(block, dict):
-                    continue
+            for block in content_blocks(event):
                 if block.get("type") == "text" and str(block.get("text", "")).strip():
                     lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
                 elif block.get("type") == "tool_use":
@@ -6345,6 +6530,15 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
                     f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}"
                 )
     return cap_text("\n".join(lines), limit)
+
+
+def result_reason(result: dict) -> str:
+    """Why a result event says the run failed: its `result` text, else its first `errors` entry
+    (an `error_during_execution` has `result: null`: "Sandbox required but unavailable: ...")."""
+    if isinstance(result.get("result"), str) and result["result"].strip():
+        return result["result"]
+    errors = result.get("errors")
+    return str(errors[0]) if isinstance(errors, list) and errors else ""
 
 
 def run_error(
@@ -6366,11 +6560,105 @@ def run_error(
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
         # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result.get("result") if isinstance(result.get("result"), str) else ""
-        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
+        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
             ": "
         )
+    failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
+    if failed is not None:  # every Bash call then fails: the run says nothing about the skill
+        return f"Claude Code's sandbox did not start: {one_line(failed.output, 300)}"
     return None
+
+
+class ActivationReader:
+    """Reads one run's stream-json events in order: the init event's skills, each top-level tool
+    call (a forked skill's subagent reports with a parent_tool_use_id: its tools are not ours) and
+    its result, the refusals, retries, and the result event."""
+
+    def __init__(self, record: ClaudeRun) -> None:
+        self.record = record
+        self.result: dict | None = None
+        self.last_text = ""
+        self.names: dict[str, str] = {}  # tool_use id -> tool name
+        self.calls: dict[str, ToolCall] = {}  # tool_use id -> its call
+
+    def read(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "system":
+            self.system(event)
+        elif kind == "assistant" and not event.get("parent_tool_use_id"):
+            for block in content_blocks(event):
+                self.assistant_block(block)
+        elif kind == "user" and not event.get("parent_tool_use_id"):
+            for block in tool_results_of(event):
+                self.tool_result(block)
+        elif kind == "result":
+            self.result = event
+
+    def system(self, event: dict) -> None:
+        if event.get("subtype") == "api_retry":
+            self.record.api_retries += 1
+        elif event.get("subtype") == "init" and any(
+            isinstance(event.get(key), list) for key in ("skills", "slash_commands")
+        ):
+            listed = [
+                s
+                for key in ("skills", "slash_commands")
+                if isinstance(event.get(key), list)
+                for s in event[key]
+            ]
+            self.record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
+
+    def assistant_block(self, block: dict) -> None:
+        record = self.record
+        if block.get("type") == "tool_use":
+            name, call_id = str(block.get("name")), str(block.get("id"))
+            record.tools.append(name)
+            self.names[call_id] = name
+            call = ToolCall(
+                name,
+                block.get("input") if isinstance(block.get("input"), dict) else {},
+                turn=len(record.tool_calls) + 1,
+                id=call_id,
+            )
+            record.tool_calls.append(call)
+            self.calls[call_id] = call
+            skill = skill_of_tool_use(block)
+            if skill and skill not in record.activated_skills:
+                record.activated_skills.append(skill)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            self.last_text = block["text"].strip() or self.last_text
+
+    def tool_result(self, block: dict) -> None:
+        content = tool_result_content(block)
+        call = self.calls.get(str(block.get("tool_use_id")))
+        if call is not None:
+            call.output = cap_text(content, C.CLAUDE_TOOL_RESULT_CHARS)
+            call.is_error = bool(block.get("is_error"))
+        if block.get("is_error") and REFUSED_TOOL.search(content):
+            name = self.names.get(str(block.get("tool_use_id")), "tool")
+            self.record.refused_tools.append(f"{name}: {one_line(content, 200)}")
+
+    def finish(self, events: list[dict], installed: Sequence[str]) -> ClaudeRun:
+        record, result = self.record, self.result
+        for denial in (result or {}).get("permission_denials") or []:
+            if isinstance(denial, dict) and not any(
+                r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
+            ):
+                record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
+        record.first_tool = record.tools[0] if record.tools else None
+        record.tool_count = len(record.tools)
+        record.answer = self.last_text
+        if result is not None:
+            record.result_subtype = result.get("subtype")
+            record.is_error = result.get("is_error")
+            record.num_turns = result.get("num_turns")
+            record.duration_ms = result.get("duration_ms")
+            record.total_cost_usd = result.get("total_cost_usd")
+            record.usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+            if isinstance(result.get("result"), str):
+                record.answer = result["result"]
+        record.error = run_error(events, result, record, installed)
+        return record
 
 
 def detect_activation(
@@ -6378,85 +6666,12 @@ def detect_activation(
 ) -> ClaudeRun:
     """What one run's events say: which skills fired (top-level Skill calls or Reads of a
     SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
-    run is an error when it is one (no result, an API error, the skill not loaded at all)."""
-    record = ClaudeRun(query=query, run=run)
-    result: dict | None = None
-    last_text = ""
-    names: dict[str, str] = {}  # tool_use id -> tool name
+    run is an error when it is one (no result, an API error, the skill not loaded at all, a
+    sandbox that did not start)."""
+    reader = ActivationReader(ClaudeRun(query=query, run=run))
     for event in events:
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
-            listed = [
-                s
-                for key in ("skills", "slash_commands")
-                if isinstance(event.get(key), list)
-                for s in event[key]
-            ]
-            if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
-                record.skills_loaded = sorted({normalize_skill_name(s) for s in listed} - {None})
-        elif kind == "system" and event.get("subtype") == "api_retry":
-            record.api_retries += 1
-        elif kind == "assistant" and not event.get("parent_tool_use_id"):
-            # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
-            content = message.get("content") or []
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "tool_use":
-                    record.tools.append(str(block.get("name")))
-                    names[str(block.get("id"))] = str(block.get("name"))
-                    record.tool_calls.append(
-                        ToolCall(
-                            str(block.get("name")),
-                            block.get("input") if isinstance(block.get("input"), dict) else {},
-                            turn=len(record.tool_calls) + 1,
-                            id=str(block.get("id")),
-                        )
-                    )
-                    skill = skill_of_tool_use(block)
-                    if skill and skill not in record.activated_skills:
-                        record.activated_skills.append(skill)
-                elif (
-                    block.get("type") == "text"
-                    and isinstance(block.get("text"), str)
-                    and block["text"].strip()
-                ):
-                    last_text = block["text"].strip()
-        elif kind == "user" and not event.get("parent_tool_use_id"):
-            for block in tool_results_of(event):
-                for call in record.tool_calls:
-                    if call.id == str(block.get("tool_use_id")):
-                        call.output = cap_text(
-                            tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS
-                        )
-                        call.is_error = bool(block.get("is_error"))
-                if block.get("is_error") and REFUSED_TOOL.search(tool_result_content(block)):
-                    name = names.get(str(block.get("tool_use_id")), "tool")
-                    record.refused_tools.append(
-                        f"{name}: {one_line(tool_result_content(block), 200)}"
-                    )
-        elif kind == "result":
-            result = event
-    for denial in (result or {}).get("permission_denials") or []:
-        if isinstance(denial, dict) and not any(
-            r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
-        ):
-            record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
-    record.first_tool = record.tools[0] if record.tools else None
-    record.tool_count = len(record.tools)
-    if result is not None:
-        record.result_subtype = result.get("subtype")
-        record.is_error = result.get("is_error")
-        record.num_turns = result.get("num_turns")
-        record.duration_ms = result.get("duration_ms")
-        record.total_cost_usd = result.get("total_cost_usd")
-        record.usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
-        record.answer = result.get("result") if isinstance(result.get("result"), str) else last_text
-    else:
-        record.answer = last_text
-    record.error = run_error(events, result, record, installed)
-    return record
+        reader.read(event)
+    return reader.finish(events, installed)
 
 
 def kill_process_group(pid: int) -> None:
@@ -6475,9 +6690,112 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
             sink.extend(chunk[: limit - len(sink)])
 
 
+# ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
+RUN_FOLDER_PREFIX = "skill-eval-"
+RUN_OWNER_FILE = (
+    "owner"  # in every run folder: the pid and start time of the evaluator that made it
+)
+
+
+def process_start_time(pid: int) -> str | None:
+    """When a process started (clock ticks after boot, /proc/PID/stat): a pid reused by another
+    process has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(line: str) -> bool:
+    pid, _, started = line.strip().partition(" ")
+    if not pid.isdigit():
+        return True  # not ours to judge
+    now = process_start_time(int(pid))
+    return now is not None and (not started or now == started)
+
+
+def make_run_folder(parent: str | Path | None = None) -> Path:
+    """A new temporary folder (mode 0700) named skill-eval-*, holding its owner file."""
+    root = Path(tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX, dir=parent))
+    owner = f"{os.getpid()} {process_start_time(os.getpid()) or ''}\n"
+    (root / RUN_OWNER_FILE).write_text(owner, encoding="ascii")
+    return root
+
+
+def remove_stale_run_folders() -> list[Path]:
+    """The skill-eval-* folders of runs whose evaluator died (`kill -9` leaves them, with Claude
+    Code's session files and the prompts): removed when the next evaluation starts. A folder
+    whose owner is alive, or that names none, is left alone."""
+    removed = []
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+        try:
+            folders = [p for p in Path(base).glob(RUN_FOLDER_PREFIX + "*") if p.is_dir()]
+        except OSError:
+            continue
+        for folder in folders:
+            try:
+                owner = (folder / RUN_OWNER_FILE).read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            if not owner_alive(owner):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+@dataclass
+class RunFolder:
+    """One run's temporary folder: its project (where `claude` starts), its HOME, and its TMPDIR,
+    which is kept short (Claude Code's sandbox makes its sockets there, and a socket path holds at
+    most 107 bytes: a deep TMPDIR gets one of its own in /tmp). Removed after the run."""
+
+    root: Path
+    tmp: Path
+
+    @classmethod
+    def make(cls) -> RunFolder:
+        root = make_run_folder()
+        try:
+            for name in ("project", "home", "tmp"):
+                (root / name).mkdir()
+            tmp = root / "tmp"
+            if len(str(tmp)) > C.CLAUDE_TMPDIR_MAX_CHARS and Path("/tmp").is_dir():
+                tmp = make_run_folder("/tmp")
+        except OSError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root, tmp)
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    def remove(self) -> None:
+        for folder in (self.tmp, self.root):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_without_links(path: Path, limit: int | None = None) -> bytes:
+    """A regular file's bytes (at most `limit`), never through a link: the evaluator reads what a
+    run left, and writes nothing there."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return handle.read() if limit is None else handle.read(limit)
+
+
 def file_sha256(path: Path) -> str:
+    import stat
+
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -6502,11 +6820,32 @@ def project_files(project: Path) -> Iterable[tuple[str, Path]]:
             yield path.relative_to(project).as_posix(), path
 
 
+# Where Claude Code's sandbox mounts over a project's protected files: a run killed mid-command
+# (a timeout) leaves each as an empty file, which is the sandbox's, not the run's work.
+SANDBOX_MOUNT_POINTS = frozenset(
+    {
+        ".bash_profile",
+        ".bashrc",
+        ".gitconfig",
+        ".gitmodules",
+        ".idea",
+        ".mcp.json",
+        ".profile",
+        ".ripgreprc",
+        ".vscode",
+        ".zprofile",
+        ".zshrc",
+    }
+)
+
+
 def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     """An eval's input files, each by its name into the project's top folder (a folder with its
     contents; links copied as links); returns the sha256 of every project file, to tell what the
     run changed."""
     for source in files:
+        if source.name in RESERVED_PROJECT_NAMES:
+            raise OSError(f"an input file may not be named {source.name}")
         target = project / source.name
         if source.is_dir():
             shutil.copytree(source, target, symlinks=True)
@@ -6515,17 +6854,55 @@ def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     return {relative: file_sha256(path) for relative, path in project_files(project)}
 
 
-def artifact_text(path: Path, size: int) -> str | None:
+def check_project_settings(project: Path) -> None:
+    """Right before claude starts: no settings file but ours in the project. Claude Code merges a
+    project's `permissions.allow` and `sandbox` lists into those of --settings."""
+    for name in ("settings.json", "settings.local.json"):
+        if os.path.lexists(project / ".claude" / name):
+            raise OSError(f"the project holds .claude/{name}, which would add to its settings")
+
+
+def prepare_project(project: Path, skills: Sequence[SkillInfo], task: TaskSetup | None) -> dict:
+    """The skills installed, a task's input files copied; the sha256 of every file it starts with."""
+    install_skills(project, skills)
+    before = copy_task_files(project, task.files) if task else {}
+    check_project_settings(project)
+    return before
+
+
+def artifact_text(data: bytes) -> str | None:
     """A small UTF-8 text file's content (what the judge reads inline); None for anything else."""
-    if size > C.ARTIFACT_TEXT_BYTES:
-        return None
-    data = path.read_bytes()
-    if b"\x00" in data:
+    if len(data) > C.ARTIFACT_TEXT_BYTES or b"\x00" in data:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def artifact_record(
+    relative: str, path: Path, before: dict[str, str], redactor: Redactor
+) -> tuple[ArtifactRecord, bytes | None] | None:
+    """A file the run created or changed, as recorded (its copy's size and sha256: secrets in it
+    masked), with the bytes to keep (None: too large to copy); None when the run did not make it
+    (unchanged, or an empty mount point the sandbox left)."""
+    size = path.lstat().st_size
+    if size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
+        return None
+    data = read_without_links(path) if size <= C.ARTIFACT_MAX_COPY_BYTES else None
+    digest = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)
+    if before.get(relative) == digest:
+        return None
+    kept = redactor.masked_bytes(data) if data is not None else None
+    record = ArtifactRecord(
+        path=relative,
+        size=len(kept) if kept is not None else size,
+        sha256=hashlib.sha256(kept).hexdigest() if kept is not None else digest,
+        status="changed" if relative in before else "new",
+        text=artifact_text(data) if data is not None else None,  # the judge reads it as it was
+        redacted=kept != data,
+    )
+    return record, kept
 
 
 def collect_artifacts(
@@ -6534,43 +6911,23 @@ def collect_artifacts(
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
     the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
-    the manifest then describes the copy (`redacted`)."""
+    the manifest then describes the copy (`redacted`). The project itself is only read, never
+    through a link: a hard link to a file of the user's is read like any file, and left alone."""
+    redactor = redactor or Redactor()
     records = []
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
-        digest = file_sha256(path)
-        if before.get(relative) == digest:
+        found = artifact_record(relative, path, before, redactor)
+        if found is None:
             continue
-        size = path.stat().st_size
-        record = ArtifactRecord(
-            path=relative,
-            size=size,
-            sha256=digest,
-            status="changed" if relative in before else "new",
-            text=artifact_text(path, size),
-        )
-        if redactor is not None and redactor.secrets and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            data = path.read_bytes()
-            masked = data
-            for secret in redactor.secrets:
-                masked = masked.replace(
-                    secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode()
-                )
-            if masked != data:
-                path.write_bytes(masked)
-                record = ArtifactRecord(
-                    path=relative,
-                    size=len(masked),
-                    sha256=hashlib.sha256(masked).hexdigest(),
-                    status=record.status,
-                    text=artifact_text(path, len(masked)),
-                    redacted=True,
-                )
-        if target is not None and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target / relative, follow_symlinks=False)
+        record, kept = found
+        if target is not None and kept is not None:
+            copy = target / relative
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            with open(copy, "xb") as handle:  # a new file in our own fresh folder
+                handle.write(kept)
             record.copied = True
         records.append(record)
     if target is not None:
@@ -6578,37 +6935,32 @@ def collect_artifacts(
     return records
 
 
-async def run_claude_query(
-    query: str,
-    skills: Sequence[SkillInfo],
-    settings: ClaudeCliSettings,
-    run: int = 1,
-    task: TaskSetup | None = None,
-) -> ClaudeRun:
-    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
-    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
-    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
-    input files in the project first; what it leaves there is kept, and a write outside the
-    project while it ran fails it."""
-    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
-    start = time.perf_counter()
-    process: asyncio.subprocess.Process | None = None
+# ---------------------------------------------------------------------------- one `claude -p` run
+@dataclass
+class ClaudeProcess:
+    """What one `claude -p` process gave back."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    returncode: int | None = None
+    timed_out: bool = False
+    start_error: str | None = None
+
+
+async def run_claude_process(
+    settings: ClaudeCliSettings, query: str, folder: RunFolder
+) -> ClaudeProcess:
+    """`claude -p QUERY` in the run's project, its output read as it comes; on timeout, and after
+    it ends anyway, its process group is killed and every process it left (see end_descendants)
+    is ended, so nothing outlives the run."""
+    done, marker = ClaudeProcess(), run_marker()
     stdout, stderr = bytearray(), bytearray()
-    timed_out = False
-    artifacts: list[ArtifactRecord] = []
-    artifact_error: str | None = None
-    guard: OutsideWriteGuard | None = None
+    process: asyncio.subprocess.Process | None = None
     try:
-        project = root / "project"
-        for folder in (project, root / "home", root / "tmp"):
-            folder.mkdir(parents=True)
-        install_skills(project, skills)
-        before = copy_task_files(project, task.files) if task else {}
-        guard = task.guard() if task and task.guard else None
         process = await asyncio.create_subprocess_exec(
             *claude_command(settings, query),
-            cwd=project,
-            env=claude_env(settings, root),
+            cwd=folder.project,
+            env=claude_env(settings, folder.root, folder.tmp, marker),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -6623,16 +6975,14 @@ async def run_claude_query(
         try:
             await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
         except TimeoutError:
-            timed_out = True
+            done.timed_out = True
             kill_process_group(process.pid)
             try:  # pipes close once the group is dead; a child that escaped the group must not hang us
                 await asyncio.wait_for(readers, 5)
             except TimeoutError:
                 readers.cancel()
     except OSError as exc:
-        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
-        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-        return record
+        done.start_error = f"could not start claude: {exc}"
     finally:
         if process is not None:
             kill_process_group(process.pid)
@@ -6641,65 +6991,117 @@ async def run_claude_query(
                     await asyncio.wait_for(process.wait(), 5)
                 except (TimeoutError, asyncio.CancelledError):
                     pass
-        if task is not None and process is not None:
-            try:
-                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
-            except OSError as exc:
-                artifact_error = f"could not keep the run's files: {exc}"
-        shutil.rmtree(root, ignore_errors=True)
-    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
-    record = detect_activation(events, [s.name for s in skills], query, run)
-    if task is not None:
-        redactor = Redactor.for_run()
-        record.transcript_summary = redactor.text(transcript_summary(events))
-        for artifact in artifacts:
-            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
-        record.artifacts = artifacts
-    record.exit_code = process.returncode if process else None
-    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
-    record.stderr_tail = redactor.text(
-        tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
-    )
-    record.answer = redactor.text(record.answer)
-    record.timed_out = timed_out
-    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-    if timed_out:
-        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
+            end_descendants(process.pid, marker)
+    done.stdout, done.stderr = bytes(stdout), bytes(stderr)
+    done.returncode = process.returncode if process is not None else None
+    return done
+
+
+def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) -> None:
+    """The process's side of a run's record: exit code, stderr, and why it is an error when the
+    process (not its events) says so."""
+    record.exit_code = done.returncode
+    record.stderr_tail = tail(done.stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
+    record.timed_out = done.timed_out
+    stderr = f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+    if done.timed_out:
+        record.error = f"timed out after {timeout:g}s (process group killed)"
     elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
-        record.error += f"; claude exited with {record.exit_code}" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
-        )
+        record.error += f"; claude exited with {record.exit_code}{stderr}"
     elif (
         record.error is None
         and record.exit_code not in (0, None)
         and record.result_subtype != "error_max_turns"
     ):
         # A result event and then a failing exit: the run did not finish cleanly.
-        record.error = f"claude exited with {record.exit_code} after its result event" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+        record.error = f"claude exited with {record.exit_code} after its result event{stderr}"
+
+
+def finish_task_run(
+    record: ClaudeRun,
+    events: list[dict],
+    artifacts: list[ArtifactRecord],
+    guard: OutsideWriteGuard | None,
+) -> None:
+    """A task run's own side: its steps for the judge, what it left, and what it changed outside
+    its project while it ran (an unconfined run: that fails it)."""
+    record.transcript_summary = transcript_summary(events)
+    record.artifacts = artifacts
+    if guard is None:
+        return
+    record.outside_writes = guard.changes()
+    if record.outside_writes:
+        shown = ", ".join(record.outside_writes[:3]) + (
+            " ..." if len(record.outside_writes) > 3 else ""
         )
-    if guard is not None:
-        record.outside_writes = guard.changes()
-        if (
-            record.outside_writes
-        ):  # the sandbox is a temporary project, not a container: this fails the run
-            shown = ", ".join(record.outside_writes[:3]) + (
-                " ..." if len(record.outside_writes) > 3 else ""
-            )
-            record.error = f"wrote outside its temporary project: {shown}" + (
-                f"; {record.error}" if record.error else ""
-            )
+        record.error = f"wrote outside its temporary project: {shown}" + (
+            f"; {record.error}" if record.error else ""
+        )
+
+
+async def run_claude_query(
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    run: int = 1,
+    task: TaskSetup | None = None,
+) -> ClaudeRun:
+    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
+    failed, hung or garbled run: that becomes `error` on the record. Nothing it started outlives
+    it. A task run (`task`) gets its input files in the project first; what it leaves there is
+    kept (masked copies), and an unconfined run that wrote outside the project fails. The record
+    is as the run was: the sinks redact it."""
+    start = time.perf_counter()
+    done, artifacts, artifact_error, guard = ClaudeProcess(), [], None, None
+    try:
+        folder = RunFolder.make()
+    except OSError as exc:
+        folder, done.start_error = None, f"could not start claude: {exc}"
+    try:
+        if folder is not None:
+            try:
+                before = prepare_project(folder.project, skills, task)
+            except OSError as exc:
+                done.start_error = f"could not start claude: {exc}"
+            else:
+                guard = task.guard() if task and task.guard else None
+                done = await run_claude_process(settings, query, folder)
+                if task is not None and done.start_error is None:
+                    try:
+                        artifacts = collect_artifacts(
+                            folder.project, before, task.artifacts, Redactor.for_run()
+                        )
+                    except OSError as exc:
+                        artifact_error = f"could not keep the run's files: {exc}"
+    finally:
+        if folder is not None:
+            folder.remove()
+    latency = round((time.perf_counter() - start) * 1000, 2)
+    if done.start_error:
+        return ClaudeRun(query=query, run=run, error=done.start_error, latency_ms=latency)
+    events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+    record = detect_activation(events, [s.name for s in skills], query, run)
+    finish_claude_run(record, done, settings.timeout)
+    if task is not None:
+        finish_task_run(record, events, artifacts, guard)
     if artifact_error and not record.error:
         record.error = artifact_error
+    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return record
 
 
 class OutsideWriteGuard:
     """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
-    the user's Claude Code skills and settings, and the top level of the working directory are
-    fingerprinted before the suite and compared after it."""
+    the real HOME's Claude Code folders and settings (skills, agents, commands, settings,
+    CLAUDE.md), and the top level of the working folder are fingerprinted before and compared
+    after. The run's own outputs and the --ignore-path globs are not watched."""
 
-    def __init__(self, skills: Sequence[SkillInfo], ignore: Sequence[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        skills: Sequence[SkillInfo],
+        ignore: Sequence[str | Path] = (),
+        ignore_globs: Sequence[str] = (),
+    ) -> None:
         home = Path.home() / ".claude"
         self.trees = [s.folder for s in skills] + [
             home / "skills",
@@ -6709,6 +7111,7 @@ class OutsideWriteGuard:
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
         self.ignore = {str(Path(p).resolve()) for p in ignore}
+        self.ignore_globs = tuple(ignore_globs)
         self.before = self.fingerprint()
 
     @property
@@ -6716,9 +7119,11 @@ class OutsideWriteGuard:
         return [str(p) for p in self.trees + self.files + self.top_level]
 
     def ignored(self, path: Path) -> bool:
-        """The run's own outputs, journal, and the temporary files they are written through."""
+        """The run's own outputs, journal, and the temporary files they are written through, and
+        what --ignore-path names (a glob matched against the name, the path relative to the
+        working folder, and the full path)."""
         resolved = str(path.resolve())
-        if resolved in self.ignore:
+        if resolved in self.ignore or self.matches_glob(path):
             return True
         name = path.name
         return (
@@ -6729,6 +7134,12 @@ class OutsideWriteGuard:
                 for p in self.ignore
             )
         )
+
+    def matches_glob(self, path: Path) -> bool:
+        if not self.ignore_globs:
+            return False
+        names = {path.name, str(path), os.path.relpath(path, self.top_level[0])}
+        return any(fnmatch.fnmatch(n, g) for n in names for g in self.ignore_globs)
 
     def fingerprint(self) -> dict[str, tuple[int, int]]:
         seen: dict[str, tuple[int, int]] = {}
@@ -6766,8 +7177,9 @@ class OutsideWriteGuard:
 @dataclass
 class TaskSetup:
     """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
-    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
-    taken around the run (a guard made just before it starts)."""
+    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and, for a run that is not
+    confined (--unconfined Bash), the outside-write check taken around it (a guard made just
+    before it starts)."""
 
     files: list[Path] = field(default_factory=list)
     artifacts: Path | None = None
@@ -8342,6 +8754,8 @@ class Settings:
     claude_bin: str | None = None
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
+    ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
     baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
@@ -9084,9 +9498,12 @@ async def run_verify(
     """A case's `verify` command, through the shell, in a process group of its own: exit 0 is
     {passed: true}, 1 is {passed: false}, with the first line of its stdout as the reason; any
     other exit, a timeout (the whole group is killed) or a failure to start is {error}. What it
-    printed is redacted like everything else."""
+    printed is redacted like everything else. Whatever it started ends with it, even a process
+    that left its group (`setsid`): see end_descendants."""
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
+    marker = run_marker()
+    env = dict(env, **{RUN_MARKER: marker})
 
     async def feed() -> None:
         try:
@@ -9130,6 +9547,7 @@ async def run_verify(
             if process.returncode is None:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(process.wait(), 5)
+            end_descendants(process.pid, marker)
     out = redactor.text(stdout.decode("utf-8", "replace"))
     reason = one_line(next((line for line in out.splitlines() if line.strip()), ""), 500)
     if process.returncode in (0, 1):
@@ -9608,7 +10026,9 @@ class ToolUseRunner:
             return
         if case.verify:  # the command and the judge see the run as it was; the sinks redact
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
-            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            env = environment_without_credentials(
+                EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration)
+            )
             transcript.grades["verify"] = await run_verify(
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
@@ -9708,6 +10128,19 @@ class SkillSuitePlan:
     allow_tools: tuple[str, ...] = ()  # --allow-tools for task runs
     artifacts: Path | None = None  # --artifacts DIR
     judge_model: str = C.DEFAULT_JUDGE_MODEL
+    unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
+    ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether task runs run Bash in Claude Code's sandbox."""
+        return "Bash" in self.allow_tools and not self.unconfined
+
+    @property
+    def confined(self) -> bool:
+        """Whether no run can write outside its project: no Bash, or Bash in the sandbox (file
+        tools are kept to the project by permission rules, other runs have no tool that writes)."""
+        return "Bash" not in self.allow_tools or not self.unconfined
 
     def configurations(self, test: SkillTest) -> list[str]:
         """A task runs with the skill, and per baseline asked for; any other test once ("")."""
@@ -9831,7 +10264,6 @@ class SkillRunner:
         self.concurrency = plan.concurrency
         self.redactor = redactor or Redactor.for_run()
         self.fingerprint = skill_suite_fingerprint(plan)
-        self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
         self.task_fingerprints: dict[
@@ -9840,8 +10272,12 @@ class SkillRunner:
         self.judge: Judge | None = None
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
+        self.changed_elsewhere: list[str] = []
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
+
+    def new_guard(self) -> OutsideWriteGuard:
+        return OutsideWriteGuard(self.guarded, self.ignore, self.plan.ignore_globs)
 
     def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
         """A task run's records are reusable when the suite, this configuration's skills, the
@@ -9873,6 +10309,7 @@ class SkillRunner:
             timeout=test.timeout,
             model=model,
             allow_tools=self.plan.allow_tools,
+            sandbox=self.plan.sandboxed,
         )
         jobs = []
         for configuration in self.plan.configurations(test):
@@ -9921,8 +10358,9 @@ class SkillRunner:
     @asynccontextmanager
     async def session(self) -> Any:
         """The write guard fingerprints what runs must not touch before the first run, and
-        compares after the last (the run's own outputs and journal excepted)."""
-        guard = OutsideWriteGuard(self.guarded, self.ignore)
+        compares after the last (the run's own outputs and journal excepted). A change is the
+        runs' only when one could have made it; else it is another program's, and a warning."""
+        guard = self.new_guard()
         graded = any(t.expectations for t in self.plan.task_tests)
         try:
             if (
@@ -9932,7 +10370,11 @@ class SkillRunner:
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
-            self.outside_writes, self.watched = guard.changes(), guard.watched
+            changes, self.watched = guard.changes(), guard.watched
+            if self.plan.confined:
+                self.changed_elsewhere = changes
+            else:
+                self.outside_writes = changes
             if self.judge_client is not None:
                 await self.judge_client.close()
 
@@ -9953,7 +10395,7 @@ class SkillRunner:
         setup = TaskSetup(
             files=list(test.files),
             artifacts=artifacts,
-            guard=lambda: OutsideWriteGuard(self.guarded, self.ignore),
+            guard=None if self.plan.confined else self.new_guard,
         )
         record = await run_claude_query(
             query, self.plan.skills_for(test, configuration), settings, run, setup
@@ -10856,6 +11298,33 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     return "\n".join(lines)
 
 
+UNCONFINED_NOTE = (
+    "Task runs were not confined (--unconfined): their Bash commands ran as you, outside any "
+    "sandbox, and could read and write whatever you can."
+)
+
+
+def markdown_isolation(isolation: IsolationRecord | None) -> list[str]:
+    if isolation is None or not (
+        isolation.outside_writes or isolation.changed_elsewhere or isolation.unconfined
+    ):
+        return []
+    lines = ["## Isolation", ""] + ([UNCONFINED_NOTE, ""] if isolation.unconfined else [])
+    if isolation.outside_writes:
+        lines += ["Files changed outside the temporary projects:", ""]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes]
+        lines += [""]
+    if isolation.changed_elsewhere:
+        lines += [
+            "Files changed while the runs ran, which no run could change (confined): another "
+            "program did it (`--ignore-path GLOB` leaves such files out):",
+            "",
+        ]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.changed_elsewhere]
+        lines += [""]
+    return lines
+
+
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
@@ -10876,16 +11345,7 @@ def render_markdown(results: Results) -> str:
         lines += [trigger_analysis_markdown(results.sections["trigger_scores"])]
     if results.sections.get("benchmark") is not None:
         lines += markdown_benchmark(results.sections["benchmark"])
-    isolation = results.sections.get("isolation")
-    if isolation is not None and isolation.outside_writes:
-        lines += [
-            "## Isolation",
-            "",
-            "Files changed outside the temporary projects:",
-            "",
-            *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
-            "",
-        ]
+    lines += markdown_isolation(results.sections.get("isolation"))
     return "\n".join(lines)
 
 
@@ -11145,6 +11605,17 @@ def print_summary(console: Console, results: Results) -> None:
         console.print(
             f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
             highlight=False,
+        )
+    for path in isolation.changed_elsewhere if isolation else []:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(path)} changed while the runs ran; no run "
+            "could change it (they are confined): another program did (--ignore-path leaves it out)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if isolation is not None and isolation.unconfined:
+        console.print(
+            f"[yellow]warning:[/yellow] {UNCONFINED_NOTE}", highlight=False, soft_wrap=True
         )
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available:
@@ -11810,6 +12281,10 @@ def html_results_data(results: Results) -> dict:
     isolation = results.sections.get("isolation")
     if isolation is not None and isolation.outside_writes:
         data["outside_writes"] = list(isolation.outside_writes)
+    if isolation is not None and isolation.changed_elsewhere:
+        data["changed_elsewhere"] = list(isolation.changed_elsewhere)
+    if isolation is not None and isolation.unconfined:
+        data["unconfined"] = UNCONFINED_NOTE
     return data
 
 
@@ -11946,6 +12421,9 @@ function renderOverview(app) {
   if (s.interrupted) app.append(el("p", {class: "flag"}, "Interrupted: rerun with --resume"));
   if (DATA.outside_writes) app.append(el("p", {class: "flag"}, "Files changed outside the temporary projects: "
                                          + DATA.outside_writes.join(", ")));
+  if (DATA.changed_elsewhere) app.append(el("p", {class: "flag"}, "Changed while the runs ran, by another program (the runs are confined): "
+                                            + DATA.changed_elsewhere.join(", ")));
+  if (DATA.unconfined) app.append(el("p", {class: "flag"}, DATA.unconfined));
 }
 
 // ---------------------------------------------------------------- charts (inline SVG)
@@ -13267,12 +13745,19 @@ def task_plan_options(
             f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
             hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
         )
+    allow_tools = parse_allow_tools(settings.allow_tools)
+    if settings.unconfined and "Bash" not in allow_tools:
+        raise InputError(
+            "--unconfined applies to task runs allowed Bash, and --allow-tools does not name it",
+            hint="drop --unconfined (file tools are kept to the project either way)",
+        )
     return {
         "baseline": settings.baseline,
         "baseline_skill": old,
-        "allow_tools": parse_allow_tools(settings.allow_tools),
+        "allow_tools": allow_tools,
         "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
         "judge_model": settings.judge_model,
+        "unconfined": settings.unconfined,
     }
 
 
@@ -13302,6 +13787,7 @@ def skill_plan(
         trigger_timeout=settings.trigger_timeout,
         trigger_models=settings.trigger_models,
         test_models=settings.models,
+        ignore_globs=settings.ignore_path,
         **task_plan_options(settings, skills, tests),
     )
 
@@ -13544,6 +14030,8 @@ def skill_results(
             watched=runner.watched,
             outside_writes=runner.outside_writes,
             ok=not runner.outside_writes,
+            unconfined=not plan.confined,
+            changed_elsewhere=runner.changed_elsewhere,
         ),
     }
     summary = summary_record(cases, usages, plan.threshold, outcome)
@@ -13631,6 +14119,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
     runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
     jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
+    if plan.sandboxed and plan.task_tests and not settings.merge:
+        check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if settings.dry_run:
         print_estimate(
             console, asyncio.run(runner.estimate(plan_resume(runner, jobs, settings).todo))
@@ -13644,8 +14134,10 @@ def skill_mode(settings: Settings, console: Console) -> int:
         isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
         runner.watched = sorted({path for i in isolation for path in i.watched})
         runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
+        runner.changed_elsewhere = sorted({p for i in isolation for p in i.changed_elsewhere})
         return skill_mode_end(settings, console, plan, runner, outcome, version)
     require_api_key()
+    remove_stale_run_folders()  # what runs killed with their evaluator left behind
     if (
         plan.artifacts is not None
     ):  # made before the write guard looks, so it is not a write outside
@@ -13983,6 +14475,7 @@ class SkillDescriptionTask:
 
     def prepare(self) -> None:
         require_api_key()
+        remove_stale_run_folders()
         self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
 
     async def estimate(self) -> CostEstimate:
@@ -15070,7 +15563,15 @@ SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_tur
 
 # task evals through Claude Code: what they may do, what they leave, what they are compared with, who grades
 TASK_EVAL_OPTIONS = frozenset(
-    {"allow_tools", "artifacts", "baseline", "baseline_skill", "benchmark_json", "judge_model"}
+    {
+        "allow_tools",
+        "artifacts",
+        "baseline",
+        "baseline_skill",
+        "benchmark_json",
+        "judge_model",
+        "unconfined",
+    }
 )
 
 
@@ -15220,6 +15721,7 @@ MODES.extend(
                 "mcp_config",
                 "skill_description",
                 "shard",
+                "ignore_path",
             }
             | TASK_EVAL_OPTIONS,
             skill_mode,
@@ -16094,8 +16596,28 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
             "--allow-tools",
             metavar="Bash,Write,Edit",
             help="Task runs may use these tools (off by default; any of "
-            f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary "
-            "project and HOME: not a container.",
+            f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary "
+            "project only, Bash in Claude Code's sandbox (bubblewrap and socat; without "
+            "them the run is refused, unless --unconfined).",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--unconfined",
+            is_flag=True,
+            help="Let task runs' Bash run as you, outside any sandbox (where Claude Code's "
+            "sandbox cannot start); named in the results and reports.",
+        ),
+    ),
+    (
+        "Task evals (Claude Code)",
+        click.option(
+            "--ignore-path",
+            multiple=True,
+            metavar="GLOB",
+            help="A file other programs change while skill runs run (an editor's autosave, "
+            "a test cache): not watched by the outside-write check (repeatable).",
         ),
     ),
     (

@@ -98,6 +98,8 @@ CLAUDE_DISALLOWED_TOOLS = (
 CLAUDE_MAX_OUTPUT_BYTES = 20_000_000  # stream-json kept per run
 CLAUDE_STDERR_TAIL_CHARS = 1_000
 WRITE_GUARD_MAX_ENTRIES = 20_000  # files fingerprinted per watched folder
+CLAUDE_TMPDIR_MAX_CHARS = 60  # a run's TMPDIR longer than this moves to /tmp (sandbox socket paths)
+END_DESCENDANTS_ROUNDS = 10  # looks for what a finished run left running (each round: kill, reap)
 TASK_ALLOWABLE_TOOLS = (
     "Bash",
     "Edit",

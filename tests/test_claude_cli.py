@@ -171,7 +171,9 @@ def test_positive_activates_negative_does_not_and_nothing_outside_changes(sandbo
 
 def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
     with ScriptedAnthropic(responder=responder) as api:
-        trigger = write_trigger(sandbox, [f"SQL please {HANG_MARKER}"], ["Tell me a joke"])
+        # its own marker: another test's hung query may be alive while this one looks
+        marker = f"{HANG_MARKER}-alone"
+        trigger = write_trigger(sandbox, [f"SQL please {marker}"], ["Tell me a joke"])
         out = sandbox / "results.json"
         start = time.monotonic()
         done = run_evaluator(
@@ -199,7 +201,7 @@ def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
     [run] = [r for r in json.loads(out.read_text())["results"] if HANG_MARKER in r["query"]]
     assert run["timed_out"] and "timed out after 4s" in run["error"]
     leftovers = subprocess.run(
-        ["pgrep", "-f", HANG_MARKER], capture_output=True, text=True
+        ["pgrep", "-f", marker], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == []
 

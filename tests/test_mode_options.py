@@ -159,6 +159,8 @@ SAMPLES: dict[str, list[str]] = {
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
     "benchmark_json": ["--benchmark-json", "benchmark.json"],
+    "unconfined": ["--unconfined"],
+    "ignore_path": ["--ignore-path", "*.swp"],
 }
 
 # The smallest command line that selects each mode.
@@ -2299,6 +2301,37 @@ def _(lab, mode):
         "weekly.sql"
     ]
     assert not (Path.cwd() / "eval-1").exists(), "without --artifacts nothing is kept on disk"
+
+
+@observes("unconfined", "skills")
+def _(lab, mode):
+    confined = lab.run(*task_line(lab, "--allow-tools", "Bash", "--json"), model=task_model)
+    loose = lab.run(
+        *task_line(lab, "--allow-tools", "Bash", "--unconfined", "--json"), model=task_model
+    )
+    assert confined.code == loose.code == 1, confined.output + loose.output  # Write is refused
+    assert confined.document()["isolation"]["unconfined"] is False
+    assert loose.document()["isolation"]["unconfined"] is True
+    without_bash = lab.run(*task_line(lab, "--allow-tools", "Write", "--unconfined"))
+    assert without_bash.code == 2 and "--unconfined applies to task runs allowed Bash" in (
+        without_bash.output
+    )
+
+
+@observes("ignore_path", "skills")
+def _(lab, mode):
+    def autosaving(body: dict) -> dict:  # an editor saving in the working folder as runs run
+        (Path.cwd() / f"draft-{time.time_ns()}.swp").write_text("x")
+        return task_model(body)
+
+    seen = lab.run(*task_line(lab, "--allow-tools", "Write", "--json"), model=autosaving)
+    ignored = lab.run(
+        *task_line(lab, "--allow-tools", "Write", "--ignore-path", "*.swp", "--json"),
+        model=autosaving,
+    )
+    assert seen.code == ignored.code == 0, seen.output + ignored.output
+    assert any(p.endswith(".swp") for p in seen.document()["isolation"]["changed_elsewhere"])
+    assert ignored.document()["isolation"]["changed_elsewhere"] == []
 
 
 @observes("baseline", "skills")
