@@ -9013,12 +9013,20 @@ class ResumePlan:
     kept_results: list[RunResult]
 
 
-def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
+def plan_resume(
+    runner: Runner,
+    jobs: list[Job],
+    settings: Settings,
+    earlier: Sequence[RunResult] | None = None,
+) -> ResumePlan:
     """Which jobs still have to run; an earlier result counts when its key (with the hash of its
-    definition) matches, and with --retry-errors only when it did not end in an error."""
-    if not continues_earlier_run(settings):
+    definition) matches, and with --retry-errors only when it did not end in an error. The
+    earlier results are those of -o's final file and journal, or `earlier` when given (the
+    optimizer keeps its own journal)."""
+    if earlier is None and not continues_earlier_run(settings):
         return ResumePlan(list(jobs), {}, [])
-    previous = {runner.result_key(r): r for r in earlier_results(settings.output)}
+    found = earlier if earlier is not None else earlier_results(settings.output)
+    previous = {runner.result_key(r): r for r in found}
     todo, kept, kept_results = [], {}, []
     for job in jobs:
         result = previous.get(job.key)
@@ -9175,14 +9183,16 @@ def run_pipeline(
     settings: Settings,
     console: Console,
     on_record: Callable[[Any], None] | None = None,
+    earlier: Sequence[RunResult] | None = None,
 ) -> PipelineOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
-    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs."""
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
+    `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
+    everything finished so far, and the runs under way. With --shard only this shard's runs;
+    with --merge the pieces' runs are replayed, nothing runs."""
     if settings.merge:
         return replay_pipeline(runner, settings)
     jobs = pipeline_jobs(runner, settings)
-    plan = plan_resume(runner, jobs, settings)
+    plan = plan_resume(runner, jobs, settings, earlier)
     if plan.kept:
         console.print(
             f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run"
@@ -14854,14 +14864,17 @@ def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
 
 
 class OptimizeJournal:
-    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
-    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
+    """One JSON line per event of the loop (each run of a candidate as it finishes, each
+    proposal, each candidate scored to the end), flushed at once and redacted like every output:
+    --resume (after Ctrl-C, SIGTERM or kill -9) replays it, so nothing finished is asked or run
+    again."""
 
     def __init__(self, settings: Settings, fingerprint: str) -> None:
         self.path = journal_path(settings.output) if settings.output else None
         self.fingerprint = fingerprint
         self.proposals: dict[int, dict] = {}
         self.scored: dict[str, list] = {}
+        self.runs: dict[str, list] = {}  # candidate hash -> its runs finished so far
         kept: list[str] = []
         if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
             events = [event for event in json_lines(self.path) if isinstance(event, dict)]
@@ -14878,6 +14891,10 @@ class OptimizeJournal:
                         self.scored[event["candidate_hash"]] = [
                             RUN_RESULT.validate_python(r) for r in event["results"]
                         ]
+                    elif event.get("event") == "run":
+                        self.runs.setdefault(event["candidate_hash"], []).append(
+                            RUN_RESULT.validate_python(event["result"])
+                        )
                 except (KeyError, TypeError, ValueError):
                     continue  # a line from another version: that step happens again
                 kept.append(json_text(event, indent=None))
@@ -14891,8 +14908,28 @@ class OptimizeJournal:
             return
         if self._handle is None:
             self._handle = open_output_file(self.path, self._kept)
-        self._handle.write(json_text(event, indent=None) + "\n")
-        self._handle.flush()
+        try:
+            self._handle.write(json_text(Redactor.for_run().data(event), indent=None) + "\n")
+            self._handle.flush()
+        except OSError as exc:  # a full disk: the lines before this one keep the loop resumable
+            raise OutputError(
+                f"{output_error(self.path, exc)}; make room and rerun with --resume"
+            ) from None
+
+    def record_run(self, candidate: dict[str, str], runner: Any) -> Callable[[Any], None]:
+        """What the pipeline calls as each run of this candidate finishes: its journal line."""
+        key = candidate_hash(candidate)
+
+        def record(run: Any) -> None:
+            self.append(
+                {
+                    "event": "run",
+                    "candidate_hash": key,
+                    "result": dump_record(runner.to_result(run)),
+                }
+            )
+
+        return record
 
     def close(self, remove: bool) -> None:
         if self._handle is not None:
@@ -14939,13 +14976,17 @@ class OptimizeLoop:
         return self.settings.max_cost is not None and self.spent >= self.settings.max_cost
 
     def score(self, round_no: int, candidate: dict[str, str]) -> CandidateScore | None:
-        """The candidate's runs through the pipeline (or its journaled runs), scored."""
+        """The candidate's runs through the pipeline, scored: those the journal holds are
+        replayed (a candidate scored to the end, or the runs of one cut short), the rest run,
+        each journaled as it finishes."""
         runner = self.task.runner(candidate)
-        kept = self.journal.scored.get(candidate_hash(candidate))
+        key = candidate_hash(candidate)
+        kept = self.journal.scored.get(key)
         if kept is not None:
             return self.task.scored(runner, replayed_outcome(runner, kept), True)
         if self.out_of_money():
             return None
+        earlier = self.journal.runs.get(key, [])
         budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
         self.console.print(
             f"round {round_no}: {len(runner.jobs())} run(s) of the "
@@ -14963,11 +15004,16 @@ class OptimizeLoop:
                 max_cost=budget,
             ),
             self.console,
+            on_record=self.journal.record_run(candidate, runner),
+            earlier=earlier,
         )
         result = self.task.scored(
             runner, outcome, not outcome.interrupted and not outcome.not_started
         )
-        self.spent += result.cost
+        reused = {runner.result_key(r) for r in earlier}
+        self.spent += sum(  # what this invocation paid: the journaled runs were paid before
+            runner.cost(r) for k, r in zip(outcome.keys, outcome.records) if k not in reused
+        )
         if result.complete:
             self.journal.append(
                 {
@@ -15239,7 +15285,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     continues_earlier_run(
         settings
     )  # a leftover journal without --resume (or --resume without -o): one line
-    task.prepare()
+    try:
+        task.prepare()
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/yellow] before the first run: nothing was spent")
+        return interrupted_exit_code()
     original = task.original()
     fingerprint = hashlib.sha256(
         json.dumps(
