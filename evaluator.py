@@ -3864,9 +3864,29 @@ class ToolSpec:
 
     @property
     def destructive(self) -> bool:
-        """Annotated `destructiveHint: true` (and not read-only). An unannotated tool is not: the
-        spec's pessimistic default would withhold every tool of every server that says nothing."""
+        """Annotated `destructiveHint: true` (and not read-only): what --tool-policy safe
+        withholds. An unannotated tool is not (the spec's pessimistic default would withhold
+        every tool of every server that says nothing): --tool-policy strict applies it."""
         return self.annotations.get("destructiveHint") is True and not self.read_only
+
+    @property
+    def unannotated(self) -> bool:
+        """Says neither readOnlyHint nor destructiveHint."""
+        return not {"readOnlyHint", "destructiveHint"} & set(self.annotations)
+
+    @property
+    def contradictory(self) -> bool:
+        """Annotated both read-only and destructive."""
+        return self.read_only and self.annotations.get("destructiveHint") is True
+
+    @property
+    def destructive_by_spec(self) -> bool:
+        """Destructive as the MCP specification reads the annotations with their defaults
+        (readOnlyHint false, destructiveHint true): unless annotated read-only, or annotated
+        `destructiveHint: false` (only additive changes). Contradictory ones count destructive."""
+        if self.contradictory:
+            return True
+        return not self.read_only and self.annotations.get("destructiveHint", True) is not False
 
     @functools.cached_property
     def validator(self) -> Any:
@@ -4626,17 +4646,60 @@ class ToolPolicy:
         """Whether --tool-policy alone lets the real server run this tool."""
         if self.policy == "live":
             return True
+        if self.policy == "strict":
+            return not tool.destructive_by_spec
         return tool.read_only if self.policy == "read-only" else not tool.destructive
 
     def runs_live(self, tool: ToolSpec) -> bool:
         return self.policy_runs(tool) or self.allowed(tool)
 
     def withheld_reason(self) -> str:
+        return {
+            "read-only": "are not annotated readOnlyHint: true",
+            "strict": "the MCP specification counts as destructive (unannotated tools included)",
+        }.get(self.policy, "are annotated destructiveHint: true")
+
+    def why(self, tool: ToolSpec) -> str:
+        """Why this policy treats a tool with no or contradictory annotations as it does."""
+        if self.allowed(tool) and not self.policy_runs(tool):
+            return "--allow-tool names it"
+        stricter = "--tool-policy strict withholds it"
+        if self.policy == "live":
+            return "--tool-policy live runs every tool"
+        if self.policy == "strict":
+            return (
+                "strict counts destructiveHint: true over readOnlyHint"
+                if tool.contradictory
+                else "strict follows the MCP specification, which counts an unannotated tool "
+                "as destructive"
+            )
+        if self.policy == "read-only":
+            return (
+                f"read-only trusts readOnlyHint: true; {stricter}"
+                if tool.contradictory
+                else "read-only runs only what is annotated readOnlyHint: true"
+            )
+        if tool.contradictory:
+            return f"safe takes readOnlyHint: true over destructiveHint; {stricter}"
         return (
-            "are not annotated readOnlyHint: true"
-            if self.policy == "read-only"
-            else "are annotated destructiveHint: true"
+            "safe withholds only tools annotated destructiveHint: true, and the MCP "
+            f"specification counts an unannotated tool as destructive: {stricter}"
         )
+
+    def notes(self, tools: dict[str, ToolSpec]) -> list[str]:
+        """One line per tool the annotations leave in doubt (none given, or read-only and
+        destructive both): what happens to its calls and why. The run header and --dry-run say
+        them."""
+        lines = []
+        for tool in sorted(tools.values(), key=lambda t: t.name):
+            if tool.unannotated:
+                what = "has no readOnlyHint or destructiveHint"
+            elif tool.contradictory:
+                what = "is annotated readOnlyHint: true and destructiveHint: true"
+            else:
+                continue
+            lines.append(f"{tool.name} {what}: {self.treatment(tool)}, because {self.why(tool)}")
+        return lines
 
     def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
         return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
@@ -9956,6 +10019,9 @@ class ToolUseRunner:
                 self.on_connect(hub)
             self.hub = hub
             self.warn_destructive()
+            if not self.settings.dry_run:  # the dry run's tool table says them
+                for note in self.tool_policy.notes(hub.tools):
+                    self.say_notice(note)
             yield hub
 
     def say_notice(self, notice: str) -> None:
@@ -11683,6 +11749,10 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
             escape_markup(tool.name), escape_markup(tool.server), ", ".join(marks) or "-", shown
         )
     console.print(table)
+    for note in policy.notes(tools):
+        console.print(
+            f"[yellow]note:[/yellow] {escape_markup(note)}", highlight=False, soft_wrap=True
+        )
 
 
 class RunProgress:
@@ -16439,7 +16509,8 @@ OPTIONS: tuple[tuple[str, Callable], ...] = (
             show_default=True,
             help="Which calls the servers run: live (all; a run that can call a "
             "destructive tool says so), safe (not tools annotated "
-            "destructiveHint: true; Claude gets a marked stand-in) or "
+            "destructiveHint: true; Claude gets a marked stand-in), strict (the MCP "
+            "specification's defaults: not an unannotated tool, nor one that may destroy) or "
             "read-only (only tools annotated readOnlyHint: true).",
         ),
     ),

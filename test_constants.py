@@ -141,7 +141,12 @@ ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600  # --dry-run: the answer and trajectory 
 ESTIMATED_JUDGE_OUTPUT_TOKENS = 150  # --dry-run: the judge's verdict
 
 # ----------------------------------------------------------------------------- tools that change things
-TOOL_POLICIES = ("live", "safe", "read-only")  # --tool-policy: which calls reach the real server
+TOOL_POLICIES = (
+    "live",
+    "safe",
+    "strict",
+    "read-only",
+)  # --tool-policy: which calls reach the real server
 DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
 REPLAY_MISS_CHOICES = (
     "error",
