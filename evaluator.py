@@ -164,20 +164,28 @@ def json_text(value: Any, indent: int | None = 2) -> str:
 
 
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
-# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
+# return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
+# NUL, C1), bidi overrides, line separators and lone surrogates are shown escaped (`\x1b`), as
+# in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def csv_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
-    value = value.replace("\x00", "\\x00")
+    value = visible_escapes(value, CSV_UNSAFE)
     return "'" + value if value.startswith(CSV_FORMULA_START) else value
 
 
 # The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
-# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
-XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# U+FFFE, U+FFFF), the C1 controls it discourages, and bidi overrides and line separators (which
+# reorder or break what a CI page shows) are written as visible escapes (`\x1b`, `\u202e`).
+XML_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
 
 
 def visible_escapes(text: str, unsafe: re.Pattern) -> str:
@@ -13052,8 +13060,10 @@ def write_results_csv(path: str, results: Results) -> None:
 
 
 def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
-    skill, or with its old version) is reported beside the skill, never failing CI."""
+    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
+    baseline configuration (a task run without the skill, or with its old version) is reported
+    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
+    too (a `gates: false` property says it does not count)."""
     return case.configuration in ("", "with_skill")
 
 
@@ -13071,12 +13081,14 @@ def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bo
             properties, "property", name="configuration", value=xml_text(case.configuration)
         )
         ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
-    if not case.passed and gates(case):
+        ET.SubElement(properties, "property", name="gates", value=str(gates(case)).lower())
+    if not case.passed:  # as the results' verdict says, baselines included
         detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
+        baseline = "" if gates(case) else " (a baseline: reported, it does not fail the suite)"
         ET.SubElement(
             element,
             "error" if case.error else "failure",
-            message=f"passed {case.passes}/{case.runs} runs",
+            message=f"passed {case.passes}/{case.runs} runs{baseline}",
         ).text = xml_text(detail)
     ET.SubElement(element, "system-out").text = xml_text(
         f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\ncost: ${case.cost_usd:.4f}"
@@ -13098,8 +13110,8 @@ def write_junit(path: str, results: Results) -> None:
             "testsuite",
             name=xml_text(group),
             tests=str(len(cases)),
-            failures=str(sum(not c.passed and not c.error and gates(c) for c in cases)),
-            errors=str(sum(not c.passed and c.error and gates(c) for c in cases)),
+            failures=str(sum(not c.passed and not c.error for c in cases)),
+            errors=str(sum(not c.passed and c.error for c in cases)),
             time=f"{sum(c.seconds for c in cases):.3f}",
         )
         for case in cases:

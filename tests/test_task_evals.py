@@ -834,7 +834,19 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
     testcases = ET.parse(sandbox / "bench.xml").getroot().iter("testcase")
     junit = {t.get("name"): t for t in testcases}
     assert set(junit) == {"eval-1 [with_skill]", "eval-1 [without_skill]"}
-    assert all(t.find("failure") is None and t.find("error") is None for t in junit.values())
+    # JUnit says what the JSON says of every configuration (it showed the failing baseline as
+    # passing); a property says the baseline does not gate
+    for name, testcase in junit.items():
+        failed = testcase.find("failure") is not None or testcase.find("error") is not None
+        assert failed == (not cases[name]["passed"]), name
+    assert "a baseline: reported, it does not fail the suite" in junit[
+        "eval-1 [without_skill]"
+    ].find("failure").get("message")
+    gates = {
+        t: {p.get("name"): p.get("value") for p in e.iter("property")} for t, e in junit.items()
+    }
+    assert gates["eval-1 [with_skill]"]["gates"] == "true"
+    assert gates["eval-1 [without_skill]"]["gates"] == "false"
     report = (sandbox / "bench.md").read_text()
     assert (
         "## Benchmark: task evals" in report
