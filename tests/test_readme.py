@@ -45,7 +45,8 @@ EXEMPT = {
 }
 # The first command's install steps are CI's job (.ci/run); the rest of that line runs verbatim.
 INSTALL_PREFIX = (
-    'apt-get update && apt-get install -y chromium && pip install -e ".[test]" && npm install && '
+    "apt-get update && apt-get install -y chromium bubblewrap socat && "
+    'pip install -e ".[test]" && npm install && '
 )
 SKILL_COMMAND = (
     "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
@@ -593,6 +594,19 @@ def test_the_readme_has_commands_and_its_exemptions_are_current():
     assert any(c.text.startswith(INSTALL_PREFIX) for c in COMMANDS), (
         f"no README command starts with {INSTALL_PREFIX!r} any more: update INSTALL_PREFIX"
     )
+
+
+def test_ci_runs_the_readmes_install_steps():
+    """.ci/run installs what the README's install line installs: the same Debian packages, the
+    test extras and the npm packages (bubblewrap and socat run Claude Code's sandbox)."""
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    readme_packages = (
+        re.search(r"apt-get install -y ([\w -]+?) &&", INSTALL_PREFIX).group(1).split()
+    )
+    ci_packages = re.search(r"apt-get install -y -qq ([\w -]+?) >", script).group(1).split()
+    assert sorted(ci_packages) == sorted(readme_packages) and "bubblewrap" in ci_packages
+    assert 'pip install --quiet --disable-pip-version-check -e ".[test]"' in script
+    assert "npm install" in script
 
 
 @pytest.mark.parametrize("command", RUN_ORDER, ids=[c.id for c in RUN_ORDER])
