@@ -11757,10 +11757,9 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
             escape_markup(tool.name), escape_markup(tool.server), ", ".join(marks) or "-", shown
         )
     console.print(table)
-    for note in policy.notes(tools):
-        console.print(
-            f"[yellow]note:[/yellow] {escape_markup(note)}", highlight=False, soft_wrap=True
-        )
+    for note in policy.notes(tools):  # redacted and escaped like every line of ours
+        shown = escape_markup(Redactor.for_run().text(note))
+        console.print(f"[yellow]note:[/yellow] {shown}", highlight=False, soft_wrap=True)
 
 
 class RunProgress:

@@ -528,7 +528,7 @@ def calls(tool: str, **arguments: Any) -> Callable[[dict], dict]:
     return model
 
 
-ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_VAR")
+ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_TOKEN")
 
 
 def loops(body: dict) -> dict:
@@ -1190,7 +1190,7 @@ def stdio_run(lab: Lab, mode: str) -> Run:
                 "--server",
                 MISC_COMMAND,
                 "--server-env",
-                f"EVAL_MODE_OPTION_VAR={SECRET_VALUE}",
+                f"EVAL_MODE_OPTION_TOKEN={SECRET_VALUE}",
             ),
         ),
         model=ECHO_ENV,
@@ -1207,10 +1207,10 @@ def _(lab, mode):
 
 @observes("server_env", *TOOL_MODES)
 def _(lab, mode):
-    assert "EVAL_MODE_OPTION_VAR" not in os.environ, "the value can only come from --server-env"
+    assert "EVAL_MODE_OPTION_TOKEN" not in os.environ, "the value can only come from --server-env"
     run = stdio_run(lab, mode)
     assert SECRET_VALUE in tool_output(run), "the server process got the variable"
-    assert SECRET_VALUE not in run.stdout, "and it is a secret: redacted from the results"
+    assert SECRET_VALUE not in run.stdout, "a credential by its name: redacted from the results"
     assert all(r["tool_results"]["echo_env"] == "[REDACTED]" for r in run.document()["results"])
 
 
@@ -1224,7 +1224,7 @@ def _(lab, mode):
                     "cfg": {
                         "command": sys.executable,
                         "args": [str(MISC_SERVER)],
-                        "env": {"EVAL_MODE_OPTION_VAR": "from-config"},
+                        "env": {"EVAL_MODE_OPTION_TOKEN": "from-config"},
                     }
                 }
             }
