@@ -163,6 +163,10 @@ def json_text(value: Any, indent: int | None = 2) -> str:
     )
 
 
+def visible_escapes(text: str, unsafe: re.Pattern) -> str:
+    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
 # return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
 # NUL, C1), bidi overrides, line separators and lone surrogates are shown escaped (`\x1b`), as
@@ -186,10 +190,6 @@ def csv_cell(value: Any) -> Any:
 XML_UNSAFE = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
-
-
-def visible_escapes(text: str, unsafe: re.Pattern) -> str:
-    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def xml_text(text: Any) -> str:
@@ -7110,6 +7110,30 @@ def finish_task_run(
         )
 
 
+async def run_in_folder(
+    folder: RunFolder,
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    task: TaskSetup | None,
+) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
+    """A run in its folder: the project prepared, `claude` run, what a task run left kept;
+    (the process, the artifacts, why they could not be kept, the outside-write guard)."""
+    try:
+        before = prepare_project(folder.project, skills, task)
+    except OSError as exc:
+        return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
+    guard = task.guard() if task and task.guard else None
+    done = await run_claude_process(settings, query, folder)
+    if task is None or done.start_error:
+        return done, [], None, guard
+    try:
+        artifacts = collect_artifacts(folder.project, before, task.artifacts, Redactor.for_run())
+    except OSError as exc:
+        return done, [], f"could not keep the run's files: {exc}", guard
+    return done, artifacts, None, guard
+
+
 async def run_claude_query(
     query: str,
     skills: Sequence[SkillInfo],
@@ -7123,30 +7147,16 @@ async def run_claude_query(
     kept (masked copies), and an unconfined run that wrote outside the project fails. The record
     is as the run was: the sinks redact it."""
     start = time.perf_counter()
-    done, artifacts, artifact_error, guard = ClaudeProcess(), [], None, None
     try:
         folder = RunFolder.make()
     except OSError as exc:
-        folder, done.start_error = None, f"could not start claude: {exc}"
+        return ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
     try:
-        if folder is not None:
-            try:
-                before = prepare_project(folder.project, skills, task)
-            except OSError as exc:
-                done.start_error = f"could not start claude: {exc}"
-            else:
-                guard = task.guard() if task and task.guard else None
-                done = await run_claude_process(settings, query, folder)
-                if task is not None and done.start_error is None:
-                    try:
-                        artifacts = collect_artifacts(
-                            folder.project, before, task.artifacts, Redactor.for_run()
-                        )
-                    except OSError as exc:
-                        artifact_error = f"could not keep the run's files: {exc}"
+        done, artifacts, artifact_error, guard = await run_in_folder(
+            folder, query, skills, settings, task
+        )
     finally:
-        if folder is not None:
-            folder.remove()
+        folder.remove()
     latency = round((time.perf_counter() - start) * 1000, 2)
     if done.start_error:
         return ClaudeRun(query=query, run=run, error=done.start_error, latency_ms=latency)
