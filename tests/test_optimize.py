@@ -660,6 +660,9 @@ def test_a_loop_stopped_before_its_first_run_says_so(tmp_path):
         if f"sleep {seconds}" in ps:
             break
         time.sleep(0.1)
+    # (a signal while asyncio is still connecting the new process's pipes can hang Python 3.11's
+    # asyncio.run on its way out: a CPython issue, not this test's subject)
+    time.sleep(1)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 143, output
