@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -335,25 +335,33 @@ def json_text(value: Any, indent: int | None = 2) -> str:
     )
 
 
+def visible_escapes(text: str, unsafe: re.Pattern) -> str:
+    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
-# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
+# return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
+# NUL, C1), bidi overrides, line separators and lone surrogates are shown escaped (`\x1b`), as
+# in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def csv_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
-    value = value.replace("\x00", "\\x00")
+    value = visible_escapes(value, CSV_UNSAFE)
     return "'" + value if value.startswith(CSV_FORMULA_START) else value
 
 
 # The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
-# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
-XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def visible_escapes(text: str, unsafe: re.Pattern) -> str:
-    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+# U+FFFE, U+FFFF), the C1 controls it discourages, and bidi overrides and line separators (which
+# reorder or break what a CI page shows) are written as visible escapes (`\x1b`, `\u202e`).
+XML_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
 
 
 def xml_text(text: Any) -> str:
@@ -688,10 +696,18 @@ def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- secrets: one redactor for every byte that leaves
-# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
-SECRET_NAME = re.compile(
-    r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE
+# A name that says its value is a credential: an env variable, a header, a URL query parameter or
+# a command-line flag, split into its words (`GITHUB_TOKEN`, `X-Api-Key`, `--db-password`). Not a
+# substring match: `AUTHOR`, `KEYSPACE` and `MONKEY` hold no credential.
+SECRET_WORD = re.compile(
+    r"\w*(?:KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?)|PASS|PASSPHRASE|PWD?|CREDENTIALS?|BEARER|COOKIE"
+    r"|PRIVATE|DSN|AUTH(?:ORIZATION|N|Z|TOKEN|KEY)?",
+    re.IGNORECASE,
 )
+
+
+# The short flags whose next argument is a password (`mysql -p`, `psql`-style wrappers).
+SECRET_SHORT_FLAGS = ("-p",)
 
 
 # What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
@@ -699,54 +715,165 @@ SECRET_NAME = re.compile(
 ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def spec_secrets(spec: ServerSpec) -> list[str]:
-    """The credentials one server is given: every env and header value (and the token of a
-    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
-    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
+# `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
+
+
+# Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
+CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
+
+
+# A base64 or hex text wrapped at a fixed width (`base64`: 76, `openssl base64`: 64, `xxd -p`: 60).
+WRAPPED_BLOCK = re.compile(r"(?:^[A-Za-z0-9+/=_-]{16,}\r?\n)+[A-Za-z0-9+/=_-]+$", re.MULTILINE)
+
+
+def secret_name(name: str) -> bool:
+    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
+
+
+def entropy_bits(text: str) -> float:
+    """Shannon entropy per character."""
+    import math
+
+    counts: dict[str, int] = {}
+    for char in text:
+        counts[char] = counts.get(char, 0) + 1
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_random(value: str) -> bool:
+    """A value nobody types: at least C.RANDOM_SECRET_MIN_CHARS letters and digits (separators
+    aside), mixed the way random text mixes them (lower, upper and digit runs every few
+    characters) and of high entropy. Words, settings (`production`, `us-east-1`), versions, dates,
+    paths and URLs are not."""
+    if (
+        len(value) < C.RANDOM_SECRET_MIN_CHARS
+        or value.startswith(("/", "./", "../", "~"))
+        or "://" in value
+        or any(char.isspace() for char in value)
+    ):
+        return False
+    core = re.sub(r"[-_+/=.:]", "", value)
+    if len(core) < C.RANDOM_SECRET_MIN_CHARS or not (core.isascii() and core.isalnum()):
+        return False
+    if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core]
+    changes = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
+    return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
+
+
+def url_secrets(value: str) -> list[str]:
+    """The password of every URL in a value (`postgresql://user:PASS@host/db`) and its
+    credential-named query parameters (`?api_key=X`)."""
     import urllib.parse
 
-    found = [*spec.env.values(), *spec.secrets]
-    for value in spec.headers.values():
-        found += [value, value.split(" ", 1)[-1]]
-    if spec.url:
-        parts = urllib.parse.urlsplit(spec.url)
-        found += [parts.password or ""]
-        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
-    for index, arg in enumerate(spec.args):
+    found = []
+    for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", value):
+        try:
+            parts = urllib.parse.urlsplit(match.group())
+            password = parts.password
+        except ValueError:
+            continue
+        if password:
+            found += [password, urllib.parse.unquote(password)]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if secret_name(k)]
+    return found
+
+
+def value_secrets(name: str, value: str) -> list[str]:
+    """What a named value gives the redactor: all of it when its name says it is a credential or
+    it looks random, else only the passwords of the URLs in it."""
+    if secret_name(name) or looks_random(value):
+        return [value, *url_secrets(value)]
+    return url_secrets(value)
+
+
+def argument_secrets(args: Sequence[str]) -> list[str]:
+    """The secrets of a command line: the value of a credential-named flag (`--token X`,
+    `--api-key=X`, `--key X`, `-p X`), URL passwords, and arguments that look random."""
+    found = []
+    for index, arg in enumerate(args):
         name, sep, value = arg.partition("=")
-        if sep and SECRET_NAME.search(name):
-            found.append(value)
-        elif (
-            arg.startswith("-")
-            and SECRET_NAME.search(arg)
-            and index + 1 < len(spec.args)
-            and not spec.args[index + 1].startswith("-")
-        ):  # `--no-auth --port 8080`: no value
-            found.append(spec.args[index + 1])
+        flag = arg.startswith("-")
+        if flag and sep:
+            found += value_secrets(name, value)
+            continue
+        found += [arg] if looks_random(arg) else url_secrets(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if (
+            flag
+            and following is not None
+            and not following.startswith("-")  # `--no-auth --port 8080`: no value
+            and (secret_name(arg) or arg in SECRET_SHORT_FLAGS)
+        ):
+            found.append(following)
+    return found
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given (not every value it is given: `MODE=production` is a
+    setting): each env value, header and ${VAR} the config expanded whose name says it is a
+    credential or that looks random (and the token of a "Bearer TOKEN" header), the password
+    and credential query parameters of every URL, and the value of every credential flag."""
+    found = []
+    for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
+        found += value_secrets(name, value)
+        if value_secrets(name, value) and " " in value:
+            found.append(value.split(" ", 1)[-1])
+    found += url_secrets(spec.url) if spec.url else []
+    found += argument_secrets([spec.command, *spec.args])
     return [s for s in found if s]
 
 
-class Redactor:
-    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
-    run ends (before any journal, writer or terminal sees them), live views and notices as they
-    are shown, and every fatal `error:` line before it is printed.
+API_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
-    Its secrets are the API credentials in our environment and what every server this invocation
-    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
-    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
-    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
-    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
+
+def environment_without_credentials(**extra: str) -> dict[str, str]:
+    """Our environment for a child that needs no API credentials (a `verify` command): without
+    the API key and token, plus `extra`."""
+    env = {name: value for name, value in os.environ.items() if name not in API_CREDENTIALS}
+    env.update(extra)
+    return env
+
+
+def environment_secrets() -> list[str]:
+    """Our own environment's credentials: the API key and token, and every variable whose name
+    says it holds one (`GITHUB_TOKEN` in CI), unless its value is a path (`SSH_AUTH_SOCK`)."""
+    return [
+        value
+        for name, value in os.environ.items()
+        if name in API_CREDENTIALS or (secret_name(name) and not os.path.isabs(value))
+    ]
+
+
+class Redactor:
+    """The one redactor for every byte that leaves the process, applied after grading: the
+    scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
+    terminal, the HTML page, the artifacts kept, live views, notices and every fatal `error:`
+    line get the redacted form of every field, labels (case names, prompts, tags) included.
+
+    Its secrets are the credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
+    and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
+    byte alignment, and wrapped over lines), hex, and with control characters shown escaped; a
+    run of C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a
+    truncation mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets:
+    they are settings ("8080", "true") and masking them would mangle every text."""
 
     MIN_LENGTH = 6
     MASK = "[REDACTED]"
     learned: set[str] = set()  # what this invocation has seen; main() forgets it when it starts
+    made: dict[frozenset[str], Redactor] = {}  # one redactor per set of secrets, built once
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
         forms = {form for secret in unique for form in self.forms(secret)}
-        self.secrets = sorted(
-            forms, key=len, reverse=True
-        )  # longest first: a token inside a header value
+        # longest first: a token inside a header value, the whole of a secret before its part
+        self.secrets = sorted(forms, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        size = C.PARTIAL_SECRET_CHARS
+        self.pieces = {f[i : i + size] for f in self.secrets for i in range(len(f) - size + 1)}
 
     @staticmethod
     def forms(secret: str) -> set[str]:
@@ -768,7 +895,8 @@ class Redactor:
             urllib.parse.quote_plus(secret, safe=""),
             urllib.parse.quote(secret),
         }
-        raw = secret.encode("utf-8")
+        raw = secret.encode("utf-8", "surrogatepass")
+        forms |= {raw.hex(), raw.hex().upper()}
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
             for shift in range(3):
@@ -789,66 +917,106 @@ class Redactor:
         cls.learned = set()
 
     @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """The redactor of these secrets, made once per set (its patterns take a while to build)."""
+        key = frozenset(secrets)
+        if key not in cls.made:
+            cls.made[key] = cls(key)
+        return cls.made[key]
+
+    @classmethod
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
-        """The API credentials, these servers' secrets, and every secret learned before."""
+        """Our environment's credentials, these servers' secrets, and every secret learned before."""
         cls.learn(servers)
-        return cls(
-            [
-                *(
-                    os.environ.get(name, "")
-                    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-                ),
-                *cls.learned,
-            ]
-        )
+        return cls.of([*environment_secrets(), *cls.learned])
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, self.MASK)
+        if self.pattern is None or not value:
+            return value
+        value = self.pattern.sub(self.MASK, value)
+        if "\n" in value:
+            value = WRAPPED_BLOCK.sub(lambda m: self.unwrapped(m.group()), value)
+        return self.cut_runs(value)
+
+    def unwrapped(self, block: str) -> str:
+        """A base64 or hex block wrapped over lines: masked whole when, joined, it holds a secret."""
+        joined = re.sub(r"\s", "", block)
+        return self.MASK if self.pattern and self.pattern.search(joined) else block
+
+    def cut_runs(self, value: str) -> str:
+        """Runs of a secret left where the text was cut: at its start and end, and on each side of
+        a truncation mark or an ellipsis."""
+        size = C.PARTIAL_SECRET_CHARS
+        if len(value) < size:
+            return value
+        bounds = [(0, 0)] + [m.span() for m in CUT_MARKS.finditer(value)] + [(len(value),) * 2]
+        spans = []
+        for start, end in bounds:
+            before = value[:start].rstrip(" \t\"'`.,;:)]}")
+            if len(before) >= size and before[-size:] in self.pieces:
+                spans.append((len(before) - self.run_length(before, backwards=True), len(before)))
+            after = value[end:].lstrip(" \t\"'`([{")
+            if len(after) >= size and after[:size] in self.pieces:
+                offset = end + len(value[end:]) - len(after)
+                spans.append((offset, offset + self.run_length(after, backwards=False)))
+        for start, end in sorted(set(spans), reverse=True):
+            value = value[:start] + self.MASK + value[end:]
         return value
 
+    def run_length(self, text: str, backwards: bool) -> int:
+        """How much of the end (or start) of `text` is one run of some secret form."""
+        best = 0
+        for form in self.secrets:
+            longest = min(len(form), len(text))
+            for length in range(longest, best, -1):
+                part = text[-length:] if backwards else text[:length]
+                if part in form:
+                    best = length
+                    break
+        return best
+
     def data(self, value: Any) -> Any:
-        if not self.secrets:
+        """JSON-like data, keys included."""
+        if self.pattern is None:
             return value
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(v) for v in value)
         if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
+            return {self.data(k): self.data(v) for k, v in value.items()}
         return value
 
-    def scrub(self, transcript: Transcript) -> Transcript:
-        if not self.secrets:
-            return transcript
-        t = transcript
-        t.final_text = self.text(t.final_text)
-        t.error = self.text(t.error) if t.error else t.error
-        for call in t.tool_calls:
-            call.output, call.input = self.text(call.output), self.data(call.input)
-        for entry in t.history:
-            entry.content = self.text(entry.content)
-        t.grades = self.data(t.grades)
-        return t
-
-    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
-        if self.secrets:
-            record.answer, record.stderr_tail = (
-                self.text(record.answer),
-                self.text(record.stderr_tail),
+    def deep(self, value: Any) -> Any:
+        """A copy of a record (pydantic model, dataclass, or JSON-like data) with every text in
+        it redacted; the original is left as it was, for grading."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, BaseModel):
+            return value.model_copy(
+                update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
             )
-            record.error = self.text(record.error) if record.error else record.error
-            record.transcript_summary = self.text(record.transcript_summary)
-            record.refused_tools = [self.text(r) for r in record.refused_tools]
-            for call in record.tool_calls:
-                call.output, call.input = self.text(call.output), self.data(call.input)
-            record.expectations = [
-                dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations
-            ]
-            for artifact in record.artifacts:
-                artifact.text = self.text(artifact.text) if artifact.text is not None else None
-        return record
+        if is_dataclass(value) and not isinstance(value, type):
+            return replace(
+                value,
+                **{
+                    f.name: self.deep(getattr(value, f.name))
+                    for f in dataclass_fields(value)
+                    if f.init
+                },
+            )
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.deep(v) for v in value)
+        if isinstance(value, dict):
+            return {self.deep(k): self.deep(v) for k, v in value.items()}
+        return self.text(value) if isinstance(value, str) else value
+
+    def masked_bytes(self, data: bytes) -> bytes:
+        """A file's bytes with every secret masked (bytes that are not UTF-8 kept as they are)."""
+        if self.pattern is None:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        return self.text(text).encode("utf-8", "surrogateescape")
 
 
 def error_line(text: Any) -> str:
@@ -1223,6 +1391,7 @@ class Transcript:
     batch_api: bool = (
         False  # --batch: its model calls (the judge's too) went through Message Batches
     )
+    verdict: Verdict | None = None  # the verdict a run kept from an earlier invocation got
 
     @property
     def cost_usd(self) -> float:
@@ -1268,7 +1437,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     module: str = ""
     attr: str | None = None
-    secrets: list[str] = field(default_factory=list)  # the values ${VAR} references expanded to
+    secrets: dict[str, str] = field(default_factory=dict)  # ${VAR} references: name -> value
 
 
 @dataclass
@@ -1761,9 +1930,15 @@ class SkillRecord(Record):
 
 
 class IsolationRecord(Record):
+    """What the write guard watched, and what changed there while the runs ran: blamed on the
+    runs (`outside_writes`, which fail the suite) only when one could have done it (a task run
+    with Bash and --unconfined); else another program did it (`changed_elsewhere`, a warning)."""
+
     watched: list[str] = []
     outside_writes: list[str] = []
     ok: bool = True
+    unconfined: bool = False  # --unconfined: task runs' Bash ran as the user, outside any sandbox
+    changed_elsewhere: list[str] = []
 
 
 class ToolInfoRecord(Record):
@@ -2147,6 +2322,7 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
         judge_usage=r.judge_usage or Usage(),
         judge_model=r.judge_model or "",
         batch_api=r.batch_api,
+        verdict=Verdict(r.verdict.passed, list(r.verdict.reasons)) if r.verdict else None,
     )
 
 
@@ -2697,16 +2873,18 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
     )
 
 
-def expanded_env_values(value: Any) -> list[str]:
-    """The values of our environment that the ${VAR} references in a config entry take: wherever
-    they land (command, args, url, env, headers), they are secrets to the redactor."""
+def expanded_env_values(value: Any) -> dict[str, str]:
+    """The variables of our environment that the ${VAR} references in a config entry take, by
+    name: wherever they land (command, args, url, env, headers), a credential-named one
+    (`${GITHUB_TOKEN}`) or one that looks random is a secret to the redactor."""
     if isinstance(value, dict):
-        return [v for item in value.values() for v in expanded_env_values(item)]
+        return {k: v for item in value.values() for k, v in expanded_env_values(item).items()}
     if isinstance(value, list):
-        return [v for item in value for v in expanded_env_values(item)]
+        return {k: v for item in value for k, v in expanded_env_values(item).items()}
     if isinstance(value, str):
-        return [os.environ[m.group(1)] for m in ENV_REF.finditer(value) if m.group(1) in os.environ]
-    return []
+        names = [m.group(1) for m in ENV_REF.finditer(value)]
+        return {name: os.environ[name] for name in names if name in os.environ}
+    return {}
 
 
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
@@ -3706,34 +3884,58 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     return test
 
 
+# Names an input file may not have: Claude Code would read them as the project's own settings
+# (whose allow lists add to ours: `.claude/settings.json` could open the sandbox) or servers.
+RESERVED_PROJECT_NAMES = (".claude", ".mcp.json")
+
+
 TASK_EVALS_HINT = (
     'write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
     '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)'
 )
 
 
+def eval_files_root(path: Path) -> Path:
+    """Where an evals file's input files must stay: the skill's folder when the file is
+    `<skill>/evals/evals.json` (skill-creator's layout), else the evals file's own folder."""
+    return (path.parent.parent if path.parent.name == "evals" else path.parent).resolve()
+
+
 def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     """An eval's input file: relative to the evals file's folder, else (skill-creator's own
-    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`."""
+    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`. It must
+    stay inside that folder: an absolute path, a `..` that climbs out or a link that points out
+    would copy any file of the machine into every run's project (and its artifacts)."""
+
+    def refused(problem: str, hint: str) -> InputError:
+        return InputError(f"{where}: input file {name!r} {problem}", path, line, hint)
+
+    inside = "files are paths inside the skill's folder, relative to the evals file's folder"
+    if Path(name).is_absolute() or name.startswith("~"):
+        raise refused("is an absolute path", inside)
+    root = eval_files_root(path)
     candidates = [path.parent / name]
     if path.parent.name == "evals":
         candidates.append(path.parent.parent / name)
-    found = next((c for c in candidates if c.exists()), None)
+    found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
-        raise InputError(
-            f"{where}: input file {name!r} not found (looked for {candidates[0]})",
-            path,
-            line,
-            "files are paths relative to the evals file's folder",
+        raise refused(f"not found (looked for {candidates[0]})", inside)
+    resolved = found.resolve()
+    if not resolved.is_relative_to(root):
+        raise refused(f"is outside the skill's folder {root} (it leads to {resolved})", inside)
+    if resolved.name in RESERVED_PROJECT_NAMES:
+        raise refused(
+            "would be read by Claude Code as the project's own settings",
+            f"rename it: {' and '.join(RESERVED_PROJECT_NAMES)} are not input file names",
         )
-    return found.resolve()
+    problem = skill_folder_problem(resolved) if resolved.is_dir() else None
+    if problem:
+        raise refused(f"is a folder whose {problem}", inside)
+    return resolved
 
 
-def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
-    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
-    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
-    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
-    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
+def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]:
+    """The evals file's `evals` list and `skill_name`, checked."""
     evals = data.get("evals")
     if not isinstance(evals, list) or not evals:
         raise InputError(
@@ -3747,72 +3949,78 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
         raise InputError(
             '"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1
         )
-    tests: list[SkillTest] = []
+    return evals, skill_name.strip() if skill_name else None
+
+
+def eval_strings(item: dict, key: str, fail: Callable[[str], InputError]) -> list[str]:
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise fail(f'"{key}" must be a list of non-empty strings')
+    return [v.strip() for v in value]
+
+
+def eval_expectations(item: dict, fail: Callable[[str], InputError]) -> list[str]:
+    """What the judge grades: `expectations` (skill-creator's evals.json), or `assertions` (the
+    agentskills.io spelling, which skill-creator's own SKILL.md uses). An eval with neither would
+    pass with nothing graded: refused."""
+    if "expectations" in item and "assertions" in item:
+        raise fail('give "expectations" or "assertions" (the same list), not both')
+    key = "assertions" if "assertions" in item else "expectations"
+    found = eval_strings(item, key, fail)
+    if not found:
+        raise fail('has nothing to grade: give its "expectations", the statements the judge checks')
+    return found
+
+
+def task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | None) -> SkillTest:
+    """One entry of `evals`, checked: id, prompt, expected output, expectations, input files."""
+    where = f"eval {index}"
+    if not isinstance(item, dict):
+        raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+    prompt = item.get("prompt")
+    line = (line_of(raw, json.dumps(prompt)) if isinstance(prompt, str) else None) or 1
+
+    def fail(problem: str) -> InputError:
+        return InputError(f"{where}: {problem}", path, line, TASK_EVALS_HINT)
+
+    eval_id = item.get("id", index)
+    if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
+        raise fail('"id" must be a number or a name')
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
+    expected = item.get("expected_output", "")
+    if not isinstance(expected, str):
+        raise fail('"expected_output" must be text')
+    expectations = eval_expectations(item, fail)
+    files = eval_strings(item, "files", fail)
+    name = item.get("name")
+    return SkillTest(
+        name=name if isinstance(name, str) and name.strip() else f"eval-{eval_id}",
+        type="task",
+        source=str(path),
+        line=line,
+        prompt=prompt.strip(),
+        skill=skill_name,
+        eval_id=eval_id,
+        expected_output=expected.strip(),
+        expectations=expectations,
+        files=[eval_input_file(path, f, where, line) for f in files],
+    )
+
+
+def check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
+    """Every eval its own name, and every input file of an eval its own name (each is copied to
+    the project's top folder by its name)."""
     seen: set[str] = set()
-    for index, item in enumerate(evals, 1):
-        where = f"eval {index}"
-        if not isinstance(item, dict):
-            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
-        eval_id = item.get("id", index)
-        line = (
-            line_of(raw, json.dumps(item["prompt"]))
-            if isinstance(item.get("prompt"), str)
-            else None
-        )
-        line = line or 1
-        if (
-            isinstance(eval_id, bool)
-            or not isinstance(eval_id, (int, str))
-            or not str(eval_id).strip()
-        ):
-            raise InputError(
-                f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT
-            )
-        prompt, expected = item.get("prompt"), item.get("expected_output", "")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise InputError(
-                f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT
-            )
-        if not isinstance(expected, str):
-            raise InputError(
-                f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT
-            )
-        expectations, files = item.get("expectations", []), item.get("files", [])
-        for key, value in (("expectations", expectations), ("files", files)):
-            if not isinstance(value, list) or not all(
-                isinstance(v, str) and v.strip() for v in value
-            ):
-                raise InputError(
-                    f'{where}: "{key}" must be a list of non-empty strings',
-                    path,
-                    line,
-                    TASK_EVALS_HINT,
-                )
-        name = (
-            item["name"]
-            if isinstance(item.get("name"), str) and item["name"].strip()
-            else f"eval-{eval_id}"
-        )
-        if name in seen:
-            raise InputError(
-                f"{where}: two evals are named {name!r}", path, line, "give every eval its own id"
-            )
-        seen.add(name)
-        tests.append(
-            SkillTest(
-                name=name,
-                type="task",
-                source=str(path),
-                line=line,
-                prompt=prompt.strip(),
-                skill=skill_name.strip() if skill_name else None,
-                eval_id=eval_id,
-                expected_output=expected.strip(),
-                expectations=[e.strip() for e in expectations],
-                files=[eval_input_file(path, f, where, line) for f in files],
-            )
-        )
     for test in tests:
+        if test.name in seen:
+            raise InputError(
+                f"{test.name}: two evals are named {test.name!r}",
+                path,
+                test.line,
+                "give every eval its own id",
+            )
+        seen.add(test.name)
         names = [f.name for f in test.files]
         twice = next((n for n in names if names.count(n) > 1), None)
         if twice:
@@ -3823,6 +4031,17 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
                 test.line,
                 "rename one of them",
             )
+
+
+def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
+    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
+    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
+    skill's `evals/` folder, the skill's root is tried next), and stay inside that folder; a
+    missing one is an error."""
+    evals, skill_name = task_evals_list(path, data, raw)
+    tests = [task_eval(path, raw, item, index, skill_name) for index, item in enumerate(evals, 1)]
+    check_task_eval_names(tests, path)
     return tests
 
 
@@ -4274,9 +4493,29 @@ class ToolSpec:
 
     @property
     def destructive(self) -> bool:
-        """Annotated `destructiveHint: true` (and not read-only). An unannotated tool is not: the
-        spec's pessimistic default would withhold every tool of every server that says nothing."""
+        """Annotated `destructiveHint: true` (and not read-only): what --tool-policy safe
+        withholds. An unannotated tool is not (the spec's pessimistic default would withhold
+        every tool of every server that says nothing): --tool-policy strict applies it."""
         return self.annotations.get("destructiveHint") is True and not self.read_only
+
+    @property
+    def unannotated(self) -> bool:
+        """Says neither readOnlyHint nor destructiveHint."""
+        return not {"readOnlyHint", "destructiveHint"} & set(self.annotations)
+
+    @property
+    def contradictory(self) -> bool:
+        """Annotated both read-only and destructive."""
+        return self.read_only and self.annotations.get("destructiveHint") is True
+
+    @property
+    def destructive_by_spec(self) -> bool:
+        """Destructive as the MCP specification reads the annotations with their defaults
+        (readOnlyHint false, destructiveHint true): unless annotated read-only, or annotated
+        `destructiveHint: false` (only additive changes). Contradictory ones count destructive."""
+        if self.contradictory:
+            return True
+        return not self.read_only and self.annotations.get("destructiveHint", True) is not False
 
     @functools.cached_property
     def validator(self) -> Any:
@@ -4405,6 +4644,80 @@ def dying_with_parent(
         command,
         *args,
     ]
+
+
+# Processes that leave their group (`setsid`, a double fork, `nohup ... &` from a Bash call) escape
+# the group kill. The evaluator makes itself their subreaper (Linux's PR_SET_CHILD_SUBREAPER: an
+# orphan re-parents to it, not to pid 1), and each run gives its processes a marker in their
+# environment, so after a run every process it started is found by either and ended.
+PR_SET_CHILD_SUBREAPER = 36
+RUN_MARKER = "EVAL_RUN_ID"
+
+
+@functools.lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    prctl = linux_prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def run_marker() -> str:
+    """A new run's marker value (its processes get RUN_MARKER=value in their environment)."""
+    import uuid
+
+    become_subreaper()
+    return uuid.uuid4().hex
+
+
+def process_status(pid: int) -> tuple[int, str, int, int] | None:
+    """(parent pid, state, process group, session) of a live process or zombie, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), fields[0].decode(), int(fields[2]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def carries_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return marker in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_descendants(leader: int, marker: str) -> list[int]:
+    """After the process group of `leader` (a run's `claude` or `verify` command) was killed:
+    every process still in its session, or carrying its marker, or re-parented to us from it, is
+    killed (SIGKILL) and reaped; asked again until none is left (a killed process's own children
+    re-parent to us in turn). Returns their pids."""
+    if not os.path.isdir("/proc"):
+        return []
+    me, mark, ended = os.getpid(), f"{RUN_MARKER}={marker}".encode(), []
+    for _ in range(C.END_DESCENDANTS_ROUNDS):
+        killed = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (me, leader):
+                continue
+            pid, status = int(name), process_status(int(name))
+            if status is None:
+                continue
+            parent, state, group, session = status
+            if not (leader in (group, session) or carries_marker(pid, mark)):
+                continue
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+            if parent == me:  # ours to reap, or it stays a zombie
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            if pid not in ended:
+                ended.append(pid)
+        if not killed:
+            break
+        time.sleep(0.02)
+    return ended
 
 
 def load_server_object(spec: ServerSpec) -> Any:
@@ -4963,17 +5276,60 @@ class ToolPolicy:
         """Whether --tool-policy alone lets the real server run this tool."""
         if self.policy == "live":
             return True
+        if self.policy == "strict":
+            return not tool.destructive_by_spec
         return tool.read_only if self.policy == "read-only" else not tool.destructive
 
     def runs_live(self, tool: ToolSpec) -> bool:
         return self.policy_runs(tool) or self.allowed(tool)
 
     def withheld_reason(self) -> str:
+        return {
+            "read-only": "are not annotated readOnlyHint: true",
+            "strict": "the MCP specification counts as destructive (unannotated tools included)",
+        }.get(self.policy, "are annotated destructiveHint: true")
+
+    def why(self, tool: ToolSpec) -> str:
+        """Why this policy treats a tool with no or contradictory annotations as it does."""
+        if self.allowed(tool) and not self.policy_runs(tool):
+            return "--allow-tool names it"
+        stricter = "--tool-policy strict withholds it"
+        if self.policy == "live":
+            return "--tool-policy live runs every tool"
+        if self.policy == "strict":
+            return (
+                "strict counts destructiveHint: true over readOnlyHint"
+                if tool.contradictory
+                else "strict follows the MCP specification, which counts an unannotated tool "
+                "as destructive"
+            )
+        if self.policy == "read-only":
+            return (
+                f"read-only trusts readOnlyHint: true; {stricter}"
+                if tool.contradictory
+                else "read-only runs only what is annotated readOnlyHint: true"
+            )
+        if tool.contradictory:
+            return f"safe takes readOnlyHint: true over destructiveHint; {stricter}"
         return (
-            "are not annotated readOnlyHint: true"
-            if self.policy == "read-only"
-            else "are annotated destructiveHint: true"
+            "safe withholds only tools annotated destructiveHint: true, and the MCP "
+            f"specification counts an unannotated tool as destructive: {stricter}"
         )
+
+    def notes(self, tools: dict[str, ToolSpec]) -> list[str]:
+        """One line per tool the annotations leave in doubt (none given, or read-only and
+        destructive both): what happens to its calls and why. The run header and --dry-run say
+        them."""
+        lines = []
+        for tool in sorted(tools.values(), key=lambda t: t.name):
+            if tool.unannotated:
+                what = "has no readOnlyHint or destructiveHint"
+            elif tool.contradictory:
+                what = "is annotated readOnlyHint: true and destructiveHint: true"
+            else:
+                continue
+            lines.append(f"{tool.name} {what}: {self.treatment(tool)}, because {self.why(tool)}")
+        return lines
 
     def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
         return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
@@ -6531,8 +6887,12 @@ def find_claude_bin(explicit: str | None = None) -> str:
     raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
 
 
-def claude_env_base(home: Path) -> dict[str, str]:
-    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
+def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
+    env = {
+        key: os.environ[key]
+        for key in CLAUDE_ENV_PASSTHROUGH
+        if key in os.environ and (credentials or key not in API_CREDENTIALS)
+    }
     env.update(
         HOME=str(home),
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
@@ -6554,7 +6914,7 @@ def claude_version(binary: str) -> str:
             text=True,
             timeout=30,
             stdin=subprocess.DEVNULL,
-            env=claude_env_base(Path(tempfile.gettempdir())),
+            env=claude_env_base(Path(tempfile.gettempdir()), credentials=False),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
@@ -6578,9 +6938,38 @@ class ClaudeCliSettings:
     timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
     base_url: str | None = None
     mcp_config: str | None = None
-    allow_tools: tuple[
-        str, ...
-    ] = ()  # --allow-tools: task runs only; taken off the disallowed list
+    # --allow-tools: task runs only; taken off the disallowed list, file tools kept to the project
+    allow_tools: tuple[str, ...] = ()
+    sandbox: bool = (
+        False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
+    )
+
+
+# Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
+# Bash: its commands write only inside the project and the run's temporary folder ("Read-only file
+# system" elsewhere, "Invalid cross-device link" for a hard link out), reach no host, never see
+# the API credentials, and end with their call (a pid namespace); a command may not ask to run
+# outside it (allowUnsandboxedCommands), and a missing bwrap or socat stops claude instead of
+# running unconfined. Given with --settings, which wins over any project or user setting of these
+# switches (see check_project_settings for the lists a project could add to).
+CLAUDE_SANDBOX_SETTINGS = {
+    "sandbox": {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "autoAllowBashIfSandboxed": True,
+        "allowUnsandboxedCommands": False,
+        "filesystem": {"denyWrite": ["/tmp/claude", "/private/tmp/claude"]},  # writable if there
+        "network": {"allowedDomains": []},
+        "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in API_CREDENTIALS]},
+    }
+}
+
+
+# How Claude Code says its sandbox did not start (in a Bash result, or a run's `errors`).
+SANDBOX_FAILED = re.compile(
+    r"^(?:Exit code \d+\n)?bwrap: |sandbox is required but|sandbox required but unavailable",
+    re.IGNORECASE,
+)
 
 
 def claude_prompt_argument(query: str) -> str:
@@ -6589,12 +6978,23 @@ def claude_prompt_argument(query: str) -> str:
     return " " + query if query.startswith("-") else query
 
 
+def permission_rules(tools: Sequence[str]) -> list[str]:
+    """What pre-approves the allowed tools: Bash as it is (the sandbox confines it), and the file
+    tools for paths inside the project only: `Edit(./**)`, the rule Claude Code applies to every
+    file-editing tool (a `Write(...)` rule is not read; seen with 2.1.197), so a Write or Edit
+    outside the project is refused. Links are resolved before matching: a link in the project to
+    a file outside is refused too. A file tool not allowed stays on the disallowed list."""
+    rules = ["Bash"] if "Bash" in tools else []
+    return rules + (["Edit(./**)"] if any(t != "Bash" for t in tools) else [])
+
+
 def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
     `--safe-mode` would drop the project's skills, so they are not used.) A task run's
-    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
-    `dontAsk` mode a tool that is not pre-approved is refused."""
+    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`, file tools
+    for the project only): in `dontAsk` mode a tool that is not pre-approved is refused. A run
+    allowed Bash runs in Claude Code's sandbox (unless --unconfined)."""
     command = [
         settings.binary,
         "-p",
@@ -6614,19 +7014,74 @@ def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
     if settings.allow_tools:
-        command += ["--allowedTools", *settings.allow_tools]
+        command += ["--allowedTools", *permission_rules(settings.allow_tools)]
+    if settings.sandbox:
+        command += ["--settings", json.dumps(CLAUDE_SANDBOX_SETTINGS)]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
 
 
-def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(path: str | None) -> str | None:
+    """None when Claude Code's sandbox can start with this PATH, else why not, in a few words.
+    Claude Code itself only checks that bwrap and socat are on PATH; where bwrap cannot make
+    namespaces (a locked-down container) every Bash call would fail instead, so bwrap is tried
+    once with the namespaces Claude Code asks for (about 5 ms)."""
+    bwrap, socat = shutil.which("bwrap", path=path), shutil.which("socat", path=path)
+    missing = [name for name, where in (("bwrap", bwrap), ("socat", socat)) if where is None]
+    if bwrap is None or missing:
+        return f"{' and '.join(missing)} not found on PATH"
+    command = [
+        bwrap,
+        "--new-session",
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--",
+        shutil.which("true", path=path) or "/bin/true",
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
+def check_sandbox(path: str | None) -> None:
+    """Before a suite whose task runs may use Bash: one line when the sandbox cannot start."""
+    problem = sandbox_problem(path)
+    if problem:
+        raise InputError(
+            f"--allow-tools Bash runs in Claude Code's sandbox, which cannot start here: {problem}",
+            hint="install bubblewrap and socat (apt-get install bubblewrap socat), or pass "
+            "--unconfined to let Bash run as you, outside any sandbox",
+        )
+
+
+def claude_env(
+    settings: ClaudeCliSettings, root: Path, tmp: Path | None = None, marker: str = ""
+) -> dict[str, str]:
     """A temporary HOME and config dir, so the user's own skills and settings neither shadow nor
-    leak in, and a temporary TMPDIR; the API key and base URL pass through."""
+    leak in, and a temporary TMPDIR; the API key and base URL pass through (the sandbox hides the
+    key from Bash), and the run's marker (see end_descendants)."""
     env = claude_env_base(root / "home")
-    env["TMPDIR"] = str(root / "tmp")
+    env["TMPDIR"] = str(tmp or root / "tmp")
     if settings.base_url:
         env["ANTHROPIC_BASE_URL"] = settings.base_url
+    if marker:
+        env[RUN_MARKER] = marker
     return env
 
 
@@ -6710,10 +7165,14 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
 
 
 # How Claude Code says it refused a tool call: a tool it was not given ("No such tool available:
-# Write. Write exists but is not enabled in this context", seen with 2.1.330), or one it may not use.
+# Write. Write exists but is not enabled in this context", seen with 2.1.330), one it may not use
+# ("Permission to use Write has been denied"), or what its sandbox answers a command that writes
+# outside ("Read-only file system"), links a file from outside ("Invalid cross-device link") or
+# that could not be sandboxed at all.
 REFUSED_TOOL = re.compile(
-    r"no such tool available|not enabled in this context|permission|denied|not allowed",
-    re.IGNORECASE,
+    r"no such tool available|not enabled in this context|permission|denied|not allowed"
+    r"|read-only file system|invalid cross-device link|^(?:exit code \d+\n)?bwrap: ",
+    re.IGNORECASE | re.MULTILINE,
 )
 
 
@@ -6734,6 +7193,13 @@ def tool_result_content(block: dict) -> str:
     return str(content or "")
 
 
+def content_blocks(event: dict) -> list[dict]:
+    """An assistant event's content blocks (dicts only)."""
+    message = event["message"] if isinstance(event.get("message"), dict) else {}
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
     """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
     the start of each tool result (top-level events only). What the judge reads besides the answer."""
@@ -6742,12 +7208,7 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
         if event.get("parent_tool_use_id"):
             continue
         if event.get("type") == "assistant":
-            message = event["message"] if isinstance(event.get("message"), dict) else {}
-            for block in (
-                message.get("content") or [] if isinstance(message.get("content"), list) else []
-            ):
-                if not isinstance(block, dict):
-                    continue
+            for block in content_blocks(event):
                 if block.get("type") == "text" and str(block.get("text", "")).strip():
                     lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
                 elif block.get("type") == "tool_use":
@@ -6762,6 +7223,15 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
                     f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}"
                 )
     return cap_text("\n".join(lines), limit)
+
+
+def result_reason(result: dict) -> str:
+    """Why a result event says the run failed: its `result` text, else its first `errors` entry
+    (an `error_during_execution` has `result: null`: "Sandbox required but unavailable: ...")."""
+    if isinstance(result.get("result"), str) and result["result"].strip():
+        return result["result"]
+    errors = result.get("errors")
+    return str(errors[0]) if isinstance(errors, list) and errors else ""
 
 
 def run_error(
@@ -6783,11 +7253,105 @@ def run_error(
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
         # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result["result"] if isinstance(result.get("result"), str) else ""
-        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
+        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
             ": "
         )
+    failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
+    if failed is not None:  # every Bash call then fails: the run says nothing about the skill
+        return f"Claude Code's sandbox did not start: {one_line(failed.output, 300)}"
     return None
+
+
+class ActivationReader:
+    """Reads one run's stream-json events in order: the init event's skills, each top-level tool
+    call (a forked skill's subagent reports with a parent_tool_use_id: its tools are not ours) and
+    its result, the refusals, retries, and the result event."""
+
+    def __init__(self, record: ClaudeRun) -> None:
+        self.record = record
+        self.result: dict | None = None
+        self.last_text = ""
+        self.names: dict[str, str] = {}  # tool_use id -> tool name
+        self.calls: dict[str, ToolCall] = {}  # tool_use id -> its call
+
+    def read(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "system":
+            self.system(event)
+        elif kind == "assistant" and not event.get("parent_tool_use_id"):
+            for block in content_blocks(event):
+                self.assistant_block(block)
+        elif kind == "user" and not event.get("parent_tool_use_id"):
+            for block in tool_results_of(event):
+                self.tool_result(block)
+        elif kind == "result":
+            self.result = event
+
+    def system(self, event: dict) -> None:
+        if event.get("subtype") == "api_retry":
+            self.record.api_retries += 1
+        elif event.get("subtype") == "init" and any(
+            isinstance(event.get(key), list) for key in ("skills", "slash_commands")
+        ):
+            listed = [
+                s
+                for key in ("skills", "slash_commands")
+                if isinstance(event.get(key), list)
+                for s in event[key]
+            ]
+            self.record.skills_loaded = sorted(n for n in map(normalize_skill_name, listed) if n)
+
+    def assistant_block(self, block: dict) -> None:
+        record = self.record
+        if block.get("type") == "tool_use":
+            name, call_id = str(block.get("name")), str(block.get("id"))
+            record.tools.append(name)
+            self.names[call_id] = name
+            call = ToolCall(
+                name,
+                block["input"] if isinstance(block.get("input"), dict) else {},
+                turn=len(record.tool_calls) + 1,
+                id=call_id,
+            )
+            record.tool_calls.append(call)
+            self.calls[call_id] = call
+            skill = skill_of_tool_use(block)
+            if skill and skill not in record.activated_skills:
+                record.activated_skills.append(skill)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            self.last_text = block["text"].strip() or self.last_text
+
+    def tool_result(self, block: dict) -> None:
+        content = tool_result_content(block)
+        call = self.calls.get(str(block.get("tool_use_id")))
+        if call is not None:
+            call.output = cap_text(content, C.CLAUDE_TOOL_RESULT_CHARS)
+            call.is_error = bool(block.get("is_error"))
+        if block.get("is_error") and REFUSED_TOOL.search(content):
+            name = self.names.get(str(block.get("tool_use_id")), "tool")
+            self.record.refused_tools.append(f"{name}: {one_line(content, 200)}")
+
+    def finish(self, events: list[dict], installed: Sequence[str]) -> ClaudeRun:
+        record, result = self.record, self.result
+        for denial in (result or {}).get("permission_denials") or []:
+            if isinstance(denial, dict) and not any(
+                r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
+            ):
+                record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
+        record.first_tool = record.tools[0] if record.tools else None
+        record.tool_count = len(record.tools)
+        record.answer = self.last_text
+        if result is not None:
+            record.result_subtype = result.get("subtype")
+            record.is_error = result.get("is_error")
+            record.num_turns = result.get("num_turns")
+            record.duration_ms = result.get("duration_ms")
+            record.total_cost_usd = result.get("total_cost_usd")
+            record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
+            if isinstance(result.get("result"), str):
+                record.answer = result["result"]
+        record.error = run_error(events, result, record, installed)
+        return record
 
 
 def detect_activation(
@@ -6795,85 +7359,12 @@ def detect_activation(
 ) -> ClaudeRun:
     """What one run's events say: which skills fired (top-level Skill calls or Reads of a
     SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
-    run is an error when it is one (no result, an API error, the skill not loaded at all)."""
-    record = ClaudeRun(query=query, run=run)
-    result: dict | None = None
-    last_text = ""
-    names: dict[str, str] = {}  # tool_use id -> tool name
+    run is an error when it is one (no result, an API error, the skill not loaded at all, a
+    sandbox that did not start)."""
+    reader = ActivationReader(ClaudeRun(query=query, run=run))
     for event in events:
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
-            listed = [
-                s
-                for key in ("skills", "slash_commands")
-                if isinstance(event.get(key), list)
-                for s in event[key]
-            ]
-            if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
-                record.skills_loaded = sorted({n for n in map(normalize_skill_name, listed) if n})
-        elif kind == "system" and event.get("subtype") == "api_retry":
-            record.api_retries += 1
-        elif kind == "assistant" and not event.get("parent_tool_use_id"):
-            # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            message = event["message"] if isinstance(event.get("message"), dict) else {}
-            content = message.get("content") or []
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "tool_use":
-                    record.tools.append(str(block.get("name")))
-                    names[str(block.get("id"))] = str(block.get("name"))
-                    record.tool_calls.append(
-                        ToolCall(
-                            str(block.get("name")),
-                            block["input"] if isinstance(block.get("input"), dict) else {},
-                            turn=len(record.tool_calls) + 1,
-                            id=str(block.get("id")),
-                        )
-                    )
-                    skill = skill_of_tool_use(block)
-                    if skill and skill not in record.activated_skills:
-                        record.activated_skills.append(skill)
-                elif (
-                    block.get("type") == "text"
-                    and isinstance(block.get("text"), str)
-                    and block["text"].strip()
-                ):
-                    last_text = block["text"].strip()
-        elif kind == "user" and not event.get("parent_tool_use_id"):
-            for block in tool_results_of(event):
-                for call in record.tool_calls:
-                    if call.id == str(block.get("tool_use_id")):
-                        call.output = cap_text(
-                            tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS
-                        )
-                        call.is_error = bool(block.get("is_error"))
-                if block.get("is_error") and REFUSED_TOOL.search(tool_result_content(block)):
-                    name = names.get(str(block.get("tool_use_id")), "tool")
-                    record.refused_tools.append(
-                        f"{name}: {one_line(tool_result_content(block), 200)}"
-                    )
-        elif kind == "result":
-            result = event
-    for denial in (result or {}).get("permission_denials") or []:
-        if isinstance(denial, dict) and not any(
-            r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
-        ):
-            record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
-    record.first_tool = record.tools[0] if record.tools else None
-    record.tool_count = len(record.tools)
-    if result is not None:
-        record.result_subtype = result.get("subtype")
-        record.is_error = result.get("is_error")
-        record.num_turns = result.get("num_turns")
-        record.duration_ms = result.get("duration_ms")
-        record.total_cost_usd = result.get("total_cost_usd")
-        record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
-        record.answer = result["result"] if isinstance(result.get("result"), str) else last_text
-    else:
-        record.answer = last_text
-    record.error = run_error(events, result, record, installed)
-    return record
+        reader.read(event)
+    return reader.finish(events, installed)
 
 
 def kill_process_group(pid: int) -> None:
@@ -6892,9 +7383,112 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
             sink.extend(chunk[: limit - len(sink)])
 
 
+# ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
+RUN_FOLDER_PREFIX = "skill-eval-"
+RUN_OWNER_FILE = (
+    "owner"  # in every run folder: the pid and start time of the evaluator that made it
+)
+
+
+def process_start_time(pid: int) -> str | None:
+    """When a process started (clock ticks after boot, /proc/PID/stat): a pid reused by another
+    process has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(line: str) -> bool:
+    pid, _, started = line.strip().partition(" ")
+    if not pid.isdigit():
+        return True  # not ours to judge
+    now = process_start_time(int(pid))
+    return now is not None and (not started or now == started)
+
+
+def make_run_folder(parent: str | Path | None = None) -> Path:
+    """A new temporary folder (mode 0700) named skill-eval-*, holding its owner file."""
+    root = Path(tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX, dir=parent))
+    owner = f"{os.getpid()} {process_start_time(os.getpid()) or ''}\n"
+    (root / RUN_OWNER_FILE).write_text(owner, encoding="ascii")
+    return root
+
+
+def remove_stale_run_folders() -> list[Path]:
+    """The skill-eval-* folders of runs whose evaluator died (`kill -9` leaves them, with Claude
+    Code's session files and the prompts): removed when the next evaluation starts. A folder
+    whose owner is alive, or that names none, is left alone."""
+    removed = []
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+        try:
+            folders = [p for p in Path(base).glob(RUN_FOLDER_PREFIX + "*") if p.is_dir()]
+        except OSError:
+            continue
+        for folder in folders:
+            try:
+                owner = (folder / RUN_OWNER_FILE).read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            if not owner_alive(owner):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+@dataclass
+class RunFolder:
+    """One run's temporary folder: its project (where `claude` starts), its HOME, and its TMPDIR,
+    which is kept short (Claude Code's sandbox makes its sockets there, and a socket path holds at
+    most 107 bytes: a deep TMPDIR gets one of its own in /tmp). Removed after the run."""
+
+    root: Path
+    tmp: Path
+
+    @classmethod
+    def make(cls) -> RunFolder:
+        root = make_run_folder()
+        try:
+            for name in ("project", "home", "tmp"):
+                (root / name).mkdir()
+            tmp = root / "tmp"
+            if len(str(tmp)) > C.CLAUDE_TMPDIR_MAX_CHARS and Path("/tmp").is_dir():
+                tmp = make_run_folder("/tmp")
+        except OSError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root, tmp)
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    def remove(self) -> None:
+        for folder in (self.tmp, self.root):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_without_links(path: Path, limit: int | None = None) -> bytes:
+    """A regular file's bytes (at most `limit`), never through a link: the evaluator reads what a
+    run left, and writes nothing there."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return handle.read() if limit is None else handle.read(limit)
+
+
 def file_sha256(path: Path) -> str:
+    import stat
+
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -6919,11 +7513,32 @@ def project_files(project: Path) -> Iterable[tuple[str, Path]]:
             yield path.relative_to(project).as_posix(), path
 
 
+# Where Claude Code's sandbox mounts over a project's protected files: a run killed mid-command
+# (a timeout) leaves each as an empty file, which is the sandbox's, not the run's work.
+SANDBOX_MOUNT_POINTS = frozenset(
+    {
+        ".bash_profile",
+        ".bashrc",
+        ".gitconfig",
+        ".gitmodules",
+        ".idea",
+        ".mcp.json",
+        ".profile",
+        ".ripgreprc",
+        ".vscode",
+        ".zprofile",
+        ".zshrc",
+    }
+)
+
+
 def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     """An eval's input files, each by its name into the project's top folder (a folder with its
     contents; links copied as links); returns the sha256 of every project file, to tell what the
     run changed."""
     for source in files:
+        if source.name in RESERVED_PROJECT_NAMES:
+            raise OSError(f"an input file may not be named {source.name}")
         target = project / source.name
         if source.is_dir():
             shutil.copytree(source, target, symlinks=True)
@@ -6932,17 +7547,55 @@ def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     return {relative: file_sha256(path) for relative, path in project_files(project)}
 
 
-def artifact_text(path: Path, size: int) -> str | None:
+def check_project_settings(project: Path) -> None:
+    """Right before claude starts: no settings file but ours in the project. Claude Code merges a
+    project's `permissions.allow` and `sandbox` lists into those of --settings."""
+    for name in ("settings.json", "settings.local.json"):
+        if os.path.lexists(project / ".claude" / name):
+            raise OSError(f"the project holds .claude/{name}, which would add to its settings")
+
+
+def prepare_project(project: Path, skills: Sequence[SkillInfo], task: TaskSetup | None) -> dict:
+    """The skills installed, a task's input files copied; the sha256 of every file it starts with."""
+    install_skills(project, skills)
+    before = copy_task_files(project, task.files) if task else {}
+    check_project_settings(project)
+    return before
+
+
+def artifact_text(data: bytes) -> str | None:
     """A small UTF-8 text file's content (what the judge reads inline); None for anything else."""
-    if size > C.ARTIFACT_TEXT_BYTES:
-        return None
-    data = path.read_bytes()
-    if b"\x00" in data:
+    if len(data) > C.ARTIFACT_TEXT_BYTES or b"\x00" in data:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def artifact_record(
+    relative: str, path: Path, before: dict[str, str], redactor: Redactor
+) -> tuple[ArtifactRecord, bytes | None] | None:
+    """A file the run created or changed, as recorded (its copy's size and sha256: secrets in it
+    masked), with the bytes to keep (None: too large to copy); None when the run did not make it
+    (unchanged, or an empty mount point the sandbox left)."""
+    size = path.lstat().st_size
+    if size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
+        return None
+    data = read_without_links(path) if size <= C.ARTIFACT_MAX_COPY_BYTES else None
+    digest = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)
+    if before.get(relative) == digest:
+        return None
+    kept = redactor.masked_bytes(data) if data is not None else None
+    record = ArtifactRecord(
+        path=relative,
+        size=len(kept) if kept is not None else size,
+        sha256=hashlib.sha256(kept).hexdigest() if kept is not None else digest,
+        status="changed" if relative in before else "new",
+        text=artifact_text(data) if data is not None else None,  # the judge reads it as it was
+        redacted=kept != data,
+    )
+    return record, kept
 
 
 def collect_artifacts(
@@ -6951,43 +7604,23 @@ def collect_artifacts(
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
     the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
-    the manifest then describes the copy (`redacted`)."""
+    the manifest then describes the copy (`redacted`). The project itself is only read, never
+    through a link: a hard link to a file of the user's is read like any file, and left alone."""
+    redactor = redactor or Redactor()
     records = []
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
-        digest = file_sha256(path)
-        if before.get(relative) == digest:
+        found = artifact_record(relative, path, before, redactor)
+        if found is None:
             continue
-        size = path.stat().st_size
-        record = ArtifactRecord(
-            path=relative,
-            size=size,
-            sha256=digest,
-            status="changed" if relative in before else "new",
-            text=artifact_text(path, size),
-        )
-        if redactor is not None and redactor.secrets and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            data = path.read_bytes()
-            masked = data
-            for secret in redactor.secrets:
-                masked = masked.replace(
-                    secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode()
-                )
-            if masked != data:
-                path.write_bytes(masked)
-                record = ArtifactRecord(
-                    path=relative,
-                    size=len(masked),
-                    sha256=hashlib.sha256(masked).hexdigest(),
-                    status=record.status,
-                    text=artifact_text(path, len(masked)),
-                    redacted=True,
-                )
-        if target is not None and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target / relative, follow_symlinks=False)
+        record, kept = found
+        if target is not None and kept is not None:
+            copy = target / relative
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            with open(copy, "xb") as handle:  # a new file in our own fresh folder
+                handle.write(kept)
             record.copied = True
         records.append(record)
     if target is not None:
@@ -6995,37 +7628,32 @@ def collect_artifacts(
     return records
 
 
-async def run_claude_query(
-    query: str,
-    skills: Sequence[SkillInfo],
-    settings: ClaudeCliSettings,
-    run: int = 1,
-    task: TaskSetup | None = None,
-) -> ClaudeRun:
-    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
-    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
-    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
-    input files in the project first; what it leaves there is kept, and a write outside the
-    project while it ran fails it."""
-    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
-    start = time.perf_counter()
-    process: asyncio.subprocess.Process | None = None
+# ---------------------------------------------------------------------------- one `claude -p` run
+@dataclass
+class ClaudeProcess:
+    """What one `claude -p` process gave back."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    returncode: int | None = None
+    timed_out: bool = False
+    start_error: str | None = None
+
+
+async def run_claude_process(
+    settings: ClaudeCliSettings, query: str, folder: RunFolder
+) -> ClaudeProcess:
+    """`claude -p QUERY` in the run's project, its output read as it comes; on timeout, and after
+    it ends anyway, its process group is killed and every process it left (see end_descendants)
+    is ended, so nothing outlives the run."""
+    done, marker = ClaudeProcess(), run_marker()
     stdout, stderr = bytearray(), bytearray()
-    timed_out = False
-    artifacts: list[ArtifactRecord] = []
-    artifact_error: str | None = None
-    guard: OutsideWriteGuard | None = None
+    process: asyncio.subprocess.Process | None = None
     try:
-        project = root / "project"
-        for folder in (project, root / "home", root / "tmp"):
-            folder.mkdir(parents=True)
-        install_skills(project, skills)
-        before = copy_task_files(project, task.files) if task else {}
-        guard = task.guard() if task and task.guard else None
         process = await asyncio.create_subprocess_exec(
             *claude_command(settings, query),
-            cwd=project,
-            env=claude_env(settings, root),
+            cwd=folder.project,
+            env=claude_env(settings, folder.root, folder.tmp, marker),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -7040,16 +7668,14 @@ async def run_claude_query(
         try:
             await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
         except TimeoutError:
-            timed_out = True
+            done.timed_out = True
             kill_process_group(process.pid)
             try:  # pipes close once the group is dead; a child that escaped the group must not hang us
                 await asyncio.wait_for(readers, 5)
             except TimeoutError:
                 readers.cancel()
     except OSError as exc:
-        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
-        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-        return record
+        done.start_error = f"could not start claude: {exc}"
     finally:
         if process is not None:
             kill_process_group(process.pid)
@@ -7058,65 +7684,127 @@ async def run_claude_query(
                     await asyncio.wait_for(process.wait(), 5)
                 except (TimeoutError, asyncio.CancelledError):
                     pass
-        if task is not None and process is not None:
-            try:
-                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
-            except OSError as exc:
-                artifact_error = f"could not keep the run's files: {exc}"
-        shutil.rmtree(root, ignore_errors=True)
-    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
-    record = detect_activation(events, [s.name for s in skills], query, run)
-    if task is not None:
-        redactor = Redactor.for_run()
-        record.transcript_summary = redactor.text(transcript_summary(events))
-        for artifact in artifacts:
-            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
-        record.artifacts = artifacts
-    record.exit_code = process.returncode if process else None
-    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
-    record.stderr_tail = redactor.text(
-        tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
-    )
-    record.answer = redactor.text(record.answer)
-    record.timed_out = timed_out
-    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-    if timed_out:
-        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
+            end_descendants(process.pid, marker)
+    done.stdout, done.stderr = bytes(stdout), bytes(stderr)
+    done.returncode = process.returncode if process is not None else None
+    return done
+
+
+def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) -> None:
+    """The process's side of a run's record: exit code, stderr, and why it is an error when the
+    process (not its events) says so."""
+    record.exit_code = done.returncode
+    record.stderr_tail = tail(done.stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
+    record.timed_out = done.timed_out
+    stderr = f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+    if done.timed_out:
+        record.error = f"timed out after {timeout:g}s (process group killed)"
     elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
-        record.error += f"; claude exited with {record.exit_code}" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
-        )
+        record.error += f"; claude exited with {record.exit_code}{stderr}"
     elif (
         record.error is None
         and record.exit_code not in (0, None)
         and record.result_subtype != "error_max_turns"
     ):
         # A result event and then a failing exit: the run did not finish cleanly.
-        record.error = f"claude exited with {record.exit_code} after its result event" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+        record.error = f"claude exited with {record.exit_code} after its result event{stderr}"
+
+
+def finish_task_run(
+    record: ClaudeRun,
+    events: list[dict],
+    artifacts: list[ArtifactRecord],
+    guard: OutsideWriteGuard | None,
+) -> None:
+    """A task run's own side: its steps for the judge, what it left, and what it changed outside
+    its project while it ran (an unconfined run: that fails it)."""
+    record.transcript_summary = transcript_summary(events)
+    record.artifacts = artifacts
+    if guard is None:
+        return
+    record.outside_writes = guard.changes()
+    if record.outside_writes:
+        shown = ", ".join(record.outside_writes[:3]) + (
+            " ..." if len(record.outside_writes) > 3 else ""
         )
-    if guard is not None:
-        record.outside_writes = guard.changes()
-        if (
-            record.outside_writes
-        ):  # the sandbox is a temporary project, not a container: this fails the run
-            shown = ", ".join(record.outside_writes[:3]) + (
-                " ..." if len(record.outside_writes) > 3 else ""
-            )
-            record.error = f"wrote outside its temporary project: {shown}" + (
-                f"; {record.error}" if record.error else ""
-            )
+        record.error = f"wrote outside its temporary project: {shown}" + (
+            f"; {record.error}" if record.error else ""
+        )
+
+
+async def run_in_folder(
+    folder: RunFolder,
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    task: TaskSetup | None,
+) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
+    """A run in its folder: the project prepared, `claude` run, what a task run left kept;
+    (the process, the artifacts, why they could not be kept, the outside-write guard)."""
+    try:
+        before = prepare_project(folder.project, skills, task)
+    except OSError as exc:
+        return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
+    guard = task.guard() if task and task.guard else None
+    done = await run_claude_process(settings, query, folder)
+    if task is None or done.start_error:
+        return done, [], None, guard
+    try:
+        artifacts = collect_artifacts(folder.project, before, task.artifacts, Redactor.for_run())
+    except OSError as exc:
+        return done, [], f"could not keep the run's files: {exc}", guard
+    return done, artifacts, None, guard
+
+
+async def run_claude_query(
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    run: int = 1,
+    task: TaskSetup | None = None,
+) -> ClaudeRun:
+    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
+    failed, hung or garbled run: that becomes `error` on the record. Nothing it started outlives
+    it. A task run (`task`) gets its input files in the project first; what it leaves there is
+    kept (masked copies), and an unconfined run that wrote outside the project fails. The record
+    is as the run was: the sinks redact it."""
+    start = time.perf_counter()
+    try:
+        folder = RunFolder.make()
+    except OSError as exc:
+        return ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
+    try:
+        done, artifacts, artifact_error, guard = await run_in_folder(
+            folder, query, skills, settings, task
+        )
+    finally:
+        folder.remove()
+    latency = round((time.perf_counter() - start) * 1000, 2)
+    if done.start_error:
+        return ClaudeRun(query=query, run=run, error=done.start_error, latency_ms=latency)
+    events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+    record = detect_activation(events, [s.name for s in skills], query, run)
+    finish_claude_run(record, done, settings.timeout)
+    if task is not None:
+        finish_task_run(record, events, artifacts, guard)
     if artifact_error and not record.error:
         record.error = artifact_error
+    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return record
 
 
 class OutsideWriteGuard:
     """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
-    the user's Claude Code skills and settings, and the top level of the working directory are
-    fingerprinted before the suite and compared after it."""
+    the real HOME's Claude Code folders and settings (skills, agents, commands, settings,
+    CLAUDE.md), and the top level of the working folder are fingerprinted before and compared
+    after. The run's own outputs and the --ignore-path globs are not watched."""
 
-    def __init__(self, skills: Sequence[SkillInfo], ignore: Sequence[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        skills: Sequence[SkillInfo],
+        ignore: Sequence[str | Path] = (),
+        ignore_globs: Sequence[str] = (),
+    ) -> None:
         home = Path.home() / ".claude"
         self.trees = [s.folder for s in skills] + [
             home / "skills",
@@ -7126,6 +7814,7 @@ class OutsideWriteGuard:
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
         self.ignore = {str(Path(p).resolve()) for p in ignore}
+        self.ignore_globs = tuple(ignore_globs)
         self.before = self.fingerprint()
 
     @property
@@ -7133,10 +7822,16 @@ class OutsideWriteGuard:
         return [str(p) for p in self.trees + self.files + self.top_level]
 
     def ignored(self, path: Path) -> bool:
-        """The run's own outputs, journal, and the temporary files they are written through."""
+        """The run's own outputs, journal, and the temporary files they are written through, and
+        what --ignore-path names (a glob matched against the name, the path relative to the
+        working folder, and the full path)."""
         resolved = str(path.resolve())
-        if resolved in self.ignore or any(o.startswith(resolved + os.sep) for o in self.ignore):
-            return True  # an output, or a folder this run writes an output into
+        if (
+            resolved in self.ignore
+            or self.matches_glob(path)
+            or any(o.startswith(resolved + os.sep) for o in self.ignore)
+        ):
+            return True  # an output, a folder an output is written into, or --ignore-path
         name = path.name
         return (
             name.startswith(".")
@@ -7146,6 +7841,12 @@ class OutsideWriteGuard:
                 for p in self.ignore
             )
         )
+
+    def matches_glob(self, path: Path) -> bool:
+        if not self.ignore_globs:
+            return False
+        names = {path.name, str(path), os.path.relpath(path, self.top_level[0])}
+        return any(fnmatch.fnmatch(n, g) for n in names for g in self.ignore_globs)
 
     def fingerprint(self) -> dict[str, tuple[int, int]]:
         seen: dict[str, tuple[int, int]] = {}
@@ -7183,8 +7884,9 @@ class OutsideWriteGuard:
 @dataclass
 class TaskSetup:
     """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
-    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
-    taken around the run (a guard made just before it starts)."""
+    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and, for a run that is not
+    confined (--unconfined Bash), the outside-write check taken around it (a guard made just
+    before it starts)."""
 
     files: list[Path] = field(default_factory=list)
     artifacts: Path | None = None
@@ -8440,8 +9142,11 @@ class ToolCheckScoring:
         self.tools.update(hub.tools)
 
     def verdict(self, t: Transcript) -> Verdict:
-        """Once per run: the journal, the progress bar and the reports share it."""
+        """Once per run: the journal, the progress bar and the reports share it. A run kept from
+        an earlier invocation keeps the verdict it got there (its record is redacted)."""
         key = (t.case.name, t.iteration, t.model)
+        if t.verdict is not None:
+            self.verdicts.setdefault(key, t.verdict)
         if key not in self.verdicts:
             self.verdicts[key] = score_tool_use(t.case, t, self.tools)
         return self.verdicts[key]
@@ -8583,6 +9288,8 @@ class QaScoring(ToolCheckScoring):
 
     def verdict(self, t: Transcript) -> Verdict:
         key = (t.case.name, t.iteration, t.model)
+        if t.verdict is not None:
+            self.verdicts.setdefault(key, t.verdict)
         if key not in self.verdicts:
             reasons = [
                 reason
@@ -9140,7 +9847,8 @@ OPTIONS: list[Option] = [
         show_default=True,
         help="Which calls the servers run: live (all; a run that can call a destructive tool "
         "says so), safe (not tools annotated destructiveHint: true; Claude gets a marked "
-        "stand-in) or read-only (only tools annotated readOnlyHint: true).",
+        "stand-in), strict (the MCP specification's defaults: not an unannotated tool, nor one "
+        "that may destroy) or read-only (only tools annotated readOnlyHint: true).",
     ),
     option(
         POLICY,
@@ -9309,8 +10017,24 @@ OPTIONS: list[Option] = [
         "--allow-tools",
         metavar="Bash,Write,Edit",
         help="Task runs may use these tools (off by default; any of "
-        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary project and HOME: not "
-        "a container.",
+        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary project only, "
+        "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
+        "unless --unconfined).",
+    ),
+    option(
+        TASKS,
+        "--unconfined",
+        is_flag=True,
+        help="Let task runs' Bash run as you, outside any sandbox (where Claude Code's sandbox "
+        "cannot start); named in the results and reports.",
+    ),
+    option(
+        TASKS,
+        "--ignore-path",
+        multiple=True,
+        metavar="GLOB",
+        help="A file other programs change while skill runs run (an editor's autosave, a test "
+        "cache): not watched by the outside-write check (repeatable).",
     ),
     option(
         TASKS,
@@ -9525,6 +10249,8 @@ class Settings:
     claude_bin: str | None = None
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
+    ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
     baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
@@ -9606,7 +10332,8 @@ class Job:
 class Runner(Protocol):
     """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
     The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
-    progress; a runner only knows how to do one job and how to write and read its record."""
+    progress; a runner only knows how to do one job and how to write and read its record. Records
+    stay as they were (grading reads them); what leaves the process is redacted on its way out."""
 
     redactor: Redactor
 
@@ -9614,7 +10341,6 @@ class Runner(Protocol):
     def session(self) -> Any: ...  # async context: servers, model, write guard
     async def run(self, job: Job) -> Any: ...
     def cost(self, record: Any) -> float: ...
-    def scrub(self, record: Any) -> Any: ...
     def to_result(self, record: Any) -> RunResult: ...
     def result_key(self, result: RunResult) -> tuple: ...
     def from_result(self, job: Job, result: RunResult) -> Any: ...
@@ -9780,12 +10506,20 @@ class ResumePlan:
     kept_results: list[RunResult]
 
 
-def plan_resume(runner: Runner, jobs: list[Job], settings: Settings) -> ResumePlan:
+def plan_resume(
+    runner: Runner,
+    jobs: list[Job],
+    settings: Settings,
+    earlier: Sequence[RunResult] | None = None,
+) -> ResumePlan:
     """Which jobs still have to run; an earlier result counts when its key (with the hash of its
-    definition) matches, and with --retry-errors only when it did not end in an error."""
-    if not continues_earlier_run(settings) or settings.output is None:
+    definition) matches, and with --retry-errors only when it did not end in an error. The
+    earlier results are those of -o's final file and journal, or `earlier` when given (the
+    optimizer keeps its own journal)."""
+    if earlier is None and (not continues_earlier_run(settings) or settings.output is None):
         return ResumePlan(list(jobs), {}, [])
-    previous = {runner.result_key(r): r for r in earlier_results(settings.output)}
+    found = earlier if earlier is not None else earlier_results(settings.output or "")
+    previous = {runner.result_key(r): r for r in found}
     todo, kept, kept_results = [], {}, []
     for job in jobs:
         result = previous.get(job.key)
@@ -9952,14 +10686,16 @@ def run_pipeline(
     settings: Settings,
     console: Console,
     on_record: Callable[[Any], None] | None = None,
+    earlier: Sequence[RunResult] | None = None,
 ) -> PipelineOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
-    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs."""
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
+    `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
+    everything finished so far, and the runs under way. With --shard only this shard's runs;
+    with --merge the pieces' runs are replayed, nothing runs."""
     if settings.merge:
         return replay_pipeline(runner, settings)
     jobs = pipeline_jobs(runner, settings)
-    plan = plan_resume(runner, jobs, settings)
+    plan = plan_resume(runner, jobs, settings, earlier)
     if plan.kept:
         console.print(
             f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run"
@@ -9974,9 +10710,8 @@ def run_pipeline(
     finished: dict[tuple, Any] = {}
 
     def finished_one(job: Job, record: Any) -> None:
-        record = runner.scrub(record)
-        if journal:
-            journal.append(runner.to_result(record))
+        if journal:  # scored on the run as it was, written redacted
+            journal.append(runner.redactor.deep(runner.to_result(record)))
         if on_record:
             on_record(record)
         finished[job.key] = slim_record(record) if settings.summary_only else record
@@ -10276,9 +11011,12 @@ async def run_verify(
     """A case's `verify` command, through the shell, in a process group of its own: exit 0 is
     {passed: true}, 1 is {passed: false}, with the first line of its stdout as the reason; any
     other exit, a timeout (the whole group is killed) or a failure to start is {error}. What it
-    printed is redacted like everything else."""
+    printed is redacted like everything else. Whatever it started ends with it, even a process
+    that left its group (`setsid`): see end_descendants."""
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
+    marker = run_marker()
+    env = dict(env, **{RUN_MARKER: marker})
 
     async def feed(pipe: asyncio.StreamWriter | None) -> None:
         if pipe is None:  # stdin=PIPE always gives one
@@ -10324,6 +11062,7 @@ async def run_verify(
             if process.returncode is None:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(process.wait(), 5)
+            end_descendants(process.pid, marker)
     out = redactor.text(stdout.decode("utf-8", "replace"))
     reason = one_line(next((line for line in out.splitlines() if line.strip()), ""), 500)
     if process.returncode in (0, 1):
@@ -10599,8 +11338,7 @@ class RedactingObserver(ConversationObserver):
         self.inner.on_assistant_text(self.redactor.text(text))
 
     def on_tool_call(self, call: ToolCall) -> None:
-        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
-        self.inner.on_tool_call(call)
+        self.inner.on_tool_call(self.redactor.deep(call))  # a copy: the transcript keeps the call
 
     def on_turn_end(self, transcript: Transcript) -> None:
         self.inner.on_turn_end(transcript)
@@ -10749,6 +11487,9 @@ class ToolUseRunner:
                 self.on_connect(hub)
             self.hub = hub
             self.warn_destructive()
+            if not self.settings.dry_run:  # the dry run's tool table says them
+                for note in self.tool_policy.notes(hub.tools):
+                    self.say_notice(note)
             yield hub
 
     def say_notice(self, notice: str) -> None:
@@ -10829,12 +11570,11 @@ class ToolUseRunner:
         case = transcript.case
         if not (case.verify or needs_judge(case)):
             return
-        # the command and the judge see what the results file will hold (redacted off the loop:
-        # a long transcript takes a while)
-        await asyncio.to_thread(self.redactor.scrub, transcript)
-        if case.verify:
+        if case.verify:  # the command and the judge see the run as it was; the sinks redact
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
-            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            env = environment_without_credentials(
+                EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration)
+            )
             transcript.grades["verify"] = await run_verify(
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
@@ -10842,7 +11582,7 @@ class ToolUseRunner:
             if self.judge is None:  # session() sets it; every run is inside it
                 raise RuntimeError("a tool-use run graded outside its runner's session")
             grade, usage = await self.judge.grade(case, transcript)
-            transcript.grades["judge"] = self.redactor.data(grade)
+            transcript.grades["judge"] = grade
             if usage is not None:
                 transcript.judge_usage, transcript.judge_model = (
                     transcript.judge_usage + usage,
@@ -10858,9 +11598,6 @@ class ToolUseRunner:
 
     def cost(self, record: Transcript) -> float:
         return record.cost_usd
-
-    def scrub(self, record: Transcript) -> Transcript:
-        return self.redactor.scrub(record)
 
     def to_result(self, record: Transcript) -> ToolRunResult:
         return tool_run_result(record, self.verdict_of)
@@ -10886,7 +11623,7 @@ class ToolUseRunner:
             for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
         }
         return [
-            (keys[(t.case.name, t.iteration, t.model)], self.redactor.scrub(t))
+            (keys[(t.case.name, t.iteration, t.model)], t)
             for t in self.started.transcripts
             if (t.case.name, t.iteration, t.model) in keys
         ]
@@ -10944,6 +11681,19 @@ class SkillSuitePlan:
     allow_tools: tuple[str, ...] = ()  # --allow-tools for task runs
     artifacts: Path | None = None  # --artifacts DIR
     judge_model: str = C.DEFAULT_JUDGE_MODEL
+    unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
+    ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether task runs run Bash in Claude Code's sandbox."""
+        return "Bash" in self.allow_tools and not self.unconfined
+
+    @property
+    def confined(self) -> bool:
+        """Whether no run can write outside its project: no Bash, or Bash in the sandbox (file
+        tools are kept to the project by permission rules, other runs have no tool that writes)."""
+        return "Bash" not in self.allow_tools or not self.unconfined
 
     def configurations(self, test: SkillTest) -> list[str]:
         """A task runs with the skill, and per baseline asked for; any other test once ("")."""
@@ -11065,9 +11815,8 @@ class SkillRunner:
     ) -> None:
         self.plan, self.ignore = plan, list(ignore)
         self.concurrency = plan.concurrency
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor or Redactor.for_run()
         self.fingerprint = skill_suite_fingerprint(plan)
-        self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
         self.task_fingerprints: dict[
@@ -11076,8 +11825,12 @@ class SkillRunner:
         self.judge: Judge | None = None
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
+        self.changed_elsewhere: list[str] = []
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
+
+    def new_guard(self) -> OutsideWriteGuard:
+        return OutsideWriteGuard(self.guarded, self.ignore, self.plan.ignore_globs)
 
     def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
         """A task run's records are reusable when the suite, this configuration's skills, the
@@ -11109,6 +11862,7 @@ class SkillRunner:
             timeout=test.timeout,
             model=model,
             allow_tools=self.plan.allow_tools,
+            sandbox=self.plan.sandboxed,
         )
         jobs = []
         for configuration in self.plan.configurations(test):
@@ -11157,8 +11911,9 @@ class SkillRunner:
     @asynccontextmanager
     async def session(self) -> Any:
         """The write guard fingerprints what runs must not touch before the first run, and
-        compares after the last (the run's own outputs and journal excepted)."""
-        guard = OutsideWriteGuard(self.guarded, self.ignore)
+        compares after the last (the run's own outputs and journal excepted). A change is the
+        runs' only when one could have made it; else it is another program's, and a warning."""
+        guard = self.new_guard()
         graded = any(t.expectations for t in self.plan.task_tests)
         try:
             if (
@@ -11168,7 +11923,11 @@ class SkillRunner:
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
-            self.outside_writes, self.watched = guard.changes(), guard.watched
+            changes, self.watched = guard.changes(), guard.watched
+            if self.plan.confined:
+                self.changed_elsewhere = changes
+            else:
+                self.outside_writes = changes
             if self.judge_client is not None:
                 await self.judge_client.close()
 
@@ -11189,7 +11948,7 @@ class SkillRunner:
         setup = TaskSetup(
             files=list(test.files),
             artifacts=artifacts,
-            guard=lambda: OutsideWriteGuard(self.guarded, self.ignore),
+            guard=None if self.plan.confined else self.new_guard,
         )
         record = await run_claude_query(
             query, self.plan.skills_for(test, configuration), settings, run, setup
@@ -11202,9 +11961,6 @@ class SkillRunner:
 
     def cost(self, record: ClaudeRun) -> float:
         return (record.total_cost_usd or 0.0) + record.judge_cost_usd
-
-    def scrub(self, record: ClaudeRun) -> ClaudeRun:
-        return self.redactor.scrub_claude_run(record)
 
     def to_result(self, record: ClaudeRun) -> SkillRunResult:
         return skill_run_result(record, self.result_fingerprint(record))
@@ -11492,6 +12248,30 @@ class Results:
     result_count: int
     sections: dict[str, Any] = field(default_factory=dict)  # SECTIONS key -> its record(s)
     suite_name: str = "suite"
+    redacted_by: Redactor | None = None  # set on the copy every sink reads (see redacted)
+    clean: Results | None = field(default=None, repr=False, compare=False)
+
+    def redacted(self) -> Results:
+        """What every sink reads: a copy with every field redacted, labels (case names, prompts,
+        descriptions, tags) included, the per-run results redacted as they stream. The runs were
+        graded before: the verdicts are the unredacted runs'. Made once per set of secrets."""
+        if self.redacted_by is not None:
+            return self
+        redactor = Redactor.for_run()
+        if self.clean is not None and self.clean.redacted_by is redactor:
+            return self.clean
+        runs = self.results
+        self.clean = replace(
+            self,
+            metadata=redactor.deep(self.metadata),
+            summary=redactor.deep(self.summary),
+            cases=redactor.deep(self.cases),
+            results=lambda: map(redactor.deep, runs()),
+            sections=redactor.deep(self.sections),
+            suite_name=redactor.text(self.suite_name),
+            redacted_by=redactor,
+        )
+        return self.clean
 
     def document(self) -> dict:
         """The results document with its per-case and per-run lists streamed (see dump_json)."""
@@ -12128,6 +12908,33 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     return "\n".join(lines)
 
 
+UNCONFINED_NOTE = (
+    "Task runs were not confined (--unconfined): their Bash commands ran as you, outside any "
+    "sandbox, and could read and write whatever you can."
+)
+
+
+def markdown_isolation(isolation: IsolationRecord | None) -> list[str]:
+    if isolation is None or not (
+        isolation.outside_writes or isolation.changed_elsewhere or isolation.unconfined
+    ):
+        return []
+    lines = ["## Isolation", ""] + ([UNCONFINED_NOTE, ""] if isolation.unconfined else [])
+    if isolation.outside_writes:
+        lines += ["Files changed outside the temporary projects:", ""]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes]
+        lines += [""]
+    if isolation.changed_elsewhere:
+        lines += [
+            "Files changed while the runs ran, which no run could change (confined): another "
+            "program did it (`--ignore-path GLOB` leaves such files out):",
+            "",
+        ]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.changed_elsewhere]
+        lines += [""]
+    return lines
+
+
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
@@ -12146,19 +12953,6 @@ def render_markdown(results: Results) -> str:
     lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
     lines += markdown_calls_not_live(results) + sections("after_cases")
     return "\n".join(lines)
-
-
-def markdown_isolation(isolation: IsolationRecord) -> list[str]:
-    if not isolation.outside_writes:
-        return []
-    return [
-        "## Isolation",
-        "",
-        "Files changed outside the temporary projects:",
-        "",
-        *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
-        "",
-    ]
 
 
 # ---------------------------------------------------------------------------- the terminal
@@ -12396,6 +13190,7 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
+    results = results.redacted()
 
     def sections(place: str) -> None:
         for section, value in results.shown(place):
@@ -12467,6 +13262,9 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
             escape_markup(tool.name), escape_markup(tool.server), ", ".join(marks) or "-", shown
         )
     console.print(table)
+    for note in policy.notes(tools):  # redacted and escaped like every line of ours
+        shown = escape_markup(Redactor.for_run().text(note))
+        console.print(f"[yellow]note:[/yellow] {shown}", highlight=False, soft_wrap=True)
 
 
 class RunProgress:
@@ -13241,6 +14039,10 @@ function renderOverview(app) {
 function renderIsolation(app, isolation) {
   if (isolation.outside_writes.length) app.append(el("p", {class: "flag"},
     "Files changed outside the temporary projects: " + isolation.outside_writes.join(", ")));
+  if (isolation.changed_elsewhere.length) app.append(el("p", {class: "flag"},
+    "Changed while the runs ran, by another program (the runs are confined): "
+    + isolation.changed_elsewhere.join(", ")));
+  if (isolation.note) app.append(el("p", {class: "flag"}, isolation.note));
 }
 function renderBlock(app, block) {
   // any section without a renderer of its own: a heading, notes and tables of plain text
@@ -13800,8 +14602,10 @@ def write_results_csv(path: str, results: Results) -> None:
 
 
 def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
-    skill, or with its old version) is reported beside the skill, never failing CI."""
+    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
+    baseline configuration (a task run without the skill, or with its old version) is reported
+    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
+    too (a `gates: false` property says it does not count)."""
     return case.configuration in ("", "with_skill")
 
 
@@ -13819,12 +14623,14 @@ def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bo
             properties, "property", name="configuration", value=xml_text(case.configuration)
         )
         ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
-    if not case.passed and gates(case):
+        ET.SubElement(properties, "property", name="gates", value=str(gates(case)).lower())
+    if not case.passed:  # as the results' verdict says, baselines included
         detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
+        baseline = "" if gates(case) else " (a baseline: reported, it does not fail the suite)"
         ET.SubElement(
             element,
             "error" if case.error else "failure",
-            message=f"passed {case.passes}/{case.runs} runs",
+            message=f"passed {case.passes}/{case.runs} runs{baseline}",
         ).text = xml_text(detail)
     ET.SubElement(element, "system-out").text = xml_text(
         f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\ncost: ${case.cost_usd:.4f}"
@@ -13846,8 +14652,8 @@ def write_junit(path: str, results: Results) -> None:
             "testsuite",
             name=xml_text(group),
             tests=str(len(cases)),
-            failures=str(sum(not c.passed and not c.error and gates(c) for c in cases)),
-            errors=str(sum(not c.passed and c.error and gates(c) for c in cases)),
+            failures=str(sum(not c.passed and not c.error for c in cases)),
+            errors=str(sum(not c.passed and c.error for c in cases)),
             time=f"{sum(c.seconds for c in cases):.3f}",
         )
         for case in cases:
@@ -14116,7 +14922,8 @@ def write_one(
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:
     """Every output the settings ask for, in WRITERS' order, and the markdown report to GitHub's
-    step summary when there is one."""
+    step summary when there is one: all of them redacted."""
+    results = results.redacted()
     write_step_summary(results)
     for writer in WRITERS:
         value = settings.outputs.get(writer.name)
@@ -14153,6 +14960,21 @@ def print_isolation(console: Console, isolation: IsolationRecord) -> None:
             f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
             highlight=False,
         )
+    for path in isolation.changed_elsewhere:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(path)} changed while the runs ran; no run "
+            "could change it (they are confined): another program did (--ignore-path leaves it out)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if isolation.unconfined:
+        console.print(
+            f"[yellow]warning:[/yellow] {UNCONFINED_NOTE}", highlight=False, soft_wrap=True
+        )
+
+
+def html_isolation(isolation: IsolationRecord) -> dict:
+    return dict(dump_record(isolation), note=UNCONFINED_NOTE if isolation.unconfined else None)
 
 
 def html_benchmark(benchmark: BenchmarkRecord) -> dict:
@@ -14214,6 +15036,7 @@ register_section(
         IsolationRecord,
         markdown_isolation,
         print_isolation,
+        html_isolation,
         html_renderer="renderIsolation",
     )
 )
@@ -14539,7 +15362,7 @@ def tool_use_mode(
     write_outputs(results, settings, console)
     outcome.finish()
     if mode == "query" and not settings.interactive:  # the live view showed it as it ran
-        print_run_summary(console, outcome.records)
+        print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
     return exit_code(results, outcome)
@@ -14620,6 +15443,18 @@ def default_skill_concurrency() -> int:
     return max(2, min(10, 2 * (os.cpu_count() or 1)))
 
 
+def graded_by(test: SkillTest) -> list[str]:
+    """What a knowledge, task or security test run through Claude Code is graded on."""
+    return [
+        *test.concepts,
+        *test.expected,
+        *test.forbidden_patterns,
+        *test.expected_refusal,
+        *test.expectations,
+        *([test.expected_answer] if test.expected_answer is not None else []),
+    ]
+
+
 def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
     """Skills and tests, validated before anything runs."""
     skills = [load_skill(path) for path in settings.skill]
@@ -14650,6 +15485,15 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
             graded.source,
             graded.line,
             "run it with --tests and without --skill",
+        )
+    ungraded = next((t for t in tests if t.type != "trigger" and not graded_by(t)), None)
+    if ungraded is not None:
+        raise InputError(
+            f"test {ungraded.name!r} has nothing to grade: it would pass whatever Claude does",
+            ungraded.source,
+            ungraded.line,
+            "give it concepts, '# Expected' items, '# Forbidden Patterns', '# Expected Refusal' "
+            "or an '# Expected Answer'",
         )
     assign_trigger_skills(tests, skills)
     return skills, tests
@@ -14724,12 +15568,19 @@ def task_plan_options(
             f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
             hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
         )
+    allow_tools = parse_allow_tools(settings.allow_tools)
+    if settings.unconfined and "Bash" not in allow_tools:
+        raise InputError(
+            "--unconfined applies to task runs allowed Bash, and --allow-tools does not name it",
+            hint="drop --unconfined (file tools are kept to the project either way)",
+        )
     return {
         "baseline": settings.baseline,
         "baseline_skill": old,
-        "allow_tools": parse_allow_tools(settings.allow_tools),
+        "allow_tools": allow_tools,
         "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
         "judge_model": settings.judge_model,
+        "unconfined": settings.unconfined,
     }
 
 
@@ -14759,6 +15610,7 @@ def skill_plan(
         trigger_timeout=settings.trigger_timeout,
         trigger_models=settings.trigger_models,
         test_models=settings.models,
+        ignore_globs=settings.ignore_path,
         **task_plan_options(settings, skills, tests),
     )
 
@@ -15001,6 +15853,8 @@ def skill_results(
             watched=runner.watched,
             outside_writes=runner.outside_writes,
             ok=not runner.outside_writes,
+            unconfined=not plan.confined,
+            changed_elsewhere=runner.changed_elsewhere,
         ),
     }
     summary = summary_record(cases, usages, plan.threshold, outcome)
@@ -15088,6 +15942,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
     runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
     jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
+    if plan.sandboxed and plan.task_tests and not settings.merge:
+        check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if settings.dry_run:
         print_estimate(
             console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
@@ -15101,8 +15957,10 @@ def skill_mode(settings: Settings, console: Console) -> int:
         isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
         runner.watched = sorted({path for i in isolation for path in i.watched})
         runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
+        runner.changed_elsewhere = sorted({p for i in isolation for p in i.changed_elsewhere})
         return skill_mode_end(settings, console, plan, runner, outcome, version)
     require_api_key()
+    remove_stale_run_folders()  # what runs killed with their evaluator left behind
     if (
         plan.artifacts is not None
     ):  # made before the write guard looks, so it is not a write outside
@@ -15444,6 +16302,7 @@ class SkillDescriptionTask:
 
     def prepare(self) -> None:
         require_api_key()
+        remove_stale_run_folders()
         self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
 
     async def estimate(self) -> CostEstimate:
@@ -15824,14 +16683,17 @@ def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
 
 
 class OptimizeJournal:
-    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
-    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
+    """One JSON line per event of the loop (each run of a candidate as it finishes, each
+    proposal, each candidate scored to the end), flushed at once and redacted like every output:
+    --resume (after Ctrl-C, SIGTERM or kill -9) replays it, so nothing finished is asked or run
+    again."""
 
     def __init__(self, settings: Settings, fingerprint: str) -> None:
         self.path = journal_path(settings.output) if settings.output else None
         self.fingerprint = fingerprint
         self.proposals: dict[int, dict] = {}
         self.scored: dict[str, list] = {}
+        self.runs: dict[str, list] = {}  # candidate hash -> its runs finished so far
         kept: list[str] = []
         if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
             events = [event for event in json_lines(self.path) if isinstance(event, dict)]
@@ -15848,6 +16710,10 @@ class OptimizeJournal:
                         self.scored[event["candidate_hash"]] = [
                             RUN_RESULT.validate_python(r) for r in event["results"]
                         ]
+                    elif event.get("event") == "run":
+                        self.runs.setdefault(event["candidate_hash"], []).append(
+                            RUN_RESULT.validate_python(event["result"])
+                        )
                 except (KeyError, TypeError, ValueError):
                     continue  # a line from another version: that step happens again
                 kept.append(json_text(event, indent=None))
@@ -15861,8 +16727,28 @@ class OptimizeJournal:
             return
         if self._handle is None:
             self._handle = open_output_file(self.path, self._kept)
-        self._handle.write(json_text(event, indent=None) + "\n")
-        self._handle.flush()
+        try:
+            self._handle.write(json_text(Redactor.for_run().data(event), indent=None) + "\n")
+            self._handle.flush()
+        except OSError as exc:  # a full disk: the lines before this one keep the loop resumable
+            raise OutputError(
+                f"{output_error(self.path, exc)}; make room and rerun with --resume"
+            ) from None
+
+    def record_run(self, candidate: dict[str, str], runner: Any) -> Callable[[Any], None]:
+        """What the pipeline calls as each run of this candidate finishes: its journal line."""
+        key = candidate_hash(candidate)
+
+        def record(run: Any) -> None:
+            self.append(
+                {
+                    "event": "run",
+                    "candidate_hash": key,
+                    "result": dump_record(runner.to_result(run)),
+                }
+            )
+
+        return record
 
     def close(self, remove: bool) -> None:
         if self._handle is not None:
@@ -15909,13 +16795,17 @@ class OptimizeLoop:
         return self.settings.max_cost is not None and self.spent >= self.settings.max_cost
 
     def score(self, round_no: int, candidate: dict[str, str]) -> CandidateScore | None:
-        """The candidate's runs through the pipeline (or its journaled runs), scored."""
+        """The candidate's runs through the pipeline, scored: those the journal holds are
+        replayed (a candidate scored to the end, or the runs of one cut short), the rest run,
+        each journaled as it finishes."""
         runner = self.task.runner(candidate)
-        kept = self.journal.scored.get(candidate_hash(candidate))
+        key = candidate_hash(candidate)
+        kept = self.journal.scored.get(key)
         if kept is not None:
             return self.task.scored(runner, replayed_outcome(runner, kept), True)
         if self.out_of_money():
             return None
+        earlier = self.journal.runs.get(key, [])
         budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
         self.console.print(
             f"round {round_no}: {len(runner.jobs())} run(s) of the "
@@ -15933,11 +16823,16 @@ class OptimizeLoop:
                 max_cost=budget,
             ),
             self.console,
+            on_record=self.journal.record_run(candidate, runner),
+            earlier=earlier,
         )
         result = self.task.scored(
             runner, outcome, not outcome.interrupted and not outcome.not_started
         )
-        self.spent += result.cost
+        reused = {runner.result_key(r) for r in earlier}
+        self.spent += sum(  # what this invocation paid: the journaled runs were paid before
+            runner.cost(r) for k, r in zip(outcome.keys, outcome.records) if k not in reused
+        )
         if result.complete:
             self.journal.append(
                 {
@@ -16209,7 +17104,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     continues_earlier_run(
         settings
     )  # a leftover journal without --resume (or --resume without -o): one line
-    task.prepare()
+    try:
+        task.prepare()
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/yellow] before the first run: nothing was spent")
+        return interrupted_exit_code()
     original = task.original()
     fingerprint = hashlib.sha256(
         json.dumps(
@@ -16501,7 +17400,7 @@ SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_tur
 
 # task evals through Claude Code: what they may do, what they leave, their baselines, who grades
 TASK_EVAL_OPTIONS = frozenset(
-    {"allow_tools", "artifacts", "baseline", "baseline_skill", "judge_model"}
+    {"allow_tools", "unconfined", "artifacts", "baseline", "baseline_skill", "judge_model"}
 )
 
 
@@ -16754,6 +17653,7 @@ MODES.extend(
                 "mcp_config",
                 "skill_description",
                 "shard",
+                "ignore_path",
             },
             skill_mode,
             (

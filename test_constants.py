@@ -114,6 +114,8 @@ CLAUDE_DISALLOWED_TOOLS = (
 CLAUDE_MAX_OUTPUT_BYTES = 20_000_000  # stream-json kept per run
 CLAUDE_STDERR_TAIL_CHARS = 1_000
 WRITE_GUARD_MAX_ENTRIES = 20_000  # files fingerprinted per watched folder
+CLAUDE_TMPDIR_MAX_CHARS = 60  # a run's TMPDIR longer than this moves to /tmp (sandbox socket paths)
+END_DESCENDANTS_ROUNDS = 10  # looks for what a finished run left running (each round: kill, reap)
 TASK_ALLOWABLE_TOOLS = (
     "Bash",
     "Edit",
@@ -155,7 +157,12 @@ ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600  # --dry-run: the answer and trajectory 
 ESTIMATED_JUDGE_OUTPUT_TOKENS = 150  # --dry-run: the judge's verdict
 
 # ----------------------------------------------------------------------------- tools that change things
-TOOL_POLICIES = ("live", "safe", "read-only")  # --tool-policy: which calls reach the real server
+TOOL_POLICIES = (
+    "live",
+    "safe",
+    "strict",
+    "read-only",
+)  # --tool-policy: which calls reach the real server
 DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
 REPLAY_MISS_CHOICES = (
     "error",
@@ -188,3 +195,8 @@ BATCH_SETTLE_SECONDS = 2.0  # a round is sent once every live conversation waits
 BATCH_POLL_FIRST_SECONDS = 0.5  # the first look at a batch after creating it
 BATCH_POLL_MAX_SECONDS = 60.0  # polls back off (x BATCH_POLL_GROWTH) up to this interval
 BATCH_POLL_GROWTH = 1.5
+
+# ----------------------------------------------------------------------------- secrets
+PARTIAL_SECRET_CHARS = 12  # a run this long of a secret, where a text was cut, is masked too
+RANDOM_SECRET_MIN_CHARS = 16  # letters and digits of a value that counts as a secret unnamed
+RANDOM_SECRET_MIN_ENTROPY = 3.0  # bits per character of such a value

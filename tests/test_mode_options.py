@@ -158,6 +158,8 @@ SAMPLES: dict[str, list[str]] = {
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
     "benchmark_json": ["--benchmark-json", "benchmark.json"],
+    "unconfined": ["--unconfined"],
+    "ignore_path": ["--ignore-path", "*.swp"],
 }
 
 # The smallest command line that selects each mode.
@@ -524,7 +526,7 @@ def calls(tool: str, **arguments: Any) -> Callable[[dict], dict]:
     return model
 
 
-ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_VAR")
+ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_TOKEN")
 
 
 def loops(body: dict) -> dict:
@@ -1186,7 +1188,7 @@ def stdio_run(lab: Lab, mode: str) -> Run:
                 "--server",
                 MISC_COMMAND,
                 "--server-env",
-                f"EVAL_MODE_OPTION_VAR={SECRET_VALUE}",
+                f"EVAL_MODE_OPTION_TOKEN={SECRET_VALUE}",
             ),
         ),
         model=ECHO_ENV,
@@ -1203,10 +1205,10 @@ def _(lab, mode):
 
 @observes("server_env", *TOOL_MODES)
 def _(lab, mode):
-    assert "EVAL_MODE_OPTION_VAR" not in os.environ, "the value can only come from --server-env"
+    assert "EVAL_MODE_OPTION_TOKEN" not in os.environ, "the value can only come from --server-env"
     run = stdio_run(lab, mode)
     assert SECRET_VALUE in tool_output(run), "the server process got the variable"
-    assert SECRET_VALUE not in run.stdout, "and it is a secret: redacted from the results"
+    assert SECRET_VALUE not in run.stdout, "a credential by its name: redacted from the results"
     assert all(r["tool_results"]["echo_env"] == "[REDACTED]" for r in run.document()["results"])
 
 
@@ -1220,7 +1222,7 @@ def _(lab, mode):
                     "cfg": {
                         "command": sys.executable,
                         "args": [str(MISC_SERVER)],
-                        "env": {"EVAL_MODE_OPTION_VAR": "from-config"},
+                        "env": {"EVAL_MODE_OPTION_TOKEN": "from-config"},
                     }
                 }
             }
@@ -2297,6 +2299,37 @@ def _(lab, mode):
         "weekly.sql"
     ]
     assert not (Path.cwd() / "eval-1").exists(), "without --artifacts nothing is kept on disk"
+
+
+@observes("unconfined", "skills")
+def _(lab, mode):
+    confined = lab.run(*task_line(lab, "--allow-tools", "Bash", "--json"), model=task_model)
+    loose = lab.run(
+        *task_line(lab, "--allow-tools", "Bash", "--unconfined", "--json"), model=task_model
+    )
+    assert confined.code == loose.code == 1, confined.output + loose.output  # Write is refused
+    assert confined.document()["isolation"]["unconfined"] is False
+    assert loose.document()["isolation"]["unconfined"] is True
+    without_bash = lab.run(*task_line(lab, "--allow-tools", "Write", "--unconfined"))
+    assert without_bash.code == 2 and "--unconfined applies to task runs allowed Bash" in (
+        without_bash.output
+    )
+
+
+@observes("ignore_path", "skills")
+def _(lab, mode):
+    def autosaving(body: dict) -> dict:  # an editor saving in the working folder as runs run
+        (Path.cwd() / f"draft-{time.time_ns()}.swp").write_text("x")
+        return task_model(body)
+
+    seen = lab.run(*task_line(lab, "--allow-tools", "Write", "--json"), model=autosaving)
+    ignored = lab.run(
+        *task_line(lab, "--allow-tools", "Write", "--ignore-path", "*.swp", "--json"),
+        model=autosaving,
+    )
+    assert seen.code == ignored.code == 0, seen.output + ignored.output
+    assert any(p.endswith(".swp") for p in seen.document()["isolation"]["changed_elsewhere"])
+    assert ignored.document()["isolation"]["changed_elsewhere"] == []
 
 
 @observes("baseline", "skills")

@@ -45,8 +45,8 @@ EXEMPT = {
 }
 # The first command's install steps are CI's job (.ci/run); the rest of that line runs verbatim.
 INSTALL_PREFIX = (
-    "python3 -m venv .venv && . .venv/bin/activate && apt-get update && apt-get install -y chromium "
-    '&& pip install -e ".[test]" && npm install && '
+    "python3 -m venv .venv && . .venv/bin/activate && apt-get update && apt-get install -y "
+    'chromium bubblewrap socat && pip install -e ".[test]" && npm install && '
 )
 SKILL_COMMAND = (
     "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
