@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -782,7 +783,7 @@ class TestCase:
     history: list[PriorMessage] = field(default_factory=list)
     expected_tools: list[str] = field(default_factory=list)
     forbidden_tools: list[str] = field(default_factory=list)
-    expected_args: dict[str, dict] = field(default_factory=dict)
+    expected_args: dict[str, Any] = field(default_factory=dict)  # tool -> {arg: value} or a list
     args_match: str = "partial"
     order: str = "any"
     max_tool_calls: int | None = None
@@ -801,6 +802,9 @@ class TestCase:
         None  # the answer Claude should give (QA pairs, CSV, markdown tests)
     )
     answer_match: str = "exact"  # how it is compared: ANSWER_MATCH_MODES
+    # CSV `tools`: the servers' tools Claude is shown in this case ("NAME" or "NAME=TOOL": the
+    # servers' TOOL under the name NAME); empty: every tool of the servers
+    tools: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -1085,8 +1089,10 @@ def estimated_tokens(value: Any) -> int:
 def case_hash(case: TestCase) -> str:
     """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
     definition = {
-        k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")
-    }
+        k: v
+        for k, v in asdict(case).items()
+        if k not in ("source", "line", "description") and (v or k != "tools")
+    }  # a case without a tool selection keeps the hash it had before there were selections
     return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]
@@ -2360,7 +2366,70 @@ CSV_COLUMNS += (
 )  # the answer Claude should give, and how it is compared
 
 
+CSV_COLUMNS += (
+    "simulated_user",
+    "tools",
+)  # a simulated user with this goal answers Claude; the tools this case shows Claude
+
+
 ARGS_MATCH_MODES = ("partial", "exact", "ignore", "exact_with_defaults")
+
+
+# An expected argument may accept several values: {"$any_of": [v1, v2, ...]} (each one compared as
+# a plain expected value would be, and may itself hold alternatives), with "$optional": true when
+# leaving the argument out is right too. Only a dict whose keys are these two is read this way, so
+# an expected value that is any other dict still means that very dict. A tool's expected arguments
+# may also be a list of argument objects: that many calls, each matched by a call of its own.
+ANY_OF, OPTIONAL = "$any_of", "$optional"
+
+
+def is_alternatives(value: Any) -> bool:
+    return isinstance(value, dict) and ANY_OF in value and set(value) <= {ANY_OF, OPTIONAL}
+
+
+def expected_value_problem(value: Any, where: str) -> str | None:
+    """Why an expected argument value is malformed (None when it is fine)."""
+    if isinstance(value, dict):
+        if any(k in (ANY_OF, OPTIONAL) for k in value) and not is_alternatives(value):
+            return f"{where}: {OPTIONAL} goes with {ANY_OF}, and nothing else beside them"
+        if is_alternatives(value):
+            options, optional = value[ANY_OF], value.get(OPTIONAL, False)
+            if not isinstance(options, list) or not options:
+                return f"{where}: {ANY_OF} takes a non-empty list of accepted values"
+            if not isinstance(optional, bool):
+                return f"{where}: {OPTIONAL} is true or false"
+            return next(
+                filter(
+                    None,
+                    (expected_value_problem(v, f"{where}[{i}]") for i, v in enumerate(options)),
+                ),
+                None,
+            )
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return None
+    return next(filter(None, (expected_value_problem(v, f"{where}.{k}") for k, v in items)), None)
+
+
+def expected_args_problem(expected_args: Any) -> str | None:
+    """Why a case's expected_args is malformed: it is {tool: {arg: value}} or {tool: [{arg:
+    value}, ...]} (several calls of the tool), with alternatives where an argument has several."""
+    if not isinstance(expected_args, dict):
+        return "expected_args must be a JSON object of objects"
+    for tool, calls in expected_args.items():
+        listed = calls if isinstance(calls, list) else [calls]
+        if not listed or not all(isinstance(c, dict) for c in listed):
+            return (
+                f"expected_args of {tool}: an object of arguments, or a list of them (one per call)"
+            )
+        for i, call in enumerate(listed):
+            where = f"{tool}[{i}]" if isinstance(calls, list) else tool
+            problem = expected_value_problem(call, where)
+            if problem or is_alternatives(call):
+                return problem or f"{where}: {ANY_OF} belongs to an argument, not to all of them"
+    return None
 
 
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
@@ -2448,11 +2517,15 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
 
     name = row.get("test_name", "").strip()
     prompt = (row.get("user_prompt") or row.get("prompt") or "").strip()
+    goal = (row.get("simulated_user") or "").strip() or None
     if not name:
         raise fail("empty test_name", "give every row a name")
-    if not prompt:
-        raise fail(f"test {name!r} has an empty prompt", "write the user's request in user_prompt")
-    expected_args: dict[str, dict] = {}
+    if not prompt and not goal:
+        raise fail(
+            f"test {name!r} has an empty prompt",
+            "write the user's request in user_prompt (or a simulated_user goal: it opens)",
+        )
+    expected_args: dict[str, Any] = {}
     if (row.get("expected_args") or "").strip():
         try:
             expected_args = json.loads(row["expected_args"])
@@ -2465,12 +2538,11 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                 'write it as {"tool_name": {"param": "value"}}',
             ) from None
         check_json_depth(expected_args, "expected_args", path, line)
-        if not isinstance(expected_args, dict) or not all(
-            isinstance(v, dict) for v in expected_args.values()
-        ):
+        problem = expected_args_problem(expected_args)
+        if problem:
             raise fail(
-                "expected_args must be a JSON object of objects",
-                '{"tool_name": {"param": "value"}}',
+                problem,
+                '{"tool_name": {"param": "value", "other": {"$any_of": ["a", "b"]}}}',
             )
     args_match = (row.get("args_match") or "partial").strip().lower()
     order = (row.get("order") or "any").strip().lower()
@@ -2499,9 +2571,14 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         min_tool_calls=csv_count(row, "min_tool_calls", fail),
         expect_no_tools=flag in TRUE_WORDS,
         tags=split_list(row.get("tags", "")),
+        simulated_user=goal,
         source=str(path),
         line=line,
+        tools=split_list(row.get("tools", "")),
     )
+    bad = next((e for e in case.tools if not all(p.strip() for p in e.split("="))), None)
+    if bad is not None or any(e.count("=") > 1 for e in case.tools):
+        raise fail(f"tools entry {bad!r} is not NAME or NAME=TOOL", "e.g. search,lookup=get_record")
     case.rubric, case.verify = (
         (row.get("rubric") or "").strip(),
         verify_command(row.get("verify") or "", fail),
@@ -2593,32 +2670,54 @@ def load_csv_suite(path: str | Path) -> list[TestCase]:
     return cases
 
 
+def case_tool_view(case: TestCase) -> dict[str, str] | None:
+    """A case's `tools`: the name Claude sees -> the servers' tool; None: every tool, as is."""
+    if not case.tools:
+        return None
+    pairs = (entry.partition("=") for entry in case.tools)
+    return {shown.strip(): (target or shown).strip() for shown, _, target in pairs}
+
+
 def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
-    """Every tool a case names must exist on the connected servers: typos cost no money."""
+    """Every tool a case names must exist on the connected servers (and, when the case shows
+    Claude only some of them, be one of those): typos cost no money."""
     import difflib
 
     problems = []
     for case in cases:
+        view = case_tool_view(case)
+
+        def missing(case: TestCase, tool: str, among: Sequence[str], what: str) -> None:
+            close = difflib.get_close_matches(tool, among, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(among)
+            problems.append(
+                InputError(
+                    f"test {case.name!r} names tool {tool!r}, which {what}",
+                    case.source or None,
+                    case.line or None,
+                    hint,
+                )
+            )
+
+        for tool in dict.fromkeys((view or {}).values()):
+            if tool not in available:
+                missing(case, tool, available, "no connected server offers")
         named = [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
         for tool in dict.fromkeys(named):
-            if tool not in available:
-                close = difflib.get_close_matches(tool, available, n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
-                )
-                problems.append(
-                    InputError(
-                        f"test {case.name!r} names tool {tool!r}, which no connected server offers",
-                        case.source or None,
-                        case.line or None,
-                        hint,
-                    )
-                )
+            if view is not None and tool not in view:
+                missing(case, tool, list(view), "the case's tools do not show Claude")
+            elif view is None and tool not in available:
+                missing(case, tool, available, "no connected server offers")
     if problems:
         raise InputProblems(problems)
 
 
 TOOL_OVERRIDE_KEYS = ("description", "input_schema")
+
+
+# --tool-overrides' `arguments`: bound to every call of the tool (over Claude's), never shown to
+# Claude; "{run}" in a string becomes the run's id (also EVAL_RUN for a `verify` command)
+TOOL_BOUND_ARGUMENTS = "arguments"
 
 
 TOOL_OVERRIDES_HINT = (
@@ -2643,10 +2742,11 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
         if (
             not isinstance(override, dict)
             or not override
-            or set(override) - set(TOOL_OVERRIDE_KEYS)
+            or set(override) - {*TOOL_OVERRIDE_KEYS, TOOL_BOUND_ARGUMENTS}
         ):
             raise InputError(
-                f"the override of {name!r} must be an object with description and/or input_schema",
+                f"the override of {name!r} must be an object with description, input_schema "
+                "and/or arguments",
                 path,
                 line,
                 TOOL_OVERRIDES_HINT,
@@ -2656,6 +2756,9 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
             not isinstance(description, str) or not description.strip()
         ):
             raise InputError(f"the description of {name!r} must be a non-empty string", path, line)
+        bound = override.get(TOOL_BOUND_ARGUMENTS)
+        if TOOL_BOUND_ARGUMENTS in override and not isinstance(bound, dict):
+            raise InputError(f"the arguments of {name!r} must be a JSON object", path, line)
         schema = override.get("input_schema")
         if "input_schema" in override and (
             not isinstance(schema, dict) or schema.get("type", "object") != "object"
@@ -4533,6 +4636,16 @@ class ToolPolicy:
         return None
 
 
+def cached_tool_prefix(definitions: list[dict]) -> list[dict]:
+    """Tool definitions as every request sends them: the last one marked for the prompt cache."""
+    if definitions:
+        definitions = [
+            *definitions[:-1],
+            dict(definitions[-1], cache_control={"type": "ephemeral"}),
+        ]
+    return definitions
+
+
 class McpHub:
     """The open MCP servers and their tools; the only place that talks MCP.
 
@@ -4558,6 +4671,8 @@ class McpHub:
         self.tools: dict[str, ToolSpec] = {}
         self.notices: list[str] = []
         self._anthropic_tools: list[dict] = []
+        self.definitions: dict[str, dict] = {}  # name -> what Claude is shown (overrides applied)
+        self.bound_arguments: dict[str, dict] = {}  # --tool-overrides' `arguments`, by name
         self._restarting: dict[str, asyncio.Lock] = {}
 
     async def __aenter__(self) -> McpHub:
@@ -4624,12 +4739,13 @@ class McpHub:
                     schema,
                     dict(tool.get("annotations") or {}),
                 )
-        # Sorted and built once, so every request carries byte-identical tool definitions and the
-        # cache_control mark on the last one caches the whole tool prefix.
-        definitions = [self.tools[name].to_anthropic() for name in sorted(self.tools)]
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show([self.tools[name].to_anthropic() for name in sorted(self.tools)])
+
+    def _show(self, definitions: list[dict]) -> None:
+        """Sorted and built once, so every request carries byte-identical tool definitions and the
+        cache_control mark on the last one caches the whole tool prefix."""
+        self.definitions = {d["name"]: d for d in definitions}
+        self._anthropic_tools = cached_tool_prefix(definitions)
 
     def override_tools(self, overrides: dict[str, dict], source: str = "--tool-overrides") -> None:
         """Shows Claude another description and/or input schema for some tools (`tool` or
@@ -4646,6 +4762,8 @@ class McpHub:
                     hint="the tools are: " + ", ".join(self.tool_names()),
                 )
             by_name[spec.name] = override
+            if TOOL_BOUND_ARGUMENTS in override:
+                self.bound_arguments[spec.name] = override[TOOL_BOUND_ARGUMENTS]
         definitions = []
         for name in sorted(self.tools):
             definition = self.tools[name].to_anthropic()
@@ -4654,9 +4772,7 @@ class McpHub:
                 if key in override:
                     definition[key] = override[key]
             definitions.append(definition)
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show(definitions)
 
     @property
     def anthropic_tools(self) -> list[dict]:
@@ -4784,6 +4900,46 @@ class McpHub:
                 self.notices.append(str(exc))
             self.connections[server] = fresh
             return fresh
+
+
+class RunTools:
+    """The tools as one run sees them: the case's own selection of the servers' tools (CSV
+    `tools`, under the names it gives them; None: every tool as the hub shows it), each call
+    carrying the arguments --tool-overrides binds to its tool, "{run}" made the run's id."""
+
+    def __init__(self, hub: McpHub, view: dict[str, str] | None, run_id: str) -> None:
+        self.hub, self.view, self.run_id = hub, view, run_id
+        self.anthropic_tools = (
+            hub.anthropic_tools
+            if view is None
+            else cached_tool_prefix(
+                [
+                    dict(hub.definitions[target], name=shown)
+                    for shown, target in sorted(view.items())
+                    if target in hub.definitions
+                ]
+            )
+        )
+
+    def bound(self, tool: str) -> dict:
+        return {
+            key: value.replace("{run}", self.run_id) if isinstance(value, str) else value
+            for key, value in self.hub.bound_arguments.get(tool, {}).items()
+        }
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        target = name if self.view is None else self.view.get(name)
+        if target is None:
+            return ToolOutcome(
+                f"Unknown tool: {name}. Available tools: {', '.join(sorted(self.view or ()))}",
+                True,
+                None,
+                0.0,
+                executed=False,
+            )
+        if isinstance(arguments, dict) and target in self.hub.bound_arguments:
+            arguments = {**arguments, **self.bound(target)}
+        return await self.hub.call_tool(target, arguments)
 
 
 # ============================================================================ 6. model session
@@ -5122,10 +5278,11 @@ class AnthropicModel:
             "model": request.model,
             "max_tokens": request.max_tokens,
             "messages": request.messages,
-            "system": [
-                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
-            ],
         }
+        if request.system:  # --prompt NONE sends none (BFCL's protocol)
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ]
         if request.tools:
             params["tools"] = request.tools
         if request.tool_choice:
@@ -5701,7 +5858,10 @@ async def ask_user(
 
 
 async def run_tool_calls(
-    transcript: Transcript, tool_uses: list[dict], hub: McpHub, observer: ConversationObserver
+    transcript: Transcript,
+    tool_uses: list[dict],
+    hub: McpHub | RunTools,
+    observer: ConversationObserver,
 ) -> list[dict]:
     """Runs a turn's tool calls in order and answers all of them in one user message."""
     results, summaries = [], []
@@ -5742,7 +5902,7 @@ async def converse(
     transcript: Transcript,
     messages: list[dict],
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     user: UserInput | None,
     observer: ConversationObserver,
@@ -5808,7 +5968,7 @@ async def converse(
 async def run_conversation(
     case: TestCase,
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     iteration: int = 1,
     user: UserInput | None = None,
@@ -6725,13 +6885,35 @@ def without_defaults(arguments: dict, schema: dict | None) -> dict:
     }
 
 
+def value_matches(expected: Any, actual: Any, exact: bool = True) -> bool:
+    """An actual argument value against an expected one: equal as normalize_arg has them, where
+    {"$any_of": [...]} accepts any of its values, at any depth. A dict's expected keys must be
+    there (unless "$optional") with matching values, and (`exact`, always below the top) no
+    other key either."""
+    if is_alternatives(expected):
+        return any(value_matches(option, actual) for option in expected[ANY_OF])
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if exact and any(key not in expected for key in actual):
+            return False
+        return all(
+            value_matches(value, actual[key])
+            if key in actual
+            else is_alternatives(value) and value.get(OPTIONAL) is True
+            for key, value in expected.items()
+        )
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(value_matches, expected, actual))
+    return normalize_arg(expected) == normalize_arg(actual)
+
+
 def args_match(
     expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (), schema: dict | None = None
 ) -> bool:
     """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
     same keys and values; `exact_with_defaults`: `exact` once arguments equal to the schema's
     `default` are dropped on both sides; `ignore`: anything. Keys matching an `ignore` glob are
-    left out first."""
+    left out first. An expected value {"$any_of": [...], "$optional": true} accepts any of its
+    values, or (optional) no such argument at all."""
     if mode == "ignore":
         return True
     if ignore:
@@ -6742,12 +6924,26 @@ def args_match(
             without_defaults(actual, schema),
             "exact",
         )
-    if mode == "exact":
-        return normalize_arg(expected) == normalize_arg(actual)
-    return all(
-        key in actual and normalize_arg(value) == normalize_arg(actual[key])
-        for key, value in expected.items()
-    )
+    return value_matches(expected, actual, exact=mode == "exact")
+
+
+def calls_match(
+    expected: list[dict], calls: list[ToolCall], case: TestCase, schema: dict | None
+) -> bool:
+    """Several expected calls of one tool: each matched by a call of its own, in any order (a
+    full matching, not first come first served)."""
+
+    def assign(index: int, used: frozenset[int]) -> bool:
+        if index == len(expected):
+            return True
+        return any(
+            assign(index + 1, used | {n})
+            for n, call in enumerate(calls)
+            if n not in used
+            and args_match(expected[index], call.input, case.args_match, case.args_ignore, schema)
+        )
+
+    return assign(0, frozenset())
 
 
 def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
@@ -6878,6 +7074,13 @@ def score_expected_args(
             continue
         spec = (tools or {}).get(tool)
         schema = spec.input_schema if spec else None
+        if isinstance(expected, list):
+            if not calls_match(expected, calls, case, schema):
+                reasons.append(
+                    f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected "
+                    f"{len(expected)} call(s) {json.dumps(expected)}, got {[c.input for c in calls]}"
+                )
+            continue
         if not any(
             args_match(expected, call.input, case.args_match, case.args_ignore, schema)
             for call in calls
@@ -6928,8 +7131,21 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
 OUTCOME_CHECKS = ("judge", "verify")
 
 
+def tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+    """The tools a run of the case saw, by the names Claude saw (CSV `tools`)."""
+    view = case_tool_view(case)
+    if view is None:
+        return tools
+    return {
+        shown: replace(tools[target], name=shown)
+        for shown, target in view.items()
+        if target in tools
+    }
+
+
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
     """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
+    tools = tools_seen(case, tools)
     reasons = [
         reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)
     ]
@@ -10062,13 +10278,15 @@ class ObserverGroup(ConversationObserver):
 async def count_prefix_tokens(
     settings: Settings, run_settings: RunSettings, tools: list[dict]
 ) -> tuple[int, bool]:
-    system = [{"type": "text", "text": run_settings.system_prompt}]
+    system = (
+        [{"type": "text", "text": run_settings.system_prompt}] if run_settings.system_prompt else []
+    )
     if api_key_from_env():
         model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
-                system=system,  # type: ignore[arg-type]  # a plain dict for the SDK's TextBlockParam
+                **({"system": system} if system else {}),  # type: ignore[arg-type]  # plain dicts for the SDK's TextBlockParam
                 messages=[{"role": "user", "content": "."}],
                 **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
             )
@@ -10120,6 +10338,20 @@ class ToolUseRunner:
         self.tool_policy = tool_policy_for(
             settings, self.redactor
         )  # mocks and cassettes read before any server starts
+        self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
+
+    def run_id(self, case: TestCase, iteration: int, model: str) -> str:
+        """A run's id, unique to this invocation: "{run}" in --tool-overrides' arguments, and
+        EVAL_RUN for its `verify` command (a server keeping state per run keys it by this)."""
+        return f"{case.name}/{iteration}/{model}/{self.invocation}"
+
+    def tools_for(self, case: TestCase, iteration: int, model: str) -> McpHub | RunTools:
+        if self.hub is None:
+            raise RuntimeError("a tool-use run outside its runner's session")
+        view = case_tool_view(case)
+        if view is None and not self.hub.bound_arguments:
+            return self.hub
+        return RunTools(self.hub, view, self.run_id(case, iteration, model))
 
     def jobs(self) -> list[Job]:
         """One job per case, model (--model, repeatable) and iteration; its payload is
@@ -10223,7 +10455,7 @@ class ToolUseRunner:
         transcript = await run_conversation(
             case,
             self.model,
-            self.hub,
+            self.tools_for(case, iteration, model),
             run_settings,
             iteration,
             self.user_for(case, self.model),
@@ -10260,7 +10492,12 @@ class ToolUseRunner:
         )  # the command and the judge see what the results file will hold
         if case.verify:
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
-            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            env = dict(
+                os.environ,
+                EVAL_CASE=case.name,
+                EVAL_ITERATION=str(transcript.iteration),
+                EVAL_RUN=self.run_id(case, transcript.iteration, transcript.model),
+            )
             transcript.grades["verify"] = await run_verify(
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
@@ -10319,7 +10556,12 @@ class ToolUseRunner:
 
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
         async with self.connect() as hub:
-            tools = hub.anthropic_tools
+            views = {json.dumps(case_tool_view(j.payload[0])) for j in jobs} - {"null"}
+            tools = max(  # cases that show Claude tools of their own: the largest of them
+                [RunTools(hub, json.loads(v), "").anthropic_tools for v in views]
+                or [hub.anthropic_tools],
+                key=lambda definitions: len(json.dumps(definitions)),
+            )
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
             by_model: dict[str, list[Job]] = {}
             for job in jobs:
