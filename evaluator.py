@@ -8179,6 +8179,7 @@ BFCL_PROTOCOL_MODEL = (
 )
 
 
+@functools.cache
 def bfcl_modules() -> Any:
     """BFCL's loader, tool conversion and AST checker, imported without its model handlers:
     bfcl_eval.constants.model_config imports every vendor SDK (11 s, torch included), and the
@@ -8225,6 +8226,7 @@ def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
     }
 
 
+@functools.cache
 def bfcl_checker_available() -> bool:
     try:
         bfcl_modules()
