@@ -2431,7 +2431,7 @@ def expected_value_problem(value: Any, where: str) -> str | None:
                 ),
                 None,
             )
-        items = value.items()
+        items: Iterable[tuple[Any, Any]] = value.items()
     elif isinstance(value, list):
         items = ((str(i), v) for i, v in enumerate(value))
     else:
