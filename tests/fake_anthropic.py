@@ -19,6 +19,10 @@ An answer ("spec") is a dict, built with the helpers below:
   GET /v1/messages/batches/{id} says `in_progress` for `batch_polls` polls (and `batch_latency`
   seconds), then `ended` with `results_url`; GET .../results is the JSONL of the results.
 
+A scripted agent that works through a plan, one call a turn: `step_through(plan, done)` answers
+a request carrying n tool results (`tool_results_in(body)`) with plan[n], and with `done` after
+the last; `system_of(body)` is a request's system prompt as text.
+
 Answers come from `responder(request_body)` when given and it returns a spec, else from the
 FIFO queue (`push`), else the default answer (`reply(text("OK"))`).
 
@@ -170,6 +174,37 @@ def user_query(body: dict) -> str:
         if texts:
             return texts[-1]
     return ""
+
+
+def system_of(body: dict) -> str:
+    """A request's system prompt as text (a string or text blocks; "" when it has none)."""
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return str(system)
+
+
+def tool_results_in(body: dict) -> int:
+    """How many tool results a request carries: for a model that makes one call a turn, how many
+    of its calls have been answered (a scripted agent's step through its plan)."""
+    return sum(
+        1
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    )
+
+
+def step_through(plan: list[Spec], done: Spec) -> Callable[[dict], Spec]:
+    """A scripted agent: the n-th spec of `plan` answers a request carrying n tool results (one
+    call a turn), and `done` answers once the plan is through."""
+
+    def respond(body: dict) -> Spec:
+        step = tool_results_in(body)
+        return plan[step] if step < len(plan) else done
+
+    return respond
 
 
 # ----------------------------------------------------------------------------- token accounting

@@ -2963,6 +2963,11 @@ def test_every_mode_document_survives_render(lab: Lab):
         "claude-opus-5-5",
         "--json",
     ).document()
+    tagged = lab.fresh("imported.csv")  # a case as `import tau2` tags it: the literature section
+    tagged.write_text("test_name,user_prompt,tags\nt,Which connections do I have?,tau2:demo\n")
+    documents["literature"] = lab.run(
+        "--csv", tagged, "--server-module", EXAMPLE_SERVER, "--json"
+    ).document()
     for name, document in documents.items():
         source, copy = lab.fresh(f"{name}.json"), lab.fresh(f"{name}-again.json")
         source.write_text(json.dumps(document))
