@@ -12080,17 +12080,25 @@ def skill_crowd_for(
     sources = sources_of(settings.distractors, "--distractors")
     names = [s.name for s in skills]
     found, skipped = load_distractor_skills(sources, names)
+    if any(s.kind == "installed" for s in sources) and not any(
+        d.source == "installed" for d in found
+    ):
+        console.print(
+            "note: --distractors installed: no skill in ~/.claude/skills nor in your plugins",
+            highlight=False,
+            markup=False,
+        )
     keeper = DecoyKeeper(settings, console)
     for source in (s for s in sources if s.kind == "lookalike"):
-        for skill in skills:
-            taken = [*names, *(d.name for d in found)]
+        for skill in skills:  # a set per skill under test; a name another set took is left out
             decoys = keeper.decoys(
                 "skills",
                 skill.name,
                 source.count,
                 decoy_prompt("skills", skill, source.count, settings.seed),
-                taken,
+                names,
             )
+            taken = {*names, *(d.name for d in found)}
             found += [
                 Distractor(d.name, d.description, "lookalike")
                 for d in decoys
@@ -14655,7 +14663,7 @@ const CROWD_COLOURS = {triggerRate: "#1a7f37", falsePositiveRate: "#cf222e", tri
                        recall: "#bf8700", precision: "#0969da", f1: "#1a7f37"};
 function lineChart(points, series, opts) {
   // points: [{x, series: {name: % or null}, intervals: {name: [low, high]}}]; a line per series, its band behind it
-  const left = 48, top = 14, width = opts.width || 520, height = opts.height || 240, bottom = 40;
+  const left = 48, top = 14, width = opts.width || 600, height = opts.height || 240, bottom = 40;
   const chart = svg("svg", {width: left + width + 24, height: top + height + bottom, role: "img", "aria-label": opts.title});
   const xs = points.map(p => p.x), low = Math.min(...xs), high = Math.max(...xs);
   const x = (v) => left + (high === low ? width / 2 : (v - low) / (high - low) * width);
@@ -14679,7 +14687,7 @@ function lineChart(points, series, opts) {
       chart.append(svg("polygon", {points: edge.join(" "), fill: colour, "fill-opacity": 0.08, stroke: "none"}));
     }
     chart.append(svg("polyline", {points: shown.map(p => x(p.x) + "," + y(p.series[name])).join(" "),
-                                  fill: "none", stroke: colour, "stroke-width": 2.5,
+                                  fill: "none", stroke: colour, "stroke-width": name === series[0][0] ? 4.5 : 2.5,
                                   ...(name === "triggerScore" || name === "f1" ? {"stroke-dasharray": "7,4"} : {})}));
     for (const p of shown) {
       const dot = svg("circle", {cx: x(p.x), cy: y(p.series[name]), r: 4, fill: colour});
