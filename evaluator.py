@@ -12034,10 +12034,21 @@ def check_crowd_options(settings: Settings) -> None:
             "--distractors-file keeps lookalike:N decoys, and none is asked for",
             hint="add --distractors lookalike:N (or --distractor-tools lookalike:N)",
         )
-    if settings.shard and (settings.distractors or settings.distractor_tools):
+    crowded = bool(settings.distractors or settings.distractor_tools)
+    if settings.shard and crowded:
         raise InputError(
             "--shard does not split a crowd of distractors: run it in one piece",
             hint="leave --shard out (--concurrency runs the steps' runs at once)",
+        )
+    if "seed" in settings.given and not settings.optimize and not crowded:
+        raise InputError(
+            "--seed orders the distractors (and picks a lookalike:N set), and none is given",
+            hint="add --distractors SOURCE (skills) or --distractor-tools SOURCE (a CSV suite)",
+        )
+    if settings.distractor_tools and settings.replay:
+        raise InputError(
+            "--distractor-tools sits beside live servers, and --replay answers from a cassette",
+            hint="run the crowd without --replay (the distractors are never called anyway)",
         )
 
 

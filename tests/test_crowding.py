@@ -210,6 +210,7 @@ def run_cli(args: list) -> tuple[int, str]:
             ["--distractors", str(ROOT / "examples" / "skills"), "--shard", "1/2"],
             "error: --shard does not split a crowd of distractors",
         ),
+        (["--seed", "3"], "error: --seed orders the distractors (and picks a lookalike:N set)"),
     ],
 )
 def test_bad_crowd_options_are_one_line_before_anything_runs(
@@ -687,6 +688,23 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
     assert json.loads(capped.stdout)["overlap"]["not_judged"] == len(close) - 1
 
 
+def test_tool_crowd_options_are_checked_before_any_server_starts(tmp_path: Path, no_api_key):
+    suite = write(tmp_path / "s.csv", "test_name,user_prompt,expected_tools\na,hello,x\n")
+    for args, said in (
+        (["--tool-steps", "0,2"], "error: --tool-steps needs --distractor-tools"),
+        (["--seed", "2"], "error: --seed orders the distractors"),
+        (
+            ["--distractor-tools", "lookalike:2", "--replay", str(tmp_path)],
+            "error: --distractor-tools sits beside live servers, and --replay answers from a cassette",
+        ),
+        (["--distractor-tools", str(tmp_path / "none.json")], "error: --distractor-tools"),
+    ):
+        code, output = run_cli(["--csv", suite, "--dry-run", *args])
+        assert code == 2 and output.startswith(said) and len(output.strip().splitlines()) == 1, (
+            output
+        )
+
+
 def test_overlap_needs_two_skills(tmp_path: Path, no_api_key):
     code, output = run_cli(["overlap", SKILL_DIR])
     assert code == 2 and output.startswith("error: overlap needs two skills at least"), output
@@ -745,3 +763,52 @@ def test_the_readme_shows_the_curves_its_commands_report(
     assert (ROOT / "examples" / "decoys.json").read_bytes() == decoys
     table = readme_table(json.loads(out.read_text())["crowding"])
     assert table in (ROOT / "README.md").read_text(encoding="utf-8"), table
+
+
+# ============================================================================ hostile text
+HOSTILE = "evil | `code` [link](x) \x1b]52;c;AAAA\x07 \u202e <script>alert(1)</script>\nline"
+
+
+def test_the_crowding_section_escapes_what_it_did_not_write():
+    """Queries, descriptions and sources are data in every sink: markdown cells, the terminal
+    (no escape sequence or bidi override reaches it raw) and the HTML page (JSON, textContent)."""
+    record = E.CrowdingRecord(
+        kind="skills",
+        steps=[1],
+        seed=1,
+        sources=[HOSTILE],
+        distractors=[E.DistractorRecord(name="decoy", source="folder", description=HOSTILE)],
+        points=[
+            E.CrowdPointRecord(
+                distractors=1, model=HOSTILE, subject="s", series={"triggerRate": 50.0}
+            )
+        ],
+        thieves=[
+            E.ThiefRecord(
+                case=HOSTILE, expected="s", thief="decoy", distractors=1, runs=1, of_runs=2
+            )
+        ],
+        hints=[
+            E.ConsolidationHintRecord(
+                kind="skill",
+                expected="s",
+                taken_by="decoy",
+                rate=0.5,
+                taken_by_description=HOSTILE,
+                cases=[HOSTILE],
+            )
+        ],
+    )
+    markdown = "\n".join(E.crowding_markdown(record))
+    assert "<script>" not in markdown and "\x1b" not in markdown and "\u202e" not in markdown
+    assert "evil \\| &#96;code&#96;" in markdown
+    from rich.console import Console
+
+    console = Console(record=True, width=200, color_system=None)
+    E.print_crowding(console, record)
+    shown = console.export_text()
+    assert "\x1b" not in shown and "\u202e" not in shown and "\\x1b" in shown
+    page = E.render_html(
+        {"title": "t", "sections": [{"key": "crowding", "data": E.dump_record(record)}]}
+    )
+    assert "<script>alert" not in page and "\\u003cscript\\u003e" in page
