@@ -565,6 +565,57 @@ def test_a_tool_sweep_reports_f1_and_thieves_and_decoys_never_reach_the_real_ser
     assert '"renderer":"renderCrowding"' in page.replace(" ", "")
 
 
+def tool_suite(tmp_path: Path) -> list[str]:
+    server, calls = write(tmp_path / "shop_server.py", SERVER), tmp_path / "calls.txt"
+    suite = write(
+        tmp_path / "shop.csv",
+        "test_name,user_prompt,expected_tools\n"
+        + "".join(f"{name},{prompt},{tool}\n" for name, (prompt, tool) in TOOL_CASES.items()),
+    )
+    return [
+        "--csv", suite, "--server", f"{sys.executable} {server}", "--server-env",
+        f"CROWD_CALLS={calls}", "--distractor-tools", "lookalike:2",
+        "--distractors-file", tmp_path / "decoys.json", "--tool-steps", "0,2",
+    ]  # fmt: skip
+
+
+def test_a_tool_sweep_on_a_model_matrix_under_max_cost_and_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The sweep's curve per model of a matrix; --dry-run prices every step with its own tool
+    definitions and calls nothing; --max-cost stops it like any run."""
+    monkeypatch.chdir(tmp_path)
+    line = tool_suite(tmp_path)
+    with ScriptedAnthropic(responder=tool_writer) as api:
+        dry = cli(api, monkeypatch, *line, "--dry-run")
+        assert api.message_requests == []
+    steps = [row for row in dry.output.splitlines() if row.strip().startswith("step ")]
+    assert [row.split()[1] for row in steps] == ["0", "2"] and "2 run(s)" in steps[0], dry.output
+    assert "decoys: 2 decoys to write, 1 call(s)" in dry.output
+    price = [float(row.split("about $")[1].split()[0]) for row in steps]
+    assert price[1] > price[0], "more tools, more tokens in every call"
+    with ScriptedAnthropic(responder=tool_writer) as api:
+        matrix = cli(
+            api, monkeypatch, *line, "--model", "claude-haiku-5-5", "--model", "claude-opus-5-5",
+            "--json",
+        )  # fmt: skip
+    points = json.loads(matrix.stdout)["crowding"]["points"]
+    assert sorted((p["distractors"], p["model"]) for p in points) == [
+        (0, "claude-haiku-5-5"), (0, "claude-opus-5-5"), (2, "claude-haiku-5-5"), (2, "claude-opus-5-5"),
+    ]  # fmt: skip
+    assert {p["model"] for p in points if p["series"]["recall"] == 50.0} == {
+        "claude-haiku-5-5",
+        "claude-opus-5-5",
+    }
+    with ScriptedAnthropic(responder=tool_writer) as api:
+        capped = cli(
+            api, monkeypatch, *line, "--max-cost", "0.000001", "--concurrency", "1", "--json"
+        )
+        conversations = [b for b in api.message_requests if forced_tool(b) != "write_decoys"]
+    assert "stopped at --max-cost" in capped.output and capped.exit_code == 1
+    assert len(json.loads(capped.stdout)["results"]) == 1 and len(conversations) <= 2
+
+
 def test_an_mcpservers_file_of_distractors_is_listed_and_never_called(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -698,6 +749,10 @@ def test_tool_crowd_options_are_checked_before_any_server_starts(tmp_path: Path,
             "error: --distractor-tools sits beside live servers, and --replay answers from a cassette",
         ),
         (["--distractor-tools", str(tmp_path / "none.json")], "error: --distractor-tools"),
+        (
+            ["--distractor-tools", "lookalike:2", "--resume", "-o", str(tmp_path / "r.json")],
+            "error: --resume of a run with lookalike:N decoy tools needs the decoys it ran with",
+        ),
     ):
         code, output = run_cli(["--csv", suite, "--dry-run", *args])
         assert code == 2 and output.startswith(said) and len(output.strip().splitlines()) == 1, (
