@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -867,3 +868,67 @@ def test_the_crowding_section_escapes_what_it_did_not_write():
         {"title": "t", "sections": [{"key": "crowding", "data": E.dump_record(record)}]}
     )
     assert "<script>alert" not in page and "\\u003cscript\\u003e" in page
+
+
+@pytest.mark.skipif(
+    not (shutil.which("chromium") or os.environ.get("CI")), reason="chromium is not installed"
+)
+def test_the_curve_is_drawn_by_the_page_and_data_stays_text(tmp_path: Path):
+    """The HTML page draws the curve itself (an inline SVG: a line and a band per rate, a dot per
+    step) and shows every name and query as text, in a real browser."""
+    trap = "<script>document.title='pwned'</script>"
+    points = [
+        E.CrowdPointRecord(
+            distractors=step,
+            model="haiku",
+            subject="warehouse-sql",
+            series={"triggerRate": rate, "falsePositiveRate": 0.0, "triggerScore": rate},
+            intervals={"triggerRate": (rate / 2, 100.0), "triggerScore": (rate / 3, 100.0)},
+        )
+        for step, rate in ((0, 100.0), (4, 60.0), (8, 40.0))
+    ]
+    record = E.CrowdingRecord(
+        kind="skills",
+        steps=[0, 4, 8],
+        seed=42,
+        sources=["lookalike:8"],
+        points=points,
+        thieves=[
+            E.ThiefRecord(
+                case=trap,
+                expected="warehouse-sql",
+                thief="metric-definer",
+                distractors=4,
+                runs=1,
+                of_runs=1,
+                instead=1,
+            )
+        ],
+    )
+    results = E.Results(
+        E.Metadata(
+            total_results=0, generated_at="now", mode="batch", evaluation="skills", model="m"
+        ),
+        False,
+        E.SummaryRecord(cases=0, passed=0, failed=0),
+        [],
+        lambda: (),
+        0,
+        {"crowding": record},
+        "crowd",
+    )
+    page = tmp_path / "crowd.html"
+    E.write_html_report(str(page), results)
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
+         "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    dom = done.stdout
+    assert "The crowded room: skills beside the skill under test" in dom, done.stderr[-2000:]
+    assert dom.count("<polyline") == 3 and dom.count("<polygon") == 2 and dom.count("<circle") == 9
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    assert "<title>pwned" not in dom and "Skill evaluation report" in dom
