@@ -12333,7 +12333,7 @@ class ToolCrowd:
     def __init__(
         self, settings: Settings, cases: list[TestCase], servers: list[ServerSpec], console: Console
     ) -> None:
-        self.settings, self.console, self.base_cases = settings, console, cases
+        self.settings, self.base_cases = settings, cases
         self.sources = sources_of(settings.distractor_tools, "--distractor-tools", tools=True)
         taken = {s.name for s in servers}
         self.config_specs: list[ServerSpec] = []
@@ -12345,12 +12345,10 @@ class ToolCrowd:
                     taken.add(spec.name)
                     self.config_specs.append(spec)
         Redactor.learn(self.config_specs)
-        self.real_servers = [s.name for s in servers]
         self.distractor_servers = {s.name for s in self.config_specs}
         self.keeper = DecoyKeeper(settings, console)
         self.decoy_server: DecoyToolServer | None = None
-        self.given_steps = parse_steps(settings.tool_steps, "--tool-steps")
-        self.steps: list[int] = list(self.given_steps or ())
+        self.steps: list[int] = list(parse_steps(settings.tool_steps, "--tool-steps") or ())
         self.order: list[str] = []  # every distractor tool, in the seeded order
         self.real_tools: list[str] = []
         self.descriptions: dict[str, str] = {}
