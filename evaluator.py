@@ -1442,6 +1442,7 @@ class ServerSpec:
     module: str = ""
     attr: str | None = None
     secrets: dict[str, str] = field(default_factory=dict)  # ${VAR} references: name -> value
+    instance: Any = None  # `module`: a server object the evaluator made itself (the decoy tools)
 
 
 @dataclass
@@ -1460,6 +1461,43 @@ class SkillInfo:
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+
+@dataclass(frozen=True)
+class Distractor:
+    """A skill installed beside the ones under test in trigger runs (--distractors): from a folder
+    of skills, the user's own (`installed`: copied into each run's temporary HOME) or a decoy the
+    model wrote (`lookalike:N`: no folder; its SKILL.md is written from name and description)."""
+
+    name: str
+    description: str
+    source: str  # folder | installed | lookalike
+    folder: Path | None = None
+
+    @property
+    def in_home(self) -> bool:
+        """Installed as a user skill (~/.claude/skills of the run's HOME), not a project skill."""
+        return self.source == "installed"
+
+
+@dataclass(frozen=True)
+class RoutingRule:
+    """A trigger query's routing assertions (`must_fire`, `must_not_fire`, `max_skills`): which
+    skills must, and must not, fire on it, and how many may fire at once."""
+
+    must_fire: tuple[str, ...] = ()
+    must_not_fire: tuple[str, ...] = ()
+    max_skills: int | None = None
+
+    def problems(self, fired: Sequence[str]) -> list[str]:
+        """Why one run's fired skills break the rule (nothing when they keep it)."""
+        found = [f"must_fire: {name} did not fire" for name in self.must_fire if name not in fired]
+        found += [f"must_not_fire: {name} fired" for name in self.must_not_fire if name in fired]
+        if self.max_skills is not None and len(fired) > self.max_skills:
+            found.append(
+                f"max_skills {self.max_skills}: {len(fired)} skills fired ({', '.join(fired)})"
+            )
+        return found
 
 
 @dataclass
@@ -1494,6 +1532,8 @@ class SkillTest:
     files: list[Path] = field(
         default_factory=list
     )  # copied into the run's project before it starts
+    # trigger tests: each query's routing assertions (frontmatter keys, or an eval entry's own)
+    routing: dict[str, RoutingRule] = field(default_factory=dict)
 
     @property
     def is_task(self) -> bool:
@@ -1567,6 +1607,7 @@ class ClaudeRun(Record):
     expectations: list[dict[str, Any]] = []  # per expectation: {text, passed, evidence} (or error)
     judge_cost_usd: float = 0.0
     model: str = ""  # the --model / --trigger-model it ran on, as given to claude
+    distractors: int | None = None  # --distractors: how many were installed beside the skills
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -1598,6 +1639,9 @@ class TriggerQueryResult:
     fired: dict[str, int] = field(default_factory=dict)  # skill name -> runs it fired in
     routing: bool = False  # a positive of another skill, counted as a negative here
     source: str = ""
+    rule: RoutingRule | None = None  # its routing assertions (must_fire, must_not_fire, max_skills)
+    routing_failures: dict[str, int] = field(default_factory=dict)  # broken assertion -> runs
+    right_runs: int = 0  # counted runs that did what the query expects (routing kept too)
 
 
 @dataclass
@@ -1750,6 +1794,7 @@ class CaseResult(Record):
         ""  # a task's with_skill, or a baseline (reported, never failing the suite)
     )
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
+    distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
 
 
 class ToolStatsRecord(Record):
@@ -1817,6 +1862,7 @@ class QueryScoreRecord(Record):
     routing: bool = False
     source: str = ""
     cost_usd: float = 0.0
+    routing_failures: dict[str, int] = {}  # a broken routing assertion -> runs that broke it
 
 
 class TriggerScoreRecord(Record):
@@ -1843,6 +1889,7 @@ class TriggerScoreRecord(Record):
     model: str | None = (
         None  # the trigger model (several --trigger-model: a score per skill and model)
     )
+    distractors: int | None = None  # --distractor-steps: a score per skill, model and step
 
 
 class SkillTestRecord(Record):
@@ -2199,6 +2246,105 @@ class LiteratureRecord(Record):
     metric: str  # what `theirs` means, in a line
     figures: list[LiteratureFigure] = []
     notes: list[str] = []
+
+
+class DistractorRecord(Record):
+    """A distractor of the crowd, in the seeded order: step K installs (or offers) the first K."""
+
+    name: str
+    source: str  # folder | installed | lookalike (skills); server name | lookalike (tools)
+    description: str = ""
+
+
+class CrowdPointRecord(Record):
+    """One step of the curve, for one model (and skill): the rates in %, each with its 95 %
+    Wilson interval. Skills: triggerRate, falsePositiveRate, triggerScore over the queries.
+    Tools: recall, precision and F1 of the expected tools over the calls."""
+
+    distractors: int  # distractors installed (skills) or distractor tools offered (tools)
+    model: str = ""
+    subject: str = ""  # the skill under test ("" for tools)
+    offered: int = 0  # tools: every tool offered at this step (the servers' own included)
+    runs: int = 0  # runs of the positive queries (skills) or of the cases (tools) that counted
+    stolen_runs: int = 0  # of those, the runs another skill (tool) took
+    series: dict[str, float | None] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+    tool_tokens: int | None = None  # tools: estimated tokens of the definitions each call carries
+    tools: list[ToolStatsRecord] = []  # tools: precision, recall and F1 of each expected tool
+    listed: int | None = None  # skills: distractors Claude Code listed (fewest over the runs)
+
+
+class ThiefRecord(Record):
+    """Who took a query (a case) at one step: a skill that fired instead of (or alongside) the one
+    under test, or the tool called instead of an expected one, counted over the runs."""
+
+    case: str  # the query (skills) or the case (tools)
+    expected: str  # the skill under test, or the expected tool that was missed
+    thief: str
+    distractors: int
+    model: str = ""
+    runs: int = 0  # runs it took
+    of_runs: int = 0  # runs of the query (case) at this step
+    instead: int = 0  # runs where the expected skill did not fire (tool was not called)
+    alongside: int = 0  # runs where it fired too
+    decoy: bool = False  # the thief is a distractor (not another skill under test, or a real tool)
+
+
+class ConsolidationHintRecord(Record):
+    """Two skills (tools) confused for each other above C.CONSOLIDATION_HINT_RATE: both
+    descriptions side by side, and the queries (cases) involved."""
+
+    kind: str  # skill | tool
+    expected: str
+    taken_by: str
+    rate: float  # share of the expected one's runs the other took (its most crowded step)
+    expected_description: str = ""
+    taken_by_description: str = ""
+    cases: list[str] = []
+
+
+class CrowdingRecord(Record):
+    """--distractors (skills) or --distractor-tools (tools): the crowd, the curve step by step,
+    who took which query, and the pairs worth consolidating."""
+
+    kind: Literal["skills", "tools"]
+    steps: list[int]
+    seed: int
+    sources: list[str] = []
+    distractors: list[DistractorRecord] = []
+    points: list[CrowdPointRecord] = []
+    thieves: list[ThiefRecord] = []
+    hints: list[ConsolidationHintRecord] = []
+    skipped: list[str] = []  # candidates left out of the crowd, each with why
+    decoys_file: str | None = None
+    decoy_cost_usd: float = 0.0
+
+
+class OverlapPairRecord(Record):
+    """Two skills: how alike their descriptions read (the lexical pre-filter) and, for the
+    closest pairs, the judge's risk that one takes the other's queries."""
+
+    a: str
+    b: str
+    similarity: float  # Jaccard similarity of the descriptions' significant words
+    judged: bool = False
+    risk: str = "LOW"  # HIGH | MEDIUM | LOW (LOW without the judge below the pre-filter)
+    queries: list[str] = []  # requests that would confuse them
+    disambiguation: str = ""
+    error: str | None = None
+    cost_usd: float = 0.0
+
+
+class OverlapRecord(Record):
+    """overlap: every pair of the skills (or the skill under test against its distractors)."""
+
+    skills: list[str]
+    distractors: list[str] = []
+    judge_model: str = ""
+    pairs: list[OverlapPairRecord] = []
+    below_filter: int = 0  # pairs LOW by the lexical pre-filter alone
+    not_judged: int = 0  # pairs above it the judge did not read (beyond the limit, or --max-cost)
+    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -3879,6 +4025,30 @@ def positive_number(
     return float(value)
 
 
+ROUTING_KEYS = ("must_fire", "must_not_fire", "max_skills")
+
+
+def routing_rule(
+    data: dict, problem: Callable[[str, str], InputError], positive: bool = True
+) -> RoutingRule | None:
+    """A trigger query's routing assertions from a mapping (a markdown test's frontmatter, an eval
+    entry): `must_fire` and `must_not_fire` (skill names) and `max_skills` (a positive whole
+    number). `must_fire` applies to positive queries only. `problem(key, message)` makes the error."""
+    if not any(data.get(key) is not None for key in ROUTING_KEYS):
+        return None
+    names: dict[str, tuple[str, ...]] = {}
+    for key in ("must_fire", "must_not_fire"):
+        value = data.get(key)
+        value = [value] if isinstance(value, str) else value if value is not None else []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise problem(key, f"'{key}' must be a list of skill names")
+        names[key] = tuple(v.strip().lstrip("/") for v in value)
+    most = data.get("max_skills")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise problem("max_skills", f"'max_skills' must be a positive whole number, got {most!r}")
+    return RoutingRule(names["must_fire"] if positive else (), names["must_not_fire"], most)
+
+
 def load_markdown_test(path: str | Path, default_type: str | None = None) -> SkillTest:
     """One skillmark-format test file; malformed files raise InputError naming file:line."""
     path = Path(path)
@@ -3943,6 +4113,23 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
     )
     if data.get("runs") is not None:
         test.runs = int(positive_number(data["runs"], "runs", path, raw, 1, integer=True))
+    given = next((key for key in ROUTING_KEYS if data.get(key) is not None), None)
+    if given and kind != "trigger":
+        raise InputError(
+            f"'{given}' is a routing assertion of trigger tests, and this is a {kind} test",
+            path,
+            frontmatter_line(raw, given),
+            "move it to a `type: trigger` file",
+        )
+
+    def routing_problem(key: str, message: str) -> InputError:
+        example = "1" if key == "max_skills" else "[skill-name]"
+        return InputError(message, path, frontmatter_line(raw, key), f"e.g. {key}: {example}")
+
+    for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
+        rule = routing_rule(data, routing_problem, positive)
+        if rule is not None:
+            test.routing.update(dict.fromkeys(queries, rule))
     if kind == "trigger" and not test.positive_triggers:
         line = sections.get("positive_triggers", ("", frontmatter_line(raw, "type")))[1]
         raise InputError(
@@ -3990,6 +4177,18 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
                 line or 1,
             )
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
+
+        where = line_of(raw, json.dumps(query)) or 1
+
+        def routing_problem(
+            key: str, message: str, number: int = index + 1, line: int = where
+        ) -> InputError:
+            example = "1" if key == "max_skills" else '["skill-name"]'
+            return InputError(f"entry {number}: {message}", path, line, f'e.g. "{key}": {example}')
+
+        rule = routing_rule(item, routing_problem, should)
+        if rule is not None:
+            test.routing[query.strip()] = rule
         named = item.get("skill") if isinstance(item, dict) else None
         if named is not None and (
             not isinstance(named, str) or (test.skill and named != test.skill)
@@ -4536,6 +4735,223 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
     return cases
 
 
+# ---------------------------------------------------------------------------- distractors: what sits beside the skill (or the tools) under test
+DISTRACTOR_HINT = (
+    "give a folder of skills, `installed` (your ~/.claude skills and plugin skills) or "
+    "lookalike:N (N decoys the model writes)"
+)
+DISTRACTOR_TOOLS_HINT = (
+    "give an mcpServers JSON file (its servers' tools sit beside yours) or lookalike:N (N decoy "
+    "tools the model writes)"
+)
+TOOL_NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class DistractorSource:
+    """One --distractors (or --distractor-tools) value: a folder of skills, `installed`, an
+    mcpServers file (tools), or lookalike:N."""
+
+    kind: str  # folder | installed | servers | lookalike
+    text: str  # as given
+    path: Path | None = None
+    count: int = 0  # lookalike:N
+
+
+def parse_distractor_source(value: str, flag: str, tools: bool = False) -> DistractorSource:
+    text = value.strip()
+    match = re.fullmatch(r"lookalike:(\d+)", text)
+    if match:
+        count = int(match.group(1))
+        if not 1 <= count <= C.MAX_DECOYS:
+            raise InputError(
+                f"{flag} {value}: ask for 1 to {C.MAX_DECOYS} decoys", hint="e.g. lookalike:20"
+            )
+        return DistractorSource("lookalike", text, count=count)
+    hint = DISTRACTOR_TOOLS_HINT if tools else DISTRACTOR_HINT
+    if text == "installed" and not tools:
+        return DistractorSource("installed", text)
+    path = Path(text).expanduser()
+    if tools:
+        if not path.is_file():
+            raise InputError(f"{flag} {value}: no such file", hint=hint)
+        return DistractorSource("servers", text, path)
+    if not path.is_dir():
+        raise InputError(f"{flag} {value}: no such folder", hint=hint)
+    return DistractorSource("folder", text, path)
+
+
+def skill_files_under(folder: Path, depth: int = C.DISTRACTOR_SEARCH_DEPTH) -> list[Path]:
+    """The SKILL.md files in a folder of skills (a checkout of a skills collection, say), at most
+    `depth` folders down; a folder holding a SKILL.md is one skill and is not searched further."""
+    found = []
+    for current, dirs, files in os.walk(folder):
+        here = Path(current)
+        if "SKILL.md" in files:
+            found.append(here / "SKILL.md")
+            dirs[:] = []
+            continue
+        level = len(here.relative_to(folder).parts)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKILL_COPY_IGNORED and not d.startswith(".") and level < depth
+        )
+    return sorted(found)
+
+
+def installed_skill_files(home: Path) -> list[Path]:
+    """The user's own skills (~/.claude/skills/NAME/SKILL.md) and their plugins' skills
+    (~/.claude/plugins/.../skills/NAME/SKILL.md), read where they are: nothing is written there."""
+    claude = home / ".claude"
+    found = sorted((claude / "skills").glob("*/SKILL.md"))
+    for current, dirs, _ in os.walk(claude / "plugins"):
+        here = Path(current)
+        if here.name == "skills":
+            found += sorted(here.glob("*/SKILL.md"))
+            dirs[:] = []
+            continue
+        level = len(here.relative_to(claude / "plugins").parts)
+        dirs[:] = sorted(d for d in dirs if d not in SKILL_COPY_IGNORED and level < 6)
+    return found
+
+
+def load_distractor_skills(
+    sources: Sequence[DistractorSource], under_test: Sequence[str], home: Path | None = None
+) -> tuple[list[Distractor], list[str]]:
+    """The distractors of folder and `installed` sources, in the order found (the first of a
+    name wins; none named like a skill under test), and every candidate left out with why: a
+    collection holds skills that break a rule now and then, and they must not stop the run."""
+    found: dict[str, Distractor] = {}
+    skipped: list[str] = []
+    for source in sources:
+        if source.kind == "folder" and source.path is not None:
+            files = skill_files_under(source.path)
+            if not files:
+                raise InputError(
+                    "--distractors: no SKILL.md in this folder", source.path, hint=DISTRACTOR_HINT
+                )
+        elif source.kind == "installed":
+            files = installed_skill_files(home or Path.home())
+        else:
+            continue
+        for path in files:
+            try:
+                skill = load_skill(path)
+            except InputError as exc:
+                skipped.append(f"{path.parent}: {one_line(str(exc).splitlines()[0], 200)}")
+                continue
+            if skill.name in under_test:
+                skipped.append(f"{path.parent}: named like the skill under test")
+            elif skill.name in found:
+                skipped.append(f"{path.parent}: a second skill named {skill.name}")
+            else:
+                found[skill.name] = Distractor(
+                    skill.name, skill.description, source.kind, skill.folder
+                )
+    return list(found.values()), skipped
+
+
+def seeded_order(names: Sequence[str], seed: int) -> list[str]:
+    """The crowd's order: step K installs (offers) the first K, so each step holds the one
+    before it; the same seed gives the same order."""
+    import random
+
+    ordered = sorted(names)
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+def parse_steps(value: str | None, flag: str) -> tuple[int, ...] | None:
+    """--distractor-steps / --tool-steps `0,5,10,20,40`: whole numbers from 0, each once, sorted."""
+    if value is None:
+        return None
+    try:
+        steps = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        steps = []
+    if not steps or any(n < 0 for n in steps):
+        raise InputError(
+            f"{flag} {value!r} is not a list of whole numbers from 0", hint=f"e.g. {flag} 0,5,10,20"
+        )
+    return tuple(sorted(set(steps)))
+
+
+class DecoySkill(Record):
+    name: str
+    description: str
+
+
+class DecoyTool(Record):
+    name: str
+    description: str
+    like: str = ""  # the real tool it resembles: it takes that tool's arguments
+    input_schema: dict[str, Any] = {"type": "object"}
+
+
+class DecoysFile(Record):
+    """--distractors-file: every decoy set written so far, by what it imitates and by seed, so a
+    second run (the same seed) asks the model for nothing and the decoys can be reviewed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    format: Literal[C.DECOYS_FORMAT]  # type: ignore[valid-type]
+    skills: dict[str, dict[str, list[DecoySkill]]] = {}  # skill -> seed -> decoys
+    tools: dict[str, dict[str, list[DecoyTool]]] = {}  # the tools' servers -> seed -> decoys
+
+
+def load_decoys_file(path: Path) -> DecoysFile:
+    """The decoys kept so far (none when the file does not exist yet)."""
+    if not path.exists():
+        return DecoysFile(format=C.DECOYS_FORMAT)
+    raw = read_text_file(path, "--distractors-file")
+    data = parse_json_text(raw, path)
+    if not isinstance(data, dict) or data.get("format") != C.DECOYS_FORMAT:
+        raise InputError(
+            f'not a decoys file (its "format" is not {C.DECOYS_FORMAT!r})',
+            path,
+            1,
+            "give a new path, or a file an earlier lookalike:N run wrote",
+        )
+    try:
+        return DecoysFile.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"not a valid decoys file: {first_schema_problem(exc)}",
+            path,
+            1,
+            "fix it, or delete it to write the decoys again",
+        ) from None
+
+
+def decoy_skills_problem(decoys: Sequence[DecoySkill], taken: Iterable[str]) -> str | None:
+    """Why a set of decoy skills cannot be installed (None when it can)."""
+    seen = set(taken)
+    for decoy in decoys:
+        if len(decoy.name) > 64 or not SKILL_NAME_RULE.fullmatch(decoy.name):
+            return f"the name {decoy.name!r} is not lowercase letters, digits and single hyphens"
+        if decoy.name in seen:
+            return f"the name {decoy.name!r} is taken"
+        seen.add(decoy.name)
+        problem = skill_description_problem(decoy.description)
+        if problem:
+            return f"the description of {decoy.name!r} cannot stand in a SKILL.md: {problem}"
+    return None
+
+
+def decoy_tools_problem(decoys: Sequence[DecoyTool], taken: Iterable[str]) -> str | None:
+    """Why a set of decoy tools cannot be offered (None when it can)."""
+    seen = set(taken)
+    for decoy in decoys:
+        if not TOOL_NAME_RULE.fullmatch(decoy.name):
+            return f"the name {decoy.name!r} is not letters, digits, _ and - (at most 64)"
+        if decoy.name in seen:
+            return f"the name {decoy.name!r} is taken"
+        seen.add(decoy.name)
+        if not decoy.description.strip() or len(decoy.description) > C.MAX_TOOL_DESCRIPTION_CHARS:
+            return f"the description of {decoy.name!r} is empty or too long"
+    return None
+
+
 # ============================================================================ 5. MCP hub
 # ---------------------------------------------------------------------------- tool schemas, checked without Python's backtracking `re`
 class UntrustedRe:
@@ -4886,6 +5302,43 @@ def load_server_object(spec: ServerSpec) -> Any:
     return candidates[0]
 
 
+class DecoyToolServer:
+    """lookalike:N decoy tools, served in-process (an MCP lowlevel Server the hub connects to like
+    any --server-module): Claude sees them as real tools; a call gets a neutral error and is
+    noted here, and nothing else runs."""
+
+    def __init__(self, decoys: Sequence[Any], name: str = "decoys") -> None:
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        self.calls: list[str] = []
+        self.tools = [
+            types.Tool(
+                name=d.name,
+                description=d.description,
+                input_schema=dict(d.input_schema or {"type": "object"}),
+                annotations=types.ToolAnnotations(read_only_hint=True),
+            )
+            for d in decoys
+        ]
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=self.tools)
+
+        async def call_tool(ctx: Any, params: Any) -> Any:
+            self.calls.append(params.name)
+            return types.CallToolResult(
+                content=[types.TextContent(text=prompts.DECOY_TOOL_RESULT)], is_error=True
+            )
+
+        self.server = Server(
+            name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
+        )
+
+    def spec(self, name: str) -> ServerSpec:
+        return ServerSpec(name=name, kind="module", module="(decoy tools)", instance=self.server)
+
+
 # The server connection whose task (and the tasks and worker threads it starts) is running: its
 # stdout noise and, for an in-process server, its prints are told apart from ours by it.
 SERVING: contextvars.ContextVar[ServerConnection | None] = contextvars.ContextVar(
@@ -5041,7 +5494,7 @@ class ServerConnection:
             return Client(http_transport(spec.url, spec.headers))
         if spec.kind == "sse":
             return Client(sse_transport(spec.url, spec.headers))
-        return Client(load_server_object(spec))
+        return Client(spec.instance if spec.instance is not None else load_server_object(spec))
 
     async def _serve(self) -> None:
         SERVING.set(self)  # this task's context, inherited by every task and thread it starts
@@ -5130,6 +5583,7 @@ SOURCE_LABELS = {
     "mock": "mocked",
     "replay": "replayed",
     "policy": "withheld by policy",
+    "decoy": "a distractor's (never a real server)",
 }
 
 
@@ -7309,6 +7763,35 @@ def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
             )
 
 
+def install_distractors(project: Path, home: Path, distractors: Sequence[Distractor]) -> None:
+    """The crowd beside the skills: a folder's skills and decoys as project skills
+    (.claude/skills/NAME/), the user's own (`installed`) as user skills of the run's temporary HOME
+    (~/.claude/skills/NAME/). Folders are copied (links as links, never followed) and read, never
+    written; a decoy's SKILL.md is written from its name and description."""
+    for distractor in distractors:
+        target = (home if distractor.in_home else project) / ".claude" / "skills" / distractor.name
+        if distractor.folder is None:
+            target.mkdir(parents=True)
+            front = yaml.safe_dump(
+                {"name": distractor.name, "description": distractor.description},
+                sort_keys=False,
+                allow_unicode=True,
+                width=1_000_000,
+            )
+            body = prompts.DECOY_SKILL_BODY.format(name=distractor.name)
+            (target / "SKILL.md").write_text(f"---\n{front}---\n\n{body}\n", encoding="utf-8")
+            continue
+        problem = skill_folder_problem(distractor.folder)
+        if problem:
+            raise OSError(f"distractor {distractor.name}: {problem}")
+        shutil.copytree(
+            distractor.folder,
+            target,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED),
+        )
+
+
 def normalize_skill_name(value: Any) -> str | None:
     """`sql-helper`, `/sql-helper args` and `plugin:sql-helper` all name the skill `sql-helper`."""
     if not isinstance(value, str) or not value.strip():
@@ -7741,9 +8224,17 @@ def check_project_settings(project: Path) -> None:
             raise OSError(f"the project holds .claude/{name}, which would add to its settings")
 
 
-def prepare_project(project: Path, skills: Sequence[SkillInfo], task: TaskSetup | None) -> dict:
-    """The skills installed, a task's input files copied; the sha256 of every file it starts with."""
+def prepare_project(
+    project: Path,
+    skills: Sequence[SkillInfo],
+    task: TaskSetup | None,
+    home: Path,
+    distractors: Sequence[Distractor] = (),
+) -> dict:
+    """The skills installed (and the crowd beside them, --distractors), a task's input files
+    copied; the sha256 of every file it starts with."""
     install_skills(project, skills)
+    install_distractors(project, home, distractors)
     before = copy_task_files(project, task.files) if task else {}
     check_project_settings(project)
     return before
@@ -7924,11 +8415,12 @@ async def run_in_folder(
     skills: Sequence[SkillInfo],
     settings: ClaudeCliSettings,
     task: TaskSetup | None,
+    distractors: Sequence[Distractor] = (),
 ) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
     """A run in its folder: the project prepared, `claude` run, what a task run left kept;
     (the process, the artifacts, why they could not be kept, the outside-write guard)."""
     try:
-        before = prepare_project(folder.project, skills, task)
+        before = prepare_project(folder.project, skills, task, folder.root / "home", distractors)
     except OSError as exc:
         return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
     guard = task.guard() if task and task.guard else None
@@ -7948,12 +8440,13 @@ async def run_claude_query(
     settings: ClaudeCliSettings,
     run: int = 1,
     task: TaskSetup | None = None,
+    distractors: Sequence[Distractor] = (),
 ) -> ClaudeRun:
-    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
-    failed, hung or garbled run: that becomes `error` on the record. Nothing it started outlives
-    it. A task run (`task`) gets its input files in the project first; what it leaves there is
-    kept (masked copies), and an unconfined run that wrote outside the project fails. The record
-    is as the run was: the sinks redact it."""
+    """One `claude -p QUERY` in a fresh temporary project holding the skills (and the crowd beside
+    them: --distractors); never raises for a failed, hung or garbled run: that becomes `error` on
+    the record. Nothing it started outlives it. A task run (`task`) gets its input files in the
+    project first; what it leaves there is kept (masked copies), and an unconfined run that wrote
+    outside the project fails. The record is as the run was: the sinks redact it."""
     start = time.perf_counter()
     try:
         folder = RunFolder.make()
@@ -7961,7 +8454,7 @@ async def run_claude_query(
         return ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
     try:
         done, artifacts, artifact_error, guard = await run_in_folder(
-            folder, query, skills, settings, task
+            folder, query, skills, settings, task, distractors
         )
     finally:
         folder.remove()
@@ -8626,10 +9119,12 @@ def score_trigger_query(
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
     routing: bool = False,
     source: str = "",
+    rule: RoutingRule | None = None,
 ) -> TriggerQueryResult:
     """A query's verdict for one skill: activations over the runs that counted, and whether the
     activation rate is on the right side of the threshold (positive: rate >= threshold; negative:
-    rate < threshold). A query whose runs all errored is `error`, never a silent miss."""
+    rate < threshold). A query whose runs all errored is `error`, never a silent miss. Its routing
+    assertions (`rule`) must hold in at least `threshold` of its runs too."""
     counted = [r for r in runs if r.counted]
     result = TriggerQueryResult(
         query=query,
@@ -8639,10 +9134,17 @@ def score_trigger_query(
         errors=len(runs) - len(counted),
         routing=routing,
         source=source,
+        rule=rule,
     )
+    kept = 0
     for run in counted:
         for fired in run.activated_skills:
             result.fired[fired] = result.fired.get(fired, 0) + 1
+        broken = rule.problems(run.activated_skills) if rule else []
+        kept += not broken
+        result.right_runs += run.fired(skill) == (expected == "activate") and not broken
+        for problem in broken:
+            result.routing_failures[problem] = result.routing_failures.get(problem, 0) + 1
     if not counted:
         result.actual, result.correct = "error", False
         return result
@@ -8652,6 +9154,8 @@ def score_trigger_query(
     activated = result.activation_rate >= threshold
     result.actual = "activated" if activated else "ignored"
     result.correct = activated if expected == "activate" else not activated
+    if rule is not None and kept / len(counted) < threshold - 1e-9:
+        result.correct = False
     return result
 
 
@@ -8724,12 +9228,25 @@ def score_all_triggers(
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
 ) -> list[TriggerScore]:
     scores = []
+    rules = {
+        (test.skill, query): rule
+        for test in tests
+        if test.type == "trigger"
+        for query, rule in test.routing.items()
+    }
     for name, queries in trigger_queries_by_skill(tests, skills).items():
         if not any(not routing for _, _, routing, _ in queries):
             continue  # no trigger test for this skill: nothing to score
         results = [
             score_trigger_query(
-                q, name, expected, runs_by_query.get(q, []), threshold, routing, source
+                q,
+                name,
+                expected,
+                runs_by_query.get(q, []),
+                threshold,
+                routing,
+                source,
+                None if routing else rules.get((name, q)),
             )
             for q, expected, routing, source in queries
         ]
@@ -8946,6 +9463,239 @@ def score_skill_test(
         else passes / len(result.run_scores) >= threshold - 1e-9
     )
     return result
+
+
+# ---------------------------------------------------------------------------- the crowded room: the curve, who took what, what to consolidate
+def wilson_percent(part: int, whole: int) -> tuple[float, float]:
+    low, high = wilson_interval(part, whole)
+    return round(low * 100, 2), round(high * 100, 2)
+
+
+def skill_crowd_point(
+    score: TriggerScore,
+    step: int,
+    model: str,
+    runs_by_query: dict[str, list[ClaudeRun]],
+    installed: Sequence[str],
+) -> CrowdPointRecord:
+    """One step of a skill's curve: triggerRate, falsePositiveRate and triggerScore (in %), each
+    with its 95 % Wilson interval over the queries (the score's from the rates' bounds)."""
+    tr_low, tr_high = wilson_percent(score.positives_activated, score.positives)
+    fp_low, fp_high = wilson_percent(score.negatives_activated, score.negatives)
+    if not score.negatives:
+        ts = (tr_low, tr_high)
+    elif not score.positives:
+        ts = (round(100 - fp_high, 2), round(100 - fp_low, 2))
+    else:
+        ts = (round(tr_low * (1 - fp_high / 100), 2), round(tr_high * (1 - fp_low / 100), 2))
+    own = [q for q in score.query_results if not q.routing]
+    runs = [r for q in own for r in runs_by_query.get(q.query, []) if r.counted]
+    positive = [
+        r
+        for q in own
+        if q.expected == "activate"
+        for r in runs_by_query.get(q.query, [])
+        if r.counted
+    ]
+    stolen = [r for r in positive if any(name != score.skill for name in r.activated_skills)]
+    crowd = set(installed)
+    listings = [len(crowd & set(r.skills_loaded)) for r in runs if r.skills_loaded is not None]
+    return CrowdPointRecord(
+        distractors=step,
+        model=model,
+        subject=score.skill,
+        runs=len(positive),
+        stolen_runs=len(stolen),
+        series={
+            "triggerRate": round(score.trigger_rate, 2) if score.positives else None,
+            "falsePositiveRate": round(score.false_positive_rate, 2) if score.negatives else None,
+            "triggerScore": round(score.trigger_score, 2),
+        },
+        intervals={
+            **({"triggerRate": (tr_low, tr_high)} if score.positives else {}),
+            **({"falsePositiveRate": (fp_low, fp_high)} if score.negatives else {}),
+            "triggerScore": ts,
+        },
+        listed=min(listings) if listings else None,
+    )
+
+
+def skill_thieves(
+    score: TriggerScore,
+    step: int,
+    model: str,
+    runs_by_query: dict[str, list[ClaudeRun]],
+    distractors: Iterable[str],
+) -> list[ThiefRecord]:
+    """Per positive query of the skill: every other skill that fired in its runs, instead of the
+    skill or alongside it, counted over the runs that counted."""
+    crowd, found = set(distractors), []
+    for q in score.query_results:
+        if q.routing or q.expected != "activate":
+            continue
+        counted = [r for r in runs_by_query.get(q.query, []) if r.counted]
+        by_thief: dict[str, ThiefRecord] = {}
+        for run in counted:
+            for name in dict.fromkeys(run.activated_skills):
+                if name == score.skill:
+                    continue
+                thief = by_thief.setdefault(
+                    name,
+                    ThiefRecord(
+                        case=q.query,
+                        expected=score.skill,
+                        thief=name,
+                        distractors=step,
+                        model=model,
+                        of_runs=len(counted),
+                        decoy=name in crowd,
+                    ),
+                )
+                thief.runs += 1
+                if run.fired(score.skill):
+                    thief.alongside += 1
+                else:
+                    thief.instead += 1
+        found += sorted(by_thief.values(), key=lambda t: (-t.runs, t.thief))
+    return found
+
+
+def tool_thefts(transcript: Transcript) -> list[tuple[str, str]]:
+    """(expected tool, the tool called instead) of every expected tool the run missed while it
+    called another: the first tool it called that the case does not expect."""
+    expected = transcript.case.expected_tools
+    called = transcript.tools_called
+    other = next((name for name in called if name not in expected), None)
+    if other is None:
+        return []
+    return [(tool, other) for tool in expected if tool not in called]
+
+
+def tool_crowd_point(
+    step: int, model: str, transcripts: Sequence[Transcript], offered: int, tokens: int
+) -> CrowdPointRecord:
+    """One step of the tools' curve: recall, precision and F1 of the expected tools (in %, over
+    every call: a call to a distractor is a false positive), each with its 95 % Wilson interval
+    (F1's from the bounds of the other two), and each expected tool's own."""
+    stats = tool_selection_stats(transcripts)
+    expected = {tool for t in transcripts for tool in t.case.expected_tools}
+    tp = sum(s.true_positives for s in stats if s.tool in expected)
+    fn = sum(s.false_negatives for s in stats if s.tool in expected)
+    fp = sum(s.false_positives for s in stats)
+
+    def f1(p: float, r: float) -> float:
+        return round(2 * p * r / (p + r), 2) if p + r else 0.0
+
+    recall = round(100 * tp / (tp + fn), 2) if tp + fn else None
+    precision = round(100 * tp / (tp + fp), 2) if tp + fp else None
+    r_low, r_high = wilson_percent(tp, tp + fn)
+    p_low, p_high = wilson_percent(tp, tp + fp)
+    stolen = [t for t in transcripts if tool_thefts(t)]
+    return CrowdPointRecord(
+        distractors=step,
+        model=model,
+        offered=offered,
+        runs=len(transcripts),
+        stolen_runs=len(stolen),
+        series={
+            "recall": recall,
+            "precision": precision,
+            "f1": f1(precision or 0.0, recall or 0.0) if recall is not None else None,
+        },
+        intervals={
+            "recall": (r_low, r_high),
+            "precision": (p_low, p_high),
+            "f1": (f1(p_low, r_low), f1(p_high, r_high)),
+        },
+        tool_tokens=tokens,
+        tools=[
+            ToolStatsRecord(
+                tool=s.tool,
+                true_positives=s.true_positives,
+                false_positives=s.false_positives,
+                false_negatives=s.false_negatives,
+                precision=round(s.precision, 4),
+                recall=round(s.recall, 4),
+                f1=round(s.f1, 4),
+            )
+            for s in stats
+            if s.tool in expected
+        ],
+    )
+
+
+def tool_thieves(
+    step: int,
+    model: str,
+    transcripts: Sequence[Transcript],
+    case_of: Callable[[Transcript], str],
+    distractors: Iterable[str],
+) -> list[ThiefRecord]:
+    """Per case and missed expected tool: the tool called instead, counted over the runs."""
+    crowd = set(distractors)
+    runs: dict[str, int] = {}
+    found: dict[tuple[str, str, str], ThiefRecord] = {}
+    for t in transcripts:
+        case = case_of(t)
+        runs[case] = runs.get(case, 0) + 1
+        for expected, thief in tool_thefts(t):
+            record = found.setdefault(
+                (case, expected, thief),
+                ThiefRecord(
+                    case=case,
+                    expected=expected,
+                    thief=thief,
+                    distractors=step,
+                    model=model,
+                    decoy=thief in crowd,
+                ),
+            )
+            record.runs += 1
+            record.instead += 1
+    for record in found.values():
+        record.of_runs = runs[record.case]
+    return sorted(found.values(), key=lambda t: (t.case, -t.runs, t.thief))
+
+
+def consolidation_hints(
+    kind: str,
+    thieves: Sequence[ThiefRecord],
+    totals: dict[tuple[str, str, int], int],
+    descriptions: Mapping[str, str],
+) -> list[ConsolidationHintRecord]:
+    """Pairs confused above C.CONSOLIDATION_HINT_RATE: at its most crowded step, the share of the
+    expected skill's (tool's) runs the other took, on the model where it took the most; `totals`
+    holds those runs by (expected, model, step). Both descriptions side by side, and the queries
+    (cases) involved."""
+    top: dict[tuple[str, str], int] = {}
+    for thief in thieves:
+        key = (thief.expected, thief.model)
+        top[key] = max(top.get(key, thief.distractors), thief.distractors)
+    taken: dict[tuple[str, str, str], int] = {}
+    cases: dict[tuple[str, str], list[str]] = {}
+    for thief in thieves:
+        if thief.distractors == top[(thief.expected, thief.model)]:
+            pair = (thief.expected, thief.thief, thief.model)
+            taken[pair] = taken.get(pair, 0) + thief.runs
+            cases.setdefault((thief.expected, thief.thief), []).append(thief.case)
+    rates: dict[tuple[str, str], float] = {}
+    for (expected, other, model), runs in taken.items():
+        whole = totals.get((expected, model, top[(expected, model)]), 0)
+        rate = runs / whole if whole else 0.0
+        rates[(expected, other)] = max(rates.get((expected, other), 0.0), rate)
+    return [
+        ConsolidationHintRecord(
+            kind=kind,
+            expected=expected,
+            taken_by=other,
+            rate=round(rate, 4),
+            expected_description=descriptions.get(expected, ""),
+            taken_by_description=descriptions.get(other, ""),
+            cases=list(dict.fromkeys(cases[(expected, other)])),
+        )
+        for (expected, other), rate in sorted(rates.items(), key=lambda i: (-i[1], i[0]))
+        if rate >= C.CONSOLIDATION_HINT_RATE - 1e-9
+    ]
 
 
 # ---------------------------------------------------------------------------- task evals: the benchmark
@@ -9201,15 +9951,21 @@ def case_result_from_test(
 def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
     """A trigger query for one skill: passes when its activation rate is on the right side of
     the threshold; `passes` counts the runs that did what the query expects."""
-    right = q.activations if q.expected == "activate" else q.runs - q.activations
+    right = q.right_runs
     wrong = "activated" if q.expected == "ignore" else "did not activate"
+    missed = q.activations if q.expected == "ignore" else q.runs - q.activations
+    activated_right = (q.actual == "activated") == (q.expected == "activate")
     reasons = (
         {}
         if q.correct
         else {"every run errored": q.errors}
         if q.actual == "error"
-        else {f"expected to {q.expected}, but {wrong}": q.runs - right}
+        else {f"expected to {q.expected}, but {wrong}": missed}
+        if not activated_right
+        else {}
     )
+    if not q.correct:
+        reasons.update(q.routing_failures)
     return CaseResult(
         name=f"{q.skill}: {q.query}",
         kind="trigger_query",
@@ -10105,6 +10861,9 @@ GRADING, SKILLS, TASKS, OPTIMIZER = (
 )
 
 
+CROWD = "The crowded room (distractors)"
+
+
 OPTIONS: list[Option] = [
     option(EVALUATE, "-q", "--query", help="One query to evaluate."),
     option(
@@ -10197,6 +10956,14 @@ OPTIONS: list[Option] = [
         help="Improve a skill's description (--skill S --trigger EVALS) or the MCP tools' "
         "descriptions (--csv SUITE): train/test split, proposals from --optimizer-model, the "
         "best chosen on the held-out queries.",
+    ),
+    option(
+        EVALUATE,
+        "--overlap",
+        is_flag=True,
+        help="Judge which of the --skill skills (or the skill and its --distractors) claim the "
+        "same requests: a lexical pre-filter, then the judge on the closest pairs; no Claude Code "
+        "run (verb: overlap).",
     ),
     option(
         EVALUATE,
@@ -10648,7 +11415,8 @@ OPTIONS: list[Option] = [
         type=int,
         default=C.DEFAULT_SPLIT_SEED,
         show_default=True,
-        help="--optimize: seed of the train/test split.",
+        help="--optimize: seed of the train/test split. Distractors: the order in which the steps "
+        "add them, and which lookalike:N set --distractors-file keeps.",
     ),
     option(
         OPTIMIZER,
@@ -10664,6 +11432,46 @@ OPTIONS: list[Option] = [
         default=C.DEFAULT_OPTIMIZER_MODEL,
         show_default=True,
         help="--optimize: the model that proposes descriptions.",
+    ),
+    option(
+        CROWD,
+        "--distractors",
+        multiple=True,
+        metavar="SOURCE",
+        help="Trigger runs: install these skills beside the one under test (repeatable): a folder "
+        "of skills, `installed` (your own ~/.claude skills and plugin skills, copied into each "
+        "run's temporary HOME) or lookalike:N (N decoys the model writes).",
+    ),
+    option(
+        CROWD,
+        "--distractor-steps",
+        metavar="N,N,...",
+        help="Run the trigger set at each of these counts of distractors (e.g. 0,5,10,20,40): "
+        "the curve, and who took each query (default: all of them, once).",
+    ),
+    option(
+        CROWD,
+        "--distractor-tools",
+        multiple=True,
+        metavar="SOURCE",
+        help="CSV suites: offer these tools beside the servers' own (repeatable): an mcpServers "
+        "file (its servers' tools; never called) or lookalike:N (N decoy tools the model writes, "
+        "served in-process). A call to one gets a neutral error and counts as stolen.",
+    ),
+    option(
+        CROWD,
+        "--tool-steps",
+        metavar="N,N,...",
+        help="Run the suite with each of these counts of distractor tools added (e.g. "
+        "0,25,50,100): F1 per step, tokens of tool definitions, who took each miss.",
+    ),
+    option(
+        CROWD,
+        "--distractors-file",
+        type=click.Path(),
+        metavar="FILE.json",
+        help="Where lookalike:N decoys are kept: read when it holds the set (same subject and "
+        "--seed: no model call), else written once. Review or edit it freely.",
     ),
 ]
 
@@ -10766,6 +11574,7 @@ class Settings:
     schema: bool = False
     schema_of: str = "results"  # schema: the results file's schema, or the project file's
     optimize: bool = False  # --optimize: the description optimizer
+    overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -10837,6 +11646,12 @@ class Settings:
     seed: int = C.DEFAULT_SPLIT_SEED
     optimize_rounds: int = C.DEFAULT_OPTIMIZE_ROUNDS
     optimizer_model: str = C.DEFAULT_OPTIMIZER_MODEL
+    # the crowded room: skills and tools beside the ones under test, step by step
+    distractors: tuple[str, ...] = ()
+    distractor_steps: str | None = None
+    distractor_tools: tuple[str, ...] = ()
+    tool_steps: str | None = None
+    distractors_file: str | None = None
     # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
     shard: tuple[int, int] | None = None
     merge: tuple[str, ...] = ()
@@ -12010,6 +12825,7 @@ class ToolUseRunner:
         self.tool_policy = tool_policy_for(
             settings, self.redactor
         )  # mocks and cassettes read before any server starts
+        self.crowd: ToolCrowd | None = None  # --distractor-tools: each case sees its step's tools
         self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
 
     def run_id(self, case: TestCase, iteration: int, model: str) -> str:
@@ -12077,6 +12893,8 @@ class ToolUseRunner:
                 hub.override_tools(self.tool_overrides)
             if self.on_connect:
                 self.on_connect(hub)
+            if self.crowd is not None:
+                self.crowd.connected(hub)
             self.hub = hub
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
@@ -12127,10 +12945,15 @@ class ToolUseRunner:
             if model == self.run_settings.model
             else replace(self.run_settings, model=model)
         )
+        hub: Any = (
+            self.crowd.hub_for(self.hub, case)
+            if self.crowd
+            else self.tools_for(case, iteration, model)
+        )
         transcript = await run_conversation(
             case,
             self.model,
-            self.tools_for(case, iteration, model),
+            hub,
             run_settings,
             iteration,
             self.user_for(case, self.model),
@@ -12293,6 +13116,8 @@ class SkillSuitePlan:
         """Whether no run can write outside its project: no Bash, or Bash in the sandbox (file
         tools are kept to the project by permission rules, other runs have no tool that writes)."""
         return "Bash" not in self.allow_tools or not self.unconfined
+
+    crowd: SkillCrowd | None = None  # --distractors: trigger runs at each step of the crowd
 
     def configurations(self, test: SkillTest) -> list[str]:
         """A task runs with the skill, and per baseline asked for; any other test once ("")."""
@@ -12832,6 +13657,754 @@ async def generate_skill_tests(
     return files, spent
 
 
+# ---------------------------------------------------------------------------- the crowded room: decoys, the crowd's steps, crowded runners
+# --distractors (skills) and --distractor-tools (tools): what sits beside the skill or the tools
+# under test, added step by step in a seeded order. lookalike:N decoys are written by the model
+# through the forced `write_decoys` tool, one call per set, and kept in --distractors-file.
+DECOYS_TOOL_CHOICE = {"type": "tool", "name": "write_decoys"}
+
+
+def decoys_tool(kind: str) -> dict:
+    """The decoy writer answers through this tool only: a list of {name, description} (tools:
+    and `like`, the real tool whose arguments the decoy takes)."""
+    item: dict[str, Any] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
+        "required": ["name", "description"],
+    }
+    if kind == "tools":
+        item["properties"]["like"] = {"type": "string"}
+    return {
+        "name": "write_decoys",
+        "description": "Record the decoys. Call it exactly once, with the whole set.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"decoys": {"type": "array", "items": item}},
+            "required": ["decoys"],
+        },
+    }
+
+
+def decoy_prompt(kind: str, subject: Any, count: int, seed: int) -> str:
+    """The decoy writer's request: the skill (SkillInfo) or the tools (ToolSpecs) imitated."""
+    if kind == "skills":
+        return prompts.DECOY_SKILLS_PROMPT.format(
+            name=subject.name,
+            description=subject.description,
+            count=count,
+            seed=seed,
+            limit=C.MAX_SKILL_DESCRIPTION_CHARS,
+        )
+    tools = "\n".join(f"- {t.name}: {one_line(t.description, 400)}" for t in subject)
+    return prompts.DECOY_TOOLS_PROMPT.format(tools=tools, count=count, seed=seed)
+
+
+def parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec]) -> list[Any]:
+    """The `write_decoys` call's decoys (the first `count`), or ValueError saying why not."""
+    given = data.get("decoys")
+    if not isinstance(given, list) or not all(isinstance(d, dict) for d in given):
+        raise ValueError("`decoys` must be a list of objects")
+    if len(given) < count:
+        raise ValueError(f"{len(given)} decoys were written, {count} were asked for")
+    decoys: list[Any] = []
+    for item in given[:count]:
+        name, description = item.get("name"), item.get("description")
+        if not isinstance(name, str) or not isinstance(description, str):
+            raise ValueError("every decoy needs a `name` and a `description` (text)")
+        if kind == "skills":
+            decoys.append(DecoySkill(name=name.strip(), description=description.strip()))
+        else:
+            like = str(item.get("like") or "")
+            schema = tools[like].input_schema if like in tools else {"type": "object"}
+            decoys.append(
+                DecoyTool(
+                    name=name.strip(),
+                    description=description.strip(),
+                    like=like,
+                    input_schema=schema,
+                )
+            )
+    return decoys
+
+
+async def write_decoys(
+    kind: str, prompt: str, count: int, taken: Iterable[str], settings: Settings, tools: Any = None
+) -> tuple[list[Any], float]:
+    """One set of decoys from the model, through the forced `write_decoys` tool: one call (an
+    unusable set is sent back once with the reason). Returns the decoys and what the calls cost;
+    a set that is still unusable is one line (EvalError)."""
+    model = AnthropicModel(
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+    )
+    messages: list[dict] = [{"role": "user", "content": prompt}]
+    spent, reason = 0.0, ""
+    taken = set(taken)
+    try:
+        for _ in range(2):
+            reply = await model.complete(
+                ModelRequest(
+                    C.DEFAULT_DECOY_MODEL,
+                    prompts.DECOY_SYSTEM_PROMPT,
+                    list(messages),
+                    [decoys_tool(kind)],
+                    C.DECOY_MAX_TOKENS,
+                    tool_choice=DECOYS_TOOL_CHOICE,
+                )
+            )
+            spent += cost_usd(reply.usage, C.DEFAULT_DECOY_MODEL)
+            call: dict = next(
+                (b for b in reply.content if b.get("type") == "tool_use"),
+                {"input": {}, "id": ""},
+            )
+            given: dict = call["input"] if isinstance(call.get("input"), dict) else {}
+            try:
+                decoys = parsed_decoys(kind, given, count, tools or {})
+                problem = (
+                    decoy_skills_problem(decoys, taken)
+                    if kind == "skills"
+                    else decoy_tools_problem(decoys, taken)
+                )
+            except ValueError as exc:
+                problem = str(exc)
+            if problem is None:
+                return decoys, spent
+            reason = problem
+            messages += [
+                {"role": "assistant", "content": reply.content},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call.get("id", ""),
+                            "content": prompts.DECOYS_INVALID.format(reason=problem),
+                            "is_error": True,
+                        }
+                    ],
+                },
+            ]
+    except FatalApiError:
+        raise
+    except Exception as exc:
+        if not is_api_error(exc):
+            raise
+        raise EvalError(f"writing the decoys failed: {api_error_message(exc)}") from None
+    finally:
+        await model.close()
+    raise EvalError(f"writing the decoys failed: the model's set was unusable twice ({reason})")
+
+
+def estimate_decoys(count: int) -> CostEstimate:
+    """--dry-run: one `write_decoys` call for a set of `count` decoys."""
+    prompt = estimated_tokens([prompts.DECOY_SYSTEM_PROMPT, prompts.DECOY_TOOLS_PROMPT])
+    typical = Usage(input_tokens=prompt, output_tokens=count * C.ESTIMATED_DECOY_TOKENS)
+    most = Usage(input_tokens=prompt * 2, output_tokens=2 * count * C.ESTIMATED_DECOY_TOKENS)
+    model = C.DEFAULT_DECOY_MODEL
+    return CostEstimate(
+        1, model, 1, 2, cost_usd(typical, model), cost_usd(most, model), f"{count} decoys"
+    )
+
+
+class DecoyKeeper:
+    """--distractors-file: the decoy sets kept so far, read once; a set it holds (same subject,
+    same --seed, at least N decoys) costs nothing, any other is written by the model and kept."""
+
+    def __init__(self, settings: Settings, console: Console) -> None:
+        self.settings, self.console = settings, console
+        self.path = Path(settings.distractors_file) if settings.distractors_file else None
+        self.file = load_decoys_file(self.path) if self.path else DecoysFile(format=C.DECOYS_FORMAT)
+        self.cost = 0.0
+        self.written = 0  # model calls made for sets the file did not hold
+        self.missing: list[int] = []  # --dry-run: the sizes of the sets a run would write
+
+    def kept(self, kind: str, subject: str) -> list[Any] | None:
+        sets = (self.file.skills if kind == "skills" else self.file.tools).get(subject, {})
+        return sets.get(str(self.settings.seed))
+
+    def decoys(
+        self,
+        kind: str,
+        subject: str,
+        count: int,
+        prompt: str,
+        taken: Iterable[str],
+        tools: Any = None,
+    ) -> list[Any]:
+        """`count` decoys imitating `subject`: kept, or written now (placeholders on --dry-run)."""
+        kept = self.kept(kind, subject)
+        if kept is not None and len(kept) >= count:
+            return list(kept[:count])
+        if self.settings.dry_run:
+            self.missing.append(count)
+            filler = "x" * (C.ESTIMATED_DECOY_TOKENS * 4)
+            if kind == "skills":
+                return [DecoySkill(name=f"decoy-{i}", description=filler) for i in range(count)]
+            return [DecoyTool(name=f"decoy_{i}", description=filler) for i in range(count)]
+        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.settings, tools))
+        self.cost += spent
+        self.written += 1
+        self.console.print(
+            f"decoys: {count} written by {C.DEFAULT_DECOY_MODEL} for {terminal_text(subject)} "
+            f"(${spent:.4f})" + (f", kept in {terminal_text(self.path)}" if self.path else ""),
+            highlight=False,
+            markup=False,
+        )
+        sets = self.file.skills if kind == "skills" else self.file.tools
+        sets.setdefault(subject, {})[str(self.settings.seed)] = decoys
+        if self.path is not None:
+            write_text_atomic(
+                self.path, json_text(self.file.model_dump(mode="json", by_alias=True)) + "\n"
+            )
+        return decoys
+
+    def estimate(self) -> CostEstimate | None:
+        if not self.missing:
+            return None
+        parts = [estimate_decoys(n) for n in self.missing]
+        return CostEstimate(
+            len(parts),
+            C.DEFAULT_DECOY_MODEL,
+            len(parts),
+            2 * len(parts),
+            sum(p.cost_expected for p in parts),
+            sum(p.cost_max for p in parts),
+            f"{sum(self.missing)} decoys to write",
+        )
+
+
+def sources_of(values: Sequence[str], flag: str, tools: bool = False) -> list[DistractorSource]:
+    sources = [parse_distractor_source(v, flag, tools) for v in values]
+    if sum(s.kind == "lookalike" for s in sources) > 1:
+        raise InputError(f"{flag}: give lookalike:N once", hint="e.g. lookalike:20")
+    return sources
+
+
+def check_crowd_options(settings: Settings) -> None:
+    """The crowd's options together: steps and the decoys file need their source; --shard does
+    not split a crowd (its steps' runs share one seeded order)."""
+    for given, needs, flag in (
+        (settings.distractor_steps, settings.distractors, "--distractors"),
+        (settings.tool_steps, settings.distractor_tools, "--distractor-tools"),
+    ):
+        if given is not None and not needs:
+            raise InputError(
+                f"{'--distractor-steps' if flag == '--distractors' else '--tool-steps'} needs "
+                f"{flag}",
+                hint=f"e.g. {flag} lookalike:20",
+            )
+    lookalike = any(
+        v.strip().startswith("lookalike:")
+        for v in [*settings.distractors, *settings.distractor_tools]
+    )
+    if settings.distractors_file and not lookalike:
+        raise InputError(
+            "--distractors-file keeps lookalike:N decoys, and none is asked for",
+            hint="add --distractors lookalike:N (or --distractor-tools lookalike:N)",
+        )
+    crowded = bool(settings.distractors or settings.distractor_tools)
+    if settings.shard and crowded:
+        raise InputError(
+            "--shard does not split a crowd of distractors: run it in one piece",
+            hint="leave --shard out (--concurrency runs the steps' runs at once)",
+        )
+    if "seed" in settings.given and not settings.optimize and not crowded:
+        raise InputError(
+            "--seed orders the distractors (and picks a lookalike:N set), and none is given",
+            hint="add --distractors SOURCE (skills) or --distractor-tools SOURCE (a CSV suite)",
+        )
+    if settings.distractor_tools and settings.replay:
+        raise InputError(
+            "--distractor-tools sits beside live servers, and --replay answers from a cassette",
+            hint="run the crowd without --replay (the distractors are never called anyway)",
+        )
+
+
+@dataclass
+class CrowdStep:
+    """One step of a crowd: the first `count` distractors of the seeded order."""
+
+    count: int
+    installed: tuple[Distractor, ...]
+    fingerprint: str  # what makes a run at this step reusable (--resume)
+
+
+@dataclass
+class SkillCrowd:
+    """--distractors: every distractor in the seeded order, the steps, and what was left out."""
+
+    sources: list[str]
+    seed: int
+    distractors: list[Distractor]
+    steps: list[CrowdStep]
+    skipped: list[str] = field(default_factory=list)
+    decoys_file: str | None = None
+    decoy_cost: float = 0.0
+    named: bool = False  # --distractor-steps given: each query's case is named with its step
+    keeper: Any = None  # the DecoyKeeper: what a dry run would still have to write
+
+    def descriptions(self) -> dict[str, str]:
+        return {d.name: d.description for d in self.distractors}
+
+
+def skill_crowd_for(
+    settings: Settings, skills: Sequence[SkillInfo], console: Console, whole: bool = False
+) -> SkillCrowd | None:
+    """The crowd of --distractors (None without): folders and `installed` read, lookalike:N decoys
+    kept or written (one call per skill under test), the seeded order, and the steps (`whole`:
+    one step with every distractor, whatever --distractor-steps says)."""
+    check_crowd_options(settings)
+    if not settings.distractors:
+        return None
+    sources = sources_of(settings.distractors, "--distractors")
+    names = [s.name for s in skills]
+    found, skipped = load_distractor_skills(sources, names)
+    if any(s.kind == "installed" for s in sources) and not any(
+        d.source == "installed" for d in found
+    ):
+        console.print(
+            "note: --distractors installed: no skill in ~/.claude/skills nor in your plugins",
+            highlight=False,
+            markup=False,
+        )
+    keeper = DecoyKeeper(settings, console)
+    for source in (s for s in sources if s.kind == "lookalike"):
+        for skill in skills:  # a set per skill under test; a name another set took is left out
+            decoys = keeper.decoys(
+                "skills",
+                skill.name,
+                source.count,
+                decoy_prompt("skills", skill, source.count, settings.seed),
+                names,
+            )
+            taken = {*names, *(d.name for d in found)}
+            found += [
+                Distractor(d.name, d.description, "lookalike")
+                for d in decoys
+                if d.name not in taken
+            ]
+    by_name = {d.name: d for d in found}
+    ordered = [by_name[name] for name in seeded_order(list(by_name), settings.seed)]
+    steps = (None if whole else parse_steps(settings.distractor_steps, "--distractor-steps")) or (
+        len(ordered),
+    )
+    if max(steps) > len(ordered):
+        raise InputError(
+            f"--distractor-steps asks for {max(steps)} distractors; the sources give {len(ordered)}",
+            hint="add sources, or lower the steps"
+            + (f" ({len(skipped)} candidates were left out)" if skipped else ""),
+        )
+
+    def fingerprint(count: int) -> str:
+        parts = [(d.name, d.description, d.source, str(d.folder)) for d in ordered[:count]]
+        return hashlib.sha256(json.dumps([count, parts]).encode()).hexdigest()[:16]
+
+    crowd = SkillCrowd(
+        [s.text for s in sources],
+        settings.seed,
+        ordered,
+        [CrowdStep(n, tuple(ordered[:n]), fingerprint(n)) for n in steps],
+        skipped,
+        settings.distractors_file,
+        keeper.cost,
+        named=len(steps) > 1,
+        keeper=keeper,
+    )
+    return crowd
+
+
+def combined_cost(parts: Sequence[CostEstimate], model: str, detail: str) -> CostEstimate:
+    return CostEstimate(
+        sum(p.runs for p in parts),
+        model,
+        sum(p.calls_expected for p in parts),
+        sum(p.calls_max for p in parts),
+        sum(p.cost_expected for p in parts),
+        sum(p.cost_max for p in parts),
+        detail,
+    )
+
+
+class CrowdedSkillRunner(SkillRunner):
+    """A skill suite whose trigger queries run at every step of a crowd: the step's distractors
+    installed beside the skills in each run's project (or HOME), the step part of each run's key;
+    knowledge, task and security tests run as they always do."""
+
+    def __init__(
+        self,
+        plan: SkillSuitePlan,
+        crowd: SkillCrowd,
+        ignore: Sequence[Path] = (),
+        redactor: Redactor | None = None,
+    ) -> None:
+        super().__init__(plan, ignore, redactor)
+        self.crowd = crowd
+        self.step_fingerprints = {
+            step.count: hashlib.sha256((self.fingerprint + step.fingerprint).encode()).hexdigest()[
+                :16
+            ]
+            for step in crowd.steps
+        }
+        self.step_costs: list[tuple[int, CostEstimate]] = []
+
+    def jobs(self) -> list[Job]:
+        crowded = []
+        for step in self.crowd.steps:
+            key = self.step_fingerprints[step.count]
+            for query, runs, timeout in self.plan.trigger_jobs():
+                for model in self.plan.trigger_models:
+                    settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                    crowded += [
+                        Job(
+                            ("trigger", query, i, key, model),
+                            ("trigger", query, settings, i, step),
+                            ("trigger", query, i, model, step.count),
+                        )
+                        for i in range(1, runs + 1)
+                    ]
+        return crowded + [job for job in super().jobs() if job.key[0] != "trigger"]
+
+    async def run(self, job: Job) -> ClaudeRun:
+        label, query, settings, run, *more = job.payload
+        if not more or not isinstance(more[0], CrowdStep):
+            return await super().run(job)
+        step = more[0]
+        record = await run_claude_query(
+            query, self.plan.skills, settings, run, distractors=step.installed
+        )
+        record.test, record.model, record.distractors = label, settings.model, step.count
+        return record
+
+    def result_fingerprint(self, record: ClaudeRun) -> str:
+        if record.test == "trigger" and record.distractors in self.step_fingerprints:
+            return self.step_fingerprints[record.distractors]
+        return super().result_fingerprint(record)
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        """The other tests as ever, and each step's trigger runs priced with its distractors'
+        listing in every call (Claude Code lists each skill by name and description)."""
+        steps = [j for j in jobs if len(j.payload) > 4 and isinstance(j.payload[4], CrowdStep)]
+        others = [
+            j for j in jobs if not (len(j.payload) > 4 and isinstance(j.payload[4], CrowdStep))
+        ]
+        parts = [await super().estimate(others)] if others else []
+        self.step_costs = []
+        for step in self.crowd.steps:
+            mine = [j for j in steps if j.payload[4] is step]
+            if not mine:
+                continue
+            cost = estimate_claude_runs(mine)
+            listing = estimated_tokens([[d.name, d.description] for d in step.installed])
+            for job in mine:
+                model = cli_model_id(job.payload[2].model)
+                calls = min(C.TYPICAL_CLAUDE_RUN_CALLS, job.payload[2].max_turns)
+                read = cost_usd(Usage(cache_read_input_tokens=listing), model)
+                cost.cost_expected += calls * read
+                cost.cost_max += job.payload[2].max_turns * read
+            self.step_costs.append((step.count, cost))
+            parts.append(cost)
+        detail = (parts[-1].detail if parts else "") + " · with the distractors' listing"
+        return combined_cost(parts, ", ".join(self.plan.trigger_models), detail)
+
+
+def print_decoy_estimate(console: Console, keeper: DecoyKeeper | None) -> None:
+    """--dry-run of lookalike:N: the decoy sets the file does not hold yet, and their price."""
+    estimate = keeper.estimate() if keeper else None
+    if estimate is not None:
+        console.print(
+            f"  decoys: {estimate.detail}, {estimate.calls_expected} call(s) on {estimate.model}: "
+            f"about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
+            highlight=False,
+            markup=False,
+        )
+
+
+def print_step_costs(
+    console: Console, steps: Sequence[tuple[int, CostEstimate]], unit: str
+) -> None:
+    """--dry-run of a crowd: what each step costs."""
+    for count, cost in steps:
+        console.print(
+            f"  step {count} {unit}: {cost.runs} run(s), about ${cost.cost_expected:.4f} (at most "
+            f"${cost.cost_max:.4f})",
+            highlight=False,
+            markup=False,
+        )
+
+
+class CrowdedHub:
+    """What one conversation of a tool crowd's step sees: the servers' own tools and the step's
+    distractor tools. A call to a distractor never reaches a real server: a decoy's is answered
+    by its in-process server (a neutral error), a --distractor-tools server's by the evaluator."""
+
+    def __init__(self, hub: McpHub, offered: set[str], crowd: ToolCrowd) -> None:
+        self.hub, self.offered, self.crowd = hub, offered, crowd
+        definitions = [
+            {k: v for k, v in d.items() if k != "cache_control"}
+            for d in hub.anthropic_tools
+            if d["name"] in offered
+        ]
+        if definitions:
+            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
+        self.anthropic_tools = definitions
+        self.tools = {name: hub.tools[name] for name in offered if name in hub.tools}
+
+    def tool_names(self) -> list[str]:
+        return sorted(self.tools)
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None or tool.server not in self.crowd.distractor_servers:
+            if tool is None and name in self.hub.tools:  # a distractor of another step
+                return ToolOutcome(
+                    f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}",
+                    True,
+                    None,
+                    0.0,
+                    executed=False,
+                )
+            return await self.hub.call_tool(name, arguments)
+        start = time.perf_counter()
+        text, executed = prompts.DECOY_TOOL_RESULT, False
+        connection = self.hub.connections.get(tool.server)
+        if tool.server == self.crowd.decoy_server_name and connection and connection.client:
+            try:
+                result = await asyncio.wait_for(
+                    serving(
+                        connection,
+                        connection.client.call_tool(
+                            tool.remote_name, arguments if isinstance(arguments, dict) else {}
+                        ),
+                    ),
+                    C.DECOY_TOOL_TIMEOUT,
+                )
+                text, executed = tool_result_text(result, self.hub.max_result_chars), True
+            except Exception as exc:
+                text = f"Tool call {explain_exception(exc)}"
+        return ToolOutcome(
+            text,
+            True,
+            tool.server,
+            round((time.perf_counter() - start) * 1000, 2),
+            source="decoy",
+            executed=executed,
+        )
+
+
+class ToolCrowd:
+    """--distractor-tools: the servers of mcpServers files and lookalike:N decoy tools offered
+    beside the servers' own, step by step (--tool-steps) in a seeded order. The suite's cases run
+    once per step (named NAME (+K tools) when there are several steps)."""
+
+    decoy_server_name = "decoys"
+
+    def __init__(
+        self, settings: Settings, cases: list[TestCase], servers: list[ServerSpec], console: Console
+    ) -> None:
+        self.settings, self.base_cases = settings, cases
+        self.sources = sources_of(settings.distractor_tools, "--distractor-tools", tools=True)
+        taken = {s.name for s in servers}
+        self.config_specs: list[ServerSpec] = []
+        for source in self.sources:
+            if source.kind == "servers" and source.path is not None:
+                for spec in load_mcp_config(source.path):
+                    while spec.name in taken or spec.name == self.decoy_server_name:
+                        spec.name += "_distractor"
+                    taken.add(spec.name)
+                    self.config_specs.append(spec)
+        Redactor.learn(self.config_specs)
+        self.distractor_servers = {s.name for s in self.config_specs}
+        self.keeper = DecoyKeeper(settings, console)
+        self.decoy_server: DecoyToolServer | None = None
+        self.steps: list[int] = list(parse_steps(settings.tool_steps, "--tool-steps") or ())
+        self.order: list[str] = []  # every distractor tool, in the seeded order
+        self.real_tools: list[str] = []
+        self.descriptions: dict[str, str] = {}
+        self.source_of: dict[str, str] = {}  # distractor tool -> lookalike, or its server
+        self.cases: list[TestCase] = []
+        self.step_of: dict[str, tuple[int, str]] = {}  # expanded case name -> (step, its case)
+        self.tokens: dict[int, int] = {}
+        self.total = 0  # distractor tools the sources give
+        self.skipped: list[str] = []
+        lookalike = any(source.kind == "lookalike" for source in self.sources)
+        if (
+            lookalike
+            and (settings.resume or settings.retry_errors)
+            and not settings.distractors_file
+        ):
+            raise InputError(
+                "--resume of a run with lookalike:N decoy tools needs the decoys it ran with",
+                hint="give the --distractors-file the first run wrote (add it to both runs)",
+            )
+
+    def prepare(self, servers: list[ServerSpec]) -> list[ServerSpec]:
+        """Lists the real servers' tools and the distractor servers' (a distractor server offering
+        a tool named like one under test is left out: it is most likely the same server), keeps
+        or writes the decoys, and returns every server a crowded run connects to: the real ones,
+        the distractors' and the in-process decoys."""
+
+        async def listing(specs: list[ServerSpec]) -> dict[str, ToolSpec]:
+            if not specs:
+                return {}
+            async with McpHub(
+                specs, self.settings.tool_timeout, self.settings.max_result_chars
+            ) as hub:
+                return {t.remote_name: t for t in hub.tools.values()}
+
+        real = asyncio.run(listing(servers))
+        kept = []
+        for spec in self.config_specs:
+            offered = asyncio.run(listing([spec]))
+            clash = sorted(set(offered) & set(real))
+            if clash:
+                self.skipped.append(f"server {spec.name}: offers {clash[0]}, a tool under test")
+                continue
+            kept.append(spec)
+            self.total += len(offered)
+        self.config_specs = kept
+        self.distractor_servers = {s.name for s in kept}
+        lookalike = next((s for s in self.sources if s.kind == "lookalike"), None)
+        if lookalike is not None:
+            subject = ", ".join(sorted({t.server for t in real.values()})) or "tools"
+            decoys = self.keeper.decoys(
+                "tools",
+                subject,
+                lookalike.count,
+                decoy_prompt("tools", list(real.values()), lookalike.count, self.settings.seed),
+                list(real),
+                real,
+            )
+            self.decoy_server = DecoyToolServer(decoys, self.decoy_server_name)
+            self.distractor_servers.add(self.decoy_server_name)
+            self.total += len(decoys)
+        extra = [self.decoy_server.spec(self.decoy_server_name)] if self.decoy_server else []
+        return [*servers, *self.config_specs, *extra]
+
+    def expand(self, total: int) -> list[TestCase]:
+        """The cases once per step (the steps known once the distractors are counted)."""
+        if not self.steps:
+            self.steps = [total]
+        if max(self.steps) > total:
+            raise InputError(
+                f"--tool-steps asks for {max(self.steps)} distractor tools; the sources give {total}",
+                hint="add sources (lookalike:N), or lower the steps",
+            )
+        named = len(self.steps) > 1
+        self.cases, self.step_of = [], {}
+        for step in self.steps:
+            for case in self.base_cases:
+                name = f"{case.name} (+{step} tools)" if named else case.name
+                self.cases.append(replace(case, name=name))
+                self.step_of[name] = (step, case.name)
+        return self.cases
+
+    def connected(self, hub: McpHub) -> None:
+        distractors = sorted(n for n, t in hub.tools.items() if t.server in self.distractor_servers)
+        self.real_tools = sorted(n for n in hub.tools if n not in distractors)
+        self.order = seeded_order(distractors, self.settings.seed)
+        self.descriptions = {n: t.description for n, t in hub.tools.items()}
+        self.source_of = {
+            n: "lookalike" if hub.tools[n].server == self.decoy_server_name else hub.tools[n].server
+            for n in distractors
+        }
+        for step in self.steps:
+            view = self.view(hub, step)
+            self.tokens[step] = (
+                estimated_tokens(view.anthropic_tools) if view.anthropic_tools else 0
+            )
+
+    def view(self, hub: McpHub, step: int) -> CrowdedHub:
+        return CrowdedHub(hub, {*self.real_tools, *self.order[:step]}, self)
+
+    def hub_for(self, hub: McpHub, case: TestCase) -> CrowdedHub:
+        step = self.step_of.get(case.name, (0, case.name))[0]
+        return self.view(hub, step)
+
+    async def estimate(
+        self, runner: ToolUseRunner, jobs: Sequence[Job]
+    ) -> list[tuple[int, CostEstimate]]:
+        """--dry-run: each step's runs, priced with that step's tool definitions."""
+        found = []
+        async with runner.connect() as hub:
+            for step in self.steps:
+                mine = [j for j in jobs if self.step_of.get(j.payload[0].name, (None,))[0] == step]
+                tools = self.view(hub, step).anthropic_tools
+                prefix, counted = await count_prefix_tokens(
+                    self.settings, runner.run_settings, tools
+                )
+                by_model: dict[str, list[Job]] = {}
+                for job in mine:
+                    by_model.setdefault(job.payload[2], []).append(job)
+                found.append(
+                    (
+                        step,
+                        combined_cost(
+                            [
+                                estimate_tool_runs(
+                                    model_jobs,
+                                    replace(runner.run_settings, model=model),
+                                    prefix,
+                                    counted,
+                                    len(tools),
+                                    self.settings.judge_model,
+                                )
+                                for model, model_jobs in by_model.items()
+                            ],
+                            ", ".join(by_model),
+                            "",
+                        ),
+                    )
+                )
+        return found
+
+    def record(self, transcripts: Sequence[Transcript]) -> CrowdingRecord:
+        points, thieves = [], []
+        totals: dict[tuple[str, str, int], int] = {}
+        crowd = set(self.order)
+        for step in self.steps:
+            for model in self.settings.models:
+                mine = [
+                    t
+                    for t in transcripts
+                    if t.model == model and self.step_of.get(t.case.name, (None,))[0] == step
+                ]
+                if not mine:
+                    continue
+                points.append(
+                    tool_crowd_point(
+                        step, model, mine, len(self.real_tools) + step, self.tokens.get(step, 0)
+                    )
+                )
+                thieves += tool_thieves(
+                    step, model, mine, lambda t: self.step_of[t.case.name][1], crowd
+                )
+                for t in mine:
+                    for tool in t.case.expected_tools:
+                        key = (tool, model, step)
+                        totals[key] = totals.get(key, 0) + 1
+        return CrowdingRecord(
+            kind="tools",
+            steps=self.steps,
+            seed=self.settings.seed,
+            sources=[s.text for s in self.sources],
+            distractors=[
+                DistractorRecord(
+                    name=name,
+                    source=self.source_of.get(name, ""),
+                    description=self.descriptions.get(name, ""),
+                )
+                for name in self.order
+            ],
+            points=points,
+            thieves=thieves,
+            hints=consolidation_hints("tool", thieves, totals, self.descriptions),
+            decoys_file=self.settings.distractors_file,
+            decoy_cost_usd=round(self.keeper.cost, 6),
+            skipped=self.skipped,
+        )
+
+
 # ============================================================================ 11. results: what every writer reads
 @dataclass
 class Results:
@@ -13032,6 +14605,7 @@ MODE_TITLES = {
     "skills": "Skill evaluation",
     "qa": "QA evaluation",
     "optimize": "The best candidate's runs",
+    "overlap": "Skill overlap",
 }
 
 
@@ -13470,12 +15044,19 @@ def markdown_qa(qa: QaRecord) -> list[str]:
     return lines
 
 
+def trigger_score_label(score: TriggerScoreRecord) -> str:
+    """A skill's scores as the reports name them: with the crowd's step when there is one."""
+    return score.skill + (
+        f" (+{score.distractors} distractors)" if score.distractors is not None else ""
+    )
+
+
 def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
     lines = ["## Trigger Analysis", ""]
     for score in scores:
         if len(scores) > 1:
-            lines += [f"### {markdown_cell(score.skill, None)}", ""]
+            lines += [f"### {markdown_cell(trigger_score_label(score), None)}", ""]
         lines += [
             "| Metric | Value |",
             "|--------|-------|",
@@ -13571,7 +15152,7 @@ def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
 
 
 def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
-    table = Table(title=escape_markup(f"Trigger results: {score.skill}"))
+    table = Table(title=escape_markup(f"Trigger results: {trigger_score_label(score)}"))
     for column in ("query", "expected", "actual", "rate", "tools", "fired", "cost $"):
         table.add_column(column, overflow="fold")
     for q in score.query_results:
@@ -14420,9 +16001,9 @@ def html_results_data(results: Results) -> dict:
     trigger_cases: dict[tuple, list[str]] = {}
     for case in results.cases:
         if case.kind == "trigger_query":
-            trigger_cases.setdefault((case.prompt, case.model if matrix else None), []).append(
-                label(case.name, case.model)
-            )
+            trigger_cases.setdefault(
+                (case.prompt, case.model if matrix else None, case.distractors), []
+            ).append(label(case.name, case.model))
     by_case: dict[str, list[str]] = {}
     tags_of: dict[str, list[str]] = {}
     for result, run in zip(records, runs):
@@ -14431,7 +16012,9 @@ def html_results_data(results: Results) -> dict:
         elif result.test and result.test != "trigger":
             owners = [label(result.test, result.model)]
         else:
-            owners = trigger_cases.get((result.query, result.model if matrix else None), [])
+            owners = trigger_cases.get(
+                (result.query, result.model if matrix else None, result.distractors), []
+            )
         for owner in owners:
             by_case.setdefault(owner, []).append(run["id"])
     for case in results.cases:  # a trigger query's tag: activate / ignore; a skill test's: its type
@@ -14757,7 +16340,7 @@ function renderTriggers(app, triggers) {
     el("thead", {}, el("tr", {}, ["Skill", "triggerRate", "falsePositiveRate", "triggerScore", "Precision", "Recall", "F1",
                                   "Errored runs", "Cost"].map(h => el("th", {}, h)))),
     el("tbody", {}, triggers.map(t => el("tr", {},
-      el("td", {}, t.skill),
+      el("td", {}, t.skill + (t.distractors === null || t.distractors === undefined ? "" : " (+" + t.distractors + ")")),
       el("td", {class: "num"}, t.triggerRate === null ? "n/a" : t.triggerRate.toFixed(0) + "% (" + t.positivesActivated + "/" + t.positives + ")"),
       el("td", {class: "num"}, t.falsePositiveRate === null ? "n/a" : t.falsePositiveRate.toFixed(0) + "% (" + t.negativesActivated + "/" + t.negatives + ")"),
       el("td", {class: "num"}, t.triggerScore.toFixed(1) + "%"),
@@ -14766,8 +16349,9 @@ function renderTriggers(app, triggers) {
       el("td", {class: "num"}, t.f1.toFixed(0) + "%"),
       el("td", {class: "num"}, t.erroredRuns + "/" + t.totalRuns),
       el("td", {class: "num"}, usd(t.costUsd)))))));
+  const label = (t) => t.skill + (t.distractors === null || t.distractors === undefined ? "" : " (+" + t.distractors + " distractors)");
   for (const t of triggers) {
-    app.append(el("h3", {}, "Activation rate per query: " + t.skill));
+    app.append(el("h3", {}, "Activation rate per query: " + label(t)));
     app.append(legend([["should activate", "#1a7f37"], ["should not activate", "#8c959f"], ["wrong side of the threshold", "#cf222e"]]));
     app.append(barChart(t.queryResults.map(q => ({label: (q.correct ? "✓ " : "✗ ") + q.query,
                                                   values: {rate: q.activationRate},
@@ -14998,9 +16582,88 @@ function saveNotes() {
                       el("span", {class: "muted"}, "Open a case to write a note on it or on any of its runs."));
 }
 
+// ---------------------------------------------------------------- the crowded room: the curve (inline SVG) and who took what
+const CROWD_COLOURS = {triggerRate: "#1a7f37", falsePositiveRate: "#cf222e", triggerScore: "#0969da",
+                       recall: "#bf8700", precision: "#0969da", f1: "#1a7f37"};
+function lineChart(points, series, opts) {
+  // points: [{x, series: {name: % or null}, intervals: {name: [low, high]}}]; a line per series, its band behind it
+  const left = 48, top = 14, width = opts.width || 600, height = opts.height || 240, bottom = 40;
+  const chart = svg("svg", {width: left + width + 24, height: top + height + bottom, role: "img", "aria-label": opts.title});
+  const xs = points.map(p => p.x), low = Math.min(...xs), high = Math.max(...xs);
+  const x = (v) => left + (high === low ? width / 2 : (v - low) / (high - low) * width);
+  const y = (v) => top + height - v / 100 * height;
+  for (const tick of [0, 25, 50, 75, 100]) {
+    chart.append(svg("line", {x1: left, x2: left + width, y1: y(tick), y2: y(tick), stroke: "#d0d7de"}));
+    chart.append(svg("text", {x: left - 6, y: y(tick), "text-anchor": "end", "dominant-baseline": "middle"}, tick + "%"));
+  }
+  for (const v of [...new Set(xs)]) {
+    chart.append(svg("line", {x1: x(v), x2: x(v), y1: top, y2: top + height, stroke: "#eaeef2"}));
+    chart.append(svg("text", {x: x(v), y: top + height + 16, "text-anchor": "middle"}, v));
+  }
+  chart.append(svg("text", {x: left + width / 2, y: top + height + 34, "text-anchor": "middle"}, opts.xLabel));
+  for (const [name, colour] of series) {
+    const shown = points.filter(p => p.series[name] !== null && p.series[name] !== undefined);
+    if (!shown.length) continue;
+    const band = shown.filter(p => p.intervals[name]);
+    if (band.length) {
+      const edge = band.map(p => x(p.x) + "," + y(p.intervals[name][1]))
+        .concat(band.slice().reverse().map(p => x(p.x) + "," + y(p.intervals[name][0])));
+      chart.append(svg("polygon", {points: edge.join(" "), fill: colour, "fill-opacity": 0.08, stroke: "none"}));
+    }
+    chart.append(svg("polyline", {points: shown.map(p => x(p.x) + "," + y(p.series[name])).join(" "),
+                                  fill: "none", stroke: colour, "stroke-width": name === series[0][0] ? 4.5 : 2.5,
+                                  ...(name === "triggerScore" || name === "f1" ? {"stroke-dasharray": "7,4"} : {})}));
+    for (const p of shown) {
+      const dot = svg("circle", {cx: x(p.x), cy: y(p.series[name]), r: 4, fill: colour});
+      const band = p.intervals[name] ? " (95% " + p.intervals[name][0].toFixed(0) + "–" + p.intervals[name][1].toFixed(0) + "%)" : "";
+      dot.append(svg("title", {}, name + " at " + p.x + ": " + p.series[name].toFixed(1) + "%" + band));
+      chart.append(dot);
+    }
+  }
+  return el("div", {class: "chart"}, chart);
+}
+function plainTable(headers, rows) {
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map(h => el("th", {}, h)))),
+            el("tbody", {}, rows.map(row => el("tr", {}, row.map(cell => el("td", {}, cell))))));
+}
+function renderCrowding(app, c) {
+  const skills = c.kind === "skills";
+  app.append(el("h2", {id: "crowding"}, "The crowded room: " + (skills ? "skills beside the skill under test" : "tools beside the servers' own")));
+  app.append(el("p", {class: "muted"}, c.distractors.length + " distractors from " + c.sources.join(", ")
+    + ", added in a seeded order (seed " + c.seed + "): step K holds the first K. Bands: 95% Wilson intervals."));
+  const series = Object.entries(CROWD_COLOURS).filter(([name]) => (skills ? ["triggerRate", "falsePositiveRate", "triggerScore"]
+                                                                         : ["recall", "precision", "f1"]).includes(name));
+  const groups = {};
+  for (const p of c.points) (groups[p.model + "\u0000" + p.subject] = groups[p.model + "\u0000" + p.subject] || []).push(p);
+  for (const [key, points] of Object.entries(groups)) {
+    const [model, subject] = key.split("\u0000");
+    app.append(el("h3", {}, (subject ? subject + " on " : "") + model));
+    app.append(legend(series));
+    app.append(lineChart(points.map(p => ({x: skills ? p.distractors : p.offered, series: p.series, intervals: p.intervals})), series,
+      {title: "rates by number of distractors", xLabel: skills ? "distractor skills installed" : "tools offered"}));
+    app.append(plainTable(skills ? ["Distractors", "Runs taken", "Listed"] : ["Distractor tools", "Tools offered", "Tool tokens per call", "Runs taken"],
+      points.map(p => skills ? [p.distractors, p.stolen_runs + "/" + p.runs, p.listed === null ? "?" : p.listed]
+                             : [p.distractors, p.offered, num(p.tool_tokens), p.stolen_runs + "/" + p.runs])));
+  }
+  app.append(el("h3", {}, skills ? "Who took the queries" : "Who took the misses"));
+  if (!c.thieves.length) app.append(el("p", {class: "muted"}, "Nothing was taken."));
+  else app.append(plainTable(["Step", "Model", skills ? "Query" : "Case", "Expected", "Taken by", "Runs", "Instead / alongside"],
+    c.thieves.map(t => [t.distractors, t.model, t.case, t.expected, t.thief + (t.decoy ? " (distractor)" : ""), t.runs + "/" + t.of_runs,
+                        t.instead + " / " + t.alongside])));
+  if (c.hints.length) {
+    app.append(el("h3", {}, "Consolidation hints"));
+    app.append(plainTable(["Expected", "Taken by", "Share of its runs", "Descriptions", "Involved"],
+      c.hints.map(h => [h.expected, h.taken_by, pct(h.rate), el("div", {}, el("p", {}, h.expected + ": " + h.expected_description),
+                                                                  el("p", {}, h.taken_by + ": " + h.taken_by_description)), h.cases.join("; ")])));
+  }
+  app.append(el("details", {}, el("summary", {}, "The distractors, in order (" + c.distractors.length + ")"),
+    plainTable(["#", "Name", "Source", "Description"], c.distractors.map((d, i) => [i + 1, d.name, d.source, d.description]))));
+}
+
 // ---------------------------------------------------------------- the page
 // The page's own renderers of results sections, by the name a Section row gives (html_renderer).
-const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock};
+const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock,
+                           renderCrowding};
 function render() {
   renderHeader();
   const app = document.getElementById("app");
@@ -15717,6 +17380,251 @@ register_section(
 )
 
 
+# ---------------------------------------------------------------------------- the crowded room and overlap in the reports
+CROWD_SERIES = {
+    "skills": ("triggerRate", "falsePositiveRate", "triggerScore"),
+    "tools": ("recall", "precision", "f1"),
+}
+
+
+def crowd_value(point: CrowdPointRecord, name: str) -> str:
+    """A rate of the curve with its interval: `67% (21–94%)`, or n/a."""
+    value = point.series.get(name)
+    if value is None:
+        return "n/a"
+    low, high = point.intervals.get(name, (0.0, 100.0))
+    return f"{value:.0f}% ({low:.0f}–{high:.0f}%)"
+
+
+def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    """The curve as a table: (headers, rows), the same in every report."""
+    series = CROWD_SERIES[record.kind]
+    if record.kind == "skills":
+        headers = ["Distractors", "Model", "Skill", *series, "Runs taken", "Listed"]
+        rows = [
+            [
+                str(p.distractors),
+                p.model,
+                p.subject,
+                *[crowd_value(p, s) for s in series],
+                f"{p.stolen_runs}/{p.runs}",
+                "?" if p.listed is None else str(p.listed),
+            ]
+            for p in record.points
+        ]
+    else:
+        headers = [
+            "Distractor tools",
+            "Tools offered",
+            "Model",
+            *series,
+            "Tool tokens",
+            "Runs taken",
+        ]
+        rows = [
+            [
+                str(p.distractors),
+                str(p.offered),
+                p.model,
+                *[crowd_value(p, s) for s in series],
+                f"{p.tool_tokens or 0:,}",
+                f"{p.stolen_runs}/{p.runs}",
+            ]
+            for p in record.points
+        ]
+    return headers, rows
+
+
+def thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    what = "Query" if record.kind == "skills" else "Case"
+    headers = ["Step", "Model", what, "Expected", "Taken by", "Runs", "Instead / alongside"]
+    rows = [
+        [
+            str(t.distractors),
+            t.model,
+            t.case,
+            t.expected,
+            t.thief + (" (distractor)" if t.decoy else ""),
+            f"{t.runs}/{t.of_runs}",
+            f"{t.instead} / {t.alongside}",
+        ]
+        for t in record.thieves
+    ]
+    return headers, rows
+
+
+def crowd_intro(record: CrowdingRecord) -> str:
+    unit = "skills" if record.kind == "skills" else "tools"
+    return (
+        f"{len(record.distractors)} distractor {unit} from {', '.join(record.sources)}, added in a "
+        f"seeded order (seed {record.seed}): step K holds the first K. Rates in % with their 95 % "
+        "Wilson intervals"
+        + (
+            " over the queries. Runs taken: runs of the positive queries another skill fired in. "
+            "Listed: distractors Claude Code's init event named (fewest over the runs)."
+            if record.kind == "skills"
+            else " over the expected tools' calls (a call to a distractor is a false positive)."
+        )
+        + (f" Decoys written for ${record.decoy_cost_usd:.4f}." if record.decoy_cost_usd else "")
+    )
+
+
+def crowding_markdown(record: CrowdingRecord) -> list[str]:
+    headers, rows = crowd_rows(record)
+    title = (
+        "skills beside the skill under test"
+        if record.kind == "skills"
+        else "tools beside the servers' own"
+    )
+    lines = [f"## The crowded room: {title}", "", markdown_cell(crowd_intro(record), None), ""]
+    lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(c, 60) for c in row) + " |" for row in rows]
+    lines.append("")
+    if record.kind == "tools":
+        lines += [
+            "### Each expected tool, step by step",
+            "",
+            "| Step | Model | Tool | Precision | Recall | F1 |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.distractors} | {markdown_cell(p.model)} | {markdown_cell(t.tool, code=True)} | "
+            f"{t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} |"
+            for p in record.points
+            for t in p.tools
+        ]
+        lines.append("")
+    headers, rows = thief_rows(record)
+    lines += [
+        "### Who took the queries" if record.kind == "skills" else "### Who took the misses",
+        "",
+    ]
+    if rows:
+        lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(markdown_cell(c, 80) for c in row) + " |" for row in rows]
+    else:
+        lines.append("Nothing was taken: every miss (if any) called nothing else.")
+    lines.append("")
+    if record.hints:
+        lines += ["### Consolidation hints", ""]
+        for hint in record.hints:
+            lines += [
+                f"- {markdown_cell(hint.taken_by, code=True)} took {hint.rate:.0%} of "
+                f"{markdown_cell(hint.expected, code=True)}'s runs ({markdown_cell(', '.join(hint.cases), 300)})",
+                "",
+                f"  | {markdown_cell(hint.kind.title())} | Description |",
+                "  |---|---|",
+                f"  | {markdown_cell(hint.expected, code=True)} | {markdown_cell(hint.expected_description, 400)} |",
+                f"  | {markdown_cell(hint.taken_by, code=True)} | {markdown_cell(hint.taken_by_description, 400)} |",
+                "",
+            ]
+    if record.skipped:
+        lines += [f"Left out of the crowd ({len(record.skipped)}):", ""]
+        lines += [f"- {markdown_cell(s, 200)}" for s in record.skipped[:20]]
+        lines.append("")
+    return lines
+
+
+def print_crowding(console: Console, record: CrowdingRecord) -> None:
+    headers, rows = crowd_rows(record)
+    table = Table(title="The crowded room: " + ("skills" if record.kind == "skills" else "tools"))
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*[escape_markup(c) for c in row])
+    console.print(table)
+    headers, rows = thief_rows(record)
+    if rows:
+        table = Table(title="Who took them")
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows[: C.SUMMARY_TABLE_ROWS]:
+            table.add_row(*[escape_markup(preview(c, 70)) for c in row])
+        console.print(table)
+    for hint in record.hints:
+        console.print(
+            f"[yellow]consolidate?[/yellow] {escape_markup(hint.taken_by)} took {hint.rate:.0%} of "
+            f"{escape_markup(hint.expected)}'s runs",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def overlap_rows(record: OverlapRecord) -> list[list[str]]:
+    return [
+        [
+            f"{p.a} / {p.b}",
+            f"{p.similarity:.2f}",
+            (p.risk if p.judged else "not judged") if not p.error else "error",
+            "; ".join(p.queries) or "-",
+            p.error or p.disambiguation or "-",
+        ]
+        for p in record.pairs
+    ]
+
+
+OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Confusing queries", "Disambiguation"]
+
+
+def overlap_intro(record: OverlapRecord) -> str:
+    judged = sum(p.judged for p in record.pairs)
+    return (
+        f"{judged} pair(s) judged by {record.judge_model}; {record.below_filter} below the lexical "
+        f"pre-filter (LOW without the judge)"
+        + (f"; {record.not_judged} above it not judged" if record.not_judged else "")
+        + f". Cost ${record.cost_usd:.4f}."
+    )
+
+
+def overlap_markdown(record: OverlapRecord) -> list[str]:
+    lines = ["## Skill overlap", "", markdown_cell(overlap_intro(record), None), ""]
+    lines += ["| " + " | ".join(OVERLAP_HEADERS) + " |", "|" + "---|" * len(OVERLAP_HEADERS)]
+    lines += [
+        "| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in overlap_rows(record)
+    ]
+    return lines + [""]
+
+
+def print_overlap(console: Console, record: OverlapRecord) -> None:
+    table = Table(title="Skill overlap")
+    for header in OVERLAP_HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in overlap_rows(record):
+        colour = {"HIGH": "red", "MEDIUM": "yellow"}.get(row[2], "default")
+        table.add_row(
+            escape_markup(row[0]),
+            row[1],
+            f"[{colour}]{escape_markup(row[2])}[/{colour}]",
+            escape_markup(preview(row[3], 120)),
+            escape_markup(preview(row[4], 120)),
+        )
+    console.print(table)
+    console.print(escape_markup(overlap_intro(record)), highlight=False, soft_wrap=True)
+
+
+def html_overlap(record: OverlapRecord) -> dict:
+    return html_block(
+        "Skill overlap", [("", OVERLAP_HEADERS, overlap_rows(record))], [overlap_intro(record)]
+    )
+
+
+register_section(
+    Section(
+        "crowding",
+        CrowdingRecord,
+        crowding_markdown,
+        print_crowding,
+        html_renderer="renderCrowding",
+        place="before_cases",
+    )
+)
+
+
+register_section(
+    Section("overlap", OverlapRecord, overlap_markdown, print_overlap, html_overlap, place="first")
+)
+
+
 # ============================================================================ 12. modes
 def require_api_key() -> None:
     if not api_key_from_env():
@@ -15989,9 +17897,15 @@ def tool_use_mode(
     suite_name: str,
 ) -> int:
     """Every tool-use mode: the cases through the pipeline, scored, written, summed up. --merge
-    replays the pieces' runs instead (no server, no model): each run keeps the verdict it got."""
+    replays the pieces' runs instead (no server, no model): each run keeps the verdict it got.
+    With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
     check_batchable(settings, cases)
+    check_crowd_options(settings)
     servers = servers_for(settings) if not settings.merge else []
+    crowd = ToolCrowd(settings, cases, servers, console) if settings.distractor_tools else None
+    if crowd is not None:
+        servers = crowd.prepare(servers)
+        cases = scoring.cases = crowd.expand(crowd.total)
     view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
     runner = ToolUseRunner(
         cases,
@@ -16003,18 +17917,28 @@ def tool_use_mode(
         scoring.verdict,
         console=console,
     )
+    runner.crowd = crowd
     if settings.merge:
         restore_scoring(scoring, settings)
     if settings.dry_run:
-        print_estimate(
-            console,
-            run_async(
-                runner.estimate(plan_resume(runner, pipeline_jobs(runner, settings), settings).todo)
-            ),
-        )
+        todo = plan_resume(runner, pipeline_jobs(runner, settings), settings).todo
+        if crowd is not None:
+            steps = run_async(crowd.estimate(runner, todo))
+            print_estimate(
+                console,
+                combined_cost(
+                    [c for _, c in steps], settings.model, steps[0][1].detail if steps else ""
+                ),
+            )
+            print_step_costs(console, steps, "distractor tools")
+            print_decoy_estimate(console, crowd.keeper)
+        else:
+            print_estimate(console, run_async(runner.estimate(todo)))
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
+    if crowd is not None and crowd.keeper.cost and settings.max_cost is not None:
+        settings = replace(settings, max_cost=max(0.0, settings.max_cost - crowd.keeper.cost))
     progress = (
         None
         if settings.interactive or mode == "query" or settings.merge
@@ -16034,6 +17958,9 @@ def tool_use_mode(
         )
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
+    if crowd is not None:
+        results.sections["crowding"] = crowd.record(outcome.records)
+        results.summary.tool_coverage = tool_coverage(cases, outcome.records, crowd.real_tools)
     write_outputs(results, settings, console)
     outcome.finish()
     if mode == "query" and not settings.interactive:  # the live view showed it as it ran
@@ -16299,14 +18226,21 @@ class SkillRuns:
 
     @classmethod
     def of(
-        cls, plan: SkillSuitePlan, outcome: PipelineOutcome, model: str | None = None
+        cls,
+        plan: SkillSuitePlan,
+        outcome: PipelineOutcome,
+        model: str | None = None,
+        distractors: int | None | str = "any",
     ) -> SkillRuns:
-        """The records (of one model, when given: a model matrix scores each model apart)."""
+        """The records (of one model, when given: a model matrix scores each model apart; of one
+        step of a crowd, when `distractors` is a count, or None for the runs without one)."""
         by_query: dict[str, list[ClaudeRun]] = {}
         by_test: dict[str, list[ClaudeRun]] = {}
         for key, record in zip(outcome.keys, outcome.records):
             label, query = key[0], key[1]
             if model is not None and key[-1] != model:
+                continue
+            if label == "trigger" and distractors != "any" and record.distractors != distractors:
                 continue
             if label == "trigger":
                 by_query.setdefault(query, []).append(record)
@@ -16318,13 +18252,16 @@ class SkillRuns:
         return sum(r.total_cost_usd or 0.0 for q in queries for r in self.by_query.get(q, []))
 
 
-def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict:
+def trigger_run_verdict(
+    record: ClaudeRun, skill: str, expected: str, rule: RoutingRule | None = None
+) -> Verdict:
     if not record.counted:
         return Verdict(False, [f"run failed: {record.error}"])
+    broken = rule.problems(record.activated_skills) if rule else []
     if record.fired(skill) == (expected == "activate"):
-        return Verdict(True)
+        return Verdict(not broken, broken)
     fired = ", ".join(record.activated_skills) or "no skill"
-    return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}"])
+    return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}", *broken])
 
 
 def skill_run_verdicts(
@@ -16343,7 +18280,7 @@ def skill_run_verdicts(
             if q.routing:
                 continue
             for record in runs.by_query.get(q.query, []):
-                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected)
+                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected, q.rule)
     return verdicts
 
 
@@ -16382,9 +18319,52 @@ def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRe
                 routing=q.routing,
                 source=q.source,
                 cost_usd=round(runs.cost([q.query]), 6),
+                routing_failures=q.routing_failures,
             )
             for q in score.query_results
         ],
+    )
+
+
+def skill_crowding_record(
+    plan: SkillSuitePlan, crowd: SkillCrowd, outcome: PipelineOutcome
+) -> CrowdingRecord:
+    """The crowding section of a skill suite: each step's scores per trigger model and skill, who
+    took each positive query, and the pairs worth consolidating."""
+    names = [s.name for s in plan.skills]
+    distractor_names = {d.name for d in crowd.distractors}
+    points, thieves = [], []
+    totals: dict[tuple[str, str, int], int] = {}
+    for step in crowd.steps:
+        installed = [d.name for d in step.installed]
+        for model in plan.trigger_models:
+            runs = SkillRuns.of(plan, outcome, model, step.count)
+            for score in score_all_triggers(plan.tests, names, runs.by_query, plan.threshold):
+                points.append(skill_crowd_point(score, step.count, model, runs.by_query, installed))
+                thieves += skill_thieves(score, step.count, model, runs.by_query, distractor_names)
+                totals[(score.skill, model, step.count)] = sum(
+                    1
+                    for q in score.query_results
+                    if not q.routing and q.expected == "activate"
+                    for r in runs.by_query.get(q.query, [])
+                    if r.counted
+                )
+    descriptions = {**crowd.descriptions(), **{s.name: s.description for s in plan.skills}}
+    return CrowdingRecord(
+        kind="skills",
+        steps=[s.count for s in crowd.steps],
+        seed=crowd.seed,
+        sources=crowd.sources,
+        distractors=[
+            DistractorRecord(name=d.name, source=d.source, description=d.description)
+            for d in crowd.distractors
+        ],
+        points=points,
+        thieves=thieves,
+        hints=consolidation_hints("skill", thieves, totals, descriptions),
+        skipped=crowd.skipped,
+        decoys_file=crowd.decoys_file,
+        decoy_cost_usd=round(crowd.decoy_cost, 6),
     )
 
 
@@ -16404,10 +18384,10 @@ def skill_results(
     test_records: list[SkillTestRecord] = []
     cases: list[CaseResult] = []
     verdicts: dict[int, Verdict] = {}
-    for (
-        model
-    ) in plan.trigger_models:  # each model scored on its own runs (one, unless a model matrix)
-        runs = SkillRuns.of(plan, outcome, model)
+    steps = [step.count for step in plan.crowd.steps] if plan.crowd else [None]
+    for step, model in itertools.product(steps, plan.trigger_models):
+        # each model scored on its own runs (one, unless a model matrix), at each crowd step
+        runs = SkillRuns.of(plan, outcome, model, step)
         model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
         for q in (q for s in model_scores for q in s.query_results):
             cases.append(
@@ -16417,7 +18397,9 @@ def skill_results(
                     sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
                 )
             )
-            cases[-1].model = model
+            cases[-1].model, cases[-1].distractors = model, step
+            if plan.crowd is not None and plan.crowd.named:
+                cases[-1].name += f" (+{step} distractors)"
         for test in trigger_tests:
             trigger_verdicts[test.name] &= trigger_test_passed(
                 test, model_scores, settings.min_trigger_score
@@ -16425,7 +18407,7 @@ def skill_results(
         verdicts.update(skill_run_verdicts(runs, model_scores, []))
         score_records += [trigger_score_record(s, runs) for s in model_scores]
         for record in score_records[-len(model_scores) :] if model_scores else []:
-            record.model = model
+            record.model, record.distractors = model, step
         scores += model_scores
     for model in plan.test_models:
         runs = SkillRuns.of(plan, outcome, model)
@@ -16532,6 +18514,8 @@ def skill_results(
             changed_elsewhere=runner.changed_elsewhere,
         ),
     }
+    if plan.crowd is not None:
+        sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
     summary = summary_record(cases, usages, plan.threshold, outcome)
     if settings.matrix:
         models = list(dict.fromkeys([*plan.trigger_models, *plan.test_models]))
@@ -16590,8 +18574,14 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
     """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
     query expects of its own skill, a test run by its test's scorer."""
     names = [s.name for s in plan.skills]
+    rules = {
+        (test.skill, query): rule
+        for test in plan.tests
+        if test.type == "trigger"
+        for query, rule in test.routing.items()
+    }
     expected = {
-        q: (skill, e)
+        q: (skill, e, rules.get((skill, q)))
         for skill, queries in trigger_queries_by_skill(plan.tests, names).items()
         for q, e, routing, _ in queries
         if not routing
@@ -16611,11 +18601,19 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
 
 
 def skill_mode(settings: Settings, console: Console) -> int:
-    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI."""
+    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI;
+    with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
     plan = skill_plan(settings, skills, tests)
+    if settings.distractors and not settings.dry_run:
+        require_api_key()  # lookalike decoys may be written before any run
+    plan.crowd = skill_crowd_for(settings, skills, console)
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
-    runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    runner = (
+        CrowdedSkillRunner(plan, plan.crowd, settings.own_outputs(), Redactor.for_run(secrets))
+        if plan.crowd
+        else SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    )
     jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
     if plan.sandboxed and plan.task_tests and not settings.merge:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
@@ -16623,7 +18621,12 @@ def skill_mode(settings: Settings, console: Console) -> int:
         print_estimate(
             console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
         )
+        if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
+            print_step_costs(console, runner.step_costs, "distractors")
+            print_decoy_estimate(console, plan.crowd.keeper)
         return 0
+    if plan.crowd is not None and plan.crowd.decoy_cost and settings.max_cost is not None:
+        settings = replace(settings, max_cost=max(0.0, settings.max_cost - plan.crowd.decoy_cost))
     if (
         settings.merge
     ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
@@ -16641,9 +18644,15 @@ def skill_mode(settings: Settings, console: Console) -> int:
     ):  # made before the write guard looks, so it is not a write outside
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
+    crowd_note = (
+        f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
+        f"{', '.join(str(s.count) for s in plan.crowd.steps)}"
+        if plan.crowd
+        else ""
+    )
     console.print(
-        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
-        f"{plan.concurrency} at once",
+        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s)"
+        f"{crowd_note}, {plan.concurrency} at once",
         highlight=False,
         markup=False,
     )
@@ -17131,6 +19140,247 @@ def import_tau2(
     ]
 
 
+# ---------------------------------------------------------------------------- overlap: which skills claim the same requests
+# No Claude Code run: a lexical pre-filter over every pair of descriptions, then the judge (forced
+# `assess_overlap` tool) on the closest pairs, each answered HIGH / MEDIUM / LOW with the queries
+# that would confuse the two and one line saying how to tell them apart.
+OVERLAP_TOOL_CHOICE = {"type": "tool", "name": "assess_overlap"}
+
+
+OVERLAP_TOOL = {
+    "name": "assess_overlap",
+    "description": "Record your verdict on the pair. Call it exactly once.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "risk": {"type": "string", "enum": ["HIGH", "MEDIUM", "LOW"]},
+            "queries": {"type": "array", "items": {"type": "string"}},
+            "disambiguation": {"type": "string"},
+        },
+        "required": ["risk", "queries", "disambiguation"],
+    },
+}
+
+
+def description_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of two descriptions' significant words: the cheap pre-filter."""
+    left, right = set(significant_words(a)), set(significant_words(b))
+    return len(left & right) / len(left | right) if left | right else 0.0
+
+
+def overlap_pairs(
+    skills: Sequence[tuple[str, str]], distractors: Sequence[tuple[str, str]]
+) -> list[OverlapPairRecord]:
+    """Every pair of the skills, and each skill against each distractor, closest first."""
+    pairs = [(a, b) for i, a in enumerate(skills) for b in [*skills[i + 1 :], *distractors]]
+    found = [
+        OverlapPairRecord(a=a[0], b=b[0], similarity=round(description_similarity(a[1], b[1]), 4))
+        for a, b in pairs
+    ]
+    return sorted(found, key=lambda p: (-p.similarity, p.a, p.b))
+
+
+def overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> ModelRequest:
+    prompt = prompts.OVERLAP_PROMPT.format(
+        a=a, a_description=a_text, b=b, b_description=b_text, count=C.OVERLAP_QUERIES
+    )
+    return ModelRequest(
+        model,
+        prompts.OVERLAP_SYSTEM_PROMPT,
+        [{"role": "user", "content": prompt}],
+        [OVERLAP_TOOL],
+        C.OVERLAP_MAX_TOKENS,
+        tool_choice=OVERLAP_TOOL_CHOICE,
+    )
+
+
+def parse_overlap(content: list[dict]) -> dict:
+    """The judge's `assess_overlap` call -> {risk, queries, disambiguation}, or {error}."""
+    call = next((b for b in content if b.get("type") == "tool_use"), {})
+    data: dict = call["input"] if isinstance(call.get("input"), dict) else {}
+    risk = str(data.get("risk", "")).strip().upper()
+    if risk not in ("HIGH", "MEDIUM", "LOW"):
+        return {
+            "error": f"the judge gave no HIGH, MEDIUM or LOW risk (got {one_line(json.dumps(data), 200)})"
+        }
+    queries: list = data["queries"] if isinstance(data.get("queries"), list) else []
+    return {
+        "risk": risk,
+        "queries": [one_line(str(q), 300) for q in queries[: C.OVERLAP_QUERIES] if str(q).strip()],
+        "disambiguation": one_line(str(data.get("disambiguation") or ""), 500),
+    }
+
+
+def estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstimate:
+    typical = most = 0.0
+    for request in requests:
+        prompt = estimated_tokens([request.system, request.messages, request.tools])
+        typical += cost_usd(
+            Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OVERLAP_OUTPUT_TOKENS), model
+        )
+        most += cost_usd(Usage(input_tokens=prompt, output_tokens=C.OVERLAP_MAX_TOKENS), model)
+    n = len(requests)
+    return CostEstimate(n, model, n, n, typical, most, f"{n} pair(s) for the judge")
+
+
+async def judge_overlaps(
+    pairs: Sequence[tuple[OverlapPairRecord, ModelRequest]], settings: Settings
+) -> tuple[float, int]:
+    """The judge on each pair in turn, until --max-cost is spent: (cost, pairs not judged)."""
+    model = AnthropicModel(
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+    )
+    spent = 0.0
+    try:
+        for index, (pair, request) in enumerate(pairs):
+            if settings.max_cost is not None and spent >= settings.max_cost:
+                return spent, len(pairs) - index
+            try:
+                reply = await model.complete(request)
+            except FatalApiError:
+                raise
+            except Exception as exc:
+                pair.judged, pair.error = (
+                    True,
+                    (
+                        api_error_message(exc)
+                        if is_api_error(exc)
+                        else f"{exc.__class__.__name__}: {exc}"
+                    ),
+                )
+                continue
+            pair.cost_usd = round(cost_usd(reply.usage, request.model), 6)
+            spent += pair.cost_usd
+            verdict = parse_overlap(reply.content)
+            pair.judged = True
+            if "error" in verdict:
+                pair.error = verdict["error"]
+            else:
+                pair.risk, pair.queries = verdict["risk"], verdict["queries"]
+                pair.disambiguation = verdict["disambiguation"]
+    finally:
+        await model.close()
+    return spent, 0
+
+
+def overlap_case(pair: OverlapPairRecord) -> CaseResult:
+    """A judged pair as a case: it fails when the judge says HIGH (or could not judge it)."""
+    passed = not pair.error and pair.risk != "HIGH"
+    reasons = (
+        {f"judge error: {pair.error}": 1}
+        if pair.error
+        else {
+            f"HIGH overlap: {pair.disambiguation or 'the descriptions claim the same requests'}": 1
+        }
+        if not passed
+        else {}
+    )
+    return CaseResult(
+        name=f"{pair.a} / {pair.b}",
+        kind="overlap_pair",
+        group="overlap",
+        passed=passed,
+        error=bool(pair.error),
+        runs=1,
+        passes=int(passed),
+        errors=int(bool(pair.error)),
+        pass_rate=float(passed),
+        interval=rounded_interval(wilson_interval(int(passed), 1)),
+        reasons=reasons,
+        prompt="; ".join(pair.queries),
+        description=pair.risk,
+        cost_usd=pair.cost_usd,
+    )
+
+
+def overlap_mode(settings: Settings, console: Console) -> int:
+    """overlap (--overlap): every pair of the --skill skills, and each against its --distractors,
+    through a lexical pre-filter; the judge reads the closest pairs. Its price is shown before it
+    runs; --max-cost caps it; --dry-run stops there. A HIGH pair fails the run (exit 1)."""
+    skills = [load_skill(path) for path in settings.skill]
+    if not skills:
+        raise InputError(
+            "overlap needs skills",
+            hint="give --skill A --skill B, or --skill S --distractors SOURCE",
+        )
+    names = [s.name for s in skills]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise InputError(
+            f"skill {twice!r} is given twice", hint="each --skill must have its own name"
+        )
+    if settings.distractors and not settings.dry_run:
+        require_api_key()
+    crowd = skill_crowd_for(settings, skills, console, whole=True)
+    distractors = crowd.distractors if crowd else []
+    if len(skills) + len(distractors) < 2:
+        raise InputError(
+            "overlap needs two skills at least",
+            hint="give --skill A --skill B, or --skill S --distractors SOURCE",
+        )
+    texts = {d.name: d.description for d in distractors} | {s.name: s.description for s in skills}
+    pairs = overlap_pairs(
+        [(s.name, s.description) for s in skills], [(d.name, d.description) for d in distractors]
+    )
+    above = [p for p in pairs if p.similarity >= C.OVERLAP_MIN_SIMILARITY - 1e-9]
+    chosen = above[: C.OVERLAP_JUDGED_PAIRS]
+    requests = [
+        (p, overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.judge_model)) for p in chosen
+    ]
+    estimate = estimate_overlap([r for _, r in requests], settings.judge_model)
+    console.print(
+        f"overlap: {len(pairs)} pair(s), {len(above)} above the lexical pre-filter; the judge reads "
+        f"{len(chosen)} on {settings.judge_model}: about ${estimate.cost_expected:.4f} (at most "
+        f"${estimate.cost_max:.4f})",
+        highlight=False,
+        markup=False,
+    )
+    if settings.dry_run:
+        print_estimate(console, estimate)
+        print_decoy_estimate(console, crowd.keeper if crowd else None)
+        return 0
+    if requests:
+        require_api_key()
+    decoy_cost = crowd.decoy_cost if crowd else 0.0
+    budget = None if settings.max_cost is None else max(0.0, settings.max_cost - decoy_cost)
+    spent, not_judged = asyncio.run(judge_overlaps(requests, replace(settings, max_cost=budget)))
+    record = OverlapRecord(
+        skills=names,
+        distractors=[d.name for d in distractors],
+        judge_model=settings.judge_model,
+        pairs=pairs,
+        below_filter=len(pairs) - len(above),
+        not_judged=len(above) - len(chosen) + not_judged,
+        cost_usd=round(spent + decoy_cost, 6),
+    )
+    cases = [overlap_case(p) for p in pairs if p.judged]
+    outcome = PipelineOutcome([], [], not_started=not_judged)
+    usages = [(Usage(), p.cost_usd, 0.0, bool(p.error)) for p in pairs if p.judged]
+    summary = summary_record(cases, usages, 1.0, outcome)
+    summary.cost_usd = record.cost_usd
+    results = Results(
+        make_metadata("overlap", settings, 0, outcome, input_type="skills"),
+        all(c.passed for c in cases) and not not_judged,
+        summary,
+        cases,
+        lambda: (),
+        0,
+        {"overlap": record},
+        "overlap",
+    )
+    if not_judged:
+        console.print(
+            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {not_judged} pair(s) "
+            "not judged",
+            highlight=False,
+        )
+    write_outputs(results, settings, console)
+    print_summary(console, results)
+    return exit_code(results, outcome)
+
+
 # ---------------------------------------------------------------------------- generate, compare, render, schema
 def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
     kinds = ("trigger", "knowledge", "task", "security") if full else ("trigger",)
@@ -17420,6 +19670,13 @@ class SkillDescriptionTask:
             )
         self.version = ""
         self.redactor = Redactor.for_run([])
+        # --distractors: every candidate runs among them (one step: the whole crowd), and the
+        # proposer is told which of them took which training query
+        if settings.distractors and not settings.dry_run:
+            require_api_key()
+        self.crowd = skill_crowd_for(
+            settings, skills, Console(stderr=True, emoji=False), whole=True
+        )
 
     @property
     def subject(self) -> str:
@@ -17444,9 +19701,15 @@ class SkillDescriptionTask:
             timeout=self.timeout,
             skill=skill.name,
         )
-        return skill_plan(self.settings, [skill], [test])
+        plan = skill_plan(self.settings, [skill], [test])
+        plan.crowd = self.crowd
+        return plan
 
     def runner(self, candidate: dict[str, str]) -> SkillRunner:
+        if self.crowd is not None:
+            return CrowdedSkillRunner(
+                self.plan(candidate), self.crowd, optimizer_outputs(self.settings), self.redactor
+            )
         return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
 
     def prepare(self) -> None:
@@ -17474,6 +19737,7 @@ class SkillDescriptionTask:
                 "activations": q.activations,
                 "runs": q.runs,
                 "errors": q.errors,
+                "taken_by": sorted(n for n in q.fired if n != self.skill.name),
             }
             for q in results.values()
             if q.query in train and not q.correct
@@ -17505,9 +19769,10 @@ class SkillDescriptionTask:
             if f["actual"] == "error":
                 lines.append(f'- every run failed, so it cannot be judged: "{f["query"]}"')
             elif f["expected"] == "activate":
+                taken = f.get("taken_by") or []
                 lines.append(
                     f"- should trigger, but did not (activated in {f['activations']} of {f['runs']} "
-                    f'runs): "{f["query"]}"'
+                    f'runs): "{f["query"]}"' + (f" (taken by {', '.join(taken)})" if taken else "")
                 )
             else:
                 lines.append(
@@ -17519,6 +19784,18 @@ class SkillDescriptionTask:
             f"Attempt {n} ({p}/{t} training queries passed):\n{c[self.skill.name]}"
             for n, (c, p, t) in enumerate(history, 1)
         ]
+        thieves = sorted({n for f in score.failures for n in f.get("taken_by") or []})
+        known = self.crowd.descriptions() if self.crowd else {}
+        crowd = (
+            prompts.OPTIMIZE_CROWD_NOTE.format(
+                name=self.skill.name,
+                thieves="\n".join(
+                    f"- {n}: {known.get(n, '(not one of the distractors)')}" for n in thieves
+                ),
+            )
+            if thieves and self.crowd
+            else ""
+        )
         return prompts.OPTIMIZE_SKILL_PROMPT.format(
             name=self.skill.name,
             description=current[self.skill.name],
@@ -17527,7 +19804,7 @@ class SkillDescriptionTask:
             failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
             history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
             limit=C.MAX_SKILL_DESCRIPTION_CHARS,
-        ), None
+        ) + crowd, None
 
     def proposal(
         self, data: dict, allowed: list[str] | None, current: dict[str, str]
@@ -18270,6 +20547,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
                 settings.trigger_model,
                 settings.threshold,
                 settings.trigger_threshold,
+                *(
+                    [[s.fingerprint for s in task.crowd.steps]]
+                    if getattr(task, "crowd", None)
+                    else []
+                ),
             ]
         ).encode()
     ).hexdigest()[:16]
@@ -18765,6 +21047,8 @@ MODES.extend(
                     "server_module",
                     "model",
                     "base_url",
+                    "distractors",
+                    "distractors_file",
                 }
             ),
             optimize_mode,
@@ -18778,6 +21062,40 @@ MODES.extend(
             "results",
             "",
             (("optimize", True),),
+        ),
+        Mode(
+            "overlap",
+            "--overlap runs",
+            lambda s: s.overlap,
+            frozenset(
+                {
+                    "overlap",
+                    "skill",
+                    "distractors",
+                    "distractors_file",
+                    "seed",
+                    "judge_model",
+                    "base_url",
+                    "max_cost",
+                    "dry_run",
+                    "output",
+                    "report",
+                    "junit",
+                    "html",
+                    "json_out",
+                }
+            ),
+            overlap_mode,
+            (
+                "python evaluator.py overlap examples/skills/warehouse-sql "
+                "examples/skills/data-profile-report --report overlap.md",
+                "python evaluator.py overlap examples/skills/warehouse-sql --distractors installed "
+                "--dry-run",
+            ),
+            "which skills claim the same requests: a lexical filter, then the judge on close pairs",
+            "none",
+            "skill",
+            (("overlap", True),),
         ),
         Mode(
             "skills",
@@ -18803,6 +21121,10 @@ MODES.extend(
                 "skill_description",
                 "shard",
                 "ignore_path",
+                "distractors",
+                "distractor_steps",
+                "distractors_file",
+                "seed",
             },
             skill_mode,
             (
@@ -18850,7 +21172,9 @@ MODES.extend(
             "csv",
             "--csv runs",
             lambda s: bool(s.csv),
-            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
+            TOOL_USE_OPTIONS
+            | GRADING_OPTIONS
+            | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             csv_mode,
             (
                 "python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit "

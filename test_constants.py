@@ -204,3 +204,19 @@ BATCH_POLL_GROWTH = 1.5
 PARTIAL_SECRET_CHARS = 12  # a run this long of a secret, where a text was cut, is masked too
 RANDOM_SECRET_MIN_CHARS = 16  # letters and digits of a value that counts as a secret unnamed
 RANDOM_SECRET_MIN_ENTROPY = 3.0  # bits per character of such a value
+
+# ----------------------------------------------------------------------------- the crowded room: distractors and overlap
+DEFAULT_DECOY_MODEL = FAST_MODEL  # writes lookalike:N decoys (one forced tool call per set)
+DECOY_MAX_TOKENS = 8192  # the decoy writer's one forced `write_decoys` call
+MAX_DECOYS = 200  # lookalike:N asks for at most this many decoys in one set
+DECOYS_FORMAT = "claude-tool-eval decoys 1"  # the "format" of every --distractors-file
+DISTRACTOR_SEARCH_DEPTH = 4  # folders deep a --distractors folder is searched for SKILL.md files
+ESTIMATED_DECOY_TOKENS = 60  # --dry-run: a decoy's listing line (skills) or definition (tools)
+DECOY_TOOL_TIMEOUT = 10.0  # seconds the in-process decoy server may take to answer a call
+CONSOLIDATION_HINT_RATE = 0.2  # a pair is a consolidation hint when one takes this share of the
+# other's runs (its positive queries' runs, or its expected calls)
+OVERLAP_MIN_SIMILARITY = 0.08  # the lexical pre-filter: pairs below this word overlap are LOW
+OVERLAP_JUDGED_PAIRS = 20  # the closest pairs above the filter that the judge reads
+OVERLAP_MAX_TOKENS = 1024  # the judge's one forced `assess_overlap` call per pair
+OVERLAP_QUERIES = 3  # confusing queries the judge is asked for per pair
+ESTIMATED_OVERLAP_OUTPUT_TOKENS = 250  # --dry-run: the judge's verdict on one pair

@@ -31,6 +31,24 @@ a tool of the request (else 400), and the answer is the scripted reply's first `
 alone, with stop_reason `tool_use` (`{"type": "any"}`: its first tool_use of any tool). A scripted
 reply without such a call is a mistake of the test: a 400 that says so. `forced_tool(body)` tells
 a responder which tool a request forces; every request's body is recorded with its `tool_choice`.
+
+Crowds: who wins among many skills and tools (tests/test_crowding.py computes the expected curve
+and thieves with the same functions):
+- words: `words(text)` are the lowercase runs of letters and digits of three or more characters,
+  less STOPWORDS; two texts share `len(words(a) & words(b))` words.
+- `best_match(prompt, candidates)`: of `{name: description}`, the one whose description shares the
+  most words with the prompt; ties go to the name first in sorted order; None when the best shares
+  fewer than MIN_SHARED_WORDS.
+- `crowd_claude_code` plays Claude Code's model among many skills. It reads the skill listing
+  Claude Code puts in the request (`listed_skills(body)`: the `- name: description` lines under
+  "The following skills are available for use with the Skill tool"; a skill listed by name alone,
+  past Claude Code's listing budget, has no description to share words with) and, in one reply,
+  calls the Skill tool for `crowd_skill_choice(query, listed)`: the best match of the query, then
+  every other listed skill the query names as `/name` (fired alongside). After a tool result it
+  answers in text; with no skill chosen it answers at once.
+- `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
+  request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
+  answers in text; no match: it answers at once.
 """
 
 from __future__ import annotations
@@ -205,6 +223,104 @@ def step_through(plan: list[Spec], done: Spec) -> Callable[[dict], Spec]:
         return plan[step] if step < len(plan) else done
 
     return respond
+
+
+# ----------------------------------------------------------------------------- crowds: who wins among many
+STOPWORDS = frozenset(
+    "the and for with that this from into your you are was were has have had not but can its "
+    "their them they then than when what which who how why all any each use uses used using "
+    "should would could about over under more most some such only also".split()
+)
+MIN_SHARED_WORDS = 2
+SKILL_LISTING_HEADER = "The following skills are available for use with the Skill tool"
+
+
+def words(text: str) -> set[str]:
+    import re
+
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS}
+
+
+def shared_words(a: str, b: str) -> int:
+    return len(words(a) & words(b))
+
+
+def best_match(prompt: str, candidates: dict[str, str]) -> str | None:
+    """The candidate whose description shares the most words with the prompt (ties: the name
+    first in sorted order); None when the best shares fewer than MIN_SHARED_WORDS."""
+    scored = sorted((-shared_words(prompt, text), name) for name, text in candidates.items())
+    if not scored or -scored[0][0] < MIN_SHARED_WORDS:
+        return None
+    return scored[0][1]
+
+
+def named_in(query: str, names: list[str]) -> list[str]:
+    """The names the query writes as `/name` (a word of their own), in sorted order."""
+    import re
+
+    return sorted(n for n in names if re.search(rf"(?<![\w/])/{re.escape(n)}(?![\w-])", query))
+
+
+def crowd_skill_choice(query: str, listed: dict[str, str]) -> list[str]:
+    """The skills the crowd's Claude Code model fires for a query, in order: the best match of
+    the query's words, then every other listed skill the query names as `/name`."""
+    best = best_match(query, listed)
+    return ([best] if best else []) + [n for n in named_in(query, list(listed)) if n != best]
+
+
+def request_texts(body: dict) -> list[str]:
+    """Every text of a request: the system prompt and each message's text blocks."""
+    system = body.get("system") or ""
+    texts = [system] if isinstance(system, str) else [b.get("text", "") for b in system]
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [b.get("text", "") for b in content if isinstance(b, dict)]
+    return texts
+
+
+def listed_skills(body: dict) -> dict[str, str]:
+    """Claude Code's skill listing in a request: name -> description ("" when listed by name
+    alone)."""
+    import re
+
+    found: dict[str, str] = {}
+    for text in request_texts(body):
+        at = text.find(SKILL_LISTING_HEADER)
+        if at < 0:
+            continue
+        block = text[at:].split("</system-reminder>")[0]
+        for line in block.splitlines()[1:]:
+            match = re.match(r"^- ([^\s:][^:]*?)(?::\s(.*))?$", line)
+            if match:
+                found.setdefault(match.group(1).strip(), (match.group(2) or "").strip())
+    return found
+
+
+def has_tool_result(body: dict) -> bool:
+    content = (body.get("messages") or [{}])[-1].get("content")
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
+def crowd_claude_code(body: dict) -> Spec:
+    """Claude Code's model among many skills (see the module docstring)."""
+    if has_tool_result(body):
+        return reply(text("Done: answered with the skill's help."))
+    chosen = crowd_skill_choice(user_query(body), listed_skills(body))
+    if not chosen:
+        return reply(text("Here is my answer, without a skill."))
+    return reply(*[tool_use("Skill", {"skill": name}) for name in chosen])
+
+
+def crowd_tool_use(body: dict) -> Spec:
+    """The tool-use model among many tools (see the module docstring)."""
+    if has_tool_result(body):
+        return reply(text("Done: answered with the tool's result."))
+    offered = {t["name"]: t.get("description", "") for t in body.get("tools") or []}
+    chosen = best_match(user_query(body), offered)
+    return reply(tool_use(chosen, {})) if chosen else reply(text("No tool is needed for that."))
 
 
 # ----------------------------------------------------------------------------- token accounting

@@ -29,7 +29,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import ROOT, TEST_API_KEY
-from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
+from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
 import prompts
@@ -421,8 +421,24 @@ def optimizer_answer(body: dict) -> dict:
     )
 
 
+def overlap_answer(body: dict) -> dict:
+    """The judge of `overlap`: the example skills share a little vocabulary, not a job."""
+    return reply(
+        tool_use(
+            "assess_overlap",
+            {
+                "risk": "LOW",
+                "queries": [],
+                "disambiguation": "warehouse-sql writes SQL; data-profile-report profiles files.",
+            },
+        )
+    )
+
+
 def responder(body: dict) -> dict:
     system = system_text(body)
+    if forced_tool(body) == "assess_overlap":
+        return overlap_answer(body)
     if system == prompts.OPTIMIZER_SYSTEM_PROMPT:
         return optimizer_answer(body)
     if (
@@ -680,6 +696,7 @@ COLUMNS = [
     ("render", "`--from`"),
     ("schema", "`--schema`"),
     ("optimize", "`--optimize`"),
+    ("overlap", "`--overlap`"),
 ]
 MATRIX = re.compile(
     r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL
