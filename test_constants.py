@@ -128,6 +128,8 @@ MAX_MODEL_CONCURRENCY = 64  # ceiling of model calls in flight; 429s lower it ad
 ESTIMATED_OUTPUT_TOKENS = 300  # --dry-run: tokens Claude writes per call
 ESTIMATED_TOKENS_PER_TURN = 400  # --dry-run: history growth per turn (tool call + result)
 SUMMARY_TABLE_ROWS = 50  # terminal suite table: failures always, passes up to this
+EXACT_QUANTILE_RUNS = 10_000  # latency p50/p95 exact up to this many runs, then from buckets
+QUANTILE_BUCKET_RATIO = 1.02  # then: log-spaced buckets 2 % wide (a quantile within 1 %)
 
 # ----------------------------------------------------------------------------- grading: the judge and state checks
 DEFAULT_VERIFY_TIMEOUT = (
