@@ -12,6 +12,67 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 
 from __future__ import annotations
 
+import os
+import sys
+
+# ============================================================================ 0. the script's start: from cached bytecode
+# The command that takes over from `python evaluator.py`: this file imported as a module (from
+# its folder, as the script would find its neighbours), and the program run.
+HAND_OVER = (
+    "import sys; sys.path[0] = sys.argv.pop(1); sys.argv[0] = sys.argv.pop(1); "
+    "import evaluator; evaluator.run_program()"
+)
+
+
+def run_from_cached_bytecode() -> None:
+    """`python evaluator.py` compiles this whole file at every start (a script gets no cached
+    bytecode): 0.3 s or more, and about 30 MB more at the run's memory peak (what compiling 17,000
+    lines leaves behind). So the script hands over to `import evaluator`, which reads the cached
+    bytecode: it replaces itself (exec: the same process, pid, signals and exit code) once the
+    cache is fresh, writing the cache first the way the import system does when it is missing.
+    Where that cannot be (no exec, a read-only folder, PYTHONDONTWRITEBYTECODE with no cache yet),
+    the script runs on as it is."""
+    import importlib.machinery
+    import importlib.util
+    import subprocess
+
+    source = os.path.realpath(__file__)  # where the script's own folder (sys.path[0]) is
+
+    def fresh() -> bool:
+        stat = os.stat(source)
+        header = (
+            importlib.util.MAGIC_NUMBER
+            + bytes(4)  # a cache checked against the source's time and size
+            + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        )
+        with open(importlib.util.cache_from_source(source), "rb") as handle:
+            return handle.read(16) == header
+
+    try:
+        if not fresh():
+            raise FileNotFoundError
+    except (OSError, ValueError, NotImplementedError):
+        if sys.dont_write_bytecode:
+            return
+        try:  # the import system's own compile-and-cache (silent where it may not write)
+            importlib.machinery.SourceFileLoader("evaluator", source).get_code("evaluator")
+            if not fresh():
+                return
+        except (OSError, ValueError, NotImplementedError, ImportError, SyntaxError):
+            return
+    if os.name == "posix":
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # -X -W -O
+        os.execv(
+            sys.executable,
+            [sys.executable, *flags, "-c", HAND_OVER, os.path.dirname(source), *sys.argv],
+        )
+
+
+if __name__ == "__main__" and __spec__ is None:  # python evaluator.py (not -m, not an import)
+    run_from_cached_bytecode()
+
+
 import asyncio
 import contextlib
 import contextvars
@@ -24,13 +85,11 @@ import importlib.util
 import itertools
 import json
 import logging
-import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from array import array
@@ -4064,6 +4123,13 @@ def linux_prctl() -> Callable[..., int] | None:
         return None
 
 
+def kill_process_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def die_with_parent() -> Callable[[], None] | None:
     """A preexec hook: the child is SIGKILLed when this process dies."""
     prctl, parent, kill = linux_prctl(), os.getpid(), int(signal.SIGKILL)
@@ -4199,6 +4265,19 @@ def servers_stdout_to_stderr() -> Any:
             sys.stdout = proxy.stdout
 
 
+def tell_stdout_noise() -> None:
+    """A server (the one SERVING names) wrote a stdout line that is no MCP message: one warning,
+    the first time."""
+    connection = SERVING.get()
+    if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
+        STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
+        click.echo(
+            f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
+            "not MCP messages; they are ignored (a server should log to stderr)",
+            err=True,
+        )
+
+
 class StdoutNoiseFilter(logging.Filter):
     """The SDK logs a traceback for every stdout line of a server that is not an MCP message
     (164 lines for 15 of them): one warning line per server instead."""
@@ -4206,14 +4285,7 @@ class StdoutNoiseFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.getMessage().startswith("Failed to parse JSONRPC message"):
             return True
-        connection = SERVING.get()
-        if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
-            STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
-            click.echo(
-                f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
-                "not MCP messages; they are ignored (a server should log to stderr)",
-                err=True,
-            )
+        tell_stdout_noise()
         return False
 
 
@@ -4261,15 +4333,211 @@ def explain_exception(exc: BaseException | None) -> str:
     )
 
 
+# ---------------------------------------------------------------------------- stdio servers: started early, stopped at once
+# What a stdio server inherits of this environment besides its own `env`: what the SDK's stdio
+# client passes (mcp.client.stdio.get_default_environment), so a server sees the same either way.
+STDIO_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def stdio_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    inherited = {
+        key: value
+        for key in STDIO_INHERITED_ENV
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
+    return {**inherited, **extra}
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a member we may not signal (or an unreaped zombie): not proof it is gone
+    return True
+
+
+def stdio_message(line: bytes) -> Any:
+    """One stdout line of a server as the MCP session takes it: a message, or the error of a line
+    that is none (the session skips it; the user is told once)."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        tell_stdout_noise()
+        return exc
+
+
+# Stdio servers started before the hub asked for them, by what starts them (command, arguments,
+# environment, folder): the first connection to such a server takes its process. Every one this
+# invocation started, for its end.
+EARLY_SERVERS: dict[tuple, StdioServer] = {}
+STDIO_SERVERS: list[StdioServer] = []
+
+
+class StdioServer:
+    """A stdio MCP server's process, started by the evaluator rather than by the SDK, so it can
+    start as soon as the command line is read (start_stdio_servers: its start-up then overlaps
+    the suite's loading and the SDK imports) and stop in milliseconds: stdin closed, `grace`
+    (--stop-grace) to exit on its own, then its process group terminated (SIGTERM, then SIGKILL
+    for what is left after C.SERVER_TERM_WAIT). It leads a process group of its own and dies with
+    the evaluator (dying_with_parent). The MCP session talks to it through `transport()`, as it
+    would through the SDK's stdio client."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.grace = C.DEFAULT_STOP_GRACE
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.process: subprocess.Popen | None = None
+        self.failure: BaseException | None = None  # why it did not start: raised on connect
+        command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
+        try:
+            self.process = subprocess.Popen(
+                [command, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                env=stdio_environment(spec.env),
+                cwd=spec.cwd,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            self.failure = exc
+        STDIO_SERVERS.append(self)
+
+    @asynccontextmanager
+    async def transport(self) -> Any:
+        """(read stream, write stream) of MCP messages over the process's pipes."""
+        import anyio
+
+        if self.process is None or self.process.stdin is None or self.process.stdout is None:
+            raise self.failure or ServerError(f"MCP server '{self.spec.name}' did not start")
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
+        )
+        pipe, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.process.stdin
+        )
+        stdin = asyncio.StreamWriter(pipe, protocol, None, loop)
+        incoming_sender, incoming = anyio.create_memory_object_stream[Any](0)
+        outgoing, outgoing_receiver = anyio.create_memory_object_stream[Any](0)
+
+        async def read_stdout() -> None:
+            rest = b""
+            async with incoming_sender:
+                while chunk := await reader.read(1 << 16):
+                    lines = (rest + chunk).split(b"\n")
+                    rest = lines.pop()
+                    for line in lines:
+                        if line.strip():
+                            await incoming_sender.send(stdio_message(line))
+
+        async def write_stdin() -> None:
+            try:
+                async with outgoing_receiver:
+                    async for message in outgoing_receiver:
+                        text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        stdin.write(text.encode() + b"\n")
+                        await stdin.drain()
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await incoming_sender.aclose()  # the server is gone: the session sees the end
+
+        tasks = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(write_stdin())]
+        try:
+            yield incoming, outgoing
+        finally:
+            for task in tasks:
+                task.cancel()
+            pipe.close()  # the server's stdin ends: its cue to exit
+            await self.stop()  # cut short (Ctrl-C), the invocation's end kills what is left
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """`grace` to exit on its own after stdin closed, then the group goes (all of it, also
+        when the leader exited and left children behind)."""
+        process = self.process
+        if process is None:
+            return
+        deadline = time.monotonic() + self.grace
+        while process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        for signum, wait in ((signal.SIGTERM, C.SERVER_TERM_WAIT), (signal.SIGKILL, 1.0)):
+            process.poll()  # a leader that exited is reaped: it no longer keeps the group alive
+            if not group_alive(process.pid):
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signum)
+            deadline = time.monotonic() + wait
+            while group_alive(process.pid) and time.monotonic() < deadline:
+                process.poll()
+                await asyncio.sleep(0.005)
+        self.close_pipes()
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout) if self.process else ():
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+
+    def kill(self) -> None:
+        """The group goes at once (the invocation ends: nothing of it may outlive it)."""
+        if self.process is not None:
+            if self.process.poll() is None or group_alive(self.process.pid):
+                kill_process_group(self.process.pid)
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self.process.wait(timeout=1.0)
+            self.close_pipes()
+        self.stderr.close()
+
+
+def stdio_key(spec: ServerSpec) -> tuple:
+    return spec.command, tuple(spec.args), tuple(sorted(spec.env.items())), spec.cwd
+
+
+def start_stdio_servers(specs: Iterable[ServerSpec]) -> None:
+    """Starts the stdio servers now (POSIX: where the evaluator starts them itself)."""
+    if os.name != "posix":
+        return
+    for spec in specs:
+        if spec.kind == "stdio" and stdio_key(spec) not in EARLY_SERVERS:
+            EARLY_SERVERS[stdio_key(spec)] = StdioServer(spec)
+
+
+def stdio_server(spec: ServerSpec) -> StdioServer:
+    """The server's process: the one started early, else one started now."""
+    return EARLY_SERVERS.pop(stdio_key(spec), None) or StdioServer(spec)
+
+
+def stop_stdio_servers() -> None:
+    """The end of an invocation: servers no connection took, or whose stop was cut short, go at
+    once (their process groups killed)."""
+    EARLY_SERVERS.clear()
+    while STDIO_SERVERS:
+        STDIO_SERVERS.pop().kill()
+
+
 class ServerConnection:
     """One live MCP client session. It runs in a task of its own so the SDK's task groups and
     cancel scopes stay in the task that opened them, whichever task calls tools."""
 
-    def __init__(self, spec: ServerSpec, connect_timeout: float) -> None:
+    def __init__(
+        self, spec: ServerSpec, connect_timeout: float, stop_grace: float = C.DEFAULT_STOP_GRACE
+    ) -> None:
         self.spec = spec
         self.connect_timeout = connect_timeout
         self.client: Any = None
-        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.stdio: StdioServer | None = None  # a stdio server's process (POSIX)
+        if spec.kind == "stdio" and os.name == "posix":
+            self.stdio = stdio_server(spec)
+            self.stdio.grace = stop_grace
+            self._stderr = self.stdio.stderr
+        else:
+            self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._error: BaseException | None = None
@@ -4287,6 +4555,8 @@ class ServerConnection:
         from mcp import Client, StdioServerParameters, stdio_client
 
         spec = self.spec
+        if self.stdio is not None:
+            return Client(self.stdio.transport(), read_timeout_seconds=None)
         if spec.kind == "stdio":
             command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
             params = StdioServerParameters(
@@ -4755,8 +5025,10 @@ class McpHub:
         max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS,
         connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT,
         policy: ToolPolicy | None = None,
+        stop_grace: float = C.DEFAULT_STOP_GRACE,
     ) -> None:
         self.specs = list(specs)
+        self.stop_grace = stop_grace
         self.policy = policy or ToolPolicy(
             policy="live"
         )  # a bare hub (tests, tools) runs every call
@@ -4770,23 +5042,21 @@ class McpHub:
         self._restarting: dict[str, asyncio.Lock] = {}
 
     async def __aenter__(self) -> McpHub:
+        """Every server connects at once (a stdio server may have started already, see
+        start_stdio_servers); the first failure, in the servers' order, is the one raised."""
         try:
-            listings = {}
             for spec in self.specs:
-                connection = ServerConnection(spec, self.connect_timeout)
-                await connection.open()
-                self.connections[spec.name] = connection
-                try:
-                    tools = await asyncio.wait_for(
-                        list_all_tools(connection.client), self.connect_timeout
-                    )
-                except Exception as exc:
-                    raise ServerError(
-                        connection.describe_failure(
-                            f"failed to list its tools: {explain_exception(exc)}"
-                        )
-                    ) from None
-                listings[spec.name] = [tool_listing(tool) for tool in tools]
+                self.connections[spec.name] = ServerConnection(
+                    spec, self.connect_timeout, self.stop_grace
+                )
+            found = await asyncio.gather(
+                *(self.listing(c) for c in self.connections.values()), return_exceptions=True
+            )
+            listings: dict[str, list[dict]] = {}
+            for spec, listing in zip(self.specs, found):
+                if isinstance(listing, BaseException):
+                    raise listing
+                listings[spec.name] = listing
             if (
                 not self.specs and self.policy.replay is not None
             ):  # --replay with no server: the cassette's tools
@@ -4799,13 +5069,25 @@ class McpHub:
             raise
         return self
 
+    async def listing(self, connection: ServerConnection) -> list[dict]:
+        """One server connected, and its tools."""
+        await connection.open()
+        try:
+            tools = await asyncio.wait_for(list_all_tools(connection.client), self.connect_timeout)
+        except Exception as exc:
+            raise ServerError(
+                connection.describe_failure(f"failed to list its tools: {explain_exception(exc)}")
+            ) from None
+        return [tool_listing(tool) for tool in tools]
+
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        for connection in reversed(list(self.connections.values())):
-            await connection.close()
+        """Every server at once: a stdio server's stdin closed, --stop-grace, its group ended."""
+        connections = list(self.connections.values())
         self.connections.clear()
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 
     def _register_tools(self, listings: dict[str, list[dict]]) -> None:
         owners: dict[str, list[str]] = {}
@@ -4986,7 +5268,7 @@ class McpHub:
             if broken is not None:
                 await broken.close()
             spec = next(s for s in self.specs if s.name == server)
-            fresh = ServerConnection(spec, self.connect_timeout)
+            fresh = ServerConnection(spec, self.connect_timeout, self.stop_grace)
             try:
                 await fresh.open()
             except ServerError as exc:
@@ -6572,13 +6854,6 @@ def detect_activation(
         record.answer = last_text
     record.error = run_error(events, result, record, installed)
     return record
-
-
-def kill_process_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int) -> None:
@@ -10607,10 +10882,8 @@ class ToolUseRunner:
     @asynccontextmanager
     async def session(self) -> Any:
         """The servers open even when nothing is left to run: scoring needs their tool schemas.
-        The SDK takes a second or more to import: that happens while the servers start up."""
-        sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+        The SDKs were imported while the servers started (import_sdks)."""
         async with self.connect() as hub:
-            await sdk_import
             self.model = AnthropicModel(
                 base_url=self.settings.base_url,
                 max_retries=self.settings.max_retries,
@@ -14177,6 +14450,25 @@ def interrupted_exit_code() -> int:
     return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
 
 
+EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
+
+
+def end_process(code: int) -> None:
+    """The invocation's end. Run as the program, the process ends at once, its outputs flushed:
+    tearing down the interpreter (the SDKs' hundred thousand objects, module by module) takes a
+    second or more, and nothing is left to do (every output is written, every file closed or
+    removed, every child stopped). Called as a function (tests), a SystemExit as click's."""
+    if not EXIT_AT_ONCE:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: what Python's own exit reports
+            code = code or 120
+    logging.shutdown()
+    os._exit(code)
+
+
 @contextlib.contextmanager
 def stop_signals_like_ctrl_c() -> Iterator[None]:
     """For one invocation, in the main thread (the only one a handler can be set from); a signal
@@ -14224,6 +14516,37 @@ def servers_for(settings: Settings) -> list[ServerSpec]:
     if not settings.dry_run:
         require_api_key()
     return servers
+
+
+def start_servers_early(settings: Settings) -> None:
+    """The stdio servers start now, before the suite is loaded and the SDKs are imported, so their
+    start-up (often seconds of imports of their own) overlaps ours. A problem naming them is said
+    later, in its place (servers_for); a server no connection takes stops with the invocation."""
+    if settings.merge or (settings.replay and not servers_named(settings)):
+        return
+    with contextlib.suppress(EvalError):
+        start_stdio_servers(
+            resolve_servers(
+                settings.server,
+                settings.server_env,
+                settings.mcp_config,
+                settings.server_module,
+                settings.server_url,
+                settings.transport,
+            )
+        )
+
+
+def import_sdks(model: bool) -> None:
+    """The MCP SDK and jsonschema (the tools' argument checks), and the Anthropic SDK unless no
+    model is called (a dry run without a key), imported once, here: after the input is checked
+    (bad input never waits for them), while the stdio servers start, and not on the event loop
+    in the middle of the first runs."""
+    import jsonschema  # noqa: F401
+    import mcp  # noqa: F401
+
+    if model:
+        import anthropic  # noqa: F401
 
 
 def user_source(
@@ -14470,6 +14793,8 @@ def tool_use_mode(
     )
     if settings.merge:
         restore_scoring(scoring, settings)
+    else:
+        import_sdks(model=not settings.dry_run or bool(api_key_from_env()))
     if settings.dry_run:
         print_estimate(
             console,
@@ -14504,6 +14829,7 @@ def tool_use_mode(
 
 def query_mode(settings: Settings, console: Console) -> int:
     """-q / -c / --interactive / --simulate-user: conversations against the servers."""
+    start_servers_early(settings)
     cases, input_type = query_cases(settings)
     return tool_use_mode(
         settings, console, cases, ToolCheckScoring(cases, False), "query", input_type, "query"
@@ -14512,6 +14838,7 @@ def query_mode(settings: Settings, console: Console) -> int:
 
 def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
+    start_servers_early(settings)
     if not settings.csv:
         raise InputError("--csv needs a suite file", hint="--csv tests.csv")
     cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
@@ -14529,6 +14856,7 @@ def csv_mode(settings: Settings, console: Console) -> int:
 def qa_mode(settings: Settings, console: Console) -> int:
     """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
     its own system prompt and --max-turns unless they are given."""
+    start_servers_early(settings)
     files = ([settings.qa] if settings.qa else []) + list(settings.tests)
     others = [f for f in files if kind_of_test_file(f) != "qa"]
     if others:
@@ -14560,6 +14888,7 @@ def qa_files_given(settings: Settings) -> bool:
 
 def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
+    start_servers_early(settings)
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
@@ -17475,14 +17804,16 @@ class FrontDoor(click.Group):
                 code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             click.echo(error_line(exc.format_message()), err=True)
-            sys.exit(2)
+            code = 2
         except InputError as exc:
             for line in str(exc).splitlines():  # several problems of one file: one line each
                 click.echo(error_line(line), err=True)
-            sys.exit(2)
+            code = 2
         except click.Abort:
-            sys.exit(interrupted_exit_code())
-        sys.exit(code or 0)
+            code = interrupted_exit_code()
+        finally:
+            stop_stdio_servers()  # whatever ended the invocation, no server outlives it
+        end_process(code or 0)
 
 
 def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
@@ -17636,5 +17967,12 @@ def build_cli() -> click.Group:
 main = build_cli()
 
 
-if __name__ == "__main__":
+def run_program() -> None:
+    """The program (`python evaluator.py`, `claude-tool-eval`): like main(), but it ends the
+    process as soon as its outputs are written (see end_process)."""
+    EXIT_AT_ONCE.append(True)
     main()
+
+
+if __name__ == "__main__":
+    run_program()

@@ -24,6 +24,8 @@ DEFAULT_MAX_USER_TURNS = 5
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call
 DEFAULT_CONNECT_TIMEOUT = 30.0  # starting an MCP server and its handshake
+DEFAULT_STOP_GRACE = 0.2  # a stdio server's time to exit after its stdin closes (then: SIGTERM)
+SERVER_TERM_WAIT = 0.5  # after SIGTERM, before SIGKILL, for a stdio server's process group
 DEFAULT_REQUEST_TIMEOUT = 600.0  # one model call, including the SDK's retries of it
 DEFAULT_MAX_RETRIES = 5  # SDK retries; higher than its 2 because suites run long
 DEFAULT_MAX_RESULT_CHARS = 20_000  # a tool result is cut to this many characters
