@@ -5040,6 +5040,7 @@ class McpHub:
         self.notices: list[str] = []
         self._anthropic_tools: list[dict] = []
         self._restarting: dict[str, asyncio.Lock] = {}
+        self.call_slots = asyncio.Semaphore(C.TOOL_CALLS_IN_FLIGHT)
 
     async def __aenter__(self) -> McpHub:
         """Every server connects at once (a stdio server may have started already, see
@@ -5157,6 +5158,14 @@ class McpHub:
         return sorted(self.tools)
 
     async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        """A tool call, once one of the hub's C.TOOL_CALLS_IN_FLIGHT slots is free: a --batch
+        round hands 1,000 conversations their answers at once, and 1,000 calls under way (each
+        with its state in the server, in this process for a --server-module) would be the run's
+        memory peak. The wait is not the call's duration."""
+        async with self.call_slots:
+            return await self.call_tool_now(name, arguments)
+
+    async def call_tool_now(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()
 
         def outcome(
@@ -5747,6 +5756,38 @@ def batch_custom_id(identity: str) -> str:
     return "r" + hashlib.sha256(identity.encode()).hexdigest()[:48]
 
 
+def batch_request_name(run: BatchRun | None, index: int, params: dict) -> tuple[str, int]:
+    """A request's custom_id, and about the bytes it adds to a batch's body. (Its identity is as
+    long as the request: it is not kept while the request waits for its batch.)"""
+    identity = batch_identity(run, index, params)
+    return batch_custom_id(identity), len(identity)
+
+
+class BatchBody:
+    """A Message Batch's body, encoded one request at a time as it is sent (and once before, for
+    its length): never whole in memory. The SDK would copy every request's parameters and encode
+    them all at once, and for a round of 1,000 conversations that was the run's memory peak. It
+    reads again from the start if the SDK retries the request."""
+
+    def __init__(self, queued: Sequence[QueuedRequest]) -> None:
+        self.queued = queued
+        self.length = sum(len(part) for part in self.parts())
+
+    def parts(self) -> Iterator[bytes]:
+        yield b'{"requests": ['
+        for index, q in enumerate(self.queued):
+            entry = {"custom_id": q.custom_id, "params": q.params}
+            yield (b", " if index else b"") + json_text(entry, indent=None).encode()
+        yield b"]}"
+
+    async def chunks(self) -> Any:
+        for part in self.parts():
+            yield part
+
+    def __aiter__(self) -> Any:
+        return self.chunks()
+
+
 def worst_case_cost(params: dict) -> float:
     """The most one batch request can cost (--max-cost): a generous token count of everything it
     sends, all priced as cache writes, and every output token it allows."""
@@ -5845,6 +5886,7 @@ class BatchedModel:
         self.max_cost, self.say = max_cost, say
         self.live = 0  # conversations under way
         self.waiting = 0  # requests in a batch (this run's or an earlier one's)
+        self.reading = 0  # batches whose results are being read: the next round waits for them
         self.queue: list[QueuedRequest] = []
         self.spent = 0.0  # what this invocation's batches cost (batch price)
         self.committed = 0.0  # worst case of the requests in batches not yet ended
@@ -5879,8 +5921,7 @@ class BatchedModel:
         index = run.calls if run else 0
         if run:
             run.calls += 1
-        identity = batch_identity(run, index, params)
-        custom_id = batch_custom_id(identity)
+        custom_id, size = batch_request_name(run, index, params)
         earlier = self.ledger.earlier.get(custom_id)
         if earlier:
             result = await self.earlier_result(earlier, custom_id)
@@ -5888,7 +5929,7 @@ class BatchedModel:
                 self.reused += 1
                 return self.reply_of(result.message)
         answer = asyncio.get_running_loop().create_future()
-        self.queue.append(QueuedRequest(custom_id, params, answer, run, len(identity)))
+        self.queue.append(QueuedRequest(custom_id, params, answer, run, size))
         self.last_queued = time.monotonic()
         if self._collector is None or self._collector.done():
             self._collector = asyncio.ensure_future(self.collect())
@@ -5909,12 +5950,15 @@ class BatchedModel:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self.queue and len(self.queue) + self.waiting < self.live:
+            while self.queue and (len(self.queue) + self.waiting < self.live or self.reading):
+                # the settle time counts from the last request queued or result read
                 idle = time.monotonic() - self.last_queued
-                if idle >= C.BATCH_SETTLE_SECONDS:
+                if idle >= C.BATCH_SETTLE_SECONDS and not self.reading:
                     break
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), C.BATCH_SETTLE_SECONDS - idle)
+                    await asyncio.wait_for(
+                        self._wake.wait(), max(0.05, C.BATCH_SETTLE_SECONDS - idle)
+                    )
                 self._wake.clear()
             taken, size = 0, 0
             for q in self.queue[
@@ -5960,41 +6004,71 @@ class BatchedModel:
         return sent
 
     async def send(self, queued: list[QueuedRequest]) -> None:
-        reserved = sum(q.reserved for q in queued)
-        self.committed += reserved
+        """One round as one batch; each request's answer goes to its conversation as its result
+        is read, and the next round forms as they come back."""
+        pending = {q.custom_id: q for q in queued}  # not answered yet
+        self.committed += sum(q.reserved for q in queued)
+        batch_id, failure = "", None
         try:
             await self.direct._check_endpoint_once()
+            body = BatchBody(queued)
             batch = await self.api(
-                self.client.messages.batches.create(
-                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]  # type: ignore[typeddict-item]  # params: batch_params' plain dict for the SDK's TypedDict
+                self.client.post(
+                    "/v1/messages/batches",
+                    content=body,
+                    cast_to=self.direct._anthropic.types.messages.MessageBatch,
+                    options={
+                        "headers": {
+                            "content-type": "application/json",
+                            "content-length": str(body.length),
+                        }
+                    },
                 ),
                 creating=True,
             )
+            batch_id = batch.id
             self.ledger.add(batch.id, [q.custom_id for q in queued])
             self.batches += 1
             self.in_flight.add(batch.id)
-            results = await self.results_of(
-                batch.id, len(queued), f"batch {self.batches}", C.BATCH_POLL_FIRST_SECONDS
+            await self.results_of(
+                batch.id,
+                len(queued),
+                f"batch {self.batches}",
+                C.BATCH_POLL_FIRST_SECONDS,
+                lambda custom_id, result: self.answer(
+                    pending.pop(custom_id, None), result, batch_id
+                ),
             )
             self.in_flight.discard(batch.id)
         except asyncio.CancelledError:
-            for q in queued:
+            for q in pending.values():
                 q.answer.cancel()
             raise
         except Exception as exc:
-            for q in queued:
-                if not q.answer.done():
-                    q.answer.set_exception(exc)
-            return
+            failure = exc
         finally:
-            self.committed -= reserved
-            self.waiting -= len(queued)
+            for q in pending.values():  # no result came back for these, or the batch failed
+                self.committed -= q.reserved
+                self.waiting -= 1
             self._wake.set()
-        for q in queued:
-            self.settle(q, results.get(q.custom_id), batch.id)
+        for q in pending.values():
+            if failure is None:
+                self.settle(q, None, batch_id)
+            elif not q.answer.done():
+                q.answer.set_exception(failure)
 
-    def settle(self, q: QueuedRequest, result: Any, batch_id: str) -> None:
-        if q.answer.done():
+    def answer(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+        """A request's result, read from its batch: it no longer waits, nor holds its worst case
+        against --max-cost (what it cost is spent now)."""
+        if q is None:
+            return
+        self.committed -= q.reserved
+        self.waiting -= 1
+        self.settle(q, result, batch_id)
+        self._wake.set()
+
+    def settle(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+        if q is None or q.answer.done():
             return
         if getattr(result, "type", None) == "succeeded":
             reply = self.reply_of(result.message)
@@ -6004,9 +6078,16 @@ class BatchedModel:
             q.answer.set_exception(BatchRequestFailed(batch_failure(result, batch_id)))
 
     async def results_of(
-        self, batch_id: str, total: int, label: str, first_wait: float = 0.0
+        self,
+        batch_id: str,
+        total: int,
+        label: str,
+        first_wait: float = 0.0,
+        each: Callable[[str, Any], None] | None = None,
     ) -> dict[str, Any]:
-        """Polls a batch with backoff until it has ended, then reads its results (JSONL)."""
+        """Polls a batch with backoff until it has ended, then reads its results (JSONL): into a
+        dict by custom_id, or, with `each`, handed on one by one as they are read (a round's
+        conversations go on as their answers come, and no round's results are held whole)."""
         delay, started = first_wait, time.monotonic()
         while True:
             if delay:
@@ -6029,8 +6110,17 @@ class BatchedModel:
                 C.BATCH_POLL_MAX_SECONDS,
             )
         results: dict[str, Any] = {}
-        async for item in await self.api(self.client.messages.batches.results(batch_id)):
-            results[item.custom_id] = item.result
+        self.reading += each is not None
+        try:
+            async for item in await self.api(self.client.messages.batches.results(batch_id)):
+                if each is not None:
+                    each(item.custom_id, item.result)
+                else:
+                    results[item.custom_id] = item.result
+        finally:
+            self.reading -= each is not None
+            self.last_queued = time.monotonic()
+            self._wake.set()
         return results
 
     async def earlier_result(self, batch_id: str, custom_id: str) -> Any:

@@ -24,6 +24,7 @@ DEFAULT_MAX_USER_TURNS = 5
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call
 DEFAULT_CONNECT_TIMEOUT = 30.0  # starting an MCP server and its handshake
+TOOL_CALLS_IN_FLIGHT = 32  # tool calls under way at once (all servers), however many runs are
 DEFAULT_STOP_GRACE = 0.2  # a stdio server's time to exit after its stdin closes (then: SIGTERM)
 SERVER_TERM_WAIT = 0.5  # after SIGTERM, before SIGKILL, for a stdio server's process group
 DEFAULT_REQUEST_TIMEOUT = 600.0  # one model call, including the SDK's retries of it
