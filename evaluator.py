@@ -9250,6 +9250,16 @@ OPTIONS: list[Option] = [
     ),
     option(
         SERVERS,
+        "--stop-grace",
+        type=FiniteFloat(min=0, max=60),
+        default=C.DEFAULT_STOP_GRACE,
+        show_default=True,
+        metavar="S",
+        help="Seconds a stdio server may take to exit after its stdin closes at the end of a run; "
+        "then its process group is terminated.",
+    ),
+    option(
+        SERVERS,
         "--max-result-chars",
         type=click.IntRange(min=0),
         default=C.DEFAULT_MAX_RESULT_CHARS,
@@ -9649,6 +9659,7 @@ class Settings:
     mcp_config: str | None = None
     server_module: tuple[str, ...] = ()
     tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT
+    stop_grace: float = C.DEFAULT_STOP_GRACE
     max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
     server_url: tuple[str, ...] = ()
     transport: str = "http"
@@ -11001,6 +11012,7 @@ class ToolUseRunner:
             self.settings.tool_timeout,
             self.settings.max_result_chars,
             policy=self.tool_policy,
+            stop_grace=self.settings.stop_grace,
         ) as hub:
             for notice in hub.notices:
                 self.say_notice(notice)
@@ -15974,7 +15986,10 @@ class ToolDescriptionTask:
     def prepare(self) -> None:
         async def listing() -> None:
             async with McpHub(
-                self.servers, self.settings.tool_timeout, self.settings.max_result_chars
+                self.servers,
+                self.settings.tool_timeout,
+                self.settings.max_result_chars,
+                stop_grace=self.settings.stop_grace,
             ) as hub:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
@@ -16862,6 +16877,7 @@ SERVER_OPTIONS = frozenset(
         "mcp_config",
         "server_module",
         "tool_timeout",
+        "stop_grace",
         "max_result_chars",
         "server_url",
         "transport",
