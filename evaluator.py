@@ -328,13 +328,23 @@ def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
 
 
 # ---------------------------------------------------------------------------- files: read checked, written atomically
+def read_at_most(handle: Any, limit: int) -> bytes:
+    """Up to `limit` bytes, a megabyte at a time: read(limit) would reserve all of them first
+    (10 MB for every input file, a transient the run's memory peak keeps)."""
+    chunks, total = [], 0
+    while total < limit and (chunk := handle.read(min(1 << 20, limit - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
 def read_text_file(path: str | Path, what: str) -> str:
     """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
     path = Path(path)
     limit = C.MAX_INPUT_FILE_BYTES
     try:
         with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
-            raw = handle.read(limit + 1)
+            raw = read_at_most(handle, limit + 1)
     except OSError as exc:
         hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
