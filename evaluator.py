@@ -14662,15 +14662,16 @@ def start_servers_early(settings: Settings) -> None:
         )
 
 
-def import_sdks(model: bool) -> None:
-    """The MCP SDK and jsonschema (the tools' argument checks), and the Anthropic SDK unless no
-    model is called (a dry run without a key), imported once, here: after the input is checked
-    (bad input never waits for them), while the stdio servers start, and not on the event loop
-    in the middle of the first runs."""
-    import jsonschema  # noqa: F401
+def import_sdks(dry_run: bool) -> None:
+    """The MCP SDK, and for a run the Anthropic SDK and jsonschema (the tools' argument checks),
+    imported once, here: after the input is checked (bad input never waits for them), while the
+    stdio servers start, and not on the event loop in the middle of the first runs. A dry run
+    needs the Anthropic SDK only to count tokens (with a key), and checks no arguments."""
     import mcp  # noqa: F401
 
-    if model:
+    if not dry_run:
+        import jsonschema  # noqa: F401
+    if not dry_run or api_key_from_env():
         import anthropic  # noqa: F401
 
 
@@ -14919,7 +14920,7 @@ def tool_use_mode(
     if settings.merge:
         restore_scoring(scoring, settings)
     else:
-        import_sdks(model=not settings.dry_run or bool(api_key_from_env()))
+        import_sdks(settings.dry_run)
     if settings.dry_run:
         print_estimate(
             console,
