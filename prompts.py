@@ -73,6 +73,7 @@ SYSTEM_PROMPTS = {
     "MINIMAL_SYSTEM_PROMPT": MINIMAL_SYSTEM_PROMPT,
     "TOOL_SELECTION_PROMPT": TOOL_SELECTION_PROMPT,
     "QA_SYSTEM_PROMPT": QA_SYSTEM_PROMPT,
+    "NONE": "",  # no system prompt at all (BFCL's protocol: only the question's own messages)
 }
 DEFAULT_SYSTEM_PROMPT = "CLAUDE_CODE_SYSTEM_PROMPT"
 
@@ -273,3 +274,106 @@ OPTIMIZER_NO_HISTORY = "(none yet)"
 
 OPTIMIZER_INVALID = """\
 That proposal cannot be used: {reason}. Call `propose` again with a corrected proposal."""
+
+# ----------------------------------------------------------------------------- τ²-bench (import tau2)
+# The agent's system prompt of τ²-bench (tau2/agent/llm_agent.py: AGENT_INSTRUCTION in
+# SYSTEM_PROMPT), verbatim; `import tau2` fills in the domain's policy.md.
+TAU2_AGENT_PROMPT = """\
+<instructions>
+You are a customer service agent that helps the user according to the <policy> provided below.
+In each turn you can either:
+- Send a message to the user.
+- Make a tool call.
+You cannot do both at the same time.
+
+Try to be helpful and always follow the policy. Always make sure you generate valid JSON only.
+</instructions>
+<policy>
+{policy}
+</policy>"""
+
+# ----------------------------------------------------------------------------- the crowded room: decoys and overlap
+# lookalike:N: the decoy writer answers through the forced `write_decoys` tool only, one call per
+# set. Decoys sit close to the skill (or tools) under test: same domain, a different job.
+DECOY_SYSTEM_PROMPT = """\
+You write decoys for an evaluation of how Claude chooses among many Agent Skills or tools. A \
+decoy is a plausible skill or tool that a real user could have installed: it works in the same \
+domain as the one under test and uses much of its vocabulary, but does a different job, so a \
+careful reader of the two descriptions can always tell which one a request needs. Decoys are \
+never parodies, never harmful, never copies. Answer by calling the `write_decoys` tool exactly once."""
+
+DECOY_SKILLS_PROMPT = """\
+The Agent Skill under test:
+
+- name: {name}
+- description: {description}
+
+Write {count} decoy skills close to it (variant {seed} of this set). Each decoy has:
+- name: lowercase letters, digits and single hyphens, at most 64 characters, unlike `{name}` and \
+unlike each other;
+- description: one to three sentences (at most {limit} characters, no '<' or '>') saying what it \
+does and when to use it, in the style of a real SKILL.md description.
+
+Spread them over neighbouring jobs: some close enough to be confused with `{name}` on a careless \
+reading, some further away. Call `write_decoys` with all {count}."""
+
+DECOY_TOOLS_PROMPT = """\
+The MCP tools under test:
+
+{tools}
+
+Write {count} decoy tools close to them (variant {seed} of this set). Each decoy has:
+- name: letters, digits, underscores and hyphens (at most 64 characters), unlike every tool above \
+and unlike each other;
+- description: one or two sentences saying what it does, in the style of the tools above;
+- like: the name of the tool above it resembles most (it takes the same arguments).
+
+Spread them over neighbouring jobs: some close enough to be confused with a real tool on a \
+careless reading, some further away. Call `write_decoys` with all {count}."""
+
+DECOYS_INVALID = """\
+Those decoys cannot be used: {reason}. Call `write_decoys` again with the whole corrected set."""
+
+# What an installed decoy skill says when Claude loads it.
+DECOY_SKILL_BODY = """\
+# {name}
+
+This skill was installed by an evaluation as a decoy. It has no instructions: answer the user's \
+request as you would without it."""
+
+# What Claude receives when it calls a distractor tool (a decoy, or a tool of a --distractor-tools
+# server): neutral, so the run goes on as it would after a failed call.
+DECOY_TOOL_RESULT = "This tool is unavailable right now. No action was taken."
+
+# --optimize with --distractors: what the proposer learns about the skills that took the queries.
+OPTIMIZE_CROWD_NOTE = """\
+
+Other skills are installed beside `{name}` (as they are in the user's setup). These took training \
+queries that should have triggered `{name}`; the new description must win those queries back \
+without claiming their jobs:
+
+{thieves}"""
+
+# overlap: the judge of a pair of skills, through the forced `assess_overlap` tool only.
+OVERLAP_SYSTEM_PROMPT = """\
+You review pairs of Agent Skills installed together. Claude chooses a skill by its name and \
+description alone, so two skills whose descriptions claim the same requests will steal each \
+other's queries. Judge only the descriptions you are given. Answer by calling the \
+`assess_overlap` tool exactly once."""
+
+OVERLAP_PROMPT = """\
+<skill name="{a}">
+{a_description}
+</skill>
+
+<skill name="{b}">
+{b_description}
+</skill>
+
+How likely is Claude to pick one of these skills for a request meant for the other?
+- risk: HIGH (many realistic requests fit both descriptions), MEDIUM (some do), LOW (they are \
+easy to tell apart);
+- queries: up to {count} realistic user requests that would confuse them (none for LOW);
+- disambiguation: one line saying how the descriptions should differ (which skill owns what).
+
+Call `assess_overlap` with your verdict."""

@@ -8,6 +8,16 @@ DEFAULT_GENERATION_MODEL = FAST_MODEL
 DEFAULT_TRIGGER_MODEL = "haiku"  # an alias the Claude Code CLI resolves itself
 DEFAULT_JUDGE_MODEL = FAST_MODEL  # the LLM judge of rubrics and `judge` answers
 STRONGEST_MODEL = "claude-opus-5-5"  # the most capable model named here
+# The model ids a dry run names when a given one is unknown (a typo, most often).
+KNOWN_MODELS = (
+    "claude-opus-5-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+    "claude-opus-4-5",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "claude-opus-4-1",
+)
 DEFAULT_OPTIMIZER_MODEL = STRONGEST_MODEL  # --optimize: proposes new descriptions
 
 # ----------------------------------------------------------------------------- conversation defaults
@@ -20,6 +30,10 @@ DEFAULT_ITERATIONS = 1
 DEFAULT_CASE_THRESHOLD = 1.0  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_USER_TURNS = 5
+# import tau2: a τ² task may take dozens of tool calls and user messages (τ²'s own cap is 200
+# steps of either)
+TAU2_MAX_TURNS = 100
+TAU2_MAX_USER_TURNS = 30
 
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call
@@ -34,6 +48,9 @@ STDERR_TAIL_CHARS = 2_000  # how much of a server's stderr an error quotes
 TOOL_RESULT_PREVIEW_CHARS = 160  # a tool result's one-line view in the live terminal
 HTML_TEXT_CHARS = 4_000  # --html: each message, argument list and tool result is cut to this
 CLAUDE_TOOL_RESULT_CHARS = 2_000  # a `claude` run's tool result, as its results entry keeps it
+PATTERN_TIME_LIMIT_MS = 1_000  # one text, for a pattern RE2 cannot take (Python's re, in a worker)
+PATTERN_WORKER_START_SECONDS = 10.0  # that worker process must start within this
+STOP_GRACE_SECONDS = 10.0  # the first stop signal: the run ends within this, else the process does
 
 # ----------------------------------------------------------------------------- input limits (loaders refuse beyond these)
 MAX_INPUT_FILE_BYTES = (
@@ -104,6 +121,8 @@ CLAUDE_DISALLOWED_TOOLS = (
 CLAUDE_MAX_OUTPUT_BYTES = 20_000_000  # stream-json kept per run
 CLAUDE_STDERR_TAIL_CHARS = 1_000
 WRITE_GUARD_MAX_ENTRIES = 20_000  # files fingerprinted per watched folder
+CLAUDE_TMPDIR_MAX_CHARS = 60  # a run's TMPDIR longer than this moves to /tmp (sandbox socket paths)
+END_DESCENDANTS_ROUNDS = 10  # looks for what a finished run left running (each round: kill, reap)
 TASK_ALLOWABLE_TOOLS = (
     "Bash",
     "Edit",
@@ -147,7 +166,12 @@ ESTIMATED_JUDGE_TRAJECTORY_TOKENS = 600  # --dry-run: the answer and trajectory 
 ESTIMATED_JUDGE_OUTPUT_TOKENS = 150  # --dry-run: the judge's verdict
 
 # ----------------------------------------------------------------------------- tools that change things
-TOOL_POLICIES = ("live", "safe", "read-only")  # --tool-policy: which calls reach the real server
+TOOL_POLICIES = (
+    "live",
+    "safe",
+    "strict",
+    "read-only",
+)  # --tool-policy: which calls reach the real server
 DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
 REPLAY_MISS_CHOICES = (
     "error",
@@ -180,3 +204,24 @@ BATCH_SETTLE_SECONDS = 2.0  # a round is sent once every live conversation waits
 BATCH_POLL_FIRST_SECONDS = 0.5  # the first look at a batch after creating it
 BATCH_POLL_MAX_SECONDS = 60.0  # polls back off (x BATCH_POLL_GROWTH) up to this interval
 BATCH_POLL_GROWTH = 1.5
+
+# ----------------------------------------------------------------------------- secrets
+PARTIAL_SECRET_CHARS = 12  # a run this long of a secret, where a text was cut, is masked too
+RANDOM_SECRET_MIN_CHARS = 16  # letters and digits of a value that counts as a secret unnamed
+RANDOM_SECRET_MIN_ENTROPY = 3.0  # bits per character of such a value
+
+# ----------------------------------------------------------------------------- the crowded room: distractors and overlap
+DEFAULT_DECOY_MODEL = FAST_MODEL  # writes lookalike:N decoys (one forced tool call per set)
+DECOY_MAX_TOKENS = 8192  # the decoy writer's one forced `write_decoys` call
+MAX_DECOYS = 200  # lookalike:N asks for at most this many decoys in one set
+DECOYS_FORMAT = "claude-tool-eval decoys 1"  # the "format" of every --distractors-file
+DISTRACTOR_SEARCH_DEPTH = 4  # folders deep a --distractors folder is searched for SKILL.md files
+ESTIMATED_DECOY_TOKENS = 60  # --dry-run: a decoy's listing line (skills) or definition (tools)
+DECOY_TOOL_TIMEOUT = 10.0  # seconds the in-process decoy server may take to answer a call
+CONSOLIDATION_HINT_RATE = 0.2  # a pair is a consolidation hint when one takes this share of the
+# other's runs (its positive queries' runs, or its expected calls)
+OVERLAP_MIN_SIMILARITY = 0.08  # the lexical pre-filter: pairs below this word overlap are LOW
+OVERLAP_JUDGED_PAIRS = 20  # the closest pairs above the filter that the judge reads
+OVERLAP_MAX_TOKENS = 1024  # the judge's one forced `assess_overlap` call per pair
+OVERLAP_QUERIES = 3  # confusing queries the judge is asked for per pair
+ESTIMATED_OVERLAP_OUTPUT_TOKENS = 250  # --dry-run: the judge's verdict on one pair

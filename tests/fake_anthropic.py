@@ -19,6 +19,10 @@ An answer ("spec") is a dict, built with the helpers below:
   GET /v1/messages/batches/{id} says `in_progress` for `batch_polls` polls (and `batch_latency`
   seconds), then `ended` with `results_url`; GET .../results is the JSONL of the results.
 
+A scripted agent that works through a plan, one call a turn: `step_through(plan, done)` answers
+a request carrying n tool results (`tool_results_in(body)`) with plan[n], and with `done` after
+the last; `system_of(body)` is a request's system prompt as text.
+
 Answers come from `responder(request_body)` when given and it returns a spec, else from the
 FIFO queue (`push`), else the default answer (`reply(text("OK"))`).
 
@@ -27,6 +31,24 @@ a tool of the request (else 400), and the answer is the scripted reply's first `
 alone, with stop_reason `tool_use` (`{"type": "any"}`: its first tool_use of any tool). A scripted
 reply without such a call is a mistake of the test: a 400 that says so. `forced_tool(body)` tells
 a responder which tool a request forces; every request's body is recorded with its `tool_choice`.
+
+Crowds: who wins among many skills and tools (tests/test_crowding.py computes the expected curve
+and thieves with the same functions):
+- words: `words(text)` are the lowercase runs of letters and digits of three or more characters,
+  less STOPWORDS; two texts share `len(words(a) & words(b))` words.
+- `best_match(prompt, candidates)`: of `{name: description}`, the one whose description shares the
+  most words with the prompt; ties go to the name first in sorted order; None when the best shares
+  fewer than MIN_SHARED_WORDS.
+- `crowd_claude_code` plays Claude Code's model among many skills. It reads the skill listing
+  Claude Code puts in the request (`listed_skills(body)`: the `- name: description` lines under
+  "The following skills are available for use with the Skill tool"; a skill listed by name alone,
+  past Claude Code's listing budget, has no description to share words with) and, in one reply,
+  calls the Skill tool for `crowd_skill_choice(query, listed)`: the best match of the query, then
+  every other listed skill the query names as `/name` (fired alongside). After a tool result it
+  answers in text; with no skill chosen it answers at once.
+- `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
+  request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
+  answers in text; no match: it answers at once.
 """
 
 from __future__ import annotations
@@ -170,6 +192,135 @@ def user_query(body: dict) -> str:
         if texts:
             return texts[-1]
     return ""
+
+
+def system_of(body: dict) -> str:
+    """A request's system prompt as text (a string or text blocks; "" when it has none)."""
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return str(system)
+
+
+def tool_results_in(body: dict) -> int:
+    """How many tool results a request carries: for a model that makes one call a turn, how many
+    of its calls have been answered (a scripted agent's step through its plan)."""
+    return sum(
+        1
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    )
+
+
+def step_through(plan: list[Spec], done: Spec) -> Callable[[dict], Spec]:
+    """A scripted agent: the n-th spec of `plan` answers a request carrying n tool results (one
+    call a turn), and `done` answers once the plan is through."""
+
+    def respond(body: dict) -> Spec:
+        step = tool_results_in(body)
+        return plan[step] if step < len(plan) else done
+
+    return respond
+
+
+# ----------------------------------------------------------------------------- crowds: who wins among many
+STOPWORDS = frozenset(
+    "the and for with that this from into your you are was were has have had not but can its "
+    "their them they then than when what which who how why all any each use uses used using "
+    "should would could about over under more most some such only also".split()
+)
+MIN_SHARED_WORDS = 2
+SKILL_LISTING_HEADER = "The following skills are available for use with the Skill tool"
+
+
+def words(text: str) -> set[str]:
+    import re
+
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS}
+
+
+def shared_words(a: str, b: str) -> int:
+    return len(words(a) & words(b))
+
+
+def best_match(prompt: str, candidates: dict[str, str]) -> str | None:
+    """The candidate whose description shares the most words with the prompt (ties: the name
+    first in sorted order); None when the best shares fewer than MIN_SHARED_WORDS."""
+    scored = sorted((-shared_words(prompt, text), name) for name, text in candidates.items())
+    if not scored or -scored[0][0] < MIN_SHARED_WORDS:
+        return None
+    return scored[0][1]
+
+
+def named_in(query: str, names: list[str]) -> list[str]:
+    """The names the query writes as `/name` (a word of their own), in sorted order."""
+    import re
+
+    return sorted(n for n in names if re.search(rf"(?<![\w/])/{re.escape(n)}(?![\w-])", query))
+
+
+def crowd_skill_choice(query: str, listed: dict[str, str]) -> list[str]:
+    """The skills the crowd's Claude Code model fires for a query, in order: the best match of
+    the query's words, then every other listed skill the query names as `/name`."""
+    best = best_match(query, listed)
+    return ([best] if best else []) + [n for n in named_in(query, list(listed)) if n != best]
+
+
+def request_texts(body: dict) -> list[str]:
+    """Every text of a request: the system prompt and each message's text blocks."""
+    system = body.get("system") or ""
+    texts = [system] if isinstance(system, str) else [b.get("text", "") for b in system]
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [b.get("text", "") for b in content if isinstance(b, dict)]
+    return texts
+
+
+def listed_skills(body: dict) -> dict[str, str]:
+    """Claude Code's skill listing in a request: name -> description ("" when listed by name
+    alone)."""
+    import re
+
+    found: dict[str, str] = {}
+    for text in request_texts(body):
+        at = text.find(SKILL_LISTING_HEADER)
+        if at < 0:
+            continue
+        block = text[at:].split("</system-reminder>")[0]
+        for line in block.splitlines()[1:]:
+            match = re.match(r"^- ([^\s:][^:]*?)(?::\s(.*))?$", line)
+            if match:
+                found.setdefault(match.group(1).strip(), (match.group(2) or "").strip())
+    return found
+
+
+def has_tool_result(body: dict) -> bool:
+    content = (body.get("messages") or [{}])[-1].get("content")
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
+def crowd_claude_code(body: dict) -> Spec:
+    """Claude Code's model among many skills (see the module docstring)."""
+    if has_tool_result(body):
+        return reply(text("Done: answered with the skill's help."))
+    chosen = crowd_skill_choice(user_query(body), listed_skills(body))
+    if not chosen:
+        return reply(text("Here is my answer, without a skill."))
+    return reply(*[tool_use("Skill", {"skill": name}) for name in chosen])
+
+
+def crowd_tool_use(body: dict) -> Spec:
+    """The tool-use model among many tools (see the module docstring)."""
+    if has_tool_result(body):
+        return reply(text("Done: answered with the tool's result."))
+    offered = {t["name"]: t.get("description", "") for t in body.get("tools") or []}
+    chosen = best_match(user_query(body), offered)
+    return reply(tool_use(chosen, {})) if chosen else reply(text("No tool is needed for that."))
 
 
 # ----------------------------------------------------------------------------- token accounting

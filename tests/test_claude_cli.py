@@ -171,7 +171,9 @@ def test_positive_activates_negative_does_not_and_nothing_outside_changes(sandbo
 
 def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
     with ScriptedAnthropic(responder=responder) as api:
-        trigger = write_trigger(sandbox, [f"SQL please {HANG_MARKER}"], ["Tell me a joke"])
+        # its own marker: another test's hung query may be alive while this one looks
+        marker = f"{HANG_MARKER}-alone"
+        trigger = write_trigger(sandbox, [f"SQL please {marker}"], ["Tell me a joke"])
         out = sandbox / "results.json"
         start = time.monotonic()
         done = run_evaluator(
@@ -184,22 +186,22 @@ def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
             "--runs",
             "1",
             "--trigger-timeout",
-            "4",
+            "12",  # the joke's run must finish in time on a loaded machine too
             "-o",
             str(out),
         )
         elapsed = time.monotonic() - start
     assert done.returncode == 1, done.stderr + done.stdout
-    assert elapsed < 25
+    assert elapsed < 40
     [score] = json.loads(out.read_text())["trigger_scores"]
     hung = next(q for q in score["queryResults"] if HANG_MARKER in q["query"])
     assert hung["actual"] == "error" and hung["erroredRuns"] == 1 and hung["runs"] == 0
     assert score["erroredRuns"] == 1 and score["erroredQueries"] == 1
     assert score["positives"] == 0  # excluded from the rates, not counted as a miss
     [run] = [r for r in json.loads(out.read_text())["results"] if HANG_MARKER in r["query"]]
-    assert run["timed_out"] and "timed out after 4s" in run["error"]
+    assert run["timed_out"] and "timed out after 12s" in run["error"]
     leftovers = subprocess.run(
-        ["pgrep", "-f", HANG_MARKER], capture_output=True, text=True
+        ["pgrep", "-f", marker], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == []
 

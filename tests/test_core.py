@@ -444,11 +444,14 @@ def test_config_with_two_servers_disambiguates_shared_tool_names(api, tmp_path):
 def test_server_env_passes_only_named_variables(api, monkeypatch):
     monkeypatch.setenv("MY_SETTING", "from-parent")
     monkeypatch.setenv("NOT_PASSED", "hidden")
+    monkeypatch.setenv("SERVICE_TOKEN", "service-token-value")
     api.push(
         reply(
             tool_use("echo_env", {"name": "MY_SETTING"}),
             tool_use("echo_env", {"name": "NOT_PASSED"}),
             tool_use("echo_env", {"name": "EXTRA"}),
+            tool_use("echo_env", {"name": "SERVICE_TOKEN"}),
+            tool_use("echo_env", {"name": "ANTHROPIC_API_KEY"}),
         ),
         reply(text("ok")),
     )
@@ -461,10 +464,12 @@ def test_server_env_passes_only_named_variables(api, monkeypatch):
         "MY_SETTING",
         "--server-env",
         "EXTRA=set-here",
+        "--server-env",
+        "SERVICE_TOKEN",
     )
     outputs = [c["output"] for c in document["results"][0]["tool_calls"]]
-    # the server got both values; the results never show values passed to servers
-    assert outputs == ["[REDACTED]", "<unset>", "[REDACTED]"]
+    # the server got what was named, and no API key; settings are shown, credentials never
+    assert outputs == ["from-parent", "<unset>", "set-here", "[REDACTED]", "<unset>"]
 
 
 def test_public_time_server_over_stdio(api):

@@ -336,7 +336,6 @@ PAIR = "   <qa_pair>\n      <question>q</question>\n      <answer>a</answer>\n  
         ("", 1, "malformed XML: no element found"),
         (BILLION_LAUGHS, 2, "DOCTYPE declarations are not allowed in a QA evaluation"),
         (EXTERNAL_ENTITY, 1, "DOCTYPE declarations are not allowed"),
-        ("<tests>\n" + PAIR + "</tests>\n", 1, "the root element is <tests>, not <evaluation>"),
         ("<evaluation>\n</evaluation>\n", 1, "the evaluation has no <qa_pair>"),
         (
             "<evaluation>\n"
@@ -388,7 +387,8 @@ def test_tests_reads_an_xml_file_as_a_qa_evaluation_and_refuses_unknown_formats(
 ):
     good = write(tmp_path / "evaluation.xml", "<evaluation>\n" + PAIR + "</evaluation>\n")
     settings = E.settings_from(
-        E.main.make_context("evaluator", ["--tests", str(good)]).params, frozenset({"tests"})
+        E.main.commands["run"].make_context("evaluator", ["--tests", str(good)]).params,
+        frozenset({"tests"}),
     )
     assert E.select_mode(settings).name == "qa"
     unknown = write(tmp_path / "suite.yaml", "a: b\n")
@@ -897,3 +897,9 @@ def test_tool_coverage_is_pure_and_counts_tools_no_server_offers():
         0.5,
     )
     assert E.tool_coverage([], [], []).coverage is None
+
+
+def test_any_root_element_holds_qa_pairs_as_mcp_builder_reads_them(tmp_path: Path):
+    for root in ("evaluation", "evaluations", "tests"):
+        path = write(tmp_path / f"{root}.xml", f"<{root}>\n" + PAIR + f"</{root}>\n")
+        assert [c.prompt for c in E.load_qa_suite(path)] == ["q"]

@@ -295,7 +295,10 @@ def test_13_csv_out_neutralises_formula_cells(csv_run):
     assert [n[:2] for n in names] == ["'=", "'@", "'-", "'+", "'="]  # the loader strips the tab
     prompts = [row[2] for row in rows[1:]]
     assert [p[:2] for p in prompts] == ["'+", "'-", "'=", "'@", "'="]
-    assert "\x1b]0;PWNED-TITLE\x07" in names[3]  # a CSV keeps the data; only formulas are defused
+    # the data stays readable, its escape sequences and bidi overrides shown, never raw
+    assert "\\x1b]0;PWNED-TITLE\\x07" in names[3]
+    raw = (folder / "runs.csv").read_text(encoding="utf-8")
+    assert not RAW_CONTROLS.search(raw), RAW_CONTROLS.search(raw)
 
 
 # ============================================================================= the other modes
@@ -577,6 +580,8 @@ def test_xml_sink_replaces_what_xml_forbids():
         E.xml_text("a\x01\x0b\x1b\ufffe\uffff\ud800\tb\nc")
         == "a\\x01\\x0b\\x1b\\ufffe\\uffff\\ud800\tb\nc"
     )
+    # JUnit kept U+202E: a CI page showed the name reversed
+    assert E.xml_text("ok\u202etxt.exe\u2066") == "ok\\u202etxt.exe\\u2066"
     element = ET.Element("t", name=E.xml_text(HOSTILE_TEXT))
     element.text = E.xml_text(HOSTILE_TEXT)
     ET.fromstring(ET.tostring(element))
@@ -586,6 +591,14 @@ def test_xml_sink_replaces_what_xml_forbids():
 def test_csv_sink_neutralises_formulas(value):
     assert E.csv_cell(value) == "'" + value
     assert E.csv_cell("plain = text") == "plain = text" and E.csv_cell(-1) == -1
+
+
+def test_csv_sink_escapes_control_and_bidi_characters():
+    """--csv-out kept raw ESC and bidi-override characters."""
+    assert E.csv_cell("a\x1b[31mred\x07\u202eevil\x9b\x00") == (
+        "a\\x1b[31mred\\x07\\u202eevil\\x9b\\x00"
+    )
+    assert E.csv_cell("line\nbreak\tand tab") == "line\nbreak\tand tab"  # CSV quoting keeps them
 
 
 def test_json_sink_escapes_what_json_leaves_raw():

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -482,22 +483,55 @@ def test_a_verify_that_times_out_is_an_error_and_its_process_group_is_killed(api
     assert not pid_alive(int(pid_file.read_text())), "the command's own children are killed too"
 
 
-def test_any_other_exit_is_an_error_and_output_is_redacted(api, tmp_path):
-    script = "import os, sys\nprint('key', os.environ['ANTHROPIC_API_KEY'])\nprint('stderr', os.environ['ANTHROPIC_API_KEY'], file=sys.stderr)\nsys.exit(3)\n"
+def test_any_other_exit_is_an_error_and_output_is_redacted(api, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_DB_PASSWORD", "db-password-3f9a")  # a secret the command may need
+    script = (
+        "import os, sys\nprint('password', os.environ['CHECK_DB_PASSWORD'])\n"
+        "print('stderr', os.environ['CHECK_DB_PASSWORD'], file=sys.stderr)\nsys.exit(3)\n"
+    )
     api.responder = model()
     code, document, err = run_json("--csv", verify_suite(tmp_path, script), *server())
     assert code == 1, err
     [result] = document["results"]
     assert result["grades"]["verify"] == {"error": "exited with 3: stderr [REDACTED]"}
-    assert TEST_API_KEY not in json.dumps(document)
-    leaky = verify_suite(
-        tmp_path, "import os\nprint('the key is', os.environ['ANTHROPIC_API_KEY'])\n"
+    assert "db-password-3f9a" not in json.dumps(document)
+
+
+def test_a_verify_command_gets_no_api_credentials(api, tmp_path, monkeypatch):
+    """A verify command got the whole environment: a script echoed the key, reversed (which no
+    redactor can know), into the results."""
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "auth-token-5a6b7c8d")
+    script = (
+        "import os\nkey = os.environ.get('ANTHROPIC_API_KEY', '')\n"
+        "token = os.environ.get('ANTHROPIC_AUTH_TOKEN', '')\n"
+        "print('reversed:', key[::-1] or 'no key', token[::-1] or 'no token')\n"
     )
-    code, document, err = run_json("--csv", leaky, *server())
+    api.responder = model()
+    code, document, err = run_json("--csv", verify_suite(tmp_path, script), *server())
     assert document["results"][0]["grades"]["verify"] == {
         "passed": True,
-        "reason": "the key is [REDACTED]",
+        "reason": "reversed: no key no token",
     }
+    assert TEST_API_KEY[::-1] not in json.dumps(document)
+
+
+def test_a_verify_child_that_leaves_its_group_is_ended_too(api, tmp_path):
+    """A verify child that calls setsid outlived the timeout (the group kill cannot reach it)."""
+    marker = f"{4700 + os.getpid() % 97}.{time.time_ns() % 1000}"
+    script = (
+        "import subprocess, time\n"
+        f"subprocess.Popen(['setsid', 'sleep', '{marker}'], start_new_session=True)\n"
+        f"subprocess.Popen('(setsid sleep {marker} &)', shell=True)\n"
+        "time.sleep(60)\n"
+    )
+    api.responder = model()
+    code, document, err = run_json(
+        "--csv", verify_suite(tmp_path, script), *server(), "--verify-timeout", "2"
+    )
+    assert document["results"][0]["grades"]["verify"]["error"].startswith("timed out after 2s")
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    left = [line for line in ps.splitlines() if f"sleep {marker}" in line and " Z" not in line]
+    assert left == [], left
 
 
 def test_verify_and_rubric_columns_are_checked_when_the_suite_loads(tmp_path):

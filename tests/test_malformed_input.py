@@ -51,7 +51,10 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "csv/nul_byte.csv": ("contains a NUL byte", 2),
     "csv/ragged_row.csv": ("row has 7 fields, the header has 5", 3),
     "csv/unclosed_quote.csv": ("malformed CSV", 3),
-    "csv/unknown_column.csv": ("unknown column(s): expected_toolz", 1),
+    "csv/unknown_column.csv": (
+        "unknown column 'expected_toolz' (did you mean 'expected_tools'?)",
+        1,
+    ),
     "markdown_tests/alias_bomb.md": ("YAML aliases (*name) are not allowed", 4),
     "markdown_tests/bad_date.md": ("invalid YAML frontmatter: month must be in 1..12", 2),
     "markdown_tests/bad_yaml.md": ("invalid YAML frontmatter: mapping values are not allowed", 3),
@@ -249,9 +252,10 @@ def test_yaml_goes_through_safe_load_only():
     """Nothing in the evaluator parses YAML any other way."""
     source = (ROOT / "evaluator.py").read_text()
     calls = set(re.findall(r"yaml\.(\w+)\(", source))
-    assert calls <= {"safe_load", "parse", "safe_dump"}, (
-        calls
-    )  # safe_dump writes (a SKILL.md copy), never reads
+    # safe_dump writes (a SKILL.md copy), never reads; compose (with SafeLoader, after the same
+    # checks) only finds the project file's lines, and constructs nothing
+    assert calls <= {"safe_load", "parse", "safe_dump", "compose"}, calls
+    assert "yaml.compose(text, Loader=yaml.SafeLoader)" in source
 
 
 # ---------------------------------------------------------------------------------- property tests

@@ -629,7 +629,7 @@ def rewrite(path: Path, change) -> Path:
         ("not-the-schema", "does not match the results schema"),
         ("interrupted", "this shard was interrupted"),
         ("suite-edited", "the suite here is not the one the pieces ran"),
-        ("one-piece", "--merge needs the results files of at least two shards"),
+        ("one-piece", "merge needs the results files of at least two shards"),
     ],
 )
 def test_merge_refuses_pieces_that_are_not_one_run(pieces, case: str, message: str):

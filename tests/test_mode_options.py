@@ -40,7 +40,17 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, wait_for_port
-from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, tool_use, user_query
+from fake_anthropic import (
+    ScriptedAnthropic,
+    crowd_claude_code,
+    error,
+    forced_tool,
+    listed_skills,
+    reply,
+    text,
+    tool_use,
+    user_query,
+)
 
 import evaluator
 import prompts
@@ -160,6 +170,14 @@ SAMPLES: dict[str, list[str]] = {
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
     "benchmark_json": ["--benchmark-json", "benchmark.json"],
+    "unconfined": ["--unconfined"],
+    "ignore_path": ["--ignore-path", "*.swp"],
+    "overlap": ["--overlap"],
+    "distractors": ["--distractors", str(ROOT / "examples" / "skills")],
+    "distractor_steps": ["--distractor-steps", "0,1"],
+    "distractor_tools": ["--distractor-tools", "lookalike:2"],
+    "tool_steps": ["--tool-steps", "0,1"],
+    "distractors_file": ["--distractors-file", "decoys.json"],
 }
 
 # The smallest command line that selects each mode.
@@ -175,6 +193,7 @@ MODE_LINES: dict[str, list[str]] = {
     "csv": ["--csv", str(ROOT / "examples" / "test_queries.csv")],
     "query": ["-q", "Which tables are in my warehouse?"],
     "optimize": ["--optimize", "--csv", str(ROOT / "examples" / "test_queries.csv")],
+    "overlap": ["--overlap", "--skill", SAMPLE_SKILL, "--skill", str(OTHER_SKILL_DIR)],
 }
 
 
@@ -526,7 +545,7 @@ def calls(tool: str, **arguments: Any) -> Callable[[dict], dict]:
     return model
 
 
-ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_VAR")
+ECHO_ENV = calls("echo_env", name="EVAL_MODE_OPTION_TOKEN")
 
 
 def loops(body: dict) -> dict:
@@ -1188,7 +1207,7 @@ def stdio_run(lab: Lab, mode: str) -> Run:
                 "--server",
                 MISC_COMMAND,
                 "--server-env",
-                f"EVAL_MODE_OPTION_VAR={SECRET_VALUE}",
+                f"EVAL_MODE_OPTION_TOKEN={SECRET_VALUE}",
             ),
         ),
         model=ECHO_ENV,
@@ -1205,10 +1224,10 @@ def _(lab, mode):
 
 @observes("server_env", *TOOL_MODES)
 def _(lab, mode):
-    assert "EVAL_MODE_OPTION_VAR" not in os.environ, "the value can only come from --server-env"
+    assert "EVAL_MODE_OPTION_TOKEN" not in os.environ, "the value can only come from --server-env"
     run = stdio_run(lab, mode)
     assert SECRET_VALUE in tool_output(run), "the server process got the variable"
-    assert SECRET_VALUE not in run.stdout, "and it is a secret: redacted from the results"
+    assert SECRET_VALUE not in run.stdout, "a credential by its name: redacted from the results"
     assert all(r["tool_results"]["echo_env"] == "[REDACTED]" for r in run.document()["results"])
 
 
@@ -1222,7 +1241,7 @@ def _(lab, mode):
                     "cfg": {
                         "command": sys.executable,
                         "args": [str(MISC_SERVER)],
-                        "env": {"EVAL_MODE_OPTION_VAR": "from-config"},
+                        "env": {"EVAL_MODE_OPTION_TOKEN": "from-config"},
                     }
                 }
             }
@@ -2315,6 +2334,37 @@ def _(lab, mode):
     assert not (Path.cwd() / "eval-1").exists(), "without --artifacts nothing is kept on disk"
 
 
+@observes("unconfined", "skills")
+def _(lab, mode):
+    confined = lab.run(*task_line(lab, "--allow-tools", "Bash", "--json"), model=task_model)
+    loose = lab.run(
+        *task_line(lab, "--allow-tools", "Bash", "--unconfined", "--json"), model=task_model
+    )
+    assert confined.code == loose.code == 1, confined.output + loose.output  # Write is refused
+    assert confined.document()["isolation"]["unconfined"] is False
+    assert loose.document()["isolation"]["unconfined"] is True
+    without_bash = lab.run(*task_line(lab, "--allow-tools", "Write", "--unconfined"))
+    assert without_bash.code == 2 and "--unconfined applies to task runs allowed Bash" in (
+        without_bash.output
+    )
+
+
+@observes("ignore_path", "skills")
+def _(lab, mode):
+    def autosaving(body: dict) -> dict:  # an editor saving in the working folder as runs run
+        (Path.cwd() / f"draft-{time.time_ns()}.swp").write_text("x")
+        return task_model(body)
+
+    seen = lab.run(*task_line(lab, "--allow-tools", "Write", "--json"), model=autosaving)
+    ignored = lab.run(
+        *task_line(lab, "--allow-tools", "Write", "--ignore-path", "*.swp", "--json"),
+        model=autosaving,
+    )
+    assert seen.code == ignored.code == 0, seen.output + ignored.output
+    assert any(p.endswith(".swp") for p in seen.document()["isolation"]["changed_elsewhere"])
+    assert ignored.document()["isolation"]["changed_elsewhere"] == []
+
+
 @observes("baseline", "skills")
 def _(lab, mode):
     run = lab.run(
@@ -2927,3 +2977,440 @@ def _(lab, mode):
     assert lab.run("--from", source, "--benchmark-json", benchmark).code == 0
     document = json.loads(benchmark.read_text())
     assert [r["configuration"] for r in document["runs"]] == ["with_skill"]
+
+
+# ---------------------------------------------------------------------------- the crowded room: distractors and overlap
+REVENUE_DECOY = ("revenue-reporter", "Computes weekly revenue per country for finance.")
+CHART_DECOY = ("chart-painter", "Draws a chart of signups and churn for the board.")
+
+
+def crowd_folder(lab: Lab) -> Path:
+    """Two distractor skills: revenue-reporter shares as many words with POSITIVE as
+    warehouse-sql does (the crowd rule gives it the tie), chart-painter none."""
+    folder = lab.root / "crowd"
+    for name, description in (REVENUE_DECOY, CHART_DECOY):
+        write(
+            folder / name / "SKILL.md",
+            f"---\nname: {name}\ndescription: {description}\n---\nBody.\n",
+        )
+    return folder
+
+
+def with_decoys(inner: Callable[[dict], dict], decoys: list[dict]) -> Callable[[dict], dict]:
+    """The decoy writer (its forced `write_decoys` call gets `decoys`) beside `inner`."""
+
+    def model(body: dict) -> dict:
+        if forced_tool(body) == "write_decoys":
+            return reply(tool_use("write_decoys", {"decoys": decoys}))
+        return inner(body)
+
+    return model
+
+
+SKILL_DECOYS = [{"name": REVENUE_DECOY[0], "description": REVENUE_DECOY[1]}]
+CROWD_SKILLS = with_decoys(crowd_claude_code, SKILL_DECOYS)
+
+
+def decoy_requests(run: Run) -> list[dict]:
+    return [b for b in run.requests if forced_tool(b) == "write_decoys"]
+
+
+def crowd_line(lab: Lab, *more: Any) -> list[Any]:
+    return skill_args(lab, "--distractors", crowd_folder(lab), "--json", *more)
+
+
+def crowd_baseline(lab: Lab) -> Run:
+    run = lab.run(*crowd_line(lab), model=crowd_claude_code, cached=True)
+    assert run.code == 1, run.output  # POSITIVE is taken by revenue-reporter
+    return run
+
+
+def thieves_of(run: Run) -> list[tuple]:
+    return [
+        (t["distractors"], t["case"], t["thief"]) for t in run.document()["crowding"]["thieves"]
+    ]
+
+
+@observes("distractors", "skills")
+def _(lab, mode):
+    run = crowd_baseline(lab)
+    assert thieves_of(run) == [(2, POSITIVE, "revenue-reporter")]
+    assert all({"revenue-reporter", "chart-painter"} <= set(listed_skills(b)) for b in run.requests)
+    plain = lab.run(*skill_args(lab, "--json"), model=crowd_claude_code)
+    assert plain.code == 0 and "crowding" not in plain.document()
+    assert not any("revenue-reporter" in listed_skills(b) for b in plain.requests)
+
+
+@observes("distractor_steps", "skills")
+def _(lab, mode):
+    run = lab.run(*crowd_line(lab, "--distractor-steps", "0,2"), model=crowd_claude_code)
+    points = run.document()["crowding"]["points"]
+    assert [(p["distractors"], p["series"]["triggerRate"]) for p in points] == [
+        (0, 100.0),
+        (2, 0.0),
+    ]
+    names = {c["name"] for c in run.document()["cases"]}
+    assert f"warehouse-sql: {POSITIVE} (+0 distractors)" in names and len(names) == 4
+    assert [p["distractors"] for p in crowd_baseline(lab).document()["crowding"]["points"]] == [2]
+
+
+@observes("seed", "skills")
+def _(lab, mode):
+    # seed 0 adds chart-painter first, seed 1 revenue-reporter (E.seeded_order)
+    line = crowd_line(lab, "--distractor-steps", "1")
+    first = lab.run(*line, "--seed", "0", model=crowd_claude_code)
+    second = lab.run(*line, "--seed", "1", model=crowd_claude_code)
+    assert [d["name"] for d in first.document()["crowding"]["distractors"]][0] == "chart-painter"
+    assert thieves_of(first) == [] and thieves_of(second) == [(1, POSITIVE, "revenue-reporter")]
+
+
+@observes("distractors_file", "skills")
+def _(lab, mode):
+    kept = lab.fresh("decoys.json")
+    line = skill_args(lab, "--distractors", "lookalike:1", "--json")
+    written = lab.run(*line, "--distractors-file", kept, model=CROWD_SKILLS)
+    again = lab.run(*line, "--distractors-file", kept, model=CROWD_SKILLS)
+    unkept = lab.run(*line, model=CROWD_SKILLS)
+    assert len(decoy_requests(written)) == 1 and decoy_requests(again) == []
+    assert (
+        json.loads(kept.read_text())["skills"]["warehouse-sql"][str(C.DEFAULT_SPLIT_SEED)]
+        == SKILL_DECOYS
+    )
+    assert len(decoy_requests(unkept)) == 1
+    assert thieves_of(again) == thieves_of(written) == [(1, POSITIVE, "revenue-reporter")]
+
+
+OPT_CROWD = proposes(CROWD_SKILLS)
+
+
+@observes("distractors", "optimize")
+def _(lab, mode):
+    run = lab.run(*opt_skill_args(lab, "--distractors", crowd_folder(lab)), model=OPT_CROWD)
+    [ask, *_] = proposals(run)
+    assert "revenue-reporter: Computes weekly revenue per country" in ask["messages"][0]["content"]
+    assert all("revenue-reporter" in listed_skills(b) for b in under_test(run))
+    plain = lab.run(*opt_skill_args(lab), model=OPT_CROWD)
+    assert not any("revenue-reporter" in listed_skills(b) for b in under_test(plain))
+    assert not any("took training queries" in b["messages"][0]["content"] for b in proposals(plain))
+
+
+@observes("distractors_file", "optimize")
+def _(lab, mode):
+    kept = lab.fresh("decoys.json")
+    line = opt_skill_args(lab, "--distractors", "lookalike:1")
+    written = lab.run(*line, "--distractors-file", kept, model=OPT_CROWD)
+    again = lab.run(*line, "--distractors-file", kept, model=OPT_CROWD)
+    assert len(decoy_requests(written)) == 1 and decoy_requests(again) == [] and kept.is_file()
+    assert len(decoy_requests(lab.run(*line, model=OPT_CROWD))) == 1
+
+
+# -- overlap: no Claude Code run, the judge on the closest pairs
+def assesses(risk: str) -> Callable[[dict], dict]:
+    def model(body: dict) -> dict:
+        if forced_tool(body) == "write_decoys":
+            return reply(tool_use("write_decoys", {"decoys": SKILL_DECOYS}))
+        return reply(
+            tool_use(
+                "assess_overlap",
+                {
+                    "risk": risk,
+                    "queries": ["profile the orders table in SQL"],
+                    "disambiguation": "one line",
+                },
+            )
+        )
+
+    return model
+
+
+def overlap_line(*more: Any) -> list[Any]:
+    return ["overlap", SKILL_DIR, OTHER_SKILL_DIR, *more]
+
+
+def overlap_baseline(lab: Lab) -> Run:
+    run = lab.run(*overlap_line("--json"), model=assesses("MEDIUM"), cached=True)
+    assert run.code == 0, run.output
+    return run
+
+
+def judged_pairs(run: Run) -> list[tuple]:
+    return [(p["a"], p["b"], p["risk"]) for p in run.document()["overlap"]["pairs"] if p["judged"]]
+
+
+@observes("overlap", "overlap")
+def _(lab, mode):
+    run = lab.run(
+        "--overlap",
+        "--skill",
+        SKILL_DIR,
+        "--skill",
+        OTHER_SKILL_DIR,
+        "--json",
+        model=assesses("MEDIUM"),
+    )
+    assert judged_pairs(run) == [("warehouse-sql", "data-profile-report", "MEDIUM")]
+    assert [forced_tool(b) for b in run.requests] == ["assess_overlap"]
+    without = lab.run("--skill", SKILL_DIR, "--skill", OTHER_SKILL_DIR, model=assesses("MEDIUM"))
+    assert without.code == 2 and "no tests to run" in without.output and without.requests == []
+
+
+@observes("skill", "overlap")
+def _(lab, mode):
+    run = lab.run(
+        "overlap", SKILL_DIR, "--distractors", crowd_folder(lab), "--json", model=assesses("LOW")
+    )
+    pairs = {(p["a"], p["b"]) for p in run.document()["overlap"]["pairs"]}
+    assert pairs == {("warehouse-sql", "revenue-reporter"), ("warehouse-sql", "chart-painter")}
+    assert {(p["a"], p["b"]) for p in overlap_baseline(lab).document()["overlap"]["pairs"]} == {
+        ("warehouse-sql", "data-profile-report")
+    }
+
+
+@observes("distractors", "overlap")
+def _(lab, mode):
+    run = lab.run(
+        *overlap_line("--distractors", crowd_folder(lab), "--json"), model=assesses("LOW")
+    )
+    record = run.document()["overlap"]
+    assert set(record["distractors"]) == {"revenue-reporter", "chart-painter"}
+    assert (
+        len(record["pairs"]) == 5
+        and overlap_baseline(lab).document()["overlap"]["distractors"] == []
+    )
+
+
+@observes("distractors_file", "overlap")
+def _(lab, mode):
+    kept = lab.fresh("decoys.json")
+    line = overlap_line("--distractors", "lookalike:1", "--json")
+    written = lab.run(*line, "--distractors-file", kept, model=assesses("LOW"))
+    again = lab.run(*line, "--distractors-file", kept, model=assesses("LOW"))
+    assert len(decoy_requests(written)) == 2, "a set per skill"
+    assert decoy_requests(again) == []
+    assert "revenue-reporter" in again.document()["overlap"]["distractors"]
+
+
+@observes("seed", "overlap")
+def _(lab, mode):
+    kept = lab.fresh("decoys.json")
+    line = overlap_line("--distractors", "lookalike:1", "--distractors-file", kept, "--json")
+    lab.run(*line, "--seed", "1", model=assesses("LOW"))
+    other = lab.run(*line, "--seed", "2", model=assesses("LOW"))
+    assert len(decoy_requests(other)) == 2, "another seed is another set (a set per skill)"
+    assert sorted(json.loads(kept.read_text())["skills"]["warehouse-sql"]) == ["1", "2"]
+
+
+@observes("judge_model", "overlap")
+def _(lab, mode):
+    run = lab.run(
+        *overlap_line("--judge-model", "claude-opus-5-5", "--json"), model=assesses("LOW")
+    )
+    assert {b["model"] for b in run.requests} == {"claude-opus-5-5"}
+    assert {b["model"] for b in overlap_baseline(lab).requests} == {C.DEFAULT_JUDGE_MODEL}
+    assert run.document()["overlap"]["judge_model"] == "claude-opus-5-5"
+
+
+@observes("base_url", "overlap")
+def _(lab, mode):
+    with ScriptedAnthropic(responder=assesses("HIGH")) as other:
+        run = lab.run(*overlap_line("--base-url", other.url, "--json"))
+        assert len(other.message_requests) == 1
+    assert run.requests == [] and run.code == 1
+    assert judged_pairs(run) == [("warehouse-sql", "data-profile-report", "HIGH")]
+
+
+@observes("max_cost", "overlap")
+def _(lab, mode):
+    close = lab.root / "close-crowd" / "sql-fixer" / "SKILL.md"
+    write(
+        close,
+        "---\nname: sql-fixer\ndescription: Fixes failing SQL queries against the warehouse.\n---\n",
+    )
+    line = overlap_line("--distractors", close.parent.parent, "--json")
+    full = lab.run(*line, model=assesses("LOW"))
+    capped = lab.run(*line, "--max-cost", "0.000001", model=assesses("LOW"))
+    assert len(full.requests) >= 2 and len(capped.requests) == 1
+    assert capped.code == 1 and "stopped at --max-cost" in capped.output
+    assert capped.document()["overlap"]["not_judged"] == len(full.requests) - 1
+
+
+@observes("dry_run", "overlap")
+def _(lab, mode):
+    run = lab.run(*overlap_line("--dry-run"), model=assesses("LOW"))
+    assert run.code == 0 and run.requests == [] and "dry run: nothing was sent" in run.output
+    assert (
+        "the judge reads 1 on" in run.output
+        and "the judge reads 1 on" in overlap_baseline(lab).output
+    )
+
+
+def overlap_writers(lab: Lab) -> tuple[Run, dict[str, Path]]:
+    if "overlap-writers" not in lab.cache:
+        paths = {
+            name: lab.fresh(f"overlap.{name}") for name in ("output", "report", "junit", "html")
+        }
+        run = lab.run(
+            *overlap_line(
+                "-o", paths["output"], "--report", paths["report"], "--junit", paths["junit"],
+                "--html", paths["html"],
+            ),
+            model=assesses("HIGH"),
+        )  # fmt: skip
+        assert run.code == 1, run.output
+        lab.cache["overlap-writers"] = run, paths
+    return lab.cache["overlap-writers"]
+
+
+@observes("output", "overlap")
+def _(lab, mode):
+    document = evaluator.results_document_model().model_validate_json(
+        overlap_writers(lab)[1]["output"].read_text()
+    )
+    assert document.metadata.evaluation == "overlap" and document.overlap.pairs[0].risk == "HIGH"
+
+
+@observes("report", "overlap")
+def _(lab, mode):
+    report = overlap_writers(lab)[1]["report"].read_text()
+    assert "## Skill overlap" in report and "profile the orders table in SQL" in report
+
+
+@observes("junit", "overlap")
+def _(lab, mode):
+    [case] = list(ET.parse(overlap_writers(lab)[1]["junit"]).getroot().iter("testcase"))
+    assert case.get("name") == "warehouse-sql / data-profile-report"
+    assert case.find("failure") is not None
+
+
+@observes("html", "overlap")
+def _(lab, mode):
+    data = page_data(overlap_writers(lab)[1]["html"])
+    [section] = [s for s in data["sections"] if s["key"] == "overlap"]
+    assert section["data"]["tables"][0]["rows"][0][2] == "HIGH"
+
+
+@observes("json_out", "overlap")
+def _(lab, mode):
+    run = overlap_baseline(lab)
+    assert run.document()["overlap"]["pairs"][0]["queries"] == ["profile the orders table in SQL"]
+    assert "Skill overlap" in run.stderr
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(overlap_writers(lab)[0].stdout)
+
+
+# -- tools in the crowd (CSV suites)
+TOOL_DECOYS = [
+    {
+        "name": "warehouse_table_index",
+        "description": "Indexes warehouse tables.",
+        "like": "list_warehouse_tables",
+    },
+    {
+        "name": "table_catalog",
+        "description": "A catalog of tables.",
+        "like": "list_warehouse_tables",
+    },
+]
+CROWD_TOOLS = with_decoys(answers, TOOL_DECOYS)
+
+
+def tool_crowd_line(lab: Lab, *more: Any) -> list[Any]:
+    return tool_args(lab, "csv", "--distractor-tools", "lookalike:2", "--json", *more)
+
+
+def tool_openings(run: Run) -> list[dict]:
+    return [b for b in run.openings() if forced_tool(b) != "write_decoys"]
+
+
+def offered(run: Run) -> list[tuple[str, ...]]:
+    return sorted({tuple(sorted(t["name"] for t in b["tools"])) for b in tool_openings(run)})
+
+
+@observes("distractor_tools", "csv")
+def _(lab, mode):
+    run = lab.run(*tool_crowd_line(lab), model=CROWD_TOOLS)
+    assert all(
+        {"warehouse_table_index", "table_catalog"} <= {t["name"] for t in b["tools"]}
+        for b in tool_openings(run)
+    )
+    crowd = run.document()["crowding"]
+    assert crowd["kind"] == "tools" and [p["distractors"] for p in crowd["points"]] == [2]
+    assert crowd["points"][0]["series"]["recall"] == 100.0
+    assert not any(
+        "table_catalog" in {t["name"] for t in b["tools"]} for b in baseline(lab, "csv").openings()
+    )
+
+
+@observes("tool_steps", "csv")
+def _(lab, mode):
+    run = lab.run(*tool_crowd_line(lab, "--tool-steps", "0,2"), model=CROWD_TOOLS)
+    assert len(offered(run)) == 2 and len(tool_openings(run)) == 4
+    assert {c["name"] for c in run.document()["cases"]} >= {
+        "tables_a (+0 tools)",
+        "tables_a (+2 tools)",
+    }
+    points = run.document()["crowding"]["points"]
+    assert [p["offered"] - p["distractors"] for p in points] == [points[0]["offered"]] * 2
+
+
+@observes("distractors_file", "csv")
+def _(lab, mode):
+    kept = lab.fresh("decoys.json")
+    written = lab.run(*tool_crowd_line(lab, "--distractors-file", kept), model=CROWD_TOOLS)
+    again = lab.run(*tool_crowd_line(lab, "--distractors-file", kept), model=CROWD_TOOLS)
+    assert len(decoy_requests(written)) == 1 and decoy_requests(again) == []
+    assert [d["name"] for d in json.loads(kept.read_text())["tools"]["profiles_server"]["42"]] == [
+        d["name"] for d in TOOL_DECOYS
+    ]
+
+
+@observes("seed", "csv")
+def _(lab, mode):
+    # seed 0 offers table_catalog first, seed 1 warehouse_table_index (E.seeded_order)
+    line = tool_crowd_line(lab, "--tool-steps", "1")
+    first = lab.run(*line, "--seed", "0", model=CROWD_TOOLS)
+    second = lab.run(*line, "--seed", "1", model=CROWD_TOOLS)
+    assert offered(first) != offered(second)
+    assert [d["name"] for d in first.document()["crowding"]["distractors"]] != [
+        d["name"] for d in second.document()["crowding"]["distractors"]
+    ]
+
+
+# ============================================================================ every mode's document survives render
+def test_every_mode_document_survives_render(lab: Lab):
+    """What each mode writes reads back through the section table and is written again unchanged
+    (`render -o`); together they hold every section of the table."""
+    documents = {mode: baseline(lab, mode).document() for mode in TOOL_MODES}
+    documents["optimize"] = opt_baseline(lab)[1]
+    if CLAUDE:
+        documents["tasks"] = task_baseline(lab).document()
+        documents["skills"] = json.loads(writers_run(lab)[1]["output"].read_text())
+    documents["overlap"] = overlap_baseline(lab).document()
+    documents["tool-crowding"] = lab.run(*tool_crowd_line(lab), model=CROWD_TOOLS).document()
+    documents["matrix"] = lab.run(
+        *tool_args(lab, "csv"),
+        "--model",
+        "claude-haiku-5-5",
+        "--model",
+        "claude-opus-5-5",
+        "--json",
+    ).document()
+    tagged = lab.fresh("imported.csv")  # a case as `import tau2` tags it: the literature section
+    tagged.write_text("test_name,user_prompt,tags\nt,Which connections do I have?,tau2:demo\n")
+    documents["literature"] = lab.run(
+        "--csv", tagged, "--server-module", EXAMPLE_SERVER, "--json"
+    ).document()
+    for name, document in documents.items():
+        source, copy = lab.fresh(f"{name}.json"), lab.fresh(f"{name}-again.json")
+        source.write_text(json.dumps(document))
+        assert lab.run("render", source, "-o", copy).code == 0
+        assert json.loads(copy.read_text()) == document, name
+    written = {key for document in documents.values() for key in document}
+    if CLAUDE:
+        documents["crowding"] = crowd_baseline(lab).document()
+    expected = (
+        {s.key for s in evaluator.SECTIONS}
+        if CLAUDE
+        else {"qa", "tests", "optimization", "matrix", "overlap", "crowding"}
+    )
+    assert expected <= written

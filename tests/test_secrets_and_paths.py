@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, suite
-from fake_anthropic import error, reply, text, tool_use
+from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, needs_claude, suite
+from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use
 
 import evaluator
 
@@ -674,3 +674,231 @@ def test_the_handshake_timeout_is_what_it_says():
     assert elapsed < 2 + 3, elapsed
     ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     assert marker not in ps
+
+
+# ============================================================================ issue 22: redaction after grading, of everything
+KEY_LIKE = "sk-live-4fQ9zR7tXb2Lm8Kp3Vw6Yc1Hd5Jn0Ge"  # a credential the server is given
+
+
+def every_sink(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    """The writer options, and the files they write (plus the journal a kill would leave)."""
+    files = [tmp_path / n for n in ("r.json", "r.md", "r.csv", "r.xml", "r.html")]
+    options = ["-o", files[0], "--report", files[1], "--csv-out", files[2], "--junit", files[3]]
+    return [*map(str, options), "--html", str(files[4])], files
+
+
+def assert_nowhere(secret: str, files: list[Path], *texts: str) -> None:
+    for path in files:
+        for blob in decoded_texts(path):
+            assert secret not in blob, f"{path.name} holds {secret!r}"
+    for blob in texts:
+        assert secret not in blob
+
+
+def test_an_exact_argument_check_passes_with_a_setting_in_the_server_env_and_keeps_it(
+    api, tmp_path
+):
+    """--server-env MODE=production made "production" a secret, redacted before grading: an exact
+    argument check that passes without the option failed with it, and every report said
+    [REDACTED] where the word was. A setting is not a secret, and grading sees the run as it was."""
+    suite_file = tmp_path / "s.csv"
+    suite_file.write_text(
+        "test_name,user_prompt,expected_tools,expected_args,args_match\n"
+        'mode,Echo the mode,echo,"{""echo"": {""text"": ""production""}}",exact\n'
+    )
+    api.responder = lambda body: (
+        reply(text("The mode is production."))
+        if len(body["messages"]) > 1
+        else reply(tool_use("echo", {"text": "production"}))
+    )
+    outcomes = []
+    for extra in ([], ["--server-env", "MODE=production"]):
+        out = tmp_path / f"r{len(outcomes)}.json"
+        code, stdout, stderr = run_cli("--csv", suite_file, "--server", MISC, *extra, "-o", out)
+        document = json.loads(out.read_text())
+        outcomes.append((code, document["passed"], document["results"][0]["tool_calls"][0]))
+    assert outcomes[0][:2] == outcomes[1][:2] == (0, True), outcomes
+    assert outcomes[1][2]["input"] == {"text": "production"} and outcomes[1][2]["output"] == (
+        "production"
+    )
+    # the example config's LOG_LEVEL=warning is a setting too
+    specs = evaluator.load_mcp_config(ROOT / "examples" / "mcp.json")
+    assert evaluator.Redactor.for_run(specs).text("level warning") == "level warning"
+
+
+def test_what_counts_as_a_secret():
+    """Credentials by name, by URL userinfo, by flag and by randomness; settings are not."""
+    spec = evaluator.ServerSpec(
+        name="s",
+        kind="stdio",
+        command="server",
+        args=[
+            "--dsn",
+            "postgresql://app:Tr0ub4dor-Horse@db.internal:5432/shop",
+            "--key",
+            "plain-looking-key",
+            "-p",
+            "hunter2hunter",
+            "--region",
+            "us-east-1",
+            "gh0RandomToken9Kz7Qx2Lm4Vb8Np1",
+        ],
+        env={"MODE": "production", "LOG_LEVEL": "warning", "GITHUB_TOKEN": "ghp-named-secret"},
+        headers={"Authorization": "Bearer bearer-token-value", "Accept": "application/json"},
+    )
+    found = set(evaluator.spec_secrets(spec))
+    assert {
+        "Tr0ub4dor-Horse",
+        "plain-looking-key",
+        "hunter2hunter",
+        "gh0RandomToken9Kz7Qx2Lm4Vb8Np1",
+        "ghp-named-secret",
+        "bearer-token-value",
+    } <= found
+    assert not found & {"production", "warning", "us-east-1", "application/json", "server"}
+
+
+def test_a_key_in_labels_reaches_no_sink(api, tmp_path, capsys):
+    """A key in a CSV case's name, prompt, description and tag, and in a -q prompt, was written
+    raw to the results, HTML, markdown, JUnit, CSV and the terminal table."""
+    suite_file = tmp_path / "s.csv"
+    suite_file.write_text(
+        "test_name,user_prompt,description,tags,expected_tools\n"
+        f"case-{TEST_API_KEY},use {TEST_API_KEY} now,about {TEST_API_KEY},tag-{TEST_API_KEY},\n"
+    )
+    api.responder = lambda body: reply(text("done"))
+    options, files = every_sink(tmp_path)
+    code, stdout, stderr = run_cli("--csv", suite_file, "--server-module", EXAMPLE_SERVER, *options)
+    assert code == 0, stderr
+    assert "case-[REDACTED]" in json.loads(files[0].read_text())["cases"][0]["name"]
+    assert_nowhere(TEST_API_KEY, files, stdout, stderr)
+    # the model saw the prompt as written: only what leaves is redacted
+    assert TEST_API_KEY in api.message_requests[0]["messages"][0]["content"]
+    query_out = tmp_path / "q.json"
+    code, stdout, stderr = run_cli(
+        "-q", f"my key is {TEST_API_KEY}", "--server-module", EXAMPLE_SERVER, "-o", query_out
+    )
+    assert code == 0, stderr
+    plain, _, _ = run_cli("-q", f"again {TEST_API_KEY}", "--server-module", EXAMPLE_SERVER)
+    assert_nowhere(TEST_API_KEY, [query_out], stdout, stderr)
+
+
+def leaky_config(tmp_path: Path, args: list[str] = (), env: dict | None = None) -> Path:
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "leaky": {
+                        "command": sys.executable,
+                        "args": [str(LEAKY), *args],
+                        "env": env or {},
+                    }
+                }
+            }
+        )
+    )
+    return config
+
+
+def tool_outputs(body: dict) -> list[str]:
+    return [
+        str(b["content"])
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+
+
+def test_cut_wrapped_and_hex_encoded_secrets_are_masked(api, tmp_path):
+    """A key cut by --max-result-chars left a 20-30 character prefix, the model quoting part of
+    it left one too, and base64 wrapped at 76 or 64 columns and hex passed verbatim."""
+    secret = "tok-8Jx2Qv7Lm4Zr9Kp3Wn6Tb1Yd5Hf0Sa-Ce"
+    calls = [
+        tool_use("env_json", {"name": "LEAKY_TOKEN"}),
+        tool_use("env_wrapped", {"name": "LEAKY_TOKEN", "width": 76}),
+        tool_use("env_wrapped", {"name": "LEAKY_TOKEN", "width": 64}),
+        tool_use("env_hex", {"name": "LEAKY_TOKEN"}),
+    ]
+    api.responder = lambda body: (
+        reply(text(f"The token starts with {secret[:24]}... and that is all."))
+        if tool_outputs(body)
+        else reply(*calls)
+    )
+    config = leaky_config(tmp_path, env={"LEAKY_TOKEN": secret})
+    cut = len('{\n  "LEAKY_TOKEN": "') + 22  # the cut lands 22 characters into the token
+    options, files = every_sink(tmp_path)
+    code, stdout, stderr = run_cli(
+        "-q", "show me", "--mcp-config", config, "--max-result-chars", str(cut), *options
+    )
+    assert code == 0, stderr
+    seen = tool_outputs(api.message_requests[-1])
+    assert secret[:22] in seen[0], "the model saw the cut output as it was"
+    [result] = json.loads(files[0].read_text())["results"]
+    outputs = [c["output"] for c in result["tool_calls"]]
+    assert all("[REDACTED]" in o for o in outputs), outputs
+    for part in (secret[:12], secret[4:20], secret[-14:], secret.encode().hex()[:40]):
+        assert_nowhere(part, files, stdout, stderr)
+
+
+def test_a_password_in_a_dsn_and_key_flags_are_masked(api, tmp_path):
+    """A DSN password (the reference Postgres server's form, echoed in its errors), `--key X` and
+    `-p X` reached the results and the HTML; only `--token`, `--auth=` and `--password` were caught."""
+    password, key, short = "Tr0ub4dor-Horse-77", "plain-looking-key", "hunter2hunter"
+    args = [f"postgresql://app:{password}@db.internal:5432/shop", "--key", key, "-p", short]
+    api.responder = lambda body: (
+        reply(text("It says: " + " | ".join(tool_outputs(body))))
+        if tool_outputs(body)
+        else reply(tool_use("argv", {}))
+    )
+    options, files = every_sink(tmp_path)
+    code, stdout, stderr = run_cli(
+        "-q", "connect", "--mcp-config", leaky_config(tmp_path, args), *options
+    )
+    assert code == 0, stderr
+    assert password in tool_outputs(api.message_requests[-1])[0], "the server did echo them"
+    for secret in (password, key, short):
+        assert_nowhere(secret, files, stdout, stderr)
+
+
+@needs_claude
+def test_a_key_in_a_trigger_query_reaches_no_sink(tmp_path):
+    """The skill mode too: a trigger query holding the key, through the real Claude Code CLI."""
+    trigger = tmp_path / "trigger.md"
+    trigger.write_text(
+        "---\nname: warehouse-sql-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
+        f"- Write SQL with key {TEST_API_KEY}\n"
+    )
+    options, files = every_sink(tmp_path)
+    with ScriptedAnthropic(responder=lambda body: reply(text("ok"))) as api:
+        env = dict(
+            os.environ,
+            ANTHROPIC_API_KEY=TEST_API_KEY,
+            ANTHROPIC_BASE_URL=api.url,
+            HOME=str(tmp_path),
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "evaluator.py"),
+                "--claude-bin",
+                CLAUDE,
+                "--skill",
+                str(SKILL_DIR),
+                "--trigger",
+                str(trigger),
+                "--runs",
+                "1",
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=180,
+        )
+    assert done.returncode == 1, done.stdout + done.stderr  # the skill never fired: a miss
+    document = json.loads(files[0].read_text())
+    assert document["results"][0]["query"] == "Write SQL with key [REDACTED]"
+    assert_nowhere(TEST_API_KEY, files, done.stdout, done.stderr)

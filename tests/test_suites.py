@@ -301,7 +301,7 @@ def suite_error(tmp_path: Path, content: bytes | str, api=None) -> str:
             "test_name,user_prompt\na,hello\nb,hi,extra\n",
             "bad.csv:3: row has 3 fields, the header has 2",
         ),
-        ("name,user_prompt\na,hello\n", "bad.csv:1: unknown column(s): name"),
+        ("name,user_prompt\na,hello\n", "bad.csv:1: unknown column 'name'"),
         (
             "test_name,expected_tools\na,about_profiles\n",
             "bad.csv:1: the header needs test_name and user_prompt",

@@ -14,8 +14,10 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -69,10 +71,10 @@ def sandbox(tmp_path: Path) -> Path:
 
 
 def run_evaluator(
-    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240
+    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240, path: str = ""
 ) -> subprocess.CompletedProcess:
     env = {
-        "PATH": os.environ["PATH"],
+        "PATH": path or os.environ["PATH"],
         "HOME": str(sandbox / "home"),
         "TMPDIR": str(sandbox / "tmp"),
         "ANTHROPIC_API_KEY": TEST_API_KEY,
@@ -180,13 +182,13 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
         folder / "evals" / "notes.md", "beside the evals\n"
     )  # relative to the evals folder works too
     data = json.loads(path.read_text())
-    data["evals"].append(
+    data["evals"].append(  # `assertions`: the agentskills.io spelling skill-creator's SKILL.md uses
         {
             "id": 2,
             "prompt": "Summarise notes.md",
             "expected_output": "",
             "files": ["notes.md"],
-            "expectations": [],
+            "assertions": ["The summary says what notes.md is"],
         }
     )
     path.write_text(json.dumps(data))
@@ -208,10 +210,8 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
         ]
         assert first.expected_output.startswith("report.txt naming")
         assert first.files == [(folder / "evals" / "files" / "customers.csv").resolve()]
-        assert (
-            second.files == [(folder / "evals" / "notes.md").resolve()]
-            and second.expectations == []
-        )
+        assert second.files == [(folder / "evals" / "notes.md").resolve()]
+        assert second.expectations == ["The summary says what notes.md is"]
     # skill-creator's trigger eval sets still load as trigger tests
     trigger = write(
         tmp_path / "trigger.json",
@@ -221,27 +221,45 @@ def test_skill_creator_evals_json_loads_unchanged(tmp_path: Path):
     assert test.type == "trigger" and test.positive_triggers == ["profile my table"]
 
 
+def one_eval(**fields: object) -> str:
+    return json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": ["x"], **fields}]})
+
+
 MALFORMED = [
     ("{not json", "evals.json:1"),
     (json.dumps({"skill_name": SKILL_NAME, "evals": []}), 'non-empty "evals" list'),
     (json.dumps({"evals": [{"id": 1, "expectations": ["x"]}]}), 'needs a non-empty "prompt"'),
+    (one_eval(expectations="x"), '"expectations" must be a list'),
+    (one_eval(files=["evals/files/nope.pdf"]), "input file 'evals/files/nope.pdf' not found"),
     (
-        json.dumps({"evals": [{"id": 1, "prompt": "p", "expectations": "x"}]}),
-        '"expectations" must be a list',
-    ),
-    (
-        json.dumps({"evals": [{"id": 1, "prompt": "p", "files": ["evals/files/nope.pdf"]}]}),
-        "input file 'evals/files/nope.pdf' not found",
-    ),
-    (
-        json.dumps({"evals": [{"id": 1, "prompt": "p"}, {"id": 1, "prompt": "q"}]}),
+        json.dumps(
+            {
+                "evals": [
+                    {"id": 1, "prompt": "p", "expectations": ["x"]},
+                    {"id": 1, "prompt": "q", "expectations": ["x"]},
+                ]
+            }
+        ),
         "two evals are named 'eval-1'",
+    ),
+    # nothing to grade would pass whatever Claude did (exit 0, no judge call)
+    (json.dumps({"evals": [{"id": 1, "prompt": "p"}]}), "has nothing to grade"),
+    (one_eval(expectations=[]), "has nothing to grade"),
+    (one_eval(assertions=["y"]), '"expectations" or "assertions" (the same list), not both'),
+    # input files stay inside the skill: no absolute path, no climbing out
+    (one_eval(files=["/etc/hostname"]), "input file '/etc/hostname' is an absolute path"),
+    (one_eval(files=["../../outside.txt"]), "input file '../../outside.txt' is outside the skill"),
+    (
+        one_eval(files=["evals/.claude"]),
+        "would be read by Claude Code as the project's own settings",
     ),
 ]
 
 
 @pytest.mark.parametrize("content, message", MALFORMED, ids=[m for _, m in MALFORMED])
 def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: str):
+    write(tmp_path / "outside.txt", "the user's own file\n")
+    write(tmp_path / SKILL_NAME / "evals" / ".claude" / "settings.json", '{"sandbox": {}}')
     path = write(tmp_path / SKILL_NAME / "evals" / "evals.json", content)
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path)])
     assert result.exit_code == 2, result.output
@@ -249,6 +267,36 @@ def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: st
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], (
         result.output
     )
+
+
+def test_input_files_that_lead_out_of_the_skill_are_refused(tmp_path: Path):
+    """`"files": ["/etc/hostname", "../../x", "link-to-key"]` were accepted: a downloaded skill's
+    evals could copy ~/.ssh/id_rsa into every project Claude reads, and into the artifacts."""
+    folder = tmp_path / SKILL_NAME
+    key = write(tmp_path / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    write(folder / "evals" / "files" / "data" / "ok.csv", "a\n1\n")
+    (folder / "evals" / "files" / "link-to-key").symlink_to(key)
+    (folder / "evals" / "files" / "data" / "inner-link").symlink_to(key)
+    for entry, says in (
+        ("evals/files/link-to-key", "is outside the skill's folder"),
+        ("evals/files/data", "inner-link is a symbolic link"),
+    ):
+        path = write(folder / "evals" / "evals.json", one_eval(files=[entry]))
+        with pytest.raises(E.InputError, match=says) as caught:
+            E.load_markdown_tests(path)
+        assert entry in str(caught.value) and "\n" not in str(caught.value)
+    (folder / "evals" / "files" / "data" / "inner-link").unlink()
+    (folder / "evals" / "files" / "same.csv").symlink_to("data/ok.csv")  # a link inside is fine
+    path = write(folder / "evals" / "evals.json", one_eval(files=["evals/files/same.csv"]))
+    [test] = E.load_markdown_tests(path)
+    assert test.files == [(folder / "evals" / "files" / "data" / "ok.csv").resolve()]
+
+
+def test_a_markdown_test_with_nothing_to_grade_is_refused(tmp_path: Path):
+    ungraded = write(tmp_path / "t.md", "---\nname: t\ntype: task\n---\n\n# Prompt\n\nDo it.\n")
+    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(ungraded)])
+    assert result.exit_code == 2 and "has nothing to grade" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: ScriptedAnthropic):
@@ -285,7 +333,12 @@ def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: Scri
     )
     other = write(
         tmp_path / "other" / "evals.json",
-        json.dumps({"skill_name": "warehouse-sql", "evals": [{"id": 1, "prompt": "p"}]}),
+        json.dumps(
+            {
+                "skill_name": "warehouse-sql",
+                "evals": [{"id": 1, "prompt": "p", "expectations": ["x"]}],
+            }
+        ),
     )
     result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(other)])
     assert (
@@ -425,11 +478,155 @@ def test_write_lands_in_the_artifacts_and_without_allow_tools_claude_code_refuse
     assert "expectation not met: The report mentions ALPHA" in case["reasons"]
 
 
+class StepsModel:
+    """Claude Code's model on the task: with the skill listed it calls the Skill tool, then each
+    scripted (tool, input) in turn, whatever the tool answered, then answers; without the skill it
+    answers at once. The judge: as in `judge`."""
+
+    def __init__(self, *steps: tuple[str, dict], on_request: Any = None) -> None:
+        self.steps, self.on_request = steps, on_request
+
+    def __call__(self, body: dict) -> dict:
+        if self.on_request is not None:
+            self.on_request(body)
+        if forced_tool(body) == "grade":
+            return judge(body)
+        if user_query(body) != PROMPT:
+            return reply(text("ok"))
+        done = tool_results_so_far(body)
+        if SKILL_NAME not in listed(body) or len(done) > len(self.steps):
+            return reply(text("Done."))
+        if not done:
+            return reply(tool_use("Skill", {"skill": SKILL_NAME}))
+        name, tool_input = self.steps[len(done) - 1]
+        return reply(tool_use(name, tool_input))
+
+
+def bash(command: str) -> tuple[str, dict]:
+    return "Bash", {"command": command, "description": "a scripted step"}
+
+
+def results_of(body_log: list[dict]) -> list[dict]:
+    """The tool results Claude Code sent back, in the last request of the task's conversation."""
+    last = [b for b in body_log if user_query(b) == PROMPT and forced_tool(b) is None][-1]
+    return tool_results_so_far(last)
+
+
+def task_requests(api: ScriptedAnthropic) -> list[dict]:
+    return [r["body"] for r in api.requests if r["path"] == "/v1/messages"]
+
+
 @needs_claude
-def test_a_bash_write_outside_the_project_fails_the_run(sandbox: Path):
+def test_bash_and_write_outside_the_project_are_refused_and_inside_they_work(sandbox: Path):
+    """With --allow-tools Bash a scripted `echo x > /tmp/...` in a task run was written and the run
+    passed: `claude -p` has no filesystem boundary of its own unless its sandbox is on. Now Bash
+    runs in Claude Code's sandbox and Write is kept to the project by its permission rules."""
     skill, evals = task_skill(sandbox)
-    leak = sandbox / "work" / "leaked.txt"
-    model = TaskModel(act="Bash", command=f"echo leaked > {leak}")
+    marker = f"outside-{os.getpid()}-{time.time_ns()}"
+    tmp_target = Path("/tmp") / f"{marker}.txt"
+    outside = sandbox / "work" / f"{marker}-written.txt"
+    precious = write(sandbox / "precious.txt", "the user's own file\n")
+    model = StepsModel(
+        bash(f"echo x > {tmp_target}"),
+        bash("echo x > $HOME/in-home.txt"),
+        ("Write", {"file_path": str(outside), "content": "x\n"}),
+        bash(f"ln {precious} linked.txt"),
+        bash("printf 'ALPHA and BETA\\n' > report.txt; echo wrote"),
+    )
+    with ScriptedAnthropic(responder=model) as api:
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash,Write",
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "confined.json",
+        )
+        results = results_of(task_requests(api))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not tmp_target.exists() and not outside.exists()
+    assert sorted(p.name for p in (sandbox / "home").iterdir()) == [], "the real HOME is untouched"
+    assert precious.stat().st_nlink == 1
+    said = [(r.get("is_error", False), json.dumps(r["content"])) for r in results[1:]]
+    assert said[0][0] and "Read-only file system" in said[0][1], said[0]
+    assert said[1][0] and "Read-only file system" in said[1][1], said[1]
+    assert said[2][0] and "Permission to use Write has been denied" in said[2][1], said[2]
+    assert said[3][0] and "Invalid cross-device link" in said[3][1], said[3]
+    assert not said[4][0] and "wrote" in said[4][1], said[4]
+    [record] = json.loads((sandbox / "confined.json").read_text())["results"]
+    refused = [r.split(":")[0] for r in record["refused_tools"]]
+    assert refused == ["Bash", "Bash", "Write", "Bash"], record["refused_tools"]
+    assert [a["path"] for a in record["artifacts"]] == ["report.txt"]
+    assert record["error"] is None and record["outside_writes"] == []
+
+
+def path_without(tmp_path: Path, *names: str) -> str:
+    """A PATH holding every program of this one but `names` (links in one folder)."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for directory in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.listdir(directory):
+            if entry not in names and not (folder / entry).exists():
+                (folder / entry).symlink_to(Path(directory) / entry)
+    return str(folder)
+
+
+@needs_claude
+def test_without_a_sandbox_a_bash_run_is_refused_unless_unconfined(sandbox: Path):
+    """The sandbox cannot start (no bubblewrap): one line before anything runs; --unconfined runs
+    Bash as the user, and the results and reports say so."""
+    skill, evals = task_skill(sandbox)
+    path = path_without(sandbox, "bwrap")
+    model = StepsModel(bash("printf 'ALPHA BETA\\n' > report.txt"))
+    with ScriptedAnthropic(responder=model) as api:
+        args = ["--skill", skill, "--tests", evals, "--allow-tools", "Bash", "--runs", "1"]
+        refused = run_evaluator(sandbox, api, *args, "-o", sandbox / "r.json", path=path)
+        assert api.requests == []
+        dry = run_evaluator(sandbox, api, *args, "--dry-run", path=path)
+        allowed = run_evaluator(
+            sandbox,
+            api,
+            *args,
+            "--unconfined",
+            "-o",
+            sandbox / "u.json",
+            "--report",
+            sandbox / "u.md",
+            path=path,
+        )
+    for done in (refused, dry):
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
+        assert "Claude Code's sandbox, which cannot start here: bwrap not found" in lines[0]
+        assert "--unconfined" in lines[0]
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    document = json.loads((sandbox / "u.json").read_text())
+    assert document["isolation"]["unconfined"] is True
+    assert "Task runs were not confined (--unconfined)" in (sandbox / "u.md").read_text()
+    assert "Task runs were not confined (--unconfined)" in " ".join(allowed.stdout.split())
+    assert [a["path"] for a in document["results"][0]["artifacts"]] == ["report.txt"]
+
+
+@needs_claude
+def test_the_evaluator_never_writes_through_a_link_a_run_left(sandbox: Path):
+    """A run that hard-links a file of the user's into its project made the evaluator rewrite
+    that file (masking secrets in place) and copy it to --artifacts. Unconfined here, where the
+    link can be made (the sandbox refuses it)."""
+    skill, evals = task_skill(sandbox)
+    victim = write(sandbox / "home" / ".bashrc", f"export ANTHROPIC_API_KEY={TEST_API_KEY}\n")
+    before = victim.read_bytes()
+    model = StepsModel(
+        bash(f"ln {victim} report.txt && ln -s {victim} symlink.txt && echo ALPHA BETA > b.txt")
+    )
+    artifacts = sandbox / "work" / "artifacts"
     with ScriptedAnthropic(responder=model) as api:
         done = run_evaluator(
             sandbox,
@@ -440,23 +637,102 @@ def test_a_bash_write_outside_the_project_fails_the_run(sandbox: Path):
             evals,
             "--allow-tools",
             "Bash",
+            "--unconfined",
+            "--artifacts",
+            artifacts,
             "--runs",
             "1",
             "-o",
-            sandbox / "bash.json",
+            sandbox / "l.json",
         )
-    assert leak.exists(), "the scripted Bash call ran (the sandbox is no container)"
-    assert done.returncode == 1, done.stdout + done.stderr
-    document = json.loads((sandbox / "bash.json").read_text())
-    [record] = document["results"]
-    assert record["tools"] == ["Skill", "Bash"]
-    assert record["outside_writes"] == [str(leak)]
-    assert (
-        record["error"].startswith("wrote outside its temporary project: ")
-        and str(leak) in record["error"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert victim.read_bytes() == before and victim.stat().st_nlink == 1
+    kept = artifacts / "eval-1" / "with_skill" / "run-1"
+    assert (kept / "report.txt").read_text() == "export ANTHROPIC_API_KEY=[REDACTED]\n"
+    assert not (kept / "symlink.txt").exists(), "a link is never followed"
+    manifest = json.loads((kept / "manifest.json").read_text())["files"]
+    assert {f["path"]: f["redacted"] for f in manifest} == {"b.txt": False, "report.txt": True}
+
+
+@needs_claude
+def test_background_processes_of_a_run_end_with_it(sandbox: Path):
+    """A task run with Bash left a dev server or watcher it started running after the run ended
+    (unconfined; in the sandbox they end with their Bash call)."""
+    skill, evals = task_skill(sandbox)
+    seconds = f"{4800 + os.getpid() % 97}.{time.time_ns() % 1000}"
+    model = StepsModel(
+        bash(
+            f"(setsid sleep {seconds} >/dev/null 2>&1 &); nohup sleep {seconds} >/dev/null 2>&1 &"
+            f" setsid sleep {seconds} >/dev/null 2>&1 & echo ALPHA BETA > report.txt"
+        )
     )
-    assert document["isolation"]["ok"] is False and document["passed"] is False
-    assert document["cases"][0]["errors"] == 1
+    with ScriptedAnthropic(responder=model) as api:
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash",
+            "--unconfined",
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "bg.json",
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    assert [line for line in ps.splitlines() if f"sleep {seconds}" in line] == []
+
+
+@needs_claude
+def test_a_change_another_program_makes_is_a_warning_when_runs_are_confined(sandbox: Path):
+    """Any file written in the working folder during a skill run (an editor's autosave, a test
+    runner's cache) failed the whole run as "changed outside the temporary projects"."""
+    skill, evals = task_skill(sandbox)
+    work = sandbox / "work"
+
+    def editor(body: dict) -> None:  # another program, while the runs run
+        (work / ".notes.txt.swp").write_text(str(time.time_ns()))
+        (work / ".hypothesis").mkdir(exist_ok=True)
+        (work / ".hypothesis" / str(time.time_ns())).write_text("x")
+
+    model = StepsModel(bash("echo ALPHA BETA > report.txt"), on_request=editor)
+    with ScriptedAnthropic(responder=model) as api:
+        args = ["--skill", skill, "--tests", evals, "--allow-tools", "Bash", "--runs", "1"]
+        warned = run_evaluator(sandbox, api, *args, "-o", sandbox / "w.json")
+        ignored = run_evaluator(
+            sandbox,
+            api,
+            *args,
+            "--ignore-path",
+            "*.swp",
+            "--ignore-path",
+            ".hypothesis",
+            "-o",
+            sandbox / "i.json",
+        )
+        blamed = run_evaluator(sandbox, api, *args, "--unconfined", "-o", sandbox / "b.json")
+    assert warned.returncode == 0, warned.stdout + warned.stderr
+    isolation = json.loads((sandbox / "w.json").read_text())["isolation"]
+    assert isolation["ok"] is True and isolation["outside_writes"] == []
+    assert sorted(Path(p).name for p in isolation["changed_elsewhere"]) == [
+        ".hypothesis",
+        ".notes.txt.swp",
+    ]
+    flat = " ".join(warned.stdout.split())
+    assert f"warning: {work / '.notes.txt.swp'} changed while the runs ran" in flat
+    assert "another program did" in flat
+    assert ignored.returncode == 0, ignored.stdout + ignored.stderr
+    assert json.loads((sandbox / "i.json").read_text())["isolation"]["changed_elsewhere"] == []
+    assert blamed.returncode == 1, blamed.stdout + blamed.stderr
+    document = json.loads((sandbox / "b.json").read_text())
+    [record] = document["results"]
+    assert record["error"].startswith("wrote outside its temporary project: ")
+    assert str(work / ".notes.txt.swp") in record["error"]
+    assert document["isolation"]["ok"] is False
 
 
 @needs_claude
@@ -558,7 +834,19 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
     testcases = ET.parse(sandbox / "bench.xml").getroot().iter("testcase")
     junit = {t.get("name"): t for t in testcases}
     assert set(junit) == {"eval-1 [with_skill]", "eval-1 [without_skill]"}
-    assert all(t.find("failure") is None and t.find("error") is None for t in junit.values())
+    # JUnit says what the JSON says of every configuration (it showed the failing baseline as
+    # passing); a property says the baseline does not gate
+    for name, testcase in junit.items():
+        failed = testcase.find("failure") is not None or testcase.find("error") is not None
+        assert failed == (not cases[name]["passed"]), name
+    assert "a baseline: reported, it does not fail the suite" in junit[
+        "eval-1 [without_skill]"
+    ].find("failure").get("message")
+    gates = {
+        t: {p.get("name"): p.get("value") for p in e.iter("property")} for t, e in junit.items()
+    }
+    assert gates["eval-1 [with_skill]"]["gates"] == "true"
+    assert gates["eval-1 [without_skill]"]["gates"] == "false"
     report = (sandbox / "bench.md").read_text()
     assert (
         "## Benchmark: task evals" in report
@@ -619,3 +907,76 @@ def test_a_secret_the_run_writes_into_a_file_is_masked_in_the_artifacts(sandbox:
         entry["redacted"] is True and entry["sha256"] == hashlib.sha256(kept.encode()).hexdigest()
     )
     assert TEST_API_KEY not in (sandbox / "secret.json").read_text()
+
+
+def test_what_the_sandbox_leaves_and_how_it_fails_are_read_right(tmp_path: Path):
+    # a run killed mid-command leaves the sandbox's empty mount points in the project
+    project = tmp_path / "project"
+    for name in (".bashrc", ".mcp.json", ".zshrc", ".gitconfig"):
+        write(project / name, "")
+    write(project / ".profile", "export A=1\n")  # not empty: the run wrote it
+    write(project / "report.txt", "ALPHA\n")
+    found = E.collect_artifacts(project, {}, None, E.Redactor())
+    assert sorted(a.path for a in found) == [".profile", "report.txt"]
+    # an input that would be the project's own settings never reaches a run
+    with pytest.raises(OSError, match="may not be named .claude"):
+        E.prepare_project(tmp_path / "p2", [], E.TaskSetup(files=[tmp_path / ".claude"]))
+    # error_during_execution says why in `errors`, not `result`
+    reason = "Sandbox required but unavailable: bubblewrap (bwrap) not installed"
+    events = [
+        {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "result": None,
+            "errors": [reason],
+        }
+    ]
+    record = E.detect_activation(events, [], "q")
+    assert record.error == f"claude reported an error (error_during_execution): {reason}"
+    # a sandbox that could not make its namespaces fails every Bash call: the run is an error
+    events = [
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": "Exit code 1\nbwrap: Creating new namespace failed",
+                    }
+                ]
+            },
+        },
+        {"type": "result", "subtype": "success", "is_error": False, "result": "done"},
+    ]
+    record = E.detect_activation(events, [], "q")
+    assert record.error.startswith("Claude Code's sandbox did not start: Exit code 1 bwrap:")
+    assert record.refused_tools == ["Bash: Exit code 1 bwrap: Creating new namespace failed"]
+
+
+@needs_claude
+def test_folders_of_dead_runs_are_removed_on_the_next_start(sandbox: Path):
+    """After kill -9, /tmp/skill-eval-* folders (Claude Code's session files, with the prompts)
+    stayed forever. The next start removes those whose evaluator is gone, never a live one's."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tmp = sandbox / "tmp"
+    folders = {name: tmp / f"skill-eval-{name}" for name in ("dead", "live", "unowned")}
+    for folder in folders.values():
+        write(folder / "project" / "prompt.txt", "a prompt\n")
+    write(folders["dead"] / "owner", f"{dead.pid} \n")
+    write(folders["live"] / "owner", f"{os.getpid()} {E.process_start_time(os.getpid())}\n")
+    trigger = write(
+        sandbox / "t.md",
+        f"---\nname: t\ntype: trigger\nskill: {SKILL_NAME}\n---\n\n# Positive Triggers\n\n- hi\n",
+    )
+    with ScriptedAnthropic(responder=lambda body: reply(text("ok"))) as api:
+        run_evaluator(sandbox, api, "--skill", SKILL, "--trigger", trigger, "--runs", "1")
+    assert not folders["dead"].exists()
+    assert folders["live"].exists() and folders["unowned"].exists()

@@ -417,3 +417,106 @@ def test_old_results_without_sources_still_read_as_live(tmp_path):
         }
     )
     assert (record.tool_calls[0].source, record.tool_calls[0].executed) == ("live", True)
+
+
+# ============================================================================ tools that say nothing, or contradict themselves
+STATE_SERVER = ROOT / "tests" / "servers" / "state_server.py"
+
+
+def state_server(state: Path) -> list[str]:
+    return ["--server", f"{sys.executable} {STATE_SERVER}", "--server-env", f"STATE_FILE={state}"]
+
+
+def changes_the_graph(body: dict) -> Any:
+    return calls(
+        ("create_entities", {"names": ["alice"]}),
+        ("delete_entities", {"names": ["bob"]}),
+        ("wipe", {}),
+        ("read_graph", {}),
+    )(body)
+
+
+def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(
+    api, tmp_path, monkeypatch
+):
+    """--tool-policy safe ran unannotated tools that change things (server-memory's
+    create_entities, delete_entities) and contradictory ones, silently. The dry run's table and
+    the run header now name each, what happens to its calls, and why."""
+    monkeypatch.setenv("COLUMNS", "200")
+    state = tmp_path / "graph.json"
+    state.write_text('["bob", "carol"]')
+    dry = cli("-q", "tidy the graph", *state_server(state), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    flat = " ".join(dry.output.split())
+    for name in ("create_entities", "delete_entities"):
+        assert (
+            f"note: {name} has no readOnlyHint or destructiveHint: live, because safe withholds "
+            "only tools annotated destructiveHint: true, and the MCP specification counts an "
+            "unannotated tool as destructive: --tool-policy strict withholds it" in flat
+        ), flat
+    assert (
+        "note: wipe is annotated readOnlyHint: true and destructiveHint: true: live, because safe "
+        "takes readOnlyHint: true over destructiveHint" in flat
+    )
+    assert "read_graph" not in flat.split("note:", 1)[1], "an annotated tool needs no note"
+    api.responder = changes_the_graph
+    run = CliRunner().invoke(E.main, ["-q", "tidy the graph", *state_server(state)])
+    assert run.exit_code == 0, run.output
+    header = " ".join(run.stderr.split())
+    assert "note: create_entities has no readOnlyHint or destructiveHint: live" in header
+    assert "note: wipe is annotated readOnlyHint: true and destructiveHint: true: live" in header
+    assert json.loads(state.read_text()) == [], "under safe they ran, as the notes said"
+
+
+def test_strict_follows_the_specification_defaults(api, tmp_path):
+    state = tmp_path / "graph.json"
+    state.write_text('["bob", "carol"]')
+    api.responder = changes_the_graph
+    out = tmp_path / "r.json"
+    run = cli("-q", "tidy the graph", *state_server(state), "--tool-policy", "strict", "-o", out)
+    assert run.exit_code == 0, run.output
+    assert json.loads(state.read_text()) == ["bob", "carol"], "nothing ran that may destroy"
+    [result] = json.loads(out.read_text())["results"]
+    sources = {c["name"]: (c["source"], c["is_error"]) for c in result["tool_calls"]}
+    assert sources == {
+        "create_entities": ("policy", True),
+        "delete_entities": ("policy", True),
+        "wipe": ("policy", True),
+        "read_graph": ("live", False),
+    }
+    withheld = next(c for c in result["tool_calls"] if c["name"] == "create_entities")["output"]
+    assert "the MCP specification counts as destructive" in withheld
+    tools = {t["name"]: t["calls"] for t in json.loads(out.read_text())["metadata"]["tools"]}
+    assert tools == {
+        "create_entities": "withheld by policy",
+        "delete_entities": "withheld by policy",
+        "read_graph": "live",
+        "wipe": "withheld by policy",
+    }
+    # mcp-server-git (annotated): git_reset may destroy, git_commit only adds, git_status reads
+    spec = {"readOnlyHint": False, "destructiveHint": False}
+    strict = E.ToolPolicy(policy="strict")
+    tool = lambda annotations: E.ToolSpec("t", "s", "t", "", {}, annotations)  # noqa: E731
+    assert strict.policy_runs(tool(spec)) and strict.policy_runs(tool({"readOnlyHint": True}))
+    assert not strict.policy_runs(tool({"readOnlyHint": False}))
+    assert not strict.policy_runs(tool({"destructiveHint": True}))
+
+
+MEMORY_SERVER = ROOT / "node_modules" / ".bin" / "mcp-server-memory"
+
+
+@pytest.mark.skipif(not MEMORY_SERVER.exists(), reason="npm install brings server-memory")
+def test_server_memory_under_strict_changes_nothing(api, tmp_path):
+    """The real server-memory: create_entities and delete_entities carry no annotations."""
+    memory = tmp_path / "memory.jsonl"
+    api.responder = calls(
+        ("create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": []}]})
+    )
+    server = ["--server", str(MEMORY_SERVER), "--server-env", f"MEMORY_FILE_PATH={memory}"]
+    dry = cli("-q", "remember", *server, "--dry-run")
+    assert "note: create_entities has no readOnlyHint or destructiveHint" in " ".join(
+        dry.output.split()
+    )
+    run = cli("-q", "remember a", *server, "--tool-policy", "strict")
+    assert run.exit_code == 0, run.output
+    assert not memory.exists() or '"a"' not in memory.read_text()

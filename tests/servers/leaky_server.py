@@ -1,7 +1,9 @@
 """A stdio MCP server that echoes its environment back the way real servers do, JSON-escaped
-(like server-everything's get-env), URL-encoded and base64-encoded, and one that writes garbage
-to stdout at start (`--junk-at-start`): what the redactor and the stdout-noise warning must
-handle. Run over stdio: `python leaky_server.py`."""
+(like server-everything's get-env), URL-encoded, base64-encoded (also wrapped over lines, as
+`base64` and `openssl base64` print it) and hex-encoded, its own command line (as the reference
+Postgres server quotes its connection string in errors), and one that writes garbage to stdout
+at start (`--junk-at-start`): what the redactor and the stdout-noise warning must handle. Run
+over stdio: `python leaky_server.py [ARGS...]`."""
 
 import base64
 import json
@@ -37,6 +39,28 @@ def env_base64(name: str) -> str:
         + " "
         + base64.b64encode(b'{"auth": "' + value + b'"}').decode()
     )
+
+
+@mcp.tool()
+def env_wrapped(name: str, width: int = 76) -> str:
+    """The variable in a line, base64-encoded and wrapped at `width` columns (`base64`: 76,
+    `openssl base64`: 64)."""
+    value = f"export {name}={os.environ.get(name, '')}\n".encode()
+    encoded = base64.b64encode(value).decode()
+    return "\n".join(encoded[i : i + width] for i in range(0, len(encoded), width))
+
+
+@mcp.tool()
+def env_hex(name: str) -> str:
+    """The variable hex-encoded, inside a longer hex dump and wrapped at 60 columns (`xxd -p`)."""
+    encoded = (b"value: " + os.environ.get(name, "").encode() + b"\n").hex()
+    return "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60))
+
+
+@mcp.tool()
+def argv() -> str:
+    """The server's own command line, as a server quoting its connection string in an error."""
+    return "could not connect with: " + " ".join(sys.argv[1:])
 
 
 @mcp.tool()

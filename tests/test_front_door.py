@@ -1,0 +1,806 @@
+"""The front door and the tables behind it: verbs beside today's flags, per-mode help, the
+project file (evaluator.yaml) and `init`; one row per writer, per results section and per option,
+each list derived from its table (a throwaway writer or section appears everywhere); and the
+file read top to bottom (no top-level definition names a later one)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
+
+import evaluator as E
+
+SUITE_HEADER = "test_name,user_prompt,expected_tools,forbidden_tools,description"
+SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
+SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"
+POSITIVE, NEGATIVE = "Write a SQL query for weekly revenue per country", "Tell me a joke"
+
+
+# ============================================================================ helpers
+def tools_model(body: dict) -> dict:
+    """The model under test: asks for the tables (once), then answers."""
+    done = any(
+        isinstance(m.get("content"), list)
+        and any(b.get("type") == "tool_result" for b in m["content"])
+        for m in body["messages"]
+    )
+    if done:
+        return reply(text("The warehouse holds orders and users."))
+    return reply(tool_use("list_warehouse_tables"))
+
+
+def skill_model(body: dict) -> dict:
+    """Claude Code's model: the Skill tool for a SQL query when the skill is listed."""
+    messages = body.get("messages", [])
+    if any(
+        isinstance(m.get("content"), list)
+        and any(b.get("type") == "tool_result" for b in m["content"])
+        for m in messages
+    ):
+        return reply(text("Done."))
+    if SKILL_LISTING in json.dumps(messages) and "sql" in user_query(body).lower():
+        return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
+    return reply(text("A joke."))
+
+
+def either(body: dict) -> dict:
+    return (
+        skill_model(body)
+        if body.get("tools") and any(t.get("name") == "Skill" for t in body["tools"])
+        else tools_model(body)
+    )
+
+
+@pytest.fixture
+def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    with ScriptedAnthropic(responder=either) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        work = tmp_path / "work"
+        work.mkdir()
+        monkeypatch.chdir(work)
+        yield Lab(work, api)
+
+
+class Lab:
+    def __init__(self, root: Path, api: ScriptedAnthropic) -> None:
+        self.root, self.api = root, api
+        self.suite = root / "suite.csv"
+        self.suite.write_text(
+            SUITE_HEADER + "\ntables_a,Which tables are in my warehouse?,list_warehouse_tables,,\n"
+            "tables_b,List the warehouse tables,list_warehouse_tables,,\n",
+            encoding="utf-8",
+        )
+
+    def run(self, *args: Any, cli: Any = None) -> tuple[int, str, str]:
+        result = CliRunner().invoke(cli or E.main, [str(a) for a in args])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return result.exit_code, result.stdout, result.stderr
+
+    def messages(self) -> list[dict]:
+        return [r["body"] for r in self.api.requests if r["path"] == "/v1/messages"]
+
+
+VOLATILE = {
+    "generated_at",
+    "suite_wall_time_s",
+    "latency_ms",
+    "duration_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "seconds",
+    "mean_ms",
+    "total_ms",
+    "max_ms",
+    "id",
+    "cost_usd",
+    "usage",
+    "token_count",
+    "results_file",
+}
+
+
+def comparable(value: Any) -> Any:
+    """A results document without what differs between two runs of the same thing (timings,
+    tool-use ids, and what the scripted server's prompt cache bills differently the second time)."""
+    if isinstance(value, dict):
+        return {k: comparable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    return re.sub(r"toolu_\d+", "toolu", value) if isinstance(value, str) else value
+
+
+# ============================================================================ the top to bottom rule
+def module_names(tree: ast.Module) -> dict[str, int]:
+    defined: dict[str, int] = {}
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        for name in names:
+            defined.setdefault(name, node.lineno)
+    return defined
+
+
+class RuntimeNames(ast.NodeVisitor):
+    """Module-level names a statement loads at run time: annotations are left out (they are
+    strings here), and so are the names a function binds itself."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.local: list[set[str]] = []
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and not any(node.id in s for s in self.local):
+            self.found.add(node.id)
+
+    def function(self, node: Any) -> None:
+        for d in [*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)]:
+            self.visit(d)
+        bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                bound.add(child.id)
+            elif child is not node and isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                bound.add(child.name)
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in child.names}
+            elif isinstance(child, ast.arg):
+                bound.add(child.arg)
+        self.local.append(bound)
+        for statement in node.body:
+            self.visit(statement)
+        self.local.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = function
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for d in node.args.defaults:
+            self.visit(d)
+        self.local.append({a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)})
+        self.visit(node.body)
+        self.local.pop()
+
+    def comprehension(self, node: Any) -> None:
+        self.local.append(
+            {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        )
+        self.generic_visit(node)
+        self.local.pop()
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = comprehension
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        pass
+
+
+def test_no_top_level_definition_names_a_later_one():
+    """The file reads top to bottom: every top-level statement uses only what stands above it.
+    A later section reaches an earlier one's code only through a table the earlier one declares
+    (WRITERS, SECTIONS, OPTIONS, MODES) and the later one fills."""
+    tree = ast.parse((ROOT / "evaluator.py").read_text(encoding="utf-8"))
+    defined = module_names(tree)
+    later = []
+    for node in tree.body:
+        visitor = RuntimeNames()
+        visitor.visit(node)
+        own = set(module_names(ast.Module(body=[node], type_ignores=[])))
+        later += [
+            f"line {node.lineno} uses {name} (defined on line {defined[name]})"
+            for name in sorted(visitor.found - own)
+            if name in defined and defined[name] > node.lineno
+        ]
+    assert later == []
+
+
+def test_sections_are_in_data_flow_order():
+    text_ = (ROOT / "evaluator.py").read_text(encoding="utf-8")
+    banners = re.findall(r"^# =+ (\d+)\. ", text_, re.MULTILINE)
+    assert [int(b) for b in banners] == list(range(1, len(banners) + 1))
+
+
+def test_the_supported_api_exists():
+    assert all(hasattr(E, name) for name in E.__all__) and len(set(E.__all__)) == len(E.__all__)
+
+
+# ============================================================================ the option table
+def test_every_option_is_a_settings_field_and_every_field_an_option():
+    settings = {f.name for f in fields(E.Settings)}
+    derived = {"models", "trigger_models", "outputs", "merged_runs", "merged_pieces", "given"}
+    options = {o.name for o in E.OPTIONS if not o.writer}
+    assert options <= settings
+    assert settings - derived == options
+    assert {w.name for w in E.WRITERS} == {o.name for o in E.OPTIONS if o.writer}
+
+
+def test_every_option_is_taken_by_some_mode():
+    lonely = [o.flag for o in E.OPTIONS if not any(m.takes(o.name) for m in E.MODES)]
+    assert lonely == []
+
+
+# ============================================================================ help
+def help_text(*args: str, columns: int = 100) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": str(columns)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_top_help_is_short_and_names_every_mode_and_verb():
+    shown = help_text("--help")
+    assert len(shown.splitlines()) < 60
+    for name in [m.name for m in E.MODES] + ["init", "help"]:
+        assert re.search(rf"^  {name} ", shown, re.MULTILINE), name
+
+
+def examples_of(shown: str) -> list[str]:
+    return shown.split("Examples:", 1)[1].split("\n\n")[0].strip().splitlines()
+
+
+@pytest.mark.parametrize("columns", [40, 80])
+def test_examples_are_never_wrapped_inside_a_token(columns: int):
+    for args in (["--help"], ["csv", "--help"], ["help", "skills"], ["run", "--help"]):
+        narrow, wide = (
+            examples_of(help_text(*args, columns=columns)),
+            examples_of(help_text(*args, columns=400)),
+        )
+        assert narrow == wide and all(
+            line.strip().startswith("python evaluator.py") for line in narrow
+        )
+    every = [e for m in E.MODES for e in m.examples]
+    assert set(every) <= {
+        line.strip() for line in examples_of(help_text("run", "--help", columns=40))
+    }
+
+
+def options_listed(shown: str) -> set[str]:
+    return {f for f in re.findall(r"^\s+(-{1,2}[\w-]+)", shown, re.MULTILINE)} - {"-h", "--help"}
+
+
+@pytest.mark.parametrize("mode", [m.name for m in E.MODES])
+def test_mode_help_lists_only_what_the_mode_takes(mode: str):
+    shown = help_text(mode, "--help")
+    assert shown == help_text("help", mode)
+    taken = {o.flags[0] for o in E.OPTIONS if E.mode_named(mode).takes(o.name)}
+    assert options_listed(shown) == taken
+    for example in E.mode_named(mode).examples:
+        assert example in shown
+
+
+def test_help_csv_does_not_list_skill_options():
+    shown = help_text("help", "csv")
+    assert "--tag" in shown and "--trigger-model" not in shown and "--baseline" not in shown
+
+
+# ============================================================================ verbs and flags
+def test_verb_and_flag_forms_give_the_same_results(lab: Lab):
+    flat, verb = lab.root / "flat.json", lab.root / "verb.json"
+    assert lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", flat)[0] == 0
+    assert lab.run("csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", verb)[0] == 0
+    assert comparable(json.loads(flat.read_text())) == comparable(json.loads(verb.read_text()))
+    reports = [lab.root / "a.md", lab.root / "b.md"]
+    assert lab.run("--compare", flat, verb, "--report", reports[0])[0] == 0
+    assert lab.run("compare", flat, verb, "--report", reports[1])[0] == 0
+    assert reports[0].read_text().replace("a.md", "") == reports[1].read_text().replace("b.md", "")
+    pages = [lab.root / "a.html", lab.root / "b.html"]
+    assert lab.run("--from", flat, "--html", pages[0])[0] == 0
+    assert lab.run("render", flat, "--html", pages[1])[0] == 0
+    assert pages[0].read_text() == pages[1].read_text()
+    schemas = lab.run("--schema")[1], lab.run("schema")[1]
+    assert schemas[0] == schemas[1] and json.loads(schemas[0])["title"]
+
+
+def test_a_verb_refuses_an_option_its_mode_does_not_take(lab: Lab):
+    code, _, err = lab.run("csv", lab.suite, "--trigger-model", "haiku")
+    assert code == 2 and "no such option" in err.lower() and err.count("\n") == 1
+
+
+def test_a_verb_needs_its_input(lab: Lab):
+    code, _, err = lab.run("csv")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: csv: nothing to run") and "FILE.csv" in err
+
+
+# ============================================================================ what a new user tripped over
+def test_query_with_o_prints_the_table_and_summary(lab: Lab):
+    out = lab.root / "q.json"
+    code, stdout, _ = lab.run(
+        "-q",
+        "Which tables are in my warehouse?",
+        "-i",
+        "2",
+        "-o",
+        out,
+        "--server-module",
+        EXAMPLE_SERVER,
+    )
+    assert code == 0 and out.exists()
+    assert f"wrote {out}" in stdout and stdout.count("list_warehouse_tables") == 2
+    assert "Final answer (query, iteration 1)" in stdout
+
+
+def test_logs_are_wide_when_output_is_not_a_terminal(lab: Lab):
+    long_name = "case_" + "x" * 90
+    lab.suite.write_text(
+        SUITE_HEADER + f"\n{long_name},Which tables?,describe_table,,\n", encoding="utf-8"
+    )
+    code, stdout, _ = lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER)
+    assert code == 1
+    reason = next(line for line in stdout.splitlines() if "missing expected tool" in line)
+    assert "describe_table" in reason, "the reason stays on its line at 80 columns"
+
+
+def test_a_positional_xml_is_a_qa_evaluation(lab: Lab):
+    qa = lab.root / "eval.xml"
+    qa.write_text(
+        "<evaluations><qa_pair><question>Which tables?</question>"
+        "<answer>The warehouse holds orders and users.</answer></qa_pair></evaluations>"
+    )
+    out = lab.root / "qa.json"
+    code, _, err = lab.run(qa, "--server-module", EXAMPLE_SERVER, "-o", out)
+    assert code == 0, err
+    assert json.loads(out.read_text())["metadata"]["evaluation"] == "qa"
+
+
+@pytest.mark.parametrize(
+    "habit",
+    [
+        ["-t", "stdio", "-c", "python", "-a", "server.py"],
+        ["-t", "sse", "-u", "http://localhost:8000/sse"],
+    ],
+)
+def test_mcp_builder_flags_get_one_line_naming_the_equivalent(lab: Lab, habit: list[str]):
+    code, stdout, err = lab.run(*habit, "eval.xml")
+    assert code == 2 and stdout == "" and err.count("\n") == 1
+    assert "--qa eval.xml" in err and (
+        '--server "python server.py"' in err
+        or "--server-url http://localhost:8000/sse --transport sse" in err
+    )
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--skill", str(SKILL_DIR), "--trigger", "t.md", "-i", "3"], "use --runs N"),
+        (["--csv", "s.csv", "--runs", "3"], "use -i N"),
+    ],
+)
+def test_a_twin_option_is_named(lab: Lab, args: list[str], said: str):
+    code, _, err = lab.run(*args)
+    assert code == 2 and said in err and err.count("\n") == 1
+
+
+def test_the_wrong_file_is_named_for_what_it_is(lab: Lab):
+    qa = lab.root / "eval.xml"
+    qa.write_text(
+        "<evaluation><qa_pair><question>q</question><answer>a</answer></qa_pair></evaluation>"
+    )
+    test_md = ROOT / "examples" / "tool_tests" / "ltv-model-setup.md"
+    for args, said in (
+        (["--csv", qa], "this is a QA evaluation (XML), not a CSV suite (give it to --qa)"),
+        (["--csv", test_md], "this is a markdown test, not a CSV suite"),
+        (["--qa", lab.suite], "this is a CSV suite, not a QA evaluation (give it to --csv)"),
+        (["--skill", lab.suite, "--trigger", test_md], "this is a CSV suite, not a SKILL.md"),
+    ):
+        code, _, err = (
+            lab.run(*args, "--server-module", EXAMPLE_SERVER)
+            if args[0] != "--skill"
+            else lab.run(*args)
+        )
+        assert code == 2 and said in err and err.count("\n") == 1, (args, err)
+
+
+def test_a_semicolon_csv_is_read_and_a_misspelt_column_gets_a_suggestion(lab: Lab):
+    lab.suite.write_text(
+        "test_name;user_prompt;expected_tools\nt;Which tables?;list_warehouse_tables\n"
+    )
+    out = lab.root / "semi.json"
+    assert lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", out)[0] == 0
+    assert json.loads(out.read_text())["cases"][0]["name"] == "t"
+    lab.suite.write_text("test_name,user_prompt,expected_tool\nt,Which tables?,x\n")
+    code, _, err = lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER)
+    assert (
+        code == 2
+        and "unknown column 'expected_tool'" in err
+        and "did you mean 'expected_tools'" in err
+    )
+
+
+def test_dry_run_names_an_unknown_model_instead_of_pricing_it(lab: Lab):
+    code, stdout, _ = lab.run(
+        "--csv",
+        lab.suite,
+        "--server-module",
+        EXAMPLE_SERVER,
+        "--dry-run",
+        "--model",
+        "claude-sonet-5-5",
+    )
+    flat = " ".join(stdout.split())
+    assert (
+        code == 0 and "not priced: claude-sonet-5-5 is not a model test_constants.py knows" in flat
+    )
+    assert "(nearest: claude-sonnet-5-5)" in flat and "$" not in flat.split("not priced")[1][:80]
+
+
+def test_no_tool_calls_read_as_such():
+    case = E.TestCase(name="c", prompt="p", expected_tools=["a", "b"], order="in_order")
+    assert E.score_order(case, []) == [
+        "wrong order (in_order): expected a -> b in this order, got no tool calls"
+    ]
+
+
+def test_a_json_trigger_file_says_which_skill_it_tests(tmp_path: Path):
+    other = tmp_path / "other-skill"
+    other.mkdir()
+    (other / "SKILL.md").write_text(
+        "---\nname: other-skill\ndescription: Other things.\n---\nBody\n"
+    )
+    evals = tmp_path / "queries.json"
+    evals.write_text(json.dumps([{"query": "q", "should_trigger": True}]))
+    skills = [E.load_skill(SKILL_DIR), E.load_skill(other)]
+    tests = E.load_markdown_tests(evals, "trigger")
+    with pytest.raises(E.InputError) as refused:
+        E.assign_trigger_skills(tests, skills)
+    assert 'add "skill": "NAME" to its entries, or name the file NAME-evals.json' in str(
+        refused.value
+    )
+    evals.write_text(json.dumps([{"query": "q", "should_trigger": True, "skill": "other-skill"}]))
+    tests = E.load_markdown_tests(evals, "trigger")
+    E.assign_trigger_skills(tests, skills)
+    assert tests[0].skill == "other-skill"
+
+
+# ============================================================================ the answer matchers
+def test_a_new_answer_matcher_is_one_entry(lab: Lab, monkeypatch: pytest.MonkeyPatch):
+    """`answer_match: shouted` (the answer is the expected one in capitals) through a CSV suite."""
+    monkeypatch.setitem(
+        E.ANSWER_MATCHERS,
+        "shouted",
+        E.AnswerMatcher(
+            lambda expected: (
+                None if expected.islower() else "write the expected answer in lowercase"
+            ),
+            lambda expected, given, tolerance, shown, wanted: (
+                [] if given == expected.upper() else [f"answer {shown} is not {wanted} shouted"]
+            ),
+        ),
+    )
+    lab.api.responder = lambda body: reply(text("THE WAREHOUSE HOLDS ORDERS AND USERS."))
+    lab.suite.write_text(
+        "test_name,user_prompt,expected_answer,answer_match\n"
+        "a,Which tables?,the warehouse holds orders and users.,shouted\n"
+        "b,Which tables?,orders,shouted\n"
+    )
+    out = lab.root / "shouted.json"
+    assert lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", out)[0] == 1
+    cases = {c["name"]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases["a"]["passed"] and not cases["b"]["passed"]
+    assert 'is not "orders" shouted' in " ".join(cases["b"]["reasons"])
+    lab.suite.write_text("test_name,user_prompt,expected_answer,answer_match\na,q,ORDERS,shouted\n")
+    code, _, err = lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER)
+    assert code == 2 and "write the expected answer in lowercase" in err and "shouted" in err
+
+
+# ============================================================================ the writer table
+@pytest.mark.parametrize("writer", [w.name for w in E.WRITERS if w.takes_path])
+def test_a_writer_never_clobbers_an_input_or_another_output(lab: Lab, writer: str):
+    flag = E.writer_named(writer).option.flag
+    base = ["--csv", lab.suite, "--server-module", EXAMPLE_SERVER]
+    if writer == "benchmark_json":  # a task-eval run's: its skill is the input it must not write
+        skill = ROOT / "examples" / "skills" / "data-profile-report"
+        base = ["--skill", skill, "--tests", skill]
+        code, _, err = lab.run(*base, flag, skill / "SKILL.md")
+        assert code == 2 and "would destroy it" in err
+    else:
+        text_before = lab.suite.read_text()
+        code, _, err = lab.run(*base, flag, lab.suite)
+        assert code == 2 and "would destroy it" in err and lab.suite.read_text() == text_before
+    if writer != "output":
+        code, _, err = lab.run(*base, "-o", "same.json", flag, "same.json")
+        assert code == 2 and "are the same file" in err
+    code, _, err = lab.run(*base, flag, "no-such-folder/out.x")
+    assert code == 2 and "does not exist" in err and not Path("no-such-folder").exists()
+
+
+def write_tap(path: str, results: E.Results) -> None:
+    lines = [f"1..{len(results.cases)}"] + [
+        f"{'ok' if c.passed else 'not ok'} {i} - {c.name}" for i, c in enumerate(results.cases, 1)
+    ]
+    E.write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def tap_writer() -> Iterator[Any]:
+    """A throwaway writer: one register_writer call, and a command line built from the tables."""
+    saved = list(E.WRITERS), list(E.OPTIONS)
+    E.register_writer(
+        E.Writer(
+            E.option(
+                E.RUNNING,
+                "--tap",
+                type=__import__("click").Path(),
+                metavar="FILE.tap",
+                help="Write TAP.",
+            ),
+            write_tap,
+        )
+    )
+    try:
+        yield E.build_cli()
+    finally:
+        E.WRITERS[:], E.OPTIONS[:] = saved
+
+
+def test_a_new_writer_is_one_row_and_appears_everywhere(lab: Lab, tap_writer: Any):
+    tap = lab.root / "results.tap"
+    code, stdout, err = lab.run(
+        "--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "--tap", tap, cli=tap_writer
+    )
+    assert code == 0, err
+    assert tap.read_text().splitlines() == ["1..2", "ok 1 - tables_a", "ok 2 - tables_b"]
+    assert f"wrote {tap}" in stdout
+    code, _, err = lab.run("--csv", lab.suite, "-o", "r.json", "--tap", "r.json", cli=tap_writer)
+    assert code == 2 and "are the same file" in err
+    code, _, err = lab.run("--csv", lab.suite, "--tap", "missing/x.tap", cli=tap_writer)
+    assert code == 2 and "does not exist" in err
+    code, _, err = lab.run("compare", "a.json", "b.json", "--tap", "x.tap", cli=tap_writer)
+    assert code == 2 and "no such option" in err.lower()
+    code, _, err = lab.run("--compare", "a.json", "b.json", "--tap", "x.tap", cli=tap_writer)
+    assert code == 2 and "--tap does not apply to --compare" in err
+    settings = E.Settings(outputs={"tap": "x.tap"}, shard=(1, 2), given=frozenset({"tap", "shard"}))
+    assert "tap" not in E.recorded_settings(settings), "shards may differ in where they write"
+    again = lab.root / "again.tap"
+    assert lab.run("render", lab.root / "missing.json", "--tap", again, cli=tap_writer)[0] == 2
+    assert "--tap" in help_cli(tap_writer, "csv") and "--tap" in help_cli(tap_writer, "render")
+
+
+def help_cli(cli: Any, mode: str) -> str:
+    return CliRunner().invoke(cli, ["help", mode]).stdout
+
+
+# ============================================================================ the section table
+class ProbeRecord(E.Record):
+    note: str
+    count: int = 0
+
+
+@pytest.fixture
+def probe_section() -> Iterator[E.Section]:
+    saved = list(E.SECTIONS)
+    section = E.register_section(
+        E.Section(
+            "probe",
+            ProbeRecord,
+            markdown=lambda v: ["## Probe", "", f"probe note: {E.markdown_cell(v.note)}", ""],
+            terminal=lambda console, v: console.print(f"probe note: {E.terminal_text(v.note)}"),
+            html=lambda v: E.html_block("Probe", [("", ["note", "count"], [[v.note, v.count]])]),
+        )
+    )
+    try:
+        yield section
+    finally:
+        E.SECTIONS[:] = saved
+
+
+def test_a_new_section_is_one_row_and_survives_render(lab: Lab, probe_section: E.Section):
+    out = lab.root / "results.json"
+    assert lab.run("--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "-o", out)[0] == 0
+    document = json.loads(out.read_text())
+    document["probe"] = {"note": "hello <b>there</b>", "count": 3}
+    out.write_text(json.dumps(document))
+    report, page, copy = lab.root / "r.md", lab.root / "r.html", lab.root / "copy.json"
+    code, _, err = lab.run("render", out, "--report", report, "--html", page, "-o", copy)
+    assert code == 0, err
+    assert (
+        "## Probe" in report.read_text() and "hello &lt;b&gt;there&lt;/b&gt;" in report.read_text()
+    )
+    data = json.loads(
+        re.search(
+            r'<script type="application/json" id="report-data">(.*?)</script>',
+            page.read_text(),
+            re.DOTALL,
+        ).group(1)
+    )
+    [probe] = [s for s in data["sections"] if s["key"] == "probe"]
+    assert probe["renderer"] == "renderBlock" and probe["data"]["tables"][0]["rows"] == [
+        ["hello <b>there</b>", "3"]
+    ]
+    assert json.loads(copy.read_text()) == document
+    assert "probe" in E.results_schema()["properties"]
+    broken = dict(document, probe={"note": 5})
+    out.write_text(json.dumps(broken))
+    code, _, err = lab.run("render", out, "--report", report)
+    assert code == 2 and "probe" in err
+
+
+def test_a_model_matrix_document_survives_render(lab: Lab):
+    """(Every mode's document survives render: tests/test_mode_options.py.)"""
+    out = lab.root / "results.json"
+    assert (
+        lab.run(
+            "--csv",
+            lab.suite,
+            "--server-module",
+            EXAMPLE_SERVER,
+            "--model",
+            "claude-haiku-5-5",
+            "--model",
+            "claude-sonnet-5-5",
+            "-o",
+            out,
+        )[0]
+        == 0
+    )
+    document = json.loads(out.read_text())
+    assert "matrix" in document
+    copy = lab.root / "copy.json"
+    assert lab.run("render", out, "-o", copy)[0] == 0
+    assert json.loads(copy.read_text()) == document
+
+
+# ============================================================================ the project file
+def project(folder: Path, text_: str) -> Path:
+    path = folder / "evaluator.yaml"
+    path.write_text(text_, encoding="utf-8")
+    return path
+
+
+def test_a_project_runs_its_suites_and_a_command_line_option_wins(lab: Lab):
+    project(
+        lab.root,
+        f"""\
+defaults:
+  server_module: {EXAMPLE_SERVER}
+suites:
+  - name: tools
+    csv: suite.csv
+    output: results/tools.json
+    report: results/tools.md
+  - name: again
+    csv: suite.csv
+    iterations: 2
+    output: results/again.json
+""",
+    )
+    (lab.root / "results").mkdir()
+    code, stdout, err = lab.run()
+    assert code == 0, err
+    tools = json.loads((lab.root / "results" / "tools.json").read_text())
+    again = json.loads((lab.root / "results" / "again.json").read_text())
+    assert tools["summary"]["runs"] == 2 and again["summary"]["runs"] == 4
+    assert (lab.root / "results" / "tools.md").exists()
+    assert "suite tools" in stdout and "suite again" in stdout
+    code, _, err = lab.run("-i", "3", "--suite", "again")
+    assert code == 0, err
+    assert json.loads((lab.root / "results" / "again.json").read_text())["summary"]["runs"] == 6
+
+
+def test_a_project_gate_that_fails_exits_1(lab: Lab):
+    lab.suite.write_text(SUITE_HEADER + "\nt,Which tables?,describe_table,,\n", encoding="utf-8")
+    project(
+        lab.root,
+        f"suites:\n  - name: tools\n    csv: suite.csv\n    server_module: {EXAMPLE_SERVER}\n",
+    )
+    assert lab.run()[0] == 1
+
+
+@pytest.mark.parametrize(
+    "body, line, said",
+    [
+        (
+            "suites:\n  - name: t\n    csv: suite.csv\n    iteratons: 3\n",
+            4,
+            "unknown key 'iteratons'",
+        ),
+        ("suites:\n  - name: t\n    csv: suite.csv\n    iterations: 0\n", 4, "iterations:"),
+        (
+            "suites:\n  - name: t\n    csv: suite.csv\n    trigger_model: haiku\n",
+            2,
+            "does not apply to --csv runs",
+        ),
+        ("suites:\n  - name: t\n  - name: t\n    csv: suite.csv\n", 3, "two suites are named 't'"),
+        ("suites: [\n", 2, "invalid project file"),
+    ],
+)
+def test_a_bad_project_file_is_one_line_with_file_and_line(
+    lab: Lab, body: str, line: int, said: str
+):
+    path = project(lab.root, body)
+    code, _, err = lab.run()
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{path.name}:{line}:" in err and said in err, err
+    if "iteratons" in said:
+        assert "did you mean 'iterations'?" in err
+    assert lab.messages() == []
+
+
+def test_schema_project_prints_the_project_file_schema(lab: Lab):
+    code, stdout, _ = lab.run("schema", "project")
+    schema = json.loads(stdout)
+    assert code == 0 and schema["title"] == "evaluator.yaml"
+    assert set(schema["properties"]) == {"servers", "defaults", "suites"}
+
+
+def test_project_servers_in_the_mcpservers_shape(lab: Lab):
+    project(
+        lab.root,
+        f"""\
+servers:
+  profiles:
+    command: {sys.executable}
+    args: ["{EXAMPLE_SERVER}"]
+suites:
+  - name: tools
+    csv: suite.csv
+    output: tools.json
+""",
+    )
+    code, _, err = lab.run()
+    assert code == 0, err
+    assert json.loads((lab.root / "tools.json").read_text())["summary"]["passed"] == 2
+
+
+@needs_claude
+def test_init_writes_a_project_that_runs_a_csv_suite_and_a_skill(lab: Lab):
+    examples = lab.root / "examples"
+    shutil.copytree(SKILL_DIR, examples / "skills" / "warehouse-sql")
+    (examples / "triggers").mkdir()
+    (examples / "triggers" / "warehouse-sql-trigger.md").write_text(
+        f'---\nname: warehouse-sql-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n- "{POSITIVE}"\n'
+        f"\n# Negative Triggers\n\n- {NEGATIVE}\n"
+    )
+    shutil.copy(lab.suite, examples / "tools.csv")
+    (lab.root / "mcp.json").write_text(
+        json.dumps(
+            {"mcpServers": {"profiles": {"command": sys.executable, "args": [str(EXAMPLE_SERVER)]}}}
+        )
+    )
+    lab.suite.unlink()
+    code, stdout, _ = lab.run("init")
+    assert code == 0 and "wrote" in stdout
+    written = (lab.root / "evaluator.yaml").read_text()
+    assert (
+        "skill: examples/skills/warehouse-sql" in written and "csv: examples/tools.csv" in written
+    )
+    assert lab.run("init")[0] == 2, "init never overwrites"
+    (lab.root / "results").mkdir()
+    code, stdout, err = lab.run()
+    assert code == 0, stdout + err
+    skill = json.loads((lab.root / "results" / "warehouse-sql.json").read_text())
+    tools = json.loads((lab.root / "results" / "tools.json").read_text())
+    assert skill["trigger_scores"][0]["triggerScore"] == 100 and tools["passed"] is True
