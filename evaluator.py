@@ -717,6 +717,29 @@ class SpooledRecords:
             raise IndexError(index)
         return next(itertools.islice(self, index, None))
 
+    def mapped(self, function: Callable[[Any], Any]) -> SpooledRecords:
+        """The same records read through `function` (a redacted view), still from the file."""
+        return MappedRecords(self, function)
+
+
+class MappedRecords(SpooledRecords):
+    """A spooled list read through a function: a view that reads as its spool does."""
+
+    def __init__(self, spool: SpooledRecords, function: Callable[[Any], Any]) -> None:
+        self.spool, self.function, self.record = spool, function, spool.record
+
+    def append(self, item: Any) -> None:
+        raise TypeError("a view of a spool is read, not written")
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.function, self.spool)
+
+    def __len__(self) -> int:
+        return len(self.spool)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.function(self.spool[index])
+
 
 def spooled_into(record: BaseModel, name: str, items: SpooledRecords) -> None:
     """A record's list field that stays in its spool: pydantic checks nothing on assignment, and
@@ -1172,6 +1195,8 @@ class Redactor:
         it redacted; the original is left as it was, for grading."""
         if self.pattern is None:
             return value
+        if isinstance(value, SpooledRecords):  # read redacted as it streams
+            return value.mapped(self.deep)
         if isinstance(value, BaseModel):
             return value.model_copy(
                 update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
@@ -6026,6 +6051,9 @@ class ServerConnection:
             )
             await self.close(grace=0)  # nothing to wind down gracefully: the time promised is up
             raise ServerError(message) from None
+        except asyncio.CancelledError:  # stopped mid-handshake: nothing to wind down either
+            await asyncio.shield(self.close(grace=0))
+            raise
         if isinstance(self._error, (InputError, ServerError)):  # already says what went wrong
             error, self._error = self._error, None
             await self.close()
@@ -12845,27 +12873,13 @@ async def drive_jobs(
     10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
     starts once --max-cost is spent, or after a fatal API error. `count`: how many jobs there are,
     when `jobs` cannot say (no more workers than jobs). A finished run is scored, redacted and
-    journaled (`finished_one`) in a thread of its own, one run at a time: that work reads
-    untrusted text, and on the loop it would stall the other runs and the stop signals."""
+    journaled (`finished_one`) in a finisher thread before its worker goes on (kill -9 loses no
+    run that finished): that work reads untrusted text (a server's patterns), and on the loop it
+    would stall the other runs and the stop signals. A finisher per worker: a check that blocks
+    holds up its own worker only."""
     pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()
     spent = [0.0]
-    finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
-    # Finished runs waiting for the finisher: a worker goes on to its next job (a run whose
-    # check blocks does not hold the others' slots), until `width` of them wait.
-    finishing_runs: set[asyncio.Future] = set()
-
-    async def wait_for_finishing(most: int) -> None:
-        """Until at most `most` finished runs wait to be scored; a finisher's failure is raised.
-        Shielded: a run that finished is finished (journaled) even when Ctrl-C comes while it
-        waits (whose failure is then the writers' to report)."""
-        while len(finishing_runs) > most:
-            done, _ = await asyncio.shield(
-                asyncio.wait(set(finishing_runs), return_when=asyncio.FIRST_COMPLETED)
-            )
-            finishing_runs.difference_update(done)
-            for finished in done:
-                finished.result()
 
     async def worker() -> None:
         for job in pending:
@@ -12889,9 +12903,10 @@ async def drive_jobs(
             finishing = asyncio.get_running_loop().run_in_executor(
                 finisher, finished_one, job, record
             )
+            # shielded: a run that finished is finished (journaled) even when Ctrl-C comes
+            # while it waits for the finisher (whose failure is then the writers' to report)
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
-            finishing_runs.add(finishing)
-            await wait_for_finishing(width)
+            await asyncio.shield(finishing)
 
     async with runner.session():
         started = (
@@ -12901,10 +12916,10 @@ async def drive_jobs(
         width = max(
             1, min(runner_concurrency(runner, settings), known if known is not None else 1 << 30)
         )
+        finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
-            await wait_for_finishing(0)
         except BaseException:
             for task in workers:
                 task.cancel()
@@ -12986,14 +13001,18 @@ def run_pipeline(
                 continue
             yield job
 
+    keeping = threading.Lock()  # finishers run side by side; the files take a run at a time
+
     def finished_one(job: Job, record: Any) -> None:
-        result = runner.to_result(record)
-        # scored on the run as it was (the spool: a private temporary file), journaled redacted
-        if journal:
-            journal.append(results_line(runner.redactor.deep(result)))
-        spool.put(job.ordinal, results_line(result))
-        if on_record:
-            on_record(record)
+        result = runner.to_result(record)  # scored on the run as it was
+        line = results_line(result)
+        redacted = results_line(runner.redactor.deep(result)) if journal else ""
+        with keeping:  # the spool: a private temporary file; the journal: redacted
+            if journal:
+                journal.append(redacted)
+            spool.put(job.ordinal, line)
+            if on_record:
+                on_record(record)
 
     outcome = PipelineOutcome(
         RunStream(runner, lambda: pipeline_jobs(runner, settings), spool),
@@ -13938,7 +13957,7 @@ class ToolUseRunner:
             if (t.case.name, t.iteration, t.model) in keys
         ]
 
-    async def estimate(self, jobs: Iterable[Job]) -> CostEstimate:
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
         async with self.connect() as hub:
             views = {json.dumps(case_tool_view(j.payload[0])) for j in jobs} - {"null"}
             tools = max(  # cases that show Claude tools of their own: the largest of them
@@ -20686,7 +20705,7 @@ class SkillDescriptionTask:
 
     async def estimate(self) -> CostEstimate:
         runner = self.runner(self.original())
-        return await runner.estimate(runner.jobs())
+        return await runner.estimate(list(runner.jobs()))
 
     def scored(
         self, runner: SkillRunner, outcome: PipelineOutcome, complete: bool
@@ -20857,7 +20876,7 @@ class ToolDescriptionTask:
 
     async def estimate(self) -> CostEstimate:
         runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
-        return await runner.estimate(runner.jobs())
+        return await runner.estimate(list(runner.jobs()))
 
     def scored(
         self, runner: ToolUseRunner, outcome: PipelineOutcome, complete: bool
@@ -21227,7 +21246,9 @@ class OptimizeLoop:
         )
         reused = {runner.result_key(r) for r in earlier}
         self.spent += sum(  # what this invocation paid: the journaled runs were paid before
-            runner.cost(r) for k, r in zip(outcome.keys, outcome.records) if k not in reused
+            runner.cost(r)
+            for r in outcome.records
+            if runner.result_key(runner.to_result(r)) not in reused
         )
         if result.complete:
             self.journal.append(
