@@ -12,6 +12,67 @@ inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> 
 
 from __future__ import annotations
 
+import os
+import sys
+
+# ---------------------------------------------------------------------------- before the sections: the script's start from cached bytecode
+# The command that takes over from `python evaluator.py`: this file imported as a module (from
+# its folder, as the script would find its neighbours), and the program run.
+HAND_OVER = (
+    "import sys; sys.path[0] = sys.argv.pop(1); sys.argv[0] = sys.argv.pop(1); "
+    "import evaluator; evaluator.run_program()"
+)
+
+
+def run_from_cached_bytecode() -> None:
+    """`python evaluator.py` compiles this whole file at every start (a script gets no cached
+    bytecode): 0.3 s or more, and about 30 MB more at the run's memory peak (what compiling 17,000
+    lines leaves behind). So the script hands over to `import evaluator`, which reads the cached
+    bytecode: it replaces itself (exec: the same process, pid, signals and exit code) once the
+    cache is fresh, writing the cache first the way the import system does when it is missing.
+    Where that cannot be (no exec, a read-only folder, PYTHONDONTWRITEBYTECODE with no cache yet),
+    the script runs on as it is."""
+    import importlib.machinery
+    import importlib.util
+    import subprocess
+
+    source = os.path.realpath(__file__)  # where the script's own folder (sys.path[0]) is
+
+    def fresh() -> bool:
+        stat = os.stat(source)
+        header = (
+            importlib.util.MAGIC_NUMBER
+            + bytes(4)  # a cache checked against the source's time and size
+            + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        )
+        with open(importlib.util.cache_from_source(source), "rb") as handle:
+            return handle.read(16) == header
+
+    try:
+        if not fresh():
+            raise FileNotFoundError
+    except (OSError, ValueError, NotImplementedError):
+        if sys.dont_write_bytecode:
+            return
+        try:  # the import system's own compile-and-cache (silent where it may not write)
+            importlib.machinery.SourceFileLoader("evaluator", source).get_code("evaluator")
+            if not fresh():
+                return
+        except (OSError, ValueError, NotImplementedError, ImportError, SyntaxError):
+            return
+    if os.name == "posix":
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # -X -W -O
+        os.execv(
+            sys.executable,
+            [sys.executable, *flags, "-c", HAND_OVER, os.path.dirname(source), *sys.argv],
+        )
+
+
+if __name__ == "__main__" and __spec__ is None:  # python evaluator.py (not -m, not an import)
+    run_from_cached_bytecode()
+
+
 import asyncio
 import atexit
 import concurrent.futures
@@ -20,13 +81,13 @@ import contextvars
 import difflib
 import fnmatch
 import functools
+import gc
 import hashlib
 import importlib
 import importlib.util
 import itertools
 import json
 import logging
-import os
 import re
 import secrets
 import select
@@ -34,10 +95,10 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
+from array import array
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
@@ -448,13 +509,23 @@ def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
 
 
 # ---------------------------------------------------------------------------- files: read checked, written atomically
+def read_at_most(handle: Any, limit: int) -> bytes:
+    """Up to `limit` bytes, a megabyte at a time: read(limit) would reserve all of them first
+    (10 MB for every input file, a transient the run's memory peak keeps)."""
+    chunks, total = [], 0
+    while total < limit and (chunk := handle.read(min(1 << 20, limit - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
 def read_text_file(path: str | Path, what: str) -> str:
     """A UTF-8 text file (a BOM is fine); bad bytes are reported with their line."""
     path = Path(path)
     limit = C.MAX_INPUT_FILE_BYTES
     try:
         with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
-            raw = handle.read(limit + 1)
+            raw = read_at_most(handle, limit + 1)
     except OSError as exc:
         hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
@@ -547,23 +618,154 @@ class JsonStream:
         return self.length
 
 
-def dump_json(document: dict, handle: Any) -> None:
-    """`json.dump(document, indent=2)`, except that JsonStream values are streamed."""
+def holds_stream(value: Any) -> bool:
+    """Whether a JsonStream is in this value, or in a dict inside it (a section's record)."""
+    return isinstance(value, JsonStream) or (
+        isinstance(value, dict) and any(holds_stream(v) for v in value.values())
+    )
+
+
+def dump_json(document: dict, handle: Any, depth: int = 0) -> None:
+    """`json.dump(document, indent=2)`, except that JsonStream values, at any depth of dicts,
+    are streamed."""
+    pad = "\n" + "  " * depth
 
     def indented(text: str, spaces: int) -> str:
         return text.replace("\n", "\n" + " " * spaces)
 
     handle.write("{")
     for position, (key, value) in enumerate(document.items()):
-        handle.write(("," if position else "") + f"\n  {json.dumps(key)}: ")
+        handle.write(("," if position else "") + f"{pad}  {json.dumps(key)}: ")
         if isinstance(value, JsonStream):
             handle.write("[")
             for index, item in enumerate(value):
-                handle.write(("," if index else "") + "\n    " + indented(json_text(item), 4))
-            handle.write("\n  ]" if len(value) else "]")
+                text = indented(json_text(item), 2 * depth + 4)
+                handle.write(("," if index else "") + f"{pad}    " + text)
+            handle.write(f"{pad}  ]" if len(value) else "]")
+        elif holds_stream(value):
+            dump_json(value, handle, depth + 1)
         else:
-            handle.write(indented(json_text(value), 2))
-    handle.write("\n}")
+            handle.write(indented(json_text(value), 2 * depth + 2))
+    handle.write(f"{pad}}}")
+
+
+def materialized(value: Any) -> Any:
+    """A value with its JsonStreams read into lists (a page that embeds them whole)."""
+    if isinstance(value, JsonStream):
+        return [materialized(item) for item in value]
+    if isinstance(value, dict):
+        return {key: materialized(item) for key, item in value.items()}
+    return value
+
+
+def file_lines(fd: int, offset: int = 0) -> Iterator[bytes]:
+    """The lines of an open file from `offset`, read with pread: whoever else reads or writes
+    the same file keeps its own position."""
+    rest = b""
+    while chunk := os.pread(fd, 1 << 16, offset):
+        offset += len(chunk)
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        yield from lines
+    if rest:
+        yield rest
+
+
+def line_at(fd: int, offset: int) -> bytes:
+    """The line of an open file that starts at `offset` (pread: no shared position moves)."""
+    line, size = b"", 4096
+    while True:
+        part = os.pread(fd, size, offset + len(line))
+        line += part
+        end = line.find(b"\n")
+        if end >= 0:
+            return line[:end]
+        if not part:
+            return line
+        size *= 2
+
+
+class SpooledRecords:
+    """A list of records kept in a temporary file, one JSON line each, and read back (validated
+    as `record`) each time it is iterated: the per-case lists of a 100,000-case suite stay on disk,
+    not in memory. It reads as a list does (iterate, len, bool); its place in memory is a count."""
+
+    def __init__(self, record: Any) -> None:
+        self.record = record  # the pydantic model of its items
+        self.count = 0
+        self.file = tempfile.TemporaryFile(mode="w+b")  # gone when closed, or when the process is
+
+    def append(self, item: Any) -> None:
+        self.file.seek(0, os.SEEK_END)
+        self.file.write(item.model_dump_json(by_alias=True).encode() + b"\n")
+        self.count += 1
+
+    def extend(self, items: Iterable[Any]) -> None:
+        for item in items:
+            self.append(item)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.file.flush()
+        for _, line in zip(range(self.count), file_lines(self.file.fileno())):
+            yield self.record.model_validate_json(line)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> Any:
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        return next(itertools.islice(self, index, None))
+
+    def mapped(self, function: Callable[[Any], Any]) -> SpooledRecords:
+        """The same records read through `function` (a redacted view), still from the file."""
+        return MappedRecords(self, function)
+
+
+class MappedRecords(SpooledRecords):
+    """A spooled list read through a function: a view that reads as its spool does."""
+
+    def __init__(self, spool: SpooledRecords, function: Callable[[Any], Any]) -> None:
+        self.spool, self.function, self.record = spool, function, spool.record
+
+    def append(self, item: Any) -> None:
+        raise TypeError("a view of a spool is read, not written")
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.function, self.spool)
+
+    def __len__(self) -> int:
+        return len(self.spool)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.function(self.spool[index])
+
+
+def spooled_into(record: BaseModel, name: str, items: SpooledRecords) -> None:
+    """A record's list field that stays in its spool: pydantic checks nothing on assignment, and
+    dump_streamed writes the items one by one."""
+    setattr(record, name, items)
+
+
+def dump_streamed(value: Any) -> Any:
+    """A results document's part as JSON, its spooled lists (and spooled list fields of its
+    records) as JsonStreams, written item by item."""
+    if isinstance(value, SpooledRecords):
+        return JsonStream(lambda: map(dump_streamed, value), len(value))
+    if isinstance(value, list):
+        return [dump_streamed(item) for item in value]
+    spooled = {k: v for k, v in vars(value).items() if isinstance(v, SpooledRecords)}
+    if not spooled:
+        return value.model_dump(mode="json", by_alias=True)
+    data = value.model_dump(mode="json", by_alias=True, exclude=set(spooled))
+    dumped = {}
+    for name, info in type(value).model_fields.items():  # in the fields' order
+        key = info.serialization_alias or info.alias or name
+        if name in spooled:
+            dumped[key] = dump_streamed(spooled[name])
+        elif key in data:
+            dumped[key] = data[key]
+    return dumped
 
 
 def file_mode_for_outputs() -> int:
@@ -993,6 +1195,8 @@ class Redactor:
         it redacted; the original is left as it was, for grading."""
         if self.pattern is None:
             return value
+        if isinstance(value, SpooledRecords):  # read redacted as it streams
+            return value.mapped(self.deep)
         if isinstance(value, BaseModel):
             return value.model_copy(
                 update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
@@ -1395,7 +1599,10 @@ class Transcript:
     batch_api: bool = (
         False  # --batch: its model calls (the judge's too) went through Message Batches
     )
-    verdict: Verdict | None = None  # the verdict a run kept from an earlier invocation got
+    # Its verdict, once scored (or kept from an earlier invocation): the journal line, the progress
+    # bar and the reports share it, and it goes when the transcript does (no cache keeps a verdict
+    # per run).
+    verdict: Verdict | None = None
 
     @property
     def cost_usd(self) -> float:
@@ -2476,8 +2683,11 @@ def tool_run_result(
     )
 
 
-def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
-    """A transcript rebuilt from a results entry, so reused results are scored like new ones."""
+def transcript_from_result(
+    case: TestCase, result: ToolRunResult, scored: bool = False
+) -> Transcript:
+    """A transcript rebuilt from a results entry, so reused results are scored like new ones;
+    `scored`: with the verdict the entry carries (read back after a run, or from a --merge piece)."""
     r = result
     return Transcript(
         case=case,
@@ -2500,7 +2710,9 @@ def transcript_from_result(case: TestCase, result: ToolRunResult) -> Transcript:
         judge_usage=r.judge_usage or Usage(),
         judge_model=r.judge_model or "",
         batch_api=r.batch_api,
-        verdict=Verdict(r.verdict.passed, list(r.verdict.reasons)) if r.verdict else None,
+        verdict=Verdict(r.verdict.passed, list(r.verdict.reasons))
+        if scored and r.verdict is not None
+        else None,
     )
 
 
@@ -3246,18 +3458,24 @@ def split_list(value: str) -> list[str]:
     return [item.strip() for item in re.split(r"[,;]", value or "") if item.strip()]
 
 
-def csv_records(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The header and every record with the line it starts on (quoted fields may span lines)."""
+def csv_records(text: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Every record that is not blank, with the line it starts on (quoted fields may span lines),
+    read as it goes from a text or a text stream; the first is the header."""
     import csv
-    import io
 
-    first = text.lstrip("\ufeff").split("\n", 1)[0]
+    if isinstance(text, str):
+        import io
+
+        text = io.StringIO(text, newline="")
+    first = text.readline()
+    text.seek(0)
     delimiter = ";" if ";" in first and "," not in first else ","  # a spreadsheet's export
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
-    records, start = [], 1
+    reader = csv.reader(text, strict=True, delimiter=delimiter)
+    start = 1
     try:
         for row in reader:
-            records.append((start, row))
+            if any(cell.strip() for cell in row):
+                yield start, row
             start = reader.line_num + 1
     except csv.Error as exc:
         raise InputError(
@@ -3266,13 +3484,6 @@ def csv_records(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[
             reader.line_num or start,
             "quote fields that contain commas, quotes or newlines",
         ) from None
-    records = [(line, row) for line, row in records if any(cell.strip() for cell in row)]
-    if not records:
-        raise InputError(
-            "the CSV file is empty", path, 1, "add a header row: test_name,user_prompt,..."
-        )
-    (_, header), body = records[0], records[1:]
-    return [h.strip().lower() for h in header], body
 
 
 def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
@@ -3399,79 +3610,163 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
     return case
 
 
-def load_csv_suite(path: str | Path) -> list[TestCase]:
-    """A CSV regression suite (seed 002's columns plus the optional ones); every problem of the
-    file is reported with its line before anything runs."""
+class CsvSuite(Sequence[TestCase]):
+    """A CSV regression suite (seed 002's columns plus the optional ones). Every problem of the
+    file is reported with its line when it is loaded, before anything runs; after that it reads
+    like a list of its cases (those with --tag's tags), each made again from the file's text as
+    it is reached, so a 100,000-case suite is never 100,000 cases in memory: what stays is the
+    text (at most MAX_INPUT_FILE_BYTES) and what the checks after connecting need (the tools the
+    cases name)."""
+
+    def __init__(self, path: Path, text: str, tags: Sequence[str] = ()) -> None:
+        self.path, self.raw, self.tags = path, text.encode("utf-8", "surrogatepass"), tuple(tags)
+        self.size = 0
+        # expected, forbidden or given expected_args; None once a case shows only some tools
+        self.tools_named: set[str] | None = set()
+        self.tools_expected: set[str] = set()  # expected, or given expected_args (tool coverage)
+        self.check()
+
+    def records(self) -> Iterator[tuple[int, list[str]]]:
+        import io
+
+        stream = io.TextIOWrapper(
+            io.BytesIO(self.raw), encoding="utf-8", errors="surrogatepass", newline=""
+        )
+        return csv_records(stream, self.path)
+
+    def header(self) -> list[str]:
+        found = next(self.records(), None)
+        if found is None:
+            raise InputError(
+                "the CSV file is empty", self.path, 1, "add a header row: test_name,user_prompt,..."
+            )
+        return [h.strip().lower() for h in found[1]]
+
+    def wanted(self, case: TestCase) -> bool:
+        """--tag: a case with one of the tags (any case without --tag)."""
+        return not self.tags or bool(
+            {t.lower() for t in self.tags} & {t.lower() for t in case.tags}
+        )
+
+    def check(self) -> None:
+        """One pass over the file: every problem with its line, the cases counted."""
+        path, header = self.path, self.header()
+        problems: list[InputError] = []
+        for column in (h for h in header if h not in CSV_COLUMNS):
+            close = difflib.get_close_matches(column, CSV_COLUMNS, n=1)
+            problems.append(
+                InputError(
+                    f"unknown column {column!r}",
+                    path,
+                    1,
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else "known columns: " + ", ".join(CSV_COLUMNS),
+                )
+            )
+        if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
+            problems.append(
+                InputError(
+                    "the header needs test_name and user_prompt (or prompt) columns",
+                    path,
+                    1,
+                    "first row: test_name,user_prompt,expected_tools,forbidden_tools,description",
+                )
+            )
+        if problems:
+            raise InputProblems(problems)
+        seen: set[str] = set()
+        rows = 0
+        for line, row in itertools.islice(self.records(), 1, None):
+            rows += 1
+            if len(row) != len(header):
+                problems.append(
+                    InputError(
+                        f"row has {len(row)} fields, the header has {len(header)}",
+                        path,
+                        line,
+                        "quote fields that contain commas",
+                    )
+                )
+                continue
+            try:
+                case = csv_case(dict(zip(header, row)), path, line)
+            except InputError as exc:
+                problems.append(exc)
+                continue
+            if case.name in seen:
+                problems.append(self.duplicate(case, line))
+                continue
+            seen.add(case.name)
+            if self.wanted(case):
+                self.size += 1
+                if case.tools:
+                    self.tools_named = None
+                elif self.tools_named is not None:
+                    self.tools_named.update(
+                        case.expected_tools, case.forbidden_tools, case.expected_args
+                    )
+                self.tools_expected.update(case.expected_tools, case.expected_args)
+        if problems:
+            raise InputProblems(problems)
+        if not rows:
+            raise InputError(
+                "the CSV suite has a header but no test rows",
+                path,
+                2,
+                "add one row per test below the header",
+            )
+        if not self.size:
+            raise InputError(f"no test has the tag(s) {', '.join(self.tags)}")
+
+    def duplicate(self, case: TestCase, line: int) -> InputError:
+        """The error of a second row with a name; the first is found again (the error's path)."""
+        header, first = self.header(), line
+        for at, row in itertools.islice(self.records(), 1, None):
+            with contextlib.suppress(InputError):
+                if (
+                    len(row) == len(header)
+                    and csv_case(dict(zip(header, row)), self.path, at).name == case.name
+                ):
+                    first = at
+                    break
+        return InputError(
+            f"duplicate test_name {case.name!r} (first on line {first})",
+            self.path,
+            line,
+            "give every test a unique name",
+        )
+
+    def all_cases(self) -> Iterator[TestCase]:
+        header = self.header()
+        for line, row in itertools.islice(self.records(), 1, None):
+            yield csv_case(dict(zip(header, row)), self.path, line)
+
+    def __iter__(self) -> Iterator[TestCase]:
+        return (case for case in self.all_cases() if self.wanted(case))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return list(self)[index]
+        if not -self.size <= index < self.size:
+            raise IndexError(index)
+        return next(itertools.islice(self, index % self.size, None))
+
+    def tagged(self, tags: Sequence[str]) -> CsvSuite:
+        return CsvSuite(self.path, self.raw.decode("utf-8", "surrogatepass"), tags)
+
+
+def load_csv_suite(path: str | Path) -> CsvSuite:
+    """A CSV regression suite, checked whole: every problem of the file with its line."""
     path = Path(path)
     text = read_text_file(path, "CSV suite")
     other = wrong_file(text, path, "--csv", "a CSV suite")
     if other is not None:
         raise other
-    header, body = csv_records(text, path)
-    problems: list[InputError] = []
-    for column in (h for h in header if h not in CSV_COLUMNS):
-        close = difflib.get_close_matches(column, CSV_COLUMNS, n=1)
-        problems.append(
-            InputError(
-                f"unknown column {column!r}",
-                path,
-                1,
-                f"did you mean {close[0]!r}?"
-                if close
-                else "known columns: " + ", ".join(CSV_COLUMNS),
-            )
-        )
-    if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
-        problems.append(
-            InputError(
-                "the header needs test_name and user_prompt (or prompt) columns",
-                path,
-                1,
-                "first row: test_name,user_prompt,expected_tools,forbidden_tools,description",
-            )
-        )
-    if problems:
-        raise InputProblems(problems)
-    cases: list[TestCase] = []
-    seen: dict[str, int] = {}
-    for line, row in body:
-        if len(row) != len(header):
-            problems.append(
-                InputError(
-                    f"row has {len(row)} fields, the header has {len(header)}",
-                    path,
-                    line,
-                    "quote fields that contain commas",
-                )
-            )
-            continue
-        try:
-            case = csv_case(dict(zip(header, row)), path, line)
-        except InputError as exc:
-            problems.append(exc)
-            continue
-        if case.name in seen:
-            problems.append(
-                InputError(
-                    f"duplicate test_name {case.name!r} (first on line {seen[case.name]})",
-                    path,
-                    line,
-                    "give every test a unique name",
-                )
-            )
-            continue
-        seen[case.name] = line
-        cases.append(case)
-    if problems:
-        raise InputProblems(problems)
-    if not cases:
-        raise InputError(
-            "the CSV suite has a header but no test rows",
-            path,
-            2,
-            "add one row per test below the header",
-        )
-    return cases
+    return CsvSuite(path, text)
 
 
 def case_tool_view(case: TestCase) -> dict[str, str] | None:
@@ -3482,11 +3777,28 @@ def case_tool_view(case: TestCase) -> dict[str, str] | None:
     return {shown.strip(): (target or shown).strip() for shown, _, target in pairs}
 
 
-def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> None:
+def tools_named(cases: Iterable[TestCase]) -> set[str] | None:
+    """Every tool the cases name (expected, forbidden, or with expected arguments); None when a
+    case shows Claude only some tools (`tools`), whose names are checked case by case."""
+    found = getattr(cases, "tools_named", None)
+    if found is not None or hasattr(cases, "tools_named"):
+        return found
+    named: set[str] = set()
+    for case in cases:
+        if case.tools:
+            return None
+        named.update(case.expected_tools, case.forbidden_tools, case.expected_args)
+    return named
+
+
+def check_case_tools(cases: Iterable[TestCase], available: Sequence[str]) -> None:
     """Every tool a case names must exist on the connected servers (and, when the case shows
     Claude only some of them, be one of those): typos cost no money."""
     import difflib
 
+    named = tools_named(cases)
+    if named is not None and named <= set(available):
+        return  # a CSV suite knows its tools: no pass over its cases
     problems = []
     for case in cases:
         view = case_tool_view(case)
@@ -3506,8 +3818,9 @@ def check_case_tools(cases: Sequence[TestCase], available: Sequence[str]) -> Non
         for tool in dict.fromkeys((view or {}).values()):
             if tool not in available:
                 missing(case, tool, available, "no connected server offers")
-        named = [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
-        for tool in dict.fromkeys(named):
+        for tool in dict.fromkeys(
+            [*case.expected_tools, *case.forbidden_tools, *case.expected_args]
+        ):
             if view is not None and tool not in view:
                 missing(case, tool, list(view), "the case's tools do not show Claude")
             elif view is None and tool not in available:
@@ -3575,9 +3888,11 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
     return data
 
 
-def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]:
+def filter_by_tags(cases: Sequence[TestCase], tags: Sequence[str]) -> Sequence[TestCase]:
     if not tags:
         return cases
+    if isinstance(cases, CsvSuite):
+        return cases.tagged(tags)
     wanted = {t.lower() for t in tags}
     chosen = [case for case in cases if wanted & {t.lower() for t in case.tags}]
     if not chosen:
@@ -5150,6 +5465,13 @@ def linux_prctl() -> Callable[..., int] | None:
         return None
 
 
+def kill_process_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def die_with_parent() -> Callable[[], None] | None:
     """A preexec hook: the child is SIGKILLed when this process dies."""
     prctl, parent, kill = linux_prctl(), os.getpid(), int(signal.SIGKILL)
@@ -5396,6 +5718,19 @@ def servers_stdout_to_stderr() -> Any:
             sys.stdout = proxy.stdout
 
 
+def tell_stdout_noise() -> None:
+    """A server (the one SERVING names) wrote a stdout line that is no MCP message: one warning,
+    the first time."""
+    connection = SERVING.get()
+    if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
+        STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
+        click.echo(
+            f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
+            "not MCP messages; they are ignored (a server should log to stderr)",
+            err=True,
+        )
+
+
 class StdoutNoiseFilter(logging.Filter):
     """The SDK logs a traceback for every stdout line of a server that is not an MCP message
     (164 lines for 15 of them): one warning line per server instead."""
@@ -5403,14 +5738,7 @@ class StdoutNoiseFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.getMessage().startswith("Failed to parse JSONRPC message"):
             return True
-        connection = SERVING.get()
-        if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
-            STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
-            click.echo(
-                f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
-                "not MCP messages; they are ignored (a server should log to stderr)",
-                err=True,
-            )
+        tell_stdout_noise()
         return False
 
 
@@ -5458,15 +5786,211 @@ def explain_exception(exc: BaseException | None) -> str:
     )
 
 
+# ---------------------------------------------------------------------------- stdio servers: started early, stopped at once
+# What a stdio server inherits of this environment besides its own `env`: what the SDK's stdio
+# client passes (mcp.client.stdio.get_default_environment), so a server sees the same either way.
+STDIO_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def stdio_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    inherited = {
+        key: value
+        for key in STDIO_INHERITED_ENV
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
+    return {**inherited, **extra}
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a member we may not signal (or an unreaped zombie): not proof it is gone
+    return True
+
+
+def stdio_message(line: bytes) -> Any:
+    """One stdout line of a server as the MCP session takes it: a message, or the error of a line
+    that is none (the session skips it; the user is told once)."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        tell_stdout_noise()
+        return exc
+
+
+# Stdio servers started before the hub asked for them, by what starts them (command, arguments,
+# environment, folder): the first connection to such a server takes its process. Every one this
+# invocation started, for its end.
+EARLY_SERVERS: dict[tuple, StdioServer] = {}
+STDIO_SERVERS: list[StdioServer] = []
+
+
+class StdioServer:
+    """A stdio MCP server's process, started by the evaluator rather than by the SDK, so it can
+    start as soon as the command line is read (start_stdio_servers: its start-up then overlaps
+    the suite's loading and the SDK imports) and stop in milliseconds: stdin closed, `grace`
+    (--stop-grace) to exit on its own, then its process group terminated (SIGTERM, then SIGKILL
+    for what is left after C.SERVER_TERM_WAIT). It leads a process group of its own and dies with
+    the evaluator (dying_with_parent). The MCP session talks to it through `transport()`, as it
+    would through the SDK's stdio client."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.grace = C.DEFAULT_STOP_GRACE
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.process: subprocess.Popen | None = None
+        self.failure: BaseException | None = None  # why it did not start: raised on connect
+        command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
+        try:
+            self.process = subprocess.Popen(
+                [command, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                env=stdio_environment(spec.env),
+                cwd=spec.cwd,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            self.failure = exc
+        STDIO_SERVERS.append(self)
+
+    @asynccontextmanager
+    async def transport(self) -> Any:
+        """(read stream, write stream) of MCP messages over the process's pipes."""
+        import anyio
+
+        if self.process is None or self.process.stdin is None or self.process.stdout is None:
+            raise self.failure or ServerError(f"MCP server '{self.spec.name}' did not start")
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
+        )
+        pipe, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.process.stdin
+        )
+        stdin = asyncio.StreamWriter(pipe, protocol, None, loop)
+        incoming_sender, incoming = anyio.create_memory_object_stream[Any](0)
+        outgoing, outgoing_receiver = anyio.create_memory_object_stream[Any](0)
+
+        async def read_stdout() -> None:
+            rest = b""
+            async with incoming_sender:
+                while chunk := await reader.read(1 << 16):
+                    lines = (rest + chunk).split(b"\n")
+                    rest = lines.pop()
+                    for line in lines:
+                        if line.strip():
+                            await incoming_sender.send(stdio_message(line))
+
+        async def write_stdin() -> None:
+            try:
+                async with outgoing_receiver:
+                    async for message in outgoing_receiver:
+                        text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        stdin.write(text.encode() + b"\n")
+                        await stdin.drain()
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await incoming_sender.aclose()  # the server is gone: the session sees the end
+
+        tasks = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(write_stdin())]
+        try:
+            yield incoming, outgoing
+        finally:
+            for task in tasks:
+                task.cancel()
+            pipe.close()  # the server's stdin ends: its cue to exit
+            await self.stop()  # cut short (Ctrl-C), the invocation's end kills what is left
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """`grace` to exit on its own after stdin closed, then the group goes (all of it, also
+        when the leader exited and left children behind)."""
+        process = self.process
+        if process is None:
+            return
+        deadline = time.monotonic() + self.grace
+        while process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        for signum, wait in ((signal.SIGTERM, C.SERVER_TERM_WAIT), (signal.SIGKILL, 1.0)):
+            process.poll()  # a leader that exited is reaped: it no longer keeps the group alive
+            if not group_alive(process.pid):
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signum)
+            deadline = time.monotonic() + wait
+            while group_alive(process.pid) and time.monotonic() < deadline:
+                process.poll()
+                await asyncio.sleep(0.005)
+        self.close_pipes()
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout) if self.process else ():
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+
+    def kill(self) -> None:
+        """The group goes at once (the invocation ends: nothing of it may outlive it)."""
+        if self.process is not None:
+            if self.process.poll() is None or group_alive(self.process.pid):
+                kill_process_group(self.process.pid)
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self.process.wait(timeout=1.0)
+            self.close_pipes()
+        self.stderr.close()
+
+
+def stdio_key(spec: ServerSpec) -> tuple:
+    return spec.command, tuple(spec.args), tuple(sorted(spec.env.items())), spec.cwd
+
+
+def start_stdio_servers(specs: Iterable[ServerSpec]) -> None:
+    """Starts the stdio servers now (POSIX: where the evaluator starts them itself)."""
+    if os.name != "posix":
+        return
+    for spec in specs:
+        if spec.kind == "stdio" and stdio_key(spec) not in EARLY_SERVERS:
+            EARLY_SERVERS[stdio_key(spec)] = StdioServer(spec)
+
+
+def stdio_server(spec: ServerSpec) -> StdioServer:
+    """The server's process: the one started early, else one started now."""
+    return EARLY_SERVERS.pop(stdio_key(spec), None) or StdioServer(spec)
+
+
+def stop_stdio_servers() -> None:
+    """The end of an invocation: servers no connection took, or whose stop was cut short, go at
+    once (their process groups killed)."""
+    EARLY_SERVERS.clear()
+    while STDIO_SERVERS:
+        STDIO_SERVERS.pop().kill()
+
+
 class ServerConnection:
     """One live MCP client session. It runs in a task of its own so the SDK's task groups and
     cancel scopes stay in the task that opened them, whichever task calls tools."""
 
-    def __init__(self, spec: ServerSpec, connect_timeout: float) -> None:
+    def __init__(
+        self, spec: ServerSpec, connect_timeout: float, stop_grace: float = C.DEFAULT_STOP_GRACE
+    ) -> None:
         self.spec = spec
         self.connect_timeout = connect_timeout
         self.client: Any = None
-        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.stdio: StdioServer | None = None  # a stdio server's process (POSIX)
+        if spec.kind == "stdio" and os.name == "posix":
+            self.stdio = stdio_server(spec)
+            self.stdio.grace = stop_grace
+            self._stderr = self.stdio.stderr
+        else:
+            self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._error: BaseException | None = None
@@ -5484,6 +6008,8 @@ class ServerConnection:
         from mcp import Client, StdioServerParameters, stdio_client
 
         spec = self.spec
+        if self.stdio is not None:
+            return Client(self.stdio.transport(), read_timeout_seconds=None)
         if spec.kind == "stdio":
             command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
             params = StdioServerParameters(
@@ -5525,6 +6051,9 @@ class ServerConnection:
             )
             await self.close(grace=0)  # nothing to wind down gracefully: the time promised is up
             raise ServerError(message) from None
+        except asyncio.CancelledError:  # stopped mid-handshake: nothing to wind down either
+            await asyncio.shield(self.close(grace=0))
+            raise
         if isinstance(self._error, (InputError, ServerError)):  # already says what went wrong
             error, self._error = self._error, None
             await self.close()
@@ -6006,8 +6535,10 @@ class McpHub:
         max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS,
         connect_timeout: float = C.DEFAULT_CONNECT_TIMEOUT,
         policy: ToolPolicy | None = None,
+        stop_grace: float = C.DEFAULT_STOP_GRACE,
     ) -> None:
         self.specs = list(specs)
+        self.stop_grace = stop_grace
         self.policy = policy or ToolPolicy(
             policy="live"
         )  # a bare hub (tests, tools) runs every call
@@ -6021,25 +6552,24 @@ class McpHub:
         self.definitions: dict[str, dict] = {}  # name -> what Claude is shown (overrides applied)
         self.bound_arguments: dict[str, dict] = {}  # --tool-overrides' `arguments`, by name
         self._restarting: dict[str, asyncio.Lock] = {}
+        self.call_slots = asyncio.Semaphore(C.TOOL_CALLS_IN_FLIGHT)
 
     async def __aenter__(self) -> McpHub:
+        """Every server connects at once (a stdio server may have started already, see
+        start_stdio_servers); the first failure, in the servers' order, is the one raised."""
         try:
-            listings = {}
             for spec in self.specs:
-                connection = ServerConnection(spec, self.connect_timeout)
-                await connection.open()
-                self.connections[spec.name] = connection
-                try:
-                    tools = await asyncio.wait_for(
-                        list_all_tools(connection.client), self.connect_timeout
-                    )
-                except Exception as exc:
-                    raise ServerError(
-                        connection.describe_failure(
-                            f"failed to list its tools: {explain_exception(exc)}"
-                        )
-                    ) from None
-                listings[spec.name] = [tool_listing(tool) for tool in tools]
+                self.connections[spec.name] = ServerConnection(
+                    spec, self.connect_timeout, self.stop_grace
+                )
+            found = await asyncio.gather(
+                *(self.listing(c) for c in self.connections.values()), return_exceptions=True
+            )
+            listings: dict[str, list[dict]] = {}
+            for spec, listing in zip(self.specs, found):
+                if isinstance(listing, BaseException):
+                    raise listing
+                listings[spec.name] = listing
             if (
                 not self.specs and self.policy.replay is not None
             ):  # --replay with no server: the cassette's tools
@@ -6052,13 +6582,25 @@ class McpHub:
             raise
         return self
 
+    async def listing(self, connection: ServerConnection) -> list[dict]:
+        """One server connected, and its tools."""
+        await connection.open()
+        try:
+            tools = await asyncio.wait_for(list_all_tools(connection.client), self.connect_timeout)
+        except Exception as exc:
+            raise ServerError(
+                connection.describe_failure(f"failed to list its tools: {explain_exception(exc)}")
+            ) from None
+        return [tool_listing(tool) for tool in tools]
+
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        for connection in reversed(list(self.connections.values())):
-            await connection.close()
+        """Every server at once: a stdio server's stdin closed, --stop-grace, its group ended."""
+        connections = list(self.connections.values())
         self.connections.clear()
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 
     def _register_tools(self, listings: dict[str, list[dict]]) -> None:
         owners: dict[str, list[str]] = {}
@@ -6129,6 +6671,14 @@ class McpHub:
         return sorted(self.tools)
 
     async def call_tool(self, name: str, arguments: Any) -> ToolOutcome:
+        """A tool call, once one of the hub's C.TOOL_CALLS_IN_FLIGHT slots is free: a --batch
+        round hands 1,000 conversations their answers at once, and 1,000 calls under way (each
+        with its state in the server, in this process for a --server-module) would be the run's
+        memory peak. The wait is not the call's duration."""
+        async with self.call_slots:
+            return await self.call_tool_now(name, arguments)
+
+    async def call_tool_now(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()
 
         def outcome(
@@ -6240,7 +6790,7 @@ class McpHub:
             if broken is not None:
                 await broken.close()
             spec = next(s for s in self.specs if s.name == server)
-            fresh = ServerConnection(spec, self.connect_timeout)
+            fresh = ServerConnection(spec, self.connect_timeout, self.stop_grace)
             try:
                 await fresh.open()
             except ServerError as exc:
@@ -6523,15 +7073,19 @@ def all_refused(addresses: list, timeout: float) -> bool:
     return bool(addresses)
 
 
+ENDPOINTS_ANSWERING: set[tuple[str, int]] = set()  # (host, port) checked in this invocation
+
+
 def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
     """Raise FatalApiError, naming the URL, when the model API's host name does not resolve or its
     port refuses connections: every case would fail the same way, each after the SDK's retries
-    with backoff. Blocking (a few socket calls); run it once, before the first model call."""
+    with backoff. Blocking (a few socket calls); run it once, before the first model call (an
+    endpoint that answered is not checked again in the same invocation)."""
     import socket
 
     url = model_api_url(base_url)
     target = api_host_port(url)
-    if target is None or behind_proxy(url):
+    if target is None or target in ENDPOINTS_ANSWERING or behind_proxy(url):
         return
     try:
         addresses = socket.getaddrinfo(target[0], target[1], type=socket.SOCK_STREAM)
@@ -6541,6 +7095,7 @@ def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
         return
     if all_refused(addresses, timeout):
         raise endpoint_unreachable(url, "connection refused")
+    ENDPOINTS_ANSWERING.add(target)
 
 
 def wrapped_error(exc: BaseException) -> BaseException | None:
@@ -6673,10 +7228,13 @@ class AnthropicModel:
     async def _check_endpoint_once(self) -> None:
         """A dead endpoint fails the first call at once instead of after the SDK's retries with
         backoff. Concurrent first calls share one check (in a thread: it blocks on sockets);
-        `shield` keeps one cancelled case from cancelling it for the others."""
+        `shield` keeps one cancelled case from cancelling it for the others. (The pipeline checks
+        before its runs start: then there is nothing to wait for here.)"""
         if self._endpoint_check is None:
             self._endpoint_check = asyncio.ensure_future(
-                asyncio.to_thread(check_model_endpoint, str(self.client.base_url))
+                asyncio.sleep(0)
+                if api_host_port(str(self.client.base_url)) in ENDPOINTS_ANSWERING
+                else asyncio.to_thread(check_model_endpoint, str(self.client.base_url))
             )
         await asyncio.shield(self._endpoint_check)
 
@@ -6758,6 +7316,38 @@ def batch_custom_id(identity: str) -> str:
     """A request's identity as an id the API takes (^[a-zA-Z0-9_-]{1,64}$): a resumed run that
     replays the same conversation asks for the same ids."""
     return "r" + hashlib.sha256(identity.encode()).hexdigest()[:48]
+
+
+def batch_request_name(run: BatchRun | None, index: int, params: dict) -> tuple[str, int]:
+    """A request's custom_id, and about the bytes it adds to a batch's body. (Its identity is as
+    long as the request: it is not kept while the request waits for its batch.)"""
+    identity = batch_identity(run, index, params)
+    return batch_custom_id(identity), len(identity)
+
+
+class BatchBody:
+    """A Message Batch's body, encoded one request at a time as it is sent (and once before, for
+    its length): never whole in memory. The SDK would copy every request's parameters and encode
+    them all at once, and for a round of 1,000 conversations that was the run's memory peak. It
+    reads again from the start if the SDK retries the request."""
+
+    def __init__(self, queued: Sequence[QueuedRequest]) -> None:
+        self.queued = queued
+        self.length = sum(len(part) for part in self.parts())
+
+    def parts(self) -> Iterator[bytes]:
+        yield b'{"requests": ['
+        for index, q in enumerate(self.queued):
+            entry = {"custom_id": q.custom_id, "params": q.params}
+            yield (b", " if index else b"") + json_text(entry, indent=None).encode()
+        yield b"]}"
+
+    async def chunks(self) -> Any:
+        for part in self.parts():
+            yield part
+
+    def __aiter__(self) -> Any:
+        return self.chunks()
 
 
 def worst_case_cost(params: dict) -> float:
@@ -6858,6 +7448,7 @@ class BatchedModel:
         self.max_cost, self.say = max_cost, say
         self.live = 0  # conversations under way
         self.waiting = 0  # requests in a batch (this run's or an earlier one's)
+        self.reading = 0  # batches whose results are being read: the next round waits for them
         self.queue: list[QueuedRequest] = []
         self.spent = 0.0  # what this invocation's batches cost (batch price)
         self.committed = 0.0  # worst case of the requests in batches not yet ended
@@ -6892,8 +7483,7 @@ class BatchedModel:
         index = run.calls if run else 0
         if run:
             run.calls += 1
-        identity = batch_identity(run, index, params)
-        custom_id = batch_custom_id(identity)
+        custom_id, size = batch_request_name(run, index, params)
         earlier = self.ledger.earlier.get(custom_id)
         if earlier:
             result = await self.earlier_result(earlier, custom_id)
@@ -6901,7 +7491,7 @@ class BatchedModel:
                 self.reused += 1
                 return self.reply_of(result.message)
         answer = asyncio.get_running_loop().create_future()
-        self.queue.append(QueuedRequest(custom_id, params, answer, run, len(identity)))
+        self.queue.append(QueuedRequest(custom_id, params, answer, run, size))
         self.last_queued = time.monotonic()
         if self._collector is None or self._collector.done():
             self._collector = asyncio.ensure_future(self.collect())
@@ -6922,12 +7512,15 @@ class BatchedModel:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self.queue and len(self.queue) + self.waiting < self.live:
+            while self.queue and (len(self.queue) + self.waiting < self.live or self.reading):
+                # the settle time counts from the last request queued or result read
                 idle = time.monotonic() - self.last_queued
-                if idle >= C.BATCH_SETTLE_SECONDS:
+                if idle >= C.BATCH_SETTLE_SECONDS and not self.reading:
                     break
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), C.BATCH_SETTLE_SECONDS - idle)
+                    await asyncio.wait_for(
+                        self._wake.wait(), max(0.05, C.BATCH_SETTLE_SECONDS - idle)
+                    )
                 self._wake.clear()
             taken, size = 0, 0
             for q in self.queue[
@@ -6973,41 +7566,71 @@ class BatchedModel:
         return sent
 
     async def send(self, queued: list[QueuedRequest]) -> None:
-        reserved = sum(q.reserved for q in queued)
-        self.committed += reserved
+        """One round as one batch; each request's answer goes to its conversation as its result
+        is read, and the next round forms as they come back."""
+        pending = {q.custom_id: q for q in queued}  # not answered yet
+        self.committed += sum(q.reserved for q in queued)
+        batch_id, failure = "", None
         try:
             await self.direct._check_endpoint_once()
+            body = BatchBody(queued)
             batch = await self.api(
-                self.client.messages.batches.create(
-                    requests=[{"custom_id": q.custom_id, "params": q.params} for q in queued]  # type: ignore[typeddict-item]  # params: batch_params' plain dict for the SDK's TypedDict
+                self.client.post(
+                    "/v1/messages/batches",
+                    content=body,
+                    cast_to=self.direct._anthropic.types.messages.MessageBatch,
+                    options={
+                        "headers": {
+                            "content-type": "application/json",
+                            "content-length": str(body.length),
+                        }
+                    },
                 ),
                 creating=True,
             )
+            batch_id = batch.id
             self.ledger.add(batch.id, [q.custom_id for q in queued])
             self.batches += 1
             self.in_flight.add(batch.id)
-            results = await self.results_of(
-                batch.id, len(queued), f"batch {self.batches}", C.BATCH_POLL_FIRST_SECONDS
+            await self.results_of(
+                batch.id,
+                len(queued),
+                f"batch {self.batches}",
+                C.BATCH_POLL_FIRST_SECONDS,
+                lambda custom_id, result: self.answer(
+                    pending.pop(custom_id, None), result, batch_id
+                ),
             )
             self.in_flight.discard(batch.id)
         except asyncio.CancelledError:
-            for q in queued:
+            for q in pending.values():
                 q.answer.cancel()
             raise
         except Exception as exc:
-            for q in queued:
-                if not q.answer.done():
-                    q.answer.set_exception(exc)
-            return
+            failure = exc
         finally:
-            self.committed -= reserved
-            self.waiting -= len(queued)
+            for q in pending.values():  # no result came back for these, or the batch failed
+                self.committed -= q.reserved
+                self.waiting -= 1
             self._wake.set()
-        for q in queued:
-            self.settle(q, results.get(q.custom_id), batch.id)
+        for q in pending.values():
+            if failure is None:
+                self.settle(q, None, batch_id)
+            elif not q.answer.done():
+                q.answer.set_exception(failure)
 
-    def settle(self, q: QueuedRequest, result: Any, batch_id: str) -> None:
-        if q.answer.done():
+    def answer(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+        """A request's result, read from its batch: it no longer waits, nor holds its worst case
+        against --max-cost (what it cost is spent now)."""
+        if q is None:
+            return
+        self.committed -= q.reserved
+        self.waiting -= 1
+        self.settle(q, result, batch_id)
+        self._wake.set()
+
+    def settle(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+        if q is None or q.answer.done():
             return
         if getattr(result, "type", None) == "succeeded":
             reply = self.reply_of(result.message)
@@ -7017,9 +7640,16 @@ class BatchedModel:
             q.answer.set_exception(BatchRequestFailed(batch_failure(result, batch_id)))
 
     async def results_of(
-        self, batch_id: str, total: int, label: str, first_wait: float = 0.0
+        self,
+        batch_id: str,
+        total: int,
+        label: str,
+        first_wait: float = 0.0,
+        each: Callable[[str, Any], None] | None = None,
     ) -> dict[str, Any]:
-        """Polls a batch with backoff until it has ended, then reads its results (JSONL)."""
+        """Polls a batch with backoff until it has ended, then reads its results (JSONL): into a
+        dict by custom_id, or, with `each`, handed on one by one as they are read (a round's
+        conversations go on as their answers come, and no round's results are held whole)."""
         delay, started = first_wait, time.monotonic()
         while True:
             if delay:
@@ -7042,8 +7672,17 @@ class BatchedModel:
                 C.BATCH_POLL_MAX_SECONDS,
             )
         results: dict[str, Any] = {}
-        async for item in await self.api(self.client.messages.batches.results(batch_id)):
-            results[item.custom_id] = item.result
+        self.reading += each is not None
+        try:
+            async for item in await self.api(self.client.messages.batches.results(batch_id)):
+                if each is not None:
+                    each(item.custom_id, item.result)
+                else:
+                    results[item.custom_id] = item.result
+        finally:
+            self.reading -= each is not None
+            self.last_queued = time.monotonic()
+            self._wake.set()
         return results
 
     async def earlier_result(self, batch_id: str, custom_id: str) -> Any:
@@ -8036,13 +8675,6 @@ def detect_activation(
     return reader.finish(events, installed)
 
 
-def kill_process_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int) -> None:
     """Reads a pipe to its end, keeping at most `limit` bytes, so the child never blocks on it."""
     if stream is None:
@@ -9009,61 +9641,196 @@ class ToolStats:
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
-def tool_selection_stats(transcripts: Sequence[Transcript]) -> list[ToolStats]:
-    """Per-tool precision / recall / F1 of expected against called tools, over every run of
-    every case that says which tools it expects (a list, or none at all)."""
-    stats: dict[str, ToolStats] = {}
-    for t in transcripts:
-        case = t.case
+class LatencyQuantiles:
+    """Quantiles of run latencies: exact (every value kept, 8 bytes each) up to
+    C.EXACT_QUANTILE_RUNS runs; past that the values go into log-spaced buckets
+    C.QUANTILE_BUCKET_RATIO wide, and a quantile is read from its bucket's geometric middle (within
+    1 % of the exact one), so a suite of any size keeps a bounded count of numbers."""
+
+    def __init__(self) -> None:
+        self.values: array | None = array("d")
+        self.buckets: dict[int, int] = {}
+        self.count = 0
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        if self.values is None:
+            self.bucket(value)
+            return
+        self.values.append(value)
+        if len(self.values) > C.EXACT_QUANTILE_RUNS:
+            for kept in self.values:
+                self.bucket(kept)
+            self.values = None
+
+    def bucket(self, value: float) -> None:
+        import math
+
+        key = math.floor(math.log(value, C.QUANTILE_BUCKET_RATIO)) if value > 0 else -(1 << 30)
+        self.buckets[key] = self.buckets.get(key, 0) + 1
+
+    def quantile(self, fraction: float) -> float:
+        if self.values is not None:
+            return percentile(self.values, fraction)
+        rank, seen = (self.count - 1) * fraction, 0
+        for key in sorted(self.buckets):
+            seen += self.buckets[key]
+            if seen > rank:
+                return (
+                    0.0 if key == -(1 << 30) else round(C.QUANTILE_BUCKET_RATIO ** (key + 0.5), 2)
+                )
+        return 0.0
+
+
+class RunTotals:
+    """What the summaries say about a suite's runs, added up as the runs stream past, one at a
+    time: usage, cost, latency quantiles and errors; for tool-use runs also the tool selection
+    scores, the confusion table, the calls per tool and per source (live, mock, ...), the calls'
+    durations per tool and the tools the runs' cases expect. Its size grows with the tools, never
+    with the runs. `by_model`: the same for each model apart (a model matrix)."""
+
+    def __init__(self, by_model: bool = False) -> None:
+        self.runs = self.errors = 0
+        self.usage = Usage()
+        self.cost = 0.0
+        self.latency = LatencyQuantiles()
+        self.tools: dict[str, ToolStats] = {}
+        self.confusion: dict[str, dict[str, int]] = {}
+        self.calls: dict[str, int] = {}
+        self.sources: dict[str, int] = {}
+        self.durations: dict[str, list[float]] = {}  # tool -> [calls, total ms]
+        self.expected: set[str] = set()
+        self.models: dict[str, RunTotals] | None = {} if by_model else None
+
+    def add(
+        self, usage: Usage, cost: float, latency_ms: float, errored: bool, model: str = ""
+    ) -> None:
+        """One run of any kind."""
+        self.runs += 1
+        self.errors += errored
+        self.usage = self.usage + usage
+        self.cost += cost
+        self.latency.add(latency_ms)
+        if self.models is not None:
+            self.models.setdefault(model, RunTotals()).add(usage, cost, latency_ms, errored)
+
+    def add_transcript(self, t: Transcript) -> None:
+        """One tool-use run: its numbers, and what it did with the tools."""
+        self.add(t.usage, t.cost_usd, t.latency_ms, bool(t.error), t.model)
+        for totals in (self, self.models.get(t.model) if self.models is not None else None):
+            if totals is not None:
+                totals.add_tool_use(t)
+
+    def add_tool_use(self, t: Transcript) -> None:
+        case, called = t.case, t.tools_called
+        self.expected.update(case.expected_tools, case.expected_args)
+        for call in t.tool_calls:
+            self.calls[call.name] = self.calls.get(call.name, 0) + 1
+            self.sources[call.source] = self.sources.get(call.source, 0) + 1
+            took = self.durations.setdefault(call.name, [0, 0.0])
+            took[0], took[1] = took[0] + 1, took[1] + call.duration_ms
         if not case.expected_tools and not case.expect_no_tools:
-            continue
-        expected, called = set(case.expected_tools), set(t.tools_called)
-        for tool in expected | called:
-            entry = stats.setdefault(tool, ToolStats(tool))
-            if tool in expected and tool in called:
+            return  # selection and confusion: only cases that say which tools they expect
+        expected, chosen = set(case.expected_tools), set(called)
+        for tool in expected | chosen:
+            entry = self.tools.setdefault(tool, ToolStats(tool))
+            if tool in expected and tool in chosen:
                 entry.true_positives += 1
-            elif tool in called:
+            elif tool in chosen:
                 entry.false_positives += 1
             else:
                 entry.false_negatives += 1
-    return [stats[name] for name in sorted(stats)]
-
-
-def confusion_table(transcripts: Sequence[Transcript]) -> dict[str, dict[str, int]]:
-    """Expected tool (the first one a case lists) -> the tool Claude actually called first."""
-    table: dict[str, dict[str, int]] = {}
-    for t in transcripts:
-        if not t.case.expected_tools and not t.case.expect_no_tools:
-            continue
-        expected = t.case.expected_tools[0] if t.case.expected_tools else "(no tool)"
-        actual = t.tools_called[0] if t.tools_called else "(no tool)"
-        row = table.setdefault(expected, {})
+        first = case.expected_tools[0] if case.expected_tools else "(no tool)"
+        row = self.confusion.setdefault(first, {})
+        actual = called[0] if called else "(no tool)"
         row[actual] = row.get(actual, 0) + 1
-    return table
+
+    def observed(self, transcripts: Iterable[Transcript]) -> Iterator[Transcript]:
+        """The transcripts, each added here as it passes (one pass feeds the cases and this)."""
+        for t in transcripts:
+            self.add_transcript(t)
+            yield t
+
+    def tool_stats(self) -> list[ToolStats]:
+        return [self.tools[name] for name in sorted(self.tools)]
+
+    def by_source(self) -> dict[str, int]:
+        """How many calls each of live, mock, replay and policy answered (only those that did)."""
+        order = [*CALL_SOURCES, *(s for s in self.sources if s not in CALL_SOURCES)]
+        return {source: self.sources[source] for source in order if self.sources.get(source)}
+
+    def coverage(self, available: Sequence[str], expected: Iterable[str]) -> ToolCoverageRecord:
+        """Which of the servers' tools the suite expects, which Claude called, which it never did."""
+        wanted = sorted({*expected, *self.expected})
+        calls = self.calls
+        covered = [tool for tool in available if tool in calls]
+        return ToolCoverageRecord(
+            available=list(available),
+            expected=wanted,
+            called=sorted(calls),
+            never_called=[tool for tool in available if tool not in calls],
+            expected_not_called=[tool for tool in wanted if tool not in calls],
+            unexpected=[tool for tool in sorted(calls) if tool not in wanted],
+            calls=dict(sorted(calls.items())),
+            coverage=round(len(covered) / len(available), 4) if available else None,
+        )
+
+
+def tools_expected(cases: Iterable[TestCase]) -> set[str]:
+    """The tools the cases expect (listed, or given expected arguments)."""
+    found = getattr(cases, "tools_expected", None)
+    if found is not None:
+        return found
+    return {tool for case in cases for tool in [*case.expected_tools, *case.expected_args]}
+
+
+def transcript_totals(transcripts: Iterable[Transcript]) -> RunTotals:
+    totals = RunTotals()
+    for t in transcripts:
+        totals.add_transcript(t)
+    return totals
+
+
+def tool_selection_stats(transcripts: Iterable[Transcript]) -> list[ToolStats]:
+    """Per-tool precision / recall / F1 of expected against called tools, over every run of
+    every case that says which tools it expects (a list, or none at all)."""
+    return transcript_totals(transcripts).tool_stats()
+
+
+def confusion_table(transcripts: Iterable[Transcript]) -> dict[str, dict[str, int]]:
+    """Expected tool (the first one a case lists) -> the tool Claude actually called first."""
+    return transcript_totals(transcripts).confusion
 
 
 def tool_coverage(
-    cases: Iterable[TestCase], transcripts: Sequence[Transcript], available: Sequence[str]
+    cases: Iterable[TestCase], transcripts: Iterable[Transcript], available: Sequence[str]
 ) -> ToolCoverageRecord:
     """Which of the servers' tools the suite expects, which Claude called, which it never did."""
-    expected = sorted(
-        {tool for case in cases for tool in [*case.expected_tools, *case.expected_args]}
-    )
-    calls: dict[str, int] = {}
-    for t in transcripts:
-        for call in t.tool_calls:
-            calls[call.name] = calls.get(call.name, 0) + 1
-    covered = [tool for tool in available if tool in calls]
-    return ToolCoverageRecord(
-        available=list(available),
-        expected=expected,
-        called=sorted(calls),
-        never_called=[tool for tool in available if tool not in calls],
-        expected_not_called=[tool for tool in expected if tool not in calls],
-        unexpected=[tool for tool in sorted(calls) if tool not in expected],
-        calls=dict(sorted(calls.items())),
-        coverage=round(len(covered) / len(available), 4) if available else None,
-    )
+    return transcript_totals(transcripts).coverage(available, tools_expected(cases))
+
+
+@dataclass
+class CaseCounts:
+    """Cases' verdicts counted as they stream past (the summaries' numbers), per model too."""
+
+    cases: int = 0
+    passed: int = 0
+    flaky: int = 0
+    models: dict[str, CaseCounts] = field(default_factory=dict)
+
+    def add(self, case: CaseResult, per_model: bool = True) -> None:
+        self.cases += 1
+        self.passed += case.passed
+        self.flaky += case.flaky
+        if per_model:
+            self.models.setdefault(case.model or "", CaseCounts()).add(case, False)
+
+
+def case_counts(cases: Iterable[CaseResult]) -> CaseCounts:
+    counts = CaseCounts()
+    for case in cases:
+        counts.add(case)
+    return counts
 
 
 @dataclass
@@ -9989,29 +10756,22 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
 
 
 def summary_record(
-    cases: Sequence[CaseResult],
-    usages: Sequence[tuple[Usage, float, float, bool]],
-    threshold: float,
-    outcome: PipelineOutcome,
-    tools: Sequence[ToolStats] = (),
-    confusion: dict | None = None,
+    cases: CaseCounts, runs: RunTotals, threshold: float, outcome: PipelineOutcome
 ) -> SummaryRecord:
-    """`usages`: per run (usage, cost, latency in ms, errored)."""
-    latencies = [latency for _, _, latency, _ in usages]
-    passed = sum(c.passed for c in cases)
+    """The whole run in numbers, from the counts of its cases and the totals of its runs."""
     return SummaryRecord(
-        cases=len(cases),
-        passed=passed,
-        failed=len(cases) - passed,
-        flaky=sum(c.flaky for c in cases),
-        runs=len(usages),
-        run_errors=sum(1 for *_, errored in usages if errored),
-        pass_rate=round(passed / len(cases), 4) if cases else 0.0,
+        cases=cases.cases,
+        passed=cases.passed,
+        failed=cases.cases - cases.passed,
+        flaky=cases.flaky,
+        runs=runs.runs,
+        run_errors=runs.errors,
+        pass_rate=round(cases.passed / cases.cases, 4) if cases.cases else 0.0,
         threshold=threshold,
-        usage=sum((u for u, *_ in usages), Usage()),
-        cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
-        latency_p50_ms=percentile(latencies, 0.5),
-        latency_p95_ms=percentile(latencies, 0.95),
+        usage=runs.usage,
+        cost_usd=round(runs.cost, 6),
+        latency_p50_ms=runs.latency.quantile(0.5),
+        latency_p95_ms=runs.latency.quantile(0.95),
         tools=[
             ToolStatsRecord(
                 tool=s.tool,
@@ -10022,29 +10782,19 @@ def summary_record(
                 recall=round(s.recall, 4),
                 f1=round(s.f1, 4),
             )
-            for s in tools
+            for s in runs.tool_stats()
         ],
-        confusion=confusion or {},
+        confusion=runs.confusion,
         not_started=outcome.not_started,
         interrupted=outcome.interrupted,
     )
 
 
-def model_matrix(
-    cases: Sequence[CaseResult],
-    runs: dict[str, list[tuple[Usage, float, float, bool]]],
-    tools: dict[str, tuple[Sequence[ToolStats], dict[str, list[float]]]] | None = None,
-) -> ModelMatrixRecord:
-    """The side-by-side view of a model matrix, from the verdicts every writer reads (`cases`,
-    one per case and model), each model's runs (usage, cost, latency in ms, errored) and, in
-    tool-use modes, each model's tool selection scores and its calls' durations per tool."""
-    models = list(runs)
-    rows: dict[tuple[str, str], MatrixCaseRecord] = {}
+def matrix_row(cases: Sequence[CaseResult], models: Sequence[str]) -> MatrixCaseRecord:
+    """One case side by side: its verdict on each model it ran on."""
+    first = cases[0]
+    row = MatrixCaseRecord(name=first.name, kind=first.kind, group=first.group)
     for case in cases:
-        row = rows.setdefault(
-            (case.kind, case.name),
-            MatrixCaseRecord(name=case.name, kind=case.kind, group=case.group),
-        )
         row.models[case.model or ""] = MatrixCellRecord(
             passed=case.passed,
             error=case.error,
@@ -10054,54 +10804,69 @@ def model_matrix(
             cost_usd=case.cost_usd,
             mean_latency_ms=round(case.seconds * 1000 / case.runs, 2) if case.runs else 0.0,
         )
-    for row in rows.values():
-        row.passed_on = [m for m in models if m in row.models and row.models[m].passed]
-        row.failed_on = [m for m in models if m in row.models and not row.models[m].passed]
-        row.disagree = bool(row.passed_on and row.failed_on)
+    row.passed_on = [m for m in models if m in row.models and row.models[m].passed]
+    row.failed_on = [m for m in models if m in row.models and not row.models[m].passed]
+    row.disagree = bool(row.passed_on and row.failed_on)
+    return row
+
+
+def model_matrix(
+    cases: Iterable[CaseResult], runs: RunTotals, counts: CaseCounts, models: Sequence[str]
+) -> ModelMatrixRecord:
+    """The side-by-side view of a model matrix, from the verdicts every writer reads (`cases`,
+    one per case and model, a case's models next to each other), and each model's run totals
+    (per model: usage, cost, latency; in tool-use modes its tool selection scores and its calls'
+    durations per tool). The rows go to a spool, as the cases do: one in memory at a time."""
+    rows = SpooledRecords(MatrixCaseRecord)
+    disagreements = []
+    for _, grouped in itertools.groupby(cases, key=lambda c: (c.kind, c.name)):
+        row = matrix_row(list(grouped), models)
+        rows.append(row)
+        if row.disagree:
+            disagreements.append(row.name)
+    per_model = runs.models or {}
     summaries = []
     for model in models:
-        mine = [c for c in cases if c.model == model]
-        usages = runs[model]
-        latencies = [latency for _, _, latency, _ in usages]
+        mine, totals = counts.models.get(model, CaseCounts()), per_model.get(model, RunTotals())
         price, priced = price_for(cli_model_id(model))
-        passed = sum(c.passed for c in mine)
         summaries.append(
             ModelSummaryRecord(
                 model=model,
-                cases=len(mine),
-                passed=passed,
-                pass_rate=round(passed / len(mine), 4) if mine else 0.0,
-                runs=len(usages),
-                run_errors=sum(1 for *_, errored in usages if errored),
-                usage=sum((u for u, *_ in usages), Usage()),
-                cost_usd=round(sum(cost for _, cost, _, _ in usages), 6),
-                latency_p50_ms=percentile(latencies, 0.5),
-                latency_p95_ms=percentile(latencies, 0.95),
+                cases=mine.cases,
+                passed=mine.passed,
+                pass_rate=round(mine.passed / mine.cases, 4) if mine.cases else 0.0,
+                runs=totals.runs,
+                run_errors=totals.errors,
+                usage=totals.usage,
+                cost_usd=round(totals.cost, 6),
+                latency_p50_ms=totals.latency.quantile(0.5),
+                latency_p95_ms=totals.latency.quantile(0.95),
                 price=dict(price),
                 priced=priced,
             )
         )
     tool_rows: dict[str, MatrixToolRecord] = {}
-    for model, (stats, durations) in (tools or {}).items():
-        scored = {s.tool: s for s in stats}
-        for name in sorted({*scored, *durations}):
-            s, took = scored.get(name), durations.get(name, [])
+    for model in models:
+        totals = per_model.get(model, RunTotals())
+        for name in sorted({*totals.tools, *totals.durations}):
+            s, (calls, total) = totals.tools.get(name), totals.durations.get(name, [0, 0.0])
             tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = (
                 MatrixToolCellRecord(
-                    calls=len(took),
-                    mean_ms=round(sum(took) / len(took), 2) if took else 0.0,
+                    calls=int(calls),
+                    mean_ms=round(total / calls, 2) if calls else 0.0,
                     precision=round(s.precision, 4) if s else None,
                     recall=round(s.recall, 4) if s else None,
                     f1=round(s.f1, 4) if s else None,
                 )
             )
-    return ModelMatrixRecord(
-        models=models,
+    matrix = ModelMatrixRecord(
+        models=list(models),
         summaries=summaries,
-        cases=list(rows.values()),
         tools=[tool_rows[name] for name in sorted(tool_rows)],
-        disagreements=[row.name for row in rows.values() if row.disagree],
+        disagreements=disagreements,
     )
+    spooled_into(matrix, "cases", rows)
+    return matrix
 
 
 def claude_run_usage(record: ClaudeRun) -> Usage:
@@ -10412,9 +11177,9 @@ def tau2_record(
 
 
 def literature_records(
-    runs: Sequence[BenchmarkRun], case_results: Sequence[CaseResult]
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
 ) -> list[LiteratureRecord]:
-    passed = {(c.name, c.model or ""): c.passed for c in case_results}
+    """The benchmarks' own figures over their runs; `passed`: (case, model) -> our verdict."""
     records = []
     if runs_by_tag(runs, BFCL_TAG):
         records.append(bfcl_record(runs, passed))
@@ -10430,26 +11195,24 @@ class Scoring(Protocol):
     results sections the mode adds. `tools` are the servers' tools (schemas for the checks, the
     list for tool coverage); --merge restores each run's verdict as its shard gave it."""
 
-    cases: list[TestCase]
+    cases: Sequence[TestCase]
     tools: dict[str, Any]
 
     def connected(self, hub: McpHub) -> None: ...
     def verdict(self, t: Transcript) -> Verdict: ...
     def case_results(
-        self, transcripts: list[Transcript], threshold: float, group: str
-    ) -> list[CaseResult]: ...
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]: ...
-    def restore_verdicts(self, results: Iterable[RunResult]) -> None: ...
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]: ...
+    def sections(self) -> dict[str, Any]: ...  # once case_results has been read
 
 
 class ToolCheckScoring:
     """The checks a case asks for (tools expected and forbidden, arguments, order, counts, the
     tools' own schemas) on each run; a case passes at --threshold of its runs."""
 
-    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
+    def __init__(self, cases: Sequence[TestCase], check_names: bool) -> None:
         self.cases, self.check_names = cases, check_names
         self.tools: dict[str, ToolSpec] = {}
-        self.verdicts: dict[tuple[str, int, str], Verdict] = {}
 
     def connected(self, hub: McpHub) -> None:
         if self.check_names:
@@ -10457,40 +11220,26 @@ class ToolCheckScoring:
         self.tools.update(hub.tools)
 
     def verdict(self, t: Transcript) -> Verdict:
-        """Once per run: the journal, the progress bar and the reports share it. A run kept from
-        an earlier invocation keeps the verdict it got there (its record is redacted)."""
-        key = (t.case.name, t.iteration, t.model)
-        if t.verdict is not None:
-            self.verdicts.setdefault(key, t.verdict)
-        if key not in self.verdicts:
-            self.verdicts[key] = score_tool_use(t.case, t, self.tools)
-        return self.verdicts[key]
-
-    def restore_verdicts(self, results: Iterable[RunResult]) -> None:
-        """--merge: each run's verdict as its piece gave it (the schemas that graded it are not
-        at hand here)."""
-        for result in results:
-            if isinstance(result, ToolRunResult) and result.verdict is not None:
-                self.verdicts[(result.test_name, result.iteration, result.model)] = Verdict(
-                    result.verdict.passed, list(result.verdict.reasons)
-                )
+        """Once per run: the journal, the progress bar and the reports share it (it is kept on
+        the transcript, and goes with it)."""
+        if t.verdict is None:
+            t.verdict = score_tool_use(t.case, t, self.tools)
+        return t.verdict
 
     def case_results(
-        self, transcripts: list[Transcript], threshold: float, group: str
-    ) -> list[CaseResult]:
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]:
         """A case over its runs; with several models, a case per model (runs come case by case,
-        and model by model within a case)."""
-        out = []
+        and model by model within a case). One case's runs in memory at a time."""
         for _, grouped in itertools.groupby(transcripts, key=lambda t: (t.case.name, t.model)):
             runs = list(grouped)
             summary = summarize_case(runs[0].case, [self.verdict(t) for t in runs], runs, threshold)
-            out.append(
-                case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000)
-            )
-            out[-1].model = runs[0].model
-        return out
+            case = case_result_from_summary(summary, group, sum(t.latency_ms for t in runs) / 1000)
+            case.model = runs[0].model
+            yield case
 
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
+    def sections(self) -> dict[str, Any]:
+        """What this kind of suite adds to the results, once case_results has been read."""
         return {}
 
 
@@ -10498,18 +11247,30 @@ class SuiteScoring(ToolCheckScoring):
     """A CSV suite's scoring; when its cases come from `import bfcl` or `import tau2`, its
     results add the benchmark's own figures (the `literature` section) beside ours."""
 
-    def __init__(self, cases: list[TestCase], check_names: bool) -> None:
+    def __init__(self, cases: Sequence[TestCase], check_names: bool) -> None:
         super().__init__(cases, check_names)
+        # what the benchmarks' own figures need of their runs (only the imported cases' runs)
         self.runs: dict[tuple[str, int, str], BenchmarkRun] = {}
+        self.passed: dict[tuple[str, str], bool] = {}  # (imported case, model) -> our verdict
+        self.imported: set[str] = set()  # the names of the imported cases seen
 
     def verdict(self, t: Transcript) -> Verdict:
         verdict = super().verdict(t)
         if any(tag.startswith((BFCL_TAG, TAU2_TAG)) for tag in t.case.tags):
             self.runs.setdefault((t.case.name, t.iteration, t.model), benchmark_run(t, verdict))
+            self.imported.add(t.case.name)
         return verdict
 
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        records = literature_records(list(self.runs.values()), case_results)
+    def case_results(
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]:
+        for case in super().case_results(transcripts, threshold, group):
+            if case.name in self.imported:
+                self.passed[(case.name, case.model or "")] = case.passed
+            yield case
+
+    def sections(self) -> dict[str, Any]:
+        records = literature_records(list(self.runs.values()), self.passed)
         return {"literature": records} if records else {}
 
 
@@ -10565,79 +11326,104 @@ def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]
     return merged
 
 
-def qa_record(cases: Sequence[TestCase], runs: dict[tuple[str, int, str], QaRunRecord]) -> QaRecord:
-    """The QA section: per task (in file order, those that ran) and over every run."""
-    tasks = []
-    for case in cases:
-        mine = sorted(
-            (r for (name, _, _), r in runs.items() if name == case.name),
-            key=lambda r: (r.model or "", r.iteration),
-        )
-        if not mine:
-            continue
-        correct = sum(r.correct for r in mine)
-        tasks.append(
-            QaTaskRecord(
-                name=case.name,
-                question=case.prompt,
-                expected=case.expected_answer or "",
-                answer_match=case.answer_match,
-                runs=len(mine),
-                correct=correct,
-                accuracy=round(correct / len(mine), 4),
-                interval=rounded_interval(wilson_interval(correct, len(mine))),
-                mean_seconds=round(sum(r.seconds for r in mine) / len(mine), 3),
-                tool_calls=sum(r.tool_calls for r in mine),
-                tools=merged_tool_times(t for r in mine for t in r.tools),
-                results=mine,
-            )
-        )
-    every = [r for task in tasks for r in task.results]
-    correct = sum(r.correct for r in every)
-    return QaRecord(
-        tasks=len(tasks),
-        runs=len(every),
+def qa_task_record(case: TestCase, runs: Sequence[QaRunRecord]) -> QaTaskRecord:
+    """One <qa_pair> over its runs (model by model, iteration by iteration)."""
+    correct = sum(r.correct for r in runs)
+    return QaTaskRecord(
+        name=case.name,
+        question=case.prompt,
+        expected=case.expected_answer or "",
+        answer_match=case.answer_match,
+        runs=len(runs),
         correct=correct,
-        accuracy=round(correct / len(every), 4) if every else 0.0,
-        interval=rounded_interval(wilson_interval(correct, len(every))),
-        mean_task_seconds=round(sum(r.seconds for r in every) / len(every), 3) if every else 0.0,
-        mean_tool_calls=round(sum(r.tool_calls for r in every) / len(every), 2) if every else 0.0,
-        tool_calls=sum(r.tool_calls for r in every),
-        tools=merged_tool_times(t for task in tasks for t in task.tools),
-        task_results=tasks,
+        accuracy=round(correct / len(runs), 4),
+        interval=rounded_interval(wilson_interval(correct, len(runs))),
+        mean_seconds=round(sum(r.seconds for r in runs) / len(runs), 3),
+        tool_calls=sum(r.tool_calls for r in runs),
+        tools=merged_tool_times(t for r in runs for t in r.tools),
+        results=list(runs),
     )
+
+
+class QaTally:
+    """The QA section, built task by task as the runs stream past: each task's record goes to a
+    spool; what is over every run is counted (the tools' times merged as they come)."""
+
+    def __init__(self) -> None:
+        self.tasks = SpooledRecords(QaTaskRecord)
+        self.runs = self.correct = self.tool_calls = 0
+        self.seconds = 0.0
+        self.tools: list[ToolTimeRecord] = []
+
+    def add(self, task: QaTaskRecord) -> None:
+        self.tasks.append(task)
+        self.runs += task.runs
+        self.correct += task.correct
+        self.tool_calls += task.tool_calls
+        self.seconds += sum(r.seconds for r in task.results)
+        self.tools = merged_tool_times([*self.tools, *task.tools])
+
+    def record(self) -> QaRecord:
+        """mcp-builder's report over every run: accuracy, durations, tool calls, every task."""
+        runs = self.runs
+        qa = QaRecord(
+            tasks=len(self.tasks),
+            runs=runs,
+            correct=self.correct,
+            accuracy=round(self.correct / runs, 4) if runs else 0.0,
+            interval=rounded_interval(wilson_interval(self.correct, runs)),
+            mean_task_seconds=round(self.seconds / runs, 3) if runs else 0.0,
+            mean_tool_calls=round(self.tool_calls / runs, 2) if runs else 0.0,
+            tool_calls=self.tool_calls,
+            tools=self.tools,
+        )
+        spooled_into(qa, "task_results", self.tasks)
+        return qa
 
 
 class QaScoring(ToolCheckScoring):
     """--qa: each run is graded on its answer (and on a judge's or a verify command's verdict
     when a case asks for one), not on the tools' schemas: a QA task may take dozens of calls, and
-    a call that goes wrong on the way is Claude's feedback, not a wrong answer. Every run's
-    answer, timings and notes are kept as it is scored, before --summary-only slims it."""
+    a call that goes wrong on the way is Claude's feedback, not a wrong answer. The QA section
+    (every run's answer, timings and notes) is built from the runs as the cases are."""
 
     UNGRADED = ("schemas",)
 
     def __init__(self, cases: list[TestCase]) -> None:
         super().__init__(cases, False)
-        self.runs: dict[tuple[str, int, str], QaRunRecord] = {}
+        self.tally = QaTally()
 
     def verdict(self, t: Transcript) -> Verdict:
-        key = (t.case.name, t.iteration, t.model)
-        if t.verdict is not None:
-            self.verdicts.setdefault(key, t.verdict)
-        if key not in self.verdicts:
+        if t.verdict is None:
             reasons = [
                 reason
                 for name, check in TOOL_CHECKS.items()
                 if name not in self.UNGRADED
                 for reason in check(t.case, t, self.tools)
             ]
-            self.verdicts[key] = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
-        if key not in self.runs:  # a verdict restored by --merge still gets its run's record
-            self.runs[key] = qa_run_record(t, self.verdicts[key])
-        return self.verdicts[key]
+            t.verdict = Verdict(passed=not reasons, reasons=list(dict.fromkeys(reasons)))
+        return t.verdict
 
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        return {"qa": qa_record(self.cases, self.runs)}
+    def case_results(
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]:
+        self.tally = QaTally()
+        return super().case_results(self.tasks(transcripts), threshold, group)
+
+    def tasks(self, transcripts: Iterable[Transcript]) -> Iterator[Transcript]:
+        """The runs, each task's (all its models') tallied as they pass."""
+        for _, grouped in itertools.groupby(transcripts, key=lambda t: t.case.name):
+            runs = list(grouped)
+            records = [qa_run_record(t, self.verdict(t)) for t in runs]
+            self.tally.add(
+                qa_task_record(
+                    runs[0].case, sorted(records, key=lambda r: (r.model or "", r.iteration))
+                )
+            )
+            yield from runs
+
+    def sections(self) -> dict[str, Any]:
+        return {"qa": self.tally.record()}
 
 
 def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
@@ -10680,22 +11466,15 @@ class AnswerScoring:
 
     def __init__(self, tests: list[SkillTest], cases: Sequence[TestCase] = ()) -> None:
         self.tests = {t.name: t for t in tests}
-        self.cases = list(cases)
+        self.records = SpooledRecords(SkillTestRecord)  # the tests section, a test at a time
+        self.cases = cases  # the suite's (its tool coverage)
         self.tools: dict[str, Any] = {}
-        self.answers: dict[
-            tuple[str, int, str], ClaudeRun
-        ] = {}  # each run's answer, seen before --summary-only slims it
 
     def connected(self, hub: McpHub) -> None:
         self.tools = dict(hub.tools)  # for the suite's tool coverage
 
-    def restore_verdicts(self, results: Iterable[RunResult]) -> None:
-        """Answer-scored tests are graded from the run itself: nothing to restore."""
-
     def answer(self, t: Transcript) -> ClaudeRun:
-        return self.answers.setdefault(
-            (t.case.name, t.iteration, t.model), transcript_as_claude_run(t)
-        )
+        return transcript_as_claude_run(t)
 
     def run_score(self, t: Transcript) -> dict:
         """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""
@@ -10706,14 +11485,17 @@ class AnswerScoring:
         )
 
     def verdict(self, t: Transcript) -> Verdict:
-        score = self.run_score(t)
-        return Verdict(bool(score.get("passed")), run_score_reasons(self.tests[t.case.name], score))
+        if t.verdict is None:
+            score = self.run_score(t)
+            t.verdict = Verdict(
+                bool(score.get("passed")), run_score_reasons(self.tests[t.case.name], score)
+            )
+        return t.verdict
 
     def case_results(
-        self, transcripts: list[Transcript], threshold: float, group: str
-    ) -> list[CaseResult]:
-        self.test_results = []
-        out = []
+        self, transcripts: Iterable[Transcript], threshold: float, group: str
+    ) -> Iterator[CaseResult]:
+        self.records = SpooledRecords(SkillTestRecord)
         for (name, model), grouped in itertools.groupby(
             transcripts, key=lambda t: (t.case.name, t.model)
         ):
@@ -10724,45 +11506,26 @@ class AnswerScoring:
                 threshold,
                 [self.run_score(t) for t in runs],
             )
-            self.test_results.append(result)
-            out.append(
-                case_result_from_test(
-                    result,
-                    Path(self.tests[name].source).name or group,
-                    sum(t.cost_usd for t in runs),
-                    sum(t.latency_ms for t in runs) / 1000,
-                )
+            cost = sum(t.cost_usd for t in runs)
+            case = case_result_from_test(
+                result,
+                Path(self.tests[name].source).name or group,
+                cost,
+                sum(t.latency_ms for t in runs) / 1000,
             )
-            out[-1].model = model
-        return out
+            case.model = model
+            record = skill_test_record(result, cost)
+            record.model = model
+            self.records.append(record)
+            yield case
 
-    def sections(self, case_results: list[CaseResult]) -> dict[str, Any]:
-        costs = {(c.name, c.model): c.cost_usd for c in case_results}
-        records = []
-        for result, case in zip(self.test_results, case_results):
-            records.append(
-                skill_test_record(result, costs.get((result.test.name, case.model), 0.0))
-            )
-            records[-1].model = case.model
-        return {"tests": records}
+    def sections(self) -> dict[str, Any]:
+        return {"tests": self.records}
 
 
 def calls_by_source(transcripts: Iterable[Transcript]) -> dict[str, int]:
     """How many calls each of live, mock, replay and policy answered (only those that did)."""
-    counts = {source: 0 for source in CALL_SOURCES}
-    for t in transcripts:
-        for call in t.tool_calls:
-            counts[call.source] = counts.get(call.source, 0) + 1
-    return {source: n for source, n in counts.items() if n}
-
-
-def tool_durations(transcripts: Sequence[Transcript]) -> dict[str, list[float]]:
-    """Tool -> how long each of its calls took (ms), over these runs."""
-    durations: dict[str, list[float]] = {}
-    for t in transcripts:
-        for call in t.tool_calls:
-            durations.setdefault(call.name, []).append(call.duration_ms)
-    return durations
+    return transcript_totals(transcripts).by_source()
 
 
 # ============================================================================ 10. running: settings, pipeline, runners
@@ -11152,6 +11915,16 @@ OPTIONS: list[Option] = [
         default=C.DEFAULT_TOOL_TIMEOUT,
         show_default=True,
         help="Seconds one tool call may take.",
+    ),
+    option(
+        SERVERS,
+        "--stop-grace",
+        type=FiniteFloat(min=0, max=60),
+        default=C.DEFAULT_STOP_GRACE,
+        show_default=True,
+        metavar="S",
+        help="Seconds a stdio server may take to exit after its stdin closes at the end of a run; "
+        "then its process group is terminated.",
     ),
     option(
         SERVERS,
@@ -11613,6 +12386,7 @@ class Settings:
     mcp_config: str | None = None
     server_module: tuple[str, ...] = ()
     tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT
+    stop_grace: float = C.DEFAULT_STOP_GRACE
     max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
     server_url: tuple[str, ...] = ()
     transport: str = "http"
@@ -11720,35 +12494,43 @@ class Job:
     # What names the run whatever its definition: which --shard runs it (a stable hash of it).
     # Case (or query) name, iteration and model; the key when not given.
     identity: tuple = ()
+    ordinal: int = 0  # its place among this invocation's jobs (the pipeline numbers them)
 
 
 class Runner(Protocol):
     """An engine behind the pipeline: tool use (Anthropic API + MCP servers) or `claude -p`.
     The pipeline gives every runner the same journal, resume, Ctrl-C, cost cap, redaction and
     progress; a runner only knows how to do one job and how to write and read its record. Records
-    stay as they were (grading reads them); what leaves the process is redacted on its way out."""
+    stay as they were (grading reads them); what leaves the process is redacted on its way out.
+    `jobs()` is a generator: a suite's jobs are made as they are reached, never held."""
 
     redactor: Redactor
 
-    def jobs(self) -> list[Job]: ...
+    def jobs(self) -> Iterable[Job]: ...
     def session(self) -> Any: ...  # async context: servers, model, write guard
     async def run(self, job: Job) -> Any: ...
     def cost(self, record: Any) -> float: ...
     def to_result(self, record: Any) -> RunResult: ...
     def result_key(self, result: RunResult) -> tuple: ...
-    def from_result(self, job: Job, result: RunResult) -> Any: ...
+    def from_result(self, job: Job, result: RunResult, scored: bool = False) -> Any: ...
     def under_way(
         self,
     ) -> list[tuple[tuple, Any]]: ...  # (key, partial record) of runs cut by Ctrl-C
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate: ...
 
 
+def results_line(result: RunResult) -> str:
+    """A run's journal and spool line: json_text, not pydantic's JSON (a lone surrogate in a
+    model's answer is written escaped)."""
+    return json_text(dump_record(result), indent=None)
+
+
 class ResultJournal:
     """One JSON line per finished run, flushed at once: `kill -9` loses nothing that had finished."""
 
-    def __init__(self, path: Path, kept: Sequence[RunResult]) -> None:
+    def __init__(self, path: Path, kept: Iterable[RunResult]) -> None:
         self.path = path
-        self._kept = [result.model_dump_json(by_alias=True) for result in kept]
+        self._kept = kept  # an earlier run's results it reuses, written when the file is made
         self._handle: Any = None
 
     def open(self) -> None:
@@ -11757,15 +12539,17 @@ class ResultJournal:
         and the earlier journal a --resume read stays as it was."""
         if self._handle is None:
             # a fresh journal that still holds what the rerun reuses, written like every output
-            self._handle = open_output_file(self.path, self._kept)
+            lines = (result.model_dump_json(by_alias=True) for result in self._kept)
+            self._handle = open_output_file(self.path, lines)
 
-    def append(self, result: RunResult) -> None:
+    def append(self, result: RunResult | str) -> None:
+        """One run: its record, or its results_line."""
         # A flushed line is in the kernel's hands and survives `kill -9` of this process; an
         # fsync per line would stall every run on the disk.
         self.open()
+        line = result if isinstance(result, str) else results_line(result)
         try:
-            # json_text, not pydantic's JSON: a lone surrogate in a model's answer is written escaped
-            self._handle.write(json_text(dump_record(result), indent=None) + "\n")
+            self._handle.write(line + "\n")
             self._handle.flush()
         except (
             OSError
@@ -11787,13 +12571,67 @@ class ResultJournal:
             self.path.unlink(missing_ok=True)
 
 
+class RunSpool:
+    """Every run of this invocation (reused, new, or cut short by Ctrl-C) as its results line in
+    a temporary file, found again by its job's place: the scorers and writers read the runs back
+    in job order, so none is held in memory while the suite runs (8 bytes a run: where its line
+    is). The file goes with the process, however it ends."""
+
+    def __init__(self, jobs: int) -> None:
+        self.file = tempfile.TemporaryFile(mode="w+b")
+        self.offsets = array("q", [-1]) * jobs
+        self.count = 0
+
+    def put(self, ordinal: int, line: str) -> None:
+        self.file.seek(0, os.SEEK_END)
+        if self.offsets[ordinal] < 0:
+            self.count += 1
+        self.offsets[ordinal] = self.file.tell()
+        self.file.write(line.encode("utf-8", "surrogatepass") + b"\n")
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """(job place, line) of every run, in job order."""
+        self.file.flush()
+        fd = self.file.fileno()
+        for ordinal, offset in enumerate(self.offsets):
+            if offset >= 0:
+                yield ordinal, line_at(fd, offset)
+
+
+class RunStream:
+    """A pipeline's records in job order, read back from its spool each time it is iterated: a
+    list's place for scorers that walk the runs once or twice (len, iteration)."""
+
+    def __init__(self, runner: Runner, jobs: Callable[[], Iterable[Job]], spool: RunSpool) -> None:
+        self.runner, self.jobs, self.spool = runner, jobs, spool
+
+    def __iter__(self) -> Iterator[Any]:
+        lines = self.spool.lines()
+        found = next(lines, None)
+        for ordinal, job in enumerate(self.jobs()):
+            if found is None:
+                return
+            if found[0] == ordinal:
+                yield self.runner.from_result(job, RUN_RESULT.validate_json(found[1]), True)
+                found = next(lines, None)
+
+    def __len__(self) -> int:
+        return self.spool.count
+
+    def results(self) -> Iterator[RunResult]:
+        """Every run's results record, as the journal wrote it (verdicts included)."""
+        return (RUN_RESULT.validate_json(line) for _, line in self.spool.lines())
+
+
 @dataclass
 class PipelineOutcome:
     """Every run of a suite in job order (reused from an earlier run, new, or cut short by
-    Ctrl-C), and how the run ended. The journal stays until the final file is written."""
+    Ctrl-C), and how the run ended. `records` is a RunStream (read back from disk) after a run,
+    a list when a caller builds it (an optimizer candidate scored before). The journal stays
+    until the final file is written."""
 
-    records: list[Any]
-    keys: list[tuple]
+    records: Any  # Iterable of the runner's records, in job order, with len()
+    keys: list[tuple] = field(default_factory=list)  # a list outcome's job keys
     interrupted: bool = False
     reused: int = 0
     not_started: int = 0
@@ -11801,6 +12639,14 @@ class PipelineOutcome:
     journal: ResultJournal | None = None
     summary_only: bool = False
     suite_hash: str = ""  # every job of the suite (all shards): what --merge checks pieces against
+    under_way: dict[tuple, Job] = field(default_factory=dict)  # started, not finished (Ctrl-C)
+
+    def results(self, to_result: Callable[[Any], RunResult]) -> Iterator[RunResult]:
+        """Every run's results record in job order: the spooled lines after a run, else each
+        record through `to_result`."""
+        if isinstance(self.records, RunStream):
+            return self.records.results()
+        return (to_result(record) for record in self.records)
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
@@ -11892,75 +12738,24 @@ def continues_earlier_run(settings: Settings) -> bool:
     return settings.resume or settings.retry_errors
 
 
-@dataclass
-class ResumePlan:
-    todo: list[Job]
-    kept: dict[tuple, Any]  # job key -> record rebuilt from the earlier result
-    kept_results: list[RunResult]
-
-
-def plan_resume(
-    runner: Runner,
-    jobs: list[Job],
-    settings: Settings,
-    earlier: Sequence[RunResult] | None = None,
-) -> ResumePlan:
-    """Which jobs still have to run; an earlier result counts when its key (with the hash of its
-    definition) matches, and with --retry-errors only when it did not end in an error. The
-    earlier results are those of -o's final file and journal, or `earlier` when given (the
-    optimizer keeps its own journal)."""
+def earlier_runs(
+    runner: Runner, settings: Settings, earlier: Sequence[RunResult] | None = None
+) -> dict[tuple, RunResult]:
+    """The earlier results by job key: those of -o's final file and journal with --resume /
+    --retry-errors, or `earlier` when given (the optimizer keeps its own journal); none otherwise."""
     if earlier is None and (not continues_earlier_run(settings) or settings.output is None):
-        return ResumePlan(list(jobs), {}, [])
+        return {}
     found = earlier if earlier is not None else earlier_results(settings.output or "")
-    previous = {runner.result_key(r): r for r in found}
-    todo, kept, kept_results = [], {}, []
-    for job in jobs:
-        result = previous.get(job.key)
-        if result is None or (settings.retry_errors and result.error):
-            todo.append(job)
-        else:
-            kept[job.key] = runner.from_result(job, result)
-            kept_results.append(result)
-    return ResumePlan(todo, kept, kept_results)
+    return {runner.result_key(r): r for r in found}
 
 
-def suite_hash(runner: Runner) -> str:
-    """Every run of the whole suite, by key (names, iterations, models and definition hashes)."""
-    return hashlib.sha256(
-        json.dumps([list(job.key) for job in runner.jobs()], default=str).encode()
-    ).hexdigest()[:16]
-
-
-def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
-    """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
-    them (the scorers and writers then do what they do after a run). A run of the suite in no
-    piece, or a piece's run that is no run of the suite, means the suite is not the one the
-    pieces ran: one line."""
-    jobs = runner.jobs()
-    found = {runner.result_key(result): result for result in settings.merged_runs}
-    outcome = PipelineOutcome([], [], suite_hash=suite_hash(runner))
-    for piece in settings.merged_pieces:
-        outcome.not_started += piece.summary.not_started
-        outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
-        outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
-    for job in jobs:
-        result = found.pop(job.key, None)
-        if result is not None:
-            outcome.records.append(runner.from_result(job, result))
-            outcome.keys.append(job.key)
-    missing = len(jobs) - len(outcome.records)
-    if found or (missing and not (outcome.interrupted or outcome.not_started)):
-        what = (
-            f"{len(found)} run(s) of the pieces are no run of it"
-            if found
-            else f"{missing} of its {len(jobs)} run(s) are in no piece"
-        )
-        raise InputError(
-            f"--merge: the suite here is not the one the pieces ran ({what})",
-            hint="merge in a checkout of the commit the shards ran, with every shard's file",
-        )
-    outcome.reused = len(outcome.records)
-    return outcome
+def reusable(job: Job, earlier: dict[tuple, RunResult], settings: Settings) -> RunResult | None:
+    """An earlier result counts when its key (with the hash of its definition) matches, and with
+    --retry-errors only when it did not end in an error."""
+    result = earlier.get(job.key)
+    if result is None or (settings.retry_errors and result.error):
+        return None
+    return result
 
 
 def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
@@ -11975,22 +12770,91 @@ def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def pipeline_jobs(runner: Runner, settings: Settings) -> list[Job]:
-    """The jobs this invocation is about: the runner's, less those of other shards."""
-    return [job for job in runner.jobs() if in_shard(job, settings.shard)]
+def suite_hash(runner: Runner) -> str:
+    """Every run of the whole suite, by key (names, iterations, models and definition hashes):
+    sha256 of the JSON list of every job's key, made as the jobs go by."""
+    digest = hashlib.sha256(b"[")
+    for index, job in enumerate(runner.jobs()):
+        digest.update(((", " if index else "") + json.dumps(list(job.key), default=str)).encode())
+    digest.update(b"]")
+    return digest.hexdigest()[:16]
 
 
-def slim_record(record: Any) -> Any:
-    """What scoring and summaries need of a run, without its conversation and tool outputs
-    (--summary-only: those went to the results file, and need not stay in memory)."""
-    if not isinstance(record, Transcript):
-        return record
-    t = record
-    calls = [
-        ToolCall(c.name, c.input, "", c.is_error, c.duration_ms, c.server, c.turn)
-        for c in t.tool_calls
-    ]
-    return replace(t, final_text="", tool_calls=calls, history=[])
+@dataclass
+class JobSurvey:
+    """One pass over a suite's jobs before anything runs: the suite's hash (all shards), and how
+    many runs are this invocation's (its shard), of them how many an earlier run gave."""
+
+    suite_hash: str
+    jobs: int
+    kept: int
+
+
+def survey_jobs(runner: Runner, settings: Settings, earlier: dict[tuple, RunResult]) -> JobSurvey:
+    digest, jobs, kept = hashlib.sha256(b"["), 0, 0
+    for index, job in enumerate(runner.jobs()):
+        digest.update(((", " if index else "") + json.dumps(list(job.key), default=str)).encode())
+        if in_shard(job, settings.shard):
+            jobs += 1
+            if earlier and reusable(job, earlier, settings) is not None:
+                kept += 1
+    digest.update(b"]")
+    return JobSurvey(digest.hexdigest()[:16], jobs, kept)
+
+
+def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
+    """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
+    them (the scorers and writers then do what they do after a run), each with the verdict its
+    piece gave it. A run of the suite in no piece, or a piece's run that is no run of the suite,
+    means the suite is not the one the pieces ran: one line."""
+    found = {runner.result_key(result): result for result in settings.merged_runs}
+    spool = RunSpool(len(found))
+    jobs, missing = 0, 0
+
+    def numbered() -> Iterator[Job]:
+        ordinal = 0
+        for job in runner.jobs():
+            if job.key in found:
+                yield replace(job, ordinal=ordinal)
+                ordinal += 1
+
+    outcome = PipelineOutcome(RunStream(runner, numbered, spool), suite_hash=suite_hash(runner))
+    for piece in settings.merged_pieces:
+        outcome.not_started += piece.summary.not_started
+        outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
+        outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
+    for job in runner.jobs():
+        jobs += 1
+        result = found.get(job.key)
+        if result is None:
+            missing += 1
+            continue
+        spool.put(spool.count, results_line(result))
+    foreign = len(found) - spool.count
+    if foreign or (missing and not (outcome.interrupted or outcome.not_started)):
+        what = (
+            f"{foreign} run(s) of the pieces are no run of it"
+            if foreign
+            else f"{missing} of its {jobs} run(s) are in no piece"
+        )
+        raise InputError(
+            f"--merge: the suite here is not the one the pieces ran ({what})",
+            hint="merge in a checkout of the commit the shards ran, with every shard's file",
+        )
+    outcome.reused = spool.count
+    return outcome
+
+
+def pipeline_jobs(runner: Runner, settings: Settings) -> Iterator[Job]:
+    """The jobs this invocation is about, numbered: the runner's, less those of other shards."""
+    chosen = (job for job in runner.jobs() if in_shard(job, settings.shard))
+    return (replace(job, ordinal=ordinal) for ordinal, job in enumerate(chosen))
+
+
+def jobs_to_run(runner: Runner, settings: Settings) -> list[Job]:
+    """What a run would still do (--dry-run): this shard's jobs less those an earlier run gave."""
+    earlier = earlier_runs(runner, settings)
+    return [job for job in pipeline_jobs(runner, settings) if not reusable(job, earlier, settings)]
 
 
 def runner_concurrency(runner: Runner, settings: Settings) -> int:
@@ -11999,35 +12863,23 @@ def runner_concurrency(runner: Runner, settings: Settings) -> int:
 
 async def drive_jobs(
     runner: Runner,
-    jobs: Sequence[Job],
+    jobs: Iterable[Job],
     settings: Settings,
     finished_one: Callable[[Job, Any], None],
     outcome: PipelineOutcome,
+    count: int | None = None,
 ) -> None:
-    """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
-    is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
-    API error. A finished run is scored, redacted and journaled (`finished_one`) in a thread of
-    its own, one run at a time: that work reads untrusted text, and on the loop it would stall
-    the other runs and the stop signals."""
+    """`concurrency` workers take the next job as they finish (a fixed pool over a generator: a
+    10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
+    starts once --max-cost is spent, or after a fatal API error. `count`: how many jobs there are,
+    when `jobs` cannot say (no more workers than jobs). A finished run is scored, redacted and
+    journaled (`finished_one`) in a finisher thread before its worker goes on (kill -9 loses no
+    run that finished): that work reads untrusted text (a server's patterns), and on the loop it
+    would stall the other runs and the stop signals. A finisher per worker: a check that blocks
+    holds up its own worker only."""
     pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
     stopping = asyncio.Event()
     spent = [0.0]
-    finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
-    # Finished runs waiting for the finisher: a worker goes on to its next job (a run whose
-    # check blocks does not hold the others' slots), until `width` of them wait.
-    finishing_runs: set[asyncio.Future] = set()
-
-    async def wait_for_finishing(most: int) -> None:
-        """Until at most `most` finished runs wait to be scored; a finisher's failure is raised.
-        Shielded: a run that finished is finished (journaled) even when Ctrl-C comes while it
-        waits (whose failure is then the writers' to report)."""
-        while len(finishing_runs) > most:
-            done, _ = await asyncio.shield(
-                asyncio.wait(set(finishing_runs), return_when=asyncio.FIRST_COMPLETED)
-            )
-            finishing_runs.difference_update(done)
-            for finished in done:
-                finished.result()
 
     async def worker() -> None:
         for job in pending:
@@ -12036,31 +12888,38 @@ async def drive_jobs(
             if settings.max_cost is not None and spent[0] >= settings.max_cost:
                 outcome.not_started += 1
                 continue
+            outcome.under_way[job.key] = job
             try:
                 record = await runner.run(job)
             except FatalApiError:
                 stopping.set()
                 raise
             except RunNotStarted:  # --batch stopped it before a round that could pass --max-cost
+                del outcome.under_way[job.key]
                 outcome.not_started += 1
                 continue
+            del outcome.under_way[job.key]
             spent[0] += runner.cost(record)
             finishing = asyncio.get_running_loop().run_in_executor(
                 finisher, finished_one, job, record
             )
+            # shielded: a run that finished is finished (journaled) even when Ctrl-C comes
+            # while it waits for the finisher (whose failure is then the writers' to report)
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
-            finishing_runs.add(finishing)
-            await wait_for_finishing(width)
+            await asyncio.shield(finishing)
 
     async with runner.session():
         started = (
             time.perf_counter()
         )  # the suite's wall time: first run started -> last one finished
-        width = max(1, min(runner_concurrency(runner, settings), len(jobs)))
+        known = len(jobs) if isinstance(jobs, Sequence) else count
+        width = max(
+            1, min(runner_concurrency(runner, settings), known if known is not None else 1 << 30)
+        )
+        finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
         workers = [asyncio.ensure_future(worker()) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
-            await wait_for_finishing(0)
         except BaseException:
             for task in workers:
                 task.cancel()
@@ -12094,58 +12953,93 @@ def run_pipeline(
     settings: Settings,
     console: Console,
     on_record: Callable[[Any], None] | None = None,
+    on_count: Callable[[int], None] | None = None,
     earlier: Sequence[RunResult] | None = None,
 ) -> PipelineOutcome:
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
     `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
     everything finished so far, and the runs under way. With --shard only this shard's runs;
-    with --merge the pieces' runs are replayed, nothing runs."""
+    with --merge the pieces' runs are replayed, nothing runs. Nothing is held per run: each goes
+    to the journal and to the run spool the scorers and writers read back (see RunStream); the
+    jobs are made as the workers reach them."""
     if settings.merge:
         return replay_pipeline(runner, settings)
-    jobs = pipeline_jobs(runner, settings)
-    plan = plan_resume(runner, jobs, settings, earlier)
-    if plan.kept:
+    kept_results = earlier_runs(runner, settings, earlier)
+    survey = survey_jobs(runner, settings, kept_results)
+    if on_count:
+        on_count(survey.jobs)
+    if survey.kept:
         console.print(
-            f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run"
+            f"resuming: {survey.kept} run(s) kept from the earlier run, "
+            f"{survey.jobs - survey.kept} to run"
         )
-    if plan.todo:
+    if survey.jobs > survey.kept:
         check_model_endpoint(
             settings.base_url
         )  # a dead URL is one line, before any case burns retries
-    journal = (
-        ResultJournal(journal_path(settings.output), plan.kept_results) if settings.output else None
+    kept = (
+        (
+            result
+            for job in pipeline_jobs(runner, settings)
+            if (result := reusable(job, kept_results, settings))
+        )
+        if survey.kept
+        else ()
     )
-    finished: dict[tuple, Any] = {}
+    journal = ResultJournal(journal_path(settings.output), kept) if settings.output else None
+    spool = RunSpool(survey.jobs)
+
+    def todo() -> Iterator[Job]:
+        """This invocation's jobs as the workers take them (inside the runner's session): a run
+        an earlier run gave is spooled again, scored against the tools the servers have now."""
+        for job in pipeline_jobs(runner, settings):
+            result = reusable(job, kept_results, settings) if kept_results else None
+            if result is not None:
+                spool.put(
+                    job.ordinal, results_line(runner.to_result(runner.from_result(job, result)))
+                )
+                continue
+            yield job
+
+    keeping = threading.Lock()  # finishers run side by side; the files take a run at a time
 
     def finished_one(job: Job, record: Any) -> None:
-        if journal:  # scored on the run as it was, written redacted
-            journal.append(runner.redactor.deep(runner.to_result(record)))
-        if on_record:
-            on_record(record)
-        finished[job.key] = slim_record(record) if settings.summary_only else record
+        result = runner.to_result(record)  # scored on the run as it was
+        line = results_line(result)
+        redacted = results_line(runner.redactor.deep(result)) if journal else ""
+        with keeping:  # the spool: a private temporary file; the journal: redacted
+            if journal:
+                journal.append(redacted)
+            spool.put(job.ordinal, line)
+            if on_record:
+                on_record(record)
 
     outcome = PipelineOutcome(
-        [],
-        [],
-        reused=len(plan.kept),
+        RunStream(runner, lambda: pipeline_jobs(runner, settings), spool),
+        reused=survey.kept,
         journal=journal,
         summary_only=settings.summary_only,
-        suite_hash=suite_hash(runner),
+        suite_hash=survey.suite_hash,
     )
+    # What exists now (the SDKs' modules and types, the suite's fixed data) lives until the end:
+    # the cyclic collector leaves it alone, instead of walking half a million objects in a pause
+    # of 0.2-0.5 s in the middle of the runs.
+    gc.freeze()
     try:
-        run_async(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+        run_async(
+            drive_jobs(runner, todo(), settings, finished_one, outcome, survey.jobs - survey.kept)
+        )
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
         if journal:
             journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
         raise
-    under_way = dict(runner.under_way()) if outcome.interrupted else {}
-    for job in jobs:
-        record = plan.kept.get(job.key) or finished.get(job.key) or under_way.get(job.key)
-        if record is not None:
-            outcome.records.append(record)
-            outcome.keys.append(job.key)
+    if outcome.interrupted:
+        for key, record in runner.under_way():
+            job = outcome.under_way.get(key)
+            if job is not None:
+                spool.put(job.ordinal, results_line(runner.to_result(record)))
     say_how_it_ended(console, outcome, settings)
     return outcome
 
@@ -12810,7 +13704,7 @@ class ToolUseRunner:
 
     def __init__(
         self,
-        cases: list[TestCase],
+        cases: Sequence[TestCase],
         settings: Settings,
         servers: list[ServerSpec],
         user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
@@ -12858,23 +13752,22 @@ class ToolUseRunner:
             return self.hub
         return RunTools(self.hub, view, self.run_id(case, iteration, model))
 
-    def jobs(self) -> list[Job]:
-        """One job per case, model (--model, repeatable) and iteration; its payload is
-        (case, iteration, model), and the model is part of its key."""
-        return [
-            Job((case.name, i, case_hash(case), model), (case, i, model), (case.name, i, model))
-            for case in self.cases
-            for model in self.settings.models
-            for i in range(1, self.settings.iterations + 1)
-        ]
+    def jobs(self) -> Iterator[Job]:
+        """One job per case, model (--model, repeatable) and iteration, made as they are reached;
+        its payload is (case, iteration, model), and the model is part of its key."""
+        for case in self.cases:
+            definition = case_hash(case)
+            for model in self.settings.models:
+                for i in range(1, self.settings.iterations + 1):
+                    yield Job(
+                        (case.name, i, definition, model), (case, i, model), (case.name, i, model)
+                    )
 
     @asynccontextmanager
     async def session(self) -> Any:
         """The servers open even when nothing is left to run: scoring needs their tool schemas.
-        The SDK takes a second or more to import: that happens while the servers start up."""
-        sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
+        The SDKs were imported while the servers started (import_sdks)."""
         async with self.connect() as hub:
-            await sdk_import
             self.model = AnthropicModel(
                 base_url=self.settings.base_url,
                 max_retries=self.settings.max_retries,
@@ -12902,6 +13795,7 @@ class ToolUseRunner:
             self.settings.tool_timeout,
             self.settings.max_result_chars,
             policy=self.tool_policy,
+            stop_grace=self.settings.stop_grace,
         ) as hub:
             for notice in hub.notices:
                 self.say_notice(notice)
@@ -13041,13 +13935,14 @@ class ToolUseRunner:
             return ("foreign",)
         return result.test_name, result.iteration, result.case_hash, result.model
 
-    def from_result(self, job: Job, result: RunResult) -> Transcript:
+    def from_result(self, job: Job, result: RunResult, scored: bool = False) -> Transcript:
+        """The run again as a transcript; `scored`: with the verdict its results line carries."""
         if not isinstance(result, ToolRunResult):  # result_key keeps other kinds apart
             raise InputError(
                 f"{job.key[0]!r}: the earlier result is not a tool-use run",
                 hint="choose another -o",
             )
-        return transcript_from_result(job.payload[0], result)
+        return transcript_from_result(job.payload[0], result, scored)
 
     def under_way(self) -> list[tuple[tuple, Transcript]]:
         for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
@@ -13421,7 +14316,7 @@ class SkillRunner:
             + (result.model,)
         )
 
-    def from_result(self, job: Job, result: RunResult) -> ClaudeRun:
+    def from_result(self, job: Job, result: RunResult, scored: bool = False) -> ClaudeRun:
         if not isinstance(result, SkillRunResult):  # result_key keeps other kinds apart
             raise InputError(
                 f"{job.key[0]!r}: the earlier result is not a claude -p run",
@@ -14217,7 +15112,11 @@ class ToolCrowd:
     decoy_server_name = "decoys"
 
     def __init__(
-        self, settings: Settings, cases: list[TestCase], servers: list[ServerSpec], console: Console
+        self,
+        settings: Settings,
+        cases: Sequence[TestCase],
+        servers: list[ServerSpec],
+        console: Console,
     ) -> None:
         self.settings, self.base_cases = settings, cases
         self.sources = sources_of(settings.distractor_tools, "--distractor-tools", tools=True)
@@ -14423,16 +15322,27 @@ class ToolCrowd:
 
 
 # ============================================================================ 11. results: what every writer reads
+def is_matrix(cases: Iterable[CaseResult]) -> bool:
+    models: set[str | None] = set()
+    for case in cases:
+        models.add(case.model)
+        if len(models) > 1:
+            return True
+    return False
+
+
 @dataclass
 class Results:
     """A finished (or interrupted) run as every writer sees it: the document's parts as typed
-    records, the per-run results streamed (a 10,000-case suite is never held as JSON), and the
-    markdown report's own view."""
+    records; the per-case verdicts and the per-run results streamed (after a run they are read
+    back from spools: a 100,000-case suite is never held, as records or as JSON). `cases` reads
+    like a list: iterate it (as often as needed), len() it; a writer keeps no more of it than
+    what it writes."""
 
     metadata: Metadata
     passed: bool
     summary: SummaryRecord
-    cases: list[CaseResult]
+    cases: Sequence[CaseResult] | SpooledRecords
     results: Callable[[], Iterable[RunResult]]
     result_count: int
     sections: dict[str, Any] = field(default_factory=dict)  # SECTIONS key -> its record(s)
@@ -14475,12 +15385,13 @@ class Results:
         for section in SECTIONS:
             value = self.sections.get(section.key)
             if value is not None:
-                document[section.key] = (
-                    [dump_record(v) for v in value]
-                    if isinstance(value, list)
-                    else dump_record(value)
-                )
+                document[section.key] = dump_streamed(value)
         return document
+
+    @functools.cached_property
+    def matrix(self) -> bool:
+        """A model matrix: a case per model (named NAME (MODEL) in the reports)."""
+        return is_matrix(self.cases)
 
     def shown(self, place: str) -> list[tuple[Section, Any]]:
         """The sections this run has that the reports show at `place`, in SECTIONS' order."""
@@ -14609,10 +15520,6 @@ def make_metadata(
 def case_label(case: CaseResult, matrix: bool) -> str:
     """A case as the reports name it: with its model when a model matrix has one per model."""
     return f"{case.name} ({case.model})" if matrix and case.model else case.name
-
-
-def is_matrix(cases: Sequence[CaseResult]) -> bool:
-    return len({c.model for c in cases}) > 1
 
 
 MODE_TITLES = {
@@ -14859,46 +15766,46 @@ def reasons_text(case: CaseResult, separator: str) -> str:
     )
 
 
-def markdown_failures(cases: Sequence[CaseResult]) -> list[str]:
-    failures = [c for c in cases if not c.passed]
-    if not failures:
-        return []
-    lines = ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|"]
-    matrix = is_matrix(cases)
-    lines += [
+def markdown_failures(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
+    matrix = is_matrix(cases) if matrix is None else matrix
+    rows = [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
-        for c in failures
+        for c in cases
+        if not c.passed
     ]
-    return lines + [""]
-
-
-def markdown_flaky(cases: Sequence[CaseResult]) -> list[str]:
-    flaky = [c for c in cases if c.flaky]
-    if not flaky:
+    if not rows:
         return []
-    lines = [
+    return ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|", *rows, ""]
+
+
+def markdown_flaky(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
+    matrix = is_matrix(cases) if matrix is None else matrix
+    rows = [
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
+        f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
+        for c in cases
+        if c.flaky
+    ]
+    if not rows:
+        return []
+    return [
         "### Flaky",
         "",
         "| Case | Passes | 95% interval | pass@k | pass^k |",
         "|---|---|---|---|---|",
+        *rows,
+        "",
     ]
-    matrix = is_matrix(cases)
-    lines += [
-        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
-        f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
-        for c in flaky
-    ]
-    return lines + [""]
 
 
-def markdown_all_cases(cases: Sequence[CaseResult]) -> list[str]:
+def markdown_all_cases(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
     lines = [
         "### All cases",
         "",
         "| Case | Result | Passes | 95% interval | Cost |",
         "|---|---|---|---|---|",
     ]
-    matrix = is_matrix(cases)
+    matrix = is_matrix(cases) if matrix is None else matrix
     lines += [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
         f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
@@ -15145,8 +16052,9 @@ def render_markdown(results: Results) -> str:
         ]
 
     lines = sections("first") + markdown_headline(results) + sections("before_cases")
-    lines += markdown_failures(results.cases) + markdown_flaky(results.cases)
-    lines += markdown_all_cases(results.cases)
+    matrix = results.matrix
+    lines += markdown_failures(results.cases, matrix) + markdown_flaky(results.cases, matrix)
+    lines += markdown_all_cases(results.cases, matrix)
     lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
     lines += markdown_calls_not_live(results) + sections("after_cases")
     return "\n".join(lines)
@@ -15194,15 +16102,29 @@ def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
     )
 
 
-def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) -> None:
-    table = Table(title=escape_markup(title))
+def print_case_table(
+    console: Console, cases: Iterable[CaseResult], title: str, matrix: bool | None = None
+) -> None:
+    """Failures and flaky cases, then passes while the table stays readable (SUMMARY_TABLE_ROWS);
+    `title` ends with the count passed (read as the cases stream past)."""
+    table = Table()
     for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
         table.add_column(column, overflow="fold")
-    shown = [c for c in cases if not c.passed or c.flaky]
-    shown += [c for c in cases if c.passed and not c.flaky][
-        : max(0, C.SUMMARY_TABLE_ROWS - len(shown))
-    ]
-    matrix = is_matrix(cases)
+    shown: list[CaseResult] = []
+    passes: list[CaseResult] = []
+    total = passed = 0
+    models: set[str | None] = set()
+    for c in cases:
+        total += 1
+        passed += c.passed
+        models.add(c.model)
+        if not c.passed or c.flaky:
+            shown.append(c)
+        elif len(passes) < C.SUMMARY_TABLE_ROWS:
+            passes.append(c)
+    shown += passes[: max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
+    matrix = len(models) > 1 if matrix is None else matrix
+    table.title = escape_markup(f"{title}: {passed}/{total} passed")
     for c in sorted(shown, key=lambda c: c.passed):
         verdict = (
             "[yellow]error[/yellow]"
@@ -15220,10 +16142,11 @@ def print_case_table(console: Console, cases: Sequence[CaseResult], title: str) 
             f"{c.cost_usd:.4f}",
             escape_markup("; ".join(c.reasons)),
         )
-    console.print(table)
-    if len(shown) < len(cases):
+    if total:
+        console.print(table)
+    if len(shown) < total:
         console.print(
-            f"... and {len(cases) - len(shown)} more passing case(s): see --report or -o",
+            f"... and {total - len(shown)} more passing case(s): see --report or -o",
             highlight=False,
         )
 
@@ -15333,8 +16256,16 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
     cases.add_column("case", overflow="fold")
     for model in matrix.models:
         cases.add_column(escape_markup(model), overflow="fold")
-    rows = sorted(matrix.cases, key=lambda row: not row.disagree)
-    for row in rows[: C.SUMMARY_TABLE_ROWS]:
+    disagreeing: list[MatrixCaseRecord] = []  # shown first, and named again below
+    agreeing: list[MatrixCaseRecord] = []
+    total = 0
+    for row in matrix.cases:
+        total += 1
+        if row.disagree:
+            disagreeing.append(row)
+        elif len(agreeing) < C.SUMMARY_TABLE_ROWS:
+            agreeing.append(row)
+    for row in (disagreeing + agreeing)[: C.SUMMARY_TABLE_ROWS]:
         cells = []
         for model in matrix.models:
             cell = row.models.get(model)
@@ -15350,9 +16281,9 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
             *cells,
         )
     console.print(cases)
-    if len(rows) > C.SUMMARY_TABLE_ROWS:
+    if total > C.SUMMARY_TABLE_ROWS:
         console.print(
-            f"... and {len(rows) - C.SUMMARY_TABLE_ROWS} more case(s): see --report or -o",
+            f"... and {total - C.SUMMARY_TABLE_ROWS} more case(s): see --report or -o",
             highlight=False,
         )
     if matrix.tools:
@@ -15372,7 +16303,6 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
                 ),
             )
         console.print(tools)
-    disagreeing = [row for row in matrix.cases if row.disagree]
     if not disagreeing:
         console.print("every case has the same verdict on every model", highlight=False)
     for row in disagreeing:
@@ -15396,14 +16326,12 @@ def print_summary(console: Console, results: Results) -> None:
 
     sections("first")
     sections("before_cases")
-    cases = [c for c in results.cases if c.kind != "trigger_query"]
-    if cases:
-        print_case_table(
-            console,
-            cases,
-            f"{MODE_TITLES.get(results.metadata.evaluation, 'Results')}: "
-            f"{sum(c.passed for c in cases)}/{len(cases)} passed",
-        )
+    print_case_table(
+        console,
+        (c for c in results.cases if c.kind != "trigger_query"),
+        MODE_TITLES.get(results.metadata.evaluation, "Results"),
+        results.matrix,
+    )
     sections("after_cases")
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available:
@@ -15470,7 +16398,7 @@ class RunProgress:
     def __init__(
         self,
         console: Console,
-        total: int,
+        total: int | None,  # None until the pipeline has counted the runs (set_total)
         verdict_of: Callable[[Any], Verdict | None],
         usage_of: Callable[[Any], tuple[Usage, float]],
     ) -> None:
@@ -15505,6 +16433,9 @@ class RunProgress:
     def __enter__(self) -> RunProgress:
         self.progress.start()
         return self
+
+    def set_total(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
@@ -16000,7 +16931,8 @@ def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
 
 
 def dumped_section(value: Any) -> Any:
-    return [dump_record(v) for v in value] if isinstance(value, list) else dump_record(value)
+    """A section as the page embeds it: whole (the page holds every case and run anyway)."""
+    return materialized(dump_streamed(value))
 
 
 def html_results_data(results: Results) -> dict:
@@ -16013,7 +16945,7 @@ def html_results_data(results: Results) -> dict:
     for run in runs:  # ids stay unique (they key the page's runs and the review notes)
         seen[run["id"]] = seen.get(run["id"], 0) + 1
         run["id"] += f" #{seen[run['id']]}" if seen[run["id"]] > 1 else ""
-    matrix = is_matrix(results.cases)  # a model matrix: a case per model, named NAME (MODEL)
+    matrix = results.matrix  # a model matrix: a case per model, named NAME (MODEL)
     label = lambda name, model: f"{name} ({model})" if matrix and model else name  # noqa: E731
     trigger_cases: dict[tuple, list[str]] = {}
     for case in results.cases:
@@ -16922,21 +17854,24 @@ def write_junit(path: str, results: Results) -> None:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites")
-    groups: dict[str, list[CaseResult]] = {}
-    for case in results.cases:
-        groups.setdefault(case.group or results.suite_name, []).append(case)
-    for group, cases in groups.items():
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name=xml_text(group),
-            tests=str(len(cases)),
-            failures=str(sum(not c.passed and not c.error for c in cases)),
-            errors=str(sum(not c.passed and c.error for c in cases)),
-            time=f"{sum(c.seconds for c in cases):.3f}",
-        )
-        for case in cases:
-            junit_testcase(ET, suite, group, case, is_matrix(results.cases))
+    # group -> (its testsuite element, [tests, failures, errors, time])
+    suites: dict[str, tuple[Any, list[float]]] = {}
+    matrix = results.matrix
+    for case in results.cases:  # a case at a time; each testsuite's counts added up as they come
+        group = case.group or results.suite_name
+        if group not in suites:
+            suites[group] = (ET.SubElement(root, "testsuite", name=xml_text(group)), [0, 0, 0, 0.0])
+        suite, counts = suites[group]
+        counts[0] += 1
+        counts[1] += not case.passed and not case.error
+        counts[2] += not case.passed and bool(case.error)
+        counts[3] += case.seconds
+        junit_testcase(ET, suite, group, case, matrix)
+    for suite, (tests, failures, errors, seconds) in suites.values():
+        suite.set("tests", str(int(tests)))
+        suite.set("failures", str(int(failures)))
+        suite.set("errors", str(int(errors)))
+        suite.set("time", f"{seconds:.3f}")
     tree = ET.ElementTree(root)
     ET.indent(tree)
     buffer = __import__("io").BytesIO()
@@ -17675,6 +18610,38 @@ def servers_for(settings: Settings) -> list[ServerSpec]:
     return servers
 
 
+def start_servers_early(settings: Settings) -> None:
+    """The stdio servers start now, before the suite is loaded and the SDKs are imported, so their
+    start-up (often seconds of imports of their own) overlaps ours. A problem naming them is said
+    later, in its place (servers_for); a server no connection takes stops with the invocation."""
+    if settings.merge or (settings.replay and not servers_named(settings)):
+        return
+    with contextlib.suppress(EvalError):
+        start_stdio_servers(
+            resolve_servers(
+                settings.server,
+                settings.server_env,
+                settings.mcp_config,
+                settings.server_module,
+                settings.server_url,
+                settings.transport,
+            )
+        )
+
+
+def import_sdks(dry_run: bool) -> None:
+    """The MCP SDK, and for a run the Anthropic SDK and jsonschema (the tools' argument checks),
+    imported once, here: after the input is checked (bad input never waits for them), while the
+    stdio servers start, and not on the event loop in the middle of the first runs. A dry run
+    needs the Anthropic SDK only to count tokens (with a key), and checks no arguments."""
+    import mcp  # noqa: F401
+
+    if not dry_run:
+        import jsonschema  # noqa: F401
+    if not dry_run or api_key_from_env():
+        import anthropic  # noqa: F401
+
+
 def user_source(
     settings: Settings, console: Console
 ) -> Callable[[TestCase, ModelClient], UserInput | None]:
@@ -17788,8 +18755,9 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
 
 
 def restore_scoring(scoring: Scoring, settings: Settings) -> None:
-    """--merge: the tools the pieces' servers offered (for tool coverage), and each run's verdict
-    as its piece gave it (the tools' schemas that graded it are not at hand here)."""
+    """--merge: the tools the pieces' servers offered (for tool coverage). Each run keeps the
+    verdict its piece gave it (replay_pipeline reads it back with the run): the tools' schemas
+    that graded it are not at hand here."""
     available: list[str] = next(
         (
             p.summary.tool_coverage.available
@@ -17799,7 +18767,6 @@ def restore_scoring(scoring: Scoring, settings: Settings) -> None:
         [],
     )
     scoring.tools = dict.fromkeys(available)
-    scoring.restore_verdicts(settings.merged_runs)
 
 
 def tool_use_results(
@@ -17810,23 +18777,22 @@ def tool_use_results(
     input_type: str,
     suite_name: str,
 ) -> Results:
-    transcripts: list[Transcript] = outcome.records
-    cases = scoring.case_results(transcripts, settings.threshold, suite_name)
-    usages = [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in transcripts]
-    summary = summary_record(
-        cases,
-        usages,
-        settings.threshold,
-        outcome,
-        tool_selection_stats(transcripts),
-        confusion_table(transcripts),
+    """The runs scored, in one pass over them in job order (read back from the run spool): each
+    case's verdict goes to a spool as its runs end, the summaries' numbers are added up as the
+    runs go by. What stays in memory is a few numbers per tool and model."""
+    runs = RunTotals(by_model=settings.matrix)
+    counts = CaseCounts()
+    cases = SpooledRecords(CaseResult)
+    for case in scoring.case_results(
+        runs.observed(outcome.records), settings.threshold, suite_name
+    ):
+        cases.append(case)
+        counts.add(case)
+    summary = summary_record(counts, runs, settings.threshold, outcome)
+    summary.tool_coverage = runs.coverage(
+        sorted(getattr(scoring, "tools", {})), tools_expected(getattr(scoring, "cases", []))
     )
-    summary.tool_coverage = tool_coverage(
-        [*scoring.cases, *(t.case for t in transcripts)],
-        transcripts,
-        sorted(scoring.tools),
-    )
-    summary.tool_calls_by_source = calls_by_source(transcripts)
+    summary.tool_calls_by_source = runs.by_source()
     simulated = (
         {
             "goal": settings.simulate_user,
@@ -17839,7 +18805,7 @@ def tool_use_results(
     metadata = make_metadata(
         mode,
         settings,
-        0 if settings.summary_only else len(transcripts),
+        0 if settings.summary_only else runs.runs,
         outcome,
         input_type=input_type,
         simulated_user=simulated,
@@ -17848,24 +18814,14 @@ def tool_use_results(
         else None,
     )
     passed = (
-        bool(cases)
-        and all(c.passed for c in cases)
+        counts.cases > 0
+        and counts.passed == counts.cases
         and not outcome.not_started
         and not outcome.interrupted
     )
-    sections = scoring.sections(cases)
+    sections = scoring.sections()
     if settings.matrix:
-        by_model: dict[str, list[Transcript]] = {model: [] for model in settings.models}
-        for t in transcripts:
-            by_model.setdefault(t.model, []).append(t)
-        sections["matrix"] = model_matrix(
-            cases,
-            {
-                m: [(t.usage, t.cost_usd, t.latency_ms, bool(t.error)) for t in ts]
-                for m, ts in by_model.items()
-            },
-            {m: (tool_selection_stats(ts), tool_durations(ts)) for m, ts in by_model.items()},
-        )
+        sections["matrix"] = model_matrix(cases, runs, counts, settings.models)
     return Results(
         metadata,
         passed,
@@ -17874,9 +18830,9 @@ def tool_use_results(
         lambda: (
             ()
             if settings.summary_only
-            else (tool_run_result(t, scoring.verdict) for t in transcripts)
+            else outcome.results(lambda t: tool_run_result(t, scoring.verdict))
         ),
-        0 if settings.summary_only else len(transcripts),
+        0 if settings.summary_only else runs.runs,
         sections,
         suite_name,
     )
@@ -17907,7 +18863,7 @@ def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str,
 def tool_use_mode(
     settings: Settings,
     console: Console,
-    cases: list[TestCase],
+    cases: Sequence[TestCase],
     scoring: Scoring,
     mode: str,
     input_type: str,
@@ -17937,8 +18893,10 @@ def tool_use_mode(
     runner.crowd = crowd
     if settings.merge:
         restore_scoring(scoring, settings)
+    else:
+        import_sdks(settings.dry_run)
     if settings.dry_run:
-        todo = plan_resume(runner, pipeline_jobs(runner, settings), settings).todo
+        todo = jobs_to_run(runner, settings)
         if crowd is not None:
             steps = run_async(crowd.estimate(runner, todo))
             print_estimate(
@@ -17959,12 +18917,7 @@ def tool_use_mode(
     progress = (
         None
         if settings.interactive or mode == "query" or settings.merge
-        else RunProgress(
-            console,
-            len(pipeline_jobs(runner, settings)),
-            scoring.verdict,
-            lambda t: (t.usage, t.cost_usd),
-        )
+        else RunProgress(console, None, scoring.verdict, lambda t: (t.usage, t.cost_usd))
     )
     with progress or contextlib.nullcontext():
         outcome = run_pipeline(
@@ -17972,6 +18925,7 @@ def tool_use_mode(
             settings,
             console,
             view.on_conversation_end if view else progress.on_record if progress else None,
+            progress.set_total if progress else None,
         )
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
@@ -17989,6 +18943,7 @@ def tool_use_mode(
 
 def query_mode(settings: Settings, console: Console) -> int:
     """-q / -c / --interactive / --simulate-user: conversations against the servers."""
+    start_servers_early(settings)
     cases, input_type = query_cases(settings)
     return tool_use_mode(
         settings, console, cases, ToolCheckScoring(cases, False), "query", input_type, "query"
@@ -17997,6 +18952,7 @@ def query_mode(settings: Settings, console: Console) -> int:
 
 def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
+    start_servers_early(settings)
     if not settings.csv:
         raise InputError("--csv needs a suite file", hint="--csv tests.csv")
     cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
@@ -18014,6 +18970,7 @@ def csv_mode(settings: Settings, console: Console) -> int:
 def qa_mode(settings: Settings, console: Console) -> int:
     """--qa FILE.xml (or --tests FILE.xml): mcp-builder's QA evaluation against the servers, with
     its own system prompt and --max-turns unless they are given."""
+    start_servers_early(settings)
     files = ([settings.qa] if settings.qa else []) + list(settings.tests)
     for other in (f for f in files if kind_of_test_file(f) != "qa"):
         wrong = wrong_file(
@@ -18049,6 +19006,7 @@ def qa_files_given(settings: Settings) -> bool:
 
 def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
+    start_servers_early(settings)
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
@@ -18234,6 +19192,10 @@ def skill_plan(
     )
 
 
+# What a trigger run's scorer never reads, left out of the runs it groups (the spool keeps them).
+TRIGGER_UNSCORED = {"answer": "", "stderr_tail": "", "tool_calls": [], "transcript_summary": ""}
+
+
 @dataclass
 class SkillRuns:
     """A skill suite's records, grouped the way its scorers read them."""
@@ -18250,19 +19212,21 @@ class SkillRuns:
         distractors: int | None | str = "any",
     ) -> SkillRuns:
         """The records (of one model, when given: a model matrix scores each model apart; of one
-        step of a crowd, when `distractors` is a count, or None for the runs without one)."""
+        step of a crowd, when `distractors` is a count, or None for the runs without one), read
+        back from the run spool; a trigger run without what its scorer does not read (its answer,
+        calls and stderr: the results file has them)."""
         by_query: dict[str, list[ClaudeRun]] = {}
         by_test: dict[str, list[ClaudeRun]] = {}
-        for key, record in zip(outcome.keys, outcome.records):
-            label, query = key[0], key[1]
-            if model is not None and key[-1] != model:
+        for record in outcome.records:
+            if model is not None and record.model != model:
                 continue
-            if label == "trigger" and distractors != "any" and record.distractors != distractors:
-                continue
-            if label == "trigger":
-                by_query.setdefault(query, []).append(record)
+            if record.test == "trigger":
+                if distractors != "any" and record.distractors != distractors:
+                    continue
+                slim = record.model_copy(update=TRIGGER_UNSCORED)
+                by_query.setdefault(record.query, []).append(slim)
             else:
-                by_test.setdefault(label, []).append(record)
+                by_test.setdefault(record.test, []).append(record)
         return cls(by_query, by_test)
 
     def cost(self, queries: Iterable[str]) -> float:
@@ -18281,15 +19245,20 @@ def trigger_run_verdict(
     return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}", *broken])
 
 
+def skill_run_key(record: ClaudeRun) -> tuple:
+    """A run of a skill suite, as its verdict is found again when the runs are read back."""
+    return record.test, record.query, record.run, record.model, record.configuration
+
+
 def skill_run_verdicts(
     runs: SkillRuns, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult]
-) -> dict[int, Verdict]:
-    """Each run's own verdict (by record id): a trigger run against what its query expects of
-    its own skill, a test run by its test's scorer."""
-    verdicts: dict[int, Verdict] = {}
+) -> dict[tuple, Verdict]:
+    """Each run's own verdict (by skill_run_key): a trigger run against what its query expects
+    of its own skill, a test run by its test's scorer."""
+    verdicts: dict[tuple, Verdict] = {}
     for result in test_results:
         for record, graded in zip(result.runs, result.run_scores):
-            verdicts[id(record)] = Verdict(
+            verdicts[skill_run_key(record)] = Verdict(
                 bool(graded.get("passed")), run_score_reasons(result.test, graded)
             )
     for score in scores:
@@ -18297,7 +19266,9 @@ def skill_run_verdicts(
             if q.routing:
                 continue
             for record in runs.by_query.get(q.query, []):
-                verdicts[id(record)] = trigger_run_verdict(record, score.skill, q.expected, q.rule)
+                verdicts[skill_run_key(record)] = trigger_run_verdict(
+                    record, score.skill, q.expected, q.rule
+                )
     return verdicts
 
 
@@ -18400,7 +19371,7 @@ def skill_results(
     test_results: list[SkillTestResult] = []
     test_records: list[SkillTestRecord] = []
     cases: list[CaseResult] = []
-    verdicts: dict[int, Verdict] = {}
+    verdicts: dict[tuple, Verdict] = {}
     steps = [step.count for step in plan.crowd.steps] if plan.crowd else [None]
     for step, model in itertools.product(steps, plan.trigger_models):
         # each model scored on its own runs (one, unless a model matrix), at each crowd step
@@ -18477,20 +19448,14 @@ def skill_results(
         and not runner.outside_writes
         and complete
     )
-    records = [r for _, r in zip(outcome.keys, outcome.records)]
-    usages = [
-        (
-            claude_run_usage(r),
-            (r.total_cost_usd or 0.0) + r.judge_cost_usd,
-            r.latency_ms,
-            bool(r.error),
-        )
-        for r in records
-    ]
+    runs_total = RunTotals(by_model=settings.matrix)
+    for r in outcome.records:  # read back from the run spool, a run at a time
+        cost = (r.total_cost_usd or 0.0) + r.judge_cost_usd
+        runs_total.add(claude_run_usage(r), cost, r.latency_ms, bool(r.error), r.model)
     metadata = make_metadata(
         "skills",
         settings,
-        len(records),
+        runs_total.runs,
         outcome,
         claude_version=version,
         trigger_model=plan.trigger_settings.model,
@@ -18533,16 +19498,19 @@ def skill_results(
     }
     if plan.crowd is not None:
         sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
-    summary = summary_record(cases, usages, plan.threshold, outcome)
+    counts = case_counts(cases)
+    summary = summary_record(counts, runs_total, plan.threshold, outcome)
     if settings.matrix:
         models = list(dict.fromkeys([*plan.trigger_models, *plan.test_models]))
-        sections["matrix"] = model_matrix(
-            cases, {m: [u for u, r in zip(usages, records) if r.model == m] for m in models}
-        )
+        first: dict[tuple, int] = {}  # a case's models next to each other, in its first place
+        for index, case in enumerate(cases):
+            first.setdefault((case.kind, case.name), index)
+        side_by_side = sorted(cases, key=lambda c: first[(c.kind, c.name)])
+        sections["matrix"] = model_matrix(side_by_side, runs_total, counts, models)
     if plan.task_tests:
         sections["benchmark"] = task_benchmark(
             plan.task_tests,
-            records,
+            outcome.records,
             plan.test_models,
             max((plan.test_runs(t) for t in plan.task_tests), default=1),
             plan.judge_model,
@@ -18553,9 +19521,10 @@ def skill_results(
         summary,
         cases,
         lambda: (
-            skill_run_result(r, runner.result_fingerprint(r), verdicts.get(id(r))) for r in records
+            skill_run_result(r, runner.result_fingerprint(r), verdicts.get(skill_run_key(r)))
+            for r in outcome.records
         ),
-        len(records),
+        runs_total.runs,
         sections,
         "skills",
     )
@@ -18631,13 +19600,10 @@ def skill_mode(settings: Settings, console: Console) -> int:
         if plan.crowd
         else SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
     )
-    jobs = pipeline_jobs(runner, settings)  # --shard: this shard's runs
     if plan.sandboxed and plan.task_tests and not settings.merge:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if settings.dry_run:
-        print_estimate(
-            console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
-        )
+        print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
         if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
             print_step_costs(console, runner.step_costs, "distractors")
             print_decoy_estimate(console, plan.crowd.keeper)
@@ -18661,6 +19627,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     ):  # made before the write guard looks, so it is not a write outside
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
+    jobs = sum(1 for _ in pipeline_jobs(runner, settings))  # --shard: this shard's runs
     crowd_note = (
         f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
         f"{', '.join(str(s.count) for s in plan.crowd.steps)}"
@@ -18668,14 +19635,14 @@ def skill_mode(settings: Settings, console: Console) -> int:
         else ""
     )
     console.print(
-        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s)"
+        f"Claude Code {terminal_text(version)}: {jobs} run(s) of {len(skills)} skill(s)"
         f"{crowd_note}, {plan.concurrency} at once",
         highlight=False,
         markup=False,
     )
     with RunProgress(
         console,
-        len(jobs),
+        jobs,
         progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
@@ -19374,8 +20341,10 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     )
     cases = [overlap_case(p) for p in pairs if p.judged]
     outcome = PipelineOutcome([], [], not_started=not_judged)
-    usages = [(Usage(), p.cost_usd, 0.0, bool(p.error)) for p in pairs if p.judged]
-    summary = summary_record(cases, usages, 1.0, outcome)
+    totals = RunTotals()
+    for pair in (p for p in pairs if p.judged):
+        totals.add(Usage(), pair.cost_usd, 0.0, bool(pair.error))
+    summary = summary_record(case_counts(cases), totals, 1.0, outcome)
     summary.cost_usd = record.cost_usd
     results = Results(
         make_metadata("overlap", settings, 0, outcome, input_type="skills"),
@@ -19736,7 +20705,7 @@ class SkillDescriptionTask:
 
     async def estimate(self) -> CostEstimate:
         runner = self.runner(self.original())
-        return await runner.estimate(runner.jobs())
+        return await runner.estimate(list(runner.jobs()))
 
     def scored(
         self, runner: SkillRunner, outcome: PipelineOutcome, complete: bool
@@ -19850,7 +20819,7 @@ class ToolDescriptionTask:
         self.settings = settings
         if not settings.csv:
             raise InputError("--optimize of tool descriptions needs --csv SUITE")
-        self.cases = load_csv_suite(settings.csv)
+        self.cases = list(load_csv_suite(settings.csv))  # a few dozen cases, read every round
         if len(self.cases) < 2:
             raise InputError("--optimize needs at least two cases", settings.csv)
         self.items = [
@@ -19895,7 +20864,10 @@ class ToolDescriptionTask:
     def prepare(self) -> None:
         async def listing() -> None:
             async with McpHub(
-                self.servers, self.settings.tool_timeout, self.settings.max_result_chars
+                self.servers,
+                self.settings.tool_timeout,
+                self.settings.max_result_chars,
+                stop_grace=self.settings.stop_grace,
             ) as hub:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
@@ -19904,7 +20876,7 @@ class ToolDescriptionTask:
 
     async def estimate(self) -> CostEstimate:
         runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
-        return await runner.estimate(runner.jobs())
+        return await runner.estimate(list(runner.jobs()))
 
     def scored(
         self, runner: ToolUseRunner, outcome: PipelineOutcome, complete: bool
@@ -20251,7 +21223,7 @@ class OptimizeLoop:
         earlier = self.journal.runs.get(key, [])
         budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
         self.console.print(
-            f"round {round_no}: {len(runner.jobs())} run(s) of the "
+            f"round {round_no}: {sum(1 for _ in runner.jobs())} run(s) of the "
             f"{'original' if round_no == 0 else 'candidate'}",
             highlight=False,
         )
@@ -20274,7 +21246,9 @@ class OptimizeLoop:
         )
         reused = {runner.result_key(r) for r in earlier}
         self.spent += sum(  # what this invocation paid: the journaled runs were paid before
-            runner.cost(r) for k, r in zip(outcome.keys, outcome.records) if k not in reused
+            runner.cost(r)
+            for r in outcome.records
+            if runner.result_key(runner.to_result(r)) not in reused
         )
         if result.complete:
             self.journal.append(
@@ -20828,6 +21802,7 @@ SERVER_OPTIONS = frozenset(
         "mcp_config",
         "server_module",
         "tool_timeout",
+        "stop_grace",
         "max_result_chars",
         "server_url",
         "transport",
@@ -21842,6 +22817,20 @@ def exit_stopped(code: int) -> None:
     os._exit(code)
 
 
+EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
+
+
+def end_process(code: int) -> None:
+    """The invocation's end. Run as the program, the process ends at once, its outputs flushed:
+    tearing down the interpreter (the SDKs' hundred thousand objects, module by module) takes a
+    second or more, and nothing is left to do (every output is written, every file closed or
+    removed, every child stopped). Called as a function (tests), a SystemExit as click's."""
+    if not EXIT_AT_ONCE:
+        sys.exit(code)
+    logging.shutdown()
+    exit_stopped(code)
+
+
 def write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
     if examples:
         formatter.write("\nExamples:\n")
@@ -21940,16 +22929,19 @@ class FrontDoor(click.Group):
                 code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             click.echo(error_line(exc.format_message()), err=True)
-            sys.exit(2)
+            code = 2
         except InputError as exc:
             for line in str(exc).splitlines():  # several problems of one file: one line each
                 click.echo(error_line(line), err=True)
-            sys.exit(2)
+            code = 2
         except click.Abort:
             code = interrupted_exit_code()
+        finally:
+            stop_stdio_servers()  # whatever ended the invocation, no server outlives it
+            ENDPOINTS_ANSWERING.clear()
         if stopped_by:
             exit_stopped(code or 0)
-        sys.exit(code or 0)
+        end_process(code or 0)
 
 
 def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
@@ -22163,5 +23155,12 @@ def build_cli() -> click.Group:
 main = build_cli()
 
 
-if __name__ == "__main__":
+def run_program() -> None:
+    """The program (`python evaluator.py`, `claude-tool-eval`): like main(), but it ends the
+    process as soon as its outputs are written (see end_process)."""
+    EXIT_AT_ONCE.append(True)
     main()
+
+
+if __name__ == "__main__":
+    run_program()

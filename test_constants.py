@@ -38,6 +38,9 @@ TAU2_MAX_USER_TURNS = 30
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call
 DEFAULT_CONNECT_TIMEOUT = 30.0  # starting an MCP server and its handshake
+TOOL_CALLS_IN_FLIGHT = 32  # tool calls under way at once (all servers), however many runs are
+DEFAULT_STOP_GRACE = 0.2  # a stdio server's time to exit after its stdin closes (then: SIGTERM)
+SERVER_TERM_WAIT = 0.5  # after SIGTERM, before SIGKILL, for a stdio server's process group
 DEFAULT_REQUEST_TIMEOUT = 600.0  # one model call, including the SDK's retries of it
 DEFAULT_MAX_RETRIES = 5  # SDK retries; higher than its 2 because suites run long
 DEFAULT_MAX_RESULT_CHARS = 20_000  # a tool result is cut to this many characters
@@ -147,6 +150,8 @@ MAX_MODEL_CONCURRENCY = 64  # ceiling of model calls in flight; 429s lower it ad
 ESTIMATED_OUTPUT_TOKENS = 300  # --dry-run: tokens Claude writes per call
 ESTIMATED_TOKENS_PER_TURN = 400  # --dry-run: history growth per turn (tool call + result)
 SUMMARY_TABLE_ROWS = 50  # terminal suite table: failures always, passes up to this
+EXACT_QUANTILE_RUNS = 10_000  # latency p50/p95 exact up to this many runs, then from buckets
+QUANTILE_BUCKET_RATIO = 1.02  # then: log-spaced buckets 2 % wide (a quantile within 1 %)
 
 # ----------------------------------------------------------------------------- grading: the judge and state checks
 DEFAULT_VERIFY_TIMEOUT = (

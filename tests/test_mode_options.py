@@ -57,6 +57,7 @@ import prompts
 
 C = evaluator.C
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
+LINGERING_SERVER = ROOT / "tests" / "servers" / "lingering_server.py"
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
 OTHER_SKILL_DIR = ROOT / "examples" / "skills" / "data-profile-report"
 SKILL_LISTING = "warehouse-sql: Writes, explains and fixes SQL"  # how Claude Code lists the skill
@@ -132,6 +133,7 @@ SAMPLES: dict[str, list[str]] = {
     "mcp_config": ["--mcp-config", "mcp.json"],
     "server_module": ["--server-module", str(EXAMPLE_SERVER)],
     "tool_timeout": ["--tool-timeout", "5"],
+    "stop_grace": ["--stop-grace", "0.5"],
     "max_result_chars": ["--max-result-chars", "100"],
     "interactive": ["--interactive"],
     "simulate_user": ["--simulate-user", "an analyst who wants the table list"],
@@ -1268,6 +1270,20 @@ def _(lab, mode):
     assert calls_made and all(c["is_error"] and "0.3" in c["output"] for c in calls_made), (
         calls_made
     )
+
+
+@observes("stop_grace", *TOOL_MODES)
+def _(lab, mode):
+    """A server that lingers a second after its stdin closes: terminated by default (0.2 s),
+    left to exit on its own with --stop-grace 5."""
+    endings = {}
+    for grace in ((), ("--stop-grace", "5")):
+        marker = lab.root / "out" / f"lingering-{mode}-{next(lab.count)}"
+        server = ("--server", f"{sys.executable} {LINGERING_SERVER} {marker}")
+        run = lab.run(*tool_args(lab, mode, *grace, servers=server))
+        assert run.code in (0, 1), run.output
+        endings[grace] = marker.read_text()
+    assert endings == {(): "terminated", ("--stop-grace", "5"): "exited on its own"}
 
 
 @observes("max_result_chars", *TOOL_MODES)

@@ -288,15 +288,14 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
 ):
     """`save_codes` has forty patterns Python's `re` takes forever on: forty calls, one for each,
     take forty time limits to check. SIGTERM in the middle: the check gives up, the run ends, and
-    every output is written; the calls are reported as not checked. The runs `late` and `last`
-    finished while that check blocked, and waited their turn to be scored: they are kept too."""
+    every output is written; the calls are reported as not checked. The other runs finished
+    while that check blocked (a check holds up the progress bar, never the runs or the journal):
+    they are kept too."""
     calls = {
         "first": [("save_name", {"name": "ok"})],
         "blocking": [("save_codes", {f"code{i}": ALMOST}) for i in range(40)],
         "late": [("save_name", {"name": "late"})],
         "last": [("save_name", {"name": "last"})],
-        "maybe": [("save_name", {"name": "maybe"})],
-        "never": [("save_name", {"name": "never"})],
     }
     calling, late_asked = scripted(calls), []
 
@@ -321,12 +320,16 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
         deadline = time.monotonic() + RUN_TIMEOUT
         while not all(
             any(first_prompt(b) == name and len(b["messages"]) > 1 for b in api.message_requests)
-            for name in ("late", "last")
+            for name in calls
         ):
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the runs `late` and `last` did not finish"
+            assert time.monotonic() < deadline, "the runs did not all finish"
             time.sleep(0.05)
         time.sleep(0.5)  # its conversation is over; the check of `blocking` still blocks
+        # (in a worker that is replaced after every pattern that overran: wait for one to be up)
+        seen = time.monotonic() + 5
+        while not pattern_workers_of(process.pid) and time.monotonic() < seen:
+            time.sleep(0.05)
         assert pattern_workers_of(process.pid) and process.poll() is None
         signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -345,11 +348,9 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
         f"save_codes argument check skipped: pattern took longer than {LIMIT} ms",
         "save_codes argument check skipped: the run was stopped",
     ]
-    # scoring waits its turn, the runs do not, until as many finished runs wait as there are
-    # workers (`late`, `last`, perhaps `maybe`): `never` cannot start
-    assert reasons["last"] == [] and "never" not in reasons
+    assert reasons["last"] == []
     journal = [json.loads(line) for line in E.journal_path(out).read_text().splitlines()]
-    assert sorted(r["test_name"] for r in journal) == sorted(reasons)
+    assert sorted(r["test_name"] for r in journal) == sorted(reasons) == sorted(calls)
     assert "blocking" in report.read_text()
     assert pattern_workers_of(process.pid) == [] and list(tmp_path.glob(".*.tmp")) == []
 

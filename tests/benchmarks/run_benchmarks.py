@@ -13,10 +13,14 @@ indented details below it). The exit status is 1 when any target fails.
 2. the evaluator engine's own overhead vs a bare `anthropic` SDK loop (same process, same server)
 3. parallel vs serial `claude -p` trigger runs (the real Claude Code CLI)
 4. prompt caching of the tool definitions on a 25-tool server
-5. peak memory and linear time of a 10,000-case CSV suite
+5. flat memory: peak RSS from 1,000 to 10,000 and 100,000 cases with --summary-only (and the
+   10,000-case peak), linear time
 6. a 1,000-case suite through the Message Batches API (--batch): rounds, wall time over the
-   scripted batch latency, peak memory
+   scripted batch latency, peak memory beside a 1-case --batch run's
 7. a suite as 4 shards (--shard K/4, 4 processes at once) and --merge, beside the unsharded run
+8. flat memory with the full results file (-o without --summary-only)
+9. the fixed seconds of a one-case run (start to first model request, last request to exit)
+   beside a bare script that imports the two SDKs, connects the same server, makes the same calls
 """
 
 from __future__ import annotations
@@ -131,6 +135,9 @@ def run_cli(
     """`python evaluator.py ARGS` in a child process: wall time, exit code and the child's own
     peak RSS (os.wait4 reports the rusage of exactly that process)."""
     environment = dict(env or os.environ)
+    # A user's Python caches bytecode; these sessions' shells turn that off, which would make every
+    # start compile the evaluator (and the bare references' SDKs are cached): measure what users get.
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
     environment.update(
         ANTHROPIC_API_KEY=API_KEY,
         ANTHROPIC_BASE_URL=api.url,
@@ -737,76 +744,90 @@ def bench_caching(opts: argparse.Namespace, work: Path) -> Outcome:
 
 
 # ============================================================================ 5. memory and linear time
-def bench_memory(opts: argparse.Namespace, work: Path) -> Outcome:
-    big = 2000 if opts.quick else 10_000
-    small = big // 4
-    say(
-        f"1-, {small}- and {big}-case CSV suites, text-only answers (1 call a case), zero delay, --concurrency 32, "
-        f"-o out.json --summary-only, the example server over stdio; peak RSS of the evaluator process from wait4"
-    )
+MEMORY_SIZES = (1_000, 10_000, 100_000)  # cases; --quick: the first two
+MEMORY_GROWTH_MB = {10_000: 15.0, 100_000: 40.0}  # peak RSS above the 1,000-case run's, at most
+
+
+def memory_runs(opts: argparse.Namespace, work: Path, summary_only: bool) -> dict[int, ChildRun]:
+    """1 case, then 1,000, 10,000 and 100,000 (--quick: to 10,000) text-only cases, one call each,
+    against a zero-delay server: each run's peak RSS (wait4) and wall time."""
+    sizes = (1, *MEMORY_SIZES[: 2 if opts.quick else 3])
+    flag = ["--summary-only"] if summary_only else []
     runs: dict[int, ChildRun] = {}
     with ScriptedAnthropic(responder=text_only_responder, record=False) as api:
-        for rows in (1, small, big):
-            csv_path = write_csv(work / f"suite5_{rows}.csv", rows, None)
-            out = work / f"out5_{rows}.json"
+        for rows in sizes:
+            csv_path = work / f"suite5_{rows}.csv"
+            if not csv_path.exists():
+                write_csv(csv_path, rows, None)
+            out = work / f"out5_{rows}{'' if summary_only else '_full'}.json"
             runs[rows] = run_cli(
-                ["--csv", str(csv_path), "--concurrency", "32", "-o", str(out), "--summary-only"],
-                api,
-                work,
+                ["--csv", str(csv_path), "--concurrency", "32", "-o", str(out), *flag], api, work
             )
             check_child(runs[rows], f"{rows}-case run")
-            lines = out.with_name(out.name + ".results.jsonl").read_text().splitlines()
-            check_results([json.loads(line) for line in lines], rows, 1, f"target 5 ({rows} cases)")
+            if summary_only:
+                lines = out.with_name(out.name + ".results.jsonl").read_text().splitlines()
+                check_results([json.loads(line) for line in lines], rows, 1, f"{rows} cases")
+            else:
+                document = json.loads(out.read_text())
+                check_results(document["results"], rows, 1, f"{rows} cases")
+                del document
             say(
-                f"{rows} cases: {runs[rows].seconds:.2f}s, peak RSS {runs[rows].peak_rss_mb:.1f} MB, "
+                f"{rows:,} cases: {runs[rows].seconds:.2f}s, peak RSS {runs[rows].peak_rss_mb:.1f} MB, "
                 f"results file {out.stat().st_size / 1e6:.1f} MB"
             )
-    if (
-        opts.explain
-    ):  # the same big run with the terminal summary table switched off (measurement only)
-        with ScriptedAnthropic(responder=text_only_responder, record=False) as api:
-            quiet = run_cli_patched(
-                [
-                    "--csv",
-                    str(work / f"suite5_{big}.csv"),
-                    "--concurrency",
-                    "32",
-                    "-o",
-                    str(work / "out5_quiet.json"),
-                    "--summary-only",
-                ],
-                api,
-                work,
-            )
-        check_child(quiet, "run without the summary table")
-        say(
-            f"{big} cases without print_summary: {quiet.seconds:.2f}s, peak RSS {quiet.peak_rss_mb:.1f} MB"
+            for stale in work.glob(f"out5_{rows}*"):  # a 100,000-case results file is 300 MB
+                stale.unlink()
+    return runs
+
+
+def growth_details(runs: dict[int, ChildRun]) -> tuple[list[str], bool]:
+    """Peak RSS above the 1,000-case run's, against MEMORY_GROWTH_MB."""
+    base = runs[MEMORY_SIZES[0]].peak_rss_mb
+    lines, passed = [], True
+    for rows, limit in MEMORY_GROWTH_MB.items():
+        if rows not in runs:
+            continue
+        grown = runs[rows].peak_rss_mb - base
+        passed &= grown <= limit
+        lines.append(
+            f"1,000 -> {rows:,} cases: +{grown:.1f} MB (target <= +{limit:g} MB), "
+            f"{grown * 1024 * 1024 / (rows - MEMORY_SIZES[0]):.0f} bytes a case"
         )
+    return lines, passed
+
+
+def bench_memory(opts: argparse.Namespace, work: Path) -> Outcome:
+    say(
+        "1-, 1,000-, 10,000- and 100,000-case CSV suites (--quick: to 10,000), text-only answers (1 call "
+        "a case), zero delay, --concurrency 32, -o out.json --summary-only, the example server over "
+        "stdio; peak RSS of the evaluator process from wait4"
+    )
+    runs = memory_runs(opts, work, True)
+    small, big = MEMORY_SIZES[0], MEMORY_SIZES[1]
     base = runs[1].seconds
-    raw = (runs[big].seconds / runs[small].seconds) / 4
     # Startup (imports, server connect) is a fixed cost that makes the raw ratio look better than
     # linear; the time the cases themselves take is what must grow linearly.
-    linearity = ((runs[big].seconds - base) / (runs[small].seconds - base)) / 4
+    linearity = ((runs[big].seconds - base) / (runs[small].seconds - base)) / (big / small)
     peak = runs[big].peak_rss_mb
+    growth, grown_ok = growth_details(runs)
     details = [
-        f"raw (t{big}/t{small})/4 = {raw:.3f}; with the 1-case run's {base:.2f}s taken off both: {linearity:.3f}",
-        (
-            f"per case beyond startup: {small} cases {(runs[small].seconds - base) / small * 1000:.2f} ms, "
-            f"{big} cases {(runs[big].seconds - base) / big * 1000:.2f} ms"
+        f"linearity ((t{big}-t1)/(t{small}-t1))/{big // small} = {linearity:.3f}; per case beyond "
+        f"startup: {small:,} cases {(runs[small].seconds - base) / small * 1000:.2f} ms, "
+        f"{big:,} cases {(runs[big].seconds - base) / big * 1000:.2f} ms",
+        f"peak RSS: 1 case {runs[1].peak_rss_mb:.1f} MB (imports and servers), "
+        + ", ".join(
+            f"{rows:,} cases {run.peak_rss_mb:.1f} MB" for rows, run in runs.items() if rows > 1
         ),
-        (
-            f"peak RSS: 1 case {runs[1].peak_rss_mb:.1f} MB (imports and servers), {small} cases "
-            f"{runs[small].peak_rss_mb:.1f} MB, {big} cases {peak:.1f} MB: "
-            f"{(peak - runs[1].peak_rss_mb) / big * 1024:.1f} KB a case above the baseline"
-        ),
+        *growth,
     ]
     return Outcome(
         5,
-        "10k-case suite",
-        f"{big} cases peak {peak:.1f} MB, {runs[big].seconds:.1f}s; linearity "
-        f"((t{big}-t1)/(t{small}-t1))/4 = {linearity:.3f}",
-        "<= 150 MB, linearity <= 1.25",
-        peak <= 150 and linearity <= 1.25,
+        "flat memory (--summary-only)",
+        f"{big:,} cases peak {peak:.1f} MB; "
+        + "; ".join(line.split(" (")[0] for line in growth)
+        + f"; linearity {linearity:.3f}",
+        "10,000 cases <= 150 MB; 1,000 -> 10,000 <= +15 MB, -> 100,000 <= +40 MB; linearity <= 1.25",
+        peak <= 150 and grown_ok and linearity <= 1.25,
         details,
     )
 
@@ -822,7 +843,17 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
         f"ends {latency}s after its creation; example server in-process; peak RSS of the evaluator process"
     )
     csv_path = write_csv(work / "suite6.csv", cases, "about_profiles")
+    one_path = write_csv(work / "suite6_one.csv", 1, "about_profiles")
     out = work / "out6.json"
+    with ScriptedAnthropic(responder=two_call_responder("about_profiles")) as api:
+        api.batch_polls, api.batch_latency = 1, min(latency, 1.0)
+        one = run_cli(
+            ["--csv", str(one_path), "--batch", "-o", str(work / "one6.json")]
+            + ["--server-module", str(EXAMPLE_SERVER)],
+            api,
+            work,
+        )
+        check_child(one, "1-case --batch run")
     with ScriptedAnthropic(responder=two_call_responder("about_profiles")) as api:
         api.batch_polls, api.batch_latency = 1, latency
         run = run_cli(
@@ -855,6 +886,7 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
         for r in results
     )
     rounds_ok = sizes == [cases] * calls and direct == 0
+    memory = run.peak_rss_mb / one.peak_rss_mb
     details = [
         (
             f"batches created: {len(sizes)} ({', '.join(f'{n:,}' for n in sizes)} requests); direct /v1/messages "
@@ -865,16 +897,20 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
             f"+ {suite_seconds - floor:.2f}s (polling backoff overshoot, tool calls, scoring); "
             f"whole process {run.seconds:.2f}s"
         ),
-        f"peak RSS {run.peak_rss_mb:.1f} MB ({run.peak_rss_mb * 1024 / cases:.0f} KB a case, imports included)",
+        f"peak RSS {run.peak_rss_mb:.1f} MB = {memory:.2f} x the 1-case --batch run's "
+        f"{one.peak_rss_mb:.1f} MB ({(run.peak_rss_mb - one.peak_rss_mb) * 1024 / cases:.0f} KB a "
+        "conversation above it; every conversation is under way at once)",
         f"cost ${shown:.4f} at the batch price vs ${listed:.4f} at list price ({shown / listed:.0%})",
     ]
     return Outcome(
         6,
         "--batch suite",
         f"{cases} cases in {len(sizes)} rounds, {suite_seconds:.2f}s over "
-        f"{floor:.1f}s of batch latency, ratio {ratio:.2f}; peak {run.peak_rss_mb:.1f} MB",
-        f"{calls} rounds of {cases}, 0 direct calls, <= 2.0 x latency (poll backoff), <= 250 MB",
-        rounds_ok and ratio <= 2.0 and run.peak_rss_mb <= 250,
+        f"{floor:.1f}s of batch latency, ratio {ratio:.2f}; peak {run.peak_rss_mb:.1f} MB "
+        f"= {memory:.2f} x 1 case",
+        f"{calls} rounds of {cases}, 0 direct calls, <= 2.0 x latency (poll backoff), <= 250 MB, "
+        "<= 1.2 x the 1-case peak",
+        rounds_ok and ratio <= 2.0 and run.peak_rss_mb <= 250 and memory <= 1.2,
         details,
     )
 
@@ -966,6 +1002,154 @@ def bench_shards(opts: argparse.Namespace, work: Path) -> Outcome:
     )
 
 
+# ============================================================================ 8. flat memory with the full results file
+def bench_memory_full(opts: argparse.Namespace, work: Path) -> Outcome:
+    """Target 5's suites with the full -o (every run in the results file, not --summary-only)."""
+    say(
+        "the same suites as target 5 with -o out.json only (every run in the results file), peak RSS "
+        "from wait4"
+    )
+    runs = memory_runs(opts, work, False)
+    growth, passed = growth_details(runs)
+    return Outcome(
+        8,
+        "flat memory (full -o)",
+        "; ".join(line.split(" (")[0] for line in growth),
+        "1,000 -> 10,000 <= +15 MB, -> 100,000 <= +40 MB",
+        passed,
+        [
+            "peak RSS: "
+            + ", ".join(f"{rows:,} cases {run.peak_rss_mb:.1f} MB" for rows, run in runs.items()),
+            *growth,
+        ],
+    )
+
+
+# ============================================================================ 9. fixed seconds around the work
+BARE_SCRIPT = '''\
+"""The reference for the evaluator's fixed cost: the two SDKs imported, the same stdio server
+connected, the same two model calls with the same tool call between them; nothing else."""
+import asyncio
+import sys
+
+import anthropic
+from mcp import Client, StdioServerParameters, stdio_client
+
+
+async def main(prompt: str, command: str, *args: str) -> None:
+    client = anthropic.AsyncAnthropic()
+    async with Client(stdio_client(StdioServerParameters(command=command, args=list(args)))) as server:
+        tools = [
+            {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+            for t in (await server.list_tools()).tools
+        ]
+        messages = [{"role": "user", "content": prompt}]
+        while True:
+            reply = await client.messages.create(
+                model="claude-sonnet-5-5", max_tokens=1024, messages=messages, tools=tools
+            )
+            messages.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            if not calls:
+                break
+            results = []
+            for call in calls:
+                result = await server.call_tool(call.name, call.input)
+                text = "\\n".join(getattr(c, "text", "") for c in result.content)
+                results.append({"type": "tool_result", "tool_use_id": call.id, "content": text})
+            messages.append({"role": "user", "content": results})
+    await client.close()
+
+
+asyncio.run(main(*sys.argv[1:]))
+'''
+TIME_SERVER = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+def fixed_cost(run: ChildRun, started: float, stamps: list[float]) -> tuple[float, float]:
+    """(start -> first model request, last model request -> exit) of one child."""
+    if run.returncode not in (0, 1) or len(stamps) != 2:
+        raise RuntimeError(
+            f"exit {run.returncode}, {len(stamps)} model requests: {run.stderr[-2000:]}"
+        )
+    return stamps[0] - started, started + run.seconds - stamps[-1]
+
+
+def bench_fixed_cost(opts: argparse.Namespace, work: Path) -> Outcome:
+    """A one-case CSV suite (the tool call, then the answer) against mcp-server-time over stdio,
+    `-o` as a user runs it, beside a bare script that imports the two SDKs, connects the same
+    server and makes the same two calls: each one's start (process start -> first model request)
+    and stop (last model request -> process exit), medians of alternating rounds."""
+    rounds = 3 if opts.quick else 7
+    say(
+        f"one case, 2 model calls and 1 tool call, mcp-server-time over stdio, zero-delay server; "
+        f"`python evaluator.py --csv one.csv --server ... -o out.json` vs a bare SDK script; "
+        f"{rounds} alternating rounds, medians"
+    )
+    suite = work / "one.csv"
+    suite.write_text(
+        "test_name,user_prompt,expected_tools\nnow,What time is it in UTC?,get_current_time\n"
+    )
+    bare = work / "bare.py"
+    bare.write_text(BARE_SCRIPT)
+    stamps: list[float] = []
+    respond = two_call_responder("get_current_time", {"timezone": "UTC"})
+
+    def timed(body: dict) -> dict:
+        stamps.append(time.perf_counter())
+        return respond(body)
+
+    lines = {
+        "evaluator": [
+            "--csv",
+            str(suite),
+            "--server",
+            " ".join(TIME_SERVER),
+            "-o",
+            str(work / "out9.json"),
+        ],
+        "bare": ["What time is it in UTC?", *TIME_SERVER],
+    }
+    costs: dict[str, list[tuple[float, float]]] = {"evaluator": [], "bare": []}
+    with ScriptedAnthropic(responder=timed, record=False) as api:
+        for _ in range(rounds):
+            for name in ("bare", "evaluator"):
+                for stale in work.glob("out9.json*"):
+                    stale.unlink()
+                stamps.clear()
+                prefix = [str(bare)] if name == "bare" else None
+                started = time.perf_counter()
+                run = run_cli(lines[name], api, work, prefix=prefix)
+                costs[name].append(fixed_cost(run, started, stamps))
+    med = {
+        name: (statistics.median(c[0] for c in runs), statistics.median(c[1] for c in runs))
+        for name, runs in costs.items()
+    }
+    ours, theirs = med["evaluator"], med["bare"]
+    ratio = sum(ours) / sum(theirs)
+    start_ratio, stop_ratio = ours[0] / theirs[0], ours[1] / theirs[1]
+    details = [
+        f"start (process start -> first model request): evaluator {ours[0]:.2f}s, bare {theirs[0]:.2f}s "
+        f"({start_ratio:.2f}x)",
+        f"stop (last model request -> exit): evaluator {ours[1]:.2f}s, bare {theirs[1]:.2f}s "
+        f"({stop_ratio:.2f}x)",
+        "rounds (start/stop s): "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in runs)
+            for name, runs in costs.items()
+        ),
+    ]
+    return Outcome(
+        9,
+        "fixed seconds",
+        f"one case: evaluator {sum(ours):.2f}s (start {ours[0]:.2f}s + stop {ours[1]:.2f}s) vs bare "
+        f"{sum(theirs):.2f}s ({theirs[0]:.2f}s + {theirs[1]:.2f}s), ratio {ratio:.2f}",
+        "<= 1.2 x the bare script (start and stop each too)",
+        ratio <= 1.2 and start_ratio <= 1.2 and stop_ratio <= 1.2,
+        details,
+    )
+
+
 BENCHMARKS = {
     1: bench_wall_time,
     2: bench_overhead,
@@ -974,6 +1158,8 @@ BENCHMARKS = {
     5: bench_memory,
     6: bench_batch,
     7: bench_shards,
+    8: bench_memory_full,
+    9: bench_fixed_cost,
 }
 
 
