@@ -324,15 +324,45 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+# Characters that show as nothing, or reorder what is shown, while a model reads them: tag
+# characters (U+E0000-U+E007F: each of U+E0020-U+E007E mirrors a printable ASCII character, so a
+# whole sentence can hide in a tool description, "ASCII smuggling"), zero-width spaces, joiners
+# and invisible operators (U+200B-U+200D, U+2060-U+2064, U+FEFF), bidi embeddings, overrides,
+# isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and other blanks
+# (U+00AD, U+034F, U+115F, U+1160, U+180E, U+3164, U+FFA0). Every sink below shows them as
+# visible escapes (`\u200b`, `\U000e0041`): a poisoned description never looks clean in a report.
+HIDDEN_CHARACTERS = {
+    "tag": "\U000e0000-\U000e007f",
+    "zero-width": "\u200b-\u200d\u2060-\u2064\ufeff",
+    "bidi": "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069",
+    "blank": "\u00ad\u034f\u115f\u1160\u180e\u3164\uffa0",
+}
+
+
+HIDDEN = "".join(HIDDEN_CHARACTERS.values())  # a character class's body: every one of them
+
+
+HIDDEN_UNSAFE = re.compile(f"[{HIDDEN}]")
+
+
 # The JSON sink: JSON escapes C0 controls itself; what it leaves raw with ensure_ascii=False
-# (DEL, C1 controls, line separators, bidi overrides, lone surrogates) is written as \uXXXX too,
-# so `--json` on a terminal carries no escape sequence and the file always encodes as UTF-8.
-JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# (DEL, C1 controls, line separators, hidden characters, lone surrogates) is written as \uXXXX
+# too (a surrogate pair above U+FFFF), so `--json` on a terminal carries no escape sequence, a
+# hidden character shows, and the file always encodes as UTF-8.
+JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
+
+
+def json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def json_text(value: Any, indent: int | None = 2) -> str:
     return JSON_UNSAFE.sub(
-        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, indent=indent, ensure_ascii=False)
+        lambda m: json_escape(m.group()), json.dumps(value, indent=indent, ensure_ascii=False)
     )
 
 
@@ -340,13 +370,25 @@ def visible_escapes(text: str, unsafe: re.Pattern) -> str:
     return unsafe.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def hidden_shown(value: Any) -> Any:
+    """JSON-like data with every hidden character of its texts (keys too) written as a visible
+    escape: what the HTML page is given, since the page shows text as it is (textContent)."""
+    if isinstance(value, str):
+        return visible_escapes(value, HIDDEN_UNSAFE)
+    if isinstance(value, list | tuple):
+        return [hidden_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {hidden_shown(k): hidden_shown(v) for k, v in value.items()}
+    return value
+
+
 # The CSV sink: a text cell a spreadsheet would read as a formula (= + - @, or a tab or carriage
 # return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
-# NUL, C1), bidi overrides, line separators and lone surrogates are shown escaped (`\x1b`), as
+# NUL, C1), hidden characters, line separators and lone surrogates are shown escaped (`\x1b`), as
 # in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_UNSAFE = re.compile(
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]"
 )
 
 
@@ -358,10 +400,10 @@ def csv_cell(value: Any) -> Any:
 
 
 # The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
-# U+FFFE, U+FFFF), the C1 controls it discourages, and bidi overrides and line separators (which
-# reorder or break what a CI page shows) are written as visible escapes (`\x1b`, `\u202e`).
+# U+FFFE, U+FFFF), the C1 controls it discourages, and hidden characters and line separators
+# (which hide, reorder or break what a CI page shows) are written as visible escapes (`\x1b`).
 XML_UNSAFE = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+    f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff\\ufffe\\uffff]"
 )
 
 
@@ -392,18 +434,17 @@ MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
 
 
 TERMINAL_BLOCK_UNSAFE = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]"
 )
 
 
 # Every sink escapes what it did not write. Text from outside (names, prompts, answers, tool
 # output, server stderr) reaches the terminal only through `terminal_text` (printed with
 # markup=False) or `escape_markup` (inside our own Rich markup): control characters, escape
-# sequences (OSC title/clipboard/links, clear screen, CSI), bidi overrides and lone surrogates
-# are shown as visible escapes (`\x1b`, `\u202e`), never sent raw, and data is never markup.
-TERMINAL_LINE_UNSAFE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+# sequences (OSC title/clipboard/links, clear screen, CSI), hidden characters (bidi overrides,
+# zero-width and tag characters) and lone surrogates are shown as visible escapes (`\x1b`,
+# `\u202e`, `\u200b`), never sent raw, and data is never markup.
+TERMINAL_LINE_UNSAFE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
 
 
 def terminal_text(text: Any, multiline: bool = False) -> str:
@@ -713,7 +754,7 @@ SECRET_SHORT_FLAGS = ("-p",)
 
 # What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
 # break or a control character is matched in that shape too.
-ESCAPED_IN_LINES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+ESCAPED_IN_LINES = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}]")
 
 
 # `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
@@ -15838,8 +15879,9 @@ HTML_CSP = (
 
 def html_json(value: Any) -> str:
     """JSON that is safe inside a <script> element: `<`, `>` and `&` only occur in JSON strings,
-    where \\uXXXX means the same character."""
-    text = json_text(value, indent=None)
+    where \\uXXXX means the same character. Hidden characters are given as visible escapes (the
+    page shows `\\u200b`, not nothing: see HIDDEN_CHARACTERS)."""
+    text = json_text(hidden_shown(value), indent=None)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
