@@ -176,6 +176,14 @@ SAMPLES: dict[str, list[str]] = {
     "distractor_tools": ["--distractor-tools", "lookalike:2"],
     "tool_steps": ["--tool-steps", "0,1"],
     "distractors_file": ["--distractors-file", "decoys.json"],
+    "redteam": ["--redteam"],
+    "attacks": ["--attacks", "shadowing"],
+    "vectors": ["--vectors", "ours:plain"],
+    "redteam_judge": ["--redteam-judge"],
+    "scan": ["--scan"],
+    "fail_on": ["--fail-on", "high"],
+    "pin": ["--pin", "tools.lock"],
+    "update_pins": ["--update-pins"],
 }
 
 # The smallest command line that selects each mode.
@@ -192,6 +200,8 @@ MODE_LINES: dict[str, list[str]] = {
     "query": ["-q", "Which tables are in my warehouse?"],
     "optimize": ["--optimize", "--csv", str(ROOT / "examples" / "test_queries.csv")],
     "overlap": ["--overlap", "--skill", SAMPLE_SKILL, "--skill", str(OTHER_SKILL_DIR)],
+    "scan": ["--scan", "--server-module", str(EXAMPLE_SERVER)],
+    "redteam": ["--redteam", "--csv", str(ROOT / "examples" / "test_queries.csv")],
 }
 
 
@@ -266,7 +276,9 @@ def test_the_refusal_matrix_is_the_whole_table():
     generated = {tuple(p.values[:2]) for p in REFUSED + SWITCHED}
     assert generated == every and len(REFUSED) > 200
     # Only options that select a mode of their own can hand a command line to another mode.
-    assert all(p.values[1] in ("skill", "trigger", "optimize") for p in SWITCHED), SWITCHED
+    assert all(p.values[1] in ("skill", "trigger", "optimize", "redteam") for p in SWITCHED), (
+        SWITCHED
+    )
 
 
 @pytest.mark.parametrize("mode, option, expected", REFUSED)
@@ -299,12 +311,12 @@ def test_a_refused_option_exits_2_with_one_line(
         ),
         (
             ["-q", "hi", "--csv", "s.csv"],
-            "error: -q does not apply to --csv runs (it works with -q / -c runs)",
+            "error: -q does not apply to --csv runs (it works with redteam runs, -q / -c runs)",
         ),
         (["--schema", "--json"], "error: --json does not apply to --schema (it works with"),
         (
             ["--compare", "a.json", "b.json", "--tag", "x"],
-            "error: --tag does not apply to --compare (it works with --csv runs)",
+            "error: --tag does not apply to --compare (it works with redteam runs, --csv runs)",
         ),
         (
             ["--tests", "t.md", "--interactive"],
