@@ -23202,7 +23202,8 @@ TOOL_USE_OPTIONS = (
 )
 
 
-# scan: what reaches the servers (or the cassette), the severity that fails, the pins
+# scan: what reaches the servers (or the cassette), the severity that fails, the pins, and the
+# writers of findings (a scan makes no runs: --csv-out, a row per run, is refused)
 SCAN_OPTIONS = frozenset(
     {
         "scan",
@@ -23216,6 +23217,11 @@ SCAN_OPTIONS = frozenset(
         "fail_on",
         "pin",
         "update_pins",
+        "output",
+        "report",
+        "junit",
+        "html",
+        "json_out",
     }
 )
 
@@ -23484,7 +23490,7 @@ MODES.extend(
                 "--junit scan.xml",
             ),
             "check every tool definition for poisoning (hidden Unicode, instructions, collisions)",
-            "results",
+            "none",
             "",
             (("scan", True),),
         ),
