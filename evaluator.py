@@ -23515,7 +23515,7 @@ MODES.extend(
             (
                 "python evaluator.py redteam examples/test_queries.csv --tag smoke -i 3 "
                 "--report redteam.md",
-                "python evaluator.py redteam examples/test_queries.csv --replay examples/cassettes "
+                "python evaluator.py redteam examples/test_queries.csv --replay redteam-cassettes "
                 "--attacks rug-pull,shadowing --vectors ours,agentdojo --junit redteam.xml",
             ),
             "your suite under attack: injected results, poisoned descriptions, shadowing, rug pulls",

@@ -697,6 +697,8 @@ COLUMNS = [
     ("schema", "`--schema`"),
     ("optimize", "`--optimize`"),
     ("overlap", "`--overlap`"),
+    ("redteam", "`redteam`"),
+    ("scan", "`scan`"),
 ]
 MATRIX = re.compile(
     r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL
