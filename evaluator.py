@@ -16253,6 +16253,8 @@ class RedTeamScoring:
     def case_results(
         self, transcripts: list[Transcript], threshold: float, group: str
     ) -> list[CaseResult]:
+        for t in transcripts:  # runs --resume kept were scored by an earlier invocation
+            self.verdict(t)
         results = self.inner.case_results(transcripts, threshold, group)
         labels = self.redteam.labels()
         for case in results:
