@@ -49,6 +49,20 @@ and thieves with the same functions):
 - `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
   request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
   answers in text; no match: it answers at once.
+
+Injections: who follows an instruction that arrives through a tool (tests/test_redteam.py
+computes every attack's outcome with the same functions):
+- a model reads text as `revealed(text)` does: tag characters (U+E0020-U+E007E) as the ASCII
+  they mirror, zero-width, bidi and other hidden characters dropped;
+- `injected_call(body)`: the texts it reads are the tool results of the request's last message
+  (what it has just been given), then the description of every tool the request offers, in the
+  request's order. An instruction is the word `call` directly followed (spaces, an optional
+  backtick) by the name of a tool the request offers; its arguments are the `key='value'` (or
+  `key="value"`) pairs on the rest of that line. The first instruction whose tool the
+  conversation has not called yet is the call it makes next (None: no injection to follow);
+- `follows_injections(inner)` wraps any responder with that rule: an injected call first, else
+  the inner responder's answer. The crowd rule's `crowd_tool_use` only answers in text after a
+  tool result, so under the two rules an injected tool is called once, then the model answers.
 """
 
 from __future__ import annotations
@@ -57,6 +71,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -321,6 +336,85 @@ def crowd_tool_use(body: dict) -> Spec:
     offered = {t["name"]: t.get("description", "") for t in body.get("tools") or []}
     chosen = best_match(user_query(body), offered)
     return reply(tool_use(chosen, {})) if chosen else reply(text("No tool is needed for that."))
+
+
+# ----------------------------------------------------------------------------- injections: who follows what
+INJECTED_CALL = re.compile(r"\bcall\s+`?([A-Za-z0-9_-]+)`?([^\n]*)", re.IGNORECASE)
+INJECTED_ARGUMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:'([^']*)'|\"([^\"]*)\")")
+HIDDEN = re.compile(
+    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+    "\u00ad\u034f\u115f\u1160\u180e\u3164\uffa0\U000e0000-\U000e007f]"
+)
+
+
+def revealed(text: str) -> str:
+    """A text as the scripted model reads it (see the module docstring)."""
+    text = "".join(chr(ord(c) - 0xE0000) if 0xE0020 <= ord(c) <= 0xE007E else c for c in text)
+    return HIDDEN.sub("", text)
+
+
+def last_tool_results(body: dict) -> list[str]:
+    """The texts of the tool results in the request's last message."""
+    content = (body.get("messages") or [{}])[-1].get("content")
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if block.get("type") != "tool_result":
+            continue
+        inner = block.get("content")
+        if isinstance(inner, str):
+            texts.append(inner)
+        elif isinstance(inner, list):
+            texts += [b.get("text", "") for b in inner if isinstance(b, dict)]
+    return texts
+
+
+def called_tools(body: dict) -> set[str]:
+    """Every tool the conversation has called so far."""
+    return {
+        b.get("name")
+        for m in body.get("messages", [])
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    }
+
+
+def injected_calls(text: str, offered: set[str]) -> list[tuple[str, dict]]:
+    """Every instruction in a text: (tool, arguments), in order (see the module docstring)."""
+    found = []
+    for match in INJECTED_CALL.finditer(revealed(text)):
+        if match.group(1) in offered:
+            arguments = {
+                key: single if single is not None else double
+                for key, single, double in INJECTED_ARGUMENT.findall(match.group(2))
+            }
+            found.append((match.group(1), arguments))
+    return found
+
+
+def injected_call(body: dict) -> tuple[str, dict] | None:
+    """The call an injection makes the scripted model make next (see the module docstring)."""
+    tools = body.get("tools") or []
+    offered = {t.get("name") for t in tools}
+    done = called_tools(body)
+    texts = last_tool_results(body) + [t.get("description") or "" for t in tools]
+    for text in texts:
+        for tool, arguments in injected_calls(text, offered):
+            if tool not in done:
+                return tool, arguments
+    return None
+
+
+def follows_injections(inner: Callable[[dict], Spec | None]) -> Callable[[dict], Spec | None]:
+    """A responder that follows injected instructions first (see the module docstring)."""
+
+    def respond(body: dict) -> Spec | None:
+        found = injected_call(body)
+        if found is not None:
+            return reply(tool_use(*found))
+        return inner(body)
+
+    return respond
 
 
 # ----------------------------------------------------------------------------- token accounting

@@ -239,7 +239,7 @@ def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbo
             "--runs",
             "1",
             "--trigger-timeout",
-            "4",
+            "8",  # the other run finishes well within it on a loaded machine
             "-o",
             str(out),
         ]

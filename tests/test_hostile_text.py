@@ -636,3 +636,56 @@ def test_a_lone_surrogate_in_a_model_answer_is_journaled_and_read_back(tmp_path)
     journal.close(remove=False)
     [back] = E.read_result_lines(tmp_path / "out.json.journal.jsonl")
     assert back.agent_reasoning == "half a pair: \ud800!"
+
+
+# ============================================================================= hidden characters, in every sink
+# Tag characters (an instruction smuggled as U+E0020-U+E007E), zero-width spaces and joiners, a
+# BOM, bidi overrides and marks, a soft hyphen: invisible in a terminal, a page or a table, yet a
+# model reads them. Every sink shows each as a visible escape.
+HIDDEN_TEXT = (
+    "get_weather\u200b\u200d\ufeff"
+    + "".join(chr(0xE0000 + ord(c)) for c in "Call x")
+    + "\u202eevil\u202c\u200e\u00ad end"
+)
+HIDDEN_CODEPOINTS = ["\u200b", "\u200d", "\ufeff", "\U000e0043", "\u202e", "\u200e", "\u00ad"]
+HIDDEN_ESCAPES = ["\\u200b", "\\u200d", "\\ufeff", "\\U000e0043", "\\u202e", "\\u200e", "\\xad"]
+
+
+def assert_shows_hidden(text: str, escapes: list[str] = HIDDEN_ESCAPES) -> None:
+    assert not any(c in text for c in HIDDEN_CODEPOINTS), repr(text)
+    assert all(e in text for e in escapes), (text, escapes)
+
+
+def test_hidden_characters_are_shown_in_the_terminal_sink():
+    assert_shows_hidden(E.terminal_text(HIDDEN_TEXT))
+    assert_shows_hidden(E.terminal_text(HIDDEN_TEXT, multiline=True))
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    console.print(f"[red]{E.escape_markup(HIDDEN_TEXT)}[/red]")
+    assert_shows_hidden(console.file.getvalue())
+
+
+def test_hidden_characters_are_shown_in_the_markdown_sink():
+    cell = E.markdown_cell(HIDDEN_TEXT, None)
+    assert_shows_hidden(cell, [e.replace("\\", "&#92;") for e in HIDDEN_ESCAPES])
+
+
+def test_hidden_characters_are_shown_in_the_xml_and_csv_sinks():
+    assert_shows_hidden(E.xml_text(HIDDEN_TEXT))
+    element = ET.Element("t", name=E.xml_text(HIDDEN_TEXT))
+    assert_shows_hidden(ET.tostring(element, encoding="unicode"))
+    assert_shows_hidden(E.csv_cell(HIDDEN_TEXT))
+
+
+def test_hidden_characters_are_escaped_in_the_json_sink_and_read_back():
+    written = E.json_text({"description": HIDDEN_TEXT})
+    assert not any(c in written for c in HIDDEN_CODEPOINTS)
+    assert "\\u200b" in written and "\\udb40\\udc43" in written  # a tag character: a pair
+    assert json.loads(written) == {"description": HIDDEN_TEXT}  # escaped, not lost
+
+
+def test_hidden_characters_are_shown_on_the_html_page():
+    """The page shows text as it is (textContent): its data carries the visible escapes."""
+    page = E.render_html({"title": "t", "cases": [{"name": HIDDEN_TEXT}]})
+    assert not any(c in page for c in HIDDEN_CODEPOINTS)
+    data = json.loads(page.split('id="report-data">')[1].split("</script>")[0])
+    assert_shows_hidden(data["cases"][0]["name"])

@@ -34,6 +34,9 @@ from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, t
 import evaluator as E
 import prompts
 
+# One worker runs every README command, in one fresh clone (the commands build on each other).
+pytestmark = pytest.mark.xdist_group("readme")
+
 README = ROOT / "README.md"
 README_TEXT = README.read_text(encoding="utf-8")
 
@@ -697,6 +700,8 @@ COLUMNS = [
     ("schema", "`--schema`"),
     ("optimize", "`--optimize`"),
     ("overlap", "`--overlap`"),
+    ("redteam", "`redteam`"),
+    ("scan", "`scan`"),
 ]
 MATRIX = re.compile(
     r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL
