@@ -506,17 +506,27 @@ MEMORY_SERVER = ROOT / "node_modules" / ".bin" / "mcp-server-memory"
 
 
 @pytest.mark.skipif(not MEMORY_SERVER.exists(), reason="npm install brings server-memory")
-def test_server_memory_under_strict_changes_nothing(api, tmp_path):
-    """The real server-memory: create_entities and delete_entities carry no annotations."""
+def test_server_memory_under_strict_adds_and_deletes_nothing(api, tmp_path):
+    """The real server-memory (package.json) annotates its tools: create_entities only adds
+    (readOnlyHint: false, destructiveHint: false), so even --tool-policy strict runs it;
+    delete_entities is destructive and is withheld, so the entity it would delete stays."""
     memory = tmp_path / "memory.jsonl"
+    entity = {"name": "kept", "entityType": "t", "observations": []}
     api.responder = calls(
-        ("create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": []}]})
+        ("create_entities", {"entities": [entity]}),
+        ("delete_entities", {"entityNames": ["kept"]}),
     )
     server = ["--server", str(MEMORY_SERVER), "--server-env", f"MEMORY_FILE_PATH={memory}"]
-    dry = cli("-q", "remember", *server, "--dry-run")
-    assert "note: create_entities has no readOnlyHint or destructiveHint" in " ".join(
-        dry.output.split()
-    )
-    run = cli("-q", "remember a", *server, "--tool-policy", "strict")
+    dry = cli("-q", "remember", *server, "--tool-policy", "strict", "--dry-run")
+    rows = {
+        line.split()[1]: line for line in dry.output.splitlines() if "mcp-server-memory" in line
+    }
+    assert "live" in rows["create_entities"] and "withheld" in rows["delete_entities"], dry.output
+    out = tmp_path / "r.json"
+    run = cli("-q", "remember kept", *server, "--tool-policy", "strict", "-o", str(out))
     assert run.exit_code == 0, run.output
-    assert not memory.exists() or '"a"' not in memory.read_text()
+    assert '"kept"' in memory.read_text(), "the additive call ran, the deletion did not"
+    sources = {
+        c["name"]: c["source"] for c in json.loads(out.read_text())["results"][0]["tool_calls"]
+    }
+    assert sources == {"create_entities": "live", "delete_entities": "policy"}
