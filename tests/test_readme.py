@@ -730,6 +730,22 @@ def section(text: str, heading: str) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
+REDTEAM_REPORT = re.compile(r"<!-- redteam-report -->\n(.*?)\n<!-- /redteam-report -->", re.DOTALL)
+
+
+def test_the_readme_shows_the_red_team_report_its_command_writes(session: ReadmeSession):
+    """The README's red-team table is the `By attack class` table of the report its own redteam
+    command writes (redteam.md), not a hand-written one."""
+    command = next(c for c in RUN_ORDER if "redteam" in c.argv[2:3] and "redteam.md" in c.argv)
+    outcome = session.outcome(command)
+    assert outcome.code == 0, outcome.stderr
+    shown = REDTEAM_REPORT.search(README_TEXT)
+    assert shown, "README.md lost its <!-- redteam-report --> markers"
+    report = (session.folder / "redteam.md").read_text(encoding="utf-8")
+    by_class = report.split("#### By attack class\n\n", 1)[1].split("\n\n", 1)[0]
+    assert shown.group(1).strip() == by_class.strip()
+
+
 def test_mode_option_matrix_matches_the_mode_table():
     match = MATRIX.search(README_TEXT)
     assert match, (
