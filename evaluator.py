@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 
-
 # ---------------------------------------------------------------------------- before the sections: the script's start from cached bytecode
 # The command that takes over from `python evaluator.py`: this file imported as a module (from
 # its folder, as the script would find its neighbours), and the program run.
@@ -75,133 +74,50 @@ if __name__ == "__main__" and __spec__ is None:  # python evaluator.py (not -m, 
 
 
 import ast
-
-
 import asyncio
-
-
 import atexit
-
-
 import concurrent.futures
-
-
 import contextlib
-
-
 import contextvars
-
-
 import difflib
-
-
 import fnmatch
-
-
 import functools
-
-
 import gc
-
-
 import hashlib
-
-
 import importlib
-
-
 import importlib.util
-
-
 import itertools
-
-
 import json
-
-
 import logging
-
-
 import re
-
-
 import secrets
-
-
 import select
-
-
 import shlex
-
-
 import shutil
-
-
 import signal
-
-
 import subprocess
-
-
 import tempfile
-
-
 import threading
-
-
 import time
-
-
 from array import array
-
-
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-
-
 from contextlib import asynccontextmanager
-
-
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
-
-
 from dataclasses import fields as dataclass_fields
-
-
 from datetime import UTC, datetime
-
-
 from decimal import Decimal, InvalidOperation
-
-
 from pathlib import Path
-
-
 from typing import Annotated, Any, Literal, Protocol
 
-
 import click
-
-
 import yaml
-
-
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
-
-
 from pydantic.alias_generators import to_camel
-
-
 from rich.console import Console
-
-
 from rich.table import Table
 
-
 import prompts
-
-
 import test_constants as C
-
 
 # The supported API: the entry point, the results model and its reader, the loaders, and the
 # tables a new option, writer, section, mode or check is one row of. Everything else may change.
