@@ -34,9 +34,6 @@ from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, t
 import evaluator as E
 import prompts
 
-# One worker runs every README command, in one fresh clone (the commands build on each other).
-pytestmark = pytest.mark.xdist_group("readme")
-
 README = ROOT / "README.md"
 README_TEXT = README.read_text(encoding="utf-8")
 
