@@ -109,12 +109,21 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
-import click
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
-from pydantic.alias_generators import to_camel
-from rich.console import Console
-from rich.table import Table
+try:
+    import click
+    import yaml
+    from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+    from pydantic.alias_generators import to_camel
+    from rich.console import Console
+    from rich.table import Table
+# A Python without the install (no venv active): one line, not a traceback.
+except ModuleNotFoundError as missing:
+    print(
+        f"error: {missing.name} is not installed in {sys.executable}: activate the environment "
+        '(. .venv/bin/activate) or install it (pip install -e ".[test]")',
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 import prompts
 import test_constants as C
