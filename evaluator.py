@@ -8910,6 +8910,128 @@ def rounded_interval(interval: tuple[float, float]) -> tuple[float, float]:
     return round(low, 4), round(high, 4)
 
 
+# Is a change real? Compare's statistics and the run counts that decide. The exact test and the
+# bootstrap are scipy's (imported when a comparison needs them: no other mode pays for it); the
+# Newcombe interval, Holm's step-down and the textbook sample size are a few lines each on top of
+# the Wilson interval above, where statsmodels would bring pandas and patsy for them.
+def z_for(alpha: float) -> float:
+    """The two-sided normal quantile of a significance level (1.96 for 0.05)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
+def newcombe_interval(
+    old_successes: int, old_runs: int, new_successes: int, new_runs: int, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (his method 10) of new rate − old rate, from the two
+    Wilson intervals: honest for small counts and rates of 0 or 1."""
+    z = z_for(alpha)
+    p1, p2 = old_successes / old_runs, new_successes / new_runs
+    low1, high1 = wilson_interval(old_successes, old_runs, z)
+    low2, high2 = wilson_interval(new_successes, new_runs, z)
+    difference = p2 - p1
+    return (
+        max(-1.0, difference - ((p2 - low2) ** 2 + (high1 - p1) ** 2) ** 0.5),
+        min(1.0, difference + ((high2 - p2) ** 2 + (p1 - low1) ** 2) ** 0.5),
+    )
+
+
+def fisher_p_value(old_successes: int, old_runs: int, new_successes: int, new_runs: int) -> float:
+    """Fisher's exact test, two-sided: the chance of a table at most as likely as this one when
+    both rates are the same (scipy)."""
+    from scipy.stats import fisher_exact
+
+    table = [
+        [old_successes, old_runs - old_successes],
+        [new_successes, new_runs - new_successes],
+    ]
+    return float(fisher_exact(table).pvalue)
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down correction: the i-th smallest of m p-values times (m − i + 1), kept
+    non-decreasing and at most 1. A case is significant when its adjusted p is below alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def runs_to_detect(
+    old_rate: float, new_rate: float, alpha: float = 0.05, power: float = C.PLAN_POWER
+) -> int | None:
+    """Runs per side that detect this difference of two rates with this power (a two-sided test
+    at alpha): the textbook normal-approximation sample size, (z_a·√(2·p̄q̄) + z_b·√(p1q1 + p2q2))²
+    / (p1 − p2)². None when the rates are equal (nothing to detect)."""
+    from statistics import NormalDist
+
+    if abs(old_rate - new_rate) < 1e-12:
+        return None
+    mean = (old_rate + new_rate) / 2
+    z_beta = NormalDist().inv_cdf(power)
+    spread = (
+        z_for(alpha) * (2 * mean * (1 - mean)) ** 0.5
+        + z_beta * (old_rate * (1 - old_rate) + new_rate * (1 - new_rate)) ** 0.5
+    )
+    return max(1, int(-(-(spread**2) // ((old_rate - new_rate) ** 2))))
+
+
+def fewest_deciding_runs(alpha: float) -> int:
+    """The fewest runs per side at which Fisher's exact test can call any change significant:
+    n/n against 0/n has the two-sided p of 2 / C(2n, n)."""
+    from math import comb
+
+    return next(n for n in range(1, 1000) if 2 / comb(2 * n, n) < alpha)
+
+
+def shifted_rate(rate: float, change: float) -> float:
+    """The rate a change of this size moves to: a drop, or a rise when there is no room below."""
+    return rate - change if rate - change >= 0 else min(1.0, rate + change)
+
+
+def detectable_change(
+    rate: float, runs: int, alpha: float = 0.05, power: float = C.PLAN_POWER
+) -> float:
+    """The smallest change from this rate that so many runs per side detect with this power."""
+    low, high = 1e-4, max(rate, 1 - rate)
+    if (runs_to_detect(rate, shifted_rate(rate, high), alpha, power) or 0) > runs:
+        return high
+    for _ in range(40):
+        middle = (low + high) / 2
+        needed = runs_to_detect(rate, shifted_rate(rate, middle), alpha, power) or 0
+        low, high = (low, middle) if needed <= runs else (middle, high)
+    return high
+
+
+def bootstrap_difference(
+    old: Sequence[float], new: Sequence[float], alpha: float = 0.05
+) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of mean(new) − mean(old) (scipy, seeded: the same files
+    give the same interval); None with fewer than two values on a side."""
+    if len(old) < 2 or len(new) < 2:
+        return None
+    import numpy
+    from scipy.stats import bootstrap
+
+    def difference(a: Any, b: Any, axis: int = -1) -> Any:
+        return numpy.mean(b, axis=axis) - numpy.mean(a, axis=axis)
+
+    found = bootstrap(
+        (list(old), list(new)),
+        difference,
+        vectorized=True,
+        paired=False,
+        confidence_level=1 - alpha,
+        n_resamples=C.BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=numpy.random.default_rng(C.BOOTSTRAP_SEED),
+    )
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
+
+
 def pass_at_k(runs: int, successes: int, k: int) -> float:
     """Chance that at least one of k runs drawn from these passes (the unbiased estimator)."""
     from math import comb
@@ -10864,6 +10986,9 @@ GRADING, SKILLS, TASKS, OPTIMIZER = (
 CROWD = "The crowded room (distractors)"
 
 
+STATISTICS = "Is the change real? (compare, plan)"
+
+
 OPTIONS: list[Option] = [
     option(EVALUATE, "-q", "--query", help="One query to evaluate."),
     option(
@@ -11476,6 +11601,44 @@ OPTIONS: list[Option] = [
 ]
 
 
+OPTIONS += [
+    option(
+        STATISTICS,
+        "--plan",
+        is_flag=True,
+        help="Say how many runs per case detect a change worth detecting (--detect) with 80% "
+        "power: from a results file's pass rates (--from) or an assumed one (--rate) "
+        "(verb: plan).",
+    ),
+    option(
+        STATISTICS,
+        "--detect",
+        type=FiniteFloat(0, 100, min_open=True),
+        default=C.DEFAULT_DETECT_POINTS,
+        show_default=True,
+        metavar="POINTS",
+        help="plan: the smallest change in a pass rate worth detecting, in percentage points.",
+    ),
+    option(
+        STATISTICS,
+        "--rate",
+        type=FiniteFloat(0, 1),
+        metavar="RATE",
+        help=f"plan without a results file: the pass rate assumed for every case (default "
+        f"{C.PLAN_ASSUMED_RATE:g}).",
+    ),
+    option(
+        STATISTICS,
+        "--alpha",
+        type=FiniteFloat(0, 0.5, min_open=True),
+        default=C.DEFAULT_ALPHA,
+        show_default=True,
+        help="compare: a case is a regression or a fix only when its change is significant at "
+        "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level.",
+    ),
+]
+
+
 def option_named(name: str) -> Option | None:
     return next((o for o in OPTIONS if o.name == name), None)
 
@@ -11504,6 +11667,10 @@ PROJECT_NOT_OPTIONS = frozenset(
         "generate_tests",
         "force",
         "generate_count",
+        "plan",
+        "detect",
+        "rate",
+        "alpha",
     }
 )
 
@@ -11575,6 +11742,10 @@ class Settings:
     schema_of: str = "results"  # schema: the results file's schema, or the project file's
     optimize: bool = False  # --optimize: the description optimizer
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
+    alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
+    plan: bool = False  # plan: the runs per case that detect a change of --detect points
+    detect: float = C.DEFAULT_DETECT_POINTS
+    rate: float | None = None  # plan without a results file: the pass rate assumed
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -12547,6 +12718,24 @@ def print_estimate(console: Console, estimate: CostEstimate) -> None:
         f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
         f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
         + "\n".join(costs),
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def print_run_plan(console: Console, runs: int, most: int | None = None) -> None:
+    """--dry-run: what the run it would make can detect (from the assumed pass rate), and the runs
+    per case a change of the default size needs; `most`: -i auto's cap."""
+    rate, change = C.PLAN_ASSUMED_RATE, C.DEFAULT_DETECT_POINTS / 100
+    shown = f"{runs}–{most} (-i auto)" if most else str(runs)
+    detects = detectable_change(rate, most or runs)
+    needed = runs_to_detect(rate, shifted_rate(rate, change))
+    console.print(
+        f"  plan: {shown} run(s) per case detect a change of {detects * 100:.0f} points from a "
+        f"{rate:.0%} pass rate ({C.PLAN_POWER:.0%} power, alpha {C.DEFAULT_ALPHA:g}); "
+        f"{C.DEFAULT_DETECT_POINTS:g} points need {needed} run(s) per case (plan RESULTS.json: "
+        "from your cases' own rates)",
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -15639,17 +15828,145 @@ class LiveConversationView(ConversationObserver):
 
 
 # ---------------------------------------------------------------------------- comparing result files
+# A case is a regression or a fix only when the change in its pass rate is significant: Fisher's
+# exact test on its runs, Holm-corrected across the cases compared, at --alpha. A change that is
+# not is "within noise", with the runs per side that would decide a change of its size.
+def confidence_label(alpha: float) -> str:
+    return f"{(1 - alpha) * 100:g}%"
+
+
+@dataclass
+class RateChange:
+    """One rate in the old file and the new: the difference (new − old), its Newcombe interval
+    and the exact test's p-value (Holm-adjusted across the cases, for a case)."""
+
+    label: str
+    old_successes: int
+    old_runs: int
+    new_successes: int
+    new_runs: int
+    alpha: float = C.DEFAULT_ALPHA
+    adjusted_p: float | None = None
+
+    @property
+    def old_rate(self) -> float:
+        return self.old_successes / self.old_runs
+
+    @property
+    def new_rate(self) -> float:
+        return self.new_successes / self.new_runs
+
+    @property
+    def difference(self) -> float:
+        return self.new_rate - self.old_rate
+
+    @functools.cached_property
+    def interval(self) -> tuple[float, float]:
+        return newcombe_interval(
+            self.old_successes, self.old_runs, self.new_successes, self.new_runs, self.alpha
+        )
+
+    @functools.cached_property
+    def p_value(self) -> float:
+        return fisher_p_value(self.old_successes, self.old_runs, self.new_successes, self.new_runs)
+
+    @property
+    def significant(self) -> bool:
+        p = self.p_value if self.adjusted_p is None else self.adjusted_p
+        return p < self.alpha
+
+    @property
+    def runs_to_decide(self) -> int | None:
+        """Runs per side that would detect a change of this size (80 % power, at alpha), and never
+        fewer than the exact test needs to call even a complete flip significant."""
+        runs = runs_to_detect(self.old_rate, self.new_rate, self.alpha)
+        return None if runs is None else max(runs, fewest_deciding_runs(self.alpha))
+
+    def shown(self) -> str:
+        """`-20.0 pts (95% −51.2…+18.7), p 0.63`: the difference, its interval and p-value."""
+        low, high = self.interval
+        p = self.p_value if self.adjusted_p is None else self.adjusted_p
+        return (
+            f"{self.difference * 100:+.1f} pts ({confidence_label(self.alpha)} "
+            f"{low * 100:+.1f}…{high * 100:+.1f}), p {p:.3g}"
+        )
+
+    def json(self) -> dict:
+        low, high = self.interval
+        return {
+            "label": self.label,
+            "old": [self.old_successes, self.old_runs],
+            "new": [self.new_successes, self.new_runs],
+            "difference": round(self.difference, 4),
+            "interval": [round(low, 4), round(high, 4)],
+            "p_value": round(self.p_value, 6),
+            "adjusted_p": None if self.adjusted_p is None else round(self.adjusted_p, 6),
+            "significant": self.significant,
+            "runs_to_decide": self.runs_to_decide,
+        }
+
+
+@dataclass
+class MeanChange:
+    """A per-run mean (cost, latency) in the old file and the new, with a bootstrap interval of
+    the difference (None when a file holds fewer than two runs)."""
+
+    label: str
+    unit: str  # "$" or "ms"
+    old_mean: float
+    new_mean: float
+    interval: tuple[float, float] | None
+
+    def shown(self) -> str:
+        def value(x: float, sign: str = "") -> str:
+            return f"${x:{sign}.4f}" if self.unit == "$" else f"{x:{sign}.0f} ms"
+
+        change = value(self.new_mean - self.old_mean, "+")
+        interval = (
+            f" (95% {value(self.interval[0], '+')}…{value(self.interval[1], '+')})"
+            if self.interval
+            else ""
+        )
+        return f"{value(self.old_mean)} → {value(self.new_mean)}: {change}{interval}"
+
+    def json(self) -> dict:
+        return {
+            "label": self.label,
+            "unit": self.unit,
+            "old": round(self.old_mean, 6),
+            "new": round(self.new_mean, 6),
+            "interval": [round(x, 6) for x in self.interval] if self.interval else None,
+        }
+
+
 @dataclass
 class CaseChange:
     name: str
-    change: str  # regression | fixed | added | removed | unchanged
+    change: str  # regression | fixed | noise (within noise) | added | removed | unchanged
     old: CaseResult | None
     new: CaseResult | None
+    rate: RateChange | None = None  # both files ran it: the statistics of its pass rate
 
     @property
     def reasons(self) -> str:
         case = self.new if self.change in ("regression", "added") else self.old
         return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
+
+    @property
+    def shown_change(self) -> str:
+        return "within noise" if self.change == "noise" else self.change
+
+    @property
+    def note(self) -> str:
+        """What the reports say beside it: why it regressed, or the runs that would decide it."""
+        if self.change == "noise" and self.rate is not None:
+            runs = self.rate.runs_to_decide
+            return (
+                f"not significant; about {runs} runs per side would decide a change this size"
+                if runs
+                else "not significant"
+            )
+        return self.reasons
 
 
 @dataclass
@@ -15661,6 +15978,9 @@ class Comparison:
     old: ResultsDocument
     new: ResultsDocument
     changes: list[CaseChange]
+    alpha: float = C.DEFAULT_ALPHA
+    rates: list[RateChange] = field(default_factory=list)  # runs passed, trigger rates, accuracy
+    means: list[MeanChange] = field(default_factory=list)  # cost and latency per run
 
     def of(self, kind: str) -> list[CaseChange]:
         return [c for c in self.changes if c.change == kind]
@@ -15670,12 +15990,115 @@ class Comparison:
         """A regression, or a case that is gone: a removed case is never counted as a pass."""
         return bool(self.of("regression") or self.of("removed"))
 
+    def counts(self) -> str:
+        return (
+            f"{len(self.of('regression'))} regression(s), {len(self.of('fixed'))} fix(es), "
+            f"{len(self.of('noise'))} within noise, {len(self.of('removed'))} removed, "
+            f"{len(self.of('added'))} added"
+        )
 
-CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
+
+CHANGE_ORDER = ("regression", "removed", "fixed", "noise", "added", "unchanged")
+
+
+def counted_runs(case: CaseResult) -> int:
+    """The runs a case's pass rate is over (a trigger query's errored runs count for nothing)."""
+    return case.runs - (case.errors if case.kind == "trigger_query" else 0)
+
+
+def case_change(
+    name: str, old: CaseResult | None, new: CaseResult | None, alpha: float
+) -> CaseChange:
+    if old is None or new is None:
+        return CaseChange(name, "added" if old is None else "removed", old, new)
+    if counted_runs(old) == 0 or counted_runs(new) == 0:  # nothing to test: the verdicts say it
+        kind = (
+            "regression"
+            if old.passed and not new.passed
+            else "fixed"
+            if new.passed and not old.passed
+            else "unchanged"
+        )
+        return CaseChange(name, kind, old, new)
+    rate = RateChange(name, old.passes, counted_runs(old), new.passes, counted_runs(new), alpha)
+    return CaseChange(name, "unchanged", old, new, rate)
+
+
+def decide_changes(changes: Sequence[CaseChange]) -> None:
+    """Holm across every case both files ran; then each one's kind."""
+    tested = [c for c in changes if c.rate is not None]
+    for change, adjusted in zip(tested, holm_adjusted([c.rate.p_value for c in tested])):  # type: ignore[union-attr]
+        rate = change.rate
+        assert rate is not None
+        rate.adjusted_p = adjusted
+        if rate.significant:
+            change.change = "regression" if rate.difference < 0 else "fixed"
+        elif rate.difference != 0 or change.old.passed != change.new.passed:  # type: ignore[union-attr]
+            change.change = "noise"
+
+
+def document_rates(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[RateChange]:
+    """The whole files' rates: runs passed, each skill's trigger rate, QA accuracy."""
+    found = []
+    old_runs, new_runs = (sum(counted_runs(c) for c in d.cases) for d in (old, new))
+    if old_runs and new_runs:
+        found.append(
+            RateChange(
+                "runs passed",
+                sum(c.passes for c in old.cases),
+                old_runs,
+                sum(c.passes for c in new.cases),
+                new_runs,
+                alpha,
+            )
+        )
+    before = {(s.skill, s.model): s for s in old.section("trigger_scores") or []}
+    for score in new.section("trigger_scores") or []:
+        earlier = before.get((score.skill, score.model))
+        if earlier and earlier.positives and score.positives:
+            found.append(
+                RateChange(
+                    f"trigger rate {score.skill}" + (f" ({score.model})" if score.model else ""),
+                    earlier.positives_activated,
+                    earlier.positives,
+                    score.positives_activated,
+                    score.positives,
+                    alpha,
+                )
+            )
+    qa_old, qa_new = old.section("qa"), new.section("qa")
+    if qa_old and qa_new and qa_old.runs and qa_new.runs:
+        found.append(
+            RateChange(
+                "answer accuracy", qa_old.correct, qa_old.runs, qa_new.correct, qa_new.runs, alpha
+            )
+        )
+    return found
+
+
+def document_means(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[MeanChange]:
+    """Cost and latency per run, with bootstrap intervals over the files' runs."""
+    found = []
+    for label, unit, value in (
+        ("cost per run", "$", lambda r: r.cost_usd),
+        ("latency per run", "ms", lambda r: r.latency_ms),
+    ):
+        a, b = [value(r) for r in old.results], [value(r) for r in new.results]
+        if a and b:
+            found.append(
+                MeanChange(
+                    label, unit, sum(a) / len(a), sum(b) / len(b), bootstrap_difference(a, b, alpha)
+                )
+            )
+    return found
 
 
 def compare_documents(
-    old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument
+    old_path: str,
+    new_path: str,
+    old: ResultsDocument,
+    new: ResultsDocument,
+    alpha: float = C.DEFAULT_ALPHA,
 ) -> Comparison:
     old_matrix, new_matrix = (
         is_matrix(old.cases),
@@ -15683,31 +16106,30 @@ def compare_documents(
     )  # a model matrix: a case per model
     before = {case_label(c, old_matrix): c for c in old.cases}
     after = {case_label(c, new_matrix): c for c in new.cases}
-    changes = []
-    for name in dict.fromkeys([*before, *after]):
-        a, b = before.get(name), after.get(name)
-        kind = (
-            "added"
-            if a is None
-            else "removed"
-            if b is None
-            else "regression"
-            if a.passed and not b.passed
-            else "fixed"
-            if b.passed and not a.passed
-            else "unchanged"
-        )
-        changes.append(CaseChange(name, kind, a, b))
+    changes = [
+        case_change(name, before.get(name), after.get(name), alpha)
+        for name in dict.fromkeys([*before, *after])
+    ]
+    decide_changes(changes)
     changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
-    return Comparison(old_path, new_path, old, new, changes)
+    return Comparison(
+        old_path,
+        new_path,
+        old,
+        new,
+        changes,
+        alpha,
+        document_rates(old, new, alpha),
+        document_means(old, new, alpha),
+    )
 
 
-def compare_files(paths: Sequence[str]) -> list[Comparison]:
+def compare_files(paths: Sequence[str], alpha: float = C.DEFAULT_ALPHA) -> list[Comparison]:
     """Each file against the one before it: a history of runs reads as a chain of changes. Every
     file is read and checked before anything is compared."""
     documents = [read_results_document(p) for p in paths]
     return [
-        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1])
+        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1], alpha)
         for i in range(len(paths) - 1)
     ]
 
@@ -15724,52 +16146,73 @@ def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float 
     return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
 
 
+def change_counts(ch: CaseChange) -> tuple[str, str]:
+    old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
+    new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+    return old, new
+
+
 def render_comparison(c: Comparison) -> str:
     icon = "❌" if c.failed else "✅"
     old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
     lines = [
-        f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added",
+        f"## {icon} Comparison: {c.counts()}",
         "",
         f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
-        f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})",
+        f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation}); a change counts when "
+        f"significant at alpha {c.alpha:g} (Fisher's exact test, Holm-corrected across cases)",
         "",
-        "| | Old | New |",
-        "|---|---|---|",
-        f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
-        f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |",
+        "| | Old | New | Change |",
+        "|---|---|---|---|",
+        f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} | |",
+        f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} | {new_cost - old_cost:+.4f} |",
     ]
+    for rate in c.rates:
+        lines.append(
+            f"| {markdown_cell(rate.label, None)} | {rate.old_successes}/{rate.old_runs} | "
+            f"{rate.new_successes}/{rate.new_runs} | {rate.shown()} |"
+        )
+    for mean in c.means:
+        lines.append(f"| {mean.label} | | | {mean.shown()} |")
     for skill, before, after in trigger_score_changes(c):
-        delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
+        delta = f"{after - before:+.1f}" if before is not None and after is not None else ""
         lines.append(
             f"| triggerScore {markdown_cell(skill, None, code=True)} | "
             f"{'-' if before is None else f'{before:.1f}%'} | "
-            f"{'-' if after is None else f'{after:.1f}%'}{delta} |"
+            f"{'-' if after is None else f'{after:.1f}%'} | {delta} |"
         )
     lines.append("")
     changed = [ch for ch in c.changes if ch.change != "unchanged"]
     if changed:
-        lines += ["| Case | Change | Old | New | Reasons |", "|---|---|---|---|---|"]
+        lines += [
+            f"| Case | Change | Old | New | Difference ({confidence_label(c.alpha)} interval), "
+            "Holm p | Note |",
+            "|---|---|---|---|---|---|",
+        ]
         for ch in changed:
-            old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
-            new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+            old, new = change_counts(ch)
             lines.append(
-                f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
-                f"{markdown_cell(ch.reasons, None)} |"
+                f"| {markdown_cell(ch.name, code=True)} | {ch.shown_change} | {old} | {new} | "
+                f"{ch.rate.shown() if ch.rate else ''} | {markdown_cell(ch.note, None)} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
-CHANGE_COLOURS = {"regression": "red", "removed": "red", "fixed": "green", "added": "cyan"}
+CHANGE_COLOURS = {
+    "regression": "red",
+    "removed": "red",
+    "fixed": "green",
+    "added": "cyan",
+    "noise": "yellow",
+}
 
 
 def print_comparison(console: Console, c: Comparison) -> None:
     colour = "red" if c.failed else "green"
     console.print(
         f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
-        f"{len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added[/bold {colour}]",
+        f"{c.counts()}[/bold {colour}] (alpha {c.alpha:g}, Holm-corrected)",
         highlight=False,
     )
     console.print(
@@ -15777,6 +16220,10 @@ def print_comparison(console: Console, c: Comparison) -> None:
         f"${c.new.summary.cost_usd:.4f}",
         highlight=False,
     )
+    for rate in c.rates:
+        console.print(f"  {escape_markup(rate.label)}: {rate.shown()}", highlight=False)
+    for mean in c.means:
+        console.print(f"  {mean.label}: {mean.shown()}", highlight=False)
     for skill, before, after in trigger_score_changes(c):
         console.print(
             f"  triggerScore {escape_markup(skill)}: {'-' if before is None else f'{before:.1f}%'} → "
@@ -15786,9 +16233,10 @@ def print_comparison(console: Console, c: Comparison) -> None:
     for ch in c.changes:
         if ch.change in CHANGE_COLOURS:
             tint = CHANGE_COLOURS[ch.change]
+            stats = f" {ch.rate.shown()}" if ch.rate else ""
             console.print(
-                f"  [{tint}]{ch.change:<10}[/{tint}] {escape_markup(ch.name)}"
-                + (f" — {escape_markup(ch.reasons)}" if ch.reasons else ""),
+                f"  [{tint}]{ch.shown_change:<12}[/{tint}] {escape_markup(ch.name)}{stats}"
+                + (f" — {escape_markup(ch.note)}" if ch.note else ""),
                 highlight=False,
             )
 
@@ -15800,8 +16248,11 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
                 "old": c.old_path,
                 "new": c.new_path,
                 "failed": c.failed,
+                "alpha": c.alpha,
                 "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
                 "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
+                "rates": [rate.json() for rate in c.rates],
+                "means": [mean.json() for mean in c.means],
                 "trigger_scores": [
                     {"skill": s, "old": a, "new": b} for s, a, b in trigger_score_changes(c)
                 ],
@@ -15810,10 +16261,14 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
                         "name": ch.name,
                         "change": ch.change,
                         "reasons": ch.reasons,
+                        "note": ch.note,
                         "old_passed": ch.old.passed if ch.old else None,
                         "new_passed": ch.new.passed if ch.new else None,
                         "old_pass_rate": ch.old.pass_rate if ch.old else None,
                         "new_pass_rate": ch.new.pass_rate if ch.new else None,
+                        "statistics": ch.rate.json() if ch.rate else None,
+                        "old_claude_version": getattr(ch.old, "claude_version", None),
+                        "new_claude_version": getattr(ch.new, "claude_version", None),
                     }
                     for ch in c.changes
                 ],
@@ -16121,11 +16576,17 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
             "old_cost": c.old.summary.cost_usd,
             "new_cost": c.new.summary.cost_usd,
             "trigger_scores": [[skill, a, b] for skill, a, b in trigger_score_changes(c)],
+            "alpha": c.alpha,
+            "counts": c.counts(),
+            "statistics": [[rate.label, rate.shown()] for rate in c.rates]
+            + [[mean.label, mean.shown()] for mean in c.means],
             "changes": [
                 {
                     "name": ch.name,
                     "change": ch.change,
-                    "reasons": ch.reasons,
+                    "shown": ch.shown_change,
+                    "reasons": ch.note,
+                    "statistics": ch.rate.shown() if ch.rate else "",
                     "old": None if ch.old is None else f"{ch.old.passes}/{ch.old.runs}",
                     "new": None if ch.new is None else f"{ch.new.passes}/{ch.new.runs}",
                 }
@@ -16409,18 +16870,20 @@ function renderComparisons(app) {
     c.changes.forEach(ch => { counts[ch.change] = (counts[ch.change] || 0) + 1; });
     app.append(el("h3", {}, el("span", {class: "badge " + (c.failed ? "fail" : "pass")}, c.failed ? "regressed" : "no regression"),
                   " ", c.old + " → " + c.new));
-    app.append(el("p", {}, (counts.regression || 0) + " regression(s), " + (counts.fixed || 0) + " fix(es), "
-                  + (counts.removed || 0) + " removed, " + (counts.added || 0) + " added · passed " + c.old_passed + " → "
-                  + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)));
+    app.append(el("p", {}, c.counts + " · passed " + c.old_passed + " → "
+                  + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)
+                  + " · significant at alpha " + c.alpha + " (Fisher's exact test, Holm-corrected)"));
+    if (c.statistics.length) app.append(el("table", {class: "comparison-statistics"},
+      el("tbody", {}, c.statistics.map(([label, shown]) => el("tr", {}, el("td", {}, label), el("td", {}, shown))))));
     for (const [skill, before, after] of c.trigger_scores)
       app.append(el("p", {}, "triggerScore " + skill + ": " + (before === null ? "-" : before.toFixed(1) + "%") + " → "
                     + (after === null ? "-" : after.toFixed(1) + "%")));
     if (!c.changes.length) { app.append(el("p", {class: "muted"}, "No case changed.")); continue; }
-    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Reasons"].map(h => el("th", {}, h)))),
+    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Difference (interval), Holm p", "Note"].map(h => el("th", {}, h)))),
       el("tbody", {}, c.changes.map(ch => el("tr", {},
         el("td", {}, DATA.runs && caseByName(ch.name) ? el("button", {class: "link", onclick: () => openCase(ch.name)}, ch.name) : ch.name),
-        el("td", {class: "change-" + ch.change}, ch.change), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
-        el("td", {}, ch.reasons))))));
+        el("td", {class: "change-" + ch.change}, ch.shown), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
+        el("td", {}, ch.statistics), el("td", {}, ch.reasons))))));
   }
 }
 
@@ -16429,7 +16892,7 @@ const COLUMNS = [
   ["name", "Case", c => c.name], ["tags", "Tag", c => (c.tags || []).join(", ") || c.group],
   ["verdict", "Verdict", c => c.error ? 2 : c.passed ? 0 : 1], ["pass_rate", "Pass rate", c => c.pass_rate],
   ["flaky", "Flaky", c => c.flaky ? 1 : 0], ["cost", "Cost", c => c.cost], ["reasons", "Reasons", c => c.reasons.length]];
-const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, added: 3, "": 4};
+const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, noise: 3, added: 4, "": 5};
 let sortKey = DATA.comparisons ? "change" : "verdict", sortDown = DATA.comparisons ? false : true;
 function caseByName(name) { return DATA.cases.find(c => c.name === name); }
 function renderCases(app) {
@@ -17934,6 +18397,7 @@ def tool_use_mode(
             print_decoy_estimate(console, crowd.keeper)
         else:
             print_estimate(console, run_async(runner.estimate(todo)))
+        print_run_plan(console, settings.iterations)
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
@@ -18621,6 +19085,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
         print_estimate(
             console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
         )
+        print_run_plan(console, settings.runs or C.DEFAULT_TRIGGER_RUNS)
         if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
             print_step_costs(console, runner.step_costs, "distractors")
             print_decoy_estimate(console, plan.crowd.keeper)
@@ -19478,12 +19943,89 @@ def compare_mode(settings: Settings, console: Console) -> int:
         raise InputError(
             "--compare needs at least two results files", hint="--compare old.json new.json"
         )
-    comparisons = compare_files(settings.compare)
+    comparisons = compare_files(settings.compare, settings.alpha)
     write_comparisons(comparisons, settings, console)
     if not settings.json_out:
         for comparison in comparisons:
             print_comparison(console, comparison)
     return 1 if any(c.failed for c in comparisons) else 0
+
+
+@dataclass
+class CasePlan:
+    """One case's run count: its pass rate, the runs it has, what they detect, what would."""
+
+    name: str
+    rate: float
+    runs: int  # 0: an assumed rate
+    needed: int | None  # runs per case that detect the change asked for (None: none can)
+    detects_now: float | None  # the smallest change its runs detect now
+
+
+def plan_case(name: str, rate: float, runs: int, change: float, alpha: float) -> CasePlan:
+    return CasePlan(
+        name,
+        rate,
+        runs,
+        runs_to_detect(rate, shifted_rate(rate, change), alpha),
+        detectable_change(rate, runs, alpha) if runs else None,
+    )
+
+
+def plan_rows(settings: Settings) -> list[CasePlan]:
+    change = settings.detect / 100
+    if not settings.from_results:
+        rate = C.PLAN_ASSUMED_RATE if settings.rate is None else settings.rate
+        return [plan_case("every case (assumed rate)", rate, 0, change, settings.alpha)]
+    if settings.rate is not None:
+        raise InputError(
+            "--rate is the pass rate assumed without a results file, and one is given",
+            hint="give a results file (its cases' own rates) or --rate, not both",
+        )
+    document = read_results_document(settings.from_results)
+    matrix = is_matrix(document.cases)
+    return [
+        plan_case(
+            case_label(case, matrix),
+            case.passes / counted_runs(case) if counted_runs(case) else C.PLAN_ASSUMED_RATE,
+            counted_runs(case),
+            change,
+            settings.alpha,
+        )
+        for case in document.cases
+    ]
+
+
+def plan_mode(settings: Settings, console: Console) -> int:
+    """plan [RESULTS.json]: the runs per case that detect a change of --detect points with 80 %
+    power at --alpha (the textbook sample size for two proportions), from each case's pass rate
+    in the results file, or from --rate; and the smallest change each case's runs detect now."""
+    rows = plan_rows(settings)
+    table = Table(
+        title=f"Runs per case that detect a change of {settings.detect:g} points "
+        f"({C.PLAN_POWER:.0%} power, alpha {settings.alpha:g})"
+    )
+    for header in ("Case", "Pass rate", "Runs now", "Detects now", "Runs needed"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(
+            escape_markup(row.name),
+            percent(row.rate),
+            str(row.runs) if row.runs else "-",
+            f"{row.detects_now * 100:.0f} pts" if row.detects_now is not None else "-",
+            str(row.needed) if row.needed else "-",
+        )
+    console.print(table)
+    most = max((row.needed for row in rows if row.needed), default=None)
+    if most:
+        console.print(
+            f"plan: -i {most} (--runs {most} for skills) detects a change of {settings.detect:g} "
+            f"points in every case listed; -i auto stops each case once it is decided",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    return 0
 
 
 def render_mode(settings: Settings, console: Console) -> int:
@@ -20991,10 +21533,10 @@ MODES.extend(
             "compare",
             "--compare",
             lambda s: bool(s.compare),
-            frozenset({"compare"}),
+            frozenset({"compare", "alpha"}),
             compare_mode,
             ("python evaluator.py compare old.json new.json --report diff.md --html diff.html",),
-            "compare results files: regressions, fixes, pass rate and cost",
+            "compare results files: significant regressions and fixes, pass rate and cost",
             "comparison",
             "compare",
         ),
@@ -21010,6 +21552,21 @@ MODES.extend(
             "put the results files of a sharded run together",
             "results",
             "merge",
+        ),
+        Mode(
+            "plan",
+            "plan",
+            lambda s: s.plan,
+            frozenset({"plan", "from_results", "detect", "rate", "alpha"}),
+            plan_mode,
+            (
+                "python evaluator.py plan results.json --detect 10",
+                "python evaluator.py plan --rate 0.9 --detect 15",
+            ),
+            "how many runs per case detect a change worth detecting (80% power)",
+            "none",
+            "from_results",
+            (("plan", True),),
         ),
         Mode(
             "render",
@@ -21256,7 +21813,7 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
 
 
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
-NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge")
+NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge", "plan")
 
 
 def input_paths(settings: Settings) -> list[tuple[str, Path]]:
