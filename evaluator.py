@@ -2045,6 +2045,7 @@ class Metadata(Record):
     settings: dict[str, Any] | None = (
         None  # the options that shape the results (what --merge checks and reuses)
     )
+    auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
 
 
 class ToolTimeRecord(Record):
@@ -2566,6 +2567,23 @@ def read_result_lines(path: Path) -> list[RunResult]:
         except (ValueError, RecursionError):  # ValidationError is a ValueError
             continue  # a line from another version: that run happens again
     return found
+
+
+def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
+    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
+    if piece.metadata.results_file:
+        lines = Path(piece.metadata.results_file)
+        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
+        if not lines.exists():
+            raise InputError(
+                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
+                "here",
+                path,
+                1,
+                "put that file where the piece says, or rerun the shard without --summary-only",
+            )
+        return read_result_lines(lines)
+    return list(piece.results)
 
 
 def earlier_results(output: str | Path) -> list[RunResult]:
@@ -3582,6 +3600,84 @@ def filter_by_tags(cases: list[TestCase], tags: Sequence[str]) -> list[TestCase]
     chosen = [case for case in cases if wanted & {t.lower() for t in case.tags}]
     if not chosen:
         raise InputError(f"no test has the tag(s) {', '.join(tags)}")
+    return chosen
+
+
+# -k EXPR: pytest's keyword expressions over case names. A word matches a name that holds it (any
+# case); `and`, `or`, `not` and parentheses combine them: `-k "tables and not slow"`.
+KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def name_matcher(expression: str) -> Callable[[str], bool]:
+    """-k EXPR as a predicate on names; a malformed expression is one line."""
+    tokens = KEYWORD_TOKEN.findall(expression)
+    at = [0]
+
+    def problem(what: str) -> InputError:
+        return InputError(
+            f"-k {expression!r}: {what}",
+            hint='words, and / or / not and parentheses, e.g. -k "tables and not slow"',
+        )
+
+    def peek() -> str | None:
+        return tokens[at[0]] if at[0] < len(tokens) else None
+
+    def take() -> str:
+        token = peek()
+        if token is None:
+            raise problem("it ends too soon")
+        at[0] += 1
+        return token
+
+    def either() -> Callable[[str], bool]:
+        parts = [both()]
+        while peek() == "or":
+            take()
+            parts.append(both())
+        return lambda name: any(part(name) for part in parts)
+
+    def both() -> Callable[[str], bool]:
+        parts = [negation()]
+        while peek() == "and":
+            take()
+            parts.append(negation())
+        return lambda name: all(part(name) for part in parts)
+
+    def negation() -> Callable[[str], bool]:
+        if peek() == "not":
+            take()
+            inner = negation()
+            return lambda name: not inner(name)
+        token = take()
+        if token == "(":
+            inner = either()
+            if take() != ")":
+                raise problem("a parenthesis is not closed")
+            return inner
+        if token in (")", "and", "or"):
+            raise problem(f"{token!r} where a word belongs")
+        word = token.lower()
+        return lambda name: word in name.lower()
+
+    if not tokens:
+        raise problem("it is empty")
+    matcher = either()
+    if peek() is not None:
+        raise problem(f"{peek()!r} after a complete expression")
+    return matcher
+
+
+def filter_by_names(cases: list[TestCase], expression: str | None) -> list[TestCase]:
+    """-k: the cases whose names match; none is one line."""
+    if not expression:
+        return cases
+    matches = name_matcher(expression)
+    chosen = [case for case in cases if matches(case.name)]
+    if not chosen:
+        raise InputError(
+            f"-k {expression!r} matches no case",
+            hint="case names: " + ", ".join(c.name for c in cases[:10]),
+        )
     return chosen
 
 
@@ -9057,6 +9153,21 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def auto_decided(passes: int, runs: int, cap: int, threshold: float) -> bool:
+    """-i auto: whether a case's verdict is settled: its 95 % Wilson interval lies wholly on one
+    side of the threshold, or no outcome of its remaining runs up to the cap could change it
+    (with --threshold 1 one failed run settles it; a case that keeps passing runs to the cap)."""
+    if runs == 0:
+        return False
+    low, high = wilson_interval(passes, runs, C.AUTO_CONFIDENCE_Z)
+    if low >= threshold or high < threshold - 1e-9:
+        return True
+    remaining = max(0, cap - runs)
+    settled_fail = (passes + remaining) / (runs + remaining) < threshold - 1e-9
+    settled_pass = passes / (runs + remaining) >= threshold - 1e-9
+    return settled_fail or settled_pass or remaining == 0
+
+
 @dataclass(slots=True)
 class CaseSummary:
     """A case over all its runs."""
@@ -10911,6 +11022,41 @@ POSITIVE_INT = click.IntRange(min=1)
 POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
 
 
+@dataclass(frozen=True)
+class AutoRuns:
+    """-i auto / --runs auto[:MIN-MAX]: rounds until each case is decided, between MIN and MAX."""
+
+    least: int = C.AUTO_MIN_RUNS
+    most: int = C.AUTO_MAX_RUNS
+
+
+class RunCount(click.ParamType):
+    """-i / --runs: a whole number of runs, or `auto` (`auto:MIN-MAX`): rounds that stop each case
+    once its interval clears the threshold (AutoRuns)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (int, AutoRuns)) and not isinstance(value, bool):
+            return value if isinstance(value, AutoRuns) or value >= 1 else self.fail("at least 1")
+        text = str(value).strip().lower()
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        match = re.fullmatch(r"auto(?::(\d+)-(\d+))?", text)
+        if not match:
+            self.fail(
+                f"{value!r} is not a number of runs (1 or more) nor auto[:MIN-MAX]", param, ctx
+            )
+        least, most = (
+            (int(match.group(1)), int(match.group(2)))
+            if match.group(1)
+            else (C.AUTO_MIN_RUNS, C.AUTO_MAX_RUNS)
+        )
+        if not 1 <= least <= most:
+            self.fail(f"{value!r}: auto:MIN-MAX needs 1 <= MIN <= MAX", param, ctx)
+        return AutoRuns(least, most)
+
+
 def answer_match_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> str | None:
@@ -11111,10 +11257,12 @@ OPTIONS: list[Option] = [
         RUNNING,
         "-i",
         "--iterations",
-        type=POSITIVE_INT,
+        type=RunCount(),
         default=C.DEFAULT_ITERATIONS,
         show_default=True,
-        help="Run every case this many times.",
+        help="Run every case this many times; auto (auto:MIN-MAX, default "
+        f"{C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}): in rounds, each case stopping once its 95% "
+        "interval clears --threshold (or at MAX).",
     ),
     option(
         RUNNING,
@@ -11446,9 +11594,9 @@ OPTIONS: list[Option] = [
     option(
         SKILLS,
         "--runs",
-        type=POSITIVE_INT,
+        type=RunCount(),
         help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
-        "and 1 for other tests).",
+        "and 1 for other tests); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
     ),
     option(
         SKILLS,
@@ -11603,6 +11751,30 @@ OPTIONS: list[Option] = [
 
 OPTIONS += [
     option(
+        RUNNING,
+        "-k",
+        "--keyword",
+        metavar="EXPR",
+        help="Only the cases whose names match, pytest-style: words (a name holding it), and, "
+        'or, not, parentheses (e.g. -k "tables and not slow").',
+    ),
+    option(
+        RUNNING,
+        "-x",
+        "--fail-fast",
+        is_flag=True,
+        help="Stop starting runs at the first run that fails (the rest are not started; "
+        "--resume does them).",
+    ),
+    option(
+        RUNNING,
+        "--rerun-failed",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="Run again only the cases that failed or errored in this results file; its passing "
+        "cases' runs are kept, and -o gets the whole document.",
+    ),
+    option(
         STATISTICS,
         "--plan",
         is_flag=True,
@@ -11682,6 +11854,8 @@ def project_value_type(option: Option) -> Any:
         return bool
     if isinstance(kind, click.Choice):
         base: Any = Literal[tuple(kind.choices)]  # type: ignore[misc]
+    elif isinstance(kind, RunCount):
+        base = int | str  # a number of runs, or auto[:MIN-MAX]
     elif isinstance(kind, click.IntRange) or kind is int:
         base = int
     elif isinstance(kind, click.FloatRange) or kind is float:
@@ -11743,6 +11917,10 @@ class Settings:
     optimize: bool = False  # --optimize: the description optimizer
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
     alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
+    keyword: str | None = None  # -k EXPR: only the cases whose names match
+    fail_fast: bool = False  # -x: no run starts after the first failing one
+    rerun_failed: str | None = None  # only the failing cases of this results file run again
+    auto_runs: tuple[int, int] | None = None  # -i auto / --runs auto: (least, most) runs a case
     plan: bool = False  # plan: the runs per case that detect a change of --detect points
     detect: float = C.DEFAULT_DETECT_POINTS
     rate: float | None = None  # plan without a results file: the pass rate assumed
@@ -11889,6 +12067,9 @@ class Job:
     # What names the run whatever its definition: which --shard runs it (a stable hash of it).
     # Case (or query) name, iteration and model; the key when not given.
     identity: tuple = ()
+    # -i auto: the case (with its model) the run is one run of, and which run of it it is
+    case: tuple = ()
+    iteration: int = 0
 
 
 class Runner(Protocol):
@@ -11970,6 +12151,8 @@ class PipelineOutcome:
     journal: ResultJournal | None = None
     summary_only: bool = False
     suite_hash: str = ""  # every job of the suite (all shards): what --merge checks pieces against
+    stopped_early: str = ""  # -x: the failing run that stopped it
+    runs_taken: dict[tuple, int] = field(default_factory=dict)  # -i auto: case -> runs it took
 
     def finish(self) -> None:
         """The final file is written: the journal has served its purpose (unless interrupted)."""
@@ -12162,6 +12345,61 @@ def slim_record(record: Any) -> Any:
     return replace(t, final_text="", tool_calls=calls, history=[])
 
 
+def verdict_passed(verdict: Any) -> bool | None:
+    """A run's verdict as a mode's scorer gives it (a Verdict, a bool, or None: none)."""
+    return verdict if isinstance(verdict, bool) or verdict is None else bool(verdict.passed)
+
+
+class AutoRounds:
+    """-i auto / --runs auto: every run up to the cap is a job from the start (their keys, the
+    journal, --resume and --max-cost are as for -i N), but the pipeline releases them in rounds:
+    the first round runs every case's first `least` runs, each later round one more run of every
+    case not yet decided (auto_decided). Runs kept from an earlier run count as done."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        kept: Mapping[tuple, Any],
+        least: int,
+        threshold: float,
+        verdict: Callable[[Any], Any],
+    ) -> None:
+        self.least, self.threshold, self.verdict = least, threshold, verdict
+        self.by_case: dict[tuple, list[Job]] = {}
+        for job in sorted(jobs, key=lambda j: j.iteration):
+            self.by_case.setdefault(job.case, []).append(job)
+        self.tally: dict[tuple, list[int]] = {case: [0, 0] for case in self.by_case}
+        self.done: set[tuple] = set()
+        for job in jobs:
+            if job.key in kept:
+                self.finished(job, kept[job.key])
+        self.decided: dict[tuple, int] = {}  # case -> the runs it took
+
+    def finished(self, job: Job, record: Any) -> None:
+        self.done.add(job.key)
+        passed = verdict_passed(self.verdict(record))
+        tally = self.tally[job.case]
+        tally[0] += bool(passed)
+        tally[1] += 1
+
+    def next_round(self) -> list[Job]:
+        released = []
+        for case, jobs in self.by_case.items():
+            if case in self.decided:
+                continue
+            passes, runs = self.tally[case]
+            cap = len(jobs)
+            if runs >= self.least and auto_decided(passes, runs, cap, self.threshold):
+                self.decided[case] = runs
+                continue
+            left = [job for job in jobs if job.key not in self.done]
+            if not left:
+                self.decided[case] = runs
+                continue
+            released += left[: max(1, self.least - runs)]
+        return released
+
+
 def runner_concurrency(runner: Runner, settings: Settings) -> int:
     return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
 
@@ -12172,22 +12410,25 @@ async def drive_jobs(
     settings: Settings,
     finished_one: Callable[[Job, Any], None],
     outcome: PipelineOutcome,
+    rounds: AutoRounds | None = None,
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool: a 10,000-case suite
-    is not 10,000 pending tasks). No new job starts once --max-cost is spent, or after a fatal
-    API error. A finished run is scored, redacted and journaled (`finished_one`) in a thread of
-    its own, one run at a time: that work reads untrusted text, and on the loop it would stall
-    the other runs and the stop signals."""
-    pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
+    is not 10,000 pending tasks). No new job starts once --max-cost is spent, after a fatal API
+    error, or after -x's first failing run. A finished run is scored, redacted and journaled
+    (`finished_one`) in a thread of its own, one run at a time: that work reads untrusted text,
+    and on the loop it would stall the other runs and the stop signals. With -i auto (`rounds`)
+    the jobs are released round by round inside the one session."""
     stopping = asyncio.Event()
     spent = [0.0]
     finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
 
-    async def worker() -> None:
+    async def worker(pending: Iterator[Job]) -> None:
         for job in pending:
             if stopping.is_set():
                 return
-            if settings.max_cost is not None and spent[0] >= settings.max_cost:
+            if outcome.stopped_early or (
+                settings.max_cost is not None and spent[0] >= settings.max_cost
+            ):
                 outcome.not_started += 1
                 continue
             try:
@@ -12207,12 +12448,10 @@ async def drive_jobs(
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
             await asyncio.shield(finishing)
 
-    async with runner.session():
-        started = (
-            time.perf_counter()
-        )  # the suite's wall time: first run started -> last one finished
-        width = max(1, min(runner_concurrency(runner, settings), len(jobs)))
-        workers = [asyncio.ensure_future(worker()) for _ in range(width)]
+    async def work_through(batch: Sequence[Job]) -> None:
+        pending = iter(batch)  # shared by the workers; the event loop is single-threaded
+        width = max(1, min(runner_concurrency(runner, settings), len(batch)))
+        workers = [asyncio.ensure_future(worker(pending)) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -12220,6 +12459,18 @@ async def drive_jobs(
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+
+    async with runner.session():
+        started = (
+            time.perf_counter()
+        )  # the suite's wall time: first run started -> last one finished
+        try:
+            batch = list(jobs) if rounds is None else rounds.next_round()
+            while batch:
+                await work_through(batch)
+                if rounds is None or stopping.is_set() or outcome.stopped_early:
+                    break
+                batch = rounds.next_round()
         finally:
             finisher.shutdown(wait=True)  # a run being finished is journaled before the loop ends
             outcome.wall_time_s += time.perf_counter() - started
@@ -12234,7 +12485,15 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Setti
             soft_wrap=True,
             highlight=False,
         )
-    if outcome.not_started:
+    if outcome.stopped_early:
+        console.print(
+            f"[yellow]stopped at the first failing run (-x)[/yellow]: "
+            f"{escape_markup(outcome.stopped_early)}; {outcome.not_started} run(s) not started"
+            + ("; rerun with --resume to do them" if outcome.journal else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif outcome.not_started:
         console.print(
             f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
             f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
@@ -12243,22 +12502,80 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Setti
         )
 
 
+def auto_threshold(settings: Settings) -> float:
+    """The pass rate -i auto decides against: --threshold, or (skill runs, --runs auto) the
+    trigger threshold, at which a query or test counts as passing."""
+    return settings.trigger_threshold if settings.skill else settings.threshold
+
+
+def failing_case_names(document: ResultsDocument) -> set[str]:
+    """The cases of a results file that failed or errored, by name (and label, in a matrix)."""
+    return {
+        name
+        for case in document.cases
+        if not case.passed or case.error
+        for name in (case.name, f"{case.name} ({case.model})", case.prompt)
+    }
+
+
+def result_names(result: RunResult) -> set[str]:
+    """The names a run's case goes by in a results file's cases."""
+    if isinstance(result, ToolRunResult):
+        return {result.test_name, f"{result.test_name} ({result.model})"}
+    names = {result.test, result.query}
+    if result.configuration:
+        names.add(f"{result.test} [{result.configuration}]")
+    return names
+
+
+def passing_runs_of(path: str) -> list[RunResult]:
+    """--rerun-failed: the runs of a results file's passing cases (kept as they are), so only the
+    cases that failed or errored there run again, and the document is whole again."""
+    document = read_results_document(path)
+    runs = merged_piece_runs(path, document)
+    failing = failing_case_names(document)
+    if not failing:
+        raise InputError(
+            "no case failed or errored in this results file: nothing to rerun",
+            path,
+            1,
+        )
+    return [r for r in runs if not (result_names(r) & failing) and not getattr(r, "error", None)]
+
+
 def run_pipeline(
     runner: Runner,
     settings: Settings,
     console: Console,
     on_record: Callable[[Any], None] | None = None,
     earlier: Sequence[RunResult] | None = None,
+    verdict: Callable[[Any], Any] | None = None,
 ) -> PipelineOutcome:
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
-    `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
-    everything finished so far, and the runs under way. With --shard only this shard's runs;
-    with --merge the pieces' runs are replayed, nothing runs."""
+    `earlier` results do not hold, or --rerun-failed's passing cases), journaling each record as
+    it finishes; Ctrl-C keeps everything finished so far, and the runs under way. With --shard
+    only this shard's runs; with --merge the pieces' runs are replayed, nothing runs. `verdict`
+    (a run's verdict) lets -x stop at the first failing run and -i auto decide its rounds."""
     if settings.merge:
         return replay_pipeline(runner, settings)
     jobs = pipeline_jobs(runner, settings)
+    if settings.rerun_failed and earlier is None:
+        earlier = passing_runs_of(settings.rerun_failed)
     plan = plan_resume(runner, jobs, settings, earlier)
-    if plan.kept:
+    if settings.rerun_failed and earlier is not None:
+        console.print(
+            f"--rerun-failed: {len(plan.kept)} run(s) of passing cases kept from "
+            f"{settings.rerun_failed}, {len(plan.todo)} to run",
+            highlight=False,
+            markup=False,
+        )
+        plan.kept_results = []  # the results file is theirs; the journal starts with this run
+    rounds = (
+        AutoRounds(jobs, plan.kept, settings.auto_runs[0], auto_threshold(settings), verdict)
+        if settings.auto_runs and verdict is not None
+        else None
+    )
+    if plan.kept and not settings.rerun_failed:
         console.print(
             f"resuming: {len(plan.kept)} run(s) kept from the earlier run, {len(plan.todo)} to run"
         )
@@ -12276,6 +12593,11 @@ def run_pipeline(
             journal.append(runner.redactor.deep(runner.to_result(record)))
         if on_record:
             on_record(record)
+        if rounds is not None:
+            rounds.finished(job, record)
+        if settings.fail_fast and verdict is not None and not outcome.stopped_early:
+            if verdict_passed(verdict(record)) is False:
+                outcome.stopped_early = " ".join(str(part) for part in job.identity[:2])
         finished[job.key] = slim_record(record) if settings.summary_only else record
 
     outcome = PipelineOutcome(
@@ -12287,7 +12609,7 @@ def run_pipeline(
         suite_hash=suite_hash(runner),
     )
     try:
-        run_async(drive_jobs(runner, plan.todo, settings, finished_one, outcome))
+        run_async(drive_jobs(runner, plan.todo, settings, finished_one, outcome, rounds))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
@@ -12295,6 +12617,8 @@ def run_pipeline(
             journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
         raise
     under_way = dict(runner.under_way()) if outcome.interrupted else {}
+    if rounds is not None:
+        outcome.runs_taken = dict(rounds.decided)
     for job in jobs:
         record = plan.kept.get(job.key) or finished.get(job.key) or under_way.get(job.key)
         if record is not None:
@@ -13034,7 +13358,13 @@ class ToolUseRunner:
         """One job per case, model (--model, repeatable) and iteration; its payload is
         (case, iteration, model), and the model is part of its key."""
         return [
-            Job((case.name, i, case_hash(case), model), (case, i, model), (case.name, i, model))
+            Job(
+                (case.name, i, case_hash(case), model),
+                (case, i, model),
+                (case.name, i, model),
+                (case.name, model),
+                i,
+            )
             for case in self.cases
             for model in self.settings.models
             for i in range(1, self.settings.iterations + 1)
@@ -13487,6 +13817,8 @@ class SkillRunner:
                         (test.name, test.prompt, i, fingerprint, configuration, model),
                         (test.name, test.prompt, settings, i, (test, configuration)),
                         (test.name, i, model, configuration),
+                        (test.name, model, configuration),
+                        i,
                     )
                 )
         return jobs
@@ -13502,6 +13834,8 @@ class SkillRunner:
                         ("trigger", query, i, self.fingerprint, model),
                         ("trigger", query, settings, i),
                         ("trigger", query, i, model),
+                        ("trigger", query, model),
+                        i,
                     )
                     for i in range(1, runs + 1)
                 ]
@@ -13516,6 +13850,8 @@ class SkillRunner:
                         (test.name, test.prompt, i, self.fingerprint, model),
                         (test.name, test.prompt, settings, i),
                         (test.name, i, model),
+                        (test.name, model),
+                        i,
                     )
                     for i in range(1, self.plan.test_runs(test) + 1)
                 ]
@@ -14770,6 +15106,7 @@ def make_metadata(
         interrupted=outcome.interrupted,
         threshold=settings.threshold,
         batch_api=settings.batch,
+        auto_runs=list(settings.auto_runs) if settings.auto_runs else None,
         results_file=str(results_lines_path(settings.output))
         if settings.summary_only and settings.output
         else None,
@@ -18147,6 +18484,25 @@ def exit_code(results: Results, outcome: PipelineOutcome) -> int:
     return 0 if results.passed else 1
 
 
+def check_auto_runs(settings: Settings) -> None:
+    """-i auto / --runs auto decide each case from all of its runs, round by round: what splits
+    or batches a case's runs cannot take part."""
+    if not settings.auto_runs:
+        return
+    flag = "--runs auto" if settings.skill else "-i auto"
+    for name, why in (
+        ("shard", "splits a case's runs between machines"),
+        ("batch", "sends every round's calls as one batch that may take hours"),
+        ("distractor_tools", "runs each case at every step of the crowd"),
+        ("distractors", "runs each query at every step of the crowd"),
+    ):
+        if getattr(settings, name):
+            raise UsageProblem(
+                f"{flag} decides each case from all its runs as they finish, and {flag_of(name)} "
+                f"{why}: give a number of runs with {flag_of(name)}"
+            )
+
+
 # ---------------------------------------------------------------------------- tool-use modes
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:
     """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
@@ -18364,6 +18720,7 @@ def tool_use_mode(
     With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
     check_batchable(settings, cases)
     check_crowd_options(settings)
+    check_auto_runs(settings)
     servers = servers_for(settings) if not settings.merge else []
     crowd = ToolCrowd(settings, cases, servers, console) if settings.distractor_tools else None
     if crowd is not None:
@@ -18397,7 +18754,11 @@ def tool_use_mode(
             print_decoy_estimate(console, crowd.keeper)
         else:
             print_estimate(console, run_async(runner.estimate(todo)))
-        print_run_plan(console, settings.iterations)
+        print_run_plan(
+            console,
+            settings.auto_runs[0] if settings.auto_runs else settings.iterations,
+            settings.auto_runs[1] if settings.auto_runs else None,
+        )
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         return 0
@@ -18419,6 +18780,7 @@ def tool_use_mode(
             settings,
             console,
             view.on_conversation_end if view else progress.on_record if progress else None,
+            verdict=scoring.verdict,
         )
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
@@ -18446,7 +18808,9 @@ def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
     if not settings.csv:
         raise InputError("--csv needs a suite file", hint="--csv tests.csv")
-    cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+    cases = filter_by_names(
+        filter_by_tags(load_csv_suite(settings.csv), settings.tag), settings.keyword
+    )
     return tool_use_mode(
         settings,
         console,
@@ -18477,6 +18841,7 @@ def qa_mode(settings: Settings, console: Console) -> int:
         for f in files
         for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")
     ]
+    cases = filter_by_names(cases, settings.keyword)
     if settings.answer_match:
         cases = [replace(case, answer_match=settings.answer_match) for case in cases]
     settings = replace(
@@ -18497,6 +18862,9 @@ def qa_files_given(settings: Settings) -> bool:
 def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
+    if settings.keyword:
+        named = {c.name for c in filter_by_names(markdown_tool_cases(tests), settings.keyword)}
+        tests = [t for t in tests if t.name in named]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
         settings, console, cases, AnswerScoring(tests, cases), "markdown", "markdown", "tests"
@@ -19064,10 +19432,36 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
     return verdict
 
 
+def tests_named(tests: list[SkillTest], expression: str | None) -> list[SkillTest]:
+    """-k for skill runs: a trigger test keeps the queries that match (as `skill: query`, the
+    name its results give them), any other test is kept when its name matches."""
+    if not expression:
+        return tests
+    matches = name_matcher(expression)
+    kept = []
+    for test in tests:
+        if test.type != "trigger":
+            if matches(test.name):
+                kept.append(test)
+            continue
+        chosen = replace(
+            test,
+            positive_triggers=[q for q in test.positive_triggers if matches(f"{test.skill}: {q}")],
+            negative_triggers=[q for q in test.negative_triggers if matches(f"{test.skill}: {q}")],
+        )
+        if chosen.positive_triggers or chosen.negative_triggers:
+            kept.append(chosen)
+    if not kept:
+        raise InputError(f"-k {expression!r} matches no test or trigger query")
+    return kept
+
+
 def skill_mode(settings: Settings, console: Console) -> int:
     """--skill with --trigger / --tests: every query and test through the real Claude Code CLI;
     with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
+    check_auto_runs(settings)
+    tests = tests_named(tests, settings.keyword)
     plan = skill_plan(settings, skills, tests)
     if settings.distractors and not settings.dry_run:
         require_api_key()  # lookalike decoys may be written before any run
@@ -19085,7 +19479,13 @@ def skill_mode(settings: Settings, console: Console) -> int:
         print_estimate(
             console, run_async(runner.estimate(plan_resume(runner, jobs, settings).todo))
         )
-        print_run_plan(console, settings.runs or C.DEFAULT_TRIGGER_RUNS)
+        print_run_plan(
+            console,
+            settings.auto_runs[0]
+            if settings.auto_runs
+            else settings.runs or C.DEFAULT_TRIGGER_RUNS,
+            settings.auto_runs[1] if settings.auto_runs else None,
+        )
         if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
             print_step_costs(console, runner.step_costs, "distractors")
             print_decoy_estimate(console, plan.crowd.keeper)
@@ -19127,7 +19527,9 @@ def skill_mode(settings: Settings, console: Console) -> int:
         progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
-        outcome = run_pipeline(runner, settings, console, p.on_record)
+        outcome = run_pipeline(
+            runner, settings, console, p.on_record, verdict=progress_verdicts(plan)
+        )
     return skill_mode_end(settings, console, plan, runner, outcome, version)
 
 
@@ -21063,6 +21465,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
             "examples/triggers/warehouse-sql-trigger.md",
         )
+    if settings.auto_runs:
+        raise UsageProblem(
+            "--runs auto does not apply to --optimize runs: every candidate is scored on the "
+            "same number of runs (give --runs N)"
+        )
     settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
     task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
     items = stratified_split(task.items, settings.holdout, settings.seed)
@@ -21221,23 +21628,6 @@ register_section(
 
 
 # ============================================================================ 14. the mode table
-def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
-    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
-    if piece.metadata.results_file:
-        lines = Path(piece.metadata.results_file)
-        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
-        if not lines.exists():
-            raise InputError(
-                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
-                "here",
-                path,
-                1,
-                "put that file where the piece says, or rerun the shard without --summary-only",
-            )
-        return read_result_lines(lines)
-    return list(piece.results)
-
-
 def piece_models(meta: Metadata) -> str:
     models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
     return ", ".join(model for model in dict.fromkeys(models) if model)
@@ -21366,6 +21756,10 @@ TOOL_SAFETY_OPTIONS = frozenset(
 
 
 GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify
+
+
+# running part of a suite: some of its cases, stopping at the first failure, or the failed ones again
+PARTIAL_RUN_OPTIONS = frozenset({"keyword", "fail_fast", "rerun_failed"})
 
 
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
@@ -21660,6 +22054,7 @@ MODES.extend(
             lambda s: bool(s.skill or s.trigger),
             DURABLE_OPTIONS
             | TASK_EVAL_OPTIONS
+            | PARTIAL_RUN_OPTIONS
             | {
                 "skill",
                 "tests",
@@ -21701,7 +22096,7 @@ MODES.extend(
             "markdown",
             "--tests runs against MCP servers",
             lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
-            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"},
+            TOOL_USE_OPTIONS | GRADING_OPTIONS | PARTIAL_RUN_OPTIONS | {"tests", "shard"},
             markdown_mode,
             (
                 "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report "
@@ -21715,7 +22110,9 @@ MODES.extend(
             "qa",
             "--qa runs",
             qa_files_given,
-            TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
+            TOOL_USE_OPTIONS
+            | PARTIAL_RUN_OPTIONS
+            | {"judge_model", "qa", "tests", "answer_match", "shard"},
             qa_mode,
             (
                 'python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m '
@@ -21731,6 +22128,7 @@ MODES.extend(
             lambda s: bool(s.csv),
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
+            | PARTIAL_RUN_OPTIONS
             | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             csv_mode,
             (
@@ -21959,6 +22357,10 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
             raise UsageProblem(
                 f"{flag_of(name)} {twice} is given twice", hint="name each model once"
             )
+    for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
+        value = params.get(name)
+        if isinstance(value, AutoRuns):
+            params.update({name: value.most, "auto_runs": (value.least, value.most)})
     if models:
         params.update(model=models[0], models=models)
     if trigger_models:
