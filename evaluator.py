@@ -2046,6 +2046,7 @@ class Metadata(Record):
         None  # the options that shape the results (what --merge checks and reuses)
     )
     auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
+    cache: dict[str, Any] | None = None  # --cache: its folder, hits, misses and the cost saved
 
 
 class ToolTimeRecord(Record):
@@ -6804,6 +6805,129 @@ class AnthropicModel:
         await self.client.close()
 
 
+# ---------------------------------------------------------------------------- --cache: a model response once per exact request
+# Iterating on a suite repeats every model call, even for the cases that did not change. With
+# --cache DIR each answer is kept under the SHA-256 of the exact request (model, system, tools,
+# messages, every parameter) and the sample: the run's iteration, so -i 5 still draws five
+# answers. A request seen before is answered from the folder and costs nothing. Entries are
+# redacted like every other output; a folder is shared by every run that names it.
+CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
+
+
+class ResponseCache:
+    """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
+    (hits, misses, and what the hits would have cost)."""
+
+    opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.hits = self.misses = 0
+        self.saved_usd = 0.0
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(cls, folder: str | Path) -> ResponseCache:
+        path = Path(folder).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise InputError(
+                f"--cache {folder}: not a folder", hint="give a folder (made if missing)"
+            )
+        key = str(path)
+        if key not in cls.opened:
+            path.mkdir(parents=True, exist_ok=True)
+            cls.opened[key] = cls(path)
+        return cls.opened[key]
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.opened.clear()
+
+    @staticmethod
+    def key(request: Any, sample: str) -> str:
+        text = json.dumps({"request": request, "sample": sample}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        try:
+            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return entry if isinstance(entry, dict) and entry.get("format") == C.CACHE_FORMAT else None
+
+    def put(self, key: str, entry: dict) -> None:
+        path = self.path(key)
+        path.parent.mkdir(exist_ok=True)
+        write_json_atomic(path, {"format": C.CACHE_FORMAT, **Redactor.for_run().deep(entry)})
+
+    def counted(self, hit: bool, cost: float = 0.0) -> None:
+        with self.lock:
+            if hit:
+                self.hits += 1
+                self.saved_usd += cost
+            else:
+                self.misses += 1
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "hits": self.hits,
+            "misses": self.misses,
+            "saved_usd": round(self.saved_usd, 6),
+        }
+
+
+class CachedModel:
+    """A model client answered from --cache when it has the exact request (and sample), else by
+    the model, whose answer is kept."""
+
+    def __init__(self, inner: Any, cache: ResponseCache) -> None:
+        self.inner, self.cache = inner, cache
+
+    def __getattr__(self, name: str) -> Any:  # client, limiter: the model's own
+        return getattr(self.inner, name)
+
+    async def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply:
+        key = self.cache.key(AnthropicModel.request_params(request), CACHE_SAMPLE.get())
+        found = self.cache.get(key)
+        if found is not None:
+            reply = ModelReply(
+                found["content"], found["stop_reason"], Usage(**found["usage"]), found["model"]
+            )
+            self.cache.counted(True, cost_usd(reply.usage, reply.model))
+            if on_text:
+                on_text(
+                    "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+                )
+            return reply
+        reply = await self.inner.complete(request, on_text)
+        self.cache.counted(False)
+        self.cache.put(
+            key,
+            {
+                "content": reply.content,
+                "stop_reason": reply.stop_reason,
+                "usage": asdict(reply.usage),
+                "model": reply.model,
+            },
+        )
+        return reply
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def model_client(cache: str | None, **settings: Any) -> Any:
+    """The Anthropic client a run talks to: through --cache when it names a folder."""
+    model = AnthropicModel(**settings)
+    return CachedModel(model, ResponseCache.open(cache)) if cache else model
+
+
 # ---------------------------------------------------------------------------- --batch: the Message Batches API
 class BatchRequestFailed(Exception):
     """A request of a Message Batch that came back errored, expired or canceled: its run's error."""
@@ -8399,6 +8523,157 @@ def collect_artifacts(
     if target is not None:
         write_json_atomic(target / "manifest.json", {"files": [dump_record(r) for r in records]})
     return records
+
+
+# ---------------------------------------------------------------------------- --cache for Claude Code: a local caching proxy
+# `claude` reaches the model through ANTHROPIC_BASE_URL: with --cache it is this proxy on
+# 127.0.0.1, at a path naming the run's sample (`/sample/3`), so -i N still draws N answers. A
+# POST /v1/messages is answered from the cache when the same request was seen (Claude Code's
+# streaming answer is replayed as the SSE stream it was), else forwarded to the real API and kept.
+# What differs between two runs of one query is left out of the key: the request's `metadata`
+# (a session id) and the run's temporary folder (mkdtemp's 8 random characters in its paths; Claude
+# Code writes its `_` as `-` where it names a project folder after the path).
+RUN_FOLDER_NAME = re.compile(RUN_FOLDER_PREFIX + r"[a-z0-9_-]{8}")
+PROXY_DROPPED_HEADERS = frozenset(
+    {"host", "content-length", "connection", "accept-encoding", "transfer-encoding"}
+)
+
+
+def claude_request_key(path: str, body: bytes, beta: str) -> tuple[Any, str] | None:
+    """What names a Claude Code request in the cache (None: not cacheable), and its sample."""
+    match = re.fullmatch(r"/sample/(\d+)(/v1/messages)(?:\?.*)?", path)
+    if not match:
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    request.pop("metadata", None)
+    normalized = RUN_FOLDER_NAME.sub(RUN_FOLDER_PREFIX + "RUN", json.dumps(request, sort_keys=True))
+    return {"path": match.group(2), "beta": beta, "request": normalized}, match.group(1)
+
+
+def stream_usage(body: bytes, content_type: str) -> tuple[Usage, str]:
+    """The usage and model of a kept answer (JSON, or an SSE stream's message_start and
+    message_delta events): what a hit saved."""
+    if "json" in content_type:
+        try:
+            message = json.loads(body)
+            return Usage.from_api(message.get("usage") or {}), str(message.get("model", ""))
+        except (ValueError, AttributeError):
+            return Usage(), ""
+    usage, model = Usage(), ""
+    for line in body.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            continue
+        if event.get("type") == "message_start":
+            message = event.get("message") or {}
+            usage, model = Usage.from_api(message.get("usage") or {}), str(message.get("model", ""))
+        elif event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
+            usage.output_tokens = int(event["usage"].get("output_tokens") or usage.output_tokens)
+    return usage, model
+
+
+class CachingProxy:
+    """The local proxy `claude` talks to under --cache (see above); started and stopped by the
+    skill runner's session."""
+
+    def __init__(self, cache: ResponseCache, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import httpx
+
+        self.cache, self.upstream = cache, upstream.rstrip("/")
+        self.client = httpx.Client(timeout=C.DEFAULT_REQUEST_TIMEOUT)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                proxy.handle(self)
+
+            def do_GET(self) -> None:
+                proxy.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> CachingProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.client.close()
+
+    def handle(self, handler: Any) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        named = claude_request_key(handler.path, body, handler.headers.get("anthropic-beta", ""))
+        key = self.cache.key(named[0], named[1]) if named and handler.command == "POST" else None
+        found = self.cache.get(key) if key else None
+        if found is not None:
+            data = found["body"].encode("utf-8")
+            usage, model = stream_usage(data, found["content_type"])
+            self.cache.counted(True, cost_usd(usage, model))
+            self.reply(handler, 200, found["content_type"], data)
+            return
+        path = re.sub(r"^/sample/\d+", "", handler.path)
+        headers = {
+            k: v for k, v in handler.headers.items() if k.lower() not in PROXY_DROPPED_HEADERS
+        }
+        try:
+            answer = self.client.request(
+                handler.command, self.upstream + path, headers=headers, content=body
+            )
+        except Exception as exc:  # the API unreachable: claude sees a 502 and reports it
+            self.reply(
+                handler,
+                502,
+                "application/json",
+                json.dumps(
+                    {
+                        "type": "error",
+                        "error": {"type": "api_error", "message": f"--cache proxy: {exc}"},
+                    }
+                ).encode(),
+            )
+            return
+        content_type = answer.headers.get("content-type", "application/json")
+        if key and answer.status_code == 200:
+            self.cache.counted(False)
+            self.cache.put(
+                key,
+                {"content_type": content_type, "body": answer.content.decode("utf-8", "replace")},
+            )
+        self.reply(handler, answer.status_code, content_type, answer.content)
+
+    @staticmethod
+    def reply(handler: Any, status: int, content_type: str, data: bytes) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 # ---------------------------------------------------------------------------- one `claude -p` run
@@ -11775,6 +12050,15 @@ OPTIONS += [
         "cases' runs are kept, and -o gets the whole document.",
     ),
     option(
+        RUNNING,
+        "--cache",
+        type=click.Path(),
+        metavar="DIR",
+        help="Keep every model answer in DIR under a hash of the exact request and the run's "
+        "iteration: a rerun pays only for requests not seen before (Claude Code runs too, "
+        "through a local caching proxy); says what it saved. Not with --batch.",
+    ),
+    option(
         STATISTICS,
         "--plan",
         is_flag=True,
@@ -11918,6 +12202,7 @@ class Settings:
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
     alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
     keyword: str | None = None  # -k EXPR: only the cases whose names match
+    cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
     fail_fast: bool = False  # -x: no run starts after the first failing one
     rerun_failed: str | None = None  # only the failing cases of this results file run again
     auto_runs: tuple[int, int] | None = None  # -i auto / --runs auto: (least, most) runs a case
@@ -12777,6 +13062,8 @@ class Judge:
         return dict(grade), usage
 
     async def _call(self, request: ModelRequest) -> tuple[dict, Usage]:
+        # --cache: a grade is one per exact request, like this judge's own cache (not per run)
+        CACHE_SAMPLE.set("judge")
         self.calls += 1
         try:
             reply = await self.model.complete(request)
@@ -13377,7 +13664,8 @@ class ToolUseRunner:
         sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
         async with self.connect() as hub:
             await sdk_import
-            self.model = AnthropicModel(
+            self.model = model_client(
+                self.settings.cache,
                 base_url=self.settings.base_url,
                 max_retries=self.settings.max_retries,
                 timeout=self.settings.request_timeout,
@@ -13459,6 +13747,7 @@ class ToolUseRunner:
         if self.model is None or self.hub is None:  # session() sets them; every run is inside it
             raise RuntimeError("a tool-use run outside its runner's session")
         case, iteration, model = job.payload
+        CACHE_SAMPLE.set(str(iteration))  # --cache: each iteration its own sample
         run_settings = (
             self.run_settings
             if model == self.run_settings.model
@@ -13624,6 +13913,7 @@ class SkillSuitePlan:
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
     ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
+    cache: str | None = None  # --cache DIR: claude reaches the model through a caching proxy
 
     @property
     def sandboxed(self) -> bool:
@@ -13769,6 +14059,7 @@ class SkillRunner:
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
         self.changed_elsewhere: list[str] = []
+        self.proxy: CachingProxy | None = None  # --cache: started by session()
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
 
@@ -13864,11 +14155,22 @@ class SkillRunner:
         runs' only when one could have made it; else it is another program's, and a warning."""
         guard = self.new_guard()
         graded = any(t.expectations for t in self.plan.task_tests)
+        proxy = (
+            CachingProxy(
+                ResponseCache.open(self.plan.cache), model_api_url(self.plan.test_settings.base_url)
+            )
+            if self.plan.cache
+            else None
+        )
         try:
+            if proxy is not None:
+                self.proxy = proxy.__enter__()
             if (
                 graded
             ):  # task evals' expectations: the judge, through the API like every other judge call
-                self.judge_client = AnthropicModel(base_url=self.plan.test_settings.base_url)
+                self.judge_client = model_client(
+                    self.plan.cache, base_url=self.plan.test_settings.base_url
+                )
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
@@ -13879,9 +14181,20 @@ class SkillRunner:
                 self.outside_writes = changes
             if self.judge_client is not None:
                 await self.judge_client.close()
+            if proxy is not None:
+                proxy.__exit__(None, None, None)
+                self.proxy = None
+
+    def through_cache(self, settings: ClaudeCliSettings, run: int) -> ClaudeCliSettings:
+        """--cache: the run's claude reaches the model through the caching proxy, as sample `run`."""
+        if self.proxy is None:
+            return settings
+        return replace(settings, base_url=f"{self.proxy.url}/sample/{run}")
 
     async def run(self, job: Job) -> ClaudeRun:
         label, query, settings, run, *more = job.payload
+        settings = self.through_cache(settings, run)
+        CACHE_SAMPLE.set(str(run))  # the judge's calls of this run: its sample
         if not more:
             record = await run_claude_query(query, self.plan.skills, settings, run)
             record.test, record.model = label, settings.model
@@ -14596,7 +14909,11 @@ class CrowdedSkillRunner(SkillRunner):
             return await super().run(job)
         step = more[0]
         record = await run_claude_query(
-            query, self.plan.skills, settings, run, distractors=step.installed
+            query,
+            self.plan.skills,
+            self.through_cache(settings, run),
+            run,
+            distractors=step.installed,
         )
         record.test, record.model, record.distractors = label, settings.model, step.count
         return record
@@ -15107,6 +15424,7 @@ def make_metadata(
         threshold=settings.threshold,
         batch_api=settings.batch,
         auto_runs=list(settings.auto_runs) if settings.auto_runs else None,
+        cache=ResponseCache.open(settings.cache).record() if settings.cache else None,
         results_file=str(results_lines_path(settings.output))
         if settings.summary_only and settings.output
         else None,
@@ -15924,6 +16242,24 @@ def print_summary(console: Console, results: Results) -> None:
             markup=False,
         )
     print_descriptions_shown(console, results.metadata)
+    cache = results.metadata.cache
+    if cache:
+        console.print(
+            f"--cache: {cache['hits']} model call(s) answered from the cache, {cache['misses']} "
+            f"sent; ${cache['saved_usd']:.4f} saved",
+            highlight=False,
+            markup=False,
+        )
+    if results.metadata.auto_runs:
+        taken = [c.runs for c in results.cases]
+        console.print(
+            f"-i auto: {min(taken, default=0)}–{max(taken, default=0)} run(s) per case "
+            f"(between {results.metadata.auto_runs[0]} and the cap of "
+            f"{results.metadata.auto_runs[1]}); {sum(t >= results.metadata.auto_runs[1] for t in taken)} "
+            "case(s) ran to the cap",
+            highlight=False,
+            markup=False,
+        )
     console.print(
         f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
         f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
@@ -18569,6 +18905,11 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
     """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
     if not settings.batch:
         return
+    if settings.cache:
+        raise UsageProblem(
+            "--cache does not apply with --batch: batched calls are priced at the batch discount, "
+            "and a cached answer would mix the two prices (give one of them)"
+        )
     if settings.interactive:
         raise UsageProblem(
             "--batch does not apply to --interactive runs: you answer Claude as it writes, "
@@ -19045,6 +19386,7 @@ def skill_plan(
         trigger_models=settings.trigger_models,
         test_models=settings.models,
         ignore_globs=settings.ignore_path,
+        cache=settings.cache,
         **task_plan_options(settings, skills, tests),
     )
 
@@ -20964,7 +21306,8 @@ class Proposer:
         self, task: Any, prompt: str, allowed: list[str] | None, current: dict[str, str]
     ) -> tuple[dict | None, list[str], float, list[dict]]:
         """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
-        model = AnthropicModel(
+        model = model_client(
+            self.settings.cache,
             base_url=self.settings.base_url,
             max_retries=self.settings.max_retries,
             timeout=self.settings.request_timeout,
@@ -21777,7 +22120,7 @@ TOOL_USE_OPTIONS = (
     | SERVER_OPTIONS
     | SIMULATED_USER_OPTIONS
     | TOOL_SAFETY_OPTIONS
-    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch"}
+    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch", "cache"}
 )
 
 
@@ -22000,6 +22343,7 @@ MODES.extend(
                     "base_url",
                     "distractors",
                     "distractors_file",
+                    "cache",
                 }
             ),
             optimize_mode,
@@ -22077,6 +22421,7 @@ MODES.extend(
                 "distractor_steps",
                 "distractors_file",
                 "seed",
+                "cache",
             },
             skill_mode,
             (
@@ -22297,6 +22642,7 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     into the modes."""
     mode = select_mode(settings, chosen)
     check_output_paths(settings, mode)
+    ResponseCache.forget()  # this invocation's hits and misses
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     with (
         output_lock(settings.output) if settings.output and journaled else contextlib.nullcontext()
