@@ -1608,6 +1608,7 @@ class ClaudeRun(Record):
     judge_cost_usd: float = 0.0
     model: str = ""  # the --model / --trigger-model it ran on, as given to claude
     distractors: int | None = None  # --distractors: how many were installed beside the skills
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -1703,8 +1704,13 @@ def case_hash(case: TestCase) -> str:
     ]
 
 
+VERSION_MARK = " @ "  # several --claude-bin: a model on one Claude Code version, `haiku @ 2.1.197`
+
+
 def cli_model_id(model: str) -> str:
-    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices."""
+    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices; a version
+    matrix's `haiku @ 2.1.197` is its model's."""
+    model = model.split(VERSION_MARK)[0]
     return C.CLAUDE_CODE_ALIASES.get(model, model)
 
 
@@ -1795,6 +1801,7 @@ class CaseResult(Record):
     )
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
     distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
 
 
 class ToolStatsRecord(Record):
@@ -2047,6 +2054,7 @@ class Metadata(Record):
     )
     auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
     cache: dict[str, Any] | None = None  # --cache: its folder, hits, misses and the cost saved
+    claude_versions: list[str] | None = None  # several --claude-bin: every version, side by side
 
 
 class ToolTimeRecord(Record):
@@ -7803,6 +7811,8 @@ class ClaudeCliSettings:
     sandbox: bool = (
         False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
     )
+    label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
+    version: str = ""  # several --claude-bin: this binary's Claude Code version
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -11884,8 +11894,10 @@ OPTIONS: list[Option] = [
         SKILLS,
         "--claude-bin",
         path=True,
+        multiple=True,
         metavar="PATH",
-        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude).",
+        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude). "
+        "Repeatable: every query runs on every version, side by side (a version matrix).",
     ),
     option(
         SKILLS,
@@ -12265,7 +12277,8 @@ class Settings:
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
     min_trigger_score: float | None = None
-    claude_bin: str | None = None
+    claude_bin: str | None = None  # the first --claude-bin
+    claude_bins: tuple[str, ...] = ()  # every --claude-bin: several are a version matrix
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
     unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
@@ -12298,11 +12311,13 @@ class Settings:
             object.__setattr__(self, "models", (self.model,))
         if not self.trigger_models:
             object.__setattr__(self, "trigger_models", (self.trigger_model,))
+        if not self.claude_bins and self.claude_bin:
+            object.__setattr__(self, "claude_bins", (self.claude_bin,))
 
     @property
     def matrix(self) -> bool:
-        """Whether more than one model runs the suite (a tool-use model or a trigger model)."""
-        return len(self.models) > 1 or len(self.trigger_models) > 1
+        """Whether more than one model (or Claude Code version) runs the suite."""
+        return len(self.models) > 1 or len(self.trigger_models) > 1 or len(self.claude_bins) > 1
 
     def run_settings(self) -> RunSettings:
         """What the conversation engine needs of these settings."""
@@ -13914,6 +13929,16 @@ class SkillSuitePlan:
     unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
     ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
     cache: str | None = None  # --cache DIR: claude reaches the model through a caching proxy
+    # several --claude-bin: `model @ version` -> its model, binary and version (the models above
+    # are then these labels: every model runs on every version, side by side like a model matrix)
+    variants: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    def variant(self, label: str) -> dict[str, str]:
+        """The ClaudeCliSettings fields of a model (or a version matrix's `model @ version`)."""
+        if label not in self.variants:
+            return {"model": label}
+        model, binary, version = self.variants[label]
+        return {"model": model, "binary": binary, "label": label, "version": version}
 
     @property
     def sandboxed(self) -> bool:
@@ -14094,8 +14119,8 @@ class SkillRunner:
         settings = replace(
             self.plan.test_settings,
             timeout=test.timeout,
-            model=model,
             allow_tools=self.plan.allow_tools,
+            **self.plan.variant(model),
             sandbox=self.plan.sandboxed,
         )
         jobs = []
@@ -14119,7 +14144,9 @@ class SkillRunner:
         jobs = []
         for query, runs, timeout in self.plan.trigger_jobs():
             for model in self.plan.trigger_models:
-                settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                settings = replace(
+                    self.plan.trigger_settings, timeout=timeout, **self.plan.variant(model)
+                )
                 jobs += [
                     Job(
                         ("trigger", query, i, self.fingerprint, model),
@@ -14135,7 +14162,9 @@ class SkillRunner:
                 if test.is_task:
                     jobs += self.task_jobs(test, model)
                     continue
-                settings = replace(self.plan.test_settings, timeout=test.timeout, model=model)
+                settings = replace(
+                    self.plan.test_settings, timeout=test.timeout, **self.plan.variant(model)
+                )
                 jobs += [
                     Job(
                         (test.name, test.prompt, i, self.fingerprint, model),
@@ -14197,7 +14226,8 @@ class SkillRunner:
         CACHE_SAMPLE.set(str(run))  # the judge's calls of this run: its sample
         if not more:
             record = await run_claude_query(query, self.plan.skills, settings, run)
-            record.test, record.model = label, settings.model
+            record.test, record.model = label, settings.label or settings.model
+            record.claude_version = settings.version or None
             return record
         test, configuration = more[0]
         artifacts = (
@@ -14215,7 +14245,12 @@ class SkillRunner:
         record = await run_claude_query(
             query, self.plan.skills_for(test, configuration), settings, run, setup
         )
-        record.test, record.model, record.configuration = label, settings.model, configuration
+        record.test, record.model, record.configuration = (
+            label,
+            settings.label or settings.model,
+            configuration,
+        )
+        record.claude_version = settings.version or None
         if test.expectations and self.judge is not None:
             record.expectations, cost = await grade_expectations(self.judge, test, record)
             record.judge_cost_usd = round(cost, 6)
@@ -14892,7 +14927,9 @@ class CrowdedSkillRunner(SkillRunner):
             key = self.step_fingerprints[step.count]
             for query, runs, timeout in self.plan.trigger_jobs():
                 for model in self.plan.trigger_models:
-                    settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                    settings = replace(
+                        self.plan.trigger_settings, timeout=timeout, **self.plan.variant(model)
+                    )
                     crowded += [
                         Job(
                             ("trigger", query, i, key, model),
@@ -14915,7 +14952,11 @@ class CrowdedSkillRunner(SkillRunner):
             run,
             distractors=step.installed,
         )
-        record.test, record.model, record.distractors = label, settings.model, step.count
+        record.test, record.model, record.distractors = (
+            label,
+            settings.label or settings.model,
+            step.count,
+        )
         return record
 
     def result_fingerprint(self, record: ClaudeRun) -> str:
@@ -19359,6 +19400,42 @@ def task_plan_options(
     }
 
 
+def short_version(version: str) -> str:
+    """`2.1.197 (Claude Code)` -> `2.1.197`."""
+    return version.split()[0] if version.split() else version
+
+
+def version_matrix(settings: Settings) -> dict[str, Any]:
+    """Several --claude-bin: every model on every version (`haiku @ 2.1.197`), each binary's
+    version asked once (`claude --version`, free and local, a dry run too); two binaries of one
+    version are one line. One binary: the models as they are."""
+    if len(settings.claude_bins) < 2 or settings.merge:
+        return {"trigger_models": settings.trigger_models, "test_models": settings.models}
+    binaries = [find_claude_bin(b) for b in settings.claude_bins]
+    versions = [short_version(claude_version(b)) for b in binaries]
+    for i, version in enumerate(versions):
+        if version in versions[:i]:
+            other = binaries[versions.index(version)]
+            raise InputError(
+                f"--claude-bin {binaries[i]} and {other} are both Claude Code {version}",
+                hint="give each version once (a version matrix compares versions)",
+            )
+    variants = {
+        f"{model}{VERSION_MARK}{version}": (model, binary, version)
+        for model in dict.fromkeys([*settings.trigger_models, *settings.models])
+        for binary, version in zip(binaries, versions)
+    }
+
+    def labels(models: Sequence[str]) -> tuple[str, ...]:
+        return tuple(f"{m}{VERSION_MARK}{v}" for m in models for v in versions)
+
+    return {
+        "trigger_models": labels(settings.trigger_models),
+        "test_models": labels(settings.models),
+        "variants": variants,
+    }
+
+
 def skill_plan(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> SkillSuitePlan:
@@ -19383,10 +19460,9 @@ def skill_plan(
         threshold=settings.trigger_threshold,
         concurrency=settings.concurrency or default_skill_concurrency(),
         trigger_timeout=settings.trigger_timeout,
-        trigger_models=settings.trigger_models,
-        test_models=settings.models,
         ignore_globs=settings.ignore_path,
         cache=settings.cache,
+        **version_matrix(settings),
         **task_plan_options(settings, skills, tests),
     )
 
@@ -19572,6 +19648,9 @@ def skill_results(
                 )
             )
             cases[-1].model, cases[-1].distractors = model, step
+            cases[-1].claude_version = (
+                plan.variant(model).get("version") or short_version(version) or None
+            )
             if plan.crowd is not None and plan.crowd.named:
                 cases[-1].name += f" (+{step} distractors)"
         for test in trigger_tests:
@@ -19610,6 +19689,9 @@ def skill_results(
             )
             test_records.append(skill_test_record(result, cost))
             cases[-1].model = test_records[-1].model = model
+            cases[-1].claude_version = (
+                plan.variant(model).get("version") or short_version(version) or None
+            )
             if result.runs and result.runs[0].configuration:
                 cases[-1].configuration = test_records[-1].configuration = result.runs[
                     0
@@ -19650,6 +19732,7 @@ def skill_results(
         len(records),
         outcome,
         claude_version=version,
+        claude_versions=list(dict.fromkeys(v for _, _, v in plan.variants.values())) or None,
         trigger_model=plan.trigger_settings.model,
         test_model=plan.test_settings.model,
         trigger_threshold=plan.threshold,
@@ -19851,6 +19934,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     ):  # made before the write guard looks, so it is not a write outside
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
+    versions = list(dict.fromkeys(v for _, _, v in plan.variants.values()))
     crowd_note = (
         f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
         f"{', '.join(str(s.count) for s in plan.crowd.steps)}"
@@ -19858,7 +19942,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
         else ""
     )
     console.print(
-        f"Claude Code {terminal_text(version)}: {len(jobs)} run(s) of {len(skills)} skill(s)"
+        f"Claude Code {terminal_text(', '.join(versions) if versions else version)}: "
+        f"{len(jobs)} run(s) of {len(skills)} skill(s)"
         f"{crowd_note}, {plan.concurrency} at once",
         highlight=False,
         markup=False,
@@ -21813,6 +21898,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             "--runs auto does not apply to --optimize runs: every candidate is scored on the "
             "same number of runs (give --runs N)"
         )
+    if len(settings.claude_bins) > 1:
+        raise UsageProblem(
+            "--optimize runs one Claude Code version: give --claude-bin once (a version matrix "
+            "is a --skill run)"
+        )
     settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
     task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
     items = stratified_split(task.items, settings.holdout, settings.seed)
@@ -22703,6 +22793,10 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
             raise UsageProblem(
                 f"{flag_of(name)} {twice} is given twice", hint="name each model once"
             )
+    bins = tuple(params.pop("claude_bin", ()) or ())
+    if len(set(bins)) < len(bins):
+        raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")
+    params.update(claude_bin=bins[0] if bins else None, claude_bins=bins)
     for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
         value = params.get(name)
         if isinstance(value, AutoRuns):
