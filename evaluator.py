@@ -8458,13 +8458,15 @@ def prepare_project(
     project: Path,
     skills: Sequence[SkillInfo],
     task: TaskSetup | None,
-    home: Path,
+    home: Path | None = None,
     distractors: Sequence[Distractor] = (),
 ) -> dict:
-    """The skills installed (and the crowd beside them, --distractors), a task's input files
-    copied; the sha256 of every file it starts with."""
+    """The skills installed (and the crowd beside them, --distractors, which need the run's
+    HOME), a task's input files copied; the sha256 of every file it starts with."""
     install_skills(project, skills)
-    install_distractors(project, home, distractors)
+    if distractors:
+        assert home is not None, "distractor skills are installed beside the run's HOME"
+        install_distractors(project, home, distractors)
     before = copy_task_files(project, task.files) if task else {}
     check_project_settings(project)
     return before
@@ -12721,6 +12723,21 @@ async def drive_jobs(
     stopping = asyncio.Event()
     spent = [0.0]
     finisher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="finish-run")
+    # Finished runs waiting for the finisher: a worker goes on to its next job (a run whose
+    # check blocks does not hold the others' slots), until `width` of them wait.
+    finishing_runs: set[asyncio.Future] = set()
+
+    async def wait_for_finishing(most: int) -> None:
+        """Until at most `most` finished runs wait to be scored; a finisher's failure is raised.
+        Shielded: a run that finished is finished (journaled) even when Ctrl-C comes while it
+        waits (whose failure is then the writers' to report)."""
+        while len(finishing_runs) > most:
+            done, _ = await asyncio.shield(
+                asyncio.wait(set(finishing_runs), return_when=asyncio.FIRST_COMPLETED)
+            )
+            finishing_runs.difference_update(done)
+            for finished in done:
+                finished.result()
 
     async def worker(pending: Iterator[Job]) -> None:
         for job in pending:
@@ -12740,13 +12757,12 @@ async def drive_jobs(
                 outcome.not_started += 1
                 continue
             spent[0] += runner.cost(record)
-            # shielded: a run that finished is finished (journaled) even when Ctrl-C comes
-            # while it waits for the finisher (whose failure is then the writers' to report)
             finishing = asyncio.get_running_loop().run_in_executor(
                 finisher, finished_one, job, record
             )
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
-            await asyncio.shield(finishing)
+            finishing_runs.add(finishing)
+            await wait_for_finishing(width)
 
     async def work_through(batch: Sequence[Job]) -> None:
         pending = iter(batch)  # shared by the workers; the event loop is single-threaded
@@ -12754,6 +12770,7 @@ async def drive_jobs(
         workers = [asyncio.ensure_future(worker(pending)) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
+            await wait_for_finishing(0)
         except BaseException:
             for task in workers:
                 task.cancel()

@@ -377,7 +377,7 @@ def test_tool_overrides_change_what_claude_is_shown_and_the_server_still_runs_th
         ({"lookup_receipt": {"description": ""}}, "must be a non-empty string"),
         (
             {"lookup_receipt": {"title": "x"}},
-            "must be an object with description and/or input_schema",
+            "must be an object with description, input_schema and/or arguments",
         ),
         ({"lookup_receipt": {"input_schema": {"type": "string"}}}, "of type object"),
         ([], "must be a JSON object"),

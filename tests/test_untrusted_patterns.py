@@ -288,13 +288,15 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
 ):
     """`save_codes` has forty patterns Python's `re` takes forever on: forty calls, one for each,
     take forty time limits to check. SIGTERM in the middle: the check gives up, the run ends, and
-    every output is written; the calls are reported as not checked. The run `late` finished
-    while that check blocked, and waited its turn to be scored: it is kept too."""
+    every output is written; the calls are reported as not checked. The runs `late` and `last`
+    finished while that check blocked, and waited their turn to be scored: they are kept too."""
     calls = {
         "first": [("save_name", {"name": "ok"})],
         "blocking": [("save_codes", {f"code{i}": ALMOST}) for i in range(40)],
         "late": [("save_name", {"name": "late"})],
-        "last": [("save_name", {"name": "never"})],
+        "last": [("save_name", {"name": "last"})],
+        "maybe": [("save_name", {"name": "maybe"})],
+        "never": [("save_name", {"name": "never"})],
     }
     calling, late_asked = scripted(calls), []
 
@@ -317,11 +319,12 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
     )  # fmt: skip
     try:
         deadline = time.monotonic() + RUN_TIMEOUT
-        while not any(
-            first_prompt(b) == "late" and len(b["messages"]) > 1 for b in api.message_requests
+        while not all(
+            any(first_prompt(b) == name and len(b["messages"]) > 1 for b in api.message_requests)
+            for name in ("late", "last")
         ):
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the run `late` did not finish"
+            assert time.monotonic() < deadline, "the runs `late` and `last` did not finish"
             time.sleep(0.05)
         time.sleep(0.5)  # its conversation is over; the check of `blocking` still blocks
         assert pattern_workers_of(process.pid) and process.poll() is None
@@ -342,9 +345,11 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
         f"save_codes argument check skipped: pattern took longer than {LIMIT} ms",
         "save_codes argument check skipped: the run was stopped",
     ]
-    assert "last" not in reasons
+    # scoring waits its turn, the runs do not, until as many finished runs wait as there are
+    # workers (`late`, `last`, perhaps `maybe`): `never` cannot start
+    assert reasons["last"] == [] and "never" not in reasons
     journal = [json.loads(line) for line in E.journal_path(out).read_text().splitlines()]
-    assert [r["test_name"] for r in journal] == ["first", "blocking", "late"]
+    assert sorted(r["test_name"] for r in journal) == sorted(reasons)
     assert "blocking" in report.read_text()
     assert pattern_workers_of(process.pid) == [] and list(tmp_path.glob(".*.tmp")) == []
 
