@@ -12739,7 +12739,7 @@ async def drive_jobs(
             for finished in done:
                 finished.result()
 
-    async def worker(pending: Iterator[Job]) -> None:
+    async def worker(pending: Iterator[Job], width: int) -> None:
         for job in pending:
             if stopping.is_set():
                 return
@@ -12767,7 +12767,7 @@ async def drive_jobs(
     async def work_through(batch: Sequence[Job]) -> None:
         pending = iter(batch)  # shared by the workers; the event loop is single-threaded
         width = max(1, min(runner_concurrency(runner, settings), len(batch)))
-        workers = [asyncio.ensure_future(worker(pending)) for _ in range(width)]
+        workers = [asyncio.ensure_future(worker(pending, width)) for _ in range(width)]
         try:
             await asyncio.gather(*workers)
             await wait_for_finishing(0)
