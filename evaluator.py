@@ -6930,7 +6930,7 @@ class CachedModel:
         await self.inner.close()
 
 
-def model_client(cache: str | None, **settings: Any) -> Any:
+def model_client(cache: str | None, **settings: Any) -> AnthropicModel | CachedModel:
     """The Anthropic client a run talks to: through --cache when it names a folder."""
     model = AnthropicModel(**settings)
     return CachedModel(model, ResponseCache.open(cache)) if cache else model
@@ -13696,26 +13696,27 @@ class ToolUseRunner:
         sdk_import = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, "anthropic"))
         async with self.connect() as hub:
             await sdk_import
-            self.model = model_client(
-                self.settings.cache,
-                base_url=self.settings.base_url,
-                max_retries=self.settings.max_retries,
-                timeout=self.settings.request_timeout,
-            )
-            if (
-                self.settings.batch
-            ):  # every model call of the run, the judge's too, goes through batches
+            client: dict[str, Any] = {
+                "base_url": self.settings.base_url,
+                "max_retries": self.settings.max_retries,
+                "timeout": self.settings.request_timeout,
+            }
+            model: AnthropicModel | CachedModel | BatchedModel
+            if self.settings.batch:  # every model call of the run, the judge's too, in batches
                 ledger = BatchLedger(
                     batch_ledger_path(self.settings.output) if self.settings.output else None
                 )
-                self.model = BatchedModel(
-                    self.model, ledger, self.settings.max_cost, self.say_batch
+                model = BatchedModel(
+                    AnthropicModel(**client), ledger, self.settings.max_cost, self.say_batch
                 )
+            else:  # --cache never mixes with --batch (refused)
+                model = model_client(self.settings.cache, **client)
+            self.model = model
             self.judge = Judge(self.model, self.settings.judge_model)
             try:
                 yield hub
             finally:
-                await self.model.close()
+                await model.close()
 
     @asynccontextmanager
     async def connect(self) -> Any:
@@ -13950,7 +13951,7 @@ class SkillSuitePlan:
     # are then these labels: every model runs on every version, side by side like a model matrix)
     variants: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
-    def variant(self, label: str) -> dict[str, str]:
+    def variant(self, label: str) -> dict[str, Any]:
         """The ClaudeCliSettings fields of a model (or a version matrix's `model @ version`)."""
         if label not in self.variants:
             return {"model": label}
