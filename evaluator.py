@@ -12718,7 +12718,8 @@ async def drive_jobs(
     is not 10,000 pending tasks). No new job starts once --max-cost is spent, after a fatal API
     error, or after -x's first failing run. A finished run is scored, redacted and journaled
     (`finished_one`) in a thread of its own, one run at a time: that work reads untrusted text,
-    and on the loop it would stall the other runs and the stop signals. With -i auto (`rounds`)
+    and on the loop it would stall the other runs and the stop signals. Its worker goes on to
+    the next job meanwhile (with -x once the run's verdict is known). With -i auto (`rounds`)
     the jobs are released round by round inside the one session."""
     stopping = asyncio.Event()
     spent = [0.0]
@@ -12762,7 +12763,8 @@ async def drive_jobs(
             )
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
             finishing_runs.add(finishing)
-            await wait_for_finishing(width)
+            # -x: whether another run starts depends on this one's verdict, so wait for it
+            await wait_for_finishing(0 if settings.fail_fast else width)
 
     async def work_through(batch: Sequence[Job]) -> None:
         pending = iter(batch)  # shared by the workers; the event loop is single-threaded
