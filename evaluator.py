@@ -16272,6 +16272,17 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
         )
 
 
+def print_cache_saving(console: Console, cache: dict[str, Any] | None) -> None:
+    """--cache: what this run took from the folder, and what that would have cost."""
+    if cache:
+        console.print(
+            f"--cache: {cache['hits']} model call(s) answered from the cache, {cache['misses']} "
+            f"sent; ${cache['saved_usd']:.4f} saved",
+            highlight=False,
+            markup=False,
+        )
+
+
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
@@ -16303,14 +16314,7 @@ def print_summary(console: Console, results: Results) -> None:
             markup=False,
         )
     print_descriptions_shown(console, results.metadata)
-    cache = results.metadata.cache
-    if cache:
-        console.print(
-            f"--cache: {cache['hits']} model call(s) answered from the cache, {cache['misses']} "
-            f"sent; ${cache['saved_usd']:.4f} saved",
-            highlight=False,
-            markup=False,
-        )
+    print_cache_saving(console, results.metadata.cache)
     if results.metadata.auto_runs:
         taken = [c.runs for c in results.cases]
         console.print(
@@ -19195,6 +19199,8 @@ def tool_use_mode(
         print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
+    if mode == "query":  # the summary above says it for a suite
+        print_cache_saving(console, results.metadata.cache)
     return exit_code(results, outcome)
 
 
