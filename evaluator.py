@@ -1881,6 +1881,7 @@ class ClaudeRun(Record):
     judge_cost_usd: float = 0.0
     model: str = ""  # the --model / --trigger-model it ran on, as given to claude
     distractors: int | None = None  # --distractors: how many were installed beside the skills
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
 
     def fired(self, skill: str) -> bool:
         return skill in self.activated_skills
@@ -1968,8 +1969,13 @@ def case_hash(case: TestCase) -> str:
     ]
 
 
+VERSION_MARK = " @ "  # several --claude-bin: a model on one Claude Code version, `haiku @ 2.1.197`
+
+
 def cli_model_id(model: str) -> str:
-    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices."""
+    """Claude Code's aliases (`haiku`, `sonnet`, `opus`) as model ids, for prices; a version
+    matrix's `haiku @ 2.1.197` is its model's."""
+    model = model.split(VERSION_MARK)[0]
     return C.CLAUDE_CODE_ALIASES.get(model, model)
 
 
@@ -2060,6 +2066,7 @@ class CaseResult(Record):
     )
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
     distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
 
 
 class ToolStatsRecord(Record):
@@ -2310,6 +2317,9 @@ class Metadata(Record):
     settings: dict[str, Any] | None = (
         None  # the options that shape the results (what --merge checks and reuses)
     )
+    auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
+    cache: dict[str, Any] | None = None  # --cache: its folder, hits, misses and the cost saved
+    claude_versions: list[str] | None = None  # several --claude-bin: every version, side by side
 
 
 class ToolTimeRecord(Record):
@@ -2955,6 +2965,23 @@ def read_result_lines(path: Path) -> list[RunResult]:
         except (ValueError, RecursionError):  # ValidationError is a ValueError
             continue  # a line from another version: that run happens again
     return found
+
+
+def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
+    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
+    if piece.metadata.results_file:
+        lines = Path(piece.metadata.results_file)
+        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
+        if not lines.exists():
+            raise InputError(
+                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
+                "here",
+                path,
+                1,
+                "put that file where the piece says, or rerun the shard without --summary-only",
+            )
+        return read_result_lines(lines)
+    return list(piece.results)
 
 
 def earlier_results(output: str | Path) -> list[RunResult]:
@@ -4073,6 +4100,84 @@ def filter_by_tags(cases: Sequence[TestCase], tags: Sequence[str]) -> Sequence[T
     chosen = [case for case in cases if wanted & {t.lower() for t in case.tags}]
     if not chosen:
         raise InputError(f"no test has the tag(s) {', '.join(tags)}")
+    return chosen
+
+
+# -k EXPR: pytest's keyword expressions over case names. A word matches a name that holds it (any
+# case); `and`, `or`, `not` and parentheses combine them: `-k "tables and not slow"`.
+KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def name_matcher(expression: str) -> Callable[[str], bool]:
+    """-k EXPR as a predicate on names; a malformed expression is one line."""
+    tokens = KEYWORD_TOKEN.findall(expression)
+    at = [0]
+
+    def problem(what: str) -> InputError:
+        return InputError(
+            f"-k {expression!r}: {what}",
+            hint='words, and / or / not and parentheses, e.g. -k "tables and not slow"',
+        )
+
+    def peek() -> str | None:
+        return tokens[at[0]] if at[0] < len(tokens) else None
+
+    def take() -> str:
+        token = peek()
+        if token is None:
+            raise problem("it ends too soon")
+        at[0] += 1
+        return token
+
+    def either() -> Callable[[str], bool]:
+        parts = [both()]
+        while peek() == "or":
+            take()
+            parts.append(both())
+        return lambda name: any(part(name) for part in parts)
+
+    def both() -> Callable[[str], bool]:
+        parts = [negation()]
+        while peek() == "and":
+            take()
+            parts.append(negation())
+        return lambda name: all(part(name) for part in parts)
+
+    def negation() -> Callable[[str], bool]:
+        if peek() == "not":
+            take()
+            inner = negation()
+            return lambda name: not inner(name)
+        token = take()
+        if token == "(":
+            inner = either()
+            if take() != ")":
+                raise problem("a parenthesis is not closed")
+            return inner
+        if token in (")", "and", "or"):
+            raise problem(f"{token!r} where a word belongs")
+        word = token.lower()
+        return lambda name: word in name.lower()
+
+    if not tokens:
+        raise problem("it is empty")
+    matcher = either()
+    if peek() is not None:
+        raise problem(f"{peek()!r} after a complete expression")
+    return matcher
+
+
+def filter_by_names(cases: Sequence[TestCase], expression: str | None) -> Sequence[TestCase]:
+    """-k: the cases whose names match; none is one line."""
+    if not expression:
+        return cases
+    matches = name_matcher(expression)
+    chosen = [case for case in cases if matches(case.name)]
+    if not chosen:
+        raise InputError(
+            f"-k {expression!r} matches no case",
+            hint="case names: " + ", ".join(c.name for c in itertools.islice(cases, 10)),
+        )
     return chosen
 
 
@@ -8174,6 +8279,129 @@ class AnthropicModel:
         await self.client.close()
 
 
+# ---------------------------------------------------------------------------- --cache: a model response once per exact request
+# Iterating on a suite repeats every model call, even for the cases that did not change. With
+# --cache DIR each answer is kept under the SHA-256 of the exact request (model, system, tools,
+# messages, every parameter) and the sample: the run's iteration, so -i 5 still draws five
+# answers. A request seen before is answered from the folder and costs nothing. Entries are
+# redacted like every other output; a folder is shared by every run that names it.
+CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
+
+
+class ResponseCache:
+    """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
+    (hits, misses, and what the hits would have cost)."""
+
+    opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.hits = self.misses = 0
+        self.saved_usd = 0.0
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(cls, folder: str | Path) -> ResponseCache:
+        path = Path(folder).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise InputError(
+                f"--cache {folder}: not a folder", hint="give a folder (made if missing)"
+            )
+        key = str(path)
+        if key not in cls.opened:
+            path.mkdir(parents=True, exist_ok=True)
+            cls.opened[key] = cls(path)
+        return cls.opened[key]
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.opened.clear()
+
+    @staticmethod
+    def key(request: Any, sample: str) -> str:
+        text = json.dumps({"request": request, "sample": sample}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        try:
+            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return entry if isinstance(entry, dict) and entry.get("format") == C.CACHE_FORMAT else None
+
+    def put(self, key: str, entry: dict) -> None:
+        path = self.path(key)
+        path.parent.mkdir(exist_ok=True)
+        write_json_atomic(path, {"format": C.CACHE_FORMAT, **Redactor.for_run().deep(entry)})
+
+    def counted(self, hit: bool, cost: float = 0.0) -> None:
+        with self.lock:
+            if hit:
+                self.hits += 1
+                self.saved_usd += cost
+            else:
+                self.misses += 1
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "hits": self.hits,
+            "misses": self.misses,
+            "saved_usd": round(self.saved_usd, 6),
+        }
+
+
+class CachedModel:
+    """A model client answered from --cache when it has the exact request (and sample), else by
+    the model, whose answer is kept."""
+
+    def __init__(self, inner: Any, cache: ResponseCache) -> None:
+        self.inner, self.cache = inner, cache
+
+    def __getattr__(self, name: str) -> Any:  # client, limiter: the model's own
+        return getattr(self.inner, name)
+
+    async def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelReply:
+        key = self.cache.key(AnthropicModel.request_params(request), CACHE_SAMPLE.get())
+        found = self.cache.get(key)
+        if found is not None:
+            reply = ModelReply(
+                found["content"], found["stop_reason"], Usage(**found["usage"]), found["model"]
+            )
+            self.cache.counted(True, cost_usd(reply.usage, reply.model))
+            if on_text:
+                on_text(
+                    "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+                )
+            return reply
+        reply = await self.inner.complete(request, on_text)
+        self.cache.counted(False)
+        self.cache.put(
+            key,
+            {
+                "content": reply.content,
+                "stop_reason": reply.stop_reason,
+                "usage": asdict(reply.usage),
+                "model": reply.model,
+            },
+        )
+        return reply
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def model_client(cache: str | None, **settings: Any) -> AnthropicModel | CachedModel:
+    """The Anthropic client a run talks to: through --cache when it names a folder."""
+    model = AnthropicModel(**settings)
+    return CachedModel(model, ResponseCache.open(cache)) if cache else model
+
+
 # ---------------------------------------------------------------------------- --batch: the Message Batches API
 class BatchRequestFailed(Exception):
     """A request of a Message Batch that came back errored, expired or canceled: its run's error."""
@@ -9130,6 +9358,8 @@ class ClaudeCliSettings:
     sandbox: bool = (
         False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
     )
+    label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
+    version: str = ""  # several --claude-bin: this binary's Claude Code version
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -9849,6 +10079,157 @@ def collect_artifacts(
     return records
 
 
+# ---------------------------------------------------------------------------- --cache for Claude Code: a local caching proxy
+# `claude` reaches the model through ANTHROPIC_BASE_URL: with --cache it is this proxy on
+# 127.0.0.1, at a path naming the run's sample (`/sample/3`), so -i N still draws N answers. A
+# POST /v1/messages is answered from the cache when the same request was seen (Claude Code's
+# streaming answer is replayed as the SSE stream it was), else forwarded to the real API and kept.
+# What differs between two runs of one query is left out of the key: the request's `metadata`
+# (a session id) and the run's temporary folder (mkdtemp's 8 random characters in its paths; Claude
+# Code writes its `_` as `-` where it names a project folder after the path).
+RUN_FOLDER_NAME = re.compile(RUN_FOLDER_PREFIX + r"[a-z0-9_-]{8}")
+PROXY_DROPPED_HEADERS = frozenset(
+    {"host", "content-length", "connection", "accept-encoding", "transfer-encoding"}
+)
+
+
+def claude_request_key(path: str, body: bytes, beta: str) -> tuple[Any, str] | None:
+    """What names a Claude Code request in the cache (None: not cacheable), and its sample."""
+    match = re.fullmatch(r"/sample/(\d+)(/v1/messages)(?:\?.*)?", path)
+    if not match:
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    request.pop("metadata", None)
+    normalized = RUN_FOLDER_NAME.sub(RUN_FOLDER_PREFIX + "RUN", json.dumps(request, sort_keys=True))
+    return {"path": match.group(2), "beta": beta, "request": normalized}, match.group(1)
+
+
+def stream_usage(body: bytes, content_type: str) -> tuple[Usage, str]:
+    """The usage and model of a kept answer (JSON, or an SSE stream's message_start and
+    message_delta events): what a hit saved."""
+    if "json" in content_type:
+        try:
+            message = json.loads(body)
+            return Usage.from_api(message.get("usage") or {}), str(message.get("model", ""))
+        except (ValueError, AttributeError):
+            return Usage(), ""
+    usage, model = Usage(), ""
+    for line in body.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            continue
+        if event.get("type") == "message_start":
+            message = event.get("message") or {}
+            usage, model = Usage.from_api(message.get("usage") or {}), str(message.get("model", ""))
+        elif event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
+            usage.output_tokens = int(event["usage"].get("output_tokens") or usage.output_tokens)
+    return usage, model
+
+
+class CachingProxy:
+    """The local proxy `claude` talks to under --cache (see above); started and stopped by the
+    skill runner's session."""
+
+    def __init__(self, cache: ResponseCache, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import httpx
+
+        self.cache, self.upstream = cache, upstream.rstrip("/")
+        self.client = httpx.Client(timeout=C.DEFAULT_REQUEST_TIMEOUT)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                proxy.handle(self)
+
+            def do_GET(self) -> None:
+                proxy.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> CachingProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.client.close()
+
+    def handle(self, handler: Any) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        named = claude_request_key(handler.path, body, handler.headers.get("anthropic-beta", ""))
+        key = self.cache.key(named[0], named[1]) if named and handler.command == "POST" else None
+        found = self.cache.get(key) if key else None
+        if found is not None:
+            data = found["body"].encode("utf-8")
+            usage, model = stream_usage(data, found["content_type"])
+            self.cache.counted(True, cost_usd(usage, model))
+            self.reply(handler, 200, found["content_type"], data)
+            return
+        path = re.sub(r"^/sample/\d+", "", handler.path)
+        headers = {
+            k: v for k, v in handler.headers.items() if k.lower() not in PROXY_DROPPED_HEADERS
+        }
+        try:
+            answer = self.client.request(
+                handler.command, self.upstream + path, headers=headers, content=body
+            )
+        except Exception as exc:  # the API unreachable: claude sees a 502 and reports it
+            self.reply(
+                handler,
+                502,
+                "application/json",
+                json.dumps(
+                    {
+                        "type": "error",
+                        "error": {"type": "api_error", "message": f"--cache proxy: {exc}"},
+                    }
+                ).encode(),
+            )
+            return
+        content_type = answer.headers.get("content-type", "application/json")
+        if key and answer.status_code == 200:
+            self.cache.counted(False)
+            self.cache.put(
+                key,
+                {"content_type": content_type, "body": answer.content.decode("utf-8", "replace")},
+            )
+        self.reply(handler, answer.status_code, content_type, answer.content)
+
+    @staticmethod
+    def reply(handler: Any, status: int, content_type: str, data: bytes) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
 # ---------------------------------------------------------------------------- one `claude -p` run
 @dataclass
 class ClaudeProcess:
@@ -10454,6 +10835,128 @@ def rounded_interval(interval: tuple[float, float]) -> tuple[float, float]:
     return round(low, 4), round(high, 4)
 
 
+# Is a change real? Compare's statistics and the run counts that decide. The exact test and the
+# bootstrap are scipy's (imported when a comparison needs them: no other mode pays for it); the
+# Newcombe interval, Holm's step-down and the textbook sample size are a few lines each on top of
+# the Wilson interval above, where statsmodels would bring pandas and patsy for them.
+def z_for(alpha: float) -> float:
+    """The two-sided normal quantile of a significance level (1.96 for 0.05)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
+def newcombe_interval(
+    old_successes: int, old_runs: int, new_successes: int, new_runs: int, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (his method 10) of new rate − old rate, from the two
+    Wilson intervals: honest for small counts and rates of 0 or 1."""
+    z = z_for(alpha)
+    p1, p2 = old_successes / old_runs, new_successes / new_runs
+    low1, high1 = wilson_interval(old_successes, old_runs, z)
+    low2, high2 = wilson_interval(new_successes, new_runs, z)
+    difference = p2 - p1
+    return (
+        max(-1.0, difference - ((p2 - low2) ** 2 + (high1 - p1) ** 2) ** 0.5),
+        min(1.0, difference + ((high2 - p2) ** 2 + (p1 - low1) ** 2) ** 0.5),
+    )
+
+
+def fisher_p_value(old_successes: int, old_runs: int, new_successes: int, new_runs: int) -> float:
+    """Fisher's exact test, two-sided: the chance of a table at most as likely as this one when
+    both rates are the same (scipy)."""
+    from scipy.stats import fisher_exact
+
+    table = [
+        [old_successes, old_runs - old_successes],
+        [new_successes, new_runs - new_successes],
+    ]
+    return float(fisher_exact(table).pvalue)
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down correction: the i-th smallest of m p-values times (m − i + 1), kept
+    non-decreasing and at most 1. A case is significant when its adjusted p is below alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def runs_to_detect(
+    old_rate: float, new_rate: float, alpha: float = 0.05, power: float = C.PLAN_POWER
+) -> int | None:
+    """Runs per side that detect this difference of two rates with this power (a two-sided test
+    at alpha): the textbook normal-approximation sample size, (z_a·√(2·p̄q̄) + z_b·√(p1q1 + p2q2))²
+    / (p1 − p2)². None when the rates are equal (nothing to detect)."""
+    from statistics import NormalDist
+
+    if abs(old_rate - new_rate) < 1e-12:
+        return None
+    mean = (old_rate + new_rate) / 2
+    z_beta = NormalDist().inv_cdf(power)
+    spread = (
+        z_for(alpha) * (2 * mean * (1 - mean)) ** 0.5
+        + z_beta * (old_rate * (1 - old_rate) + new_rate * (1 - new_rate)) ** 0.5
+    )
+    return max(1, int(-(-(spread**2) // ((old_rate - new_rate) ** 2))))
+
+
+def fewest_deciding_runs(alpha: float) -> int:
+    """The fewest runs per side at which Fisher's exact test can call any change significant:
+    n/n against 0/n has the two-sided p of 2 / C(2n, n)."""
+    from math import comb
+
+    return next(n for n in range(1, 1000) if 2 / comb(2 * n, n) < alpha)
+
+
+def shifted_rate(rate: float, change: float) -> float:
+    """The rate a change of this size moves to: a drop, or a rise when there is no room below."""
+    return rate - change if rate - change >= 0 else min(1.0, rate + change)
+
+
+def detectable_change(
+    rate: float, runs: int, alpha: float = 0.05, power: float = C.PLAN_POWER
+) -> float:
+    """The smallest change from this rate that so many runs per side detect with this power."""
+    low, high = 1e-4, max(rate, 1 - rate)
+    if (runs_to_detect(rate, shifted_rate(rate, high), alpha, power) or 0) > runs:
+        return high
+    for _ in range(40):
+        middle = (low + high) / 2
+        needed = runs_to_detect(rate, shifted_rate(rate, middle), alpha, power) or 0
+        low, high = (low, middle) if needed <= runs else (middle, high)
+    return high
+
+
+def bootstrap_difference(
+    old: Sequence[float], new: Sequence[float], alpha: float = 0.05
+) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of mean(new) − mean(old) (scipy, seeded: the same files
+    give the same interval); None with fewer than two values on a side."""
+    if len(old) < 2 or len(new) < 2:
+        return None
+    import numpy
+    from scipy.stats import bootstrap
+
+    def difference(a: Any, b: Any, axis: int = -1) -> Any:
+        return numpy.mean(b, axis=axis) - numpy.mean(a, axis=axis)
+
+    found = bootstrap(
+        (list(old), list(new)),
+        difference,
+        vectorized=True,
+        paired=False,
+        confidence_level=1 - alpha,
+        n_resamples=C.BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=numpy.random.default_rng(C.BOOTSTRAP_SEED),
+    )
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
+
+
 def pass_at_k(runs: int, successes: int, k: int) -> float:
     """Chance that at least one of k runs drawn from these passes (the unbiased estimator)."""
     from math import comb
@@ -10477,6 +10980,21 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     position = (len(ordered) - 1) * fraction
     low, high = int(position), min(int(position) + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def auto_decided(passes: int, runs: int, cap: int, threshold: float) -> bool:
+    """-i auto: whether a case's verdict is settled: its 95 % Wilson interval lies wholly on one
+    side of the threshold, or no outcome of its remaining runs up to the cap could change it
+    (with --threshold 1 one failed run settles it; a case that keeps passing runs to the cap)."""
+    if runs == 0:
+        return False
+    low, high = wilson_interval(passes, runs, C.AUTO_CONFIDENCE_Z)
+    if low >= threshold or high < threshold - 1e-9:
+        return True
+    remaining = max(0, cap - runs)
+    settled_fail = (passes + remaining) / (runs + remaining) < threshold - 1e-9
+    settled_pass = passes / (runs + remaining) >= threshold - 1e-9
+    return settled_fail or settled_pass or remaining == 0
 
 
 @dataclass(slots=True)
@@ -12972,6 +13490,41 @@ POSITIVE_INT = click.IntRange(min=1)
 POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
 
 
+@dataclass(frozen=True)
+class AutoRuns:
+    """-i auto / --runs auto[:MIN-MAX]: rounds until each case is decided, between MIN and MAX."""
+
+    least: int = C.AUTO_MIN_RUNS
+    most: int = C.AUTO_MAX_RUNS
+
+
+class RunCount(click.ParamType):
+    """-i / --runs: a whole number of runs, or `auto` (`auto:MIN-MAX`): rounds that stop each case
+    once its interval clears the threshold (AutoRuns)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (int, AutoRuns)) and not isinstance(value, bool):
+            return value if isinstance(value, AutoRuns) or value >= 1 else self.fail("at least 1")
+        text = str(value).strip().lower()
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        match = re.fullmatch(r"auto(?::(\d+)-(\d+))?", text)
+        if not match:
+            self.fail(
+                f"{value!r} is not a number of runs (1 or more) nor auto[:MIN-MAX]", param, ctx
+            )
+        least, most = (
+            (int(match.group(1)), int(match.group(2)))
+            if match.group(1)
+            else (C.AUTO_MIN_RUNS, C.AUTO_MAX_RUNS)
+        )
+        if not 1 <= least <= most:
+            self.fail(f"{value!r}: auto:MIN-MAX needs 1 <= MIN <= MAX", param, ctx)
+        return AutoRuns(least, most)
+
+
 def answer_match_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> str | None:
@@ -13048,6 +13601,7 @@ CROWD = "The crowded room (distractors)"
 
 
 HOSTILE = "The hostile room (red team, scan, pins)"
+STATISTICS = "Is the change real? (compare, plan)"
 
 
 OPTIONS: list[Option] = [
@@ -13172,10 +13726,12 @@ OPTIONS: list[Option] = [
         RUNNING,
         "-i",
         "--iterations",
-        type=POSITIVE_INT,
+        type=RunCount(),
         default=C.DEFAULT_ITERATIONS,
         show_default=True,
-        help="Run every case this many times.",
+        help="Run every case this many times; auto (auto:MIN-MAX, default "
+        f"{C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}): in rounds, each case stopping once its 95% "
+        "interval clears --threshold (or at MAX).",
     ),
     option(
         RUNNING,
@@ -13517,9 +14073,9 @@ OPTIONS: list[Option] = [
     option(
         SKILLS,
         "--runs",
-        type=POSITIVE_INT,
+        type=RunCount(),
         help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
-        "and 1 for other tests).",
+        "and 1 for other tests); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
     ),
     option(
         SKILLS,
@@ -13532,8 +14088,10 @@ OPTIONS: list[Option] = [
         SKILLS,
         "--claude-bin",
         path=True,
+        multiple=True,
         metavar="PATH",
-        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude).",
+        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude). "
+        "Repeatable: every query runs on every version, side by side (a version matrix).",
     ),
     option(
         SKILLS,
@@ -13735,6 +14293,77 @@ OPTIONS: list[Option] = [
 ]
 
 
+OPTIONS += [
+    option(
+        RUNNING,
+        "-k",
+        "--keyword",
+        metavar="EXPR",
+        help="Only the cases whose names match, pytest-style: words (a name holding it), and, "
+        'or, not, parentheses (e.g. -k "tables and not slow").',
+    ),
+    option(
+        RUNNING,
+        "-x",
+        "--fail-fast",
+        is_flag=True,
+        help="Stop starting runs at the first run that fails (the rest are not started; "
+        "--resume does them).",
+    ),
+    option(
+        RUNNING,
+        "--rerun-failed",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="Run again only the cases that failed or errored in this results file; its passing "
+        "cases' runs are kept, and -o gets the whole document.",
+    ),
+    option(
+        RUNNING,
+        "--cache",
+        type=click.Path(),
+        metavar="DIR",
+        help="Keep every model answer in DIR under a hash of the exact request and the run's "
+        "iteration: a rerun pays only for requests not seen before (Claude Code runs too, "
+        "through a local caching proxy); says what it saved. Not with --batch.",
+    ),
+    option(
+        STATISTICS,
+        "--plan",
+        is_flag=True,
+        help="Say how many runs per case detect a change worth detecting (--detect) with 80% "
+        "power: from a results file's pass rates (--from) or an assumed one (--rate) "
+        "(verb: plan).",
+    ),
+    option(
+        STATISTICS,
+        "--detect",
+        type=FiniteFloat(0, 100, min_open=True),
+        default=C.DEFAULT_DETECT_POINTS,
+        show_default=True,
+        metavar="POINTS",
+        help="plan: the smallest change in a pass rate worth detecting, in percentage points.",
+    ),
+    option(
+        STATISTICS,
+        "--rate",
+        type=FiniteFloat(0, 1),
+        metavar="RATE",
+        help=f"plan without a results file: the pass rate assumed for every case (default "
+        f"{C.PLAN_ASSUMED_RATE:g}).",
+    ),
+    option(
+        STATISTICS,
+        "--alpha",
+        type=FiniteFloat(0, 0.5, min_open=True),
+        default=C.DEFAULT_ALPHA,
+        show_default=True,
+        help="compare: a case is a regression or a fix only when its change is significant at "
+        "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level.",
+    ),
+]
+
+
 def option_named(name: str) -> Option | None:
     return next((o for o in OPTIONS if o.name == name), None)
 
@@ -13763,6 +14392,10 @@ PROJECT_NOT_OPTIONS = frozenset(
         "generate_tests",
         "force",
         "generate_count",
+        "plan",
+        "detect",
+        "rate",
+        "alpha",
     }
 )
 
@@ -13774,6 +14407,8 @@ def project_value_type(option: Option) -> Any:
         return bool
     if isinstance(kind, click.Choice):
         base: Any = Literal[tuple(kind.choices)]  # type: ignore[misc]
+    elif isinstance(kind, RunCount):
+        base = int | str  # a number of runs, or auto[:MIN-MAX]
     elif isinstance(kind, click.IntRange) or kind is int:
         base = int
     elif isinstance(kind, click.FloatRange) or kind is float:
@@ -13834,6 +14469,15 @@ class Settings:
     schema_of: str = "results"  # schema: the results file's schema, or the project file's
     optimize: bool = False  # --optimize: the description optimizer
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
+    alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
+    keyword: str | None = None  # -k EXPR: only the cases whose names match
+    cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
+    fail_fast: bool = False  # -x: no run starts after the first failing one
+    rerun_failed: str | None = None  # only the failing cases of this results file run again
+    auto_runs: tuple[int, int] | None = None  # -i auto / --runs auto: (least, most) runs a case
+    plan: bool = False  # plan: the runs per case that detect a change of --detect points
+    detect: float = C.DEFAULT_DETECT_POINTS
+    rate: float | None = None  # plan without a results file: the pass rate assumed
     # who answers Claude
     interactive: bool = False
     simulate_user: str | None = None
@@ -13891,7 +14535,8 @@ class Settings:
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
     min_trigger_score: float | None = None
-    claude_bin: str | None = None
+    claude_bin: str | None = None  # the first --claude-bin
+    claude_bins: tuple[str, ...] = ()  # every --claude-bin: several are a version matrix
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
     unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
@@ -13933,11 +14578,13 @@ class Settings:
             object.__setattr__(self, "models", (self.model,))
         if not self.trigger_models:
             object.__setattr__(self, "trigger_models", (self.trigger_model,))
+        if not self.claude_bins and self.claude_bin:
+            object.__setattr__(self, "claude_bins", (self.claude_bin,))
 
     @property
     def matrix(self) -> bool:
-        """Whether more than one model runs the suite (a tool-use model or a trigger model)."""
-        return len(self.models) > 1 or len(self.trigger_models) > 1
+        """Whether more than one model (or Claude Code version) runs the suite."""
+        return len(self.models) > 1 or len(self.trigger_models) > 1 or len(self.claude_bins) > 1
 
     def run_settings(self) -> RunSettings:
         """What the conversation engine needs of these settings."""
@@ -13988,6 +14635,9 @@ class Job:
     # Case (or query) name, iteration and model; the key when not given.
     identity: tuple = ()
     ordinal: int = 0  # its place among this invocation's jobs (the pipeline numbers them)
+    # -i auto: the case (with its model) the run is one run of, and which run of it it is
+    case: tuple = ()
+    iteration: int = 0
 
 
 class Runner(Protocol):
@@ -14133,6 +14783,8 @@ class PipelineOutcome:
     summary_only: bool = False
     suite_hash: str = ""  # every job of the suite (all shards): what --merge checks pieces against
     under_way: dict[tuple, Job] = field(default_factory=dict)  # started, not finished (Ctrl-C)
+    stopped_early: str = ""  # -x: the failing run that stopped it
+    runs_taken: dict[tuple, int] = field(default_factory=dict)  # -i auto: case -> runs it took
 
     def results(self, to_result: Callable[[Any], RunResult]) -> Iterator[RunResult]:
         """Every run's results record in job order: the spooled lines after a run, else each
@@ -14350,6 +15002,61 @@ def jobs_to_run(runner: Runner, settings: Settings) -> list[Job]:
     return [job for job in pipeline_jobs(runner, settings) if not reusable(job, earlier, settings)]
 
 
+def verdict_passed(verdict: Any) -> bool | None:
+    """A run's verdict as a mode's scorer gives it (a Verdict, a bool, or None: none)."""
+    return verdict if isinstance(verdict, bool) or verdict is None else bool(verdict.passed)
+
+
+class AutoRounds:
+    """-i auto / --runs auto: every run up to the cap is a job from the start (their keys, the
+    journal, --resume and --max-cost are as for -i N), but the pipeline releases them in rounds:
+    the first round runs every case's first `least` runs, each later round one more run of every
+    case not yet decided (auto_decided). The jobs are read on the first round (inside the
+    runner's session); runs kept from an earlier run are told as `finished` and count as done."""
+
+    def __init__(self, jobs: Iterable[Job], least: int, threshold: float) -> None:
+        self.jobs, self.least, self.threshold = jobs, least, threshold
+        self.by_case: dict[tuple, list[Job]] = {}
+        self.tally: dict[tuple, list[int]] = {}
+        self.done: set[tuple] = set()
+        self.decided: dict[tuple, int] = {}  # case -> the runs it took
+        self.read = False
+
+    def kept(self, job: Job, passed: bool | None) -> None:
+        """A run an earlier run gave (never among `jobs`): one of its case's, done."""
+        self.by_case.setdefault(job.case, []).append(job)
+        self.finished(job, passed)
+
+    def finished(self, job: Job, passed: bool | None) -> None:
+        self.done.add(job.key)
+        tally = self.tally.setdefault(job.case, [0, 0])
+        tally[0] += bool(passed)
+        tally[1] += 1
+
+    def next_round(self) -> list[Job]:
+        if not self.read:
+            self.read = True
+            for job in self.jobs:
+                self.by_case.setdefault(job.case, []).append(job)
+            for case_jobs in self.by_case.values():
+                case_jobs.sort(key=lambda j: j.iteration)
+        released = []
+        for case, jobs in self.by_case.items():
+            if case in self.decided:
+                continue
+            passes, runs = self.tally.get(case, [0, 0])
+            cap = len(jobs)
+            if runs >= self.least and auto_decided(passes, runs, cap, self.threshold):
+                self.decided[case] = runs
+                continue
+            left = [job for job in jobs if job.key not in self.done]
+            if not left:
+                self.decided[case] = runs
+                continue
+            released += left[: max(1, self.least - runs)]
+        return released
+
+
 def runner_concurrency(runner: Runner, settings: Settings) -> int:
     return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
 
@@ -14361,24 +15068,28 @@ async def drive_jobs(
     finished_one: Callable[[Job, Any], None],
     outcome: PipelineOutcome,
     count: int | None = None,
+    rounds: AutoRounds | None = None,
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool over a generator: a
     10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
-    starts once --max-cost is spent, or after a fatal API error. `count`: how many jobs there are,
-    when `jobs` cannot say (no more workers than jobs). A finished run is scored, redacted and
-    journaled (`finished_one`) in a finisher thread before its worker goes on (kill -9 loses no
-    run that finished): that work reads untrusted text (a server's patterns), and on the loop it
-    would stall the other runs and the stop signals. A finisher per worker: a check that blocks
-    holds up its own worker only."""
-    pending = iter(jobs)  # shared by the workers; the event loop is single-threaded
+    starts once --max-cost is spent, after a fatal API error, or after -x's first failing run.
+    `count`: how many jobs there are, when `jobs` cannot say (no more workers than jobs). A
+    finished run is scored, redacted and journaled (`finished_one`) in a finisher thread before
+    its worker goes on (kill -9 loses no run that finished; -x knows its verdict before the
+    worker starts another): that work reads untrusted text (a server's patterns), and on the
+    loop it would stall the other runs and the stop signals. A finisher per worker: a check that
+    blocks holds up its own worker only. With -i auto (`rounds`) the jobs are released round by
+    round inside the one session."""
     stopping = asyncio.Event()
     spent = [0.0]
 
-    async def worker() -> None:
+    async def worker(pending: Iterator[Job]) -> None:
         for job in pending:
             if stopping.is_set():
                 return
-            if settings.max_cost is not None and spent[0] >= settings.max_cost:
+            if outcome.stopped_early or (
+                settings.max_cost is not None and spent[0] >= settings.max_cost
+            ):
                 outcome.not_started += 1
                 continue
             outcome.under_way[job.key] = job
@@ -14401,16 +15112,10 @@ async def drive_jobs(
             finishing.add_done_callback(lambda done: done.cancelled() or done.exception())
             await asyncio.shield(finishing)
 
-    async with runner.session():
-        started = (
-            time.perf_counter()
-        )  # the suite's wall time: first run started -> last one finished
-        known = len(jobs) if isinstance(jobs, Sequence) else count
-        width = max(
-            1, min(runner_concurrency(runner, settings), known if known is not None else 1 << 30)
-        )
-        finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
-        workers = [asyncio.ensure_future(worker()) for _ in range(width)]
+    async def work_through(batch: Iterable[Job]) -> None:
+        pending = iter(batch)  # shared by the workers; the event loop is single-threaded
+        known = len(batch) if isinstance(batch, Sequence) else count
+        workers = [asyncio.ensure_future(worker(pending)) for _ in range(workers_for(known))]
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -14418,6 +15123,24 @@ async def drive_jobs(
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+
+    def workers_for(known: int | None) -> int:
+        most = runner_concurrency(runner, settings)
+        return max(1, min(most, known if known is not None else most))
+
+    async with runner.session():
+        started = (
+            time.perf_counter()
+        )  # the suite's wall time: first run started -> last one finished
+        width = workers_for(len(jobs) if isinstance(jobs, Sequence) else count)
+        finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
+        try:
+            batch = jobs if rounds is None else rounds.next_round()
+            while batch:
+                await work_through(batch)
+                if rounds is None or stopping.is_set() or outcome.stopped_early:
+                    break
+                batch = rounds.next_round()
         finally:
             finisher.shutdown(wait=True)  # a run being finished is journaled before the loop ends
             outcome.wall_time_s += time.perf_counter() - started
@@ -14432,13 +15155,62 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Setti
             soft_wrap=True,
             highlight=False,
         )
-    if outcome.not_started:
+    if outcome.stopped_early:
+        console.print(
+            f"[yellow]stopped at the first failing run (-x)[/yellow]: "
+            f"{escape_markup(outcome.stopped_early)}; {outcome.not_started} run(s) not started"
+            + ("; rerun with --resume to do them" if outcome.journal else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif outcome.not_started:
         console.print(
             f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
             f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
             highlight=False,
             soft_wrap=True,
         )
+
+
+def auto_threshold(settings: Settings) -> float:
+    """The pass rate -i auto decides against: --threshold, or (skill runs, --runs auto) the
+    trigger threshold, at which a query or test counts as passing."""
+    return settings.trigger_threshold if settings.skill else settings.threshold
+
+
+def failing_case_names(document: ResultsDocument) -> set[str]:
+    """The cases of a results file that failed or errored, by name (and label, in a matrix)."""
+    return {
+        name
+        for case in document.cases
+        if not case.passed or case.error
+        for name in (case.name, f"{case.name} ({case.model})", case.prompt)
+    }
+
+
+def result_names(result: RunResult) -> set[str]:
+    """The names a run's case goes by in a results file's cases."""
+    if isinstance(result, ToolRunResult):
+        return {result.test_name, f"{result.test_name} ({result.model})"}
+    names = {result.test, result.query}
+    if result.configuration:
+        names.add(f"{result.test} [{result.configuration}]")
+    return names
+
+
+def passing_runs_of(path: str) -> list[RunResult]:
+    """--rerun-failed: the runs of a results file's passing cases (kept as they are), so only the
+    cases that failed or errored there run again, and the document is whole again."""
+    document = read_results_document(path)
+    runs = merged_piece_runs(path, document)
+    failing = failing_case_names(document)
+    if not failing:
+        raise InputError(
+            "no case failed or errored in this results file: nothing to rerun",
+            path,
+            1,
+        )
+    return [r for r in runs if not (result_names(r) & failing) and not getattr(r, "error", None)]
 
 
 def run_pipeline(
@@ -14448,20 +15220,31 @@ def run_pipeline(
     on_record: Callable[[Any], None] | None = None,
     on_count: Callable[[int], None] | None = None,
     earlier: Sequence[RunResult] | None = None,
+    verdict: Callable[[Any], Any] | None = None,
 ) -> PipelineOutcome:
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
-    `earlier` results do not hold), journaling each record as it finishes; Ctrl-C keeps
-    everything finished so far, and the runs under way. With --shard only this shard's runs;
-    with --merge the pieces' runs are replayed, nothing runs. Nothing is held per run: each goes
-    to the journal and to the run spool the scorers and writers read back (see RunStream); the
-    jobs are made as the workers reach them."""
+    `earlier` results do not hold, or --rerun-failed's passing cases), journaling each record as
+    it finishes; Ctrl-C keeps everything finished so far, and the runs under way. With --shard
+    only this shard's runs; with --merge the pieces' runs are replayed, nothing runs. Nothing is
+    held per run: each goes to the journal and to the run spool the scorers and writers read
+    back (see RunStream); the jobs are made as the workers reach them. `verdict` (a run's
+    verdict) lets -x stop at the first failing run and -i auto decide its rounds."""
     if settings.merge:
         return replay_pipeline(runner, settings)
+    if settings.rerun_failed and earlier is None:
+        earlier = passing_runs_of(settings.rerun_failed)
     kept_results = earlier_runs(runner, settings, earlier)
     survey = survey_jobs(runner, settings, kept_results)
     if on_count:
         on_count(survey.jobs)
-    if survey.kept:
+    if settings.rerun_failed:
+        console.print(
+            f"--rerun-failed: {survey.kept} run(s) of passing cases kept from "
+            f"{settings.rerun_failed}, {survey.jobs - survey.kept} to run",
+            highlight=False,
+            markup=False,
+        )
+    elif survey.kept:
         console.print(
             f"resuming: {survey.kept} run(s) kept from the earlier run, "
             f"{survey.jobs - survey.kept} to run"
@@ -14476,11 +15259,15 @@ def run_pipeline(
             for job in pipeline_jobs(runner, settings)
             if (result := reusable(job, kept_results, settings))
         )
-        if survey.kept
+        if survey.kept and not settings.rerun_failed  # --rerun-failed: the file is theirs
         else ()
     )
     journal = ResultJournal(journal_path(settings.output), kept) if settings.output else None
     spool = RunSpool(survey.jobs)
+    judged = verdict if verdict is not None and (settings.fail_fast or settings.auto_runs) else None
+
+    def passed(record: Any) -> bool | None:
+        return verdict_passed(judged(record)) if judged is not None else None
 
     def todo() -> Iterator[Job]:
         """This invocation's jobs as the workers take them (inside the runner's session): a run
@@ -14488,24 +15275,35 @@ def run_pipeline(
         for job in pipeline_jobs(runner, settings):
             result = reusable(job, kept_results, settings) if kept_results else None
             if result is not None:
-                spool.put(
-                    job.ordinal, results_line(runner.to_result(runner.from_result(job, result)))
-                )
+                record = runner.from_result(job, result)
+                spool.put(job.ordinal, results_line(runner.to_result(record)))
+                if rounds is not None:
+                    rounds.kept(job, passed(record))
                 continue
             yield job
 
+    rounds = (
+        AutoRounds(todo(), settings.auto_runs[0], auto_threshold(settings))
+        if settings.auto_runs and judged is not None
+        else None
+    )
     keeping = threading.Lock()  # finishers run side by side; the files take a run at a time
 
     def finished_one(job: Job, record: Any) -> None:
         result = runner.to_result(record)  # scored on the run as it was
         line = results_line(result)
         redacted = results_line(runner.redactor.deep(result)) if journal else ""
+        verdict_of_run = passed(record)
         with keeping:  # the spool: a private temporary file; the journal: redacted
             if journal:
                 journal.append(redacted)
             spool.put(job.ordinal, line)
             if on_record:
                 on_record(record)
+            if rounds is not None:
+                rounds.finished(job, verdict_of_run)
+            if settings.fail_fast and verdict_of_run is False and not outcome.stopped_early:
+                outcome.stopped_early = " ".join(str(part) for part in job.identity[:2])
 
     outcome = PipelineOutcome(
         RunStream(runner, lambda: pipeline_jobs(runner, settings), spool),
@@ -14518,16 +15316,18 @@ def run_pipeline(
     # the cyclic collector leaves it alone, instead of walking half a million objects in a pause
     # of 0.2-0.5 s in the middle of the runs.
     gc.freeze()
+    to_run = survey.jobs - survey.kept
     try:
-        run_async(
-            drive_jobs(runner, todo(), settings, finished_one, outcome, survey.jobs - survey.kept)
-        )
+        jobs = todo() if rounds is None else ()  # -i auto: the rounds read them
+        run_async(drive_jobs(runner, jobs, settings, finished_one, outcome, to_run, rounds))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
         if journal:
             journal.close(remove=False)  # whatever stopped the run, --resume can pick up from here
         raise
+    if rounds is not None:
+        outcome.runs_taken = dict(rounds.decided)
     if outcome.interrupted:
         for key, record in runner.under_way():
             job = outcome.under_way.get(key)
@@ -14686,6 +15486,8 @@ class Judge:
         return dict(grade), usage
 
     async def _call(self, request: ModelRequest) -> tuple[dict, Usage]:
+        # --cache: a grade is one per exact request, like this judge's own cache (not per run)
+        CACHE_SAMPLE.set("judge")
         self.calls += 1
         try:
             reply = await self.model.complete(request)
@@ -14951,6 +15753,24 @@ def print_estimate(console: Console, estimate: CostEstimate) -> None:
         f"  runs: {estimate.runs}{' · ' + estimate.detail if estimate.detail else ''}\n"
         f"  model calls: about {estimate.calls_expected:,} (at most {estimate.calls_max:,})\n"
         + "\n".join(costs),
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def print_run_plan(console: Console, runs: int, most: int | None = None) -> None:
+    """--dry-run: what the run it would make can detect (from the assumed pass rate), and the runs
+    per case a change of the default size needs; `most`: -i auto's cap."""
+    rate, change = C.PLAN_ASSUMED_RATE, C.DEFAULT_DETECT_POINTS / 100
+    shown = f"{runs}–{most} (-i auto)" if most else str(runs)
+    detects = detectable_change(rate, most or runs)
+    needed = runs_to_detect(rate, shifted_rate(rate, change))
+    console.print(
+        f"  plan: {shown} run(s) per case detect a change of {detects * 100:.0f} points from a "
+        f"{rate:.0%} pass rate ({C.PLAN_POWER:.0%} power, alpha {C.DEFAULT_ALPHA:g}); "
+        f"{C.DEFAULT_DETECT_POINTS:g} points need {needed} run(s) per case (plan RESULTS.json: "
+        "from your cases' own rates)",
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -15255,7 +16075,11 @@ class ToolUseRunner:
             for model in self.settings.models:
                 for i in range(1, self.settings.iterations + 1):
                     yield Job(
-                        (case.name, i, definition, model), (case, i, model), (case.name, i, model)
+                        (case.name, i, definition, model),
+                        (case, i, model),
+                        (case.name, i, model),
+                        case=(case.name, model),
+                        iteration=i,
                     )
 
     @asynccontextmanager
@@ -15263,25 +16087,27 @@ class ToolUseRunner:
         """The servers open even when nothing is left to run: scoring needs their tool schemas.
         The SDKs were imported while the servers started (import_sdks)."""
         async with self.connect() as hub:
-            self.model = AnthropicModel(
-                base_url=self.settings.base_url,
-                max_retries=self.settings.max_retries,
-                timeout=self.settings.request_timeout,
-            )
-            if (
-                self.settings.batch
-            ):  # every model call of the run, the judge's too, goes through batches
+            client: dict[str, Any] = {
+                "base_url": self.settings.base_url,
+                "max_retries": self.settings.max_retries,
+                "timeout": self.settings.request_timeout,
+            }
+            model: AnthropicModel | CachedModel | BatchedModel
+            if self.settings.batch:  # every model call of the run, the judge's too, in batches
                 ledger = BatchLedger(
                     batch_ledger_path(self.settings.output) if self.settings.output else None
                 )
-                self.model = BatchedModel(
-                    self.model, ledger, self.settings.max_cost, self.say_batch
+                model = BatchedModel(
+                    AnthropicModel(**client), ledger, self.settings.max_cost, self.say_batch
                 )
+            else:  # --cache never mixes with --batch (refused)
+                model = model_client(self.settings.cache, **client)
+            self.model = model
             self.judge = Judge(self.model, self.settings.judge_model)
             try:
                 yield hub
             finally:
-                await self.model.close()
+                await model.close()
 
     @asynccontextmanager
     async def connect(self) -> Any:
@@ -15354,6 +16180,7 @@ class ToolUseRunner:
         if self.model is None or self.hub is None:  # session() sets them; every run is inside it
             raise RuntimeError("a tool-use run outside its runner's session")
         case, iteration, model = job.payload
+        CACHE_SAMPLE.set(str(iteration))  # --cache: each iteration its own sample
         run_settings = (
             self.run_settings
             if model == self.run_settings.model
@@ -15535,6 +16362,17 @@ class SkillSuitePlan:
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
     ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
+    cache: str | None = None  # --cache DIR: claude reaches the model through a caching proxy
+    # several --claude-bin: `model @ version` -> its model, binary and version (the models above
+    # are then these labels: every model runs on every version, side by side like a model matrix)
+    variants: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    def variant(self, label: str) -> dict[str, Any]:
+        """The ClaudeCliSettings fields of a model (or a version matrix's `model @ version`)."""
+        if label not in self.variants:
+            return {"model": label}
+        model, binary, version = self.variants[label]
+        return {"model": model, "binary": binary, "label": label, "version": version}
 
     @property
     def sandboxed(self) -> bool:
@@ -15680,6 +16518,7 @@ class SkillRunner:
         self.judge_client: Any = None
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
         self.changed_elsewhere: list[str] = []
+        self.proxy: CachingProxy | None = None  # --cache: started by session()
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
 
@@ -15714,8 +16553,8 @@ class SkillRunner:
         settings = replace(
             self.plan.test_settings,
             timeout=test.timeout,
-            model=model,
             allow_tools=self.plan.allow_tools,
+            **self.plan.variant(model),
             sandbox=self.plan.sandboxed,
         )
         jobs = []
@@ -15728,6 +16567,8 @@ class SkillRunner:
                         (test.name, test.prompt, i, fingerprint, configuration, model),
                         (test.name, test.prompt, settings, i, (test, configuration)),
                         (test.name, i, model, configuration),
+                        case=(test.name, model, configuration),
+                        iteration=i,
                     )
                 )
         return jobs
@@ -15737,12 +16578,16 @@ class SkillRunner:
         jobs = []
         for query, runs, timeout in self.plan.trigger_jobs():
             for model in self.plan.trigger_models:
-                settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                settings = replace(
+                    self.plan.trigger_settings, timeout=timeout, **self.plan.variant(model)
+                )
                 jobs += [
                     Job(
                         ("trigger", query, i, self.fingerprint, model),
                         ("trigger", query, settings, i),
                         ("trigger", query, i, model),
+                        case=("trigger", query, model),
+                        iteration=i,
                     )
                     for i in range(1, runs + 1)
                 ]
@@ -15751,12 +16596,16 @@ class SkillRunner:
                 if test.is_task:
                     jobs += self.task_jobs(test, model)
                     continue
-                settings = replace(self.plan.test_settings, timeout=test.timeout, model=model)
+                settings = replace(
+                    self.plan.test_settings, timeout=test.timeout, **self.plan.variant(model)
+                )
                 jobs += [
                     Job(
                         (test.name, test.prompt, i, self.fingerprint, model),
                         (test.name, test.prompt, settings, i),
                         (test.name, i, model),
+                        case=(test.name, model),
+                        iteration=i,
                     )
                     for i in range(1, self.plan.test_runs(test) + 1)
                 ]
@@ -15769,11 +16618,22 @@ class SkillRunner:
         runs' only when one could have made it; else it is another program's, and a warning."""
         guard = self.new_guard()
         graded = any(t.expectations for t in self.plan.task_tests)
+        proxy = (
+            CachingProxy(
+                ResponseCache.open(self.plan.cache), model_api_url(self.plan.test_settings.base_url)
+            )
+            if self.plan.cache
+            else None
+        )
         try:
+            if proxy is not None:
+                self.proxy = proxy.__enter__()
             if (
                 graded
             ):  # task evals' expectations: the judge, through the API like every other judge call
-                self.judge_client = AnthropicModel(base_url=self.plan.test_settings.base_url)
+                self.judge_client = model_client(
+                    self.plan.cache, base_url=self.plan.test_settings.base_url
+                )
                 self.judge = Judge(self.judge_client, self.plan.judge_model)
             yield guard
         finally:
@@ -15784,12 +16644,24 @@ class SkillRunner:
                 self.outside_writes = changes
             if self.judge_client is not None:
                 await self.judge_client.close()
+            if proxy is not None:
+                proxy.__exit__(None, None, None)
+                self.proxy = None
+
+    def through_cache(self, settings: ClaudeCliSettings, run: int) -> ClaudeCliSettings:
+        """--cache: the run's claude reaches the model through the caching proxy, as sample `run`."""
+        if self.proxy is None:
+            return settings
+        return replace(settings, base_url=f"{self.proxy.url}/sample/{run}")
 
     async def run(self, job: Job) -> ClaudeRun:
         label, query, settings, run, *more = job.payload
+        settings = self.through_cache(settings, run)
+        CACHE_SAMPLE.set(str(run))  # the judge's calls of this run: its sample
         if not more:
             record = await run_claude_query(query, self.plan.skills, settings, run)
-            record.test, record.model = label, settings.model
+            record.test, record.model = label, settings.label or settings.model
+            record.claude_version = settings.version or None
             return record
         test, configuration = more[0]
         artifacts = (
@@ -15807,7 +16679,12 @@ class SkillRunner:
         record = await run_claude_query(
             query, self.plan.skills_for(test, configuration), settings, run, setup
         )
-        record.test, record.model, record.configuration = label, settings.model, configuration
+        record.test, record.model, record.configuration = (
+            label,
+            settings.label or settings.model,
+            configuration,
+        )
+        record.claude_version = settings.version or None
         if test.expectations and self.judge is not None:
             record.expectations, cost = await grade_expectations(self.judge, test, record)
             record.judge_cost_usd = round(cost, 6)
@@ -16484,7 +17361,9 @@ class CrowdedSkillRunner(SkillRunner):
             key = self.step_fingerprints[step.count]
             for query, runs, timeout in self.plan.trigger_jobs():
                 for model in self.plan.trigger_models:
-                    settings = replace(self.plan.trigger_settings, timeout=timeout, model=model)
+                    settings = replace(
+                        self.plan.trigger_settings, timeout=timeout, **self.plan.variant(model)
+                    )
                     crowded += [
                         Job(
                             ("trigger", query, i, key, model),
@@ -16501,9 +17380,17 @@ class CrowdedSkillRunner(SkillRunner):
             return await super().run(job)
         step = more[0]
         record = await run_claude_query(
-            query, self.plan.skills, settings, run, distractors=step.installed
+            query,
+            self.plan.skills,
+            self.through_cache(settings, run),
+            run,
+            distractors=step.installed,
         )
-        record.test, record.model, record.distractors = label, settings.model, step.count
+        record.test, record.model, record.distractors = (
+            label,
+            settings.label or settings.model,
+            step.count,
+        )
         return record
 
     def result_fingerprint(self, record: ClaudeRun) -> str:
@@ -17405,6 +18292,8 @@ def make_metadata(
         interrupted=outcome.interrupted,
         threshold=settings.threshold,
         batch_api=settings.batch,
+        auto_runs=list(settings.auto_runs) if settings.auto_runs else None,
+        cache=ResponseCache.open(settings.cache).record() if settings.cache else None,
         results_file=str(results_lines_path(settings.output))
         if settings.summary_only and settings.output
         else None,
@@ -18212,6 +19101,17 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
         )
 
 
+def print_cache_saving(console: Console, cache: dict[str, Any] | None) -> None:
+    """--cache: what this run took from the folder, and what that would have cost."""
+    if cache:
+        console.print(
+            f"--cache: {cache['hits']} model call(s) answered from the cache, {cache['misses']} "
+            f"sent; ${cache['saved_usd']:.4f} saved",
+            highlight=False,
+            markup=False,
+        )
+
+
 def print_summary(console: Console, results: Results) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
     own tables, then one line of totals and the verdict."""
@@ -18241,6 +19141,17 @@ def print_summary(console: Console, results: Results) -> None:
             markup=False,
         )
     print_descriptions_shown(console, results.metadata)
+    print_cache_saving(console, results.metadata.cache)
+    if results.metadata.auto_runs:
+        taken = [c.runs for c in results.cases]
+        console.print(
+            f"-i auto: {min(taken, default=0)}–{max(taken, default=0)} run(s) per case "
+            f"(between {results.metadata.auto_runs[0]} and the cap of "
+            f"{results.metadata.auto_runs[1]}); {sum(t >= results.metadata.auto_runs[1] for t in taken)} "
+            "case(s) ran to the cap",
+            highlight=False,
+            markup=False,
+        )
     console.print(
         f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
         f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
@@ -18485,17 +19396,145 @@ class LiveConversationView(ConversationObserver):
 
 
 # ---------------------------------------------------------------------------- comparing result files
+# A case is a regression or a fix only when the change in its pass rate is significant: Fisher's
+# exact test on its runs, Holm-corrected across the cases compared, at --alpha. A change that is
+# not is "within noise", with the runs per side that would decide a change of its size.
+def confidence_label(alpha: float) -> str:
+    return f"{(1 - alpha) * 100:g}%"
+
+
+@dataclass
+class RateChange:
+    """One rate in the old file and the new: the difference (new − old), its Newcombe interval
+    and the exact test's p-value (Holm-adjusted across the cases, for a case)."""
+
+    label: str
+    old_successes: int
+    old_runs: int
+    new_successes: int
+    new_runs: int
+    alpha: float = C.DEFAULT_ALPHA
+    adjusted_p: float | None = None
+
+    @property
+    def old_rate(self) -> float:
+        return self.old_successes / self.old_runs
+
+    @property
+    def new_rate(self) -> float:
+        return self.new_successes / self.new_runs
+
+    @property
+    def difference(self) -> float:
+        return self.new_rate - self.old_rate
+
+    @functools.cached_property
+    def interval(self) -> tuple[float, float]:
+        return newcombe_interval(
+            self.old_successes, self.old_runs, self.new_successes, self.new_runs, self.alpha
+        )
+
+    @functools.cached_property
+    def p_value(self) -> float:
+        return fisher_p_value(self.old_successes, self.old_runs, self.new_successes, self.new_runs)
+
+    @property
+    def significant(self) -> bool:
+        p = self.p_value if self.adjusted_p is None else self.adjusted_p
+        return p < self.alpha
+
+    @property
+    def runs_to_decide(self) -> int | None:
+        """Runs per side that would detect a change of this size (80 % power, at alpha), and never
+        fewer than the exact test needs to call even a complete flip significant."""
+        runs = runs_to_detect(self.old_rate, self.new_rate, self.alpha)
+        return None if runs is None else max(runs, fewest_deciding_runs(self.alpha))
+
+    def shown(self) -> str:
+        """`-20.0 pts (95% −51.2…+18.7), p 0.63`: the difference, its interval and p-value."""
+        low, high = self.interval
+        p = self.p_value if self.adjusted_p is None else self.adjusted_p
+        return (
+            f"{self.difference * 100:+.1f} pts ({confidence_label(self.alpha)} "
+            f"{low * 100:+.1f}…{high * 100:+.1f}), p {p:.3g}"
+        )
+
+    def json(self) -> dict:
+        low, high = self.interval
+        return {
+            "label": self.label,
+            "old": [self.old_successes, self.old_runs],
+            "new": [self.new_successes, self.new_runs],
+            "difference": round(self.difference, 4),
+            "interval": [round(low, 4), round(high, 4)],
+            "p_value": round(self.p_value, 6),
+            "adjusted_p": None if self.adjusted_p is None else round(self.adjusted_p, 6),
+            "significant": self.significant,
+            "runs_to_decide": self.runs_to_decide,
+        }
+
+
+@dataclass
+class MeanChange:
+    """A per-run mean (cost, latency) in the old file and the new, with a bootstrap interval of
+    the difference (None when a file holds fewer than two runs)."""
+
+    label: str
+    unit: str  # "$" or "ms"
+    old_mean: float
+    new_mean: float
+    interval: tuple[float, float] | None
+
+    def shown(self) -> str:
+        def value(x: float, sign: str = "") -> str:
+            return f"${x:{sign}.4f}" if self.unit == "$" else f"{x:{sign}.0f} ms"
+
+        change = value(self.new_mean - self.old_mean, "+")
+        interval = (
+            f" (95% {value(self.interval[0], '+')}…{value(self.interval[1], '+')})"
+            if self.interval
+            else ""
+        )
+        return f"{value(self.old_mean)} → {value(self.new_mean)}: {change}{interval}"
+
+    def json(self) -> dict:
+        return {
+            "label": self.label,
+            "unit": self.unit,
+            "old": round(self.old_mean, 6),
+            "new": round(self.new_mean, 6),
+            "interval": [round(x, 6) for x in self.interval] if self.interval else None,
+        }
+
+
 @dataclass
 class CaseChange:
     name: str
-    change: str  # regression | fixed | added | removed | unchanged
+    change: str  # regression | fixed | noise (within noise) | added | removed | unchanged
     old: CaseResult | None
     new: CaseResult | None
+    rate: RateChange | None = None  # both files ran it: the statistics of its pass rate
 
     @property
     def reasons(self) -> str:
         case = self.new if self.change in ("regression", "added") else self.old
         return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
+
+    @property
+    def shown_change(self) -> str:
+        return "within noise" if self.change == "noise" else self.change
+
+    @property
+    def note(self) -> str:
+        """What the reports say beside it: why it regressed, or the runs that would decide it."""
+        if self.change == "noise" and self.rate is not None:
+            runs = self.rate.runs_to_decide
+            return (
+                f"not significant; about {runs} runs per side would decide a change this size"
+                if runs
+                else "not significant"
+            )
+        return self.reasons
 
 
 @dataclass
@@ -18507,6 +19546,9 @@ class Comparison:
     old: ResultsDocument
     new: ResultsDocument
     changes: list[CaseChange]
+    alpha: float = C.DEFAULT_ALPHA
+    rates: list[RateChange] = field(default_factory=list)  # runs passed, trigger rates, accuracy
+    means: list[MeanChange] = field(default_factory=list)  # cost and latency per run
 
     def of(self, kind: str) -> list[CaseChange]:
         return [c for c in self.changes if c.change == kind]
@@ -18516,12 +19558,115 @@ class Comparison:
         """A regression, or a case that is gone: a removed case is never counted as a pass."""
         return bool(self.of("regression") or self.of("removed"))
 
+    def counts(self) -> str:
+        return (
+            f"{len(self.of('regression'))} regression(s), {len(self.of('fixed'))} fix(es), "
+            f"{len(self.of('noise'))} within noise, {len(self.of('removed'))} removed, "
+            f"{len(self.of('added'))} added"
+        )
 
-CHANGE_ORDER = ("regression", "removed", "fixed", "added", "unchanged")
+
+CHANGE_ORDER = ("regression", "removed", "fixed", "noise", "added", "unchanged")
+
+
+def counted_runs(case: CaseResult) -> int:
+    """The runs a case's pass rate is over (a trigger query's errored runs count for nothing)."""
+    return case.runs - (case.errors if case.kind == "trigger_query" else 0)
+
+
+def case_change(
+    name: str, old: CaseResult | None, new: CaseResult | None, alpha: float
+) -> CaseChange:
+    if old is None or new is None:
+        return CaseChange(name, "added" if old is None else "removed", old, new)
+    if counted_runs(old) == 0 or counted_runs(new) == 0:  # nothing to test: the verdicts say it
+        kind = (
+            "regression"
+            if old.passed and not new.passed
+            else "fixed"
+            if new.passed and not old.passed
+            else "unchanged"
+        )
+        return CaseChange(name, kind, old, new)
+    rate = RateChange(name, old.passes, counted_runs(old), new.passes, counted_runs(new), alpha)
+    return CaseChange(name, "unchanged", old, new, rate)
+
+
+def decide_changes(changes: Sequence[CaseChange]) -> None:
+    """Holm across every case both files ran; then each one's kind."""
+    tested = [c for c in changes if c.rate is not None]
+    for change, adjusted in zip(tested, holm_adjusted([c.rate.p_value for c in tested])):  # type: ignore[union-attr]
+        rate = change.rate
+        assert rate is not None
+        rate.adjusted_p = adjusted
+        if rate.significant:
+            change.change = "regression" if rate.difference < 0 else "fixed"
+        elif rate.difference != 0 or change.old.passed != change.new.passed:  # type: ignore[union-attr]
+            change.change = "noise"
+
+
+def document_rates(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[RateChange]:
+    """The whole files' rates: runs passed, each skill's trigger rate, QA accuracy."""
+    found = []
+    old_runs, new_runs = (sum(counted_runs(c) for c in d.cases) for d in (old, new))
+    if old_runs and new_runs:
+        found.append(
+            RateChange(
+                "runs passed",
+                sum(c.passes for c in old.cases),
+                old_runs,
+                sum(c.passes for c in new.cases),
+                new_runs,
+                alpha,
+            )
+        )
+    before = {(s.skill, s.model): s for s in old.section("trigger_scores") or []}
+    for score in new.section("trigger_scores") or []:
+        earlier = before.get((score.skill, score.model))
+        if earlier and earlier.positives and score.positives:
+            found.append(
+                RateChange(
+                    f"trigger rate {score.skill}" + (f" ({score.model})" if score.model else ""),
+                    earlier.positives_activated,
+                    earlier.positives,
+                    score.positives_activated,
+                    score.positives,
+                    alpha,
+                )
+            )
+    qa_old, qa_new = old.section("qa"), new.section("qa")
+    if qa_old and qa_new and qa_old.runs and qa_new.runs:
+        found.append(
+            RateChange(
+                "answer accuracy", qa_old.correct, qa_old.runs, qa_new.correct, qa_new.runs, alpha
+            )
+        )
+    return found
+
+
+def document_means(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[MeanChange]:
+    """Cost and latency per run, with bootstrap intervals over the files' runs."""
+    found = []
+    for label, unit, value in (
+        ("cost per run", "$", lambda r: r.cost_usd),
+        ("latency per run", "ms", lambda r: r.latency_ms),
+    ):
+        a, b = [value(r) for r in old.results], [value(r) for r in new.results]
+        if a and b:
+            found.append(
+                MeanChange(
+                    label, unit, sum(a) / len(a), sum(b) / len(b), bootstrap_difference(a, b, alpha)
+                )
+            )
+    return found
 
 
 def compare_documents(
-    old_path: str, new_path: str, old: ResultsDocument, new: ResultsDocument
+    old_path: str,
+    new_path: str,
+    old: ResultsDocument,
+    new: ResultsDocument,
+    alpha: float = C.DEFAULT_ALPHA,
 ) -> Comparison:
     old_matrix, new_matrix = (
         is_matrix(old.cases),
@@ -18529,31 +19674,30 @@ def compare_documents(
     )  # a model matrix: a case per model
     before = {case_label(c, old_matrix): c for c in old.cases}
     after = {case_label(c, new_matrix): c for c in new.cases}
-    changes = []
-    for name in dict.fromkeys([*before, *after]):
-        a, b = before.get(name), after.get(name)
-        kind = (
-            "added"
-            if a is None
-            else "removed"
-            if b is None
-            else "regression"
-            if a.passed and not b.passed
-            else "fixed"
-            if b.passed and not a.passed
-            else "unchanged"
-        )
-        changes.append(CaseChange(name, kind, a, b))
+    changes = [
+        case_change(name, before.get(name), after.get(name), alpha)
+        for name in dict.fromkeys([*before, *after])
+    ]
+    decide_changes(changes)
     changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
-    return Comparison(old_path, new_path, old, new, changes)
+    return Comparison(
+        old_path,
+        new_path,
+        old,
+        new,
+        changes,
+        alpha,
+        document_rates(old, new, alpha),
+        document_means(old, new, alpha),
+    )
 
 
-def compare_files(paths: Sequence[str]) -> list[Comparison]:
+def compare_files(paths: Sequence[str], alpha: float = C.DEFAULT_ALPHA) -> list[Comparison]:
     """Each file against the one before it: a history of runs reads as a chain of changes. Every
     file is read and checked before anything is compared."""
     documents = [read_results_document(p) for p in paths]
     return [
-        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1])
+        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1], alpha)
         for i in range(len(paths) - 1)
     ]
 
@@ -18570,52 +19714,73 @@ def trigger_score_changes(c: Comparison) -> list[tuple[str, float | None, float 
     return [(skill, old.get(skill), new.get(skill)) for skill in dict.fromkeys([*old, *new])]
 
 
+def change_counts(ch: CaseChange) -> tuple[str, str]:
+    old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
+    new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+    return old, new
+
+
 def render_comparison(c: Comparison) -> str:
     icon = "❌" if c.failed else "✅"
     old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
     lines = [
-        f"## {icon} Comparison: {len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added",
+        f"## {icon} Comparison: {c.counts()}",
         "",
         f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
-        f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation})",
+        f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation}); a change counts when "
+        f"significant at alpha {c.alpha:g} (Fisher's exact test, Holm-corrected across cases)",
         "",
-        "| | Old | New |",
-        "|---|---|---|",
-        f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} |",
-        f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} ({new_cost - old_cost:+.4f}) |",
+        "| | Old | New | Change |",
+        "|---|---|---|---|",
+        f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} | |",
+        f"| Cost | ${old_cost:.4f} | ${new_cost:.4f} | {new_cost - old_cost:+.4f} |",
     ]
+    for rate in c.rates:
+        lines.append(
+            f"| {markdown_cell(rate.label, None)} | {rate.old_successes}/{rate.old_runs} | "
+            f"{rate.new_successes}/{rate.new_runs} | {rate.shown()} |"
+        )
+    for mean in c.means:
+        lines.append(f"| {mean.label} | | | {mean.shown()} |")
     for skill, before, after in trigger_score_changes(c):
-        delta = f" ({after - before:+.1f})" if before is not None and after is not None else ""
+        delta = f"{after - before:+.1f}" if before is not None and after is not None else ""
         lines.append(
             f"| triggerScore {markdown_cell(skill, None, code=True)} | "
             f"{'-' if before is None else f'{before:.1f}%'} | "
-            f"{'-' if after is None else f'{after:.1f}%'}{delta} |"
+            f"{'-' if after is None else f'{after:.1f}%'} | {delta} |"
         )
     lines.append("")
     changed = [ch for ch in c.changes if ch.change != "unchanged"]
     if changed:
-        lines += ["| Case | Change | Old | New | Reasons |", "|---|---|---|---|---|"]
+        lines += [
+            f"| Case | Change | Old | New | Difference ({confidence_label(c.alpha)} interval), "
+            "Holm p | Note |",
+            "|---|---|---|---|---|---|",
+        ]
         for ch in changed:
-            old = "-" if ch.old is None else f"{ch.old.passes}/{ch.old.runs}"
-            new = "-" if ch.new is None else f"{ch.new.passes}/{ch.new.runs}"
+            old, new = change_counts(ch)
             lines.append(
-                f"| {markdown_cell(ch.name, code=True)} | {ch.change} | {old} | {new} | "
-                f"{markdown_cell(ch.reasons, None)} |"
+                f"| {markdown_cell(ch.name, code=True)} | {ch.shown_change} | {old} | {new} | "
+                f"{ch.rate.shown() if ch.rate else ''} | {markdown_cell(ch.note, None)} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
-CHANGE_COLOURS = {"regression": "red", "removed": "red", "fixed": "green", "added": "cyan"}
+CHANGE_COLOURS = {
+    "regression": "red",
+    "removed": "red",
+    "fixed": "green",
+    "added": "cyan",
+    "noise": "yellow",
+}
 
 
 def print_comparison(console: Console, c: Comparison) -> None:
     colour = "red" if c.failed else "green"
     console.print(
         f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
-        f"{len(c.of('regression'))} regression(s), {len(c.of('fixed'))} fix(es), "
-        f"{len(c.of('removed'))} removed, {len(c.of('added'))} added[/bold {colour}]",
+        f"{c.counts()}[/bold {colour}] (alpha {c.alpha:g}, Holm-corrected)",
         highlight=False,
     )
     console.print(
@@ -18623,6 +19788,10 @@ def print_comparison(console: Console, c: Comparison) -> None:
         f"${c.new.summary.cost_usd:.4f}",
         highlight=False,
     )
+    for rate in c.rates:
+        console.print(f"  {escape_markup(rate.label)}: {rate.shown()}", highlight=False)
+    for mean in c.means:
+        console.print(f"  {mean.label}: {mean.shown()}", highlight=False)
     for skill, before, after in trigger_score_changes(c):
         console.print(
             f"  triggerScore {escape_markup(skill)}: {'-' if before is None else f'{before:.1f}%'} → "
@@ -18632,9 +19801,10 @@ def print_comparison(console: Console, c: Comparison) -> None:
     for ch in c.changes:
         if ch.change in CHANGE_COLOURS:
             tint = CHANGE_COLOURS[ch.change]
+            stats = f" {ch.rate.shown()}" if ch.rate else ""
             console.print(
-                f"  [{tint}]{ch.change:<10}[/{tint}] {escape_markup(ch.name)}"
-                + (f" — {escape_markup(ch.reasons)}" if ch.reasons else ""),
+                f"  [{tint}]{ch.shown_change:<12}[/{tint}] {escape_markup(ch.name)}{stats}"
+                + (f" — {escape_markup(ch.note)}" if ch.note else ""),
                 highlight=False,
             )
 
@@ -18646,8 +19816,11 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
                 "old": c.old_path,
                 "new": c.new_path,
                 "failed": c.failed,
+                "alpha": c.alpha,
                 "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
                 "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
+                "rates": [rate.json() for rate in c.rates],
+                "means": [mean.json() for mean in c.means],
                 "trigger_scores": [
                     {"skill": s, "old": a, "new": b} for s, a, b in trigger_score_changes(c)
                 ],
@@ -18656,10 +19829,14 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
                         "name": ch.name,
                         "change": ch.change,
                         "reasons": ch.reasons,
+                        "note": ch.note,
                         "old_passed": ch.old.passed if ch.old else None,
                         "new_passed": ch.new.passed if ch.new else None,
                         "old_pass_rate": ch.old.pass_rate if ch.old else None,
                         "new_pass_rate": ch.new.pass_rate if ch.new else None,
+                        "statistics": ch.rate.json() if ch.rate else None,
+                        "old_claude_version": getattr(ch.old, "claude_version", None),
+                        "new_claude_version": getattr(ch.new, "claude_version", None),
                     }
                     for ch in c.changes
                 ],
@@ -18969,11 +20146,17 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
             "old_cost": c.old.summary.cost_usd,
             "new_cost": c.new.summary.cost_usd,
             "trigger_scores": [[skill, a, b] for skill, a, b in trigger_score_changes(c)],
+            "alpha": c.alpha,
+            "counts": c.counts(),
+            "statistics": [[rate.label, rate.shown()] for rate in c.rates]
+            + [[mean.label, mean.shown()] for mean in c.means],
             "changes": [
                 {
                     "name": ch.name,
                     "change": ch.change,
-                    "reasons": ch.reasons,
+                    "shown": ch.shown_change,
+                    "reasons": ch.note,
+                    "statistics": ch.rate.shown() if ch.rate else "",
                     "old": None if ch.old is None else f"{ch.old.passes}/{ch.old.runs}",
                     "new": None if ch.new is None else f"{ch.new.passes}/{ch.new.runs}",
                 }
@@ -19257,18 +20440,20 @@ function renderComparisons(app) {
     c.changes.forEach(ch => { counts[ch.change] = (counts[ch.change] || 0) + 1; });
     app.append(el("h3", {}, el("span", {class: "badge " + (c.failed ? "fail" : "pass")}, c.failed ? "regressed" : "no regression"),
                   " ", c.old + " → " + c.new));
-    app.append(el("p", {}, (counts.regression || 0) + " regression(s), " + (counts.fixed || 0) + " fix(es), "
-                  + (counts.removed || 0) + " removed, " + (counts.added || 0) + " added · passed " + c.old_passed + " → "
-                  + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)));
+    app.append(el("p", {}, c.counts + " · passed " + c.old_passed + " → "
+                  + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)
+                  + " · significant at alpha " + c.alpha + " (Fisher's exact test, Holm-corrected)"));
+    if (c.statistics.length) app.append(el("table", {class: "comparison-statistics"},
+      el("tbody", {}, c.statistics.map(([label, shown]) => el("tr", {}, el("td", {}, label), el("td", {}, shown))))));
     for (const [skill, before, after] of c.trigger_scores)
       app.append(el("p", {}, "triggerScore " + skill + ": " + (before === null ? "-" : before.toFixed(1) + "%") + " → "
                     + (after === null ? "-" : after.toFixed(1) + "%")));
     if (!c.changes.length) { app.append(el("p", {class: "muted"}, "No case changed.")); continue; }
-    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Reasons"].map(h => el("th", {}, h)))),
+    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Difference (interval), Holm p", "Note"].map(h => el("th", {}, h)))),
       el("tbody", {}, c.changes.map(ch => el("tr", {},
         el("td", {}, DATA.runs && caseByName(ch.name) ? el("button", {class: "link", onclick: () => openCase(ch.name)}, ch.name) : ch.name),
-        el("td", {class: "change-" + ch.change}, ch.change), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
-        el("td", {}, ch.reasons))))));
+        el("td", {class: "change-" + ch.change}, ch.shown), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
+        el("td", {}, ch.statistics), el("td", {}, ch.reasons))))));
   }
 }
 
@@ -19277,7 +20462,7 @@ const COLUMNS = [
   ["name", "Case", c => c.name], ["tags", "Tag", c => (c.tags || []).join(", ") || c.group],
   ["verdict", "Verdict", c => c.error ? 2 : c.passed ? 0 : 1], ["pass_rate", "Pass rate", c => c.pass_rate],
   ["flaky", "Flaky", c => c.flaky ? 1 : 0], ["cost", "Cost", c => c.cost], ["reasons", "Reasons", c => c.reasons.length]];
-const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, added: 3, "": 4};
+const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, noise: 3, added: 4, "": 5};
 let sortKey = DATA.comparisons ? "change" : "verdict", sortDown = DATA.comparisons ? false : true;
 function caseByName(name) { return DATA.cases.find(c => c.name === name); }
 function renderCases(app) {
@@ -20927,6 +22112,25 @@ def exit_code(results: Results, outcome: PipelineOutcome) -> int:
     return 0 if results.passed else 1
 
 
+def check_auto_runs(settings: Settings) -> None:
+    """-i auto / --runs auto decide each case from all of its runs, round by round: what splits
+    or batches a case's runs cannot take part."""
+    if not settings.auto_runs:
+        return
+    flag = "--runs auto" if settings.skill else "-i auto"
+    for name, why in (
+        ("shard", "splits a case's runs between machines"),
+        ("batch", "sends every round's calls as one batch that may take hours"),
+        ("distractor_tools", "runs each case at every step of the crowd"),
+        ("distractors", "runs each query at every step of the crowd"),
+    ):
+        if getattr(settings, name):
+            raise UsageProblem(
+                f"{flag} decides each case from all its runs as they finish, and {flag_of(name)} "
+                f"{why}: give a number of runs with {flag_of(name)}"
+            )
+
+
 # ---------------------------------------------------------------------------- tool-use modes
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:
     """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
@@ -20993,6 +22197,11 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
     """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
     if not settings.batch:
         return
+    if settings.cache:
+        raise UsageProblem(
+            "--cache does not apply with --batch: batched calls are priced at the batch discount, "
+            "and a cached answer would mix the two prices (give one of them)"
+        )
     if settings.interactive:
         raise UsageProblem(
             "--batch does not apply to --interactive runs: you answer Claude as it writes, "
@@ -21173,6 +22382,7 @@ def tool_use_mode(
     check_crowd_options(settings)
     check_pin_options(settings)
     redteam = RedTeam(settings, cases) if settings.redteam else None  # bad --vectors: no server
+    check_auto_runs(settings)
     servers = servers_for(settings) if not settings.merge else []
     crowd = ToolCrowd(settings, cases, servers, console) if settings.distractor_tools else None
     if crowd is not None:
@@ -21220,6 +22430,11 @@ def tool_use_mode(
                 print_attack_costs(console, parts)
             else:
                 print_estimate(console, run_async(runner.estimate(todo)))
+            print_run_plan(
+                console,
+                settings.auto_runs[0] if settings.auto_runs else settings.iterations,
+                settings.auto_runs[1] if settings.auto_runs else None,
+            )
         except PinsChanged as exc:
             return pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
         if runner.hub is not None:
@@ -21242,6 +22457,7 @@ def tool_use_mode(
                 console,
                 view.on_conversation_end if view else progress.on_record if progress else None,
                 progress.set_total if progress else None,
+                verdict=scoring.verdict,
             )
     except PinsChanged as exc:
         return pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
@@ -21266,6 +22482,8 @@ def tool_use_mode(
         print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
+    if mode == "query":  # the summary above says it for a suite
+        print_cache_saving(console, results.metadata.cache)
     return exit_code(results, outcome)
 
 
@@ -21283,7 +22501,9 @@ def csv_mode(settings: Settings, console: Console) -> int:
     start_servers_early(settings)
     if not settings.csv:
         raise InputError("--csv needs a suite file", hint="--csv tests.csv")
-    cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+    cases = filter_by_names(
+        filter_by_tags(load_csv_suite(settings.csv), settings.tag), settings.keyword
+    )
     return tool_use_mode(
         settings,
         console,
@@ -21309,11 +22529,12 @@ def qa_suite(settings: Settings) -> tuple[list[TestCase], Settings, str]:
             f"{other} is not a QA evaluation (.xml)",
             hint="run QA evaluations and markdown tests separately",
         )
-    cases = [
+    every_case = [
         case
         for f in files
         for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")
     ]
+    cases = list(filter_by_names(every_case, settings.keyword))
     if settings.answer_match:
         cases = [replace(case, answer_match=settings.answer_match) for case in cases]
     settings = replace(
@@ -21341,6 +22562,9 @@ def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
     start_servers_early(settings)
     tests = [t for target in settings.tests for t in load_markdown_tests(target)]
+    if settings.keyword:
+        named = {c.name for c in filter_by_names(markdown_tool_cases(tests), settings.keyword)}
+        tests = [t for t in tests if t.name in named]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(
         settings, console, cases, AnswerScoring(tests, cases), "markdown", "markdown", "tests"
@@ -21559,6 +22783,42 @@ def task_plan_options(
     }
 
 
+def short_version(version: str) -> str:
+    """`2.1.197 (Claude Code)` -> `2.1.197`."""
+    return version.split()[0] if version.split() else version
+
+
+def version_matrix(settings: Settings) -> dict[str, Any]:
+    """Several --claude-bin: every model on every version (`haiku @ 2.1.197`), each binary's
+    version asked once (`claude --version`, free and local, a dry run too); two binaries of one
+    version are one line. One binary: the models as they are."""
+    if len(settings.claude_bins) < 2 or settings.merge:
+        return {"trigger_models": settings.trigger_models, "test_models": settings.models}
+    binaries = [find_claude_bin(b) for b in settings.claude_bins]
+    versions = [short_version(claude_version(b)) for b in binaries]
+    for i, version in enumerate(versions):
+        if version in versions[:i]:
+            other = binaries[versions.index(version)]
+            raise InputError(
+                f"--claude-bin {binaries[i]} and {other} are both Claude Code {version}",
+                hint="give each version once (a version matrix compares versions)",
+            )
+    variants = {
+        f"{model}{VERSION_MARK}{version}": (model, binary, version)
+        for model in dict.fromkeys([*settings.trigger_models, *settings.models])
+        for binary, version in zip(binaries, versions)
+    }
+
+    def labels(models: Sequence[str]) -> tuple[str, ...]:
+        return tuple(f"{m}{VERSION_MARK}{v}" for m in models for v in versions)
+
+    return {
+        "trigger_models": labels(settings.trigger_models),
+        "test_models": labels(settings.models),
+        "variants": variants,
+    }
+
+
 def skill_plan(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> SkillSuitePlan:
@@ -21583,9 +22843,9 @@ def skill_plan(
         threshold=settings.trigger_threshold,
         concurrency=settings.concurrency or default_skill_concurrency(),
         trigger_timeout=settings.trigger_timeout,
-        trigger_models=settings.trigger_models,
-        test_models=settings.models,
         ignore_globs=settings.ignore_path,
+        cache=settings.cache,
+        **version_matrix(settings),
         **task_plan_options(settings, skills, tests),
     )
 
@@ -21767,6 +23027,11 @@ class SkillScoring:
     test_records: list[SkillTestRecord] = field(default_factory=list)
     cases: list[CaseResult] = field(default_factory=list)
     verdicts: dict[tuple, Verdict] = field(default_factory=dict)
+    version: str = ""  # the Claude Code the run used (--claude-bin: each label's own, see plan)
+
+    def claude_version(self, plan: SkillSuitePlan, label: str) -> str | None:
+        """The Claude Code version a case ran under: its --claude-bin's, or the run's."""
+        return plan.variant(label).get("version") or short_version(self.version) or None
 
 
 def score_skill_triggers(
@@ -21786,6 +23051,7 @@ def score_skill_triggers(
                 sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
             )
             case.model, case.distractors = model, step
+            case.claude_version = scored.claude_version(plan, model)
             if plan.crowd is not None and plan.crowd.named:
                 case.name += f" (+{step} distractors)"
             scored.cases.append(case)
@@ -21801,7 +23067,9 @@ def score_skill_triggers(
         scored.scores += model_scores
 
 
-def add_skill_test_case(scored: SkillScoring, result: SkillTestResult, model: str) -> None:
+def add_skill_test_case(
+    plan: SkillSuitePlan, scored: SkillScoring, result: SkillTestResult, model: str
+) -> None:
     """A test's verdict as a case and as a record of the tests section."""
     cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
     case = case_result_from_test(
@@ -21809,6 +23077,7 @@ def add_skill_test_case(scored: SkillScoring, result: SkillTestResult, model: st
     )
     record = skill_test_record(result, cost)
     case.model = record.model = model
+    case.claude_version = scored.claude_version(plan, model)
     if result.runs and result.runs[0].configuration:
         case.configuration = record.configuration = result.runs[0].configuration
         record.expected_output = result.test.expected_output
@@ -21838,7 +23107,7 @@ def score_skill_tests(plan: SkillSuitePlan, outcome: PipelineOutcome, scored: Sk
                     )
                     (model_tests if configuration == "with_skill" else baselines).append(result)
         for result in model_tests + baselines:
-            add_skill_test_case(scored, result, model)
+            add_skill_test_case(plan, scored, result, model)
         scored.verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
         scored.test_results += model_tests
 
@@ -21936,7 +23205,9 @@ def skill_results(
     version: str,
 ) -> Results:
     """A skill suite's runs scored (triggers, then tests), summed up and made into sections."""
-    scored = SkillScoring({t.name: True for t in plan.tests if t.type == "trigger"})
+    scored = SkillScoring(
+        {t.name: True for t in plan.tests if t.type == "trigger"}, version=version
+    )
     score_skill_triggers(settings, plan, outcome, scored)
     score_skill_tests(plan, outcome, scored)
     runs_total = skill_run_totals(settings, outcome)
@@ -21946,6 +23217,7 @@ def skill_results(
         runs_total.runs,
         outcome,
         claude_version=version,
+        claude_versions=list(dict.fromkeys(v for _, _, v in plan.variants.values())) or None,
         trigger_model=plan.trigger_settings.model,
         test_model=plan.test_settings.model,
         trigger_threshold=plan.threshold,
@@ -22037,10 +23309,36 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
     return verdict
 
 
+def tests_named(tests: list[SkillTest], expression: str | None) -> list[SkillTest]:
+    """-k for skill runs: a trigger test keeps the queries that match (as `skill: query`, the
+    name its results give them), any other test is kept when its name matches."""
+    if not expression:
+        return tests
+    matches = name_matcher(expression)
+    kept = []
+    for test in tests:
+        if test.type != "trigger":
+            if matches(test.name):
+                kept.append(test)
+            continue
+        chosen = replace(
+            test,
+            positive_triggers=[q for q in test.positive_triggers if matches(f"{test.skill}: {q}")],
+            negative_triggers=[q for q in test.negative_triggers if matches(f"{test.skill}: {q}")],
+        )
+        if chosen.positive_triggers or chosen.negative_triggers:
+            kept.append(chosen)
+    if not kept:
+        raise InputError(f"-k {expression!r} matches no test or trigger query")
+    return kept
+
+
 def skill_mode(settings: Settings, console: Console) -> int:
     """--skill with --trigger / --tests: every query and test through the real Claude Code CLI;
     with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
+    check_auto_runs(settings)
+    tests = tests_named(tests, settings.keyword)
     plan = skill_plan(settings, skills, tests)
     if settings.distractors and not settings.dry_run:
         require_api_key()  # lookalike decoys may be written before any run
@@ -22055,6 +23353,13 @@ def skill_mode(settings: Settings, console: Console) -> int:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if settings.dry_run:
         print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
+        print_run_plan(
+            console,
+            settings.auto_runs[0]
+            if settings.auto_runs
+            else settings.runs or C.DEFAULT_TRIGGER_RUNS,
+            settings.auto_runs[1] if settings.auto_runs else None,
+        )
         if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
             print_step_costs(console, runner.step_costs, "distractors")
             print_decoy_estimate(console, plan.crowd.keeper)
@@ -22079,6 +23384,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
     jobs = sum(1 for _ in pipeline_jobs(runner, settings))  # --shard: this shard's runs
+    versions = list(dict.fromkeys(v for _, _, v in plan.variants.values()))
     crowd_note = (
         f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
         f"{', '.join(str(s.count) for s in plan.crowd.steps)}"
@@ -22086,7 +23392,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
         else ""
     )
     console.print(
-        f"Claude Code {terminal_text(version)}: {jobs} run(s) of {len(skills)} skill(s)"
+        f"Claude Code {terminal_text(', '.join(versions) if versions else version)}: "
+        f"{jobs} run(s) of {len(skills)} skill(s)"
         f"{crowd_note}, {plan.concurrency} at once",
         highlight=False,
         markup=False,
@@ -22097,7 +23404,9 @@ def skill_mode(settings: Settings, console: Console) -> int:
         progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
-        outcome = run_pipeline(runner, settings, console, p.on_record)
+        outcome = run_pipeline(
+            runner, settings, console, p.on_record, verdict=progress_verdicts(plan)
+        )
     return skill_mode_end(settings, console, plan, runner, outcome, version)
 
 
@@ -22923,12 +24232,89 @@ def compare_mode(settings: Settings, console: Console) -> int:
         raise InputError(
             "--compare needs at least two results files", hint="--compare old.json new.json"
         )
-    comparisons = compare_files(settings.compare)
+    comparisons = compare_files(settings.compare, settings.alpha)
     write_comparisons(comparisons, settings, console)
     if not settings.json_out:
         for comparison in comparisons:
             print_comparison(console, comparison)
     return 1 if any(c.failed for c in comparisons) else 0
+
+
+@dataclass
+class CasePlan:
+    """One case's run count: its pass rate, the runs it has, what they detect, what would."""
+
+    name: str
+    rate: float
+    runs: int  # 0: an assumed rate
+    needed: int | None  # runs per case that detect the change asked for (None: none can)
+    detects_now: float | None  # the smallest change its runs detect now
+
+
+def plan_case(name: str, rate: float, runs: int, change: float, alpha: float) -> CasePlan:
+    return CasePlan(
+        name,
+        rate,
+        runs,
+        runs_to_detect(rate, shifted_rate(rate, change), alpha),
+        detectable_change(rate, runs, alpha) if runs else None,
+    )
+
+
+def plan_rows(settings: Settings) -> list[CasePlan]:
+    change = settings.detect / 100
+    if not settings.from_results:
+        rate = C.PLAN_ASSUMED_RATE if settings.rate is None else settings.rate
+        return [plan_case("every case (assumed rate)", rate, 0, change, settings.alpha)]
+    if settings.rate is not None:
+        raise InputError(
+            "--rate is the pass rate assumed without a results file, and one is given",
+            hint="give a results file (its cases' own rates) or --rate, not both",
+        )
+    document = read_results_document(settings.from_results)
+    matrix = is_matrix(document.cases)
+    return [
+        plan_case(
+            case_label(case, matrix),
+            case.passes / counted_runs(case) if counted_runs(case) else C.PLAN_ASSUMED_RATE,
+            counted_runs(case),
+            change,
+            settings.alpha,
+        )
+        for case in document.cases
+    ]
+
+
+def plan_mode(settings: Settings, console: Console) -> int:
+    """plan [RESULTS.json]: the runs per case that detect a change of --detect points with 80 %
+    power at --alpha (the textbook sample size for two proportions), from each case's pass rate
+    in the results file, or from --rate; and the smallest change each case's runs detect now."""
+    rows = plan_rows(settings)
+    table = Table(
+        title=f"Runs per case that detect a change of {settings.detect:g} points "
+        f"({C.PLAN_POWER:.0%} power, alpha {settings.alpha:g})"
+    )
+    for header in ("Case", "Pass rate", "Runs now", "Detects now", "Runs needed"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(
+            escape_markup(row.name),
+            percent(row.rate),
+            str(row.runs) if row.runs else "-",
+            f"{row.detects_now * 100:.0f} pts" if row.detects_now is not None else "-",
+            str(row.needed) if row.needed else "-",
+        )
+    console.print(table)
+    most = max((row.needed for row in rows if row.needed), default=None)
+    if most:
+        console.print(
+            f"plan: -i {most} (--runs {most} for skills) detects a change of {settings.detect:g} "
+            f"points in every case listed; -i auto stops each case once it is decided",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    return 0
 
 
 def render_mode(settings: Settings, console: Console) -> int:
@@ -23468,7 +24854,8 @@ class Proposer:
         self, task: Any, prompt: str, allowed: list[str] | None, current: dict[str, str]
     ) -> tuple[dict | None, list[str], float, list[dict]]:
         """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
-        model = AnthropicModel(
+        model = model_client(
+            self.settings.cache,
             base_url=self.settings.base_url,
             max_retries=self.settings.max_retries,
             timeout=self.settings.request_timeout,
@@ -23971,6 +25358,16 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
             "examples/triggers/warehouse-sql-trigger.md",
         )
+    if settings.auto_runs:
+        raise UsageProblem(
+            "--runs auto does not apply to --optimize runs: every candidate is scored on the "
+            "same number of runs (give --runs N)"
+        )
+    if len(settings.claude_bins) > 1:
+        raise UsageProblem(
+            "--optimize runs one Claude Code version: give --claude-bin once (a version matrix "
+            "is a --skill run)"
+        )
     settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
     task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
     items = stratified_split(task.items, settings.holdout, settings.seed)
@@ -24129,23 +25526,6 @@ register_section(
 
 
 # ============================================================================ 14. the mode table
-def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
-    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
-    if piece.metadata.results_file:
-        lines = Path(piece.metadata.results_file)
-        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
-        if not lines.exists():
-            raise InputError(
-                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
-                "here",
-                path,
-                1,
-                "put that file where the piece says, or rerun the shard without --summary-only",
-            )
-        return read_result_lines(lines)
-    return list(piece.results)
-
-
 def piece_models(meta: Metadata) -> str:
     models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
     return ", ".join(model for model in dict.fromkeys(models) if model)
@@ -24277,6 +25657,10 @@ TOOL_SAFETY_OPTIONS = frozenset(
 GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify
 
 
+# running part of a suite: some of its cases, stopping at the first failure, or the failed ones again
+PARTIAL_RUN_OPTIONS = frozenset({"keyword", "fail_fast", "rerun_failed"})
+
+
 SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
 
 
@@ -24292,7 +25676,8 @@ TOOL_USE_OPTIONS = (
     | SERVER_OPTIONS
     | SIMULATED_USER_OPTIONS
     | TOOL_SAFETY_OPTIONS
-    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch", "pin", "update_pins"}
+    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch", "cache"}
+    | {"pin", "update_pins"}
 )
 
 
@@ -24466,10 +25851,10 @@ MODES.extend(
             "compare",
             "--compare",
             lambda s: bool(s.compare),
-            frozenset({"compare"}),
+            frozenset({"compare", "alpha"}),
             compare_mode,
             ("python evaluator.py compare old.json new.json --report diff.md --html diff.html",),
-            "compare results files: regressions, fixes, pass rate and cost",
+            "compare results files: significant regressions and fixes, pass rate and cost",
             "comparison",
             "compare",
         ),
@@ -24485,6 +25870,21 @@ MODES.extend(
             "put the results files of a sharded run together",
             "results",
             "merge",
+        ),
+        Mode(
+            "plan",
+            "plan",
+            lambda s: s.plan,
+            frozenset({"plan", "from_results", "detect", "rate", "alpha"}),
+            plan_mode,
+            (
+                "python evaluator.py plan results.json --detect 10",
+                "python evaluator.py plan --rate 0.9 --detect 15",
+            ),
+            "how many runs per case detect a change worth detecting (80% power)",
+            "none",
+            "from_results",
+            (("plan", True),),
         ),
         Mode(
             "render",
@@ -24524,6 +25924,7 @@ MODES.extend(
                     "base_url",
                     "distractors",
                     "distractors_file",
+                    "cache",
                 }
             ),
             optimize_mode,
@@ -24623,6 +26024,7 @@ MODES.extend(
             lambda s: bool(s.skill or s.trigger),
             DURABLE_OPTIONS
             | TASK_EVAL_OPTIONS
+            | PARTIAL_RUN_OPTIONS
             | {
                 "skill",
                 "tests",
@@ -24645,6 +26047,7 @@ MODES.extend(
                 "distractor_steps",
                 "distractors_file",
                 "seed",
+                "cache",
             },
             skill_mode,
             (
@@ -24664,7 +26067,7 @@ MODES.extend(
             "markdown",
             "--tests runs against MCP servers",
             lambda s: bool(s.tests) and not any(kind_of_test_file(f) == "qa" for f in s.tests),
-            TOOL_USE_OPTIONS | GRADING_OPTIONS | {"tests", "shard"},
+            TOOL_USE_OPTIONS | GRADING_OPTIONS | PARTIAL_RUN_OPTIONS | {"tests", "shard"},
             markdown_mode,
             (
                 "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report "
@@ -24678,7 +26081,9 @@ MODES.extend(
             "qa",
             "--qa runs",
             qa_files_given,
-            TOOL_USE_OPTIONS | {"judge_model", "qa", "tests", "answer_match", "shard"},
+            TOOL_USE_OPTIONS
+            | PARTIAL_RUN_OPTIONS
+            | {"judge_model", "qa", "tests", "answer_match", "shard"},
             qa_mode,
             (
                 'python evaluator.py --qa examples/qa/time_evaluation.xml --server "python -m '
@@ -24694,6 +26099,7 @@ MODES.extend(
             lambda s: bool(s.csv),
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
+            | PARTIAL_RUN_OPTIONS
             | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             csv_mode,
             (
@@ -24776,7 +26182,7 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
 
 
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
-NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge")
+NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge", "plan")
 
 
 def input_paths(settings: Settings) -> list[tuple[str, Path]]:
@@ -24862,6 +26268,7 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     into the modes."""
     mode = select_mode(settings, chosen)
     check_output_paths(settings, mode)
+    ResponseCache.forget()  # this invocation's hits and misses
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     with (
         output_lock(settings.output) if settings.output and journaled else contextlib.nullcontext()
@@ -24922,6 +26329,14 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
             raise UsageProblem(
                 f"{flag_of(name)} {twice} is given twice", hint="name each model once"
             )
+    bins = tuple(params.pop("claude_bin", ()) or ())
+    if len(set(bins)) < len(bins):
+        raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")
+    params.update(claude_bin=bins[0] if bins else None, claude_bins=bins)
+    for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
+        value = params.get(name)
+        if isinstance(value, AutoRuns):
+            params.update({name: value.most, "auto_runs": (value.least, value.most)})
     if models:
         params.update(model=models[0], models=models)
     if trigger_models:

@@ -243,3 +243,14 @@ DEFAULT_SCAN_FAIL_ON = "medium"
 SCAN_LONG_DESCRIPTION_CHARS = 2_000  # a description longer than this is reported (low)
 SCAN_BLOB_MIN_CHARS = 40  # a base64 or hex run this long in a description is an encoded blob
 PINS_FORMAT = "claude-tool-eval pins 1"  # the "format" of every --pin lock file
+# ----------------------------------------------------------------------------- is the change real? statistics, run counts, the cache
+DEFAULT_ALPHA = 0.05  # compare: a case is a regression or a fix only when significant at this
+PLAN_POWER = 0.8  # plan, --dry-run: the chance of detecting a change of the size asked for
+DEFAULT_DETECT_POINTS = 10.0  # plan: the smallest change worth detecting, in percentage points
+PLAN_ASSUMED_RATE = 0.9  # plan / --dry-run without a results file: the pass rate assumed
+BOOTSTRAP_RESAMPLES = 2_000  # compare: resamples of the cost and latency intervals
+BOOTSTRAP_SEED = 1  # compare: the same files give the same intervals
+AUTO_MIN_RUNS = 5  # -i auto / --runs auto: rounds every case runs before it may stop
+AUTO_MAX_RUNS = 20  # -i auto / --runs auto: the cap; a case still undecided stops here
+AUTO_CONFIDENCE_Z = 1.959964  # -i auto: a case stops once its 95 % interval clears the threshold
+CACHE_FORMAT = "claude-tool-eval cache 1"  # every entry of a --cache folder says this

@@ -425,7 +425,15 @@ def changes(comparison: dict) -> dict[str, dict]:
 
 def test_compare_query_results(api, tmp_path):
     out_good, out_bad = tmp_path / "good.json", tmp_path / "bad.json"
-    args = ["-q", "Which warehouse connections do I have?", *SERVER, "--max-retries", "0"]
+    args = [
+        "-q",
+        "Which warehouse connections do I have?",
+        *SERVER,
+        "--max-retries",
+        "0",
+        "-i",
+        "6",
+    ]
     api.responder = tool_model()
     assert cli(*args, "-o", str(out_good)).exit_code == 0
     api.responder = tool_model(frozenset({"query"}))
@@ -433,10 +441,12 @@ def test_compare_query_results(api, tmp_path):
     good, bad = load_results(out_good), load_results(out_bad)
     assert good["summary"]["passed"] == 1 and bad["summary"]["passed"] == 0
 
+    # 6/6 -> 0/6: Fisher's two-sided p = 2 / C(12, 6) = 2/924, a regression at 0.05
     result = compare(out_good, out_bad)
     assert result.exit_code == 1
-    assert "1 regression(s), 0 fix(es), 0 removed, 0 added" in said(result)
-    assert "regression query — run failed:" in " ".join(result.stdout.split())
+    assert "1 regression(s), 0 fix(es), 0 within noise, 0 removed, 0 added" in said(result)
+    assert "regression query -100.0 pts (95% " in said(result)
+    assert f"p {2 / 924:.3g} — run failed:" in said(result)
     assert "passed 1/1 (100%" in said(result) and "0/1 (0%" in said(result)
 
     result = compare(out_bad, out_good)
@@ -446,7 +456,7 @@ def test_compare_query_results(api, tmp_path):
 
 def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(api, tmp_path):
     suite = write_suite(tmp_path)
-    args = ["--csv", str(suite), *SERVER]
+    args = ["--csv", str(suite), *SERVER, "-i", "6"]
     good, bad, subset = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "subset.json"
     api.responder = tool_model()
     assert cli(*args, "-o", str(good)).exit_code == 0
@@ -459,8 +469,9 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
 
     # Identical files: nothing changed, exit 0.
     result = compare(good, good)
-    assert result.exit_code == 0 and "0 regression(s), 0 fix(es), 0 removed, 0 added" in said(
-        result
+    assert (
+        result.exit_code == 0
+        and "0 regression(s), 0 fix(es), 0 within noise, 0 removed" in said(result)
     )
 
     # Three files, each against the one before: a regression, then its fix.
@@ -472,19 +483,22 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
         f"{good} → {bad}: 1 regression(s), 0 fix(es)" in flat
         and f"{bad} → {good}: 0 regression(s), 1 fix(es)" in flat
     )
-    assert "regression tables — missing expected tool list_warehouse_tables" in flat
-    assert "fixed tables — missing expected tool list_warehouse_tables" in flat
+    # 6/6 -> 0/6 is p = 2/924; Holm over the three cases compared: 3 x 2/924
+    holm = f"p {3 * 2 / 924:.3g}"
+    assert "regression tables -100.0 pts (95% " in flat
+    assert f"{holm} — missing expected tool list_warehouse_tables" in flat
+    assert "fixed tables +100.0 pts" in flat
     assert "passed 3/3 (100%, 95%" in flat and "→ 2/3 (67%, 95%" in flat
     markdown = report.read_text()
     assert (
         markdown.count("## ") == 2
-        and "## ❌ Comparison: 1 regression(s), 0 fix(es), 0 removed, 0 added" in markdown
-    )
-    assert "## ✅ Comparison: 0 regression(s), 1 fix(es), 0 removed, 0 added" in markdown
-    assert (
-        "| `tables` | regression | 1/1 | 0/1 | missing expected tool list_warehouse_tables |"
+        and "## ❌ Comparison: 1 regression(s), 0 fix(es), 0 within noise, 0 removed, 0 added"
         in markdown
     )
+    assert "## ✅ Comparison: 0 regression(s), 1 fix(es), 0 within noise, 0 removed" in markdown
+    assert "| `tables` | regression | 6/6 | 0/6 | -100.0 pts (95% " in markdown
+    assert f"{holm} | missing expected tool list_warehouse_tables |" in markdown
+    assert "| runs passed | 18/18 | 12/18 | -33.3 pts (95% " in markdown
     assert "| Passed | 3/3 (100%" in markdown and "| 2/3 (67%" in markdown
     assert "| Cost | $" in markdown
 
@@ -496,11 +510,16 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
         "old",
         "new",
         "failed",
+        "alpha",
         "pass_rate",
         "cost_usd",
+        "rates",
+        "means",
         "trigger_scores",
         "cases",
     }
+    assert first["alpha"] == 0.05 and [r["label"] for r in first["rates"]] == ["runs passed"]
+    assert [m["label"] for m in first["means"]] == ["cost per run", "latency per run"]
     assert (first["old"], first["new"], first["failed"]) == (str(good), str(bad), True)
     assert first["pass_rate"] == [1.0, 0.6667] and second["pass_rate"] == [0.6667, 1.0]
     costs = first["cost_usd"]
@@ -511,31 +530,29 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
     assert all(cost > 0 for cost in costs)
     assert first["trigger_scores"] == []
     tables = changes(first)["tables"]
-    assert set(tables) == {
-        "name",
-        "change",
-        "reasons",
-        "old_passed",
-        "new_passed",
-        "old_pass_rate",
-        "new_pass_rate",
-    }
+    statistics = tables.pop("statistics")
     assert tables == {
         "name": "tables",
         "change": "regression",
         "reasons": "missing expected tool list_warehouse_tables",
+        "note": "missing expected tool list_warehouse_tables",
         "old_passed": True,
         "new_passed": False,
         "old_pass_rate": 1.0,
         "new_pass_rate": 0.0,
+        "old_claude_version": None,
+        "new_claude_version": None,
     }
+    assert statistics["old"] == [6, 6] and statistics["new"] == [0, 6]
+    assert statistics["p_value"] == round(2 / 924, 6) and statistics["significant"] is True
+    assert statistics["adjusted_p"] == round(3 * 2 / 924, 6)
     assert changes(second)["tables"]["change"] == "fixed" and not second["failed"]
     assert {c["change"] for name, c in changes(first).items() if name != "tables"} == {"unchanged"}
 
     # A case that is gone is reported, and never counts as a pass.
     result = compare(good, subset)
     assert result.exit_code == 1
-    assert "0 regression(s), 0 fix(es), 1 removed, 0 added" in said(
+    assert "0 regression(s), 0 fix(es), 0 within noise, 1 removed, 0 added" in said(
         result
     ) and "removed weather" in said(result)
     [step] = comparison_of(compare(good, subset, extra=("--json",)))
@@ -549,7 +566,7 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
 
 def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
     """The old bug: a --tests result where a test failed compared as "2/2 (100 %)", exit 0."""
-    args = ["--tests", str(EXAMPLES / "tool_tests"), *SERVER]
+    args = ["--tests", str(EXAMPLES / "tool_tests"), *SERVER, "-i", "6"]
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     api.responder = tool_model()
     result = cli(*args, "-o", str(good))
@@ -568,7 +585,8 @@ def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
     assert (
         "1 regression(s)" in flat
-        and "regression no-destructive-sql — forbidden pattern in the answer" in flat
+        and "regression no-destructive-sql -100.0 pts" in flat
+        and "— forbidden pattern in the answer" in flat
     )
     assert "2/2 (100%" not in flat.split("→", 2)[2], (
         "the failing file is not reported as all passed"
@@ -600,26 +618,31 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
         and old["trigger_scores"][0]["triggerScore"] == 100
     )
 
+    # One run each: 1/1 -> 0/1 is a flip, and noise (Fisher's p = 1): within noise, exit 0
     result = compare(good, bad, extra=("--report", str(sandbox / "diff.md")))
-    assert result.exit_code == 1
+    assert result.exit_code == 0, result.stdout
     flat = said(result)
     name = f"warehouse-sql: {JOKE_QUERY}"
-    assert f"regression {name} — expected to ignore, but activated" in flat
+    assert "0 regression(s), 0 fix(es), 1 within noise" in flat
+    assert (
+        f"within noise {name} -100.0 pts (95% " in flat
+        and "p 1 — not significant; about 4 runs per side" in flat
+    )
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
     assert f"cost ${old['summary']['cost_usd']:.4f} → ${new['summary']['cost_usd']:.4f}" in flat
     assert "$0.0000" not in flat
     assert "triggerScore warehouse-sql: 100.0% → 0.0%" in flat
     markdown = (sandbox / "diff.md").read_text()
-    assert "| triggerScore `warehouse-sql` | 100.0% | 0.0% (-100.0) |" in markdown
-    assert f"| `{name}` | regression | 1/1 | 0/1 | expected to ignore, but activated |" in markdown
+    assert "| triggerScore `warehouse-sql` | 100.0% | 0.0% | -100.0 |" in markdown
+    assert f"| `{name}` | within noise | 1/1 | 0/1 | -100.0 pts (95% " in markdown
     [step] = comparison_of(compare(good, bad, extra=("--json",)))
     assert step["trigger_scores"] == [{"skill": "warehouse-sql", "old": 100.0, "new": 0.0}]
     assert step["cost_usd"] == [old["summary"]["cost_usd"], new["summary"]["cost_usd"]]
-    assert step["pass_rate"] == [1.0, 0.5]
+    assert step["pass_rate"] == [1.0, 0.5] and step["failed"] is False
+    # the textbook size for 100 % -> 0 % is 2; the exact test needs 4/4 against 0/4 (2/70 < 0.05)
+    assert changes(step)[name]["statistics"]["runs_to_decide"] == 4
     result = compare(bad, good)
-    assert result.exit_code == 0 and f"fixed {name} — expected to ignore, but activated" in said(
-        result
-    )
+    assert result.exit_code == 0 and f"within noise {name}" in said(result)
 
 
 # ============================================================================= 4. malformed and foreign results files

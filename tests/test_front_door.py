@@ -236,6 +236,7 @@ def test_the_supported_api_exists():
 def test_every_option_is_a_settings_field_and_every_field_an_option():
     settings = {f.name for f in fields(E.Settings)}
     derived = {"models", "trigger_models", "outputs", "merged_runs", "merged_pieces", "given"}
+    derived |= {"claude_bins", "auto_runs"}  # every --claude-bin; -i auto's (least, most)
     options = {o.name for o in E.OPTIONS if not o.writer}
     assert options <= settings
     assert settings - derived == options

@@ -578,8 +578,13 @@ def test_qa_report_shows_accuracy_and_the_transcript(lab: Lab, tmp_path: Path):
 # ============================================================================ a comparison
 def test_comparison_report_puts_regressions_first(lab: Lab, tmp_path: Path):
     old, new = lab.path("old.json"), lab.path("new.json")
-    lab.run("--csv", lab.csv, "--server-module", EXAMPLE_SERVER, "-o", old, model=answers)
-    lab.run("--csv", lab.csv, "--server-module", EXAMPLE_SERVER, "-o", new, model=no_tools)
+    # six runs a case: 6/6 -> 0/6 is significant (p = 2/924, Holm x4), one run would be noise
+    lab.run(
+        "--csv", lab.csv, "--server-module", EXAMPLE_SERVER, "-i", "6", "-o", old, model=answers
+    )
+    lab.run(
+        "--csv", lab.csv, "--server-module", EXAMPLE_SERVER, "-i", "6", "-o", new, model=no_tools
+    )
     html = lab.path("diff.html")
     code, output = lab.run("--compare", old, new, "--html", html)
     assert code == 1, output
@@ -587,7 +592,8 @@ def test_comparison_report_puts_regressions_first(lab: Lab, tmp_path: Path):
     dom = parse_dom(dump_dom(html, tmp_path))
     text = dom.text
     assert text.index("Changes: regressions and fixes first") < text.index("Cases (4)")
-    assert "3 regression(s), 1 fix(es)" in text
+    assert "3 regression(s), 1 fix(es), 0 within noise" in text
+    assert "-100.0 pts (95% " in text and "runs passed" in text and "cost per run" in text
     rows = [attrs["data-case"] for tag, attrs in dom.tags if tag == "tr" and "data-case" in attrs]
     assert set(rows[:3]) == {"tables_ok", HOSTILE, HOSTILE_IMG} and rows[3] == "forbidden_case"
     opened = parse_dom(dump_dom(html, tmp_path, "tables_ok")).text

@@ -187,6 +187,14 @@ SAMPLES: dict[str, list[str]] = {
     "fail_on": ["--fail-on", "high"],
     "pin": ["--pin", "tools.lock"],
     "update_pins": ["--update-pins"],
+    "keyword": ["-k", "tables"],
+    "fail_fast": ["-x"],
+    "rerun_failed": ["--rerun-failed", "results.json"],
+    "cache": ["--cache", "cache"],
+    "plan": ["--plan"],
+    "detect": ["--detect", "20"],
+    "rate": ["--rate", "0.5"],
+    "alpha": ["--alpha", "0.01"],
 }
 
 # The smallest command line that selects each mode.
@@ -195,6 +203,7 @@ MODE_LINES: dict[str, list[str]] = {
     "generate": ["--generate-triggers", SAMPLE_SKILL],
     "compare": ["--compare", "old.json", "new.json"],
     "merge": ["--merge", "shard-1.json", "shard-2.json"],
+    "plan": ["--plan"],
     "render": ["--from", "results.json"],
     "skills": ["--skill", SAMPLE_SKILL, "--trigger", SAMPLE_TRIGGER],
     "markdown": ["--tests", str(ROOT / "examples" / "tool_tests")],
@@ -279,9 +288,8 @@ def test_the_refusal_matrix_is_the_whole_table():
     generated = {tuple(p.values[:2]) for p in REFUSED + SWITCHED}
     assert generated == every and len(REFUSED) > 200
     # Only options that select a mode of their own can hand a command line to another mode.
-    assert all(p.values[1] in ("skill", "trigger", "optimize", "redteam") for p in SWITCHED), (
-        SWITCHED
-    )
+    modes_of_their_own = ("skill", "trigger", "optimize", "redteam", "plan")
+    assert all(p.values[1] in modes_of_their_own for p in SWITCHED), SWITCHED
 
 
 @pytest.mark.parametrize("mode, option, expected", REFUSED)
@@ -2053,9 +2061,22 @@ def results_files(lab: Lab) -> tuple[Path, Path, Path]:
     return lab.cache["results-files"]
 
 
+def compare_files(lab: Lab) -> tuple[Path, Path]:
+    """old and new of the CSV suite, six runs a case: each case 6/6 -> 0/6, Fisher's p = 2/924,
+    Holm over the two cases 4/924: a significant regression at the default --alpha 0.05."""
+    if "compare-files" not in lab.cache:
+        paths = []
+        for name, model in (("old-6", answers), ("new-6", no_tools)):
+            path = lab.root / "out" / f"{name}.json"
+            lab.run(*tool_args(lab, "csv", "-i", "6", "-o", path), model=model)
+            paths.append(path)
+        lab.cache["compare-files"] = tuple(paths)
+    return lab.cache["compare-files"]
+
+
 @observes("compare", "compare")
 def _(lab, mode):
-    old, new, _ = results_files(lab)
+    old, new = compare_files(lab)
     worse = lab.run("--compare", old, new)
     better = lab.run("--compare", new, old)
     assert worse.code == 1 and "2 regression(s)" in worse.output
@@ -2075,7 +2096,7 @@ def _(lab, mode):
 
 @observes("report", "compare")
 def _(lab, mode):
-    old, new, _ = results_files(lab)
+    old, new = compare_files(lab)
     report = lab.fresh("diff.md")
     run = lab.run("--compare", old, new, "--report", report)
     assert run.code == 1
@@ -2085,7 +2106,7 @@ def _(lab, mode):
 
 @observes("output", "compare")
 def _(lab, mode):
-    old, new, _ = results_files(lab)
+    old, new = compare_files(lab)
     out = lab.fresh("diff.json")
     lab.run("--compare", old, new, "-o", out)
     [comparison] = json.loads(out.read_text())["comparisons"]
@@ -2094,7 +2115,7 @@ def _(lab, mode):
 
 @observes("json_out", "compare")
 def _(lab, mode):
-    old, new, _ = results_files(lab)
+    old, new = compare_files(lab)
     run = lab.run("--compare", old, new, "--json")
     assert run.document()["comparisons"][0]["failed"] is True
     with pytest.raises(json.JSONDecodeError):
@@ -2506,7 +2527,7 @@ def _(lab, mode):
 
 @observes("html", "compare")
 def _(lab, mode):
-    old, new, _ = results_files(lab)
+    old, new = compare_files(lab)
     page = lab.fresh("diff.html")
     run = lab.run("--compare", old, new, "--html", page)
     assert run.code == 1 and page.exists()
@@ -3851,6 +3872,232 @@ def _(lab, mode):
         "hello",
         "upload_report",
     ]
+
+
+# ---------------------------------------------------------------------------- is the change real? compare --alpha, plan
+@observes("alpha", "compare")
+def _(lab, mode):
+    old, new = compare_files(lab)
+    usual = lab.run("--compare", old, new, "--json")
+    strict = lab.run("--compare", old, new, "--alpha", "0.001", "--json")
+    # Holm's adjusted p of each case is 2 x 2/924 = 0.0043: below 0.05, above 0.001
+    [step], [strict_step] = usual.document()["comparisons"], strict.document()["comparisons"]
+    assert usual.code == 1 and {c["change"] for c in step["cases"]} == {"regression"}
+    assert strict.code == 0 and {c["change"] for c in strict_step["cases"]} == {"noise"}
+    assert (step["alpha"], strict_step["alpha"]) == (0.05, 0.001)
+    assert strict_step["cases"][0]["statistics"]["adjusted_p"] == round(4 / 924, 6)
+
+
+def plan_runs(run: Run) -> int:
+    """The runs per case plan's last line asks for (`plan: -i N ...`)."""
+    assert run.code == 0 and run.requests == [], run.output
+    line = next(x for x in run.stdout.splitlines() if x.startswith("plan: -i "))
+    return int(line.split()[2])
+
+
+@observes("plan", "plan")
+def _(lab, mode):
+    run = lab.run("--plan")
+    assert plan_runs(run) == evaluator.runs_to_detect(C.PLAN_ASSUMED_RATE, 0.8)
+    assert "every case (assumed rate)" in run.stdout
+    alone = lab.run("--detect", "10")
+    assert alone.code == 2 and "plan: -i" not in alone.output
+
+
+@observes("from_results", "plan")
+def _(lab, mode):
+    old, _ = compare_files(lab)  # each case passed 6 of 6 runs
+    run = lab.run("--plan", "--from", old)
+    assert plan_runs(run) == evaluator.runs_to_detect(1.0, 0.9)
+    rows = [line for line in run.stdout.splitlines() if "tables_" in line]
+    assert len(rows) == 2 and all("100%" in row and " 6 " in row for row in rows), run.stdout
+    assert "tables_a" not in lab.run("--plan").stdout
+
+
+@observes("detect", "plan")
+def _(lab, mode):
+    wide = lab.run("--plan", "--detect", "20")
+    assert plan_runs(wide) == evaluator.runs_to_detect(0.9, 0.7)
+    assert plan_runs(wide) < plan_runs(lab.run("--plan")) == evaluator.runs_to_detect(0.9, 0.8)
+
+
+@observes("rate", "plan")
+def _(lab, mode):
+    even = lab.run("--plan", "--rate", "0.5")
+    assert plan_runs(even) == evaluator.runs_to_detect(0.5, 0.4)
+    assert plan_runs(even) > plan_runs(lab.run("--plan"))
+
+
+@observes("alpha", "plan")
+def _(lab, mode):
+    strict = lab.run("--plan", "--alpha", "0.01")
+    assert plan_runs(strict) == evaluator.runs_to_detect(0.9, 0.8, 0.01)
+    assert plan_runs(strict) > plan_runs(lab.run("--plan")) and "alpha 0.01" in strict.stdout
+
+
+# ---------------------------------------------------------------------------- part of a suite (-k, -x, --rerun-failed) and --cache
+SECOND_MD_PROMPT = "Which user tables does my warehouse hold?"
+SECOND_QA_PROMPT = "Name every table the warehouse holds, please."
+
+
+def two_cases(lab: Lab, mode: str) -> tuple[list[Any], tuple[str, str], tuple[str, str]]:
+    """The mode's command line on a suite of two cases, their prompts and their names."""
+    if mode == "csv":
+        return tool_args(lab, mode), CSV_PROMPTS, ("tables_a", "tables_b")
+    if mode == "markdown":
+        folder = lab.root / "two-tests"
+        write(folder / "a.md", lab.md.read_text())
+        write(
+            folder / "b.md",
+            "---\nname: users-knowledge\ntype: knowledge\nconcepts: [users]\n---\n\n"
+            f"# Prompt\n\n{SECOND_MD_PROMPT}\n",
+        )
+        line = ["--tests", folder, "--server-module", EXAMPLE_SERVER]
+        return line, (MD_PROMPT, SECOND_MD_PROMPT), ("tables-knowledge", "users-knowledge")
+    pairs = "".join(
+        f"   <qa_pair>\n      <question>{q}</question>\n      <answer>{FINAL}</answer>\n"
+        "   </qa_pair>\n"
+        for q in (QA_PROMPT, SECOND_QA_PROMPT)
+    )
+    qa = write(lab.root / "two-pairs.xml", f"<evaluation>\n{pairs}</evaluation>\n")
+    line = ["--qa", qa, "--server-module", EXAMPLE_SERVER]
+    return line, (QA_PROMPT, SECOND_QA_PROMPT), ("task-1", "task-2")
+
+
+def fails_prompt(prompt: str) -> Callable[[dict], dict]:
+    """`answers`, except the conversation about `prompt`, which answers without looking."""
+
+    def model(body: dict) -> dict:
+        return no_tools(body) if prompt in user_query(body) else answers(body)
+
+    return model
+
+
+def opened(run: Run, prompts: tuple[str, ...]) -> list[str]:
+    """Which of `prompts` the run's conversations opened with, in order."""
+    return [p for b in run.openings() for p in prompts if p in user_query(b)]
+
+
+PARTIAL_MODES = ("csv", "markdown", "qa")
+
+
+@observes("keyword", *PARTIAL_MODES)
+def _(lab, mode):
+    line, prompts, names = two_cases(lab, mode)
+    every = lab.run(*line, "--json")
+    chosen = lab.run(*line, "-k", f"{names[1]} and not {names[0]}", "--json")
+    assert sorted(opened(every, prompts)) == sorted(prompts), every.output
+    assert opened(chosen, prompts) == [prompts[1]] and chosen.code == 0, chosen.output
+    assert [c["name"] for c in chosen.document()["cases"]] == [names[1]]
+    assert len(every.document()["cases"]) == 2
+
+
+@observes("fail_fast", *PARTIAL_MODES)
+def _(lab, mode):
+    line, prompts, names = two_cases(lab, mode)
+    failing = fails_prompt(prompts[0])
+    whole = lab.run(*line, "--concurrency", "1", "--json", model=failing)
+    first = lab.run(*line, "--concurrency", "1", "-x", "--json", model=failing)
+    assert opened(whole, prompts) == list(prompts) and whole.code == 1
+    assert opened(first, prompts) == [prompts[0]] and first.code == 1, first.output
+    assert "stopped at the first failing run (-x)" in first.output
+    assert first.document()["summary"]["not_started"] == 1
+    assert [c["name"] for c in first.document()["cases"]] == [names[0]]
+
+
+@observes("rerun_failed", *PARTIAL_MODES)
+def _(lab, mode):
+    line, prompts, names = two_cases(lab, mode)
+    earlier, again = lab.fresh("failed.json"), lab.fresh("again.json")
+    assert lab.run(*line, "-o", earlier, model=fails_prompt(prompts[1])).code == 1
+    run = lab.run(*line, "--rerun-failed", earlier, "-o", again)
+    assert run.code == 0 and opened(run, prompts) == [prompts[1]], run.output
+    assert "--rerun-failed: 1 run(s) of passing cases kept" in run.output
+    document = json.loads(again.read_text())
+    assert [(c["name"], c["passed"]) for c in document["cases"]] == [
+        (names[0], True),
+        (names[1], True),
+    ]
+    assert len(document["results"]) == 2 and document["passed"] is True
+
+
+@observes("cache", *TOOL_MODES)
+def _(lab, mode):
+    cache = lab.fresh("cache")
+    first_run = lab.run(*tool_args(lab, mode, "--cache", cache, "--json"))
+    second = lab.run(*tool_args(lab, mode, "--cache", cache, "--json"))
+    made = len(first_run.requests)
+    assert made > 0 and second.requests == [], second.output
+    assert f"--cache: {made} model call(s) answered from the cache, 0 sent" in " ".join(
+        second.output.split()
+    )
+    assert second.document()["metadata"]["cache"]["hits"] == made
+    assert [c["passed"] for c in second.document()["cases"]] == [
+        c["passed"] for c in first_run.document()["cases"]
+    ]
+    assert len(lab.run(*tool_args(lab, mode)).requests) == made, "without it, every call again"
+    assert baseline(lab, mode).document()["metadata"].get("cache") is None
+
+
+@observes("cache", "optimize")
+def _(lab, mode):
+    cache = lab.fresh("cache")
+    first_run, document = opt_run(lab, "--cache", cache)
+    second, again = opt_run(lab, "--cache", cache)
+    assert proposals(first_run) and second.requests == [], "the optimizer's calls are cached too"
+    assert again["metadata"]["cache"]["hits"] == len(first_run.requests)
+    assert [(r["train_score"], r["descriptions"]) for r in again["optimization"]["rounds"]] == [
+        (r["train_score"], r["descriptions"]) for r in document["optimization"]["rounds"]
+    ]
+    assert proposals(opt_run(lab)[0]), "without it the optimizer is asked again"
+
+
+# -k, -x, --rerun-failed and --cache in skill runs: the trigger queries are the cases
+NEVER = claude_model(lambda query, body: False)  # the positive query fails, the negative passes
+
+
+@observes("keyword", "skills")
+def _(lab, mode):
+    run = lab.run(*skill_args(lab, "-k", "revenue", "--json"), model=SQL_SKILL)
+    assert set(per_query(run)) == {POSITIVE} and run.code == 0, run.output
+    [scores] = run.document()["trigger_scores"]
+    assert [q["query"] for q in scores["queryResults"]] == [POSITIVE]
+    assert set(per_query(skill_baseline(lab))) == {POSITIVE, NEGATIVE}
+
+
+@observes("fail_fast", "skills")
+def _(lab, mode):
+    whole = lab.run(*skill_args(lab, "--concurrency", "1", "--json"), model=NEVER)
+    first_run = lab.run(*skill_args(lab, "--concurrency", "1", "-x", "--json"), model=NEVER)
+    assert set(per_query(whole)) == {POSITIVE, NEGATIVE} and whole.code == 1
+    assert set(per_query(first_run)) == {POSITIVE} and first_run.code == 1, first_run.output
+    assert "stopped at the first failing run (-x)" in first_run.output
+    assert first_run.document()["summary"]["not_started"] == 1
+
+
+@observes("rerun_failed", "skills")
+def _(lab, mode):
+    earlier, again = lab.fresh("failed.json"), lab.fresh("again.json")
+    assert lab.run(*skill_args(lab, "-o", earlier), model=NEVER).code == 1
+    run = lab.run(*skill_args(lab, "--rerun-failed", earlier, "-o", again), model=SQL_SKILL)
+    assert run.code == 0 and set(per_query(run)) == {POSITIVE}, run.output
+    assert "--rerun-failed: 1 run(s) of passing cases kept" in run.output
+    document = json.loads(again.read_text())
+    assert document["passed"] is True and len(document["results"]) == 2
+    assert {q["query"]: q["actual"] for q in document["trigger_scores"][0]["queryResults"]} == {
+        POSITIVE: "activated",
+        NEGATIVE: "ignored",
+    }
+
+
+@observes("cache", "skills")
+def _(lab, mode):
+    cache = lab.fresh("cache")
+    first_run = lab.run(*skill_args(lab, "--cache", cache, "--json"), model=SQL_SKILL)
+    second = lab.run(*skill_args(lab, "--cache", cache, "--json"), model=SQL_SKILL)
+    assert first_run.requests and second.requests == [], "Claude Code went through the proxy"
+    assert second.document()["metadata"]["cache"]["hits"] == len(first_run.requests)
+    assert second.code == 0 and second.document()["passed"] is True, second.output
 
 
 # ============================================================================ every mode's document survives render

@@ -693,6 +693,7 @@ COLUMNS = [
     ("generate", "`--generate-*`"),
     ("compare", "`--compare`"),
     ("merge", "`--merge`"),
+    ("plan", "`plan`"),
     ("render", "`--from`"),
     ("schema", "`--schema`"),
     ("optimize", "`--optimize`"),
@@ -792,7 +793,7 @@ def test_every_file_a_readme_command_writes_is_git_ignored():
         written.update(
             argv[i + 1]
             for i, a in enumerate(argv[:-1])
-            if a in ("--artifacts", "--record", "--results-dir")
+            if a in ("--artifacts", "--record", "--results-dir", "--cache")
         )
     written.add("results")  # python run_tests.py's default --results-dir
     for path in sorted(written):

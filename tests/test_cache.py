@@ -1,0 +1,198 @@
+"""--cache DIR: a model answer once per exact request and sample, counted on the scripted server.
+
+- A second identical run makes no model call and gives the same verdicts, answers, tool calls,
+  usage and cost; the cost saved is said and recorded.
+- -i 2 draws two samples; editing one case makes exactly that case's calls.
+- The judge's calls go through the cache too; --cache with --batch is refused.
+- Claude Code runs reach the cache through the local caching proxy, which replays the SSE stream.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
+
+import evaluator
+
+SERVER = ["--server-module", str(EXAMPLE_SERVER)]
+SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
+
+
+def cli(*args: object):
+    result = CliRunner().invoke(evaluator.main, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def has_tool_result(body: dict) -> bool:
+    content = (body.get("messages") or [{}])[-1].get("content")
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
+def respond(body: dict) -> dict:
+    if body.get("tool_choice"):  # the judge
+        return reply(tool_use("grade", {"passed": True, "score": 1.0, "evidence": "lists them"}))
+    if has_tool_result(body):
+        return reply(text("Your warehouse holds orders and users."))
+    return reply(tool_use("list_warehouse_tables"))
+
+
+def write_suite(path: Path, second_prompt: str = "List the tables please") -> Path:
+    path.write_text(
+        "test_name,user_prompt,expected_tools,rubric\n"
+        "one,Which tables are in my warehouse?,list_warehouse_tables,\n"
+        f"two,{second_prompt},list_warehouse_tables,\n"
+        "judged,Show me every table,list_warehouse_tables,Names the tables\n"
+    )
+    return path
+
+
+def stable(document: dict) -> dict:
+    """What an identical run must repeat: everything but clocks and the cache's own counts."""
+    document = json.loads(json.dumps(document))
+    for key in ("generated_at", "suite_wall_time_s", "cache"):
+        document["metadata"].pop(key, None)
+    for name in ("latency_p50_ms", "latency_p95_ms"):
+        document["summary"].pop(name, None)
+    for case in document["cases"]:
+        case.pop("seconds", None)
+    for run in document["results"]:
+        run.pop("latency_ms", None)
+        # a case's identical runs share one judge call, paid by the run that reached it first
+        # (a race between runs at once): the case's cost and verdict above are what is stable
+        for name in ("judge_model", "judge_usage", "cost_usd"):
+            run.pop(name, None)
+        for call in run.get("tool_calls", []):
+            call.pop("duration_ms", None)
+        for entry in run.get("conversation_history", []):
+            entry.pop("duration_ms", None)
+    return document
+
+
+def calls(api) -> int:
+    return len(api.message_requests)
+
+
+def test_a_second_identical_run_makes_no_model_call(api, tmp_path):
+    suite, cache = write_suite(tmp_path / "s.csv"), tmp_path / "cache"
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    api.responder = respond
+    done = cli("--csv", suite, *SERVER, "-i", "2", "--cache", cache, "-o", first)
+    assert done.exit_code == 0, done.output
+    # two samples of each of three cases, two calls each, and the judge once (its two runs read
+    # alike: the judge grades a transcript once)
+    assert calls(api) == 3 * 2 * 2 + 1
+    assert len({b["model"] for b in api.message_requests}) == 2  # the model and the judge's
+    made = calls(api)
+    again = cli("--csv", suite, *SERVER, "-i", "2", "--cache", cache, "-o", second)
+    assert again.exit_code == 0, again.output
+    assert calls(api) == made, "every answer came from the cache"
+    one, two = json.loads(first.read_text()), json.loads(second.read_text())
+    assert stable(one) == stable(two)
+    assert one["metadata"]["cache"]["misses"] == made and one["metadata"]["cache"]["hits"] == 0
+    assert two["metadata"]["cache"]["hits"] == made and two["metadata"]["cache"]["misses"] == 0
+    saved = two["metadata"]["cache"]["saved_usd"]
+    assert saved == pytest.approx(one["summary"]["cost_usd"], abs=1e-5) and saved > 0
+    assert f"--cache: {made} model call(s) answered from the cache, 0 sent; ${saved:.4f} saved" in (
+        " ".join(again.output.split())
+    )
+    # the entries are files of the cache's format, redacted like every output
+    entries = list(cache.rglob("*.json"))
+    assert len(entries) == made
+    assert all(json.loads(e.read_text())["format"] == evaluator.C.CACHE_FORMAT for e in entries)
+    assert TEST_API_KEY not in "".join(e.read_text() for e in entries)
+
+
+def test_editing_one_case_makes_exactly_its_calls(api, tmp_path):
+    cache = tmp_path / "cache"
+    api.responder = respond
+    assert cli("--csv", write_suite(tmp_path / "s.csv"), *SERVER, "--cache", cache).exit_code == 0
+    before = calls(api)
+    edited = write_suite(tmp_path / "s.csv", "Which tables do I have please?")
+    done = cli("--csv", edited, *SERVER, "--cache", cache, "--json")
+    assert done.exit_code == 0, done.output
+    new = api.message_requests[before:]
+    assert len(new) == 2 and {user_query(b) for b in new} == {"Which tables do I have please?"}
+    assert json.loads(done.stdout)["metadata"]["cache"] == {
+        "folder": str(cache),
+        "hits": 2 + 3,  # one and judged (with its judge call)
+        "misses": 2,
+        "saved_usd": pytest.approx(json.loads(done.stdout)["metadata"]["cache"]["saved_usd"]),
+    }
+
+
+def test_more_iterations_draw_new_samples(api, tmp_path):
+    cache, suite = tmp_path / "cache", write_suite(tmp_path / "s.csv")
+    api.responder = respond
+    cli("--csv", suite, *SERVER, "-k", "one", "-i", "2", "--cache", cache)
+    before = calls(api)
+    cli("--csv", suite, *SERVER, "-k", "one", "-i", "3", "--cache", cache)
+    assert calls(api) - before == 2, "only the third iteration is new"
+
+
+def test_cache_and_batch_do_not_mix(tmp_path, no_api_key):
+    done = cli("--csv", write_suite(tmp_path / "s.csv"), *SERVER, "--cache", tmp_path, "--batch")
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "--batch" in done.stderr
+
+
+def skill_model(body: dict) -> dict:
+    if has_tool_result(body):
+        return reply(text("Use identifies and anonymous_id."))
+    listing = json.dumps(body.get("messages", []))
+    if (
+        "warehouse-sql: Writes, explains and fixes SQL" in listing
+        and "sql" in user_query(body).lower()
+    ):
+        return reply(tool_use("Skill", {"skill": "warehouse-sql"}))
+    return reply(text("A joke, then."))
+
+
+@needs_claude
+def test_claude_code_runs_hit_the_cache_through_the_proxy(tmp_path):
+    trigger = tmp_path / "trigger.md"
+    trigger.write_text(
+        "---\nname: t\ntype: trigger\nskill: warehouse-sql\n---\n\n# Positive Triggers\n\n"
+        '- "Write a SQL query for weekly revenue"\n\n# Negative Triggers\n\n- "Tell me a joke"\n'
+    )
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    cache = tmp_path / "cache"
+    documents = []
+    with ScriptedAnthropic(responder=skill_model) as api:
+        env = {
+            "PATH": __import__("os").environ["PATH"],
+            "HOME": str(tmp_path / "home"),
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "ANTHROPIC_BASE_URL": api.url,
+        }
+        counts = []
+        for name in ("1.json", "2.json"):
+            done = subprocess.run(
+                [sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, "--skill",
+                 str(SKILL), "--trigger", str(trigger), "--runs", "2", "--cache", str(cache),
+                 "-o", str(tmp_path / name)],
+                cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            counts.append(len(api.message_requests))
+            documents.append(json.loads((tmp_path / name).read_text()))
+    assert counts[0] > 0 and counts[1] == counts[0], "the second run made no model call"
+    assert all(r["path"].startswith("/v1/messages") for r in api.requests), "paths unprefixed"
+    first, second = documents
+    assert [(c["name"], c["passed"], c["passes"]) for c in first["cases"]] == [
+        (c["name"], c["passed"], c["passes"]) for c in second["cases"]
+    ]
+    assert [r["activated_skills"] for r in first["results"]] == [
+        r["activated_skills"] for r in second["results"]
+    ]
+    assert second["metadata"]["cache"]["misses"] == 0
+    assert second["metadata"]["cache"]["hits"] == counts[0]
+    assert second["metadata"]["cache"]["saved_usd"] > 0
