@@ -45,6 +45,20 @@ needs_claude = pytest.mark.skipif(
 )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` (pyproject's addopts): the tests marked `xdist_group(NAME)` run on one
+    worker, in order. pytest-xdist tags their ids for its scheduler by assigning `_nodeid`, which
+    pytest 9 no longer reads (the id is `_id`): we tag them here so the README's commands run once
+    on one worker, instead of once on every worker that draws one of them."""
+    if not config.getoption("loadgroup", False):
+        return
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None and "@" not in item.nodeid:
+            group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+            item._id = f"{item.nodeid}@{group}"  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch):
     """A scripted Anthropic API on 127.0.0.1; the environment points the SDK at it."""

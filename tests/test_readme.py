@@ -34,6 +34,10 @@ from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, t
 import evaluator as E
 import prompts
 
+# One worker runs the README's commands, in order, once (each command may read what one before it
+# wrote): pyproject's `--dist loadgroup` keeps this module's tests together.
+pytestmark = pytest.mark.xdist_group("readme")
+
 README = ROOT / "README.md"
 README_TEXT = README.read_text(encoding="utf-8")
 
