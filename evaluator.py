@@ -15132,7 +15132,8 @@ async def drive_jobs(
         started = (
             time.perf_counter()
         )  # the suite's wall time: first run started -> last one finished
-        width = workers_for(len(jobs) if isinstance(jobs, Sequence) else count)
+        listed = len(jobs) if isinstance(jobs, Sequence) and rounds is None else None
+        width = workers_for(count if listed is None else listed)  # -i auto: every round's count
         finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
         try:
             batch = jobs if rounds is None else rounds.next_round()

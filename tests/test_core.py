@@ -561,7 +561,8 @@ def test_other_bad_inputs(api, tmp_path):
     assert_one_line_error(*run_cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
     assert_one_line_error(*run_cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
     assert_one_line_error(
-        *run_cli("-q", "hi", "-i", "0")[::2], "'--iterations': 0 is not in the range x>=1"
+        *run_cli("-q", "hi", "-i", "0")[::2],
+        "'0' is not a number of runs (1 or more) nor auto[:MIN-MAX]",
     )
     assert_one_line_error(
         *run_cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file"

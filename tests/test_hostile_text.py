@@ -424,9 +424,12 @@ def test_a_server_that_dies_at_start_is_one_escaped_error_line(tmp_path):
 def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
     folder, _ = csv_run
     old = check_json(folder / "out.json")
+    # ten runs a side, all flipped: significant (Fisher's p = 2 / C(20, 10), Holm-corrected)
+    old["cases"][0].update(passed=True, passes=10, runs=10)
+    old["cases"][1].update(passed=False, passes=0, runs=10)
     new = json.loads(json.dumps(old))
-    new["cases"][0].update(passed=False, reasons={ANSWER: 1})  # a regression with a hostile reason
-    new["cases"][1].update(passed=True, reasons={})  # a fix
+    new["cases"][0].update(passed=False, passes=0, reasons={ANSWER: 10})  # a hostile reason
+    new["cases"][1].update(passed=True, passes=10, reasons={})  # a fix
     new["cases"][3]["name"] = "+renamed " + new["cases"][3]["name"]  # one removed, one added
     (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
     (tmp_path / "new.json").write_text(json.dumps(new), encoding="utf-8")

@@ -300,16 +300,17 @@ def test_a_judge_that_keeps_failing_is_an_error_of_the_run_and_retry_errors_reru
 def test_grades_survive_resume_and_compare_shows_the_evidence(api, tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     api.responder = model()
-    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-o", good)[0] == 0
+    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", good)[0] == 0
     api.responder = model("users and widgets", grade(False, 0.1, EVIDENCE))
-    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-o", bad)[0] == 1
+    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", bad)[0] == 1
     before = len(api.message_requests)
     code, document, err = run_json(
-        "--csv", rubric_suite(tmp_path), *server(), "-o", bad, "--resume"
+        "--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", bad, "--resume"
     )
-    assert code == 1 and len(api.message_requests) == before and "resuming: 1 run(s) kept" in err
+    assert code == 1 and len(api.message_requests) == before and "resuming: 6 run(s) kept" in err
     assert document["results"][0]["grades"]["judge"]["evidence"] == EVIDENCE
-    assert document["cases"][0]["reasons"] == {f"judge: failed (score 0.10): {EVIDENCE}": 1}
+    assert document["cases"][0]["reasons"] == {f"judge: failed (score 0.10): {EVIDENCE}": 6}
+    # six runs a side: 6/6 -> 0/6 is a regression (Fisher's two-sided p = 2 / C(12, 6) = 0.0022)
     code, out, err = run_cli("--compare", good, bad)
     assert code == 1 and "regression" in out and "widgets" in out
 

@@ -357,9 +357,11 @@ def test_a_matrix_resumes_and_compares(lab: ScriptedAnthropic):
     code, stdout, _, _ = run(lab, "--compare", "m.json", "fixed.json", "--json")
     [comparison] = json.loads(stdout)["comparisons"]
     changes = {c["name"]: c["change"] for c in comparison["cases"]}
+    # one run a side: the fast model's flip is compared on its own label, and is noise ("within
+    # noise": Fisher's exact test cannot call 0/1 -> 1/1 significant)
     assert (
         code == 0
-        and changes[f"{HARD} ({FAST})"] == "fixed"
+        and changes[f"{HARD} ({FAST})"] == "noise"
         and changes[f"{HARD} ({STRONG})"] == "unchanged"
     )
     assert len(changes) == 6

@@ -417,22 +417,33 @@ def results_file(path: Path, cases: list[tuple[str, int, int]], cost: float) -> 
 
 
 def test_compare_finds_regressions_and_fixes(tmp_path):
+    # a flips 10/10 -> 0/10 and b the other way: Fisher's two-sided p is 2 / C(20, 10) =
+    # 1.08e-05, times the 4 cases compared (Holm) = 4.33e-05; d's 3/3 -> 2/3 is within noise
     old = results_file(
-        tmp_path / "old.json", [("a", 3, 3), ("b", 1, 3), ("c", 3, 3), ("gone", 3, 3)], 0.30
+        tmp_path / "old.json",
+        [("a", 10, 10), ("b", 0, 10), ("c", 3, 3), ("d", 3, 3), ("gone", 3, 3)],
+        0.30,
     )
     new = results_file(
-        tmp_path / "new.json", [("a", 2, 3), ("b", 3, 3), ("c", 3, 3), ("added", 3, 3)], 0.36
+        tmp_path / "new.json",
+        [("a", 0, 10), ("b", 10, 10), ("c", 3, 3), ("d", 2, 3), ("added", 3, 3)],
+        0.36,
     )
     report = tmp_path / "cmp.md"
     code, out, err = run_cli("--compare", str(old), str(new), "--report", str(report))
     assert code == 1
     markdown = report.read_text()
-    assert markdown.startswith("## ❌ Comparison: 1 regression(s), 1 fix(es), 1 removed, 1 added")
-    assert "| `a` | regression | 3/3 | 2/3 | missing expected tool x |" in markdown
-    assert "| `b` | fixed | 1/3 | 3/3 | missing expected tool x |" in markdown
+    assert markdown.startswith(
+        "## ❌ Comparison: 1 regression(s), 1 fix(es), 1 within noise, 1 removed, 1 added"
+    )
+    assert "| `a` | regression | 10/10 | 0/10 | -100.0 pts (95% -100.0…-60.8), p 4.33e-05 |" in (
+        markdown
+    )
+    assert "| `b` | fixed | 0/10 | 10/10 | +100.0 pts (95% +60.8…+100.0), p 4.33e-05 |" in markdown
+    assert "| `d` | within noise | 3/3 | 2/3 | -33.3 pts" in markdown
     assert "| `added` | added |" in markdown and "| `gone` | removed |" in markdown
-    assert "$0.3000 | $0.3600 (+0.0600)" in markdown
-    assert "| Passed | 3/4 (75%, 95% 30%–95%) | 3/4 (75%, 95% 30%–95%) |" in markdown
+    assert "| Cost | $0.3000 | $0.3600 | +0.0600 |" in markdown
+    assert "| Passed | 4/5 (80%, 95% 38%–96%) | 3/5 (60%, 95% 23%–88%) |" in markdown
     code, out, err = run_cli("--compare", str(old), str(old))
     assert code == 0
     code, out, err = run_cli("--compare", str(old), str(tmp_path / "missing.json"))
