@@ -1534,6 +1534,7 @@ class SkillTest:
     )  # copied into the run's project before it starts
     # trigger tests: each query's routing assertions (frontmatter keys, or an eval entry's own)
     routing: dict[str, RoutingRule] = field(default_factory=dict)
+    query_lines: dict[str, int] = field(default_factory=dict)  # each trigger query's line
 
     @property
     def is_task(self) -> bool:
@@ -1802,6 +1803,8 @@ class CaseResult(Record):
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
     distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
     claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
+    source: str = ""  # the file it is written in (a suite, a test file): where CI annotates it
+    line: int = 0  # its line in that file (0: the file as a whole)
 
 
 class ToolStatsRecord(Record):
@@ -4073,6 +4076,17 @@ def list_items(text: str) -> list[str]:
     return cleaned
 
 
+def item_lines(raw: str, items: Sequence[str], start: int) -> dict[str, int]:
+    """Each item's line in the file: the first line holding it from `start` on (its section's
+    heading), each item searched on the lines after the one before it."""
+    lines, found, at = raw.splitlines(), {}, max(start, 1)
+    for item in items:
+        line = next((n for n in range(at, len(lines) + 1) if item in lines[n - 1]), None)
+        found[item] = line or start
+        at = line + 1 if line else at
+    return found
+
+
 def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
     if value is None:
         return []
@@ -4231,6 +4245,9 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         example = "1" if key == "max_skills" else "[skill-name]"
         return InputError(message, path, frontmatter_line(raw, key), f"e.g. {key}: {example}")
 
+    for key in ("positive_triggers", "negative_triggers"):
+        start = sections.get(key, ("", body_line))[1]
+        test.query_lines.update(item_lines(raw, getattr(test, key), start))
     for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
         rule = routing_rule(data, routing_problem, positive)
         if rule is not None:
@@ -4284,6 +4301,7 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
 
         where = line_of(raw, json.dumps(query)) or 1
+        test.query_lines.setdefault(query.strip(), where)
 
         def routing_problem(
             key: str, message: str, number: int = index + 1, line: int = where
@@ -9474,6 +9492,8 @@ class CaseSummary:
     prompt: str = ""
     cost_usd: float = 0.0  # all runs of the case together
     tags: list[str] = field(default_factory=list)
+    source: str = ""  # the file the case is written in, and its line there
+    line: int = 0
 
 
 def summarize_case(
@@ -9501,6 +9521,8 @@ def summarize_case(
         prompt=case.prompt,
         cost_usd=round(sum(t.cost_usd for t in transcripts), 6),
         tags=list(case.tags),
+        source=case.source,
+        line=case.line,
     )
 
 
@@ -10399,6 +10421,8 @@ def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -
         cost_usd=summary.cost_usd,
         seconds=round(seconds, 3),
         tags=summary.tags,
+        source=summary.source,
+        line=summary.line,
     )
 
 
@@ -10465,6 +10489,8 @@ def case_result_from_test(
         description=result.test.type,
         cost_usd=round(cost, 6),
         seconds=round(seconds, 3),
+        source=result.test.source,
+        line=result.test.line,
     )
 
 
@@ -10503,6 +10529,7 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
         description=q.expected + (" (routing)" if q.routing else ""),
         cost_usd=round(cost, 6),
         seconds=round(seconds, 3),
+        source=q.source,
     )
 
 
@@ -19654,6 +19681,7 @@ def skill_results(
     names = [s.name for s in plan.skills]
     trigger_tests = [t for t in plan.tests if t.type == "trigger"]
     trigger_verdicts = {t.name: True for t in trigger_tests}
+    query_lines = {(t.source, q): n for t in trigger_tests for q, n in t.query_lines.items()}
     scores: list[TriggerScore] = []
     score_records: list[TriggerScoreRecord] = []
     test_results: list[SkillTestResult] = []
@@ -19674,6 +19702,7 @@ def skill_results(
                 )
             )
             cases[-1].model, cases[-1].distractors = model, step
+            cases[-1].line = query_lines.get((q.source, q.query), 0)
             cases[-1].claude_version = (
                 plan.variant(model).get("version") or short_version(version) or None
             )
