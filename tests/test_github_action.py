@@ -265,6 +265,23 @@ def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
         )
 
 
+def test_with_json_on_stdout_the_annotations_go_to_stderr(api, tmp_path):
+    step = Step(tmp_path)
+    write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
+    api.responder = calls({TABLES: "list_warehouse_tables"})
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "--json"),
+        step=step,
+    )
+    assert done.returncode == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
+    assert [c.split("::")[1] for c in commands(done.stderr)] == [
+        f"error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}",
+        "error file=evals/suite.csv,line=5,title=connections",
+    ]
+
+
 def test_outside_github_actions_nothing_is_annotated(api, tmp_path):
     write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
     api.responder = calls({TABLES: "list_warehouse_tables"})
