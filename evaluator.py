@@ -553,6 +553,28 @@ def escape_markup(text: Any) -> str:
     return escape(terminal_text(text))
 
 
+def workflow_data(text: Any) -> str:
+    """The GitHub Actions sink (a workflow command's message, `::error ...::MESSAGE`): `%`, CR and
+    LF escaped as GitHub documents, so no text from outside ends the line and starts a command of
+    its own; control characters are shown escaped, as on the terminal."""
+    lines = [terminal_text(line) for line in str(text).replace("\r\n", "\n").split("\n")]
+    return "\n".join(lines).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(text: Any) -> str:
+    """A workflow command's property value (`file=`, `title=`): `:` and `,` escaped too, which
+    would end it."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: Any, **properties: Any) -> str:
+    """`::command key=value,...::message`, every value escaped; empty properties left out."""
+    given = ",".join(
+        f"{key}={workflow_property(value)}" for key, value in properties.items() if value
+    )
+    return f"::{command}{' ' + given if given else ''}::{workflow_data(message)}"
+
+
 def make_console(stderr: bool = False) -> Console:
     """Where our lines go: a terminal at its own width; anything else (CI logs, pipes, files) at
     LOG_WIDTH columns, so a long reason or path is not wrapped over a dozen lines."""
@@ -1807,6 +1829,7 @@ class SkillTest:
     )  # copied into the run's project before it starts
     # trigger tests: each query's routing assertions (frontmatter keys, or an eval entry's own)
     routing: dict[str, RoutingRule] = field(default_factory=dict)
+    query_lines: dict[str, int] = field(default_factory=dict)  # each trigger query's line
 
     @property
     def is_task(self) -> bool:
@@ -2067,6 +2090,8 @@ class CaseResult(Record):
     model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
     distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
     claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
+    source: str = ""  # the file it is written in (a suite, a test file): where CI annotates it
+    line: int = 0  # its line in that file (0: the file as a whole)
 
 
 class ToolStatsRecord(Record):
@@ -4564,6 +4589,17 @@ def list_items(text: str) -> list[str]:
     return cleaned
 
 
+def item_lines(raw: str, items: Sequence[str], start: int) -> dict[str, int]:
+    """Each item's line in the file: the first line holding it from `start` on (its section's
+    heading), each item searched on the lines after the one before it."""
+    lines, found, at = raw.splitlines(), {}, max(start, 1)
+    for item in items:
+        line = next((n for n in range(at, len(lines) + 1) if item in lines[n - 1]), None)
+        found[item] = line or start
+        at = line + 1 if line else at
+    return found
+
+
 def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
     if value is None:
         return []
@@ -4722,6 +4758,9 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         example = "1" if key == "max_skills" else "[skill-name]"
         return InputError(message, path, frontmatter_line(raw, key), f"e.g. {key}: {example}")
 
+    for key in ("positive_triggers", "negative_triggers"):
+        start = sections.get(key, ("", body_line))[1]
+        test.query_lines.update(item_lines(raw, getattr(test, key), start))
     for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
         rule = routing_rule(data, routing_problem, positive)
         if rule is not None:
@@ -4775,6 +4814,7 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
         (test.positive_triggers if should else test.negative_triggers).append(query.strip())
 
         where = line_of(raw, json.dumps(query)) or 1
+        test.query_lines.setdefault(query.strip(), where)
 
         def routing_problem(
             key: str, message: str, number: int = index + 1, line: int = where
@@ -11016,6 +11056,8 @@ class CaseSummary:
     prompt: str = ""
     cost_usd: float = 0.0  # all runs of the case together
     tags: list[str] = field(default_factory=list)
+    source: str = ""  # the file the case is written in, and its line there
+    line: int = 0
 
 
 def summarize_case(
@@ -11043,6 +11085,8 @@ def summarize_case(
         prompt=case.prompt,
         cost_usd=round(sum(t.cost_usd for t in transcripts), 6),
         tags=list(case.tags),
+        source=case.source,
+        line=case.line,
     )
 
 
@@ -12075,6 +12119,8 @@ def case_result_from_summary(summary: CaseSummary, group: str, seconds: float) -
         cost_usd=summary.cost_usd,
         seconds=round(seconds, 3),
         tags=summary.tags,
+        source=summary.source,
+        line=summary.line,
     )
 
 
@@ -12141,6 +12187,8 @@ def case_result_from_test(
         description=result.test.type,
         cost_usd=round(cost, 6),
         seconds=round(seconds, 3),
+        source=result.test.source,
+        line=result.test.line,
     )
 
 
@@ -12179,6 +12227,7 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
         description=q.expected + (" (routing)" if q.routing else ""),
         cost_usd=round(cost, 6),
         seconds=round(seconds, 3),
+        source=q.source,
     )
 
 
@@ -18308,6 +18357,14 @@ def case_label(case: CaseResult, matrix: bool) -> str:
     return f"{case.name} ({case.model})" if matrix and case.model else case.name
 
 
+def gates(case: CaseResult) -> bool:
+    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
+    baseline configuration (a task run without the skill, or with its old version) is reported
+    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
+    too (a `gates: false` property says it does not count)."""
+    return case.configuration in ("", "with_skill")
+
+
 MODE_TITLES = {
     "query": "Tool-use evaluation",
     "csv": "Tool-use evaluation",
@@ -20819,6 +20876,458 @@ def write_html_report(path: str, results: Results) -> None:
     write_text_atomic(path, render_html(html_results_data(results)))
 
 
+# ---------------------------------------------------------------------------- GitHub Actions: annotations, the step summary, outputs, the pull-request comment
+# What a step tells GitHub Actions: workflow commands on its output (`::error file=F,line=N::`
+# puts a failing case on its suite's line, in the log and on the pull request's diff), markdown
+# appended to $GITHUB_STEP_SUMMARY (the job's summary page) and `name=value` lines appended to
+# $GITHUB_OUTPUT (the step's outputs). Each is one sink of GITHUB_SINKS, which write_outputs and
+# write_comparisons run when the environment names it; the --pr-comment writer (registered with
+# the others) writes the body a workflow posts on the pull request (action.yml does).
+def on_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+class GithubStep:
+    """What this invocation has told its step so far: a project file's suites run one after
+    another in one process, and add up to one step's annotations (GitHub shows the first
+    C.GITHUB_ANNOTATIONS), outputs (a name's last value wins, so each is written again with the
+    totals) and pull-request comment (one body, a section a suite)."""
+
+    annotations = 0
+    passed: list[bool] = []
+    counts: dict[str, float] = {}
+    files: dict[str, list[str]] = {}  # writer name -> the paths it wrote
+    comments: dict[str, list[str]] = {}  # --pr-comment path -> the sections written to it
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.annotations, cls.passed, cls.counts, cls.files, cls.comments = 0, [], {}, {}, {}
+
+
+HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    head_sha: str = ""  # the commit evaluated ("" when the event does not say)
+
+
+def github_pull_request() -> PullRequest | None:
+    """The pull request the workflow runs for, read from the event GitHub describes in
+    $GITHUB_EVENT_PATH (pull_request and pull_request_target events); None for any other event,
+    outside GitHub Actions, or when the file says nothing usable."""
+    path = os.environ.get("GITHUB_EVENT_PATH")
+    if not on_github_actions() or not path:
+        return None
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    pull = event.get("pull_request") if isinstance(event, dict) else None
+    if not isinstance(pull, dict):
+        return None
+    number, head = pull.get("number"), pull.get("head")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        return None
+    sha = head.get("sha") if isinstance(head, dict) else None
+    return PullRequest(number, sha if isinstance(sha, str) and HEX_SHA.fullmatch(sha) else "")
+
+
+def workflow_run_url() -> str:
+    """The workflow run's page (its artifacts hold the reports), from what GitHub sets; "" when
+    any part is missing or not the shape GitHub gives it."""
+    server, repository, run = (
+        os.environ.get(name, "")
+        for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    )
+    if (
+        re.fullmatch(r"https://[A-Za-z0-9.-]+(:\d+)?", server)
+        and re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository)
+        and run.isdigit()
+    ):
+        return f"{server}/{repository}/actions/runs/{run}"
+    return ""
+
+
+def workspace_path(source: str) -> str:
+    """A case's file as GitHub names it: relative to the checkout ($GITHUB_WORKSPACE, else the
+    working folder), with forward slashes; a file outside it keeps its absolute path."""
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or ".").resolve()
+    path = Path(source).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+
+
+def runs_text(count: int, runs: int) -> str:
+    return f" ({count}/{runs} runs)" if runs > 1 else ""
+
+
+# ------ annotations
+def case_annotation(case: CaseResult, matrix: bool) -> str:
+    """A failing case as an `::error` on its line: how many runs passed, and why the others
+    failed (the first C.ANNOTATION_REASONS reasons)."""
+    verdict = "every run errored" if case.error else f"passed {case.passes}/{case.runs} runs"
+    reasons = [
+        one_line(reason, C.PR_COMMENT_REASON_CHARS) + runs_text(n, case.runs)
+        for reason, n in list(case.reasons.items())[: C.ANNOTATION_REASONS]
+    ]
+    return workflow_command(
+        "error",
+        "\n".join([verdict, *reasons]),
+        file=workspace_path(case.source) if case.source else "",
+        line=case.line,
+        title=case_label(case, matrix),
+    )
+
+
+def regression_annotation(change: CaseChange) -> str:
+    """A significant regression as an `::error` on the case's line: its runs before and now,
+    the difference with its interval and Holm-adjusted p-value, and why it fails now."""
+    case = change.new
+    assert case is not None
+    old, new = change_counts(change)
+    statistics = f"; {change.rate.shown()} (Holm)" if change.rate else ""
+    why = one_line(change.reasons, C.PR_COMMENT_REASON_CHARS)
+    return workflow_command(
+        "error",
+        f"regression: passed {old} runs in the baseline, {new} now{statistics}"
+        + (f"\n{why}" if why else ""),
+        file=workspace_path(case.source) if case.source else "",
+        line=case.line,
+        title=f"regression: {change.name}",
+    )
+
+
+def print_annotations(lines: Sequence[str], what: str, console: Console) -> None:
+    """The annotations GitHub shows (C.GITHUB_ANNOTATIONS a step, this invocation's earlier
+    suites counted), then one warning for the rest, on the console's stream (stdout; stderr
+    under --json), redacted."""
+    room = max(0, C.GITHUB_ANNOTATIONS - GithubStep.annotations)
+    shown = list(lines[:room])
+    GithubStep.annotations += len(shown)
+    if len(lines) > len(shown):
+        shown.append(
+            workflow_command(
+                "warning",
+                f"{len(lines) - len(shown)} more {what} not annotated (GitHub shows "
+                f"{C.GITHUB_ANNOTATIONS} a step): the job summary lists them all",
+            )
+        )
+    redactor = Redactor.for_run()
+    for line in shown:
+        console.file.write(redactor.text(line) + "\n")
+    console.file.flush()
+
+
+def annotate_results(results: Results, settings: Settings, console: Console) -> None:
+    """Every case that fails the suite (a baseline configuration does not), on its line."""
+    matrix = is_matrix(results.cases)
+    failing = [c for c in results.cases if not c.passed and gates(c)]
+    print_annotations([case_annotation(c, matrix) for c in failing], "failing case(s)", console)
+
+
+def annotate_comparisons(
+    comparisons: Sequence[Comparison], settings: Settings, console: Console
+) -> None:
+    regressions = [ch for c in comparisons for ch in c.of("regression") if ch.new is not None]
+    print_annotations([regression_annotation(ch) for ch in regressions], "regression(s)", console)
+
+
+# ------ the pull-request comment (--pr-comment) and the step summary
+def source_link(case: CaseResult) -> str:
+    """Where a case is written, as a markdown cell: a link to its line at the commit evaluated
+    when GitHub says which, else `path:line`."""
+    if not case.source:
+        return ""
+    path = workspace_path(case.source)
+    shown = markdown_cell(f"{path}:{case.line}" if case.line else path, None, code=True)
+    pull, run = github_pull_request(), workflow_run_url()
+    if not (pull and pull.head_sha and run and not path.startswith("/")):
+        return shown
+    import urllib.parse
+
+    repository = run.rsplit("/actions/runs/", 1)[0]
+    anchor = f"#L{case.line}" if case.line else ""
+    return f"[{shown}]({repository}/blob/{pull.head_sha}/{urllib.parse.quote(path)}{anchor})"
+
+
+def comment_reasons(case: CaseResult) -> str:
+    reasons = [
+        markdown_cell(reason, C.PR_COMMENT_REASON_CHARS) + runs_text(n, case.runs)
+        for reason, n in case.reasons.items()
+    ]
+    return "<br>".join(reasons) or ("every run errored" if case.error else "")
+
+
+def more_line(shown: int, total: int) -> list[str]:
+    return ["", f"…and {total - shown} more: the report lists them all"] if total > shown else []
+
+
+def comment_failures(cases: Sequence[CaseResult], title: str) -> list[str]:
+    if not cases:
+        return []
+    matrix = is_matrix(cases)
+    lines = [f"#### {title}", "", "| Case | Passed runs | Why | Where |", "|---|---|---|---|"]
+    lines += [
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
+        f"{comment_reasons(c)} | {source_link(c)} |"
+        for c in cases[: C.PR_COMMENT_CASES]
+    ]
+    return lines + more_line(min(len(cases), C.PR_COMMENT_CASES), len(cases)) + [""]
+
+
+def comment_footer() -> list[str]:
+    """Which commit was evaluated, and the run whose artifacts hold the reports."""
+    pull, run = github_pull_request(), workflow_run_url()
+    parts = [f"commit {pull.head_sha}"] if pull and pull.head_sha else []
+    if run:
+        parts.append(f"[workflow run]({run}): its artifacts hold the HTML report and the results")
+    return ["", "<sub>" + " · ".join(parts) + "</sub>"] if parts else []
+
+
+def results_comment(results: Results) -> list[str]:
+    """A run as a pull-request comment: the verdict, pass rate, cost and model, then every case
+    that fails the suite with why and where it is written."""
+    s, meta = results.summary, results.metadata
+    low, high = wilson_interval(s.passed, s.cases)
+    failing = [c for c in results.cases if not c.passed and gates(c)]
+    files = {workspace_path(c.source) for c in results.cases if c.source}
+    suite = f" of {markdown_cell(files.pop(), code=True)}" if len(files) == 1 else ""
+    return [
+        f"### {'✅' if results.passed else '❌'} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}"
+        f"{suite}: {s.passed}/{s.cases} cases passed",
+        "",
+        f"Pass rate {percent(s.pass_rate)} (95% {percent(low)}–{percent(high)}) · {s.runs} runs · "
+        f"cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
+        "",
+        *comment_failures(failing, "Failing cases"),
+    ]
+
+
+def change_row(change: CaseChange) -> str:
+    old, new = change_counts(change)
+    rate = change.rate
+    difference = interval = p = ""
+    if rate is not None:
+        low, high = rate.interval
+        difference = f"{rate.difference * 100:+.1f} pts"
+        interval = f"{low * 100:+.1f}…{high * 100:+.1f}"
+        p = f"{rate.p_value if rate.adjusted_p is None else rate.adjusted_p:.3g}"
+    return (
+        f"| {markdown_cell(change.name, code=True)} | {old} | {new} | {difference} | {interval} | "
+        f"{p} | {markdown_cell(change.note, C.PR_COMMENT_REASON_CHARS)} |"
+    )
+
+
+COMMENT_CHANGES = (
+    ("regression", "Regressions"),
+    ("removed", "Removed (a case that is gone never counts as a pass)"),
+    ("fixed", "Fixes"),
+    ("noise", "Within noise (not significant)"),
+    ("added", "Added"),
+)
+
+
+def comparison_comment(c: Comparison) -> list[str]:
+    """A comparison with the baseline as a pull-request comment: regressions first, each with its
+    difference, interval and Holm-adjusted p-value; then what is gone, the fixes, the changes
+    within noise (with the runs a side that would decide them), the new cases, and the cases that
+    fail now as they did before."""
+    tested = sum(1 for ch in c.changes if ch.rate is not None)
+    lines = [
+        f"### {'❌' if c.failed else '✅'} Against the baseline: {c.counts()}",
+        "",
+        f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)}: "
+        f"a change counts when significant at alpha {c.alpha:g} (Fisher's exact test, "
+        f"Holm-corrected across the {tested} case(s) both ran). Passed {pass_line(c.old)} → "
+        f"{pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → ${c.new.summary.cost_usd:.4f}",
+        "",
+    ]
+    header = (
+        f"| Case | Baseline | Now | Difference | {confidence_label(c.alpha)} interval | "
+        "p (Holm) | Note |"
+    )
+    for kind, title in COMMENT_CHANGES:
+        changes = c.of(kind)
+        if changes:
+            lines += [f"#### {title}", "", header, "|---|---|---|---|---|---|---|"]
+            lines += [change_row(ch) for ch in changes[: C.PR_COMMENT_CASES]]
+            lines += more_line(min(len(changes), C.PR_COMMENT_CASES), len(changes)) + [""]
+    still = [
+        ch.new
+        for ch in c.changes
+        if ch.change == "unchanged" and ch.new is not None and not ch.new.passed and gates(ch.new)
+    ]
+    return lines + comment_failures(still, "Failing, as in the baseline")
+
+
+def comment_text(lines: list[str], path: str) -> str:
+    """The comment's markdown, redacted: the sections this invocation wrote to `path` before (a
+    project's earlier suites), these, then the footer."""
+    sections = GithubStep.comments.setdefault(os.path.abspath(path), [])
+    sections.append("\n".join(lines).strip())
+    body = "\n\n".join(sections) + "\n" + "\n".join(comment_footer())
+    return Redactor.for_run().text(body.strip() + "\n")
+
+
+def write_pr_comment(path: str, results: Results) -> None:
+    write_text_atomic(path, comment_text(results_comment(results), path))
+
+
+def write_comparison_comment(path: str, comparisons: Sequence[Comparison]) -> None:
+    sections = [line for c in comparisons for line in comparison_comment(c)]
+    write_text_atomic(path, comment_text(sections, path))
+
+
+def append_step_summary(markdown: str) -> None:
+    """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
+    appended to it: the job's summary page shows the report. Every mode that writes results."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(Redactor.for_run().text(markdown.rstrip("\n")) + "\n\n")
+    except OSError as exc:
+        raise OutputError(
+            f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}"
+        ) from None
+
+
+def summarize_results(results: Results, settings: Settings, console: Console) -> None:
+    """The markdown report on the job's summary page; one over GitHub's size limit gives way
+    to the pull-request comment's summary (the report files keep everything)."""
+    markdown = render_markdown(results)
+    size = len(markdown.encode("utf-8"))
+    if size > C.STEP_SUMMARY_BYTES:
+        markdown = "\n".join(
+            results_comment(results)
+            + [
+                f"(The full report is {size:,} bytes, over GitHub's step summary limit: see the "
+                "--report or --html file.)"
+            ]
+        )
+    append_step_summary(markdown)
+
+
+def summarize_comparisons(
+    comparisons: Sequence[Comparison], settings: Settings, console: Console
+) -> None:
+    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
+
+
+# ------ the step's outputs
+def output_entry(name: str, value: str) -> str:
+    """One $GITHUB_OUTPUT entry: `name=value`, or a delimited block for a value of many lines
+    (GitHub's multiline syntax, with a delimiter the value does not hold)."""
+    if "\n" not in value and "\r" not in value:
+        return f"{name}={value}\n"
+    delimiter = f"EOF_{secrets.token_hex(16)}"
+    return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+
+
+def set_step_outputs(settings: Settings, passed: bool, counts: Mapping[str, float]) -> None:
+    """Adds this run (or comparison) to the step's outputs and writes them all again: `passed`
+    (every one so far), the counts (summed), the path of every file each writer wrote (one a
+    line, under the writer's name, and all of them under `files`), `pull_request`."""
+    path = os.environ.get("GITHUB_OUTPUT")
+    if not path:
+        return
+    GithubStep.passed.append(passed)
+    for name, count in counts.items():
+        GithubStep.counts[name] = GithubStep.counts.get(name, 0) + count
+    for writer in WRITERS:
+        written = settings.outputs.get(writer.name)
+        paths = GithubStep.files.setdefault(writer.name, [])
+        if writer.takes_path and written and os.path.abspath(written) not in paths:
+            paths.append(os.path.abspath(written))
+    values = {"passed": str(all(GithubStep.passed)).lower()}
+    values.update({name: str(round(v, 6)) for name, v in GithubStep.counts.items()})
+    values.update({name: "\n".join(paths) for name, paths in GithubStep.files.items() if paths})
+    values["files"] = "\n".join(p for paths in GithubStep.files.values() for p in paths)
+    pull = github_pull_request()
+    values["pull_request"] = str(pull.number) if pull else ""
+    redactor = Redactor.for_run()
+    text = "".join(output_entry(name, redactor.text(value)) for name, value in values.items())
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot append to $GITHUB_OUTPUT ({path}): {exc.strerror or exc}"
+        ) from None
+
+
+def results_outputs(results: Results, settings: Settings, console: Console) -> None:
+    s = results.summary
+    counts = {"cases": s.cases, "failed": s.failed, "cost_usd": s.cost_usd}
+    set_step_outputs(settings, results.passed, counts)
+
+
+def comparison_outputs(
+    comparisons: Sequence[Comparison], settings: Settings, console: Console
+) -> None:
+    counts = {
+        name: sum(len(c.of(kind)) for c in comparisons)
+        for name, kind in (
+            ("regressions", "regression"),
+            ("fixes", "fixed"),
+            ("within_noise", "noise"),
+            ("removed", "removed"),
+            ("added", "added"),
+        )
+    }
+    set_step_outputs(settings, not any(c.failed for c in comparisons), counts)
+
+
+@dataclass(frozen=True)
+class GithubSink:
+    """One thing GitHub Actions reads from a step: whether this step has it (what GitHub sets
+    says), what a run's results give it, and what a comparison's give it."""
+
+    name: str
+    active: Callable[[], bool]
+    results: Callable[[Results, Settings, Console], None]
+    comparisons: Callable[[Sequence[Comparison], Settings, Console], None]
+
+
+def names_a_file(variable: str) -> Callable[[], bool]:
+    return lambda: bool(os.environ.get(variable))
+
+
+GITHUB_SINKS = [
+    GithubSink("annotations", on_github_actions, annotate_results, annotate_comparisons),
+    GithubSink(
+        "step summary",
+        names_a_file("GITHUB_STEP_SUMMARY"),
+        summarize_results,
+        summarize_comparisons,
+    ),
+    GithubSink("outputs", names_a_file("GITHUB_OUTPUT"), results_outputs, comparison_outputs),
+]
+
+
+def report_input_error(exc: InputError) -> None:
+    """Bad input: one `error:` line a problem; on GitHub Actions an `::error` on its file and line
+    too, so a typo in a suite shows where it is on the pull request."""
+    for text in str(exc).splitlines():  # several problems of one file: one line each
+        click.echo(error_line(text), err=True)
+    if not on_github_actions():
+        return
+    redactor = Redactor.for_run()
+    for problem in exc.problems if isinstance(exc, InputProblems) else [exc]:
+        path = str(problem.path) if problem.path else ""
+        text = problem.message + (f" ({problem.hint})" if problem.hint else "")
+        line = workflow_command(
+            "error",
+            redactor.text(text),
+            file=workspace_path(path) if path else "",
+            line=problem.line or 0,
+            title="bad input",
+        )
+        click.echo(redactor.text(line), err=True)
+
+
 # ---------------------------------------------------------------------------- writers: one registry, every mode
 def write_results_json(path: str, results: Results) -> None:
     write_json_atomic(path, results.document())
@@ -20895,14 +21404,6 @@ def write_results_csv(path: str, results: Results) -> None:
     for result in results.results():
         writer.writerow([csv_cell(value) for value in csv_row(result)])
     write_text_atomic(path, buffer.getvalue())
-
-
-def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
-    baseline configuration (a task run without the skill, or with its old version) is reported
-    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
-    too (a `gates: false` property says it does not count)."""
-    return case.configuration in ("", "with_skill")
 
 
 def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False) -> None:
@@ -21069,25 +21570,6 @@ def write_skill_creator_benchmark(path: str, results: Results) -> None:
     write_json_atomic(path, json.loads(json_text(document)))
 
 
-def append_step_summary(markdown: str) -> None:
-    """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
-    appended to it: the job's summary page shows the report. Every mode that writes results."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not path:
-        return
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown.rstrip("\n") + "\n\n")
-    except OSError as exc:
-        raise OutputError(
-            f"cannot append to $GITHUB_STEP_SUMMARY ({path}): {exc.strerror or exc}"
-        ) from None
-
-
-def write_step_summary(results: Results) -> None:
-    append_step_summary(render_markdown(results))
-
-
 # Option name -> writer. Every mode that produces verdicts gets every writer; a new report
 # format is one entry here (and one click option).
 def print_results_json(flag: Any, results: Results) -> None:
@@ -21205,6 +21687,22 @@ register_writer(
     Writer(
         option(
             RUNNING,
+            "--pr-comment",
+            type=click.Path(),
+            metavar="FILE.md",
+            help="Write a pull-request comment: the verdict and the failing cases with where they "
+            "are written; for compare, significant regressions first with their statistics.",
+        ),
+        write_pr_comment,
+        compare=write_comparison_comment,
+    )
+)
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
             "--json",
             name="json_out",
             is_flag=True,
@@ -21234,10 +21732,12 @@ def write_one(
 
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:
-    """Every output the settings ask for, in WRITERS' order, and the markdown report to GitHub's
-    step summary when there is one: all of them redacted."""
+    """Every output the settings ask for, in WRITERS' order, and what GitHub Actions reads from
+    the step when it runs in one (GITHUB_SINKS): all of them redacted."""
     results = results.redacted()
-    write_step_summary(results)
+    for sink in GITHUB_SINKS:
+        if sink.active():
+            sink.results(results, settings, console)
     for writer in WRITERS:
         value = settings.outputs.get(writer.name)
         if value:
@@ -21249,7 +21749,9 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
 def write_comparisons(
     comparisons: Sequence[Comparison], settings: Settings, console: Console
 ) -> None:
-    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
+    for sink in GITHUB_SINKS:
+        if sink.active():
+            sink.comparisons(comparisons, settings, console)
     for writer in WRITERS:
         value = settings.outputs.get(writer.name)
         if value and writer.compare is not None:
@@ -23041,6 +23543,7 @@ def score_skill_triggers(
     """Each model on its own runs (one, unless a model matrix), at each step of a crowd."""
     names = [s.name for s in plan.skills]
     trigger_tests = [t for t in plan.tests if t.type == "trigger"]
+    query_lines = {(t.source, q): n for t in trigger_tests for q, n in t.query_lines.items()}
     steps = [step.count for step in plan.crowd.steps] if plan.crowd else [None]
     for step, model in itertools.product(steps, plan.trigger_models):
         runs = SkillRuns.of(plan, outcome, model, step)
@@ -23052,6 +23555,7 @@ def score_skill_triggers(
                 sum(r.latency_ms for r in runs.by_query.get(q.query, [])) / 1000,
             )
             case.model, case.distractors = model, step
+            case.line = query_lines.get((q.source, q.query), 0)
             case.claude_version = scored.claude_version(plan, model)
             if plan.crowd is not None and plan.crowd.named:
                 case.name += f" (+{step} distractors)"
@@ -25959,6 +26463,7 @@ MODES.extend(
                     "report",
                     "junit",
                     "html",
+                    "pr_comment",
                     "json_out",
                 }
             ),
@@ -26868,6 +27373,7 @@ class FrontDoor(click.Group):
         **extra: Any,
     ) -> Any:
         Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
+        GithubStep.forget()  # nor what an earlier one told its GitHub Actions step
         try:
             with stop_signals_like_ctrl_c():
                 code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -26875,8 +27381,7 @@ class FrontDoor(click.Group):
             click.echo(error_line(exc.format_message()), err=True)
             code = 2
         except InputError as exc:
-            for line in str(exc).splitlines():  # several problems of one file: one line each
-                click.echo(error_line(line), err=True)
+            report_input_error(exc)
             code = 2
         except click.Abort:
             code = interrupted_exit_code()
@@ -26893,8 +27398,7 @@ def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> i
     try:
         return run_settings_for(settings_of(), chosen)
     except InputError as exc:
-        for line in str(exc).splitlines():  # several problems of one file: one line each
-            click.echo(error_line(line), err=True)
+        report_input_error(exc)
         return 2
     except (ServerError, FatalApiError, OutputError) as exc:
         click.echo(error_line(exc), err=True)

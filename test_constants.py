@@ -254,3 +254,10 @@ AUTO_MIN_RUNS = 5  # -i auto / --runs auto: rounds every case runs before it may
 AUTO_MAX_RUNS = 20  # -i auto / --runs auto: the cap; a case still undecided stops here
 AUTO_CONFIDENCE_Z = 1.959964  # -i auto: a case stops once its 95 % interval clears the threshold
 CACHE_FORMAT = "claude-tool-eval cache 1"  # every entry of a --cache folder says this
+
+# ----------------------------------------------------------------------------- GitHub Actions
+GITHUB_ANNOTATIONS = 10  # `::error` lines a step prints (GitHub shows 10); a warning says more
+ANNOTATION_REASONS = 5  # failure reasons an annotation lists (the step summary has them all)
+STEP_SUMMARY_BYTES = 1_000_000  # GitHub refuses a step summary over 1 MiB: a bigger one is cut
+PR_COMMENT_CASES = 30  # cases a pull-request comment lists per section (the report has them all)
+PR_COMMENT_REASON_CHARS = 300  # a failure reason in the comment, cut here

@@ -59,6 +59,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item._id = f"{item.nodeid}@{group}"  # type: ignore[attr-defined]
 
 
+# What GitHub Actions sets in a step: with it, the evaluator annotates, appends a step summary and
+# sets outputs. The tests run as if outside GitHub Actions (their CI may be inside it); the tests
+# of those sinks (tests/test_github_action.py) set each one themselves.
+GITHUB_STEP_VARIABLES = (
+    "GITHUB_ACTIONS",
+    "GITHUB_STEP_SUMMARY",
+    "GITHUB_OUTPUT",
+    "GITHUB_EVENT_PATH",
+    "GITHUB_EVENT_NAME",
+    "GITHUB_WORKSPACE",
+    "GITHUB_SERVER_URL",
+    "GITHUB_REPOSITORY",
+    "GITHUB_RUN_ID",
+)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def outside_github_actions():
+    with pytest.MonkeyPatch.context() as patch:
+        for name in GITHUB_STEP_VARIABLES:
+            patch.delenv(name, raising=False)
+        yield
+
+
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch):
     """A scripted Anthropic API on 127.0.0.1; the environment points the SDK at it."""

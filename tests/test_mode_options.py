@@ -113,6 +113,7 @@ SAMPLES: dict[str, list[str]] = {
     "junit": ["--junit", "junit.xml"],
     "csv_out": ["--csv-out", "runs.csv"],
     "html": ["--html", "report.html"],
+    "pr_comment": ["--pr-comment", "comment.md"],
     "from_results": ["--from", "results.json"],
     "summary_only": ["--summary-only"],
     "resume": ["--resume"],
@@ -1593,6 +1594,7 @@ def writers_run(lab: Lab) -> tuple[Run, dict[str, Path]]:
             "report": lab.fresh("skills.md"),
             "junit": lab.fresh("skills.xml"),
             "csv_out": lab.fresh("skills.csv"),
+            "pr_comment": lab.fresh("skills-comment.md"),
         }
         run = lab.run(
             *skill_args(
@@ -1605,6 +1607,8 @@ def writers_run(lab: Lab) -> tuple[Run, dict[str, Path]]:
                 paths["junit"],
                 "--csv-out",
                 paths["csv_out"],
+                "--pr-comment",
+                paths["pr_comment"],
                 "--json",
             ),
             model=SQL_SKILL,
@@ -2584,6 +2588,101 @@ def _(lab, mode):
     assert [r["test_name"] for r in csv.DictReader(rows.open())] == ["tables_a", "tables_b"]
 
 
+# ---------------------------------------------------------------------------- --pr-comment (tests/test_github_action.py: the comment in a GitHub Actions step)
+def comment_of(path: Path) -> tuple[str, list[str]]:
+    """A pull-request comment's headline, and the names in its tables' first column."""
+    lines = path.read_text().splitlines()
+    names = [
+        line.split(" | ")[0].strip("| `")
+        for line in lines
+        if line.startswith("| ") and not line.startswith("| Case ")
+    ]
+    return lines[0], names
+
+
+@observes("pr_comment", *TOOL_MODES)
+def _(lab, mode):
+    comment = lab.fresh("comment.md")
+    run = lab.run(*tool_args(lab, mode, "--pr-comment", comment), model=no_tools)
+    failed = mode != "query"  # a query expects nothing: answering without tools passes
+    assert run.code == int(failed) and f"wrote {comment}" in run.output, run.output
+    headline, names = comment_of(comment)
+    title, cases, file = {
+        "query": ("Tool-use evaluation", [], None),
+        "csv": ("Tool-use evaluation", ["tables_a", "tables_b"], lab.csv),
+        "markdown": ("Markdown tests", ["tables-knowledge"], lab.md),
+        "qa": ("QA evaluation", ["task-1"], lab.qa),
+    }[mode]
+    written = f" of `{file}`" if file else ""  # outside the working folder: its absolute path
+    passed = f"{0 if failed else 1}/{CASES[mode]}"
+    icon = "❌" if failed else "✅"
+    assert headline == f"### {icon} {title}{written}: {passed} cases passed", headline
+    assert names == cases
+    if mode == "csv":  # where each case is written: the suite's rows 2 and 3
+        assert f"| `{lab.csv}:2` |" in comment.read_text()
+        assert f"| `{lab.csv}:3` |" in comment.read_text()
+
+
+@observes("pr_comment", "skills")
+def _(lab, mode):
+    run, paths = writers_run(lab)
+    headline, names = comment_of(paths["pr_comment"])
+    assert headline == f"### ✅ Skill evaluation of `{lab.trigger}`: 2/2 cases passed", headline
+    assert names == []  # nothing failed
+    # where each trigger query is written: trigger_file's lines 8 (positive) and 12 (negative)
+    cases = json.loads(paths["output"].read_text())["cases"]
+    assert {c["name"]: (c["source"], c["line"]) for c in cases} == {
+        f"warehouse-sql: {POSITIVE}": (str(lab.trigger), 8),
+        f"warehouse-sql: {NEGATIVE}": (str(lab.trigger), 12),
+    }
+
+
+@observes("pr_comment", "compare")
+def _(lab, mode):
+    old, new = compare_files(lab)
+    comment = lab.fresh("diff-comment.md")
+    run = lab.run("--compare", old, new, "--pr-comment", comment)
+    assert run.code == 1 and f"wrote {comment}" in run.output
+    headline, names = comment_of(comment)
+    assert headline.startswith("### ❌ Against the baseline: 2 regression(s), 0 fix(es)")
+    assert names == ["tables_a", "tables_b"]
+    assert f"| {4 / 924:.3g} |" in comment.read_text()  # 6/6 -> 0/6: 2/924, Holm over two
+
+
+@observes("pr_comment", "render")
+def _(lab, mode):
+    comment = lab.fresh("rendered-comment.md")
+    assert rendered(lab, "--pr-comment", comment).code == 0
+    headline, names = comment_of(comment)
+    assert headline.startswith("### ✅ Tool-use evaluation of `") and names == []
+
+
+@observes("pr_comment", "merge")
+def _(lab, mode):
+    comment = lab.fresh("merged-comment.md")
+    run = merged(lab, "--pr-comment", comment)
+    document = merged(lab, "--json").document()
+    headline, _ = comment_of(comment)
+    s = document["summary"]
+    assert f"{s['passed']}/{s['cases']} cases passed" in headline and run.code in (0, 1)
+    assert headline.startswith(("### ✅ Tool-use evaluation", "### ❌ Tool-use evaluation"))
+
+
+@observes("pr_comment", "optimize")
+def _(lab, mode):
+    comment = lab.fresh("optimize-comment.md")
+    assert lab.run(*opt_args(lab, "--pr-comment", comment), model=OPT_TOOLS).code == 0
+    headline, _ = comment_of(comment)
+    assert headline.startswith("### ") and "The best candidate's runs" in headline
+
+
+@observes("pr_comment", "overlap")
+def _(lab, mode):
+    headline, names = comment_of(overlap_writers(lab)[1]["pr_comment"])
+    assert headline == "### ❌ Skill overlap: 0/1 cases passed"
+    assert names == ["warehouse-sql / data-profile-report"]
+
+
 # ---------------------------------------------------------------------------- trying descriptions: --skill-description, --tool-overrides
 @observes("skill_description", "skills")
 def _(lab, mode):
@@ -3300,12 +3399,13 @@ def _(lab, mode):
 def overlap_writers(lab: Lab) -> tuple[Run, dict[str, Path]]:
     if "overlap-writers" not in lab.cache:
         paths = {
-            name: lab.fresh(f"overlap.{name}") for name in ("output", "report", "junit", "html")
+            name: lab.fresh(f"overlap.{name}")
+            for name in ("output", "report", "junit", "html", "pr_comment")
         }
         run = lab.run(
             *overlap_line(
                 "-o", paths["output"], "--report", paths["report"], "--junit", paths["junit"],
-                "--html", paths["html"],
+                "--html", paths["html"], "--pr-comment", paths["pr_comment"],
             ),
             model=assesses("HIGH"),
         )  # fmt: skip

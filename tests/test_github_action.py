@@ -1,0 +1,992 @@
+"""GitHub Actions, end to end.
+
+- The evaluator in a GitHub Actions step (GITHUB_ACTIONS=true, a step summary file, an outputs
+  file and a fake pull_request event), through the real CLI against the scripted server: the
+  exact `::error file=...,line=N::` lines of the failing cases (lines counted by hand in the suite
+  files written here), a hostile case name that stays data (newline, `%`, `::`, `,`, `:`, and a
+  secret that is redacted), the step summary, the step's outputs, and the pull-request comment:
+  a run's failing cases, or against a baseline the significant regression first with its
+  statistics (6/6 -> 0/6: Fisher's p = 2/924, Holm over three cases) and a change within noise
+  after it. Bad input is annotated at its line; a project's suites share one comment, one set of
+  outputs and GitHub's ten annotations a step.
+- action.yml: checked against a compact schema of GitHub's action metadata (composite runs, each
+  `run` step with its `shell`, each `uses` pinned to a version), every `${{ inputs.X }}` declared,
+  no expression inside a script, and every variable a script reads set by its step or by GitHub.
+- The action's own `run:` steps, run as the runner runs them (bash -eo pipefail, each step's
+  `env:` and working directory, its $GITHUB_OUTPUT read back for the next steps) on the example
+  suite, with a fake `gh` on PATH: installed from a copy of this repository, evaluated, compared
+  with a baseline, the upload's paths listed, the comment posted, then updated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from fake_anthropic import reply, text, tool_use, user_query
+from test_significance import newcombe_by_hand, textbook_runs
+
+import evaluator as E
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+REPOSITORY = "octo/evals"
+RUN_URL = f"https://github.com/{REPOSITORY}/actions/runs/4242"
+SECRET = "Zq7-deploy-Secret-4f1c"  # DEPLOY_TOKEN's value: the redactor masks it everywhere
+HOSTILE = f"evil\n50% done::warning::pwned, a:b {SECRET}"
+TABLES, CONNECTIONS = "Which tables are in my warehouse?", "Which warehouse connections do I have?"
+
+
+# ============================================================================ a step of GitHub Actions
+@dataclass
+class Step:
+    """A fake GitHub Actions step: the checkout (GITHUB_WORKSPACE), its summary and outputs
+    files, and a pull_request event for pull request #7 at SHA."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        (self.root / "out").mkdir(parents=True, exist_ok=True)
+        self.summary.write_text("earlier step\n")
+        self.outputs.touch()
+        event = {
+            "action": "synchronize",
+            "number": 7,
+            "pull_request": {
+                "number": 7,
+                "title": "::error::a title is data",
+                "head": {"sha": SHA},
+            },
+        }
+        self.event.write_text(json.dumps(event))
+
+    summary = property(lambda self: self.root / "summary.md")
+    outputs = property(lambda self: self.root / "outputs.txt")
+    event = property(lambda self: self.root / "event.json")
+
+    def env(self) -> dict[str, str]:
+        return {
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_WORKSPACE": str(self.root),
+            "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_OUTPUT": str(self.outputs),
+            "GITHUB_EVENT_PATH": str(self.event),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_REPOSITORY": REPOSITORY,
+            "GITHUB_RUN_ID": "4242",
+        }
+
+    def path(self, name: str) -> str:
+        return str(self.root / name)
+
+
+def evaluate(api, root: Path, *args: str, step: Step | None = None) -> subprocess.CompletedProcess:
+    """`python evaluator.py ARGS` in `root`, in the step when one is given."""
+    (root / "home").mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(root / "home"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+        "DEPLOY_TOKEN": SECRET,
+        **(step.env() if step else {}),
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def commands(output: str) -> list[str]:
+    """The workflow commands a step printed: the lines the runner reads as commands."""
+    return [line for line in output.splitlines() if line.startswith("::")]
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """$GITHUB_OUTPUT as the runner reads it: `name=value` and `name<<DELIMITER` blocks; a name
+    set again takes its last value."""
+    values, lines, index = {}, path.read_text().split("\n"), 0
+    while index < len(lines):
+        line = lines[index]
+        heredoc = re.fullmatch(r"([\w-]+)<<(\S+)", line)
+        if heredoc:
+            end = lines.index(heredoc.group(2), index + 1)
+            values[heredoc.group(1)] = "\n".join(lines[index + 1 : end])
+            index = end + 1
+            continue
+        if line:
+            name, value = line.split("=", 1)
+            values[name] = value
+        index += 1
+    return values
+
+
+def write(path: Path, content: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------- the model
+def has_tool_result(body: dict) -> bool:
+    content = body["messages"][-1]["content"]
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
+def calls(tools: dict[str, str], wrong: Callable[[str], bool] = lambda prompt: False):
+    """A model that calls tools[prompt] (answering in text after its result), and answers the
+    other prompts, and those `wrong` picks, in text."""
+
+    def respond(body: dict) -> dict:
+        if has_tool_result(body):
+            return reply(text("That is what your warehouse holds."))
+        prompt = user_query(body)
+        if prompt in tools and not wrong(prompt):
+            return reply(tool_use(tools[prompt]))
+        return reply(text("I can answer that without tools."))
+
+    return respond
+
+
+def first_time(prompt: str) -> Callable[[str], bool]:
+    """True for `prompt` once: one run of that case goes wrong, whichever runs first."""
+    seen, lock = [], threading.Lock()
+
+    def wrong(asked: str) -> bool:
+        with lock:
+            if asked != prompt or seen:
+                return False
+            seen.append(asked)
+            return True
+
+    return wrong
+
+
+# ============================================================================ a run in a step
+HOSTILE_SUITE = (
+    "test_name,user_prompt,expected_tools\n"  # line 1
+    f"tables,{TABLES},list_warehouse_tables\n"  # line 2
+    f'"{HOSTILE}",{CONNECTIONS},get_existing_connections\n'  # lines 3-4: a name of two lines
+    f"connections,{CONNECTIONS} (again),get_existing_connections\n"  # line 5
+)
+HOSTILE_TITLE = "evil%0A50%25 done%3A%3Awarning%3A%3Apwned%2C a%3Ab [REDACTED]"
+MISSING = "missing expected tool get_existing_connections"
+
+
+@pytest.fixture
+def hostile_run(api, tmp_path):
+    step = Step(tmp_path)
+    write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
+    api.responder = calls({TABLES: "list_warehouse_tables"})
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "-i", "2"),
+        *("-o", "out/results.json", "--html", "out/report.html", "--pr-comment", "out/comment.md"),
+        step=step,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    return step, done
+
+
+def test_failing_cases_are_annotated_on_their_lines_and_a_hostile_name_stays_data(hostile_run):
+    step, done = hostile_run
+    assert commands(done.stdout) == [
+        f"::error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}::passed 0/2 runs%0A{MISSING}"
+        " (2/2 runs)",
+        f"::error file=evals/suite.csv,line=5,title=connections::passed 0/2 runs%0A{MISSING}"
+        " (2/2 runs)",
+    ]
+    assert commands(done.stderr) == []  # the name's own `::warning::` never starts a line
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
+    step, _ = hostile_run
+    document = json.loads((step.root / "out" / "results.json").read_text())
+    summary = step.summary.read_text()
+    assert summary.startswith("earlier step\n## ❌ Tool-use evaluation: 1/3 cases passed\n")
+    shown_name = "evil 50% done::warning::pwned, a:b &#91;REDACTED&#93;"  # markdown_cell's escapes
+    assert f"| {shown_name} | 0/2 | {MISSING} (2/2 runs) |" in summary
+
+    files = [step.path(f"out/{name}") for name in ("results.json", "report.html", "comment.md")]
+    assert read_outputs(step.outputs) == {
+        "passed": "false",
+        "cases": "3",
+        "failed": "2",
+        "cost_usd": str(document["summary"]["cost_usd"]),
+        "output": files[0],
+        "html": files[1],
+        "pr_comment": files[2],
+        "files": "\n".join(files),
+        "pull_request": "7",
+    }
+
+    comment = (step.root / "out" / "comment.md").read_text()
+    link = f"https://github.com/{REPOSITORY}/blob/{SHA}/evals/suite.csv"
+    lines = comment.splitlines()
+    assert lines[0] == "### ❌ Tool-use evaluation of `evals/suite.csv`: 1/3 cases passed"
+    assert lines[2].startswith("Pass rate 33% (95% ") and " · 6 runs · cost $" in lines[2]
+    assert lines[4:10] == [
+        "#### Failing cases",
+        "",
+        "| Case | Passed runs | Why | Where |",
+        "|---|---|---|---|",
+        f"| {shown_name} | 0/2 | {MISSING} (2/2 runs) | [`evals/suite.csv:3`]({link}#L3) |",
+        f"| `connections` | 0/2 | {MISSING} (2/2 runs) | [`evals/suite.csv:5`]({link}#L5) |",
+    ]
+    assert lines[-1] == (
+        f"<sub>commit {SHA} · [workflow run]({RUN_URL}): its artifacts hold the HTML report and "
+        "the results</sub>"
+    )
+    for text_ in (summary, comment, step.outputs.read_text()):
+        assert SECRET not in text_ and "::warning::" not in text_.replace(
+            "done::warning::pwned", ""
+        )
+
+
+def test_with_json_on_stdout_the_annotations_go_to_stderr(api, tmp_path):
+    step = Step(tmp_path)
+    write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
+    api.responder = calls({TABLES: "list_warehouse_tables"})
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "--json"),
+        step=step,
+    )
+    assert done.returncode == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
+    assert [c.split("::")[1] for c in commands(done.stderr)] == [
+        f"error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}",
+        "error file=evals/suite.csv,line=5,title=connections",
+    ]
+
+
+def test_outside_github_actions_nothing_is_annotated(api, tmp_path):
+    write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
+    api.responder = calls({TABLES: "list_warehouse_tables"})
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER)),
+        *("--pr-comment", "comment.md"),
+    )
+    assert done.returncode == 1 and commands(done.stdout + done.stderr) == []
+    comment = (tmp_path / "comment.md").read_text()
+    assert "| [`evals/suite.csv:3`](" not in comment and "| `evals/suite.csv:3` |" in comment
+    assert "<sub>" not in comment  # no commit, no workflow run to name
+
+
+# ============================================================================ against a baseline
+BASELINE_SUITE = (
+    "test_name,user_prompt,expected_tools\n"  # line 1
+    f"tables,{TABLES},list_warehouse_tables\n"  # line 2: 6/6 -> 0/6, a regression
+    f"connections,{CONNECTIONS},get_existing_connections\n"  # line 3: 6/6 -> 5/6, within noise
+    "about,Tell me about RudderStack Profiles,about_profiles\n"  # line 4: 6/6 -> 6/6
+)
+GOOD = {
+    TABLES: "list_warehouse_tables",
+    CONNECTIONS: "get_existing_connections",
+    "Tell me about RudderStack Profiles": "about_profiles",
+}
+
+
+def interval_text(low: float, high: float) -> str:
+    return f"{low * 100:+.1f}…{high * 100:+.1f}"
+
+
+def test_the_comment_leads_with_a_significant_regression_and_its_statistics(api, tmp_path):
+    write(tmp_path / "evals" / "suite.csv", BASELINE_SUITE)
+    line = ("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "-i", "6")
+    api.responder = calls(GOOD)
+    assert evaluate(api, tmp_path, *line, "-o", "baseline.json").returncode == 0
+    api.responder = calls({**GOOD, TABLES: "get_existing_connections"}, first_time(CONNECTIONS))
+    assert evaluate(api, tmp_path, *line, "-o", "new.json").returncode == 1
+
+    step = Step(tmp_path)
+    done = evaluate(
+        api,
+        tmp_path,
+        *("compare", "baseline.json", "new.json", "--pr-comment", "out/comparison.md"),
+        step=step,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+
+    # 6/6 -> 0/6: Fisher's two-sided p = 2 / C(12, 6) = 2/924; 6/6 -> 5/6 and 6/6 -> 6/6: p = 1.
+    # Holm over the three cases: the smallest p times 3.
+    p = 3 * 2 / 924
+    regression = interval_text(*newcombe_by_hand(6, 6, 0, 6))
+    noise = interval_text(*newcombe_by_hand(6, 6, 5, 6))
+    runs = max(textbook_runs(1.0, 5 / 6), 4)  # and never fewer than the exact test's 4
+    missing = "missing expected tool list_warehouse_tables"
+    assert commands(done.stdout) == [
+        "::error file=evals/suite.csv,line=2,title=regression%3A tables::regression: passed 6/6 "
+        f"runs in the baseline, 0/6 now; -100.0 pts (95%25 {regression}), p {p:.3g} (Holm)%0A"
+        + missing
+    ]
+
+    comment = (tmp_path / "out" / "comparison.md").read_text()
+    lines = comment.splitlines()
+    assert lines[0] == (
+        "### ❌ Against the baseline: 1 regression(s), 0 fix(es), 1 within noise, 0 removed, "
+        "0 added"
+    )
+    assert "Holm-corrected across the 3 case(s) both ran" in lines[2]
+    header = "| Case | Baseline | Now | Difference | 95% interval | p (Holm) | Note |"
+    assert re.findall(r"^#### (.+)$", comment, re.MULTILINE) == [
+        "Regressions",
+        "Within noise (not significant)",
+    ]
+    at = lines.index("#### Regressions")
+    assert lines[at + 2 : at + 5] == [
+        header,
+        "|---|---|---|---|---|---|---|",
+        f"| `tables` | 6/6 | 0/6 | -100.0 pts | {regression} | {p:.3g} | {missing} |",
+    ]
+    at = lines.index("#### Within noise (not significant)")
+    assert lines[at + 4] == (
+        f"| `connections` | 6/6 | 5/6 | -16.7 pts | {noise} | 1 | not significant; about {runs} "
+        "runs per side would decide a change this size |"
+    )
+    assert lines[-1].startswith(f"<sub>commit {SHA} · [workflow run]({RUN_URL})")
+
+    assert read_outputs(step.outputs) == {
+        "passed": "false",
+        "regressions": "1",
+        "fixes": "0",
+        "within_noise": "1",
+        "removed": "0",
+        "added": "0",
+        "pr_comment": step.path("out/comparison.md"),
+        "files": step.path("out/comparison.md"),
+        "pull_request": "7",
+    }
+    assert "## ❌ Comparison: 1 regression(s)" in step.summary.read_text()
+
+
+# ============================================================================ bad input, and a project's suites
+def test_bad_input_is_annotated_at_its_line(api, tmp_path):
+    step = Step(tmp_path)
+    write(
+        tmp_path / "evals" / "bad.csv",
+        "test_name,user_prompt,expected_tools,args_match\n"
+        f"tables,{TABLES},list_warehouse_tables,\n"
+        f"fuzzy,{TABLES},list_warehouse_tables,fuzzy\n"  # line 3
+        f"ok,{CONNECTIONS},get_existing_connections,exact\n"
+        f"loose,{CONNECTIONS},get_existing_connections,loose\n",  # line 5
+    )
+    done = evaluate(
+        api, tmp_path, "--csv", "evals/bad.csv", "--server-module", str(EXAMPLE_SERVER), step=step
+    )
+    assert done.returncode == 2 and api.requests == []
+    modes = ", ".join(E.ARGS_MATCH_MODES)
+    assert commands(done.stderr) == [
+        f"::error file=evals/bad.csv,line={line},title=bad input::args_match '{value}' is not one "
+        f"of {modes} (leave it empty for partial)"
+        for line, value in ((3, "fuzzy"), (5, "loose"))
+    ]
+    assert [x for x in done.stderr.splitlines() if x.startswith("error: ")] == [
+        f"error: evals/bad.csv:{line}: args_match '{value}' is not one of "
+        f"{modes} (leave it empty for partial)"
+        for line, value in ((3, "fuzzy"), (5, "loose"))
+    ]
+
+
+def test_a_projects_suites_share_one_comment_the_outputs_and_ten_annotations(api, tmp_path):
+    step = Step(tmp_path)
+    for name, count in (("first", 7), ("second", 6)):
+        write(
+            tmp_path / f"{name}.csv",
+            "test_name,user_prompt,expected_tools\n"
+            + "".join(f"{name}_{i},{name} question {i},about_profiles\n" for i in range(count)),
+        )
+    write(
+        tmp_path / "evaluator.yaml",
+        "suites:\n"
+        "  - name: first\n    csv: first.csv\n    output: results/first.json\n"
+        "  - name: second\n    csv: second.csv\n    output: results/second.json\n",
+    )
+    api.responder = calls({})  # never a tool: every case fails
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--config", "evaluator.yaml", "--server-module", str(EXAMPLE_SERVER)),
+        *("--pr-comment", "out/comment.md"),
+        step=step,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    missing = "passed 0/1 runs%0Amissing expected tool about_profiles"
+    assert commands(done.stdout) == [
+        *(f"::error file=first.csv,line={i + 2},title=first_{i}::{missing}" for i in range(7)),
+        *(f"::error file=second.csv,line={i + 2},title=second_{i}::{missing}" for i in range(3)),
+        "::warning::3 more failing case(s) not annotated (GitHub shows 10 a step): the job "
+        "summary lists them all",
+    ]
+    results = [step.path("results/first.json"), step.path("results/second.json")]
+    outputs = read_outputs(step.outputs)
+    assert (outputs["passed"], outputs["cases"], outputs["failed"]) == ("false", "13", "13")
+    assert outputs["output"] == "\n".join(results)
+    assert outputs["pr_comment"] == step.path("out/comment.md")
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert re.findall(r"^### (.+)$", comment, re.MULTILINE) == [
+        "❌ Tool-use evaluation of `first.csv`: 0/7 cases passed",
+        "❌ Tool-use evaluation of `second.csv`: 0/6 cases passed",
+    ]
+    assert comment.count("<sub>") == 1 and comment.rstrip().endswith("</sub>")
+
+
+def test_trigger_queries_know_their_lines(tmp_path):
+    """A query's line is its list item's, searched from its section's heading on (the same words
+    in the frontmatter do not count); an eval set's, its entry's."""
+    markdown = write(
+        tmp_path / "trigger.md",
+        "---\n"  # 1
+        "name: sql-trigger\n"  # 2
+        "type: trigger\n"  # 3
+        "description: weekly revenue questions\n"  # 4
+        "---\n"  # 5
+        "\n"  # 6
+        "# Positive Triggers\n"  # 7
+        "\n"  # 8
+        '- "weekly revenue per country"\n'  # 9
+        "- weekly revenue\n"  # 10: in line 9 too, and in the frontmatter
+        "\n"  # 11
+        "# Negative Triggers\n"  # 12
+        "- tell me a joke\n",  # 13
+    )
+    test = E.load_markdown_test(markdown, "trigger")
+    assert test.query_lines == {
+        "weekly revenue per country": 9,
+        "weekly revenue": 10,
+        "tell me a joke": 13,
+    }
+    evals = write(
+        tmp_path / "sql-evals.json",
+        "[\n"  # 1
+        '  {"query": "weekly revenue", "should_trigger": true},\n'  # 2
+        '  {"query": "a joke", "should_trigger": false}\n'  # 3
+        "]\n",
+    )
+    assert E.load_skill_creator_evals(evals).query_lines == {"weekly revenue": 2, "a joke": 3}
+
+
+def test_workflow_command_values_are_escaped_as_github_documents():
+    assert E.workflow_data("50%\r\nnext\rline") == "50%25%0Anext\\rline"
+    assert E.workflow_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert E.workflow_command("error", "m::x", file="a,b.csv", line=0, title="") == (
+        "::error file=a%2Cb.csv::m::x"
+    )
+    assert E.workflow_data("\x1b]0;title\x07") == "\\x1b]0;title\\x07"
+
+
+# ============================================================================ action.yml
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+# GitHub's action metadata (docs.github.com, "Metadata syntax for GitHub Actions"), the parts a
+# composite action uses: what schemastore's github-action.json requires of one.
+PINNED = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@(v\d+(\.\d+){0,2}|[0-9a-f]{40})$"
+STEP_KEYS = {
+    "name": {"type": "string"},
+    "id": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_-]*$"},
+    "if": {"type": "string"},
+    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    "working-directory": {"type": "string"},
+    "continue-on-error": {"type": ["boolean", "string"]},
+}
+ACTION_SCHEMA = {
+    "type": "object",
+    "required": ["name", "description", "runs"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "description": {"type": "string", "minLength": 1},
+        "author": {"type": "string"},
+        "branding": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "icon": {"type": "string"},
+                "color": {
+                    "enum": [
+                        *("white", "black", "yellow", "blue", "green"),
+                        *("orange", "red", "purple", "gray-dark"),
+                    ]
+                },
+            },
+        },
+        "inputs": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_-]*$"},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["description"],
+                "additionalProperties": False,
+                "properties": {
+                    "description": {"type": "string", "minLength": 1},
+                    "required": {"type": "boolean"},
+                    "default": {"type": "string"},
+                    "deprecationMessage": {"type": "string"},
+                },
+            },
+        },
+        "outputs": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["description", "value"],  # a composite action's output has a value
+                "additionalProperties": False,
+                "properties": {"description": {"type": "string"}, "value": {"type": "string"}},
+            },
+        },
+        "runs": {
+            "type": "object",
+            "required": ["using", "steps"],
+            "additionalProperties": False,
+            "properties": {
+                "using": {"const": "composite"},
+                "steps": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "oneOf": [
+                            {
+                                "type": "object",
+                                "required": ["run", "shell"],  # a composite `run` names its shell
+                                "additionalProperties": False,
+                                "properties": {
+                                    **STEP_KEYS,
+                                    "run": {"type": "string"},
+                                    "shell": {"enum": ["bash", "sh", "pwsh", "python"]},
+                                },
+                            },
+                            {
+                                "type": "object",
+                                "required": ["uses"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    **STEP_KEYS,
+                                    "uses": {"type": "string", "pattern": PINNED},
+                                    "with": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": ["string", "boolean"]},
+                                    },
+                                },
+                            },
+                        ]
+                    },
+                },
+            },
+        },
+    },
+}
+STEPS = ACTION["runs"]["steps"]
+RUN_STEPS = [s for s in STEPS if "run" in s]
+# What the runner sets in every step (the ones these scripts read), and what a program the
+# scripts run reads itself (gh's token).
+GITHUB_VARIABLES = {"GITHUB_OUTPUT", "GITHUB_REPOSITORY"}
+READ_BY_PROGRAMS = {"GH_TOKEN"}
+
+
+def test_action_yml_is_valid_action_metadata():
+    jsonschema.Draft202012Validator.check_schema(ACTION_SCHEMA)
+    jsonschema.validate(ACTION, ACTION_SCHEMA)
+    wrong = {"runs": {"using": "composite", "steps": [{"run": "echo"}]}}
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail: no shell, no name
+        jsonschema.validate({"name": "x", "description": "y", **wrong}, ACTION_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {**ACTION, "runs": {"using": "composite", "steps": [{"uses": "actions/cache@main"}]}},
+            ACTION_SCHEMA,
+        )
+    ids = [s["id"] for s in STEPS if "id" in s]
+    assert len(ids) == len(set(ids))
+    names = [s.get("name") for s in STEPS]  # what the log shows, and what ActionRun keys on
+    assert all(names) and len(names) == len(set(names))
+
+
+def expressions() -> list[tuple[str, str]]:
+    """(where, expression) of every `${{ }}` in action.yml."""
+    found = []
+
+    def walk(value, where: str) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(inner, f"{where}.{key}")
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                walk(inner, f"{where}[{index}]")
+        elif isinstance(value, str):
+            found.extend((where, e) for e in EXPRESSION.findall(value))
+
+    walk(ACTION, "action")
+    return found
+
+
+def test_every_expression_names_a_declared_input_or_an_earlier_step():
+    declared = set(ACTION["inputs"])
+    used = set()
+    for where, expression in expressions():
+        if expression.startswith("inputs."):
+            assert expression[7:] in declared, f"{where}: {expression} is not a declared input"
+            used.add(expression[7:])
+        elif expression.startswith("steps."):
+            step_id, outputs, _ = expression[6:].split(".", 2)
+            assert outputs == "outputs", f"{where}: {expression}"
+            position = next(i for i, s in enumerate(STEPS) if s.get("id") == step_id)
+            if where.startswith("action.runs.steps["):
+                here = int(where.split("[", 1)[1].split("]", 1)[0])
+                assert position < here, f"{where}: {step_id} runs later"
+        else:
+            assert expression in ("github.action_path", "github.token", "runner.temp"), where
+    assert used == declared, f"inputs never used: {declared - used}"
+
+
+@pytest.mark.parametrize("step", RUN_STEPS, ids=[s["name"] for s in RUN_STEPS])
+def test_a_run_step_reads_only_its_env_and_never_pastes_an_expression(step):
+    script = step["run"]
+    assert "${{" not in script, "an expression in a script is pasted as shell code: use env"
+    env = set(step.get("env", {}))
+    # upper case: the environment's ($NAME in the shell, os.environ["NAME"] in Python)
+    read = set(re.findall(r"\$\{?([A-Z][A-Z0-9_]*)|environ\[\"([A-Z][A-Z0-9_]*)\"\]", script))
+    read = {a or b for a, b in read}
+    assert read <= env | GITHUB_VARIABLES, f"set neither by the step nor by GitHub: {read - env}"
+    assert env - READ_BY_PROGRAMS <= read, f"set but never read: {env - read}"
+
+
+# ============================================================================ the action's steps, run
+@dataclass
+class ActionRun:
+    """The action's steps run as the runner runs a composite action: each `run` step with bash
+    -eo pipefail in its working directory, with the job's environment, its own `env:` (every
+    `${{ }}` evaluated) and a fresh $GITHUB_OUTPUT read back as the step's outputs; the first
+    step that fails ends the run. `uses` steps are not run: the upload's paths are kept."""
+
+    root: Path  # the checkout (GITHUB_WORKSPACE), which is also the action's folder (uses: ./)
+    env: dict[str, str]
+    inputs: dict[str, str]
+    context: dict[str, str]
+    outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    uploads: list[str] = field(default_factory=list)
+    done: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
+    failed: str | None = None
+
+    def value(self, expression: str) -> str:
+        if expression.startswith("inputs."):
+            return self.inputs[expression[7:]]
+        if expression.startswith("steps."):
+            step_id, _, name = expression[6:].split(".", 2)
+            return self.outputs.get(step_id, {}).get(name, "")
+        return self.context[expression]
+
+    def substitute(self, value: str) -> str:
+        return EXPRESSION.sub(lambda m: self.value(m.group(1)), str(value))
+
+    def run(self, skip: tuple[str, ...] = ()) -> ActionRun:
+        scratch = Path(self.context["runner.temp"]).parent / "steps"
+        scratch.mkdir(exist_ok=True)
+        for index, step in enumerate(STEPS):
+            if step["name"] in skip:
+                continue
+            if "uses" in step:
+                if step["uses"].startswith("actions/upload-artifact@"):
+                    paths = self.substitute(step["with"]["path"]).splitlines()
+                    self.uploads = [p.strip() for p in paths if p.strip()]
+                continue
+            output = scratch / f"output-{index}"
+            output.write_text("")
+            script = scratch / f"step-{index}.sh"
+            script.write_text(step["run"])
+            env = {
+                **self.env,
+                **{k: self.substitute(v) for k, v in step.get("env", {}).items()},
+                "GITHUB_OUTPUT": str(output),
+                "GITHUB_STEP_SUMMARY": str(scratch / f"summary-{index}.md"),
+            }
+            done = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                cwd=self.root / self.substitute(step.get("working-directory", ".")),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
+            self.done[step["name"]] = done
+            if "id" in step:
+                self.outputs[step["id"]] = read_outputs(output)
+            if done.returncode != 0:
+                self.failed = step["name"]
+                break
+        return self
+
+    def output(self, name: str) -> str:
+        return self.substitute(ACTION["outputs"][name]["value"])
+
+
+def repository_copy(target: Path) -> Path:
+    """The files of this repository (uncommitted work too), as a checkout would have them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def isolated_python(folder: Path) -> Path:
+    """A virtual environment whose installs stay in it, that sees this environment's packages
+    (the action's `pip install` finds its dependencies there, with no network)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "shared.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return folder / "bin"
+
+
+FAKE_GH = '''#!{python}
+"""gh, as far as the action uses it: each call logged; `api --paginate` lists $FAKE_GH_COMMENTS."""
+import json, os, sys
+from pathlib import Path
+
+args = sys.argv[1:]
+record = {{"args": args, "token": os.environ.get("GH_TOKEN", "")}}
+for arg in args:
+    if arg.startswith("body=@"):
+        record["body"] = Path(arg[len("body=@"):]).read_text()
+with open(os.environ["FAKE_GH_LOG"], "a") as log:
+    log.write(json.dumps(record) + "\\n")
+if "--paginate" in args:
+    sys.stdout.write(os.environ.get("FAKE_GH_COMMENTS", ""))
+'''
+
+
+INSTALL = "Install the evaluator"
+
+
+@pytest.fixture(scope="module")
+def action_lab(tmp_path_factory):
+    """A checkout of this repository with the evaluator installed by the action's own install
+    step (into a virtual environment of its own), and a fake `gh`; the runs skip the install."""
+    root = tmp_path_factory.mktemp("action")
+    checkout = repository_copy(root / "checkout")
+    tools = root / "tools"
+    tools.mkdir()
+    gh = tools / "gh"
+    gh.write_text(FAKE_GH.format(python=sys.executable))
+    gh.chmod(0o755)
+    lab = root, checkout, isolated_python(root / "venv"), tools
+    install = action_run(lab, "install", {})
+    install.run(skip=tuple(s["name"] for s in STEPS if s["name"] != INSTALL))
+    assert install.failed is None, install.done[INSTALL].stderr
+    assert (lab[2] / "claude-tool-eval").is_file()
+    return lab
+
+
+def example_model(expected_args: bool):
+    """The example suite's model: calls each case's first expected tool (with the case's expected
+    arguments when `expected_args`, else none), and answers the cases that expect none in text."""
+    cases = E.load_csv_suite(ROOT / "examples" / "test_queries.csv")
+
+    def respond(body: dict) -> dict:
+        if has_tool_result(body):
+            return reply(text("Here is what I found."))
+        case = next((c for c in cases if c.prompt == user_query(body)), None)
+        if case is None or not case.expected_tools:
+            return reply(text("No tool needed."))
+        tool = case.expected_tools[0]
+        arguments = case.expected_args.get(tool, {}) if expected_args else {}
+        return reply(tool_use(tool, arguments if isinstance(arguments, dict) else {}))
+
+    return respond
+
+
+def action_run(lab, name: str, extra: dict[str, str], **inputs: str) -> ActionRun:
+    """The action with these inputs (`fail_on` for fail-on), in a step of its own."""
+    root, checkout, python, tools = lab
+    temp = root / name / "temp"
+    temp.mkdir(parents=True)
+    step = Step(root / name)
+    env = {
+        "PATH": f"{python}{os.pathsep}{tools}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(root / name),
+        "PIP_NO_INDEX": "1",  # the dependencies are installed already: no network
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+        "FAKE_GH_LOG": str(root / name / "gh.log"),
+        "RUNNER_TEMP": str(temp),
+        **step.env(),
+        "GITHUB_WORKSPACE": str(checkout),
+        **extra,
+    }
+    context = {
+        "github.action_path": str(checkout),
+        "github.token": "ghs_fakeToken0123456789abcdef",
+        "runner.temp": str(temp),
+    }
+    unknown = {k.replace("_", "-") for k in inputs} - set(ACTION["inputs"])
+    assert not unknown, unknown
+    action = ActionRun(checkout, env, {}, context)
+    action.inputs = {
+        key: inputs.get(key.replace("-", "_"), action.substitute(spec.get("default", "")))
+        for key, spec in ACTION["inputs"].items()
+    }
+    return action
+
+
+def run_action(api, lab, name: str, comments: str = "", **inputs: str) -> ActionRun:
+    """Every step but the install, against the scripted API; `gh api --paginate` lists
+    `comments` ("ID FIRST-LINE" lines)."""
+    extra = {
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": api.url,
+        "FAKE_GH_COMMENTS": comments,
+    }
+    return action_run(lab, name, extra, **inputs).run(skip=(INSTALL,))
+
+
+def gh_calls(lab, name: str) -> list[dict]:
+    log = lab[0] / name / "gh.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
+    args = "csv examples/test_queries.csv --server-module examples/profiles_server.py"
+    api.responder = example_model(expected_args=True)
+    first = run_action(api, action_lab, "baseline", args=args)
+    assert first.failed is None or first.failed == "Verdict", first.done
+    out = Path(first.context["runner.temp"]) / "claude-tool-eval"
+    results = json.loads((out / "results.json").read_text())
+    failing = [c for c in results["cases"] if not c["passed"]]
+    assert results["summary"]["cases"] == 16 and 0 < len(failing) < 10
+    assert (first.failed == "Verdict") == bool(failing)  # fail-on: failure, the run's exit code
+
+    # what the run printed: each failing case on its line of the example suite
+    lines = dict(
+        (row[0], number)
+        for number, row in itertools.islice(
+            E.csv_records((ROOT / "examples" / "test_queries.csv").read_text(), Path("x")), 1, None
+        )
+    )
+    printed = commands(first.done["Evaluate"].stdout)
+    assert [
+        re.match(r"::error file=([^,]+),line=(\d+),title=([^:]+)::", c).groups() for c in printed
+    ] == [("examples/test_queries.csv", str(lines[c["name"]]), c["name"]) for c in failing]
+    assert first.output("passed") == "false" and first.output("results") == str(
+        out / "results.json"
+    )
+    assert first.output("pull-request") == "7" and first.output("regressions") == ""
+    assert first.uploads == [str(out / n) for n in ("results.json", "report.html", "comment.md")]
+    assert all(Path(p).is_file() for p in first.uploads)
+    [posted] = gh_calls(action_lab, "baseline")[1:]
+    listing = gh_calls(action_lab, "baseline")[0]
+    assert listing["args"][:3] == ["api", f"repos/{REPOSITORY}/issues/7/comments", "--paginate"]
+    assert posted["args"][:4] == [
+        "api",
+        "--method",
+        "POST",
+        f"repos/{REPOSITORY}/issues/7/comments",
+    ]
+    assert posted["token"] == "ghs_fakeToken0123456789abcdef"
+    marker = "<!-- claude-tool-eval: claude-tool-eval -->"
+    assert posted["body"] == f"{marker}\n\n" + (out / "comment.md").read_text()
+    assert first.output("comment") == str(out / "comment.md")
+
+    # The next push: a worse model, compared with the first run's results; its comment updates
+    # the one posted (found by its marker), and fail-on regression holds the step (one run a case
+    # decides nothing: every change is within noise).
+    shutil.copy(out / "results.json", action_lab[1] / "baseline.json")
+    api.responder = example_model(expected_args=False)
+    second = run_action(
+        api,
+        action_lab,
+        "next",
+        comments=f"101 some other comment\n202 {marker}\n",
+        args=args,
+        baseline="baseline.json",
+        fail_on="regression",
+    )
+    assert second.failed is None, {k: v.stdout + v.stderr for k, v in second.done.items()}
+    out = Path(second.context["runner.temp"]) / "claude-tool-eval"
+    comparison = json.loads((out / "comparison.json").read_text())["comparisons"][0]
+    changes = {c["change"] for c in comparison["cases"]}
+    assert "noise" in changes and "regression" not in changes and not comparison["failed"]
+    assert second.output("regressions") == "0"
+    assert second.uploads == [
+        str(out / n)
+        for n in (
+            "results.json",
+            "report.html",
+            "comment.md",
+            "comparison.json",
+            "comparison.html",
+            "comparison.md",
+        )
+    ]
+    [_, updated] = gh_calls(action_lab, "next")
+    assert updated["args"][:4] == [
+        "api",
+        "--method",
+        "PATCH",
+        f"repos/{REPOSITORY}/issues/comments/202",
+    ]
+    body = (out / "comparison.md").read_text()
+    assert updated["body"] == f"{marker}\n\n{body}" and second.output("comment") == str(
+        out / "comparison.md"
+    )
+    assert body.startswith("### ✅ Against the baseline: 0 regression(s), 0 fix(es), ")
+    assert "#### Within noise (not significant)" in body
+
+
+def test_bad_action_input_stops_before_anything_runs(api, action_lab):
+    run = run_action(
+        api, action_lab, "bad-fail-on", args="csv examples/test_queries.csv", fail_on="sometimes"
+    )
+    assert run.failed == "Evaluate" and api.requests == []
+    assert commands(run.done["Evaluate"].stdout) == [
+        "::error title=fail-on::fail-on is failure, regression or never"
+    ]
+    run = run_action(api, action_lab, "bad-args", args="csv 'examples/test_queries.csv")
+    assert run.failed == "Evaluate" and "No closing quotation" in run.done["Evaluate"].stderr
+    assert api.requests == []
+
+
+def test_the_readme_shows_the_action_with_its_inputs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### In GitHub Actions") :]
+    workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
+    uses = [s for job in workflow["jobs"].values() for s in job["steps"] if "uses" in s]
+    [action] = [s for s in uses if s["uses"].split("@")[0].endswith("claude-tool-evaluator")]
+    assert set(action["with"]) <= set(ACTION["inputs"]) and "args" in action["with"]
+    assert all(re.fullmatch(PINNED, s["uses"]) for s in uses)
