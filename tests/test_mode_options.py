@@ -2604,7 +2604,9 @@ def comment_of(path: Path) -> tuple[str, list[str]]:
 def _(lab, mode):
     comment = lab.fresh("comment.md")
     run = lab.run(*tool_args(lab, mode, "--pr-comment", comment), model=no_tools)
-    failed = mode != "query"  # a query expects nothing: answering without tools passes
+    # a query expects nothing: answering without tools passes (the red team's suite is a query,
+    # clean and attacked, and the attacked run that calls no tool holds)
+    failed = mode not in ("query", "redteam")
     assert run.code == int(failed) and f"wrote {comment}" in run.output, run.output
     headline, names = comment_of(comment)
     title, cases, file = {
@@ -2612,9 +2614,10 @@ def _(lab, mode):
         "csv": ("Tool-use evaluation", ["tables_a", "tables_b"], lab.csv),
         "markdown": ("Markdown tests", ["tables-knowledge"], lab.md),
         "qa": ("QA evaluation", ["task-1"], lab.qa),
+        "redteam": ("Red team", [], None),
     }[mode]
     written = f" of `{file}`" if file else ""  # outside the working folder: its absolute path
-    passed = f"{0 if failed else 1}/{CASES[mode]}"
+    passed = f"{0 if failed else CASES[mode]}/{CASES[mode]}"
     icon = "❌" if failed else "✅"
     assert headline == f"### {icon} {title}{written}: {passed} cases passed", headline
     assert names == cases
