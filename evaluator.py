@@ -15126,8 +15126,8 @@ async def drive_jobs(
     finished run is scored, redacted and journaled (`finished_one`) in a finisher thread before
     its worker goes on (kill -9 loses no run that finished; -x knows its verdict before the
     worker starts another): that work reads untrusted text (a server's patterns), and on the
-    loop it would stall the other runs and the stop signals. A finisher per worker: a check that
-    blocks holds up its own worker only. With -i auto (`rounds`) the jobs are released round by
+    loop it would stall the other runs and the stop signals. A finisher per worker (up to
+    C.MAX_FINISHER_THREADS): a check that blocks holds up its own worker only. With -i auto (`rounds`) the jobs are released round by
     round inside the one session."""
     stopping = asyncio.Event()
     spent = [0.0]
@@ -15183,7 +15183,9 @@ async def drive_jobs(
         )  # the suite's wall time: first run started -> last one finished
         listed = len(jobs) if isinstance(jobs, Sequence) and rounds is None else None
         width = workers_for(count if listed is None else listed)  # -i auto: every round's count
-        finisher = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="finish-run")
+        finisher = concurrent.futures.ThreadPoolExecutor(
+            min(width, C.MAX_FINISHER_THREADS), thread_name_prefix="finish-run"
+        )
         try:
             batch = jobs if rounds is None else rounds.next_round()
             while batch:

@@ -29,6 +29,9 @@ QA_NOTE_CHARS = 4_000  # --qa: Claude's <summary> / <feedback> kept per run
 DEFAULT_ITERATIONS = 1
 DEFAULT_CASE_THRESHOLD = 1.0  # a case passes when this share of its runs pass
 DEFAULT_CONCURRENCY = 4
+# threads that score and journal finished runs: a finisher per worker up to this many (a --batch
+# round finishes a thousand conversations at once; a thread each would cost ~20 KB of stack apiece)
+MAX_FINISHER_THREADS = 16
 DEFAULT_MAX_USER_TURNS = 5
 # import tau2: a τ² task may take dozens of tool calls and user messages (τ²'s own cap is 200
 # steps of either)
