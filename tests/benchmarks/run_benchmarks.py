@@ -31,15 +31,42 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# Peak memory is read from a child's rusage, and Linux starts a spawned child's peak at the size of
+# the process that spawned it (it is spawned with vfork; exec keeps the higher mark). This harness
+# grows (the scripted server, the SDKs, earlier targets' results: 800 MB after target 5's 100,000
+# cases), so the evaluator's runs are spawned by a small process started here, before anything
+# else is imported: a child's peak is its own.
+SPAWNER_CODE = r"""
+import json, os, subprocess, sys
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["stdout"], "w") as out, open(job["stderr"], "w") as err:
+        child = subprocess.Popen(job["argv"], cwd=job["cwd"], env=job["env"], stdout=out,
+                                 stderr=err, stdin=subprocess.DEVNULL)
+    print(json.dumps({"pid": child.pid}), flush=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    print(json.dumps({"exit": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}),
+          flush=True)
+"""
+SPAWNER = subprocess.Popen(
+    [sys.executable, "-c", SPAWNER_CODE],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    text=True,
+    bufsize=1,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -132,8 +159,8 @@ def run_cli(
     log_dir: Path | None = None,
     prefix: list[str] | None = None,
 ) -> ChildRun:
-    """`python evaluator.py ARGS` in a child process: wall time, exit code and the child's own
-    peak RSS (os.wait4 reports the rusage of exactly that process)."""
+    """`python evaluator.py ARGS` in a child process (spawned by SPAWNER): wall time, exit code and
+    the child's own peak RSS (os.wait4 reports the rusage of exactly that process)."""
     environment = dict(env or os.environ)
     # A user's Python caches bytecode; these sessions' shells turn that off, which would make every
     # start compile the evaluator (and the bare references' SDKs are cached): measure what users get.
@@ -147,32 +174,28 @@ def run_cli(
     )
     log_dir = log_dir or workdir
     out_path, err_path = log_dir / "child.stdout", log_dir / "child.stderr"
-    with out_path.open("w") as out, err_path.open("w") as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(
-            [sys.executable, *(prefix or [str(EVALUATOR)]), *args],
-            cwd=workdir,
-            env=environment,
-            stdout=out,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-        )
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                child.kill()
-                pid, status, usage = os.wait4(child.pid, 0)
-                break
-            time.sleep(0.005)
-        seconds = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
+    job = {
+        "argv": [sys.executable, *(prefix or [str(EVALUATOR)]), *args],
+        "cwd": str(workdir),
+        "env": environment,
+        "stdout": str(out_path),
+        "stderr": str(err_path),
+    }
+    assert SPAWNER.stdin is not None and SPAWNER.stdout is not None
+    start = time.perf_counter()
+    SPAWNER.stdin.write(json.dumps(job) + "\n")
+    pid = json.loads(SPAWNER.stdout.readline())["pid"]
+    killer = threading.Timer(timeout, lambda: os.kill(pid, signal.SIGKILL))
+    killer.start()
+    try:
+        ended = json.loads(SPAWNER.stdout.readline())
+    finally:
+        killer.cancel()
+    seconds = time.perf_counter() - start
     return ChildRun(
         seconds,
-        child.returncode,
-        usage.ru_maxrss / 1024,
+        ended["exit"],
+        ended["maxrss_kb"] / 1024,
         out_path.read_text(errors="replace"),
         err_path.read_text(errors="replace"),
     )
@@ -351,12 +374,14 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
         cases, settings, [module_spec()], on_connect=scoring.connected, verdict_of=scoring.verdict
     )
     transcripts: list = []
-    results: list[dict] = []
+    results: list[str] = []
 
     def finished(job, transcript) -> None:
-        transcripts.append(runner.scrub(transcript))
-        if full:
-            results.append(evaluator.dump_record(runner.to_result(transcript)))
+        transcripts.append(transcript)
+        if full:  # as run_pipeline's finisher: the spooled line, and the journal's (redacted)
+            result = runner.to_result(transcript)
+            results.append(evaluator.results_line(result))
+            results.append(evaluator.results_line(runner.redactor.deep(result)))
 
     outcome = evaluator.PipelineOutcome([], [])
     await evaluator.drive_jobs(runner, runner.jobs(), settings, finished, outcome)
