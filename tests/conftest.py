@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -81,6 +83,26 @@ def outside_github_actions():
         for name in GITHUB_STEP_VARIABLES:
             patch.delenv(name, raising=False)
         yield
+
+
+def default_interrupts(when: str, nodeid: str) -> None:
+    """Ctrl-C reaches every process a test starts: a process inherits an ignored or blocked
+    SIGINT from the worker that starts it (and Python then leaves it ignored). A worker found
+    otherwise is put right, and $TMPDIR/sigint-left-by.txt says where it was found."""
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if handler is not signal.default_int_handler or blocked:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        with open(Path(tempfile.gettempdir()) / "sigint-left-by.txt", "a") as record:
+            record.write(f"{when} {nodeid}: handler {handler!r}, blocked {blocked}\n")
+
+
+@pytest.fixture(autouse=True)
+def interrupts_as_they_should_be(request: pytest.FixtureRequest):
+    default_interrupts("before", request.node.nodeid)
+    yield
+    default_interrupts("after", request.node.nodeid)
 
 
 @pytest.fixture
