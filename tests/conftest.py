@@ -86,9 +86,10 @@ def outside_github_actions():
 
 
 def default_interrupts(when: str, nodeid: str) -> None:
-    """Ctrl-C reaches every process a test starts: a process inherits an ignored or blocked
-    SIGINT from the worker that starts it (and Python then leaves it ignored). A worker found
-    otherwise is put right, and $TMPDIR/sigint-left-by.txt says where it was found."""
+    """Ctrl-C reaches every process a test starts. A test run started as a background job (`pytest
+    &` in a script) has SIGINT ignored, its workers inherit that, and so would every process they
+    start (Python leaves an ignored SIGINT ignored): the tests that press Ctrl-C would see it do
+    nothing. A worker found so is put right, and $TMPDIR/sigint-left-by.txt says where."""
     handler = signal.getsignal(signal.SIGINT)
     blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     if handler is not signal.default_int_handler or blocked:
