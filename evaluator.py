@@ -17201,7 +17201,7 @@ class DecoyKeeper:
             if kind == "skills":
                 return [DecoySkill(name=f"decoy-{i}", description=filler) for i in range(count)]
             return [DecoyTool(name=f"decoy_{i}", description=filler) for i in range(count)]
-        decoys, spent = run_async(write_decoys(kind, prompt, count, taken, self.settings, tools))
+        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.settings, tools))
         self.cost += spent
         self.written += 1
         self.console.print(
@@ -17625,10 +17625,10 @@ class ToolCrowd:
             ) as hub:
                 return {t.remote_name: t for t in hub.tools.values()}
 
-        real = run_async(listing(servers))
+        real = asyncio.run(listing(servers))
         kept = []
         for spec in self.config_specs:
-            offered = run_async(listing([spec]))
+            offered = asyncio.run(listing([spec]))
             clash = sorted(set(offered) & set(real))
             if clash:
                 self.skipped.append(f"server {spec.name}: offers {clash[0]}, a tool under test")
@@ -24343,7 +24343,7 @@ def import_tau2(
             f"τ² {domain} has no task {unknown[0]!r}", hint=f"ids are 0 to {len(tasks) - 1}"
         )
     picked = [t for t in tasks if (t["id"] in wanted if wanted else t["id"] in chosen)][:limit]
-    listed = run_async(tau2_tools(domain))
+    listed = asyncio.run(tau2_tools(domain))
     business = sorted(n for n in listed if n not in TAU2_CONTROL_TOOLS)
     overrides = {}
     for name in business:
@@ -24604,7 +24604,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         require_api_key()
     decoy_cost = crowd.decoy_cost if crowd else 0.0
     budget = None if settings.max_cost is None else max(0.0, settings.max_cost - decoy_cost)
-    spent, not_judged = run_async(judge_overlaps(requests, replace(settings, max_cost=budget)))
+    spent, not_judged = asyncio.run(judge_overlaps(requests, replace(settings, max_cost=budget)))
     record = OverlapRecord(
         skills=names,
         distractors=[d.name for d in distractors],
