@@ -194,17 +194,22 @@ HOSTILE_TITLE = "evil%0A50%25 done%3A%3Awarning%3A%3Apwned%2C a%3Ab [REDACTED]"
 MISSING = "missing expected tool get_existing_connections"
 
 
-@pytest.fixture
-def hostile_run(api, tmp_path):
+def run_hostile_suite(api, tmp_path, *more: str):
+    """The hostile suite against the example server, the model calling one table tool."""
     step = Step(tmp_path)
     write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
     api.responder = calls({TABLES: "list_warehouse_tables"})
-    done = evaluate(
+    line = ("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), *more)
+    return step, evaluate(api, tmp_path, *line, step=step)
+
+
+@pytest.fixture
+def hostile_run(api, tmp_path):
+    step, done = run_hostile_suite(
         api,
         tmp_path,
-        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "-i", "2"),
-        *("-o", "out/results.json", "--html", "out/report.html", "--pr-comment", "out/comment.md"),
-        step=step,
+        *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
+        *("--pr-comment", "out/comment.md"),
     )
     assert done.returncode == 1, done.stdout + done.stderr
     return step, done
@@ -267,15 +272,7 @@ def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
 
 
 def test_with_json_on_stdout_the_annotations_go_to_stderr(api, tmp_path):
-    step = Step(tmp_path)
-    write(tmp_path / "evals" / "suite.csv", HOSTILE_SUITE)
-    api.responder = calls({TABLES: "list_warehouse_tables"})
-    done = evaluate(
-        api,
-        tmp_path,
-        *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "--json"),
-        step=step,
-    )
+    step, done = run_hostile_suite(api, tmp_path, "--json")
     assert done.returncode == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
     assert [c.split("::")[1] for c in commands(done.stderr)] == [
         f"error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}",
