@@ -608,6 +608,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     api: ScriptedAnthropic
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as a real API endpoint sets it. With Nagle's algorithm on, an answer's body
+    # (written after its headers) waited for the client's delayed ACK: 40 ms on every answer.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: object) -> None:  # keep test output quiet
         pass

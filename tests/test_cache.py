@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
@@ -196,3 +198,36 @@ def test_claude_code_runs_hit_the_cache_through_the_proxy(tmp_path):
     assert second["metadata"]["cache"]["misses"] == 0
     assert second["metadata"]["cache"]["hits"] == counts[0]
     assert second["metadata"]["cache"]["saved_usd"] > 0
+
+
+def accepted_with_nodelay(handler_class: type) -> list[int]:
+    """Records TCP_NODELAY on each connection a BaseHTTPRequestHandler class sets up."""
+    seen: list[int] = []
+    setup = handler_class.setup
+
+    def recording_setup(self) -> None:
+        setup(self)
+        seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    handler_class.setup = recording_setup
+    return seen
+
+
+def test_the_caching_proxy_and_the_scripted_server_answer_without_nagle(tmp_path):
+    """An answer is written as headers, then body: with Nagle's algorithm on, the body waits for
+    the client's delayed ACK (40 ms on Linux) on every answer claude gets through the proxy."""
+    with ScriptedAnthropic(responses=[reply(text("hi"))]) as api:
+        api_seen = accepted_with_nodelay(api._httpd.RequestHandlerClass)
+        proxy = evaluator.CachingProxy(evaluator.ResponseCache.open(tmp_path / "c"), api.url)
+        proxy_seen = accepted_with_nodelay(proxy.server.RequestHandlerClass)
+        with proxy:
+            answer = httpx.post(
+                proxy.url + "/v1/messages",
+                headers={"x-api-key": TEST_API_KEY, "anthropic-version": "2023-06-01"},
+                json={"model": "claude-test", "max_tokens": 5, "messages": [
+                    {"role": "user", "content": "hi"}]},
+                timeout=30,
+            )  # fmt: skip
+    assert answer.status_code == 200 and answer.json()["content"][0]["text"] == "hi"
+    assert proxy_seen and all(proxy_seen), proxy_seen
+    assert api_seen and all(api_seen), api_seen

@@ -298,6 +298,7 @@ def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
     # finished. The process's own start-up (interpreter, SDK imports) is a fixed cost reported apart.
     suite_seconds = json.loads((work / "out1.json").read_text())["metadata"]["suite_wall_time_s"]
     ratio = suite_seconds / ideal
+    rounds = -(-cases // concurrency)  # the last round is part-full when cases don't divide evenly
     first_request = min(answered) - delay - started
     last_answer = max(answered) - started
     serving = last_answer - first_request
@@ -317,6 +318,10 @@ def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
         (
             f"{requests} model requests served in {serving:.2f}s = {serving / ideal:.3f} x ideal "
             f"(startup and shutdown left out)"
+        ),
+        (
+            f"{cases} cases in {concurrency} slots take {rounds} rounds: no runner can beat "
+            f"{rounds * calls * delay:.2f}s = {rounds * calls * delay / ideal:.3f} x ideal"
         ),
     ]
     if opts.explain:
