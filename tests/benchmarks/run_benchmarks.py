@@ -57,8 +57,8 @@ for line in sys.stdin:
                                  stderr=err, stdin=subprocess.DEVNULL)
     print(json.dumps({"pid": child.pid}), flush=True)
     _, status, usage = os.wait4(child.pid, 0)
-    print(json.dumps({"exit": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}),
-          flush=True)
+    print(json.dumps({"exit": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss,
+                      "cpu_s": usage.ru_utime + usage.ru_stime}), flush=True)
 """
 SPAWNER = subprocess.Popen(
     [sys.executable, "-c", SPAWNER_CODE],
@@ -148,6 +148,7 @@ class ChildRun:
     peak_rss_mb: float
     stdout: str
     stderr: str
+    cpu_seconds: float = 0.0
 
 
 def run_cli(
@@ -159,8 +160,9 @@ def run_cli(
     log_dir: Path | None = None,
     prefix: list[str] | None = None,
 ) -> ChildRun:
-    """`python evaluator.py ARGS` in a child process (spawned by SPAWNER): wall time, exit code and
-    the child's own peak RSS (os.wait4 reports the rusage of exactly that process)."""
+    """`python evaluator.py ARGS` in a child process (spawned by SPAWNER): wall time, exit code,
+    the child's own peak RSS (os.wait4 reports the rusage of exactly that process) and its CPU
+    seconds (its own and those of the processes it started and waited for)."""
     environment = dict(env or os.environ)
     # A user's Python caches bytecode; these sessions' shells turn that off, which would make every
     # start compile the evaluator (and the bare references' SDKs are cached): measure what users get.
@@ -198,6 +200,7 @@ def run_cli(
         ended["maxrss_kb"] / 1024,
         out_path.read_text(errors="replace"),
         err_path.read_text(errors="replace"),
+        ended["cpu_s"],
     )
 
 
@@ -600,7 +603,6 @@ def bench_triggers(opts: argparse.Namespace, work: Path) -> Outcome:
     with ScriptedAnthropic(responder=skill_responder, delay=delay, record=False) as api:
         for concurrency in (1, parallel):
             out = sandbox / f"out{concurrency}.json"
-            before = os.times()
             run = run_cli(
                 [
                     "--claude-bin",
@@ -621,7 +623,6 @@ def bench_triggers(opts: argparse.Namespace, work: Path) -> Outcome:
                 env=env,
                 log_dir=sandbox,
             )  # not in the working directory: the write guard watches it
-            after = os.times()
             check_child(run, f"trigger runs at --concurrency {concurrency}")
             records = json.loads(out.read_text())["results"]
             failed = [r for r in records if r.get("error")]
@@ -631,9 +632,7 @@ def bench_triggers(opts: argparse.Namespace, work: Path) -> Outcome:
                     f"{failed[0]['error'] if failed else ''}"
                 )
             seconds[concurrency] = run.seconds
-            cpu[concurrency] = (after.children_user + after.children_system) - (
-                before.children_user + before.children_system
-            )
+            cpu[concurrency] = run.cpu_seconds
     speedup = seconds[1] / seconds[parallel]
     details = [
         (
