@@ -766,61 +766,6 @@ def test_overlap_needs_two_skills(tmp_path: Path, no_api_key):
     assert code == 2 and output.startswith("error: overlap needs two skills at least"), output
 
 
-# ============================================================================ the README's curves
-def readme_command(start: str) -> list[str]:
-    """A README command (the first that starts so), without its outputs."""
-    import shlex
-
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    line = next(line for line in text.splitlines() if line.startswith(start))
-    argv = shlex.split(line)[2:]
-    for flag in ("-o", "--html", "--report"):
-        while flag in argv:
-            at = argv.index(flag)
-            del argv[at : at + 2]
-    return argv
-
-
-def readme_table(record: dict) -> str:
-    lines = E.crowding_markdown(E.CrowdingRecord.model_validate(record))
-    start = next(i for i, line in enumerate(lines) if line.startswith("| Distractor"))
-    end = lines.index("", start)
-    return "\n".join(lines[start:end])
-
-
-@pytest.mark.parametrize(
-    "start, model",
-    [
-        pytest.param(
-            "python evaluator.py --skill examples/skills/warehouse-sql --trigger "
-            "examples/triggers/warehouse-sql-trigger.md --distractors lookalike:8",
-            crowd_claude_code,
-            marks=needs_claude,
-            id="skill",
-        ),
-        pytest.param(
-            "python evaluator.py --csv examples/test_queries.csv --distractor-tools lookalike:12",
-            crowd_tool_use,
-            id="tools",
-        ),
-    ],
-)
-def test_the_readme_shows_the_curves_its_commands_report(
-    start: str, model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """The README's curves are the reports of its own commands against the crowd rule, with the
-    decoys of examples/decoys.json (no decoy is written: the file holds the sets)."""
-    monkeypatch.chdir(ROOT)
-    out = tmp_path / "curve.json"
-    decoys = (ROOT / "examples" / "decoys.json").read_bytes()
-    with ScriptedAnthropic(responder=model) as api:
-        cli(api, monkeypatch, *readme_command(start), "-o", out)
-        assert decoy_calls(api) == 0
-    assert (ROOT / "examples" / "decoys.json").read_bytes() == decoys
-    table = readme_table(json.loads(out.read_text())["crowding"])
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), table
-
-
 # ============================================================================ hostile text
 HOSTILE = "evil | `code` [link](x) \x1b]52;c;AAAA\x07 \u202e <script>alert(1)</script>\nline"
 

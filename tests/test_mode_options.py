@@ -736,19 +736,26 @@ def test_the_observers_cover_exactly_the_table():
     assert registered - table == set(), "observers of options the table no longer accepts"
 
 
+# The modes whose observers share runs through Claude Code (a baseline, a crowd, a loop): each
+# mode's observers on one worker, so a shared run is made once rather than once per worker.
+GROUPED_MODES = ("skills", "optimize")
+
+
+def marks_of(mode: str) -> list[pytest.MarkDecorator]:
+    marks = []
+    if mode == "skills":
+        marks.append(
+            pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
+        )
+    if mode in GROUPED_MODES:
+        marks.append(pytest.mark.xdist_group(f"options-{mode}"))
+    return marks
+
+
 @pytest.mark.parametrize(
     "mode, option",
     [
-        pytest.param(
-            mode,
-            option,
-            id=f"{mode}-{option}",
-            marks=[
-                pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
-            ]
-            if mode == "skills"
-            else [],
-        )
+        pytest.param(mode, option, id=f"{mode}-{option}", marks=marks_of(mode))
         for mode, option in table_pairs()
     ],
 )

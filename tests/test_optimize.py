@@ -592,6 +592,8 @@ def reference_loop(tmp_path_factory, better: str, best: str) -> tuple[list, dict
     return REFERENCE["loop"]
 
 
+# One worker runs the four, so the uninterrupted reference loop they share runs once.
+@pytest.mark.xdist_group("optimize-stopped")
 @pytest.mark.parametrize(
     "signum, kill_at",
     [(15, 7), (9, 19), (9, 36), (15, 62)],

@@ -5,7 +5,9 @@ counts) plus a `node_modules` symlink (the Claude Code CLI that `npm install` br
 is the README's own text, run with `bash -c` in that folder, in document order, with a temporary
 HOME and one scripted Anthropic-compatible server playing every model the commands need: the
 model under test, the simulated user, the test generator and the model behind the real `claude`
-runs. A command that reads a results file a later command writes runs at the end.
+runs. A command that reads a results file a later command writes runs at the end. While a crowd
+command runs (`--distractors`, `--distractor-tools`), that server plays fake_anthropic's crowd
+rule instead, and the README's curve must be the one the command reports.
 
 The mode x option matrix in the README is checked against `evaluator.MODES`, and every option and
 `--help` group against the README's option sections.
@@ -22,14 +24,24 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import ROOT, TEST_API_KEY
-from fake_anthropic import ScriptedAnthropic, error, forced_tool, reply, text, tool_use, user_query
+from fake_anthropic import (
+    ScriptedAnthropic,
+    crowd_claude_code,
+    crowd_tool_use,
+    error,
+    forced_tool,
+    reply,
+    text,
+    tool_use,
+    user_query,
+)
 
 import evaluator as E
 import prompts
@@ -474,6 +486,27 @@ def responder(body: dict) -> dict:
     return claude_code_answer(body)
 
 
+# The README's crowding curves are the reports of its own crowd commands: while one runs, the
+# scripted server plays fake_anthropic's crowd rule (which skill or tool wins among many), the
+# rule the README's tables were computed with.
+CROWD_MODELS = {"--distractors": crowd_claude_code, "--distractor-tools": crowd_tool_use}
+
+
+def model_of(command: Command) -> Callable[[dict], dict]:
+    if "--dry-run" not in command.argv:
+        for flag, model in CROWD_MODELS.items():
+            if flag in command.argv:
+                return model
+    return responder
+
+
+def crowding_table(record: dict) -> str:
+    """The distractor table of a results file's crowding section, as the report writes it."""
+    lines = E.crowding_markdown(E.CrowdingRecord.model_validate(record))
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Distractor"))
+    return "\n".join(lines[start : lines.index("", start)])
+
+
 # ============================================================================ the fresh copy and its runs
 @dataclass
 class Outcome:
@@ -482,7 +515,11 @@ class Outcome:
     stdout: str
     stderr: str
     seconds: float
-    model_calls: int  # POST /v1/messages requests it made (count_tokens excluded)
+    requests: list[dict]  # the bodies of the POST /v1/messages requests it made
+
+    @property
+    def model_calls(self) -> int:
+        return len(self.requests)
 
     @property
     def output(self) -> str:
@@ -526,6 +563,7 @@ class ReadmeSession:
     def _run(self, command: Command) -> None:
         interactive = "--interactive" in command.argv
         calls = len(self.api.message_requests)
+        self.api.responder = model_of(command)
         start = time.monotonic()
         try:
             done = subprocess.run(
@@ -551,7 +589,7 @@ class ReadmeSession:
             stdout,
             stderr,
             time.monotonic() - start,
-            len(self.api.message_requests) - calls,
+            self.api.message_requests[calls:],
         )
 
     def outcome(self, command: Command) -> Outcome:
@@ -615,6 +653,13 @@ def test_the_readme_has_commands_and_its_exemptions_are_current():
         assert any(c.run.startswith(prefix) for c in EXEMPTED), (
             f"exemption {prefix!r} ({reason}) matches no README command any more: remove it from EXEMPT"
         )
+    crowds = [c for c in RUN_ORDER if model_of(c) is not responder]
+    assert len(crowds) >= 2 and all(
+        any(p.endswith(".json") for p in option_values(c.argv, ("-o", "--output"))) for c in crowds
+    ), (
+        "the README's crowd commands (a skill crowd and a tool crowd) write results whose curves "
+        "the README shows"
+    )
     assert any(c.text.startswith(INSTALL_PREFIX) for c in COMMANDS), (
         f"no README command starts with {INSTALL_PREFIX!r} any more: update INSTALL_PREFIX"
     )
@@ -666,7 +711,10 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
             and "--schema" not in argv
             and argv[2:3] not in (["compare"], ["schema"])  # the verb forms of those two
         ):
-            validator.validate(json.loads(target.read_text(encoding="utf-8")))
+            document = json.loads(target.read_text(encoding="utf-8"))
+            validator.validate(document)
+            if "crowding" in document:
+                check_crowding(session, outcome, document["crowding"])
     if "--dry-run" in argv:
         assert outcome.model_calls == 0, (
             f"--dry-run made {outcome.model_calls} model call(s)\n" + report
@@ -685,6 +733,18 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
         assert document["isolation"]["ok"] is True, document["isolation"]
         [score] = document["trigger_scores"]
         assert score["triggerScore"] == 100, score
+
+
+def check_crowding(session: ReadmeSession, outcome: Outcome, record: dict) -> None:
+    """The README shows the curve its crowd command reports, with the decoys of
+    examples/decoys.json (the file holds the sets: no decoy is written, the file is unchanged)."""
+    report = outcome.describe()
+    table = crowding_table(record)
+    assert table in README_TEXT, f"the README's table is not this run's:\n{table}\n" + report
+    written = [b for b in outcome.requests if forced_tool(b) == "write_decoys"]
+    assert not written, "examples/decoys.json holds the decoys: none is written\n" + report
+    decoys = (session.folder / "examples" / "decoys.json").read_bytes()
+    assert decoys == (ROOT / "examples" / "decoys.json").read_bytes(), report
 
 
 # ============================================================================ the README's option tables
