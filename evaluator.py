@@ -18231,6 +18231,24 @@ class Results:
         """A model matrix: a case per model (named NAME (MODEL) in the reports)."""
         return is_matrix(self.cases)
 
+    @property
+    def stopped_before_any_case(self) -> str | None:
+        """Why no case ran, when the run stopped before the first (tool pins that changed), for
+        the headlines: "0/0 cases passed" would say nothing."""
+        security = self.sections.get("security")
+        pins = getattr(security, "pins", None)
+        if pins is not None and pins.failed and not self.summary.runs:
+            return (
+                f"stopped before any model call: {len(pins.changes)} tool definition(s) changed "
+                f"since {pins.file} (--pin)"
+            )
+        return None
+
+    def headline_count(self) -> str:
+        """ "3/4 cases passed", or why no case ran."""
+        s = self.summary
+        return self.stopped_before_any_case or f"{s.passed}/{s.cases} cases passed"
+
     def shown(self, place: str) -> list[tuple[Section, Any]]:
         """The sections this run has that the reports show at `place`, in SECTIONS' order."""
         return [
@@ -18498,7 +18516,8 @@ def markdown_headline(results: Results) -> list[str]:
     icon = "✅" if results.passed else "❌"
     model = models_text(meta)
     lines = [
-        f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: {s.passed}/{s.cases} cases passed",
+        f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: "
+        + markdown_cell(results.headline_count(), None),
         "",
         "| Metric | Value |",
         "|---|---|",
@@ -19195,7 +19214,7 @@ def print_summary(console: Console, results: Results) -> None:
     )
     sections("after_cases")
     s = results.summary
-    if s.tool_coverage is not None and s.tool_coverage.available:
+    if s.tool_coverage is not None and s.tool_coverage.available and s.runs:
         print_tool_coverage(console, s.tool_coverage)
     if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
         console.print(
@@ -21098,12 +21117,16 @@ def results_comment(results: Results) -> list[str]:
     failing = [c for c in results.cases if not c.passed and gates(c)]
     files = {workspace_path(c.source) for c in results.cases if c.source}
     suite = f" of {markdown_cell(files.pop(), code=True)}" if len(files) == 1 else ""
+    rate = (
+        f"Pass rate {percent(s.pass_rate)} (95% {percent(low)}–{percent(high)}) · {s.runs} runs · "
+        if s.runs
+        else ""
+    )
     return [
         f"### {'✅' if results.passed else '❌'} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}"
-        f"{suite}: {s.passed}/{s.cases} cases passed",
+        f"{suite}: {markdown_cell(results.headline_count(), None)}",
         "",
-        f"Pass rate {percent(s.pass_rate)} (95% {percent(low)}–{percent(high)}) · {s.runs} runs · "
-        f"cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
+        f"{rate}cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
         "",
         *comment_failures(failing, "Failing cases"),
     ]
