@@ -10126,8 +10126,14 @@ def collect_artifacts(
 # streaming answer is replayed as the SSE stream it was), else forwarded to the real API and kept.
 # What differs between two runs of one query is left out of the key: the request's `metadata`
 # (a session id) and the run's temporary folder (mkdtemp's 8 random characters in its paths; Claude
-# Code writes its `_` as `-` where it names a project folder after the path).
+# Code writes its `_` as `-` where it names a project folder after the path). So is the date Claude
+# Code writes into every request ("Today's date is 2026-11-26.", "The current month is November
+# 2026"): with it, a cache filled one day missed every request the next (a nightly CI run's).
 RUN_FOLDER_NAME = re.compile(RUN_FOLDER_PREFIX + r"[a-z0-9_-]{8}")
+CLAUDE_CODE_DATES = (
+    (re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1DATE"),
+    (re.compile(r"(The current month is )[A-Z][a-z]+ \d{4}"), r"\1MONTH"),
+)
 PROXY_DROPPED_HEADERS = frozenset(
     {"host", "content-length", "connection", "accept-encoding", "transfer-encoding"}
 )
@@ -10146,6 +10152,8 @@ def claude_request_key(path: str, body: bytes, beta: str) -> tuple[Any, str] | N
         return None
     request.pop("metadata", None)
     normalized = RUN_FOLDER_NAME.sub(RUN_FOLDER_PREFIX + "RUN", json.dumps(request, sort_keys=True))
+    for date, placeholder in CLAUDE_CODE_DATES:
+        normalized = date.sub(placeholder, normalized)
     return {"path": match.group(2), "beta": beta, "request": normalized}, match.group(1)
 
 

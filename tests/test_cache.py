@@ -231,3 +231,26 @@ def test_the_caching_proxy_and_the_scripted_server_answer_without_nagle(tmp_path
     assert answer.status_code == 200 and answer.json()["content"][0]["text"] == "hi"
     assert proxy_seen and all(proxy_seen), proxy_seen
     assert api_seen and all(api_seen), api_seen
+
+
+def test_a_claude_code_request_of_another_day_is_the_same_entry():
+    """Claude Code writes the date into every request: a cache filled one day missed every request
+    the next (a nightly CI run's). The date is left out of the key; the rest of the text is not."""
+
+    def request(date: str, month: str, query: str = "Write a SQL query") -> bytes:
+        system = (
+            f"# currentDate\nToday's date is {date}.\n"
+            f"- The current month is {month} — use this when searching"
+        )
+        return json.dumps({"system": system, "messages": [{"role": "user", "content": query}],
+                           "metadata": {"user_id": date}}).encode()  # fmt: skip
+
+    def key(body: bytes) -> tuple:
+        named = evaluator.claude_request_key("/sample/1/v1/messages", body, "")
+        assert named is not None
+        return json.dumps(named[0], sort_keys=True), named[1]
+
+    today = key(request("2026-11-26", "November 2026"))
+    assert key(request("2026-12-01", "December 2026")) == today
+    assert key(request("2026-11-26", "November 2026", "Write a SQL query!")) != today
+    assert "2026-11-26" not in today[0] and "Today's date is DATE" in today[0]
