@@ -21030,18 +21030,30 @@ def regression_annotation(change: CaseChange) -> str:
     )
 
 
-def print_annotations(lines: Sequence[str], what: str, console: Console) -> None:
+def first_of(items: Iterable[Any], keep: int) -> tuple[list[Any], int]:
+    """The first `keep` items of a stream and how many it held: all a bounded sink (GitHub's
+    annotations, a comment's table) needs of a 100,000-case suite's failures."""
+    kept: list[Any] = []
+    total = 0
+    for item in items:
+        total += 1
+        if len(kept) < keep:
+            kept.append(item)
+    return kept, total
+
+
+def print_annotations(lines: Sequence[str], total: int, what: str, console: Console) -> None:
     """The annotations GitHub shows (C.GITHUB_ANNOTATIONS a step, this invocation's earlier
-    suites counted), then one warning for the rest, on the console's stream (stdout; stderr
-    under --json), redacted."""
+    suites counted; `lines` are the first of `total`), then one warning for the rest, on the
+    console's stream (stdout; stderr under --json), redacted."""
     room = max(0, C.GITHUB_ANNOTATIONS - GithubStep.annotations)
     shown = list(lines[:room])
     GithubStep.annotations += len(shown)
-    if len(lines) > len(shown):
+    if total > len(shown):
         shown.append(
             workflow_command(
                 "warning",
-                f"{len(lines) - len(shown)} more {what} not annotated (GitHub shows "
+                f"{total - len(shown)} more {what} not annotated (GitHub shows "
                 f"{C.GITHUB_ANNOTATIONS} a step): the job summary lists them all",
             )
         )
@@ -21053,16 +21065,19 @@ def print_annotations(lines: Sequence[str], what: str, console: Console) -> None
 
 def annotate_results(results: Results, settings: Settings, console: Console) -> None:
     """Every case that fails the suite (a baseline configuration does not), on its line."""
-    matrix = is_matrix(results.cases)
-    failing = [c for c in results.cases if not c.passed and gates(c)]
-    print_annotations([case_annotation(c, matrix) for c in failing], "failing case(s)", console)
+    failing, total = first_of(
+        (c for c in results.cases if not c.passed and gates(c)), C.GITHUB_ANNOTATIONS
+    )
+    annotations = [case_annotation(c, results.matrix) for c in failing]
+    print_annotations(annotations, total, "failing case(s)", console)
 
 
 def annotate_comparisons(
     comparisons: Sequence[Comparison], settings: Settings, console: Console
 ) -> None:
     regressions = [ch for c in comparisons for ch in c.of("regression") if ch.new is not None]
-    print_annotations([regression_annotation(ch) for ch in regressions], "regression(s)", console)
+    annotations = [regression_annotation(ch) for ch in regressions]
+    print_annotations(annotations, len(annotations), "regression(s)", console)
 
 
 # ------ the pull-request comment (--pr-comment) and the step summary
@@ -21095,17 +21110,21 @@ def more_line(shown: int, total: int) -> list[str]:
     return ["", f"…and {total - shown} more: the report lists them all"] if total > shown else []
 
 
-def comment_failures(cases: Sequence[CaseResult], title: str) -> list[str]:
-    if not cases:
+def comment_failures(
+    cases: Iterable[CaseResult], title: str, matrix: bool | None = None
+) -> list[str]:
+    """A table of the first C.PR_COMMENT_CASES cases, and how many more there are."""
+    shown, total = first_of(cases, C.PR_COMMENT_CASES)
+    if not shown:
         return []
-    matrix = is_matrix(cases)
+    matrix = is_matrix(shown) if matrix is None else matrix
     lines = [f"#### {title}", "", "| Case | Passed runs | Why | Where |", "|---|---|---|---|"]
     lines += [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
         f"{comment_reasons(c)} | {source_link(c)} |"
-        for c in cases[: C.PR_COMMENT_CASES]
+        for c in shown
     ]
-    return lines + more_line(min(len(cases), C.PR_COMMENT_CASES), len(cases)) + [""]
+    return lines + more_line(len(shown), total) + [""]
 
 
 def comment_footer() -> list[str]:
@@ -21122,7 +21141,7 @@ def results_comment(results: Results) -> list[str]:
     that fails the suite with why and where it is written."""
     s, meta = results.summary, results.metadata
     low, high = wilson_interval(s.passed, s.cases)
-    failing = [c for c in results.cases if not c.passed and gates(c)]
+    failing = (c for c in results.cases if not c.passed and gates(c))
     files = {workspace_path(c.source) for c in results.cases if c.source}
     suite = f" of {markdown_cell(files.pop(), code=True)}" if len(files) == 1 else ""
     rate = (
@@ -21136,7 +21155,7 @@ def results_comment(results: Results) -> list[str]:
         "",
         f"{rate}cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
         "",
-        *comment_failures(failing, "Failing cases"),
+        *comment_failures(failing, "Failing cases", results.matrix),
     ]
 
 
