@@ -488,6 +488,26 @@ def test_trigger_queries_know_their_lines(tmp_path):
     assert E.load_skill_creator_evals(evals).query_lines == {"weekly revenue": 2, "a joke": 3}
 
 
+def test_a_comment_lists_the_first_failing_cases_of_a_stream_and_counts_the_rest():
+    """The comment's table holds C.PR_COMMENT_CASES cases of a stream it reads once (a spooled
+    suite is never held), then says how many more the report lists."""
+    total = E.C.PR_COMMENT_CASES + 5
+    read = []
+
+    def failing():
+        for i in range(total):
+            read.append(i)
+            yield E.CaseResult(name=f"case {i}", kind="case", passed=False, runs=2, passes=1,
+                               reasons={f"why {i}": 1})  # fmt: skip
+
+    lines = E.comment_failures(failing(), "Failing cases")
+    rows = [line for line in lines if line.startswith("| `case")]
+    assert len(rows) == E.C.PR_COMMENT_CASES and rows[0].startswith("| `case 0` | 1/2 | why 0")
+    assert "…and 5 more: the report lists them all" in lines
+    assert read == list(range(total)), "every case counted, in one pass"
+    assert E.comment_failures(iter([]), "Failing cases") == []
+
+
 def test_workflow_command_values_are_escaped_as_github_documents():
     assert E.workflow_data("50%\r\nnext\rline") == "50%25%0Anext\\rline"
     assert E.workflow_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
