@@ -986,6 +986,72 @@ def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
     assert "#### Within noise (not significant)" in body
 
 
+def two_suite_project(folder: Path, *names: str) -> None:
+    """A project of one-case suites (each asks about profiles), writing results/NAME.json."""
+    for name in names:
+        write(folder / f"{name}.csv", f"test_name,user_prompt,expected_tools\n"
+              f"{name}_case,{name} question,about_profiles\n")  # fmt: skip
+    write(
+        folder / "evaluator.yaml",
+        "suites:\n"
+        + "".join(
+            f"  - name: {n}\n    csv: {n}.csv\n    output: results/{n}.json\n"
+            f"    server_module: {EXAMPLE_SERVER}\n"
+            for n in names
+        ),
+    )
+
+
+def test_a_projects_suites_are_compared_with_a_baseline_folder(api, action_lab):
+    """`baseline` as a folder (as the main branch's artifact downloads: nested): each results file
+    is compared with the baseline's file of the same name; the comments become one body and the
+    regressions are summed (6/6 -> 0/6 runs: Fisher's p = 2/C(12,6) = 0.0022 a case, each file
+    one case); a results file the baseline lacks is a warning, not a failure."""
+    folder = action_lab[1] / "two-suites"
+    two_suite_project(folder, "first", "second")
+    prompts = {f"{n} question": "about_profiles" for n in ("first", "second", "third")}
+    api.responder = calls(prompts)
+    inputs = {"project": "evaluator.yaml", "args": "-i 6", "working_directory": "two-suites"}
+    first = run_action(api, action_lab, "project-baseline", **inputs)
+    assert first.failed is None, {k: v.stdout + v.stderr for k, v in first.done.items()}
+    for name in ("first", "second"):
+        write(folder / "main" / "results" / f"{name}.json",
+              (folder / "results" / f"{name}.json").read_text())  # fmt: skip
+    two_suite_project(folder, "first", "second", "third")
+    api.responder = calls(prompts, wrong=lambda prompt: prompt != "third question")
+    second = run_action(
+        api, action_lab, "project-next", **inputs, baseline="main", fail_on="regression"
+    )
+    out = Path(second.context["runner.temp"]) / "claude-tool-eval"
+    compared = second.done["Compare with the baseline"]
+    assert second.failed == "Verdict", compared.stdout + compared.stderr
+    assert "::warning title=baseline::no third.json in the baseline: " in compared.stdout
+    assert second.output("regressions") == "2"
+    for name in ("first", "second"):
+        [comparison] = json.loads((out / f"comparison-{name}.json").read_text())["comparisons"]
+        [case] = comparison["cases"]
+        assert (case["name"], case["change"]) == (f"{name}_case", "regression")
+    body = out / "comparison.md"
+    assert second.output("comment") == str(body)
+    assert body.read_text() == "".join(
+        (out / f"comparison-{n}.md").read_text() for n in ("first", "second")
+    )
+    assert body.read_text().count("### ❌ Against the baseline: 1 regression(s)") == 2
+    [_, posted] = gh_calls(action_lab, "project-next")
+    assert posted["body"].endswith(body.read_text())
+    expected = [f"{out}/comparison-{n}.{kind}" for n in ("first", "second")
+                for kind in ("json", "html", "md")] + [str(body)]  # fmt: skip
+    assert second.uploads[-len(expected) :] == expected
+    one_file = run_action(
+        api, action_lab, "project-one-file", **inputs, baseline="main/results/first.json"
+    )
+    assert one_file.failed == "Compare with the baseline"
+    assert commands(one_file.done["Compare with the baseline"].stdout) == [
+        "::error title=baseline::this run wrote 3 results files: give baseline as a folder that "
+        "holds the baseline's files of the same names"
+    ]
+
+
 def test_bad_action_input_stops_before_anything_runs(api, action_lab):
     run = run_action(
         api, action_lab, "bad-fail-on", args="csv examples/test_queries.csv", fail_on="sometimes"
