@@ -18168,6 +18168,14 @@ class RedTeamScoring:
 
 
 # ============================================================================ 11. results: what every writer reads
+def gates(case: CaseResult) -> bool:
+    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
+    baseline configuration (a task run without the skill, or with its old version) is reported
+    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
+    too (a `gates: false` property says it does not count)."""
+    return case.configuration in ("", "with_skill")
+
+
 def is_matrix(cases: Iterable[CaseResult]) -> bool:
     models: set[str | None] = set()
     for case in cases:
@@ -18253,9 +18261,23 @@ class Results:
         return None
 
     def headline_count(self) -> str:
-        """ "3/4 cases passed", or why no case ran."""
+        """ "3/4 cases passed", or why no case ran. Baseline configurations (a task eval without
+        the skill) are counted apart: they never fail the suite, so "1/2 cases passed" above a
+        passing run would mislead."""
+        stopped = self.stopped_before_any_case
+        if stopped:
+            return stopped
         s = self.summary
-        return self.stopped_before_any_case or f"{s.passed}/{s.cases} cases passed"
+        baseline = passed = 0
+        for case in self.cases:
+            if not gates(case):
+                baseline, passed = baseline + 1, passed + case.passed
+        if not baseline:
+            return f"{s.passed}/{s.cases} cases passed"
+        return (
+            f"{s.passed - passed}/{s.cases - baseline} cases passed; the baseline "
+            f"{passed}/{baseline}, which never fails the suite"
+        )
 
     def shown(self, place: str) -> list[tuple[Section, Any]]:
         """The sections this run has that the reports show at `place`, in SECTIONS' order."""
@@ -18386,14 +18408,6 @@ def make_metadata(
 def case_label(case: CaseResult, matrix: bool) -> str:
     """A case as the reports name it: with its model when a model matrix has one per model."""
     return f"{case.name} ({case.model})" if matrix and case.model else case.name
-
-
-def gates(case: CaseResult) -> bool:
-    """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
-    baseline configuration (a task run without the skill, or with its old version) is reported
-    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
-    too (a `gates: false` property says it does not count)."""
-    return case.configuration in ("", "with_skill")
 
 
 MODE_TITLES = {
@@ -18989,11 +19003,13 @@ def print_case_table(
         table.add_column(column, overflow="fold")
     shown: list[CaseResult] = []
     passes: list[CaseResult] = []
-    total = passed = 0
+    total = passed = baseline = baseline_passed = 0
     models: set[str | None] = set()
     for c in cases:
         total += 1
         passed += c.passed
+        if not gates(c):  # a baseline configuration: counted apart (it never fails the suite)
+            baseline, baseline_passed = baseline + 1, baseline_passed + c.passed
         models.add(c.model)
         if not c.passed or c.flaky:
             shown.append(c)
@@ -19001,7 +19017,12 @@ def print_case_table(
             passes.append(c)
     shown += passes[: max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
     matrix = len(models) > 1 if matrix is None else matrix
-    table.title = escape_markup(f"{title}: {passed}/{total} passed")
+    counted = f"{passed - baseline_passed}/{total - baseline} passed" + (
+        f"; the baseline {baseline_passed}/{baseline}, which never fails the suite"
+        if baseline
+        else ""
+    )
+    table.title = escape_markup(f"{title}: {counted}")
     for c in sorted(shown, key=lambda c: c.passed):
         verdict = (
             "[yellow]error[/yellow]"

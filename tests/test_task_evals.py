@@ -777,6 +777,12 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
         c: [r for r in records if r["configuration"] == c] for c in ("with_skill", "without_skill")
     }
     assert [len(v) for v in by_configuration.values()] == [2, 2]
+    # the baseline never fails the suite: the headlines count it apart, not as "1/2 cases passed"
+    headline = (sandbox / "bench.md").read_text().splitlines()[0]
+    counted = "1/1 cases passed; the baseline 0/1, which never fails the suite"
+    assert headline == f"## ✅ Skill evaluation: {counted}", headline
+    flat = " ".join(done.stdout.split())
+    assert "Skill evaluation: 1/1 passed; the baseline 0/1, which never fails the suite" in flat
     # the recorded requests: a with_skill run lists the skill to the model, a without_skill run does not
     openings = [b for b in requests if not tool_results_so_far(b)]  # each run's first call
     assert len(openings) == 4
