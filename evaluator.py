@@ -15138,8 +15138,8 @@ async def drive_jobs(
     its worker goes on (kill -9 loses no run that finished; -x knows its verdict before the
     worker starts another): that work reads untrusted text (a server's patterns), and on the
     loop it would stall the other runs and the stop signals. A finisher per worker (up to
-    C.MAX_FINISHER_THREADS): a check that blocks holds up its own worker only. With -i auto (`rounds`) the jobs are released round by
-    round inside the one session."""
+    C.MAX_FINISHER_THREADS): a check that blocks holds up its own worker only. With -i auto
+    (`rounds`) the jobs are released round by round inside the one session."""
     stopping = asyncio.Event()
     spent = [0.0]
 
@@ -18176,6 +18176,17 @@ def gates(case: CaseResult) -> bool:
     return case.configuration in ("", "with_skill")
 
 
+def passes_text(
+    passed: int, total: int, baseline_passed: int, baseline: int, what: str = ""
+) -> str:
+    """ "3/4 passed". Baseline configurations (a task eval without the skill) are counted apart:
+    they never fail the suite, so "1/2 passed" above a passing run would mislead."""
+    text = f"{passed - baseline_passed}/{total - baseline} {what}passed"
+    if baseline:
+        text += f"; the baseline {baseline_passed}/{baseline}, which never fails the suite"
+    return text
+
+
 def is_matrix(cases: Iterable[CaseResult]) -> bool:
     models: set[str | None] = set()
     for case in cases:
@@ -18260,24 +18271,18 @@ class Results:
             )
         return None
 
+    @functools.cached_property
     def headline_count(self) -> str:
-        """ "3/4 cases passed", or why no case ran. Baseline configurations (a task eval without
-        the skill) are counted apart: they never fail the suite, so "1/2 cases passed" above a
-        passing run would mislead."""
+        """ "3/4 cases passed", or why no case ran (passes_text). Every headline (the report, the
+        step summary, the comment) reads it: the cases are counted once."""
         stopped = self.stopped_before_any_case
         if stopped:
             return stopped
-        s = self.summary
         baseline = passed = 0
         for case in self.cases:
             if not gates(case):
                 baseline, passed = baseline + 1, passed + case.passed
-        if not baseline:
-            return f"{s.passed}/{s.cases} cases passed"
-        return (
-            f"{s.passed - passed}/{s.cases - baseline} cases passed; the baseline "
-            f"{passed}/{baseline}, which never fails the suite"
-        )
+        return passes_text(self.summary.passed, self.summary.cases, passed, baseline, "cases ")
 
     def shown(self, place: str) -> list[tuple[Section, Any]]:
         """The sections this run has that the reports show at `place`, in SECTIONS' order."""
@@ -18539,7 +18544,7 @@ def markdown_headline(results: Results) -> list[str]:
     model = models_text(meta)
     lines = [
         f"## {icon} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}: "
-        + markdown_cell(results.headline_count(), None),
+        + markdown_cell(results.headline_count, None),
         "",
         "| Metric | Value |",
         "|---|---|",
@@ -19017,11 +19022,7 @@ def print_case_table(
             passes.append(c)
     shown += passes[: max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
     matrix = len(models) > 1 if matrix is None else matrix
-    counted = f"{passed - baseline_passed}/{total - baseline} passed" + (
-        f"; the baseline {baseline_passed}/{baseline}, which never fails the suite"
-        if baseline
-        else ""
-    )
+    counted = passes_text(passed, total, baseline_passed, baseline)
     table.title = escape_markup(f"{title}: {counted}")
     for c in sorted(shown, key=lambda c: c.passed):
         verdict = (
@@ -20940,6 +20941,15 @@ def on_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
+HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    head_sha: str = ""  # the commit evaluated ("" when the event does not say)
+
+
 class GithubStep:
     """What this invocation has told its step so far: a project file's suites run one after
     another in one process, and add up to one step's annotations (GitHub shows the first
@@ -20951,28 +20961,15 @@ class GithubStep:
     counts: dict[str, float] = {}
     files: dict[str, list[str]] = {}  # writer name -> the paths it wrote
     comments: dict[str, list[str]] = {}  # --pr-comment path -> the sections written to it
+    pull_requests: dict[str, PullRequest | None] = {}  # $GITHUB_EVENT_PATH -> what it says
 
     @classmethod
     def forget(cls) -> None:
         cls.annotations, cls.passed, cls.counts, cls.files, cls.comments = 0, [], {}, {}, {}
+        cls.pull_requests = {}
 
 
-HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    number: int
-    head_sha: str = ""  # the commit evaluated ("" when the event does not say)
-
-
-def github_pull_request() -> PullRequest | None:
-    """The pull request the workflow runs for, read from the event GitHub describes in
-    $GITHUB_EVENT_PATH (pull_request and pull_request_target events); None for any other event,
-    outside GitHub Actions, or when the file says nothing usable."""
-    path = os.environ.get("GITHUB_EVENT_PATH")
-    if not on_github_actions() or not path:
-        return None
+def read_pull_request(path: str) -> PullRequest | None:
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -20985,6 +20982,19 @@ def github_pull_request() -> PullRequest | None:
         return None
     sha = head.get("sha") if isinstance(head, dict) else None
     return PullRequest(number, sha if isinstance(sha, str) and HEX_SHA.fullmatch(sha) else "")
+
+
+def github_pull_request() -> PullRequest | None:
+    """The pull request the workflow runs for, read from the event GitHub describes in
+    $GITHUB_EVENT_PATH (pull_request and pull_request_target events); None for any other event,
+    outside GitHub Actions, or when the file says nothing usable. Read once an invocation (a
+    comment links every case it lists)."""
+    path = os.environ.get("GITHUB_EVENT_PATH")
+    if not on_github_actions() or not path:
+        return None
+    if path not in GithubStep.pull_requests:
+        GithubStep.pull_requests[path] = read_pull_request(path)
+    return GithubStep.pull_requests[path]
 
 
 def workflow_run_url() -> str:
@@ -21163,7 +21173,7 @@ def results_comment(results: Results) -> list[str]:
     s, meta = results.summary, results.metadata
     low, high = wilson_interval(s.passed, s.cases)
     failing = (c for c in results.cases if not c.passed and gates(c))
-    files = {workspace_path(c.source) for c in results.cases if c.source}
+    files = {workspace_path(f) for f in {c.source for c in results.cases if c.source}}
     suite = f" of {markdown_cell(files.pop(), code=True)}" if len(files) == 1 else ""
     rate = (
         f"Pass rate {percent(s.pass_rate)} (95% {percent(low)}–{percent(high)}) · {s.runs} runs · "
@@ -21172,7 +21182,7 @@ def results_comment(results: Results) -> list[str]:
     )
     return [
         f"### {'✅' if results.passed else '❌'} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}"
-        f"{suite}: {markdown_cell(results.headline_count(), None)}",
+        f"{suite}: {markdown_cell(results.headline_count, None)}",
         "",
         f"{rate}cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
         "",
@@ -21396,7 +21406,7 @@ def report_input_error(exc: InputError) -> None:
         text = problem.message + (f" ({problem.hint})" if problem.hint else "")
         line = workflow_command(
             "error",
-            redactor.text(text),
+            text,
             file=workspace_path(path) if path else "",
             line=problem.line or 0,
             title="bad input",
