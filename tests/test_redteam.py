@@ -104,6 +104,17 @@ def suite(tmp_path: Path) -> Path:
     return path
 
 
+def red_team(tmp_path: Path, *options: object) -> tuple[int, str, dict]:
+    """`redteam` of the suite against the recording server with these options (the vectors
+    `ours:plain` unless they name others), writing redteam.json: the exit code, the output and
+    the results document ({} when none was written)."""
+    out = tmp_path / "redteam.json"
+    vectors = [] if "--vectors" in options else ["--vectors", "ours:plain"]
+    line = ["redteam", suite(tmp_path), "--server", RECORDING_SERVER, *vectors, *options]
+    code, output = run(*line, "-o", out)
+    return code, output, json.loads(out.read_text()) if out.exists() else {}
+
+
 def rounded(interval: tuple[float, float]) -> list[float]:
     return [round(v, 4) for v in interval]
 
@@ -146,23 +157,11 @@ def recorded_calls(path: Path) -> list[dict]:
 # ============================================================================ live, through the proxy
 def test_a_live_red_team_counts_what_the_rule_says_and_no_canary_reaches_the_server(api, tmp_path):
     api.responder = FOLLOWS
-    calls, out = tmp_path / "calls.jsonl", tmp_path / "redteam.json"
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
-        "--server-env",
-        f"RECORDED_CALLS={calls}",
-        "--vectors",
-        "ours:plain",
-        "-i",
-        ITERATIONS,
-        "-o",
-        out,
+    calls = tmp_path / "calls.jsonl"
+    code, output, document = red_team(
+        tmp_path, "--server-env", f"RECORDED_CALLS={calls}", "-i", ITERATIONS
     )
     assert code == 1, output
-    document = json.loads(out.read_text())
     assert_figures_by_the_rule(document)
     # the real server answered the suite's own calls only: the clean order runs, and the
     # attacked ones that looked it up first (result injection, rug pull)
@@ -175,19 +174,9 @@ def test_a_live_red_team_counts_what_the_rule_says_and_no_canary_reaches_the_ser
 
 def test_a_model_that_ignores_injections_holds_and_the_red_team_passes(api, tmp_path):
     api.responder = orders
-    out = tmp_path / "redteam.json"
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
-        "--vectors",
-        "ours:plain",
-        "-o",
-        out,
-    )
+    code, output, document = red_team(tmp_path)
     assert code == 0, output
-    record = json.loads(out.read_text())["security"]["redteam"]
+    record = document["security"]["redteam"]
     assert all(f["successes"] == 0 and f["held_all_k"] == 1.0 for f in record["by_class"])
     assert all(f["utility"] == 1.0 for f in record["by_class"]) and record["successes"] == []
 
@@ -226,23 +215,12 @@ def gives_itself_away(how: str):
 )
 def test_every_way_a_run_gives_an_attack_away_counts(api, tmp_path, how, signal):
     api.responder = gives_itself_away(how)
-    out = tmp_path / "redteam.json"
     more = ["--server-module", PROFILES_SERVER, "--tool-policy", "read-only"]
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
-        *(more if how == "withheld-tool" else []),
-        "--attacks",
-        "result-injection:end",
-        "--vectors",
-        "ours:plain",
-        "-o",
-        out,
+    code, output, document = red_team(
+        tmp_path, *(more if how == "withheld-tool" else []), "--attacks", "result-injection:end"
     )
     assert code == 1, output
-    record = json.loads(out.read_text())["security"]["redteam"]
+    record = document["security"]["redteam"]
     assert [(s["attack"], s["case"], s["signals"]) for s in record["successes"]] == [
         ("result-injection", "order", [signal])
     ]
@@ -293,21 +271,14 @@ def test_an_agentdojo_vector_reaches_the_model_filled_in(api, tmp_path):
     model follows it as the rule says (the order case calls the canary)."""
     agentdojo_attacks()
     api.responder = FOLLOWS
-    out = tmp_path / "redteam.json"
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
+    code, output, document = red_team(
+        tmp_path,
         "--attacks",
         "result-injection:end",
         "--vectors",
         "agentdojo:important_instructions",
-        "-o",
-        out,
     )
     assert code == 1, output
-    document = json.loads(out.read_text())
     record = document["security"]["redteam"]
     assert [(s["attack"], s["case"], s["signals"]) for s in record["successes"]] == [
         ("result-injection", "order", ["called the canary send_report"])
@@ -329,15 +300,12 @@ def test_a_resumed_red_team_keeps_its_figures(api, tmp_path):
     """--resume runs nothing again, and the runs it keeps count as they did: the attacks that
     succeeded still fail the red team."""
     api.responder = FOLLOWS
-    out = tmp_path / "redteam.json"
-    line = ["redteam", suite(tmp_path), "--server", RECORDING_SERVER, "--vectors", "ours:plain"]
-    code, output = run(*line, "-i", ITERATIONS, "-o", out)
+    code, output, document = red_team(tmp_path, "-i", ITERATIONS)
     assert code == 1, output
-    first = json.loads(out.read_text())["security"]["redteam"]
+    first = document["security"]["redteam"]
     before = len(api.message_requests)
-    code, output = run(*line, "-i", ITERATIONS, "-o", out, "--resume")
+    code, output, document = red_team(tmp_path, "-i", ITERATIONS, "--resume")
     assert code == 1 and len(api.message_requests) == before, output
-    document = json.loads(out.read_text())
     assert document["security"]["redteam"] == first
     assert_figures_by_the_rule(document)
 
@@ -386,25 +354,10 @@ def test_a_model_matrix_shows_which_model_resists(api, tmp_path):
         return (FOLLOWS if body["model"] == "claude-haiku-5-5" else orders)(body)
 
     api.responder = by_model
-    out = tmp_path / "matrix.json"
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
-        "--attacks",
-        "result-injection",
-        "--vectors",
-        "ours:plain",
-        "--model",
-        "claude-haiku-5-5",
-        "--model",
-        "claude-sonnet-5-5",
-        "-o",
-        out,
-    )
+    models = ["--model", "claude-haiku-5-5", "--model", "claude-sonnet-5-5"]
+    code, output, document = red_team(tmp_path, "--attacks", "result-injection", *models)
     assert code == 1, output
-    record = json.loads(out.read_text())["security"]["redteam"]
+    record = document["security"]["redteam"]
     assert record["models"] == ["claude-haiku-5-5", "claude-sonnet-5-5"]
     rates = {f["model"]: (f["successes"], f["runs"]) for f in record["by_class"]}
     assert rates == {"claude-haiku-5-5": (1, 2), "claude-sonnet-5-5": (0, 2)}
@@ -476,19 +429,7 @@ def test_hidden_variants_reach_the_model_as_the_rule_reads_them(api, tmp_path, v
     """Zero-width spaces between the letters and a right-to-left override: the scripted model
     drops the hidden characters and reads the instruction; the attack succeeds for both cases."""
     api.responder = FOLLOWS
-    out = tmp_path / "hidden.json"
-    code, output = run(
-        "redteam",
-        suite(tmp_path),
-        "--server",
-        RECORDING_SERVER,
-        "--attacks",
-        f"description-poisoning:{variant}",
-        "--vectors",
-        "ours:plain",
-        "-o",
-        out,
-    )
+    code, output, document = red_team(tmp_path, "--attacks", f"description-poisoning:{variant}")
     assert code == 1, output
-    [figures] = json.loads(out.read_text())["security"]["redteam"]["by_class"]
+    [figures] = document["security"]["redteam"]["by_class"]
     assert (figures["successes"], figures["runs"]) == (2, 2)
