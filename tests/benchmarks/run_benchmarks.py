@@ -148,7 +148,7 @@ class ChildRun:
     peak_rss_mb: float
     stdout: str
     stderr: str
-    cpu_seconds: float = 0.0
+    cpu_seconds: float  # its own and its waited-for children's
 
 
 def run_cli(
