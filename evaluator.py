@@ -128,6 +128,10 @@ except ModuleNotFoundError as missing:
 import prompts
 import test_constants as C
 
+# The rooms moved so far (see claude_tool_evaluator/): every name they define, as before.
+from claude_tool_evaluator import EXAMPLE_SERVER, HERE, __version__
+from claude_tool_evaluator.errors import *  # noqa: F403
+
 # The supported API: the entry point, the results model and its reader, the loaders, and the
 # tables a new option, writer, section, mode or check is one row of. Everything else may change.
 __all__ = [
@@ -169,81 +173,6 @@ __all__ = [
     "MODES",
     "TOOL_CHECKS",
 ]
-
-
-__version__ = "0.2.0"
-
-
-HERE = Path(__file__).resolve().parent
-
-
-EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
-
-
-# ============================================================================ 1. foundations: errors, text sinks, files, secrets (used by every section below)
-class EvalError(Exception):
-    """Root of the evaluator's own errors."""
-
-
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-class InputError(EvalError):
-    """Bad input from the user: reported as one line naming file and line, exit code 2."""
-
-    def __init__(
-        self,
-        message: str,
-        path: str | Path | None = None,
-        line: int | None = None,
-        hint: str | None = None,
-    ) -> None:
-        self.message, self.path, self.line, self.hint = message, path, line, hint
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = (
-            f"{self.path}:{self.line}: "
-            if self.path and self.line
-            else f"{self.path}: "
-            if self.path
-            else ""
-        )
-        text = f"{where}{self.message}" + (f" ({self.hint})" if self.hint else "")
-        # One line, whatever the input quoted: line breaks and control characters are escaped.
-        return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-class ServerError(EvalError):
-    """An MCP server failed to start or died; names the server and quotes its stderr tail."""
-
-
-class FatalApiError(EvalError):
-    """A model API answer that is wrong for every case (a bad key): stops the whole run."""
-
-
-class OutputError(EvalError):
-    """An output could not be written (a full disk, a folder gone read-only): one line, exit 2;
-    the journal, if any, keeps what finished for --resume."""
-
-
-class InputProblems(InputError):
-    """Several problems in one input file, each its own line, all reported at once."""
-
-    def __init__(self, problems: list[InputError]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
-
-
-def is_api_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("anthropic")
-
-
-class UsageProblem(InputError):
-    """An option given to a mode that does not take it."""
 
 
 # ---------------------------------------------------------------------------- stopping: the first stop signal ends the run, a second the process

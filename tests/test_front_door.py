@@ -223,9 +223,10 @@ def test_no_top_level_definition_names_a_later_one():
 
 
 def test_sections_are_in_data_flow_order():
+    """The sections still in the file (the first ones move to claude_tool_evaluator/)."""
     text_ = (ROOT / "evaluator.py").read_text(encoding="utf-8")
-    banners = re.findall(r"^# =+ (\d+)\. ", text_, re.MULTILINE)
-    assert [int(b) for b in banners] == list(range(1, len(banners) + 1))
+    banners = [int(b) for b in re.findall(r"^# =+ (\d+)\. ", text_, re.MULTILINE)]
+    assert banners == list(range(banners[0], banners[0] + len(banners))) if banners else True
 
 
 def test_the_supported_api_exists():

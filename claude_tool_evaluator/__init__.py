@@ -1,0 +1,41 @@
+"""The rooms of the evaluator; `evaluator.py` beside this folder is the front door.
+
+The data flows down the rooms, and so do the imports (a room imports only rooms above it in
+this list; a later room reaches an earlier one's extension points through the tables it fills:
+OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
+
+    inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> CLI
+
+    errors, stopping, sinks, files,     foundations: errors, stop signals, escaping for every
+    records, redaction, patterns        sink, files written atomically, data types, the redactor,
+                                        untrusted regular expressions
+    result_records, answers             the results document's records; one answer vocabulary
+    loaders/                            CSV, QA, markdown tests, skills, conversations, servers,
+                                        distractors, injection vectors
+    hub/                                MCP servers: processes, stdio, calls (policy, mocks,
+                                        cassettes), the adversarial proxy, pins
+    session, batches, engine            the Anthropic session and its cache; Message Batches; the
+                                        conversation loop
+    claude_code                         one `claude -p` run: HOME, sandbox, caching proxy, stream
+    scoring/                            transcripts -> verdicts (TOOL_CHECKS), statistics
+    options, grading, dry_run,          OPTIONS and Settings; the judge and state checks; cost
+    pipeline, runners/                  estimates; journal, resume, signals; the runners
+    results, writers/                   what every writer reads; json, markdown, junit, csv,
+                                        html, github, the sections (SECTIONS)
+    modes/                              one module per family of modes
+    mode_table, cli                     MODES and the command line
+
+This file imports nothing: a room loads when something uses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__version__ = "0.2.0"
+
+
+# The checkout (or the environment) this package sits in: its examples/ and node_modules/.
+HERE = Path(__file__).resolve().parent.parent
+
+
+EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
