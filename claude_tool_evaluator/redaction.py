@@ -1,0 +1,355 @@
+"""Secrets: one redactor for every byte that leaves the process (the API key, every server's
+credentials, what looks like a credential), in every sink and encoding it knows.
+
+May import: errors, stopping, sinks, files, records."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import fields as dataclass_fields
+from dataclasses import is_dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+import test_constants as C
+
+from .files import MappedRecords, SpooledRecords
+from .sinks import HIDDEN, terminal_text
+
+if TYPE_CHECKING:
+    from .records import ServerSpec
+
+
+# A name that says its value is a credential: an env variable, a header, a URL query parameter or
+# a command-line flag, split into its words (`GITHUB_TOKEN`, `X-Api-Key`, `--db-password`). Not a
+# substring match: `AUTHOR`, `KEYSPACE` and `MONKEY` hold no credential.
+SECRET_WORD = re.compile(
+    r"\w*(?:KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?)|PASS|PASSPHRASE|PWD?|CREDENTIALS?|BEARER|COOKIE"
+    r"|PRIVATE|DSN|AUTH(?:ORIZATION|N|Z|TOKEN|KEY)?",
+    re.IGNORECASE,
+)
+
+
+# The short flags whose next argument is a password (`mysql -p`, `psql`-style wrappers).
+SECRET_SHORT_FLAGS = ("-p",)
+
+
+# What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
+# break or a control character is matched in that shape too.
+ESCAPED_IN_LINES = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}]")
+
+
+# `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
+
+
+# Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
+CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
+
+
+# A base64 or hex text wrapped at a fixed width (`base64`: 76, `openssl base64`: 64, `xxd -p`: 60).
+WRAPPED_BLOCK = re.compile(r"(?:^[A-Za-z0-9+/=_-]{16,}\r?\n)+[A-Za-z0-9+/=_-]+$", re.MULTILINE)
+
+
+def secret_name(name: str) -> bool:
+    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
+
+
+def entropy_bits(text: str) -> float:
+    """Shannon entropy per character."""
+    import math
+
+    counts: dict[str, int] = {}
+    for char in text:
+        counts[char] = counts.get(char, 0) + 1
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_random(value: str) -> bool:
+    """A value nobody types: at least C.RANDOM_SECRET_MIN_CHARS letters and digits (separators
+    aside), mixed the way random text mixes them (lower, upper and digit runs every few
+    characters) and of high entropy. Words, settings (`production`, `us-east-1`), versions, dates,
+    paths and URLs are not."""
+    if (
+        len(value) < C.RANDOM_SECRET_MIN_CHARS
+        or value.startswith(("/", "./", "../", "~"))
+        or "://" in value
+        or any(char.isspace() for char in value)
+    ):
+        return False
+    core = re.sub(r"[-_+/=.:]", "", value)
+    if len(core) < C.RANDOM_SECRET_MIN_CHARS or not (core.isascii() and core.isalnum()):
+        return False
+    if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core]
+    changes = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
+    return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
+
+
+def url_secrets(value: str) -> list[str]:
+    """The password of every URL in a value (`postgresql://user:PASS@host/db`) and its
+    credential-named query parameters (`?api_key=X`)."""
+    import urllib.parse
+
+    found = []
+    for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", value):
+        try:
+            parts = urllib.parse.urlsplit(match.group())
+            password = parts.password
+        except ValueError:
+            continue
+        if password:
+            found += [password, urllib.parse.unquote(password)]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if secret_name(k)]
+    return found
+
+
+def value_secrets(name: str, value: str) -> list[str]:
+    """What a named value gives the redactor: all of it when its name says it is a credential or
+    it looks random, else only the passwords of the URLs in it."""
+    if secret_name(name) or looks_random(value):
+        return [value, *url_secrets(value)]
+    return url_secrets(value)
+
+
+def argument_secrets(args: Sequence[str]) -> list[str]:
+    """The secrets of a command line: the value of a credential-named flag (`--token X`,
+    `--api-key=X`, `--key X`, `-p X`), URL passwords, and arguments that look random."""
+    found = []
+    for index, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        flag = arg.startswith("-")
+        if flag and sep:
+            found += value_secrets(name, value)
+            continue
+        found += [arg] if looks_random(arg) else url_secrets(arg)
+        following = args[index + 1] if index + 1 < len(args) else None
+        if (
+            flag
+            and following is not None
+            and not following.startswith("-")  # `--no-auth --port 8080`: no value
+            and (secret_name(arg) or arg in SECRET_SHORT_FLAGS)
+        ):
+            found.append(following)
+    return found
+
+
+def spec_secrets(spec: ServerSpec) -> list[str]:
+    """The credentials one server is given (not every value it is given: `MODE=production` is a
+    setting): each env value, header and ${VAR} the config expanded whose name says it is a
+    credential or that looks random (and the token of a "Bearer TOKEN" header), the password
+    and credential query parameters of every URL, and the value of every credential flag."""
+    found = []
+    for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
+        found += value_secrets(name, value)
+        if value_secrets(name, value) and " " in value:
+            found.append(value.split(" ", 1)[-1])
+    found += url_secrets(spec.url) if spec.url else []
+    found += argument_secrets([spec.command, *spec.args])
+    return [s for s in found if s]
+
+
+API_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def environment_without_credentials(**extra: str) -> dict[str, str]:
+    """Our environment for a child that needs no API credentials (a `verify` command): without
+    the API key and token, plus `extra`."""
+    env = {name: value for name, value in os.environ.items() if name not in API_CREDENTIALS}
+    env.update(extra)
+    return env
+
+
+def environment_secrets() -> list[str]:
+    """Our own environment's credentials: the API key and token, and every variable whose name
+    says it holds one (`GITHUB_TOKEN` in CI), unless its value is a path (`SSH_AUTH_SOCK`)."""
+    return [
+        value
+        for name, value in os.environ.items()
+        if name in API_CREDENTIALS or (secret_name(name) and not os.path.isabs(value))
+    ]
+
+
+class Redactor:
+    """The one redactor for every byte that leaves the process, applied after grading: the
+    scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
+    terminal, the HTML page, the artifacts kept, live views, notices and every fatal `error:`
+    line get the redacted form of every field, labels (case names, prompts, tags) included.
+
+    Its secrets are the credentials in our environment and what every server this invocation
+    resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
+    and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
+    byte alignment, and wrapped over lines), hex, and with control characters shown escaped; a
+    run of C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a
+    truncation mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets:
+    they are settings ("8080", "true") and masking them would mangle every text."""
+
+    MIN_LENGTH = 6
+    MASK = "[REDACTED]"
+    learned: set[str] = set()  # what this invocation has seen; main() forgets it when it starts
+    made: dict[frozenset[str], Redactor] = {}  # one redactor per set of secrets, built once
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        unique = {s for s in secrets if isinstance(s, str) and len(s.strip()) >= self.MIN_LENGTH}
+        forms = {form for secret in unique for form in self.forms(secret)}
+        # longest first: a token inside a header value, the whole of a secret before its part
+        self.secrets = sorted(forms, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        size = C.PARTIAL_SECRET_CHARS
+        self.pieces = {f[i : i + size] for f in self.secrets for i in range(len(f) - size + 1)}
+
+    @staticmethod
+    def forms(secret: str) -> set[str]:
+        import base64
+        import urllib.parse
+
+        once = json.dumps(secret)[1:-1]
+        forms = {
+            secret,
+            once,
+            json.dumps(secret, ensure_ascii=False)[1:-1],
+            json.dumps(once)[1:-1],
+            once.replace("/", "\\/"),
+            repr(secret)[1:-1],
+            ESCAPED_IN_LINES.sub(
+                lambda m: m.group().encode("unicode_escape").decode("ascii"), secret
+            ),
+            urllib.parse.quote(secret, safe=""),
+            urllib.parse.quote_plus(secret, safe=""),
+            urllib.parse.quote(secret),
+        }
+        raw = secret.encode("utf-8", "surrogatepass")
+        forms |= {raw.hex(), raw.hex().upper()}
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
+            for shift in range(3):
+                # Inside a longer base64 text the secret starts at some byte offset: the characters
+                # that only its own bits make up are the same whatever comes before or after.
+                encoded = encode(b"\0" * shift + raw).decode("ascii")
+                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
+                forms.add(encoded[start:end])
+        return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
+
+    @classmethod
+    def learn(cls, servers: Sequence[ServerSpec]) -> None:
+        for spec in servers:
+            cls.learned.update(spec_secrets(spec))
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.learned = set()
+
+    @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """The redactor of these secrets, made once per set (its patterns take a while to build)."""
+        key = frozenset(secrets)
+        if key not in cls.made:
+            cls.made[key] = cls(key)
+        return cls.made[key]
+
+    @classmethod
+    def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
+        """Our environment's credentials, these servers' secrets, and every secret learned before."""
+        cls.learn(servers)
+        return cls.of([*environment_secrets(), *cls.learned])
+
+    def text(self, value: str) -> str:
+        if self.pattern is None or not value:
+            return value
+        value = self.pattern.sub(self.MASK, value)
+        if "\n" in value:
+            value = WRAPPED_BLOCK.sub(lambda m: self.unwrapped(m.group()), value)
+        return self.cut_runs(value)
+
+    def unwrapped(self, block: str) -> str:
+        """A base64 or hex block wrapped over lines: masked whole when, joined, it holds a secret."""
+        joined = re.sub(r"\s", "", block)
+        return self.MASK if self.pattern and self.pattern.search(joined) else block
+
+    def cut_runs(self, value: str) -> str:
+        """Runs of a secret left where the text was cut: at its start and end, and on each side of
+        a truncation mark or an ellipsis."""
+        size = C.PARTIAL_SECRET_CHARS
+        if len(value) < size:
+            return value
+        bounds = [(0, 0)] + [m.span() for m in CUT_MARKS.finditer(value)] + [(len(value),) * 2]
+        spans = []
+        for start, end in bounds:
+            before = value[:start].rstrip(" \t\"'`.,;:)]}")
+            if len(before) >= size and before[-size:] in self.pieces:
+                spans.append((len(before) - self.run_length(before, backwards=True), len(before)))
+            after = value[end:].lstrip(" \t\"'`([{")
+            if len(after) >= size and after[:size] in self.pieces:
+                offset = end + len(value[end:]) - len(after)
+                spans.append((offset, offset + self.run_length(after, backwards=False)))
+        for start, end in sorted(set(spans), reverse=True):
+            value = value[:start] + self.MASK + value[end:]
+        return value
+
+    def run_length(self, text: str, backwards: bool) -> int:
+        """How much of the end (or start) of `text` is one run of some secret form."""
+        best = 0
+        for form in self.secrets:
+            longest = min(len(form), len(text))
+            for length in range(longest, best, -1):
+                part = text[-length:] if backwards else text[:length]
+                if part in form:
+                    best = length
+                    break
+        return best
+
+    def data(self, value: Any) -> Any:
+        """JSON-like data, keys included."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(v) for v in value)
+        if isinstance(value, dict):
+            return {self.data(k): self.data(v) for k, v in value.items()}
+        return value
+
+    def deep(self, value: Any) -> Any:
+        """A copy of a record (pydantic model, dataclass, or JSON-like data) with every text in
+        it redacted; the original is left as it was, for grading."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, SpooledRecords):  # read redacted as it streams
+            return MappedRecords(value, self.deep)
+        if isinstance(value, BaseModel):
+            return value.model_copy(
+                update={name: self.deep(getattr(value, name)) for name in type(value).model_fields}
+            )
+        if is_dataclass(value) and not isinstance(value, type):
+            return replace(
+                value,
+                **{
+                    f.name: self.deep(getattr(value, f.name))
+                    for f in dataclass_fields(value)
+                    if f.init
+                },
+            )
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.deep(v) for v in value)
+        if isinstance(value, dict):
+            return {self.deep(k): self.deep(v) for k, v in value.items()}
+        return self.text(value) if isinstance(value, str) else value
+
+    def masked_bytes(self, data: bytes) -> bytes:
+        """A file's bytes with every secret masked (bytes that are not UTF-8 kept as they are)."""
+        if self.pattern is None:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        return self.text(text).encode("utf-8", "surrogateescape")
+
+
+def error_line(text: Any) -> str:
+    """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
+    a secret), then escaped for the terminal."""
+    return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
