@@ -1,0 +1,1134 @@
+"""The results document: its pydantic records (one schema, written and read back by -o, the
+journal, --resume, compare, merge and render), the SECTIONS table a section is one row of, and
+the readers of results files. Loaded when a run writes or reads results.
+
+May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.alias_generators import to_camel
+
+import test_constants as C
+
+from .errors import InputError
+from .files import check_json_depth, journal_path, json_lines, read_text_file, results_lines_path
+from .records import (
+    HistoryEntry,
+    SkillTest,
+    TestCase,
+    ToolCall,
+    Transcript,
+    Usage,
+    Verdict,
+    case_hash,
+)
+from .sinks import cap_text
+
+
+class Record(BaseModel):
+    """A piece of a results file. Unknown keys are tolerated on reading, so a newer minor
+    version's file still reads; missing or mistyped keys are not."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ArtifactRecord(Record):
+    """A file a task run created or changed in its project (--artifacts' manifest.json rows)."""
+
+    path: str  # relative to the project
+    size: int
+    sha256: str
+    status: str = "new"  # new | changed
+    copied: bool = False  # copied to --artifacts (a file over the copy limit is listed only)
+    redacted: bool = False  # a secret in it was masked (size and sha256 are the masked copy's)
+    text: str | None = Field(
+        default=None, exclude=True
+    )  # a small text file's content, for the judge only
+
+
+SKILL_NOT_LOADED = (
+    "skill not loaded"  # how a run's error starts when an installed skill was missing
+)
+
+
+class ClaudeRun(Record):
+    """One `claude -p` run of one query: what the stream-json events say happened."""
+
+    query: str
+    run: int
+    activated_skills: list[str] = []  # every skill that fired, in order
+    first_tool: str | None = None
+    tool_count: int = 0
+    tools: list[str] = []
+    skills_loaded: list[str] | None = None  # from the init event; None when it did not say
+    answer: str = ""
+    error: str | None = None
+    timed_out: bool = False
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    result_subtype: str | None = None
+    is_error: bool | None = None
+    num_turns: int | None = None
+    duration_ms: float | None = None
+    total_cost_usd: float | None = None
+    usage: dict[str, Any] = {}
+    api_retries: int = 0
+    latency_ms: float = 0.0
+    outside_writes: list[str] = []
+    test: str = ""  # "trigger", or the knowledge / task / security test this ran
+    tool_calls: list[
+        ToolCall
+    ] = []  # top-level tool calls with their arguments and (cut) results: the HTML transcript
+    # task runs: which configuration, what Claude Code refused, what the run left, how it was graded
+    configuration: str = (
+        ""  # with_skill | without_skill | old_skill ("" for trigger and other test runs)
+    )
+    refused_tools: list[
+        str
+    ] = []  # tool calls Claude Code refused ("Write: No such tool available ...")
+    transcript_summary: str = ""
+    artifacts: list[ArtifactRecord] = []
+    expectations: list[dict[str, Any]] = []  # per expectation: {text, passed, evidence} (or error)
+    judge_cost_usd: float = 0.0
+    model: str = ""  # the --model / --trigger-model it ran on, as given to claude
+    distractors: int | None = None  # --distractors: how many were installed beside the skills
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
+
+    def fired(self, skill: str) -> bool:
+        return skill in self.activated_skills
+
+    @property
+    def counted(self) -> bool:
+        """Whether the run says anything about activation. An observed activation counts even if
+        the run failed later; a run that failed without one proves nothing (it is not a miss), and
+        neither does a run whose skills did not all load, whatever else fired in it."""
+        if self.error is None:
+            return True
+        return bool(self.activated_skills) and not self.error.startswith(SKILL_NOT_LOADED)
+
+
+@dataclass
+class SkillTestResult:
+    """A knowledge, task or security test's verdict over its runs."""
+
+    test: SkillTest
+    runs: list[ClaudeRun] = field(default_factory=list)
+    run_scores: list[dict] = field(
+        default_factory=list
+    )  # per run: coverage, matched, missed, leaked, refused
+    passed: bool = False
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------------- results records: one schema, written and read back
+class VerdictRecord(Record):
+    passed: bool
+    reasons: list[str] = []
+
+
+class ToolRunResult(Record):
+    """One conversation: seed 002's fields first, then the additions."""
+
+    kind: Literal["tool_run"] = "tool_run"
+    iteration: int
+    test_name: str
+    query: str
+    agent_reasoning: str = ""
+    tools_called: list[str] = []
+    tool_params: dict[str, Any] = {}
+    tool_results: dict[str, Any] = {}
+    conversation_turns: int = 0
+    user_interventions: int = 0
+    ended_by: str = "completion"
+    conversation_history: list[HistoryEntry] = []
+    latency_ms: float = 0.0
+    token_count: int = 0
+    error: str | None = None
+    tool_calls: list[ToolCall] = []
+    usage: Usage = Usage()
+    stop_reason: str | None = None
+    truncated: bool = False
+    model_calls: int = 0
+    model: str = ""
+    cost_usd: float = 0.0
+    case_hash: str
+    simulated_user_usage: Usage | None = None
+    simulated_user_model: str | None = None
+    verdict: VerdictRecord | None = None
+    grades: dict[
+        str, dict[str, Any]
+    ] = {}  # "judge": {passed, score, evidence}, "verify": {passed, reason}; or {error}
+    judge_usage: Usage | None = None
+    judge_model: str | None = None
+    batch_api: bool = False  # --batch: priced at the Message Batches discount
+
+
+class SkillRunResult(ClaudeRun):
+    """One `claude -p` run as the results file keeps it: what its stream-json events say
+    happened, and what it cost."""
+
+    kind: Literal["skill_run"] = "skill_run"
+    fingerprint: str
+    cost_usd: float = 0.0
+    verdict: VerdictRecord | None = None
+
+
+RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
+
+
+RUN_RESULT = TypeAdapter(RunResult)
+
+
+class CaseResult(Record):
+    """The one verdict type every writer reads: a CSV case, a markdown test, a skill test, or a
+    trigger query for one skill, over all its runs."""
+
+    name: str
+    kind: str  # case | test | trigger_query
+    group: str = ""  # the suite, test file or skill it belongs to (JUnit's classname)
+    passed: bool
+    error: bool = False  # no run said anything (every run errored)
+    runs: int = 0
+    passes: int = 0
+    errors: int = 0
+    pass_rate: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    pass_at_k: float = 0.0
+    pass_hat_k: float = 0.0
+    flaky: bool = False
+    reasons: dict[str, int] = {}  # failure reason -> runs that gave it
+    prompt: str = ""
+    description: str = ""
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    tags: list[str] = []  # a CSV case's tags
+    configuration: str = (
+        ""  # a task's with_skill, or a baseline (reported, never failing the suite)
+    )
+    model: str | None = None  # the model its runs ran on (a model matrix has a case per model)
+    distractors: int | None = None  # --distractors: the step (distractors installed) it ran at
+    claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
+    source: str = ""  # the file it is written in (a suite, a test file): where CI annotates it
+    line: int = 0  # its line in that file (0: the file as a whole)
+
+
+class ToolStatsRecord(Record):
+    tool: str
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+    precision: float
+    recall: float
+    f1: float
+
+
+class ToolCoverageRecord(Record):
+    """Which of the servers' tools a suite exercises (tool-use modes)."""
+
+    available: list[str] = []  # every tool the connected servers offer
+    expected: list[str] = []  # named by some case (expected_tools, expected_args)
+    called: list[str] = []  # called in some run (unknown names included)
+    never_called: list[str] = []  # offered, but called in no run
+    expected_not_called: list[str] = []
+    unexpected: list[str] = []  # called, but expected by no case
+    calls: dict[str, int] = {}  # tool -> calls over all runs
+    coverage: float | None = None  # share of the offered tools called at least once; None: no tools
+
+
+class SummaryRecord(Record):
+    """The whole run in numbers, the same for every mode."""
+
+    cases: int
+    passed: int
+    failed: int
+    flaky: int = 0
+    runs: int = 0
+    run_errors: int = 0
+    pass_rate: float = 0.0
+    threshold: float = 1.0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    tools: list[ToolStatsRecord] = []
+    confusion: dict[str, dict[str, int]] = {}
+    not_started: int = 0
+    interrupted: bool = False
+    tool_coverage: ToolCoverageRecord | None = None
+    tool_calls_by_source: dict[
+        str, int
+    ] = {}  # live | mock | replay | policy: who answered Claude's calls
+
+
+class QueryScoreRecord(Record):
+    """One trigger query's verdict for one skill (seed 001's camelCase names)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    query: str
+    expected: str
+    actual: str
+    correct: bool
+    tool_count: float = 0.0
+    activation_rate: float = 0.0
+    activations: int = 0
+    runs: int = 0
+    errored_runs: int = 0
+    fired_skills: dict[str, int] = {}
+    routing: bool = False
+    source: str = ""
+    cost_usd: float = 0.0
+    routing_failures: dict[str, int] = {}  # a broken routing assertion -> runs that broke it
+
+
+class TriggerScoreRecord(Record):
+    """Seed 001's trigger metrics for one skill; a rate is null ("n/a") when it has no queries."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel)
+    skill: str
+    trigger_rate: float | None
+    false_positive_rate: float | None
+    trigger_score: float
+    precision: float
+    recall: float | None
+    f1: float
+    positives: int
+    positives_activated: int
+    negatives: int
+    negatives_activated: int
+    errored_queries: int
+    errored_runs: int
+    total_runs: int
+    threshold: float
+    cost_usd: float = 0.0
+    query_results: list[QueryScoreRecord] = []
+    model: str | None = (
+        None  # the trigger model (several --trigger-model: a score per skill and model)
+    )
+    distractors: int | None = None  # --distractor-steps: a score per skill, model and step
+
+
+class SkillTestRecord(Record):
+    name: str
+    type: str
+    source: str = ""
+    skill: str | None = None
+    category: str | None = None
+    severity: str | None = None
+    passed: bool
+    error: str | None = None
+    activated_skills: list[str] = []
+    run_scores: list[dict[str, Any]] = []
+    cost_usd: float = 0.0
+    configuration: str = ""  # a task's with_skill | without_skill | old_skill
+    expected_output: str = ""  # a task eval's, shown beside its expectations
+    model: str | None = None
+
+
+class StatRecord(Record):
+    """A metric over runs: mean ± sample standard deviation (n-1; 0 for one run), min and max."""
+
+    mean: float = 0.0
+    stddev: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+
+
+class ConfigurationStatsRecord(Record):
+    """One configuration's runs (of an eval, or of every eval): pass rate (expectations passed /
+    total, per run), time, tokens and cost, each as mean ± stddev over the runs."""
+
+    configuration: str
+    model: str = ""
+    runs: int = 0
+    errored_runs: int = 0
+    expectations_passed: int = 0
+    expectations_total: int = 0
+    pass_rate: StatRecord = StatRecord()
+    time_seconds: StatRecord = StatRecord()
+    tokens: StatRecord = StatRecord()
+    cost_usd: StatRecord = StatRecord()
+
+
+class DeltaRecord(Record):
+    """with_skill − a baseline, in means: positive pass_rate is the skill helping."""
+
+    baseline: str  # without_skill | old_skill
+    model: str = ""
+    pass_rate: float = 0.0
+    time_seconds: float = 0.0
+    tokens: float = 0.0
+    cost_usd: float = 0.0
+
+
+class ExpectationTallyRecord(Record):
+    """One expectation: in how many runs of each configuration the judge found it met."""
+
+    text: str
+    passed: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    evidence: dict[str, str] = {}  # configuration -> the judge's evidence in its last graded run
+
+
+class EvalBenchmarkRecord(Record):
+    name: str
+    eval_id: int | str | None = None
+    prompt: str = ""
+    expected_output: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    expectations: list[ExpectationTallyRecord] = []
+
+
+class BenchmarkRecord(Record):
+    """Task evals side by side: per configuration over every eval, the deltas, and per eval."""
+
+    skill_name: str = ""
+    runs_per_configuration: int = 1
+    judge_model: str = ""
+    configurations: list[ConfigurationStatsRecord] = []
+    deltas: list[DeltaRecord] = []
+    evals: list[EvalBenchmarkRecord] = []
+
+
+class SkillRecord(Record):
+    name: str
+    description: str  # as installed: --skill-description's when given
+    path: str
+    description_overridden: bool = False
+
+
+class IsolationRecord(Record):
+    """What the write guard watched, and what changed there while the runs ran: blamed on the
+    runs (`outside_writes`, which fail the suite) only when one could have done it (a task run
+    with Bash and --unconfined); else another program did it (`changed_elsewhere`, a warning)."""
+
+    watched: list[str] = []
+    outside_writes: list[str] = []
+    ok: bool = True
+    unconfined: bool = False  # --unconfined: task runs' Bash ran as the user, outside any sandbox
+    changed_elsewhere: list[str] = []
+
+
+class ToolInfoRecord(Record):
+    """A tool of the run's servers (or cassette): its MCP annotations and what the run did with its calls."""
+
+    name: str
+    server: str
+    annotations: dict[str, Any] = {}
+    calls: str = "live"  # live | withheld by policy | mocked | replayed, ... (ToolPolicy.treatment)
+
+
+class Metadata(Record):
+    total_results: int
+    generated_at: str
+    mode: str  # seed 002's batch | interactive
+    evaluation: str  # query | csv | markdown | skills: the table row that ran
+    model: str
+    iterations: int = 1
+    input_type: str = ""
+    suite_wall_time_s: float = 0.0
+    schema_version: str = C.SCHEMA_VERSION
+    results_file: str | None = None
+    interrupted: bool = False
+    threshold: float = 1.0
+    claude_version: str | None = None
+    trigger_model: str | None = None
+    test_model: str | None = None
+    trigger_threshold: float | None = None
+    min_trigger_score: float | None = None
+    simulated_user: dict[str, Any] | None = None
+    batch_api: bool = False  # --batch: model calls through Message Batches
+    skill_descriptions: dict[str, str] | None = None  # --skill-description: what Claude Code listed
+    tool_overrides: dict[str, dict[str, Any]] | None = (
+        None  # --tool-overrides: what Claude was shown
+    )
+    # Which calls reached the real servers (tool-use modes): --tool-policy, --allow-tool, --mock-tools,
+    # --replay, --record, and every tool with its MCP annotations and what the run did with its calls.
+    tool_policy: str | None = None
+    allowed_tools: list[str] = []
+    mock_tools: str | None = None
+    replay: str | None = None
+    record: str | None = None
+    tools: list[ToolInfoRecord] | None = None
+    models: list[str] | None = None  # a model matrix: every --model, in order
+    trigger_models: list[str] | None = None  # every --trigger-model, in order (skill runs)
+    shard: str | None = None  # "K/N": this file holds that share of the runs (--shard)
+    merged_from: list[str] | None = None  # --merge: the pieces this document was put together from
+    suite_hash: str | None = (
+        None  # every run of the whole suite (all shards), by name and definition
+    )
+    settings: dict[str, Any] | None = (
+        None  # the options that shape the results (what --merge checks and reuses)
+    )
+    auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
+    cache: dict[str, Any] | None = None  # --cache: its folder, hits, misses and the cost saved
+    claude_versions: list[str] | None = None  # several --claude-bin: every version, side by side
+
+
+class ToolTimeRecord(Record):
+    """The calls of one tool and the time they took."""
+
+    tool: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    max_ms: float
+
+
+class QaRunRecord(Record):
+    """One run of one QA task: the answer compared, whether it was right, and Claude's notes."""
+
+    iteration: int
+    correct: bool
+    answer: str | None = None  # the last <response> (else the final text); None when the run failed
+    reasons: list[str] = []
+    seconds: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    summary: str | None = None  # Claude's <summary> of its steps
+    feedback: str | None = None  # Claude's <feedback> on the tools
+    error: str | None = None
+    model: str | None = None
+
+
+class QaTaskRecord(Record):
+    """One <qa_pair> over its runs."""
+
+    name: str
+    question: str
+    expected: str
+    answer_match: str = "exact"
+    runs: int = 0
+    correct: int = 0
+    accuracy: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_seconds: float = 0.0
+    tool_calls: int = 0  # over all its runs
+    tools: list[ToolTimeRecord] = []
+    results: list[QaRunRecord] = []
+
+
+class QaRecord(Record):
+    """--qa: mcp-builder's report over every run: accuracy (correct runs / runs) with its 95 %
+    Wilson interval, durations, tool calls, and per task the expected and given answers."""
+
+    tasks: int
+    runs: int
+    correct: int
+    accuracy: float
+    interval: tuple[float, float] = (0.0, 1.0)
+    mean_task_seconds: float = 0.0
+    mean_tool_calls: float = 0.0
+    tool_calls: int = 0
+    tools: list[ToolTimeRecord] = []
+    task_results: list[QaTaskRecord] = []
+
+
+class SplitRecord(Record):
+    """--optimize: one query or case, its stratum and its split."""
+
+    item: str
+    stratum: str
+    split: str  # train | test
+
+
+class OptimizationRoundRecord(Record):
+    """--optimize: one candidate; round 0 is the original."""
+
+    round: int
+    status: Literal[
+        "scored", "dropped", "incomplete"
+    ]  # scored | dropped (invalid twice) | incomplete (--max-cost, Ctrl-C)
+    descriptions: dict[str, str] = {}  # what differs from the original (round 0: the original)
+    train_passed: int = 0
+    train_total: int = 0
+    test_passed: int = 0
+    test_total: int = 0
+    train_score: float | None = None
+    test_score: float | None = None
+    cost_usd: float = 0.0  # the candidate's runs
+    proposer_cost_usd: float = 0.0  # asking the optimizer model for it
+    refused: list[str] = []  # why a proposal was sent back (or dropped)
+
+
+class OptimizationRecord(Record):
+    """--optimize: the split, every round, and the best candidate (chosen by its test score,
+    then its train score, then the shorter)."""
+
+    target: str  # skill | tools
+    subject: str
+    optimizer_model: str
+    holdout: float
+    seed: int
+    runs: int
+    rounds_requested: int
+    split: list[SplitRecord] = []
+    original: dict[str, str] = {}
+    rounds: list[OptimizationRoundRecord] = []
+    best_round: int = 0
+    improved: bool = False
+    best: dict[str, str] = {}  # the best candidate's descriptions that differ from the original
+    best_file: str | None = None
+    stopped: str = ""  # rounds | train all passing | max-cost | interrupted
+    cost_usd: float = 0.0
+
+
+class ModelSummaryRecord(Record):
+    """One model of a model matrix over the whole suite, priced at its own rates."""
+
+    model: str
+    cases: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    runs: int = 0
+    run_errors: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    price: dict[str, float] = {}  # USD per million tokens (test_constants.PRICES)
+    priced: bool = True  # False: not in PRICES, priced as FALLBACK_PRICE
+
+
+class MatrixCellRecord(Record):
+    """One case on one model."""
+
+    passed: bool
+    error: bool = False
+    passes: int = 0
+    runs: int = 0
+    pass_rate: float = 0.0
+    cost_usd: float = 0.0
+    mean_latency_ms: float = 0.0
+
+
+class MatrixCaseRecord(Record):
+    """One case side by side: model -> its cell (a model it did not run on is left out)."""
+
+    name: str
+    kind: str = "case"
+    group: str = ""
+    models: dict[str, MatrixCellRecord] = {}
+    disagree: bool = False  # passes on some model and fails on another
+    passed_on: list[str] = []
+    failed_on: list[str] = []
+
+
+class MatrixToolCellRecord(Record):
+    calls: int = 0
+    mean_ms: float = 0.0  # how long a call took, on average
+    precision: float | None = None  # None: no case expected or called it on this model
+    recall: float | None = None
+    f1: float | None = None
+
+
+class MatrixToolRecord(Record):
+    """One tool side by side: model -> how often it was called, and its selection scores."""
+
+    tool: str
+    models: dict[str, MatrixToolCellRecord] = {}
+
+
+class ModelMatrixRecord(Record):
+    """A run on several models (--model, or --trigger-model, repeated): each model's totals, every
+    case and tool side by side, and the cases that pass on one model and fail on another."""
+
+    models: list[str]
+    summaries: list[ModelSummaryRecord] = []
+    cases: list[MatrixCaseRecord] = []
+    tools: list[MatrixToolRecord] = []
+    disagreements: list[str] = []  # names of the cases whose verdict depends on the model
+
+
+class LiteratureFigure(Record):
+    """One row of a benchmark's own report: a category or domain (or a headline aggregate), the
+    benchmark's figures as its paper computes them, and ours beside them."""
+
+    name: str
+    cases: int = 0
+    runs: int = 0
+    theirs: dict[
+        str, float
+    ] = {}  # e.g. {"accuracy": 0.91} (BFCL), {"pass^1": .., "pass^2": ..} (τ²)
+    ours: dict[
+        str, float
+    ] = {}  # {"cases passed": .., "runs passed": ..}: this evaluator's verdicts
+    note: str = ""
+
+
+class LiteratureRecord(Record):
+    """An imported benchmark's headline figures (`import bfcl`, `import tau2`): the cases tagged
+    `bfcl:CATEGORY` or `tau2:DOMAIN`, scored as the benchmark reports them."""
+
+    benchmark: str  # BFCL V4 | τ²-bench
+    metric: str  # what `theirs` means, in a line
+    figures: list[LiteratureFigure] = []
+    notes: list[str] = []
+
+
+class DistractorRecord(Record):
+    """A distractor of the crowd, in the seeded order: step K installs (or offers) the first K."""
+
+    name: str
+    source: str  # folder | installed | lookalike (skills); server name | lookalike (tools)
+    description: str = ""
+
+
+class CrowdPointRecord(Record):
+    """One step of the curve, for one model (and skill): the rates in %, each with its 95 %
+    Wilson interval. Skills: triggerRate, falsePositiveRate, triggerScore over the queries.
+    Tools: recall, precision and F1 of the expected tools over the calls."""
+
+    distractors: int  # distractors installed (skills) or distractor tools offered (tools)
+    model: str = ""
+    subject: str = ""  # the skill under test ("" for tools)
+    offered: int = 0  # tools: every tool offered at this step (the servers' own included)
+    runs: int = 0  # runs of the positive queries (skills) or of the cases (tools) that counted
+    stolen_runs: int = 0  # of those, the runs another skill (tool) took
+    series: dict[str, float | None] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+    tool_tokens: int | None = None  # tools: estimated tokens of the definitions each call carries
+    tools: list[ToolStatsRecord] = []  # tools: precision, recall and F1 of each expected tool
+    listed: int | None = None  # skills: distractors Claude Code listed (fewest over the runs)
+
+
+class ThiefRecord(Record):
+    """Who took a query (a case) at one step: a skill that fired instead of (or alongside) the one
+    under test, or the tool called instead of an expected one, counted over the runs."""
+
+    case: str  # the query (skills) or the case (tools)
+    expected: str  # the skill under test, or the expected tool that was missed
+    thief: str
+    distractors: int
+    model: str = ""
+    runs: int = 0  # runs it took
+    of_runs: int = 0  # runs of the query (case) at this step
+    instead: int = 0  # runs where the expected skill did not fire (tool was not called)
+    alongside: int = 0  # runs where it fired too
+    decoy: bool = False  # the thief is a distractor (not another skill under test, or a real tool)
+
+
+class ConsolidationHintRecord(Record):
+    """Two skills (tools) confused for each other above C.CONSOLIDATION_HINT_RATE: both
+    descriptions side by side, and the queries (cases) involved."""
+
+    kind: str  # skill | tool
+    expected: str
+    taken_by: str
+    rate: float  # share of the expected one's runs the other took (its most crowded step)
+    expected_description: str = ""
+    taken_by_description: str = ""
+    cases: list[str] = []
+
+
+class CrowdingRecord(Record):
+    """--distractors (skills) or --distractor-tools (tools): the crowd, the curve step by step,
+    who took which query, and the pairs worth consolidating."""
+
+    kind: Literal["skills", "tools"]
+    steps: list[int]
+    seed: int
+    sources: list[str] = []
+    distractors: list[DistractorRecord] = []
+    points: list[CrowdPointRecord] = []
+    thieves: list[ThiefRecord] = []
+    hints: list[ConsolidationHintRecord] = []
+    skipped: list[str] = []  # candidates left out of the crowd, each with why
+    decoys_file: str | None = None
+    decoy_cost_usd: float = 0.0
+
+
+class OverlapPairRecord(Record):
+    """Two skills: how alike their descriptions read (the lexical pre-filter) and, for the
+    closest pairs, the judge's risk that one takes the other's queries."""
+
+    a: str
+    b: str
+    similarity: float  # Jaccard similarity of the descriptions' significant words
+    judged: bool = False
+    risk: str = "LOW"  # HIGH | MEDIUM | LOW (LOW without the judge below the pre-filter)
+    queries: list[str] = []  # requests that would confuse them
+    disambiguation: str = ""
+    error: str | None = None
+    cost_usd: float = 0.0
+
+
+class OverlapRecord(Record):
+    """overlap: every pair of the skills (or the skill under test against its distractors)."""
+
+    skills: list[str]
+    distractors: list[str] = []
+    judge_model: str = ""
+    pairs: list[OverlapPairRecord] = []
+    below_filter: int = 0  # pairs LOW by the lexical pre-filter alone
+    not_judged: int = 0  # pairs above it the judge did not read (beyond the limit, or --max-cost)
+    cost_usd: float = 0.0
+
+
+class ScanFindingRecord(Record):
+    """One thing `scan` found in a tool's definition (or between two servers' tools)."""
+
+    server: str
+    tool: str
+    check: str  # a key of SCAN_CHECKS
+    severity: Literal["low", "medium", "high"]
+    detail: str
+    where: str = ""  # the place in the definition: description, input_schema.properties.x, ...
+    decoded: str | None = None  # tag characters: the ASCII text they smuggle
+
+
+class ScanRecord(Record):
+    """`scan`: every tool definition of the servers checked (no model call)."""
+
+    servers: list[str] = []
+    tools: int = 0
+    fail_on: str = C.DEFAULT_SCAN_FAIL_ON
+    findings: list[ScanFindingRecord] = []
+
+
+class PinChangeRecord(Record):
+    """A tool definition that differs from its pin in the lock file."""
+
+    server: str
+    tool: str
+    change: Literal["added", "removed", "changed"]
+    pinned_sha256: str | None = None
+    sha256: str | None = None
+    diff: str = ""  # a unified diff of the definition as pinned and as listed now
+
+
+class PinRecord(Record):
+    """--pin FILE: the SHA-256 of every tool definition, checked against the lock file."""
+
+    file: str
+    tools: int = 0
+    written: bool = False  # the file was written now (the first run, or --update-pins)
+    changes: list[PinChangeRecord] = []
+    failed: bool = False  # a change without --update-pins: the run fails
+
+
+class VectorRecord(Record):
+    """An injection vector: where it comes from, and its text (`{goal}` is the attacker's goal)."""
+
+    name: str  # source:name, e.g. ours:important, agentdojo:important_instructions
+    source: str
+    template: str
+    licence: str = ""
+
+
+class AttackFigureRecord(Record):
+    """A red team's figures for one attack class, variant and vector on one model (or, where a
+    field says "all", over every one of them): attack success rate with its 95 % Wilson interval
+    over the runs, pass^k (the share of cases the attack failed in all k runs), and utility under
+    attack (runs whose own verdict passed) beside the clean runs' utility (AgentDojo's report)."""
+
+    attack: str
+    variant: str = "all"
+    vector: str = "all"
+    model: str = ""
+    runs: int = 0
+    delivered: int = 0  # runs the attack reached Claude in (a result injection needs a call)
+    successes: int = 0
+    success_rate: float = 0.0
+    interval: tuple[float, float] = (0.0, 1.0)
+    k: int = 1
+    held_all_k: float = 1.0  # pass^k: mean over the cases of "held in all k runs"
+    utility: float = 0.0  # attacked runs whose case verdict passed
+    utility_interval: tuple[float, float] = (0.0, 1.0)
+    clean_utility: float | None = None  # the same cases without the attack, on the same model
+
+
+class AttackRunRecord(Record):
+    """An attacked run the attack succeeded in, and what gave it away."""
+
+    case: str
+    attack: str
+    variant: str
+    vector: str
+    model: str = ""
+    iteration: int = 1
+    signals: list[str] = []
+
+
+class RedTeamRecord(Record):
+    """redteam: the attacks, the vectors, and the figures per class, per vector, per cell and
+    per model; canaries decide success (the judge too with --redteam-judge)."""
+
+    attacks: list[str] = []  # class:variant, as run
+    vectors: list[VectorRecord] = []
+    canary_tool: str = ""
+    canary_address: str = ""
+    iterations: int = 1
+    models: list[str] = []
+    judge_model: str | None = None
+    clean_runs: int = 0
+    clean_canary_calls: int = 0  # canary calls in runs without an attack: false alarms
+    by_class: list[AttackFigureRecord] = []
+    by_vector: list[AttackFigureRecord] = []
+    cells: list[AttackFigureRecord] = []
+    successes: list[AttackRunRecord] = []
+    notes: list[str] = []
+
+    def held(self, attack: str) -> bool:
+        """Whether an attack class failed in every run, on every model."""
+        return all(f.successes == 0 for f in self.by_class if f.attack == attack)
+
+
+class SecurityRecord(Record):
+    """The hostile room: a red team's figures, `scan`'s findings, and the tool pins."""
+
+    redteam: RedTeamRecord | None = None
+    scan: ScanRecord | None = None
+    pins: PinRecord | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of a results document beyond the parts every mode writes: its key, its record
+    type, and how each sink shows it. `ResultsDocument`, `results_from_document` and the markdown,
+    terminal, HTML and JUnit writers all iterate SECTIONS, so whatever section a mode writes
+    survives --from, and a new section is one row. `junit` gives testcases of its own (a red
+    team's attack classes), each in a testsuite it names. Rows are registered next to their renderers
+    (`register_section`); a renderer left None shows nothing in that sink."""
+
+    key: str
+    record: Any  # its type in the document: a Record, or a list of one
+    markdown: Callable[[Any], list[str]] | None = None
+    terminal: Callable[[Any, Any], None] | None = None  # (console, value)
+    html: Callable[[Any], Any] | None = None  # the page's data for it (default: the dumped record)
+    html_renderer: str = "renderBlock"  # the page's function that draws it (HTML_SCRIPT)
+    place: str = "after_cases"  # first | before_cases | after_cases: where the reports show it
+    junit: Callable[[Any], list[tuple[str, CaseResult]]] | None = None  # (testsuite, testcase)
+
+
+SECTIONS: list[Section] = []  # in the order the reports show them
+
+
+def register_section(section: Section) -> Section:
+    """Adds a section (or replaces the one of that key): the document model, the readers and every
+    renderer pick it up."""
+    SECTIONS[:] = [s for s in SECTIONS if s.key != section.key] + [section]
+    return section
+
+
+class ResultsDocument(Record):
+    """A results file (`-o`): what every mode writes and `--resume`, `--retry-errors`, `compare`,
+    `merge` and `render` read back. Its sections come from SECTIONS (see results_document_model);
+    `python evaluator.py schema` prints its JSON Schema."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, title="Claude tool-use evaluator results"
+    )
+    schema_version: Literal[C.SCHEMA_VERSION]  # type: ignore[valid-type]
+    metadata: Metadata
+    passed: bool
+    summary: SummaryRecord
+    cases: list[CaseResult]
+    results: list[RunResult]
+
+    def section(self, key: str) -> Any:
+        """A section's record (None when the document has none)."""
+        return getattr(self, key, None)
+
+
+DOCUMENT_MODELS: dict[tuple, type[ResultsDocument]] = {}
+
+
+def results_document_model() -> type[ResultsDocument]:
+    """ResultsDocument with one optional field per registered section, built once per set of
+    sections."""
+    key = tuple((s.key, repr(s.record)) for s in SECTIONS)
+    if key not in DOCUMENT_MODELS:
+        fields: dict[str, Any] = {s.key: (s.record | None, None) for s in SECTIONS}
+        DOCUMENT_MODELS[key] = create_model("ResultsDocument", __base__=ResultsDocument, **fields)
+    return DOCUMENT_MODELS[key]
+
+
+def results_schema() -> dict:
+    return results_document_model().model_json_schema(by_alias=True)
+
+
+def dump_record(record: BaseModel) -> dict:
+    return record.model_dump(mode="json", by_alias=True)
+
+
+def tool_run_result(
+    transcript: Transcript, verdict_of: Callable[[Transcript], Verdict] | None = None
+) -> ToolRunResult:
+    t = transcript
+    tool_params: dict[str, Any] = {}
+    tool_results: dict[str, Any] = {}
+    for (
+        call
+    ) in t.tool_calls:  # seed 002's dicts keep the last call per tool; `tool_calls` keeps all
+        tool_params[call.name] = call.input
+        tool_results[call.name] = call.output
+    verdict = verdict_of(t) if verdict_of else None
+    return ToolRunResult(
+        iteration=t.iteration,
+        test_name=t.case.name,
+        query=t.case.prompt,
+        agent_reasoning=t.final_text,
+        tools_called=t.tools_called,
+        tool_params=tool_params,
+        tool_results=tool_results,
+        conversation_turns=len(t.history),
+        user_interventions=t.user_interventions,
+        ended_by=t.ended_by,
+        conversation_history=t.history,
+        latency_ms=t.latency_ms,
+        token_count=t.usage.total,
+        error=t.error,
+        tool_calls=t.tool_calls,
+        usage=t.usage,
+        stop_reason=t.stop_reason,
+        truncated=t.truncated,
+        model_calls=t.model_calls,
+        model=t.model,
+        cost_usd=round(t.cost_usd, 6),
+        case_hash=case_hash(t.case),
+        simulated_user_usage=t.simulated_user_usage if t.simulated_user_model else None,
+        simulated_user_model=t.simulated_user_model or None,
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+        grades=t.grades,
+        judge_usage=t.judge_usage if t.judge_model else None,
+        judge_model=t.judge_model or None,
+        batch_api=t.batch_api,
+    )
+
+
+def transcript_from_result(
+    case: TestCase, result: ToolRunResult, scored: bool = False
+) -> Transcript:
+    """A transcript rebuilt from a results entry, so reused results are scored like new ones;
+    `scored`: with the verdict the entry carries (read back after a run, or from a --merge piece)."""
+    r = result
+    return Transcript(
+        case=case,
+        iteration=r.iteration,
+        model=r.model,
+        final_text=r.agent_reasoning,
+        tool_calls=list(r.tool_calls),
+        history=list(r.conversation_history),
+        model_calls=r.model_calls,
+        user_interventions=r.user_interventions,
+        ended_by=r.ended_by,
+        stop_reason=r.stop_reason,
+        truncated=r.truncated,
+        usage=r.usage,
+        latency_ms=r.latency_ms,
+        error=r.error,
+        simulated_user_usage=r.simulated_user_usage or Usage(),
+        simulated_user_model=r.simulated_user_model or "",
+        grades=dict(r.grades),
+        judge_usage=r.judge_usage or Usage(),
+        judge_model=r.judge_model or "",
+        batch_api=r.batch_api,
+        verdict=Verdict(r.verdict.passed, list(r.verdict.reasons))
+        if scored and r.verdict is not None
+        else None,
+    )
+
+
+def skill_run_result(
+    record: ClaudeRun, fingerprint: str, verdict: Verdict | None = None
+) -> SkillRunResult:
+    own = {
+        name: getattr(record, name) for name in ClaudeRun.model_fields
+    }  # a kept SkillRunResult too
+    return SkillRunResult(
+        **dict(own, answer=cap_text(record.answer, C.DEFAULT_MAX_RESULT_CHARS)),
+        fingerprint=fingerprint,
+        cost_usd=round(record.total_cost_usd or 0.0, 6),
+        verdict=VerdictRecord(passed=verdict.passed, reasons=verdict.reasons) if verdict else None,
+    )
+
+
+def first_schema_problem(exc: ValidationError) -> str:
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"])
+    return f"{where}: {problem['msg']}" + (
+        f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    )
+
+
+def read_results_document(path: str | Path) -> ResultsDocument:
+    """A results file, checked against the schema: anything else is one line naming the file."""
+    text = read_text_file(path, "results file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"results file is not valid JSON: {exc.msg}", path, exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(f"results file is not valid JSON: {problem}", path, 1) from None
+    check_json_depth(data, "results file", path, 1)
+    if not isinstance(data, dict) or "results" not in data:
+        raise InputError('not an evaluator results file (no "results" list)', path, 1)
+    if data.get("schema_version") != C.SCHEMA_VERSION:
+        raise InputError(
+            f"results file has schema version {data.get('schema_version')!r}; this evaluator reads "
+            f"{C.SCHEMA_VERSION!r}",
+            path,
+            1,
+            "rerun the suite with this version to compare or resume",
+        )
+    try:
+        return results_document_model().model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"results file does not match the results schema: {first_schema_problem(exc)}",
+            path,
+            1,
+            "python evaluator.py --schema prints the schema",
+        ) from None
+
+
+def read_result_lines(path: Path) -> list[RunResult]:
+    found = []
+    for value in json_lines(path):
+        try:
+            found.append(RUN_RESULT.validate_python(value))
+        except (ValueError, RecursionError):  # ValidationError is a ValueError
+            continue  # a line from another version: that run happens again
+    return found
+
+
+def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
+    """A piece's runs: in the file, or (--summary-only) in the results lines it names."""
+    if piece.metadata.results_file:
+        lines = Path(piece.metadata.results_file)
+        lines = lines if lines.is_absolute() or lines.exists() else Path(path).parent / lines.name
+        if not lines.exists():
+            raise InputError(
+                f"a --summary-only piece: its runs are in {piece.metadata.results_file}, which is not "
+                "here",
+                path,
+                1,
+                "put that file where the piece says, or rerun the shard without --summary-only",
+            )
+        return read_result_lines(lines)
+    return list(piece.results)
+
+
+def earlier_results(output: str | Path) -> list[RunResult]:
+    """Results of an earlier run into the same output: its final file (checked against the
+    schema), then its journal (newer, so it wins when both hold a run). A journal line cut short
+    by a kill is skipped: that run simply happens again. Runs interrupted mid-way are not results."""
+    output, found = Path(output), []
+    if output.exists():
+        found += read_results_document(output).results
+    for lines in (
+        results_lines_path(output),
+        journal_path(output),
+    ):  # --summary-only's, then the journal
+        if lines.exists():
+            found += read_result_lines(lines)
+    return [r for r in found if r.error != "interrupted"]
