@@ -1,0 +1,338 @@
+"""Benchmarks from the literature: BFCL's and τ²-bench's own figures beside ours, BFCL's own
+checker when it is installed.
+
+May import: the rooms above scoring, the scoring rooms above it."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from ..result_records import LiteratureFigure, LiteratureRecord
+from .statistics import pass_hat_k
+
+if TYPE_CHECKING:
+    from ..records import Transcript, Verdict
+
+
+# Cases imported by `import bfcl` carry the tag bfcl:CATEGORY, those of `import tau2` tau2:DOMAIN
+# (and tau2:nl_assertion when the task's reward counts its natural-language assertions). Their
+# runs are also scored as the benchmark reports them, beside this evaluator's own verdicts.
+BFCL_TAG, TAU2_TAG, TAU2_NL_TAG = "bfcl:", "tau2:", "tau2:nl_assertion"
+
+
+# BFCL's categories this evaluator imports, in its leaderboard's order.
+BFCL_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
+
+
+# BFCL's leaderboard columns over those categories (eval_runner_helper.generate_leaderboard_csv):
+# title, categories, weighted by entries (else an unweighted mean of the categories), note. Shown
+# only when every category of it ran, as BFCL shows N/A otherwise.
+BFCL_HEADLINES = (
+    (
+        "Non-Live AST (Python)",
+        ("simple_python", "multiple", "parallel", "parallel_multiple"),
+        False,
+        "BFCL's Non-Live also averages simple over Java and JavaScript, which are not imported",
+    ),
+    (
+        "Live AST",
+        ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"),
+        True,
+        "weighted by entries, as BFCL weighs it",
+    ),
+    ("Irrelevance", ("irrelevance", "live_irrelevance"), False, ""),
+    ("Relevance", ("live_relevance",), False, ""),
+)
+
+
+BENCHMARKS_EXTRA = 'pip install ".[benchmarks]"'
+
+
+def benchmark_module(module: str, package: str) -> Any:
+    """A benchmark package's module; missing, one line saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(
+            f"the benchmark's data comes from the {package} package, which is not installed",
+            hint=f"{BENCHMARKS_EXTRA}, or pip install {package}",
+        ) from None
+
+
+BFCL_PROTOCOL_MODEL = (
+    "claude-sonnet-4-5-20250929-FC"  # the checker reads only its underscore_to_dot
+)
+
+
+@functools.cache
+def bfcl_modules() -> Any:
+    """BFCL's loader, tool conversion and AST checker, imported without its model handlers:
+    bfcl_eval.constants.model_config imports every vendor SDK (11 s, torch included), and the
+    checker reads only whether a Claude FC model's names have `.` made `_`. The verdicts are
+    the same (bench notes). BFCL_PROJECT_ROOT keeps its result/ and score/ folders out of
+    site-packages."""
+    import types
+
+    os.environ.setdefault(
+        "BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "evaluator-bfcl-project")
+    )
+    config = "bfcl_eval.constants.model_config"
+    if config not in sys.modules:
+        benchmark_module("bfcl_eval", "bfcl-eval")
+        stub = types.ModuleType(config)
+        stub.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+            BFCL_PROTOCOL_MODEL: types.SimpleNamespace(underscore_to_dot=True)
+        }
+        sys.modules[config] = stub
+    checker = benchmark_module("bfcl_eval.eval_checker.ast_eval.ast_checker", "bfcl-eval")
+    utils = importlib.import_module("bfcl_eval.utils")
+    return types.SimpleNamespace(
+        ast_checker=checker.ast_checker,
+        Language=importlib.import_module("bfcl_eval.constants.enums").Language,
+        ModelStyle=importlib.import_module("bfcl_eval.constants.enums").ModelStyle,
+        load_dataset_entry=utils.load_dataset_entry,
+        load_file=utils.load_file,
+        convert_to_tool=importlib.import_module("bfcl_eval.model_handler.utils").convert_to_tool,
+        mapping=importlib.import_module("bfcl_eval.constants.type_mappings").GORILLA_TO_OPENAPI,
+        answers=importlib.import_module("bfcl_eval.constants.eval_config").POSSIBLE_ANSWER_PATH,
+        prefix=importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX,
+    )
+
+
+@functools.cache
+def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
+    """A BFCL category's entries as its checker reads them (the original function documents)
+    and their possible answers, by id."""
+    bfcl = bfcl_modules()
+    answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+    answers = {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+    return {
+        e["id"]: (e, answers.get(e["id"])) for e in bfcl.load_dataset_entry(category, False, False)
+    }
+
+
+@functools.cache
+def bfcl_checker_available() -> bool:
+    try:
+        bfcl_modules()
+        return True
+    except InputError:
+        return False
+
+
+def bfcl_success(t: Transcript, category: str) -> bool:
+    """BFCL's own verdict on a run: its first response's calls (decoded as BFCL decodes Claude's
+    tool_use blocks) through its AST checker; irrelevance: no call; live_relevance: some call."""
+    calls = [c for c in t.tool_calls if c.turn == 1]
+    if t.error:
+        return False
+    if category.endswith("irrelevance"):
+        return not calls
+    if category == "live_relevance":
+        return bool(calls)
+    entry, answer = bfcl_entries(category).get(t.case.name, ({}, None))
+    if not entry or answer is None:
+        return False
+    bfcl = bfcl_modules()
+    try:
+        verdict = bfcl.ast_checker(
+            entry["function"],
+            [{c.name: c.input} for c in calls],
+            answer["ground_truth"],
+            bfcl.Language.PYTHON,
+            category,
+            BFCL_PROTOCOL_MODEL,
+        )
+    except Exception:  # a call BFCL's checker cannot read is not a correct one
+        return False
+    return bool(verdict.get("valid"))
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """One run of an imported case: our verdict, and whether the benchmark counts it a success."""
+
+    case: str
+    model: str
+    tags: tuple[str, ...]
+    passed: bool  # this evaluator's verdict
+    succeeded: bool  # the benchmark's: BFCL's AST check, τ²'s reward of 1
+
+
+def graded_pass(t: Transcript, grader: str) -> bool:
+    return bool((t.grades.get(grader) or {}).get("passed"))
+
+
+def benchmark_run(t: Transcript, verdict: Verdict) -> BenchmarkRun:
+    """BFCL's verdict on a run is its AST checker's (bfcl-eval installed), else ours (they agree:
+    tests/test_literature.py measures it). τ²'s reward is its `verify`
+    (the database against the gold actions' and what had to be said: tau2_verify.py), times the
+    judge's verdict on the assertions when the task's reward counts them."""
+    tags = tuple(t.case.tags)
+    succeeded = verdict.passed
+    category = next((tag.removeprefix(BFCL_TAG) for tag in tags if tag.startswith(BFCL_TAG)), None)
+    if category in BFCL_CATEGORIES and bfcl_checker_available():
+        succeeded = bfcl_success(t, category)
+    if any(tag.startswith(TAU2_TAG) for tag in tags):
+        succeeded = (
+            not t.error
+            and graded_pass(t, "verify")
+            and (TAU2_NL_TAG not in tags or graded_pass(t, "judge"))
+        )
+    return BenchmarkRun(t.case.name, t.model, tags, verdict.passed, succeeded)
+
+
+def runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[BenchmarkRun]]:
+    grouped: dict[str, list[BenchmarkRun]] = {}
+    for run in runs:
+        tag = next((t for t in run.tags if t.startswith(prefix) and t != TAU2_NL_TAG), None)
+        if tag is not None:
+            grouped.setdefault(tag.removeprefix(prefix), []).append(run)
+    return grouped
+
+
+def share(flags: Sequence[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def our_figures(runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]) -> dict:
+    cases = {(r.case, r.model) for r in runs}
+    return {
+        "cases passed": share([passed.get(c, False) for c in cases]),
+        "runs passed": share([r.passed for r in runs]),
+    }
+
+
+def bfcl_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """BFCL's accuracy per category (correct runs / runs) and its leaderboard's aggregates."""
+    by_category = runs_by_tag(runs, BFCL_TAG)
+    figures, accuracy = [], {}
+    for category in sorted(
+        by_category,
+        key=lambda c: (
+            c not in BFCL_CATEGORIES,
+            BFCL_CATEGORIES.index(c) if c in BFCL_CATEGORIES else 0,
+            c,
+        ),
+    ):
+        mine = by_category[category]
+        cases = len({(r.case, r.model) for r in mine})
+        accuracy[category] = (share([r.succeeded for r in mine]), cases)
+        figures.append(
+            LiteratureFigure(
+                name=category,
+                cases=cases,
+                runs=len(mine),
+                theirs={"accuracy": accuracy[category][0]},
+                ours=our_figures(mine, passed),
+            )
+        )
+    for title, parts, weighted, note in BFCL_HEADLINES:
+        if not all(p in accuracy for p in parts) or len(parts) == 1:
+            continue
+        values = [accuracy[p] for p in parts]
+        value = (
+            sum(a * n for a, n in values) / sum(n for _, n in values)
+            if weighted
+            else sum(a for a, _ in values) / len(values)
+        )
+        mine = [r for p in parts for r in by_category[p]]
+        figures.append(
+            LiteratureFigure(
+                name=title,
+                cases=sum(n for _, n in values),
+                runs=len(mine),
+                theirs={"accuracy": round(value, 4)},
+                ours=our_figures(mine, passed),
+                note=note,
+            )
+        )
+    return LiteratureRecord(
+        benchmark="BFCL V4",
+        metric="accuracy: runs whose first response makes exactly the expected calls, as BFCL's "
+        "AST checker decides (irrelevance: no call at all)",
+        figures=figures,
+        notes=[
+            "accuracy: BFCL's own AST checker (bfcl-eval) on each run's first response"
+            if bfcl_checker_available()
+            else "bfcl-eval is not installed here: accuracy is our verdicts' (they agree with "
+            "BFCL's checker, see the README)",
+            "BFCL runs each entry once; with -i N every run counts, as N entries would.",
+            "Overall is not shown: BFCL's weighs in multi-turn and agentic categories, not imported.",
+        ],
+    )
+
+
+def tau2_record(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> LiteratureRecord:
+    """τ²-bench's pass^k per domain: the mean over tasks of C(successes, k) / C(trials, k), for k
+    up to the trials every task had (-i k), and the average reward over every run."""
+    figures = []
+    for domain, mine in sorted(runs_by_tag(runs, TAU2_TAG).items()):
+        by_task: dict[tuple[str, str], list[bool]] = {}
+        for r in mine:
+            by_task.setdefault((r.case, r.model), []).append(r.succeeded)
+        trials = min(len(v) for v in by_task.values())
+        theirs = {
+            f"pass^{k}": round(
+                sum(pass_hat_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task), 4
+            )
+            for k in range(1, trials + 1)
+        }
+        theirs["avg_reward"] = share([r.succeeded for r in mine])
+        figures.append(
+            LiteratureFigure(
+                name=domain,
+                cases=len(by_task),
+                runs=len(mine),
+                theirs=theirs,
+                ours=our_figures(mine, passed),
+            )
+        )
+    return LiteratureRecord(
+        benchmark="τ²-bench",
+        metric="pass^k: the chance that k trials of a task all succeed (reward 1: the database "
+        "ends as the gold actions leave it, and what had to be said was said), averaged over tasks",
+        figures=figures,
+        notes=[
+            "Ours also asks for the gold actions in order with their arguments, the information "
+            "in the final answer and the assertions (rubric) on every task: stricter than τ²'s reward."
+        ],
+    )
+
+
+def literature_records(
+    runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
+) -> list[LiteratureRecord]:
+    """The benchmarks' own figures over their runs; `passed`: (case, model) -> our verdict."""
+    records = []
+    if runs_by_tag(runs, BFCL_TAG):
+        records.append(bfcl_record(runs, passed))
+    if runs_by_tag(runs, TAU2_TAG):
+        records.append(tau2_record(runs, passed))
+    return records
