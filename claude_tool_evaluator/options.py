@@ -1,0 +1,1180 @@
+"""Every option of the command line as one row of OPTIONS (flags, help group, click settings),
+the project file's schema derived from it, and Settings: one invocation's options, parsed and
+checked once.
+
+May import: the rooms above it (the foundations up to scoring)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+import prompts
+import test_constants as C
+
+from .answers import answer_match_problem, normalize_answer_match
+from .files import batch_ledger_path, journal_path, results_lines_path
+from .loaders.servers import SERVER_TRANSPORTS, load_system_prompt
+from .records import RunSettings
+
+
+# ---------------------------------------------------------------------------- options: one row per option
+# Every option of the command line is one row of OPTIONS: its flags, its help group (the
+# README's options tables), its help and its click settings. The command line, every verb's
+# own help, the project file's keys and the refusals all read this table; a writer adds its
+# own row when it registers (see Writer). `Settings` has a field for every row but a writer's.
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
+    range: --max-cost nan was no limit at all) and infinities are refused."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        # click types FloatRange's base twice, with two input types
+        number = click.types.FloatParamType.convert(self, value, param, ctx)  # type: ignore[arg-type]
+        if not abs(number) < float("inf"):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+POSITIVE_INT = click.IntRange(min=1)
+
+
+POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
+
+
+@dataclass(frozen=True)
+class AutoRuns:
+    """-i auto / --runs auto[:MIN-MAX]: rounds until each case is decided, between MIN and MAX."""
+
+    least: int = C.AUTO_MIN_RUNS
+    most: int = C.AUTO_MAX_RUNS
+
+
+class RunCount(click.ParamType):
+    """-i / --runs: a whole number of runs, or `auto` (`auto:MIN-MAX`): rounds that stop each case
+    once its interval clears the threshold (AutoRuns)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (int, AutoRuns)) and not isinstance(value, bool):
+            return value if isinstance(value, AutoRuns) or value >= 1 else self.fail("at least 1")
+        text = str(value).strip().lower()
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        match = re.fullmatch(r"auto(?::(\d+)-(\d+))?", text)
+        if not match:
+            self.fail(
+                f"{value!r} is not a number of runs (1 or more) nor auto[:MIN-MAX]", param, ctx
+            )
+        least, most = (
+            (int(match.group(1)), int(match.group(2)))
+            if match.group(1)
+            else (C.AUTO_MIN_RUNS, C.AUTO_MAX_RUNS)
+        )
+        if not 1 <= least <= most:
+            self.fail(f"{value!r}: auto:MIN-MAX needs 1 <= MIN <= MAX", param, ctx)
+        return AutoRuns(least, most)
+
+
+def answer_match_option(
+    context: click.Context | None, parameter: click.Parameter | None, value: str | None
+) -> str | None:
+    """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
+    if value is None:
+        return None
+    problem = answer_match_problem(value, "0")
+    if problem and "expected answer" not in problem:
+        raise click.BadParameter(problem.removeprefix("answer_match "))
+    return normalize_answer_match(value)
+
+
+def shard_option(
+    context: click.Context | None, parameter: click.Parameter | None, value: str | None
+) -> tuple[int, int] | None:
+    """--shard K/N: whole numbers, 1 <= K <= N."""
+    if value is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
+    return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: the Settings field (and project-file key) it fills, its flags, its help group,
+    its help, and click's settings for it (type, default, multiple, is_flag, metavar, callback)."""
+
+    name: str
+    flags: tuple[str, ...]
+    group: str
+    help: str
+    kwargs: dict[str, Any] = field(default_factory=dict)  # click.Option's other arguments
+    writer: bool = False  # a writer's option: its value goes to Settings.outputs
+    path: bool = False  # its values are paths (checked against the outputs; made absolute)
+
+    @property
+    def flag(self) -> str:
+        """How messages name it: its first flag, as the help lists it (-q, --csv-out)."""
+        return self.flags[0]
+
+    def click_parameter(self) -> click.Option:
+        return click.Option([*self.flags, self.name], help=self.help, **self.kwargs)
+
+
+def option(
+    group: str, *flags: str, help: str, name: str = "", path: bool = False, **click_settings: Any
+) -> Option:
+    """A row of OPTIONS; its name is its long flag's (`--csv-out` -> csv_out) unless given; a
+    click.Path option holds paths."""
+    long = next(f for f in flags if f.startswith("--"))
+    holds_paths = path or isinstance(click_settings.get("type"), click.Path)
+    return Option(
+        name or long[2:].replace("-", "_"), flags, group, help, click_settings, path=holds_paths
+    )
+
+
+EVALUATE, RUNNING, MODEL = "What to evaluate", "Running and output", "Model"
+
+
+SERVERS, POLICY, CONVERSATIONS = "MCP servers", "Tools that change things", "Conversations"
+
+
+GRADING, SKILLS, TASKS, OPTIMIZER = (
+    "Grading",
+    "Skills (Claude Code)",
+    "Task evals (Claude Code)",
+    "Description optimizer",
+)
+
+
+CROWD = "The crowded room (distractors)"
+
+
+HOSTILE = "The hostile room (red team, scan, pins)"
+STATISTICS = "Is the change real? (compare, plan)"
+
+
+OPTIONS: list[Option] = [
+    option(EVALUATE, "-q", "--query", help="One query to evaluate."),
+    option(
+        EVALUATE,
+        "-c",
+        "--conversation",
+        type=click.Path(),
+        metavar="FILE.md",
+        help="Continue a conversation from a markdown file (**User** / **Assistant** blocks, "
+        "## User / ## Assistant headings, or User: / Assistant: lines).",
+    ),
+    option(
+        EVALUATE, "--csv", type=click.Path(), metavar="FILE.csv", help="Run a CSV regression suite."
+    ),
+    option(
+        EVALUATE,
+        "--tests",
+        path=True,
+        multiple=True,
+        metavar="FILE_OR_DIR",
+        help="Markdown tests (knowledge/task/security/trigger) or a skill-creator eval JSON. With "
+        "--skill they run through Claude Code; without, against the MCP servers (a '# Simulated "
+        "User' section gives a test its simulated user). A .xml file is a QA evaluation (as --qa).",
+    ),
+    option(
+        EVALUATE,
+        "--qa",
+        type=click.Path(),
+        metavar="FILE.xml",
+        help="Run a QA evaluation in mcp-builder's format (<qa_pair> question and answer) against "
+        "the MCP servers: accuracy over the runs (--tests FILE.xml does the same).",
+    ),
+    option(
+        EVALUATE,
+        "--skill",
+        path=True,
+        multiple=True,
+        metavar="PATH",
+        help="A SKILL.md or its folder (repeatable: several skills are installed together).",
+    ),
+    option(
+        EVALUATE,
+        "--trigger",
+        path=True,
+        multiple=True,
+        metavar="FILE",
+        help="One trigger test file (.md or eval .json).",
+    ),
+    option(
+        EVALUATE,
+        "--compare",
+        path=True,
+        metavar="OLD.json NEW.json [...]",
+        help="Compare results files, each against the one before: regressions, fixes, added and "
+        "removed cases, pass rate, triggerScore and cost change (verb: compare).",
+    ),
+    option(
+        EVALUATE,
+        "--generate-triggers",
+        path=True,
+        metavar="SKILL.md",
+        help="Draft a trigger test for a skill (to -o FILE.md, else stdout) (verb: generate).",
+    ),
+    option(
+        EVALUATE,
+        "--generate-tests",
+        path=True,
+        metavar="SKILL.md",
+        help="Draft a starter set (trigger, knowledge, task, security) into -o DIR "
+        "(verb: generate --all).",
+    ),
+    option(
+        EVALUATE,
+        "--merge",
+        path=True,
+        metavar="PIECE.json [...]",
+        help="Put the results files of a sharded run (--shard K/N) together into one run's "
+        "document, verdicts and reports (verb: merge).",
+    ),
+    option(
+        EVALUATE,
+        "--schema",
+        is_flag=True,
+        help="Print the JSON Schema of the results file and exit (verb: schema).",
+    ),
+    option(
+        EVALUATE,
+        "--optimize",
+        is_flag=True,
+        help="Improve a skill's description (--skill S --trigger EVALS) or the MCP tools' "
+        "descriptions (--csv SUITE): train/test split, proposals from --optimizer-model, the "
+        "best chosen on the held-out queries.",
+    ),
+    option(
+        EVALUATE,
+        "--overlap",
+        is_flag=True,
+        help="Judge which of the --skill skills (or the skill and its --distractors) claim the "
+        "same requests: a lexical pre-filter, then the judge on the closest pairs; no Claude Code "
+        "run (verb: overlap).",
+    ),
+    option(
+        EVALUATE,
+        "--schema-of",
+        type=click.Choice(["results", "project"]),
+        default="results",
+        show_default=True,
+        help="schema: the JSON Schema of the results file, or of the project file "
+        f"({C.PROJECT_FILE}).",
+    ),
+    option(
+        EVALUATE,
+        "--from",
+        name="from_results",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="Write the reports of an existing results file; nothing runs (verb: render).",
+    ),
+    option(
+        RUNNING,
+        "-i",
+        "--iterations",
+        type=RunCount(),
+        default=C.DEFAULT_ITERATIONS,
+        show_default=True,
+        help="Run every case this many times; auto (auto:MIN-MAX, default "
+        f"{C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}): in rounds, each case stopping once its 95% "
+        "interval clears --threshold (or at MAX).",
+    ),
+    option(
+        RUNNING,
+        "--concurrency",
+        type=POSITIVE_INT,
+        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10).",
+    ),
+    option(
+        RUNNING,
+        "--shard",
+        metavar="K/N",
+        callback=shard_option,
+        help="Run only shard K of N: a stable share of the runs (by case, iteration and model); "
+        "merge puts the N results files together.",
+    ),
+    option(
+        RUNNING,
+        "--threshold",
+        type=FiniteFloat(0, 1),
+        default=C.DEFAULT_CASE_THRESHOLD,
+        show_default=True,
+        help="A case passes when its pass rate over the iterations is at least this.",
+    ),
+    option(
+        RUNNING,
+        "--summary-only",
+        is_flag=True,
+        help="Big suites: keep only the summary in memory and in -o FILE; every run's full "
+        "result goes to FILE.results.jsonl as it finishes.",
+    ),
+    option(
+        RUNNING,
+        "--resume",
+        is_flag=True,
+        help="Continue the run whose output is -o FILE: only runs not yet finished run.",
+    ),
+    option(
+        RUNNING,
+        "--retry-errors",
+        is_flag=True,
+        help="Rerun the runs of -o FILE that ended in an error (and any not yet run).",
+    ),
+    option(
+        RUNNING,
+        "--max-cost",
+        type=POSITIVE_FLOAT,
+        metavar="USD",
+        help="Start no new run once the run has cost this much (it says so; --resume goes on).",
+    ),
+    option(
+        RUNNING,
+        "--dry-run",
+        is_flag=True,
+        help="Check inputs, connect to the servers, estimate calls and cost; no model or claude "
+        "call.",
+    ),
+    option(
+        RUNNING,
+        "--batch",
+        is_flag=True,
+        help="Tool-use runs: send Claude's calls through the Message Batches API, one batch per "
+        "round of every conversation (half price; a round can take minutes to hours).",
+    ),
+    option(RUNNING, "--force", is_flag=True, help="--generate-*: overwrite existing files."),
+    option(
+        MODEL,
+        "--model",
+        multiple=True,
+        default=[C.DEFAULT_MODEL],
+        show_default=True,
+        help="Model under test (skill runs: the model of knowledge/task/security tests). "
+        "Repeatable: every case runs on every model, reported side by side.",
+    ),
+    option(
+        MODEL,
+        "--prompt",
+        path=True,
+        default=prompts.DEFAULT_SYSTEM_PROMPT,
+        show_default=True,
+        help="System prompt: a name from prompts.py or a file path.",
+    ),
+    option(
+        MODEL,
+        "--max-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_TURNS,
+        show_default=True,
+        help="Model calls per conversation (skill tests: claude --max-turns).",
+    ),
+    option(
+        MODEL,
+        "--max-tokens",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_TOKENS,
+        show_default=True,
+        help="Most tokens in one answer; a cut answer is recorded as truncated.",
+    ),
+    option(
+        MODEL,
+        "--temperature",
+        type=FiniteFloat(0, 1),
+        default=C.DEFAULT_TEMPERATURE,
+        help="Sampling temperature, for models that take one (default: the API's).",
+    ),
+    option(
+        MODEL,
+        "--base-url",
+        help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).",
+    ),
+    option(
+        MODEL,
+        "--max-retries",
+        type=click.IntRange(min=0),
+        default=C.DEFAULT_MAX_RETRIES,
+        show_default=True,
+        help="Retries of a failed model call (429, 5xx, overload, connection).",
+    ),
+    option(
+        MODEL,
+        "--request-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_REQUEST_TIMEOUT,
+        show_default=True,
+        help="Seconds one model call may take.",
+    ),
+    option(
+        SERVERS,
+        "--server",
+        multiple=True,
+        metavar='"CMD ARGS"',
+        help="A stdio MCP server command (repeatable).",
+    ),
+    option(
+        SERVERS,
+        "--server-env",
+        multiple=True,
+        metavar="KEY[=VALUE]",
+        help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.",
+    ),
+    option(
+        SERVERS,
+        "--mcp-config",
+        type=click.Path(),
+        help="A Claude-style mcpServers JSON file (skill runs: passed to claude).",
+    ),
+    option(
+        SERVERS,
+        "--server-module",
+        path=True,
+        multiple=True,
+        metavar="PATH.py[:ATTR]",
+        help="Import a Python MCP server object and talk to it in-process (repeatable).",
+    ),
+    option(
+        SERVERS,
+        "--tool-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_TOOL_TIMEOUT,
+        show_default=True,
+        help="Seconds one tool call may take.",
+    ),
+    option(
+        SERVERS,
+        "--stop-grace",
+        type=FiniteFloat(min=0, max=60),
+        default=C.DEFAULT_STOP_GRACE,
+        show_default=True,
+        metavar="S",
+        help="Seconds a stdio server may take to exit after its stdin closes at the end of a run; "
+        "then its process group is terminated.",
+    ),
+    option(
+        SERVERS,
+        "--max-result-chars",
+        type=click.IntRange(min=0),
+        default=C.DEFAULT_MAX_RESULT_CHARS,
+        show_default=True,
+        help="Tool results longer than this are cut (0: no limit).",
+    ),
+    option(
+        SERVERS,
+        "--server-url",
+        multiple=True,
+        metavar="URL",
+        help="A remote MCP server by URL (repeatable), over --transport.",
+    ),
+    option(
+        SERVERS,
+        "--transport",
+        type=click.Choice(SERVER_TRANSPORTS),
+        default="http",
+        show_default=True,
+        help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.",
+    ),
+    option(
+        SERVERS,
+        "--tool-overrides",
+        type=click.Path(),
+        metavar="FILE.json",
+        help='Show Claude other descriptions / input schemas for some tools ({"tool": '
+        '{"description": ..., "input_schema": ...}}); the servers still run the calls.',
+    ),
+    option(
+        POLICY,
+        "--tool-policy",
+        type=click.Choice(C.TOOL_POLICIES),
+        default=C.DEFAULT_TOOL_POLICY,
+        show_default=True,
+        help="Which calls the servers run: live (all; a run that can call a destructive tool "
+        "says so), safe (not tools annotated destructiveHint: true; Claude gets a marked "
+        "stand-in), strict (the MCP specification's defaults: not an unannotated tool, nor one "
+        "that may destroy) or read-only (only tools annotated readOnlyHint: true).",
+    ),
+    option(
+        POLICY,
+        "--allow-tool",
+        multiple=True,
+        metavar="NAME",
+        help="Run this tool whatever --tool-policy says (repeatable; globs like 'create_*').",
+    ),
+    option(
+        POLICY,
+        "--mock-tools",
+        type=click.Path(),
+        metavar="FILE.json",
+        help='Answer matching calls from this file instead of the server: {"tool": {"result": '
+        '...}} or {"tool": [{"match": {args}, "result": ...}]}.',
+    ),
+    option(
+        POLICY,
+        "--record",
+        type=click.Path(),
+        metavar="DIR",
+        help="Record the servers' tools and every live call's result into a cassette folder "
+        "(redacted JSON, one file per server).",
+    ),
+    option(
+        POLICY,
+        "--replay",
+        type=click.Path(),
+        metavar="DIR",
+        help="Answer calls from a cassette folder; with no server named, its tools come from the "
+        "cassette (no server runs).",
+    ),
+    option(
+        POLICY,
+        "--replay-miss",
+        type=click.Choice(C.REPLAY_MISS_CHOICES),
+        default=C.DEFAULT_REPLAY_MISS,
+        show_default=True,
+        help="A call the cassette lacks: an error of the case, or a live call (under "
+        "--tool-policy).",
+    ),
+    option(
+        CONVERSATIONS,
+        "--interactive",
+        is_flag=True,
+        help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; Ctrl-C "
+        "stops the run and keeps the results so far.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--simulate-user",
+        metavar="GOAL",
+        help="A second model plays a user with this goal and answers Claude's questions.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--user-model",
+        default=C.DEFAULT_USER_MODEL,
+        show_default=True,
+        help="Model playing the simulated user.",
+    ),
+    option(
+        CONVERSATIONS,
+        "--max-user-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_MAX_USER_TURNS,
+        show_default=True,
+        help="Messages the simulated user may send per conversation.",
+    ),
+    option(
+        "CSV suites", "--tag", multiple=True, help="Only the CSV cases with this tag (repeatable)."
+    ),
+    option(
+        "QA evaluations",
+        "--answer-match",
+        metavar="MODE",
+        callback=answer_match_option,
+        help="How every QA answer is compared (instead of each pair's own): exact (default), "
+        "normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex or judge.",
+    ),
+    option(
+        GRADING,
+        "--judge-model",
+        default=C.DEFAULT_JUDGE_MODEL,
+        show_default=True,
+        help="Model of the LLM judge that grades rubrics and `judge` answers.",
+    ),
+    option(
+        GRADING,
+        "--verify-timeout",
+        type=POSITIVE_FLOAT,
+        default=C.DEFAULT_VERIFY_TIMEOUT,
+        show_default=True,
+        help="Seconds a case's verify command may take (then it is an error).",
+    ),
+    option(
+        SKILLS,
+        "--trigger-model",
+        multiple=True,
+        default=[C.DEFAULT_TRIGGER_MODEL],
+        show_default=True,
+        help="Model for trigger queries (a Claude Code alias or full id). Repeatable: every "
+        "query runs on every model, side by side.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-threshold",
+        type=FiniteFloat(0, 1, min_open=True),
+        default=C.DEFAULT_TRIGGER_THRESHOLD,
+        show_default=True,
+        help="Activation rate at which a query counts as activating.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-max-turns",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_TRIGGER_MAX_TURNS,
+        show_default=True,
+        help="--max-turns of each trigger query's claude run.",
+    ),
+    option(
+        SKILLS,
+        "--trigger-timeout",
+        type=POSITIVE_FLOAT,
+        help="Seconds per trigger run (default: the test's timeout, 30).",
+    ),
+    option(
+        SKILLS,
+        "--runs",
+        type=RunCount(),
+        help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
+        "and 1 for other tests); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
+    ),
+    option(
+        SKILLS,
+        "--min-trigger-score",
+        type=FiniteFloat(0, 100),
+        metavar="PERCENT",
+        help="Fail (exit 1) when a skill's triggerScore is below this.",
+    ),
+    option(
+        SKILLS,
+        "--claude-bin",
+        path=True,
+        multiple=True,
+        metavar="PATH",
+        help="The Claude Code CLI (default: claude on PATH, then node_modules/.bin/claude). "
+        "Repeatable: every query runs on every version, side by side (a version matrix).",
+    ),
+    option(
+        SKILLS,
+        "--skill-description",
+        multiple=True,
+        metavar="TEXT|@FILE|NAME=TEXT",
+        help="Install the skill with this description instead of its SKILL.md's (in the runs' "
+        "temporary copy only); NAME=TEXT with several --skill.",
+    ),
+    option(
+        SKILLS,
+        "--generate-count",
+        type=click.IntRange(1, 50),
+        default=C.DEFAULT_GENERATED_QUERIES,
+        show_default=True,
+        help="--generate-*: positive and negative queries each.",
+    ),
+    option(
+        TASKS,
+        "--allow-tools",
+        metavar="Bash,Write,Edit",
+        help="Task runs may use these tools (off by default; any of "
+        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary project only, "
+        "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
+        "unless --unconfined).",
+    ),
+    option(
+        TASKS,
+        "--unconfined",
+        is_flag=True,
+        help="Let task runs' Bash run as you, outside any sandbox (where Claude Code's sandbox "
+        "cannot start); named in the results and reports.",
+    ),
+    option(
+        TASKS,
+        "--ignore-path",
+        multiple=True,
+        metavar="GLOB",
+        help="A file other programs change while skill runs run (an editor's autosave, a test "
+        "cache): not watched by the outside-write check (repeatable).",
+    ),
+    option(
+        TASKS,
+        "--artifacts",
+        type=click.Path(),
+        metavar="DIR",
+        help="Keep what each task run leaves in its project in "
+        "DIR/<eval>/<configuration>/run-<n>/, with manifest.json (path, size, sha256).",
+    ),
+    option(
+        TASKS,
+        "--baseline",
+        is_flag=True,
+        help="Run every task also without the skill (without_skill), and report the delta.",
+    ),
+    option(
+        TASKS,
+        "--baseline-skill",
+        type=click.Path(),
+        metavar="PATH",
+        help="Run every task also with this version of the skill (old_skill), and report the "
+        "delta.",
+    ),
+    option(
+        OPTIMIZER,
+        "--holdout",
+        type=FiniteFloat(0, 1, max_open=True),
+        default=C.DEFAULT_HOLDOUT,
+        show_default=True,
+        help="--optimize: share of the queries / cases held out as the test split (stratified).",
+    ),
+    option(
+        OPTIMIZER,
+        "--seed",
+        type=int,
+        default=C.DEFAULT_SPLIT_SEED,
+        show_default=True,
+        help="--optimize: seed of the train/test split. Distractors: the order in which the steps "
+        "add them, and which lookalike:N set --distractors-file keeps.",
+    ),
+    option(
+        OPTIMIZER,
+        "--optimize-rounds",
+        type=POSITIVE_INT,
+        default=C.DEFAULT_OPTIMIZE_ROUNDS,
+        show_default=True,
+        help="--optimize: new descriptions asked for at most.",
+    ),
+    option(
+        OPTIMIZER,
+        "--optimizer-model",
+        default=C.DEFAULT_OPTIMIZER_MODEL,
+        show_default=True,
+        help="--optimize: the model that proposes descriptions.",
+    ),
+    option(
+        CROWD,
+        "--distractors",
+        multiple=True,
+        metavar="SOURCE",
+        help="Trigger runs: install these skills beside the one under test (repeatable): a folder "
+        "of skills, `installed` (your own ~/.claude skills and plugin skills, copied into each "
+        "run's temporary HOME) or lookalike:N (N decoys the model writes).",
+    ),
+    option(
+        CROWD,
+        "--distractor-steps",
+        metavar="N,N,...",
+        help="Run the trigger set at each of these counts of distractors (e.g. 0,5,10,20,40): "
+        "the curve, and who took each query (default: all of them, once).",
+    ),
+    option(
+        CROWD,
+        "--distractor-tools",
+        multiple=True,
+        metavar="SOURCE",
+        help="CSV suites: offer these tools beside the servers' own (repeatable): an mcpServers "
+        "file (its servers' tools; never called) or lookalike:N (N decoy tools the model writes, "
+        "served in-process). A call to one gets a neutral error and counts as stolen.",
+    ),
+    option(
+        CROWD,
+        "--tool-steps",
+        metavar="N,N,...",
+        help="Run the suite with each of these counts of distractor tools added (e.g. "
+        "0,25,50,100): F1 per step, tokens of tool definitions, who took each miss.",
+    ),
+    option(
+        CROWD,
+        "--distractors-file",
+        type=click.Path(),
+        metavar="FILE.json",
+        help="Where lookalike:N decoys are kept: read when it holds the set (same subject and "
+        "--seed: no model call), else written once. Review or edit it freely.",
+    ),
+    option(
+        HOSTILE,
+        "--redteam",
+        is_flag=True,
+        help="Red-team the servers with your suite (--csv, --qa or -q): every case runs clean and "
+        "under each attack (--attacks) with each vector (--vectors), through an adversarial "
+        "proxy in front of each server; canaries decide success (verb: redteam).",
+    ),
+    option(
+        HOSTILE,
+        "--attacks",
+        multiple=True,
+        metavar="CLASS[:VARIANT],...",
+        help="redteam: the attack classes (result-injection, description-poisoning, shadowing, "
+        "rug-pull), each with its default variants, or CLASS:VARIANT (default: every class).",
+    ),
+    option(
+        HOSTILE,
+        "--vectors",
+        multiple=True,
+        metavar="SOURCE[:NAME],...",
+        help="redteam: the injection vectors: ours (prompts.py, the default), agentdojo "
+        "(AgentDojo's attack templates, read from its package: the benchmarks extra), or "
+        "SOURCE:NAME.",
+    ),
+    option(
+        HOSTILE,
+        "--redteam-judge",
+        is_flag=True,
+        help="redteam: also ask the judge (--judge-model) whether each attacked run followed the "
+        "injected instruction (a run it says did counts as a success).",
+    ),
+    option(
+        HOSTILE,
+        "--scan",
+        is_flag=True,
+        help="Check every tool definition of the servers (or of --replay's cassette): hidden "
+        "Unicode, instructions to the model, URLs and encoded blobs, long descriptions, name "
+        "collisions, missing annotations; no model call (verb: scan).",
+    ),
+    option(
+        HOSTILE,
+        "--fail-on",
+        type=click.Choice(C.SCAN_SEVERITIES),
+        default=C.DEFAULT_SCAN_FAIL_ON,
+        show_default=True,
+        help="scan: exit 1 on a finding of this severity or above.",
+    ),
+    option(
+        HOSTILE,
+        "--pin",
+        path=True,
+        metavar="FILE",
+        help="Pin every tool definition (SHA-256 of name, description, schema, annotations) in "
+        "FILE on the first run; a later run whose servers changed one fails before any model "
+        "call, with a diff of it.",
+    ),
+    option(
+        HOSTILE,
+        "--update-pins",
+        is_flag=True,
+        help="--pin: accept the changed definitions (they are reported) and write them to FILE.",
+    ),
+]
+
+
+OPTIONS += [
+    option(
+        RUNNING,
+        "-k",
+        "--keyword",
+        metavar="EXPR",
+        help="Only the cases whose names match, pytest-style: words (a name holding it), and, "
+        'or, not, parentheses (e.g. -k "tables and not slow").',
+    ),
+    option(
+        RUNNING,
+        "-x",
+        "--fail-fast",
+        is_flag=True,
+        help="Stop starting runs at the first run that fails (the rest are not started; "
+        "--resume does them).",
+    ),
+    option(
+        RUNNING,
+        "--rerun-failed",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="Run again only the cases that failed or errored in this results file; its passing "
+        "cases' runs are kept, and -o gets the whole document.",
+    ),
+    option(
+        RUNNING,
+        "--cache",
+        type=click.Path(),
+        metavar="DIR",
+        help="Keep every model answer in DIR under a hash of the exact request and the run's "
+        "iteration: a rerun pays only for requests not seen before (Claude Code runs too, "
+        "through a local caching proxy); says what it saved. Not with --batch.",
+    ),
+    option(
+        STATISTICS,
+        "--plan",
+        is_flag=True,
+        help="Say how many runs per case detect a change worth detecting (--detect) with 80% "
+        "power: from a results file's pass rates (--from) or an assumed one (--rate) "
+        "(verb: plan).",
+    ),
+    option(
+        STATISTICS,
+        "--detect",
+        type=FiniteFloat(0, 100, min_open=True),
+        default=C.DEFAULT_DETECT_POINTS,
+        show_default=True,
+        metavar="POINTS",
+        help="plan: the smallest change in a pass rate worth detecting, in percentage points.",
+    ),
+    option(
+        STATISTICS,
+        "--rate",
+        type=FiniteFloat(0, 1),
+        metavar="RATE",
+        help=f"plan without a results file: the pass rate assumed for every case (default "
+        f"{C.PLAN_ASSUMED_RATE:g}).",
+    ),
+    option(
+        STATISTICS,
+        "--alpha",
+        type=FiniteFloat(0, 0.5, min_open=True),
+        default=C.DEFAULT_ALPHA,
+        show_default=True,
+        help="compare: a case is a regression or a fix only when its change is significant at "
+        "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level.",
+    ),
+]
+
+
+def option_named(name: str) -> Option | None:
+    return next((o for o in OPTIONS if o.name == name), None)
+
+
+def flag_of(name: str) -> str:
+    """An option as messages name it (`csv_out` -> --csv-out)."""
+    found = option_named(name)
+    return found.flag if found else name
+
+
+def option_order(name: str) -> int:
+    """Where an option stands in OPTIONS: refusals name the first one given."""
+    return next((i for i, o in enumerate(OPTIONS) if o.name == name), len(OPTIONS))
+
+
+# The project file's schema comes from OPTIONS: every key is an option (see section 15).
+# Options that make no sense in a project file: what runs is the file's suites.
+PROJECT_NOT_OPTIONS = frozenset(
+    {
+        "compare",
+        "merge",
+        "from_results",
+        "schema",
+        "schema_of",
+        "generate_triggers",
+        "generate_tests",
+        "force",
+        "generate_count",
+        "plan",
+        "detect",
+        "rate",
+        "alpha",
+    }
+)
+
+
+def project_value_type(option: Option) -> Any:
+    """The type a project file's value of this option has (ranges are the option's own)."""
+    kind = option.kwargs.get("type")
+    if option.kwargs.get("is_flag"):
+        return bool
+    if isinstance(kind, click.Choice):
+        base: Any = Literal[tuple(kind.choices)]  # type: ignore[misc]
+    elif isinstance(kind, RunCount):
+        base = int | str  # a number of runs, or auto[:MIN-MAX]
+    elif isinstance(kind, click.IntRange) or kind is int:
+        base = int
+    elif isinstance(kind, click.FloatRange) or kind is float:
+        base = float
+    else:
+        base = str
+    return list[base] | base if option.kwargs.get("multiple") else base
+
+
+def project_model() -> type[BaseModel]:
+    """The project file's schema, from OPTIONS (`python evaluator.py schema project`)."""
+    strict = ConfigDict(extra="forbid")
+    options: dict[str, Any] = {
+        o.name: (project_value_type(o) | None, Field(None, description=o.help))
+        for o in OPTIONS
+        if o.name not in PROJECT_NOT_OPTIONS
+    }
+    defaults: Any = create_model("ProjectDefaults", __config__=strict, **options)
+    suite: Any = create_model(
+        "ProjectSuite",
+        __config__=strict,
+        name=(str, Field(description="The suite's name")),
+        **options,
+    )
+    return create_model(
+        "ProjectFile",
+        __config__=ConfigDict(extra="forbid", title="evaluator.yaml"),
+        servers=(
+            dict[str, dict[str, Any]] | None,
+            Field(None, description="MCP servers in the mcpServers shape (--mcp-config inline)"),
+        ),
+        defaults=(defaults | None, Field(None, description="Options every suite takes")),
+        suites=(list[suite], Field(description="The suites to run, in order")),
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option of one invocation, parsed and validated once at the CLI boundary; the
+    defaults are test_constants.py's. `given` names the options the user actually typed."""
+
+    # what to evaluate
+    query: str | None = None
+    conversation: str | None = None
+    csv: str | None = None
+    tag: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    qa: str | None = None  # a QA evaluation (mcp-builder's XML)
+    answer_match: str | None = None  # --answer-match: every QA pair's, instead of its own
+    skill: tuple[str, ...] = ()
+    trigger: tuple[str, ...] = ()
+    compare: tuple[str, ...] = ()
+    generate_triggers: str | None = None
+    generate_tests: str | None = None
+    generate_count: int = C.DEFAULT_GENERATED_QUERIES
+    force: bool = False
+    schema: bool = False
+    schema_of: str = "results"  # schema: the results file's schema, or the project file's
+    optimize: bool = False  # --optimize: the description optimizer
+    overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
+    alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
+    keyword: str | None = None  # -k EXPR: only the cases whose names match
+    cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
+    fail_fast: bool = False  # -x: no run starts after the first failing one
+    rerun_failed: str | None = None  # only the failing cases of this results file run again
+    auto_runs: tuple[int, int] | None = None  # -i auto / --runs auto: (least, most) runs a case
+    plan: bool = False  # plan: the runs per case that detect a change of --detect points
+    detect: float = C.DEFAULT_DETECT_POINTS
+    rate: float | None = None  # plan without a results file: the pass rate assumed
+    # who answers Claude
+    interactive: bool = False
+    simulate_user: str | None = None
+    user_model: str = C.DEFAULT_USER_MODEL
+    max_user_turns: int = C.DEFAULT_MAX_USER_TURNS
+    # how often, how many at once, when a case passes
+    iterations: int = C.DEFAULT_ITERATIONS
+    runs: int | None = None
+    concurrency: int | None = None  # None: the mode's own default
+    threshold: float = C.DEFAULT_CASE_THRESHOLD
+    # outputs (a writer's name -> its path, or True for a flag such as --json) and durability
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    from_results: str | None = None  # --from: render the writers from an existing results file
+    summary_only: bool = False
+    resume: bool = False
+    retry_errors: bool = False
+    max_cost: float | None = None
+    dry_run: bool = False
+    batch: bool = False  # --batch: model calls through the Message Batches API
+    # the model: --model is repeatable (a model matrix); `model` is the first, the one used where
+    # one model is needed, `models` every one of them (every case runs on each)
+    model: str = C.DEFAULT_MODEL
+    models: tuple[str, ...] = ()
+    prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
+    max_turns: int = C.DEFAULT_MAX_TURNS
+    max_tokens: int = C.DEFAULT_MAX_TOKENS
+    temperature: float | None = C.DEFAULT_TEMPERATURE
+    base_url: str | None = None
+    max_retries: int = C.DEFAULT_MAX_RETRIES
+    request_timeout: float = C.DEFAULT_REQUEST_TIMEOUT
+    # MCP servers
+    server: tuple[str, ...] = ()
+    server_env: tuple[str, ...] = ()
+    mcp_config: str | None = None
+    server_module: tuple[str, ...] = ()
+    tool_timeout: float = C.DEFAULT_TOOL_TIMEOUT
+    stop_grace: float = C.DEFAULT_STOP_GRACE
+    max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
+    server_url: tuple[str, ...] = ()
+    transport: str = "http"
+    # which calls reach the real servers: the tool policy, mocks, record and replay
+    tool_policy: str = C.DEFAULT_TOOL_POLICY
+    allow_tool: tuple[str, ...] = ()
+    mock_tools: str | None = None
+    record: str | None = None
+    replay: str | None = None
+    replay_miss: str = C.DEFAULT_REPLAY_MISS
+    # grading outcomes: the LLM judge and the state checks
+    judge_model: str = C.DEFAULT_JUDGE_MODEL
+    verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
+    # skills through Claude Code
+    trigger_model: str = C.DEFAULT_TRIGGER_MODEL
+    trigger_models: tuple[str, ...] = ()  # --trigger-model repeated: every trigger query on each
+    trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
+    trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
+    trigger_timeout: float | None = None
+    min_trigger_score: float | None = None
+    claude_bin: str | None = None  # the first --claude-bin
+    claude_bins: tuple[str, ...] = ()  # every --claude-bin: several are a version matrix
+    # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
+    allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
+    ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
+    artifacts: str | None = None  # --artifacts DIR
+    baseline: bool = False  # --baseline: without_skill runs too
+    baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
+    # descriptions: tried without editing files (--skill-description, --tool-overrides), or optimised
+    skill_description: tuple[str, ...] = ()
+    tool_overrides: str | None = None
+    holdout: float = C.DEFAULT_HOLDOUT
+    seed: int = C.DEFAULT_SPLIT_SEED
+    optimize_rounds: int = C.DEFAULT_OPTIMIZE_ROUNDS
+    optimizer_model: str = C.DEFAULT_OPTIMIZER_MODEL
+    # the crowded room: skills and tools beside the ones under test, step by step
+    distractors: tuple[str, ...] = ()
+    distractor_steps: str | None = None
+    distractor_tools: tuple[str, ...] = ()
+    tool_steps: str | None = None
+    distractors_file: str | None = None
+    # the hostile room: the suite under attack, the definitions scanned, the definitions pinned
+    redteam: bool = False
+    attacks: tuple[str, ...] = ()
+    vectors: tuple[str, ...] = ()
+    redteam_judge: bool = False
+    scan: bool = False
+    fail_on: str = C.DEFAULT_SCAN_FAIL_ON
+    pin: str | None = None
+    update_pins: bool = False
+    # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
+    shard: tuple[int, int] | None = None
+    merge: tuple[str, ...] = ()
+    merged_runs: tuple = ()  # --merge: the pieces' runs, replayed instead of run (not an option)
+    merged_pieces: tuple = ()  # --merge: the pieces' documents (not an option)
+    given: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            object.__setattr__(self, "models", (self.model,))
+        if not self.trigger_models:
+            object.__setattr__(self, "trigger_models", (self.trigger_model,))
+        if not self.claude_bins and self.claude_bin:
+            object.__setattr__(self, "claude_bins", (self.claude_bin,))
+
+    @property
+    def matrix(self) -> bool:
+        """Whether more than one model (or Claude Code version) runs the suite."""
+        return len(self.models) > 1 or len(self.trigger_models) > 1 or len(self.claude_bins) > 1
+
+    def run_settings(self) -> RunSettings:
+        """What the conversation engine needs of these settings."""
+        interactive = (
+            self.interactive
+        )  # one person reads Claude as it writes, one conversation at a time
+        return RunSettings(
+            model=self.model,
+            system_prompt=load_system_prompt(self.prompt),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_turns=self.max_turns,
+            concurrency=1 if interactive else self.concurrency or C.DEFAULT_CONCURRENCY,
+            stream=interactive,
+        )
+
+    @property
+    def output(self) -> str | None:
+        """-o FILE: the results file, beside which the journal of the run is kept."""
+        return self.outputs.get("output")
+
+    @property
+    def json_out(self) -> bool:
+        """--json: the results on stdout (so every line we print goes to stderr)."""
+        return bool(self.outputs.get("json_out"))
+
+    def own_outputs(self) -> list[Path]:
+        """The files this run writes itself: the isolation check must not count them."""
+        paths = [Path(p) for p in self.outputs.values() if isinstance(p, str)]
+        if self.output:
+            paths += [
+                journal_path(self.output),
+                results_lines_path(self.output),
+                batch_ledger_path(self.output),
+            ]
+        return paths
