@@ -1,0 +1,584 @@
+"""The tool-use runner: a suite's cases through the conversation engine against the hub, and
+what a run of it would cost.
+
+May import: the rooms above the runners."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import json
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+import test_constants as C
+
+from ..batches import BatchedModel, BatchLedger, RunNotStarted
+from ..dry_run import CostEstimate, call_cost, combined_estimate, expected_calls
+from ..engine import ConversationObserver, run_conversation
+from ..errors import InputError
+from ..files import batch_ledger_path, check_writable_folder
+from ..grading import Judge, judge_estimate, needs_judge, run_verify
+from ..hub.calls import Cassette, CassetteRecorder, McpHub, RunTools, ToolPolicy, load_mock_tools
+from ..hub.pins import check_pins
+from ..loaders.csv_suites import case_tool_view, load_tool_overrides
+from ..pipeline import Job
+from ..records import case_hash, estimated_tokens
+from ..redaction import Redactor, environment_without_credentials
+from ..result_records import ToolRunResult, tool_run_result, transcript_from_result
+from ..session import CACHE_SAMPLE, AnthropicModel, api_key_from_env, model_client
+from ..sinks import escape_markup
+
+if TYPE_CHECKING:
+    from ..batches import BatchRun
+    from ..engine import UserInput
+    from ..options import Settings
+    from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
+    from ..result_records import PinRecord, RunResult
+    from ..scoring.suites import ToolCheckScoring
+    from ..session import CachedModel, ModelClient
+    from .crowd import ToolCrowd
+    from .redteam import RedTeam
+
+
+def estimate_tool_runs(
+    jobs: Sequence[Job],
+    run_settings: RunSettings,
+    prefix_tokens: int,
+    counted: bool,
+    tool_count: int,
+    judge_model: str = C.DEFAULT_JUDGE_MODEL,
+) -> CostEstimate:
+    model, max_turns = run_settings.model, run_settings.max_turns
+    expected = maximum = 0.0
+    calls_expected = calls_max = 0
+    for index, job in enumerate(jobs):
+        case = job.payload[0]
+        prompt = estimated_tokens(case.prompt) + sum(
+            estimated_tokens(m.content) for m in case.history
+        )
+        for turn in range(max_turns):
+            cost = call_cost(model, prefix_tokens, prompt, turn, index == 0 and turn == 0)
+            maximum += cost
+            expected += cost if turn < expected_calls(case) else 0.0
+        calls_expected += min(expected_calls(case), max_turns)
+        calls_max += max_turns
+    judged = [job.payload[0] for job in jobs if needs_judge(job.payload[0])]
+    for case in judged:  # one judge call per run of a case with a rubric or a `judge` answer match
+        cost = judge_estimate(case, judge_model)
+        expected, maximum = expected + cost, maximum + cost
+    calls_expected, calls_max = calls_expected + len(judged), calls_max + len(judged)
+    how = "counted by the API" if counted else "estimated locally (no token counter reachable)"
+    detail = (
+        f"tools: {tool_count} · system prompt + tool definitions: {prefix_tokens:,} tokens ({how}), "
+        f"cached after the first call"
+        + (f" · judge: {len(judged)} call(s) on {judge_model}" if judged else "")
+    )
+    return CostEstimate(len(jobs), model, calls_expected, calls_max, expected, maximum, detail)
+
+
+# ---------------------------------------------------------------------------- the tool-use runner
+def check_cassette_folder(folder: Path, create: bool = True) -> None:
+    """--record DIR: a folder (made if missing, its parent must exist) that takes new files."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(
+            "--record takes a folder, and this is a file",
+            folder,
+            None,
+            "give a folder, e.g. cassettes/",
+        )
+    if not folder.exists():
+        if not folder.parent.is_dir():
+            raise InputError(
+                f"--record {folder}: the folder {folder.parent} does not exist",
+                hint="create it first",
+            )
+        if not create:
+            return
+        try:
+            folder.mkdir()
+        except OSError as exc:
+            raise InputError(
+                f"--record {folder}: cannot create it: {exc.strerror or exc}"
+            ) from None
+    check_writable_folder("--record", folder, folder)
+
+
+def servers_named(settings: Settings) -> bool:
+    return bool(
+        settings.server or settings.mcp_config or settings.server_module or settings.server_url
+    )
+
+
+def tool_policy_for(settings: Settings, redactor: Redactor | None = None) -> ToolPolicy:
+    """--tool-policy, --allow-tool, --mock-tools, --replay, --replay-miss and --record, each file
+    and folder checked before any server starts (one line naming it, exit 2)."""
+    if settings.record:
+        check_cassette_folder(Path(settings.record), create=not settings.dry_run)
+    if "replay_miss" in settings.given and not settings.replay:
+        raise InputError(
+            "--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live"
+        )
+    if settings.replay and settings.replay_miss == "live" and not servers_named(settings):
+        raise InputError(
+            "--replay-miss live calls the real server on a miss, and no server is named",
+            hint="name it with --server, --mcp-config, --server-module or --server-url",
+        )
+    return ToolPolicy(
+        policy=settings.tool_policy,
+        allow=tuple(settings.allow_tool),
+        mocks=load_mock_tools(settings.mock_tools) if settings.mock_tools else {},
+        mock_file=settings.mock_tools,
+        replay=Cassette(settings.replay) if settings.replay else None,
+        replay_miss=settings.replay_miss,
+        redactor=redactor,
+        recorder=CassetteRecorder(settings.record, redactor)
+        if settings.record and not settings.dry_run
+        else None,
+    )
+
+
+def check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
+    """After the servers (or the cassette) listed their tools, before the first model call: every
+    mocked tool exists, and --allow-tool names at least one."""
+    unknown = policy.unknown_mocks(hub.tools)
+    if unknown:
+        raise InputError(
+            f"mocks {unknown[0]!r}, which no server offers",
+            policy.mock_file,
+            None,
+            "tools: " + ", ".join(hub.tool_names()),
+        )
+    for pattern in policy.allow:
+        if not any(
+            fnmatch.fnmatchcase(n, pattern)
+            for t in hub.tools.values()
+            for n in (t.name, t.remote_name)
+        ):
+            raise InputError(
+                f"--allow-tool {pattern} matches no tool",
+                hint="tools: " + ", ".join(hub.tool_names()),
+            )
+
+
+class StartedTranscripts(ConversationObserver):
+    """The conversations under way: what a run interrupted by Ctrl-C adds to the finished ones
+    (the engine marks them `ended_by: error`, "interrupted"). Finished ones are let go, so a
+    long suite does not keep every transcript alive here."""
+
+    def __init__(self) -> None:
+        self.under_way: dict[int, Transcript] = {}
+
+    @property
+    def transcripts(self) -> list[Transcript]:
+        return list(self.under_way.values())
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.under_way[id(transcript)] = transcript
+
+    def done(self, transcript: Transcript) -> None:
+        self.under_way.pop(id(transcript), None)
+
+
+class RedactingObserver(ConversationObserver):
+    """Shows a live conversation without its secrets (the model still sees the real values)."""
+
+    def __init__(self, inner: ConversationObserver, redactor: Redactor) -> None:
+        self.inner, self.redactor = inner, redactor
+
+    def on_start(self, transcript: Transcript) -> None:
+        self.inner.on_start(transcript)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        self.inner.on_user(self.redactor.text(text), simulated)
+
+    def on_assistant_text(self, text: str) -> None:
+        self.inner.on_assistant_text(self.redactor.text(text))
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        self.inner.on_tool_call(self.redactor.deep(call))  # a copy: the transcript keeps the call
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        self.inner.on_turn_end(transcript)
+
+
+class ObserverGroup(ConversationObserver):
+    """Several observers seen by the engine as one."""
+
+    def __init__(self, *observers: ConversationObserver) -> None:
+        self.observers = observers
+
+    def on_start(self, transcript: Transcript) -> None:
+        for observer in self.observers:
+            observer.on_start(transcript)
+
+    def on_user(self, text: str, simulated: bool = False) -> None:
+        for observer in self.observers:
+            observer.on_user(text, simulated)
+
+    def on_assistant_text(self, text: str) -> None:
+        for observer in self.observers:
+            observer.on_assistant_text(text)
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        for observer in self.observers:
+            observer.on_tool_call(call)
+
+    def on_turn_end(self, transcript: Transcript) -> None:
+        for observer in self.observers:
+            observer.on_turn_end(transcript)
+
+
+async def count_prefix_tokens(
+    settings: Settings, run_settings: RunSettings, tools: list[dict]
+) -> tuple[int, bool]:
+    system = (
+        [{"type": "text", "text": run_settings.system_prompt}] if run_settings.system_prompt else []
+    )
+    if api_key_from_env():
+        model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
+        try:
+            counted = await model.client.messages.count_tokens(
+                model=run_settings.model,
+                **({"system": system} if system else {}),  # type: ignore[arg-type]  # plain dicts for the SDK's TextBlockParam
+                messages=[{"role": "user", "content": "."}],
+                **({"tools": tools} if tools else {}),  # type: ignore[arg-type]  # MCP listings: plain dicts
+            )
+            return counted.input_tokens, True
+        except Exception:
+            pass  # no token counter here: estimate
+        finally:
+            await model.close()
+    return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
+
+
+class ToolUseRunner:
+    """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
+    case and iteration."""
+
+    scoring: ToolCheckScoring  # set by --optimize --csv on its candidates' runners
+
+    def __init__(
+        self,
+        cases: Sequence[TestCase],
+        settings: Settings,
+        servers: list[ServerSpec],
+        user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
+        observer: ConversationObserver | None = None,
+        on_connect: Callable[[McpHub], None] | None = None,
+        verdict_of: Callable[[Transcript], Verdict] | None = None,
+        console: Console | None = None,
+    ) -> None:
+        self.cases, self.settings, self.servers = cases, settings, servers
+        self.verdict_of, self.console = verdict_of, console
+        self.run_settings = settings.run_settings()
+        self.concurrency = self.run_settings.concurrency
+        if (
+            settings.batch
+        ):  # every conversation under way at once: a round is one batch of all of them
+            self.concurrency = settings.concurrency or C.BATCH_CONVERSATIONS
+        self.user_for, self.on_connect = user_for, on_connect
+        self.redactor = Redactor.for_run(servers)
+        self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
+        shown = RedactingObserver(observer, self.redactor) if observer else None
+        self.observer = ObserverGroup(self.started, shown) if shown else self.started
+        self.hub: McpHub | None = None
+        self.model: ModelClient | None = None
+        self.judge: Judge | None = None
+        # --tool-overrides (or a candidate of --optimize): what Claude is shown for some tools
+        self.tool_overrides: dict[str, dict] = (
+            load_tool_overrides(settings.tool_overrides) if settings.tool_overrides else {}
+        )
+        self.tool_policy = tool_policy_for(
+            settings, self.redactor
+        )  # mocks and cassettes read before any server starts
+        self.crowd: ToolCrowd | None = None  # --distractor-tools: each case sees its step's tools
+        self.redteam: RedTeam | None = None  # redteam: each run through its adversarial proxies
+        self.pins: PinRecord | None = None  # --pin: the definitions checked against the file
+        self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
+
+    def run_id(self, case: TestCase, iteration: int, model: str) -> str:
+        """A run's id, unique to this invocation: "{run}" in --tool-overrides' arguments, and
+        EVAL_RUN for its `verify` command (a server keeping state per run keys it by this)."""
+        return f"{case.name}/{iteration}/{model}/{self.invocation}"
+
+    def tools_for(self, case: TestCase, iteration: int, model: str) -> McpHub | RunTools:
+        if self.hub is None:
+            raise RuntimeError("a tool-use run outside its runner's session")
+        view = case_tool_view(case)
+        if view is None and not self.hub.bound_arguments:
+            return self.hub
+        return RunTools(self.hub, view, self.run_id(case, iteration, model))
+
+    def jobs(self) -> Iterator[Job]:
+        """One job per case, model (--model, repeatable) and iteration, made as they are reached;
+        its payload is (case, iteration, model), and the model is part of its key."""
+        for case in self.cases:
+            definition = case_hash(case)
+            for model in self.settings.models:
+                for i in range(1, self.settings.iterations + 1):
+                    yield Job(
+                        (case.name, i, definition, model),
+                        (case, i, model),
+                        (case.name, i, model),
+                        case=(case.name, model),
+                        iteration=i,
+                    )
+
+    @asynccontextmanager
+    async def session(self) -> Any:
+        """The servers open even when nothing is left to run: scoring needs their tool schemas.
+        The SDKs were imported while the servers started (import_sdks)."""
+        async with self.connect() as hub:
+            client: dict[str, Any] = {
+                "base_url": self.settings.base_url,
+                "max_retries": self.settings.max_retries,
+                "timeout": self.settings.request_timeout,
+            }
+            model: AnthropicModel | CachedModel | BatchedModel
+            if self.settings.batch:  # every model call of the run, the judge's too, in batches
+                ledger = BatchLedger(
+                    batch_ledger_path(self.settings.output) if self.settings.output else None
+                )
+                model = BatchedModel(
+                    AnthropicModel(**client), ledger, self.settings.max_cost, self.say_batch
+                )
+            else:  # --cache never mixes with --batch (refused)
+                model = model_client(self.settings.cache, **client)
+            self.model = model
+            self.judge = Judge(self.model, self.settings.judge_model)
+            try:
+                yield hub
+            finally:
+                await model.close()
+
+    @asynccontextmanager
+    async def connect(self) -> Any:
+        async with McpHub(
+            self.servers,
+            self.settings.tool_timeout,
+            self.settings.max_result_chars,
+            policy=self.tool_policy,
+            stop_grace=self.settings.stop_grace,
+        ) as hub:
+            for notice in hub.notices:
+                self.say_notice(notice)
+            check_tool_policy(hub, self.tool_policy)
+            if self.tool_overrides:
+                hub.override_tools(self.tool_overrides)
+            if self.on_connect:
+                self.on_connect(hub)
+            if self.crowd is not None:
+                self.crowd.connected(hub)
+            if self.settings.pin:  # before any model call: a changed definition stops the run
+                distractors = self.crowd.distractor_servers if self.crowd else set()
+                self.pins = check_pins(
+                    self.settings.pin,
+                    [t for t in hub.tools.values() if t.server not in distractors],
+                    self.settings.update_pins,
+                    self.settings.dry_run,
+                )
+            self.hub = hub
+            self.warn_destructive()
+            if not self.settings.dry_run:  # the dry run's tool table says them
+                for note in self.tool_policy.notes(hub.tools):
+                    self.say_notice(note)
+            yield hub
+
+    def say_notice(self, notice: str) -> None:
+        Console(stderr=True, emoji=False).print(
+            f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}", highlight=False
+        )
+
+    def warn_destructive(self) -> None:
+        """--tool-policy live: one line before the first model call when a tool that changes
+        things can run (one a catch-all mock answers cannot)."""
+        policy, hub = self.tool_policy, self.hub
+        if policy.policy != "live" or hub is None or self.settings.dry_run:
+            return
+        risky = [
+            t.name
+            for t in hub.tools.values()
+            if t.destructive and policy.treatment(t).startswith("live")
+        ]
+        if risky:
+            Console(stderr=True, emoji=False).print(
+                f"[yellow]warning:[/yellow] --tool-policy live: Claude can call {len(risky)} tool(s) annotated "
+                f"destructive, and they run for real: {escape_markup(self.redactor.text(', '.join(sorted(risky))))}",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    async def run(self, job: Job) -> Transcript:
+        batched = self.model if isinstance(self.model, BatchedModel) else None
+        with batched.conversation(job.key) if batched else contextlib.nullcontext() as batch_run:
+            transcript = await self.run_and_grade(job, batch_run)
+        if batch_run is not None and batch_run.capped:
+            raise RunNotStarted(
+                f"{job.key}: stopped at --max-cost"
+            )  # not a result: --resume does it
+        return transcript
+
+    async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
+        if self.model is None or self.hub is None:  # session() sets them; every run is inside it
+            raise RuntimeError("a tool-use run outside its runner's session")
+        case, iteration, model = job.payload
+        CACHE_SAMPLE.set(str(iteration))  # --cache: each iteration its own sample
+        run_settings = (
+            self.run_settings
+            if model == self.run_settings.model
+            else replace(self.run_settings, model=model)
+        )
+        async with self.run_hub(case, iteration, model) as hub:
+            transcript = await run_conversation(
+                case,
+                self.model,
+                hub,
+                run_settings,
+                iteration,
+                self.user_for(case, self.model),
+                self.observer,
+            )
+        transcript.batch_api = batch_run is not None
+        try:
+            if batch_run is None or not batch_run.capped:
+                await self.grade_run(transcript)
+                if self.redteam is not None and self.judge is not None:
+                    await self.redteam.grade(transcript, self.judge)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            transcript.error = (
+                transcript.error or "interrupted"
+            )  # an ungraded run is no result: --resume reruns it
+            raise
+        self.started.done(transcript)
+        return transcript
+
+    @asynccontextmanager
+    async def run_hub(self, case: TestCase, iteration: int, model: str) -> Any:
+        """The tools one run talks to: its step's crowd, or its own view of the servers; under a
+        red team, that view behind the run's adversarial proxies."""
+        if self.hub is None:
+            raise RuntimeError("a tool-use run outside its runner's session")
+        base: Any = (
+            self.crowd.hub_for(self.hub, case)
+            if self.crowd
+            else self.tools_for(case, iteration, model)
+        )
+        if self.redteam is None:
+            yield base
+            return
+        async with self.redteam.attacked(base, case, iteration, model) as hub:
+            yield hub
+
+    def say_batch(self, line: str) -> None:
+        """--batch: a line per poll of a batch (redacted and escaped like every line we print)."""
+        console = self.console or Console(stderr=True, emoji=False)
+        console.print(
+            f"[dim]{escape_markup(self.redactor.text(line))}[/dim]", highlight=False, soft_wrap=True
+        )
+
+    async def grade_run(self, transcript: Transcript) -> None:
+        """The grading that needs I/O, after the conversation: the case's `verify` command, then
+        the LLM judge (not for a run that failed). Results go to `transcript.grades`, for the
+        checks of TOOL_CHECKS to read; a grader that could not give a verdict is the run's error."""
+        case = transcript.case
+        if not (case.verify or needs_judge(case)):
+            return
+        if case.verify:  # the command and the judge see the run as it was; the sinks redact
+            stdin = tool_run_result(transcript).model_dump_json(by_alias=True).encode()
+            env = environment_without_credentials(
+                EVAL_CASE=case.name,
+                EVAL_ITERATION=str(transcript.iteration),
+                EVAL_RUN=self.run_id(case, transcript.iteration, transcript.model),
+            )
+            transcript.grades["verify"] = await run_verify(
+                case.verify, stdin, env, self.settings.verify_timeout, self.redactor
+            )
+        if needs_judge(case) and not transcript.error:
+            if self.judge is None:  # session() sets it; every run is inside it
+                raise RuntimeError("a tool-use run graded outside its runner's session")
+            grade, usage = await self.judge.grade(case, transcript)
+            transcript.grades["judge"] = grade
+            if usage is not None:
+                transcript.judge_usage, transcript.judge_model = (
+                    transcript.judge_usage + usage,
+                    self.judge.model_id,
+                )
+        failed = [
+            f"{name} error: {grade['error']}"
+            for name, grade in transcript.grades.items()
+            if "error" in grade
+        ]
+        if failed and not transcript.error:
+            transcript.error = "; ".join(failed)
+
+    def cost(self, record: Transcript) -> float:
+        return record.cost_usd
+
+    def to_result(self, record: Transcript) -> ToolRunResult:
+        return tool_run_result(record, self.verdict_of)
+
+    def result_key(self, result: RunResult) -> tuple:
+        if not isinstance(result, ToolRunResult):
+            return ("foreign",)
+        return result.test_name, result.iteration, result.case_hash, result.model
+
+    def from_result(self, job: Job, result: RunResult, scored: bool = False) -> Transcript:
+        """The run again as a transcript; `scored`: with the verdict its results line carries."""
+        if not isinstance(result, ToolRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[0]!r}: the earlier result is not a tool-use run",
+                hint="choose another -o",
+            )
+        return transcript_from_result(job.payload[0], result, scored)
+
+    def under_way(self) -> list[tuple[tuple, Transcript]]:
+        for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
+            t.batch_api = self.settings.batch
+        keys = {
+            (case.name, i, model): key
+            for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
+        }
+        return [
+            (keys[(t.case.name, t.iteration, t.model)], t)
+            for t in self.started.transcripts
+            if (t.case.name, t.iteration, t.model) in keys
+        ]
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        async with self.connect() as hub:
+            views = {json.dumps(case_tool_view(j.payload[0])) for j in jobs} - {"null"}
+            tools = max(  # cases that show Claude tools of their own: the largest of them
+                [RunTools(hub, json.loads(v), "").anthropic_tools for v in views]
+                or [hub.anthropic_tools],
+                key=lambda definitions: len(json.dumps(definitions)),
+            )
+            prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
+            by_model: dict[str, list[Job]] = {}
+            for job in jobs:
+                by_model.setdefault(job.payload[2], []).append(job)
+            estimate = combined_estimate(
+                [
+                    estimate_tool_runs(
+                        model_jobs,
+                        replace(self.run_settings, model=model),
+                        prefix,
+                        counted,
+                        len(tools),
+                        self.settings.judge_model,
+                    )
+                    for model, model_jobs in (by_model or {self.run_settings.model: []}).items()
+                ]
+            )
+            return (
+                replace(estimate, batch_factor=C.BATCH_PRICE_FACTOR)
+                if self.settings.batch
+                else estimate
+            )
