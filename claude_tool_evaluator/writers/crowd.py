@@ -1,0 +1,245 @@
+"""The crowded room and overlap in the reports.
+
+May import: the rooms above the writers, the writers above it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+import test_constants as C
+
+from ..sinks import escape_markup, markdown_cell, preview
+from .html import html_block
+
+if TYPE_CHECKING:
+    from ..result_records import CrowdingRecord, CrowdPointRecord, OverlapRecord
+
+
+CROWD_SERIES = {
+    "skills": ("triggerRate", "falsePositiveRate", "triggerScore"),
+    "tools": ("recall", "precision", "f1"),
+}
+
+
+def crowd_value(point: CrowdPointRecord, name: str) -> str:
+    """A rate of the curve with its interval: `67% (21–94%)`, or n/a."""
+    value = point.series.get(name)
+    if value is None:
+        return "n/a"
+    low, high = point.intervals.get(name, (0.0, 100.0))
+    return f"{value:.0f}% ({low:.0f}–{high:.0f}%)"
+
+
+def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    """The curve as a table: (headers, rows), the same in every report."""
+    series = CROWD_SERIES[record.kind]
+    if record.kind == "skills":
+        headers = ["Distractors", "Model", "Skill", *series, "Runs taken", "Listed"]
+        rows = [
+            [
+                str(p.distractors),
+                p.model,
+                p.subject,
+                *[crowd_value(p, s) for s in series],
+                f"{p.stolen_runs}/{p.runs}",
+                "?" if p.listed is None else str(p.listed),
+            ]
+            for p in record.points
+        ]
+    else:
+        headers = [
+            "Distractor tools",
+            "Tools offered",
+            "Model",
+            *series,
+            "Tool tokens",
+            "Runs taken",
+        ]
+        rows = [
+            [
+                str(p.distractors),
+                str(p.offered),
+                p.model,
+                *[crowd_value(p, s) for s in series],
+                f"{p.tool_tokens or 0:,}",
+                f"{p.stolen_runs}/{p.runs}",
+            ]
+            for p in record.points
+        ]
+    return headers, rows
+
+
+def thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+    what = "Query" if record.kind == "skills" else "Case"
+    headers = ["Step", "Model", what, "Expected", "Taken by", "Runs", "Instead / alongside"]
+    rows = [
+        [
+            str(t.distractors),
+            t.model,
+            t.case,
+            t.expected,
+            t.thief + (" (distractor)" if t.decoy else ""),
+            f"{t.runs}/{t.of_runs}",
+            f"{t.instead} / {t.alongside}",
+        ]
+        for t in record.thieves
+    ]
+    return headers, rows
+
+
+def crowd_intro(record: CrowdingRecord) -> str:
+    unit = "skills" if record.kind == "skills" else "tools"
+    return (
+        f"{len(record.distractors)} distractor {unit} from {', '.join(record.sources)}, added in a "
+        f"seeded order (seed {record.seed}): step K holds the first K. Rates in % with their 95 % "
+        "Wilson intervals"
+        + (
+            " over the queries. Runs taken: runs of the positive queries another skill fired in. "
+            "Listed: distractors Claude Code's init event named (fewest over the runs)."
+            if record.kind == "skills"
+            else " over the expected tools' calls (a call to a distractor is a false positive)."
+        )
+        + (f" Decoys written for ${record.decoy_cost_usd:.4f}." if record.decoy_cost_usd else "")
+    )
+
+
+def crowding_markdown(record: CrowdingRecord) -> list[str]:
+    headers, rows = crowd_rows(record)
+    title = (
+        "skills beside the skill under test"
+        if record.kind == "skills"
+        else "tools beside the servers' own"
+    )
+    lines = [f"## The crowded room: {title}", "", markdown_cell(crowd_intro(record), None), ""]
+    lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(c, 60) for c in row) + " |" for row in rows]
+    lines.append("")
+    if record.kind == "tools":
+        lines += [
+            "### Each expected tool, step by step",
+            "",
+            "| Step | Model | Tool | Precision | Recall | F1 |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.distractors} | {markdown_cell(p.model)} | {markdown_cell(t.tool, code=True)} | "
+            f"{t.precision:.2f} | {t.recall:.2f} | {t.f1:.2f} |"
+            for p in record.points
+            for t in p.tools
+        ]
+        lines.append("")
+    headers, rows = thief_rows(record)
+    lines += [
+        "### Who took the queries" if record.kind == "skills" else "### Who took the misses",
+        "",
+    ]
+    if rows:
+        lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(markdown_cell(c, 80) for c in row) + " |" for row in rows]
+    else:
+        lines.append("Nothing was taken: every miss (if any) called nothing else.")
+    lines.append("")
+    if record.hints:
+        lines += ["### Consolidation hints", ""]
+        for hint in record.hints:
+            lines += [
+                f"- {markdown_cell(hint.taken_by, code=True)} took {hint.rate:.0%} of "
+                f"{markdown_cell(hint.expected, code=True)}'s runs ({markdown_cell(', '.join(hint.cases), 300)})",
+                "",
+                f"  | {markdown_cell(hint.kind.title())} | Description |",
+                "  |---|---|",
+                f"  | {markdown_cell(hint.expected, code=True)} | {markdown_cell(hint.expected_description, 400)} |",
+                f"  | {markdown_cell(hint.taken_by, code=True)} | {markdown_cell(hint.taken_by_description, 400)} |",
+                "",
+            ]
+    if record.skipped:
+        lines += [f"Left out of the crowd ({len(record.skipped)}):", ""]
+        lines += [f"- {markdown_cell(s, 200)}" for s in record.skipped[:20]]
+        lines.append("")
+    return lines
+
+
+def print_crowding(console: Console, record: CrowdingRecord) -> None:
+    headers, rows = crowd_rows(record)
+    table = Table(title="The crowded room: " + ("skills" if record.kind == "skills" else "tools"))
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*[escape_markup(c) for c in row])
+    console.print(table)
+    headers, rows = thief_rows(record)
+    if rows:
+        table = Table(title="Who took them")
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows[: C.SUMMARY_TABLE_ROWS]:
+            table.add_row(*[escape_markup(preview(c, 70)) for c in row])
+        console.print(table)
+    for hint in record.hints:
+        console.print(
+            f"[yellow]consolidate?[/yellow] {escape_markup(hint.taken_by)} took {hint.rate:.0%} of "
+            f"{escape_markup(hint.expected)}'s runs",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def overlap_rows(record: OverlapRecord) -> list[list[str]]:
+    return [
+        [
+            f"{p.a} / {p.b}",
+            f"{p.similarity:.2f}",
+            (p.risk if p.judged else "not judged") if not p.error else "error",
+            "; ".join(p.queries) or "-",
+            p.error or p.disambiguation or "-",
+        ]
+        for p in record.pairs
+    ]
+
+
+OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Confusing queries", "Disambiguation"]
+
+
+def overlap_intro(record: OverlapRecord) -> str:
+    judged = sum(p.judged for p in record.pairs)
+    return (
+        f"{judged} pair(s) judged by {record.judge_model}; {record.below_filter} below the lexical "
+        f"pre-filter (LOW without the judge)"
+        + (f"; {record.not_judged} above it not judged" if record.not_judged else "")
+        + f". Cost ${record.cost_usd:.4f}."
+    )
+
+
+def overlap_markdown(record: OverlapRecord) -> list[str]:
+    lines = ["## Skill overlap", "", markdown_cell(overlap_intro(record), None), ""]
+    lines += ["| " + " | ".join(OVERLAP_HEADERS) + " |", "|" + "---|" * len(OVERLAP_HEADERS)]
+    lines += [
+        "| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in overlap_rows(record)
+    ]
+    return lines + [""]
+
+
+def print_overlap(console: Console, record: OverlapRecord) -> None:
+    table = Table(title="Skill overlap")
+    for header in OVERLAP_HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in overlap_rows(record):
+        colour = {"HIGH": "red", "MEDIUM": "yellow"}.get(row[2], "default")
+        table.add_row(
+            escape_markup(row[0]),
+            row[1],
+            f"[{colour}]{escape_markup(row[2])}[/{colour}]",
+            escape_markup(preview(row[3], 120)),
+            escape_markup(preview(row[4], 120)),
+        )
+    console.print(table)
+    console.print(escape_markup(overlap_intro(record)), highlight=False, soft_wrap=True)
+
+
+def html_overlap(record: OverlapRecord) -> dict:
+    return html_block(
+        "Skill overlap", [("", OVERLAP_HEADERS, overlap_rows(record))], [overlap_intro(record)]
+    )

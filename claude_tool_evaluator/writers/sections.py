@@ -1,0 +1,257 @@
+"""The sections of a results document: the renderers no sink owns, and the SECTIONS rows, all
+here in the order the reports show them.
+
+May import: the rooms above the writers, the writers above it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from ..result_records import (
+    BenchmarkRecord,
+    CrowdingRecord,
+    IsolationRecord,
+    LiteratureRecord,
+    ModelMatrixRecord,
+    OptimizationRecord,
+    OverlapRecord,
+    QaRecord,
+    Section,
+    SecurityRecord,
+    SkillRecord,
+    SkillTestRecord,
+    TriggerScoreRecord,
+    dump_record,
+    register_section,
+)
+from ..sinks import escape_markup, markdown_cell
+from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
+from .hostile import html_security, print_security, security_junit, security_markdown
+from .html import html_block
+from .markdown import (
+    BENCHMARK_HEADERS,
+    UNCONFINED_NOTE,
+    benchmark_rows,
+    markdown_benchmark,
+    markdown_isolation,
+    markdown_matrix,
+    markdown_qa,
+    percent,
+    trigger_analysis_markdown,
+)
+from .optimization import html_optimization, optimization_markdown, print_optimization
+from .terminal import print_benchmark, print_matrix, print_qa, print_trigger_table
+
+
+def print_trigger_tables(console: Console, scores: Sequence[TriggerScoreRecord]) -> None:
+    for score in scores:
+        print_trigger_table(console, score)
+
+
+def print_isolation(console: Console, isolation: IsolationRecord) -> None:
+    for path in isolation.outside_writes:
+        console.print(
+            f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
+            highlight=False,
+        )
+    for path in isolation.changed_elsewhere:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(path)} changed while the runs ran; no run "
+            "could change it (they are confined): another program did (--ignore-path leaves it out)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if isolation.unconfined:
+        console.print(
+            f"[yellow]warning:[/yellow] {UNCONFINED_NOTE}", highlight=False, soft_wrap=True
+        )
+
+
+def html_isolation(isolation: IsolationRecord) -> dict:
+    return dict(dump_record(isolation), note=UNCONFINED_NOTE if isolation.unconfined else None)
+
+
+def html_benchmark(benchmark: BenchmarkRecord) -> dict:
+    tables = [("", BENCHMARK_HEADERS, benchmark_rows(benchmark.configurations, benchmark.deltas))]
+    tables += [
+        (e.name, BENCHMARK_HEADERS, benchmark_rows(e.configurations, e.deltas))
+        for e in benchmark.evals
+    ]
+    return html_block(
+        "Benchmark: task evals",
+        tables,
+        [
+            f"{benchmark.runs_per_configuration} run(s) per eval and configuration; pass rate = "
+            "expectations passed / total per run."
+        ],
+    )
+
+
+register_section(Section("skills", list[SkillRecord], html_renderer=""))
+
+
+register_section(Section("tests", list[SkillTestRecord], html_renderer=""))
+
+
+register_section(
+    Section(
+        "matrix",
+        ModelMatrixRecord,
+        markdown_matrix,
+        print_matrix,
+        html_renderer="renderMatrix",
+        place="before_cases",
+    )
+)
+
+
+register_section(Section("qa", QaRecord, markdown_qa, print_qa, html_renderer="renderQa"))
+
+
+register_section(
+    Section(
+        "trigger_scores",
+        list[TriggerScoreRecord],
+        lambda scores: [trigger_analysis_markdown(scores)],
+        print_trigger_tables,
+        html_renderer="renderTriggers",
+    )
+)
+
+
+register_section(
+    Section("benchmark", BenchmarkRecord, markdown_benchmark, print_benchmark, html_benchmark)
+)
+
+
+def literature_columns(record: LiteratureRecord) -> tuple[list[str], list[str]]:
+    """The benchmark's figure names and ours, in the order the rows first have them."""
+    theirs = list(dict.fromkeys(k for f in record.figures for k in f.theirs))
+    ours = list(dict.fromkeys(k for f in record.figures for k in f.ours))
+    return theirs, ours
+
+
+def literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]]]:
+    """The table every sink shows: per row, the benchmark's figures, then ours."""
+    theirs, ours = literature_columns(record)
+    headers = ["", "cases", "runs", *theirs, *(f"ours: {k}" for k in ours), "note"]
+    rows = [
+        [
+            f.name,
+            str(f.cases),
+            str(f.runs),
+            *(percent(f.theirs[k]) if k in f.theirs else "" for k in theirs),
+            *(percent(f.ours[k]) if k in f.ours else "" for k in ours),
+            f.note,
+        ]
+        for f in record.figures
+    ]
+    return headers, rows
+
+
+def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
+    lines = []
+    for record in records:
+        headers, rows = literature_rows(record)
+        lines += [
+            f"### {markdown_cell(record.benchmark, None)}: its own figures beside ours",
+            "",
+            markdown_cell(record.metric, None),
+            "",
+            "| " + " | ".join(markdown_cell(h, None) for h in headers) + " |",
+            "|" + "---|" * len(headers),
+        ]
+        lines += ["| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in rows]
+        lines += [""] + [f"- {markdown_cell(n, None)}" for n in record.notes] + [""]
+    return lines
+
+
+def print_literature(console: Console, records: list[LiteratureRecord]) -> None:
+    for record in records:
+        headers, rows = literature_rows(record)
+        table = Table(title=escape_markup(f"{record.benchmark}: {record.metric}"))
+        for header in headers:
+            table.add_column(escape_markup(header), overflow="fold")
+        for row in rows:
+            table.add_row(*(escape_markup(cell) for cell in row))
+        console.print(table)
+        for note in record.notes:
+            console.print(f"[dim]{escape_markup(note)}[/dim]", highlight=False, soft_wrap=True)
+
+
+def html_literature(records: list[LiteratureRecord]) -> dict:
+    tables = [(r.benchmark, *literature_rows(r)) for r in records]
+    return html_block(
+        "Benchmarks from the literature: their figures beside ours",
+        tables,
+        [f"{r.benchmark}: {r.metric}" for r in records] + [n for r in records for n in r.notes],
+    )
+
+
+register_section(
+    Section(
+        "literature",
+        list[LiteratureRecord],
+        markdown_literature,
+        print_literature,
+        html_literature,
+        place="before_cases",
+    )
+)
+
+
+register_section(
+    Section(
+        "isolation",
+        IsolationRecord,
+        markdown_isolation,
+        print_isolation,
+        html_isolation,
+        html_renderer="renderIsolation",
+    )
+)
+
+
+register_section(
+    Section(
+        "crowding",
+        CrowdingRecord,
+        crowding_markdown,
+        print_crowding,
+        html_renderer="renderCrowding",
+        place="before_cases",
+    )
+)
+
+
+register_section(
+    Section("overlap", OverlapRecord, overlap_markdown, print_overlap, html_overlap, place="first")
+)
+
+
+register_section(
+    Section(
+        "security",
+        SecurityRecord,
+        security_markdown,
+        print_security,
+        html_security,
+        place="before_cases",
+        junit=security_junit,
+    )
+)
+
+
+register_section(
+    Section(
+        "optimization",
+        OptimizationRecord,
+        optimization_markdown,
+        print_optimization,
+        html_optimization,
+        place="first",
+    )
+)
