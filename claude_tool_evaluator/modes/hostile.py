@@ -1,0 +1,97 @@
+"""The hostile room's modes: redteam (the suite under attack) and scan (every definition).
+
+May import: the rooms above the modes, the modes above it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from ..errors import InputError
+from ..hub.calls import McpHub
+from ..hub.pins import PinsChanged, check_pins
+from ..loaders.csv_suites import filter_by_tags, load_csv_suite
+from ..pipeline import PipelineOutcome
+from ..redaction import Redactor
+from ..result_records import SecurityRecord
+from ..results import Results, make_metadata, summary_record
+from ..runners.tool_use import tool_policy_for
+from ..scoring.scan import scan_case_results, scan_tools
+from ..scoring.statistics import RunTotals, case_counts
+from ..scoring.suites import QaScoring, SuiteScoring, ToolCheckScoring
+from ..stopping import run_async
+from ..writers.formats import write_outputs
+from ..writers.terminal import print_summary
+from .common import servers_for
+from .tool_suites import check_pin_options, qa_suite, query_cases, tool_use_mode
+
+if TYPE_CHECKING:
+    from ..hub.tools import ToolSpec
+    from ..options import Settings
+    from ..result_records import PinRecord
+
+
+def redteam_mode(settings: Settings, console: Console) -> int:
+    """redteam SUITE (--redteam): the suite (--csv, --qa or -q) clean and under attack, through
+    the adversarial proxies; the `security` section holds the figures."""
+    if settings.tag and not settings.csv:
+        raise InputError("--tag picks CSV cases", hint="give the suite with --csv FILE")
+    if settings.answer_match and not settings.qa:
+        raise InputError("--answer-match applies to a QA evaluation", hint="give --qa FILE.xml")
+    if settings.csv:
+        cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+        scoring: Any = SuiteScoring(cases, True)
+        input_type, name = "csv", Path(settings.csv).stem
+    elif settings.qa:
+        cases, settings, name = qa_suite(settings)
+        scoring, input_type = QaScoring(cases), "qa"
+    elif settings.query is not None:
+        cases, input_type = query_cases(settings)
+        scoring, name = ToolCheckScoring(cases, False), "query"
+    else:
+        raise InputError(
+            "redteam needs a suite to attack",
+            hint="redteam examples/test_queries.csv, or --qa FILE.xml, or -q QUERY",
+        )
+    return tool_use_mode(settings, console, cases, scoring, "redteam", input_type, name)
+
+
+def scan_mode(settings: Settings, console: Console) -> int:
+    """scan (--scan): every tool definition of the servers (or of --replay's cassette) checked
+    by SCAN_CHECKS, a case per tool; no model call. Exit 1 on a finding at or above --fail-on
+    (or a changed pin)."""
+    check_pin_options(settings)
+    servers = servers_for(settings, needs_key=False)
+    policy = tool_policy_for(settings, Redactor.for_run(servers))
+
+    async def listed() -> tuple[list[ToolSpec], PinRecord | None]:
+        async with McpHub(
+            servers, settings.tool_timeout, settings.max_result_chars, policy=policy
+        ) as hub:
+            pins = None
+            if settings.pin:
+                try:
+                    pins = check_pins(settings.pin, hub.tools.values(), settings.update_pins, False)
+                except PinsChanged as exc:
+                    pins = exc.record
+            return list(hub.tools.values()), pins
+
+    tools, pins = run_async(listed())
+    record = scan_tools(tools, settings.fail_on)
+    cases = scan_case_results(tools, record)
+    outcome = PipelineOutcome([], [])
+    results = Results(
+        make_metadata("scan", settings, 0, outcome),
+        all(c.passed for c in cases) and not (pins and pins.failed),
+        summary_record(case_counts(cases), RunTotals(), 1.0, outcome),
+        cases,
+        lambda: (),
+        0,
+        {"security": SecurityRecord(scan=record, pins=pins)},
+        "scan",
+    )
+    write_outputs(results, settings, console)
+    print_summary(console, results)
+    return 0 if results.passed else 1
