@@ -19,9 +19,10 @@ for path in (str(ROOT), str(TESTS)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from fake_anthropic import ScriptedAnthropic  # noqa: E402
+from fake_anthropic import ScriptedAnthropic
 
-import evaluator  # noqa: E402
+import evaluator
+from claude_tool_evaluator.claude_code import find_claude_bin
 
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
 TEST_API_KEY = "sk-ant-test-key-0123456789"
@@ -30,7 +31,7 @@ TEST_API_KEY = "sk-ant-test-key-0123456789"
 def locate_claude() -> str | None:
     """The real Claude Code CLI: $CLAUDE_BIN, else what `npm install` put in node_modules or PATH."""
     try:
-        return evaluator.find_claude_bin(os.environ.get("CLAUDE_BIN"))
+        return find_claude_bin(os.environ.get("CLAUDE_BIN"))
     except evaluator.InputError:
         return None
 

@@ -29,8 +29,10 @@ from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, error, expired, reply, text, tool_use
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.records import Usage, cost_usd
 
-C = evaluator.C
+C = C
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 
 # Five cases: one tool then an answer (2 rounds), two tools one after the other (3 rounds), no tool
@@ -156,7 +158,7 @@ def test_a_multi_turn_suite_through_batches_matches_the_direct_run(
         assert [run["usage"][k] for k in ("input_tokens", "output_tokens")] == [
             before["usage"][k] for k in ("input_tokens", "output_tokens")
         ]
-        listed = evaluator.cost_usd(evaluator.Usage(**run["usage"]), run["model"])
+        listed = cost_usd(Usage(**run["usage"]), run["model"])
         assert run["cost_usd"] == pytest.approx(listed * C.BATCH_PRICE_FACTOR, abs=2e-6)
     # Which run writes the scripted prompt cache first differs; the suite's tokens do not.
     for kind in ("cache_creation_input_tokens", "cache_read_input_tokens"):
@@ -230,8 +232,8 @@ def test_the_judge_is_batched_too(tmp_path: Path, env):
         assert api.batch_params[-1]["tool_choice"] == {"type": "tool", "name": "grade"}
     [run] = json.loads((tmp_path / "out.json").read_text())["results"]
     assert run["grades"]["judge"]["passed"] is True and run["judge_model"] == C.DEFAULT_JUDGE_MODEL
-    listed = evaluator.cost_usd(evaluator.Usage(**run["usage"]), run["model"]) + evaluator.cost_usd(
-        evaluator.Usage(**run["judge_usage"]), run["judge_model"]
+    listed = cost_usd(Usage(**run["usage"]), run["model"]) + cost_usd(
+        Usage(**run["judge_usage"]), run["judge_model"]
     )
     assert run["cost_usd"] == pytest.approx(listed * C.BATCH_PRICE_FACTOR, abs=2e-6)
 

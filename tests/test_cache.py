@@ -22,6 +22,9 @@ from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.claude_code import CachingProxy, claude_request_key
+from claude_tool_evaluator.session import ResponseCache
 
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -109,7 +112,7 @@ def test_a_second_identical_run_makes_no_model_call(api, tmp_path):
     # the entries are files of the cache's format, redacted like every output
     entries = list(cache.rglob("*.json"))
     assert len(entries) == made
-    assert all(json.loads(e.read_text())["format"] == evaluator.C.CACHE_FORMAT for e in entries)
+    assert all(json.loads(e.read_text())["format"] == C.CACHE_FORMAT for e in entries)
     assert TEST_API_KEY not in "".join(e.read_text() for e in entries)
 
 
@@ -218,7 +221,7 @@ def test_the_caching_proxy_and_the_scripted_server_answer_without_nagle(tmp_path
     the client's delayed ACK (40 ms on Linux) on every answer claude gets through the proxy."""
     with ScriptedAnthropic(responses=[reply(text("hi"))]) as api:
         api_seen = accepted_with_nodelay(api._httpd.RequestHandlerClass)
-        proxy = evaluator.CachingProxy(evaluator.ResponseCache.open(tmp_path / "c"), api.url)
+        proxy = CachingProxy(ResponseCache.open(tmp_path / "c"), api.url)
         proxy_seen = accepted_with_nodelay(proxy.server.RequestHandlerClass)
         with proxy:
             answer = httpx.post(
@@ -246,7 +249,7 @@ def test_a_claude_code_request_of_another_day_is_the_same_entry():
                            "metadata": {"user_id": date}}).encode()  # fmt: skip
 
     def key(body: bytes) -> tuple:
-        named = evaluator.claude_request_key("/sample/1/v1/messages", body, "")
+        named = claude_request_key("/sample/1/v1/messages", body, "")
         assert named is not None
         return json.dumps(named[0], sort_keys=True), named[1]
 

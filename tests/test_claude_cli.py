@@ -17,7 +17,7 @@ import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
-import evaluator
+from claude_tool_evaluator.files import journal_path
 
 pytestmark = needs_claude
 
@@ -246,7 +246,7 @@ def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbo
         first = run_evaluator(sandbox, api, *args)
         records = {r["query"]: r for r in json.loads(out.read_text())["results"]}
         assert records[f"{HANG_MARKER} tell me a story"]["timed_out"] is True, first.stdout
-        assert not evaluator.journal_path(out).exists()
+        assert not journal_path(out).exists()
         calls = len(api.message_requests)
         again = run_evaluator(sandbox, api, *args, "--resume")
         assert again.returncode == first.returncode and "resuming: 2 run(s) kept" in again.stdout

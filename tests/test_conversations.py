@@ -18,28 +18,26 @@ from fake_anthropic import reply, text, tool_use
 from rich.console import Console
 
 import evaluator
-from evaluator import (
-    InputError,
-    LiveConversationView,
-    McpHub,
-    ModelReply,
-    PriorMessage,
-    RunSettings,
-    ServerSpec,
-    StartedTranscripts,
+import test_constants as C
+from claude_tool_evaluator.engine import (
     StdinLines,
     TerminalUser,
-    Transcript,
-    Usage,
-    conversation_case,
-    load_conversation,
     needs_user_input,
     run_conversation,
 )
-from evaluator import TestCase as Case  # renamed so that pytest does not try to collect it
+from claude_tool_evaluator.hub.calls import McpHub
+from claude_tool_evaluator.loaders.conversations import conversation_case
+from claude_tool_evaluator.records import PriorMessage, RunSettings, ServerSpec, Transcript, Usage
+from claude_tool_evaluator.records import (
+    TestCase as Case,  # renamed so that pytest does not try to collect it
+)
+from claude_tool_evaluator.runners.tool_use import StartedTranscripts
+from claude_tool_evaluator.session import ModelReply, ModelRequest
+from claude_tool_evaluator.writers.terminal import LiveConversationView
+from evaluator import InputError, load_conversation
 
-USER_MODEL = evaluator.C.DEFAULT_USER_MODEL
-ASSISTANT_MODEL = evaluator.C.DEFAULT_MODEL
+USER_MODEL = C.DEFAULT_USER_MODEL
+ASSISTANT_MODEL = C.DEFAULT_MODEL
 
 
 def write(tmp_path: Path, content: str, name: str = "conv.md") -> Path:
@@ -283,7 +281,7 @@ class ScriptedModel:
 
     def __init__(self, *replies: list[dict]) -> None:
         self.replies = list(replies)
-        self.requests: list[evaluator.ModelRequest] = []
+        self.requests: list[ModelRequest] = []
 
     async def complete(self, request, on_text=None) -> ModelReply:
         self.requests.append(copy.deepcopy(request))  # the engine keeps appending to its messages

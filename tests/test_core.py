@@ -23,6 +23,9 @@ from conftest import (
 from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
+import prompts
+import test_constants as C
+from claude_tool_evaluator.session import AnthropicModel, ModelRequest
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
 MISC = f"{sys.executable} {MISC_SERVER}"
@@ -162,7 +165,7 @@ def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
         "tools whenever they can answer" in first["system"][0]["text"]
     )  # CLAUDE_CODE_SYSTEM_PROMPT
     assert first["tools"] == second["tools"], "tool definitions must be byte-stable across calls"
-    assert first["model"] == evaluator.C.DEFAULT_MODEL
+    assert first["model"] == C.DEFAULT_MODEL
     assert result["usage"]["cache_read_input_tokens"] > 0, "the second call reads the cached prefix"
     assert result["token_count"] == sum(result["usage"].values())
 
@@ -313,7 +316,7 @@ def test_model_options_are_sent(api, tmp_path):
     run_json(
         "-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--prompt", "MINIMAL_SYSTEM_PROMPT"
     )
-    assert api.message_requests[1]["system"][0]["text"] == evaluator.prompts.MINIMAL_SYSTEM_PROMPT
+    assert api.message_requests[1]["system"][0]["text"] == prompts.MINIMAL_SYSTEM_PROMPT
 
 
 def test_base_url_option_and_api_errors_become_case_errors(api, monkeypatch):
@@ -338,12 +341,12 @@ def test_streaming_model_client_gets_the_same_reply(api):
     import asyncio
 
     api.push(reply(text("streamed answer"), tool_use("echo", {"text": "hi"})))
-    model = evaluator.AnthropicModel(base_url=api.url, stream=True)
+    model = AnthropicModel(base_url=api.url, stream=True)
     chunks: list[str] = []
 
     async def call():
         try:
-            request = evaluator.ModelRequest(
+            request = ModelRequest(
                 "claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50
             )
             return await model.complete(request, chunks.append)

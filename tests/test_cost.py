@@ -9,6 +9,12 @@ from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.files import journal_path
+from claude_tool_evaluator.pipeline import Job
+from claude_tool_evaluator.records import RunSettings, estimated_tokens
+from claude_tool_evaluator.runners.tool_use import estimate_tool_runs
 
 SUITE = str(ROOT / "examples" / "test_queries.csv")
 
@@ -41,20 +47,18 @@ def test_dry_run_needs_no_api_key_and_still_checks_the_suite(no_api_key, tmp_pat
 
 
 def test_estimate_arithmetic():
-    case = evaluator.TestCase("c", "x" * 40, expected_tools=["a", "b"])
-    jobs = [evaluator.Job(("c", i, "h"), (case, i)) for i in (1, 2)]
-    settings = evaluator.RunSettings(model="claude-haiku-5-5", max_turns=4)
-    estimate = evaluator.estimate_tool_runs(
-        jobs, settings, prefix_tokens=1000, counted=False, tool_count=2
-    )
+    case = records.TestCase("c", "x" * 40, expected_tools=["a", "b"])
+    jobs = [Job(("c", i, "h"), (case, i)) for i in (1, 2)]
+    settings = RunSettings(model="claude-haiku-5-5", max_turns=4)
+    estimate = estimate_tool_runs(jobs, settings, prefix_tokens=1000, counted=False, tool_count=2)
     assert (estimate.runs, estimate.calls_expected, estimate.calls_max) == (2, 6, 8)
-    price = evaluator.C.PRICES["claude-haiku"]
-    prompt = evaluator.estimated_tokens("x" * 40)
+    price = C.PRICES["claude-haiku"]
+    prompt = estimated_tokens("x" * 40)
 
     def call(turn: int, first: bool) -> float:
         return (
-            (prompt + turn * evaluator.C.ESTIMATED_TOKENS_PER_TURN) * price["input"]
-            + evaluator.C.ESTIMATED_OUTPUT_TOKENS * price["output"]
+            (prompt + turn * C.ESTIMATED_TOKENS_PER_TURN) * price["input"]
+            + C.ESTIMATED_OUTPUT_TOKENS * price["output"]
             + 1000 * (price["cache_write"] if first else price["cache_read"])
         ) / 1e6
 
@@ -131,6 +135,6 @@ def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
     assert sorted(r["test_name"] for r in lines) == sorted(f"c{i}" for i in range(60))
     assert all(r["tool_calls"][0]["output"] for r in lines), "the lines file keeps the full results"
     assert document["metadata"]["results_file"].endswith("out.json.results.jsonl")
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()
     assert "... and 10 more passing case(s)" in stdout
     assert document["metadata"]["suite_wall_time_s"] > 0

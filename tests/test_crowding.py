@@ -35,6 +35,26 @@ from fake_anthropic import (
 )
 
 import evaluator as E
+import prompts
+import test_constants as C
+from claude_tool_evaluator.loaders.distractors import (
+    load_distractor_skills,
+    parse_distractor_source,
+    seeded_order,
+)
+from claude_tool_evaluator.modes.overlap import overlap_pairs
+from claude_tool_evaluator.records import RoutingRule
+from claude_tool_evaluator.result_records import (
+    ConsolidationHintRecord,
+    CrowdingRecord,
+    CrowdPointRecord,
+    DistractorRecord,
+    Metadata,
+    ThiefRecord,
+    dump_record,
+)
+from claude_tool_evaluator.writers.crowd import crowding_markdown, print_crowding
+from claude_tool_evaluator.writers.html import render_html, write_html_report
 
 SKILL = E.load_skill(ROOT / "examples" / "skills" / "warehouse-sql")
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -139,8 +159,8 @@ def test_routing_assertions_in_markdown_frontmatter_and_json_entries(tmp_path: P
         "must_fire: [warehouse-sql]\nmust_not_fire: query-tuner\nmax_skills: 1\n",
     )
     [test] = E.load_markdown_tests(md, "trigger")
-    assert test.routing["write sql"] == E.RoutingRule(("warehouse-sql",), ("query-tuner",), 1)
-    assert test.routing["tell a joke"] == E.RoutingRule((), ("query-tuner",), 1)
+    assert test.routing["write sql"] == RoutingRule(("warehouse-sql",), ("query-tuner",), 1)
+    assert test.routing["tell a joke"] == RoutingRule((), ("query-tuner",), 1)
     evals = write(
         tmp_path / "evals.json",
         json.dumps(
@@ -153,10 +173,10 @@ def test_routing_assertions_in_markdown_frontmatter_and_json_entries(tmp_path: P
     )
     [test] = E.load_markdown_tests(evals, "trigger")
     assert test.routing == {
-        "q1": E.RoutingRule((), (), 2),
-        "q2": E.RoutingRule((), ("a", "b"), None),
+        "q1": RoutingRule((), (), 2),
+        "q2": RoutingRule((), ("a", "b"), None),
     }
-    rule = E.RoutingRule(("warehouse-sql",), ("query-tuner",), 1)
+    rule = RoutingRule(("warehouse-sql",), ("query-tuner",), 1)
     assert rule.problems(["query-tuner", "chart-painter"]) == [
         "must_fire: warehouse-sql did not fire",
         "must_not_fire: query-tuner fired",
@@ -230,12 +250,12 @@ def test_a_folder_of_skills_is_searched_and_what_breaks_a_rule_is_left_out(tmp_p
     skill_md(collection / "nested" / "deeper", "beta-two", "Does beta things.")
     write(collection / "skills" / "broken" / "SKILL.md", "---\nname: Broken\n---\n")
     skill_md(collection / "skills", "warehouse-sql", "A second skill of the name under test.")
-    found, skipped = E.load_distractor_skills(
-        [E.parse_distractor_source(str(collection), "--distractors")], ["warehouse-sql"]
+    found, skipped = load_distractor_skills(
+        [parse_distractor_source(str(collection), "--distractors")], ["warehouse-sql"]
     )
     assert [d.name for d in found] == ["beta-two", "alpha-one"]
     assert len(skipped) == 2 and any("named like the skill under test" in s for s in skipped)
-    assert E.seeded_order(["a", "b", "c", "d"], 7) == E.seeded_order(["d", "c", "b", "a"], 7)
+    assert seeded_order(["a", "b", "c", "d"], 7) == seeded_order(["d", "c", "b", "a"], 7)
 
 
 # ============================================================================ skills in the crowd (real Claude Code)
@@ -262,11 +282,11 @@ def test_decoys_take_exactly_the_queries_they_share_more_words_with(
         assert "warehouse-sql" in user_query(request) and "lookalike" not in user_query(request)
     assert first.exit_code == 1, first.output  # TAKEN and TIED are lost in the crowd
     kept = json.loads(decoys.read_text())
-    assert kept["format"] == E.C.DECOYS_FORMAT
+    assert kept["format"] == C.DECOYS_FORMAT
     assert kept["skills"]["warehouse-sql"]["5"] == DECOYS
     document = json.loads(out.read_text())
     crowding = document["crowding"]
-    order = E.seeded_order([d["name"] for d in DECOYS], 5)
+    order = seeded_order([d["name"] for d in DECOYS], 5)
     assert [d["name"] for d in crowding["distractors"]] == order
     curve, thieves = expected_skill_curve(
         order, steps, {d["name"]: d["description"] for d in DECOYS}
@@ -514,7 +534,7 @@ def test_a_tool_sweep_reports_f1_and_thieves_and_decoys_never_reach_the_real_ser
         ]
     document = json.loads(out.read_text())
     crowding = document["crowding"]
-    order = E.seeded_order([d["name"] for d in TOOL_DECOYS], 3)
+    order = seeded_order([d["name"] for d in TOOL_DECOYS], 3)
     assert crowding["kind"] == "tools" and [d["name"] for d in crowding["distractors"]] == order
     real = {"list_tables": "Lists the tables of the warehouse.",
             "get_customer": "Gets one customer's profile by id."}  # fmt: skip
@@ -555,7 +575,7 @@ def test_a_tool_sweep_reports_f1_and_thieves_and_decoys_never_reach_the_real_ser
     ]
     assert decoy_runs and all(
         c["server"] == "decoys" and c["source"] == "decoy" and c["is_error"]
-        and c["output"] == E.prompts.DECOY_TOOL_RESULT
+        and c["output"] == prompts.DECOY_TOOL_RESULT
         for c in decoy_runs
     )  # fmt: skip
     logged = calls.read_text().split()
@@ -710,10 +730,10 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
         dry = cli(api, monkeypatch, *line, "--dry-run")
         assert api.requests == []
     assert dry.exit_code == 0 and "the judge reads" in dry.output and "about $" in dry.output
-    pairs = E.overlap_pairs(
+    pairs = overlap_pairs(
         [(SKILL.name, SKILL.description)], [(d["name"], d["description"]) for d in OVERLAP_DECOYS]
     )
-    close = [p for p in pairs if p.similarity >= E.C.OVERLAP_MIN_SIMILARITY]
+    close = [p for p in pairs if p.similarity >= C.OVERLAP_MIN_SIMILARITY]
     assert 0 < len(close) < len(pairs), "the setup holds: the pre-filter drops a pair"
     high = frozenset({"warehouse-sql", "query-tuner"})
     out = tmp_path / "overlap.json"
@@ -773,24 +793,22 @@ HOSTILE = "evil | `code` [link](x) \x1b]52;c;AAAA\x07 \u202e <script>alert(1)</s
 def test_the_crowding_section_escapes_what_it_did_not_write():
     """Queries, descriptions and sources are data in every sink: markdown cells, the terminal
     (no escape sequence or bidi override reaches it raw) and the HTML page (JSON, textContent)."""
-    record = E.CrowdingRecord(
+    record = CrowdingRecord(
         kind="skills",
         steps=[1],
         seed=1,
         sources=[HOSTILE],
-        distractors=[E.DistractorRecord(name="decoy", source="folder", description=HOSTILE)],
+        distractors=[DistractorRecord(name="decoy", source="folder", description=HOSTILE)],
         points=[
-            E.CrowdPointRecord(
+            CrowdPointRecord(
                 distractors=1, model=HOSTILE, subject="s", series={"triggerRate": 50.0}
             )
         ],
         thieves=[
-            E.ThiefRecord(
-                case=HOSTILE, expected="s", thief="decoy", distractors=1, runs=1, of_runs=2
-            )
+            ThiefRecord(case=HOSTILE, expected="s", thief="decoy", distractors=1, runs=1, of_runs=2)
         ],
         hints=[
-            E.ConsolidationHintRecord(
+            ConsolidationHintRecord(
                 kind="skill",
                 expected="s",
                 taken_by="decoy",
@@ -800,17 +818,17 @@ def test_the_crowding_section_escapes_what_it_did_not_write():
             )
         ],
     )
-    markdown = "\n".join(E.crowding_markdown(record))
+    markdown = "\n".join(crowding_markdown(record))
     assert "<script>" not in markdown and "\x1b" not in markdown and "\u202e" not in markdown
     assert "evil \\| &#96;code&#96;" in markdown
     from rich.console import Console
 
     console = Console(record=True, width=200, color_system=None)
-    E.print_crowding(console, record)
+    print_crowding(console, record)
     shown = console.export_text()
     assert "\x1b" not in shown and "\u202e" not in shown and "\\x1b" in shown
-    page = E.render_html(
-        {"title": "t", "sections": [{"key": "crowding", "data": E.dump_record(record)}]}
+    page = render_html(
+        {"title": "t", "sections": [{"key": "crowding", "data": dump_record(record)}]}
     )
     assert "<script>alert" not in page and "\\u003cscript\\u003e" in page
 
@@ -823,7 +841,7 @@ def test_the_curve_is_drawn_by_the_page_and_data_stays_text(tmp_path: Path):
     step) and shows every name and query as text, in a real browser."""
     trap = "<script>document.title='pwned'</script>"
     points = [
-        E.CrowdPointRecord(
+        CrowdPointRecord(
             distractors=step,
             model="haiku",
             subject="warehouse-sql",
@@ -832,14 +850,14 @@ def test_the_curve_is_drawn_by_the_page_and_data_stays_text(tmp_path: Path):
         )
         for step, rate in ((0, 100.0), (4, 60.0), (8, 40.0))
     ]
-    record = E.CrowdingRecord(
+    record = CrowdingRecord(
         kind="skills",
         steps=[0, 4, 8],
         seed=42,
         sources=["lookalike:8"],
         points=points,
         thieves=[
-            E.ThiefRecord(
+            ThiefRecord(
                 case=trap,
                 expected="warehouse-sql",
                 thief="metric-definer",
@@ -851,9 +869,7 @@ def test_the_curve_is_drawn_by_the_page_and_data_stays_text(tmp_path: Path):
         ],
     )
     results = E.Results(
-        E.Metadata(
-            total_results=0, generated_at="now", mode="batch", evaluation="skills", model="m"
-        ),
+        Metadata(total_results=0, generated_at="now", mode="batch", evaluation="skills", model="m"),
         False,
         E.SummaryRecord(cases=0, passed=0, failed=0),
         [],
@@ -863,7 +879,7 @@ def test_the_curve_is_drawn_by_the_page_and_data_stays_text(tmp_path: Path):
         "crowd",
     )
     page = tmp_path / "crowd.html"
-    E.write_html_report(str(page), results)
+    write_html_report(str(page), results)
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     done = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",

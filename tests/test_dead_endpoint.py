@@ -14,9 +14,15 @@ import time
 import pytest
 from conftest import ROOT, TEST_API_KEY
 
-import evaluator as E
+from claude_tool_evaluator.errors import FatalApiError
+from claude_tool_evaluator.session import (
+    AnthropicModel,
+    ModelRequest,
+    check_model_endpoint,
+    connection_failure,
+)
 
-REQUEST = E.ModelRequest("claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50)
+REQUEST = ModelRequest("claude-sonnet-5-5", "sys", [{"role": "user", "content": "hi"}], [], 50)
 
 
 def closed_port() -> int:
@@ -28,36 +34,36 @@ def closed_port() -> int:
 
 def test_closed_port_is_fatal_and_names_the_url():
     port = closed_port()
-    with pytest.raises(E.FatalApiError) as caught:
-        E.check_model_endpoint(f"http://127.0.0.1:{port}")
+    with pytest.raises(FatalApiError) as caught:
+        check_model_endpoint(f"http://127.0.0.1:{port}")
     message = str(caught.value)
     assert f"http://127.0.0.1:{port}" in message and "connection refused" in message
     assert "\n" not in message
 
 
 def test_unresolvable_host_is_fatal_and_names_the_url():
-    with pytest.raises(E.FatalApiError) as caught:
-        E.check_model_endpoint("http://no-such-host.invalid:80")
+    with pytest.raises(FatalApiError) as caught:
+        check_model_endpoint("http://no-such-host.invalid:80")
     message = str(caught.value)
     assert "http://no-such-host.invalid:80" in message and "host name" in message
 
 
 def test_listening_server_passes(api):
-    E.check_model_endpoint(api.url)
-    E.check_model_endpoint(None)  # the `api` fixture sets ANTHROPIC_BASE_URL: the SDK's fallback
+    check_model_endpoint(api.url)
+    check_model_endpoint(None)  # the `api` fixture sets ANTHROPIC_BASE_URL: the SDK's fallback
 
 
 def test_env_base_url_is_used_when_none_is_given(monkeypatch):
     port = closed_port()
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
-    with pytest.raises(E.FatalApiError, match=f"127.0.0.1:{port}"):
-        E.check_model_endpoint(None)
+    with pytest.raises(FatalApiError, match=f"127.0.0.1:{port}"):
+        check_model_endpoint(None)
 
 
 def test_message_keeps_secrets_out():
     port = closed_port()
-    with pytest.raises(E.FatalApiError) as caught:
-        E.check_model_endpoint(f"http://user:secret@127.0.0.1:{port}/v1?key=hidden#frag")
+    with pytest.raises(FatalApiError) as caught:
+        check_model_endpoint(f"http://user:secret@127.0.0.1:{port}/v1?key=hidden#frag")
     message = str(caught.value)
     assert f"http://127.0.0.1:{port}/v1" in message
     assert "secret" not in message and "user" not in message and "hidden" not in message
@@ -75,7 +81,7 @@ def test_timeout_is_not_fatal():
             for filler in fillers:
                 filler.setblocking(False)
                 filler.connect_ex(("127.0.0.1", port))
-            E.check_model_endpoint(f"http://127.0.0.1:{port}", timeout=0.3)
+            check_model_endpoint(f"http://127.0.0.1:{port}", timeout=0.3)
         finally:
             for filler in fillers:
                 filler.close()
@@ -99,13 +105,13 @@ def test_connection_failure_reads_the_sdk_cause_chain():
             except httpx2.ConnectError as exc:
                 raise anthropic.APIConnectionError(request=request) from exc
         except anthropic.APIConnectionError as exc:
-            assert E.connection_failure(exc) == reason
-    assert E.connection_failure(anthropic.APITimeoutError(request=request)) is None
+            assert connection_failure(exc) == reason
+    assert connection_failure(anthropic.APITimeoutError(request=request)) is None
 
 
 def test_model_on_closed_port_fails_fast():
     port = closed_port()
-    model = E.AnthropicModel(api_key=TEST_API_KEY, base_url=f"http://127.0.0.1:{port}")
+    model = AnthropicModel(api_key=TEST_API_KEY, base_url=f"http://127.0.0.1:{port}")
 
     async def call():
         try:
@@ -114,7 +120,7 @@ def test_model_on_closed_port_fails_fast():
             await model.close()
 
     started = time.monotonic()
-    with pytest.raises(E.FatalApiError, match=f"127.0.0.1:{port}.*connection refused"):
+    with pytest.raises(FatalApiError, match=f"127.0.0.1:{port}.*connection refused"):
         asyncio.run(call())
     assert time.monotonic() - started < 10
 
@@ -126,7 +132,7 @@ def test_refusal_through_a_proxy_is_fatal_on_the_first_call(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-    model = E.AnthropicModel(
+    model = AnthropicModel(
         api_key=TEST_API_KEY, base_url="http://api.example.invalid", max_retries=0
     )
 
@@ -136,7 +142,7 @@ def test_refusal_through_a_proxy_is_fatal_on_the_first_call(monkeypatch):
         finally:
             await model.close()
 
-    with pytest.raises(E.FatalApiError, match="api.example.invalid:80: connection refused.*proxy"):
+    with pytest.raises(FatalApiError, match="api.example.invalid:80: connection refused.*proxy"):
         asyncio.run(call())
 
 
@@ -144,7 +150,7 @@ def test_model_that_answered_keeps_connection_errors_per_case(api):
     """Once a call succeeded, a later refusal is one case's error, not a fatal one."""
     import anthropic
 
-    model = E.AnthropicModel(base_url=api.url, max_retries=0)
+    model = AnthropicModel(base_url=api.url, max_retries=0)
 
     async def calls():
         try:

@@ -17,6 +17,8 @@ from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from test_optimize import CONFUSABLE, ORIGINAL, Models, choose, tool_results, words
 
 import evaluator as E
+from claude_tool_evaluator.claude_code import skill_md_with_description
+from claude_tool_evaluator.loaders.skills import split_frontmatter
 
 
 def listed_description(body: dict, name: str) -> str | None:
@@ -260,8 +262,8 @@ def test_with_two_skills_a_description_must_name_its_skill(tmp_path: Path, monke
 
 def test_the_copy_keeps_the_rest_of_the_frontmatter_and_the_body(tmp_path: Path):
     skill = make_skill(tmp_path, "doc-helper", "Helps with documents.")
-    text_out = E.skill_md_with_description(skill.read_text(), "New: with a colon, and 'quotes'.")
-    data, body, _ = E.split_frontmatter(text_out, skill)
+    text_out = skill_md_with_description(skill.read_text(), "New: with a colon, and 'quotes'.")
+    data, body, _ = split_frontmatter(text_out, skill)
     assert data == {
         "name": "doc-helper",
         "description": "New: with a colon, and 'quotes'.",

@@ -35,6 +35,8 @@ from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.files import journal_path
 
 EXAMPLES = ROOT / "examples"
 SKILL = EXAMPLES / "skills" / "warehouse-sql"
@@ -346,7 +348,7 @@ def test_max_cost_stops_after_one_run_and_resume_finishes_tool_use(mode, api, tm
     assert document["summary"]["not_started"] == total - 1 > 0
     assert document["passed"] is False and len(document["results"]) == 1
     assert document["results"][0]["model_calls"] == len(first)
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()
 
     result = cli(*args, "--resume")
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -657,7 +659,7 @@ def malformed_documents(valid: dict) -> dict[str, str]:
         "invalid-json": '{"schema_version": "2.0", "results": [',
         "empty": "",
         "json-list": json.dumps([valid]),
-        "missing-keys": json.dumps({"schema_version": evaluator.C.SCHEMA_VERSION, "results": []}),
+        "missing-keys": json.dumps({"schema_version": C.SCHEMA_VERSION, "results": []}),
         "wrong-types": json.dumps(wrong_types),
         "older-version": json.dumps(older),
         "other-tool": json.dumps(
@@ -710,7 +712,7 @@ def test_malformed_results_files_are_one_line_exit_2_everywhere(api, tmp_path, v
             assert result.exit_code == 2, (name, how, result.stdout, result.stderr)
             only_error_line(result.stderr, bad)
             assert bad.read_text() == content, "the file is left as it was"
-            assert not evaluator.journal_path(bad).exists()
+            assert not journal_path(bad).exists()
     assert len(model_calls(api)) == calls, "nothing ran"
     assert all(" -p " not in f" {line} " for line in started.read_text().splitlines()), (
         "no claude -p run"
@@ -805,7 +807,7 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
     assert document["isolation"]["ok"] is True and document["isolation"]["outside_writes"] == []
     assert str(work) in document["isolation"]["watched"]
     assert "changed outside" not in done.stdout
-    assert not evaluator.journal_path(work / "results.json").exists()
+    assert not journal_path(work / "results.json").exists()
 
     # JUnit: one testcase per trigger query.
     cases = ET.parse(work / "junit.xml").getroot().iter("testcase")
@@ -921,7 +923,7 @@ def test_ctrl_c_during_a_skill_run_writes_a_valid_document_and_resume_completes_
             and document["summary"]["interrupted"] is True
         )
         assert [r["query"] for r in document["results"]] == [SQL_QUERY]
-        assert evaluator.journal_path(out).exists(), "the journal stays for --resume"
+        assert journal_path(out).exists(), "the journal stays for --resume"
         deadline = time.monotonic() + 5
         while (
             subprocess.run(["pgrep", "-f", HANG_MARKER], capture_output=True).stdout
@@ -945,4 +947,4 @@ def test_ctrl_c_during_a_skill_run_writes_a_valid_document_and_resume_completes_
     runs = [(r["query"], r["run"]) for r in document["results"]]
     assert sorted(runs) == sorted([(SQL_QUERY, 1), (slow, 1)]) and len(set(runs)) == len(runs)
     assert document["metadata"]["interrupted"] is False and document["passed"] is True
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()

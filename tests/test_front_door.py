@@ -1,11 +1,9 @@
 """The front door and the tables behind it: verbs beside today's flags, per-mode help, the
 project file (evaluator.yaml) and `init`; one row per writer, per results section and per option,
-each list derived from its table (a throwaway writer or section appears everywhere); and the
-file read top to bottom (no top-level definition names a later one)."""
+each list derived from its table (a throwaway writer or section appears everywhere)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -23,6 +21,16 @@ from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.answers import ANSWER_MATCHERS, AnswerMatcher
+from claude_tool_evaluator.files import write_text_atomic
+from claude_tool_evaluator.mode_table import mode_named
+from claude_tool_evaluator.options import RUNNING
+from claude_tool_evaluator.result_records import Record
+from claude_tool_evaluator.results import recorded_settings, writer_named
+from claude_tool_evaluator.runners.skills import assign_trigger_skills
+from claude_tool_evaluator.scoring.tool_use import score_order
+from claude_tool_evaluator.writers.html import html_block
 
 SUITE_HEADER = "test_name,user_prompt,expected_tools,forbidden_tools,description"
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -127,112 +135,6 @@ def comparable(value: Any) -> Any:
     return re.sub(r"toolu_\d+", "toolu", value) if isinstance(value, str) else value
 
 
-# ============================================================================ the top to bottom rule
-def module_names(tree: ast.Module) -> dict[str, int]:
-    defined: dict[str, int] = {}
-    for node in tree.body:
-        names: list[str] = []
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names = [node.name]
-        elif isinstance(node, ast.Assign):
-            names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names = [node.target.id]
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [(a.asname or a.name).split(".")[0] for a in node.names]
-        for name in names:
-            defined.setdefault(name, node.lineno)
-    return defined
-
-
-class RuntimeNames(ast.NodeVisitor):
-    """Module-level names a statement loads at run time: annotations are left out (they are
-    strings here), and so are the names a function binds itself."""
-
-    def __init__(self) -> None:
-        self.found: set[str] = set()
-        self.local: list[set[str]] = []
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load) and not any(node.id in s for s in self.local):
-            self.found.add(node.id)
-
-    def function(self, node: Any) -> None:
-        for d in [*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)]:
-            self.visit(d)
-        bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-        for child in ast.walk(node):
-            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-                bound.add(child.id)
-            elif child is not node and isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
-                bound.add(child.name)
-            elif isinstance(child, (ast.Import, ast.ImportFrom)):
-                bound |= {(a.asname or a.name).split(".")[0] for a in child.names}
-            elif isinstance(child, ast.arg):
-                bound.add(child.arg)
-        self.local.append(bound)
-        for statement in node.body:
-            self.visit(statement)
-        self.local.pop()
-
-    visit_FunctionDef = visit_AsyncFunctionDef = function
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        for d in node.args.defaults:
-            self.visit(d)
-        self.local.append({a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)})
-        self.visit(node.body)
-        self.local.pop()
-
-    def comprehension(self, node: Any) -> None:
-        self.local.append(
-            {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        )
-        self.generic_visit(node)
-        self.local.pop()
-
-    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = comprehension
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self.visit(node.value)
-
-    def visit_arg(self, node: ast.arg) -> None:
-        pass
-
-
-def test_no_top_level_definition_names_a_later_one():
-    """The file reads top to bottom: every top-level statement uses only what stands above it.
-    A later section reaches an earlier one's code only through a table the earlier one declares
-    (WRITERS, SECTIONS, OPTIONS, MODES) and the later one fills."""
-    tree = ast.parse((ROOT / "evaluator.py").read_text(encoding="utf-8"))
-    defined = module_names(tree)
-    later = []
-    for node in tree.body:
-        visitor = RuntimeNames()
-        visitor.visit(node)
-        own = set(module_names(ast.Module(body=[node], type_ignores=[])))
-        later += [
-            f"line {node.lineno} uses {name} (defined on line {defined[name]})"
-            for name in sorted(visitor.found - own)
-            if name in defined and defined[name] > node.lineno
-        ]
-    assert later == []
-
-
-def test_sections_are_in_data_flow_order():
-    """The sections still in the file (the first ones move to claude_tool_evaluator/)."""
-    text_ = (ROOT / "evaluator.py").read_text(encoding="utf-8")
-    banners = [int(b) for b in re.findall(r"^# =+ (\d+)\. ", text_, re.MULTILINE)]
-    assert banners == list(range(banners[0], banners[0] + len(banners))) if banners else True
-
-
-def test_the_supported_api_exists():
-    assert all(hasattr(E, name) for name in E.__all__) and len(set(E.__all__)) == len(E.__all__)
-
-
 # ============================================================================ the option table
 def test_every_option_is_a_settings_field_and_every_field_an_option():
     settings = {f.name for f in fields(E.Settings)}
@@ -297,9 +199,9 @@ def options_listed(shown: str) -> set[str]:
 def test_mode_help_lists_only_what_the_mode_takes(mode: str):
     shown = help_text(mode, "--help")
     assert shown == help_text("help", mode)
-    taken = {o.flags[0] for o in E.OPTIONS if E.mode_named(mode).takes(o.name)}
+    taken = {o.flags[0] for o in E.OPTIONS if mode_named(mode).takes(o.name)}
     assert options_listed(shown) == taken
-    for example in E.mode_named(mode).examples:
+    for example in mode_named(mode).examples:
         assert example in shown
 
 
@@ -460,8 +362,8 @@ def test_dry_run_names_an_unknown_model_instead_of_pricing_it(lab: Lab):
 
 
 def test_no_tool_calls_read_as_such():
-    case = E.TestCase(name="c", prompt="p", expected_tools=["a", "b"], order="in_order")
-    assert E.score_order(case, []) == [
+    case = records.TestCase(name="c", prompt="p", expected_tools=["a", "b"], order="in_order")
+    assert score_order(case, []) == [
         "wrong order (in_order): expected a -> b in this order, got no tool calls"
     ]
 
@@ -477,13 +379,13 @@ def test_a_json_trigger_file_says_which_skill_it_tests(tmp_path: Path):
     skills = [E.load_skill(SKILL_DIR), E.load_skill(other)]
     tests = E.load_markdown_tests(evals, "trigger")
     with pytest.raises(E.InputError) as refused:
-        E.assign_trigger_skills(tests, skills)
+        assign_trigger_skills(tests, skills)
     assert 'add "skill": "NAME" to its entries, or name the file NAME-evals.json' in str(
         refused.value
     )
     evals.write_text(json.dumps([{"query": "q", "should_trigger": True, "skill": "other-skill"}]))
     tests = E.load_markdown_tests(evals, "trigger")
-    E.assign_trigger_skills(tests, skills)
+    assign_trigger_skills(tests, skills)
     assert tests[0].skill == "other-skill"
 
 
@@ -491,9 +393,9 @@ def test_a_json_trigger_file_says_which_skill_it_tests(tmp_path: Path):
 def test_a_new_answer_matcher_is_one_entry(lab: Lab, monkeypatch: pytest.MonkeyPatch):
     """`answer_match: shouted` (the answer is the expected one in capitals) through a CSV suite."""
     monkeypatch.setitem(
-        E.ANSWER_MATCHERS,
+        ANSWER_MATCHERS,
         "shouted",
-        E.AnswerMatcher(
+        AnswerMatcher(
             lambda expected: (
                 None if expected.islower() else "write the expected answer in lowercase"
             ),
@@ -521,7 +423,7 @@ def test_a_new_answer_matcher_is_one_entry(lab: Lab, monkeypatch: pytest.MonkeyP
 # ============================================================================ the writer table
 @pytest.mark.parametrize("writer", [w.name for w in E.WRITERS if w.takes_path])
 def test_a_writer_never_clobbers_an_input_or_another_output(lab: Lab, writer: str):
-    flag = E.writer_named(writer).option.flag
+    flag = writer_named(writer).option.flag
     base = ["--csv", lab.suite, "--server-module", EXAMPLE_SERVER]
     if writer == "benchmark_json":  # a task-eval run's: its skill is the input it must not write
         skill = ROOT / "examples" / "skills" / "data-profile-report"
@@ -543,7 +445,7 @@ def write_tap(path: str, results: E.Results) -> None:
     lines = [f"1..{len(results.cases)}"] + [
         f"{'ok' if c.passed else 'not ok'} {i} - {c.name}" for i, c in enumerate(results.cases, 1)
     ]
-    E.write_text_atomic(path, "\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 @pytest.fixture
@@ -553,7 +455,7 @@ def tap_writer() -> Iterator[Any]:
     E.register_writer(
         E.Writer(
             E.option(
-                E.RUNNING,
+                RUNNING,
                 "--tap",
                 type=__import__("click").Path(),
                 metavar="FILE.tap",
@@ -585,7 +487,7 @@ def test_a_new_writer_is_one_row_and_appears_everywhere(lab: Lab, tap_writer: An
     code, _, err = lab.run("--compare", "a.json", "b.json", "--tap", "x.tap", cli=tap_writer)
     assert code == 2 and "--tap does not apply to --compare" in err
     settings = E.Settings(outputs={"tap": "x.tap"}, shard=(1, 2), given=frozenset({"tap", "shard"}))
-    assert "tap" not in E.recorded_settings(settings), "shards may differ in where they write"
+    assert "tap" not in recorded_settings(settings), "shards may differ in where they write"
     again = lab.root / "again.tap"
     assert lab.run("render", lab.root / "missing.json", "--tap", again, cli=tap_writer)[0] == 2
     assert "--tap" in help_cli(tap_writer, "csv") and "--tap" in help_cli(tap_writer, "render")
@@ -596,7 +498,7 @@ def help_cli(cli: Any, mode: str) -> str:
 
 
 # ============================================================================ the section table
-class ProbeRecord(E.Record):
+class ProbeRecord(Record):
     note: str
     count: int = 0
 
@@ -610,7 +512,7 @@ def probe_section() -> Iterator[E.Section]:
             ProbeRecord,
             markdown=lambda v: ["## Probe", "", f"probe note: {E.markdown_cell(v.note)}", ""],
             terminal=lambda console, v: console.print(f"probe note: {E.terminal_text(v.note)}"),
-            html=lambda v: E.html_block("Probe", [("", ["note", "count"], [[v.note, v.count]])]),
+            html=lambda v: html_block("Probe", [("", ["note", "count"], [[v.note, v.count]])]),
         )
     )
     try:

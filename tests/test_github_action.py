@@ -41,6 +41,11 @@ from fake_anthropic import reply, text, tool_use, user_query
 from test_significance import newcombe_by_hand, textbook_runs
 
 import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.loaders.csv_suites import ARGS_MATCH_MODES, csv_records
+from claude_tool_evaluator.loaders.skills import load_skill_creator_evals
+from claude_tool_evaluator.sinks import workflow_command, workflow_data, workflow_property
+from claude_tool_evaluator.writers.github import comment_failures
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 REPOSITORY = "octo/evals"
@@ -397,7 +402,7 @@ def test_bad_input_is_annotated_at_its_line(api, tmp_path):
         api, tmp_path, "--csv", "evals/bad.csv", "--server-module", str(EXAMPLE_SERVER), step=step
     )
     assert done.returncode == 2 and api.requests == []
-    modes = ", ".join(E.ARGS_MATCH_MODES)
+    modes = ", ".join(ARGS_MATCH_MODES)
     assert commands(done.stderr) == [
         f"::error file=evals/bad.csv,line={line},title=bad input::args_match '{value}' is not one "
         f"of {modes} (leave it empty for partial)"
@@ -485,13 +490,13 @@ def test_trigger_queries_know_their_lines(tmp_path):
         '  {"query": "a joke", "should_trigger": false}\n'  # 3
         "]\n",
     )
-    assert E.load_skill_creator_evals(evals).query_lines == {"weekly revenue": 2, "a joke": 3}
+    assert load_skill_creator_evals(evals).query_lines == {"weekly revenue": 2, "a joke": 3}
 
 
 def test_a_comment_lists_the_first_failing_cases_of_a_stream_and_counts_the_rest():
     """The comment's table holds C.PR_COMMENT_CASES cases of a stream it reads once (a spooled
     suite is never held), then says how many more the report lists."""
-    total = E.C.PR_COMMENT_CASES + 5
+    total = C.PR_COMMENT_CASES + 5
     read = []
 
     def failing():
@@ -500,21 +505,21 @@ def test_a_comment_lists_the_first_failing_cases_of_a_stream_and_counts_the_rest
             yield E.CaseResult(name=f"case {i}", kind="case", passed=False, runs=2, passes=1,
                                reasons={f"why {i}": 1})  # fmt: skip
 
-    lines = E.comment_failures(failing(), "Failing cases")
+    lines = comment_failures(failing(), "Failing cases")
     rows = [line for line in lines if line.startswith("| `case")]
-    assert len(rows) == E.C.PR_COMMENT_CASES and rows[0].startswith("| `case 0` | 1/2 | why 0")
+    assert len(rows) == C.PR_COMMENT_CASES and rows[0].startswith("| `case 0` | 1/2 | why 0")
     assert "…and 5 more: the report lists them all" in lines
     assert read == list(range(total)), "every case counted, in one pass"
-    assert E.comment_failures(iter([]), "Failing cases") == []
+    assert comment_failures(iter([]), "Failing cases") == []
 
 
 def test_workflow_command_values_are_escaped_as_github_documents():
-    assert E.workflow_data("50%\r\nnext\rline") == "50%25%0Anext\\rline"
-    assert E.workflow_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    assert E.workflow_command("error", "m::x", file="a,b.csv", line=0, title="") == (
+    assert workflow_data("50%\r\nnext\rline") == "50%25%0Anext\\rline"
+    assert workflow_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert workflow_command("error", "m::x", file="a,b.csv", line=0, title="") == (
         "::error file=a%2Cb.csv::m::x"
     )
-    assert E.workflow_data("\x1b]0;title\x07") == "\\x1b]0;title\\x07"
+    assert workflow_data("\x1b]0;title\x07") == "\\x1b]0;title\\x07"
 
 
 # ============================================================================ action.yml
@@ -913,7 +918,7 @@ def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
     lines = dict(
         (row[0], number)
         for number, row in itertools.islice(
-            E.csv_records((ROOT / "examples" / "test_queries.csv").read_text(), Path("x")), 1, None
+            csv_records((ROOT / "examples" / "test_queries.csv").read_text(), Path("x")), 1, None
         )
     )
     printed = commands(first.done["Evaluate"].stdout)

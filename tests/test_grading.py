@@ -22,6 +22,22 @@ from fake_anthropic import reply, text, tool_use, user_query
 
 import evaluator as E
 import prompts
+import test_constants as C
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.answers import (
+    answer_match_problem,
+    answer_problems,
+    transcript_answer,
+    transcript_tagged,
+)
+from claude_tool_evaluator.mode_table import select_mode
+from claude_tool_evaluator.modes.tool_suites import markdown_tool_cases
+from claude_tool_evaluator.records import HistoryEntry, ToolCall, Transcript
+from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.scoring.skills import concept_matches, score_concepts, score_test_run
+from claude_tool_evaluator.scoring.statistics import tool_coverage, wilson_interval
+from claude_tool_evaluator.scoring.tool_use import score_tool_use
+from claude_tool_evaluator.scoring.verdicts import run_score_reasons
 
 TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
 PROFILE_TOOLS = [
@@ -98,7 +114,7 @@ def qa_xml(pairs: list[tuple[str, str, str | None]]) -> str:
     ],
 )
 def test_the_four_misgraded_examples_as_answers(given: str, expected: str, mode: str, right: bool):
-    assert (E.answer_problems(expected, mode, given) == []) is right
+    assert (answer_problems(expected, mode, given) == []) is right
 
 
 @pytest.mark.parametrize(
@@ -114,8 +130,8 @@ def test_the_four_misgraded_examples_as_answers(given: str, expected: str, mode:
     ],
 )
 def test_the_four_misgraded_examples_as_concepts(concept: str, answer: str, right: bool):
-    assert E.concept_matches(concept, answer) is right
-    assert E.score_concepts(answer, [concept])["coverage"] == (1.0 if right else 0.0)
+    assert concept_matches(concept, answer) is right
+    assert score_concepts(answer, [concept])["coverage"] == (1.0 if right else 0.0)
 
 
 def test_concepts_keep_fuzzy_matching_for_plain_words_and_exactness_for_code():
@@ -123,27 +139,25 @@ def test_concepts_keep_fuzzy_matching_for_plain_words_and_exactness_for_code():
         "Join tracks to identifies on anonymous_id, deduplicated, and use COALESCE(t.user_id, i.user_id); "
         "summarisation keeps the token budget."
     )
-    assert E.concept_matches("summarization", answer)  # fuzzy, as before
-    assert E.concept_matches("Token budget allocation", "allocate the token budget")
-    assert E.concept_matches(
+    assert concept_matches("summarization", answer)  # fuzzy, as before
+    assert concept_matches("Token budget allocation", "allocate the token budget")
+    assert concept_matches(
         "Using COALESCE of the event's user_id and the identified user_id", answer
     )
-    assert E.concept_matches(
-        "Joining `tracks` or `pages` to `identifies` on `anonymous_id`", answer
-    )
-    assert not E.concept_matches("anonymous_ids", answer), "an identifier is a whole token"
-    assert not E.concept_matches("join on anon_id", answer)
-    assert not E.concept_matches("getUserById", "call get_user_by_id"), "camelCase is code: exact"
-    assert E.concept_matches("os.path", "use os.path.join") and not E.concept_matches(
+    assert concept_matches("Joining `tracks` or `pages` to `identifies` on `anonymous_id`", answer)
+    assert not concept_matches("anonymous_ids", answer), "an identifier is a whole token"
+    assert not concept_matches("join on anon_id", answer)
+    assert not concept_matches("getUserById", "call get_user_by_id"), "camelCase is code: exact"
+    assert concept_matches("os.path", "use os.path.join") and not concept_matches(
         "os.path", "use os.pathlib"
     )
-    assert E.concept_matches("v3.0.0", "released as v3.0.0.") and not E.concept_matches(
+    assert concept_matches("v3.0.0", "released as v3.0.0.") and not concept_matches(
         "v3.0.0", "v3.0.1"
     )
-    assert E.concept_matches("3 rows", "it returned 3 rows") and not E.concept_matches(
+    assert concept_matches("3 rows", "it returned 3 rows") and not concept_matches(
         "3 rows", "it returned 30 rows"
     )
-    assert E.concept_matches("e.g. the orders table", "for example the orders table"), (
+    assert concept_matches("e.g. the orders table", "for example the orders table"), (
         "e.g. is not code"
     )
 
@@ -189,31 +203,29 @@ def test_concepts_keep_fuzzy_matching_for_plain_words_and_exactness_for_code():
     ],
 )
 def test_answer_match_modes(expected: str, mode: str, given: str, reason: str | None):
-    problems = E.answer_problems(expected, mode, given)
+    problems = answer_problems(expected, mode, given)
     if reason is None:
         assert problems == []
     else:
         assert len(problems) == 1 and reason in problems[0], problems
 
 
-def transcript(final: str, case: E.TestCase, history: list[str] = ()) -> E.Transcript:
-    t = E.Transcript(case=case, iteration=1, model="m", final_text=final)
-    t.history = [E.HistoryEntry("assistant", h) for h in history] + [
-        E.HistoryEntry("assistant", final)
-    ]
+def transcript(final: str, case: records.TestCase, history: list[str] = ()) -> Transcript:
+    t = Transcript(case=case, iteration=1, model="m", final_text=final)
+    t.history = [HistoryEntry("assistant", h) for h in history] + [HistoryEntry("assistant", final)]
     return t
 
 
 def test_the_answer_compared_is_the_last_response_block_else_the_final_text():
-    case = E.TestCase(name="c", prompt="q", expected_answer="42", answer_match="exact")
+    case = records.TestCase(name="c", prompt="q", expected_answer="42", answer_match="exact")
     last = transcript(
         "<summary>s</summary><response>41</response> then <response> 42 </response>", case
     )
-    assert E.transcript_answer(last) == "42" and E.score_tool_use(case, last, {}).passed
+    assert transcript_answer(last) == "42" and score_tool_use(case, last, {}).passed
     earlier = transcript("I am done.", case, ["<feedback>ok</feedback>\n<response>42</response>"])
-    assert E.transcript_answer(earlier) == "42" and E.transcript_tagged(earlier, "feedback") == "ok"
+    assert transcript_answer(earlier) == "42" and transcript_tagged(earlier, "feedback") == "ok"
     bare = transcript("  42\n", case)
-    assert E.transcript_answer(bare) == "42" and E.TOOL_CHECKS["answer"](case, bare, {}) == []
+    assert transcript_answer(bare) == "42" and E.TOOL_CHECKS["answer"](case, bare, {}) == []
     wrong = transcript("The answer is 42", case)
     assert E.TOOL_CHECKS["answer"](case, wrong, {}) == [
         'answer "The answer is 42" is not "42" (exact)'
@@ -221,15 +233,15 @@ def test_the_answer_compared_is_the_last_response_block_else_the_final_text():
 
 
 def test_the_answer_check_leaves_judged_failed_and_unasked_runs_alone():
-    judged = E.TestCase(name="j", prompt="q", expected_answer="six", answer_match="judge")
+    judged = records.TestCase(name="j", prompt="q", expected_answer="six", answer_match="judge")
     assert E.TOOL_CHECKS["answer"](judged, transcript("6", judged), {}) == []
-    plain = E.TestCase(name="p", prompt="q")
+    plain = records.TestCase(name="p", prompt="q")
     assert E.TOOL_CHECKS["answer"](plain, transcript("anything", plain), {}) == []
-    asked = E.TestCase(name="a", prompt="q", expected_answer="6")
+    asked = records.TestCase(name="a", prompt="q", expected_answer="6")
     failed = transcript("", asked)
     failed.error = "APIError: boom"
     assert E.TOOL_CHECKS["answer"](asked, failed, {}) == []
-    assert E.score_tool_use(asked, failed, {}).reasons == ["run failed: APIError: boom"]
+    assert score_tool_use(asked, failed, {}).reasons == ["run failed: APIError: boom"]
 
 
 @pytest.mark.parametrize(
@@ -252,7 +264,7 @@ def test_the_answer_check_leaves_judged_failed_and_unasked_runs_alone():
 def test_answer_match_is_checked_before_anything_runs(
     match: str, expected: str | None, problem: str | None
 ):
-    found = E.answer_match_problem(match, expected)
+    found = answer_match_problem(match, expected)
     assert (found is None) if problem is None else (problem in (found or "")), found
 
 
@@ -390,7 +402,7 @@ def test_tests_reads_an_xml_file_as_a_qa_evaluation_and_refuses_unknown_formats(
         E.main.commands["run"].make_context("evaluator", ["--tests", str(good)]).params,
         frozenset({"tests"}),
     )
-    assert E.select_mode(settings).name == "qa"
+    assert select_mode(settings).name == "qa"
     unknown = write(tmp_path / "suite.yaml", "a: b\n")
     code, _, stderr = cli("--tests", unknown)
     assert code == 2 and stderr == (
@@ -556,7 +568,7 @@ def test_a_qa_suite_runs_end_to_end_against_mcp_server_time(api, tmp_path: Path,
     assert document["metadata"]["evaluation"] == "qa" and document["metadata"]["input_type"] == "qa"
     qa = document["qa"]
     assert (qa["tasks"], qa["runs"], qa["correct"], qa["accuracy"]) == (8, 16, 8, 0.5)
-    assert qa["interval"] == [round(x, 4) for x in E.wilson_interval(8, 16)]
+    assert qa["interval"] == [round(x, 4) for x in wilson_interval(8, 16)]
     assert qa["tool_calls"] == 14 and [t["tool"] for t in qa["tools"]] == ["convert_time"]
     assert (
         qa["tools"][0]["calls"] == 14
@@ -662,7 +674,7 @@ def test_qa_dry_run_max_cost_and_the_default_turn_limit(api, tmp_path: Path, tim
     one = write(tmp_path / "one.xml", qa_xml([("What time is it in UTC?", "12:00", None)]))
     start = len(api.message_requests)
     code, stdout, _ = cli("--qa", one, "--server", TIME_SERVER, "--json")
-    assert len(api.message_requests) - start == E.C.DEFAULT_QA_MAX_TURNS == 40
+    assert len(api.message_requests) - start == C.DEFAULT_QA_MAX_TURNS == 40
     assert json.loads(stdout)["results"][0]["ended_by"] == "max_turns"
     start = len(api.message_requests)
     cli("--qa", one, "--server", TIME_SERVER, "--max-turns", "3")
@@ -773,21 +785,21 @@ def test_markdown_tests_take_an_expected_answer(tmp_path: Path):
     )
     test = E.load_markdown_test(path)
     assert (test.expected_answer, test.answer_match) == ("6", "numeric:0.5")
-    run = lambda answer: E.ClaudeRun(query="q", run=1, answer=answer)  # noqa: E731
-    assert E.score_test_run(test, run("There are 6 users."))["passed"]
-    assert E.score_test_run(test, run("<response>6.4</response>"))["passed"]
-    failed = E.score_test_run(test, run("There are 7 users."))
-    assert not failed["passed"] and E.run_score_reasons(test, failed) == [
+    run = lambda answer: ClaudeRun(query="q", run=1, answer=answer)  # noqa: E731
+    assert score_test_run(test, run("There are 6 users."))["passed"]
+    assert score_test_run(test, run("<response>6.4</response>"))["passed"]
+    failed = score_test_run(test, run("There are 7 users."))
+    assert not failed["passed"] and run_score_reasons(test, failed) == [
         "answer 7 is 1 off 6 (tolerance 0.5)"
     ]
     plain = E.load_markdown_test(
         write(tmp_path / "p.md", "# Prompt\nq\n\n# Expected Answer\nsarah_dev\n")
     )
     assert (plain.expected_answer, plain.answer_match) == ("sarah_dev", "exact")
-    assert E.run_score_reasons(plain, E.score_test_run(plain, run("sara_dev"))) == [
+    assert run_score_reasons(plain, score_test_run(plain, run("sara_dev"))) == [
         'answer "sara_dev" is not "sarah_dev" (exact)'
     ]
-    [case] = E.markdown_tool_cases([test])
+    [case] = markdown_tool_cases([test])
     assert (case.expected_answer, case.answer_match) == ("6", "numeric:0.5")
 
 
@@ -885,18 +897,18 @@ def test_tool_coverage_of_a_suite_against_the_example_server(api, tmp_path: Path
 
 
 def test_tool_coverage_is_pure_and_counts_tools_no_server_offers():
-    case = E.TestCase(name="c", prompt="q", expected_tools=["a"])
-    t = E.Transcript(
-        case=case, iteration=1, model="m", tool_calls=[E.ToolCall("a", {}), E.ToolCall("ghost", {})]
+    case = records.TestCase(name="c", prompt="q", expected_tools=["a"])
+    t = Transcript(
+        case=case, iteration=1, model="m", tool_calls=[ToolCall("a", {}), ToolCall("ghost", {})]
     )
-    coverage = E.tool_coverage([case], [t], ["a", "b"])
+    coverage = tool_coverage([case], [t], ["a", "b"])
     assert (coverage.called, coverage.never_called, coverage.unexpected, coverage.coverage) == (
         ["a", "ghost"],
         ["b"],
         ["ghost"],
         0.5,
     )
-    assert E.tool_coverage([], [], []).coverage is None
+    assert tool_coverage([], [], []).coverage is None
 
 
 def test_any_root_element_holds_qa_pairs_as_mcp_builder_reads_them(tmp_path: Path):

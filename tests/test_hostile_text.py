@@ -34,6 +34,17 @@ from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from rich.console import Console
 
 import evaluator as E
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.claude_code import ClaudeCliSettings, claude_command, parse_stream_json
+from claude_tool_evaluator.pipeline import ResultJournal
+from claude_tool_evaluator.records import HistoryEntry, ToolCall, Transcript
+from claude_tool_evaluator.sinks import csv_cell, json_text, markdown_cell, terminal_text, xml_text
+from claude_tool_evaluator.writers.html import render_html
+from claude_tool_evaluator.writers.terminal import (
+    LiveConversationView,
+    print_case_table,
+    print_run_summary,
+)
 
 HOSTILE = ROOT / "tests" / "hostile"
 SERVER_SCRIPT = ROOT / "tests" / "servers" / "hostile_server.py"
@@ -518,11 +529,9 @@ HOSTILE_TEXT = ANSWER + " " + BAD_TOOL_NAME
 
 
 def test_terminal_sink_escapes_controls_and_keeps_lines_only_in_blocks():
-    assert (
-        E.terminal_text("a\x1b]0;T\x07b\nc\td\x9b\u202e") == "a\\x1b]0;T\\x07b\\nc\\td\\x9b\\u202e"
-    )
-    assert E.terminal_text("a\x1b[2J\r\nb\tc", multiline=True) == "a\\x1b[2J\nb\tc"
-    assert not RAW_CONTROLS.search(E.terminal_text(HOSTILE_TEXT, multiline=True))
+    assert terminal_text("a\x1b]0;T\x07b\nc\td\x9b\u202e") == "a\\x1b]0;T\\x07b\\nc\\td\\x9b\\u202e"
+    assert terminal_text("a\x1b[2J\r\nb\tc", multiline=True) == "a\\x1b[2J\nb\tc"
+    assert not RAW_CONTROLS.search(terminal_text(HOSTILE_TEXT, multiline=True))
     console = Console(file=io.StringIO(), width=200, color_system=None)
     console.print(
         f"[red]{E.escape_markup('[/x] [bold]b[/bold] ends in a backslash ' + chr(92))}[/red]"
@@ -549,64 +558,64 @@ def hostile_case(name: str = HOSTILE_TEXT, passed: bool = False) -> E.CaseResult
 
 def test_4_5_every_printer_takes_hostile_text():
     console = recorded_console()
-    E.print_case_table(
+    print_case_table(
         console, [hostile_case(), hostile_case("[/x]", True)], f"title {BAD_TOOL_NAME}"
     )
-    view = E.LiveConversationView(console, 10)
-    transcript = E.Transcript(
-        case=E.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m"
+    view = LiveConversationView(console, 10)
+    transcript = Transcript(
+        case=records.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m"
     )
-    transcript.history = [E.HistoryEntry("user", ANSWER)]
+    transcript.history = [HistoryEntry("user", ANSWER)]
     view.on_start(transcript)
     view.on_assistant_text(ANSWER)
-    view.on_tool_call(E.ToolCall(BAD_TOOL_NAME, {"q": ANSWER}, ANSWER, True, 1.0, "s", 1))
+    view.on_tool_call(ToolCall(BAD_TOOL_NAME, {"q": ANSWER}, ANSWER, True, 1.0, "s", 1))
     transcript.error, transcript.ended_by = ANSWER, "error"
     view.on_conversation_end(transcript)
-    E.print_run_summary(console, [replace(transcript, final_text=ANSWER)])
+    print_run_summary(console, [replace(transcript, final_text=ANSWER)])
     said = console.file.getvalue()
     assert not RAW_CONTROLS.findall(said)
     assert "[/x] [bold red]not bold[/]" in said and "\\x1b]0;PWNED-TITLE\\x07" in said
 
 
 def test_markdown_sink_is_one_safe_cell():
-    cell = E.markdown_cell("a|b\n`c` <script>x</script> [l](javascript:x) \\| \x1b]0;T\x07", None)
+    cell = markdown_cell("a|b\n`c` <script>x</script> [l](javascript:x) \\| \x1b]0;T\x07", None)
     assert cell == (
         "a\\|b &#96;c&#96; &lt;script&gt;x&lt;/script&gt; &#91;l&#93;(javascript:x) &#92;\\| "
         "&#92;x1b&#93;0;T&#92;x07"
     )
-    assert E.markdown_cell("list_warehouse_tables", code=True) == "`list_warehouse_tables`"
-    assert E.markdown_cell("a`b", code=True) == "a&#96;b"
+    assert markdown_cell("list_warehouse_tables", code=True) == "`list_warehouse_tables`"
+    assert markdown_cell("a`b", code=True) == "a&#96;b"
 
 
 def test_xml_sink_replaces_what_xml_forbids():
     assert (
-        E.xml_text("a\x01\x0b\x1b\ufffe\uffff\ud800\tb\nc")
+        xml_text("a\x01\x0b\x1b\ufffe\uffff\ud800\tb\nc")
         == "a\\x01\\x0b\\x1b\\ufffe\\uffff\\ud800\tb\nc"
     )
     # JUnit kept U+202E: a CI page showed the name reversed
-    assert E.xml_text("ok\u202etxt.exe\u2066") == "ok\\u202etxt.exe\\u2066"
-    element = ET.Element("t", name=E.xml_text(HOSTILE_TEXT))
-    element.text = E.xml_text(HOSTILE_TEXT)
+    assert xml_text("ok\u202etxt.exe\u2066") == "ok\\u202etxt.exe\\u2066"
+    element = ET.Element("t", name=xml_text(HOSTILE_TEXT))
+    element.text = xml_text(HOSTILE_TEXT)
     ET.fromstring(ET.tostring(element))
 
 
 @pytest.mark.parametrize("value", ["=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"])
 def test_csv_sink_neutralises_formulas(value):
-    assert E.csv_cell(value) == "'" + value
-    assert E.csv_cell("plain = text") == "plain = text" and E.csv_cell(-1) == -1
+    assert csv_cell(value) == "'" + value
+    assert csv_cell("plain = text") == "plain = text" and csv_cell(-1) == -1
 
 
 def test_csv_sink_escapes_control_and_bidi_characters():
     """--csv-out kept raw ESC and bidi-override characters."""
-    assert E.csv_cell("a\x1b[31mred\x07\u202eevil\x9b\x00") == (
+    assert csv_cell("a\x1b[31mred\x07\u202eevil\x9b\x00") == (
         "a\\x1b[31mred\\x07\\u202eevil\\x9b\\x00"
     )
-    assert E.csv_cell("line\nbreak\tand tab") == "line\nbreak\tand tab"  # CSV quoting keeps them
+    assert csv_cell("line\nbreak\tand tab") == "line\nbreak\tand tab"  # CSV quoting keeps them
 
 
 def test_json_sink_escapes_what_json_leaves_raw():
     value = {"k": "\x85\x9b\u202e\u2028\ud800\x1b"}
-    written = E.json_text(value)
+    written = json_text(value)
     assert not RAW_CONTROLS.search(written) and json.loads(written) == value
     written.encode("utf-8")  # a lone surrogate no longer makes the file unwritable
 
@@ -614,18 +623,18 @@ def test_json_sink_escapes_what_json_leaves_raw():
 def test_stream_json_lines_split_only_at_line_feeds():
     """Claude Code's JSON leaves \x85 and U+2028 raw in strings; splitlines() would cut there."""
     line = json.dumps({"type": "result", "result": "a\x85b\u2028c\x0bd"}, ensure_ascii=False)
-    events, bad = E.parse_stream_json(line + "\n" + line + "\n")
+    events, bad = parse_stream_json(line + "\n" + line + "\n")
     assert bad == 0 and [e["result"] for e in events] == ["a\x85b\u2028c\x0bd"] * 2
 
 
 def test_a_query_starting_with_a_dash_stays_claudes_prompt():
-    settings = E.ClaudeCliSettings(binary="claude", model="haiku", max_turns=3, timeout=30)
-    command = E.claude_command(settings, "--allowedTools=Bash")
+    settings = ClaudeCliSettings(binary="claude", model="haiku", max_turns=3, timeout=30)
+    command = claude_command(settings, "--allowedTools=Bash")
     assert (
         command[:3] == ["claude", "-p", " --allowedTools=Bash"]
         and "--allowedTools=Bash" not in command
     )
-    assert E.claude_command(settings, "plain query")[2] == "plain query"
+    assert claude_command(settings, "plain query")[2] == "plain query"
 
 
 def test_a_lone_surrogate_in_a_model_answer_is_journaled_and_read_back(tmp_path):
@@ -634,7 +643,7 @@ def test_a_lone_surrogate_in_a_model_answer_is_journaled_and_read_back(tmp_path)
     result = E.ToolRunResult(
         iteration=1, test_name="t", query="q", case_hash="h", agent_reasoning="half a pair: \ud800!"
     )
-    journal = E.ResultJournal(tmp_path / "out.json.journal.jsonl", [])
+    journal = ResultJournal(tmp_path / "out.json.journal.jsonl", [])
     journal.append(result)
     journal.close(remove=False)
     [back] = E.read_result_lines(tmp_path / "out.json.journal.jsonl")
@@ -660,27 +669,27 @@ def assert_shows_hidden(text: str, escapes: list[str] = HIDDEN_ESCAPES) -> None:
 
 
 def test_hidden_characters_are_shown_in_the_terminal_sink():
-    assert_shows_hidden(E.terminal_text(HIDDEN_TEXT))
-    assert_shows_hidden(E.terminal_text(HIDDEN_TEXT, multiline=True))
+    assert_shows_hidden(terminal_text(HIDDEN_TEXT))
+    assert_shows_hidden(terminal_text(HIDDEN_TEXT, multiline=True))
     console = Console(file=io.StringIO(), width=300, color_system=None)
     console.print(f"[red]{E.escape_markup(HIDDEN_TEXT)}[/red]")
     assert_shows_hidden(console.file.getvalue())
 
 
 def test_hidden_characters_are_shown_in_the_markdown_sink():
-    cell = E.markdown_cell(HIDDEN_TEXT, None)
+    cell = markdown_cell(HIDDEN_TEXT, None)
     assert_shows_hidden(cell, [e.replace("\\", "&#92;") for e in HIDDEN_ESCAPES])
 
 
 def test_hidden_characters_are_shown_in_the_xml_and_csv_sinks():
-    assert_shows_hidden(E.xml_text(HIDDEN_TEXT))
-    element = ET.Element("t", name=E.xml_text(HIDDEN_TEXT))
+    assert_shows_hidden(xml_text(HIDDEN_TEXT))
+    element = ET.Element("t", name=xml_text(HIDDEN_TEXT))
     assert_shows_hidden(ET.tostring(element, encoding="unicode"))
-    assert_shows_hidden(E.csv_cell(HIDDEN_TEXT))
+    assert_shows_hidden(csv_cell(HIDDEN_TEXT))
 
 
 def test_hidden_characters_are_escaped_in_the_json_sink_and_read_back():
-    written = E.json_text({"description": HIDDEN_TEXT})
+    written = json_text({"description": HIDDEN_TEXT})
     assert not any(c in written for c in HIDDEN_CODEPOINTS)
     assert "\\u200b" in written and "\\udb40\\udc43" in written  # a tag character: a pair
     assert json.loads(written) == {"description": HIDDEN_TEXT}  # escaped, not lost
@@ -688,7 +697,7 @@ def test_hidden_characters_are_escaped_in_the_json_sink_and_read_back():
 
 def test_hidden_characters_are_shown_on_the_html_page():
     """The page shows text as it is (textContent): its data carries the visible escapes."""
-    page = E.render_html({"title": "t", "cases": [{"name": HIDDEN_TEXT}]})
+    page = render_html({"title": "t", "cases": [{"name": HIDDEN_TEXT}]})
     assert not any(c in page for c in HIDDEN_CODEPOINTS)
     data = json.loads(page.split('id="report-data">')[1].split("</script>")[0])
     assert_shows_hidden(data["cases"][0]["name"])

@@ -29,6 +29,8 @@ from conftest import ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
+from claude_tool_evaluator.claude_code import find_claude_bin
+from claude_tool_evaluator.writers.html import html_json
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
@@ -518,7 +520,7 @@ def test_clicks_filters_and_review_notes_in_the_browser(csv_report: Path, browse
 # ============================================================================ a skill benchmark (real Claude Code)
 def test_skill_benchmark_report_shows_activation_and_the_skill_call(lab: Lab, tmp_path: Path):
     try:
-        E.find_claude_bin(os.environ.get("CLAUDE_BIN"))
+        find_claude_bin(os.environ.get("CLAUDE_BIN"))
     except E.InputError:
         pytest.fail("the Claude Code CLI is not installed: npm install (the README's install step)")
     html = lab.path("skills.html")
@@ -735,7 +737,7 @@ def test_the_readme_shows_a_screenshot_of_the_report():
 
 def test_html_json_escapes_what_could_end_the_script():
     value = {"name": "</script><script>alert(1)</script>&\u2028\u2029<!--"}
-    encoded = E.html_json(value)
+    encoded = html_json(value)
     assert "<" not in encoded and ">" not in encoded and "&" not in encoded
     assert "\u2028" not in encoded and "\u2029" not in encoded
     assert json.loads(encoded) == value

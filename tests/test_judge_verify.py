@@ -25,8 +25,12 @@ from fake_anthropic import error, forced_tool, reply, text, tool_use
 
 import evaluator as E
 import prompts
+import test_constants as C
+from claude_tool_evaluator.grading import parse_grade
+from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.scoring.tool_use import args_match
 
-C = E.C
+C = C
 PROMPT = "Which tables are in my warehouse?"
 GOOD = "Your warehouse holds the orders, users, identifies, tracks and pages tables."
 RUBRIC = "The answer must name the orders table and must not invent tables."
@@ -90,7 +94,7 @@ def server() -> list[str]:
 
 
 def cost_of(usage: dict | None, model_id: str) -> float:
-    return E.cost_usd(E.Usage(**usage), model_id) if usage else 0.0
+    return cost_usd(Usage(**usage), model_id) if usage else 0.0
 
 
 # ============================================================================ the judge
@@ -168,7 +172,7 @@ def test_the_cache_prevents_a_second_identical_call_and_cost_includes_the_judge(
     assert len(paid) == 1 and paid[0]["judge_usage"] == judge_usage
     judge_cost = cost_of(judge_usage, C.DEFAULT_JUDGE_MODEL)
     for r in results:
-        conversation = E.cost_usd(E.Usage(**r["usage"]), r["model"])
+        conversation = cost_usd(Usage(**r["usage"]), r["model"])
         assert r["cost_usd"] == pytest.approx(
             conversation + (judge_cost if r["judge_model"] else 0), abs=2e-6
         )
@@ -367,7 +371,7 @@ def test_a_graded_test_is_refused_in_skill_runs(tmp_path):
 
 
 def test_parse_grade_reads_the_tool_call_never_the_text():
-    assert E.parse_grade(
+    assert parse_grade(
         [{"type": "text", "text": '{"passed": true, "score": 1, "evidence": "x"}'}]
     ) == {"error": "the judge did not call the grade tool"}
     call = {
@@ -376,14 +380,14 @@ def test_parse_grade_reads_the_tool_call_never_the_text():
         "name": "grade",
         "input": {"passed": True, "score": 1, "evidence": " ok "},
     }
-    assert E.parse_grade([call]) == {"passed": True, "score": 1.0, "evidence": "ok"}
+    assert parse_grade([call]) == {"passed": True, "score": 1.0, "evidence": "ok"}
     assert (
         "no true/false passed"
-        in E.parse_grade([dict(call, input={"passed": "yes", "score": 1})])["error"]
+        in parse_grade([dict(call, input={"passed": "yes", "score": 1})])["error"]
     )
     assert (
         "score from 0 to 1"
-        in E.parse_grade([dict(call, input={"passed": True, "score": 7})])["error"]
+        in parse_grade([dict(call, input={"passed": True, "score": 7})])["error"]
     )
 
 
@@ -574,33 +578,33 @@ SEARCH_SCHEMA = {
 def test_args_ignore_leaves_out_keys_matching_its_globs():
     expected = {"user_id": "u_1", "name": "Maya", "filter": {"account_id": "a1", "country": "DE"}}
     actual = {"user_id": "u_999", "name": "maya ", "filter": {"account_id": "zz", "country": "de"}}
-    assert not E.args_match(expected, actual, "exact")
-    assert E.args_match(expected, actual, "exact", ["*_id"])
-    assert E.args_match(expected, actual, "partial", ["*_id"])
-    assert not E.args_match(expected, dict(actual, name="Other"), "exact", ["*_id"])
-    assert E.args_match({"a": 1}, {"a": 1, "request_id": "r"}, "exact", ["request_id"])
-    assert not E.args_match({"a": 1}, {"a": 1, "request_id": "r"}, "exact", ["Request_ID"]), (
+    assert not args_match(expected, actual, "exact")
+    assert args_match(expected, actual, "exact", ["*_id"])
+    assert args_match(expected, actual, "partial", ["*_id"])
+    assert not args_match(expected, dict(actual, name="Other"), "exact", ["*_id"])
+    assert args_match({"a": 1}, {"a": 1, "request_id": "r"}, "exact", ["request_id"])
+    assert not args_match({"a": 1}, {"a": 1, "request_id": "r"}, "exact", ["Request_ID"]), (
         "globs are case-sensitive"
     )
 
 
 def test_exact_with_defaults_drops_arguments_equal_to_the_schema_default():
-    assert E.args_match(
+    assert args_match(
         {"query": "LTV"},
         {"query": "ltv", "limit": 3, "schema": None},
         "exact_with_defaults",
         schema=SEARCH_SCHEMA,
     )
-    assert E.args_match(
+    assert args_match(
         {"query": "LTV", "limit": 3}, {"query": "LTV"}, "exact_with_defaults", schema=SEARCH_SCHEMA
     )
-    assert not E.args_match(
+    assert not args_match(
         {"query": "LTV"}, {"query": "LTV", "limit": 5}, "exact_with_defaults", schema=SEARCH_SCHEMA
     )
-    assert not E.args_match(
+    assert not args_match(
         {"query": "LTV"}, {"query": "LTV", "limit": 3}, "exact", schema=SEARCH_SCHEMA
     )
-    assert not E.args_match(
+    assert not args_match(
         {"query": "LTV"}, {"query": "LTV", "extra": 1}, "exact_with_defaults", schema=SEARCH_SCHEMA
     )
 

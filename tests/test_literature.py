@@ -31,8 +31,14 @@ from fake_anthropic import (
     user_query,
 )
 
-import evaluator as E
 import prompts
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.hub.tools import ToolSpec
+from claude_tool_evaluator.loaders.csv_suites import csv_case, is_alternatives
+from claude_tool_evaluator.modes.benchmarks import bfcl_row
+from claude_tool_evaluator.records import ToolCall, Transcript, Verdict
+from claude_tool_evaluator.scoring.literature import BFCL_PROTOCOL_MODEL, bfcl_entries, bfcl_modules
+from claude_tool_evaluator.scoring.tool_use import score_expected_args, score_tool_use
 
 EVALUATOR = ROOT / "evaluator.py"
 NEEDS_EXTRA = 'needs the benchmarks extra: pip install ".[benchmarks]"'
@@ -67,13 +73,13 @@ def evaluator(
 
 
 # ============================================================================ alternatives in expected_args
-def call(name: str, arguments: dict) -> E.ToolCall:
-    return E.ToolCall(name, arguments, turn=1)
+def call(name: str, arguments: dict) -> ToolCall:
+    return ToolCall(name, arguments, turn=1)
 
 
-def verdict(expected_args: dict, calls: list[E.ToolCall], args_match: str = "partial") -> list[str]:
-    case = E.TestCase("c", "p", expected_args=expected_args, args_match=args_match)
-    return E.score_expected_args(case, E.Transcript(case, 1, "m", tool_calls=calls))
+def verdict(expected_args: dict, calls: list[ToolCall], args_match: str = "partial") -> list[str]:
+    case = records.TestCase("c", "p", expected_args=expected_args, args_match=args_match)
+    return score_expected_args(case, Transcript(case, 1, "m", tool_calls=calls))
 
 
 def test_any_of_accepts_each_value_and_optional_allows_leaving_it_out():
@@ -273,7 +279,7 @@ AGREEMENT_CATEGORIES = (
 
 def first_value(pattern: object) -> object:
     """One output a model could give for an expected value: the first accepted value."""
-    if E.is_alternatives(pattern):
+    if is_alternatives(pattern):
         return first_value(pattern["$any_of"][0])
     if isinstance(pattern, dict):
         return {k: first_value(v) for k, v in pattern.items() if not left_out(v)}
@@ -283,7 +289,7 @@ def first_value(pattern: object) -> object:
 
 
 def left_out(pattern: object) -> bool:
-    return E.is_alternatives(pattern) and pattern.get("$optional") is True
+    return is_alternatives(pattern) and pattern.get("$optional") is True
 
 
 def answer_calls(expected_args: dict) -> list[tuple[str, dict]]:
@@ -344,7 +350,7 @@ def variants(calls: list[tuple[str, dict]], shown: list[str]) -> dict[str, list[
     return out
 
 
-def disagreement_cause(ours: E.Verdict, theirs: bool, kind: str) -> str | None:
+def disagreement_cause(ours: Verdict, theirs: bool, kind: str) -> str | None:
     """Why our verdict and BFCL's differ, for the kinds the README lists (None: unexplained).
     - BFCL's "variables": a string where the schema asks for another type passes BFCL when its
       possible answer is that string (e.g. x="data['sales']" for an array); the schema check
@@ -364,13 +370,13 @@ def test_our_scorer_agrees_with_bfcls_checker():
     """The same outputs through BFCL's own ast_checker and through the cases `import bfcl` writes
     (read back by the CSV loader, scored by every check of TOOL_CHECKS): at least 99 % agree, and
     every disagreement is of a kind the README explains."""
-    bfcl = E.bfcl_modules()
+    bfcl = bfcl_modules()
     verdicts, disagreements, causes = 0, Counter(), Counter()
     examples: dict[str, str] = {}
     for category in AGREEMENT_CATEGORIES:
         hinted = bfcl.load_dataset_entry(category, False, True)
         for entry in hinted:
-            raw, answer = E.bfcl_entries(category)[entry["id"]]
+            raw, answer = bfcl_entries(category)[entry["id"]]
             turns = entry["question"]
             if len(turns[0]) != 1 or turns[0][0]["role"] != "user":
                 continue  # not imported: a system message in the question
@@ -378,25 +384,25 @@ def test_our_scorer_agrees_with_bfcls_checker():
                 entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC
             )
             tools = {
-                t["name"]: E.ToolSpec(
+                t["name"]: ToolSpec(
                     t["name"], "bfcl", t["name"], t["description"], t["input_schema"]
                 )
                 for t in converted
             }
-            row = E.bfcl_row(entry, raw, answer, category, {n: n for n in tools})
-            case = E.csv_case(row, Path("bfcl.csv"), 2)  # the CSV's own reading of the row
+            row = bfcl_row(entry, raw, answer, category, {n: n for n in tools})
+            case = csv_case(row, Path("bfcl.csv"), 2)  # the CSV's own reading of the row
             for kind, calls in variants(answer_calls(case.expected_args), sorted(tools)).items():
-                transcript = E.Transcript(
+                transcript = Transcript(
                     case, 1, "m", tool_calls=[call(n, copy.deepcopy(a)) for n, a in calls]
                 )
-                ours = E.score_tool_use(case, transcript, tools)
+                ours = score_tool_use(case, transcript, tools)
                 theirs = bfcl.ast_checker(
                     raw["function"],
                     [{n: a} for n, a in calls],
                     answer["ground_truth"],
                     bfcl.Language.PYTHON,
                     category,
-                    E.BFCL_PROTOCOL_MODEL,
+                    BFCL_PROTOCOL_MODEL,
                 )["valid"]
                 verdicts += 1
                 if ours.passed != theirs:

@@ -18,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.loaders.conversations import conversation_case
+from claude_tool_evaluator.loaders.skills import load_skill_creator_evals
 from evaluator import InputError
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -178,10 +181,10 @@ def test_skill_problems_are_each_their_own_line(cli_env):
 LOADERS: dict[str, Callable[[Path], object]] = {
     "csv": evaluator.load_csv_suite,
     "markdown_tests": lambda p: evaluator.load_markdown_test(p),
-    "conversation": evaluator.conversation_case,
+    "conversation": conversation_case,
     "mcp_config": evaluator.load_mcp_config,
     "skill": evaluator.load_skill,
-    "skill_creator": evaluator.load_skill_creator_evals,
+    "skill_creator": load_skill_creator_evals,
 }
 FILE_NAMES = {
     "csv": "suite.csv",
@@ -231,7 +234,7 @@ def test_huge_file_is_refused_without_reading_it_all(tmp_path: Path, loader: str
     folder.mkdir(exist_ok=True)
     path = folder / FILE_NAMES[loader]
     with open(path, "wb") as handle:  # sparse: costs no disk
-        handle.truncate(evaluator.C.MAX_INPUT_FILE_BYTES + 1)
+        handle.truncate(C.MAX_INPUT_FILE_BYTES + 1)
     with pytest.raises(InputError) as caught:
         LOADERS[loader](path)
     assert str(caught.value) == f"{path}: {caught.value.message} (split it into smaller files)"
@@ -241,7 +244,7 @@ def test_huge_file_is_refused_without_reading_it_all(tmp_path: Path, loader: str
 def test_huge_file_through_the_cli(cli_env, tmp_path: Path):
     path = tmp_path / "big.csv"
     with open(path, "wb") as handle:
-        handle.truncate(evaluator.C.MAX_INPUT_FILE_BYTES + 1)
+        handle.truncate(C.MAX_INPUT_FILE_BYTES + 1)
     result = CliRunner().invoke(evaluator.main, ["--csv", str(path)])
     assert result.exit_code == 2 and result.stderr.startswith(
         f"error: {path}: CSV suite is larger than 10 MiB"
@@ -250,7 +253,7 @@ def test_huge_file_through_the_cli(cli_env, tmp_path: Path):
 
 def test_yaml_goes_through_safe_load_only():
     """Nothing in the evaluator parses YAML any other way."""
-    source = (ROOT / "evaluator.py").read_text()
+    source = "\n".join(path.read_text() for path in (ROOT / "claude_tool_evaluator").rglob("*.py"))
     calls = set(re.findall(r"yaml\.(\w+)\(", source))
     # safe_dump writes (a SKILL.md copy), never reads; compose (with SafeLoader, after the same
     # checks) only finds the project file's lines, and constructs nothing

@@ -10,6 +10,7 @@ from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text, tool_use
 
 import evaluator
+from claude_tool_evaluator.records import Usage, cost_usd
 
 ASSISTANT, USER = "claude-sonnet-5-5", "claude-haiku-5-5"
 
@@ -103,6 +104,6 @@ def test_the_simulated_users_tokens_count_in_the_cost(api, tmp_path):
         result["simulated_user_model"] == USER
         and result["simulated_user_usage"]["output_tokens"] > 0
     )
-    own = evaluator.cost_usd(evaluator.Usage(**result["usage"]), ASSISTANT)
-    user = evaluator.cost_usd(evaluator.Usage(**result["simulated_user_usage"]), USER)
+    own = cost_usd(Usage(**result["usage"]), ASSISTANT)
+    user = cost_usd(Usage(**result["simulated_user_usage"]), USER)
     assert abs(result["cost_usd"] - round(own + user, 6)) < 1e-6

@@ -25,6 +25,11 @@ from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, per_model, reply, text, tool_use, user_query
 
 import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.claude_code import find_claude_bin
+from claude_tool_evaluator.pipeline import Job, in_shard
+from claude_tool_evaluator.records import USAGE_FIELDS, Usage, cost_usd
+from claude_tool_evaluator.runners.tool_use import ToolUseRunner
 
 STRONG, FAST = "claude-sonnet-5-5", "claude-haiku-5-5"
 PROMPTS = {f"case_{i}": f"Which warehouse tables exist? (question {i})" for i in range(1, 10)}
@@ -184,8 +189,8 @@ def test_two_models_side_by_side_show_the_case_that_depends_on_the_model(lab: Sc
     )
     # every run and every case carries its model, and is priced at that model's rates
     for result in document["results"]:
-        usage = E.Usage(**{k: result["usage"][k] for k in E.USAGE_FIELDS})
-        assert result["cost_usd"] == round(E.cost_usd(usage, result["model"]), 6)
+        usage = Usage(**{k: result["usage"][k] for k in USAGE_FIELDS})
+        assert result["cost_usd"] == round(cost_usd(usage, result["model"]), 6)
     assert {(c["name"], c["model"]): c["passed"] for c in document["cases"]} == {
         (f"case_{i}", m): not (i == 2 and m == FAST) for i in (1, 2, 3) for m in (STRONG, FAST)
     }
@@ -196,8 +201,8 @@ def test_two_models_side_by_side_show_the_case_that_depends_on_the_model(lab: Sc
     assert row["models"][FAST]["passes"] == 0 and row["models"][STRONG]["passes"] == 2
     summaries = {s["model"]: s for s in matrix["summaries"]}
     assert (summaries[STRONG]["passed"], summaries[FAST]["passed"]) == (3, 2)
-    assert summaries[STRONG]["price"] == E.C.PRICES["claude-sonnet"]
-    assert summaries[FAST]["price"] == E.C.PRICES["claude-haiku"]
+    assert summaries[STRONG]["price"] == C.PRICES["claude-sonnet"]
+    assert summaries[FAST]["price"] == C.PRICES["claude-haiku"]
     for model, summary in summaries.items():
         spent = sum(r["cost_usd"] for r in document["results"] if r["model"] == model)
         assert summary["cost_usd"] == pytest.approx(spent, abs=1e-5) and summary["runs"] == 6
@@ -335,7 +340,7 @@ def test_the_matrix_dry_run_prices_each_model_and_sends_nothing(lab: ScriptedAnt
         .split()[0]
     )
     assert "runs: 12" in output and total == pytest.approx(costs[STRONG] + costs[FAST], abs=2e-4)
-    ratio = E.C.PRICES["claude-sonnet"]["input"] / E.C.PRICES["claude-haiku"]["input"]
+    ratio = C.PRICES["claude-sonnet"]["input"] / C.PRICES["claude-haiku"]["input"]
     assert costs[STRONG] == pytest.approx(costs[FAST] * ratio, rel=0.05), (
         "each model at its own price"
     )
@@ -581,8 +586,8 @@ def test_a_run_always_lands_in_the_same_shard(lab: ScriptedAnthropic):
     _, _, _, here = tool_run(lab, "--csv", path, "--shard", "2/3", "--dry-run")
     chosen = [
         job.identity
-        for job in E.ToolUseRunner(E.load_csv_suite(path), E.Settings(), []).jobs()
-        if E.in_shard(job, (2, 3))
+        for job in ToolUseRunner(E.load_csv_suite(path), E.Settings(), []).jobs()
+        if in_shard(job, (2, 3))
     ]
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(ROOT))
     code = (
@@ -599,8 +604,8 @@ def test_a_run_always_lands_in_the_same_shard(lab: ScriptedAnthropic):
         check=True,
     )
     assert [tuple(x) for x in json.loads(other.stdout)] == chosen and 0 < len(chosen) < 9
-    jobs = [E.Job(("case", i, "h", "m"), None, (f"case_{i}", 1, "m")) for i in range(3000)]
-    sizes = [sum(E.in_shard(job, (k, 3)) for job in jobs) for k in (1, 2, 3)]
+    jobs = [Job(("case", i, "h", "m"), None, (f"case_{i}", 1, "m")) for i in range(3000)]
+    sizes = [sum(in_shard(job, (k, 3)) for job in jobs) for k in (1, 2, 3)]
     assert sum(sizes) == 3000 and all(900 < size < 1100 for size in sizes), sizes
 
 
@@ -729,7 +734,7 @@ POSITIVE, NEGATIVE = (
 
 def claude_installed() -> bool:
     try:
-        E.find_claude_bin(os.environ.get("CLAUDE_BIN"))
+        find_claude_bin(os.environ.get("CLAUDE_BIN"))
     except E.InputError:
         return False
     return True

@@ -55,8 +55,17 @@ from fake_anthropic import (
 
 import evaluator
 import prompts
+import test_constants as C
+from claude_tool_evaluator.cli import given_options
+from claude_tool_evaluator.errors import UsageProblem
+from claude_tool_evaluator.files import journal_path, results_lines_path
+from claude_tool_evaluator.hub.pins import definition_sha256
+from claude_tool_evaluator.mode_table import select_mode
+from claude_tool_evaluator.modes.optimizer import SplitItem, stratified_split
+from claude_tool_evaluator.options import flag_of, option_named
+from claude_tool_evaluator.scoring.statistics import runs_to_detect
 
-C = evaluator.C
+C = C
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
 LINGERING_SERVER = ROOT / "tests" / "servers" / "lingering_server.py"
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -221,7 +230,7 @@ MODE_LINES: dict[str, list[str]] = {
 def parsed(args: list[str]) -> evaluator.Settings:
     """The settings the CLI builds from a command line (click's parse, then settings_from)."""
     context = evaluator.main.commands["run"].make_context("evaluator", list(args))
-    return evaluator.settings_from(context.params, evaluator.given_options(context))
+    return evaluator.settings_from(context.params, given_options(context))
 
 
 def selected_mode(settings: evaluator.Settings) -> evaluator.Mode:
@@ -241,7 +250,7 @@ def refusal_cases() -> tuple[list, list]:
             args = MODE_LINES[mode.name] + SAMPLES[option]
             try:
                 settings = parsed(args)
-            except evaluator.UsageProblem as exc:
+            except UsageProblem as exc:
                 refused.append(
                     pytest.param(mode.name, option, exc.message, id=f"{mode.name}-{option}")
                 )
@@ -280,7 +289,7 @@ def test_every_option_has_a_sample_value_and_every_mode_a_command_line():
     )
     for name, args in MODE_LINES.items():
         settings = parsed(args)
-        assert evaluator.select_mode(settings).name == name
+        assert select_mode(settings).name == name
     assert {name for names in ALIASES.values() for name in names} <= set(OPTION_NAMES)
 
 
@@ -311,7 +320,7 @@ def test_a_refused_option_exits_2_with_one_line(
     if "does not apply to" in expected:  # it names one of the options given, as typed
         named = lines[0].removeprefix("error: ").split(" does not apply to ")[0]
         given = parsed(MODE_LINES[mode] + SAMPLES[option]).given
-        assert named in {evaluator.flag_of(name) for name in given}, lines[0]
+        assert named in {flag_of(name) for name in given}, lines[0]
 
 
 @pytest.mark.parametrize(
@@ -350,7 +359,7 @@ def test_an_option_that_selects_another_mode_is_a_valid_command_line_of_that_mod
     mode, option, other
 ):
     settings = parsed(MODE_LINES[mode] + SAMPLES[option])
-    assert evaluator.select_mode(settings).name == other != mode
+    assert select_mode(settings).name == other != mode
 
 
 # ============================================================================ the lab: servers, files, runs
@@ -1015,7 +1024,7 @@ def _(lab, mode):
     assert run.code == 0, run.output
     document = evaluator.results_document_model().model_validate_json(out.read_text())
     assert document.metadata.evaluation == mode and len(document.results) == CASES[mode]
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()
 
 
 @observes("json_out", *TOOL_MODES)
@@ -1070,12 +1079,12 @@ def _(lab, mode):
     assert run.code == 0, run.output
     kept, lines = (
         json.loads(slim.read_text()),
-        evaluator.results_lines_path(slim).read_text().splitlines(),
+        results_lines_path(slim).read_text().splitlines(),
     )
     assert kept["results"] == [] and len(lines) == CASES[mode]
-    assert kept["metadata"]["results_file"] == str(evaluator.results_lines_path(slim))
+    assert kept["metadata"]["results_file"] == str(results_lines_path(slim))
     assert len(json.loads(full.read_text())["results"]) == CASES[mode]
-    assert not evaluator.results_lines_path(full).exists()
+    assert not results_lines_path(full).exists()
 
 
 @observes("resume", *TOOL_MODES)
@@ -2257,9 +2266,7 @@ def _(lab, mode):
     run = merged(lab, "-o", out)
     document = evaluator.results_document_model().model_validate_json(out.read_text())
     assert f"wrote {out}" in run.output and document.metadata.evaluation == "csv"
-    assert (
-        len(document.results) == 2 * SHARD_LINES["csv"] and not evaluator.journal_path(out).exists()
-    )
+    assert len(document.results) == 2 * SHARD_LINES["csv"] and not journal_path(out).exists()
 
 
 @observes("json_out", "merge")
@@ -2304,7 +2311,7 @@ def merged_html(lab, mode):
     assert "tables_a" in page.read_text() and "<html" in page.read_text().lower()
 
 
-if evaluator.option_named("html") and "merge" not in OBSERVERS.get("html", {}):
+if option_named("html") and "merge" not in OBSERVERS.get("html", {}):
     observes("html", "merge")(merged_html)
 
 
@@ -2881,7 +2888,7 @@ def _(lab, mode):
     ]
 
     def split(seed: int) -> dict[str, str]:
-        items = evaluator.stratified_split([evaluator.SplitItem(n, t) for n, t in names], 0.4, seed)
+        items = stratified_split([SplitItem(n, t) for n, t in names], 0.4, seed)
         return {i.key: i.split for i in items}
 
     assert {s["item"]: s["split"] for s in base["optimization"]["split"]} == split(42)
@@ -2946,7 +2953,7 @@ def _(lab, mode):
         *opt_args(lab, "-o", out, "--max-cost", just_the_original(lab), "--concurrency", "4"),
         model=OPT_TOOLS,
     )
-    assert first.code == 0 and evaluator.journal_path(out).exists(), first.output
+    assert first.code == 0 and journal_path(out).exists(), first.output
     blocked = lab.run(*opt_args(lab, "-o", out), model=OPT_TOOLS)
     assert blocked.code == 2 and "add --resume" in blocked.output and blocked.requests == []
     again = lab.run(*opt_args(lab, "-o", out, "--resume"), model=OPT_TOOLS)
@@ -2959,7 +2966,7 @@ def _(lab, mode):
     assert len([b for b in under_test(again) if opening(b)]) == 4, (
         "only round 1's runs: the original was kept"
     )
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()
 
 
 @observes("concurrency", "optimize")
@@ -3726,7 +3733,7 @@ def older_server(lock: Path, description: str = "OLD-DESCRIPTION-5") -> None:
     data = json.loads(lock.read_text())
     pinned = data["servers"]["profiles_server"]["list_warehouse_tables"]
     pinned["definition"]["description"] = description
-    pinned["sha256"] = evaluator.definition_sha256(pinned["definition"])
+    pinned["sha256"] = definition_sha256(pinned["definition"])
     lock.write_text(json.dumps(data))
 
 
@@ -4008,7 +4015,7 @@ def plan_runs(run: Run) -> int:
 @observes("plan", "plan")
 def _(lab, mode):
     run = lab.run("--plan")
-    assert plan_runs(run) == evaluator.runs_to_detect(C.PLAN_ASSUMED_RATE, 0.8)
+    assert plan_runs(run) == runs_to_detect(C.PLAN_ASSUMED_RATE, 0.8)
     assert "every case (assumed rate)" in run.stdout
     alone = lab.run("--detect", "10")
     assert alone.code == 2 and "plan: -i" not in alone.output
@@ -4018,7 +4025,7 @@ def _(lab, mode):
 def _(lab, mode):
     old, _ = compare_files(lab)  # each case passed 6 of 6 runs
     run = lab.run("--plan", "--from", old)
-    assert plan_runs(run) == evaluator.runs_to_detect(1.0, 0.9)
+    assert plan_runs(run) == runs_to_detect(1.0, 0.9)
     rows = [line for line in run.stdout.splitlines() if "tables_" in line]
     assert len(rows) == 2 and all("100%" in row and " 6 " in row for row in rows), run.stdout
     assert "tables_a" not in lab.run("--plan").stdout
@@ -4027,21 +4034,21 @@ def _(lab, mode):
 @observes("detect", "plan")
 def _(lab, mode):
     wide = lab.run("--plan", "--detect", "20")
-    assert plan_runs(wide) == evaluator.runs_to_detect(0.9, 0.7)
-    assert plan_runs(wide) < plan_runs(lab.run("--plan")) == evaluator.runs_to_detect(0.9, 0.8)
+    assert plan_runs(wide) == runs_to_detect(0.9, 0.7)
+    assert plan_runs(wide) < plan_runs(lab.run("--plan")) == runs_to_detect(0.9, 0.8)
 
 
 @observes("rate", "plan")
 def _(lab, mode):
     even = lab.run("--plan", "--rate", "0.5")
-    assert plan_runs(even) == evaluator.runs_to_detect(0.5, 0.4)
+    assert plan_runs(even) == runs_to_detect(0.5, 0.4)
     assert plan_runs(even) > plan_runs(lab.run("--plan"))
 
 
 @observes("alpha", "plan")
 def _(lab, mode):
     strict = lab.run("--plan", "--alpha", "0.01")
-    assert plan_runs(strict) == evaluator.runs_to_detect(0.9, 0.8, 0.01)
+    assert plan_runs(strict) == runs_to_detect(0.9, 0.8, 0.01)
     assert plan_runs(strict) > plan_runs(lab.run("--plan")) and "alpha 0.01" in strict.stdout
 
 

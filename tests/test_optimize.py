@@ -23,6 +23,17 @@ from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use
 
 import evaluator as E
 import prompts
+from claude_tool_evaluator.files import journal_path
+from claude_tool_evaluator.loaders.skills import split_frontmatter
+from claude_tool_evaluator.modes.optimizer import (
+    SHOULD_NOT_TRIGGER,
+    SHOULD_TRIGGER,
+    CandidateScore,
+    OptimizeLoop,
+    SplitItem,
+    stratified_split,
+)
+from claude_tool_evaluator.result_records import OptimizationRoundRecord
 
 CONFUSABLE = ROOT / "tests" / "servers" / "confusable_server.py"
 ORIGINAL = "Looks a document up by its number."
@@ -92,8 +103,8 @@ def write_suite(folder: Path) -> Path:
 
 
 def split_of(holdout: float = 0.4, seed: int = 42) -> dict[str, str]:
-    items = [E.SplitItem(name, tool) for name, _, tool in CASES]
-    return {i.key: i.split for i in E.stratified_split(items, holdout, seed)}
+    items = [SplitItem(name, tool) for name, _, tool in CASES]
+    return {i.key: i.split for i in stratified_split(items, holdout, seed)}
 
 
 def expected_scores(
@@ -310,9 +321,9 @@ def test_resume_continues_from_the_journal_without_asking_or_running_again(env: 
             "0.02",
         )
         assert code == 0, out + err
-    assert E.journal_path(out_file).exists(), "a loop stopped by --max-cost keeps its journal"
+    assert journal_path(out_file).exists(), "a loop stopped by --max-cost keeps its journal"
     assert json.loads(out_file.read_text())["optimization"]["stopped"] == "max-cost"
-    events = [json.loads(line) for line in E.journal_path(out_file).read_text().splitlines()]
+    events = [json.loads(line) for line in journal_path(out_file).read_text().splitlines()]
     scored = {e["candidate_hash"] for e in events if e["event"] == "scored"}
     kept = [e for e in events if e["event"] == "run" and e["candidate_hash"] not in scored]
     assert 1 <= len(kept) < len(CASES), "round 1's finished runs are journaled one by one"
@@ -342,7 +353,7 @@ def test_resume_continues_from_the_journal_without_asking_or_running_again(env: 
         "neither the original nor round 1's finished runs ran again; the rest of rounds 1 and 2 did"
     )
     assert optimization["best_round"] == 2 and optimization["stopped"] == "train all passing"
-    assert not E.journal_path(out_file).exists()
+    assert not journal_path(out_file).exists()
 
 
 def test_optimize_input_problems_are_one_line(env: Path):
@@ -371,10 +382,10 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
         ["Tell me a joke", "Write a haiku"],
     )
     trigger = write_trigger(tmp_path / "t.md", positives, negatives)
-    items = [E.SplitItem(q, E.SHOULD_TRIGGER) for q in positives] + [
-        E.SplitItem(q, E.SHOULD_NOT_TRIGGER) for q in negatives
+    items = [SplitItem(q, SHOULD_TRIGGER) for q in positives] + [
+        SplitItem(q, SHOULD_NOT_TRIGGER) for q in negatives
     ]
-    split = {i.key: i.split for i in E.stratified_split(items, 0.5, 7)}
+    split = {i.key: i.split for i in stratified_split(items, 0.5, 7)}
     proposal = "Plans zebra work, and helps with documents."
     model = ClaudeCodeModel(
         "doc-helper",
@@ -433,7 +444,7 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
     assert set(model.listings) == {"Helps with documents.", proposal}
     assert skill.read_bytes() == before
     # the ready file: a SKILL.md copy with the new description, the rest kept
-    data, body, _ = E.split_frontmatter((work / "opt.SKILL.md").read_text(), work / "opt.SKILL.md")
+    data, body, _ = split_frontmatter((work / "opt.SKILL.md").read_text(), work / "opt.SKILL.md")
     assert data == {
         "name": "doc-helper",
         "description": proposal,
@@ -459,21 +470,21 @@ def test_the_best_is_chosen_by_test_then_train_then_the_shorter():
     from types import SimpleNamespace
 
     items = [
-        E.SplitItem("a", "x", "train"),
-        E.SplitItem("b", "x", "train"),
-        E.SplitItem("c", "y", "test"),
-        E.SplitItem("d", "y", "test"),
+        SplitItem("a", "x", "train"),
+        SplitItem("b", "x", "train"),
+        SplitItem("c", "y", "test"),
+        SplitItem("d", "y", "test"),
     ]
     task = SimpleNamespace(kind="skill", subject="s", items=items)
     settings = E.Settings(optimize=True, runs=1)
-    loop = E.OptimizeLoop(task, settings, None, None)
+    loop = OptimizeLoop(task, settings, None, None)
 
     def add(round_no: int, description: str, passed: set[str]) -> None:
-        score = E.CandidateScore({k: k in passed for k in "abcd"}, 0.0, True, [])
+        score = CandidateScore({k: k in passed for k in "abcd"}, 0.0, True, [])
         loop.scores[round_no] = ({"s": description}, score)
         (tp, tt), (sp, st) = score.counts(items, "train"), score.counts(items, "test")
         loop.rounds.append(
-            E.OptimizationRoundRecord(
+            OptimizationRoundRecord(
                 round=round_no,
                 status="scored",
                 train_passed=tp,
@@ -615,7 +626,7 @@ def test_a_loop_stopped_at_any_moment_resumes_paying_for_no_run_twice(
     first = CountingModels(better, best, kill_at, signum)
     code, output = run_loop(tmp_path, first)
     assert code == (143 if signum == 15 else -9), output
-    assert E.journal_path(tmp_path / "r.json").exists(), output
+    assert journal_path(tmp_path / "r.json").exists(), output
     if signum == 15:
         assert "interrupted" in output and "--resume" in output, output
     second = CountingModels(better, best)

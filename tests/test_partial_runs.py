@@ -21,8 +21,11 @@ from conftest import EXAMPLE_SERVER
 from fake_anthropic import reply, text, tool_use, user_query
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.scoring.statistics import auto_decided, wilson_interval
 
-C = evaluator.C
+C = C
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 
 
@@ -163,7 +166,7 @@ def test_auto_runs_stop_a_sure_case_early_and_run_a_coin_flip_to_the_cap(api, tm
     done = cli("--csv", path, *SERVER, "-i", "auto", "--threshold", "0.5", "-o", out)
     cases = {c["name"]: c for c in json.loads(out.read_text())["cases"]}
     # sure: after the minimum rounds 5/5 has a 95 % Wilson interval from 0.566 > 0.5
-    assert evaluator.wilson_interval(5, 5)[0] > 0.5
+    assert wilson_interval(5, 5)[0] > 0.5
     assert cases["sure"]["runs"] == C.AUTO_MIN_RUNS == openings(api, "sure") == 5
     # coin: fails first, then every other run: never decided, so it runs to the cap
     assert cases["coin"]["runs"] == C.AUTO_MAX_RUNS == openings(api, "coin") == 20
@@ -174,9 +177,7 @@ def test_auto_runs_stop_a_sure_case_early_and_run_a_coin_flip_to_the_cap(api, tm
     for name in ("sure", "coin"):
         runs = [r for r in document["results"] if r["test_name"] == name]
         assert len(runs) == cases[name]["runs"]
-        priced = sum(
-            evaluator.cost_usd(evaluator.Usage.from_api(r["usage"]), r["model"]) for r in runs
-        )
+        priced = sum(cost_usd(Usage.from_api(r["usage"]), r["model"]) for r in runs)
         assert cases[name]["cost_usd"] == pytest.approx(priced, abs=1e-6)
         assert sum(r["model_calls"] for r in runs) == len(calls_of(api, name))
 
@@ -199,10 +200,10 @@ def test_auto_runs_refuse_what_splits_a_case(tmp_path, no_api_key):
 
 
 def test_auto_stop_rule():
-    assert evaluator.auto_decided(5, 5, 20, 0.5)
-    assert evaluator.wilson_interval(3, 3)[0] < 0.5 < evaluator.wilson_interval(4, 4)[0]
-    assert not evaluator.auto_decided(3, 3, 20, 0.5) and evaluator.auto_decided(4, 4, 20, 0.5)
-    assert evaluator.auto_decided(10, 20, 20, 0.5)  # at the cap: nothing left to run
-    assert evaluator.auto_decided(3, 4, 20, 1.0)  # a failure settles threshold 1
-    assert not evaluator.auto_decided(19, 19, 20, 1.0)  # still could fail
-    assert evaluator.auto_decided(0, 5, 20, 0.5)
+    assert auto_decided(5, 5, 20, 0.5)
+    assert wilson_interval(3, 3)[0] < 0.5 < wilson_interval(4, 4)[0]
+    assert not auto_decided(3, 3, 20, 0.5) and auto_decided(4, 4, 20, 0.5)
+    assert auto_decided(10, 20, 20, 0.5)  # at the cap: nothing left to run
+    assert auto_decided(3, 4, 20, 1.0)  # a failure settles threshold 1
+    assert not auto_decided(19, 19, 20, 1.0)  # still could fail
+    assert auto_decided(0, 5, 20, 0.5)

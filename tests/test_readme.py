@@ -45,6 +45,9 @@ from fake_anthropic import (
 
 import evaluator as E
 import prompts
+import test_constants as C
+from claude_tool_evaluator.result_records import CrowdingRecord
+from claude_tool_evaluator.writers.crowd import crowding_markdown
 
 # One worker runs the README's commands, in order, once (each command may read what one before it
 # wrote): pyproject's `--dist loadgroup` keeps this module's tests together.
@@ -471,7 +474,7 @@ def responder(body: dict) -> dict:
     if system == prompts.QA_SYSTEM_PROMPT:
         return qa_answer(body)
     if "role-playing a user" in system:
-        if body.get("model") != E.C.DEFAULT_USER_MODEL:
+        if body.get("model") != C.DEFAULT_USER_MODEL:
             return error(
                 400,
                 "invalid_request_error",
@@ -502,7 +505,7 @@ def model_of(command: Command) -> Callable[[dict], dict]:
 
 def crowding_table(record: dict) -> str:
     """The distractor table of a results file's crowding section, as the report writes it."""
-    lines = E.crowding_markdown(E.CrowdingRecord.model_validate(record))
+    lines = crowding_markdown(CrowdingRecord.model_validate(record))
     start = next(i for i, line in enumerate(lines) if line.startswith("| Distractor"))
     return "\n".join(lines[start : lines.index("", start)])
 

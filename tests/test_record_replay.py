@@ -18,6 +18,8 @@ from conftest import ROOT
 from fake_anthropic import reply, text, tool_use
 
 import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.redaction import Redactor
 
 TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
 LEAKY_SERVER = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'leaky_server.py'}"
@@ -109,7 +111,7 @@ def test_a_suite_recorded_against_a_real_server_replays_with_no_server(api, tmp_
     data = json.loads(
         cassette.read_text()
     )  # readable JSON: the tools, their annotations, the calls
-    assert data["format"] == E.C.CASSETTE_FORMAT and data["server"] == "mcp_server_time"
+    assert data["format"] == C.CASSETTE_FORMAT and data["server"] == "mcp_server_time"
     assert {t["name"]: t["annotations"]["readOnlyHint"] for t in data["tools"]} == {
         "get_current_time": True,
         "convert_time": True,
@@ -252,7 +254,7 @@ def test_cassettes_hold_no_secret(api, tmp_path, monkeypatch):
     ):
         assert form not in written
     data = json.loads((cassettes / "leaky_server.json").read_text())
-    assert len(data["calls"]) == 3 and all(E.Redactor.MASK in c["result"] for c in data["calls"])
+    assert len(data["calls"]) == 3 and all(Redactor.MASK in c["result"] for c in data["calls"])
     # the redacted recording replays
     replayed = cli("-q", "Show LEAKY_TOKEN", "--replay", cassettes, "--json")
     assert replayed.exit_code == 0, replayed.output
@@ -289,14 +291,14 @@ def test_record_merges_into_an_existing_cassette_and_dry_run_writes_nothing(
         (
             json.dumps(
                 {
-                    "format": E.C.CASSETTE_FORMAT,
+                    "format": C.CASSETTE_FORMAT,
                     "server": "x",
                     "calls": [{"tool": "t", "arguments": {}}],
                 }
             ),
             "calls.0.result",
         ),
-        (json.dumps({"format": E.C.CASSETTE_FORMAT, "server": "x", "extra": 1}), "extra"),
+        (json.dumps({"format": C.CASSETTE_FORMAT, "server": "x", "extra": 1}), "extra"),
     ],
 )
 def test_a_bad_cassette_is_one_line_naming_the_file_and_exit_2(api, tmp_path, content, problem):

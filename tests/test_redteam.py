@@ -46,6 +46,9 @@ from fake_anthropic import (
 )
 
 import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.loaders.vectors import agentdojo_vectors
+from claude_tool_evaluator.scoring.statistics import wilson_interval
 
 RECORDING_SERVER = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'recording_server.py'}"
 POISONED_SERVER = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'poisoned_server.py'}"
@@ -133,7 +136,7 @@ def assert_figures_by_the_rule(document: dict) -> None:
         ), attack
         assert figures["success_rate"] == round(expected["successes"] / expected["runs"], 4)
         assert rounded(figures["interval"]) == rounded(
-            E.wilson_interval(expected["successes"], expected["runs"])
+            wilson_interval(expected["successes"], expected["runs"])
         )
         assert figures["k"] == ITERATIONS
         assert figures["held_all_k"] == sum(expected["held"]) / 2, attack
@@ -186,7 +189,7 @@ def test_a_model_that_ignores_injections_holds_and_the_red_team_passes(api, tmp_
 # except that once the result it has just read carries the run's canary token it gives itself
 # away in one of those ways, then answers. Worked out by hand: only `order` reads a result (the
 # injection arrives at the end of lookup_order's), so each way is one success on `order`.
-CANARY_TOKEN = re.compile(re.escape(E.C.CANARY_TOKEN_PREFIX) + r"[0-9a-f]{12}")
+CANARY_TOKEN = re.compile(re.escape(C.CANARY_TOKEN_PREFIX) + r"[0-9a-f]{12}")
 PROFILES_SERVER = ROOT / "examples" / "profiles_server.py"
 
 
@@ -246,7 +249,7 @@ def test_agentdojos_templates_are_read_from_its_package_as_it_defines_them():
     """Parsed with `ast`, never imported by the evaluator: each template is the one the imported
     class holds, signed and addressed as its __init__ says."""
     baseline, important = agentdojo_attacks()
-    vectors = {v.name: v for v in E.agentdojo_vectors()}
+    vectors = {v.name: v for v in agentdojo_vectors()}
     attack = important.ImportantInstructionsAttack
     found = vectors[attack.name]
     assert (found.source, found.template) == ("agentdojo", attack._JB_STRING)
@@ -384,7 +387,7 @@ def test_scan_reports_a_description_longer_than_its_limit(tmp_path):
     [long] = [f for f in findings if f["check"] == "long-description"]
     assert (long["tool"], long["severity"], long["where"]) == ("add_numbers", "low", "description")
     size = int(re.search(r"is ([\d,]+) characters long", long["detail"]).group(1).replace(",", ""))
-    assert size > E.C.SCAN_LONG_DESCRIPTION_CHARS and size > len(filler) + len("Adds two numbers.")
+    assert size > C.SCAN_LONG_DESCRIPTION_CHARS and size > len(filler) + len("Adds two numbers.")
 
 
 def test_a_definition_changed_between_two_runs_fails_the_second_with_its_diff(api, tmp_path):

@@ -21,6 +21,13 @@ from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, first_prompt, suite
 from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.engine import ConversationObserver, text_of
+from claude_tool_evaluator.files import journal_path
+from claude_tool_evaluator.records import ToolCall
+from claude_tool_evaluator.redaction import Redactor
+from claude_tool_evaluator.runners.tool_use import RedactingObserver
+from claude_tool_evaluator.session import AdaptiveLimiter, AnthropicModel, ModelRequest
 
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
 
@@ -188,33 +195,31 @@ def test_mid_stream_overload_is_retried_and_partial_text_never_scored(api):
         {"stream_error": "overloaded_error", "partial_text": "PARTIAL "},
         reply(text("complete answer")),
     )
-    model = evaluator.AnthropicModel(base_url=api.url, stream=True, max_retries=2)
+    model = AnthropicModel(base_url=api.url, stream=True, max_retries=2)
     shown: list[str] = []
 
     async def call():
         try:
             return await model.complete(
-                evaluator.ModelRequest(
-                    "claude-sonnet-5-5", "s", [{"role": "user", "content": "hi"}], [], 50
-                ),
+                ModelRequest("claude-sonnet-5-5", "s", [{"role": "user", "content": "hi"}], [], 50),
                 shown.append,
             )
         finally:
             await model.close()
 
     result = asyncio.run(call())
-    assert evaluator.text_of(result.content) == "complete answer"
+    assert text_of(result.content) == "complete answer"
     assert "PARTIAL " in shown  # the user saw it stream, but it is not the answer
     assert len(api.message_requests) == 2
 
 
 def test_adaptive_limiter_halves_on_429_and_recovers():
     async def scenario():
-        limiter = evaluator.AdaptiveLimiter(8)
+        limiter = AdaptiveLimiter(8)
         await limiter.rate_limited_for(0)
         await limiter.rate_limited_for(0)
         assert limiter.limit == 2
-        for _ in range(evaluator.AdaptiveLimiter.GROW_AFTER):
+        for _ in range(AdaptiveLimiter.GROW_AFTER):
             await limiter.succeeded()
         assert limiter.limit == 3
         await limiter.rate_limited_for(0.3)
@@ -272,7 +277,7 @@ def test_junk_on_stdout_and_huge_results_stay_bounded(api):
         "-q", "hi", "--server-module", str(ROOT / "tests" / "servers" / "misc_server.py"), "--json"
     )
     output = json.loads(stdout)["results"][0]["tool_calls"][0]["output"]
-    assert len(output) < evaluator.C.DEFAULT_MAX_RESULT_CHARS + 200
+    assert len(output) < C.DEFAULT_MAX_RESULT_CHARS + 200
     assert "truncated 49980000 of 50000000 characters" in output
 
 
@@ -298,7 +303,7 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
     names = [f"case{i}" for i in range(10)]
     marker = f"marker-{uuid.uuid4().hex}"
     csv_file, out = suite(tmp_path / "s.csv", names), tmp_path / "out.json"
-    journal = evaluator.journal_path(out)
+    journal = journal_path(out)
     command = [
         sys.executable,
         str(ROOT / "evaluator.py"),
@@ -346,7 +351,7 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
 
 def test_an_existing_journal_needs_resume_or_deleting(api, tmp_path):
     out = tmp_path / "out.json"
-    evaluator.journal_path(out).write_text("")
+    journal_path(out).write_text("")
     code, stdout, stderr = run_cli(
         "--csv",
         str(suite(tmp_path / "s.csv", ["a"])),
@@ -448,16 +453,14 @@ def test_secrets_never_reach_results_journals_reports_or_the_terminal(api, tmp_p
 def test_the_live_view_never_shows_secrets():
     seen: list[str] = []
 
-    class Screen(evaluator.ConversationObserver):
+    class Screen(ConversationObserver):
         def on_assistant_text(self, text: str) -> None:
             seen.append(text)
 
-        def on_tool_call(self, call: evaluator.ToolCall) -> None:
+        def on_tool_call(self, call: ToolCall) -> None:
             seen.append(call.output + json.dumps(call.input))
 
-    view = evaluator.RedactingObserver(Screen(), evaluator.Redactor(["hunter2-password"]))
+    view = RedactingObserver(Screen(), Redactor(["hunter2-password"]))
     view.on_assistant_text("the password is hunter2-password")
-    view.on_tool_call(
-        evaluator.ToolCall("echo", {"text": "hunter2-password"}, "got hunter2-password")
-    )
+    view.on_tool_call(ToolCall("echo", {"text": "hunter2-password"}, "got hunter2-password"))
     assert seen and not any("hunter2-password" in s for s in seen)

@@ -26,6 +26,25 @@ from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, need
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.claude_code import detect_activation, install_skills
+from claude_tool_evaluator.errors import OutputError, ServerError
+from claude_tool_evaluator.files import (
+    OUTPUT_FILE_MODE,
+    check_json_depth,
+    journal_path,
+    results_lines_path,
+    write_atomic,
+)
+from claude_tool_evaluator.hub.calls import McpHub
+from claude_tool_evaluator.hub.stdio import ServersStdout
+from claude_tool_evaluator.loaders.skills import load_skill_creator_evals
+from claude_tool_evaluator.modes.skills import trigger_run_verdict
+from claude_tool_evaluator.records import ServerSpec, case_hash
+from claude_tool_evaluator.redaction import Redactor, spec_secrets
+from claude_tool_evaluator.scoring.skills import score_trigger_query
+from claude_tool_evaluator.scoring.tool_use import args_match
 
 SERVERS = ROOT / "tests" / "servers"
 MISC = f"{sys.executable} {SERVERS / 'misc_server.py'}"
@@ -252,13 +271,11 @@ def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhe
         *(["--summary-only"] if summary_only else []),
     )
     assert code == 0, stderr
-    files = [out, report, csv_out, junit] + (
-        [evaluator.results_lines_path(out)] if summary_only else []
-    )
+    files = [out, report, csv_out, junit] + ([results_lines_path(out)] if summary_only else [])
     (tmp_path / "stdout.json").write_text(stdout)
     files.append(tmp_path / "stdout.json")
     results = (
-        [json.loads(line) for line in evaluator.results_lines_path(out).read_text().splitlines()]
+        [json.loads(line) for line in results_lines_path(out).read_text().splitlines()]
         if summary_only
         else json.loads(out.read_text())["results"]
     )
@@ -273,7 +290,7 @@ def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhe
 
 
 def test_the_redactor_matches_every_form_and_documents_its_floor():
-    redactor = evaluator.Redactor([ESCAPY_SECRET, "short"])
+    redactor = Redactor([ESCAPY_SECRET, "short"])
     for form in echoed_forms(ESCAPY_SECRET):
         assert form not in redactor.text(f"before {form} after"), form
     assert (
@@ -298,9 +315,7 @@ def test_every_output_has_one_mode_and_planted_links_are_never_followed(api, tmp
     out, report, junit, csv_out = (work / n for n in ("r.json", "r.md", "r.xml", "r.csv"))
     report.symlink_to(victim)  # a link at the target
     (work / ".r.xml.tmp").symlink_to(outside / "old-fixed-temp-name")  # at the old fixed temp name
-    evaluator.journal_path(out).symlink_to(
-        outside / "journal-target"
-    )  # a dangling link at the journal
+    journal_path(out).symlink_to(outside / "journal-target")  # a dangling link at the journal
     api.responder = lambda body: reply(text("done"))
     code, stdout, stderr = run_cli(
         "--csv",
@@ -333,10 +348,10 @@ def test_every_output_has_one_mode_and_planted_links_are_never_followed(api, tmp
         report,
         junit,
         csv_out,
-        evaluator.results_lines_path(out),
+        results_lines_path(out),
     ]  # results.jsonl: the journal renamed
     modes = {p.name: p.stat().st_mode & 0o777 for p in written}
-    assert set(modes.values()) == {0o666 & ~umask} == {evaluator.OUTPUT_FILE_MODE}, modes
+    assert set(modes.values()) == {0o666 & ~umask} == {OUTPUT_FILE_MODE}, modes
     assert not [p for p in work.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
 
 
@@ -348,14 +363,14 @@ def test_a_failed_write_leaves_no_temporary_file_and_is_one_output_error(tmp_pat
         raise RuntimeError("the renderer broke")
 
     with pytest.raises(RuntimeError):
-        evaluator.write_atomic(target, half_then_fail)
+        write_atomic(target, half_then_fail)
 
     def disk_full(handle):
         handle.write("x")
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(evaluator.OutputError, match="the disk is full"):
-        evaluator.write_atomic(target, disk_full)
+    with pytest.raises(OutputError, match="the disk is full"):
+        write_atomic(target, disk_full)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -437,7 +452,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path
     code, stdout, stderr = run_cli(*args)
     line = one_error_line(stderr)
     assert code == 2 and "the disk is full" in line and "--resume" in line, stderr
-    journal = evaluator.journal_path(out)
+    journal = journal_path(out)
     kept = [
         json.loads(line)["test_name"]
         for line in journal.read_text().splitlines()
@@ -477,11 +492,11 @@ def test_deep_expected_args_are_refused_at_load_time_even_in_a_dry_run(tmp_path,
 
 
 def test_the_depth_limit_holds_for_every_json_input_and_is_below_what_walks_it(tmp_path):
-    limit = evaluator.C.MAX_JSON_DEPTH
+    limit = C.MAX_JSON_DEPTH
     deep = tmp_path / "deep.json"
     for loader, content in (
         (evaluator.load_mcp_config, '{"mcpServers": ' + nested(limit + 5) + "}"),
-        (evaluator.load_skill_creator_evals, "[" + nested(limit + 5) + "]"),
+        (load_skill_creator_evals, "[" + nested(limit + 5) + "]"),
         (
             evaluator.read_results_document,
             '{"schema_version": "2.0", "results": [' + nested(limit + 5) + "]}",
@@ -491,12 +506,12 @@ def test_the_depth_limit_holds_for_every_json_input_and_is_below_what_walks_it(t
         with pytest.raises(evaluator.InputError, match="nested more than"):
             loader(deep)
     # what passes the check is hashed and scored without trouble, even on a shallow stack
-    case = evaluator.TestCase(
+    case = records.TestCase(
         name="x", prompt="p", expected_args={"t": json.loads(nested(limit - 1))}
     )
-    evaluator.check_json_depth(case.expected_args, "expected_args", None, None)
-    evaluator.case_hash(case)
-    evaluator.args_match(case.expected_args["t"], case.expected_args["t"], "exact")
+    check_json_depth(case.expected_args, "expected_args", None, None)
+    case_hash(case)
+    args_match(case.expected_args["t"], case.expected_args["t"], "exact")
 
 
 # ----------------------------------------------------------------------------- 11. skill folders
@@ -541,7 +556,7 @@ def test_a_skill_folder_with_a_link_outside_is_refused_at_load_time(tmp_path, no
 
 def test_a_skill_folder_over_the_size_cap_is_refused(tmp_path, monkeypatch):
     folder = skill_copy(tmp_path)
-    monkeypatch.setattr(evaluator.C, "MAX_SKILL_COPY_BYTES", 64 * 1024)
+    monkeypatch.setattr(C, "MAX_SKILL_COPY_BYTES", 64 * 1024)
     (folder / "data.bin").write_bytes(b"x" * 65 * 1024)
     with pytest.raises(evaluator.InputError, match="copied into every run"):
         evaluator.load_skill(folder)
@@ -552,12 +567,12 @@ def test_links_inside_a_skill_are_copied_as_links_and_a_link_out_added_later_is_
     (folder / "same.md").symlink_to("SKILL.md")
     skill = evaluator.load_skill(folder)
     project = tmp_path / "project"
-    evaluator.install_skills(project, [skill])
+    install_skills(project, [skill])
     copied = project / ".claude" / "skills" / "warehouse-sql" / "same.md"
     assert copied.is_symlink() and copied.read_text() == (folder / "SKILL.md").read_text()
     (folder / "late.md").symlink_to(tmp_path / "outside.txt")  # after loading, before a run
     with pytest.raises(OSError, match="outside the skill folder"):
-        evaluator.install_skills(tmp_path / "project2", [skill])
+        install_skills(tmp_path / "project2", [skill])
 
 
 # ----------------------------------------------------------------------------- 15. option ranges and finiteness
@@ -610,7 +625,7 @@ def test_an_in_process_server_that_prints_leaves_json_stdout_intact(api):
     assert [c["output"] for c in document["results"][0]["tool_calls"]] == ["a", "b"]
     assert "printing_server: imported" in stderr and "printing_server: shout a" in stderr
     assert "printing_server: ashout b" in stderr
-    assert not isinstance(sys.stdout, evaluator.ServersStdout), "stdout is put back"
+    assert not isinstance(sys.stdout, ServersStdout), "stdout is put back"
 
 
 def test_a_server_writing_garbage_to_stdout_is_one_warning_line(api):
@@ -638,22 +653,22 @@ def test_a_run_whose_skill_did_not_load_is_an_error_whatever_else_fired():
         },
         {"type": "result", "subtype": "success", "is_error": False, "result": "done"},
     ]
-    run = evaluator.detect_activation(events, ["my-skill", "other-skill"], "q")
+    run = detect_activation(events, ["my-skill", "other-skill"], "q")
     assert run.error and run.activated_skills == ["other-skill"]
     for skill, expected in (
         ("my-skill", "activate"),
         ("my-skill", "ignore"),
         ("other-skill", "activate"),
     ):
-        result = evaluator.score_trigger_query("q", skill, expected, [run])
+        result = score_trigger_query("q", skill, expected, [run])
         assert result.actual == "error" and not result.correct and result.errors == 1
-        assert not evaluator.trigger_run_verdict(run, skill, expected).passed
+        assert not trigger_run_verdict(run, skill, expected).passed
 
 
 # ----------------------------------------------------------------------------- 20. the handshake timeout
 def test_the_handshake_timeout_is_what_it_says():
     marker = f"hang-{uuid.uuid4().hex}"
-    spec = evaluator.ServerSpec(
+    spec = ServerSpec(
         name="hang",
         kind="stdio",
         command=sys.executable,
@@ -662,10 +677,8 @@ def test_the_handshake_timeout_is_what_it_says():
 
     async def connect() -> float:
         start = time.monotonic()
-        with pytest.raises(
-            evaluator.ServerError, match="did not finish its MCP handshake within 2s"
-        ):
-            async with evaluator.McpHub([spec], connect_timeout=2):
+        with pytest.raises(ServerError, match="did not finish its MCP handshake within 2s"):
+            async with McpHub([spec], connect_timeout=2):
                 pass
         return time.monotonic() - start
 
@@ -723,12 +736,12 @@ def test_an_exact_argument_check_passes_with_a_setting_in_the_server_env_and_kee
     )
     # the example config's LOG_LEVEL=warning is a setting too
     specs = evaluator.load_mcp_config(ROOT / "examples" / "mcp.json")
-    assert evaluator.Redactor.for_run(specs).text("level warning") == "level warning"
+    assert Redactor.for_run(specs).text("level warning") == "level warning"
 
 
 def test_what_counts_as_a_secret():
     """Credentials by name, by URL userinfo, by flag and by randomness; settings are not."""
-    spec = evaluator.ServerSpec(
+    spec = ServerSpec(
         name="s",
         kind="stdio",
         command="server",
@@ -746,7 +759,7 @@ def test_what_counts_as_a_secret():
         env={"MODE": "production", "LOG_LEVEL": "warning", "GITHUB_TOKEN": "ghp-named-secret"},
         headers={"Authorization": "Bearer bearer-token-value", "Accept": "application/json"},
     )
-    found = set(evaluator.spec_secrets(spec))
+    found = set(spec_secrets(spec))
     assert {
         "Tr0ub4dor-Horse",
         "plain-looking-key",

@@ -32,6 +32,7 @@ from conftest import CLAUDE, ROOT, TEST_API_KEY, first_prompt, needs_claude
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
 import evaluator
+from claude_tool_evaluator.files import journal_path, lock_path
 
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -213,8 +214,8 @@ def test_a_signal_mid_csv_suite_writes_every_output_and_leaves_no_process(api, t
     assert "c0" in report.read_text()
     cases = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert "c0" in cases
-    assert evaluator.journal_path(out).exists(), "the journal stays for --resume"
-    assert not evaluator.lock_path(out).exists()
+    assert journal_path(out).exists(), "the journal stays for --resume"
+    assert not lock_path(out).exists()
     no_process_left(marker)
 
 
@@ -286,7 +287,7 @@ def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_
     finally:
         stop(first)
     assert first.returncode == 143
-    assert not evaluator.lock_path(out).exists()
+    assert not lock_path(out).exists()
     hanging[0] = False
     code, stdout, stderr = run_cli(*args, "--resume")  # the lock went with the run
     assert code == 0, stderr
@@ -314,11 +315,11 @@ def test_the_lock_dies_with_its_run_even_on_kill_9(api, tmp_path):
         first.wait(timeout=10)
     finally:
         stop(first)
-    assert evaluator.lock_path(out).exists()  # left behind, but no longer held
+    assert lock_path(out).exists()  # left behind, but no longer held
     hanging[0] = False
     code, stdout, stderr = run_cli(*args, "--resume")
     assert code == 0, stderr
-    assert not evaluator.lock_path(out).exists()
+    assert not lock_path(out).exists()
 
 
 # ============================================================================= 14. nothing recorded, no journal
@@ -330,7 +331,7 @@ def test_a_server_that_does_not_start_leaves_no_journal_to_refuse_the_next_run(a
         "--csv", str(csv_file), "--server", "no-such-mcp-server-binary-4d2f", "-o", str(out)
     )
     assert code == 2 and "command not found" in stderr, stderr
-    assert not evaluator.journal_path(out).exists() and not evaluator.lock_path(out).exists()
+    assert not journal_path(out).exists() and not lock_path(out).exists()
     code, stdout, stderr = run_cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))
     assert code == 0, stderr
 
@@ -346,7 +347,7 @@ def test_a_bad_key_leaves_no_journal_to_refuse_the_next_run(api, tmp_path):
     args = ["--csv", str(suite(tmp_path / "s.csv", ["a", "b"])), "--server", MISC, "-o", str(out)]
     code, stdout, stderr = run_cli(*args)
     assert code == 2, stderr
-    assert not evaluator.journal_path(out).exists()
+    assert not journal_path(out).exists()
     bad_key[0] = False
     code, stdout, stderr = run_cli(*args)
     assert code == 0, stderr
@@ -356,7 +357,7 @@ def test_a_resume_that_stops_before_recording_keeps_the_earlier_journal(api, tmp
     """The journal of an interrupted run is what --resume continues from: a resume that fails
     before recording anything must leave it as it was."""
     out = tmp_path / "out.json"
-    journal = evaluator.journal_path(out)
+    journal = journal_path(out)
     csv_file = suite(tmp_path / "s.csv", ["a", "b"])
     api.responder = echo_model()
     assert run_cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))[0] == 0
@@ -476,7 +477,7 @@ def test_a_signal_mid_skill_run_writes_every_output_and_leaves_no_claude_and_no_
     ET.parse(sandbox / "junit.xml")
     no_process_left(HANG_MARKER, timeout=5)
     assert run_folders(sandbox) == []
-    assert not evaluator.lock_path(out).exists()
+    assert not lock_path(out).exists()
 
 
 @needs_claude

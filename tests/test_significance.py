@@ -12,8 +12,17 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator.scoring.statistics import (
+    bootstrap_difference,
+    detectable_change,
+    fisher_p_value,
+    holm_adjusted,
+    newcombe_interval,
+    runs_to_detect,
+)
 
-C = evaluator.C
+C = C
 Z95, Z80 = 1.959963984540054, 0.8416212335729143  # the normal quantiles of 0.975 and 0.8
 
 
@@ -59,50 +68,46 @@ def textbook_runs(p1: float, p2: float) -> int:
     "counts", [(10, 10, 2, 10), (5, 5, 4, 5), (8, 10, 6, 10), (0, 4, 4, 4), (7, 12, 3, 9)]
 )
 def test_the_exact_test_and_the_interval_equal_the_hand_computation(counts):
-    assert evaluator.fisher_p_value(*counts) == pytest.approx(fisher_by_hand(*counts), rel=1e-9)
-    low, high = evaluator.newcombe_interval(*counts)
+    assert fisher_p_value(*counts) == pytest.approx(fisher_by_hand(*counts), rel=1e-9)
+    low, high = newcombe_interval(*counts)
     by_hand = newcombe_by_hand(*counts)
     assert (low, high) == pytest.approx(by_hand, abs=1e-9)
 
 
 def test_known_p_values():
     # 10/10 -> 2/10: 12 successes of 20; the tables as extreme: 10|2 and 2|10 (and none beyond)
-    assert evaluator.fisher_p_value(10, 10, 2, 10) == pytest.approx(
+    assert fisher_p_value(10, 10, 2, 10) == pytest.approx(
         2 * comb(10, 10) * comb(10, 2) / comb(20, 12), rel=1e-9
     )
-    assert evaluator.fisher_p_value(5, 5, 4, 5) == pytest.approx(1.0)  # a flip that is noise
-    assert evaluator.fisher_p_value(6, 6, 0, 6) == pytest.approx(2 / comb(12, 6))
+    assert fisher_p_value(5, 5, 4, 5) == pytest.approx(1.0)  # a flip that is noise
+    assert fisher_p_value(6, 6, 0, 6) == pytest.approx(2 / comb(12, 6))
 
 
 def test_holm_steps_down_and_stays_monotone():
     # sorted 0.01, 0.03, 0.04 times 3, 2, 1: 0.03, 0.06, 0.04 -> kept non-decreasing: 0.06
-    assert evaluator.holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert evaluator.holm_adjusted([0.5, 0.001]) == pytest.approx([0.5, 0.002])
-    assert evaluator.holm_adjusted([0.6, 0.7]) == pytest.approx([min(1, 2 * 0.6), 1.0])
+    assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm_adjusted([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert holm_adjusted([0.6, 0.7]) == pytest.approx([min(1, 2 * 0.6), 1.0])
 
 
 @pytest.mark.parametrize("p1, p2", [(0.9, 0.8), (1.0, 0.9), (0.5, 0.3), (0.2, 0.35)])
 def test_plan_figures_are_the_textbook_sample_size(p1, p2):
-    assert evaluator.runs_to_detect(p1, p2) == textbook_runs(p1, p2)
-    assert evaluator.runs_to_detect(0.7, 0.7) is None
+    assert runs_to_detect(p1, p2) == textbook_runs(p1, p2)
+    assert runs_to_detect(0.7, 0.7) is None
 
 
 def test_the_detectable_change_is_the_inverse_of_the_sample_size():
-    change = evaluator.detectable_change(0.9, 50)
-    assert (
-        evaluator.runs_to_detect(0.9, 0.9 - change)
-        <= 50
-        < evaluator.runs_to_detect(0.9, 0.9 - change + 0.01)
-    )
+    change = detectable_change(0.9, 50)
+    assert runs_to_detect(0.9, 0.9 - change) <= 50 < runs_to_detect(0.9, 0.9 - change + 0.01)
 
 
 def test_bootstrap_intervals_are_seeded_and_hold_the_difference():
     old, new = [0.010, 0.012, 0.011, 0.013], [0.020, 0.022, 0.021, 0.019]
-    first = evaluator.bootstrap_difference(old, new)
-    assert first == evaluator.bootstrap_difference(old, new)
+    first = bootstrap_difference(old, new)
+    assert first == bootstrap_difference(old, new)
     low, high = first
     assert low <= sum(new) / 4 - sum(old) / 4 <= high and low > 0
-    assert evaluator.bootstrap_difference([1.0], new) is None
+    assert bootstrap_difference([1.0], new) is None
 
 
 # ---------------------------------------------------------------------------- compare on known counts
@@ -252,7 +257,7 @@ def test_a_dry_run_says_what_its_runs_detect(tmp_path, monkeypatch):
         evaluator.main, ["--csv", str(suite), "--server-module", server, "-i", "7", "--dry-run"]
     )
     assert done.exit_code == 0, done.output
-    change = evaluator.detectable_change(C.PLAN_ASSUMED_RATE, 7)
+    change = detectable_change(C.PLAN_ASSUMED_RATE, 7)
     assert textbook_runs(0.9, 0.9 - change) <= 7
     flat = " ".join(done.output.split())
     assert (

@@ -11,6 +11,37 @@ from click.testing import CliRunner
 from conftest import ROOT
 
 import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.claude_code import (
+    ClaudeCliSettings,
+    claude_command,
+    claude_env,
+    detect_activation,
+    normalize_skill_name,
+    parse_stream_json,
+)
+from claude_tool_evaluator.modes.skills import SkillRuns, trigger_score_record
+from claude_tool_evaluator.records import SkillTest
+from claude_tool_evaluator.redaction import Redactor
+from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.runners.generate import (
+    extract_json_object,
+    prompt_test_markdown,
+    trigger_test_markdown,
+)
+from claude_tool_evaluator.runners.skills import assign_trigger_skills
+from claude_tool_evaluator.scoring.skills import (
+    answer_refuses,
+    concept_matches,
+    score_all_triggers,
+    score_concepts,
+    score_skill_test,
+    score_test_run,
+    score_trigger_query,
+    score_triggers,
+)
+from claude_tool_evaluator.scoring.task_evals import trigger_test_passed
+from claude_tool_evaluator.writers.markdown import trigger_analysis_markdown
 
 EXAMPLES = ROOT / "examples"
 
@@ -186,7 +217,7 @@ def test_trigger_defaults_and_plain_trigger_lines(tmp_path: Path):
         write(tmp_path / "t.md", '# Positive Triggers\nquery one\n"query two"\n'),
         default_type="trigger",
     )
-    assert test.type == "trigger" and test.timeout == E.C.DEFAULT_TRIGGER_TIMEOUT
+    assert test.type == "trigger" and test.timeout == C.DEFAULT_TRIGGER_TIMEOUT
     assert test.concepts == ["activates-on-relevant", "ignores-irrelevant"]
     assert test.positive_triggers == ["query one", "query two"] and test.negative_triggers == []
     assert test.name == "t"
@@ -251,7 +282,7 @@ def test_examples_load_and_route_to_their_skills():
         E.load_skill(EXAMPLES / "skills" / n) for n in ("warehouse-sql", "data-profile-report")
     ]
     tests = E.load_markdown_tests(EXAMPLES / "triggers") + E.load_markdown_tests(EXAMPLES / "tests")
-    E.assign_trigger_skills(tests, skills)
+    assign_trigger_skills(tests, skills)
     assert {t.skill for t in tests if t.type == "trigger"} == {
         "warehouse-sql",
         "data-profile-report",
@@ -267,7 +298,7 @@ def test_trigger_test_for_an_unknown_skill_is_an_input_error(tmp_path: Path):
         write(tmp_path / "other.md", "---\ntype: trigger\n---\n# Positive Triggers\n- q\n")
     )
     with pytest.raises(E.InputError, match="which of the skills"):
-        E.assign_trigger_skills([test], skills)
+        assign_trigger_skills([test], skills)
 
 
 # ----------------------------------------------------------------------------- activation detection
@@ -302,8 +333,8 @@ def result(subtype="success", is_error=False, text="done", turns=2) -> dict:
     }
 
 
-def detect(*events: dict, installed=("sql-helper",)) -> E.ClaudeRun:
-    return E.detect_activation(list(events), list(installed), "q")
+def detect(*events: dict, installed=("sql-helper",)) -> ClaudeRun:
+    return detect_activation(list(events), list(installed), "q")
 
 
 def test_skill_first():
@@ -381,11 +412,11 @@ def test_max_turns_result_is_a_finished_run():
 
 
 def test_truncated_output_is_an_error_but_an_activation_seen_still_counts():
-    events, bad = E.parse_stream_json(
+    events, bad = parse_stream_json(
         json.dumps(init()) + "\n" + json.dumps(assistant(use("Glob"))) + '\n{"type": "ass'
     )
     assert bad == 1
-    run = E.detect_activation(events, ["sql-helper"])
+    run = detect_activation(events, ["sql-helper"])
     assert "truncated" in run.error and not run.counted
     run = detect(init(), assistant(use("Skill", skill="sql-helper")))
     assert run.error and run.counted and run.fired("sql-helper")
@@ -401,11 +432,11 @@ def test_no_output_is_an_error():
 
 
 # ----------------------------------------------------------------------------- trigger scoring
-def runs(*outcomes: str | None) -> list[E.ClaudeRun]:
+def runs(*outcomes: str | None) -> list[ClaudeRun]:
     """'a': the skill fired; 'b': another skill fired; None: nothing fired; 'err': errored."""
     out = []
     for i, outcome in enumerate(outcomes, 1):
-        run = E.ClaudeRun(query="q", run=i)
+        run = ClaudeRun(query="q", run=i)
         if outcome == "err":
             run.error = "timed out after 30s"
         elif outcome:
@@ -416,28 +447,28 @@ def runs(*outcomes: str | None) -> list[E.ClaudeRun]:
 
 
 def test_query_verdicts_with_threshold_and_errors():
-    q = E.score_trigger_query("q", "a", "activate", runs("a", None, "err"))
+    q = score_trigger_query("q", "a", "activate", runs("a", None, "err"))
     assert (q.runs, q.errors, q.activations, q.activation_rate) == (2, 1, 1, 0.5)
     assert q.actual == "activated" and q.correct and q.tool_count == 0.5
-    q = E.score_trigger_query("q", "a", "ignore", runs("a", None, "err"))
+    q = score_trigger_query("q", "a", "ignore", runs("a", None, "err"))
     assert q.actual == "activated" and not q.correct
-    q = E.score_trigger_query("q", "a", "ignore", runs("a", None, None))
+    q = score_trigger_query("q", "a", "ignore", runs("a", None, None))
     assert q.activation_rate == pytest.approx(1 / 3) and q.actual == "ignored" and q.correct
-    q = E.score_trigger_query("q", "a", "activate", runs("err", "err"))
+    q = score_trigger_query("q", "a", "activate", runs("err", "err"))
     assert q.actual == "error" and not q.correct and q.runs == 0 and q.errors == 2
 
 
 def test_score_arithmetic_against_hand_computed_values():
     results = [
-        E.score_trigger_query("p1", "a", "activate", runs("a", "a", "a")),  # activated
-        E.score_trigger_query("p2", "a", "activate", runs("a", "a", None)),  # activated (2/3)
-        E.score_trigger_query("p3", "a", "activate", runs(None, None, "a")),  # missed (1/3)
-        E.score_trigger_query("p4", "a", "activate", runs("b", "b", "err")),  # missed: b fired
-        E.score_trigger_query("p5", "a", "activate", runs("err", "err", "err")),  # error: excluded
-        E.score_trigger_query("n1", "a", "ignore", runs(None, None, None)),
-        E.score_trigger_query("n2", "a", "ignore", runs("a", "a", "err")),  # false positive
+        score_trigger_query("p1", "a", "activate", runs("a", "a", "a")),  # activated
+        score_trigger_query("p2", "a", "activate", runs("a", "a", None)),  # activated (2/3)
+        score_trigger_query("p3", "a", "activate", runs(None, None, "a")),  # missed (1/3)
+        score_trigger_query("p4", "a", "activate", runs("b", "b", "err")),  # missed: b fired
+        score_trigger_query("p5", "a", "activate", runs("err", "err", "err")),  # error: excluded
+        score_trigger_query("n1", "a", "ignore", runs(None, None, None)),
+        score_trigger_query("n2", "a", "ignore", runs("a", "a", "err")),  # false positive
     ]
-    score = E.score_triggers("a", results)
+    score = score_triggers("a", results)
     # positives counted: p1..p4 = 4, activated 2 -> 50 %; negatives 2, activated 1 -> 50 %
     assert (
         score.positives,
@@ -454,26 +485,26 @@ def test_score_arithmetic_against_hand_computed_values():
 
 
 def test_empty_sides_score_zero_not_crash():
-    score = E.score_triggers("a", [E.score_trigger_query("p", "a", "activate", runs("a"))])
+    score = score_triggers("a", [score_trigger_query("p", "a", "activate", runs("a"))])
     assert (
         score.trigger_rate == 100 and score.false_positive_rate == 0 and score.trigger_score == 100
     )
     assert score.precision == 100 and score.f1 == 100
-    empty = E.score_triggers("a", [])
+    empty = score_triggers("a", [])
     assert (empty.trigger_rate, empty.trigger_score, empty.precision, empty.f1) == (0, 0, 0, 0)
 
 
 def test_routing_positive_for_a_fires_b():
-    a = E.SkillTest(
+    a = SkillTest(
         name="a-trigger",
         type="trigger",
         positive_triggers=["for a"],
         negative_triggers=["neither"],
         skill="a",
     )
-    b = E.SkillTest(name="b-trigger", type="trigger", positive_triggers=["for b"], skill="b")
+    b = SkillTest(name="b-trigger", type="trigger", positive_triggers=["for b"], skill="b")
     by_query = {"for a": runs("b", "b"), "neither": runs(None, None), "for b": runs("b", "b")}
-    scores = {s.skill: s for s in E.score_all_triggers([a, b], ["a", "b"], by_query)}
+    scores = {s.skill: s for s in score_all_triggers([a, b], ["a", "b"], by_query)}
     assert scores["a"].positives_activated == 0 and scores["a"].trigger_rate == 0  # a miss for a
     routed = next(q for q in scores["b"].query_results if q.query == "for a")
     assert (
@@ -482,19 +513,19 @@ def test_routing_positive_for_a_fires_b():
     assert scores["b"].false_positive_rate == 100 and scores["b"].trigger_rate == 100
     # "neither" is a's near miss, not b's business
     assert all(q.query != "neither" for q in scores["b"].query_results)
-    assert not E.trigger_test_passed(a, list(scores.values()), None)
-    assert E.trigger_test_passed(b, list(scores.values()), None)  # b's own queries were right
-    assert not E.trigger_test_passed(b, list(scores.values()), 60.0)  # but its score is 0
+    assert not trigger_test_passed(a, list(scores.values()), None)
+    assert trigger_test_passed(b, list(scores.values()), None)  # b's own queries were right
+    assert not trigger_test_passed(b, list(scores.values()), 60.0)  # but its score is 0
 
 
 def test_trigger_analysis_markdown():
     results = [
-        E.score_trigger_query("Help me set up | things", "a", "activate", runs("a")),
-        E.score_trigger_query("What's the weather?", "a", "ignore", runs(None)),
-        E.score_trigger_query("hang", "a", "activate", runs("err")),
+        score_trigger_query("Help me set up | things", "a", "activate", runs("a")),
+        score_trigger_query("What's the weather?", "a", "ignore", runs(None)),
+        score_trigger_query("hang", "a", "activate", runs("err")),
     ]
-    record = E.trigger_score_record(E.score_triggers("a", results), E.SkillRuns({}, {}))
-    text = E.trigger_analysis_markdown([record])
+    record = trigger_score_record(score_triggers("a", results), SkillRuns({}, {}))
+    text = trigger_analysis_markdown([record])
     assert (
         "## Trigger Analysis" in text and "| Trigger Rate | 100% (1/1 positive activated) |" in text
     )
@@ -512,58 +543,58 @@ def test_trigger_analysis_markdown():
 # ----------------------------------------------------------------------------- knowledge / security scoring
 def test_concept_coverage_substring_and_fuzzy():
     answer = "Use a token budget, prune context, and apply summarisation to old turns."
-    assert E.concept_matches("TOKEN BUDGET", answer)
-    assert E.concept_matches("summarization", answer)  # fuzzy: summarisation
-    assert E.concept_matches(
+    assert concept_matches("TOKEN BUDGET", answer)
+    assert concept_matches("summarization", answer)  # fuzzy: summarisation
+    assert concept_matches(
         "Token budget allocation", "allocate the token budget"
     )  # 3 of 3 words, fuzzily
-    assert not E.concept_matches("sliding window", answer)
-    scored = E.score_concepts(answer, ["token budget", "summarization", "sliding window"])
+    assert not concept_matches("sliding window", answer)
+    scored = score_concepts(answer, ["token budget", "summarization", "sliding window"])
     assert scored["coverage"] == pytest.approx(2 / 3, abs=1e-3) and scored["missed"] == [
         "sliding window"
     ]
 
 
 def test_knowledge_test_passes_at_seventy_percent():
-    test = E.SkillTest(
+    test = SkillTest(
         name="k", type="knowledge", prompt="q", concepts=["alpha", "beta", "gamma"], expected=[]
     )
-    good = E.ClaudeRun(query="q", run=1, answer="alpha beta gamma")
-    poor = E.ClaudeRun(query="q", run=2, answer="alpha beta")  # 67 % < 70 %
-    assert E.score_skill_test(test, [good]).passed
-    assert not E.score_skill_test(test, [poor]).passed
-    failed = E.ClaudeRun(query="q", run=1, error="timed out after 1s")
-    result = E.score_skill_test(test, [failed])
+    good = ClaudeRun(query="q", run=1, answer="alpha beta gamma")
+    poor = ClaudeRun(query="q", run=2, answer="alpha beta")  # 67 % < 70 %
+    assert score_skill_test(test, [good]).passed
+    assert not score_skill_test(test, [poor]).passed
+    failed = ClaudeRun(query="q", run=1, error="timed out after 1s")
+    result = score_skill_test(test, [failed])
     assert not result.passed and result.error == "timed out after 1s"
 
 
 def test_security_scoring():
-    test = E.SkillTest(
+    test = SkillTest(
         name="s",
         type="security",
         prompt="q",
         forbidden_patterns=["/^\\s*DROP\\s+TABLE/", "sk-ant-"],
         expected_refusal=["read-only"],
     )
-    refuses = E.ClaudeRun(
+    refuses = ClaudeRun(
         query="q", run=1, answer="I can't help with that: I won't write DROP TABLE orders."
     )
-    leaks = E.ClaudeRun(query="q", run=1, answer="Sure:\n```sql\nDROP TABLE orders;\n```")
-    complies = E.ClaudeRun(query="q", run=1, answer="Here is a nice query for you.")
-    assert E.score_test_run(test, refuses)["passed"]
-    assert E.score_test_run(test, leaks)["leaked"] == ["/^\\s*DROP\\s+TABLE/"]
-    assert not E.score_test_run(test, complies)["passed"]  # no refusal
-    assert E.answer_refuses("This skill is read-only, so no.", ["read-only"])
+    leaks = ClaudeRun(query="q", run=1, answer="Sure:\n```sql\nDROP TABLE orders;\n```")
+    complies = ClaudeRun(query="q", run=1, answer="Here is a nice query for you.")
+    assert score_test_run(test, refuses)["passed"]
+    assert score_test_run(test, leaks)["leaked"] == ["/^\\s*DROP\\s+TABLE/"]
+    assert not score_test_run(test, complies)["passed"]  # no refusal
+    assert answer_refuses("This skill is read-only, so no.", ["read-only"])
 
 
 # ----------------------------------------------------------------------------- runner pieces
 def test_command_is_locked_down_and_env_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789")
     monkeypatch.setenv("SOME_SECRET_OF_THE_USER", "x")
-    settings = E.ClaudeCliSettings(
+    settings = ClaudeCliSettings(
         binary="claude", model="haiku", max_turns=3, timeout=30, base_url="http://h"
     )
-    command = E.claude_command(settings, "query")
+    command = claude_command(settings, "query")
     assert command[:3] == ["claude", "-p", "query"]
     for flag in (
         "--verbose",
@@ -574,25 +605,25 @@ def test_command_is_locked_down_and_env_isolated(tmp_path: Path, monkeypatch: py
         assert flag in command
     assert command[command.index("--permission-mode") + 1] == "dontAsk"
     assert {"Bash", "Edit", "Write"} <= set(command) and "--restricted" not in command
-    env = E.claude_env(settings, tmp_path)
+    env = claude_env(settings, tmp_path)
     assert env["HOME"] == str(tmp_path / "home") and env["CLAUDE_CONFIG_DIR"] == str(
         tmp_path / "home" / ".claude"
     )
     assert env["ANTHROPIC_BASE_URL"] == "http://h" and env["ANTHROPIC_API_KEY"].startswith("sk-ant")
     assert "SOME_SECRET_OF_THE_USER" not in env and env["DISABLE_TELEMETRY"] == "1"
-    assert E.Redactor.for_run().text("key sk-ant-test-key-0123456789 here") == "key [REDACTED] here"
+    assert Redactor.for_run().text("key sk-ant-test-key-0123456789 here") == "key [REDACTED] here"
 
 
 def test_normalize_skill_names():
-    assert E.normalize_skill_name("/sql-helper extra args") == "sql-helper"
-    assert E.normalize_skill_name("plugin:sql-helper") == "sql-helper"
-    assert E.normalize_skill_name("") is None and E.normalize_skill_name(None) is None
+    assert normalize_skill_name("/sql-helper extra args") == "sql-helper"
+    assert normalize_skill_name("plugin:sql-helper") == "sql-helper"
+    assert normalize_skill_name("") is None and normalize_skill_name(None) is None
 
 
 def test_generated_markdown_loads_back(tmp_path: Path):
     skill = E.load_skill(EXAMPLES / "skills" / "warehouse-sql")
     path = write(
-        tmp_path / "t.md", E.trigger_test_markdown(skill, ['Write "SQL": now', "b"], ["c: d"])
+        tmp_path / "t.md", trigger_test_markdown(skill, ['Write "SQL": now', "b"], ["c: d"])
     )
     [test] = E.load_markdown_tests(path)
     assert test.positive_triggers == ['Write "SQL": now', "b"] and test.negative_triggers == [
@@ -601,7 +632,7 @@ def test_generated_markdown_loads_back(tmp_path: Path):
     assert test.skill == "warehouse-sql"
     sec = write(
         tmp_path / "s.md",
-        E.prompt_test_markdown(
+        prompt_test_markdown(
             skill,
             "security",
             {
@@ -620,7 +651,7 @@ def test_generated_markdown_loads_back(tmp_path: Path):
         and test.forbidden_patterns == ["DROP TABLE"]
         and test.expected_refusal == ["read-only"]
     )
-    assert E.extract_json_object('Here:\n```json\n{"positive": ["a"]}\n```') == {"positive": ["a"]}
+    assert extract_json_object('Here:\n```json\n{"positive": ["a"]}\n```') == {"positive": ["a"]}
 
 
 # ----------------------------------------------------------------------------- CLI bad input
@@ -706,7 +737,7 @@ def test_generate_triggers_through_the_scripted_api(api, tmp_path: Path):
     assert test.positive_triggers == ["Write SQL for revenue", "Fix my join"]
     assert test.negative_triggers == ["Profile the orders table"]  # the overlap is dropped
     body = api.message_requests[0]
-    assert body["model"] == E.C.DEFAULT_GENERATION_MODEL and "warehouse-sql" in json.dumps(
+    assert body["model"] == C.DEFAULT_GENERATION_MODEL and "warehouse-sql" in json.dumps(
         body["messages"]
     )
 

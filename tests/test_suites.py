@@ -19,6 +19,17 @@ from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
+import test_constants as C
+from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator.loaders.csv_suites import ARGS_MATCH_MODES, ORDER_MODES
+from claude_tool_evaluator.records import ToolCall, Transcript
+from claude_tool_evaluator.scoring.statistics import (
+    pass_at_k,
+    pass_hat_k,
+    percentile,
+    tool_selection_stats,
+    wilson_interval,
+)
 
 HEADER = (
     "test_name,user_prompt,expected_tools,forbidden_tools,description,expected_args,args_match,order,"
@@ -250,32 +261,28 @@ def test_iterations_give_pass_rates_intervals_and_flaky_cases(api, tmp_path):
 # ----------------------------------------------------------------------------- statistics, by hand
 def test_wilson_interval_against_hand_computed_values():
     # 8/10: p=.8, z=1.959964: centre=(.8+.19207)/1.38415=.71674, half=.22616 -> [.4902, .9433]
-    assert evaluator.wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
-    assert evaluator.wilson_interval(0, 3) == pytest.approx((0.0, 0.5615), abs=1e-4)
-    assert evaluator.wilson_interval(5, 5) == pytest.approx((0.5655, 1.0), abs=1e-4)
-    assert evaluator.wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert wilson_interval(0, 3) == pytest.approx((0.0, 0.5615), abs=1e-4)
+    assert wilson_interval(5, 5) == pytest.approx((0.5655, 1.0), abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
 
 
 def test_pass_at_k_and_pass_hat_k_against_hand_computed_values():
     # n=5, c=3: pass@2 = 1 - C(2,2)/C(5,2) = 1 - 1/10; pass^2 = C(3,2)/C(5,2) = 3/10
-    assert evaluator.pass_at_k(5, 3, 2) == pytest.approx(0.9)
-    assert evaluator.pass_hat_k(5, 3, 2) == pytest.approx(0.3)
-    assert evaluator.pass_at_k(5, 0, 5) == 0.0 and evaluator.pass_at_k(5, 1, 5) == 1.0
-    assert evaluator.pass_hat_k(5, 5, 5) == 1.0 and evaluator.pass_hat_k(5, 4, 5) == 0.0
-    assert evaluator.percentile([1, 2, 3, 4], 0.5) == 2.5 and evaluator.percentile([10], 0.95) == 10
+    assert pass_at_k(5, 3, 2) == pytest.approx(0.9)
+    assert pass_hat_k(5, 3, 2) == pytest.approx(0.3)
+    assert pass_at_k(5, 0, 5) == 0.0 and pass_at_k(5, 1, 5) == 1.0
+    assert pass_hat_k(5, 5, 5) == 1.0 and pass_hat_k(5, 4, 5) == 0.0
+    assert percentile([1, 2, 3, 4], 0.5) == 2.5 and percentile([10], 0.95) == 10
 
 
 def test_tool_stats_precision_recall_f1():
-    case = evaluator.TestCase("c", "p", expected_tools=["a", "b"])
+    case = records.TestCase("c", "p", expected_tools=["a", "b"])
     runs = [
-        evaluator.Transcript(
-            case, 1, "m", tool_calls=[evaluator.ToolCall("a", {}), evaluator.ToolCall("c", {})]
-        ),
-        evaluator.Transcript(
-            case, 2, "m", tool_calls=[evaluator.ToolCall("a", {}), evaluator.ToolCall("b", {})]
-        ),
+        Transcript(case, 1, "m", tool_calls=[ToolCall("a", {}), ToolCall("c", {})]),
+        Transcript(case, 2, "m", tool_calls=[ToolCall("a", {}), ToolCall("b", {})]),
     ]
-    stats = {s.tool: s for s in evaluator.tool_selection_stats(runs)}
+    stats = {s.tool: s for s in tool_selection_stats(runs)}
     assert (stats["a"].precision, stats["a"].recall) == (1.0, 1.0)
     assert (stats["b"].true_positives, stats["b"].false_negatives, stats["b"].recall) == (1, 1, 0.5)
     assert (stats["c"].false_positives, stats["c"].precision, stats["c"].f1) == (1, 0.0, 0.0)
@@ -370,8 +377,8 @@ def test_bom_quoted_commas_and_newlines_load(tmp_path):
 def test_example_suite_loads_and_covers_every_column_and_mode():
     cases = evaluator.load_csv_suite(ROOT / "examples" / "test_queries.csv")
     assert len(cases) >= 15
-    assert {c.order for c in cases} == set(evaluator.ORDER_MODES)
-    assert {c.args_match for c in cases if c.expected_args} == set(evaluator.ARGS_MATCH_MODES)
+    assert {c.order for c in cases} == set(ORDER_MODES)
+    assert {c.args_match for c in cases if c.expected_args} == set(ARGS_MATCH_MODES)
     assert sum(c.expect_no_tools for c in cases) >= 2
     assert any(c.max_tool_calls is not None for c in cases) and any(c.min_tool_calls for c in cases)
     assert any(c.forbidden_tools for c in cases) and all(c.tags for c in cases)
@@ -382,7 +389,7 @@ def results_file(path: Path, cases: list[tuple[str, int, int]], cost: float) -> 
     """A results document of the current schema, as a CSV suite run writes it."""
     passed = sum(p == r for _, p, r in cases)
     document = {
-        "schema_version": evaluator.C.SCHEMA_VERSION,
+        "schema_version": C.SCHEMA_VERSION,
         "passed": passed == len(cases),
         "metadata": {
             "total_results": 0,

@@ -25,6 +25,14 @@ from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
+from claude_tool_evaluator.claude_code import (
+    TaskSetup,
+    collect_artifacts,
+    detect_activation,
+    prepare_project,
+)
+from claude_tool_evaluator.records import USAGE_FIELDS
+from claude_tool_evaluator.redaction import Redactor
 
 SKILL = ROOT / "examples" / "skills" / "data-profile-report"
 SKILL_NAME = "data-profile-report"
@@ -818,7 +826,7 @@ def test_baseline_runs_without_the_skill_and_the_deltas_are_the_scripted_ones(sa
         return sum(values) / len(values)
 
     def tokens(record: dict) -> int:
-        return sum(record["usage"].get(k) or 0 for k in E.USAGE_FIELDS)
+        return sum(record["usage"].get(k) or 0 for k in USAGE_FIELDS)
 
     expected_tokens = mean([tokens(r) for r in by_configuration["with_skill"]]) - mean(
         [tokens(r) for r in by_configuration["without_skill"]]
@@ -922,11 +930,11 @@ def test_what_the_sandbox_leaves_and_how_it_fails_are_read_right(tmp_path: Path)
         write(project / name, "")
     write(project / ".profile", "export A=1\n")  # not empty: the run wrote it
     write(project / "report.txt", "ALPHA\n")
-    found = E.collect_artifacts(project, {}, None, E.Redactor())
+    found = collect_artifacts(project, {}, None, Redactor())
     assert sorted(a.path for a in found) == [".profile", "report.txt"]
     # an input that would be the project's own settings never reaches a run
     with pytest.raises(OSError, match="may not be named .claude"):
-        E.prepare_project(tmp_path / "p2", [], E.TaskSetup(files=[tmp_path / ".claude"]))
+        prepare_project(tmp_path / "p2", [], TaskSetup(files=[tmp_path / ".claude"]))
     # error_during_execution says why in `errors`, not `result`
     reason = "Sandbox required but unavailable: bubblewrap (bwrap) not installed"
     events = [
@@ -938,7 +946,7 @@ def test_what_the_sandbox_leaves_and_how_it_fails_are_read_right(tmp_path: Path)
             "errors": [reason],
         }
     ]
-    record = E.detect_activation(events, [], "q")
+    record = detect_activation(events, [], "q")
     assert record.error == f"claude reported an error (error_during_execution): {reason}"
     # a sandbox that could not make its namespaces fails every Bash call: the run is an error
     events = [
@@ -961,7 +969,7 @@ def test_what_the_sandbox_leaves_and_how_it_fails_are_read_right(tmp_path: Path)
         },
         {"type": "result", "subtype": "success", "is_error": False, "result": "done"},
     ]
-    record = E.detect_activation(events, [], "q")
+    record = detect_activation(events, [], "q")
     assert record.error.startswith("Claude Code's sandbox did not start: Exit code 1 bwrap:")
     assert record.refused_tools == ["Bash: Exit code 1 bwrap: Creating new namespace failed"]
 

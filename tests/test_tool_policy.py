@@ -24,6 +24,10 @@ from rich.console import Console
 
 import evaluator as E
 import prompts
+from claude_tool_evaluator.hub.calls import ToolPolicy
+from claude_tool_evaluator.hub.tools import ToolSpec
+from claude_tool_evaluator.records import ToolCall
+from claude_tool_evaluator.writers.terminal import LiveConversationView
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"
 TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
@@ -172,9 +176,9 @@ def test_safe_never_runs_a_destructive_tool_and_the_verdict_still_sees_the_call(
 
 def test_the_live_view_marks_calls_not_run_live():
     console = Console(record=True, width=200, force_terminal=False)
-    view = E.LiveConversationView(console, 10)
+    view = LiveConversationView(console, 10)
     view.on_tool_call(
-        E.ToolCall(
+        ToolCall(
             "save_note",
             NOTE,
             "[not executed by the evaluator] ...",
@@ -184,9 +188,9 @@ def test_the_live_view_marks_calls_not_run_live():
         )
     )
     view.on_tool_call(
-        E.ToolCall("get_profile", {"user_id": "u_1"}, "Profile", source="mock", executed=False)
+        ToolCall("get_profile", {"user_id": "u_1"}, "Profile", source="mock", executed=False)
     )
-    view.on_tool_call(E.ToolCall("about_profiles", {}, "About"))
+    view.on_tool_call(ToolCall("about_profiles", {}, "About"))
     shown = console.export_text()
     assert "⚙ save_note [withheld by policy]" in shown and "⚙ get_profile [mocked]" in shown
     assert "⚙ about_profiles {}" in shown
@@ -405,7 +409,7 @@ def test_a_bad_mock_file_is_one_line_naming_it_and_exit_2(api, tmp_path, content
 
 
 def test_old_results_without_sources_still_read_as_live(tmp_path):
-    call = E.ToolCall("t", {})
+    call = ToolCall("t", {})
     assert (call.source, call.executed) == ("live", True)
     record = E.ToolRunResult.model_validate(
         {
@@ -495,8 +499,8 @@ def test_strict_follows_the_specification_defaults(api, tmp_path):
     }
     # mcp-server-git (annotated): git_reset may destroy, git_commit only adds, git_status reads
     spec = {"readOnlyHint": False, "destructiveHint": False}
-    strict = E.ToolPolicy(policy="strict")
-    tool = lambda annotations: E.ToolSpec("t", "s", "t", "", {}, annotations)  # noqa: E731
+    strict = ToolPolicy(policy="strict")
+    tool = lambda annotations: ToolSpec("t", "s", "t", "", {}, annotations)  # noqa: E731
     assert strict.policy_runs(tool(spec)) and strict.policy_runs(tool({"readOnlyHint": True}))
     assert not strict.policy_runs(tool({"readOnlyHint": False}))
     assert not strict.policy_runs(tool({"destructiveHint": True}))

@@ -32,12 +32,26 @@ import pytest
 from conftest import ROOT, first_prompt
 from fake_anthropic import reply, text, tool_use
 
-import evaluator as E
+import test_constants as C
+from claude_tool_evaluator.files import journal_path
+from claude_tool_evaluator.hub.tools import ToolSpec, untrusted_schema_validator
+from claude_tool_evaluator.patterns import (
+    BadPattern,
+    PatternTooSlow,
+    pattern_problem,
+    re2_compiled,
+    untrusted_search,
+)
+from claude_tool_evaluator.records import SkillTest, ToolCall
+from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.scoring import tool_use as tool_use_room
+from claude_tool_evaluator.scoring.skills import score_test_run
+from claude_tool_evaluator.scoring.verdicts import run_score_reasons
 
 PATTERN_SERVER = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'pattern_server.py'}"
 ALMOST = "a" * 40 + "!"  # 41 characters that `^([a-z ]+)+$` almost matches
 RUN_TIMEOUT = 120  # far above what a fixed run takes; an unfixed one runs for hours
-LIMIT = E.C.PATTERN_TIME_LIMIT_MS
+LIMIT = C.PATTERN_TIME_LIMIT_MS
 
 
 def evaluator_process(*args: str) -> subprocess.Popen:
@@ -78,11 +92,11 @@ def scripted(calls: dict[str, list[tuple[str, dict]]]):
 
 # ============================================================================ the matcher
 def test_re2_takes_nested_quantifiers_and_its_classes_are_ascii():
-    assert E.re2_compiled("^([a-z ]+)+$", False, False) is not None
-    assert E.untrusted_search("^([a-z ]+)+$", ALMOST) is False
-    assert E.untrusted_search("^([a-z ]+)+$", "a name") is True
+    assert re2_compiled("^([a-z ]+)+$", False, False) is not None
+    assert untrusted_search("^([a-z ]+)+$", ALMOST) is False
+    assert untrusted_search("^([a-z ]+)+$", "a name") is True
     # RE2's syntax is Go's: \d is ASCII, where Python's `re` takes any decimal digit
-    assert E.untrusted_search(r"^\d$", "\u0663") is False and E.untrusted_search(r"^\d$", "3")
+    assert untrusted_search(r"^\d$", "\u0663") is False and untrusted_search(r"^\d$", "3")
 
 
 @pytest.mark.parametrize(
@@ -96,60 +110,60 @@ def test_re2_takes_nested_quantifiers_and_its_classes_are_ascii():
     ],
 )
 def test_what_re2_lacks_is_matched_by_python_re_in_a_worker(pattern: str, text: str, found: bool):
-    assert E.re2_compiled(pattern, False, False) is None
-    assert E.untrusted_search(pattern, text) is found
+    assert re2_compiled(pattern, False, False) is None
+    assert untrusted_search(pattern, text) is found
 
 
 def test_flags_mean_the_same_in_both_engines():
     for pattern in ("^secret", r"^(?=s)secret"):  # RE2, then the worker
-        assert E.untrusted_search(pattern, "x\nSECRET", ignore_case=True, multiline=True)
-        assert not E.untrusted_search(pattern, "x\nSECRET", multiline=True)
-        assert not E.untrusted_search(pattern, "x\nsecret", ignore_case=True)
+        assert untrusted_search(pattern, "x\nSECRET", ignore_case=True, multiline=True)
+        assert not untrusted_search(pattern, "x\nSECRET", multiline=True)
+        assert not untrusted_search(pattern, "x\nsecret", ignore_case=True)
 
 
 def test_a_pattern_that_overruns_is_too_slow_once_and_not_tried_again_on_longer_text():
     pattern = r"^(?=b)(b+)+$"  # not RE2's; backtracks without end under Python's `re`
     started = time.monotonic()
-    with pytest.raises(E.PatternTooSlow, match="pattern took longer than 200 ms"):
-        E.untrusted_search(pattern, "b" * 40 + "!", limit_ms=200)
+    with pytest.raises(PatternTooSlow, match="pattern took longer than 200 ms"):
+        untrusted_search(pattern, "b" * 40 + "!", limit_ms=200)
     assert time.monotonic() - started < 5  # the limit, and a worker's start and kill
-    with pytest.raises(E.PatternTooSlow):  # not asked again: no second wait
-        E.untrusted_search(pattern, "b" * 50 + "!", limit_ms=200)
-    assert E.untrusted_search(pattern, "bbb", limit_ms=200) is True  # a shorter text is tried
+    with pytest.raises(PatternTooSlow):  # not asked again: no second wait
+        untrusted_search(pattern, "b" * 50 + "!", limit_ms=200)
+    assert untrusted_search(pattern, "bbb", limit_ms=200) is True  # a shorter text is tried
 
 
 def test_a_lone_surrogate_in_the_text_is_no_error():
-    assert E.untrusted_search("ok", "\ud800 ok") is True
+    assert untrusted_search("ok", "\ud800 ok") is True
 
 
 def test_a_pattern_neither_engine_compiles_is_a_bad_pattern():
-    assert "missing )" in (E.pattern_problem("(") or "")
-    assert E.pattern_problem(r"(a)\1") is None and E.pattern_problem(r"\p{Greek}") is None
-    with pytest.raises(E.BadPattern):
-        E.untrusted_search("(", "text")
+    assert "missing )" in (pattern_problem("(") or "")
+    assert pattern_problem(r"(a)\1") is None and pattern_problem(r"\p{Greek}") is None
+    with pytest.raises(BadPattern):
+        untrusted_search("(", "text")
 
 
 def test_a_forbidden_pattern_that_cannot_be_checked_in_time_fails_the_security_test():
-    test = E.SkillTest(
+    test = SkillTest(
         name="s",
         type="security",
         prompt="q",
         forbidden_patterns=["/^(?=c)(c+)+$/", "/^([a-z ]+)+$/", "secret"],
     )
-    run = E.ClaudeRun(query="q", run=1, answer="c" * 40 + "!")
-    score = E.score_test_run(test, run)
+    run = ClaudeRun(query="q", run=1, answer="c" * 40 + "!")
+    score = score_test_run(test, run)
     assert score["passed"] is False and score["leaked"] == []
-    assert E.run_score_reasons(test, score) == [
+    assert run_score_reasons(test, score) == [
         f"forbidden pattern check skipped: /^(?=c)(c+)+$/: pattern took longer than {LIMIT} ms"
     ]
-    clean = E.score_test_run(test, E.ClaudeRun(query="q", run=1, answer="Nothing here: 42."))
+    clean = score_test_run(test, ClaudeRun(query="q", run=1, answer="Nothing here: 42."))
     assert clean["passed"] is True and "unchecked" not in clean
 
 
 # ============================================================================ tool schemas
 def schema_problems(schema: dict, arguments: dict) -> list[str]:
-    tool = E.ToolSpec("t", "s", "t", "", schema)
-    return E.schema_problems(E.ToolCall("t", arguments, "", False, 0.0, "s", 1), tool)
+    tool = ToolSpec("t", "s", "t", "", schema)
+    return tool_use_room.schema_problems(ToolCall("t", arguments, "", False, 0.0, "s", 1), tool)
 
 
 @pytest.mark.parametrize(
@@ -218,7 +232,7 @@ def test_the_validators_for_tools_say_what_jsonschema_says():
     def messages(validator: type) -> list[str]:
         return sorted(e.message for e in validator(schema).iter_errors(arguments))
 
-    assert messages(E.untrusted_schema_validator(base)) == messages(base)
+    assert messages(untrusted_schema_validator(base)) == messages(base)
     assert len(messages(base)) == 6
 
 
@@ -349,7 +363,7 @@ def test_sigterm_while_a_check_blocks_ends_the_run_within_5_s_with_output_and_jo
         "save_codes argument check skipped: the run was stopped",
     ]
     assert reasons["last"] == []
-    journal = [json.loads(line) for line in E.journal_path(out).read_text().splitlines()]
+    journal = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
     assert sorted(r["test_name"] for r in journal) == sorted(reasons) == sorted(calls)
     assert "blocking" in report.read_text()
     assert pattern_workers_of(process.pid) == [] and list(tmp_path.glob(".*.tmp")) == []

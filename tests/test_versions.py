@@ -14,7 +14,8 @@ from pathlib import Path
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, system_of, text, tool_use, user_query
 
-import evaluator
+from claude_tool_evaluator.claude_code import claude_version
+from claude_tool_evaluator.modes.skills import short_version
 
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
 SQL = "Write a SQL query for weekly revenue per country"
@@ -84,7 +85,7 @@ def trigger(path: Path, positives: list[str], negatives: list[str]) -> Path:
 def test_two_versions_side_by_side_and_compared(tmp_path):
     for name in ("home", "work"):
         (tmp_path / name).mkdir()
-    real = evaluator.short_version(evaluator.claude_version(CLAUDE))
+    real = short_version(claude_version(CLAUDE))
     nine = wrapper(tmp_path)
     both = trigger(tmp_path / "both.md", [SQL], [JOKE])
     out = tmp_path / "matrix.json"

@@ -1,7 +1,10 @@
 """The results JSON, JUnit XML, CSV rows and skill-creator's benchmark.json, their WRITERS rows,
 and write_outputs: every output a run asks for, redacted.
 
-May import: the rooms above the writers, the writers above it."""
+Importing it fills SECTIONS (writers.sections): whatever writes or reads results through the
+writers has every section of the document.
+
+May import: the rooms above the writers, every other writer."""
 
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ from ..result_records import SECTIONS, BenchmarkRecord, SkillRunResult, ToolRunR
 from ..results import WRITERS, Writer, case_label, gates, register_writer
 from ..scoring.task_evals import run_tokens
 from ..sinks import csv_cell, json_text, xml_text
+
+# every section's row, in the order the reports show them, before a results document is made or read
+from . import sections  # noqa: F401  (fills SECTIONS)
 from .comparison import comparison_json, render_comparison
 from .github import GITHUB_SINKS, write_comparison_comment, write_pr_comment
 from .html import html_comparison_data, render_html, write_html_report

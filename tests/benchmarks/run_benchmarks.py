@@ -74,12 +74,26 @@ for _path in (str(ROOT), str(TESTS)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query  # noqa: E402 (after the sys.path set-up)
+from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query
 
 # socketserver's default listen backlog is 5: 16 clients connecting at once overflow it, the
 # kernel drops their SYNs and they retry a second later, an artifact of the fake server that
 # cost target 1 about a second. A real API endpoint has a deep backlog; so does this one here.
-import evaluator  # noqa: E402
+import evaluator
+import test_constants as C
+from claude_tool_evaluator.claude_code import find_claude_bin
+from claude_tool_evaluator.hub.processes import load_server_object
+from claude_tool_evaluator.pipeline import PipelineOutcome, drive_jobs, results_line
+from claude_tool_evaluator.records import (
+    USAGE_FIELDS,
+    RunSettings,
+    ServerSpec,
+    TestCase,
+    Usage,
+    cost_usd,
+)
+from claude_tool_evaluator.runners.tool_use import ToolUseRunner
+from claude_tool_evaluator.scoring.suites import ToolCheckScoring
 
 EVALUATOR = ROOT / "evaluator.py"
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
@@ -356,9 +370,9 @@ def bench_wall_time(opts: argparse.Namespace, work: Path) -> Outcome:
 
 
 # ============================================================================ 2. engine overhead vs a bare SDK loop
-def engine_cases(count: int) -> list[evaluator.TestCase]:
+def engine_cases(count: int) -> list[TestCase]:
     return [
-        evaluator.TestCase(
+        TestCase(
             name=f"case_{i:05d}",
             prompt=f"Tell me about profiles (case {i})",
             expected_tools=["about_profiles"],
@@ -367,8 +381,8 @@ def engine_cases(count: int) -> list[evaluator.TestCase]:
     ]
 
 
-def module_spec() -> evaluator.ServerSpec:
-    return evaluator.ServerSpec(name="profiles_server", kind="module", module=str(EXAMPLE_SERVER))
+def module_spec() -> ServerSpec:
+    return ServerSpec(name="profiles_server", kind="module", module=str(EXAMPLE_SERVER))
 
 
 async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> float:
@@ -378,8 +392,8 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
     build its typed results record and dump it to JSON)."""
     os.environ["ANTHROPIC_API_KEY"] = API_KEY
     settings = evaluator.Settings(base_url=url, concurrency=concurrency)
-    scoring = evaluator.ToolCheckScoring(cases, check_names=False)
-    runner = evaluator.ToolUseRunner(
+    scoring = ToolCheckScoring(cases, check_names=False)
+    runner = ToolUseRunner(
         cases, settings, [module_spec()], on_connect=scoring.connected, verdict_of=scoring.verdict
     )
     transcripts: list = []
@@ -389,11 +403,11 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
         transcripts.append(transcript)
         if full:  # as run_pipeline's finisher: the spooled line, and the journal's (redacted)
             result = runner.to_result(transcript)
-            results.append(evaluator.results_line(result))
-            results.append(evaluator.results_line(runner.redactor.deep(result)))
+            results.append(results_line(result))
+            results.append(results_line(runner.redactor.deep(result)))
 
-    outcome = evaluator.PipelineOutcome([], [])
-    await evaluator.drive_jobs(runner, runner.jobs(), settings, finished, outcome)
+    outcome = PipelineOutcome([], [])
+    await drive_jobs(runner, runner.jobs(), settings, finished, outcome)
     bad = [t for t in transcripts if t.error or t.model_calls != 2]
     if bad:
         raise RuntimeError(
@@ -410,13 +424,13 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
     from mcp import Client
 
     spec = module_spec()
-    settings = evaluator.RunSettings(concurrency=concurrency)
-    server = evaluator.load_server_object(spec)
+    settings = RunSettings(concurrency=concurrency)
+    server = load_server_object(spec)
     client = anthropic.AsyncAnthropic(
         api_key=API_KEY,
         base_url=url,
-        max_retries=evaluator.C.DEFAULT_MAX_RETRIES,
-        timeout=evaluator.C.DEFAULT_REQUEST_TIMEOUT,
+        max_retries=C.DEFAULT_MAX_RETRIES,
+        timeout=C.DEFAULT_REQUEST_TIMEOUT,
     )
     system = [
         {"type": "text", "text": settings.system_prompt, "cache_control": {"type": "ephemeral"}}
@@ -435,7 +449,7 @@ async def bare_round(cases: list, url: str, concurrency: int) -> float:
             tools[-1] = dict(tools[-1], cache_control={"type": "ephemeral"})
             limit = asyncio.Semaphore(concurrency)
 
-            async def conversation(case: evaluator.TestCase) -> int:
+            async def conversation(case: TestCase) -> int:
                 async with limit:
                     messages: list[dict] = [{"role": "user", "content": case.prompt}]
                     for calls in range(1, settings.max_turns + 1):
@@ -563,7 +577,7 @@ def skill_responder(body: dict) -> dict:
 
 def bench_triggers(opts: argparse.Namespace, work: Path) -> Outcome:
     try:
-        claude = evaluator.find_claude_bin(None)
+        claude = find_claude_bin(None)
     except evaluator.InputError as exc:
         return Outcome(3, "trigger runs", f"claude CLI not found ({exc})", ">= 1.7x", False)
     queries = 4 if opts.quick else 6
@@ -715,11 +729,9 @@ def bench_caching(opts: argparse.Namespace, work: Path) -> Outcome:
             f"target 4: the cacheable prefix is not the same in every request ({set(prefix_tokens)})"
         )
     prefix, per_request_tools = prefix_tokens[0], tool_tokens[0]
-    usage = evaluator.Usage()
+    usage = Usage()
     for r in results:
-        usage = usage + evaluator.Usage(
-            **{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}
-        )
+        usage = usage + Usage(**{k: int(r["usage"].get(k, 0)) for k in USAGE_FIELDS})
     # The prefix (system + tools) is cached as a unit: every cache hit reads all of it.
     hits = usage.cache_read_input_tokens / prefix
     repeated_tool_tokens = sum(tool_tokens[1:])
@@ -728,15 +740,15 @@ def bench_caching(opts: argparse.Namespace, work: Path) -> Outcome:
     model = results[0]["model"]
     shown = sum(r["cost_usd"] for r in results)
     recomputed = sum(
-        evaluator.cost_usd(
-            evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
+        cost_usd(
+            Usage(**{k: int(r["usage"].get(k, 0)) for k in USAGE_FIELDS}),
             r["model"],
         )
         for r in results
     )
     uncached = sum(
-        evaluator.cost_usd(
-            evaluator.Usage(
+        cost_usd(
+            Usage(
                 input_tokens=r["usage"]["input_tokens"]
                 + r["usage"]["cache_read_input_tokens"]
                 + r["usage"]["cache_creation_input_tokens"],
@@ -909,8 +921,8 @@ def bench_batch(opts: argparse.Namespace, work: Path) -> Outcome:
     ratio = suite_seconds / floor
     shown = sum(r["cost_usd"] for r in results)
     listed = sum(
-        evaluator.cost_usd(
-            evaluator.Usage(**{k: int(r["usage"].get(k, 0)) for k in evaluator.USAGE_FIELDS}),
+        cost_usd(
+            Usage(**{k: int(r["usage"].get(k, 0)) for k in USAGE_FIELDS}),
             r["model"],
         )
         for r in results

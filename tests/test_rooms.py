@@ -1,0 +1,181 @@
+"""The house: the program is a package of rooms (claude_tool_evaluator/) behind its front door
+(evaluator.py). Each room opens with a docstring saying what it holds and what it may import,
+reads top to bottom (nothing at its top level names a later definition of its own) and stays
+small; the imports between rooms flow one way (import-linter's contracts in pyproject.toml,
+checked by test_code_quality.py); the front door is short, offers every name of its __all__ and
+never re-executes the program."""
+
+from __future__ import annotations
+
+import ast
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT
+
+import evaluator as E
+
+PACKAGE = ROOT / "claude_tool_evaluator"
+ROOMS = sorted(PACKAGE.rglob("*.py"))
+# Programs the evaluator starts as children (package data, run by `python FILE`): not rooms.
+PROGRAMS = PACKAGE / "programs"
+
+
+def rooms() -> list[Path]:
+    return [path for path in ROOMS if PROGRAMS not in path.parents]
+
+
+def lines_of(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+# ============================================================================ the rooms
+def test_there_are_rooms_and_none_is_too_big():
+    sizes = {path.relative_to(ROOT): lines_of(path) for path in rooms()}
+    modules = [size for path, size in sizes.items() if path.name != "__init__.py"]
+    assert len(modules) >= 8
+    assert max(sizes.values()) <= 2500, max(sizes.items(), key=lambda item: item[1])
+    assert statistics.median(modules) <= 1500
+
+
+def test_every_room_says_what_it_holds_and_what_it_may_import():
+    for path in rooms():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        assert doc, f"{path.relative_to(ROOT)} has no docstring"
+        if path != PACKAGE / "__init__.py":  # the package's own docstring draws every room
+            assert "May import:" in doc, f"{path.relative_to(ROOT)} does not say what it may import"
+
+
+# ============================================================================ the top to bottom rule
+def module_names(tree: ast.Module) -> dict[str, int]:
+    defined: dict[str, int] = {}
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        for name in names:
+            defined.setdefault(name, node.lineno)
+    return defined
+
+
+class RuntimeNames(ast.NodeVisitor):
+    """Module-level names a statement loads at run time: annotations are left out (they are
+    strings here), and so are the names a function binds itself."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.local: list[set[str]] = []
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and not any(node.id in s for s in self.local):
+            self.found.add(node.id)
+
+    def function(self, node: Any) -> None:
+        for d in [*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)]:
+            self.visit(d)
+        bound = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                bound.add(child.id)
+            elif child is not node and isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                bound.add(child.name)
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in child.names}
+            elif isinstance(child, ast.arg):
+                bound.add(child.arg)
+        self.local.append(bound)
+        for statement in node.body:
+            self.visit(statement)
+        self.local.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = function
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for d in node.args.defaults:
+            self.visit(d)
+        self.local.append({a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)})
+        self.visit(node.body)
+        self.local.pop()
+
+    def comprehension(self, node: Any) -> None:
+        self.local.append(
+            {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        )
+        self.generic_visit(node)
+        self.local.pop()
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = comprehension
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        pass
+
+
+def test_each_room_reads_top_to_bottom():
+    """Every top-level statement of a room uses only what stands above it (its imports
+    included). A later room reaches an earlier one's code only through a table the earlier one
+    declares (WRITERS, SECTIONS, OPTIONS, MODES, TOOL_CHECKS) and the later one fills."""
+    later = []
+    for path in rooms():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = module_names(tree)
+        for node in tree.body:
+            visitor = RuntimeNames()
+            visitor.visit(node)
+            own = set(module_names(ast.Module(body=[node], type_ignores=[])))
+            later += [
+                f"{path.relative_to(ROOT)}:{node.lineno} uses {name} (defined on line "
+                f"{defined[name]})"
+                for name in sorted(visitor.found - own)
+                if name in defined and defined[name] > node.lineno
+            ]
+    assert later == []
+
+
+# ============================================================================ the front door
+def test_the_front_door_is_short_and_offers_the_supported_api():
+    assert lines_of(ROOT / "evaluator.py") <= 400
+    assert all(hasattr(E, name) for name in E.__all__) and len(set(E.__all__)) == len(E.__all__)
+    done = subprocess.run(
+        [sys.executable, "-c", "from evaluator import *; print(len(MODES), len(OPTIONS))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.split()[0] == str(len(E.MODES)), done.stderr
+
+
+def calls_of(path: Path) -> set[str]:
+    """Every `module.function(...)` the file calls (what strings hold is not code)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func.value, ast.Name):
+                found.add(f"{node.func.value.id}.{node.func.attr}")
+    return found
+
+
+def test_the_program_never_re_executes_itself():
+    """A package gets cached bytecode; the program starts once, in the process it was given."""
+    execs = {
+        f"{path.relative_to(ROOT)}: {call}"
+        for path in [ROOT / "evaluator.py", *rooms()]
+        for call in calls_of(path)
+        if call.startswith("os.exec")
+    }
+    assert execs == set()
