@@ -769,6 +769,11 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
     work.mkdir()
     for name in ("evaluator.py", "prompts.py", "test_constants.py"):
         shutil.copy(ROOT / name, work / name)
+    shutil.copytree(  # the rooms behind the front door
+        ROOT / "claude_tool_evaluator",
+        work / "claude_tool_evaluator",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copytree(EXAMPLES, work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     # The README's trigger file, cut to two queries so the test stays quick.
     write_trigger(

@@ -30,6 +30,7 @@ from claude_tool_evaluator.result_records import Record
 from claude_tool_evaluator.results import recorded_settings, writer_named
 from claude_tool_evaluator.runners.skills import assign_trigger_skills
 from claude_tool_evaluator.scoring.tool_use import score_order
+from claude_tool_evaluator.sinks import markdown_cell, terminal_text
 from claude_tool_evaluator.writers.html import html_block
 
 SUITE_HEADER = "test_name,user_prompt,expected_tools,forbidden_tools,description"
@@ -510,8 +511,8 @@ def probe_section() -> Iterator[E.Section]:
         E.Section(
             "probe",
             ProbeRecord,
-            markdown=lambda v: ["## Probe", "", f"probe note: {E.markdown_cell(v.note)}", ""],
-            terminal=lambda console, v: console.print(f"probe note: {E.terminal_text(v.note)}"),
+            markdown=lambda v: ["## Probe", "", f"probe note: {markdown_cell(v.note)}", ""],
+            terminal=lambda console, v: console.print(f"probe note: {terminal_text(v.note)}"),
             html=lambda v: html_block("Probe", [("", ["note", "count"], [[v.note, v.count]])]),
         )
     )

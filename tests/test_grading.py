@@ -649,7 +649,7 @@ def test_qa_dry_run_max_cost_and_the_default_turn_limit(api, tmp_path: Path, tim
     api.responder = time_model
     code, stdout, _ = cli("--qa", time_suite, "--server", TIME_SERVER, "--dry-run")
     assert code == 0 and api.message_requests == [] and "runs: 8" in stdout
-    assert f"at most {8 * E.C.DEFAULT_QA_MAX_TURNS:,})" in stdout
+    assert f"at most {8 * C.DEFAULT_QA_MAX_TURNS:,})" in stdout
     code, stdout, _ = cli(
         "--qa",
         time_suite,

@@ -38,7 +38,14 @@ from claude_tool_evaluator import records  # records.TestCase: pytest would coll
 from claude_tool_evaluator.claude_code import ClaudeCliSettings, claude_command, parse_stream_json
 from claude_tool_evaluator.pipeline import ResultJournal
 from claude_tool_evaluator.records import HistoryEntry, ToolCall, Transcript
-from claude_tool_evaluator.sinks import csv_cell, json_text, markdown_cell, terminal_text, xml_text
+from claude_tool_evaluator.sinks import (
+    csv_cell,
+    escape_markup,
+    json_text,
+    markdown_cell,
+    terminal_text,
+    xml_text,
+)
 from claude_tool_evaluator.writers.html import render_html
 from claude_tool_evaluator.writers.terminal import (
     LiveConversationView,
@@ -534,7 +541,7 @@ def test_terminal_sink_escapes_controls_and_keeps_lines_only_in_blocks():
     assert not RAW_CONTROLS.search(terminal_text(HOSTILE_TEXT, multiline=True))
     console = Console(file=io.StringIO(), width=200, color_system=None)
     console.print(
-        f"[red]{E.escape_markup('[/x] [bold]b[/bold] ends in a backslash ' + chr(92))}[/red]"
+        f"[red]{escape_markup('[/x] [bold]b[/bold] ends in a backslash ' + chr(92))}[/red]"
     )
     assert console.file.getvalue() == "[/x] [bold]b[/bold] ends in a backslash \\\n"
 
@@ -672,7 +679,7 @@ def test_hidden_characters_are_shown_in_the_terminal_sink():
     assert_shows_hidden(terminal_text(HIDDEN_TEXT))
     assert_shows_hidden(terminal_text(HIDDEN_TEXT, multiline=True))
     console = Console(file=io.StringIO(), width=300, color_system=None)
-    console.print(f"[red]{E.escape_markup(HIDDEN_TEXT)}[/red]")
+    console.print(f"[red]{escape_markup(HIDDEN_TEXT)}[/red]")
     assert_shows_hidden(console.file.getvalue())
 
 

@@ -591,9 +591,12 @@ def test_a_run_always_lands_in_the_same_shard(lab: ScriptedAnthropic):
     ]
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(ROOT))
     code = (
-        "import evaluator as E, json, sys; cases = E.load_csv_suite(sys.argv[1]); "
-        "print(json.dumps([list(j.identity) for j in E.ToolUseRunner(cases, E.Settings(), []).jobs() "
-        "if E.in_shard(j, (2, 3))]))"
+        "import evaluator as E, json, sys; "
+        "from claude_tool_evaluator.pipeline import in_shard; "
+        "from claude_tool_evaluator.runners.tool_use import ToolUseRunner; "
+        "cases = E.load_csv_suite(sys.argv[1]); "
+        "print(json.dumps([list(j.identity) for j in ToolUseRunner(cases, E.Settings(), []).jobs() "
+        "if in_shard(j, (2, 3))]))"
     )
     other = subprocess.run(
         [sys.executable, "-c", code, str(path)],

@@ -3225,7 +3225,7 @@ def _(lab, mode):
 
 @observes("seed", "skills")
 def _(lab, mode):
-    # seed 0 adds chart-painter first, seed 1 revenue-reporter (E.seeded_order)
+    # seed 0 adds chart-painter first, seed 1 revenue-reporter (seeded_order)
     line = crowd_line(lab, "--distractor-steps", "1")
     first = lab.run(*line, "--seed", "0", model=crowd_claude_code)
     second = lab.run(*line, "--seed", "1", model=crowd_claude_code)
@@ -3536,7 +3536,7 @@ def _(lab, mode):
 
 @observes("seed", "csv")
 def _(lab, mode):
-    # seed 0 offers table_catalog first, seed 1 warehouse_table_index (E.seeded_order)
+    # seed 0 offers table_catalog first, seed 1 warehouse_table_index (seeded_order)
     line = tool_crowd_line(lab, "--tool-steps", "1")
     first = lab.run(*line, "--seed", "0", model=CROWD_TOOLS)
     second = lab.run(*line, "--seed", "1", model=CROWD_TOOLS)

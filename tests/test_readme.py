@@ -478,7 +478,7 @@ def responder(body: dict) -> dict:
             return error(
                 400,
                 "invalid_request_error",
-                f"the simulated user should use {E.C.DEFAULT_USER_MODEL}",
+                f"the simulated user should use {C.DEFAULT_USER_MODEL}",
             )
         return simulated_user_answer(body)
     names = tool_names(body)

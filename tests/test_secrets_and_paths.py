@@ -298,10 +298,7 @@ def test_the_redactor_matches_every_form_and_documents_its_floor():
     )  # below the floor: a setting, not a secret
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("Reliability, cost and secrets") :]
-    assert (
-        f"shorter than {evaluator.Redactor.MIN_LENGTH} characters"
-        in section[: section.index("\n## ", 1)]
-    )
+    assert f"shorter than {Redactor.MIN_LENGTH} characters" in section[: section.index("\n## ", 1)]
 
 
 # ----------------------------------------------------------------------------- 7 and 20. one atomic writer, one file mode
@@ -484,11 +481,7 @@ def test_deep_expected_args_are_refused_at_load_time_even_in_a_dry_run(tmp_path,
         "--csv", csv_file, "--server-module", EXAMPLE_SERVER, "--dry-run"
     )
     line = one_error_line(stderr)
-    assert (
-        code == 2
-        and f"nested more than {evaluator.C.MAX_JSON_DEPTH} levels" in line
-        and "s.csv:2" in line
-    )
+    assert code == 2 and f"nested more than {C.MAX_JSON_DEPTH} levels" in line and "s.csv:2" in line
 
 
 def test_the_depth_limit_holds_for_every_json_input_and_is_below_what_walks_it(tmp_path):

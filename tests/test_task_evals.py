@@ -30,6 +30,7 @@ from claude_tool_evaluator.claude_code import (
     collect_artifacts,
     detect_activation,
     prepare_project,
+    process_start_time,
 )
 from claude_tool_evaluator.records import USAGE_FIELDS
 from claude_tool_evaluator.redaction import Redactor
@@ -985,7 +986,7 @@ def test_folders_of_dead_runs_are_removed_on_the_next_start(sandbox: Path):
     for folder in folders.values():
         write(folder / "project" / "prompt.txt", "a prompt\n")
     write(folders["dead"] / "owner", f"{dead.pid} \n")
-    write(folders["live"] / "owner", f"{os.getpid()} {E.process_start_time(os.getpid())}\n")
+    write(folders["live"] / "owner", f"{os.getpid()} {process_start_time(os.getpid())}\n")
     trigger = write(
         sandbox / "t.md",
         f"---\nname: t\ntype: trigger\nskill: {SKILL_NAME}\n---\n\n# Positive Triggers\n\n- hi\n",

@@ -374,17 +374,19 @@ STUCK_LOOP = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, sys.argv[1])
-    import evaluator as E
-    E.C.STOP_GRACE_SECONDS = float(sys.argv[3])
+    import test_constants as C
+    from claude_tool_evaluator.files import create_output_file
+    from claude_tool_evaluator.stopping import run_async, stop_signals_like_ctrl_c
+    C.STOP_GRACE_SECONDS = float(sys.argv[3])
 
     async def stuck():
-        E.create_output_file(sys.argv[2])  # an output half written
+        create_output_file(sys.argv[2])  # an output half written
         print("stuck", flush=True)
         while True:
             time.sleep(0.1)  # the loop's thread never comes back to the loop
 
-    with E.stop_signals_like_ctrl_c():
-        E.run_async(stuck())
+    with stop_signals_like_ctrl_c():
+        run_async(stuck())
     """
 )
 
