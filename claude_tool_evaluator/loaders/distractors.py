@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -242,3 +242,30 @@ def decoy_tools_problem(decoys: Sequence[DecoyTool], taken: Iterable[str]) -> st
         if not decoy.description.strip() or len(decoy.description) > C.MAX_TOOL_DESCRIPTION_CHARS:
             return f"the description of {decoy.name!r} is empty or too long"
     return None
+
+
+@dataclass
+class CrowdStep:
+    """One step of a crowd: the first `count` distractors of the seeded order."""
+
+    count: int
+    installed: tuple[Distractor, ...]
+    fingerprint: str  # what makes a run at this step reusable (--resume)
+
+
+@dataclass
+class SkillCrowd:
+    """--distractors: every distractor in the seeded order, the steps, and what was left out."""
+
+    sources: list[str]
+    seed: int
+    distractors: list[Distractor]
+    steps: list[CrowdStep]
+    skipped: list[str] = field(default_factory=list)
+    decoys_file: str | None = None
+    decoy_cost: float = 0.0
+    named: bool = False  # --distractor-steps given: each query's case is named with its step
+    keeper: Any = None  # the DecoyKeeper: what a dry run would still have to write
+
+    def descriptions(self) -> dict[str, str]:
+        return {d.name: d.description for d in self.distractors}

@@ -10,7 +10,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +28,11 @@ from ..hub.processes import DecoyToolServer
 from ..hub.stdio import explain_exception, serving
 from ..hub.tools import ToolOutcome, tool_result_text
 from ..loaders.distractors import (
+    CrowdStep,
     DecoysFile,
     DecoySkill,
     DecoyTool,
+    SkillCrowd,
     decoy_skills_problem,
     decoy_tools_problem,
     load_decoys_file,
@@ -321,33 +323,6 @@ def check_crowd_options(settings: Settings) -> None:
             "--distractor-tools sits beside live servers, and --replay answers from a cassette",
             hint="run the crowd without --replay (the distractors are never called anyway)",
         )
-
-
-@dataclass
-class CrowdStep:
-    """One step of a crowd: the first `count` distractors of the seeded order."""
-
-    count: int
-    installed: tuple[Distractor, ...]
-    fingerprint: str  # what makes a run at this step reusable (--resume)
-
-
-@dataclass
-class SkillCrowd:
-    """--distractors: every distractor in the seeded order, the steps, and what was left out."""
-
-    sources: list[str]
-    seed: int
-    distractors: list[Distractor]
-    steps: list[CrowdStep]
-    skipped: list[str] = field(default_factory=list)
-    decoys_file: str | None = None
-    decoy_cost: float = 0.0
-    named: bool = False  # --distractor-steps given: each query's case is named with its step
-    keeper: Any = None  # the DecoyKeeper: what a dry run would still have to write
-
-    def descriptions(self) -> dict[str, str]:
-        return {d.name: d.description for d in self.distractors}
 
 
 def skill_crowd_for(

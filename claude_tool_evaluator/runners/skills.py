@@ -35,9 +35,9 @@ from ..sinks import safe_name
 
 if TYPE_CHECKING:
     from ..claude_code import ClaudeCliSettings
+    from ..loaders.distractors import SkillCrowd
     from ..records import SkillInfo, SkillTest
     from ..result_records import ClaudeRun, RunResult
-    from .crowd import SkillCrowd
 
 
 @dataclass

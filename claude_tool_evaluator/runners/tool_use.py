@@ -11,10 +11,10 @@ import fnmatch
 import json
 import secrets
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from ..result_records import PinRecord, RunResult
     from ..scoring.suites import ToolCheckScoring
     from ..session import CachedModel, ModelClient
-    from .crowd import ToolCrowd
-    from .redteam import RedTeam
 
 
 def estimate_tool_runs(
@@ -259,6 +257,27 @@ async def count_prefix_tokens(
     return estimated_tokens(system) + (estimated_tokens(tools) if tools else 0), False
 
 
+# What later rooms add to the tool-use runner: they fill these two places of every runner the
+# tool-use modes make (runner.crowd, runner.redteam), so the runner names neither of them.
+class ToolCrowdHook(Protocol):
+    """--distractor-tools (runners.crowd.ToolCrowd): each case sees its crowd step's tools."""
+
+    distractor_servers: set[str]  # left out of --pin: the decoys are not the suite's tools
+
+    def connected(self, hub: McpHub) -> None: ...
+    def hub_for(self, hub: McpHub, case: TestCase) -> Any: ...
+
+
+class RedTeamHook(Protocol):
+    """redteam (runners.redteam.RedTeam): each run through its adversarial proxies, then judged
+    for what the attacks did."""
+
+    def attacked(
+        self, base: Any, case: TestCase, iteration: int, model: str
+    ) -> AbstractAsyncContextManager[Any]: ...
+    async def grade(self, transcript: Transcript, judge: Judge) -> None: ...
+
+
 class ToolUseRunner:
     """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
     case and iteration."""
@@ -299,8 +318,10 @@ class ToolUseRunner:
         self.tool_policy = tool_policy_for(
             settings, self.redactor
         )  # mocks and cassettes read before any server starts
-        self.crowd: ToolCrowd | None = None  # --distractor-tools: each case sees its step's tools
-        self.redteam: RedTeam | None = None  # redteam: each run through its adversarial proxies
+        # --distractor-tools: each case sees its step's tools; redteam: each run through its
+        # adversarial proxies (the tool-use modes fill both)
+        self.crowd: ToolCrowdHook | None = None
+        self.redteam: RedTeamHook | None = None
         self.pins: PinRecord | None = None  # --pin: the definitions checked against the file
         self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
 
