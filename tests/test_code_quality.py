@@ -1,6 +1,7 @@
-"""The code stays formatted, lint-clean and type-clean: `ruff format --check`, `ruff check` and
-`mypy` (configured in pyproject.toml) each exit 0 from the repository root, run by this
-interpreter. Skipped only where the tool is not installed (both are in the `test` extras)."""
+"""The code stays formatted, lint-clean, type-clean and layered: `ruff format --check`, `ruff
+check`, `mypy` and `lint-imports` (import-linter: the rooms' imports flow one way, so no import
+cycle can form) each exit 0 from the repository root, configured in pyproject.toml and run by
+this interpreter. Skipped only where the tool is not installed (all are in the `test` extras)."""
 
 from __future__ import annotations
 
@@ -20,19 +21,26 @@ def installed(module: str) -> bool:
 
 CHECKS = [
     pytest.param(
-        ["ruff", "format", "--check", "."],
+        ["-m", "ruff", "format", "--check", "."],
         marks=pytest.mark.skipif(not installed("ruff"), reason="ruff is not installed"),
         id="ruff-format",
     ),
     pytest.param(
-        ["ruff", "check", "."],
+        ["-m", "ruff", "check", "."],
         marks=pytest.mark.skipif(not installed("ruff"), reason="ruff is not installed"),
         id="ruff-check",
     ),
     pytest.param(
-        ["mypy"],
+        ["-m", "mypy"],
         marks=pytest.mark.skipif(not installed("mypy"), reason="mypy is not installed"),
         id="mypy",
+    ),
+    pytest.param(  # lint-imports, by this interpreter
+        ["-c", "from importlinter.cli import lint_imports_command as c; c()", "--no-cache"],
+        marks=pytest.mark.skipif(
+            not installed("importlinter"), reason="import-linter is not installed"
+        ),
+        id="import-linter",
     ),
 ]
 
@@ -40,7 +48,7 @@ CHECKS = [
 @pytest.mark.parametrize("command", CHECKS)
 def test_tool_passes(command: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", *command],
+        [sys.executable, *command],
         cwd=ROOT,
         capture_output=True,
         text=True,
