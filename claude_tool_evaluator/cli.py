@@ -6,69 +6,34 @@ May import: every room above it."""
 from __future__ import annotations
 
 import contextlib
-import difflib
-import json
+import functools
 import logging
 import os
-import re
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from pydantic import ValidationError
 
 import test_constants as C
 
 from . import __version__
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
-from .files import read_text_file, write_text_atomic
-from .hub.stdio import stop_stdio_servers
-from .loaders.csv_suites import load_csv_suite
-from .loaders.qa import load_qa_suite
-from .loaders.servers import config_server_spec
-from .loaders.skills import load_frontmatter_yaml, load_markdown_tests, load_skill
-from .mode_table import MODES, check_output_paths, run_settings_for, select_mode
-from .modes.benchmarks import (
-    TAU2_DOMAINS,
-    TAU2_SPLITS,
-    bfcl_categories,
-    import_bfcl,
-    import_folder,
-    import_tau2,
-)
-from .options import (
-    OPTIONS,
-    PROJECT_NOT_OPTIONS,
-    AutoRuns,
-    Settings,
-    flag_of,
-    option_named,
-    project_model,
-)
+from .mode_table import MODES
+from .options import OPTIONS, Settings, option_named, settings_from
 from .patterns import PATTERN_WORKERS
-from .redaction import Redactor, error_line
-from .results import writer_named
-from .runners.generate import yaml_scalar
-from .scoring.literature import BFCL_CATEGORIES
-from .session import ENDPOINTS_ANSWERING
-from .sinks import make_console, safe_name, terminal_text
+from .redaction import error_line, report_input_error
 from .stopping import (
-    EXIT_INTERRUPTED,
-    STOP_SIGNALS,
+    FORGOTTEN_AT_START,
+    STOPPED_AT_END,
     interrupted_exit_code,
     stop_signals_like_ctrl_c,
     stopped_by,
 )
-from .writers.github import GithubStep, report_input_error
 
 if TYPE_CHECKING:
     from .mode_table import Mode
-    from .options import Option
 
 
 # The front door: a click group whose default command is today's flat CLI (`python evaluator.py
@@ -84,61 +49,6 @@ def given_options(context: click.Context) -> frozenset[str]:
         for name in context.params
         if context.get_parameter_source(name)
         in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
-    )
-
-
-def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
-    """Settings from explicit parameters (every option's value) and the names the user gave. The
-    flat form's positional files are more --compare or --merge files, or (mcp-builder's habit)
-    one QA evaluation."""
-    params = dict(params)
-    for name in ("config", "suite"):
-        params.pop(name, None)
-    more = tuple(params.pop("files", ()) or ())
-    taker = next((n for n in ("compare", "merge") if params.get(n)), None)
-    if (
-        len(more) == 1
-        and taker is None
-        and more[0].lower().endswith(".xml")
-        and not params.get("qa")
-    ):
-        params["qa"], given, more = more[0], given | {"qa"}, ()  # `evaluator.py eval.xml`: --qa
-    if more and taker is None:
-        raise UsageProblem(
-            f"unexpected argument {more[0]!r}",
-            hint="only compare and merge take more than one file (a .xml alone is a QA evaluation)",
-        )
-    for name in ("compare", "merge"):
-        value = params.get(name) or ()
-        params[name] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
-        params[name] = tuple(v for v in params[name] if v) + (more if name == taker else ())
-    outputs = {name: params.pop(name) for name in list(params) if writer_named(name)}
-    models, trigger_models = (
-        tuple(params.pop("model", ()) or ()),
-        tuple(params.pop("trigger_model", ()) or ()),
-    )
-    for name, values in (("model", models), ("trigger_model", trigger_models)):
-        if len(set(values)) < len(values):
-            twice = next(v for v in values if values.count(v) > 1)
-            raise UsageProblem(
-                f"{flag_of(name)} {twice} is given twice", hint="name each model once"
-            )
-    bins = tuple(params.pop("claude_bin", ()) or ())
-    if len(set(bins)) < len(bins):
-        raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")
-    params.update(claude_bin=bins[0] if bins else None, claude_bins=bins)
-    for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
-        value = params.get(name)
-        if isinstance(value, AutoRuns):
-            params.update({name: value.most, "auto_runs": (value.least, value.most)})
-    if models:
-        params.update(model=models[0], models=models)
-    if trigger_models:
-        params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
-    return Settings(
-        **params,
-        outputs={name: value for name, value in outputs.items() if value},
-        given=(given - {"files", "config", "suite"}) | ({taker} if more and taker else frozenset()),
     )
 
 
@@ -182,364 +92,6 @@ def mcp_builder_habit(args: Sequence[str]) -> None:
         f"python evaluator.py --qa {xml} {server}",
         hint="servers' environment: --server-env KEY=VALUE; headers: an mcpServers file (--mcp-config)",
     )
-
-
-# ---------------------------------------------------------------------------- the project file
-# evaluator.yaml (or --config FILE): servers in the mcpServers shape, `defaults` for every suite,
-# and `suites`, each a name plus options. Every key is an option of the command line and means the
-# same (the values go through the same click types); options given on the command line override
-# the file. Each suite runs from the file's folder, so its paths are relative to the file.
-def yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
-    """Plain YAML (safe_load's rules, no aliases, bounded depth) and the line of every key and
-    list item, by its path (('suites', 0, 'csv') -> 12), for one-line errors."""
-    load_frontmatter_yaml(text, path, 1, "project file")  # safe_load's rules, no aliases, bounded
-    lines: dict[tuple, int] = {}
-
-    def walk(node: Any, at: tuple) -> None:
-        lines.setdefault(at, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                lines[at + (str(key.value),)] = key.start_mark.line + 1
-                walk(value, at + (str(key.value),))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                walk(item, at + (index,))
-
-    node = yaml.compose(text, Loader=yaml.SafeLoader)  # parses: load_frontmatter_yaml did
-    if node is not None:
-        walk(node, ())
-    return yaml.safe_load(text), lines
-
-
-@dataclass
-class ProjectSuite:
-    name: str
-    values: dict[str, Any]  # option -> the file's value, as written
-    line: int
-
-
-@dataclass
-class Project:
-    path: Path
-    suites: list[ProjectSuite]
-    mcp_config: Path | None = None  # the file's servers, written as an mcpServers file
-    lines: dict[tuple, int] = field(default_factory=dict)
-
-
-def project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> InputError:
-    """Pydantic's first complaint as one line: where, what, and the nearest valid key."""
-    problem = exc.errors()[0]
-    loc = tuple(problem["loc"])
-    line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), 1)
-    where = ".".join(str(p) for p in loc)
-    if problem["type"] == "extra_forbidden":
-        key = str(loc[-1])
-        known = [o.name for o in OPTIONS if o.name not in PROJECT_NOT_OPTIONS] + [
-            "name",
-            "servers",
-            "defaults",
-            "suites",
-        ]
-        close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
-        hint = (
-            f"did you mean {close[0]!r}?"
-            if close
-            else "keys are the options' names, e.g. csv, iterations"
-        )
-        return InputError(f"unknown key {key!r} ({where})", path, line, hint)
-    return InputError(
-        f"{where}: {problem['msg']}",
-        path,
-        line,
-        "python evaluator.py schema project prints the file's schema",
-    )
-
-
-def load_project(path: Path) -> Project:
-    text = read_text_file(path, "project file")
-    data, lines = yaml_with_lines(text, path)
-    if not isinstance(data, dict):
-        raise InputError(
-            "a project file is a mapping with `suites:`",
-            path,
-            1,
-            "python evaluator.py init writes a starter file",
-        )
-    try:
-        checked = project_model().model_validate(data)
-    except ValidationError as exc:
-        raise project_error(exc, path, lines) from None
-    defaults = {k: v for k, v in (data.get("defaults") or {}).items() if v is not None}
-    names: dict[str, int] = {}
-    suites = []
-    for index, entry in enumerate(data["suites"]):
-        line = lines.get(("suites", index), 1)
-        if entry["name"] in names:
-            raise InputError(
-                f"two suites are named {entry['name']!r} (the first on line "
-                f"{names[entry['name']]})",
-                path,
-                line,
-                "give every suite its own name",
-            )
-        names[entry["name"]] = line
-        values = {**defaults, **{k: v for k, v in entry.items() if k != "name" and v is not None}}
-        suites.append(ProjectSuite(entry["name"], values, line))
-    project = Project(path, suites, lines=lines)
-    if checked.servers:  # type: ignore[attr-defined]
-        for name, entry in data["servers"].items():
-            config_server_spec(name, entry, path, text)  # each server checked like an mcp.json's
-    return project
-
-
-SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
-
-
-def project_params(
-    project: Project, suite: ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
-) -> tuple[dict, frozenset]:
-    """A suite's parameters: every option's default, the file's values (through the options' own
-    click types and callbacks), then what the command line gave."""
-    by_name = {o.name: o.click_parameter() for o in OPTIONS}
-    command = click.Command("project", params=list(by_name.values()))
-    context = command.make_context("project", [], resilient_parsing=True)
-    params = dict(context.params)
-    for name, value in suite.values.items():
-        at = ("suites", project.suites.index(suite), name)
-        line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
-        if isinstance(value, (str, int, float)) and by_name[name].multiple:
-            value = [value]
-        try:
-            params[name] = by_name[name].process_value(context, value)
-        except click.BadParameter as exc:
-            raise InputError(
-                f"{name}: {exc.message}",
-                project.path,
-                line,
-                f"the same value as {flag_of(name)} takes",
-            ) from None
-    if project.mcp_config and not (set(suite.values) & SERVER_SOURCES):
-        params["mcp_config"] = str(project.mcp_config)
-    file_given = frozenset(suite.values) | (
-        {"mcp_config"} if "mcp_config" in params and project.mcp_config else frozenset()
-    )
-    params.update({name: overrides[name] for name in given})
-    return params, file_given | given
-
-
-def absolute_path(value: str, option: Option) -> str:
-    """A typed path made absolute; a value that only may be a path (a prompt's name, a server
-    module's dotted name, `PATH.py:attr`) only when its path part exists here."""
-    path, sep, rest = value.partition(":") if option.name == "server_module" else (value, "", "")
-    if option.writer or isinstance(option.kwargs.get("type"), click.Path) or Path(path).exists():
-        return str(Path(path).absolute()) + sep + rest
-    return value
-
-
-def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
-    """Command-line values that are paths, made absolute: a project's suites run from the
-    project's folder, but what the user typed is relative to where they typed it."""
-    fixed = dict(params)
-    for name in given:
-        option = option_named(name)
-        value = fixed.get(name)
-        if option is None or not option.path or not value:
-            continue
-        if isinstance(value, (list, tuple)):
-            fixed[name] = type(value)(absolute_path(v, option) for v in value)
-        elif isinstance(value, str):
-            fixed[name] = absolute_path(value, option)
-    return fixed
-
-
-@contextlib.contextmanager
-def working_folder(folder: Path) -> Iterator[None]:
-    """A project's suites run from its folder (its paths are relative to it), one at a time."""
-    here = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(here)
-
-
-def select_mode_in_project(settings: Settings, project: Project, suite: ProjectSuite) -> Mode:
-    try:
-        return select_mode(settings)
-    except InputError as exc:
-        raise InputError(
-            f"suite {suite.name!r}: {exc.message}", project.path, suite.line, exc.hint
-        ) from None
-
-
-def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
-    console = make_console(stderr=settings.json_out)
-    if total > 1:
-        console.rule(f"suite {terminal_text(suite.name)} ({mode.name})", style="bold")
-    code = run_settings_for(settings, mode)
-    if code == EXIT_INTERRUPTED or code in (128 + s for s in STOP_SIGNALS):
-        raise click.Abort()
-    return code
-
-
-def run_project(
-    path: Path, only: Sequence[str], overrides: dict[str, Any], given: frozenset[str]
-) -> int:
-    """Every suite of a project file (or those --suite names), each from the file's folder; the
-    exit code is the worst gate: 2 bad input (found before any suite runs), 1 a suite failed."""
-    project = load_project(path)
-    unknown = [n for n in only if n not in {s.name for s in project.suites}]
-    if unknown:
-        raise InputError(
-            f"--suite {unknown[0]}: the project has no suite of that name",
-            path,
-            hint="its suites: " + ", ".join(s.name for s in project.suites),
-        )
-    suites = [s for s in project.suites if not only or s.name in only]
-    named = next((m for m in MODES if m.selected(settings_from(overrides, given))), None)
-    if named is not None:
-        raise UsageProblem(
-            f"{named.title} name a suite of their own, and {path} has its suites",
-            hint="add it to the project file as a suite, or run it without --config",
-        )
-    overrides = absolute_path_options(overrides, given)
-    folder = path.resolve().parent
-    with tempfile.TemporaryDirectory(prefix="evaluator-project-") as scratch:
-        data, _ = yaml_with_lines(read_text_file(path, "project file"), path)
-        if data.get("servers"):
-            project.mcp_config = Path(scratch) / "mcp.json"
-            project.mcp_config.write_text(json.dumps({"mcpServers": data["servers"]}))
-        planned = []
-        with working_folder(folder):
-            for suite in suites:  # every suite checked before any runs: bad input costs nothing
-                params, suite_given = project_params(project, suite, overrides, given)
-                settings = settings_from(params, suite_given)
-                for name, value in settings.outputs.items():  # the file's own output folders
-                    writer = writer_named(name)
-                    if name in suite.values and writer and writer.takes_path and value:
-                        Path(value).parent.mkdir(parents=True, exist_ok=True)
-                mode = select_mode_in_project(settings, project, suite)
-                check_output_paths(settings, mode)
-                planned.append((suite, settings, mode))
-            codes = [
-                run_one_suite(suite, settings, mode, len(planned))
-                for suite, settings, mode in planned
-            ]
-    return max(codes, default=0)
-
-
-# ---------------------------------------------------------------------------- init: a starter project file
-INIT_SKIPPED = ("node_modules", "__pycache__", "tests", "test", "results", "venv", "build", "dist")
-
-
-def project_candidates(folder: Path) -> list[Path]:
-    """The files init looks at: at most four folders deep, outside hidden folders, dependencies
-    and test fixtures."""
-    found = []
-    for current, dirs, files in os.walk(folder):
-        depth = len(Path(current).relative_to(folder).parts)
-        dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and d not in INIT_SKIPPED and depth < 3
-        )
-        found += [Path(current) / name for name in sorted(files)]
-    return found
-
-
-def loads(loader: Callable[[Any], Any], path: Path) -> bool:
-    """Whether a candidate suite file loads: init only proposes suites that run."""
-    try:
-        loader(path)
-        return True
-    except (InputError, OSError):
-        return False
-
-
-def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[tuple[str, Any]]]]:
-    suites: list[tuple[str, list[tuple[str, Any]]]] = []
-
-    def rel(p: Path) -> str:
-        return p.relative_to(folder).as_posix()
-
-    for skill in (p.parent for p in files if p.name == "SKILL.md" and loads(load_skill, p)):
-        triggers = [
-            p
-            for p in files
-            if p.suffix in (".md", ".json")
-            and "trigger" in p.name
-            and p.name.startswith(skill.name)
-            and loads(lambda f: load_markdown_tests(f, "trigger"), p)
-        ]
-        evals = skill / "evals" / "evals.json"
-        keys: list[tuple[str, Any]] = [("skill", rel(skill))]
-        keys += [("trigger", rel(t)) for t in triggers[:1]]
-        if evals.is_file():
-            keys.append(("tests", rel(evals)))
-        if len(keys) > 1:
-            suites.append((skill.name, keys + [("output", f"results/{skill.name}.json")]))
-    for path in files:
-        kind = None
-        if path.suffix == ".csv" and loads(load_csv_suite, path):
-            kind = "csv"
-        elif path.suffix == ".xml" and loads(load_qa_suite, path):
-            kind = "qa"
-        if kind:
-            suites.append(
-                (
-                    safe_name(path.stem) or kind,
-                    [(kind, rel(path)), ("output", f"results/{safe_name(path.stem) or kind}.json")],
-                )
-            )
-    return suites
-
-
-PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
-
-
-def starter_project(folder: Path) -> str:
-    """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
-    (with their trigger files and task evals), CSV suites and QA evaluations."""
-    found = project_candidates(folder)
-    relative = [p.relative_to(folder).as_posix() for p in found]
-    servers = next((r for r in ("mcp.json", ".mcp.json") if r in relative), None)
-    lines = [
-        "# evaluator.yaml: the suites `python evaluator.py` runs from this folder.",
-        "# Every key is an option of the command line (its name with _ for -); options given on",
-        "# the command line override these. `python evaluator.py schema project` prints the schema.",
-        "",
-        "defaults:",
-        f"  model: {C.DEFAULT_MODEL}",
-        "  # max_cost: 5          # USD: start no new run once a suite has cost this much",
-    ]
-    if servers:
-        lines.append(f"  mcp_config: {servers}   # the MCP servers every tool-use suite talks to")
-    lines += ["", "suites:"]
-    suites = project_suites(folder, found)
-    if not suites:
-        lines += [
-            "  # - name: tools",
-            "  #   csv: my-suite.csv",
-            "  #   output: results/tools.json",
-        ]
-    for name, keys in suites:
-        lines.append(f"  - name: {name}")
-        lines += [
-            f"    {key}: {value if PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
-            for key, value in keys
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def init_project(folder: Path) -> int:
-    target = folder / C.PROJECT_FILE
-    if target.exists():
-        raise InputError(
-            "the project file exists",
-            target,
-            hint="edit it, or remove it to start over (init never overwrites)",
-        )
-    write_text_atomic(target, starter_project(folder))
-    click.echo(f"wrote {target}")
-    return 0
 
 
 # ---------------------------------------------------------------------------- commands and help
@@ -601,11 +153,24 @@ class EvaluatorCommand(click.Command):
 class FrontDoor(click.Group):
     """`python evaluator.py [VERB] ...`: a first argument that is no verb is today's flat command
     line (the `run` command), so every call that worked before works unchanged. Every usage error
-    is one line and exit 2."""
+    is one line and exit 2. A verb's command is built when it is asked for (click's lazily
+    loading group): a start builds, and loads the rooms of, only the command it runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.factories: dict[str, Callable[[], click.Command]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.factories, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.factories:
+            self.add_command(self.factories[cmd_name](), cmd_name)
+        return self.commands.get(cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (
-            args[0] not in self.commands and args[0] not in ("-h", "--help", "--version")
+            args[0] not in self.factories and args[0] not in ("-h", "--help", "--version")
         ):
             mcp_builder_habit(args)
             args = ["run", *args]
@@ -660,8 +225,8 @@ class FrontDoor(click.Group):
         standalone_mode: bool = True,  # click's; the front door always ends the process itself
         **extra: Any,
     ) -> Any:
-        Redactor.forget()  # the secrets of an earlier invocation in this process are not this one's
-        GithubStep.forget()  # nor what an earlier one told its GitHub Actions step
+        for forget in FORGOTTEN_AT_START:  # what an earlier invocation in this process left
+            forget()
         try:
             with stop_signals_like_ctrl_c():
                 code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -674,15 +239,18 @@ class FrontDoor(click.Group):
         except click.Abort:
             code = interrupted_exit_code()
         finally:
-            stop_stdio_servers()  # whatever ended the invocation, no server outlives it
-            ENDPOINTS_ANSWERING.clear()
+            for stop in STOPPED_AT_END:  # whatever ended the invocation (no server outlives it)
+                stop()
         if stopped_by:
             exit_stopped(code or 0)
         end_process(code or 0)
 
 
 def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
-    """Runs one command's settings; what stops it before a result is one line and exit 2."""
+    """Runs one command's settings; what stops it before a result is one line and exit 2. The
+    rooms a run needs load here, not at the start."""
+    from .dispatch import run_settings_for
+
     try:
         return run_settings_for(settings_of(), chosen)
     except InputError as exc:
@@ -707,6 +275,8 @@ def run_command() -> click.Command:
         if params.get("config") or (
             project.is_file() and not any(m.selected(settings) for m in MODES)
         ):
+            from .project import run_project
+
             return run_project(project, params.get("suite") or (), params, given)
         return invoke(lambda: settings)
 
@@ -794,19 +364,30 @@ def mode_command(mode: Mode) -> click.Command:
     )
 
 
-def build_cli() -> click.Group:
-    """The command line, built from the tables (OPTIONS, WRITERS, MODES) as they are now."""
-    group = FrontDoor(context_settings=CONTEXT_SETTINGS, invoke_without_command=False)
-    group.add_command(run_command())
-    for mode in MODES:
-        group.add_command(mode_command(mode))
-
-    @group.command("init", context_settings=CONTEXT_SETTINGS)
+def init_command() -> click.Command:
+    @click.command("init", context_settings=CONTEXT_SETTINGS)
     def init() -> int:
         """Write a starter evaluator.yaml from what this folder holds (never overwrites one)."""
+        from .project import init_project
+
         return init_project(Path.cwd())
 
-    @group.command("import", context_settings=CONTEXT_SETTINGS)
+    return init
+
+
+def import_command() -> click.Command:
+    """`import bfcl | tau2`: its choices are the benchmarks' room's, loaded when it is asked for."""
+    from .modes.benchmarks import (
+        TAU2_DOMAINS,
+        TAU2_SPLITS,
+        bfcl_categories,
+        import_bfcl,
+        import_folder,
+        import_tau2,
+    )
+    from .scoring.literature import BFCL_CATEGORIES
+
+    @click.command("import", context_settings=CONTEXT_SETTINGS)
     @click.argument("benchmark", type=click.Choice(["bfcl", "tau2"]))
     @click.option(
         "-o",
@@ -866,15 +447,20 @@ def build_cli() -> click.Group:
             click.echo(line)
         return 0
 
-    @group.command("help", context_settings=CONTEXT_SETTINGS)
+    return import_
+
+
+def help_command(group: click.Group) -> click.Command:
+    @click.command("help", context_settings=CONTEXT_SETTINGS)
     @click.argument("topic", required=False)
     def help_(topic: str | None) -> int:
         """help MODE: only the options MODE takes, with its examples."""
         context = click.get_current_context()
-        target = group.commands.get(topic or "")
+        target = group.get_command(context, topic) if topic else None
         if topic and target is None:
             raise click.UsageError(
-                f"no mode or verb named {topic!r}: try one of " + ", ".join(sorted(group.commands))
+                f"no mode or verb named {topic!r}: try one of "
+                + ", ".join(group.list_commands(context))
             )
         shown = target or group
         click.echo(
@@ -884,6 +470,18 @@ def build_cli() -> click.Group:
         )
         return 0
 
+    return help_
+
+
+def build_cli() -> click.Group:
+    """The command line, built from the tables (OPTIONS, WRITERS, MODES) as they are now: a
+    factory per verb, each command built when it is asked for."""
+    group = FrontDoor(context_settings=CONTEXT_SETTINGS, invoke_without_command=False)
+    group.factories["run"] = run_command
+    for mode in MODES:
+        group.factories[mode.name] = functools.partial(mode_command, mode)
+    group.factories.update(init=init_command, help=lambda: help_command(group))
+    group.factories["import"] = import_command
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

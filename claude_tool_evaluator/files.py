@@ -5,6 +5,11 @@ May import: errors, stopping, sinks."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 import contextlib
 import itertools
 import json
@@ -14,8 +19,6 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel
 
 import test_constants as C
 

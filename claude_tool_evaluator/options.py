@@ -7,18 +7,21 @@ May import: the rooms above it (the foundations up to scoring)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, create_model
 
 import prompts
 import test_constants as C
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 from .answers import answer_match_problem, normalize_answer_match
+from .errors import UsageProblem
 from .files import batch_ledger_path, journal_path, results_lines_path
 from .loaders.servers import SERVER_TRANSPORTS, load_system_prompt
 from .records import RunSettings
@@ -977,6 +980,8 @@ def project_value_type(option: Option) -> Any:
 
 def project_model() -> type[BaseModel]:
     """The project file's schema, from OPTIONS (`python evaluator.py schema project`)."""
+    from pydantic import ConfigDict, Field, create_model  # its models, made when asked for
+
     strict = ConfigDict(extra="forbid")
     options: dict[str, Any] = {
         o.name: (project_value_type(o) | None, Field(None, description=o.help))
@@ -1178,3 +1183,98 @@ class Settings:
                 batch_ledger_path(self.output),
             ]
         return paths
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One output format: its option (the command line's and the project file's key), the function
+    that writes a run's results, and the one that writes a comparison in the same format (None:
+    `compare` refuses it). Every list of writers (the options, what each mode takes, the outputs
+    checked before a run starts, what --merge ignores, what `render` can write) is computed from
+    WRITERS, so a new format is one `register_writer` call."""
+
+    option: Option
+    # (its path, or True for a flag such as --json; the run's Results, a later room's record)
+    write: Callable[[Any, Any], None]
+    compare: Callable[[Any, Sequence[Any]], None] | None = None  # (path or True; comparisons)
+    renders_from: bool = True  # `render` writes it from a results file
+    modes: frozenset[str] | None = None  # the modes that take it; None: every mode writing results
+    recorded: bool = False  # it changes what a run means: shards record it, --merge compares it
+
+    @property
+    def name(self) -> str:
+        return self.option.name
+
+    @property
+    def takes_path(self) -> bool:
+        return not self.option.kwargs.get("is_flag")
+
+
+WRITERS: list[Writer] = []  # in the order a run writes them (stdout last)
+
+
+def register_writer(writer: Writer) -> Writer:
+    """Adds a writer (or replaces the one of that name) and its option."""
+    row = replace(writer, option=replace(writer.option, writer=True))
+    WRITERS[:] = [w for w in WRITERS if w.name != row.name] + [row]
+    OPTIONS[:] = [o for o in OPTIONS if o.name != row.name] + [row.option]
+    return row
+
+
+def writer_named(name: str) -> Writer | None:
+    return next((w for w in WRITERS if w.name == name), None)
+
+
+def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
+    """Settings from explicit parameters (every option's value) and the names the user gave. The
+    flat form's positional files are more --compare or --merge files, or (mcp-builder's habit)
+    one QA evaluation."""
+    params = dict(params)
+    for name in ("config", "suite"):
+        params.pop(name, None)
+    more = tuple(params.pop("files", ()) or ())
+    taker = next((n for n in ("compare", "merge") if params.get(n)), None)
+    if (
+        len(more) == 1
+        and taker is None
+        and more[0].lower().endswith(".xml")
+        and not params.get("qa")
+    ):
+        params["qa"], given, more = more[0], given | {"qa"}, ()  # `evaluator.py eval.xml`: --qa
+    if more and taker is None:
+        raise UsageProblem(
+            f"unexpected argument {more[0]!r}",
+            hint="only compare and merge take more than one file (a .xml alone is a QA evaluation)",
+        )
+    for name in ("compare", "merge"):
+        value = params.get(name) or ()
+        params[name] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        params[name] = tuple(v for v in params[name] if v) + (more if name == taker else ())
+    outputs = {name: params.pop(name) for name in list(params) if writer_named(name)}
+    models, trigger_models = (
+        tuple(params.pop("model", ()) or ()),
+        tuple(params.pop("trigger_model", ()) or ()),
+    )
+    for name, values in (("model", models), ("trigger_model", trigger_models)):
+        if len(set(values)) < len(values):
+            twice = next(v for v in values if values.count(v) > 1)
+            raise UsageProblem(
+                f"{flag_of(name)} {twice} is given twice", hint="name each model once"
+            )
+    bins = tuple(params.pop("claude_bin", ()) or ())
+    if len(set(bins)) < len(bins):
+        raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")
+    params.update(claude_bin=bins[0] if bins else None, claude_bins=bins)
+    for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
+        value = params.get(name)
+        if isinstance(value, AutoRuns):
+            params.update({name: value.most, "auto_runs": (value.least, value.most)})
+    if models:
+        params.update(model=models[0], models=models)
+    if trigger_models:
+        params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
+    return Settings(
+        **params,
+        outputs={name: value for name, value in outputs.items() if value},
+        given=(given - {"files", "config", "suite"}) | ({taker} if more and taker else frozenset()),
+    )

@@ -13,14 +13,18 @@ from dataclasses import fields as dataclass_fields
 from dataclasses import is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import click
 from pydantic import BaseModel
 
 import test_constants as C
 
+from .errors import InputProblems
 from .files import MappedRecords, SpooledRecords
-from .sinks import HIDDEN, terminal_text
+from .sinks import HIDDEN, on_github_actions, terminal_text, workflow_command, workspace_path
+from .stopping import FORGOTTEN_AT_START
 
 if TYPE_CHECKING:
+    from .errors import InputError
     from .records import ServerSpec
 
 
@@ -349,7 +353,32 @@ class Redactor:
         return self.text(text).encode("utf-8", "surrogateescape")
 
 
+# the secrets of an earlier invocation in this process are not this one's
+FORGOTTEN_AT_START.append(Redactor.forget)
+
+
 def error_line(text: Any) -> str:
     """A fatal line as printed: redacted first (a server's stderr, a URL, an API message may hold
     a secret), then escaped for the terminal."""
     return f"error: {terminal_text(Redactor.for_run().text(str(text)))}"
+
+
+def report_input_error(exc: InputError) -> None:
+    """Bad input: one `error:` line a problem; on GitHub Actions an `::error` on its file and line
+    too, so a typo in a suite shows where it is on the pull request."""
+    for text in str(exc).splitlines():  # several problems of one file: one line each
+        click.echo(error_line(text), err=True)
+    if not on_github_actions():
+        return
+    redactor = Redactor.for_run()
+    for problem in exc.problems if isinstance(exc, InputProblems) else [exc]:
+        path = str(problem.path) if problem.path else ""
+        text = problem.message + (f" ({problem.hint})" if problem.hint else "")
+        line = workflow_command(
+            "error",
+            text,
+            file=workspace_path(path) if path else "",
+            line=problem.line or 0,
+            title="bad input",
+        )
+        click.echo(redactor.text(line), err=True)

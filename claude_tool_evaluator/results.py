@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 import test_constants as C
 
 from .files import JsonStream, dump_streamed, results_lines_path
-from .options import OPTIONS
+from .options import writer_named
 from .redaction import Redactor
 from .result_records import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
 from .session import ResponseCache
 
 if TYPE_CHECKING:
     from .files import SpooledRecords
-    from .options import Option, Settings
+    from .options import Settings
     from .pipeline import PipelineOutcome
     from .result_records import CaseResult, RunResult, Section
     from .scoring.statistics import CaseCounts, RunTotals
@@ -186,45 +186,6 @@ class Results:
             for section in SECTIONS
             if section.place == place and self.sections.get(section.key) not in (None, [])
         ]
-
-
-@dataclass(frozen=True)
-class Writer:
-    """One output format: its option (the command line's and the project file's key), the function
-    that writes a run's results, and the one that writes a comparison in the same format (None:
-    `compare` refuses it). Every list of writers (the options, what each mode takes, the outputs
-    checked before a run starts, what --merge ignores, what `render` can write) is computed from
-    WRITERS, so a new format is one `register_writer` call."""
-
-    option: Option
-    write: Callable[[Any, Results], None]  # (its path, or True for a flag such as --json; results)
-    compare: Callable[[Any, Sequence[Any]], None] | None = None  # (path or True; comparisons)
-    renders_from: bool = True  # `render` writes it from a results file
-    modes: frozenset[str] | None = None  # the modes that take it; None: every mode writing results
-    recorded: bool = False  # it changes what a run means: shards record it, --merge compares it
-
-    @property
-    def name(self) -> str:
-        return self.option.name
-
-    @property
-    def takes_path(self) -> bool:
-        return not self.option.kwargs.get("is_flag")
-
-
-WRITERS: list[Writer] = []  # in the order a run writes them (stdout last)
-
-
-def register_writer(writer: Writer) -> Writer:
-    """Adds a writer (or replaces the one of that name) and its option."""
-    row = replace(writer, option=replace(writer.option, writer=True))
-    WRITERS[:] = [w for w in WRITERS if w.name != row.name] + [row]
-    OPTIONS[:] = [o for o in OPTIONS if o.name != row.name] + [row.option]
-    return row
-
-
-def writer_named(name: str) -> Writer | None:
-    return next((w for w in WRITERS if w.name == name), None)
 
 
 # Options that do not shape a run's results (how fast, on which machine, where from): shards of one

@@ -28,6 +28,7 @@ from .files import write_json_atomic
 from .records import Usage, cost_usd
 from .redaction import Redactor
 from .sinks import cap_text
+from .stopping import STOPPED_AT_END
 
 
 @dataclass
@@ -264,6 +265,7 @@ def all_refused(addresses: list, timeout: float) -> bool:
 
 
 ENDPOINTS_ANSWERING: set[tuple[str, int]] = set()  # (host, port) checked in this invocation
+STOPPED_AT_END.append(ENDPOINTS_ANSWERING.clear)  # the next invocation checks again
 
 
 def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:

@@ -6,9 +6,11 @@ May import: errors, stopping."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -229,3 +231,21 @@ def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
     """One line of at most `limit` characters: enough to see what a tool answered."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# What a step tells GitHub Actions: workflow commands on its output (`::error file=F,line=N::`
+# puts a failing case on its suite's line, in the log and on the pull request's diff), markdown
+# appended to $GITHUB_STEP_SUMMARY (the job's summary page) and `name=value` lines appended to
+# $GITHUB_OUTPUT (the step's outputs). Each is one sink of GITHUB_SINKS, which write_outputs and
+# write_comparisons run when the environment names it; the --pr-comment writer (registered with
+# the others) writes the body a workflow posts on the pull request (action.yml does).
+def on_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def workspace_path(source: str) -> str:
+    """A case's file as GitHub names it: relative to the checkout ($GITHUB_WORKSPACE, else the
+    working folder), with forward slashes; a file outside it keeps its absolute path."""
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or ".").resolve()
+    path = Path(source).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()

@@ -5,15 +5,17 @@ May import: errors."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import threading
-from collections.abc import Coroutine, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any
 
 import test_constants as C
+
+if TYPE_CHECKING:
+    import asyncio
 
 # SIGINT (Ctrl-C), SIGTERM and SIGHUP stop an invocation alike. The first cancels the run under way
 # (the task run_async runs): the runs in flight end as interrupted, what finished is kept, and every
@@ -36,6 +38,14 @@ stopped_by: list[int] = []  # the signal that stopped this invocation, when one 
 
 
 running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
+
+
+# What an invocation leaves in this process, undone at its start (what an earlier one learned:
+# its secrets, what it told its GitHub Actions step) and at its end (the servers it started, the
+# endpoints known to answer). Each room that holds such state adds its undoing here when it
+# loads, so the command line undoes what loaded and loads nothing to undo it.
+FORGOTTEN_AT_START: list[Callable[[], Any]] = []
+STOPPED_AT_END: list[Callable[[], Any]] = []
 
 
 stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
@@ -105,6 +115,8 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
     async generators closed, and the loop's threads awaited, except when the invocation is
     stopping: then a thread still busy (the SDK importing itself on a loaded machine) is left to
     the process's exit (exit_stopped), which does not wait for it either."""
+    import asyncio  # loaded by the first run, not at the start (the help loads none)
+
     try:
         left = asyncio.all_tasks(loop)
         for task in left:
@@ -122,6 +134,8 @@ def run_async(main: Coroutine[Any, Any, Any]) -> Any:
     """asyncio.run, stopped by the stop signals: the first cancels `main`, which ends here as a
     KeyboardInterrupt (as Ctrl-C under asyncio.run). The deadline the signal set holds until the
     loop has closed."""
+    import asyncio
+
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     task = loop.create_task(main)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT
@@ -399,7 +400,9 @@ def test_tests_reads_an_xml_file_as_a_qa_evaluation_and_refuses_unknown_formats(
 ):
     good = write(tmp_path / "evaluation.xml", "<evaluation>\n" + PAIR + "</evaluation>\n")
     settings = E.settings_from(
-        E.main.commands["run"].make_context("evaluator", ["--tests", str(good)]).params,
+        E.main.get_command(click.Context(E.main), "run")
+        .make_context("evaluator", ["--tests", str(good)])
+        .params,
         frozenset({"tests"}),
     )
     assert select_mode(settings).name == "qa"

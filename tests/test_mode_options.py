@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import jsonschema
 import pytest
 from click.testing import CliRunner
@@ -229,7 +230,9 @@ MODE_LINES: dict[str, list[str]] = {
 
 def parsed(args: list[str]) -> evaluator.Settings:
     """The settings the CLI builds from a command line (click's parse, then settings_from)."""
-    context = evaluator.main.commands["run"].make_context("evaluator", list(args))
+    context = evaluator.main.get_command(click.Context(evaluator.main), "run").make_context(
+        "evaluator", list(args)
+    )
     return evaluator.settings_from(context.params, given_options(context))
 
 

@@ -27,6 +27,7 @@ import test_constants as C
 
 from ..errors import InputError, ServerError
 from ..sinks import tail, terminal_text
+from ..stopping import STOPPED_AT_END
 from .processes import dying_with_parent, kill_process_group, load_server_object
 
 if TYPE_CHECKING:
@@ -346,6 +347,10 @@ def stop_stdio_servers() -> None:
     EARLY_SERVERS.clear()
     while STDIO_SERVERS:
         STDIO_SERVERS.pop().kill()
+
+
+# whatever ended the invocation, no server outlives it
+STOPPED_AT_END.append(stop_stdio_servers)
 
 
 class ServerConnection:

@@ -21,10 +21,10 @@ from ..dry_run import print_estimate
 from ..errors import EvalError, FatalApiError, InputError
 from ..files import write_json_atomic, write_text_atomic
 from ..loaders.skills import load_markdown_test, load_skill
-from ..options import project_model
+from ..options import WRITERS, project_model
 from ..redaction import error_line
 from ..result_records import read_results_document, results_schema
-from ..results import WRITERS, case_label, is_matrix
+from ..results import case_label, is_matrix
 from ..runners.generate import estimate_generation, generate_skill_tests, generation_model
 from ..scoring.statistics import detectable_change, runs_to_detect, shifted_rate
 from ..session import check_model_endpoint

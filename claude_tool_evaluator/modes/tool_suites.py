@@ -493,11 +493,6 @@ def qa_mode(settings: Settings, console: Console) -> int:
     return tool_use_mode(settings, console, cases, QaScoring(cases), "qa", "qa", name)
 
 
-def qa_files_given(settings: Settings) -> bool:
-    """--qa, or a QA evaluation (.xml) among the --tests files."""
-    return bool(settings.qa) or any(kind_of_test_file(f) == "qa" for f in settings.tests)
-
-
 def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
     start_servers_early(settings)

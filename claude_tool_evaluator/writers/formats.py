@@ -19,22 +19,22 @@ from rich.console import Console
 
 from ..errors import OutputError
 from ..files import dump_json, journal_path, write_json_atomic, write_text_atomic
-from ..options import RUNNING, TASKS, option
+from ..options import WRITERS
 from ..records import Usage
 from ..result_records import SECTIONS, BenchmarkRecord, SkillRunResult, ToolRunResult, dump_record
-from ..results import WRITERS, Writer, case_label, gates, register_writer
+from ..results import case_label, gates
 from ..scoring.task_evals import run_tokens
 from ..sinks import csv_cell, json_text, xml_text
 
 # every section's row, in the order the reports show them, before a results document is made or read
 from . import sections  # noqa: F401  (fills SECTIONS)
 from .comparison import comparison_json, render_comparison
-from .github import GITHUB_SINKS, write_comparison_comment, write_pr_comment
-from .html import html_comparison_data, render_html, write_html_report
+from .github import GITHUB_SINKS
+from .html import html_comparison_data, render_html
 from .markdown import render_markdown, signed
 
 if TYPE_CHECKING:
-    from ..options import Settings
+    from ..options import Settings, Writer
     from ..result_records import CaseResult, RunResult
     from ..results import Results
     from .comparison import Comparison
@@ -302,127 +302,6 @@ def write_comparison_html(path: str, comparisons: Sequence[Comparison]) -> None:
 
 def print_comparison_json(flag: Any, comparisons: Sequence[Comparison]) -> None:
     click.echo(json_text(comparison_json(comparisons)))
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "-o",
-            "--output",
-            type=click.Path(),
-            help="Write the results JSON here (a journal beside it as runs finish).",
-        ),
-        write_results_json,
-        compare=write_comparison_json,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--report",
-            type=click.Path(),
-            metavar="FILE.md",
-            help="Write a markdown report (suite, skill Trigger Analysis, comparison).",
-        ),
-        write_markdown_report,
-        compare=write_comparison_markdown,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--junit",
-            type=click.Path(),
-            metavar="FILE.xml",
-            help="Write JUnit XML for CI: a testcase per case, test or trigger query.",
-        ),
-        write_junit,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--csv-out",
-            type=click.Path(),
-            metavar="FILE.csv",
-            help="Write one CSV row per run.",
-        ),
-        write_results_csv,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--html",
-            type=click.Path(),
-            metavar="FILE.html",
-            help="Write one self-contained HTML report (opens offline): overview, charts, every "
-            "case's transcripts, review notes.",
-        ),
-        write_html_report,
-        compare=write_comparison_html,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            TASKS,
-            "--benchmark-json",
-            type=click.Path(),
-            metavar="FILE.json",
-            help="Write the task benchmark in skill-creator's benchmark.json shape (its viewer "
-            "reads it).",
-        ),
-        write_skill_creator_benchmark,
-        modes=frozenset({"skills"}),
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--pr-comment",
-            type=click.Path(),
-            metavar="FILE.md",
-            help="Write a pull-request comment: the verdict and the failing cases with where they "
-            "are written; for compare, significant regressions first with their statistics.",
-        ),
-        write_pr_comment,
-        compare=write_comparison_comment,
-    )
-)
-
-
-register_writer(
-    Writer(
-        option(
-            RUNNING,
-            "--json",
-            name="json_out",
-            is_flag=True,
-            help="Print the results JSON to stdout (the summary goes to stderr).",
-        ),
-        print_results_json,
-        compare=print_comparison_json,
-    )
-)
 
 
 def write_one(

@@ -13,36 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
 from rich.console import Console
 
 import test_constants as C
 
-from ..errors import InputProblems, OutputError
+from ..errors import OutputError
 from ..files import write_text_atomic
-from ..redaction import Redactor, error_line
-from ..results import MODE_TITLES, WRITERS, case_label, gates, is_matrix, models_text
+from ..options import WRITERS
+from ..redaction import Redactor
+from ..results import MODE_TITLES, case_label, gates, is_matrix, models_text
 from ..scoring.statistics import wilson_interval
-from ..sinks import markdown_cell, one_line, workflow_command
+from ..sinks import markdown_cell, on_github_actions, one_line, workflow_command, workspace_path
+from ..stopping import FORGOTTEN_AT_START
 from .comparison import change_counts, confidence_label, pass_line, render_comparison
 from .markdown import percent, render_markdown
 
 if TYPE_CHECKING:
-    from ..errors import InputError
     from ..options import Settings
     from ..result_records import CaseResult
     from ..results import Results
     from .comparison import CaseChange, Comparison
-
-
-# What a step tells GitHub Actions: workflow commands on its output (`::error file=F,line=N::`
-# puts a failing case on its suite's line, in the log and on the pull request's diff), markdown
-# appended to $GITHUB_STEP_SUMMARY (the job's summary page) and `name=value` lines appended to
-# $GITHUB_OUTPUT (the step's outputs). Each is one sink of GITHUB_SINKS, which write_outputs and
-# write_comparisons run when the environment names it; the --pr-comment writer (registered with
-# the others) writes the body a workflow posts on the pull request (action.yml does).
-def on_github_actions() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
@@ -71,6 +61,10 @@ class GithubStep:
     def forget(cls) -> None:
         cls.annotations, cls.passed, cls.counts, cls.files, cls.comments = 0, [], {}, {}, {}
         cls.pull_requests = {}
+
+
+# nor what an earlier one told its GitHub Actions step
+FORGOTTEN_AT_START.append(GithubStep.forget)
 
 
 def read_pull_request(path: str) -> PullRequest | None:
@@ -115,14 +109,6 @@ def workflow_run_url() -> str:
     ):
         return f"{server}/{repository}/actions/runs/{run}"
     return ""
-
-
-def workspace_path(source: str) -> str:
-    """A case's file as GitHub names it: relative to the checkout ($GITHUB_WORKSPACE, else the
-    working folder), with forward slashes; a file outside it keeps its absolute path."""
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or ".").resolve()
-    path = Path(source).resolve()
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
 
 
 def runs_text(count: int, runs: int) -> str:
@@ -495,24 +481,3 @@ GITHUB_SINKS = [
     ),
     GithubSink("outputs", names_a_file("GITHUB_OUTPUT"), results_outputs, comparison_outputs),
 ]
-
-
-def report_input_error(exc: InputError) -> None:
-    """Bad input: one `error:` line a problem; on GitHub Actions an `::error` on its file and line
-    too, so a typo in a suite shows where it is on the pull request."""
-    for text in str(exc).splitlines():  # several problems of one file: one line each
-        click.echo(error_line(text), err=True)
-    if not on_github_actions():
-        return
-    redactor = Redactor.for_run()
-    for problem in exc.problems if isinstance(exc, InputProblems) else [exc]:
-        path = str(problem.path) if problem.path else ""
-        text = problem.message + (f" ({problem.hint})" if problem.hint else "")
-        line = workflow_command(
-            "error",
-            text,
-            file=workspace_path(path) if path else "",
-            line=problem.line or 0,
-            title="bad input",
-        )
-        click.echo(redactor.text(line), err=True)

@@ -1,0 +1,407 @@
+"""The project file (evaluator.yaml, or --config FILE): its servers, defaults and suites, each
+suite run as the command line would run it, from the file's folder; and `init`, which writes a
+starter project file from what a folder holds. Loaded when a project file runs or `init` does.
+
+May import: every room above it but the command line."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import yaml
+from pydantic import ValidationError
+
+import test_constants as C
+
+from .dispatch import check_output_paths, run_settings_for
+from .errors import InputError, UsageProblem
+from .files import read_text_file, write_text_atomic
+from .loaders.csv_suites import load_csv_suite
+from .loaders.qa import load_qa_suite
+from .loaders.servers import config_server_spec
+from .loaders.skills import load_frontmatter_yaml, load_markdown_tests, load_skill
+from .mode_table import MODES, select_mode
+from .options import (
+    OPTIONS,
+    PROJECT_NOT_OPTIONS,
+    flag_of,
+    option_named,
+    project_model,
+    settings_from,
+    writer_named,
+)
+from .runners.generate import yaml_scalar
+from .sinks import make_console, safe_name, terminal_text
+from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
+
+if TYPE_CHECKING:
+    from .mode_table import Mode
+    from .options import Option, Settings
+
+
+# ---------------------------------------------------------------------------- the project file
+# evaluator.yaml (or --config FILE): servers in the mcpServers shape, `defaults` for every suite,
+# and `suites`, each a name plus options. Every key is an option of the command line and means the
+# same (the values go through the same click types); options given on the command line override
+# the file. Each suite runs from the file's folder, so its paths are relative to the file.
+def yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
+    """Plain YAML (safe_load's rules, no aliases, bounded depth) and the line of every key and
+    list item, by its path (('suites', 0, 'csv') -> 12), for one-line errors."""
+    load_frontmatter_yaml(text, path, 1, "project file")  # safe_load's rules, no aliases, bounded
+    lines: dict[tuple, int] = {}
+
+    def walk(node: Any, at: tuple) -> None:
+        lines.setdefault(at, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines[at + (str(key.value),)] = key.start_mark.line + 1
+                walk(value, at + (str(key.value),))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, at + (index,))
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)  # parses: load_frontmatter_yaml did
+    if node is not None:
+        walk(node, ())
+    return yaml.safe_load(text), lines
+
+
+@dataclass
+class ProjectSuite:
+    name: str
+    values: dict[str, Any]  # option -> the file's value, as written
+    line: int
+
+
+@dataclass
+class Project:
+    path: Path
+    suites: list[ProjectSuite]
+    mcp_config: Path | None = None  # the file's servers, written as an mcpServers file
+    lines: dict[tuple, int] = field(default_factory=dict)
+
+
+def project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> InputError:
+    """Pydantic's first complaint as one line: where, what, and the nearest valid key."""
+    problem = exc.errors()[0]
+    loc = tuple(problem["loc"])
+    line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), 1)
+    where = ".".join(str(p) for p in loc)
+    if problem["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        known = [o.name for o in OPTIONS if o.name not in PROJECT_NOT_OPTIONS] + [
+            "name",
+            "servers",
+            "defaults",
+            "suites",
+        ]
+        close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "keys are the options' names, e.g. csv, iterations"
+        )
+        return InputError(f"unknown key {key!r} ({where})", path, line, hint)
+    return InputError(
+        f"{where}: {problem['msg']}",
+        path,
+        line,
+        "python evaluator.py schema project prints the file's schema",
+    )
+
+
+def load_project(path: Path) -> Project:
+    text = read_text_file(path, "project file")
+    data, lines = yaml_with_lines(text, path)
+    if not isinstance(data, dict):
+        raise InputError(
+            "a project file is a mapping with `suites:`",
+            path,
+            1,
+            "python evaluator.py init writes a starter file",
+        )
+    try:
+        checked = project_model().model_validate(data)
+    except ValidationError as exc:
+        raise project_error(exc, path, lines) from None
+    defaults = {k: v for k, v in (data.get("defaults") or {}).items() if v is not None}
+    names: dict[str, int] = {}
+    suites = []
+    for index, entry in enumerate(data["suites"]):
+        line = lines.get(("suites", index), 1)
+        if entry["name"] in names:
+            raise InputError(
+                f"two suites are named {entry['name']!r} (the first on line "
+                f"{names[entry['name']]})",
+                path,
+                line,
+                "give every suite its own name",
+            )
+        names[entry["name"]] = line
+        values = {**defaults, **{k: v for k, v in entry.items() if k != "name" and v is not None}}
+        suites.append(ProjectSuite(entry["name"], values, line))
+    project = Project(path, suites, lines=lines)
+    if checked.servers:  # type: ignore[attr-defined]
+        for name, entry in data["servers"].items():
+            config_server_spec(name, entry, path, text)  # each server checked like an mcp.json's
+    return project
+
+
+SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
+
+
+def project_params(
+    project: Project, suite: ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
+) -> tuple[dict, frozenset]:
+    """A suite's parameters: every option's default, the file's values (through the options' own
+    click types and callbacks), then what the command line gave."""
+    by_name = {o.name: o.click_parameter() for o in OPTIONS}
+    command = click.Command("project", params=list(by_name.values()))
+    context = command.make_context("project", [], resilient_parsing=True)
+    params = dict(context.params)
+    for name, value in suite.values.items():
+        at = ("suites", project.suites.index(suite), name)
+        line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
+        if isinstance(value, (str, int, float)) and by_name[name].multiple:
+            value = [value]
+        try:
+            params[name] = by_name[name].process_value(context, value)
+        except click.BadParameter as exc:
+            raise InputError(
+                f"{name}: {exc.message}",
+                project.path,
+                line,
+                f"the same value as {flag_of(name)} takes",
+            ) from None
+    if project.mcp_config and not (set(suite.values) & SERVER_SOURCES):
+        params["mcp_config"] = str(project.mcp_config)
+    file_given = frozenset(suite.values) | (
+        {"mcp_config"} if "mcp_config" in params and project.mcp_config else frozenset()
+    )
+    params.update({name: overrides[name] for name in given})
+    return params, file_given | given
+
+
+def absolute_path(value: str, option: Option) -> str:
+    """A typed path made absolute; a value that only may be a path (a prompt's name, a server
+    module's dotted name, `PATH.py:attr`) only when its path part exists here."""
+    path, sep, rest = value.partition(":") if option.name == "server_module" else (value, "", "")
+    if option.writer or isinstance(option.kwargs.get("type"), click.Path) or Path(path).exists():
+        return str(Path(path).absolute()) + sep + rest
+    return value
+
+
+def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+    """Command-line values that are paths, made absolute: a project's suites run from the
+    project's folder, but what the user typed is relative to where they typed it."""
+    fixed = dict(params)
+    for name in given:
+        option = option_named(name)
+        value = fixed.get(name)
+        if option is None or not option.path or not value:
+            continue
+        if isinstance(value, (list, tuple)):
+            fixed[name] = type(value)(absolute_path(v, option) for v in value)
+        elif isinstance(value, str):
+            fixed[name] = absolute_path(value, option)
+    return fixed
+
+
+@contextlib.contextmanager
+def working_folder(folder: Path) -> Iterator[None]:
+    """A project's suites run from its folder (its paths are relative to it), one at a time."""
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def select_mode_in_project(settings: Settings, project: Project, suite: ProjectSuite) -> Mode:
+    try:
+        return select_mode(settings)
+    except InputError as exc:
+        raise InputError(
+            f"suite {suite.name!r}: {exc.message}", project.path, suite.line, exc.hint
+        ) from None
+
+
+def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
+    console = make_console(stderr=settings.json_out)
+    if total > 1:
+        console.rule(f"suite {terminal_text(suite.name)} ({mode.name})", style="bold")
+    code = run_settings_for(settings, mode)
+    if code == EXIT_INTERRUPTED or code in (128 + s for s in STOP_SIGNALS):
+        raise click.Abort()
+    return code
+
+
+def run_project(
+    path: Path, only: Sequence[str], overrides: dict[str, Any], given: frozenset[str]
+) -> int:
+    """Every suite of a project file (or those --suite names), each from the file's folder; the
+    exit code is the worst gate: 2 bad input (found before any suite runs), 1 a suite failed."""
+    project = load_project(path)
+    unknown = [n for n in only if n not in {s.name for s in project.suites}]
+    if unknown:
+        raise InputError(
+            f"--suite {unknown[0]}: the project has no suite of that name",
+            path,
+            hint="its suites: " + ", ".join(s.name for s in project.suites),
+        )
+    suites = [s for s in project.suites if not only or s.name in only]
+    named = next((m for m in MODES if m.selected(settings_from(overrides, given))), None)
+    if named is not None:
+        raise UsageProblem(
+            f"{named.title} name a suite of their own, and {path} has its suites",
+            hint="add it to the project file as a suite, or run it without --config",
+        )
+    overrides = absolute_path_options(overrides, given)
+    folder = path.resolve().parent
+    with tempfile.TemporaryDirectory(prefix="evaluator-project-") as scratch:
+        data, _ = yaml_with_lines(read_text_file(path, "project file"), path)
+        if data.get("servers"):
+            project.mcp_config = Path(scratch) / "mcp.json"
+            project.mcp_config.write_text(json.dumps({"mcpServers": data["servers"]}))
+        planned = []
+        with working_folder(folder):
+            for suite in suites:  # every suite checked before any runs: bad input costs nothing
+                params, suite_given = project_params(project, suite, overrides, given)
+                settings = settings_from(params, suite_given)
+                for name, value in settings.outputs.items():  # the file's own output folders
+                    writer = writer_named(name)
+                    if name in suite.values and writer and writer.takes_path and value:
+                        Path(value).parent.mkdir(parents=True, exist_ok=True)
+                mode = select_mode_in_project(settings, project, suite)
+                check_output_paths(settings, mode)
+                planned.append((suite, settings, mode))
+            codes = [
+                run_one_suite(suite, settings, mode, len(planned))
+                for suite, settings, mode in planned
+            ]
+    return max(codes, default=0)
+
+
+# ---------------------------------------------------------------------------- init: a starter project file
+INIT_SKIPPED = ("node_modules", "__pycache__", "tests", "test", "results", "venv", "build", "dist")
+
+
+def project_candidates(folder: Path) -> list[Path]:
+    """The files init looks at: at most four folders deep, outside hidden folders, dependencies
+    and test fixtures."""
+    found = []
+    for current, dirs, files in os.walk(folder):
+        depth = len(Path(current).relative_to(folder).parts)
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".") and d not in INIT_SKIPPED and depth < 3
+        )
+        found += [Path(current) / name for name in sorted(files)]
+    return found
+
+
+def loads(loader: Callable[[Any], Any], path: Path) -> bool:
+    """Whether a candidate suite file loads: init only proposes suites that run."""
+    try:
+        loader(path)
+        return True
+    except (InputError, OSError):
+        return False
+
+
+def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    suites: list[tuple[str, list[tuple[str, Any]]]] = []
+
+    def rel(p: Path) -> str:
+        return p.relative_to(folder).as_posix()
+
+    for skill in (p.parent for p in files if p.name == "SKILL.md" and loads(load_skill, p)):
+        triggers = [
+            p
+            for p in files
+            if p.suffix in (".md", ".json")
+            and "trigger" in p.name
+            and p.name.startswith(skill.name)
+            and loads(lambda f: load_markdown_tests(f, "trigger"), p)
+        ]
+        evals = skill / "evals" / "evals.json"
+        keys: list[tuple[str, Any]] = [("skill", rel(skill))]
+        keys += [("trigger", rel(t)) for t in triggers[:1]]
+        if evals.is_file():
+            keys.append(("tests", rel(evals)))
+        if len(keys) > 1:
+            suites.append((skill.name, keys + [("output", f"results/{skill.name}.json")]))
+    for path in files:
+        kind = None
+        if path.suffix == ".csv" and loads(load_csv_suite, path):
+            kind = "csv"
+        elif path.suffix == ".xml" and loads(load_qa_suite, path):
+            kind = "qa"
+        if kind:
+            suites.append(
+                (
+                    safe_name(path.stem) or kind,
+                    [(kind, rel(path)), ("output", f"results/{safe_name(path.stem) or kind}.json")],
+                )
+            )
+    return suites
+
+
+PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
+
+
+def starter_project(folder: Path) -> str:
+    """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
+    (with their trigger files and task evals), CSV suites and QA evaluations."""
+    found = project_candidates(folder)
+    relative = [p.relative_to(folder).as_posix() for p in found]
+    servers = next((r for r in ("mcp.json", ".mcp.json") if r in relative), None)
+    lines = [
+        "# evaluator.yaml: the suites `python evaluator.py` runs from this folder.",
+        "# Every key is an option of the command line (its name with _ for -); options given on",
+        "# the command line override these. `python evaluator.py schema project` prints the schema.",
+        "",
+        "defaults:",
+        f"  model: {C.DEFAULT_MODEL}",
+        "  # max_cost: 5          # USD: start no new run once a suite has cost this much",
+    ]
+    if servers:
+        lines.append(f"  mcp_config: {servers}   # the MCP servers every tool-use suite talks to")
+    lines += ["", "suites:"]
+    suites = project_suites(folder, found)
+    if not suites:
+        lines += [
+            "  # - name: tools",
+            "  #   csv: my-suite.csv",
+            "  #   output: results/tools.json",
+        ]
+    for name, keys in suites:
+        lines.append(f"  - name: {name}")
+        lines += [
+            f"    {key}: {value if PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
+            for key, value in keys
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def init_project(folder: Path) -> int:
+    target = folder / C.PROJECT_FILE
+    if target.exists():
+        raise InputError(
+            "the project file exists",
+            target,
+            hint="edit it, or remove it to start over (init never overwrites)",
+        )
+    write_text_atomic(target, starter_project(folder))
+    click.echo(f"wrote {target}")
+    return 0
