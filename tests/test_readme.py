@@ -817,7 +817,8 @@ def test_mode_option_matrix_matches_the_mode_table():
         "README.md lost its <!-- mode-option-table --> ... <!-- /mode-option-table --> markers"
     )
     assert match.group(1).strip() == render(), (
-        "the README's mode x option table differs from MODES in evaluator.py: regenerate it with "
+        "the README's mode x option table differs from MODES (claude_tool_evaluator/mode_table.py): "
+        "regenerate it with "
         "`python tests/test_readme.py` (a new mode also needs a column in COLUMNS)"
     )
 
