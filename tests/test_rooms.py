@@ -20,12 +20,12 @@ import evaluator as E
 
 PACKAGE = ROOT / "claude_tool_evaluator"
 ROOMS = sorted(PACKAGE.rglob("*.py"))
-# Programs the evaluator starts as children (package data, run by `python FILE`): not rooms.
-PROGRAMS = PACKAGE / "programs"
 
 
 def rooms() -> list[Path]:
-    return [path for path in ROOMS if PROGRAMS not in path.parents]
+    """Every module of the package, not the programs a room writes out for a suite to run
+    (package data in a `programs` folder)."""
+    return [path for path in ROOMS if "programs" not in path.relative_to(PACKAGE).parts]
 
 
 def lines_of(path: Path) -> int:
