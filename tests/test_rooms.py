@@ -8,13 +8,16 @@ never re-executes the program."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from fake_anthropic import reply, text, tool_use
 
 import evaluator as E
 
@@ -179,3 +182,73 @@ def test_the_program_never_re_executes_itself():
         if call.startswith("os.exec")
     }
     assert execs == set()
+
+
+# ============================================================================ installed
+def model(body: dict) -> dict:
+    """Asks about profiles once, then answers."""
+    done = any(
+        isinstance(m.get("content"), list)
+        and any(block.get("type") == "tool_result" for block in m["content"])
+        for m in body["messages"]
+    )
+    return (
+        reply(text("Profiles builds customer 360 tables."))
+        if done
+        else reply(tool_use("about_profiles"))
+    )
+
+
+def test_an_installed_copy_runs_from_anywhere(tmp_path: Path, api):
+    """`pip install .` (not editable) puts the front door, its rooms and their files (the HTML
+    report's page and script) where Python finds them; its `claude-tool-eval` runs a suite from
+    a folder that is not the checkout and writes every report. (Into a folder of its own with
+    --target: this environment has the dependencies, and its editable install stays behind
+    the copy on sys.path.)"""
+    target = tmp_path / "installed"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "--target", str(target), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "suite.csv").write_text(
+        "test_name,user_prompt,expected_tools\nprofiles,Tell me about Profiles,about_profiles\n"
+    )
+    api.responder = model
+    env = dict(
+        os.environ,
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=api.url,
+        PYTHONPATH=str(target),
+    )
+    done = subprocess.run(
+        [str(target / "bin" / "claude-tool-eval"), "csv", "suite.csv"]
+        + ["--server-module", str(EXAMPLE_SERVER), "-o", "out.json", "--html", "out.html"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import claude_tool_evaluator, evaluator; "
+            "print(claude_tool_evaluator.__file__, evaluator.__file__)",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert all(Path(p).is_relative_to(target) for p in where), where  # the copy, not the checkout
+    assert json.loads((work / "out.json").read_text())["summary"]["passed"] == 1
+    page = (work / "out.html").read_text()
+    assert "renderBlock" in page and "Content-Security-Policy" in page  # report.js, report.html
