@@ -129,13 +129,18 @@ def run_program() -> None:
     its outputs are written."""
     try:
         from claude_tool_evaluator.cli import run_program as run
-    # A Python without the install (no venv active): one line, not a traceback.
+    # A Python without the install (no venv active), or this file without its rooms: one line,
+    # not a traceback.
     except ModuleNotFoundError as missing:
-        print(
-            f"error: {missing.name} is not installed in {sys.executable}: activate the environment "
-            '(. .venv/bin/activate) or install it (pip install -e ".[test]")',
-            file=sys.stderr,
-        )
+        install = 'pip install -e ".[test]"'
+        if (missing.name or "").split(".")[0] == PACKAGE:
+            problem = f"{PACKAGE}/ is not beside {__file__}: copy it too, or install ({install})"
+        else:
+            problem = (
+                f"{missing.name} is not installed in {sys.executable}: activate the environment "
+                f"(. .venv/bin/activate) or install it ({install})"
+            )
+        print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
     run()
 

@@ -163,6 +163,35 @@ def test_the_front_door_is_short_and_offers_the_supported_api():
     assert done.returncode == 0 and done.stdout.split()[0] == str(len(E.MODES)), done.stderr
 
 
+# evaluator.py run as a script by a Python where the project is not installed (this one's
+# editable install is taken off the import path): it finds only what sits beside it.
+UNINSTALLED = (
+    "import os, runpy, sys; "
+    "sys.meta_path[:] = [f for f in sys.meta_path "
+    "if not getattr(f, '__module__', '').startswith('__editable__')]; "
+    "sys.argv = ['evaluator.py', *sys.argv[1:]]; "
+    "runpy.run_path(os.path.abspath('evaluator.py'), run_name='__main__')"
+)
+
+
+def test_the_front_door_without_its_rooms_says_so_in_one_line(tmp_path: Path):
+    for name in ("evaluator.py", "prompts.py", "test_constants.py"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    done = subprocess.run(
+        [sys.executable, "-c", UNINSTALLED, "--help"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: claude_tool_evaluator/ is not beside {tmp_path / 'evaluator.py'}: copy it too, "
+        'or install (pip install -e ".[test]")'
+    ]
+
+
 def calls_of(path: Path) -> set[str]:
     """Every `module.function(...)` the file calls (what strings hold is not code)."""
     found = set()
