@@ -221,6 +221,7 @@ class StdioServer:
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self.process: subprocess.Popen | None = None
         self.failure: BaseException | None = None  # why it did not start: raised on connect
+        self.reading: asyncio.ReadTransport | None = None  # the loop's reader of its stdout
         command, args = dying_with_parent(spec.command, spec.args, spec.env, spec.cwd)
         try:
             self.process = subprocess.Popen(
@@ -245,7 +246,7 @@ class StdioServer:
             raise self.failure or ServerError(f"MCP server '{self.spec.name}' did not start")
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(
+        self.reading, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
         )
         pipe, protocol = await loop.connect_write_pipe(
@@ -304,6 +305,11 @@ class StdioServer:
             while group_alive(process.pid) and time.monotonic() < deadline:
                 process.poll()
                 await asyncio.sleep(0.005)
+        if self.reading is not None:
+            # the loop stops watching stdout before its file closes: a watched descriptor that
+            # closed under the loop ("Fatal read error on pipe transport", EBADF, a traceback on
+            # stderr) or was reused would be read
+            self.reading.close()
         self.close_pipes()
 
     def close_pipes(self) -> None:
