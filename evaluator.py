@@ -63,8 +63,9 @@ __all__ = [
 
 PACKAGE = "claude_tool_evaluator"
 
-# The room of each name of __all__.
+# The room of each name of __all__ (and of the version: "" is the package itself).
 API_ROOMS = {
+    "__version__": "",
     "main": "cli",
     "build_cli": "cli",
     "Settings": "options",
@@ -115,7 +116,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     for filler in TABLE_ROOMS:  # every table full before any of the API is given out
         importlib.import_module(f"{PACKAGE}.{filler}")
-    value = getattr(importlib.import_module(f"{PACKAGE}.{room}"), name)
+    value = getattr(importlib.import_module(f"{PACKAGE}.{room}" if room else PACKAGE), name)
     globals()[name] = value
     return value
 

@@ -19,6 +19,7 @@ from typing import Any
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
 from fake_anthropic import reply, text, tool_use
 
+import claude_tool_evaluator as package
 import evaluator as E
 
 PACKAGE = ROOT / "claude_tool_evaluator"
@@ -153,6 +154,7 @@ def test_each_room_reads_top_to_bottom():
 def test_the_front_door_is_short_and_offers_the_supported_api():
     assert lines_of(ROOT / "evaluator.py") <= 400
     assert all(hasattr(E, name) for name in E.__all__) and len(set(E.__all__)) == len(E.__all__)
+    assert E.__version__ == package.__version__  # evaluator.__version__ as before the split
     done = subprocess.run(
         [sys.executable, "-c", "from evaluator import *; print(len(MODES), len(OPTIONS))"],
         cwd=ROOT,
