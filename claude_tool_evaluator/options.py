@@ -1,6 +1,7 @@
 """Every option of the command line as one row of OPTIONS (flags, help group, click settings),
-the project file's schema derived from it, and Settings: one invocation's options, parsed and
-checked once.
+the project file's schema derived from it, Settings: one invocation's options, parsed and
+checked once (settings_from), and the Writer table (Writer, WRITERS, register_writer,
+writer_named) that every output format is one row of; the rows are in writers/__init__.py.
 
 May import: the rooms above it (the foundations up to scoring)."""
 
@@ -939,7 +940,7 @@ def option_order(name: str) -> int:
     return next((i for i, o in enumerate(OPTIONS) if o.name == name), len(OPTIONS))
 
 
-# The project file's schema comes from OPTIONS: every key is an option (see section 15).
+# The project file's schema comes from OPTIONS: every key is an option (see project.py).
 # Options that make no sense in a project file: what runs is the file's suites.
 PROJECT_NOT_OPTIONS = frozenset(
     {

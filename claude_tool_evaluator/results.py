@@ -1,5 +1,5 @@
-"""Results: what every writer reads (a finished run's records, verdicts and sections), the
-WRITERS table a format is one row of, and the run's metadata.
+"""Results: what every writer reads (a finished run's records, verdicts and sections), and
+the run's metadata.
 
 May import: the rooms above it (up to the runners)."""
 

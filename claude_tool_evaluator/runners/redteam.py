@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 # redteam: every case of the suite runs clean (its own name) and once per attack (a class's
 # variant with a vector: NAME [CLASS:VARIANT / SOURCE:VECTOR]), each run through adversarial
-# proxies of its own (section 5) in front of its usual tool view, so mocks, cassettes and the tool
+# proxies of its own (hub.hostile) in front of its usual tool view, so mocks, cassettes and the tool
 # policy answer as they always do. A destructive tool the policy would run for real is refused
 # before any model call: injected instructions must not reach it (mocks and cassettes answer it).
 def parse_attacks(values: Sequence[str]) -> list[tuple[str, str]]:

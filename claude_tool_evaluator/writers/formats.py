@@ -1,5 +1,5 @@
-"""The results JSON, JUnit XML, CSV rows and skill-creator's benchmark.json, their WRITERS rows,
-and write_outputs: every output a run asks for, redacted.
+"""The results JSON, JUnit XML, CSV rows and skill-creator's benchmark.json (their WRITERS rows
+are in writers/__init__.py), and write_outputs: every output a run asks for, redacted.
 
 Importing it fills SECTIONS (writers.sections): whatever writes or reads results through the
 writers has every section of the document.
