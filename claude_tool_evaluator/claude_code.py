@@ -50,8 +50,8 @@ from .result_records import SKILL_NOT_LOADED, ArtifactRecord, ClaudeRun, dump_re
 from .sinks import cap_text, one_line, tail
 
 if TYPE_CHECKING:
+    from .cache import ResponseCache
     from .records import Distractor, SkillInfo
-    from .session import ResponseCache
 
 
 CLAUDE_INSTALL_HINT = (

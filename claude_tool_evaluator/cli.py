@@ -24,6 +24,7 @@ from .mode_table import MODES
 from .options import OPTIONS, Settings, option_named, settings_from
 from .patterns import PATTERN_WORKERS
 from .redaction import error_line, report_input_error
+from .sinks import terminal_text
 from .stopping import (
     FORGOTTEN_AT_START,
     STOPPED_AT_END,
@@ -188,6 +189,9 @@ class FrontDoor(click.Group):
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
             f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
+        )
+        formatter.write(
+            f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
         )
         formatter.write(
             f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
@@ -450,6 +454,45 @@ def import_command() -> click.Command:
     return import_
 
 
+def cache_command() -> click.Command:
+    """`cache verify DIR` / `cache prune DIR`: a --cache folder read as the untrusted input it is."""
+    from .cache import prune_cache, verify_cache
+
+    @click.group("cache", context_settings=CONTEXT_SETTINGS)
+    def cache() -> None:
+        """Check or clean a --cache folder (entries edited, copied, broken or unused)."""
+
+    @cache.command("verify", context_settings=CONTEXT_SETTINGS)
+    @click.argument("folder", metavar="DIR")
+    def verify(folder: str) -> int:
+        """Every entry a run would refuse, one line each (exit 1 if any). Entries are sealed
+        with CLAUDE_TOOL_EVAL_CACHE_SECRET when it is set: verify with the same."""
+        refused, sound = verify_cache(folder)
+        for line in refused:
+            click.echo(line)
+        counted = f"{sound} entr{'y' if sound == 1 else 'ies'} sound"
+        said = f"{len(refused)} refused (`cache prune` removes them)" if refused else "none refused"
+        click.echo(f"{terminal_text(folder)}: {counted}, {said}")
+        return 1 if refused else 0
+
+    @cache.command("prune", context_settings=CONTEXT_SETTINGS)
+    @click.argument("folder", metavar="DIR")
+    @click.option(
+        "--unused-for",
+        type=click.FloatRange(min=0),
+        metavar="DAYS",
+        help="Also remove sound entries no run has read for DAYS days.",
+    )
+    @click.option("--dry-run", is_flag=True, help="Say what would go; remove nothing.")
+    def prune(folder: str, unused_for: float | None, dry_run: bool) -> int:
+        """Remove every entry a run would refuse (and, with --unused-for, stale ones)."""
+        for line in prune_cache(folder, unused_for, dry_run):
+            click.echo(line)
+        return 0
+
+    return cache
+
+
 def help_command(group: click.Group) -> click.Command:
     @click.command("help", context_settings=CONTEXT_SETTINGS)
     @click.argument("topic", required=False)
@@ -482,6 +525,7 @@ def build_cli() -> click.Group:
         group.factories[mode.name] = functools.partial(mode_command, mode)
     group.factories.update(init=init_command, help=lambda: help_command(group))
     group.factories["import"] = import_command
+    group.factories["cache"] = cache_command
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

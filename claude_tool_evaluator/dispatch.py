@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from .cache import ResponseCache
 from .errors import InputError
 from .files import (
     batch_ledger_path,
@@ -27,7 +28,6 @@ from .modes.optimizer import optimized_file_path
 from .options import OPTIONS, Settings, flag_of
 from .pipeline import output_lock
 from .result_records import ToolRunResult, merged_piece_runs, read_results_document
-from .session import ResponseCache
 from .sinks import make_console
 from .writers import WRITERS, writer_named
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import prompts
 import test_constants as C
 
+from .cache import CACHE_SAMPLE
 from .claude_code import drain
 from .errors import FatalApiError, is_api_error
 from .hub.processes import (
@@ -25,7 +26,7 @@ from .hub.processes import (
     run_marker,
 )
 from .records import Usage, cost_usd, estimated_tokens
-from .session import CACHE_SAMPLE, ModelRequest, api_error_message
+from .session import ModelRequest, api_error_message
 from .sinks import cap_text, one_line, tail
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
+from .cache import ResponseCache
 from .files import JsonStream, dump_streamed, results_lines_path
 from .options import writer_named
 from .redaction import Redactor
 from .result_records import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
-from .session import ResponseCache
 
 if TYPE_CHECKING:
     from .files import SpooledRecords

@@ -1,32 +1,26 @@
 """The model session: one conversation with Claude through AsyncAnthropic (the only room that
 touches `anthropic`, loaded when a run starts), retries and rate limits, the endpoint checks,
-and --cache (a model response once per exact request).
+and the model client answered from --cache (the folder itself is cache.py).
 
 May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub."""
+result_records, answers, loaders, hub, cache."""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import hashlib
-import json
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 import test_constants as C
 
-from .errors import FatalApiError, InputError
-from .files import write_json_atomic
+from .cache import CACHE_SAMPLE, ResponseCache
+from .errors import FatalApiError
 from .records import Usage, cost_usd
-from .redaction import Redactor
 from .sinks import cap_text
 from .stopping import STOPPED_AT_END
 
@@ -459,80 +453,6 @@ class AnthropicModel:
 
 
 # ---------------------------------------------------------------------------- --cache: a model response once per exact request
-# Iterating on a suite repeats every model call, even for the cases that did not change. With
-# --cache DIR each answer is kept under the SHA-256 of the exact request (model, system, tools,
-# messages, every parameter) and the sample: the run's iteration, so -i 5 still draws five
-# answers. A request seen before is answered from the folder and costs nothing. Entries are
-# redacted like every other output; a folder is shared by every run that names it.
-CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
-
-
-class ResponseCache:
-    """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
-    (hits, misses, and what the hits would have cost)."""
-
-    opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.hits = self.misses = 0
-        self.saved_usd = 0.0
-        self.lock = threading.Lock()
-
-    @classmethod
-    def open(cls, folder: str | Path) -> ResponseCache:
-        path = Path(folder).expanduser().absolute()
-        if path.exists() and not path.is_dir():
-            raise InputError(
-                f"--cache {folder}: not a folder", hint="give a folder (made if missing)"
-            )
-        key = str(path)
-        if key not in cls.opened:
-            path.mkdir(parents=True, exist_ok=True)
-            cls.opened[key] = cls(path)
-        return cls.opened[key]
-
-    @classmethod
-    def forget(cls) -> None:
-        cls.opened.clear()
-
-    @staticmethod
-    def key(request: Any, sample: str) -> str:
-        text = json.dumps({"request": request, "sample": sample}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> dict | None:
-        try:
-            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return entry if isinstance(entry, dict) and entry.get("format") == C.CACHE_FORMAT else None
-
-    def put(self, key: str, entry: dict) -> None:
-        path = self.path(key)
-        path.parent.mkdir(exist_ok=True)
-        write_json_atomic(path, {"format": C.CACHE_FORMAT, **Redactor.for_run().deep(entry)})
-
-    def counted(self, hit: bool, cost: float = 0.0) -> None:
-        with self.lock:
-            if hit:
-                self.hits += 1
-                self.saved_usd += cost
-            else:
-                self.misses += 1
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "folder": str(self.folder),
-            "hits": self.hits,
-            "misses": self.misses,
-            "saved_usd": round(self.saved_usd, 6),
-        }
-
-
 class CachedModel:
     """A model client answered from --cache when it has the exact request (and sample), else by
     the model, whose answer is kept."""

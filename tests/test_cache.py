@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -23,8 +25,8 @@ from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator
 import test_constants as C
+from claude_tool_evaluator.cache import ResponseCache, seal_of
 from claude_tool_evaluator.claude_code import CachingProxy, claude_request_key
-from claude_tool_evaluator.session import ResponseCache
 
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -130,6 +132,7 @@ def test_editing_one_case_makes_exactly_its_calls(api, tmp_path):
         "folder": str(cache),
         "hits": 2 + 3,  # one and judged (with its judge call)
         "misses": 2,
+        "refused": 0,
         "saved_usd": pytest.approx(json.loads(done.stdout)["metadata"]["cache"]["saved_usd"]),
     }
 
@@ -257,3 +260,177 @@ def test_a_claude_code_request_of_another_day_is_the_same_entry():
     assert key(request("2026-12-01", "December 2026")) == today
     assert key(request("2026-11-26", "November 2026", "Write a SQL query!")) != today
     assert "2026-11-26" not in today[0] and "Today's date is DATE" in today[0]
+
+
+# ---------------------------------------------------------------------------- the folder is input
+# A cache folder is shared between CI jobs and restored from artifacts: whoever can write it must
+# not be able to choose what Claude "answered". Each entry names its request and is sealed.
+ONE_CASE = "test_name,user_prompt,expected_tools\none,Which tables are in my warehouse?,list_warehouse_tables\n"
+
+
+def first_answer(cache: Path) -> Path:
+    """The entry answering the case's first request (the one that calls a tool)."""
+    return next(
+        e for e in sorted(cache.rglob("*.json")) if '"list_warehouse_tables"' in e.read_text()
+    )
+
+
+def forge(entry: Path, name: str, arguments: dict, reseal: bool) -> None:
+    """Rewrites the entry's answer to call another tool (and, with reseal, seals it as this
+    program would without CLAUDE_TOOL_EVAL_CACHE_SECRET)."""
+    document = json.loads(entry.read_text())
+    block = next(b for b in document["content"] if b.get("type") == "tool_use")
+    block.update(name=name, input=arguments)
+    if reseal:
+        document["seal"] = seal_of(document)
+    entry.write_text(json.dumps(document))
+
+
+def tool_calls_of(path: Path) -> list[tuple[str, dict, str]]:
+    document = json.loads(path.read_text())
+    return [
+        (c["name"], c["input"], c.get("source", "live"))
+        for run in document["results"]
+        for c in run["tool_calls"]
+    ]
+
+
+def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(api, tmp_path):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    made, entry = calls(api), first_answer(cache)
+    forge(entry, "describe_table", {"table": "FORGED"}, reseal=False)
+    again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
+    assert again.exit_code == 0, again.output
+    warning = [line for line in again.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [
+        f"warning: --cache entry {entry} ignored: its seal does not match (edited, or sealed "
+        "with another CLAUDE_TOOL_EVAL_CACHE_SECRET); the request is made again and the entry "
+        "rewritten"
+    ]
+    # asked of the model again, and the request after it (the live answer's tool call has a new
+    # id, so the conversation that follows is new too)
+    assert calls(api) == made + 2
+    assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
+    assert json.loads((tmp_path / "2.json").read_text())["metadata"]["cache"]["refused"] == 1
+    assert "1 entr(ies) refused" in " ".join(again.output.split())
+    # rewritten: the next run is answered from the cache, without a word
+    third = cli("--csv", suite, *SERVER, "--cache", cache)
+    assert calls(api) == made + 2 and "warning" not in third.output
+
+
+def test_an_entry_sealed_without_the_folders_secret_is_refused(api, tmp_path, monkeypatch):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    monkeypatch.setenv("CLAUDE_TOOL_EVAL_CACHE_SECRET", "only-ci-knows-this-0f3a9c")
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    made, entry = calls(api), first_answer(cache)
+    with monkeypatch.context() as unset:  # the forger knows this program, not the secret
+        unset.delenv("CLAUDE_TOOL_EVAL_CACHE_SECRET")
+        forge(entry, "describe_table", {"table": "FORGED"}, reseal=True)
+    again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
+    assert "its seal does not match" in again.stderr and calls(api) == made + 2
+    assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
+
+
+def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_path):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    made = calls(api)
+    # a forger who knows the seal's key: the entry is used, and its destructive call withheld
+    forge(first_answer(cache), "save_note", {"note": "forged"}, reseal=True)
+    again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
+    assert "warning: --cache" not in again.output
+    assert calls(api) == made + 1, "only the request after the withheld call (a new result)"
+    assert tool_calls_of(tmp_path / "2.json") == [("save_note", {"note": "forged"}, "policy")]
+
+
+@pytest.mark.parametrize(
+    "what, written, problem",
+    [
+        (
+            "oversized",
+            lambda: '{"format": "' + " " * (C.CACHE_ENTRY_MAX_BYTES + 1) + '"}',
+            "over the bound",
+        ),
+        ("too deep", lambda: '{"a": ' * 100_000 + "1" + "}" * 100_000, "nested deeper than"),
+        ("deep but parseable", lambda: '{"a": ' * 500 + "1" + "}" * 500, "nested deeper than"),
+        ("not JSON", lambda: "{not json", "unreadable"),
+        ("another format", lambda: '{"format": "claude-tool-eval cache 1"}', "an older version"),
+    ],
+)
+def test_a_broken_entry_is_a_warned_miss_never_a_run_error(api, tmp_path, what, written, problem):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    made, entry = calls(api), first_answer(cache)
+    entry.write_text(written())
+    again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
+    assert again.exit_code == 0, again.output
+    assert f"warning: --cache entry {entry} ignored: " in again.stderr and problem in again.stderr
+    assert calls(api) == made + 2
+    assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
+
+
+def test_an_entry_copied_under_another_requests_name_is_refused(api, tmp_path):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    made = calls(api)
+    entries = sorted(cache.rglob("*.json"))
+    answer = first_answer(cache)
+    other = next(e for e in entries if e != answer)
+    other.write_bytes(answer.read_bytes())  # a sound entry, for the wrong request
+    again = cli("--csv", suite, *SERVER, "--cache", cache)
+    assert "it answers another request" in again.stderr and calls(api) > made
+
+
+def test_cache_verify_and_prune(api, tmp_path):
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    entries = sorted(cache.rglob("*.json"))
+    assert len(entries) == 2
+    sound = cli("cache", "verify", cache)
+    assert sound.exit_code == 0 and sound.output == f"{cache}: 2 entries sound, none refused\n"
+    tampered = first_answer(cache)
+    forge(tampered, "describe_table", {"table": "FORGED"}, reseal=False)
+    bad = cli("cache", "verify", cache)
+    assert bad.exit_code == 1
+    assert bad.output.splitlines() == [
+        f"{tampered}: its seal does not match (edited, or sealed with another "
+        "CLAUDE_TOOL_EVAL_CACHE_SECRET)",
+        f"{cache}: 1 entry sound, 1 refused (`cache prune` removes them)",
+    ]
+    plan = cli("cache", "prune", cache, "--dry-run")
+    assert plan.output.startswith("would remove 1 entry") and tampered.exists()
+    assert cli("cache", "prune", cache).output.startswith("removed 1 entry")
+    assert not tampered.exists() and cli("cache", "verify", cache).exit_code == 0
+    # --unused-for: an entry no run has read for that many days goes too
+    (kept,) = cache.rglob("*.json")
+    os.utime(kept, (time.time() - 3 * 86400,) * 2)
+    assert cli("cache", "prune", cache, "--unused-for", "7").output.startswith("removed 0 ")
+    assert cli("cache", "prune", cache, "--unused-for", "2").output.startswith("removed 1 entry")
+    # a hit marks the entry used
+    cli("--csv", suite, *SERVER, "--cache", cache)
+    (used,) = [e for e in cache.rglob("*.json") if '"list_warehouse_tables"' in e.read_text()]
+    os.utime(used, (time.time() - 3 * 86400,) * 2)
+    cli("--csv", suite, *SERVER, "--cache", cache)
+    assert used.stat().st_mtime > time.time() - 60
+
+
+def test_cache_verbs_refuse_a_missing_folder_in_one_line(tmp_path):
+    for verb in ("verify", "prune"):
+        done = cli("cache", verb, tmp_path / "nowhere")
+        assert done.exit_code == 2
+        assert done.output.strip().splitlines() == [
+            f"error: {tmp_path / 'nowhere'}: no such cache folder (give the folder --cache named)"
+        ]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
+from ..cache import CACHE_SAMPLE, ResponseCache
 from ..claude_code import (
     CachingProxy,
     OutsideWriteGuard,
@@ -30,7 +31,7 @@ from ..pipeline import Job
 from ..records import TestCase, Usage, cli_model_id, cost_usd
 from ..redaction import Redactor
 from ..result_records import SkillRunResult, skill_run_result
-from ..session import CACHE_SAMPLE, ResponseCache, model_api_url, model_client
+from ..session import model_api_url, model_client
 from ..sinks import safe_name
 
 if TYPE_CHECKING:

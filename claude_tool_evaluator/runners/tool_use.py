@@ -21,6 +21,7 @@ from rich.console import Console
 import test_constants as C
 
 from ..batches import BatchedModel, BatchLedger, RunNotStarted
+from ..cache import CACHE_SAMPLE
 from ..dry_run import CostEstimate, call_cost, combined_estimate, expected_calls
 from ..engine import ConversationObserver, run_conversation
 from ..errors import InputError
@@ -33,7 +34,7 @@ from ..pipeline import Job
 from ..records import case_hash, estimated_tokens
 from ..redaction import Redactor, environment_without_credentials
 from ..result_records import ToolRunResult, tool_run_result, transcript_from_result
-from ..session import CACHE_SAMPLE, AnthropicModel, api_key_from_env, model_client
+from ..session import AnthropicModel, api_key_from_env, model_client
 from ..sinks import escape_markup
 
 if TYPE_CHECKING:

@@ -307,7 +307,12 @@ def print_cache_saving(console: Console, cache: dict[str, Any] | None) -> None:
     if cache:
         console.print(
             f"--cache: {cache['hits']} model call(s) answered from the cache, {cache['misses']} "
-            f"sent; ${cache['saved_usd']:.4f} saved",
+            f"sent; ${cache['saved_usd']:.4f} saved"
+            + (
+                f"; {cache['refused']} entr(ies) refused (see the warnings above)"
+                if cache.get("refused")
+                else ""
+            ),
             highlight=False,
             markup=False,
         )

@@ -1,0 +1,254 @@
+"""--cache DIR: a model answer kept once per exact request, and the folder read as untrusted input
+(every entry sealed and checked on read; `cache verify` and `cache prune`).
+
+May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns)."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+import test_constants as C
+
+from .errors import InputError
+from .files import write_json_atomic
+from .redaction import Redactor
+from .sinks import terminal_text
+
+# Iterating on a suite repeats every model call, even for the cases that did not change. With
+# --cache DIR each answer is kept under the SHA-256 of the exact request (model, system, tools,
+# messages, every parameter) and the sample: the run's iteration, so -i 5 still draws five
+# answers. A request seen before is answered from the folder and costs nothing. Entries are
+# redacted like every other output; a folder is shared by every run that names it.
+#
+# A cache folder is shared between CI jobs and restored from artifacts: it is input, not memory.
+# Each entry names the request it answers and carries a seal (an HMAC of everything else in it),
+# so an edited answer, an entry copied under another request's name, an unreadable, oversized or
+# too deeply nested file is a miss with one warning line, never a run error and never an answer.
+# The seal's key is CLAUDE_TOOL_EVAL_CACHE_SECRET when set (then whoever can write the folder
+# but not read the secret cannot forge an entry), else a fixed key that catches every edit made
+# without this program.
+CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
+CACHE_SECRET_VARIABLE = "CLAUDE_TOOL_EVAL_CACHE_SECRET"
+UNSET_SECRET = b"claude-tool-eval cache seal"
+
+
+def seal_key() -> bytes:
+    return os.environ.get(CACHE_SECRET_VARIABLE, "").encode() or UNSET_SECRET
+
+
+def seal_of(entry: dict) -> str:
+    """The HMAC-SHA256 of an entry without its seal, over its canonical JSON."""
+    body = {k: v for k, v in entry.items() if k != "seal"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(seal_key(), text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def depth_of(value: Any) -> int:
+    """How deeply a parsed JSON value nests (iteratively: a deep entry cannot recurse here)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+@dataclass(frozen=True)
+class EntryCheck:
+    """One cache file read as untrusted input: its entry when it may answer, else why not."""
+
+    entry: dict | None
+    problem: str = ""
+
+
+def check_entry(path: Path, key: str | None = None) -> EntryCheck:
+    """Whether the file at path is a sound entry (for the request `key`, by default the one its
+    name says): a bounded size, parseable, bounded nesting, this format, naming that request,
+    sealed with this folder's key."""
+    key = key or path.stem
+    try:
+        status = path.lstat()
+        if not stat.S_ISREG(status.st_mode):  # a link or a pipe could point anywhere, or block
+            return EntryCheck(None, "not a regular file")
+        size = status.st_size
+        if size > C.CACHE_ENTRY_MAX_BYTES:
+            return EntryCheck(
+                None, f"{size:,} bytes, over the bound of {C.CACHE_ENTRY_MAX_BYTES:,}"
+            )
+        entry = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return EntryCheck(None)  # a plain miss: nothing to warn about
+    except RecursionError:
+        return EntryCheck(None, f"nested deeper than {C.CACHE_ENTRY_MAX_DEPTH} levels")
+    except (OSError, ValueError) as exc:
+        return EntryCheck(None, f"unreadable ({type(exc).__name__})")
+    if not isinstance(entry, dict):
+        return EntryCheck(None, "not a JSON object")
+    if depth_of(entry) > C.CACHE_ENTRY_MAX_DEPTH:
+        return EntryCheck(None, f"nested deeper than {C.CACHE_ENTRY_MAX_DEPTH} levels")
+    if entry.get("format") != C.CACHE_FORMAT:
+        return EntryCheck(
+            None, f"not a {C.CACHE_FORMAT!r} entry (an older version's, or another file)"
+        )
+    if entry.get("request") != key:
+        return EntryCheck(None, "it answers another request (copied or renamed)")
+    if not isinstance(entry.get("seal"), str) or not hmac.compare_digest(
+        entry["seal"], seal_of(entry)
+    ):
+        return EntryCheck(
+            None,
+            f"its seal does not match (edited, or sealed with another {CACHE_SECRET_VARIABLE})",
+        )
+    return EntryCheck(entry)
+
+
+class ResponseCache:
+    """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
+    (hits, misses, and what the hits would have cost)."""
+
+    opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.hits = self.misses = self.refused = 0
+        self.saved_usd = 0.0
+        self.lock = threading.Lock()
+        self.warned: set[Path] = set()
+
+    @classmethod
+    def open(cls, folder: str | Path) -> ResponseCache:
+        path = Path(folder).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise InputError(
+                f"--cache {folder}: not a folder", hint="give a folder (made if missing)"
+            )
+        key = str(path)
+        if key not in cls.opened:
+            path.mkdir(parents=True, exist_ok=True)
+            cls.opened[key] = cls(path)
+        return cls.opened[key]
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.opened.clear()
+
+    @staticmethod
+    def key(request: Any, sample: str) -> str:
+        text = json.dumps({"request": request, "sample": sample}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The entry answering this request, or None: missing, or refused with one warning."""
+        path = self.path(key)
+        checked = check_entry(path, key)
+        if checked.problem:
+            self.refuse(path, checked.problem)
+        if checked.entry is None:
+            return None
+        try:
+            os.utime(path)  # last used: what `cache prune --unused-for` reads
+        except OSError:
+            pass
+        return {k: v for k, v in checked.entry.items() if k not in ("format", "request", "seal")}
+
+    def refuse(self, path: Path, problem: str) -> None:
+        with self.lock:
+            self.refused += 1
+            if path in self.warned:
+                return
+            self.warned.add(path)
+        click.echo(
+            f"warning: --cache entry {terminal_text(path)} ignored: {terminal_text(problem)}; "
+            "the request is made again and the entry rewritten",
+            err=True,
+        )
+
+    def put(self, key: str, entry: dict) -> None:
+        path = self.path(key)
+        path.parent.mkdir(exist_ok=True)
+        sealed = {"format": C.CACHE_FORMAT, "request": key, **Redactor.for_run().deep(entry)}
+        write_json_atomic(path, {**sealed, "seal": seal_of(sealed)})
+
+    def counted(self, hit: bool, cost: float = 0.0) -> None:
+        with self.lock:
+            if hit:
+                self.hits += 1
+                self.saved_usd += cost
+            else:
+                self.misses += 1
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "hits": self.hits,
+            "misses": self.misses,
+            "refused": self.refused,
+            "saved_usd": round(self.saved_usd, 6),
+        }
+
+
+# ---------------------------------------------------------------------------- cache verify / prune
+def cache_files(folder: Path) -> Iterator[Path]:
+    """Every file of a cache folder's entry layout (`ab/abcd....json`), sorted, and the
+    leftovers of interrupted atomic writes beside them."""
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
+        yield from sorted(p for p in sub.iterdir() if p.is_file() or p.is_symlink())
+
+
+def cache_folder(folder: str) -> Path:
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise InputError(f"{folder}: no such cache folder", hint="give the folder --cache named")
+    return path
+
+
+def verify_cache(folder: str) -> tuple[list[str], int]:
+    """One line per entry that would be refused (its path and why), and how many are sound."""
+    bad, sound = [], 0
+    for path in cache_files(cache_folder(folder)):
+        checked = check_entry(path)
+        if checked.entry is not None:
+            sound += 1
+        else:
+            bad.append(f"{terminal_text(path)}: {terminal_text(checked.problem or 'unreadable')}")
+    return bad, sound
+
+
+def prune_cache(folder: str, unused_days: float | None, dry_run: bool) -> list[str]:
+    """Removes every entry verify refuses, and with unused_days every sound one not used for
+    that long; says what it removed (or, with dry_run, would remove)."""
+    cutoff = time.time() - unused_days * 86400 if unused_days is not None else None
+    removed, kept, freed = 0, 0, 0
+    for path in cache_files(cache_folder(folder)):
+        status = path.lstat()
+        sound = check_entry(path).entry is not None
+        if sound and (cutoff is None or status.st_mtime >= cutoff):
+            kept += 1
+            continue
+        removed += 1
+        freed += status.st_size
+        if not dry_run:
+            path.unlink(missing_ok=True)
+    verb = "would remove" if dry_run else "removed"
+    return [
+        f"{verb} {removed} entr{'y' if removed == 1 else 'ies'} ({freed / 1e6:.1f} MB), kept {kept}"
+    ]
