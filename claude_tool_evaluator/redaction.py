@@ -55,8 +55,96 @@ URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
 CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
 
 
-# A base64 or hex text wrapped at a fixed width (`base64`: 76, `openssl base64`: 64, `xxd -p`: 60).
-WRAPPED_BLOCK = re.compile(r"(?:^[A-Za-z0-9+/=_-]{16,}\r?\n)+[A-Za-z0-9+/=_-]+$", re.MULTILINE)
+# What a reader reads through, and so does the redactor (see read_through): a line break with the
+# next line's indentation, raw or JSON-escaped (a base64 or hex text wrapped at any width starts
+# and ends mid-line: `base64` wraps at 76, `openssl base64` at 64, `xxd -p` at 60), and a
+# percent-escape (`%2D` or `%2d`, of any byte or only some).
+LINE_BREAK = r"\r?\n[ \t]*|\\r\\n|\\n"
+LINE_BREAKS = re.compile(LINE_BREAK)
+READ_THROUGH = re.compile(r"%[0-9A-Fa-f]{2}|" + LINE_BREAK)
+
+
+# Credentials by their shape, whoever's they are and whether or not we were told about them: the
+# well-known prefixes of API keys and tokens, each followed by as many characters as the real
+# ones have at least (a prefix named in prose, a placeholder like `sk-ant-...`, a tool name like
+# `hf_hub_download` or a hash is not a key). Not inside a longer word (`task-`, `disk-`).
+KEY_SHAPES = (
+    r"sk-ant-[A-Za-z0-9_-]{20,}",  # Anthropic: sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-
+    r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",  # OpenAI project, service and admin keys
+    r"sk-[A-Za-z0-9]{32,}",  # OpenAI's older keys: sk- and 48 letters and digits
+    r"gh[pousr]_[A-Za-z0-9]{36,}",  # GitHub: personal, OAuth, user-to-server, server, refresh
+    r"github_pat_[A-Za-z0-9_]{22,}",  # GitHub's fine-grained tokens
+    r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key IDs (long-lived, temporary)
+    r"xox[abeoprs]-[A-Za-z0-9-]{20,}",  # Slack bot, user, app-level and refresh tokens
+    r"AIza[A-Za-z0-9_-]{35}",  # Google API keys
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"[rs]k_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe secret and restricted keys
+    r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab personal access tokens
+    r"npm_[A-Za-z0-9]{36,}",  # npm
+    r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",  # PyPI API tokens
+)
+KEY_SHAPED = re.compile("(?<![A-Za-z0-9])(?:" + "|".join(KEY_SHAPES) + ")")
+# What each key shape starts with: a text holding none of them holds no key, and `in` tells so
+# far faster than KEY_SHAPED (most texts hold none).
+KEY_HINTS = (
+    *("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA"),
+    *("xox", "AIza", "hf_", "glpat-", "npm_", "pypi-"),
+)
+
+
+def key_hinted(text: str) -> bool:
+    return any(hint in text for hint in KEY_HINTS)
+
+
+def read_through(text: str) -> str:
+    """`text` as a reader reads it (READ_THROUGH): line breaks dropped, percent-escapes decoded,
+    each to the character of its byte (a secret's UTF-8 bytes are matched so too, see forms)."""
+    if "%" in text:
+        return READ_THROUGH.sub(read_through_character, text)
+    return LINE_BREAKS.sub("", text)  # the same, faster
+
+
+def read_through_changes(text: str) -> bool:
+    """Whether read_through could find more in `text` than there is as it stands: it has a line
+    break between two of its characters (a break at either end joins nothing, and many texts end
+    with one), or a percent-escape. `in` first: it tells faster, and most texts have neither."""
+    inner = text.strip()
+    hinted = "\n" in inner or "%" in inner or "\\n" in inner
+    return hinted and READ_THROUGH.search(inner) is not None
+
+
+def read_through_character(match: re.Match[str]) -> str:
+    escape = match.group()
+    return chr(int(escape[1:], 16)) if escape.startswith("%") else ""
+
+
+def read_through_origins(text: str) -> tuple[list[int], list[int]]:
+    """Where each character of read_through(text) starts, and where it ends, in `text`: two
+    lists as long as that text, so built only when something was found in it."""
+    starts: list[int] = []
+    ends: list[int] = []
+    position = 0
+    for match in READ_THROUGH.finditer(text):
+        starts += range(position, match.start())
+        ends += range(position + 1, match.start() + 1)
+        if match.group().startswith("%"):
+            starts.append(match.start())
+            ends.append(match.end())
+        position = match.end()
+    starts += range(position, len(text))
+    ends += range(position + 1, len(text) + 1)
+    return starts, ends
+
+
+def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans in order, those that overlap or touch made one."""
+    joined: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if joined and start <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(end, joined[-1][1]))
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def secret_name(name: str) -> bool:
@@ -188,10 +276,14 @@ class Redactor:
     Its secrets are the credentials in our environment and what every server this invocation
     resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
     and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
-    byte alignment, and wrapped over lines), hex, and with control characters shown escaped; a
-    run of C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a
-    truncation mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets:
-    they are settings ("8080", "true") and masking them would mangle every text."""
+    byte alignment), hex, and with control characters shown escaped; and read through line
+    breaks and percent-escapes (READ_THROUGH): base64 wrapped at any width, starting mid-line,
+    and a secret percent-encoded byte by byte, or only some of its bytes. A run of
+    C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a truncation
+    mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets: they are
+    settings ("8080", "true") and masking them would mangle every text. Keys of a well-known
+    shape (KEY_SHAPES) are masked too, told about or not: a key in a case's name, a prompt or a
+    tool's output."""
 
     MIN_LENGTH = 6
     MASK = "[REDACTED]"
@@ -229,6 +321,7 @@ class Redactor:
         }
         raw = secret.encode("utf-8", "surrogatepass")
         forms |= {raw.hex(), raw.hex().upper()}
+        forms.add(raw.decode("latin-1"))  # percent-encoded, as read_through decodes its bytes
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
             for shift in range(3):
@@ -263,37 +356,60 @@ class Redactor:
         return cls.of([*environment_secrets(), *cls.learned])
 
     def text(self, value: str) -> str:
-        if self.pattern is None or not value:
+        if not value:
             return value
-        value = self.pattern.sub(self.MASK, value)
-        if "\n" in value:
-            value = WRAPPED_BLOCK.sub(lambda m: self.unwrapped(m.group()), value)
-        return self.cut_runs(value)
+        # most of what there is to mask, fast: the secrets as they are shown, and keys
+        if self.pattern is not None:
+            value = self.pattern.sub(self.MASK, value)
+        if key_hinted(value):
+            value = KEY_SHAPED.sub(self.MASK, value)
+        if not read_through_changes(value):
+            return self.masked(value, self.cut_runs(value))
+        # what is left: shown over lines, percent-encoded, or both
+        view = read_through(value)
+        spans = self.found(view) + self.cut_runs(view)
+        if not spans:
+            return value
+        starts, ends = read_through_origins(value)
+        return self.masked(value, [(starts[start], ends[end - 1]) for start, end in spans])
 
-    def unwrapped(self, block: str) -> str:
-        """A base64 or hex block wrapped over lines: masked whole when, joined, it holds a secret."""
-        joined = re.sub(r"\s", "", block)
-        return self.MASK if self.pattern and self.pattern.search(joined) else block
+    def found(self, text: str) -> list[tuple[int, int]]:
+        """Where the secrets and the keys are in `text`."""
+        matchers = [self.pattern] if self.pattern is not None else []
+        matchers += [KEY_SHAPED] if key_hinted(text) else []
+        return [match.span() for matcher in matchers for match in matcher.finditer(text)]
 
-    def cut_runs(self, value: str) -> str:
-        """Runs of a secret left where the text was cut: at its start and end, and on each side of
-        a truncation mark or an ellipsis."""
+    def masked(self, value: str, spans: list[tuple[int, int]]) -> str:
+        if not spans:
+            return value
+        pieces, position = [], 0
+        for start, end in merged(spans):
+            pieces += [value[position:start], self.MASK]
+            position = end
+        return "".join(pieces) + value[position:]
+
+    def cut_runs(self, value: str) -> list[tuple[int, int]]:
+        """Where runs of a secret are left where the text was cut: at its start and end, and on
+        each side of a truncation mark or an ellipsis."""
         size = C.PARTIAL_SECRET_CHARS
-        if len(value) < size:
-            return value
-        bounds = [(0, 0)] + [m.span() for m in CUT_MARKS.finditer(value)] + [(len(value),) * 2]
+        if len(value) < size or not self.pieces:
+            return []
+        marks = CUT_MARKS.finditer(value) if "..." in value or "…" in value else ()
+        bounds = [(0, 0), *(mark.span() for mark in marks), (len(value), len(value))]
+        reach = len(self.secrets[0]) + 64  # no run is longer than the longest form (first)
         spans = []
         for start, end in bounds:
-            before = value[:start].rstrip(" \t\"'`.,;:)]}")
+            earliest = max(0, start - reach)
+            before = value[earliest:start].rstrip(" \t\"'`.,;:)]}")
             if len(before) >= size and before[-size:] in self.pieces:
-                spans.append((len(before) - self.run_length(before, backwards=True), len(before)))
-            after = value[end:].lstrip(" \t\"'`([{")
+                stop = earliest + len(before)
+                spans.append((stop - self.run_length(before, backwards=True), stop))
+            following = value[end : end + reach]
+            after = following.lstrip(" \t\"'`([{")
             if len(after) >= size and after[:size] in self.pieces:
-                offset = end + len(value[end:]) - len(after)
+                offset = end + len(following) - len(after)
                 spans.append((offset, offset + self.run_length(after, backwards=False)))
-        for start, end in sorted(set(spans), reverse=True):
-            value = value[:start] + self.MASK + value[end:]
-        return value
+        return spans
 
     def run_length(self, text: str, backwards: bool) -> int:
         """How much of the end (or start) of `text` is one run of some secret form."""
@@ -309,8 +425,6 @@ class Redactor:
 
     def data(self, value: Any) -> Any:
         """JSON-like data, keys included."""
-        if self.pattern is None:
-            return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, (list, tuple)):
@@ -322,8 +436,6 @@ class Redactor:
     def deep(self, value: Any) -> Any:
         """A copy of a record (pydantic model, dataclass, or JSON-like data) with every text in
         it redacted; the original is left as it was, for grading."""
-        if self.pattern is None:
-            return value
         if isinstance(value, SpooledRecords):  # read redacted as it streams
             return MappedRecords(value, self.deep)
         if isinstance(value, BaseModel):
@@ -347,8 +459,6 @@ class Redactor:
 
     def masked_bytes(self, data: bytes) -> bytes:
         """A file's bytes with every secret masked (bytes that are not UTF-8 kept as they are)."""
-        if self.pattern is None:
-            return data
         text = data.decode("utf-8", "surrogateescape")
         return self.text(text).encode("utf-8", "surrogateescape")
 

@@ -1,4 +1,5 @@
-"""Issue 11, the redactor, the output paths, the load-time limits and the skill folders: secrets
+"""Issue 11, the redactor (and issue 37: secrets wrapped, percent-encoded, or keys of a known
+shape nobody told it about), the output paths, the load-time limits and the skill folders: secrets
 in fatal lines and in escaped echoes, planted links, outputs that are inputs, full and read-only
 disks, deep JSON, skill folders with links out, option ranges, servers that print, a skill that
 did not load, and the handshake timeout. Each test failed before its fix."""
@@ -12,6 +13,8 @@ import html
 import io
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 import time
@@ -908,3 +911,219 @@ def test_a_key_in_a_trigger_query_reaches_no_sink(tmp_path):
     document = json.loads(files[0].read_text())
     assert document["results"][0]["query"] == "Write SQL with key [REDACTED]"
     assert_nowhere(TEST_API_KEY, files, done.stdout, done.stderr)
+
+
+# ============================================================================ issue 37: keys encoded, wrapped, or unknown
+ENCODING = SERVERS / "encoding_server.py"
+KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def random_key(prefix: str, length: int, seed: int) -> str:
+    """A key nobody typed, the same every run."""
+    chooser = random.Random(seed)
+    return prefix + "".join(chooser.choice(KEY_ALPHABET) for _ in range(length))
+
+
+API_KEY_90 = random_key("sk-ant-api03-", 90, seed=1)  # the API key of the tests below
+SERVICE_TOKEN = random_key("", 48, seed=2)  # a server's credential
+UNKNOWN_KEY = random_key("sk-ant-api03-", 93, seed=3) + "AA"  # a key we were never told about
+
+
+def readings(text: str) -> list[str]:
+    """`text`, and what a reader could decode of it: line breaks (real and JSON-escaped) read
+    through, percent-escapes decoded, and every base64 run decoded (standard or URL-safe) at each
+    of its four alignments."""
+    joined = re.sub(r"\s+|\\[rn]", "", text)
+    found = [text, joined, urllib.parse.unquote(joined, errors="replace")]
+    for reading in found[1:]:
+        for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", reading):
+            standard = run.replace("-", "+").replace("_", "/")
+            for offset in range(4):
+                part = standard[offset:]
+                part = part[: len(part) // 4 * 4]
+                found.append(base64.b64decode(part).decode("latin-1"))
+    return found
+
+
+def recoverable(key: str, *texts: str, window: int = 20) -> list[str]:
+    """The `window`-character runs of `key` that can be read back from any of `texts`."""
+    runs = {key[i : i + window] for i in range(len(key) - window + 1)}
+    return sorted(
+        {run for text in texts for reading in readings(text) for run in runs if run in reading}
+    )
+
+
+def wrapped(lead: str, stream: str, width: int) -> str:
+    """`stream` after `lead`, broken at `width` columns (the first line's lead counted)."""
+    line = lead + stream
+    return "\n".join(line[i : i + width] for i in range(0, len(line), width))
+
+
+@pytest.mark.parametrize("key", [API_KEY_90, SERVICE_TOKEN], ids=["api-key", "credential"])
+def test_base64_of_a_secret_anywhere_in_a_wrapped_stream_is_masked(key):
+    """Base64 of a secret wrapped over lines with other text on its first line: only its last
+    line was masked (81-83 of a 90-character key readable at 64 columns, 42-44 at 76)."""
+    redactor = Redactor([key])
+    for prefix in (b"p" * n for n in range(6)):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            stream = encode(prefix + key.encode()).decode()
+            for lead in ("", "blob: ", "data:text/plain;base64,", "x"):
+                for width in (4, 16, 60, 64, 76, 100, 1000):
+                    for shown in (
+                        wrapped(lead, stream, width),
+                        lead
+                        + "\n".join(stream[i : i + width] for i in range(0, len(stream), width)),
+                        wrapped(lead, stream, width).replace("\n", "\r\n  "),
+                        json.dumps(wrapped(lead, stream, width))[1:-1],
+                    ):
+                        masked = redactor.text(f"before\n{shown}\nafter")
+                        assert not recoverable(key, masked), (lead, width, prefix, masked)
+                        assert masked.startswith("before") and masked.endswith("after")
+
+
+@pytest.mark.parametrize(
+    "key", [API_KEY_90, SERVICE_TOKEN, ESCAPY_SECRET], ids=["api-key", "credential", "escapy"]
+)
+def test_a_percent_encoded_secret_is_masked_whichever_bytes_are_encoded(key):
+    """A key percent-encoded byte by byte (`%73%6B%2D...`) was written as it was."""
+    redactor = Redactor([key])
+    raw = key.encode()
+    for every in (1, 2, 3):
+        for hex_format in ("%{:02X}", "%{:02x}"):
+            shown = "".join(
+                hex_format.format(b) if i % every == 0 else chr(b) for i, b in enumerate(raw)
+            )
+            masked = redactor.text(f"https://example.invalid/?q={shown}&next=1")
+            assert "[REDACTED]" in masked and masked.endswith("&next=1"), masked
+            assert not recoverable(key, masked), (every, hex_format, masked)
+    # base64 in a URL: its `+`, `/` and `=` percent-encoded
+    shown = urllib.parse.quote(base64.b64encode(b"pp" + raw).decode(), safe="")
+    assert not recoverable(key, redactor.text(f"?blob={shown}"))
+
+
+SHAPED_KEYS = [
+    UNKNOWN_KEY,
+    "sk-ant-admin01-" + random_key("", 40, seed=4),
+    "sk-proj-" + random_key("", 60, seed=5),
+    "sk-" + "T3BlbkFJ" + random_key("", 40, seed=6).replace("-", "x").replace("_", "y"),
+    "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "gho_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2",
+    "ghs_" + "0123456789abcdefABCDEF0123456789abcd",
+    "github_pat_11ABCDEFG0abcdefghijkl_"
+    + "mnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk",
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "xoxp-123456789012-123456789012-123456789012-0123456789abcdef0123456789abcdef",
+    "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh",
+    "sk_live_51H8abcdefGHIJKLmnopQRSTuvwx",
+    "rk_live_51H8abcdefGHIJKLmnopQRSTuvwx",
+    "glpat-" + "xY9zA8bC7dE6fG5hI4jK",
+    "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "pypi-AgEIcHlwaS5vcmc" + random_key("", 60, seed=7),
+]
+
+NOT_KEYS = [
+    "sk-ant-...",
+    "export ANTHROPIC_API_KEY=sk-ant-api03-...",
+    "sk-ant-test-key-0123456789",  # a test's key: masked as the API key, not by its shape
+    "sk-ant-benchmark-0000",
+    "task-0123456789abcdef0123456789abcdef0123",
+    "disk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    "get_github_pat_scopes",
+    "hf_hub_download",
+    "ghp_short",
+    "AKIA",
+    "MAKIAIOSFODNN7EXAMPLEX",
+    "xoxb-short",
+    "search_profiles_docs",
+    "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "123e4567-e89b-12d3-a456-426614174000",
+    "sk_live_key",
+    "The Stripe key starts with sk_live_ and the Slack one with xoxb-.",
+]
+
+
+def test_key_shaped_strings_are_masked_and_ordinary_words_are_not():
+    """An `sk-ant-api03-` key we were never told about (in a case's name or prompt) was written
+    raw: a key of a well-known shape is masked wherever it is, told about or not."""
+    redactor = Redactor()
+    for key in SHAPED_KEYS:
+        for shown in (key, f"case-{key}", f"use {key} now", f'{{"token": "{key}"}}', f"({key})."):
+            masked = redactor.text(shown)
+            assert key[4:] not in masked and "[REDACTED]" in masked, (key, masked)
+    for words in NOT_KEYS:
+        assert redactor.text(words) == words
+    assert Redactor(["0123456789abcdef"]).data({"k": SHAPED_KEYS[4]}) == {"k": "[REDACTED]"}
+
+
+def assert_no_key_recoverable(files: list[Path], *texts: str) -> None:
+    for key in (API_KEY_90, SERVICE_TOKEN, UNKNOWN_KEY):
+        for path in files:
+            for blob in decoded_texts(path):
+                assert not recoverable(key, blob), f"{path.name} gives back part of {key[:16]}"
+        for blob in texts:
+            assert not recoverable(key, blob), f"a printed line gives back part of {key[:16]}"
+
+
+def test_no_twenty_characters_of_a_key_reach_any_sink_however_encoded(api, tmp_path, monkeypatch):
+    """Done when (issue 37): the API key and a server's credential shown behind 0-5 bytes of
+    prefix, after other text on the same line, base64-wrapped at 64 and 76 columns and
+    percent-encoded, and an unknown `sk-ant-api03-` key in a case's name and prompt: no 20
+    characters of any of them in any output file, on stdout or on stderr."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY_90)
+    suite_file = tmp_path / "s.csv"
+    suite_file.write_text(
+        "test_name,user_prompt,expected_tools,forbidden_tools\n"
+        f"shown-{UNKNOWN_KEY},show me everything with {UNKNOWN_KEY},encoded,\n"
+        f"refused-{UNKNOWN_KEY},never show {UNKNOWN_KEY},,encoded\n"
+    )
+    calls = [tool_use("encoded", {"name": n}) for n in ("CLIENT_KEY", "SERVICE_TOKEN")]
+    api.responder = lambda body: (
+        reply(text(f"For {UNKNOWN_KEY} the server said:\n" + "\n".join(tool_outputs(body))))
+        if tool_outputs(body)
+        else reply(*calls)
+    )
+    options, files = every_sink(tmp_path)
+    comment = tmp_path / "comment.md"
+    code, stdout, stderr = run_cli(
+        "--csv",
+        suite_file,
+        "--server",
+        f"{sys.executable} {ENCODING}",
+        "--server-env",
+        f"CLIENT_KEY={API_KEY_90}",
+        "--server-env",
+        f"SERVICE_TOKEN={SERVICE_TOKEN}",
+        *options,
+        "--pr-comment",
+        comment,
+    )
+    assert code == 1, stderr  # the second case fails: its name is in every report
+    said = "\n".join(tool_outputs(api.message_requests[-1]))
+    assert recoverable(API_KEY_90, said) and recoverable(SERVICE_TOKEN, said), "it did show them"
+    assert_no_key_recoverable([*files, comment], stdout, stderr)
+    assert "shown-[REDACTED]" in json.loads(files[0].read_text())["cases"][0]["name"]
+
+
+@pytest.mark.parametrize("name", ["CLIENT_KEY", "SERVICE_TOKEN"])
+def test_a_server_failing_with_keys_encoded_on_its_stderr_leaks_none_in_the_error_line(
+    api, tmp_path, monkeypatch, name
+):
+    """A server printing a key base64-wrapped after other text to stderr leaked it through the
+    fatal `error:` line, as the reports did."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY_90)
+    code, stdout, stderr = run_cli(
+        "-q",
+        f"hi {UNKNOWN_KEY}",
+        "--server",
+        f"{sys.executable} {ENCODING} --die-printing {name}",
+        "--server-env",
+        f"CLIENT_KEY={API_KEY_90}",
+        "--server-env",
+        f"SERVICE_TOKEN={SERVICE_TOKEN}",
+    )
+    line = one_error_line(stderr)
+    assert code == 2 and "[REDACTED]" in line and "blob" in line, line
+    assert_no_key_recoverable([], stdout, stderr)
