@@ -255,6 +255,9 @@ BOOTSTRAP_RESAMPLES = 2_000  # compare: resamples of the cost and latency interv
 BOOTSTRAP_SEED = 1  # compare: the same files give the same intervals
 AUTO_MIN_RUNS = 5  # -i auto / --runs auto: rounds every case runs before it may stop
 AUTO_MAX_RUNS = 20  # -i auto / --runs auto: the cap; a case still undecided stops here
+# -i / --runs (auto's MAX too) above this are refused without --allow-many-runs: -i 100000000000
+# is a typo, and building its runs would spin for minutes before the first request.
+MAX_RUNS_PER_CASE = 1000
 AUTO_CONFIDENCE_Z = 1.959964  # -i auto: a case stops once its 95 % interval clears the threshold
 CACHE_FORMAT = "claude-tool-eval cache 2"  # every entry of a --cache folder says this
 # Bounds of a --cache entry read back (a legitimate one, a Claude Code stream included, is far

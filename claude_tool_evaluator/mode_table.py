@@ -80,7 +80,8 @@ TOOL_USE_OPTIONS = (
     | SERVER_OPTIONS
     | SIMULATED_USER_OPTIONS
     | TOOL_SAFETY_OPTIONS
-    | {"iterations", "threshold", "summary_only", "tool_overrides", "batch", "cache"}
+    | {"iterations", "allow_many_runs", "threshold", "summary_only", "tool_overrides"}
+    | {"batch", "cache"}
     | {"pin", "update_pins"}
 )
 
@@ -266,6 +267,7 @@ MODES.extend(
                     "optimize_rounds",
                     "optimizer_model",
                     "runs",
+                    "allow_many_runs",
                     "max_cost",
                     "dry_run",
                     "resume",
@@ -392,6 +394,7 @@ MODES.extend(
                 "trigger_max_turns",
                 "trigger_timeout",
                 "runs",
+                "allow_many_runs",
                 "min_trigger_score",
                 "claude_bin",
                 "model",

@@ -86,6 +86,18 @@ class RunCount(click.ParamType):
         return AutoRuns(least, most)
 
 
+RUN_CAP_HINT = "pass --allow-many-runs if you mean it"
+
+
+def run_count_problem(value: Any, allowed: bool) -> str:
+    """What is wrong with a run count (-i, --runs, a project file's iterations or runs): over
+    the cap without --allow-many-runs; checked before anything runs."""
+    most = value.most if isinstance(value, AutoRuns) else value
+    if allowed or not isinstance(most, int) or most <= C.MAX_RUNS_PER_CASE:
+        return ""
+    return f"{most:,} runs a case is over the cap of {C.MAX_RUNS_PER_CASE:,}"
+
+
 def answer_match_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> str | None:
@@ -293,6 +305,13 @@ OPTIONS: list[Option] = [
         help="Run every case this many times; auto (auto:MIN-MAX, default "
         f"{C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}): in rounds, each case stopping once its 95% "
         "interval clears --threshold (or at MAX).",
+    ),
+    option(
+        RUNNING,
+        "--allow-many-runs",
+        is_flag=True,
+        help=f"Let -i / --runs go over {C.MAX_RUNS_PER_CASE:,} runs a case (refused without it: "
+        "most likely a typo).",
     ),
     option(
         RUNNING,
@@ -1048,6 +1067,7 @@ class Settings:
     max_user_turns: int = C.DEFAULT_MAX_USER_TURNS
     # how often, how many at once, when a case passes
     iterations: int = C.DEFAULT_ITERATIONS
+    allow_many_runs: bool = False
     runs: int | None = None
     concurrency: int | None = None  # None: the mode's own default
     threshold: float = C.DEFAULT_CASE_THRESHOLD
@@ -1266,6 +1286,10 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
     if len(set(bins)) < len(bins):
         raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")
     params.update(claude_bin=bins[0] if bins else None, claude_bins=bins)
+    for name in ("iterations", "runs"):
+        problem = run_count_problem(params.get(name), bool(params.get("allow_many_runs")))
+        if problem:
+            raise UsageProblem(f"{flag_of(name)} {problem}", hint=RUN_CAP_HINT)
     for name in ("iterations", "runs"):  # -i auto / --runs auto: the cap, and the rounds
         value = params.get(name)
         if isinstance(value, AutoRuns):

@@ -34,9 +34,11 @@ from .mode_table import MODES, select_mode
 from .options import (
     OPTIONS,
     PROJECT_NOT_OPTIONS,
+    RUN_CAP_HINT,
     flag_of,
     option_named,
     project_model,
+    run_count_problem,
     settings_from,
     writer_named,
 )
@@ -189,6 +191,12 @@ def project_params(
         {"mcp_config"} if "mcp_config" in params and project.mcp_config else frozenset()
     )
     params.update({name: overrides[name] for name in given})
+    for name in ("iterations", "runs"):  # the file's own run counts, refused at their line
+        problem = run_count_problem(params.get(name), bool(params.get("allow_many_runs")))
+        if problem and name in suite.values and name not in given:
+            at = ("suites", project.suites.index(suite), name)
+            line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
+            raise InputError(f"{name}: {problem}", project.path, line, RUN_CAP_HINT)
     return params, file_given | given
 
 

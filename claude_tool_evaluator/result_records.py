@@ -468,7 +468,7 @@ class Metadata(Record):
         None  # the options that shape the results (what --merge checks and reuses)
     )
     auto_runs: list[int] | None = None  # -i auto: [least, most] runs a case; cases[].runs: taken
-    cache: dict[str, Any] | None = None  # --cache: its folder, hits, misses, refused entries, the cost saved
+    cache: dict[str, Any] | None = None  # --cache: folder, hits, misses, refused, saved_usd
     claude_versions: list[str] | None = None  # several --claude-bin: every version, side by side
 
 

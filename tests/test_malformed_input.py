@@ -475,3 +475,45 @@ def test_random_bytes_after_a_plausible_start(loader: str):
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_mutations_of_valid_files(loader: str):
     property_tests(loader)[2]()
+
+
+# ---------------------------------------------------------------------------- run counts: a cap
+# -i 100000000000 is a typo that would spin for minutes building its runs: refused before any
+# server starts (the server here does not exist, and is never reached), as is a project file's.
+RUN_CAP_LINE = "runs a case is over the cap of 1,000 (pass --allow-many-runs if you mean it)"
+
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["-i", "100000000000"], "-i 100,000,000,000"),
+        (["-i", "auto:5-100000000000"], "-i 100,000,000,000"),
+        (["--optimize", "--runs", "5000"], "--runs 5,000"),
+    ],
+)
+def test_a_run_count_over_the_cap_is_refused_before_anything_starts(cli_env, args, flag):
+    suite = EXAMPLES / "test_queries.csv"
+    done = CliRunner().invoke(
+        evaluator.main, ["--csv", str(suite), "--server", "no-such-server-anywhere", *args]
+    )
+    assert done.exit_code == 2
+    assert done.output.strip().splitlines() == [f"error: {flag} {RUN_CAP_LINE}"]
+
+
+def test_a_project_files_run_count_over_the_cap_names_its_line(cli_env, tmp_path: Path):
+    project = tmp_path / "evaluator.yaml"
+    project.write_text(
+        "suites:\n"
+        "  - name: fine\n"
+        f"    csv: {EXAMPLES / 'test_queries.csv'}\n"
+        "    server: no-such-server-anywhere\n"
+        "  - name: typo\n"
+        f"    csv: {EXAMPLES / 'test_queries.csv'}\n"
+        "    server: no-such-server-anywhere\n"
+        "    iterations: 100000000000\n"
+    )
+    done = CliRunner().invoke(evaluator.main, ["--config", str(project)])
+    assert done.exit_code == 2
+    assert done.output.strip().splitlines() == [
+        f"error: {project}:8: iterations: 100,000,000,000 {RUN_CAP_LINE}"
+    ]

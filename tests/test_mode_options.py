@@ -126,6 +126,7 @@ SAMPLES: dict[str, list[str]] = {
     "pr_comment": ["--pr-comment", "comment.md"],
     "from_results": ["--from", "results.json"],
     "summary_only": ["--summary-only"],
+    "allow_many_runs": ["--allow-many-runs"],
     "resume": ["--resume"],
     "retry_errors": ["--retry-errors"],
     "max_cost": ["--max-cost", "1.5"],
@@ -986,6 +987,30 @@ def _(lab, mode):
     assert run.document()["metadata"]["iterations"] == 2
 
 
+# --allow-many-runs: a run count over the cap is refused in one line (a typo's -i 100000000000
+# would spin before any request), and taken with the flag (a dry run: nothing is spent).
+OVER_CAP = C.MAX_RUNS_PER_CASE + 1
+
+
+def over_the_cap(lab: Lab, line: Callable[..., list[Any]], flag: str, model: Any = None) -> str:
+    """The refusal without --allow-many-runs, and the dry run's output with it."""
+    refused = lab.run(*line(flag, OVER_CAP, "--dry-run"), model=model)
+    assert refused.code == 2 and refused.requests == [], refused.output
+    assert refused.output.strip().splitlines() == [
+        f"error: {flag} {OVER_CAP:,} runs a case is over the cap of {C.MAX_RUNS_PER_CASE:,} "
+        "(pass --allow-many-runs if you mean it)"
+    ]
+    allowed = lab.run(*line(flag, OVER_CAP, "--allow-many-runs", "--dry-run"), model=model)
+    assert allowed.code == 0 and allowed.requests == [], allowed.output
+    return " ".join(allowed.output.split())
+
+
+@observes("allow_many_runs", *TOOL_MODES)
+def _(lab, mode):
+    output = over_the_cap(lab, lambda *more: tool_args(lab, mode, *more), "-i")
+    assert f"runs: {OVER_CAP * CASES[mode]} " in output
+
+
 @observes("concurrency", *TOOL_MODES)
 def _(lab, mode):
     most = {}
@@ -1749,6 +1774,12 @@ def _(lab, mode):
         len(run.document()["results"]) == 4 and len(writers_run(lab)[0].document()["results"]) == 2
     )
     assert per_query(run) == {q: 2 * n for q, n in per_query(skill_baseline(lab)).items()}
+
+
+@observes("allow_many_runs", "skills")
+def _(lab, mode):
+    output = over_the_cap(lab, lambda *more: skill_args(lab, *more), "--runs", SQL_SKILL)
+    assert f"runs: {OVER_CAP * 2} " in output  # one positive and one negative query
 
 
 @observes("min_trigger_score", "skills")
@@ -2922,6 +2953,12 @@ def _(lab, mode):
     openings = [b for b in under_test(run) if opening(b)]
     assert len(openings) == 2 * len([b for b in under_test(opt_baseline(lab)[0]) if opening(b)])
     assert document["optimization"]["runs"] == 2
+
+
+@observes("allow_many_runs", "optimize")
+def _(lab, mode):
+    output = over_the_cap(lab, lambda *more: opt_args(lab, *more), "--runs", OPT_TOOLS)
+    assert f"runs: {8 * OVER_CAP} " in output  # eight at --runs 1 (see its dry_run observer)
 
 
 def just_the_original(lab: Lab) -> str:
