@@ -126,7 +126,7 @@ class ResponseCache:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.hits = self.misses = self.refused = 0
+        self.hits = self.misses = self.refused = self.not_kept = 0
         self.saved_usd = 0.0
         self.lock = threading.Lock()
         self.warned: set[Path] = set()
@@ -183,9 +183,17 @@ class ResponseCache:
         )
 
     def put(self, key: str, entry: dict) -> None:
+        """Keeps an answer, redacted like every output; an answer that held a secret is not
+        kept: replayed, its `[REDACTED]` would reach a live tool where the value did, and the
+        rerun would not be the run it repeats."""
+        redacted = Redactor.for_run().deep(entry)
+        if redacted != entry:
+            with self.lock:
+                self.not_kept += 1
+            return
         path = self.path(key)
         path.parent.mkdir(exist_ok=True)
-        sealed = {"format": C.CACHE_FORMAT, "request": key, **Redactor.for_run().deep(entry)}
+        sealed = {"format": C.CACHE_FORMAT, "request": key, **redacted}
         write_json_atomic(path, {**sealed, "seal": seal_of(sealed)})
 
     def counted(self, hit: bool, cost: float = 0.0) -> None:
@@ -202,6 +210,7 @@ class ResponseCache:
             "hits": self.hits,
             "misses": self.misses,
             "refused": self.refused,
+            "not_kept": self.not_kept,
             "saved_usd": round(self.saved_usd, 6),
         }
 

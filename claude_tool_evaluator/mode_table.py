@@ -81,6 +81,7 @@ TOOL_USE_OPTIONS = (
     | SIMULATED_USER_OPTIONS
     | TOOL_SAFETY_OPTIONS
     | {"iterations", "allow_many_runs", "threshold", "summary_only", "tool_overrides"}
+    | {"accept_changed_tools"}
     | {"batch", "cache"}
     | {"pin", "update_pins"}
 )

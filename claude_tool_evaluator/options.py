@@ -350,6 +350,13 @@ OPTIONS: list[Option] = [
     ),
     option(
         RUNNING,
+        "--accept-changed-tools",
+        is_flag=True,
+        help="With --resume / --retry-errors: keep the earlier runs even though the servers' "
+        "tools changed since (refused without it, naming the changed tools).",
+    ),
+    option(
+        RUNNING,
         "--retry-errors",
         is_flag=True,
         help="Rerun the runs of -o FILE that ended in an error (and any not yet run).",
@@ -1068,6 +1075,7 @@ class Settings:
     # how often, how many at once, when a case passes
     iterations: int = C.DEFAULT_ITERATIONS
     allow_many_runs: bool = False
+    accept_changed_tools: bool = False
     runs: int | None = None
     concurrency: int | None = None  # None: the mode's own default
     threshold: float = C.DEFAULT_CASE_THRESHOLD

@@ -423,6 +423,8 @@ class ToolInfoRecord(Record):
     server: str
     annotations: dict[str, Any] = {}
     calls: str = "live"  # live | withheld by policy | mocked | replayed, ... (ToolPolicy.treatment)
+    # sha256 of its definition as the server lists it (what --pin pins): --resume compares them
+    definition_sha256: str | None = None
 
 
 class Metadata(Record):
@@ -1116,6 +1118,18 @@ def merged_piece_runs(path: str, piece: ResultsDocument) -> list[RunResult]:
             )
         return read_result_lines(lines)
     return list(piece.results)
+
+
+def earlier_tool_definitions(output: str | Path) -> dict[str, str] | None:
+    """The tools an earlier run into this output saw, by name (their definitions' sha256), from
+    its final file; None when it has none or did not record them (an older version's)."""
+    path = Path(output)
+    if not path.exists():
+        return None
+    tools = read_results_document(path).metadata.tools
+    if not tools or any(t.definition_sha256 is None for t in tools):
+        return None
+    return {t.name: t.definition_sha256 or "" for t in tools}
 
 
 def earlier_results(output: str | Path) -> list[RunResult]:

@@ -133,6 +133,7 @@ def test_editing_one_case_makes_exactly_its_calls(api, tmp_path):
         "hits": 2 + 3,  # one and judged (with its judge call)
         "misses": 2,
         "refused": 0,
+        "not_kept": 0,
         "saved_usd": pytest.approx(json.loads(done.stdout)["metadata"]["cache"]["saved_usd"]),
     }
 
@@ -434,3 +435,31 @@ def test_cache_verbs_refuse_a_missing_folder_in_one_line(tmp_path):
         assert done.output.strip().splitlines() == [
             f"error: {tmp_path / 'nowhere'}: no such cache folder (give the folder --cache named)"
         ]
+
+
+def test_an_answer_holding_a_secret_is_not_kept_so_a_rerun_repeats_the_live_run(api, tmp_path):
+    # Kept redacted and replayed, the answer's tool call would carry `[REDACTED]` to the live
+    # tool where the model gave the value: the rerun's verdict would flip and it would pay again.
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    expected = json.dumps({"describe_table": {"table": TEST_API_KEY}}).replace('"', '""')
+    suite.write_text(
+        "test_name,user_prompt,expected_tools,expected_args\n"
+        f'keyed,Describe the table named like my key,describe_table,"{expected}"\n'
+    )
+
+    def answer(body: dict) -> dict:
+        if has_tool_result(body):
+            return reply(text("That table does not exist."))
+        return reply(tool_use("describe_table", {"table": TEST_API_KEY}))
+
+    api.responder = answer
+    runs = []
+    for name in ("1.json", "2.json"):
+        done = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / name)
+        runs.append(json.loads((tmp_path / name).read_text()))
+        assert done.exit_code == 0, done.output
+    first, second = runs
+    assert [c["passed"] for c in first["cases"]] == [c["passed"] for c in second["cases"]] == [True]
+    assert first["metadata"]["cache"]["not_kept"] == 1  # the answer calling with the key
+    assert second["metadata"]["cache"]["hits"] == 0
+    assert TEST_API_KEY not in "".join(e.read_text() for e in cache.rglob("*.json"))

@@ -127,6 +127,7 @@ SAMPLES: dict[str, list[str]] = {
     "from_results": ["--from", "results.json"],
     "summary_only": ["--summary-only"],
     "allow_many_runs": ["--allow-many-runs"],
+    "accept_changed_tools": ["--accept-changed-tools"],
     "resume": ["--resume"],
     "retry_errors": ["--retry-errors"],
     "max_cost": ["--max-cost", "1.5"],
@@ -1124,6 +1125,43 @@ def _(lab, mode):
     assert len(first_run.openings()) == len(again.openings()) == CASES[mode]
     assert resumed.requests == [] and f"resuming: {CASES[mode]} run(s) kept" in resumed.output
     assert resumed.code == 0 and len(json.loads(out.read_text())["results"]) == CASES[mode]
+
+
+def changed_example_server(lab: Lab) -> Path:
+    """The example server with one tool's description changed (its data where it was)."""
+    copy = lab.fresh(EXAMPLE_SERVER.name)
+    text = EXAMPLE_SERVER.read_text(encoding="utf-8")
+    here = 'Path(__file__).resolve().parent / "data"'
+    changed = "List the tables in the user's warehouse, with row and column counts."
+    assert here in text and changed in text
+    text = text.replace(here, f"Path({str(EXAMPLE_SERVER.parent / 'data')!r})")
+    copy.write_text(text.replace(changed, "List every table there is (changed)."))
+    return copy
+
+
+@observes("accept_changed_tools", *TOOL_MODES)
+def _(lab, mode):
+    # --resume after a server's tool changed: refused in one line naming it, before any model
+    # call; with --accept-changed-tools the earlier runs are kept, and a note says so
+    out = lab.fresh("results.json")
+    assert lab.run(*tool_args(lab, mode, "-o", out)).code == 0
+    resume = [*tool_line(lab, mode), "--server-module", changed_example_server(lab)]
+    resume += ["-o", out, "--resume"]
+    refused = lab.run(*resume)
+    assert refused.code == 2 and refused.requests == [], refused.output
+    assert [line for line in refused.output.splitlines() if "error" in line] == [
+        f"error: --resume: the servers' tools changed since {out} was written "
+        "(list_warehouse_tables changed); its runs would be mixed with runs against the new "
+        "tools (write a new -o file, or add --accept-changed-tools to keep them anyway)"
+    ]
+    kept = lab.run(*resume, "--accept-changed-tools")
+    assert kept.code == 0 and kept.requests == [], kept.output
+    flat = " ".join(kept.output.split())
+    assert f"resuming: {CASES[mode]} run(s) kept" in flat
+    assert (
+        "--accept-changed-tools: the kept runs saw other tools (list_warehouse_tables changed)"
+        in flat
+    )
 
 
 @observes("retry_errors", *TOOL_MODES)

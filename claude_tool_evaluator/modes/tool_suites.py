@@ -18,7 +18,7 @@ import test_constants as C
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError, UsageProblem
 from ..files import SpooledRecords, read_text_file
-from ..hub.pins import PinsChanged
+from ..hub.pins import PinsChanged, definition_sha256, tool_definition
 from ..loaders.conversations import conversation_case
 from ..loaders.csv_suites import (
     filter_by_names,
@@ -251,7 +251,11 @@ def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str,
     tools = (
         [
             ToolInfoRecord(
-                name=t.name, server=t.server, annotations=t.annotations, calls=policy.treatment(t)
+                name=t.name,
+                server=t.server,
+                annotations=t.annotations,
+                calls=policy.treatment(t),
+                definition_sha256=definition_sha256(tool_definition(t)),
             )
             for t in sorted(hub.tools.values(), key=lambda t: t.name)
         ]
@@ -271,6 +275,11 @@ def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str,
 def check_pin_options(settings: Settings) -> None:
     if settings.update_pins and not settings.pin:
         raise InputError("--update-pins updates the file --pin names", hint="add --pin tools.lock")
+    if settings.accept_changed_tools and not (settings.resume or settings.retry_errors):
+        raise InputError(
+            "--accept-changed-tools keeps the runs --resume or --retry-errors would keep",
+            hint="add --resume -o FILE, or leave it out",
+        )
 
 
 def pins_failed(

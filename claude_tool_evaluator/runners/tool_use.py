@@ -28,12 +28,17 @@ from ..errors import InputError
 from ..files import batch_ledger_path, check_writable_folder
 from ..grading import Judge, judge_estimate, needs_judge, run_verify
 from ..hub.calls import Cassette, CassetteRecorder, McpHub, RunTools, ToolPolicy, load_mock_tools
-from ..hub.pins import check_pins
+from ..hub.pins import check_pins, definition_sha256, tool_definition
 from ..loaders.csv_suites import case_tool_view, load_tool_overrides
 from ..pipeline import Job
 from ..records import case_hash, estimated_tokens
 from ..redaction import Redactor, environment_without_credentials
-from ..result_records import ToolRunResult, tool_run_result, transcript_from_result
+from ..result_records import (
+    ToolRunResult,
+    earlier_tool_definitions,
+    tool_run_result,
+    transcript_from_result,
+)
 from ..session import AnthropicModel, api_key_from_env, model_client
 from ..sinks import escape_markup
 
@@ -407,12 +412,44 @@ class ToolUseRunner:
                     self.settings.update_pins,
                     self.settings.dry_run,
                 )
+            self.check_tools_unchanged(hub)
             self.hub = hub
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
                 for note in self.tool_policy.notes(hub.tools):
                     self.say_notice(note)
             yield hub
+
+    def check_tools_unchanged(self, hub: McpHub) -> None:
+        """--resume / --retry-errors keep the earlier run's runs: not when the servers' tools
+        changed since (a case would show 4/8 flaky, half its runs against other tools), unless
+        --accept-changed-tools. Before any model call; the earlier file's metadata says what
+        its runs saw (a run killed before writing it left none: nothing to compare)."""
+        settings = self.settings
+        if not (settings.resume or settings.retry_errors) or not settings.output:
+            return
+        earlier = earlier_tool_definitions(settings.output)
+        if earlier is None:
+            return
+        now = {t.name: definition_sha256(tool_definition(t)) for t in hub.tools.values()}
+        changes = [
+            f"{name} {'added' if name not in earlier else 'removed' if name not in now else 'changed'}"
+            for name in sorted(set(earlier) | set(now))
+            if earlier.get(name) != now.get(name)
+        ]
+        if not changes:
+            return
+        if settings.accept_changed_tools:
+            self.say_notice(
+                "--accept-changed-tools: the kept runs saw other tools (" + ", ".join(changes) + ")"
+            )
+            return
+        raise InputError(
+            f"--resume: the servers' tools changed since {settings.output} was written "
+            f"({', '.join(changes[:5])}{', ...' if len(changes) > 5 else ''}); its runs would be "
+            "mixed with runs against the new tools",
+            hint="write a new -o file, or add --accept-changed-tools to keep them anyway",
+        )
 
     def say_notice(self, notice: str) -> None:
         Console(stderr=True, emoji=False).print(
