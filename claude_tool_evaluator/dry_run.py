@@ -15,7 +15,12 @@ from rich.console import Console
 import test_constants as C
 
 from .records import Usage, cli_model_id, cost_usd, price_for
-from .scoring.statistics import detectable_change, runs_to_detect, shifted_rate
+from .scoring.statistics import (
+    detectable_change,
+    fewest_deciding_runs,
+    runs_to_detect,
+    shifted_rate,
+)
 
 if TYPE_CHECKING:
     from .records import TestCase
@@ -110,11 +115,24 @@ def print_run_plan(console: Console, runs: int, most: int | None = None) -> None
     per case a change of the default size needs; `most`: -i auto's cap."""
     rate, change = C.PLAN_ASSUMED_RATE, C.DEFAULT_DETECT_POINTS / 100
     shown = f"{runs}–{most} (-i auto)" if most else str(runs)
-    detects = detectable_change(rate, most or runs)
     needed = runs_to_detect(rate, shifted_rate(rate, change))
+    # The largest change there is (every run failing) needs this many runs per side: fewer can
+    # detect nothing at all (Fisher's test cannot call even n/n against 0/n significant).
+    largest = max(rate, 1 - rate)
+    fewest = max(
+        fewest_deciding_runs(C.DEFAULT_ALPHA),
+        runs_to_detect(rate, shifted_rate(rate, largest)) or 1,
+    )
+    power = f"{C.PLAN_POWER:.0%} power, alpha {C.DEFAULT_ALPHA:g}"
+    detects = (
+        f"detect a change of {detectable_change(rate, most or runs) * 100:.0f} points from a "
+        f"{rate:.0%} pass rate ({power})"
+        if (most or runs) >= fewest
+        else f"can detect no change from a {rate:.0%} pass rate ({power}: even a drop to "
+        f"{shifted_rate(rate, largest):.0%} needs {fewest} per case)"
+    )
     console.print(
-        f"  plan: {shown} run(s) per case detect a change of {detects * 100:.0f} points from a "
-        f"{rate:.0%} pass rate ({C.PLAN_POWER:.0%} power, alpha {C.DEFAULT_ALPHA:g}); "
+        f"  plan: {shown} run(s) per case {detects}; "
         f"{C.DEFAULT_DETECT_POINTS:g} points need {needed} run(s) per case (plan RESULTS.json: "
         "from your cases' own rates)",
         highlight=False,

@@ -111,6 +111,9 @@ def test_a_second_identical_run_makes_no_model_call(api, tmp_path):
     assert f"--cache: {made} model call(s) answered from the cache, 0 sent; ${saved:.4f} saved" in (
         " ".join(again.output.split())
     )
+    # the totals line says what was spent, not what the cache answered
+    assert f"cost $0.0000 spent (${saved:.4f} more answered from --cache)" in again.output
+    assert f"cost ${one['summary']['cost_usd']:.4f} ·" in done.output
     # the entries are files of the cache's format, redacted like every output
     entries = list(cache.rglob("*.json"))
     assert len(entries) == made

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text
@@ -138,3 +139,23 @@ def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
     assert not journal_path(out).exists()
     assert "... and 10 more passing case(s)" in stdout
     assert document["metadata"]["suite_wall_time_s"] > 0
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_a_dry_runs_plan_never_claims_what_its_runs_cannot_detect(runs, tmp_path, monkeypatch):
+    # 3 runs a side cannot make even 3/3 against 0/3 significant (Fisher's p is 0.1): the plan
+    # line says so instead of "3 run(s) per case detect a change of 90 points".
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    suite = tmp_path / "s.csv"
+    suite.write_text("test_name,user_prompt,expected_tools\na,hello,\n")
+    done = CliRunner().invoke(
+        evaluator.main,
+        ["--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "-i", str(runs), "--dry-run"],
+    )
+    assert done.exit_code == 0, done.output
+    flat = " ".join(done.output.split())
+    assert (
+        f"plan: {runs} run(s) per case can detect no change from a 90% pass rate (80% power, "
+        "alpha 0.05: even a drop to 0% needs 4 per case)" in flat
+    )
+    assert "detect a change of" not in flat

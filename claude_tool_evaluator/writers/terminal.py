@@ -302,6 +302,15 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
         )
 
 
+def cost_text(cost: float, cache: dict[str, Any] | None) -> str:
+    """The run's cost as the totals line says it: under --cache, what was spent apart from what
+    the cache answered (the results keep the whole cost, so a cached rerun equals its run)."""
+    saved = cache.get("saved_usd", 0.0) if cache else 0.0
+    if not saved:
+        return f"cost ${cost:.4f}"
+    return f"cost ${max(cost - saved, 0.0):.4f} spent (${saved:.4f} more answered from --cache)"
+
+
 def print_cache_saving(console: Console, cache: dict[str, Any] | None) -> None:
     """--cache: what this run took from the folder, and what that would have cost."""
     if cache:
@@ -360,7 +369,7 @@ def print_summary(console: Console, results: Results) -> None:
         )
     console.print(
         f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
-        f"cost ${s.cost_usd:.4f} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
+        f"{cost_text(s.cost_usd, results.metadata.cache)} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
         f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
         highlight=False,
         soft_wrap=True,
