@@ -16,10 +16,14 @@
   `env:` and working directory, its $GITHUB_OUTPUT read back for the next steps) on the example
   suite, with a fake `gh` on PATH: installed from a copy of this repository, evaluated, compared
   with a baseline, the upload's paths listed, the comment posted, then updated.
+- The comment step alone: it edits only a marker comment the token's own identity wrote (a
+  planted one is left alone), says what GitHub answered when it cannot post, and cuts a body over
+  GitHub's 65,536 characters with a link to the run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -627,8 +631,11 @@ STEPS = ACTION["runs"]["steps"]
 RUN_STEPS = [s for s in STEPS if "run" in s]
 # What the runner sets in every step (the ones these scripts read), and what a program the
 # scripts run reads itself (gh's token).
-GITHUB_VARIABLES = {"GITHUB_OUTPUT", "GITHUB_REPOSITORY"}
+GITHUB_VARIABLES = {"GITHUB_OUTPUT", "GITHUB_REPOSITORY", "GITHUB_SERVER_URL", "GITHUB_RUN_ID"}
 READ_BY_PROGRAMS = {"GH_TOKEN"}
+# A step's script of this repository, `python "$ACTION_PATH/FILE.py"`: what it reads counts as
+# the step's.
+ACTION_SCRIPT = re.compile(r'python "\$ACTION_PATH/([\w/.-]+\.py)"')
 
 
 def test_action_yml_is_valid_action_metadata():
@@ -690,9 +697,11 @@ def test_a_run_step_reads_only_its_env_and_never_pastes_an_expression(step):
     script = step["run"]
     assert "${{" not in script, "an expression in a script is pasted as shell code: use env"
     env = set(step.get("env", {}))
-    # upper case: the environment's ($NAME in the shell, os.environ["NAME"] in Python)
-    read = set(re.findall(r"\$\{?([A-Z][A-Z0-9_]*)|environ\[\"([A-Z][A-Z0-9_]*)\"\]", script))
-    read = {a or b for a, b in read}
+    scripts = [(ROOT / name).read_text(encoding="utf-8") for name in ACTION_SCRIPT.findall(script)]
+    # upper case: the environment's ($NAME in the shell, os.environ["NAME"] or env["NAME"] in
+    # Python)
+    pattern = r"\$\{?([A-Z][A-Z0-9_]*)|(?:environ|env)\[[\"']([A-Z][A-Z0-9_]*)[\"']\]"
+    read = {a or b for text_ in (script, *scripts) for a, b in re.findall(pattern, text_)}
     assert read <= env | GITHUB_VARIABLES, f"set neither by the step nor by GitHub: {read - env}"
     assert env - READ_BY_PROGRAMS <= read, f"set but never read: {env - read}"
 
@@ -799,7 +808,10 @@ def isolated_python(folder: Path) -> Path:
 
 
 FAKE_GH = '''#!{python}
-"""gh, as far as the action uses it: each call logged; `api --paginate` lists $FAKE_GH_COMMENTS."""
+"""gh, as far as the action uses it, each call logged: `api graphql` answers the viewer's login
+($FAKE_GH_LOGIN, github-actions[bot] when unset, as for the workflow's GITHUB_TOKEN); `api
+--paginate` prints $FAKE_GH_COMMENTS (the listing's pages: JSON arrays one after another, as gh
+prints them); a call whose --method is in $FAKE_GH_FAIL is refused as GitHub refuses it."""
 import json, os, sys
 from pathlib import Path
 
@@ -807,11 +819,18 @@ args = sys.argv[1:]
 record = {{"args": args, "token": os.environ.get("GH_TOKEN", "")}}
 for arg in args:
     if arg.startswith("body=@"):
-        record["body"] = Path(arg[len("body=@"):]).read_text()
+        record["body"] = Path(arg[len("body=@"):]).read_text(encoding="utf-8")
 with open(os.environ["FAKE_GH_LOG"], "a") as log:
     log.write(json.dumps(record) + "\\n")
-if "--paginate" in args:
-    sys.stdout.write(os.environ.get("FAKE_GH_COMMENTS", ""))
+method = args[args.index("--method") + 1] if "--method" in args else "GET"
+if method in os.environ.get("FAKE_GH_FAIL", "").split():
+    sys.stderr.write("gh: Resource not accessible by integration (HTTP 403)\\n")
+    sys.exit(1)
+if args[:2] == ["api", "graphql"]:
+    login = os.environ.get("FAKE_GH_LOGIN", "github-actions[bot]")
+    print(json.dumps({{"data": {{"viewer": {{"login": login}}}}}}))
+elif "--paginate" in args:
+    sys.stdout.write(os.environ.get("FAKE_GH_COMMENTS", "[]"))
 '''
 
 
@@ -887,13 +906,13 @@ def action_run(lab, name: str, extra: dict[str, str], **inputs: str) -> ActionRu
     return action
 
 
-def run_action(api, lab, name: str, comments: str = "", **inputs: str) -> ActionRun:
+def run_action(api, lab, name: str, comments: list | None = None, **inputs: str) -> ActionRun:
     """Every step but the install, against the scripted API; `gh api --paginate` lists
-    `comments` ("ID FIRST-LINE" lines)."""
+    `comments` (the pull request's, as GitHub's API gives them: one page)."""
     extra = {
         "ANTHROPIC_API_KEY": TEST_API_KEY,
         "ANTHROPIC_BASE_URL": api.url,
-        "FAKE_GH_COMMENTS": comments,
+        "FAKE_GH_COMMENTS": json.dumps(comments or []),
     }
     return action_run(lab, name, extra, **inputs).run(skip=(INSTALL,))
 
@@ -901,6 +920,15 @@ def run_action(api, lab, name: str, comments: str = "", **inputs: str) -> Action
 def gh_calls(lab, name: str) -> list[dict]:
     log = lab[0] / name / "gh.log"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+BOT = "github-actions[bot]"  # who the workflow's GITHUB_TOKEN comments as
+
+
+def comment(number: int, author: str, body: str) -> dict:
+    """A pull-request comment as GitHub's API lists it (the fields the action reads)."""
+    kind = "Bot" if author.endswith("[bot]") else "User"
+    return {"id": number, "user": {"login": author, "type": kind}, "body": body}
 
 
 def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
@@ -931,9 +959,13 @@ def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
     assert first.output("pull-request") == "7" and first.output("regressions") == ""
     assert first.uploads == [str(out / n) for n in ("results.json", "report.html", "comment.md")]
     assert all(Path(p).is_file() for p in first.uploads)
-    [posted] = gh_calls(action_lab, "baseline")[1:]
-    listing = gh_calls(action_lab, "baseline")[0]
-    assert listing["args"][:3] == ["api", f"repos/{REPOSITORY}/issues/7/comments", "--paginate"]
+    [who, listing, posted] = gh_calls(action_lab, "baseline")
+    assert who["args"][:2] == ["api", "graphql"]  # the token's identity: whose comments are ours
+    assert listing["args"] == [
+        "api",
+        f"repos/{REPOSITORY}/issues/7/comments?per_page=100",
+        "--paginate",
+    ]
     assert posted["args"][:4] == [
         "api",
         "--method",
@@ -954,7 +986,7 @@ def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
         api,
         action_lab,
         "next",
-        comments=f"101 some other comment\n202 {marker}\n",
+        comments=[comment(101, "octocat", "some other comment"), comment(202, BOT, marker)],
         args=args,
         baseline="baseline.json",
         fail_on="regression",
@@ -976,7 +1008,7 @@ def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
             "comparison.md",
         )
     ]
-    [_, updated] = gh_calls(action_lab, "next")
+    [_, _, updated] = gh_calls(action_lab, "next")
     assert updated["args"][:4] == [
         "api",
         "--method",
@@ -1042,7 +1074,7 @@ def test_a_projects_suites_are_compared_with_a_baseline_folder(api, action_lab):
         (out / f"comparison-{n}.md").read_text() for n in ("first", "second")
     )
     assert body.read_text().count("### ❌ Against the baseline: 1 regression(s)") == 2
-    [_, posted] = gh_calls(action_lab, "project-next")
+    [_, _, posted] = gh_calls(action_lab, "project-next")
     assert posted["body"].endswith(body.read_text())
     expected = [f"{out}/comparison-{n}.{kind}" for n in ("first", "second")
                 for kind in ("json", "html", "md")] + [str(body)]  # fmt: skip
@@ -1055,6 +1087,129 @@ def test_a_projects_suites_are_compared_with_a_baseline_folder(api, action_lab):
         "::error title=baseline::this run wrote 3 results files: give baseline as a folder that "
         "holds the baseline's files of the same names"
     ]
+
+
+# ---------------------------------------------------------------------------- the comment step alone
+COMMENT = "Comment on the pull request"
+MARKER = "<!-- claude-tool-eval: claude-tool-eval -->"
+
+
+@pytest.fixture
+def comment_lab(tmp_path):
+    """The comment step of this checkout's action.yml (its script run from here), with the fake
+    `gh`: nothing to install."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    gh = tools / "gh"
+    gh.write_text(FAKE_GH.format(python=sys.executable))
+    gh.chmod(0o755)
+    return tmp_path, ROOT, Path(sys.executable).parent, tools
+
+
+def comment_step(lab, name: str, body: str, pages: str, **env: str) -> tuple[ActionRun, list]:
+    """The comment step on `body` (the run's comment file) for pull request #7, `gh api
+    --paginate` printing `pages`; the step and the gh calls it made."""
+    action = action_run(lab, name, {"FAKE_GH_COMMENTS": pages, **env})
+    body_file = write(lab[0] / name / "comment.md", body)
+    action.outputs["evaluate"] = {"pull_request": "7", "pr_comment": str(body_file)}
+    action.run(skip=tuple(s["name"] for s in STEPS if s["name"] != COMMENT))
+    assert action.failed is None, action.done[COMMENT].stdout + action.done[COMMENT].stderr
+    assert action.output("comment") == str(body_file)
+    return action, gh_calls(lab, name)
+
+
+def writes(calls: list[dict]) -> list[tuple[str, str]]:
+    """(method, endpoint) of the calls that post or edit a comment."""
+    return [(c["args"][2], c["args"][3]) for c in calls if c["args"][1:2] == ["--method"]]
+
+
+POST = ("POST", f"repos/{REPOSITORY}/issues/7/comments")
+
+
+def test_a_marker_comment_by_someone_else_is_left_alone(comment_lab):
+    """Anyone who can comment can write the marker: the action edits only a comment of the
+    token's own identity (GraphQL's viewer), and posts its own beside a planted one."""
+    planted = comment(101, "mallory", f"{MARKER}\n\nAll green, merge it.")
+    body = "### ✅ Tool-use evaluation: 3/3 cases passed\n"
+    run, calls = comment_step(comment_lab, "planted", body, json.dumps([planted]))
+    assert writes(calls) == [POST]
+    assert calls[-1]["body"] == f"{MARKER}\n\n{body}"
+    assert commands(run.done[COMMENT].stdout) == []
+
+    # the bot's own comment on the listing's second page (gh prints the pages one after
+    # another): that one is updated, the planted one on the first page never
+    pages = json.dumps([planted, comment(102, BOT, f"quoting {MARKER}")]) + json.dumps(
+        [comment(303, BOT, f"{MARKER}\n\nthe last run's"), comment(304, BOT, MARKER)]
+    )
+    _, calls = comment_step(comment_lab, "own", body, pages)
+    assert writes(calls) == [("PATCH", f"repos/{REPOSITORY}/issues/comments/303")]
+    assert calls[-1]["body"] == f"{MARKER}\n\n{body}"
+
+    # a personal token: its user's comment is the action's, github-actions[bot]'s is not
+    pages = json.dumps([comment(303, BOT, MARKER), comment(404, "Octo-Maintainer", MARKER)])
+    _, calls = comment_step(comment_lab, "pat", body, pages, FAKE_GH_LOGIN="octo-maintainer")
+    assert writes(calls) == [("PATCH", f"repos/{REPOSITORY}/issues/comments/404")]
+
+
+def test_a_comment_that_cannot_be_updated_or_posted_says_what_github_answered(comment_lab):
+    pages = json.dumps([comment(303, BOT, MARKER)])
+    body = "### ✅ Tool-use evaluation: 3/3 cases passed\n"
+    run, calls = comment_step(comment_lab, "no-edit", body, pages, FAKE_GH_FAIL="PATCH")
+    assert writes(calls) == [("PATCH", f"repos/{REPOSITORY}/issues/comments/303"), POST]
+    refused = "gh: Resource not accessible by integration (HTTP 403)"
+    assert commands(run.done[COMMENT].stdout) == [
+        f"::warning title=comment::the comment 303 could not be updated ({refused}): posting a "
+        "new one"
+    ]
+    run, calls = comment_step(comment_lab, "read-only", body, "[]", FAKE_GH_FAIL="PATCH POST")
+    assert writes(calls) == [POST]
+    assert commands(run.done[COMMENT].stdout) == [
+        f"::warning title=comment::the comment could not be posted ({refused}): the workflow "
+        "needs `pull-requests: write`, which a pull request from a fork does not get"
+    ]
+
+
+def test_a_comment_over_githubs_limit_is_cut_with_a_link_to_the_run(comment_lab):
+    """GitHub refuses a body over 65,536 characters: a project's summed comment of 90,000 (two
+    and three bytes a character in places) is cut at a line, under the limit however GitHub
+    counts, with a link to the run whose artifact holds all of it and the headings cut away."""
+    sections = []
+    for number in range(30):
+        rows = [
+            f"| `case {number}-{row}` | 0/2 | ❌ missing expected tool — ü |" for row in range(48)
+        ]
+        sections.append(
+            f"### ❌ Tool-use evaluation of `suite-{number}.csv`: 0/48 cases passed\n\n"
+            + "| Case | Passed runs | Why |\n|---|---|---|\n"
+            + "\n".join(rows)
+            + "\n\n"
+        )
+    body = "".join(sections)
+    body += "x" * (90_000 - len(body) - 1) + "\n"
+    assert len(body) == 90_000
+    run, calls = comment_step(comment_lab, "long", body, "[]")
+    [(_, posted)] = [(c, c["body"]) for c in calls if c["args"][1:2] == ["--method"]]
+    assert len(posted.encode("utf-8")) <= 65_536 and len(posted) <= 65_536
+    kept, note = posted.split("\n\n---\n\n", 1)
+    assert f"{MARKER}\n\n{body}".startswith(kept + "\n") and len(kept) > 50_000
+    assert f"the artifact `claude-tool-eval` of [the workflow run]({RUN_URL}) holds" in note
+    assert f"(the whole of it is {90_000 + len(MARKER) + 2:,})" in note
+    left_out = re.findall(r"^- (.+)$", note.split("Left out:", 1)[1], re.MULTILINE)
+    first_cut = len(re.findall(r"^### ", kept, re.MULTILINE))
+    assert left_out[0] == f"❌ Tool-use evaluation of `suite-{first_cut}.csv`: 0/48 cases passed"
+    assert left_out[-1] == f"…and {30 - first_cut - 8} more" and len(left_out) == 9
+    assert commands(run.done[COMMENT].stdout) == []
+
+
+def test_a_cut_comment_closes_the_code_block_it_cut_into():
+    spec = importlib.util.spec_from_file_location("pr_comment", ROOT / "action" / "pr_comment.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.fit("short\n", 100, "note") == "short\n"
+    text = "intro\n```\n" + "line\n" * 5000 + "```\n"
+    cut = script.fit(text, 9_000, "see the run")
+    assert len(cut) <= 9_000 and cut.startswith("intro\n```\nline\n")
+    assert cut.endswith("line\n```\n\n---\n\nsee the run\n")
 
 
 def test_bad_action_input_stops_before_anything_runs(api, action_lab):
