@@ -20,7 +20,7 @@ import test_constants as C
 
 from . import __version__
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
-from .mode_table import MODES
+from .mode_table import MODES, modes_for_help
 from .options import OPTIONS, Settings, option_named, settings_from
 from .patterns import PATTERN_WORKERS
 from .redaction import error_line, report_input_error
@@ -184,7 +184,7 @@ class FrontDoor(click.Group):
         )
         formatter.write("Modes (each also runs in the flat form, e.g. --csv FILE):\n")
         width = max(len(m.name) for m in MODES)
-        for mode in MODES:
+        for mode in modes_for_help():
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
@@ -206,6 +206,8 @@ class FrontDoor(click.Group):
         write_examples(
             formatter,
             [
+                'python evaluator.py -q "Which warehouse connections do I have?" '
+                "--server-module examples/profiles_server.py",
                 "python evaluator.py --csv examples/test_queries.csv -o results.json --report report.md",
                 "python evaluator.py csv examples/test_queries.csv -i 3 --html report.html",
                 "python evaluator.py --skill examples/skills/warehouse-sql --trigger "

@@ -491,12 +491,39 @@ MODES.extend(
                 'python evaluator.py -q "Build an LTV model" --simulate-user "an analyst on Snowflake '
                 'prod"',
             ),
-            "one query or conversation (interactive, from a file, or a simulated user)",
+            "one query (-q TEXT) or conversation (-c FILE, --interactive, or a simulated user)",
             "results",
             "query",
         ),
     )
 )
+
+
+# The order --help lists the modes in: the everyday jobs first (a query, a suite, a skill), the
+# tools around them after. MODES keeps its own order: the one a flat command line selects in.
+HELP_ORDER = (
+    "query",
+    "csv",
+    "markdown",
+    "qa",
+    "skills",
+    "compare",
+    "plan",
+    "optimize",
+    "overlap",
+    "redteam",
+    "scan",
+    "merge",
+    "render",
+    "generate",
+    "schema",
+)
+
+
+def modes_for_help() -> list[Mode]:
+    """Every mode, in HELP_ORDER (a mode it does not name yet comes last)."""
+    place = {name: index for index, name in enumerate(HELP_ORDER)}
+    return sorted(MODES, key=lambda m: place.get(m.name, len(place)))
 
 
 def mode_named(name: str) -> Mode | None:

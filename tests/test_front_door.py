@@ -709,3 +709,25 @@ def test_init_writes_a_project_that_runs_a_csv_suite_and_a_skill(lab: Lab):
     skill = json.loads((lab.root / "results" / "warehouse-sql.json").read_text())
     tools = json.loads((lab.root / "results" / "tools.json").read_text())
     assert skill["trigger_scores"][0]["triggerScore"] == 100 and tools["passed"] is True
+
+
+def test_top_help_lists_the_everyday_modes_first_and_shows_the_query_flag():
+    shown = help_text("--help")
+    listed = re.findall(r"^  (\w+) ", shown.split("Modes", 1)[1], re.MULTILINE)
+    assert listed[:5] == ["query", "csv", "markdown", "qa", "skills"]
+    assert listed.index("schema") > listed.index("compare") > listed.index("skills")
+    assert re.search(r"^  query +one query \(-q TEXT\)", shown, re.MULTILINE)
+    assert examples_of(shown)[0].strip().startswith('python evaluator.py -q "')
+    assert set(listed) >= {m.name for m in E.MODES}
+
+
+def test_one_version_everywhere():
+    """--version prints the package's __version__, which pyproject.toml reads (dynamic)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "claude_tool_evaluator.__version__"
+    }
+    assert help_text("--version").split()[-1] == E.__version__

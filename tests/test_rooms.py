@@ -283,3 +283,17 @@ def test_an_installed_copy_runs_from_anywhere(tmp_path: Path, api):
     assert json.loads((work / "out.json").read_text())["summary"]["passed"] == 1
     page = (work / "out.html").read_text()
     assert "renderBlock" in page and "Content-Security-Policy" in page  # report.js, report.html
+    # one version: what pip records (pip show) is what --version prints
+    [metadata] = target.glob("claude_tool_evaluator-*.dist-info/METADATA")
+    recorded = next(
+        line.split(":", 1)[1].strip()
+        for line in metadata.read_text().splitlines()
+        if line.startswith("Version:")
+    )
+    printed = subprocess.run(
+        [str(target / "bin" / "claude-tool-eval"), "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert recorded == package.__version__ and printed.split()[-1] == recorded, printed
