@@ -156,6 +156,8 @@ class ClaudeCliSettings:
     sandbox: bool = (
         False  # Bash confined by Claude Code's own sandbox (see CLAUDE_SANDBOX_SETTINGS)
     )
+    # --allow-read: task runs only; what Bash (in the sandbox) and Read may read of the user's home
+    allow_read: tuple[str, ...] = ()
     label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
     version: str = ""  # several --claude-bin: this binary's Claude Code version
 
@@ -166,7 +168,8 @@ class ClaudeCliSettings:
 # the API credentials, and end with their call (a pid namespace); a command may not ask to run
 # outside it (allowUnsandboxedCommands), and a missing bwrap or socat stops claude instead of
 # running unconfined. Given with --settings, which wins over any project or user setting of these
-# switches (see check_project_settings for the lists a project could add to).
+# switches (see check_project_settings for the lists a project could add to). What its commands
+# may not read (the user's home) is added per run: see sandbox_settings.
 CLAUDE_SANDBOX_SETTINGS = {
     "sandbox": {
         "enabled": True,
@@ -178,6 +181,85 @@ CLAUDE_SANDBOX_SETTINGS = {
         "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in API_CREDENTIALS]},
     }
 }
+
+
+def real_homes() -> list[Path]:
+    """The user's real home folders: HOME as the evaluator sees it and the account's own (they
+    differ under sudo, or a HOME set for one command); never `/`. A run has a temporary HOME of
+    its own, so nothing in them is a run's."""
+    import pwd
+
+    homes = [Path.home()]
+    try:
+        homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir))
+    except (KeyError, OSError):
+        pass
+    found: list[Path] = []
+    for home in homes:
+        resolved = home.resolve()
+        if resolved != Path("/") and resolved.is_dir() and resolved not in found:
+            found.append(resolved)
+    return found
+
+
+def within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def sandbox_path(path: Path | str) -> str:
+    """An absolute path as Claude Code's settings name one (`//` + the path: absolute whatever
+    the settings file's folder)."""
+    return "/" + str(path)
+
+
+def read_rules(allow_read: Sequence[str], run_home: Path | None) -> tuple[list[Path], list[Path]]:
+    """What Bash in the sandbox may not read (the real homes as a whole: keys, clouds' and
+    tools' credentials, keychains, shell history), and what it may read again inside them: the
+    run's own HOME (when the temporary folder is in the home) and the --allow-read paths. An
+    --allow-read path that holds a home lifts that home's denial. The project and the run's
+    TMPDIR are write paths, which Claude Code binds back itself."""
+    allowed = [Path(p).resolve() for p in allow_read]
+    denied = [h for h in real_homes() if not any(within(h, a) for a in allowed)]
+    reopened = [*([run_home.resolve()] if run_home is not None else []), *allowed]
+    return denied, [p for p in reopened if any(within(p, d) for d in denied)]
+
+
+def sandbox_settings(allow_read: Sequence[str] = (), run_home: Path | None = None) -> dict:
+    """CLAUDE_SANDBOX_SETTINGS with the reads a run may not make (read_rules): Claude Code lays an
+    empty folder over a denied one in the sandbox ("No such file or directory" for `cat
+    ~/.ssh/id_rsa`) and binds back what is allowed inside it, read-only."""
+    denied, allowed = read_rules(allow_read, run_home)
+    settings = json.loads(json.dumps(CLAUDE_SANDBOX_SETTINGS))
+    filesystem = settings["sandbox"]["filesystem"]
+    filesystem["denyRead"] = [sandbox_path(p) for p in denied]
+    if allowed:
+        filesystem["allowRead"] = [sandbox_path(p) for p in allowed]
+    return settings
+
+
+def allow_read_problem(allow_read: Sequence[str]) -> str | None:
+    """Why an --allow-read path cannot be given (None: it can): one that holds the runs'
+    temporary folder inside a hidden home would be bound back read-only over the run's project."""
+    denied, allowed = read_rules(allow_read, None)
+    runs = Path(tempfile.gettempdir()).resolve()
+    for path in allowed:
+        if within(runs, path):
+            return (
+                f"{path} holds the runs' temporary folder ({runs}), which the sandbox would then "
+                "make read-only"
+            )
+    return None
+
+
+def read_permission_rules(allow_read: Sequence[str]) -> list[str]:
+    """What pre-approves Claude Code's Read tool for the --allow-read paths (a folder and what is
+    in it); any other read outside the project is refused in don't-ask mode."""
+    rules = []
+    for path in allow_read:
+        rules.append(f"Read({sandbox_path(path)})")
+        if Path(path).is_dir():
+            rules.append(f"Read({sandbox_path(path)}/**)")
+    return rules
 
 
 # How Claude Code says its sandbox did not start (in a Bash result, or a run's `errors`).
@@ -203,13 +285,16 @@ def permission_rules(tools: Sequence[str]) -> list[str]:
     return rules + (["Edit(./**)"] if any(t != "Bash" for t in tools) else [])
 
 
-def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
+def claude_command(
+    settings: ClaudeCliSettings, query: str, run_home: Path | None = None
+) -> list[str]:
     """The locked-down command line: no shell, no file edits, no web fetches, no prompts for
     permission, no MCP servers but the given config, no session saved. (`--restricted` or
     `--safe-mode` would drop the project's skills, so they are not used.) A task run's
     --allow-tools come off the disallowed list and are pre-approved (`--allowedTools`, file tools
     for the project only): in `dontAsk` mode a tool that is not pre-approved is refused. A run
-    allowed Bash runs in Claude Code's sandbox (unless --unconfined)."""
+    allowed Bash runs in Claude Code's sandbox (unless --unconfined), which hides the user's home
+    but for the run's own HOME (`run_home`) and --allow-read."""
     command = [
         settings.binary,
         "-p",
@@ -228,10 +313,11 @@ def claude_command(settings: ClaudeCliSettings, query: str) -> list[str]:
         "--disallowedTools",
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
-    if settings.allow_tools:
-        command += ["--allowedTools", *permission_rules(settings.allow_tools)]
+    rules = permission_rules(settings.allow_tools) + read_permission_rules(settings.allow_read)
+    if rules:
+        command += ["--allowedTools", *rules]
     if settings.sandbox:
-        command += ["--settings", json.dumps(CLAUDE_SANDBOX_SETTINGS)]
+        command += ["--settings", json.dumps(sandbox_settings(settings.allow_read, run_home))]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
     return command
@@ -1062,7 +1148,7 @@ async def run_claude_process(
     process: asyncio.subprocess.Process | None = None
     try:
         process = await asyncio.create_subprocess_exec(
-            *claude_command(settings, query),
+            *claude_command(settings, query, folder.root / "home"),
             cwd=folder.project,
             env=claude_env(settings, folder.root, folder.tmp, marker),
             stdin=asyncio.subprocess.DEVNULL,

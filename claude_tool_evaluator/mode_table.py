@@ -70,7 +70,15 @@ SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_tur
 
 # task evals through Claude Code: what they may do, what they leave, their baselines, who grades
 TASK_EVAL_OPTIONS = frozenset(
-    {"allow_tools", "unconfined", "artifacts", "baseline", "baseline_skill", "judge_model"}
+    {
+        "allow_tools",
+        "unconfined",
+        "allow_read",
+        "artifacts",
+        "baseline",
+        "baseline_skill",
+        "judge_model",
+    }
 )
 
 

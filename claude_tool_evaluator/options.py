@@ -717,6 +717,15 @@ OPTIONS: list[Option] = [
         "--ignore-path",
         multiple=True,
         metavar="GLOB",
+    option(
+        TASKS,
+        "--allow-read",
+        multiple=True,
+        type=click.Path(),
+        metavar="PATH",
+        help="Task runs may read this file or folder of your home (repeatable): Bash in the "
+        "sandbox and Read see nothing of your home by default (keys, credentials, history).",
+    ),
         help="A file other programs change while skill runs run (an editor's autosave, a test "
         "cache): not watched by the outside-write check (repeatable).",
     ),
@@ -1146,6 +1155,7 @@ class Settings:
     distractors: tuple[str, ...] = ()
     distractor_steps: str | None = None
     distractor_tools: tuple[str, ...] = ()
+    allow_read: tuple[str, ...] = ()  # --allow-read PATH: what task runs may read of the home
     tool_steps: str | None = None
     distractors_file: str | None = None
     # the hostile room: the suite under attack, the definitions scanned, the definitions pinned

@@ -185,6 +185,7 @@ SAMPLES: dict[str, list[str]] = {
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
     "benchmark_json": ["--benchmark-json", "benchmark.json"],
     "unconfined": ["--unconfined"],
+    "allow_read": ["--allow-read", str(ROOT / "examples")],
     "ignore_path": ["--ignore-path", "*.swp"],
     "overlap": ["--overlap"],
     "distractors": ["--distractors", str(ROOT / "examples" / "skills")],
@@ -2488,6 +2489,45 @@ def _(lab, mode):
     assert without_bash.code == 2 and "--unconfined applies to task runs allowed Bash" in (
         without_bash.output
     )
+
+
+def bash_task_model(command: str) -> Callable[[dict], dict]:
+    """task_model, with one Bash command for the Write (the judge as there)."""
+
+    def model(body: dict) -> dict:
+        if forced_tool(body) == "grade" or user_query(body) != TASK_PROMPT:
+            return task_model(body)
+        done = [
+            b
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+        if SKILL_LISTING in listed(body) and len(done) == 1:
+            return reply(tool_use("Bash", {"command": command, "description": "a step"}))
+        return task_model(body)
+
+    return model
+
+
+@observes("allow_read", "skills")
+def _(lab, mode):
+    rows = write(lab.root / "home" / "shared" / "rows.sql", "SELECT 'ROWS';\n")
+    model = bash_task_model(f"cat {rows} > weekly.sql")
+    hidden = lab.run(*task_line(lab, "--allow-tools", "Bash", "--json"), model=model)
+    opened = lab.run(
+        *task_line(lab, "--allow-tools", "Bash", "--allow-read", rows.parent, "--json"),
+        model=model,
+    )
+    assert hidden.code == opened.code == 0, hidden.output + opened.output
+    sizes = [
+        {a["path"]: a["size"] for a in run.document()["results"][0]["artifacts"]}
+        for run in (hidden, opened)
+    ]
+    assert sizes == [{"weekly.sql": 0}, {"weekly.sql": len("SELECT 'ROWS';\n")}]
+    missing = lab.run(*task_line(lab, "--allow-read", lab.root / "nowhere"))
+    assert missing.code == 2 and "--allow-read" in missing.output and "not found" in missing.output
 
 
 @observes("ignore_path", "skills")

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -27,10 +28,12 @@ from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use
 import evaluator as E
 from claude_tool_evaluator.claude_code import (
     TaskSetup,
+    allow_read_problem,
     collect_artifacts,
     detect_activation,
     prepare_project,
     process_start_time,
+    sandbox_settings,
 )
 from claude_tool_evaluator.records import USAGE_FIELDS
 from claude_tool_evaluator.redaction import Redactor
@@ -995,3 +998,137 @@ def test_folders_of_dead_runs_are_removed_on_the_next_start(sandbox: Path):
         run_evaluator(sandbox, api, "--skill", SKILL, "--trigger", trigger, "--runs", "1")
     assert not folders["dead"].exists()
     assert folders["live"].exists() and folders["unowned"].exists()
+
+
+# ----------------------------------------------------------------------------- the user's secrets (issue 38, item 2)
+def outputs_text(*places: Path) -> str:
+    """Every file under these places (outputs, --artifacts), as text."""
+    texts = []
+    for place in places:
+        files = [place] if place.is_file() else sorted(p for p in place.rglob("*") if p.is_file())
+        texts += [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    return "\n".join(texts)
+
+
+@needs_claude
+def test_a_task_run_cannot_read_the_users_keys_and_allow_read_opens_what_a_task_needs(
+    sandbox: Path,
+):
+    """Bash in a sandboxed task run read a private key outside its project (`cat ~/.ssh/id_rsa`),
+    and the whole key landed in the results JSON and in --artifacts. The user's real home (HOME
+    here: the evaluator's own) is hidden from Bash now; --allow-read PATH opens what a task needs."""
+    skill, evals = task_skill(sandbox)
+    home = sandbox / "home"
+    material = f"KEYMATERIAL{os.getpid()}x{time.time_ns()}"  # no shape the redactor knows
+    key = write(
+        home / ".ssh" / "id_ed25519",
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{material}\n-----END OPENSSH PRIVATE KEY-----\n",
+    )
+    aws = write(home / ".aws" / "credentials", f"[default]\nsecret = {material}AWS\n")
+    shared = write(home / "datasets" / "shared.csv", "SHARED-ROWS\n")
+    model = StepsModel(
+        bash(f"cat {key}; cat {key} > report.txt"),
+        bash(f"cp {aws} aws.txt; ls -a {home}"),
+        ("Read", {"file_path": str(key)}),
+        bash(f"cat {shared} > shared.txt; echo ALPHA BETA >> report.txt"),
+    )
+    artifacts = sandbox / "work" / "artifacts"
+    with ScriptedAnthropic(responder=model) as api:
+        denied = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash",
+            "--artifacts",
+            artifacts,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "keys.json",
+            "--report",
+            sandbox / "keys.md",
+            "--html",
+            sandbox / "keys.html",
+        )
+        said = [json.dumps(r["content"]) for r in results_of(task_requests(api))[1:]]
+        sent = json.dumps(task_requests(api))
+        allowed = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash",
+            "--allow-read",
+            shared.parent,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "shared.json",
+        )
+    assert material not in sent, "the key reached the model"
+    assert denied.returncode == 0, denied.stdout + denied.stderr
+    assert "No such file or directory" in said[0] and "No such file or directory" in said[1]
+    assert "datasets" not in said[1], "the home's contents are hidden (an empty folder)"
+    assert "Permission to use Read has been denied" in said[2]
+    assert "No such file or directory" in said[3], "outside --allow-read, data is hidden too"
+    everything = outputs_text(sandbox / "keys.json", sandbox / "keys.md", sandbox / "keys.html")
+    everything += outputs_text(artifacts) + denied.stdout + denied.stderr
+    assert material not in everything
+    [record] = json.loads((sandbox / "keys.json").read_text())["results"]
+    assert "report.txt" in [a["path"] for a in record["artifacts"]]
+
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    [record] = json.loads((sandbox / "shared.json").read_text())["results"]
+    assert "SHARED-ROWS" in json.dumps(record["tool_calls"]) or any(
+        a["path"] == "shared.txt" and a["size"] == len("SHARED-ROWS\n") for a in record["artifacts"]
+    )
+    assert material not in (sandbox / "shared.json").read_text() + allowed.stdout
+
+
+def test_what_the_sandbox_hides_from_bash_and_what_allow_read_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The real home is denied as a whole; the run's own HOME and --allow-read paths inside it are
+    opened again (a TMPDIR inside the home); a path that holds the runs' temporary folder would
+    make the project read-only in the sandbox: refused with one line."""
+    user = tmp_path / "user"
+    (user / "tmp").mkdir(parents=True)
+    (user / "data").mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    monkeypatch.setenv("TMPDIR", str(user / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    run_home = user / "tmp" / "skill-eval-x" / "home"
+    settings = sandbox_settings((str(user / "data"),), run_home)["sandbox"]["filesystem"]
+    assert "/" + str(user) in settings["denyRead"]
+    assert set(settings["allowRead"]) == {"/" + str(run_home), "/" + str(user / "data")}
+    assert "/" not in settings["denyRead"] and "//" not in settings["denyRead"]
+    # a path outside every denied folder needs no rule; one holding the home lifts the denial
+    outside = sandbox_settings((str(tmp_path / "elsewhere"),), None)["sandbox"]["filesystem"]
+    assert "/" + str(tmp_path / "elsewhere") not in outside.get("allowRead", [])
+    whole = sandbox_settings((str(tmp_path),), None)["sandbox"]["filesystem"]
+    assert "/" + str(user) not in whole["denyRead"]
+    assert "holds the runs' temporary folder" in (allow_read_problem((str(user / "tmp"),)) or "")
+    assert allow_read_problem((str(user),)) is None  # the whole home: nothing is hidden
+    assert allow_read_problem((str(user / "data"),)) is None
+    result = CliRunner().invoke(
+        E.main,
+        [
+            "--skill",
+            str(SKILL),
+            "--tests",
+            str(evals_file(tmp_path / SKILL_NAME)),
+            "--allow-read",
+            str(tmp_path / "no-such-folder"),
+        ],
+    )
+    assert (
+        result.exit_code == 2 and "--allow-read" in result.output and "not found" in result.output
+    )
+    assert len(result.output.strip().splitlines()) == 1, result.output

@@ -18,6 +18,7 @@ import test_constants as C
 
 from ..claude_code import (
     ClaudeCliSettings,
+    allow_read_problem,
     check_sandbox,
     claude_version,
     find_claude_bin,
@@ -173,6 +174,23 @@ def artifacts_folder(value: str) -> Path:
     return path
 
 
+def allow_read_paths(values: Sequence[str]) -> tuple[str, ...]:
+    """--allow-read PATH: an existing file or folder, as its real path (what the sandbox binds
+    back, and Read's permission rules name)."""
+    paths = []
+    for value in values:
+        path = Path(value).expanduser()
+        if not path.exists():
+            raise InputError(
+                f"--allow-read {value}: not found", hint="give a file or folder that exists"
+            )
+        paths.append(str(path.resolve()))
+    problem = allow_read_problem(paths)
+    if problem:
+        raise InputError(f"--allow-read: {problem}", hint="give the folder the task reads")
+    return tuple(dict.fromkeys(paths))
+
+
 def task_plan_options(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> dict[str, Any]:
@@ -185,6 +203,7 @@ def task_plan_options(
             ("--baseline", settings.baseline),
             ("--baseline-skill", settings.baseline_skill),
             ("--allow-tools", settings.allow_tools),
+            ("--allow-read", settings.allow_read),
             ("--artifacts", settings.artifacts),
             ("--benchmark-json", settings.outputs.get("benchmark_json")),
         )
@@ -224,6 +243,7 @@ def task_plan_options(
         "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
         "judge_model": settings.judge_model,
         "unconfined": settings.unconfined,
+        "allow_read": allow_read_paths(settings.allow_read),
     }
 
 

@@ -67,6 +67,7 @@ class SkillSuitePlan:
     artifacts: Path | None = None  # --artifacts DIR
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     unconfined: bool = False  # --unconfined: Bash runs without Claude Code's sandbox
+    allow_read: tuple[str, ...] = ()  # --allow-read: what task runs may read of the user's home
     ignore_globs: tuple[str, ...] = ()  # --ignore-path: changes there are nobody's
     cache: str | None = None  # --cache DIR: claude reaches the model through a caching proxy
     # several --claude-bin: `model @ version` -> its model, binary and version (the models above
@@ -251,7 +252,7 @@ class SkillRunner:
             test.expected_output,
             files,
             sorted(self.plan.allow_tools),
-        ]
+        ] + ([sorted(self.plan.allow_read)] if self.plan.allow_read else [])
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
     def task_jobs(self, test: SkillTest, model: str) -> list[Job]:
@@ -260,6 +261,7 @@ class SkillRunner:
             self.plan.test_settings,
             timeout=test.timeout,
             allow_tools=self.plan.allow_tools,
+            allow_read=self.plan.allow_read,
             **self.plan.variant(model),
             sandbox=self.plan.sandboxed,
         )
