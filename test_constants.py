@@ -141,6 +141,12 @@ ARTIFACT_MAX_COPY_BYTES = (
     50_000_000  # --artifacts: a larger file is listed in the manifest, not copied
 )
 ARTIFACT_MAX_FILES = 2_000  # files of one run's project listed as artifacts
+# Reading what a run leaves (and the input files it starts with), per phase: a file past a budget
+# is listed by its size and why, never read (a 40 GB sparse file would be minutes of zeros)
+ARTIFACT_MAX_HASH_BYTES = 256_000_000  # a larger file is not read (hashed or copied)
+ARTIFACT_MAX_READ_BYTES = 1_000_000_000  # every file of one run's phase, in all
+ARTIFACT_READ_SECONDS = 30.0  # one phase's reading time
+ARTIFACT_SPARSE_MIN_BYTES = 1_000_000  # this large, with less than half of it on disk: sparse
 ARTIFACT_TEXT_BYTES = 20_000  # a text artifact this small is shown to the judge inline
 ARTIFACT_TEXT_TOTAL_CHARS = 40_000  # all inline artifact text of one judge call
 TRANSCRIPT_SUMMARY_CHARS = 12_000  # a task run's transcript summary, kept and shown to the judge

@@ -48,6 +48,7 @@ from .records import ToolCall, Usage, cost_usd
 from .redaction import API_CREDENTIALS, Redactor
 from .result_records import SKILL_NOT_LOADED, ArtifactRecord, ClaudeRun, dump_record
 from .sinks import cap_text, one_line, tail
+from .stopping import STOPPING
 
 if TYPE_CHECKING:
     from .cache import ResponseCache
@@ -794,16 +795,87 @@ class RunFolder:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def read_without_links(path: Path, limit: int | None = None) -> bytes:
-    """A regular file's bytes (at most `limit`), never through a link: the evaluator reads what a
-    run left, and writes nothing there."""
+class ReadBudget:
+    """What reading a run's files may cost in one phase (the input files it starts with, what it
+    leaves): a sparse file is never read, nor a file over C.ARTIFACT_MAX_HASH_BYTES, nor past
+    C.ARTIFACT_MAX_READ_BYTES in all or C.ARTIFACT_READ_SECONDS; nor once the evaluator is
+    stopping (a stop signal, or `stop`). Such a file is listed by its size and why."""
+
+    def __init__(self) -> None:
+        self.left = C.ARTIFACT_MAX_READ_BYTES
+        self.deadline = time.monotonic() + C.ARTIFACT_READ_SECONDS
+        self.stop = threading.Event()
+
+    def spent(self) -> str | None:
+        """Why nothing more is read now (None: reading goes on)."""
+        if self.stop.is_set() or STOPPING.is_set():
+            return "the evaluator was stopping"
+        if time.monotonic() > self.deadline:
+            return f"the phase's time budget is spent: {C.ARTIFACT_READ_SECONDS:g} s"
+        return None
+
+    def refusal(self, status: os.stat_result) -> str | None:
+        """Why a file is not read at all (None: it is)."""
+        size, on_disk = status.st_size, status.st_blocks * 512
+        if size >= C.ARTIFACT_SPARSE_MIN_BYTES and on_disk * 2 < size:
+            return f"sparse: {size:,} bytes, {on_disk:,} of them on disk"
+        if size > C.ARTIFACT_MAX_HASH_BYTES:
+            return f"over the per-file limit: {size:,} bytes > {C.ARTIFACT_MAX_HASH_BYTES:,}"
+        if size > self.left:
+            return (
+                f"over the run's read budget: {size:,} bytes > {max(self.left, 0):,} left of "
+                f"{C.ARTIFACT_MAX_READ_BYTES:,}"
+            )
+        return self.spent()
+
+
+@dataclass
+class FileRead:
+    """A file of a run's project as read within a budget: its stat, and its sha256 and bytes (to
+    copy: up to C.ARTIFACT_MAX_COPY_BYTES), or why it was not read."""
+
+    size: int
+    mtime_ns: int
+    sha256: str | None = None
+    data: bytes | None = None
+    not_read: str | None = None
+
+    def same_as(self, before: FileRead) -> bool:
+        """Unchanged: the same sha256, or (one of them not read) the same size and mtime."""
+        if self.sha256 is not None and before.sha256 is not None:
+            return self.sha256 == before.sha256
+        return (self.size, self.mtime_ns) == (before.size, before.mtime_ns)
+
+
+def read_within(path: Path, budget: ReadBudget, keep: bool = False) -> FileRead:
+    """A regular file read within the budget, never through a link (the evaluator reads what a
+    run left, and writes nothing there); its bytes kept with `keep` when small enough to copy."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(f"{path.name} is not a regular file")
-        return handle.read() if limit is None else handle.read(limit)
+        found = FileRead(status.st_size, status.st_mtime_ns)
+        found.not_read = budget.refusal(status)
+        if found.not_read:
+            return found
+        digest = hashlib.sha256()
+        kept = bytearray() if keep and status.st_size <= C.ARTIFACT_MAX_COPY_BYTES else None
+        while chunk := handle.read(1 << 20):
+            budget.left -= len(chunk)
+            found.not_read = budget.spent() or (
+                "it grew past the run's read budget" if budget.left < 0 else None
+            )
+            if found.not_read:
+                return found
+            digest.update(chunk)
+            if kept is not None:
+                kept += chunk
+        found.sha256 = digest.hexdigest()
+        found.data = bytes(kept) if kept is not None else None
+        return found
 
 
 def file_sha256(path: Path) -> str:
@@ -857,10 +929,10 @@ SANDBOX_MOUNT_POINTS = frozenset(
 )
 
 
-def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
+def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, FileRead]:
     """An eval's input files, each by its name into the project's top folder (a folder with its
-    contents; links copied as links); returns the sha256 of every project file, to tell what the
-    run changed."""
+    contents; links copied as links); returns every project file as read (its sha256, within a
+    phase's budget: else its size and mtime), to tell what the run changed."""
     for source in files:
         if source.name in RESERVED_PROJECT_NAMES:
             raise OSError(f"an input file may not be named {source.name}")
@@ -869,7 +941,8 @@ def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, str]:
             shutil.copytree(source, target, symlinks=True)
         else:
             shutil.copy2(source, target, follow_symlinks=False)
-    return {relative: file_sha256(path) for relative, path in project_files(project)}
+    budget = ReadBudget()
+    return {relative: read_within(path, budget) for relative, path in project_files(project)}
 
 
 def check_project_settings(project: Path) -> None:
@@ -886,9 +959,9 @@ def prepare_project(
     task: TaskSetup | None,
     home: Path | None = None,
     distractors: Sequence[Distractor] = (),
-) -> dict:
+) -> dict[str, FileRead]:
     """The skills installed (and the crowd beside them, --distractors, which need the run's
-    HOME), a task's input files copied; the sha256 of every file it starts with."""
+    HOME), a task's input files copied; every file it starts with, as read (copy_task_files)."""
     install_skills(project, skills)
     if distractors:
         assert home is not None, "distractor skills are installed beside the run's HOME"
@@ -909,24 +982,33 @@ def artifact_text(data: bytes) -> str | None:
 
 
 def artifact_record(
-    relative: str, path: Path, before: dict[str, str], redactor: Redactor
+    relative: str,
+    path: Path,
+    before: dict[str, FileRead],
+    redactor: Redactor,
+    budget: ReadBudget,
 ) -> tuple[ArtifactRecord, bytes | None] | None:
     """A file the run created or changed, as recorded (its copy's size and sha256: secrets in it
-    masked), with the bytes to keep (None: too large to copy); None when the run did not make it
-    (unchanged, or an empty mount point the sandbox left)."""
-    size = path.lstat().st_size
-    if size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
+    masked), with the bytes to keep (None: too large to copy, or not read within the budget: then
+    it is listed by its size and why); None when the run did not make it (unchanged, or an empty
+    mount point the sandbox left)."""
+    if path.lstat().st_size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
         return None
-    data = read_without_links(path) if size <= C.ARTIFACT_MAX_COPY_BYTES else None
-    digest = hashlib.sha256(data).hexdigest() if data is not None else file_sha256(path)
-    if before.get(relative) == digest:
+    found = read_within(path, budget, keep=True)
+    if relative in before and found.same_as(before[relative]):
         return None
+    status = "changed" if relative in before else "new"
+    if found.not_read:
+        return ArtifactRecord(
+            path=relative, size=found.size, status=status, not_read=found.not_read
+        ), None
+    data = found.data
     kept = redactor.masked_bytes(data) if data is not None else None
     record = ArtifactRecord(
         path=relative,
-        size=len(kept) if kept is not None else size,
-        sha256=hashlib.sha256(kept).hexdigest() if kept is not None else digest,
-        status="changed" if relative in before else "new",
+        size=len(kept) if kept is not None else found.size,
+        sha256=hashlib.sha256(kept).hexdigest() if kept is not None else found.sha256,
+        status=status,
         text=artifact_text(data) if data is not None else None,  # the judge reads it as it was
         redacted=kept != data,
     )
@@ -934,20 +1016,27 @@ def artifact_record(
 
 
 def collect_artifacts(
-    project: Path, before: dict[str, str], target: Path | None, redactor: Redactor | None = None
+    project: Path,
+    before: dict[str, FileRead],
+    target: Path | None,
+    redactor: Redactor | None = None,
+    budget: ReadBudget | None = None,
 ) -> list[ArtifactRecord]:
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
     the run wrote into a file (`env > out.txt`) is masked in the copy, like in every other output;
     the manifest then describes the copy (`redacted`). The project itself is only read, never
-    through a link: a hard link to a file of the user's is read like any file, and left alone."""
+    through a link: a hard link to a file of the user's is read like any file, and left alone.
+    Files are read within a budget (ReadBudget): a sparse or huge file, or one past the phase's
+    bytes or time, is listed by its size and why (`not_read`), neither hashed nor copied."""
     redactor = redactor or Redactor()
+    budget = budget or ReadBudget()
     records = []
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
-        found = artifact_record(relative, path, before, redactor)
+        found = artifact_record(relative, path, before, redactor, budget)
         if found is None:
             continue
         record, kept = found
@@ -1229,6 +1318,24 @@ def finish_task_run(
         )
 
 
+async def keep_run_files(
+    project: Path, before: dict[str, FileRead], target: Path | None
+) -> list[ArtifactRecord]:
+    """collect_artifacts in a thread, so the loop (the other runs, the stop signals) goes on while
+    files are read. Cancelled (a stop signal), the reading is told to stop and awaited (it ends
+    within a chunk), so the run's folder is removed after it, never under it."""
+    budget = ReadBudget()
+    work = asyncio.ensure_future(
+        asyncio.to_thread(collect_artifacts, project, before, target, Redactor.for_run(), budget)
+    )
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        budget.stop.set()
+        await asyncio.wait([work])
+        raise
+
+
 async def run_in_folder(
     folder: RunFolder,
     query: str,
@@ -1248,7 +1355,7 @@ async def run_in_folder(
     if task is None or done.start_error:
         return done, [], None, guard
     try:
-        artifacts = collect_artifacts(folder.project, before, task.artifacts, Redactor.for_run())
+        artifacts = await keep_run_files(folder.project, before, task.artifacts)
     except OSError as exc:
         return done, [], f"could not keep the run's files: {exc}", guard
     return done, artifacts, None, guard

@@ -204,7 +204,9 @@ def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
     """Small text files in full (up to a total), every other file by path, size and sha256."""
     parts, budget = [], C.ARTIFACT_TEXT_TOTAL_CHARS
     for a in artifacts:
-        header = f"--- {a.path} ({a.status}, {a.size} bytes, sha256 {a.sha256})"
+        header = f"--- {a.path} ({a.status}, {a.size} bytes, " + (
+            f"not read: {a.not_read})" if a.not_read else f"sha256 {a.sha256})"
+        )
         if a.text is not None and len(a.text) <= budget:
             budget -= len(a.text)
             parts.append(f"{header}\n{a.text}")

@@ -44,8 +44,10 @@ class ArtifactRecord(Record):
 
     path: str  # relative to the project
     size: int
-    sha256: str
+    sha256: str | None = None  # None: not read (see not_read)
     status: str = "new"  # new | changed
+    # why its bytes were not read (sparse, over a size limit, the time budget spent): listed only
+    not_read: str | None = None
     copied: bool = False  # copied to --artifacts (a file over the copy limit is listed only)
     redacted: bool = False  # a secret in it was masked (size and sha256 are the masked copy's)
     text: str | None = Field(

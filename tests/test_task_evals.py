@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
+import test_constants as C
 from claude_tool_evaluator.claude_code import (
     TaskSetup,
     allow_read_problem,
@@ -459,6 +461,7 @@ def test_write_lands_in_the_artifacts_and_without_allow_tools_claude_code_refuse
             "size": len(REPORT.encode()),
             "sha256": digest,
             "status": "new",
+            "not_read": None,
             "copied": True,
             "redacted": False,
         }
@@ -1132,3 +1135,173 @@ def test_what_the_sandbox_hides_from_bash_and_what_allow_read_opens(
         result.exit_code == 2 and "--allow-read" in result.output and "not found" in result.output
     )
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+# ----------------------------------------------------------------------------- bounds on what a run leaves (issue 38, item 5)
+BIG = 40 * 1024**3  # `truncate -s 40G`
+
+
+@needs_claude
+def test_a_40_gb_sparse_file_costs_seconds_and_is_reported_not_read(sandbox: Path):
+    """`truncate -s 40G big.txt` in a task run took the run from 2 s to 113 s, all of it hashing
+    zeros (12 hours for 16 TiB). A sparse or huge file is listed by its size, never read."""
+    skill, evals = task_skill(sandbox)
+    artifacts = sandbox / "work" / "artifacts"
+    model = StepsModel(bash("truncate -s 40G big.txt && echo ALPHA BETA > report.txt"))
+    with ScriptedAnthropic(responder=model) as api:
+        started = time.monotonic()
+        done = run_evaluator(
+            sandbox,
+            api,
+            "--skill",
+            skill,
+            "--tests",
+            evals,
+            "--allow-tools",
+            "Bash",
+            "--artifacts",
+            artifacts,
+            "--runs",
+            "1",
+            "-o",
+            sandbox / "big.json",
+        )
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert took < 60, f"the run took {took:.0f} s"
+    [record] = json.loads((sandbox / "big.json").read_text())["results"]
+    big = next(a for a in record["artifacts"] if a["path"] == "big.txt")
+    assert big["size"] == BIG and big["sha256"] is None and big["copied"] is False
+    assert big["not_read"].startswith("sparse"), big
+    report = next(a for a in record["artifacts"] if a["path"] == "report.txt")
+    assert report["not_read"] is None and report["copied"] is True and report["sha256"]
+    kept = artifacts / "eval-1" / "with_skill" / "run-1"
+    assert not (kept / "big.txt").exists() and (kept / "report.txt").exists()
+    manifest = json.loads((kept / "manifest.json").read_text())["files"]
+    assert {f["path"]: f["not_read"] for f in manifest}["big.txt"].startswith("sparse")
+
+
+def open_by(pid: int, name: str) -> bool:
+    """Whether the process holds a file of this name open."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return any(link.endswith(os.sep + name) for link in links)
+
+
+# The evaluator as a child whose limits are lifted, so that it reads the whole 40 GB file: the
+# phase lasts long enough for a signal to arrive in it.
+UNBOUNDED_EVALUATOR = """
+import runpy, sys
+import test_constants as C
+C.ARTIFACT_MAX_HASH_BYTES = C.ARTIFACT_MAX_READ_BYTES = C.ARTIFACT_SPARSE_MIN_BYTES = 1 << 60
+C.ARTIFACT_READ_SECONDS = 3600.0
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@needs_claude
+def test_sigterm_while_a_run_s_files_are_read_keeps_the_results_and_removes_the_run_folder(
+    sandbox: Path,
+):
+    """SIGTERM while the evaluator hashed a 40 GB sparse file left no results and a 41 GB
+    temporary folder: the hashing went on past the signal until the process was ended at once."""
+    skill, evals = task_skill(sandbox)
+    model = StepsModel(bash("truncate -s 40G big.txt && echo ALPHA BETA > report.txt"))
+    out = sandbox / "stopped.json"
+    with ScriptedAnthropic(responder=model) as api:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(sandbox / "home"),
+            "TMPDIR": str(sandbox / "tmp"),
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "ANTHROPIC_BASE_URL": api.url,
+            "PYTHONPATH": str(ROOT),
+        }
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                UNBOUNDED_EVALUATOR,
+                str(ROOT / "evaluator.py"),
+                "--claude-bin",
+                CLAUDE,
+                "--skill",
+                str(skill),
+                "--tests",
+                str(evals),
+                "--allow-tools",
+                "Bash",
+                "--runs",
+                "1",
+                "-o",
+                str(out),
+            ],
+            cwd=sandbox / "work",
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not open_by(process.pid, "big.txt"):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the evaluator never read big.txt"
+                time.sleep(0.02)
+            stopping = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+            took = time.monotonic() - stopping
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 143, stdout + stderr
+    assert "stopped at once" not in stderr and "Traceback" not in stdout + stderr, stderr
+    assert took < 8, f"the evaluator took {took:.1f} s to stop"
+    document = json.loads(out.read_text())
+    assert document["metadata"]["interrupted"] is True
+    assert list((sandbox / "tmp").glob("skill-eval-*")) == [], "the run's folder is left"
+
+
+def test_a_run_s_files_are_read_within_their_budgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Per file, per run and per phase: a file past a budget is listed (size, why), not read."""
+    project = tmp_path / "project"
+    write(project / "a.txt", "a" * 1000)
+    write(project / "b.txt", "b" * 1000)
+    write(project / "c.txt", "c" * 3000)
+    with open(project / "holes.bin", "wb") as handle:  # sparse: a byte at the end of 64 MB
+        handle.seek(64 * 1024 * 1024)
+        handle.write(b"x")
+    monkeypatch.setattr(C, "ARTIFACT_MAX_HASH_BYTES", 2000)
+    monkeypatch.setattr(C, "ARTIFACT_MAX_READ_BYTES", 1500)
+    found = {a.path: a for a in collect_artifacts(project, {}, tmp_path / "kept", Redactor())}
+    assert found["a.txt"].not_read is None and found["a.txt"].copied
+    assert found["b.txt"].not_read.startswith("over the run's read budget")
+    assert found["c.txt"].not_read.startswith("over the per-file limit")
+    assert found["holes.bin"].not_read.startswith("sparse")
+    assert {a.sha256 for p, a in found.items() if p != "a.txt"} == {None}
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["a.txt", "manifest.json"]
+    # the phase's time: spent before it starts, nothing is read
+    monkeypatch.setattr(C, "ARTIFACT_READ_SECONDS", 0.0)
+    late = collect_artifacts(project, {}, None, Redactor())
+    assert {a.path: a.not_read.split(":")[0] for a in late} == {
+        "a.txt": "the phase's time budget is spent",
+        "b.txt": "the phase's time budget is spent",
+        "c.txt": "over the per-file limit",
+        "holes.bin": "sparse",
+    }
+    # an input file the run did not touch, too large to hash, is not reported as changed
+    monkeypatch.setattr(C, "ARTIFACT_READ_SECONDS", 30.0)
+    (tmp_path / "p2").mkdir()
+    before = prepare_project(tmp_path / "p2", [], TaskSetup(files=[project / "c.txt"]))
+    assert collect_artifacts(tmp_path / "p2", before, None, Redactor()) == []
+    (tmp_path / "p2" / "c.txt").write_text("d" * 3001)
+    [changed] = collect_artifacts(tmp_path / "p2", before, None, Redactor())
+    assert changed.status == "changed" and changed.not_read.startswith("over the per-file limit")
