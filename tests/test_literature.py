@@ -264,6 +264,166 @@ def test_import_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, args: list
     assert says in line, line
 
 
+# A stand-in for bfcl-eval (not installed here, and its data files are its own): the modules and
+# names `import bfcl` reads, its data files read as BFCL reads them (utils.load_file: json.loads of
+# every line; load_dataset_entry: the category's file, each entry's id and function read for the
+# language hint), so a data file can be made malformed. First on PYTHONPATH, ahead of a real one.
+FAKE_BFCL = {
+    "__init__.py": "",
+    "constants/__init__.py": "",
+    "constants/enums.py": "import enum\n"
+    "class Language(enum.Enum):\n    PYTHON = 'python'\n"
+    "class ModelStyle(enum.Enum):\n    ANTHROPIC = 'anthropic'\n",
+    "constants/type_mappings.py": "GORILLA_TO_OPENAPI = {'dict': 'object', 'integer': 'integer'}\n",
+    "constants/category_mapping.py": "VERSION_PREFIX = 'BFCL_v4'\n",
+    "constants/eval_config.py": "from pathlib import Path\n"
+    "PROMPT_PATH = Path(__file__).resolve().parents[1] / 'data'\n"
+    "POSSIBLE_ANSWER_PATH = PROMPT_PATH / 'possible_answer'\n",
+    "eval_checker/__init__.py": "",
+    "eval_checker/ast_eval/__init__.py": "",
+    "eval_checker/ast_eval/ast_checker.py": "def ast_checker(*args, **kwargs):\n"
+    "    return {'valid': True}\n",
+    "model_handler/__init__.py": "",
+    "model_handler/utils.py": "def convert_to_tool(functions, mapping, style):\n"
+    "    return [{'name': f['name'], 'description': f['description'],\n"
+    "             'input_schema': dict(f['parameters'], type='object')} for f in functions]\n",
+    "utils.py": "import json\n"
+    "from bfcl_eval.constants.category_mapping import VERSION_PREFIX\n"
+    "from bfcl_eval.constants.eval_config import PROMPT_PATH\n"
+    "def load_file(path):\n"
+    "    with open(path) as f:\n"
+    "        return [json.loads(line) for line in f.readlines()]\n"
+    "def load_dataset_entry(category, include_prereq=True, hint=True):\n"
+    "    entries = load_file(PROMPT_PATH / f'{VERSION_PREFIX}_{category}.json')\n"
+    "    for entry in entries:\n"
+    "        assert 'function' in entry\n"
+    "        entry['id'].rsplit('_', 1)\n"
+    "    return entries\n",
+}
+TRIANGLE = {
+    "name": "calculate_triangle_area",
+    "description": "Calculate the area of a triangle given its base and height.",
+    "parameters": {
+        "type": "dict",
+        "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
+        "required": ["base", "height"],
+    },
+}
+
+
+def bfcl_entry(number: int) -> dict:
+    question = f"Find the area of a triangle with a base of {number} and a height of 5."
+    return {
+        "id": f"simple_python_{number}",
+        "question": [[{"role": "user", "content": question}]],
+        "function": [TRIANGLE],
+    }
+
+
+def fake_bfcl(folder: Path, entries: list[str], answers: list[str]) -> tuple[Path, Path]:
+    """The stand-in bfcl_eval in `folder`, simple_python's data and possible answers these lines;
+    the two files."""
+    for name, text_ in FAKE_BFCL.items():
+        (folder / "bfcl_eval" / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "bfcl_eval" / name).write_text(text_, encoding="utf-8")
+    data = folder / "bfcl_eval" / "data" / "BFCL_v4_simple_python.json"
+    answer_file = data.parent / "possible_answer" / data.name
+    answer_file.parent.mkdir(parents=True)
+    data.write_text("\n".join(entries), encoding="utf-8")
+    answer_file.write_text("\n".join(answers), encoding="utf-8")
+    return data, answer_file
+
+
+def answer(number: int) -> dict:
+    truth = [{"calculate_triangle_area": {"base": [number], "height": [5]}}]
+    return {"id": f"simple_python_{number}", "ground_truth": truth}
+
+
+GOOD_ENTRIES = [json.dumps(bfcl_entry(n)) for n in range(3)]
+GOOD_ANSWERS = [json.dumps(answer(n)) for n in range(3)]
+REINSTALL = (
+    "bfcl-eval's own data, read as installed: reinstall it with "
+    "pip install --force-reinstall --no-deps bfcl-eval"
+)
+NO_QUESTION = {k: v for k, v in bfcl_entry(2).items() if k != "question"}
+
+
+@pytest.mark.parametrize(
+    ("entries", "answers", "where", "says"),
+    [
+        (  # the KeyError of issue 38: an entry without its question
+            [*GOOD_ENTRIES[:2], json.dumps(NO_QUESTION)],
+            GOOD_ANSWERS,
+            ("data", 3),
+            'a BFCL entry has "id", "question" and "function", and this one has no "question"',
+        ),
+        (
+            [GOOD_ENTRIES[0], GOOD_ENTRIES[1][:-9], GOOD_ENTRIES[2]],
+            GOOD_ANSWERS,
+            ("data", 2),
+            "not a line of JSON: Unterminated string starting at (column ",
+        ),
+        (
+            [GOOD_ENTRIES[0], "", GOOD_ENTRIES[2]],
+            GOOD_ANSWERS,
+            ("data", 2),
+            "an empty line, where BFCL reads one entry a line",
+        ),
+        (
+            [*GOOD_ENTRIES[:2], json.dumps(dict(bfcl_entry(2), question=["What is 2 + 2?"]))],
+            GOOD_ANSWERS,
+            ("data", 3),
+            '"question" is not a list of turns, each a list of messages with a "role" and a '
+            '"content"',
+        ),
+        (  # what passes the lines' check and fails BFCL's reading: named by the entry's line
+            [GOOD_ENTRIES[0], json.dumps(dict(bfcl_entry(1), function=[{"name": "f"}]))],
+            GOOD_ANSWERS[:2],
+            ("data", 2),
+            "BFCL entry simple_python_1 is not as this evaluator reads it (KeyError: 'description')",
+        ),
+        (
+            GOOD_ENTRIES,
+            [GOOD_ANSWERS[0], json.dumps({"id": "simple_python_1"}), GOOD_ANSWERS[2]],
+            ("answers", 2),
+            'a BFCL answer has "id" and "ground_truth", and this one has no "ground_truth"',
+        ),
+        (
+            GOOD_ENTRIES,
+            [*GOOD_ANSWERS[:2], json.dumps(dict(answer(2), ground_truth=[{"f": {"base": 2}}]))],
+            ("answers", 3),
+            '"ground_truth" is not a list of calls, each {function: {parameter: [values]}}',
+        ),
+    ],
+)
+def test_import_bfcl_of_a_malformed_data_file_is_one_line_naming_it(
+    tmp_path: Path, entries: list[str], answers: list[str], where: tuple[str, int], says: str
+):
+    """BFCL's data comes from bfcl-eval as installed: a file of it that is not as BFCL writes it
+    is one line, exit 2, naming the file and the line (JSON lines) and what to do, never a
+    traceback; the same files made well are imported."""
+    data, answer_file = fake_bfcl(tmp_path / "site", entries, answers)
+    env = {"PYTHONPATH": str(tmp_path / "site")}
+    out = tmp_path / "out"
+    done = evaluator("import", "bfcl", "--categories", "simple_python", "-o", str(out), env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    path = {"data": data, "answers": answer_file}[where[0]]
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}:{where[1]}: {says}"), line
+    assert line.endswith(f" ({REINSTALL})"), line
+
+    fake_bfcl(tmp_path / "well", GOOD_ENTRIES, GOOD_ANSWERS)
+    env = {"PYTHONPATH": str(tmp_path / "well")}
+    done = evaluator("import", "bfcl", "--categories", "simple_python", "-o", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((out / "bfcl.csv").open(encoding="utf-8")))
+    assert [r["test_name"] for r in rows] == [
+        "simple_python_0",
+        "simple_python_1",
+        "simple_python_2",
+    ]
+
+
 # ============================================================================ BFCL: our scorer against BFCL's checker
 AGREEMENT_CATEGORIES = (
     "simple_python",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -425,6 +426,47 @@ def test_a_definition_changed_between_two_runs_fails_the_second_with_its_diff(ap
     code, output = run(*changed, "--update-pins")
     assert code == 0, output
     assert extra in lock.read_text() and len(api.message_requests) > before
+
+
+def test_a_server_that_now_lists_no_tools_fails_its_pins_in_one_line(api, tmp_path):
+    """The poisoned server's tools pinned, then a release of it (the same server name) that lists
+    none: a pin check, not a pass, in one line before any model call, the lock left as it was;
+    --update-pins accepts the empty list."""
+    api.responder = orders
+    lock = tmp_path / "tools.lock"
+    code, output = run(
+        "scan", "--server", POISONED_SERVER, "--pin", lock, "-o", tmp_path / "s.json"
+    )
+    assert code == 1 and "pinned 5 tool definition(s)" in " ".join(output.split()), output
+    pinned = lock.read_text()
+    empty = tmp_path / "release" / "poisoned_server.py"
+    empty.parent.mkdir()
+    empty.write_text(
+        "from mcp.server.mcpserver import MCPServer\n"
+        "mcp = MCPServer('poisoned', log_level='WARNING')\n"
+        "if __name__ == '__main__':\n    mcp.run()\n"
+    )
+    server = f"{sys.executable} {empty}"
+    for line in (["scan", "--server", server], ["-q", "Add 2 and 3", "--server", server]):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "evaluator.py"), *line, "--pin", str(lock)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": api.url},
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.splitlines() == [
+            f"error: {lock}: the server now lists no tools, where the file pins 5 tool(s) of "
+            "poisoned_server: the run stopped before any model call (if it really offers none "
+            "now, --update-pins accepts that)"
+        ]
+    assert api.message_requests == [] and lock.read_text() == pinned
+    code, output = run("scan", "--server", server, "--pin", lock, "--update-pins")
+    assert code == 0, output
+    assert json.loads(lock.read_text())["servers"] == {"poisoned_server": {}}
+    assert run("scan", "--server", server, "--pin", lock)[0] == 0
 
 
 @pytest.mark.parametrize("variant", ["zero-width", "bidi"])

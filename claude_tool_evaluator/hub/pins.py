@@ -17,7 +17,7 @@ from pydantic import ConfigDict, ValidationError
 
 import test_constants as C
 
-from ..errors import EvalError, InputError
+from ..errors import EvalError, InputError, ServerError
 from ..files import parse_json_text, read_text_file, write_text_atomic
 from ..redaction import Redactor
 from ..result_records import PinChangeRecord, PinRecord, Record, first_schema_problem
@@ -30,7 +30,9 @@ from .tools import ToolSpec
 # later run against the same servers names every change with a diff of it. A change fails the
 # run before any model call unless --update-pins (which writes the new definitions). A server the
 # file does not know is pinned as it is (its tools count as added); one the run does not connect
-# to is left as it was.
+# to is left as it was. A run whose servers list no tools at all, where the file pins some, stops
+# in one line before any model call (a server that lost its tools, or failed to load them, is
+# not a server whose pins match) unless --update-pins, which pins its empty list.
 class PinnedTool(Record):
     sha256: str
     definition: dict[str, Any]
@@ -146,6 +148,16 @@ def check_pins(path: str, tools: Iterable[ToolSpec], update: bool, dry_run: bool
     target = Path(path)
     pinned = load_pins(target)
     now = current_pins(tools)
+    emptied = {s: t for s, t in (pinned.servers if pinned else {}).items() if t} if not now else {}
+    if emptied and not update:
+        count, names = sum(len(t) for t in emptied.values()), ", ".join(sorted(emptied))
+        lists = "the server now lists" if len(emptied) == 1 else "the servers now list"
+        raise ServerError(
+            f"{path}: {lists} no tools, where the file pins {count} tool(s) of {names}: the run "
+            "stopped before any model call (if it really offers none now, --update-pins accepts "
+            "that)"
+        )
+    now.update({server: {} for server in emptied})  # --update-pins: pinned as empty
     changes = pin_changes(pinned.servers if pinned else {}, now) if pinned else []
     record = PinRecord(file=str(path), tools=sum(len(t) for t in now.values()), changes=changes)
     if pinned is not None and changes and not update:

@@ -25,9 +25,11 @@ from ..loaders.csv_suites import ANY_OF, CSV_COLUMNS, OPTIONAL, TOOL_BOUND_ARGUM
 from ..records import ServerSpec
 from ..scoring.literature import (
     BFCL_CATEGORIES,
+    BFCL_DATA_ERRORS,
     BFCL_TAG,
     TAU2_NL_TAG,
     TAU2_TAG,
+    BfclData,
     benchmark_module,
     bfcl_modules,
 )
@@ -175,6 +177,38 @@ PROGRAMS = Path(__file__).with_name("programs")
 BFCL_SERVER = (PROGRAMS / "bfcl_server.py").read_text(encoding="utf-8")
 
 
+def bfcl_import_row(
+    entry: dict,
+    raw: dict[str, dict],
+    answers: dict[str, dict],
+    category: str,
+    bfcl: Any,
+    definitions: dict[str, dict],
+    named: dict[str, str],
+) -> dict[str, str] | None:
+    """An entry's CSV row, its functions added to `definitions` (a function BFCL documents
+    differently in two entries is two tools); None when it is not one user prompt."""
+    turns = entry["question"]
+    if (
+        len(turns) != 1
+        or len(turns[0]) != 1
+        or turns[0][0]["role"] != "user"
+        or not entry["function"]
+    ):
+        return None
+    tools = {}
+    for tool in bfcl.convert_to_tool(entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC):
+        key = json.dumps(tool, sort_keys=True)
+        if key not in named:
+            name, n = tool["name"], 1
+            while name in definitions:
+                n += 1
+                name = f"{tool['name']}__{n}"
+            named[key], definitions[name] = name, dict(tool, name=name)
+        tools[tool["name"]] = named[key]
+    return bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
+
+
 def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> list[str]:
     """BFCL's categories as one CSV suite (bfcl.csv), the functions of every entry as tools of
     one in-process MCP server (bfcl_server.py, bfcl_functions.json: a function BFCL documents
@@ -186,40 +220,29 @@ def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> l
     named: dict[str, str] = {}  # a definition (JSON) -> its server tool name
     said = []
     for category in categories:
-        entries = bfcl.load_dataset_entry(category, False, True)  # as generation sees them
-        raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}  # as checked
-        answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
-        answers = (
-            {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
-        )
+        # every line checked first; then BFCL's own reading, a failure of it one line too: the
+        # entries as generation sees them, and as its checker reads them (raw)
+        checked = BfclData(category)
+        try:
+            entries = bfcl.load_dataset_entry(category, False, True)
+            raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}
+            answers = (
+                {a["id"]: a for a in bfcl.load_file(checked.answers)} if checked.answer_line else {}
+            )
+        except BFCL_DATA_ERRORS as exc:
+            raise checked.problem(exc) from None
         taken = skipped = 0
         for entry in entries:
             if limit is not None and taken >= limit:
                 break
-            turns = entry["question"]
-            if (
-                len(turns) != 1
-                or len(turns[0]) != 1
-                or turns[0][0]["role"] != "user"
-                or not entry["function"]
-            ):
+            try:
+                row = bfcl_import_row(entry, raw, answers, category, bfcl, definitions, named)
+            except BFCL_DATA_ERRORS as exc:
+                raise checked.problem(exc, entry.get("id")) from None
+            if row is None:
                 skipped += 1  # a system or assistant message, or no function: not one user prompt
                 continue
-            tools = {}
-            for tool in bfcl.convert_to_tool(
-                entry["function"], bfcl.mapping, bfcl.ModelStyle.ANTHROPIC
-            ):
-                key = json.dumps(tool, sort_keys=True)
-                if key not in named:
-                    name, n = tool["name"], 1
-                    while name in definitions:
-                        n += 1
-                        name = f"{tool['name']}__{n}"
-                    named[key], definitions[name] = name, dict(tool, name=name)
-                tools[tool["name"]] = named[key]
-            rows.append(
-                bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
-            )
+            rows.append(row)
             taken += 1
         said.append(
             f"{category}: {taken} entries"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -116,9 +117,136 @@ def bfcl_modules() -> Any:
         load_file=utils.load_file,
         convert_to_tool=importlib.import_module("bfcl_eval.model_handler.utils").convert_to_tool,
         mapping=importlib.import_module("bfcl_eval.constants.type_mappings").GORILLA_TO_OPENAPI,
+        prompts=importlib.import_module("bfcl_eval.constants.eval_config").PROMPT_PATH,
         answers=importlib.import_module("bfcl_eval.constants.eval_config").POSSIBLE_ANSWER_PATH,
         prefix=importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX,
     )
+
+
+# BFCL's data files are JSON lines in bfcl-eval as installed (nothing here copies them): what this
+# evaluator reads of an entry and of its possible answer, checked line by line before BFCL's own
+# loader and checker read them, so a file edited or cut short is one line naming it and the line.
+BFCL_REINSTALL = (
+    "bfcl-eval's own data, read as installed: reinstall it with "
+    "pip install --force-reinstall --no-deps bfcl-eval"
+)
+
+
+def bfcl_entry_problem(entry: dict) -> str | None:
+    question, function = entry["question"], entry["function"]
+    if not isinstance(question, list) or not all(
+        isinstance(turn, list)
+        and all(isinstance(m, dict) and "role" in m and "content" in m for m in turn)
+        for turn in question
+    ):
+        return '"question" is not a list of turns, each a list of messages with a "role" and a "content"'
+    if not isinstance(function, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("name"), str) for f in function
+    ):
+        return '"function" is not a list of function documents, each with a "name"'
+    return None
+
+
+def bfcl_answer_problem(answer: dict) -> str | None:
+    truth = answer["ground_truth"]
+    if not isinstance(truth, list) or not all(
+        isinstance(call, dict)
+        and all(
+            isinstance(args, dict) and all(isinstance(v, list) for v in args.values())
+            for args in call.values()
+        )
+        for call in truth
+    ):
+        return '"ground_truth" is not a list of calls, each {function: {parameter: [values]}}'
+    return None
+
+
+BFCL_FILE_KINDS = {  # kind -> (the keys of its every line, what else it must be)
+    "entry": (("id", "question", "function"), bfcl_entry_problem),
+    "answer": (("id", "ground_truth"), bfcl_answer_problem),
+}
+
+
+def bfcl_line(line: str, kind: str) -> dict:
+    """One line of a BFCL data file as this evaluator and BFCL's loader read it; else ValueError
+    saying what is wrong with it."""
+    keys, problem_of = BFCL_FILE_KINDS[kind]
+    if not line.strip():
+        raise ValueError("an empty line, where BFCL reads one entry a line")
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not a line of JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a BFCL {kind} is a JSON object, and this line is not")
+    missing = [key for key in keys if key not in value]
+    if missing:
+        has = ", ".join(f'"{k}"' for k in keys[:-1]) + f' and "{keys[-1]}"'
+        raise ValueError(
+            f"a BFCL {kind} has {has}, and this one has no "
+            + " and no ".join(f'"{k}"' for k in missing)
+        )
+    problem = problem_of(value) or (
+        None if isinstance(value["id"], str) else '"id" is not a string'
+    )
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def bfcl_file_lines(path: Path, kind: str) -> dict[str, int]:
+    """A BFCL data file (`kind` entry or answer), every line checked (bfcl_line); each entry's
+    line, by id. A line that is not as BFCL writes it is an InputError naming the file and the
+    line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8"
+        raise InputError(
+            f"BFCL's data cannot be read: {reason}", path, hint=BFCL_REINSTALL
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line
+        lines.pop()
+    found: dict[str, int] = {}
+    for number, line in enumerate(lines, 1):
+        try:
+            found[bfcl_line(line, kind)["id"]] = number
+        except ValueError as exc:
+            raise InputError(str(exc), path, number, BFCL_REINSTALL) from None
+    return found
+
+
+def bfcl_files(category: str) -> tuple[Path, Path]:
+    """A category's data file and its possible answers' (which irrelevance has not)."""
+    bfcl = bfcl_modules()
+    name = f"{bfcl.prefix}_{category}.json"
+    return bfcl.prompts / name, bfcl.answers / name
+
+
+class BfclData:
+    """A category's data checked (bfcl_file_lines) before BFCL's loader reads it: `entry_line`
+    and `answer_line` (by id); `read` runs BFCL's own reading, a failure of it one line naming the
+    file (`at`: the entry's line when known)."""
+
+    def __init__(self, category: str) -> None:
+        self.data, self.answers = bfcl_files(category)
+        self.entry_line = bfcl_file_lines(self.data, "entry")
+        self.answer_line = bfcl_file_lines(self.answers, "answer") if self.answers.exists() else {}
+
+    def problem(self, exc: BaseException, entry_id: object = None) -> InputError:
+        line = self.entry_line.get(entry_id) if isinstance(entry_id, str) else None
+        what = f"BFCL entry {entry_id}" if line else "BFCL's data"
+        return InputError(
+            f"{what} is not as this evaluator reads it ({type(exc).__name__}: {exc})",
+            self.data,
+            line,
+            BFCL_REINSTALL,
+        )
+
+
+# What BFCL's loader or an entry's reading raises on data not as BFCL writes it.
+BFCL_DATA_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, AssertionError)
 
 
 @functools.cache
@@ -126,11 +254,15 @@ def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
     """A BFCL category's entries as its checker reads them (the original function documents)
     and their possible answers, by id."""
     bfcl = bfcl_modules()
-    answers_file = bfcl.answers / f"{bfcl.prefix}_{category}.json"
-    answers = {a["id"]: a for a in bfcl.load_file(answers_file)} if answers_file.exists() else {}
-    return {
-        e["id"]: (e, answers.get(e["id"])) for e in bfcl.load_dataset_entry(category, False, False)
-    }
+    checked = BfclData(category)
+    try:
+        answers = (
+            {a["id"]: a for a in bfcl.load_file(checked.answers)} if checked.answer_line else {}
+        )
+        entries = bfcl.load_dataset_entry(category, False, False)
+        return {e["id"]: (e, answers.get(e["id"])) for e in entries}
+    except BFCL_DATA_ERRORS as exc:
+        raise checked.problem(exc) from None
 
 
 @functools.cache
