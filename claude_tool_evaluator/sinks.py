@@ -137,7 +137,8 @@ def xml_text(text: Any) -> str:
 # The markdown sink: data goes into a report only through `markdown_cell`. One line (line breaks
 # flattened, control characters shown escaped), `|` escaped as GFM wants, no HTML (`<script>` is
 # `&lt;script&gt;`), no code span or link it could end or open (backtick, backslash and
-# brackets as entities). Only text of plain identifier characters is shown as `code`.
+# brackets as entities), no @-mention (see MENTION). Only text of plain identifier characters is
+# shown as `code`.
 MARKDOWN_ESCAPES = {
     "&": "&amp;",
     "<": "&lt;",
@@ -154,6 +155,12 @@ MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(MARKDOWN_ESCAPES)) + "]")
 
 
 MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
+
+
+# GitHub notifies whoever markdown names outside code (`@user`, `@org/team`, after anything but a
+# letter, digit or `_`): in the markdown sink a mention in data is shown as code, which names
+# nobody, so a pull-request comment (or a report someone pastes into one) never pings anyone.
+MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][\w-]*)?")
 
 
 TERMINAL_BLOCK_UNSAFE = re.compile(
@@ -186,7 +193,8 @@ def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
         text = text[: limit - 1] + "…"
     if code and MARKDOWN_CODE_SAFE.fullmatch(text):
         return f"`{text}`"
-    return MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
+    text = MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
+    return MENTION.sub(lambda m: f"`{m.group()}`", text)
 
 
 def escape_markup(text: Any) -> str:
