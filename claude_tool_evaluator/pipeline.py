@@ -46,7 +46,7 @@ from .result_records import (
 )
 from .scoring.statistics import auto_decided
 from .session import check_model_endpoint
-from .sinks import escape_markup, json_text
+from .sinks import escape_markup, json_text, terminal_text
 from .stopping import run_async
 
 if TYPE_CHECKING:
@@ -675,7 +675,7 @@ def run_pipeline(
     if settings.rerun_failed:
         console.print(
             f"--rerun-failed: {survey.kept} run(s) of passing cases kept from "
-            f"{settings.rerun_failed}, {survey.jobs - survey.kept} to run",
+            f"{terminal_text(settings.rerun_failed)}, {survey.jobs - survey.kept} to run",
             highlight=False,
             markup=False,
         )

@@ -43,7 +43,7 @@ from .options import (
     writer_named,
 )
 from .runners.generate import yaml_scalar
-from .sinks import make_console, safe_name, terminal_text
+from .sinks import escape_markup, make_console, safe_name, wrote_line
 from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
 
 if TYPE_CHECKING:
@@ -248,7 +248,7 @@ def select_mode_in_project(settings: Settings, project: Project, suite: ProjectS
 def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
     console = make_console(stderr=settings.json_out)
     if total > 1:
-        console.rule(f"suite {terminal_text(suite.name)} ({mode.name})", style="bold")
+        console.rule(f"suite {escape_markup(suite.name)} ({mode.name})", style="bold")
     code = run_settings_for(settings, mode)
     if code == EXIT_INTERRUPTED or code in (128 + s for s in STOP_SIGNALS):
         raise click.Abort()
@@ -411,5 +411,5 @@ def init_project(folder: Path) -> int:
             hint="edit it, or remove it to start over (init never overwrites)",
         )
     write_text_atomic(target, starter_project(folder))
-    click.echo(f"wrote {target}")
+    click.echo(wrote_line(target))
     return 0

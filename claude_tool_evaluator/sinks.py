@@ -177,18 +177,42 @@ TERMINAL_BLOCK_UNSAFE = re.compile(
 TERMINAL_LINE_UNSAFE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
 
 
-def terminal_text(text: Any, multiline: bool = False) -> str:
-    """The terminal sink for plain text (print it with markup=False): one line, or with
-    `multiline` a block that keeps its line breaks and tabs."""
+def visible_text(text: Any, multiline: bool = False) -> str:
+    """Text with every control and hidden character shown as a visible escape: one line, or with
+    `multiline` a block that keeps its line breaks and tabs. What every sink starts from."""
     text = str(text)
     if multiline:
         return visible_escapes(text.replace("\r\n", "\n"), TERMINAL_BLOCK_UNSAFE)
     return visible_escapes(text, TERMINAL_LINE_UNSAFE)
 
 
+# The GitHub Actions log: the runner reads a line of a step's stdout or stderr as a workflow
+# command when it starts with `::` (after blanks), and reads the legacy `##[command]` form
+# anywhere on a line. A line the console wraps may start anywhere in the data, and data may end
+# where our text starts one, so on GitHub Actions no `::` and no `##[` of data reaches the log:
+# the first character of each is shown as a visible escape (`\x3a:`, `\x23#[`).
+WORKFLOW_COMMAND_STARTS = re.compile(r":(?=:)|#(?=#\[)")
+
+
+def workflow_inert(text: str) -> str:
+    return WORKFLOW_COMMAND_STARTS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def terminal_text(text: Any, multiline: bool = False) -> str:
+    """The terminal sink for plain text (print it with markup=False): visible_text, and on GitHub
+    Actions nothing the runner would read as a workflow command (see WORKFLOW_COMMAND_STARTS)."""
+    shown = visible_text(text, multiline)
+    return workflow_inert(shown) if on_github_actions() else shown
+
+
+def wrote_line(path: Any) -> str:
+    """What a mode prints for each file it writes."""
+    return f"wrote {terminal_text(path)}"
+
+
 def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
     """Data as one markdown table cell (or heading, or list item): see MARKDOWN_ESCAPES."""
-    text = terminal_text(" ".join(str(text).split()))
+    text = visible_text(" ".join(str(text).split()))
     if limit and len(text) > limit:
         text = text[: limit - 1] + "…"
     if code and MARKDOWN_CODE_SAFE.fullmatch(text):
@@ -209,7 +233,7 @@ def workflow_data(text: Any) -> str:
     """The GitHub Actions sink (a workflow command's message, `::error ...::MESSAGE`): `%`, CR and
     LF escaped as GitHub documents, so no text from outside ends the line and starts a command of
     its own; control characters are shown escaped, as on the terminal."""
-    lines = [terminal_text(line) for line in str(text).replace("\r\n", "\n").split("\n")]
+    lines = [visible_text(line) for line in str(text).replace("\r\n", "\n").split("\n")]
     return "\n".join(lines).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -28,7 +28,7 @@ from ..results import case_label, is_matrix
 from ..runners.generate import estimate_generation, generate_skill_tests, generation_model
 from ..scoring.statistics import detectable_change, runs_to_detect, shifted_rate
 from ..session import check_model_endpoint
-from ..sinks import escape_markup, terminal_text
+from ..sinks import escape_markup, terminal_text, wrote_line
 from ..stopping import run_async
 from ..writers.comparison import compare_files, counted_runs, print_comparison
 from ..writers.formats import write_comparisons, write_outputs
@@ -126,7 +126,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
         return 0
     for target, text in zip(targets, files.values()):
         write_text_atomic(target, text)
-        console.print(f"wrote {target}", highlight=False, markup=False)
+        console.print(wrote_line(target), highlight=False, markup=False)
     return 0
 
 
@@ -250,7 +250,7 @@ def schema_mode(settings: Settings, console: Console) -> int:
     )
     if settings.output:
         write_json_atomic(settings.output, schema)
-        console.print(f"wrote {settings.output}", highlight=False, markup=False)
+        console.print(wrote_line(settings.output), highlight=False, markup=False)
     else:
         click.echo(json.dumps(schema, indent=2))
     return 0

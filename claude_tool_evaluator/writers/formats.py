@@ -24,7 +24,7 @@ from ..records import Usage
 from ..result_records import SECTIONS, BenchmarkRecord, SkillRunResult, ToolRunResult, dump_record
 from ..results import case_label, gates
 from ..scoring.task_evals import run_tokens
-from ..sinks import csv_cell, json_text, xml_text
+from ..sinks import csv_cell, json_text, wrote_line, xml_text
 
 # every section's row, in the order the reports show them, before a results document is made or read
 from . import sections  # noqa: F401  (fills SECTIONS)
@@ -318,7 +318,7 @@ def write_one(
             f"{exc}; every finished run is in {journal}: make room and rerun with --resume"
         ) from None
     if writer.takes_path:
-        console.print(f"wrote {value}", highlight=False, markup=False)
+        console.print(wrote_line(value), highlight=False, markup=False)
 
 
 def write_outputs(results: Results, settings: Settings, console: Console) -> None:

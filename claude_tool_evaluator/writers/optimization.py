@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from ..sinks import escape_markup, markdown_cell, preview, terminal_text
+from ..sinks import escape_markup, markdown_cell, preview, terminal_text, wrote_line
 from .html import html_block
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def print_optimization(console: Console, record: OptimizationRecord) -> None:
             f"[{colour}]{escape_markup(line)}[/{colour}]", highlight=False, soft_wrap=True
         )
     if record.best_file:
-        console.print(f"wrote {terminal_text(record.best_file)}", highlight=False, markup=False)
+        console.print(wrote_line(record.best_file), highlight=False, markup=False)
 
 
 def optimization_markdown(record: OptimizationRecord) -> list[str]:
