@@ -374,6 +374,7 @@ How likely is Claude to pick one of these skills for a request meant for the oth
 - risk: HIGH (many realistic requests fit both descriptions), MEDIUM (some do), LOW (they are \
 easy to tell apart);
 - queries: up to {count} realistic user requests that would confuse them (none for LOW);
+- reason: one line saying why (which requests both descriptions claim), without restating them;
 - disambiguation: one line saying how the descriptions should differ (which skill owns what).
 
 Call `assess_overlap` with your verdict."""

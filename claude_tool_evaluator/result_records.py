@@ -201,11 +201,14 @@ class CaseResult(Record):
     passes: int = 0
     errors: int = 0
     pass_rate: float = 0.0
-    interval: tuple[float, float] = (0.0, 1.0)
+    interval: tuple[float, float] | None = (0.0, 1.0)  # None: one judgement (an overlap pair)
     pass_at_k: float = 0.0
     pass_hat_k: float = 0.0
     flaky: bool = False
     reasons: dict[str, int] = {}  # failure reason -> runs that gave it
+    # redteam: the runs of an attacked case the attack succeeded in (its verdict, `passed`, is
+    # the case's own checks: utility under attack); None: no attack ran in it
+    breaches: int | None = None
     prompt: str = ""
     description: str = ""
     cost_usd: float = 0.0
@@ -759,7 +762,8 @@ class OverlapPairRecord(Record):
     judged: bool = False
     risk: str = "LOW"  # HIGH | MEDIUM | LOW (LOW without the judge below the pre-filter)
     queries: list[str] = []  # requests that would confuse them
-    disambiguation: str = ""
+    reason: str = ""  # the judge's one line on why (the case's reason)
+    disambiguation: str = ""  # the judge's line on how the descriptions should differ
     error: str | None = None
     cost_usd: float = 0.0
 

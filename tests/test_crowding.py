@@ -760,6 +760,42 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
     assert json.loads(capped.stdout)["overlap"]["not_judged"] == len(close) - 1
 
 
+def test_overlap_gives_the_judges_reason_and_no_interval_for_one_judgement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 36: a HIGH pair's reason is the judge's one line on why the two collide, not its
+    disambiguation (which restates both descriptions); one judgement has no 95 % interval."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")
+    tuner = next(d for d in OVERLAP_DECOYS if d["name"] == "query-tuner")
+    skill_md(tmp_path / "crowd", tuner["name"], tuner["description"])
+    restated = f"warehouse-sql: {SKILL.description} query-tuner: {tuner['description']}"
+    reason = "Both claim requests about slow warehouse queries."
+
+    def judge(body: dict) -> dict:
+        answer = {"risk": "HIGH", "queries": ["Fix my slow warehouse query"]}
+        return reply(
+            tool_use("assess_overlap", answer | {"reason": reason, "disambiguation": restated})
+        )
+
+    out = tmp_path / "overlap.json"
+    line = ["overlap", SKILL_DIR, "--distractors", tmp_path / "crowd", "-o", out]
+    with ScriptedAnthropic(responder=judge) as api:
+        done = cli(api, monkeypatch, *line, "--report", tmp_path / "overlap.md")
+        [asked] = [b for b in api.message_requests if forced_tool(b) == "assess_overlap"]
+    assert done.exit_code == 1, done.output
+    assert "reason" in asked["tools"][0]["input_schema"]["required"]
+    [case] = json.loads(out.read_text())["cases"]
+    assert case["reasons"] == {f"HIGH overlap: {reason}": 1}
+    assert case["interval"] is None
+    assert json.loads(out.read_text())["overlap"]["pairs"][0]["reason"] == reason
+    assert reason in " ".join(done.output.split())
+    assert "95% interval" not in done.output
+    for absent in ("0%–79%", "21%–100%"):
+        assert absent not in done.output and absent not in (tmp_path / "overlap.md").read_text()
+    assert done.output.strip().splitlines()[-1] == "FAIL: 1 of 1 judged pair(s) HIGH"
+
+
 def test_tool_crowd_options_are_checked_before_any_server_starts(tmp_path: Path, no_api_key):
     suite = write(tmp_path / "s.csv", "test_name,user_prompt,expected_tools\na,hello,x\n")
     for args, said in (

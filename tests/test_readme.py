@@ -448,6 +448,7 @@ def overlap_answer(body: dict) -> dict:
             {
                 "risk": "LOW",
                 "queries": [],
+                "reason": "They share a little vocabulary, not a job.",
                 "disambiguation": "warehouse-sql writes SQL; data-profile-report profiles files.",
             },
         )

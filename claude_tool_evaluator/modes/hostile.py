@@ -23,6 +23,7 @@ from ..scoring.statistics import RunTotals, case_counts
 from ..scoring.suites import QaScoring, SuiteScoring, ToolCheckScoring
 from ..stopping import run_async
 from ..writers.formats import write_outputs
+from ..writers.hostile import scan_verdict
 from ..writers.terminal import print_summary
 from .common import servers_for
 from .tool_suites import check_pin_options, qa_suite, query_cases, tool_use_mode
@@ -93,5 +94,5 @@ def scan_mode(settings: Settings, console: Console) -> int:
         "scan",
     )
     write_outputs(results, settings, console)
-    print_summary(console, results)
+    print_summary(console, results, scan_verdict(record, cases, pins), runs_table=False)
     return 0 if results.passed else 1

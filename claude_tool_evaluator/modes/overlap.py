@@ -24,9 +24,10 @@ from ..result_records import CaseResult, OverlapPairRecord, OverlapRecord
 from ..results import Results, make_metadata, summary_record
 from ..runners.crowd import print_decoy_estimate, skill_crowd_for
 from ..scoring.skills import significant_words
-from ..scoring.statistics import RunTotals, case_counts, rounded_interval, wilson_interval
+from ..scoring.statistics import RunTotals, case_counts
 from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import one_line
+from ..writers.crowd import overlap_verdict
 from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
 from .common import exit_code, require_api_key
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 # No Claude Code run: a lexical pre-filter over every pair of descriptions, then the judge (forced
 # `assess_overlap` tool) on the closest pairs, each answered HIGH / MEDIUM / LOW with the queries
-# that would confuse the two and one line saying how to tell them apart.
+# that would confuse the two, one line saying why (the case's reason) and one saying how to tell
+# them apart.
 OVERLAP_TOOL_CHOICE = {"type": "tool", "name": "assess_overlap"}
 
 
@@ -49,9 +51,10 @@ OVERLAP_TOOL = {
         "properties": {
             "risk": {"type": "string", "enum": ["HIGH", "MEDIUM", "LOW"]},
             "queries": {"type": "array", "items": {"type": "string"}},
+            "reason": {"type": "string"},
             "disambiguation": {"type": "string"},
         },
-        "required": ["risk", "queries", "disambiguation"],
+        "required": ["risk", "queries", "reason", "disambiguation"],
     },
 }
 
@@ -89,7 +92,7 @@ def overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> Mod
 
 
 def parse_overlap(content: list[dict]) -> dict:
-    """The judge's `assess_overlap` call -> {risk, queries, disambiguation}, or {error}."""
+    """The judge's `assess_overlap` call -> {risk, queries, reason, disambiguation}, or {error}."""
     call = next((b for b in content if b.get("type") == "tool_use"), {})
     data: dict = call["input"] if isinstance(call.get("input"), dict) else {}
     risk = str(data.get("risk", "")).strip().upper()
@@ -101,6 +104,7 @@ def parse_overlap(content: list[dict]) -> dict:
     return {
         "risk": risk,
         "queries": [one_line(str(q), 300) for q in queries[: C.OVERLAP_QUERIES] if str(q).strip()],
+        "reason": one_line(str(data.get("reason") or ""), 300),
         "disambiguation": one_line(str(data.get("disambiguation") or ""), 500),
     }
 
@@ -153,21 +157,20 @@ async def judge_overlaps(
                 pair.error = verdict["error"]
             else:
                 pair.risk, pair.queries = verdict["risk"], verdict["queries"]
-                pair.disambiguation = verdict["disambiguation"]
+                pair.reason, pair.disambiguation = verdict["reason"], verdict["disambiguation"]
     finally:
         await model.close()
     return spent, 0
 
 
 def overlap_case(pair: OverlapPairRecord) -> CaseResult:
-    """A judged pair as a case: it fails when the judge says HIGH (or could not judge it)."""
+    """A judged pair as a case: it fails when the judge says HIGH (or could not judge it); its
+    reason is the judge's one line on why. One judgement: no interval."""
     passed = not pair.error and pair.risk != "HIGH"
     reasons = (
         {f"judge error: {pair.error}": 1}
         if pair.error
-        else {
-            f"HIGH overlap: {pair.disambiguation or 'the descriptions claim the same requests'}": 1
-        }
+        else {f"HIGH overlap: {pair.reason or 'the judge gave no reason'}": 1}
         if not passed
         else {}
     )
@@ -181,7 +184,7 @@ def overlap_case(pair: OverlapPairRecord) -> CaseResult:
         passes=int(passed),
         errors=int(bool(pair.error)),
         pass_rate=float(passed),
-        interval=rounded_interval(wilson_interval(int(passed), 1)),
+        interval=None,
         reasons=reasons,
         prompt="; ".join(pair.queries),
         description=pair.risk,
@@ -273,5 +276,5 @@ def overlap_mode(settings: Settings, console: Console) -> int:
             highlight=False,
         )
     write_outputs(results, settings, console)
-    print_summary(console, results)
+    print_summary(console, results, overlap_verdict(record), runs_table=False)
     return exit_code(results, outcome)

@@ -396,7 +396,13 @@ def tool_use_mode(
     progress = (
         None
         if settings.interactive or mode == "query" or settings.merge
-        else RunProgress(console, None, scoring.verdict, lambda t: (t.usage, t.cost_usd))
+        else RunProgress(
+            console,
+            None,
+            scoring.verdict,
+            lambda t: (t.usage, t.cost_usd),
+            redteam.breached if redteam else None,
+        )
     )
     try:
         with progress or contextlib.nullcontext():

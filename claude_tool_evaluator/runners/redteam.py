@@ -274,6 +274,11 @@ class RedTeam:
             delivered=attack_delivered(t, attack) if attack else False,
         )
 
+    def breached(self, t: Transcript) -> bool | None:
+        """Whether the attack succeeded in a run scored already (None: a clean run)."""
+        run = self.runs.get((t.case.name, t.iteration, t.model))
+        return None if run is None or run.attack is None else bool(run.signals)
+
     def record(self, transcripts: Sequence[Transcript]) -> RedTeamRecord:
         runs = [
             self.runs[key]
@@ -423,15 +428,21 @@ class RedTeamScoring:
     def case_results(
         self, transcripts: Iterable[Transcript], threshold: float, group: str
     ) -> Iterator[CaseResult]:
+        breaches: dict[tuple[str, str], int] = {}  # (attacked case, model) -> runs breached
+
         def observed() -> Iterator[Transcript]:
             for t in transcripts:  # runs --resume kept were scored by an earlier invocation
                 self.verdict(t)
+                if self.redteam.breached(t):
+                    key = (t.case.name, t.model)
+                    breaches[key] = breaches.get(key, 0) + 1
                 yield t
 
         labels = self.redteam.labels()
         for case in self.inner.case_results(observed(), threshold, group):
             if labels.get(case.name, "clean") != "clean":
                 case.group = f"{case.group} under {labels[case.name]}"
+                case.breaches = breaches.get((case.name, case.model or ""), 0)
             yield case
 
     def sections(self) -> dict[str, Any]:

@@ -193,14 +193,15 @@ def overlap_rows(record: OverlapRecord) -> list[list[str]]:
             f"{p.a} / {p.b}",
             f"{p.similarity:.2f}",
             (p.risk if p.judged else "not judged") if not p.error else "error",
+            p.error or p.reason or "-",
             "; ".join(p.queries) or "-",
-            p.error or p.disambiguation or "-",
+            p.disambiguation or "-",
         ]
         for p in record.pairs
     ]
 
 
-OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Confusing queries", "Disambiguation"]
+OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Reason", "Confusing queries", "Disambiguation"]
 
 
 def overlap_intro(record: OverlapRecord) -> str:
@@ -211,6 +212,22 @@ def overlap_intro(record: OverlapRecord) -> str:
         + (f"; {record.not_judged} above it not judged" if record.not_judged else "")
         + f". Cost ${record.cost_usd:.4f}."
     )
+
+
+def overlap_verdict(record: OverlapRecord) -> str:
+    """The verdict line of overlap: the pairs judged HIGH (a failing case each), the judge's
+    errors, the pairs --max-cost left unjudged."""
+    judged = [p for p in record.pairs if p.judged]
+    high = sum(p.risk == "HIGH" and not p.error for p in judged)
+    errors = sum(bool(p.error) for p in judged)
+    why = [f"{high} of {len(judged)} judged pair(s) HIGH" if high else "no judged pair HIGH"]
+    why += [f"{errors} pair(s) the judge could not judge"] if errors else []
+    why += (
+        [f"{record.not_judged} pair(s) above the pre-filter not judged"]
+        if record.not_judged
+        else []
+    )
+    return "; ".join(why)
 
 
 def overlap_markdown(record: OverlapRecord) -> list[str]:
@@ -232,8 +249,7 @@ def print_overlap(console: Console, record: OverlapRecord) -> None:
             escape_markup(row[0]),
             row[1],
             f"[{colour}]{escape_markup(row[2])}[/{colour}]",
-            escape_markup(preview(row[3], 120)),
-            escape_markup(preview(row[4], 120)),
+            *(escape_markup(preview(c, 120)) for c in row[3:]),
         )
     console.print(table)
     console.print(escape_markup(overlap_intro(record)), highlight=False, soft_wrap=True)

@@ -174,6 +174,19 @@ def scan_intro(record: ScanRecord) -> str:
     )
 
 
+def scan_verdict(record: ScanRecord, cases: Sequence[CaseResult], pins: PinRecord | None) -> str:
+    """The verdict line of a scan: the tools a finding at or above --fail-on fails (a case each)."""
+    failing = sum(not c.passed for c in cases)
+    text = (
+        f"{failing} of {len(cases)} tool(s) with a finding at or above {record.fail_on} (--fail-on)"
+        if failing
+        else f"no finding at or above {record.fail_on} (--fail-on)"
+    )
+    if pins is not None and pins.failed:
+        text += f"; {len(pins.changes)} tool definition(s) changed since {pins.file} (--pin)"
+    return text
+
+
 def pins_text(record: PinRecord) -> str:
     if record.failed:
         return (

@@ -247,6 +247,22 @@ def markdown_matrix(matrix: ModelMatrixRecord) -> list[str]:
     return lines
 
 
+def interval_text(case: CaseResult) -> str:
+    """A case's 95 % interval; "-" for one judgement (an overlap pair), which has none."""
+    if case.interval is None:
+        return "-"
+    return f"{percent(case.interval[0])}–{percent(case.interval[1])}"
+
+
+def result_text(case: CaseResult) -> str:
+    """A case's verdict; a red team's attacked case says held or breached, and utility apart."""
+    verdict = "⚠️ error" if case.error else "✅" if case.passed else "❌"
+    if case.breaches is None:
+        return verdict
+    attack = f"breached {case.breaches}/{case.runs}" if case.breaches else "held"
+    return f"{attack} · utility {verdict}"
+
+
 def reasons_text(case: CaseResult, separator: str) -> str:
     return separator.join(
         f"{markdown_cell(r, None)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
@@ -270,7 +286,7 @@ def markdown_flaky(cases: Iterable[CaseResult], matrix: bool | None = None) -> l
     matrix = is_matrix(cases) if matrix is None else matrix
     rows = [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
-        f"{percent(c.interval[0])}–{percent(c.interval[1])} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
+        f"{interval_text(c)} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
         for c in cases
         if c.flaky
     ]
@@ -295,8 +311,8 @@ def markdown_all_cases(cases: Iterable[CaseResult], matrix: bool | None = None) 
     ]
     matrix = is_matrix(cases) if matrix is None else matrix
     lines += [
-        f"| {markdown_cell(case_label(c, matrix), code=True)} | {'⚠️ error' if c.error else '✅' if c.passed else '❌'} | "
-        f"{c.passes}/{c.runs} | {percent(c.interval[0])}–{percent(c.interval[1])} | ${c.cost_usd:.4f} |"
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {result_text(c)} | "
+        f"{c.passes}/{c.runs} | {interval_text(c)} | ${c.cost_usd:.4f} |"
         for c in cases
     ]
     return lines + [""]

@@ -404,8 +404,10 @@ function openCase(name) {
   detail.hidden = false;
   detail.replaceChildren(...[
     el("h2", {}, verdictBadge(c), " ", c.name),
-    el("p", {class: "muted"}, [c.group, c.description, c.passes + "/" + c.runs + " runs passed", "95% interval "
-       + pct(c.interval[0]) + "–" + pct(c.interval[1]), usd(c.cost)].filter(Boolean).join(" · ")),
+    el("p", {class: "muted"}, [c.group, c.description,
+       c.breaches === null || c.breaches === undefined ? "" : c.breaches ? "attack breached in " + c.breaches + "/" + c.runs + " runs" : "attack held",
+       (c.breaches === null || c.breaches === undefined ? "" : "utility: ") + c.passes + "/" + c.runs + " runs passed",
+       c.interval ? "95% interval " + pct(c.interval[0]) + "–" + pct(c.interval[1]) : "", usd(c.cost)].filter(Boolean).join(" · ")),
     c.prompt ? [el("div", {class: "muted"}, "prompt"), longText(c.prompt)] : null,
     c.reasons.length ? el("ul", {class: "reasons flag"}, c.reasons.map(([r, n]) => el("li", {}, r + " (" + n + "/" + c.runs + " runs)"))) : null,
     noteBox(c.name, "Note on this case")].flat().filter(x => x));

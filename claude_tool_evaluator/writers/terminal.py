@@ -87,33 +87,74 @@ def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
     )
 
 
+def attack_text(c: CaseResult) -> str:
+    """A red team's case: whether the attack held in every run or breached some (its own
+    checks, utility, are the case's verdict)."""
+    if c.breaches is None:
+        return "no attack"
+    if c.breaches:
+        return f"[red]breached {c.breaches}/{c.runs}[/red]"
+    return "[yellow]not measured[/yellow]" if c.error else "[green]held[/green]"
+
+
+def redteam_verdict(results: Results) -> str | None:
+    """The verdict line of a red team (cases with `breaches`), as the rows above it say it:
+    the attacks that succeeded, the clean cases that failed their own checks."""
+    attacked = breached = breaches = runs = clean_failed = 0
+    for c in results.cases:
+        if c.breaches is None:
+            clean_failed += not c.passed
+        else:
+            attacked, breached = attacked + 1, breached + bool(c.breaches)
+            breaches, runs = breaches + c.breaches, runs + c.runs
+    if not attacked:
+        return None
+    if results.passed:
+        return f"every attack held in all {runs} attacked run(s)"
+    why = []
+    if breached:
+        why.append(
+            f"an attack succeeded in {breached} of {attacked} attacked case(s) "
+            f"({breaches} breached run(s))"
+        )
+    if clean_failed:
+        why.append(f"{clean_failed} case(s) without an attack failed their own checks")
+    return "; ".join(why) or None
+
+
 def print_case_table(
     console: Console, cases: Iterable[CaseResult], title: str, matrix: bool | None = None
 ) -> None:
-    """Failures and flaky cases, then passes while the table stays readable (SUMMARY_TABLE_ROWS);
-    `title` ends with the count passed (read as the cases stream past)."""
+    """Failures and flaky cases (and a red team's breached ones), then passes while the table
+    stays readable (SUMMARY_TABLE_ROWS); `title` ends with the count passed (read as the cases
+    stream past). A red team's rows say held or breached, and utility apart."""
     table = Table()
-    for column in ("case", "result", "passes", "95% interval", "cost $", "reasons"):
-        table.add_column(column, overflow="fold")
     shown: list[CaseResult] = []
     passes: list[CaseResult] = []
-    total = passed = baseline = baseline_passed = 0
+    total = passed = baseline = baseline_passed = attacked = held = 0
     models: set[str | None] = set()
     for c in cases:
         total += 1
         passed += c.passed
         if not gates(c):  # a baseline configuration: counted apart (it never fails the suite)
             baseline, baseline_passed = baseline + 1, baseline_passed + c.passed
+        if c.breaches is not None:
+            attacked, held = attacked + 1, held + (not c.breaches)
         models.add(c.model)
-        if not c.passed or c.flaky:
+        if not c.passed or c.flaky or c.breaches:
             shown.append(c)
         elif len(passes) < C.SUMMARY_TABLE_ROWS:
             passes.append(c)
     shown += passes[: max(0, C.SUMMARY_TABLE_ROWS - len(shown))]
     matrix = len(models) > 1 if matrix is None else matrix
     counted = passes_text(passed, total, baseline_passed, baseline)
+    if attacked:
+        counted = f"attacks held in {held}/{attacked} attacked case(s); utility: {counted}"
     table.title = escape_markup(f"{title}: {counted}")
-    for c in sorted(shown, key=lambda c: c.passed):
+    passes_header = "utility passes" if attacked else "passes"
+    for column in ("case", "result", passes_header, "95% interval", "cost $", "reasons"):
+        table.add_column(column, overflow="fold")
+    for c in sorted(shown, key=lambda c: (c.passed and not c.breaches, c.passed)):
         verdict = (
             "[yellow]error[/yellow]"
             if c.error
@@ -122,11 +163,13 @@ def print_case_table(
             else "[red]FAIL[/red]"
         )
         verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
+        if attacked:
+            verdict = f"{attack_text(c)} · utility: {verdict}"
         table.add_row(
             escape_markup(case_label(c, matrix)),
             verdict,
             f"{c.passes}/{c.runs}",
-            f"{percent(c.interval[0])}–{percent(c.interval[1])}",
+            "-" if c.interval is None else f"{percent(c.interval[0])}–{percent(c.interval[1])}",
             f"{c.cost_usd:.4f}",
             escape_markup("; ".join(c.reasons)),
         )
@@ -327,9 +370,13 @@ def print_cache_saving(console: Console, cache: dict[str, Any] | None) -> None:
         )
 
 
-def print_summary(console: Console, results: Results) -> None:
+def print_summary(
+    console: Console, results: Results, verdict: str | None = None, runs_table: bool = True
+) -> None:
     """The cases (failures and flaky first, passes while the table stays readable), the mode's
-    own tables, then one line of totals and the verdict."""
+    own tables, then one line of totals and the verdict (with `verdict`, or a red team's, saying
+    why). Without `runs_table` (scan, overlap: no suite of model runs) the mode's own tables are
+    the results: no case table of passes and intervals, no line of tokens and latency."""
     results = results.redacted()
 
     def sections(place: str) -> None:
@@ -339,12 +386,13 @@ def print_summary(console: Console, results: Results) -> None:
 
     sections("first")
     sections("before_cases")
-    print_case_table(
-        console,
-        (c for c in results.cases if c.kind != "trigger_query"),
-        MODE_TITLES.get(results.metadata.evaluation, "Results"),
-        results.matrix,
-    )
+    if runs_table:
+        print_case_table(
+            console,
+            (c for c in results.cases if c.kind != "trigger_query"),
+            MODE_TITLES.get(results.metadata.evaluation, "Results"),
+            results.matrix,
+        )
     sections("after_cases")
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available and s.runs:
@@ -367,15 +415,20 @@ def print_summary(console: Console, results: Results) -> None:
             highlight=False,
             markup=False,
         )
+    if runs_table:
+        console.print(
+            f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
+            f"{cost_text(s.cost_usd, results.metadata.cache)} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
+            f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    verdict = verdict or redteam_verdict(results)
     console.print(
-        f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
-        f"{cost_text(s.cost_usd, results.metadata.cache)} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
-        f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
+        ("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
+        + (f": {escape_markup(verdict)}" if verdict else ""),
         highlight=False,
         soft_wrap=True,
-    )
-    console.print(
-        "[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]"
     )
 
 
@@ -417,7 +470,9 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
 
 
 class RunProgress:
-    """The live progress line of a suite: runs done, passes, failures, tokens, cost, ETA."""
+    """The live progress line of a suite: runs done, passes, failures, tokens, cost, ETA. A red
+    team's (`attack_of`: a run's breach, None for a clean run) counts the attacked runs held and
+    breached first, and the passes and failures as what they are: utility."""
 
     def __init__(
         self,
@@ -425,6 +480,7 @@ class RunProgress:
         total: int | None,  # None until the pipeline has counted the runs (set_total)
         verdict_of: Callable[[Any], Verdict | None],
         usage_of: Callable[[Any], tuple[Usage, float]],
+        attack_of: Callable[[Any], bool | None] | None = None,
     ) -> None:
         from rich.progress import (
             BarColumn,
@@ -434,14 +490,24 @@ class RunProgress:
             TimeRemainingColumn,
         )
 
-        self.verdict_of, self.usage_of = verdict_of, usage_of
-        self.passes = self.failures = 0
+        self.verdict_of, self.usage_of, self.attack_of = verdict_of, usage_of, attack_of
+        self.passes = self.failures = self.held = self.breached = 0
         self.usage = Usage()
         self.cost = 0.0
         self.progress = Progress(
             TextColumn("[bold]runs"),
             BarColumn(),
             MofNCompleteColumn(),
+            *(
+                [
+                    TextColumn(
+                        "attacks: [green]{task.fields[held]} held[/green] "
+                        "[red]{task.fields[breached]} breached[/red] · utility:"
+                    )
+                ]
+                if attack_of
+                else []
+            ),
             TextColumn(
                 "[green]{task.fields[passes]} pass[/green] [red]{task.fields[failures]} fail[/red]"
             ),
@@ -451,7 +517,7 @@ class RunProgress:
             transient=False,
         )
         self.task = self.progress.add_task(
-            "runs", total=total, passes=0, failures=0, tokens=0, cost="0.0000"
+            "runs", total=total, passes=0, failures=0, held=0, breached=0, tokens=0, cost="0.0000"
         )
 
     def __enter__(self) -> RunProgress:
@@ -469,6 +535,9 @@ class RunProgress:
         if verdict is not None:
             self.passes += verdict.passed
             self.failures += not verdict.passed
+        breached = self.attack_of(record) if self.attack_of else None  # after its verdict
+        if breached is not None:
+            self.held, self.breached = self.held + (not breached), self.breached + breached
         usage, cost = self.usage_of(record)
         self.usage, self.cost = self.usage + usage, self.cost + cost
         self.progress.update(
@@ -476,6 +545,8 @@ class RunProgress:
             advance=1,
             passes=self.passes,
             failures=self.failures,
+            held=self.held,
+            breached=self.breached,
             tokens=f"{self.usage.total:,}",
             cost=f"{self.cost:.4f}",
         )
