@@ -275,7 +275,8 @@ def run_command() -> click.Command:
     and a project file, the project's suites."""
 
     def run(**params: Any) -> int:
-        given = given_options(click.get_current_context())
+        allow_outside_outputs = params.pop("allow_outside_outputs")  # the project's, no option
+        given = given_options(click.get_current_context()) - {"allow_outside_outputs"}
         settings = settings_from(params, given)
         project = Path(params.get("config") or C.PROJECT_FILE)
         if params.get("config") or (
@@ -283,7 +284,16 @@ def run_command() -> click.Command:
         ):
             from .project import run_project
 
-            return run_project(project, params.get("suite") or (), params, given)
+            return run_project(
+                project, params.get("suite") or (), params, given, allow_outside_outputs
+            )
+        if allow_outside_outputs:
+            raise UsageProblem(
+                "--allow-outside-outputs lets a project file write outside its folder, and no "
+                "project file runs here",
+                hint="give --config FILE, or leave it out: the command line's outputs go where "
+                "it says",
+            )
         return invoke(lambda: settings)
 
     params: list[click.Parameter] = [
@@ -303,6 +313,12 @@ def run_command() -> click.Command:
             multiple=True,
             metavar="NAME",
             help="With a project file: run only this suite (repeatable).",
+        ),
+        click.Option(
+            ["--allow-outside-outputs"],
+            is_flag=True,
+            help="With a project file: let its outputs (output, report, ...) be written outside "
+            "its folder.",
         ),
     ]
     return EvaluatorCommand(

@@ -235,11 +235,14 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     return found
 
 
-def check_output_paths(settings: Settings, mode: Mode) -> None:
+def check_output_paths(
+    settings: Settings, mode: Mode, more_inputs: Sequence[tuple[str, Path]] = ()
+) -> None:
     """Before the first model call, for every mode: each output's folder exists and is writable,
     no output is a folder, and no output is an input or another output (-o on the --csv suite
-    would destroy it; --report on -o would replace the results). One line, exit 2."""
-    inputs = {file_key(path): (flag, path) for flag, path in input_paths(settings)}
+    would destroy it; --report on -o would replace the results). One line, exit 2. A project
+    file gives `more_inputs`: itself and its other suites' inputs."""
+    inputs = {file_key(path): (flag, path) for flag, path in [*more_inputs, *input_paths(settings)]}
     outputs: dict[Any, tuple[str, Path]] = {}
     if mode.name == "generate" and settings.generate_tests and settings.output:
         folder = Path(settings.output)

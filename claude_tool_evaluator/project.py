@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 import test_constants as C
 
-from .dispatch import check_output_paths, run_settings_for
+from .dispatch import check_output_paths, input_paths, run_settings_for
 from .errors import InputError, UsageProblem
 from .files import read_text_file, write_text_atomic
 from .loaders.csv_suites import load_csv_suite
@@ -35,6 +35,7 @@ from .options import (
     OPTIONS,
     PROJECT_NOT_OPTIONS,
     RUN_CAP_HINT,
+    WRITERS,
     flag_of,
     option_named,
     project_model,
@@ -162,6 +163,12 @@ def load_project(path: Path) -> Project:
 SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
 
 
+def key_line(project: Project, suite: ProjectSuite, name: str) -> int:
+    """The line of a suite's key: its own, else the `defaults:` one it took, else the suite's."""
+    at = ("suites", project.suites.index(suite), name)
+    return project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
+
+
 def project_params(
     project: Project, suite: ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
 ) -> tuple[dict, frozenset]:
@@ -172,8 +179,7 @@ def project_params(
     context = command.make_context("project", [], resilient_parsing=True)
     params = dict(context.params)
     for name, value in suite.values.items():
-        at = ("suites", project.suites.index(suite), name)
-        line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
+        line = key_line(project, suite, name)
         if isinstance(value, (str, int, float)) and by_name[name].multiple:
             value = [value]
         try:
@@ -194,10 +200,67 @@ def project_params(
     for name in ("iterations", "runs"):  # the file's own run counts, refused at their line
         problem = run_count_problem(params.get(name), bool(params.get("allow_many_runs")))
         if problem and name in suite.values and name not in given:
-            at = ("suites", project.suites.index(suite), name)
-            line = project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
-            raise InputError(f"{name}: {problem}", project.path, line, RUN_CAP_HINT)
+            raise InputError(
+                f"{name}: {problem}", project.path, key_line(project, suite, name), RUN_CAP_HINT
+            )
     return params, file_given | given
+
+
+# What a project file's suite writes: every writer's file, and the files and folders these options
+# fill (cassettes, task artifacts, decoys, pins, the answer cache). A project file's value of any
+# of them stays inside the project's folder, links followed, unless the user who runs it says
+# otherwise (--allow-outside-outputs): a project file from a pull request or a download cannot
+# write over ~/.bashrc. The command line's own values go where the user typed.
+WRITTEN_BY_RUNS = ("record", "artifacts", "distractors_file", "pin", "cache")
+
+
+def written_keys() -> list[str]:
+    return [w.name for w in WRITERS if w.takes_path] + list(WRITTEN_BY_RUNS)
+
+
+def check_outputs_inside(
+    project: Project, suite: ProjectSuite, params: dict[str, Any], given: frozenset[str]
+) -> None:
+    """Run from the project's folder: each of the file's outputs resolves inside it."""
+    folder = project.path.resolve().parent
+    for name in written_keys():
+        value = params.get(name)
+        if name not in suite.values or name in given or not isinstance(value, str) or not value:
+            continue
+        if not Path(os.path.realpath(value)).is_relative_to(folder):
+            raise InputError(
+                f"{name}: {value} is outside the project's folder {folder}",
+                project.path,
+                key_line(project, suite, name),
+                "give a path inside it, or add --allow-outside-outputs to let this project file "
+                "write there",
+            )
+
+
+def make_output_folders(suite: ProjectSuite, settings: Settings) -> None:
+    """The folders of the outputs the file names are made when missing."""
+    for name, value in settings.outputs.items():
+        writer = writer_named(name)
+        if name in suite.values and writer and writer.takes_path and value:
+            Path(value).parent.mkdir(parents=True, exist_ok=True)
+
+
+def check_outputs_in_project(
+    project: Project,
+    suite: ProjectSuite,
+    settings: Settings,
+    mode: Mode,
+    inputs: Sequence[tuple[str, Path]],
+) -> None:
+    """-o's rule for every suite (no output is an input or another output), with every input of
+    the project counted: the file itself and each suite's (one suite's report never overwrites
+    another's suite file)."""
+    try:
+        check_output_paths(settings, mode, inputs)
+    except InputError as exc:
+        raise InputError(
+            f"suite {suite.name!r}: {exc.message}", project.path, suite.line, exc.hint
+        ) from None
 
 
 def absolute_path(value: str, option: Option) -> str:
@@ -256,10 +319,15 @@ def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: in
 
 
 def run_project(
-    path: Path, only: Sequence[str], overrides: dict[str, Any], given: frozenset[str]
+    path: Path,
+    only: Sequence[str],
+    overrides: dict[str, Any],
+    given: frozenset[str],
+    allow_outside_outputs: bool = False,
 ) -> int:
     """Every suite of a project file (or those --suite names), each from the file's folder; the
-    exit code is the worst gate: 2 bad input (found before any suite runs), 1 a suite failed."""
+    exit code is the worst gate: 2 bad input (found before any suite runs), 1 a suite failed.
+    The file's outputs stay in its folder unless `allow_outside_outputs`."""
     project = load_project(path)
     unknown = [n for n in only if n not in {s.name for s in project.suites}]
     if unknown:
@@ -286,14 +354,16 @@ def run_project(
         with working_folder(folder):
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
                 params, suite_given = project_params(project, suite, overrides, given)
+                if not allow_outside_outputs:
+                    check_outputs_inside(project, suite, params, given)  # before a folder is made
                 settings = settings_from(params, suite_given)
-                for name, value in settings.outputs.items():  # the file's own output folders
-                    writer = writer_named(name)
-                    if name in suite.values and writer and writer.takes_path and value:
-                        Path(value).parent.mkdir(parents=True, exist_ok=True)
+                make_output_folders(suite, settings)
                 mode = select_mode_in_project(settings, project, suite)
-                check_output_paths(settings, mode)
                 planned.append((suite, settings, mode))
+            inputs = [("--config", path.resolve())]
+            inputs += [found for _, settings, _ in planned for found in input_paths(settings)]
+            for suite, settings, mode in planned:
+                check_outputs_in_project(project, suite, settings, mode, inputs)
             codes = [
                 run_one_suite(suite, settings, mode, len(planned))
                 for suite, settings, mode in planned

@@ -8,6 +8,12 @@
   enough to be wrapped right before its `::`, a suite or case name holding `::` or the runner's
   legacy `##[command]` form (read anywhere on a line) are printed escaped on stdout and stderr,
   whatever the line they are on (`wrote PATH`, a suite's rule, an error line).
+- A project file writes inside its folder: `output:`, `report:` and every other key that names a
+  file or folder a run writes, pointing outside it (`../x`, an absolute path, a folder that is a
+  link out), is one line naming the project file, the key's line and the path, exit 2, before any
+  suite runs or a folder is made; `--allow-outside-outputs` lets it (and is refused without a
+  project file). Inside the folder, a project's output that is one of its inputs (the project
+  file itself, another suite's suite file) is refused like `-o` on an input.
 
 Every test runs `python evaluator.py` against the scripted Anthropic server and the example MCP
 server, as tests/test_github_action.py does.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_SERVER
@@ -132,3 +139,127 @@ def test_an_error_line_naming_a_path_starts_no_workflow_command(api, tmp_path):
     )
     assert done.returncode == 2
     assert [c for c in workflow_lines(done.stderr) if not c.startswith("::error ")] == []
+
+
+# ============================================================================ 3. a project file writes inside its folder
+def project_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    write(folder / "suite.csv", f"test_name,user_prompt,expected_tools\nt,{TABLES},\n")
+    return folder
+
+
+def project_file(folder: Path, suite_keys: str, defaults: str = "") -> Path:
+    return write(
+        folder / "evaluator.yaml",
+        f"defaults:\n  server_module: {EXAMPLE_SERVER}\n{defaults}"  # lines 1-2 (+ defaults)
+        "suites:\n"
+        "  - name: tools\n"
+        "    csv: suite.csv\n"
+        f"{suite_keys}",
+    )
+
+
+WRITTEN_KEYS = (
+    "output",
+    "report",
+    "junit",
+    "csv_out",
+    "html",
+    "benchmark_json",
+    "pr_comment",
+    "record",
+    "artifacts",
+    "distractors_file",
+    "pin",
+    "cache",
+)
+
+
+@pytest.mark.parametrize("key", WRITTEN_KEYS)
+def test_a_project_file_cannot_write_outside_its_folder(api, tmp_path, key):
+    folder = project_folder(tmp_path)
+    victim = write(tmp_path / "victim.sh", "#!/bin/sh\necho precious\n")
+    path = project_file(folder, f"    {key}: ../made/../victim.sh\n")
+    done = evaluate(api, folder, "--config", "evaluator.yaml")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: {path.name}:6: {key}: ../made/../victim.sh is outside the project's folder "
+        f"{folder} (give a path inside it, or add --allow-outside-outputs to let this "
+        "project file write there)"
+    ]
+    assert victim.read_text() == "#!/bin/sh\necho precious\n" and not (tmp_path / "made").exists()
+    assert api.requests == []
+
+
+def test_absolute_paths_defaults_and_linked_folders_are_outside_too(api, tmp_path):
+    folder = project_folder(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (folder / "linked").symlink_to(outside, target_is_directory=True)
+    victim = write(outside / "victim.md", "precious")
+    for suite_keys, defaults, line, key, shown in (
+        (f"    report: {victim}\n", "", 6, "report", str(victim)),
+        ("", "  junit: ../junit.xml\n", 3, "junit", "../junit.xml"),
+        (
+            "    output: results/ok.json\n    report: linked/victim.md\n",
+            "",
+            7,
+            "report",
+            "linked/victim.md",
+        ),
+    ):
+        path = project_file(folder, suite_keys, defaults)
+        done = evaluate(api, folder, "--config", "evaluator.yaml")
+        assert done.returncode == 2, done.stdout + done.stderr
+        [said] = done.stderr.splitlines()
+        assert said.startswith(f"error: {path.name}:{line}: {key}: {shown} is outside"), said
+    assert victim.read_text() == "precious" and not (folder / "results").exists()
+    assert api.requests == []
+
+
+def test_allow_outside_outputs_lets_a_project_write_there(api, tmp_path):
+    folder = project_folder(tmp_path)
+    project_file(folder, "    output: ../shared/tools.json\n")
+    (tmp_path / "shared").mkdir()
+    api.responder = lambda body: reply(text("no tools needed"))
+    done = evaluate(api, folder, "--config", "evaluator.yaml", "--allow-outside-outputs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "shared" / "tools.json").is_file()
+    # the command line's own outputs were never the file's to limit
+    done = evaluate(api, folder, "--config", "evaluator.yaml", "-o", "../shared/again.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "shared" / "again.json").is_file()
+
+
+def test_allow_outside_outputs_without_a_project_file_is_refused(api, tmp_path):
+    write(tmp_path / "suite.csv", f"test_name,user_prompt,expected_tools\nt,{TABLES},\n")
+    done = evaluate(
+        api,
+        tmp_path,
+        *("--csv", "suite.csv", "--server-module", str(EXAMPLE_SERVER)),
+        "--allow-outside-outputs",
+    )
+    assert done.returncode == 2
+    [said] = done.stderr.splitlines()
+    assert said.startswith("error: --allow-outside-outputs ") and "project file" in said, said
+    assert api.requests == []
+
+
+def test_a_project_output_never_overwrites_its_inputs(api, tmp_path):
+    folder = project_folder(tmp_path)
+    write(folder / "other.csv", f"test_name,user_prompt,expected_tools\nu,{CONNECTIONS},\n")
+    for suite_keys, says in (
+        ("    report: evaluator.yaml\n", "report evaluator.yaml is the input"),
+        (
+            "  - name: other\n    csv: other.csv\n    csv_out: suite.csv\n",
+            "--csv-out suite.csv is the input",
+        ),
+    ):
+        path = project_file(folder, suite_keys)
+        before = {p: p.read_text() for p in (path, folder / "suite.csv")}
+        done = evaluate(api, folder, "--config", "evaluator.yaml")
+        assert done.returncode == 2, done.stdout + done.stderr
+        [said] = done.stderr.splitlines()
+        assert says in said and "destroy it" in said, said
+        assert {p: p.read_text() for p in before} == before
+    assert api.requests == []
