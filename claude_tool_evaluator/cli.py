@@ -20,8 +20,8 @@ import test_constants as C
 
 from . import __version__
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
-from .mode_table import MODES, modes_for_help
-from .options import OPTIONS, Settings, option_named, settings_from
+from .mode_table import MODES, modes_for_help, select_mode
+from .options import OPTIONS, Settings, StrayArgument, option_named, settings_from
 from .patterns import PATTERN_WORKERS
 from .redaction import error_line, report_input_error
 from .sinks import terminal_text
@@ -174,8 +174,24 @@ class FrontDoor(click.Group):
             args[0] not in self.factories and args[0] not in ("-h", "--help", "--version")
         ):
             mcp_builder_habit(args)
+            self.misspelt_verb(args)
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def misspelt_verb(self, args: list[str]) -> None:
+        """`cvs suite.csv`: a first word that is no file but nearly a verb is that typo, not a
+        stray argument of the flat form."""
+        import difflib
+
+        word = args[0] if args else ""
+        if not word or word.startswith("-") or "/" in word or Path(word).exists():
+            return
+        close = difflib.get_close_matches(word, list(self.factories), n=1, cutoff=0.6)
+        if close:
+            raise click.UsageError(
+                f"no mode or verb named {word!r}: did you mean {close[0]}? "
+                f"(python evaluator.py {close[0]} ...; --help lists them)"
+            )
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write("Usage: python evaluator.py [MODE | VERB] [OPTIONS] ...\n\n")
@@ -277,7 +293,11 @@ def run_command() -> click.Command:
     def run(**params: Any) -> int:
         allow_outside_outputs = params.pop("allow_outside_outputs")  # the project's, no option
         given = given_options(click.get_current_context()) - {"allow_outside_outputs"}
-        settings = settings_from(params, given)
+        try:
+            settings = settings_from(params, given)
+        except StrayArgument:
+            say_refused_option_first({**params, "files": ()}, given)
+            raise
         project = Path(params.get("config") or C.PROJECT_FILE)
         if params.get("config") or (
             project.is_file() and not any(m.selected(settings) for m in MODES)
@@ -329,6 +349,17 @@ def run_command() -> click.Command:
         help="Today's flat command line: every option; the flags given choose the mode.",
         context_settings=CONTEXT_SETTINGS,
     )
+
+
+def say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> None:
+    """An option the mode refuses, when there is one: `--csv s.csv --baseline old.json` is
+    "--baseline does not apply to --csv runs", not "unexpected argument 'old.json'"."""
+    try:
+        select_mode(settings_from(params, given))
+    except UsageProblem:
+        raise
+    except InputError:  # no mode at all: the stray argument is the problem
+        pass
 
 
 def option_defaults() -> dict[str, Any]:

@@ -12,9 +12,11 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 from rich.console import Console
 
 from .cache import ResponseCache
+from .dry_run import unknown_model_warnings
 from .errors import InputError
 from .files import (
     batch_ledger_path,
@@ -28,7 +30,7 @@ from .modes.optimizer import optimized_file_path
 from .options import OPTIONS, Settings, flag_of
 from .pipeline import output_lock
 from .result_records import ToolRunResult, merged_piece_runs, read_results_document
-from .sinks import make_console
+from .sinks import make_console, terminal_text
 from .writers import WRITERS, writer_named
 
 if TYPE_CHECKING:
@@ -235,6 +237,36 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     return found
 
 
+def written_extension(flag: str, mode: Mode) -> str:
+    """The extension a writer's file has (its metavar's: FILE.md -> .md; -o's results are JSON
+    except generate's drafts), or "" when it does not say."""
+    if flag == "-o":
+        return "" if mode.name == "generate" else ".json"
+    writer = next((w for w in WRITERS if w.option.flag == flag), None)
+    metavar = str(writer.option.kwargs.get("metavar") or "") if writer else ""
+    return Path(metavar).suffix.lower()
+
+
+def check_output_extension(flag: str, path: Path, mode: Mode) -> None:
+    """A writer given a file another writer's extension names (`--html report.md`): one line;
+    an extension no writer claims (`.htm`, none) is the user's choice."""
+    wanted, given = written_extension(flag, mode), path.suffix.lower()
+    if not wanted or given == wanted:
+        return
+    claims = [
+        w.option.flag
+        for w in WRITERS
+        if w.takes_path
+        and w.option.flag != flag
+        and written_extension(w.option.flag, mode) == given
+    ]
+    if claims:
+        raise InputError(
+            f"{flag} {path}: {flag} writes a {wanted} file, and {given} is what {claims[0]} writes",
+            hint=f"did you mean {claims[0]} {path}? Or name it {path.with_suffix(wanted).name}",
+        )
+
+
 def check_output_paths(
     settings: Settings, mode: Mode, more_inputs: Sequence[tuple[str, Path]] = ()
 ) -> None:
@@ -265,6 +297,7 @@ def check_output_paths(
                 hint="give each output its own file",
             )
         outputs[key] = (flag, path)
+        check_output_extension(flag, path, mode)
         if path.is_dir():
             raise InputError(
                 f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}"
@@ -277,6 +310,9 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     into the modes."""
     mode = select_mode(settings, chosen)
     check_output_paths(settings, mode)
+    if not settings.dry_run and mode.takes("model"):  # the dry run prices them itself
+        for line in unknown_model_warnings(settings.models):
+            click.echo(terminal_text(line), err=True)
     ResponseCache.forget()  # this invocation's hits and misses
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     with (

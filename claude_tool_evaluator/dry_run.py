@@ -69,9 +69,20 @@ def unpriced(model: str) -> str | None:
     close = difflib.get_close_matches(
         model, [*C.KNOWN_MODELS, *C.CLAUDE_CODE_ALIASES], n=1, cutoff=0.3
     )
-    return f"not priced: {model} is not a model test_constants.py knows" + (
-        f" (nearest: {close[0]})" if close else ""
+    return f"not priced: {model} is not a model this version knows" + (
+        f" (did you mean {close[0]}?)" if close else ""
     )
+
+
+def unknown_model_warnings(models: Sequence[str]) -> list[str]:
+    """A real run's warning for each model this version cannot price (a typo, most often): said
+    before any request, as the dry run says it."""
+    return [
+        f"warning: --model {model}: {(unpriced(model) or '').removeprefix('not priced: ')}; it is "
+        "sent as given, and its cost is counted at the fallback price"
+        for model in dict.fromkeys(models)
+        if unpriced(model)
+    ]
 
 
 def print_estimate(console: Console, estimate: CostEstimate) -> None:

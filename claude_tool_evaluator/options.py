@@ -86,6 +86,11 @@ class RunCount(click.ParamType):
         return AutoRuns(least, most)
 
 
+class StrayArgument(UsageProblem):
+    """A positional argument no option takes; an option the mode refuses is said first (the
+    argument is often that option's imagined value: `--baseline old.json`)."""
+
+
 RUN_CAP_HINT = "pass --allow-many-runs if you mean it"
 
 
@@ -1273,23 +1278,21 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
         params.pop(name, None)
     more = tuple(params.pop("files", ()) or ())
     taker = next((n for n in ("compare", "merge") if params.get(n)), None)
-    if (
-        len(more) == 1
-        and taker is None
-        and more[0].lower().endswith(".xml")
-        and not params.get("qa")
-    ):
+    alone = more[0].lower() if len(more) == 1 and taker is None else ""
+    if alone.endswith(".xml") and not params.get("qa"):
         params["qa"], given, more = more[0], given | {"qa"}, ()  # `evaluator.py eval.xml`: --qa
     if more and taker is None:
-        raise UsageProblem(
+        raise StrayArgument(
             f"unexpected argument {more[0]!r}",
-            hint="only compare and merge take more than one file (a .xml alone is a QA evaluation)",
+            hint="only compare and merge take more than one file (a .csv or .xml alone is a suite)",
         )
     for name in ("compare", "merge"):
         value = params.get(name) or ()
         params[name] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
         params[name] = tuple(v for v in params[name] if v) + (more if name == taker else ())
     outputs = {name: params.pop(name) for name in list(params) if writer_named(name)}
+    elif alone.endswith(".csv") and not params.get("csv"):
+        params["csv"], given, more = more[0], given | {"csv"}, ()  # `evaluator.py s.csv`: --csv
     models, trigger_models = (
         tuple(params.pop("model", ()) or ()),
         tuple(params.pop("trigger_model", ()) or ()),

@@ -356,10 +356,9 @@ def test_dry_run_names_an_unknown_model_instead_of_pricing_it(lab: Lab):
         "claude-sonet-5-5",
     )
     flat = " ".join(stdout.split())
-    assert (
-        code == 0 and "not priced: claude-sonet-5-5 is not a model test_constants.py knows" in flat
-    )
-    assert "(nearest: claude-sonnet-5-5)" in flat and "$" not in flat.split("not priced")[1][:80]
+    assert code == 0 and "not priced: claude-sonet-5-5 is not a model this version knows" in flat
+    assert "(did you mean claude-sonnet-5-5?)" in flat
+    assert "$" not in flat.split("not priced")[1][:80]
 
 
 def test_no_tool_calls_read_as_such():
@@ -731,3 +730,72 @@ def test_one_version_everywhere():
         "attr": "claude_tool_evaluator.__version__"
     }
     assert help_text("--version").split()[-1] == E.__version__
+
+
+# ---------------------------------------------------------------------------- newcomers' mistakes
+# Each gets one line naming what to do, exit 2, before any model call.
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["cvs", "suite.csv"], "no mode or verb named 'cvs': did you mean csv?"),
+        (["sklls", "x"], "no mode or verb named 'sklls': did you mean skills?"),
+        (
+            ["--csv", "suite.csv", "--baseline", "old.json"],
+            "--baseline does not apply to --csv runs (it works with --skill runs)",
+        ),
+        (
+            ["--csv", "suite.csv", "--html", "report.md"],
+            "--html report.md: --html writes a .html file, and .md is what --report writes (did "
+            "you mean --report report.md? Or name it report.html)",
+        ),
+        (
+            ["--csv", "suite.csv", "--report", "report.html"],
+            "did you mean --html report.html? Or name it report.md",
+        ),
+        (["--csv", "suite.csv", "-o", "results.md"], "-o writes a .json file"),
+        (["--csv", "suite.csv", "--junit", "junit.json"], "--junit writes a .xml file"),
+    ],
+)
+def test_a_newcomers_mistake_is_one_line_with_the_fix(lab: Lab, args: list[str], said: str):
+    os.chdir(lab.root)
+    code, stdout, err = lab.run(*args, "--server-module", EXAMPLE_SERVER)
+    assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert lab.messages() == []
+
+
+def test_an_extension_no_writer_claims_is_the_users_choice(lab: Lab):
+    os.chdir(lab.root)
+    code, _, err = lab.run(
+        "--csv", "suite.csv", "--server-module", EXAMPLE_SERVER, "--html", "r.htm", "-o", "r"
+    )
+    assert code == 0, err
+    assert (lab.root / "r.htm").exists() and (lab.root / "r").exists()
+
+
+def test_a_positional_csv_is_a_csv_suite(lab: Lab):
+    out = lab.root / "csv.json"
+    code, _, err = lab.run(lab.suite, "--server-module", EXAMPLE_SERVER, "-o", out)
+    assert code == 0, err
+    assert json.loads(out.read_text())["metadata"]["evaluation"] == "csv"
+
+
+def test_a_yaml_indentation_slip_is_named_as_one(lab: Lab):
+    os.chdir(lab.root)
+    project(lab.root, "suites:\n  - name: a\n    csv: suite.csv\n   server_module: x.py\n")
+    code, _, err = lab.run()
+    assert code == 2 and err.count("\n") == 1 and "evaluator.yaml:4:" in err
+    assert "indented differently from the lines of its block" in err
+    assert "quote" not in err
+
+
+def test_an_unknown_model_is_warned_about_before_a_real_run(lab: Lab):
+    code, _, err = lab.run(
+        "--csv", lab.suite, "--server-module", EXAMPLE_SERVER, "--model", "claude-sonet-5-5"
+    )
+    warning = (
+        "warning: --model claude-sonet-5-5: claude-sonet-5-5 is not a model this version knows "
+        "(did you mean claude-sonnet-5-5?); it is sent as given, and its cost is counted at the "
+        "fallback price"
+    )
+    assert err.splitlines()[0] == warning and "test_constants" not in err
+    assert lab.messages() and all(m["model"] == "claude-sonet-5-5" for m in lab.messages())

@@ -58,6 +58,25 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
 QUOTES = "\"'`“”‘’"
 
 
+# What a YAML parser's complaint most often means, said as the fix (the first that matches).
+YAML_HINTS = (
+    ("mapping values are not allowed", "quote a value that contains ': '"),
+    ("found character '\\t'", "indent with spaces, not tabs"),
+    (
+        "expected <block end>",
+        "this line is indented differently from the lines of its block: give each key of one "
+        "item the same indentation",
+    ),
+    ("did not find expected key", "align this line's key with the keys above it"),
+    ("did not find expected '-'", "give each item of the list its '- ' at the same indentation"),
+    ("found undefined alias", "define the &anchor before using *it, or quote the '*'"),
+)
+
+
+def yaml_hint(problem: str) -> str:
+    return next((fix for sign, fix in YAML_HINTS if sign in problem), "fix the YAML syntax")
+
+
 def load_frontmatter_yaml(
     text: str, path: Path, first_line: int, what: str = "YAML frontmatter"
 ) -> Any:
@@ -108,10 +127,7 @@ def load_frontmatter_yaml(
                 "remove the !!tag; only plain YAML values are read",
             ) from None
         raise InputError(
-            f"invalid {what}: {problem}",
-            path,
-            where(mark),
-            "fix the YAML syntax (quote values that contain ': ')",
+            f"invalid {what}: {problem}", path, where(mark), yaml_hint(str(problem))
         ) from None
     except (
         ValueError,
