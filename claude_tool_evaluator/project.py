@@ -24,7 +24,7 @@ from pydantic import ValidationError
 import test_constants as C
 
 from .dispatch import check_output_paths, input_paths, run_settings_for
-from .errors import InputError, UsageProblem
+from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
 from .files import read_text_file, write_text_atomic
 from .loaders.csv_suites import load_csv_suite
 from .loaders.qa import load_qa_suite
@@ -43,6 +43,7 @@ from .options import (
     settings_from,
     writer_named,
 )
+from .redaction import error_line
 from .runners.generate import yaml_scalar
 from .sinks import escape_markup, make_console, safe_name, wrote_line
 from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
@@ -308,11 +309,49 @@ def select_mode_in_project(settings: Settings, project: Project, suite: ProjectS
         ) from None
 
 
+def check_servers_start(planned: Sequence[tuple[ProjectSuite, Settings, Mode]]) -> None:
+    """Every MCP server the project's tool-use suites start, started once and stopped before
+    any suite runs: a server that will not start (or list its tools) is one line naming its
+    suite, exit 2, before the suites before it have spent anything. Each distinct set once."""
+    from .hub.calls import McpHub
+    from .modes.common import servers_for
+    from .stopping import run_async
+
+    async def probe(settings: Settings, specs: Sequence[Any]) -> None:
+        async with McpHub(
+            specs, settings.tool_timeout, settings.max_result_chars, stop_grace=settings.stop_grace
+        ):
+            pass
+
+    seen: set[str] = set()
+    for suite, settings, mode in planned:
+        if not mode.takes("server") or settings.merge or settings.replay:
+            continue
+        specs = servers_for(settings, needs_key=False)
+        key = repr(specs)
+        if not specs or key in seen:
+            continue
+        seen.add(key)
+        try:
+            run_async(probe(settings, specs))
+        except ServerError as exc:
+            raise InputError(
+                f"suite {suite.name}: {exc}",
+                hint="no suite ran; fix the server (its command, path or environment) and rerun",
+            ) from None
+
+
 def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
+    """One suite; what stops it (a server that dies, the API refusing every call, a full disk)
+    is one line and exit 2 for that suite, as on the command line, and the next suites run."""
     console = make_console(stderr=settings.json_out)
     if total > 1:
         console.rule(f"suite {escape_markup(suite.name)} ({mode.name})", style="bold")
-    code = run_settings_for(settings, mode)
+    try:
+        code = run_settings_for(settings, mode)
+    except (ServerError, FatalApiError, OutputError) as exc:
+        click.echo(error_line(f"suite {suite.name}: {exc}"), err=True)
+        return 2
     if code == EXIT_INTERRUPTED or code in (128 + s for s in STOP_SIGNALS):
         raise click.Abort()
     return code
@@ -364,6 +403,8 @@ def run_project(
             inputs += [found for _, settings, _ in planned for found in input_paths(settings)]
             for suite, settings, mode in planned:
                 check_outputs_in_project(project, suite, settings, mode, inputs)
+            if len(planned) > 1:
+                check_servers_start(planned)
             codes = [
                 run_one_suite(suite, settings, mode, len(planned))
                 for suite, settings, mode in planned

@@ -799,3 +799,29 @@ def test_an_unknown_model_is_warned_about_before_a_real_run(lab: Lab):
     )
     assert err.splitlines()[0] == warning and "test_constants" not in err
     assert lab.messages() and all(m["model"] == "claude-sonet-5-5" for m in lab.messages())
+
+
+BROKEN_SERVER = f'"{sys.executable} -c \\"import sys; sys.exit(3)\\""'
+
+
+def test_a_project_server_that_will_not_start_is_one_line_before_any_suite_spends(lab: Lab):
+    project(
+        lab.root,
+        f"suites:\n  - name: good\n    csv: suite.csv\n    server_module: {EXAMPLE_SERVER}\n"
+        f"  - name: broken\n    csv: suite.csv\n    server: {BROKEN_SERVER}\n",
+    )
+    code, _, err = lab.run()
+    assert code == 2 and "Traceback" not in err, err
+    [line] = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: suite broken: MCP server") and "no suite ran" in line
+    assert lab.messages() == [], "the good suite spent nothing"
+
+
+def test_a_project_suite_whose_server_fails_is_one_line_like_the_command_line(lab: Lab):
+    project(
+        lab.root, f"suites:\n  - name: broken\n    csv: suite.csv\n    server: {BROKEN_SERVER}\n"
+    )
+    code, _, err = lab.run()
+    assert code == 2 and "Traceback" not in err, err
+    [line] = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: suite broken: MCP server")
