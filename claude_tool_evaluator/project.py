@@ -23,9 +23,9 @@ from pydantic import ValidationError
 
 import test_constants as C
 
-from .dispatch import check_output_paths, input_paths, run_settings_for
+from .dispatch import check_output_paths, input_paths, output_paths, run_settings_for
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
-from .files import read_text_file, write_text_atomic
+from .files import file_key, read_text_file, write_text_atomic
 from .loaders.csv_suites import load_csv_suite
 from .loaders.qa import load_qa_suite
 from .loaders.servers import config_server_spec
@@ -264,6 +264,25 @@ def check_outputs_in_project(
         ) from None
 
 
+def check_suites_write_apart(
+    project: Project, planned: Sequence[tuple[ProjectSuite, Settings, Mode]]
+) -> None:
+    """No two suites write the same file (the second would overwrite the first's results after
+    it was paid for): one line naming both, before any suite runs."""
+    written: dict[Any, tuple[ProjectSuite, str]] = {}
+    for suite, settings, mode in planned:
+        for flag, path in output_paths(settings, mode):
+            earlier = written.setdefault(file_key(path), (suite, flag))
+            if earlier[0] is not suite:
+                raise InputError(
+                    f"suite {suite.name!r}: {flag} {path} is what suite {earlier[0].name!r} "
+                    f"writes ({earlier[1]}): the second would overwrite the first",
+                    project.path,
+                    suite.line,
+                    "give each suite its own output files",
+                )
+
+
 def absolute_path(value: str, option: Option) -> str:
     """A typed path made absolute; a value that only may be a path (a prompt's name, a server
     module's dotted name, `PATH.py:attr`) only when its path part exists here."""
@@ -403,6 +422,7 @@ def run_project(
             inputs += [found for _, settings, _ in planned for found in input_paths(settings)]
             for suite, settings, mode in planned:
                 check_outputs_in_project(project, suite, settings, mode, inputs)
+            check_suites_write_apart(project, planned)
             if len(planned) > 1:
                 check_servers_start(planned)
             codes = [

@@ -825,3 +825,17 @@ def test_a_project_suite_whose_server_fails_is_one_line_like_the_command_line(la
     assert code == 2 and "Traceback" not in err, err
     [line] = [x for x in err.splitlines() if x.startswith("error:")]
     assert line.startswith("error: suite broken: MCP server")
+
+
+def test_two_project_suites_never_write_the_same_file(lab: Lab):
+    project(
+        lab.root,
+        f"suites:\n  - name: a\n    csv: suite.csv\n    server_module: {EXAMPLE_SERVER}\n"
+        "    output: results.json\n"
+        f"  - name: b\n    csv: suite.csv\n    server_module: {EXAMPLE_SERVER}\n"
+        "    report: b.md\n    output: results.json\n",
+    )
+    code, _, err = lab.run()
+    assert code == 2 and err.count("\n") == 1, err
+    assert "evaluator.yaml:6: suite 'b': -o" in err and "is what suite 'a' writes (-o)" in err
+    assert lab.messages() == [] and not (lab.root / "results.json").exists()
