@@ -267,7 +267,7 @@ class Distractor:
 @dataclass(frozen=True)
 class RoutingRule:
     """A trigger query's routing assertions (`must_fire`, `must_not_fire`, `max_skills`): which
-    skills must, and must not, fire on it, and how many may fire at once."""
+    skills must, and must not, fire on it, and how many may fire at once (0: none at all)."""
 
     must_fire: tuple[str, ...] = ()
     must_not_fire: tuple[str, ...] = ()
@@ -278,8 +278,9 @@ class RoutingRule:
         found = [f"must_fire: {name} did not fire" for name in self.must_fire if name not in fired]
         found += [f"must_not_fire: {name} fired" for name in self.must_not_fire if name in fired]
         if self.max_skills is not None and len(fired) > self.max_skills:
+            skills = "skill" if len(fired) == 1 else "skills"
             found.append(
-                f"max_skills {self.max_skills}: {len(fired)} skills fired ({', '.join(fired)})"
+                f"max_skills {self.max_skills}: {len(fired)} {skills} fired ({', '.join(fired)})"
             )
         return found
 

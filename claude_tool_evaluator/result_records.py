@@ -834,8 +834,10 @@ class VectorRecord(Record):
 class AttackFigureRecord(Record):
     """A red team's figures for one attack class, variant and vector on one model (or, where a
     field says "all", over every one of them): attack success rate with its 95 % Wilson interval
-    over the runs, pass^k (the share of cases the attack failed in all k runs), and utility under
-    attack (runs whose own verdict passed) beside the clean runs' utility (AgentDojo's report)."""
+    over the runs, pass^k (held in all k runs: per attack, one case under one class, variant and
+    vector on one model, the chance that k of its own -i runs all held; the mean over those
+    attacks), and utility under attack (runs whose own verdict passed) beside the clean runs'
+    utility (AgentDojo's report)."""
 
     attack: str
     variant: str = "all"
@@ -846,8 +848,10 @@ class AttackFigureRecord(Record):
     successes: int = 0
     success_rate: float = 0.0
     interval: tuple[float, float] = (0.0, 1.0)
-    k: int = 1
-    held_all_k: float = 1.0  # pass^k: mean over the cases of "held in all k runs"
+    k: int = 1  # the -i runs of one attack (one case under one class, variant and vector)
+    # pass^k: the mean, over the attacks (case x class x variant x vector) this figure covers, of
+    # the chance that k of that attack's own runs all held
+    held_all_k: float = 1.0
     utility: float = 0.0  # attacked runs whose case verdict passed
     utility_interval: tuple[float, float] = (0.0, 1.0)
     clean_utility: float | None = None  # the same cases without the attack, on the same model

@@ -184,10 +184,75 @@ def test_routing_assertions_in_markdown_frontmatter_and_json_entries(tmp_path: P
     ]
 
 
+def test_max_skills_0_says_no_skill_may_fire(tmp_path: Path):
+    """Issue 36: `max_skills: 0` (no skill at all may fire on this query) is a rule, not an error.
+    On an eval entry it applies to that query; a positive entry cannot keep it (its skill must
+    fire): one line. In a trigger file's frontmatter it applies to the negative queries only."""
+    evals = write(
+        tmp_path / "evals.json",
+        json.dumps(
+            [
+                {"query": "q1", "should_trigger": True},
+                {"query": "q2", "should_trigger": False, "max_skills": 0},
+            ]
+        ),
+    )
+    [test] = E.load_markdown_tests(evals, "trigger")
+    assert test.routing == {"q2": RoutingRule((), (), 0)}
+    assert RoutingRule((), (), 0).problems([]) == []
+    assert RoutingRule((), (), 0).problems(["chart-painter"]) == [
+        "max_skills 0: 1 skill fired (chart-painter)"
+    ]
+    md = trigger_file(tmp_path / "t.md", ["write sql"], ["tell a joke"], "max_skills: 0\n")
+    [test] = E.load_markdown_tests(md, "trigger")
+    assert test.routing == {"tell a joke": RoutingRule((), (), 0)}
+    both = write(
+        tmp_path / "both.json",
+        json.dumps([{"query": "q1", "should_trigger": True, "max_skills": 0}]),
+    )
+    code, output = run_cli(["--skill", SKILL_DIR, "--trigger", both, "--dry-run"])
+    lines = output.strip().splitlines()
+    assert code == 2 and len(lines) == 1, output
+    assert lines[0].startswith(
+        f"error: {both}:1: entry 1: 'max_skills: 0' (no skill may fire) contradicts "
+        '"should_trigger": true (the skill must fire)'
+    ), output
+
+
+@needs_claude
+def test_max_skills_0_passes_a_query_only_when_no_skill_fired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Among folder distractors: a negative query nothing fires on keeps `max_skills: 0`; one a
+    distractor takes (chart-painter, by the crowd rule) breaks it, and fails."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "crowd"
+    for decoy in DECOYS:
+        skill_md(folder, decoy["name"], decoy["description"])
+    entries = [
+        {"query": KEEPS, "should_trigger": True},
+        *({"query": q, "should_trigger": False, "max_skills": 0} for q in NEGATIVES),
+    ]
+    evals = write(tmp_path / "warehouse-sql-evals.json", json.dumps(entries))
+    with ScriptedAnthropic(responder=crowd_claude_code) as api:
+        done = cli(
+            api, monkeypatch, "--skill", SKILL_DIR, "--trigger", evals, "--distractors", folder,
+            "--runs", "1", "--json",
+        )  # fmt: skip
+    listed = {SKILL.name: SKILL.description} | {d["name"]: d["description"] for d in DECOYS}
+    assert crowd_skill_choice(NEGATIVES[0], listed) == []
+    assert crowd_skill_choice(NEGATIVES[1], listed) == ["chart-painter"]
+    cases = {c["prompt"]: c for c in json.loads(done.stdout)["cases"]}
+    assert cases[NEGATIVES[0]]["passed"] is True
+    assert cases[NEGATIVES[1]]["passed"] is False
+    assert cases[NEGATIVES[1]]["reasons"] == {"max_skills 0: 1 skill fired (chart-painter)": 1}
+    assert cases[KEEPS]["passed"] is True and done.exit_code == 1
+
+
 @pytest.mark.parametrize(
     "front, message",
     [
-        ("max_skills: 0\n", "t.md:5: 'max_skills' must be a positive whole number, got 0"),
+        ("max_skills: -1\n", "t.md:5: 'max_skills' must be a whole number, 0 or more, got -1"),
         ("must_not_fire: {a: 1}\n", "t.md:5: 'must_not_fire' must be a list of skill names"),
     ],
 )

@@ -497,11 +497,17 @@ ROUTING_KEYS = ("must_fire", "must_not_fire", "max_skills")
 
 
 def routing_rule(
-    data: dict, problem: Callable[[str, str], InputError], positive: bool = True
+    data: dict,
+    problem: Callable[[str, str], InputError],
+    positive: bool = True,
+    every_query: bool = False,
 ) -> RoutingRule | None:
     """A trigger query's routing assertions from a mapping (a markdown test's frontmatter, an eval
-    entry): `must_fire` and `must_not_fire` (skill names) and `max_skills` (a positive whole
-    number). `must_fire` applies to positive queries only. `problem(key, message)` makes the error."""
+    entry): `must_fire` and `must_not_fire` (skill names) and `max_skills` (a whole number; 0: no
+    skill at all may fire). `must_fire` applies to positive queries only, and so does `max_skills:
+    0` to negative ones: in a file's frontmatter (`every_query`) it leaves the positive queries
+    alone, on a positive eval entry it is refused (the skill must fire). `problem(key, message)`
+    makes the error."""
     if not any(data.get(key) is not None for key in ROUTING_KEYS):
         return None
     names: dict[str, tuple[str, ...]] = {}
@@ -512,8 +518,18 @@ def routing_rule(
             raise problem(key, f"'{key}' must be a list of skill names")
         names[key] = tuple(v.strip().lstrip("/") for v in value)
     most = data.get("max_skills")
-    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
-        raise problem("max_skills", f"'max_skills' must be a positive whole number, got {most!r}")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 0):
+        raise problem("max_skills", f"'max_skills' must be a whole number, 0 or more, got {most!r}")
+    if most == 0 and positive:
+        if not every_query:
+            raise problem(
+                "max_skills",
+                "'max_skills: 0' (no skill may fire) contradicts \"should_trigger\": true (the "
+                "skill must fire)",
+            )
+        most = None  # a file's rule: its positive queries need their skill to fire
+        if not names["must_fire"] and not names["must_not_fire"]:
+            return None
     return RoutingRule(names["must_fire"] if positive else (), names["must_not_fire"], most)
 
 
@@ -598,7 +614,7 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         start = sections.get(key, ("", body_line))[1]
         test.query_lines.update(item_lines(raw, getattr(test, key), start))
     for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
-        rule = routing_rule(data, routing_problem, positive)
+        rule = routing_rule(data, routing_problem, positive, every_query=True)
         if rule is not None:
             test.routing.update(dict.fromkeys(queries, rule))
     if kind == "trigger" and not test.positive_triggers:

@@ -88,18 +88,22 @@ def attack_figure(
     vector: str = "all",
     model: str = "",
 ) -> AttackFigureRecord:
-    """Success rate with its Wilson interval, pass^k ("held in all k runs", the mean over the
-    cases), utility under attack and the clean utility of the same cases."""
+    """Success rate with its Wilson interval, pass^k ("held in all k runs"), utility under attack
+    and the clean utility of the same cases. pass^k is τ-bench's, per attack: the chance that k
+    runs of one attack (one case under one class, variant and vector, on one model: k of its own
+    -i runs, i.i.d. trials of one task) all held; the figure is the mean over those attacks,
+    never k draws from a case's runs pooled across vectors and variants."""
     total, wins = len(runs), sum(bool(r.signals) for r in runs)
     passed = sum(r.passed for r in runs)
-    by_case: dict[str, list[AttackedRun]] = {}
+    by_attack: dict[tuple[str, str, str], list[AttackedRun]] = {}
     for r in runs:
-        by_case.setdefault(r.case, []).append(r)
+        label = r.attack.label if r.attack else ""
+        by_attack.setdefault((r.case, label, r.model), []).append(r)
     held = [
         pass_hat_k(len(rs), sum(not r.signals for r in rs), min(k, len(rs)))
-        for rs in by_case.values()
+        for rs in by_attack.values()
     ]
-    cases = set(by_case)
+    cases = {r.case for r in runs}
     baseline = [r for r in clean if r.case in cases]
     return AttackFigureRecord(
         attack=attack,
