@@ -133,7 +133,7 @@ def run_program() -> None:
     # A Python without the install (no venv active), or this file without its rooms: one line,
     # not a traceback.
     except ModuleNotFoundError as missing:
-        install = 'pip install -e ".[test]"'
+        install = "pip install -e ."
         if (missing.name or "").split(".")[0] == PACKAGE:
             problem = f"{PACKAGE}/ is not beside {__file__}: copy it too, or install ({install})"
         else:

@@ -190,7 +190,7 @@ def test_the_front_door_without_its_rooms_says_so_in_one_line(tmp_path: Path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"error: claude_tool_evaluator/ is not beside {tmp_path / 'evaluator.py'}: copy it too, "
-        'or install (pip install -e ".[test]")'
+        "or install (pip install -e .)"
     ]
 
 
