@@ -290,6 +290,15 @@ def forge(entry: Path, name: str, arguments: dict, reseal: bool) -> None:
     entry.write_text(json.dumps(document))
 
 
+def cached_once(api, tmp_path: Path) -> tuple[Path, Path]:
+    """The one-case suite run once with --cache: (suite, cache folder)."""
+    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
+    suite.write_text(ONE_CASE)
+    api.responder = respond
+    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    return suite, cache
+
+
 def tool_calls_of(path: Path) -> list[tuple[str, dict, str]]:
     document = json.loads(path.read_text())
     return [
@@ -300,10 +309,7 @@ def tool_calls_of(path: Path) -> list[tuple[str, dict, str]]:
 
 
 def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(api, tmp_path):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
     forge(entry, "describe_table", {"table": "FORGED"}, reseal=False)
     again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
@@ -326,11 +332,8 @@ def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(api, tmp_p
 
 
 def test_an_entry_sealed_without_the_folders_secret_is_refused(api, tmp_path, monkeypatch):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
     monkeypatch.setenv("CLAUDE_TOOL_EVAL_CACHE_SECRET", "only-ci-knows-this-0f3a9c")
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
     with monkeypatch.context() as unset:  # the forger knows this program, not the secret
         unset.delenv("CLAUDE_TOOL_EVAL_CACHE_SECRET")
@@ -341,10 +344,7 @@ def test_an_entry_sealed_without_the_folders_secret_is_refused(api, tmp_path, mo
 
 
 def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_path):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     made = calls(api)
     # a forger who knows the seal's key: the entry is used, and its destructive call withheld
     forge(first_answer(cache), "save_note", {"note": "forged"}, reseal=True)
@@ -369,10 +369,7 @@ def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_pat
     ],
 )
 def test_a_broken_entry_is_a_warned_miss_never_a_run_error(api, tmp_path, what, written, problem):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
     entry.write_text(written())
     again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
@@ -383,10 +380,7 @@ def test_a_broken_entry_is_a_warned_miss_never_a_run_error(api, tmp_path, what, 
 
 
 def test_an_entry_copied_under_another_requests_name_is_refused(api, tmp_path):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     made = calls(api)
     entries = sorted(cache.rglob("*.json"))
     answer = first_answer(cache)
@@ -397,10 +391,7 @@ def test_an_entry_copied_under_another_requests_name_is_refused(api, tmp_path):
 
 
 def test_cache_verify_and_prune(api, tmp_path):
-    suite, cache = tmp_path / "s.csv", tmp_path / "cache"
-    suite.write_text(ONE_CASE)
-    api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    suite, cache = cached_once(api, tmp_path)
     entries = sorted(cache.rglob("*.json"))
     assert len(entries) == 2
     sound = cli("cache", "verify", cache)
