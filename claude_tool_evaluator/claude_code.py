@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -593,6 +593,22 @@ def run_error(
     return None
 
 
+def answered_calls(events: Iterable[dict]) -> tuple[Usage, float]:
+    """What the calls a run's events show spent (each assistant message's usage, once per message
+    id, subagents' too; its output tokens as the stream started: a floor), and their cost at each
+    message's model: a run without a result event (cut by a signal or its timeout) still spent it."""
+    messages: dict[str, tuple[Usage, str]] = {}
+    for event in events:
+        message = event.get("message") if event.get("type") == "assistant" else None
+        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            key = str(message.get("id") or len(messages))
+            messages[key] = (Usage.from_api(message["usage"]), str(message.get("model") or ""))
+    total = Usage()
+    for usage, _ in messages.values():
+        total = total + usage
+    return total, sum(cost_usd(usage, model) for usage, model in messages.values())
+
+
 class ActivationReader:
     """Reads one run's stream-json events in order: the init event's skills, each top-level tool
     call (a forked skill's subagent reports with a parent_tool_use_id: its tools are not ours) and
@@ -681,6 +697,10 @@ class ActivationReader:
             record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
             if isinstance(result.get("result"), str):
                 record.answer = result["result"]
+        if result is None:  # cut short: what the calls answered so far spent
+            usage, cost = answered_calls(events)
+            if usage.total:
+                record.usage, record.total_cost_usd = asdict(usage), round(cost, 6)
         record.error = run_error(events, result, record, installed)
         return record
 
@@ -1227,13 +1247,13 @@ class ClaudeProcess:
 
 
 async def run_claude_process(
-    settings: ClaudeCliSettings, query: str, folder: RunFolder
+    settings: ClaudeCliSettings, query: str, folder: RunFolder, stdout: bytearray | None = None
 ) -> ClaudeProcess:
-    """`claude -p QUERY` in the run's project, its output read as it comes; on timeout, and after
-    it ends anyway, its process group is killed and every process it left (see end_descendants)
-    is ended, so nothing outlives the run."""
+    """`claude -p QUERY` in the run's project, its output read as it comes (into `stdout` when
+    given: what a run cut short had said); on timeout, and after it ends anyway, its process group
+    is killed and every process it left (see end_descendants) is ended, so nothing outlives the run."""
     done, marker = ClaudeProcess(), run_marker()
-    stdout, stderr = bytearray(), bytearray()
+    stdout, stderr = bytearray() if stdout is None else stdout, bytearray()
     process: asyncio.subprocess.Process | None = None
     try:
         process = await asyncio.create_subprocess_exec(
@@ -1343,6 +1363,7 @@ async def run_in_folder(
     settings: ClaudeCliSettings,
     task: TaskSetup | None,
     distractors: Sequence[Distractor] = (),
+    watch: RunWatch | None = None,
 ) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
     """A run in its folder: the project prepared, `claude` run, what a task run left kept;
     (the process, the artifacts, why they could not be kept, the outside-write guard)."""
@@ -1351,7 +1372,7 @@ async def run_in_folder(
     except OSError as exc:
         return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
     guard = task.guard() if task and task.guard else None
-    done = await run_claude_process(settings, query, folder)
+    done = await run_claude_process(settings, query, folder, watch.stdout if watch else None)
     if task is None or done.start_error:
         return done, [], None, guard
     try:
@@ -1368,12 +1389,14 @@ async def run_claude_query(
     run: int = 1,
     task: TaskSetup | None = None,
     distractors: Sequence[Distractor] = (),
+    watch: RunWatch | None = None,
 ) -> ClaudeRun:
     """One `claude -p QUERY` in a fresh temporary project holding the skills (and the crowd beside
     them: --distractors); never raises for a failed, hung or garbled run: that becomes `error` on
     the record. Nothing it started outlives it. A task run (`task`) gets its input files in the
     project first; what it leaves there is kept (masked copies), and an unconfined run that wrote
-    outside the project fails. The record is as the run was: the sinks redact it."""
+    outside the project fails. The record is as the run was: the sinks redact it. `watch` sees
+    its output as it comes (RunWatch: the record of a run a stop signal cuts short)."""
     start = time.perf_counter()
     try:
         folder = RunFolder.make()
@@ -1381,7 +1404,7 @@ async def run_claude_query(
         return ClaudeRun(query=query, run=run, error=f"could not start claude: {exc}")
     try:
         done, artifacts, artifact_error, guard = await run_in_folder(
-            folder, query, skills, settings, task, distractors
+            folder, query, skills, settings, task, distractors, watch
         )
     finally:
         folder.remove()
@@ -1399,17 +1422,46 @@ async def run_claude_query(
     return record
 
 
+@dataclass
+class RunWatch:
+    """A `claude -p` run in flight, as its output comes: a run a stop signal cuts short is
+    recorded from what it said so far (its activations, its calls, what the answered calls
+    spent), as `interrupted`."""
+
+    query: str
+    run: int
+    installed: list[str]
+    stdout: bytearray = field(default_factory=bytearray)
+    started: float = field(default_factory=time.perf_counter)
+
+    def interrupted(self) -> ClaudeRun:
+        events, _ = parse_stream_json(bytes(self.stdout).decode("utf-8", "replace"))
+        record = detect_activation(events, self.installed, self.query, self.run)
+        record.error = "interrupted"
+        record.latency_ms = round((time.perf_counter() - self.started) * 1000, 2)
+        return record
+
+
+# Where a command run as the user (--unconfined Bash) writes unasked, besides what is always
+# watched: folders of the real home that hold keys, credentials and programs on PATH.
+UNCONFINED_WATCHED_TREES = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".local/bin")
+
+
 class OutsideWriteGuard:
     """Checks that runs wrote nothing outside their temporary projects: the skills' own folders,
     the real HOME's Claude Code folders and settings (skills, agents, commands, settings,
     CLAUDE.md), and the top level of the working folder are fingerprinted before and compared
-    after. The run's own outputs and the --ignore-path globs are not watched."""
+    after; when runs' Bash runs as the user (`unconfined`), also the top level of the real HOME
+    (its dotfiles: .bashrc, .profile, .netrc, .gitconfig) and of ~/.config, the folders of
+    UNCONFINED_WATCHED_TREES, and the top level of the temporary folder (the runs' own folders
+    there excepted). The run's own outputs and the --ignore-path globs are not watched."""
 
     def __init__(
         self,
         skills: Sequence[SkillInfo],
         ignore: Sequence[str | Path] = (),
         ignore_globs: Sequence[str] = (),
+        unconfined: bool = False,
     ) -> None:
         home = Path.home() / ".claude"
         self.trees = [s.folder for s in skills] + [
@@ -1419,6 +1471,10 @@ class OutsideWriteGuard:
         ]
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
+        if unconfined:
+            self.trees += [Path.home() / name for name in UNCONFINED_WATCHED_TREES]
+            self.top_level += [Path.home(), Path.home() / ".config", Path(tempfile.gettempdir())]
+        self.top_level = list(dict.fromkeys(self.top_level))
         self.ignore = {str(Path(p).resolve()) for p in ignore}
         self.ignore_globs = tuple(ignore_globs)
         self.before = self.fingerprint()
@@ -1477,7 +1533,8 @@ class OutsideWriteGuard:
         for folder in self.top_level:
             if folder.is_dir():
                 for path in folder.iterdir():
-                    note(path)
+                    if not path.name.startswith(RUN_FOLDER_PREFIX):  # a run's own folder
+                        note(path)
         return seen
 
     def changes(self) -> list[str]:

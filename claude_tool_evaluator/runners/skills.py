@@ -19,6 +19,7 @@ from ..cache import CACHE_SAMPLE, ResponseCache
 from ..claude_code import (
     CachingProxy,
     OutsideWriteGuard,
+    RunWatch,
     TaskSetup,
     file_sha256,
     project_files,
@@ -226,11 +227,15 @@ class SkillRunner:
         self.guarded = list(plan.skills) + ([plan.baseline_skill] if plan.baseline_skill else [])
         self.changed_elsewhere: list[str] = []
         self.proxy: CachingProxy | None = None  # --cache: started by session()
+        # runs in flight, by their job's key: what a stop signal cuts short is recorded from them
+        self.in_flight: dict[tuple, tuple[RunWatch, ClaudeCliSettings, str, str]] = {}
         if plan.artifacts is not None:
             self.ignore.append(plan.artifacts)
 
     def new_guard(self) -> OutsideWriteGuard:
-        return OutsideWriteGuard(self.guarded, self.ignore, self.plan.ignore_globs)
+        return OutsideWriteGuard(
+            self.guarded, self.ignore, self.plan.ignore_globs, unconfined=not self.plan.confined
+        )
 
     def task_fingerprint(self, test: SkillTest, configuration: str) -> str:
         """A task run's records are reusable when the suite, this configuration's skills, the
@@ -362,12 +367,27 @@ class SkillRunner:
             return settings
         return replace(settings, base_url=f"{self.proxy.url}/sample/{run}")
 
+    def watch(
+        self,
+        job: Job,
+        skills: Sequence[SkillInfo],
+        settings: ClaudeCliSettings,
+        configuration: str = "",
+    ) -> RunWatch:
+        """A run's output as it comes, kept until it ends (see under_way)."""
+        label, query, _, run, *_ = job.payload
+        watch = RunWatch(query, run, [s.name for s in skills])
+        self.in_flight[job.key] = (watch, settings, label, configuration)
+        return watch
+
     async def run(self, job: Job) -> ClaudeRun:
         label, query, settings, run, *more = job.payload
         settings = self.through_cache(settings, run)
         CACHE_SAMPLE.set(str(run))  # the judge's calls of this run: its sample
         if not more:
-            record = await run_claude_query(query, self.plan.skills, settings, run)
+            watch = self.watch(job, self.plan.skills, settings)
+            record = await run_claude_query(query, self.plan.skills, settings, run, watch=watch)
+            del self.in_flight[job.key]
             record.test, record.model = label, settings.label or settings.model
             record.claude_version = settings.version or None
             return record
@@ -384,9 +404,10 @@ class SkillRunner:
             artifacts=artifacts,
             guard=None if self.plan.confined else self.new_guard,
         )
-        record = await run_claude_query(
-            query, self.plan.skills_for(test, configuration), settings, run, setup
-        )
+        skills = self.plan.skills_for(test, configuration)
+        watch = self.watch(job, skills, settings, configuration)
+        record = await run_claude_query(query, skills, settings, run, setup, watch=watch)
+        del self.in_flight[job.key]
         record.test, record.model, record.configuration = (
             label,
             settings.label or settings.model,
@@ -428,7 +449,15 @@ class SkillRunner:
         return result  # a SkillRunResult is a ClaudeRun
 
     def under_way(self) -> list[tuple[tuple, ClaudeRun]]:
-        return []  # a `claude -p` run cut short says nothing about activation
+        """The runs a stop signal cut short, as `interrupted`, with what their answered calls
+        spent (the activations they showed count as any failed run's do: see ClaudeRun.counted)."""
+        cut = []
+        for key, (watch, settings, label, configuration) in self.in_flight.items():
+            record = watch.interrupted()
+            record.test, record.model = label, settings.label or settings.model
+            record.configuration, record.claude_version = configuration, settings.version or None
+            cut.append((key, record))
+        return cut
 
     async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
         estimate = estimate_claude_runs(jobs)
