@@ -719,11 +719,6 @@ OPTIONS: list[Option] = [
     ),
     option(
         TASKS,
-        "--ignore-path",
-        multiple=True,
-        metavar="GLOB",
-    option(
-        TASKS,
         "--allow-read",
         multiple=True,
         type=click.Path(),
@@ -731,6 +726,11 @@ OPTIONS: list[Option] = [
         help="Task runs may read this file or folder of your home (repeatable): Bash in the "
         "sandbox and Read see nothing of your home by default (keys, credentials, history).",
     ),
+    option(
+        TASKS,
+        "--ignore-path",
+        multiple=True,
+        metavar="GLOB",
         help="A file other programs change while skill runs run (an editor's autosave, a test "
         "cache): not watched by the outside-write check (repeatable).",
     ),
@@ -1145,6 +1145,7 @@ class Settings:
     # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
     unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
+    allow_read: tuple[str, ...] = ()  # --allow-read PATH: what task runs may read of the home
     ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
@@ -1160,7 +1161,6 @@ class Settings:
     distractors: tuple[str, ...] = ()
     distractor_steps: str | None = None
     distractor_tools: tuple[str, ...] = ()
-    allow_read: tuple[str, ...] = ()  # --allow-read PATH: what task runs may read of the home
     tool_steps: str | None = None
     distractors_file: str | None = None
     # the hostile room: the suite under attack, the definitions scanned, the definitions pinned
