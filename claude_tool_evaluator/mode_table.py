@@ -218,7 +218,7 @@ MODES.extend(
             "compare",
             "--compare",
             lambda s: bool(s.compare),
-            frozenset({"compare", "alpha"}),
+            frozenset({"compare", "alpha", "significant_only"}),
             RoomFunction("modes.results_files", "compare_mode"),
             ("python evaluator.py compare old.json new.json --report diff.md --html diff.html",),
             "compare results files: significant regressions and fixes, pass rate and cost",

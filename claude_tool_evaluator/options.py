@@ -962,6 +962,14 @@ OPTIONS += [
         help="compare: a case is a regression or a fix only when its change is significant at "
         "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level.",
     ),
+    option(
+        STATISTICS,
+        "--significant-only",
+        is_flag=True,
+        help="compare: exit 1 only on a significant regression or a removed case; a suspected "
+        "regression (every run passed before, every run fails now, not significant) is still "
+        "listed first, under a warning.",
+    ),
 ]
 
 
@@ -997,6 +1005,7 @@ PROJECT_NOT_OPTIONS = frozenset(
         "detect",
         "rate",
         "alpha",
+        "significant_only",
     }
 )
 
@@ -1073,6 +1082,7 @@ class Settings:
     optimize: bool = False  # --optimize: the description optimizer
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
     alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
+    significant_only: bool = False  # compare: a suspected regression does not fail (exit 0)
     keyword: str | None = None  # -k EXPR: only the cases whose names match
     cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
     fail_fast: bool = False  # -x: no run starts after the first failing one

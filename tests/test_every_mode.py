@@ -485,9 +485,10 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
         f"{good} → {bad}: 1 regression(s), 0 fix(es)" in flat
         and f"{bad} → {good}: 0 regression(s), 1 fix(es)" in flat
     )
-    # 6/6 -> 0/6 is p = 2/924; Holm over the three cases compared: 3 x 2/924
-    holm = f"p {3 * 2 / 924:.3g}"
-    assert "regression tables -100.0 pts (95% " in flat
+    # 6/6 -> 0/6 is p = 2/924; Holm over the three cases compared: 3 x 2/924, and the interval
+    # at the level Holm tests it at (alpha / 3: 98.3 %)
+    holm = f"p {3 * 2 / 924:.3g} (Holm over 3 cases)"
+    assert "regression tables -100.0 pts (98.3% " in flat
     assert f"{holm} — missing expected tool list_warehouse_tables" in flat
     assert "fixed tables +100.0 pts" in flat
     assert "passed 3/3 (100%, 95%" in flat and "→ 2/3 (67%, 95%" in flat
@@ -498,7 +499,7 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
         in markdown
     )
     assert "## ✅ Comparison: 0 regression(s), 1 fix(es), 0 within noise, 0 removed" in markdown
-    assert "| `tables` | regression | 6/6 | 0/6 | -100.0 pts (95% " in markdown
+    assert "| `tables` | regression | 6/6 | 0/6 | -100.0 pts (98.3% " in markdown
     assert f"{holm} | missing expected tool list_warehouse_tables |" in markdown
     assert "| runs passed | 18/18 | 12/18 | -33.3 pts (95% " in markdown
     assert "| Passed | 3/3 (100%" in markdown and "| 2/3 (67%" in markdown
@@ -512,7 +513,10 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
         "old",
         "new",
         "failed",
+        "verdict",
         "alpha",
+        "family",
+        "significant_only",
         "pass_rate",
         "cost_usd",
         "rates",
@@ -620,15 +624,20 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
         and old["trigger_scores"][0]["triggerScore"] == 100
     )
 
-    # One run each: 1/1 -> 0/1 is a flip, and noise (Fisher's p = 1): within noise, exit 0
+    # One run each: 1/1 -> 0/1 is not significant (Fisher's p = 1), but the case passed every run
+    # before and fails every run now: a suspected regression, exit 1 (--significant-only: 0).
+    # The two cases tie at p = 1: Holm tests both at alpha / 2, the interval's level too.
     result = compare(good, bad, extra=("--report", str(sandbox / "diff.md")))
-    assert result.exit_code == 0, result.stdout
+    assert result.exit_code == 1, result.stdout
+    assert compare(good, bad, extra=("--significant-only",)).exit_code == 0
     flat = said(result)
     name = f"warehouse-sql: {JOKE_QUERY}"
-    assert "0 regression(s), 0 fix(es), 1 within noise" in flat
+    assert "0 regression(s), 1 suspected regression(s), 0 fix(es), 0 within noise" in flat
     assert (
-        f"within noise {name} -100.0 pts (95% " in flat
-        and "p 1 — not significant; about 4 runs per side" in flat
+        f"suspected regression {name} -100.0 pts (97.5% " in flat
+        and "p 1 (Holm over 2 cases) — every run passed before, every run fails now: not "
+        "significant; about 5 runs per side (at 97.5%, Holm over 2 cases)"
+        in flat
     )
     assert "passed 2/2 (100%, 95%" in flat and "→ 1/2 (50%, 95%" in flat
     assert f"cost ${old['summary']['cost_usd']:.4f} → ${new['summary']['cost_usd']:.4f}" in flat
@@ -636,13 +645,14 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
     assert "triggerScore warehouse-sql: 100.0% → 0.0%" in flat
     markdown = (sandbox / "diff.md").read_text()
     assert "| triggerScore `warehouse-sql` | 100.0% | 0.0% | -100.0 |" in markdown
-    assert f"| `{name}` | within noise | 1/1 | 0/1 | -100.0 pts (95% " in markdown
+    assert f"| `{name}` | suspected regression | 1/1 | 0/1 | -100.0 pts (97.5% " in markdown
     [step] = comparison_of(compare(good, bad, extra=("--json",)))
     assert step["trigger_scores"] == [{"skill": "warehouse-sql", "old": 100.0, "new": 0.0}]
     assert step["cost_usd"] == [old["summary"]["cost_usd"], new["summary"]["cost_usd"]]
-    assert step["pass_rate"] == [1.0, 0.5] and step["failed"] is False
-    # the textbook size for 100 % -> 0 % is 2; the exact test needs 4/4 against 0/4 (2/70 < 0.05)
-    assert changes(step)[name]["statistics"]["runs_to_decide"] == 4
+    assert step["pass_rate"] == [1.0, 0.5] and step["failed"] is True
+    # the textbook size for 100 % -> 0 % at alpha / 2 is 3; the exact test needs 5/5 against 0/5
+    # there (2/252 < 0.025, 2/70 is not)
+    assert changes(step)[name]["statistics"]["runs_to_decide"] == 5
     result = compare(bad, good)
     assert result.exit_code == 0 and f"within noise {name}" in said(result)
 

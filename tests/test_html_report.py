@@ -595,7 +595,9 @@ def test_comparison_report_puts_regressions_first(lab: Lab, tmp_path: Path):
     text = dom.text
     assert text.index("Changes: regressions and fixes first") < text.index("Cases (4)")
     assert "3 regression(s), 1 fix(es), 0 within noise" in text
-    assert "-100.0 pts (95% " in text and "runs passed" in text and "cost per run" in text
+    # four tied p's: Holm tests each at alpha / 4, and the interval is at that level (98.75 %)
+    assert "-100.0 pts (98.8% " in text and "(Holm over 4 cases)" in text
+    assert "runs passed" in text and "cost per run" in text
     rows = [attrs["data-case"] for tag, attrs in dom.tags if tag == "tr" and "data-case" in attrs]
     assert set(rows[:3]) == {"tables_ok", HOSTILE, HOSTILE_IMG} and rows[3] == "forbidden_case"
     opened = parse_dom(dump_dom(html, tmp_path, "tables_ok")).text

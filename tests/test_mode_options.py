@@ -209,6 +209,7 @@ SAMPLES: dict[str, list[str]] = {
     "detect": ["--detect", "20"],
     "rate": ["--rate", "0.5"],
     "alpha": ["--alpha", "0.01"],
+    "significant_only": ["--significant-only"],
 }
 
 # The smallest command line that selects each mode.
@@ -4115,10 +4116,11 @@ def _(lab, mode):
     old, new = compare_files(lab)
     usual = lab.run("--compare", old, new, "--json")
     strict = lab.run("--compare", old, new, "--alpha", "0.001", "--json")
-    # Holm's adjusted p of each case is 2 x 2/924 = 0.0043: below 0.05, above 0.001
+    # Holm's adjusted p of each case is 2 x 2/924 = 0.0043: below 0.05, above 0.001, where
+    # 6/6 -> 0/6 is a suspected regression (every run passed, every run fails), still exit 1
     [step], [strict_step] = usual.document()["comparisons"], strict.document()["comparisons"]
     assert usual.code == 1 and {c["change"] for c in step["cases"]} == {"regression"}
-    assert strict.code == 0 and {c["change"] for c in strict_step["cases"]} == {"noise"}
+    assert strict.code == 1 and {c["change"] for c in strict_step["cases"]} == {"suspected"}
     assert (step["alpha"], strict_step["alpha"]) == (0.05, 0.001)
     assert strict_step["cases"][0]["statistics"]["adjusted_p"] == round(4 / 924, 6)
 
@@ -4161,6 +4163,23 @@ def _(lab, mode):
     even = lab.run("--plan", "--rate", "0.5")
     assert plan_runs(even) == runs_to_detect(0.5, 0.4)
     assert plan_runs(even) > plan_runs(lab.run("--plan"))
+
+
+@observes("significant_only", "compare")
+def _(lab, mode):
+    old, new = compare_files(lab)
+    # at --alpha 0.001 neither 6/6 -> 0/6 is significant (Holm: 4/924): suspected regressions,
+    # which fail the comparison unless --significant-only lets them through, under a warning
+    args = ("--compare", old, new, "--alpha", "0.001")
+    strict = lab.run(*args, "--json")
+    through = lab.run(*args, "--significant-only", "--json")
+    assert strict.code == 1 and through.code == 0
+    [step], [let] = strict.document()["comparisons"], through.document()["comparisons"]
+    assert (step["verdict"], let["verdict"]) == ("failed", "warning")
+    assert {c["change"] for c in let["cases"]} == {"suspected"} and not let["failed"]
+    report = lab.fresh("diff.md")
+    lab.run(*args, "--significant-only", "--report", report)
+    assert report.read_text().startswith("## ⚠️ Comparison: 0 regression(s), 2 suspected")
 
 
 @observes("alpha", "plan")

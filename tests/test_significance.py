@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from math import comb, sqrt
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 from click.testing import CliRunner
@@ -40,27 +41,38 @@ def fisher_by_hand(a: int, n1: int, c: int, n2: int) -> float:
     return sum(probability(k) for k in tables if probability(k) <= observed * (1 + 1e-7))
 
 
-def wilson_by_hand(s: int, n: int) -> tuple[float, float]:
+def wilson_by_hand(s: int, n: int, z: float = Z95) -> tuple[float, float]:
     p = s / n
-    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
-    half = Z95 * sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * sqrt(p * (1 - p) / n + z**2 / (4 * n * n)) / (1 + z**2 / n)
     return centre - half, centre + half
 
 
-def newcombe_by_hand(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float]:
+def newcombe_by_hand(s1: int, n1: int, s2: int, n2: int, z: float = Z95) -> tuple[float, float]:
     """New − old: d − √((p2 − l2)² + (u1 − p1)²), d + √((u2 − p2)² + (p1 − l1)²)."""
     p1, p2 = s1 / n1, s2 / n2
-    (l1, u1), (l2, u2) = wilson_by_hand(s1, n1), wilson_by_hand(s2, n2)
+    (l1, u1), (l2, u2) = wilson_by_hand(s1, n1, z), wilson_by_hand(s2, n2, z)
     d = p2 - p1
-    return d - sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2), d + sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    low, high = d - sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2), d + sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return max(-1.0, low), min(1.0, high)
 
 
-def textbook_runs(p1: float, p2: float) -> int:
+def textbook_runs(p1: float, p2: float, z: float = Z95) -> int:
     """n = (z_{1-α/2}·√(2·p̄·q̄) + z_{1-β}·√(p1·q1 + p2·q2))² / (p1 − p2)², rounded up."""
     mean = (p1 + p2) / 2
-    top = Z95 * sqrt(2 * mean * (1 - mean)) + Z80 * sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    top = z * sqrt(2 * mean * (1 - mean)) + Z80 * sqrt(p1 * (1 - p1) + p2 * (1 - p2))
     exact = top**2 / (p1 - p2) ** 2
     return int(exact) + (exact > int(exact))
+
+
+def z_of(level: float) -> float:
+    """The two-sided normal quantile of a significance level (1.96 for 0.05)."""
+    return NormalDist().inv_cdf(1 - level / 2)
+
+
+def fewest_flip_runs(level: float) -> int:
+    """The fewest runs a side at which n/n against 0/n is significant: 2 / C(2n, n) < level."""
+    return next(n for n in range(1, 100) if 2 / comb(2 * n, n) < level)
 
 
 # ---------------------------------------------------------------------------- the functions
@@ -189,14 +201,23 @@ def test_a_flip_is_noise_and_a_drop_is_a_regression(tmp_path):
     assert cases["drops"]["change"] == "regression"
     assert cases["drops"]["statistics"]["p_value"] == round(drop_p, 6)
     assert cases["drops"]["statistics"]["adjusted_p"] == round(3 * drop_p, 6)
-    low, high = newcombe_by_hand(10, 10, 2, 10)
+    # one story: the interval and the runs at the level Holm tests each case at: the smallest p
+    # at alpha / 3 (98.3 %), the two p's of 1 (tied: the first rank of the tie) at alpha / 2
+    assert cases["drops"]["statistics"]["level"] == pytest.approx(0.05 / 3)
+    assert cases["drops"]["statistics"]["family"] == 3
+    low, high = newcombe_by_hand(10, 10, 2, 10, z_of(0.05 / 3))
     assert cases["drops"]["statistics"]["interval"] == [round(low, 4), round(high, 4)]
     assert cases["drops"]["statistics"]["difference"] == -0.8
     assert cases["flips"]["change"] == "noise" and cases["flips"]["old_passed"] is True
     assert cases["flips"]["new_passed"] is False and flip_p == pytest.approx(1.0)
-    # 100 % -> 80 %: the textbook size, at least the exact test's 4
-    assert cases["flips"]["statistics"]["runs_to_decide"] == textbook_runs(1.0, 0.8)
-    assert f"about {textbook_runs(1.0, 0.8)} runs per side" in cases["flips"]["note"]
+    # 100 % -> 80 % at the flip's Holm level (alpha / 2): the textbook size, at least the exact
+    # test's fewest, and more than the 5 runs a side already made
+    assert cases["flips"]["statistics"]["level"] == pytest.approx(0.025)
+    flip_runs = max(textbook_runs(1.0, 0.8, z_of(0.025)), fewest_flip_runs(0.025), 6)
+    assert cases["flips"]["statistics"]["runs_to_decide"] == flip_runs
+    assert f"about {flip_runs} runs per side" in cases["flips"]["note"]
+    flip_low, flip_high = newcombe_by_hand(5, 5, 4, 5, z_of(0.025))
+    assert cases["flips"]["statistics"]["interval"] == [round(flip_low, 4), round(flip_high, 4)]
     assert cases["same"]["change"] == "unchanged"
     [runs_passed] = step["rates"]
     assert (runs_passed["old"], runs_passed["new"]) == ([18, 18], [9, 18])
@@ -209,11 +230,17 @@ def test_a_flip_is_noise_and_a_drop_is_a_regression(tmp_path):
     shown = compare(old, new, "--report", str(report), "--html", str(page))
     flat = " ".join(shown.stdout.split())
     assert "1 regression(s), 0 fix(es), 1 within noise, 0 removed, 0 added" in flat
-    assert f"regression drops -80.0 pts (95% {low * 100:+.1f}…{high * 100:+.1f}), p" in flat
-    assert "within noise flips -20.0 pts" in flat
+    drop_shown = f"-80.0 pts (98.3% {low * 100:+.1f}…{high * 100:+.1f}), p {3 * drop_p:.3g}"
+    assert f"regression drops {drop_shown} (Holm over 3 cases)" in flat
+    assert (
+        f"within noise flips -20.0 pts (97.5% {flip_low * 100:+.1f}…{flip_high * 100:+.1f}), "
+        "p 1 (Holm over 3 cases)" in flat
+    )
+    # the runs are at the same level: said once, beside them
+    assert f"about {flip_runs} runs per side (at 97.5%, Holm over 3 cases)" in flat
     assert "cost per run: $0.0110 → $0.0210: $+0.0100 (95% $+" in flat
     markdown = report.read_text()
-    assert f"| `drops` | regression | 10/10 | 2/10 | -80.0 pts (95% {low * 100:+.1f}" in markdown
+    assert f"| `drops` | regression | 10/10 | 2/10 | {drop_shown} (Holm over 3 cases) |" in markdown
     assert "| `flips` | within noise | 5/5 | 4/5 |" in markdown
     assert "| latency per run | | | 110 ms → 210 ms: +100 ms (95% +" in markdown
     html = page.read_text()
@@ -230,6 +257,171 @@ def test_alpha_decides_what_counts(tmp_path):
     lenient = compare(old, new, "--json", "--alpha", "0.1")
     assert strict["change"] == "noise" and lenient.exit_code == 1
     assert json.loads(lenient.stdout)["comparisons"][0]["cases"][0]["change"] == "regression"
+
+
+# ---------------------------------------------------------------------------- one story: 16 cases, one broken
+BROKEN = "breaks"
+SUITE_OF_16 = [(f"case{i:02d}", 5, 5) for i in range(15)]
+FAMILY_LEVEL = 0.05 / 16  # the broken case has the smallest p: Holm tests it at alpha / 16
+
+
+def broken_suite(tmp_path: Path) -> tuple[str, str]:
+    """16 cases at -i 5; one goes 5/5 -> 0/5, the other 15 pass every run in both files."""
+    old = write(tmp_path / "old.json", document([*SUITE_OF_16, (BROKEN, 5, 5)]))
+    new = write(tmp_path / "new.json", document([*SUITE_OF_16, (BROKEN, 0, 5)]))
+    return old, new
+
+
+def page_data(page: Path) -> dict:
+    import re
+
+    found = re.search(
+        r'<script type="application/json" id="report-data">(.*?)</script>', page.read_text(), re.S
+    )
+    assert found
+    return json.loads(found.group(1))
+
+
+def terminal(stdout: str) -> str:
+    """What compare printed of the comparison, flattened: the lines after the `wrote FILE` ones."""
+    return " ".join(" ".join(x for x in stdout.splitlines() if not x.startswith("wrote ")).split())
+
+
+def the_story(tmp_path: Path) -> tuple[float, tuple[float, float], int]:
+    """What every writer must say of the broken case, computed here: Fisher's p = 2 / C(10, 5)
+    times 16 (Holm), Newcombe's interval at 1 − alpha/16, the runs that decide at alpha/16."""
+    p = 16 * 2 / comb(10, 5)
+    interval = newcombe_by_hand(5, 5, 0, 5, z_of(FAMILY_LEVEL))
+    runs = max(textbook_runs(1.0, 0.0, z_of(FAMILY_LEVEL)), fewest_flip_runs(FAMILY_LEVEL))
+    return p, interval, runs
+
+
+def test_a_case_that_breaks_completely_is_a_suspected_regression_everywhere(tmp_path):
+    """The finding of issue 36: 5/5 -> 0/5 in a 16-case suite was "within noise", exit 0, under
+    a ✅, its interval at 95 % beside a p Holm-corrected over 16 cases, and "about 4 runs per
+    side would decide" after 5 a side were run."""
+    old, new = broken_suite(tmp_path)
+    p, (low, high), runs = the_story(tmp_path)
+    assert 0.05 < p < 0.2 and runs > 5  # not significant over 16 cases; 5 a side did not decide
+    report, page, comment = tmp_path / "diff.md", tmp_path / "diff.html", tmp_path / "pr.md"
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
+    summary.write_text("")
+    outputs.write_text("")
+    github = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)}
+    shown = CliRunner().invoke(
+        evaluator.main,
+        ["compare", old, new, "--report", str(report), "--html", str(page)]
+        + ["--pr-comment", str(comment)],
+        env=github,
+    )
+    # a suspected regression fails the comparison (exit 1) unless --significant-only
+    assert shown.exit_code == 1, shown.output
+    stats = f"-100.0 pts (99.7% {low * 100:+.1f}…{high * 100:+.1f}), p {p:.3g} (Holm over 16 cases)"
+    decide = f"about {runs} runs per side (at 99.7%, Holm over 16 cases) would decide"
+
+    # JSON: the kind, and the p, interval and runs all at alpha / 16
+    [step] = json.loads(compare(old, new, "--json").stdout)["comparisons"]
+    [case] = [c for c in step["cases"] if c["name"] == BROKEN]
+    assert case["change"] == "suspected" and step["failed"] is True
+    assert step["cases"][0]["name"] == BROKEN  # shown first
+    statistics = case["statistics"]
+    assert statistics["adjusted_p"] == round(p, 6) and not statistics["significant"]
+    assert statistics["level"] == pytest.approx(FAMILY_LEVEL) and statistics["family"] == 16
+    assert statistics["interval"] == [round(low, 4), round(high, 4)]
+    assert statistics["runs_to_decide"] == runs
+
+    # the terminal (after the lines that say which files were written)
+    flat = terminal(shown.stdout)
+    headline = flat.split(" passed ")[0]
+    assert "✅" not in flat and headline.startswith("❌ ")
+    assert "0 regression(s), 1 suspected regression(s), 0 fix(es), 0 within noise" in headline
+    assert f"suspected regression {BROKEN} {stats}" in flat and decide in flat
+    assert "within noise" not in flat.split(" passed ", 1)[1]
+
+    # the markdown report
+    markdown = report.read_text()
+    assert "✅" not in markdown and markdown.startswith("## ❌ Comparison: 0 regression(s), 1 ")
+    assert f"| `{BROKEN}` | suspected regression | 5/5 | 0/5 | {stats} |" in markdown
+    assert decide in markdown
+
+    # the HTML page: its data, and the page as a browser draws it
+    data = page_data(page)
+    [drawn] = data["comparisons"]
+    assert data["passed"] is False and drawn["failed"] is True and drawn["verdict"] == "failed"
+    assert drawn["changes"][0]["shown"] == "suspected regression"
+    assert drawn["changes"][0]["statistics"] == stats and decide in drawn["changes"][0]["reasons"]
+
+    # the pull-request comment and the step summary
+    body = comment.read_text()
+    assert "✅" not in body
+    assert body.startswith(
+        "### ❌ Against the baseline: 0 regression(s), 1 suspected regression(s)"
+    )
+    lines = body.splitlines()
+    at = lines.index("#### Suspected regressions (every run passed before, every run fails now)")
+    row = lines[at + 4]
+    assert row.startswith(f"| `{BROKEN}` | 5/5 | 0/5 | -100.0 pts | {low * 100:+.1f}…")
+    assert f"| 99.7% | {p:.3g} |" in row and "Holm over 16 cases" in row
+    step_summary = summary.read_text()
+    assert "✅" not in step_summary and step_summary.startswith("## ❌ Comparison")
+    said = dict(line.split("=", 1) for line in outputs.read_text().splitlines() if "=" in line)
+    assert said["passed"] == "false" and said["suspected_regressions"] == "1"
+    assert said["regressions"] == "0"
+
+
+def test_a_suspected_regression_can_be_let_through_but_never_under_a_tick(tmp_path):
+    """--significant-only: exit 0 on a suspected regression, which still leads every report,
+    under ⚠️ (the HTML page: a warning badge)."""
+    old, new = broken_suite(tmp_path)
+    report, page, comment = tmp_path / "diff.md", tmp_path / "diff.html", tmp_path / "pr.md"
+    shown = compare(
+        old, new, "--significant-only", "--report", str(report), "--html", str(page),
+        "--pr-comment", str(comment),
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    flat = terminal(shown.stdout)
+    assert "✅" not in flat and flat.startswith("⚠️ ")
+    assert f"suspected regression {BROKEN} -100.0 pts (99.7% " in flat
+    markdown = report.read_text()
+    assert markdown.startswith("## ⚠️ Comparison: 0 regression(s), 1 suspected regression(s)")
+    assert comment.read_text().startswith("### ⚠️ Against the baseline: 0 regression(s), 1 ")
+    data = page_data(page)
+    assert data["passed"] is True and data["comparisons"][0]["verdict"] == "warning"
+    [step] = json.loads(compare(old, new, "--significant-only", "--json").stdout)["comparisons"]
+    assert step["failed"] is False and step["cases"][0]["change"] == "suspected"
+    # a significant regression still fails: 10/10 -> 0/10 over 16 cases is p 16 x 2/C(20,10)
+    worse = write(tmp_path / "worse.json", document([*SUITE_OF_16, (BROKEN, 0, 10)]))
+    before = write(tmp_path / "before.json", document([*SUITE_OF_16, (BROKEN, 10, 10)]))
+    assert compare(before, worse, "--significant-only").exit_code == 1
+
+
+def test_the_html_page_heads_a_suspected_regression_with_no_pass(tmp_path):
+    """The page as a browser draws it: the header badge and the comparison's badge."""
+    from test_html_report import dump_dom, parse_dom
+
+    old, new = broken_suite(tmp_path)
+    for extra, badge in (((), "FAILED"), (("--significant-only",), "SUSPECTED REGRESSION")):
+        page = tmp_path / f"diff{len(extra)}.html"
+        assert compare(old, new, "--html", str(page), *extra).stdout
+        text = " ".join(parse_dom(dump_dom(page, tmp_path)).text.split())
+        assert text.startswith(f"Comparison report {badge} Comparison model "), text[:200]
+        assert "PASSED" not in text and "no regression" not in text
+        assert "suspected regression" in text and "Holm over 16 cases" in text
+
+
+def test_runs_to_decide_are_never_the_runs_already_made():
+    """Within noise, "about N runs per side would decide" names more runs than either side made:
+    N a side would have decided it."""
+    from claude_tool_evaluator.writers.comparison import RateChange
+
+    for old, runs_made, new in ((5, 5, 0), (5, 5, 1), (10, 10, 6), (3, 3, 0), (1, 1, 0)):
+        for family in (1, 4, 16):
+            rate = RateChange("c", old, runs_made, new, runs_made, 0.05)
+            rate.adjusted_p, rate.family = min(1.0, family * rate.p_value), family
+            rate.level = 0.05 / family
+            if not rate.significant:
+                assert rate.runs_to_decide > runs_made, (old, new, family)
+                assert rate.runs_to_decide >= fewest_flip_runs(rate.level)
 
 
 # ---------------------------------------------------------------------------- plan

@@ -443,10 +443,12 @@ def test_compare_finds_regressions_and_fixes(tmp_path):
     assert markdown.startswith(
         "## ❌ Comparison: 1 regression(s), 1 fix(es), 1 within noise, 1 removed, 1 added"
     )
-    assert "| `a` | regression | 10/10 | 0/10 | -100.0 pts (95% -100.0…-60.8), p 4.33e-05 |" in (
+    # a and b tie at the smallest p: Holm tests both at alpha / 4, their intervals at 98.75 %
+    holm = "p 4.33e-05 (Holm over 4 cases)"
+    assert f"| `a` | regression | 10/10 | 0/10 | -100.0 pts (98.8% -100.0…-45.7), {holm} |" in (
         markdown
     )
-    assert "| `b` | fixed | 0/10 | 10/10 | +100.0 pts (95% +60.8…+100.0), p 4.33e-05 |" in markdown
+    assert f"| `b` | fixed | 0/10 | 10/10 | +100.0 pts (98.8% +45.7…+100.0), {holm} |" in markdown
     assert "| `d` | within noise | 3/3 | 2/3 | -33.3 pts" in markdown
     assert "| `added` | added |" in markdown and "| `gone` | removed |" in markdown
     assert "| Cost | $0.3000 | $0.3600 | +0.0600 |" in markdown

@@ -132,12 +132,13 @@ def generate_mode(settings: Settings, console: Console) -> int:
 
 def compare_mode(settings: Settings, console: Console) -> int:
     """--compare OLD NEW [NEWER ...]: each file against the one before; exit 1 on any
-    regression or removed case."""
+    regression, suspected regression (every run passed before, every run fails now: unless
+    --significant-only) or removed case."""
     if len(settings.compare) < 2:
         raise InputError(
             "--compare needs at least two results files", hint="--compare old.json new.json"
         )
-    comparisons = compare_files(settings.compare, settings.alpha)
+    comparisons = compare_files(settings.compare, settings.alpha, settings.significant_only)
     write_comparisons(comparisons, settings, console)
     if not settings.json_out:
         for comparison in comparisons:

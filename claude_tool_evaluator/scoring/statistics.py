@@ -90,6 +90,24 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """The level Holm's step-down tests each p-value at: alpha / (m − rank), rank counted from
+    the smallest of the m p-values (0 for it: Bonferroni's alpha / m) and shared by tied
+    p-values (the first rank of the tie). A p-value's Holm-adjusted p is below alpha only when
+    it is itself below its level, so an interval and a run count at this level tell the same
+    story as the adjusted p."""
+    import math
+
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    levels, first = [alpha] * m, 0
+    for rank, index in enumerate(order):
+        if rank and not math.isclose(p_values[index], p_values[order[rank - 1]], rel_tol=1e-9):
+            first = rank
+        levels[index] = alpha / (m - first)
+    return levels
+
+
 def runs_to_detect(
     old_rate: float, new_rate: float, alpha: float = 0.05, power: float = C.PLAN_POWER
 ) -> int | None:
@@ -115,6 +133,19 @@ def fewest_deciding_runs(alpha: float) -> int:
     from math import comb
 
     return next(n for n in range(1, 1000) if 2 / comb(2 * n, n) < alpha)
+
+
+def runs_to_decide(
+    old_rate: float, new_rate: float, level: float, runs_made: int = 0
+) -> int | None:
+    """Runs per side that would decide a change of this size at this level (a case's Holm level):
+    the textbook size (80 % power), never fewer than Fisher's exact test needs to call even a
+    complete flip significant at the level, and more than `runs_made` (the runs a side already
+    made that did not decide it: so many would not). None when the rates are equal."""
+    runs = runs_to_detect(old_rate, new_rate, level)
+    if runs is None:
+        return None
+    return max(runs, fewest_deciding_runs(level), runs_made + 1)
 
 
 def shifted_rate(rate: float, change: float) -> float:

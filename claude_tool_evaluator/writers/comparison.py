@@ -1,5 +1,7 @@
 """Comparing results files: each case's change (Fisher's exact test, Holm-corrected), and how a
-comparison shows in markdown, the terminal and JSON.
+comparison shows in markdown, the terminal and JSON. A case's p-value, interval and runs to decide
+are all at the level Holm tests it at; a case that passed every run before and fails every run now
+without being significant is a suspected regression, never under a ✅.
 
 May import: the rooms above the writers, the writers above it."""
 
@@ -18,11 +20,11 @@ from ..result_records import read_results_document
 from ..results import case_label, is_matrix
 from ..scoring.statistics import (
     bootstrap_difference,
-    fewest_deciding_runs,
     fisher_p_value,
     holm_adjusted,
+    holm_levels,
     newcombe_interval,
-    runs_to_detect,
+    runs_to_decide,
     wilson_interval,
 )
 from ..sinks import escape_markup, markdown_cell
@@ -34,15 +36,29 @@ if TYPE_CHECKING:
 
 # A case is a regression or a fix only when the change in its pass rate is significant: Fisher's
 # exact test on its runs, Holm-corrected across the cases compared, at --alpha. A change that is
-# not is "within noise", with the runs per side that would decide a change of its size.
+# not is "within noise", with the runs per side that would decide a change of its size; one from
+# every run passing to every run failing is a "suspected regression". Holm tests the case with the
+# smallest p at alpha / m, the next at alpha / (m − 1), ...: its interval and its runs to decide
+# are at that same level, so the three numbers of a row tell one story.
 def confidence_label(alpha: float) -> str:
-    return f"{(1 - alpha) * 100:g}%"
+    """1 − alpha as a percentage with the digits it needs: 95%, 97.5%, 99.7% (never 100%)."""
+    shown = (1 - alpha) * 100
+    if abs(shown - round(shown)) < 1e-9:
+        return f"{round(shown)}%"
+    digits = next((d for d in range(1, 9) if float(f"{shown:.{d}f}") < 100), 9)
+    return f"{shown:.{digits}f}".rstrip("0").rstrip(".") + "%"
+
+
+def holm_text(family: int) -> str:
+    """`Holm over 16 cases`: the correction a case's figures are at ("" for a rate tested alone)."""
+    return f"Holm over {family} cases" if family > 1 else ""
 
 
 @dataclass
 class RateChange:
     """One rate in the old file and the new: the difference (new − old), its Newcombe interval
-    and the exact test's p-value (Holm-adjusted across the cases, for a case)."""
+    and the exact test's p-value; for a case, Holm-adjusted across the `family` of cases both
+    files ran, with its interval and runs to decide at `level`, the level Holm tests it at."""
 
     label: str
     old_successes: int
@@ -51,6 +67,8 @@ class RateChange:
     new_runs: int
     alpha: float = C.DEFAULT_ALPHA
     adjusted_p: float | None = None
+    family: int = 1  # the cases Holm corrects over (1: a rate of the whole files, alone)
+    level: float | None = None  # the level Holm tests this one at (None: alpha)
 
     @property
     def old_rate(self) -> float:
@@ -64,10 +82,16 @@ class RateChange:
     def difference(self) -> float:
         return self.new_rate - self.old_rate
 
-    @functools.cached_property
+    @property
+    def tested_at(self) -> float:
+        """The level of its p-value, its interval and its runs to decide."""
+        return self.alpha if self.level is None else self.level
+
+    @property
     def interval(self) -> tuple[float, float]:
+        """Newcombe's interval at 1 − its level (98.3 % for the smallest of three Holm p's)."""
         return newcombe_interval(
-            self.old_successes, self.old_runs, self.new_successes, self.new_runs, self.alpha
+            self.old_successes, self.old_runs, self.new_successes, self.new_runs, self.tested_at
         )
 
     @functools.cached_property
@@ -80,19 +104,36 @@ class RateChange:
         return p < self.alpha
 
     @property
+    def complete_break(self) -> bool:
+        """Every run passed before and every run fails now."""
+        return self.old_successes == self.old_runs > 0 and self.new_successes == 0 < self.new_runs
+
+    @property
     def runs_to_decide(self) -> int | None:
-        """Runs per side that would detect a change of this size (80 % power, at alpha), and never
-        fewer than the exact test needs to call even a complete flip significant."""
-        runs = runs_to_detect(self.old_rate, self.new_rate, self.alpha)
-        return None if runs is None else max(runs, fewest_deciding_runs(self.alpha))
+        """Runs per side that would detect a change of this size (80 % power) at its level, never
+        fewer than the exact test needs to call even a complete flip significant there, and, when
+        it is not significant, more than the runs a side already made (they did not decide it)."""
+        made = 0 if self.significant else min(self.old_runs, self.new_runs)
+        return runs_to_decide(self.old_rate, self.new_rate, self.tested_at, made)
+
+    def deciding(self) -> str:
+        """`about 6 runs per side (at 99.7%, Holm over 16 cases) would decide a change this size`."""
+        runs = self.runs_to_decide
+        if not runs:
+            return ""
+        holm = holm_text(self.family)
+        at = f" (at {confidence_label(self.tested_at)}, {holm})" if holm else ""
+        return f"about {runs} runs per side{at} would decide a change this size"
 
     def shown(self) -> str:
-        """`-20.0 pts (95% −51.2…+18.7), p 0.63`: the difference, its interval and p-value."""
+        """`-20.0 pts (97.5% −51.2…+18.7), p 1 (Holm over 3 cases)`: the difference, its interval
+        and p-value, at one level."""
         low, high = self.interval
         p = self.p_value if self.adjusted_p is None else self.adjusted_p
+        holm = holm_text(self.family)
         return (
-            f"{self.difference * 100:+.1f} pts ({confidence_label(self.alpha)} "
-            f"{low * 100:+.1f}…{high * 100:+.1f}), p {p:.3g}"
+            f"{self.difference * 100:+.1f} pts ({confidence_label(self.tested_at)} "
+            f"{low * 100:+.1f}…{high * 100:+.1f}), p {p:.3g}" + (f" ({holm})" if holm else "")
         )
 
     def json(self) -> dict:
@@ -105,6 +146,8 @@ class RateChange:
             "interval": [round(low, 4), round(high, 4)],
             "p_value": round(self.p_value, 6),
             "adjusted_p": None if self.adjusted_p is None else round(self.adjusted_p, 6),
+            "level": round(self.tested_at, 10),
+            "family": self.family,
             "significant": self.significant,
             "runs_to_decide": self.runs_to_decide,
         }
@@ -146,31 +189,36 @@ class MeanChange:
 @dataclass
 class CaseChange:
     name: str
-    change: str  # regression | fixed | noise (within noise) | added | removed | unchanged
+    change: (
+        str  # regression | suspected | fixed | noise (within noise) | added | removed | unchanged
+    )
     old: CaseResult | None
     new: CaseResult | None
     rate: RateChange | None = None  # both files ran it: the statistics of its pass rate
 
     @property
     def reasons(self) -> str:
-        case = self.new if self.change in ("regression", "added") else self.old
-        return "; ".join(case.reasons) if case and self.change in ("regression", "fixed") else ""
+        case = self.new if self.change in ("regression", "suspected", "added") else self.old
+        shown = self.change in ("regression", "suspected", "fixed")
+        return "; ".join(case.reasons) if case and shown else ""
 
     @property
     def shown_change(self) -> str:
-        return "within noise" if self.change == "noise" else self.change
+        return SHOWN_CHANGES.get(self.change, self.change)
 
     @property
     def note(self) -> str:
         """What the reports say beside it: why it regressed, or the runs that would decide it."""
-        if self.change == "noise" and self.rate is not None:
-            runs = self.rate.runs_to_decide
-            return (
-                f"not significant; about {runs} runs per side would decide a change this size"
-                if runs
-                else "not significant"
-            )
+        if self.change in ("noise", "suspected") and self.rate is not None:
+            deciding = self.rate.deciding()
+            said = f"not significant; {deciding}" if deciding else "not significant"
+            if self.change == "suspected":
+                said = f"every run passed before, every run fails now: {said}"
+            return "; ".join(part for part in (said, self.reasons) if part)
         return self.reasons
+
+
+SHOWN_CHANGES = {"noise": "within noise", "suspected": "suspected regression"}
 
 
 @dataclass
@@ -185,24 +233,75 @@ class Comparison:
     alpha: float = C.DEFAULT_ALPHA
     rates: list[RateChange] = field(default_factory=list)  # runs passed, trigger rates, accuracy
     means: list[MeanChange] = field(default_factory=list)  # cost and latency per run
+    significant_only: bool = False  # --significant-only: a suspected regression does not fail
 
     def of(self, kind: str) -> list[CaseChange]:
         return [c for c in self.changes if c.change == kind]
 
     @property
+    def family(self) -> int:
+        """The cases both files ran: what Holm corrects over."""
+        return sum(1 for c in self.changes if c.rate is not None)
+
+    @property
     def failed(self) -> bool:
-        """A regression, or a case that is gone: a removed case is never counted as a pass."""
-        return bool(self.of("regression") or self.of("removed"))
+        """A regression, a case that is gone (never counted as a pass), or a suspected regression
+        (unless --significant-only)."""
+        suspected = bool(self.of("suspected")) and not self.significant_only
+        return bool(self.of("regression") or self.of("removed") or suspected)
+
+    @property
+    def verdict(self) -> str:
+        """failed (exit 1), warning (a suspected regression let through), or passed."""
+        return "failed" if self.failed else "warning" if self.of("suspected") else "passed"
+
+    @property
+    def icon(self) -> str:
+        return VERDICT_ICONS[self.verdict]
 
     def counts(self) -> str:
+        suspected = len(self.of("suspected"))
         return (
-            f"{len(self.of('regression'))} regression(s), {len(self.of('fixed'))} fix(es), "
+            f"{len(self.of('regression'))} regression(s), "
+            + (f"{suspected} suspected regression(s), " if suspected else "")
+            + f"{len(self.of('fixed'))} fix(es), "
             f"{len(self.of('noise'))} within noise, {len(self.of('removed'))} removed, "
             f"{len(self.of('added'))} added"
         )
 
+    def method(self) -> str:
+        """How a change is decided, in a sentence's words."""
+        holm = holm_text(self.family)
+        return (
+            f"significant at alpha {self.alpha:g} (Fisher's exact test, "
+            + (
+                f"{holm}: each case's p, interval and runs to decide at the level Holm tests it at"
+                if holm
+                else "one case"
+            )
+            + ")"
+        )
 
-CHANGE_ORDER = ("regression", "removed", "fixed", "noise", "added", "unchanged")
+    def suspicion(self) -> str:
+        """What a suspected regression means here, and what it does to the exit code ("" when
+        there is none)."""
+        suspected = self.of("suspected")
+        if not suspected:
+            return ""
+        effect = (
+            "let through by --significant-only (exit 0)"
+            if self.significant_only
+            else "it fails the comparison all the same (exit 1; --significant-only lets it through)"
+        )
+        return (
+            f"{len(suspected)} suspected regression(s): every run passed before and every run "
+            f"fails now, which is not significant over {self.family} case(s) at these run counts; "
+            + effect
+        )
+
+
+VERDICT_ICONS = {"failed": "❌", "warning": "⚠️", "passed": "✅"}
+CHANGE_ORDER = ("regression", "suspected", "removed", "fixed", "noise", "added", "unchanged")
 
 
 def counted_runs(case: CaseResult) -> int:
@@ -228,15 +327,20 @@ def case_change(
     return CaseChange(name, "unchanged", old, new, rate)
 
 
-def decide_changes(changes: Sequence[CaseChange]) -> None:
-    """Holm across every case both files ran; then each one's kind."""
+def decide_changes(changes: Sequence[CaseChange], alpha: float = C.DEFAULT_ALPHA) -> None:
+    """Holm across every case both files ran, each case's level; then each one's kind."""
     tested = [c for c in changes if c.rate is not None]
-    for change, adjusted in zip(tested, holm_adjusted([c.rate.p_value for c in tested])):  # type: ignore[union-attr]
+    p_values = [c.rate.p_value for c in tested]  # type: ignore[union-attr]
+    for change, adjusted, level in zip(
+        tested, holm_adjusted(p_values), holm_levels(p_values, alpha)
+    ):
         rate = change.rate
         assert rate is not None
-        rate.adjusted_p = adjusted
+        rate.adjusted_p, rate.level, rate.family = adjusted, level, len(tested)
         if rate.significant:
             change.change = "regression" if rate.difference < 0 else "fixed"
+        elif rate.complete_break:
+            change.change = "suspected"
         elif rate.difference != 0 or change.old.passed != change.new.passed:  # type: ignore[union-attr]
             change.change = "noise"
 
@@ -303,6 +407,7 @@ def compare_documents(
     old: ResultsDocument,
     new: ResultsDocument,
     alpha: float = C.DEFAULT_ALPHA,
+    significant_only: bool = False,
 ) -> Comparison:
     old_matrix, new_matrix = (
         is_matrix(old.cases),
@@ -314,7 +419,7 @@ def compare_documents(
         case_change(name, before.get(name), after.get(name), alpha)
         for name in dict.fromkeys([*before, *after])
     ]
-    decide_changes(changes)
+    decide_changes(changes, alpha)
     changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
     return Comparison(
         old_path,
@@ -325,15 +430,20 @@ def compare_documents(
         alpha,
         document_rates(old, new, alpha),
         document_means(old, new, alpha),
+        significant_only,
     )
 
 
-def compare_files(paths: Sequence[str], alpha: float = C.DEFAULT_ALPHA) -> list[Comparison]:
+def compare_files(
+    paths: Sequence[str], alpha: float = C.DEFAULT_ALPHA, significant_only: bool = False
+) -> list[Comparison]:
     """Each file against the one before it: a history of runs reads as a chain of changes. Every
     file is read and checked before anything is compared."""
     documents = [read_results_document(p) for p in paths]
     return [
-        compare_documents(paths[i], paths[i + 1], documents[i], documents[i + 1], alpha)
+        compare_documents(
+            paths[i], paths[i + 1], documents[i], documents[i + 1], alpha, significant_only
+        )
         for i in range(len(paths) - 1)
     ]
 
@@ -357,15 +467,20 @@ def change_counts(ch: CaseChange) -> tuple[str, str]:
 
 
 def render_comparison(c: Comparison) -> str:
-    icon = "❌" if c.failed else "✅"
     old_cost, new_cost = c.old.summary.cost_usd, c.new.summary.cost_usd
+    suspicion = c.suspicion()
     lines = [
-        f"## {icon} Comparison: {c.counts()}",
+        f"## {c.icon} Comparison: {c.counts()}",
         "",
         f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)} "
         f"({c.old.metadata.evaluation} → {c.new.metadata.evaluation}); a change counts when "
-        f"significant at alpha {c.alpha:g} (Fisher's exact test, Holm-corrected across cases)",
+        f"{c.method()}",
         "",
+        *(
+            [f"**{VERDICT_ICONS['warning']} {markdown_cell(suspicion, None)}**", ""]
+            if suspicion
+            else []
+        ),
         "| | Old | New | Change |",
         "|---|---|---|---|",
         f"| Passed | {pass_line(c.old)} | {pass_line(c.new)} | |",
@@ -388,9 +503,10 @@ def render_comparison(c: Comparison) -> str:
     lines.append("")
     changed = [ch for ch in c.changes if ch.change != "unchanged"]
     if changed:
+        holm = holm_text(c.family)
         lines += [
-            f"| Case | Change | Old | New | Difference ({confidence_label(c.alpha)} interval), "
-            "Holm p | Note |",
+            f"| Case | Change | Old | New | Difference (interval), p{f' ({holm})' if holm else ''} "
+            "| Note |",
             "|---|---|---|---|---|---|",
         ]
         for ch in changed:
@@ -405,6 +521,7 @@ def render_comparison(c: Comparison) -> str:
 
 CHANGE_COLOURS = {
     "regression": "red",
+    "suspected": "red",
     "removed": "red",
     "fixed": "green",
     "added": "cyan",
@@ -412,13 +529,19 @@ CHANGE_COLOURS = {
 }
 
 
+VERDICT_COLOURS = {"failed": "red", "warning": "yellow", "passed": "green"}
+
+
 def print_comparison(console: Console, c: Comparison) -> None:
-    colour = "red" if c.failed else "green"
+    colour = VERDICT_COLOURS[c.verdict]
+    holm = holm_text(c.family)
     console.print(
-        f"[bold {colour}]{escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
-        f"{c.counts()}[/bold {colour}] (alpha {c.alpha:g}, Holm-corrected)",
+        f"[bold {colour}]{c.icon} {escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
+        f"{c.counts()}[/bold {colour}] (alpha {c.alpha:g}{f', {holm}' if holm else ''})",
         highlight=False,
     )
+    if c.suspicion():
+        console.print(f"  [{colour}]{escape_markup(c.suspicion())}[/{colour}]", highlight=False)
     console.print(
         f"  passed {pass_line(c.old)} → {pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → "
         f"${c.new.summary.cost_usd:.4f}",
@@ -452,7 +575,10 @@ def comparison_json(comparisons: Sequence[Comparison]) -> dict:
                 "old": c.old_path,
                 "new": c.new_path,
                 "failed": c.failed,
+                "verdict": c.verdict,
                 "alpha": c.alpha,
+                "family": c.family,
+                "significant_only": c.significant_only,
                 "pass_rate": [c.old.summary.pass_rate, c.new.summary.pass_rate],
                 "cost_usd": [c.old.summary.cost_usd, c.new.summary.cost_usd],
                 "rates": [rate.json() for rate in c.rates],

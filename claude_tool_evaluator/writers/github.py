@@ -25,7 +25,14 @@ from ..results import MODE_TITLES, case_label, gates, is_matrix, models_text
 from ..scoring.statistics import wilson_interval
 from ..sinks import markdown_cell, on_github_actions, one_line, workflow_command, workspace_path
 from ..stopping import FORGOTTEN_AT_START
-from .comparison import change_counts, confidence_label, pass_line, render_comparison
+from .comparison import (
+    VERDICT_ICONS,
+    change_counts,
+    confidence_label,
+    holm_text,
+    pass_line,
+    render_comparison,
+)
 from .markdown import percent, render_markdown
 
 if TYPE_CHECKING:
@@ -133,21 +140,23 @@ def case_annotation(case: CaseResult, matrix: bool) -> str:
     )
 
 
-def regression_annotation(change: CaseChange) -> str:
-    """A significant regression as an `::error` on the case's line: its runs before and now,
-    the difference with its interval and Holm-adjusted p-value, and why it fails now."""
+def regression_annotation(change: CaseChange, failing: bool = True) -> str:
+    """A significant (or suspected) regression as an `::error` on the case's line (a suspected
+    one let through by --significant-only: a `::warning`): its runs before and now, the
+    difference with its interval and Holm-adjusted p-value, and why it fails now."""
     case = change.new
     assert case is not None
     old, new = change_counts(change)
-    statistics = f"; {change.rate.shown()} (Holm)" if change.rate else ""
+    statistics = f"; {change.rate.shown()}" if change.rate else ""
     why = one_line(change.reasons, C.PR_COMMENT_REASON_CHARS)
+    kind = change.shown_change
     return workflow_command(
-        "error",
-        f"regression: passed {old} runs in the baseline, {new} now{statistics}"
+        "error" if failing else "warning",
+        f"{kind}: passed {old} runs in the baseline, {new} now{statistics}"
         + (f"\n{why}" if why else ""),
         file=workspace_path(case.source) if case.source else "",
         line=case.line,
-        title=f"regression: {change.name}",
+        title=f"{kind}: {change.name}",
     )
 
 
@@ -196,8 +205,13 @@ def annotate_results(results: Results, settings: Settings, console: Console) -> 
 def annotate_comparisons(
     comparisons: Sequence[Comparison], settings: Settings, console: Console
 ) -> None:
-    regressions = [ch for c in comparisons for ch in c.of("regression") if ch.new is not None]
-    annotations = [regression_annotation(ch) for ch in regressions]
+    annotations = [
+        regression_annotation(ch, kind == "regression" or not c.significant_only)
+        for c in comparisons
+        for kind in ("regression", "suspected")
+        for ch in c.of(kind)
+        if ch.new is not None
+    ]
     print_annotations(annotations, len(annotations), "regression(s)", console)
 
 
@@ -283,20 +297,22 @@ def results_comment(results: Results) -> list[str]:
 def change_row(change: CaseChange) -> str:
     old, new = change_counts(change)
     rate = change.rate
-    difference = interval = p = ""
+    difference = interval = level = p = ""
     if rate is not None:
         low, high = rate.interval
         difference = f"{rate.difference * 100:+.1f} pts"
         interval = f"{low * 100:+.1f}…{high * 100:+.1f}"
+        level = confidence_label(rate.tested_at)
         p = f"{rate.p_value if rate.adjusted_p is None else rate.adjusted_p:.3g}"
     return (
         f"| {markdown_cell(change.name, code=True)} | {old} | {new} | {difference} | {interval} | "
-        f"{p} | {markdown_cell(change.note, C.PR_COMMENT_REASON_CHARS)} |"
+        f"{level} | {p} | {markdown_cell(change.note, C.PR_COMMENT_REASON_CHARS)} |"
     )
 
 
 COMMENT_CHANGES = (
     ("regression", "Regressions"),
+    ("suspected", "Suspected regressions (every run passed before, every run fails now)"),
     ("removed", "Removed (a case that is gone never counts as a pass)"),
     ("fixed", "Fixes"),
     ("noise", "Within noise (not significant)"),
@@ -306,27 +322,33 @@ COMMENT_CHANGES = (
 
 def comparison_comment(c: Comparison) -> list[str]:
     """A comparison with the baseline as a pull-request comment: regressions first, each with its
-    difference, interval and Holm-adjusted p-value; then what is gone, the fixes, the changes
-    within noise (with the runs a side that would decide them), the new cases, and the cases that
-    fail now as they did before."""
-    tested = sum(1 for ch in c.changes if ch.rate is not None)
+    difference, interval and Holm-adjusted p-value (the interval at the level Holm tests it at);
+    then the suspected regressions (every run passed before, every run fails now), what is gone,
+    the fixes, the changes within noise (with the runs a side that would decide them), the new
+    cases, and the cases that fail now as they did before."""
+    holm = holm_text(c.family)
+    suspicion = c.suspicion()
     lines = [
-        f"### {'❌' if c.failed else '✅'} Against the baseline: {c.counts()}",
+        f"### {c.icon} Against the baseline: {c.counts()}",
         "",
         f"{markdown_cell(c.old_path, None, code=True)} → {markdown_cell(c.new_path, None, code=True)}: "
-        f"a change counts when significant at alpha {c.alpha:g} (Fisher's exact test, "
-        f"Holm-corrected across the {tested} case(s) both ran). Passed {pass_line(c.old)} → "
+        f"a change counts when {c.method()}. Passed {pass_line(c.old)} → "
         f"{pass_line(c.new)} · cost ${c.old.summary.cost_usd:.4f} → ${c.new.summary.cost_usd:.4f}",
         "",
+        *(
+            [f"**{VERDICT_ICONS['warning']} {markdown_cell(suspicion, None)}**", ""]
+            if suspicion
+            else []
+        ),
     ]
     header = (
-        f"| Case | Baseline | Now | Difference | {confidence_label(c.alpha)} interval | "
-        "p (Holm) | Note |"
+        "| Case | Baseline | Now | Difference | Interval | Confidence | "
+        f"p{f' ({holm})' if holm else ''} | Note |"
     )
     for kind, title in COMMENT_CHANGES:
         changes = c.of(kind)
         if changes:
-            lines += [f"#### {title}", "", header, "|---|---|---|---|---|---|---|"]
+            lines += [f"#### {title}", "", header, "|---|---|---|---|---|---|---|---|"]
             lines += [change_row(ch) for ch in changes[: C.PR_COMMENT_CASES]]
             lines += more_line(min(len(changes), C.PR_COMMENT_CASES), len(changes)) + [""]
     still = [
@@ -447,6 +469,7 @@ def comparison_outputs(
         name: sum(len(c.of(kind)) for c in comparisons)
         for name, kind in (
             ("regressions", "regression"),
+            ("suspected_regressions", "suspected"),
             ("fixes", "fixed"),
             ("within_noise", "noise"),
             ("removed", "removed"),

@@ -321,6 +321,14 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
             "old": c.old_path,
             "new": c.new_path,
             "failed": c.failed,
+            "verdict": c.verdict,  # failed, warning (a suspected regression let through), passed
+            "badge": "regressed"
+            if c.of("regression") or c.of("removed")
+            else "suspected regression"
+            if c.of("suspected")
+            else "no regression",
+            "method": c.method(),
+            "suspicion": c.suspicion(),
             "old_passed": pass_line(c.old),
             "new_passed": pass_line(c.new),
             "old_cost": c.old.summary.cost_usd,
@@ -350,6 +358,9 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
     for case in data["cases"]:
         case["change"] = changes.get(case["name"], "")
     data["passed"] = not any(c.failed for c in comparisons)
+    data["warning"] = (
+        "suspected regression" if any(c.of("suspected") for c in comparisons) else None
+    )
     return data
 
 

@@ -47,7 +47,9 @@ function renderHeader() {
   const top = document.getElementById("top");
   top.replaceChildren();
   document.title = DATA.title + " report";
-  top.append(el("h1", {}, el("span", {class: "badge " + (DATA.passed ? "pass" : "fail")}, DATA.passed ? "PASSED" : "FAILED"),
+  // a comparison that passes with a suspected regression let through is headed with a warning, never PASSED
+  const [tint, verdict] = !DATA.passed ? ["fail", "FAILED"] : DATA.warning ? ["flaky", DATA.warning.toUpperCase()] : ["pass", "PASSED"];
+  top.append(el("h1", {}, el("span", {class: "badge " + tint}, verdict),
                 " ", DATA.title),
              el("div", {class: "muted"}, "model " + DATA.model,
                 DATA.claude_version ? " · Claude Code " + DATA.claude_version : "",
@@ -261,18 +263,19 @@ function renderComparisons(app) {
   for (const c of DATA.comparisons) {
     const counts = {};
     c.changes.forEach(ch => { counts[ch.change] = (counts[ch.change] || 0) + 1; });
-    app.append(el("h3", {}, el("span", {class: "badge " + (c.failed ? "fail" : "pass")}, c.failed ? "regressed" : "no regression"),
-                  " ", c.old + " → " + c.new));
+    const tint = {failed: "fail", warning: "flaky", passed: "pass"}[c.verdict];
+    app.append(el("h3", {}, el("span", {class: "badge " + tint}, c.badge), " ", c.old + " → " + c.new));
     app.append(el("p", {}, c.counts + " · passed " + c.old_passed + " → "
                   + c.new_passed + " · cost " + usd(c.old_cost) + " → " + usd(c.new_cost)
-                  + " · significant at alpha " + c.alpha + " (Fisher's exact test, Holm-corrected)"));
+                  + " · a change counts when " + c.method));
+    if (c.suspicion) app.append(el("p", {class: "flag"}, c.suspicion));
     if (c.statistics.length) app.append(el("table", {class: "comparison-statistics"},
       el("tbody", {}, c.statistics.map(([label, shown]) => el("tr", {}, el("td", {}, label), el("td", {}, shown))))));
     for (const [skill, before, after] of c.trigger_scores)
       app.append(el("p", {}, "triggerScore " + skill + ": " + (before === null ? "-" : before.toFixed(1) + "%") + " → "
                     + (after === null ? "-" : after.toFixed(1) + "%")));
     if (!c.changes.length) { app.append(el("p", {class: "muted"}, "No case changed.")); continue; }
-    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Difference (interval), Holm p", "Note"].map(h => el("th", {}, h)))),
+    app.append(el("table", {}, el("thead", {}, el("tr", {}, ["Case", "Change", "Old", "New", "Difference (interval), p", "Note"].map(h => el("th", {}, h)))),
       el("tbody", {}, c.changes.map(ch => el("tr", {},
         el("td", {}, DATA.runs && caseByName(ch.name) ? el("button", {class: "link", onclick: () => openCase(ch.name)}, ch.name) : ch.name),
         el("td", {class: "change-" + ch.change}, ch.shown), el("td", {}, ch.old || "-"), el("td", {}, ch.new || "-"),
@@ -285,7 +288,7 @@ const COLUMNS = [
   ["name", "Case", c => c.name], ["tags", "Tag", c => (c.tags || []).join(", ") || c.group],
   ["verdict", "Verdict", c => c.error ? 2 : c.passed ? 0 : 1], ["pass_rate", "Pass rate", c => c.pass_rate],
   ["flaky", "Flaky", c => c.flaky ? 1 : 0], ["cost", "Cost", c => c.cost], ["reasons", "Reasons", c => c.reasons.length]];
-const CHANGE_RANK = {regression: 0, removed: 1, fixed: 2, noise: 3, added: 4, "": 5};
+const CHANGE_RANK = {regression: 0, suspected: 1, removed: 2, fixed: 3, noise: 4, added: 5, "": 6};
 let sortKey = DATA.comparisons ? "change" : "verdict", sortDown = DATA.comparisons ? false : true;
 function caseByName(name) { return DATA.cases.find(c => c.name === name); }
 function renderCases(app) {
