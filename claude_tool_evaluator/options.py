@@ -1284,13 +1284,15 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
     flat form's positional files are more --compare or --merge files, or (mcp-builder's habit)
     one QA evaluation."""
     params = dict(params)
-    for name in ("config", "suite"):
+    for name in ("config", "suite", "allow_outside_outputs"):  # the run command's own
         params.pop(name, None)
     more = tuple(params.pop("files", ()) or ())
     taker = next((n for n in ("compare", "merge") if params.get(n)), None)
     alone = more[0].lower() if len(more) == 1 and taker is None else ""
     if alone.endswith(".xml") and not params.get("qa"):
         params["qa"], given, more = more[0], given | {"qa"}, ()  # `evaluator.py eval.xml`: --qa
+    elif alone.endswith(".csv") and not params.get("csv"):
+        params["csv"], given, more = more[0], given | {"csv"}, ()  # `evaluator.py s.csv`: --csv
     if more and taker is None:
         raise StrayArgument(
             f"unexpected argument {more[0]!r}",
@@ -1301,8 +1303,6 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
         params[name] = tuple(value) if isinstance(value, (list, tuple)) else (value,)
         params[name] = tuple(v for v in params[name] if v) + (more if name == taker else ())
     outputs = {name: params.pop(name) for name in list(params) if writer_named(name)}
-    elif alone.endswith(".csv") and not params.get("csv"):
-        params["csv"], given, more = more[0], given | {"csv"}, ()  # `evaluator.py s.csv`: --csv
     models, trigger_models = (
         tuple(params.pop("model", ()) or ()),
         tuple(params.pop("trigger_model", ()) or ()),
