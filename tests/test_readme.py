@@ -887,3 +887,30 @@ def test_ci_runs_the_readme_install_steps_and_test_command():
     assert test_command in ci and ci.index(test_command) > ci.index(
         INSTALL_PREFIX.removesuffix(" && ")
     )
+
+
+# ============================================================================ the first screen
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but hyphens dropped, spaces to
+    hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_contents_list_every_section_and_every_link_lands():
+    headings = re.findall(r"^## (.+)$", README_TEXT, re.MULTILINE)
+    contents = README_TEXT.split("<summary>Contents</summary>", 1)[1].split("</details>", 1)[0]
+    assert re.findall(r"^- \[(.+?)\]\(#", contents, re.MULTILINE) == headings, (
+        "the Contents list is not the README's sections in order: update it"
+    )
+    anchors = {github_anchor(h) for h in re.findall(r"^#{2,4} (.+)$", README_TEXT, re.MULTILINE)}
+    links = re.findall(r"\]\(#([\w\-]+)\)", README_TEXT)
+    assert links and set(links) <= anchors, sorted(set(links) - anchors)
+
+
+def test_the_first_screen_is_something_to_act_on():
+    first = "\n".join(README_TEXT.splitlines()[:60])
+    assert "**Pick your task:**" in first and "<summary>Contents</summary>" in first
+    assert "## Install and first run" in README_TEXT.split("<summary>Contents</summary>")[1][:4000]
+    assert README_TEXT.index("mode-option-table") > README_TEXT.index(
+        "## Reliability, cost and secrets"
+    ), "the mode × option table stands at the end, not before the explanations"
