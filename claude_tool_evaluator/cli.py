@@ -286,6 +286,17 @@ def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> i
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
+def say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> None:
+    """An option the mode refuses, when there is one: `--csv s.csv --baseline old.json` is
+    "--baseline does not apply to --csv runs", not "unexpected argument 'old.json'"."""
+    try:
+        select_mode(settings_from(params, given))
+    except UsageProblem:
+        raise
+    except InputError:  # no mode at all: the stray argument is the problem
+        pass
+
+
 def run_command() -> click.Command:
     """Today's flat command line: every option, the mode chosen by the flags given; with no mode
     and a project file, the project's suites."""
@@ -349,17 +360,6 @@ def run_command() -> click.Command:
         help="Today's flat command line: every option; the flags given choose the mode.",
         context_settings=CONTEXT_SETTINGS,
     )
-
-
-def say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> None:
-    """An option the mode refuses, when there is one: `--csv s.csv --baseline old.json` is
-    "--baseline does not apply to --csv runs", not "unexpected argument 'old.json'"."""
-    try:
-        select_mode(settings_from(params, given))
-    except UsageProblem:
-        raise
-    except InputError:  # no mode at all: the stray argument is the problem
-        pass
 
 
 def option_defaults() -> dict[str, Any]:

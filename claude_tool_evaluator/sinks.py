@@ -198,6 +198,10 @@ def workflow_inert(text: str) -> str:
     return WORKFLOW_COMMAND_STARTS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def on_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
 def terminal_text(text: Any, multiline: bool = False) -> str:
     """The terminal sink for plain text (print it with markup=False): visible_text, and on GitHub
     Actions nothing the runner would read as a workflow command (see WORKFLOW_COMMAND_STARTS)."""
@@ -271,10 +275,6 @@ def preview(text: str, limit: int = C.TOOL_RESULT_PREVIEW_CHARS) -> str:
 # $GITHUB_OUTPUT (the step's outputs). Each is one sink of GITHUB_SINKS, which write_outputs and
 # write_comparisons run when the environment names it; the --pr-comment writer (registered with
 # the others) writes the body a workflow posts on the pull request (action.yml does).
-def on_github_actions() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
 def workspace_path(source: str) -> str:
     """A case's file as GitHub names it: relative to the checkout ($GITHUB_WORKSPACE, else the
     working folder), with forward slashes; a file outside it keeps its absolute path."""

@@ -186,6 +186,13 @@ class MeanChange:
         }
 
 
+SHOWN_CHANGES = {"noise": "within noise", "suspected": "suspected regression"}
+
+
+VERDICT_ICONS = {"failed": "❌", "warning": "⚠️", "passed": "✅"}
+CHANGE_ORDER = ("regression", "suspected", "removed", "fixed", "noise", "added", "unchanged")
+
+
 @dataclass
 class CaseChange:
     name: str
@@ -216,9 +223,6 @@ class CaseChange:
                 said = f"every run passed before, every run fails now: {said}"
             return "; ".join(part for part in (said, self.reasons) if part)
         return self.reasons
-
-
-SHOWN_CHANGES = {"noise": "within noise", "suspected": "suspected regression"}
 
 
 @dataclass
@@ -298,10 +302,6 @@ class Comparison:
             f"fails now, which is not significant over {self.family} case(s) at these run counts; "
             + effect
         )
-
-
-VERDICT_ICONS = {"failed": "❌", "warning": "⚠️", "passed": "✅"}
-CHANGE_ORDER = ("regression", "suspected", "removed", "fixed", "noise", "added", "unchanged")
 
 
 def counted_runs(case: CaseResult) -> int:
