@@ -272,6 +272,8 @@ def check_suites_write_apart(
     written: dict[Any, tuple[ProjectSuite, str]] = {}
     for suite, settings, mode in planned:
         for flag, path in output_paths(settings, mode):
+            if flag == "--pr-comment":  # the project's one comment: every suite adds its part
+                continue
             earlier = written.setdefault(file_key(path), (suite, flag))
             if earlier[0] is not suite:
                 raise InputError(
