@@ -297,12 +297,13 @@ def check_output_paths(
                 hint="give each output its own file",
             )
         outputs[key] = (flag, path)
-        check_output_extension(flag, path, mode)
         if path.is_dir():
             raise InputError(
                 f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}"
             )
         check_writable_folder(flag, path, path.parent)
+    for flag, path in output_paths(settings, mode):  # once no output is an input or another
+        check_output_extension(flag, path, mode)
 
 
 def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:

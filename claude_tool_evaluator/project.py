@@ -220,10 +220,14 @@ def written_keys() -> list[str]:
 
 
 def check_outputs_inside(
-    project: Project, suite: ProjectSuite, params: dict[str, Any], given: frozenset[str]
+    project: Project,
+    suite: ProjectSuite,
+    params: dict[str, Any],
+    given: frozenset[str],
+    folder: Path,
 ) -> None:
-    """Run from the project's folder: each of the file's outputs resolves inside it."""
-    folder = project.path.resolve().parent
+    """Run from the project's folder (`folder`, resolved before moving there: the file's own
+    path may be relative to where the command was typed): each of its outputs resolves inside."""
     for name in written_keys():
         value = params.get(name)
         if name not in suite.values or name in given or not isinstance(value, str) or not value:
@@ -415,7 +419,9 @@ def run_project(
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
                 params, suite_given = project_params(project, suite, overrides, given)
                 if not allow_outside_outputs:
-                    check_outputs_inside(project, suite, params, given)  # before a folder is made
+                    check_outputs_inside(
+                        project, suite, params, given, folder
+                    )  # before a folder is made
                 settings = settings_from(params, suite_given)
                 make_output_folders(suite, settings)
                 mode = select_mode_in_project(settings, project, suite)

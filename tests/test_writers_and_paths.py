@@ -191,6 +191,17 @@ def test_a_project_file_cannot_write_outside_its_folder(api, tmp_path, key):
     assert api.requests == []
 
 
+def test_a_project_file_named_from_another_folder_writes_inside_its_own(api, tmp_path):
+    # `python evaluator.py --config examples/evaluator.yaml`: the file's path is relative to where
+    # the command was typed, its outputs to the file's folder
+    folder = project_folder(tmp_path)
+    project_file(folder, "    output: results/tools.json\n")
+    api.responder = lambda body: reply(text("no tools needed"))
+    done = evaluate(api, tmp_path, "--config", f"{folder.name}/evaluator.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (folder / "results" / "tools.json").is_file()
+
+
 def test_absolute_paths_defaults_and_linked_folders_are_outside_too(api, tmp_path):
     folder = project_folder(tmp_path)
     outside = tmp_path / "outside"
