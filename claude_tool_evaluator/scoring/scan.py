@@ -1,12 +1,14 @@
-"""The hostile room: what scan finds in a tool definition (hidden Unicode, instructions, URLs
-and blobs, collisions, missing annotations).
+"""The hostile room: what scan finds in a tool definition, read as the model reads it (hidden
+Unicode, look-alike letters, instructions, URLs and blobs, collisions, missing annotations).
 
 May import: the rooms above scoring, the scoring rooms above it."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import test_constants as C
@@ -14,6 +16,17 @@ import test_constants as C
 from ..hub.pins import tool_definition
 from ..result_records import CaseResult, ScanFindingRecord, ScanRecord
 from ..sinks import HIDDEN_CHARACTERS, HIDDEN_UNSAFE
+from .model_reading import (
+    Payload,
+    Reading,
+    as_read,
+    encoded_payloads,
+    hidden_flag,
+    look_alikes_folded,
+    plain,
+    readings,
+    selector_text,
+)
 from .statistics import rounded_interval, wilson_interval
 
 if TYPE_CHECKING:
@@ -21,15 +34,23 @@ if TYPE_CHECKING:
 
 
 # `scan` reads every tool definition (no model call) and reports what poisoning looks like: hidden
-# characters anywhere in it (the tag characters decoded to the text they smuggle), phrases
-# addressed to the model, URLs, e-mail addresses and encoded blobs, overlong descriptions, names
-# that collide across servers, and tools without annotations. Each check is a row of SCAN_CHECKS.
-HIDDEN_KINDS = {kind: re.compile(f"[{chars}]") for kind, chars in HIDDEN_CHARACTERS.items()}
+# characters anywhere in it (tag characters and variation selectors decoded to the text they
+# smuggle), phrases addressed to the model, URLs, e-mail addresses and encoded blobs, words in
+# look-alike letters, overlong descriptions, names that collide across servers, and tools without
+# annotations. Each check is a row of SCAN_CHECKS. The phrases are matched in every string of the
+# definition as the model reads it (model_reading.readings): look-alike letters folded, hidden
+# text decoded, base64 and hex decoded even when split into chunks.
+HIDDEN_KINDS = {
+    **{kind: re.compile(f"[{chars}]") for kind, chars in HIDDEN_CHARACTERS.items()},
+    "variation-selector": re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]"),
+}
+SCAN_DECODED_CHARS = 500  # a finding quotes this much of the text it decoded
 
 
 def hidden_kind(char: str) -> str | None:
-    """Which kind of hidden character this is (HIDDEN_CHARACTERS), "format" for any other format,
-    private-use, unassigned or control character (tab and line breaks aside), else None."""
+    """Which kind of hidden character this is (HIDDEN_CHARACTERS, or a variation selector),
+    "format" for any other format, private-use, unassigned or control character (tab and line
+    breaks aside), else None."""
     import unicodedata
 
     for kind, pattern in HIDDEN_KINDS.items():
@@ -41,11 +62,30 @@ def hidden_kind(char: str) -> str | None:
     return None
 
 
+def harmless_run(text: str, kind: str, start: int, end: int) -> bool:
+    """A lone variation selector (a glyph choice: an emoji's colour form, a kanji's variant) or a
+    subdivision flag's tag characters: Unicode used as meant."""
+    if kind == "variation-selector":
+        return end - start == 1
+    return kind == "tag" and hidden_flag(text, start)
+
+
+def run_decoded(kind: str, run: str) -> str | None:
+    """The text a run of tag characters or variation selectors smuggles."""
+    if kind == "tag":
+        return "".join(chr(ord(c) - 0xE0000) for c in run if 0xE0020 <= ord(c) <= 0xE007E)
+    if kind == "variation-selector":
+        return selector_text(run)
+    return None
+
+
 def hidden_runs(text: str) -> list[dict]:
     """Every run of hidden characters of one kind: where it starts, how long it is, which code
-    points, and (tag characters) the ASCII text they smuggle."""
+    points, and (tag characters, variation selectors) the text they smuggle."""
     import unicodedata
 
+    if plain(text):
+        return []
     runs, index = [], 0
     while index < len(text):
         kind = hidden_kind(text[index])
@@ -56,17 +96,19 @@ def hidden_runs(text: str) -> list[dict]:
         while end < len(text) and hidden_kind(text[end]) == kind:
             end += 1
         run = text[index:end]
-        found = {
-            "kind": kind,
-            "at": index,
-            "count": end - index,
-            "codepoints": sorted({f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in run}),
-        }
-        if kind == "tag":
-            found["decoded"] = "".join(
-                chr(ord(c) - 0xE0000) for c in run if 0xE0020 <= ord(c) <= 0xE007E
-            )
-        runs.append(found)
+        if not harmless_run(text, kind, index, end):
+            found = {
+                "kind": kind,
+                "at": index,
+                "count": end - index,
+                "codepoints": sorted(
+                    {f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in run}
+                ),
+            }
+            decoded = run_decoded(kind, run)
+            if decoded is not None:
+                found["decoded"] = decoded
+            runs.append(found)
         index = end
     return runs
 
@@ -79,7 +121,9 @@ def revealed(text: str) -> str:
 
 
 def definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
-    """(where, text) of every string in a definition, keys included."""
+    """(where, text) of every string in a definition, keys included: descriptions and titles at
+    any depth, enum values, defaults, examples, nested schemas ($defs, items, anyOf...) and the
+    annotations."""
     if isinstance(value, str):
         yield where, value
     elif isinstance(value, dict):
@@ -91,43 +135,199 @@ def definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
             yield from definition_strings(item, f"{where}[{index}]")
 
 
-# Phrases a description addresses to the model, read as `revealed` text: (pattern, severity, what).
-SCAN_PHRASES: tuple[tuple[re.Pattern, str, str], ...] = (
-    (
-        re.compile(
-            r"\b(ignore|disregard|forget)\s+(all\s+|any\s+|the\s+|your\s+)?(previous|prior|above|"
-            r"earlier|other)\s+(instructions|prompts|rules|messages)",
-            re.I,
-        ),
+# A schema keyword whose value is data (a default, an example, a reference, the dialect), not
+# prose: a URL there is what the tool takes (server-everything's default file URL, every
+# schema's $schema), not somewhere the model is sent. Phrases are looked for there all the same.
+DATA_VALUE = re.compile(r"\.(default|examples|const|enum|\$schema|\$id|\$ref|format)(\[\d+\])*$")
+
+
+def decoded_text(reading: Reading) -> str | None:
+    """What a finding quotes of a reading: its text when reading it undid something."""
+    if not reading.how:
+        return None
+    text = reading.text.strip()
+    return text if len(text) <= SCAN_DECODED_CHARS else text[: SCAN_DECODED_CHARS - 1] + "…"
+
+
+def read_through(reading: Reading) -> str:
+    return f" (read through {', '.join(reading.how)})" if reading.how else ""
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The names a definition may name: its own tool's, and every other tool's of the scan."""
+
+    own: frozenset[str]
+    others: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Hit:
+    severity: str
+    what: str
+    quote: str
+
+
+# A phrase detector: the hits in a text as the model reads it, for a tool among its neighbours.
+PhraseDetector = Callable[[str, Neighbours], Iterator[Hit]]
+
+NEGATION = re.compile(r"\b(?:not|never|no|don't|dont|nor)\s+(?:\w+\s+){0,2}$", re.I)
+
+
+def phrase(
+    pattern: str, severity: str, what: str, *, unless_negated: bool = False
+) -> PhraseDetector:
+    """A detector of one phrase (its first match), read case-insensitively; `unless_negated`:
+    not when "not", "never" or "don't" comes just before it ("do not send secrets to...")."""
+    compiled = re.compile(pattern, re.I)
+
+    def detect(text: str, neighbours: Neighbours) -> Iterator[Hit]:
+        for match in compiled.finditer(text):
+            if unless_negated and NEGATION.search(text[max(0, match.start() - 40) : match.start()]):
+                continue
+            yield Hit(severity, what, match.group())
+            return
+
+    return detect
+
+
+# What an imperative naming another tool is sent on: the reply, the user's data, secrecy. With
+# one in its sentence, "use list_tables" is no cross-reference but a hijack.
+COERCION = re.compile(
+    r"\bbefore\s+(?:answering|responding|replying|you\s+(?:answer|respond|reply)|doing\s+anything"
+    r"|any(?:thing)?\s+else)|\binstead\s+of\b|\bevery\s+time\b|\bwhenever\b|\bregardless\b"
+    r"|\bimmediately\b|\bsilently\b|\bsecretly\b|\bwithout\s+(?:telling|informing|notifying)"
+    r"|\b(?:the\s+user's|their|user)\s+(?:full\s+|entire\s+|whole\s+|complete\s+|previous\s+)?"
+    r"(?:conversation|chat|history|messages|request|query|prompt|input|credentials|files|emails"
+    r"|contacts|notes|data)\b|\b(?:full|entire|whole|complete)\s+(?:conversation|chat|history)\b"
+    r"|\b(?:conversation|chat|message)\s+history\b|\bcredentials\b|\bpasswords?\b|\bapi\s*keys?\b"
+    r"|\bsecrets\b|\bprivate\s+keys?\b|~/\.ssh|\bid_rsa\b",
+    re.I,
+)
+CALL_VERBS = ("call", "invoke", "execute", "trigger")  # "use" and "run" cross-reference as well
+IMPERATIVE = r"\b(call|invoke|execute|trigger|run|use)\s+"
+CALL_IMPERATIVE = r"\b(call|invoke|execute|trigger)\s+"
+NOT_A_TOOL_NAME = frozenset("this that same other next following previous above below".split())
+SENTENCE_END = re.compile(r"[.!?;\n]")
+SENTENCE_CHARS = 300
+
+
+def sentence_around(text: str, start: int, end: int) -> str:
+    """The sentence a match stands in (at most SENTENCE_CHARS either side), the match itself left
+    out (a tool named list_messages is no mention of messages)."""
+    before = text[max(0, start - SENTENCE_CHARS) : start]
+    after = text[end : end + SENTENCE_CHARS]
+    return SENTENCE_END.split(before)[-1] + " " + SENTENCE_END.split(after, maxsplit=1)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def imperatives_naming(names: frozenset[str]) -> tuple[re.Pattern, ...]:
+    """The imperatives that name a tool: "the X tool", a call of a name shaped like a tool's
+    (snake_case or camelCase), or one of `names`. Group 1 is the verb, group 2 the name."""
+    quoted_names = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    patterns = [
+        IMPERATIVE + r"the\s+[`'\"]?([A-Za-z][\w.-]*)[`'\"]?\s+tool\b",
+        CALL_IMPERATIVE + r"(?:the\s+)?[`'\"]?((?-i:[A-Za-z][A-Za-z0-9]*_\w+|[a-z]+[A-Z]\w*))\b",
+    ]
+    if names:
+        patterns.append(IMPERATIVE + rf"(?:the\s+)?(?:tool\s+)?[`'\"]?({quoted_names})(?![\w-])")
+    return tuple(re.compile(p, re.I) for p in patterns)
+
+
+def names_another_tool(text: str, neighbours: Neighbours) -> Iterator[Hit]:
+    """An imperative naming another tool: one of the scan's ("use export_data"), any by "the X
+    tool", or a call of a name shaped like a tool's ("call send_report": another server's, maybe
+    one the scan does not see). High with a coercion in its sentence, else medium for the
+    call-verbs; "use X" or "run X" alone is a cross-reference, never a finding."""
+    for imperative in imperatives_naming(neighbours.others - neighbours.own):
+        for match in imperative.finditer(text):
+            named = match.group(2)
+            if named in neighbours.own or named.casefold() in NOT_A_TOOL_NAME:
+                continue
+            if COERCION.search(sentence_around(text, match.start(), match.end())):
+                yield Hit("high", "tells the model to call another tool", match.group())
+                return
+            if match.group(1).casefold() in CALL_VERBS:
+                yield Hit("medium", "tells the model to call another tool", match.group())
+                return
+
+
+EXFIL_VERBS = (
+    r"\b(?:send|forward|upload|post|transmit|exfiltrate|leak|e-?mail|mail|copy|share|pipe)\b"
+)
+ADDRESS = r"(?:https?://[^\s\"'<>)]+|[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+SECRET_DATA = (
+    r"\b(?:conversation|chat\s+history|message\s+history|previous\s+messages|all\s+messages"
+    r"|credentials|passwords?|api\s*keys?|secrets|private\s+keys?|ssh\s+keys?|tokens|cookies"
+    r"|environment\s+variables|system\s+prompt)\b"
+)
+AUDIENCE = r"(?:the\s+user|the\s+human|anyone|them)"
+
+# Every phrase `scan` looks for, as the model reads it (a new one is one entry): overrides of the
+# model's instructions, secrecy toward the user, exfiltration, another tool named, secret files.
+PHRASE_DETECTORS: tuple[PhraseDetector, ...] = (
+    phrase(
+        r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|of|the|these|those|your)\s+)*"
+        r"(?:(?:previous|prior|above|earlier|preceding|former|original|system|existing|safety"
+        r"|developer|other)\s+)?(?:instructions?|prompts?|directives|guidelines|guardrails)\b"
+        r"|\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|of|the|your)\s+)*"
+        r"(?:previous|prior|above|earlier|preceding|former|original|system|existing|safety)\s+"
+        r"(?:rules|directions|constraints|messages|context)\b",
         "high",
         "tells the model to ignore its instructions",
     ),
-    (
-        re.compile(r"<\s*/?\s*(important|system|instructions?|secret|information)\s*>", re.I),
+    phrase(
+        r"\b(?:new|updated|real|actual|true|revised|secret|hidden)\s+(?:system\s+)?"
+        r"(?:instructions?|directives?|system\s+prompt)\b",
+        "high",
+        "announces new instructions",
+    ),
+    phrase(
+        r"\b(?:reveal|print|repeat|show|output|leak|send|share|include)\b[^.\n]{0,30}"
+        r"\b(?:your|the)\s+system\s+prompt\b",
+        "high",
+        "asks for the system prompt",
+    ),
+    phrase(r"\bsystem\s+prompt\b", "medium", "mentions the system prompt"),
+    phrase(r"\byou\s+are\s+now\b|\bfrom\s+now\s+on\b", "medium", "reassigns the model's role"),
+    phrase(
+        r"<\s*/?\s*(important|system|instructions?|secret|information)\s*>",
         "high",
         "a tag addressed to the model",
     ),
-    (
-        re.compile(r"\[\s*system\b|\bsystem\s+(notice|message|override|instruction)", re.I),
+    phrase(
+        r"\[\s*system\b|\bsystem\s+(notice|message|override|instruction)",
         "high",
         "poses as a system message",
     ),
-    (
-        re.compile(
-            r"\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|show|alert|notify)\b[^.\n]{0,60}"
-            r"\b(user|human|anyone)",
-            re.I,
-        ),
+    phrase(r"\bthis\s+is\s+an\s+important\s+message\b", "high", "poses as a message from the user"),
+    phrase(
+        r"\b(?:do\s+not|don't|dont|never|must\s+not|should\s+not)\s+(?:tell|inform|mention|reveal"
+        r"|show|alert|notify|warn|disclose)\b[^.\n]{0,60}\b(?:user|human|anyone)"
+        rf"|\b(?:do\s+not|don't|dont|never)\s+let\s+{AUDIENCE}\s+(?:know|see|notice|find\s+out)\b"
+        rf"|\bwithout\s+(?:telling|informing|notifying|alerting|warning|letting)\s+{AUDIENCE}"
+        r"|\b(?:do\s+not|don't|dont|never)\s+(?:mention|bring\s+up|disclose|discuss)\s+"
+        r"(?:this|that|it|these|any\s+of\s+this)\b"
+        rf"|\b(?:keep|hide)\s+(?:this|it|that)\s+(?:(?:a\s+)?secret\s+|hidden\s+)?from\s+{AUDIENCE}"
+        r"|\bthe\s+user\s+(?:must|should)\s+not\s+(?:know|see|notice|be\s+told)\b",
         "high",
         "asks to hide something from the user",
     ),
-    (
-        re.compile(r"\bthis\s+is\s+an\s+important\s+message\b", re.I),
+    phrase(
+        rf"{EXFIL_VERBS}[^.\n]{{0,80}}?\b(?:to|into)\s+{ADDRESS}",
         "high",
-        "poses as a message from the user",
+        "tells the model to send data to an address",
+        unless_negated=True,
     ),
-    (
-        re.compile(r"~/\.ssh|\bid_rsa\b|/etc/passwd|\.aws/credentials|\bmcp\.json\b", re.I),
+    phrase(
+        rf"{EXFIL_VERBS}[^.\n]{{0,30}}?{SECRET_DATA}[^.\n]{{0,60}}?\b(?:to|into)\b",
+        "high",
+        "tells the model to send the user's data somewhere",
+        unless_negated=True,
+    ),
+    names_another_tool,
+    phrase(
+        r"~/\.ssh|\bid_rsa\b|/etc/passwd|\.aws/credentials|\bmcp\.json\b",
         "high",
         "names a secret file",
     ),
@@ -137,9 +337,18 @@ SCAN_PHRASES: tuple[tuple[re.Pattern, str, str], ...] = (
 SCAN_URL = re.compile(r"\bhttps?://[^\s\"'<>)]+|\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
 
 
+# A run of base64 or hex as long as this, not decoding to text: a blob (base64 has digits and both
+# cases in any 40 characters of real data; a URL's path or a long word has not).
 SCAN_BLOB = re.compile(
     rf"[A-Za-z0-9+/]{{{C.SCAN_BLOB_MIN_CHARS},}}={{0,2}}|\b[0-9a-fA-F]{{{C.SCAN_BLOB_MIN_CHARS},}}\b"
 )
+
+
+def blob_shaped(run: str) -> bool:
+    return bool(
+        re.fullmatch(r"[0-9a-fA-F]+", run)
+        or (re.search(r"\d", run) and re.search("[a-z]", run) and re.search("[A-Z]", run))
+    )
 
 
 def finding(
@@ -181,50 +390,139 @@ def scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingR
     return found
 
 
+def neighbours_of(spec: ToolSpec, others: Sequence[ToolSpec]) -> Neighbours:
+    return Neighbours(
+        own=frozenset({spec.remote_name, spec.name}),
+        others=frozenset({o.remote_name for o in others} | {o.name for o in others}),
+    )
+
+
 def scan_phrases(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
-    found = []
-    names = {o.remote_name for o in others} | {o.name for o in others}
-    calls_other = re.compile(r"\b(call|invoke)\s+`?([A-Za-z0-9_.-]+)`?", re.I)
+    """Every phrase detector's hits in every string of the definition, as the model reads it
+    (and in every payload decoded from it); the same hit in one place once."""
+    neighbours = neighbours_of(spec, others)
+    found: dict[tuple[str, str], ScanFindingRecord] = {}
     for where, text in definition_strings(tool_definition(spec), spec.remote_name):
-        shown = revealed(text)
-        for pattern, severity, what in SCAN_PHRASES:
-            match = pattern.search(shown)
-            if match:
-                found.append(
-                    finding(
-                        spec, "instruction-phrases", severity, f"{what}: {match.group()!r}", where
+        for reading in readings(text):
+            for detect in PHRASE_DETECTORS:
+                for hit in detect(reading.text, neighbours):
+                    detail = f"{hit.what}: {hit.quote!r}{read_through(reading)}"
+                    found.setdefault(
+                        (where, f"{hit.what}: {hit.quote}"),
+                        finding(
+                            spec,
+                            "instruction-phrases",
+                            hit.severity,
+                            detail,
+                            where,
+                            decoded_text(reading),
+                        ),
                     )
-                )
-        for match in calls_other.finditer(shown):
-            if match.group(2) in names - {spec.remote_name, spec.name}:
-                found.append(
+    return list(found.values())
+
+
+def scan_urls(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+    """URLs and e-mail addresses in the prose of a definition (not in data values: DATA_VALUE),
+    as the model reads it."""
+    found: dict[tuple[str, str], ScanFindingRecord] = {}
+    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
+        if DATA_VALUE.search(where):
+            continue
+        for reading in readings(text):
+            for match in SCAN_URL.finditer(reading.text):
+                found.setdefault(
+                    (where, match.group()),
                     finding(
                         spec,
-                        "instruction-phrases",
+                        "urls",
                         "medium",
-                        f"tells the model to call another tool: {match.group()!r}",
+                        f"a URL or address: {match.group()!r}{read_through(reading)}",
                         where,
-                    )
+                        decoded_text(reading),
+                    ),
                 )
+    return list(found.values())
+
+
+def encoded_size(payload: Payload) -> int:
+    """The characters of a payload, the spaces or line breaks between its pieces left out."""
+    return len(payload.encoded) - payload.words + 1
+
+
+def payload_finding(
+    spec: ToolSpec, where: str, read: Reading, payload: Payload
+) -> ScanFindingRecord:
+    pieces = f" in {payload.words} pieces" if payload.words > 1 else ""
+    return finding(
+        spec,
+        "encoded-blobs",
+        "medium",
+        f"{encoded_size(payload)} characters of {payload.encoding}{pieces} that decode to text: "
+        f"{payload.text[:60]!r}{read_through(read)}",
+        where,
+        payload.text,
+    )
+
+
+def binary_blob_findings(
+    spec: ToolSpec, where: str, read: Reading, payloads: list[Payload]
+) -> list[ScanFindingRecord]:
+    """A long run of base64 or hex that decodes to no text, in prose (not in a URL, not in a data
+    value: an example image is data)."""
+    if DATA_VALUE.search(where):
+        return []
+    prose = SCAN_URL.sub(" ", read.text)
+    return [
+        finding(
+            spec,
+            "encoded-blobs",
+            "medium",
+            f"{len(match.group())} characters of base64 or hex: {match.group()[:24]!r}…",
+            where,
+        )
+        for match in SCAN_BLOB.finditer(prose)
+        if blob_shaped(match.group()) and not any(match.group() in p.encoded for p in payloads)
+    ]
+
+
+def scan_blobs(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+    """Base64 or hex of at least SCAN_BLOB_MIN_CHARS: decoding to text (whole or split into
+    pieces by spaces or line breaks, anywhere), or to something else (in prose)."""
+    found = []
+    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
+        read = as_read(text)
+        payloads = [
+            p for p in encoded_payloads(read.text) if encoded_size(p) >= C.SCAN_BLOB_MIN_CHARS
+        ]
+        found += [payload_finding(spec, where, read, p) for p in payloads]
+        found += binary_blob_findings(spec, where, read, payloads)
     return found
 
 
-def scan_urls_and_blobs(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def mixed_script_words(text: str) -> list[str]:
+    """Words that mix Latin letters with Cyrillic or Greek ones drawn the same ("раypal"): one
+    word in two scripts is how a homoglyph hides."""
+    return [
+        word
+        for word in re.findall(r"\w+", text)
+        if re.search("[A-Za-z]", word) and look_alikes_folded(word) != word
+    ]
+
+
+def scan_look_alikes(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     found = []
     for where, text in definition_strings(tool_definition(spec), spec.remote_name):
-        shown = revealed(text)
-        for match in SCAN_URL.finditer(shown):
-            found.append(
-                finding(spec, "urls", "medium", f"a URL or address: {match.group()!r}", where)
-            )
-        for match in SCAN_BLOB.finditer(shown):
+        words = mixed_script_words(text)
+        if words:
             found.append(
                 finding(
                     spec,
-                    "encoded-blobs",
+                    "look-alike-letters",
                     "medium",
-                    f"{len(match.group())} characters of base64 or hex: {match.group()[:24]!r}…",
+                    f"{len(words)} word(s) mixing Latin letters with look-alikes from another "
+                    f"script: {', '.join(repr(w) for w in words[:4])}",
                     where,
+                    decoded_text(as_read(text)),
                 )
             )
     return found
@@ -304,8 +602,10 @@ def scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFin
 # Every check `scan` makes, in the order its findings are listed: one row per check.
 SCAN_CHECKS: dict[str, Callable[[ToolSpec, Sequence[ToolSpec]], list[ScanFindingRecord]]] = {
     "hidden-unicode": scan_hidden,
+    "look-alike-letters": scan_look_alikes,
     "instruction-phrases": scan_phrases,
-    "urls": scan_urls_and_blobs,
+    "urls": scan_urls,
+    "encoded-blobs": scan_blobs,
     "long-description": scan_long,
     "name-collision": scan_collisions,
     "no-annotations": scan_unannotated,
