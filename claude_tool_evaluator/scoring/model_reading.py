@@ -248,13 +248,6 @@ def longest_payload(
     return count, "".join(pieces[:kept]) + last
 
 
-@functools.lru_cache(maxsize=4096)
-def encoded_payloads(text: str) -> tuple[Payload, ...]:
-    """Every base64 or hex payload in a text that decodes to text: whole, or split into words by
-    spaces or line breaks (tried from each word on; a payload found, the search goes on after)."""
-    return tuple(payloads_in(text))
-
-
 def payloads_in(text: str) -> Iterator[Payload]:
     for encoding, runs, decode, block in ENCODINGS:
         for run in runs.finditer(text):
@@ -268,6 +261,13 @@ def payloads_in(text: str) -> Iterator[Payload]:
                 count, decoded = found
                 yield Payload(encoding, " ".join(words[start : start + count]), decoded, count)
                 start += count
+
+
+@functools.lru_cache(maxsize=4096)
+def encoded_payloads(text: str) -> tuple[Payload, ...]:
+    """Every base64 or hex payload in a text that decodes to text: whole, or split into words by
+    spaces or line breaks (tried from each word on; a payload found, the search goes on after)."""
+    return tuple(payloads_in(text))
 
 
 @functools.lru_cache(maxsize=4096)
