@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields as dataclass_fields
 from dataclasses import is_dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -183,35 +183,113 @@ def looks_random(value: str) -> bool:
     return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
 
 
+# Webhook URLs whose path is their credential: the host, and the path before the secret part.
+WEBHOOK_PATHS = (
+    (re.compile(r"hooks\.slack\.com"), re.compile(r"/(?:services|workflows|triggers)/")),
+    (re.compile(r"(?:[\w-]+\.)?discord(?:app)?\.com"), re.compile(r"/api(?:/v\d+)?/webhooks/")),
+)
+# A path segment that is an identifier rather than a credential, however random it looks.
+UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+
+# `user:password@host` without a scheme: Go's MySQL DSN (`app:pw@tcp(db:3306)/shop`), Redis's
+# `default:pw@cache:6379`. Not an image digest (`postgres:16@sha256:...`) nor a mail address.
+BARE_USERINFO = re.compile(r"(?<![\w/:@.+-])(?!mailto:)[\w.+-]+:([^\s:@/]+)@(?!sha\d+:)[\w.-]+")
+
+# A connection string's `Key=Value` pairs: `;`-separated (ADO.NET, ODBC, JDBC's
+# `;password=...;`), a value quoted or braced or not; or libpq's space-separated ones.
+CONNECTION_STRING_PAIR = re.compile(
+    r"""(?:^|;)\s*([^=;]+?)\s*=\s*("(?:[^"]|"")*"|'(?:[^']|'')*'|\{(?:[^}]|\}\})*\}|[^;]*)"""
+)
+SPACED_PAIR = re.compile(r"""(?:^|\s)([\w.-]+)\s*=\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+)""")
+
+
 def url_secrets(value: str) -> list[str]:
-    """The password of every URL in a value (`postgresql://user:PASS@host/db`) and its
-    credential-named query parameters (`?api_key=X`)."""
+    """The credentials of every URL in a value: its password (`postgresql://user:PASS@host/db`,
+    any scheme), a user name that looks random (`https://TOKEN@host/...`), its query parameters
+    that are credential-named (`?api_key=X`) or look random (`?sig=...`), and the secret part of
+    its path (see path_secrets)."""
     import urllib.parse
 
     found = []
-    for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", value):
+    for match in URL.finditer(value):
         try:
             parts = urllib.parse.urlsplit(match.group())
-            password = parts.password
+            password, user = parts.password, parts.username
         except ValueError:
             continue
         if password:
             found += [password, urllib.parse.unquote(password)]
-        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if secret_name(k)]
+        if user and looks_random(urllib.parse.unquote(user)):
+            found += [user, urllib.parse.unquote(user)]
+        queries = urllib.parse.parse_qsl(parts.query)
+        found += [v for k, v in queries if secret_name(k) or looks_random(v)]
+        found += path_secrets(parts.hostname or "", parts.path)
     return found
+
+
+def path_secrets(host: str, path: str) -> list[str]:
+    """A webhook's secret path: Slack's `T.../B.../...` after `/services/`, Discord's `ID/TOKEN`
+    after `/api/webhooks/` (and the token alone), and any other URL's random-looking path
+    segments (`/hooks/incoming/3fQ...`), UUIDs aside."""
+    for host_shape, path_before in WEBHOOK_PATHS:
+        before = path_before.match(path)
+        if host_shape.fullmatch(host) and before:
+            secret = path[before.end() :].strip("/")
+            return [secret, secret.rsplit("/", 1)[-1]]
+    return [part for part in path.split("/") if looks_random(part) and not UUID.fullmatch(part)]
+
+
+def connection_string_secrets(value: str) -> list[str]:
+    """The values of a connection string's credential-named keys (`Password=`, `Pwd=`,
+    `AccountKey=`, `SharedAccessKey=`; `User Id=` is not one), quoted or not."""
+    if "=" not in value:
+        return []
+    pairs = CONNECTION_STRING_PAIR if ";" in value else SPACED_PAIR
+    found = []
+    for match in pairs.finditer(value):
+        name, secret = match.groups()
+        if secret_name(name):
+            found += [secret, unquoted(secret)]
+    return found
+
+
+def unquoted(value: str) -> str:
+    """A connection string's value without its quotes or braces (a doubled one is one)."""
+    if len(value) >= 2 and value[0] + value[-1] in ('""', "''", "{}"):
+        return value[1:-1].replace(value[-1] * 2, value[-1])
+    return value
+
+
+def bare_userinfo_secrets(value: str) -> list[str]:
+    return [match.group(1) for match in BARE_USERINFO.finditer(value)] if "@" in value else []
+
+
+# What is inside a value, whatever its name: the credentials of its URLs, of its connection
+# string, and of a `user:password@host` without a scheme.
+EMBEDDED_SECRETS: tuple[Callable[[str], list[str]], ...] = (
+    url_secrets,
+    connection_string_secrets,
+    bare_userinfo_secrets,
+)
+
+
+def embedded_secrets(value: str) -> list[str]:
+    return [secret for find in EMBEDDED_SECRETS for secret in find(value)]
 
 
 def value_secrets(name: str, value: str) -> list[str]:
     """What a named value gives the redactor: all of it when its name says it is a credential or
-    it looks random, else only the passwords of the URLs in it."""
+    it looks random, and the credentials inside it either way (EMBEDDED_SECRETS)."""
     if secret_name(name) or looks_random(value):
-        return [value, *url_secrets(value)]
-    return url_secrets(value)
+        return [value, *embedded_secrets(value)]
+    return embedded_secrets(value)
 
 
 def argument_secrets(args: Sequence[str]) -> list[str]:
     """The secrets of a command line: the value of a credential-named flag (`--token X`,
-    `--api-key=X`, `--key X`, `-p X`), URL passwords, and arguments that look random."""
+    `--api-key=X`, `--key X`, `-p X`), the credentials inside an argument (EMBEDDED_SECRETS),
+    and arguments that look random."""
     found = []
     for index, arg in enumerate(args):
         name, sep, value = arg.partition("=")
@@ -219,7 +297,7 @@ def argument_secrets(args: Sequence[str]) -> list[str]:
         if flag and sep:
             found += value_secrets(name, value)
             continue
-        found += [arg] if looks_random(arg) else url_secrets(arg)
+        found += [arg] if looks_random(arg) else embedded_secrets(arg)
         following = args[index + 1] if index + 1 < len(args) else None
         if (
             flag
@@ -234,14 +312,15 @@ def argument_secrets(args: Sequence[str]) -> list[str]:
 def spec_secrets(spec: ServerSpec) -> list[str]:
     """The credentials one server is given (not every value it is given: `MODE=production` is a
     setting): each env value, header and ${VAR} the config expanded whose name says it is a
-    credential or that looks random (and the token of a "Bearer TOKEN" header), the password
-    and credential query parameters of every URL, and the value of every credential flag."""
+    credential or that looks random (and the token of a "Bearer TOKEN" header), the credentials
+    inside any of them and inside its URL and arguments (EMBEDDED_SECRETS: URL passwords,
+    webhook paths, connection-string passwords), and the value of every credential flag."""
     found = []
     for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
         found += value_secrets(name, value)
-        if value_secrets(name, value) and " " in value:
+        if secret_name(name) and " " in value:
             found.append(value.split(" ", 1)[-1])
-    found += url_secrets(spec.url) if spec.url else []
+    found += embedded_secrets(spec.url) if spec.url else []
     found += argument_secrets([spec.command, *spec.args])
     return [s for s in found if s]
 

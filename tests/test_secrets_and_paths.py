@@ -1127,3 +1127,80 @@ def test_a_server_failing_with_keys_encoded_on_its_stderr_leaks_none_in_the_erro
     line = one_error_line(stderr)
     assert code == 2 and "[REDACTED]" in line and "blob" in line, line
     assert_no_key_recoverable([], stdout, stderr)
+
+
+# ============================================================================ issue 38: servers' credentials
+MSSQL_PASSWORD = "Str0ng&<Pass>" + random_key("", 20, seed=8)
+DB_PASSWORD = random_key("", 24, seed=9)
+SLACK_HOOK_PATH = "T04ABCD1234/B05EFGH5678/" + random_key("", 24, seed=10).replace("-", "q")
+DISCORD_HOOK_PATH = "112233445566778899/" + random_key("", 68, seed=11)
+GENERIC_HOOK_TOKEN = random_key("", 32, seed=12).replace("-", "x").replace("_", "y")
+SERVER_CREDENTIALS = {  # the server's environment: a variable each
+    "MSSQL_CONNECTION_STRING": "Server=tcp:db.internal,1433;Database=shop;User Id=app;"
+    f"Password={MSSQL_PASSWORD};Encrypt=True;",
+    "SLACK_WEBHOOK_URL": f"https://hooks.slack.com/services/{SLACK_HOOK_PATH}",
+    "DISCORD_WEBHOOK_URL": f"https://discord.com/api/webhooks/{DISCORD_HOOK_PATH}",
+    "DATABASE_URL": f"postgresql://app:{DB_PASSWORD}@db.internal:5432/shop",
+    "ALERT_HOOK": f"https://alerts.example.invalid/hooks/incoming/{GENERIC_HOOK_TOKEN}",
+}
+# what of each is the credential: no 20 characters of these may reach a sink
+SERVER_SECRETS = [MSSQL_PASSWORD, DB_PASSWORD, SLACK_HOOK_PATH, DISCORD_HOOK_PATH]
+SERVER_SECRETS += [GENERIC_HOOK_TOKEN]
+
+
+def test_connection_strings_webhooks_and_url_userinfo_are_a_servers_secrets():
+    """`MSSQL_CONNECTION_STRING='Server=...;Password=...;'`, `SLACK_WEBHOOK_URL=...`, a Discord
+    webhook and `user:pass@` in URLs of any scheme were not recognised as credentials."""
+    mssql_arg_password = random_key("", 18, seed=13)
+    libpq_password = random_key("", 18, seed=14)
+    token_as_user = random_key("", 40, seed=15).replace("-", "a").replace("_", "b")
+    spec = ServerSpec(
+        name="s",
+        kind="stdio",
+        command="server",
+        args=[
+            "--connection-string",
+            f"Data Source=db;Initial Catalog=shop;User ID=sa;Pwd={mssql_arg_password};",
+            f"--dsn=host=db user=app password={libpq_password} dbname=shop",
+            "--upstream",
+            f"https://{token_as_user}@git.example.invalid/org/repo.git",
+            "--schema",
+            "https://api.example.invalid/v1/items/123e4567-e89b-12d3-a456-426614174000",
+        ],
+        env={
+            **SERVER_CREDENTIALS,
+            "REDIS_URL": "rediss://:redis-pass-Zq81@cache.internal:6380/0",
+            "AMQP_URL": "amqp+ssl://guest:amqp-pass-Lx42@mq.internal/vhost",
+            "MYSQL_DSN": "app:mysql-pass-Kd93@tcp(db.internal:3306)/shop",
+            "BLOB_URL": "https://acct.blob.core.invalid/c?sv=2022-11-02&sig=Qm9v8Xk2Lp4Zr7Tn1Wc5",
+            "MODE": "production",
+            "HOMEPAGE": "https://example.invalid/docs/getting-started",
+            "IMAGE": "postgres:16-alpine@sha256:0123456789abcdef",
+            "SETTINGS": "Server=db;Database=shop;Encrypt=True;",
+        },
+    )
+    found = set(spec_secrets(spec))
+    assert {
+        MSSQL_PASSWORD,
+        DB_PASSWORD,
+        SLACK_HOOK_PATH,
+        DISCORD_HOOK_PATH,
+        GENERIC_HOOK_TOKEN,
+        mssql_arg_password,
+        libpq_password,
+        token_as_user,
+        "redis-pass-Zq81",
+        "amqp-pass-Lx42",
+        "mysql-pass-Kd93",
+        "Qm9v8Xk2Lp4Zr7Tn1Wc5",
+    } <= found, found
+    ordinary = {"production", "shop", "db", "sa", "app", "16-alpine", "2022-11-02", "True"}
+    ordinary |= {"123e4567-e89b-12d3-a456-426614174000", "getting-started", "incoming"}
+    assert not found & ordinary, found & ordinary
+    redactor = Redactor(found)
+    for name, value in SERVER_CREDENTIALS.items():
+        assert "[REDACTED]" in redactor.text(f"{name}={value}")
+    assert (
+        redactor.text(SERVER_CREDENTIALS["SLACK_WEBHOOK_URL"])
+        == "https://hooks.slack.com/services/[REDACTED]"
+    )
