@@ -1,17 +1,19 @@
 """Secrets: one redactor for every byte that leaves the process (the API key, every server's
-credentials, what looks like a credential), in every sink and encoding it knows.
+credentials, what looks like a credential), in every sink and encoding it knows, whole or in part.
 
 May import: errors, stopping, sinks, files, records."""
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields as dataclass_fields
 from dataclasses import is_dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 from pydantic import BaseModel
@@ -47,93 +49,293 @@ SECRET_SHORT_FLAGS = ("-p",)
 ESCAPED_IN_LINES = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}]")
 
 
-# `scheme://user:password@host`, anywhere in a value (a DSN inside `--db=...` too).
-URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]*@[^\s]*")
-
-
 # Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
 CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
 
 
-# What a reader reads through, and so does the redactor (see read_through): a line break with the
-# next line's indentation, raw or JSON-escaped (a base64 or hex text wrapped at any width starts
-# and ends mid-line: `base64` wraps at 76, `openssl base64` at 64, `xxd -p` at 60), and a
-# percent-escape (`%2D` or `%2d`, of any byte or only some).
-LINE_BREAK = r"\r?\n[ \t]*|\\r\\n|\\n"
+# What a reader reads through, and so does the redactor (see READINGS): a line break with the next
+# line's indentation, raw or JSON-escaped (a base64 or hex text wrapped at any width starts and
+# ends mid-line: `base64` wraps at 76, `openssl base64` at 64, `xxd -p` at 60), and an escape of
+# one character, of every character or only some (JSON escapes only what it must: a `\u0073` is
+# someone hiding an `s`). Each starts with a character of its own (not a class, not a repeat),
+# so `re` skips to those fast; UNESCAPED says what each stands for.
+LINE_BREAK = r"\r\n[ \t]*|\n[ \t]*|\\r\\n|\\n"
 LINE_BREAKS = re.compile(LINE_BREAK)
-READ_THROUGH = re.compile(r"%[0-9A-Fa-f]{2}|" + LINE_BREAK)
+CHARACTER_ESCAPES = (
+    r"%[0-9A-Fa-f]{2}",  # a percent-escape (`%2D` or `%2d`): a byte
+    r"\\\\*(?:u[dD][89abAB][0-9A-Fa-f]{2}\\+u[dD][c-fC-F][0-9A-Fa-f]{2}"  # a surrogate pair,
+    r"|u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})",  # `\u002d` and `\x2d`, escaped once or more
+    r"&#[0-9]{1,7};?|&#[xX][0-9A-Fa-f]{1,6};?|&[A-Za-z][A-Za-z0-9]{1,31};",  # HTML entities
+    r"0[xX][0-9A-Fa-f]{2}(?![0-9A-Za-z])(?:,? ?(?=0[xX]))?",  # `0x2d`, `0x73, 0x6b`: a byte
+)
+READ_THROUGH = re.compile("|".join([*CHARACTER_ESCAPES, LINE_BREAK]))
+# What CHARACTER_ESCAPES start with: a text without any has nothing READ_THROUGH reads but line
+# breaks (see read_through).
+ESCAPE_HINT = r"[%\\&]|0[xX]"
+
+# Bytes shown as hex with a separator between them (`73 6b 2d`, `73:6B:2D`, a dump of so many a
+# line, two bytes a group as `xxd` groups them): four groups at least, read as the bytes they are.
+HEX_GROUP = r"[0-9A-Fa-f]{2}(?:[0-9A-Fa-f]{2})?"
+HEX_RUN = rf"{HEX_GROUP}(?:(?:[ :-]|\r?\n){HEX_GROUP}){{3,}}\b"
+HEX_PAIR = re.compile(r"[0-9A-Fa-f]{2}")
+HEX_SEPARATORS = str.maketrans("", "", ":-")  # bytes.fromhex reads through whitespace itself
 
 
 # Credentials by their shape, whoever's they are and whether or not we were told about them: the
 # well-known prefixes of API keys and tokens, each followed by as many characters as the real
 # ones have at least (a prefix named in prose, a placeholder like `sk-ant-...`, a tool name like
-# `hf_hub_download` or a hash is not a key). Not inside a longer word (`task-`, `disk-`).
+# `hf_hub_download` or a hash is not a key). Not inside a longer word (`task-`, `disk-`): what
+# comes before is checked after a shape's first character, which is a character of its own (not
+# a class, not a group), so `re` skips to those fast.
 KEY_SHAPES = (
     r"sk-ant-[A-Za-z0-9_-]{20,}",  # Anthropic: sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-
     r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",  # OpenAI project, service and admin keys
     r"sk-[A-Za-z0-9]{32,}",  # OpenAI's older keys: sk- and 48 letters and digits
     r"gh[pousr]_[A-Za-z0-9]{36,}",  # GitHub: personal, OAuth, user-to-server, server, refresh
     r"github_pat_[A-Za-z0-9_]{22,}",  # GitHub's fine-grained tokens
-    r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key IDs (long-lived, temporary)
+    r"A(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key IDs (long-lived, temporary)
     r"xox[abeoprs]-[A-Za-z0-9-]{20,}",  # Slack bot, user, app-level and refresh tokens
     r"AIza[A-Za-z0-9_-]{35}",  # Google API keys
     r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
-    r"[rs]k_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe secret and restricted keys
+    r"sk_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe secret keys
+    r"rk_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe restricted keys
     r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab personal access tokens
     r"npm_[A-Za-z0-9]{36,}",  # npm
     r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",  # PyPI API tokens
 )
-KEY_SHAPED = re.compile("(?<![A-Za-z0-9])(?:" + "|".join(KEY_SHAPES) + ")")
-# What each key shape starts with: a text holding none of them holds no key, and `in` tells so
-# far faster than KEY_SHAPED (most texts hold none).
+KEY_SHAPED = re.compile("|".join(f"{shape[0]}(?<![A-Za-z0-9].){shape[1:]}" for shape in KEY_SHAPES))
+# What each key shape starts with: a text holding none of them holds no key, and KEY_HINTED tells
+# so far faster than KEY_SHAPED (most texts hold none).
 KEY_HINTS = (
     *("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA"),
     *("xox", "AIza", "hf_", "glpat-", "npm_", "pypi-"),
 )
+# What a secret may share with anyone's: the part every key of its kind starts with, and a URL's
+# scheme and host (no password in it). A run of a secret that is little more than this
+# (`sk-ant-api03-` in a placeholder or someone else's key, `https://auth.example.com` of a URL
+# that is a credential) gives nothing of it away.
+SHARED_PREFIX = re.compile(
+    r"sk-ant-[a-z]+\d*-|sk-(?:proj|svcacct|admin)-|sk-|gh[pousr]_|github_pat_|AKIA|ASIA"
+    r"|xox[abeoprs]-|AIza|hf_|[rs]k_(?:live|test)_|glpat-|npm_|pypi-AgEIcHlwaS5vcmc"
+    r"|[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*(?=[/?#]|$)"
+)
+PAST_SHARED_PREFIX = 3  # how many characters past it a run may show and still be anyone's
+
+# The blocks the redactor cuts its secrets' forms in to look for them fast (see may_hold and
+# partial_runs): half a run, so that every run holds a whole one.
+GRAM = C.PARTIAL_SECRET_CHARS // 2
+
+
+class Matcher:
+    """A pattern of ours (no lookaround, no backreference: RE2 reads it as Python's `re` does),
+    searched with `re` in short texts and with RE2 in long ones. `re` tries an alternation's
+    branches one by one at each character (the hundred-odd forms of a few secrets: 20 ms on a
+    600 KB tool output), RE2 reads a text once whatever the pattern (2 ms) but each call costs
+    some microseconds more, so short texts stay with `re`. RE2 is imported when the first long
+    text comes; without it, or for a text it cannot take (lone surrogates), `re` reads it."""
+
+    LONG_TEXT = 4_000
+    UNCOMPILED: Any = object()
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = re.compile(pattern)
+        self.long_pattern: Any = self.UNCOMPILED
+
+    @classmethod
+    def of_strings(cls, strings: Iterable[str]) -> Matcher:
+        """A matcher of any of `strings`, the first listed first where several start at one place."""
+        return cls("|".join(map(re.escape, strings)))
+
+    def for_long_texts(self) -> Any:
+        """The pattern compiled by RE2, or None when RE2 cannot take it (or is not installed)."""
+        if self.long_pattern is self.UNCOMPILED:
+            self.long_pattern = None
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False  # a pattern it cannot take is read by `re`
+                options.max_mem = 64 << 20  # the forms of many secrets make one large automaton
+                self.long_pattern = re2.compile(self.pattern.pattern, options)
+            except Exception:  # not installed, or a pattern it cannot encode or compile
+                self.long_pattern = None
+        return self.long_pattern
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        if len(text) >= self.LONG_TEXT and (pattern := self.for_long_texts()) is not None:
+            try:
+                return [match.span() for match in pattern.finditer(text)]
+            except UnicodeEncodeError:  # a lone surrogate: not UTF-8, `re` reads it
+                pass
+        return [match.span() for match in self.pattern.finditer(text)]
+
+    def found_in(self, text: str) -> bool:
+        if len(text) >= self.LONG_TEXT and (pattern := self.for_long_texts()) is not None:
+            try:
+                return pattern.search(text) is not None
+            except UnicodeEncodeError:
+                pass
+        return self.pattern.search(text) is not None
+
+
+HEX_RUNS = Matcher(HEX_RUN)
+KEY_HINTED = Matcher.of_strings(KEY_HINTS)
+ESCAPES_HINTED = Matcher(ESCAPE_HINT)
+READ_THROUGH_HINTED = Matcher(ESCAPE_HINT + r"|\n")
 
 
 def key_hinted(text: str) -> bool:
-    return any(hint in text for hint in KEY_HINTS)
+    return KEY_HINTED.found_in(text)
+
+
+def percent_byte(escape: str) -> str:
+    return chr(int(escape[1:3], 16))
+
+
+def html_entity(escape: str) -> str:
+    import html
+
+    return html.unescape(escape)
+
+
+def hex_literal_byte(escape: str) -> str:
+    return chr(int(escape[2:4], 16))
+
+
+def backslash_escape(escape: str) -> str:
+    """`\u002d` (a surrogate pair too) or `\x2d`, escaped once or more, or a JSON-escaped
+    line break (nothing)."""
+    body = escape.lstrip("\\")
+    if body[0] == "x":
+        return chr(int(body[1:3], 16))
+    if body[0] != "u":
+        return ""
+    code = int(body[1:5], 16)
+    if len(body) > 5:  # a surrogate pair: one character
+        return chr(0x10000 + ((code - 0xD800) << 10) + (int(escape[-4:], 16) - 0xDC00))
+    return chr(code)
+
+
+# What a match of READ_THROUGH stands for, by its first character (a raw line break: nothing).
+UNESCAPED: dict[str, Callable[[str], str]] = {
+    "%": percent_byte,
+    "\\": backslash_escape,
+    "&": html_entity,
+    "0": hex_literal_byte,
+}
+
+
+@functools.lru_cache(maxsize=4096)  # a text has the same few many times (`&amp;`, `\n  `)
+def unescaped(escape: str) -> str:
+    """What one match of READ_THROUGH stands for: a character, or nothing (a line break)."""
+    decode = UNESCAPED.get(escape[0])
+    return decode(escape) if decode is not None else ""
 
 
 def read_through(text: str) -> str:
-    """`text` as a reader reads it (READ_THROUGH): line breaks dropped, percent-escapes decoded,
-    each to the character of its byte (a secret's UTF-8 bytes are matched so too, see forms)."""
-    if "%" in text:
-        return READ_THROUGH.sub(read_through_character, text)
+    """`text` as a reader reads it (READ_THROUGH): line breaks dropped, escapes decoded, each to
+    the character it stands for (a percent-escape to the character of its byte: a secret's
+    UTF-8 bytes are matched so too, see forms)."""
+    if ESCAPES_HINTED.found_in(text):
+        return READ_THROUGH.sub(lambda match: unescaped(match.group()), text)
     return LINE_BREAKS.sub("", text)  # the same, faster
 
 
 def read_through_changes(text: str) -> bool:
     """Whether read_through could find more in `text` than there is as it stands: it has a line
     break between two of its characters (a break at either end joins nothing, and many texts end
-    with one), or a percent-escape. `in` first: it tells faster, and most texts have neither."""
+    with one), or an escape. What they start with first: most texts hold none."""
     inner = text.strip()
-    hinted = "\n" in inner or "%" in inner or "\\n" in inner
-    return hinted and READ_THROUGH.search(inner) is not None
+    return READ_THROUGH_HINTED.found_in(inner) and READ_THROUGH.search(inner) is not None
 
 
-def read_through_character(match: re.Match[str]) -> str:
-    escape = match.group()
-    return chr(int(escape[1:], 16)) if escape.startswith("%") else ""
+class Origins:
+    """Where each character of a reading of a text came from in that text: what the reader read
+    differently (an escape, a line break, a hex byte) is kept as a span of the text each, and
+    each character between those stands for itself. Kept per span read, not per character: a
+    600 KB text has few of them, and a reading is mapped back only where something was found."""
+
+    def __init__(self, read: Iterable[tuple[int, int, int, int]]) -> None:
+        """`read`: in order, each span the reader read differently: where it starts, where the
+        characters it reads as end (a separator after them reads as nothing), where it ends, and
+        how many characters it reads as."""
+        self.read = list(read)
+        self.read_at: list[int] = []  # where the characters of each start in the reading
+        shown = position = 0
+        for start, _, end, length in self.read:
+            shown += start - position
+            self.read_at.append(shown)
+            shown += length
+            position = end
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """Where the characters `start` to `end` of the reading came from."""
+        return self.place(start)[0], self.place(end - 1)[1]
+
+    def place(self, index: int) -> tuple[int, int]:
+        """Where the reading's character `index` starts and ends in the text."""
+        at = bisect.bisect_right(self.read_at, index) - 1
+        if at < 0:
+            return index, index + 1
+        start, characters_end, end, length = self.read[at]
+        if index < self.read_at[at] + length:
+            return start, characters_end
+        own = end + index - self.read_at[at] - length  # a character that stands for itself
+        return own, own + 1
 
 
-def read_through_origins(text: str) -> tuple[list[int], list[int]]:
-    """Where each character of read_through(text) starts, and where it ends, in `text`: two
-    lists as long as that text, so built only when something was found in it."""
-    starts: list[int] = []
-    ends: list[int] = []
-    position = 0
+def read_through_origins(text: str) -> Origins:
+    """Where each character of read_through(text) came from in `text`."""
+    if not ESCAPES_HINTED.found_in(text):  # line breaks only: each reads as nothing (faster)
+        return Origins((m.start(), m.start(), m.end(), 0) for m in LINE_BREAKS.finditer(text))
+    read = []
     for match in READ_THROUGH.finditer(text):
-        starts += range(position, match.start())
-        ends += range(position + 1, match.start() + 1)
-        if match.group().startswith("%"):
-            starts.append(match.start())
-            ends.append(match.end())
-        position = match.end()
-    starts += range(position, len(text))
-    ends += range(position + 1, len(text) + 1)
-    return starts, ends
+        escape = match.group()
+        # the separator after a `0x2d` reads as nothing: the escape ends before it
+        characters_end = match.start() + len(escape.rstrip(", "))
+        read.append((match.start(), characters_end, match.end(), len(unescaped(escape))))
+    return Origins(read)
+
+
+def hex_read(text: str) -> str:
+    """`text` with every run of hex bytes with separators (HEX_RUN) read as its bytes, each the
+    character of its byte (as a percent-escape is read)."""
+    pieces, position = [], 0
+    for start, end in HEX_RUNS.spans(text):
+        run = text[start:end].translate(HEX_SEPARATORS)
+        pieces += [text[position:start], bytes.fromhex(run).decode("latin-1")]
+        position = end
+    return "".join(pieces) + text[position:]
+
+
+def hex_read_origins(text: str) -> Origins:
+    """Where each character of hex_read(text) came from in `text`: its two hex digits (the
+    separator after them reads as nothing)."""
+    read = []
+    for start, end in HEX_RUNS.spans(text):
+        pairs = [pair.span() for pair in HEX_PAIR.finditer(text, start, end)]
+        following = [next_start for next_start, _ in pairs[1:]] + [end]
+        read += [(a, b, after, 1) for (a, b), after in zip(pairs, following)]
+    return Origins(read)
+
+
+def hex_run_inside(text: str) -> bool:
+    return len(text) >= 11 and HEX_RUNS.found_in(text)  # `ab cd ef 12`: 11 characters at least
+
+
+class Reading(NamedTuple):
+    """One way a reader reads a text that the redactor reads it too: whether it changes a text,
+    the text so read, and where each character of that came from."""
+
+    changes: Callable[[str], bool]
+    view: Callable[[str], str]
+    origins: Callable[[str], Origins]
+
+
+READINGS = (
+    Reading(read_through_changes, read_through, read_through_origins),
+    Reading(hex_run_inside, hex_read, hex_read_origins),
+)
 
 
 def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -145,6 +347,17 @@ def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             joined.append((start, end))
     return joined
+
+
+def blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span's characters made NULs: what is left to read, where it was."""
+    if not spans:
+        return text
+    pieces, position = [], 0
+    for start, end in merged(spans):
+        pieces += [text[position:start], "\0" * (end - start)]
+        position = end
+    return "".join(pieces) + text[position:]
 
 
 def secret_name(name: str) -> bool:
@@ -346,6 +559,102 @@ def environment_secrets() -> list[str]:
     ]
 
 
+def json_escaped(secret: str) -> str:
+    return json.dumps(secret)[1:-1]
+
+
+def escaped_forms(secret: str) -> set[str]:
+    """`secret` JSON-escaped (once, twice, with `\\/`), as Python's repr shows it, with control
+    characters escaped as our one-line sinks show them, and URL-encoded."""
+    import urllib.parse
+
+    once = json_escaped(secret)
+    return {
+        secret,
+        once,
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        json_escaped(once),
+        once.replace("/", "\\/"),
+        repr(secret)[1:-1],
+        ESCAPED_IN_LINES.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), secret),
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret, safe=""),
+        urllib.parse.quote(secret),
+    }
+
+
+def base64_forms(raw: bytes) -> set[str]:
+    """Base64 (standard and URL-safe) of `raw`, padded or not, and what of it shows inside a
+    longer base64 text whatever comes before it."""
+    import base64
+
+    forms = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
+        for shift in range(3):
+            # Inside a longer base64 text the secret starts at some byte offset: the characters
+            # that only its own bits make up are the same whatever comes before or after.
+            encoded = encode(b"\0" * shift + raw).decode("ascii")
+            start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
+            forms.add(encoded[start:end])
+    return forms
+
+
+def base32_forms(raw: bytes) -> set[str]:
+    """Base32 of `raw` (upper or lower case), and what of it shows inside a longer base32 text
+    (5 bytes make 8 characters: 5 byte offsets, as base64 has 3)."""
+    import base64
+
+    whole = base64.b32encode(raw).decode("ascii")
+    forms = {whole, whole.lower()}
+    for shift in range(5):
+        encoded = base64.b32encode(b"\0" * shift + raw).decode("ascii")
+        start, end = -(-shift * 8 // 5), (shift + len(raw)) * 8 // 5
+        forms |= {encoded[start:end], encoded[start:end].lower()}
+    return forms
+
+
+def pieces_of(texts: Iterable[str], size: int) -> set[str]:
+    """Every run of `size` characters of each of `texts`."""
+    return {text[i : i + size] for text in texts for i in range(len(text) - size + 1)}
+
+
+def block_places(sources: Iterable[str], size: int) -> dict[str, list[tuple[str, int]]]:
+    """Each source cut in blocks of `size` (at its multiples of `size`): where each block is."""
+    places: dict[str, list[tuple[str, int]]] = {}
+    for source in sources:
+        for offset in range(0, len(source) - size + 1, size):
+            places.setdefault(source[offset : offset + size], []).append((source, offset))
+    return places
+
+
+def run_length(text: str, forms: Iterable[str], backwards: bool) -> int:
+    """How much of the end (or start) of `text` is one run of one of `forms`."""
+    best = 0
+    for form in forms:
+        longest = min(len(form), len(text))
+        for length in range(longest, best, -1):
+            part = text[-length:] if backwards else text[:length]
+            if part in form:
+                best = length
+                break
+    return best
+
+
+def run_around(text: str, start: int, source: str, offset: int, size: int) -> tuple[int, int]:
+    """The run of `source` in `text` around the `size` characters at `start` of `text` that are
+    the ones at `offset` of `source`: as far as both agree, before and after."""
+    before = 0
+    most = min(offset, start)
+    while before < most and text[start - before - 1] == source[offset - before - 1]:
+        before += 1
+    after = 0
+    most = min(len(source) - offset, len(text) - start) - size
+    while after < most and text[start + size + after] == source[offset + size + after]:
+        after += 1
+    return start - before, start + size + after
+
+
 class Redactor:
     """The one redactor for every byte that leaves the process, applied after grading: the
     scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
@@ -354,15 +663,16 @@ class Redactor:
 
     Its secrets are the credentials in our environment and what every server this invocation
     resolved is given (see spec_secrets), learned before any server starts. Each is matched raw
-    and in the forms servers echo it: JSON-escaped (once or twice), URL-encoded, base64 (at any
-    byte alignment), hex, and with control characters shown escaped; and read through line
-    breaks and percent-escapes (READ_THROUGH): base64 wrapped at any width, starting mid-line,
-    and a secret percent-encoded byte by byte, or only some of its bytes. A run of
-    C.PARTIAL_SECRET_CHARS or more of one where a text was cut (its start or end, a truncation
-    mark, an ellipsis) is masked too. Values shorter than MIN_LENGTH are not secrets: they are
-    settings ("8080", "true") and masking them would mangle every text. Keys of a well-known
-    shape (KEY_SHAPES) are masked too, told about or not: a key in a case's name, a prompt or a
-    tool's output."""
+    and in the forms servers echo it (see forms): JSON-escaped (once or twice), URL-encoded,
+    base64 and base32 (at any byte alignment), hex, reversed, and with control characters shown
+    escaped; and read through line breaks and escapes (READINGS): base64 wrapped at any width,
+    starting mid-line, and a secret percent-encoded, `\\u`- or `\\x`-escaped or written as HTML
+    entities (of every character or only some), or as hex bytes with separators. A run of
+    C.PARTIAL_SECRET_CHARS or more of one (see partial_runs), wherever it is, is masked too: a
+    secret cut where a text was cut, or split across two adjacent fields (each holding a part).
+    Values shorter than MIN_LENGTH are not secrets: they are settings ("8080", "true") and
+    masking them would mangle every text. Keys of a well-known shape (KEY_SHAPES) are masked
+    too, told about or not: a key in a case's name, a prompt or a tool's output."""
 
     MIN_LENGTH = 6
     MASK = "[REDACTED]"
@@ -374,41 +684,34 @@ class Redactor:
         forms = {form for secret in unique for form in self.forms(secret)}
         # longest first: a token inside a header value, the whole of a secret before its part
         self.secrets = sorted(forms, key=len, reverse=True)
-        self.pattern = re.compile("|".join(map(re.escape, self.secrets))) if forms else None
+        self.shown = Matcher.of_strings(self.secrets) if forms else None
         size = C.PARTIAL_SECRET_CHARS
-        self.pieces = {f[i : i + size] for f in self.secrets for i in range(len(f) - size + 1)}
+        self.pieces = pieces_of(self.secrets, size)  # see cut_runs
+        # see may_hold: the forms too short to hold a block at a multiple of GRAM are looked for
+        self.grams = pieces_of(self.secrets, GRAM)
+        short = [form for form in self.secrets if len(form) < 2 * GRAM - 1]
+        self.short_forms = Matcher.of_strings(short) if short else None
+        # what partial_runs looks for: each secret as it is and as JSON shows it, cut in blocks
+        self.run_sources = sorted(
+            {s for r in unique for s in (r, json_escaped(r)) if len(s) >= size}
+        )
+        self.block_places = block_places(self.run_sources, GRAM)
+        self.blocks = Matcher.of_strings(self.block_places) if self.block_places else None
+        self.shared_prefixes = [
+            source[: prefix.end() + PAST_SHARED_PREFIX]
+            for source in self.run_sources
+            if (prefix := SHARED_PREFIX.match(source))
+        ]
 
     @staticmethod
     def forms(secret: str) -> set[str]:
-        import base64
-        import urllib.parse
-
-        once = json.dumps(secret)[1:-1]
-        forms = {
-            secret,
-            once,
-            json.dumps(secret, ensure_ascii=False)[1:-1],
-            json.dumps(once)[1:-1],
-            once.replace("/", "\\/"),
-            repr(secret)[1:-1],
-            ESCAPED_IN_LINES.sub(
-                lambda m: m.group().encode("unicode_escape").decode("ascii"), secret
-            ),
-            urllib.parse.quote(secret, safe=""),
-            urllib.parse.quote_plus(secret, safe=""),
-            urllib.parse.quote(secret),
-        }
+        """`secret` as servers show it: as it is, escaped, encoded and reversed."""
         raw = secret.encode("utf-8", "surrogatepass")
+        forms = escaped_forms(secret)
         forms |= {raw.hex(), raw.hex().upper()}
-        forms.add(raw.decode("latin-1"))  # percent-encoded, as read_through decodes its bytes
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            forms |= {encode(raw).decode("ascii"), encode(raw).decode("ascii").rstrip("=")}
-            for shift in range(3):
-                # Inside a longer base64 text the secret starts at some byte offset: the characters
-                # that only its own bits make up are the same whatever comes before or after.
-                encoded = encode(b"\0" * shift + raw).decode("ascii")
-                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
-                forms.add(encoded[start:end])
+        forms.add(raw.decode("latin-1"))  # percent-encoded or hex bytes, as READINGS decode them
+        forms |= base64_forms(raw) | base32_forms(raw)
+        forms |= {secret[::-1], json_escaped(secret[::-1])}
         return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
 
     @classmethod
@@ -437,26 +740,39 @@ class Redactor:
     def text(self, value: str) -> str:
         if not value:
             return value
-        # most of what there is to mask, fast: the secrets as they are shown, and keys
-        if self.pattern is not None:
-            value = self.pattern.sub(self.MASK, value)
-        if key_hinted(value):
-            value = KEY_SHAPED.sub(self.MASK, value)
-        if not read_through_changes(value):
-            return self.masked(value, self.cut_runs(value))
-        # what is left: shown over lines, percent-encoded, or both
-        view = read_through(value)
-        spans = self.found(view) + self.cut_runs(view)
-        if not spans:
-            return value
-        starts, ends = read_through_origins(value)
-        return self.masked(value, [(starts[start], ends[end - 1]) for start, end in spans])
+        # Everything is looked for in the text as it came, and masked at once: masking what is
+        # found first (a token) would hide from a reading what it is part of (its webhook URL,
+        # in base32 over lines).
+        spans = self.found(value)
+        for reading in READINGS:  # shown over lines, escaped, as hex bytes
+            if reading.changes(value):
+                found = self.found(reading.view(value))
+                if found:
+                    origins = reading.origins(value)
+                    spans += [origins.span(start, end) for start, end in found]
+        return self.masked(value, spans)
 
     def found(self, text: str) -> list[tuple[int, int]]:
-        """Where the secrets and the keys are in `text`."""
-        matchers = [self.pattern] if self.pattern is not None else []
-        matchers += [KEY_SHAPED] if key_hinted(text) else []
-        return [match.span() for matcher in matchers for match in matcher.finditer(text)]
+        """Where the secrets, their runs and the keys are in `text`."""
+        spans = [match.span() for match in KEY_SHAPED.finditer(text)] if key_hinted(text) else []
+        if self.shown is None or not self.may_hold(text):
+            return spans
+        spans += self.shown.spans(text)
+        rest = blanked(text, spans)  # a whole secret found holds runs of it: not again
+        return spans + self.partial_runs(rest) + self.cut_runs(rest)
+
+    def may_hold(self, text: str) -> bool:
+        """Whether `text` may hold a form of a secret or a run of one, told by a few lookups:
+        anything of 2 * GRAM - 1 characters or more in it holds one of its blocks of GRAM
+        characters at a multiple of GRAM, and one of a form holds a GRAM of that form (a shorter
+        form is looked for as it is). Most short texts hold none; a long one is searched as it
+        is (RE2 reads it faster than this)."""
+        if len(text) >= Matcher.LONG_TEXT:
+            return True
+        grams = self.grams
+        if any(text[i : i + GRAM] in grams for i in range(0, len(text) - GRAM + 1, GRAM)):
+            return True
+        return self.short_forms is not None and self.short_forms.found_in(text)
 
     def masked(self, value: str, spans: list[tuple[int, int]]) -> str:
         if not spans:
@@ -467,9 +783,37 @@ class Redactor:
             position = end
         return "".join(pieces) + value[position:]
 
+    def partial_runs(self, text: str) -> list[tuple[int, int]]:
+        """Where C.PARTIAL_SECRET_CHARS or more characters of a secret (as it is, or JSON-escaped)
+        stand in a row: what is left of one cut, quoted in part, or split across two fields
+        (`{"a": "sk-ant-api03-Xy...", "b": "...Qz"}`, two tool calls' arguments): each part of a
+        split is masked where it is, so the parts read together give no run back either. Such a
+        run holds at least one whole block of GRAM characters at a multiple of GRAM in its
+        secret (blocks are half a run long): those are looked for, all at once, and each found
+        is followed both ways as far as its secret goes. Not a run that is little more than what
+        anyone's may start with (see ours)."""
+        if self.blocks is None or len(text) < C.PARTIAL_SECRET_CHARS:
+            return []
+        spans: list[tuple[int, int]] = []
+        reached = 0
+        for start, end in self.blocks.spans(text):
+            if start < reached:  # inside a run already found
+                continue
+            for source, offset in self.block_places[text[start:end]]:
+                first, last = run_around(text, start, source, offset, GRAM)
+                if last - first >= C.PARTIAL_SECRET_CHARS and self.ours(text[first:last]):
+                    spans.append((first, last))
+                    reached = max(reached, last)
+        return spans
+
+    def ours(self, run: str) -> bool:
+        """Whether a run of one of our secrets gives some of it away: not when it lies within what
+        it may share with anyone's (SHARED_PREFIX) and the few characters after that."""
+        return not any(run in prefix for prefix in self.shared_prefixes)
+
     def cut_runs(self, value: str) -> list[tuple[int, int]]:
-        """Where runs of a secret are left where the text was cut: at its start and end, and on
-        each side of a truncation mark or an ellipsis."""
+        """Where runs of a secret's forms are left where the text was cut: at its start and end,
+        and on each side of a truncation mark or an ellipsis."""
         size = C.PARTIAL_SECRET_CHARS
         if len(value) < size or not self.pieces:
             return []
@@ -482,25 +826,18 @@ class Redactor:
             before = value[earliest:start].rstrip(" \t\"'`.,;:)]}")
             if len(before) >= size and before[-size:] in self.pieces:
                 stop = earliest + len(before)
-                spans.append((stop - self.run_length(before, backwards=True), stop))
+                forms = self.forms_with(before[-size:])
+                spans.append((stop - run_length(before, forms, backwards=True), stop))
             following = value[end : end + reach]
             after = following.lstrip(" \t\"'`([{")
             if len(after) >= size and after[:size] in self.pieces:
                 offset = end + len(following) - len(after)
-                spans.append((offset, offset + self.run_length(after, backwards=False)))
-        return spans
+                forms = self.forms_with(after[:size])
+                spans.append((offset, offset + run_length(after, forms, backwards=False)))
+        return [(start, end) for start, end in spans if self.ours(value[start:end])]
 
-    def run_length(self, text: str, backwards: bool) -> int:
-        """How much of the end (or start) of `text` is one run of some secret form."""
-        best = 0
-        for form in self.secrets:
-            longest = min(len(form), len(text))
-            for length in range(longest, best, -1):
-                part = text[-length:] if backwards else text[:length]
-                if part in form:
-                    best = length
-                    break
-        return best
+    def forms_with(self, piece: str) -> list[str]:
+        return [form for form in self.secrets if piece in form]
 
     def data(self, value: Any) -> Any:
         """JSON-like data, keys included."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import csv
+import functools
 import html
 import io
 import json
@@ -929,28 +930,83 @@ SERVICE_TOKEN = random_key("", 48, seed=2)  # a server's credential
 UNKNOWN_KEY = random_key("sk-ant-api03-", 93, seed=3) + "AA"  # a key we were never told about
 
 
+HEX_BYTES = re.compile(r"(?:(?:0[xX]|\\+x)?[0-9A-Fa-f]{2}[\s,:]*){6,}")
+
+
+def hex_decoded(text: str) -> str:
+    """Every run of hex bytes (`73 6b`, `73:6b`, `0x73,0x6b`, `\\x73\\x6b`, `736b`) decoded."""
+    pairs = re.compile(r"(?:0[xX]|\\+x)?([0-9A-Fa-f]{2})")
+    return HEX_BYTES.sub(
+        lambda run: bytes.fromhex("".join(pairs.findall(run.group()))).decode("latin-1"), text
+    )
+
+
+def unicode_unescaped(text: str) -> str:
+    """Every `\\uXXXX` escape (escaped once or more) decoded."""
+    return re.sub(r"\\+u([0-9A-Fa-f]{4})", lambda escape: chr(int(escape[1], 16)), text)
+
+
+def squeezed(text: str) -> str:
+    """`text` without its markup and anything a key is not made of: what two adjacent fields
+    (`"first": "sk-...", "second": "..."`, `'sk-...' + '...'`, two cells) say read together."""
+    return re.sub(r"<[^>]*>|[^A-Za-z0-9_-]", "", text)
+
+
+def decoded_runs(reading: str) -> list[str]:
+    """Every base64 run of `reading` decoded (standard or URL-safe) at each of its four
+    alignments, every base32 run (either case) at each of its eight, and every run of plain hex
+    at both of its two."""
+    found = []
+    for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", reading):
+        standard = run.replace("-", "+").replace("_", "/")
+        for offset in range(4):
+            part = standard[offset:]
+            found.append(base64.b64decode(part[: len(part) // 4 * 4]).decode("latin-1"))
+    for run in re.findall(r"[A-Z2-7]{16,}|[a-z2-7]{16,}", reading):  # one case: 10+ bytes
+        for offset in range(8):
+            part = run[offset:]
+            part = part[: len(part) // 8 * 8]
+            found.append(base64.b32decode(part, casefold=True).decode("latin-1"))
+    for run in re.findall(r"[0-9A-Fa-f]{12,}", reading):
+        for offset in range(2):
+            part = run[offset:]
+            found.append(bytes.fromhex(part[: len(part) // 2 * 2]).decode("latin-1"))
+    return found
+
+
+@functools.lru_cache(maxsize=64)  # a text is read once for every secret looked for
 def readings(text: str) -> list[str]:
     """`text`, and what a reader could decode of it: line breaks (real and JSON-escaped) read
-    through, percent-escapes decoded, and every base64 run decoded (standard or URL-safe) at each
-    of its four alignments."""
+    through, percent-escapes, hex bytes, `\\uXXXX` escapes and HTML entities decoded, adjacent
+    fields read together, each of those backwards too, and every base64, base32 and hex run of
+    them decoded (see decoded_runs)."""
     joined = re.sub(r"\s+|\\[rn]", "", text)
-    found = [text, joined, urllib.parse.unquote(joined, errors="replace")]
-    for reading in found[1:]:
-        for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", reading):
-            standard = run.replace("-", "+").replace("_", "/")
-            for offset in range(4):
-                part = standard[offset:]
-                part = part[: len(part) // 4 * 4]
-                found.append(base64.b64decode(part).decode("latin-1"))
+    plain = [text, joined, squeezed(text)]
+    for reading in (text, joined):
+        plain += [
+            urllib.parse.unquote(reading, errors="replace"),
+            hex_decoded(reading),
+            unicode_unescaped(reading),
+            html.unescape(reading),
+        ]
+    found = plain + [reading[::-1] for reading in plain]
+    for reading in plain[1:]:
+        found += decoded_runs(reading)
     return found
 
 
 def recoverable(key: str, *texts: str, window: int = 20) -> list[str]:
     """The `window`-character runs of `key` that can be read back from any of `texts`."""
     runs = {key[i : i + window] for i in range(len(key) - window + 1)}
-    return sorted(
-        {run for text in texts for reading in readings(text) for run in runs if run in reading}
-    )
+    # each run holds one of these whole: a reading holding none of them holds no run (faster)
+    half = window // 2
+    blocks = {key[i : i + half] for i in range(0, len(key) - half + 1, half)}
+    found = set()
+    for shown in texts:
+        for reading in readings(shown):
+            if any(block in reading for block in blocks):
+                found |= {run for run in runs if run in reading}
+    return sorted(found)
 
 
 def wrapped(lead: str, stream: str, width: int) -> str:
@@ -1042,6 +1098,21 @@ NOT_KEYS = [
     "123e4567-e89b-12d3-a456-426614174000",
     "sk_live_key",
     "The Stripe key starts with sk_live_ and the Slack one with xoxb-.",
+    # what issue 38's readings read (hex bytes, escapes, entities): none of it a key
+    "ab cd ef 12 34 56",
+    "dead beef cafe babe",
+    "0x1f 0x2a 0x00 0xff",
+    "\\x00\\x01\\x02\\x03\\x04\\x05",
+    "caf\\u00e9 na\\u00efve",
+    "\\u0073\\u006b\\u002d\\u0061\\u006e\\u0074\\u002d...",  # `sk-ant-...`
+    "Fish &amp; chips &lt; 5 &#8364; &#x20AC; &copy;",
+    "&#115;&#107;&#45;&#97;&#110;&#116;&#45;&#97;&#112;&#105;&#48;&#51;&#45;...",
+    "73 6b 2d 61 6e 74 2d 61 70 69 30 33 2d 2e 2e 2e",  # `sk-ant-api03-...`
+    "NBSWY3DPEB3W64TMMQWCA5DINFZSA2LT",  # base32 of something else
+    "yek-terces-a-si-siht",
+    "use sk-ant-api03-xxxxxxxx as the key",
+    "2024-01-15 12:30:45",
+    "mac 00:1a:2b:3c:4d:5e",
 ]
 
 
@@ -1129,7 +1200,16 @@ def test_a_server_failing_with_keys_encoded_on_its_stderr_leaks_none_in_the_erro
     assert_no_key_recoverable([], stdout, stderr)
 
 
-# ============================================================================ issue 38: servers' credentials
+# ============================================================================ issue 38: every form, and servers' credentials
+def ascii_hex(raw: bytes, pattern: str, separator: str = "") -> str:
+    return separator.join(pattern.format(b) for b in raw)
+
+
+def every_nth(value: str, every: int, escape: str) -> str:
+    """Every `every`th character of `value` shown as `escape` (formatted with its code point)."""
+    return "".join(escape.format(ord(c)) if i % every == 0 else c for i, c in enumerate(value))
+
+
 MSSQL_PASSWORD = "Str0ng&<Pass>" + random_key("", 20, seed=8)
 DB_PASSWORD = random_key("", 24, seed=9)
 SLACK_HOOK_PATH = "T04ABCD1234/B05EFGH5678/" + random_key("", 24, seed=10).replace("-", "q")
@@ -1146,6 +1226,175 @@ SERVER_CREDENTIALS = {  # the server's environment: a variable each
 # what of each is the credential: no 20 characters of these may reach a sink
 SERVER_SECRETS = [MSSQL_PASSWORD, DB_PASSWORD, SLACK_HOOK_PATH, DISCORD_HOOK_PATH]
 SERVER_SECRETS += [GENERIC_HOOK_TOKEN]
+FORM_KEYS = [API_KEY_90, SERVICE_TOKEN, ESCAPY_SECRET + "-and-some-more-9Qz", MSSQL_PASSWORD]
+
+
+def shown_split(key: str) -> list[tuple[str, ...]]:
+    """`key` cut in two at a third, the half and two thirds: the two parts, as adjacent fields."""
+    return [(key[:cut], key[cut:]) for cut in (len(key) // 3, len(key) // 2, len(key) * 2 // 3)]
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_a_secret_split_across_adjacent_fields_is_masked(key):
+    """The first part of a key in one JSON value and the rest in the next (or in two list items,
+    two concatenated strings, two tool calls' arguments or outputs) was written as it was: each
+    field alone holds no whole key. Read together they give none back now."""
+    redactor = Redactor([key])
+    for first, second in shown_split(key):
+        for shown in (
+            json.dumps({"first": first, "second": second}),
+            json.dumps([first, second]),
+            f"{first!r} + {second!r}",
+            f"part 1: {first}\tpart 2: {second}",
+            f"a={first}&b={second} (end)",
+        ):
+            masked = redactor.text(shown)
+            assert not recoverable(key, masked), (shown, masked)
+        document = {
+            "tool_calls": [
+                {"name": "half", "input": {"note": first}, "output": f"the first half: {first}"},
+                {"name": "half", "input": {"note": second}, "output": f"{second} is the rest"},
+            ],
+            "fields": [first, second],
+        }
+        masked = redactor.data(document)
+        calls = masked["tool_calls"]
+        for joined in (
+            calls[0]["input"]["note"] + calls[1]["input"]["note"],
+            calls[0]["output"] + calls[1]["output"],
+            "".join(masked["fields"]),
+        ):
+            assert not recoverable(key, joined), (first, second, joined)
+        assert calls[0]["name"] == "half" and calls[1]["output"].endswith(" is the rest")
+
+
+def test_what_a_split_reads_as_is_only_a_known_secret():
+    """Adjacent fields are read together for the secrets the redactor was told about, not for
+    key shapes: two parts of a key nobody told it about, neither of a key's shape, are left."""
+    first, second = UNKNOWN_KEY[:20], UNKNOWN_KEY[20:]
+    for shown in (json.dumps({"first": first, "second": second}), f"{first!r} + {second!r}"):
+        assert Redactor().text(shown) == shown
+    assert Redactor().data([first, second]) == [first, second]
+    assert Redactor().text(UNKNOWN_KEY[::-1]) == UNKNOWN_KEY[::-1]
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_a_secret_as_hex_bytes_with_separators_is_masked(key):
+    """`73 6b 2d ...`, `73:6b:...`, `0x73 0x6b`, `0x73,0x6b`, `\\x73\\x6b` and a dump of 16 bytes a
+    line were written as they were (only `736b2d...` was masked)."""
+    redactor = Redactor([key])
+    raw = key.encode()
+    pairs = [f"{b:02x}" for b in raw]
+    for shown in (
+        ascii_hex(raw, "{:02x}", " "),
+        ascii_hex(raw, "{:02X}", " "),
+        ascii_hex(raw, "{:02x}", ":"),
+        ascii_hex(raw, "0x{:02x}", " "),
+        ascii_hex(raw, "0x{:02x}", ","),
+        ascii_hex(raw, "0x{:02X}", ", "),
+        ascii_hex(raw, "\\x{:02x}"),
+        ascii_hex(raw, "\\\\x{:02x}"),
+        "bytes: " + ascii_hex(b"ppp" + raw, "{:02x}", " "),
+        "\n".join(" ".join(pairs[i : i + 16]) for i in range(0, len(pairs), 16)),
+        "[" + ascii_hex(raw, "0x{:02x}", ", ") + "]",
+    ):
+        masked = redactor.text(f"before {shown} after")
+        assert not recoverable(key, masked), (shown, masked)
+        assert masked.startswith("before ") and masked.endswith(" after"), masked
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_a_secret_as_unicode_escapes_is_masked(key):
+    """A key with every character (or every second or third) written `\\u0073` was written as it
+    was: JSON only escapes what it must, so no form had them."""
+    redactor = Redactor([key])
+    for every in (1, 2, 3):
+        for escape in ("\\u{:04x}", "\\u{:04X}", "\\\\u{:04x}"):
+            shown = every_nth(key, every, escape)
+            masked = redactor.text(f'{{"value": "{shown}"}}')
+            assert not recoverable(key, masked), (every, escape, masked)
+            assert masked.startswith('{"value": "') and masked.endswith('"}'), masked
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_a_secret_as_html_entities_is_masked(key):
+    """`&#115;&#107;...`, `&#x73;...` (of every character or some) and a key whose `&`, `<` and
+    `"` are named entities were written as they were."""
+    redactor = Redactor([key])
+    for every in (1, 2, 3):
+        for entity in ("&#{};", "&#x{:x};", "&#X{:X};", "&#{}"):
+            shown = every_nth(key, every, entity)
+            masked = redactor.text(f"<td>{shown}</td>")
+            assert not recoverable(key, masked), (every, entity, masked)
+            assert masked.startswith("<td>") and masked.endswith("</td>"), masked
+    for shown in (html.escape(key), html.escape(key, quote=False)):
+        masked = redactor.text(f"<p>{shown}</p>")
+        assert not recoverable(key, masked), masked
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_a_reversed_secret_is_masked(key):
+    """A key written backwards was written as it was."""
+    redactor = Redactor([key])
+    for shown in (key[::-1], f"backwards: {key[::-1]} (end)", json.dumps(key[::-1])):
+        masked = redactor.text(shown)
+        assert not recoverable(key, masked) and "[REDACTED]" in masked, masked
+
+
+@pytest.mark.parametrize("key", FORM_KEYS, ids=["api-key", "credential", "escapy", "password"])
+def test_base32_of_a_secret_is_masked_at_any_alignment_and_wrapped(key):
+    """Base32 of a key (alone, after 1-4 other bytes, without its padding, in lower case,
+    wrapped at 64 and 76 columns) was written as it was."""
+    redactor = Redactor([key])
+    for prefix in (b"p" * n for n in range(5)):
+        stream = base64.b32encode(prefix + key.encode()).decode()
+        for shown in (
+            stream,
+            stream.rstrip("="),
+            stream.lower(),
+            f"b32: {stream} (end)",
+            wrapped("b32: ", stream, 64),
+            wrapped("", stream, 76),
+        ):
+            masked = redactor.text(f"before\n{shown}\nafter")
+            assert not recoverable(key, masked), (prefix, masked)
+
+
+def test_what_the_new_readings_read_is_left_alone_when_it_is_no_secret():
+    """Hex-looking words, escapes, entities, base32 and placeholders that are not a secret's
+    are left as they were, with secrets known (NOT_KEYS: without, as keys)."""
+    redactor = Redactor([API_KEY_90, SERVICE_TOKEN, MSSQL_PASSWORD])
+    for words in NOT_KEYS:
+        assert redactor.text(words) == words
+    # a credential that is a URL: its scheme and host are anyone's, the rest is not
+    redactor = Redactor(["https://auth.example.invalid/oauth/callback?state=Zx81Qv"])
+    for words in ("see https://auth.example.invalid/docs", "auth.example.invalid is up"):
+        assert redactor.text(words) == words
+    assert redactor.text("https://auth.example.invalid/oauth/cal") == "[REDACTED]"
+
+
+def test_a_long_text_is_masked_as_a_short_one():
+    """Texts of Matcher.LONG_TEXT characters or more are searched by RE2, shorter ones by `re`:
+    each form is masked the same in both, and a text RE2 cannot take (a lone surrogate, as a
+    file's bytes that are not UTF-8 are read) is read by `re`."""
+    redactor = Redactor([API_KEY_90, SERVICE_TOKEN])
+    raw = API_KEY_90.encode()
+    filler = "lorem ipsum dolor sit amet\n" * 200
+    for shown in (
+        API_KEY_90,
+        ascii_hex(raw, "{:02x}", " "),
+        every_nth(API_KEY_90, 1, "\\u{:04x}"),
+        every_nth(API_KEY_90, 2, "&#{};"),
+        API_KEY_90[::-1],
+        base64.b32encode(b"pp" + raw).decode(),
+        json.dumps({"a": API_KEY_90[:40], "b": API_KEY_90[40:]}),
+        f"...{API_KEY_90[30:]}",
+    ):
+        short = redactor.text(shown)
+        assert "[REDACTED]" in short and not recoverable(API_KEY_90, short), short
+        assert redactor.text(f"{filler}{shown}\n{filler}") == f"{filler}{short}\n{filler}"
+    masked = redactor.masked_bytes(b"\xff\xfe" * 3000 + b" key " + raw + b" end")
+    assert masked.endswith(b" key [REDACTED] end") and masked.startswith(b"\xff\xfe")
 
 
 def test_connection_strings_webhooks_and_url_userinfo_are_a_servers_secrets():
@@ -1204,3 +1453,115 @@ def test_connection_strings_webhooks_and_url_userinfo_are_a_servers_secrets():
         redactor.text(SERVER_CREDENTIALS["SLACK_WEBHOOK_URL"])
         == "https://hooks.slack.com/services/[REDACTED]"
     )
+
+
+def joined_fields(path: Path) -> list[str]:
+    """The texts of adjacent fields of a written file read together: in JSON, every string in
+    document order, and the strings at one place of consecutive list items (each tool call's
+    `output`, each call's `input.note`); in CSV, each row's cells and each column's."""
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix == ".csv":
+        rows = list(csv.reader(io.StringIO(raw)))
+        return ["".join(row) for row in rows] + ["".join(column) for column in zip(*rows)]
+    if path.suffix not in (".json", ".jsonl"):
+        return []
+    places: dict[str, list[str]] = {}
+
+    def gather(value, place: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                gather(item, f"{place}.{key}")
+        elif isinstance(value, list):
+            for item in value:
+                gather(item, f"{place}[]")
+        elif isinstance(value, str):
+            places.setdefault(place, []).append(value)
+            places.setdefault("", []).append(value)
+
+    for line in raw.splitlines() if path.suffix == ".jsonl" else [raw]:
+        gather(json.loads(line), "")
+    return ["".join(texts) for texts in places.values()]
+
+
+def assert_no_secret_recoverable(secrets: list[str], files: list[Path], *texts: str) -> None:
+    for path in files:
+        for blob in [*decoded_texts(path), *joined_fields(path)]:
+            for secret in secrets:
+                assert not recoverable(secret, blob), f"{path.name} gives back part of {secret}"
+    for blob in texts:
+        for secret in secrets:
+            assert not recoverable(secret, blob), f"a printed line gives back part of {secret}"
+
+
+def run_with_server_credentials(*args: str):
+    """The CLI with the encoding server given the API key, a credential and SERVER_CREDENTIALS."""
+    options = []
+    for name, value in {"CLIENT_KEY": API_KEY_90, "SERVICE_TOKEN": SERVICE_TOKEN}.items():
+        options += ["--server-env", f"{name}={value}"]
+    for name, value in SERVER_CREDENTIALS.items():
+        options += ["--server-env", f"{name}={value}"]
+    return run_cli(*args, *options)
+
+
+FORMS_38 = ["split", "hex", "unicode", "html", "reversed", "base32"]
+
+
+@pytest.mark.parametrize("form", FORMS_38)
+def test_no_twenty_characters_of_a_secret_reach_any_sink_in_any_form(
+    api, tmp_path, monkeypatch, form
+):
+    """Done when (issue 38): the API key, a server's credential and the credentials in its
+    connection string, webhook URLs and database URL, shown split across adjacent fields (and
+    across two tool calls' arguments and outputs), as hex bytes with separators, as `\\uXXXX`
+    escapes, as HTML entities, reversed and in base32: no 20 characters of any of them in any
+    output file (adjacent fields read together), on stdout or on stderr."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY_90)
+    names = ["CLIENT_KEY", "SERVICE_TOKEN", *SERVER_CREDENTIALS]
+    calls = [tool_use("encoded", {"name": name, "form": form}) for name in names]
+    if form == "split":  # two calls' outputs, and two calls' arguments, hold one half each
+        halves = [API_KEY_90[: len(API_KEY_90) // 2], API_KEY_90[len(API_KEY_90) // 2 :]]
+        for part, note in zip((1, 2), halves):
+            calls.append(tool_use("half", {"name": "SERVICE_TOKEN", "part": part, "note": note}))
+    api.responder = lambda body: (
+        reply(text("The server said:\n" + "\n".join(tool_outputs(body))))
+        if tool_outputs(body)
+        else reply(*calls)
+    )
+    options, files = every_sink(tmp_path)
+    comment = tmp_path / "comment.md"
+    code, stdout, stderr = run_with_server_credentials(
+        "-q",
+        "show me everything",
+        "--server",
+        f"{sys.executable} {ENCODING}",
+        *options,
+        "--pr-comment",
+        comment,
+    )
+    assert code == 0, stderr
+    said = "\n".join(tool_outputs(api.message_requests[-1]))
+    for secret in (API_KEY_90, SERVICE_TOKEN, *SERVER_SECRETS):
+        assert recoverable(secret, said), f"the server did show {secret}"
+    assert_no_secret_recoverable(
+        [API_KEY_90, SERVICE_TOKEN, *SERVER_SECRETS], [*files, comment], stdout, stderr
+    )
+
+
+@pytest.mark.parametrize("form", FORMS_38)
+def test_a_server_failing_with_secrets_in_any_form_on_its_stderr_leaks_none(
+    api, tmp_path, monkeypatch, form
+):
+    """A server quoting its configuration in these forms on stderr as it fails to start: the
+    fatal `error:` line (which quotes the end of it: the API key's forms, and some of the
+    connection string's) gives back none of it."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY_90)
+    names = "MSSQL_CONNECTION_STRING CLIENT_KEY"
+    code, stdout, stderr = run_with_server_credentials(
+        "-q",
+        "hi",
+        "--server",
+        f"{sys.executable} {ENCODING} --die-printing {names} --form {form}",
+    )
+    line = one_error_line(stderr)
+    assert code == 2 and "[REDACTED]" in line, line
+    assert_no_secret_recoverable([API_KEY_90, SERVICE_TOKEN, *SERVER_SECRETS], [], stdout, stderr)
