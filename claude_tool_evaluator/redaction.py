@@ -417,6 +417,18 @@ CONNECTION_STRING_PAIR = re.compile(
 SPACED_PAIR = re.compile(r"""(?:^|\s)([\w.-]+)\s*=\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+)""")
 
 
+def path_secrets(host: str, path: str) -> list[str]:
+    """A webhook's secret path: Slack's `T.../B.../...` after `/services/`, Discord's `ID/TOKEN`
+    after `/api/webhooks/` (and the token alone), and any other URL's random-looking path
+    segments (`/hooks/incoming/3fQ...`), UUIDs aside."""
+    for host_shape, path_before in WEBHOOK_PATHS:
+        before = path_before.match(path)
+        if host_shape.fullmatch(host) and before:
+            secret = path[before.end() :].strip("/")
+            return [secret, secret.rsplit("/", 1)[-1]]
+    return [part for part in path.split("/") if looks_random(part) and not UUID.fullmatch(part)]
+
+
 def url_secrets(value: str) -> list[str]:
     """The credentials of every URL in a value: its password (`postgresql://user:PASS@host/db`,
     any scheme), a user name that looks random (`https://TOKEN@host/...`), its query parameters
@@ -441,16 +453,11 @@ def url_secrets(value: str) -> list[str]:
     return found
 
 
-def path_secrets(host: str, path: str) -> list[str]:
-    """A webhook's secret path: Slack's `T.../B.../...` after `/services/`, Discord's `ID/TOKEN`
-    after `/api/webhooks/` (and the token alone), and any other URL's random-looking path
-    segments (`/hooks/incoming/3fQ...`), UUIDs aside."""
-    for host_shape, path_before in WEBHOOK_PATHS:
-        before = path_before.match(path)
-        if host_shape.fullmatch(host) and before:
-            secret = path[before.end() :].strip("/")
-            return [secret, secret.rsplit("/", 1)[-1]]
-    return [part for part in path.split("/") if looks_random(part) and not UUID.fullmatch(part)]
+def unquoted(value: str) -> str:
+    """A connection string's value without its quotes or braces (a doubled one is one)."""
+    if len(value) >= 2 and value[0] + value[-1] in ('""', "''", "{}"):
+        return value[1:-1].replace(value[-1] * 2, value[-1])
+    return value
 
 
 def connection_string_secrets(value: str) -> list[str]:
@@ -465,13 +472,6 @@ def connection_string_secrets(value: str) -> list[str]:
         if secret_name(name):
             found += [secret, unquoted(secret)]
     return found
-
-
-def unquoted(value: str) -> str:
-    """A connection string's value without its quotes or braces (a doubled one is one)."""
-    if len(value) >= 2 and value[0] + value[-1] in ('""', "''", "{}"):
-        return value[1:-1].replace(value[-1] * 2, value[-1])
-    return value
 
 
 def bare_userinfo_secrets(value: str) -> list[str]:
