@@ -31,7 +31,7 @@ from .options import OPTIONS, Settings, flag_of
 from .pipeline import output_lock
 from .result_records import ToolRunResult, merged_piece_runs, read_results_document
 from .sinks import make_console, terminal_text
-from .writers import WRITERS, writer_named
+from .writers import WRITERS, Writer, writer_named
 
 if TYPE_CHECKING:
     from .mode_table import Mode
@@ -237,12 +237,17 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     return found
 
 
+def writer_flagged(flag: str) -> Writer | None:
+    """The writer an output_paths flag names (None for a file beside one: -o's journal, ...)."""
+    return next((w for w in WRITERS if w.option.flag == flag), None)
+
+
 def written_extension(flag: str, mode: Mode) -> str:
     """The extension a writer's file has (its metavar's: FILE.md -> .md; -o's results are JSON
     except generate's drafts), or "" when it does not say."""
     if flag == "-o":
         return "" if mode.name == "generate" else ".json"
-    writer = next((w for w in WRITERS if w.option.flag == flag), None)
+    writer = writer_flagged(flag)
     metavar = str(writer.option.kwargs.get("metavar") or "") if writer else ""
     return Path(metavar).suffix.lower()
 
@@ -282,7 +287,8 @@ def check_output_paths(
             check_writable_folder("-o", folder, folder)
         elif not folder.exists():
             check_writable_folder("-o", folder, folder.parent)
-    for flag, path in output_paths(settings, mode):
+    written = output_paths(settings, mode)
+    for flag, path in written:
         key = file_key(path)
         if key in inputs:
             other_flag, other = inputs[key]
@@ -302,7 +308,7 @@ def check_output_paths(
                 f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}"
             )
         check_writable_folder(flag, path, path.parent)
-    for flag, path in output_paths(settings, mode):  # once no output is an input or another
+    for flag, path in written:  # once no output is an input or another
         check_output_extension(flag, path, mode)
 
 

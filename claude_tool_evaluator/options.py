@@ -1254,6 +1254,9 @@ class Writer:
     renders_from: bool = True  # `render` writes it from a results file
     modes: frozenset[str] | None = None  # the modes that take it; None: every mode writing results
     recorded: bool = False  # it changes what a run means: shards record it, --merge compares it
+    # a project's suites add their parts to its one file (the pull-request comment), so two
+    # suites naming the same path is no clash
+    shared_by_suites: bool = False
 
     @property
     def name(self) -> str:

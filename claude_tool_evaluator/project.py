@@ -23,7 +23,13 @@ from pydantic import ValidationError
 
 import test_constants as C
 
-from .dispatch import check_output_paths, input_paths, output_paths, run_settings_for
+from .dispatch import (
+    check_output_paths,
+    input_paths,
+    output_paths,
+    run_settings_for,
+    writer_flagged,
+)
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
 from .files import file_key, read_text_file, write_text_atomic
 from .loaders.csv_suites import load_csv_suite
@@ -276,7 +282,8 @@ def check_suites_write_apart(
     written: dict[Any, tuple[ProjectSuite, str]] = {}
     for suite, settings, mode in planned:
         for flag, path in output_paths(settings, mode):
-            if flag == "--pr-comment":  # the project's one comment: every suite adds its part
+            writer = writer_flagged(flag)
+            if writer is not None and writer.shared_by_suites:
                 continue
             earlier = written.setdefault(file_key(path), (suite, flag))
             if earlier[0] is not suite:

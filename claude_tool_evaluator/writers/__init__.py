@@ -118,6 +118,7 @@ register_writer(
         ),
         RoomFunction("writers.github", "write_pr_comment"),
         compare=RoomFunction("writers.github", "write_comparison_comment"),
+        shared_by_suites=True,  # one comment: every suite adds its section (GithubStep)
     )
 )
 
