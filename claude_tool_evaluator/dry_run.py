@@ -78,10 +78,10 @@ def unknown_model_warnings(models: Sequence[str]) -> list[str]:
     """A real run's warning for each model this version cannot price (a typo, most often): said
     before any request, as the dry run says it."""
     return [
-        f"warning: --model {model}: {(unpriced(model) or '').removeprefix('not priced: ')}; it is "
-        "sent as given, and its cost is counted at the fallback price"
+        f"warning: --model {model}: {why.removeprefix('not priced: ')}; it is sent as given, and "
+        "its cost is counted at the fallback price"
         for model in dict.fromkeys(models)
-        if unpriced(model)
+        if (why := unpriced(model))
     ]
 
 
