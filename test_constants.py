@@ -266,10 +266,9 @@ AUTO_MAX_RUNS = 20  # -i auto / --runs auto: the cap; a case still undecided sto
 MAX_RUNS_PER_CASE = 1000
 AUTO_CONFIDENCE_Z = 1.959964  # -i auto: a case stops once its 95 % interval clears the threshold
 CACHE_FORMAT = "claude-tool-eval cache 2"  # every entry of a --cache folder says this
-# Bounds of a --cache entry read back (a legitimate one, a Claude Code stream included, is far
-# smaller): past them it is a miss with a warning, never parsed further.
+# The size bound of a --cache entry read back (a legitimate one, a Claude Code stream included,
+# is far smaller): past it a miss with a warning, never read. Its nesting: MAX_JSON_DEPTH.
 CACHE_ENTRY_MAX_BYTES = 32 * 1024 * 1024
-CACHE_ENTRY_MAX_DEPTH = 200
 
 # ----------------------------------------------------------------------------- GitHub Actions
 GITHUB_ANNOTATIONS = 10  # `::error` lines a step prints (GitHub shows 10); a warning says more

@@ -23,7 +23,7 @@ import click
 import test_constants as C
 
 from .errors import InputError
-from .files import write_json_atomic
+from .files import parse_json_text, write_json_atomic
 from .redaction import Redactor
 from .sinks import terminal_text
 
@@ -56,19 +56,6 @@ def seal_of(entry: dict) -> str:
     return hmac.new(seal_key(), text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def depth_of(value: Any) -> int:
-    """How deeply a parsed JSON value nests (iteratively: a deep entry cannot recurse here)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
-
-
 @dataclass(frozen=True)
 class EntryCheck:
     """One cache file read as untrusted input: its entry when it may answer, else why not."""
@@ -91,17 +78,16 @@ def check_entry(path: Path, key: str | None = None) -> EntryCheck:
             return EntryCheck(
                 None, f"{size:,} bytes, over the bound of {C.CACHE_ENTRY_MAX_BYTES:,}"
             )
-        entry = json.loads(path.read_bytes())
+        # the same bounds as any JSON the user gives (syntax, the parser's depth, MAX_JSON_DEPTH)
+        entry = parse_json_text(path.read_bytes().decode("utf-8"), path)
     except FileNotFoundError:
         return EntryCheck(None)  # a plain miss: nothing to warn about
-    except RecursionError:
-        return EntryCheck(None, f"nested deeper than {C.CACHE_ENTRY_MAX_DEPTH} levels")
+    except InputError as exc:
+        return EntryCheck(None, exc.message)
     except (OSError, ValueError) as exc:
         return EntryCheck(None, f"unreadable ({type(exc).__name__})")
     if not isinstance(entry, dict):
         return EntryCheck(None, "not a JSON object")
-    if depth_of(entry) > C.CACHE_ENTRY_MAX_DEPTH:
-        return EntryCheck(None, f"nested deeper than {C.CACHE_ENTRY_MAX_DEPTH} levels")
     if entry.get("format") != C.CACHE_FORMAT:
         return EntryCheck(
             None, f"not a {C.CACHE_FORMAT!r} entry (an older version's, or another file)"

@@ -362,9 +362,13 @@ def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_pat
             lambda: '{"format": "' + " " * (C.CACHE_ENTRY_MAX_BYTES + 1) + '"}',
             "over the bound",
         ),
-        ("too deep", lambda: '{"a": ' * 100_000 + "1" + "}" * 100_000, "nested deeper than"),
-        ("deep but parseable", lambda: '{"a": ' * 500 + "1" + "}" * 500, "nested deeper than"),
-        ("not JSON", lambda: "{not json", "unreadable"),
+        ("too deep", lambda: '{"a": ' * 100_000 + "1" + "}" * 100_000, "nested too deeply"),
+        (
+            "deep but parseable",
+            lambda: '{"a": ' * 500 + "1" + "}" * 500,
+            f"nested more than {C.MAX_JSON_DEPTH} levels deep",
+        ),
+        ("not JSON", lambda: "{not json", "invalid JSON: Expecting property name"),
         ("another format", lambda: '{"format": "claude-tool-eval cache 1"}', "an older version"),
     ],
 )
