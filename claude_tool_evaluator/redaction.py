@@ -22,7 +22,14 @@ import test_constants as C
 
 from .errors import InputProblems
 from .files import MappedRecords, SpooledRecords
-from .sinks import HIDDEN, on_github_actions, terminal_text, workflow_command, workspace_path
+from .sinks import (
+    HIDDEN,
+    on_github_actions,
+    terminal_text,
+    visible_escapes,
+    workflow_command,
+    workspace_path,
+)
 from .stopping import FORGOTTEN_AT_START
 
 if TYPE_CHECKING:
@@ -576,7 +583,7 @@ def escaped_forms(secret: str) -> set[str]:
         json_escaped(once),
         once.replace("/", "\\/"),
         repr(secret)[1:-1],
-        ESCAPED_IN_LINES.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), secret),
+        visible_escapes(secret, ESCAPED_IN_LINES),
         urllib.parse.quote(secret, safe=""),
         urllib.parse.quote_plus(secret, safe=""),
         urllib.parse.quote(secret),
