@@ -42,7 +42,9 @@ CONFUSABLES = str.maketrans(
 # picks its glyph (an emoji's colour form, a kanji's variant); a run of them is no glyph choice
 # but bytes: 0-15 as U+FE00-FE0F, 16-255 as U+E0100-E01EF ("emoji smuggling"), or two basic
 # selectors a byte, its high and low half.
-VARIATION_SELECTOR_RUN = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,}")
+VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"  # a character class's body
+VARIATION_SELECTOR = re.compile(f"[{VARIATION_SELECTORS}]")
+VARIATION_SELECTOR_RUN = re.compile(f"[{VARIATION_SELECTORS}]{{2,}}")
 BASIC_SELECTORS = re.compile("[\ufe00-\ufe0f]+")
 
 # A subdivision flag (🏴 then two to six tag letters or digits, then CANCEL TAG) is the one use
@@ -95,7 +97,7 @@ def selector_text(run: str) -> str:
 def selectors_decoded(text: str) -> str:
     """Runs of variation selectors as the text they encode; a lone one (a glyph choice) dropped."""
     text = VARIATION_SELECTOR_RUN.sub(lambda m: selector_text(m.group()), text)
-    return re.sub("[\ufe00-\ufe0f\U000e0100-\U000e01ef]", "", text)
+    return VARIATION_SELECTOR.sub("", text)
 
 
 def invisible_dropped(text: str) -> str:

@@ -17,6 +17,7 @@ from ..hub.pins import tool_definition
 from ..result_records import CaseResult, ScanFindingRecord, ScanRecord
 from ..sinks import HIDDEN_CHARACTERS, HIDDEN_UNSAFE
 from .model_reading import (
+    VARIATION_SELECTOR,
     Payload,
     Reading,
     as_read,
@@ -26,6 +27,7 @@ from .model_reading import (
     plain,
     readings,
     selector_text,
+    tag_decoded,
 )
 from .statistics import rounded_interval, wilson_interval
 
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 # text decoded, base64 and hex decoded even when split into chunks.
 HIDDEN_KINDS = {
     **{kind: re.compile(f"[{chars}]") for kind, chars in HIDDEN_CHARACTERS.items()},
-    "variation-selector": re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]"),
+    "variation-selector": VARIATION_SELECTOR,
 }
 SCAN_DECODED_CHARS = 500  # a finding quotes this much of the text it decoded
 
@@ -73,7 +75,7 @@ def harmless_run(text: str, kind: str, start: int, end: int) -> bool:
 def run_decoded(kind: str, run: str) -> str | None:
     """The text a run of tag characters or variation selectors smuggles."""
     if kind == "tag":
-        return "".join(chr(ord(c) - 0xE0000) for c in run if 0xE0020 <= ord(c) <= 0xE007E)
+        return tag_decoded(run)
     if kind == "variation-selector":
         return selector_text(run)
     return None
@@ -116,8 +118,7 @@ def hidden_runs(text: str) -> list[dict]:
 def revealed(text: str) -> str:
     """A text as a model reads it: tag characters as the ASCII they mirror, other hidden
     characters gone (the rule of the scripted model too)."""
-    text = "".join(chr(ord(c) - 0xE0000) if 0xE0020 <= ord(c) <= 0xE007E else c for c in text)
-    return HIDDEN_UNSAFE.sub("", text)
+    return HIDDEN_UNSAFE.sub("", tag_decoded(text))
 
 
 def definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
