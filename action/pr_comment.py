@@ -6,7 +6,7 @@ token's own identity (GraphQL's `viewer`: `/user` refuses the workflow's GITHUB_
 comments are github-actions[bot]'s) AND whose first line is the marker: a comment anyone else
 wrote, marker or not, is never edited (a new one is posted). A body over GitHub's limit is cut at
 a line with a note that links the workflow run, whose artifact holds the whole comment, and names
-the sections left out. Only the standard library: it runs on whatever Python the runner has.
+the sections left out. It runs after the evaluator, in the Python the evaluator is installed in.
 
 Reads MARKER, PULL_REQUEST, ARTIFACT and the runner's GITHUB_REPOSITORY, GITHUB_SERVER_URL and
 GITHUB_RUN_ID; says what went wrong as a workflow `::warning`, never failing the step.
@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from claude_tool_evaluator.sinks import workflow_command
 
 # GitHub refuses a comment body over 65,536 characters ("Body is too long (maximum is 65536
 # characters)"). Measured here in UTF-8 bytes, which are never fewer than the characters, the
@@ -38,9 +40,8 @@ def size(text: str) -> int:
 
 
 def warning(message: str) -> None:
-    """A workflow `::warning` (its data escaped as GitHub documents: `%`, CR, LF)."""
-    data = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    print(f"::warning title=comment::{data}", flush=True)
+    """A workflow `::warning` (its data escaped as GitHub documents: sinks.workflow_command)."""
+    print(workflow_command("warning", message, title="comment"), flush=True)
 
 
 def fit(text: str, limit: int, note: str) -> str:
