@@ -226,9 +226,7 @@ def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> l
         try:
             entries = bfcl.load_dataset_entry(category, False, True)
             raw = {e["id"]: e for e in bfcl.load_dataset_entry(category, False, False)}
-            answers = (
-                {a["id"]: a for a in bfcl.load_file(checked.answers)} if checked.answer_line else {}
-            )
+            answers = checked.possible_answers(bfcl)
         except BFCL_DATA_ERRORS as exc:
             raise checked.problem(exc) from None
         taken = skipped = 0

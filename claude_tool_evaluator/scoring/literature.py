@@ -226,13 +226,17 @@ def bfcl_files(category: str) -> tuple[Path, Path]:
 
 class BfclData:
     """A category's data checked (bfcl_file_lines) before BFCL's loader reads it: `entry_line`
-    and `answer_line` (by id); `read` runs BFCL's own reading, a failure of it one line naming the
-    file (`at`: the entry's line when known)."""
+    and `answer_line` (by id); `problem` makes a failure of BFCL's own reading one line naming the
+    file (and the entry's line when known)."""
 
     def __init__(self, category: str) -> None:
         self.data, self.answers = bfcl_files(category)
         self.entry_line = bfcl_file_lines(self.data, "entry")
         self.answer_line = bfcl_file_lines(self.answers, "answer") if self.answers.exists() else {}
+
+    def possible_answers(self, bfcl: Any) -> dict[str, dict]:
+        """The possible answers by id, as BFCL's loader reads them ({}: the category has none)."""
+        return {a["id"]: a for a in bfcl.load_file(self.answers)} if self.answer_line else {}
 
     def problem(self, exc: BaseException, entry_id: object = None) -> InputError:
         line = self.entry_line.get(entry_id) if isinstance(entry_id, str) else None
@@ -256,9 +260,7 @@ def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
     bfcl = bfcl_modules()
     checked = BfclData(category)
     try:
-        answers = (
-            {a["id"]: a for a in bfcl.load_file(checked.answers)} if checked.answer_line else {}
-        )
+        answers = checked.possible_answers(bfcl)
         entries = bfcl.load_dataset_entry(category, False, False)
         return {e["id"]: (e, answers.get(e["id"])) for e in entries}
     except BFCL_DATA_ERRORS as exc:
