@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
-from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
+from fake_anthropic import ScriptedAnthropic, last_turn, reply, text, tool_use, user_query
 
 from claude_tool_evaluator.files import journal_path
 
@@ -34,9 +34,7 @@ def listed_skills(body: dict) -> str:
 def responder(body: dict):
     """A tiny model: it hangs on the hang marker, answers after a tool result, uses the skill for
     SQL questions when the skill is listed with the project's description, else just answers."""
-    messages = body.get("messages", [])
-    last = messages[-1] if messages else {}
-    content = last.get("content")
+    content = last_turn(body).get("content")
     query = user_query(body)
     if HANG_MARKER in query:
         return {"hang": 30}

@@ -29,7 +29,15 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from conftest import CLAUDE, ROOT, TEST_API_KEY, first_prompt, needs_claude
-from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
+from fake_anthropic import (
+    ScriptedAnthropic,
+    error,
+    has_tool_result,
+    reply,
+    text,
+    tool_use,
+    user_query,
+)
 
 import evaluator
 from claude_tool_evaluator.files import journal_path, lock_path
@@ -512,8 +520,7 @@ def answers_then_hangs(body: dict) -> dict:
     query = user_query(body)
     if COST_MARKER not in query:
         return skill_model(body)
-    content = (body.get("messages") or [{}])[-1].get("content")
-    if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+    if has_tool_result(body):
         return {"hang": 60}
     return reply(tool_use("Skill", {"skill": "warehouse-sql"}), usage=ANSWERED_USAGE)
 
