@@ -467,7 +467,8 @@ OPTIONS: list[Option] = [
         SERVERS,
         "--mcp-config",
         type=click.Path(),
-        help="A Claude-style mcpServers JSON file (skill runs: passed to claude).",
+        help="A Claude-style mcpServers JSON file, or a Claude Code plugin folder: its servers, "
+        "${CLAUDE_PLUGIN_ROOT} expanded (skill runs: a file, passed to claude).",
     ),
     option(
         SERVERS,

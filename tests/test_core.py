@@ -539,6 +539,56 @@ def test_server_that_exits_at_start_quotes_its_stderr(api):
     assert_one_line_error(code, err, "MCP server 'misc_server'", "refusing to start")
 
 
+def plugin_with_servers(tmp_path, how: str):
+    """A Claude Code plugin folder shipping the example server under ${CLAUDE_PLUGIN_ROOT}: in a
+    wrapped .mcp.json, a bare .mcp.json, or inline in its manifest."""
+    import shutil
+
+    folder = tmp_path / "my-plugin"
+    (folder / ".claude-plugin").mkdir(parents=True)
+    (folder / "servers").mkdir()
+    shutil.copy(EXAMPLE_SERVER, folder / "servers" / "profiles.py")
+    (folder / "servers" / "data").symlink_to(EXAMPLE_SERVER.parent / "data")
+    server = {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/servers/profiles.py"]}
+    manifest: dict = {"name": "my-plugin"}
+    if how == "inline":
+        manifest["mcpServers"] = {"warehouse": server}
+    else:
+        servers = {"warehouse": server}
+        (folder / ".mcp.json").write_text(
+            json.dumps({"mcpServers": servers} if how == "wrapped" else servers)
+        )
+    (folder / ".claude-plugin" / "plugin.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.parametrize("how", ["wrapped", "bare", "inline"])
+def test_a_plugin_folder_is_a_server_config_with_its_root_expanded(api, tmp_path, how):
+    """A plugin's MCP servers as Claude Code starts them: `${CLAUDE_PLUGIN_ROOT}` is the folder,
+    the servers come from its .mcp.json (wrapped or bare) or its manifest's mcpServers."""
+    folder = plugin_with_servers(tmp_path, how)
+    api.push(reply(tool_use("list_warehouse_tables")), reply(text("tables listed")))
+    code, document = run_json("-q", "tables?", "--mcp-config", str(folder))
+    call = document["results"][0]["tool_calls"][0]
+    assert code == 0 and call["server"] == "warehouse" and "orders" in call["output"]
+
+
+def test_a_plugin_folder_without_servers_or_in_a_skill_run_is_one_line(api, tmp_path):
+    bare = tmp_path / "bare-plugin"
+    (bare / ".claude-plugin").mkdir(parents=True)
+    (bare / ".claude-plugin" / "plugin.json").write_text('{"name": "bare-plugin"}')
+    code, out, err = run_cli("-q", "hi", "--mcp-config", str(bare))
+    assert_one_line_error(code, err, "bare-plugin", "ships no MCP servers")
+    folder = plugin_with_servers(tmp_path, "wrapped")
+    skill = ROOT / "examples" / "skills" / "warehouse-sql"
+    trigger = tmp_path / "trigger.md"
+    trigger.write_text('---\ntype: trigger\n---\n# Positive Triggers\n- "weekly revenue SQL"\n')
+    code, out, err = run_cli(
+        "--skill", str(skill), "--trigger", str(trigger), "--dry-run", "--mcp-config", str(folder)
+    )
+    assert_one_line_error(code, err, "my-plugin", "plugin PATH")
+
+
 def test_unreadable_and_invalid_configs(api, tmp_path):
     code, out, err = run_cli("-q", "hi", "--mcp-config", str(tmp_path / "missing.json"))
     assert_one_line_error(code, err, "missing.json", "cannot read MCP config")

@@ -263,9 +263,69 @@ def expanded_env_values(value: Any) -> dict[str, str]:
     return {}
 
 
+PLUGIN_ROOT_REFERENCE = "${CLAUDE_PLUGIN_ROOT}"
+PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
+
+
+def plugin_servers_source(folder: Path) -> tuple[Path, str, Any]:
+    """Where a Claude Code plugin keeps its MCP servers, as Claude Code reads them: the manifest's
+    `mcpServers` (an object, or the path of a file of them), else `.mcp.json` at the plugin's
+    root; either file may wrap the servers in `mcpServers` or list them bare. Returns the file,
+    its text and the servers."""
+    manifest_path = folder / PLUGIN_MANIFEST
+    declared = None
+    if manifest_path.is_file():
+        raw = read_text_file(manifest_path, "plugin manifest")
+        manifest = parse_json_text(raw, manifest_path)
+        declared = manifest.get("mcpServers") if isinstance(manifest, dict) else None
+        if isinstance(declared, dict):
+            return manifest_path, raw, declared
+    source = folder / declared if isinstance(declared, str) else folder / ".mcp.json"
+    if not source.is_file():
+        raise InputError(
+            "this plugin ships no MCP servers",
+            folder,
+            None,
+            "a plugin's servers live in its .mcp.json or its manifest's mcpServers",
+        )
+    raw = read_text_file(source, "MCP config")
+    data = parse_json_text(raw, source)
+    return source, raw, data.get("mcpServers", data) if isinstance(data, dict) else data
+
+
+def with_plugin_root(value: Any, root: str) -> Any:
+    """A config entry with `${CLAUDE_PLUGIN_ROOT}` replaced by the plugin's folder, as Claude Code
+    does for a plugin's servers (the user's own ${VAR}s are expanded after)."""
+    if isinstance(value, dict):
+        return {k: with_plugin_root(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_plugin_root(v, root) for v in value]
+    return value.replace(PLUGIN_ROOT_REFERENCE, root) if isinstance(value, str) else value
+
+
+def load_plugin_servers(folder: Path) -> list[ServerSpec]:
+    """A plugin folder's MCP servers: `--mcp-config my-plugin/` evaluates the servers a plugin
+    ships exactly as its users start them."""
+    source, raw, servers = plugin_servers_source(folder)
+    if not isinstance(servers, dict) or not servers:
+        raise InputError(
+            "no MCP server in this plugin's server list",
+            source,
+            1,
+            'expected {"name": {"command": ...}} or {"mcpServers": {...}}',
+        )
+    entries = with_plugin_root(servers, str(folder.resolve()))
+    specs = [config_server_spec(name, entry, source, raw) for name, entry in entries.items()]
+    for spec, entry in zip(specs, entries.values()):
+        spec.secrets = expanded_env_values(entry)
+    return specs
+
+
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
-    """Claude Desktop / Claude Code `mcpServers` JSON, as is."""
+    """Claude Desktop / Claude Code `mcpServers` JSON, as is; a plugin folder: its servers."""
     path = Path(path)
+    if path.is_dir():
+        return load_plugin_servers(path)
     raw = read_text_file(path, "MCP config")
     data = parse_json_text(raw, path)
     servers = data.get("mcpServers") if isinstance(data, dict) else None

@@ -302,6 +302,13 @@ def version_matrix(settings: Settings) -> dict[str, Any]:
 def skill_plan(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> SkillSuitePlan:
+    if settings.mcp_config and Path(settings.mcp_config).is_dir():
+        raise InputError(
+            "skill runs pass --mcp-config to claude as a file, and this is a folder",
+            settings.mcp_config,
+            None,
+            "give an mcpServers file; a whole plugin runs with `python evaluator.py plugin PATH`",
+        )
     if settings.mcp_config and not Path(settings.mcp_config).is_file():
         raise InputError("MCP config not found", settings.mcp_config)
     binary = (
