@@ -56,9 +56,9 @@ def score_trigger_query(
     )
     kept = 0
     for run in counted:
-        for fired in run.activated_skills:
+        for fired in run.fired_names:
             result.fired[fired] = result.fired.get(fired, 0) + 1
-        broken = rule.problems(run.activated_skills) if rule else []
+        broken = rule.problems(run.activated_skills, run.delegated_agents) if rule else []
         kept += not broken
         result.right_runs += run.fired(skill) == (expected == "activate") and not broken
         for problem in broken:
