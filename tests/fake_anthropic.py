@@ -41,8 +41,9 @@ and thieves with the same functions):
   fewer than MIN_SHARED_WORDS.
 - `crowd_claude_code` plays Claude Code's model among many skills. It reads the skill listing
   Claude Code puts in the request (`listed_skills(body)`: the `- name: description` lines under
-  "The following skills are available for use with the Skill tool"; a skill listed by name alone,
-  past Claude Code's listing budget, has no description to share words with) and, in one reply,
+  "The following skills are available for use with the Skill tool"; a plugin's skill is listed,
+  and called, as `PLUGIN:NAME`; a skill listed by name alone, past Claude Code's listing budget,
+  has no description to share words with) and, in one reply,
   calls the Skill tool for `crowd_skill_choice(query, listed)`: the best match of the query, then
   every other listed skill the query names as `/name` (fired alongside). After a tool result it
   answers in text; with no skill chosen it answers at once.
@@ -324,7 +325,7 @@ def listed_skills(body: dict) -> dict[str, str]:
             continue
         block = text[at:].split("</system-reminder>")[0]
         for line in block.splitlines()[1:]:
-            match = re.match(r"^- ([^\s:][^:]*?)(?::\s(.*))?$", line)
+            match = re.match(r"^- ([^\s:][^:]*?(?::[^\s:]+)?)(?::\s(.*))?$", line)
             if match:
                 found.setdefault(match.group(1).strip(), (match.group(2) or "").strip())
     return found

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CLAUDE, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
+    crowd_claude_code,
+    crowd_skill_choice,
     delegating_claude_code,
     delegation_choice,
     listed_agents,
+    listed_skills,
     reply,
     request_texts,
     tool_results_in,
@@ -48,6 +53,7 @@ SHIP = "Plan the courier pickup slots for parcel shipping"
 JOKE = "Tell me a joke about cats"
 HOOK_CONTEXT = "SHOP CONTEXT: prices are in euros"
 BLOCK_REASON = "reading notes is blocked by shop"
+SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
 
 
 def write(path: Path, text: str) -> Path:
@@ -283,3 +289,133 @@ def test_a_bad_agent_file_is_one_line_naming_it(tmp_path: Path, front: str, prob
     assert done.exit_code == 2
     assert problem in done.output and str(agent) in done.output
     assert "Traceback" not in done.output
+
+
+# ----------------------------------------------------------------------------- export claude-plugin-eval
+SQL_POSITIVES = [
+    "Write a SQL query joining identifies and tracks tables",
+    "Compute weekly revenue per country in SQL from the orders table",
+]
+SQL_NEGATIVES = ["Tell me a joke about cats", "Draw a picture of a lighthouse"]
+
+
+def export(*args: object):
+    return CliRunner().invoke(E.main, ["export", "claude-plugin-eval", *[str(a) for a in args]])
+
+
+@needs_claude
+def test_an_exported_trigger_set_runs_in_claude_plugin_eval_one_case_per_query(tmp_path: Path):
+    """The export is a plugin around the skill with a case per query; Claude Code's own runner
+    loads it and grades each arm as the crowd rule makes the scripted model fire the skill: with
+    the plugin, a positive query fires it (listed as `warehouse-sql:warehouse-sql`) and a
+    negative one does not; without it, nothing fires."""
+    trigger = write(
+        tmp_path / "warehouse-sql-trigger.md",
+        "---\nname: warehouse-sql-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in SQL_POSITIVES)
+        + "\n# Negative Triggers\n\n"
+        + "".join(f'- "{q}"\n' for q in SQL_NEGATIVES),
+    )
+    plugin = tmp_path / "exported"
+    done = export("--skill", SKILL_DIR, "--tests", trigger, "-o", plugin, "--runs", "1")
+    assert done.exit_code == 0, done.output
+    assert f"wrote 4 cases to {plugin / 'evals'}" in done.output
+    assert (plugin / "skills" / "warehouse-sql" / "SKILL.md").is_file()
+    out = tmp_path / "out.json"
+    with ScriptedAnthropic(responder=crowd_claude_code) as api:
+        ran = subprocess.run(
+            [str(CLAUDE), "plugin", "eval", str(plugin), "--json", str(out), "--trust-plugin",
+             "--no-publish", "--model", "haiku", "--output-dir", str(tmp_path / "results")],
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": str(tmp_path / "home"),
+                "ANTHROPIC_BASE_URL": api.url,
+                "ANTHROPIC_API_KEY": TEST_API_KEY,
+                "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        listings = {
+            user_query(b): listed_skills(b)
+            for b in api.message_requests
+            if "warehouse-sql:warehouse-sql" in listed_skills(b)
+        }
+    assert out.is_file(), ran.stderr
+    result = json.loads(out.read_text())
+    assert result["suite"]["ablation"] == "with-without"
+    by_prompt = {c["promptMarkdown"].strip(): c for c in result["cases"]}
+    assert sorted(by_prompt) == sorted(SQL_POSITIVES + SQL_NEGATIVES)  # one case per query
+    for query, case in by_prompt.items():
+        fires = "warehouse-sql:warehouse-sql" in crowd_skill_choice(query, listings[query])
+        assert fires == (query in SQL_POSITIVES)
+        [with_run], [without_run] = case["arms"]["with"], case["arms"]["without"]
+        assert with_run["passed"] is True, with_run  # the skill fired on its positives only
+        assert without_run["passed"] is (query in SQL_NEGATIVES), without_run
+        assert case["runsPerCase"] == 1
+
+
+def test_task_evals_and_csv_suites_export_as_graded_cases(tmp_path: Path):
+    plugin = tmp_path / "plugin"
+    write(
+        plugin / ".claude-plugin" / "plugin.json",
+        json.dumps({"name": "warehouse", "experimental": {"evals": "checks"}}),
+    )
+    evals = write(
+        tmp_path / "evals" / "evals.json",
+        json.dumps(
+            {
+                "skill_name": "warehouse-sql",
+                "evals": [
+                    {
+                        "id": 1,
+                        "prompt": "Weekly revenue per country",
+                        "expected_output": "A SQL query",
+                        "expectations": ["It joins orders and users", "It groups by week"],
+                    }
+                ],
+            }
+        ),
+    )
+    suite = write(
+        tmp_path / "suite.csv",
+        "test_name,user_prompt,expected_tools,forbidden_tools,order\n"
+        'sum,"Add 2 and 3","get-sum,echo",delete-all,strict\n',
+    )
+    done = export("--tests", evals, "--csv", suite, "--mcp-server", "every", "-o", plugin)
+    assert done.exit_code == 0, done.output
+    folder = plugin / "checks"  # the manifest's experimental.evals
+    assert sorted(p.name for p in folder.iterdir()) == ["1-01", "sum-02"]
+    task = (folder / "1-01" / "prompt.md").read_text()
+    assert "expected_outcome: A SQL query" in task and task.endswith("Weekly revenue per country\n")
+    assert (folder / "1-01" / "graders" / "expectation-02.md").read_text() == (
+        "---\ntype: llm\n---\n\nIt groups by week\n"
+    )
+    graders = {p.name: p.read_text() for p in (folder / "sum-02" / "graders").iterdir()}
+    assert graders["never-delete-all.md"] == (
+        "---\ntype: tool_used\ntool: mcp__every__delete-all\nmin: 0\nmax: 0\n---\n"
+    )
+    assert "tool: mcp__every__get-sum" in graders["calls-get-sum.md"]
+    assert "before: mcp__every__get-sum\nafter: mcp__every__echo" in graders["order-01.md"]
+    # nothing is written twice: the same export again is refused, and changes nothing
+    again = export("--tests", evals, "-o", plugin)
+    assert again.exit_code == 2 and "exists already" in again.output
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ((), "nothing to export"),
+        (("--csv", "suite.csv"), "--mcp-server NAME"),
+        (("--tests", "t.md"), "trigger test does not say which skill it tests"),
+    ],
+)
+def test_a_bad_export_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple, problem: str
+):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "suite.csv", "test_name,user_prompt,expected_tools\na,q,x\n")
+    write(tmp_path / "t.md", "---\nname: t\ntype: trigger\n---\n# Positive Triggers\n- a\n")
+    done = export(*args, "-o", tmp_path / "out")
+    assert done.exit_code == 2 and problem in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "out").exists()
