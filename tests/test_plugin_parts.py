@@ -140,8 +140,9 @@ def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
     )
     with ScriptedAnthropic(responder=delegating_claude_code) as api:
         done = cli(
-            api, monkeypatch, "--skill", plugin, "--trigger", trigger, "--runs", "1", "--json"
-        )
+            api, monkeypatch, "--skill", plugin, "--trigger", trigger, "--runs", "1", "--json",
+            "--html", tmp_path / "report.html",
+        )  # fmt: skip
         listed = {q: listed_agents(first_request_of(api, q)) for q in (AUDIT, SHIP, JOKE)}
         contexts = [
             b for b in api.message_requests if any(HOOK_CONTEXT in t for t in request_texts(b))
@@ -175,6 +176,10 @@ def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
         JOKE: ("ignored", True, {}),
     }
     assert done.exit_code == 1  # a query broke its routing rule
+    # the HTML report's run facts say where each task went and what each hook did
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '"delegated to": "shop:invoice-auditor"' in page
+    assert f'"hooks": "UserPromptSubmit: added context: {HOOK_CONTEXT}' in page
 
 
 def reads_notes_or_delegates(body: dict) -> dict:
@@ -419,3 +424,26 @@ def test_a_bad_export_is_one_line_and_writes_nothing(
     done = export(*args, "-o", tmp_path / "out")
     assert done.exit_code == 2 and problem in done.output and "Traceback" not in done.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_description_override_is_refused_for_an_agent(tmp_path: Path):
+    agent = agent_md(tmp_path / "agents" / "invoice-auditor.md", "invoice-auditor", AUDITOR)
+    trigger = trigger_file(tmp_path / "t.md", "invoice-auditor", [AUDIT], [JOKE])
+    done = CliRunner().invoke(
+        E.main,
+        ["--skill", str(agent), "--skill-description", "Other words", "--trigger", str(trigger), "--dry-run"],
+    )  # fmt: skip
+    assert done.exit_code == 2 and "invoice-auditor is an agent" in done.output
+
+
+def test_a_plugins_hooks_are_part_of_what_makes_its_runs_reusable(tmp_path: Path):
+    """--resume reuses a run only for the same subjects: a plugin's agent's runs also depend on
+    the plugin's hooks."""
+    from claude_tool_evaluator.loaders.skills import load_subjects
+    from claude_tool_evaluator.runners.skills import plugin_hooks_text
+
+    plugin = shop_plugin(tmp_path)
+    before = [plugin_hooks_text(s) for s in load_subjects(plugin)]
+    write(plugin / "hooks" / "hooks.json", json.dumps({"hooks": {}}))
+    after = [plugin_hooks_text(s) for s in load_subjects(plugin)]
+    assert before != after and after == [['{"hooks": {}}']] * 2

@@ -374,6 +374,13 @@ def apply_skill_descriptions(skills: list[SkillInfo], values: Sequence[str]) -> 
     the skills as they will be installed, each description checked like SKILL.md's."""
     names = {s.name for s in skills}
     given: dict[str, str] = {}
+    agent = next((s for s in skills if s.kind == "agent"), None)
+    if values and agent is not None:
+        raise InputError(
+            f"--skill-description rewrites a SKILL.md; {agent.name} is an agent",
+            agent.path,
+            hint="edit the agent file's description, or leave --skill-description out",
+        )
     for value in values:
         name, sep, rest = value.partition("=")
         if sep and name in names:
