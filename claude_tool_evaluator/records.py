@@ -362,6 +362,7 @@ class TriggerQueryResult:
     rule: RoutingRule | None = None  # its routing assertions (must_fire, must_not_fire, max_skills)
     routing_failures: dict[str, int] = field(default_factory=dict)  # broken assertion -> runs
     right_runs: int = 0  # counted runs that did what the query expects (routing kept too)
+    hooks: dict[str, int] = field(default_factory=dict)  # `HOOK effect` -> runs it happened in
 
 
 @dataclass

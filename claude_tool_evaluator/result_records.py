@@ -83,11 +83,15 @@ class HookFiringRecord(Record):
     context: str = ""  # the context it added (its plain stdout, or additionalContext)
 
     @property
+    def effect(self) -> str:
+        """What it did, in a word or two: blocked, added context, or ran."""
+        return "blocked" if self.blocked else "added context" if self.context else "ran"
+
+    @property
     def did(self) -> str:
-        """What it did, in a few words (reports)."""
-        if self.blocked:
-            return f"blocked: {self.reason}" if self.reason else "blocked"
-        return f"added context: {self.context}" if self.context else self.outcome or "ran"
+        """What it did, with its reason or context (reports)."""
+        detail = self.reason if self.blocked else self.context
+        return f"{self.effect}: {detail}" if detail else self.effect
 
 
 class ClaudeRun(Record):
@@ -335,6 +339,7 @@ class QueryScoreRecord(Record):
     source: str = ""
     cost_usd: float = 0.0
     routing_failures: dict[str, int] = {}  # a broken routing assertion -> runs that broke it
+    hooks: dict[str, int] = {}  # a plugin's hook and what it did -> runs it did it in
 
 
 class TriggerScoreRecord(Record):

@@ -452,6 +452,7 @@ def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRe
                 source=q.source,
                 cost_usd=round(runs.cost([q.query]), 6),
                 routing_failures=q.routing_failures,
+                hooks=q.hooks,
             )
             for q in score.query_results
         ],

@@ -58,6 +58,8 @@ def score_trigger_query(
     for run in counted:
         for fired in run.fired_names:
             result.fired[fired] = result.fired.get(fired, 0) + 1
+        for hook in dict.fromkeys(f"{h.name} {h.effect}" for h in run.hooks):
+            result.hooks[hook] = result.hooks.get(hook, 0) + 1
         broken = rule.problems(run.activated_skills, run.delegated_agents) if rule else []
         kept += not broken
         result.right_runs += run.fired(skill) == (expected == "activate") and not broken
