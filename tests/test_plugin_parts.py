@@ -447,3 +447,26 @@ def test_a_plugins_hooks_are_part_of_what_makes_its_runs_reusable(tmp_path: Path
     write(plugin / "hooks" / "hooks.json", json.dumps({"hooks": {}}))
     after = [plugin_hooks_text(s) for s in load_subjects(plugin)]
     assert before != after and after == [['{"hooks": {}}']] * 2
+
+
+def test_routing_assertions_export_as_tool_used_graders(tmp_path: Path):
+    entries = [
+        {"query": "Write SQL for revenue", "should_trigger": True, "max_skills": 1},
+        {"query": "Draw a chart", "should_trigger": False, "must_not_fire": ["chart-painter"]},
+    ]
+    evals = write(tmp_path / "warehouse-sql-evals.json", json.dumps(entries))
+    done = export("--skill", SKILL_DIR, "--tests", evals, "-o", tmp_path / "plugin", "--runs", "5")
+    assert done.exit_code == 0, done.output
+    folder = tmp_path / "plugin" / "evals"
+    [positive, negative] = sorted(folder.iterdir())
+    assert "runs: 5\n" in (positive / "prompt.md").read_text()
+    graders = {p.name: p.read_text() for p in (positive / "graders").iterdir()}
+    assert graders["max-skills.md"].startswith(
+        "---\ntype: tool_used\ntool: Skill\nmin: 0\nmax: 1\n---\n"
+    )
+    graders = {p.name: p.read_text() for p in (negative / "graders").iterdir()}
+    assert sorted(graders) == ["chart-painter-quiet.md", "warehouse-sql-quiet.md"]
+    assert graders["chart-painter-quiet.md"].startswith(
+        "---\ntype: tool_used\ntool: Skill\n"
+        'input_match: \'"skill":\\s*"(?:[^":]+:)?chart-painter"\'\nmin: 0\nmax: 0\n---\n'
+    )
