@@ -1583,7 +1583,8 @@ class OutsideWriteGuard:
         unconfined: bool = False,
     ) -> None:
         home = Path.home() / ".claude"
-        self.trees = [s.folder for s in skills] + [
+        # a plugin's agents: its whole folder, where its hooks' commands could write
+        self.trees = list(dict.fromkeys(s.plugin or s.folder for s in skills)) + [
             home / "skills",
             home / "agents",
             home / "commands",

@@ -176,6 +176,9 @@ def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
         JOKE: ("ignored", True, {}),
     }
     assert done.exit_code == 1  # a query broke its routing rule
+    # the plugin's folder is watched for what its hooks' commands could write there: nothing
+    isolation = document["isolation"]
+    assert isolation["watched"].count(str(plugin.resolve())) == 1 and isolation["ok"]
     # the HTML report's run facts say where each task went and what each hook did
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert '"delegated to": "shop:invoice-auditor"' in page
