@@ -46,7 +46,14 @@ from .loaders.skills import (
 )
 from .records import ToolCall, Usage, cost_usd
 from .redaction import API_CREDENTIALS, Redactor
-from .result_records import SKILL_NOT_LOADED, ArtifactRecord, ClaudeRun, dump_record
+from .result_records import (
+    SKILL_NOT_LOADED,
+    ArtifactRecord,
+    ClaudeRun,
+    DelegationRecord,
+    HookFiringRecord,
+    dump_record,
+)
 from .sinks import cap_text, one_line, tail
 from .stopping import STOPPING
 
@@ -161,6 +168,8 @@ class ClaudeCliSettings:
     allow_read: tuple[str, ...] = ()
     label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
     version: str = ""  # several --claude-bin: this binary's Claude Code version
+    # --skill PLUGIN: plugins loaded with --plugin-dir (read in place); their hooks are reported
+    plugin_dirs: tuple[str, ...] = ()
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -321,6 +330,10 @@ def claude_command(
         command += ["--settings", json.dumps(sandbox_settings(settings.allow_read, run_home))]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
+    for folder in settings.plugin_dirs:
+        command += ["--plugin-dir", folder]
+    if settings.plugin_dirs:  # a plugin's hooks: what each did is read from these events
+        command.append("--include-hook-events")
     return command
 
 
@@ -403,6 +416,12 @@ def install_skills(project: Path, skills: Sequence[SkillInfo]) -> None:
     copied as links, never followed, and the folder is checked again (it may have changed since
     it was loaded)."""
     for skill in skills:
+        if skill.kind == "agent":  # a plugin's agents come with their plugin (--plugin-dir)
+            if skill.plugin is None:
+                agents = project / ".claude" / "agents"
+                agents.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(skill.path, agents / f"{skill.name}.md")
+            continue
         problem = skill_folder_problem(skill.folder)
         if problem:
             raise OSError(f"skill {skill.name}: {problem}")
@@ -531,6 +550,94 @@ def content_blocks(event: dict) -> list[dict]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+# Hook events whose plain stdout Claude Code adds to the conversation as context.
+CONTEXT_HOOK_EVENTS = ("UserPromptSubmit", "SessionStart")
+
+
+DELEGATING_TOOLS = ("Agent", "Task")  # Task: the Agent tool's name before Claude Code 2.1
+
+
+def delegation_of_tool_use(block: dict) -> DelegationRecord | None:
+    """The delegation a tool_use block makes: an `Agent` call with its `subagent_type`."""
+    tool_input = block["input"] if isinstance(block.get("input"), dict) else {}
+    agent = tool_input.get("subagent_type")
+    if block.get("name") not in DELEGATING_TOOLS or not isinstance(agent, str) or not agent.strip():
+        return None
+    return DelegationRecord(
+        agent=agent.strip(),
+        description=str(tool_input.get("description") or ""),
+        prompt=cap_text(str(tool_input.get("prompt") or ""), C.CLAUDE_TOOL_RESULT_CHARS),
+    )
+
+
+def delegations_of(events: Iterable[dict]) -> list[DelegationRecord]:
+    """Every task Claude handed to a subagent, in order: top-level `Agent` calls only (a
+    subagent's own events carry a parent_tool_use_id)."""
+    return [
+        delegation
+        for event in events
+        if event.get("type") == "assistant" and not event.get("parent_tool_use_id")
+        for block in content_blocks(event)
+        if block.get("type") == "tool_use"
+        for delegation in [delegation_of_tool_use(block)]
+        if delegation is not None
+    ]
+
+
+def hook_json_output(stdout: str) -> dict:
+    """A hook's stdout as the JSON object Claude Code reads ({} when it is plain text)."""
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def hook_firing_of(event: dict) -> HookFiringRecord | None:
+    """What a `hook_response` event (--include-hook-events) says a hook did. Claude Code's hook
+    contract: exit code 2 blocks (stderr the reason), as does JSON `decision: "block"` or
+    `hookSpecificOutput.permissionDecision: "deny"` (its reason); a UserPromptSubmit or
+    SessionStart hook's plain stdout, or any hook's `additionalContext`, is added as context."""
+    if event.get("type") != "system" or event.get("subtype") != "hook_response":
+        return None
+    hook_event = str(event.get("hook_event") or "")
+    stdout, stderr = str(event.get("stdout") or ""), str(event.get("stderr") or "")
+    exit_code = event.get("exit_code") if isinstance(event.get("exit_code"), int) else None
+    output = hook_json_output(stdout)
+    specific = output.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    blocked = (
+        exit_code == 2
+        or output.get("decision") == "block"
+        or specific.get("permissionDecision") == "deny"
+    )
+    reason = (
+        stderr
+        if exit_code == 2
+        else str(output.get("reason") or specific.get("permissionDecisionReason") or "")
+    )
+    context = str(specific.get("additionalContext") or "")
+    if not context and not output and exit_code == 0 and hook_event in CONTEXT_HOOK_EVENTS:
+        context = stdout
+    return HookFiringRecord(
+        event=hook_event,
+        name=str(event.get("hook_name") or hook_event),
+        outcome=str(event.get("outcome") or ""),
+        exit_code=exit_code,
+        blocked=bool(blocked),
+        reason=one_line(reason.strip(), 300) if blocked else "",
+        context=cap_text(context.strip(), C.CLAUDE_TOOL_RESULT_CHARS),
+    )
+
+
+def hook_firings_of(events: Iterable[dict]) -> list[HookFiringRecord]:
+    """Every hook that ran in a run and what it did, in order."""
+    return [firing for event in events if (firing := hook_firing_of(event)) is not None]
+
+
 def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
     """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
     the start of each tool result (top-level events only). What the judge reads besides the answer."""
@@ -571,12 +678,14 @@ def run_error(
     missing = [
         name
         for name in installed
-        if record.skills_loaded is not None and name not in record.skills_loaded
+        if record.skills_loaded is not None
+        and name not in record.skills_loaded
+        and name not in (record.agents_loaded or ())
     ]
     if missing:
         return (
             f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
-            "(check its SKILL.md frontmatter)"
+            "and agents (check its SKILL.md or agent file's frontmatter)"
         )
     if not events:
         return "no stream-json output"
@@ -628,6 +737,11 @@ class ActivationReader:
         elif kind == "assistant" and not event.get("parent_tool_use_id"):
             for block in content_blocks(event):
                 self.assistant_block(block)
+                delegation = (
+                    delegation_of_tool_use(block) if block.get("type") == "tool_use" else None
+                )
+                if delegation is not None:
+                    self.record.delegations.append(delegation)
         elif kind == "user" and not event.get("parent_tool_use_id"):
             for block in tool_results_of(event):
                 self.tool_result(block)
@@ -635,6 +749,11 @@ class ActivationReader:
             self.result = event
 
     def system(self, event: dict) -> None:
+        firing = hook_firing_of(event)
+        if firing is not None:
+            self.record.hooks.append(firing)
+        if event.get("subtype") == "init" and isinstance(event.get("agents"), list):
+            self.record.agents_loaded = sorted(str(a) for a in event["agents"])
         if event.get("subtype") == "api_retry":
             self.record.api_retries += 1
         elif event.get("subtype") == "init" and any(
@@ -1464,7 +1583,8 @@ class OutsideWriteGuard:
         unconfined: bool = False,
     ) -> None:
         home = Path.home() / ".claude"
-        self.trees = [s.folder for s in skills] + [
+        # a plugin's agents: its whole folder, where its hooks' commands could write
+        self.trees = list(dict.fromkeys(s.plugin or s.folder for s in skills)) + [
             home / "skills",
             home / "agents",
             home / "commands",

@@ -207,6 +207,10 @@ class FrontDoor(click.Group):
             f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
         )
         formatter.write(
+            f"  {'export':<{width}}  export claude-plugin-eval: trigger sets, task evals or CSV "
+            "suites as claude plugin eval cases\n"
+        )
+        formatter.write(
             f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
         )
         formatter.write(
@@ -503,6 +507,60 @@ def import_command() -> click.Command:
     return import_
 
 
+def export_command() -> click.Command:
+    """`export claude-plugin-eval`: a suite written in Claude Code's own eval format."""
+
+    @click.command("export", context_settings=CONTEXT_SETTINGS)
+    @click.argument("format_", metavar="FORMAT", type=click.Choice(["claude-plugin-eval"]))
+    @click.option(
+        "-o",
+        "--output",
+        "folder",
+        required=True,
+        type=click.Path(),
+        metavar="DIR",
+        help="A plugin folder (its cases go to its eval dir), or a new folder made a plugin "
+        "around --skill.",
+    )
+    @click.option("--skill", metavar="PATH", help="The skill the trigger sets are about.")
+    @click.option(
+        "--tests",
+        multiple=True,
+        metavar="FILE",
+        help="A trigger set (markdown or eval JSON) or task evals (evals.json); repeatable.",
+    )
+    @click.option(
+        "--csv", "csv_files", multiple=True, metavar="FILE", help="A CSV suite; repeatable."
+    )
+    @click.option(
+        "--mcp-server",
+        metavar="NAME",
+        help="--csv: the plugin's MCP server whose tools the suite names (mcp__NAME__TOOL).",
+    )
+    @click.option(
+        "--runs", type=click.IntRange(min=1), metavar="N", help="Runs per case (default: 3)."
+    )
+    def export(
+        format_: str,
+        folder: str,
+        skill: str | None,
+        tests: tuple[str, ...],
+        csv_files: tuple[str, ...],
+        mcp_server: str | None,
+        runs: int | None,
+    ) -> int:
+        """Write trigger sets, task evals or CSV suites as `claude plugin eval` cases."""
+        from .modes.plugin_export import export_claude_plugin_eval
+
+        for line in export_claude_plugin_eval(
+            Path(folder), skill, tests, csv_files, mcp_server, runs
+        ):
+            click.echo(terminal_text(line))
+        return 0
+
+    return export
+
+
 def cache_command() -> click.Command:
     """`cache verify DIR` / `cache prune DIR`: a --cache folder read as the untrusted input it is."""
     from .cache import prune_cache, verify_cache
@@ -575,6 +633,7 @@ def build_cli() -> click.Group:
     group.factories.update(init=init_command, help=lambda: help_command(group))
     group.factories["import"] = import_command
     group.factories["cache"] = cache_command
+    group.factories["export"] = export_command
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

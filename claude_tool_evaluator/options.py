@@ -220,7 +220,8 @@ OPTIONS: list[Option] = [
         path=True,
         multiple=True,
         metavar="PATH",
-        help="A SKILL.md or its folder (repeatable: several skills are installed together).",
+        help="A SKILL.md or its folder, a subagent (agents/NAME.md) or a plugin folder (its "
+        "agents) (repeatable: several are installed together).",
     ),
     option(
         EVALUATE,

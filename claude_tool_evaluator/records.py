@@ -231,16 +231,20 @@ class ServerSpec:
 
 @dataclass
 class SkillInfo:
-    """One Agent Skill: its SKILL.md, validated frontmatter and body."""
+    """One Agent Skill: its SKILL.md, validated frontmatter and body; or a subagent under test
+    (`kind` agent): a project's `agents/NAME.md`, or a plugin's agent (`plugin`: the plugin folder,
+    loaded with --plugin-dir; its name `PLUGIN:NAME`, as Claude Code lists it)."""
 
     name: str
     description: str
-    path: Path  # the SKILL.md
+    path: Path  # the SKILL.md, or the agent's NAME.md
     body: str = ""
     frontmatter: dict = field(default_factory=dict)
     description_override: bool = (
         False  # --skill-description: installed with `description`, not SKILL.md's
     )
+    kind: str = "skill"  # skill | agent
+    plugin: Path | None = None  # a plugin's agent: the plugin folder
 
     @property
     def folder(self) -> Path:
@@ -264,6 +268,12 @@ class Distractor:
         return self.source == "installed"
 
 
+def names_agent(name: str, agent: str) -> bool:
+    """Whether `name` (as a trigger file writes it) names the delegated agent: `plugin:agent`
+    exactly, or a bare `agent` for a project's agent or any plugin's agent of that name."""
+    return name == agent or (":" not in name and agent.split(":")[-1] == name)
+
+
 @dataclass(frozen=True)
 class RoutingRule:
     """A trigger query's routing assertions (`must_fire`, `must_not_fire`, `max_skills`): which
@@ -273,10 +283,15 @@ class RoutingRule:
     must_not_fire: tuple[str, ...] = ()
     max_skills: int | None = None
 
-    def problems(self, fired: Sequence[str]) -> list[str]:
-        """Why one run's fired skills break the rule (nothing when they keep it)."""
-        found = [f"must_fire: {name} did not fire" for name in self.must_fire if name not in fired]
-        found += [f"must_not_fire: {name} fired" for name in self.must_not_fire if name in fired]
+    def problems(self, fired: Sequence[str], delegated: Sequence[str] = ()) -> list[str]:
+        """Why one run's fired skills and delegated agents break the rule (nothing when they keep
+        it). An agent is named `plugin:agent`, or `agent` alone; max_skills counts skills only."""
+
+        def went(name: str) -> bool:
+            return name in fired or any(names_agent(name, agent) for agent in delegated)
+
+        found = [f"must_fire: {name} did not fire" for name in self.must_fire if not went(name)]
+        found += [f"must_not_fire: {name} fired" for name in self.must_not_fire if went(name)]
         if self.max_skills is not None and len(fired) > self.max_skills:
             skills = "skill" if len(fired) == 1 else "skills"
             found.append(
@@ -347,6 +362,7 @@ class TriggerQueryResult:
     rule: RoutingRule | None = None  # its routing assertions (must_fire, must_not_fire, max_skills)
     routing_failures: dict[str, int] = field(default_factory=dict)  # broken assertion -> runs
     right_runs: int = 0  # counted runs that did what the query expects (routing kept too)
+    hooks: dict[str, int] = field(default_factory=dict)  # `HOOK effect` -> runs it happened in
 
 
 @dataclass

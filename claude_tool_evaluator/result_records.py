@@ -28,6 +28,7 @@ from .records import (
     Usage,
     Verdict,
     case_hash,
+    names_agent,
 )
 from .sinks import cap_text
 
@@ -58,6 +59,39 @@ class ArtifactRecord(Record):
 SKILL_NOT_LOADED = (
     "skill not loaded"  # how a run's error starts when an installed skill was missing
 )
+
+
+class DelegationRecord(Record):
+    """A task Claude handed to a subagent: a top-level `Agent` tool_use (its `subagent_type`:
+    `NAME` for a project's agent, `PLUGIN:NAME` for a plugin's, or a built-in such as Explore)."""
+
+    agent: str
+    description: str = ""
+    prompt: str = ""
+
+
+class HookFiringRecord(Record):
+    """A hook that ran in a run (Claude Code's `hook_response` event, with --include-hook-events)
+    and what it did: blocked the tool call (or the prompt), added context, or neither."""
+
+    event: str  # PreToolUse | PostToolUse | UserPromptSubmit | SessionStart | Stop | ...
+    name: str  # `PreToolUse:Read`: the event and, for tool events, the tool it matched
+    outcome: str = ""  # Claude Code's own word: success | error | cancelled
+    exit_code: int | None = None
+    blocked: bool = False
+    reason: str = ""  # why it blocked (its JSON reason, or stderr for exit code 2)
+    context: str = ""  # the context it added (its plain stdout, or additionalContext)
+
+    @property
+    def effect(self) -> str:
+        """What it did, in a word or two: blocked, added context, or ran."""
+        return "blocked" if self.blocked else "added context" if self.context else "ran"
+
+    @property
+    def did(self) -> str:
+        """What it did, with its reason or context (reports)."""
+        detail = self.reason if self.blocked else self.context
+        return f"{self.effect}: {detail}" if detail else self.effect
 
 
 class ClaudeRun(Record):
@@ -102,9 +136,24 @@ class ClaudeRun(Record):
     model: str = ""  # the --model / --trigger-model it ran on, as given to claude
     distractors: int | None = None  # --distractors: how many were installed beside the skills
     claude_version: str | None = None  # several --claude-bin: the Claude Code version it ran on
+    delegations: list[DelegationRecord] = []  # top-level Agent calls, in order
+    agents_loaded: list[str] | None = None  # from the init event's `agents`; None: not said
+    hooks: list[HookFiringRecord] = []  # a plugin's hooks that ran, in order (--skill PLUGIN)
+
+    @property
+    def delegated_agents(self) -> list[str]:
+        return list(dict.fromkeys(d.agent for d in self.delegations))
+
+    @property
+    def fired_names(self) -> list[str]:
+        """Every skill that fired and every agent a task went to, in order."""
+        return self.activated_skills + self.delegated_agents
 
     def fired(self, skill: str) -> bool:
-        return skill in self.activated_skills
+        """Whether the skill fired, or (an agent under test) a task was delegated to it."""
+        return skill in self.activated_skills or any(
+            names_agent(skill, agent) for agent in self.delegated_agents
+        )
 
     @property
     def counted(self) -> bool:
@@ -290,6 +339,7 @@ class QueryScoreRecord(Record):
     source: str = ""
     cost_usd: float = 0.0
     routing_failures: dict[str, int] = {}  # a broken routing assertion -> runs that broke it
+    hooks: dict[str, int] = {}  # a plugin's hook and what it did -> runs it did it in
 
 
 class TriggerScoreRecord(Record):

@@ -41,14 +41,31 @@ and thieves with the same functions):
   fewer than MIN_SHARED_WORDS.
 - `crowd_claude_code` plays Claude Code's model among many skills. It reads the skill listing
   Claude Code puts in the request (`listed_skills(body)`: the `- name: description` lines under
-  "The following skills are available for use with the Skill tool"; a skill listed by name alone,
-  past Claude Code's listing budget, has no description to share words with) and, in one reply,
+  "The following skills are available for use with the Skill tool"; a plugin's skill is listed,
+  and called, as `PLUGIN:NAME`; a skill listed by name alone, past Claude Code's listing budget,
+  has no description to share words with) and, in one reply,
   calls the Skill tool for `crowd_skill_choice(query, listed)`: the best match of the query, then
   every other listed skill the query names as `/name` (fired alongside). After a tool result it
   answers in text; with no skill chosen it answers at once.
 - `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
   request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
   answers in text; no match: it answers at once.
+
+Subagents: which prompt Claude Code's model delegates to which agent (tests/test_plugin_parts.py
+computes every expected delegation with the same functions):
+- `listed_agents(body)`: the agent types Claude Code lists in a request that offers the `Agent`
+  tool: the `- NAME: DESCRIPTION (Tools: ...)` lines after "Available agent types for the Agent
+  tool:" (built-ins claude, Explore, general-purpose, Plan, statusline-setup; a plugin's agent is
+  `PLUGIN:AGENT`), name -> description without its `(Tools: ...)`. A request without `Agent`
+  (a subagent's own) lists none.
+- `delegation_choice(query, listed)`: each agent type is a candidate like a skill: the
+  `best_match` of the query among them (None: no delegation).
+- `delegating_claude_code` plays Claude Code's model among agents and skills: on the first turn
+  it delegates to `delegation_choice(query, listed_agents(body))` with one `Agent` tool_use
+  `{"subagent_type": NAME, "description": "delegated task", "prompt": QUERY}`; with no agent
+  chosen it plays `crowd_claude_code` (the skills). Once the conversation holds an `Agent` call
+  (its result, or the background task's notification, comes back) it answers in text, so a
+  delegation happens once a run.
 
 Injections: who follows an instruction that arrives through a tool (tests/test_redteam.py
 computes every attack's outcome with the same functions):
@@ -309,7 +326,7 @@ def listed_skills(body: dict) -> dict[str, str]:
             continue
         block = text[at:].split("</system-reminder>")[0]
         for line in block.splitlines()[1:]:
-            match = re.match(r"^- ([^\s:][^:]*?)(?::\s(.*))?$", line)
+            match = re.match(r"^- ([^\s:][^:]*?(?::[^\s:]+)?)(?::\s(.*))?$", line)
             if match:
                 found.setdefault(match.group(1).strip(), (match.group(2) or "").strip())
     return found
@@ -423,6 +440,49 @@ def follows_injections(inner: Callable[[dict], Spec | None]) -> Callable[[dict],
         return inner(body)
 
     return respond
+
+
+# ----------------------------------------------------------------------------- subagents: who gets the task
+AGENT_LISTING_HEADER = "Available agent types for the Agent tool:"
+AGENT_TOOLS_SUFFIX = re.compile(r"\s*\(Tools:[^()]*\)\s*$")
+
+
+def listed_agents(body: dict) -> dict[str, str]:
+    """Claude Code's agent listing in a request that offers `Agent`: name -> description (its
+    `(Tools: ...)` dropped); {} when the request does not offer `Agent`."""
+    if "Agent" not in {t.get("name") for t in body.get("tools") or []}:
+        return {}
+    found: dict[str, str] = {}
+    for text in request_texts(body):
+        at = text.find(AGENT_LISTING_HEADER)
+        if at < 0:
+            continue
+        for line in text[at:].splitlines()[1:]:
+            match = re.match(r"^- ([^\s:][^\s]*?): (.*)$", line)
+            if not match:
+                break  # the listing ends at its first line that is not an agent
+            found.setdefault(match.group(1), AGENT_TOOLS_SUFFIX.sub("", match.group(2)).strip())
+    return found
+
+
+def delegation_choice(query: str, listed: dict[str, str]) -> str | None:
+    """The agent type the scripted Claude Code model delegates a query to (None: none)."""
+    return best_match(query, listed)
+
+
+def delegating_claude_code(body: dict) -> Spec:
+    """Claude Code's model among agents and skills (see the module docstring)."""
+    if "Agent" in called_tools(body):
+        return reply(text("Done: the agent has the task."))
+    query = user_query(body)
+    chosen = delegation_choice(query, listed_agents(body))
+    if chosen is None:
+        return crowd_claude_code(body)
+    return reply(
+        tool_use(
+            "Agent", {"subagent_type": chosen, "description": "delegated task", "prompt": query}
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- token accounting

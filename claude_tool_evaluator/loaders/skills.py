@@ -287,6 +287,77 @@ def load_skill(path: str | Path) -> SkillInfo:
     )
 
 
+PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
+
+
+def load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") -> SkillInfo:
+    """A subagent under test: an `agents/NAME.md` (frontmatter `name` in the skill name rules,
+    `description`), a project's (installed as .claude/agents/NAME.md) or a plugin's (its name
+    `PLUGIN:NAME`, as Claude Code lists it)."""
+    raw = read_text_file(path, "agent file")
+    data, body, _ = split_frontmatter(raw, path)
+    name, description = data.get("name"), data.get("description")
+    if not isinstance(name, str) or not SKILL_NAME_RULE.fullmatch(name):
+        raise InputError(
+            f"agent name {name!r} is not lowercase letters, digits and single hyphens",
+            path,
+            frontmatter_line(raw, "name"),
+            "give the agent's frontmatter a `name: my-agent`",
+        )
+    if not isinstance(description, str) or not description.strip():
+        raise InputError(
+            "the agent has no description: Claude Code lists it by its description",
+            path,
+            frontmatter_line(raw, "description"),
+            "add `description: when Claude should hand it a task`",
+        )
+    return SkillInfo(
+        name=f"{plugin_name}:{name}" if plugin is not None else name,
+        description=description.strip(),
+        path=path.resolve(),
+        body=body.strip(),
+        frontmatter=data,
+        kind="agent",
+        plugin=plugin,
+    )
+
+
+def load_plugin_agents(folder: Path) -> list[SkillInfo]:
+    """A plugin folder's agents (agents/*.md), each a subject named `PLUGIN:NAME`."""
+    manifest = folder / PLUGIN_MANIFEST
+    data = parse_json_text(read_text_file(manifest, "plugin manifest"), manifest)
+    plugin_name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(plugin_name, str) or not SKILL_NAME_RULE.fullmatch(plugin_name):
+        raise InputError(
+            f"plugin name {plugin_name!r} is not lowercase letters, digits and single hyphens",
+            manifest,
+            1,
+            'give the manifest a "name": "my-plugin"',
+        )
+    agents = [
+        load_agent(path, folder.resolve(), plugin_name)
+        for path in sorted((folder / "agents").glob("*.md"))
+    ]
+    if not agents:
+        raise InputError(
+            "the plugin has no agents to evaluate",
+            folder / "agents",
+            hint="give --skill a plugin folder with agents/NAME.md, or a skill's folder",
+        )
+    return agents
+
+
+def load_subjects(path: str | Path) -> list[SkillInfo]:
+    """What one --skill names: a skill (SKILL.md or its folder), a subagent (`agents/NAME.md`),
+    or a plugin folder (.claude-plugin/plugin.json: its agents)."""
+    path = Path(path)
+    if path.is_dir() and (path / PLUGIN_MANIFEST).is_file():
+        return load_plugin_agents(path)
+    if path.is_file() and path.suffix.lower() == ".md" and path.parent.name == "agents":
+        return [load_agent(path)]
+    return [load_skill(path)]
+
+
 def skill_description_problem(text: str) -> str | None:
     """Why a description cannot stand in a SKILL.md (the same rules as the loader's)."""
     if not text.strip():
@@ -303,6 +374,13 @@ def apply_skill_descriptions(skills: list[SkillInfo], values: Sequence[str]) -> 
     the skills as they will be installed, each description checked like SKILL.md's."""
     names = {s.name for s in skills}
     given: dict[str, str] = {}
+    agent = next((s for s in skills if s.kind == "agent"), None)
+    if values and agent is not None:
+        raise InputError(
+            f"--skill-description rewrites a SKILL.md; {agent.name} is an agent",
+            agent.path,
+            hint="edit the agent file's description, or leave --skill-description out",
+        )
     for value in values:
         name, sep, rest = value.partition("=")
         if sep and name in names:

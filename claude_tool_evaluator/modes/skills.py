@@ -30,7 +30,12 @@ from ..errors import InputError
 from ..grading import judges_answer
 from ..loaders.csv_suites import name_matcher
 from ..loaders.servers import resolve_servers
-from ..loaders.skills import apply_skill_descriptions, load_markdown_tests, load_skill
+from ..loaders.skills import (
+    apply_skill_descriptions,
+    load_markdown_tests,
+    load_skill,
+    load_subjects,
+)
 from ..pipeline import jobs_to_run, pipeline_jobs, run_pipeline
 from ..records import VERSION_MARK, Verdict
 from ..redaction import Redactor
@@ -102,7 +107,7 @@ def graded_by(test: SkillTest) -> list[str]:
 
 def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
     """Skills and tests, validated before anything runs."""
-    skills = [load_skill(path) for path in settings.skill]
+    skills = [subject for path in settings.skill for subject in load_subjects(path)]
     if not skills:
         raise InputError(
             "no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)"
@@ -318,6 +323,7 @@ def skill_plan(
         binary=binary,
         base_url=settings.base_url,
         mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None,
+        plugin_dirs=tuple(dict.fromkeys(str(s.plugin) for s in skills if s.plugin is not None)),
     )
     return SkillSuitePlan(
         skills=skills,
@@ -383,10 +389,10 @@ def trigger_run_verdict(
 ) -> Verdict:
     if not record.counted:
         return Verdict(False, [f"run failed: {record.error}"])
-    broken = rule.problems(record.activated_skills) if rule else []
+    broken = rule.problems(record.activated_skills, record.delegated_agents) if rule else []
     if record.fired(skill) == (expected == "activate"):
         return Verdict(not broken, broken)
-    fired = ", ".join(record.activated_skills) or "no skill"
+    fired = ", ".join(record.fired_names) or "no skill"
     return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}", *broken])
 
 
@@ -453,6 +459,7 @@ def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRe
                 source=q.source,
                 cost_usd=round(runs.cost([q.query]), 6),
                 routing_failures=q.routing_failures,
+                hooks=q.hooks,
             )
             for q in score.query_results
         ],

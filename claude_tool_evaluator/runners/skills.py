@@ -155,9 +155,19 @@ class SkillSuitePlan:
         return self.runs or test.runs or 1
 
 
+def plugin_hooks_text(subject: SkillInfo) -> list[str]:
+    """A plugin's agent's runs also depend on its plugin's hooks (hooks/hooks.json), as read."""
+    hooks = subject.plugin / "hooks" / "hooks.json" if subject.plugin is not None else None
+    return (
+        [hooks.read_text(encoding="utf-8", errors="replace")] if hooks and hooks.is_file() else []
+    )
+
+
 def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
     """What makes an earlier run's records reusable: the same skills, models and turn limits."""
-    parts: list[list[str | int]] = [[s.name, s.description, s.body] for s in plan.skills]
+    parts: list[list[str | int]] = [
+        [s.name, s.description, s.body, *plugin_hooks_text(s)] for s in plan.skills
+    ]
     parts += [[c.model, c.max_turns] for c in (plan.trigger_settings, plan.test_settings)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 

@@ -56,9 +56,11 @@ def score_trigger_query(
     )
     kept = 0
     for run in counted:
-        for fired in run.activated_skills:
+        for fired in run.fired_names:
             result.fired[fired] = result.fired.get(fired, 0) + 1
-        broken = rule.problems(run.activated_skills) if rule else []
+        for hook in dict.fromkeys(f"{h.name} {h.effect}" for h in run.hooks):
+            result.hooks[hook] = result.hooks.get(hook, 0) + 1
+        broken = rule.problems(run.activated_skills, run.delegated_agents) if rule else []
         kept += not broken
         result.right_runs += run.fired(skill) == (expected == "activate") and not broken
         for problem in broken:

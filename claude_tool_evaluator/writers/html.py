@@ -143,6 +143,10 @@ def html_run(result: RunResult) -> dict:
         "ended": "timeout" if result.timed_out else result.result_subtype or "",
         "turns": result.num_turns,
     }
+    if result.delegations:  # a run with subagents under test, or one that handed off a task
+        facts["delegated to"] = ", ".join(result.delegated_agents)
+    if result.hooks:  # a plugin's hooks: what each did, in order
+        facts["hooks"] = html_cut("; ".join(f"{h.name}: {h.did}" for h in result.hooks), 2000)
     if result.stderr_tail and result.error:
         facts["stderr"] = html_cut(result.stderr_tail, 2000)
     grades = {

@@ -512,6 +512,17 @@ def trigger_analysis_markdown(scores: Sequence[TriggerScoreRecord]) -> str:
                 f"{q.activations}/{q.runs} | {q.tool_count:g} | {markdown_cell(fired, 40)} | "
                 f"${q.cost_usd:.4f} |"
             )
+        hooked = [q for q in score.query_results if q.hooks]
+        if hooked:  # a plugin's hooks: what each did, in how many of the query's runs
+            lines += ["", "| Query | Hooks (runs) |", "|-------|--------------|"]
+            lines += [
+                f'| "{markdown_cell(q.query)}" | '
+                + markdown_cell(
+                    ", ".join(f"{h} ({n}/{q.runs})" for h, n in sorted(q.hooks.items()))
+                )
+                + " |"
+                for q in hooked
+            ]
         lines.append("")
     return "\n".join(lines)
 

@@ -77,6 +77,12 @@ def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
             f"{q.cost_usd:.4f}",
         )
     console.print(table)
+    for q in score.query_results:  # a plugin's hooks: what each did, in how many runs
+        if q.hooks:
+            said = ", ".join(f"{hook} ({n}/{q.runs})" for hook, n in sorted(q.hooks.items()))
+            console.print(
+                f"  hooks on {escape_markup(preview(q.query, 50))}: {escape_markup(said)}"
+            )
     console.print(
         f"triggerRate {rate_text(score.trigger_rate)} ({score.positives_activated}/{score.positives})  "
         f"falsePositiveRate {rate_text(score.false_positive_rate)} ({score.negatives_activated}/"

@@ -1,0 +1,359 @@
+"""`export claude-plugin-eval`: a skill's trigger set, skill-creator's task evals (evals.json) or a
+CSV suite written as Claude Code's own eval suite (`evals/<case>/prompt.md` + `graders/*.md`),
+which `claude plugin eval` loads and runs. The folder it writes is a plugin: the skill under
+`skills/<name>/` and a manifest, unless it already is one (then only its `evals/` is written).
+
+Graders are written as Claude Code scores them: `tool_used` counts the calls of `tool` whose
+input (as JSON text) matches the JavaScript regex `input_match`, between `min` (default 1) and
+`max`; so a "must not" grader always says `min: 0` (with `max: 0` alone it could never pass).
+
+May import: the rooms above the modes, the modes above it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import test_constants as C
+
+from ..errors import InputError
+from ..files import parse_json_text, read_text_file
+from ..loaders.csv_suites import load_csv_suite
+from ..loaders.skills import (
+    PLUGIN_MANIFEST,
+    SKILL_COPY_IGNORED,
+    load_markdown_tests,
+    load_skill,
+)
+from ..records import RoutingRule, SkillInfo, SkillTest, TestCase
+from ..runners.skills import assign_trigger_skills
+
+# What a trigger case lets Claude use: what `claude plugin eval init` offers a skill's case.
+TRIGGER_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "Skill"]
+
+
+def frontmatter_text(fields: dict[str, Any]) -> str:
+    return (
+        "---\n"
+        + yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=1_000_000)
+        + "---\n"
+    )
+
+
+@dataclass
+class Grader:
+    """One `graders/NAME.md`: its frontmatter (`type` and the kind's fields) and its body (an llm
+    grader's criteria; a description otherwise)."""
+
+    name: str
+    fields: dict[str, Any]
+    body: str = ""
+
+    def text(self) -> str:
+        return frontmatter_text(self.fields) + (f"\n{self.body.strip()}\n" if self.body else "")
+
+
+@dataclass
+class ExportCase:
+    """One `evals/<name>/`: its prompt.md (frontmatter and the prompt) and graders."""
+
+    name: str
+    prompt: str
+    front: dict[str, Any]
+    graders: list[Grader] = field(default_factory=list)
+
+
+def case_slug(text: str) -> str:
+    """A case folder's name from a test's name: lowercase letters, digits and hyphens."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48].strip("-") or "case"
+
+
+# What a JavaScript regex (no flags) reads as syntax: escaped in a name matched literally.
+JS_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\/])")
+
+
+def skill_call_pattern(name: str) -> str:
+    """`input_match` for a Skill call of `name` (its input as JSON text): a bare name also
+    matches a plugin's `PLUGIN:NAME`, as Claude Code calls a plugin's skill."""
+    prefix = "" if ":" in name else '(?:[^":]+:)?'
+    literal = JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), name)
+    return f'"skill":\\s*"{prefix}{literal}"'
+
+
+def fired_grader(name: str, fired: bool) -> Grader:
+    """A `tool_used` grader: the skill fired at least once, or never (`min: 0` said)."""
+    fields: dict[str, Any] = {"type": "tool_used", "tool": "Skill"}
+    fields["input_match"] = skill_call_pattern(name)
+    if not fired:
+        fields.update(min=0, max=0)
+    said = f"{name} fires" if fired else f"{name} never fires"
+    return Grader(f"{case_slug(name)}-{'fires' if fired else 'quiet'}", fields, said)
+
+
+def routing_graders(rule: RoutingRule | None) -> list[Grader]:
+    """A query's routing assertions as graders: must_fire / must_not_fire skills, and
+    max_skills as a cap on Skill calls."""
+    if rule is None:
+        return []
+    graders = [fired_grader(n, True) for n in rule.must_fire]
+    graders += [fired_grader(n, False) for n in rule.must_not_fire]
+    if rule.max_skills is not None:
+        graders.append(
+            Grader(
+                "max-skills",
+                {"type": "tool_used", "tool": "Skill", "min": 0, "max": rule.max_skills},
+                f"at most {rule.max_skills} skill calls",
+            )
+        )
+    return graders
+
+
+def trigger_cases(test: SkillTest, runs: int | None) -> list[ExportCase]:
+    """A trigger set: a case per query, its skill's firing graded (and its routing rule)."""
+    assert test.skill is not None, "assign_trigger_skills names every trigger test's skill"
+    cases = []
+    queries = [(q, True) for q in test.positive_triggers]
+    queries += [(q, False) for q in test.negative_triggers]
+    for query, positive in queries:
+        front: dict[str, Any] = {
+            "description": f"{'should' if positive else 'should not'} fire {test.skill}",
+            "tags": ["trigger", "positive" if positive else "negative"],
+            "max_turns": C.DEFAULT_TRIGGER_MAX_TURNS,
+            "allowed_tools": TRIGGER_ALLOWED_TOOLS,
+        }
+        if runs:
+            front["runs"] = runs
+        graders = [fired_grader(test.skill, positive)]
+        graders += [
+            g
+            for g in routing_graders(test.routing.get(query))
+            if g.name not in {x.name for x in graders}
+        ]
+        cases.append(ExportCase(test.name, query, front, graders))
+    return cases
+
+
+def task_case(test: SkillTest, runs: int | None) -> ExportCase:
+    """A skill-creator task eval: its prompt, an llm grader per expectation, its expected output
+    as the case's expected_outcome."""
+    front: dict[str, Any] = {"tags": ["task"], "max_turns": C.DEFAULT_MAX_TURNS}
+    if test.expected_output:
+        front["expected_outcome"] = test.expected_output
+    if runs:
+        front["runs"] = runs
+    graders = [
+        Grader(f"expectation-{n:02d}", {"type": "llm"}, text)
+        for n, text in enumerate(test.expectations, 1)
+    ]
+    return ExportCase(str(test.eval_id or test.name), test.prompt, front, graders)
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return f"mcp__{server}__{tool}"
+
+
+def csv_export_case(case: TestCase, server: str, runs: int | None) -> ExportCase:
+    """A CSV case: each expected tool called, each forbidden one never, `order: strict` as
+    tool_order graders, its rubric as an llm grader (the server's tools are `mcp__SERVER__TOOL`)."""
+    front: dict[str, Any] = {"max_turns": C.DEFAULT_MAX_TURNS}
+    if case.tags:
+        front["tags"] = list(case.tags)
+    if runs:
+        front["runs"] = runs
+    graders = [
+        Grader(f"calls-{case_slug(t)}", {"type": "tool_used", "tool": mcp_tool_name(server, t)})
+        for t in dict.fromkeys(case.expected_tools)
+    ]
+    graders += [
+        Grader(
+            f"never-{case_slug(t)}",
+            {"type": "tool_used", "tool": mcp_tool_name(server, t), "min": 0, "max": 0},
+        )
+        for t in dict.fromkeys(case.forbidden_tools)
+    ]
+    if case.order == "strict":
+        graders += [
+            Grader(
+                f"order-{n:02d}",
+                {
+                    "type": "tool_order",
+                    "before": mcp_tool_name(server, first),
+                    "after": mcp_tool_name(server, then),
+                },
+            )
+            for n, (first, then) in enumerate(zip(case.expected_tools, case.expected_tools[1:]), 1)
+        ]
+    if case.rubric:
+        graders.append(Grader("rubric", {"type": "llm"}, case.rubric))
+    return ExportCase(case.name, case.prompt, front, graders)
+
+
+def numbered(cases: Iterable[ExportCase]) -> list[ExportCase]:
+    """Each case named `<slug>-NN` (NN counts every exported case): folder names of their own."""
+    return [
+        ExportCase(f"{case_slug(c.name)}-{n:02d}", c.prompt, c.front, c.graders)
+        for n, c in enumerate(cases, 1)
+    ]
+
+
+def check_gradable(cases: Sequence[ExportCase], source: str) -> None:
+    """Claude Code refuses a case without graders: say which, before anything is written."""
+    empty = next((c for c in cases if not c.graders), None)
+    if empty is not None:
+        raise InputError(
+            f"case {empty.name!r} would have no grader, which claude plugin eval refuses to load",
+            source,
+            hint="give a task eval expectations, a CSV case expected or forbidden tools or a rubric",
+        )
+
+
+def wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
+    """Whether the export makes the folder a plugin around the skill (it is none yet), checked
+    before anything is written."""
+    if target.exists() and not target.is_dir():
+        raise InputError("export -o takes a folder, and this is a file", target)
+    if not target.parent.is_dir():
+        raise InputError(f"export -o {target}: the folder {target.parent} does not exist")
+    if (target / PLUGIN_MANIFEST).is_file():
+        return False
+    if skill is None:
+        raise InputError(
+            f"{target} is no plugin (no {PLUGIN_MANIFEST})",
+            hint="give --skill path/to/skill to make it one around the skill, or -o a plugin folder",
+        )
+    if (target / "skills" / skill.name).exists():
+        raise InputError(
+            f"{target / 'skills' / skill.name} exists already", hint="export into a new folder"
+        )
+    return True
+
+
+def plugin_eval_dir(plugin: Path) -> str:
+    """A plugin's eval dir, as Claude Code finds it: its manifest's `experimental.evals`, else
+    `evals`."""
+    manifest = plugin / PLUGIN_MANIFEST
+    data = parse_json_text(read_text_file(manifest, "plugin manifest"), manifest)
+    experimental = data.get("experimental") if isinstance(data, dict) else None
+    given = experimental.get("evals") if isinstance(experimental, dict) else None
+    if given is None:
+        return "evals"
+    if (
+        not isinstance(given, str)
+        or not given.strip()
+        or Path(given).is_absolute()
+        or ".." in Path(given).parts
+    ):
+        raise InputError(
+            f"experimental.evals {given!r} is not a folder inside the plugin",
+            manifest,
+            1,
+            'give it a relative folder such as "evals"',
+        )
+    return given
+
+
+def wrap_skill(target: Path, skill: SkillInfo) -> None:
+    """The folder made a plugin: its manifest and the skill as `skills/<name>/`."""
+    copy = target / "skills" / skill.name
+    target.mkdir(exist_ok=True)
+    shutil.copytree(
+        skill.folder, copy, symlinks=True, ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED)
+    )
+    manifest = target / PLUGIN_MANIFEST
+    manifest.parent.mkdir(exist_ok=True)
+    manifest.write_text(
+        json.dumps({"name": skill.name, "version": "0.0.0", "description": skill.description})
+        + "\n",
+        encoding="utf-8",
+    )
+
+
+def write_case(folder: Path, case: ExportCase) -> None:
+    graders = folder / case.name / "graders"
+    graders.mkdir(parents=True)
+    (folder / case.name / "prompt.md").write_text(
+        frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n", encoding="utf-8"
+    )
+    for grader in case.graders:
+        (graders / f"{grader.name}.md").write_text(grader.text(), encoding="utf-8")
+
+
+def export_claude_plugin_eval(
+    target: Path,
+    skill_path: str | None,
+    test_files: Sequence[str],
+    csv_files: Sequence[str],
+    mcp_server: str | None,
+    runs: int | None,
+) -> list[str]:
+    """Every case read and checked first (bad input: one line, nothing written), then the plugin
+    folder and its cases written; the lines to say what was written and how to run it."""
+    skill = load_skill(skill_path) if skill_path else None
+    tests = [t for path in test_files for t in load_markdown_tests(path)]
+    if not tests and not csv_files:
+        raise InputError("nothing to export", hint="give --tests FILE and/or --csv FILE")
+    if csv_files and not mcp_server:
+        raise InputError(
+            "a CSV suite's tools are the plugin's MCP server's",
+            hint="name the server as the plugin's .mcp.json does: --mcp-server NAME",
+        )
+    unexported = next((t for t in tests if t.type not in ("trigger", "task")), None)
+    if unexported is not None:
+        raise InputError(
+            f"test {unexported.name!r} is a {unexported.type} test: only trigger sets and task "
+            "evals (evals.json) are exported",
+            unexported.source,
+            unexported.line,
+        )
+    if skill is not None:
+        assign_trigger_skills(tests, [skill])
+    unnamed = next((t for t in tests if t.type == "trigger" and not t.skill), None)
+    if unnamed is not None:
+        raise InputError(
+            "trigger test does not say which skill it tests",
+            unnamed.source,
+            1,
+            "give --skill path/to/skill, or `skill: NAME` in its frontmatter",
+        )
+    with_files = next((t for t in tests if t.files), None)
+    if with_files is not None:
+        raise InputError(
+            f"task eval {with_files.name!r} has input files, which a claude plugin eval case "
+            "does not start with",
+            with_files.source,
+            with_files.line,
+            "leave its files out, or copy them in with the case's scaffold_script",
+        )
+    cases = [
+        case
+        for test in tests
+        for case in (
+            trigger_cases(test, runs) if test.type == "trigger" else [task_case(test, runs)]
+        )
+    ]
+    for path in csv_files:
+        cases += [csv_export_case(c, str(mcp_server), runs) for c in load_csv_suite(path)]
+    cases = numbered(cases)
+    check_gradable(cases, ", ".join([*test_files, *csv_files]))
+    wrap = wraps_skill(target, skill)
+    folder = target / ("evals" if wrap else plugin_eval_dir(target))
+    taken = next((c.name for c in cases if (folder / c.name).exists()), None)
+    if taken is not None:
+        raise InputError(f"{folder / taken} exists already", hint="export into a new folder")
+    if wrap:
+        assert skill is not None, "wraps_skill wants a skill to wrap"
+        wrap_skill(target, skill)
+    for case in cases:
+        write_case(folder, case)
+    plugin = target
+    return [
+        f"wrote {len(cases)} case{'s' if len(cases) != 1 else ''} to {folder}",
+        f"run them: claude plugin eval {plugin} --trust-plugin",
+    ]
