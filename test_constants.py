@@ -182,6 +182,9 @@ TOOL_POLICIES = (
     "read-only",
 )  # --tool-policy: which calls reach the real server
 DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
+HARNESSES = ("api", "claude-code")  # --harness: our Messages API loop, or the real `claude -p`
+TOOL_SEARCH_VALUES = ("on", "off", "auto")  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH
+DEFAULT_HARNESS_TIMEOUT = 300.0  # seconds a `claude -p` run of a case may take
 REPLAY_MISS_CHOICES = (
     "error",
     "live",

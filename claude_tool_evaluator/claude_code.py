@@ -161,6 +161,12 @@ class ClaudeCliSettings:
     allow_read: tuple[str, ...] = ()
     label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
     version: str = ""  # several --claude-bin: this binary's Claude Code version
+    # --harness claude-code: the suite's live tools pre-approved (`mcp__server__tool`), the withheld
+    # ones taken away, the tool search switched (ENABLE_TOOL_SEARCH) and --prompt appended
+    allowed_rules: tuple[str, ...] = ()
+    denied_tools: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    append_system_prompt: str = ""
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -313,14 +319,21 @@ def claude_command(
         "--no-session-persistence",
         "--disallowedTools",
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
+        *settings.denied_tools,
     ]
-    rules = permission_rules(settings.allow_tools) + read_permission_rules(settings.allow_read)
+    rules = (
+        permission_rules(settings.allow_tools)
+        + read_permission_rules(settings.allow_read)
+        + list(settings.allowed_rules)
+    )
     if rules:
         command += ["--allowedTools", *rules]
     if settings.sandbox:
         command += ["--settings", json.dumps(sandbox_settings(settings.allow_read, run_home))]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
+    if settings.append_system_prompt:
+        command += ["--append-system-prompt", settings.append_system_prompt]
     return command
 
 
@@ -382,6 +395,7 @@ def claude_env(
     env["TMPDIR"] = str(tmp or root / "tmp")
     if settings.base_url:
         env["ANTHROPIC_BASE_URL"] = settings.base_url
+    env.update(settings.environment)
     if marker:
         env[RUN_MARKER] = marker
     return env

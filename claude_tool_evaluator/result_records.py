@@ -170,6 +170,10 @@ class ToolRunResult(Record):
     judge_usage: Usage | None = None
     judge_model: str | None = None
     batch_api: bool = False  # --batch: priced at the Message Batches discount
+    harness: str = "api"  # --harness: "api", or "claude-code" (with its --tool-search)
+    # through Claude Code: deferred, searches [{query, loaded}], loaded, waited, servers
+    # {name: {status_at_start, waited}}, builtins (called), withheld, tool_search, claude_version
+    claude_code: dict[str, Any] = {}
 
 
 class SkillRunResult(ClaudeRun):
@@ -1012,6 +1016,8 @@ def tool_run_result(
         grades=t.grades,
         judge_usage=t.judge_usage if t.judge_model else None,
         judge_model=t.judge_model or None,
+        harness=t.harness,
+        claude_code=t.claude_code,
         batch_api=t.batch_api,
     )
 
@@ -1043,6 +1049,8 @@ def transcript_from_result(
         judge_usage=r.judge_usage or Usage(),
         judge_model=r.judge_model or "",
         batch_api=r.batch_api,
+        harness=r.harness,
+        claude_code=dict(r.claude_code),
         verdict=Verdict(r.verdict.passed, list(r.verdict.reasons))
         if scored and r.verdict is not None
         else None,
