@@ -391,6 +391,7 @@ def case_hash(case: TestCase) -> str:
     ]
 
 
+HARNESS_MARK = " via "  # --harness claude-code: a run's model reported as `MODEL via claude-code`
 VERSION_MARK = " @ "  # several --claude-bin: a model on one Claude Code version, `haiku @ 2.1.197`
 
 

@@ -658,6 +658,59 @@ class ModelMatrixRecord(Record):
     disagreements: list[str] = []  # names of the cases whose verdict depends on the model
 
 
+class ToolDiscoveryRecord(Record):
+    """Through Claude Code: how one tool fared with the tool search, over one harness's runs."""
+
+    tool: str
+    harness: str
+    runs: int = 0  # runs of cases that expect it
+    deferred_runs: int = 0  # of them, runs where Claude Code deferred it behind ToolSearch
+    loaded_runs: int = 0  # deferred runs where a search loaded it
+    called_runs: int = 0  # runs that called it
+    discovery_rate: float | None = None  # loaded / deferred (None: never deferred)
+
+
+class ServerReadinessRecord(Record):
+    """Through Claude Code: whether a server was ready at the first request, over one harness's
+    runs, and whether the model waited for it when it was not."""
+
+    server: str
+    harness: str
+    runs: int = 0
+    not_ready_runs: int = 0  # its status in the init event was not `connected`
+    waited_runs: int = 0  # of those, runs where the model called WaitForMcpServers
+
+
+class HarnessCaseRecord(Record):
+    """A case through the API and through Claude Code, side by side (--harness api --harness
+    claude-code): each way's passes, Claude Code's rate minus the API's with Newcombe's interval,
+    Fisher's p, and what made the difference."""
+
+    case: str
+    model: str
+    harness: str  # the Claude Code side's label (with its --tool-search)
+    api_passes: int = 0
+    api_runs: int = 0
+    passes: int = 0
+    runs: int = 0
+    difference: float = 0.0
+    interval: tuple[float, float] = (-1.0, 1.0)
+    p_value: float = 1.0
+    note: str = ""
+
+
+class ClaudeCodeRecord(Record):
+    """What Claude Code's room did to a suite's runs: each tool's discovery through the tool
+    search, each server's readiness, the built-ins that took calls, and (both harnesses) each
+    case both ways."""
+
+    tools: list[ToolDiscoveryRecord] = []
+    servers: list[ServerReadinessRecord] = []
+    builtins: dict[str, int] = {}  # built-in tool -> runs that called it instead of a suite tool
+    cases: list[HarnessCaseRecord] = []
+    late_servers: list[str] = []  # servers not ready at the first request in any run
+
+
 class LiteratureFigure(Record):
     """One row of a benchmark's own report: a category or domain (or a headline aggregate), the
     benchmark's figures as its paper computes them, and ours beside them."""

@@ -34,7 +34,7 @@ from ..claude_code import (
     tool_results_of,
 )
 from ..errors import InputError
-from ..records import HistoryEntry, ToolCall, Transcript, Usage
+from ..records import HARNESS_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line, tail
 
 if TYPE_CHECKING:
@@ -81,7 +81,6 @@ class Arm:
 
 
 API_ARM = Arm()
-HARNESS_MARK = " via "  # a run through Claude Code is reported as `MODEL via claude-code`
 
 
 def arm_model(model: str, arm: Arm) -> str:
@@ -374,7 +373,6 @@ class ClaudeHarness:
             base_url=base_url,
             mcp_config=str(mcp_config),
             allowed_rules=tuple(sorted(set(self.names) - self.withheld)),
-            denied_tools=tuple(sorted(self.withheld)),
             environment=environment,
             append_system_prompt=self.prompt,
         )

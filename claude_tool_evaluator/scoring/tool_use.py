@@ -201,16 +201,18 @@ def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) ->
     withheld by the policy, deferred and never loaded by the tool search, its server not ready
     at the first request and never waited for, or a built-in called instead."""
     if tool in (facts.get("withheld") or []):
-        return "withheld by the tool policy: Claude Code was not given it"
+        return "is withheld by the tool policy (Claude Code refuses its calls)"
     if facts.get("deferred") and tool not in (facts.get("loaded") or []):
         queries = [s.get("query", "") for s in facts.get("searches") or []]
-        return NEVER_LOADED + (
-            f" (searched: {', '.join(repr(q) for q in queries)})" if queries else " (no search)"
+        return (
+            "was "
+            + NEVER_LOADED
+            + (f" (searched: {', '.join(repr(q) for q in queries)})" if queries else " (no search)")
         )
     spec = tools.get(tool)
     status = (facts.get("servers") or {}).get(spec.server if spec else "", {})
     if status.get("status_at_start") not in (None, "connected") and not facts.get("waited"):
-        return f"its server {spec.server if spec else ''} was not ready at the first request"
+        return f"was missing: its server {spec.server if spec else ''} was not ready at the first request"
     builtins = facts.get("builtins") or []
     if builtins:
         return f"lost to Claude Code's built-in {builtins[0]}"
