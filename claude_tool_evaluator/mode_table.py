@@ -59,7 +59,7 @@ TOOL_SAFETY_OPTIONS = frozenset(
 
 
 # suites through Claude Code too: where each case runs, its tool search, which Claude Code
-HARNESS_OPTIONS = frozenset({"harness", "tool_search", "claude_bin"})
+HARNESS_OPTIONS = frozenset({"harness", "tool_search", "mcp_startup", "claude_bin"})
 
 
 GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify

@@ -416,6 +416,16 @@ OPTIONS: list[Option] = [
     ),
     option(
         MODEL,
+        "--mcp-startup",
+        type=click.Choice(C.MCP_STARTUP_CHOICES),
+        default="wait",
+        show_default=True,
+        help="--harness claude-code: wait for the servers before Claude Code's first request, "
+        "or send it at once (no-wait: as a session whose user types before a slow server has "
+        "connected; the model must wait for it).",
+    ),
+    option(
+        MODEL,
         "--prompt",
         path=True,
         default=prompts.DEFAULT_SYSTEM_PROMPT,
@@ -1135,6 +1145,7 @@ class Settings:
     models: tuple[str, ...] = ()
     harness: tuple[str, ...] = ()  # --harness: api (our loop) and/or claude-code (`claude -p`)
     tool_search: tuple[str, ...] = ()  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH values
+    mcp_startup: str = "wait"  # --mcp-startup: whether Claude Code waits for the servers first
     prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
     max_turns: int = C.DEFAULT_MAX_TURNS
     max_tokens: int = C.DEFAULT_MAX_TOKENS

@@ -77,11 +77,13 @@ on the requests Claude Code sent):
   own choosing (any tool but the meta tools) it answers in text. Else it calls the
   `best_match` of the user's prompt among `callable_tools`, once, with empty arguments (a
   built-in such as Bash can win: a thief). Else, when ToolSearch is offered, some `mcp__` tool
-  is deferred and it has not searched yet, it calls ToolSearch with `search_words` of the prompt
+  is deferred (or no `mcp__` tool is there at all: a server still connecting, which the search
+  waits for) and it has not searched yet, it calls ToolSearch with `search_words` of the prompt
   (Claude Code's own search decides what loads: its `tool_reference` results, and the loaded
   tools come in the next request's `tools`). Else, when WaitForMcpServers is offered and it has
-  not waited yet, it calls WaitForMcpServers with no arguments (then scores the tools that
-  arrived, as above). Else it answers at once.
+  not waited yet, or its last wait's result still reads "Still connecting" (Claude Code's wait
+  is bounded), it calls WaitForMcpServers with no arguments, at most MAX_WAITS times (then
+  scores the tools that arrived, as above). Else it answers at once.
 """
 
 from __future__ import annotations
@@ -440,6 +442,8 @@ def follows_injections(inner: Callable[[dict], Spec | None]) -> Callable[[dict],
 DEFERRED_LISTING_HEADER = "The following deferred tools are now available via ToolSearch"
 SEARCH_TOOL, WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
 CLAUDE_CODE_META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
+MAX_WAITS = 5
+STILL_CONNECTING = "Still connecting"
 
 
 def deferred_tools(body: dict) -> list[str]:
@@ -497,6 +501,26 @@ def answered_tools(body: dict) -> list[str]:
     ]
 
 
+def wait_results(body: dict) -> list[str]:
+    """The results of the conversation's WaitForMcpServers calls, in order, as text."""
+    names = calls_by_id(body)
+    found = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if (
+                block.get("type") == "tool_result"
+                and names.get(block.get("tool_use_id")) == WAIT_TOOL
+            ):
+                inner = block.get("content")
+                found.append(
+                    inner
+                    if isinstance(inner, str)
+                    else " ".join(b.get("text", "") for b in inner or [] if isinstance(b, dict))
+                )
+    return found
+
+
 def claude_code_tool_use(body: dict) -> Spec:
     """The model inside Claude Code among MCP tools, deferred or late (see the module docstring)."""
     if any(name not in CLAUDE_CODE_META_TOOLS for name in answered_tools(body)):
@@ -509,10 +533,18 @@ def claude_code_tool_use(body: dict) -> Spec:
     if (
         SEARCH_TOOL in offered
         and SEARCH_TOOL not in called
-        and any(name.startswith("mcp__") for name in deferred_tools(body))
+        and (
+            any(name.startswith("mcp__") for name in deferred_tools(body))
+            or not any(name.startswith("mcp__") for name in offered)
+        )
     ):
         return reply(tool_use(SEARCH_TOOL, {"query": search_words(query), "max_results": 5}))
-    if WAIT_TOOL in offered and WAIT_TOOL not in called:
+    waited = wait_results(body)
+    if (
+        WAIT_TOOL in offered
+        and len(waited) < MAX_WAITS
+        and (not waited or STILL_CONNECTING in waited[-1])
+    ):
         return reply(tool_use(WAIT_TOOL, {}))
     return reply(text("No tool is needed for that."))
 

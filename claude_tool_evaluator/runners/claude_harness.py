@@ -142,11 +142,12 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
 def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: ToolPolicy) -> None:
     """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
     if HARNESS_CLAUDE_CODE not in settings.harness:
-        if "tool_search" in settings.given:
-            raise InputError(
-                "--tool-search applies to runs through Claude Code",
-                hint="add --harness claude-code",
-            )
+        for name in ("tool_search", "mcp_startup", "claude_bin"):
+            if name in settings.given:
+                raise InputError(
+                    f"--{name.replace('_', '-')} applies to runs through Claude Code",
+                    hint="add --harness claude-code",
+                )
         return
     refused = [
         (len(settings.claude_bins) > 1, "several --claude-bin"),
@@ -357,11 +358,11 @@ class ClaudeHarness:
     def cli_settings(
         self, model: str, arm: Arm, iteration: int, mcp_config: Path
     ) -> ClaudeCliSettings:
-        environment = (
-            (("ENABLE_TOOL_SEARCH", TOOL_SEARCH_ENV[arm.tool_search]),)
-            if arm.tool_search in TOOL_SEARCH_ENV
-            else ()
-        )
+        environment: tuple[tuple[str, str], ...] = ()
+        if self.settings.mcp_startup == "no-wait":  # the first request goes out at once
+            environment += (("CLAUDE_CODE_MCP_STARTUP_WAIT_MS", "0"),)
+        if arm.tool_search in TOOL_SEARCH_ENV:
+            environment += (("ENABLE_TOOL_SEARCH", TOOL_SEARCH_ENV[arm.tool_search]),)
         base_url = self.settings.base_url
         if self.proxy is not None:
             base_url = f"{self.proxy.url}/sample/{iteration}"
