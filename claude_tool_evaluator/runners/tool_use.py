@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
+import prompts
 import test_constants as C
 
 from ..batches import BatchedModel, BatchLedger, RunNotStarted
@@ -451,7 +452,11 @@ class ToolUseRunner:
                     self.servers,
                     hub.tools,
                     self.tool_policy,
-                    self.run_settings.system_prompt if "prompt" in self.settings.given else "",
+                    # our default imitates Claude Code's own; any other (--prompt, a QA
+                    # evaluation's) is appended to Claude Code's
+                    ""
+                    if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
+                    else self.run_settings.system_prompt,
                 )
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
