@@ -20,6 +20,7 @@ from fake_anthropic import (
     CLAUDE_CODE_META_TOOLS,
     ScriptedAnthropic,
     answered_tools,
+    best_match,
     callable_tools,
     claude_code_tool_use,
     deferred_tools,
@@ -115,8 +116,14 @@ PROMPTS = {
     "currency": "Convert 20 euros to yen at the exchange rate",  # shares words with its tool
     "limerick": "Compose a limerick about penguins",  # shares none with moon_phase
     "delete": "Delete the saved sales report named q3",
+    "stolen": "Run the workflow steps for the moon phase in parallel background agents",
 }
-EXPECTED = {"currency": "convert_currency", "limerick": "moon_phase", "delete": "delete_report"}
+EXPECTED = {
+    "currency": "convert_currency",
+    "limerick": "moon_phase",
+    "delete": "delete_report",
+    "stolen": "moon_phase",
+}
 
 
 def csv_suite(folder: Path, names: list[str]) -> Path:
@@ -292,3 +299,26 @@ def test_dry_run_makes_no_request_and_a_second_cache_run_makes_none(
     assert made > 0 and len(api.message_requests) == made  # the second run made none
     passed = [json.loads(r.stdout)["cases"][0]["passed"] for r in (first, second)]
     assert passed == [True, True]
+
+
+@needs_claude
+def test_a_case_whose_tool_lost_to_a_built_in_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """When a Claude Code built-in shares more words with the prompt than anything callable, the
+    rule calls it before any search: the case says which built-in took the call, and the report
+    counts it."""
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["stolen"])
+    out = tmp_path / "out.json"
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        evaluate(
+            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--harness",
+            "claude-code", "--tool-search", "on", "-o", out,
+        )  # fmt: skip
+    thief = best_match(PROMPTS["stolen"], callable_tools(api.message_requests[0]))
+    assert thief is not None and not thief.startswith("mcp__")
+    document = json.loads(out.read_text())
+    [case] = document["cases"]
+    assert f"expected tool moon_phase lost to Claude Code's built-in {thief}" in case["reasons"]
+    assert document["claude_code"]["builtins"] == {thief: 1}
+    assert logged(log) == []

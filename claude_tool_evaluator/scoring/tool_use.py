@@ -198,10 +198,14 @@ NEVER_LOADED = "never loaded by the tool search"
 
 def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) -> str | None:
     """Why Claude Code's room kept an expected tool from being called (None: nothing it did):
-    withheld by the policy, deferred and never loaded by the tool search, its server not ready
-    at the first request and never waited for, or a built-in called instead."""
+    withheld by the policy, a built-in called before any search, deferred and never loaded by the
+    tool search, its server not ready at the first request and never waited for, or a built-in
+    called instead."""
     if tool in (facts.get("withheld") or []):
         return "is withheld by the tool policy (Claude Code refuses its calls)"
+    builtins = facts.get("builtins") or []
+    if builtins and not facts.get("searches"):  # a built-in took the call before any search
+        return f"lost to Claude Code's built-in {builtins[0]}"
     if facts.get("deferred") and tool not in (facts.get("loaded") or []):
         queries = [s.get("query", "") for s in facts.get("searches") or []]
         return (
@@ -213,7 +217,6 @@ def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) ->
     status = (facts.get("servers") or {}).get(spec.server if spec else "", {})
     if status.get("status_at_start") not in (None, "connected") and not facts.get("waited"):
         return f"was missing: its server {spec.server if spec else ''} was not ready at the first request"
-    builtins = facts.get("builtins") or []
     if builtins:
         return f"lost to Claude Code's built-in {builtins[0]}"
     return None
