@@ -679,6 +679,8 @@ class ServerReadinessRecord(Record):
     runs: int = 0
     not_ready_runs: int = 0  # its status in the init event was not `connected`
     waited_runs: int = 0  # of those, runs where the model called WaitForMcpServers
+    # the longest it took to connect after Claude Code's first answer, in a run that waited for it
+    connected_after_ms: float | None = None
 
 
 class HarnessCaseRecord(Record):

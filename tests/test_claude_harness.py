@@ -276,6 +276,9 @@ def test_a_slow_server_is_reported_not_ready_and_the_case_passes_when_the_model_
     facts = document["results"][0]["claude_code"]
     assert facts["waited"] is True
     assert [s["status_at_start"] for s in facts["servers"].values()] == ["pending"]
+    [server] = document["claude_code"]["servers"]
+    assert server["not_ready_runs"] == server["waited_runs"] == 1
+    assert 0 < server["connected_after_ms"] < 60_000
     assert document["claude_code"]["late_servers"] == list(facts["servers"])
     assert "was not ready at Claude Code's first request" in done.output
     assert logged(log) == ["convert_currency"]

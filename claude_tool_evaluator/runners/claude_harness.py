@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +202,34 @@ class StreamReading:
     result: dict | None
 
 
+def event_time(event: dict) -> float | None:
+    """An event's `timestamp` (ISO 8601, as Claude Code writes it) in seconds; None without one."""
+    try:
+        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
+def connected_after(top: list[dict]) -> dict[str, float]:
+    """How long after Claude Code's first answer each late server connected (ms), from the
+    WaitForMcpServers results (`tool_use_result.connected`) and the events' timestamps."""
+    first = next((event_time(e) for e in top if e.get("type") == "assistant"), None)
+    found: dict[str, float] = {}
+    for event in top:
+        result = event.get("tool_use_result")
+        when = event_time(event)
+        if (
+            event.get("type") != "user"
+            or not isinstance(result, dict)
+            or first is None
+            or when is None
+        ):
+            continue
+        for name in result.get("connected") or []:
+            found.setdefault(str(name), round(max(0.0, when - first) * 1000, 1))
+    return found
+
+
 def read_stream(
     events: list[dict],
     prompt: str,
@@ -288,6 +317,9 @@ def read_stream(
         for s in init.get("mcp_servers") or []
         if isinstance(s, dict)
     }
+    for name, after in connected_after(top).items():
+        if name in servers:
+            servers[name]["connected_after_ms"] = after
     facts = {
         "claude_version": init.get("claude_code_version"),
         "deferred": SEARCH_TOOL in (init.get("tools") or []),

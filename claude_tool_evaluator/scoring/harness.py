@@ -70,6 +70,9 @@ class HarnessTally:
             if status.get("status_at_start") != "connected":
                 ready.not_ready_runs += 1
                 ready.waited_runs += bool(status.get("waited"))
+            after = status.get("connected_after_ms")
+            if after is not None:
+                ready.connected_after_ms = max(ready.connected_after_ms or 0.0, float(after))
         if any(tool not in called for tool in t.case.expected_tools):  # a built-in took the call
             self.builtins.update(dict.fromkeys(facts.get("builtins") or [], 1))
 

@@ -311,9 +311,18 @@ def claude_code_tables(record: ClaudeCodeRecord) -> list[tuple[str, list[str], l
         tables.append(
             (
                 "servers at Claude Code's first request",
-                ["server", "harness", "runs", "not ready", "model waited"],
+                ["server", "harness", "runs", "not ready", "model waited", "connected after"],
                 [
-                    [r.server, r.harness, str(r.runs), str(r.not_ready_runs), str(r.waited_runs)]
+                    [
+                        r.server,
+                        r.harness,
+                        str(r.runs),
+                        str(r.not_ready_runs),
+                        str(r.waited_runs),
+                        ""
+                        if r.connected_after_ms is None
+                        else f"{r.connected_after_ms / 1000:.1f}s",
+                    ]
                     for r in record.servers
                 ],
             )
