@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     CLAUDE_CODE_META_TOOLS,
     ScriptedAnthropic,
@@ -325,3 +325,34 @@ def test_a_case_whose_tool_lost_to_a_built_in_says_which(
     assert f"expected tool moon_phase lost to Claude Code's built-in {thief}" in case["reasons"]
     assert document["claude_code"]["builtins"] == {thief: 1}
     assert logged(log) == []
+
+
+@needs_claude
+def test_several_claude_bins_run_each_case_on_each_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Two --claude-bin of two versions: every case runs on each, reported per version; two of
+    one version are one line, exit 2, before any request."""
+    other = tmp_path / "claude-other"
+    other.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "2.1.999 (Claude Code)"; exit 0; fi\n'
+        f'exec "{CLAUDE}" "$@"\n'
+    )
+    other.chmod(0o755)
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency"])
+    out = tmp_path / "out.json"
+    line = ["--csv", suite, "--server", server_line(log), "--harness", "claude-code",
+            "--tool-search", "off", "--claude-bin", CLAUDE]  # fmt: skip
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        same = tmp_path / "claude-same"
+        same.symlink_to(CLAUDE)
+        twice = evaluate(api, monkeypatch, *line, "--claude-bin", same)
+        assert twice.exit_code == 2 and api.message_requests == []
+        done = evaluate(api, monkeypatch, *line, "--claude-bin", other, "-o", out)
+    assert done.exit_code == 0, done.output
+    document = json.loads(out.read_text())
+    version = document["results"][0]["claude_code"]["claude_version"]
+    assert sorted(c["model"].split(" @ ")[-1] for c in document["cases"]) == sorted(
+        [version, "2.1.999"]
+    )
+    assert logged(log) == ["convert_currency", "convert_currency"]

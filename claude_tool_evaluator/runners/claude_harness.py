@@ -35,7 +35,7 @@ from ..claude_code import (
     tool_results_of,
 )
 from ..errors import InputError
-from ..records import HARNESS_MARK, HistoryEntry, ToolCall, Transcript, Usage
+from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line, tail
 
 if TYPE_CHECKING:
@@ -67,17 +67,22 @@ MODULE_LAUNCHER = (
 @dataclass(frozen=True)
 class Arm:
     """How a job's case is run: through our API loop, or through Claude Code with a tool-search
-    setting. `label` is what results and reports call it."""
+    setting (and, several --claude-bin, a binary and its version). `label` is what results and
+    reports call it."""
 
     harness: str = HARNESS_API
     tool_search: str = "auto"
+    binary: str = ""  # several --claude-bin: this arm's CLI ("": the one found)
+    version: str = ""  # several --claude-bin: its Claude Code version, part of the label
 
     @property
     def label(self) -> str:
         if self.harness == HARNESS_API:
             return HARNESS_API
-        return self.harness + (
-            "" if self.tool_search == "auto" else f" tool-search {self.tool_search}"
+        return (
+            self.harness
+            + ("" if self.tool_search == "auto" else f" tool-search {self.tool_search}")
+            + (f"{VERSION_MARK}{self.version}" if self.version else "")
         )
 
 
@@ -91,13 +96,28 @@ def arm_model(model: str, arm: Arm) -> str:
 
 
 def arms_of(settings: Settings) -> list[Arm]:
-    """--harness (each), and for Claude Code each --tool-search value: every case runs on each."""
+    """--harness (each), and for Claude Code each --tool-search value and, several --claude-bin,
+    each binary (its version asked before any spend: two of one version are one line, exit 2):
+    every case runs on each."""
+    binaries: list[tuple[str, str]] = [("", "")]
+    if HARNESS_CLAUDE_CODE in settings.harness and len(settings.claude_bins) > 1:
+        binaries = []
+        for given in settings.claude_bins:
+            binary = find_claude_bin(given)
+            version = claude_version(binary).split()[0]
+            if version in [v for _, v in binaries]:
+                raise InputError(
+                    f"--claude-bin {given} is Claude Code {version}, as an earlier --claude-bin",
+                    hint="name each version once",
+                )
+            binaries.append((binary, version))
     arms: list[Arm] = []
     for harness in settings.harness or (HARNESS_API,):
         if harness == HARNESS_API:
             arms.append(API_ARM)
-        else:
-            arms += [Arm(harness, search) for search in settings.tool_search or ("auto",)]
+            continue
+        for search in settings.tool_search or ("auto",):
+            arms += [Arm(harness, search, binary, version) for binary, version in binaries]
     return arms
 
 
@@ -151,7 +171,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
                 )
         return
     refused = [
-        (len(settings.claude_bins) > 1, "several --claude-bin"),
         (settings.batch, "--batch"),
         (bool(settings.distractor_tools), "--distractor-tools"),
         (settings.redteam, "redteam"),
@@ -399,7 +418,7 @@ class ClaudeHarness:
         if self.proxy is not None:
             base_url = f"{self.proxy.url}/sample/{iteration}"
         return ClaudeCliSettings(
-            binary=self.binary,
+            binary=arm.binary or self.binary,
             model=model,
             max_turns=self.settings.max_turns,
             timeout=C.DEFAULT_HARNESS_TIMEOUT,
