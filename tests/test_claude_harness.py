@@ -356,3 +356,21 @@ def test_several_claude_bins_run_each_case_on_each_version(
         [version, "2.1.999"]
     )
     assert logged(log) == ["convert_currency", "convert_currency"]
+
+
+@needs_claude
+def test_resume_keeps_the_claude_code_runs_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """--resume on a finished run through both harnesses makes no request: each run is found by
+    its case, iteration and `MODEL via claude-code` label."""
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency"])
+    out = tmp_path / "out.json"
+    line = ["--csv", suite, "--server", server_line(log), "--harness", "api", "--harness",
+            "claude-code", "-i", "2", "-o", out]  # fmt: skip
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        first = evaluate(api, monkeypatch, *line)
+        made = len(api.message_requests)
+        again = evaluate(api, monkeypatch, *line, "--resume")
+    assert first.exit_code == 0 and again.exit_code == 0, again.output
+    assert made > 0 and len(api.message_requests) == made
+    document = json.loads(out.read_text())
+    assert sorted(r["harness"] for r in document["results"]) == ["api", "api"] + ["claude-code"] * 2
