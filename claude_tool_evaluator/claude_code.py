@@ -161,10 +161,10 @@ class ClaudeCliSettings:
     allow_read: tuple[str, ...] = ()
     label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
     version: str = ""  # several --claude-bin: this binary's Claude Code version
-    # --harness claude-code: the suite's live tools pre-approved (`mcp__server__tool`), the withheld
-    # ones taken away, the tool search switched (ENABLE_TOOL_SEARCH) and --prompt appended
+    # --harness claude-code: the suite's live tools pre-approved (`mcp__server__tool`; a withheld
+    # one is not, so don't-ask mode refuses its call), Claude Code's switches (ENABLE_TOOL_SEARCH)
+    # and --prompt appended
     allowed_rules: tuple[str, ...] = ()
-    denied_tools: tuple[str, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     append_system_prompt: str = ""
 
@@ -319,7 +319,6 @@ def claude_command(
         "--no-session-persistence",
         "--disallowedTools",
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
-        *settings.denied_tools,
     ]
     rules = (
         permission_rules(settings.allow_tools)
