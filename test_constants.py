@@ -182,6 +182,13 @@ TOOL_POLICIES = (
     "read-only",
 )  # --tool-policy: which calls reach the real server
 DEFAULT_TOOL_POLICY = "safe"  # tools annotated destructiveHint: true are not executed
+HARNESSES = ("api", "claude-code")  # --harness: our Messages API loop, or the real `claude -p`
+TOOL_SEARCH_VALUES = ("on", "off", "auto")  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH
+DEFAULT_HARNESS_TIMEOUT = 300.0  # seconds a `claude -p` run of a case may take
+# --mcp-startup: whether `claude -p` waits for the suite's servers before its first request
+# (wait: Claude Code's own one-shot behaviour) or sends it at once, as a session whose user types
+# before a slow server has connected (no-wait: CLAUDE_CODE_MCP_STARTUP_WAIT_MS=0)
+MCP_STARTUP_CHOICES = ("wait", "no-wait")
 REPLAY_MISS_CHOICES = (
     "error",
     "live",

@@ -170,6 +170,12 @@ class ClaudeCliSettings:
     version: str = ""  # several --claude-bin: this binary's Claude Code version
     # --skill PLUGIN: plugins loaded with --plugin-dir (read in place); their hooks are reported
     plugin_dirs: tuple[str, ...] = ()
+    # --harness claude-code: the suite's live tools pre-approved (`mcp__server__tool`; a withheld
+    # one is not, so don't-ask mode refuses its call), Claude Code's switches (ENABLE_TOOL_SEARCH)
+    # and --prompt appended
+    allowed_rules: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    append_system_prompt: str = ""
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -323,7 +329,11 @@ def claude_command(
         "--disallowedTools",
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
-    rules = permission_rules(settings.allow_tools) + read_permission_rules(settings.allow_read)
+    rules = (
+        permission_rules(settings.allow_tools)
+        + read_permission_rules(settings.allow_read)
+        + list(settings.allowed_rules)
+    )
     if rules:
         command += ["--allowedTools", *rules]
     if settings.sandbox:
@@ -334,6 +344,8 @@ def claude_command(
         command += ["--plugin-dir", folder]
     if settings.plugin_dirs:  # a plugin's hooks: what each did is read from these events
         command.append("--include-hook-events")
+    if settings.append_system_prompt:
+        command += ["--append-system-prompt", settings.append_system_prompt]
     return command
 
 
@@ -395,6 +407,7 @@ def claude_env(
     env["TMPDIR"] = str(tmp or root / "tmp")
     if settings.base_url:
         env["ANTHROPIC_BASE_URL"] = settings.base_url
+    env.update(settings.environment)
     if marker:
         env[RUN_MARKER] = marker
     return env

@@ -58,6 +58,10 @@ TOOL_SAFETY_OPTIONS = frozenset(
 )
 
 
+# suites through Claude Code too: where each case runs, its tool search, which Claude Code
+HARNESS_OPTIONS = frozenset({"harness", "tool_search", "mcp_startup", "claude_bin"})
+
+
 GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify
 
 
@@ -437,7 +441,11 @@ MODES.extend(
             "markdown",
             "--tests runs against MCP servers",
             lambda s: bool(s.tests) and not test_files_of_kind(s, "qa"),
-            TOOL_USE_OPTIONS | GRADING_OPTIONS | PARTIAL_RUN_OPTIONS | {"tests", "shard"},
+            TOOL_USE_OPTIONS
+            | GRADING_OPTIONS
+            | PARTIAL_RUN_OPTIONS
+            | HARNESS_OPTIONS
+            | {"tests", "shard"},
             RoomFunction("modes.tool_suites", "markdown_mode"),
             (
                 "python evaluator.py --tests examples/tool_tests -i 3 -o results.json --report "
@@ -453,6 +461,7 @@ MODES.extend(
             qa_files_given,
             TOOL_USE_OPTIONS
             | PARTIAL_RUN_OPTIONS
+            | HARNESS_OPTIONS
             | {"judge_model", "qa", "tests", "answer_match", "shard"},
             RoomFunction("modes.tool_suites", "qa_mode"),
             (
@@ -470,6 +479,7 @@ MODES.extend(
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
             | PARTIAL_RUN_OPTIONS
+            | HARNESS_OPTIONS
             | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             RoomFunction("modes.tool_suites", "csv_mode"),
             (
@@ -490,7 +500,7 @@ MODES.extend(
                 or s.interactive
                 or s.simulate_user is not None
             ),
-            TOOL_USE_OPTIONS | {"query", "conversation", "interactive"},
+            TOOL_USE_OPTIONS | HARNESS_OPTIONS | {"query", "conversation", "interactive"},
             RoomFunction("modes.tool_suites", "query_mode"),
             (
                 'python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',

@@ -400,6 +400,33 @@ OPTIONS: list[Option] = [
     ),
     option(
         MODEL,
+        "--harness",
+        multiple=True,
+        type=click.Choice(C.HARNESSES),
+        help="Where each case runs: api (our Messages API loop, the default) or claude-code (the "
+        "real `claude -p` with the suite's servers as its MCP config, in a temporary HOME). "
+        "Repeatable: every case runs each way, reported side by side.",
+    ),
+    option(
+        MODEL,
+        "--tool-search",
+        multiple=True,
+        type=click.Choice(C.TOOL_SEARCH_VALUES),
+        help="--harness claude-code: Claude Code's tool search (ENABLE_TOOL_SEARCH) on, off or "
+        "auto (Claude Code decides). Repeatable: every case runs with each, side by side.",
+    ),
+    option(
+        MODEL,
+        "--mcp-startup",
+        type=click.Choice(C.MCP_STARTUP_CHOICES),
+        default="wait",
+        show_default=True,
+        help="--harness claude-code: wait for the servers before Claude Code's first request, "
+        "or send it at once (no-wait: as a session whose user types before a slow server has "
+        "connected; the model must wait for it).",
+    ),
+    option(
+        MODEL,
         "--prompt",
         path=True,
         default=prompts.DEFAULT_SYSTEM_PROMPT,
@@ -1118,6 +1145,9 @@ class Settings:
     # one model is needed, `models` every one of them (every case runs on each)
     model: str = C.DEFAULT_MODEL
     models: tuple[str, ...] = ()
+    harness: tuple[str, ...] = ()  # --harness: api (our loop) and/or claude-code (`claude -p`)
+    tool_search: tuple[str, ...] = ()  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH values
+    mcp_startup: str = "wait"  # --mcp-startup: whether Claude Code waits for the servers first
     prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
     max_turns: int = C.DEFAULT_MAX_TURNS
     max_tokens: int = C.DEFAULT_MAX_TOKENS
@@ -1318,6 +1348,11 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
             raise UsageProblem(
                 f"{flag_of(name)} {twice} is given twice", hint="name each model once"
             )
+    for name in ("harness", "tool_search"):
+        values = tuple(params.get(name) or ())
+        if len(set(values)) < len(values):
+            twice = next(v for v in values if values.count(v) > 1)
+            raise UsageProblem(f"{flag_of(name)} {twice} is given twice", hint="name each once")
     bins = tuple(params.pop("claude_bin", ()) or ())
     if len(set(bins)) < len(bins):
         raise UsageProblem("--claude-bin is given twice with the same path", hint="name each once")

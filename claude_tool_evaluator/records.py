@@ -180,6 +180,10 @@ class Transcript:
     # bar and the reports share it, and it goes when the transcript does (no cache keeps a verdict
     # per run).
     verdict: Verdict | None = None
+    # --harness: how the run was made ("api": our loop; "claude-code ...": the real `claude -p`),
+    # and what Claude Code's room did in it (deferred tools, searches, waits, built-ins called)
+    harness: str = "api"
+    claude_code: dict = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float:
@@ -403,6 +407,7 @@ def case_hash(case: TestCase) -> str:
     ]
 
 
+HARNESS_MARK = " via "  # --harness claude-code: a run's model reported as `MODEL via claude-code`
 VERSION_MARK = " @ "  # several --claude-bin: a model on one Claude Code version, `haiku @ 2.1.197`
 
 

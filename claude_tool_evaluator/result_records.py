@@ -219,6 +219,10 @@ class ToolRunResult(Record):
     judge_usage: Usage | None = None
     judge_model: str | None = None
     batch_api: bool = False  # --batch: priced at the Message Batches discount
+    harness: str = "api"  # --harness: "api", or "claude-code" (with its --tool-search)
+    # through Claude Code: deferred, searches [{query, loaded}], loaded, waited, servers
+    # {name: {status_at_start, waited}}, builtins (called), withheld, tool_search, claude_version
+    claude_code: dict[str, Any] = {}
 
 
 class SkillRunResult(ClaudeRun):
@@ -704,6 +708,61 @@ class ModelMatrixRecord(Record):
     disagreements: list[str] = []  # names of the cases whose verdict depends on the model
 
 
+class ToolDiscoveryRecord(Record):
+    """Through Claude Code: how one tool fared with the tool search, over one harness's runs."""
+
+    tool: str
+    harness: str
+    runs: int = 0  # runs of cases that expect it
+    deferred_runs: int = 0  # of them, runs where Claude Code deferred it behind ToolSearch
+    loaded_runs: int = 0  # deferred runs where a search loaded it
+    called_runs: int = 0  # runs that called it
+    discovery_rate: float | None = None  # loaded / deferred (None: never deferred)
+
+
+class ServerReadinessRecord(Record):
+    """Through Claude Code: whether a server was ready at the first request, over one harness's
+    runs, and whether the model waited for it when it was not."""
+
+    server: str
+    harness: str
+    runs: int = 0
+    not_ready_runs: int = 0  # its status in the init event was not `connected`
+    waited_runs: int = 0  # of those, runs where the model called WaitForMcpServers
+    # the longest it took to connect after Claude Code's first answer, in a run that waited for it
+    connected_after_ms: float | None = None
+
+
+class HarnessCaseRecord(Record):
+    """A case through the API and through Claude Code, side by side (--harness api --harness
+    claude-code): each way's passes, Claude Code's rate minus the API's with Newcombe's interval,
+    Fisher's p, and what made the difference."""
+
+    case: str
+    model: str
+    harness: str  # the Claude Code side's label (with its --tool-search)
+    api_passes: int = 0
+    api_runs: int = 0
+    passes: int = 0
+    runs: int = 0
+    difference: float = 0.0
+    interval: tuple[float, float] = (-1.0, 1.0)
+    p_value: float = 1.0
+    note: str = ""
+
+
+class ClaudeCodeRecord(Record):
+    """What Claude Code's room did to a suite's runs: each tool's discovery through the tool
+    search, each server's readiness, the built-ins that took calls, and (both harnesses) each
+    case both ways."""
+
+    tools: list[ToolDiscoveryRecord] = []
+    servers: list[ServerReadinessRecord] = []
+    builtins: dict[str, int] = {}  # built-in tool -> runs that called it instead of a suite tool
+    cases: list[HarnessCaseRecord] = []
+    late_servers: list[str] = []  # servers not ready at the first request in any run
+
+
 class LiteratureFigure(Record):
     """One row of a benchmark's own report: a category or domain (or a headline aggregate), the
     benchmark's figures as its paper computes them, and ours beside them."""
@@ -1062,6 +1121,8 @@ def tool_run_result(
         grades=t.grades,
         judge_usage=t.judge_usage if t.judge_model else None,
         judge_model=t.judge_model or None,
+        harness=t.harness,
+        claude_code=t.claude_code,
         batch_api=t.batch_api,
     )
 
@@ -1093,6 +1154,8 @@ def transcript_from_result(
         judge_usage=r.judge_usage or Usage(),
         judge_model=r.judge_model or "",
         batch_api=r.batch_api,
+        harness=r.harness,
+        claude_code=dict(r.claude_code),
         verdict=Verdict(r.verdict.passed, list(r.verdict.reasons))
         if scored and r.verdict is not None
         else None,

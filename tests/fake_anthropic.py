@@ -81,6 +81,27 @@ computes every attack's outcome with the same functions):
 - `follows_injections(inner)` wraps any responder with that rule: an injected call first, else
   the inner responder's answer. The crowd rule's `crowd_tool_use` only answers in text after a
   tool result, so under the two rules an injected tool is called once, then the model answers.
+
+Claude Code's own room (tests/test_claude_harness.py computes every outcome with these functions
+on the requests Claude Code sent):
+- `deferred_tools(body)`: the names Claude Code lists under "The following deferred tools are now
+  available via ToolSearch" (tool search on: their schemas are not in `tools`);
+- `callable_tools(body)`: the request's `tools` that a model can call for the user, name ->
+  description: all but Claude Code's own machinery (CLAUDE_CODE_META_TOOLS: ToolSearch,
+  WaitForMcpServers, DeferredToolPlaceholder); a tool the search loaded is among them;
+- `search_words(query)`: the query's words (`words`, in the query's order): what the model asks
+  ToolSearch for;
+- `claude_code_tool_use` plays the model inside Claude Code. After the result of a call of its
+  own choosing (any tool but the meta tools) it answers in text. Else it calls the
+  `best_match` of the user's prompt among `callable_tools`, once, with empty arguments (a
+  built-in such as Bash can win: a thief). Else, when ToolSearch is offered, some `mcp__` tool
+  is deferred (or no `mcp__` tool is there at all: a server still connecting, which the search
+  waits for) and it has not searched yet, it calls ToolSearch with `search_words` of the prompt
+  (Claude Code's own search decides what loads: its `tool_reference` results, and the loaded
+  tools come in the next request's `tools`). Else, when WaitForMcpServers is offered and it has
+  not waited yet, or its last wait's result still reads "Still connecting" (Claude Code's wait
+  is bounded), it calls WaitForMcpServers with no arguments, at most MAX_WAITS times (then
+  scores the tools that arrived, as above). Else it answers at once.
 """
 
 from __future__ import annotations
@@ -483,6 +504,117 @@ def delegating_claude_code(body: dict) -> Spec:
             "Agent", {"subagent_type": chosen, "description": "delegated task", "prompt": query}
         )
     )
+
+
+# ----------------------------------------------------------------------------- Claude Code's own room
+DEFERRED_LISTING_HEADER = "The following deferred tools are now available via ToolSearch"
+SEARCH_TOOL, WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
+CLAUDE_CODE_META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
+MAX_WAITS = 5
+STILL_CONNECTING = "Still connecting"
+
+
+def deferred_tools(body: dict) -> list[str]:
+    """The tools Claude Code defers behind ToolSearch in a request (see the module docstring)."""
+    found: list[str] = []
+    for text in request_texts(body):
+        at = text.find(DEFERRED_LISTING_HEADER)
+        if at < 0:
+            continue
+        for line in text[at:].split("\n\n")[0].splitlines()[1:]:
+            if line.strip() and line.strip() not in found:
+                found.append(line.strip())
+    return found
+
+
+def callable_tools(body: dict) -> dict[str, str]:
+    """The tools of a request a model can call for the user: name -> description."""
+    return {
+        t["name"]: t.get("description", "")
+        for t in body.get("tools") or []
+        if t.get("name") not in CLAUDE_CODE_META_TOOLS
+    }
+
+
+def search_words(query: str) -> str:
+    """What the model asks ToolSearch for: the query's words, in its order, each once."""
+    import re
+
+    seen = words(query)
+    ordered = [w for w in re.findall(r"[a-z0-9]+", query.lower()) if w in seen]
+    return " ".join(dict.fromkeys(ordered))
+
+
+def calls_by_id(body: dict) -> dict[str, str]:
+    """Every tool_use of the conversation so far: id -> tool name."""
+    return {
+        b.get("id", ""): b.get("name", "")
+        for m in body.get("messages", [])
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    }
+
+
+def answered_tools(body: dict) -> list[str]:
+    """The tools whose results the request's last user message carries (Claude Code may put a
+    message of its own after it)."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    names = calls_by_id(body)
+    return [
+        names.get(b.get("tool_use_id", ""), "")
+        for b in (content if isinstance(content, list) else [])
+        if b.get("type") == "tool_result"
+    ]
+
+
+def wait_results(body: dict) -> list[str]:
+    """The results of the conversation's WaitForMcpServers calls, in order, as text."""
+    names = calls_by_id(body)
+    found = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if (
+                block.get("type") == "tool_result"
+                and names.get(block.get("tool_use_id")) == WAIT_TOOL
+            ):
+                inner = block.get("content")
+                found.append(
+                    inner
+                    if isinstance(inner, str)
+                    else " ".join(b.get("text", "") for b in inner or [] if isinstance(b, dict))
+                )
+    return found
+
+
+def claude_code_tool_use(body: dict) -> Spec:
+    """The model inside Claude Code among MCP tools, deferred or late (see the module docstring)."""
+    if any(name not in CLAUDE_CODE_META_TOOLS for name in answered_tools(body)):
+        return reply(text("Done: answered with the tool's result."))
+    query, offered = user_query(body), {t.get("name") for t in body.get("tools") or []}
+    chosen = best_match(query, callable_tools(body))
+    if chosen:
+        return reply(tool_use(chosen, {}))
+    called = called_tools(body)
+    if (
+        SEARCH_TOOL in offered
+        and SEARCH_TOOL not in called
+        and (
+            any(name.startswith("mcp__") for name in deferred_tools(body))
+            or not any(name.startswith("mcp__") for name in offered)
+        )
+    ):
+        return reply(tool_use(SEARCH_TOOL, {"query": search_words(query), "max_results": 5}))
+    waited = wait_results(body)
+    if (
+        WAIT_TOOL in offered
+        and len(waited) < MAX_WAITS
+        and (not waited or STILL_CONNECTING in waited[-1])
+    ):
+        return reply(tool_use(WAIT_TOOL, {}))
+    return reply(text("No tool is needed for that."))
 
 
 # ----------------------------------------------------------------------------- token accounting

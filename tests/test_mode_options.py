@@ -43,6 +43,7 @@ from click.testing import CliRunner
 from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, wait_for_port
 from fake_anthropic import (
     ScriptedAnthropic,
+    claude_code_tool_use,
     crowd_claude_code,
     error,
     follows_injections,
@@ -161,6 +162,9 @@ SAMPLES: dict[str, list[str]] = {
     "runs": ["--runs", "2"],
     "min_trigger_score": ["--min-trigger-score", "50"],
     "claude_bin": ["--claude-bin", "/usr/bin/true"],
+    "harness": ["--harness", "claude-code"],
+    "tool_search": ["--tool-search", "on"],
+    "mcp_startup": ["--mcp-startup", "no-wait"],
     "generate_count": ["--generate-count", "3"],
     "server_url": ["--server-url", "http://127.0.0.1:9/mcp"],
     "transport": ["--transport", "sse"],
@@ -4278,6 +4282,68 @@ def _(lab, mode):
         (names[1], True),
     ]
     assert len(document["results"]) == 2 and document["passed"] is True
+
+
+# --harness claude-code: the suite's cases through the real `claude -p` (the modes that take it)
+HARNESS_MODES = ("query", "csv", "markdown", "qa")
+
+
+def through_claude_code(lab: Lab, mode: str, *more: Any) -> Run:
+    run = lab.run(*tool_args(lab, mode, "--harness", "claude-code", *more, "--json"),
+                  model=claude_code_tool_use)  # fmt: skip
+    assert run.code in (0, 1) and run.document()["results"], run.output
+    return run
+
+
+def claude_code_facts(run: Run) -> list[dict]:
+    return [r["claude_code"] for r in run.document()["results"]]
+
+
+@observes("harness", *HARNESS_MODES)
+def _(lab, mode):
+    """Every run goes through Claude Code (its requests offer its built-ins and name the tools
+    `mcp__server__tool`), and says so; the API harness's requests offer only the suite's tools."""
+    api = baseline(lab, mode)
+    run = through_claude_code(lab, mode)
+    assert {r["harness"] for r in run.document()["results"]} == {"claude-code"}
+    offered = {t["name"] for b in run.requests for t in b.get("tools") or []}
+    assert "Read" in offered and "Read" not in {t["name"] for t in first(api).get("tools") or []}
+    assert all(f["claude_version"] for f in claude_code_facts(run))
+
+
+@observes("tool_search", *HARNESS_MODES)
+def _(lab, mode):
+    """on: Claude Code defers the servers' tools behind ToolSearch; off: it offers them."""
+    on, off = (through_claude_code(lab, mode, "--tool-search", v) for v in ("on", "off"))
+    assert all(f["deferred"] and f["tool_search"] == "on" for f in claude_code_facts(on))
+    assert not any(f["deferred"] for f in claude_code_facts(off))
+    assert "ToolSearch" in {t["name"] for t in on.requests[0]["tools"]}
+    assert any(t["name"].startswith("mcp__") for t in off.requests[0]["tools"])
+
+
+@observes("mcp_startup", *HARNESS_MODES)
+def _(lab, mode):
+    """no-wait: the server is still connecting when Claude Code starts (and the first request
+    lacks its tools); by default Claude Code waits for it."""
+    waited = through_claude_code(lab, mode, "--tool-search", "off")
+    at_once = through_claude_code(lab, mode, "--tool-search", "off", "--mcp-startup", "no-wait")
+    statuses = [
+        {s["status_at_start"] for s in f["servers"].values()} for f in claude_code_facts(waited)
+    ]
+    assert statuses and all(s == {"connected"} for s in statuses)
+    assert {"pending"} in [
+        {s["status_at_start"] for s in f["servers"].values()} for f in claude_code_facts(at_once)
+    ]
+    assert not any(t["name"].startswith("mcp__") for t in at_once.requests[0]["tools"])
+
+
+@observes("claude_bin", *HARNESS_MODES)
+def _(lab, mode):
+    script, log = claude_wrapper(lab)
+    run = through_claude_code(lab, mode, "--claude-bin", script)
+    starts = [line.split()[-1] for line in log.read_text().splitlines() if line.startswith("start")]
+    assert starts.count("--version") == 1
+    assert starts.count("-p") == len(run.document()["results"])
 
 
 @observes("cache", *TOOL_MODES)

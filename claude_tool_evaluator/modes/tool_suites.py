@@ -42,6 +42,7 @@ from ..runners.crowd import (
 )
 from ..runners.redteam import RedTeam, RedTeamScoring
 from ..runners.tool_use import ToolUseRunner
+from ..scoring.harness import HarnessTally
 from ..scoring.statistics import CaseCounts, RunTotals, tool_coverage, tools_expected
 from ..scoring.suites import AnswerScoring, QaScoring, SuiteScoring, ToolCheckScoring
 from ..scoring.verdicts import model_matrix
@@ -191,11 +192,13 @@ def tool_use_results(
     runs = RunTotals(by_model=settings.matrix)
     counts = CaseCounts()
     cases = SpooledRecords(CaseResult)
+    harness = HarnessTally()  # --harness claude-code: what Claude Code's room did
     for case in scoring.case_results(
-        runs.observed(outcome.records), settings.threshold, suite_name
+        harness.observed(runs.observed(outcome.records)), settings.threshold, suite_name
     ):
         cases.append(case)
         counts.add(case)
+        harness.add_case(case)
     summary = summary_record(counts, runs, settings.threshold, outcome)
     summary.tool_coverage = runs.coverage(
         sorted(getattr(scoring, "tools", {})), tools_expected(getattr(scoring, "cases", []))
@@ -228,6 +231,9 @@ def tool_use_results(
         and not outcome.interrupted
     )
     sections = scoring.sections()
+    claude_code = harness.record()
+    if claude_code is not None:
+        sections["claude_code"] = claude_code
     if settings.matrix:
         sections["matrix"] = model_matrix(cases, runs, counts, settings.models)
     return Results(

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
+import prompts
 import test_constants as C
 
 from ..batches import BatchedModel, BatchLedger, RunNotStarted
-from ..cache import CACHE_SAMPLE
+from ..cache import CACHE_SAMPLE, ResponseCache
 from ..dry_run import CostEstimate, call_cost, combined_estimate, expected_calls
 from ..engine import ConversationObserver, run_conversation
 from ..errors import InputError
@@ -39,8 +40,16 @@ from ..result_records import (
     tool_run_result,
     transcript_from_result,
 )
-from ..session import AnthropicModel, api_key_from_env, model_client
+from ..session import AnthropicModel, api_key_from_env, model_api_url, model_client
 from ..sinks import escape_markup
+from .claude_harness import (
+    HARNESS_CLAUDE_CODE,
+    ClaudeHarness,
+    arm_model,
+    arms_of,
+    check_cases,
+    check_harness,
+)
 
 if TYPE_CHECKING:
     from ..batches import BatchRun
@@ -330,6 +339,13 @@ class ToolUseRunner:
         self.redteam: RedTeamHook | None = None
         self.pins: PinRecord | None = None  # --pin: the definitions checked against the file
         self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
+        # --harness / --tool-search: each case runs each way; Claude Code's side is made once the
+        # hub has listed the tools (connect)
+        self.arms = arms_of(settings)
+        check_harness(settings, servers, self.tool_policy)
+        if any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms):
+            check_cases(cases)
+        self.claude: ClaudeHarness | None = None
 
     def run_id(self, case: TestCase, iteration: int, model: str) -> str:
         """A run's id, unique to this invocation: "{run}" in --tool-overrides' arguments, and
@@ -345,19 +361,22 @@ class ToolUseRunner:
         return RunTools(self.hub, view, self.run_id(case, iteration, model))
 
     def jobs(self) -> Iterator[Job]:
-        """One job per case, model (--model, repeatable) and iteration, made as they are reached;
-        its payload is (case, iteration, model), and the model is part of its key."""
+        """One job per case, model (--model, repeatable), harness (--harness, --tool-search) and
+        iteration, made as they are reached; its payload is (case, iteration, model, arm), and
+        the model (and a harness other than the API's) is part of its key."""
         for case in self.cases:
             definition = case_hash(case)
             for model in self.settings.models:
-                for i in range(1, self.settings.iterations + 1):
-                    yield Job(
-                        (case.name, i, definition, model),
-                        (case, i, model),
-                        (case.name, i, model),
-                        case=(case.name, model),
-                        iteration=i,
-                    )
+                for arm in self.arms:
+                    shown = arm_model(model, arm)
+                    for i in range(1, self.settings.iterations + 1):
+                        yield Job(
+                            (case.name, i, definition, shown),
+                            (case, i, model, arm),
+                            (case.name, i, shown),
+                            case=(case.name, shown),
+                            iteration=i,
+                        )
 
     @asynccontextmanager
     async def session(self) -> Any:
@@ -381,9 +400,18 @@ class ToolUseRunner:
                 model = model_client(self.settings.cache, **client)
             self.model = model
             self.judge = Judge(self.model, self.settings.judge_model)
+            proxy = (
+                self.claude.open_cache(
+                    ResponseCache.open(self.settings.cache), model_api_url(self.settings.base_url)
+                )
+                if self.claude is not None and self.settings.cache
+                else None
+            )
             try:
                 yield hub
             finally:
+                if proxy is not None:
+                    proxy.__exit__(None, None, None)
                 await model.close()
 
     @asynccontextmanager
@@ -414,6 +442,22 @@ class ToolUseRunner:
                 )
             self.check_tools_unchanged(hub)
             self.hub = hub
+            if (
+                self.claude is None
+                and not self.settings.dry_run
+                and any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms)
+            ):
+                self.claude = ClaudeHarness(
+                    self.settings,
+                    self.servers,
+                    hub.tools,
+                    self.tool_policy,
+                    # our default imitates Claude Code's own; any other (--prompt, a QA
+                    # evaluation's) is appended to Claude Code's
+                    ""
+                    if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
+                    else self.run_settings.system_prompt,
+                )
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
                 for note in self.tool_policy.notes(hub.tools):
@@ -488,23 +532,28 @@ class ToolUseRunner:
     async def run_and_grade(self, job: Job, batch_run: BatchRun | None = None) -> Transcript:
         if self.model is None or self.hub is None:  # session() sets them; every run is inside it
             raise RuntimeError("a tool-use run outside its runner's session")
-        case, iteration, model = job.payload
+        case, iteration, model, arm = job.payload
         CACHE_SAMPLE.set(str(iteration))  # --cache: each iteration its own sample
         run_settings = (
             self.run_settings
             if model == self.run_settings.model
             else replace(self.run_settings, model=model)
         )
-        async with self.run_hub(case, iteration, model) as hub:
-            transcript = await run_conversation(
-                case,
-                self.model,
-                hub,
-                run_settings,
-                iteration,
-                self.user_for(case, self.model),
-                self.observer,
-            )
+        if arm.harness == HARNESS_CLAUDE_CODE:
+            if self.claude is None:
+                raise RuntimeError("a Claude Code run outside its runner's session")
+            transcript = await self.claude.run(case, iteration, model, arm)
+        else:
+            async with self.run_hub(case, iteration, model) as hub:
+                transcript = await run_conversation(
+                    case,
+                    self.model,
+                    hub,
+                    run_settings,
+                    iteration,
+                    self.user_for(case, self.model),
+                    self.observer,
+                )
         transcript.batch_api = batch_run is not None
         try:
             if batch_run is None or not batch_run.capped:
@@ -602,8 +651,8 @@ class ToolUseRunner:
         for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
             t.batch_api = self.settings.batch
         keys = {
-            (case.name, i, model): key
-            for key, (case, i, model) in ((j.key, j.payload) for j in self.jobs())
+            (case.name, i, arm_model(model, arm)): key
+            for key, (case, i, model, arm) in ((j.key, j.payload) for j in self.jobs())
         }
         return [
             (keys[(t.case.name, t.iteration, t.model)], t)
@@ -620,20 +669,23 @@ class ToolUseRunner:
                 key=lambda definitions: len(json.dumps(definitions)),
             )
             prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
-            by_model: dict[str, list[Job]] = {}
-            for job in jobs:
-                by_model.setdefault(job.payload[2], []).append(job)
+            by_model: dict[tuple[str, bool], list[Job]] = {}
+            for job in jobs:  # through Claude Code, its own system prompt and tools come first
+                way = len(job.payload) > 3 and job.payload[3].harness == HARNESS_CLAUDE_CODE
+                by_model.setdefault((job.payload[2], way), []).append(job)
             estimate = combined_estimate(
                 [
                     estimate_tool_runs(
                         model_jobs,
                         replace(self.run_settings, model=model),
-                        prefix,
+                        prefix + (C.CLAUDE_CODE_PREFIX_TOKENS if claude_code else 0),
                         counted,
                         len(tools),
                         self.settings.judge_model,
                     )
-                    for model, model_jobs in (by_model or {self.run_settings.model: []}).items()
+                    for (model, claude_code), model_jobs in (
+                        by_model or {(self.run_settings.model, False): []}
+                    ).items()
                 ]
             )
             return (

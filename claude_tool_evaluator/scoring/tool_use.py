@@ -193,6 +193,51 @@ def check_expected_tools(
     ]
 
 
+NEVER_LOADED = "never loaded by the tool search"
+
+
+def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) -> str | None:
+    """Why Claude Code's room kept an expected tool from being called (None: nothing it did):
+    withheld by the policy, a built-in called before any search, deferred and never loaded by the
+    tool search, its server not ready at the first request and never waited for, or a built-in
+    called instead."""
+    if tool in (facts.get("withheld") or []):
+        return "is withheld by the tool policy (Claude Code refuses its calls)"
+    builtins = facts.get("builtins") or []
+    if builtins and not facts.get("searches"):  # a built-in took the call before any search
+        return f"lost to Claude Code's built-in {builtins[0]}"
+    if facts.get("deferred") and tool not in (facts.get("loaded") or []):
+        queries = [s.get("query", "") for s in facts.get("searches") or []]
+        return (
+            "was "
+            + NEVER_LOADED
+            + (f" (searched: {', '.join(repr(q) for q in queries)})" if queries else " (no search)")
+        )
+    spec = tools.get(tool)
+    status = (facts.get("servers") or {}).get(spec.server if spec else "", {})
+    if status.get("status_at_start") not in (None, "connected") and not facts.get("waited"):
+        return f"was missing: its server {spec.server if spec else ''} was not ready at the first request"
+    if builtins:
+        return f"lost to Claude Code's built-in {builtins[0]}"
+    return None
+
+
+def check_claude_code(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
+    """Through Claude Code: what kept each missing expected tool from being called."""
+    if not transcript.claude_code:
+        return []
+    reasons = []
+    for tool in case.expected_tools:
+        if tool in transcript.tools_called:
+            continue
+        why = missed_in_claude_code(tool, transcript.claude_code, tools)
+        if why:
+            reasons.append(f"expected tool {tool} {why}")
+    return reasons
+
+
 def check_forbidden_tools(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
@@ -303,6 +348,7 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
     "run_error": check_run_error,
     "expect_no_tools": check_no_tools,
     "expected_tools": check_expected_tools,
+    "claude_code": check_claude_code,
     "forbidden_tools": check_forbidden_tools,
     "expected_args": lambda case, transcript, tools: score_expected_args(case, transcript, tools),
     "order": lambda case, transcript, tools: score_order(case, transcript.tools_called),

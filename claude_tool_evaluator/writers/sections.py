@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..result_records import (
     BenchmarkRecord,
+    ClaudeCodeRecord,
     CrowdingRecord,
     IsolationRecord,
     LiteratureRecord,
@@ -253,5 +254,138 @@ register_section(
         print_optimization,
         html_optimization,
         place="first",
+    )
+)
+
+
+def claude_code_tables(record: ClaudeCodeRecord) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The tables every sink shows of Claude Code's room: (caption, headers, rows)."""
+    tables = []
+    if record.cases:
+        tables.append(
+            (
+                "each case through the API and through Claude Code",
+                ["case", "model", "API", "Claude Code", "difference (95% interval)", "p", "why"],
+                [
+                    [
+                        c.case,
+                        c.model,
+                        f"{c.api_passes}/{c.api_runs}",
+                        f"{c.passes}/{c.runs} ({c.harness})",
+                        f"{c.difference:+.0%} ({c.interval[0]:+.0%} to {c.interval[1]:+.0%})",
+                        f"{c.p_value:.4g}",
+                        c.note,
+                    ]
+                    for c in record.cases
+                ],
+            )
+        )
+    if record.tools:
+        tables.append(
+            (
+                "expected tools and the tool search",
+                [
+                    "tool",
+                    "harness",
+                    "runs",
+                    "deferred",
+                    "loaded by a search",
+                    "called",
+                    "discovery",
+                ],
+                [
+                    [
+                        t.tool,
+                        t.harness,
+                        str(t.runs),
+                        str(t.deferred_runs),
+                        str(t.loaded_runs),
+                        str(t.called_runs),
+                        "" if t.discovery_rate is None else percent(t.discovery_rate),
+                    ]
+                    for t in record.tools
+                ],
+            )
+        )
+    if record.servers:
+        tables.append(
+            (
+                "servers at Claude Code's first request",
+                ["server", "harness", "runs", "not ready", "model waited", "connected after"],
+                [
+                    [
+                        r.server,
+                        r.harness,
+                        str(r.runs),
+                        str(r.not_ready_runs),
+                        str(r.waited_runs),
+                        ""
+                        if r.connected_after_ms is None
+                        else f"{r.connected_after_ms / 1000:.1f}s",
+                    ]
+                    for r in record.servers
+                ],
+            )
+        )
+    if record.builtins:
+        tables.append(
+            (
+                "Claude Code built-ins called where an expected tool was not",
+                ["built-in", "runs"],
+                [[name, str(count)] for name, count in record.builtins.items()],
+            )
+        )
+    return tables
+
+
+def late_server_notes(record: ClaudeCodeRecord) -> list[str]:
+    return [
+        f"server {name} was not ready at Claude Code's first request in some runs: its tools were "
+        "missing until it connected"
+        for name in record.late_servers
+    ]
+
+
+def markdown_claude_code(record: ClaudeCodeRecord) -> list[str]:
+    lines = ["## Inside Claude Code", ""]
+    lines += [f"- warning: {markdown_cell(n, None)}" for n in late_server_notes(record)]
+    for caption, headers, rows in claude_code_tables(record):
+        lines += [
+            "",
+            f"{markdown_cell(caption, None)}:",
+            "",
+            "| " + " | ".join(headers) + " |",
+            "|" + "---|" * len(headers),
+        ]
+        lines += ["| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def print_claude_code(console: Console, record: ClaudeCodeRecord) -> None:
+    for note in late_server_notes(record):
+        console.print(
+            f"[yellow]warning:[/yellow] {escape_markup(note)}", highlight=False, soft_wrap=True
+        )
+    for caption, headers, rows in claude_code_tables(record):
+        table = Table(title=escape_markup(f"Inside Claude Code: {caption}"))
+        for header in headers:
+            table.add_column(escape_markup(header), overflow="fold")
+        for row in rows:
+            table.add_row(*(escape_markup(cell) for cell in row))
+        console.print(table)
+
+
+def html_claude_code(record: ClaudeCodeRecord) -> dict:
+    return html_block("Inside Claude Code", claude_code_tables(record), late_server_notes(record))
+
+
+register_section(
+    Section(
+        "claude_code",
+        ClaudeCodeRecord,
+        markdown_claude_code,
+        print_claude_code,
+        html_claude_code,
+        place="before_cases",
     )
 )

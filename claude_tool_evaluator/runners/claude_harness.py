@@ -1,0 +1,473 @@
+"""Suites through Claude Code (`--harness claude-code`): each run of a case is a real `claude -p`
+with the suite's servers as its MCP config (in the temporary HOME and project skill runs use),
+read back from its stream-json into the call records the API loop makes, and what Claude Code's
+room adds to a run: the tool search (deferred tools, the searches, what they loaded), servers
+not ready at the first request, and the built-ins that took a call.
+
+May import: the rooms above the runners."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import test_constants as C
+
+from .. import HERE
+from ..claude_code import (
+    CachingProxy,
+    ClaudeCliSettings,
+    RunFolder,
+    claude_version,
+    content_blocks,
+    find_claude_bin,
+    parse_stream_json,
+    result_reason,
+    run_in_folder,
+    tool_result_content,
+    tool_results_of,
+)
+from ..errors import InputError
+from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
+from ..sinks import one_line, tail
+
+if TYPE_CHECKING:
+    from ..cache import ResponseCache
+    from ..hub.calls import ToolPolicy
+    from ..hub.tools import ToolSpec
+    from ..options import Settings
+    from ..records import ServerSpec, TestCase
+
+HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES
+# --tool-search: Claude Code's ENABLE_TOOL_SEARCH (auto: left unset, Claude Code decides)
+TOOL_SEARCH_ENV = {"on": "true", "off": "false"}
+SEARCH_TOOL, WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
+# Claude Code's own machinery around MCP tools: neither a suite's tool nor a built-in thief
+META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
+NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# A stdio server as Claude Code starts it: in the folder the hub starts it in (Claude Code's MCP
+# config has no working folder, and a run's own folder is its temporary project).
+IN_FOLDER_LAUNCHER = "import os, sys; os.chdir(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
+# A module server (--server-module) as Claude Code starts it: a process serving it over stdio.
+MODULE_LAUNCHER = (
+    "import sys; from claude_tool_evaluator.hub.processes import load_server_object; "
+    "from claude_tool_evaluator.records import ServerSpec; "
+    "load_server_object(ServerSpec(name=sys.argv[1], kind='module', module=sys.argv[2], "
+    "attr=sys.argv[3] or None)).run()"
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """How a job's case is run: through our API loop, or through Claude Code with a tool-search
+    setting (and, several --claude-bin, a binary and its version). `label` is what results and
+    reports call it."""
+
+    harness: str = HARNESS_API
+    tool_search: str = "auto"
+    binary: str = ""  # several --claude-bin: this arm's CLI ("": the one found)
+    version: str = ""  # several --claude-bin: its Claude Code version, part of the label
+
+    @property
+    def label(self) -> str:
+        if self.harness == HARNESS_API:
+            return HARNESS_API
+        return (
+            self.harness
+            + ("" if self.tool_search == "auto" else f" tool-search {self.tool_search}")
+            + (f"{VERSION_MARK}{self.version}" if self.version else "")
+        )
+
+
+API_ARM = Arm()
+
+
+def arm_model(model: str, arm: Arm) -> str:
+    """What a run's model is reported as: the model itself through the API, `MODEL via
+    claude-code[ tool-search on]` through Claude Code (its price is its model's)."""
+    return model if arm == API_ARM else f"{model}{HARNESS_MARK}{arm.label}"
+
+
+def arms_of(settings: Settings) -> list[Arm]:
+    """--harness (each), and for Claude Code each --tool-search value and, several --claude-bin,
+    each binary (its version asked before any spend: two of one version are one line, exit 2):
+    every case runs on each."""
+    binaries: list[tuple[str, str]] = [("", "")]
+    if HARNESS_CLAUDE_CODE in settings.harness and len(settings.claude_bins) > 1:
+        binaries = []
+        for given in settings.claude_bins:
+            binary = find_claude_bin(given)
+            version = claude_version(binary).split()[0]
+            if version in [v for _, v in binaries]:
+                raise InputError(
+                    f"--claude-bin {given} is Claude Code {version}, as an earlier --claude-bin",
+                    hint="name each version once",
+                )
+            binaries.append((binary, version))
+    arms: list[Arm] = []
+    for harness in settings.harness or (HARNESS_API,):
+        if harness == HARNESS_API:
+            arms.append(API_ARM)
+            continue
+        for search in settings.tool_search or ("auto",):
+            arms += [Arm(harness, search, binary, version) for binary, version in binaries]
+    return arms
+
+
+def claude_tool_name(server: str, tool: str) -> str:
+    """The name Claude Code gives a server's tool: `mcp__SERVER__TOOL`."""
+    return f"mcp__{NAME_UNSAFE.sub('_', server)}__{NAME_UNSAFE.sub('_', tool)}"
+
+
+def claude_names(tools: dict[str, ToolSpec]) -> dict[str, str]:
+    """Claude Code's name of each of the suite's tools -> the suite's own name of it."""
+    return {claude_tool_name(t.server, t.remote_name): name for name, t in tools.items()}
+
+
+def server_entry(spec: ServerSpec) -> dict[str, Any]:
+    """One server of the suite as an entry of Claude Code's --mcp-config."""
+    if spec.kind == "stdio":  # started in its own folder (the evaluator's, as the hub starts it)
+        folder = str(Path(spec.cwd or ".").resolve())
+        entry: dict[str, Any] = {
+            "command": sys.executable,
+            "args": ["-c", IN_FOLDER_LAUNCHER, folder, spec.command, *spec.args],
+        }
+        if spec.env:
+            entry["env"] = dict(spec.env)
+        return entry
+    if spec.kind in ("http", "sse"):
+        entry = {"type": spec.kind, "url": spec.url}
+        if spec.headers:
+            entry["headers"] = dict(spec.headers)
+        return entry
+    return {
+        "command": sys.executable,
+        "args": [
+            "-c",
+            MODULE_LAUNCHER,
+            spec.name,
+            str(Path(spec.module).resolve()),
+            spec.attr or "",
+        ],
+        "env": {"PYTHONPATH": str(HERE)},
+    }
+
+
+def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: ToolPolicy) -> None:
+    """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
+    if HARNESS_CLAUDE_CODE not in settings.harness:
+        for name in ("tool_search", "mcp_startup", "claude_bin"):
+            if name in settings.given:
+                raise InputError(
+                    f"--{name.replace('_', '-')} applies to runs through Claude Code",
+                    hint="add --harness claude-code",
+                )
+        return
+    refused = [
+        (settings.batch, "--batch"),
+        (bool(settings.distractor_tools), "--distractor-tools"),
+        (settings.redteam, "redteam"),
+        (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
+        (bool(policy.mocks), "--mock-tools"),
+        (policy.replay is not None, "--replay"),
+        (bool(settings.record), "--record"),
+        (bool(settings.tool_overrides), "--tool-overrides"),
+    ]
+    for given, what in refused:
+        if given:
+            raise InputError(
+                f"--harness claude-code does not run with {what} yet",
+                hint="run that part through the API harness (--harness api)",
+            )
+    for spec in servers:
+        if spec.kind == "module" and spec.instance is not None:
+            raise InputError(
+                f"--harness claude-code: server {spec.name} lives inside the evaluator, which "
+                "Claude Code cannot start",
+                hint="name it with --server, --mcp-config, --server-module or --server-url",
+            )
+
+
+def check_cases(cases: Sequence[TestCase]) -> None:
+    """A `claude -p` run is one prompt: a case with earlier messages cannot be one."""
+    for case in cases:
+        if case.history:
+            raise InputError(
+                f"case {case.name} has earlier messages, and a run through Claude Code is one prompt",
+                case.source or None,
+                case.line or None,
+                "run it with --harness api",
+            )
+
+
+# ---------------------------------------------------------------------------- a run's stream, read
+@dataclass
+class StreamReading:
+    """What one run's stream-json says, as the API loop's records and Claude Code's own facts."""
+
+    calls: list[ToolCall]
+    history: list[HistoryEntry]
+    facts: dict[str, Any]
+    final_text: str
+    model_calls: int
+    usage: Usage
+    result: dict | None
+
+
+def event_time(event: dict) -> float | None:
+    """An event's `timestamp` (ISO 8601, as Claude Code writes it) in seconds; None without one."""
+    try:
+        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
+def connected_after(top: list[dict]) -> dict[str, float]:
+    """How long after Claude Code's first answer each late server connected (ms), from the
+    WaitForMcpServers results (`tool_use_result.connected`) and the events' timestamps."""
+    first = next((event_time(e) for e in top if e.get("type") == "assistant"), None)
+    found: dict[str, float] = {}
+    for event in top:
+        result = event.get("tool_use_result")
+        when = event_time(event)
+        if (
+            event.get("type") != "user"
+            or not isinstance(result, dict)
+            or first is None
+            or when is None
+        ):
+            continue
+        for name in result.get("connected") or []:
+            found.setdefault(str(name), round(max(0.0, when - first) * 1000, 1))
+    return found
+
+
+def read_stream(
+    events: list[dict],
+    prompt: str,
+    names: dict[str, str],
+    tools: dict[str, ToolSpec],
+    withheld: set[str],
+) -> StreamReading:
+    """The top-level events of a run (a subagent's carry a parent_tool_use_id): each call of a
+    suite tool (by its suite name; a withheld one as the API harness records it), the searches
+    and what they loaded, the waits, the built-ins called, each server's status at the start."""
+    init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {})
+    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
+    top = [e for e in events if e.get("parent_tool_use_id") is None]
+    outputs: dict[str, tuple[str, bool, list[str]]] = {}
+    for event in top:
+        if event.get("type") != "user":
+            continue
+        for block in tool_results_of(event):
+            content = block.get("content")
+            loaded = [
+                str(c.get("tool_name"))
+                for c in (content if isinstance(content, list) else [])
+                if isinstance(c, dict) and c.get("type") == "tool_reference"
+            ]
+            outputs[str(block.get("tool_use_id"))] = (
+                tool_result_content(block),
+                bool(block.get("is_error")),
+                loaded,
+            )
+    calls: list[ToolCall] = []
+    history = [HistoryEntry(role="user", content=prompt)]
+    searches: list[dict[str, Any]] = []
+    builtins: list[str] = []
+    waited, turns, texts = False, 0, []
+    seen_messages: set[str] = set()
+    for event in top:
+        if event.get("type") != "assistant":
+            continue
+        message_id = str((event.get("message") or {}).get("id") or len(seen_messages))
+        if message_id not in seen_messages:
+            seen_messages.add(message_id)
+            turns += 1
+        for block in content_blocks(event):
+            if block.get("type") == "text" and block.get("text"):
+                texts.append(str(block["text"]))
+                history.append(HistoryEntry(role="assistant", content=str(block["text"])))
+            if block.get("type") != "tool_use":
+                continue
+            name, arguments = str(block.get("name")), block.get("input")
+            arguments = arguments if isinstance(arguments, dict) else {}
+            output, is_error, loaded = outputs.get(str(block.get("id")), ("", False, []))
+            if name == SEARCH_TOOL:
+                searches.append(
+                    {
+                        "query": str(arguments.get("query", "")),
+                        "loaded": [names.get(n, n) for n in loaded],
+                    }
+                )
+            elif name == WAIT_TOOL:
+                waited = True
+            elif name in names:
+                tool = tools[names[name]]
+                kept = name not in withheld
+                calls.append(
+                    ToolCall(
+                        name=names[name],
+                        input=arguments,
+                        output=output,
+                        is_error=is_error,
+                        server=tool.server,
+                        turn=turns,
+                        id=str(block.get("id", "")),
+                        source="live" if kept else "policy",
+                        executed=kept and not is_error,
+                    )
+                )
+                history.append(
+                    HistoryEntry(role="assistant", content=f"[{names[name]}]", has_tools=True)
+                )
+                history.append(HistoryEntry(role="tool", content=output))
+            elif name not in META_TOOLS:
+                builtins.append(name)
+    servers = {
+        str(s.get("name")): {"status_at_start": str(s.get("status")), "waited": waited}
+        for s in init.get("mcp_servers") or []
+        if isinstance(s, dict)
+    }
+    for name, after in connected_after(top).items():
+        if name in servers:
+            servers[name]["connected_after_ms"] = after
+    facts = {
+        "claude_version": init.get("claude_code_version"),
+        "deferred": SEARCH_TOOL in (init.get("tools") or []),
+        "searches": searches,
+        "loaded": sorted({n for s in searches for n in s["loaded"] if n in tools}),
+        "waited": waited,
+        "servers": servers,
+        "builtins": builtins,
+        "withheld": sorted(names[n] for n in withheld),
+    }
+    usage = Usage.from_api((result or {}).get("usage") or {}) if result else Usage()
+    final = (result or {}).get("result")
+    return StreamReading(
+        calls,
+        history,
+        facts,
+        final if isinstance(final, str) else (texts[-1] if texts else ""),
+        turns,
+        usage,
+        result,
+    )
+
+
+def stream_error(events: list[dict], result: dict | None) -> str | None:
+    """Why a run's stream says it failed (None: it finished; hitting --max-turns is finishing)."""
+    if not events:
+        return "no stream-json output"
+    if result is None:
+        return "output ended without a result event (truncated)"
+    if result.get("is_error") and result.get("subtype") != "error_max_turns":
+        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
+            ": "
+        )
+    return None
+
+
+# ---------------------------------------------------------------------------- the harness
+class ClaudeHarness:
+    """The Claude Code side of a tool-use runner: made once its hub has listed the tools, it runs
+    one case through `claude -p` and gives back the transcript the API loop would have."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        servers: Sequence[ServerSpec],
+        tools: dict[str, ToolSpec],
+        policy: ToolPolicy,
+        prompt: str,
+    ) -> None:
+        self.settings = settings
+        self.binary = find_claude_bin(settings.claude_bin)
+        self.version = claude_version(self.binary)
+        self.tools = tools
+        self.names = claude_names(tools)
+        live = {
+            claude_tool_name(t.server, t.remote_name) for t in tools.values() if policy.runs_live(t)
+        }
+        self.withheld = set(self.names) - live
+        self.config = {"mcpServers": {spec.name: server_entry(spec) for spec in servers}}
+        self.prompt = prompt
+        self.proxy: CachingProxy | None = None
+
+    def open_cache(self, cache: ResponseCache, upstream: str) -> CachingProxy:
+        """--cache: Claude Code reaches the model through the caching proxy (closed by the caller)."""
+        self.proxy = CachingProxy(cache, upstream).__enter__()
+        return self.proxy
+
+    def cli_settings(
+        self, model: str, arm: Arm, iteration: int, mcp_config: Path
+    ) -> ClaudeCliSettings:
+        environment: tuple[tuple[str, str], ...] = ()
+        if self.settings.mcp_startup == "no-wait":  # the first request goes out at once
+            environment += (("CLAUDE_CODE_MCP_STARTUP_WAIT_MS", "0"),)
+        if arm.tool_search in TOOL_SEARCH_ENV:
+            environment += (("ENABLE_TOOL_SEARCH", TOOL_SEARCH_ENV[arm.tool_search]),)
+        base_url = self.settings.base_url
+        if self.proxy is not None:
+            base_url = f"{self.proxy.url}/sample/{iteration}"
+        return ClaudeCliSettings(
+            binary=arm.binary or self.binary,
+            model=model,
+            max_turns=self.settings.max_turns,
+            timeout=C.DEFAULT_HARNESS_TIMEOUT,
+            base_url=base_url,
+            mcp_config=str(mcp_config),
+            allowed_rules=tuple(sorted(set(self.names) - self.withheld)),
+            environment=environment,
+            append_system_prompt=self.prompt,
+        )
+
+    async def run(self, case: TestCase, iteration: int, model: str, arm: Arm) -> Transcript:
+        """One run of the case; a run that fails, hangs or says nothing is an error on it."""
+        started = time.perf_counter()
+        transcript = Transcript(
+            case=case, iteration=iteration, model=arm_model(model, arm), harness=arm.label
+        )
+        try:
+            folder = RunFolder.make()
+        except OSError as exc:
+            transcript.error, transcript.ended_by = f"could not start claude: {exc}", "error"
+            return transcript
+        try:
+            config = folder.root / "mcp.json"
+            config.write_text(json.dumps(self.config), encoding="utf-8")
+            settings = self.cli_settings(model, arm, iteration, config)
+            done, _, _, _ = await run_in_folder(folder, case.prompt, (), settings, None)
+        finally:
+            folder.remove()
+        transcript.latency_ms = round((time.perf_counter() - started) * 1000, 2)
+        if done.start_error:
+            transcript.error, transcript.ended_by = done.start_error, "error"
+            return transcript
+        events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+        reading = read_stream(events, case.prompt, self.names, self.tools, self.withheld)
+        transcript.tool_calls, transcript.history = reading.calls, reading.history
+        transcript.final_text, transcript.model_calls = reading.final_text, reading.model_calls
+        transcript.usage = reading.usage
+        transcript.claude_code = dict(reading.facts, tool_search=arm.tool_search)
+        subtype = (reading.result or {}).get("subtype")
+        transcript.stop_reason = (reading.result or {}).get("stop_reason")
+        transcript.ended_by = "max_turns" if subtype == "error_max_turns" else "completion"
+        error = stream_error(events, reading.result)
+        if done.timed_out:
+            error = f"timed out after {settings.timeout:g}s (process group killed)"
+        elif error and done.returncode not in (0, None):
+            stderr = one_line(done.stderr.decode("utf-8", "replace"), 300)
+            error += f"; claude exited with {done.returncode}" + (
+                f", stderr: {stderr}" if stderr else ""
+            )
+        if error:
+            transcript.error, transcript.ended_by = error, "error"
+        return transcript
