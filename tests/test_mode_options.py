@@ -45,9 +45,11 @@ from fake_anthropic import (
     ScriptedAnthropic,
     claude_code_tool_use,
     crowd_claude_code,
+    deferred_tools,
     error,
     follows_injections,
     forced_tool,
+    last_turn,
     listed_skills,
     reply,
     text,
@@ -542,7 +544,7 @@ def simulated(body: dict) -> bool:
 
 
 def tool_results(body: dict) -> list[dict]:
-    content = (body.get("messages") or [{}])[-1].get("content")
+    content = last_turn(body).get("content")
     return (
         [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
     )
@@ -1959,13 +1961,14 @@ def _(lab, mode):
     run = lab.run(
         *skill_args(lab, "--mcp-config", config, "--trigger-max-turns", "6"), model=waits_for_mcp
     )
-    mcp_tools = lambda r: {
-        t["name"]
+    mcp_tools = lambda r: {  # noqa: E731
+        name
         for b in r.requests
-        for t in b.get("tools", [])  # noqa: E731
-        if t["name"].startswith("mcp__")
+        for name in [t["name"] for t in b.get("tools", [])] + deferred_tools(b)
+        if name.startswith("mcp__")
     }
-    # The server's tools are listed at once, or (still connecting) after WaitForMcpServers.
+    # The server's tools are listed at once (2.1.332: deferred behind ToolSearch, by name), or
+    # (still connecting) after WaitForMcpServers.
     assert "mcp__cfg__echo_env" in mcp_tools(run), (mcp_tools(run), tool_output(run), run.output)
     without = lab.run(*skill_args(lab, "--trigger-max-turns", "6"), model=waits_for_mcp)
     assert mcp_tools(without) == set()
