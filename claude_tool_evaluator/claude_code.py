@@ -161,6 +161,7 @@ class ClaudeCliSettings:
     allow_read: tuple[str, ...] = ()
     label: str = ""  # several --claude-bin: `model @ version`, what its runs are reported as
     version: str = ""  # several --claude-bin: this binary's Claude Code version
+    plugin_dirs: tuple[str, ...] = ()  # `plugin` runs: the plugin folders loaded (--plugin-dir)
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
@@ -321,6 +322,8 @@ def claude_command(
         command += ["--settings", json.dumps(sandbox_settings(settings.allow_read, run_home))]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
+    for folder in settings.plugin_dirs:
+        command += ["--plugin-dir", folder]
     return command
 
 

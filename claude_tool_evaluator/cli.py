@@ -210,6 +210,9 @@ class FrontDoor(click.Group):
             f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
         )
         formatter.write(
+            f"  {'plugin':<{width}}  plugin PATH: a plugin's evals/ suite with and without it\n"
+        )
+        formatter.write(
             f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
         )
         formatter.write(
@@ -503,6 +506,107 @@ def import_command() -> click.Command:
     return import_
 
 
+def plugin_command() -> click.Command:
+    """`plugin PATH`: a plugin's own eval suite through Claude Code, with and without it."""
+    from .modes.plugin import PluginRequest, plugin_verb
+    from .sinks import make_console
+
+    @click.command("plugin", context_settings=CONTEXT_SETTINGS)
+    @click.argument("path", metavar="PATH")
+    @click.option(
+        "--runs",
+        type=click.IntRange(1, 50),
+        metavar="N",
+        help="Runs per case and arm (default: each case's runs, else 3).",
+    )
+    @click.option(
+        "--model",
+        "models",
+        multiple=True,
+        metavar="MODEL",
+        help="The model claude runs on (default haiku).",
+    )
+    @click.option(
+        "--claude-bin", "claude_bins", multiple=True, metavar="PATH", help="The claude binary."
+    )
+    @click.option(
+        "--base-url", metavar="URL", help="An Anthropic-compatible API for claude and the judge."
+    )
+    @click.option(
+        "--judge-model",
+        default=C.DEFAULT_JUDGE_MODEL,
+        show_default=True,
+        metavar="MODEL",
+        help="The judge of llm and baseline graders.",
+    )
+    @click.option(
+        "-o", "--output", metavar="FILE", help="The results JSON, written as runs complete."
+    )
+    @click.option(
+        "--report", metavar="FILE", help="A markdown report of each case's with/without delta."
+    )
+    @click.option("--dry-run", is_flag=True, help="Price the runs; run nothing.")
+    @click.option(
+        "--max-cost",
+        type=click.FloatRange(min=0),
+        metavar="USD",
+        help="Start no run once this much is spent.",
+    )
+    @click.option("--resume", is_flag=True, help="Keep the runs the --output file already holds.")
+    @click.option(
+        "--cache", metavar="DIR", help="Answer identical model requests from this folder."
+    )
+    @click.option(
+        "--concurrency",
+        type=click.IntRange(1, 64),
+        default=2,
+        show_default=True,
+        help="Runs at once.",
+    )
+    @click.option(
+        "--alpha",
+        type=click.FloatRange(0.0001, 0.5),
+        default=0.05,
+        show_default=True,
+        help="The significance level of the deltas.",
+    )
+    @click.option(
+        "--ablation",
+        type=click.Choice(["with-without", "none"]),
+        default="with-without",
+        show_default=True,
+        help="Also run without the plugin (as claude plugin eval does).",
+    )
+    @click.option(
+        "--case",
+        "cases",
+        multiple=True,
+        metavar="GLOB",
+        help="Only the cases whose name matches (as claude plugin eval --case).",
+    )
+    @click.option(
+        "--keep-events", is_flag=True, help="Keep each run's stream-json events in the results."
+    )
+    def plugin(
+        path: str,
+        models: tuple[str, ...],
+        claude_bins: tuple[str, ...],
+        ablation: str,
+        **given: Any,
+    ) -> int:
+        """Run a plugin's eval suite (evals/, as claude plugin eval reads it) with and without the plugin."""
+        request = PluginRequest(
+            path,
+            models=list(models) or [C.DEFAULT_TRIGGER_MODEL],
+            claude_bins=list(claude_bins) or [None],
+            ablation=ablation == "with-without",
+            **given,
+        )
+        return plugin_verb(request, make_console())
+
+    return plugin
+
+
 def cache_command() -> click.Command:
     """`cache verify DIR` / `cache prune DIR`: a --cache folder read as the untrusted input it is."""
     from .cache import prune_cache, verify_cache
@@ -575,6 +679,7 @@ def build_cli() -> click.Group:
     group.factories.update(init=init_command, help=lambda: help_command(group))
     group.factories["import"] = import_command
     group.factories["cache"] = cache_command
+    group.factories["plugin"] = plugin_command
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

@@ -1,0 +1,223 @@
+"""plugin: a whole plugin's eval suite (Claude Code's `evals/` format) run through Claude Code
+with and without the plugin, every grader kind scored as `claude plugin eval` scores it, and the
+with/without delta of each case and of the suite with its interval and Fisher's p.
+
+May import: the rooms above the modes, the modes above it."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+import test_constants as C
+
+from ..claude_code import claude_version, find_claude_bin
+from ..dry_run import print_estimate
+from ..errors import InputError
+from ..files import parse_json_text, read_text_file, write_json_atomic, write_text_atomic
+from ..loaders.plugin_evals import Plugin, load_plugin, never_passing, resolve_plugin
+from ..runners.plugin import (
+    PluginArmRun,
+    PluginRunPlan,
+    estimate_plugin_runs,
+    run_plugin_suite,
+)
+from ..scoring.plugin_graders import ArmDelta, arm_delta
+from ..sinks import markdown_cell, terminal_text, wrote_line
+
+RESULTS_KIND = "plugin-eval"
+
+
+@dataclass
+class PluginRequest:
+    """What `python evaluator.py plugin PATH ...` asks for."""
+
+    spec: str
+    runs: int | None = None
+    models: list[str] = field(default_factory=lambda: [C.DEFAULT_TRIGGER_MODEL])
+    claude_bins: list[str | None] = field(default_factory=lambda: [None])
+    base_url: str | None = None
+    judge_model: str = C.DEFAULT_JUDGE_MODEL
+    output: str | None = None
+    report: str | None = None
+    dry_run: bool = False
+    max_cost: float | None = None
+    resume: bool = False
+    cache: str | None = None
+    concurrency: int = 2
+    alpha: float = 0.05
+    ablation: bool = True
+    keep_events: bool = False
+    cases: tuple[str, ...] = ()  # --case GLOB: only the cases whose name matches one
+
+
+def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
+    """Each case's with/without delta, then the suite's (every run of every case pooled)."""
+
+    def scores(case: str | None, arm: str) -> list[float]:
+        return [r.score for r in runs if r.arm == arm and (case is None or r.case == case)]
+
+    found = [
+        arm_delta(c.name, scores(c.name, "with"), scores(c.name, "without"), alpha)
+        for c in plugin.cases
+    ]
+    found.append(arm_delta("(all cases)", scores(None, "with"), scores(None, "without"), alpha))
+    return found
+
+
+def results_document(
+    plugin: Plugin,
+    plan: PluginRunPlan,
+    runs: list[PluginArmRun],
+    deltas: list[ArmDelta],
+    warnings: list[str],
+    version: str,
+    keep_events: bool,
+) -> dict[str, Any]:
+    return {
+        "kind": RESULTS_KIND,
+        "plugin": {
+            "name": plugin.name,
+            "path": str(plugin.folder),
+            "eval_dir": str(plugin.eval_dir),
+        },
+        "claude_version": version,
+        "model": plan.model,
+        "ablation": plan.ablation,
+        "warnings": warnings,
+        "cases": [
+            {
+                "name": case.name,
+                "runs_per_arm": plan.runs_of(case),
+                "graders": [
+                    {"name": g.name, "type": g.kind, "weight": g.weight, "arm": g.arm}
+                    for g in case.graders
+                ],
+                "arms": {
+                    arm: [
+                        r.as_dict(keep_events) for r in runs if r.case == case.name and r.arm == arm
+                    ]
+                    for arm in plan.arms
+                },
+            }
+            for case in plugin.cases
+        ],
+        "deltas": [d.as_dict() for d in deltas],
+        "cost_usd": round(sum(r.cost_usd + r.judge_cost_usd for r in runs), 6),
+    }
+
+
+def markdown_report(plugin: Plugin, deltas: list[ArmDelta], warnings: list[str]) -> str:
+    lines = [
+        f"# Plugin {markdown_cell(plugin.name)}: with vs without",
+        "",
+        "| case | with (passed/runs) | without (passed/runs) | score with | score without | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in deltas:
+        lines.append(
+            f"| {markdown_cell(d.name)} | {d.with_passed}/{d.with_runs} | "
+            f"{d.without_passed}/{d.without_runs} | {d.score_with:.2f} | {d.score_without:.2f} | "
+            f"{markdown_cell(d.verdict(), None)} |"
+        )
+    if warnings:
+        lines += ["", "## Warnings", ""] + [f"- {markdown_cell(w, None)}" for w in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def earlier_runs(path: str | None) -> list[PluginArmRun]:
+    """--resume: the runs an earlier results file of this verb already holds."""
+    if not path or not Path(path).is_file():
+        return []
+    data = parse_json_text(read_text_file(path, "results file"), Path(path))
+    if not isinstance(data, dict) or data.get("kind") != RESULTS_KIND:
+        raise InputError("not a results file of the plugin verb", path, hint="drop --resume")
+    found = []
+    for case in data.get("cases") or []:
+        for arm_runs in (case.get("arms") or {}).values():
+            for run in arm_runs:
+                found.append(PluginArmRun(**{k: v for k, v in run.items() if k != "events"}))
+    return found
+
+
+def plugin_verb(request: PluginRequest, console: Console) -> int:
+    """Load and check the suite (every problem one line, exit 2, before any spend), say which
+    graders can never pass, then run every case in both arms (or price them: --dry-run), write
+    the results as they complete, and report each case's with/without delta."""
+    folder = resolve_plugin(request.spec, Path.home())
+    plugin = load_plugin(folder)
+    if request.cases:
+        plugin.cases = [
+            c for c in plugin.cases if any(fnmatch.fnmatchcase(c.name, g) for g in request.cases)
+        ]
+        if not plugin.cases:
+            raise InputError(f"no case matches --case {' '.join(request.cases)}", plugin.eval_dir)
+    warnings = [line for case in plugin.cases for line in never_passing(case)]
+    for line in warnings:
+        console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
+    binary = find_claude_bin(request.claude_bins[0])
+    plan = PluginRunPlan(
+        plugin,
+        binary,
+        request.models[0],
+        request.base_url,
+        request.runs,
+        request.judge_model,
+        request.cache,
+        request.concurrency,
+        request.ablation,
+    )
+    if request.dry_run:
+        print_estimate(console, estimate_plugin_runs(plan))
+        return 0
+    version = claude_version(binary)
+    done_before = earlier_runs(request.output) if request.resume else []
+    collected: list[PluginArmRun] = list(done_before)
+
+    def save(record: PluginArmRun) -> None:
+        collected.append(record)
+        state = "error" if record.error else "passed" if record.passed else "failed"
+        console.print(
+            terminal_text(
+                f"{record.case} [{record.arm}] run {record.run}: {state} (score {record.score:.2f})"
+                + (f": {record.error}" if record.error else "")
+            ),
+            markup=False,
+            highlight=False,
+        )
+        if request.output:
+            deltas = case_deltas(plugin, collected, request.alpha)
+            write_json_atomic(
+                request.output,
+                results_document(
+                    plugin, plan, collected, deltas, warnings, version, request.keep_events
+                ),
+            )
+
+    runs = asyncio.run(run_plugin_suite(plan, save, done_before, request.max_cost))
+    deltas = case_deltas(plugin, runs, request.alpha)
+    for d in deltas:
+        console.print(
+            terminal_text(
+                f"{d.name}: with {d.with_passed}/{d.with_runs}, without "
+                f"{d.without_passed}/{d.without_runs}: {d.verdict()}"
+            ),
+            markup=False,
+            highlight=False,
+        )
+    if request.output:
+        write_json_atomic(
+            request.output,
+            results_document(plugin, plan, runs, deltas, warnings, version, request.keep_events),
+        )
+        console.print(wrote_line(request.output), markup=False, highlight=False)
+    if request.report:
+        write_text_atomic(request.report, markdown_report(plugin, deltas, warnings))
+        console.print(wrote_line(request.report), markup=False, highlight=False)
+    errors = sum(1 for r in runs if r.error)
+    return 1 if errors else 0

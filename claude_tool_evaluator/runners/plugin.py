@@ -1,0 +1,283 @@
+"""The Claude Code runner for whole plugins: each case of a plugin's eval suite run through
+`claude -p` in two arms, with the plugin (a copy loaded with --plugin-dir from the run's
+temporary HOME) and without, each run graded by the six grader kinds, and what they would cost.
+
+May import: the rooms above the runners, runners.tool_use."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import prompts
+import test_constants as C
+
+from ..cache import ResponseCache
+from ..claude_code import (
+    CachingProxy,
+    ClaudeCliSettings,
+    RunFolder,
+    detect_activation,
+    finish_claude_run,
+    parse_stream_json,
+    run_claude_process,
+)
+from ..dry_run import CostEstimate
+from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
+from ..loaders.plugin_evals import Plugin, PluginCase
+from ..pipeline import Job
+from ..records import cost_usd
+from ..scoring.plugin_graders import (
+    PluginRunView,
+    PluginToolCall,
+    grade_run,
+    run_score,
+)
+from ..session import ModelRequest, model_api_url, model_client
+from .skills import estimate_claude_runs
+
+ARMS = ("with", "without")
+PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
+
+
+@dataclass
+class PluginRunPlan:
+    """What a `plugin` run does: the plugin, which Claude Code and model, runs per case (None:
+    each case's own `runs`), the judge, the --cache folder, how many runs at once."""
+
+    plugin: Plugin
+    binary: str
+    model: str = C.DEFAULT_TRIGGER_MODEL
+    base_url: str | None = None
+    runs: int | None = None
+    judge_model: str = C.DEFAULT_JUDGE_MODEL
+    cache: str | None = None
+    concurrency: int = 2
+    ablation: bool = True
+
+    def runs_of(self, case: PluginCase) -> int:
+        return self.runs or case.runs
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return ARMS if self.ablation else ("with",)
+
+    def settings(self, case: PluginCase) -> ClaudeCliSettings:
+        """A case's `claude -p` settings: its model, turns and timeout; its allowed_tools come
+        off the locked-down disallowed list (Bash then runs in Claude Code's sandbox)."""
+        allowed = tuple(t for t in case.allowed_tools if t in C.CLAUDE_DISALLOWED_TOOLS)
+        return ClaudeCliSettings(
+            binary=self.binary,
+            model=case.model or self.model,
+            max_turns=case.max_turns,
+            timeout=float(case.timeout_seconds),
+            base_url=self.base_url,
+            allow_tools=allowed,
+            sandbox="Bash" in allowed,
+        )
+
+    def jobs(self) -> list[Job]:
+        return [
+            Job(
+                key=(case.name, arm, run),
+                payload=(case, arm, self.settings(case)),
+                case=(case.name, arm),
+                iteration=run,
+            )
+            for case in self.plugin.cases
+            for arm in self.arms
+            for run in range(1, self.runs_of(case) + 1)
+        ]
+
+
+@dataclass
+class PluginArmRun:
+    """One run of one case in one arm, graded; its stream events kept (`events`) for the readers
+    of subagent delegations and hook firings."""
+
+    case: str
+    arm: str
+    run: int
+    score: float = 0.0
+    passed: bool = False
+    graders: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    turns: int | None = None
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    duration_ms: float = 0.0
+    tools: list[str] = field(default_factory=list)
+    answer: str = ""
+    events: list[dict] = field(default_factory=list)
+
+    def as_dict(self, with_events: bool = False) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "events"}
+        if with_events:
+            data["events"] = self.events
+        return data
+
+
+def install_plugin(plugin: Plugin, home: Path) -> Path:
+    """A copy of the plugin in the run's temporary HOME (its results and VCS folders left out),
+    so nothing the run does reaches the user's folder."""
+    target = home / ".claude" / "plugins-under-test" / plugin.name
+    shutil.copytree(plugin.folder, target, ignore=PLUGIN_COPY_IGNORED, symlinks=True)
+    return target
+
+
+def created_files(project: Path, before: set[str]) -> list[str]:
+    """The files a run created in its working folder (paths relative to it), as Claude Code's
+    `files` target lists them: files that were there before are not listed."""
+    found = [
+        p.relative_to(project).as_posix()
+        for p in project.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    ]
+    return sorted(f for f in found if f not in before)
+
+
+Vote = Callable[[str, int], Any]
+
+
+async def run_arm(
+    plan: PluginRunPlan,
+    case: PluginCase,
+    arm: str,
+    run: int,
+    settings: ClaudeCliSettings,
+    vote: Vote,
+) -> PluginArmRun:
+    """One run of a case in an arm; never raises for a failed, hung or garbled run: that is an
+    error on the run, scored 0 ungraded as Claude Code scores a run that ended on an error."""
+    start = time.perf_counter()
+    record = PluginArmRun(case.name, arm, run)
+    try:
+        folder = RunFolder.make()
+    except OSError as exc:
+        record.error = f"could not start claude: {exc}"
+        return record
+    try:
+        if arm == "with":
+            settings = replace(
+                settings, plugin_dirs=(str(install_plugin(plan.plugin, folder.root / "home")),)
+            )
+        before = set(created_files(folder.project, set()))
+        done = await run_claude_process(settings, case.prompt, folder)
+        events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+        claude_run = detect_activation(events, [], case.prompt, run)
+        finish_claude_run(claude_run, done, settings.timeout)
+        if done.start_error:
+            claude_run.error = done.start_error
+        record.events, record.turns = events, claude_run.num_turns
+        record.tools, record.answer = list(claude_run.tools), claude_run.answer
+        record.cost_usd = float(claude_run.total_cost_usd or 0.0)
+        if claude_run.error:
+            record.error = claude_run.error
+        else:
+            view = PluginRunView(
+                tool_calls=[PluginToolCall(c.name, c.input) for c in claude_run.tool_calls],
+                last_message=claude_run.answer,
+                trace=events,
+                created_files=created_files(folder.project, before),
+                folder=folder.project,
+            )
+            verdicts = await grade_run(case, view, arm if plan.ablation else None, vote)
+            record.graders = [v.as_dict() for v in verdicts]
+            record.score = run_score(verdicts)
+            record.passed = record.score >= 1.0
+    except OSError as exc:
+        record.error = f"could not prepare the run: {exc}"
+    finally:
+        folder.remove()
+    record.duration_ms = round((time.perf_counter() - start) * 1000, 2)
+    return record
+
+
+def needs_judge(plugin: Plugin) -> bool:
+    return any(g.kind in ("llm", "baseline") for c in plugin.cases for g in c.graders)
+
+
+def judge_vote(judge: Judge, spent: list[float]) -> Vote:
+    """A judge vote through this product's judge: Claude Code's grading prompt as the criterion,
+    the verdict the forced `grade` call's `passed`; each of the 3 votes its own request (the
+    judge caches identical requests), its cost added to `spent`."""
+
+    async def vote(prompt: str, index: int) -> bool:
+        request = ModelRequest(
+            judge.model_id,
+            prompts.JUDGE_SYSTEM_PROMPT,
+            [{"role": "user", "content": f"{prompt}\n\n(Vote {index + 1} of 3.)"}],
+            [GRADE_TOOL],
+            C.JUDGE_MAX_TOKENS,
+            tool_choice=JUDGE_TOOL_CHOICE,
+        )
+        grade, usage = await judge.grade_request(request)
+        if usage is not None:
+            spent.append(cost_usd(usage, judge.model_id))
+        return grade.get("passed") is True
+
+    return vote
+
+
+async def unjudged(prompt: str, index: int) -> bool:
+    raise RuntimeError("an llm or baseline grader ran without a judge")
+
+
+async def run_plugin_suite(
+    plan: PluginRunPlan,
+    on_result: Callable[[PluginArmRun], None],
+    done_before: Sequence[PluginArmRun] = (),
+    max_cost: float | None = None,
+) -> list[PluginArmRun]:
+    """Every job of the plan not already in `done_before` (--resume), `concurrency` at a time,
+    each result handed to `on_result` as it completes; once --max-cost is reached no run starts."""
+    finished = {(r.case, r.arm, r.run) for r in done_before}
+    results: list[PluginArmRun] = list(done_before)
+    spent = [sum(r.cost_usd + r.judge_cost_usd for r in done_before)]
+    gate = asyncio.Semaphore(max(1, plan.concurrency))
+    proxy = (
+        CachingProxy(ResponseCache.open(plan.cache), model_api_url(plan.base_url))
+        if plan.cache
+        else None
+    )
+    judge_client = (
+        model_client(plan.cache, base_url=plan.base_url) if needs_judge(plan.plugin) else None
+    )
+    judge = Judge(judge_client, plan.judge_model) if judge_client is not None else None
+
+    async def one(job: Job) -> None:
+        case, arm, settings = job.payload
+        async with gate:
+            if max_cost is not None and spent[0] >= max_cost:
+                return
+            if proxy is not None:
+                settings = replace(settings, base_url=proxy.url)
+            judge_spent: list[float] = []
+            vote = judge_vote(judge, judge_spent) if judge is not None else unjudged
+            record = await run_arm(plan, case, arm, job.iteration, settings, vote)
+            record.judge_cost_usd = round(sum(judge_spent), 6)
+            spent[0] += record.cost_usd + record.judge_cost_usd
+            results.append(record)
+            on_result(record)
+
+    try:
+        if proxy is not None:
+            proxy.__enter__()
+        await asyncio.gather(*(one(j) for j in plan.jobs() if j.key not in finished))
+    finally:
+        if judge_client is not None:
+            await judge_client.close()
+        if proxy is not None:
+            proxy.__exit__(None, None, None)
+    order = {job.key: i for i, job in enumerate(plan.jobs())}
+    return sorted(results, key=lambda r: order.get((r.case, r.arm, r.run), len(order)))
+
+
+def estimate_plugin_runs(plan: PluginRunPlan) -> CostEstimate:
+    """--dry-run: every run priced as a `claude -p` run of its case's max_turns."""
+    return estimate_claude_runs(plan.jobs())

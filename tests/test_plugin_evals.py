@@ -1,0 +1,324 @@
+"""Whole plugins in Claude Code's own eval format (`evals/`): the suite read as `claude plugin
+eval` reads it, its static findings before any spend, the six grader kinds, and, through the real
+CLI against the scripted server, agreement with `claude plugin eval --json` per case and arm, a
+slash command reaching the model expanded, and a significant with/without delta.
+
+The fixture plugin tests/plugins/greeter ships a skill (greeting-card), a command (welcome) and
+four cases; under the scripted server's `plugin_claude_code` rule (see its docstring) the with arm
+calls the skill for prompts sharing its words, and the outcome of every grader follows by hand:
+- 01-greet: with: Skill(greeter:greeting-card), then "Done: ..." -> both graders pass (1.0);
+  without: no skill, "Here is my answer ..." -> both fail (0.0). 2/2 vs 0/2.
+- 02-capital: no skill either way; `tool_used Skill min 0 max 0 arm both` and `not_contains
+  error` pass -> 2/2 vs 2/2.
+- 03-welcome-command: `/greeter:welcome Alex` expands to the command's text, whose words match
+  the skill; `tool_used Skill` with no arm is with-only (shown, not scored), `file_exists` absent
+  passes -> 2/2 vs 2/2 (without, the with-only grader is not graded at all).
+- 04-yaml-case: tool_order Skill before Read fails (no Read), `tool_used Read max 0` can never
+  pass (expected 1..0: the warning), `count:1` of "Done" passes with the plugin only -> with
+  1/3 (0.33), without 0 -> 0/2 vs 0/2."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from fake_anthropic import ScriptedAnthropic, plugin_claude_code
+
+from claude_tool_evaluator.loaders.plugin_evals import load_plugin, never_passing
+from claude_tool_evaluator.scoring.plugin_graders import (
+    PluginRunView,
+    PluginToolCall,
+    arm_delta,
+    grade_run,
+    run_score,
+)
+
+PLUGIN = ROOT / "tests" / "plugins" / "greeter"
+EXPECTED_PASSES = {  # case -> (with passed, without passed), 2 runs each (see the docstring)
+    "01-greet": (2, 0),
+    "02-capital": (2, 2),
+    "03-welcome-command": (2, 2),
+    "04-yaml-case": (0, 0),
+}
+
+
+def evaluator(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "evaluator.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY, **(env or {})},
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_suite_is_read_as_claude_code_reads_it():
+    plugin = load_plugin(PLUGIN)
+    assert (plugin.name, plugin.skills, plugin.commands) == (
+        "greeter",
+        ["greeting-card"],
+        ["welcome"],
+    )
+    cases = {c.name: c for c in plugin.cases}
+    assert list(cases) == list(EXPECTED_PASSES)
+    greet = cases["01-greet"]
+    assert (greet.runs, greet.max_turns, greet.timeout_seconds, greet.tags) == (
+        2,
+        4,
+        300,
+        ["skill"],
+    )
+    assert [g.name for g in greet.graders] == ["says-done", "uses-skill"]  # files in name order
+    says_done = greet.graders[0]
+    assert says_done.config == {  # the body is the pattern; Claude Code's defaults filled in
+        "target": "last_message",
+        "pattern": "Done",
+        "flags": "",
+        "match": "contains",
+    }
+    yaml_case = cases["04-yaml-case"]
+    assert yaml_case.prompt.startswith("Write a formal greeting card that greets Sam")
+    assert cases["02-capital"].max_turns == 10  # Claude Code's default
+    assert never_passing(yaml_case) == [
+        "04-yaml-case/never-read: tool_used Read expects 1..0, which no run can meet (set min: 0 "
+        "too); scored as Claude Code scores it: failed"
+    ]
+
+
+def broken_plugin(tmp_path: Path) -> Path:
+    folder = tmp_path / "greeter"
+    shutil.copytree(PLUGIN, folder)
+    evals = folder / "evals"
+    (evals / "05-no-graders").mkdir()
+    (evals / "05-no-graders" / "prompt.md").write_text("Say hello.\n")
+    (evals / "06-typo" / "graders").mkdir(parents=True)
+    (evals / "06-typo" / "prompt.md").write_text("Say hello.\n")
+    (evals / "06-typo" / "graders" / "uses.md").write_text(
+        "---\ntype: tool_used\ntool: Skill\nminimum: 1\n---\n"
+    )
+    (evals / "07-missing-command" / "graders").mkdir(parents=True)
+    (evals / "07-missing-command" / "prompt.md").write_text("/greeter:farewell Alex\n")
+    (evals / "07-missing-command" / "graders" / "done.md").write_text(
+        "---\ntype: regex\n---\nDone\n"
+    )
+    return folder
+
+
+def test_static_findings_are_one_line_each_exit_2_before_any_spend(tmp_path: Path):
+    folder = broken_plugin(tmp_path)
+    with ScriptedAnthropic() as api:
+        done = evaluator("plugin", str(folder), "--base-url", api.url)
+        assert api.requests == []
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr
+    assert any("05-no-graders/prompt.md" in line and "no graders" in line for line in lines), lines
+    assert any(
+        "06-typo/graders/uses.md:4" in line and "unknown tool_used grader field 'minimum'" in line
+        for line in lines
+    ), lines
+    assert any(
+        "07-missing-command/prompt.md" in line and "no command or skill 'farewell'" in line
+        for line in lines
+    ), lines
+
+
+def run_view(calls: list[tuple[str, dict]], answer: str = "", files: list[str] | None = None):
+    return PluginRunView(
+        tool_calls=[PluginToolCall(n, i) for n, i in calls],
+        last_message=answer,
+        created_files=files or [],
+    )
+
+
+def test_each_grader_kind_means_what_it_means_in_claude_code(tmp_path: Path):
+    asyncio.run(each_grader_kind(tmp_path))
+
+
+async def each_grader_kind(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    case_dir = folder / "evals" / "c" / "graders"
+    case_dir.mkdir(parents=True)
+    (folder / "evals" / "c" / "prompt.md").write_text("Do it.\n")
+    graders = {
+        "a-regex-count.md": "---\ntype: regex\nmatch: count:2\nflags: i\n---\ndone\n",
+        "b-order.md": "---\ntype: tool_order\nbefore: Read\nafter: {tool: Write, input_match: out}\n---\n",
+        "c-files.md": "---\ntype: file_exists\npath: 'reports/**/*.md'\n---\n",
+        "d-skill.md": "---\ntype: tool_used\ntool: Skill\n---\n",
+        "e-judge.md": "---\ntype: llm\n---\nThe answer says done.\n",
+    }
+    for name, text in graders.items():
+        (case_dir / name).write_text(text)
+    case = load_plugin(folder).cases[0]
+    votes = itertools.cycle([True, False, True])  # 2 of 3: passed
+
+    async def vote(prompt: str, index: int) -> bool:
+        assert "The answer says done." in prompt and "Done and DONE" in prompt
+        return next(votes)
+
+    view = run_view(
+        [
+            ("Read", {"file_path": "a"}),
+            ("Skill", {"skill": "p:s"}),
+            ("Write", {"file_path": "out.md"}),
+        ],
+        "Done and DONE",
+        ["reports/2026/x.md"],
+    )
+    verdicts = await grade_run(case, view, "with", vote)
+    by_name = {v.name: v for v in verdicts}
+    assert by_name["a-regex-count"].passed and by_name["a-regex-count"].explanation == (
+        "found 2 matches (expected 2)"
+    )
+    assert by_name["b-order"].explanation == "Read@0 precedes Write@2"
+    assert by_name["c-files"].passed
+    assert by_name["d-skill"].with_only and not by_name["d-skill"].scored  # shown, not scored
+    assert (
+        by_name["e-judge"].passed
+        and by_name["e-judge"].explanation == "judge votes: PASS FAIL PASS"
+    )
+    assert run_score(verdicts) == 1.0
+    # The without arm does not grade with-only graders at all; no arm (--ablation none) scores all.
+    no_votes = iter([False, False, True])
+
+    async def vote_fail(prompt: str, index: int) -> bool:
+        return next(no_votes)
+
+    without = await grade_run(case, run_view([], "nothing"), "without", vote_fail)
+    assert "d-skill" not in {v.name for v in without}
+    assert run_score(without) == 0.0
+    alone = await grade_run(case, view, None, vote)
+    assert not any(v.with_only for v in alone)
+
+
+def test_five_of_five_against_none_is_significant():
+    delta = arm_delta("case", [1.0] * 5, [0.0] * 5)
+    assert delta.significant and round(delta.p_value, 4) == 0.0079
+    low, high = delta.interval
+    assert 0.3 < low < 0.5 and high == 1.0
+    assert delta.verdict().startswith("significant: delta +1.00 [+0.")
+    noisy = arm_delta("case", [1.0, 1.0], [0.0, 0.0])
+    assert not noisy.significant and noisy.runs_to_decide and noisy.runs_to_decide > 2
+    assert "would decide it" in noisy.verdict()
+
+
+def claude_plugin_eval(api_url: str, tmp_path: Path, *args: str) -> dict:
+    """`claude plugin eval` itself on the fixture plugin, against the same scripted server."""
+    home = tmp_path / "cc-home"
+    home.mkdir()
+    out = tmp_path / "cc.json"
+    done = subprocess.run(
+        [
+            str(CLAUDE),
+            "plugin",
+            "eval",
+            str(PLUGIN),
+            "--json",
+            str(out),
+            "--trust-plugin",
+            "--no-publish",
+            "--output-dir",
+            str(tmp_path / "cc-out"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
+            "ANTHROPIC_BASE_URL": api_url,
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "HOME": str(home),
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.is_file(), done.stdout + done.stderr
+    return json.loads(out.read_text())
+
+
+def pass_counts(document: dict) -> dict[str, tuple[int, ...]]:
+    """Per case, the runs passed in each arm: Claude Code's JSON and ours share this shape."""
+    return {
+        case["name"]: tuple(
+            sum(1 for r in case["arms"][arm] if r["passed"]) for arm in ("with", "without")
+        )
+        for case in document["cases"]
+    }
+
+
+@needs_claude
+def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        ours = evaluator(
+            "plugin",
+            str(PLUGIN),
+            "--base-url",
+            api.url,
+            "-o",
+            str(tmp_path / "ours.json"),
+            "--report",
+            str(tmp_path / "ours.md"),
+        )
+        assert ours.returncode == 0, ours.stdout + ours.stderr
+        expanded = [
+            r for r in api.requests if "WELCOME-TEMPLATE-7" in json.dumps(r["body"].get("messages"))
+        ]
+        theirs = claude_plugin_eval(api.url, tmp_path)
+    # a slash command reaches the model expanded by Claude Code (the command file's text)
+    assert expanded, "no request held the expanded /greeter:welcome command"
+    assert "04-yaml-case/never-read: tool_used Read expects 1..0" in ours.stdout
+    our_counts = pass_counts(json.loads((tmp_path / "ours.json").read_text()))
+    assert pass_counts(theirs) == EXPECTED_PASSES
+    assert our_counts == EXPECTED_PASSES
+    # grader by grader, the first run of each arm says the same
+    our_doc = json.loads((tmp_path / "ours.json").read_text())
+    for our_case, their_case in zip(our_doc["cases"], theirs["cases"], strict=True):
+        for arm in ("with", "without"):
+            ours_first = {g["name"]: g["passed"] for g in our_case["arms"][arm][0]["graders"]}
+            theirs_first = {g["name"]: g["passed"] for g in their_case["arms"][arm][0]["graders"]}
+            assert ours_first == theirs_first, (our_case["name"], arm)
+    assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / "ours.md").read_text()
+
+
+@needs_claude
+def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        done = evaluator(
+            "plugin",
+            str(PLUGIN),
+            "--base-url",
+            api.url,
+            "--runs",
+            "5",
+            "--case",
+            "01-greet",
+            "-o",
+            str(tmp_path / "ours.json"),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "01-greet: with 5/5, without 0/5: significant: delta +1.00 [+0.39, +1.00], p = 0.0079"
+        in done.stdout
+    )
+    deltas = json.loads((tmp_path / "ours.json").read_text())["deltas"]
+    assert deltas[0]["significant"] and round(deltas[0]["p_value"], 4) == 0.0079
+
+
+def test_dry_run_prices_and_sends_nothing(tmp_path: Path):
+    with ScriptedAnthropic() as api:
+        done = evaluator("plugin", str(PLUGIN), "--base-url", api.url, "--dry-run", "--runs", "3")
+        assert api.requests == []
+    assert done.returncode == 0, done.stderr
+    assert "runs: 24" in done.stdout  # 4 cases x 2 arms x 3 runs
