@@ -322,3 +322,70 @@ def test_dry_run_prices_and_sends_nothing(tmp_path: Path):
         assert api.requests == []
     assert done.returncode == 0, done.stderr
     assert "runs: 24" in done.stdout  # 4 cases x 2 arms x 3 runs
+
+
+@needs_claude
+def test_a_model_matrix_resumes_and_max_cost_holds(tmp_path: Path):
+    out = tmp_path / "ours.json"
+    common = ["plugin", str(PLUGIN), "--case", "02-capital", "-o", str(out)]
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        first = evaluator(
+            *common, "--base-url", api.url, "--model", "haiku", "--model", "sonnet", "--runs", "1"
+        )
+        assert first.returncode == 0, first.stdout + first.stderr
+        made = len(api.requests)
+        again = evaluator(
+            *common,
+            "--base-url",
+            api.url,
+            "--model",
+            "haiku",
+            "--model",
+            "sonnet",
+            "--runs",
+            "1",
+            "--resume",
+        )
+        assert again.returncode == 0 and len(api.requests) == made  # every run was already there
+        capped = evaluator(
+            *common,
+            "--base-url",
+            api.url,
+            "--runs",
+            "3",
+            "--max-cost",
+            "0",
+            "-o",
+            str(tmp_path / "capped.json"),
+        )
+        assert capped.returncode == 0 and len(api.requests) == made  # no run starts at the cap
+    document = json.loads(out.read_text())
+    labels = {
+        r["label"].split(" @ ")[0] for arm in document["cases"][0]["arms"].values() for r in arm
+    }
+    assert labels == {"haiku", "sonnet"}
+    assert [d["name"].split(" (")[0] for d in document["deltas"]] == [
+        "02-capital",
+        "(all cases)",
+        "02-capital",
+        "(all cases)",
+    ]
+
+
+def test_an_installed_plugin_is_found_by_name(tmp_path: Path):
+    installed = tmp_path / "home" / ".claude" / "plugins"
+    installed.mkdir(parents=True)
+    copy = shutil.copytree(PLUGIN, tmp_path / "cache" / "greeter")
+    (installed / "installed_plugins.json").write_text(
+        json.dumps({"version": 2, "plugins": {"greeter@team-tools": [{"installPath": str(copy)}]}})
+    )
+    for name in ("greeter", "greeter@team-tools"):
+        done = evaluator("plugin", name, "--dry-run", env={"HOME": str(tmp_path / "home")})
+        assert done.returncode == 0 and "runs: 16" in done.stdout, done.stdout + done.stderr
+    missing = evaluator(
+        "plugin", "no-such-plugin", "--dry-run", env={"HOME": str(tmp_path / "home")}
+    )
+    assert (
+        missing.returncode == 2
+        and "neither a plugin folder nor an installed plugin" in missing.stderr
+    )

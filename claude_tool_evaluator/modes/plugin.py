@@ -17,7 +17,7 @@ from rich.console import Console
 import test_constants as C
 
 from ..claude_code import claude_version, find_claude_bin
-from ..dry_run import print_estimate
+from ..dry_run import combined_estimate, print_estimate
 from ..errors import InputError
 from ..files import parse_json_text, read_text_file, write_json_atomic, write_text_atomic
 from ..loaders.plugin_evals import Plugin, load_plugin, never_passing, resolve_plugin
@@ -57,28 +57,38 @@ class PluginRequest:
 
 
 def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
-    """Each case's with/without delta, then the suite's (every run of every case pooled)."""
+    """Each case's with/without delta, then the suite's (every run of every case pooled); in a
+    matrix, those of each configuration, named `case (model @ version)`."""
+    found = []
+    for label in dict.fromkeys(r.label for r in runs) or [""]:
+        shown = f" ({label})" if label else ""
 
-    def scores(case: str | None, arm: str) -> list[float]:
-        return [r.score for r in runs if r.arm == arm and (case is None or r.case == case)]
+        def scores(case: str | None, arm: str, label: str = label) -> list[float]:
+            return [
+                r.score
+                for r in runs
+                if r.label == label and r.arm == arm and (case is None or r.case == case)
+            ]
 
-    found = [
-        arm_delta(c.name, scores(c.name, "with"), scores(c.name, "without"), alpha)
-        for c in plugin.cases
-    ]
-    found.append(arm_delta("(all cases)", scores(None, "with"), scores(None, "without"), alpha))
+        found += [
+            arm_delta(c.name + shown, scores(c.name, "with"), scores(c.name, "without"), alpha)
+            for c in plugin.cases
+        ]
+        found.append(
+            arm_delta("(all cases)" + shown, scores(None, "with"), scores(None, "without"), alpha)
+        )
     return found
 
 
 def results_document(
     plugin: Plugin,
-    plan: PluginRunPlan,
+    plans: list[PluginRunPlan],
     runs: list[PluginArmRun],
     deltas: list[ArmDelta],
     warnings: list[str],
-    version: str,
     keep_events: bool,
 ) -> dict[str, Any]:
+    first = plans[0]
     return {
         "kind": RESULTS_KIND,
         "plugin": {
@@ -86,14 +96,13 @@ def results_document(
             "path": str(plugin.folder),
             "eval_dir": str(plugin.eval_dir),
         },
-        "claude_version": version,
-        "model": plan.model,
-        "ablation": plan.ablation,
+        "configurations": [{"label": p.label, "model": p.model, "claude": p.binary} for p in plans],
+        "ablation": first.ablation,
         "warnings": warnings,
         "cases": [
             {
                 "name": case.name,
-                "runs_per_arm": plan.runs_of(case),
+                "runs_per_arm": first.runs_of(case),
                 "graders": [
                     {"name": g.name, "type": g.kind, "weight": g.weight, "arm": g.arm}
                     for g in case.graders
@@ -102,7 +111,7 @@ def results_document(
                     arm: [
                         r.as_dict(keep_events) for r in runs if r.case == case.name and r.arm == arm
                     ]
-                    for arm in plan.arms
+                    for arm in first.arms
                 },
             }
             for case in plugin.cases
@@ -160,32 +169,41 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
     warnings = [line for case in plugin.cases for line in never_passing(case)]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
-    binary = find_claude_bin(request.claude_bins[0])
-    plan = PluginRunPlan(
-        plugin,
-        binary,
-        request.models[0],
-        request.base_url,
-        request.runs,
-        request.judge_model,
-        request.cache,
-        request.concurrency,
-        request.ablation,
-    )
+    combos = [(b, m) for b in request.claude_bins for m in request.models]
+    plans = []
+    for claude_bin, model in combos:
+        binary = find_claude_bin(claude_bin)
+        version = "" if request.dry_run or len(combos) == 1 else claude_version(binary)
+        plans.append(
+            PluginRunPlan(
+                plugin,
+                binary,
+                model,
+                request.base_url,
+                request.runs,
+                request.judge_model,
+                request.cache,
+                request.concurrency,
+                request.ablation,
+                f"{model} @ {version}" if version else "",
+            )
+        )
     if request.dry_run:
-        print_estimate(console, estimate_plugin_runs(plan))
+        print_estimate(console, combined_estimate([estimate_plugin_runs(p) for p in plans]))
         return 0
-    version = claude_version(binary)
+    if len(plans) == 1:
+        claude_version(plans[0].binary)  # a broken install is one clear line before any spend
     done_before = earlier_runs(request.output) if request.resume else []
     collected: list[PluginArmRun] = list(done_before)
 
     def save(record: PluginArmRun) -> None:
         collected.append(record)
         state = "error" if record.error else "passed" if record.passed else "failed"
+        shown = f" ({record.label})" if record.label else ""
         console.print(
             terminal_text(
-                f"{record.case} [{record.arm}] run {record.run}: {state} (score {record.score:.2f})"
-                + (f": {record.error}" if record.error else "")
+                f"{record.case}{shown} [{record.arm}] run {record.run}: {state} "
+                f"(score {record.score:.2f})" + (f": {record.error}" if record.error else "")
             ),
             markup=False,
             highlight=False,
@@ -194,12 +212,12 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
             deltas = case_deltas(plugin, collected, request.alpha)
             write_json_atomic(
                 request.output,
-                results_document(
-                    plugin, plan, collected, deltas, warnings, version, request.keep_events
-                ),
+                results_document(plugin, plans, collected, deltas, warnings, request.keep_events),
             )
 
-    runs = asyncio.run(run_plugin_suite(plan, save, done_before, request.max_cost))
+    runs: list[PluginArmRun] = []
+    for plan in plans:
+        runs += asyncio.run(run_plugin_suite(plan, save, [*done_before, *runs], request.max_cost))
     deltas = case_deltas(plugin, runs, request.alpha)
     for d in deltas:
         console.print(
@@ -213,7 +231,7 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
     if request.output:
         write_json_atomic(
             request.output,
-            results_document(plugin, plan, runs, deltas, warnings, version, request.keep_events),
+            results_document(plugin, plans, runs, deltas, warnings, request.keep_events),
         )
         console.print(wrote_line(request.output), markup=False, highlight=False)
     if request.report:

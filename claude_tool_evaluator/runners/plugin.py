@@ -59,6 +59,7 @@ class PluginRunPlan:
     cache: str | None = None
     concurrency: int = 2
     ablation: bool = True
+    label: str = ""  # a matrix: which model and Claude Code version its runs are
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
@@ -84,7 +85,7 @@ class PluginRunPlan:
     def jobs(self) -> list[Job]:
         return [
             Job(
-                key=(case.name, arm, run),
+                key=(self.label, case.name, arm, run),
                 payload=(case, arm, self.settings(case)),
                 case=(case.name, arm),
                 iteration=run,
@@ -103,6 +104,7 @@ class PluginArmRun:
     case: str
     arm: str
     run: int
+    label: str = ""  # a --model / --claude-bin matrix: `model @ version` (else "")
     score: float = 0.0
     passed: bool = False
     graders: list[dict[str, Any]] = field(default_factory=list)
@@ -236,8 +238,8 @@ async def run_plugin_suite(
 ) -> list[PluginArmRun]:
     """Every job of the plan not already in `done_before` (--resume), `concurrency` at a time,
     each result handed to `on_result` as it completes; once --max-cost is reached no run starts."""
-    finished = {(r.case, r.arm, r.run) for r in done_before}
-    results: list[PluginArmRun] = list(done_before)
+    finished = {(r.label, r.case, r.arm, r.run) for r in done_before}
+    results: list[PluginArmRun] = [r for r in done_before if r.label == plan.label]
     spent = [sum(r.cost_usd + r.judge_cost_usd for r in done_before)]
     gate = asyncio.Semaphore(max(1, plan.concurrency))
     proxy = (
@@ -260,6 +262,7 @@ async def run_plugin_suite(
             judge_spent: list[float] = []
             vote = judge_vote(judge, judge_spent) if judge is not None else unjudged
             record = await run_arm(plan, case, arm, job.iteration, settings, vote)
+            record.label = plan.label
             record.judge_cost_usd = round(sum(judge_spent), 6)
             spent[0] += record.cost_usd + record.judge_cost_usd
             results.append(record)
@@ -275,7 +278,7 @@ async def run_plugin_suite(
         if proxy is not None:
             proxy.__exit__(None, None, None)
     order = {job.key: i for i, job in enumerate(plan.jobs())}
-    return sorted(results, key=lambda r: order.get((r.case, r.arm, r.run), len(order)))
+    return sorted(results, key=lambda r: order.get((r.label, r.case, r.arm, r.run), len(order)))
 
 
 def estimate_plugin_runs(plan: PluginRunPlan) -> CostEstimate:
