@@ -204,7 +204,7 @@ class FrontDoor(click.Group):
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
-            f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
+            f"  {'import':<{width}}  import bfcl | tau2 | plugin-evals PLUGIN: a benchmark, or a plugin's evals/, as suites\n"
         )
         formatter.write(
             f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
@@ -431,6 +431,22 @@ def init_command() -> click.Command:
     return init
 
 
+def import_plugin_suite(source: str | None, folder: str, *not_taken: object) -> int:
+    """`import plugin-evals PLUGIN -o DIR`: a plugin's evals/ suite in this product's formats."""
+    from .modes.benchmarks import import_folder
+    from .modes.plugin import import_plugin_evals
+
+    if source is None:
+        raise UsageProblem(
+            "import plugin-evals needs the plugin's folder: import plugin-evals PLUGIN -o DIR"
+        )
+    if any(value is not None for value in not_taken):
+        raise UsageProblem("import plugin-evals takes only PLUGIN and -o DIR")
+    for line in import_plugin_evals(Path(source), import_folder(Path(folder))):
+        click.echo(line)
+    return 0
+
+
 def import_command() -> click.Command:
     """`import bfcl | tau2`: its choices are the benchmarks' room's, loaded when it is asked for."""
     from .modes.benchmarks import (
@@ -444,7 +460,8 @@ def import_command() -> click.Command:
     from .scoring.literature import BFCL_CATEGORIES
 
     @click.command("import", context_settings=CONTEXT_SETTINGS)
-    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2"]))
+    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2", "plugin-evals"]))
+    @click.argument("source", required=False, metavar="[PLUGIN]")
     @click.option(
         "-o",
         "--output",
@@ -476,6 +493,7 @@ def import_command() -> click.Command:
     )
     def import_(
         benchmark: str,
+        source: str | None,
         folder: str,
         categories: str | None,
         domain: str | None,
@@ -483,7 +501,12 @@ def import_command() -> click.Command:
         tasks: str | None,
         limit: int | None,
     ) -> int:
-        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package."""
+        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package,
+        or a plugin's evals/ suite (plugin-evals PLUGIN) as trigger sets and task evals."""
+        if benchmark == "plugin-evals":
+            return import_plugin_suite(source, folder, categories, domain, split, tasks, limit)
+        if source is not None:
+            raise UsageProblem(f"import {benchmark} takes no PLUGIN argument (got {source!r})")
         given = (
             {"--categories": categories}
             if benchmark == "tau2"

@@ -389,3 +389,37 @@ def test_an_installed_plugin_is_found_by_name(tmp_path: Path):
         missing.returncode == 2
         and "neither a plugin folder nor an installed plugin" in missing.stderr
     )
+
+
+def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: Path):
+    folder = shutil.copytree(PLUGIN, tmp_path / "greeter")
+    for name, grader in (
+        ("05-fires", "---\ntype: tool_used\ntool: Skill\ninput_match: greeting-card\n---\n"),
+        ("06-quiet", "---\ntype: tool_used\ntool: Skill\nmin: 0\nmax: 0\n---\n"),
+    ):
+        (folder / "evals" / name / "graders").mkdir(parents=True)
+        (folder / "evals" / name / "prompt.md").write_text(f"The query of {name}.\n")
+        (folder / "evals" / name / "graders" / "skill.md").write_text(grader)
+    out = tmp_path / "imported"
+    done = evaluator("import", "plugin-evals", str(folder), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "greeting-card-trigger.json").read_text()) == [
+        {"query": "The query of 05-fires.", "should_trigger": True},
+        {"query": "The query of 06-quiet.", "should_trigger": False},
+    ]
+    tasks = json.loads((out / "greeting-card-evals.json").read_text())["evals"]
+    assert [t["name"] for t in tasks] == list(EXPECTED_PASSES)
+    assert tasks[0]["expectations"] == [
+        "The last_message contains text matching the regular expression /Done/",
+        "The run calls the Skill tool with input matching /greeting-card/ at least 1 times",
+    ]
+    # both load as this product's suites (nothing is sent: --dry-run)
+    skill = str(folder / "skills" / "greeting-card")
+    for given in (
+        ["--trigger", str(out / "greeting-card-trigger.json")],
+        ["--tests", str(out / "greeting-card-evals.json")],
+    ):
+        loaded = evaluator("--skill", skill, *given, "--dry-run")
+        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    refused = evaluator("import", "bfcl", str(folder), "-o", str(out))
+    assert refused.returncode == 2 and "takes no PLUGIN argument" in refused.stderr
