@@ -532,15 +532,19 @@ def import_command() -> click.Command:
 def plugin_command() -> click.Command:
     """`plugin PATH`: a plugin's own eval suite through Claude Code, with and without it."""
     from .modes.plugin import PluginRequest, plugin_verb
+    from .options import RunCount
     from .sinks import make_console
 
     @click.command("plugin", context_settings=CONTEXT_SETTINGS)
     @click.argument("path", metavar="PATH")
     @click.option(
         "--runs",
-        type=click.IntRange(1, 50),
-        metavar="N",
-        help="Runs per case and arm (default: each case's runs, else 3).",
+        "-i",
+        type=RunCount(),
+        metavar="N|auto",
+        help="Runs per case and arm (default: each case's runs, else 3); auto[:MIN-MAX]: in "
+        f"rounds ({C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}), each arm stopping once its pass rate is "
+        "clearly above or below one half.",
     )
     @click.option(
         "--model",

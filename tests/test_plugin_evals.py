@@ -423,3 +423,28 @@ def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: 
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     refused = evaluator("import", "bfcl", str(folder), "-o", str(out))
     assert refused.returncode == 2 and "takes no PLUGIN argument" in refused.stderr
+
+
+@needs_claude
+def test_runs_auto_stops_each_arm_once_it_is_decided(tmp_path: Path):
+    """01-greet passes every run with the plugin and none without: after the first 5 rounds each
+    arm's 95 % interval is wholly on one side of one half, so no sixth run is made."""
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        done = evaluator(
+            "plugin",
+            str(PLUGIN),
+            "--base-url",
+            api.url,
+            "-i",
+            "auto",
+            "--case",
+            "01-greet",
+            "-o",
+            str(tmp_path / "ours.json"),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "01-greet: with 5/5, without 0/5: significant" in done.stdout
+    arms = json.loads((tmp_path / "ours.json").read_text())["cases"][0]["arms"]
+    assert [len(arms["with"]), len(arms["without"])] == [5, 5]
+    too_many = evaluator("plugin", str(PLUGIN), "--runs", "51", "--dry-run")
+    assert too_many.returncode == 2 and "at most 50 runs" in too_many.stderr

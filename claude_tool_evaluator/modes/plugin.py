@@ -18,9 +18,10 @@ import test_constants as C
 
 from ..claude_code import claude_version, find_claude_bin
 from ..dry_run import combined_estimate, print_estimate
-from ..errors import InputError
+from ..errors import InputError, UsageProblem
 from ..files import parse_json_text, read_text_file, write_json_atomic, write_text_atomic
 from ..loaders.plugin_evals import (
+    MAX_RUNS,
     Plugin,
     PluginCase,
     PluginGrader,
@@ -28,6 +29,7 @@ from ..loaders.plugin_evals import (
     never_passing,
     resolve_plugin,
 )
+from ..options import AutoRuns
 from ..runners.plugin import (
     PluginArmRun,
     PluginRunPlan,
@@ -45,7 +47,7 @@ class PluginRequest:
     """What `python evaluator.py plugin PATH ...` asks for."""
 
     spec: str
-    runs: int | None = None
+    runs: int | AutoRuns | None = None
     models: list[str] = field(default_factory=lambda: [C.DEFAULT_TRIGGER_MODEL])
     claude_bins: list[str | None] = field(default_factory=lambda: [None])
     base_url: str | None = None
@@ -165,6 +167,8 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
     """Load and check the suite (every problem one line, exit 2, before any spend), say which
     graders can never pass, then run every case in both arms (or price them: --dry-run), write
     the results as they complete, and report each case's with/without delta."""
+    if isinstance(request.runs, int) and request.runs > MAX_RUNS:
+        raise UsageProblem(f"--runs {request.runs}: at most {MAX_RUNS} runs per case and arm")
     folder = resolve_plugin(request.spec, Path.home())
     plugin = load_plugin(folder)
     if request.cases:
@@ -187,12 +191,13 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
                 binary,
                 model,
                 request.base_url,
-                request.runs,
+                request.runs.most if isinstance(request.runs, AutoRuns) else request.runs,
                 request.judge_model,
                 request.cache,
                 request.concurrency,
                 request.ablation,
                 f"{model} @ {version}" if version else "",
+                request.runs.least if isinstance(request.runs, AutoRuns) else None,
             )
         )
     if request.dry_run:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from ..claude_code import (
 from ..dry_run import CostEstimate
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
-from ..pipeline import Job
+from ..pipeline import AutoRounds, Job
 from ..records import cost_usd
 from ..scoring.plugin_graders import (
     PluginRunView,
@@ -42,6 +42,7 @@ from ..session import ModelRequest, model_api_url, model_client
 from .skills import estimate_claude_runs
 
 ARMS = ("with", "without")
+AUTO_ARM_THRESHOLD = 0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
 PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
 
 
@@ -60,6 +61,7 @@ class PluginRunPlan:
     concurrency: int = 2
     ablation: bool = True
     label: str = ""  # a matrix: which model and Claude Code version its runs are
+    auto_least: int | None = None  # --runs auto[:MIN-MAX]: the rounds' MIN (`runs` is then MAX)
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
@@ -271,7 +273,10 @@ async def run_plugin_suite(
     try:
         if proxy is not None:
             proxy.__enter__()
-        await asyncio.gather(*(one(j) for j in plan.jobs() if j.key not in finished))
+        if plan.auto_least is None:
+            await asyncio.gather(*(one(j) for j in plan.jobs() if j.key not in finished))
+        else:
+            await in_rounds(plan, one, results, finished)
     finally:
         if judge_client is not None:
             await judge_client.close()
@@ -279,6 +284,35 @@ async def run_plugin_suite(
             proxy.__exit__(None, None, None)
     order = {job.key: i for i, job in enumerate(plan.jobs())}
     return sorted(results, key=lambda r: order.get((r.label, r.case, r.arm, r.run), len(order)))
+
+
+async def in_rounds(
+    plan: PluginRunPlan,
+    one: Callable[[Job], Awaitable[None]],
+    results: list[PluginArmRun],
+    finished: set[tuple],
+) -> None:
+    """--runs auto: the pipeline's rounds (AutoRounds), each arm of each case a case of its own:
+    MIN runs first, then one more at a time until the arm's pass rate is clearly above or below
+    one half (its 95 % interval), or MAX runs. Runs kept by --resume count as done."""
+    jobs = plan.jobs()
+    rounds = AutoRounds(
+        [j for j in jobs if j.key not in finished], plan.auto_least or 1, AUTO_ARM_THRESHOLD
+    )
+    by_key = {j.key: j for j in jobs}
+    for record in results:
+        job = by_key.get((record.label, record.case, record.arm, record.run))
+        if job is not None:
+            rounds.kept(job, record.passed)
+    while batch := rounds.next_round():
+        before = len(results)
+        await asyncio.gather(*(one(job) for job in batch))
+        for record in results[before:]:
+            rounds.finished(
+                by_key[(record.label, record.case, record.arm, record.run)], record.passed
+            )
+        if len(results) == before:  # --max-cost: nothing ran
+            return
 
 
 def estimate_plugin_runs(plan: PluginRunPlan) -> CostEstimate:
