@@ -448,3 +448,24 @@ def test_runs_auto_stops_each_arm_once_it_is_decided(tmp_path: Path):
     assert [len(arms["with"]), len(arms["without"])] == [5, 5]
     too_many = evaluator("plugin", str(PLUGIN), "--runs", "51", "--dry-run")
     assert too_many.returncode == 2 and "at most 50 runs" in too_many.stderr
+
+
+@needs_claude
+def test_a_cached_run_is_answered_from_the_cache(tmp_path: Path):
+    args = [
+        "plugin",
+        str(PLUGIN),
+        "--case",
+        "01-greet",
+        "--runs",
+        "1",
+        "--cache",
+        str(tmp_path / "c"),
+    ]
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        first = evaluator(*args, "--base-url", api.url)
+        made = len(api.requests)
+        again = evaluator(*args, "--base-url", api.url)
+    assert first.returncode == again.returncode == 0, again.stdout + again.stderr
+    assert made > 0 and len(api.requests) == made
+    assert "01-greet: with 1/1, without 0/1" in again.stdout

@@ -259,8 +259,8 @@ async def run_plugin_suite(
         async with gate:
             if max_cost is not None and spent[0] >= max_cost:
                 return
-            if proxy is not None:
-                settings = replace(settings, base_url=proxy.url)
+            if proxy is not None:  # --cache: as the skills' runs, each run its own sample
+                settings = replace(settings, base_url=f"{proxy.url}/sample/{job.iteration}")
             judge_spent: list[float] = []
             vote = judge_vote(judge, judge_spent) if judge is not None else unjudged
             record = await run_arm(plan, case, arm, job.iteration, settings, vote)
