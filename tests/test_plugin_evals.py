@@ -469,3 +469,42 @@ def test_a_cached_run_is_answered_from_the_cache(tmp_path: Path):
     assert first.returncode == again.returncode == 0, again.stdout + again.stderr
     assert made > 0 and len(api.requests) == made
     assert "01-greet: with 1/1, without 0/1" in again.stdout
+
+
+@needs_claude
+def test_distractors_installed_loads_the_other_plugins_in_both_arms(tmp_path: Path):
+    """Another installed plugin (cards, a birthday-card skill sharing one word with 01-greet's
+    prompt: too few to be chosen) is listed in every run; the plugin under test only with it."""
+    home = tmp_path / "home"
+    other = tmp_path / "plugins" / "cards" / "1.0.0"
+    (other / ".claude-plugin").mkdir(parents=True)
+    (other / ".claude-plugin" / "plugin.json").write_text('{"name": "cards", "version": "1.0.0"}')
+    (other / "skills" / "birthday-card").mkdir(parents=True)
+    (other / "skills" / "birthday-card" / "SKILL.md").write_text(
+        "---\nname: birthday-card\ndescription: Writes a birthday card for a person.\n---\nBe kind.\n"
+    )
+    (home / ".claude" / "plugins").mkdir(parents=True)
+    (home / ".claude" / "plugins" / "installed_plugins.json").write_text(
+        json.dumps({"version": 2, "plugins": {"cards@shop": [{"installPath": str(other)}]}})
+    )
+    with ScriptedAnthropic(responder=plugin_claude_code) as api:
+        done = evaluator(
+            "plugin",
+            str(PLUGIN),
+            "--base-url",
+            api.url,
+            "--case",
+            "01-greet",
+            "--runs",
+            "1",
+            "--distractors",
+            "installed",
+            env={"HOME": str(home)},
+        )
+        listings = [json.dumps(r["body"].get("messages")) for r in api.requests]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 other installed plugin(s) in both arms" in done.stdout
+    assert "01-greet: with 1/1, without 0/1" in done.stdout
+    first_requests = [text for text in listings if "cards:birthday-card" in text]
+    assert first_requests and all("cards:birthday-card" in text for text in listings)
+    assert any("greeter:greeting-card" not in text for text in listings)  # the without arm

@@ -540,28 +540,35 @@ def load_plugin(folder: Path) -> Plugin:
     return plugin
 
 
-def installed_plugin_folder(spec: str, home: Path) -> Path | None:
-    """A plugin named `name` or `name@marketplace`, as Claude Code records installed plugins
-    (`~/.claude/plugins/installed_plugins.json`: `plugins` maps `name@marketplace` to its
-    installs, each with an `installPath`)."""
+def installed_plugins(home: Path) -> list[tuple[str, Path]]:
+    """The plugins installed for the user as Claude Code records them
+    (`~/.claude/plugins/installed_plugins.json`: `plugins` maps `name@marketplace` to its install,
+    or a list of them, each with an `installPath`): (`name@marketplace`, folder), the folders
+    that exist only."""
     record = home / ".claude" / "plugins" / "installed_plugins.json"
     if not record.is_file():
-        return None
+        return []
     try:
         data = json.loads(read_text_file(record, "installed plugins"))
     except ValueError:
         raise InputError("not valid JSON", record, 1) from None
     plugins = data.get("plugins") if isinstance(data, dict) else None
-    if not isinstance(plugins, dict):
-        return None
-    for key, installs in plugins.items():
-        if key != spec and key.split("@")[0] != spec:
-            continue
+    found = []
+    for key, installs in (plugins if isinstance(plugins, dict) else {}).items():
         for install in installs if isinstance(installs, list) else [installs]:
             path = install.get("installPath") if isinstance(install, dict) else None
             if isinstance(path, str) and Path(path).is_dir():
-                return Path(path)
-    return None
+                found.append((str(key), Path(path)))
+                break
+    return found
+
+
+def installed_plugin_folder(spec: str, home: Path) -> Path | None:
+    """A plugin named `name` or `name@marketplace` among the installed ones."""
+    return next(
+        (path for key, path in installed_plugins(home) if spec in (key, key.split("@")[0])),
+        None,
+    )
 
 
 def resolve_plugin(spec: str, home: Path) -> Path:

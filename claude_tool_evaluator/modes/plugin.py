@@ -25,6 +25,7 @@ from ..loaders.plugin_evals import (
     Plugin,
     PluginCase,
     PluginGrader,
+    installed_plugins,
     load_plugin,
     never_passing,
     resolve_plugin,
@@ -63,6 +64,7 @@ class PluginRequest:
     ablation: bool = True
     keep_events: bool = False
     cases: tuple[str, ...] = ()  # --case GLOB: only the cases whose name matches one
+    distractors: str | None = None  # `installed`: the user's other plugins beside it
 
 
 def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
@@ -180,6 +182,23 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
     warnings = [line for case in plugin.cases for line in never_passing(case)]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
+    others = (
+        tuple(
+            path
+            for key, path in installed_plugins(Path.home())
+            if key.split("@")[0] != plugin.name and path.resolve() != plugin.folder
+        )
+        if request.distractors == "installed"
+        else ()
+    )
+    if request.distractors == "installed":
+        console.print(
+            terminal_text(
+                f"--distractors installed: {len(others)} other installed plugin(s) in both arms"
+            ),
+            markup=False,
+            highlight=False,
+        )
     combos = [(b, m) for b in request.claude_bins for m in request.models]
     plans = []
     for claude_bin, model in combos:
@@ -198,6 +217,7 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
                 request.ablation,
                 f"{model} @ {version}" if version else "",
                 request.runs.least if isinstance(request.runs, AutoRuns) else None,
+                others,
             )
         )
     if request.dry_run:

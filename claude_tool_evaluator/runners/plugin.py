@@ -62,6 +62,8 @@ class PluginRunPlan:
     ablation: bool = True
     label: str = ""  # a matrix: which model and Claude Code version its runs are
     auto_least: int | None = None  # --runs auto[:MIN-MAX]: the rounds' MIN (`runs` is then MAX)
+    # --distractors installed: the user's other plugins, loaded in both arms beside it
+    others: tuple[Path, ...] = ()
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
@@ -126,11 +128,11 @@ class PluginArmRun:
         return data
 
 
-def install_plugin(plugin: Plugin, home: Path) -> Path:
-    """A copy of the plugin in the run's temporary HOME (its results and VCS folders left out),
-    so nothing the run does reaches the user's folder."""
-    target = home / ".claude" / "plugins-under-test" / plugin.name
-    shutil.copytree(plugin.folder, target, ignore=PLUGIN_COPY_IGNORED, symlinks=True)
+def install_plugin(source: Path, name: str, home: Path) -> Path:
+    """A copy of a plugin folder in the run's temporary HOME (its results and VCS folders left
+    out), so nothing the run does reaches the user's folder."""
+    target = home / ".claude" / "plugins-under-test" / name
+    shutil.copytree(source, target, ignore=PLUGIN_COPY_IGNORED, symlinks=True)
     return target
 
 
@@ -166,10 +168,13 @@ async def run_arm(
         record.error = f"could not start claude: {exc}"
         return record
     try:
+        home = folder.root / "home"
+        loaded = [  # an install path is often a version (`.../name/1.0.0`): named by place
+            install_plugin(other, f"installed-{i}", home) for i, other in enumerate(plan.others, 1)
+        ]
         if arm == "with":
-            settings = replace(
-                settings, plugin_dirs=(str(install_plugin(plan.plugin, folder.root / "home")),)
-            )
+            loaded.append(install_plugin(plan.plugin.folder, plan.plugin.name, home))
+        settings = replace(settings, plugin_dirs=tuple(str(p) for p in loaded))
         before = set(created_files(folder.project, set()))
         done = await run_claude_process(settings, case.prompt, folder)
         events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
