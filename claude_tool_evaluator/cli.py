@@ -605,6 +605,11 @@ def plugin_command() -> click.Command:
         help="Also run without the plugin (as claude plugin eval does).",
     )
     @click.option(
+        "--pr-comment",
+        metavar="FILE",
+        help="The report as a pull request comment (the GitHub Action posts it).",
+    )
+    @click.option(
         "--distractors",
         type=click.Choice(["installed"]),
         help="installed: your other installed plugins beside it, in both arms.",

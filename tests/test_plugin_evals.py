@@ -270,6 +270,9 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
             str(tmp_path / "ours.json"),
             "--report",
             str(tmp_path / "ours.md"),
+            "--pr-comment",
+            str(tmp_path / "comment.md"),
+            env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")},
         )
         assert ours.returncode == 0, ours.stdout + ours.stderr
         expanded = [
@@ -289,7 +292,8 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
             ours_first = {g["name"]: g["passed"] for g in our_case["arms"][arm][0]["graders"]}
             theirs_first = {g["name"]: g["passed"] for g in their_case["arms"][arm][0]["graders"]}
             assert ours_first == theirs_first, (our_case["name"], arm)
-    assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / "ours.md").read_text()
+    for written in ("ours.md", "comment.md", "summary.md"):  # report, PR comment, step summary
+        assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / written).read_text()
 
 
 @needs_claude

@@ -31,6 +31,7 @@ from ..loaders.plugin_evals import (
     resolve_plugin,
 )
 from ..options import AutoRuns
+from ..redaction import Redactor
 from ..runners.plugin import (
     PluginArmRun,
     PluginRunPlan,
@@ -39,6 +40,7 @@ from ..runners.plugin import (
 )
 from ..scoring.plugin_graders import ArmDelta, arm_delta
 from ..sinks import markdown_cell, terminal_text, wrote_line
+from ..writers.github import append_step_summary, comment_text
 
 RESULTS_KIND = "plugin-eval"
 
@@ -65,6 +67,7 @@ class PluginRequest:
     keep_events: bool = False
     cases: tuple[str, ...] = ()  # --case GLOB: only the cases whose name matches one
     distractors: str | None = None  # `installed`: the user's other plugins beside it
+    pr_comment: str | None = None  # --pr-comment FILE: the report as a pull request comment
 
 
 def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
@@ -266,9 +269,14 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
             results_document(plugin, plans, runs, deltas, warnings, request.keep_events),
         )
         console.print(wrote_line(request.output), markup=False, highlight=False)
+    report = markdown_report(plugin, deltas, warnings)
     if request.report:
-        write_text_atomic(request.report, markdown_report(plugin, deltas, warnings))
+        write_text_atomic(request.report, Redactor.for_run().text(report))
         console.print(wrote_line(request.report), markup=False, highlight=False)
+    if request.pr_comment:  # the PR comment's form: redacted, with the product's footer
+        write_text_atomic(request.pr_comment, comment_text(report.splitlines(), request.pr_comment))
+        console.print(wrote_line(request.pr_comment), markup=False, highlight=False)
+    append_step_summary(report)  # under GitHub Actions: the job's summary page
     errors = sum(1 for r in runs if r.error)
     return 1 if errors else 0
 
