@@ -237,6 +237,35 @@ async def unjudged(prompt: str, index: int) -> bool:
     raise RuntimeError("an llm or baseline grader ran without a judge")
 
 
+async def in_rounds(
+    plan: PluginRunPlan,
+    one: Callable[[Job], Awaitable[None]],
+    results: list[PluginArmRun],
+    finished: set[tuple],
+) -> None:
+    """--runs auto: the pipeline's rounds (AutoRounds), each arm of each case a case of its own:
+    MIN runs first, then one more at a time until the arm's pass rate is clearly above or below
+    one half (its 95 % interval), or MAX runs. Runs kept by --resume count as done."""
+    jobs = plan.jobs()
+    rounds = AutoRounds(
+        [j for j in jobs if j.key not in finished], plan.auto_least or 1, AUTO_ARM_THRESHOLD
+    )
+    by_key = {j.key: j for j in jobs}
+    for record in results:
+        job = by_key.get((record.label, record.case, record.arm, record.run))
+        if job is not None:
+            rounds.kept(job, record.passed)
+    while batch := rounds.next_round():
+        before = len(results)
+        await asyncio.gather(*(one(job) for job in batch))
+        for record in results[before:]:
+            rounds.finished(
+                by_key[(record.label, record.case, record.arm, record.run)], record.passed
+            )
+        if len(results) == before:  # --max-cost: nothing ran
+            return
+
+
 async def run_plugin_suite(
     plan: PluginRunPlan,
     on_result: Callable[[PluginArmRun], None],
@@ -289,35 +318,6 @@ async def run_plugin_suite(
             proxy.__exit__(None, None, None)
     order = {job.key: i for i, job in enumerate(plan.jobs())}
     return sorted(results, key=lambda r: order.get((r.label, r.case, r.arm, r.run), len(order)))
-
-
-async def in_rounds(
-    plan: PluginRunPlan,
-    one: Callable[[Job], Awaitable[None]],
-    results: list[PluginArmRun],
-    finished: set[tuple],
-) -> None:
-    """--runs auto: the pipeline's rounds (AutoRounds), each arm of each case a case of its own:
-    MIN runs first, then one more at a time until the arm's pass rate is clearly above or below
-    one half (its 95 % interval), or MAX runs. Runs kept by --resume count as done."""
-    jobs = plan.jobs()
-    rounds = AutoRounds(
-        [j for j in jobs if j.key not in finished], plan.auto_least or 1, AUTO_ARM_THRESHOLD
-    )
-    by_key = {j.key: j for j in jobs}
-    for record in results:
-        job = by_key.get((record.label, record.case, record.arm, record.run))
-        if job is not None:
-            rounds.kept(job, record.passed)
-    while batch := rounds.next_round():
-        before = len(results)
-        await asyncio.gather(*(one(job) for job in batch))
-        for record in results[before:]:
-            rounds.finished(
-                by_key[(record.label, record.case, record.arm, record.run)], record.passed
-            )
-        if len(results) == before:  # --max-cost: nothing ran
-            return
 
 
 def estimate_plugin_runs(plan: PluginRunPlan) -> CostEstimate:
