@@ -31,7 +31,7 @@ from pathlib import Path
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, plugin_claude_code
 
-from claude_tool_evaluator.loaders.plugin_evals import load_plugin, never_passing
+from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
     PluginRunView,
     PluginToolCall,
@@ -61,7 +61,7 @@ def evaluator(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT):
     )
 
 
-def test_the_suite_is_read_as_claude_code_reads_it():
+def test_the_suite_is_read_as_claude_code_reads_it(tmp_path: Path):
     plugin = load_plugin(PLUGIN)
     assert (plugin.name, plugin.skills, plugin.commands) == (
         "greeter",
@@ -88,7 +88,17 @@ def test_the_suite_is_read_as_claude_code_reads_it():
     yaml_case = cases["04-yaml-case"]
     assert yaml_case.prompt.startswith("Write a formal greeting card that greets Sam")
     assert cases["02-capital"].max_turns == 10  # Claude Code's default
-    assert never_passing(yaml_case) == [
+    scaffolded = tmp_path / "scaffolded"
+    (scaffolded / "graders").mkdir(parents=True)
+    (scaffolded / "case.yaml").write_text(
+        'schema_version: "1.0"\nname: s\ncontext: {scaffold_script: setup.sh}\n'
+        "execution: {prompt: Go., env: {A: b}}\ngraders: [{name: g, type: regex, pattern: x}]\n"
+    )
+    assert case_warnings(load_case(scaffolded)) == [
+        "s: context.scaffold_script, execution.env not acted on by this product's runs (claude "
+        "plugin eval acts on them)"
+    ]
+    assert case_warnings(yaml_case) == [
         "04-yaml-case/never-read: tool_used Read expects 1..0, which no run can meet (set min: 0 "
         "too); scored as Claude Code scores it: failed"
     ]

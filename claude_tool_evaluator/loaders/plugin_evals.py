@@ -42,6 +42,14 @@ EXECUTION_KEYS = (
     "env",
 )
 CASE_YAML_KEYS = (*CASE_TOP_KEYS, "context", "execution", "graders")
+# What Claude Code acts on that a `plugin` run here does not (yet): said in one warning line.
+NOT_HONOURED_EXECUTION = (
+    "disallowed_tools",
+    "artifact_publish",
+    "growthbook_overrides",
+    "append_system_prompt",
+    "env",
+)
 SUPPORTED_SCHEMA_MAJOR = 1
 DEFAULT_RUNS, MAX_RUNS = 3, 50
 DEFAULT_MAX_TURNS, MAX_TURNS = 10, 200
@@ -113,6 +121,7 @@ class PluginCase:
     tags: list[str] = field(default_factory=list)
     scaffold_script: str | None = None
     source: Path | None = None  # the file the case's prompt came from
+    not_honoured: list[str] = field(default_factory=list)  # fields read but not acted on here
 
 
 @dataclass
@@ -414,6 +423,11 @@ def load_case(folder: Path) -> PluginCase | None:
     if duplicate:
         raise InputError(f'duplicate grader name "{duplicate}"', where)
     context: dict[str, Any] = top["context"] if isinstance(top.get("context"), dict) else {}
+    not_honoured = [f"context.{k}" for k in context if context[k]] + [
+        f"execution.{k}" for k in NOT_HONOURED_EXECUTION if execution.get(k)
+    ]
+    if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
+        not_honoured.append("mocks/")
     return PluginCase(
         name=str(top.get("name") or folder.name),
         folder=folder,
@@ -440,6 +454,7 @@ def load_case(folder: Path) -> PluginCase | None:
         if context.get("scaffold_script")
         else None,
         source=source,
+        not_honoured=not_honoured,
     )
 
 
@@ -477,10 +492,18 @@ def static_findings(plugin: Plugin) -> list[InputError]:
     return findings
 
 
-def never_passing(case: PluginCase) -> list[str]:
-    """Graders Claude Code accepts that no run can pass: a tool_used range that is empty
-    (`max: 0` with its default `min: 1` reads "expected 1..0")."""
-    lines = []
+def case_warnings(case: PluginCase) -> list[str]:
+    """The case's warnings: what it sets that these runs do not act on, and graders Claude Code
+    accepts that no run can pass (a tool_used range that is empty: `max: 0` with its default
+    `min: 1` reads "expected 1..0")."""
+    lines = (
+        [
+            f"{case.name}: {', '.join(case.not_honoured)} not acted on by this product's runs "
+            "(claude plugin eval acts on them)"
+        ]
+        if case.not_honoured
+        else []
+    )
     for grader in case.graders:
         if grader.kind == "tool_used":
             low, high = grader.get("min", 1), grader.get("max")

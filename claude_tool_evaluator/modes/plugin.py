@@ -25,9 +25,9 @@ from ..loaders.plugin_evals import (
     Plugin,
     PluginCase,
     PluginGrader,
+    case_warnings,
     installed_plugins,
     load_plugin,
-    never_passing,
     resolve_plugin,
 )
 from ..options import AutoRuns
@@ -182,7 +182,7 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
         ]
         if not plugin.cases:
             raise InputError(f"no case matches --case {' '.join(request.cases)}", plugin.eval_dir)
-    warnings = [line for case in plugin.cases for line in never_passing(case)]
+    warnings = [line for case in plugin.cases for line in case_warnings(case)]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
     others = (
