@@ -277,8 +277,27 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
         write_text_atomic(request.pr_comment, comment_text(report.splitlines(), request.pr_comment))
         console.print(wrote_line(request.pr_comment), markup=False, highlight=False)
     append_step_summary(report)  # under GitHub Actions: the job's summary page
-    errors = sum(1 for r in runs if r.error)
-    return 1 if errors else 0
+    unstarted = sum(  # -i auto stops by design: only fixed run counts can fall short
+        len(p.jobs()) - sum(1 for r in runs if r.label == p.label)
+        for p in plans
+        if p.auto_least is None
+    )
+    if unstarted > 0:
+        console.print(
+            f"--max-cost reached: {unstarted} run(s) not started", markup=False, highlight=False
+        )
+    failing = [
+        d.name for d in deltas if not d.name.startswith("(all cases)") and d.score_with < 1.0
+    ]
+    if failing:
+        console.print(
+            terminal_text(f"below the threshold (score 1) with the plugin: {', '.join(failing)}"),
+            markup=False,
+            highlight=False,
+        )
+    # as the other modes: 1 when a case failed (as claude plugin eval: its with-plugin score
+    # under 1), a run errored, or --max-cost left runs unstarted
+    return 1 if failing or unstarted > 0 or any(r.error for r in runs) else 0
 
 
 def grader_expectation(grader: PluginGrader) -> str:
