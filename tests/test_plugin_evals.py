@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
-from fake_anthropic import ScriptedAnthropic, plugin_claude_code
+from fake_anthropic import ScriptedAnthropic, plugin_claude_code, user_query
 
 from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
@@ -526,3 +526,39 @@ def test_distractors_installed_loads_the_other_plugins_in_both_arms(tmp_path: Pa
     first_requests = [text for text in listings if "cards:birthday-card" in text]
     assert first_requests and all("cards:birthday-card" in text for text in listings)
     assert any("greeter:greeting-card" not in text for text in listings)  # the without arm
+
+
+@needs_claude
+def test_a_hung_run_is_an_error_on_its_case_and_the_suite_goes_on(tmp_path: Path):
+    folder = shutil.copytree(PLUGIN, tmp_path / "greeter")
+    (folder / "evals" / "08-hang" / "graders").mkdir(parents=True)
+    (folder / "evals" / "08-hang" / "prompt.md").write_text(
+        "---\nruns: 1\ntimeout_seconds: 3\n---\nHANG-PLEASE forever.\n"
+    )
+    (folder / "evals" / "08-hang" / "graders" / "done.md").write_text(
+        "---\ntype: regex\n---\nDone\n"
+    )
+
+    def responder(body: dict):
+        return {"hang": 30} if "HANG-PLEASE" in user_query(body) else plugin_claude_code(body)
+
+    with ScriptedAnthropic(responder=responder) as api:
+        done = evaluator(
+            "plugin",
+            str(folder),
+            "--base-url",
+            api.url,
+            "--case",
+            "08-hang",
+            "--case",
+            "02-capital",
+            "--runs",
+            "1",
+            "-o",
+            str(tmp_path / "ours.json"),
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "08-hang [with] run 1: error (score 0.00): timed out after 3s" in done.stdout
+    assert "02-capital: with 1/1, without 1/1" in done.stdout
+    runs = json.loads((tmp_path / "ours.json").read_text())["cases"]
+    assert [c["name"] for c in runs] == ["02-capital", "08-hang"]
