@@ -29,7 +29,14 @@ import sys
 from pathlib import Path
 
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
-from fake_anthropic import ScriptedAnthropic, plugin_claude_code, user_query
+from fake_anthropic import (
+    ScriptedAnthropic,
+    forced_tool,
+    plugin_claude_code,
+    reply,
+    tool_use,
+    user_query,
+)
 
 from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
@@ -562,3 +569,45 @@ def test_a_hung_run_is_an_error_on_its_case_and_the_suite_goes_on(tmp_path: Path
     assert "02-capital: with 1/1, without 1/1" in done.stdout
     runs = json.loads((tmp_path / "ours.json").read_text())["cases"]
     assert [c["name"] for c in runs] == ["02-capital", "08-hang"]
+
+
+@needs_claude
+def test_llm_graders_are_three_votes_of_our_judge(tmp_path: Path):
+    """The judge is this product's (its forced `grade` call); it votes FAIL on the second of
+    the three votes and PASS on the others: 2 of 3, passed, with the votes in the explanation."""
+    folder = shutil.copytree(PLUGIN, tmp_path / "greeter")
+    (folder / "evals" / "09-judged" / "graders").mkdir(parents=True)
+    (folder / "evals" / "09-judged" / "prompt.md").write_text(
+        "---\nruns: 1\n---\nPlease write a formal greeting card that greets Alex warmly by name.\n"
+    )
+    (folder / "evals" / "09-judged" / "graders" / "warm.md").write_text(
+        "---\ntype: llm\n---\nThe card greets Alex warmly.\n"
+    )
+
+    def responder(body: dict):
+        if forced_tool(body) == "grade":
+            passed = "(Vote 2 of 3.)" not in json.dumps(body["messages"])
+            return reply(
+                tool_use("grade", {"passed": passed, "score": float(passed), "evidence": "x"})
+            )
+        return plugin_claude_code(body)
+
+    with ScriptedAnthropic(responder=responder) as api:
+        done = evaluator(
+            "plugin",
+            str(folder),
+            "--base-url",
+            api.url,
+            "--case",
+            "09-judged",
+            "-o",
+            str(tmp_path / "ours.json"),
+        )
+        judged = [r for r in api.requests if forced_tool(r["body"]) == "grade"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(judged) == 6  # 3 votes on each arm's run
+    assert "The card greets Alex warmly." in json.dumps(judged[0]["body"]["messages"])
+    case = json.loads((tmp_path / "ours.json").read_text())["cases"][0]
+    grader = case["arms"]["with"][0]["graders"][0]
+    assert grader["passed"] and grader["explanation"] == "judge votes: PASS FAIL PASS"
+    assert grader["judge_votes"] == [True, False, True]
