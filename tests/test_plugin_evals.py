@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,9 @@ from fake_anthropic import (
     forced_tool,
     plugin_claude_code,
     reply,
+    request_texts,
+    text,
+    tool_results_in,
     tool_use,
     user_query,
 )
@@ -173,8 +177,8 @@ async def each_grader_kind(tmp_path: Path) -> None:
         "d-skill.md": "---\ntype: tool_used\ntool: Skill\n---\n",
         "e-judge.md": "---\ntype: llm\n---\nThe answer says done.\n",
     }
-    for name, text in graders.items():
-        (case_dir / name).write_text(text)
+    for name, content in graders.items():
+        (case_dir / name).write_text(content)
     case = load_plugin(folder).cases[0]
     votes = itertools.cycle([True, False, True])  # 2 of 3: passed
 
@@ -611,3 +615,39 @@ def test_llm_graders_are_three_votes_of_our_judge(tmp_path: Path):
     grader = case["arms"]["with"][0]["graders"][0]
     assert grader["passed"] and grader["explanation"] == "judge votes: PASS FAIL PASS"
     assert grader["judge_votes"] == [True, False, True]
+
+
+@needs_claude
+def test_file_exists_sees_the_files_a_run_created(tmp_path: Path):
+    folder = shutil.copytree(PLUGIN, tmp_path / "greeter")
+    case = folder / "evals" / "10-writes"
+    (case / "graders").mkdir(parents=True)
+    (case / "prompt.md").write_text(
+        "---\nruns: 1\nallowed_tools: [Write]\n---\nSAVE-NOTE for Alex, please.\n"
+    )
+    (case / "graders" / "note.md").write_text("---\ntype: file_exists\npath: 'notes/*.txt'\n---\n")
+    (case / "graders" / "listed.md").write_text(
+        "---\ntype: regex\ntarget: files\n---\n^notes/alex\\.txt$\n"
+    )
+
+    def responder(body: dict):
+        if "SAVE-NOTE" not in user_query(body):
+            return plugin_claude_code(body)
+        if tool_results_in(body):
+            return reply(text("Saved."))
+        folder = re.search(r"Primary working directory: (\S+)", "\n".join(request_texts(body)))[1]
+        return reply(tool_use("Write", {"file_path": f"{folder}/notes/alex.txt", "content": "Hi"}))
+
+    with ScriptedAnthropic(responder=responder) as api:
+        done = evaluator(
+            "plugin",
+            str(folder),
+            "--base-url",
+            api.url,
+            "--case",
+            "10-writes",
+            "-o",
+            str(tmp_path / "ours.json"),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "10-writes: with 1/1, without 1/1" in done.stdout

@@ -25,6 +25,7 @@ from ..claude_code import (
     detect_activation,
     finish_claude_run,
     parse_stream_json,
+    project_files,
     run_claude_process,
 )
 from ..dry_run import CostEstimate
@@ -139,12 +140,7 @@ def install_plugin(source: Path, name: str, home: Path) -> Path:
 def created_files(project: Path, before: set[str]) -> list[str]:
     """The files a run created in its working folder (paths relative to it), as Claude Code's
     `files` target lists them: files that were there before are not listed."""
-    found = [
-        p.relative_to(project).as_posix()
-        for p in project.rglob("*")
-        if p.is_file() and not p.is_symlink()
-    ]
-    return sorted(f for f in found if f not in before)
+    return sorted(name for name, _ in project_files(project) if name not in before)
 
 
 Vote = Callable[[str, int], Any]
