@@ -604,6 +604,8 @@ def plugin_command() -> click.Command:
         show_default=True,
         help="Also run without the plugin (as claude plugin eval does).",
     )
+    @click.option("--junit", metavar="FILE", help="JUnit XML: a testcase per case and arm.")
+    @click.option("--html", metavar="FILE", help="The HTML report of every case and arm.")
     @click.option(
         "--pr-comment",
         metavar="FILE",

@@ -332,6 +332,10 @@ def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
             "5",
             "--case",
             "01-greet",
+            "--junit",
+            str(tmp_path / "plugin.xml"),
+            "--html",
+            str(tmp_path / "plugin.html"),
             "-o",
             str(tmp_path / "ours.json"),
         )
@@ -340,6 +344,10 @@ def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
         "01-greet: with 5/5, without 0/5: significant: delta +1.00 [+0.39, +1.00], p = 0.0079"
         in done.stdout
     )
+    junit = (tmp_path / "plugin.xml").read_text()  # the product's JUnit and HTML writers
+    assert 'name="configuration" value="with_skill"' in junit
+    assert "passed 0/5 runs (a baseline: reported, it does not fail the suite)" in junit
+    assert "01-greet" in (tmp_path / "plugin.html").read_text()
     deltas = json.loads((tmp_path / "ours.json").read_text())["deltas"]
     assert deltas[0]["significant"] and round(deltas[0]["p_value"], 4) == 0.0079
 

@@ -30,17 +30,25 @@ from ..loaders.plugin_evals import (
     load_plugin,
     resolve_plugin,
 )
-from ..options import AutoRuns
+from ..options import AutoRuns, Settings
+from ..pipeline import PipelineOutcome
+from ..records import Usage
 from ..redaction import Redactor
+from ..result_records import CaseResult
+from ..results import Results, make_metadata, summary_record
 from ..runners.plugin import (
+    ARMS,
     PluginArmRun,
     PluginRunPlan,
     estimate_plugin_runs,
     run_plugin_suite,
 )
 from ..scoring.plugin_graders import ArmDelta, arm_delta
+from ..scoring.statistics import RunTotals, case_counts
 from ..sinks import markdown_cell, terminal_text, wrote_line
+from ..writers.formats import write_junit
 from ..writers.github import append_step_summary, comment_text
+from ..writers.html import write_html_report
 
 RESULTS_KIND = "plugin-eval"
 
@@ -68,6 +76,8 @@ class PluginRequest:
     cases: tuple[str, ...] = ()  # --case GLOB: only the cases whose name matches one
     distractors: str | None = None  # `installed`: the user's other plugins beside it
     pr_comment: str | None = None  # --pr-comment FILE: the report as a pull request comment
+    junit: str | None = None  # --junit FILE: a testcase per case and arm
+    html: str | None = None  # --html FILE: the product's HTML report of the cases and arms
 
 
 def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
@@ -151,6 +161,77 @@ def markdown_report(plugin: Plugin, deltas: list[ArmDelta], warnings: list[str])
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {markdown_cell(w, None)}" for w in warnings]
     return "\n".join(lines) + "\n"
+
+
+def arm_case(plugin: Plugin, case: PluginCase, arm: str, runs: list[PluginArmRun]) -> CaseResult:
+    """A case in one arm as the product's verdict every writer reads: the plugin arm gates (as
+    a task eval's with_skill), the arm without it is reported beside it (a baseline); it passes
+    as claude plugin eval's case does, at a mean score of 1. Its failing graders are its reasons."""
+    reasons: dict[str, int] = {}
+    for run in runs:
+        why = (
+            [run.error]
+            if run.error
+            else [
+                f"{g['name']}: {g['explanation']}"
+                for g in run.graders
+                if g["scored"] and not g["passed"]
+            ]
+        )
+        for reason in why:
+            reasons[reason or "failed"] = reasons.get(reason or "failed", 0) + 1
+    passes = sum(1 for r in runs if r.passed)
+    score = sum(r.score for r in runs) / len(runs) if runs else 0.0
+    return CaseResult(
+        name=case.name,
+        kind="case",
+        group=f"plugin {plugin.name}",
+        passed=bool(runs) and score >= 1.0,
+        error=bool(runs) and all(r.error for r in runs),
+        runs=len(runs),
+        passes=passes,
+        errors=sum(1 for r in runs if r.error),
+        pass_rate=passes / len(runs) if runs else 0.0,
+        reasons=reasons,
+        prompt=case.prompt,
+        cost_usd=sum(r.cost_usd + r.judge_cost_usd for r in runs),
+        seconds=sum(r.duration_ms for r in runs) / 1000,
+        tags=case.tags,
+        configuration="with_skill" if arm == "with" else "without_skill",
+        model=runs[0].label or None if runs else None,
+        source=str(case.source or case.folder),
+    )
+
+
+def product_results(plugin: Plugin, runs: list[PluginArmRun]) -> Results:
+    """The runs as the product's Results, for its JUnit and HTML writers."""
+    labels = list(dict.fromkeys(r.label for r in runs)) or [""]
+    cases = [
+        arm_case(
+            plugin,
+            case,
+            arm,
+            [r for r in runs if r.case == case.name and r.arm == arm and r.label == label],
+        )
+        for label in labels
+        for case in plugin.cases
+        for arm in ARMS
+        if any(r.case == case.name and r.arm == arm for r in runs)
+    ]
+    totals = RunTotals()
+    for run in runs:
+        totals.add(Usage(), run.cost_usd + run.judge_cost_usd, run.duration_ms, bool(run.error))
+    outcome = PipelineOutcome([], [])
+    summary = summary_record(case_counts(cases), totals, 1.0, outcome)
+    return Results(
+        make_metadata("plugin", Settings(), len(runs), outcome, input_type="plugin"),
+        all(c.passed for c in cases if c.configuration == "with_skill"),
+        summary,
+        cases,
+        lambda: (),
+        0,
+        suite_name=f"plugin {plugin.name}",
+    )
 
 
 def earlier_runs(path: str | None) -> list[PluginArmRun]:
@@ -277,6 +358,12 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
         write_text_atomic(request.pr_comment, comment_text(report.splitlines(), request.pr_comment))
         console.print(wrote_line(request.pr_comment), markup=False, highlight=False)
     append_step_summary(report)  # under GitHub Actions: the job's summary page
+    if request.junit or request.html:
+        results = product_results(plugin, runs).redacted()
+        for path, write in ((request.junit, write_junit), (request.html, write_html_report)):
+            if path:
+                write(path, results)
+                console.print(wrote_line(path), markup=False, highlight=False)
     unstarted = sum(  # -i auto stops by design: only fixed run counts can fall short
         len(p.jobs()) - sum(1 for r in runs if r.label == p.label)
         for p in plans
