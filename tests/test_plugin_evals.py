@@ -293,7 +293,10 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
             str(tmp_path / "ours.md"),
             "--pr-comment",
             str(tmp_path / "comment.md"),
-            env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")},
+            env={
+                "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+                "GITHUB_OUTPUT": str(tmp_path / "outputs.txt"),
+            },
         )
         # 04-yaml-case scores 0.33 with the plugin: under Claude Code's threshold of 1, a failure
         assert ours.returncode == 1, ours.stdout + ours.stderr
@@ -316,6 +319,9 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
             ours_first = {g["name"]: g["passed"] for g in our_case["arms"][arm][0]["graders"]}
             theirs_first = {g["name"]: g["passed"] for g in their_case["arms"][arm][0]["graders"]}
             assert ours_first == theirs_first, (our_case["name"], arm)
+    outputs = (tmp_path / "outputs.txt").read_text()  # what the GitHub Action uploads
+    assert "passed=false" in outputs and f"pr_comment={tmp_path / 'comment.md'}" in outputs
+    assert f"output={tmp_path / 'ours.json'}" in outputs
     for written in ("ours.md", "comment.md", "summary.md"):  # report, PR comment, step summary
         assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / written).read_text()
 

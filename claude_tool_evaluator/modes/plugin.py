@@ -47,7 +47,7 @@ from ..scoring.plugin_graders import ArmDelta, arm_delta
 from ..scoring.statistics import RunTotals, case_counts
 from ..sinks import markdown_cell, terminal_text, wrote_line
 from ..writers.formats import write_junit
-from ..writers.github import append_step_summary, comment_text
+from ..writers.github import append_step_summary, comment_text, results_outputs
 from ..writers.html import write_html_report
 
 RESULTS_KIND = "plugin-eval"
@@ -358,12 +358,20 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
         write_text_atomic(request.pr_comment, comment_text(report.splitlines(), request.pr_comment))
         console.print(wrote_line(request.pr_comment), markup=False, highlight=False)
     append_step_summary(report)  # under GitHub Actions: the job's summary page
-    if request.junit or request.html:
-        results = product_results(plugin, runs).redacted()
-        for path, write in ((request.junit, write_junit), (request.html, write_html_report)):
-            if path:
-                write(path, results)
-                console.print(wrote_line(path), markup=False, highlight=False)
+    results = product_results(plugin, runs).redacted()
+    for path, write in ((request.junit, write_junit), (request.html, write_html_report)):
+        if path:
+            write(path, results)
+            console.print(wrote_line(path), markup=False, highlight=False)
+    written = {
+        "output": request.output,
+        "report": request.report,
+        "junit": request.junit,
+        "html": request.html,
+        "pr_comment": request.pr_comment,
+    }
+    # under GitHub Actions: the step's outputs name every file written (the action uploads them)
+    results_outputs(results, Settings(outputs={k: v for k, v in written.items() if v}), console)
     unstarted = sum(  # -i auto stops by design: only fixed run counts can fall short
         len(p.jobs()) - sum(1 for r in runs if r.label == p.label)
         for p in plans
