@@ -230,6 +230,8 @@ def test_five_of_five_against_none_is_significant():
     noisy = arm_delta("case", [1.0, 1.0], [0.0, 0.0])
     assert not noisy.significant and noisy.runs_to_decide and noisy.runs_to_decide > 2
     assert "would decide it" in noisy.verdict()
+    alone = arm_delta("case", [1.0, 0.5], [])  # --ablation none: no arm without the plugin
+    assert alone.verdict() == "score 0.75 with the plugin (no arm without it)"
 
 
 def claude_plugin_eval(api_url: str, tmp_path: Path, *args: str) -> dict:

@@ -354,6 +354,8 @@ class ArmDelta:
         return rate(self.with_passed, self.with_runs) - rate(self.without_passed, self.without_runs)
 
     def verdict(self) -> str:
+        if not self.without_runs:
+            return f"score {self.score_with:.2f} with the plugin (no arm without it)"
         low, high = self.interval
         shown = f"delta {self.delta:+.2f} [{low:+.2f}, {high:+.2f}], p = {self.p_value:.4f}"
         if self.significant:
