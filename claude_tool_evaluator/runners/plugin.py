@@ -22,6 +22,7 @@ from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
     RunFolder,
+    content_blocks,
     detect_activation,
     finish_claude_run,
     parse_stream_json,
@@ -146,6 +147,31 @@ def created_files(project: Path, before: set[str]) -> list[str]:
 Vote = Callable[[str, int], Any]
 
 
+def graded_calls_and_text(events: list[dict]) -> tuple[list[PluginToolCall], str]:
+    """What Claude Code's plugin eval grades (2.1.332): every assistant event's tool calls, a
+    subagent's too (unlike the activation reader, which keeps the top level), and the text of
+    the last assistant message that has any, its text blocks joined by line breaks."""
+    calls, last = [], ""
+    for event in events:
+        if event.get("type") != "assistant":
+            continue
+        texts = []
+        for block in content_blocks(event):
+            if block.get("type") == "tool_use":
+                arguments = block.get("input")
+                calls.append(
+                    PluginToolCall(
+                        str(block.get("name") or ""),
+                        arguments if isinstance(arguments, dict) else {},
+                    )
+                )
+            elif block.get("type") == "text":
+                texts.append(str(block.get("text") or ""))
+        if texts:
+            last = "\n".join(texts)
+    return calls, last
+
+
 async def run_arm(
     plan: PluginRunPlan,
     case: PluginCase,
@@ -184,9 +210,10 @@ async def run_arm(
         if claude_run.error:
             record.error = claude_run.error
         else:
+            tool_calls, last_message = graded_calls_and_text(events)
             view = PluginRunView(
-                tool_calls=[PluginToolCall(c.name, c.input) for c in claude_run.tool_calls],
-                last_message=claude_run.answer,
+                tool_calls=tool_calls,
+                last_message=last_message,
                 trace=events,
                 created_files=created_files(folder.project, before),
                 folder=folder.project,
