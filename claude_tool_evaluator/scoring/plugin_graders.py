@@ -234,7 +234,8 @@ def llm_prompt(grader: PluginGrader, run: PluginRunView) -> str | None:
 
 def baseline_prompt(grader: PluginGrader, case: PluginCase, run: PluginRunView) -> str | None:
     path = (case.folder / grader.get("baseline_file")).resolve()
-    if not path.is_file():
+    # read from the case's own folder only: a suite from elsewhere sends no other file to the judge
+    if not path.is_relative_to(case.folder.resolve()) or not path.is_file():
         return None
     baseline = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     return "\n".join(
