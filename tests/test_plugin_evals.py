@@ -667,3 +667,31 @@ def test_file_exists_sees_the_files_a_run_created(tmp_path: Path):
         )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "10-writes: with 1/1, without 1/1" in done.stdout
+
+
+def test_a_baseline_grader_compares_with_the_case_s_baseline_trajectory(tmp_path: Path):
+    case_dir = tmp_path / "p" / "evals" / "c"
+    (case_dir / "graders").mkdir(parents=True)
+    (case_dir / "prompt.md").write_text("Do it.\n")
+    (case_dir / "baseline.jsonl").write_text('{"type": "assistant", "note": "BASELINE-STEP"}\n')
+    (case_dir / "graders" / "as-good.md").write_text(
+        "---\ntype: baseline\nbaseline_file: baseline.jsonl\n---\nIt is at least as tidy.\n"
+    )
+    (case_dir / "graders" / "outside.md").write_text(
+        "---\ntype: baseline\nbaseline_file: ../../../secret.jsonl\n---\nAnything.\n"
+    )
+    (tmp_path / "secret.jsonl").write_text('{"secret": 1}\n')
+    case = load_plugin(tmp_path / "p").cases[0]
+    prompts_seen = []
+
+    async def vote(prompt: str, index: int) -> bool:
+        prompts_seen.append(prompt)
+        return True
+
+    view = PluginRunView(trace=[{"type": "assistant", "note": "NEW-STEP"}])
+    verdicts = {v.name: v for v in asyncio.run(grade_run(case, view, "with", vote))}
+    assert verdicts["as-good"].passed and len(prompts_seen) == 3
+    assert "BASELINE trajectory:" in prompts_seen[0] and "BASELINE-STEP" in prompts_seen[0]
+    assert "NEW-STEP" in prompts_seen[0] and "It is at least as tidy." in prompts_seen[0]
+    assert not verdicts["outside"].passed  # no file outside the case's folder reaches the judge
+    assert verdicts["outside"].explanation == "../../../secret.jsonl does not exist"
