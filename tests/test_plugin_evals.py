@@ -695,3 +695,19 @@ def test_a_baseline_grader_compares_with_the_case_s_baseline_trajectory(tmp_path
     assert "NEW-STEP" in prompts_seen[0] and "It is at least as tidy." in prompts_seen[0]
     assert not verdicts["outside"].passed  # no file outside the case's folder reaches the judge
     assert verdicts["outside"].explanation == "../../../secret.jsonl does not exist"
+
+
+def test_javascript_named_groups_read_as_claude_code_reads_them(tmp_path: Path):
+    case_dir = tmp_path / "p" / "evals" / "c"
+    (case_dir / "graders").mkdir(parents=True)
+    (case_dir / "prompt.md").write_text("Do it.\n")
+    (case_dir / "graders" / "twice.md").write_text(
+        "---\ntype: regex\n---\n(?<word>[a-z]+) \\k<word>\n"
+    )
+    case = load_plugin(tmp_path / "p").cases[0]  # Python's re alone refuses `(?<word>`
+
+    async def never_asked(prompt: str, index: int) -> bool:
+        raise AssertionError("a regex grader asks no judge")
+
+    verdicts = asyncio.run(grade_run(case, run_view([], "hello hello"), None, never_asked))
+    assert verdicts[0].passed

@@ -217,9 +217,16 @@ def target_value(value: Any, key: str, path: Path, line: int) -> str | dict:
     )
 
 
+def python_pattern(pattern: str) -> str:
+    """A JavaScript RegExp's source as Python's re reads it: JS named groups `(?<name>...)` and
+    their back references `\\k<name>` in Python's spelling (lookbehinds are left as they are)."""
+    named = re.sub(r"\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>", r"(?P<\1>", pattern)
+    return re.sub(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P=\1)", named)
+
+
 def js_regex_problem(pattern: str) -> str | None:
     try:
-        re.compile(pattern)
+        re.compile(python_pattern(pattern))
     except re.error as exc:
         return str(exc)
     return None

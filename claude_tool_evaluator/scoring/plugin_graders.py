@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep
+from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep, python_pattern
 
 JUDGE_VOTES = 3
 # Claude Code's judge prompt (plugin eval): one word back, PASS only when FAIL is not said.
@@ -129,7 +129,7 @@ def regex_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
     where = target_name(grader.get("target"))
     if text is None:
         return failed(grader, f"{where} is not available in this run")
-    pattern = re.compile(grader.get("pattern"), js_flags(grader.get("flags", "")))
+    pattern = re.compile(python_pattern(grader.get("pattern")), js_flags(grader.get("flags", "")))
     match = grader.get("match")
     if match == "contains":
         passed = pattern.search(text) is not None
@@ -147,7 +147,10 @@ def regex_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
 def call_matches(call: PluginToolCall, step: ToolStep) -> bool:
     if call.name != step.tool:
         return False
-    return step.input_match is None or re.search(step.input_match, call.input_text) is not None
+    return (
+        step.input_match is None
+        or re.search(python_pattern(step.input_match), call.input_text) is not None
+    )
 
 
 def first_call(run: PluginRunView, step: ToolStep) -> int:
