@@ -172,6 +172,16 @@ def graded_calls_and_text(events: list[dict]) -> tuple[list[PluginToolCall], str
     return calls, last
 
 
+def ended_ungraded(events: list[dict], start_error: str | None) -> bool:
+    """Whether a run scores 0 without grading (Claude Code's rule): it did not start, said
+    nothing, or its result event is an API error (`is_error` with an `api_error_status`)."""
+    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
+    api_error = bool(
+        result and result.get("is_error") and isinstance(result.get("api_error_status"), int)
+    )
+    return bool(start_error) or not events or api_error
+
+
 async def run_arm(
     plan: PluginRunPlan,
     case: PluginCase,
@@ -181,7 +191,8 @@ async def run_arm(
     vote: Vote,
 ) -> PluginArmRun:
     """One run of a case in an arm; never raises for a failed, hung or garbled run: that is an
-    error on the run, scored 0 ungraded as Claude Code scores a run that ended on an error."""
+    error on the run. As Claude Code does, a run cut short (its timeout, its turns) is graded on
+    what it did; one that never started or ended on an API error scores 0 ungraded."""
     start = time.perf_counter()
     record = PluginArmRun(case.name, arm, run)
     try:
@@ -207,9 +218,8 @@ async def run_arm(
         record.events, record.turns = events, claude_run.num_turns
         record.tools, record.answer = list(claude_run.tools), claude_run.answer
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
-        if claude_run.error:
-            record.error = claude_run.error
-        else:
+        record.error = claude_run.error
+        if not ended_ungraded(events, done.start_error):
             tool_calls, last_message = graded_calls_and_text(events)
             view = PluginRunView(
                 tool_calls=tool_calls,
