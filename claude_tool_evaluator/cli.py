@@ -204,7 +204,7 @@ class FrontDoor(click.Group):
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
         formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
         formatter.write(
-            f"  {'import':<{width}}  import bfcl | tau2: a benchmark from the literature, as a suite\n"
+            f"  {'import':<{width}}  import bfcl | tau2 | plugin-evals PLUGIN: a benchmark, or a plugin's evals/, as suites\n"
         )
         formatter.write(
             f"  {'export':<{width}}  export claude-plugin-eval: trigger sets, task evals or CSV "
@@ -212,6 +212,9 @@ class FrontDoor(click.Group):
         )
         formatter.write(
             f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
+        )
+        formatter.write(
+            f"  {'plugin':<{width}}  plugin PATH: a plugin's evals/ suite with and without it\n"
         )
         formatter.write(
             f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
@@ -432,6 +435,22 @@ def init_command() -> click.Command:
     return init
 
 
+def import_plugin_suite(source: str | None, folder: str, *not_taken: object) -> int:
+    """`import plugin-evals PLUGIN -o DIR`: a plugin's evals/ suite in this product's formats."""
+    from .modes.benchmarks import import_folder
+    from .modes.plugin import import_plugin_evals
+
+    if source is None:
+        raise UsageProblem(
+            "import plugin-evals needs the plugin's folder: import plugin-evals PLUGIN -o DIR"
+        )
+    if any(value is not None for value in not_taken):
+        raise UsageProblem("import plugin-evals takes only PLUGIN and -o DIR")
+    for line in import_plugin_evals(Path(source), import_folder(Path(folder))):
+        click.echo(line)
+    return 0
+
+
 def import_command() -> click.Command:
     """`import bfcl | tau2`: its choices are the benchmarks' room's, loaded when it is asked for."""
     from .modes.benchmarks import (
@@ -445,7 +464,8 @@ def import_command() -> click.Command:
     from .scoring.literature import BFCL_CATEGORIES
 
     @click.command("import", context_settings=CONTEXT_SETTINGS)
-    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2"]))
+    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2", "plugin-evals"]))
+    @click.argument("source", required=False, metavar="[PLUGIN]")
     @click.option(
         "-o",
         "--output",
@@ -477,6 +497,7 @@ def import_command() -> click.Command:
     )
     def import_(
         benchmark: str,
+        source: str | None,
         folder: str,
         categories: str | None,
         domain: str | None,
@@ -484,7 +505,12 @@ def import_command() -> click.Command:
         tasks: str | None,
         limit: int | None,
     ) -> int:
-        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package."""
+        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package,
+        or a plugin's evals/ suite (plugin-evals PLUGIN) as trigger sets and task evals."""
+        if benchmark == "plugin-evals":
+            return import_plugin_suite(source, folder, categories, domain, split, tasks, limit)
+        if source is not None:
+            raise UsageProblem(f"import {benchmark} takes no PLUGIN argument (got {source!r})")
         given = (
             {"--categories": categories}
             if benchmark == "tau2"
@@ -561,6 +587,123 @@ def export_command() -> click.Command:
     return export
 
 
+def plugin_command() -> click.Command:
+    """`plugin PATH`: a plugin's own eval suite through Claude Code, with and without it."""
+    from .modes.plugin import PluginRequest, plugin_verb
+    from .options import RunCount
+    from .sinks import make_console
+
+    @click.command("plugin", context_settings=CONTEXT_SETTINGS)
+    @click.argument("path", metavar="PATH")
+    @click.option(
+        "--runs",
+        "-i",
+        type=RunCount(),
+        metavar="N|auto",
+        help="Runs per case and arm (default: each case's runs, else 3); auto[:MIN-MAX]: in "
+        f"rounds ({C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}), each arm stopping once its pass rate is "
+        "clearly above or below one half.",
+    )
+    @click.option(
+        "--model",
+        "models",
+        multiple=True,
+        metavar="MODEL",
+        help="The model claude runs on (default haiku).",
+    )
+    @click.option(
+        "--claude-bin", "claude_bins", multiple=True, metavar="PATH", help="The claude binary."
+    )
+    @click.option(
+        "--base-url", metavar="URL", help="An Anthropic-compatible API for claude and the judge."
+    )
+    @click.option(
+        "--judge-model",
+        default=C.DEFAULT_JUDGE_MODEL,
+        show_default=True,
+        metavar="MODEL",
+        help="The judge of llm and baseline graders.",
+    )
+    @click.option(
+        "-o", "--output", metavar="FILE", help="The results JSON, written as runs complete."
+    )
+    @click.option(
+        "--report", metavar="FILE", help="A markdown report of each case's with/without delta."
+    )
+    @click.option("--dry-run", is_flag=True, help="Price the runs; run nothing.")
+    @click.option(
+        "--max-cost",
+        type=click.FloatRange(min=0),
+        metavar="USD",
+        help="Start no run once this much is spent.",
+    )
+    @click.option("--resume", is_flag=True, help="Keep the runs the --output file already holds.")
+    @click.option(
+        "--cache", metavar="DIR", help="Answer identical model requests from this folder."
+    )
+    @click.option(
+        "--concurrency",
+        type=click.IntRange(1, 64),
+        default=2,
+        show_default=True,
+        help="Runs at once.",
+    )
+    @click.option(
+        "--alpha",
+        type=click.FloatRange(0.0001, 0.5),
+        default=0.05,
+        show_default=True,
+        help="The significance level of the deltas.",
+    )
+    @click.option(
+        "--ablation",
+        type=click.Choice(["with-without", "none"]),
+        default="with-without",
+        show_default=True,
+        help="Also run without the plugin (as claude plugin eval does).",
+    )
+    @click.option("--junit", metavar="FILE", help="JUnit XML: a testcase per case and arm.")
+    @click.option("--html", metavar="FILE", help="The HTML report of every case and arm.")
+    @click.option(
+        "--pr-comment",
+        metavar="FILE",
+        help="The report as a pull request comment (the GitHub Action posts it).",
+    )
+    @click.option(
+        "--distractors",
+        type=click.Choice(["installed"]),
+        help="installed: your other installed plugins beside it, in both arms.",
+    )
+    @click.option(
+        "--case",
+        "cases",
+        multiple=True,
+        metavar="GLOB",
+        help="Only the cases whose name matches (as claude plugin eval --case).",
+    )
+    @click.option(
+        "--keep-events", is_flag=True, help="Keep each run's stream-json events in the results."
+    )
+    def plugin(
+        path: str,
+        models: tuple[str, ...],
+        claude_bins: tuple[str, ...],
+        ablation: str,
+        **given: Any,
+    ) -> int:
+        """Run a plugin's eval suite (evals/, as claude plugin eval reads it) with and without the plugin."""
+        request = PluginRequest(
+            path,
+            models=list(models) or [C.DEFAULT_TRIGGER_MODEL],
+            claude_bins=list(claude_bins) or [None],
+            ablation=ablation == "with-without",
+            **given,
+        )
+        return plugin_verb(request, make_console())
+
+    return plugin
+
+
 def cache_command() -> click.Command:
     """`cache verify DIR` / `cache prune DIR`: a --cache folder read as the untrusted input it is."""
     from .cache import prune_cache, verify_cache
@@ -634,6 +777,8 @@ def build_cli() -> click.Group:
     group.factories["import"] = import_command
     group.factories["cache"] = cache_command
     group.factories["export"] = export_command
+
+    group.factories["plugin"] = plugin_command
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

@@ -47,6 +47,12 @@ and thieves with the same functions):
   calls the Skill tool for `crowd_skill_choice(query, listed)`: the best match of the query, then
   every other listed skill the query names as `/name` (fired alongside). After a tool result it
   answers in text; with no skill chosen it answers at once.
+- `plugin_claude_code` plays Claude Code's model with plugins loaded: of the listing's plugin
+  entries (`listed_plugin_skills(body)`: lines `- PLUGIN:NAME: description`, a plugin's skills and
+  commands; Claude Code's bundled skills are left out), it calls the Skill tool once for the
+  `best_match` of the user's prompt (`{"skill": "PLUGIN:NAME"}`), then, once the request holds a
+  tool result anywhere (`tool_results_in`), answers "Done: answered with the skill's help."; with none matching it answers "Here is my answer, without a skill."
+  A slash-command prompt reaches it expanded, so the command file's text is what it matches.
 - `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
   request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
   answers in text; no match: it answers at once.
@@ -373,6 +379,33 @@ def crowd_claude_code(body: dict) -> Spec:
     if not chosen:
         return reply(text("Here is my answer, without a skill."))
     return reply(*[tool_use("Skill", {"skill": name}) for name in chosen])
+
+
+def listed_plugin_skills(body: dict) -> dict[str, str]:
+    """The `- PLUGIN:NAME: description` lines of Claude Code's skill listing (a plugin's skills
+    and commands, each qualified by its plugin): qualified name -> description."""
+    import re
+
+    found: dict[str, str] = {}
+    for text in request_texts(body):
+        at = text.find(SKILL_LISTING_HEADER)
+        if at < 0:
+            continue
+        for line in text[at:].split("</system-reminder>")[0].splitlines()[1:]:
+            match = re.match(r"^- ([A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+): (.*)$", line)
+            if match:
+                found.setdefault(match.group(1), match.group(2).strip())
+    return found
+
+
+def plugin_claude_code(body: dict) -> Spec:
+    """Claude Code's model with plugins loaded (see the module docstring)."""
+    if tool_results_in(body):
+        return reply(text("Done: answered with the skill's help."))
+    chosen = best_match(user_query(body), listed_plugin_skills(body))
+    if chosen is None:
+        return reply(text("Here is my answer, without a skill."))
+    return reply(tool_use("Skill", {"skill": chosen}))
 
 
 def crowd_tool_use(body: dict) -> Spec:

@@ -1,0 +1,615 @@
+"""A plugin and its eval suite as `claude plugin eval` (Claude Code 2.1.332) reads them: the
+manifest (`.claude-plugin/plugin.json`), its skills, commands and agents, the eval folder (the
+manifest's `experimental.evals`, else `evals/`), each case (`case.yaml` and/or `prompt.md`), its
+graders (`graders/*.md` or a `graders:` list) of six kinds with Claude Code's fields and defaults,
+and the static findings made before any spend.
+
+May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
+result_records, answers, the loaders above it."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, InputProblems
+from ..files import read_text_file
+from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
+
+# Claude Code's case schema (2.1.332): what a case.yaml's top level and its `execution` hold,
+# and which of those a prompt.md's frontmatter may set (anything else there is refused).
+CASE_TOP_KEYS = (
+    "schema_version",
+    "name",
+    "description",
+    "tags",
+    "plugins",
+    "runs",
+    "expected_outcome",
+)
+EXECUTION_KEYS = (
+    "model",
+    "max_turns",
+    "timeout_seconds",
+    "allowed_tools",
+    "disallowed_tools",
+    "artifact_publish",
+    "growthbook_overrides",
+    "append_system_prompt",
+    "env",
+)
+CASE_YAML_KEYS = (*CASE_TOP_KEYS, "context", "execution", "graders")
+# What Claude Code acts on that a `plugin` run here does not (yet): said in one warning line.
+NOT_HONOURED_EXECUTION = (
+    "disallowed_tools",
+    "artifact_publish",
+    "growthbook_overrides",
+    "append_system_prompt",
+    "env",
+)
+SUPPORTED_SCHEMA_MAJOR = 1
+DEFAULT_RUNS, MAX_RUNS = 3, 50
+DEFAULT_MAX_TURNS, MAX_TURNS = 10, 200
+DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS = 300, 3600
+
+TARGETS = ("trace", "last_message", "files", "mock_calls")
+COMMON_GRADER_FIELDS = ("type", "name", "weight", "arm")
+# Each kind's own fields beside COMMON_GRADER_FIELDS; a field not listed is refused (Claude Code's
+# schema is strict). The body of a grader file fills `criteria` (llm, baseline) or `pattern` (regex).
+GRADER_FIELDS = {
+    "regex": ("target", "pattern", "flags", "match"),
+    "tool_order": ("before", "after"),
+    "tool_used": ("tool", "input_match", "min", "max"),
+    "file_exists": ("path", "exists"),
+    "llm": ("criteria", "focus"),
+    "baseline": ("baseline_file", "criteria"),
+}
+REQUIRED_GRADER_FIELDS = {
+    "regex": ("pattern",),
+    "tool_order": ("before", "after"),
+    "tool_used": ("tool",),
+    "file_exists": ("path",),
+    "llm": ("criteria",),
+    "baseline": ("baseline_file", "criteria"),
+}
+BODY_FIELD = {"llm": "criteria", "baseline": "criteria", "regex": "pattern"}
+MATCH_RULE = re.compile(r"contains|not_contains|count:\d+")
+JS_FLAGS = re.compile(r"[dgimsuvy]*")
+SLASH_COMMAND = re.compile(r"^/([A-Za-z0-9_.-]+):([A-Za-z0-9_.:-]+)")
+AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
+
+
+@dataclass
+class ToolStep:
+    """One side of a tool_order grader: a tool, and a regex its input (as JSON) must match."""
+
+    tool: str
+    input_match: str | None = None
+
+
+@dataclass
+class PluginGrader:
+    """One grader with Claude Code's defaults filled in."""
+
+    name: str
+    kind: str
+    weight: float = 1.0
+    arm: str | None = None  # with-only | both | None (unset)
+    config: dict[str, Any] = field(default_factory=dict)
+    source: Path | None = None
+    line: int = 1
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.config.get(key, default)
+
+
+@dataclass
+class PluginCase:
+    name: str
+    folder: Path
+    prompt: str
+    graders: list[PluginGrader]
+    runs: int = DEFAULT_RUNS
+    max_turns: int = DEFAULT_MAX_TURNS
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    allowed_tools: list[str] = field(default_factory=list)
+    disallowed_tools: list[str] = field(default_factory=list)
+    model: str | None = None
+    tags: list[str] = field(default_factory=list)
+    scaffold_script: str | None = None
+    source: Path | None = None  # the file the case's prompt came from
+    not_honoured: list[str] = field(default_factory=list)  # fields read but not acted on here
+
+
+@dataclass
+class Plugin:
+    """A plugin folder: its name from the manifest (else the folder), what it ships, its suite."""
+
+    folder: Path
+    name: str
+    manifest: dict[str, Any]
+    skills: list[str]
+    commands: list[str]
+    agents: list[str]
+    eval_dir: Path
+    cases: list[PluginCase] = field(default_factory=list)
+
+    @property
+    def mcp_config(self) -> Path | None:
+        path = self.folder / ".mcp.json"
+        return path if path.is_file() else None
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / ".claude-plugin" / "plugin.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(read_text_file(path, "plugin manifest"))
+    except ValueError as exc:
+        raise InputError(f"not valid JSON: {exc}", path, 1, "fix the manifest") from None
+    if not isinstance(data, dict):
+        raise InputError("the manifest must be a JSON object", path, 1)
+    return data
+
+
+def shipped_names(folder: Path, kind: str) -> list[str]:
+    """The plugin's skills (`skills/<name>/SKILL.md`), commands or agents (`<kind>/<name>.md`)."""
+    base = folder / kind
+    if not base.is_dir():
+        return []
+    if kind == "skills":
+        return sorted(p.parent.name for p in base.glob("*/SKILL.md"))
+    return sorted(p.stem for p in base.glob("*.md"))
+
+
+def eval_dir_of(folder: Path, manifest: dict[str, Any]) -> Path:
+    """The manifest's `experimental.evals` (a folder inside the plugin), else `evals/`."""
+    experimental = manifest.get("experimental")
+    named = experimental.get("evals") if isinstance(experimental, dict) else None
+    return (
+        (folder / named).resolve() if isinstance(named, str) and named.strip() else folder / "evals"
+    )
+
+
+def positive_int(value: Any, key: str, limit: int, path: Path, line: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise InputError(
+            f"{key} must be a whole number from 1 to {limit}, not {value!r}", path, line
+        )
+    return value
+
+
+def string_list(value: Any, key: str, path: Path, line: int) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{key} must be a list of strings", path, line, f"{key}: [Skill, Read]")
+    return list(value)
+
+
+def tool_step(value: Any, key: str, path: Path, line: int) -> ToolStep:
+    if isinstance(value, str):
+        return ToolStep(value)
+    if isinstance(value, dict) and isinstance(value.get("tool"), str):
+        unknown = sorted(set(value) - {"tool", "input_match"})
+        if unknown:
+            raise InputError(f"{key}: unknown field {unknown[0]!r} (tool, input_match)", path, line)
+        match = value.get("input_match")
+        return ToolStep(value["tool"], match if isinstance(match, str) else None)
+    raise InputError(f"{key} must be a tool name or {{tool, input_match}}", path, line)
+
+
+def target_value(value: Any, key: str, path: Path, line: int) -> str | dict:
+    if value in TARGETS:
+        return str(value)
+    if (
+        isinstance(value, dict)
+        and value.get("source") == "file"
+        and isinstance(value.get("path"), str)
+    ):
+        return {"source": "file", "path": value["path"]}
+    raise InputError(
+        f"{key} must be one of {', '.join(TARGETS)} or {{source: file, path: ...}}", path, line
+    )
+
+
+def python_pattern(pattern: str) -> str:
+    """A JavaScript RegExp's source as Python's re reads it: JS named groups `(?<name>...)` and
+    their back references `\\k<name>` in Python's spelling (lookbehinds are left as they are)."""
+    named = re.sub(r"\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>", r"(?P<\1>", pattern)
+    return re.sub(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P=\1)", named)
+
+
+def js_regex_problem(pattern: str) -> str | None:
+    try:
+        re.compile(python_pattern(pattern))
+    except re.error as exc:
+        return str(exc)
+    return None
+
+
+def make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
+    """One grader from its fields (a grader file's frontmatter with its body, or an entry of a
+    `graders:` list), checked field by field as Claude Code's strict schema does."""
+    kind = data.get("type")
+    if kind not in GRADER_FIELDS:
+        raise InputError(
+            f"grader type must be one of {' | '.join(GRADER_FIELDS)}, not {kind!r}", path, line
+        )
+    allowed = (*COMMON_GRADER_FIELDS, *GRADER_FIELDS[kind])
+    for key in data:
+        if key not in allowed:
+            raise InputError(
+                f"unknown {kind} grader field {key!r} (expected one of: {', '.join(allowed)})",
+                path,
+                line,
+            )
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError("a grader needs a name", path, line)
+    for key in REQUIRED_GRADER_FIELDS[kind]:
+        if data.get(key) in (None, ""):
+            raise InputError(f"{kind} grader {name!r} needs {key}", path, line)
+    weight = data.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+        raise InputError(f"weight must be a positive number, not {weight!r}", path, line)
+    arm = data.get("arm")
+    if arm not in (None, "with-only", "both"):
+        raise InputError(f"arm must be with-only or both, not {arm!r}", path, line)
+    config: dict[str, Any] = {}
+    if kind == "regex":
+        config["target"] = target_value(data.get("target", "last_message"), "target", path, line)
+        config["pattern"] = str(data["pattern"])
+        flags = str(data.get("flags", ""))
+        if not JS_FLAGS.fullmatch(flags):
+            raise InputError("flags must be JS RegExp flags (d g i m s u v y)", path, line)
+        config["flags"] = flags
+        match = str(data.get("match", "contains"))
+        if not MATCH_RULE.fullmatch(match):
+            raise InputError("match must be contains | not_contains | count:N", path, line)
+        config["match"] = match
+        problem = js_regex_problem(config["pattern"])
+        if problem:
+            raise InputError(f"pattern does not compile: {problem}", path, line)
+    elif kind == "tool_order":
+        config["before"] = tool_step(data["before"], "before", path, line)
+        config["after"] = tool_step(data["after"], "after", path, line)
+    elif kind == "tool_used":
+        config["tool"] = str(data["tool"])
+        if data.get("input_match") is not None:
+            config["input_match"] = str(data["input_match"])
+        for key in ("min", "max"):
+            value = data.get(key)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InputError(f"{key} must be a whole number of 0 or more", path, line)
+                config[key] = value
+    elif kind == "file_exists":
+        config["path"] = str(data["path"])
+        exists = data.get("exists", True)
+        if not isinstance(exists, bool):
+            raise InputError("exists must be true or false", path, line)
+        config["exists"] = exists
+    elif kind == "llm":
+        config["criteria"] = str(data["criteria"])
+        config["focus"] = target_value(data.get("focus", "last_message"), "focus", path, line)
+    else:
+        config["baseline_file"] = str(data["baseline_file"])
+        config["criteria"] = str(data["criteria"])
+    return PluginGrader(name, kind, float(weight), arm, config, path, line)
+
+
+def grader_files(folder: Path) -> list[PluginGrader]:
+    """`graders/*.md` in name order: frontmatter `type:` and fields, the body the criteria or
+    pattern (a file without frontmatter is skipped, as Claude Code skips it)."""
+    graders = []
+    for path in sorted((folder / "graders").glob("*.md")):
+        raw = read_text_file(path, "grader")
+        if not raw.lstrip("\ufeff").startswith("---"):
+            continue
+        data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), path)
+        if not isinstance(data.get("type"), str):
+            raise InputError(
+                'frontmatter must include "type:" (regex | tool_order | tool_used | file_exists | '
+                "llm | baseline)",
+                path,
+                1,
+            )
+        fields = {"name": path.stem, **data}
+        body_field = BODY_FIELD.get(str(data["type"]))
+        if body_field and fields.get(body_field) is None and body.strip():
+            fields[body_field] = body.strip()
+        known = (*COMMON_GRADER_FIELDS, *GRADER_FIELDS.get(str(data["type"]), ()))
+        unknown = [k for k in data if k not in known]
+        line = frontmatter_line(raw, unknown[0]) if unknown else 1
+        graders.append(make_grader(fields, path, line))
+    return graders
+
+
+def yaml_case(path: Path) -> dict[str, Any]:
+    raw = read_text_file(path, "case.yaml")
+    data = load_frontmatter_yaml(raw, path, 1, "case.yaml")
+    if not isinstance(data, dict):
+        raise InputError("case.yaml must be a YAML object", path, 1)
+    version = data.get("schema_version")
+    if not isinstance(version, str):
+        raise InputError('missing required field schema_version (e.g. "1.0")', path, 1)
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) > SUPPORTED_SCHEMA_MAJOR:
+        raise InputError(
+            f"schema_version {version!r} is not one Claude Code 2.1.332 reads (up to "
+            f"{SUPPORTED_SCHEMA_MAJOR}.x)",
+            path,
+            frontmatter_line(raw, "schema_version"),
+        )
+    for key in data:
+        if key not in CASE_YAML_KEYS:
+            raise InputError(
+                f"unknown case.yaml field {key!r} (expected one of: {', '.join(CASE_YAML_KEYS)})",
+                path,
+                frontmatter_line(raw, key),
+            )
+    execution = data.get("execution") or {}
+    if not isinstance(execution, dict):
+        raise InputError("execution must be a mapping", path, frontmatter_line(raw, "execution"))
+    for key in execution:
+        if key not in (*EXECUTION_KEYS, "prompt"):
+            raise InputError(
+                f"unknown execution field {key!r}", path, frontmatter_line(raw, str(key))
+            )
+    graders = data.get("graders") or []
+    if not isinstance(graders, list):
+        raise InputError("graders must be a list", path, frontmatter_line(raw, "graders"))
+    made = []
+    for entry in graders:
+        if not isinstance(entry, dict):
+            raise InputError(
+                "each grader must be a mapping", path, frontmatter_line(raw, "graders")
+            )
+        line = frontmatter_line(raw, "graders")
+        named = re.search(rf"name:\s*['\"]?{re.escape(str(entry.get('name', '')))}", raw)
+        if named:
+            line = raw.count("\n", 0, named.start()) + 1
+        made.append(make_grader(entry, path, line))
+    return {"top": data, "execution": execution, "graders": made, "raw": raw}
+
+
+def load_case(folder: Path) -> PluginCase | None:
+    """A case folder as Claude Code merges it: case.yaml first, then prompt.md's frontmatter
+    (top-level and execution keys) and body (the prompt), graders from both (the list, then the
+    files). None when the folder holds neither."""
+    yaml_path, prompt_path = folder / "case.yaml", folder / "prompt.md"
+    top: dict[str, Any] = {}
+    execution: dict[str, Any] = {}
+    graders: list[PluginGrader] = []
+    source: Path | None = None
+    if yaml_path.is_file():
+        loaded = yaml_case(yaml_path)
+        top, execution, graders = dict(loaded["top"]), dict(loaded["execution"]), loaded["graders"]
+        source = yaml_path
+    file_graders = grader_files(folder)
+    if prompt_path.is_file():
+        raw = read_text_file(prompt_path, "prompt.md")
+        data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), prompt_path, required=False)
+        for key, value in data.items():
+            if key in CASE_TOP_KEYS:
+                top[key] = value
+            elif key in EXECUTION_KEYS:
+                execution[key] = value
+            else:
+                raise InputError(
+                    f'unknown frontmatter key "{key}" (expected one of: '
+                    f"{', '.join((*CASE_TOP_KEYS, *EXECUTION_KEYS))})",
+                    prompt_path,
+                    frontmatter_line(raw, key),
+                )
+        if body.strip():
+            execution["prompt"] = body.strip()
+        source = prompt_path
+    elif not yaml_path.is_file() and not file_graders:
+        return None
+    graders = graders + file_graders
+    where = source or folder
+    if not str(execution.get("prompt") or "").strip():
+        raise InputError(
+            "execution.prompt is required (a prompt.md body, or execution.prompt in case.yaml)",
+            where,
+        )
+    if not graders:
+        raise InputError(
+            "the case has no graders (Claude Code refuses to load it)",
+            where,
+            hint="add graders/<name>.md with a type: in its frontmatter, or a graders: list",
+        )
+    names = [g.name for g in graders]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise InputError(f'duplicate grader name "{duplicate}"', where)
+    context: dict[str, Any] = top["context"] if isinstance(top.get("context"), dict) else {}
+    not_honoured = [f"context.{k}" for k in context if context[k]] + [
+        f"execution.{k}" for k in NOT_HONOURED_EXECUTION if execution.get(k)
+    ]
+    if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
+        not_honoured.append("mocks/")
+    return PluginCase(
+        name=str(top.get("name") or folder.name),
+        folder=folder,
+        prompt=str(execution["prompt"]).strip(),
+        graders=graders,
+        runs=positive_int(top.get("runs", DEFAULT_RUNS), "runs", MAX_RUNS, where, 1),
+        max_turns=positive_int(
+            execution.get("max_turns", DEFAULT_MAX_TURNS), "max_turns", MAX_TURNS, where, 1
+        ),
+        timeout_seconds=positive_int(
+            execution.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+            "timeout_seconds",
+            MAX_TIMEOUT_SECONDS,
+            where,
+            1,
+        ),
+        allowed_tools=string_list(execution.get("allowed_tools"), "allowed_tools", where, 1),
+        disallowed_tools=string_list(
+            execution.get("disallowed_tools"), "disallowed_tools", where, 1
+        ),
+        model=str(execution["model"]) if execution.get("model") else None,
+        tags=string_list(top.get("tags"), "tags", where, 1),
+        scaffold_script=str(context.get("scaffold_script"))
+        if context.get("scaffold_script")
+        else None,
+        source=source,
+        not_honoured=not_honoured,
+    )
+
+
+def static_findings(plugin: Plugin) -> list[InputError]:
+    """What `claude plugin validate` would say before any run: a slash command or a
+    `plugin:agent` the plugin does not ship."""
+    findings = []
+    for case in plugin.cases:
+        where = case.source or case.folder
+        command = SLASH_COMMAND.match(case.prompt)
+        if command and command.group(1) == plugin.name:
+            name = command.group(2)
+            if name not in plugin.commands and name not in plugin.skills:
+                findings.append(
+                    InputError(
+                        f"/{plugin.name}:{name}: the plugin ships no command or skill {name!r}",
+                        where,
+                        hint=f"its commands: {', '.join(plugin.commands) or 'none'}",
+                    )
+                )
+        for grader in case.graders:
+            if grader.kind != "tool_used" or grader.get("tool") != "Agent":
+                continue
+            for prefix, agent in AGENT_REFERENCE.findall(str(grader.get("input_match") or "")):
+                if prefix == plugin.name and agent not in plugin.agents:
+                    findings.append(
+                        InputError(
+                            f"grader {grader.name!r} names agent {prefix}:{agent}, which the "
+                            "plugin does not ship",
+                            grader.source,
+                            grader.line,
+                            f"its agents: {', '.join(plugin.agents) or 'none'}",
+                        )
+                    )
+    return findings
+
+
+def case_warnings(case: PluginCase) -> list[str]:
+    """The case's warnings: what it sets that these runs do not act on, and graders Claude Code
+    accepts that no run can pass (a tool_used range that is empty: `max: 0` with its default
+    `min: 1` reads "expected 1..0")."""
+    lines = (
+        [
+            f"{case.name}: {', '.join(case.not_honoured)} not acted on by this product's runs "
+            "(claude plugin eval acts on them)"
+        ]
+        if case.not_honoured
+        else []
+    )
+    for grader in case.graders:
+        if grader.kind == "tool_used":
+            low, high = grader.get("min", 1), grader.get("max")
+            if high is not None and high < low:
+                lines.append(
+                    f"{case.name}/{grader.name}: tool_used {grader.get('tool')} expects {low}..{high}, "
+                    "which no run can meet (set min: 0 too); scored as Claude Code scores it: failed"
+                )
+    return lines
+
+
+def load_plugin(folder: Path) -> Plugin:
+    """The plugin at `folder` with every case of its suite; every problem in the suite is one
+    line naming its file (InputProblems), before anything runs."""
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise InputError(
+            "not a plugin folder", folder, hint="give the folder holding .claude-plugin/"
+        )
+    manifest = read_manifest(folder)
+    name = manifest.get("name") if isinstance(manifest.get("name"), str) else folder.name
+    plugin = Plugin(
+        folder=folder,
+        name=str(name),
+        manifest=manifest,
+        skills=shipped_names(folder, "skills"),
+        commands=shipped_names(folder, "commands"),
+        agents=shipped_names(folder, "agents"),
+        eval_dir=eval_dir_of(folder, manifest),
+    )
+    if not plugin.eval_dir.is_dir():
+        raise InputError(
+            "the plugin has no eval suite",
+            plugin.eval_dir,
+            hint="add evals/<case>/prompt.md with graders/, or name the folder in the manifest's "
+            "experimental.evals",
+        )
+    problems: list[InputError] = []
+    for case_folder in sorted(p for p in plugin.eval_dir.iterdir() if p.is_dir()):
+        if case_folder.name.startswith(".") or case_folder.name in ("results", "mocks"):
+            continue
+        try:
+            case = load_case(case_folder)
+        except InputProblems as exc:
+            problems.extend(exc.problems)
+            continue
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        if case is not None:
+            plugin.cases.append(case)
+    problems += static_findings(plugin)
+    if problems:
+        raise InputProblems(problems)
+    if not plugin.cases:
+        raise InputError("the eval suite has no cases", plugin.eval_dir)
+    return plugin
+
+
+def installed_plugins(home: Path) -> list[tuple[str, Path]]:
+    """The plugins installed for the user as Claude Code records them
+    (`~/.claude/plugins/installed_plugins.json`: `plugins` maps `name@marketplace` to its install,
+    or a list of them, each with an `installPath`): (`name@marketplace`, folder), the folders
+    that exist only."""
+    record = home / ".claude" / "plugins" / "installed_plugins.json"
+    if not record.is_file():
+        return []
+    try:
+        data = json.loads(read_text_file(record, "installed plugins"))
+    except ValueError:
+        raise InputError("not valid JSON", record, 1) from None
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    found = []
+    for key, installs in (plugins if isinstance(plugins, dict) else {}).items():
+        for install in installs if isinstance(installs, list) else [installs]:
+            path = install.get("installPath") if isinstance(install, dict) else None
+            if isinstance(path, str) and Path(path).is_dir():
+                found.append((str(key), Path(path)))
+                break
+    return found
+
+
+def installed_plugin_folder(spec: str, home: Path) -> Path | None:
+    """A plugin named `name` or `name@marketplace` among the installed ones."""
+    return next(
+        (path for key, path in installed_plugins(home) if spec in (key, key.split("@")[0])),
+        None,
+    )
+
+
+def resolve_plugin(spec: str, home: Path) -> Path:
+    """PATH as a folder when it is one, else a plugin name among the installed plugins."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    found = installed_plugin_folder(spec, home)
+    if found is None:
+        raise InputError(
+            f"{spec!r} is neither a plugin folder nor an installed plugin",
+            hint="give the plugin's folder, or a name from `claude plugin list`",
+        )
+    return found

@@ -1,0 +1,428 @@
+"""The six grader kinds of `claude plugin eval` with Claude Code's meaning (2.1.332): regex,
+tool_used, tool_order, file_exists, llm and baseline (a judge's 3 votes, passed on a majority),
+the with-only rule under ablation, and a run's score (the weighted share of its scored graders
+passed; a run passes at 1).
+
+May import: the rooms above scoring, the scoring rooms above it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep, python_pattern
+
+JUDGE_VOTES = 3
+# Claude Code's judge prompt (plugin eval): one word back, PASS only when FAIL is not said.
+JUDGE_ANSWER_RULE = "Respond with exactly one word: PASS or FAIL."
+TRACE_EDGE = 12  # a trace longer than 2 x this shows its first and last 12 events to the judge
+JS_FLAG_MEANING = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+
+# How a judge vote is asked: the prompt in, PASS (True) or FAIL out.
+Vote = Callable[[str, int], Awaitable[bool]]
+
+
+@dataclass
+class PluginToolCall:
+    name: str
+    input: dict[str, Any]
+
+    @property
+    def input_text(self) -> str:
+        return json.dumps(self.input, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class PluginRunView:
+    """What the graders read of one run: its tool calls in order, its last assistant text, its
+    stream events (the trace), the files it created in its working folder, and that folder."""
+
+    tool_calls: list[PluginToolCall] = field(default_factory=list)
+    last_message: str = ""
+    trace: list[dict] = field(default_factory=list)
+    created_files: list[str] = field(default_factory=list)
+    folder: Path | None = None
+
+
+@dataclass
+class GraderVerdict:
+    name: str
+    passed: bool
+    weight: float
+    explanation: str
+    with_only: bool = False
+    scored: bool = True
+    votes: list[bool] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "passed": self.passed,
+            "weight": self.weight,
+            "explanation": self.explanation,
+            "with_only": self.with_only,
+            "scored": self.scored,
+        }
+        if self.votes:
+            data["judge_votes"] = self.votes
+        return data
+
+
+def js_flags(flags: str) -> int:
+    value = 0
+    for flag in flags:
+        value |= JS_FLAG_MEANING.get(flag, 0)
+    return value
+
+
+def trace_text(trace: Sequence[dict]) -> str:
+    return "\n".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in trace)
+
+
+def judge_trace(trace: Sequence[dict]) -> str:
+    """The trace as Claude Code shows it to its judge: whole up to 24 events, else the first
+    and last 12 around a count of those left out."""
+    if len(trace) <= 2 * TRACE_EDGE:
+        return trace_text(trace)
+    left_out = len(trace) - 2 * TRACE_EDGE
+    return "\n".join(
+        [
+            trace_text(trace[:TRACE_EDGE]),
+            f"[\u2026{left_out} messages elided\u2026]",
+            trace_text(trace[-TRACE_EDGE:]),
+        ]
+    )
+
+
+def target_text(target: str | dict, run: PluginRunView) -> str | None:
+    """What a regex reads (or an llm grader focuses on); None when a focus file is missing."""
+    if isinstance(target, dict):
+        if run.folder is None:
+            return None
+        path = (run.folder / target["path"]).resolve()
+        if not path.is_relative_to(run.folder.resolve()) or not path.is_file():
+            return None
+        return path.read_text("utf-8", "replace")
+    if target == "last_message":
+        return run.last_message
+    if target == "files":
+        return "\n".join(run.created_files)
+    if target == "mock_calls":
+        return None
+    return trace_text(run.trace)
+
+
+def target_name(target: str | dict) -> str:
+    return f"file {target['path']}" if isinstance(target, dict) else target
+
+
+def failed(grader: PluginGrader, why: str) -> GraderVerdict:
+    return GraderVerdict(grader.name, False, grader.weight, why)
+
+
+def regex_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+    text = target_text(grader.get("target"), run)
+    where = target_name(grader.get("target"))
+    if text is None:
+        return failed(grader, f"{where} is not available in this run")
+    pattern = re.compile(python_pattern(grader.get("pattern")), js_flags(grader.get("flags", "")))
+    match = grader.get("match")
+    if match == "contains":
+        passed = pattern.search(text) is not None
+        why = f"matched {grader.get('pattern')}" if passed else f"pattern not found in {where}"
+    elif match == "not_contains":
+        passed = pattern.search(text) is None
+        why = "pattern absent as expected" if passed else "pattern found (expected absent)"
+    else:
+        wanted = int(match.split(":", 1)[1])
+        found = sum(1 for _ in pattern.finditer(text))
+        passed, why = found == wanted, f"found {found} matches (expected {wanted})"
+    return GraderVerdict(grader.name, passed, grader.weight, why)
+
+
+def call_matches(call: PluginToolCall, step: ToolStep) -> bool:
+    if call.name != step.tool:
+        return False
+    return (
+        step.input_match is None
+        or re.search(python_pattern(step.input_match), call.input_text) is not None
+    )
+
+
+def first_call(run: PluginRunView, step: ToolStep) -> int:
+    return next((i for i, c in enumerate(run.tool_calls) if call_matches(c, step)), -1)
+
+
+def tool_order_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+    before, after = grader.get("before"), grader.get("after")
+    first, second = first_call(run, before), first_call(run, after)
+    if first < 0:
+        return failed(grader, f'"before" tool {before.tool} never called')
+    if second < 0:
+        return failed(grader, f'"after" tool {after.tool} never called')
+    passed = first < second
+    relation = "precedes" if passed else "does NOT precede"
+    return GraderVerdict(
+        grader.name,
+        passed,
+        grader.weight,
+        f"{before.tool}@{first} {relation} {after.tool}@{second}",
+    )
+
+
+def tool_used_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+    step = ToolStep(grader.get("tool"), grader.get("input_match"))
+    count = sum(1 for c in run.tool_calls if call_matches(c, step))
+    low, high = grader.get("min", 1), grader.get("max")
+    passed = count >= low and (high is None or count <= high)
+    shown = "\u221e" if high is None else str(high)
+    return GraderVerdict(
+        grader.name, passed, grader.weight, f"{step.tool} called {count}x (expected {low}..{shown})"
+    )
+
+
+def glob_rule(glob: str) -> re.Pattern[str]:
+    """Claude Code's path glob: `**/` any folders (or none), `**` anything, `*` within a folder,
+    `?` one character; the whole path must match."""
+    parts, i = ["^"], 0
+    while i < len(glob):
+        char = glob[i]
+        if glob.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            parts.append(".*")
+            i += 2
+            continue
+        parts.append("[^/]*" if char == "*" else "." if char == "?" else re.escape(char))
+        i += 1
+    return re.compile("".join(parts) + "$")
+
+
+def file_exists_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+    rule, wanted = glob_rule(grader.get("path")), grader.get("exists")
+    found = any(rule.match(path.strip()) for path in run.created_files if path.strip())
+    path = grader.get("path")
+    if found == wanted:
+        return GraderVerdict(
+            grader.name,
+            True,
+            grader.weight,
+            f"{path} {'exists' if wanted else 'absent'} as expected",
+        )
+    return failed(
+        grader,
+        f"{path} {'exists' if found else 'missing'} (expected {'present' if wanted else 'absent'})",
+    )
+
+
+def llm_prompt(grader: PluginGrader, run: PluginRunView) -> str | None:
+    focus = grader.get("focus")
+    text = judge_trace(run.trace) if focus == "trace" else target_text(focus, run)
+    if text is None:
+        return None
+    if text == "" and focus == "files":
+        text = "(no file changes)"
+    return (
+        "You are grading the output of a coding agent against a criterion.\n"
+        f"Criterion:\n{grader.get('criteria')}\n"
+        f"Agent output ({target_name(focus)}):\n{text}\n{JUDGE_ANSWER_RULE}"
+    )
+
+
+def baseline_prompt(grader: PluginGrader, case: PluginCase, run: PluginRunView) -> str | None:
+    path = (case.folder / grader.get("baseline_file")).resolve()
+    # read from the case's own folder only: a suite from elsewhere sends no other file to the judge
+    if not path.is_relative_to(case.folder.resolve()) or not path.is_file():
+        return None
+    baseline = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return "\n".join(
+        [
+            "You are comparing a NEW coding-agent trajectory against a BASELINE.",
+            f"Criterion:\n{grader.get('criteria')}",
+            f"\nBASELINE trajectory:\n{judge_trace(baseline)}",
+            f"\nNEW trajectory:\n{judge_trace(run.trace)}",
+            "\nDoes the NEW trajectory satisfy the criterion at least as well as the BASELINE?",
+            JUDGE_ANSWER_RULE,
+        ]
+    )
+
+
+async def judged_verdict(
+    grader: PluginGrader, case: PluginCase, run: PluginRunView, vote: Vote
+) -> GraderVerdict:
+    try:
+        prompt = (
+            llm_prompt(grader, run) if grader.kind == "llm" else baseline_prompt(grader, case, run)
+        )
+    except (OSError, ValueError) as exc:
+        return failed(grader, f"could not read what the judge needs: {exc}")
+    if prompt is None:
+        missing = (
+            grader.get("baseline_file")
+            if grader.kind == "baseline"
+            else target_name(grader.get("focus"))
+        )
+        return failed(grader, f"{missing} does not exist")
+    votes = [await vote(prompt, i) for i in range(JUDGE_VOTES)]
+    passed = sum(votes) > len(votes) / 2
+    verdict = GraderVerdict(
+        grader.name,
+        passed,
+        grader.weight,
+        "judge votes: " + " ".join("PASS" if v else "FAIL" for v in votes),
+    )
+    verdict.votes = votes
+    return verdict
+
+
+GRADE: dict[str, Callable[[PluginGrader, PluginRunView], GraderVerdict]] = {
+    "regex": regex_verdict,
+    "tool_order": tool_order_verdict,
+    "tool_used": tool_used_verdict,
+    "file_exists": file_exists_verdict,
+}
+
+
+def with_only(grader: PluginGrader) -> bool:
+    """Under ablation a grader marked `arm: with-only`, or a `tool_used` on Skill with no arm,
+    only shows whether the plugin fired: graded in the with arm, never scored."""
+    return grader.arm == "with-only" or (
+        grader.arm is None and grader.kind == "tool_used" and grader.get("tool") == "Skill"
+    )
+
+
+async def grade_run(
+    case: PluginCase, run: PluginRunView, arm: str | None, vote: Vote
+) -> list[GraderVerdict]:
+    """Every grader of the case on one run, as Claude Code grades an arm (`with`, `without`, or
+    None without ablation): the without arm skips with-only graders unless every grader is one."""
+    all_with_only = all(with_only(g) for g in case.graders)
+    graders = [g for g in case.graders if arm != "without" or all_with_only or not with_only(g)]
+    verdicts = []
+    for grader in graders:
+        try:
+            if grader.kind in ("llm", "baseline"):
+                verdict = await judged_verdict(grader, case, run, vote)
+            else:
+                verdict = GRADE[grader.kind](grader, run)
+        except re.error as exc:
+            verdict = failed(grader, f"grader threw: {exc}")
+        if arm is not None and not all_with_only and with_only(grader):
+            verdict.with_only, verdict.scored = True, False
+        verdicts.append(verdict)
+    return verdicts
+
+
+def run_score(verdicts: Sequence[GraderVerdict]) -> float:
+    """The weighted share of the scored graders passed (0 with none scored)."""
+    total = sum(v.weight for v in verdicts if not v.with_only)
+    passed = sum(v.weight for v in verdicts if not v.with_only and v.passed)
+    return passed / total if total > 0 else 0.0
+
+
+def judge_vote_passed(answer: str) -> bool:
+    """A judge's answer is a PASS vote when it says PASS and does not say FAIL."""
+    return bool(re.search(r"\bPASS\b", answer, re.I)) and not re.search(r"\bFAIL\b", answer, re.I)
+
+
+def rate(passed: int, runs: int) -> float:
+    return passed / runs if runs else 0.0
+
+
+@dataclass
+class ArmDelta:
+    """The with/without difference of pass rates of one case (or the whole suite): the
+    counts, Newcombe's interval of the delta, Fisher's exact p, and, when it is within noise,
+    the runs per arm that would decide a difference of this size."""
+
+    name: str
+    with_passed: int
+    with_runs: int
+    without_passed: int
+    without_runs: int
+    score_with: float = 0.0
+    score_without: float = 0.0
+    interval: tuple[float, float] = (0.0, 0.0)
+    p_value: float = 1.0
+    significant: bool = False
+    runs_to_decide: int | None = None
+
+    @property
+    def delta(self) -> float:
+        return rate(self.with_passed, self.with_runs) - rate(self.without_passed, self.without_runs)
+
+    def verdict(self) -> str:
+        if not self.without_runs:
+            return f"score {self.score_with:.2f} with the plugin (no arm without it)"
+        low, high = self.interval
+        shown = f"delta {self.delta:+.2f} [{low:+.2f}, {high:+.2f}], p = {self.p_value:.4f}"
+        if self.significant:
+            return f"significant: {shown}"
+        more = (
+            f"; about {self.runs_to_decide} runs per arm would decide it"
+            if self.runs_to_decide
+            else ""
+        )
+        return f"within noise: {shown}{more}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "with": {"passed": self.with_passed, "runs": self.with_runs, "score": self.score_with},
+            "without": {
+                "passed": self.without_passed,
+                "runs": self.without_runs,
+                "score": self.score_without,
+            },
+            "delta": self.delta,
+            "interval": list(self.interval),
+            "p_value": self.p_value,
+            "significant": self.significant,
+            "runs_to_decide": self.runs_to_decide,
+            "verdict": self.verdict(),
+        }
+
+
+def arm_delta(
+    name: str,
+    with_scores: Sequence[float],
+    without_scores: Sequence[float],
+    alpha: float = 0.05,
+) -> ArmDelta:
+    """A case's runs (scores per arm; a run passes at 1) as an ArmDelta at level alpha."""
+    from .statistics import fisher_p_value, newcombe_interval, runs_to_decide
+
+    with_passed = sum(1 for s in with_scores if s >= 1.0)
+    without_passed = sum(1 for s in without_scores if s >= 1.0)
+    found = ArmDelta(
+        name,
+        with_passed,
+        len(with_scores),
+        without_passed,
+        len(without_scores),
+        sum(with_scores) / len(with_scores) if with_scores else 0.0,
+        sum(without_scores) / len(without_scores) if without_scores else 0.0,
+    )
+    if not with_scores or not without_scores:
+        return found
+    found.interval = newcombe_interval(
+        without_passed, len(without_scores), with_passed, len(with_scores), alpha
+    )
+    found.p_value = fisher_p_value(
+        without_passed, len(without_scores), with_passed, len(with_scores)
+    )
+    found.significant = found.p_value < alpha
+    if not found.significant:
+        found.runs_to_decide = runs_to_decide(
+            rate(without_passed, len(without_scores)),
+            rate(with_passed, len(with_scores)),
+            alpha,
+            min(len(with_scores), len(without_scores)),
+        )
+    return found
