@@ -324,7 +324,7 @@ def claude_command(
         str(settings.max_turns),
         "--permission-mode",
         "dontAsk",
-        "--strict-mcp-config",
+        *([] if settings.plugin_dirs else ["--strict-mcp-config"]),
         "--no-session-persistence",
         "--disallowedTools",
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
@@ -340,6 +340,8 @@ def claude_command(
         command += ["--settings", json.dumps(sandbox_settings(settings.allow_read, run_home))]
     if settings.mcp_config:
         command += ["--mcp-config", settings.mcp_config]
+    # A plugin's own MCP servers load only without --strict-mcp-config (seen with 2.1.332); the
+    # run's HOME and project are temporary, so no other server config is there to load.
     for folder in settings.plugin_dirs:
         command += ["--plugin-dir", folder]
     if settings.plugin_dirs:  # a plugin's hooks: what each did is read from these events

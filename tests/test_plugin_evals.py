@@ -32,7 +32,12 @@ from pathlib import Path
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
+    called_tools,
+    claude_code_tool_use,
+    delegating_claude_code,
+    delegation_choice,
     forced_tool,
+    listed_agents,
     plugin_claude_code,
     reply,
     request_texts,
@@ -711,3 +716,48 @@ def test_javascript_named_groups_read_as_claude_code_reads_them(tmp_path: Path):
 
     verdicts = asyncio.run(grade_run(case, run_view([], "hello hello"), None, never_asked))
     assert verdicts[0].passed
+
+
+def crew_model(body: dict) -> dict:
+    """The crew plugin's scripted model: the subagent rule first (`delegation_choice` among the
+    agents Claude Code lists), else the model among MCP tools in Claude Code's room
+    (`claude_code_tool_use`: the best match of the prompt, searched for when deferred)."""
+    if "Agent" in called_tools(body) or delegation_choice(user_query(body), listed_agents(body)):
+        return delegating_claude_code(body)
+    return claude_code_tool_use(body)
+
+
+@needs_claude
+def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
+    """A plugin's parts through the real CLI: the audit prompt is handed to its agent (the word
+    overlap of the prompt and `ledger-auditor`'s description), its UserPromptSubmit hook adds
+    context in every run with the plugin, and the tally prompt reaches its MCP server's tool."""
+    plugin = tmp_path / "crew"
+    shutil.copytree(ROOT / "tests" / "plugins" / "crew", plugin)
+    server = {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/gizmo_server.py"]}
+    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {"gizmos": server}}))
+    out, report = tmp_path / "crew.json", tmp_path / "crew.md"
+    with ScriptedAnthropic(responder=crew_model) as api:
+        done = evaluator(
+            "plugin", str(plugin), "--base-url", api.url, "-o", str(out), "--report", str(report)
+        )
+        results = [b for b in api.message_requests if ": 7 gizmos" in json.dumps(b)]
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = {
+        (case["name"], arm): runs
+        for case in json.loads(out.read_text())["cases"]
+        for arm, runs in case["arms"].items()
+    }
+    context = "UserPromptSubmit added context: Crew context: amounts are in euros."
+    for run in runs[("01-audit", "with")]:
+        assert run["delegations"] == ["crew:ledger-auditor"] and context in run["hooks"]
+    for run in runs[("02-tally", "with")]:
+        assert [c.endswith("__tally_gizmo_inventory") for c in run["mcp_calls"]] == [True]
+        assert context in run["hooks"] and not run["delegations"]
+    for case in ("01-audit", "02-tally"):  # without the plugin: none of its parts
+        for run in runs[(case, "without")]:
+            assert run["delegations"] == run["hooks"] == run["mcp_calls"] == []
+    assert results, "the MCP tool's answer came back from the plugin's real server"
+    text = report.read_text()
+    assert "| 01-audit | with | delegated to crew:ledger-auditor (2/2); hook " in text
+    assert "__tally_gizmo_inventory (2/2)" in text and "[with] delegated to crew:" in done.stdout

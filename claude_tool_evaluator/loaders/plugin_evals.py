@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import InputError, InputProblems
 from ..files import read_text_file
+from .servers import read_plugin_manifest
 from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
 
 # Claude Code's case schema (2.1.332): what a case.yaml's top level and its `execution` hold,
@@ -141,19 +142,6 @@ class Plugin:
     def mcp_config(self) -> Path | None:
         path = self.folder / ".mcp.json"
         return path if path.is_file() else None
-
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    path = folder / ".claude-plugin" / "plugin.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(read_text_file(path, "plugin manifest"))
-    except ValueError as exc:
-        raise InputError(f"not valid JSON: {exc}", path, 1, "fix the manifest") from None
-    if not isinstance(data, dict):
-        raise InputError("the manifest must be a JSON object", path, 1)
-    return data
 
 
 def shipped_names(folder: Path, kind: str) -> list[str]:
@@ -530,7 +518,7 @@ def load_plugin(folder: Path) -> Plugin:
         raise InputError(
             "not a plugin folder", folder, hint="give the folder holding .claude-plugin/"
         )
-    manifest = read_manifest(folder)
+    manifest, _ = read_plugin_manifest(folder)
     name = manifest.get("name") if isinstance(manifest.get("name"), str) else folder.name
     plugin = Plugin(
         folder=folder,

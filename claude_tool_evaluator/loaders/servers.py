@@ -1,5 +1,6 @@
 """Servers and prompts: --server, --server-module, --server-url and mcpServers files (with
-${VAR} expansion) to ServerSpecs; the system prompt.
+${VAR} expansion) to ServerSpecs, a Claude Code plugin folder's manifest and servers; the system
+prompt.
 
 May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
 result_records, answers."""
@@ -267,19 +268,28 @@ PLUGIN_ROOT_REFERENCE = "${CLAUDE_PLUGIN_ROOT}"
 PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
 
 
+def read_plugin_manifest(folder: Path) -> tuple[dict[str, Any], str]:
+    """A Claude Code plugin folder's manifest (`.claude-plugin/plugin.json`) and its text;
+    ({}, "") when it has none. Not a JSON object: one line naming the file."""
+    path = folder / PLUGIN_MANIFEST
+    if not path.is_file():
+        return {}, ""
+    raw = read_text_file(path, "plugin manifest")
+    data = parse_json_text(raw, path)
+    if not isinstance(data, dict):
+        raise InputError("the manifest must be a JSON object", path, 1, 'e.g. {"name": "x"}')
+    return data, raw
+
+
 def plugin_servers_source(folder: Path) -> tuple[Path, str, Any]:
     """Where a Claude Code plugin keeps its MCP servers, as Claude Code reads them: the manifest's
     `mcpServers` (an object, or the path of a file of them), else `.mcp.json` at the plugin's
     root; either file may wrap the servers in `mcpServers` or list them bare. Returns the file,
     its text and the servers."""
-    manifest_path = folder / PLUGIN_MANIFEST
-    declared = None
-    if manifest_path.is_file():
-        raw = read_text_file(manifest_path, "plugin manifest")
-        manifest = parse_json_text(raw, manifest_path)
-        declared = manifest.get("mcpServers") if isinstance(manifest, dict) else None
-        if isinstance(declared, dict):
-            return manifest_path, raw, declared
+    manifest, raw = read_plugin_manifest(folder)
+    declared = manifest.get("mcpServers")
+    if isinstance(declared, dict):
+        return folder / PLUGIN_MANIFEST, raw, declared
     source = folder / declared if isinstance(declared, str) else folder / ".mcp.json"
     if not source.is_file():
         raise InputError(
@@ -301,6 +311,15 @@ def with_plugin_root(value: Any, root: str) -> Any:
     if isinstance(value, list):
         return [with_plugin_root(v, root) for v in value]
     return value.replace(PLUGIN_ROOT_REFERENCE, root) if isinstance(value, str) else value
+
+
+def plugin_server_names(folder: Path) -> list[str]:
+    """The names of the MCP servers a plugin ships ([] when none), unstarted."""
+    try:
+        _, _, servers = plugin_servers_source(folder)
+    except InputError:
+        return []
+    return [str(name) for name in servers] if isinstance(servers, dict) else []
 
 
 def load_plugin_servers(folder: Path) -> list[ServerSpec]:

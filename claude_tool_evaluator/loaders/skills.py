@@ -25,7 +25,7 @@ from ..files import parse_json_text, read_text_file
 from ..records import RoutingRule, SkillInfo, SkillTest
 from ..sinks import line_of, one_line
 from .csv_suites import verify_command
-from .servers import wrong_file
+from .servers import PLUGIN_MANIFEST, read_plugin_manifest, wrong_file
 
 SKILL_NAME_RULE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -287,9 +287,6 @@ def load_skill(path: str | Path) -> SkillInfo:
     )
 
 
-PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
-
-
 def load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") -> SkillInfo:
     """A subagent under test: an `agents/NAME.md` (frontmatter `name` in the skill name rules,
     `description`), a project's (installed as .claude/agents/NAME.md) or a plugin's (its name
@@ -325,8 +322,8 @@ def load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") ->
 def load_plugin_agents(folder: Path) -> list[SkillInfo]:
     """A plugin folder's agents (agents/*.md), each a subject named `PLUGIN:NAME`."""
     manifest = folder / PLUGIN_MANIFEST
-    data = parse_json_text(read_text_file(manifest, "plugin manifest"), manifest)
-    plugin_name = data.get("name") if isinstance(data, dict) else None
+    data, _ = read_plugin_manifest(folder)
+    plugin_name = data.get("name")
     if not isinstance(plugin_name, str) or not SKILL_NAME_RULE.fullmatch(plugin_name):
         raise InputError(
             f"plugin name {plugin_name!r} is not lowercase letters, digits and single hyphens",

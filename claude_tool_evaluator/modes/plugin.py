@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,45 @@ def results_document(
     }
 
 
-def markdown_report(plugin: Plugin, deltas: list[ArmDelta], warnings: list[str]) -> str:
+PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
+
+
+def parts_in_runs(runs: list[PluginArmRun]) -> list[str]:
+    """What the plugin's parts did over one case's runs in one arm, each with the runs it
+    happened in: `delegated to shop:invoice-auditor (3/3)`, `hook UserPromptSubmit added
+    context: ... (3/3)`, `MCP call mcp__plugin_shop_stock__count (2/3)`."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        for field_name, word in PART_KINDS:
+            for item in dict.fromkeys(getattr(run, field_name)):
+                seen[f"{word} {item}"] = seen.get(f"{word} {item}", 0) + 1
+    return [f"{what} ({count}/{len(runs)})" for what, count in seen.items()]
+
+
+def parts_report(plugin: Plugin, runs: list[PluginArmRun]) -> list[str]:
+    """The report's section on the plugin's parts: per case and arm, the subagents, hooks and
+    MCP calls of its runs (nothing when no run used any)."""
+    lines = []
+    for case in plugin.cases:
+        for arm in ARMS:
+            done = [r for r in runs if r.case == case.name and r.arm == arm]
+            parts = parts_in_runs(done)
+            if parts:
+                lines.append(
+                    f"| {markdown_cell(case.name)} | {arm} | "
+                    f"{markdown_cell('; '.join(parts), None)} |"
+                )
+    if not lines:
+        return []
+    return ["", "## What the plugin's parts did", "", "| case | arm | in its runs |"] + [
+        "|---|---|---|",
+        *lines,
+    ]
+
+
+def markdown_report(
+    plugin: Plugin, deltas: list[ArmDelta], warnings: list[str], runs: list[PluginArmRun]
+) -> str:
     lines = [
         f"# Plugin {markdown_cell(plugin.name)}: with vs without",
         "",
@@ -158,6 +197,7 @@ def markdown_report(plugin: Plugin, deltas: list[ArmDelta], warnings: list[str])
             f"{d.without_passed}/{d.without_runs} | {d.score_with:.2f} | {d.score_without:.2f} | "
             f"{markdown_cell(d.verdict(), None)} |"
         )
+    lines += parts_report(plugin, runs)
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {markdown_cell(w, None)}" for w in warnings]
     return "\n".join(lines) + "\n"
@@ -241,11 +281,12 @@ def earlier_runs(path: str | None) -> list[PluginArmRun]:
     data = parse_json_text(read_text_file(path, "results file"), Path(path))
     if not isinstance(data, dict) or data.get("kind") != RESULTS_KIND:
         raise InputError("not a results file of the plugin verb", path, hint="drop --resume")
+    kept = {f.name for f in dataclass_fields(PluginArmRun)} - {"events"}
     found = []
     for case in data.get("cases") or []:
         for arm_runs in (case.get("arms") or {}).values():
-            for run in arm_runs:
-                found.append(PluginArmRun(**{k: v for k, v in run.items() if k != "events"}))
+            for run in arm_runs:  # a key of another version is left out, not a traceback
+                found.append(PluginArmRun(**{k: v for k, v in run.items() if k in kept}))
     return found
 
 
@@ -344,13 +385,19 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
             markup=False,
             highlight=False,
         )
+        for arm in ARMS:
+            parts = parts_in_runs([r for r in runs if r.case == d.name and r.arm == arm])
+            if parts:
+                console.print(
+                    terminal_text(f"  [{arm}] {'; '.join(parts)}"), markup=False, highlight=False
+                )
     if request.output:
         write_json_atomic(
             request.output,
             results_document(plugin, plans, runs, deltas, warnings, request.keep_events),
         )
         console.print(wrote_line(request.output), markup=False, highlight=False)
-    report = markdown_report(plugin, deltas, warnings)
+    report = markdown_report(plugin, deltas, warnings, runs)
     if request.report:
         write_text_atomic(request.report, Redactor.for_run().text(report))
         console.print(wrote_line(request.report), markup=False, highlight=False)

@@ -7,6 +7,7 @@ May import: the rooms above the runners, runners.tool_use."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,6 +33,7 @@ from ..claude_code import (
 from ..dry_run import CostEstimate
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
+from ..loaders.servers import plugin_server_names
 from ..pipeline import AutoRounds, Job
 from ..records import cost_usd
 from ..scoring.plugin_graders import (
@@ -121,6 +123,11 @@ class PluginArmRun:
     duration_ms: float = 0.0
     tools: list[str] = field(default_factory=list)
     answer: str = ""
+    # what the plugin's parts did in the run: the subagents handed a task (`PLUGIN:AGENT`), each
+    # hook that ran and what it did (`PreToolUse:Bash blocked: ...`), the MCP tools called
+    delegations: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+    mcp_calls: list[str] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
 
     def as_dict(self, with_events: bool = False) -> dict[str, Any]:
@@ -136,6 +143,16 @@ def install_plugin(source: Path, name: str, home: Path) -> Path:
     target = home / ".claude" / "plugins-under-test" / name
     shutil.copytree(source, target, ignore=PLUGIN_COPY_IGNORED, symlinks=True)
     return target
+
+
+def plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
+    """The permission rules that pre-approve the plugin's own MCP servers (`mcp__plugin_P_S`, as
+    Claude Code names a plugin's server `plugin:P:S`): in don't-ask mode a tool not pre-approved
+    is refused, and the servers a plugin ships are part of what is under test."""
+    return tuple(
+        "mcp__" + re.sub(r"[^A-Za-z0-9_-]", "_", f"plugin_{plugin}_{server}")
+        for server in plugin_server_names(folder)
+    )
 
 
 def created_files(project: Path, before: set[str]) -> list[str]:
@@ -205,9 +222,15 @@ async def run_arm(
         loaded = [  # an install path is often a version (`.../name/1.0.0`): named by place
             install_plugin(other, f"installed-{i}", home) for i, other in enumerate(plan.others, 1)
         ]
+        rules: tuple[str, ...] = ()
         if arm == "with":
             loaded.append(install_plugin(plan.plugin.folder, plan.plugin.name, home))
-        settings = replace(settings, plugin_dirs=tuple(str(p) for p in loaded))
+            rules = plugin_server_rules(plan.plugin.name, plan.plugin.folder)
+        settings = replace(
+            settings,
+            plugin_dirs=tuple(str(p) for p in loaded),
+            allowed_rules=settings.allowed_rules + rules,
+        )
         before = set(created_files(folder.project, set()))
         done = await run_claude_process(settings, case.prompt, folder)
         events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
@@ -217,6 +240,9 @@ async def run_arm(
             claude_run.error = done.start_error
         record.events, record.turns = events, claude_run.num_turns
         record.tools, record.answer = list(claude_run.tools), claude_run.answer
+        record.delegations = claude_run.delegated_agents
+        record.hooks = [f"{h.name} {h.did}" for h in claude_run.hooks]
+        record.mcp_calls = [name for name in claude_run.tools if name.startswith("mcp__")]
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
         record.error = claude_run.error
         if not ended_ungraded(events, done.start_error):
