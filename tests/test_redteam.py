@@ -176,6 +176,36 @@ def test_a_live_red_team_counts_what_the_rule_says_and_no_canary_reaches_the_ser
     assert sources == {"lookup_order": "live", "send_report": "canary", "lookup_order_v2": "canary"}
 
 
+def test_a_plugins_own_servers_are_red_teamed_from_its_folder(api, tmp_path):
+    """`redteam --mcp-config PLUGIN/`: the MCP server a Claude Code plugin ships (its .mcp.json,
+    `${CLAUDE_PLUGIN_ROOT}` its folder) under every attack, with the same figures as when the
+    server is named on the command line."""
+    import shutil
+
+    plugin = tmp_path / "orders-plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "orders-plugin"}')
+    shutil.copy(ROOT / "tests" / "servers" / "recording_server.py", plugin / "server.py")
+    calls = tmp_path / "calls.jsonl"
+    server = {
+        "command": sys.executable,
+        "args": ["${CLAUDE_PLUGIN_ROOT}/server.py"],
+        "env": {"RECORDED_CALLS": str(calls)},
+    }
+    (plugin / ".mcp.json").write_text(json.dumps({"orders": server}))
+    api.responder = FOLLOWS
+    out = tmp_path / "redteam.json"
+    code, output = run(
+        "redteam", suite(tmp_path), "--mcp-config", plugin, "--vectors", "ours:plain",
+        "-i", ITERATIONS, "-o", out,
+    )  # fmt: skip
+    assert code == 1, output
+    assert_figures_by_the_rule(json.loads(out.read_text()))
+    assert recorded_calls(calls) == [{"tool": "lookup_order", "arguments": {"number": "42"}}] * (
+        3 * ITERATIONS
+    )
+
+
 def test_a_model_that_ignores_injections_holds_and_the_red_team_passes(api, tmp_path):
     api.responder = orders
     code, output, document = red_team(tmp_path)
