@@ -687,6 +687,19 @@ def result_reason(result: dict) -> str:
     return str(errors[0]) if isinstance(errors, list) and errors else ""
 
 
+def stream_error(events: list[dict], result: dict | None) -> str | None:
+    """Why a run's stream says it failed (None: it finished). Hitting --max-turns is finishing:
+    the skill had its chance to fire, the case its turns."""
+    if not events:
+        return "no stream-json output"
+    if result is None:
+        return "output ended without a result event (truncated)"
+    if result.get("is_error") and result.get("subtype") != "error_max_turns":
+        reason = tail(result_reason(result), 300)
+        return f"claude reported an error ({result.get('subtype')}): {reason}".rstrip(": ")
+    return None
+
+
 def run_error(
     events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]
 ) -> str | None:
@@ -702,15 +715,9 @@ def run_error(
             f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
             "and agents (check its SKILL.md or agent file's frontmatter)"
         )
-    if not events:
-        return "no stream-json output"
-    if result is None:
-        return "output ended without a result event (truncated)"
-    if result.get("is_error") and result.get("subtype") != "error_max_turns":
-        # Hitting --max-turns is a finished run: the skill had its chance to fire.
-        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
-            ": "
-        )
+    broken = stream_error(events, result)
+    if broken:
+        return broken
     failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
     if failed is not None:  # every Bash call then fails: the run says nothing about the skill
         return f"Claude Code's sandbox did not start: {one_line(failed.output, 300)}"

@@ -29,14 +29,14 @@ from ..claude_code import (
     content_blocks,
     find_claude_bin,
     parse_stream_json,
-    result_reason,
     run_in_folder,
+    stream_error,
     tool_result_content,
     tool_results_of,
 )
 from ..errors import InputError
 from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
-from ..sinks import one_line, tail
+from ..sinks import one_line
 
 if TYPE_CHECKING:
     from ..cache import ResponseCache
@@ -360,19 +360,6 @@ def read_stream(
         usage,
         result,
     )
-
-
-def stream_error(events: list[dict], result: dict | None) -> str | None:
-    """Why a run's stream says it failed (None: it finished; hitting --max-turns is finishing)."""
-    if not events:
-        return "no stream-json output"
-    if result is None:
-        return "output ended without a result event (truncated)"
-    if result.get("is_error") and result.get("subtype") != "error_max_turns":
-        return f"claude reported an error ({result.get('subtype')}): {tail(result_reason(result), 300)}".rstrip(
-            ": "
-        )
-    return None
 
 
 # ---------------------------------------------------------------------------- the harness
