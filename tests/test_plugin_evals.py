@@ -761,3 +761,24 @@ def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
     text = report.read_text()
     assert "| 01-audit | with | delegated to crew:ledger-auditor (2/2); hook " in text
     assert "__tally_gizmo_inventory (2/2)" in text and "[with] delegated to crew:" in done.stdout
+
+
+def test_an_option_the_plugin_verb_does_not_take_is_one_line_and_exit_2():
+    """Every option of the modes' table that `plugin` does not take is refused as the modes
+    refuse one: one line naming it, exit 2, nothing run."""
+    from click.testing import CliRunner
+
+    from claude_tool_evaluator.cli import main
+    from claude_tool_evaluator.options import OPTIONS
+
+    command = main.factories["plugin"]()
+    taken = {flag for parameter in command.params for flag in parameter.opts}
+    refused = [o for o in OPTIONS if not set(o.flags) & taken]
+    assert len(refused) > 50 and not any(o.flag == "--runs" for o in refused)
+    for row in refused:
+        valueless = row.kwargs.get("is_flag") or row.kwargs.get("count")
+        args = ["plugin", str(PLUGIN), row.flag, *([] if valueless else ["x"])]
+        result = CliRunner().invoke(main, args)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, (row.flag, result.output)
+        assert lines[0].startswith("error: ") and row.flag in lines[0], (row.flag, lines)
