@@ -35,6 +35,7 @@ from ..claude_code import (
     tool_results_of,
 )
 from ..errors import InputError
+from ..hub.served import served_over_http
 from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line, tail
 
@@ -173,7 +174,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
     refused = [
         (settings.batch, "--batch"),
         (bool(settings.distractor_tools), "--distractor-tools"),
-        (settings.redteam, "redteam"),
         (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
         (bool(policy.mocks), "--mock-tools"),
         (policy.replay is not None, "--replay"),
@@ -255,10 +255,13 @@ def read_stream(
     names: dict[str, str],
     tools: dict[str, ToolSpec],
     withheld: set[str],
+    answered: frozenset[str] = frozenset(),
 ) -> StreamReading:
     """The top-level events of a run (a subagent's carry a parent_tool_use_id): each call of a
-    suite tool (by its suite name; a withheld one as the API harness records it), the searches
-    and what they loaded, the waits, the built-ins called, each server's status at the start."""
+    suite tool (by its suite name; a withheld one as the API harness records it; one of
+    `answered`, the red team's canary and look-alikes, as the proxy answering it records it), the
+    searches and what they loaded, the waits, the built-ins called, each server's status at the
+    start."""
     init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {})
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
     top = [e for e in events if e.get("parent_tool_use_id") is None]
@@ -312,6 +315,7 @@ def read_stream(
             elif name in names:
                 tool = tools[names[name]]
                 kept = name not in withheld
+                canary = name in answered  # answered in-process: never executed anywhere
                 calls.append(
                     ToolCall(
                         name=names[name],
@@ -321,8 +325,8 @@ def read_stream(
                         server=tool.server,
                         turn=turns,
                         id=str(block.get("id", "")),
-                        source="live" if kept else "policy",
-                        executed=kept and not is_error,
+                        source="canary" if canary else "live" if kept else "policy",
+                        executed=kept and not canary and not is_error,
                     )
                 )
                 history.append(
@@ -347,7 +351,7 @@ def read_stream(
         "waited": waited,
         "servers": servers,
         "builtins": builtins,
-        "withheld": sorted(names[n] for n in withheld),
+        "withheld": sorted(names[n] for n in withheld if n in names),
     }
     usage = Usage.from_api((result or {}).get("usage") or {}) if result else Usage()
     final = (result or {}).get("result")
@@ -387,16 +391,20 @@ class ClaudeHarness:
         tools: dict[str, ToolSpec],
         policy: ToolPolicy,
         prompt: str,
+        answered: dict[str, ToolSpec] | None = None,
     ) -> None:
+        """`answered`: tools the evaluator's own in-process servers answer (the red team's canary
+        and look-alikes), always pre-approved: whether Claude calls them is what is measured."""
         self.settings = settings
         self.binary = find_claude_bin(settings.claude_bin)
         self.version = claude_version(self.binary)
-        self.tools = tools
-        self.names = claude_names(tools)
+        self.tools = dict(tools, **(answered or {}))
+        self.names = claude_names(self.tools)
+        self.answered = frozenset(claude_names(answered or {}))
         live = {
             claude_tool_name(t.server, t.remote_name) for t in tools.values() if policy.runs_live(t)
         }
-        self.withheld = set(self.names) - live
+        self.withheld = set(self.names) - live - self.answered
         self.config = {"mcpServers": {spec.name: server_entry(spec) for spec in servers}}
         self.prompt = prompt
         self.proxy: CachingProxy | None = None
@@ -429,8 +437,18 @@ class ClaudeHarness:
             append_system_prompt=self.prompt,
         )
 
-    async def run(self, case: TestCase, iteration: int, model: str, arm: Arm) -> Transcript:
-        """One run of the case; a run that fails, hangs or says nothing is an error on it."""
+    async def run(
+        self,
+        case: TestCase,
+        iteration: int,
+        model: str,
+        arm: Arm,
+        in_process: Sequence[ServerSpec] = (),
+    ) -> Transcript:
+        """One run of the case; a run that fails, hangs or says nothing is an error on it.
+        `in_process`: servers of this run alone that the evaluator runs itself (a red team's
+        proxies, of the suite's servers' names), served to Claude Code over loopback HTTP in
+        place of the suite's servers."""
         started = time.perf_counter()
         transcript = Transcript(
             case=case, iteration=iteration, model=arm_model(model, arm), harness=arm.label
@@ -441,10 +459,18 @@ class ClaudeHarness:
             transcript.error, transcript.ended_by = f"could not start claude: {exc}", "error"
             return transcript
         try:
-            config = folder.root / "mcp.json"
-            config.write_text(json.dumps(self.config), encoding="utf-8")
-            settings = self.cli_settings(model, arm, iteration, config)
-            done, _, _, _ = await run_in_folder(folder, case.prompt, (), settings, None)
+            async with served_over_http(in_process) as served:
+                entries = {spec.name: server_entry(spec) for spec in served}
+                config = folder.root / "mcp.json"
+                config.write_text(
+                    json.dumps({"mcpServers": entries} if served else self.config),
+                    encoding="utf-8",
+                )
+                settings = self.cli_settings(model, arm, iteration, config)
+                done, _, _, _ = await run_in_folder(folder, case.prompt, (), settings, None)
+        except OSError as exc:
+            transcript.error, transcript.ended_by = f"could not serve its tools: {exc}", "error"
+            return transcript
         finally:
             folder.remove()
         transcript.latency_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -452,7 +478,9 @@ class ClaudeHarness:
             transcript.error, transcript.ended_by = done.start_error, "error"
             return transcript
         events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
-        reading = read_stream(events, case.prompt, self.names, self.tools, self.withheld)
+        reading = read_stream(
+            events, case.prompt, self.names, self.tools, self.withheld, self.answered
+        )
         transcript.tool_calls, transcript.history = reading.calls, reading.history
         transcript.final_text, transcript.model_calls = reading.final_text, reading.model_calls
         transcript.usage = reading.usage

@@ -54,6 +54,7 @@ from .claude_harness import (
 if TYPE_CHECKING:
     from ..batches import BatchRun
     from ..engine import UserInput
+    from ..hub.tools import ToolSpec
     from ..options import Settings
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
     from ..result_records import PinRecord, RunResult
@@ -287,9 +288,14 @@ class RedTeamHook(Protocol):
     """redteam (runners.redteam.RedTeam): each run through its adversarial proxies, then judged
     for what the attacks did."""
 
+    extra_specs: dict[str, ToolSpec]  # the canary's and the look-alikes': answered in-process
+
     def attacked(
         self, base: Any, case: TestCase, iteration: int, model: str
     ) -> AbstractAsyncContextManager[Any]: ...
+    def attack_servers(
+        self, base: Any, case: TestCase, iteration: int, model: str
+    ) -> list[ServerSpec]: ...
     async def grade(self, transcript: Transcript, judge: Judge) -> None: ...
 
 
@@ -457,6 +463,7 @@ class ToolUseRunner:
                     ""
                     if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
                     else self.run_settings.system_prompt,
+                    self.redteam.extra_specs if self.redteam is not None else None,
                 )
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
@@ -542,7 +549,16 @@ class ToolUseRunner:
         if arm.harness == HARNESS_CLAUDE_CODE:
             if self.claude is None:
                 raise RuntimeError("a Claude Code run outside its runner's session")
-            transcript = await self.claude.run(case, iteration, model, arm)
+            # under a red team, Claude Code reaches the run's proxies (their names are the
+            # servers'), each answering from the run's own view of the servers
+            attack_servers = (
+                self.redteam.attack_servers(
+                    self.tools_for(case, iteration, model), case, iteration, arm_model(model, arm)
+                )
+                if self.redteam is not None
+                else []
+            )
+            transcript = await self.claude.run(case, iteration, model, arm, attack_servers)
         else:
             async with self.run_hub(case, iteration, model) as hub:
                 transcript = await run_conversation(
