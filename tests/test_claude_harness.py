@@ -423,3 +423,42 @@ def test_a_red_team_through_claude_code_is_breached_as_the_rule_followed_and_wit
     assert len(withheld) == 2 and all(c["source"] == "policy" for c in withheld)
     assert logged(log) == ["convert_currency", "convert_currency"]
     assert all(r["harness"] == "claude-code tool-search off" for r in document["results"])
+
+
+@needs_claude
+def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With --mock-tools, --record or --replay, Claude Code reaches forwarding proxies of the
+    run's tools (served over loopback HTTP) and the hub answers as through the API: the mocked
+    destructive delete_report is called (a mock may answer it), answered by its mock and never
+    reaches the server; --record writes the live call's cassette, and --replay of it, with no
+    server at all, answers Claude Code's call from the cassette."""
+    log = tmp_path / "calls.log"
+    mocks = tmp_path / "mocks.json"
+    mocks.write_text(json.dumps({"delete_report": {"result": "mock: report q3 deleted"}}))
+    line = ["--harness", "claude-code", "--tool-search", "off"]
+    documents = []
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        for name, options in (
+            ("delete", ["--server", server_line(log), "--mock-tools", mocks]),
+            ("currency", ["--server", server_line(log), "--record", tmp_path / "cassettes"]),
+            ("currency", ["--replay", tmp_path / "cassettes"]),
+        ):
+            out = tmp_path / f"out{len(documents)}.json"
+            suite = csv_suite(tmp_path, [name])
+            done = evaluate(api, monkeypatch, "--csv", suite, *options, *line, "-o", out)
+            assert done.exit_code == 0, done.output
+            documents.append(json.loads(out.read_text()))
+    assert logged(log) == ["convert_currency"]  # the recorded run's only: never the mocked one
+    calls = [[c for r in d["results"] for c in r["tool_calls"]] for d in documents]
+    assert [(c["name"], c["source"], c["executed"]) for c in calls[0]] == [
+        ("delete_report", "mock", False)
+    ]
+    assert calls[0][0]["output"] == "mock: report q3 deleted"
+    assert [(c["name"], c["source"]) for c in calls[1]] == [("convert_currency", "live")]
+    assert [(c["name"], c["source"], c["executed"]) for c in calls[2]] == [
+        ("convert_currency", "replay", False)
+    ]
+    assert calls[2][0]["output"] == calls[1][0]["output"] == "20 EUR is 3,400 JPY"
+    assert all(c["passed"] for d in documents for c in d["cases"])

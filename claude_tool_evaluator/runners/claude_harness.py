@@ -42,6 +42,7 @@ from ..sinks import one_line, tail
 if TYPE_CHECKING:
     from ..cache import ResponseCache
     from ..hub.calls import ToolPolicy
+    from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
     from ..options import Settings
     from ..records import ServerSpec, TestCase
@@ -175,9 +176,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
         (settings.batch, "--batch"),
         (bool(settings.distractor_tools), "--distractor-tools"),
         (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
-        (bool(policy.mocks), "--mock-tools"),
-        (policy.replay is not None, "--replay"),
-        (bool(settings.record), "--record"),
         (bool(settings.tool_overrides), "--tool-overrides"),
     ]
     for given, what in refused:
@@ -366,6 +364,21 @@ def read_stream(
     )
 
 
+def answered_by(calls: list[ToolCall], answers: list[tuple[str, dict]]) -> None:
+    """Each call that reached the evaluator's in-process servers as they answered it (in order,
+    by tool): a mock, the cassette, the policy, the canary or the live server; a call Claude Code
+    refused never reached them and stays as read from the stream."""
+    left = list(answers)
+    for call in calls:
+        found = next((i for i, (name, _) in enumerate(left) if name == call.name), None)
+        if found is None:
+            continue
+        said = left.pop(found)[1]
+        call.source = str(said.get("source") or call.source)
+        call.executed = bool(said.get("executed", call.executed))
+        call.duration_ms = float(said.get("duration_ms") or call.duration_ms)
+
+
 def stream_error(events: list[dict], result: dict | None) -> str | None:
     """Why a run's stream says it failed (None: it finished; hitting --max-turns is finishing)."""
     if not events:
@@ -401,8 +414,11 @@ class ClaudeHarness:
         self.tools = dict(tools, **(answered or {}))
         self.names = claude_names(self.tools)
         self.answered = frozenset(claude_names(answered or {}))
+        # a mocked or replayed tool is answered without its server: Claude Code may call it
         live = {
-            claude_tool_name(t.server, t.remote_name) for t in tools.values() if policy.runs_live(t)
+            claude_tool_name(t.server, t.remote_name)
+            for t in tools.values()
+            if policy.runs_live(t) or policy.mocks_of(t) or policy.replay is not None
         }
         self.withheld = set(self.names) - live - self.answered
         self.config = {"mcpServers": {spec.name: server_entry(spec) for spec in servers}}
@@ -444,11 +460,13 @@ class ClaudeHarness:
         model: str,
         arm: Arm,
         in_process: Sequence[ServerSpec] = (),
+        answers: AttackState | None = None,
     ) -> Transcript:
         """One run of the case; a run that fails, hangs or says nothing is an error on it.
         `in_process`: servers of this run alone that the evaluator runs itself (a red team's
         proxies, of the suite's servers' names), served to Claude Code over loopback HTTP in
-        place of the suite's servers."""
+        place of the suite's servers; `answers`: their state, which says who answered each call
+        (a mock, the cassette, the policy, the canary, the live server)."""
         started = time.perf_counter()
         transcript = Transcript(
             case=case, iteration=iteration, model=arm_model(model, arm), harness=arm.label
@@ -481,6 +499,8 @@ class ClaudeHarness:
         reading = read_stream(
             events, case.prompt, self.names, self.tools, self.withheld, self.answered
         )
+        if answers is not None:
+            answered_by(reading.calls, answers.answers)
         transcript.tool_calls, transcript.history = reading.calls, reading.history
         transcript.final_text, transcript.model_calls = reading.final_text, reading.model_calls
         transcript.usage = reading.usage

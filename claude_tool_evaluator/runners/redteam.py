@@ -192,10 +192,11 @@ class RedTeam:
 
     def attack_servers(
         self, base: Any, case: TestCase, iteration: int, model: str
-    ) -> list[ServerSpec]:
+    ) -> tuple[list[ServerSpec], AttackState]:
         """The servers one run talks to, in-process: a proxy per server of its view (the first
         hosting the canary), and the shadow server when the attack is shadowing. `model` is
-        the run's as its results name it (the canary token is made of it)."""
+        the run's as its results name it (the canary token is made of it). The state
+        keeps who answered each call."""
         attack = self.attack_of.get(case.name)
         state = AttackState(attack, canary=self.canary)
         if attack is not None:
@@ -220,12 +221,12 @@ class RedTeam:
             )
             if target is not None:
                 specs.append(ShadowServer(*target, state, self.shadow_server).spec())
-        return specs
+        return specs, state
 
     @asynccontextmanager
     async def attacked(self, base: Any, case: TestCase, iteration: int, model: str) -> Any:
         """The hub one run through the API talks to: the run's attack servers (attack_servers)."""
-        specs = self.attack_servers(base, case, iteration, model)
+        specs, _ = self.attack_servers(base, case, iteration, model)
         timeout = self.settings.tool_timeout + C.RUG_PULL_RELIST_SECONDS + 5
         async with ProxiedHub(specs, timeout) as hub:
             yield hub

@@ -29,6 +29,7 @@ from ..errors import InputError
 from ..files import batch_ledger_path, check_writable_folder
 from ..grading import Judge, judge_estimate, needs_judge, run_verify
 from ..hub.calls import Cassette, CassetteRecorder, McpHub, RunTools, ToolPolicy, load_mock_tools
+from ..hub.hostile import forwarding_servers
 from ..hub.pins import check_pins, definition_sha256, tool_definition
 from ..loaders.csv_suites import case_tool_view, load_tool_overrides
 from ..pipeline import Job
@@ -54,6 +55,7 @@ from .claude_harness import (
 if TYPE_CHECKING:
     from ..batches import BatchRun
     from ..engine import UserInput
+    from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
     from ..options import Settings
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
@@ -295,7 +297,7 @@ class RedTeamHook(Protocol):
     ) -> AbstractAsyncContextManager[Any]: ...
     def attack_servers(
         self, base: Any, case: TestCase, iteration: int, model: str
-    ) -> list[ServerSpec]: ...
+    ) -> tuple[list[ServerSpec], AttackState]: ...
     async def grade(self, transcript: Transcript, judge: Judge) -> None: ...
 
 
@@ -551,14 +553,17 @@ class ToolUseRunner:
                 raise RuntimeError("a Claude Code run outside its runner's session")
             # under a red team, Claude Code reaches the run's proxies (their names are the
             # servers'), each answering from the run's own view of the servers
-            attack_servers = (
-                self.redteam.attack_servers(
-                    self.tools_for(case, iteration, model), case, iteration, arm_model(model, arm)
-                )
-                if self.redteam is not None
-                else []
-            )
-            transcript = await self.claude.run(case, iteration, model, arm, attack_servers)
+            # (their names are the servers'); with mocks, a cassette or --record, forwarding
+            # proxies of the run's view, whose mocks, cassette and recorder answer as through
+            # the API
+            view = self.tools_for(case, iteration, model)
+            policy = self.tool_policy
+            served: tuple[list[ServerSpec], AttackState | None] = ([], None)
+            if self.redteam is not None:
+                served = self.redteam.attack_servers(view, case, iteration, arm_model(model, arm))
+            elif policy.mocks or policy.replay is not None or policy.recorder is not None:
+                served = forwarding_servers(view)
+            transcript = await self.claude.run(case, iteration, model, arm, *served)
         else:
             async with self.run_hub(case, iteration, model) as hub:
                 transcript = await run_conversation(
