@@ -462,3 +462,43 @@ def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_ap
     ]
     assert calls[2][0]["output"] == calls[1][0]["output"] == "20 EUR is 3,400 JPY"
     assert all(c["passed"] for d in documents for c in d["cases"])
+
+
+@needs_claude
+def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """--distractor-tools with --harness claude-code: the distractor server's tools are offered
+    to Claude Code (as `mcp__misc__TOOL`, through the forwarding proxies) beside its built-ins;
+    the thieves are what the rule chose instead of each expected tool on Claude Code's recorded
+    requests, a built-in (Workflow) named among them, and no distractor runs a call."""
+    log = tmp_path / "calls.log"
+    suite = csv_suite(tmp_path, ["currency", "stolen"])
+    config = tmp_path / "others.json"
+    misc = {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "misc_server.py")]}
+    config.write_text(json.dumps({"mcpServers": {"misc": misc}}), encoding="utf-8")
+    out = tmp_path / "out.json"
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        done = evaluate(
+            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--distractor-tools",
+            config, "--harness", "claude-code", "--tool-search", "off", "-o", out,
+        )  # fmt: skip
+    document = json.loads(out.read_text())
+    offered = {t["name"] for b in api.message_requests for t in b.get("tools") or []}
+    assert {"mcp__misc__echo", "mcp__misc__slow"} <= offered
+    chosen: dict[str, str] = {}  # the rule's first call per prompt, on the recorded requests
+    for body in api.message_requests:
+        for block in claude_code_tool_use(body)["content"]:
+            if block["type"] == "tool_use":
+                chosen.setdefault(user_query(body), block["name"].split("__")[-1])
+    thieves = {
+        (name, EXPECTED[name], chosen[PROMPTS[name]])
+        for name in ("currency", "stolen")
+        if chosen.get(PROMPTS[name], EXPECTED[name]) != EXPECTED[name]
+    }
+    assert thieves == {("stolen", "moon_phase", "Workflow")}
+    crowd = document["crowding"]
+    assert {(t["case"], t["expected"], t["thief"]) for t in crowd["thieves"]} == thieves
+    assert not any(t["decoy"] for t in crowd["thieves"])
+    assert logged(log) == ["convert_currency"]
+    assert done.exit_code == 1, done.output

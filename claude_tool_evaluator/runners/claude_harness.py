@@ -162,7 +162,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: ToolPolicy) -> None:
+def check_harness(settings: Settings, policy: ToolPolicy) -> None:
     """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
     if HARNESS_CLAUDE_CODE not in settings.harness:
         for name in ("tool_search", "mcp_startup", "claude_bin"):
@@ -174,7 +174,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
         return
     refused = [
         (settings.batch, "--batch"),
-        (bool(settings.distractor_tools), "--distractor-tools"),
         (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
         (bool(settings.tool_overrides), "--tool-overrides"),
     ]
@@ -183,13 +182,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
             raise InputError(
                 f"--harness claude-code does not run with {what} yet",
                 hint="run that part through the API harness (--harness api)",
-            )
-    for spec in servers:
-        if spec.kind == "module" and spec.instance is not None:
-            raise InputError(
-                f"--harness claude-code: server {spec.name} lives inside the evaluator, which "
-                "Claude Code cannot start",
-                hint="name it with --server, --mcp-config, --server-module or --server-url",
             )
 
 

@@ -350,7 +350,7 @@ class ToolUseRunner:
         # --harness / --tool-search: each case runs each way; Claude Code's side is made once the
         # hub has listed the tools (connect)
         self.arms = arms_of(settings)
-        check_harness(settings, servers, self.tool_policy)
+        check_harness(settings, self.tool_policy)
         if any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms):
             check_cases(cases)
         self.claude: ClaudeHarness | None = None
@@ -465,13 +465,26 @@ class ToolUseRunner:
                     ""
                     if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
                     else self.run_settings.system_prompt,
-                    self.redteam.extra_specs if self.redteam is not None else None,
+                    self.answered_in_process(hub),
                 )
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
                 for note in self.tool_policy.notes(hub.tools):
                     self.say_notice(note)
             yield hub
+
+    def answered_in_process(self, hub: McpHub) -> dict[str, ToolSpec]:
+        """Through Claude Code, the tools the evaluator answers itself (always pre-approved): the
+        red team's canary and look-alikes, a crowd's distractors."""
+        if self.redteam is not None:
+            return self.redteam.extra_specs
+        if self.crowd is not None:
+            return {
+                name: tool
+                for name, tool in hub.tools.items()
+                if tool.server in self.crowd.distractor_servers
+            }
+        return {}
 
     def check_tools_unchanged(self, hub: McpHub) -> None:
         """--resume / --retry-errors keep the earlier run's runs: not when the servers' tools
@@ -553,15 +566,25 @@ class ToolUseRunner:
                 raise RuntimeError("a Claude Code run outside its runner's session")
             # under a red team, Claude Code reaches the run's proxies (their names are the
             # servers'), each answering from the run's own view of the servers
-            # (their names are the servers'); with mocks, a cassette or --record, forwarding
-            # proxies of the run's view, whose mocks, cassette and recorder answer as through
-            # the API
-            view = self.tools_for(case, iteration, model)
+            # (their names are the servers'); with mocks, a cassette, --record, a crowd or a
+            # server inside the evaluator, forwarding proxies of the run's view (its crowd
+            # step's), whose mocks, cassette, recorder and decoys answer as through the API
+            view = (
+                self.crowd.hub_for(self.hub, case)
+                if self.crowd is not None
+                else self.tools_for(case, iteration, model)
+            )
             policy = self.tool_policy
             served: tuple[list[ServerSpec], AttackState | None] = ([], None)
             if self.redteam is not None:
                 served = self.redteam.attack_servers(view, case, iteration, arm_model(model, arm))
-            elif policy.mocks or policy.replay is not None or policy.recorder is not None:
+            elif (
+                policy.mocks
+                or policy.replay is not None
+                or policy.recorder is not None
+                or self.crowd is not None
+                or any(spec.instance is not None for spec in self.servers)
+            ):
                 served = forwarding_servers(view)
             transcript = await self.claude.run(case, iteration, model, arm, *served)
         else:
