@@ -9,6 +9,7 @@ reported."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import sys
 from pathlib import Path
@@ -502,3 +503,33 @@ def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
     assert not any(t["decoy"] for t in crowd["thieves"])
     assert logged(log) == ["convert_currency"]
     assert done.exit_code == 1, done.output
+
+
+@needs_claude
+def test_compare_says_which_side_fails_and_why_through_the_api_and_claude_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """--compare of a run through the API and one through Claude Code: per case, the two
+    verdicts with compare's statistics and the sentence saying which side fails and why (the
+    Claude Code run's own reason), in the terminal, the markdown report and the HTML page."""
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency", "stolen"])
+    api_out, claude_out = tmp_path / "api.json", tmp_path / "claude.json"
+    line = ["--csv", suite, "--server", server_line(log)]
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        assert evaluate(api, monkeypatch, *line, "-o", api_out).exit_code == 0
+        done = evaluate(api, monkeypatch, *line, "--harness", "claude-code", "--tool-search",
+                        "off", "-o", claude_out)  # fmt: skip
+        assert done.exit_code == 1, done.output  # the built-in Workflow takes stolen's call
+        report, page = tmp_path / "diff.md", tmp_path / "diff.html"
+        compared = evaluate(api, monkeypatch, "--compare", api_out, claude_out, "--report",
+                            report, "--html", page)  # fmt: skip
+    cases = {c["name"]: c for c in json.loads(claude_out.read_text())["cases"]}
+    assert cases["currency"]["passed"] and not cases["stolen"]["passed"]
+    reason = max(
+        cases["stolen"]["reasons"],
+        key=lambda r: (r.startswith("expected tool "), cases["stolen"]["reasons"][r]),
+    )
+    said = f"passes through the API, fails in Claude Code: {reason}"
+    assert said in " ".join(compared.output.split())
+    assert said in report.read_text()
+    assert html.escape(said, quote=False) in page.read_text() or said in page.read_text()
