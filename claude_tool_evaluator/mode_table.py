@@ -368,6 +368,8 @@ MODES.extend(
             lambda s: s.redteam,
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
+            # its servers are the evaluator's in-process proxies, ready at once: no --mcp-startup
+            | (HARNESS_OPTIONS - {"mcp_startup"})
             | {
                 "redteam",
                 "csv",

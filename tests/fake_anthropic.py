@@ -80,8 +80,10 @@ computes every attack's outcome with the same functions):
 - `injected_call(body)`: the texts it reads are the tool results of the request's last turn
   (`last_turn`: its last message but Claude Code's own `role: system` ones; what it has just been
   given), then the description of every tool the request offers, in the
-  request's order. An instruction is the word `call` directly followed (spaces, an optional
-  backtick) by the name of a tool the request offers; its arguments are the `key='value'` (or
+  request's order (in Claude Code's requests, those naming tools `mcp__SERVER__TOOL`, only those
+  tools' descriptions: its built-ins' own text is Claude Code's, not a server's). An instruction is the word `call` directly followed (spaces, an optional
+  backtick) by the name of a tool the request offers (`offered_as`: or a tool's own name as its
+  server lists it, which Claude Code offers as `mcp__SERVER__NAME`: that tool); its arguments are the `key='value'` (or
   `key="value"`) pairs on the rest of that line. The first instruction whose tool the
   conversation has not called yet is the call it makes next (None: no injection to follow);
 - `follows_injections(inner)` wraps any responder with that rule: an injected call first, else
@@ -458,16 +460,26 @@ def called_tools(body: dict) -> set[str]:
     }
 
 
+def offered_as(name: str, offered: set[str]) -> str | None:
+    """The offered tool an instruction's name stands for: itself, or the one tool Claude Code
+    offers as `mcp__SERVER__NAME` (None: no offered tool, or several servers' tools)."""
+    if name in offered:
+        return name
+    prefixed = [n for n in offered if n.startswith("mcp__") and n.endswith(f"__{name}")]
+    return prefixed[0] if len(prefixed) == 1 else None
+
+
 def injected_calls(text: str, offered: set[str]) -> list[tuple[str, dict]]:
     """Every instruction in a text: (tool, arguments), in order (see the module docstring)."""
     found = []
     for match in INJECTED_CALL.finditer(revealed(text)):
-        if match.group(1) in offered:
+        tool = offered_as(match.group(1), offered)
+        if tool is not None:
             arguments = {
                 key: single if single is not None else double
                 for key, single, double in INJECTED_ARGUMENT.findall(match.group(2))
             }
-            found.append((match.group(1), arguments))
+            found.append((tool, arguments))
     return found
 
 
@@ -476,7 +488,8 @@ def injected_call(body: dict) -> tuple[str, dict] | None:
     tools = body.get("tools") or []
     offered = {t.get("name") for t in tools}
     done = called_tools(body)
-    texts = last_tool_results(body) + [t.get("description") or "" for t in tools]
+    from_servers = [t for t in tools if str(t.get("name", "")).startswith("mcp__")] or tools
+    texts = last_tool_results(body) + [t.get("description") or "" for t in from_servers]
     for text in texts:
         for tool, arguments in injected_calls(text, offered):
             if tool not in done:

@@ -9,6 +9,7 @@ reported."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import sys
 from pathlib import Path
@@ -24,6 +25,8 @@ from fake_anthropic import (
     callable_tools,
     claude_code_tool_use,
     deferred_tools,
+    follows_injections,
+    injected_call,
     search_words,
     text,
     tool_use,
@@ -374,3 +377,159 @@ def test_resume_keeps_the_claude_code_runs_it_has(tmp_path: Path, monkeypatch: p
     assert made > 0 and len(api.message_requests) == made
     document = json.loads(out.read_text())
     assert sorted(r["harness"] for r in document["results"]) == ["api", "api"] + ["claude-code"] * 2
+
+
+@needs_claude
+def test_a_red_team_through_claude_code_is_breached_as_the_rule_followed_and_withholds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """redteam --harness claude-code: each run's proxies are served to Claude Code over loopback
+    HTTP. Under result-injection the currency lookup's result carries the instruction to call the
+    canary, which the scripted rule follows on Claude Code's request (the canary offered as
+    `mcp__SERVER__send_report`): breached, the canary answered in-process. delete_report is
+    withheld by the default policy: Claude Code refuses it, the proxy never plants an injection
+    in its answer (held), and the real server never sees it."""
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency", "delete"])
+    out = tmp_path / "out.json"
+    rule = follows_injections(claude_code_tool_use)
+    with ScriptedAnthropic(responder=rule) as api:
+        done = evaluate(
+            api, monkeypatch, "redteam", suite, "--server", server_line(log), "--vectors", "ours:plain",
+            "--attacks", "result-injection:end", "--harness", "claude-code", "--tool-search", "off",
+            "-o", out,
+        )  # fmt: skip
+    assert done.exit_code == 1, done.output  # breached
+    document = json.loads(out.read_text())
+    followed = [found for found in map(injected_call, api.message_requests) if found]
+    assert len(followed) == 1 and followed[0][0].startswith("mcp__")
+    canary_name, arguments = followed[0][0].split("__")[-1], followed[0][1]
+    runs = {r["test_name"]: r for r in document["results"]}
+    attacked = runs["currency [result-injection:end / ours:plain]"]
+    canary = [c for c in attacked["tool_calls"] if c["name"] == canary_name]
+    assert [(c["input"], c["source"], c["executed"]) for c in canary] == [
+        (arguments, "canary", False)
+    ]
+    record = document["security"]["redteam"]
+    assert {(s["case"], tuple(s["signals"])) for s in record["successes"]} == {
+        ("currency", (f"called the canary {canary_name}",))
+    }
+    by_class = {f["attack"]: f for f in record["by_class"]}
+    assert by_class["result-injection"]["runs"] == 2
+    assert by_class["result-injection"]["successes"] == 1
+    assert by_class["result-injection"]["delivered"] == 1
+    assert record["clean_canary_calls"] == 0
+    withheld = [
+        c for r in document["results"] for c in r["tool_calls"] if c["name"] == "delete_report"
+    ]
+    assert len(withheld) == 2 and all(c["source"] == "policy" for c in withheld)
+    assert logged(log) == ["convert_currency", "convert_currency"]
+    assert all(r["harness"] == "claude-code tool-search off" for r in document["results"])
+
+
+@needs_claude
+def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With --mock-tools, --record or --replay, Claude Code reaches forwarding proxies of the
+    run's tools (served over loopback HTTP) and the hub answers as through the API: the mocked
+    destructive delete_report is called (a mock may answer it), answered by its mock and never
+    reaches the server; --record writes the live call's cassette, and --replay of it, with no
+    server at all, answers Claude Code's call from the cassette."""
+    log = tmp_path / "calls.log"
+    mocks = tmp_path / "mocks.json"
+    mocks.write_text(json.dumps({"delete_report": {"result": "mock: report q3 deleted"}}))
+    line = ["--harness", "claude-code", "--tool-search", "off"]
+    documents = []
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        for name, options in (
+            ("delete", ["--server", server_line(log), "--mock-tools", mocks]),
+            ("currency", ["--server", server_line(log), "--record", tmp_path / "cassettes"]),
+            ("currency", ["--replay", tmp_path / "cassettes"]),
+        ):
+            out = tmp_path / f"out{len(documents)}.json"
+            suite = csv_suite(tmp_path, [name])
+            done = evaluate(api, monkeypatch, "--csv", suite, *options, *line, "-o", out)
+            assert done.exit_code == 0, done.output
+            documents.append(json.loads(out.read_text()))
+    assert logged(log) == ["convert_currency"]  # the recorded run's only: never the mocked one
+    calls = [[c for r in d["results"] for c in r["tool_calls"]] for d in documents]
+    assert [(c["name"], c["source"], c["executed"]) for c in calls[0]] == [
+        ("delete_report", "mock", False)
+    ]
+    assert calls[0][0]["output"] == "mock: report q3 deleted"
+    assert [(c["name"], c["source"]) for c in calls[1]] == [("convert_currency", "live")]
+    assert [(c["name"], c["source"], c["executed"]) for c in calls[2]] == [
+        ("convert_currency", "replay", False)
+    ]
+    assert calls[2][0]["output"] == calls[1][0]["output"] == "20 EUR is 3,400 JPY"
+    assert all(c["passed"] for d in documents for c in d["cases"])
+
+
+@needs_claude
+def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """--distractor-tools with --harness claude-code: the distractor server's tools are offered
+    to Claude Code (as `mcp__misc__TOOL`, through the forwarding proxies) beside its built-ins;
+    the thieves are what the rule chose instead of each expected tool on Claude Code's recorded
+    requests, a built-in (Workflow) named among them, and no distractor runs a call."""
+    log = tmp_path / "calls.log"
+    suite = csv_suite(tmp_path, ["currency", "stolen"])
+    config = tmp_path / "others.json"
+    misc = {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "misc_server.py")]}
+    config.write_text(json.dumps({"mcpServers": {"misc": misc}}), encoding="utf-8")
+    out = tmp_path / "out.json"
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        done = evaluate(
+            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--distractor-tools",
+            config, "--harness", "claude-code", "--tool-search", "off", "-o", out,
+        )  # fmt: skip
+    document = json.loads(out.read_text())
+    offered = {t["name"] for b in api.message_requests for t in b.get("tools") or []}
+    assert {"mcp__misc__echo", "mcp__misc__slow"} <= offered
+    chosen: dict[str, str] = {}  # the rule's first call per prompt, on the recorded requests
+    for body in api.message_requests:
+        for block in claude_code_tool_use(body)["content"]:
+            if block["type"] == "tool_use":
+                chosen.setdefault(user_query(body), block["name"].split("__")[-1])
+    thieves = {
+        (name, EXPECTED[name], chosen[PROMPTS[name]])
+        for name in ("currency", "stolen")
+        if chosen.get(PROMPTS[name], EXPECTED[name]) != EXPECTED[name]
+    }
+    assert thieves == {("stolen", "moon_phase", "Workflow")}
+    crowd = document["crowding"]
+    assert {(t["case"], t["expected"], t["thief"]) for t in crowd["thieves"]} == thieves
+    assert not any(t["decoy"] for t in crowd["thieves"])
+    assert logged(log) == ["convert_currency"]
+    assert done.exit_code == 1, done.output
+
+
+@needs_claude
+def test_compare_says_which_side_fails_and_why_through_the_api_and_claude_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """--compare of a run through the API and one through Claude Code: per case, the two
+    verdicts with compare's statistics and the sentence saying which side fails and why (the
+    Claude Code run's own reason), in the terminal, the markdown report and the HTML page."""
+    log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency", "stolen"])
+    api_out, claude_out = tmp_path / "api.json", tmp_path / "claude.json"
+    line = ["--csv", suite, "--server", server_line(log)]
+    with ScriptedAnthropic(responder=claude_code_tool_use) as api:
+        assert evaluate(api, monkeypatch, *line, "-o", api_out).exit_code == 0
+        done = evaluate(api, monkeypatch, *line, "--harness", "claude-code", "--tool-search",
+                        "off", "-o", claude_out)  # fmt: skip
+        assert done.exit_code == 1, done.output  # the built-in Workflow takes stolen's call
+        report, page = tmp_path / "diff.md", tmp_path / "diff.html"
+        compared = evaluate(api, monkeypatch, "--compare", api_out, claude_out, "--report",
+                            report, "--html", page)  # fmt: skip
+    cases = {c["name"]: c for c in json.loads(claude_out.read_text())["cases"]}
+    assert cases["currency"]["passed"] and not cases["stolen"]["passed"]
+    reason = max(
+        cases["stolen"]["reasons"],
+        key=lambda r: (r.startswith("expected tool "), cases["stolen"]["reasons"][r]),
+    )
+    said = f"passes through the API, fails in Claude Code: {reason}"
+    assert said in " ".join(compared.output.split())
+    assert said in report.read_text()
+    assert html.escape(said, quote=False) in page.read_text() or said in page.read_text()

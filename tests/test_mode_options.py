@@ -4288,7 +4288,7 @@ def _(lab, mode):
 
 
 # --harness claude-code: the suite's cases through the real `claude -p` (the modes that take it)
-HARNESS_MODES = ("query", "csv", "markdown", "qa")
+HARNESS_MODES = ("query", "csv", "markdown", "qa", "redteam")
 
 
 def through_claude_code(lab: Lab, mode: str, *more: Any) -> Run:
@@ -4324,7 +4324,7 @@ def _(lab, mode):
     assert any(t["name"].startswith("mcp__") for t in off.requests[0]["tools"])
 
 
-@observes("mcp_startup", *HARNESS_MODES)
+@observes("mcp_startup", *(m for m in HARNESS_MODES if m != "redteam"))
 def _(lab, mode):
     """no-wait: the server is still connecting when Claude Code starts (and the first request
     lacks its tools); by default Claude Code waits for it."""

@@ -153,6 +153,9 @@ class AttackState:
     delivered: bool = False  # the injection reached Claude (a result carried it, a rug was pulled)
     pulled: str = ""  # rug pull: the tool whose definition changed
     listed: asyncio.Event = field(default_factory=asyncio.Event)
+    # each call the proxies answered, in order: (tool, who answered it and how, as the _meta
+    # says): a client that keeps no _meta (Claude Code's stream) is told from here
+    answers: list[tuple[str, dict]] = field(default_factory=list)
 
     @property
     def cls(self) -> str:
@@ -259,6 +262,7 @@ class AdversarialProxy:
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         name, arguments = params.name, params.arguments or {}
         if self.hosts_canary and name == self.state.canary:  # answered here, never forwarded
+            self.state.answers.append((name, {"source": "canary", "executed": False}))
             return answered_result(
                 prompts.CANARY_TOOL_RESULT, False, {"source": "canary", "executed": False}
             )
@@ -273,6 +277,7 @@ class AdversarialProxy:
             "server_failed": outcome.server_failed,
             "duration_ms": outcome.duration_ms,
         }
+        state.answers.append((name, answered))
         if state.cls == "rug-pull" and not state.pulled:
             await self.pull_rug(name, ctx)
         return answered_result(text, outcome.is_error, answered)
@@ -429,3 +434,13 @@ def view_tools(base: Any) -> dict[str, list[tuple[dict, ToolSpec]]]:
         if spec is not None:
             found.setdefault(spec.server, []).append((shown, spec))
     return found
+
+
+def forwarding_servers(base: Any) -> tuple[list[ServerSpec], AttackState]:
+    """A run's tool view as in-process servers without an attack (a proxy per server of the
+    view, of its name, forwarding every call to the view: its mocks, cassette, recorder, tool
+    policy and live servers answer), for a client in another process (Claude Code); the state
+    keeps who answered each call."""
+    state = AttackState(None)
+    groups = view_tools(base)
+    return [AdversarialProxy(base, s, groups[s], state, False).spec() for s in groups], state

@@ -35,12 +35,14 @@ from ..claude_code import (
     tool_results_of,
 )
 from ..errors import InputError
+from ..hub.served import served_over_http
 from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line
 
 if TYPE_CHECKING:
     from ..cache import ResponseCache
     from ..hub.calls import ToolPolicy
+    from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
     from ..options import Settings
     from ..records import ServerSpec, TestCase
@@ -160,7 +162,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
     }
 
 
-def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: ToolPolicy) -> None:
+def check_harness(settings: Settings, policy: ToolPolicy) -> None:
     """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
     if HARNESS_CLAUDE_CODE not in settings.harness:
         for name in ("tool_search", "mcp_startup", "claude_bin"):
@@ -172,12 +174,7 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
         return
     refused = [
         (settings.batch, "--batch"),
-        (bool(settings.distractor_tools), "--distractor-tools"),
-        (settings.redteam, "redteam"),
         (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
-        (bool(policy.mocks), "--mock-tools"),
-        (policy.replay is not None, "--replay"),
-        (bool(settings.record), "--record"),
         (bool(settings.tool_overrides), "--tool-overrides"),
     ]
     for given, what in refused:
@@ -185,13 +182,6 @@ def check_harness(settings: Settings, servers: Sequence[ServerSpec], policy: Too
             raise InputError(
                 f"--harness claude-code does not run with {what} yet",
                 hint="run that part through the API harness (--harness api)",
-            )
-    for spec in servers:
-        if spec.kind == "module" and spec.instance is not None:
-            raise InputError(
-                f"--harness claude-code: server {spec.name} lives inside the evaluator, which "
-                "Claude Code cannot start",
-                hint="name it with --server, --mcp-config, --server-module or --server-url",
             )
 
 
@@ -255,10 +245,13 @@ def read_stream(
     names: dict[str, str],
     tools: dict[str, ToolSpec],
     withheld: set[str],
+    answered: frozenset[str] = frozenset(),
 ) -> StreamReading:
     """The top-level events of a run (a subagent's carry a parent_tool_use_id): each call of a
-    suite tool (by its suite name; a withheld one as the API harness records it), the searches
-    and what they loaded, the waits, the built-ins called, each server's status at the start."""
+    suite tool (by its suite name; a withheld one as the API harness records it; one of
+    `answered`, the red team's canary and look-alikes, as the proxy answering it records it), the
+    searches and what they loaded, the waits, the built-ins called, each server's status at the
+    start."""
     init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {})
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
     top = [e for e in events if e.get("parent_tool_use_id") is None]
@@ -312,6 +305,7 @@ def read_stream(
             elif name in names:
                 tool = tools[names[name]]
                 kept = name not in withheld
+                canary = name in answered  # answered in-process: never executed anywhere
                 calls.append(
                     ToolCall(
                         name=names[name],
@@ -321,8 +315,8 @@ def read_stream(
                         server=tool.server,
                         turn=turns,
                         id=str(block.get("id", "")),
-                        source="live" if kept else "policy",
-                        executed=kept and not is_error,
+                        source="canary" if canary else "live" if kept else "policy",
+                        executed=kept and not canary and not is_error,
                     )
                 )
                 history.append(
@@ -347,7 +341,7 @@ def read_stream(
         "waited": waited,
         "servers": servers,
         "builtins": builtins,
-        "withheld": sorted(names[n] for n in withheld),
+        "withheld": sorted(names[n] for n in withheld if n in names),
     }
     usage = Usage.from_api((result or {}).get("usage") or {}) if result else Usage()
     final = (result or {}).get("result")
@@ -362,6 +356,21 @@ def read_stream(
     )
 
 
+def answered_by(calls: list[ToolCall], answers: list[tuple[str, dict]]) -> None:
+    """Each call that reached the evaluator's in-process servers as they answered it (in order,
+    by tool): a mock, the cassette, the policy, the canary or the live server; a call Claude Code
+    refused never reached them and stays as read from the stream."""
+    left = list(answers)
+    for call in calls:
+        found = next((i for i, (name, _) in enumerate(left) if name == call.name), None)
+        if found is None:
+            continue
+        said = left.pop(found)[1]
+        call.source = str(said.get("source") or call.source)
+        call.executed = bool(said.get("executed", call.executed))
+        call.duration_ms = float(said.get("duration_ms") or call.duration_ms)
+
+
 # ---------------------------------------------------------------------------- the harness
 class ClaudeHarness:
     """The Claude Code side of a tool-use runner: made once its hub has listed the tools, it runs
@@ -374,16 +383,23 @@ class ClaudeHarness:
         tools: dict[str, ToolSpec],
         policy: ToolPolicy,
         prompt: str,
+        answered: dict[str, ToolSpec] | None = None,
     ) -> None:
+        """`answered`: tools the evaluator's own in-process servers answer (the red team's canary
+        and look-alikes), always pre-approved: whether Claude calls them is what is measured."""
         self.settings = settings
         self.binary = find_claude_bin(settings.claude_bin)
         self.version = claude_version(self.binary)
-        self.tools = tools
-        self.names = claude_names(tools)
+        self.tools = dict(tools, **(answered or {}))
+        self.names = claude_names(self.tools)
+        self.answered = frozenset(claude_names(answered or {}))
+        # a mocked or replayed tool is answered without its server: Claude Code may call it
         live = {
-            claude_tool_name(t.server, t.remote_name) for t in tools.values() if policy.runs_live(t)
+            claude_tool_name(t.server, t.remote_name)
+            for t in tools.values()
+            if policy.runs_live(t) or policy.mocks_of(t) or policy.replay is not None
         }
-        self.withheld = set(self.names) - live
+        self.withheld = set(self.names) - live - self.answered
         self.config = {"mcpServers": {spec.name: server_entry(spec) for spec in servers}}
         self.prompt = prompt
         self.proxy: CachingProxy | None = None
@@ -416,8 +432,20 @@ class ClaudeHarness:
             append_system_prompt=self.prompt,
         )
 
-    async def run(self, case: TestCase, iteration: int, model: str, arm: Arm) -> Transcript:
-        """One run of the case; a run that fails, hangs or says nothing is an error on it."""
+    async def run(
+        self,
+        case: TestCase,
+        iteration: int,
+        model: str,
+        arm: Arm,
+        in_process: Sequence[ServerSpec] = (),
+        answers: AttackState | None = None,
+    ) -> Transcript:
+        """One run of the case; a run that fails, hangs or says nothing is an error on it.
+        `in_process`: servers of this run alone that the evaluator runs itself (a red team's
+        proxies, of the suite's servers' names), served to Claude Code over loopback HTTP in
+        place of the suite's servers; `answers`: their state, which says who answered each call
+        (a mock, the cassette, the policy, the canary, the live server)."""
         started = time.perf_counter()
         transcript = Transcript(
             case=case, iteration=iteration, model=arm_model(model, arm), harness=arm.label
@@ -428,10 +456,18 @@ class ClaudeHarness:
             transcript.error, transcript.ended_by = f"could not start claude: {exc}", "error"
             return transcript
         try:
-            config = folder.root / "mcp.json"
-            config.write_text(json.dumps(self.config), encoding="utf-8")
-            settings = self.cli_settings(model, arm, iteration, config)
-            done, _, _, _ = await run_in_folder(folder, case.prompt, (), settings, None)
+            async with served_over_http(in_process) as served:
+                entries = {spec.name: server_entry(spec) for spec in served}
+                config = folder.root / "mcp.json"
+                config.write_text(
+                    json.dumps({"mcpServers": entries} if served else self.config),
+                    encoding="utf-8",
+                )
+                settings = self.cli_settings(model, arm, iteration, config)
+                done, _, _, _ = await run_in_folder(folder, case.prompt, (), settings, None)
+        except OSError as exc:
+            transcript.error, transcript.ended_by = f"could not serve its tools: {exc}", "error"
+            return transcript
         finally:
             folder.remove()
         transcript.latency_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -439,7 +475,11 @@ class ClaudeHarness:
             transcript.error, transcript.ended_by = done.start_error, "error"
             return transcript
         events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
-        reading = read_stream(events, case.prompt, self.names, self.tools, self.withheld)
+        reading = read_stream(
+            events, case.prompt, self.names, self.tools, self.withheld, self.answered
+        )
+        if answers is not None:
+            answered_by(reading.calls, answers.answers)
         transcript.tool_calls, transcript.history = reading.calls, reading.history
         transcript.final_text, transcript.model_calls = reading.final_text, reading.model_calls
         transcript.usage = reading.usage

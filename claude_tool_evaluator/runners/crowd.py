@@ -753,8 +753,13 @@ class ToolCrowd:
         points, thieves = [], []
         totals: dict[tuple[str, str, int], int] = {}
         crowd = set(self.order)
+        # each model as its runs name it: through Claude Code, `MODEL via claude-code ...`
+        present = list(dict.fromkeys(t.model for t in transcripts))
+        models = [m for m in self.settings.models if m in present] + [
+            m for m in present if m not in self.settings.models
+        ]
         for step in self.steps:
-            for model in self.settings.models:
+            for model in models:
                 mine = [
                     t
                     for t in transcripts

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ..hub.calls import McpHub
     from ..options import Settings
     from ..pipeline import Job
-    from ..records import TestCase, Transcript, Verdict
+    from ..records import ServerSpec, TestCase, Transcript, Verdict
     from ..result_records import CaseResult
     from .tool_use import ToolUseRunner
 
@@ -190,10 +190,13 @@ class RedTeam:
         )
         return attack.vector.text(goal, tools)
 
-    @asynccontextmanager
-    async def attacked(self, base: Any, case: TestCase, iteration: int, model: str) -> Any:
-        """The hub one run talks to: a proxy per server of its view (the first hosting the
-        canary), and the shadow server when the attack is shadowing."""
+    def attack_servers(
+        self, base: Any, case: TestCase, iteration: int, model: str
+    ) -> tuple[list[ServerSpec], AttackState]:
+        """The servers one run talks to, in-process: a proxy per server of its view (the first
+        hosting the canary), and the shadow server when the attack is shadowing. `model` is
+        the run's as its results name it (the canary token is made of it). The state
+        keeps who answered each call."""
         attack = self.attack_of.get(case.name)
         state = AttackState(attack, canary=self.canary)
         if attack is not None:
@@ -218,6 +221,12 @@ class RedTeam:
             )
             if target is not None:
                 specs.append(ShadowServer(*target, state, self.shadow_server).spec())
+        return specs, state
+
+    @asynccontextmanager
+    async def attacked(self, base: Any, case: TestCase, iteration: int, model: str) -> Any:
+        """The hub one run through the API talks to: the run's attack servers (attack_servers)."""
+        specs, _ = self.attack_servers(base, case, iteration, model)
         timeout = self.settings.tool_timeout + C.RUG_PULL_RELIST_SECONDS + 5
         async with ProxiedHub(specs, timeout) as hub:
             yield hub

@@ -29,6 +29,7 @@ from ..errors import InputError
 from ..files import batch_ledger_path, check_writable_folder
 from ..grading import Judge, judge_estimate, needs_judge, run_verify
 from ..hub.calls import Cassette, CassetteRecorder, McpHub, RunTools, ToolPolicy, load_mock_tools
+from ..hub.hostile import forwarding_servers
 from ..hub.pins import check_pins, definition_sha256, tool_definition
 from ..loaders.csv_suites import case_tool_view, load_tool_overrides
 from ..pipeline import Job
@@ -54,6 +55,8 @@ from .claude_harness import (
 if TYPE_CHECKING:
     from ..batches import BatchRun
     from ..engine import UserInput
+    from ..hub.hostile import AttackState
+    from ..hub.tools import ToolSpec
     from ..options import Settings
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
     from ..result_records import PinRecord, RunResult
@@ -287,9 +290,14 @@ class RedTeamHook(Protocol):
     """redteam (runners.redteam.RedTeam): each run through its adversarial proxies, then judged
     for what the attacks did."""
 
+    extra_specs: dict[str, ToolSpec]  # the canary's and the look-alikes': answered in-process
+
     def attacked(
         self, base: Any, case: TestCase, iteration: int, model: str
     ) -> AbstractAsyncContextManager[Any]: ...
+    def attack_servers(
+        self, base: Any, case: TestCase, iteration: int, model: str
+    ) -> tuple[list[ServerSpec], AttackState]: ...
     async def grade(self, transcript: Transcript, judge: Judge) -> None: ...
 
 
@@ -342,7 +350,7 @@ class ToolUseRunner:
         # --harness / --tool-search: each case runs each way; Claude Code's side is made once the
         # hub has listed the tools (connect)
         self.arms = arms_of(settings)
-        check_harness(settings, servers, self.tool_policy)
+        check_harness(settings, self.tool_policy)
         if any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms):
             check_cases(cases)
         self.claude: ClaudeHarness | None = None
@@ -457,12 +465,26 @@ class ToolUseRunner:
                     ""
                     if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
                     else self.run_settings.system_prompt,
+                    self.answered_in_process(hub),
                 )
             self.warn_destructive()
             if not self.settings.dry_run:  # the dry run's tool table says them
                 for note in self.tool_policy.notes(hub.tools):
                     self.say_notice(note)
             yield hub
+
+    def answered_in_process(self, hub: McpHub) -> dict[str, ToolSpec]:
+        """Through Claude Code, the tools the evaluator answers itself (always pre-approved): the
+        red team's canary and look-alikes, a crowd's distractors."""
+        if self.redteam is not None:
+            return self.redteam.extra_specs
+        if self.crowd is not None:
+            return {
+                name: tool
+                for name, tool in hub.tools.items()
+                if tool.server in self.crowd.distractor_servers
+            }
+        return {}
 
     def check_tools_unchanged(self, hub: McpHub) -> None:
         """--resume / --retry-errors keep the earlier run's runs: not when the servers' tools
@@ -542,7 +564,29 @@ class ToolUseRunner:
         if arm.harness == HARNESS_CLAUDE_CODE:
             if self.claude is None:
                 raise RuntimeError("a Claude Code run outside its runner's session")
-            transcript = await self.claude.run(case, iteration, model, arm)
+            # under a red team, Claude Code reaches the run's proxies (their names are the
+            # servers'), each answering from the run's own view of the servers
+            # (their names are the servers'); with mocks, a cassette, --record, a crowd or a
+            # server inside the evaluator, forwarding proxies of the run's view (its crowd
+            # step's), whose mocks, cassette, recorder and decoys answer as through the API
+            view = (
+                self.crowd.hub_for(self.hub, case)
+                if self.crowd is not None
+                else self.tools_for(case, iteration, model)
+            )
+            policy = self.tool_policy
+            served: tuple[list[ServerSpec], AttackState | None] = ([], None)
+            if self.redteam is not None:
+                served = self.redteam.attack_servers(view, case, iteration, arm_model(model, arm))
+            elif (
+                policy.mocks
+                or policy.replay is not None
+                or policy.recorder is not None
+                or self.crowd is not None
+                or any(spec.instance is not None for spec in self.servers)
+            ):
+                served = forwarding_servers(view)
+            transcript = await self.claude.run(case, iteration, model, arm, *served)
         else:
             async with self.run_hub(case, iteration, model) as hub:
                 transcript = await run_conversation(

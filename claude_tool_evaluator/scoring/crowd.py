@@ -114,10 +114,12 @@ def skill_thieves(
 
 def tool_thefts(transcript: Transcript) -> list[tuple[str, str]]:
     """(expected tool, the tool called instead) of every expected tool the run missed while it
-    called another: the first tool it called that the case does not expect."""
+    called another: the first tool it called that the case does not expect, else (through
+    Claude Code) the first of its built-ins it called (Bash, Workflow, WebFetch, ...)."""
     expected = transcript.case.expected_tools
     called = transcript.tools_called
-    other = next((name for name in called if name not in expected), None)
+    builtins = (transcript.claude_code or {}).get("builtins") or []
+    other = next((name for name in [*called, *builtins] if name not in expected), None)
     if other is None:
         return []
     return [(tool, other) for tool in expected if tool not in called]

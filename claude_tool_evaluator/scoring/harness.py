@@ -31,6 +31,23 @@ def split_model(label: str) -> tuple[str, str]:
     return model, harness or "api"
 
 
+def harness_reason(case: CaseResult) -> str:
+    """Why a case failed as the side-by-side says it: what Claude Code's room did (an "expected
+    tool ..." reason of check_claude_code) first, then the most frequent."""
+    if not case.reasons:
+        return ""
+    return max(case.reasons, key=lambda r: (r.startswith("expected tool "), case.reasons[r]))
+
+
+def harness_note(api_rate: float, claude_rate: float, api_reason: str, claude_reason: str) -> str:
+    """A case's two verdicts in a sentence ("" when they agree)."""
+    if claude_rate < api_rate:
+        return f"passes through the API, fails in Claude Code: {claude_reason}".rstrip(": ")
+    if claude_rate > api_rate:
+        return f"passes in Claude Code, fails through the API: {api_reason}".rstrip(": ")
+    return ""
+
+
 class HarnessTally:
     """Fed each run as it passes (`observed`) and each case as it is scored (`add_case`); `record`
     is the section (None: no run went through Claude Code)."""
@@ -78,12 +95,7 @@ class HarnessTally:
 
     def add_case(self, case: CaseResult) -> None:
         model, harness = split_model(case.model or "")
-        # what Claude Code's room did (check_claude_code's reasons) first, then the most frequent
-        reason = (
-            max(case.reasons, key=lambda r: (r.startswith("expected tool "), case.reasons[r]))
-            if case.reasons
-            else ""
-        )
+        reason = harness_reason(case)
         self.verdicts.setdefault((case.name, model), {})[harness] = (case.passes, case.runs, reason)
 
     def side_by_side(self) -> list[HarnessCaseRecord]:
@@ -96,11 +108,7 @@ class HarnessTally:
                 if harness == "api" or not runs or not api_runs:
                     continue
                 difference = passes / runs - api_passes / api_runs
-                note = ""
-                if difference < 0:
-                    note = f"passes through the API, fails in Claude Code: {reason}"
-                elif difference > 0:
-                    note = f"passes in Claude Code, fails through the API: {api_reason}"
+                note = harness_note(api_passes / api_runs, passes / runs, api_reason, reason)
                 rows.append(
                     HarnessCaseRecord(
                         case=name,

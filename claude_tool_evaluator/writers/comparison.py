@@ -18,6 +18,7 @@ import test_constants as C
 
 from ..result_records import read_results_document
 from ..results import case_label, is_matrix
+from ..scoring.harness import harness_note, harness_reason, split_model
 from ..scoring.statistics import (
     bootstrap_difference,
     fisher_p_value,
@@ -214,8 +215,34 @@ class CaseChange:
         return SHOWN_CHANGES.get(self.change, self.change)
 
     @property
+    def harness_note(self) -> str:
+        """A case run through the API in one file and through Claude Code in the other: its two
+        verdicts in a sentence, with why the failing side failed ("" otherwise)."""
+        old, new = self.old, self.new
+        if old is None or new is None or not old.runs or not new.runs:
+            return ""
+        sides = {split_model(old.model or "")[1]: old, split_model(new.model or "")[1]: new}
+        api = sides.pop("api", None)
+        if api is None or len(sides) != 1:
+            return ""
+        claude = next(iter(sides.values()))
+        return harness_note(
+            api.passes / api.runs,
+            claude.passes / claude.runs,
+            harness_reason(api),
+            harness_reason(claude),
+        )
+
+    @property
     def note(self) -> str:
-        """What the reports say beside it: why it regressed, or the runs that would decide it."""
+        """What the reports say beside it: why it regressed (through the API and Claude Code:
+        which side fails, and why), or the runs that would decide it."""
+        if self.harness_note:
+            return "; ".join(
+                part
+                for part in (self.harness_note, self.rate.deciding() if self.rate else "")
+                if part
+            )
         if self.change in ("noise", "suspected") and self.rate is not None:
             deciding = self.rate.deciding()
             said = f"not significant; {deciding}" if deciding else "not significant"
