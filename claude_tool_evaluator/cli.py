@@ -684,6 +684,12 @@ def plugin_command() -> click.Command:
     @click.option(
         "--keep-events", is_flag=True, help="Keep each run's stream-json events in the results."
     )
+    @click.option(
+        "--scaffold",
+        is_flag=True,
+        help="Run each case's scaffold_script (bash, as you: only for suites you trust) in the "
+        "run's working folder first, as claude plugin eval --scaffold does.",
+    )
     def plugin(
         path: str,
         models: tuple[str, ...],

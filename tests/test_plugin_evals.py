@@ -111,8 +111,12 @@ def test_the_suite_is_read_as_claude_code_reads_it(tmp_path: Path):
         "execution: {prompt: Go., env: {A: b}}\ngraders: [{name: g, type: regex, pattern: x}]\n"
     )
     assert case_warnings(load_case(scaffolded)) == [
-        "s: context.scaffold_script, execution.env not acted on by this product's runs (claude "
-        "plugin eval acts on them)"
+        "s: execution.env not acted on by this product's runs (claude plugin eval acts on them)",
+        "s: its scaffold_script is not run without --scaffold (author-supplied bash that runs as "
+        "you: pass it only for suites you trust); the case runs against an unstaged workspace",
+    ]
+    assert case_warnings(load_case(scaffolded), scaffold=True) == [
+        "s: execution.env not acted on by this product's runs (claude plugin eval acts on them)"
     ]
     assert case_warnings(yaml_case) == [
         "04-yaml-case/never-read: tool_used Read expects 1..0, which no run can meet (set min: 0 "
@@ -782,3 +786,39 @@ def test_an_option_the_plugin_verb_does_not_take_is_one_line_and_exit_2():
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(lines) == 1, (row.flag, result.output)
         assert lines[0].startswith("error: ") and row.flag in lines[0], (row.flag, lines)
+
+
+def reads_the_staged_file(body: dict) -> dict:
+    """A model that reads `staged.txt` once (Read), then answers with what it read."""
+    if tool_results_in(body):
+        said = json.dumps(body.get("messages"))
+        return reply(text("STAGED-OK" if "from the scaffold" in said else "nothing staged"))
+    return reply(tool_use("Read", {"file_path": "staged.txt"}))
+
+
+@needs_claude
+def test_scaffold_stages_the_workspace_only_when_asked(tmp_path: Path):
+    """`--scaffold` runs a case's scaffold_script in the run's working folder first (as claude
+    plugin eval --scaffold does); without it the case runs unstaged, with Claude Code's warning;
+    a scaffold that fails is the run's error, scored 0."""
+    plugin = tmp_path / "staged"
+    shutil.copytree(PLUGIN, plugin)
+    for extra in (plugin / "evals").iterdir():
+        shutil.rmtree(extra)
+    case = plugin / "evals" / "01-staged"
+    (case / "graders").mkdir(parents=True)
+    (case / "prompt.md").write_text("---\nruns: 1\n---\nWhat does staged.txt say?\n")
+    (case / "graders" / "read.md").write_text("---\ntype: regex\n---\nSTAGED-OK\n")
+    (case / "case.yaml").write_text('schema_version: "1.0"\ncontext: {scaffold_script: setup.sh}\n')
+    (case / "setup.sh").write_text("echo 'from the scaffold' > staged.txt\n")
+    with ScriptedAnthropic(responder=reads_the_staged_file) as api:
+        staged = evaluator("plugin", str(plugin), "--base-url", api.url, "--scaffold")
+        unstaged = evaluator("plugin", str(plugin), "--base-url", api.url)
+        (case / "setup.sh").write_text("echo 'no such fixture' >&2; exit 3\n")
+        failed = evaluator("plugin", str(plugin), "--base-url", api.url, "--scaffold")
+    assert staged.returncode == 0, staged.stdout + staged.stderr
+    assert "01-staged [with] run 1: passed" in staged.stdout and "scaffold" not in staged.stdout
+    assert unstaged.returncode == 1 and "not run without --scaffold" in unstaged.stdout
+    assert "01-staged [with] run 1: failed" in unstaged.stdout
+    assert failed.returncode == 1
+    assert "run 1: error (score 0.00): scaffold failed (exit 3): no such fixture" in failed.stdout

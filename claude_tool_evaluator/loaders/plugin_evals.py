@@ -418,7 +418,7 @@ def load_case(folder: Path) -> PluginCase | None:
     if duplicate:
         raise InputError(f'duplicate grader name "{duplicate}"', where)
     context: dict[str, Any] = top["context"] if isinstance(top.get("context"), dict) else {}
-    not_honoured = [f"context.{k}" for k in context if context[k]] + [
+    not_honoured = [f"context.{k}" for k in context if context[k] and k != "scaffold_script"] + [
         f"execution.{k}" for k in NOT_HONOURED_EXECUTION if execution.get(k)
     ]
     if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
@@ -487,9 +487,10 @@ def static_findings(plugin: Plugin) -> list[InputError]:
     return findings
 
 
-def case_warnings(case: PluginCase) -> list[str]:
-    """The case's warnings: what it sets that these runs do not act on, and graders Claude Code
-    accepts that no run can pass (a tool_used range that is empty: `max: 0` with its default
+def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
+    """The case's warnings: what it sets that these runs do not act on, a scaffold_script left
+    unrun without --scaffold (Claude Code's words), and graders Claude Code accepts that no run
+    can pass (a tool_used range that is empty: `max: 0` with its default
     `min: 1` reads "expected 1..0")."""
     lines = (
         [
@@ -499,6 +500,12 @@ def case_warnings(case: PluginCase) -> list[str]:
         if case.not_honoured
         else []
     )
+    if case.scaffold_script and not scaffold:
+        lines.append(
+            f"{case.name}: its scaffold_script is not run without --scaffold (author-supplied bash "
+            "that runs as you: pass it only for suites you trust); the case runs against an "
+            "unstaged workspace"
+        )
     for grader in case.graders:
         if grader.kind == "tool_used":
             low, high = grader.get("min", 1), grader.get("max")

@@ -79,6 +79,7 @@ class PluginRequest:
     pr_comment: str | None = None  # --pr-comment FILE: the report as a pull request comment
     junit: str | None = None  # --junit FILE: a testcase per case and arm
     html: str | None = None  # --html FILE: the product's HTML report of the cases and arms
+    scaffold: bool = False  # --scaffold: run each case's scaffold_script (bash, as the user)
 
 
 def case_deltas(plugin: Plugin, runs: list[PluginArmRun], alpha: float) -> list[ArmDelta]:
@@ -304,7 +305,7 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
         ]
         if not plugin.cases:
             raise InputError(f"no case matches --case {' '.join(request.cases)}", plugin.eval_dir)
-    warnings = [line for case in plugin.cases for line in case_warnings(case)]
+    warnings = [line for case in plugin.cases for line in case_warnings(case, request.scaffold)]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
     others = (
@@ -343,6 +344,7 @@ def plugin_verb(request: PluginRequest, console: Console) -> int:
                 f"{model} @ {version}" if version else "",
                 request.runs.least if isinstance(request.runs, AutoRuns) else None,
                 others,
+                request.scaffold,
             )
         )
     if request.dry_run:

@@ -7,8 +7,11 @@ May import: the rooms above the runners, runners.tool_use."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +46,7 @@ from ..scoring.plugin_graders import (
     run_score,
 )
 from ..session import ModelRequest, model_api_url, model_client
+from ..sinks import one_line
 from .skills import estimate_claude_runs
 
 ARMS = ("with", "without")
@@ -68,6 +72,7 @@ class PluginRunPlan:
     auto_least: int | None = None  # --runs auto[:MIN-MAX]: the rounds' MIN (`runs` is then MAX)
     # --distractors installed: the user's other plugins, loaded in both arms beside it
     others: tuple[Path, ...] = ()
+    scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
@@ -155,6 +160,43 @@ def plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
     )
 
 
+SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
+
+
+async def run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
+    """A case's scaffold_script as `claude plugin eval --scaffold` runs it: `bash SCRIPT` (the
+    path from the case's folder) in the run's working folder, with only PATH and the run's
+    temporary HOME and TMPDIR, stdout dropped, killed after two minutes. Why it failed (exit
+    code and the start of its stderr), or None."""
+    script = (case.folder / str(case.scaffold_script)).resolve()
+    if not script.is_file():
+        return f"scaffold failed: {case.scaffold_script} is not a file in the case's folder"
+    home = folder.root / "home"
+    home.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TMPDIR": str(folder.root)}
+    process = await asyncio.create_subprocess_exec(
+        "bash",
+        str(script),
+        cwd=folder.project,
+        env={**env, "TERM": "dumb"},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), SCAFFOLD_SECONDS)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        return f"scaffold failed: still running after {SCAFFOLD_SECONDS} s"
+    if process.returncode:
+        said = one_line(stderr[:16384].decode("utf-8", "replace"), 500)
+        return f"scaffold failed (exit {process.returncode}): {said}"
+    return None
+
+
 def created_files(project: Path, before: set[str]) -> list[str]:
     """The files a run created in its working folder (paths relative to it), as Claude Code's
     `files` target lists them: files that were there before are not listed."""
@@ -231,6 +273,10 @@ async def run_arm(
             plugin_dirs=tuple(str(p) for p in loaded),
             allowed_rules=settings.allowed_rules + rules,
         )
+        if plan.scaffold and case.scaffold_script:
+            record.error = await run_scaffold(case, folder)
+            if record.error:  # as Claude Code: the run scores 0, ungraded
+                return record
         before = set(created_files(folder.project, set()))
         done = await run_claude_process(settings, case.prompt, folder)
         events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
