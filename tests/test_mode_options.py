@@ -4437,6 +4437,7 @@ def test_every_mode_document_survives_render(lab: Lab):
     if CLAUDE:
         documents["tasks"] = task_baseline(lab).document()
         documents["skills"] = json.loads(writers_run(lab)[1]["output"].read_text())
+        documents["claude-code"] = through_claude_code(lab, "csv").document()
     documents["overlap"] = overlap_baseline(lab).document()
     documents["scan"] = poisoned_scan(lab).document()  # hidden characters in its findings
     documents["tool-crowding"] = lab.run(*tool_crowd_line(lab), model=CROWD_TOOLS).document()

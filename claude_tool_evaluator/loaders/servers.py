@@ -343,8 +343,8 @@ def load_plugin_servers(folder: Path) -> list[ServerSpec]:
 def load_mcp_config(path: str | Path) -> list[ServerSpec]:
     """Claude Desktop / Claude Code `mcpServers` JSON, as is; a plugin folder: its servers."""
     path = Path(path)
-    if path.is_dir():
-        return load_plugin_servers(path)
+    if path.is_dir() and ((path / PLUGIN_MANIFEST).is_file() or (path / ".mcp.json").is_file()):
+        return load_plugin_servers(path)  # any other folder: "give a file, not a folder"
     raw = read_text_file(path, "MCP config")
     data = parse_json_text(raw, path)
     servers = data.get("mcpServers") if isinstance(data, dict) else None
