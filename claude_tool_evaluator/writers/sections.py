@@ -5,7 +5,7 @@ May import: the rooms above the writers, the writers above it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -170,15 +170,23 @@ def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
     return lines
 
 
+def print_escaped_table(
+    console: Console, title: str, headers: Sequence[str], rows: Iterable[Sequence[str]]
+) -> None:
+    """A terminal table of text the evaluator did not write (names, reasons): every cell and
+    the title escaped, long cells folded."""
+    table = Table(title=escape_markup(title))
+    for header in headers:
+        table.add_column(escape_markup(header), overflow="fold")
+    for row in rows:
+        table.add_row(*(escape_markup(cell) for cell in row))
+    console.print(table)
+
+
 def print_literature(console: Console, records: list[LiteratureRecord]) -> None:
     for record in records:
         headers, rows = literature_rows(record)
-        table = Table(title=escape_markup(f"{record.benchmark}: {record.metric}"))
-        for header in headers:
-            table.add_column(escape_markup(header), overflow="fold")
-        for row in rows:
-            table.add_row(*(escape_markup(cell) for cell in row))
-        console.print(table)
+        print_escaped_table(console, f"{record.benchmark}: {record.metric}", headers, rows)
         for note in record.notes:
             console.print(f"[dim]{escape_markup(note)}[/dim]", highlight=False, soft_wrap=True)
 
@@ -367,12 +375,7 @@ def print_claude_code(console: Console, record: ClaudeCodeRecord) -> None:
             f"[yellow]warning:[/yellow] {escape_markup(note)}", highlight=False, soft_wrap=True
         )
     for caption, headers, rows in claude_code_tables(record):
-        table = Table(title=escape_markup(f"Inside Claude Code: {caption}"))
-        for header in headers:
-            table.add_column(escape_markup(header), overflow="fold")
-        for row in rows:
-            table.add_row(*(escape_markup(cell) for cell in row))
-        console.print(table)
+        print_escaped_table(console, f"Inside Claude Code: {caption}", headers, rows)
 
 
 def html_claude_code(record: ClaudeCodeRecord) -> dict:
