@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -150,6 +151,7 @@ def install_plugin(source: Path, name: str, home: Path) -> Path:
     return target
 
 
+@functools.lru_cache(maxsize=8)  # read once a suite, not at every run of the arm
 def plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
     """The permission rules that pre-approve the plugin's own MCP servers (`mcp__plugin_P_S`, as
     Claude Code names a plugin's server `plugin:P:S`): in don't-ask mode a tool not pre-approved
