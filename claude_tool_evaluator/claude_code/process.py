@@ -29,7 +29,7 @@ from ..result_records import ArtifactRecord, ClaudeRun
 from ..sinks import tail
 from .binary import claude_env_base, read_permission_rules, sandbox_settings
 from .runs import OutsideWriteGuard, RunFolder, TaskSetup, keep_run_files, prepare_project
-from .stream import detect_activation, parse_stream_json, transcript_summary
+from .stream import StreamReader, claude_run_of, read_output, transcript_summary
 
 if TYPE_CHECKING:
     from ..records import Distractor, SkillInfo
@@ -239,13 +239,13 @@ def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) ->
 
 def finish_task_run(
     record: ClaudeRun,
-    events: list[dict],
+    stream: StreamReader,
     artifacts: list[ArtifactRecord],
     guard: OutsideWriteGuard | None,
 ) -> None:
     """A task run's own side: its steps for the judge, what it left, and what it changed outside
     its project while it ran (an unconfined run: that fails it)."""
-    record.transcript_summary = transcript_summary(events)
+    record.transcript_summary = transcript_summary(stream)
     record.artifacts = artifacts
     if guard is None:
         return
@@ -314,11 +314,11 @@ async def run_claude_query(
     latency = round((time.perf_counter() - start) * 1000, 2)
     if done.start_error:
         return ClaudeRun(query=query, run=run, error=done.start_error, latency_ms=latency)
-    events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
-    record = detect_activation(events, [s.name for s in skills], query, run)
+    stream = read_output(done.stdout)
+    record = claude_run_of(stream, [s.name for s in skills], query, run)
     finish_claude_run(record, done, settings.timeout)
     if task is not None:
-        finish_task_run(record, events, artifacts, guard)
+        finish_task_run(record, stream, artifacts, guard)
     if artifact_error and not record.error:
         record.error = artifact_error
     record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
@@ -338,8 +338,9 @@ class RunWatch:
     started: float = field(default_factory=time.perf_counter)
 
     def interrupted(self) -> ClaudeRun:
-        events, _ = parse_stream_json(bytes(self.stdout).decode("utf-8", "replace"))
-        record = detect_activation(events, self.installed, self.query, self.run)
+        record = claude_run_of(
+            read_output(bytes(self.stdout)), self.installed, self.query, self.run
+        )
         record.error = "interrupted"
         record.latency_ms = round((time.perf_counter() - self.started) * 1000, 2)
         return record

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 import test_constants as C
@@ -123,20 +124,6 @@ def delegation_of_tool_use(block: dict) -> DelegationRecord | None:
     )
 
 
-def delegations_of(events: Iterable[dict]) -> list[DelegationRecord]:
-    """Every task Claude handed to a subagent, in order: top-level `Agent` calls only (a
-    subagent's own events carry a parent_tool_use_id)."""
-    return [
-        delegation
-        for event in events
-        if event.get("type") == "assistant" and not event.get("parent_tool_use_id")
-        for block in content_blocks(event)
-        if block.get("type") == "tool_use"
-        for delegation in [delegation_of_tool_use(block)]
-        if delegation is not None
-    ]
-
-
 def hook_json_output(stdout: str) -> dict:
     """A hook's stdout as the JSON object Claude Code reads ({} when it is plain text)."""
     text = stdout.strip()
@@ -186,33 +173,235 @@ def hook_firing_of(event: dict) -> HookFiringRecord | None:
     )
 
 
+def event_time(event: dict) -> float | None:
+    """An event's `timestamp` (ISO 8601, as Claude Code writes it) in seconds; None without one."""
+    try:
+        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------- the one reader
+@dataclass
+class StreamText:
+    """A text block of a top-level assistant message."""
+
+    text: str
+
+
+@dataclass
+class StreamCall:
+    """A top-level tool call, and its result once the stream gives it (by the call's id: a
+    result belongs to the latest call of its id)."""
+
+    block: dict  # the tool_use block as Claude Code wrote it
+    name: str
+    input: dict
+    message: int  # which top-level assistant message made it: 1, 2, ... (the turn)
+    output: str = ""  # its result's text, whole
+    is_error: bool = False
+    loaded: list[str] = field(default_factory=list)  # the tools its result loaded (ToolSearch)
+
+    @property
+    def id(self) -> str:
+        return str(self.block.get("id"))
+
+
+@dataclass
+class StreamResult:
+    """A tool result at the top level, where it came in the stream."""
+
+    output: str
+    is_error: bool
+
+
+class StreamReader:
+    """Reads one run's stream-json events in order, once, for every reader of a run (the skill
+    runs' records, the suites' Claude Code harness, the plugin runs' graders): the init event,
+    the hooks that ran, the retries, the top level's steps (texts, tool calls with their results,
+    the results where they came: a subagent's events carry a parent_tool_use_id and are not the
+    top level's), the refusals and delegations among them, every tool_use block at any level and
+    the text of the last assistant message that has any, what the assistant messages spent, the
+    servers a wait saw connect, and the result event."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.init: dict = {}  # the first init event
+        self.skills_loaded: list[str] | None = None  # from the init event; None: it did not say
+        self.agents_loaded: list[str] | None = None
+        self.api_retries = 0
+        self.hooks: list[HookFiringRecord] = []
+        self.steps: list[StreamText | StreamCall | StreamResult] = []
+        self.calls: dict[str, StreamCall] = {}  # tool_use id -> its latest call
+        self.refused: list[str] = []  # "Write: No such tool available ..."
+        self.delegations: list[DelegationRecord] = []
+        self.tool_uses: list[dict] = []  # every tool_use block, a subagent's too
+        self.last_message = ""  # the last assistant message with text: its texts, a line each
+        self.result: dict | None = None  # the last result event
+        self.message_ids: set[str] = set()  # the top level's assistant messages
+        self.spent: dict[str, tuple[Usage, str]] = {}  # message id -> its usage and model
+        self.answered = False  # whether the top level has an assistant message yet
+        self.first_answer_at: float | None = None  # its timestamp
+        self.connections: list[tuple[list, float]] = []  # (servers connected, when)
+
+    @classmethod
+    def of(cls, events: Iterable[dict]) -> StreamReader:
+        reader = cls()
+        for event in events:
+            reader.read(event)
+        return reader
+
+    @property
+    def top_calls(self) -> list[StreamCall]:
+        return [step for step in self.steps if isinstance(step, StreamCall)]
+
+    def read(self, event: dict) -> None:
+        self.events.append(event)
+        kind, top = event.get("type"), not event.get("parent_tool_use_id")
+        if kind == "system":
+            self.system(event)
+        elif kind == "assistant":
+            self.assistant(event, top)
+        elif kind == "user" and top:
+            self.tool_results(event)
+        elif kind == "result":
+            self.result = event
+
+    def system(self, event: dict) -> None:
+        firing = hook_firing_of(event)
+        if firing is not None:
+            self.hooks.append(firing)
+        subtype = event.get("subtype")
+        if subtype == "api_retry":
+            self.api_retries += 1
+        if subtype != "init":
+            return
+        self.init = self.init or event
+        if isinstance(event.get("agents"), list):
+            self.agents_loaded = sorted(str(a) for a in event["agents"])
+        lists = [event[k] for k in ("skills", "slash_commands") if isinstance(event.get(k), list)]
+        if lists:  # an empty list says: none loaded
+            found = (normalize_skill_name(s) for listed in lists for s in listed)
+            self.skills_loaded = sorted(n for n in found if n)
+
+    def assistant(self, event: dict, top: bool) -> None:
+        message = event["message"] if isinstance(event.get("message"), dict) else {}
+        if isinstance(message.get("usage"), dict):
+            key = str(message.get("id") or len(self.spent))
+            self.spent[key] = (Usage.from_api(message["usage"]), str(message.get("model") or ""))
+        blocks = content_blocks(event)
+        self.tool_uses += [b for b in blocks if b.get("type") == "tool_use"]
+        texts = [str(b.get("text") or "") for b in blocks if b.get("type") == "text"]
+        if texts:
+            self.last_message = "\n".join(texts)
+        if top:
+            self.top_message(event, message, blocks)
+
+    def top_message(self, event: dict, message: dict, blocks: list[dict]) -> None:
+        if not self.answered:
+            self.answered, self.first_answer_at = True, event_time(event)
+        self.message_ids.add(str(message.get("id") or len(self.message_ids)))
+        for block in blocks:
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                self.steps.append(StreamText(block["text"]))
+            elif block.get("type") == "tool_use":
+                tool_input = block.get("input")
+                call = StreamCall(
+                    block,
+                    str(block.get("name")),
+                    tool_input if isinstance(tool_input, dict) else {},
+                    len(self.message_ids),
+                )
+                self.steps.append(call)
+                self.calls[call.id] = call
+                delegation = delegation_of_tool_use(block)
+                if delegation is not None:
+                    self.delegations.append(delegation)
+
+    def tool_results(self, event: dict) -> None:
+        said = event.get("tool_use_result")
+        when = event_time(event)
+        if isinstance(said, dict) and isinstance(said.get("connected"), list) and when is not None:
+            self.connections.append((said["connected"], when))
+        for block in tool_results_of(event):
+            output, is_error = tool_result_content(block), bool(block.get("is_error"))
+            self.steps.append(StreamResult(output, is_error))
+            call = self.calls.get(str(block.get("tool_use_id")))
+            if call is not None:
+                content = block.get("content")
+                call.output, call.is_error = output, is_error
+                call.loaded = [
+                    str(c.get("tool_name"))
+                    for c in (content if isinstance(content, list) else [])
+                    if isinstance(c, dict) and c.get("type") == "tool_reference"
+                ]
+            if is_error and REFUSED_TOOL.search(output):
+                name = call.name if call is not None else "tool"
+                self.refused.append(f"{name}: {one_line(output, 200)}")
+
+    @property
+    def messages(self) -> int:
+        """How many assistant messages the top level had (a message's blocks may come in
+        several events, one message id)."""
+        return len(self.message_ids)
+
+    def answered_calls(self) -> tuple[Usage, float]:
+        """What the calls the stream shows spent (each assistant message's usage, once per
+        message id, subagents' too; its output tokens as the stream started: a floor), and their
+        cost at each message's model: a run without a result event (cut by a signal or its
+        timeout) still spent it."""
+        total = Usage()
+        for usage, _ in self.spent.values():
+            total = total + usage
+        return total, sum(cost_usd(usage, model) for usage, model in self.spent.values())
+
+    def connected_after(self) -> dict[str, float]:
+        """How long after the first top-level answer each late server connected (ms), from the
+        WaitForMcpServers results (`tool_use_result.connected`) and the events' timestamps."""
+        found: dict[str, float]
+        first, found = self.first_answer_at, {}
+        if first is None:
+            return found
+        for names, when in self.connections:
+            for name in names:
+                found.setdefault(str(name), round(max(0.0, when - first) * 1000, 1))
+        return found
+
+
+def read_output(stdout: bytes) -> StreamReader:
+    """A run's stdout (stream-json lines), read."""
+    events, _ = parse_stream_json(stdout.decode("utf-8", "replace"))
+    return StreamReader.of(events)
+
+
+def delegations_of(events: Iterable[dict]) -> list[DelegationRecord]:
+    """Every task Claude handed to a subagent, in order: top-level `Agent` calls only (a
+    subagent's own events carry a parent_tool_use_id)."""
+    return StreamReader.of(events).delegations
+
+
 def hook_firings_of(events: Iterable[dict]) -> list[HookFiringRecord]:
     """Every hook that ran in a run and what it did, in order."""
-    return [firing for event in events if (firing := hook_firing_of(event)) is not None]
+    return StreamReader.of(events).hooks
 
 
-def transcript_summary(events: list[dict], limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
+def transcript_summary(stream: StreamReader, limit: int = C.TRANSCRIPT_SUMMARY_CHARS) -> str:
     """A task run's steps, one line each: Claude's text, each tool call with its arguments, and
-    the start of each tool result (top-level events only). What the judge reads besides the answer."""
+    the start of each tool result (the top level only). What the judge reads besides the answer."""
     lines: list[str] = []
-    for event in events:
-        if event.get("parent_tool_use_id"):
-            continue
-        if event.get("type") == "assistant":
-            for block in content_blocks(event):
-                if block.get("type") == "text" and str(block.get("text", "")).strip():
-                    lines.append(f"assistant: {one_line(block['text'], C.JUDGE_RESULT_CHARS)}")
-                elif block.get("type") == "tool_use":
-                    arguments = json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True)
-                    lines.append(
-                        f"tool call {block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})"
-                    )
-        elif event.get("type") == "user":
-            for block in tool_results_of(event):
-                lines.append(
-                    f"  -> {'ERROR ' if block.get('is_error') else ''}"
-                    f"{one_line(tool_result_content(block) or '(no output)', C.JUDGE_RESULT_CHARS)}"
-                )
+    for step in stream.steps:
+        if isinstance(step, StreamText) and step.text.strip():
+            lines.append(f"assistant: {one_line(step.text, C.JUDGE_RESULT_CHARS)}")
+        elif isinstance(step, StreamCall):
+            arguments = json.dumps(step.block.get("input"), ensure_ascii=False, sort_keys=True)
+            lines.append(
+                f"tool call {step.block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})"
+            )
+        elif isinstance(step, StreamResult):
+            lines.append(
+                f"  -> {'ERROR ' if step.is_error else ''}"
+                f"{one_line(step.output or '(no output)', C.JUDGE_RESULT_CHARS)}"
+            )
     return cap_text("\n".join(lines), limit)
 
 
@@ -238,9 +427,7 @@ def stream_error(events: list[dict], result: dict | None) -> str | None:
     return None
 
 
-def run_error(
-    events: list[dict], result: dict | None, record: ClaudeRun, installed: Sequence[str]
-) -> str | None:
+def run_error(stream: StreamReader, record: ClaudeRun, installed: Sequence[str]) -> str | None:
     missing = [
         name
         for name in installed
@@ -253,7 +440,7 @@ def run_error(
             f"{SKILL_NOT_LOADED}: {', '.join(missing)} is missing from the init event's skills "
             "and agents (check its SKILL.md or agent file's frontmatter)"
         )
-    broken = stream_error(events, result)
+    broken = stream_error(stream.events, stream.result)
     if broken:
         return broken
     failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
@@ -262,136 +449,70 @@ def run_error(
     return None
 
 
-def answered_calls(events: Iterable[dict]) -> tuple[Usage, float]:
-    """What the calls a run's events show spent (each assistant message's usage, once per message
-    id, subagents' too; its output tokens as the stream started: a floor), and their cost at each
-    message's model: a run without a result event (cut by a signal or its timeout) still spent it."""
-    messages: dict[str, tuple[Usage, str]] = {}
-    for event in events:
-        message = event.get("message") if event.get("type") == "assistant" else None
-        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
-            key = str(message.get("id") or len(messages))
-            messages[key] = (Usage.from_api(message["usage"]), str(message.get("model") or ""))
-    total = Usage()
-    for usage, _ in messages.values():
-        total = total + usage
-    return total, sum(cost_usd(usage, model) for usage, model in messages.values())
-
-
-class ActivationReader:
-    """Reads one run's stream-json events in order: the init event's skills, each top-level tool
-    call (a forked skill's subagent reports with a parent_tool_use_id: its tools are not ours) and
-    its result, the refusals, retries, and the result event."""
-
-    def __init__(self, record: ClaudeRun) -> None:
-        self.record = record
-        self.result: dict | None = None
-        self.last_text = ""
-        self.names: dict[str, str] = {}  # tool_use id -> tool name
-        self.calls: dict[str, ToolCall] = {}  # tool_use id -> its call
-
-    def read(self, event: dict) -> None:
-        kind = event.get("type")
-        if kind == "system":
-            self.system(event)
-        elif kind == "assistant" and not event.get("parent_tool_use_id"):
-            for block in content_blocks(event):
-                self.assistant_block(block)
-                delegation = (
-                    delegation_of_tool_use(block) if block.get("type") == "tool_use" else None
-                )
-                if delegation is not None:
-                    self.record.delegations.append(delegation)
-        elif kind == "user" and not event.get("parent_tool_use_id"):
-            for block in tool_results_of(event):
-                self.tool_result(block)
-        elif kind == "result":
-            self.result = event
-
-    def system(self, event: dict) -> None:
-        firing = hook_firing_of(event)
-        if firing is not None:
-            self.record.hooks.append(firing)
-        if event.get("subtype") == "init" and isinstance(event.get("agents"), list):
-            self.record.agents_loaded = sorted(str(a) for a in event["agents"])
-        if event.get("subtype") == "api_retry":
-            self.record.api_retries += 1
-        elif event.get("subtype") == "init" and any(
-            isinstance(event.get(key), list) for key in ("skills", "slash_commands")
-        ):
-            listed = [
-                s
-                for key in ("skills", "slash_commands")
-                if isinstance(event.get(key), list)
-                for s in event[key]
-            ]
-            self.record.skills_loaded = sorted(n for n in map(normalize_skill_name, listed) if n)
-
-    def assistant_block(self, block: dict) -> None:
-        record = self.record
-        if block.get("type") == "tool_use":
-            name, call_id = str(block.get("name")), str(block.get("id"))
-            record.tools.append(name)
-            self.names[call_id] = name
-            call = ToolCall(
-                name,
-                block["input"] if isinstance(block.get("input"), dict) else {},
-                turn=len(record.tool_calls) + 1,
-                id=call_id,
+def skill_run_calls(stream: StreamReader, record: ClaudeRun) -> None:
+    """The top-level tool calls as a skill run records them: each call in order (its result
+    cut), which skills fired (in order, after any other tools too), what Claude Code refused."""
+    for turn, call in enumerate(stream.top_calls, 1):
+        record.tools.append(call.name)
+        record.tool_calls.append(
+            ToolCall(
+                call.name,
+                call.input,
+                cap_text(call.output, C.CLAUDE_TOOL_RESULT_CHARS),
+                call.is_error,
+                turn=turn,
+                id=call.id,
             )
-            record.tool_calls.append(call)
-            self.calls[call_id] = call
-            skill = skill_of_tool_use(block)
-            if skill and skill not in record.activated_skills:
-                record.activated_skills.append(skill)
-        elif block.get("type") == "text" and isinstance(block.get("text"), str):
-            self.last_text = block["text"].strip() or self.last_text
+        )
+        skill = skill_of_tool_use(call.block)
+        if skill and skill not in record.activated_skills:
+            record.activated_skills.append(skill)
+    record.refused_tools = list(stream.refused)
+    for denial in (stream.result or {}).get("permission_denials") or []:
+        if isinstance(denial, dict) and not any(
+            r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
+        ):
+            record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
+    record.first_tool = record.tools[0] if record.tools else None
+    record.tool_count = len(record.tools)
 
-    def tool_result(self, block: dict) -> None:
-        content = tool_result_content(block)
-        call = self.calls.get(str(block.get("tool_use_id")))
-        if call is not None:
-            call.output = cap_text(content, C.CLAUDE_TOOL_RESULT_CHARS)
-            call.is_error = bool(block.get("is_error"))
-        if block.get("is_error") and REFUSED_TOOL.search(content):
-            name = self.names.get(str(block.get("tool_use_id")), "tool")
-            self.record.refused_tools.append(f"{name}: {one_line(content, 200)}")
 
-    def finish(self, events: list[dict], installed: Sequence[str]) -> ClaudeRun:
-        record, result = self.record, self.result
-        for denial in (result or {}).get("permission_denials") or []:
-            if isinstance(denial, dict) and not any(
-                r.startswith(f"{denial.get('tool_name')}:") for r in record.refused_tools
-            ):
-                record.refused_tools.append(f"{denial.get('tool_name')}: permission denied")
-        record.first_tool = record.tools[0] if record.tools else None
-        record.tool_count = len(record.tools)
-        record.answer = self.last_text
-        if result is not None:
-            record.result_subtype = result.get("subtype")
-            record.is_error = result.get("is_error")
-            record.num_turns = result.get("num_turns")
-            record.duration_ms = result.get("duration_ms")
-            record.total_cost_usd = result.get("total_cost_usd")
-            record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
-            if isinstance(result.get("result"), str):
-                record.answer = result["result"]
-        if result is None:  # cut short: what the calls answered so far spent
-            usage, cost = answered_calls(events)
-            if usage.total:
-                record.usage, record.total_cost_usd = asdict(usage), round(cost, 6)
-        record.error = run_error(events, result, record, installed)
-        return record
+def claude_run_of(
+    stream: StreamReader, installed: Sequence[str], query: str = "", run: int = 1
+) -> ClaudeRun:
+    """A skill run's record of what its stream says: the skills and agents loaded, the hooks, the
+    delegations, the tool calls (skill_run_calls), the answer (the result's, else the last text),
+    the result event's numbers (or, cut short, what the answered calls spent), and why the run is
+    an error when it is one (no result, an API error, the skill not loaded at all, a sandbox that
+    did not start)."""
+    record = ClaudeRun(query=query, run=run)
+    record.skills_loaded, record.agents_loaded = stream.skills_loaded, stream.agents_loaded
+    record.hooks, record.delegations = list(stream.hooks), list(stream.delegations)
+    record.api_retries = stream.api_retries
+    skill_run_calls(stream, record)
+    texts = [s.text.strip() for s in stream.steps if isinstance(s, StreamText) and s.text.strip()]
+    record.answer = texts[-1] if texts else ""
+    result = stream.result
+    if result is not None:
+        record.result_subtype = result.get("subtype")
+        record.is_error = result.get("is_error")
+        record.num_turns = result.get("num_turns")
+        record.duration_ms = result.get("duration_ms")
+        record.total_cost_usd = result.get("total_cost_usd")
+        record.usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
+        if isinstance(result.get("result"), str):
+            record.answer = result["result"]
+    else:  # cut short: what the calls answered so far spent
+        usage, cost = stream.answered_calls()
+        if usage.total:
+            record.usage, record.total_cost_usd = asdict(usage), round(cost, 6)
+    record.error = run_error(stream, record, installed)
+    return record
 
 
 def detect_activation(
     events: list[dict], installed: Sequence[str], query: str = "", run: int = 1
 ) -> ClaudeRun:
-    """What one run's events say: which skills fired (top-level Skill calls or Reads of a
-    SKILL.md, in order, after any other tools too), the tools used, the result event, and why the
-    run is an error when it is one (no result, an API error, the skill not loaded at all, a
-    sandbox that did not start)."""
-    reader = ActivationReader(ClaudeRun(query=query, run=run))
-    for event in events:
-        reader.read(event)
-    return reader.finish(events, installed)
+    """What one run's events say (claude_run_of): which skills fired (top-level Skill calls or
+    Reads of a SKILL.md), the tools used, the result event, and why the run is an error."""
+    return claude_run_of(StreamReader.of(events), installed, query, run)
