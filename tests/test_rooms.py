@@ -281,6 +281,27 @@ def test_an_installed_copy_runs_from_anywhere(tmp_path: Path, api):
     ).stdout.split()
     assert all(Path(p).is_relative_to(target) for p in where), where  # the copy, not the checkout
     assert json.loads((work / "out.json").read_text())["summary"]["passed"] == 1
+    # the programs it starts are the copy's package data: a backreference (RE2 cannot take it)
+    # goes to the pattern worker; a command starts through the die-with-parent trampoline
+    programs = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess; "
+            "from claude_tool_evaluator.patterns import untrusted_search; "
+            "from claude_tool_evaluator.hub.processes import dying_with_parent; "
+            "command, args = dying_with_parent('echo', ['started'], None, None); "
+            "done = subprocess.run([command, *args], capture_output=True, text=True); "
+            "print(untrusted_search(r'(a)\\1', 'xaay'), args[2], done.stdout.strip())",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert programs.stdout.split()[::2] == ["True", "started"], programs.stdout + programs.stderr
+    assert Path(programs.stdout.split()[1]).is_relative_to(target)
     page = (work / "out.html").read_text()
     assert "renderBlock" in page and "Content-Security-Policy" in page  # report.js, report.html
     # one version: what pip records (pip show) is what --version prints

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
-from .. import HERE
+from .. import HERE, PROGRAMS
 from ..claude_code.binary import claude_version, find_claude_bin
 from ..claude_code.process import ClaudeCliSettings, run_in_folder
 from ..claude_code.proxy import CachingProxy
@@ -47,14 +47,9 @@ META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # A stdio server as Claude Code starts it: in the folder the hub starts it in (Claude Code's MCP
 # config has no working folder, and a run's own folder is its temporary project).
-IN_FOLDER_LAUNCHER = "import os, sys; os.chdir(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
+IN_FOLDER_LAUNCHER = PROGRAMS / "in_folder.py"
 # A module server (--server-module) as Claude Code starts it: a process serving it over stdio.
-MODULE_LAUNCHER = (
-    "import sys; from claude_tool_evaluator.hub.processes import load_server_object; "
-    "from claude_tool_evaluator.records import ServerSpec; "
-    "load_server_object(ServerSpec(name=sys.argv[1], kind='module', module=sys.argv[2], "
-    "attr=sys.argv[3] or None)).run()"
-)
+MODULE_LAUNCHER = PROGRAMS / "serve_module.py"
 
 
 @dataclass(frozen=True)
@@ -130,7 +125,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
         folder = str(Path(spec.cwd or ".").resolve())
         entry: dict[str, Any] = {
             "command": sys.executable,
-            "args": ["-c", IN_FOLDER_LAUNCHER, folder, spec.command, *spec.args],
+            "args": ["-I", "-S", str(IN_FOLDER_LAUNCHER), folder, spec.command, *spec.args],
         }
         if spec.env:
             entry["env"] = dict(spec.env)
@@ -143,8 +138,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
     return {
         "command": sys.executable,
         "args": [
-            "-c",
-            MODULE_LAUNCHER,
+            str(MODULE_LAUNCHER),
             spec.name,
             str(Path(spec.module).resolve()),
             spec.attr or "",
