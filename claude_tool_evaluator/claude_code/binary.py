@@ -21,6 +21,17 @@ from ..errors import InputError
 from ..redaction import API_CREDENTIALS
 from ..sinks import one_line, tail
 
+__all__ = [
+    "allow_read_problem",
+    "check_sandbox",
+    "claude_env_base",
+    "claude_version",
+    "find_claude_bin",
+    "read_permission_rules",
+    "sandbox_problem",
+    "sandbox_settings",
+]
+
 CLAUDE_INSTALL_HINT = (
     "install it with `npm install` in the evaluator's folder (package.json) or "
     "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH"

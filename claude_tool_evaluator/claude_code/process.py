@@ -34,6 +34,18 @@ from .stream import StreamReader, claude_run_of, read_output, transcript_summary
 if TYPE_CHECKING:
     from ..records import Distractor, SkillInfo
 
+__all__ = [
+    "ClaudeCliSettings",
+    "RunWatch",
+    "claude_command",
+    "claude_env",
+    "drain",
+    "finish_claude_run",
+    "run_claude_process",
+    "run_claude_query",
+    "run_in_folder",
+]
+
 
 @dataclass
 class ClaudeCliSettings:

@@ -20,6 +20,8 @@ from .runs import RUN_FOLDER_PREFIX
 if TYPE_CHECKING:
     from ..cache import ResponseCache
 
+__all__ = ["CachingProxy", "claude_request_key"]
+
 
 # ---------------------------------------------------------------------------- --cache for Claude Code: a local caching proxy
 # `claude` reaches the model through ANTHROPIC_BASE_URL: with --cache it is this proxy on

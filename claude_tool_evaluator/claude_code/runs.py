@@ -34,6 +34,20 @@ from .skills import install_distractors, install_skills
 if TYPE_CHECKING:
     from ..records import Distractor, SkillInfo
 
+__all__ = [
+    "OutsideWriteGuard",
+    "RUN_FOLDER_PREFIX",
+    "RunFolder",
+    "TaskSetup",
+    "collect_artifacts",
+    "file_sha256",
+    "keep_run_files",
+    "prepare_project",
+    "process_start_time",
+    "project_files",
+    "remove_stale_run_folders",
+]
+
 
 # ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
 RUN_FOLDER_PREFIX = "skill-eval-"

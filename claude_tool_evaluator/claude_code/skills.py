@@ -22,6 +22,8 @@ from ..loaders.skills import SKILL_COPY_IGNORED, load_frontmatter_yaml, skill_fo
 if TYPE_CHECKING:
     from ..records import Distractor, SkillInfo
 
+__all__ = ["install_distractors", "install_skills", "skill_md_with_description"]
+
 
 def skill_md_with_description(raw: str, description: str) -> str:
     """A SKILL.md's text with its frontmatter's `description` replaced (the rest of the

@@ -20,6 +20,25 @@ from ..records import ToolCall, Usage, cost_usd
 from ..result_records import SKILL_NOT_LOADED, ClaudeRun, DelegationRecord, HookFiringRecord
 from ..sinks import cap_text, one_line, tail
 
+__all__ = [
+    "StreamCall",
+    "StreamReader",
+    "StreamResult",
+    "StreamText",
+    "claude_run_of",
+    "content_blocks",
+    "delegations_of",
+    "detect_activation",
+    "hook_firings_of",
+    "normalize_skill_name",
+    "parse_stream_json",
+    "read_output",
+    "stream_error",
+    "tool_result_content",
+    "tool_results_of",
+    "transcript_summary",
+]
+
 
 def normalize_skill_name(value: Any) -> str | None:
     """`sql-helper`, `/sql-helper args` and `plugin:sql-helper` all name the skill `sql-helper`."""
