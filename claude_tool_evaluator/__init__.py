@@ -25,7 +25,8 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
     modes/                              one module per family of modes
     mode_table, cli                     MODES and the command line
 
-This file imports nothing: a room loads when something uses it."""
+Beside the rooms, programs/ holds what the evaluator starts as processes of their own (package
+data, run by path: PROGRAMS). This file imports nothing: a room loads when something uses it."""
 
 from __future__ import annotations
 
@@ -39,3 +40,8 @@ HERE = Path(__file__).resolve().parent.parent
 
 
 EXAMPLE_SERVER = HERE / "examples" / "profiles_server.py"
+
+
+# The programs the evaluator starts as processes of their own (a pattern worker, the
+# die-with-parent trampoline, Claude Code's MCP server launchers): package data, run by path.
+PROGRAMS = Path(__file__).resolve().parent / "programs"

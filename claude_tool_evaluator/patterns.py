@@ -20,6 +20,7 @@ from typing import Any
 
 import test_constants as C
 
+from . import PROGRAMS
 from .errors import EvalError
 from .stopping import STOPPING
 
@@ -64,32 +65,10 @@ def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None
         return None
 
 
-# Python's `re`, in a process of its own: it reads [pattern, flags, text] as a JSON line and
-# answers true, false or the compile error. It dies with the evaluator, as every child does.
-PATTERN_WORKER = """\
-import json, os, re, sys
-if sys.platform.startswith("linux"):
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-if os.getppid() != int(sys.argv[1]):
-    os._exit(1)
-compiled = {}
-print("ready", flush=True)
-for line in sys.stdin:
-    pattern, flags, text = json.loads(line)
-    try:
-        if (pattern, flags) not in compiled:
-            if len(compiled) > 256:
-                compiled.clear()
-            compiled[pattern, flags] = re.compile(pattern, flags)
-        found = compiled[pattern, flags].search(text) is not None
-    except Exception as exc:
-        found = str(exc) or type(exc).__name__
-    print(json.dumps(found), flush=True)
-"""
+# Python's `re`, in a process of its own (programs/pattern_worker.py): it reads [pattern, flags,
+# text] as a JSON line and answers true, false or the compile error. It dies with the evaluator,
+# as every child does. Isolated (-I) and without `site` (-S): it starts in a few milliseconds.
+PATTERN_WORKER = PROGRAMS / "pattern_worker.py"
 
 
 class PatternWorkers:
@@ -139,7 +118,7 @@ class PatternWorkers:
 
     def start(self) -> subprocess.Popen:
         worker = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", PATTERN_WORKER, str(os.getpid())],
+            [sys.executable, "-I", "-S", str(PATTERN_WORKER), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

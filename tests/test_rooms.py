@@ -150,6 +150,118 @@ def test_each_room_reads_top_to_bottom():
     assert later == []
 
 
+# ============================================================================ names and programs
+def room_functions() -> list[tuple[str, int, str, str]]:
+    """Every `RoomFunction("room", "name")` a room writes (MODES, WRITERS, any later table): where,
+    and the room and function it names."""
+    found = []
+    for path in rooms():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", "")) == "RoomFunction"
+                and len(node.args) == 2
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+            ):
+                room, name = (a.value for a in node.args)
+                found.append((str(path.relative_to(ROOT)), node.lineno, room, name))
+    return found
+
+
+def test_every_function_a_table_names_by_string_is_there():
+    """A row names its function by room and name, so nothing imports it until it runs: a rename
+    or a move that forgets the row fails here, not at a user's command. (The front door's
+    API_ROOMS are checked by test_the_front_door_is_short_and_offers_the_supported_api.)"""
+    from claude_tool_evaluator.rooms import RoomFunction
+
+    named = room_functions()
+    assert len(named) >= 28  # every mode's run and every writer's functions
+    missing = []
+    for where, line, room, name in named:
+        try:
+            found = RoomFunction(room, name).function()
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{where}:{line} RoomFunction({room!r}, {name!r}): {exc}")
+            continue
+        if not callable(found):
+            missing.append(f"{where}:{line} RoomFunction({room!r}, {name!r}) is not callable")
+    assert missing == []
+
+
+def is_program(text: str) -> bool:
+    """Whether a string is Python code: it parses, and holds an import or a definition, or three
+    statements or more. Prose, markup and help text do not parse (or are one expression)."""
+    if "\n" not in text.strip() and ";" not in text and "import " not in text:
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    definitions = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return any(isinstance(n, definitions) for n in ast.walk(tree)) or len(tree.body) >= 3
+
+
+def programs_in_strings(path: Path) -> list[str]:
+    """A string that is a program (is_program), and what follows a `-c` in an argument list
+    (the program an interpreter is given to run) unless it is another option."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and is_program(node.value)
+        ):
+            found.append(f"{path.name}:{node.lineno} holds a program: {node.value[:40]!r}")
+        items = node.args if isinstance(node, ast.Call) else getattr(node, "elts", [])
+        for flag, given in zip(items, items[1:]):
+            option = isinstance(given, ast.Constant) and str(given.value).startswith("-")
+            if isinstance(flag, ast.Constant) and flag.value == "-c" and not option:
+                found.append(f"{path.name}:{flag.lineno} runs `-c {ast.unparse(given)[:40]}`")
+    return found
+
+
+# What the check must catch (the launchers that lived in strings) and what it must let be
+PROGRAM_SHAPES = {
+    "import os, sys; os.chdir(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])": True,
+    "import json, re, sys\nfor line in sys.stdin:\n    print(json.dumps(re.search(*line)))\n": True,
+    "x = 1\ny = 2\nprint(x + y)\n": True,
+    "Use this tool to import a CSV; then run it.": False,
+    "<script>\nconst rows = [];\n</script>": False,
+    "Compare two result files.\n\nExamples:\n  evaluator compare a.json b.json": False,
+    "name": False,
+    "a.b": False,
+}
+
+
+def test_no_program_lives_in_a_string(tmp_path: Path):
+    """A program the evaluator starts is a module (package data, beside the rooms: editors,
+    linters and type checkers read it), never a string handed to `python -c`."""
+    assert {text: is_program(text) for text in PROGRAM_SHAPES} == PROGRAM_SHAPES
+    sample = tmp_path / "sample.py"
+    sample.write_text('W = "print(1)"\nrun([sys.executable, "-I", "-c", W])\nopt("-c", "--conf")\n')
+    assert programs_in_strings(sample) == ["sample.py:2 runs `-c W`"]
+    front = [
+        ROOT / name for name in ("evaluator.py", "prompts.py", "test_constants.py", "run_tests.py")
+    ]
+    assert [found for path in [*rooms(), *front] for found in programs_in_strings(path)] == []
+
+
+def test_the_programs_the_evaluator_starts_are_files_of_the_package():
+    """What patterns.py, hub/processes.py and the Claude Code harness start (a pattern worker, the
+    die-with-parent trampoline, the two MCP server launchers) are package data, and each one that
+    must die with the evaluator shares the one die_with_parent helper."""
+    programs = {path.name for path in (PACKAGE / "programs").glob("*.py")}
+    assert programs == {
+        "die_with_parent.py",
+        "pattern_worker.py",
+        "in_folder.py",
+        "serve_module.py",
+    }
+    worker = (PACKAGE / "programs" / "pattern_worker.py").read_text(encoding="utf-8")
+    assert "from die_with_parent import die_with_parent" in worker
+    assert "prctl" not in worker  # asked in one place: die_with_parent.py
+
+
 # ============================================================================ the front door
 def test_the_front_door_is_short_and_offers_the_supported_api():
     assert lines_of(ROOT / "evaluator.py") <= 400
@@ -281,6 +393,27 @@ def test_an_installed_copy_runs_from_anywhere(tmp_path: Path, api):
     ).stdout.split()
     assert all(Path(p).is_relative_to(target) for p in where), where  # the copy, not the checkout
     assert json.loads((work / "out.json").read_text())["summary"]["passed"] == 1
+    # the programs it starts are the copy's package data: a backreference (RE2 cannot take it)
+    # goes to the pattern worker; a command starts through the die-with-parent trampoline
+    programs = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess; "
+            "from claude_tool_evaluator.patterns import untrusted_search; "
+            "from claude_tool_evaluator.hub.processes import dying_with_parent; "
+            "command, args = dying_with_parent('echo', ['started'], None, None); "
+            "done = subprocess.run([command, *args], capture_output=True, text=True); "
+            "print(untrusted_search(r'(a)\\1', 'xaay'), args[2], done.stdout.strip())",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert programs.stdout.split()[::2] == ["True", "started"], programs.stdout + programs.stderr
+    assert Path(programs.stdout.split()[1]).is_relative_to(target)
     page = (work / "out.html").read_text()
     assert "renderBlock" in page and "Content-Security-Policy" in page  # report.js, report.html
     # one version: what pip records (pip show) is what --version prints

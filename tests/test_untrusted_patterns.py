@@ -36,6 +36,7 @@ import test_constants as C
 from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.hub.tools import ToolSpec, untrusted_schema_validator
 from claude_tool_evaluator.patterns import (
+    PATTERN_WORKER,
     BadPattern,
     PatternTooSlow,
     pattern_problem,
@@ -286,14 +287,14 @@ def test_a_regex_answer_that_backtracks_without_end_is_checked_in_seconds(api, t
 
 
 def pattern_workers_of(pid: int) -> list[str]:
-    """The evaluator's pattern worker processes (their command line is PATTERN_WORKER)."""
+    """The evaluator's pattern worker processes (their command line runs PATTERN_WORKER)."""
     out = subprocess.run(
         ["ps", "-ww", "-o", "pid=,stat=,args=", "--ppid", str(pid)], capture_output=True, text=True
     ).stdout
     return [
         line
         for line in out.splitlines()
-        if " -I -S -c import json, os, re, sys" in line and "Z" not in line.split()[1]
+        if f" -I -S {PATTERN_WORKER} " in line and "Z" not in line.split()[1]
     ]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import prompts
 import test_constants as C
 
-from .. import __version__
+from .. import PROGRAMS, __version__
 from ..errors import InputError, ServerError
 from ..records import ServerSpec
 
@@ -35,22 +35,9 @@ PR_SET_PDEATHSIG = 1
 
 
 # The `mcp` SDK starts stdio servers itself and takes no preexec hook: a server starts through
-# this trampoline, which makes the same request and then execs the server (same pid, same process
-# group, the server's own command line in `ps`). Python ignores SIGPIPE and SIGXFSZ; a server
-# must not inherit that.
-DIE_WITH_PARENT_EXEC = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
-if os.getppid() != int(sys.argv[1]):
-    os._exit(1)
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write(f"cannot run {sys.argv[2]}: {exc.strerror}\\n")
-    os._exit(127)
-"""
+# a trampoline (programs/die_with_parent.py), which makes the same request and then execs the
+# server (same pid, same process group, the server's own command line in `ps`).
+DIE_WITH_PARENT_EXEC = PROGRAMS / "die_with_parent.py"
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,15 +90,7 @@ def dying_with_parent(
         )
     if not found:
         return command, list(args)
-    return sys.executable, [
-        "-I",
-        "-S",
-        "-c",
-        DIE_WITH_PARENT_EXEC,
-        str(os.getpid()),
-        command,
-        *args,
-    ]
+    return sys.executable, ["-I", "-S", str(DIE_WITH_PARENT_EXEC), str(os.getpid()), command, *args]
 
 
 # Processes that leave their group (`setsid`, a double fork, `nohup ... &` from a Bash call) escape

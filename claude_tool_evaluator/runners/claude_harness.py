@@ -14,26 +14,17 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
-from .. import HERE
-from ..claude_code import (
-    CachingProxy,
-    ClaudeCliSettings,
-    RunFolder,
-    claude_version,
-    content_blocks,
-    find_claude_bin,
-    parse_stream_json,
-    run_in_folder,
-    stream_error,
-    tool_result_content,
-    tool_results_of,
-)
+from .. import HERE, PROGRAMS
+from ..claude_code.binary import claude_version, find_claude_bin
+from ..claude_code.process import ClaudeCliSettings, run_in_folder
+from ..claude_code.proxy import CachingProxy
+from ..claude_code.runs import RunFolder
+from ..claude_code.stream import StreamCall, StreamReader, StreamText, read_output, stream_error
 from ..errors import InputError
 from ..hub.served import served_over_http
 from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
@@ -56,14 +47,9 @@ META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # A stdio server as Claude Code starts it: in the folder the hub starts it in (Claude Code's MCP
 # config has no working folder, and a run's own folder is its temporary project).
-IN_FOLDER_LAUNCHER = "import os, sys; os.chdir(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
+IN_FOLDER_LAUNCHER = PROGRAMS / "in_folder.py"
 # A module server (--server-module) as Claude Code starts it: a process serving it over stdio.
-MODULE_LAUNCHER = (
-    "import sys; from claude_tool_evaluator.hub.processes import load_server_object; "
-    "from claude_tool_evaluator.records import ServerSpec; "
-    "load_server_object(ServerSpec(name=sys.argv[1], kind='module', module=sys.argv[2], "
-    "attr=sys.argv[3] or None)).run()"
-)
+MODULE_LAUNCHER = PROGRAMS / "serve_module.py"
 
 
 @dataclass(frozen=True)
@@ -139,7 +125,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
         folder = str(Path(spec.cwd or ".").resolve())
         entry: dict[str, Any] = {
             "command": sys.executable,
-            "args": ["-c", IN_FOLDER_LAUNCHER, folder, spec.command, *spec.args],
+            "args": ["-I", "-S", str(IN_FOLDER_LAUNCHER), folder, spec.command, *spec.args],
         }
         if spec.env:
             entry["env"] = dict(spec.env)
@@ -152,8 +138,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
     return {
         "command": sys.executable,
         "args": [
-            "-c",
-            MODULE_LAUNCHER,
+            str(MODULE_LAUNCHER),
             spec.name,
             str(Path(spec.module).resolve()),
             spec.attr or "",
@@ -211,147 +196,96 @@ class StreamReading:
     result: dict | None
 
 
-def event_time(event: dict) -> float | None:
-    """An event's `timestamp` (ISO 8601, as Claude Code writes it) in seconds; None without one."""
-    try:
-        return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
-    except (KeyError, ValueError):
-        return None
+def suite_call(
+    call: StreamCall, name: str, tool: ToolSpec, withheld: set[str], answered: frozenset[str]
+) -> ToolCall:
+    """A call of one of the suite's tools as the API harness records it: by its suite name; a
+    withheld one answered by the policy; one of `answered` (the red team's canary and
+    look-alikes) by the proxy answering it, never executed anywhere."""
+    kept, canary = call.name not in withheld, call.name in answered
+    return ToolCall(
+        name=name,
+        input=call.input,
+        output=call.output,
+        is_error=call.is_error,
+        server=tool.server,
+        turn=call.message,
+        id=str(call.block.get("id", "")),
+        source="canary" if canary else "live" if kept else "policy",
+        executed=kept and not canary and not call.is_error,
+    )
 
 
-def connected_after(top: list[dict]) -> dict[str, float]:
-    """How long after Claude Code's first answer each late server connected (ms), from the
-    WaitForMcpServers results (`tool_use_result.connected`) and the events' timestamps."""
-    first = next((event_time(e) for e in top if e.get("type") == "assistant"), None)
-    found: dict[str, float] = {}
-    for event in top:
-        result = event.get("tool_use_result")
-        when = event_time(event)
-        if (
-            event.get("type") != "user"
-            or not isinstance(result, dict)
-            or first is None
-            or when is None
-        ):
-            continue
-        for name in result.get("connected") or []:
-            found.setdefault(str(name), round(max(0.0, when - first) * 1000, 1))
-    return found
+def server_statuses(stream: StreamReader, waited: bool) -> dict[str, dict[str, Any]]:
+    """Each server's status at the start (the init event), whether the model waited for the
+    servers, and when a late one connected."""
+    servers = {
+        str(s.get("name")): {"status_at_start": str(s.get("status")), "waited": waited}
+        for s in stream.init.get("mcp_servers") or []
+        if isinstance(s, dict)
+    }
+    for name, after in stream.connected_after().items():
+        if name in servers:
+            servers[name]["connected_after_ms"] = after
+    return servers
+
+
+def claude_code_facts(
+    stream: StreamReader, names: dict[str, str], tools: dict[str, ToolSpec], withheld: set[str]
+) -> dict[str, Any]:
+    """What Claude Code's room added to a run: its version, whether the tools were deferred, the
+    searches and what they loaded, the waits, each server's status at the start (and when a late
+    one connected), the built-ins called, the suite's tools withheld."""
+    top = stream.top_calls
+    searches = [
+        {"query": str(c.input.get("query", "")), "loaded": [names.get(n, n) for n in c.loaded]}
+        for c in top
+        if c.name == SEARCH_TOOL
+    ]
+    waited = any(c.name == WAIT_TOOL for c in top)
+    return {
+        "claude_version": stream.init.get("claude_code_version"),
+        "deferred": SEARCH_TOOL in (stream.init.get("tools") or []),
+        "searches": searches,
+        "loaded": sorted({n for s in searches for n in s["loaded"] if n in tools}),
+        "waited": waited,
+        "servers": server_statuses(stream, waited),
+        "builtins": [c.name for c in top if c.name not in names and c.name not in META_TOOLS],
+        "withheld": sorted(names[n] for n in withheld if n in names),
+    }
 
 
 def read_stream(
-    events: list[dict],
+    stream: StreamReader,
     prompt: str,
     names: dict[str, str],
     tools: dict[str, ToolSpec],
     withheld: set[str],
     answered: frozenset[str] = frozenset(),
 ) -> StreamReading:
-    """The top-level events of a run (a subagent's carry a parent_tool_use_id): each call of a
-    suite tool (by its suite name; a withheld one as the API harness records it; one of
-    `answered`, the red team's canary and look-alikes, as the proxy answering it records it), the
-    searches and what they loaded, the waits, the built-ins called, each server's status at the
-    start."""
-    init = next((e for e in events if e.get("type") == "system" and e.get("subtype") == "init"), {})
-    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
-    top = [e for e in events if e.get("parent_tool_use_id") is None]
-    outputs: dict[str, tuple[str, bool, list[str]]] = {}
-    for event in top:
-        if event.get("type") != "user":
-            continue
-        for block in tool_results_of(event):
-            content = block.get("content")
-            loaded = [
-                str(c.get("tool_name"))
-                for c in (content if isinstance(content, list) else [])
-                if isinstance(c, dict) and c.get("type") == "tool_reference"
-            ]
-            outputs[str(block.get("tool_use_id"))] = (
-                tool_result_content(block),
-                bool(block.get("is_error")),
-                loaded,
-            )
+    """A run's stream as the API loop's records (the top level: a subagent's calls are not the
+    run's): each call of a suite tool (suite_call), the conversation, the final text (the result
+    event's, else the last text), the model calls and usage, and Claude Code's facts."""
     calls: list[ToolCall] = []
     history = [HistoryEntry(role="user", content=prompt)]
-    searches: list[dict[str, Any]] = []
-    builtins: list[str] = []
-    waited, turns, texts = False, 0, []
-    seen_messages: set[str] = set()
-    for event in top:
-        if event.get("type") != "assistant":
-            continue
-        message_id = str((event.get("message") or {}).get("id") or len(seen_messages))
-        if message_id not in seen_messages:
-            seen_messages.add(message_id)
-            turns += 1
-        for block in content_blocks(event):
-            if block.get("type") == "text" and block.get("text"):
-                texts.append(str(block["text"]))
-                history.append(HistoryEntry(role="assistant", content=str(block["text"])))
-            if block.get("type") != "tool_use":
-                continue
-            name, arguments = str(block.get("name")), block.get("input")
-            arguments = arguments if isinstance(arguments, dict) else {}
-            output, is_error, loaded = outputs.get(str(block.get("id")), ("", False, []))
-            if name == SEARCH_TOOL:
-                searches.append(
-                    {
-                        "query": str(arguments.get("query", "")),
-                        "loaded": [names.get(n, n) for n in loaded],
-                    }
-                )
-            elif name == WAIT_TOOL:
-                waited = True
-            elif name in names:
-                tool = tools[names[name]]
-                kept = name not in withheld
-                canary = name in answered  # answered in-process: never executed anywhere
-                calls.append(
-                    ToolCall(
-                        name=names[name],
-                        input=arguments,
-                        output=output,
-                        is_error=is_error,
-                        server=tool.server,
-                        turn=turns,
-                        id=str(block.get("id", "")),
-                        source="canary" if canary else "live" if kept else "policy",
-                        executed=kept and not canary and not is_error,
-                    )
-                )
-                history.append(
-                    HistoryEntry(role="assistant", content=f"[{names[name]}]", has_tools=True)
-                )
-                history.append(HistoryEntry(role="tool", content=output))
-            elif name not in META_TOOLS:
-                builtins.append(name)
-    servers = {
-        str(s.get("name")): {"status_at_start": str(s.get("status")), "waited": waited}
-        for s in init.get("mcp_servers") or []
-        if isinstance(s, dict)
-    }
-    for name, after in connected_after(top).items():
-        if name in servers:
-            servers[name]["connected_after_ms"] = after
-    facts = {
-        "claude_version": init.get("claude_code_version"),
-        "deferred": SEARCH_TOOL in (init.get("tools") or []),
-        "searches": searches,
-        "loaded": sorted({n for s in searches for n in s["loaded"] if n in tools}),
-        "waited": waited,
-        "servers": servers,
-        "builtins": builtins,
-        "withheld": sorted(names[n] for n in withheld if n in names),
-    }
-    usage = Usage.from_api((result or {}).get("usage") or {}) if result else Usage()
+    for step in stream.steps:
+        if isinstance(step, StreamText) and step.text:
+            history.append(HistoryEntry(role="assistant", content=step.text))
+        elif isinstance(step, StreamCall) and step.name in names:
+            name = names[step.name]
+            calls.append(suite_call(step, name, tools[name], withheld, answered))
+            history.append(HistoryEntry(role="assistant", content=f"[{name}]", has_tools=True))
+            history.append(HistoryEntry(role="tool", content=step.output))
+    texts = [s.text for s in stream.steps if isinstance(s, StreamText) and s.text]
+    result = stream.result
     final = (result or {}).get("result")
     return StreamReading(
         calls,
         history,
-        facts,
+        claude_code_facts(stream, names, tools, withheld),
         final if isinstance(final, str) else (texts[-1] if texts else ""),
-        turns,
-        usage,
+        stream.messages,
+        Usage.from_api(result.get("usage") or {}) if result else Usage(),
         result,
     )
 
@@ -474,9 +408,9 @@ class ClaudeHarness:
         if done.start_error:
             transcript.error, transcript.ended_by = done.start_error, "error"
             return transcript
-        events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
+        stream = read_output(done.stdout)
         reading = read_stream(
-            events, case.prompt, self.names, self.tools, self.withheld, self.answered
+            stream, case.prompt, self.names, self.tools, self.withheld, self.answered
         )
         if answers is not None:
             answered_by(reading.calls, answers.answers)
@@ -487,7 +421,7 @@ class ClaudeHarness:
         subtype = (reading.result or {}).get("subtype")
         transcript.stop_reason = (reading.result or {}).get("stop_reason")
         transcript.ended_by = "max_turns" if subtype == "error_max_turns" else "completion"
-        error = stream_error(events, reading.result)
+        error = stream_error(stream.events, reading.result)
         if done.timed_out:
             error = f"timed out after {settings.timeout:g}s (process group killed)"
         elif error and done.returncode not in (0, None):

@@ -27,13 +27,11 @@ from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
     RunFolder,
-    content_blocks,
-    detect_activation,
     finish_claude_run,
-    parse_stream_json,
     project_files,
     run_claude_process,
 )
+from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
@@ -208,29 +206,17 @@ def created_files(project: Path, before: set[str]) -> list[str]:
 Vote = Callable[[str, int], Any]
 
 
-def graded_calls_and_text(events: list[dict]) -> tuple[list[PluginToolCall], str]:
+def graded_calls_and_text(stream: StreamReader) -> tuple[list[PluginToolCall], str]:
     """What Claude Code's plugin eval grades (2.1.332): every assistant event's tool calls, a
-    subagent's too (unlike the activation reader, which keeps the top level), and the text of
+    subagent's too (unlike a skill run's record, which keeps the top level), and the text of
     the last assistant message that has any, its text blocks joined by line breaks."""
-    calls, last = [], ""
-    for event in events:
-        if event.get("type") != "assistant":
-            continue
-        texts = []
-        for block in content_blocks(event):
-            if block.get("type") == "tool_use":
-                arguments = block.get("input")
-                calls.append(
-                    PluginToolCall(
-                        str(block.get("name") or ""),
-                        arguments if isinstance(arguments, dict) else {},
-                    )
-                )
-            elif block.get("type") == "text":
-                texts.append(str(block.get("text") or ""))
-        if texts:
-            last = "\n".join(texts)
-    return calls, last
+    calls = [
+        PluginToolCall(
+            str(b.get("name") or ""), b["input"] if isinstance(b.get("input"), dict) else {}
+        )
+        for b in stream.tool_uses
+    ]
+    return calls, stream.last_message
 
 
 def ended_ungraded(events: list[dict], start_error: str | None) -> bool:
@@ -281,8 +267,9 @@ async def run_arm(
                 return record
         before = set(created_files(folder.project, set()))
         done = await run_claude_process(settings, case.prompt, folder)
-        events, _ = parse_stream_json(done.stdout.decode("utf-8", "replace"))
-        claude_run = detect_activation(events, [], case.prompt, run)
+        stream = read_output(done.stdout)
+        events = stream.events
+        claude_run = claude_run_of(stream, [], case.prompt, run)
         finish_claude_run(claude_run, done, settings.timeout)
         if done.start_error:
             claude_run.error = done.start_error
@@ -294,7 +281,7 @@ async def run_arm(
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
         record.error = claude_run.error
         if not ended_ungraded(events, done.start_error):
-            tool_calls, last_message = graded_calls_and_text(events)
+            tool_calls, last_message = graded_calls_and_text(stream)
             view = PluginRunView(
                 tool_calls=tool_calls,
                 last_message=last_message,

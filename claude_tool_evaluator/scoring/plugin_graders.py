@@ -326,11 +326,6 @@ def run_score(verdicts: Sequence[GraderVerdict]) -> float:
     return passed / total if total > 0 else 0.0
 
 
-def judge_vote_passed(answer: str) -> bool:
-    """A judge's answer is a PASS vote when it says PASS and does not say FAIL."""
-    return bool(re.search(r"\bPASS\b", answer, re.I)) and not re.search(r"\bFAIL\b", answer, re.I)
-
-
 def rate(passed: int, runs: int) -> float:
     return passed / runs if runs else 0.0
 

@@ -464,11 +464,6 @@ def tool_selection_stats(transcripts: Iterable[Transcript]) -> list[ToolStats]:
     return transcript_totals(transcripts).tool_stats()
 
 
-def confusion_table(transcripts: Iterable[Transcript]) -> dict[str, dict[str, int]]:
-    """Expected tool (the first one a case lists) -> the tool Claude actually called first."""
-    return transcript_totals(transcripts).confusion
-
-
 def tool_coverage(
     cases: Iterable[TestCase], transcripts: Iterable[Transcript], available: Sequence[str]
 ) -> ToolCoverageRecord:
@@ -498,45 +493,3 @@ def case_counts(cases: Iterable[CaseResult]) -> CaseCounts:
     for case in cases:
         counts.add(case)
     return counts
-
-
-@dataclass
-class SuiteSummary:
-    cases: int
-    passed: int
-    failed: int
-    flaky: int
-    runs: int
-    run_errors: int
-    pass_rate: float
-    threshold: float
-    usage: Usage
-    cost_usd: float
-    latency_p50_ms: float
-    latency_p95_ms: float
-    tools: list[ToolStats]
-    confusion: dict[str, dict[str, int]]
-
-
-def summarize_suite(
-    case_summaries: Sequence[CaseSummary], transcripts: Sequence[Transcript], threshold: float
-) -> SuiteSummary:
-    usage = sum((t.usage for t in transcripts), Usage())
-    latencies = [t.latency_ms for t in transcripts]
-    passed = sum(c.passed for c in case_summaries)
-    return SuiteSummary(
-        cases=len(case_summaries),
-        passed=passed,
-        failed=len(case_summaries) - passed,
-        flaky=sum(c.flaky for c in case_summaries),
-        runs=len(transcripts),
-        run_errors=sum(1 for t in transcripts if t.error),
-        pass_rate=passed / len(case_summaries) if case_summaries else 0.0,
-        threshold=threshold,
-        usage=usage,
-        cost_usd=sum(t.cost_usd for t in transcripts),
-        latency_p50_ms=percentile(latencies, 0.5),
-        latency_p95_ms=percentile(latencies, 0.95),
-        tools=tool_selection_stats(transcripts),
-        confusion=confusion_table(transcripts),
-    )

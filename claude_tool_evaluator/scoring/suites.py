@@ -27,7 +27,7 @@ from ..result_records import (
 from ..sinks import cap_text
 from .literature import BFCL_TAG, TAU2_TAG, benchmark_run, literature_records
 from .skills import score_skill_test, score_test_run
-from .statistics import rounded_interval, summarize_case, transcript_totals, wilson_interval
+from .statistics import rounded_interval, summarize_case, wilson_interval
 from .tool_use import OUTCOME_CHECKS, TOOL_CHECKS, score_tool_use
 from .verdicts import case_result_from_summary, case_result_from_test, run_score_reasons
 
@@ -379,8 +379,3 @@ class AnswerScoring:
 
     def sections(self) -> dict[str, Any]:
         return {"tests": self.records}
-
-
-def calls_by_source(transcripts: Iterable[Transcript]) -> dict[str, int]:
-    """How many calls each of live, mock, replay and policy answered (only those that did)."""
-    return transcript_totals(transcripts).by_source()

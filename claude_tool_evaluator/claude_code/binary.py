@@ -1,0 +1,267 @@
+"""The Claude Code CLI itself: finding the binary (--claude-bin, PATH, node_modules), asking its
+version, the environment a run may see of ours, and Claude Code's own sandbox (its settings for a
+run that may use Bash, what it may read of the user's home, whether it can start here).
+
+May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
+result_records, answers, loaders, hub, session, batches, engine."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import HERE
+from ..errors import InputError
+from ..redaction import API_CREDENTIALS
+from ..sinks import one_line, tail
+
+__all__ = [
+    "allow_read_problem",
+    "check_sandbox",
+    "claude_env_base",
+    "claude_version",
+    "find_claude_bin",
+    "read_permission_rules",
+    "sandbox_problem",
+    "sandbox_settings",
+]
+
+CLAUDE_INSTALL_HINT = (
+    "install it with `npm install` in the evaluator's folder (package.json) or "
+    "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH"
+)
+
+
+# What a run may see of our environment: the API credentials and what the network needs.
+CLAUDE_ENV_PASSTHROUGH = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+)
+
+
+def find_claude_bin(explicit: str | None = None) -> str:
+    """--claude-bin, else `claude` on PATH, else node_modules/.bin/claude next to evaluator.py
+    (or in the current folder)."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise InputError(
+                f"--claude-bin {explicit}: not an executable file", hint=CLAUDE_INSTALL_HINT
+            )
+        return str(path)
+    for candidate in (
+        shutil.which("claude"),
+        HERE / "node_modules" / ".bin" / "claude",
+        Path.cwd() / "node_modules" / ".bin" / "claude",
+    ):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
+
+
+def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
+    env = {
+        key: os.environ[key]
+        for key in CLAUDE_ENV_PASSTHROUGH
+        if key in os.environ and (credentials or key not in API_CREDENTIALS)
+    }
+    env.update(
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        DISABLE_TELEMETRY="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    return env
+
+
+def claude_version(binary: str) -> str:
+    """`claude --version`, so a broken install is one clear line before any money is spent."""
+
+    try:
+        done = subprocess.run(
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            env=claude_env_base(Path(tempfile.gettempdir()), credentials=False),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError(
+            f"{binary} --version failed: {exc.__class__.__name__}: {exc}", hint=CLAUDE_INSTALL_HINT
+        ) from None
+    if done.returncode != 0:
+        raise InputError(
+            f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
+            hint=CLAUDE_INSTALL_HINT,
+        )
+    return done.stdout.strip()
+
+
+# Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use
+# Bash: its commands write only inside the project and the run's temporary folder ("Read-only file
+# system" elsewhere, "Invalid cross-device link" for a hard link out), reach no host, never see
+# the API credentials, and end with their call (a pid namespace); a command may not ask to run
+# outside it (allowUnsandboxedCommands), and a missing bwrap or socat stops claude instead of
+# running unconfined. Given with --settings, which wins over any project or user setting of these
+# switches (see check_project_settings for the lists a project could add to). What its commands
+# may not read (the user's home) is added per run: see sandbox_settings.
+CLAUDE_SANDBOX_SETTINGS = {
+    "sandbox": {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "autoAllowBashIfSandboxed": True,
+        "allowUnsandboxedCommands": False,
+        "filesystem": {"denyWrite": ["/tmp/claude", "/private/tmp/claude"]},  # writable if there
+        "network": {"allowedDomains": []},
+        "credentials": {"envVars": [{"name": name, "mode": "deny"} for name in API_CREDENTIALS]},
+    }
+}
+
+
+def real_homes() -> list[Path]:
+    """The user's real home folders: HOME as the evaluator sees it and the account's own (they
+    differ under sudo, or a HOME set for one command); never `/`. A run has a temporary HOME of
+    its own, so nothing in them is a run's."""
+    import pwd
+
+    homes = [Path.home()]
+    try:
+        homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir))
+    except (KeyError, OSError):
+        pass
+    found: list[Path] = []
+    for home in homes:
+        resolved = home.resolve()
+        if resolved != Path("/") and resolved.is_dir() and resolved not in found:
+            found.append(resolved)
+    return found
+
+
+def within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def sandbox_path(path: Path | str) -> str:
+    """An absolute path as Claude Code's settings name one (`//` + the path: absolute whatever
+    the settings file's folder)."""
+    return "/" + str(path)
+
+
+def read_rules(allow_read: Sequence[str], run_home: Path | None) -> tuple[list[Path], list[Path]]:
+    """What Bash in the sandbox may not read (the real homes as a whole: keys, clouds' and
+    tools' credentials, keychains, shell history), and what it may read again inside them: the
+    run's own HOME (when the temporary folder is in the home) and the --allow-read paths. An
+    --allow-read path that holds a home lifts that home's denial. The project and the run's
+    TMPDIR are write paths, which Claude Code binds back itself."""
+    allowed = [Path(p).resolve() for p in allow_read]
+    denied = [h for h in real_homes() if not any(within(h, a) for a in allowed)]
+    reopened = [*([run_home.resolve()] if run_home is not None else []), *allowed]
+    return denied, [p for p in reopened if any(within(p, d) for d in denied)]
+
+
+def sandbox_settings(allow_read: Sequence[str] = (), run_home: Path | None = None) -> dict:
+    """CLAUDE_SANDBOX_SETTINGS with the reads a run may not make (read_rules): Claude Code lays an
+    empty folder over a denied one in the sandbox ("No such file or directory" for `cat
+    ~/.ssh/id_rsa`) and binds back what is allowed inside it, read-only."""
+    denied, allowed = read_rules(allow_read, run_home)
+    settings = json.loads(json.dumps(CLAUDE_SANDBOX_SETTINGS))
+    filesystem = settings["sandbox"]["filesystem"]
+    filesystem["denyRead"] = [sandbox_path(p) for p in denied]
+    if allowed:
+        filesystem["allowRead"] = [sandbox_path(p) for p in allowed]
+    return settings
+
+
+def allow_read_problem(allow_read: Sequence[str]) -> str | None:
+    """Why an --allow-read path cannot be given (None: it can): one that holds the runs'
+    temporary folder inside a hidden home would be bound back read-only over the run's project."""
+    denied, allowed = read_rules(allow_read, None)
+    runs = Path(tempfile.gettempdir()).resolve()
+    for path in allowed:
+        if within(runs, path):
+            return (
+                f"{path} holds the runs' temporary folder ({runs}), which the sandbox would then "
+                "make read-only"
+            )
+    return None
+
+
+def read_permission_rules(allow_read: Sequence[str]) -> list[str]:
+    """What pre-approves Claude Code's Read tool for the --allow-read paths (a folder and what is
+    in it); any other read outside the project is refused in don't-ask mode."""
+    rules = []
+    for path in allow_read:
+        rules.append(f"Read({sandbox_path(path)})")
+        if Path(path).is_dir():
+            rules.append(f"Read({sandbox_path(path)}/**)")
+    return rules
+
+
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(path: str | None) -> str | None:
+    """None when Claude Code's sandbox can start with this PATH, else why not, in a few words.
+    Claude Code itself only checks that bwrap and socat are on PATH; where bwrap cannot make
+    namespaces (a locked-down container) every Bash call would fail instead, so bwrap is tried
+    once with the namespaces Claude Code asks for (about 5 ms)."""
+    bwrap, socat = shutil.which("bwrap", path=path), shutil.which("socat", path=path)
+    missing = [name for name, where in (("bwrap", bwrap), ("socat", socat)) if where is None]
+    if bwrap is None or missing:
+        return f"{' and '.join(missing)} not found on PATH"
+    command = [
+        bwrap,
+        "--new-session",
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--",
+        shutil.which("true", path=path) or "/bin/true",
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
+def check_sandbox(path: str | None) -> None:
+    """Before a suite whose task runs may use Bash: one line when the sandbox cannot start."""
+    problem = sandbox_problem(path)
+    if problem:
+        raise InputError(
+            f"--allow-tools Bash runs in Claude Code's sandbox, which cannot start here: {problem}",
+            hint="install bubblewrap and socat (apt-get install bubblewrap socat), or pass "
+            "--unconfined to let Bash run as you, outside any sandbox",
+        )
