@@ -18,8 +18,8 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
                                         conversation loop
     claude_code                         one `claude -p` run: HOME, sandbox, caching proxy, stream
     scoring/                            transcripts -> verdicts (TOOL_CHECKS), statistics
-    options, grading, dry_run,          OPTIONS and Settings; the judge and state checks; cost
-    pipeline, runners/                  estimates; journal, resume, signals; the runners
+    options, settings, grading,         OPTIONS and WRITERS; Settings; the judge and state
+    dry_run, pipeline, runners/         checks; cost estimates; journal, resume, signals; runners
     results, writers/                   what every writer reads; json, markdown, junit, csv,
                                         html, github, the sections (SECTIONS)
     modes/                              one module per family of modes

@@ -21,9 +21,10 @@ import test_constants as C
 from . import __version__
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
 from .mode_table import MODES, modes_for_help, select_mode
-from .options import OPTIONS, Settings, StrayArgument, option_named, settings_from
+from .options import OPTIONS, option_named
 from .patterns import PATTERN_WORKERS
 from .redaction import error_line, report_input_error
+from .settings import Settings, StrayArgument, settings_from
 from .sinks import terminal_text
 from .stopping import (
     FORGOTTEN_AT_START,

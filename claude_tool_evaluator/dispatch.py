@@ -27,9 +27,10 @@ from .files import (
 )
 from .mode_table import MODES, select_mode
 from .modes.optimizer import optimized_file_path
-from .options import OPTIONS, Settings, flag_of
+from .options import OPTIONS, flag_of
 from .pipeline import output_lock
 from .result_records import ToolRunResult, merged_piece_runs, read_results_document
+from .settings import Settings
 from .sinks import make_console, terminal_text
 from .writers import WRITERS, Writer, writer_named
 

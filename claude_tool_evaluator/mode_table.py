@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import test_constants as C
 
 from .errors import InputError, UsageProblem
-from .options import OPTIONS, Settings, flag_of, option_named, option_order
+from .options import OPTIONS, flag_of, option_named, option_order
 from .rooms import RoomFunction
+from .settings import Settings
 from .writers import writer_named
 
 if TYPE_CHECKING:

@@ -51,9 +51,9 @@ from .stopping import run_async
 
 if TYPE_CHECKING:
     from .dry_run import CostEstimate
-    from .options import Settings
     from .redaction import Redactor
     from .result_records import ResultsDocument, RunResult
+    from .settings import Settings
 
 
 @dataclass(frozen=True)

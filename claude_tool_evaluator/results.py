@@ -21,10 +21,10 @@ from .result_records import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, 
 
 if TYPE_CHECKING:
     from .files import SpooledRecords
-    from .options import Settings
     from .pipeline import PipelineOutcome
     from .result_records import CaseResult, RunResult, Section
     from .scoring.statistics import CaseCounts, RunTotals
+    from .settings import Settings
 
 
 def summary_record(

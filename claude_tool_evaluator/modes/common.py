@@ -22,11 +22,11 @@ from ..stopping import interrupted_exit_code
 
 if TYPE_CHECKING:
     from ..engine import UserInput
-    from ..options import Settings
     from ..pipeline import PipelineOutcome
     from ..records import ServerSpec, TestCase
     from ..results import Results
     from ..session import ModelClient
+    from ..settings import Settings
 
 
 def require_api_key() -> None:

@@ -30,8 +30,8 @@ from .tool_suites import check_pin_options, qa_suite, query_cases, tool_use_mode
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
-    from ..options import Settings
     from ..result_records import PinRecord
+    from ..settings import Settings
 
 
 def redteam_mode(settings: Settings, console: Console) -> int:

@@ -31,7 +31,7 @@ from ..loaders.plugin_evals import (
     load_plugin,
     resolve_plugin,
 )
-from ..options import AutoRuns, Settings
+from ..options import AutoRuns
 from ..pipeline import PipelineOutcome
 from ..records import Usage
 from ..redaction import Redactor
@@ -46,6 +46,7 @@ from ..runners.plugin import (
 )
 from ..scoring.plugin_graders import ArmDelta, arm_delta
 from ..scoring.statistics import RunTotals, case_counts
+from ..settings import Settings
 from ..sinks import markdown_cell, terminal_text, wrote_line
 from ..writers.formats import write_junit
 from ..writers.github import append_step_summary, comment_text, results_outputs

@@ -67,10 +67,10 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..records import SkillTest
     from ..result_records import PinRecord, RedTeamRecord
     from ..scoring.suites import Scoring
+    from ..settings import Settings
 
 
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:

@@ -54,10 +54,10 @@ if TYPE_CHECKING:
     from ..dry_run import CostEstimate
     from ..grading import Judge
     from ..hub.calls import McpHub
-    from ..options import Settings
     from ..pipeline import Job
     from ..records import ServerSpec, TestCase, Transcript, Verdict
     from ..result_records import CaseResult
+    from ..settings import Settings
     from .tool_use import ToolUseRunner
 
 

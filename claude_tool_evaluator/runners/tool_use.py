@@ -57,11 +57,11 @@ if TYPE_CHECKING:
     from ..engine import UserInput
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
-    from ..options import Settings
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
     from ..result_records import PinRecord, RunResult
     from ..scoring.suites import ToolCheckScoring
     from ..session import CachedModel, ModelClient
+    from ..settings import Settings
 
 
 def estimate_tool_runs(

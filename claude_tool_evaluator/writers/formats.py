@@ -34,9 +34,10 @@ from .html import html_comparison_data, render_html
 from .markdown import render_markdown, signed
 
 if TYPE_CHECKING:
-    from ..options import Settings, Writer
+    from ..options import Writer
     from ..result_records import CaseResult, RunResult
     from ..results import Results
+    from ..settings import Settings
     from .comparison import Comparison
 
 

@@ -36,9 +36,9 @@ from .comparison import (
 from .markdown import percent, render_markdown
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..result_records import CaseResult
     from ..results import Results
+    from ..settings import Settings
     from .comparison import CaseChange, Comparison
 
 
