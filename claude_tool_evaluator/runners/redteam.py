@@ -36,7 +36,6 @@ from ..hub.hostile import (
 from ..hub.tools import ToolSpec
 from ..loaders.csv_suites import case_tool_view
 from ..loaders.vectors import load_vectors
-from ..result_records import RedTeamRecord, VectorRecord
 from ..scoring.attacks import (
     AttackedRun,
     attack_delivered,
@@ -45,6 +44,7 @@ from ..scoring.attacks import (
     redteam_figures,
 )
 from ..scoring.scan import revealed
+from ..security_records import RedTeamRecord, VectorRecord
 from ..session import ModelRequest
 from ..sinks import cap_text
 from .crowd import combined_cost

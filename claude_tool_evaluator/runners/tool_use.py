@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
-    from ..result_records import PinRecord, RunResult
+    from ..result_records import RunResult
     from ..scoring.suites import ToolCheckScoring
+    from ..security_records import PinRecord
     from ..session import CachedModel, ModelClient
     from ..settings import Settings
 

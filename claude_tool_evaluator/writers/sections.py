@@ -21,13 +21,13 @@ from ..result_records import (
     OverlapRecord,
     QaRecord,
     Section,
-    SecurityRecord,
     SkillRecord,
     SkillTestRecord,
     TriggerScoreRecord,
     dump_record,
     register_section,
 )
+from ..security_records import SecurityRecord
 from ..sinks import escape_markup, markdown_cell
 from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
 from .hostile import html_security, print_security, security_junit, security_markdown
