@@ -439,7 +439,7 @@ def init_command() -> click.Command:
 def import_plugin_suite(source: str | None, folder: str, *not_taken: object) -> int:
     """`import plugin-evals PLUGIN -o DIR`: a plugin's evals/ suite in this product's formats."""
     from .modes.benchmarks import import_folder
-    from .modes.plugin import import_plugin_evals
+    from .modes.imports import import_plugin_evals
 
     if source is None:
         raise UsageProblem(
