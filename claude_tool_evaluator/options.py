@@ -158,6 +158,12 @@ HOSTILE = "The hostile room (red team, scan, pins)"
 STATISTICS = "Is the change real? (compare, plan)"
 
 
+PLUGINS = "Whole plugins (plugin, export)"
+
+
+LITERATURE = "Benchmarks from the literature (import)"
+
+
 OPTIONS: list[Option] = [
     option(EVALUATE, "-q", "--query", help="One query to evaluate."),
     option(
@@ -299,7 +305,8 @@ OPTIONS: list[Option] = [
         RUNNING,
         "--concurrency",
         type=POSITIVE_INT,
-        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10).",
+        help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10; "
+        f"plugin runs: {C.DEFAULT_PLUGIN_CONCURRENCY}).",
     ),
     option(
         RUNNING,
@@ -355,7 +362,7 @@ OPTIONS: list[Option] = [
         "--dry-run",
         is_flag=True,
         help="Check inputs, connect to the servers, estimate calls and cost; no model or claude "
-        "call.",
+        "call. import, export: list the files they would write; nothing is written.",
     ),
     option(
         RUNNING,
@@ -672,7 +679,8 @@ OPTIONS: list[Option] = [
         "--runs",
         type=RunCount(),
         help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
-        "and 1 for other tests); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
+        "and 1 for other tests; plugin: per case and arm, default each case's `runs`, else 3; "
+        "export: each case's `runs`); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
     ),
     option(
         SKILLS,
@@ -800,7 +808,8 @@ OPTIONS: list[Option] = [
         metavar="SOURCE",
         help="Trigger runs: install these skills beside the one under test (repeatable): a folder "
         "of skills, `installed` (your own ~/.claude skills and plugin skills, copied into each "
-        "run's temporary HOME) or lookalike:N (N decoys the model writes).",
+        "run's temporary HOME) or lookalike:N (N decoys the model writes). plugin: `installed`, "
+        "your other installed plugins, loaded in both arms.",
     ),
     option(
         CROWD,
@@ -965,7 +974,8 @@ OPTIONS += [
         default=C.DEFAULT_ALPHA,
         show_default=True,
         help="compare: a case is a regression or a fix only when its change is significant at "
-        "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level.",
+        "this level (Fisher's exact test, Holm-corrected across cases); plan: the test's level; "
+        "plugin: the level of each case's with/without delta.",
     ),
     option(
         STATISTICS,
@@ -974,6 +984,109 @@ OPTIONS += [
         help="compare: exit 1 only on a significant regression or a removed case; a suspected "
         "regression (every run passed before, every run fails now, not significant) is still "
         "listed first, under a warning.",
+    ),
+]
+
+
+# a whole plugin's eval suite (plugin), and what import and export read and write
+OPTIONS += [
+    option(
+        EVALUATE,
+        "--plugin",
+        path=True,
+        metavar="PATH",
+        help="Run a plugin's eval suite (evals/, as claude plugin eval reads it) through Claude "
+        "Code with and without the plugin: its folder, or the name of a plugin installed for you "
+        "(verb: plugin PATH). import plugin-evals: the plugin whose suite is read.",
+    ),
+    option(
+        EVALUATE,
+        "--import",
+        name="import_source",
+        type=click.Choice(C.IMPORT_SOURCES),
+        help="Write a benchmark from the literature (bfcl: BFCL V4, tau2: τ²-bench, read from its "
+        "package) or a plugin's evals/ suite (plugin-evals, with --plugin) into the folder -o DIR "
+        "as this product's suites (verb: import).",
+    ),
+    option(
+        EVALUATE,
+        "--export",
+        name="export_format",
+        type=click.Choice(C.EXPORT_FORMATS),
+        help="Write trigger sets and task evals (--tests) or a CSV suite (--csv) as claude plugin "
+        "eval cases into the plugin folder -o DIR (made a plugin around --skill when it is none) "
+        "(verb: export).",
+    ),
+    option(
+        PLUGINS,
+        "--ablation",
+        type=click.Choice(C.ABLATIONS),
+        default=C.DEFAULT_ABLATION,
+        show_default=True,
+        help="plugin: run every case with and without the plugin (as claude plugin eval does), "
+        "or with it alone (none).",
+    ),
+    option(
+        PLUGINS,
+        "--case",
+        multiple=True,
+        metavar="GLOB",
+        help="plugin: only the cases whose name matches (as claude plugin eval --case; "
+        "repeatable).",
+    ),
+    option(
+        PLUGINS,
+        "--keep-events",
+        is_flag=True,
+        help="plugin: keep each run's stream-json events in the results.",
+    ),
+    option(
+        PLUGINS,
+        "--scaffold",
+        is_flag=True,
+        help="plugin: run each case's scaffold_script (bash, as you: only for suites you trust) "
+        "in the run's working folder first, as claude plugin eval --scaffold does.",
+    ),
+    option(
+        PLUGINS,
+        "--mcp-server",
+        metavar="NAME",
+        help="export --csv: the plugin's MCP server whose tools the suite names (mcp__NAME__TOOL).",
+    ),
+    option(
+        LITERATURE,
+        "--categories",
+        metavar="LIST",
+        help="import bfcl: comma-separated categories (default: every single-turn category).",
+    ),
+    option(
+        LITERATURE,
+        "--domain",
+        type=click.Choice(C.TAU2_DOMAINS),
+        default=C.DEFAULT_TAU2_DOMAIN,
+        show_default=True,
+        help="import tau2: the domain.",
+    ),
+    option(
+        LITERATURE,
+        "--split",
+        type=click.Choice(C.TAU2_SPLITS),
+        default=C.DEFAULT_TAU2_SPLIT,
+        show_default=True,
+        help="import tau2: the task split (base: every task).",
+    ),
+    option(
+        LITERATURE,
+        "--tasks",
+        metavar="IDS",
+        help="import tau2: only these task ids, comma-separated.",
+    ),
+    option(
+        LITERATURE,
+        "--limit",
+        type=POSITIVE_INT,
+        metavar="N",
+        help="import: at most N entries per category (bfcl) or N tasks (tau2), from the first.",
     ),
 ]
 

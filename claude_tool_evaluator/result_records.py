@@ -235,7 +235,53 @@ class SkillRunResult(ClaudeRun):
     verdict: VerdictRecord | None = None
 
 
-RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
+class PluginGraderVerdictRecord(Record):
+    """One grader's verdict on a plugin run, as claude plugin eval gives it: a with-only grader
+    (under ablation) is shown, not scored; a judge's three votes are kept."""
+
+    name: str
+    passed: bool
+    weight: float = 1.0
+    explanation: str = ""
+    with_only: bool = False
+    scored: bool = True
+    judge_votes: list[bool] | None = None
+
+
+class PluginRunResult(Record):
+    """One `claude -p` run of a plugin's eval case in one arm (with the plugin, or without it: a
+    baseline), graded by the case's graders; what the plugin's parts did in it."""
+
+    kind: Literal["plugin_run"] = "plugin_run"
+    case: str
+    arm: str  # with | without
+    run: int
+    model: str = ""  # the --model it ran on (a case's own `model` aside)
+    label: str = ""  # a --model / --claude-bin matrix: `model @ version` (else "")
+    claude_version: str | None = None
+    query: str = ""  # the case's prompt
+    score: float = 0.0  # the weighted share of its scored graders passed; it passes at 1
+    passed: bool = False
+    graders: list[PluginGraderVerdictRecord] = []
+    error: str | None = None
+    turns: int | None = None
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    usage: dict[str, Any] = {}
+    tools: list[str] = []
+    answer: str = ""
+    # what the plugin's parts did: the subagents handed a task (`PLUGIN:AGENT`), each hook that
+    # ran and what it did (`PreToolUse:Bash blocked: ...`), the MCP tools called
+    delegations: list[str] = []
+    hooks: list[str] = []
+    mcp_calls: list[str] = []
+    events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
+    fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
+    verdict: VerdictRecord | None = None
+
+
+RunResult = Annotated[ToolRunResult | SkillRunResult | PluginRunResult, Field(discriminator="kind")]
 
 
 RUN_RESULT = TypeAdapter(RunResult)
@@ -895,8 +941,9 @@ class Section:
     type, and how each sink shows it. `ResultsDocument`, `results_from_document` and the markdown,
     terminal, HTML and JUnit writers all iterate SECTIONS, so whatever section a mode writes
     survives --from, and a new section is one row. `junit` gives testcases of its own (a red
-    team's attack classes), each in a testsuite it names. Rows are registered next to their renderers
-    (`register_section`); a renderer left None shows nothing in that sink."""
+    team's attack classes), each in a testsuite it names; `comment` gives its lines in a
+    pull-request comment. Rows are registered next to their renderers (`register_section`); a
+    renderer left None shows nothing in that sink."""
 
     key: str
     record: Any  # its type in the document: a Record, or a list of one
@@ -906,6 +953,7 @@ class Section:
     html_renderer: str = "renderBlock"  # the page's function that draws it (HTML_SCRIPT)
     place: str = "after_cases"  # first | before_cases | after_cases: where the reports show it
     junit: Callable[[Any], list[tuple[str, CaseResult]]] | None = None  # (testsuite, testcase)
+    comment: Callable[[Any], list[str]] | None = None  # its lines in a pull-request comment
 
 
 SECTIONS: list[Section] = []  # in the order the reports show them

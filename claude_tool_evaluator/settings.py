@@ -60,6 +60,15 @@ PROJECT_NOT_OPTIONS = frozenset(
         "rate",
         "alpha",
         "significant_only",
+        # import and export write folders of files; a project file runs suites
+        "import_source",
+        "export_format",
+        "mcp_server",
+        "categories",
+        "domain",
+        "split",
+        "tasks",
+        "limit",
     }
 )
 
@@ -244,6 +253,21 @@ class Settings:
     merge: tuple[str, ...] = ()
     merged_runs: tuple = ()  # --merge: the pieces' runs, replayed instead of run (not an option)
     merged_pieces: tuple = ()  # --merge: the pieces' documents (not an option)
+    # plugin: a whole plugin's eval suite through Claude Code (plugin PATH), and what import and
+    # export read and write (their -o is a folder)
+    plugin: str | None = None  # --plugin PATH: the plugin's folder, or an installed plugin's name
+    ablation: str = C.DEFAULT_ABLATION  # --ablation: with-without, or the plugin arm alone
+    case: tuple[str, ...] = ()  # --case GLOB: only the plugin's cases whose name matches
+    keep_events: bool = False  # --keep-events: each plugin run's stream-json events, kept
+    scaffold: bool = False  # --scaffold: each case's scaffold_script runs first
+    import_source: str | None = None  # import: bfcl | tau2 | plugin-evals
+    export_format: str | None = None  # export: claude-plugin-eval
+    mcp_server: str | None = None  # export --csv: the plugin's server whose tools the suite names
+    categories: str | None = None  # import bfcl --categories
+    domain: str = C.DEFAULT_TAU2_DOMAIN  # import tau2 --domain
+    split: str = C.DEFAULT_TAU2_SPLIT  # import tau2 --split
+    tasks: str | None = None  # import tau2 --tasks IDS
+    limit: int | None = None  # import --limit N
     given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

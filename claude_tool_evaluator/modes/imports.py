@@ -9,9 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..files import write_json_atomic
+from rich.console import Console
+
+from ..errors import UsageProblem
 from ..loaders.plugin_evals import Plugin, PluginCase, PluginGrader, load_plugin
-from ..sinks import terminal_text, wrote_line
+from ..options import flag_of, option_order
+from ..settings import Settings
+from ..sinks import terminal_text
+from .benchmarks import bfcl_categories, import_bfcl, import_folder, import_tau2
+from .common import FolderWrites
 
 
 def grader_expectation(grader: PluginGrader) -> str:
@@ -70,7 +76,7 @@ def task_skill(plugin: Plugin, case: PluginCase) -> str:
     return (named or plugin.skills or [plugin.name])[0]
 
 
-def import_plugin_evals(source: Path, target: Path) -> list[str]:
+def import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None:
     """A plugin's `evals/` suite in this product's formats: each skill's trigger cases as a
     skill-creator trigger eval (`<skill>-trigger.json`, for --trigger), every other case as a
     task eval of its skill with one expectation per grader (`<skill>-evals.json`, for --tests)."""
@@ -95,14 +101,13 @@ def import_plugin_evals(source: Path, target: Path) -> list[str]:
                 "expectations": [grader_expectation(g) for g in case.graders],
             }
         )
-    said = []
     for skill, queries in triggers.items():
         path = target / f"{skill}-trigger.json"
-        write_json_atomic(path, queries)
-        said.append(
-            f"{wrote_line(path)}: {len(queries)} trigger quer{'y' if len(queries) == 1 else 'ies'} "
-            f"(--skill {terminal_text(plugin.folder / 'skills' / skill)} --trigger "
-            f"{terminal_text(path)})"
+        files.json(
+            path,
+            queries,
+            f"{len(queries)} trigger quer{'y' if len(queries) == 1 else 'ies'} (--skill "
+            f"{terminal_text(plugin.folder / 'skills' / skill)} --trigger {terminal_text(path)})",
         )
     by_skill: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
@@ -111,10 +116,59 @@ def import_plugin_evals(source: Path, target: Path) -> list[str]:
         path = target / f"{skill}-evals.json"
         for number, task in enumerate(evals, 1):
             task["id"] = number
-        write_json_atomic(path, {"skill_name": skill, "evals": evals})
-        said.append(
-            f"{wrote_line(path)}: {len(evals)} task eval(s), one judged expectation per grader "
-            f"(--skill {terminal_text(plugin.folder / 'skills' / skill)} --tests "
-            f"{terminal_text(path)})"
+        files.json(
+            path,
+            {"skill_name": skill, "evals": evals},
+            f"{len(evals)} task eval(s), one judged expectation per grader (--skill "
+            f"{terminal_text(plugin.folder / 'skills' / skill)} --tests {terminal_text(path)})",
         )
-    return said
+
+
+# What each benchmark takes beyond -o: any other of these is refused (it is another's).
+IMPORT_OPTIONS = {
+    "bfcl": ("categories", "limit"),
+    "tau2": ("domain", "split", "tasks", "limit"),
+    "plugin-evals": ("plugin",),
+}
+
+
+def check_import_options(settings: Settings) -> str:
+    """The benchmark (or plugin-evals), once every option given is one it takes: an option of
+    another benchmark is one line naming whose it is."""
+    source = str(settings.import_source)
+    if not settings.output:
+        raise UsageProblem(f"import {source} needs -o DIR: the folder it writes the suites into")
+    if source == "plugin-evals" and not settings.plugin:
+        raise UsageProblem(
+            "import plugin-evals needs the plugin's folder: import plugin-evals PLUGIN -o DIR"
+        )
+    if source != "plugin-evals" and settings.plugin:
+        raise UsageProblem(f"import {source} takes no PLUGIN argument (got {settings.plugin!r})")
+    for name in sorted(settings.given, key=option_order):
+        owners = [s for s, names in IMPORT_OPTIONS.items() if name in names]
+        if owners and source not in owners:
+            raise UsageProblem(
+                f"{flag_of(name)} does not apply to import {source} (it is {' and '.join(owners)}'s)"
+            )
+    return source
+
+
+def import_mode(settings: Settings, console: Console) -> int:
+    """import bfcl | tau2 | plugin-evals PLUGIN -o DIR: the suites (and what serves their tools,
+    and a project file) read from the benchmark's package or the plugin's suite, planned first
+    (bad input: one line, nothing written), then written into DIR; --dry-run lists them."""
+    source = check_import_options(settings)
+    target = import_folder(Path(str(settings.output)))
+    files = FolderWrites()
+    if source == "plugin-evals":
+        import_plugin_evals(Path(str(settings.plugin)), target, files)
+        said = []
+    elif source == "bfcl":
+        said = import_bfcl(target, bfcl_categories(settings.categories), settings.limit, files)
+    else:
+        said = import_tau2(
+            target, settings.domain, settings.split, settings.tasks, settings.limit, files
+        )
+    for line in said + files.write(settings.dry_run):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
