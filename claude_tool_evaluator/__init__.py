@@ -9,8 +9,8 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
     errors, stopping, sinks, files,     foundations: errors, stop signals, escaping for every
     records, redaction, patterns        sink, files written atomically, data types, the redactor,
                                         untrusted regular expressions
-    result_records, security_records,   the results document's records (the hostile room's
-    answers                             apart); one answer vocabulary
+    result_records, security_records,   the results document's records (the hostile room's and
+    plugin_records, answers             the plugin's sections apart); one answer vocabulary
     loaders/                            CSV, QA, markdown tests, skills, conversations, servers,
                                         distractors, injection vectors
     hub/                                MCP servers: processes, stdio, calls (policy, mocks,
