@@ -4939,6 +4939,32 @@ def test_plugin_shards_merge_into_the_verdicts_of_one_run(lab: Lab):
     assert len(document["results"]) == 4
 
 
+def test_help_of_plugin_import_and_export_comes_from_the_mode_table():
+    """Done when: `help plugin|import|export` (and `MODE --help`) are built from the mode table
+    like `help csv`: the options the row takes, under their help groups, and the row's examples;
+    the top-level help lists them from MODES, and the verbs that run nothing from their table."""
+    import re
+
+    def shown(*args: str) -> str:
+        result = CliRunner().invoke(evaluator.main, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    top = shown("--help")
+    for name in ("plugin", "import", "export"):
+        mode = MODE_BY_NAME[name]
+        text = shown("help", name)
+        assert text == shown(name, "--help")
+        listed = set(re.findall(r"^\s+(-{1,2}[\w-]+)", text, re.MULTILINE)) - {"-h", "--help"}
+        taken = [o for o in evaluator.OPTIONS if mode.takes(o.name)]
+        assert listed == {o.flag for o in taken}, name
+        assert all(f"\n{o.group}:\n" in text for o in taken), name
+        assert mode.examples and all(example in text for example in mode.examples)
+        assert re.search(rf"^  {name} +{re.escape(mode.summary)}$", top, re.MULTILINE), name
+    for utility in ("init", "cache", "help"):
+        assert re.search(rf"^  {utility} +\S", top, re.MULTILINE), utility
+
+
 def test_plugin_refuses_an_output_that_is_one_of_the_suite_s_files(lab: Lab):
     """Done when: no output of a plugin run may be a file of its suite (-o on a case's prompt,
     --report on a grader): one line, exit 2, nothing run or written."""
