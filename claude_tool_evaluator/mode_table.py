@@ -236,8 +236,9 @@ MODES.extend(
             (
                 "python evaluator.py export claude-plugin-eval --skill examples/skills/warehouse-sql "
                 "--tests examples/triggers/warehouse-sql-trigger.md -o warehouse-sql-plugin",
-                "python evaluator.py export claude-plugin-eval --csv examples/test_queries.csv "
-                "--mcp-server profiles -o my-plugin --dry-run",
+                "python evaluator.py export claude-plugin-eval --skill "
+                "examples/skills/data-profile-report --tests "
+                "examples/triggers/data-profile-report-trigger.md -o data-profile-plugin --dry-run",
             ),
             "trigger sets, task evals or a CSV suite as claude plugin eval cases",
             "none",

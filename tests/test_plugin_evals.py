@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
@@ -362,8 +363,14 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
         assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / written).read_text()
 
 
-@needs_claude
-def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
+@pytest.fixture(scope="module")
+def five_each_way(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """01-greet under --runs auto, with the JUnit and HTML writers: it passes every run with the
+    plugin and none without, so each arm is decided after its first five runs (5/5 against 0/5).
+    One run, read by the tests of the delta and of --runs auto."""
+    folder = tmp_path_factory.mktemp("five-each-way")
     with ScriptedAnthropic(responder=plugin_claude_code) as api:
         done = evaluator(
             "plugin",
@@ -371,26 +378,33 @@ def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
             "--base-url",
             api.url,
             "--runs",
-            "5",
+            "auto",
             "--case",
             "01-greet",
             "--junit",
-            str(tmp_path / "plugin.xml"),
+            str(folder / "plugin.xml"),
             "--html",
-            str(tmp_path / "plugin.html"),
+            str(folder / "plugin.html"),
             "-o",
-            str(tmp_path / "ours.json"),
+            str(folder / "ours.json"),
         )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done, folder
+
+
+@needs_claude
+@pytest.mark.xdist_group("plugin-five-each-way")
+def test_five_runs_each_way_report_a_significant_delta(five_each_way):
+    done, folder = five_each_way
     assert (
         "01-greet: with 5/5, without 0/5: significant: delta +1.00 [+0.39, +1.00], p = 0.0079"
         in done.stdout
     )
-    junit = (tmp_path / "plugin.xml").read_text()  # the product's JUnit and HTML writers
+    junit = (folder / "plugin.xml").read_text()  # the product's JUnit and HTML writers
     assert 'name="configuration" value="with_plugin"' in junit
     assert "passed 0/5 runs (a baseline: reported, it does not fail the suite)" in junit
-    assert "01-greet" in (tmp_path / "plugin.html").read_text()
-    deltas = json.loads((tmp_path / "ours.json").read_text())["plugin"]["deltas"]
+    assert "01-greet" in (folder / "plugin.html").read_text()
+    deltas = json.loads((folder / "ours.json").read_text())["plugin"]["deltas"]
     assert deltas[0]["significant"] and round(deltas[0]["p_value"], 4) == 0.0079
 
 
@@ -506,25 +520,13 @@ def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: 
 
 
 @needs_claude
-def test_runs_auto_stops_each_arm_once_it_is_decided(tmp_path: Path):
+@pytest.mark.xdist_group("plugin-five-each-way")
+def test_runs_auto_stops_each_arm_once_it_is_decided(five_each_way):
     """01-greet passes every run with the plugin and none without: after the first 5 rounds each
     arm's 95 % interval is wholly on one side of one half, so no sixth run is made."""
-    with ScriptedAnthropic(responder=plugin_claude_code) as api:
-        done = evaluator(
-            "plugin",
-            str(PLUGIN),
-            "--base-url",
-            api.url,
-            "--runs",
-            "auto",
-            "--case",
-            "01-greet",
-            "-o",
-            str(tmp_path / "ours.json"),
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done, folder = five_each_way
     assert "01-greet: with 5/5, without 0/5: significant" in done.stdout
-    arms = arm_runs(json.loads((tmp_path / "ours.json").read_text()))
+    arms = arm_runs(json.loads((folder / "ours.json").read_text()))
     assert [len(arms[("01-greet", "with")]), len(arms[("01-greet", "without")])] == [5, 5]
     twin = evaluator("--plugin", str(PLUGIN), "-i", "auto", "--dry-run")  # -i: the suites' count
     assert twin.returncode == 2 and "-i does not apply to plugin runs: use --runs N" in twin.stderr

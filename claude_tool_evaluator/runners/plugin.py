@@ -110,6 +110,11 @@ class PluginRunPlan:
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
 
+    @functools.cached_property
+    def loaded_digests(self) -> list[str]:
+        """The plugin's digest, then each other plugin's, read once for every case."""
+        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+
     @property
     def arms(self) -> tuple[str, ...]:
         return ARMS if self.ablation else ("with",)
@@ -140,8 +145,8 @@ class PluginRunPlan:
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
-                folder_digest(self.plugin.folder) if arm == "with" else "",
-                [folder_digest(other) for other in self.others],
+                self.loaded_digests[0] if arm == "with" else "",
+                self.loaded_digests[1:],
             ]
             self.fingerprints[key] = hashlib.sha256(
                 json.dumps(parts, default=str).encode()
