@@ -353,7 +353,7 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
     writes_folder = bool(settings.output) and mode.writes_folder and not settings.dry_run
     with (
-        output_lock(settings.output)
+        output_lock(Path(settings.output).absolute() if writes_folder else settings.output)
         if settings.output and (journaled or writes_folder)
         else contextlib.nullcontext()
     ):  # one live run per -o

@@ -228,6 +228,11 @@ def wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
         raise InputError(f"export -o {target}: the folder {target.parent} does not exist")
     if (target / PLUGIN_MANIFEST).is_file():
         return False
+    if skill is not None and target.resolve().is_relative_to(skill.folder.resolve()):
+        raise InputError(
+            f"export -o {target} is inside the skill it would copy ({skill.folder})",
+            hint="export into a folder outside the skill",
+        )
     if skill is None:
         raise InputError(
             f"{target} is no plugin (no {PLUGIN_MANIFEST})",
