@@ -37,6 +37,17 @@ DEFAULT_MAX_USER_TURNS = 5
 # steps of either)
 TAU2_MAX_TURNS = 100
 TAU2_MAX_USER_TURNS = 30
+TAU2_DOMAINS = ("airline", "retail")  # import tau2 --domain: the τ² domains with a package
+DEFAULT_TAU2_DOMAIN = "airline"
+TAU2_SPLITS = ("base", "train", "test")  # import tau2 --split: τ²'s task splits (base: every task)
+DEFAULT_TAU2_SPLIT = "base"
+IMPORT_SOURCES = ("bfcl", "tau2", "plugin-evals")  # import: what it reads
+EXPORT_FORMATS = ("claude-plugin-eval",)  # export: what it writes
+# plugin: `claude -p` runs of a plugin's suite at once (claude plugin eval -j's 1 to 8), and the
+# arms it runs (with-without: as claude plugin eval does; none: the arm with the plugin alone)
+DEFAULT_PLUGIN_CONCURRENCY = 2
+ABLATIONS = ("with-without", "none")
+DEFAULT_ABLATION = "with-without"
 
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call

@@ -9,7 +9,8 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
     errors, stopping, sinks, files,     foundations: errors, stop signals, escaping for every
     records, redaction, patterns        sink, files written atomically, data types, the redactor,
                                         untrusted regular expressions
-    result_records, answers             the results document's records; one answer vocabulary
+    result_records, security_records,   the results document's records (the hostile room's and
+    plugin_records, answers             the plugin's sections apart); one answer vocabulary
     loaders/                            CSV, QA, markdown tests, skills, conversations, servers,
                                         distractors, injection vectors
     hub/                                MCP servers: processes, stdio, calls (policy, mocks,
@@ -18,8 +19,8 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
                                         conversation loop
     claude_code                         one `claude -p` run: HOME, sandbox, caching proxy, stream
     scoring/                            transcripts -> verdicts (TOOL_CHECKS), statistics
-    options, grading, dry_run,          OPTIONS and Settings; the judge and state checks; cost
-    pipeline, runners/                  estimates; journal, resume, signals; the runners
+    options, settings, grading,         OPTIONS and WRITERS; Settings; the judge and state
+    dry_run, pipeline, runners/         checks; cost estimates; journal, resume, signals; runners
     results, writers/                   what every writer reads; json, markdown, junit, csv,
                                         html, github, the sections (SECTIONS)
     modes/                              one module per family of modes

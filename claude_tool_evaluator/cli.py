@@ -1,5 +1,5 @@
 """The command line: a click group whose default command is the flat CLI, one verb per row of
-MODES, the project file, `init`, `import` and `help`.
+MODES, the project file, and the verbs that run nothing (UTILITIES: `init`, `cache`, `help`).
 
 May import: every room above it."""
 
@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +22,10 @@ import test_constants as C
 from . import __version__
 from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
 from .mode_table import MODES, modes_for_help, select_mode
-from .options import OPTIONS, Settings, StrayArgument, option_named, settings_from
+from .options import OPTIONS, option_named
 from .patterns import PATTERN_WORKERS
 from .redaction import error_line, report_input_error
+from .settings import Settings, StrayArgument, settings_from
 from .sinks import terminal_text
 from .stopping import (
     FORGOTTEN_AT_START,
@@ -151,6 +153,16 @@ class EvaluatorCommand(click.Command):
         write_examples(formatter, [e for m in self.modes for e in m.examples])
 
 
+@dataclass(frozen=True)
+class Utility:
+    """A verb that runs nothing (`init`, `cache`, `help`): its name, its line in the top-level
+    help, and what builds its command (given the group, which `help` reads)."""
+
+    name: str
+    summary: str
+    factory: Callable[[click.Group], click.Command]
+
+
 class FrontDoor(click.Group):
     """`python evaluator.py [VERB] ...`: a first argument that is no verb is today's flat command
     line (the `run` command), so every call that worked before works unchanged. Every usage error
@@ -160,6 +172,7 @@ class FrontDoor(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.factories: dict[str, Callable[[], click.Command]] = {}
+        self.utilities: list[Utility] = []  # listed after the modes in the top-level help
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.factories, *self.commands})
@@ -199,26 +212,14 @@ class FrontDoor(click.Group):
             "  Evaluate how Claude uses the tools of your MCP servers and your Agent Skills.\n\n"
         )
         formatter.write("Modes (each also runs in the flat form, e.g. --csv FILE):\n")
-        width = max(len(m.name) for m in MODES)
+        width = max(
+            len(name) for name in [*(m.name for m in MODES), *(u.name for u in self.utilities)]
+        )
         for mode in modes_for_help():
             formatter.write(f"  {mode.name:<{width}}  {mode.summary}\n")
-        formatter.write(f"  {'init':<{width}}  write a starter {C.PROJECT_FILE} from this folder\n")
-        formatter.write(
-            f"  {'import':<{width}}  import bfcl | tau2 | plugin-evals PLUGIN: a benchmark, or a plugin's evals/, as suites\n"
-        )
-        formatter.write(
-            f"  {'export':<{width}}  export claude-plugin-eval: trigger sets, task evals or CSV "
-            "suites as claude plugin eval cases\n"
-        )
-        formatter.write(
-            f"  {'cache':<{width}}  cache verify | prune DIR: check or clean a --cache folder\n"
-        )
-        formatter.write(
-            f"  {'plugin':<{width}}  plugin PATH: a plugin's evals/ suite with and without it\n"
-        )
-        formatter.write(
-            f"  {'help':<{width}}  help MODE: only the options MODE takes, with examples\n\n"
-        )
+        for utility in self.utilities:
+            formatter.write(f"  {utility.name:<{width}}  {utility.summary}\n")
+        formatter.write("\n")
         formatter.write(
             f"With no mode, {C.PROJECT_FILE} here (or --config FILE) runs its suites.\n"
         )
@@ -375,42 +376,72 @@ def option_defaults() -> dict[str, Any]:
     return dict(command.make_context("defaults", [], resilient_parsing=True).params)
 
 
+def positional_metavar(mode: Mode) -> str:
+    """`FILE.csv`, `OLD.json NEW.json [...] ...`, `bfcl|tau2|plugin-evals [PATH]`: what a verb's
+    positional arguments are, from the options they fill (the first given, the rest optional)."""
+    shown = []
+    for index, name in enumerate(mode.arguments):
+        option = option_named(name)
+        kind = option.kwargs.get("type") if option else None
+        metavar = (option.kwargs.get("metavar") if option else None) or (
+            "|".join(kind.choices) if isinstance(kind, click.Choice) else name.upper()
+        )
+        if option and (option.kwargs.get("multiple") or name in ("compare", "merge")):
+            metavar += " ..."
+        shown.append(metavar if index == 0 else f"[{metavar}]")
+    return " ".join(shown)
+
+
+def fill_arguments(mode: Mode, values: Sequence[str], params: dict[str, Any]) -> set[str]:
+    """A verb's positional arguments put into the options they fill (mode.arguments, in order;
+    the last takes the rest when it is repeatable), each checked by its option's own type (`import
+    bfcl`'s choice): the names filled."""
+    filled: set[str] = set()
+    names = list(mode.arguments)
+    values = list(values)
+    for index, name in enumerate(names):
+        if not values:
+            break
+        option = option_named(name)
+        if option is None:
+            continue
+        many = index == len(names) - 1 and bool(
+            option.kwargs.get("multiple") or name in ("compare", "merge")
+        )
+        taken, values = (values, []) if many else (values[:1], values[1:])
+        kind = option.kwargs.get("type")
+        if isinstance(kind, click.ParamType):
+            try:
+                taken = [kind.convert(v, None, None) for v in taken]
+            except click.BadParameter as exc:
+                raise click.UsageError(f"{mode.name}: {exc.format_message()}") from None
+        current = params.get(name)
+        params[name] = tuple(current or ()) + tuple(taken) if many else taken[0]
+        filled.add(name)
+    if values:
+        raise click.UsageError(
+            f"{mode.name} takes {positional_metavar(mode)}, not also {values[0]!r}"
+        )
+    return filled
+
+
 def mode_command(mode: Mode) -> click.Command:
-    """A verb: only the options its mode takes; its positional arguments fill mode.argument."""
-    argument = option_named(mode.argument) if mode.argument else None
-    many = bool(
-        argument and (argument.kwargs.get("multiple") or mode.argument in ("compare", "merge"))
-    )
+    """A verb: only the options its mode takes; its positional arguments fill mode.arguments."""
 
     def run(**params: Any) -> int:
         context = click.get_current_context()
         given = given_options(context) - {"arguments"}
-        values = tuple(params.pop("arguments", ()) or ())
-        if argument is not None and values:
-            current = params.get(argument.name)
-            if many:
-                params[argument.name] = tuple(current or ()) + values
-            else:
-                if len(values) > 1:
-                    raise click.UsageError(
-                        f"{mode.name} takes one {argument.kwargs.get('metavar') or 'value'}"
-                    )
-                params[argument.name] = values[0]
-            given |= {argument.name}
+        given |= fill_arguments(mode, params.pop("arguments", ()) or (), params)
         for name, value in mode.implies:
             params[name] = value
             given |= {name}
         return invoke(lambda: settings_from({**option_defaults(), **params}, given), mode)
 
     params: list[click.Parameter] = []
-    if argument is not None:
+    if any(mode.arguments):
         params.append(
             click.Argument(
-                ["arguments"],
-                nargs=-1,
-                required=False,
-                metavar=(argument.kwargs.get("metavar") or argument.name.upper())
-                + (" ..." if many else ""),
+                ["arguments"], nargs=-1, required=False, metavar=positional_metavar(mode)
             )
         )
     params += [o.click_parameter() for o in OPTIONS if mode.takes(o.name)]
@@ -433,281 +464,6 @@ def init_command() -> click.Command:
         return init_project(Path.cwd())
 
     return init
-
-
-def import_plugin_suite(source: str | None, folder: str, *not_taken: object) -> int:
-    """`import plugin-evals PLUGIN -o DIR`: a plugin's evals/ suite in this product's formats."""
-    from .modes.benchmarks import import_folder
-    from .modes.plugin import import_plugin_evals
-
-    if source is None:
-        raise UsageProblem(
-            "import plugin-evals needs the plugin's folder: import plugin-evals PLUGIN -o DIR"
-        )
-    if any(value is not None for value in not_taken):
-        raise UsageProblem("import plugin-evals takes only PLUGIN and -o DIR")
-    for line in import_plugin_evals(Path(source), import_folder(Path(folder))):
-        click.echo(line)
-    return 0
-
-
-def import_command() -> click.Command:
-    """`import bfcl | tau2`: its choices are the benchmarks' room's, loaded when it is asked for."""
-    from .modes.benchmarks import (
-        TAU2_DOMAINS,
-        TAU2_SPLITS,
-        bfcl_categories,
-        import_bfcl,
-        import_folder,
-        import_tau2,
-    )
-    from .scoring.literature import BFCL_CATEGORIES
-
-    @click.command("import", context_settings=CONTEXT_SETTINGS)
-    @click.argument("benchmark", type=click.Choice(["bfcl", "tau2", "plugin-evals"]))
-    @click.argument("source", required=False, metavar="[PLUGIN]")
-    @click.option(
-        "-o",
-        "--output",
-        "folder",
-        required=True,
-        type=click.Path(),
-        metavar="DIR",
-        help="Folder for the suite, what serves its tools and its evaluator.yaml.",
-    )
-    @click.option(
-        "--categories",
-        metavar="LIST",
-        help="bfcl: comma-separated categories (default: all " + str(len(BFCL_CATEGORIES)) + ").",
-    )
-    @click.option(
-        "--domain", type=click.Choice(TAU2_DOMAINS), help="tau2: the domain (default airline)."
-    )
-    @click.option(
-        "--split",
-        type=click.Choice(TAU2_SPLITS),
-        help="tau2: the task split (default base: every task).",
-    )
-    @click.option("--tasks", metavar="IDS", help="tau2: only these task ids, comma-separated.")
-    @click.option(
-        "--limit",
-        type=click.IntRange(min=1),
-        metavar="N",
-        help="At most N entries per category (bfcl) or N tasks (tau2), from the first.",
-    )
-    def import_(
-        benchmark: str,
-        source: str | None,
-        folder: str,
-        categories: str | None,
-        domain: str | None,
-        split: str | None,
-        tasks: str | None,
-        limit: int | None,
-    ) -> int:
-        """Import a benchmark from the literature (bfcl: BFCL V4; tau2: τ²-bench) from its package,
-        or a plugin's evals/ suite (plugin-evals PLUGIN) as trigger sets and task evals."""
-        if benchmark == "plugin-evals":
-            return import_plugin_suite(source, folder, categories, domain, split, tasks, limit)
-        if source is not None:
-            raise UsageProblem(f"import {benchmark} takes no PLUGIN argument (got {source!r})")
-        given = (
-            {"--categories": categories}
-            if benchmark == "tau2"
-            else {"--domain": domain, "--split": split, "--tasks": tasks}
-        )
-        wrong = next((flag for flag, value in given.items() if value is not None), None)
-        if wrong:
-            other = "tau2" if benchmark == "bfcl" else "bfcl"
-            raise UsageProblem(f"{wrong} does not apply to import {benchmark} (it is {other}'s)")
-        target = import_folder(Path(folder))
-        said = (
-            import_bfcl(target, bfcl_categories(categories), limit)
-            if benchmark == "bfcl"
-            else import_tau2(target, domain or "airline", split or "base", tasks, limit)
-        )
-        for line in said:
-            click.echo(line)
-        return 0
-
-    return import_
-
-
-def export_command() -> click.Command:
-    """`export claude-plugin-eval`: a suite written in Claude Code's own eval format."""
-
-    @click.command("export", context_settings=CONTEXT_SETTINGS)
-    @click.argument("format_", metavar="FORMAT", type=click.Choice(["claude-plugin-eval"]))
-    @click.option(
-        "-o",
-        "--output",
-        "folder",
-        required=True,
-        type=click.Path(),
-        metavar="DIR",
-        help="A plugin folder (its cases go to its eval dir), or a new folder made a plugin "
-        "around --skill.",
-    )
-    @click.option("--skill", metavar="PATH", help="The skill the trigger sets are about.")
-    @click.option(
-        "--tests",
-        multiple=True,
-        metavar="FILE",
-        help="A trigger set (markdown or eval JSON) or task evals (evals.json); repeatable.",
-    )
-    @click.option(
-        "--csv", "csv_files", multiple=True, metavar="FILE", help="A CSV suite; repeatable."
-    )
-    @click.option(
-        "--mcp-server",
-        metavar="NAME",
-        help="--csv: the plugin's MCP server whose tools the suite names (mcp__NAME__TOOL).",
-    )
-    @click.option(
-        "--runs", type=click.IntRange(min=1), metavar="N", help="Runs per case (default: 3)."
-    )
-    def export(
-        format_: str,
-        folder: str,
-        skill: str | None,
-        tests: tuple[str, ...],
-        csv_files: tuple[str, ...],
-        mcp_server: str | None,
-        runs: int | None,
-    ) -> int:
-        """Write trigger sets, task evals or CSV suites as `claude plugin eval` cases."""
-        from .modes.plugin_export import export_claude_plugin_eval
-
-        for line in export_claude_plugin_eval(
-            Path(folder), skill, tests, csv_files, mcp_server, runs
-        ):
-            click.echo(terminal_text(line))
-        return 0
-
-    return export
-
-
-def plugin_command() -> click.Command:
-    """`plugin PATH`: a plugin's own eval suite through Claude Code, with and without it."""
-    from .modes.plugin import PluginRequest, plugin_verb
-    from .options import RunCount
-    from .sinks import make_console
-
-    @click.command("plugin", context_settings=CONTEXT_SETTINGS)
-    @click.argument("path", metavar="PATH")
-    @click.option(
-        "--runs",
-        "-i",
-        type=RunCount(),
-        metavar="N|auto",
-        help="Runs per case and arm (default: each case's runs, else 3); auto[:MIN-MAX]: in "
-        f"rounds ({C.AUTO_MIN_RUNS}-{C.AUTO_MAX_RUNS}), each arm stopping once its pass rate is "
-        "clearly above or below one half.",
-    )
-    @click.option(
-        "--model",
-        "models",
-        multiple=True,
-        metavar="MODEL",
-        help="The model claude runs on (default haiku).",
-    )
-    @click.option(
-        "--claude-bin", "claude_bins", multiple=True, metavar="PATH", help="The claude binary."
-    )
-    @click.option(
-        "--base-url", metavar="URL", help="An Anthropic-compatible API for claude and the judge."
-    )
-    @click.option(
-        "--judge-model",
-        default=C.DEFAULT_JUDGE_MODEL,
-        show_default=True,
-        metavar="MODEL",
-        help="The judge of llm and baseline graders.",
-    )
-    @click.option(
-        "-o", "--output", metavar="FILE", help="The results JSON, written as runs complete."
-    )
-    @click.option(
-        "--report", metavar="FILE", help="A markdown report of each case's with/without delta."
-    )
-    @click.option("--dry-run", is_flag=True, help="Price the runs; run nothing.")
-    @click.option(
-        "--max-cost",
-        type=click.FloatRange(min=0),
-        metavar="USD",
-        help="Start no run once this much is spent.",
-    )
-    @click.option("--resume", is_flag=True, help="Keep the runs the --output file already holds.")
-    @click.option(
-        "--cache", metavar="DIR", help="Answer identical model requests from this folder."
-    )
-    @click.option(
-        "--concurrency",
-        type=click.IntRange(1, 64),
-        default=2,
-        show_default=True,
-        help="Runs at once.",
-    )
-    @click.option(
-        "--alpha",
-        type=click.FloatRange(0.0001, 0.5),
-        default=0.05,
-        show_default=True,
-        help="The significance level of the deltas.",
-    )
-    @click.option(
-        "--ablation",
-        type=click.Choice(["with-without", "none"]),
-        default="with-without",
-        show_default=True,
-        help="Also run without the plugin (as claude plugin eval does).",
-    )
-    @click.option("--junit", metavar="FILE", help="JUnit XML: a testcase per case and arm.")
-    @click.option("--html", metavar="FILE", help="The HTML report of every case and arm.")
-    @click.option(
-        "--pr-comment",
-        metavar="FILE",
-        help="The report as a pull request comment (the GitHub Action posts it).",
-    )
-    @click.option(
-        "--distractors",
-        type=click.Choice(["installed"]),
-        help="installed: your other installed plugins beside it, in both arms.",
-    )
-    @click.option(
-        "--case",
-        "cases",
-        multiple=True,
-        metavar="GLOB",
-        help="Only the cases whose name matches (as claude plugin eval --case).",
-    )
-    @click.option(
-        "--keep-events", is_flag=True, help="Keep each run's stream-json events in the results."
-    )
-    @click.option(
-        "--scaffold",
-        is_flag=True,
-        help="Run each case's scaffold_script (bash, as you: only for suites you trust) in the "
-        "run's working folder first, as claude plugin eval --scaffold does.",
-    )
-    def plugin(
-        path: str,
-        models: tuple[str, ...],
-        claude_bins: tuple[str, ...],
-        ablation: str,
-        **given: Any,
-    ) -> int:
-        """Run a plugin's eval suite (evals/, as claude plugin eval reads it) with and without the plugin."""
-        request = PluginRequest(
-            path,
-            models=list(models) or [C.DEFAULT_TRIGGER_MODEL],
-            claude_bins=list(claude_bins) or [None],
-            ablation=ablation == "with-without",
-            **given,
-        )
-        return plugin_verb(request, make_console())
-
-    return plugin
 
 
 def cache_command() -> click.Command:
@@ -772,6 +528,22 @@ def help_command(group: click.Group) -> click.Command:
     return help_
 
 
+# The verbs that run nothing, listed after the modes in the top-level help.
+UTILITIES = (
+    Utility(
+        "init",
+        f"write a starter {C.PROJECT_FILE} from this folder",
+        lambda group: init_command(),
+    ),
+    Utility(
+        "cache",
+        "cache verify | prune DIR: check or clean a --cache folder",
+        lambda group: cache_command(),
+    ),
+    Utility("help", "help MODE: only the options MODE takes, with examples", help_command),
+)
+
+
 def build_cli() -> click.Group:
     """The command line, built from the tables (OPTIONS, WRITERS, MODES) as they are now: a
     factory per verb, each command built when it is asked for."""
@@ -779,12 +551,9 @@ def build_cli() -> click.Group:
     group.factories["run"] = run_command
     for mode in MODES:
         group.factories[mode.name] = functools.partial(mode_command, mode)
-    group.factories.update(init=init_command, help=lambda: help_command(group))
-    group.factories["import"] = import_command
-    group.factories["cache"] = cache_command
-    group.factories["export"] = export_command
-
-    group.factories["plugin"] = plugin_command
+    for utility in UTILITIES:
+        group.factories[utility.name] = functools.partial(utility.factory, group)
+    group.utilities = list(UTILITIES)
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 

@@ -27,9 +27,15 @@ from .files import (
 )
 from .mode_table import MODES, select_mode
 from .modes.optimizer import optimized_file_path
-from .options import OPTIONS, Settings, flag_of
+from .options import OPTIONS, flag_of
 from .pipeline import output_lock
-from .result_records import ToolRunResult, merged_piece_runs, read_results_document
+from .result_records import (
+    PluginRunResult,
+    ToolRunResult,
+    merged_piece_runs,
+    read_results_document,
+)
+from .settings import Settings
 from .sinks import make_console, terminal_text
 from .writers import WRITERS, Writer, writer_named
 
@@ -46,6 +52,8 @@ def piece_models(meta: Metadata) -> str:
 def run_identity(result: RunResult) -> tuple:
     if isinstance(result, ToolRunResult):
         return f"run {result.iteration} of {result.test_name!r}", result.model
+    if isinstance(result, PluginRunResult):
+        return f"run {result.run} of {result.case!r} [{result.arm}]", result.label or result.model
     configuration = f" ({result.configuration})" if getattr(result, "configuration", "") else ""
     return (
         f"run {result.run} of {result.test or 'trigger'} {result.query!r}{configuration}",
@@ -211,16 +219,22 @@ def input_paths(settings: Settings) -> list[tuple[str, Path]]:
     return found
 
 
+def output_folder(settings: Settings, mode: Mode) -> Path | None:
+    """-o when it is a folder the mode writes files into (import, export, generate --all)."""
+    if settings.output and (
+        mode.writes_folder or (mode.name == "generate" and settings.generate_tests)
+    ):
+        return Path(settings.output)
+    return None
+
+
 def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
-    """(option, path) of every file this invocation writes; --generate-tests' -o is a folder."""
+    """(option, path) of every file this invocation writes; a folder -o is output_folder's."""
     found = []
+    folder = output_folder(settings, mode)
     for writer in WRITERS:
         value = settings.outputs.get(writer.name)
-        if (
-            not value
-            or not writer.takes_path
-            or (writer.name == "output" and mode.name == "generate" and settings.generate_tests)
-        ):
+        if not value or not writer.takes_path or (writer.name == "output" and folder is not None):
             continue
         found.append((writer.option.flag, Path(value)))
         if writer.name == "output" and mode.name not in NO_JOURNAL_MODES:
@@ -246,7 +260,7 @@ def written_extension(flag: str, mode: Mode) -> str:
     """The extension a writer's file has (its metavar's: FILE.md -> .md; -o's results are JSON
     except generate's drafts), or "" when it does not say."""
     if flag == "-o":
-        return "" if mode.name == "generate" else ".json"
+        return "" if mode.name == "generate" or mode.writes_folder else ".json"
     writer = writer_flagged(flag)
     metavar = str(writer.option.kwargs.get("metavar") or "") if writer else ""
     return Path(metavar).suffix.lower()
@@ -272,6 +286,23 @@ def check_output_extension(flag: str, path: Path, mode: Mode) -> None:
         )
 
 
+def check_output_folder(folder: Path, mode: Mode, inputs: Sequence[tuple[str, Path]]) -> None:
+    """A folder -o: writable, and (import, export) neither an input nor inside one: `import
+    plugin-evals P -o P/evals` would write into the suite it reads."""
+    for flag, path in inputs if mode.writes_folder else ():
+        same = file_key(path) == file_key(folder)
+        if same or (path.is_dir() and folder.absolute().resolve().is_relative_to(path.resolve())):
+            raise InputError(
+                f"-o {folder} is {'the' if same else 'inside the'} input {flag} {path}: writing "
+                "there would change it",
+                hint="choose a folder outside what it reads",
+            )
+    if folder.is_dir():
+        check_writable_folder("-o", folder, folder)
+    elif not folder.exists():
+        check_writable_folder("-o", folder, folder.parent)
+
+
 def check_output_paths(
     settings: Settings, mode: Mode, more_inputs: Sequence[tuple[str, Path]] = ()
 ) -> None:
@@ -279,14 +310,12 @@ def check_output_paths(
     no output is a folder, and no output is an input or another output (-o on the --csv suite
     would destroy it; --report on -o would replace the results). One line, exit 2. A project
     file gives `more_inputs`: itself and its other suites' inputs."""
-    inputs = {file_key(path): (flag, path) for flag, path in [*more_inputs, *input_paths(settings)]}
+    found = [*more_inputs, *input_paths(settings), *(mode.inputs(settings) if mode.inputs else ())]
+    inputs = {file_key(path): (flag, path) for flag, path in found}
     outputs: dict[Any, tuple[str, Path]] = {}
-    if mode.name == "generate" and settings.generate_tests and settings.output:
-        folder = Path(settings.output)
-        if folder.is_dir():
-            check_writable_folder("-o", folder, folder)
-        elif not folder.exists():
-            check_writable_folder("-o", folder, folder.parent)
+    folder = output_folder(settings, mode)
+    if folder is not None:
+        check_output_folder(folder, mode, found)
     written = output_paths(settings, mode)
     for flag, path in written:
         key = file_key(path)
@@ -322,7 +351,10 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
             click.echo(terminal_text(line), err=True)
     ResponseCache.forget()  # this invocation's hits and misses
     journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
+    writes_folder = bool(settings.output) and mode.writes_folder and not settings.dry_run
     with (
-        output_lock(settings.output) if settings.output and journaled else contextlib.nullcontext()
+        output_lock(Path(settings.output).absolute() if writes_folder else settings.output)
+        if settings.output and (journaled or writes_folder)
+        else contextlib.nullcontext()
     ):  # one live run per -o
         return mode.run(settings, make_console(stderr=settings.json_out or mode.name == "generate"))

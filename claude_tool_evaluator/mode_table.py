@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Any
 import test_constants as C
 
 from .errors import InputError, UsageProblem
-from .options import OPTIONS, Settings, flag_of, option_named, option_order
+from .options import OPTIONS, flag_of, option_named, option_order
 from .rooms import RoomFunction
+from .settings import Settings
 from .writers import writer_named
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 
@@ -123,6 +126,33 @@ SCAN_OPTIONS = frozenset(
 )
 
 
+# plugin: a plugin's suite through Claude Code in two arms, durable as every suite (the journal,
+# --resume, --retry-errors, --shard, --max-cost), the matrices of skill runs, and its own options
+PLUGIN_OPTIONS = frozenset(
+    {
+        "plugin",
+        "runs",
+        "model",
+        "claude_bin",
+        "base_url",
+        "judge_model",
+        "concurrency",
+        "alpha",
+        "cache",
+        "max_cost",
+        "dry_run",
+        "resume",
+        "retry_errors",
+        "shard",
+        "distractors",
+        "ablation",
+        "case",
+        "keep_events",
+        "scaffold",
+    }
+)
+
+
 def test_files_of_kind(settings: Settings, kind: str) -> bool:
     """Whether any --tests file is of this kind (its loader's room loads when a mode is chosen,
     not for the help)."""
@@ -151,8 +181,17 @@ class Mode:
     examples: tuple[str, ...] = ()
     summary: str = ""  # one line for the top-level help
     outputs: str = "results"  # the writers it takes: results | comparison | render | none
-    argument: str = ""  # the option its verb's positional arguments fill (`csv FILE` is --csv)
+    # the option(s) its verb's positional arguments fill, in order (`csv FILE` is --csv; `import
+    # plugin-evals PLUGIN` is --import plugin-evals --plugin PLUGIN)
+    argument: str | tuple[str, ...] = ""
     implies: tuple[tuple[str, Any], ...] = ()  # what its verb sets (`optimize` is --optimize)
+    writes_folder: bool = False  # its -o is a folder it writes files into (import, export)
+    # the files it reads beyond the paths its options name (a plugin's suite): no output may be one
+    inputs: Callable[[Settings], list[tuple[str, Path]]] | None = None
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        return (self.argument,) if isinstance(self.argument, str) else self.argument
 
     def takes(self, name: str) -> bool:
         if name in self.options:
@@ -175,6 +214,82 @@ MODES: list[Mode] = []  # the mode table, filled below in selection order
 
 MODES.extend(
     (
+        # export and import first: their command lines hold options that select other modes
+        # (export --skill S --tests T), and only --export / --import selects them
+        Mode(
+            "export",
+            "export",
+            lambda s: bool(s.export_format),
+            frozenset(
+                {
+                    "export_format",
+                    "output",
+                    "skill",
+                    "tests",
+                    "csv",
+                    "mcp_server",
+                    "runs",
+                    "dry_run",
+                }
+            ),
+            RoomFunction("modes.plugin_export", "export_mode"),
+            (
+                "python evaluator.py export claude-plugin-eval --skill examples/skills/warehouse-sql "
+                "--tests examples/triggers/warehouse-sql-trigger.md -o warehouse-sql-plugin",
+                "python evaluator.py export claude-plugin-eval --skill "
+                "examples/skills/data-profile-report --tests "
+                "examples/triggers/data-profile-report-trigger.md -o data-profile-plugin --dry-run",
+            ),
+            "trigger sets, task evals or a CSV suite as claude plugin eval cases",
+            "none",
+            "export_format",
+            writes_folder=True,
+        ),
+        Mode(
+            "import",
+            "import",
+            lambda s: bool(s.import_source),
+            frozenset(
+                {
+                    "import_source",
+                    "plugin",
+                    "output",
+                    "categories",
+                    "domain",
+                    "split",
+                    "tasks",
+                    "limit",
+                    "dry_run",
+                }
+            ),
+            RoomFunction("modes.imports", "import_mode"),
+            (
+                "python evaluator.py import bfcl --categories simple_python --limit 5 -o bfcl-suite",
+                "python evaluator.py import tau2 --domain airline --limit 3 -o tau2-airline",
+                "python evaluator.py import plugin-evals tests/plugins/greeter -o greeter-suites",
+            ),
+            "a benchmark (bfcl, tau2) or a plugin's evals/ suite as this product's suites",
+            "none",
+            ("import_source", "plugin"),
+            writes_folder=True,
+        ),
+        Mode(
+            "plugin",
+            "plugin runs",
+            lambda s: bool(s.plugin),
+            PLUGIN_OPTIONS,
+            RoomFunction("modes.plugin", "plugin_mode"),
+            (
+                "python evaluator.py plugin tests/plugins/greeter --dry-run",
+                "python evaluator.py plugin tests/plugins/greeter --runs 5 -o plugin.json --report "
+                "plugin.md --html plugin.html",
+                "python evaluator.py plugin tests/plugins/greeter --shard 1/2 -o shard-1.json",
+            ),
+            "a plugin's evals/ suite through Claude Code, with and without the plugin",
+            "results",
+            "plugin",
+            inputs=RoomFunction("modes.plugin", "plugin_inputs"),
+        ),
         Mode(
             "schema",
             "--schema",
@@ -527,6 +642,7 @@ HELP_ORDER = (
     "markdown",
     "qa",
     "skills",
+    "plugin",
     "compare",
     "plan",
     "optimize",
@@ -536,6 +652,8 @@ HELP_ORDER = (
     "merge",
     "render",
     "generate",
+    "import",
+    "export",
     "schema",
 )
 
@@ -572,7 +690,7 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
     one line."""
     mode = chosen or next((m for m in MODES if m.selected(settings)), None)
     if mode is not None and not mode.selected(settings):  # a verb without its input
-        argument = option_named(mode.argument)
+        argument = option_named(mode.arguments[0])
         metavar = argument.kwargs.get("metavar") if argument else None
         raise InputError(
             f"{mode.name}: nothing to run",

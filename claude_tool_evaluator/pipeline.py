@@ -38,6 +38,7 @@ from .files import (
 )
 from .result_records import (
     RUN_RESULT,
+    PluginRunResult,
     ToolRunResult,
     dump_record,
     earlier_results,
@@ -51,9 +52,9 @@ from .stopping import run_async
 
 if TYPE_CHECKING:
     from .dry_run import CostEstimate
-    from .options import Settings
     from .redaction import Redactor
     from .result_records import ResultsDocument, RunResult
+    from .settings import Settings
 
 
 @dataclass(frozen=True)
@@ -607,9 +608,13 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Setti
         )
 
 
-def auto_threshold(settings: Settings) -> float:
-    """The pass rate -i auto decides against: --threshold, or (skill runs, --runs auto) the
-    trigger threshold, at which a query or test counts as passing."""
+def auto_threshold(runner: Runner, settings: Settings) -> float:
+    """The pass rate -i auto decides against: the runner's own (a plugin's arms: one half),
+    --threshold, or (skill runs, --runs auto) the trigger threshold, at which a query or test
+    counts as passing."""
+    own = getattr(runner, "auto_threshold", None)
+    if own is not None:
+        return float(own)
     return settings.trigger_threshold if settings.skill else settings.threshold
 
 
@@ -627,6 +632,8 @@ def result_names(result: RunResult) -> set[str]:
     """The names a run's case goes by in a results file's cases."""
     if isinstance(result, ToolRunResult):
         return {result.test_name, f"{result.test_name} ({result.model})"}
+    if isinstance(result, PluginRunResult):
+        return {f"{result.case} [{result.arm}]", f"{result.case} [{result.arm}] ({result.label})"}
     names = {result.test, result.query}
     if result.configuration:
         names.add(f"{result.test} [{result.configuration}]")
@@ -718,7 +725,7 @@ def run_pipeline(
             yield job
 
     rounds = (
-        AutoRounds(todo(), settings.auto_runs[0], auto_threshold(settings))
+        AutoRounds(todo(), settings.auto_runs[0], auto_threshold(runner, settings))
         if settings.auto_runs and judged is not None
         else None
     )

@@ -37,26 +37,23 @@ from .loaders.qa import load_qa_suite
 from .loaders.servers import config_server_spec
 from .loaders.skills import load_frontmatter_yaml, load_markdown_tests, load_skill
 from .mode_table import MODES, select_mode
-from .options import (
-    OPTIONS,
+from .options import OPTIONS, WRITERS, flag_of, option_named, writer_named
+from .redaction import error_line
+from .runners.generate import yaml_scalar
+from .settings import (
     PROJECT_NOT_OPTIONS,
     RUN_CAP_HINT,
-    WRITERS,
-    flag_of,
-    option_named,
     project_model,
     run_count_problem,
     settings_from,
-    writer_named,
 )
-from .redaction import error_line
-from .runners.generate import yaml_scalar
 from .sinks import escape_markup, make_console, safe_name, wrote_line
 from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
 
 if TYPE_CHECKING:
     from .mode_table import Mode
-    from .options import Option, Settings
+    from .options import Option
+    from .settings import Settings
 
 
 # ---------------------------------------------------------------------------- the project file

@@ -235,7 +235,53 @@ class SkillRunResult(ClaudeRun):
     verdict: VerdictRecord | None = None
 
 
-RunResult = Annotated[ToolRunResult | SkillRunResult, Field(discriminator="kind")]
+class PluginGraderVerdictRecord(Record):
+    """One grader's verdict on a plugin run, as claude plugin eval gives it: a with-only grader
+    (under ablation) is shown, not scored; a judge's three votes are kept."""
+
+    name: str
+    passed: bool
+    weight: float = 1.0
+    explanation: str = ""
+    with_only: bool = False
+    scored: bool = True
+    judge_votes: list[bool] | None = None
+
+
+class PluginRunResult(Record):
+    """One `claude -p` run of a plugin's eval case in one arm (with the plugin, or without it: a
+    baseline), graded by the case's graders; what the plugin's parts did in it."""
+
+    kind: Literal["plugin_run"] = "plugin_run"
+    case: str
+    arm: str  # with | without
+    run: int
+    model: str = ""  # the --model it ran on (a case's own `model` aside)
+    label: str = ""  # a --model / --claude-bin matrix: `model @ version` (else "")
+    claude_version: str | None = None
+    query: str = ""  # the case's prompt
+    score: float = 0.0  # the weighted share of its scored graders passed; it passes at 1
+    passed: bool = False
+    graders: list[PluginGraderVerdictRecord] = []
+    error: str | None = None
+    turns: int | None = None
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    usage: dict[str, Any] = {}
+    tools: list[str] = []
+    answer: str = ""
+    # what the plugin's parts did: the subagents handed a task (`PLUGIN:AGENT`), each hook that
+    # ran and what it did (`PreToolUse:Bash blocked: ...`), the MCP tools called
+    delegations: list[str] = []
+    hooks: list[str] = []
+    mcp_calls: list[str] = []
+    events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
+    fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
+    verdict: VerdictRecord | None = None
+
+
+RunResult = Annotated[ToolRunResult | SkillRunResult | PluginRunResult, Field(discriminator="kind")]
 
 
 RUN_RESULT = TypeAdapter(RunResult)
@@ -889,135 +935,15 @@ class OverlapRecord(Record):
     cost_usd: float = 0.0
 
 
-class ScanFindingRecord(Record):
-    """One thing `scan` found in a tool's definition (or between two servers' tools)."""
-
-    server: str
-    tool: str
-    check: str  # a key of SCAN_CHECKS
-    severity: Literal["low", "medium", "high"]
-    detail: str
-    where: str = ""  # the place in the definition: description, input_schema.properties.x, ...
-    decoded: str | None = None  # tag characters: the ASCII text they smuggle
-
-
-class ScanRecord(Record):
-    """`scan`: every tool definition of the servers checked (no model call)."""
-
-    servers: list[str] = []
-    tools: int = 0
-    fail_on: str = C.DEFAULT_SCAN_FAIL_ON
-    findings: list[ScanFindingRecord] = []
-
-
-class PinChangeRecord(Record):
-    """A tool definition that differs from its pin in the lock file."""
-
-    server: str
-    tool: str
-    change: Literal["added", "removed", "changed"]
-    pinned_sha256: str | None = None
-    sha256: str | None = None
-    diff: str = ""  # a unified diff of the definition as pinned and as listed now
-
-
-class PinRecord(Record):
-    """--pin FILE: the SHA-256 of every tool definition, checked against the lock file."""
-
-    file: str
-    tools: int = 0
-    written: bool = False  # the file was written now (the first run, or --update-pins)
-    changes: list[PinChangeRecord] = []
-    failed: bool = False  # a change without --update-pins: the run fails
-
-
-class VectorRecord(Record):
-    """An injection vector: where it comes from, and its text (`{goal}` is the attacker's goal)."""
-
-    name: str  # source:name, e.g. ours:important, agentdojo:important_instructions
-    source: str
-    template: str
-    licence: str = ""
-
-
-class AttackFigureRecord(Record):
-    """A red team's figures for one attack class, variant and vector on one model (or, where a
-    field says "all", over every one of them): attack success rate with its 95 % Wilson interval
-    over the runs, pass^k (held in all k runs: per attack, one case under one class, variant and
-    vector on one model, the chance that k of its own -i runs all held; the mean over those
-    attacks), and utility under attack (runs whose own verdict passed) beside the clean runs'
-    utility (AgentDojo's report)."""
-
-    attack: str
-    variant: str = "all"
-    vector: str = "all"
-    model: str = ""
-    runs: int = 0
-    delivered: int = 0  # runs the attack reached Claude in (a result injection needs a call)
-    successes: int = 0
-    success_rate: float = 0.0
-    interval: tuple[float, float] = (0.0, 1.0)
-    k: int = 1  # the -i runs of one attack (one case under one class, variant and vector)
-    # pass^k: the mean, over the attacks (case x class x variant x vector) this figure covers, of
-    # the chance that k of that attack's own runs all held
-    held_all_k: float = 1.0
-    utility: float = 0.0  # attacked runs whose case verdict passed
-    utility_interval: tuple[float, float] = (0.0, 1.0)
-    clean_utility: float | None = None  # the same cases without the attack, on the same model
-
-
-class AttackRunRecord(Record):
-    """An attacked run the attack succeeded in, and what gave it away."""
-
-    case: str
-    attack: str
-    variant: str
-    vector: str
-    model: str = ""
-    iteration: int = 1
-    signals: list[str] = []
-
-
-class RedTeamRecord(Record):
-    """redteam: the attacks, the vectors, and the figures per class, per vector, per cell and
-    per model; canaries decide success (the judge too with --redteam-judge)."""
-
-    attacks: list[str] = []  # class:variant, as run
-    vectors: list[VectorRecord] = []
-    canary_tool: str = ""
-    canary_address: str = ""
-    iterations: int = 1
-    models: list[str] = []
-    judge_model: str | None = None
-    clean_runs: int = 0
-    clean_canary_calls: int = 0  # canary calls in runs without an attack: false alarms
-    by_class: list[AttackFigureRecord] = []
-    by_vector: list[AttackFigureRecord] = []
-    cells: list[AttackFigureRecord] = []
-    successes: list[AttackRunRecord] = []
-    notes: list[str] = []
-
-    def held(self, attack: str) -> bool:
-        """Whether an attack class failed in every run, on every model."""
-        return all(f.successes == 0 for f in self.by_class if f.attack == attack)
-
-
-class SecurityRecord(Record):
-    """The hostile room: a red team's figures, `scan`'s findings, and the tool pins."""
-
-    redteam: RedTeamRecord | None = None
-    scan: ScanRecord | None = None
-    pins: PinRecord | None = None
-
-
 @dataclass(frozen=True)
 class Section:
     """One section of a results document beyond the parts every mode writes: its key, its record
     type, and how each sink shows it. `ResultsDocument`, `results_from_document` and the markdown,
     terminal, HTML and JUnit writers all iterate SECTIONS, so whatever section a mode writes
     survives --from, and a new section is one row. `junit` gives testcases of its own (a red
-    team's attack classes), each in a testsuite it names. Rows are registered next to their renderers
-    (`register_section`); a renderer left None shows nothing in that sink."""
+    team's attack classes), each in a testsuite it names; `comment` gives its lines in a
+    pull-request comment. Rows are registered next to their renderers (`register_section`); a
+    renderer left None shows nothing in that sink."""
 
     key: str
     record: Any  # its type in the document: a Record, or a list of one
@@ -1027,6 +953,7 @@ class Section:
     html_renderer: str = "renderBlock"  # the page's function that draws it (HTML_SCRIPT)
     place: str = "after_cases"  # first | before_cases | after_cases: where the reports show it
     junit: Callable[[Any], list[tuple[str, CaseResult]]] | None = None  # (testsuite, testcase)
+    comment: Callable[[Any], list[str]] | None = None  # its lines in a pull-request comment
 
 
 SECTIONS: list[Section] = []  # in the order the reports show them

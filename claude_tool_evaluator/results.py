@@ -21,10 +21,10 @@ from .result_records import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, 
 
 if TYPE_CHECKING:
     from .files import SpooledRecords
-    from .options import Settings
     from .pipeline import PipelineOutcome
     from .result_records import CaseResult, RunResult, Section
     from .scoring.statistics import CaseCounts, RunTotals
+    from .settings import Settings
 
 
 def summary_record(
@@ -65,10 +65,10 @@ def summary_record(
 # ============================================================================ 11. results: what every writer reads
 def gates(case: CaseResult) -> bool:
     """Whether a case's failure fails the suite (the exit code and the results' `passed`): a
-    baseline configuration (a task run without the skill, or with its old version) is reported
-    beside the skill, and never fails the suite. Its verdict is still shown as it is, in JUnit
-    too (a `gates: false` property says it does not count)."""
-    return case.configuration in ("", "with_skill")
+    baseline configuration (a task run without the skill, or with its old version; a plugin's
+    case without the plugin) is reported beside it, and never fails the suite. Its verdict is
+    still shown as it is, in JUnit too (a `gates: false` property says it does not count)."""
+    return case.configuration in ("", "with_skill", "with_plugin")
 
 
 def passes_text(
@@ -281,6 +281,7 @@ MODE_TITLES = {
     "overlap": "Skill overlap",
     "redteam": "Red team",
     "scan": "Tool definition scan",
+    "plugin": "Plugin evaluation",
 }
 
 

@@ -25,10 +25,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
@@ -47,6 +50,7 @@ from fake_anthropic import (
     user_query,
 )
 
+from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
     PluginRunView,
@@ -281,12 +285,32 @@ def claude_plugin_eval(api_url: str, tmp_path: Path, *args: str) -> dict:
 
 
 def pass_counts(document: dict) -> dict[str, tuple[int, ...]]:
-    """Per case, the runs passed in each arm: Claude Code's JSON and ours share this shape."""
+    """Per case, the runs passed in each arm, in Claude Code's JSON (`cases[].arms`)."""
     return {
         case["name"]: tuple(
             sum(1 for r in case["arms"][arm] if r["passed"]) for arm in ("with", "without")
         )
         for case in document["cases"]
+    }
+
+
+def arm_runs(document: dict) -> dict[tuple[str, str], list[dict]]:
+    """Our results document's runs by case and arm (`results`, in run order)."""
+    found: dict[tuple[str, str], list[dict]] = {}
+    for run in document["results"]:
+        found.setdefault((run["case"], run["arm"]), []).append(run)
+    return found
+
+
+def our_pass_counts(document: dict) -> dict[str, tuple[int, ...]]:
+    """Per case of our document's plugin section, the runs passed in each arm."""
+    runs = arm_runs(document)
+    return {
+        case["name"]: tuple(
+            sum(1 for r in runs.get((case["name"], arm), []) if r["passed"])
+            for arm in ("with", "without")
+        )
+        for case in document["plugin"]["cases"]
     }
 
 
@@ -320,14 +344,16 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
     # a slash command reaches the model expanded by Claude Code (the command file's text)
     assert expanded, "no request held the expanded /greeter:welcome command"
     assert "04-yaml-case/never-read: tool_used Read expects 1..0" in ours.stdout
-    our_counts = pass_counts(json.loads((tmp_path / "ours.json").read_text()))
+    our_counts = our_pass_counts(json.loads((tmp_path / "ours.json").read_text()))
     assert pass_counts(theirs) == EXPECTED_PASSES
     assert our_counts == EXPECTED_PASSES
     # grader by grader, the first run of each arm says the same
     our_doc = json.loads((tmp_path / "ours.json").read_text())
-    for our_case, their_case in zip(our_doc["cases"], theirs["cases"], strict=True):
+    our_runs = arm_runs(our_doc)
+    for our_case, their_case in zip(our_doc["plugin"]["cases"], theirs["cases"], strict=True):
         for arm in ("with", "without"):
-            ours_first = {g["name"]: g["passed"] for g in our_case["arms"][arm][0]["graders"]}
+            first = our_runs[(our_case["name"], arm)][0]
+            ours_first = {g["name"]: g["passed"] for g in first["graders"]}
             theirs_first = {g["name"]: g["passed"] for g in their_case["arms"][arm][0]["graders"]}
             assert ours_first == theirs_first, (our_case["name"], arm)
     outputs = (tmp_path / "outputs.txt").read_text()  # what the GitHub Action uploads
@@ -337,8 +363,14 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
         assert "| 01-greet | 2/2 | 0/2 |" in (tmp_path / written).read_text()
 
 
-@needs_claude
-def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
+@pytest.fixture(scope="module")
+def five_each_way(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """01-greet under --runs auto, with the JUnit and HTML writers: it passes every run with the
+    plugin and none without, so each arm is decided after its first five runs (5/5 against 0/5).
+    One run, read by the tests of the delta and of --runs auto."""
+    folder = tmp_path_factory.mktemp("five-each-way")
     with ScriptedAnthropic(responder=plugin_claude_code) as api:
         done = evaluator(
             "plugin",
@@ -346,26 +378,33 @@ def test_five_runs_each_way_report_a_significant_delta(tmp_path: Path):
             "--base-url",
             api.url,
             "--runs",
-            "5",
+            "auto",
             "--case",
             "01-greet",
             "--junit",
-            str(tmp_path / "plugin.xml"),
+            str(folder / "plugin.xml"),
             "--html",
-            str(tmp_path / "plugin.html"),
+            str(folder / "plugin.html"),
             "-o",
-            str(tmp_path / "ours.json"),
+            str(folder / "ours.json"),
         )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done, folder
+
+
+@needs_claude
+@pytest.mark.xdist_group("plugin-five-each-way")
+def test_five_runs_each_way_report_a_significant_delta(five_each_way):
+    done, folder = five_each_way
     assert (
         "01-greet: with 5/5, without 0/5: significant: delta +1.00 [+0.39, +1.00], p = 0.0079"
         in done.stdout
     )
-    junit = (tmp_path / "plugin.xml").read_text()  # the product's JUnit and HTML writers
-    assert 'name="configuration" value="with_skill"' in junit
+    junit = (folder / "plugin.xml").read_text()  # the product's JUnit and HTML writers
+    assert 'name="configuration" value="with_plugin"' in junit
     assert "passed 0/5 runs (a baseline: reported, it does not fail the suite)" in junit
-    assert "01-greet" in (tmp_path / "plugin.html").read_text()
-    deltas = json.loads((tmp_path / "ours.json").read_text())["deltas"]
+    assert "01-greet" in (folder / "plugin.html").read_text()
+    deltas = json.loads((folder / "ours.json").read_text())["plugin"]["deltas"]
     assert deltas[0]["significant"] and round(deltas[0]["p_value"], 4) == 0.0079
 
 
@@ -400,25 +439,26 @@ def test_a_model_matrix_resumes_and_max_cost_holds(tmp_path: Path):
             "--resume",
         )
         assert again.returncode == 0 and len(api.requests) == made  # every run was already there
-        capped = evaluator(
+        capped = evaluator(  # the first run spends more than the cap: no other run starts
             *common,
             "--base-url",
             api.url,
             "--runs",
             "3",
             "--max-cost",
-            "0",
+            "0.000001",
+            "--concurrency",
+            "1",
             "-o",
             str(tmp_path / "capped.json"),
         )
-        assert capped.returncode == 1 and len(api.requests) == made  # no run starts at the cap
-        assert "--max-cost reached: 6 run(s) not started" in capped.stdout
+        assert capped.returncode == 1, capped.stdout + capped.stderr
+        assert "stopped at --max-cost $1e-06: 5 run(s) not started" in capped.stdout
+        assert len(json.loads((tmp_path / "capped.json").read_text())["results"]) == 1
     document = json.loads(out.read_text())
-    labels = {
-        r["label"].split(" @ ")[0] for arm in document["cases"][0]["arms"].values() for r in arm
-    }
+    labels = {r["label"].split(" @ ")[0] for r in document["results"]}
     assert labels == {"haiku", "sonnet"}
-    assert [d["name"].split(" (")[0] for d in document["deltas"]] == [
+    assert [d["name"].split(" (")[0] for d in document["plugin"]["deltas"]] == [
         "02-capital",
         "(all cases)",
         "02-capital",
@@ -480,26 +520,16 @@ def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: 
 
 
 @needs_claude
-def test_runs_auto_stops_each_arm_once_it_is_decided(tmp_path: Path):
+@pytest.mark.xdist_group("plugin-five-each-way")
+def test_runs_auto_stops_each_arm_once_it_is_decided(five_each_way):
     """01-greet passes every run with the plugin and none without: after the first 5 rounds each
     arm's 95 % interval is wholly on one side of one half, so no sixth run is made."""
-    with ScriptedAnthropic(responder=plugin_claude_code) as api:
-        done = evaluator(
-            "plugin",
-            str(PLUGIN),
-            "--base-url",
-            api.url,
-            "-i",
-            "auto",
-            "--case",
-            "01-greet",
-            "-o",
-            str(tmp_path / "ours.json"),
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done, folder = five_each_way
     assert "01-greet: with 5/5, without 0/5: significant" in done.stdout
-    arms = json.loads((tmp_path / "ours.json").read_text())["cases"][0]["arms"]
-    assert [len(arms["with"]), len(arms["without"])] == [5, 5]
+    arms = arm_runs(json.loads((folder / "ours.json").read_text()))
+    assert [len(arms[("01-greet", "with")]), len(arms[("01-greet", "without")])] == [5, 5]
+    twin = evaluator("--plugin", str(PLUGIN), "-i", "auto", "--dry-run")  # -i: the suites' count
+    assert twin.returncode == 2 and "-i does not apply to plugin runs: use --runs N" in twin.stderr
     too_many = evaluator("plugin", str(PLUGIN), "--runs", "51", "--dry-run")
     assert too_many.returncode == 2 and "at most 50 runs" in too_many.stderr
 
@@ -596,8 +626,8 @@ def test_a_hung_run_is_an_error_on_its_case_and_the_suite_goes_on(tmp_path: Path
     assert done.returncode == 1, done.stdout + done.stderr
     assert "08-hang [with] run 1: error (score 0.00): timed out after 3s" in done.stdout
     assert "02-capital: with 1/1, without 1/1" in done.stdout
-    runs = json.loads((tmp_path / "ours.json").read_text())["cases"]
-    assert [c["name"] for c in runs] == ["02-capital", "08-hang"]
+    cases = json.loads((tmp_path / "ours.json").read_text())["plugin"]["cases"]
+    assert [c["name"] for c in cases] == ["02-capital", "08-hang"]
 
 
 @needs_claude
@@ -636,8 +666,8 @@ def test_llm_graders_are_three_votes_of_our_judge(tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(judged) == 6  # 3 votes on each arm's run
     assert "The card greets Alex warmly." in json.dumps(judged[0]["body"]["messages"])
-    case = json.loads((tmp_path / "ours.json").read_text())["cases"][0]
-    grader = case["arms"]["with"][0]["graders"][0]
+    runs = arm_runs(json.loads((tmp_path / "ours.json").read_text()))
+    grader = runs[("09-judged", "with")][0]["graders"][0]
     assert grader["passed"] and grader["explanation"] == "judge votes: PASS FAIL PASS"
     assert grader["judge_votes"] == [True, False, True]
 
@@ -747,11 +777,7 @@ def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
         )
         results = [b for b in api.message_requests if ": 7 gizmos" in json.dumps(b)]
     assert done.returncode == 0, done.stdout + done.stderr
-    runs = {
-        (case["name"], arm): runs
-        for case in json.loads(out.read_text())["cases"]
-        for arm, runs in case["arms"].items()
-    }
+    runs = arm_runs(json.loads(out.read_text()))
     context = "UserPromptSubmit added context: Crew context: amounts are in euros."
     for run in runs[("01-audit", "with")]:
         assert run["delegations"] == ["crew:ledger-auditor"] and context in run["hooks"]
@@ -786,6 +812,80 @@ def test_an_option_the_plugin_verb_does_not_take_is_one_line_and_exit_2():
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(lines) == 1, (row.flag, result.output)
         assert lines[0].startswith("error: ") and row.flag in lines[0], (row.flag, lines)
+
+
+def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"the run ended before {what}: {process.communicate()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@needs_claude
+def test_a_live_plugin_run_holds_its_output_and_a_resume_asks_nothing_it_journaled(
+    tmp_path: Path,
+):
+    """Done when: the -o lock refuses a second plugin run into the output of one still alive
+    (one line, exit 2, no request); Ctrl-C keeps what finished (the journal), and --resume then
+    makes no request for the runs the journal holds."""
+    hanging = [True]
+
+    def responder(body: dict):
+        if hanging[0] and "capital" in user_query(body):
+            return {"hang": 60}
+        return plugin_claude_code(body)
+
+    out = tmp_path / "ours.json"
+    with ScriptedAnthropic(responder=responder) as api:
+        args = ["plugin", str(PLUGIN), "--case", "0[12]-*", "--runs", "1", "--concurrency", "1"]
+        args += ["--base-url", api.url, "-o", str(out)]
+        first = subprocess.Popen(
+            [sys.executable, str(ROOT / "evaluator.py"), *args],
+            env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            journal = journal_path(out)
+            wait_for(
+                lambda: journal.exists() and len(journal.read_text().splitlines()) == 2,
+                first,
+                "01-greet's two runs",
+            )
+            wait_for(
+                lambda: any("capital" in user_query(b) for b in api.message_requests),
+                first,
+                "the hanging run",
+            )
+            asked = len(api.message_requests)
+            second = evaluator(*args)
+            lines = [line for line in second.stderr.splitlines() if line.strip()]
+            assert second.returncode == 2 and len(lines) == 1, second.stderr
+            assert "still alive" in lines[0] and f"pid {first.pid}" in lines[0]
+            assert len(api.message_requests) == asked and first.poll() is None
+            first.send_signal(signal.SIGINT)
+            stdout, stderr = first.communicate(timeout=120)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+        assert first.returncode == 130, stdout + stderr
+        kept = [json.loads(line) for line in journal_path(out).read_text().splitlines()]
+        assert sorted((r["case"], r["arm"]) for r in kept) == [
+            ("01-greet", "with"),
+            ("01-greet", "without"),
+        ]
+        hanging[0] = False
+        before = len(api.message_requests)
+        again = evaluator(*args, "--resume")
+        asked_again = {user_query(b) for b in api.message_requests[before:]}
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming: 2 run(s) kept from the earlier run, 2 to run" in again.stdout
+    assert asked_again == {"What is the capital of France?"}
+    assert len(json.loads(out.read_text())["results"]) == 4 and not journal_path(out).exists()
 
 
 def reads_the_staged_file(body: dict) -> dict:

@@ -772,6 +772,9 @@ COLUMNS = [
     ("overlap", "`--overlap`"),
     ("redteam", "`redteam`"),
     ("scan", "`scan`"),
+    ("plugin", "`plugin`"),
+    ("import", "`import`"),
+    ("export", "`export`"),
 ]
 MATRIX = re.compile(
     r"<!-- mode-option-table[^\n]*-->\n(.*?)\n?<!-- /mode-option-table -->", re.DOTALL

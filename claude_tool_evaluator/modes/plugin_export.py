@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Console
 
 import test_constants as C
 
-from ..errors import InputError
+from ..errors import InputError, UsageProblem
 from ..files import parse_json_text, read_text_file
 from ..loaders.csv_suites import load_csv_suite
+from ..loaders.plugin_evals import MAX_RUNS
 from ..loaders.skills import (
     PLUGIN_MANIFEST,
     SKILL_COPY_IGNORED,
@@ -34,6 +36,9 @@ from ..loaders.skills import (
 )
 from ..records import RoutingRule, SkillInfo, SkillTest, TestCase
 from ..runners.skills import assign_trigger_skills
+from ..settings import Settings
+from ..sinks import terminal_text
+from .common import FolderWrites
 
 # What a trigger case lets Claude use: what `claude plugin eval init` offers a skill's case.
 TRIGGER_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "Skill"]
@@ -223,6 +228,11 @@ def wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
         raise InputError(f"export -o {target}: the folder {target.parent} does not exist")
     if (target / PLUGIN_MANIFEST).is_file():
         return False
+    if skill is not None and target.resolve().is_relative_to(skill.folder.resolve()):
+        raise InputError(
+            f"export -o {target} is inside the skill it would copy ({skill.folder})",
+            hint="export into a folder outside the skill",
+        )
     if skill is None:
         raise InputError(
             f"{target} is no plugin (no {PLUGIN_MANIFEST})",
@@ -259,30 +269,27 @@ def plugin_eval_dir(plugin: Path) -> str:
     return given
 
 
-def wrap_skill(target: Path, skill: SkillInfo) -> None:
+def wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
     """The folder made a plugin: its manifest and the skill as `skills/<name>/`."""
-    copy = target / "skills" / skill.name
-    target.mkdir(exist_ok=True)
-    shutil.copytree(
-        skill.folder, copy, symlinks=True, ignore=shutil.ignore_patterns(*SKILL_COPY_IGNORED)
+    files.copy_folder(
+        skill.folder,
+        target / "skills" / skill.name,
+        shutil.ignore_patterns(*SKILL_COPY_IGNORED),
     )
-    manifest = target / PLUGIN_MANIFEST
-    manifest.parent.mkdir(exist_ok=True)
-    manifest.write_text(
+    files.text(
+        target / PLUGIN_MANIFEST,
         json.dumps({"name": skill.name, "version": "0.0.0", "description": skill.description})
         + "\n",
-        encoding="utf-8",
     )
 
 
-def write_case(folder: Path, case: ExportCase) -> None:
-    graders = folder / case.name / "graders"
-    graders.mkdir(parents=True)
-    (folder / case.name / "prompt.md").write_text(
-        frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n", encoding="utf-8"
+def write_case(folder: Path, case: ExportCase, files: FolderWrites) -> None:
+    files.text(
+        folder / case.name / "prompt.md",
+        frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n",
     )
     for grader in case.graders:
-        (graders / f"{grader.name}.md").write_text(grader.text(), encoding="utf-8")
+        files.text(folder / case.name / "graders" / f"{grader.name}.md", grader.text())
 
 
 def export_claude_plugin_eval(
@@ -292,9 +299,11 @@ def export_claude_plugin_eval(
     csv_files: Sequence[str],
     mcp_server: str | None,
     runs: int | None,
+    files: FolderWrites,
 ) -> list[str]:
     """Every case read and checked first (bad input: one line, nothing written), then the plugin
-    folder and its cases written; the lines to say what was written and how to run it."""
+    folder and its cases planned into `files`; the lines to say what they are and how to run
+    them."""
     skill = load_skill(skill_path) if skill_path else None
     tests = [t for path in test_files for t in load_markdown_tests(path)]
     if not tests and not csv_files:
@@ -349,11 +358,41 @@ def export_claude_plugin_eval(
         raise InputError(f"{folder / taken} exists already", hint="export into a new folder")
     if wrap:
         assert skill is not None, "wraps_skill wants a skill to wrap"
-        wrap_skill(target, skill)
+        wrap_skill(target, skill, files)
     for case in cases:
-        write_case(folder, case)
-    plugin = target
+        write_case(folder, case, files)
     return [
-        f"wrote {len(cases)} case{'s' if len(cases) != 1 else ''} to {folder}",
-        f"run them: claude plugin eval {plugin} --trust-plugin",
+        f"{len(cases)} case{'s' if len(cases) != 1 else ''} to {folder}",
+        f"run them: claude plugin eval {target} --trust-plugin",
     ]
+
+
+def export_mode(settings: Settings, console: Console) -> int:
+    """export claude-plugin-eval -o DIR: trigger sets and task evals (--tests) or a CSV suite
+    (--csv) as claude plugin eval cases in the plugin folder DIR (made a plugin around --skill
+    when it is none); every case checked before anything is written; --dry-run lists them."""
+    if not settings.output:
+        raise UsageProblem("export needs -o DIR: the plugin folder its cases are written into")
+    if len(settings.skill) > 1:
+        raise UsageProblem("export takes one --skill: the skill its trigger sets are about")
+    if settings.auto_runs:
+        raise UsageProblem("--runs auto: an exported case runs a number of times (its `runs`)")
+    if settings.runs and settings.runs > MAX_RUNS:
+        raise UsageProblem(
+            f"--runs {settings.runs}: claude plugin eval runs a case at most {MAX_RUNS} times"
+        )
+    files = FolderWrites()
+    cases, run = export_claude_plugin_eval(
+        Path(settings.output),
+        settings.skill[0] if settings.skill else None,
+        settings.tests,
+        (settings.csv,) if settings.csv else (),
+        settings.mcp_server,
+        settings.runs,
+        files,
+    )
+    said = files.write(settings.dry_run)
+    lines = [*said] if settings.dry_run else [f"wrote {cases}", run]
+    for line in lines:
+        console.print(terminal_text(line), markup=False, highlight=False, soft_wrap=True)
+    return 0

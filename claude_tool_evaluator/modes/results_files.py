@@ -21,13 +21,14 @@ from ..dry_run import print_estimate
 from ..errors import EvalError, FatalApiError, InputError
 from ..files import write_json_atomic, write_text_atomic
 from ..loaders.skills import load_markdown_test, load_skill
-from ..options import WRITERS, project_model
+from ..options import WRITERS
 from ..redaction import error_line
 from ..result_records import read_results_document, results_schema
 from ..results import case_label, is_matrix
 from ..runners.generate import estimate_generation, generate_skill_tests, generation_model
 from ..scoring.statistics import detectable_change, runs_to_detect, shifted_rate
 from ..session import check_model_endpoint
+from ..settings import project_model
 from ..sinks import escape_markup, terminal_text, wrote_line
 from ..stopping import run_async
 from ..writers.comparison import compare_files, counted_runs, print_comparison
@@ -37,8 +38,8 @@ from ..writers.markdown import percent
 from .common import require_api_key
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..records import SkillInfo
+    from ..settings import Settings
 
 
 def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:

@@ -82,10 +82,10 @@ from .common import check_auto_runs, exit_code, require_api_key
 
 if TYPE_CHECKING:
     from ..loaders.distractors import SkillCrowd
-    from ..options import Settings
     from ..pipeline import PipelineOutcome
     from ..records import RoutingRule, SkillInfo, SkillTest, TriggerScore
     from ..result_records import CaseResult, ClaudeRun, SkillTestResult
+    from ..settings import Settings
 
 
 def default_skill_concurrency() -> int:

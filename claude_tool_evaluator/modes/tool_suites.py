@@ -31,7 +31,7 @@ from ..loaders.servers import wrong_file
 from ..loaders.skills import kind_of_test_file, load_markdown_tests
 from ..pipeline import PipelineOutcome, jobs_to_run, run_pipeline
 from ..records import TestCase
-from ..result_records import CaseResult, SecurityRecord, ToolInfoRecord, tool_run_result
+from ..result_records import CaseResult, ToolInfoRecord, tool_run_result
 from ..results import Results, make_metadata, summary_record
 from ..runners.crowd import (
     ToolCrowd,
@@ -46,6 +46,7 @@ from ..scoring.harness import HarnessTally
 from ..scoring.statistics import CaseCounts, RunTotals, tool_coverage, tools_expected
 from ..scoring.suites import AnswerScoring, QaScoring, SuiteScoring, ToolCheckScoring
 from ..scoring.verdicts import model_matrix
+from ..security_records import SecurityRecord
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.hostile import print_attack_costs, print_pins
@@ -67,10 +68,10 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..records import SkillTest
-    from ..result_records import PinRecord, RedTeamRecord
     from ..scoring.suites import Scoring
+    from ..security_records import PinRecord, RedTeamRecord
+    from ..settings import Settings
 
 
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:

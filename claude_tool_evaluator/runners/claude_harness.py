@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from ..hub.calls import ToolPolicy
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
-    from ..options import Settings
     from ..records import ServerSpec, TestCase
+    from ..settings import Settings
 
 HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES
 # --tool-search: Claude Code's ENABLE_TOOL_SEARCH (auto: left unset, Claude Code decides)

@@ -55,9 +55,9 @@ from .tool_use import count_prefix_tokens, estimate_tool_runs
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
     from ..loaders.distractors import DistractorSource
-    from ..options import Settings
     from ..records import ServerSpec, SkillInfo, TestCase, Transcript
     from ..result_records import ClaudeRun
+    from ..settings import Settings
     from .skills import SkillSuitePlan
     from .tool_use import ToolUseRunner
 

@@ -21,8 +21,8 @@ from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import cap_text, safe_name
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..records import SkillInfo
+    from ..settings import Settings
 
 
 def extract_json_object(text: str) -> dict | None:

@@ -1,6 +1,8 @@
 """The Claude Code runner for whole plugins: each case of a plugin's eval suite run through
 `claude -p` in two arms, with the plugin (a copy loaded with --plugin-dir from the run's
-temporary HOME) and without, each run graded by the six grader kinds, and what they would cost.
+temporary HOME) and without, each run graded by the six grader kinds. A Runner of the pipeline
+(its journal, --resume, --retry-errors, --shard, -i auto's rounds, --max-cost, Ctrl-C): its
+records are PluginRunResult.
 
 May import: the rooms above the runners, runners.tool_use."""
 
@@ -9,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import re
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,7 @@ from typing import Any
 import prompts
 import test_constants as C
 
-from ..cache import ResponseCache
+from ..cache import CACHE_SAMPLE, ResponseCache
 from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
@@ -33,11 +37,14 @@ from ..claude_code import (
 )
 from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
+from ..errors import InputError
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
 from ..loaders.servers import plugin_server_names
-from ..pipeline import AutoRounds, Job
+from ..pipeline import Job
 from ..records import cost_usd
+from ..redaction import Redactor
+from ..result_records import PluginGraderVerdictRecord, PluginRunResult, RunResult, VerdictRecord
 from ..scoring.plugin_graders import (
     PluginRunView,
     PluginToolCall,
@@ -51,30 +58,60 @@ from .skills import estimate_claude_runs
 ARMS = ("with", "without")
 AUTO_ARM_THRESHOLD = 0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
 PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
+IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """A plugin's (or a case's) files as its copy holds them: its results and VCS folders left
+    out, links not followed."""
+    found = []
+    for here, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED_FOLDERS)
+        found += [Path(here) / name for name in sorted(files)]
+    return found
+
+
+def entry_digest(path: Path) -> str:
+    """A file by its content (a link by where it points; one that cannot be read, as such)."""
+    try:
+        if path.is_symlink():
+            return "link:" + os.readlink(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+def folder_digest(folder: Path) -> str:
+    """What a folder holds, by relative path and content: what makes runs against it reusable."""
+    parts = [[str(path.relative_to(folder)), entry_digest(path)] for path in folder_files(folder)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclass
 class PluginRunPlan:
-    """What a `plugin` run does: the plugin, which Claude Code and model, runs per case (None:
-    each case's own `runs`), the judge, the --cache folder, how many runs at once."""
+    """One configuration of a `plugin` run: the plugin, which Claude Code and model, runs per
+    case (None: each case's own `runs`), the arms, and what the runs load beside it."""
 
     plugin: Plugin
     binary: str
-    model: str = C.DEFAULT_TRIGGER_MODEL
-    base_url: str | None = None
+    model: str
     runs: int | None = None
-    judge_model: str = C.DEFAULT_JUDGE_MODEL
-    cache: str | None = None
-    concurrency: int = 2
     ablation: bool = True
     label: str = ""  # a matrix: which model and Claude Code version its runs are
-    auto_least: int | None = None  # --runs auto[:MIN-MAX]: the rounds' MIN (`runs` is then MAX)
+    version: str | None = None  # the Claude Code version (a matrix's, or the one run's)
+    base_url: str | None = None
     # --distractors installed: the user's other plugins, loaded in both arms beside it
     others: tuple[Path, ...] = ()
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
+    fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
+
+    @functools.cached_property
+    def loaded_digests(self) -> list[str]:
+        """The plugin's digest, then each other plugin's, read once for every case."""
+        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -94,51 +131,41 @@ class PluginRunPlan:
             sandbox="Bash" in allowed,
         )
 
-    def jobs(self) -> list[Job]:
-        return [
-            Job(
-                key=(self.label, case.name, arm, run),
-                payload=(case, arm, self.settings(case)),
-                case=(case.name, arm),
-                iteration=run,
-            )
-            for case in self.plugin.cases
-            for arm in self.arms
-            for run in range(1, self.runs_of(case) + 1)
-        ]
+    def fingerprint(self, case: PluginCase, arm: str) -> str:
+        """What makes a run of the case in the arm reusable (--resume, --merge): the case's files
+        (prompt, graders, baseline, scaffold), the plugin's files in the arm with it, the other
+        plugins loaded beside it, and whether graders are judged under ablation and scaffolds run."""
+        key = (case.name, arm)
+        if key not in self.fingerprints:
+            parts = [
+                case.name,
+                folder_digest(case.folder),
+                arm,
+                self.ablation,
+                self.scaffold and bool(case.scaffold_script),
+                self.loaded_digests[0] if arm == "with" else "",
+                self.loaded_digests[1:],
+            ]
+            self.fingerprints[key] = hashlib.sha256(
+                json.dumps(parts, default=str).encode()
+            ).hexdigest()[:16]
+        return self.fingerprints[key]
 
-
-@dataclass
-class PluginArmRun:
-    """One run of one case in one arm, graded; its stream events kept (`events`) for the readers
-    of subagent delegations and hook firings."""
-
-    case: str
-    arm: str
-    run: int
-    label: str = ""  # a --model / --claude-bin matrix: `model @ version` (else "")
-    score: float = 0.0
-    passed: bool = False
-    graders: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    turns: int | None = None
-    cost_usd: float = 0.0
-    judge_cost_usd: float = 0.0
-    duration_ms: float = 0.0
-    tools: list[str] = field(default_factory=list)
-    answer: str = ""
-    # what the plugin's parts did in the run: the subagents handed a task (`PLUGIN:AGENT`), each
-    # hook that ran and what it did (`PreToolUse:Bash blocked: ...`), the MCP tools called
-    delegations: list[str] = field(default_factory=list)
-    hooks: list[str] = field(default_factory=list)
-    mcp_calls: list[str] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-
-    def as_dict(self, with_events: bool = False) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "events"}
-        if with_events:
-            data["events"] = self.events
-        return data
+    def jobs(self) -> Iterator[Job]:
+        """Per case, arm and run; the configuration (model, label) and the fingerprint are part
+        of the key, the case, arm, run and label of what names it for --shard."""
+        for case in self.plugin.cases:
+            settings = self.settings(case)
+            for arm in self.arms:
+                fingerprint = self.fingerprint(case, arm)
+                for run in range(1, self.runs_of(case) + 1):
+                    yield Job(
+                        key=(self.label, self.model, case.name, arm, run, fingerprint),
+                        payload=(case, arm, settings, self),
+                        identity=(case.name, arm, run, self.label or self.model),
+                        case=(self.label, self.model, case.name, arm),
+                        iteration=run,
+                    )
 
 
 def install_plugin(source: Path, name: str, home: Path) -> Path:
@@ -229,6 +256,50 @@ def ended_ungraded(events: list[dict], start_error: str | None) -> bool:
     return bool(start_error) or not events or api_error
 
 
+def needs_judge(plugin: Plugin) -> bool:
+    return any(g.kind in ("llm", "baseline") for c in plugin.cases for g in c.graders)
+
+
+def judge_vote(judge: Judge, spent: list[float]) -> Vote:
+    """A judge vote through this product's judge: Claude Code's grading prompt as the criterion,
+    the verdict the forced `grade` call's `passed`; each of the 3 votes its own request (the
+    judge caches identical requests), its cost added to `spent`."""
+
+    async def vote(prompt: str, index: int) -> bool:
+        request = ModelRequest(
+            judge.model_id,
+            prompts.JUDGE_SYSTEM_PROMPT,
+            [{"role": "user", "content": f"{prompt}\n\n(Vote {index + 1} of 3.)"}],
+            [GRADE_TOOL],
+            C.JUDGE_MAX_TOKENS,
+            tool_choice=JUDGE_TOOL_CHOICE,
+        )
+        grade, usage = await judge.grade_request(request)
+        if usage is not None:
+            spent.append(cost_usd(usage, judge.model_id))
+        return grade.get("passed") is True
+
+    return vote
+
+
+async def unjudged(prompt: str, index: int) -> bool:
+    raise RuntimeError("an llm or baseline grader ran without a judge")
+
+
+def plan_record(plan: PluginRunPlan, case: PluginCase, arm: str, run: int) -> PluginRunResult:
+    """A run's record before it runs: what names it (its configuration and fingerprint too)."""
+    return PluginRunResult(
+        case=case.name,
+        arm=arm,
+        run=run,
+        model=plan.model,
+        label=plan.label,
+        claude_version=plan.version,
+        query=case.prompt,
+        fingerprint=plan.fingerprint(case, arm),
+    )
+
+
 async def run_arm(
     plan: PluginRunPlan,
     case: PluginCase,
@@ -236,12 +307,12 @@ async def run_arm(
     run: int,
     settings: ClaudeCliSettings,
     vote: Vote,
-) -> PluginArmRun:
+) -> PluginRunResult:
     """One run of a case in an arm; never raises for a failed, hung or garbled run: that is an
     error on the run. As Claude Code does, a run cut short (its timeout, its turns) is graded on
     what it did; one that never started or ended on an API error scores 0 ungraded."""
     start = time.perf_counter()
-    record = PluginArmRun(case.name, arm, run)
+    record = plan_record(plan, case, arm, run)
     try:
         folder = RunFolder.make()
     except OSError as exc:
@@ -275,6 +346,7 @@ async def run_arm(
             claude_run.error = done.start_error
         record.events, record.turns = events, claude_run.num_turns
         record.tools, record.answer = list(claude_run.tools), claude_run.answer
+        record.usage = dict(claude_run.usage)
         record.delegations = claude_run.delegated_agents
         record.hooks = [f"{h.name} {h.did}" for h in claude_run.hooks]
         record.mcp_calls = [name for name in claude_run.tools if name.startswith("mcp__")]
@@ -290,130 +362,144 @@ async def run_arm(
                 folder=folder.project,
             )
             verdicts = await grade_run(case, view, arm if plan.ablation else None, vote)
-            record.graders = [v.as_dict() for v in verdicts]
+            record.graders = [
+                PluginGraderVerdictRecord(
+                    name=v.name,
+                    passed=v.passed,
+                    weight=v.weight,
+                    explanation=v.explanation,
+                    with_only=v.with_only,
+                    scored=v.scored,
+                    judge_votes=v.votes or None,
+                )
+                for v in verdicts
+            ]
             record.score = run_score(verdicts)
             record.passed = record.score >= 1.0
     except OSError as exc:
         record.error = f"could not prepare the run: {exc}"
     finally:
         folder.remove()
-    record.duration_ms = round((time.perf_counter() - start) * 1000, 2)
+        record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return record
 
 
-def needs_judge(plugin: Plugin) -> bool:
-    return any(g.kind in ("llm", "baseline") for c in plugin.cases for g in c.graders)
+def run_verdict(record: PluginRunResult) -> VerdictRecord:
+    """A run's verdict as the writers read it: passed at a score of 1; its error, else the scored
+    graders it failed, as reasons."""
+    reasons = (
+        [record.error]
+        if record.error
+        else [f"{g.name}: {g.explanation}" for g in record.graders if g.scored and not g.passed]
+    )
+    return VerdictRecord(passed=record.passed, reasons=reasons)
 
 
-def judge_vote(judge: Judge, spent: list[float]) -> Vote:
-    """A judge vote through this product's judge: Claude Code's grading prompt as the criterion,
-    the verdict the forced `grade` call's `passed`; each of the 3 votes its own request (the
-    judge caches identical requests), its cost added to `spent`."""
+class PluginRunner:
+    """The pipeline's runner of a plugin's suite: every configuration's jobs (PluginRunPlan), one
+    `claude -p` run each, `concurrency` at once; --cache puts a caching proxy between Claude Code
+    and the model, and the judge of llm and baseline graders reads through it too."""
 
-    async def vote(prompt: str, index: int) -> bool:
-        request = ModelRequest(
-            judge.model_id,
-            prompts.JUDGE_SYSTEM_PROMPT,
-            [{"role": "user", "content": f"{prompt}\n\n(Vote {index + 1} of 3.)"}],
-            [GRADE_TOOL],
-            C.JUDGE_MAX_TOKENS,
-            tool_choice=JUDGE_TOOL_CHOICE,
+    auto_threshold = AUTO_ARM_THRESHOLD  # --runs auto: each arm decided around one half
+
+    def __init__(
+        self,
+        plans: Sequence[PluginRunPlan],
+        concurrency: int,
+        judge_model: str,
+        cache: str | None = None,
+        keep_events: bool = False,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.plans, self.concurrency, self.judge_model = list(plans), concurrency, judge_model
+        self.cache, self.keep_events = cache, keep_events
+        self.redactor = redactor or Redactor.for_run()
+        self.judge: Judge | None = None
+        self.proxy: CachingProxy | None = None
+        self.in_flight: dict[tuple, Job] = {}  # what a stop signal cuts short (see under_way)
+
+    def jobs(self) -> Iterator[Job]:
+        for plan in self.plans:
+            yield from plan.jobs()
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """--cache's proxy, and the judge when a grader needs one, for the whole suite."""
+        base_url = self.plans[0].base_url if self.plans else None
+        proxy = (
+            CachingProxy(ResponseCache.open(self.cache), model_api_url(base_url))
+            if self.cache
+            else None
         )
-        grade, usage = await judge.grade_request(request)
-        if usage is not None:
-            spent.append(cost_usd(usage, judge.model_id))
-        return grade.get("passed") is True
+        plugin = self.plans[0].plugin if self.plans else None
+        client = (
+            model_client(self.cache, base_url=base_url)
+            if plugin is not None and needs_judge(plugin)
+            else None
+        )
+        try:
+            if proxy is not None:
+                self.proxy = proxy.__enter__()
+            if client is not None:
+                self.judge = Judge(client, self.judge_model)
+            yield
+        finally:
+            if client is not None:
+                await client.close()
+            self.judge = None
+            if proxy is not None:
+                proxy.__exit__(None, None, None)
+                self.proxy = None
 
-    return vote
-
-
-async def unjudged(prompt: str, index: int) -> bool:
-    raise RuntimeError("an llm or baseline grader ran without a judge")
-
-
-async def in_rounds(
-    plan: PluginRunPlan,
-    one: Callable[[Job], Awaitable[None]],
-    results: list[PluginArmRun],
-    finished: set[tuple],
-) -> None:
-    """--runs auto: the pipeline's rounds (AutoRounds), each arm of each case a case of its own:
-    MIN runs first, then one more at a time until the arm's pass rate is clearly above or below
-    one half (its 95 % interval), or MAX runs. Runs kept by --resume count as done."""
-    jobs = plan.jobs()
-    rounds = AutoRounds(
-        [j for j in jobs if j.key not in finished], plan.auto_least or 1, AUTO_ARM_THRESHOLD
-    )
-    by_key = {j.key: j for j in jobs}
-    for record in results:
-        job = by_key.get((record.label, record.case, record.arm, record.run))
-        if job is not None:
-            rounds.kept(job, record.passed)
-    while batch := rounds.next_round():
-        before = len(results)
-        await asyncio.gather(*(one(job) for job in batch))
-        for record in results[before:]:
-            rounds.finished(
-                by_key[(record.label, record.case, record.arm, record.run)], record.passed
-            )
-        if len(results) == before:  # --max-cost: nothing ran
-            return
-
-
-async def run_plugin_suite(
-    plan: PluginRunPlan,
-    on_result: Callable[[PluginArmRun], None],
-    done_before: Sequence[PluginArmRun] = (),
-    max_cost: float | None = None,
-) -> list[PluginArmRun]:
-    """Every job of the plan not already in `done_before` (--resume), `concurrency` at a time,
-    each result handed to `on_result` as it completes; once --max-cost is reached no run starts."""
-    finished = {(r.label, r.case, r.arm, r.run) for r in done_before}
-    results: list[PluginArmRun] = [r for r in done_before if r.label == plan.label]
-    spent = [sum(r.cost_usd + r.judge_cost_usd for r in done_before)]
-    gate = asyncio.Semaphore(max(1, plan.concurrency))
-    proxy = (
-        CachingProxy(ResponseCache.open(plan.cache), model_api_url(plan.base_url))
-        if plan.cache
-        else None
-    )
-    judge_client = (
-        model_client(plan.cache, base_url=plan.base_url) if needs_judge(plan.plugin) else None
-    )
-    judge = Judge(judge_client, plan.judge_model) if judge_client is not None else None
-
-    async def one(job: Job) -> None:
-        case, arm, settings = job.payload
-        async with gate:
-            if max_cost is not None and spent[0] >= max_cost:
-                return
-            if proxy is not None:  # --cache: as the skills' runs, each run its own sample
-                settings = replace(settings, base_url=f"{proxy.url}/sample/{job.iteration}")
-            judge_spent: list[float] = []
-            vote = judge_vote(judge, judge_spent) if judge is not None else unjudged
+    async def run(self, job: Job) -> PluginRunResult:
+        case, arm, settings, plan = job.payload
+        if self.proxy is not None:  # --cache: as the skills' runs, each run its own sample
+            settings = replace(settings, base_url=f"{self.proxy.url}/sample/{job.iteration}")
+        CACHE_SAMPLE.set(str(job.iteration))  # the judge's calls of this run: its sample
+        spent: list[float] = []
+        vote = judge_vote(self.judge, spent) if self.judge is not None else unjudged
+        self.in_flight[job.key] = job
+        try:
             record = await run_arm(plan, case, arm, job.iteration, settings, vote)
-            record.label = plan.label
-            record.judge_cost_usd = round(sum(judge_spent), 6)
-            spent[0] += record.cost_usd + record.judge_cost_usd
-            results.append(record)
-            on_result(record)
+        finally:
+            self.in_flight.pop(job.key, None)
+        record.judge_cost_usd = round(sum(spent), 6)
+        return record
 
-    try:
-        if proxy is not None:
-            proxy.__enter__()
-        if plan.auto_least is None:
-            await asyncio.gather(*(one(j) for j in plan.jobs() if j.key not in finished))
-        else:
-            await in_rounds(plan, one, results, finished)
-    finally:
-        if judge_client is not None:
-            await judge_client.close()
-        if proxy is not None:
-            proxy.__exit__(None, None, None)
-    order = {job.key: i for i, job in enumerate(plan.jobs())}
-    return sorted(results, key=lambda r: order.get((r.label, r.case, r.arm, r.run), len(order)))
+    def cost(self, record: PluginRunResult) -> float:
+        return record.cost_usd + record.judge_cost_usd
 
+    def to_result(self, record: PluginRunResult) -> PluginRunResult:
+        """The run as the results keep it: its verdict, its events only with --keep-events."""
+        return record.model_copy(
+            update={
+                "verdict": run_verdict(record),
+                "events": record.events if self.keep_events else None,
+            }
+        )
 
-def estimate_plugin_runs(plan: PluginRunPlan) -> CostEstimate:
-    """--dry-run: every run priced as a `claude -p` run of its case's max_turns."""
-    return estimate_claude_runs(plan.jobs())
+    def result_key(self, result: RunResult) -> tuple:
+        if not isinstance(result, PluginRunResult):
+            return ("foreign",)
+        return (result.label, result.model, result.case, result.arm, result.run, result.fingerprint)
+
+    def from_result(self, job: Job, result: RunResult, scored: bool = False) -> PluginRunResult:
+        if not isinstance(result, PluginRunResult):  # result_key keeps other kinds apart
+            raise InputError(
+                f"{job.key[2]!r}: the earlier result is not a plugin run", hint="choose another -o"
+            )
+        return result
+
+    def under_way(self) -> list[tuple[tuple, PluginRunResult]]:
+        """The runs a stop signal cut short, each an `interrupted` run (--resume runs it again)."""
+        cut = []
+        for key, job in self.in_flight.items():
+            case, arm, _, plan = job.payload
+            record = plan_record(plan, case, arm, job.iteration)
+            record.error = "interrupted"
+            cut.append((key, record))
+        return cut
+
+    async def estimate(self, jobs: Sequence[Job]) -> CostEstimate:
+        """--dry-run: every run priced as a `claude -p` run of its case's max_turns."""
+        return estimate_claude_runs(jobs)

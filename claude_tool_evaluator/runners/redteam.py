@@ -36,7 +36,6 @@ from ..hub.hostile import (
 from ..hub.tools import ToolSpec
 from ..loaders.csv_suites import case_tool_view
 from ..loaders.vectors import load_vectors
-from ..result_records import RedTeamRecord, VectorRecord
 from ..scoring.attacks import (
     AttackedRun,
     attack_delivered,
@@ -45,6 +44,7 @@ from ..scoring.attacks import (
     redteam_figures,
 )
 from ..scoring.scan import revealed
+from ..security_records import RedTeamRecord, VectorRecord
 from ..session import ModelRequest
 from ..sinks import cap_text
 from .crowd import combined_cost
@@ -54,10 +54,10 @@ if TYPE_CHECKING:
     from ..dry_run import CostEstimate
     from ..grading import Judge
     from ..hub.calls import McpHub
-    from ..options import Settings
     from ..pipeline import Job
     from ..records import ServerSpec, TestCase, Transcript, Verdict
     from ..result_records import CaseResult
+    from ..settings import Settings
     from .tool_use import ToolUseRunner
 
 

@@ -57,11 +57,12 @@ if TYPE_CHECKING:
     from ..engine import UserInput
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
-    from ..options import Settings
     from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
-    from ..result_records import PinRecord, RunResult
+    from ..result_records import RunResult
     from ..scoring.suites import ToolCheckScoring
+    from ..security_records import PinRecord
     from ..session import CachedModel, ModelClient
+    from ..settings import Settings
 
 
 def estimate_tool_runs(

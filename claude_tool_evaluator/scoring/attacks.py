@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import test_constants as C
 
 from ..hub.hostile import ATTACKS
-from ..result_records import AttackFigureRecord, AttackRunRecord
+from ..security_records import AttackFigureRecord, AttackRunRecord
 from .statistics import pass_hat_k, rounded_interval, wilson_interval
 
 if TYPE_CHECKING:

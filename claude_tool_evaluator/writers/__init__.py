@@ -23,7 +23,8 @@ register_writer(
             "-o",
             "--output",
             type=click.Path(),
-            help="Write the results JSON here (a journal beside it as runs finish).",
+            help="Write the results JSON here (a journal beside it as runs finish); import and "
+            "export: the folder they write into (generate: its drafts' file or folder).",
         ),
         RoomFunction("writers.formats", "write_results_json"),
         compare=RoomFunction("writers.formats", "write_comparison_json"),

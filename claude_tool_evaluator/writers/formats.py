@@ -21,7 +21,14 @@ from ..errors import OutputError
 from ..files import dump_json, journal_path, write_json_atomic, write_text_atomic
 from ..options import WRITERS
 from ..records import Usage
-from ..result_records import SECTIONS, BenchmarkRecord, SkillRunResult, ToolRunResult, dump_record
+from ..result_records import (
+    SECTIONS,
+    BenchmarkRecord,
+    PluginRunResult,
+    SkillRunResult,
+    ToolRunResult,
+    dump_record,
+)
 from ..results import case_label, gates
 from ..scoring.task_evals import run_tokens
 from ..sinks import csv_cell, json_text, wrote_line, xml_text
@@ -34,9 +41,10 @@ from .html import html_comparison_data, render_html
 from .markdown import render_markdown, signed
 
 if TYPE_CHECKING:
-    from ..options import Settings, Writer
+    from ..options import Writer
     from ..result_records import CaseResult, RunResult
     from ..results import Results
+    from ..settings import Settings
     from .comparison import Comparison
 
 
@@ -83,6 +91,23 @@ def csv_row(result: RunResult) -> list[Any]:
             result.error or "",
             "",
             ",".join(call.source for call in result.tool_calls),
+        ]
+    if isinstance(result, PluginRunResult):
+        label = f" ({result.label})" if result.label else ""
+        return [
+            f"{result.case} [{result.arm}]{label}",
+            result.run,
+            result.query,
+            ",".join(result.tools),
+            verdict,
+            reasons,
+            Usage.from_api(result.usage).total,
+            f"{result.cost_usd + result.judge_cost_usd:.6f}",
+            result.latency_ms,
+            "",
+            result.error or "",
+            "",
+            "",
         ]
     tokens = Usage.from_api(result.usage).total
     ended = "timeout" if result.timed_out else result.result_subtype or ""

@@ -36,9 +36,9 @@ from .comparison import (
 from .markdown import percent, render_markdown
 
 if TYPE_CHECKING:
-    from ..options import Settings
     from ..result_records import CaseResult
     from ..results import Results
+    from ..settings import Settings
     from .comparison import CaseChange, Comparison
 
 
@@ -272,8 +272,9 @@ def comment_footer() -> list[str]:
 
 
 def results_comment(results: Results) -> list[str]:
-    """A run as a pull-request comment: the verdict, pass rate, cost and model, then every case
-    that fails the suite with why and where it is written."""
+    """A run as a pull-request comment: the verdict, pass rate, cost and model, what the sections
+    give a comment (Section.comment: a plugin's with/without table), then every case that fails
+    the suite with why and where it is written."""
     s, meta = results.summary, results.metadata
     low, high = wilson_interval(s.passed, s.cases)
     failing = (c for c in results.cases if not c.passed and gates(c))
@@ -284,12 +285,20 @@ def results_comment(results: Results) -> list[str]:
         if s.runs
         else ""
     )
+    sections = [
+        line
+        for place in ("first", "before_cases", "after_cases")
+        for section, value in results.shown(place)
+        if section.comment is not None
+        for line in section.comment(value)
+    ]
     return [
         f"### {'✅' if results.passed else '❌'} {MODE_TITLES.get(meta.evaluation, 'Evaluation')}"
         f"{suite}: {markdown_cell(results.headline_count, None)}",
         "",
         f"{rate}cost ${s.cost_usd:.4f} · {markdown_cell(models_text(meta), None, code=True)}",
         "",
+        *sections,
         *comment_failures(failing, "Failing cases", results.matrix),
     ]
 

@@ -21,7 +21,7 @@ from .markdown import percent
 
 if TYPE_CHECKING:
     from ..dry_run import CostEstimate
-    from ..result_records import (
+    from ..security_records import (
         AttackFigureRecord,
         PinRecord,
         RedTeamRecord,

@@ -14,7 +14,7 @@ import test_constants as C
 from ..files import dump_streamed, materialized, write_text_atomic
 from ..records import Usage
 from ..redaction import Redactor
-from ..result_records import SECTIONS, ToolRunResult, dump_record
+from ..result_records import SECTIONS, PluginRunResult, ToolRunResult, dump_record
 from ..results import MODE_TITLES, Results, models_text
 from ..scoring.statistics import wilson_interval
 from ..sinks import hidden_shown, json_text
@@ -61,6 +61,9 @@ def html_run_id(result: RunResult) -> str:
     """A run's id in the page and in feedback.json: the case (or the query) and the run number."""
     if isinstance(result, ToolRunResult):
         return f"{result.test_name}/run-{result.iteration}"
+    if isinstance(result, PluginRunResult):
+        label = f" ({result.label})" if result.label else ""
+        return f"{result.case} [{result.arm}]{label}/run-{result.run}"
     configuration = f" [{result.configuration}]" if getattr(result, "configuration", "") else ""
     return f"{result.test if result.test and result.test != 'trigger' else result.query}{configuration}/run-{result.run}"
 
@@ -112,6 +115,38 @@ def html_skill_run_steps(r: SkillRunResult) -> list[dict]:
     return steps
 
 
+def html_plugin_run(result: PluginRunResult) -> dict:
+    """A plugin run's page data beside the common fields: the prompt, the tools it called and its
+    answer; the arm, score and the plugin's parts as facts; each grader's verdict."""
+    steps: list[dict] = [{"role": "user", "text": html_cut(result.query)}]
+    steps += [{"role": "tool", "name": name, "input": "", "output": ""} for name in result.tools]
+    if result.answer:
+        steps.append({"role": "assistant", "text": html_cut(result.answer)})
+    facts = {
+        "arm": f"{result.arm} the plugin",
+        "score": f"{result.score:.2f}",
+        "turns": result.turns,
+        "delegated to": ", ".join(result.delegations),
+        "hooks": html_cut("; ".join(result.hooks), 2000),
+        "MCP calls": ", ".join(result.mcp_calls),
+    }
+    grades = {
+        f"grader {g.name}": {
+            "passed": g.passed,
+            "text": html_cut(g.explanation + ("" if g.scored else " (shown, not scored)"), 2000),
+        }
+        for g in result.graders
+    }
+    return {
+        "iteration": result.run,
+        "model": result.label or result.model,
+        "tokens": Usage.from_api(result.usage).total,
+        "steps": steps,
+        "facts": {k: v for k, v in facts.items() if v not in (None, "")},
+        "grades": grades,
+    }
+
+
 def html_run(result: RunResult) -> dict:
     verdict = result.verdict
     common = {
@@ -122,6 +157,8 @@ def html_run(result: RunResult) -> dict:
         "passed": None if verdict is None else verdict.passed,
         "reasons": verdict.reasons if verdict else [],
     }
+    if isinstance(result, PluginRunResult):
+        return dict(common, **html_plugin_run(result))
     if isinstance(result, ToolRunResult):
         return dict(
             common,
@@ -218,6 +255,8 @@ def html_results_data(results: Results) -> dict:
     for result, run in zip(records, runs):
         if isinstance(result, ToolRunResult):
             owners = [label(result.test_name, result.model)]
+        elif isinstance(result, PluginRunResult):
+            owners = [label(f"{result.case} [{result.arm}]", result.label or None)]
         elif result.test and result.test != "trigger":
             owners = [label(result.test, result.model)]
         else:

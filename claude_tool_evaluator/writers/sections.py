@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from ..plugin_records import PluginRecord
 from ..result_records import (
     BenchmarkRecord,
     ClaudeCodeRecord,
@@ -21,13 +22,13 @@ from ..result_records import (
     OverlapRecord,
     QaRecord,
     Section,
-    SecurityRecord,
     SkillRecord,
     SkillTestRecord,
     TriggerScoreRecord,
     dump_record,
     register_section,
 )
+from ..security_records import SecurityRecord
 from ..sinks import escape_markup, markdown_cell
 from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
 from .hostile import html_security, print_security, security_junit, security_markdown
@@ -44,6 +45,7 @@ from .markdown import (
     trigger_analysis_markdown,
 )
 from .optimization import html_optimization, optimization_markdown, print_optimization
+from .plugin import html_plugin, plugin_comment, plugin_markdown, print_plugin
 from .terminal import print_benchmark, print_matrix, print_qa, print_trigger_table
 
 
@@ -390,5 +392,18 @@ register_section(
         print_claude_code,
         html_claude_code,
         place="before_cases",
+    )
+)
+
+
+register_section(
+    Section(
+        "plugin",
+        PluginRecord,
+        plugin_markdown,
+        print_plugin,
+        html_plugin,
+        place="before_cases",
+        comment=plugin_comment,
     )
 )
