@@ -7,10 +7,10 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
     inputs -> load -> cases -> run -> transcripts -> score -> verdicts -> report -> CLI
 
     errors, stopping, sinks, files,     foundations: errors, stop signals, escaping for every
-    records, redaction, patterns        sink, files written atomically, data types, the redactor,
-                                        untrusted regular expressions
-    result_records, security_records,   the results document's records (the hostile room's and
-    plugin_records, answers             the plugin's sections apart); one answer vocabulary
+    run_types, redaction, patterns      sink, files written atomically, the types a run is made
+                                        of, the redactor, untrusted regular expressions
+    results_schema/, answers            the results file's pydantic schema (the hostile room's
+                                        and the plugin's sections apart); one answer vocabulary
     loaders/                            CSV, QA, markdown tests, skills, conversations, servers,
                                         distractors, injection vectors
     hub/                                MCP servers: processes, stdio, calls (policy, mocks,
@@ -21,7 +21,7 @@ OPTIONS, WRITERS, SECTIONS, MODES, TOOL_CHECKS):
     scoring/                            transcripts -> verdicts (TOOL_CHECKS), statistics
     options, settings, grading,         OPTIONS and WRITERS; Settings; the judge and state
     dry_run, pipeline, runners/         checks; cost estimates; journal, resume, signals; runners
-    results, writers/                   what every writer reads; json, markdown, junit, csv,
+    finished_run, writers/              what every writer reads; json, markdown, junit, csv,
                                         html, github, the sections (SECTIONS)
     modes/                              one module per family of modes
     mode_table, cli                     MODES and the command line

@@ -1,8 +1,8 @@
 """One answer vocabulary everywhere: how an expected answer is matched (exact, normalized,
 contains, regex, numeric, judge) and the reasons a mismatch gives.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .patterns import BadPattern, PatternSkipped, pattern_problem, untrusted_sea
 from .sinks import preview
 
 if TYPE_CHECKING:
-    from .records import TestCase, Transcript
+    from .run_types import TestCase, Transcript
 
 
 # How an expected answer is compared with the answer Claude gave (QA pairs, CSV `expected_answer`,

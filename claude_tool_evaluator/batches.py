@@ -1,8 +1,8 @@
 """--batch: the Message Batches API behind the same model interface, with a ledger that resumes
 a batch after Ctrl-C and a cost cap that holds.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import test_constants as C
 
 from .errors import FatalApiError, is_api_error
 from .files import json_lines, write_text_atomic
-from .records import Usage, cost_usd, price_for
+from .run_types import Usage, cost_usd, price_for
 from .session import (
     AnthropicModel,
     ModelReply,

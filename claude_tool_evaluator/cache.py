@@ -1,7 +1,7 @@
 """--cache DIR: a model answer kept once per exact request, and the folder read as untrusted input
 (every entry sealed and checked on read; `cache verify` and `cache prune`).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns)."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns)."""
 
 from __future__ import annotations
 

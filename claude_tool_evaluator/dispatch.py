@@ -29,7 +29,7 @@ from .mode_table import MODES, select_mode
 from .modes.optimizer import optimized_file_path
 from .options import OPTIONS, flag_of
 from .pipeline import output_lock
-from .result_records import (
+from .results_schema.document import (
     PluginRunResult,
     ToolRunResult,
     merged_piece_runs,
@@ -41,7 +41,7 @@ from .writers import WRITERS, Writer, writer_named
 
 if TYPE_CHECKING:
     from .mode_table import Mode
-    from .result_records import Metadata, ResultsDocument, RunResult
+    from .results_schema.document import Metadata, ResultsDocument, RunResult
 
 
 def piece_models(meta: Metadata) -> str:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 import test_constants as C
 
-from .records import Usage, cli_model_id, cost_usd, price_for
+from .run_types import Usage, cli_model_id, cost_usd, price_for
 from .scoring.statistics import (
     detectable_change,
     fewest_deciding_runs,
@@ -23,7 +23,7 @@ from .scoring.statistics import (
 )
 
 if TYPE_CHECKING:
-    from .records import TestCase
+    from .run_types import TestCase
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The conversation engine: the tool loop (model session + MCP hub), and who answers for the user
 (nobody, the terminal, a simulated user).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ import prompts
 import test_constants as C
 
 from .errors import FatalApiError, is_api_error
-from .records import HistoryEntry, ToolCall, Transcript
+from .run_types import HistoryEntry, ToolCall, Transcript
 from .session import ModelRequest, api_error_message
 from .sinks import terminal_text
 
 if TYPE_CHECKING:
     from .hub.calls import McpHub, RunTools
-    from .records import RunSettings, TestCase
+    from .run_types import RunSettings, TestCase
     from .session import ModelClient
 
 

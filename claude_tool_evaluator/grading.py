@@ -25,14 +25,14 @@ from .hub.processes import (
     kill_process_group,
     run_marker,
 )
-from .records import Usage, cost_usd, estimated_tokens
+from .run_types import Usage, cost_usd, estimated_tokens
 from .session import ModelRequest, api_error_message
 from .sinks import cap_text, one_line, tail
 
 if TYPE_CHECKING:
-    from .records import SkillTest, TestCase, Transcript
     from .redaction import Redactor
-    from .result_records import ArtifactRecord, ClaudeRun
+    from .results_schema.document import ArtifactRecord, ClaudeRun
+    from .run_types import SkillTest, TestCase, Transcript
     from .session import ModelClient
 
 

@@ -1,7 +1,7 @@
 """Untrusted regular expressions matched in linear time (RE2), or in a worker process with a time
 limit when RE2 cannot take them.
 
-May import: errors, stopping, sinks, files, records, redaction."""
+May import: errors, stopping, sinks, files, run_types, redaction."""
 
 from __future__ import annotations
 

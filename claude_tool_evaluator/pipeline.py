@@ -36,7 +36,7 @@ from .files import (
     output_error,
     results_lines_path,
 )
-from .result_records import (
+from .results_schema.document import (
     RUN_RESULT,
     PluginRunResult,
     ToolRunResult,
@@ -53,7 +53,7 @@ from .stopping import run_async
 if TYPE_CHECKING:
     from .dry_run import CostEstimate
     from .redaction import Redactor
-    from .result_records import ResultsDocument, RunResult
+    from .results_schema.document import ResultsDocument, RunResult
     from .settings import Settings
 
 

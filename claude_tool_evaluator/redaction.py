@@ -1,7 +1,7 @@
 """Secrets: one redactor for every byte that leaves the process (the API key, every server's
 credentials, what looks like a credential), in every sink and encoding it knows, whole or in part.
 
-May import: errors, stopping, sinks, files, records."""
+May import: errors, stopping, sinks, files, run_types."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from .stopping import FORGOTTEN_AT_START
 
 if TYPE_CHECKING:
     from .errors import InputError
-    from .records import ServerSpec
+    from .run_types import ServerSpec
 
 
 # A name that says its value is a credential: an env variable, a header, a URL query parameter or

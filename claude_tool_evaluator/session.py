@@ -2,8 +2,8 @@
 touches `anthropic`, loaded when a run starts), retries and rate limits, the endpoint checks,
 and the model client answered from --cache (the folder itself is cache.py).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, cache."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, cache."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import test_constants as C
 
 from .cache import CACHE_SAMPLE, ResponseCache
 from .errors import FatalApiError
-from .records import Usage, cost_usd
+from .run_types import Usage, cost_usd
 from .sinks import cap_text
 from .stopping import STOPPED_AT_END
 

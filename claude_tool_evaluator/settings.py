@@ -22,7 +22,7 @@ from .errors import UsageProblem
 from .files import batch_ledger_path, journal_path, results_lines_path
 from .loaders.servers import load_system_prompt
 from .options import OPTIONS, AutoRuns, Option, RunCount, flag_of, writer_named
-from .records import RunSettings
+from .run_types import RunSettings
 
 
 class StrayArgument(UsageProblem):

@@ -30,7 +30,7 @@ from fake_anthropic import ScriptedAnthropic, error, expired, reply, text, tool_
 
 import evaluator
 import test_constants as C
-from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.run_types import Usage, cost_usd
 
 C = C
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]

@@ -27,8 +27,8 @@ from claude_tool_evaluator.engine import (
 )
 from claude_tool_evaluator.hub.calls import McpHub
 from claude_tool_evaluator.loaders.conversations import conversation_case
-from claude_tool_evaluator.records import PriorMessage, RunSettings, ServerSpec, Transcript, Usage
-from claude_tool_evaluator.records import (
+from claude_tool_evaluator.run_types import PriorMessage, RunSettings, ServerSpec, Transcript, Usage
+from claude_tool_evaluator.run_types import (
     TestCase as Case,  # renamed so that pytest does not try to collect it
 )
 from claude_tool_evaluator.runners.tool_use import StartedTranscripts

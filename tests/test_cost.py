@@ -14,7 +14,7 @@ import test_constants as C
 from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.pipeline import Job
-from claude_tool_evaluator.records import RunSettings, estimated_tokens
+from claude_tool_evaluator.run_types import RunSettings, estimated_tokens
 from claude_tool_evaluator.runners.tool_use import estimate_tool_runs
 
 SUITE = str(ROOT / "examples" / "test_queries.csv")

@@ -43,8 +43,7 @@ from claude_tool_evaluator.loaders.distractors import (
     seeded_order,
 )
 from claude_tool_evaluator.modes.overlap import overlap_pairs
-from claude_tool_evaluator.records import RoutingRule
-from claude_tool_evaluator.result_records import (
+from claude_tool_evaluator.results_schema.document import (
     ConsolidationHintRecord,
     CrowdingRecord,
     CrowdPointRecord,
@@ -53,6 +52,7 @@ from claude_tool_evaluator.result_records import (
     ThiefRecord,
     dump_record,
 )
+from claude_tool_evaluator.run_types import RoutingRule
 from claude_tool_evaluator.writers.crowd import crowding_markdown, print_crowding
 from claude_tool_evaluator.writers.html import render_html, write_html_report
 

@@ -24,10 +24,10 @@ import evaluator as E
 from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.answers import ANSWER_MATCHERS, AnswerMatcher
 from claude_tool_evaluator.files import write_text_atomic
+from claude_tool_evaluator.finished_run import recorded_settings, writer_named
 from claude_tool_evaluator.mode_table import mode_named
 from claude_tool_evaluator.options import RUNNING
-from claude_tool_evaluator.result_records import Record
-from claude_tool_evaluator.results import recorded_settings, writer_named
+from claude_tool_evaluator.results_schema.document import Record
 from claude_tool_evaluator.runners.skills import assign_trigger_skills
 from claude_tool_evaluator.scoring.tool_use import score_order
 from claude_tool_evaluator.sinks import markdown_cell, terminal_text

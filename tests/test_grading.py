@@ -33,8 +33,8 @@ from claude_tool_evaluator.answers import (
 )
 from claude_tool_evaluator.mode_table import select_mode
 from claude_tool_evaluator.modes.tool_suites import markdown_tool_cases
-from claude_tool_evaluator.records import HistoryEntry, ToolCall, Transcript
-from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.results_schema.document import ClaudeRun
+from claude_tool_evaluator.run_types import HistoryEntry, ToolCall, Transcript
 from claude_tool_evaluator.scoring.skills import concept_matches, score_concepts, score_test_run
 from claude_tool_evaluator.scoring.statistics import tool_coverage, wilson_interval
 from claude_tool_evaluator.scoring.tool_use import score_tool_use

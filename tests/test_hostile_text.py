@@ -37,7 +37,7 @@ import evaluator as E
 from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.claude_code import ClaudeCliSettings, claude_command, parse_stream_json
 from claude_tool_evaluator.pipeline import ResultJournal
-from claude_tool_evaluator.records import HistoryEntry, ToolCall, Transcript
+from claude_tool_evaluator.run_types import HistoryEntry, ToolCall, Transcript
 from claude_tool_evaluator.sinks import (
     csv_cell,
     escape_markup,

@@ -27,7 +27,7 @@ import evaluator as E
 import prompts
 import test_constants as C
 from claude_tool_evaluator.grading import parse_grade
-from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.run_types import Usage, cost_usd
 from claude_tool_evaluator.scoring.tool_use import args_match
 
 C = C

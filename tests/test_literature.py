@@ -36,7 +36,7 @@ from claude_tool_evaluator import records  # records.TestCase: pytest would coll
 from claude_tool_evaluator.hub.tools import ToolSpec
 from claude_tool_evaluator.loaders.csv_suites import csv_case, is_alternatives
 from claude_tool_evaluator.modes.benchmarks import bfcl_row
-from claude_tool_evaluator.records import ToolCall, Transcript, Verdict
+from claude_tool_evaluator.run_types import ToolCall, Transcript, Verdict
 from claude_tool_evaluator.scoring.literature import BFCL_PROTOCOL_MODEL, bfcl_entries, bfcl_modules
 from claude_tool_evaluator.scoring.tool_use import score_expected_args, score_tool_use
 

@@ -10,7 +10,7 @@ from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text, tool_use
 
 import evaluator
-from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.run_types import Usage, cost_usd
 
 ASSISTANT, USER = "claude-sonnet-5-5", "claude-haiku-5-5"
 

@@ -28,7 +28,7 @@ import evaluator as E
 import test_constants as C
 from claude_tool_evaluator.claude_code import find_claude_bin
 from claude_tool_evaluator.pipeline import Job, in_shard
-from claude_tool_evaluator.records import USAGE_FIELDS, Usage, cost_usd
+from claude_tool_evaluator.run_types import USAGE_FIELDS, Usage, cost_usd
 from claude_tool_evaluator.runners.tool_use import ToolUseRunner
 
 STRONG, FAST = "claude-sonnet-5-5", "claude-haiku-5-5"

@@ -33,7 +33,7 @@ from claude_tool_evaluator.modes.optimizer import (
     SplitItem,
     stratified_split,
 )
-from claude_tool_evaluator.result_records import OptimizationRoundRecord
+from claude_tool_evaluator.results_schema.document import OptimizationRoundRecord
 
 CONFUSABLE = ROOT / "tests" / "servers" / "confusable_server.py"
 ORIGINAL = "Looks a document up by its number."

@@ -22,7 +22,7 @@ from fake_anthropic import reply, text, tool_use, user_query
 
 import evaluator
 import test_constants as C
-from claude_tool_evaluator.records import Usage, cost_usd
+from claude_tool_evaluator.run_types import Usage, cost_usd
 from claude_tool_evaluator.scoring.statistics import auto_decided, wilson_interval
 
 C = C

@@ -44,7 +44,7 @@ from claude_tool_evaluator.claude_code import (
     parse_stream_json,
     run_claude_process,
 )
-from claude_tool_evaluator.records import RoutingRule
+from claude_tool_evaluator.run_types import RoutingRule
 
 AUDITOR = "Audits supplier invoices for duplicate charges and wrong totals."
 PLANNER = "Plans parcel shipping routes and courier pickup slots for warehouses."

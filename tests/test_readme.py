@@ -46,7 +46,7 @@ from fake_anthropic import (
 import evaluator as E
 import prompts
 import test_constants as C
-from claude_tool_evaluator.result_records import CrowdingRecord
+from claude_tool_evaluator.results_schema.document import CrowdingRecord
 from claude_tool_evaluator.writers.crowd import crowding_markdown
 
 # One worker runs the README's commands, in order, once (each command may read what one before it

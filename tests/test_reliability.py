@@ -24,8 +24,8 @@ import evaluator
 import test_constants as C
 from claude_tool_evaluator.engine import ConversationObserver, text_of
 from claude_tool_evaluator.files import journal_path
-from claude_tool_evaluator.records import ToolCall
 from claude_tool_evaluator.redaction import Redactor
+from claude_tool_evaluator.run_types import ToolCall
 from claude_tool_evaluator.runners.tool_use import RedactingObserver
 from claude_tool_evaluator.session import AdaptiveLimiter, AnthropicModel, ModelRequest
 

@@ -22,8 +22,8 @@ from conftest import ROOT
 
 import test_constants as C
 from claude_tool_evaluator.hub.tools import ToolSpec
+from claude_tool_evaluator.results_schema.security import ScanFindingRecord
 from claude_tool_evaluator.scoring.scan import scan_case_results, scan_tools
-from claude_tool_evaluator.security_records import ScanFindingRecord
 
 CORPUS = ROOT / "tests" / "scan_corpus"
 CORPUS_SERVER = ROOT / "tests" / "servers" / "scan_corpus_server.py"

@@ -45,8 +45,8 @@ from claude_tool_evaluator.hub.calls import McpHub
 from claude_tool_evaluator.hub.stdio import ServersStdout
 from claude_tool_evaluator.loaders.skills import load_skill_creator_evals
 from claude_tool_evaluator.modes.skills import trigger_run_verdict
-from claude_tool_evaluator.records import ServerSpec, case_hash
 from claude_tool_evaluator.redaction import Redactor, spec_secrets
+from claude_tool_evaluator.run_types import ServerSpec, case_hash
 from claude_tool_evaluator.scoring.skills import score_trigger_query
 from claude_tool_evaluator.scoring.tool_use import args_match
 

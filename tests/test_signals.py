@@ -529,7 +529,7 @@ def answers_then_hangs(body: dict) -> dict:
 def test_an_interrupted_claude_code_run_counts_the_calls_that_were_answered(sandbox):
     """A `claude -p` run cut by SIGTERM reported $0.0000 (no result event, so no cost) although
     its first call had been answered: the stream-json usage it gave before the signal counts."""
-    from claude_tool_evaluator.records import Usage, cost_usd
+    from claude_tool_evaluator.run_types import Usage, cost_usd
 
     trigger = sandbox / "trigger.md"
     trigger.write_text(

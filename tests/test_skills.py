@@ -21,9 +21,9 @@ from claude_tool_evaluator.claude_code import (
     parse_stream_json,
 )
 from claude_tool_evaluator.modes.skills import SkillRuns, trigger_score_record
-from claude_tool_evaluator.records import SkillTest
 from claude_tool_evaluator.redaction import Redactor
-from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.results_schema.document import ClaudeRun
+from claude_tool_evaluator.run_types import SkillTest
 from claude_tool_evaluator.runners.generate import (
     extract_json_object,
     prompt_test_markdown,

@@ -17,7 +17,7 @@ from claude_tool_evaluator.claude_code.stream import (
     transcript_summary,
 )
 from claude_tool_evaluator.hub.tools import ToolSpec
-from claude_tool_evaluator.records import HistoryEntry, Usage
+from claude_tool_evaluator.run_types import HistoryEntry, Usage
 from claude_tool_evaluator.runners.claude_harness import claude_names, read_stream
 from claude_tool_evaluator.runners.plugin import graded_calls_and_text
 

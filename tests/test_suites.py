@@ -22,7 +22,7 @@ import evaluator
 import test_constants as C
 from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.loaders.csv_suites import ARGS_MATCH_MODES, ORDER_MODES
-from claude_tool_evaluator.records import ToolCall, Transcript
+from claude_tool_evaluator.run_types import ToolCall, Transcript
 from claude_tool_evaluator.scoring.statistics import (
     pass_at_k,
     pass_hat_k,

@@ -37,8 +37,8 @@ from claude_tool_evaluator.claude_code import (
     process_start_time,
     sandbox_settings,
 )
-from claude_tool_evaluator.records import USAGE_FIELDS
 from claude_tool_evaluator.redaction import Redactor
+from claude_tool_evaluator.run_types import USAGE_FIELDS
 
 SKILL = ROOT / "examples" / "skills" / "data-profile-report"
 SKILL_NAME = "data-profile-report"

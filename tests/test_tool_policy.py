@@ -26,7 +26,7 @@ import evaluator as E
 import prompts
 from claude_tool_evaluator.hub.calls import ToolPolicy
 from claude_tool_evaluator.hub.tools import ToolSpec
-from claude_tool_evaluator.records import ToolCall
+from claude_tool_evaluator.run_types import ToolCall
 from claude_tool_evaluator.writers.terminal import LiveConversationView
 
 MISC_SERVER = ROOT / "tests" / "servers" / "misc_server.py"

@@ -43,8 +43,8 @@ from claude_tool_evaluator.patterns import (
     re2_compiled,
     untrusted_search,
 )
-from claude_tool_evaluator.records import SkillTest, ToolCall
-from claude_tool_evaluator.result_records import ClaudeRun
+from claude_tool_evaluator.results_schema.document import ClaudeRun
+from claude_tool_evaluator.run_types import SkillTest, ToolCall
 from claude_tool_evaluator.scoring import tool_use as tool_use_room
 from claude_tool_evaluator.scoring.skills import score_test_run
 from claude_tool_evaluator.scoring.verdicts import run_score_reasons

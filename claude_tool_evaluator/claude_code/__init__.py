@@ -4,8 +4,8 @@ Its rooms, from the top: process (one run), proxy (--cache), runs (a run's folde
 leaves), skills (installing skills and the crowd), stream (reading stream-json), binary (the CLI,
 its version, its sandbox). This file names what the other rooms use of them.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine."""
 
 from __future__ import annotations
 

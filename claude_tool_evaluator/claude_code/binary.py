@@ -2,8 +2,8 @@
 version, the environment a run may see of ours, and Claude Code's own sandbox (its settings for a
 run that may use Bash, what it may read of the user's home, whether it can start here).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 started (dying with the evaluator), read as it comes and ended with everything it left running;
 a whole run in a fresh temporary folder, its stream read into the run's record.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine; the other rooms of
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine; the other rooms of
 claude_code."""
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from ..hub.processes import (
     kill_process_group,
     run_marker,
 )
-from ..result_records import ArtifactRecord, ClaudeRun
+from ..results_schema.document import ArtifactRecord, ClaudeRun
 from ..sinks import tail
 from .binary import claude_env_base, read_permission_rules, sandbox_settings
 from .runs import OutsideWriteGuard, RunFolder, TaskSetup, keep_run_files, prepare_project
 from .stream import StreamReader, claude_run_of, read_output, transcript_summary
 
 if TYPE_CHECKING:
-    from ..records import Distractor, SkillInfo
+    from ..run_types import Distractor, SkillInfo
 
 __all__ = [
     "ClaudeCliSettings",

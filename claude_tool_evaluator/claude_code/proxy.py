@@ -1,8 +1,8 @@
 """--cache for Claude Code: the local caching proxy `claude` reaches the model through, which
 answers a request it has seen from the response cache and forwards (and keeps) the others.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine; claude_code.runs,
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine; claude_code.runs,
 claude_code.skills, claude_code.stream, claude_code.binary."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
-from ..records import Usage, cost_usd
+from ..run_types import Usage, cost_usd
 from .runs import RUN_FOLDER_PREFIX
 
 if TYPE_CHECKING:

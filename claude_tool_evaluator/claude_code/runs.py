@@ -3,8 +3,8 @@ ones of a dead evaluator removed), the project prepared (skills installed, a tas
 copied), the files it created or changed read within a budget and kept (masked copies), and the
 watch on writes outside it (OutsideWriteGuard).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine; claude_code.skills,
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine; claude_code.skills,
 claude_code.stream, claude_code.binary."""
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import test_constants as C
 from ..files import write_json_atomic
 from ..loaders.skills import RESERVED_PROJECT_NAMES
 from ..redaction import Redactor
-from ..result_records import ArtifactRecord, dump_record
+from ..results_schema.document import ArtifactRecord, dump_record
 from ..stopping import STOPPING
 from .skills import install_distractors, install_skills
 
 if TYPE_CHECKING:
-    from ..records import Distractor, SkillInfo
+    from ..run_types import Distractor, SkillInfo
 
 __all__ = [
     "OutsideWriteGuard",

@@ -2,8 +2,8 @@
 folders, a --skill-description edit on the copy only), a plugin's agents, the crowd beside them
 (--distractors: folders, decoys, the user's own skills).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine; claude_code.stream,
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine; claude_code.stream,
 claude_code.binary."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import prompts
 from ..loaders.skills import SKILL_COPY_IGNORED, load_frontmatter_yaml, skill_folder_problem
 
 if TYPE_CHECKING:
-    from ..records import Distractor, SkillInfo
+    from ..run_types import Distractor, SkillInfo
 
 __all__ = ["install_distractors", "install_skills", "skill_md_with_description"]
 

@@ -2,8 +2,8 @@
 (the skills loaded and fired, the tool calls and their results, the refusals, the hooks that ran,
 the subagents handed a task, the result event, what the calls spent, why the run is an error).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub, session, batches, engine; claude_code.binary."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub, session, batches, engine; claude_code.binary."""
 
 from __future__ import annotations
 
@@ -16,8 +16,13 @@ from typing import Any
 
 import test_constants as C
 
-from ..records import ToolCall, Usage, cost_usd
-from ..result_records import SKILL_NOT_LOADED, ClaudeRun, DelegationRecord, HookFiringRecord
+from ..results_schema.document import (
+    SKILL_NOT_LOADED,
+    ClaudeRun,
+    DelegationRecord,
+    HookFiringRecord,
+)
+from ..run_types import ToolCall, Usage, cost_usd
 from ..sinks import cap_text, one_line, tail
 
 __all__ = [

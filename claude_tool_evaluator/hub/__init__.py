@@ -2,4 +2,4 @@
 JSON-RPC), the child processes behind them, how a call is answered, the adversarial proxy and
 the pins.
 
-May import: the foundations, result_records, answers, loaders."""
+May import: the foundations, results_schema, answers, loaders."""

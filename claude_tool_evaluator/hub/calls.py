@@ -1,8 +1,8 @@
 """How a call is answered: live, mocked, replayed from a cassette or withheld by the tool policy;
 McpHub (the servers of a run) and RunTools (one run's view of them).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, the hub rooms above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, the hub rooms above it."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ import test_constants as C
 from ..errors import InputError, ServerError
 from ..files import parse_json_text, read_text_file, write_text_atomic
 from ..loaders.csv_suites import TOOL_BOUND_ARGUMENTS, TOOL_OVERRIDE_KEYS
-from ..records import ServerSpec
 from ..redaction import Redactor
-from ..result_records import Record
+from ..results_schema.document import Record
+from ..run_types import ServerSpec
 from ..sinks import line_of, safe_name
 from .stdio import ServerConnection, explain_exception, list_all_tools, serving
 from .tools import ToolOutcome, ToolSpec, tool_result_text

@@ -1,8 +1,8 @@
 """The hostile room's proxy: an in-process MCP server between Claude and each real one that
 injects results, poisons descriptions, shadows tools and pulls the rug.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, the hub rooms above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, the hub rooms above it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import prompts
 import test_constants as C
 
 from .. import __version__
-from ..records import ServerSpec
+from ..run_types import ServerSpec
 from .calls import McpHub, RunTools, ToolPolicy, tool_listing
 
 if TYPE_CHECKING:

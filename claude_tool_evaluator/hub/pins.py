@@ -1,7 +1,7 @@
 """Pins: every tool definition's SHA-256 (--pin FILE), what changed since, and the lock file.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, the hub rooms above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, the hub rooms above it."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import test_constants as C
 from ..errors import EvalError, InputError, ServerError
 from ..files import parse_json_text, read_text_file, write_text_atomic
 from ..redaction import Redactor
-from ..result_records import Record, first_schema_problem
-from ..security_records import PinChangeRecord, PinRecord
+from ..results_schema.document import Record, first_schema_problem
+from ..results_schema.security import PinChangeRecord, PinRecord
 from ..sinks import json_text
 from .tools import ToolSpec
 

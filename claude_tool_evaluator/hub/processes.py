@@ -1,8 +1,8 @@
 """Child processes die with the evaluator: a parent-death signal, process groups, a subreaper
 and a marker that finds descendants; in-process server objects and the decoy tool server.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, hub.tools."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, hub.tools."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import test_constants as C
 
 from .. import PROGRAMS, __version__
 from ..errors import InputError, ServerError
-from ..records import ServerSpec
+from ..run_types import ServerSpec
 
 # Every process the evaluator starts (stdio MCP servers, `claude` runs) leads a process group of
 # its own, which the evaluator kills on its way out (Ctrl-C, SIGTERM, SIGHUP, errors included);

@@ -2,7 +2,7 @@
 another process (a `claude -p` run) over streamable HTTP on loopback, by the `mcp` SDK's own
 server transport, for as long as a block lasts.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns)."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..records import ServerSpec
+from ..run_types import ServerSpec
 
 LOOPBACK = "127.0.0.1"
 STARTUP_SECONDS = 10.0

@@ -1,8 +1,8 @@
 """MCP connections: stdio servers started early and stopped at once, streamable HTTP and SSE, a
 server's stdout noise told apart from ours, and the ServerConnection every call goes through.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders, the hub rooms above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders, the hub rooms above it."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ..stopping import STOPPED_AT_END
 from .processes import dying_with_parent, kill_process_group, load_server_object
 
 if TYPE_CHECKING:
-    from ..records import ServerSpec
+    from ..run_types import ServerSpec
 
 
 # The server connection whose task (and the tasks and worker threads it starts) is running: its

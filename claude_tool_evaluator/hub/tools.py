@@ -1,8 +1,8 @@
 """Tools and servers: a tool's definition (ToolSpec) with its schema checked without Python's
 backtracking `re`, and a call's outcome.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders."""
 
 from __future__ import annotations
 

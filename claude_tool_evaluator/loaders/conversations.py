@@ -1,8 +1,8 @@
 """Conversation files: markdown transcripts (**User** blocks, ## headings, User: lines) to the
 history of a TestCase.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import read_text_file
-from ..records import PriorMessage, TestCase
+from ..run_types import PriorMessage, TestCase
 from .skills import markdown_code_lines
 
 # A turn header is a line of its own. The first header in a file fixes the file's style, and

@@ -1,8 +1,8 @@
 """CSV regression suites: their columns, each row checked and turned into a TestCase; tool
 overrides; filters by tag and name.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, loaders.servers."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, loaders.servers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 from ..answers import answer_match_hint, answer_match_problem, normalize_answer_match
 from ..errors import InputError, InputProblems
 from ..files import check_json_depth, parse_json_text, read_text_file
-from ..records import TestCase
+from ..run_types import TestCase
 from ..sinks import line_of
 from .servers import wrong_file
 

@@ -1,8 +1,8 @@
 """Distractors: what sits beside the skill (or the tools) under test: installed skills, a
 decoys file, generated decoys, and the steps of a crowd curve.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import test_constants as C
 
 from ..errors import InputError
 from ..files import parse_json_text, read_text_file
-from ..records import Distractor
-from ..result_records import Record, first_schema_problem
+from ..results_schema.document import Record, first_schema_problem
+from ..run_types import Distractor
 from ..sinks import one_line
 from .skills import SKILL_COPY_IGNORED, SKILL_NAME_RULE, load_skill, skill_description_problem
 

@@ -4,8 +4,8 @@ manifest's `experimental.evals`, else `evals/`), each case (`case.yaml` and/or `
 graders (`graders/*.md` or a `graders:` list) of six kinds with Claude Code's fields and defaults,
 and the static findings made before any spend.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 

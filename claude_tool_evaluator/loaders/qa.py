@@ -1,8 +1,8 @@
 """QA evaluations in mcp-builder's XML (question and answer pairs), parsed without entity
 expansion.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from ..answers import answer_match_hint, answer_match_problem, normalize_answer_match
 from ..errors import InputError, InputProblems
 from ..files import read_text_file
-from ..records import TestCase
+from ..run_types import TestCase
 from .servers import wrong_file
 
 # mcp-builder's evaluation file: <evaluation><qa_pair><question/><answer/></qa_pair>...</evaluation>.

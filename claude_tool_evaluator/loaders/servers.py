@@ -2,8 +2,8 @@
 ${VAR} expansion) to ServerSpecs, a Claude Code plugin folder's manifest and servers; the system
 prompt.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import prompts
 from .. import EXAMPLE_SERVER
 from ..errors import InputError
 from ..files import parse_json_text, read_text_file
-from ..records import ServerSpec
 from ..redaction import Redactor
+from ..run_types import ServerSpec
 from ..sinks import line_of, safe_name
 
 

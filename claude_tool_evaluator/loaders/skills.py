@@ -1,8 +1,8 @@
 """Skills and markdown tests: SKILL.md frontmatter checked as the agentskills rules say,
 skillmark's markdown tests and skill-creator's evals.json.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import test_constants as C
 from ..answers import answer_match_hint, answer_match_problem, normalize_answer_match
 from ..errors import InputError, InputProblems
 from ..files import parse_json_text, read_text_file
-from ..records import RoutingRule, SkillInfo, SkillTest
+from ..run_types import RoutingRule, SkillInfo, SkillTest
 from ..sinks import line_of, one_line
 from .csv_suites import verify_command
 from .servers import PLUGIN_MANIFEST, read_plugin_manifest, wrong_file

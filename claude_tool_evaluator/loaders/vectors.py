@@ -1,8 +1,8 @@
 """Injection vectors for the red team: ours, and AgentDojo's attack templates read from its
 package with `ast` (never imported).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records, answers, the loaders above it."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 

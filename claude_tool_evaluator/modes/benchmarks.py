@@ -21,7 +21,7 @@ import test_constants as C
 from ..errors import InputError
 from ..hub.calls import McpHub
 from ..loaders.csv_suites import ANY_OF, CSV_COLUMNS, OPTIONAL, TOOL_BOUND_ARGUMENTS, split_list
-from ..records import ServerSpec
+from ..run_types import ServerSpec
 from ..scoring.literature import (
     BFCL_CATEGORIES,
     BFCL_DATA_ERRORS,

@@ -27,9 +27,9 @@ from ..stopping import interrupted_exit_code
 
 if TYPE_CHECKING:
     from ..engine import UserInput
+    from ..finished_run import Results
     from ..pipeline import PipelineOutcome
-    from ..records import ServerSpec, TestCase
-    from ..results import Results
+    from ..run_types import ServerSpec, TestCase
     from ..session import ModelClient
     from ..settings import Settings
 

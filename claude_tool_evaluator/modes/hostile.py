@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from ..errors import InputError
+from ..finished_run import Results, make_metadata, summary_record
 from ..hub.calls import McpHub
 from ..hub.pins import PinsChanged, check_pins
 from ..loaders.csv_suites import filter_by_tags, load_csv_suite
 from ..pipeline import PipelineOutcome
 from ..redaction import Redactor
-from ..results import Results, make_metadata, summary_record
+from ..results_schema.security import SecurityRecord
 from ..runners.tool_use import tool_policy_for
 from ..scoring.scan import scan_case_results, scan_tools
 from ..scoring.statistics import RunTotals, case_counts
 from ..scoring.suites import QaScoring, SuiteScoring, ToolCheckScoring
-from ..security_records import SecurityRecord
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.hostile import scan_verdict
@@ -30,7 +30,7 @@ from .tool_suites import check_pin_options, qa_suite, query_cases, tool_use_mode
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
-    from ..security_records import PinRecord
+    from ..results_schema.security import PinRecord
     from ..settings import Settings
 
 

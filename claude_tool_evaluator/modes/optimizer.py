@@ -25,15 +25,15 @@ from ..hub.calls import McpHub
 from ..loaders.csv_suites import check_case_tools, load_csv_suite
 from ..loaders.skills import skill_description_problem
 from ..pipeline import PipelineOutcome, continues_earlier_run, run_pipeline
-from ..records import SkillTest, Usage, cost_usd, estimated_tokens
 from ..redaction import Redactor
-from ..result_records import (
+from ..results_schema.document import (
     RUN_RESULT,
     OptimizationRecord,
     OptimizationRoundRecord,
     SplitRecord,
     dump_record,
 )
+from ..run_types import SkillTest, Usage, cost_usd, estimated_tokens
 from ..runners.crowd import CrowdedSkillRunner, skill_crowd_for
 from ..runners.skills import SkillRunner
 from ..runners.tool_use import ToolUseRunner
@@ -49,9 +49,9 @@ from .skills import SkillRuns, load_skill_suite, skill_plan, skill_results
 from .tool_suites import tool_use_results
 
 if TYPE_CHECKING:
+    from ..finished_run import Results
     from ..hub.tools import ToolSpec
-    from ..records import Transcript
-    from ..results import Results
+    from ..run_types import Transcript
     from ..runners.skills import SkillSuitePlan
     from ..settings import Settings
 

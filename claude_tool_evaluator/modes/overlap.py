@@ -17,11 +17,11 @@ import test_constants as C
 
 from ..dry_run import CostEstimate, print_estimate
 from ..errors import FatalApiError, InputError, is_api_error
+from ..finished_run import Results, make_metadata, summary_record
 from ..loaders.skills import load_skill
 from ..pipeline import PipelineOutcome
-from ..records import Usage, cost_usd, estimated_tokens
-from ..result_records import CaseResult, OverlapPairRecord, OverlapRecord
-from ..results import Results, make_metadata, summary_record
+from ..results_schema.document import CaseResult, OverlapPairRecord, OverlapRecord
+from ..run_types import Usage, cost_usd, estimated_tokens
 from ..runners.crowd import print_decoy_estimate, skill_crowd_for
 from ..scoring.skills import significant_words
 from ..scoring.statistics import RunTotals, case_counts

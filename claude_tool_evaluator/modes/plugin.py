@@ -20,6 +20,7 @@ import test_constants as C
 from ..claude_code import claude_version, find_claude_bin
 from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
+from ..finished_run import Results, make_metadata, summary_record
 from ..loaders.plugin_evals import (
     MAX_RUNS,
     Plugin,
@@ -32,7 +33,9 @@ from ..loaders.plugin_evals import (
 )
 from ..loaders.servers import read_plugin_manifest
 from ..pipeline import PipelineOutcome, jobs_to_run, run_pipeline
-from ..plugin_records import (
+from ..redaction import Redactor
+from ..results_schema.document import CaseResult, PluginRunResult
+from ..results_schema.plugin import (
     ArmDeltaRecord,
     PluginCaseRecord,
     PluginConfigurationRecord,
@@ -40,10 +43,7 @@ from ..plugin_records import (
     PluginPartsRecord,
     PluginRecord,
 )
-from ..records import Usage
-from ..redaction import Redactor
-from ..result_records import CaseResult, PluginRunResult
-from ..results import Results, make_metadata, summary_record
+from ..run_types import Usage
 from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan, folder_files
 from ..scoring.plugin_graders import arm_delta
 from ..scoring.statistics import (

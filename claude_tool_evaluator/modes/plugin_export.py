@@ -34,7 +34,7 @@ from ..loaders.skills import (
     load_markdown_tests,
     load_skill,
 )
-from ..records import RoutingRule, SkillInfo, SkillTest, TestCase
+from ..run_types import RoutingRule, SkillInfo, SkillTest, TestCase
 from ..runners.skills import assign_trigger_skills
 from ..settings import Settings
 from ..sinks import terminal_text

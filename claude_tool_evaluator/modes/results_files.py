@@ -20,11 +20,11 @@ import test_constants as C
 from ..dry_run import print_estimate
 from ..errors import EvalError, FatalApiError, InputError
 from ..files import write_json_atomic, write_text_atomic
+from ..finished_run import case_label, is_matrix
 from ..loaders.skills import load_markdown_test, load_skill
 from ..options import WRITERS
 from ..redaction import error_line
-from ..result_records import read_results_document, results_schema
-from ..results import case_label, is_matrix
+from ..results_schema.document import read_results_document, results_schema
 from ..runners.generate import estimate_generation, generate_skill_tests, generation_model
 from ..scoring.statistics import detectable_change, runs_to_detect, shifted_rate
 from ..session import check_model_endpoint
@@ -38,7 +38,7 @@ from ..writers.markdown import percent
 from .common import require_api_key
 
 if TYPE_CHECKING:
-    from ..records import SkillInfo
+    from ..run_types import SkillInfo
     from ..settings import Settings
 
 

@@ -27,6 +27,7 @@ from ..claude_code import (
 )
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError
+from ..finished_run import Results, make_metadata, summary_record
 from ..grading import judges_answer
 from ..loaders.csv_suites import name_matcher
 from ..loaders.servers import resolve_servers
@@ -37,9 +38,8 @@ from ..loaders.skills import (
     load_subjects,
 )
 from ..pipeline import jobs_to_run, pipeline_jobs, run_pipeline
-from ..records import VERSION_MARK, Verdict
 from ..redaction import Redactor
-from ..result_records import (
+from ..results_schema.document import (
     CrowdingRecord,
     DistractorRecord,
     IsolationRecord,
@@ -49,7 +49,7 @@ from ..result_records import (
     TriggerScoreRecord,
     skill_run_result,
 )
-from ..results import Results, make_metadata, summary_record
+from ..run_types import VERSION_MARK, Verdict
 from ..runners.crowd import (
     CrowdedSkillRunner,
     print_decoy_estimate,
@@ -83,8 +83,8 @@ from .common import check_auto_runs, exit_code, require_api_key
 if TYPE_CHECKING:
     from ..loaders.distractors import SkillCrowd
     from ..pipeline import PipelineOutcome
-    from ..records import RoutingRule, SkillInfo, SkillTest, TriggerScore
-    from ..result_records import CaseResult, ClaudeRun, SkillTestResult
+    from ..results_schema.document import CaseResult, ClaudeRun, SkillTestResult
+    from ..run_types import RoutingRule, SkillInfo, SkillTest, TriggerScore
     from ..settings import Settings
 
 

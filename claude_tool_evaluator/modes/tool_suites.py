@@ -18,6 +18,7 @@ import test_constants as C
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError, UsageProblem
 from ..files import SpooledRecords, read_text_file
+from ..finished_run import Results, make_metadata, summary_record
 from ..hub.pins import PinsChanged, definition_sha256, tool_definition
 from ..loaders.conversations import conversation_case
 from ..loaders.csv_suites import (
@@ -30,9 +31,9 @@ from ..loaders.qa import load_qa_suite
 from ..loaders.servers import wrong_file
 from ..loaders.skills import kind_of_test_file, load_markdown_tests
 from ..pipeline import PipelineOutcome, jobs_to_run, run_pipeline
-from ..records import TestCase
-from ..result_records import CaseResult, ToolInfoRecord, tool_run_result
-from ..results import Results, make_metadata, summary_record
+from ..results_schema.document import CaseResult, ToolInfoRecord, tool_run_result
+from ..results_schema.security import SecurityRecord
+from ..run_types import TestCase
 from ..runners.crowd import (
     ToolCrowd,
     check_crowd_options,
@@ -46,7 +47,6 @@ from ..scoring.harness import HarnessTally
 from ..scoring.statistics import CaseCounts, RunTotals, tool_coverage, tools_expected
 from ..scoring.suites import AnswerScoring, QaScoring, SuiteScoring, ToolCheckScoring
 from ..scoring.verdicts import model_matrix
-from ..security_records import SecurityRecord
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.hostile import print_attack_costs, print_pins
@@ -68,9 +68,9 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..records import SkillTest
+    from ..results_schema.security import PinRecord, RedTeamRecord
+    from ..run_types import SkillTest
     from ..scoring.suites import Scoring
-    from ..security_records import PinRecord, RedTeamRecord
     from ..settings import Settings
 
 

@@ -6,7 +6,7 @@ package."""
 import sys
 
 from claude_tool_evaluator.hub.processes import load_server_object
-from claude_tool_evaluator.records import ServerSpec
+from claude_tool_evaluator.run_types import ServerSpec
 
 if __name__ == "__main__":
     name, module, attr = sys.argv[1:4]

@@ -27,7 +27,7 @@ from ..claude_code.runs import RunFolder
 from ..claude_code.stream import StreamCall, StreamReader, StreamText, read_output, stream_error
 from ..errors import InputError
 from ..hub.served import served_over_http
-from ..records import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
+from ..run_types import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..hub.calls import ToolPolicy
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
-    from ..records import ServerSpec, TestCase
+    from ..run_types import ServerSpec, TestCase
     from ..settings import Settings
 
 HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES

@@ -43,9 +43,9 @@ from ..loaders.distractors import (
 )
 from ..loaders.servers import load_mcp_config
 from ..pipeline import Job
-from ..records import Distractor, Usage, cli_model_id, cost_usd, estimated_tokens
 from ..redaction import Redactor
-from ..result_records import CrowdingRecord, DistractorRecord
+from ..results_schema.document import CrowdingRecord, DistractorRecord
+from ..run_types import Distractor, Usage, cli_model_id, cost_usd, estimated_tokens
 from ..scoring.crowd import consolidation_hints, tool_crowd_point, tool_thieves
 from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import json_text, one_line, terminal_text
@@ -55,8 +55,8 @@ from .tool_use import count_prefix_tokens, estimate_tool_runs
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
     from ..loaders.distractors import DistractorSource
-    from ..records import ServerSpec, SkillInfo, TestCase, Transcript
-    from ..result_records import ClaudeRun
+    from ..results_schema.document import ClaudeRun
+    from ..run_types import ServerSpec, SkillInfo, TestCase, Transcript
     from ..settings import Settings
     from .skills import SkillSuitePlan
     from .tool_use import ToolUseRunner

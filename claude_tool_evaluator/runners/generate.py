@@ -16,12 +16,12 @@ from ..dry_run import CostEstimate
 from ..engine import text_of
 from ..errors import EvalError, FatalApiError, is_api_error
 from ..loaders.skills import QUOTES, TRIGGER_CONCEPTS
-from ..records import Usage, cost_usd, estimated_tokens
+from ..run_types import Usage, cost_usd, estimated_tokens
 from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import cap_text, safe_name
 
 if TYPE_CHECKING:
-    from ..records import SkillInfo
+    from ..run_types import SkillInfo
     from ..settings import Settings
 
 

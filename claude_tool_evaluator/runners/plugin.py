@@ -42,9 +42,14 @@ from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
 from ..loaders.servers import plugin_server_names
 from ..pipeline import Job
-from ..records import cost_usd
 from ..redaction import Redactor
-from ..result_records import PluginGraderVerdictRecord, PluginRunResult, RunResult, VerdictRecord
+from ..results_schema.document import (
+    PluginGraderVerdictRecord,
+    PluginRunResult,
+    RunResult,
+    VerdictRecord,
+)
+from ..run_types import cost_usd
 from ..scoring.plugin_graders import (
     PluginRunView,
     PluginToolCall,

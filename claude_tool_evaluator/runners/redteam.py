@@ -36,6 +36,7 @@ from ..hub.hostile import (
 from ..hub.tools import ToolSpec
 from ..loaders.csv_suites import case_tool_view
 from ..loaders.vectors import load_vectors
+from ..results_schema.security import RedTeamRecord, VectorRecord
 from ..scoring.attacks import (
     AttackedRun,
     attack_delivered,
@@ -44,7 +45,6 @@ from ..scoring.attacks import (
     redteam_figures,
 )
 from ..scoring.scan import revealed
-from ..security_records import RedTeamRecord, VectorRecord
 from ..session import ModelRequest
 from ..sinks import cap_text
 from .crowd import combined_cost
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
     from ..grading import Judge
     from ..hub.calls import McpHub
     from ..pipeline import Job
-    from ..records import ServerSpec, TestCase, Transcript, Verdict
-    from ..result_records import CaseResult
+    from ..results_schema.document import CaseResult
+    from ..run_types import ServerSpec, TestCase, Transcript, Verdict
     from ..settings import Settings
     from .tool_use import ToolUseRunner
 

@@ -29,17 +29,17 @@ from ..dry_run import CostEstimate, combined_estimate
 from ..errors import InputError
 from ..grading import Judge, grade_expectations, judge_estimate
 from ..pipeline import Job
-from ..records import TestCase, Usage, cli_model_id, cost_usd
 from ..redaction import Redactor
-from ..result_records import SkillRunResult, skill_run_result
+from ..results_schema.document import SkillRunResult, skill_run_result
+from ..run_types import TestCase, Usage, cli_model_id, cost_usd
 from ..session import model_api_url, model_client
 from ..sinks import safe_name
 
 if TYPE_CHECKING:
     from ..claude_code import ClaudeCliSettings
     from ..loaders.distractors import SkillCrowd
-    from ..records import SkillInfo, SkillTest
-    from ..result_records import ClaudeRun, RunResult
+    from ..results_schema.document import ClaudeRun, RunResult
+    from ..run_types import SkillInfo, SkillTest
 
 
 @dataclass

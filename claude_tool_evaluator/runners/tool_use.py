@@ -33,14 +33,14 @@ from ..hub.hostile import forwarding_servers
 from ..hub.pins import check_pins, definition_sha256, tool_definition
 from ..loaders.csv_suites import case_tool_view, load_tool_overrides
 from ..pipeline import Job
-from ..records import case_hash, estimated_tokens
 from ..redaction import Redactor, environment_without_credentials
-from ..result_records import (
+from ..results_schema.document import (
     ToolRunResult,
     earlier_tool_definitions,
     tool_run_result,
     transcript_from_result,
 )
+from ..run_types import case_hash, estimated_tokens
 from ..session import AnthropicModel, api_key_from_env, model_api_url, model_client
 from ..sinks import escape_markup
 from .claude_harness import (
@@ -57,10 +57,10 @@ if TYPE_CHECKING:
     from ..engine import UserInput
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
-    from ..records import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
-    from ..result_records import RunResult
+    from ..results_schema.document import RunResult
+    from ..results_schema.security import PinRecord
+    from ..run_types import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
     from ..scoring.suites import ToolCheckScoring
-    from ..security_records import PinRecord
     from ..session import CachedModel, ModelClient
     from ..settings import Settings
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import test_constants as C
 
 from ..hub.hostile import ATTACKS
-from ..security_records import AttackFigureRecord, AttackRunRecord
+from ..results_schema.security import AttackFigureRecord, AttackRunRecord
 from .statistics import pass_hat_k, rounded_interval, wilson_interval
 
 if TYPE_CHECKING:
     from ..hub.hostile import Attack
-    from ..records import Transcript
+    from ..run_types import Transcript
 
 
 # Canaries decide whether an attack succeeded, never a judge's opinion (unless --redteam-judge

@@ -10,12 +10,17 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
-from ..result_records import ConsolidationHintRecord, CrowdPointRecord, ThiefRecord, ToolStatsRecord
+from ..results_schema.document import (
+    ConsolidationHintRecord,
+    CrowdPointRecord,
+    ThiefRecord,
+    ToolStatsRecord,
+)
 from .statistics import tool_selection_stats, wilson_interval
 
 if TYPE_CHECKING:
-    from ..records import Transcript, TriggerScore
-    from ..result_records import ClaudeRun
+    from ..results_schema.document import ClaudeRun
+    from ..run_types import Transcript, TriggerScore
 
 
 def wilson_percent(part: int, whole: int) -> tuple[float, float]:

@@ -11,18 +11,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..records import HARNESS_MARK
-from ..result_records import (
+from ..results_schema.document import (
     ClaudeCodeRecord,
     HarnessCaseRecord,
     ServerReadinessRecord,
     ToolDiscoveryRecord,
 )
+from ..run_types import HARNESS_MARK
 from .statistics import fisher_p_value, newcombe_interval
 
 if TYPE_CHECKING:
-    from ..records import Transcript
-    from ..result_records import CaseResult
+    from ..results_schema.document import CaseResult
+    from ..run_types import Transcript
 
 
 def split_model(label: str) -> tuple[str, str]:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..result_records import LiteratureFigure, LiteratureRecord
+from ..results_schema.document import LiteratureFigure, LiteratureRecord
 from .statistics import pass_hat_k
 
 if TYPE_CHECKING:
-    from ..records import Transcript, Verdict
+    from ..run_types import Transcript, Verdict
 
 
 # Cases imported by `import bfcl` carry the tag bfcl:CATEGORY, those of `import tau2` tau2:DOMAIN

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import test_constants as C
 
 from ..hub.pins import tool_definition
-from ..result_records import CaseResult
-from ..security_records import ScanFindingRecord, ScanRecord
+from ..results_schema.document import CaseResult
+from ..results_schema.security import ScanFindingRecord, ScanRecord
 from ..sinks import HIDDEN_CHARACTERS, HIDDEN_UNSAFE
 from .model_reading import (
     VARIATION_SELECTOR,

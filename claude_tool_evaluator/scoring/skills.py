@@ -17,12 +17,12 @@ import test_constants as C
 
 from ..answers import NUMBER, answer_numbers, answer_problems, tagged
 from ..patterns import BadPattern, PatternSkipped, untrusted_search
-from ..records import TriggerQueryResult, TriggerScore
-from ..result_records import SkillTestResult
+from ..results_schema.document import SkillTestResult
+from ..run_types import TriggerQueryResult, TriggerScore
 
 if TYPE_CHECKING:
-    from ..records import RoutingRule, SkillTest
-    from ..result_records import ClaudeRun
+    from ..results_schema.document import ClaudeRun
+    from ..run_types import RoutingRule, SkillTest
 
 
 def percentage(part: int, whole: int) -> float:

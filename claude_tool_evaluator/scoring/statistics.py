@@ -15,12 +15,12 @@ import test_constants as C
 
 from ..hub.calls import CALL_SOURCES
 from ..loaders.csv_suites import CsvSuite
-from ..records import Usage
-from ..result_records import ToolCoverageRecord
+from ..results_schema.document import ToolCoverageRecord
+from ..run_types import Usage
 
 if TYPE_CHECKING:
-    from ..records import TestCase, Transcript, Verdict
-    from ..result_records import CaseResult
+    from ..results_schema.document import CaseResult
+    from ..run_types import TestCase, Transcript, Verdict
 
 
 def wilson_interval(successes: int, runs: int, z: float = 1.959964) -> tuple[float, float]:

@@ -15,8 +15,7 @@ import test_constants as C
 from ..answers import transcript_answer, transcript_tagged
 from ..files import SpooledRecords, spooled_into
 from ..loaders.csv_suites import check_case_tools
-from ..records import Verdict
-from ..result_records import (
+from ..results_schema.document import (
     ClaudeRun,
     QaRecord,
     QaRunRecord,
@@ -24,6 +23,7 @@ from ..result_records import (
     SkillTestRecord,
     ToolTimeRecord,
 )
+from ..run_types import Verdict
 from ..sinks import cap_text
 from .literature import BFCL_TAG, TAU2_TAG, benchmark_run, literature_records
 from .skills import score_skill_test, score_test_run
@@ -34,8 +34,8 @@ from .verdicts import case_result_from_summary, case_result_from_test, run_score
 if TYPE_CHECKING:
     from ..hub.calls import McpHub
     from ..hub.tools import ToolSpec
-    from ..records import SkillTest, TestCase, Transcript
-    from ..result_records import CaseResult, SkillTestResult
+    from ..results_schema.document import CaseResult, SkillTestResult
+    from ..run_types import SkillTest, TestCase, Transcript
     from .literature import BenchmarkRun
 
 

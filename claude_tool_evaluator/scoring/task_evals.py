@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
-from ..records import USAGE_FIELDS
-from ..result_records import (
+from ..results_schema.document import (
     BenchmarkRecord,
     ConfigurationStatsRecord,
     DeltaRecord,
@@ -19,11 +18,12 @@ from ..result_records import (
     ExpectationTallyRecord,
     StatRecord,
 )
+from ..run_types import USAGE_FIELDS
 from .skills import score_test_run
 
 if TYPE_CHECKING:
-    from ..records import SkillTest, TriggerScore
-    from ..result_records import ClaudeRun
+    from ..results_schema.document import ClaudeRun
+    from ..run_types import SkillTest, TriggerScore
 
 
 def stat_of(values: Sequence[float]) -> StatRecord:

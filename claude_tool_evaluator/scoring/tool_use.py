@@ -15,10 +15,10 @@ from ..answers import check_answer
 from ..hub.tools import ToolSpec
 from ..loaders.csv_suites import ANY_OF, OPTIONAL, case_tool_view, is_alternatives
 from ..patterns import BadPattern, PatternSkipped
-from ..records import TestCase, Transcript, Verdict
+from ..run_types import TestCase, Transcript, Verdict
 
 if TYPE_CHECKING:
-    from ..records import ToolCall
+    from ..run_types import ToolCall
 
 
 def normalize_arg(value: Any) -> Any:

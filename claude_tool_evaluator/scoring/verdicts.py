@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import test_constants as C
 
 from ..files import SpooledRecords, spooled_into
-from ..records import Usage, cli_model_id, price_for
-from ..result_records import (
+from ..results_schema.document import (
     CaseResult,
     MatrixCaseRecord,
     MatrixCellRecord,
@@ -21,6 +20,7 @@ from ..result_records import (
     ModelMatrixRecord,
     ModelSummaryRecord,
 )
+from ..run_types import Usage, cli_model_id, price_for
 from .statistics import (
     CaseCounts,
     RunTotals,
@@ -31,8 +31,8 @@ from .statistics import (
 )
 
 if TYPE_CHECKING:
-    from ..records import SkillTest, TriggerQueryResult
-    from ..result_records import ClaudeRun, SkillTestResult
+    from ..results_schema.document import ClaudeRun, SkillTestResult
+    from ..run_types import SkillTest, TriggerQueryResult
     from .statistics import CaseSummary
 
 

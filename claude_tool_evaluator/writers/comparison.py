@@ -16,8 +16,8 @@ from rich.console import Console
 
 import test_constants as C
 
-from ..result_records import read_results_document
-from ..results import case_label, is_matrix
+from ..finished_run import case_label, is_matrix
+from ..results_schema.document import read_results_document
 from ..scoring.harness import harness_note, harness_reason, split_model
 from ..scoring.statistics import (
     bootstrap_difference,
@@ -32,7 +32,7 @@ from ..sinks import escape_markup, markdown_cell
 from .markdown import percent
 
 if TYPE_CHECKING:
-    from ..result_records import CaseResult, ResultsDocument
+    from ..results_schema.document import CaseResult, ResultsDocument
 
 
 # A case is a regression or a fix only when the change in its pass rate is significant: Fisher's

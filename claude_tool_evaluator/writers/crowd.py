@@ -15,7 +15,7 @@ from ..sinks import escape_markup, markdown_cell, preview
 from .html import html_block
 
 if TYPE_CHECKING:
-    from ..result_records import CrowdingRecord, CrowdPointRecord, OverlapRecord
+    from ..results_schema.document import CrowdingRecord, CrowdPointRecord, OverlapRecord
 
 
 CROWD_SERIES = {

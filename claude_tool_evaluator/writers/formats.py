@@ -19,9 +19,9 @@ from rich.console import Console
 
 from ..errors import OutputError
 from ..files import dump_json, journal_path, write_json_atomic, write_text_atomic
+from ..finished_run import case_label, gates
 from ..options import WRITERS
-from ..records import Usage
-from ..result_records import (
+from ..results_schema.document import (
     SECTIONS,
     BenchmarkRecord,
     PluginRunResult,
@@ -29,7 +29,7 @@ from ..result_records import (
     ToolRunResult,
     dump_record,
 )
-from ..results import case_label, gates
+from ..run_types import Usage
 from ..scoring.task_evals import run_tokens
 from ..sinks import csv_cell, json_text, wrote_line, xml_text
 
@@ -41,9 +41,9 @@ from .html import html_comparison_data, render_html
 from .markdown import render_markdown, signed
 
 if TYPE_CHECKING:
+    from ..finished_run import Results
     from ..options import Writer
-    from ..result_records import CaseResult, RunResult
-    from ..results import Results
+    from ..results_schema.document import CaseResult, RunResult
     from ..settings import Settings
     from .comparison import Comparison
 

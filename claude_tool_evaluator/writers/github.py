@@ -19,9 +19,9 @@ import test_constants as C
 
 from ..errors import OutputError
 from ..files import write_text_atomic
+from ..finished_run import MODE_TITLES, case_label, gates, is_matrix, models_text
 from ..options import WRITERS
 from ..redaction import Redactor
-from ..results import MODE_TITLES, case_label, gates, is_matrix, models_text
 from ..scoring.statistics import wilson_interval
 from ..sinks import markdown_cell, on_github_actions, one_line, workflow_command, workspace_path
 from ..stopping import FORGOTTEN_AT_START
@@ -36,8 +36,8 @@ from .comparison import (
 from .markdown import percent, render_markdown
 
 if TYPE_CHECKING:
-    from ..result_records import CaseResult
-    from ..results import Results
+    from ..finished_run import Results
+    from ..results_schema.document import CaseResult
     from ..settings import Settings
     from .comparison import CaseChange, Comparison
 

@@ -13,7 +13,7 @@ from rich.table import Table
 import test_constants as C
 
 from ..hub.hostile import ATTACKS
-from ..result_records import CaseResult
+from ..results_schema.document import CaseResult
 from ..scoring.scan import severity_rank
 from ..sinks import escape_markup, markdown_cell, preview, terminal_text
 from .html import html_block
@@ -21,7 +21,7 @@ from .markdown import percent
 
 if TYPE_CHECKING:
     from ..dry_run import CostEstimate
-    from ..security_records import (
+    from ..results_schema.security import (
         AttackFigureRecord,
         PinRecord,
         RedTeamRecord,

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 import test_constants as C
 
 from ..files import dump_streamed, materialized, write_text_atomic
-from ..records import Usage
+from ..finished_run import MODE_TITLES, Results, models_text
 from ..redaction import Redactor
-from ..result_records import SECTIONS, PluginRunResult, ToolRunResult, dump_record
-from ..results import MODE_TITLES, Results, models_text
+from ..results_schema.document import SECTIONS, PluginRunResult, ToolRunResult, dump_record
+from ..run_types import Usage
 from ..scoring.statistics import wilson_interval
 from ..sinks import hidden_shown, json_text
 from .comparison import pass_line, trigger_score_changes
 
 if TYPE_CHECKING:
-    from ..records import ToolCall
-    from ..result_records import CaseResult, ResultsDocument, RunResult, SkillRunResult
+    from ..results_schema.document import CaseResult, ResultsDocument, RunResult, SkillRunResult
+    from ..run_types import ToolCall
     from .comparison import Comparison
 
 

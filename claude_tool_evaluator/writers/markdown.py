@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
+from ..finished_run import MODE_TITLES, case_label, is_matrix, models_text
 from ..hub.calls import SOURCE_LABELS
-from ..result_records import ToolRunResult
-from ..results import MODE_TITLES, case_label, is_matrix, models_text
+from ..results_schema.document import ToolRunResult
 from ..sinks import markdown_cell
 
 if TYPE_CHECKING:
-    from ..result_records import (
+    from ..finished_run import Results
+    from ..results_schema.document import (
         BenchmarkRecord,
         CaseResult,
         ConfigurationStatsRecord,
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
         SummaryRecord,
         TriggerScoreRecord,
     )
-    from ..results import Results
 
 
 def signed(value: float, digits: int) -> str:

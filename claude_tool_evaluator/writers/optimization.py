@@ -15,7 +15,7 @@ from ..sinks import escape_markup, markdown_cell, preview, terminal_text, wrote_
 from .html import html_block
 
 if TYPE_CHECKING:
-    from ..result_records import OptimizationRecord, OptimizationRoundRecord, SplitRecord
+    from ..results_schema.document import OptimizationRecord, OptimizationRoundRecord, SplitRecord
 
 
 def optimization_verdict(record: OptimizationRecord) -> str:

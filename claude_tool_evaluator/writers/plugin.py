@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from ..plugin_records import ArmDeltaRecord, PluginRecord
+from ..results_schema.plugin import ArmDeltaRecord, PluginRecord
 from ..sinks import markdown_cell, terminal_text
 from .html import html_block
 

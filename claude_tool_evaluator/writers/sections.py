@@ -10,8 +10,7 @@ from collections.abc import Iterable, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ..plugin_records import PluginRecord
-from ..result_records import (
+from ..results_schema.document import (
     BenchmarkRecord,
     ClaudeCodeRecord,
     CrowdingRecord,
@@ -28,7 +27,8 @@ from ..result_records import (
     dump_record,
     register_section,
 )
-from ..security_records import SecurityRecord
+from ..results_schema.plugin import PluginRecord
+from ..results_schema.security import SecurityRecord
 from ..sinks import escape_markup, markdown_cell
 from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
 from .hostile import html_security, print_security, security_junit, security_markdown

@@ -14,10 +14,10 @@ from rich.table import Table
 import test_constants as C
 
 from ..engine import ConversationObserver
+from ..finished_run import MODE_TITLES, case_label, gates, passes_text
 from ..hub.calls import SOURCE_LABELS
-from ..records import Usage
 from ..redaction import Redactor
-from ..results import MODE_TITLES, case_label, gates, passes_text
+from ..run_types import Usage
 from ..sinks import escape_markup, preview, terminal_text
 from .markdown import (
     BENCHMARK_HEADERS,
@@ -30,10 +30,10 @@ from .markdown import (
 )
 
 if TYPE_CHECKING:
+    from ..finished_run import Results
     from ..hub.calls import ToolPolicy
     from ..hub.tools import ToolSpec
-    from ..records import ToolCall, Transcript, Verdict
-    from ..result_records import (
+    from ..results_schema.document import (
         BenchmarkRecord,
         CaseResult,
         MatrixCaseRecord,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         ToolCoverageRecord,
         TriggerScoreRecord,
     )
-    from ..results import Results
+    from ..run_types import ToolCall, Transcript, Verdict
 
 
 def print_benchmark(console: Console, benchmark: BenchmarkRecord) -> None:

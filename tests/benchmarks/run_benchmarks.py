@@ -85,7 +85,7 @@ import test_constants as C
 from claude_tool_evaluator.claude_code import find_claude_bin
 from claude_tool_evaluator.hub.processes import load_server_object
 from claude_tool_evaluator.pipeline import PipelineOutcome, drive_jobs, results_line
-from claude_tool_evaluator.records import (
+from claude_tool_evaluator.run_types import (
     USAGE_FIELDS,
     RunSettings,
     ServerSpec,

@@ -2,7 +2,7 @@
 journal, --resume, compare, merge and render), the SECTIONS table a section is one row of, and
 the readers of results files. Loaded when a run writes or reads results.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns)."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pydantic.alias_generators import to_camel
 
 import test_constants as C
 
-from .errors import InputError
-from .files import check_json_depth, journal_path, json_lines, read_text_file, results_lines_path
-from .records import (
+from ..errors import InputError
+from ..files import check_json_depth, journal_path, json_lines, read_text_file, results_lines_path
+from ..run_types import (
     HistoryEntry,
     SkillTest,
     TestCase,
@@ -30,7 +30,7 @@ from .records import (
     case_hash,
     names_agent,
 )
-from .sinks import cap_text
+from ..sinks import cap_text
 
 
 class Record(BaseModel):

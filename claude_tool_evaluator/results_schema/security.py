@@ -1,8 +1,8 @@
 """The hostile room's records in the results document (its `security` section): `scan`'s
 findings, the tool pins, and a red team's attacks, vectors and figures.
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Literal
 
 import test_constants as C
 
-from .result_records import Record
+from .document import Record
 
 
 class ScanFindingRecord(Record):

@@ -1,4 +1,4 @@
-"""The data types every later room passes around (dataclasses): Usage and its cost, ToolCall,
+"""The types a run is made of (dataclasses every later room passes around): Usage and its cost, ToolCall,
 TestCase, Verdict, Transcript, RunSettings, ServerSpec, SkillInfo, SkillTest, trigger results.
 
 May import: the rooms above it (errors, stopping, sinks, files)."""

@@ -1,14 +1,14 @@
 """The plugin mode's section of the results document (`plugin`): the plugin and its suite as
 read (each case with its graders), every configuration it ran on, each case's with/without
 delta (Newcombe's interval, Fisher's p), what the plugin's parts did per case and arm, and the
-suite's warnings. Its runs are the document's `results` (PluginRunResult, in result_records).
+suite's warnings. Its runs are the document's `results` (PluginRunResult, in results_schema).
 
-May import: the foundations (errors, stopping, sinks, files, records, redaction, patterns),
-result_records."""
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+results_schema."""
 
 from __future__ import annotations
 
-from .result_records import Record
+from .document import Record
 
 
 class PluginGraderRecord(Record):

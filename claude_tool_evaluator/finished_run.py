@@ -1,4 +1,4 @@
-"""Results: what every writer reads (a finished run's records, verdicts and sections), and
+"""A finished run as every writer reads it (Results: its records, verdicts and sections), and
 the run's metadata.
 
 May import: the rooms above it (up to the runners)."""
@@ -17,12 +17,12 @@ from .cache import ResponseCache
 from .files import JsonStream, dump_streamed, results_lines_path
 from .options import writer_named
 from .redaction import Redactor
-from .result_records import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
+from .results_schema.document import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
 
 if TYPE_CHECKING:
     from .files import SpooledRecords
     from .pipeline import PipelineOutcome
-    from .result_records import CaseResult, RunResult, Section
+    from .results_schema.document import CaseResult, RunResult, Section
     from .scoring.statistics import CaseCounts, RunTotals
     from .settings import Settings
 
