@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ from .results_schema.document import (
     merged_piece_runs,
     read_results_document,
 )
-from .settings import Settings
+from .settings import FIELD_HOMES, Settings
 from .sinks import make_console, terminal_text
 from .writers import WRITERS, Writer, writer_named
 
@@ -143,10 +142,9 @@ def merged_settings(
     """The settings the shards ran with (as the first piece recorded them), with this
     invocation's outputs and the pieces' runs to replay."""
     recorded = dict(piece.metadata.settings or {})
-    fields = {f.name for f in dataclass_fields(Settings)}
     params: dict[str, Any] = {}
     for name, value in recorded.items():
-        if name not in fields and writer_named(name) is None:
+        if name not in FIELD_HOMES and writer_named(name) is None:
             raise InputError(
                 f"the shard was run with an option this evaluator does not know ({name})",
                 settings.merge[0],
@@ -156,12 +154,12 @@ def merged_settings(
         if name in ("model", "trigger_model"):
             values = tuple(value) if isinstance(value, list) else (value,)
             params.update({name: values[0], name + "s": values})
-        elif name in fields:
+        elif name in FIELD_HOMES:
             params[name] = tuple(value) if isinstance(value, list) else value
     given = frozenset(recorded) | {name for name in settings.given if writer_named(name)}
-    return Settings(
+    return Settings.of(
         **params,
-        outputs=settings.outputs,
+        writers=settings.outputs.writers,
         merge=settings.merge,
         merged_runs=runs,
         merged_pieces=pieces,
@@ -206,7 +204,7 @@ def input_paths(settings: Settings) -> list[tuple[str, Path]]:
     for option in OPTIONS:
         if not option.path or option.writer:
             continue
-        value = getattr(settings, option.name, None)
+        value = settings.value(option.name)
         for item in value if isinstance(value, tuple) else (value,):
             if not isinstance(item, str) or not item:
                 continue
@@ -233,7 +231,7 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     found = []
     folder = output_folder(settings, mode)
     for writer in WRITERS:
-        value = settings.outputs.get(writer.name)
+        value = settings.outputs.writers.get(writer.name)
         if not value or not writer.takes_path or (writer.name == "output" and folder is not None):
             continue
         found.append((writer.option.flag, Path(value)))

@@ -218,7 +218,7 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
         if writer is not None and not writer.recorded:
             continue
         value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(
-            name, settings.outputs.get(name) if writer else getattr(settings, name)
+            name, settings.value(name)
         )
         recorded[name] = list(value) if isinstance(value, tuple) else value
     return Redactor.for_run().data(recorded)

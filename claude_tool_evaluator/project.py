@@ -247,7 +247,7 @@ def check_outputs_inside(
 
 def make_output_folders(suite: ProjectSuite, settings: Settings) -> None:
     """The folders of the outputs the file names are made when missing."""
-    for name, value in settings.outputs.items():
+    for name, value in settings.outputs.writers.items():
         writer = writer_named(name)
         if name in suite.values and writer and writer.takes_path and value:
             Path(value).parent.mkdir(parents=True, exist_ok=True)

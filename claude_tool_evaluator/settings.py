@@ -6,7 +6,7 @@ May import: the rooms above it (the foundations up to the options)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -120,14 +120,23 @@ def project_model() -> type[BaseModel]:
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every option of one invocation, parsed and validated once at the CLI boundary; the
-    defaults are test_constants.py's. `given` names the options the user actually typed."""
+# ---------------------------------------------------------------------------- the settings, by concern
+# One small frozen dataclass per concern: a function below the modes takes the groups it reads,
+# and its signature says which concerns those are. A group's fields are the options it holds
+# (each option is the field of one group; mode_table.py's option sets are computed from them,
+# options_of) and, marked `derived`, what is worked out from them once (every --model, -i auto's
+# range). The defaults are test_constants.py's.
+DERIVED = {"derived": True}  # a field no option fills: worked out from the options, or internal
 
-    # what to evaluate
+
+@dataclass(frozen=True)
+class Inputs:
+    """What to evaluate: a query or conversation, a suite's files, a skill and its tests, and the
+    inputs of the modes that run nothing (a results file to render, a schema)."""
+
     query: str | None = None
     conversation: str | None = None
+    interactive: bool = False  # a person at the terminal answers Claude, one conversation
     csv: str | None = None
     tag: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
@@ -135,53 +144,20 @@ class Settings:
     answer_match: str | None = None  # --answer-match: every QA pair's, instead of its own
     skill: tuple[str, ...] = ()
     trigger: tuple[str, ...] = ()
-    compare: tuple[str, ...] = ()
-    generate_triggers: str | None = None
-    generate_tests: str | None = None
-    generate_count: int = C.DEFAULT_GENERATED_QUERIES
-    force: bool = False
+    from_results: str | None = None  # --from: render the writers from an existing results file
     schema: bool = False
     schema_of: str = "results"  # schema: the results file's schema, or the project file's
-    optimize: bool = False  # --optimize: the description optimizer
     overlap: bool = False  # --overlap: how alike the skills' descriptions are (no Claude Code run)
-    alpha: float = C.DEFAULT_ALPHA  # compare / plan: the significance level
-    significant_only: bool = False  # compare: a suspected regression does not fail (exit 0)
-    keyword: str | None = None  # -k EXPR: only the cases whose names match
-    cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
-    fail_fast: bool = False  # -x: no run starts after the first failing one
-    rerun_failed: str | None = None  # only the failing cases of this results file run again
-    auto_runs: tuple[int, int] | None = None  # -i auto / --runs auto: (least, most) runs a case
-    plan: bool = False  # plan: the runs per case that detect a change of --detect points
-    detect: float = C.DEFAULT_DETECT_POINTS
-    rate: float | None = None  # plan without a results file: the pass rate assumed
-    # who answers Claude
-    interactive: bool = False
-    simulate_user: str | None = None
-    user_model: str = C.DEFAULT_USER_MODEL
-    max_user_turns: int = C.DEFAULT_MAX_USER_TURNS
-    # how often, how many at once, when a case passes
-    iterations: int = C.DEFAULT_ITERATIONS
-    allow_many_runs: bool = False
-    accept_changed_tools: bool = False
-    runs: int | None = None
-    concurrency: int | None = None  # None: the mode's own default
-    threshold: float = C.DEFAULT_CASE_THRESHOLD
-    # outputs (a writer's name -> its path, or True for a flag such as --json) and durability
-    outputs: Mapping[str, Any] = field(default_factory=dict)
-    from_results: str | None = None  # --from: render the writers from an existing results file
-    summary_only: bool = False
-    resume: bool = False
-    retry_errors: bool = False
-    max_cost: float | None = None
-    dry_run: bool = False
-    batch: bool = False  # --batch: model calls through the Message Batches API
-    # the model: --model is repeatable (a model matrix); `model` is the first, the one used where
-    # one model is needed, `models` every one of them (every case runs on each)
+
+
+@dataclass(frozen=True)
+class ModelApi:
+    """The model under test and the Messages API that serves it. --model is repeatable (a model
+    matrix): `model` is the first, the one used where one model is needed, `models` every one of
+    them (every case runs on each)."""
+
     model: str = C.DEFAULT_MODEL
-    models: tuple[str, ...] = ()
-    harness: tuple[str, ...] = ()  # --harness: api (our loop) and/or claude-code (`claude -p`)
-    tool_search: tuple[str, ...] = ()  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH values
-    mcp_startup: str = "wait"  # --mcp-startup: whether Claude Code waits for the servers first
+    models: tuple[str, ...] = field(default=(), metadata=DERIVED)
     prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
     max_turns: int = C.DEFAULT_MAX_TURNS
     max_tokens: int = C.DEFAULT_MAX_TOKENS
@@ -189,7 +165,37 @@ class Settings:
     base_url: str | None = None
     max_retries: int = C.DEFAULT_MAX_RETRIES
     request_timeout: float = C.DEFAULT_REQUEST_TIMEOUT
-    # MCP servers
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            object.__setattr__(self, "models", (self.model,))
+
+    def client_options(self) -> dict[str, Any]:
+        """What an AnthropicModel (or model_client) is made with."""
+        return {
+            "base_url": self.base_url,
+            "max_retries": self.max_retries,
+            "timeout": self.request_timeout,
+        }
+
+    def run_settings(self, concurrency: int | None, interactive: bool) -> RunSettings:
+        """What the conversation engine needs: one person reads Claude as it writes
+        (`interactive`), one conversation at a time."""
+        return RunSettings(
+            model=self.model,
+            system_prompt=load_system_prompt(self.prompt),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_turns=self.max_turns,
+            concurrency=1 if interactive else concurrency or C.DEFAULT_CONCURRENCY,
+            stream=interactive,
+        )
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The MCP servers a suite's tools come from, and how long and how much a call may take."""
+
     server: tuple[str, ...] = ()
     server_env: tuple[str, ...] = ()
     mcp_config: str | None = None
@@ -199,26 +205,140 @@ class Settings:
     max_result_chars: int = C.DEFAULT_MAX_RESULT_CHARS
     server_url: tuple[str, ...] = ()
     transport: str = "http"
-    # which calls reach the real servers: the tool policy, mocks, record and replay
+
+    @property
+    def named(self) -> bool:
+        """Whether any server is named (a cassette alone needs none)."""
+        return bool(self.server or self.mcp_config or self.server_module or self.server_url)
+
+
+@dataclass(frozen=True)
+class ToolSafety:
+    """Which calls reach the real servers: the tool policy, mocks, record and replay."""
+
     tool_policy: str = C.DEFAULT_TOOL_POLICY
     allow_tool: tuple[str, ...] = ()
     mock_tools: str | None = None
     record: str | None = None
     replay: str | None = None
     replay_miss: str = C.DEFAULT_REPLAY_MISS
-    # grading outcomes: the LLM judge and the state checks
+
+
+@dataclass(frozen=True)
+class ClaudeCode:
+    """Where each case of a suite runs (our API loop, or `claude -p`), Claude Code's tool search
+    and server start-up, and which Claude Code: several --claude-bin are a version matrix."""
+
+    harness: tuple[str, ...] = ()  # --harness: api (our loop) and/or claude-code (`claude -p`)
+    tool_search: tuple[str, ...] = ()  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH values
+    mcp_startup: str = "wait"  # --mcp-startup: whether Claude Code waits for the servers first
+    claude_bin: str | None = None  # the first --claude-bin
+    claude_bins: tuple[str, ...] = field(default=(), metadata=DERIVED)  # every --claude-bin
+
+    def __post_init__(self) -> None:
+        if not self.claude_bins and self.claude_bin:
+            object.__setattr__(self, "claude_bins", (self.claude_bin,))
+
+
+@dataclass(frozen=True)
+class Grading:
+    """Grading outcomes: the LLM judge and the state checks (`verify`)."""
+
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
-    # skills through Claude Code
+
+
+# The run plan's families: what every durable mode takes (DURABLE_OPTIONS) and what runs part of a
+# suite (PARTIAL_RUN_OPTIONS); mode_table.py reads them with options_of(RunPlan, family).
+DURABLE = {"family": "durable"}
+PARTIAL = {"family": "partial"}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How often each case runs, how many at once, when it passes, what an earlier run gives, what
+    the run may spend, and which part of the suite this invocation runs."""
+
+    iterations: int = C.DEFAULT_ITERATIONS
+    runs: int | None = None  # --runs: skill and plugin runs per query, test or case
+    auto_runs: tuple[int, int] | None = field(default=None, metadata=DERIVED)  # -i / --runs auto
+    allow_many_runs: bool = False
+    threshold: float = C.DEFAULT_CASE_THRESHOLD
+    concurrency: int | None = field(default=None, metadata=DURABLE)  # None: the mode's default
+    resume: bool = field(default=False, metadata=DURABLE)
+    retry_errors: bool = field(default=False, metadata=DURABLE)
+    accept_changed_tools: bool = False  # --resume: keep runs made against other tools
+    max_cost: float | None = field(default=None, metadata=DURABLE)
+    dry_run: bool = field(default=False, metadata=DURABLE)
+    batch: bool = False  # --batch: model calls through the Message Batches API
+    cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
+    keyword: str | None = field(default=None, metadata=PARTIAL)  # -k EXPR: cases by name
+    fail_fast: bool = field(default=False, metadata=PARTIAL)  # -x: stop after a failing run
+    rerun_failed: str | None = field(default=None, metadata=PARTIAL)  # a results file's failures
+    shard: tuple[int, int] | None = None  # --shard K/N: a stable share of the runs
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What the run writes: each writer's value by its name (a path, or True for a flag such as
+    --json), and whether the results document keeps only the summary."""
+
+    writers: Mapping[str, Any] = field(default_factory=dict, metadata=DERIVED)  # WRITERS' options
+    summary_only: bool = False
+
+    @property
+    def output(self) -> str | None:
+        """-o FILE: the results file, beside which the journal of the run is kept."""
+        return self.writers.get("output")
+
+    @property
+    def json_out(self) -> bool:
+        """--json: the results on stdout (so every line we print goes to stderr)."""
+        return bool(self.writers.get("json_out"))
+
+    def own_outputs(self) -> list[Path]:
+        """The files this run writes itself: the isolation check must not count them."""
+        paths = [Path(p) for p in self.writers.values() if isinstance(p, str)]
+        if self.output:
+            paths += [
+                journal_path(self.output),
+                results_lines_path(self.output),
+                batch_ledger_path(self.output),
+            ]
+        return paths
+
+
+@dataclass(frozen=True)
+class UserSimulation:
+    """A simulated user who answers Claude: its goal, its model, how many turns it takes."""
+
+    simulate_user: str | None = None
+    user_model: str = C.DEFAULT_USER_MODEL
+    max_user_turns: int = C.DEFAULT_MAX_USER_TURNS
+
+
+@dataclass(frozen=True)
+class TriggerRuns:
+    """Skills through Claude Code: the trigger queries' model(s), when a query counts as
+    triggering, its turns and time, and the score a suite must reach."""
+
     trigger_model: str = C.DEFAULT_TRIGGER_MODEL
-    trigger_models: tuple[str, ...] = ()  # --trigger-model repeated: every trigger query on each
+    trigger_models: tuple[str, ...] = field(default=(), metadata=DERIVED)  # every --trigger-model
     trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
     min_trigger_score: float | None = None
-    claude_bin: str | None = None  # the first --claude-bin
-    claude_bins: tuple[str, ...] = ()  # every --claude-bin: several are a version matrix
-    # task evals through Claude Code: tools they may use, what they leave, the baselines beside them
+
+    def __post_init__(self) -> None:
+        if not self.trigger_models:
+            object.__setattr__(self, "trigger_models", (self.trigger_model,))
+
+
+@dataclass(frozen=True)
+class TaskEvals:
+    """Task evals through Claude Code: the tools they may use, what they may read, what they
+    leave, and the baselines beside them."""
+
     allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
     unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
     allow_read: tuple[str, ...] = ()  # --allow-read PATH: what task runs may read of the home
@@ -226,20 +346,38 @@ class Settings:
     artifacts: str | None = None  # --artifacts DIR
     baseline: bool = False  # --baseline: without_skill runs too
     baseline_skill: str | None = None  # --baseline-skill PATH: old_skill runs too
-    # descriptions: tried without editing files (--skill-description, --tool-overrides), or optimised
+
+
+@dataclass(frozen=True)
+class Descriptions:
+    """Descriptions tried without editing files (--skill-description, --tool-overrides), or
+    improved by the optimizer on a train/test split."""
+
     skill_description: tuple[str, ...] = ()
     tool_overrides: str | None = None
+    optimize: bool = False  # --optimize: the description optimizer
     holdout: float = C.DEFAULT_HOLDOUT
-    seed: int = C.DEFAULT_SPLIT_SEED
     optimize_rounds: int = C.DEFAULT_OPTIMIZE_ROUNDS
     optimizer_model: str = C.DEFAULT_OPTIMIZER_MODEL
-    # the crowded room: skills and tools beside the ones under test, step by step
+
+
+@dataclass(frozen=True)
+class Crowd:
+    """The crowded room: skills and tools beside the ones under test, step by step, in the order
+    (and the optimizer's split) that --seed draws."""
+
     distractors: tuple[str, ...] = ()
     distractor_steps: str | None = None
     distractor_tools: tuple[str, ...] = ()
     tool_steps: str | None = None
     distractors_file: str | None = None
-    # the hostile room: the suite under attack, the definitions scanned, the definitions pinned
+    seed: int = C.DEFAULT_SPLIT_SEED
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """The hostile room: the suite under attack, the definitions scanned, the definitions pinned."""
+
     redteam: bool = False
     attacks: tuple[str, ...] = ()
     vectors: tuple[str, ...] = ()
@@ -248,18 +386,35 @@ class Settings:
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
     pin: str | None = None
     update_pins: bool = False
-    # at scale: a share of the runs (--shard K/N), or the pieces of a sharded run put together
-    shard: tuple[int, int] | None = None
-    merge: tuple[str, ...] = ()
-    merged_runs: tuple = ()  # --merge: the pieces' runs, replayed instead of run (not an option)
-    merged_pieces: tuple = ()  # --merge: the pieces' documents (not an option)
-    # plugin: a whole plugin's eval suite through Claude Code (plugin PATH), and what import and
-    # export read and write (their -o is a folder)
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Is the change real: results files compared, and how many runs a case needs (plan)."""
+
+    compare: tuple[str, ...] = ()
+    alpha: float = C.DEFAULT_ALPHA  # compare / plan (and a plugin's delta): the significance level
+    significant_only: bool = False  # compare: a suspected regression does not fail (exit 0)
+    plan: bool = False  # plan: the runs per case that detect a change of --detect points
+    detect: float = C.DEFAULT_DETECT_POINTS
+    rate: float | None = None  # plan without a results file: the pass rate assumed
+
+
+@dataclass(frozen=True)
+class PluginEvals:
+    """A whole plugin's eval suite through Claude Code (plugin PATH), in two arms."""
+
     plugin: str | None = None  # --plugin PATH: the plugin's folder, or an installed plugin's name
     ablation: str = C.DEFAULT_ABLATION  # --ablation: with-without, or the plugin arm alone
     case: tuple[str, ...] = ()  # --case GLOB: only the plugin's cases whose name matches
     keep_events: bool = False  # --keep-events: each plugin run's stream-json events, kept
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs first
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What import reads (a benchmark, a plugin's evals/) and export writes; their -o is a folder."""
+
     import_source: str | None = None  # import: bfcl | tau2 | plugin-evals
     export_format: str | None = None  # export: claude-plugin-eval
     mcp_server: str | None = None  # export --csv: the plugin's server whose tools the suite names
@@ -268,56 +423,133 @@ class Settings:
     split: str = C.DEFAULT_TAU2_SPLIT  # import tau2 --split
     tasks: str | None = None  # import tau2 --tasks IDS
     limit: int | None = None  # import --limit N
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """generate: trigger queries (or a starter test set) drafted for a skill."""
+
+    generate_triggers: str | None = None
+    generate_tests: str | None = None
+    generate_count: int = C.DEFAULT_GENERATED_QUERIES
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Merging:
+    """merge: the results files of a sharded run, and (not options) their runs and documents,
+    replayed instead of run."""
+
+    merge: tuple[str, ...] = ()
+    merged_runs: tuple = field(default=(), metadata=DERIVED)
+    merged_pieces: tuple = field(default=(), metadata=DERIVED)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option of one invocation, parsed and validated once at the CLI boundary, held by
+    concern. `given` names the options the user actually typed. The modes take it whole and hand
+    each room the groups it reads."""
+
+    inputs: Inputs = field(default_factory=Inputs)
+    api: ModelApi = field(default_factory=ModelApi)
+    servers: Servers = field(default_factory=Servers)
+    tool_safety: ToolSafety = field(default_factory=ToolSafety)
+    claude_code: ClaudeCode = field(default_factory=ClaudeCode)
+    grading: Grading = field(default_factory=Grading)
+    run_plan: RunPlan = field(default_factory=RunPlan)
+    outputs: Outputs = field(default_factory=Outputs)
+    user_simulation: UserSimulation = field(default_factory=UserSimulation)
+    trigger_runs: TriggerRuns = field(default_factory=TriggerRuns)
+    task_evals: TaskEvals = field(default_factory=TaskEvals)
+    descriptions: Descriptions = field(default_factory=Descriptions)
+    crowd: Crowd = field(default_factory=Crowd)
+    hostile: Hostile = field(default_factory=Hostile)
+    statistics: Statistics = field(default_factory=Statistics)
+    plugin_evals: PluginEvals = field(default_factory=PluginEvals)
+    exchange: Exchange = field(default_factory=Exchange)
+    drafting: Drafting = field(default_factory=Drafting)
+    merging: Merging = field(default_factory=Merging)
     given: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        if not self.models:
-            object.__setattr__(self, "models", (self.model,))
-        if not self.trigger_models:
-            object.__setattr__(self, "trigger_models", (self.trigger_model,))
-        if not self.claude_bins and self.claude_bin:
-            object.__setattr__(self, "claude_bins", (self.claude_bin,))
+    @classmethod
+    def of(cls, given: frozenset[str] = frozenset(), **values: Any) -> Settings:
+        """Settings from values by name (an option's, or a derived field's such as `models`;
+        `writers`: the writers' values), each put in its group; the rest are the defaults."""
+        parts: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            home = FIELD_HOMES.get(name)
+            if home is None:
+                raise TypeError(f"no setting is named {name!r}")
+            parts.setdefault(home, {})[name] = value
+        groups = {home: GROUPS[home](**found) for home, found in parts.items()}
+        return cls(**groups, given=given)
+
+    def replaced(self, **values: Any) -> Settings:
+        """These settings with some values changed by name (each in its group)."""
+        parts: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            home = FIELD_HOMES.get(name)
+            if home is None:
+                raise TypeError(f"no setting is named {name!r}")
+            parts.setdefault(home, {})[name] = value
+        return replace(
+            self, **{home: replace(getattr(self, home), **found) for home, found in parts.items()}
+        )
+
+    def value(self, name: str) -> Any:
+        """An option's value by its name (a writer's from the outputs; None for no option)."""
+        home = FIELD_HOMES.get(name)
+        if home is None:
+            return self.outputs.writers.get(name)
+        return getattr(getattr(self, home), name)
 
     @property
     def matrix(self) -> bool:
         """Whether more than one model (or Claude Code version) runs the suite."""
-        return len(self.models) > 1 or len(self.trigger_models) > 1 or len(self.claude_bins) > 1
-
-    def run_settings(self) -> RunSettings:
-        """What the conversation engine needs of these settings."""
-        interactive = (
-            self.interactive
-        )  # one person reads Claude as it writes, one conversation at a time
-        return RunSettings(
-            model=self.model,
-            system_prompt=load_system_prompt(self.prompt),
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            max_turns=self.max_turns,
-            concurrency=1 if interactive else self.concurrency or C.DEFAULT_CONCURRENCY,
-            stream=interactive,
+        return (
+            len(self.api.models) > 1
+            or len(self.trigger_runs.trigger_models) > 1
+            or len(self.claude_code.claude_bins) > 1
         )
+
+    # Temporary while the rooms move onto the groups: the old flat names, read from the groups.
+    def __getattr__(self, name: str) -> Any:
+        home = FIELD_HOMES.get(name)
+        if home is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(getattr(self, home), name)
 
     @property
     def output(self) -> str | None:
-        """-o FILE: the results file, beside which the journal of the run is kept."""
-        return self.outputs.get("output")
+        return self.outputs.output
 
     @property
     def json_out(self) -> bool:
-        """--json: the results on stdout (so every line we print goes to stderr)."""
-        return bool(self.outputs.get("json_out"))
+        return self.outputs.json_out
 
     def own_outputs(self) -> list[Path]:
-        """The files this run writes itself: the isolation check must not count them."""
-        paths = [Path(p) for p in self.outputs.values() if isinstance(p, str)]
-        if self.output:
-            paths += [
-                journal_path(self.output),
-                results_lines_path(self.output),
-                batch_ledger_path(self.output),
-            ]
-        return paths
+        return self.outputs.own_outputs()
+
+    def run_settings(self) -> RunSettings:
+        return self.api.run_settings(self.run_plan.concurrency, self.inputs.interactive)
+
+
+# Each group's class by its place in Settings, and each field's place ("writers": the outputs').
+GROUPS: dict[str, Any] = {f.name: f.default_factory for f in fields(Settings) if f.name != "given"}
+FIELD_HOMES: dict[str, str] = {
+    name: home for home, group in GROUPS.items() for name in (f.name for f in fields(group))
+}
+
+
+def options_of(group: type, family: str | None = None) -> frozenset[str]:
+    """The options a group holds (its fields but the derived ones), or those of one family of
+    it (RunPlan's durable and partial-run options)."""
+    return frozenset(
+        f.name
+        for f in fields(group)
+        if not f.metadata.get("derived") and (family is None or f.metadata.get("family") == family)
+    )
 
 
 def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
@@ -375,8 +607,8 @@ def settings_from(params: dict[str, Any], given: frozenset[str]) -> Settings:
         params.update(model=models[0], models=models)
     if trigger_models:
         params.update(trigger_model=trigger_models[0], trigger_models=trigger_models)
-    return Settings(
+    return Settings.of(
         **params,
-        outputs={name: value for name, value in outputs.items() if value},
+        writers={name: value for name, value in outputs.items() if value},
         given=(given - {"files", "config", "suite"}) | ({taker} if more and taker else frozenset()),
     )

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from claude_tool_evaluator.options import RUNNING
 from claude_tool_evaluator.results_schema.document import Record
 from claude_tool_evaluator.runners.skills import assign_trigger_skills
 from claude_tool_evaluator.scoring.tool_use import score_order
+from claude_tool_evaluator.settings import GROUPS, options_of
 from claude_tool_evaluator.sinks import markdown_cell, terminal_text
 from claude_tool_evaluator.writers.html import html_block
 
@@ -137,13 +137,11 @@ def comparable(value: Any) -> Any:
 
 
 # ============================================================================ the option table
-def test_every_option_is_a_settings_field_and_every_field_an_option():
-    settings = {f.name for f in fields(E.Settings)}
-    derived = {"models", "trigger_models", "outputs", "merged_runs", "merged_pieces", "given"}
-    derived |= {"claude_bins", "auto_runs"}  # every --claude-bin; -i auto's (least, most)
+def test_every_option_is_the_field_of_one_settings_group_and_every_field_an_option():
+    held = [name for group in GROUPS.values() for name in options_of(group)]
     options = {o.name for o in E.OPTIONS if not o.writer}
-    assert options <= settings
-    assert settings - derived == options
+    assert len(held) == len(set(held)), "an option held by two groups"
+    assert set(held) == options
     assert {w.name for w in E.WRITERS} == {o.name for o in E.OPTIONS if o.writer}
 
 
@@ -486,7 +484,9 @@ def test_a_new_writer_is_one_row_and_appears_everywhere(lab: Lab, tap_writer: An
     assert code == 2 and "no such option" in err.lower()
     code, _, err = lab.run("--compare", "a.json", "b.json", "--tap", "x.tap", cli=tap_writer)
     assert code == 2 and "--tap does not apply to --compare" in err
-    settings = E.Settings(outputs={"tap": "x.tap"}, shard=(1, 2), given=frozenset({"tap", "shard"}))
+    settings = E.Settings.of(
+        writers={"tap": "x.tap"}, shard=(1, 2), given=frozenset({"tap", "shard"})
+    )
     assert "tap" not in recorded_settings(settings), "shards may differ in where they write"
     again = lab.root / "again.tap"
     assert lab.run("render", lab.root / "missing.json", "--tap", again, cli=tap_writer)[0] == 2

@@ -476,7 +476,7 @@ def test_the_best_is_chosen_by_test_then_train_then_the_shorter():
         SplitItem("d", "y", "test"),
     ]
     task = SimpleNamespace(kind="skill", subject="s", items=items)
-    settings = E.Settings(optimize=True, runs=1)
+    settings = E.Settings.of(optimize=True, runs=1)
     loop = OptimizeLoop(task, settings, None, None)
 
     def add(round_no: int, description: str, passed: set[str]) -> None:

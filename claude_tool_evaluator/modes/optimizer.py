@@ -389,7 +389,7 @@ class ToolDescriptionTask:
         return {name: spec.description for name, spec in sorted(self.tools.items())}
 
     def run_settings(self) -> Settings:
-        return replace(self.settings, iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+        return self.settings.replaced(iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
 
     def runner(
         self, candidate: dict[str, str], scoring: ToolCheckScoring | None = None
@@ -779,9 +779,8 @@ class OptimizeLoop:
         )
         outcome = run_pipeline(
             runner,
-            replace(
-                self.settings,
-                outputs={},
+            self.settings.replaced(
+                writers={},
                 resume=False,
                 retry_errors=False,
                 summary_only=False,
@@ -1000,7 +999,7 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             "--optimize runs one Claude Code version: give --claude-bin once (a version matrix "
             "is a --skill run)"
         )
-    settings = replace(settings, runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+    settings = settings.replaced(runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
     task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
     items = stratified_split(task.items, settings.holdout, settings.seed)
     if settings.dry_run:

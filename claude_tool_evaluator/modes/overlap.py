@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -242,7 +241,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         require_api_key()
     decoy_cost = crowd.decoy_cost if crowd else 0.0
     budget = None if settings.max_cost is None else max(0.0, settings.max_cost - decoy_cost)
-    spent, not_judged = asyncio.run(judge_overlaps(requests, replace(settings, max_cost=budget)))
+    spent, not_judged = asyncio.run(judge_overlaps(requests, settings.replaced(max_cost=budget)))
     record = OverlapRecord(
         skills=names,
         distractors=[d.name for d in distractors],

@@ -227,7 +227,7 @@ def plan_mode(settings: Settings, console: Console) -> int:
 def render_mode(settings: Settings, console: Console) -> int:
     """render RESULTS.json (--from): the reports of a finished run, written from its results
     file, which is checked against the schema first; nothing runs."""
-    if not settings.outputs:
+    if not settings.outputs.writers:
         flags = ", ".join(w.option.flag for w in WRITERS if w.renders_from)
         raise InputError(
             "render needs an output to write",

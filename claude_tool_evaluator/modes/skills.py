@@ -226,7 +226,7 @@ def task_plan_options(
             ("--allow-tools", settings.allow_tools),
             ("--allow-read", settings.allow_read),
             ("--artifacts", settings.artifacts),
-            ("--benchmark-json", settings.outputs.get("benchmark_json")),
+            ("--benchmark-json", settings.outputs.writers.get("benchmark_json")),
         )
         if value
     ]
@@ -867,7 +867,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
             print_decoy_estimate(console, plan.crowd.keeper)
         return 0
     if plan.crowd is not None and plan.crowd.decoy_cost and settings.max_cost is not None:
-        settings = replace(settings, max_cost=max(0.0, settings.max_cost - plan.crowd.decoy_cost))
+        settings = settings.replaced(max_cost=max(0.0, settings.max_cost - plan.crowd.decoy_cost))
     if (
         settings.merge
     ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw

@@ -399,7 +399,7 @@ def tool_use_mode(
             print_pins(console, runner.pins)
         return 0
     if crowd is not None and crowd.keeper.cost and settings.max_cost is not None:
-        settings = replace(settings, max_cost=max(0.0, settings.max_cost - crowd.keeper.cost))
+        settings = settings.replaced(max_cost=max(0.0, settings.max_cost - crowd.keeper.cost))
     progress = (
         None
         if settings.interactive or mode == "query" or settings.merge
@@ -499,8 +499,7 @@ def qa_suite(settings: Settings) -> tuple[list[TestCase], Settings, str]:
     cases = list(filter_by_names(every_case, settings.keyword))
     if settings.answer_match:
         cases = [replace(case, answer_match=settings.answer_match) for case in cases]
-    settings = replace(
-        settings,
+    settings = settings.replaced(
         max_turns=settings.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
         prompt=settings.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT",
     )

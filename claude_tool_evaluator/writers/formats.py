@@ -354,7 +354,7 @@ def write_outputs(results: Results, settings: Settings, console: Console) -> Non
         if sink.active():
             sink.results(results, settings, console)
     for writer in WRITERS:
-        value = settings.outputs.get(writer.name)
+        value = settings.outputs.writers.get(writer.name)
         if value:
             write_one(
                 writer, value, functools.partial(writer.write, value, results), settings, console
@@ -368,7 +368,7 @@ def write_comparisons(
         if sink.active():
             sink.comparisons(comparisons, settings, console)
     for writer in WRITERS:
-        value = settings.outputs.get(writer.name)
+        value = settings.outputs.writers.get(writer.name)
         if value and writer.compare is not None:
             write_one(
                 writer,

@@ -444,7 +444,7 @@ def set_step_outputs(settings: Settings, passed: bool, counts: Mapping[str, floa
     for name, count in counts.items():
         GithubStep.counts[name] = GithubStep.counts.get(name, 0) + count
     for writer in WRITERS:
-        written = settings.outputs.get(writer.name)
+        written = settings.outputs.writers.get(writer.name)
         paths = GithubStep.files.setdefault(writer.name, [])
         if writer.takes_path and written and os.path.abspath(written) not in paths:
             paths.append(os.path.abspath(written))

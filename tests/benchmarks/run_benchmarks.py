@@ -392,7 +392,7 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
     `full` adds what the pipeline and the CSV mode do with each result in memory (score it,
     build its typed results record and dump it to JSON)."""
     os.environ["ANTHROPIC_API_KEY"] = API_KEY
-    settings = evaluator.Settings(base_url=url, concurrency=concurrency)
+    settings = evaluator.Settings.of(base_url=url, concurrency=concurrency)
     scoring = ToolCheckScoring(cases, check_names=False)
     runner = ToolUseRunner(
         cases, settings, [module_spec()], on_connect=scoring.connected, verdict_of=scoring.verdict
