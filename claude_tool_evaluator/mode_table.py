@@ -15,7 +15,18 @@ import test_constants as C
 from .errors import InputError, UsageProblem
 from .options import OPTIONS, flag_of, option_named, option_order
 from .rooms import RoomFunction
-from .settings import Settings
+from .settings import (
+    ClaudeCode,
+    Grading,
+    ModelApi,
+    RunPlan,
+    Servers,
+    Settings,
+    TaskEvals,
+    ToolSafety,
+    UserSimulation,
+    options_of,
+)
 from .writers import writer_named
 
 if TYPE_CHECKING:
@@ -24,69 +35,36 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-DURABLE_OPTIONS = frozenset({"resume", "retry_errors", "max_cost", "dry_run", "concurrency"})
+# The option sets the rows share, each a group of Settings (or, the run plan's, a family of one):
+# an option added to a group is in its set, so the table and the settings cannot drift apart.
+DURABLE_OPTIONS = options_of(RunPlan, "durable")
 
 
-MODEL_OPTIONS = frozenset(
-    {
-        "model",
-        "prompt",
-        "max_turns",
-        "max_tokens",
-        "temperature",
-        "base_url",
-        "max_retries",
-        "request_timeout",
-    }
-)
+MODEL_OPTIONS = options_of(ModelApi)
 
 
-SERVER_OPTIONS = frozenset(
-    {
-        "server",
-        "server_env",
-        "mcp_config",
-        "server_module",
-        "tool_timeout",
-        "stop_grace",
-        "max_result_chars",
-        "server_url",
-        "transport",
-    }
-)
+SERVER_OPTIONS = options_of(Servers)
 
 
-TOOL_SAFETY_OPTIONS = frozenset(
-    {"tool_policy", "allow_tool", "mock_tools", "record", "replay", "replay_miss"}
-)
+TOOL_SAFETY_OPTIONS = options_of(ToolSafety)
 
 
 # suites through Claude Code too: where each case runs, its tool search, which Claude Code
-HARNESS_OPTIONS = frozenset({"harness", "tool_search", "mcp_startup", "claude_bin"})
+HARNESS_OPTIONS = options_of(ClaudeCode)
 
 
-GRADING_OPTIONS = frozenset({"judge_model", "verify_timeout"})  # cases may carry a rubric or verify
+GRADING_OPTIONS = options_of(Grading)  # cases may carry a rubric or verify
 
 
 # running part of a suite: some of its cases, stopping at the first failure, or the failed ones again
-PARTIAL_RUN_OPTIONS = frozenset({"keyword", "fail_fast", "rerun_failed"})
+PARTIAL_RUN_OPTIONS = options_of(RunPlan, "partial")
 
 
-SIMULATED_USER_OPTIONS = frozenset({"simulate_user", "user_model", "max_user_turns"})
+SIMULATED_USER_OPTIONS = options_of(UserSimulation)
 
 
-# task evals through Claude Code: what they may do, what they leave, their baselines, who grades
-TASK_EVAL_OPTIONS = frozenset(
-    {
-        "allow_tools",
-        "unconfined",
-        "allow_read",
-        "artifacts",
-        "baseline",
-        "baseline_skill",
-        "judge_model",
-    }
-)
+# task evals through Claude Code: what they may do, read and leave, their baselines
+TASK_EVAL_OPTIONS = options_of(TaskEvals)
 
 
 TOOL_USE_OPTIONS = (
@@ -158,12 +136,12 @@ def test_files_of_kind(settings: Settings, kind: str) -> bool:
     not for the help)."""
     from .loaders.skills import kind_of_test_file
 
-    return any(kind_of_test_file(f) == kind for f in settings.tests)
+    return any(kind_of_test_file(f) == kind for f in settings.inputs.tests)
 
 
 def qa_files_given(settings: Settings) -> bool:
     """--qa, or a QA evaluation (.xml) among the --tests files."""
-    return bool(settings.qa) or test_files_of_kind(settings, "qa")
+    return bool(settings.inputs.qa) or test_files_of_kind(settings, "qa")
 
 
 @dataclass(frozen=True)
@@ -219,7 +197,7 @@ MODES.extend(
         Mode(
             "export",
             "export",
-            lambda s: bool(s.export_format),
+            lambda s: bool(s.exchange.export_format),
             frozenset(
                 {
                     "export_format",
@@ -248,7 +226,7 @@ MODES.extend(
         Mode(
             "import",
             "import",
-            lambda s: bool(s.import_source),
+            lambda s: bool(s.exchange.import_source),
             frozenset(
                 {
                     "import_source",
@@ -276,7 +254,7 @@ MODES.extend(
         Mode(
             "plugin",
             "plugin runs",
-            lambda s: bool(s.plugin),
+            lambda s: bool(s.plugin_evals.plugin),
             PLUGIN_OPTIONS,
             RoomFunction("modes.plugin", "plugin_mode"),
             (
@@ -293,7 +271,7 @@ MODES.extend(
         Mode(
             "schema",
             "--schema",
-            lambda s: s.schema,
+            lambda s: s.inputs.schema,
             frozenset({"schema", "schema_of", "output"}),
             RoomFunction("modes.results_files", "schema_mode"),
             (
@@ -308,7 +286,7 @@ MODES.extend(
         Mode(
             "generate",
             "--generate-triggers / --generate-tests runs",
-            lambda s: bool(s.generate_triggers or s.generate_tests),
+            lambda s: bool(s.drafting.generate_triggers or s.drafting.generate_tests),
             frozenset(
                 {
                     "generate_triggers",
@@ -336,7 +314,7 @@ MODES.extend(
         Mode(
             "compare",
             "--compare",
-            lambda s: bool(s.compare),
+            lambda s: bool(s.statistics.compare),
             frozenset({"compare", "alpha", "significant_only"}),
             RoomFunction("modes.results_files", "compare_mode"),
             ("python evaluator.py compare old.json new.json --report diff.md --html diff.html",),
@@ -347,7 +325,7 @@ MODES.extend(
         Mode(
             "merge",
             "--merge",
-            lambda s: bool(s.merge),
+            lambda s: bool(s.merging.merge),
             frozenset({"merge"}),
             RoomFunction("dispatch", "merge_mode"),
             (
@@ -360,7 +338,7 @@ MODES.extend(
         Mode(
             "plan",
             "plan",
-            lambda s: s.plan,
+            lambda s: s.statistics.plan,
             frozenset({"plan", "from_results", "detect", "rate", "alpha"}),
             RoomFunction("modes.results_files", "plan_mode"),
             (
@@ -375,7 +353,7 @@ MODES.extend(
         Mode(
             "render",
             "--from",
-            lambda s: bool(s.from_results),
+            lambda s: bool(s.inputs.from_results),
             frozenset({"from_results"}),
             RoomFunction("modes.results_files", "render_mode"),
             ("python evaluator.py render results.json --html report.html",),
@@ -386,7 +364,7 @@ MODES.extend(
         Mode(
             "optimize",
             "--optimize runs",
-            lambda s: s.optimize,
+            lambda s: s.descriptions.optimize,
             frozenset(
                 {
                     "optimize",
@@ -429,7 +407,7 @@ MODES.extend(
         Mode(
             "overlap",
             "--overlap runs",
-            lambda s: s.overlap,
+            lambda s: s.inputs.overlap,
             frozenset(
                 {
                     "overlap",
@@ -464,7 +442,7 @@ MODES.extend(
         Mode(
             "scan",
             "scan runs",
-            lambda s: s.scan,
+            lambda s: s.hostile.scan,
             SCAN_OPTIONS,
             RoomFunction("modes.hostile", "scan_mode"),
             (
@@ -480,7 +458,7 @@ MODES.extend(
         Mode(
             "redteam",
             "redteam runs",
-            lambda s: s.redteam,
+            lambda s: s.hostile.redteam,
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
             # its servers are the evaluator's in-process proxies, ready at once: no --mcp-startup
@@ -511,7 +489,7 @@ MODES.extend(
         Mode(
             "skills",
             "--skill runs",
-            lambda s: bool(s.skill or s.trigger),
+            lambda s: bool(s.inputs.skill or s.inputs.trigger),
             DURABLE_OPTIONS
             | TASK_EVAL_OPTIONS
             | PARTIAL_RUN_OPTIONS
@@ -533,7 +511,7 @@ MODES.extend(
                 "mcp_config",
                 "skill_description",
                 "shard",
-                "ignore_path",
+                "judge_model",
                 "distractors",
                 "distractor_steps",
                 "distractors_file",
@@ -557,7 +535,7 @@ MODES.extend(
         Mode(
             "markdown",
             "--tests runs against MCP servers",
-            lambda s: bool(s.tests) and not test_files_of_kind(s, "qa"),
+            lambda s: bool(s.inputs.tests) and not test_files_of_kind(s, "qa"),
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
             | PARTIAL_RUN_OPTIONS
@@ -592,7 +570,7 @@ MODES.extend(
         Mode(
             "csv",
             "--csv runs",
-            lambda s: bool(s.csv),
+            lambda s: bool(s.inputs.csv),
             TOOL_USE_OPTIONS
             | GRADING_OPTIONS
             | PARTIAL_RUN_OPTIONS
@@ -612,10 +590,10 @@ MODES.extend(
             "query",
             "-q / -c runs",
             lambda s: (
-                s.query is not None
-                or bool(s.conversation)
-                or s.interactive
-                or s.simulate_user is not None
+                s.inputs.query is not None
+                or bool(s.inputs.conversation)
+                or s.inputs.interactive
+                or s.user_simulation.simulate_user is not None
             ),
             TOOL_USE_OPTIONS | HARNESS_OPTIONS | {"query", "conversation", "interactive"},
             RoomFunction("modes.tool_suites", "query_mode"),
