@@ -19,6 +19,7 @@ from .settings import (
     ClaudeCode,
     Grading,
     ModelApi,
+    Pins,
     RunPlan,
     Servers,
     Settings,
@@ -76,7 +77,7 @@ TOOL_USE_OPTIONS = (
     | {"iterations", "allow_many_runs", "threshold", "summary_only", "tool_overrides"}
     | {"accept_changed_tools"}
     | {"batch", "cache"}
-    | {"pin", "update_pins"}
+    | options_of(Pins)
 )
 
 

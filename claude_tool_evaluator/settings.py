@@ -376,7 +376,7 @@ class Crowd:
 
 @dataclass(frozen=True)
 class Hostile:
-    """The hostile room: the suite under attack, the definitions scanned, the definitions pinned."""
+    """The hostile room: the suite under attack (redteam), the definitions scanned (scan)."""
 
     redteam: bool = False
     attacks: tuple[str, ...] = ()
@@ -384,6 +384,13 @@ class Hostile:
     redteam_judge: bool = False
     scan: bool = False
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
+
+
+@dataclass(frozen=True)
+class Pins:
+    """--pin: the tools' definitions checked against a lock file (a changed one stops the run
+    before any model call), or written to it (--update-pins)."""
+
     pin: str | None = None
     update_pins: bool = False
 
@@ -465,6 +472,7 @@ class Settings:
     descriptions: Descriptions = field(default_factory=Descriptions)
     crowd: Crowd = field(default_factory=Crowd)
     hostile: Hostile = field(default_factory=Hostile)
+    pins: Pins = field(default_factory=Pins)
     statistics: Statistics = field(default_factory=Statistics)
     plugin_evals: PluginEvals = field(default_factory=PluginEvals)
     exchange: Exchange = field(default_factory=Exchange)
