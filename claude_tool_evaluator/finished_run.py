@@ -6,7 +6,7 @@ May import: the rooms above it (up to the runners)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .pipeline import PipelineOutcome
     from .results_schema.document import CaseResult, RunResult, Section
     from .scoring.statistics import CaseCounts, RunTotals
-    from .settings import Settings
+    from .settings import ModelApi, Outputs, RunPlan
 
 
 def summary_record(
@@ -211,57 +211,77 @@ UNRECORDED_OPTIONS = frozenset(
 )
 
 
-def recorded_settings(settings: Settings) -> dict[str, Any]:
+def recorded_settings(given: Mapping[str, Any]) -> dict[str, Any]:
+    """What a shard records of the options it was given (`given`: each given option's value by
+    name, as Settings.given_values says them): the flat `settings` of the results metadata, which
+    --merge holds the pieces to and rebuilds their settings from."""
     recorded: dict[str, Any] = {}
-    for name in sorted(settings.given - UNRECORDED_OPTIONS):
+    for name, value in sorted(given.items()):
         writer = writer_named(name)
-        if writer is not None and not writer.recorded:
+        if name in UNRECORDED_OPTIONS or (writer is not None and not writer.recorded):
             continue
-        value = {"model": settings.models, "trigger_model": settings.trigger_models}.get(
-            name, settings.value(name)
-        )
         recorded[name] = list(value) if isinstance(value, tuple) else value
     return Redactor.for_run().data(recorded)
 
 
-def scale_metadata(settings: Settings, outcome: PipelineOutcome) -> dict[str, Any]:
+def scale_metadata(
+    api: ModelApi,
+    trigger_models: Sequence[str],
+    plan: RunPlan,
+    merge: Sequence[str],
+    given: Mapping[str, Any],
+    outcome: PipelineOutcome,
+) -> dict[str, Any]:
     """The metadata of a model matrix (every model) and of a shard (which share of which suite,
     and the options it ran with, redacted like everything else)."""
     found: dict[str, Any] = {}
-    if len(settings.models) > 1:
-        found["models"] = list(settings.models)
-    if len(settings.trigger_models) > 1:
-        found["trigger_models"] = list(settings.trigger_models)
-    if settings.shard or settings.merge:
+    if len(api.models) > 1:
+        found["models"] = list(api.models)
+    if len(trigger_models) > 1:
+        found["trigger_models"] = list(trigger_models)
+    if plan.shard or merge:
         found["suite_hash"] = outcome.suite_hash or None
-        found["settings"] = recorded_settings(settings)
-    if settings.shard:
-        found["shard"] = f"{settings.shard[0]}/{settings.shard[1]}"
-    if settings.merge:
-        found["merged_from"] = list(settings.merge)
+        found["settings"] = recorded_settings(given)
+    if plan.shard:
+        found["shard"] = f"{plan.shard[0]}/{plan.shard[1]}"
+    if merge:
+        found["merged_from"] = list(merge)
     return found
 
 
 def make_metadata(
-    mode: str, settings: Settings, result_count: int, outcome: PipelineOutcome, **extra: Any
+    mode: str,
+    result_count: int,
+    outcome: PipelineOutcome,
+    *,
+    api: ModelApi,
+    plan: RunPlan,
+    outputs: Outputs,
+    given: Mapping[str, Any],
+    trigger_models: Sequence[str] = (),
+    merge: Sequence[str] = (),
+    interactive: bool = False,
+    **extra: Any,
 ) -> Metadata:
+    """The results' metadata: the run (`mode`, its wall time, how it ended) and what of the
+    settings shaped it (`given`: the options given, by name: a shard records them)."""
     return Metadata(
         total_results=result_count,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        mode="interactive" if settings.interactive else "batch",
+        mode="interactive" if interactive else "batch",
         evaluation=mode,
-        model=settings.model,
-        iterations=settings.iterations,
+        model=api.model,
+        iterations=plan.iterations,
         suite_wall_time_s=round(outcome.wall_time_s, 3),
         interrupted=outcome.interrupted,
-        threshold=settings.threshold,
-        batch_api=settings.batch,
-        auto_runs=list(settings.auto_runs) if settings.auto_runs else None,
-        cache=ResponseCache.open(settings.cache).record() if settings.cache else None,
-        results_file=str(results_lines_path(settings.output))
-        if settings.summary_only and settings.output
+        threshold=plan.threshold,
+        batch_api=plan.batch,
+        auto_runs=list(plan.auto_runs) if plan.auto_runs else None,
+        cache=ResponseCache.open(plan.cache).record() if plan.cache else None,
+        results_file=str(results_lines_path(outputs.output))
+        if outputs.summary_only and outputs.output
         else None,
-        **scale_metadata(settings, outcome),
+        **scale_metadata(api, trigger_models, plan, merge, given, outcome),
         **extra,
     )
 

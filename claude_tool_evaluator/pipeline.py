@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .dry_run import CostEstimate
     from .redaction import Redactor
     from .results_schema.document import ResultsDocument, RunResult
-    from .settings import Settings
+    from .settings import Merging, Outputs, RunPlan
 
 
 @dataclass(frozen=True)
@@ -293,45 +293,47 @@ def output_lock(output: str | Path) -> Iterator[None]:
             os.close(fd)
 
 
-def continues_earlier_run(settings: Settings) -> bool:
-    """Whether this invocation picks up an earlier run; a leftover journal is never overwritten."""
-    if not settings.output:
-        if settings.resume or settings.retry_errors:
+def continues_earlier_run(plan: RunPlan, output: str | None) -> bool:
+    """Whether this invocation picks up the earlier run whose output is -o (`output`); a
+    leftover journal is never overwritten."""
+    again = plan.resume or plan.retry_errors
+    if not output:
+        if again:
             raise InputError(
                 "--resume and --retry-errors need -o FILE: the output of the run to continue"
             )
         return False
-    journal = journal_path(settings.output)
-    if not (settings.resume or settings.retry_errors) and journal.exists():
+    journal = journal_path(output)
+    if not again and journal.exists():
         raise InputError(
             f"{journal} holds the results of an unfinished run",
             hint="add --resume to continue it, or delete that file to start over",
         )
-    ledger = batch_ledger_path(settings.output)
-    if not (settings.resume or settings.retry_errors) and ledger.exists():
+    ledger = batch_ledger_path(output)
+    if not again and ledger.exists():
         raise InputError(
             f"{ledger} lists the Message Batches of an unfinished --batch run",
             hint="add --batch --resume to take their answers, or delete that file to start over",
         )
-    return settings.resume or settings.retry_errors
+    return again
 
 
 def earlier_runs(
-    runner: Runner, settings: Settings, earlier: Sequence[RunResult] | None = None
+    runner: Runner, plan: RunPlan, output: str | None, earlier: Sequence[RunResult] | None = None
 ) -> dict[tuple, RunResult]:
     """The earlier results by job key: those of -o's final file and journal with --resume /
     --retry-errors, or `earlier` when given (the optimizer keeps its own journal); none otherwise."""
-    if earlier is None and (not continues_earlier_run(settings) or settings.output is None):
+    if earlier is None and (not continues_earlier_run(plan, output) or output is None):
         return {}
-    found = earlier if earlier is not None else earlier_results(settings.output or "")
+    found = earlier if earlier is not None else earlier_results(output or "")
     return {runner.result_key(r): r for r in found}
 
 
-def reusable(job: Job, earlier: dict[tuple, RunResult], settings: Settings) -> RunResult | None:
+def reusable(job: Job, earlier: dict[tuple, RunResult], retry_errors: bool) -> RunResult | None:
     """An earlier result counts when its key (with the hash of its definition) matches, and with
     --retry-errors only when it did not end in an error."""
     result = earlier.get(job.key)
-    if result is None or (settings.retry_errors and result.error):
+    if result is None or (retry_errors and result.error):
         return None
     return result
 
@@ -368,24 +370,24 @@ class JobSurvey:
     kept: int
 
 
-def survey_jobs(runner: Runner, settings: Settings, earlier: dict[tuple, RunResult]) -> JobSurvey:
+def survey_jobs(runner: Runner, plan: RunPlan, earlier: dict[tuple, RunResult]) -> JobSurvey:
     digest, jobs, kept = hashlib.sha256(b"["), 0, 0
     for index, job in enumerate(runner.jobs()):
         digest.update(((", " if index else "") + json.dumps(list(job.key), default=str)).encode())
-        if in_shard(job, settings.shard):
+        if in_shard(job, plan.shard):
             jobs += 1
-            if earlier and reusable(job, earlier, settings) is not None:
+            if earlier and reusable(job, earlier, plan.retry_errors) is not None:
                 kept += 1
     digest.update(b"]")
     return JobSurvey(digest.hexdigest()[:16], jobs, kept)
 
 
-def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
+def replay_pipeline(runner: Runner, merging: Merging) -> PipelineOutcome:
     """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
     them (the scorers and writers then do what they do after a run), each with the verdict its
     piece gave it. A run of the suite in no piece, or a piece's run that is no run of the suite,
     means the suite is not the one the pieces ran: one line."""
-    found = {runner.result_key(result): result for result in settings.merged_runs}
+    found = {runner.result_key(result): result for result in merging.merged_runs}
     spool = RunSpool(len(found))
     jobs, missing = 0, 0
 
@@ -397,7 +399,7 @@ def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
                 ordinal += 1
 
     outcome = PipelineOutcome(RunStream(runner, numbered, spool), suite_hash=suite_hash(runner))
-    for piece in settings.merged_pieces:
+    for piece in merging.merged_pieces:
         outcome.not_started += piece.summary.not_started
         outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
         outcome.wall_time_s = max(outcome.wall_time_s, piece.metadata.suite_wall_time_s)
@@ -423,16 +425,21 @@ def replay_pipeline(runner: Runner, settings: Settings) -> PipelineOutcome:
     return outcome
 
 
-def pipeline_jobs(runner: Runner, settings: Settings) -> Iterator[Job]:
+def pipeline_jobs(runner: Runner, shard: tuple[int, int] | None) -> Iterator[Job]:
     """The jobs this invocation is about, numbered: the runner's, less those of other shards."""
-    chosen = (job for job in runner.jobs() if in_shard(job, settings.shard))
+    chosen = (job for job in runner.jobs() if in_shard(job, shard))
     return (replace(job, ordinal=ordinal) for ordinal, job in enumerate(chosen))
 
 
-def jobs_to_run(runner: Runner, settings: Settings) -> list[Job]:
-    """What a run would still do (--dry-run): this shard's jobs less those an earlier run gave."""
-    earlier = earlier_runs(runner, settings)
-    return [job for job in pipeline_jobs(runner, settings) if not reusable(job, earlier, settings)]
+def jobs_to_run(runner: Runner, plan: RunPlan, output: str | None) -> list[Job]:
+    """What a run would still do (--dry-run): this shard's jobs less those an earlier run (-o's,
+    with --resume) gave."""
+    earlier = earlier_runs(runner, plan, output)
+    return [
+        job
+        for job in pipeline_jobs(runner, plan.shard)
+        if not reusable(job, earlier, plan.retry_errors)
+    ]
 
 
 def verdict_passed(verdict: Any) -> bool | None:
@@ -490,14 +497,14 @@ class AutoRounds:
         return released
 
 
-def runner_concurrency(runner: Runner, settings: Settings) -> int:
-    return getattr(runner, "concurrency", None) or settings.concurrency or C.DEFAULT_CONCURRENCY
+def runner_concurrency(runner: Runner, concurrency: int | None) -> int:
+    return getattr(runner, "concurrency", None) or concurrency or C.DEFAULT_CONCURRENCY
 
 
 async def drive_jobs(
     runner: Runner,
     jobs: Iterable[Job],
-    settings: Settings,
+    plan: RunPlan,
     finished_one: Callable[[Job, Any], None],
     outcome: PipelineOutcome,
     count: int | None = None,
@@ -520,9 +527,7 @@ async def drive_jobs(
         for job in pending:
             if stopping.is_set():
                 return
-            if outcome.stopped_early or (
-                settings.max_cost is not None and spent[0] >= settings.max_cost
-            ):
+            if outcome.stopped_early or (plan.max_cost is not None and spent[0] >= plan.max_cost):
                 outcome.not_started += 1
                 continue
             outcome.under_way[job.key] = job
@@ -558,7 +563,7 @@ async def drive_jobs(
             raise
 
     def workers_for(known: int | None) -> int:
-        most = runner_concurrency(runner, settings)
+        most = runner_concurrency(runner, plan.concurrency)
         return max(1, min(most, known if known is not None else most))
 
     async with runner.session():
@@ -582,7 +587,7 @@ async def drive_jobs(
             outcome.wall_time_s += time.perf_counter() - started
 
 
-def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Settings) -> None:
+def say_how_it_ended(console: Console, outcome: PipelineOutcome, max_cost: float | None) -> None:
     resumable = "; rerun with --resume to do the rest" if outcome.journal else ""
     if outcome.interrupted:
         console.print(
@@ -601,21 +606,18 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, settings: Setti
         )
     elif outcome.not_started:
         console.print(
-            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {outcome.not_started} run(s) "
+            f"[yellow]stopped at --max-cost ${max_cost or 0:g}[/yellow]: {outcome.not_started} run(s) "
             f"not started" + ("; rerun with --resume to do them" if outcome.journal else ""),
             highlight=False,
             soft_wrap=True,
         )
 
 
-def auto_threshold(runner: Runner, settings: Settings) -> float:
-    """The pass rate -i auto decides against: the runner's own (a plugin's arms: one half),
-    --threshold, or (skill runs, --runs auto) the trigger threshold, at which a query or test
-    counts as passing."""
+def auto_threshold(runner: Runner, threshold: float) -> float:
+    """The pass rate -i auto decides against: the runner's own (a plugin's arms: one half; skill
+    runs: the trigger threshold, at which a query or test counts as passing), else --threshold."""
     own = getattr(runner, "auto_threshold", None)
-    if own is not None:
-        return float(own)
-    return settings.trigger_threshold if settings.skill else settings.threshold
+    return float(own) if own is not None else threshold
 
 
 def failing_case_names(document: ResultsDocument) -> set[str]:
@@ -657,12 +659,15 @@ def passing_runs_of(path: str) -> list[RunResult]:
 
 def run_pipeline(
     runner: Runner,
-    settings: Settings,
+    plan: RunPlan,
+    outputs: Outputs,
     console: Console,
     on_record: Callable[[Any], None] | None = None,
     on_count: Callable[[int], None] | None = None,
     earlier: Sequence[RunResult] | None = None,
     verdict: Callable[[Any], Any] | None = None,
+    merging: Merging | None = None,
+    base_url: str | None = None,
 ) -> PipelineOutcome:
     """Runs what is left to run (all of it, or what --resume / --retry-errors leave, or what
     `earlier` results do not hold, or --rerun-failed's passing cases), journaling each record as
@@ -670,19 +675,21 @@ def run_pipeline(
     only this shard's runs; with --merge the pieces' runs are replayed, nothing runs. Nothing is
     held per run: each goes to the journal and to the run spool the scorers and writers read
     back (see RunStream); the jobs are made as the workers reach them. `verdict` (a run's
-    verdict) lets -x stop at the first failing run and -i auto decide its rounds."""
-    if settings.merge:
-        return replay_pipeline(runner, settings)
-    if settings.rerun_failed and earlier is None:
-        earlier = passing_runs_of(settings.rerun_failed)
-    kept_results = earlier_runs(runner, settings, earlier)
-    survey = survey_jobs(runner, settings, kept_results)
+    verdict) lets -x stop at the first failing run and -i auto decide its rounds. `merging`: the
+    pieces of --merge; `base_url`: the model's endpoint, checked before the first run."""
+    if merging is not None and merging.merge:
+        return replay_pipeline(runner, merging)
+    output = outputs.output
+    if plan.rerun_failed and earlier is None:
+        earlier = passing_runs_of(plan.rerun_failed)
+    kept_results = earlier_runs(runner, plan, output, earlier)
+    survey = survey_jobs(runner, plan, kept_results)
     if on_count:
         on_count(survey.jobs)
-    if settings.rerun_failed:
+    if plan.rerun_failed:
         console.print(
             f"--rerun-failed: {survey.kept} run(s) of passing cases kept from "
-            f"{terminal_text(settings.rerun_failed)}, {survey.jobs - survey.kept} to run",
+            f"{terminal_text(plan.rerun_failed)}, {survey.jobs - survey.kept} to run",
             highlight=False,
             markup=False,
         )
@@ -692,21 +699,19 @@ def run_pipeline(
             f"{survey.jobs - survey.kept} to run"
         )
     if survey.jobs > survey.kept:
-        check_model_endpoint(
-            settings.base_url
-        )  # a dead URL is one line, before any case burns retries
+        check_model_endpoint(base_url)  # a dead URL is one line, before any case burns retries
     kept = (
         (
             result
-            for job in pipeline_jobs(runner, settings)
-            if (result := reusable(job, kept_results, settings))
+            for job in pipeline_jobs(runner, plan.shard)
+            if (result := reusable(job, kept_results, plan.retry_errors))
         )
-        if survey.kept and not settings.rerun_failed  # --rerun-failed: the file is theirs
+        if survey.kept and not plan.rerun_failed  # --rerun-failed: the file is theirs
         else ()
     )
-    journal = ResultJournal(journal_path(settings.output), kept) if settings.output else None
+    journal = ResultJournal(journal_path(output), kept) if output else None
     spool = RunSpool(survey.jobs)
-    judged = verdict if verdict is not None and (settings.fail_fast or settings.auto_runs) else None
+    judged = verdict if verdict is not None and (plan.fail_fast or plan.auto_runs) else None
 
     def passed(record: Any) -> bool | None:
         return verdict_passed(judged(record)) if judged is not None else None
@@ -714,8 +719,8 @@ def run_pipeline(
     def todo() -> Iterator[Job]:
         """This invocation's jobs as the workers take them (inside the runner's session): a run
         an earlier run gave is spooled again, scored against the tools the servers have now."""
-        for job in pipeline_jobs(runner, settings):
-            result = reusable(job, kept_results, settings) if kept_results else None
+        for job in pipeline_jobs(runner, plan.shard):
+            result = reusable(job, kept_results, plan.retry_errors) if kept_results else None
             if result is not None:
                 record = runner.from_result(job, result)
                 spool.put(job.ordinal, results_line(runner.to_result(record)))
@@ -725,8 +730,8 @@ def run_pipeline(
             yield job
 
     rounds = (
-        AutoRounds(todo(), settings.auto_runs[0], auto_threshold(runner, settings))
-        if settings.auto_runs and judged is not None
+        AutoRounds(todo(), plan.auto_runs[0], auto_threshold(runner, plan.threshold))
+        if plan.auto_runs and judged is not None
         else None
     )
     keeping = threading.Lock()  # finishers run side by side; the files take a run at a time
@@ -744,14 +749,14 @@ def run_pipeline(
                 on_record(record)
             if rounds is not None:
                 rounds.finished(job, verdict_of_run)
-            if settings.fail_fast and verdict_of_run is False and not outcome.stopped_early:
+            if plan.fail_fast and verdict_of_run is False and not outcome.stopped_early:
                 outcome.stopped_early = " ".join(str(part) for part in job.identity[:2])
 
     outcome = PipelineOutcome(
-        RunStream(runner, lambda: pipeline_jobs(runner, settings), spool),
+        RunStream(runner, lambda: pipeline_jobs(runner, plan.shard), spool),
         reused=survey.kept,
         journal=journal,
-        summary_only=settings.summary_only,
+        summary_only=outputs.summary_only,
         suite_hash=survey.suite_hash,
     )
     # What exists now (the SDKs' modules and types, the suite's fixed data) lives until the end:
@@ -761,7 +766,7 @@ def run_pipeline(
     to_run = survey.jobs - survey.kept
     try:
         jobs = todo() if rounds is None else ()  # -i auto: the rounds read them
-        run_async(drive_jobs(runner, jobs, settings, finished_one, outcome, to_run, rounds))
+        run_async(drive_jobs(runner, jobs, plan, finished_one, outcome, to_run, rounds))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:
@@ -775,5 +780,5 @@ def run_pipeline(
             job = outcome.under_way.get(key)
             if job is not None:
                 spool.put(job.ordinal, results_line(runner.to_result(record)))
-    say_how_it_ended(console, outcome, settings)
+    say_how_it_ended(console, outcome, plan.max_cost)
     return outcome

@@ -505,6 +505,12 @@ class Settings:
             self, **{home: replace(getattr(self, home), **found) for home, found in parts.items()}
         )
 
+    def given_values(self) -> dict[str, Any]:
+        """Each option the user gave, by name, with its value (--model and --trigger-model: every
+        one given); what a shard records of its settings (finished_run.recorded_settings)."""
+        every = {"model": self.api.models, "trigger_model": self.trigger_runs.trigger_models}
+        return {name: every.get(name, self.value(name)) for name in sorted(self.given)}
+
     def value(self, name: str) -> Any:
         """An option's value by its name (a writer's from the outputs; None for no option)."""
         home = FIELD_HOMES.get(name)

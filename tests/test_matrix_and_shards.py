@@ -586,7 +586,7 @@ def test_a_run_always_lands_in_the_same_shard(lab: ScriptedAnthropic):
     _, _, _, here = tool_run(lab, "--csv", path, "--shard", "2/3", "--dry-run")
     chosen = [
         job.identity
-        for job in ToolUseRunner(E.load_csv_suite(path), E.Settings(), []).jobs()
+        for job in ToolUseRunner(E.load_csv_suite(path), []).jobs()
         if in_shard(job, (2, 3))
     ]
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(ROOT))
@@ -595,7 +595,7 @@ def test_a_run_always_lands_in_the_same_shard(lab: ScriptedAnthropic):
         "from claude_tool_evaluator.pipeline import in_shard; "
         "from claude_tool_evaluator.runners.tool_use import ToolUseRunner; "
         "cases = E.load_csv_suite(sys.argv[1]); "
-        "print(json.dumps([list(j.identity) for j in ToolUseRunner(cases, E.Settings(), []).jobs() "
+        "print(json.dumps([list(j.identity) for j in ToolUseRunner(cases, []).jobs() "
         "if in_shard(j, (2, 3))]))"
     )
     other = subprocess.run(

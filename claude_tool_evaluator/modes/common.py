@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +17,12 @@ from rich.console import Console
 from ..engine import SimulatedUser, StdinLines, TerminalUser
 from ..errors import EvalError, InputError, UsageProblem
 from ..files import write_json_atomic, write_text_atomic
+from ..finished_run import make_metadata
 from ..hub.stdio import start_stdio_servers
 from ..loaders.servers import resolve_servers
 from ..options import flag_of
-from ..runners.tool_use import servers_named
+from ..pipeline import run_pipeline
+from ..runners.tool_use import ToolUseRunner
 from ..session import api_key_from_env
 from ..sinks import terminal_text, wrote_line
 from ..stopping import interrupted_exit_code
@@ -28,7 +30,8 @@ from ..stopping import interrupted_exit_code
 if TYPE_CHECKING:
     from ..engine import UserInput
     from ..finished_run import Results
-    from ..pipeline import PipelineOutcome
+    from ..pipeline import PipelineOutcome, Runner
+    from ..results_schema.document import Metadata
     from ..run_types import ServerSpec, TestCase
     from ..session import ModelClient
     from ..settings import Settings
@@ -45,42 +48,99 @@ def require_api_key() -> None:
 def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
     """The key is checked before any server starts, after a bad --mcp-config is reported (its own
     line, key or not); a dry run needs no key (it calls no model), nor does `scan`."""
-    if "transport" in settings.given and not settings.server_url:
+    named = settings.servers
+    if "transport" in settings.given and not named.server_url:
         raise InputError(
             "--transport applies to --server-url",
             hint="e.g. --server-url http://127.0.0.1:3001/sse --transport sse",
         )
-    if settings.replay and not servers_named(settings):
+    if settings.tool_safety.replay and not named.named:
         servers = []  # the cassette's tools, no server at all (not the bundled example server)
     else:
         servers = resolve_servers(
-            settings.server,
-            settings.server_env,
-            settings.mcp_config,
-            settings.server_module,
-            settings.server_url,
-            settings.transport,
+            named.server,
+            named.server_env,
+            named.mcp_config,
+            named.server_module,
+            named.server_url,
+            named.transport,
         )
-    if needs_key and not settings.dry_run:
+    if needs_key and not settings.run_plan.dry_run:
         require_api_key()
     return servers
+
+
+def tool_use_runner(
+    settings: Settings, cases: Sequence[TestCase], servers: list[ServerSpec], **more: Any
+) -> ToolUseRunner:
+    """A tool-use runner of these cases and servers, handed the groups of the settings it reads
+    (`more`: its user source, observer and hooks)."""
+    return ToolUseRunner(
+        cases,
+        servers,
+        settings.api,
+        settings.run_plan,
+        server_limits=settings.servers,
+        safety=settings.tool_safety,
+        claude_code=settings.claude_code,
+        grading=settings.grading,
+        pins=settings.pins,
+        output=settings.outputs.output,
+        tool_overrides=settings.descriptions.tool_overrides,
+        interactive=settings.inputs.interactive,
+        **more,
+    )
+
+
+def run_suite(runner: Runner, settings: Settings, console: Console, **more: Any) -> PipelineOutcome:
+    """The runner's jobs through the durable pipeline (or --merge's pieces replayed), handed the
+    groups of the settings it reads (`more`: run_pipeline's callbacks)."""
+    return run_pipeline(
+        runner,
+        settings.run_plan,
+        settings.outputs,
+        console,
+        merging=settings.merging,
+        base_url=settings.api.base_url,
+        **more,
+    )
+
+
+def run_metadata(
+    mode: str, settings: Settings, result_count: int, outcome: PipelineOutcome, **extra: Any
+) -> Metadata:
+    """The results' metadata (make_metadata), handed the groups of the settings it reads."""
+    return make_metadata(
+        mode,
+        result_count,
+        outcome,
+        api=settings.api,
+        plan=settings.run_plan,
+        outputs=settings.outputs,
+        given=settings.given_values(),
+        trigger_models=settings.trigger_runs.trigger_models,
+        merge=settings.merging.merge,
+        interactive=settings.inputs.interactive,
+        **extra,
+    )
 
 
 def start_servers_early(settings: Settings) -> None:
     """The stdio servers start now, before the suite is loaded and the SDKs are imported, so their
     start-up (often seconds of imports of their own) overlaps ours. A problem naming them is said
     later, in its place (servers_for); a server no connection takes stops with the invocation."""
-    if settings.merge or (settings.replay and not servers_named(settings)):
+    named = settings.servers
+    if settings.merging.merge or (settings.tool_safety.replay and not named.named):
         return
     with contextlib.suppress(EvalError):
         start_stdio_servers(
             resolve_servers(
-                settings.server,
-                settings.server_env,
-                settings.mcp_config,
-                settings.server_module,
-                settings.server_url,
-                settings.transport,
+                named.server,
+                named.server_env,
+                named.mcp_config,
+                named.server_module,
+                named.server_url,
+                named.transport,
             )
         )
 
@@ -103,14 +163,15 @@ def user_source(
 ) -> Callable[[TestCase, ModelClient], UserInput | None]:
     """Who answers Claude in each conversation: the terminal, a simulated user (from
     --simulate-user or the case's own goal), or nobody."""
-    if settings.interactive:
+    if settings.inputs.interactive:
         stdin = StdinLines()  # one reader for the whole run: it may hold typed-ahead lines
         return lambda case, model: TerminalUser(console, stdin)
 
     def simulated_or_nobody(case: TestCase, model: ModelClient) -> UserInput | None:
-        goal = settings.simulate_user or case.simulated_user
+        simulation = settings.user_simulation
+        goal = simulation.simulate_user or case.simulated_user
         return (
-            SimulatedUser(goal, model, settings.user_model, settings.max_user_turns)
+            SimulatedUser(goal, model, simulation.user_model, simulation.max_user_turns)
             if goal
             else None
         )
@@ -127,20 +188,60 @@ def exit_code(results: Results, outcome: PipelineOutcome) -> int:
 def check_auto_runs(settings: Settings) -> None:
     """-i auto / --runs auto decide each case from all of its runs, round by round: what splits
     or batches a case's runs cannot take part."""
-    if not settings.auto_runs:
+    if not settings.run_plan.auto_runs:
         return
-    flag = "--runs auto" if settings.skill else "-i auto"
+    flag = "--runs auto" if settings.inputs.skill else "-i auto"
     for name, why in (
         ("shard", "splits a case's runs between machines"),
         ("batch", "sends every round's calls as one batch that may take hours"),
         ("distractor_tools", "runs each case at every step of the crowd"),
         ("distractors", "runs each query at every step of the crowd"),
     ):
-        if getattr(settings, name):
+        if settings.value(name):
             raise UsageProblem(
                 f"{flag} decides each case from all its runs as they finish, and {flag_of(name)} "
                 f"{why}: give a number of runs with {flag_of(name)}"
             )
+
+
+def check_crowd_options(settings: Settings) -> None:
+    """The crowd's options together: steps and the decoys file need their source; --shard does
+    not split a crowd (its steps' runs share one seeded order)."""
+    crowd = settings.crowd
+    for given, needs, flag in (
+        (crowd.distractor_steps, crowd.distractors, "--distractors"),
+        (crowd.tool_steps, crowd.distractor_tools, "--distractor-tools"),
+    ):
+        if given is not None and not needs:
+            raise InputError(
+                f"{'--distractor-steps' if flag == '--distractors' else '--tool-steps'} needs "
+                f"{flag}",
+                hint=f"e.g. {flag} lookalike:20",
+            )
+    lookalike = any(
+        v.strip().startswith("lookalike:") for v in [*crowd.distractors, *crowd.distractor_tools]
+    )
+    if crowd.distractors_file and not lookalike:
+        raise InputError(
+            "--distractors-file keeps lookalike:N decoys, and none is asked for",
+            hint="add --distractors lookalike:N (or --distractor-tools lookalike:N)",
+        )
+    crowded = bool(crowd.distractors or crowd.distractor_tools)
+    if settings.run_plan.shard and crowded:
+        raise InputError(
+            "--shard does not split a crowd of distractors: run it in one piece",
+            hint="leave --shard out (--concurrency runs the steps' runs at once)",
+        )
+    if "seed" in settings.given and not settings.descriptions.optimize and not crowded:
+        raise InputError(
+            "--seed orders the distractors (and picks a lookalike:N set), and none is given",
+            hint="add --distractors SOURCE (skills) or --distractor-tools SOURCE (a CSV suite)",
+        )
+    if crowd.distractor_tools and settings.tool_safety.replay:
+        raise InputError(
+            "--distractor-tools sits beside live servers, and --replay answers from a cassette",
+            hint="run the crowd without --replay (the distractors are never called anyway)",
+        )
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from ..errors import InputError
-from ..finished_run import Results, make_metadata, summary_record
+from ..finished_run import Results, summary_record
 from ..hub.calls import McpHub
 from ..hub.pins import PinsChanged, check_pins
 from ..loaders.csv_suites import filter_by_tags, load_csv_suite
@@ -25,8 +25,8 @@ from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.hostile import scan_verdict
 from ..writers.terminal import print_summary
-from .common import servers_for
-from .tool_suites import check_pin_options, qa_suite, query_cases, tool_use_mode
+from .common import run_metadata, servers_for
+from .tool_suites import check_tool_options, qa_suite, query_cases, tool_use_mode
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
@@ -37,18 +37,19 @@ if TYPE_CHECKING:
 def redteam_mode(settings: Settings, console: Console) -> int:
     """redteam SUITE (--redteam): the suite (--csv, --qa or -q) clean and under attack, through
     the adversarial proxies; the `security` section holds the figures."""
-    if settings.tag and not settings.csv:
+    inputs = settings.inputs
+    if inputs.tag and not inputs.csv:
         raise InputError("--tag picks CSV cases", hint="give the suite with --csv FILE")
-    if settings.answer_match and not settings.qa:
+    if inputs.answer_match and not inputs.qa:
         raise InputError("--answer-match applies to a QA evaluation", hint="give --qa FILE.xml")
-    if settings.csv:
-        cases = filter_by_tags(load_csv_suite(settings.csv), settings.tag)
+    if inputs.csv:
+        cases = filter_by_tags(load_csv_suite(inputs.csv), inputs.tag)
         scoring: Any = SuiteScoring(cases, True)
-        input_type, name = "csv", Path(settings.csv).stem
-    elif settings.qa:
+        input_type, name = "csv", Path(inputs.csv).stem
+    elif inputs.qa:
         cases, settings, name = qa_suite(settings)
         scoring, input_type = QaScoring(cases), "qa"
-    elif settings.query is not None:
+    elif inputs.query is not None:
         cases, input_type = query_cases(settings)
         scoring, name = ToolCheckScoring(cases, False), "query"
     else:
@@ -63,28 +64,35 @@ def scan_mode(settings: Settings, console: Console) -> int:
     """scan (--scan): every tool definition of the servers (or of --replay's cassette) checked
     by SCAN_CHECKS, a case per tool; no model call. Exit 1 on a finding at or above --fail-on
     (or a changed pin)."""
-    check_pin_options(settings)
+    check_tool_options(settings)
     servers = servers_for(settings, needs_key=False)
-    policy = tool_policy_for(settings, Redactor.for_run(servers))
+    policy = tool_policy_for(
+        settings.tool_safety,
+        Redactor.for_run(servers),
+        servers_named=settings.servers.named,
+        dry_run=settings.run_plan.dry_run,
+    )
 
     async def listed() -> tuple[list[ToolSpec], PinRecord | None]:
         async with McpHub(
-            servers, settings.tool_timeout, settings.max_result_chars, policy=policy
+            servers, settings.servers.tool_timeout, settings.servers.max_result_chars, policy=policy
         ) as hub:
             pins = None
-            if settings.pin:
+            if settings.pins.pin:
                 try:
-                    pins = check_pins(settings.pin, hub.tools.values(), settings.update_pins, False)
+                    pins = check_pins(
+                        settings.pins.pin, hub.tools.values(), settings.pins.update_pins, False
+                    )
                 except PinsChanged as exc:
                     pins = exc.record
             return list(hub.tools.values()), pins
 
     tools, pins = run_async(listed())
-    record = scan_tools(tools, settings.fail_on)
+    record = scan_tools(tools, settings.hostile.fail_on)
     cases = scan_case_results(tools, record)
     outcome = PipelineOutcome([], [])
     results = Results(
-        make_metadata("scan", settings, 0, outcome),
+        run_metadata("scan", settings, 0, outcome),
         all(c.passed for c in cases) and not (pins and pins.failed),
         summary_record(case_counts(cases), RunTotals(), 1.0, outcome),
         cases,
@@ -93,6 +101,6 @@ def scan_mode(settings: Settings, console: Console) -> int:
         {"security": SecurityRecord(scan=record, pins=pins)},
         "scan",
     )
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     print_summary(console, results, scan_verdict(record, cases, pins), runs_table=False)
     return 0 if results.passed else 1

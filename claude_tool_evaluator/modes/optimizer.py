@@ -40,11 +40,12 @@ from ..runners.tool_use import ToolUseRunner
 from ..scoring.skills import score_all_triggers
 from ..scoring.suites import ToolCheckScoring
 from ..session import ModelRequest, api_error_message, model_client
+from ..settings import Outputs
 from ..sinks import cap_text, json_text, terminal_text
 from ..stopping import interrupted_exit_code, run_async
 from ..writers.formats import write_outputs
 from ..writers.optimization import print_optimization
-from .common import require_api_key, servers_for
+from .common import check_crowd_options, require_api_key, servers_for, tool_use_runner
 from .skills import SkillRuns, load_skill_suite, skill_plan, skill_results
 from .tool_suites import tool_use_results
 
@@ -209,8 +210,14 @@ class SkillDescriptionTask:
         # proposer is told which of them took which training query
         if settings.distractors and not settings.dry_run:
             require_api_key()
+        check_crowd_options(settings)
         self.crowd = skill_crowd_for(
-            settings, skills, Console(stderr=True, emoji=False), whole=True
+            settings.crowd,
+            skills,
+            Console(stderr=True, emoji=False),
+            settings.api,
+            settings.run_plan.dry_run,
+            whole=True,
         )
 
     @property
@@ -389,15 +396,19 @@ class ToolDescriptionTask:
         return {name: spec.description for name, spec in sorted(self.tools.items())}
 
     def run_settings(self) -> Settings:
-        return self.settings.replaced(iterations=self.settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
+        plan = self.settings.run_plan
+        return replace(
+            self.settings,
+            run_plan=replace(plan, iterations=plan.runs or C.DEFAULT_OPTIMIZE_RUNS),
+        )
 
     def runner(
         self, candidate: dict[str, str], scoring: ToolCheckScoring | None = None
     ) -> ToolUseRunner:
         scoring = scoring or ToolCheckScoring(self.cases, True)
-        runner = ToolUseRunner(
-            self.cases,
+        runner = tool_use_runner(
             self.run_settings(),
+            self.cases,
             self.servers,
             on_connect=scoring.connected,
             verdict_of=scoring.verdict,
@@ -414,9 +425,9 @@ class ToolDescriptionTask:
         async def listing() -> None:
             async with McpHub(
                 self.servers,
-                self.settings.tool_timeout,
-                self.settings.max_result_chars,
-                stop_grace=self.settings.stop_grace,
+                self.settings.servers.tool_timeout,
+                self.settings.servers.max_result_chars,
+                stop_grace=self.settings.servers.stop_grace,
             ) as hub:
                 check_case_tools(self.cases, hub.tool_names())
                 self.tools = dict(hub.tools)
@@ -424,7 +435,7 @@ class ToolDescriptionTask:
         run_async(listing())
 
     async def estimate(self) -> CostEstimate:
-        runner = ToolUseRunner(self.cases, self.run_settings(), self.servers)
+        runner = tool_use_runner(self.run_settings(), self.cases, self.servers)
         return await runner.estimate(list(runner.jobs()))
 
     def scored(
@@ -777,18 +788,14 @@ class OptimizeLoop:
             f"{'original' if round_no == 0 else 'candidate'}",
             highlight=False,
         )
-        outcome = run_pipeline(
+        outcome = run_pipeline(  # its own journal, never -o's: no outputs, no --resume of -o
             runner,
-            self.settings.replaced(
-                writers={},
-                resume=False,
-                retry_errors=False,
-                summary_only=False,
-                max_cost=budget,
-            ),
+            replace(self.settings.run_plan, resume=False, retry_errors=False, max_cost=budget),
+            Outputs(),
             self.console,
             on_record=self.journal.record_run(candidate, runner),
             earlier=earlier,
+            base_url=self.settings.api.base_url,
         )
         result = self.task.scored(
             runner, outcome, not outcome.interrupted and not outcome.not_started
@@ -1005,9 +1012,8 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     if settings.dry_run:
         print_estimate(console, estimate_optimization(task, settings))
         return 0
-    continues_earlier_run(
-        settings
-    )  # a leftover journal without --resume (or --resume without -o): one line
+    # a leftover journal without --resume (or --resume without -o): one line
+    continues_earlier_run(settings.run_plan, settings.outputs.output)
     try:
         task.prepare()
     except KeyboardInterrupt:
@@ -1056,7 +1062,7 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             n: {"description": d} for n, d in record.best.items()
         } or None
     results.sections["optimization"] = record
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     journal.close(remove=loop.stopped not in ("max-cost", "interrupted"))
     print_optimization(console, record)
     return interrupted_exit_code() if loop.stopped == "interrupted" else 0

@@ -16,7 +16,7 @@ import test_constants as C
 
 from ..dry_run import CostEstimate, print_estimate
 from ..errors import FatalApiError, InputError, is_api_error
-from ..finished_run import Results, make_metadata, summary_record
+from ..finished_run import Results, summary_record
 from ..loaders.skills import load_skill
 from ..pipeline import PipelineOutcome
 from ..results_schema.document import CaseResult, OverlapPairRecord, OverlapRecord
@@ -29,7 +29,7 @@ from ..sinks import one_line
 from ..writers.crowd import overlap_verdict
 from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
-from .common import exit_code, require_api_key
+from .common import check_crowd_options, exit_code, require_api_key, run_metadata
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -209,7 +209,10 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         )
     if settings.distractors and not settings.dry_run:
         require_api_key()
-    crowd = skill_crowd_for(settings, skills, console, whole=True)
+    check_crowd_options(settings)
+    crowd = skill_crowd_for(
+        settings.crowd, skills, console, settings.api, settings.run_plan.dry_run, whole=True
+    )
     distractors = crowd.distractors if crowd else []
     if len(skills) + len(distractors) < 2:
         raise InputError(
@@ -259,7 +262,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     summary = summary_record(case_counts(cases), totals, 1.0, outcome)
     summary.cost_usd = record.cost_usd
     results = Results(
-        make_metadata("overlap", settings, 0, outcome, input_type="skills"),
+        run_metadata("overlap", settings, 0, outcome, input_type="skills"),
         all(c.passed for c in cases) and not not_judged,
         summary,
         cases,
@@ -274,6 +277,6 @@ def overlap_mode(settings: Settings, console: Console) -> int:
             "not judged",
             highlight=False,
         )
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     print_summary(console, results, overlap_verdict(record), runs_table=False)
     return exit_code(results, outcome)

@@ -20,7 +20,7 @@ import test_constants as C
 from ..claude_code import claude_version, find_claude_bin
 from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
-from ..finished_run import Results, make_metadata, summary_record
+from ..finished_run import Results, summary_record
 from ..loaders.plugin_evals import (
     MAX_RUNS,
     Plugin,
@@ -32,7 +32,7 @@ from ..loaders.plugin_evals import (
     resolve_plugin,
 )
 from ..loaders.servers import read_plugin_manifest
-from ..pipeline import PipelineOutcome, jobs_to_run, run_pipeline
+from ..pipeline import PipelineOutcome, jobs_to_run
 from ..redaction import Redactor
 from ..results_schema.document import CaseResult, PluginRunResult
 from ..results_schema.plugin import (
@@ -59,7 +59,7 @@ from ..sinks import terminal_text
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
-from .common import exit_code
+from .common import exit_code, run_metadata, run_suite
 
 CONFIGURATIONS = {"with": "with_plugin", "without": "without_plugin"}  # a case's arm, as reported
 
@@ -331,7 +331,7 @@ def plugin_results(
         usage = Usage.from_api(r.usage or {})
         totals.add(usage, r.cost_usd + r.judge_cost_usd, r.latency_ms, bool(r.error), r.label)
     versions = [p.version for p in plans if p.version]
-    metadata = make_metadata(
+    metadata = run_metadata(
         "plugin",
         settings,
         len(records),
@@ -399,9 +399,10 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         Redactor.for_run(),
     )
     if settings.dry_run:
-        print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
+        todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
+        print_estimate(console, run_async(runner.estimate(todo)))
         return 0
-    outcome = run_pipeline(
+    outcome = run_suite(
         runner,
         settings,
         console,
@@ -409,7 +410,7 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         verdict=lambda record: record.passed,
     )
     results = plugin_results(settings, plugin, plans, outcome, warnings, others)
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     outcome.finish()
     print_summary(console, results)
     failing = [c.name for c in results.cases if c.configuration == "with_plugin" and not c.passed]

@@ -39,7 +39,7 @@ from .common import require_api_key
 
 if TYPE_CHECKING:
     from ..run_types import SkillInfo
-    from ..settings import Settings
+    from ..settings import Settings, Statistics
 
 
 def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
@@ -49,7 +49,7 @@ def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
 
 def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list[Path]:
     """Where the drafts go; an existing file is overwritten only with --force."""
-    output = settings.output
+    output = settings.outputs.output
     if full and not output:
         raise InputError(
             "--generate-tests needs -o DIR", hint="the folder the four test files go into"
@@ -64,7 +64,7 @@ def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list
         else [Path(output)]
     )
     existing = next((t for t in targets if t.exists()), None)
-    if existing and not settings.force:
+    if existing and not settings.drafting.force:
         raise InputError(
             "the file exists", existing, hint="add --force to overwrite it, or choose another -o"
         )
@@ -84,33 +84,35 @@ def check_generated_files(files: dict[str, str]) -> None:
 
 def generate_mode(settings: Settings, console: Console) -> int:
     """--generate-triggers SKILL.md [-o FILE.md] / --generate-tests SKILL.md -o DIR."""
-    full = settings.generate_tests is not None
-    if len(settings.models) > 1:
+    drafting, plan = settings.drafting, settings.run_plan
+    full = drafting.generate_tests is not None
+    if len(settings.api.models) > 1:
         raise InputError("--generate-* drafts with one model", hint="give --model once")
-    if full and settings.generate_triggers:
+    if full and drafting.generate_triggers:
         raise InputError("give either --generate-triggers or --generate-tests, not both")
-    source = settings.generate_tests or settings.generate_triggers
+    source = drafting.generate_tests or drafting.generate_triggers
     if not source:
         raise InputError("--generate-triggers and --generate-tests need a skill", hint="a SKILL.md")
     skill = load_skill(source)
     targets = generation_targets(settings, skill, full)
-    estimate = estimate_generation(skill, settings.generate_count, full, generation_model(settings))
-    if settings.dry_run:
+    model = generation_model(settings.api, "model" in settings.given)
+    estimate = estimate_generation(skill, drafting.generate_count, full, model)
+    if plan.dry_run:
         print_estimate(console, estimate)
         return 0
-    if settings.max_cost is not None and estimate.cost_max > settings.max_cost:
+    if plan.max_cost is not None and estimate.cost_max > plan.max_cost:
         console.print(
-            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: the generation call could "
+            f"[yellow]stopped at --max-cost ${plan.max_cost:g}[/yellow]: the generation call could "
             f"cost up to ${estimate.cost_max:.4f}; nothing was sent",
             highlight=False,
             soft_wrap=True,
         )
         return 1
     require_api_key()
-    check_model_endpoint(settings.base_url)
+    check_model_endpoint(settings.api.base_url)
     try:
         files, spent = run_async(
-            generate_skill_tests(skill, settings.generate_count, settings, full)
+            generate_skill_tests(skill, drafting.generate_count, settings.api, model, full)
         )
         check_generated_files(files)
     except FatalApiError:
@@ -135,13 +137,14 @@ def compare_mode(settings: Settings, console: Console) -> int:
     """--compare OLD NEW [NEWER ...]: each file against the one before; exit 1 on any
     regression, suspected regression (every run passed before, every run fails now: unless
     --significant-only) or removed case."""
-    if len(settings.compare) < 2:
+    if len(settings.statistics.compare) < 2:
         raise InputError(
             "--compare needs at least two results files", hint="--compare old.json new.json"
         )
-    comparisons = compare_files(settings.compare, settings.alpha, settings.significant_only)
-    write_comparisons(comparisons, settings, console)
-    if not settings.json_out:
+    statistics = settings.statistics
+    comparisons = compare_files(statistics.compare, statistics.alpha, statistics.significant_only)
+    write_comparisons(comparisons, settings.outputs, console)
+    if not settings.outputs.json_out:
         for comparison in comparisons:
             print_comparison(console, comparison)
     return 1 if any(c.failed for c in comparisons) else 0
@@ -168,17 +171,17 @@ def plan_case(name: str, rate: float, runs: int, change: float, alpha: float) ->
     )
 
 
-def plan_rows(settings: Settings) -> list[CasePlan]:
-    change = settings.detect / 100
-    if not settings.from_results:
-        rate = C.PLAN_ASSUMED_RATE if settings.rate is None else settings.rate
-        return [plan_case("every case (assumed rate)", rate, 0, change, settings.alpha)]
-    if settings.rate is not None:
+def plan_rows(statistics: Statistics, from_results: str | None) -> list[CasePlan]:
+    change = statistics.detect / 100
+    if not from_results:
+        rate = C.PLAN_ASSUMED_RATE if statistics.rate is None else statistics.rate
+        return [plan_case("every case (assumed rate)", rate, 0, change, statistics.alpha)]
+    if statistics.rate is not None:
         raise InputError(
             "--rate is the pass rate assumed without a results file, and one is given",
             hint="give a results file (its cases' own rates) or --rate, not both",
         )
-    document = read_results_document(settings.from_results)
+    document = read_results_document(from_results)
     matrix = is_matrix(document.cases)
     return [
         plan_case(
@@ -186,7 +189,7 @@ def plan_rows(settings: Settings) -> list[CasePlan]:
             case.passes / counted_runs(case) if counted_runs(case) else C.PLAN_ASSUMED_RATE,
             counted_runs(case),
             change,
-            settings.alpha,
+            statistics.alpha,
         )
         for case in document.cases
     ]
@@ -196,10 +199,11 @@ def plan_mode(settings: Settings, console: Console) -> int:
     """plan [RESULTS.json]: the runs per case that detect a change of --detect points with 80 %
     power at --alpha (the textbook sample size for two proportions), from each case's pass rate
     in the results file, or from --rate; and the smallest change each case's runs detect now."""
-    rows = plan_rows(settings)
+    statistics = settings.statistics
+    rows = plan_rows(statistics, settings.inputs.from_results)
     table = Table(
-        title=f"Runs per case that detect a change of {settings.detect:g} points "
-        f"({C.PLAN_POWER:.0%} power, alpha {settings.alpha:g})"
+        title=f"Runs per case that detect a change of {statistics.detect:g} points "
+        f"({C.PLAN_POWER:.0%} power, alpha {statistics.alpha:g})"
     )
     for header in ("Case", "Pass rate", "Runs now", "Detects now", "Runs needed"):
         table.add_column(header, overflow="fold")
@@ -215,7 +219,7 @@ def plan_mode(settings: Settings, console: Console) -> int:
     most = max((row.needed for row in rows if row.needed), default=None)
     if most:
         console.print(
-            f"plan: -i {most} (--runs {most} for skills) detects a change of {settings.detect:g} "
+            f"plan: -i {most} (--runs {most} for skills) detects a change of {statistics.detect:g} "
             f"points in every case listed; -i auto stops each case once it is decided",
             highlight=False,
             soft_wrap=True,
@@ -233,14 +237,14 @@ def render_mode(settings: Settings, console: Console) -> int:
             "render needs an output to write",
             hint=f"e.g. render results.json --html report.html (any of {flags})",
         )
-    if not settings.from_results:
+    if not settings.inputs.from_results:
         raise InputError(
             "--from needs a results file", hint="--from results.json --html report.html"
         )
     results = results_from_document(
-        read_results_document(settings.from_results), settings.from_results
+        read_results_document(settings.inputs.from_results), settings.inputs.from_results
     )
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     return 0
 
 
@@ -248,11 +252,13 @@ def schema_mode(settings: Settings, console: Console) -> int:
     """schema [results|project] (--schema): the JSON Schema of the results file, or of the
     project file, to stdout or -o FILE."""
     schema = (
-        project_model().model_json_schema() if settings.schema_of == "project" else results_schema()
+        project_model().model_json_schema()
+        if settings.inputs.schema_of == "project"
+        else results_schema()
     )
-    if settings.output:
-        write_json_atomic(settings.output, schema)
-        console.print(wrote_line(settings.output), highlight=False, markup=False)
+    if settings.outputs.output:
+        write_json_atomic(settings.outputs.output, schema)
+        console.print(wrote_line(settings.outputs.output), highlight=False, markup=False)
     else:
         click.echo(json.dumps(schema, indent=2))
     return 0

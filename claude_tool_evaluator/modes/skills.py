@@ -27,7 +27,7 @@ from ..claude_code import (
 )
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError
-from ..finished_run import Results, make_metadata, summary_record
+from ..finished_run import Results, summary_record
 from ..grading import judges_answer
 from ..loaders.csv_suites import name_matcher
 from ..loaders.servers import resolve_servers
@@ -37,7 +37,7 @@ from ..loaders.skills import (
     load_skill,
     load_subjects,
 )
-from ..pipeline import jobs_to_run, pipeline_jobs, run_pipeline
+from ..pipeline import jobs_to_run, pipeline_jobs
 from ..redaction import Redactor
 from ..results_schema.document import (
     CrowdingRecord,
@@ -78,7 +78,14 @@ from ..sinks import escape_markup, terminal_text
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.terminal import RunProgress, print_summary
-from .common import check_auto_runs, exit_code, require_api_key
+from .common import (
+    check_auto_runs,
+    check_crowd_options,
+    exit_code,
+    require_api_key,
+    run_metadata,
+    run_suite,
+)
 
 if TYPE_CHECKING:
     from ..loaders.distractors import SkillCrowd
@@ -707,7 +714,7 @@ def skill_results(
     score_skill_triggers(settings, plan, outcome, scored)
     score_skill_tests(plan, outcome, scored)
     runs_total = skill_run_totals(settings, outcome)
-    metadata = make_metadata(
+    metadata = run_metadata(
         "skills",
         settings,
         runs_total.runs,
@@ -759,7 +766,7 @@ def skill_mode_end(
 ) -> int:
     """A skill suite's runs (run, or replayed by --merge) scored, written and summed up."""
     results = skill_results(settings, plan, runner, outcome, version)
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     outcome.finish()
     print_summary(console, results)
     for score in results.sections["trigger_scores"]:
@@ -838,7 +845,10 @@ def skill_mode(settings: Settings, console: Console) -> int:
     plan = skill_plan(settings, skills, tests)
     if settings.distractors and not settings.dry_run:
         require_api_key()  # lookalike decoys may be written before any run
-    plan.crowd = skill_crowd_for(settings, skills, console)
+    check_crowd_options(settings)
+    plan.crowd = skill_crowd_for(
+        settings.crowd, skills, console, settings.api, settings.run_plan.dry_run
+    )
     secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
     runner = (
         CrowdedSkillRunner(plan, plan.crowd, settings.own_outputs(), Redactor.for_run(secrets))
@@ -854,7 +864,8 @@ def skill_mode(settings: Settings, console: Console) -> int:
             soft_wrap=True,
         )
     if settings.dry_run:
-        print_estimate(console, run_async(runner.estimate(jobs_to_run(runner, settings))))
+        todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
+        print_estimate(console, run_async(runner.estimate(todo)))
         print_run_plan(
             console,
             settings.auto_runs[0]
@@ -871,7 +882,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     if (
         settings.merge
     ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
-        outcome = run_pipeline(runner, settings, console)
+        outcome = run_suite(runner, settings, console)
         version = settings.merged_pieces[0].metadata.claude_version or ""
         isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
         runner.watched = sorted({path for i in isolation for path in i.watched})
@@ -885,7 +896,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     ):  # made before the write guard looks, so it is not a write outside
         plan.artifacts.mkdir(parents=True, exist_ok=True)
     version = claude_version(plan.trigger_settings.binary)
-    jobs = sum(1 for _ in pipeline_jobs(runner, settings))  # --shard: this shard's runs
+    jobs = sum(1 for _ in pipeline_jobs(runner, settings.run_plan.shard))  # --shard's share
     versions = list(dict.fromkeys(v for _, _, v in plan.variants.values()))
     crowd_note = (
         f", among {len(plan.crowd.distractors)} distractor(s) at step(s) "
@@ -906,7 +917,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
         progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
-        outcome = run_pipeline(
-            runner, settings, console, p.on_record, verdict=progress_verdicts(plan)
+        outcome = run_suite(
+            runner, settings, console, on_record=p.on_record, verdict=progress_verdicts(plan)
         )
     return skill_mode_end(settings, console, plan, runner, outcome, version)

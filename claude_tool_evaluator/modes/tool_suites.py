@@ -18,7 +18,7 @@ import test_constants as C
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError, UsageProblem
 from ..files import SpooledRecords, read_text_file
-from ..finished_run import Results, make_metadata, summary_record
+from ..finished_run import Results, summary_record
 from ..hub.pins import PinsChanged, definition_sha256, tool_definition
 from ..loaders.conversations import conversation_case
 from ..loaders.csv_suites import (
@@ -30,19 +30,18 @@ from ..loaders.csv_suites import (
 from ..loaders.qa import load_qa_suite
 from ..loaders.servers import wrong_file
 from ..loaders.skills import kind_of_test_file, load_markdown_tests
-from ..pipeline import PipelineOutcome, jobs_to_run, run_pipeline
+from ..pipeline import PipelineOutcome, jobs_to_run
 from ..results_schema.document import CaseResult, ToolInfoRecord, tool_run_result
 from ..results_schema.security import SecurityRecord
 from ..run_types import TestCase
+from ..runners.claude_harness import HARNESS_CLAUDE_CODE
 from ..runners.crowd import (
     ToolCrowd,
-    check_crowd_options,
     combined_cost,
     print_decoy_estimate,
     print_step_costs,
 )
 from ..runners.redteam import RedTeam, RedTeamScoring
-from ..runners.tool_use import ToolUseRunner
 from ..scoring.harness import HarnessTally
 from ..scoring.statistics import CaseCounts, RunTotals, tool_coverage, tools_expected
 from ..scoring.suites import AnswerScoring, QaScoring, SuiteScoring, ToolCheckScoring
@@ -60,38 +59,44 @@ from ..writers.terminal import (
 )
 from .common import (
     check_auto_runs,
+    check_crowd_options,
     exit_code,
     import_sdks,
+    run_metadata,
+    run_suite,
     servers_for,
     start_servers_early,
+    tool_use_runner,
     user_source,
 )
 
 if TYPE_CHECKING:
     from ..results_schema.security import PinRecord, RedTeamRecord
     from ..run_types import SkillTest
+    from ..runners.tool_use import ToolUseRunner
     from ..scoring.suites import Scoring
     from ..settings import Settings
 
 
 def query_cases(settings: Settings) -> tuple[list[TestCase], str]:
     """-q, -c (with -q as a follow-up), or nothing: then the (terminal or simulated) user opens."""
-    if settings.interactive and settings.simulate_user is not None:
+    inputs, goal = settings.inputs, settings.user_simulation.simulate_user
+    if inputs.interactive and goal is not None:
         raise InputError(
             "--interactive and --simulate-user exclude each other",
             hint="a conversation has one user: you at the terminal, or the simulated one",
         )
-    if settings.simulate_user is not None and not settings.simulate_user.strip():
+    if goal is not None and not goal.strip():
         raise InputError(
             "--simulate-user needs a goal",
             hint='e.g. --simulate-user "find my LTV model\'s inputs"',
         )
-    if settings.conversation:
-        return [conversation_case(settings.conversation, settings.query)], "conversation"
-    if settings.query is not None:
-        if not settings.query.strip():
+    if inputs.conversation:
+        return [conversation_case(inputs.conversation, inputs.query)], "conversation"
+    if inputs.query is not None:
+        if not inputs.query.strip():
             raise InputError("the query is empty", hint='give -q "what to ask Claude"')
-        return [TestCase(name="query", prompt=settings.query)], "query"
+        return [TestCase(name="query", prompt=inputs.query)], "query"
     return [TestCase(name="conversation", prompt="")], "conversation"
 
 
@@ -137,19 +142,19 @@ def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
 
 def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
     """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
-    if not settings.batch:
+    if not settings.run_plan.batch:
         return
-    if settings.cache:
+    if settings.run_plan.cache:
         raise UsageProblem(
             "--cache does not apply with --batch: batched calls are priced at the batch discount, "
             "and a cached answer would mix the two prices (give one of them)"
         )
-    if settings.interactive:
+    if settings.inputs.interactive:
         raise UsageProblem(
             "--batch does not apply to --interactive runs: you answer Claude as it writes, "
             "one call at a time"
         )
-    if settings.simulate_user is not None:
+    if settings.user_simulation.simulate_user is not None:
         raise UsageProblem(
             "--batch does not apply to --simulate-user runs: the simulated user answers Claude "
             "between its calls"
@@ -171,7 +176,7 @@ def restore_scoring(scoring: Scoring, settings: Settings) -> None:
     available: list[str] = next(
         (
             p.summary.tool_coverage.available
-            for p in settings.merged_pieces
+            for p in settings.merging.merged_pieces
             if p.summary.tool_coverage is not None
         ),
         [],
@@ -191,38 +196,40 @@ def tool_use_results(
     case's verdict goes to a spool as its runs end, the summaries' numbers are added up as the
     runs go by. What stays in memory is a few numbers per tool and model."""
     runs = RunTotals(by_model=settings.matrix)
+    threshold, summary_only = settings.run_plan.threshold, settings.outputs.summary_only
     counts = CaseCounts()
     cases = SpooledRecords(CaseResult)
     harness = HarnessTally()  # --harness claude-code: what Claude Code's room did
     for case in scoring.case_results(
-        harness.observed(runs.observed(outcome.records)), settings.threshold, suite_name
+        harness.observed(runs.observed(outcome.records)), threshold, suite_name
     ):
         cases.append(case)
         counts.add(case)
         harness.add_case(case)
-    summary = summary_record(counts, runs, settings.threshold, outcome)
+    summary = summary_record(counts, runs, threshold, outcome)
     summary.tool_coverage = runs.coverage(
         sorted(getattr(scoring, "tools", {})), tools_expected(getattr(scoring, "cases", []))
     )
     summary.tool_calls_by_source = runs.by_source()
+    simulation = settings.user_simulation
     simulated = (
         {
-            "goal": settings.simulate_user,
-            "model": settings.user_model,
-            "max_user_turns": settings.max_user_turns,
+            "goal": simulation.simulate_user,
+            "model": simulation.user_model,
+            "max_user_turns": simulation.max_user_turns,
         }
-        if settings.simulate_user
+        if simulation.simulate_user
         else None
     )
-    metadata = make_metadata(
+    metadata = run_metadata(
         mode,
         settings,
-        0 if settings.summary_only else runs.runs,
+        0 if summary_only else runs.runs,
         outcome,
         input_type=input_type,
         simulated_user=simulated,
-        tool_overrides=load_tool_overrides(settings.tool_overrides)
-        if settings.tool_overrides
+        tool_overrides=load_tool_overrides(overrides)
+        if (overrides := settings.descriptions.tool_overrides)
         else None,
     )
     passed = (
@@ -236,18 +243,16 @@ def tool_use_results(
     if claude_code is not None:
         sections["claude_code"] = claude_code
     if settings.matrix:
-        sections["matrix"] = model_matrix(cases, runs, counts, settings.models)
+        sections["matrix"] = model_matrix(cases, runs, counts, settings.api.models)
     return Results(
         metadata,
         passed,
         summary,
         cases,
         lambda: (
-            ()
-            if settings.summary_only
-            else outcome.results(lambda t: tool_run_result(t, scoring.verdict))
+            () if summary_only else outcome.results(lambda t: tool_run_result(t, scoring.verdict))
         ),
-        0 if settings.summary_only else runs.runs,
+        0 if summary_only else runs.runs,
         sections,
         suite_name,
     )
@@ -269,23 +274,56 @@ def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str,
         if hub
         else None
     )
+    safety = settings.tool_safety
     return {
-        "tool_policy": settings.tool_policy,
-        "allowed_tools": list(settings.allow_tool),
-        "mock_tools": settings.mock_tools,
-        "replay": settings.replay,
-        "record": settings.record,
+        "tool_policy": safety.tool_policy,
+        "allowed_tools": list(safety.allow_tool),
+        "mock_tools": safety.mock_tools,
+        "replay": safety.replay,
+        "record": safety.record,
         "tools": tools,
     }
 
 
-def check_pin_options(settings: Settings) -> None:
-    if settings.update_pins and not settings.pin:
+def check_harness(settings: Settings) -> None:
+    """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
+    if HARNESS_CLAUDE_CODE not in settings.claude_code.harness:
+        for name in ("tool_search", "mcp_startup", "claude_bin"):
+            if name in settings.given:
+                raise InputError(
+                    f"--{name.replace('_', '-')} applies to runs through Claude Code",
+                    hint="add --harness claude-code",
+                )
+        return
+    refused = [
+        (settings.run_plan.batch, "--batch"),
+        (
+            settings.inputs.interactive or settings.user_simulation.simulate_user is not None,
+            "a simulated or live user",
+        ),
+        (bool(settings.descriptions.tool_overrides), "--tool-overrides"),
+    ]
+    for given, what in refused:
+        if given:
+            raise InputError(
+                f"--harness claude-code does not run with {what} yet",
+                hint="run that part through the API harness (--harness api)",
+            )
+
+
+def check_tool_options(settings: Settings) -> None:
+    """The pins', --resume's and the cassette's options together."""
+    plan = settings.run_plan
+    if settings.pins.update_pins and not settings.pins.pin:
         raise InputError("--update-pins updates the file --pin names", hint="add --pin tools.lock")
-    if settings.accept_changed_tools and not (settings.resume or settings.retry_errors):
+    if plan.accept_changed_tools and not (plan.resume or plan.retry_errors):
         raise InputError(
             "--accept-changed-tools keeps the runs --resume or --retry-errors would keep",
             hint="add --resume -o FILE, or leave it out",
+        )
+    if "replay_miss" in settings.given and not settings.tool_safety.replay:
+        raise InputError(
+            "--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live"
         )
 
 
@@ -303,8 +341,8 @@ def pins_failed(
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
     results.passed = False
     results.sections["security"] = SecurityRecord(pins=record)
-    if not settings.dry_run:
-        write_outputs(results, settings, console)
+    if not settings.run_plan.dry_run:
+        write_outputs(results, settings.outputs, console)
     print_summary(console, results)
     return 1
 
@@ -334,43 +372,54 @@ def tool_use_mode(
     """Every tool-use mode: the cases through the pipeline, scored, written, summed up. --merge
     replays the pieces' runs instead (no server, no model): each run keeps the verdict it got.
     With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
+    api, plan, merging = settings.api, settings.run_plan, settings.merging
     check_batchable(settings, cases)
     check_crowd_options(settings)
-    check_pin_options(settings)
-    redteam = RedTeam(settings, cases) if settings.redteam else None  # bad --vectors: no server
+    check_tool_options(settings)
+    redteam = (  # bad --vectors: no server
+        RedTeam(settings.hostile, cases, api, plan, settings.grading, settings.servers)
+        if settings.hostile.redteam
+        else None
+    )
     check_auto_runs(settings)
-    servers = servers_for(settings) if not settings.merge else []
-    crowd = ToolCrowd(settings, cases, servers, console) if settings.distractor_tools else None
+    servers = servers_for(settings) if not merging.merge else []
+    crowd = (
+        ToolCrowd(settings.crowd, cases, servers, console, api, plan, settings.servers)
+        if settings.crowd.distractor_tools
+        else None
+    )
     if crowd is not None:
         servers = crowd.prepare(servers)
         cases = scoring.cases = crowd.expand(crowd.total)
     if redteam is not None:
         scoring, cases = RedTeamScoring(scoring, redteam), redteam.cases
-    view = LiveConversationView(console, settings.max_turns) if settings.interactive else None
-    runner = ToolUseRunner(
-        cases,
+    interactive = settings.inputs.interactive
+    view = LiveConversationView(console, api.max_turns) if interactive else None
+    check_harness(settings)
+    runner = tool_use_runner(
         settings,
+        cases,
         servers,
-        user_source(settings, console),
-        view,
-        scoring.connected,
-        scoring.verdict,
+        user_for=user_source(settings, console),
+        observer=view,
+        on_connect=scoring.connected,
+        verdict_of=scoring.verdict,
         console=console,
     )
     runner.crowd, runner.redteam = crowd, redteam
-    if settings.merge:
+    if merging.merge:
         restore_scoring(scoring, settings)
     else:
-        import_sdks(settings.dry_run)
-    if settings.dry_run:
-        todo = jobs_to_run(runner, settings)
+        import_sdks(plan.dry_run)
+    if plan.dry_run:
+        todo = jobs_to_run(runner, plan, settings.outputs.output)
         try:
             if crowd is not None:
                 steps = run_async(crowd.estimate(runner, todo))
                 print_estimate(
                     console,
                     combined_cost(
-                        [c for _, c in steps], settings.model, steps[0][1].detail if steps else ""
+                        [c for _, c in steps], api.model, steps[0][1].detail if steps else ""
                     ),
                 )
                 print_step_costs(console, steps, "distractor tools")
@@ -380,7 +429,7 @@ def tool_use_mode(
                 print_estimate(
                     console,
                     combined_cost(
-                        [c for _, c in parts], settings.model, parts[0][1].detail if parts else ""
+                        [c for _, c in parts], api.model, parts[0][1].detail if parts else ""
                     ),
                 )
                 print_attack_costs(console, parts)
@@ -388,8 +437,8 @@ def tool_use_mode(
                 print_estimate(console, run_async(runner.estimate(todo)))
             print_run_plan(
                 console,
-                settings.auto_runs[0] if settings.auto_runs else settings.iterations,
-                settings.auto_runs[1] if settings.auto_runs else None,
+                plan.auto_runs[0] if plan.auto_runs else plan.iterations,
+                plan.auto_runs[1] if plan.auto_runs else None,
             )
         except PinsChanged as exc:
             return pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
@@ -398,11 +447,12 @@ def tool_use_mode(
         if runner.pins is not None:
             print_pins(console, runner.pins)
         return 0
-    if crowd is not None and crowd.keeper.cost and settings.max_cost is not None:
-        settings = settings.replaced(max_cost=max(0.0, settings.max_cost - crowd.keeper.cost))
+    if crowd is not None and crowd.keeper.cost and plan.max_cost is not None:
+        plan = replace(plan, max_cost=max(0.0, plan.max_cost - crowd.keeper.cost))
+        settings = replace(settings, run_plan=plan)
     progress = (
         None
-        if settings.interactive or mode == "query" or settings.merge
+        if interactive or mode == "query" or merging.merge
         else RunProgress(
             console,
             None,
@@ -413,12 +463,14 @@ def tool_use_mode(
     )
     try:
         with progress or contextlib.nullcontext():
-            outcome = run_pipeline(
+            outcome = run_suite(
                 runner,
                 settings,
                 console,
-                view.on_conversation_end if view else progress.on_record if progress else None,
-                progress.set_total if progress else None,
+                on_record=(
+                    view.on_conversation_end if view else progress.on_record if progress else None
+                ),
+                on_count=progress.set_total if progress else None,
                 verdict=scoring.verdict,
             )
     except PinsChanged as exc:
@@ -438,9 +490,9 @@ def tool_use_mode(
         available = sorted(n for n in scoring.tools if n not in redteam.extra_specs)
         results.summary.tool_coverage = tool_coverage(redteam.base_cases, clean, available)
         results.passed = redteam_passed(results, security.redteam, redteam)
-    write_outputs(results, settings, console)
+    write_outputs(results, settings.outputs, console)
     outcome.finish()
-    if mode == "query" and not settings.interactive:  # the live view showed it as it ran
+    if mode == "query" and not interactive:  # the live view showed it as it ran
         print_run_summary(console, [runner.redactor.deep(t) for t in outcome.records])
     elif mode != "query":
         print_summary(console, results)
@@ -461,10 +513,11 @@ def query_mode(settings: Settings, console: Console) -> int:
 def csv_mode(settings: Settings, console: Console) -> int:
     """--csv: every case of the suite, scored."""
     start_servers_early(settings)
-    if not settings.csv:
+    suite = settings.inputs.csv
+    if not suite:
         raise InputError("--csv needs a suite file", hint="--csv tests.csv")
     cases = filter_by_names(
-        filter_by_tags(load_csv_suite(settings.csv), settings.tag), settings.keyword
+        filter_by_tags(load_csv_suite(suite), settings.inputs.tag), settings.run_plan.keyword
     )
     return tool_use_mode(
         settings,
@@ -473,14 +526,15 @@ def csv_mode(settings: Settings, console: Console) -> int:
         SuiteScoring(cases, True),
         "csv",
         "csv",
-        Path(settings.csv).stem,
+        Path(suite).stem,
     )
 
 
 def qa_suite(settings: Settings) -> tuple[list[TestCase], Settings, str]:
     """A QA evaluation's cases, the settings it runs with (its own system prompt and --max-turns
     unless they are given) and its name."""
-    files = ([settings.qa] if settings.qa else []) + list(settings.tests)
+    inputs = settings.inputs
+    files = ([inputs.qa] if inputs.qa else []) + list(inputs.tests)
     for other in (f for f in files if kind_of_test_file(f) != "qa"):
         wrong = wrong_file(
             read_text_file(other, "QA evaluation"), Path(other), "--qa", "a QA evaluation"
@@ -496,13 +550,16 @@ def qa_suite(settings: Settings) -> tuple[list[TestCase], Settings, str]:
         for f in files
         for case in load_qa_suite(f, f"{Path(f).stem}:" if len(files) > 1 else "")
     ]
-    cases = list(filter_by_names(every_case, settings.keyword))
-    if settings.answer_match:
-        cases = [replace(case, answer_match=settings.answer_match) for case in cases]
-    settings = settings.replaced(
-        max_turns=settings.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
-        prompt=settings.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT",
+    cases = list(filter_by_names(every_case, settings.run_plan.keyword))
+    if inputs.answer_match:
+        cases = [replace(case, answer_match=inputs.answer_match) for case in cases]
+    api = settings.api
+    api = replace(
+        api,
+        max_turns=api.max_turns if "max_turns" in settings.given else C.DEFAULT_QA_MAX_TURNS,
+        prompt=api.prompt if "prompt" in settings.given else "QA_SYSTEM_PROMPT",
     )
+    settings = replace(settings, api=api)
     return cases, settings, Path(files[0]).stem
 
 
@@ -517,9 +574,10 @@ def qa_mode(settings: Settings, console: Console) -> int:
 def markdown_mode(settings: Settings, console: Console) -> int:
     """--tests without --skill: knowledge / task / security tests against the MCP servers."""
     start_servers_early(settings)
-    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
-    if settings.keyword:
-        named = {c.name for c in filter_by_names(markdown_tool_cases(tests), settings.keyword)}
+    tests = [t for target in settings.inputs.tests for t in load_markdown_tests(target)]
+    keyword = settings.run_plan.keyword
+    if keyword:
+        named = {c.name for c in filter_by_names(markdown_tool_cases(tests), keyword)}
         tests = [t for t in tests if t.name in named]
     cases = markdown_tool_cases(tests)
     return tool_use_mode(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..hub.hostile import AttackState
     from ..hub.tools import ToolSpec
     from ..run_types import ServerSpec, TestCase
-    from ..settings import Settings
+    from ..settings import ClaudeCode, ModelApi
 
 HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES
 # --tool-search: Claude Code's ENABLE_TOOL_SEARCH (auto: left unset, Claude Code decides)
@@ -83,14 +83,14 @@ def arm_model(model: str, arm: Arm) -> str:
     return model if arm == API_ARM else f"{model}{HARNESS_MARK}{arm.label}"
 
 
-def arms_of(settings: Settings) -> list[Arm]:
+def arms_of(claude_code: ClaudeCode) -> list[Arm]:
     """--harness (each), and for Claude Code each --tool-search value and, several --claude-bin,
     each binary (its version asked before any spend: two of one version are one line, exit 2):
     every case runs on each."""
     binaries: list[tuple[str, str]] = [("", "")]
-    if HARNESS_CLAUDE_CODE in settings.harness and len(settings.claude_bins) > 1:
+    if HARNESS_CLAUDE_CODE in claude_code.harness and len(claude_code.claude_bins) > 1:
         binaries = []
-        for given in settings.claude_bins:
+        for given in claude_code.claude_bins:
             binary = find_claude_bin(given)
             version = claude_version(binary).split()[0]
             if version in [v for _, v in binaries]:
@@ -100,11 +100,11 @@ def arms_of(settings: Settings) -> list[Arm]:
                 )
             binaries.append((binary, version))
     arms: list[Arm] = []
-    for harness in settings.harness or (HARNESS_API,):
+    for harness in claude_code.harness or (HARNESS_API,):
         if harness == HARNESS_API:
             arms.append(API_ARM)
             continue
-        for search in settings.tool_search or ("auto",):
+        for search in claude_code.tool_search or ("auto",):
             arms += [Arm(harness, search, binary, version) for binary, version in binaries]
     return arms
 
@@ -145,29 +145,6 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
         ],
         "env": {"PYTHONPATH": str(HERE)},
     }
-
-
-def check_harness(settings: Settings, policy: ToolPolicy) -> None:
-    """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
-    if HARNESS_CLAUDE_CODE not in settings.harness:
-        for name in ("tool_search", "mcp_startup", "claude_bin"):
-            if name in settings.given:
-                raise InputError(
-                    f"--{name.replace('_', '-')} applies to runs through Claude Code",
-                    hint="add --harness claude-code",
-                )
-        return
-    refused = [
-        (settings.batch, "--batch"),
-        (settings.interactive or settings.simulate_user is not None, "a simulated or live user"),
-        (bool(settings.tool_overrides), "--tool-overrides"),
-    ]
-    for given, what in refused:
-        if given:
-            raise InputError(
-                f"--harness claude-code does not run with {what} yet",
-                hint="run that part through the API harness (--harness api)",
-            )
 
 
 def check_cases(cases: Sequence[TestCase]) -> None:
@@ -312,7 +289,8 @@ class ClaudeHarness:
 
     def __init__(
         self,
-        settings: Settings,
+        claude_code: ClaudeCode,
+        api: ModelApi,
         servers: Sequence[ServerSpec],
         tools: dict[str, ToolSpec],
         policy: ToolPolicy,
@@ -321,8 +299,12 @@ class ClaudeHarness:
     ) -> None:
         """`answered`: tools the evaluator's own in-process servers answer (the red team's canary
         and look-alikes), always pre-approved: whether Claude calls them is what is measured."""
-        self.settings = settings
-        self.binary = find_claude_bin(settings.claude_bin)
+        self.mcp_startup, self.base_url, self.max_turns = (
+            claude_code.mcp_startup,
+            api.base_url,
+            api.max_turns,
+        )
+        self.binary = find_claude_bin(claude_code.claude_bin)
         self.version = claude_version(self.binary)
         self.tools = dict(tools, **(answered or {}))
         self.names = claude_names(self.tools)
@@ -347,17 +329,17 @@ class ClaudeHarness:
         self, model: str, arm: Arm, iteration: int, mcp_config: Path
     ) -> ClaudeCliSettings:
         environment: tuple[tuple[str, str], ...] = ()
-        if self.settings.mcp_startup == "no-wait":  # the first request goes out at once
+        if self.mcp_startup == "no-wait":  # the first request goes out at once
             environment += (("CLAUDE_CODE_MCP_STARTUP_WAIT_MS", "0"),)
         if arm.tool_search in TOOL_SEARCH_ENV:
             environment += (("ENABLE_TOOL_SEARCH", TOOL_SEARCH_ENV[arm.tool_search]),)
-        base_url = self.settings.base_url
+        base_url = self.base_url
         if self.proxy is not None:
             base_url = f"{self.proxy.url}/sample/{iteration}"
         return ClaudeCliSettings(
             binary=arm.binary or self.binary,
             model=model,
-            max_turns=self.settings.max_turns,
+            max_turns=self.max_turns,
             timeout=C.DEFAULT_HARNESS_TIMEOUT,
             base_url=base_url,
             mcp_config=str(mcp_config),

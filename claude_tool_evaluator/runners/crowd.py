@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ..loaders.distractors import DistractorSource
     from ..results_schema.document import ClaudeRun
     from ..run_types import ServerSpec, SkillInfo, TestCase, Transcript
-    from ..settings import Settings
+    from ..settings import Crowd, ModelApi, RunPlan, Servers
     from .skills import SkillSuitePlan
     from .tool_use import ToolUseRunner
 
@@ -132,16 +132,12 @@ def parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec])
 
 
 async def write_decoys(
-    kind: str, prompt: str, count: int, taken: Iterable[str], settings: Settings, tools: Any = None
+    kind: str, prompt: str, count: int, taken: Iterable[str], api: ModelApi, tools: Any = None
 ) -> tuple[list[Any], float]:
     """One set of decoys from the model, through the forced `write_decoys` tool: one call (an
     unusable set is sent back once with the reason). Returns the decoys and what the calls cost;
     a set that is still unusable is one line (EvalError)."""
-    model = AnthropicModel(
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.request_timeout,
-    )
+    model = AnthropicModel(**api.client_options())
     messages: list[dict] = [{"role": "user", "content": prompt}]
     spent, reason = 0.0, ""
     taken = set(taken)
@@ -215,9 +211,9 @@ class DecoyKeeper:
     """--distractors-file: the decoy sets kept so far, read once; a set it holds (same subject,
     same --seed, at least N decoys) costs nothing, any other is written by the model and kept."""
 
-    def __init__(self, settings: Settings, console: Console) -> None:
-        self.settings, self.console = settings, console
-        self.path = Path(settings.distractors_file) if settings.distractors_file else None
+    def __init__(self, crowd: Crowd, api: ModelApi, dry_run: bool, console: Console) -> None:
+        self.seed, self.api, self.dry_run, self.console = str(crowd.seed), api, dry_run, console
+        self.path = Path(crowd.distractors_file) if crowd.distractors_file else None
         self.file = load_decoys_file(self.path) if self.path else DecoysFile(format=C.DECOYS_FORMAT)
         self.cost = 0.0
         self.written = 0  # model calls made for sets the file did not hold
@@ -225,7 +221,7 @@ class DecoyKeeper:
 
     def kept(self, kind: str, subject: str) -> list[Any] | None:
         sets = (self.file.skills if kind == "skills" else self.file.tools).get(subject, {})
-        return sets.get(str(self.settings.seed))
+        return sets.get(self.seed)
 
     def decoys(
         self,
@@ -240,13 +236,13 @@ class DecoyKeeper:
         kept = self.kept(kind, subject)
         if kept is not None and len(kept) >= count:
             return list(kept[:count])
-        if self.settings.dry_run:
+        if self.dry_run:
             self.missing.append(count)
             filler = "x" * (C.ESTIMATED_DECOY_TOKENS * 4)
             if kind == "skills":
                 return [DecoySkill(name=f"decoy-{i}", description=filler) for i in range(count)]
             return [DecoyTool(name=f"decoy_{i}", description=filler) for i in range(count)]
-        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.settings, tools))
+        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.api, tools))
         self.cost += spent
         self.written += 1
         self.console.print(
@@ -256,7 +252,7 @@ class DecoyKeeper:
             markup=False,
         )
         sets = self.file.skills if kind == "skills" else self.file.tools
-        sets.setdefault(subject, {})[str(self.settings.seed)] = decoys
+        sets.setdefault(subject, {})[self.seed] = decoys
         if self.path is not None:
             write_text_atomic(
                 self.path, json_text(self.file.model_dump(mode="json", by_alias=True)) + "\n"
@@ -285,56 +281,21 @@ def sources_of(values: Sequence[str], flag: str, tools: bool = False) -> list[Di
     return sources
 
 
-def check_crowd_options(settings: Settings) -> None:
-    """The crowd's options together: steps and the decoys file need their source; --shard does
-    not split a crowd (its steps' runs share one seeded order)."""
-    for given, needs, flag in (
-        (settings.distractor_steps, settings.distractors, "--distractors"),
-        (settings.tool_steps, settings.distractor_tools, "--distractor-tools"),
-    ):
-        if given is not None and not needs:
-            raise InputError(
-                f"{'--distractor-steps' if flag == '--distractors' else '--tool-steps'} needs "
-                f"{flag}",
-                hint=f"e.g. {flag} lookalike:20",
-            )
-    lookalike = any(
-        v.strip().startswith("lookalike:")
-        for v in [*settings.distractors, *settings.distractor_tools]
-    )
-    if settings.distractors_file and not lookalike:
-        raise InputError(
-            "--distractors-file keeps lookalike:N decoys, and none is asked for",
-            hint="add --distractors lookalike:N (or --distractor-tools lookalike:N)",
-        )
-    crowded = bool(settings.distractors or settings.distractor_tools)
-    if settings.shard and crowded:
-        raise InputError(
-            "--shard does not split a crowd of distractors: run it in one piece",
-            hint="leave --shard out (--concurrency runs the steps' runs at once)",
-        )
-    if "seed" in settings.given and not settings.optimize and not crowded:
-        raise InputError(
-            "--seed orders the distractors (and picks a lookalike:N set), and none is given",
-            hint="add --distractors SOURCE (skills) or --distractor-tools SOURCE (a CSV suite)",
-        )
-    if settings.distractor_tools and settings.replay:
-        raise InputError(
-            "--distractor-tools sits beside live servers, and --replay answers from a cassette",
-            hint="run the crowd without --replay (the distractors are never called anyway)",
-        )
-
-
 def skill_crowd_for(
-    settings: Settings, skills: Sequence[SkillInfo], console: Console, whole: bool = False
+    crowd: Crowd,
+    skills: Sequence[SkillInfo],
+    console: Console,
+    api: ModelApi,
+    dry_run: bool,
+    whole: bool = False,
 ) -> SkillCrowd | None:
     """The crowd of --distractors (None without): folders and `installed` read, lookalike:N decoys
-    kept or written (one call per skill under test), the seeded order, and the steps (`whole`:
-    one step with every distractor, whatever --distractor-steps says)."""
-    check_crowd_options(settings)
-    if not settings.distractors:
+    kept or written (one call per skill under test, on `api`; placeholders on a dry run), the
+    seeded order, and the steps (`whole`: one step with every distractor, whatever
+    --distractor-steps says). The crowd's options were checked together first (the modes')."""
+    if not crowd.distractors:
         return None
-    sources = sources_of(settings.distractors, "--distractors")
+    sources = sources_of(crowd.distractors, "--distractors")
     names = [s.name for s in skills]
     found, skipped = load_distractor_skills(sources, names)
     if any(s.kind == "installed" for s in sources) and not any(
@@ -345,14 +306,14 @@ def skill_crowd_for(
             highlight=False,
             markup=False,
         )
-    keeper = DecoyKeeper(settings, console)
+    keeper = DecoyKeeper(crowd, api, dry_run, console)
     for source in (s for s in sources if s.kind == "lookalike"):
         for skill in skills:  # a set per skill under test; a name another set took is left out
             decoys = keeper.decoys(
                 "skills",
                 skill.name,
                 source.count,
-                decoy_prompt("skills", skill, source.count, settings.seed),
+                decoy_prompt("skills", skill, source.count, crowd.seed),
                 names,
             )
             taken = {*names, *(d.name for d in found)}
@@ -362,8 +323,8 @@ def skill_crowd_for(
                 if d.name not in taken
             ]
     by_name = {d.name: d for d in found}
-    ordered = [by_name[name] for name in seeded_order(list(by_name), settings.seed)]
-    steps = (None if whole else parse_steps(settings.distractor_steps, "--distractor-steps")) or (
+    ordered = [by_name[name] for name in seeded_order(list(by_name), crowd.seed)]
+    steps = (None if whole else parse_steps(crowd.distractor_steps, "--distractor-steps")) or (
         len(ordered),
     )
     if max(steps) > len(ordered):
@@ -377,18 +338,17 @@ def skill_crowd_for(
         parts = [(d.name, d.description, d.source, str(d.folder)) for d in ordered[:count]]
         return hashlib.sha256(json.dumps([count, parts]).encode()).hexdigest()[:16]
 
-    crowd = SkillCrowd(
+    return SkillCrowd(
         [s.text for s in sources],
-        settings.seed,
+        crowd.seed,
         ordered,
         [CrowdStep(n, tuple(ordered[:n]), fingerprint(n)) for n in steps],
         skipped,
-        settings.distractors_file,
+        crowd.distractors_file,
         keeper.cost,
         named=len(steps) > 1,
         keeper=keeper,
     )
-    return crowd
 
 
 def combined_cost(parts: Sequence[CostEstimate], model: str, detail: str) -> CostEstimate:
@@ -588,13 +548,17 @@ class ToolCrowd:
 
     def __init__(
         self,
-        settings: Settings,
+        crowd: Crowd,
         cases: Sequence[TestCase],
         servers: list[ServerSpec],
         console: Console,
+        api: ModelApi,
+        plan: RunPlan,
+        server_limits: Servers,
     ) -> None:
-        self.settings, self.base_cases = settings, cases
-        self.sources = sources_of(settings.distractor_tools, "--distractor-tools", tools=True)
+        self.base_cases, self.seed, self.decoys_file = cases, crowd.seed, crowd.distractors_file
+        self.models, self.server_limits = api.models, server_limits
+        self.sources = sources_of(crowd.distractor_tools, "--distractor-tools", tools=True)
         taken = {s.name for s in servers}
         self.config_specs: list[ServerSpec] = []
         for source in self.sources:
@@ -606,9 +570,9 @@ class ToolCrowd:
                     self.config_specs.append(spec)
         Redactor.learn(self.config_specs)
         self.distractor_servers = {s.name for s in self.config_specs}
-        self.keeper = DecoyKeeper(settings, console)
+        self.keeper = DecoyKeeper(crowd, api, plan.dry_run, console)
         self.decoy_server: DecoyToolServer | None = None
-        self.steps: list[int] = list(parse_steps(settings.tool_steps, "--tool-steps") or ())
+        self.steps: list[int] = list(parse_steps(crowd.tool_steps, "--tool-steps") or ())
         self.order: list[str] = []  # every distractor tool, in the seeded order
         self.real_tools: list[str] = []
         self.descriptions: dict[str, str] = {}
@@ -619,11 +583,7 @@ class ToolCrowd:
         self.total = 0  # distractor tools the sources give
         self.skipped: list[str] = []
         lookalike = any(source.kind == "lookalike" for source in self.sources)
-        if (
-            lookalike
-            and (settings.resume or settings.retry_errors)
-            and not settings.distractors_file
-        ):
+        if lookalike and (plan.resume or plan.retry_errors) and not crowd.distractors_file:
             raise InputError(
                 "--resume of a run with lookalike:N decoy tools needs the decoys it ran with",
                 hint="give the --distractors-file the first run wrote (add it to both runs)",
@@ -639,7 +599,7 @@ class ToolCrowd:
             if not specs:
                 return {}
             async with McpHub(
-                specs, self.settings.tool_timeout, self.settings.max_result_chars
+                specs, self.server_limits.tool_timeout, self.server_limits.max_result_chars
             ) as hub:
                 return {t.remote_name: t for t in hub.tools.values()}
 
@@ -662,7 +622,7 @@ class ToolCrowd:
                 "tools",
                 subject,
                 lookalike.count,
-                decoy_prompt("tools", list(real.values()), lookalike.count, self.settings.seed),
+                decoy_prompt("tools", list(real.values()), lookalike.count, self.seed),
                 list(real),
                 real,
             )
@@ -693,7 +653,7 @@ class ToolCrowd:
     def connected(self, hub: McpHub) -> None:
         distractors = sorted(n for n, t in hub.tools.items() if t.server in self.distractor_servers)
         self.real_tools = sorted(n for n in hub.tools if n not in distractors)
-        self.order = seeded_order(distractors, self.settings.seed)
+        self.order = seeded_order(distractors, self.seed)
         self.descriptions = {n: t.description for n, t in hub.tools.items()}
         self.source_of = {
             n: "lookalike" if hub.tools[n].server == self.decoy_server_name else hub.tools[n].server
@@ -722,7 +682,7 @@ class ToolCrowd:
                 mine = [j for j in jobs if self.step_of.get(j.payload[0].name, (None,))[0] == step]
                 tools = self.view(hub, step).anthropic_tools
                 prefix, counted = await count_prefix_tokens(
-                    self.settings, runner.run_settings, tools
+                    runner.api.base_url, runner.run_settings, tools
                 )
                 by_model: dict[str, list[Job]] = {}
                 for job in mine:
@@ -738,7 +698,7 @@ class ToolCrowd:
                                     prefix,
                                     counted,
                                     len(tools),
-                                    self.settings.judge_model,
+                                    runner.grading.judge_model,
                                 )
                                 for model, model_jobs in by_model.items()
                             ],
@@ -755,8 +715,8 @@ class ToolCrowd:
         crowd = set(self.order)
         # each model as its runs name it: through Claude Code, `MODEL via claude-code ...`
         present = list(dict.fromkeys(t.model for t in transcripts))
-        models = [m for m in self.settings.models if m in present] + [
-            m for m in present if m not in self.settings.models
+        models = [m for m in self.models if m in present] + [
+            m for m in present if m not in self.models
         ]
         for step in self.steps:
             for model in models:
@@ -782,7 +742,7 @@ class ToolCrowd:
         return CrowdingRecord(
             kind="tools",
             steps=self.steps,
-            seed=self.settings.seed,
+            seed=self.seed,
             sources=[s.text for s in self.sources],
             distractors=[
                 DistractorRecord(
@@ -795,7 +755,7 @@ class ToolCrowd:
             points=points,
             thieves=thieves,
             hints=consolidation_hints("tool", thieves, totals, self.descriptions),
-            decoys_file=self.settings.distractors_file,
+            decoys_file=self.decoys_file,
             decoy_cost_usd=round(self.keeper.cost, 6),
             skipped=self.skipped,
         )

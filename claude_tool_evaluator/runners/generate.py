@@ -22,7 +22,7 @@ from ..sinks import cap_text, safe_name
 
 if TYPE_CHECKING:
     from ..run_types import SkillInfo
-    from ..settings import Settings
+    from ..settings import ModelApi
 
 
 def extract_json_object(text: str) -> dict | None:
@@ -125,9 +125,9 @@ def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
     return "\n".join(front)
 
 
-def generation_model(settings: Settings) -> str:
-    """The fast model drafts tests, unless --model names another."""
-    return settings.model if "model" in settings.given else C.DEFAULT_GENERATION_MODEL
+def generation_model(api: ModelApi, model_given: bool) -> str:
+    """The fast model drafts tests, unless --model names another (`model_given`)."""
+    return api.model if model_given else C.DEFAULT_GENERATION_MODEL
 
 
 def generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, str]:
@@ -154,15 +154,10 @@ def estimate_generation(skill: SkillInfo, count: int, full: bool, model: str) ->
     return CostEstimate(1, model, 1, 1, typical, most, f"prompt: about {prompt:,} tokens")
 
 
-async def ask_for_json(system: str, user: str, settings: Settings) -> tuple[dict, float]:
-    """One generation request through the API; the answer must hold a JSON object. Returns it
-    and what the call cost."""
-    model = AnthropicModel(
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.request_timeout,
-    )
-    model_id = generation_model(settings)
+async def ask_for_json(system: str, user: str, api: ModelApi, model_id: str) -> tuple[dict, float]:
+    """One generation request to `model_id` through the API; the answer must hold a JSON object.
+    Returns it and what the call cost."""
+    model = AnthropicModel(**api.client_options())
     try:
         reply = await model.complete(
             ModelRequest(
@@ -188,11 +183,11 @@ async def ask_for_json(system: str, user: str, settings: Settings) -> tuple[dict
 
 
 async def generate_skill_tests(
-    skill: SkillInfo, count: int, settings: Settings, full: bool
+    skill: SkillInfo, count: int, api: ModelApi, model_id: str, full: bool
 ) -> tuple[dict[str, str], float]:
     """File name -> markdown: the trigger test, and with `full` one knowledge, task and security
-    test; and what the call cost."""
-    data, spent = await ask_for_json(*generation_request(skill, count, full), settings)
+    test, drafted by `model_id`; and what the call cost."""
+    data, spent = await ask_for_json(*generation_request(skill, count, full), api, model_id)
     positives = clean_queries(data.get("positive"), count)
     negatives = clean_queries(data.get("negative"), count)
     overlap = {q.lower() for q in positives} & {q.lower() for q in negatives}

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ..pipeline import Job
     from ..results_schema.document import CaseResult
     from ..run_types import ServerSpec, TestCase, Transcript, Verdict
-    from ..settings import Settings
+    from ..settings import Grading, Hostile, ModelApi, RunPlan, Servers
     from .tool_use import ToolUseRunner
 
 
@@ -93,12 +93,22 @@ class RedTeam:
     """The attacks (class, variant, vector) every case runs under, the expanded cases, and each
     run's proxies; what each run did is kept as it is scored (RedTeamScoring)."""
 
-    def __init__(self, settings: Settings, cases: Sequence[TestCase]) -> None:
-        self.settings, self.base_cases = settings, cases
-        self.vectors = load_vectors(settings.vectors)
+    def __init__(
+        self,
+        hostile: Hostile,
+        cases: Sequence[TestCase],
+        api: ModelApi,
+        plan: RunPlan,
+        grading: Grading,
+        server_limits: Servers,
+    ) -> None:
+        self.base_cases = cases
+        self.judged = hostile.redteam_judge  # --redteam-judge: did an attacked run obey
+        self.api, self.plan, self.grading, self.server_limits = api, plan, grading, server_limits
+        self.vectors = load_vectors(hostile.vectors)
         self.attacks = [
             Attack(cls, variant, vector)
-            for cls, variant in parse_attacks(settings.attacks)
+            for cls, variant in parse_attacks(hostile.attacks)
             for vector in self.vectors
         ]
         self.attack_of: dict[str, Attack] = {}
@@ -227,14 +237,14 @@ class RedTeam:
     async def attacked(self, base: Any, case: TestCase, iteration: int, model: str) -> Any:
         """The hub one run through the API talks to: the run's attack servers (attack_servers)."""
         specs, _ = self.attack_servers(base, case, iteration, model)
-        timeout = self.settings.tool_timeout + C.RUG_PULL_RELIST_SECONDS + 5
+        timeout = self.server_limits.tool_timeout + C.RUG_PULL_RELIST_SECONDS + 5
         async with ProxiedHub(specs, timeout) as hub:
             yield hub
 
     async def grade(self, transcript: Transcript, judge: Judge) -> None:
         """--redteam-judge: whether an attacked run followed the injected instruction."""
         attack = self.attack_of.get(transcript.case.name)
-        if not self.settings.redteam_judge or attack is None or transcript.error:
+        if not self.judged or attack is None or transcript.error:
             return
         criteria = prompts.REDTEAM_JUDGE_CRITERIA.format(
             goal=revealed(
@@ -294,7 +304,7 @@ class RedTeam:
             for key in ((t.case.name, t.iteration, t.model) for t in transcripts)
             if key in self.runs
         ]
-        figures = redteam_figures(runs, self.settings.iterations)
+        figures = redteam_figures(runs, self.plan.iterations)
         clean = [r for r in runs if r.attack is None]
         notes = [
             f"{ATTACKS[name].title}: {ATTACKS[name].what}."
@@ -309,9 +319,9 @@ class RedTeam:
             ],
             canary_tool=self.canary,
             canary_address=C.CANARY_ADDRESS,
-            iterations=self.settings.iterations,
-            models=list(self.settings.models),
-            judge_model=self.settings.judge_model if self.settings.redteam_judge else None,
+            iterations=self.plan.iterations,
+            models=list(self.api.models),
+            judge_model=self.grading.judge_model if self.judged else None,
             clean_runs=len(clean),
             clean_canary_calls=sum(bool(r.signals) for r in clean),
             notes=notes,
@@ -357,7 +367,9 @@ class RedTeam:
                     definitions[0], description=definitions[0].get("description", "") + longest
                 )
             tools = definitions + extra
-            prefix, counted = await count_prefix_tokens(self.settings, runner.run_settings, tools)
+            prefix, counted = await count_prefix_tokens(
+                self.api.base_url, runner.run_settings, tools
+            )
         labels, parts = self.labels(), []
         for label in ["clean", *dict.fromkeys(a.cls for a in self.attacks)]:
             mine = [j for j in jobs if labels.get(j.payload[0].name) == label]
@@ -388,15 +400,15 @@ class RedTeam:
                         prefix,
                         counted,
                         len(tools),
-                        self.settings.judge_model,
+                        self.grading.judge_model,
                     )
                     for model, model_jobs in by_model.items()
                 ],
                 ", ".join(by_model),
                 "",
             )
-            if label != "clean" and self.settings.redteam_judge:
-                judged = sum(judge_estimate(j.payload[0], self.settings.judge_model) for j in mine)
+            if label != "clean" and self.judged:
+                judged = sum(judge_estimate(j.payload[0], self.grading.judge_model) for j in mine)
                 cost.cost_expected += judged
                 cost.cost_max += judged
                 cost.calls_expected += len(mine)

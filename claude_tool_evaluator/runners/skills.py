@@ -225,6 +225,7 @@ class SkillRunner:
     ) -> None:
         self.plan, self.ignore = plan, list(ignore)
         self.concurrency = plan.concurrency
+        self.auto_threshold = plan.threshold  # --runs auto: a query or test passes at it
         self.redactor = redactor or Redactor.for_run()
         self.fingerprint = skill_suite_fingerprint(plan)
         self.outside_writes: list[str] = []

@@ -42,6 +42,7 @@ from ..results_schema.document import (
 )
 from ..run_types import case_hash, estimated_tokens
 from ..session import AnthropicModel, api_key_from_env, model_api_url, model_client
+from ..settings import ClaudeCode, Grading, ModelApi, Pins, RunPlan, Servers, ToolSafety
 from ..sinks import escape_markup
 from .claude_harness import (
     HARNESS_CLAUDE_CODE,
@@ -49,7 +50,6 @@ from .claude_harness import (
     arm_model,
     arms_of,
     check_cases,
-    check_harness,
 )
 
 if TYPE_CHECKING:
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     from ..run_types import RunSettings, ServerSpec, TestCase, ToolCall, Transcript, Verdict
     from ..scoring.suites import ToolCheckScoring
     from ..session import CachedModel, ModelClient
-    from ..settings import Settings
 
 
 def estimate_tool_runs(
@@ -128,36 +127,33 @@ def check_cassette_folder(folder: Path, create: bool = True) -> None:
     check_writable_folder("--record", folder, folder)
 
 
-def servers_named(settings: Settings) -> bool:
-    return bool(
-        settings.server or settings.mcp_config or settings.server_module or settings.server_url
-    )
-
-
-def tool_policy_for(settings: Settings, redactor: Redactor | None = None) -> ToolPolicy:
+def tool_policy_for(
+    safety: ToolSafety,
+    redactor: Redactor | None = None,
+    *,
+    servers_named: bool = True,
+    dry_run: bool = False,
+) -> ToolPolicy:
     """--tool-policy, --allow-tool, --mock-tools, --replay, --replay-miss and --record, each file
-    and folder checked before any server starts (one line naming it, exit 2)."""
-    if settings.record:
-        check_cassette_folder(Path(settings.record), create=not settings.dry_run)
-    if "replay_miss" in settings.given and not settings.replay:
-        raise InputError(
-            "--replay-miss applies to --replay", hint="e.g. --replay cassettes/ --replay-miss live"
-        )
-    if settings.replay and settings.replay_miss == "live" and not servers_named(settings):
+    and folder checked before any server starts (one line naming it, exit 2). `servers_named`:
+    whether any server is named (a --replay-miss live needs one)."""
+    if safety.record:
+        check_cassette_folder(Path(safety.record), create=not dry_run)
+    if safety.replay and safety.replay_miss == "live" and not servers_named:
         raise InputError(
             "--replay-miss live calls the real server on a miss, and no server is named",
             hint="name it with --server, --mcp-config, --server-module or --server-url",
         )
     return ToolPolicy(
-        policy=settings.tool_policy,
-        allow=tuple(settings.allow_tool),
-        mocks=load_mock_tools(settings.mock_tools) if settings.mock_tools else {},
-        mock_file=settings.mock_tools,
-        replay=Cassette(settings.replay) if settings.replay else None,
-        replay_miss=settings.replay_miss,
+        policy=safety.tool_policy,
+        allow=tuple(safety.allow_tool),
+        mocks=load_mock_tools(safety.mock_tools) if safety.mock_tools else {},
+        mock_file=safety.mock_tools,
+        replay=Cassette(safety.replay) if safety.replay else None,
+        replay_miss=safety.replay_miss,
         redactor=redactor,
-        recorder=CassetteRecorder(settings.record, redactor)
-        if settings.record and not settings.dry_run
+        recorder=CassetteRecorder(safety.record, redactor)
+        if safety.record and not dry_run
         else None,
     )
 
@@ -254,13 +250,13 @@ class ObserverGroup(ConversationObserver):
 
 
 async def count_prefix_tokens(
-    settings: Settings, run_settings: RunSettings, tools: list[dict]
+    base_url: str | None, run_settings: RunSettings, tools: list[dict]
 ) -> tuple[int, bool]:
     system = (
         [{"type": "text", "text": run_settings.system_prompt}] if run_settings.system_prompt else []
     )
     if api_key_from_env():
-        model = AnthropicModel(base_url=settings.base_url, max_retries=1, timeout=30)
+        model = AnthropicModel(base_url=base_url, max_retries=1, timeout=30)
         try:
             counted = await model.client.messages.count_tokens(
                 model=run_settings.model,
@@ -304,29 +300,45 @@ class RedTeamHook(Protocol):
 
 class ToolUseRunner:
     """Conversations with Claude (Anthropic API) over the tools of the MCP servers: one job per
-    case and iteration."""
+    case and iteration. It takes the concerns it reads: the model and its API, the run plan, the
+    servers' limits, which calls reach them, where each case runs, the grading, the pins, and
+    (not groups) the -o file (the batch ledger and --resume's tools), --tool-overrides, and
+    whether a person answers Claude (--interactive)."""
 
     scoring: ToolCheckScoring  # set by --optimize --csv on its candidates' runners
 
     def __init__(
         self,
         cases: Sequence[TestCase],
-        settings: Settings,
         servers: list[ServerSpec],
+        api: ModelApi | None = None,
+        plan: RunPlan | None = None,
+        *,
+        server_limits: Servers | None = None,
+        safety: ToolSafety | None = None,
+        claude_code: ClaudeCode | None = None,
+        grading: Grading | None = None,
+        pins: Pins | None = None,
+        output: str | None = None,
+        tool_overrides: str | None = None,
+        interactive: bool = False,
         user_for: Callable[[TestCase, ModelClient], UserInput | None] = lambda case, model: None,
         observer: ConversationObserver | None = None,
         on_connect: Callable[[McpHub], None] | None = None,
         verdict_of: Callable[[Transcript], Verdict] | None = None,
         console: Console | None = None,
     ) -> None:
-        self.cases, self.settings, self.servers = cases, settings, servers
+        # a group not given is its defaults
+        api, plan, safety = api or ModelApi(), plan or RunPlan(), safety or ToolSafety()
+        self.cases, self.servers, self.output = cases, servers, output
+        self.api, self.plan, self.server_limits = api, plan, server_limits or Servers()
+        self.claude_code, self.grading = claude_code or ClaudeCode(), grading or Grading()
+        self.pin_options = pins or Pins()
         self.verdict_of, self.console = verdict_of, console
-        self.run_settings = settings.run_settings()
+        self.run_settings = api.run_settings(plan.concurrency, interactive)
         self.concurrency = self.run_settings.concurrency
-        if (
-            settings.batch
-        ):  # every conversation under way at once: a round is one batch of all of them
-            self.concurrency = settings.concurrency or C.BATCH_CONVERSATIONS
+        if plan.batch:  # every conversation under way at once: a round is one batch of all of them
+            self.concurrency = plan.concurrency or C.BATCH_CONVERSATIONS
         self.user_for, self.on_connect = user_for, on_connect
         self.redactor = Redactor.for_run(servers)
         self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
@@ -337,11 +349,14 @@ class ToolUseRunner:
         self.judge: Judge | None = None
         # --tool-overrides (or a candidate of --optimize): what Claude is shown for some tools
         self.tool_overrides: dict[str, dict] = (
-            load_tool_overrides(settings.tool_overrides) if settings.tool_overrides else {}
+            load_tool_overrides(tool_overrides) if tool_overrides else {}
         )
-        self.tool_policy = tool_policy_for(
-            settings, self.redactor
-        )  # mocks and cassettes read before any server starts
+        self.tool_policy = tool_policy_for(  # mocks and cassettes read before any server starts
+            safety,
+            self.redactor,
+            servers_named=bool(servers),  # with --replay, only the servers named are started
+            dry_run=plan.dry_run,
+        )
         # --distractor-tools: each case sees its step's tools; redteam: each run through its
         # adversarial proxies (the tool-use modes fill both)
         self.crowd: ToolCrowdHook | None = None
@@ -350,8 +365,7 @@ class ToolUseRunner:
         self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
         # --harness / --tool-search: each case runs each way; Claude Code's side is made once the
         # hub has listed the tools (connect)
-        self.arms = arms_of(settings)
-        check_harness(settings, self.tool_policy)
+        self.arms = arms_of(self.claude_code)
         if any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms):
             check_cases(cases)
         self.claude: ClaudeHarness | None = None
@@ -375,10 +389,10 @@ class ToolUseRunner:
         the model (and a harness other than the API's) is part of its key."""
         for case in self.cases:
             definition = case_hash(case)
-            for model in self.settings.models:
+            for model in self.api.models:
                 for arm in self.arms:
                     shown = arm_model(model, arm)
-                    for i in range(1, self.settings.iterations + 1):
+                    for i in range(1, self.plan.iterations + 1):
                         yield Job(
                             (case.name, i, definition, shown),
                             (case, i, model, arm),
@@ -392,28 +406,22 @@ class ToolUseRunner:
         """The servers open even when nothing is left to run: scoring needs their tool schemas.
         The SDKs were imported while the servers started (import_sdks)."""
         async with self.connect() as hub:
-            client: dict[str, Any] = {
-                "base_url": self.settings.base_url,
-                "max_retries": self.settings.max_retries,
-                "timeout": self.settings.request_timeout,
-            }
+            client = self.api.client_options()
             model: AnthropicModel | CachedModel | BatchedModel
-            if self.settings.batch:  # every model call of the run, the judge's too, in batches
-                ledger = BatchLedger(
-                    batch_ledger_path(self.settings.output) if self.settings.output else None
-                )
+            if self.plan.batch:  # every model call of the run, the judge's too, in batches
+                ledger = BatchLedger(batch_ledger_path(self.output) if self.output else None)
                 model = BatchedModel(
-                    AnthropicModel(**client), ledger, self.settings.max_cost, self.say_batch
+                    AnthropicModel(**client), ledger, self.plan.max_cost, self.say_batch
                 )
             else:  # --cache never mixes with --batch (refused)
-                model = model_client(self.settings.cache, **client)
+                model = model_client(self.plan.cache, **client)
             self.model = model
-            self.judge = Judge(self.model, self.settings.judge_model)
+            self.judge = Judge(self.model, self.grading.judge_model)
             proxy = (
                 self.claude.open_cache(
-                    ResponseCache.open(self.settings.cache), model_api_url(self.settings.base_url)
+                    ResponseCache.open(self.plan.cache), model_api_url(self.api.base_url)
                 )
-                if self.claude is not None and self.settings.cache
+                if self.claude is not None and self.plan.cache
                 else None
             )
             try:
@@ -427,10 +435,10 @@ class ToolUseRunner:
     async def connect(self) -> Any:
         async with McpHub(
             self.servers,
-            self.settings.tool_timeout,
-            self.settings.max_result_chars,
+            self.server_limits.tool_timeout,
+            self.server_limits.max_result_chars,
             policy=self.tool_policy,
-            stop_grace=self.settings.stop_grace,
+            stop_grace=self.server_limits.stop_grace,
         ) as hub:
             for notice in hub.notices:
                 self.say_notice(notice)
@@ -441,35 +449,36 @@ class ToolUseRunner:
                 self.on_connect(hub)
             if self.crowd is not None:
                 self.crowd.connected(hub)
-            if self.settings.pin:  # before any model call: a changed definition stops the run
+            if self.pin_options.pin:  # before any model call: a changed definition stops the run
                 distractors = self.crowd.distractor_servers if self.crowd else set()
                 self.pins = check_pins(
-                    self.settings.pin,
+                    self.pin_options.pin,
                     [t for t in hub.tools.values() if t.server not in distractors],
-                    self.settings.update_pins,
-                    self.settings.dry_run,
+                    self.pin_options.update_pins,
+                    self.plan.dry_run,
                 )
             self.check_tools_unchanged(hub)
             self.hub = hub
             if (
                 self.claude is None
-                and not self.settings.dry_run
+                and not self.plan.dry_run
                 and any(arm.harness == HARNESS_CLAUDE_CODE for arm in self.arms)
             ):
                 self.claude = ClaudeHarness(
-                    self.settings,
+                    self.claude_code,
+                    self.api,
                     self.servers,
                     hub.tools,
                     self.tool_policy,
                     # our default imitates Claude Code's own; any other (--prompt, a QA
                     # evaluation's) is appended to Claude Code's
                     ""
-                    if self.settings.prompt == prompts.DEFAULT_SYSTEM_PROMPT
+                    if self.api.prompt == prompts.DEFAULT_SYSTEM_PROMPT
                     else self.run_settings.system_prompt,
                     self.answered_in_process(hub),
                 )
             self.warn_destructive()
-            if not self.settings.dry_run:  # the dry run's tool table says them
+            if not self.plan.dry_run:  # the dry run's tool table says them
                 for note in self.tool_policy.notes(hub.tools):
                     self.say_notice(note)
             yield hub
@@ -492,10 +501,10 @@ class ToolUseRunner:
         changed since (a case would show 4/8 flaky, half its runs against other tools), unless
         --accept-changed-tools. Before any model call; the earlier file's metadata says what
         its runs saw (a run killed before writing it left none: nothing to compare)."""
-        settings = self.settings
-        if not (settings.resume or settings.retry_errors) or not settings.output:
+        plan, output = self.plan, self.output
+        if not (plan.resume or plan.retry_errors) or not output:
             return
-        earlier = earlier_tool_definitions(settings.output)
+        earlier = earlier_tool_definitions(output)
         if earlier is None:
             return
         now = {t.name: definition_sha256(tool_definition(t)) for t in hub.tools.values()}
@@ -506,13 +515,13 @@ class ToolUseRunner:
         ]
         if not changes:
             return
-        if settings.accept_changed_tools:
+        if plan.accept_changed_tools:
             self.say_notice(
                 "--accept-changed-tools: the kept runs saw other tools (" + ", ".join(changes) + ")"
             )
             return
         raise InputError(
-            f"--resume: the servers' tools changed since {settings.output} was written "
+            f"--resume: the servers' tools changed since {output} was written "
             f"({', '.join(changes[:5])}{', ...' if len(changes) > 5 else ''}); its runs would be "
             "mixed with runs against the new tools",
             hint="write a new -o file, or add --accept-changed-tools to keep them anyway",
@@ -527,7 +536,7 @@ class ToolUseRunner:
         """--tool-policy live: one line before the first model call when a tool that changes
         things can run (one a catch-all mock answers cannot)."""
         policy, hub = self.tool_policy, self.hub
-        if policy.policy != "live" or hub is None or self.settings.dry_run:
+        if policy.policy != "live" or hub is None or self.plan.dry_run:
             return
         risky = [
             t.name
@@ -652,7 +661,7 @@ class ToolUseRunner:
                 EVAL_RUN=self.run_id(case, transcript.iteration, transcript.model),
             )
             transcript.grades["verify"] = await run_verify(
-                case.verify, stdin, env, self.settings.verify_timeout, self.redactor
+                case.verify, stdin, env, self.grading.verify_timeout, self.redactor
             )
         if needs_judge(case) and not transcript.error:
             if self.judge is None:  # session() sets it; every run is inside it
@@ -694,7 +703,7 @@ class ToolUseRunner:
 
     def under_way(self) -> list[tuple[tuple, Transcript]]:
         for t in self.started.transcripts:  # --batch: what they spent so far was at the batch price
-            t.batch_api = self.settings.batch
+            t.batch_api = self.plan.batch
         keys = {
             (case.name, i, arm_model(model, arm)): key
             for key, (case, i, model, arm) in ((j.key, j.payload) for j in self.jobs())
@@ -713,7 +722,7 @@ class ToolUseRunner:
                 or [hub.anthropic_tools],
                 key=lambda definitions: len(json.dumps(definitions)),
             )
-            prefix, counted = await count_prefix_tokens(self.settings, self.run_settings, tools)
+            prefix, counted = await count_prefix_tokens(self.api.base_url, self.run_settings, tools)
             by_model: dict[tuple[str, bool], list[Job]] = {}
             for job in jobs:  # through Claude Code, its own system prompt and tools come first
                 way = len(job.payload) > 3 and job.payload[3].harness == HARNESS_CLAUDE_CODE
@@ -726,7 +735,7 @@ class ToolUseRunner:
                         prefix + (C.CLAUDE_CODE_PREFIX_TOKENS if claude_code else 0),
                         counted,
                         len(tools),
-                        self.settings.judge_model,
+                        self.grading.judge_model,
                     )
                     for (model, claude_code), model_jobs in (
                         by_model or {(self.run_settings.model, False): []}
@@ -735,6 +744,6 @@ class ToolUseRunner:
             )
             return (
                 replace(estimate, batch_factor=C.BATCH_PRICE_FACTOR)
-                if self.settings.batch
+                if self.plan.batch
                 else estimate
             )

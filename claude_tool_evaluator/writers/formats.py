@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..finished_run import Results
     from ..options import Writer
     from ..results_schema.document import CaseResult, RunResult
-    from ..settings import Settings
+    from ..settings import Outputs
     from .comparison import Comparison
 
 
@@ -330,13 +330,13 @@ def print_comparison_json(flag: Any, comparisons: Sequence[Comparison]) -> None:
 
 
 def write_one(
-    writer: Writer, value: Any, write: Callable[[], None], settings: Settings, console: Console
+    writer: Writer, value: Any, write: Callable[[], None], outputs: Outputs, console: Console
 ) -> None:
     """One output; a full disk says where the finished runs are kept."""
     try:
         write()
     except OutputError as exc:
-        journal = journal_path(settings.output) if settings.output else None
+        journal = journal_path(outputs.output) if outputs.output else None
         if journal is None or not journal.exists():
             raise
         raise OutputError(
@@ -346,34 +346,34 @@ def write_one(
         console.print(wrote_line(value), highlight=False, markup=False)
 
 
-def write_outputs(results: Results, settings: Settings, console: Console) -> None:
-    """Every output the settings ask for, in WRITERS' order, and what GitHub Actions reads from
-    the step when it runs in one (GITHUB_SINKS): all of them redacted."""
+def write_outputs(results: Results, outputs: Outputs, console: Console) -> None:
+    """Every output asked for, in WRITERS' order, and what GitHub Actions reads from the step
+    when it runs in one (GITHUB_SINKS): all of them redacted."""
     results = results.redacted()
     for sink in GITHUB_SINKS:
         if sink.active():
-            sink.results(results, settings, console)
+            sink.results(results, outputs, console)
     for writer in WRITERS:
-        value = settings.outputs.writers.get(writer.name)
+        value = outputs.writers.get(writer.name)
         if value:
             write_one(
-                writer, value, functools.partial(writer.write, value, results), settings, console
+                writer, value, functools.partial(writer.write, value, results), outputs, console
             )
 
 
 def write_comparisons(
-    comparisons: Sequence[Comparison], settings: Settings, console: Console
+    comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     for sink in GITHUB_SINKS:
         if sink.active():
-            sink.comparisons(comparisons, settings, console)
+            sink.comparisons(comparisons, outputs, console)
     for writer in WRITERS:
-        value = settings.outputs.writers.get(writer.name)
+        value = outputs.writers.get(writer.name)
         if value and writer.compare is not None:
             write_one(
                 writer,
                 value,
                 functools.partial(writer.compare, value, comparisons),
-                settings,
+                outputs,
                 console,
             )

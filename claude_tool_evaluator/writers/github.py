@@ -38,7 +38,7 @@ from .markdown import percent, render_markdown
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..results_schema.document import CaseResult
-    from ..settings import Settings
+    from ..settings import Outputs
     from .comparison import CaseChange, Comparison
 
 
@@ -193,7 +193,7 @@ def print_annotations(lines: Sequence[str], total: int, what: str, console: Cons
     console.file.flush()
 
 
-def annotate_results(results: Results, settings: Settings, console: Console) -> None:
+def annotate_results(results: Results, outputs: Outputs, console: Console) -> None:
     """Every case that fails the suite (a baseline configuration does not), on its line."""
     failing, total = first_of(
         (c for c in results.cases if not c.passed and gates(c)), C.GITHUB_ANNOTATIONS
@@ -203,7 +203,7 @@ def annotate_results(results: Results, settings: Settings, console: Console) -> 
 
 
 def annotate_comparisons(
-    comparisons: Sequence[Comparison], settings: Settings, console: Console
+    comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     annotations = [
         regression_annotation(ch, kind == "regression" or not c.significant_only)
@@ -401,7 +401,7 @@ def append_step_summary(markdown: str) -> None:
         ) from None
 
 
-def summarize_results(results: Results, settings: Settings, console: Console) -> None:
+def summarize_results(results: Results, outputs: Outputs, console: Console) -> None:
     """The markdown report on the job's summary page; one over GitHub's size limit gives way
     to the pull-request comment's summary (the report files keep everything)."""
     markdown = render_markdown(results)
@@ -418,7 +418,7 @@ def summarize_results(results: Results, settings: Settings, console: Console) ->
 
 
 def summarize_comparisons(
-    comparisons: Sequence[Comparison], settings: Settings, console: Console
+    comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     append_step_summary("\n".join(render_comparison(c) for c in comparisons))
 
@@ -433,7 +433,7 @@ def output_entry(name: str, value: str) -> str:
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 
 
-def set_step_outputs(settings: Settings, passed: bool, counts: Mapping[str, float]) -> None:
+def set_step_outputs(outputs: Outputs, passed: bool, counts: Mapping[str, float]) -> None:
     """Adds this run (or comparison) to the step's outputs and writes them all again: `passed`
     (every one so far), the counts (summed), the path of every file each writer wrote (one a
     line, under the writer's name, and all of them under `files`), `pull_request`."""
@@ -444,7 +444,7 @@ def set_step_outputs(settings: Settings, passed: bool, counts: Mapping[str, floa
     for name, count in counts.items():
         GithubStep.counts[name] = GithubStep.counts.get(name, 0) + count
     for writer in WRITERS:
-        written = settings.outputs.writers.get(writer.name)
+        written = outputs.writers.get(writer.name)
         paths = GithubStep.files.setdefault(writer.name, [])
         if writer.takes_path and written and os.path.abspath(written) not in paths:
             paths.append(os.path.abspath(written))
@@ -465,14 +465,14 @@ def set_step_outputs(settings: Settings, passed: bool, counts: Mapping[str, floa
         ) from None
 
 
-def results_outputs(results: Results, settings: Settings, console: Console) -> None:
+def results_outputs(results: Results, outputs: Outputs, console: Console) -> None:
     s = results.summary
     counts = {"cases": s.cases, "failed": s.failed, "cost_usd": s.cost_usd}
-    set_step_outputs(settings, results.passed, counts)
+    set_step_outputs(outputs, results.passed, counts)
 
 
 def comparison_outputs(
-    comparisons: Sequence[Comparison], settings: Settings, console: Console
+    comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     counts = {
         name: sum(len(c.of(kind)) for c in comparisons)
@@ -485,7 +485,7 @@ def comparison_outputs(
             ("added", "added"),
         )
     }
-    set_step_outputs(settings, not any(c.failed for c in comparisons), counts)
+    set_step_outputs(outputs, not any(c.failed for c in comparisons), counts)
 
 
 @dataclass(frozen=True)
@@ -495,8 +495,8 @@ class GithubSink:
 
     name: str
     active: Callable[[], bool]
-    results: Callable[[Results, Settings, Console], None]
-    comparisons: Callable[[Sequence[Comparison], Settings, Console], None]
+    results: Callable[[Results, Outputs, Console], None]
+    comparisons: Callable[[Sequence[Comparison], Outputs, Console], None]
 
 
 def names_a_file(variable: str) -> Callable[[], bool]:

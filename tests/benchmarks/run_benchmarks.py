@@ -95,6 +95,7 @@ from claude_tool_evaluator.run_types import (
 )
 from claude_tool_evaluator.runners.tool_use import ToolUseRunner
 from claude_tool_evaluator.scoring.suites import ToolCheckScoring
+from claude_tool_evaluator.settings import ModelApi, RunPlan
 
 EVALUATOR = ROOT / "evaluator.py"
 EXAMPLE_SERVER = ROOT / "examples" / "profiles_server.py"
@@ -392,10 +393,15 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
     `full` adds what the pipeline and the CSV mode do with each result in memory (score it,
     build its typed results record and dump it to JSON)."""
     os.environ["ANTHROPIC_API_KEY"] = API_KEY
-    settings = evaluator.Settings.of(base_url=url, concurrency=concurrency)
+    api, plan = ModelApi(base_url=url), RunPlan(concurrency=concurrency)
     scoring = ToolCheckScoring(cases, check_names=False)
     runner = ToolUseRunner(
-        cases, settings, [module_spec()], on_connect=scoring.connected, verdict_of=scoring.verdict
+        cases,
+        [module_spec()],
+        api,
+        plan,
+        on_connect=scoring.connected,
+        verdict_of=scoring.verdict,
     )
     transcripts: list = []
     results: list[str] = []
@@ -408,7 +414,7 @@ async def engine_round(cases: list, url: str, concurrency: int, full: bool) -> f
             results.append(results_line(runner.redactor.deep(result)))
 
     outcome = PipelineOutcome([], [])
-    await drive_jobs(runner, runner.jobs(), settings, finished, outcome)
+    await drive_jobs(runner, runner.jobs(), plan, finished, outcome)
     bad = [t for t in transcripts if t.error or t.model_calls != 2]
     if bad:
         raise RuntimeError(
