@@ -147,7 +147,7 @@ def merged_settings(
         if name not in FIELD_HOMES and writer_named(name) is None:
             raise InputError(
                 f"the shard was run with an option this evaluator does not know ({name})",
-                settings.merge[0],
+                settings.merging.merge[0],
                 1,
                 "merge with the evaluator version the shards ran",
             )
@@ -160,7 +160,7 @@ def merged_settings(
     return Settings.of(
         **params,
         writers=settings.outputs.writers,
-        merge=settings.merge,
+        merge=settings.merging.merge,
         merged_runs=runs,
         merged_pieces=pieces,
         given=given,
@@ -174,22 +174,22 @@ def merge_mode(settings: Settings, console: Console) -> int:
     shards loaded it, and the mode's own scorers and writers rebuild the document, verdicts,
     statistics and reports of one unsharded run from the pieces' runs. No server starts and no
     model is called."""
-    if len(settings.merge) < 2:
+    if len(settings.merging.merge) < 2:
         raise InputError(
             "merge needs the results files of at least two shards",
             hint="merge shard-1.json shard-2.json -o results.json",
         )
-    pieces = [read_results_document(path) for path in settings.merge]
-    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merge, pieces)]
-    check_pieces(settings.merge, pieces, runs)
+    pieces = [read_results_document(path) for path in settings.merging.merge]
+    runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merging.merge, pieces)]
+    check_pieces(settings.merging.merge, pieces, runs)
     merged = merged_settings(
         settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs), tuple(pieces)
     )
     mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
     if mode is None or "shard" not in mode.options:
         raise InputError(
-            f"{settings.merge[0]}: its recorded options name no suite to merge",
-            settings.merge[0],
+            f"{settings.merging.merge[0]}: its recorded options name no suite to merge",
+            settings.merging.merge[0],
             1,
         )
     return mode.run(merged, console)
@@ -219,10 +219,10 @@ def input_paths(settings: Settings) -> list[tuple[str, Path]]:
 
 def output_folder(settings: Settings, mode: Mode) -> Path | None:
     """-o when it is a folder the mode writes files into (import, export, generate --all)."""
-    if settings.output and (
-        mode.writes_folder or (mode.name == "generate" and settings.generate_tests)
+    if settings.outputs.output and (
+        mode.writes_folder or (mode.name == "generate" and settings.drafting.generate_tests)
     ):
-        return Path(settings.output)
+        return Path(settings.outputs.output)
     return None
 
 
@@ -240,7 +240,7 @@ def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
                 ("-o's journal", journal_path(value)),
                 ("-o's results lines", results_lines_path(value)),
             ]
-            if settings.batch:
+            if settings.run_plan.batch:
                 found.append(("-o's batch ledger", batch_ledger_path(value)))
             if mode.name == "optimize":
                 best = optimized_file_path(settings)
@@ -344,15 +344,23 @@ def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:
     into the modes."""
     mode = select_mode(settings, chosen)
     check_output_paths(settings, mode)
-    if not settings.dry_run and mode.takes("model"):  # the dry run prices them itself
-        for line in unknown_model_warnings(settings.models):
+    if not settings.run_plan.dry_run and mode.takes("model"):  # the dry run prices them itself
+        for line in unknown_model_warnings(settings.api.models):
             click.echo(terminal_text(line), err=True)
     ResponseCache.forget()  # this invocation's hits and misses
-    journaled = bool(settings.output) and mode.takes("resume") and not settings.dry_run
-    writes_folder = bool(settings.output) and mode.writes_folder and not settings.dry_run
+    journaled = (
+        bool(settings.outputs.output) and mode.takes("resume") and not settings.run_plan.dry_run
+    )
+    writes_folder = (
+        bool(settings.outputs.output) and mode.writes_folder and not settings.run_plan.dry_run
+    )
     with (
-        output_lock(Path(settings.output).absolute() if writes_folder else settings.output)
-        if settings.output and (journaled or writes_folder)
+        output_lock(
+            Path(settings.outputs.output).absolute() if writes_folder else settings.outputs.output
+        )
+        if settings.outputs.output and (journaled or writes_folder)
         else contextlib.nullcontext()
     ):  # one live run per -o
-        return mode.run(settings, make_console(stderr=settings.json_out or mode.name == "generate"))
+        return mode.run(
+            settings, make_console(stderr=settings.outputs.json_out or mode.name == "generate")
+        )

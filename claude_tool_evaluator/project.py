@@ -348,13 +348,16 @@ def check_servers_start(planned: Sequence[tuple[ProjectSuite, Settings, Mode]]) 
 
     async def probe(settings: Settings, specs: Sequence[Any]) -> None:
         async with McpHub(
-            specs, settings.tool_timeout, settings.max_result_chars, stop_grace=settings.stop_grace
+            specs,
+            settings.servers.tool_timeout,
+            settings.servers.max_result_chars,
+            stop_grace=settings.servers.stop_grace,
         ):
             pass
 
     seen: set[str] = set()
     for suite, settings, mode in planned:
-        if not mode.takes("server") or settings.merge or settings.replay:
+        if not mode.takes("server") or settings.merging.merge or settings.tool_safety.replay:
             continue
         specs = servers_for(settings, needs_key=False)
         key = repr(specs)
@@ -373,7 +376,7 @@ def check_servers_start(planned: Sequence[tuple[ProjectSuite, Settings, Mode]]) 
 def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
     """One suite; what stops it (a server that dies, the API refusing every call, a full disk)
     is one line and exit 2 for that suite, as on the command line, and the next suites run."""
-    console = make_console(stderr=settings.json_out)
+    console = make_console(stderr=settings.outputs.json_out)
     if total > 1:
         console.rule(f"suite {escape_markup(suite.name)} ({mode.name})", style="bold")
     try:

@@ -6,7 +6,7 @@ May import: the rooms above it (the foundations up to the options)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -452,6 +452,17 @@ class Merging:
     merged_pieces: tuple = field(default=(), metadata=DERIVED)
 
 
+def groups_of(holder: type) -> dict[str, Any]:
+    """The groups a holder of them (Settings) holds, each by its place in it."""
+    return {f.name: f.default_factory for f in fields(holder) if f.name != "given"}
+
+
+def field_homes(holder: type) -> dict[str, str]:
+    """Each field of a holder's groups -> the group's place in the holder: where a value given by
+    name goes (Settings.of), and where it is read from (Settings.value)."""
+    return {f.name: home for home, group in groups_of(holder).items() for f in fields(group)}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every option of one invocation, parsed and validated once at the CLI boundary, held by
@@ -484,26 +495,14 @@ class Settings:
     def of(cls, given: frozenset[str] = frozenset(), **values: Any) -> Settings:
         """Settings from values by name (an option's, or a derived field's such as `models`;
         `writers`: the writers' values), each put in its group; the rest are the defaults."""
+        homes = field_homes(cls)
         parts: dict[str, dict[str, Any]] = {}
         for name, value in values.items():
-            home = FIELD_HOMES.get(name)
-            if home is None:
+            if name not in homes:
                 raise TypeError(f"no setting is named {name!r}")
-            parts.setdefault(home, {})[name] = value
-        groups = {home: GROUPS[home](**found) for home, found in parts.items()}
+            parts.setdefault(homes[name], {})[name] = value
+        groups = {home: groups_of(cls)[home](**found) for home, found in parts.items()}
         return cls(**groups, given=given)
-
-    def replaced(self, **values: Any) -> Settings:
-        """These settings with some values changed by name (each in its group)."""
-        parts: dict[str, dict[str, Any]] = {}
-        for name, value in values.items():
-            home = FIELD_HOMES.get(name)
-            if home is None:
-                raise TypeError(f"no setting is named {name!r}")
-            parts.setdefault(home, {})[name] = value
-        return replace(
-            self, **{home: replace(getattr(self, home), **found) for home, found in parts.items()}
-        )
 
     def given_values(self) -> dict[str, Any]:
         """Each option the user gave, by name, with its value (--model and --trigger-model: every
@@ -513,7 +512,7 @@ class Settings:
 
     def value(self, name: str) -> Any:
         """An option's value by its name (a writer's from the outputs; None for no option)."""
-        home = FIELD_HOMES.get(name)
+        home = field_homes(type(self)).get(name)
         if home is None:
             return self.outputs.writers.get(name)
         return getattr(getattr(self, home), name)
@@ -527,33 +526,9 @@ class Settings:
             or len(self.claude_code.claude_bins) > 1
         )
 
-    # Temporary while the rooms move onto the groups: the old flat names, read from the groups.
-    def __getattr__(self, name: str) -> Any:
-        home = FIELD_HOMES.get(name)
-        if home is None or name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(getattr(self, home), name)
-
-    @property
-    def output(self) -> str | None:
-        return self.outputs.output
-
-    @property
-    def json_out(self) -> bool:
-        return self.outputs.json_out
-
-    def own_outputs(self) -> list[Path]:
-        return self.outputs.own_outputs()
-
-    def run_settings(self) -> RunSettings:
-        return self.api.run_settings(self.run_plan.concurrency, self.inputs.interactive)
-
 
 # Each group's class by its place in Settings, and each field's place ("writers": the outputs').
-GROUPS: dict[str, Any] = {f.name: f.default_factory for f in fields(Settings) if f.name != "given"}
-FIELD_HOMES: dict[str, str] = {
-    name: home for home, group in GROUPS.items() for name in (f.name for f in fields(group))
-}
+GROUPS, FIELD_HOMES = groups_of(Settings), field_homes(Settings)
 
 
 def options_of(group: type, family: str | None = None) -> frozenset[str]:

@@ -135,15 +135,17 @@ IMPORT_OPTIONS = {
 def check_import_options(settings: Settings) -> str:
     """The benchmark (or plugin-evals), once every option given is one it takes: an option of
     another benchmark is one line naming whose it is."""
-    source = str(settings.import_source)
-    if not settings.output:
+    source = str(settings.exchange.import_source)
+    if not settings.outputs.output:
         raise UsageProblem(f"import {source} needs -o DIR: the folder it writes the suites into")
-    if source == "plugin-evals" and not settings.plugin:
+    if source == "plugin-evals" and not settings.plugin_evals.plugin:
         raise UsageProblem(
             "import plugin-evals needs the plugin's folder: import plugin-evals PLUGIN -o DIR"
         )
-    if source != "plugin-evals" and settings.plugin:
-        raise UsageProblem(f"import {source} takes no PLUGIN argument (got {settings.plugin!r})")
+    if source != "plugin-evals" and settings.plugin_evals.plugin:
+        raise UsageProblem(
+            f"import {source} takes no PLUGIN argument (got {settings.plugin_evals.plugin!r})"
+        )
     for name in sorted(settings.given, key=option_order):
         owners = [s for s, names in IMPORT_OPTIONS.items() if name in names]
         if owners and source not in owners:
@@ -158,17 +160,24 @@ def import_mode(settings: Settings, console: Console) -> int:
     and a project file) read from the benchmark's package or the plugin's suite, planned first
     (bad input: one line, nothing written), then written into DIR; --dry-run lists them."""
     source = check_import_options(settings)
-    target = import_folder(Path(str(settings.output)))
+    target = import_folder(Path(str(settings.outputs.output)))
     files = FolderWrites()
     if source == "plugin-evals":
-        import_plugin_evals(Path(str(settings.plugin)), target, files)
+        import_plugin_evals(Path(str(settings.plugin_evals.plugin)), target, files)
         said = []
     elif source == "bfcl":
-        said = import_bfcl(target, bfcl_categories(settings.categories), settings.limit, files)
+        said = import_bfcl(
+            target, bfcl_categories(settings.exchange.categories), settings.exchange.limit, files
+        )
     else:
         said = import_tau2(
-            target, settings.domain, settings.split, settings.tasks, settings.limit, files
+            target,
+            settings.exchange.domain,
+            settings.exchange.split,
+            settings.exchange.tasks,
+            settings.exchange.limit,
+            files,
         )
-    for line in said + files.write(settings.dry_run):
+    for line in said + files.write(settings.run_plan.dry_run):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0

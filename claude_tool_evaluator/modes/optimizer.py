@@ -165,17 +165,19 @@ def propose_tool(tools: Sequence[str] | None) -> dict:
 def optimized_file_path(settings: Settings) -> Path | None:
     """The best candidate as a ready file next to -o: a SKILL.md copy with the new description,
     or a --tool-overrides JSON. The user's own files are never edited."""
-    if not settings.output:
+    if not settings.outputs.output:
         return None
-    output = Path(settings.output)
+    output = Path(settings.outputs.output)
     stem = output.name.removesuffix(".json")
-    return output.with_name(f"{stem}.SKILL.md" if settings.skill else f"{stem}.tool-overrides.json")
+    return output.with_name(
+        f"{stem}.SKILL.md" if settings.inputs.skill else f"{stem}.tool-overrides.json"
+    )
 
 
 def optimizer_outputs(settings: Settings) -> list[Path]:
     """What --optimize writes itself: the write guard of skill runs must not count it."""
     best = optimized_file_path(settings)
-    return settings.own_outputs() + ([best] if best else [])
+    return settings.outputs.own_outputs() + ([best] if best else [])
 
 
 class SkillDescriptionTask:
@@ -208,7 +210,7 @@ class SkillDescriptionTask:
         self.redactor = Redactor.for_run([])
         # --distractors: every candidate runs among them (one step: the whole crowd), and the
         # proposer is told which of them took which training query
-        if settings.distractors and not settings.dry_run:
+        if settings.crowd.distractors and not settings.run_plan.dry_run:
             require_api_key()
         check_crowd_options(settings)
         self.crowd = skill_crowd_for(
@@ -237,7 +239,7 @@ class SkillDescriptionTask:
         test = SkillTest(
             name=f"{skill.name}-optimize",
             type="trigger",
-            source=str(self.settings.trigger[0]),
+            source=str(self.settings.inputs.trigger[0]),
             positive_triggers=[i.key for i in self.items if i.stratum == SHOULD_TRIGGER],
             negative_triggers=[i.key for i in self.items if i.stratum == SHOULD_NOT_TRIGGER],
             timeout=self.timeout,
@@ -373,11 +375,13 @@ class ToolDescriptionTask:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        if not settings.csv:
+        if not settings.inputs.csv:
             raise InputError("--optimize of tool descriptions needs --csv SUITE")
-        self.cases = list(load_csv_suite(settings.csv))  # a few dozen cases, read every round
+        self.cases = list(
+            load_csv_suite(settings.inputs.csv)
+        )  # a few dozen cases, read every round
         if len(self.cases) < 2:
-            raise InputError("--optimize needs at least two cases", settings.csv)
+            raise InputError("--optimize needs at least two cases", settings.inputs.csv)
         self.items = [
             SplitItem(
                 c.name, " + ".join(c.expected_tools) or ("no tool" if c.expect_no_tools else "any")
@@ -386,7 +390,7 @@ class ToolDescriptionTask:
         ]
         self.servers = servers_for(settings)
         self.tools: dict[str, ToolSpec] = {}
-        self.suite = Path(settings.csv).stem
+        self.suite = Path(settings.inputs.csv).stem
 
     @property
     def subject(self) -> str:
@@ -446,7 +450,7 @@ class ToolDescriptionTask:
         transcripts = outcome.records
         cases = {
             c.name: c
-            for c in scoring.case_results(transcripts, self.settings.threshold, self.suite)
+            for c in scoring.case_results(transcripts, self.settings.run_plan.threshold, self.suite)
         }
         by_case: dict[str, list[Transcript]] = {}
         for t in transcripts:
@@ -563,17 +567,17 @@ class Proposer:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.model_id = settings.optimizer_model
+        self.model_id = settings.descriptions.optimizer_model
 
     async def ask(
         self, task: Any, prompt: str, allowed: list[str] | None, current: dict[str, str]
     ) -> tuple[dict | None, list[str], float, list[dict]]:
         """(candidate or None, the reasons proposals were refused, cost, the requests sent)."""
         model = model_client(
-            self.settings.cache,
-            base_url=self.settings.base_url,
-            max_retries=self.settings.max_retries,
-            timeout=self.settings.request_timeout,
+            self.settings.run_plan.cache,
+            base_url=self.settings.api.base_url,
+            max_retries=self.settings.api.max_retries,
+            timeout=self.settings.api.request_timeout,
         )
         messages: list[dict] = [{"role": "user", "content": prompt}]
         refused: list[str] = []
@@ -644,13 +648,13 @@ def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
     text += " ".join(i.key for i in task.items) * 2
     if task.kind == "skill":
         text += cap_text(task.skill.body, C.OPTIMIZER_BODY_CHARS)
-        text += task.skill.description * (settings.optimize_rounds + 1)
+        text += task.skill.description * (settings.descriptions.optimize_rounds + 1)
     else:
         text += " ".join(c.prompt for c in task.cases) + " ".join(task.original().values()) * (
-            settings.optimize_rounds + 1
+            settings.descriptions.optimize_rounds + 1
         )
     prompt = estimated_tokens(text)
-    model = settings.optimizer_model
+    model = settings.descriptions.optimizer_model
     typical = cost_usd(
         Usage(input_tokens=prompt, output_tokens=C.ESTIMATED_OPTIMIZER_OUTPUT_TOKENS), model
     )
@@ -665,13 +669,17 @@ class OptimizeJournal:
     again."""
 
     def __init__(self, settings: Settings, fingerprint: str) -> None:
-        self.path = journal_path(settings.output) if settings.output else None
+        self.path = journal_path(settings.outputs.output) if settings.outputs.output else None
         self.fingerprint = fingerprint
         self.proposals: dict[int, dict] = {}
         self.scored: dict[str, list] = {}
         self.runs: dict[str, list] = {}  # candidate hash -> its runs finished so far
         kept: list[str] = []
-        if self.path and (settings.resume or settings.retry_errors) and self.path.exists():
+        if (
+            self.path
+            and (settings.run_plan.resume or settings.run_plan.retry_errors)
+            and self.path.exists()
+        ):
             events = [event for event in json_lines(self.path) if isinstance(event, dict)]
             if events and events[0].get("fingerprint") != fingerprint:
                 raise InputError(
@@ -737,7 +745,10 @@ def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
     """The whole loop at its worst: every round proposed (each sent back once) and scored."""
     per = run_async(task.estimate())
     proposal = estimate_proposal(task, settings)
-    candidates, rounds = settings.optimize_rounds + 1, settings.optimize_rounds
+    candidates, rounds = (
+        settings.descriptions.optimize_rounds + 1,
+        settings.descriptions.optimize_rounds,
+    )
     detail = (
         f"{candidates} candidate(s) (the original and {rounds} round(s)) × {per.runs} run(s) on {per.model}; "
         f"{rounds} to {2 * rounds} proposal call(s) on {proposal.model} ({proposal.detail}) · {per.detail}"
@@ -768,7 +779,10 @@ class OptimizeLoop:
         self.stopped = ""
 
     def out_of_money(self) -> bool:
-        return self.settings.max_cost is not None and self.spent >= self.settings.max_cost
+        return (
+            self.settings.run_plan.max_cost is not None
+            and self.spent >= self.settings.run_plan.max_cost
+        )
 
     def score(self, round_no: int, candidate: dict[str, str]) -> CandidateScore | None:
         """The candidate's runs through the pipeline, scored: those the journal holds are
@@ -782,7 +796,11 @@ class OptimizeLoop:
         if self.out_of_money():
             return None
         earlier = self.journal.runs.get(key, [])
-        budget = None if self.settings.max_cost is None else self.settings.max_cost - self.spent
+        budget = (
+            None
+            if self.settings.run_plan.max_cost is None
+            else self.settings.run_plan.max_cost - self.spent
+        )
         self.console.print(
             f"round {round_no}: {sum(1 for _ in runner.jobs())} run(s) of the "
             f"{'original' if round_no == 0 else 'candidate'}",
@@ -887,7 +905,7 @@ class OptimizeLoop:
             )
         elif self.stopped == "max-cost":
             self.console.print(
-                f"[yellow]stopped at --max-cost ${self.settings.max_cost:g}[/yellow]"
+                f"[yellow]stopped at --max-cost ${self.settings.run_plan.max_cost:g}[/yellow]"
                 + ("; rerun with --resume to go on" if self.journal.path else ""),
                 highlight=False,
             )
@@ -902,7 +920,7 @@ class OptimizeLoop:
         self.scores[0] = (original, result)
         current, current_score = original, result
         attempts = [(original, *result.counts(items, "train"))]
-        for round_no in range(1, self.settings.optimize_rounds + 1):
+        for round_no in range(1, self.settings.descriptions.optimize_rounds + 1):
             passed, total = current_score.counts(items, "train")
             if passed == total:
                 self.stopped = "train all passing"
@@ -963,15 +981,15 @@ class OptimizeLoop:
 
         best_round = max(self.scores, key=rank)
         best = self.scores[best_round][0]
-        s = self.settings
+        descriptions = self.settings.descriptions
         record = OptimizationRecord(
             target=self.task.kind,
             subject=self.task.subject,
-            optimizer_model=s.optimizer_model,
-            holdout=s.holdout,
-            seed=s.seed,
-            runs=s.runs or C.DEFAULT_OPTIMIZE_RUNS,
-            rounds_requested=s.optimize_rounds,
+            optimizer_model=descriptions.optimizer_model,
+            holdout=descriptions.holdout,
+            seed=self.settings.crowd.seed,
+            runs=self.settings.run_plan.runs or C.DEFAULT_OPTIMIZE_RUNS,
+            rounds_requested=descriptions.optimize_rounds,
             split=[
                 SplitRecord(item=i.key, stratum=i.stratum, split=i.split) for i in self.task.items
             ],
@@ -990,26 +1008,31 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     """--optimize: score the current description(s) on a stratified train/test split, ask the
     optimizer model for new ones from the train failures, score each the same way, keep the best
     by test score; the report, the JSON and a ready file say what was found."""
-    if bool(settings.skill) == bool(settings.csv) or (settings.skill and not settings.trigger):
+    if bool(settings.inputs.skill) == bool(settings.inputs.csv) or (
+        settings.inputs.skill and not settings.inputs.trigger
+    ):
         raise InputError(
             "--optimize needs --skill S with --trigger EVALS, or --csv SUITE",
             hint="e.g. --optimize --skill examples/skills/warehouse-sql --trigger "
             "examples/triggers/warehouse-sql-trigger.md",
         )
-    if settings.auto_runs:
+    if settings.run_plan.auto_runs:
         raise UsageProblem(
             "--runs auto does not apply to --optimize runs: every candidate is scored on the "
             "same number of runs (give --runs N)"
         )
-    if len(settings.claude_bins) > 1:
+    if len(settings.claude_code.claude_bins) > 1:
         raise UsageProblem(
             "--optimize runs one Claude Code version: give --claude-bin once (a version matrix "
             "is a --skill run)"
         )
-    settings = settings.replaced(runs=settings.runs or C.DEFAULT_OPTIMIZE_RUNS)
-    task: Any = SkillDescriptionTask(settings) if settings.skill else ToolDescriptionTask(settings)
-    items = stratified_split(task.items, settings.holdout, settings.seed)
-    if settings.dry_run:
+    runs = settings.run_plan.runs or C.DEFAULT_OPTIMIZE_RUNS
+    settings = replace(settings, run_plan=replace(settings.run_plan, runs=runs))
+    task: Any = (
+        SkillDescriptionTask(settings) if settings.inputs.skill else ToolDescriptionTask(settings)
+    )
+    items = stratified_split(task.items, settings.descriptions.holdout, settings.crowd.seed)
+    if settings.run_plan.dry_run:
         print_estimate(console, estimate_optimization(task, settings))
         return 0
     # a leftover journal without --resume (or --resume without -o): one line
@@ -1026,11 +1049,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
                 task.kind,
                 original,
                 [(i.key, i.stratum, i.split) for i in items],
-                settings.runs,
-                settings.model,
-                settings.trigger_model,
-                settings.threshold,
-                settings.trigger_threshold,
+                settings.run_plan.runs,
+                settings.api.model,
+                settings.trigger_runs.trigger_model,
+                settings.run_plan.threshold,
+                settings.trigger_runs.trigger_threshold,
                 *(
                     [[s.fingerprint for s in task.crowd.steps]]
                     if getattr(task, "crowd", None)

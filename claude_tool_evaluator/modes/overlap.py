@@ -32,7 +32,7 @@ from ..writers.terminal import print_summary
 from .common import check_crowd_options, exit_code, require_api_key, run_metadata
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..settings import ModelApi, Settings
 
 
 # No Claude Code run: a lexical pre-filter over every pair of descriptions, then the judge (forced
@@ -121,18 +121,15 @@ def estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstima
 
 
 async def judge_overlaps(
-    pairs: Sequence[tuple[OverlapPairRecord, ModelRequest]], settings: Settings
+    pairs: Sequence[tuple[OverlapPairRecord, ModelRequest]], api: ModelApi, budget: float | None
 ) -> tuple[float, int]:
-    """The judge on each pair in turn, until --max-cost is spent: (cost, pairs not judged)."""
-    model = AnthropicModel(
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.request_timeout,
-    )
+    """The judge on each pair in turn, until the budget (--max-cost's) is spent: (cost, pairs
+    not judged)."""
+    model = AnthropicModel(**api.client_options())
     spent = 0.0
     try:
         for index, (pair, request) in enumerate(pairs):
-            if settings.max_cost is not None and spent >= settings.max_cost:
+            if budget is not None and spent >= budget:
                 return spent, len(pairs) - index
             try:
                 reply = await model.complete(request)
@@ -195,7 +192,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     """overlap (--overlap): every pair of the --skill skills, and each against its --distractors,
     through a lexical pre-filter; the judge reads the closest pairs. Its price is shown before it
     runs; --max-cost caps it; --dry-run stops there. A HIGH pair fails the run (exit 1)."""
-    skills = [load_skill(path) for path in settings.skill]
+    skills = [load_skill(path) for path in settings.inputs.skill]
     if not skills:
         raise InputError(
             "overlap needs skills",
@@ -207,7 +204,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         raise InputError(
             f"skill {twice!r} is given twice", hint="each --skill must have its own name"
         )
-    if settings.distractors and not settings.dry_run:
+    if settings.crowd.distractors and not settings.run_plan.dry_run:
         require_api_key()
     check_crowd_options(settings)
     crowd = skill_crowd_for(
@@ -226,29 +223,34 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     above = [p for p in pairs if p.similarity >= C.OVERLAP_MIN_SIMILARITY - 1e-9]
     chosen = above[: C.OVERLAP_JUDGED_PAIRS]
     requests = [
-        (p, overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.judge_model)) for p in chosen
+        (p, overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.grading.judge_model))
+        for p in chosen
     ]
-    estimate = estimate_overlap([r for _, r in requests], settings.judge_model)
+    estimate = estimate_overlap([r for _, r in requests], settings.grading.judge_model)
     console.print(
         f"overlap: {len(pairs)} pair(s), {len(above)} above the lexical pre-filter; the judge reads "
-        f"{len(chosen)} on {settings.judge_model}: about ${estimate.cost_expected:.4f} (at most "
+        f"{len(chosen)} on {settings.grading.judge_model}: about ${estimate.cost_expected:.4f} (at most "
         f"${estimate.cost_max:.4f})",
         highlight=False,
         markup=False,
     )
-    if settings.dry_run:
+    if settings.run_plan.dry_run:
         print_estimate(console, estimate)
         print_decoy_estimate(console, crowd.keeper if crowd else None)
         return 0
     if requests:
         require_api_key()
     decoy_cost = crowd.decoy_cost if crowd else 0.0
-    budget = None if settings.max_cost is None else max(0.0, settings.max_cost - decoy_cost)
-    spent, not_judged = asyncio.run(judge_overlaps(requests, settings.replaced(max_cost=budget)))
+    budget = (
+        None
+        if settings.run_plan.max_cost is None
+        else max(0.0, settings.run_plan.max_cost - decoy_cost)
+    )
+    spent, not_judged = asyncio.run(judge_overlaps(requests, settings.api, budget))
     record = OverlapRecord(
         skills=names,
         distractors=[d.name for d in distractors],
-        judge_model=settings.judge_model,
+        judge_model=settings.grading.judge_model,
         pairs=pairs,
         below_filter=len(pairs) - len(above),
         not_judged=len(above) - len(chosen) + not_judged,
@@ -273,7 +275,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     )
     if not_judged:
         console.print(
-            f"[yellow]stopped at --max-cost ${settings.max_cost:g}[/yellow]: {not_judged} pair(s) "
+            f"[yellow]stopped at --max-cost ${settings.run_plan.max_cost:g}[/yellow]: {not_judged} pair(s) "
             "not judged",
             highlight=False,
         )

@@ -68,7 +68,7 @@ def plugin_inputs(settings: Settings) -> list[tuple[str, Path]]:
     """Every file of the plugin (its suite, its parts, an eval folder the manifest names
     elsewhere): no output may be one of them (`-o P/evals/CASE/prompt.md` would destroy the
     case). Its results and VCS folders are left out, as its copies leave them out."""
-    folder = resolve_plugin(settings.plugin or "", Path.home())
+    folder = resolve_plugin(settings.plugin_evals.plugin or "", Path.home())
     folders = [folder]
     try:
         manifest, _ = read_plugin_manifest(folder)
@@ -83,37 +83,38 @@ def plugin_inputs(settings: Settings) -> list[tuple[str, Path]]:
 def plugin_suite(settings: Settings) -> Plugin:
     """The plugin and its suite (only the cases --case names), every problem one line before
     anything runs; what this plugin run cannot take, said the same way."""
-    if settings.runs and settings.runs > MAX_RUNS and not settings.auto_runs:
-        raise UsageProblem(f"--runs {settings.runs}: at most {MAX_RUNS} runs per case and arm")
-    if settings.auto_runs and settings.auto_runs[1] > MAX_RUNS:
+    plan, cases = settings.run_plan, settings.plugin_evals.case
+    if plan.runs and plan.runs > MAX_RUNS and not plan.auto_runs:
+        raise UsageProblem(f"--runs {plan.runs}: at most {MAX_RUNS} runs per case and arm")
+    if plan.auto_runs and plan.auto_runs[1] > MAX_RUNS:
         raise UsageProblem(
-            f"--runs auto:{settings.auto_runs[0]}-{settings.auto_runs[1]}: at most {MAX_RUNS} "
+            f"--runs auto:{plan.auto_runs[0]}-{plan.auto_runs[1]}: at most {MAX_RUNS} "
             "runs per case and arm"
         )
-    if settings.auto_runs and settings.shard:
+    if plan.auto_runs and plan.shard:
         raise UsageProblem(
             "--runs auto decides each arm from all its runs as they finish, and --shard splits "
             "a case's runs between machines: give a number of runs with --shard"
         )
-    wrong = [d for d in settings.distractors if d != "installed"]
+    wrong = [d for d in settings.crowd.distractors if d != "installed"]
     if wrong:
         raise UsageProblem(
             f"--distractors {wrong[0]}: plugin runs take `installed` (your other installed "
             "plugins, loaded in both arms)"
         )
-    plugin = load_plugin(resolve_plugin(settings.plugin or "", Path.home()))
-    if settings.case:
+    plugin = load_plugin(resolve_plugin(settings.plugin_evals.plugin or "", Path.home()))
+    if cases:
         plugin.cases = [
-            c for c in plugin.cases if any(fnmatch.fnmatchcase(c.name, g) for g in settings.case)
+            c for c in plugin.cases if any(fnmatch.fnmatchcase(c.name, g) for g in cases)
         ]
         if not plugin.cases:
-            raise InputError(f"no case matches --case {' '.join(settings.case)}", plugin.eval_dir)
+            raise InputError(f"no case matches --case {' '.join(cases)}", plugin.eval_dir)
     return plugin
 
 
 def other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
     """--distractors installed: the user's other installed plugins."""
-    if "installed" not in settings.distractors:
+    if "installed" not in settings.crowd.distractors:
         return ()
     return tuple(
         path
@@ -133,27 +134,31 @@ def plugin_plans(
             plugin,
             binary,
             model,
-            runs=settings.runs,
-            ablation=settings.ablation != "none",
+            runs=settings.run_plan.runs,
+            ablation=settings.plugin_evals.ablation != "none",
             label=label,
             version=version,
-            base_url=settings.base_url,
+            base_url=settings.api.base_url,
             others=others,
-            scaffold=settings.scaffold,
+            scaffold=settings.plugin_evals.scaffold,
         )
 
-    if settings.merge:
+    if settings.merging.merge:
         ran = {
             (r.model, r.label, r.claude_version): None
-            for r in settings.merged_runs
+            for r in settings.merging.merged_runs
             if isinstance(r, PluginRunResult)
         }
         return [plan("", model, label, version) for model, label, version in ran]
-    combos = [(b, m) for b in settings.claude_bins or (None,) for m in settings.models]
+    combos = [
+        (b, m) for b in settings.claude_code.claude_bins or (None,) for m in settings.api.models
+    ]
     plans = []
     for claude_bin, model in combos:
         binary = find_claude_bin(claude_bin)
-        version = "" if settings.dry_run else claude_version(binary)  # a broken install: one line
+        version = (
+            "" if settings.run_plan.dry_run else claude_version(binary)
+        )  # a broken install: one line
         shown = version.split()[0] if version.split() else version
         label = f"{model} @ {version}" if version and len(combos) > 1 else ""
         plans.append(plan(binary, model, label, shown or None))
@@ -280,7 +285,7 @@ def plugin_record(
         name=plugin.name,
         path=str(plugin.folder),
         eval_dir=str(plugin.eval_dir),
-        ablation=settings.ablation,
+        ablation=settings.plugin_evals.ablation,
         configurations=[
             PluginConfigurationRecord(label=p.label, model=p.model, claude_version=p.version)
             for p in plans
@@ -290,7 +295,7 @@ def plugin_record(
                 name=case.name,
                 prompt=case.prompt,
                 source=str(case.source or case.folder),
-                runs_per_arm=settings.runs or case.runs,
+                runs_per_arm=settings.run_plan.runs or case.runs,
                 tags=case.tags,
                 graders=[
                     PluginGraderRecord(name=g.name, type=g.kind, weight=g.weight, arm=g.arm)
@@ -299,7 +304,7 @@ def plugin_record(
             )
             for case in plugin.cases
         ],
-        deltas=case_deltas(plugin, records, settings.alpha),
+        deltas=case_deltas(plugin, records, settings.statistics.alpha),
         parts=plugin_parts(plugin, records),
         warnings=warnings,
         others=[str(path) for path in others],
@@ -379,11 +384,15 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     Exit 1 when a case scores under 1 with the plugin (claude plugin eval's threshold), a run
     errored, or --max-cost left runs unstarted."""
     plugin = plugin_suite(settings)
-    warnings = [line for case in plugin.cases for line in case_warnings(case, settings.scaffold)]
+    warnings = [
+        line
+        for case in plugin.cases
+        for line in case_warnings(case, settings.plugin_evals.scaffold)
+    ]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
     others = other_plugins(settings, plugin)
-    if "installed" in settings.distractors:
+    if "installed" in settings.crowd.distractors:
         console.print(
             f"--distractors installed: {len(others)} other installed plugin(s) in both arms",
             markup=False,
@@ -392,13 +401,13 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     plans = plugin_plans(settings, plugin, others)
     runner = PluginRunner(
         plans,
-        settings.concurrency or C.DEFAULT_PLUGIN_CONCURRENCY,
-        settings.judge_model,
-        settings.cache,
-        settings.keep_events,
+        settings.run_plan.concurrency or C.DEFAULT_PLUGIN_CONCURRENCY,
+        settings.grading.judge_model,
+        settings.run_plan.cache,
+        settings.plugin_evals.keep_events,
         Redactor.for_run(),
     )
-    if settings.dry_run:
+    if settings.run_plan.dry_run:
         todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
         print_estimate(console, run_async(runner.estimate(todo)))
         return 0

@@ -371,28 +371,28 @@ def export_mode(settings: Settings, console: Console) -> int:
     """export claude-plugin-eval -o DIR: trigger sets and task evals (--tests) or a CSV suite
     (--csv) as claude plugin eval cases in the plugin folder DIR (made a plugin around --skill
     when it is none); every case checked before anything is written; --dry-run lists them."""
-    if not settings.output:
+    if not settings.outputs.output:
         raise UsageProblem("export needs -o DIR: the plugin folder its cases are written into")
-    if len(settings.skill) > 1:
+    if len(settings.inputs.skill) > 1:
         raise UsageProblem("export takes one --skill: the skill its trigger sets are about")
-    if settings.auto_runs:
+    if settings.run_plan.auto_runs:
         raise UsageProblem("--runs auto: an exported case runs a number of times (its `runs`)")
-    if settings.runs and settings.runs > MAX_RUNS:
+    if settings.run_plan.runs and settings.run_plan.runs > MAX_RUNS:
         raise UsageProblem(
-            f"--runs {settings.runs}: claude plugin eval runs a case at most {MAX_RUNS} times"
+            f"--runs {settings.run_plan.runs}: claude plugin eval runs a case at most {MAX_RUNS} times"
         )
     files = FolderWrites()
     cases, run = export_claude_plugin_eval(
-        Path(settings.output),
-        settings.skill[0] if settings.skill else None,
-        settings.tests,
-        (settings.csv,) if settings.csv else (),
-        settings.mcp_server,
-        settings.runs,
+        Path(settings.outputs.output),
+        settings.inputs.skill[0] if settings.inputs.skill else None,
+        settings.inputs.tests,
+        (settings.inputs.csv,) if settings.inputs.csv else (),
+        settings.exchange.mcp_server,
+        settings.run_plan.runs,
         files,
     )
-    said = files.write(settings.dry_run)
-    lines = [*said] if settings.dry_run else [f"wrote {cases}", run]
+    said = files.write(settings.run_plan.dry_run)
+    lines = [*said] if settings.run_plan.dry_run else [f"wrote {cases}", run]
     for line in lines:
         console.print(terminal_text(line), markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -114,7 +114,7 @@ def graded_by(test: SkillTest) -> list[str]:
 
 def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTest]]:
     """Skills and tests, validated before anything runs."""
-    skills = [subject for path in settings.skill for subject in load_subjects(path)]
+    skills = [subject for path in settings.inputs.skill for subject in load_subjects(path)]
     if not skills:
         raise InputError(
             "no skill to evaluate", hint="give --skill path/to/SKILL.md (or its folder)"
@@ -125,9 +125,11 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
         raise InputError(
             f"skill {duplicate!r} is given twice", hint="each --skill must have its own name"
         )
-    skills = apply_skill_descriptions(skills, settings.skill_description)
-    tests = [t for target in settings.tests for t in load_markdown_tests(target)]
-    tests += [t for target in settings.trigger for t in load_markdown_tests(target, "trigger")]
+    skills = apply_skill_descriptions(skills, settings.descriptions.skill_description)
+    tests = [t for target in settings.inputs.tests for t in load_markdown_tests(target)]
+    tests += [
+        t for target in settings.inputs.trigger for t in load_markdown_tests(target, "trigger")
+    ]
     if not tests:
         raise InputError(
             "no tests to run", hint="give --trigger FILE.md and/or --tests FILE_OR_DIR"
@@ -224,15 +226,16 @@ def task_plan_options(
 ) -> dict[str, Any]:
     """--baseline, --baseline-skill, --allow-tools and --artifacts, checked before anything runs:
     they apply to task tests only, and an eval set names a skill that is given."""
+    evals = settings.task_evals
     tasks = [t for t in tests if t.is_task]
     given = [
         flag
         for flag, value in (
-            ("--baseline", settings.baseline),
-            ("--baseline-skill", settings.baseline_skill),
-            ("--allow-tools", settings.allow_tools),
-            ("--allow-read", settings.allow_read),
-            ("--artifacts", settings.artifacts),
+            ("--baseline", evals.baseline),
+            ("--baseline-skill", evals.baseline_skill),
+            ("--allow-tools", evals.allow_tools),
+            ("--allow-read", evals.allow_read),
+            ("--artifacts", evals.artifacts),
             ("--benchmark-json", settings.outputs.writers.get("benchmark_json")),
         )
         if value
@@ -252,26 +255,26 @@ def task_plan_options(
                 1,
                 f"add --skill path/to/{test.skill}",
             )
-    old = load_skill(settings.baseline_skill) if settings.baseline_skill else None
+    old = load_skill(evals.baseline_skill) if evals.baseline_skill else None
     if old is not None and old.folder.resolve() in {s.folder.resolve() for s in skills}:
         raise InputError(
-            f"--baseline-skill {settings.baseline_skill} is the skill under test itself",
+            f"--baseline-skill {evals.baseline_skill} is the skill under test itself",
             hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
         )
-    allow_tools = parse_allow_tools(settings.allow_tools)
-    if settings.unconfined and "Bash" not in allow_tools:
+    allow_tools = parse_allow_tools(evals.allow_tools)
+    if evals.unconfined and "Bash" not in allow_tools:
         raise InputError(
             "--unconfined applies to task runs allowed Bash, and --allow-tools does not name it",
             hint="drop --unconfined (file tools are kept to the project either way)",
         )
     return {
-        "baseline": settings.baseline,
+        "baseline": evals.baseline,
         "baseline_skill": old,
         "allow_tools": allow_tools,
-        "artifacts": artifacts_folder(settings.artifacts) if settings.artifacts else None,
-        "judge_model": settings.judge_model,
-        "unconfined": settings.unconfined,
-        "allow_read": allow_read_paths(settings.allow_read),
+        "artifacts": artifacts_folder(evals.artifacts) if evals.artifacts else None,
+        "judge_model": settings.grading.judge_model,
+        "unconfined": evals.unconfined,
+        "allow_read": allow_read_paths(evals.allow_read),
     }
 
 
@@ -284,9 +287,12 @@ def version_matrix(settings: Settings) -> dict[str, Any]:
     """Several --claude-bin: every model on every version (`haiku @ 2.1.197`), each binary's
     version asked once (`claude --version`, free and local, a dry run too); two binaries of one
     version are one line. One binary: the models as they are."""
-    if len(settings.claude_bins) < 2 or settings.merge:
-        return {"trigger_models": settings.trigger_models, "test_models": settings.models}
-    binaries = [find_claude_bin(b) for b in settings.claude_bins]
+    if len(settings.claude_code.claude_bins) < 2 or settings.merging.merge:
+        return {
+            "trigger_models": settings.trigger_runs.trigger_models,
+            "test_models": settings.api.models,
+        }
+    binaries = [find_claude_bin(b) for b in settings.claude_code.claude_bins]
     versions = [short_version(claude_version(b)) for b in binaries]
     for i, version in enumerate(versions):
         if version in versions[:i]:
@@ -297,7 +303,7 @@ def version_matrix(settings: Settings) -> dict[str, Any]:
             )
     variants = {
         f"{model}{VERSION_MARK}{version}": (model, binary, version)
-        for model in dict.fromkeys([*settings.trigger_models, *settings.models])
+        for model in dict.fromkeys([*settings.trigger_runs.trigger_models, *settings.api.models])
         for binary, version in zip(binaries, versions)
     }
 
@@ -305,8 +311,8 @@ def version_matrix(settings: Settings) -> dict[str, Any]:
         return tuple(f"{m}{VERSION_MARK}{v}" for m in models for v in versions)
 
     return {
-        "trigger_models": labels(settings.trigger_models),
-        "test_models": labels(settings.models),
+        "trigger_models": labels(settings.trigger_runs.trigger_models),
+        "test_models": labels(settings.api.models),
         "variants": variants,
     }
 
@@ -314,37 +320,40 @@ def version_matrix(settings: Settings) -> dict[str, Any]:
 def skill_plan(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> SkillSuitePlan:
-    if settings.mcp_config and Path(settings.mcp_config).is_dir():
+    servers = settings.servers
+    if servers.mcp_config and Path(servers.mcp_config).is_dir():
         raise InputError(
             "skill runs pass --mcp-config to claude as a file, and this is a folder",
-            settings.mcp_config,
+            servers.mcp_config,
             None,
             "give an mcpServers file; a whole plugin runs with `python evaluator.py plugin PATH`",
         )
-    if settings.mcp_config and not Path(settings.mcp_config).is_file():
-        raise InputError("MCP config not found", settings.mcp_config)
+    if servers.mcp_config and not Path(servers.mcp_config).is_file():
+        raise InputError("MCP config not found", servers.mcp_config)
     binary = (
-        find_claude_bin(settings.claude_bin) if not settings.merge else ""
+        find_claude_bin(settings.claude_code.claude_bin) if not settings.merging.merge else ""
     )  # --merge runs no `claude`
     base = ClaudeCliSettings(
         binary=binary,
-        base_url=settings.base_url,
-        mcp_config=str(Path(settings.mcp_config).resolve()) if settings.mcp_config else None,
+        base_url=settings.api.base_url,
+        mcp_config=str(Path(servers.mcp_config).resolve()) if servers.mcp_config else None,
         plugin_dirs=tuple(dict.fromkeys(str(s.plugin) for s in skills if s.plugin is not None)),
     )
     return SkillSuitePlan(
         skills=skills,
         tests=tests,
         trigger_settings=replace(
-            base, model=settings.trigger_model, max_turns=settings.trigger_max_turns
+            base,
+            model=settings.trigger_runs.trigger_model,
+            max_turns=settings.trigger_runs.trigger_max_turns,
         ),
-        test_settings=replace(base, model=settings.model, max_turns=settings.max_turns),
-        runs=settings.runs,
-        threshold=settings.trigger_threshold,
-        concurrency=settings.concurrency or default_skill_concurrency(),
-        trigger_timeout=settings.trigger_timeout,
-        ignore_globs=settings.ignore_path,
-        cache=settings.cache,
+        test_settings=replace(base, model=settings.api.model, max_turns=settings.api.max_turns),
+        runs=settings.run_plan.runs,
+        threshold=settings.trigger_runs.trigger_threshold,
+        concurrency=settings.run_plan.concurrency or default_skill_concurrency(),
+        trigger_timeout=settings.trigger_runs.trigger_timeout,
+        ignore_globs=settings.task_evals.ignore_path,
+        cache=settings.run_plan.cache,
         **version_matrix(settings),
         **task_plan_options(settings, skills, tests),
     )
@@ -560,7 +569,7 @@ def score_skill_triggers(
             scored.cases.append(case)
         for test in trigger_tests:
             scored.trigger_verdicts[test.name] &= trigger_test_passed(
-                test, model_scores, settings.min_trigger_score
+                test, model_scores, settings.trigger_runs.min_trigger_score
             )
         scored.verdicts.update(skill_run_verdicts(runs, model_scores, []))
         for score in model_scores:
@@ -627,7 +636,8 @@ def skill_suite_passed(
     below = [
         s
         for s in scored.scores
-        if settings.min_trigger_score is not None and s.trigger_score < settings.min_trigger_score
+        if settings.trigger_runs.min_trigger_score is not None
+        and s.trigger_score < settings.trigger_runs.min_trigger_score
     ]
     complete = (
         len(scored.test_results) == len(plan.other_tests) * len(plan.test_models)
@@ -724,7 +734,7 @@ def skill_results(
         trigger_model=plan.trigger_settings.model,
         test_model=plan.test_settings.model,
         trigger_threshold=plan.threshold,
-        min_trigger_score=settings.min_trigger_score,
+        min_trigger_score=settings.trigger_runs.min_trigger_score,
         input_type="skills",
         skill_descriptions={s.name: s.description for s in plan.skills if s.description_override}
         or None,
@@ -771,12 +781,12 @@ def skill_mode_end(
     print_summary(console, results)
     for score in results.sections["trigger_scores"]:
         if (
-            settings.min_trigger_score is not None
-            and score.trigger_score < settings.min_trigger_score
+            settings.trigger_runs.min_trigger_score is not None
+            and score.trigger_score < settings.trigger_runs.min_trigger_score
         ):
             console.print(
                 f"[red]{escape_markup(score.skill)}: triggerScore {score.trigger_score:.1f}% is below "
-                f"--min-trigger-score {settings.min_trigger_score:g}[/red]",
+                f"--min-trigger-score {settings.trigger_runs.min_trigger_score:g}[/red]",
                 highlight=False,
             )
     return exit_code(results, outcome)
@@ -841,50 +851,57 @@ def skill_mode(settings: Settings, console: Console) -> int:
     with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
     check_auto_runs(settings)
-    tests = tests_named(tests, settings.keyword)
+    tests = tests_named(tests, settings.run_plan.keyword)
     plan = skill_plan(settings, skills, tests)
-    if settings.distractors and not settings.dry_run:
+    if settings.crowd.distractors and not settings.run_plan.dry_run:
         require_api_key()  # lookalike decoys may be written before any run
     check_crowd_options(settings)
     plan.crowd = skill_crowd_for(
         settings.crowd, skills, console, settings.api, settings.run_plan.dry_run
     )
-    secrets = resolve_servers((), (), settings.mcp_config, ()) if settings.mcp_config else []
-    runner = (
-        CrowdedSkillRunner(plan, plan.crowd, settings.own_outputs(), Redactor.for_run(secrets))
-        if plan.crowd
-        else SkillRunner(plan, settings.own_outputs(), Redactor.for_run(secrets))
+    secrets = (
+        resolve_servers((), (), settings.servers.mcp_config, ())
+        if settings.servers.mcp_config
+        else []
     )
-    if plan.sandboxed and plan.task_tests and not settings.merge:
+    runner = (
+        CrowdedSkillRunner(
+            plan, plan.crowd, settings.outputs.own_outputs(), Redactor.for_run(secrets)
+        )
+        if plan.crowd
+        else SkillRunner(plan, settings.outputs.own_outputs(), Redactor.for_run(secrets))
+    )
+    if plan.sandboxed and plan.task_tests and not settings.merging.merge:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
-    if not plan.confined and plan.task_tests and not settings.merge:
+    if not plan.confined and plan.task_tests and not settings.merging.merge:
         console.print(
             f"[yellow]warning:[/yellow] {escape_markup(unconfined_warning())}",
             highlight=False,
             soft_wrap=True,
         )
-    if settings.dry_run:
+    if settings.run_plan.dry_run:
         todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
         print_estimate(console, run_async(runner.estimate(todo)))
         print_run_plan(
             console,
-            settings.auto_runs[0]
-            if settings.auto_runs
-            else settings.runs or C.DEFAULT_TRIGGER_RUNS,
-            settings.auto_runs[1] if settings.auto_runs else None,
+            settings.run_plan.auto_runs[0]
+            if settings.run_plan.auto_runs
+            else settings.run_plan.runs or C.DEFAULT_TRIGGER_RUNS,
+            settings.run_plan.auto_runs[1] if settings.run_plan.auto_runs else None,
         )
         if isinstance(runner, CrowdedSkillRunner) and plan.crowd is not None:
             print_step_costs(console, runner.step_costs, "distractors")
             print_decoy_estimate(console, plan.crowd.keeper)
         return 0
-    if plan.crowd is not None and plan.crowd.decoy_cost and settings.max_cost is not None:
-        settings = settings.replaced(max_cost=max(0.0, settings.max_cost - plan.crowd.decoy_cost))
+    if plan.crowd is not None and plan.crowd.decoy_cost and settings.run_plan.max_cost is not None:
+        budget = max(0.0, settings.run_plan.max_cost - plan.crowd.decoy_cost)
+        settings = replace(settings, run_plan=replace(settings.run_plan, max_cost=budget))
     if (
-        settings.merge
+        settings.merging.merge
     ):  # --merge: the pieces' runs, their Claude Code version, what their write guards saw
         outcome = run_suite(runner, settings, console)
-        version = settings.merged_pieces[0].metadata.claude_version or ""
-        isolation = [p.isolation for p in settings.merged_pieces if p.isolation is not None]
+        version = settings.merging.merged_pieces[0].metadata.claude_version or ""
+        isolation = [p.isolation for p in settings.merging.merged_pieces if p.isolation is not None]
         runner.watched = sorted({path for i in isolation for path in i.watched})
         runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
         runner.changed_elsewhere = sorted({p for i in isolation for p in i.changed_elsewhere})
