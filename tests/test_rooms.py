@@ -262,6 +262,80 @@ def test_the_programs_the_evaluator_starts_are_files_of_the_package():
     assert "prctl" not in worker  # asked in one place: die_with_parent.py
 
 
+# ============================================================================ settings by concern
+# The rooms that take the whole settings: the modes and what chooses and feeds them. Every room
+# below them takes the groups of Settings it reads (or a small view of them, like RunSettings).
+SETTINGS_TAKERS = ("modes", "dispatch.py", "project.py", "cli.py", "mode_table.py", "settings.py")
+MOST_SETTINGS_FIELDS = 30
+
+
+def names_settings(annotation: ast.expr) -> bool:
+    """Whether an annotation names Settings (alone, in a union or a subscript, quoted, dotted)."""
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name) and node.id == "Settings":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "Settings":
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                quoted = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                continue
+            if names_settings(quoted):
+                return True
+    return False
+
+
+def settings_takers(path: Path) -> list[str]:
+    """Each function or method of a room that takes a parameter annotated with Settings."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({arg.arg})"
+                for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                if arg is not None and arg.annotation is not None and names_settings(arg.annotation)
+            ]
+    return found
+
+
+def test_no_room_below_the_modes_takes_the_whole_settings():
+    below = [p for p in rooms() if p.relative_to(PACKAGE).parts[0] not in SETTINGS_TAKERS]
+    assert [found for path in below for found in settings_takers(path)] == []
+    # the check sees what it looks for: the modes take it, a method and a quoted one count
+    assert settings_takers(PACKAGE / "modes" / "tool_suites.py")
+    assert names_settings(ast.parse("'Settings | None'", mode="eval").body)
+    assert not names_settings(ast.parse("RunSettings", mode="eval").body)
+
+
+def settings_classes() -> dict[str, int]:
+    """Every dataclass of settings.py, and every view of settings elsewhere (a dataclass named
+    ...Settings or ...Plan), by where it is and name: its number of fields."""
+    sizes = {}
+    for path in rooms():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            decorated = isinstance(node, ast.ClassDef) and any(
+                "dataclass" in ast.unparse(d) for d in node.decorator_list
+            )
+            if decorated and (
+                path.name == "settings.py" or node.name.endswith(("Settings", "Plan"))
+            ):
+                sizes[f"{path.relative_to(PACKAGE)}:{node.name}"] = sum(
+                    isinstance(item, ast.AnnAssign)
+                    and "ClassVar" not in ast.unparse(item.annotation)
+                    for item in node.body
+                )
+    return sizes
+
+
+def test_no_settings_class_holds_more_than_thirty_fields():
+    sizes = settings_classes()
+    assert sizes["settings.py:Settings"] >= 10, "Settings holds its groups"
+    assert "run_types.py:RunSettings" in sizes
+    assert {n: s for n, s in sizes.items() if s > MOST_SETTINGS_FIELDS} == {}, sizes
+
+
 # ============================================================================ the front door
 def test_the_front_door_is_short_and_offers_the_supported_api():
     assert lines_of(ROOT / "evaluator.py") <= 400
