@@ -188,16 +188,17 @@ def exit_code(results: Results, outcome: PipelineOutcome) -> int:
 def check_auto_runs(settings: Settings) -> None:
     """-i auto / --runs auto decide each case from all of its runs, round by round: what splits
     or batches a case's runs cannot take part."""
-    if not settings.run_plan.auto_runs:
+    plan, crowd = settings.run_plan, settings.crowd
+    if not plan.auto_runs:
         return
     flag = "--runs auto" if settings.inputs.skill else "-i auto"
-    for name, why in (
-        ("shard", "splits a case's runs between machines"),
-        ("batch", "sends every round's calls as one batch that may take hours"),
-        ("distractor_tools", "runs each case at every step of the crowd"),
-        ("distractors", "runs each query at every step of the crowd"),
+    for given, name, why in (
+        (plan.shard, "shard", "splits a case's runs between machines"),
+        (plan.batch, "batch", "sends every round's calls as one batch that may take hours"),
+        (crowd.distractor_tools, "distractor_tools", "runs each case at every step of the crowd"),
+        (crowd.distractors, "distractors", "runs each query at every step of the crowd"),
     ):
-        if settings.value(name):
+        if given:
             raise UsageProblem(
                 f"{flag} decides each case from all its runs as they finish, and {flag_of(name)} "
                 f"{why}: give a number of runs with {flag_of(name)}"
