@@ -373,15 +373,18 @@ def tool_use_mode(
     replays the pieces' runs instead (no server, no model): each run keeps the verdict it got.
     With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
     api, plan, merging = settings.api, settings.run_plan, settings.merging
+    # the options together, before a server starts or a decoy is written
     check_batchable(settings, cases)
     check_crowd_options(settings)
     check_tool_options(settings)
+    check_auto_runs(settings)
+    check_harness(settings)
+    user_for = user_source(settings, console)
     redteam = (  # bad --vectors: no server
         RedTeam(settings.hostile, cases, api, plan, settings.grading, settings.servers)
         if settings.hostile.redteam
         else None
     )
-    check_auto_runs(settings)
     servers = servers_for(settings) if not merging.merge else []
     crowd = (
         ToolCrowd(settings.crowd, cases, servers, console, api, plan, settings.servers)
@@ -395,12 +398,11 @@ def tool_use_mode(
         scoring, cases = RedTeamScoring(scoring, redteam), redteam.cases
     interactive = settings.inputs.interactive
     view = LiveConversationView(console, api.max_turns) if interactive else None
-    check_harness(settings)
     runner = tool_use_runner(
         settings,
         cases,
         servers,
-        user_for=user_source(settings, console),
+        user_for=user_for,
         observer=view,
         on_connect=scoring.connected,
         verdict_of=scoring.verdict,
