@@ -11,7 +11,9 @@ from fake_anthropic import reply, text
 
 import evaluator
 import test_constants as C
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.pipeline import Job
 from claude_tool_evaluator.run_types import RunSettings, estimated_tokens
@@ -48,7 +50,7 @@ def test_dry_run_needs_no_api_key_and_still_checks_the_suite(no_api_key, tmp_pat
 
 
 def test_estimate_arithmetic():
-    case = records.TestCase("c", "x" * 40, expected_tools=["a", "b"])
+    case = run_types.TestCase("c", "x" * 40, expected_tools=["a", "b"])
     jobs = [Job(("c", i, "h"), (case, i)) for i in (1, 2)]
     settings = RunSettings(model="claude-haiku-5-5", max_turns=4)
     estimate = estimate_tool_runs(jobs, settings, prefix_tokens=1000, counted=False, tool_count=2)

@@ -21,7 +21,9 @@ from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.answers import ANSWER_MATCHERS, AnswerMatcher
 from claude_tool_evaluator.files import write_text_atomic
 from claude_tool_evaluator.finished_run import recorded_settings, writer_named
@@ -362,7 +364,7 @@ def test_dry_run_names_an_unknown_model_instead_of_pricing_it(lab: Lab):
 
 
 def test_no_tool_calls_read_as_such():
-    case = records.TestCase(name="c", prompt="p", expected_tools=["a", "b"], order="in_order")
+    case = run_types.TestCase(name="c", prompt="p", expected_tools=["a", "b"], order="in_order")
     assert score_order(case, []) == [
         "wrong order (in_order): expected a -> b in this order, got no tool calls"
     ]

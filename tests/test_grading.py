@@ -24,7 +24,9 @@ from fake_anthropic import reply, text, tool_use, user_query
 import evaluator as E
 import prompts
 import test_constants as C
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.answers import (
     answer_match_problem,
     answer_problems,
@@ -211,14 +213,14 @@ def test_answer_match_modes(expected: str, mode: str, given: str, reason: str | 
         assert len(problems) == 1 and reason in problems[0], problems
 
 
-def transcript(final: str, case: records.TestCase, history: list[str] = ()) -> Transcript:
+def transcript(final: str, case: run_types.TestCase, history: list[str] = ()) -> Transcript:
     t = Transcript(case=case, iteration=1, model="m", final_text=final)
     t.history = [HistoryEntry("assistant", h) for h in history] + [HistoryEntry("assistant", final)]
     return t
 
 
 def test_the_answer_compared_is_the_last_response_block_else_the_final_text():
-    case = records.TestCase(name="c", prompt="q", expected_answer="42", answer_match="exact")
+    case = run_types.TestCase(name="c", prompt="q", expected_answer="42", answer_match="exact")
     last = transcript(
         "<summary>s</summary><response>41</response> then <response> 42 </response>", case
     )
@@ -234,11 +236,11 @@ def test_the_answer_compared_is_the_last_response_block_else_the_final_text():
 
 
 def test_the_answer_check_leaves_judged_failed_and_unasked_runs_alone():
-    judged = records.TestCase(name="j", prompt="q", expected_answer="six", answer_match="judge")
+    judged = run_types.TestCase(name="j", prompt="q", expected_answer="six", answer_match="judge")
     assert E.TOOL_CHECKS["answer"](judged, transcript("6", judged), {}) == []
-    plain = records.TestCase(name="p", prompt="q")
+    plain = run_types.TestCase(name="p", prompt="q")
     assert E.TOOL_CHECKS["answer"](plain, transcript("anything", plain), {}) == []
-    asked = records.TestCase(name="a", prompt="q", expected_answer="6")
+    asked = run_types.TestCase(name="a", prompt="q", expected_answer="6")
     failed = transcript("", asked)
     failed.error = "APIError: boom"
     assert E.TOOL_CHECKS["answer"](asked, failed, {}) == []
@@ -900,7 +902,7 @@ def test_tool_coverage_of_a_suite_against_the_example_server(api, tmp_path: Path
 
 
 def test_tool_coverage_is_pure_and_counts_tools_no_server_offers():
-    case = records.TestCase(name="c", prompt="q", expected_tools=["a"])
+    case = run_types.TestCase(name="c", prompt="q", expected_tools=["a"])
     t = Transcript(
         case=case, iteration=1, model="m", tool_calls=[ToolCall("a", {}), ToolCall("ghost", {})]
     )

@@ -34,7 +34,9 @@ from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from rich.console import Console
 
 import evaluator as E
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.claude_code import ClaudeCliSettings, claude_command, parse_stream_json
 from claude_tool_evaluator.pipeline import ResultJournal
 from claude_tool_evaluator.run_types import HistoryEntry, ToolCall, Transcript
@@ -570,7 +572,7 @@ def test_4_5_every_printer_takes_hostile_text():
     )
     view = LiveConversationView(console, 10)
     transcript = Transcript(
-        case=records.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m"
+        case=run_types.TestCase(name=HOSTILE_TEXT, prompt=ANSWER), iteration=1, model="m"
     )
     transcript.history = [HistoryEntry("user", ANSWER)]
     view.on_start(transcript)

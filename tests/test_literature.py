@@ -32,7 +32,9 @@ from fake_anthropic import (
 )
 
 import prompts
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.hub.tools import ToolSpec
 from claude_tool_evaluator.loaders.csv_suites import csv_case, is_alternatives
 from claude_tool_evaluator.modes.benchmarks import bfcl_row
@@ -78,7 +80,7 @@ def call(name: str, arguments: dict) -> ToolCall:
 
 
 def verdict(expected_args: dict, calls: list[ToolCall], args_match: str = "partial") -> list[str]:
-    case = records.TestCase("c", "p", expected_args=expected_args, args_match=args_match)
+    case = run_types.TestCase("c", "p", expected_args=expected_args, args_match=args_match)
     return score_expected_args(case, Transcript(case, 1, "m", tool_calls=calls))
 
 

@@ -31,7 +31,9 @@ from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use
 
 import evaluator
 import test_constants as C
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.claude_code import detect_activation, install_skills
 from claude_tool_evaluator.errors import OutputError, ServerError
 from claude_tool_evaluator.files import (
@@ -503,7 +505,7 @@ def test_the_depth_limit_holds_for_every_json_input_and_is_below_what_walks_it(t
         with pytest.raises(evaluator.InputError, match="nested more than"):
             loader(deep)
     # what passes the check is hashed and scored without trouble, even on a shallow stack
-    case = records.TestCase(
+    case = run_types.TestCase(
         name="x", prompt="p", expected_args={"t": json.loads(nested(limit - 1))}
     )
     check_json_depth(case.expected_args, "expected_args", None, None)

@@ -20,7 +20,9 @@ from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
 import test_constants as C
-from claude_tool_evaluator import records  # records.TestCase: pytest would collect a bare TestCase
+from claude_tool_evaluator import (
+    run_types,
+)  # run_types.TestCase: pytest would collect a bare TestCase
 from claude_tool_evaluator.loaders.csv_suites import ARGS_MATCH_MODES, ORDER_MODES
 from claude_tool_evaluator.run_types import ToolCall, Transcript
 from claude_tool_evaluator.scoring.statistics import (
@@ -277,7 +279,7 @@ def test_pass_at_k_and_pass_hat_k_against_hand_computed_values():
 
 
 def test_tool_stats_precision_recall_f1():
-    case = records.TestCase("c", "p", expected_tools=["a", "b"])
+    case = run_types.TestCase("c", "p", expected_tools=["a", "b"])
     runs = [
         Transcript(case, 1, "m", tool_calls=[ToolCall("a", {}), ToolCall("c", {})]),
         Transcript(case, 2, "m", tool_calls=[ToolCall("a", {}), ToolCall("b", {})]),
