@@ -24,8 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, invoke
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
@@ -109,10 +108,8 @@ class Lab:
 
     def run(self, *args: Any, model=answers, env: dict | None = None) -> tuple[int, str]:
         self.api.responder = model
-        result = CliRunner().invoke(E.main, [str(a) for a in args], env=env)
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return result.exit_code, result.output
+        ran = invoke(*args, env=env)
+        return ran.exit_code, ran.output
 
     def path(self, name: str) -> Path:
         return self.root / name
