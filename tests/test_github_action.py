@@ -45,7 +45,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, Ran, spawn
 from fake_anthropic import reply, text, tool_use, user_query
 from test_significance import fewest_flip_runs, newcombe_by_hand, textbook_runs, z_of
 
@@ -108,7 +108,7 @@ class Step:
         return str(self.root / name)
 
 
-def evaluate(api, root: Path, *args: str, step: Step | None = None) -> subprocess.CompletedProcess:
+def evaluate(api, root: Path, *args: str, step: Step | None = None) -> Ran:
     """`python evaluator.py ARGS` in `root`, in the step when one is given."""
     (root / "home").mkdir(exist_ok=True)
     env = {
@@ -119,17 +119,7 @@ def evaluate(api, root: Path, *args: str, step: Step | None = None) -> subproces
         "DEPLOY_TOKEN": SECRET,
         **(step.env() if step else {}),
     }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+    return spawn(*args, cwd=root, env=env, timeout=300)
 
 
 def commands(output: str) -> list[str]:
@@ -225,7 +215,7 @@ def hostile_run(api, tmp_path):
         *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
         *("--pr-comment", "out/comment.md"),
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
     return step, done
 
 
@@ -287,7 +277,7 @@ def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
 
 def test_with_json_on_stdout_the_annotations_go_to_stderr(api, tmp_path):
     step, done = run_hostile_suite(api, tmp_path, "--json")
-    assert done.returncode == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
+    assert done.exit_code == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
     assert [c.split("::")[1] for c in commands(done.stderr)] == [
         f"error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}",
         "error file=evals/suite.csv,line=5,title=connections",
@@ -303,7 +293,7 @@ def test_outside_github_actions_nothing_is_annotated(api, tmp_path):
         *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER)),
         *("--pr-comment", "comment.md"),
     )
-    assert done.returncode == 1 and commands(done.stdout + done.stderr) == []
+    assert done.exit_code == 1 and commands(done.stdout + done.stderr) == []
     comment = (tmp_path / "comment.md").read_text()
     assert "| [`evals/suite.csv:3`](" not in comment and "| `evals/suite.csv:3` |" in comment
     assert "<sub>" not in comment  # no commit, no workflow run to name
@@ -331,9 +321,9 @@ def test_the_comment_leads_with_a_significant_regression_and_its_statistics(api,
     write(tmp_path / "evals" / "suite.csv", BASELINE_SUITE)
     line = ("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "-i", "6")
     api.responder = calls(GOOD)
-    assert evaluate(api, tmp_path, *line, "-o", "baseline.json").returncode == 0
+    assert evaluate(api, tmp_path, *line, "-o", "baseline.json").exit_code == 0
     api.responder = calls({**GOOD, TABLES: "get_existing_connections"}, first_time(CONNECTIONS))
-    assert evaluate(api, tmp_path, *line, "-o", "new.json").returncode == 1
+    assert evaluate(api, tmp_path, *line, "-o", "new.json").exit_code == 1
 
     step = Step(tmp_path)
     done = evaluate(
@@ -342,7 +332,7 @@ def test_the_comment_leads_with_a_significant_regression_and_its_statistics(api,
         *("compare", "baseline.json", "new.json", "--pr-comment", "out/comparison.md"),
         step=step,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
 
     # 6/6 -> 0/6: Fisher's two-sided p = 2 / C(12, 6) = 2/924; 6/6 -> 5/6 and 6/6 -> 6/6: p = 1.
     # Holm over the three cases: the smallest p times 3. Each interval and run count is at the
@@ -416,7 +406,7 @@ def test_bad_input_is_annotated_at_its_line(api, tmp_path):
     done = evaluate(
         api, tmp_path, "--csv", "evals/bad.csv", "--server-module", str(EXAMPLE_SERVER), step=step
     )
-    assert done.returncode == 2 and api.requests == []
+    assert done.exit_code == 2 and api.requests == []
     modes = ", ".join(ARGS_MATCH_MODES)
     assert commands(done.stderr) == [
         f"::error file=evals/bad.csv,line={line},title=bad input::args_match '{value}' is not one "
@@ -452,7 +442,7 @@ def test_a_projects_suites_share_one_comment_the_outputs_and_ten_annotations(api
         *("--pr-comment", "out/comment.md"),
         step=step,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
     missing = "passed 0/1 runs%0Amissing expected tool about_profiles"
     assert commands(done.stdout) == [
         *(f"::error file=first.csv,line={i + 2},title=first_{i}::{missing}" for i in range(7)),

@@ -22,14 +22,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import CLAUDE, ROOT, TEST_API_KEY
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, spawn
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from rich.console import Console
 
@@ -111,28 +110,16 @@ def run(
     stdin: str | None = None,
     env: dict | None = None,
     timeout: float = 120,
-) -> subprocess.CompletedProcess:
+) -> Ran:
     environment = env or dict(
         os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url, COLUMNS="160"
     )
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *args],
-        cwd=cwd,
-        env=environment,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="strict",
-        timeout=timeout,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    said = done.stdout + done.stderr
-    assert "Traceback" not in said and "MarkupError" not in said, said
+    done = spawn(*args, cwd=cwd, env=environment, input=stdin, encoding="utf-8", timeout=timeout)
+    assert "MarkupError" not in done.output, done.output
     return done
 
 
-def assert_clean_terminal(done: subprocess.CompletedProcess) -> str:
+def assert_clean_terminal(done: Ran) -> str:
     """The terminal capture: no control character or escape sequence that came from data."""
     said = done.stdout + done.stderr
     raw = sorted(set(RAW_CONTROLS.findall(said)))
@@ -234,7 +221,7 @@ def csv_run(tmp_path_factory):
 
 def test_csv_suite_runs_to_its_verdicts_through_every_writer(csv_run):
     folder, done = csv_run
-    assert done.returncode == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
+    assert done.exit_code == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
     document = check_writers(folder)
     names = [c["name"] for c in document["cases"]]
     assert [n.split()[0] for n in names] == [
@@ -435,7 +422,7 @@ def test_a_server_that_dies_at_start_is_one_escaped_error_line(tmp_path):
         done = run(api, tmp_path, "-q", "hello", *server)
     assert_clean_terminal(done)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert done.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert "server stderr [/x]" in lines[0] and "\\x1b]0;PWNED-TITLE\\x07" in lines[0]
 
 
@@ -465,7 +452,7 @@ def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
         )
         as_json = run(api, tmp_path, "--compare", "old.json", "new.json", "--json")
     said = assert_clean_terminal(done)
-    assert done.returncode == 1 and "regression" in said and "Here is your answer [/x]" in said
+    assert done.exit_code == 1 and "regression" in said and "Here is your answer [/x]" in said
     report = check_markdown(tmp_path / "report.md")
     assert "| regression |" in report and "| fixed |" in report
     assert [
