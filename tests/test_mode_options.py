@@ -40,7 +40,16 @@ import click
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, wait_for_port
+from conftest import (
+    CLAUDE,
+    EXAMPLE_SERVER,
+    ROOT,
+    TEST_API_KEY,
+    free_port,
+    invoke,
+    spawn,
+    wait_for_port,
+)
 from fake_anthropic import (
     ScriptedAnthropic,
     claude_code_tool_use,
@@ -450,10 +459,8 @@ class Lab:
             return self.cache[key]
         self.api.responder = model or answers
         start = len(self.api.requests)
-        result = CliRunner().invoke(evaluator.main, list(args))
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        run = Run(result.exit_code, result.stdout, result.stderr, self.requests_since(start))
+        code, stdout, stderr = invoke(*args)
+        run = Run(code, stdout, stderr, self.requests_since(start))
         if cached:
             self.cache[key] = run
         return run
@@ -469,16 +476,10 @@ class Lab:
             "ANTHROPIC_BASE_URL": self.api.url,
             "PYTHONPATH": str(ROOT),
         }
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "evaluator.py"), *map(str, args)],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=self.root / "work",
-            env=env,
+        code, stdout, stderr = spawn(
+            *args, input=stdin, timeout=120, cwd=self.root / "work", env=env
         )
-        return Run(done.returncode, done.stdout, done.stderr, self.requests_since(start))
+        return Run(code, stdout, stderr, self.requests_since(start))
 
     def requests_since(self, start: int) -> list[dict]:
         return [r["body"] for r in self.api.requests[start:] if r["path"] == "/v1/messages"]
