@@ -156,6 +156,37 @@ def wait_for_port(port: int, process: subprocess.Popen | None = None, timeout: f
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+@pytest.fixture(scope="session")
+def example_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """examples/profiles_server.py over streamable HTTP, one for the whole session (one per xdist
+    worker), for the tests whose subject is not how a server is started, stopped or spoken to over
+    stdio: its URL (`--server-url`, or an mcpServers entry `{"type": "http", "url": ...}`). Its
+    one stateful tool, save_note, writes to the session's own notes database."""
+    folder = tmp_path_factory.mktemp("example-server")
+    port = free_port()
+    with open(folder / "stderr.txt", "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
+            env={**os.environ, "PROFILES_NOTES_DB": str(folder / "notes.sqlite")},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        try:
+            wait_for_port(port, process, timeout=60)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {(folder / 'stderr.txt').read_text()}") from None
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 def suite(path: Path, names: list[str], expected: str = "") -> Path:
     """A CSV suite with one case per name, each expecting `expected` (a tool, or none)."""
     path.write_text(

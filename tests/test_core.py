@@ -5,7 +5,6 @@ and the public mcp-server-time)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 
@@ -16,9 +15,7 @@ from conftest import (
     ROOT,
     TEST_API_KEY,
     example_server_command,
-    free_port,
     invoke,
-    wait_for_port,
 )
 from fake_anthropic import error, reply, text, tool_use
 
@@ -361,22 +358,8 @@ def test_streaming_model_client_gets_the_same_reply(api):
 # ----------------------------------------------------------------------------- MCP transports
 
 
-@pytest.fixture
-def http_example_server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    wait_for_port(port, process, timeout=20)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
-
-
 def test_streamable_http_server_from_config_with_headers(
-    api, tmp_path, http_example_server, monkeypatch
+    api, tmp_path, example_server_url, monkeypatch
 ):
     monkeypatch.setenv("PROFILES_TOKEN", "secret-token-value")
     config = tmp_path / "mcp.json"
@@ -386,7 +369,7 @@ def test_streamable_http_server_from_config_with_headers(
                 "mcpServers": {
                     "remote": {
                         "type": "http",
-                        "url": http_example_server,
+                        "url": example_server_url,
                         "headers": {"Authorization": "Bearer ${PROFILES_TOKEN}"},
                     }
                 }
@@ -399,13 +382,15 @@ def test_streamable_http_server_from_config_with_headers(
     assert call["server"] == "remote" and not call["is_error"] and "orders" in call["output"]
 
 
-def test_config_with_two_servers_disambiguates_shared_tool_names(cli, api, tmp_path):
+def test_config_with_two_servers_disambiguates_shared_tool_names(
+    cli, api, tmp_path, example_server_url
+):
     config = tmp_path / "mcp.json"
     config.write_text(
         json.dumps(
             {
                 "mcpServers": {
-                    "profiles": {"command": sys.executable, "args": [str(EXAMPLE_SERVER)]},
+                    "profiles": {"type": "http", "url": example_server_url},
                     "misc": {
                         "command": sys.executable,
                         "args": [str(MISC_SERVER)],

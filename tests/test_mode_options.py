@@ -486,7 +486,7 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, example_server_url):
     root = tmp_path_factory.mktemp("modes")
     with pytest.MonkeyPatch.context() as patch, ScriptedAnthropic() as api:
         patch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
@@ -494,6 +494,7 @@ def lab(tmp_path_factory):
         patch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
         patch.setenv("HOME", str(root / "home"))  # skill runs watch ~/.claude: the lab's own
         lab = Lab(root, api)
+        lab.cache["remote-http"] = example_server_url  # the session's own (conftest.py)
         patch.chdir(root / "work")
         try:
             yield lab
@@ -1564,8 +1565,8 @@ def _(lab, mode):
 
 
 def remote_example(lab: Lab, transport: str) -> str:
-    """The example server over the network, started once for the lab: streamable HTTP at /mcp
-    (`--http`) or the legacy HTTP+SSE transport at /sse (`--sse`)."""
+    """The example server over the network: streamable HTTP at /mcp (the session's, see the lab),
+    or the legacy HTTP+SSE transport at /sse (`--sse`), started once for the lab."""
     key = f"remote-{transport}"
     if key not in lab.cache:
         port = free_port()
