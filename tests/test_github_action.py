@@ -46,7 +46,7 @@ import jsonschema
 import pytest
 import yaml
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, Ran, spawn
-from fake_anthropic import reply, text, tool_use, user_query
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from test_significance import fewest_flip_runs, newcombe_by_hand, textbook_runs, z_of
 
 import evaluator as E
@@ -207,18 +207,25 @@ def run_hostile_suite(api, tmp_path, *more: str):
     return step, evaluate(api, tmp_path, *line, step=step)
 
 
-@pytest.fixture
-def hostile_run(api, tmp_path):
-    step, done = run_hostile_suite(
-        api,
-        tmp_path,
-        *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
-        *("--pr-comment", "out/comment.md"),
-    )
+# The tests that read one run of the hostile suite in a step share it: the fixture runs it once
+# for the module, and its readers run on one worker (`--dist loadgroup`).
+HOSTILE_RUN = pytest.mark.xdist_group("github-hostile-run")
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    with ScriptedAnthropic() as api:
+        step, done = run_hostile_suite(
+            api,
+            tmp_path_factory.mktemp("hostile-run"),
+            *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
+            *("--pr-comment", "out/comment.md"),
+        )
     assert done.exit_code == 1, done.stdout + done.stderr
     return step, done
 
 
+@HOSTILE_RUN
 def test_failing_cases_are_annotated_on_their_lines_and_a_hostile_name_stays_data(hostile_run):
     step, done = hostile_run
     assert commands(done.stdout) == [
@@ -231,6 +238,7 @@ def test_failing_cases_are_annotated_on_their_lines_and_a_hostile_name_stays_dat
     assert SECRET not in done.stdout + done.stderr
 
 
+@HOSTILE_RUN
 def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
     step, _ = hostile_run
     document = json.loads((step.root / "out" / "results.json").read_text())
@@ -877,6 +885,11 @@ elif "--paginate" in args:
 INSTALL = "Install the evaluator"
 
 
+# The tests of the action's steps share one installed checkout (action_lab): they run on one
+# worker, so it is installed once (`--dist loadgroup`).
+ACTION_LAB = pytest.mark.xdist_group("github-action-lab")
+
+
 @pytest.fixture(scope="module")
 def action_lab(tmp_path_factory):
     """A checkout of this repository with the evaluator installed by the action's own install
@@ -975,6 +988,7 @@ def comment(number: int, author: str, body: str) -> dict:
     return {"id": number, "user": {"login": author, "type": kind}, "body": body}
 
 
+@ACTION_LAB
 def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
     args = "csv examples/test_queries.csv --server-module examples/profiles_server.py"
     api.responder = example_model(expected_args=True)
@@ -1085,6 +1099,7 @@ def two_suite_project(folder: Path, *names: str) -> None:
     )
 
 
+@ACTION_LAB
 def test_a_projects_suites_are_compared_with_a_baseline_folder(api, action_lab):
     """`baseline` as a folder (as the main branch's artifact downloads: nested): each results file
     is compared with the baseline's file of the same name; the comments become one body and the
@@ -1262,6 +1277,7 @@ def test_a_cut_comment_closes_the_code_block_it_cut_into():
     assert cut.endswith("line\n```\n\n---\n\nsee the run\n")
 
 
+@ACTION_LAB
 def test_bad_action_input_stops_before_anything_runs(api, action_lab):
     run = run_action(
         api, action_lab, "bad-fail-on", args="csv examples/test_queries.csv", fail_on="sometimes"
@@ -1337,6 +1353,7 @@ def as_downloaded(paths: list[str], folder: Path) -> None:
         shutil.copy(path, target)
 
 
+@ACTION_LAB
 def test_the_readme_workflow_compares_a_pull_request_with_mains_last_run(api, action_lab, tmp_path):
     """The README's workflow gets the main branch's results as `baseline`: its pushes to main run
     the action (never failing on a case: they record), and a pull request downloads the artifact
@@ -1449,6 +1466,7 @@ def install(lab, name: str, **inputs: str) -> tuple[ActionRun, list[list[str]]]:
     return action, pips
 
 
+@ACTION_LAB
 def test_a_benchmark_run_installs_the_benchmarks_extra(action_lab):
     """`import bfcl`/`import tau2`, redteam's AgentDojo vectors and the suites made from them
     need the benchmarks extra: `extras: auto` (the default) installs it when the arguments or the
@@ -1500,6 +1518,7 @@ def one_case_suite(folder: Path) -> None:
           f"test_name,user_prompt,expected_tools\ntables,{TABLES},list_warehouse_tables\n")  # fmt: skip
 
 
+@ACTION_LAB
 def test_a_users_own_output_paths_are_kept_and_uploaded(api, action_lab):
     """A -o, --html or --pr-comment in `args` is the user's choice (a later step may read that
     file): the action adds only the ones not given, and uploads every file the run wrote."""
@@ -1530,6 +1549,7 @@ def test_a_users_own_output_paths_are_kept_and_uploaded(api, action_lab):
     assert not (out / "results.json").exists()
 
 
+@ACTION_LAB
 def test_a_run_stopped_by_bad_input_uploads_and_comments_then_fails(api, action_lab):
     """Exit 2 (bad input): nothing to compare, but the comment says the run stopped and quotes
     the error lines (redacted, and escaped as every comment is: no link, markup or mention from

@@ -201,6 +201,10 @@ def check_writers(folder: Path) -> dict:
 
 
 # ============================================================================= the CSV suite, once, every writer
+# The tests that read the one CSV run run on one worker, so it runs once (`--dist loadgroup`).
+CSV_RUN = pytest.mark.xdist_group("hostile-csv-run")
+
+
 @pytest.fixture(scope="module")
 def csv_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile-csv")
@@ -219,6 +223,7 @@ def csv_run(tmp_path_factory):
     return folder, done
 
 
+@CSV_RUN
 def test_csv_suite_runs_to_its_verdicts_through_every_writer(csv_run):
     folder, done = csv_run
     assert done.exit_code == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
@@ -251,6 +256,7 @@ def flat(said: str) -> str:
     return re.sub(r"[\s│┃]", "", said)
 
 
+@CSV_RUN
 def test_4_rich_markup_in_names_reasons_and_output_is_shown_not_applied(csv_run):
     _, done = csv_run
     said = flat(done.stdout + done.stderr)
@@ -259,6 +265,7 @@ def test_4_rich_markup_in_names_reasons_and_output_is_shown_not_applied(csv_run)
     assert "serverstderr[/x][boldred]" in said  # a reason: a crashed server's stderr
 
 
+@CSV_RUN
 def test_5_terminal_capture_holds_no_escape_sequence_from_data(csv_run):
     _, done = csv_run
     assert_clean_terminal(done)
@@ -269,6 +276,7 @@ def test_5_terminal_capture_holds_no_escape_sequence_from_data(csv_run):
     assert "\\x9b[31m\\x9d0;C1-TITLE\\x9c\\u202eevil-bidi\\u202c" in said
 
 
+@CSV_RUN
 def test_6_junit_is_well_formed_and_keeps_the_text_visible(csv_run):
     folder, _ = csv_run
     cases = check_junit(folder / "junit.xml")
@@ -285,6 +293,7 @@ def test_6_junit_is_well_formed_and_keeps_the_text_visible(csv_run):
     assert "server stderr" in failures and "\\x1b" in failures
 
 
+@CSV_RUN
 def test_12_markdown_report_tables_hold_and_carry_no_html(csv_run):
     folder, _ = csv_run
     report = check_markdown(folder / "report.md")
@@ -293,6 +302,7 @@ def test_12_markdown_report_tables_hold_and_carry_no_html(csv_run):
     assert "line one line two" in report  # line breaks flattened
 
 
+@CSV_RUN
 def test_13_csv_out_neutralises_formula_cells(csv_run):
     folder, _ = csv_run
     rows = check_csv(folder / "runs.csv")
@@ -426,6 +436,7 @@ def test_a_server_that_dies_at_start_is_one_escaped_error_line(tmp_path):
     assert "server stderr [/x]" in lines[0] and "\\x1b]0;PWNED-TITLE\\x07" in lines[0]
 
 
+@CSV_RUN
 def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
     folder, _ = csv_run
     old = check_json(folder / "out.json")
