@@ -1,4 +1,5 @@
-"""Shared fixtures: the scripted Anthropic-compatible server, the example server, a clean env."""
+"""Shared fixtures: the scripted Anthropic-compatible server, the example server, a clean env, and
+`cli`, the one way a test runs the evaluator (in this process, or as a child process)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
+from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -150,6 +156,37 @@ def wait_for_port(port: int, process: subprocess.Popen | None = None, timeout: f
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+@pytest.fixture(scope="session")
+def example_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """examples/profiles_server.py over streamable HTTP, one for the whole session (one per xdist
+    worker), for the tests whose subject is not how a server is started, stopped or spoken to over
+    stdio: its URL (`--server-url`, or an mcpServers entry `{"type": "http", "url": ...}`). Its
+    one stateful tool, save_note, writes to the session's own notes database."""
+    folder = tmp_path_factory.mktemp("example-server")
+    port = free_port()
+    with open(folder / "stderr.txt", "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
+            env={**os.environ, "PROFILES_NOTES_DB": str(folder / "notes.sqlite")},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        try:
+            wait_for_port(port, process, timeout=60)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {(folder / 'stderr.txt').read_text()}") from None
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 def suite(path: Path, names: list[str], expected: str = "") -> Path:
     """A CSV suite with one case per name, each expecting `expected` (a tool, or none)."""
     path.write_text(
@@ -161,3 +198,115 @@ def suite(path: Path, names: list[str], expected: str = "") -> Path:
 
 def first_prompt(body: dict) -> str:
     return body["messages"][0]["content"]
+
+
+# ============================================================================ running the evaluator
+# One policy for every test that runs the evaluator: a run gives its exit code, stdout and stderr
+# (`Ran`); an exception the CLI did not turn into an exit code is raised in the test as itself
+# (the test fails naming it, with its traceback), and a traceback printed on either stream fails
+# the test too. A test that means to see one (a server's crash quoted back) says
+# `traceback_ok=True`.
+EVALUATOR = ROOT / "evaluator.py"
+TRACEBACK = "Traceback"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one evaluator command did: its exit code, what it wrote to stdout and to stderr, and
+    `output`, both as the user saw them (in the order written, for a run in this process).
+    Unpacks, and indexes, as `code, stdout, stderr`."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    output: str
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.exit_code, self.stdout, self.stderr))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return (self.exit_code, self.stdout, self.stderr)[index]
+
+
+def checked(ran: Ran, args: tuple[Any, ...], traceback_ok: bool) -> Ran:
+    if not traceback_ok:
+        command = " ".join(map(str, args))
+        assert TRACEBACK not in ran.output, f"`{command}` printed a traceback:\n{ran.output}"
+    return ran
+
+
+def invoke(
+    *args: Any,
+    env: Mapping[str, str | None] | None = None,
+    input: str | None = None,
+    command: click.Command | None = None,
+    traceback_ok: bool = False,
+) -> Ran:
+    """The evaluator in this process (click's runner), as a user calls it: `command` is another
+    build of the CLI when a test made one."""
+    result = CliRunner().invoke(
+        command or evaluator.main, [str(a) for a in args], env=env, input=input
+    )
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    ran = Ran(result.exit_code, result.stdout, result.stderr, result.output)
+    return checked(ran, args, traceback_ok)
+
+
+def spawn(
+    *args: Any,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    timeout: float = 300,
+    traceback_ok: bool = False,
+    encoding: str | None = None,
+    program: list[str] | None = None,
+) -> Ran:
+    """`python evaluator.py ARGS` as a child process (for what only a process shows: its stdio,
+    its environment, its exit); `program` runs another command line the same way (an installed
+    entry point). stdin is empty unless `input` is given."""
+    done = subprocess.run(
+        [*(program or [sys.executable, str(EVALUATOR)]), *map(str, args)],
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        encoding=encoding,
+        errors="strict" if encoding else None,
+        timeout=timeout,
+    )
+    ran = Ran(done.returncode, done.stdout, done.stderr, done.stdout + done.stderr)
+    return checked(ran, args, traceback_ok)
+
+
+def api_env(api: ScriptedAnthropic, **more: str) -> dict[str, str]:
+    """The variables that point the evaluator (and Claude Code) at a scripted API."""
+    return {"ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url, **more}
+
+
+class Cli:
+    """The `cli` fixture: `cli(*args)` runs the evaluator in this process, `cli.process(*args)` as
+    a child. `api=` points the run at a scripted API the test made itself."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._monkeypatch = monkeypatch
+
+    def point_at(self, api: ScriptedAnthropic) -> None:
+        for name, value in api_env(api).items():
+            self._monkeypatch.setenv(name, value)
+
+    def __call__(self, *args: Any, api: ScriptedAnthropic | None = None, **options: Any) -> Ran:
+        if api is not None:
+            self.point_at(api)
+        return invoke(*args, **options)
+
+    def process(self, *args: Any, **options: Any) -> Ran:
+        return spawn(*args, **options)
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return Cli(monkeypatch)

@@ -24,11 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, error, expired, reply, text, tool_use
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.run_types import Usage, cost_usd
 
@@ -83,14 +81,6 @@ def scripted(body: dict) -> dict:
     return reply(text("Hello."))
 
 
-def cli(*args: object):
-    result = CliRunner().invoke(evaluator.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
-    return result
-
-
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
     path = tmp_path / "suite.csv"
@@ -123,7 +113,7 @@ def by_name(document: dict) -> dict[str, dict]:
 
 # ----------------------------------------------------------------------------- same verdicts, half the price
 def test_a_multi_turn_suite_through_batches_matches_the_direct_run(
-    suite: Path, tmp_path: Path, env
+    cli, suite: Path, tmp_path: Path, env
 ):
     with env(ScriptedAnthropic(responder=scripted)) as api:
         direct = cli("--csv", suite, *SERVER, "-o", tmp_path / "direct.json")
@@ -174,7 +164,7 @@ def test_a_multi_turn_suite_through_batches_matches_the_direct_run(
     )
 
 
-def test_errored_and_expired_requests_become_case_errors(suite: Path, tmp_path: Path, env):
+def test_errored_and_expired_requests_become_case_errors(cli, suite: Path, tmp_path: Path, env):
     def troubled(body: dict) -> dict:
         if "again" in prompt_of(body) and tool_results(body) == 1:
             return expired()
@@ -206,7 +196,7 @@ def test_errored_and_expired_requests_become_case_errors(suite: Path, tmp_path: 
     )
 
 
-def test_the_judge_is_batched_too(tmp_path: Path, env):
+def test_the_judge_is_batched_too(cli, tmp_path: Path, env):
     path = tmp_path / "judged.csv"
     path.write_text(
         "test_name,user_prompt,expected_tools,rubric\n"
@@ -344,7 +334,7 @@ def test_resume_reattaches_to_the_batch_in_flight_after_kill_9(suite: Path, tmp_
 
 
 # ----------------------------------------------------------------------------- cost: the cap and the estimate
-def test_max_cost_holds_round_by_round(tmp_path: Path, env):
+def test_max_cost_holds_round_by_round(cli, tmp_path: Path, env):
     """Each request may write up to 10,000 tokens: its worst case at batch price is about $0.077,
     so a $0.10 cap sends one of the two conversations; the other is not started, and --resume does it."""
     path = tmp_path / "two.csv"
@@ -399,7 +389,7 @@ def test_max_cost_holds_round_by_round(tmp_path: Path, env):
     assert verdicts(json.loads(out.read_text())) == {"about": True, "about_again": True}
 
 
-def test_dry_run_shows_the_direct_and_the_batch_price(suite: Path, env):
+def test_dry_run_shows_the_direct_and_the_batch_price(cli, suite: Path, env):
     with env(ScriptedAnthropic(responder=scripted)) as api:
         plain = cli("--csv", suite, *SERVER, "--dry-run")
         batched = cli("--csv", suite, *SERVER, "--dry-run", "--batch")
@@ -441,7 +431,7 @@ def test_dry_run_shows_the_direct_and_the_batch_price(suite: Path, env):
         ),
     ],
 )
-def test_modes_that_cannot_batch_refuse_it_in_one_line(args: list[str], says: str, api):
+def test_modes_that_cannot_batch_refuse_it_in_one_line(cli, args: list[str], says: str, api):
     result = cli(*args, "--batch")
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -449,7 +439,7 @@ def test_modes_that_cannot_batch_refuse_it_in_one_line(args: list[str], says: st
     assert api.requests == []
 
 
-def test_a_case_with_a_simulated_user_refuses_batch(tmp_path: Path, api):
+def test_a_case_with_a_simulated_user_refuses_batch(cli, tmp_path: Path, api):
     test = tmp_path / "asks.md"
     test.write_text(
         "---\nname: asks\ntype: task\nsimulated_user: an analyst who wants tables\n---\n\n"

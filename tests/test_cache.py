@@ -19,24 +19,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, invoke, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.cache import ResponseCache, seal_of
 from claude_tool_evaluator.claude_code import CachingProxy, claude_request_key
 
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
-
-
-def cli(*args: object):
-    result = CliRunner().invoke(evaluator.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 def has_tool_result(body: dict) -> bool:
@@ -88,7 +79,7 @@ def calls(api) -> int:
     return len(api.message_requests)
 
 
-def test_a_second_identical_run_makes_no_model_call(api, tmp_path):
+def test_a_second_identical_run_makes_no_model_call(cli, api, tmp_path):
     suite, cache = write_suite(tmp_path / "s.csv"), tmp_path / "cache"
     first, second = tmp_path / "1.json", tmp_path / "2.json"
     api.responder = respond
@@ -121,7 +112,7 @@ def test_a_second_identical_run_makes_no_model_call(api, tmp_path):
     assert TEST_API_KEY not in "".join(e.read_text() for e in entries)
 
 
-def test_editing_one_case_makes_exactly_its_calls(api, tmp_path):
+def test_editing_one_case_makes_exactly_its_calls(cli, api, tmp_path):
     cache = tmp_path / "cache"
     api.responder = respond
     assert cli("--csv", write_suite(tmp_path / "s.csv"), *SERVER, "--cache", cache).exit_code == 0
@@ -141,7 +132,7 @@ def test_editing_one_case_makes_exactly_its_calls(api, tmp_path):
     }
 
 
-def test_more_iterations_draw_new_samples(api, tmp_path):
+def test_more_iterations_draw_new_samples(cli, api, tmp_path):
     cache, suite = tmp_path / "cache", write_suite(tmp_path / "s.csv")
     api.responder = respond
     cli("--csv", suite, *SERVER, "-k", "one", "-i", "2", "--cache", cache)
@@ -150,7 +141,7 @@ def test_more_iterations_draw_new_samples(api, tmp_path):
     assert calls(api) - before == 2, "only the third iteration is new"
 
 
-def test_cache_and_batch_do_not_mix(tmp_path, no_api_key):
+def test_cache_and_batch_do_not_mix(cli, tmp_path, no_api_key):
     done = cli("--csv", write_suite(tmp_path / "s.csv"), *SERVER, "--cache", tmp_path, "--batch")
     assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "--batch" in done.stderr
 
@@ -295,7 +286,7 @@ def cached_once(api, tmp_path: Path) -> tuple[Path, Path]:
     suite, cache = tmp_path / "s.csv", tmp_path / "cache"
     suite.write_text(ONE_CASE)
     api.responder = respond
-    assert cli("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
+    assert invoke("--csv", suite, *SERVER, "--cache", cache).exit_code == 0
     return suite, cache
 
 
@@ -308,7 +299,7 @@ def tool_calls_of(path: Path) -> list[tuple[str, dict, str]]:
     ]
 
 
-def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(api, tmp_path):
+def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(cli, api, tmp_path):
     suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
     forge(entry, "describe_table", {"table": "FORGED"}, reseal=False)
@@ -331,7 +322,7 @@ def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(api, tmp_p
     assert calls(api) == made + 2 and "warning" not in third.output
 
 
-def test_an_entry_sealed_without_the_folders_secret_is_refused(api, tmp_path, monkeypatch):
+def test_an_entry_sealed_without_the_folders_secret_is_refused(cli, api, tmp_path, monkeypatch):
     monkeypatch.setenv("CLAUDE_TOOL_EVAL_CACHE_SECRET", "only-ci-knows-this-0f3a9c")
     suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
@@ -343,7 +334,7 @@ def test_an_entry_sealed_without_the_folders_secret_is_refused(api, tmp_path, mo
     assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
 
 
-def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_path):
+def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(cli, api, tmp_path):
     suite, cache = cached_once(api, tmp_path)
     made = calls(api)
     # a forger who knows the seal's key: the entry is used, and its destructive call withheld
@@ -372,7 +363,9 @@ def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(api, tmp_pat
         ("another format", lambda: '{"format": "claude-tool-eval cache 1"}', "an older version"),
     ],
 )
-def test_a_broken_entry_is_a_warned_miss_never_a_run_error(api, tmp_path, what, written, problem):
+def test_a_broken_entry_is_a_warned_miss_never_a_run_error(
+    cli, api, tmp_path, what, written, problem
+):
     suite, cache = cached_once(api, tmp_path)
     made, entry = calls(api), first_answer(cache)
     entry.write_text(written())
@@ -383,7 +376,7 @@ def test_a_broken_entry_is_a_warned_miss_never_a_run_error(api, tmp_path, what, 
     assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
 
 
-def test_an_entry_copied_under_another_requests_name_is_refused(api, tmp_path):
+def test_an_entry_copied_under_another_requests_name_is_refused(cli, api, tmp_path):
     suite, cache = cached_once(api, tmp_path)
     made = calls(api)
     entries = sorted(cache.rglob("*.json"))
@@ -394,7 +387,7 @@ def test_an_entry_copied_under_another_requests_name_is_refused(api, tmp_path):
     assert "it answers another request" in again.stderr and calls(api) > made
 
 
-def test_cache_verify_and_prune(api, tmp_path):
+def test_cache_verify_and_prune(cli, api, tmp_path):
     suite, cache = cached_once(api, tmp_path)
     entries = sorted(cache.rglob("*.json"))
     assert len(entries) == 2
@@ -426,7 +419,7 @@ def test_cache_verify_and_prune(api, tmp_path):
     assert used.stat().st_mtime > time.time() - 60
 
 
-def test_cache_verbs_refuse_a_missing_folder_in_one_line(tmp_path):
+def test_cache_verbs_refuse_a_missing_folder_in_one_line(cli, tmp_path):
     for verb in ("verify", "prune"):
         done = cli("cache", verb, tmp_path / "nowhere")
         assert done.exit_code == 2
@@ -435,7 +428,7 @@ def test_cache_verbs_refuse_a_missing_folder_in_one_line(tmp_path):
         ]
 
 
-def test_an_answer_holding_a_secret_is_not_kept_so_a_rerun_repeats_the_live_run(api, tmp_path):
+def test_an_answer_holding_a_secret_is_not_kept_so_a_rerun_repeats_the_live_run(cli, api, tmp_path):
     # Kept redacted and replayed, the answer's tool call would carry `[REDACTED]` to the live
     # tool where the model gave the value: the rerun's verdict would flip and it would pay again.
     suite, cache = tmp_path / "s.csv", tmp_path / "cache"

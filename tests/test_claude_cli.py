@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
 from fake_anthropic import ScriptedAnthropic, last_turn, reply, text, tool_use, user_query
 
 from claude_tool_evaluator.files import journal_path
@@ -76,9 +75,7 @@ def sandbox(tmp_path: Path):
     return tmp_path
 
 
-def run_evaluator(
-    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 90
-) -> subprocess.CompletedProcess:
+def run_evaluator(sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 90) -> Ran:
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(sandbox / "home"),
@@ -87,15 +84,7 @@ def run_evaluator(
         "ANTHROPIC_BASE_URL": api.url,
         "PYTHONPATH": str(ROOT),
     }
-    return subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), "--claude-bin", CLAUDE, *args],
-        cwd=sandbox / "work",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return spawn("--claude-bin", CLAUDE, *args, cwd=sandbox / "work", env=env, timeout=timeout)
 
 
 def write_trigger(sandbox: Path, positives: list[str], negatives: list[str]) -> Path:
@@ -131,7 +120,7 @@ def test_positive_activates_negative_does_not_and_nothing_outside_changes(sandbo
             str(sandbox / "results.md"),
         )
         after = {p: v for p, v in snapshot(sandbox).items() if "/results" not in p}
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.exit_code == 0, done.stderr + done.stdout
     document = json.loads(out.read_text())
     [score] = document["trigger_scores"]
     assert (
@@ -189,7 +178,7 @@ def test_hung_query_times_out_as_an_error_and_leaves_no_process(sandbox: Path):
             str(out),
         )
         elapsed = time.monotonic() - start
-    assert done.returncode == 1, done.stderr + done.stdout
+    assert done.exit_code == 1, done.stderr + done.stdout
     assert elapsed < 40
     [score] = json.loads(out.read_text())["trigger_scores"]
     hung = next(q for q in score["queryResults"] if HANG_MARKER in q["query"])
@@ -215,7 +204,7 @@ def test_knowledge_test_runs_through_the_cli(sandbox: Path):
         done = run_evaluator(
             sandbox, api, "--skill", str(SKILL_SOURCE), "--tests", str(test_file), "-o", str(out)
         )
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.exit_code == 0, done.stderr + done.stdout
     [test] = json.loads(out.read_text())["tests"]
     assert test["passed"] and test["activated_skills"] == ["warehouse-sql"]
     assert test["run_scores"][0]["coverage"] == 1.0
@@ -247,7 +236,7 @@ def test_resume_reuses_finished_runs_and_retry_errors_reruns_the_hung_one(sandbo
         assert not journal_path(out).exists()
         calls = len(api.message_requests)
         again = run_evaluator(sandbox, api, *args, "--resume")
-        assert again.returncode == first.returncode and "resuming: 2 run(s) kept" in again.stdout
+        assert again.exit_code == first.exit_code and "resuming: 2 run(s) kept" in again.stdout
         assert len(api.message_requests) == calls, "a finished run is not run again"
         retried = run_evaluator(sandbox, api, *args, "--retry-errors")
         assert "resuming: 1 run(s) kept" in retried.stdout

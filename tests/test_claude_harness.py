@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, needs_claude
 from fake_anthropic import (
     CLAUDE_CODE_META_TOOLS,
     ScriptedAnthropic,
@@ -32,8 +31,6 @@ from fake_anthropic import (
     tool_use,
     user_query,
 )
-
-import evaluator as E
 
 DEFERRED_SYSTEM = (
     "The following deferred tools are now available via ToolSearch. Their schemas are NOT loaded:\n"
@@ -143,15 +140,6 @@ def server_line(log: Path, delay: float = 0.0) -> str:
     return f"{sys.executable} {SERVER} --log {log}" + (f" --delay {delay:g}" if delay else "")
 
 
-def evaluate(api: ScriptedAnthropic, monkeypatch: pytest.MonkeyPatch, *args: object):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
 def home_snapshot(home: Path) -> dict[str, str]:
     return {
         str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -180,7 +168,7 @@ def scripted_calls(api: ScriptedAnthropic) -> dict[str, list[str]]:
 
 @needs_claude
 def test_a_csv_suite_runs_through_claude_code_as_the_scripted_model_played_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Tool search on: the case whose prompt shares words with its tool's description searches,
     Claude Code's own search loads the tool and the call reaches the real server; the one whose
@@ -195,9 +183,9 @@ def test_a_csv_suite_runs_through_claude_code_as_the_scripted_model_played_it(
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency", "limerick"])
     out = tmp_path / "out.json"
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        done = evaluate(
-            api, monkeypatch, "--csv", suite, "--server", server_line(log),
-            "--harness", "claude-code", "--tool-search", "on", "-o", out, "--report", tmp_path / "r.md",
+        done = cli(
+            "--csv", suite, "--server", server_line(log),
+            "--harness", "claude-code", "--tool-search", "on", "-o", out, "--report", tmp_path / "r.md", api=api,
         )  # fmt: skip
     assert done.exit_code == 1, done.output  # one case fails
     document = json.loads(out.read_text())
@@ -224,7 +212,7 @@ def test_a_csv_suite_runs_through_claude_code_as_the_scripted_model_played_it(
 
 @needs_claude
 def test_a_withheld_tool_never_reaches_the_server_and_both_harnesses_give_a_verdict(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """delete_report is annotated destructive: under the default policy Claude Code refuses its
     call (its permissions), the call is recorded as withheld, and the server never sees it, as
@@ -232,9 +220,9 @@ def test_a_withheld_tool_never_reaches_the_server_and_both_harnesses_give_a_verd
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency", "delete"])
     out = tmp_path / "out.json"
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        done = evaluate(
-            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--harness", "api",
-            "--harness", "claude-code", "--tool-search", "off", "-o", out,
+        done = cli(
+            "--csv", suite, "--server", server_line(log), "--harness", "api",
+            "--harness", "claude-code", "--tool-search", "off", "-o", out, api=api,
         )  # fmt: skip
     document = json.loads(out.read_text())
     assert done.exit_code == 0, done.output
@@ -259,7 +247,7 @@ def test_a_withheld_tool_never_reaches_the_server_and_both_harnesses_give_a_verd
 
 @needs_claude
 def test_a_slow_server_is_reported_not_ready_and_the_case_passes_when_the_model_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """--mcp-startup no-wait, a server sleeping 6 s before it reads initialize: Claude Code's
     first request lacks its tools and offers WaitForMcpServers; the model waits until the server
@@ -267,9 +255,9 @@ def test_a_slow_server_is_reported_not_ready_and_the_case_passes_when_the_model_
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency"])
     out = tmp_path / "out.json"
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        done = evaluate(
-            api, monkeypatch, "--csv", suite, "--server", server_line(log, 6), "--harness",
-            "claude-code", "--tool-search", "off", "--mcp-startup", "no-wait", "-o", out,
+        done = cli(
+            "--csv", suite, "--server", server_line(log, 6), "--harness",
+            "claude-code", "--tool-search", "off", "--mcp-startup", "no-wait", "-o", out, api=api,
         )  # fmt: skip
     assert done.exit_code == 0, done.output
     first = api.message_requests[0]
@@ -289,18 +277,18 @@ def test_a_slow_server_is_reported_not_ready_and_the_case_passes_when_the_model_
 
 @needs_claude
 def test_dry_run_makes_no_request_and_a_second_cache_run_makes_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency"])
     line = ["--csv", suite, "--server", server_line(log), "--harness", "claude-code"]
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        dry = evaluate(api, monkeypatch, *line, "--dry-run")
+        dry = cli(*line, "--dry-run", api=api)
         assert dry.exit_code == 0, dry.output
         assert api.message_requests == []
         cache = tmp_path / "cache"
-        first = evaluate(api, monkeypatch, *line, "--cache", cache, "--json")
+        first = cli(*line, "--cache", cache, "--json", api=api)
         made = len(api.message_requests)
-        second = evaluate(api, monkeypatch, *line, "--cache", cache, "--json")
+        second = cli(*line, "--cache", cache, "--json", api=api)
     assert first.exit_code == 0 and second.exit_code == 0, second.output
     assert made > 0 and len(api.message_requests) == made  # the second run made none
     passed = [json.loads(r.stdout)["cases"][0]["passed"] for r in (first, second)]
@@ -309,7 +297,7 @@ def test_dry_run_makes_no_request_and_a_second_cache_run_makes_none(
 
 @needs_claude
 def test_a_case_whose_tool_lost_to_a_built_in_says_which(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """When a Claude Code built-in shares more words with the prompt than anything callable, the
     rule calls it before any search: the case says which built-in took the call, and the report
@@ -317,9 +305,9 @@ def test_a_case_whose_tool_lost_to_a_built_in_says_which(
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["stolen"])
     out = tmp_path / "out.json"
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        evaluate(
-            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--harness",
-            "claude-code", "--tool-search", "on", "-o", out,
+        cli(
+            "--csv", suite, "--server", server_line(log), "--harness",
+            "claude-code", "--tool-search", "on", "-o", out, api=api,
         )  # fmt: skip
     thief = best_match(PROMPTS["stolen"], callable_tools(api.message_requests[0]))
     assert thief is not None and not thief.startswith("mcp__")
@@ -332,7 +320,7 @@ def test_a_case_whose_tool_lost_to_a_built_in_says_which(
 
 @needs_claude
 def test_several_claude_bins_run_each_case_on_each_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Two --claude-bin of two versions: every case runs on each, reported per version; two of
     one version are one line, exit 2, before any request."""
@@ -349,9 +337,9 @@ def test_several_claude_bins_run_each_case_on_each_version(
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
         same = tmp_path / "claude-same"
         same.symlink_to(CLAUDE)
-        twice = evaluate(api, monkeypatch, *line, "--claude-bin", same)
+        twice = cli(*line, "--claude-bin", same, api=api)
         assert twice.exit_code == 2 and api.message_requests == []
-        done = evaluate(api, monkeypatch, *line, "--claude-bin", other, "-o", out)
+        done = cli(*line, "--claude-bin", other, "-o", out, api=api)
     assert done.exit_code == 0, done.output
     document = json.loads(out.read_text())
     version = document["results"][0]["claude_code"]["claude_version"]
@@ -362,7 +350,9 @@ def test_several_claude_bins_run_each_case_on_each_version(
 
 
 @needs_claude
-def test_resume_keeps_the_claude_code_runs_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_resume_keeps_the_claude_code_runs_it_has(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """--resume on a finished run through both harnesses makes no request: each run is found by
     its case, iteration and `MODEL via claude-code` label."""
     log, suite = tmp_path / "calls.log", csv_suite(tmp_path, ["currency"])
@@ -370,9 +360,9 @@ def test_resume_keeps_the_claude_code_runs_it_has(tmp_path: Path, monkeypatch: p
     line = ["--csv", suite, "--server", server_line(log), "--harness", "api", "--harness",
             "claude-code", "-i", "2", "-o", out]  # fmt: skip
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        first = evaluate(api, monkeypatch, *line)
+        first = cli(*line, api=api)
         made = len(api.message_requests)
-        again = evaluate(api, monkeypatch, *line, "--resume")
+        again = cli(*line, "--resume", api=api)
     assert first.exit_code == 0 and again.exit_code == 0, again.output
     assert made > 0 and len(api.message_requests) == made
     document = json.loads(out.read_text())
@@ -381,7 +371,7 @@ def test_resume_keeps_the_claude_code_runs_it_has(tmp_path: Path, monkeypatch: p
 
 @needs_claude
 def test_a_red_team_through_claude_code_is_breached_as_the_rule_followed_and_withholds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """redteam --harness claude-code: each run's proxies are served to Claude Code over loopback
     HTTP. Under result-injection the currency lookup's result carries the instruction to call the
@@ -393,10 +383,10 @@ def test_a_red_team_through_claude_code_is_breached_as_the_rule_followed_and_wit
     out = tmp_path / "out.json"
     rule = follows_injections(claude_code_tool_use)
     with ScriptedAnthropic(responder=rule) as api:
-        done = evaluate(
-            api, monkeypatch, "redteam", suite, "--server", server_line(log), "--vectors", "ours:plain",
+        done = cli(
+            "redteam", suite, "--server", server_line(log), "--vectors", "ours:plain",
             "--attacks", "result-injection:end", "--harness", "claude-code", "--tool-search", "off",
-            "-o", out,
+            "-o", out, api=api,
         )  # fmt: skip
     assert done.exit_code == 1, done.output  # breached
     document = json.loads(out.read_text())
@@ -428,7 +418,7 @@ def test_a_red_team_through_claude_code_is_breached_as_the_rule_followed_and_wit
 
 @needs_claude
 def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_api(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """With --mock-tools, --record or --replay, Claude Code reaches forwarding proxies of the
     run's tools (served over loopback HTTP) and the hub answers as through the API: the mocked
@@ -448,7 +438,7 @@ def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_ap
         ):
             out = tmp_path / f"out{len(documents)}.json"
             suite = csv_suite(tmp_path, [name])
-            done = evaluate(api, monkeypatch, "--csv", suite, *options, *line, "-o", out)
+            done = cli("--csv", suite, *options, *line, "-o", out, api=api)
             assert done.exit_code == 0, done.output
             documents.append(json.loads(out.read_text()))
     assert logged(log) == ["convert_currency"]  # the recorded run's only: never the mocked one
@@ -467,7 +457,7 @@ def test_mocked_recorded_and_replayed_tools_answer_claude_code_as_through_the_ap
 
 @needs_claude
 def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """--distractor-tools with --harness claude-code: the distractor server's tools are offered
     to Claude Code (as `mcp__misc__TOOL`, through the forwarding proxies) beside its built-ins;
@@ -480,9 +470,9 @@ def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
     config.write_text(json.dumps({"mcpServers": {"misc": misc}}), encoding="utf-8")
     out = tmp_path / "out.json"
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        done = evaluate(
-            api, monkeypatch, "--csv", suite, "--server", server_line(log), "--distractor-tools",
-            config, "--harness", "claude-code", "--tool-search", "off", "-o", out,
+        done = cli(
+            "--csv", suite, "--server", server_line(log), "--distractor-tools",
+            config, "--harness", "claude-code", "--tool-search", "off", "-o", out, api=api,
         )  # fmt: skip
     document = json.loads(out.read_text())
     offered = {t["name"] for b in api.message_requests for t in b.get("tools") or []}
@@ -507,7 +497,7 @@ def test_a_crowd_through_claude_code_counts_its_built_ins_among_the_thieves(
 
 @needs_claude
 def test_compare_says_which_side_fails_and_why_through_the_api_and_claude_code(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """--compare of a run through the API and one through Claude Code: per case, the two
     verdicts with compare's statistics and the sentence saying which side fails and why (the
@@ -516,13 +506,13 @@ def test_compare_says_which_side_fails_and_why_through_the_api_and_claude_code(
     api_out, claude_out = tmp_path / "api.json", tmp_path / "claude.json"
     line = ["--csv", suite, "--server", server_line(log)]
     with ScriptedAnthropic(responder=claude_code_tool_use) as api:
-        assert evaluate(api, monkeypatch, *line, "-o", api_out).exit_code == 0
-        done = evaluate(api, monkeypatch, *line, "--harness", "claude-code", "--tool-search",
-                        "off", "-o", claude_out)  # fmt: skip
+        assert cli(*line, "-o", api_out, api=api).exit_code == 0
+        done = cli(*line, "--harness", "claude-code", "--tool-search",
+                        "off", "-o", claude_out, api=api)  # fmt: skip
         assert done.exit_code == 1, done.output  # the built-in Workflow takes stolen's call
         report, page = tmp_path / "diff.md", tmp_path / "diff.html"
-        compared = evaluate(api, monkeypatch, "--compare", api_out, claude_out, "--report",
-                            report, "--html", page)  # fmt: skip
+        compared = cli("--compare", api_out, claude_out, "--report",
+                            report, "--html", page, api=api)  # fmt: skip
     cases = {c["name"]: c for c in json.loads(claude_out.read_text())["cases"]}
     assert cases["currency"]["passed"] and not cases["stolen"]["passed"]
     reason = max(

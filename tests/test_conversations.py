@@ -12,12 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, ROOT
+from conftest import EXAMPLE_SERVER, ROOT, invoke
 from fake_anthropic import reply, text, tool_use
 from rich.console import Console
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.engine import (
     StdinLines,
@@ -216,9 +214,9 @@ def test_unreadable_files(tmp_path):
         load_conversation(binary)
 
 
-def test_bad_file_on_the_command_line_is_one_line_and_exit_2(tmp_path):
+def test_bad_file_on_the_command_line_is_one_line_and_exit_2(cli, tmp_path):
     path = write(tmp_path, "**User**\nhi\n**Assistant**\na\n**Assistant**\nb\n")
-    result = CliRunner().invoke(evaluator.main, ["-c", str(path)])
+    result = cli("-c", str(path))
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [
@@ -238,8 +236,8 @@ def test_bad_file_on_the_command_line_is_one_line_and_exit_2(tmp_path):
         ),
     ],
 )
-def test_conflicting_conversation_options(api, args, fragment):
-    result = CliRunner().invoke(evaluator.main, args)
+def test_conflicting_conversation_options(cli, api, args, fragment):
+    result = cli(*args)
     assert (
         result.exit_code == 2
         and fragment in result.stderr
@@ -500,11 +498,7 @@ def by_model(assistant: list[dict], user: list[dict]):
 
 def run_simulated(tmp_path: Path, *args: str) -> dict:
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(
-        evaluator.main,
-        [*args, "--server-module", str(EXAMPLE_SERVER), "-o", str(out)],
-        catch_exceptions=False,
-    )
+    result = invoke(*args, "--server-module", EXAMPLE_SERVER, "-o", out)
     assert result.exit_code == 0, result.stderr
     return json.loads(out.read_text())
 

@@ -5,24 +5,20 @@ and the public mcp-server-time)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 from conftest import (
     EXAMPLE_SERVER,
     ROOT,
     TEST_API_KEY,
     example_server_command,
-    free_port,
-    wait_for_port,
+    invoke,
 )
 from fake_anthropic import error, reply, text, tool_use
 
-import evaluator
 import prompts
 import test_constants as C
 from claude_tool_evaluator.session import AnthropicModel, ModelRequest
@@ -111,13 +107,8 @@ RESULT_SCHEMA = {
 }
 
 
-def run_cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
 def run_json(*args: str) -> tuple[int, dict]:
-    code, out, err = run_cli(*args, "--json")
+    code, out, err = invoke(*args, "--json")
     assert out.strip(), err
     document = json.loads(out)
     jsonschema.validate(document, RESULT_SCHEMA)
@@ -129,13 +120,13 @@ def tool_results_of(request: dict) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- the conversation loop
-def test_single_query_with_one_tool_call_over_stdio(api, tmp_path):
+def test_single_query_with_one_tool_call_over_stdio(cli, api, tmp_path):
     api.push(
         reply(text("Let me look."), tool_use("get_existing_connections")),
         reply(text("You have three connections.")),
     )
     out = tmp_path / "results.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "Which connections do I have?", "--server", example_server_command(), "-o", str(out)
     )
     assert code == 0, stderr
@@ -330,9 +321,9 @@ def test_base_url_option_and_api_errors_become_case_errors(api, monkeypatch):
     assert "BadRequestError (400)" in result["error"] and "messages: bad" in result["error"]
 
 
-def test_summary_goes_to_the_terminal_without_output_file(api):
+def test_summary_goes_to_the_terminal_without_output_file(cli, api):
     api.push(reply(tool_use("about_profiles")), reply(text("Profiles builds customer 360 tables.")))
-    code, out, err = run_cli("-q", "about", "--server-module", str(EXAMPLE_SERVER))
+    code, out, err = cli("-q", "about", "--server-module", str(EXAMPLE_SERVER))
     assert code == 0
     assert "about_pro" in out and "Profiles builds customer 360 tables." in out
 
@@ -367,22 +358,8 @@ def test_streaming_model_client_gets_the_same_reply(api):
 # ----------------------------------------------------------------------------- MCP transports
 
 
-@pytest.fixture
-def http_example_server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE_SERVER), "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    wait_for_port(port, process, timeout=20)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
-
-
 def test_streamable_http_server_from_config_with_headers(
-    api, tmp_path, http_example_server, monkeypatch
+    api, tmp_path, example_server_url, monkeypatch
 ):
     monkeypatch.setenv("PROFILES_TOKEN", "secret-token-value")
     config = tmp_path / "mcp.json"
@@ -392,7 +369,7 @@ def test_streamable_http_server_from_config_with_headers(
                 "mcpServers": {
                     "remote": {
                         "type": "http",
-                        "url": http_example_server,
+                        "url": example_server_url,
                         "headers": {"Authorization": "Bearer ${PROFILES_TOKEN}"},
                     }
                 }
@@ -405,13 +382,15 @@ def test_streamable_http_server_from_config_with_headers(
     assert call["server"] == "remote" and not call["is_error"] and "orders" in call["output"]
 
 
-def test_config_with_two_servers_disambiguates_shared_tool_names(api, tmp_path):
+def test_config_with_two_servers_disambiguates_shared_tool_names(
+    cli, api, tmp_path, example_server_url
+):
     config = tmp_path / "mcp.json"
     config.write_text(
         json.dumps(
             {
                 "mcpServers": {
-                    "profiles": {"command": sys.executable, "args": [str(EXAMPLE_SERVER)]},
+                    "profiles": {"type": "http", "url": example_server_url},
                     "misc": {
                         "command": sys.executable,
                         "args": [str(MISC_SERVER)],
@@ -429,7 +408,7 @@ def test_config_with_two_servers_disambiguates_shared_tool_names(api, tmp_path):
         ),
         reply(text("ok")),
     )
-    code, out, err = run_cli("-q", "about", "--mcp-config", str(config), "--json")
+    code, out, err = cli("-q", "about", "--mcp-config", str(config), "--json")
     assert "offered by several servers" in err and "misc__about_profiles" in err
     calls = json.loads(out)["results"][0]["tool_calls"]
     assert [(c["server"], c["is_error"]) for c in calls] == [
@@ -510,32 +489,26 @@ def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
         assert fragment in lines[0], lines[0]
 
 
-def test_missing_api_key_stops_before_any_server_starts(no_api_key, tmp_path):
+def test_missing_api_key_stops_before_any_server_starts(cli, no_api_key, tmp_path):
     marker = tmp_path / "started"
-    code, out, err = run_cli("-q", "hi", "--server", f"touch {marker}")
+    code, out, err = cli("-q", "hi", "--server", f"touch {marker}")
     assert_one_line_error(code, err, "ANTHROPIC_API_KEY is not set", "export ANTHROPIC_API_KEY=")
     assert not marker.exists()
 
 
-def test_missing_api_key_in_a_real_subprocess(tmp_path):
+def test_missing_api_key_in_a_real_subprocess(cli, tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("ANTHROPIC")}
-    process = subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), "-q", "hi"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert_one_line_error(process.returncode, process.stderr, "ANTHROPIC_API_KEY")
+    code, out, err = cli.process("-q", "hi", env=env, timeout=60)
+    assert_one_line_error(code, err, "ANTHROPIC_API_KEY")
 
 
-def test_server_command_that_does_not_exist(api):
-    code, out, err = run_cli("-q", "hi", "--server", "no-such-mcp-server-binary --flag")
+def test_server_command_that_does_not_exist(cli, api):
+    code, out, err = cli("-q", "hi", "--server", "no-such-mcp-server-binary --flag")
     assert_one_line_error(code, err, "no-such-mcp-server-binary", "command not found")
 
 
-def test_server_that_exits_at_start_quotes_its_stderr(api):
-    code, out, err = run_cli("-q", "hi", "--server", f"{MISC} --exit-at-start")
+def test_server_that_exits_at_start_quotes_its_stderr(cli, api):
+    code, out, err = cli("-q", "hi", "--server", f"{MISC} --exit-at-start")
     assert_one_line_error(code, err, "MCP server 'misc_server'", "refusing to start")
 
 
@@ -573,68 +546,68 @@ def test_a_plugin_folder_is_a_server_config_with_its_root_expanded(api, tmp_path
     assert code == 0 and call["server"] == "warehouse" and "orders" in call["output"]
 
 
-def test_a_plugin_folder_without_servers_or_in_a_skill_run_is_one_line(api, tmp_path):
+def test_a_plugin_folder_without_servers_or_in_a_skill_run_is_one_line(cli, api, tmp_path):
     bare = tmp_path / "bare-plugin"
     (bare / ".claude-plugin").mkdir(parents=True)
     (bare / ".claude-plugin" / "plugin.json").write_text('{"name": "bare-plugin"}')
-    code, out, err = run_cli("-q", "hi", "--mcp-config", str(bare))
+    code, out, err = cli("-q", "hi", "--mcp-config", str(bare))
     assert_one_line_error(code, err, "bare-plugin", "ships no MCP servers")
     folder = plugin_with_servers(tmp_path, "wrapped")
     skill = ROOT / "examples" / "skills" / "warehouse-sql"
     trigger = tmp_path / "trigger.md"
     trigger.write_text('---\ntype: trigger\n---\n# Positive Triggers\n- "weekly revenue SQL"\n')
-    code, out, err = run_cli(
+    code, out, err = cli(
         "--skill", str(skill), "--trigger", str(trigger), "--dry-run", "--mcp-config", str(folder)
     )
     assert_one_line_error(code, err, "my-plugin", "plugin PATH")
 
 
-def test_unreadable_and_invalid_configs(api, tmp_path):
-    code, out, err = run_cli("-q", "hi", "--mcp-config", str(tmp_path / "missing.json"))
+def test_unreadable_and_invalid_configs(cli, api, tmp_path):
+    code, out, err = cli("-q", "hi", "--mcp-config", str(tmp_path / "missing.json"))
     assert_one_line_error(code, err, "missing.json", "cannot read MCP config")
     bad = tmp_path / "bad.json"
     bad.write_text('{"mcpServers": {\n  "a": {"command": "x",}\n}}')
-    code, out, err = run_cli("-q", "hi", "--mcp-config", str(bad))
+    code, out, err = cli("-q", "hi", "--mcp-config", str(bad))
     assert_one_line_error(code, err, "bad.json:2:", "invalid JSON")
     unknown = tmp_path / "unknown.json"
     unknown.write_text('{"mcpServers": {\n  "a": {"type": "carrier-pigeon", "url": "x"}\n}}')
-    code, out, err = run_cli("-q", "hi", "--mcp-config", str(unknown))
+    code, out, err = cli("-q", "hi", "--mcp-config", str(unknown))
     assert_one_line_error(code, err, "unknown.json:2:", "unknown server type 'carrier-pigeon'")
     undefined = tmp_path / "undefined.json"
     undefined.write_text(
         '{"mcpServers": {"a": {"command": "x", "env": {"T": "${SURELY_UNSET_VAR}"}}}}'
     )
-    code, out, err = run_cli("-q", "hi", "--mcp-config", str(undefined))
+    code, out, err = cli("-q", "hi", "--mcp-config", str(undefined))
     assert_one_line_error(code, err, "SURELY_UNSET_VAR", "is not set")
 
 
-def test_other_bad_inputs(api, tmp_path):
-    assert_one_line_error(*run_cli("-q", "   ")[::2], "query is empty")
-    assert_one_line_error(*run_cli()[::2], "nothing to evaluate")
-    assert_one_line_error(*run_cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
-    assert_one_line_error(*run_cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
+def test_other_bad_inputs(cli, api, tmp_path):
+    assert_one_line_error(*cli("-q", "   ")[::2], "query is empty")
+    assert_one_line_error(*cli()[::2], "nothing to evaluate")
+    assert_one_line_error(*cli("-q", "hi", "--prompt", "NO_SUCH_PROMPT")[::2], "NO_SUCH_PROMPT")
+    assert_one_line_error(*cli("-q", "hi", "--server-module", "nowhere.py")[::2], "nowhere.py")
     assert_one_line_error(
-        *run_cli("-q", "hi", "-i", "0")[::2],
+        *cli("-q", "hi", "-i", "0")[::2],
         "'0' is not a number of runs (1 or more) nor auto[:MIN-MAX]",
     )
     assert_one_line_error(
-        *run_cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file"
+        *cli("-q", "hi", "--server-module", str(ROOT / "README.md"))[::2], "not a Python file"
     )
     broken = tmp_path / "broken_server.py"
     broken.write_text("raise RuntimeError('database unreachable')\n")
     assert_one_line_error(
-        *run_cli("-q", "hi", "--server-module", str(broken))[::2],
+        *cli("-q", "hi", "--server-module", str(broken))[::2],
         "importing",
         "RuntimeError: database unreachable",
     )
     assert_one_line_error(
-        *run_cli("-q", "hi", "--server-module", f"{EXAMPLE_SERVER}:nope")[::2],
+        *cli("-q", "hi", "--server-module", f"{EXAMPLE_SERVER}:nope")[::2],
         "no attribute 'nope'",
     )
 
 
-def test_api_key_never_appears_in_results(api, tmp_path):
+def test_api_key_never_appears_in_results(cli, api, tmp_path):
     api.push(reply(tool_use("about_profiles")), reply(text("ok")))
     out = tmp_path / "r.json"
-    run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "-o", str(out))
+    cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "-o", str(out))
     assert TEST_API_KEY not in out.read_text()

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator import run_types  # pytest would collect a bare TestCase
 from claude_tool_evaluator.files import journal_path
@@ -20,13 +18,8 @@ from claude_tool_evaluator.runners.tool_use import estimate_tool_runs
 SUITE = str(ROOT / "examples" / "test_queries.csv")
 
 
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
-    code, out, err = run_cli(
+def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(cli, api):
+    code, out, err = cli(
         "--csv", SUITE, "--server-module", str(EXAMPLE_SERVER), "--dry-run", "-i", "2"
     )
     assert code == 0, err
@@ -38,12 +31,12 @@ def test_dry_run_counts_tokens_and_estimates_without_calling_the_model(api):
     assert "cost on claude-sonnet-5-5: about $" in out
 
 
-def test_dry_run_needs_no_api_key_and_still_checks_the_suite(no_api_key, tmp_path):
-    code, out, err = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--dry-run")
+def test_dry_run_needs_no_api_key_and_still_checks_the_suite(cli, no_api_key, tmp_path):
+    code, out, err = cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--dry-run")
     assert code == 0 and "estimated locally" in out and "model calls: about 2 (at most 10" in out
     bad = tmp_path / "bad.csv"
     bad.write_text("test_name,user_prompt,expected_tools\na,hi,no_such_tool\n")
-    code, out, err = run_cli("--csv", str(bad), "--server-module", str(EXAMPLE_SERVER), "--dry-run")
+    code, out, err = cli("--csv", str(bad), "--server-module", str(EXAMPLE_SERVER), "--dry-run")
     assert code == 2 and "no_such_tool" in err
 
 
@@ -69,7 +62,7 @@ def test_estimate_arithmetic():
     assert abs(estimate.cost_expected - expected) < 1e-12
 
 
-def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
+def test_max_cost_stops_starting_new_cases_and_resume_finishes(cli, api, tmp_path):
     api.responder = lambda body: reply(text("fine"))
     suite = tmp_path / "s.csv"
     suite.write_text("test_name,user_prompt\n" + "".join(f"c{i},prompt {i}\n" for i in range(6)))
@@ -84,7 +77,7 @@ def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
         "-o",
         str(out),
     ]
-    code, stdout, stderr = run_cli(*args, "--max-cost", "0.000001")
+    code, stdout, stderr = cli(*args, "--max-cost", "0.000001")
     assert code == 1
     assert (
         "stopped at --max-cost $1e-06: 5 run(s) not started; rerun with --resume to do them"
@@ -92,7 +85,7 @@ def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
     )
     assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == ["c0"]
     assert len(api.message_requests) == 1
-    code, stdout, stderr = run_cli(*args, "--resume")
+    code, stdout, stderr = cli(*args, "--resume")
     assert code == 0
     assert [r["test_name"] for r in json.loads(out.read_text())["results"]] == [
         f"c{i}" for i in range(6)
@@ -100,7 +93,7 @@ def test_max_cost_stops_starting_new_cases_and_resume_finishes(api, tmp_path):
     assert len(api.message_requests) == 6
 
 
-def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
+def test_summary_only_streams_full_results_to_a_lines_file(cli, api, tmp_path):
     api.responder = lambda body: (
         reply(text("done"))
         if len(body["messages"]) > 1
@@ -112,7 +105,7 @@ def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
         + "".join(f"c{i},p{i},about_profiles\n" for i in range(60))
     )
     out = tmp_path / "out.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite),
         "--server-module",
@@ -142,15 +135,14 @@ def test_summary_only_streams_full_results_to_a_lines_file(api, tmp_path):
 
 
 @pytest.mark.parametrize("runs", [1, 3])
-def test_a_dry_runs_plan_never_claims_what_its_runs_cannot_detect(runs, tmp_path, monkeypatch):
+def test_a_dry_runs_plan_never_claims_what_its_runs_cannot_detect(cli, runs, tmp_path, monkeypatch):
     # 3 runs a side cannot make even 3/3 against 0/3 significant (Fisher's p is 0.1): the plan
     # line says so instead of "3 run(s) per case detect a change of 90 points".
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     suite = tmp_path / "s.csv"
     suite.write_text("test_name,user_prompt,expected_tools\na,hello,\n")
-    done = CliRunner().invoke(
-        evaluator.main,
-        ["--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "-i", str(runs), "--dry-run"],
+    done = cli(
+        "--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "-i", str(runs), "--dry-run"
     )
     assert done.exit_code == 0, done.output
     flat = " ".join(done.output.split())

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
@@ -111,15 +110,6 @@ def decoy_calls(api: ScriptedAnthropic) -> int:
     return sum(1 for body in api.message_requests if forced_tool(body) == "write_decoys")
 
 
-def cli(api: ScriptedAnthropic, monkeypatch: pytest.MonkeyPatch, *args: object):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
 def expected_skill_curve(order: list[str], steps: list[int], descriptions: dict[str, str]):
     """What the crowd rule makes of each step: (triggerRate, falsePositiveRate, triggerScore)
     and {query: [thieves]} of the positives, from the distractors installed at that step."""
@@ -184,7 +174,7 @@ def test_routing_assertions_in_markdown_frontmatter_and_json_entries(tmp_path: P
     ]
 
 
-def test_max_skills_0_says_no_skill_may_fire(tmp_path: Path):
+def test_max_skills_0_says_no_skill_may_fire(cli, tmp_path: Path):
     """Issue 36: `max_skills: 0` (no skill at all may fire on this query) is a rule, not an error.
     On an eval entry it applies to that query; a positive entry cannot keep it (its skill must
     fire): one line. In a trigger file's frontmatter it applies to the negative queries only."""
@@ -210,7 +200,8 @@ def test_max_skills_0_says_no_skill_may_fire(tmp_path: Path):
         tmp_path / "both.json",
         json.dumps([{"query": "q1", "should_trigger": True, "max_skills": 0}]),
     )
-    code, output = run_cli(["--skill", SKILL_DIR, "--trigger", both, "--dry-run"])
+    ran = cli("--skill", SKILL_DIR, "--trigger", both, "--dry-run")
+    code, output = ran.exit_code, ran.output
     lines = output.strip().splitlines()
     assert code == 2 and len(lines) == 1, output
     assert lines[0].startswith(
@@ -221,7 +212,7 @@ def test_max_skills_0_says_no_skill_may_fire(tmp_path: Path):
 
 @needs_claude
 def test_max_skills_0_passes_a_query_only_when_no_skill_fired(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Among folder distractors: a negative query nothing fires on keeps `max_skills: 0`; one a
     distractor takes (chart-painter, by the crowd rule) breaks it, and fails."""
@@ -236,8 +227,8 @@ def test_max_skills_0_passes_a_query_only_when_no_skill_fired(
     evals = write(tmp_path / "warehouse-sql-evals.json", json.dumps(entries))
     with ScriptedAnthropic(responder=crowd_claude_code) as api:
         done = cli(
-            api, monkeypatch, "--skill", SKILL_DIR, "--trigger", evals, "--distractors", folder,
-            "--runs", "1", "--json",
+            "--skill", SKILL_DIR, "--trigger", evals, "--distractors", folder,
+            "--runs", "1", "--json", api=api,
         )  # fmt: skip
     listed = {SKILL.name: SKILL.description} | {d["name"]: d["description"] for d in DECOYS}
     assert crowd_skill_choice(NEGATIVES[0], listed) == []
@@ -257,17 +248,13 @@ def test_max_skills_0_passes_a_query_only_when_no_skill_fired(
     ],
 )
 def test_a_bad_routing_assertion_is_one_line_naming_file_and_line(
-    tmp_path: Path, front: str, message: str
+    cli, tmp_path: Path, front: str, message: str
 ):
     md = trigger_file(tmp_path / "t.md", ["write sql"], [], front)
-    code, output = run_cli(["--skill", SKILL_DIR, "--trigger", md, "--dry-run"])
+    ran = cli("--skill", SKILL_DIR, "--trigger", md, "--dry-run")
+    code, output = ran.exit_code, ran.output
     lines = output.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {md.parent}/{message}")
-
-
-def run_cli(args: list) -> tuple[int, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    return result.exit_code, result.output
 
 
 @pytest.mark.parametrize(
@@ -300,11 +287,12 @@ def run_cli(args: list) -> tuple[int, str]:
     ],
 )
 def test_bad_crowd_options_are_one_line_before_anything_runs(
-    args: list[str], said: str, no_api_key, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, args: list[str], said: str, no_api_key, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     trigger = trigger_file(tmp_path / "t.md", [KEEPS], [])
-    code, output = run_cli(["--skill", SKILL_DIR, "--trigger", trigger, "--dry-run", *args])
+    ran = cli("--skill", SKILL_DIR, "--trigger", trigger, "--dry-run", *args)
+    code, output = ran.exit_code, ran.output
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert output.startswith(said), output
 
@@ -326,7 +314,7 @@ def test_a_folder_of_skills_is_searched_and_what_breaks_a_rule_is_left_out(tmp_p
 # ============================================================================ skills in the crowd (real Claude Code)
 @needs_claude
 def test_decoys_take_exactly_the_queries_they_share_more_words_with(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """lookalike:3 through the real Claude Code CLI: one decoy-writing call, kept in the file; at
     each step the curve and the thieves are what the crowd rule computes; a second run with the
@@ -341,7 +329,7 @@ def test_decoys_take_exactly_the_queries_they_share_more_words_with(
         "--distractor-steps", ",".join(map(str, steps)), "--concurrency", "6",
     ]  # fmt: skip
     with ScriptedAnthropic(responder=decoy_writer(DECOYS)) as api:
-        first = cli(api, monkeypatch, *line, "-o", out, "--report", tmp_path / "crowd.md")
+        first = cli(*line, "-o", out, "--report", tmp_path / "crowd.md", api=api)
         assert decoy_calls(api) == 1, "one model call writes the set"
         request = next(b for b in api.message_requests if forced_tool(b) == "write_decoys")
         assert "warehouse-sql" in user_query(request) and "lookalike" not in user_query(request)
@@ -382,7 +370,7 @@ def test_decoys_take_exactly_the_queries_they_share_more_words_with(
     assert "## The crowded room" in report and "revenue-reporter (distractor)" in report
     # the same seed again: the kept set, no model call for it, every run kept
     with ScriptedAnthropic(responder=decoy_writer([])) as api:
-        again = cli(api, monkeypatch, *line, "-o", out, "--resume")
+        again = cli(*line, "-o", out, "--resume", api=api)
         assert decoy_calls(api) == 0 and api.message_requests == []
     assert "resuming: 20 run(s) kept" in again.output, again.output
     assert json.loads(out.read_text())["crowding"]["points"] == crowding["points"]
@@ -390,7 +378,7 @@ def test_decoys_take_exactly_the_queries_they_share_more_words_with(
 
 @needs_claude
 def test_routing_assertions_give_verdicts_and_reasons(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """must_not_fire / max_skills / must_fire from an eval set's entries, among folder
     distractors: each query's verdict and reasons are what the crowd rule's firings break."""
@@ -408,8 +396,8 @@ def test_routing_assertions_give_verdicts_and_reasons(
     evals = write(tmp_path / "warehouse-sql-evals.json", json.dumps(entries))
     with ScriptedAnthropic(responder=crowd_claude_code) as api:
         done = cli(
-            api, monkeypatch, "--skill", SKILL_DIR, "--trigger", evals, "--distractors", folder,
-            "--runs", "2", "--json",
+            "--skill", SKILL_DIR, "--trigger", evals, "--distractors", folder,
+            "--runs", "2", "--json", api=api,
         )  # fmt: skip
     document = json.loads(done.stdout)
     listed = {SKILL.name: SKILL.description} | {d["name"]: d["description"] for d in DECOYS}
@@ -505,14 +493,14 @@ def test_installed_copies_the_users_skills_and_plugin_skills_and_never_writes_ho
 
 @needs_claude
 def test_dry_run_prices_every_step_and_the_decoys_it_would_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     trigger = trigger_file(tmp_path / "trigger.md", POSITIVES, NEGATIVES)
     with ScriptedAnthropic(responder=decoy_writer(DECOYS)) as api:
         done = cli(
-            api, monkeypatch, "--skill", SKILL_DIR, "--trigger", trigger, "--runs", "2",
-            "--distractors", "lookalike:3", "--distractor-steps", "0,3", "--dry-run",
+            "--skill", SKILL_DIR, "--trigger", trigger, "--runs", "2",
+            "--distractors", "lookalike:3", "--distractor-steps", "0,3", "--dry-run", api=api,
         )  # fmt: skip
         assert api.requests == []
     assert done.exit_code == 0, done.output
@@ -574,7 +562,7 @@ def tool_writer(body: dict) -> dict:
 
 
 def test_a_tool_sweep_reports_f1_and_thieves_and_decoys_never_reach_the_real_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     server, calls = write(tmp_path / "shop_server.py", SERVER), tmp_path / "calls.txt"
@@ -586,10 +574,10 @@ def test_a_tool_sweep_reports_f1_and_thieves_and_decoys_never_reach_the_real_ser
     out, decoys = tmp_path / "tools.json", tmp_path / "decoys.json"
     with ScriptedAnthropic(responder=tool_writer) as api:
         done = cli(
-            api, monkeypatch, "--csv", suite, "--server", f"{sys.executable} {server}",
+            "--csv", suite, "--server", f"{sys.executable} {server}",
             "--server-env", f"CROWD_CALLS={calls}", "-i", "2", "--seed", "3",
             "--distractor-tools", "lookalike:2", "--distractors-file", decoys,
-            "--tool-steps", "0,1,2", "-o", out, "--html", tmp_path / "tools.html",
+            "--tool-steps", "0,1,2", "-o", out, "--html", tmp_path / "tools.html", api=api,
         )  # fmt: skip
         assert decoy_calls(api) == 1
         offered = [
@@ -666,14 +654,14 @@ def tool_suite(tmp_path: Path) -> list[str]:
 
 
 def test_a_tool_sweep_on_a_model_matrix_under_max_cost_and_dry_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The sweep's curve per model of a matrix; --dry-run prices every step with its own tool
     definitions and calls nothing; --max-cost stops it like any run."""
     monkeypatch.chdir(tmp_path)
     line = tool_suite(tmp_path)
     with ScriptedAnthropic(responder=tool_writer) as api:
-        dry = cli(api, monkeypatch, *line, "--dry-run")
+        dry = cli(*line, "--dry-run", api=api)
         assert api.message_requests == []
     steps = [row for row in dry.output.splitlines() if row.strip().startswith("step ")]
     assert [row.split()[1] for row in steps] == ["0", "2"] and "2 run(s)" in steps[0], dry.output
@@ -682,8 +670,8 @@ def test_a_tool_sweep_on_a_model_matrix_under_max_cost_and_dry_run(
     assert price[1] > price[0], "more tools, more tokens in every call"
     with ScriptedAnthropic(responder=tool_writer) as api:
         matrix = cli(
-            api, monkeypatch, *line, "--model", "claude-haiku-5-5", "--model", "claude-opus-5-5",
-            "--json",
+            *line, "--model", "claude-haiku-5-5", "--model", "claude-opus-5-5",
+            "--json", api=api,
         )  # fmt: skip
     points = json.loads(matrix.stdout)["crowding"]["points"]
     assert sorted((p["distractors"], p["model"]) for p in points) == [
@@ -694,16 +682,14 @@ def test_a_tool_sweep_on_a_model_matrix_under_max_cost_and_dry_run(
         "claude-opus-5-5",
     }
     with ScriptedAnthropic(responder=tool_writer) as api:
-        capped = cli(
-            api, monkeypatch, *line, "--max-cost", "0.000001", "--concurrency", "1", "--json"
-        )
+        capped = cli(*line, "--max-cost", "0.000001", "--concurrency", "1", "--json", api=api)
         conversations = [b for b in api.message_requests if forced_tool(b) != "write_decoys"]
     assert "stopped at --max-cost" in capped.output and capped.exit_code == 1
     assert len(json.loads(capped.stdout)["results"]) == 1 and len(conversations) <= 2
 
 
 def test_an_mcpservers_file_of_distractors_is_listed_and_never_called(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """--distractor-tools FILE: the user's other servers' tools are offered; a call to one gets
     the neutral answer from the evaluator, and their server never runs it."""
@@ -736,8 +722,8 @@ def test_an_mcpservers_file_of_distractors_is_listed_and_never_called(
     )
     with ScriptedAnthropic(responder=crowd_tool_use) as api:
         done = cli(
-            api, monkeypatch, "--csv", suite, "--server", f"{sys.executable} {shop}",
-            "--server-env", f"CROWD_CALLS={calls}", "--distractor-tools", config, "--json",
+            "--csv", suite, "--server", f"{sys.executable} {shop}",
+            "--server-env", f"CROWD_CALLS={calls}", "--distractor-tools", config, "--json", api=api,
         )  # fmt: skip
     document = json.loads(done.stdout)
     [run] = document["results"]
@@ -784,7 +770,7 @@ OVERLAP_DECOYS = [
 
 
 def test_overlap_judges_the_closest_pairs_and_fails_on_high(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "crowd"
@@ -792,7 +778,7 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
         skill_md(folder, decoy["name"], decoy["description"])
     line = ["overlap", SKILL_DIR, "--distractors", folder]
     with ScriptedAnthropic(responder=overlap_judge({})) as api:
-        dry = cli(api, monkeypatch, *line, "--dry-run")
+        dry = cli(*line, "--dry-run", api=api)
         assert api.requests == []
     assert dry.exit_code == 0 and "the judge reads" in dry.output and "about $" in dry.output
     pairs = overlap_pairs(
@@ -803,7 +789,7 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
     high = frozenset({"warehouse-sql", "query-tuner"})
     out = tmp_path / "overlap.json"
     with ScriptedAnthropic(responder=overlap_judge({high: "HIGH"})) as api:
-        done = cli(api, monkeypatch, *line, "-o", out, "--report", tmp_path / "overlap.md")
+        done = cli(*line, "-o", out, "--report", tmp_path / "overlap.md", api=api)
         judged = [b for b in api.message_requests if forced_tool(b) == "assess_overlap"]
     assert len(judged) == len(close)
     assert f"the judge reads {len(close)} on" in done.output
@@ -819,14 +805,14 @@ def test_overlap_judges_the_closest_pairs_and_fails_on_high(
     ]
     assert "## Skill overlap" in (tmp_path / "overlap.md").read_text()
     with ScriptedAnthropic(responder=overlap_judge({})) as api:
-        capped = cli(api, monkeypatch, *line, "--max-cost", "0.000001", "--json")
+        capped = cli(*line, "--max-cost", "0.000001", "--json", api=api)
         assert len(api.message_requests) == 1, "no new pair once --max-cost is spent"
     assert capped.exit_code == 1 and "stopped at --max-cost" in capped.output
     assert json.loads(capped.stdout)["overlap"]["not_judged"] == len(close) - 1
 
 
 def test_overlap_gives_the_judges_reason_and_no_interval_for_one_judgement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Issue 36: a HIGH pair's reason is the judge's one line on why the two collide, not its
     disambiguation (which restates both descriptions); one judgement has no 95 % interval."""
@@ -846,7 +832,7 @@ def test_overlap_gives_the_judges_reason_and_no_interval_for_one_judgement(
     out = tmp_path / "overlap.json"
     line = ["overlap", SKILL_DIR, "--distractors", tmp_path / "crowd", "-o", out]
     with ScriptedAnthropic(responder=judge) as api:
-        done = cli(api, monkeypatch, *line, "--report", tmp_path / "overlap.md")
+        done = cli(*line, "--report", tmp_path / "overlap.md", api=api)
         [asked] = [b for b in api.message_requests if forced_tool(b) == "assess_overlap"]
     assert done.exit_code == 1, done.output
     assert "reason" in asked["tools"][0]["input_schema"]["required"]
@@ -861,7 +847,7 @@ def test_overlap_gives_the_judges_reason_and_no_interval_for_one_judgement(
     assert done.output.strip().splitlines()[-1] == "FAIL: 1 of 1 judged pair(s) HIGH"
 
 
-def test_tool_crowd_options_are_checked_before_any_server_starts(tmp_path: Path, no_api_key):
+def test_tool_crowd_options_are_checked_before_any_server_starts(cli, tmp_path: Path, no_api_key):
     suite = write(tmp_path / "s.csv", "test_name,user_prompt,expected_tools\na,hello,x\n")
     for args, said in (
         (["--tool-steps", "0,2"], "error: --tool-steps needs --distractor-tools"),
@@ -876,14 +862,16 @@ def test_tool_crowd_options_are_checked_before_any_server_starts(tmp_path: Path,
             "error: --resume of a run with lookalike:N decoy tools needs the decoys it ran with",
         ),
     ):
-        code, output = run_cli(["--csv", suite, "--dry-run", *args])
+        ran = cli("--csv", suite, "--dry-run", *args)
+        code, output = ran.exit_code, ran.output
         assert code == 2 and output.startswith(said) and len(output.strip().splitlines()) == 1, (
             output
         )
 
 
-def test_overlap_needs_two_skills(tmp_path: Path, no_api_key):
-    code, output = run_cli(["overlap", SKILL_DIR])
+def test_overlap_needs_two_skills(cli, tmp_path: Path, no_api_key):
+    ran = cli("overlap", SKILL_DIR)
+    code, output = ran.exit_code, ran.output
     assert code == 2 and output.startswith("error: overlap needs two skills at least"), output
 
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from test_optimize import CONFUSABLE, ORIGINAL, Models, choose, tool_results, words
 
-import evaluator as E
 from claude_tool_evaluator.claude_code import skill_md_with_description
 from claude_tool_evaluator.loaders.skills import split_frontmatter
 
@@ -92,9 +89,8 @@ def write_trigger(path: Path, positives: list[str], negatives: list[str], skill:
     return path
 
 
-def run_cli(
-    work: Path, api: ScriptedAnthropic, *args: object, timeout: float = 300
-) -> subprocess.CompletedProcess:
+def run_cli(work: Path, api: ScriptedAnthropic, *args: object, timeout: float = 300) -> Ran:
+    """The evaluator as its own process in `work`'s HOME, TMPDIR and working folder."""
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(work / "home"),
@@ -105,15 +101,7 @@ def run_cli(
     }
     for folder in ("home", "tmp", "work"):
         (work / folder).mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *map(str, args)],
-        cwd=work / "work",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return spawn(*args, cwd=work / "work", env=env, timeout=timeout)
 
 
 # ============================================================================ --skill-description
@@ -158,8 +146,8 @@ def test_skill_description_changes_what_claude_code_lists_and_not_the_file(tmp_p
             "--report",
             tmp_path / "given.md",
         )
-    assert plain.returncode == 1, plain.stdout + plain.stderr  # the positive does not fire
-    assert given.returncode == 0, given.stdout + given.stderr  # with the given description it does
+    assert plain.exit_code == 1, plain.stdout + plain.stderr  # the positive does not fire
+    assert given.exit_code == 0, given.stdout + given.stderr  # with the given description it does
     assert set(listed_plain) == {"Helps with documents."}
     assert set(model.listings) == {"Plans zebra work: migrations and rollouts."}
     assert skill.read_bytes() == before, "the user's SKILL.md is never edited"
@@ -207,7 +195,7 @@ def test_skill_description_from_a_file_and_by_name_with_two_skills(tmp_path: Pat
             tmp_path / "r.json",
         )
         others = [listed_description(b, "pdf-helper") for b in api.message_requests]
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert set(model.listings) == {"Handles every zebra question."}
     assert set(o for o in others if o) == {"Reads PDF files."}
 
@@ -221,37 +209,33 @@ def test_skill_description_from_a_file_and_by_name_with_two_skills(tmp_path: Pat
     ],
 )
 def test_a_bad_skill_description_is_one_line_before_any_run(
-    tmp_path: Path, value: str, message: str, monkeypatch
+    cli, tmp_path: Path, value: str, message: str, monkeypatch
 ):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     skill = make_skill(tmp_path, "doc-helper", "Helps with documents.")
     trigger = write_trigger(tmp_path / "t.md", ["zebra"], ["joke"])
-    result = CliRunner().invoke(
-        E.main,
-        ["--skill", str(skill.parent), "--trigger", str(trigger), "--skill-description", value],
+    result = cli(
+        "--skill", str(skill.parent), "--trigger", str(trigger), "--skill-description", value
     )
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr, (
         result.stderr
     )
 
 
-def test_with_two_skills_a_description_must_name_its_skill(tmp_path: Path, monkeypatch):
+def test_with_two_skills_a_description_must_name_its_skill(cli, tmp_path: Path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     one = make_skill(tmp_path, "doc-helper", "Helps with documents.")
     two = make_skill(tmp_path, "pdf-helper", "Reads PDF files.")
     trigger = write_trigger(tmp_path / "t.md", ["zebra"], ["joke"], skill="doc-helper")
-    result = CliRunner().invoke(
-        E.main,
-        [
-            "--skill",
-            str(one.parent),
-            "--skill",
-            str(two.parent),
-            "--trigger",
-            str(trigger),
-            "--skill-description",
-            "Plain text",
-        ],
+    result = cli(
+        "--skill",
+        str(one.parent),
+        "--skill",
+        str(two.parent),
+        "--trigger",
+        str(trigger),
+        "--skill-description",
+        "Plain text",
     )
     assert (
         result.exit_code == 2
@@ -285,15 +269,8 @@ def write_suite(folder: Path) -> Path:
     return path
 
 
-def cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
 def test_tool_overrides_change_what_claude_is_shown_and_the_server_still_runs_the_calls(
-    tmp_path, monkeypatch
+    cli, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
     monkeypatch.chdir(tmp_path)
@@ -386,7 +363,7 @@ def test_tool_overrides_change_what_claude_is_shown_and_the_server_still_runs_th
     ],
 )
 def test_bad_tool_overrides_are_one_line_before_the_first_model_call(
-    tmp_path, monkeypatch, content, message
+    cli, tmp_path, monkeypatch, content, message
 ):
     monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
     monkeypatch.chdir(tmp_path)

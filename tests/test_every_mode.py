@@ -30,11 +30,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, Ran, invoke, needs_claude, spawn
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use, user_query
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.files import journal_path
 
@@ -48,15 +46,6 @@ HANG_MARKER = "HANG-MARKER-every-mode-5d1e"
 
 
 # ----------------------------------------------------------------------------- running the CLI
-def cli(*args: str):
-    """The evaluator in-process, as a user would call it; never a traceback."""
-    result = CliRunner().invoke(evaluator.main, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
-    return result
-
-
 def only_error_line(result_stderr: str, path: Path) -> str:
     lines = [line for line in result_stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result_stderr
@@ -210,18 +199,17 @@ def run_skill(
     cwd: Path | None = None,
     evaluator_py: Path = ROOT / "evaluator.py",
     timeout: float = 120,
-) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, str(evaluator_py), "--claude-bin", CLAUDE, *args],
+) -> Ran:
+    """A skill run as its own process, in the sandbox's HOME and TMPDIR."""
+    return spawn(
+        "--claude-bin",
+        CLAUDE,
+        *args,
+        program=[sys.executable, str(evaluator_py)],
         cwd=cwd or sandbox / "work",
         env=skill_env(sandbox, api),
-        capture_output=True,
-        text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
     )
-    assert "Traceback" not in done.stdout + done.stderr, done.stderr
-    return done
 
 
 def write_trigger(path: Path, positives: list[str], negatives: list[str]) -> Path:
@@ -278,7 +266,7 @@ DRY_RUNS = {
 
 @pytest.mark.parametrize("mode", list(DRY_RUNS))
 def test_dry_run_estimates_and_sends_nothing_in_every_spending_mode(
-    mode, api, tmp_path, monkeypatch
+    cli, mode, api, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
     claude, started = recording_claude(tmp_path)
@@ -296,7 +284,7 @@ def test_dry_run_estimates_and_sends_nothing_in_every_spending_mode(
     assert not started.exists(), "a dry run never starts claude"
 
 
-def test_dry_run_estimates_are_the_same_runs_a_real_run_does(api, tmp_path):
+def test_dry_run_estimates_are_the_same_runs_a_real_run_does(cli, api, tmp_path):
     """The estimate counts the runs the real run makes: the example suite at -i 2 is 32 runs."""
     result = cli(*DRY_RUNS["csv"][:4], *SERVER, "--dry-run")
     assert "runs: 32 · tools: 9" in result.stdout and "counted by the API" in result.stdout
@@ -329,7 +317,7 @@ def max_cost_modes(tmp_path: Path) -> dict[str, tuple[list[str], int, int]]:
 
 
 @pytest.mark.parametrize("mode", ["query", "conversation", "csv", "markdown"])
-def test_max_cost_stops_after_one_run_and_resume_finishes_tool_use(mode, api, tmp_path):
+def test_max_cost_stops_after_one_run_and_resume_finishes_tool_use(cli, mode, api, tmp_path):
     api.responder = tool_model()
     args, total, total_calls = max_cost_modes(tmp_path)[mode]
     out = tmp_path / "out.json"
@@ -377,7 +365,7 @@ def test_max_cost_stops_a_skill_run_and_resume_finishes(sandbox):
             str(out),
         ]
         done = run_skill(sandbox, api, *args, "--max-cost", TINY_CAP)
-        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.exit_code == 1, done.stdout + done.stderr
         assert "stopped at --max-cost $1e-06: 1 run(s) not started" in done.stdout
         first = model_calls(api)
         assert first and {user_query(b) for b in first} == {SQL_QUERY}, (
@@ -389,7 +377,7 @@ def test_max_cost_stops_a_skill_run_and_resume_finishes(sandbox):
         assert document["summary"]["cost_usd"] > float(TINY_CAP)
 
         done = run_skill(sandbox, api, *args, "--resume")
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.exit_code == 0, done.stdout + done.stderr
         assert "resuming: 1 run(s) kept" in done.stdout
         assert {user_query(b) for b in model_calls(api)[len(first) :]} == {JOKE_QUERY}
         document = load_results(out)
@@ -400,7 +388,7 @@ def test_max_cost_stops_a_skill_run_and_resume_finishes(sandbox):
 @pytest.mark.parametrize(
     "flag,target", [("--generate-triggers", "t.md"), ("--generate-tests", "drafts")]
 )
-def test_max_cost_below_the_generation_worst_case_sends_nothing(flag, target, api, tmp_path):
+def test_max_cost_below_the_generation_worst_case_sends_nothing(cli, flag, target, api, tmp_path):
     result = cli(flag, str(SKILL), "-o", str(tmp_path / target), "--max-cost", TINY_CAP)
     assert result.exit_code == 1, result.stdout + result.stderr
     assert "stopped at --max-cost $1e-06" in result.stderr and "nothing was sent" in result.stderr
@@ -409,7 +397,7 @@ def test_max_cost_below_the_generation_worst_case_sends_nothing(flag, target, ap
 
 # ============================================================================= 3. --compare on every result kind
 def compare(*paths: Path, extra: tuple[str, ...] = ()):
-    return cli("--compare", *map(str, paths), *extra)
+    return invoke("--compare", *map(str, paths), *extra)
 
 
 def said(result) -> str:
@@ -425,7 +413,7 @@ def changes(comparison: dict) -> dict[str, dict]:
     return {c["name"]: c for c in comparison["cases"]}
 
 
-def test_compare_query_results(api, tmp_path):
+def test_compare_query_results(cli, api, tmp_path):
     out_good, out_bad = tmp_path / "good.json", tmp_path / "bad.json"
     args = [
         "-q",
@@ -456,7 +444,7 @@ def test_compare_query_results(api, tmp_path):
     assert compare(out_good, out_good).exit_code == 0
 
 
-def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(api, tmp_path):
+def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(cli, api, tmp_path):
     suite = write_suite(tmp_path)
     args = ["--csv", str(suite), *SERVER, "-i", "6"]
     good, bad, subset = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "subset.json"
@@ -570,7 +558,7 @@ def test_compare_csv_results_chains_three_files_and_reports_removed_and_added(ap
     assert result.exit_code == 0 and "1 added" in said(result) and "added weather" in said(result)
 
 
-def test_compare_markdown_test_results_counts_a_failed_test(api, tmp_path):
+def test_compare_markdown_test_results_counts_a_failed_test(cli, api, tmp_path):
     """The old bug: a --tests result where a test failed compared as "2/2 (100 %)", exit 0."""
     args = ["--tests", str(EXAMPLES / "tool_tests"), *SERVER, "-i", "6"]
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
@@ -609,10 +597,10 @@ def test_compare_skill_results_shows_trigger_score_and_cost_changes(sandbox):
     good, bad = sandbox / "good.json", sandbox / "bad.json"
     args = ["--skill", str(SKILL), "--trigger", str(trigger), "--runs", "1"]
     with ScriptedAnthropic(responder=skill_model()) as api:
-        assert run_skill(sandbox, api, *args, "-o", str(good)).returncode == 0
+        assert run_skill(sandbox, api, *args, "-o", str(good)).exit_code == 0
     with ScriptedAnthropic(responder=skill_model(eager=True)) as api:
         done = run_skill(sandbox, api, *args, "-o", str(bad))
-        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.exit_code == 1, done.stdout + done.stderr
     old, new = load_results(good), load_results(bad)
     assert (
         new["summary"]["passed"] == 1
@@ -682,7 +670,7 @@ def malformed_documents(valid: dict) -> dict[str, str]:
 
 
 @pytest.fixture
-def valid_csv_results(api, tmp_path) -> tuple[Path, list[str]]:
+def valid_csv_results(cli, api, tmp_path) -> tuple[Path, list[str]]:
     api.responder = tool_model()
     suite = write_suite(tmp_path)
     args = ["--csv", str(suite), *SERVER]
@@ -691,7 +679,9 @@ def valid_csv_results(api, tmp_path) -> tuple[Path, list[str]]:
     return out, args
 
 
-def test_malformed_results_files_are_one_line_exit_2_everywhere(api, tmp_path, valid_csv_results):
+def test_malformed_results_files_are_one_line_exit_2_everywhere(
+    cli, api, tmp_path, valid_csv_results
+):
     valid, args = valid_csv_results
     claude, started = recording_claude(tmp_path)
     trigger = write_trigger(tmp_path / "trigger.md", [SQL_QUERY], [JOKE_QUERY])
@@ -729,7 +719,7 @@ def test_malformed_results_files_are_one_line_exit_2_everywhere(api, tmp_path, v
     )
 
 
-def test_malformed_results_messages_say_what_is_wrong(tmp_path, valid_csv_results):
+def test_malformed_results_messages_say_what_is_wrong(cli, tmp_path, valid_csv_results):
     valid, _ = valid_csv_results
     expected = {
         "invalid-json": "is not valid JSON",
@@ -749,7 +739,7 @@ def test_malformed_results_messages_say_what_is_wrong(tmp_path, valid_csv_result
         assert expected[name] in only_error_line(result.stderr, bad), name
 
 
-def test_compare_of_a_missing_file_is_one_line(tmp_path, valid_csv_results):
+def test_compare_of_a_missing_file_is_one_line(cli, tmp_path, valid_csv_results):
     valid, _ = valid_csv_results
     missing = tmp_path / "missing.json"
     result = cli("--compare", str(valid), str(missing))
@@ -758,7 +748,7 @@ def test_compare_of_a_missing_file_is_one_line(tmp_path, valid_csv_results):
 
 
 # ============================================================================= 5. the JSON Schema
-def test_schema_is_a_draft_2020_12_schema_that_checks_documents(api, tmp_path):
+def test_schema_is_a_draft_2020_12_schema_that_checks_documents(cli, api, tmp_path):
     validator = schema_validator()
     api.responder = tool_model()
     result = cli("-q", "Which warehouse connections do I have?", *SERVER, "--json")
@@ -816,7 +806,7 @@ def test_readme_skill_command_in_its_own_folder_passes_isolation_and_reports_cos
             evaluator_py=Path("evaluator.py"),
         )
         bodies = json.dumps([r["body"] for r in api.requests])
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "DECOY" not in bodies
     document = load_results(work / "results.json")
     assert document["isolation"]["ok"] is True and document["isolation"]["outside_writes"] == []
@@ -875,7 +865,7 @@ def test_negative_only_eval_set_runs_and_passes_when_nothing_activates(sandbox):
             "--report",
             str(report),
         )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     document = load_results(out)
     [score] = document["trigger_scores"]
     assert score["triggerRate"] is None and score["recall"] is None
@@ -957,7 +947,7 @@ def test_ctrl_c_during_a_skill_run_writes_a_valid_document_and_resume_completes_
         hanging[0] = False
         before = len(model_calls(api))
         done = run_skill(sandbox, api, *args, "--resume")
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.exit_code == 0, done.stdout + done.stderr
         assert "resuming: 1 run(s) kept from the earlier run, 1 to run" in done.stdout
         assert {user_query(b) for b in model_calls(api)[before:]} == {slow}, (
             "the finished run is not run again"

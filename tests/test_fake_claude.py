@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, Ran, spawn
 from fake_anthropic import ScriptedAnthropic
 
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -114,7 +113,7 @@ LIVE_API: ScriptedAnthropic
 
 def run_evaluator(
     tmp_path: Path, claude: Path | None, *extra: str, path_dirs: list[Path] = ()
-) -> tuple[subprocess.CompletedProcess, dict]:
+) -> tuple[Ran, dict]:
     trigger = tmp_path / "trigger.md"
     trigger.write_text(
         f"---\nname: fake-trigger\ntype: trigger\n---\n\n# Positive Triggers\n\n- {POSITIVE}\n\n"
@@ -132,8 +131,6 @@ def run_evaluator(
         "PYTHONPATH": str(ROOT),
     }
     args = [
-        sys.executable,
-        str(ROOT / "evaluator.py"),
         "--skill",
         str(SKILL),
         "--trigger",
@@ -148,23 +145,14 @@ def run_evaluator(
     ]
     if claude is not None:
         args += ["--claude-bin", str(claude)]
-    done = subprocess.run(
-        args,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    done = spawn(*args, cwd=tmp_path, env=env, timeout=60)
     assert out.exists(), done.stderr + done.stdout
     return done, json.loads(out.read_text())
 
 
-def assert_every_run_errored(done: subprocess.CompletedProcess, document: dict) -> dict[str, dict]:
+def assert_every_run_errored(done: Ran, document: dict) -> dict[str, dict]:
     """Both queries ran (the suite went on), each run is an error, exit code 1."""
-    assert done.returncode == 1, done.stderr + done.stdout
+    assert done.exit_code == 1, done.stderr + done.stdout
     runs = {r["query"]: r for r in document["results"]}
     assert set(runs) == {POSITIVE, NEGATIVE}
     assert all(r["error"] for r in runs.values()), runs

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, needs_claude
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, Ran, invoke, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
@@ -97,11 +96,8 @@ class Lab:
             encoding="utf-8",
         )
 
-    def run(self, *args: Any, cli: Any = None) -> tuple[int, str, str]:
-        result = CliRunner().invoke(cli or E.main, [str(a) for a in args])
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return result.exit_code, result.stdout, result.stderr
+    def run(self, *args: Any, cli: Any = None) -> Ran:
+        return invoke(*args, command=cli)
 
     def messages(self) -> list[dict]:
         return [r["body"] for r in self.api.requests if r["path"] == "/v1/messages"]
@@ -494,7 +490,7 @@ def test_a_new_writer_is_one_row_and_appears_everywhere(lab: Lab, tap_writer: An
 
 
 def help_cli(cli: Any, mode: str) -> str:
-    return CliRunner().invoke(cli, ["help", mode]).stdout
+    return invoke("help", mode, command=cli).stdout
 
 
 # ============================================================================ the section table

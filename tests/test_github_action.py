@@ -45,8 +45,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
-from fake_anthropic import reply, text, tool_use, user_query
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, Ran, spawn
+from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from test_significance import fewest_flip_runs, newcombe_by_hand, textbook_runs, z_of
 
 import evaluator as E
@@ -108,7 +108,7 @@ class Step:
         return str(self.root / name)
 
 
-def evaluate(api, root: Path, *args: str, step: Step | None = None) -> subprocess.CompletedProcess:
+def evaluate(api, root: Path, *args: str, step: Step | None = None) -> Ran:
     """`python evaluator.py ARGS` in `root`, in the step when one is given."""
     (root / "home").mkdir(exist_ok=True)
     env = {
@@ -119,17 +119,7 @@ def evaluate(api, root: Path, *args: str, step: Step | None = None) -> subproces
         "DEPLOY_TOKEN": SECRET,
         **(step.env() if step else {}),
     }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+    return spawn(*args, cwd=root, env=env, timeout=300)
 
 
 def commands(output: str) -> list[str]:
@@ -217,18 +207,25 @@ def run_hostile_suite(api, tmp_path, *more: str):
     return step, evaluate(api, tmp_path, *line, step=step)
 
 
-@pytest.fixture
-def hostile_run(api, tmp_path):
-    step, done = run_hostile_suite(
-        api,
-        tmp_path,
-        *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
-        *("--pr-comment", "out/comment.md"),
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
+# The tests that read one run of the hostile suite in a step share it: the fixture runs it once
+# for the module, and its readers run on one worker (`--dist loadgroup`).
+HOSTILE_RUN = pytest.mark.xdist_group("github-hostile-run")
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    with ScriptedAnthropic() as api:
+        step, done = run_hostile_suite(
+            api,
+            tmp_path_factory.mktemp("hostile-run"),
+            *("-i", "2", "-o", "out/results.json", "--html", "out/report.html"),
+            *("--pr-comment", "out/comment.md"),
+        )
+    assert done.exit_code == 1, done.stdout + done.stderr
     return step, done
 
 
+@HOSTILE_RUN
 def test_failing_cases_are_annotated_on_their_lines_and_a_hostile_name_stays_data(hostile_run):
     step, done = hostile_run
     assert commands(done.stdout) == [
@@ -241,6 +238,7 @@ def test_failing_cases_are_annotated_on_their_lines_and_a_hostile_name_stays_dat
     assert SECRET not in done.stdout + done.stderr
 
 
+@HOSTILE_RUN
 def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
     step, _ = hostile_run
     document = json.loads((step.root / "out" / "results.json").read_text())
@@ -287,7 +285,7 @@ def test_the_step_summary_outputs_and_comment_of_a_run(hostile_run):
 
 def test_with_json_on_stdout_the_annotations_go_to_stderr(api, tmp_path):
     step, done = run_hostile_suite(api, tmp_path, "--json")
-    assert done.returncode == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
+    assert done.exit_code == 1 and json.loads(done.stdout)["summary"]["failed"] == 2
     assert [c.split("::")[1] for c in commands(done.stderr)] == [
         f"error file=evals/suite.csv,line=3,title={HOSTILE_TITLE}",
         "error file=evals/suite.csv,line=5,title=connections",
@@ -303,7 +301,7 @@ def test_outside_github_actions_nothing_is_annotated(api, tmp_path):
         *("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER)),
         *("--pr-comment", "comment.md"),
     )
-    assert done.returncode == 1 and commands(done.stdout + done.stderr) == []
+    assert done.exit_code == 1 and commands(done.stdout + done.stderr) == []
     comment = (tmp_path / "comment.md").read_text()
     assert "| [`evals/suite.csv:3`](" not in comment and "| `evals/suite.csv:3` |" in comment
     assert "<sub>" not in comment  # no commit, no workflow run to name
@@ -331,9 +329,9 @@ def test_the_comment_leads_with_a_significant_regression_and_its_statistics(api,
     write(tmp_path / "evals" / "suite.csv", BASELINE_SUITE)
     line = ("--csv", "evals/suite.csv", "--server-module", str(EXAMPLE_SERVER), "-i", "6")
     api.responder = calls(GOOD)
-    assert evaluate(api, tmp_path, *line, "-o", "baseline.json").returncode == 0
+    assert evaluate(api, tmp_path, *line, "-o", "baseline.json").exit_code == 0
     api.responder = calls({**GOOD, TABLES: "get_existing_connections"}, first_time(CONNECTIONS))
-    assert evaluate(api, tmp_path, *line, "-o", "new.json").returncode == 1
+    assert evaluate(api, tmp_path, *line, "-o", "new.json").exit_code == 1
 
     step = Step(tmp_path)
     done = evaluate(
@@ -342,7 +340,7 @@ def test_the_comment_leads_with_a_significant_regression_and_its_statistics(api,
         *("compare", "baseline.json", "new.json", "--pr-comment", "out/comparison.md"),
         step=step,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
 
     # 6/6 -> 0/6: Fisher's two-sided p = 2 / C(12, 6) = 2/924; 6/6 -> 5/6 and 6/6 -> 6/6: p = 1.
     # Holm over the three cases: the smallest p times 3. Each interval and run count is at the
@@ -416,7 +414,7 @@ def test_bad_input_is_annotated_at_its_line(api, tmp_path):
     done = evaluate(
         api, tmp_path, "--csv", "evals/bad.csv", "--server-module", str(EXAMPLE_SERVER), step=step
     )
-    assert done.returncode == 2 and api.requests == []
+    assert done.exit_code == 2 and api.requests == []
     modes = ", ".join(ARGS_MATCH_MODES)
     assert commands(done.stderr) == [
         f"::error file=evals/bad.csv,line={line},title=bad input::args_match '{value}' is not one "
@@ -452,7 +450,7 @@ def test_a_projects_suites_share_one_comment_the_outputs_and_ten_annotations(api
         *("--pr-comment", "out/comment.md"),
         step=step,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
     missing = "passed 0/1 runs%0Amissing expected tool about_profiles"
     assert commands(done.stdout) == [
         *(f"::error file=first.csv,line={i + 2},title=first_{i}::{missing}" for i in range(7)),
@@ -887,6 +885,11 @@ elif "--paginate" in args:
 INSTALL = "Install the evaluator"
 
 
+# The tests of the action's steps share one installed checkout (action_lab): they run on one
+# worker, so it is installed once (`--dist loadgroup`).
+ACTION_LAB = pytest.mark.xdist_group("github-action-lab")
+
+
 @pytest.fixture(scope="module")
 def action_lab(tmp_path_factory):
     """A checkout of this repository with the evaluator installed by the action's own install
@@ -985,6 +988,7 @@ def comment(number: int, author: str, body: str) -> dict:
     return {"id": number, "user": {"login": author, "type": kind}, "body": body}
 
 
+@ACTION_LAB
 def test_the_actions_steps_run_on_the_example_suite(api, action_lab):
     args = "csv examples/test_queries.csv --server-module examples/profiles_server.py"
     api.responder = example_model(expected_args=True)
@@ -1095,6 +1099,7 @@ def two_suite_project(folder: Path, *names: str) -> None:
     )
 
 
+@ACTION_LAB
 def test_a_projects_suites_are_compared_with_a_baseline_folder(api, action_lab):
     """`baseline` as a folder (as the main branch's artifact downloads: nested): each results file
     is compared with the baseline's file of the same name; the comments become one body and the
@@ -1272,6 +1277,7 @@ def test_a_cut_comment_closes_the_code_block_it_cut_into():
     assert cut.endswith("line\n```\n\n---\n\nsee the run\n")
 
 
+@ACTION_LAB
 def test_bad_action_input_stops_before_anything_runs(api, action_lab):
     run = run_action(
         api, action_lab, "bad-fail-on", args="csv examples/test_queries.csv", fail_on="sometimes"
@@ -1347,6 +1353,7 @@ def as_downloaded(paths: list[str], folder: Path) -> None:
         shutil.copy(path, target)
 
 
+@ACTION_LAB
 def test_the_readme_workflow_compares_a_pull_request_with_mains_last_run(api, action_lab, tmp_path):
     """The README's workflow gets the main branch's results as `baseline`: its pushes to main run
     the action (never failing on a case: they record), and a pull request downloads the artifact
@@ -1459,6 +1466,7 @@ def install(lab, name: str, **inputs: str) -> tuple[ActionRun, list[list[str]]]:
     return action, pips
 
 
+@ACTION_LAB
 def test_a_benchmark_run_installs_the_benchmarks_extra(action_lab):
     """`import bfcl`/`import tau2`, redteam's AgentDojo vectors and the suites made from them
     need the benchmarks extra: `extras: auto` (the default) installs it when the arguments or the
@@ -1510,6 +1518,7 @@ def one_case_suite(folder: Path) -> None:
           f"test_name,user_prompt,expected_tools\ntables,{TABLES},list_warehouse_tables\n")  # fmt: skip
 
 
+@ACTION_LAB
 def test_a_users_own_output_paths_are_kept_and_uploaded(api, action_lab):
     """A -o, --html or --pr-comment in `args` is the user's choice (a later step may read that
     file): the action adds only the ones not given, and uploads every file the run wrote."""
@@ -1540,6 +1549,7 @@ def test_a_users_own_output_paths_are_kept_and_uploaded(api, action_lab):
     assert not (out / "results.json").exists()
 
 
+@ACTION_LAB
 def test_a_run_stopped_by_bad_input_uploads_and_comments_then_fails(api, action_lab):
     """Exit 2 (bad input): nothing to compare, but the comment says the run stopped and quotes
     the error lines (redacted, and escaped as every comment is: no link, markup or mention from

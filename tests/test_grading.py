@@ -13,11 +13,9 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text, tool_use, user_query
 
@@ -52,13 +50,6 @@ PROFILE_TOOLS = [
     "save_note",
     "search_profiles_docs",
 ]
-
-
-def cli(*args: Any) -> tuple[int, str, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def write(path: Path, content: str) -> Path:
@@ -384,7 +375,7 @@ PAIR = "   <qa_pair>\n      <question>q</question>\n      <answer>a</answer>\n  
     ],
 )
 def test_a_bad_evaluation_file_is_one_line_with_its_line_and_exit_2(
-    tmp_path: Path, no_api_key, content: str, line: int, fragment: str
+    cli, tmp_path: Path, no_api_key, content: str, line: int, fragment: str
 ):
     path = write(tmp_path / "evaluation.xml", content)
     code, stdout, stderr = cli("--qa", path)
@@ -396,7 +387,7 @@ def test_a_bad_evaluation_file_is_one_line_with_its_line_and_exit_2(
 
 
 def test_tests_reads_an_xml_file_as_a_qa_evaluation_and_refuses_unknown_formats(
-    tmp_path: Path, no_api_key
+    cli, tmp_path: Path, no_api_key
 ):
     good = write(tmp_path / "evaluation.xml", "<evaluation>\n" + PAIR + "</evaluation>\n")
     settings = E.settings_from(
@@ -542,7 +533,9 @@ def time_suite(tmp_path: Path) -> Path:
     return write(tmp_path / "time.xml", qa_xml([(q, a, m) for q, a, m, _, _ in TIME_TASKS]))
 
 
-def test_a_qa_suite_runs_end_to_end_against_mcp_server_time(api, tmp_path: Path, time_suite: Path):
+def test_a_qa_suite_runs_end_to_end_against_mcp_server_time(
+    cli, api, tmp_path: Path, time_suite: Path
+):
     api.responder = time_model
     out, report, junit, rows = (
         tmp_path / name for name in ("qa.json", "qa.md", "junit.xml", "runs.csv")
@@ -648,7 +641,7 @@ def test_a_qa_suite_runs_end_to_end_against_mcp_server_time(api, tmp_path: Path,
     assert json.loads(out.read_text())["qa"]["correct"] == 8
 
 
-def test_qa_dry_run_max_cost_and_the_default_turn_limit(api, tmp_path: Path, time_suite: Path):
+def test_qa_dry_run_max_cost_and_the_default_turn_limit(cli, api, tmp_path: Path, time_suite: Path):
     api.responder = time_model
     code, stdout, _ = cli("--qa", time_suite, "--server", TIME_SERVER, "--dry-run")
     assert code == 0 and api.message_requests == [] and "runs: 8" in stdout
@@ -684,7 +677,7 @@ def test_qa_dry_run_max_cost_and_the_default_turn_limit(api, tmp_path: Path, tim
     assert len(api.message_requests) - start == 3
 
 
-def test_answer_match_overrides_every_pair(api, tmp_path: Path):
+def test_answer_match_overrides_every_pair(cli, api, tmp_path: Path):
     def answers(body: dict) -> dict:
         return reply(text("<response>  05:30 </response>"))
 
@@ -723,7 +716,7 @@ def counts_users(say: Callable[[str], str]) -> Callable[[dict], dict]:
     return model
 
 
-def test_csv_expected_answers_are_graded_end_to_end(api, tmp_path: Path):
+def test_csv_expected_answers_are_graded_end_to_end(cli, api, tmp_path: Path):
     suite = write(
         tmp_path / "answers.csv",
         "test_name,user_prompt,expected_tools,expected_answer,answer_match\n"
@@ -765,7 +758,9 @@ def test_csv_expected_answers_are_graded_end_to_end(api, tmp_path: Path):
         ("a,q,,6,numeric:lots", "the tolerance must be a number or a percentage"),
     ],
 )
-def test_a_bad_answer_column_is_its_rows_error(tmp_path: Path, no_api_key, row: str, fragment: str):
+def test_a_bad_answer_column_is_its_rows_error(
+    cli, tmp_path: Path, no_api_key, row: str, fragment: str
+):
     suite = write(
         tmp_path / "s.csv",
         "test_name,user_prompt,expected_tools,expected_answer,answer_match\n"
@@ -840,7 +835,7 @@ def test_a_bad_markdown_answer_names_its_line(
 
 
 # ============================================================================ tool coverage
-def test_tool_coverage_of_a_suite_against_the_example_server(api, tmp_path: Path):
+def test_tool_coverage_of_a_suite_against_the_example_server(cli, api, tmp_path: Path):
     suite = write(
         tmp_path / "coverage.csv",
         "test_name,user_prompt,expected_tools,expected_args\n"

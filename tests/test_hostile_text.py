@@ -22,14 +22,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import CLAUDE, ROOT, TEST_API_KEY
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, spawn
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 from rich.console import Console
 
@@ -111,28 +110,16 @@ def run(
     stdin: str | None = None,
     env: dict | None = None,
     timeout: float = 120,
-) -> subprocess.CompletedProcess:
+) -> Ran:
     environment = env or dict(
         os.environ, ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url, COLUMNS="160"
     )
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *args],
-        cwd=cwd,
-        env=environment,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="strict",
-        timeout=timeout,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    said = done.stdout + done.stderr
-    assert "Traceback" not in said and "MarkupError" not in said, said
+    done = spawn(*args, cwd=cwd, env=environment, input=stdin, encoding="utf-8", timeout=timeout)
+    assert "MarkupError" not in done.output, done.output
     return done
 
 
-def assert_clean_terminal(done: subprocess.CompletedProcess) -> str:
+def assert_clean_terminal(done: Ran) -> str:
     """The terminal capture: no control character or escape sequence that came from data."""
     said = done.stdout + done.stderr
     raw = sorted(set(RAW_CONTROLS.findall(said)))
@@ -214,6 +201,10 @@ def check_writers(folder: Path) -> dict:
 
 
 # ============================================================================= the CSV suite, once, every writer
+# The tests that read the one CSV run run on one worker, so it runs once (`--dist loadgroup`).
+CSV_RUN = pytest.mark.xdist_group("hostile-csv-run")
+
+
 @pytest.fixture(scope="module")
 def csv_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile-csv")
@@ -232,9 +223,10 @@ def csv_run(tmp_path_factory):
     return folder, done
 
 
+@CSV_RUN
 def test_csv_suite_runs_to_its_verdicts_through_every_writer(csv_run):
     folder, done = csv_run
-    assert done.returncode == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
+    assert done.exit_code == 1, done.stdout + done.stderr  # two cases fail, as the corpus says
     document = check_writers(folder)
     names = [c["name"] for c in document["cases"]]
     assert [n.split()[0] for n in names] == [
@@ -264,6 +256,7 @@ def flat(said: str) -> str:
     return re.sub(r"[\s│┃]", "", said)
 
 
+@CSV_RUN
 def test_4_rich_markup_in_names_reasons_and_output_is_shown_not_applied(csv_run):
     _, done = csv_run
     said = flat(done.stdout + done.stderr)
@@ -272,6 +265,7 @@ def test_4_rich_markup_in_names_reasons_and_output_is_shown_not_applied(csv_run)
     assert "serverstderr[/x][boldred]" in said  # a reason: a crashed server's stderr
 
 
+@CSV_RUN
 def test_5_terminal_capture_holds_no_escape_sequence_from_data(csv_run):
     _, done = csv_run
     assert_clean_terminal(done)
@@ -282,6 +276,7 @@ def test_5_terminal_capture_holds_no_escape_sequence_from_data(csv_run):
     assert "\\x9b[31m\\x9d0;C1-TITLE\\x9c\\u202eevil-bidi\\u202c" in said
 
 
+@CSV_RUN
 def test_6_junit_is_well_formed_and_keeps_the_text_visible(csv_run):
     folder, _ = csv_run
     cases = check_junit(folder / "junit.xml")
@@ -298,6 +293,7 @@ def test_6_junit_is_well_formed_and_keeps_the_text_visible(csv_run):
     assert "server stderr" in failures and "\\x1b" in failures
 
 
+@CSV_RUN
 def test_12_markdown_report_tables_hold_and_carry_no_html(csv_run):
     folder, _ = csv_run
     report = check_markdown(folder / "report.md")
@@ -306,6 +302,7 @@ def test_12_markdown_report_tables_hold_and_carry_no_html(csv_run):
     assert "line one line two" in report  # line breaks flattened
 
 
+@CSV_RUN
 def test_13_csv_out_neutralises_formula_cells(csv_run):
     folder, _ = csv_run
     rows = check_csv(folder / "runs.csv")
@@ -435,10 +432,11 @@ def test_a_server_that_dies_at_start_is_one_escaped_error_line(tmp_path):
         done = run(api, tmp_path, "-q", "hello", *server)
     assert_clean_terminal(done)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert done.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert "server stderr [/x]" in lines[0] and "\\x1b]0;PWNED-TITLE\\x07" in lines[0]
 
 
+@CSV_RUN
 def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
     folder, _ = csv_run
     old = check_json(folder / "out.json")
@@ -465,7 +463,7 @@ def test_compare_of_hostile_results_through_every_writer(csv_run, tmp_path):
         )
         as_json = run(api, tmp_path, "--compare", "old.json", "new.json", "--json")
     said = assert_clean_terminal(done)
-    assert done.returncode == 1 and "regression" in said and "Here is your answer [/x]" in said
+    assert done.exit_code == 1 and "regression" in said and "Here is your answer [/x]" in said
     report = check_markdown(tmp_path / "report.md")
     assert "| regression |" in report and "| fixed |" in report
     assert [

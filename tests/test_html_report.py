@@ -24,8 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from click.testing import CliRunner
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, invoke
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
 
 import evaluator as E
@@ -109,10 +108,8 @@ class Lab:
 
     def run(self, *args: Any, model=answers, env: dict | None = None) -> tuple[int, str]:
         self.api.responder = model
-        result = CliRunner().invoke(E.main, [str(a) for a in args], env=env)
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return result.exit_code, result.output
+        ran = invoke(*args, env=env)
+        return ran.exit_code, ran.output
 
     def path(self, name: str) -> Path:
         return self.root / name
@@ -135,6 +132,11 @@ def lab(tmp_path_factory):
         patch.setenv("HOME", str(root / "home"))
         patch.chdir(root)
         yield Lab(root, api)
+
+
+# The tests that read the one CSV report run on one worker, so it is written once (`--dist
+# loadgroup`).
+CSV_REPORT = pytest.mark.xdist_group("html-csv-report")
 
 
 @pytest.fixture(scope="module")
@@ -409,6 +411,7 @@ def assert_self_contained(page: str) -> None:
 
 
 # ============================================================================ a CSV suite
+@CSV_REPORT
 def test_csv_suite_report_holds_every_case_and_runs_nothing_it_holds(
     csv_report: Path, tmp_path: Path
 ):
@@ -436,6 +439,7 @@ def test_csv_suite_report_holds_every_case_and_runs_nothing_it_holds(
         )
 
 
+@CSV_REPORT
 def test_a_case_opened_from_the_fragment_shows_its_transcripts(csv_report: Path, tmp_path: Path):
     dom = parse_dom(dump_dom(csv_report, tmp_path, HOSTILE))
     detail = dom.text[dom.text.index("Note on this case") - 400 :]
@@ -456,10 +460,12 @@ def test_a_case_opened_from_the_fragment_shows_its_transcripts(csv_report: Path,
     )  # the reason sits at the call it names
 
 
+@CSV_REPORT
 def test_the_screenshot_is_not_blank(csv_report: Path, tmp_path: Path):
     assert_not_blank(screenshot(csv_report, tmp_path))
 
 
+@CSV_REPORT
 def test_clicks_filters_and_review_notes_in_the_browser(csv_report: Path, browser: Browser):
     browser.open(page_url(csv_report))
     assert browser.eval("document.title") == "Tool-use evaluation report"
@@ -605,6 +611,7 @@ def test_comparison_report_puts_regressions_first(lab: Lab, tmp_path: Path):
 
 
 # ============================================================================ --from: the reports of a results file
+@CSV_REPORT
 def test_from_renders_every_report_of_a_results_file(csv_report: Path, lab: Lab):
     source = lab.path("csv.json")
     outputs = {
@@ -639,6 +646,7 @@ def test_from_renders_every_report_of_a_results_file(csv_report: Path, lab: Lab)
     assert len(outputs["--csv-out"].read_text().strip().splitlines()) == 1 + 8
 
 
+@CSV_REPORT
 def test_an_api_key_in_a_results_file_never_reaches_the_page(csv_report: Path, lab: Lab):
     document = json.loads(lab.path("csv.json").read_text())
     document["results"][0]["tool_calls"][0]["output"] = f"token={TEST_API_KEY} leaked by a server"
@@ -649,6 +657,7 @@ def test_an_api_key_in_a_results_file_never_reaches_the_page(csv_report: Path, l
     assert TEST_API_KEY not in page and "token=[REDACTED] leaked by a server" in page
 
 
+@CSV_REPORT
 def test_from_makes_no_model_call(csv_report: Path, lab: Lab):
     before = len(lab.api.requests)
     code, _ = lab.run("--from", lab.path("csv.json"), "--html", lab.path("again.html"))
@@ -670,6 +679,7 @@ def test_from_a_bad_file_is_one_line_and_exit_2(lab: Lab, content: str, message:
     assert not lab.path("bad.html").exists()
 
 
+@CSV_REPORT
 def test_from_needs_an_output_and_takes_no_run_option(lab: Lab, csv_report: Path):
     code, output = lab.run("--from", lab.path("csv.json"))
     assert (
@@ -682,6 +692,7 @@ def test_from_needs_an_output_and_takes_no_run_option(lab: Lab, csv_report: Path
 
 
 # ============================================================================ size
+@CSV_REPORT
 def test_a_200_case_suite_is_well_under_2_mb(csv_report: Path, lab: Lab):
     """200 cases x 3 runs, each with the CSV suite's transcripts (tool output cut where long)."""
     document = json.loads(lab.path("csv.json").read_text())
@@ -705,6 +716,7 @@ def test_a_200_case_suite_is_well_under_2_mb(csv_report: Path, lab: Lab):
 
 
 # ============================================================================ GitHub Actions' step summary
+@CSV_REPORT
 def test_step_summary_is_appended_in_every_mode_that_writes_results(lab: Lab, csv_report: Path):
     summary = lab.path("step-summary.md")
     write(summary, "earlier step\n")

@@ -19,8 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, TEST_API_KEY, invoke
 from fake_anthropic import error, forced_tool, reply, text, tool_use
 
 import evaluator as E
@@ -37,13 +36,8 @@ RUBRIC = "The answer must name the orders table and must not invent tables."
 EVIDENCE = "The final answer lists only users and widgets; 'widgets' is not in the tool result."
 
 
-def run_cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
 def run_json(*args: object) -> tuple[int, dict, str]:
-    code, out, err = run_cli(*args, "--json")
+    code, out, err = invoke(*args, "--json")
     assert out.strip(), err
     return code, json.loads(out), err
 
@@ -231,7 +225,7 @@ def test_judge_cost_counts_against_max_cost(api, tmp_path):
     assert document["results"][0]["cost_usd"] > 0.1
 
 
-def test_dry_run_estimates_the_judge_calls(api, tmp_path):
+def test_dry_run_estimates_the_judge_calls(cli, api, tmp_path):
     plain = suite(
         tmp_path / "plain.csv",
         "test_name,user_prompt,expected_tools",
@@ -239,7 +233,7 @@ def test_dry_run_estimates_the_judge_calls(api, tmp_path):
     )
 
     def estimate(path: Path) -> str:
-        code, out, err = run_cli("--csv", path, *server(), "--dry-run", "-i", "3")
+        code, out, err = cli("--csv", path, *server(), "--dry-run", "-i", "3")
         assert code == 0, err
         return " ".join((out + err).split())
 
@@ -301,12 +295,12 @@ def test_a_judge_that_keeps_failing_is_an_error_of_the_run_and_retry_errors_reru
     )
 
 
-def test_grades_survive_resume_and_compare_shows_the_evidence(api, tmp_path):
+def test_grades_survive_resume_and_compare_shows_the_evidence(cli, api, tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     api.responder = model()
-    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", good)[0] == 0
+    assert cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", good)[0] == 0
     api.responder = model("users and widgets", grade(False, 0.1, EVIDENCE))
-    assert run_cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", bad)[0] == 1
+    assert cli("--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", bad)[0] == 1
     before = len(api.message_requests)
     code, document, err = run_json(
         "--csv", rubric_suite(tmp_path), *server(), "-i", "6", "-o", bad, "--resume"
@@ -315,7 +309,7 @@ def test_grades_survive_resume_and_compare_shows_the_evidence(api, tmp_path):
     assert document["results"][0]["grades"]["judge"]["evidence"] == EVIDENCE
     assert document["cases"][0]["reasons"] == {f"judge: failed (score 0.10): {EVIDENCE}": 6}
     # six runs a side: 6/6 -> 0/6 is a regression (Fisher's two-sided p = 2 / C(12, 6) = 0.0022)
-    code, out, err = run_cli("--compare", good, bad)
+    code, out, err = cli("--compare", good, bad)
     assert code == 1 and "regression" in out and "widgets" in out
 
 
@@ -362,11 +356,11 @@ def test_markdown_rubric_and_verify(api, tmp_path):
     assert code == 0 and document["tests"][0]["passed"] is True, err
 
 
-def test_a_graded_test_is_refused_in_skill_runs(tmp_path):
+def test_a_graded_test_is_refused_in_skill_runs(cli, tmp_path):
     test = tmp_path / "graded.md"
     test.write_text(f"---\nname: graded\n---\n\n# Prompt\n\n{PROMPT}\n\n# Rubric\n\nBe right.\n")
     skill = Path(E.__file__).parent / "examples" / "skills" / "warehouse-sql"
-    code, out, err = run_cli("--skill", skill, "--tests", test, "--claude-bin", "/bin/true")
+    code, out, err = cli("--skill", skill, "--tests", test, "--claude-bin", "/bin/true")
     assert code == 2 and err.count("\n") == 1 and "graded in runs against MCP servers only" in err
 
 
@@ -539,14 +533,14 @@ def test_a_verify_child_that_leaves_its_group_is_ended_too(api, tmp_path):
     assert left == [], left
 
 
-def test_verify_and_rubric_columns_are_checked_when_the_suite_loads(tmp_path):
+def test_verify_and_rubric_columns_are_checked_when_the_suite_loads(cli, tmp_path):
     path = suite(
         tmp_path / "bad.csv",
         "test_name,user_prompt,verify,rubric,args_ignore",
         "ok,hi,python check.py --case 'a b',Say hi.,\"*_id,limit\"",
         "bad,hi,python 'unclosed,,",
     )
-    code, out, err = run_cli("--csv", path, *server(), "--dry-run")
+    code, out, err = cli("--csv", path, *server(), "--dry-run")
     assert code == 2 and err.count("\n") == 1
     assert (
         f'{path}:3: verify "python \'unclosed" is not a command line: No closing quotation' in err
@@ -656,13 +650,13 @@ def test_the_example_suite_uses_exact_with_defaults():
     assert cases["ltv_docs"].args_match == "exact_with_defaults"
 
 
-def test_unknown_args_match_names_the_new_mode(tmp_path):
+def test_unknown_args_match_names_the_new_mode(cli, tmp_path):
     path = suite(
         tmp_path / "bad.csv",
         "test_name,user_prompt,expected_args,args_match",
         'x,hi,"{""a"": {}}",fuzzy',
     )
-    code, out, err = run_cli("--csv", path, "--dry-run")
+    code, out, err = cli("--csv", path, "--dry-run")
     assert code == 2 and "exact_with_defaults" in err
 
 

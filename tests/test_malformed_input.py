@@ -169,10 +169,10 @@ def test_corpus_file_is_refused_through_the_cli(cli_env, name: str):
     )
 
 
-def test_skill_problems_are_each_their_own_line(cli_env):
+def test_skill_problems_are_each_their_own_line(cli, cli_env):
     """Bad_Name breaks two rules (the charset and the folder name is fine): each problem a line."""
     path = CORPUS / "skill" / "Bad_Name" / "SKILL.md"
-    result = CliRunner().invoke(evaluator.main, CLI_ARGS["skill"](path))
+    result = cli(*CLI_ARGS["skill"](path))
     assert result.exit_code == 2
     assert all(line.startswith(f"error: {path}:") for line in result.stderr.splitlines())
 
@@ -241,11 +241,11 @@ def test_huge_file_is_refused_without_reading_it_all(tmp_path: Path, loader: str
     assert "larger than 10 MiB" in caught.value.message
 
 
-def test_huge_file_through_the_cli(cli_env, tmp_path: Path):
+def test_huge_file_through_the_cli(cli, cli_env, tmp_path: Path):
     path = tmp_path / "big.csv"
     with open(path, "wb") as handle:
         handle.truncate(C.MAX_INPUT_FILE_BYTES + 1)
-    result = CliRunner().invoke(evaluator.main, ["--csv", str(path)])
+    result = cli("--csv", str(path))
     assert result.exit_code == 2 and result.stderr.startswith(
         f"error: {path}: CSV suite is larger than 10 MiB"
     )
@@ -491,16 +491,14 @@ RUN_CAP_LINE = "runs a case is over the cap of 1,000 (pass --allow-many-runs if 
         (["--optimize", "--runs", "5000"], "--runs 5,000"),
     ],
 )
-def test_a_run_count_over_the_cap_is_refused_before_anything_starts(cli_env, args, flag):
+def test_a_run_count_over_the_cap_is_refused_before_anything_starts(cli, cli_env, args, flag):
     suite = EXAMPLES / "test_queries.csv"
-    done = CliRunner().invoke(
-        evaluator.main, ["--csv", str(suite), "--server", "no-such-server-anywhere", *args]
-    )
+    done = cli("--csv", str(suite), "--server", "no-such-server-anywhere", *args)
     assert done.exit_code == 2
     assert done.output.strip().splitlines() == [f"error: {flag} {RUN_CAP_LINE}"]
 
 
-def test_a_project_files_run_count_over_the_cap_names_its_line(cli_env, tmp_path: Path):
+def test_a_project_files_run_count_over_the_cap_names_its_line(cli, cli_env, tmp_path: Path):
     project = tmp_path / "evaluator.yaml"
     project.write_text(
         "suites:\n"
@@ -512,7 +510,7 @@ def test_a_project_files_run_count_over_the_cap_names_its_line(cli_env, tmp_path
         "    server: no-such-server-anywhere\n"
         "    iterations: 100000000000\n"
     )
-    done = CliRunner().invoke(evaluator.main, ["--config", str(project)])
+    done = cli("--config", str(project))
     assert done.exit_code == 2
     assert done.output.strip().splitlines() == [
         f"error: {project}:8: iterations: 100,000,000,000 {RUN_CAP_LINE}"

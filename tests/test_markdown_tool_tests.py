@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import json
 
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT
 from fake_anthropic import reply, text, tool_use
 
-import evaluator
 from claude_tool_evaluator.run_types import Usage, cost_usd
 
 ASSISTANT, USER = "claude-sonnet-5-5", "claude-haiku-5-5"
-
-
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def scripted(body: dict) -> dict:
@@ -43,10 +36,10 @@ def scripted(body: dict) -> dict:
     )
 
 
-def test_markdown_tests_with_a_simulated_user_run_against_the_servers(api, tmp_path):
+def test_markdown_tests_with_a_simulated_user_run_against_the_servers(cli, api, tmp_path):
     api.responder = scripted
     out = tmp_path / "out.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--tests",
         str(ROOT / "examples" / "tool_tests"),
         "--server-module",
@@ -72,26 +65,26 @@ def test_markdown_tests_with_a_simulated_user_run_against_the_servers(api, tmp_p
     assert any(b["model"] == USER for b in api.message_requests)
 
 
-def test_failed_concepts_fail_the_run(api, tmp_path):
+def test_failed_concepts_fail_the_run(cli, api, tmp_path):
     api.responder = lambda body: reply(text("Profiles is great."))
     test = tmp_path / "t.md"
     test.write_text(
         "---\nname: t\ntype: knowledge\nconcepts: [identity stitching, entity vars]\n---\n"
         "# Prompt\nWhat does Profiles do?\n"
     )
-    code, stdout, stderr = run_cli("--tests", str(test), "--server-module", str(EXAMPLE_SERVER))
+    code, stdout, stderr = cli("--tests", str(test), "--server-module", str(EXAMPLE_SERVER))
     assert code == 1 and "FAIL" in stdout
 
 
-def test_trigger_tests_need_a_skill(api):
-    code, stdout, stderr = run_cli("--tests", str(ROOT / "examples" / "triggers"))
+def test_trigger_tests_need_a_skill(cli, api):
+    code, stdout, stderr = cli("--tests", str(ROOT / "examples" / "triggers"))
     assert code == 2 and "a trigger test runs through Claude Code" in stderr and "--skill" in stderr
 
 
-def test_the_simulated_users_tokens_count_in_the_cost(api, tmp_path):
+def test_the_simulated_users_tokens_count_in_the_cost(cli, api, tmp_path):
     api.responder = scripted
     out = tmp_path / "out.json"
-    run_cli(
+    cli(
         "--tests",
         str(ROOT / "examples" / "tool_tests" / "ltv-model-setup.md"),
         "--server-module",

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
+from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, invoke
 from fake_anthropic import ScriptedAnthropic, per_model, reply, text, tool_use, user_query
 
 import evaluator as E
@@ -87,11 +86,9 @@ def suite(folder: Path, cases: int = 3, name: str = "suite.csv") -> Path:
 def run(api: ScriptedAnthropic, *args: Any) -> tuple[int, str, str, list[dict]]:
     """The CLI in-process: (exit code, stdout, stderr, the /v1/messages bodies it sent)."""
     start = len(api.requests)
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
+    code, stdout, stderr = invoke(*args)
     sent = [r["body"] for r in api.requests[start:] if r["path"] == "/v1/messages"]
-    return result.exit_code, result.stdout, result.stderr, sent
+    return code, stdout, stderr, sent
 
 
 def tool_run(api: ScriptedAnthropic, *args: Any) -> tuple[int, str, str, list[dict]]:

@@ -40,7 +40,16 @@ import click
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, wait_for_port
+from conftest import (
+    CLAUDE,
+    EXAMPLE_SERVER,
+    ROOT,
+    TEST_API_KEY,
+    free_port,
+    invoke,
+    spawn,
+    wait_for_port,
+)
 from fake_anthropic import (
     ScriptedAnthropic,
     claude_code_tool_use,
@@ -471,10 +480,8 @@ class Lab:
             return self.cache[key]
         self.api.responder = model or answers
         start = len(self.api.requests)
-        result = CliRunner().invoke(evaluator.main, list(args))
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        run = Run(result.exit_code, result.stdout, result.stderr, self.requests_since(start))
+        code, stdout, stderr = invoke(*args)
+        run = Run(code, stdout, stderr, self.requests_since(start))
         if cached:
             self.cache[key] = run
         return run
@@ -490,23 +497,17 @@ class Lab:
             "ANTHROPIC_BASE_URL": self.api.url,
             "PYTHONPATH": str(ROOT),
         }
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "evaluator.py"), *map(str, args)],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=self.root / "work",
-            env=env,
+        code, stdout, stderr = spawn(
+            *args, input=stdin, timeout=120, cwd=self.root / "work", env=env
         )
-        return Run(done.returncode, done.stdout, done.stderr, self.requests_since(start))
+        return Run(code, stdout, stderr, self.requests_since(start))
 
     def requests_since(self, start: int) -> list[dict]:
         return [r["body"] for r in self.api.requests[start:] if r["path"] == "/v1/messages"]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, example_server_url):
     root = tmp_path_factory.mktemp("modes")
     with pytest.MonkeyPatch.context() as patch, ScriptedAnthropic() as api:
         patch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
@@ -514,6 +515,7 @@ def lab(tmp_path_factory):
         patch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
         patch.setenv("HOME", str(root / "home"))  # skill runs watch ~/.claude: the lab's own
         lab = Lab(root, api)
+        lab.cache["remote-http"] = example_server_url  # the session's own (conftest.py)
         patch.chdir(root / "work")
         try:
             yield lab
@@ -1584,8 +1586,8 @@ def _(lab, mode):
 
 
 def remote_example(lab: Lab, transport: str) -> str:
-    """The example server over the network, started once for the lab: streamable HTTP at /mcp
-    (`--http`) or the legacy HTTP+SSE transport at /sse (`--sse`)."""
+    """The example server over the network: streamable HTTP at /mcp (the session's, see the lab),
+    or the legacy HTTP+SSE transport at /sse (`--sse`), started once for the lab."""
     key = f"remote-{transport}"
     if key not in lab.cache:
         port = free_port()

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
@@ -118,13 +117,6 @@ def expected_scores(
     return {k: tuple(v) for k, v in out.items()}
 
 
-def cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
@@ -139,7 +131,7 @@ def server_args() -> list[str]:
 
 # ============================================================================ tools
 def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test(
-    env: Path, monkeypatch
+    cli, env: Path, monkeypatch
 ):
     split = split_of()
     receipts_train = [w for w in RECEIPT_WORDS if split[f"receipt_{w}"] == "train"]
@@ -241,7 +233,7 @@ def test_tool_descriptions_loop_scores_each_candidate_and_picks_the_best_by_test
     assert "Round 2 beat the original" in report
 
 
-def test_nothing_beats_the_original_and_it_says_so(env: Path, monkeypatch):
+def test_nothing_beats_the_original_and_it_says_so(cli, env: Path, monkeypatch):
     split = split_of()
     worse = (
         f"{ORIGINAL} For {' '.join(INVOICE_WORDS)} documents."  # receipts now win invoice queries
@@ -281,7 +273,7 @@ def test_nothing_beats_the_original_and_it_says_so(env: Path, monkeypatch):
     assert not (env / "o.tool-overrides.json").exists()
 
 
-def test_dry_run_estimates_the_whole_loop_and_sends_nothing(env: Path, monkeypatch):
+def test_dry_run_estimates_the_whole_loop_and_sends_nothing(cli, env: Path, monkeypatch):
     suite = write_suite(env)
     with ScriptedAnthropic(responder=Models([])) as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
@@ -295,7 +287,9 @@ def test_dry_run_estimates_the_whole_loop_and_sends_nothing(env: Path, monkeypat
     assert "runs: 180" in flat and "4 to 8 proposal call(s)" in flat, flat
 
 
-def test_resume_continues_from_the_journal_without_asking_or_running_again(env: Path, monkeypatch):
+def test_resume_continues_from_the_journal_without_asking_or_running_again(
+    cli, env: Path, monkeypatch
+):
     split = split_of()
     receipts_train = [w for w in RECEIPT_WORDS if split[f"receipt_{w}"] == "train"]
     better = f"{ORIGINAL} For {' '.join(receipts_train[:1])} documents."
@@ -356,7 +350,7 @@ def test_resume_continues_from_the_journal_without_asking_or_running_again(env: 
     assert not journal_path(out_file).exists()
 
 
-def test_optimize_input_problems_are_one_line(env: Path):
+def test_optimize_input_problems_are_one_line(cli, env: Path):
     for args, message in [
         (["--optimize"], "--optimize needs --skill S with --trigger EVALS, or --csv SUITE"),
         (

@@ -16,24 +16,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER
 from fake_anthropic import reply, text, tool_use, user_query
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.run_types import Usage, cost_usd
 from claude_tool_evaluator.scoring.statistics import auto_decided, wilson_interval
 
 C = C
 SERVER = ["--server-module", str(EXAMPLE_SERVER)]
-
-
-def cli(*args: object):
-    result = CliRunner().invoke(evaluator.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 def suite(path: Path, names: list[str]) -> Path:
@@ -95,7 +86,7 @@ def calls_of(api, name: str) -> list[dict]:
         ("TABLES_ONE", {"tables_one"}),
     ],
 )
-def test_keyword_expressions_choose_cases_by_name(api, tmp_path, expression, chosen):
+def test_keyword_expressions_choose_cases_by_name(cli, api, tmp_path, expression, chosen):
     names = ["tables_one", "tables_two", "connections", "weather"]
     api.responder = model()
     done = cli("--csv", suite(tmp_path / "s.csv", names), *SERVER, "-k", expression, "--json")
@@ -105,18 +96,20 @@ def test_keyword_expressions_choose_cases_by_name(api, tmp_path, expression, cho
 
 
 @pytest.mark.parametrize("expression", ["tables and", "(tables", "or tables", "a b"])
-def test_a_malformed_keyword_expression_is_one_line(tmp_path, expression, no_api_key):
+def test_a_malformed_keyword_expression_is_one_line(cli, tmp_path, expression, no_api_key):
     done = cli("--csv", suite(tmp_path / "s.csv", ["a"]), *SERVER, "-k", expression)
     assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "-k" in done.stderr
 
 
-def test_a_keyword_that_matches_nothing_is_one_line(tmp_path, no_api_key):
+def test_a_keyword_that_matches_nothing_is_one_line(cli, tmp_path, no_api_key):
     done = cli("--csv", suite(tmp_path / "s.csv", ["a"]), *SERVER, "-k", "zzz")
     assert done.exit_code == 2 and "matches no case" in done.stderr
 
 
 # ---------------------------------------------------------------------------- -x
-def test_fail_fast_starts_nothing_after_the_first_failure_and_resume_does_the_rest(api, tmp_path):
+def test_fail_fast_starts_nothing_after_the_first_failure_and_resume_does_the_rest(
+    cli, api, tmp_path
+):
     names = ["a", "b", "c", "d"]
     path, out = suite(tmp_path / "s.csv", names), tmp_path / "r.json"
     api.responder = model(failing=frozenset({"a"}))
@@ -135,7 +128,7 @@ def test_fail_fast_starts_nothing_after_the_first_failure_and_resume_does_the_re
 
 
 # ---------------------------------------------------------------------------- --rerun-failed
-def test_rerun_failed_runs_only_the_failing_cases_and_writes_the_whole_document(api, tmp_path):
+def test_rerun_failed_runs_only_the_failing_cases_and_writes_the_whole_document(cli, api, tmp_path):
     names = ["a", "b", "c"]
     path, first, second = suite(tmp_path / "s.csv", names), tmp_path / "1.json", tmp_path / "2.json"
     api.responder = model(failing=frozenset({"b"}))
@@ -160,7 +153,7 @@ def test_rerun_failed_runs_only_the_failing_cases_and_writes_the_whole_document(
 
 
 # ---------------------------------------------------------------------------- -i auto
-def test_auto_runs_stop_a_sure_case_early_and_run_a_coin_flip_to_the_cap(api, tmp_path):
+def test_auto_runs_stop_a_sure_case_early_and_run_a_coin_flip_to_the_cap(cli, api, tmp_path):
     path, out = suite(tmp_path / "s.csv", ["sure", "coin"]), tmp_path / "auto.json"
     api.responder = model(every_other=frozenset({"coin"}))
     done = cli("--csv", path, *SERVER, "-i", "auto", "--threshold", "0.5", "-o", out)
@@ -182,7 +175,7 @@ def test_auto_runs_stop_a_sure_case_early_and_run_a_coin_flip_to_the_cap(api, tm
         assert sum(r["model_calls"] for r in runs) == len(calls_of(api, name))
 
 
-def test_auto_runs_with_custom_bounds_and_a_failed_run_at_threshold_1(api, tmp_path):
+def test_auto_runs_with_custom_bounds_and_a_failed_run_at_threshold_1(cli, api, tmp_path):
     path = suite(tmp_path / "s.csv", ["sure", "broken"])
     api.responder = model(failing=frozenset({"broken"}))
     done = cli("--csv", path, *SERVER, "-i", "auto:2-6", "--json")
@@ -191,7 +184,7 @@ def test_auto_runs_with_custom_bounds_and_a_failed_run_at_threshold_1(api, tmp_p
     assert cases["broken"]["runs"] == 2 and cases["sure"]["runs"] == 6
 
 
-def test_auto_runs_refuse_what_splits_a_case(tmp_path, no_api_key):
+def test_auto_runs_refuse_what_splits_a_case(cli, tmp_path, no_api_key):
     path = suite(tmp_path / "s.csv", ["a"])
     done = cli("--csv", path, *SERVER, "-i", "auto", "--shard", "1/2")
     assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "--shard" in done.stderr

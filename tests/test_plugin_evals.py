@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
 from fake_anthropic import (
     ScriptedAnthropic,
     called_tools,
@@ -69,16 +69,9 @@ EXPECTED_PASSES = {  # case -> (with passed, without passed), 2 runs each (see t
 }
 
 
-def evaluator(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "evaluator.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY, **(env or {})},
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+def evaluator(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Ran:
+    environment = {**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY, **(env or {})}
+    return spawn(*args, cwd=cwd, env=environment, timeout=600)
 
 
 def test_the_suite_is_read_as_claude_code_reads_it(tmp_path: Path):
@@ -152,7 +145,7 @@ def test_static_findings_are_one_line_each_exit_2_before_any_spend(tmp_path: Pat
     with ScriptedAnthropic() as api:
         done = evaluator("plugin", str(folder), "--base-url", api.url)
         assert api.requests == []
-    assert done.returncode == 2, done.stderr
+    assert done.exit_code == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert "Traceback" not in done.stderr
     assert any("05-no-graders/prompt.md" in line and "no graders" in line for line in lines), lines
@@ -334,7 +327,7 @@ def test_pass_counts_agree_with_claude_plugin_eval(tmp_path: Path):
             },
         )
         # 04-yaml-case scores 0.33 with the plugin: under Claude Code's threshold of 1, a failure
-        assert ours.returncode == 1, ours.stdout + ours.stderr
+        assert ours.exit_code == 1, ours.stdout + ours.stderr
         assert "below the threshold (score 1) with the plugin: 01-greet" not in ours.stdout
         assert "below the threshold (score 1) with the plugin: 04-yaml-case" in ours.stdout
         expanded = [
@@ -388,7 +381,7 @@ def five_each_way(
             "-o",
             str(folder / "ours.json"),
         )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     return done, folder
 
 
@@ -412,7 +405,7 @@ def test_dry_run_prices_and_sends_nothing(tmp_path: Path):
     with ScriptedAnthropic() as api:
         done = evaluator("plugin", str(PLUGIN), "--base-url", api.url, "--dry-run", "--runs", "3")
         assert api.requests == []
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert "runs: 24" in done.stdout  # 4 cases x 2 arms x 3 runs
 
 
@@ -424,7 +417,7 @@ def test_a_model_matrix_resumes_and_max_cost_holds(tmp_path: Path):
         first = evaluator(
             *common, "--base-url", api.url, "--model", "haiku", "--model", "sonnet", "--runs", "1"
         )
-        assert first.returncode == 0, first.stdout + first.stderr
+        assert first.exit_code == 0, first.stdout + first.stderr
         made = len(api.requests)
         again = evaluator(
             *common,
@@ -438,7 +431,7 @@ def test_a_model_matrix_resumes_and_max_cost_holds(tmp_path: Path):
             "1",
             "--resume",
         )
-        assert again.returncode == 0 and len(api.requests) == made  # every run was already there
+        assert again.exit_code == 0 and len(api.requests) == made  # every run was already there
         capped = evaluator(  # the first run spends more than the cap: no other run starts
             *common,
             "--base-url",
@@ -452,7 +445,7 @@ def test_a_model_matrix_resumes_and_max_cost_holds(tmp_path: Path):
             "-o",
             str(tmp_path / "capped.json"),
         )
-        assert capped.returncode == 1, capped.stdout + capped.stderr
+        assert capped.exit_code == 1, capped.stdout + capped.stderr
         assert "stopped at --max-cost $1e-06: 5 run(s) not started" in capped.stdout
         assert len(json.loads((tmp_path / "capped.json").read_text())["results"]) == 1
     document = json.loads(out.read_text())
@@ -475,12 +468,12 @@ def test_an_installed_plugin_is_found_by_name(tmp_path: Path):
     )
     for name in ("greeter", "greeter@team-tools"):
         done = evaluator("plugin", name, "--dry-run", env={"HOME": str(tmp_path / "home")})
-        assert done.returncode == 0 and "runs: 16" in done.stdout, done.stdout + done.stderr
+        assert done.exit_code == 0 and "runs: 16" in done.stdout, done.stdout + done.stderr
     missing = evaluator(
         "plugin", "no-such-plugin", "--dry-run", env={"HOME": str(tmp_path / "home")}
     )
     assert (
-        missing.returncode == 2
+        missing.exit_code == 2
         and "neither a plugin folder nor an installed plugin" in missing.stderr
     )
 
@@ -496,7 +489,7 @@ def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: 
         (folder / "evals" / name / "graders" / "skill.md").write_text(grader)
     out = tmp_path / "imported"
     done = evaluator("import", "plugin-evals", str(folder), "-o", str(out))
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert json.loads((out / "greeting-card-trigger.json").read_text()) == [
         {"query": "The query of 05-fires.", "should_trigger": True},
         {"query": "The query of 06-quiet.", "should_trigger": False},
@@ -514,9 +507,9 @@ def test_import_reads_an_evals_suite_into_trigger_sets_and_task_evals(tmp_path: 
         ["--tests", str(out / "greeting-card-evals.json")],
     ):
         loaded = evaluator("--skill", skill, *given, "--dry-run")
-        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+        assert loaded.exit_code == 0, loaded.stdout + loaded.stderr
     refused = evaluator("import", "bfcl", str(folder), "-o", str(out))
-    assert refused.returncode == 2 and "takes no PLUGIN argument" in refused.stderr
+    assert refused.exit_code == 2 and "takes no PLUGIN argument" in refused.stderr
 
 
 @needs_claude
@@ -529,9 +522,9 @@ def test_runs_auto_stops_each_arm_once_it_is_decided(five_each_way):
     arms = arm_runs(json.loads((folder / "ours.json").read_text()))
     assert [len(arms[("01-greet", "with")]), len(arms[("01-greet", "without")])] == [5, 5]
     twin = evaluator("--plugin", str(PLUGIN), "-i", "auto", "--dry-run")  # -i: the suites' count
-    assert twin.returncode == 2 and "-i does not apply to plugin runs: use --runs N" in twin.stderr
+    assert twin.exit_code == 2 and "-i does not apply to plugin runs: use --runs N" in twin.stderr
     too_many = evaluator("plugin", str(PLUGIN), "--runs", "51", "--dry-run")
-    assert too_many.returncode == 2 and "at most 50 runs" in too_many.stderr
+    assert too_many.exit_code == 2 and "at most 50 runs" in too_many.stderr
 
 
 @needs_claude
@@ -550,7 +543,7 @@ def test_a_cached_run_is_answered_from_the_cache(tmp_path: Path):
         first = evaluator(*args, "--base-url", api.url)
         made = len(api.requests)
         again = evaluator(*args, "--base-url", api.url)
-    assert first.returncode == again.returncode == 0, again.stdout + again.stderr
+    assert first.exit_code == again.exit_code == 0, again.stdout + again.stderr
     assert made > 0 and len(api.requests) == made
     assert "01-greet: with 1/1, without 0/1" in again.stdout
 
@@ -586,7 +579,7 @@ def test_distractors_installed_loads_the_other_plugins_in_both_arms(tmp_path: Pa
             env={"HOME": str(home)},
         )
         listings = [json.dumps(r["body"].get("messages")) for r in api.requests]
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "1 other installed plugin(s) in both arms" in done.stdout
     assert "01-greet: with 1/1, without 0/1" in done.stdout
     first_requests = [text for text in listings if "cards:birthday-card" in text]
@@ -623,7 +616,7 @@ def test_a_hung_run_is_an_error_on_its_case_and_the_suite_goes_on(tmp_path: Path
             "-o",
             str(tmp_path / "ours.json"),
         )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
     assert "08-hang [with] run 1: error (score 0.00): timed out after 3s" in done.stdout
     assert "02-capital: with 1/1, without 1/1" in done.stdout
     cases = json.loads((tmp_path / "ours.json").read_text())["plugin"]["cases"]
@@ -663,7 +656,7 @@ def test_llm_graders_are_three_votes_of_our_judge(tmp_path: Path):
             str(tmp_path / "ours.json"),
         )
         judged = [r for r in api.requests if forced_tool(r["body"]) == "grade"]
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert len(judged) == 6  # 3 votes on each arm's run
     assert "The card greets Alex warmly." in json.dumps(judged[0]["body"]["messages"])
     runs = arm_runs(json.loads((tmp_path / "ours.json").read_text()))
@@ -704,7 +697,7 @@ def test_file_exists_sees_the_files_a_run_created(tmp_path: Path):
             "-o",
             str(tmp_path / "ours.json"),
         )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert "10-writes: with 1/1, without 1/1" in done.stdout
 
 
@@ -776,7 +769,7 @@ def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
             "plugin", str(plugin), "--base-url", api.url, "-o", str(out), "--report", str(report)
         )
         results = [b for b in api.message_requests if ": 7 gizmos" in json.dumps(b)]
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     runs = arm_runs(json.loads(out.read_text()))
     context = "UserPromptSubmit added context: Crew context: amounts are in euros."
     for run in runs[("01-audit", "with")]:
@@ -863,7 +856,7 @@ def test_a_live_plugin_run_holds_its_output_and_a_resume_asks_nothing_it_journal
             asked = len(api.message_requests)
             second = evaluator(*args)
             lines = [line for line in second.stderr.splitlines() if line.strip()]
-            assert second.returncode == 2 and len(lines) == 1, second.stderr
+            assert second.exit_code == 2 and len(lines) == 1, second.stderr
             assert "still alive" in lines[0] and f"pid {first.pid}" in lines[0]
             assert len(api.message_requests) == asked and first.poll() is None
             first.send_signal(signal.SIGINT)
@@ -882,7 +875,7 @@ def test_a_live_plugin_run_holds_its_output_and_a_resume_asks_nothing_it_journal
         before = len(api.message_requests)
         again = evaluator(*args, "--resume")
         asked_again = {user_query(b) for b in api.message_requests[before:]}
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.exit_code == 0, again.stdout + again.stderr
     assert "resuming: 2 run(s) kept from the earlier run, 2 to run" in again.stdout
     assert asked_again == {"What is the capital of France?"}
     assert len(json.loads(out.read_text())["results"]) == 4 and not journal_path(out).exists()
@@ -916,9 +909,9 @@ def test_scaffold_stages_the_workspace_only_when_asked(tmp_path: Path):
         unstaged = evaluator("plugin", str(plugin), "--base-url", api.url)
         (case / "setup.sh").write_text("echo 'no such fixture' >&2; exit 3\n")
         failed = evaluator("plugin", str(plugin), "--base-url", api.url, "--scaffold")
-    assert staged.returncode == 0, staged.stdout + staged.stderr
+    assert staged.exit_code == 0, staged.stdout + staged.stderr
     assert "01-staged [with] run 1: passed" in staged.stdout and "scaffold" not in staged.stdout
-    assert unstaged.returncode == 1 and "not run without --scaffold" in unstaged.stdout
+    assert unstaged.exit_code == 1 and "not run without --scaffold" in unstaged.stdout
     assert "01-staged [with] run 1: failed" in unstaged.stdout
-    assert failed.returncode == 1
+    assert failed.exit_code == 1
     assert "run 1: error (score 0.00): scaffold failed (exit 3): no such fixture" in failed.stdout

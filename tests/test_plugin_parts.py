@@ -17,8 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, invoke, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
     crowd_claude_code,
@@ -34,7 +33,6 @@ from fake_anthropic import (
     user_query,
 )
 
-import evaluator as E
 from claude_tool_evaluator.claude_code import (
     ClaudeCliSettings,
     RunFolder,
@@ -104,15 +102,6 @@ def trigger_file(
     )
 
 
-def cli(api: ScriptedAnthropic, monkeypatch: pytest.MonkeyPatch, *args: object):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
 def first_request_of(api: ScriptedAnthropic, query: str) -> dict:
     """The main conversation's first request for a query (it offers the Agent tool)."""
     return next(b for b in api.message_requests if user_query(b) == query and listed_agents(b))
@@ -127,7 +116,7 @@ def runs_of(document: dict) -> dict[str, list[dict]]:
 
 @needs_claude
 def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     plugin = shop_plugin(tmp_path)
@@ -140,8 +129,8 @@ def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
     )
     with ScriptedAnthropic(responder=delegating_claude_code) as api:
         done = cli(
-            api, monkeypatch, "--skill", plugin, "--trigger", trigger, "--runs", "1", "--json",
-            "--html", tmp_path / "report.html",
+            "--skill", plugin, "--trigger", trigger, "--runs", "1", "--json",
+            "--html", tmp_path / "report.html", api=api,
         )  # fmt: skip
         listed = {q: listed_agents(first_request_of(api, q)) for q in (AUDIT, SHIP, JOKE)}
         contexts = [
@@ -240,7 +229,7 @@ def test_the_stream_readers_see_delegations_blocking_hooks_and_added_context(
 
 @needs_claude
 def test_a_project_agent_file_is_installed_and_its_delegations_scored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
     agent = agent_md(tmp_path / "agents" / "invoice-auditor.md", "invoice-auditor", AUDITOR)
@@ -250,7 +239,7 @@ def test_a_project_agent_file_is_installed_and_its_delegations_scored(
     ]
     evals = write(tmp_path / "evals.json", json.dumps(entries))
     with ScriptedAnthropic(responder=delegating_claude_code) as api:
-        done = cli(api, monkeypatch, "--skill", agent, "--trigger", evals, "--runs", "2", "--json")
+        done = cli("--skill", agent, "--trigger", evals, "--runs", "2", "--json", api=api)
         listed = listed_agents(first_request_of(api, AUDIT))
     document = json.loads(done.stdout)
     # a project's agent is listed by its own name, and the rule hands it the audit
@@ -288,12 +277,10 @@ def test_routing_rules_name_agents_with_or_without_their_plugin():
         ("name: invoice-auditor\n", "the agent has no description"),
     ],
 )
-def test_a_bad_agent_file_is_one_line_naming_it(tmp_path: Path, front: str, problem: str):
+def test_a_bad_agent_file_is_one_line_naming_it(cli, tmp_path: Path, front: str, problem: str):
     agent = write(tmp_path / "agents" / "x.md", f"---\n{front}---\nBody.\n")
     trigger = trigger_file(tmp_path / "t.md", "x", ["a"], ["b"])
-    done = CliRunner().invoke(
-        E.main, ["--skill", str(agent), "--trigger", str(trigger), "--dry-run"]
-    )
+    done = cli("--skill", agent, "--trigger", trigger, "--dry-run")
     assert done.exit_code == 2
     assert problem in done.output and str(agent) in done.output
     assert "Traceback" not in done.output
@@ -307,8 +294,8 @@ SQL_POSITIVES = [
 SQL_NEGATIVES = ["Tell me a joke about cats", "Draw a picture of a lighthouse"]
 
 
-def export(*args: object):
-    return CliRunner().invoke(E.main, ["export", "claude-plugin-eval", *[str(a) for a in args]])
+def export(*args: object) -> Ran:
+    return invoke("export", "claude-plugin-eval", *args)
 
 
 @needs_claude
@@ -429,13 +416,12 @@ def test_a_bad_export_is_one_line_and_writes_nothing(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_description_override_is_refused_for_an_agent(tmp_path: Path):
+def test_a_description_override_is_refused_for_an_agent(cli, tmp_path: Path):
     agent = agent_md(tmp_path / "agents" / "invoice-auditor.md", "invoice-auditor", AUDITOR)
     trigger = trigger_file(tmp_path / "t.md", "invoice-auditor", [AUDIT], [JOKE])
-    done = CliRunner().invoke(
-        E.main,
-        ["--skill", str(agent), "--skill-description", "Other words", "--trigger", str(trigger), "--dry-run"],
-    )  # fmt: skip
+    done = cli(
+        "--skill", agent, "--skill-description", "Other words", "--trigger", trigger, "--dry-run"
+    )
     assert done.exit_code == 2 and "invoice-auditor is an agent" in done.output
 
 

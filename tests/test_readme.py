@@ -5,7 +5,9 @@ counts) plus a `node_modules` symlink (the Claude Code CLI that `npm install` br
 is the README's own text, run with `bash -c` in that folder, in document order, with a temporary
 HOME and one scripted Anthropic-compatible server playing every model the commands need: the
 model under test, the simulated user, the test generator and the model behind the real `claude`
-runs. A command that reads a results file a later command writes runs at the end. While a crowd
+runs. A command that reads a results file a later command writes runs at the end. The commands
+run in a few chains, each in a fresh copy of its own: a command that names a file an earlier one
+wrote runs after it in that one's chain, so it reads what it reads in document order. While a crowd
 command runs (`--distractors`, `--distractor-tools`), that server plays fake_anthropic's crowd
 rule instead, and the README's curve must be the one the command reports.
 
@@ -15,6 +17,7 @@ The mode x option matrix in the README is checked against `evaluator.MODES`, and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -49,8 +52,9 @@ import test_constants as C
 from claude_tool_evaluator.results_schema.document import CrowdingRecord
 from claude_tool_evaluator.writers.crowd import crowding_markdown
 
-# One worker runs the README's commands, in order, once (each command may read what one before it
-# wrote): pyproject's `--dist loadgroup` keeps this module's tests together.
+# One worker runs each chain of the README's commands, in order, once (a command may read what
+# one before it in its chain wrote): pyproject's `--dist loadgroup` keeps a chain's tests together
+# (each command's test is marked with its chain's group below).
 pytestmark = pytest.mark.xdist_group("readme")
 
 README = ROOT / "README.md"
@@ -186,6 +190,84 @@ def output_paths(command: Command) -> list[str]:
 
 COMMANDS, EXEMPTED = readme_commands()
 RUN_ORDER = execution_order(COMMANDS, set(repository_files()))
+
+
+# ============================================================================ chains of commands
+# The commands share nothing but files: each chain runs in a fresh copy of its own (with its own
+# HOME, TMPDIR and scripted server), so the chains run at once on several workers. A command
+# joins the chain of the last command before it (in RUN_ORDER) that wrote a file or folder it
+# names; the chains are then filled to about the same weight of work.
+CHAINS = 3
+WRITE_FLAGS = ("--artifacts", "--record", "--results-dir", "--cache", "--pin")
+
+
+def written_by(command: Command) -> set[str]:
+    """Every file or folder the command writes: its outputs, what it records, caches or pins, and
+    run_tests.py's results/."""
+    written = set(output_paths(command)) | set(option_values(command.argv, WRITE_FLAGS))
+    if command.run.startswith("python run_tests.py"):
+        written.add("results")
+    return written
+
+
+def named_by(command: Command) -> list[str]:
+    """The paths (and other words) a command names, less its own outputs (unless it resumes them)."""
+    own = set() if "--resume" in command.argv else set(output_paths(command))
+    return [a for a in command.argv[1:] if not a.startswith("-") and a not in own]
+
+
+def weight(command: Command) -> float:
+    """About how much work a command is, in the time of a plain one (starting the evaluator and
+    the SDKs it imports): one that runs `claude` (a skill, a project's suites) weighs about
+    seven (two and a half at --runs 1 without a crowd), one that loads neither SDK (help, a plan, a render, a
+    dry run of a skill, an overlap or a plugin) a tenth."""
+    argv = command.argv
+    verb = argv[2] if len(argv) > 2 else ""
+    skills = "--skill" in argv or verb in ("overlap", "plugin", "export")
+    if (
+        verb in ("help", "plan", "render", "schema", "cache", "export")
+        or {"--help", "--schema", "--from"} & set(argv)
+        or (skills and "--dry-run" in argv)
+    ):
+        return 0.15
+    if "--skill" in argv or ("--config" in argv and "--suite" not in argv):
+        once = option_values(argv, ("--runs",)) == ["1"] and "--distractors" not in argv
+        return 2.5 if once else 7.0
+    return 1.0
+
+
+def chain_of_each(order: list[Command], count: int) -> dict[Command, int]:
+    """The chain each command runs in (0 .. count-1)."""
+    parent = list(range(len(order)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    last_writer: dict[str, int] = {}
+    for i, command in enumerate(order):
+        for word in named_by(command):
+            for path, writer in last_writer.items():
+                if word == path or word.startswith(path.rstrip("/") + "/"):
+                    parent[root(i)] = root(writer)
+        for path in written_by(command):
+            last_writer[path] = i
+    together: dict[int, list[int]] = {}
+    for i in range(len(order)):
+        together.setdefault(root(i), []).append(i)
+    loads, chain = [0.0] * count, {}
+    for members in sorted(
+        together.values(), key=lambda m: (-sum(weight(order[i]) for i in m), m[0])
+    ):
+        lightest = loads.index(min(loads))
+        loads[lightest] += sum(weight(order[i]) for i in members)
+        chain.update({order[i]: lightest for i in members})
+    return chain
+
+
+CHAIN = chain_of_each(RUN_ORDER, CHAINS)
 
 
 # ============================================================================ the scripted models
@@ -519,6 +601,7 @@ def crowding_table(record: dict) -> str:
 @dataclass
 class Outcome:
     command: Command
+    folder: Path  # the fresh copy it ran in (its chain's)
     code: int | None
     stdout: str
     stderr: str
@@ -541,11 +624,18 @@ class Outcome:
 
 
 class ReadmeSession:
-    """Runs the README's commands in order, lazily: asking for one command's outcome runs every
-    command before it (and a deferred one after all the others)."""
+    """Runs one chain of the README's commands in order, lazily: asking for one command's outcome
+    runs every command before it in the chain (and a deferred one after all the others)."""
 
-    def __init__(self, folder: Path, home: Path, tmp: Path, api: ScriptedAnthropic) -> None:
-        self.folder, self.api = folder, api
+    def __init__(
+        self,
+        commands: list[Command],
+        folder: Path,
+        home: Path,
+        tmp: Path,
+        api: ScriptedAnthropic,
+    ) -> None:
+        self.commands, self.folder, self.api = commands, folder, api
         self.env = {
             "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
             "HOME": str(home),
@@ -560,7 +650,7 @@ class ReadmeSession:
         self.started = time.monotonic()
 
     def _run_all(self) -> Iterator[None]:
-        for command in RUN_ORDER:
+        for command in self.commands:
             missing = [p for p in json_inputs(command) if not (self.folder / p).exists()]
             assert not missing, (
                 f"README line {command.line}: no README command writes {missing}: {command.text}"
@@ -593,6 +683,7 @@ class ReadmeSession:
             )
         self.outcomes[command] = Outcome(
             command,
+            self.folder,
             code,
             stdout,
             stderr,
@@ -615,32 +706,52 @@ def fresh_copy(target: Path) -> Path:
     return target
 
 
+class ReadmeChains:
+    """A ReadmeSession per chain, each made when one of its commands is first asked for (a worker
+    makes only the chains it runs), in a fresh copy of its own."""
+
+    def __init__(self, base: Path, stack: contextlib.ExitStack) -> None:
+        self.base, self.stack = base, stack
+        self.sessions: dict[int, ReadmeSession] = {}
+
+    def session(self, command: Command) -> ReadmeSession:
+        chain = CHAIN[command]
+        if chain not in self.sessions:
+            base = self.base / f"chain-{chain}"
+            folder = fresh_copy(base / "clone")
+            for name in ("home", "tmp"):
+                (base / name).mkdir()
+            api = self.stack.enter_context(ScriptedAnthropic(responder=responder))
+            commands = [c for c in RUN_ORDER if CHAIN[c] == chain]
+            self.sessions[chain] = ReadmeSession(commands, folder, base / "home", base / "tmp", api)
+        return self.sessions[chain]
+
+    def outcome(self, command: Command) -> Outcome:
+        return self.session(command).outcome(command)
+
+
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadmeSession]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadmeChains]:
     if not (ROOT / "node_modules" / ".bin" / "claude").exists():
         message = "the README's skill commands need the Claude Code CLI: run `npm install` at the repository root"
         if os.environ.get("CI"):
             raise RuntimeError(message)
         pytest.skip(message)
-    base = tmp_path_factory.mktemp("readme")
-    folder = fresh_copy(base / "clone")
-    for name in ("home", "tmp"):
-        (base / name).mkdir()
-    with ScriptedAnthropic(responder=responder) as api:
-        run = ReadmeSession(folder, base / "home", base / "tmp", api)
-        yield run
-    took = time.monotonic() - run.started
-    print(f"\nREADME: {len(run.outcomes)} command(s) in {took:.0f}s")
-    for o in run.outcomes.values():
-        print(f"  {o.seconds:5.1f}s  exit {o.code}  line {o.command.line}: {o.command.run}")
+    with contextlib.ExitStack() as stack:
+        chains = ReadmeChains(tmp_path_factory.mktemp("readme"), stack)
+        yield chains
+    for chain, run in sorted(chains.sessions.items()):
+        took = time.monotonic() - run.started
+        print(f"\nREADME chain {chain}: {len(run.outcomes)} command(s) in {took:.0f}s")
+        for o in run.outcomes.values():
+            print(f"  {o.seconds:5.1f}s  exit {o.code}  line {o.command.line}: {o.command.run}")
 
 
 @pytest.fixture(scope="module")
-def results_schema(session: ReadmeSession) -> dict:
+def results_schema() -> dict:
     done = subprocess.run(
         [sys.executable, "evaluator.py", "--schema"],
-        cwd=session.folder,
-        env=session.env,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
@@ -687,8 +798,14 @@ def benchmarks_installed() -> bool:
         return False
 
 
-@pytest.mark.parametrize("command", RUN_ORDER, ids=[c.id for c in RUN_ORDER])
-def test_readme_command_runs(session: ReadmeSession, results_schema: dict, command: Command):
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(f"readme-{CHAIN[c]}"))
+        for c in RUN_ORDER
+    ],
+)
+def test_readme_command_runs(session: ReadmeChains, results_schema: dict, command: Command):
     if needs_benchmarks(command) and not benchmarks_installed():
         if os.environ.get("CI"):
             raise RuntimeError(f"CI runs {BENCHMARKS_INSTALL} (.ci/run): it is missing")
@@ -705,8 +822,8 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
     argv = command.argv
     validator = jsonschema.validators.validator_for(results_schema)(results_schema)
     for path in output_paths(command):
-        target = (session.folder / path).resolve()
-        assert target.is_relative_to(session.folder.resolve()), (
+        target = (outcome.folder / path).resolve()
+        assert target.is_relative_to(outcome.folder.resolve()), (
             f"{path} lands outside the copy\n" + report
         )
         assert target.exists(), f"{path} was not written\n" + report
@@ -722,13 +839,13 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
             document = json.loads(target.read_text(encoding="utf-8"))
             validator.validate(document)
             if "crowding" in document:
-                check_crowding(session, outcome, document["crowding"])
+                check_crowding(outcome, document["crowding"])
     if "--dry-run" in argv:
         assert outcome.model_calls == 0, (
             f"--dry-run made {outcome.model_calls} model call(s)\n" + report
         )
     if command.run.startswith("python run_tests.py"):  # it writes results/<suite>.json and .md
-        written = list((session.folder / "results").glob("*.json"))
+        written = list((outcome.folder / "results").glob("*.json"))
         assert written, "run_tests.py wrote no results\n" + report
         for path in written:
             validator.validate(json.loads(path.read_text(encoding="utf-8")))
@@ -737,13 +854,13 @@ def test_readme_command_runs(session: ReadmeSession, results_schema: dict, comma
         assert outcome.code == 0, report
         assert "PASS" in outcome.output, report
         assert "changed outside the temporary projects" not in flat, report
-        document = json.loads((session.folder / "results.json").read_text(encoding="utf-8"))
+        document = json.loads((outcome.folder / "results.json").read_text(encoding="utf-8"))
         assert document["isolation"]["ok"] is True, document["isolation"]
         [score] = document["trigger_scores"]
         assert score["triggerScore"] == 100, score
 
 
-def check_crowding(session: ReadmeSession, outcome: Outcome, record: dict) -> None:
+def check_crowding(outcome: Outcome, record: dict) -> None:
     """The README shows the curve its crowd command reports, with the decoys of
     examples/decoys.json (the file holds the sets: no decoy is written, the file is unchanged)."""
     report = outcome.describe()
@@ -751,7 +868,7 @@ def check_crowding(session: ReadmeSession, outcome: Outcome, record: dict) -> No
     assert table in README_TEXT, f"the README's table is not this run's:\n{table}\n" + report
     written = [b for b in outcome.requests if forced_tool(b) == "write_decoys"]
     assert not written, "examples/decoys.json holds the decoys: none is written\n" + report
-    decoys = (session.folder / "examples" / "decoys.json").read_bytes()
+    decoys = (outcome.folder / "examples" / "decoys.json").read_bytes()
     assert decoys == (ROOT / "examples" / "decoys.json").read_bytes(), report
 
 
@@ -806,15 +923,18 @@ def section(text: str, heading: str) -> str:
 REDTEAM_REPORT = re.compile(r"<!-- redteam-report -->\n(.*?)\n<!-- /redteam-report -->", re.DOTALL)
 
 
-def test_the_readme_shows_the_red_team_report_its_command_writes(session: ReadmeSession):
+REDTEAM_COMMAND = next(c for c in RUN_ORDER if "redteam" in c.argv[2:3] and "redteam.md" in c.argv)
+
+
+@pytest.mark.xdist_group(f"readme-{CHAIN[REDTEAM_COMMAND]}")  # the chain that writes redteam.md
+def test_the_readme_shows_the_red_team_report_its_command_writes(session: ReadmeChains):
     """The README's red-team table is the `By attack class` table of the report its own redteam
     command writes (redteam.md), not a hand-written one."""
-    command = next(c for c in RUN_ORDER if "redteam" in c.argv[2:3] and "redteam.md" in c.argv)
-    outcome = session.outcome(command)
+    outcome = session.outcome(REDTEAM_COMMAND)
     assert outcome.code == 0, outcome.stderr
     shown = REDTEAM_REPORT.search(README_TEXT)
     assert shown, "README.md lost its <!-- redteam-report --> markers"
-    report = (session.folder / "redteam.md").read_text(encoding="utf-8")
+    report = (outcome.folder / "redteam.md").read_text(encoding="utf-8")
     by_class = report.split("#### By attack class\n\n", 1)[1].split("\n\n", 1)[0]
     assert shown.group(1).strip() == by_class.strip()
 

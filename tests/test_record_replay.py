@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from conftest import ROOT
 from fake_anthropic import reply, text, tool_use
 
-import evaluator as E
 import test_constants as C
 from claude_tool_evaluator.redaction import Redactor
 
@@ -35,13 +33,6 @@ CONVERSIONS = {  # prompt -> convert_time arguments
         "target_timezone": "Europe/London",
     },
 }
-
-
-def cli(*args: Any) -> Any:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 def tool_result_blocks(body: dict) -> list[dict]:
@@ -98,7 +89,9 @@ def runs(document: dict) -> list[tuple]:
     ]
 
 
-def test_a_suite_recorded_against_a_real_server_replays_with_no_server(api, tmp_path, time_suite):
+def test_a_suite_recorded_against_a_real_server_replays_with_no_server(
+    cli, api, tmp_path, time_suite
+):
     cassettes = tmp_path / "cassettes"
     api.responder = converter()
     recorded_out = tmp_path / "recorded.json"
@@ -173,7 +166,7 @@ def test_a_suite_recorded_against_a_real_server_replays_with_no_server(api, tmp_
     } == {("replay", "time")}
 
 
-def test_a_replay_miss_fails_the_case_naming_the_tool_and_arguments(api, tmp_path, time_suite):
+def test_a_replay_miss_fails_the_case_naming_the_tool_and_arguments(cli, api, tmp_path, time_suite):
     cassettes = tmp_path / "cassettes"
     api.responder = converter()
     assert cli("--csv", time_suite, "--server", TIME_SERVER, "--record", cassettes).exit_code == 0
@@ -215,7 +208,7 @@ def test_a_replay_miss_fails_the_case_naming_the_tool_and_arguments(api, tmp_pat
     assert nowhere.stderr.count("\n") == 1
 
 
-def test_cassettes_hold_no_secret(api, tmp_path, monkeypatch):
+def test_cassettes_hold_no_secret(cli, api, tmp_path, monkeypatch):
     secret = "cassette-secret-8c1f2e9d"
     monkeypatch.setenv("LEAKY_TOKEN", secret)
     cassettes = tmp_path / "cassettes"
@@ -263,7 +256,7 @@ def test_cassettes_hold_no_secret(api, tmp_path, monkeypatch):
 
 
 def test_record_merges_into_an_existing_cassette_and_dry_run_writes_nothing(
-    api, tmp_path, time_suite
+    cli, api, tmp_path, time_suite
 ):
     cassettes = tmp_path / "cassettes"
     dry = cli("--csv", time_suite, "--server", TIME_SERVER, "--record", cassettes, "--dry-run")
@@ -301,7 +294,9 @@ def test_record_merges_into_an_existing_cassette_and_dry_run_writes_nothing(
         (json.dumps({"format": C.CASSETTE_FORMAT, "server": "x", "extra": 1}), "extra"),
     ],
 )
-def test_a_bad_cassette_is_one_line_naming_the_file_and_exit_2(api, tmp_path, content, problem):
+def test_a_bad_cassette_is_one_line_naming_the_file_and_exit_2(
+    cli, api, tmp_path, content, problem
+):
     cassettes = tmp_path / "cassettes"
     cassettes.mkdir()
     bad = cassettes / "x.json"
@@ -316,7 +311,7 @@ def test_a_bad_cassette_is_one_line_naming_the_file_and_exit_2(api, tmp_path, co
     assert api.message_requests == []
 
 
-def test_replay_and_record_folders_are_checked_before_anything_runs(api, tmp_path):
+def test_replay_and_record_folders_are_checked_before_anything_runs(cli, api, tmp_path):
     for args, problem in [
         (["--replay", tmp_path / "absent"], "--replay: no such folder"),
         (["--replay", tmp_path], "holds no cassette"),

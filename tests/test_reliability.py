@@ -16,11 +16,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY, first_prompt, suite
 from fake_anthropic import error, reply, text, tool_use
 
-import evaluator
 import test_constants as C
 from claude_tool_evaluator.engine import ConversationObserver, text_of
 from claude_tool_evaluator.files import journal_path
@@ -52,11 +50,6 @@ def no_orphan_servers():
     raise AssertionError(f"MCP server processes left behind: {orphans}")
 
 
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
 def echo_then_done(body: dict) -> dict:
     """Each case echoes its own prompt, so a mixed-up result would show."""
     if len(body["messages"]) > 1:
@@ -65,7 +58,7 @@ def echo_then_done(body: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- model API faults
-def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(api, tmp_path):
+def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(cli, api, tmp_path):
     lock, seen = threading.Lock(), {"n": 0}
 
     def bursty(body: dict) -> dict:
@@ -83,7 +76,7 @@ def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(api, tmp_path)
     api.responder = bursty
     names = [f"c{i:02d}" for i in range(12)]
     out = tmp_path / "r.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite(tmp_path / "s.csv", names, "echo")),
         "--server",
@@ -103,14 +96,14 @@ def test_rate_limit_bursts_lose_duplicate_or_misattribute_nothing(api, tmp_path)
         assert r["error"] is None
 
 
-def test_retries_exhausted_become_a_case_error_and_the_suite_goes_on(api, tmp_path):
+def test_retries_exhausted_become_a_case_error_and_the_suite_goes_on(cli, api, tmp_path):
     api.responder = lambda body: (
         error(500, "api_error", "server exploded")
         if "bad" in first_prompt(body)
         else echo_then_done(body)
     )
     out = tmp_path / "r.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite(tmp_path / "s.csv", ["good1", "bad", "good2"], "echo")),
         "--server",
@@ -128,9 +121,9 @@ def test_retries_exhausted_become_a_case_error_and_the_suite_goes_on(api, tmp_pa
     assert sum("bad" in first_prompt(b) for b in api.message_requests) == 2  # one try, one retry
 
 
-def test_a_bad_key_stops_the_whole_run_with_one_line(api, tmp_path):
+def test_a_bad_key_stops_the_whole_run_with_one_line(cli, api, tmp_path):
     api.responder = lambda body: error(401, "authentication_error", "invalid x-api-key")
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite(tmp_path / "s.csv", [f"c{i}" for i in range(6)])),
         "--server-module",
@@ -147,19 +140,19 @@ def test_a_bad_key_stops_the_whole_run_with_one_line(api, tmp_path):
     assert len(api.message_requests) == 1, "401 is not retried, and no further case starts"
 
 
-def test_a_spend_limit_429_is_not_retried(api, tmp_path):
+def test_a_spend_limit_429_is_not_retried(cli, api, tmp_path):
     api.responder = lambda body: error(
         429, "rate_limit_error", "You have reached your spend limit for this month"
     )
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER))
+    code, stdout, stderr = cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER))
     assert code == 2 and "spend or usage limit" in stderr
     assert len(api.message_requests) == 1
 
 
-def test_a_hung_call_times_out_as_a_case_error(api):
+def test_a_hung_call_times_out_as_a_case_error(cli, api):
     api.push({"hang": 8})
     start = time.monotonic()
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q",
         "hi",
         "--server-module",
@@ -175,15 +168,15 @@ def test_a_hung_call_times_out_as_a_case_error(api):
     assert result["ended_by"] == "error" and "APITimeoutError" in result["error"]
 
 
-def test_connection_reset_is_retried(api):
+def test_connection_reset_is_retried(cli, api):
     api.push({"reset": True}, reply(text("after the reset")))
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--json")
+    code, stdout, stderr = cli("-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--json")
     assert json.loads(stdout)["results"][0]["agent_reasoning"] == "after the reset"
 
 
-def test_garbage_answer_becomes_a_case_error(api):
+def test_garbage_answer_becomes_a_case_error(cli, api):
     api.push({"garbage": True})
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "hi", "--server-module", str(EXAMPLE_SERVER), "--max-retries", "0", "--json"
     )
     result = json.loads(stdout)["results"][0]
@@ -232,7 +225,7 @@ def test_adaptive_limiter_halves_on_429_and_recovers():
 
 
 # ----------------------------------------------------------------------------- MCP server faults
-def test_server_crash_mid_suite_is_recorded_and_the_next_case_reconnects(api, tmp_path):
+def test_server_crash_mid_suite_is_recorded_and_the_next_case_reconnects(cli, api, tmp_path):
     api.responder = lambda body: (
         reply(text("done"))
         if len(body["messages"]) > 1
@@ -241,7 +234,7 @@ def test_server_crash_mid_suite_is_recorded_and_the_next_case_reconnects(api, tm
         else echo_then_done(body)
     )
     out = tmp_path / "r.json"
-    run_cli(
+    cli(
         "--csv",
         str(suite(tmp_path / "s.csv", ["before", "crash", "after"])),
         "--server",
@@ -263,17 +256,17 @@ def test_server_crash_mid_suite_is_recorded_and_the_next_case_reconnects(api, tm
     )
 
 
-def test_junk_on_stdout_and_huge_results_stay_bounded(api):
+def test_junk_on_stdout_and_huge_results_stay_bounded(cli, api):
     api.push(
         reply(tool_use("junk_stdout"), tool_use("huge", {"size": 2_000_000})), reply(text("ok"))
     )
-    code, stdout, stderr = run_cli("-q", "hi", "--server", MISC, "--json")
+    code, stdout, stderr = cli("-q", "hi", "--server", MISC, "--json")
     calls = json.loads(stdout)["results"][0]["tool_calls"]
     assert calls[0]["output"] == "answered after junk"
     assert "truncated 1980000 of 2000000 characters" in calls[1]["output"]
     # 50 MB in-process (over stdio the SDK's line reader takes about a minute for that much)
     api.push(reply(tool_use("huge", {"size": 50_000_000})), reply(text("ok")))
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "hi", "--server-module", str(ROOT / "tests" / "servers" / "misc_server.py"), "--json"
     )
     output = json.loads(stdout)["results"][0]["tool_calls"][0]["output"]
@@ -297,7 +290,7 @@ def wait_for_lines(path: Path, count: int, timeout: float = 60) -> None:
 
 
 @pytest.mark.parametrize("kill", [signal.SIGINT, signal.SIGKILL])
-def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kill):
+def test_interrupted_run_resumes_with_every_case_exactly_once(cli, api, tmp_path, kill):
     api.delay = 0.3
     api.responder = lambda body: reply(text(f"answer to {first_prompt(body)}"))
     names = [f"case{i}" for i in range(10)]
@@ -339,7 +332,7 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
     assert live_processes(marker) == [], "the MCP server outlived the evaluator"
 
     requests_before = len(api.message_requests)
-    code, stdout, stderr = run_cli(*command[2:], "--resume")
+    code, stdout, stderr = cli(*command[2:], "--resume")
     assert code == 0, stderr
     results = json.loads(out.read_text())["results"]
     assert sorted(r["test_name"] for r in results) == names, "every case exactly once"
@@ -349,10 +342,10 @@ def test_interrupted_run_resumes_with_every_case_exactly_once(api, tmp_path, kil
     assert live_processes(marker) == []
 
 
-def test_an_existing_journal_needs_resume_or_deleting(api, tmp_path):
+def test_an_existing_journal_needs_resume_or_deleting(cli, api, tmp_path):
     out = tmp_path / "out.json"
     journal_path(out).write_text("")
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite(tmp_path / "s.csv", ["a"])),
         "-o",
@@ -363,7 +356,7 @@ def test_an_existing_journal_needs_resume_or_deleting(api, tmp_path):
     assert code == 2 and "holds the results of an unfinished run" in stderr and "--resume" in stderr
 
 
-def test_retry_errors_reruns_only_failed_cases_and_edited_cases_rerun(api, tmp_path):
+def test_retry_errors_reruns_only_failed_cases_and_edited_cases_rerun(cli, api, tmp_path):
     failing = {"b"}
     api.responder = lambda body: (
         error(400, "invalid_request_error", "nope")
@@ -372,20 +365,22 @@ def test_retry_errors_reruns_only_failed_cases_and_edited_cases_rerun(api, tmp_p
     )
     csv_file, out = suite(tmp_path / "s.csv", ["a", "b", "c"]), tmp_path / "out.json"
     args = ["--csv", str(csv_file), "-o", str(out), "--server-module", str(EXAMPLE_SERVER)]
-    assert run_cli(*args)[0] == 1
+    assert cli(*args)[0] == 1
     failing.clear()
     before = len(api.message_requests)
-    assert run_cli(*args, "--retry-errors")[0] == 0
+    assert cli(*args, "--retry-errors")[0] == 0
     assert [first_prompt(b) for b in api.message_requests[before:]] == ["prompt b"]
     csv_file.write_text(csv_file.read_text().replace("prompt c", "prompt c edited"))
     before = len(api.message_requests)
-    run_cli(*args, "--resume")
+    cli(*args, "--resume")
     assert [first_prompt(b) for b in api.message_requests[before:]] == ["prompt c edited"]
     assert len(json.loads(out.read_text())["results"]) == 3
 
 
 # ----------------------------------------------------------------------------- secrets
-def test_secrets_never_reach_results_journals_reports_or_the_terminal(api, tmp_path, monkeypatch):
+def test_secrets_never_reach_results_journals_reports_or_the_terminal(
+    cli, api, tmp_path, monkeypatch
+):
     server_secret, header_secret = "srv-secret-4f9a8b7c", "hdr-token-1a2b3c4d5e"
     monkeypatch.setenv("HEADER_TOKEN", header_secret)
     config = tmp_path / "mcp.json"
@@ -420,7 +415,7 @@ def test_secrets_never_reach_results_journals_reports_or_the_terminal(api, tmp_p
             "no_such", "echo"
         )
     )
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(csv_file),
         "--mcp-config",

@@ -25,8 +25,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, free_port, needs_claude, suite
+from conftest import (
+    CLAUDE,
+    EXAMPLE_SERVER,
+    ROOT,
+    TEST_API_KEY,
+    free_port,
+    invoke,
+    needs_claude,
+    suite,
+)
 from fake_anthropic import ScriptedAnthropic, error, reply, text, tool_use
 
 import evaluator
@@ -54,11 +62,6 @@ SERVERS = ROOT / "tests" / "servers"
 MISC = f"{sys.executable} {SERVERS / 'misc_server.py'}"
 LEAKY = SERVERS / "leaky_server.py"
 SKILL_DIR = ROOT / "examples" / "skills" / "warehouse-sql"
-
-
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def one_error_line(stderr: str) -> str:
@@ -97,14 +100,14 @@ def tmpfs(tmp_path):
 
 
 # ----------------------------------------------------------------------------- 1. secrets in fatal lines
-def test_a_server_that_fails_to_start_quoting_its_environment_is_redacted(api, tmp_path):
+def test_a_server_that_fails_to_start_quoting_its_environment_is_redacted(cli, api, tmp_path):
     token = "svc-token-5e6f7a8b9c"
     script = tmp_path / "dump_env.py"
     script.write_text(
         "import os, sys\nsys.stderr.write('env: SVC_TOKEN=' + os.environ['SVC_TOKEN'] + '\\n')\n"
         "sys.exit(3)\n"
     )
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "hi", "--server", f"{sys.executable} {script}", "--server-env", f"SVC_TOKEN={token}"
     )
     line = one_error_line(stderr)
@@ -113,7 +116,7 @@ def test_a_server_that_fails_to_start_quoting_its_environment_is_redacted(api, t
 
 
 def test_an_http_server_at_a_dead_port_with_a_token_in_url_and_headers_is_redacted(
-    tmp_path, monkeypatch, no_api_key
+    cli, tmp_path, monkeypatch, no_api_key
 ):
     token = "http-token-0a1b2c3d4e"
     monkeypatch.setenv("HTTP_TOKEN", token)
@@ -131,12 +134,12 @@ def test_an_http_server_at_a_dead_port_with_a_token_in_url_and_headers_is_redact
             }
         )
     )
-    code, stdout, stderr = run_cli("-q", "hi", "--mcp-config", config, "--dry-run")
+    code, stdout, stderr = cli("-q", "hi", "--mcp-config", config, "--dry-run")
     line = one_error_line(stderr)
     assert code == 2 and token not in stderr and "[REDACTED]" in line
 
 
-def test_a_stdio_argument_holding_a_token_is_redacted(tmp_path, monkeypatch, no_api_key):
+def test_a_stdio_argument_holding_a_token_is_redacted(cli, tmp_path, monkeypatch, no_api_key):
     token, literal = "arg-token-9f8e7d6c5b", "literal-key-11223344"
     monkeypatch.setenv("ARG_TOKEN", token)
     config = tmp_path / "mcp.json"
@@ -152,17 +155,17 @@ def test_a_stdio_argument_holding_a_token_is_redacted(tmp_path, monkeypatch, no_
             }
         )
     )
-    code, stdout, stderr = run_cli("-q", "hi", "--mcp-config", config, "--dry-run")
+    code, stdout, stderr = cli("-q", "hi", "--mcp-config", config, "--dry-run")
     line = one_error_line(stderr)
     assert code == 2 and "command not found" in line
     assert token not in stderr and literal not in stderr and line.count("[REDACTED]") == 2
 
 
-def test_a_401_quoting_the_key_is_redacted(api, tmp_path):
+def test_a_401_quoting_the_key_is_redacted(cli, api, tmp_path):
     api.responder = lambda body: error(
         401, "authentication_error", f"invalid x-api-key: {TEST_API_KEY}"
     )
-    code, stdout, stderr = run_cli("-q", "hi", "--server-module", EXAMPLE_SERVER)
+    code, stdout, stderr = cli("-q", "hi", "--server-module", EXAMPLE_SERVER)
     line = one_error_line(stderr)
     assert code == 2 and "rejected the API key" in line
     assert TEST_API_KEY not in stderr and "[REDACTED]" in line
@@ -222,7 +225,7 @@ def decoded_texts(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("summary_only", [False, True])
 def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhere(
-    api, tmp_path, monkeypatch, summary_only
+    cli, api, tmp_path, monkeypatch, summary_only
 ):
     monkeypatch.setenv("LEAKY_SECRET", ESCAPY_SECRET)
     config = tmp_path / "mcp.json"
@@ -258,7 +261,7 @@ def test_a_secret_echoed_json_escaped_url_encoded_or_base64_is_redacted_everywhe
     api.responder = respond
     csv_file = suite(tmp_path / "s.csv", ["leak"], "env_json")
     out, report, csv_out, junit = (tmp_path / n for n in ("r.json", "r.md", "r.csv", "r.xml"))
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         csv_file,
         "--mcp-config",
@@ -306,7 +309,7 @@ def test_the_redactor_matches_every_form_and_documents_its_floor():
 
 
 # ----------------------------------------------------------------------------- 7 and 20. one atomic writer, one file mode
-def test_every_output_has_one_mode_and_planted_links_are_never_followed(api, tmp_path):
+def test_every_output_has_one_mode_and_planted_links_are_never_followed(cli, api, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.md"
@@ -318,7 +321,7 @@ def test_every_output_has_one_mode_and_planted_links_are_never_followed(api, tmp
     (work / ".r.xml.tmp").symlink_to(outside / "old-fixed-temp-name")  # at the old fixed temp name
     journal_path(out).symlink_to(outside / "journal-target")  # a dangling link at the journal
     api.responder = lambda body: reply(text("done"))
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         suite(tmp_path / "s.csv", ["a", "b"]),
         "--server-module",
@@ -388,13 +391,13 @@ def test_a_failed_write_leaves_no_temporary_file_and_is_one_output_error(tmp_pat
     ],
 )
 def test_an_output_that_is_an_input_or_another_output_is_refused_before_anything_runs(
-    api, tmp_path, outputs
+    cli, api, tmp_path, outputs
 ):
     csv_file = suite(tmp_path / "s.csv", ["a"])
     (tmp_path / "link.csv").symlink_to(csv_file)
     before = csv_file.read_text()
     names = {"csv": csv_file, "link": tmp_path / "link.csv", "out": tmp_path / "r.json"}
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv", csv_file, "--server-module", EXAMPLE_SERVER, *[o.format(**names) for o in outputs]
     )
     line = one_error_line(stderr)
@@ -402,16 +405,16 @@ def test_an_output_that_is_an_input_or_another_output_is_refused_before_anything
     assert csv_file.read_text() == before and api.message_requests == []
 
 
-def test_compare_refuses_to_write_over_a_file_it_compares(tmp_path):
+def test_compare_refuses_to_write_over_a_file_it_compares(cli, tmp_path):
     old = tmp_path / "old.json"
     old.write_text("{}")
-    code, stdout, stderr = run_cli("--compare", old, tmp_path / "new.json", "-o", old)
+    code, stdout, stderr = cli("--compare", old, tmp_path / "new.json", "-o", old)
     assert code == 2 and "destroy it" in one_error_line(stderr) and old.read_text() == "{}"
 
 
 # ----------------------------------------------------------------------------- 10. output paths checked first; a full disk
 @pytest.mark.parametrize("option", ["-o", "--report", "--junit", "--csv-out"])
-def test_bad_output_paths_are_one_line_before_the_first_model_call(api, tmp_path, option):
+def test_bad_output_paths_are_one_line_before_the_first_model_call(cli, api, tmp_path, option):
     csv_file = suite(tmp_path / "s.csv", ["a"])
     (tmp_path / "a-file").write_text("")
     (tmp_path / "a-folder").mkdir()
@@ -420,27 +423,29 @@ def test_bad_output_paths_are_one_line_before_the_first_model_call(api, tmp_path
         (tmp_path / "missing" / "out", "does not exist"),
         (tmp_path / "a-file" / "out", "does not exist"),
     ):
-        code, stdout, stderr = run_cli(
+        code, stdout, stderr = cli(
             "--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, path
         )
         assert code == 2 and says in one_error_line(stderr)
     assert api.message_requests == [] and not (tmp_path / "missing").exists()
 
 
-def test_a_read_only_output_folder_is_one_line_before_the_first_model_call(api, tmp_path, tmpfs):
+def test_a_read_only_output_folder_is_one_line_before_the_first_model_call(
+    cli, api, tmp_path, tmpfs
+):
     folder = tmpfs("readonly", "ro,size=64k")
     csv_file = suite(tmp_path / "s.csv", ["a"])
     for option in ("-o", "--report", "--junit", "--csv-out"):
-        code, stdout, stderr = run_cli(
+        code, stdout, stderr = cli(
             "--csv", csv_file, "--server-module", EXAMPLE_SERVER, option, folder / "out"
         )
         assert code == 2 and "Read-only file system" in one_error_line(stderr)
-    code, stdout, stderr = run_cli("--schema", "-o", folder / "schema.json")
+    code, stdout, stderr = cli("--schema", "-o", folder / "schema.json")
     assert code == 2 and "Read-only file system" in one_error_line(stderr)
     assert api.message_requests == []
 
 
-def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path, tmpfs):
+def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(cli, api, tmp_path, tmpfs):
     folder = tmpfs("tiny", "size=96k")
     api.responder = lambda body: (
         reply(text("done"))
@@ -450,7 +455,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path
     names = [f"c{i}" for i in range(8)]
     csv_file, out = suite(tmp_path / "s.csv", names), folder / "r.json"
     args = ["--csv", csv_file, "--server", MISC, "--concurrency", "1", "-o", out]
-    code, stdout, stderr = run_cli(*args)
+    code, stdout, stderr = cli(*args)
     line = one_error_line(stderr)
     assert code == 2 and "the disk is full" in line and "--resume" in line, stderr
     journal = journal_path(out)
@@ -462,7 +467,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_run_resumes(api, tmp_path
     assert 1 <= len(kept) < len(names)
     subprocess.run(["mount", "-o", "remount,size=16m", str(folder)], check=True)
     before = len(api.message_requests)
-    code, stdout, stderr = run_cli(*args, "--resume")
+    code, stdout, stderr = cli(*args, "--resume")
     assert code == 0, stderr
     assert sorted(r["test_name"] for r in json.loads(out.read_text())["results"]) == names
     assert len(api.message_requests) - before == 2 * (len(names) - len(kept)), (
@@ -475,15 +480,13 @@ def nested(depth: int) -> str:
     return '{"a": ' * (depth - 1) + "[1]" + "}" * (depth - 1)
 
 
-def test_deep_expected_args_are_refused_at_load_time_even_in_a_dry_run(tmp_path, no_api_key):
+def test_deep_expected_args_are_refused_at_load_time_even_in_a_dry_run(cli, tmp_path, no_api_key):
     csv_file = tmp_path / "s.csv"
     with csv_file.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["test_name", "user_prompt", "expected_tools", "expected_args"])
         writer.writerow(["deep", "go", "about_profiles", '{"about_profiles": ' + nested(600) + "}"])
-    code, stdout, stderr = run_cli(
-        "--csv", csv_file, "--server-module", EXAMPLE_SERVER, "--dry-run"
-    )
+    code, stdout, stderr = cli("--csv", csv_file, "--server-module", EXAMPLE_SERVER, "--dry-run")
     line = one_error_line(stderr)
     assert code == 2 and f"nested more than {C.MAX_JSON_DEPTH} levels" in line and "s.csv:2" in line
 
@@ -521,12 +524,12 @@ def skill_copy(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_skill_folder_with_a_link_outside_is_refused_at_load_time(tmp_path, no_api_key):
+def test_a_skill_folder_with_a_link_outside_is_refused_at_load_time(cli, tmp_path, no_api_key):
     folder = skill_copy(tmp_path)
     secret = tmp_path / "outside.txt"
     secret.write_text("not for Claude")
     (folder / "reference.md").symlink_to(secret)
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--skill",
         folder,
         "--trigger",
@@ -541,7 +544,7 @@ def test_a_skill_folder_with_a_link_outside_is_refused_at_load_time(tmp_path, no
     )
     (folder / "reference.md").unlink()
     (folder / "big").symlink_to(tmp_path, target_is_directory=True)  # a link to a (large) folder
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--skill",
         folder,
         "--trigger",
@@ -594,7 +597,7 @@ def test_links_inside_a_skill_are_copied_as_links_and_a_link_out_added_later_is_
         ("--trigger-timeout", "nan"),
     ],
 )
-def test_out_of_range_and_non_finite_options_are_refused(option, value, no_api_key):
+def test_out_of_range_and_non_finite_options_are_refused(cli, option, value, no_api_key):
     mode = (
         [
             "--skill",
@@ -605,17 +608,17 @@ def test_out_of_range_and_non_finite_options_are_refused(option, value, no_api_k
         if "trigger" in option
         else ["-q", "hi", "--server-module", EXAMPLE_SERVER]
     )
-    code, stdout, stderr = run_cli(*mode, "--dry-run", option, value)
+    code, stdout, stderr = cli(*mode, "--dry-run", option, value)
     assert code == 2 and f"Invalid value for '{option}'" in one_error_line(stderr)
 
 
 # ----------------------------------------------------------------------------- 16 and 17. servers that print
-def test_an_in_process_server_that_prints_leaves_json_stdout_intact(api):
+def test_an_in_process_server_that_prints_leaves_json_stdout_intact(cli, api):
     api.push(
         reply(tool_use("shout", {"text": "a"}), tool_use("ashout", {"text": "b"})),
         reply(text("done")),
     )
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "hi", "--server-module", SERVERS / "printing_server.py", "--json"
     )
     document = json.loads(stdout)
@@ -625,9 +628,9 @@ def test_an_in_process_server_that_prints_leaves_json_stdout_intact(api):
     assert not isinstance(sys.stdout, ServersStdout), "stdout is put back"
 
 
-def test_a_server_writing_garbage_to_stdout_is_one_warning_line(api):
+def test_a_server_writing_garbage_to_stdout_is_one_warning_line(cli, api):
     api.push(reply(tool_use("junk_stdout", {"lines": 10})), reply(text("ok")))
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "hi", "--server", f"{sys.executable} {LEAKY} --junk-at-start", "--json"
     )
     assert json.loads(stdout)["results"][0]["tool_calls"][0]["output"] == "answered after junk"
@@ -706,7 +709,7 @@ def assert_nowhere(secret: str, files: list[Path], *texts: str) -> None:
 
 
 def test_an_exact_argument_check_passes_with_a_setting_in_the_server_env_and_keeps_it(
-    api, tmp_path
+    cli, api, tmp_path
 ):
     """--server-env MODE=production made "production" a secret, redacted before grading: an exact
     argument check that passes without the option failed with it, and every report said
@@ -724,7 +727,7 @@ def test_an_exact_argument_check_passes_with_a_setting_in_the_server_env_and_kee
     outcomes = []
     for extra in ([], ["--server-env", "MODE=production"]):
         out = tmp_path / f"r{len(outcomes)}.json"
-        code, stdout, stderr = run_cli("--csv", suite_file, "--server", MISC, *extra, "-o", out)
+        code, stdout, stderr = cli("--csv", suite_file, "--server", MISC, *extra, "-o", out)
         document = json.loads(out.read_text())
         outcomes.append((code, document["passed"], document["results"][0]["tool_calls"][0]))
     assert outcomes[0][:2] == outcomes[1][:2] == (0, True), outcomes
@@ -768,7 +771,7 @@ def test_what_counts_as_a_secret():
     assert not found & {"production", "warning", "us-east-1", "application/json", "server"}
 
 
-def test_a_key_in_labels_reaches_no_sink(api, tmp_path, capsys):
+def test_a_key_in_labels_reaches_no_sink(cli, api, tmp_path, capsys):
     """A key in a CSV case's name, prompt, description and tag, and in a -q prompt, was written
     raw to the results, HTML, markdown, JUnit, CSV and the terminal table."""
     suite_file = tmp_path / "s.csv"
@@ -778,18 +781,18 @@ def test_a_key_in_labels_reaches_no_sink(api, tmp_path, capsys):
     )
     api.responder = lambda body: reply(text("done"))
     options, files = every_sink(tmp_path)
-    code, stdout, stderr = run_cli("--csv", suite_file, "--server-module", EXAMPLE_SERVER, *options)
+    code, stdout, stderr = cli("--csv", suite_file, "--server-module", EXAMPLE_SERVER, *options)
     assert code == 0, stderr
     assert "case-[REDACTED]" in json.loads(files[0].read_text())["cases"][0]["name"]
     assert_nowhere(TEST_API_KEY, files, stdout, stderr)
     # the model saw the prompt as written: only what leaves is redacted
     assert TEST_API_KEY in api.message_requests[0]["messages"][0]["content"]
     query_out = tmp_path / "q.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", f"my key is {TEST_API_KEY}", "--server-module", EXAMPLE_SERVER, "-o", query_out
     )
     assert code == 0, stderr
-    plain, _, _ = run_cli("-q", f"again {TEST_API_KEY}", "--server-module", EXAMPLE_SERVER)
+    plain, _, _ = cli("-q", f"again {TEST_API_KEY}", "--server-module", EXAMPLE_SERVER)
     assert_nowhere(TEST_API_KEY, [query_out], stdout, stderr)
 
 
@@ -821,7 +824,7 @@ def tool_outputs(body: dict) -> list[str]:
     ]
 
 
-def test_cut_wrapped_and_hex_encoded_secrets_are_masked(api, tmp_path):
+def test_cut_wrapped_and_hex_encoded_secrets_are_masked(cli, api, tmp_path):
     """A key cut by --max-result-chars left a 20-30 character prefix, the model quoting part of
     it left one too, and base64 wrapped at 76 or 64 columns and hex passed verbatim."""
     secret = "tok-8Jx2Qv7Lm4Zr9Kp3Wn6Tb1Yd5Hf0Sa-Ce"
@@ -839,7 +842,7 @@ def test_cut_wrapped_and_hex_encoded_secrets_are_masked(api, tmp_path):
     config = leaky_config(tmp_path, env={"LEAKY_TOKEN": secret})
     cut = len('{\n  "LEAKY_TOKEN": "') + 22  # the cut lands 22 characters into the token
     options, files = every_sink(tmp_path)
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "show me", "--mcp-config", config, "--max-result-chars", str(cut), *options
     )
     assert code == 0, stderr
@@ -852,7 +855,7 @@ def test_cut_wrapped_and_hex_encoded_secrets_are_masked(api, tmp_path):
         assert_nowhere(part, files, stdout, stderr)
 
 
-def test_a_password_in_a_dsn_and_key_flags_are_masked(api, tmp_path):
+def test_a_password_in_a_dsn_and_key_flags_are_masked(cli, api, tmp_path):
     """A DSN password (the reference Postgres server's form, echoed in its errors), `--key X` and
     `-p X` reached the results and the HTML; only `--token`, `--auth=` and `--password` were caught."""
     password, key, short = "Tr0ub4dor-Horse-77", "plain-looking-key", "hunter2hunter"
@@ -863,7 +866,7 @@ def test_a_password_in_a_dsn_and_key_flags_are_masked(api, tmp_path):
         else reply(tool_use("argv", {}))
     )
     options, files = every_sink(tmp_path)
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q", "connect", "--mcp-config", leaky_config(tmp_path, args), *options
     )
     assert code == 0, stderr
@@ -1138,7 +1141,9 @@ def assert_no_key_recoverable(files: list[Path], *texts: str) -> None:
             assert not recoverable(key, blob), f"a printed line gives back part of {key[:16]}"
 
 
-def test_no_twenty_characters_of_a_key_reach_any_sink_however_encoded(api, tmp_path, monkeypatch):
+def test_no_twenty_characters_of_a_key_reach_any_sink_however_encoded(
+    cli, api, tmp_path, monkeypatch
+):
     """Done when (issue 37): the API key and a server's credential shown behind 0-5 bytes of
     prefix, after other text on the same line, base64-wrapped at 64 and 76 columns and
     percent-encoded, and an unknown `sk-ant-api03-` key in a case's name and prompt: no 20
@@ -1158,7 +1163,7 @@ def test_no_twenty_characters_of_a_key_reach_any_sink_however_encoded(api, tmp_p
     )
     options, files = every_sink(tmp_path)
     comment = tmp_path / "comment.md"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         suite_file,
         "--server",
@@ -1180,12 +1185,12 @@ def test_no_twenty_characters_of_a_key_reach_any_sink_however_encoded(api, tmp_p
 
 @pytest.mark.parametrize("name", ["CLIENT_KEY", "SERVICE_TOKEN"])
 def test_a_server_failing_with_keys_encoded_on_its_stderr_leaks_none_in_the_error_line(
-    api, tmp_path, monkeypatch, name
+    cli, api, tmp_path, monkeypatch, name
 ):
     """A server printing a key base64-wrapped after other text to stderr leaked it through the
     fatal `error:` line, as the reports did."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY_90)
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "-q",
         f"hi {UNKNOWN_KEY}",
         "--server",
@@ -1500,7 +1505,7 @@ def run_with_server_credentials(*args: str):
         options += ["--server-env", f"{name}={value}"]
     for name, value in SERVER_CREDENTIALS.items():
         options += ["--server-env", f"{name}={value}"]
-    return run_cli(*args, *options)
+    return invoke(*args, *options)
 
 
 FORMS_38 = ["split", "hex", "unicode", "html", "reversed", "base32"]

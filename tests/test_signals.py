@@ -27,7 +27,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 from conftest import CLAUDE, ROOT, TEST_API_KEY, first_prompt, needs_claude
 from fake_anthropic import (
     ScriptedAnthropic,
@@ -39,7 +38,6 @@ from fake_anthropic import (
     user_query,
 )
 
-import evaluator
 from claude_tool_evaluator.files import journal_path, lock_path
 
 MISC = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'misc_server.py'}"
@@ -174,13 +172,6 @@ def asked(api: ScriptedAnthropic, prompt: str) -> bool:
     return any(first_prompt(b) == prompt for b in api.message_requests)
 
 
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
@@ -258,7 +249,7 @@ def test_kill_9_mid_tool_call_leaves_no_server_behind(api, tmp_path):
 
 # ============================================================================= 18. one live run per -o
 def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_is_alive(
-    api, tmp_path
+    cli, api, tmp_path
 ):
     hanging = [True]
     api.responder = echo_model(hang_on="c1", hang=lambda: hanging[0])
@@ -279,7 +270,7 @@ def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_
         wait_until(lambda: asked(api, "prompt c1"), 60, "the hanging case", first)
         calls = len(api.message_requests)
         for extra in ([], ["--resume"], ["--retry-errors"]):
-            code, stdout, stderr = run_cli(*args, *extra)
+            code, stdout, stderr = cli(*args, *extra)
             lines = error_lines(stderr)
             assert code == 2 and len(lines) == 1, stderr
             assert (
@@ -297,12 +288,12 @@ def test_a_second_run_or_resume_into_the_same_output_is_refused_while_the_first_
     assert first.returncode == 143
     assert not lock_path(out).exists()
     hanging[0] = False
-    code, stdout, stderr = run_cli(*args, "--resume")  # the lock went with the run
+    code, stdout, stderr = cli(*args, "--resume")  # the lock went with the run
     assert code == 0, stderr
     assert sorted(r["test_name"] for r in load_results(out)["results"]) == names
 
 
-def test_the_lock_dies_with_its_run_even_on_kill_9(api, tmp_path):
+def test_the_lock_dies_with_its_run_even_on_kill_9(cli, api, tmp_path):
     hanging = [True]
     api.responder = echo_model(hang_on="c1", hang=lambda: hanging[0])
     out = tmp_path / "out.json"
@@ -325,26 +316,26 @@ def test_the_lock_dies_with_its_run_even_on_kill_9(api, tmp_path):
         stop(first)
     assert lock_path(out).exists()  # left behind, but no longer held
     hanging[0] = False
-    code, stdout, stderr = run_cli(*args, "--resume")
+    code, stdout, stderr = cli(*args, "--resume")
     assert code == 0, stderr
     assert not lock_path(out).exists()
 
 
 # ============================================================================= 14. nothing recorded, no journal
-def test_a_server_that_does_not_start_leaves_no_journal_to_refuse_the_next_run(api, tmp_path):
+def test_a_server_that_does_not_start_leaves_no_journal_to_refuse_the_next_run(cli, api, tmp_path):
     api.responder = echo_model()
     out = tmp_path / "out.json"
     csv_file = suite(tmp_path / "s.csv", ["a"])
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv", str(csv_file), "--server", "no-such-mcp-server-binary-4d2f", "-o", str(out)
     )
     assert code == 2 and "command not found" in stderr, stderr
     assert not journal_path(out).exists() and not lock_path(out).exists()
-    code, stdout, stderr = run_cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))
+    code, stdout, stderr = cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))
     assert code == 0, stderr
 
 
-def test_a_bad_key_leaves_no_journal_to_refuse_the_next_run(api, tmp_path):
+def test_a_bad_key_leaves_no_journal_to_refuse_the_next_run(cli, api, tmp_path):
     bad_key = [True]
     api.responder = lambda body: (
         error(401, "authentication_error", "invalid x-api-key")
@@ -353,27 +344,27 @@ def test_a_bad_key_leaves_no_journal_to_refuse_the_next_run(api, tmp_path):
     )
     out = tmp_path / "out.json"
     args = ["--csv", str(suite(tmp_path / "s.csv", ["a", "b"])), "--server", MISC, "-o", str(out)]
-    code, stdout, stderr = run_cli(*args)
+    code, stdout, stderr = cli(*args)
     assert code == 2, stderr
     assert not journal_path(out).exists()
     bad_key[0] = False
-    code, stdout, stderr = run_cli(*args)
+    code, stdout, stderr = cli(*args)
     assert code == 0, stderr
 
 
-def test_a_resume_that_stops_before_recording_keeps_the_earlier_journal(api, tmp_path):
+def test_a_resume_that_stops_before_recording_keeps_the_earlier_journal(cli, api, tmp_path):
     """The journal of an interrupted run is what --resume continues from: a resume that fails
     before recording anything must leave it as it was."""
     out = tmp_path / "out.json"
     journal = journal_path(out)
     csv_file = suite(tmp_path / "s.csv", ["a", "b"])
     api.responder = echo_model()
-    assert run_cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))[0] == 0
+    assert cli("--csv", str(csv_file), "--server", MISC, "-o", str(out))[0] == 0
     earlier = json.loads(out.read_text())["results"][0]
     out.unlink()
     journal.write_text(json.dumps(earlier) + "\n")
     before = journal.read_bytes()
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(csv_file),
         "--server",

@@ -10,7 +10,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 import pytest
-from click.testing import CliRunner
+from conftest import invoke
 
 import evaluator
 import test_constants as C
@@ -173,7 +173,7 @@ def write(path: Path, data: dict) -> str:
 
 
 def compare(*args: str):
-    return CliRunner().invoke(evaluator.main, ["compare", *args])
+    return invoke("compare", *args)
 
 
 def test_a_flip_is_noise_and_a_drop_is_a_regression(tmp_path):
@@ -296,7 +296,7 @@ def the_story(tmp_path: Path) -> tuple[float, tuple[float, float], int]:
     return p, interval, runs
 
 
-def test_a_case_that_breaks_completely_is_a_suspected_regression_everywhere(tmp_path):
+def test_a_case_that_breaks_completely_is_a_suspected_regression_everywhere(cli, tmp_path):
     """The finding of issue 36: 5/5 -> 0/5 in a 16-case suite was "within noise", exit 0, under
     a ✅, its interval at 95 % beside a p Holm-corrected over 16 cases, and "about 4 runs per
     side would decide" after 5 a side were run."""
@@ -308,11 +308,8 @@ def test_a_case_that_breaks_completely_is_a_suspected_regression_everywhere(tmp_
     summary.write_text("")
     outputs.write_text("")
     github = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)}
-    shown = CliRunner().invoke(
-        evaluator.main,
-        ["compare", old, new, "--report", str(report), "--html", str(page)]
-        + ["--pr-comment", str(comment)],
-        env=github,
+    shown = cli(
+        "compare", old, new, "--report", report, "--html", page, "--pr-comment", comment, env=github
     )
     # a suspected regression fails the comparison (exit 1) unless --significant-only
     assert shown.exit_code == 1, shown.output
@@ -425,29 +422,27 @@ def test_runs_to_decide_are_never_the_runs_already_made():
 
 
 # ---------------------------------------------------------------------------- plan
-def test_plan_from_a_results_file_and_from_an_assumed_rate(tmp_path):
+def test_plan_from_a_results_file_and_from_an_assumed_rate(cli, tmp_path):
     results = write(tmp_path / "r.json", document([("sure", 10, 10), ("shaky", 7, 10)]))
-    done = CliRunner().invoke(evaluator.main, ["plan", results, "--detect", "20"])
+    done = cli("plan", results, "--detect", "20")
     assert done.exit_code == 0, done.output
     flat = " ".join(done.stdout.split())
     sure, shaky = textbook_runs(1.0, 0.8), textbook_runs(0.7, 0.5)
     assert "sure │ 100% │ 10 │" in flat and f"│ {sure} │" in flat
     assert "shaky │ 70% │ 10 │" in flat and f"│ {shaky} │" in flat
     assert f"plan: -i {max(sure, shaky)} (--runs {max(sure, shaky)} for skills)" in flat
-    assumed = CliRunner().invoke(evaluator.main, ["plan", "--rate", "0.5", "--detect", "10"])
+    assumed = cli("plan", "--rate", "0.5", "--detect", "10")
     assert f"│ {textbook_runs(0.5, 0.4)}" in assumed.stdout and "-i 388 " in assumed.stdout
-    both = CliRunner().invoke(evaluator.main, ["plan", results, "--rate", "0.5"])
+    both = cli("plan", results, "--rate", "0.5")
     assert both.exit_code == 2 and both.stderr.count("\n") == 1 and "--rate" in both.stderr
 
 
-def test_a_dry_run_says_what_its_runs_detect(tmp_path, monkeypatch):
+def test_a_dry_run_says_what_its_runs_detect(cli, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     suite = tmp_path / "s.csv"
     suite.write_text("test_name,user_prompt,expected_tools\na,hello,\n")
     server = str(Path(evaluator.__file__).parent / "examples" / "profiles_server.py")
-    done = CliRunner().invoke(
-        evaluator.main, ["--csv", str(suite), "--server-module", server, "-i", "7", "--dry-run"]
-    )
+    done = cli("--csv", str(suite), "--server-module", server, "-i", "7", "--dry-run")
     assert done.exit_code == 0, done.output
     change = detectable_change(C.PLAN_ASSUMED_RATE, 7)
     assert textbook_runs(0.9, 0.9 - change) <= 7

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import ROOT
 
 import evaluator as E
@@ -57,11 +56,6 @@ def skill_file(tmp_path: Path, folder: str, front: str) -> Path:
     return write(tmp_path / folder / "SKILL.md", f"---\n{front}---\n# Body\n")
 
 
-def cli(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(E.main, list(args))
-    return result.exit_code, result.output
-
-
 # ----------------------------------------------------------------------------- SKILL.md validation
 def test_example_skills_load():
     for name in ("warehouse-sql", "data-profile-report"):
@@ -92,11 +86,12 @@ def test_skill_frontmatter_problems(tmp_path: Path, front: str, message: str, li
     assert f"SKILL.md:{line}:" in str(info.value)
 
 
-def test_every_skill_problem_is_one_line(tmp_path: Path):
+def test_every_skill_problem_is_one_line(cli, tmp_path: Path):
     path = skill_file(tmp_path, "folder", "name: Wrong\ndescription: has <tags>\n")
-    code, output = cli(
+    ran = cli(
         "--skill", str(path), "--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md")
     )
+    code, output = ran.exit_code, ran.output
     assert code == 2
     lines = output.strip().splitlines()
     assert len(lines) == 3 and all(
@@ -655,8 +650,8 @@ def test_generated_markdown_loads_back(tmp_path: Path):
 
 
 # ----------------------------------------------------------------------------- CLI bad input
-def test_missing_claude_binary_is_one_line(tmp_path: Path):
-    code, output = cli(
+def test_missing_claude_binary_is_one_line(cli, tmp_path: Path):
+    ran = cli(
         "--skill",
         str(EXAMPLES / "skills" / "warehouse-sql"),
         "--trigger",
@@ -664,20 +659,24 @@ def test_missing_claude_binary_is_one_line(tmp_path: Path):
         "--claude-bin",
         str(tmp_path / "nope"),
     )
+    code, output = ran.exit_code, ran.output
     assert code == 2 and len(output.strip().splitlines()) == 1
     assert "npm install" in output and "@anthropic-ai/claude-code" in output
 
 
-def test_skill_without_tests_and_tests_without_skill():
-    code, output = cli("--skill", str(EXAMPLES / "skills" / "warehouse-sql"))
+def test_skill_without_tests_and_tests_without_skill(cli):
+    ran = cli("--skill", str(EXAMPLES / "skills" / "warehouse-sql"))
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "no tests to run" in output
-    code, output = cli("--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"))
+    ran = cli("--trigger", str(EXAMPLES / "triggers" / "warehouse-sql-trigger.md"))
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "no skill to evaluate" in output
 
 
-def test_malformed_test_file_exits_two_with_file_and_line(tmp_path: Path):
+def test_malformed_test_file_exits_two_with_file_and_line(cli, tmp_path: Path):
     bad = write(tmp_path / "bad.md", "---\nname: x\ntype: quiz\n---\n# Prompt\nq\n")
-    code, output = cli("--skill", str(EXAMPLES / "skills" / "warehouse-sql"), "--tests", str(bad))
+    ran = cli("--skill", str(EXAMPLES / "skills" / "warehouse-sql"), "--tests", str(bad))
+    code, output = ran.exit_code, ran.output
     assert (
         code == 2
         and output.strip()
@@ -685,18 +684,19 @@ def test_malformed_test_file_exits_two_with_file_and_line(tmp_path: Path):
     )
 
 
-def test_trigger_option_rejects_other_types():
-    code, output = cli(
+def test_trigger_option_rejects_other_types(cli):
+    ran = cli(
         "--skill",
         str(EXAMPLES / "skills" / "warehouse-sql"),
         "--trigger",
         str(EXAMPLES / "tests" / "warehouse-sql-knowledge.md"),
     )
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "--trigger wants a trigger test" in output
 
 
-def test_bad_threshold_and_generation_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    code, output = cli(
+def test_bad_threshold_and_generation_inputs(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    ran = cli(
         "--skill",
         str(EXAMPLES / "skills" / "warehouse-sql"),
         "--trigger",
@@ -704,15 +704,18 @@ def test_bad_threshold_and_generation_inputs(tmp_path: Path, monkeypatch: pytest
         "--trigger-threshold",
         "2",
     )
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "--trigger-threshold" in output
-    code, output = cli("--generate-tests", str(EXAMPLES / "skills" / "warehouse-sql"))
+    ran = cli("--generate-tests", str(EXAMPLES / "skills" / "warehouse-sql"))
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "needs -o DIR" in output
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    code, output = cli("--generate-triggers", str(EXAMPLES / "skills" / "warehouse-sql"))
+    ran = cli("--generate-triggers", str(EXAMPLES / "skills" / "warehouse-sql"))
+    code, output = ran.exit_code, ran.output
     assert code == 2 and "ANTHROPIC_API_KEY" in output
 
 
-def test_generate_triggers_through_the_scripted_api(api, tmp_path: Path):
+def test_generate_triggers_through_the_scripted_api(cli, api, tmp_path: Path):
     from fake_anthropic import reply, text
 
     api.push(
@@ -724,7 +727,7 @@ def test_generate_triggers_through_the_scripted_api(api, tmp_path: Path):
         )
     )
     out = tmp_path / "gen.md"
-    code, output = cli(
+    ran = cli(
         "--generate-triggers",
         str(EXAMPLES / "skills" / "warehouse-sql"),
         "-o",
@@ -732,6 +735,7 @@ def test_generate_triggers_through_the_scripted_api(api, tmp_path: Path):
         "--generate-count",
         "3",
     )
+    code, output = ran.exit_code, ran.output
     assert code == 0, output
     [test] = E.load_markdown_tests(out)
     assert test.positive_triggers == ["Write SQL for revenue", "Fix my join"]
@@ -742,7 +746,7 @@ def test_generate_triggers_through_the_scripted_api(api, tmp_path: Path):
     )
 
 
-def test_generate_tests_writes_four_loadable_files(api, tmp_path: Path):
+def test_generate_tests_writes_four_loadable_files(cli, api, tmp_path: Path):
     from fake_anthropic import reply, text
 
     spec = {
@@ -770,21 +774,20 @@ def test_generate_tests_writes_four_loadable_files(api, tmp_path: Path):
         },
     }
     api.push(reply(text(json.dumps(spec))))
-    code, output = cli(
+    ran = cli(
         "--generate-tests", str(EXAMPLES / "skills" / "warehouse-sql"), "-o", str(tmp_path / "gen")
     )
+    code, output = ran.exit_code, ran.output
     assert code == 0, output
     tests = E.load_markdown_tests(tmp_path / "gen")
     assert sorted(t.type for t in tests) == ["knowledge", "security", "task", "trigger"]
 
 
-def test_generation_with_garbage_answer_fails_cleanly(api, tmp_path: Path):
+def test_generation_with_garbage_answer_fails_cleanly(cli, api, tmp_path: Path):
     from fake_anthropic import reply, text
 
     api.push(reply(text("no json here")))
-    result = CliRunner().invoke(
-        E.main, ["--generate-triggers", str(EXAMPLES / "skills" / "warehouse-sql")]
-    )
+    result = cli("--generate-triggers", str(EXAMPLES / "skills" / "warehouse-sql"))
     assert (
         result.exit_code != 0
         and "no JSON object" in result.output

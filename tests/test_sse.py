@@ -12,11 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import ROOT, free_port, wait_for_port
 from fake_anthropic import reply, text, tool_use
-
-import evaluator as E
 
 EVERYTHING = (
     ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
@@ -80,11 +77,6 @@ def everything_sse(tmp_path_factory):
         process.stderr.close()
 
 
-def run_cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(E.main, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
 SCRIPTS = {
     "Echo the words hello over sse": tool_use("echo", {"message": "hello over sse"}),
     "What is 2 plus 3?": tool_use("get-sum", {"a": 2, "b": 3}),
@@ -119,14 +111,14 @@ def test_server_everything_listens_on_loopback_only(everything_sse):
     assert addresses <= {"0100007F", "0000000000000000FFFF00000100007F"}, addresses
 
 
-def test_a_suite_runs_over_sse_from_an_mcp_config(api, tmp_path, everything_sse):
+def test_a_suite_runs_over_sse_from_an_mcp_config(cli, api, tmp_path, everything_sse):
     url, _ = everything_sse
     api.responder = everything_model
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"everything": {"type": "sse", "url": url}}}))
     suite = tmp_path / "everything.csv"
     suite.write_text(SUITE)
-    code, out, err = run_cli("--csv", suite, "--mcp-config", config, "--json")
+    code, out, err = cli("--csv", suite, "--mcp-config", config, "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["passed"] is True and document["summary"]["passed"] == 2
@@ -146,10 +138,10 @@ def test_a_suite_runs_over_sse_from_an_mcp_config(api, tmp_path, everything_sse)
     assert {"echo", "get-sum"} <= offered
 
 
-def test_server_url_with_transport_sse(api, everything_sse):
+def test_server_url_with_transport_sse(cli, api, everything_sse):
     url, _ = everything_sse
     api.responder = everything_model
-    code, out, err = run_cli(
+    code, out, err = cli(
         "-q", "What is 2 plus 3?", "--server-url", url, "--transport", "sse", "--json"
     )
     assert code == 0, err
@@ -159,15 +151,15 @@ def test_server_url_with_transport_sse(api, everything_sse):
     ]
 
 
-def test_an_sse_endpoint_over_streamable_http_fails_with_one_line(api, everything_sse):
+def test_an_sse_endpoint_over_streamable_http_fails_with_one_line(cli, api, everything_sse):
     url, _ = everything_sse
-    code, out, err = run_cli("-q", "What is 2 plus 3?", "--server-url", url)
+    code, out, err = cli("-q", "What is 2 plus 3?", "--server-url", url)
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: MCP server '127_0_0_1' ({url}) ") and api.message_requests == []
 
 
-def test_transport_needs_a_server_url(api):
-    code, out, err = run_cli("-q", "hi", "--transport", "sse")
+def test_transport_needs_a_server_url(cli, api):
+    code, out, err = cli("-q", "hi", "--transport", "sse")
     assert (
         code == 2
         and err
@@ -177,15 +169,15 @@ def test_transport_needs_a_server_url(api):
 
 
 @pytest.mark.parametrize("url", ["ftp://example.com/sse", "localhost:3001/sse", "http://"])
-def test_a_server_url_must_be_http(api, url):
-    code, out, err = run_cli("-q", "hi", "--server-url", url, "--transport", "sse")
+def test_a_server_url_must_be_http(cli, api, url):
+    code, out, err = cli("-q", "hi", "--server-url", url, "--transport", "sse")
     assert code == 2 and err.count("\n") == 1 and "is not an http:// or https:// URL" in err
 
 
-def test_an_sse_config_entry_needs_a_url(api, tmp_path):
+def test_an_sse_config_entry_needs_a_url(cli, api, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {\n  "legacy": {"type": "sse"}\n}}')
-    code, out, err = run_cli("-q", "hi", "--mcp-config", config)
+    code, out, err = cli("-q", "hi", "--mcp-config", config)
     assert code == 2 and err == (
         f"error: {config}:2: server 'legacy': sse server needs a \"url\" starting with "
         "http:// or https://\n"

@@ -14,8 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import EXAMPLE_SERVER, ROOT
+from conftest import EXAMPLE_SERVER, ROOT, invoke
 from fake_anthropic import error, reply, text, tool_use
 
 import evaluator
@@ -56,11 +55,6 @@ def by_prompt(scripts: dict[str, list[dict]]):
 def write_suite(path: Path, rows: list[str]) -> Path:
     path.write_text(HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
     return path
-
-
-def run_cli(*args: str):
-    result = CliRunner().invoke(evaluator.main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 # ----------------------------------------------------------------------------- every verdict reason
@@ -106,11 +100,11 @@ VERDICT_SCRIPTS = {
 }
 
 
-def test_every_verdict_reason_end_to_end(api, tmp_path):
+def test_every_verdict_reason_end_to_end(cli, api, tmp_path):
     api.responder = by_prompt(VERDICT_SCRIPTS)
     suite = write_suite(tmp_path / "suite.csv", VERDICT_ROWS)
     out, report, csv_out, junit = (tmp_path / n for n in ("r.json", "r.md", "r.csv", "r.xml"))
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite),
         "--server-module",
@@ -198,17 +192,17 @@ def test_every_verdict_reason_end_to_end(api, tmp_path):
     assert cases["api_error"].find("error") is not None
 
 
-def test_tag_filter_and_all_pass_exit_code(api, tmp_path):
+def test_tag_filter_and_all_pass_exit_code(cli, api, tmp_path):
     api.responder = by_prompt(VERDICT_SCRIPTS)
     suite = write_suite(tmp_path / "suite.csv", VERDICT_ROWS)
-    code, out, err = run_cli(
+    code, out, err = cli(
         "--csv", str(suite), "--server-module", str(EXAMPLE_SERVER), "--tag", "smoke", "--json"
     )
     assert code == 0, err
     assert [r["test_name"] for r in json.loads(out)["results"]] == ["good"]
 
 
-def test_iterations_give_pass_rates_intervals_and_flaky_cases(api, tmp_path):
+def test_iterations_give_pass_rates_intervals_and_flaky_cases(cli, api, tmp_path):
     calls = {"n": 0}
 
     def alternating(body: dict) -> dict:
@@ -222,7 +216,7 @@ def test_iterations_give_pass_rates_intervals_and_flaky_cases(api, tmp_path):
         tmp_path / "suite.csv", ["flaky,tell me about profiles,about_profiles,,,,,,,,,"]
     )
     out = tmp_path / "r.json"
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite),
         "--server-module",
@@ -241,7 +235,7 @@ def test_iterations_give_pass_rates_intervals_and_flaky_cases(api, tmp_path):
     assert (case["pass_at_k"], case["pass_hat_k"]) == (1.0, 0.0)
     assert code == 1
     calls["n"] = 0
-    code, stdout, stderr = run_cli(
+    code, stdout, stderr = cli(
         "--csv",
         str(suite),
         "--server-module",
@@ -293,7 +287,7 @@ def test_tool_stats_precision_recall_f1():
 def suite_error(tmp_path: Path, content: bytes | str, api=None) -> str:
     path = tmp_path / "bad.csv"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code, out, err = run_cli("--csv", str(path), "--server-module", str(EXAMPLE_SERVER))
+    code, out, err = invoke("--csv", str(path), "--server-module", str(EXAMPLE_SERVER))
     assert code == 2, err
     assert "Traceback" not in err and all(
         line.startswith("error: ") for line in err.strip().splitlines()
@@ -352,9 +346,9 @@ def test_all_problems_of_a_file_are_reported_at_once(tmp_path, no_api_key):
     ]
 
 
-def test_unknown_tool_is_caught_before_any_model_call(api, tmp_path):
+def test_unknown_tool_is_caught_before_any_model_call(cli, api, tmp_path):
     suite = write_suite(tmp_path / "suite.csv", ["typo,hello,get_existing_conections,,,,,,,,,"])
-    code, out, err = run_cli("--csv", str(suite), "--server-module", str(EXAMPLE_SERVER))
+    code, out, err = cli("--csv", str(suite), "--server-module", str(EXAMPLE_SERVER))
     assert code == 2
     assert "suite.csv:2: test 'typo' names tool 'get_existing_conections'" in err
     assert "did you mean 'get_existing_connections'?" in err
@@ -423,7 +417,7 @@ def results_file(path: Path, cases: list[tuple[str, int, int]], cost: float) -> 
     return path
 
 
-def test_compare_finds_regressions_and_fixes(tmp_path):
+def test_compare_finds_regressions_and_fixes(cli, tmp_path):
     # a flips 10/10 -> 0/10 and b the other way: Fisher's two-sided p is 2 / C(20, 10) =
     # 1.08e-05, times the 4 cases compared (Holm) = 4.33e-05; d's 3/3 -> 2/3 is within noise
     old = results_file(
@@ -437,7 +431,7 @@ def test_compare_finds_regressions_and_fixes(tmp_path):
         0.36,
     )
     report = tmp_path / "cmp.md"
-    code, out, err = run_cli("--compare", str(old), str(new), "--report", str(report))
+    code, out, err = cli("--compare", str(old), str(new), "--report", str(report))
     assert code == 1
     markdown = report.read_text()
     assert markdown.startswith(
@@ -453,9 +447,9 @@ def test_compare_finds_regressions_and_fixes(tmp_path):
     assert "| `added` | added |" in markdown and "| `gone` | removed |" in markdown
     assert "| Cost | $0.3000 | $0.3600 | +0.0600 |" in markdown
     assert "| Passed | 4/5 (80%, 95% 38%–96%) | 3/5 (60%, 95% 23%–88%) |" in markdown
-    code, out, err = run_cli("--compare", str(old), str(old))
+    code, out, err = cli("--compare", str(old), str(old))
     assert code == 0
-    code, out, err = run_cli("--compare", str(old), str(tmp_path / "missing.json"))
+    code, out, err = cli("--compare", str(old), str(tmp_path / "missing.json"))
     assert code == 2 and "missing.json" in err
 
 

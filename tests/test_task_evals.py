@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
@@ -271,11 +270,11 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("content, message", MALFORMED, ids=[m for _, m in MALFORMED])
-def test_malformed_evals_give_one_line(tmp_path: Path, content: str, message: str):
+def test_malformed_evals_give_one_line(cli, tmp_path: Path, content: str, message: str):
     write(tmp_path / "outside.txt", "the user's own file\n")
     write(tmp_path / SKILL_NAME / "evals" / ".claude" / "settings.json", '{"sandbox": {}}')
     path = write(tmp_path / SKILL_NAME / "evals" / "evals.json", content)
-    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(path)])
+    result = cli("--skill", str(SKILL), "--tests", str(path))
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], (
@@ -306,14 +305,14 @@ def test_input_files_that_lead_out_of_the_skill_are_refused(tmp_path: Path):
     assert test.files == [(folder / "evals" / "files" / "data" / "ok.csv").resolve()]
 
 
-def test_a_markdown_test_with_nothing_to_grade_is_refused(tmp_path: Path):
+def test_a_markdown_test_with_nothing_to_grade_is_refused(cli, tmp_path: Path):
     ungraded = write(tmp_path / "t.md", "---\nname: t\ntype: task\n---\n\n# Prompt\n\nDo it.\n")
-    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(ungraded)])
+    result = cli("--skill", str(SKILL), "--tests", str(ungraded))
     assert result.exit_code == 2 and "has nothing to grade" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: ScriptedAnthropic):
+def test_task_options_are_checked_before_anything_runs(cli, tmp_path: Path, api: ScriptedAnthropic):
     path = evals_file(tmp_path / SKILL_NAME)
     cases = [
         (
@@ -332,15 +331,13 @@ def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: Scri
         (["--tests", path, "--artifacts", path], "not a folder"),
     ]
     for args, message in cases:
-        result = CliRunner().invoke(E.main, ["--skill", str(SKILL), *map(str, args)])
+        result = cli("--skill", str(SKILL), *map(str, args))
         assert (
             result.exit_code == 2
             and message in result.output
             and len(result.output.strip().splitlines()) == 1
         ), (args, result.output)
-    without_skill = CliRunner().invoke(
-        E.main, ["--tests", str(path)]
-    )  # against MCP servers: refused
+    without_skill = cli("--tests", str(path))  # against MCP servers: refused
     assert (
         without_skill.exit_code == 2
         and "task evals run through Claude Code" in without_skill.output
@@ -354,7 +351,7 @@ def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: Scri
             }
         ),
     )
-    result = CliRunner().invoke(E.main, ["--skill", str(SKILL), "--tests", str(other)])
+    result = cli("--skill", str(SKILL), "--tests", str(other))
     assert (
         result.exit_code == 2 and "for skill 'warehouse-sql', which is not among" in result.output
     )
@@ -362,28 +359,23 @@ def test_task_options_are_checked_before_anything_runs(tmp_path: Path, api: Scri
 
 
 def test_dry_run_counts_every_configuration_and_the_judge_and_spends_nothing(
-    tmp_path: Path, api: ScriptedAnthropic
+    cli, tmp_path: Path, api: ScriptedAnthropic
 ):
     path = evals_file(tmp_path / SKILL_NAME)
     old = tmp_path / "old" / SKILL_NAME
     write(old / "SKILL.md", f"---\nname: {SKILL_NAME}\ndescription: The old version.\n---\nOld.\n")
-    one = CliRunner().invoke(
-        E.main, ["--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run"]
-    )
-    three = CliRunner().invoke(
-        E.main,
-        [
-            "--skill",
-            str(SKILL),
-            "--tests",
-            str(path),
-            "--runs",
-            "2",
-            "--dry-run",
-            "--baseline",
-            "--baseline-skill",
-            str(old),
-        ],
+    one = cli("--skill", str(SKILL), "--tests", str(path), "--runs", "2", "--dry-run")
+    three = cli(
+        "--skill",
+        str(SKILL),
+        "--tests",
+        str(path),
+        "--runs",
+        "2",
+        "--dry-run",
+        "--baseline",
+        "--baseline-skill",
+        str(old),
     )
     assert one.exit_code == 0 and three.exit_code == 0, one.output + three.output
     # 2 (or 6) claude runs of about 2 calls each, and a judge call per expectation and run
@@ -1096,7 +1088,7 @@ def test_a_task_run_cannot_read_the_users_keys_and_allow_read_opens_what_a_task_
 
 
 def test_what_the_sandbox_hides_from_bash_and_what_allow_read_opens(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The real home is denied as a whole; the run's own HOME and --allow-read paths inside it are
     opened again (a TMPDIR inside the home); a path that holds the runs' temporary folder would
@@ -1120,16 +1112,13 @@ def test_what_the_sandbox_hides_from_bash_and_what_allow_read_opens(
     assert "holds the runs' temporary folder" in (allow_read_problem((str(user / "tmp"),)) or "")
     assert allow_read_problem((str(user),)) is None  # the whole home: nothing is hidden
     assert allow_read_problem((str(user / "data"),)) is None
-    result = CliRunner().invoke(
-        E.main,
-        [
-            "--skill",
-            str(SKILL),
-            "--tests",
-            str(evals_file(tmp_path / SKILL_NAME)),
-            "--allow-read",
-            str(tmp_path / "no-such-folder"),
-        ],
+    result = cli(
+        "--skill",
+        str(SKILL),
+        "--tests",
+        str(evals_file(tmp_path / SKILL_NAME)),
+        "--allow-read",
+        str(tmp_path / "no-such-folder"),
     )
     assert (
         result.exit_code == 2 and "--allow-read" in result.output and "not found" in result.output

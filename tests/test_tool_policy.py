@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from conftest import EXAMPLE_SERVER, ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use
 from rich.console import Console
@@ -34,13 +33,6 @@ TIME_SERVER = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
 EXAMPLE = f"{sys.executable} {EXAMPLE_SERVER}"
 NOTE = {"title": "weekly plan", "text": "Build the LTV features first."}
 ANSWER = "Done: I saved your plan as a note."
-
-
-def cli(*args: Any) -> Any:
-    result = CliRunner().invoke(E.main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 def tool_results(body: dict) -> list[dict]:
@@ -94,7 +86,7 @@ def suite(tmp_path: Path) -> Path:
 
 # ============================================================================ annotations
 def test_annotations_are_kept_shown_by_dry_run_and_recorded_in_metadata(
-    api, tmp_path, notes_db, monkeypatch
+    cli, api, tmp_path, notes_db, monkeypatch
 ):
     monkeypatch.setenv("COLUMNS", "200")
     dry = cli("--csv", suite(tmp_path), *example_server(notes_db), "--dry-run")
@@ -130,7 +122,7 @@ def test_annotations_are_kept_shown_by_dry_run_and_recorded_in_metadata(
 
 # ============================================================================ the policies
 def test_safe_never_runs_a_destructive_tool_and_the_verdict_still_sees_the_call(
-    api, tmp_path, notes_db
+    cli, api, tmp_path, notes_db
 ):
     api.responder = calls(("save_note", NOTE))
     out, report, rows = tmp_path / "results.json", tmp_path / "report.md", tmp_path / "runs.csv"
@@ -242,7 +234,7 @@ def test_live_runs_it_after_one_warning_line_printed_before_the_first_model_call
     assert call["output"] == "Saved the note 'weekly plan' (29 characters)."
 
 
-def test_allow_tool_runs_it_under_safe_and_read_only(api, tmp_path, notes_db):
+def test_allow_tool_runs_it_under_safe_and_read_only(cli, api, tmp_path, notes_db):
     api.responder = calls(("save_note", NOTE))
     run = cli(
         "--csv", suite(tmp_path), *example_server(notes_db), "--allow-tool", "save_*", "--json"
@@ -275,7 +267,7 @@ def test_allow_tool_runs_it_under_safe_and_read_only(api, tmp_path, notes_db):
     ]
 
 
-def test_read_only_runs_only_tools_annotated_read_only(api, tmp_path):
+def test_read_only_runs_only_tools_annotated_read_only(cli, api, tmp_path):
     # misc_server's tools say nothing: safe runs them, read-only does not; mcp-server-time's are read-only
     api.responder = calls(("echo", {"text": "hello"}), ("get_current_time", {"timezone": "UTC"}))
     servers = ["--server", f"{sys.executable} {MISC_SERVER}", "--server", TIME_SERVER]
@@ -297,7 +289,7 @@ def test_read_only_runs_only_tools_annotated_read_only(api, tmp_path):
 
 
 def test_the_policy_and_the_tool_options_are_refused_by_other_modes_and_checked(
-    api, tmp_path, notes_db
+    cli, api, tmp_path, notes_db
 ):
     bad = cli(
         "--csv",
@@ -319,7 +311,9 @@ def test_the_policy_and_the_tool_options_are_refused_by_other_modes_and_checked(
 
 
 # ============================================================================ mocks
-def test_mocks_answer_matching_calls_by_argument_and_leave_the_rest_live(api, tmp_path, notes_db):
+def test_mocks_answer_matching_calls_by_argument_and_leave_the_rest_live(
+    cli, api, tmp_path, notes_db
+):
     mocks = tmp_path / "mocks.json"
     mocks.write_text(
         json.dumps(
@@ -386,7 +380,7 @@ def test_mocks_answer_matching_calls_by_argument_and_leave_the_rest_live(api, tm
         ('{"no_such_tool": {"result": "x"}}', "mocks 'no_such_tool', which no server offers"),
     ],
 )
-def test_a_bad_mock_file_is_one_line_naming_it_and_exit_2(api, tmp_path, content, problem):
+def test_a_bad_mock_file_is_one_line_naming_it_and_exit_2(cli, api, tmp_path, content, problem):
     mocks = tmp_path / "bad-mocks.json"
     mocks.write_text(content, encoding="utf-8")
     run = cli("-q", "hi", "--server-module", EXAMPLE_SERVER, "--mock-tools", mocks)
@@ -441,7 +435,7 @@ def changes_the_graph(body: dict) -> Any:
 
 
 def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(
-    api, tmp_path, monkeypatch
+    cli, api, tmp_path, monkeypatch
 ):
     """--tool-policy safe ran unannotated tools that change things (server-memory's
     create_entities, delete_entities) and contradictory ones, silently. The dry run's table and
@@ -464,7 +458,7 @@ def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(
     )
     assert "read_graph" not in flat.split("note:", 1)[1], "an annotated tool needs no note"
     api.responder = changes_the_graph
-    run = CliRunner().invoke(E.main, ["-q", "tidy the graph", *state_server(state)])
+    run = cli("-q", "tidy the graph", *state_server(state))
     assert run.exit_code == 0, run.output
     header = " ".join(run.stderr.split())
     assert "note: create_entities has no readOnlyHint or destructiveHint: live" in header
@@ -472,7 +466,7 @@ def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(
     assert json.loads(state.read_text()) == [], "under safe they ran, as the notes said"
 
 
-def test_strict_follows_the_specification_defaults(api, tmp_path):
+def test_strict_follows_the_specification_defaults(cli, api, tmp_path):
     state = tmp_path / "graph.json"
     state.write_text('["bob", "carol"]')
     api.responder = changes_the_graph
@@ -510,7 +504,7 @@ MEMORY_SERVER = ROOT / "node_modules" / ".bin" / "mcp-server-memory"
 
 
 @pytest.mark.skipif(not MEMORY_SERVER.exists(), reason="npm install brings server-memory")
-def test_server_memory_under_strict_adds_and_deletes_nothing(api, tmp_path):
+def test_server_memory_under_strict_adds_and_deletes_nothing(cli, api, tmp_path):
     """The real server-memory (package.json) annotates its tools: create_entities only adds
     (readOnlyHint: false, destructiveHint: false), so even --tool-policy strict runs it;
     delete_entities is destructive and is withheld, so the entity it would delete stays."""
