@@ -32,7 +32,7 @@ class Terminal:
             env=env,
             cwd=str(ROOT),
             encoding="utf-8",
-            timeout=30,
+            timeout=180,  # a bound for a loaded 2-core machine, not a timing: a hang still fails
             dimensions=(50, 120),
         )
         self.child.logfile_read = self.screen
