@@ -33,6 +33,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = [
+    "EXAMPLE_SERVER",
+    "HERE",
+    "PROGRAMS",
+]
+
 __version__ = "0.2.0"
 
 

@@ -16,6 +16,21 @@ from typing import TYPE_CHECKING
 from .patterns import BadPattern, PatternSkipped, pattern_problem, untrusted_search
 from .sinks import preview
 
+__all__ = [
+    "ANSWER_MATCHERS",
+    "AnswerMatcher",
+    "NUMBER",
+    "answer_match_hint",
+    "answer_match_problem",
+    "answer_numbers",
+    "answer_problems",
+    "check_answer",
+    "normalize_answer_match",
+    "tagged",
+    "transcript_answer",
+    "transcript_tagged",
+]
+
 if TYPE_CHECKING:
     from .run_types import TestCase, Transcript
 
@@ -26,10 +41,10 @@ if TYPE_CHECKING:
 # `numeric[:TOL]` (the one number in the answer equals the expected one, within TOL absolute or
 # TOL% relative), `contains` (the normalized expected text appears as a whole), `regex` (the
 # expected answer is a pattern searched for), `judge` (an LLM judge decides: check_judge).
-NOT_FOUND = "NOT_FOUND"
+_NOT_FOUND = "NOT_FOUND"
 
 
-RESPONSE_TAGS = {
+_RESPONSE_TAGS = {
     tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
     for tag in ("response", "summary", "feedback")
 }
@@ -43,7 +58,7 @@ NUMBER = re.compile(
 )
 
 
-TOLERANCE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<percent>%?)")
+_TOLERANCE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<percent>%?)")
 
 
 def normalize_answer_match(match: str) -> str:
@@ -67,7 +82,7 @@ def answer_numbers(text: str) -> list[Decimal]:
 
 def tagged(text: str, tag: str) -> str | None:
     """The last <tag>...</tag> of a text, trimmed (mcp-builder's extract_xml_content)."""
-    found = RESPONSE_TAGS[tag].findall(text or "")
+    found = _RESPONSE_TAGS[tag].findall(text or "")
     return found[-1].strip() if found else None
 
 
@@ -87,12 +102,12 @@ def transcript_answer(transcript: Transcript) -> str:
     return response if response is not None else (transcript.final_text or "").strip()
 
 
-def canonical_number(value: Decimal) -> str:
+def _canonical_number(value: Decimal) -> str:
     text = format(value.normalize(), "f")
     return "0" if text in ("-0", "+0") else text
 
 
-def normalized_answer(text: str) -> str:
+def _normalized_answer(text: str) -> str:
     """Case, whitespace, thousands separators, a leading currency sign and trailing zeros of
     numbers, wrapping quotes or backticks and a final period do not count."""
     import unicodedata
@@ -102,7 +117,7 @@ def normalized_answer(text: str) -> str:
         text = text[1:-1]
     text = NUMBER.sub(
         lambda m: (
-            canonical_number(answer_numbers(m.group(0))[0])
+            _canonical_number(answer_numbers(m.group(0))[0])
             if answer_numbers(m.group(0))
             else m.group(0)
         ),
@@ -125,28 +140,32 @@ class AnswerMatcher:
     takes_tolerance: bool = False
 
 
-def exact_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+def _exact_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
     return [] if given == expected else [f"answer {shown} is not {wanted} (exact)"]
 
 
-def normalized_mismatch(
+def _normalized_mismatch(
     expected: str, given: str, tolerance: str, shown: str, wanted: str
 ) -> list[str]:
-    if normalized_answer(given) == normalized_answer(expected):
+    if _normalized_answer(given) == _normalized_answer(expected):
         return []
     return [f"answer {shown} is not {wanted}, even normalized"]
 
 
-def contains_mismatch(
+def _contains_mismatch(
     expected: str, given: str, tolerance: str, shown: str, wanted: str
 ) -> list[str]:
     found = re.search(
-        rf"(?<!\w){re.escape(normalized_answer(expected))}(?!\w)", normalized_answer(given)
+        rf"(?<!\w){re.escape(_normalized_answer(expected))}(?!\w)", _normalized_answer(given)
     )
     return [] if found else [f"answer {shown} does not contain {wanted}"]
 
 
-def regex_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted: str) -> list[str]:
+def _regex_mismatch(
+    expected: str, given: str, tolerance: str, shown: str, wanted: str
+) -> list[str]:
     try:
         found = untrusted_search(expected, given)
     except PatternSkipped as exc:
@@ -156,13 +175,13 @@ def regex_mismatch(expected: str, given: str, tolerance: str, shown: str, wanted
     return [] if found else [f"answer {shown} does not match the pattern {wanted}"]
 
 
-def numeric_problem(expected: str) -> str | None:
+def _numeric_problem(expected: str) -> str | None:
     if len(set(answer_numbers(expected))) != 1:
         return f"answer_match numeric needs an expected answer that is one number, not {expected!r}"
     return None
 
 
-def numeric_mismatch(
+def _numeric_mismatch(
     expected: str, given: str, tolerance: str, shown: str, wanted: str
 ) -> list[str]:
     target = answer_numbers(expected)[0]
@@ -171,10 +190,10 @@ def numeric_mismatch(
         found = (
             "no number"
             if not values
-            else (f"several numbers ({', '.join(map(canonical_number, values))})")
+            else (f"several numbers ({', '.join(map(_canonical_number, values))})")
         )
-        return [f"answer {shown} holds {found}; expected the number {canonical_number(target)}"]
-    bound = TOLERANCE.fullmatch(tolerance) if tolerance else None
+        return [f"answer {shown} holds {found}; expected the number {_canonical_number(target)}"]
+    bound = _TOLERANCE.fullmatch(tolerance) if tolerance else None
     allowed = (
         Decimal(0)
         if bound is None
@@ -188,29 +207,29 @@ def numeric_mismatch(
         return []
     within = f" (tolerance {tolerance})" if tolerance else ""
     return [
-        f"answer {canonical_number(values[0])} is {canonical_number(abs(values[0] - target))} "
-        f"off {canonical_number(target)}{within}"
+        f"answer {_canonical_number(values[0])} is {_canonical_number(abs(values[0] - target))} "
+        f"off {_canonical_number(target)}{within}"
     ]
 
 
-def regex_problem(expected: str) -> str | None:
+def _regex_problem(expected: str) -> str | None:
     problem = pattern_problem(expected)
     return f"the expected answer is not a valid regular expression: {problem}" if problem else None
 
 
-def no_problem(expected: str) -> str | None:
+def _no_problem(expected: str) -> str | None:
     return None
 
 
 # Every answer_match mode, one row each: a new way of comparing answers is one entry. `judge` is
 # graded by the LLM judge (check_judge); here it only needs no expected answer.
 ANSWER_MATCHERS: dict[str, AnswerMatcher] = {
-    "exact": AnswerMatcher(no_problem, exact_mismatch),
-    "normalized": AnswerMatcher(no_problem, normalized_mismatch),
-    "numeric": AnswerMatcher(numeric_problem, numeric_mismatch, takes_tolerance=True),
-    "contains": AnswerMatcher(no_problem, contains_mismatch),
-    "regex": AnswerMatcher(regex_problem, regex_mismatch),
-    "judge": AnswerMatcher(no_problem, lambda *_: [], needs_expected=False),
+    "exact": AnswerMatcher(_no_problem, _exact_mismatch),
+    "normalized": AnswerMatcher(_no_problem, _normalized_mismatch),
+    "numeric": AnswerMatcher(_numeric_problem, _numeric_mismatch, takes_tolerance=True),
+    "contains": AnswerMatcher(_no_problem, _contains_mismatch),
+    "regex": AnswerMatcher(_regex_problem, _regex_mismatch),
+    "judge": AnswerMatcher(_no_problem, lambda *_: [], needs_expected=False),
 }
 
 
@@ -228,7 +247,7 @@ def answer_match_problem(match: str, expected: str | None) -> str | None:
         return f"answer_match {match!r} is not one of {', '.join(ANSWER_MATCHERS)}"
     if tolerance and not matcher.takes_tolerance:
         return f"answer_match {match!r}: only numeric takes a tolerance, written numeric:0.005 or numeric:1%"
-    if tolerance and not TOLERANCE.fullmatch(tolerance):
+    if tolerance and not _TOLERANCE.fullmatch(tolerance):
         return f"answer_match {match!r}: the tolerance must be a number or a percentage"
     if not matcher.needs_expected:
         return None
@@ -244,8 +263,8 @@ def answer_problems(expected: str, match: str, given: str) -> list[str]:
     wanted = json.dumps(expected, ensure_ascii=False)
     if not given:
         return [f"no answer; expected {wanted}"]
-    if given == NOT_FOUND and expected != NOT_FOUND:
-        return [f"Claude answered {NOT_FOUND}; expected {wanted}"]
+    if given == _NOT_FOUND and expected != _NOT_FOUND:
+        return [f"Claude answered {_NOT_FOUND}; expected {wanted}"]
     shown = json.dumps(preview(given, 120), ensure_ascii=False)
     problem = answer_match_problem(match, expected)
     if problem:  # the loaders refuse it first

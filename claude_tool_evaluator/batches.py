@@ -34,15 +34,22 @@ from .session import (
 )
 from .sinks import json_text
 
+__all__ = [
+    "BatchLedger",
+    "BatchRun",
+    "BatchedModel",
+    "RunNotStarted",
+]
+
 if TYPE_CHECKING:
     from .session import ModelRequest
 
 
-class BatchRequestFailed(Exception):
+class _BatchRequestFailed(Exception):
     """A request of a Message Batch that came back errored, expired or canceled: its run's error."""
 
 
-class CostCapReached(Exception):
+class _CostCapReached(Exception):
     """--batch: sending this request in the next round could pass --max-cost, so it is not sent."""
 
 
@@ -61,43 +68,43 @@ class BatchRun:
     capped: bool = False  # a request of it was not sent: --max-cost
 
 
-BATCH_RUN: contextvars.ContextVar[BatchRun | None] = contextvars.ContextVar(
+_BATCH_RUN: contextvars.ContextVar[BatchRun | None] = contextvars.ContextVar(
     "batch_run", default=None
 )
 
 
-def batch_params(request: ModelRequest) -> dict:
+def _batch_params(request: ModelRequest) -> dict:
     """A request's Messages API parameters as a batch entry carries them (no SDK-only keys)."""
     params = AnthropicModel.request_params(request)
     params.update(params.pop("extra_body", None) or {})
     return params
 
 
-def batch_identity(run: BatchRun | None, index: int, params: dict) -> str:
+def _batch_identity(run: BatchRun | None, index: int, params: dict) -> str:
     """What names a batch request: its run, its place in that run and its parameters."""
     return json.dumps([run.key if run else None, index, params], sort_keys=True, default=str)
 
 
-def batch_custom_id(identity: str) -> str:
+def _batch_custom_id(identity: str) -> str:
     """A request's identity as an id the API takes (^[a-zA-Z0-9_-]{1,64}$): a resumed run that
     replays the same conversation asks for the same ids."""
     return "r" + hashlib.sha256(identity.encode()).hexdigest()[:48]
 
 
-def batch_request_name(run: BatchRun | None, index: int, params: dict) -> tuple[str, int]:
+def _batch_request_name(run: BatchRun | None, index: int, params: dict) -> tuple[str, int]:
     """A request's custom_id, and about the bytes it adds to a batch's body. (Its identity is as
     long as the request: it is not kept while the request waits for its batch.)"""
-    identity = batch_identity(run, index, params)
-    return batch_custom_id(identity), len(identity)
+    identity = _batch_identity(run, index, params)
+    return _batch_custom_id(identity), len(identity)
 
 
-class BatchBody:
+class _BatchBody:
     """A Message Batch's body, encoded one request at a time as it is sent (and once before, for
     its length): never whole in memory. The SDK would copy every request's parameters and encode
     them all at once, and for a round of 1,000 conversations that was the run's memory peak. It
     reads again from the start if the SDK retries the request."""
 
-    def __init__(self, queued: Sequence[QueuedRequest]) -> None:
+    def __init__(self, queued: Sequence[_QueuedRequest]) -> None:
         self.queued = queued
         self.length = sum(len(part) for part in self.parts())
 
@@ -116,7 +123,7 @@ class BatchBody:
         return self.chunks()
 
 
-def worst_case_cost(params: dict) -> float:
+def _worst_case_cost(params: dict) -> float:
     """The most one batch request can cost (--max-cost): a generous token count of everything it
     sends, all priced as cache writes, and every output token it allows."""
     price, _ = price_for(params["model"])
@@ -131,7 +138,7 @@ def worst_case_cost(params: dict) -> float:
     )
 
 
-def batch_failure(result: Any, batch_id: str) -> str:
+def _batch_failure(result: Any, batch_id: str) -> str:
     """Why a batch request has no answer, from its result entry."""
     kind = getattr(result, "type", None)
     if kind == "errored":
@@ -185,7 +192,7 @@ class BatchLedger:
 
 
 @dataclass
-class QueuedRequest:
+class _QueuedRequest:
     custom_id: str
     params: dict
     answer: asyncio.Future
@@ -215,7 +222,7 @@ class BatchedModel:
         self.live = 0  # conversations under way
         self.waiting = 0  # requests in a batch (this run's or an earlier one's)
         self.reading = 0  # batches whose results are being read: the next round waits for them
-        self.queue: list[QueuedRequest] = []
+        self.queue: list[_QueuedRequest] = []
         self.spent = 0.0  # what this invocation's batches cost (batch price)
         self.committed = 0.0  # worst case of the requests in batches not yet ended
         self.batches = 0  # batches this invocation created
@@ -232,24 +239,24 @@ class BatchedModel:
         """Around one run (its conversation and its judge): its requests are named after it, and
         the collector knows how many conversations a round waits for."""
         run = BatchRun(json.dumps(key, default=str))
-        token = BATCH_RUN.set(run)
+        token = _BATCH_RUN.set(run)
         self.live += 1
         try:
             yield run
         finally:
             self.live -= 1
-            BATCH_RUN.reset(token)
+            _BATCH_RUN.reset(token)
             self._wake.set()
 
     async def complete(
         self, request: ModelRequest, on_text: Callable[[str], None] | None = None
     ) -> ModelReply:
-        params = batch_params(request)
-        run = BATCH_RUN.get()
+        params = _batch_params(request)
+        run = _BATCH_RUN.get()
         index = run.calls if run else 0
         if run:
             run.calls += 1
-        custom_id, size = batch_request_name(run, index, params)
+        custom_id, size = _batch_request_name(run, index, params)
         earlier = self.ledger.earlier.get(custom_id)
         if earlier:
             result = await self.earlier_result(earlier, custom_id)
@@ -257,7 +264,7 @@ class BatchedModel:
                 self.reused += 1
                 return self.reply_of(result.message)
         answer = asyncio.get_running_loop().create_future()
-        self.queue.append(QueuedRequest(custom_id, params, answer, run, size))
+        self.queue.append(_QueuedRequest(custom_id, params, answer, run, size))
         self.last_queued = time.monotonic()
         if self._collector is None or self._collector.done():
             self._collector = asyncio.ensure_future(self.collect())
@@ -306,14 +313,14 @@ class BatchedModel:
                 self._sending.add(task)
                 task.add_done_callback(self._sending.discard)
 
-    def within_budget(self, round_: list[QueuedRequest]) -> list[QueuedRequest]:
+    def within_budget(self, round_: list[_QueuedRequest]) -> list[_QueuedRequest]:
         """--max-cost: a request goes out only if, at its worst, it still fits what is left after
         what was spent and what the batches under way may cost; the others end their runs."""
         if self.max_cost is None:
             return round_
         left, sent, stopped = self.max_cost - self.spent - self.committed, [], 0
         for q in round_:
-            q.reserved = worst_case_cost(q.params)
+            q.reserved = _worst_case_cost(q.params)
             if q.reserved <= left:
                 left -= q.reserved
                 sent.append(q)
@@ -322,7 +329,7 @@ class BatchedModel:
             if q.run:
                 q.run.capped = True
             q.answer.set_exception(
-                CostCapReached(f"not sent: it could pass --max-cost ${self.max_cost:g}")
+                _CostCapReached(f"not sent: it could pass --max-cost ${self.max_cost:g}")
             )
         if stopped:
             self.say(
@@ -331,7 +338,7 @@ class BatchedModel:
             )
         return sent
 
-    async def send(self, queued: list[QueuedRequest]) -> None:
+    async def send(self, queued: list[_QueuedRequest]) -> None:
         """One round as one batch; each request's answer goes to its conversation as its result
         is read, and the next round forms as they come back."""
         pending = {q.custom_id: q for q in queued}  # not answered yet
@@ -339,7 +346,7 @@ class BatchedModel:
         batch_id, failure = "", None
         try:
             await self.direct._check_endpoint_once()
-            body = BatchBody(queued)
+            body = _BatchBody(queued)
             batch = await self.api(
                 self.client.post(
                     "/v1/messages/batches",
@@ -385,7 +392,7 @@ class BatchedModel:
             elif not q.answer.done():
                 q.answer.set_exception(failure)
 
-    def answer(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+    def answer(self, q: _QueuedRequest | None, result: Any, batch_id: str) -> None:
         """A request's result, read from its batch: it no longer waits, nor holds its worst case
         against --max-cost (what it cost is spent now)."""
         if q is None:
@@ -395,7 +402,7 @@ class BatchedModel:
         self.settle(q, result, batch_id)
         self._wake.set()
 
-    def settle(self, q: QueuedRequest | None, result: Any, batch_id: str) -> None:
+    def settle(self, q: _QueuedRequest | None, result: Any, batch_id: str) -> None:
         if q is None or q.answer.done():
             return
         if getattr(result, "type", None) == "succeeded":
@@ -403,7 +410,7 @@ class BatchedModel:
             self.spent += cost_usd(reply.usage, reply.model) * C.BATCH_PRICE_FACTOR
             q.answer.set_result(reply)
         else:
-            q.answer.set_exception(BatchRequestFailed(batch_failure(result, batch_id)))
+            q.answer.set_exception(_BatchRequestFailed(_batch_failure(result, batch_id)))
 
     async def results_of(
         self,

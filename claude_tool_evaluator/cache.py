@@ -27,6 +27,14 @@ from .files import parse_json_text, write_json_atomic
 from .redaction import Redactor
 from .sinks import terminal_text
 
+__all__ = [
+    "CACHE_SAMPLE",
+    "ResponseCache",
+    "prune_cache",
+    "seal_of",
+    "verify_cache",
+]
+
 # Iterating on a suite repeats every model call, even for the cases that did not change. With
 # --cache DIR each answer is kept under the SHA-256 of the exact request (model, system, tools,
 # messages, every parameter) and the sample: the run's iteration, so -i 5 still draws five
@@ -41,30 +49,30 @@ from .sinks import terminal_text
 # but not read the secret cannot forge an entry), else a fixed key that catches every edit made
 # without this program.
 CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
-CACHE_SECRET_VARIABLE = "CLAUDE_TOOL_EVAL_CACHE_SECRET"
-UNSET_SECRET = b"claude-tool-eval cache seal"
+_CACHE_SECRET_VARIABLE = "CLAUDE_TOOL_EVAL_CACHE_SECRET"
+_UNSET_SECRET = b"claude-tool-eval cache seal"
 
 
-def seal_key() -> bytes:
-    return os.environ.get(CACHE_SECRET_VARIABLE, "").encode() or UNSET_SECRET
+def _seal_key() -> bytes:
+    return os.environ.get(_CACHE_SECRET_VARIABLE, "").encode() or _UNSET_SECRET
 
 
 def seal_of(entry: dict) -> str:
     """The HMAC-SHA256 of an entry without its seal, over its canonical JSON."""
     body = {k: v for k, v in entry.items() if k != "seal"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(seal_key(), text.encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac.new(_seal_key(), text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
-class EntryCheck:
+class _EntryCheck:
     """One cache file read as untrusted input: its entry when it may answer, else why not."""
 
     entry: dict | None
     problem: str = ""
 
 
-def check_entry(path: Path, key: str | None = None) -> EntryCheck:
+def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
     """Whether the file at path is a sound entry (for the request `key`, by default the one its
     name says): a bounded size, parseable, bounded nesting, this format, naming that request,
     sealed with this folder's key."""
@@ -72,36 +80,36 @@ def check_entry(path: Path, key: str | None = None) -> EntryCheck:
     try:
         status = path.lstat()
         if not stat.S_ISREG(status.st_mode):  # a link or a pipe could point anywhere, or block
-            return EntryCheck(None, "not a regular file")
+            return _EntryCheck(None, "not a regular file")
         size = status.st_size
         if size > C.CACHE_ENTRY_MAX_BYTES:
-            return EntryCheck(
+            return _EntryCheck(
                 None, f"{size:,} bytes, over the bound of {C.CACHE_ENTRY_MAX_BYTES:,}"
             )
         # the same bounds as any JSON the user gives (syntax, the parser's depth, MAX_JSON_DEPTH)
         entry = parse_json_text(path.read_bytes().decode("utf-8"), path)
     except FileNotFoundError:
-        return EntryCheck(None)  # a plain miss: nothing to warn about
+        return _EntryCheck(None)  # a plain miss: nothing to warn about
     except InputError as exc:
-        return EntryCheck(None, exc.message)
+        return _EntryCheck(None, exc.message)
     except (OSError, ValueError) as exc:
-        return EntryCheck(None, f"unreadable ({type(exc).__name__})")
+        return _EntryCheck(None, f"unreadable ({type(exc).__name__})")
     if not isinstance(entry, dict):
-        return EntryCheck(None, "not a JSON object")
+        return _EntryCheck(None, "not a JSON object")
     if entry.get("format") != C.CACHE_FORMAT:
-        return EntryCheck(
+        return _EntryCheck(
             None, f"not a {C.CACHE_FORMAT!r} entry (an older version's, or another file)"
         )
     if entry.get("request") != key:
-        return EntryCheck(None, "it answers another request (copied or renamed)")
+        return _EntryCheck(None, "it answers another request (copied or renamed)")
     if not isinstance(entry.get("seal"), str) or not hmac.compare_digest(
         entry["seal"], seal_of(entry)
     ):
-        return EntryCheck(
+        return _EntryCheck(
             None,
-            f"its seal does not match (edited, or sealed with another {CACHE_SECRET_VARIABLE})",
+            f"its seal does not match (edited, or sealed with another {_CACHE_SECRET_VARIABLE})",
         )
-    return EntryCheck(entry)
+    return _EntryCheck(entry)
 
 
 class ResponseCache:
@@ -145,7 +153,7 @@ class ResponseCache:
     def get(self, key: str) -> dict | None:
         """The entry answering this request, or None: missing, or refused with one warning."""
         path = self.path(key)
-        checked = check_entry(path, key)
+        checked = _check_entry(path, key)
         if checked.problem:
             self.refuse(path, checked.problem)
         if checked.entry is None:
@@ -202,14 +210,14 @@ class ResponseCache:
 
 
 # ---------------------------------------------------------------------------- cache verify / prune
-def cache_files(folder: Path) -> Iterator[Path]:
+def _cache_files(folder: Path) -> Iterator[Path]:
     """Every file of a cache folder's entry layout (`ab/abcd....json`), sorted, and the
     leftovers of interrupted atomic writes beside them."""
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
         yield from sorted(p for p in sub.iterdir() if p.is_file() or p.is_symlink())
 
 
-def cache_folder(folder: str) -> Path:
+def _cache_folder(folder: str) -> Path:
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise InputError(f"{folder}: no such cache folder", hint="give the folder --cache named")
@@ -219,8 +227,8 @@ def cache_folder(folder: str) -> Path:
 def verify_cache(folder: str) -> tuple[list[str], int]:
     """One line per entry that would be refused (its path and why), and how many are sound."""
     bad, sound = [], 0
-    for path in cache_files(cache_folder(folder)):
-        checked = check_entry(path)
+    for path in _cache_files(_cache_folder(folder)):
+        checked = _check_entry(path)
         if checked.entry is not None:
             sound += 1
         else:
@@ -233,9 +241,9 @@ def prune_cache(folder: str, unused_days: float | None, dry_run: bool) -> list[s
     that long; says what it removed (or, with dry_run, would remove)."""
     cutoff = time.time() - unused_days * 86400 if unused_days is not None else None
     removed, kept, freed = 0, 0, 0
-    for path in cache_files(cache_folder(folder)):
+    for path in _cache_files(_cache_folder(folder)):
         status = path.lstat()
-        sound = check_entry(path).entry is not None
+        sound = _check_entry(path).entry is not None
         if sound and (cutoff is None or status.st_mtime >= cutoff):
             kept += 1
             continue

@@ -35,6 +35,13 @@ from .stopping import (
     stopped_by,
 )
 
+__all__ = [
+    "build_cli",
+    "given_options",
+    "main",
+    "run_program",
+]
+
 if TYPE_CHECKING:
     from .mode_table import Mode
 
@@ -56,7 +63,7 @@ def given_options(context: click.Context) -> frozenset[str]:
 
 
 # mcp-builder's evaluation.py flags, and what says the same here: one line instead of "no such option".
-MCP_BUILDER_FLAGS = {
+_MCP_BUILDER_FLAGS = {
     "-t": "--transport",
     "-a": "--args",
     "-e": "--env",
@@ -65,15 +72,15 @@ MCP_BUILDER_FLAGS = {
 }
 
 
-def mcp_builder_habit(args: Sequence[str]) -> None:
+def _mcp_builder_habit(args: Sequence[str]) -> None:
     """`evaluation.py -t stdio -c python -a server.py eval.xml`: the same run here is
     `--qa eval.xml --server "python server.py"`; said in one line, before anything runs."""
     if not any(a.lower().endswith(".xml") for a in args):
         return
     given = {
-        MCP_BUILDER_FLAGS.get(a, a): i
+        _MCP_BUILDER_FLAGS.get(a, a): i
         for i, a in enumerate(args)
-        if a in MCP_BUILDER_FLAGS or a in ("--args", "--env", "--url", "--header")
+        if a in _MCP_BUILDER_FLAGS or a in ("--args", "--env", "--url", "--header")
     }
     if not given:
         return
@@ -98,7 +105,7 @@ def mcp_builder_habit(args: Sequence[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- commands and help
-def exit_stopped(code: int) -> None:
+def _exit_stopped(code: int) -> None:
     """A stopped invocation whose outputs are written ends without tearing down every module it
     imported (most of a second, and seconds on a busy machine): what was printed is flushed and the
     pattern workers are stopped first, which is all the interpreter's exit would still do."""
@@ -109,28 +116,28 @@ def exit_stopped(code: int) -> None:
     os._exit(code)
 
 
-EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
+_EXIT_AT_ONCE: list[bool] = []  # run as the program (run_program), not called as a function
 
 
-def end_process(code: int) -> None:
+def _end_process(code: int) -> None:
     """The invocation's end. Run as the program, the process ends at once, its outputs flushed:
     tearing down the interpreter (the SDKs' hundred thousand objects, module by module) takes a
     second or more, and nothing is left to do (every output is written, every file closed or
     removed, every child stopped). Called as a function (tests), a SystemExit as click's."""
-    if not EXIT_AT_ONCE:
+    if not _EXIT_AT_ONCE:
         sys.exit(code)
     logging.shutdown()
-    exit_stopped(code)
+    _exit_stopped(code)
 
 
-def write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
+def _write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
     if examples:
         formatter.write("\nExamples:\n")
         for example in examples:
             formatter.write(f"  {example}\n")  # as is: a wrapped example would not copy
 
 
-class EvaluatorCommand(click.Command):
+class _EvaluatorCommand(click.Command):
     """One command's help: its options grouped like the README's options tables, then its mode's
     examples, each on a line of its own (never wrapped inside a token, so they copy)."""
 
@@ -150,11 +157,11 @@ class EvaluatorCommand(click.Command):
                 formatter.write_dl(records)
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        write_examples(formatter, [e for m in self.modes for e in m.examples])
+        _write_examples(formatter, [e for m in self.modes for e in m.examples])
 
 
 @dataclass(frozen=True)
-class Utility:
+class _Utility:
     """A verb that runs nothing (`init`, `cache`, `help`): its name, its line in the top-level
     help, and what builds its command (given the group, which `help` reads)."""
 
@@ -163,7 +170,7 @@ class Utility:
     factory: Callable[[click.Group], click.Command]
 
 
-class FrontDoor(click.Group):
+class _FrontDoor(click.Group):
     """`python evaluator.py [VERB] ...`: a first argument that is no verb is today's flat command
     line (the `run` command), so every call that worked before works unchanged. Every usage error
     is one line and exit 2. A verb's command is built when it is asked for (click's lazily
@@ -172,7 +179,7 @@ class FrontDoor(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.factories: dict[str, Callable[[], click.Command]] = {}
-        self.utilities: list[Utility] = []  # listed after the modes in the top-level help
+        self.utilities: list[_Utility] = []  # listed after the modes in the top-level help
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.factories, *self.commands})
@@ -186,7 +193,7 @@ class FrontDoor(click.Group):
         if not args or (
             args[0] not in self.factories and args[0] not in ("-h", "--help", "--version")
         ):
-            mcp_builder_habit(args)
+            _mcp_builder_habit(args)
             self.misspelt_verb(args)
             args = ["run", *args]
         return super().parse_args(ctx, args)
@@ -227,7 +234,7 @@ class FrontDoor(click.Group):
             "python evaluator.py MODE --help (or help MODE) lists what MODE takes; "
             "run --help lists every option.\n"
         )
-        write_examples(
+        _write_examples(
             formatter,
             [
                 'python evaluator.py -q "Which warehouse connections do I have?" '
@@ -272,11 +279,11 @@ class FrontDoor(click.Group):
             for stop in STOPPED_AT_END:  # whatever ended the invocation (no server outlives it)
                 stop()
         if stopped_by:
-            exit_stopped(code or 0)
-        end_process(code or 0)
+            _exit_stopped(code or 0)
+        _end_process(code or 0)
 
 
-def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
+def _invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> int:
     """Runs one command's settings; what stops it before a result is one line and exit 2. The
     rooms a run needs load here, not at the start."""
     from .dispatch import run_settings_for
@@ -291,10 +298,10 @@ def invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> i
         return 2
 
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+_CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
-def say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> None:
+def _say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> None:
     """An option the mode refuses, when there is one: `--csv s.csv --baseline old.json` is
     "--baseline does not apply to --csv runs", not "unexpected argument 'old.json'"."""
     try:
@@ -305,7 +312,7 @@ def say_refused_option_first(params: dict[str, Any], given: frozenset[str]) -> N
         pass
 
 
-def run_command() -> click.Command:
+def _run_command() -> click.Command:
     """Today's flat command line: every option, the mode chosen by the flags given; with no mode
     and a project file, the project's suites."""
 
@@ -315,7 +322,7 @@ def run_command() -> click.Command:
         try:
             settings = settings_from(params, given)
         except StrayArgument:
-            say_refused_option_first({**params, "files": ()}, given)
+            _say_refused_option_first({**params, "files": ()}, given)
             raise
         project = Path(params.get("config") or C.PROJECT_FILE)
         if params.get("config") or (
@@ -333,7 +340,7 @@ def run_command() -> click.Command:
                 hint="give --config FILE, or leave it out: the command line's outputs go where "
                 "it says",
             )
-        return invoke(lambda: settings)
+        return _invoke(lambda: settings)
 
     params: list[click.Parameter] = [
         click.Argument(["files"], nargs=-1, type=click.Path(), metavar="[FILES]...")
@@ -360,23 +367,23 @@ def run_command() -> click.Command:
             "its folder.",
         ),
     ]
-    return EvaluatorCommand(
+    return _EvaluatorCommand(
         "run",
         params=params,
         callback=run,
         modes=MODES,
         help="Today's flat command line: every option; the flags given choose the mode.",
-        context_settings=CONTEXT_SETTINGS,
+        context_settings=_CONTEXT_SETTINGS,
     )
 
 
-def option_defaults() -> dict[str, Any]:
+def _option_defaults() -> dict[str, Any]:
     """Every option's default, as click gives it (what a command line that names none gets)."""
     command = click.Command("defaults", params=[o.click_parameter() for o in OPTIONS])
     return dict(command.make_context("defaults", [], resilient_parsing=True).params)
 
 
-def positional_metavar(mode: Mode) -> str:
+def _positional_metavar(mode: Mode) -> str:
     """`FILE.csv`, `OLD.json NEW.json [...] ...`, `bfcl|tau2|plugin-evals [PATH]`: what a verb's
     positional arguments are, from the options they fill (the first given, the rest optional)."""
     shown = []
@@ -392,7 +399,7 @@ def positional_metavar(mode: Mode) -> str:
     return " ".join(shown)
 
 
-def fill_arguments(mode: Mode, values: Sequence[str], params: dict[str, Any]) -> set[str]:
+def _fill_arguments(mode: Mode, values: Sequence[str], params: dict[str, Any]) -> set[str]:
     """A verb's positional arguments put into the options they fill (mode.arguments, in order;
     the last takes the rest when it is repeatable), each checked by its option's own type (`import
     bfcl`'s choice): the names filled."""
@@ -420,43 +427,43 @@ def fill_arguments(mode: Mode, values: Sequence[str], params: dict[str, Any]) ->
         filled.add(name)
     if values:
         raise click.UsageError(
-            f"{mode.name} takes {positional_metavar(mode)}, not also {values[0]!r}"
+            f"{mode.name} takes {_positional_metavar(mode)}, not also {values[0]!r}"
         )
     return filled
 
 
-def mode_command(mode: Mode) -> click.Command:
+def _mode_command(mode: Mode) -> click.Command:
     """A verb: only the options its mode takes; its positional arguments fill mode.arguments."""
 
     def run(**params: Any) -> int:
         context = click.get_current_context()
         given = given_options(context) - {"arguments"}
-        given |= fill_arguments(mode, params.pop("arguments", ()) or (), params)
+        given |= _fill_arguments(mode, params.pop("arguments", ()) or (), params)
         for name, value in mode.implies:
             params[name] = value
             given |= {name}
-        return invoke(lambda: settings_from({**option_defaults(), **params}, given), mode)
+        return _invoke(lambda: settings_from({**_option_defaults(), **params}, given), mode)
 
     params: list[click.Parameter] = []
     if any(mode.arguments):
         params.append(
             click.Argument(
-                ["arguments"], nargs=-1, required=False, metavar=positional_metavar(mode)
+                ["arguments"], nargs=-1, required=False, metavar=_positional_metavar(mode)
             )
         )
     params += [o.click_parameter() for o in OPTIONS if mode.takes(o.name)]
-    return EvaluatorCommand(
+    return _EvaluatorCommand(
         mode.name,
         params=params,
         callback=run,
         modes=[mode],
         help=f"{mode.summary[:1].upper()}{mode.summary[1:]}.",
-        context_settings=CONTEXT_SETTINGS,
+        context_settings=_CONTEXT_SETTINGS,
     )
 
 
-def init_command() -> click.Command:
-    @click.command("init", context_settings=CONTEXT_SETTINGS)
+def _init_command() -> click.Command:
+    @click.command("init", context_settings=_CONTEXT_SETTINGS)
     def init() -> int:
         """Write a starter evaluator.yaml from what this folder holds (never overwrites one)."""
         from .project import init_project
@@ -466,15 +473,15 @@ def init_command() -> click.Command:
     return init
 
 
-def cache_command() -> click.Command:
+def _cache_command() -> click.Command:
     """`cache verify DIR` / `cache prune DIR`: a --cache folder read as the untrusted input it is."""
     from .cache import prune_cache, verify_cache
 
-    @click.group("cache", context_settings=CONTEXT_SETTINGS)
+    @click.group("cache", context_settings=_CONTEXT_SETTINGS)
     def cache() -> None:
         """Check or clean a --cache folder (entries edited, copied, broken or unused)."""
 
-    @cache.command("verify", context_settings=CONTEXT_SETTINGS)
+    @cache.command("verify", context_settings=_CONTEXT_SETTINGS)
     @click.argument("folder", metavar="DIR")
     def verify(folder: str) -> int:
         """Every entry a run would refuse, one line each (exit 1 if any). Entries are sealed
@@ -487,7 +494,7 @@ def cache_command() -> click.Command:
         click.echo(f"{terminal_text(folder)}: {counted}, {said}")
         return 1 if refused else 0
 
-    @cache.command("prune", context_settings=CONTEXT_SETTINGS)
+    @cache.command("prune", context_settings=_CONTEXT_SETTINGS)
     @click.argument("folder", metavar="DIR")
     @click.option(
         "--unused-for",
@@ -505,8 +512,8 @@ def cache_command() -> click.Command:
     return cache
 
 
-def help_command(group: click.Group) -> click.Command:
-    @click.command("help", context_settings=CONTEXT_SETTINGS)
+def _help_command(group: click.Group) -> click.Command:
+    @click.command("help", context_settings=_CONTEXT_SETTINGS)
     @click.argument("topic", required=False)
     def help_(topic: str | None) -> int:
         """help MODE: only the options MODE takes, with its examples."""
@@ -529,31 +536,31 @@ def help_command(group: click.Group) -> click.Command:
 
 
 # The verbs that run nothing, listed after the modes in the top-level help.
-UTILITIES = (
-    Utility(
+_UTILITIES = (
+    _Utility(
         "init",
         f"write a starter {C.PROJECT_FILE} from this folder",
-        lambda group: init_command(),
+        lambda group: _init_command(),
     ),
-    Utility(
+    _Utility(
         "cache",
         "cache verify | prune DIR: check or clean a --cache folder",
-        lambda group: cache_command(),
+        lambda group: _cache_command(),
     ),
-    Utility("help", "help MODE: only the options MODE takes, with examples", help_command),
+    _Utility("help", "help MODE: only the options MODE takes, with examples", _help_command),
 )
 
 
 def build_cli() -> click.Group:
     """The command line, built from the tables (OPTIONS, WRITERS, MODES) as they are now: a
     factory per verb, each command built when it is asked for."""
-    group = FrontDoor(context_settings=CONTEXT_SETTINGS, invoke_without_command=False)
-    group.factories["run"] = run_command
+    group = _FrontDoor(context_settings=_CONTEXT_SETTINGS, invoke_without_command=False)
+    group.factories["run"] = _run_command
     for mode in MODES:
-        group.factories[mode.name] = functools.partial(mode_command, mode)
-    for utility in UTILITIES:
+        group.factories[mode.name] = functools.partial(_mode_command, mode)
+    for utility in _UTILITIES:
         group.factories[utility.name] = functools.partial(utility.factory, group)
-    group.utilities = list(UTILITIES)
+    group.utilities = list(_UTILITIES)
     click.version_option(__version__, "--version", prog_name="claude-tool-eval")(group)
     return group
 
@@ -564,7 +571,7 @@ main = build_cli()
 def run_program() -> None:
     """The program (`python evaluator.py`, `claude-tool-eval`): like main(), but it ends the
     process as soon as its outputs are written (see end_process)."""
-    EXIT_AT_ONCE.append(True)
+    _EXIT_AT_ONCE.append(True)
     main()
 
 

@@ -38,17 +38,26 @@ from .settings import FIELD_HOMES, Settings
 from .sinks import make_console, terminal_text
 from .writers import WRITERS, Writer, writer_named
 
+__all__ = [
+    "check_output_paths",
+    "input_paths",
+    "merge_mode",
+    "output_paths",
+    "run_settings_for",
+    "writer_flagged",
+]
+
 if TYPE_CHECKING:
     from .mode_table import Mode
     from .results_schema.document import Metadata, ResultsDocument, RunResult
 
 
-def piece_models(meta: Metadata) -> str:
+def _piece_models(meta: Metadata) -> str:
     models = [meta.model, *(meta.models or []), meta.trigger_model, *(meta.trigger_models or [])]
     return ", ".join(model for model in dict.fromkeys(models) if model)
 
 
-def run_identity(result: RunResult) -> tuple:
+def _run_identity(result: RunResult) -> tuple:
     if isinstance(result, ToolRunResult):
         return f"run {result.iteration} of {result.test_name!r}", result.model
     if isinstance(result, PluginRunResult):
@@ -60,7 +69,7 @@ def run_identity(result: RunResult) -> tuple:
     )
 
 
-def check_pieces(
+def _check_pieces(
     paths: Sequence[str], pieces: Sequence[ResultsDocument], runs: Sequence[list[RunResult]]
 ) -> None:
     """One line for the first thing that makes the pieces not the shards of one run."""
@@ -95,7 +104,7 @@ def check_pieces(
         shards[index] = path
         for what, mine, theirs in (
             ("modes", m.evaluation, meta.evaluation),
-            ("models", piece_models(m), piece_models(meta)),
+            ("models", _piece_models(m), _piece_models(meta)),
             ("suites", f"suite hash {m.suite_hash}", f"suite hash {meta.suite_hash}"),
         ):
             if mine != theirs:
@@ -125,7 +134,7 @@ def check_pieces(
     seen: dict[tuple, str] = {}
     for path, piece_runs in zip(paths, runs):
         for result in piece_runs:
-            identity = run_identity(result)
+            identity = _run_identity(result)
             if identity in seen:
                 raise InputError(
                     f"{seen[identity]} and {path} both hold {identity[0]}"
@@ -136,7 +145,7 @@ def check_pieces(
             seen[identity] = path
 
 
-def merged_settings(
+def _merged_settings(
     settings: Settings, piece: ResultsDocument, runs: tuple, pieces: tuple
 ) -> Settings:
     """The settings the shards ran with (as the first piece recorded them), with this
@@ -181,8 +190,8 @@ def merge_mode(settings: Settings, console: Console) -> int:
         )
     pieces = [read_results_document(path) for path in settings.merging.merge]
     runs = [merged_piece_runs(path, piece) for path, piece in zip(settings.merging.merge, pieces)]
-    check_pieces(settings.merging.merge, pieces, runs)
-    merged = merged_settings(
+    _check_pieces(settings.merging.merge, pieces, runs)
+    merged = _merged_settings(
         settings, pieces[0], tuple(run for piece_runs in runs for run in piece_runs), tuple(pieces)
     )
     mode = next((m for m in MODES if m.name != "merge" and m.selected(merged)), None)
@@ -196,7 +205,7 @@ def merge_mode(settings: Settings, console: Console) -> int:
 
 
 # ---------------------------------------------------------------------------- output paths, checked before anything runs
-NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge", "plan")
+_NO_JOURNAL_MODES = ("schema", "generate", "compare", "render", "merge", "plan")
 
 
 def input_paths(settings: Settings) -> list[tuple[str, Path]]:
@@ -217,7 +226,7 @@ def input_paths(settings: Settings) -> list[tuple[str, Path]]:
     return found
 
 
-def output_folder(settings: Settings, mode: Mode) -> Path | None:
+def _output_folder(settings: Settings, mode: Mode) -> Path | None:
     """-o when it is a folder the mode writes files into (import, export, generate --all)."""
     if settings.outputs.output and (
         mode.writes_folder or (mode.name == "generate" and settings.drafting.generate_tests)
@@ -229,13 +238,13 @@ def output_folder(settings: Settings, mode: Mode) -> Path | None:
 def output_paths(settings: Settings, mode: Mode) -> list[tuple[str, Path]]:
     """(option, path) of every file this invocation writes; a folder -o is output_folder's."""
     found = []
-    folder = output_folder(settings, mode)
+    folder = _output_folder(settings, mode)
     for writer in WRITERS:
         value = settings.outputs.writers.get(writer.name)
         if not value or not writer.takes_path or (writer.name == "output" and folder is not None):
             continue
         found.append((writer.option.flag, Path(value)))
-        if writer.name == "output" and mode.name not in NO_JOURNAL_MODES:
+        if writer.name == "output" and mode.name not in _NO_JOURNAL_MODES:
             found += [
                 ("-o's journal", journal_path(value)),
                 ("-o's results lines", results_lines_path(value)),
@@ -254,7 +263,7 @@ def writer_flagged(flag: str) -> Writer | None:
     return next((w for w in WRITERS if w.option.flag == flag), None)
 
 
-def written_extension(flag: str, mode: Mode) -> str:
+def _written_extension(flag: str, mode: Mode) -> str:
     """The extension a writer's file has (its metavar's: FILE.md -> .md; -o's results are JSON
     except generate's drafts), or "" when it does not say."""
     if flag == "-o":
@@ -264,10 +273,10 @@ def written_extension(flag: str, mode: Mode) -> str:
     return Path(metavar).suffix.lower()
 
 
-def check_output_extension(flag: str, path: Path, mode: Mode) -> None:
+def _check_output_extension(flag: str, path: Path, mode: Mode) -> None:
     """A writer given a file another writer's extension names (`--html report.md`): one line;
     an extension no writer claims (`.htm`, none) is the user's choice."""
-    wanted, given = written_extension(flag, mode), path.suffix.lower()
+    wanted, given = _written_extension(flag, mode), path.suffix.lower()
     if not wanted or given == wanted:
         return
     claims = [
@@ -275,7 +284,7 @@ def check_output_extension(flag: str, path: Path, mode: Mode) -> None:
         for w in WRITERS
         if w.takes_path
         and w.option.flag != flag
-        and written_extension(w.option.flag, mode) == given
+        and _written_extension(w.option.flag, mode) == given
     ]
     if claims:
         raise InputError(
@@ -284,7 +293,7 @@ def check_output_extension(flag: str, path: Path, mode: Mode) -> None:
         )
 
 
-def check_output_folder(folder: Path, mode: Mode, inputs: Sequence[tuple[str, Path]]) -> None:
+def _check_output_folder(folder: Path, mode: Mode, inputs: Sequence[tuple[str, Path]]) -> None:
     """A folder -o: writable, and (import, export) neither an input nor inside one: `import
     plugin-evals P -o P/evals` would write into the suite it reads."""
     for flag, path in inputs if mode.writes_folder else ():
@@ -311,9 +320,9 @@ def check_output_paths(
     found = [*more_inputs, *input_paths(settings), *(mode.inputs(settings) if mode.inputs else ())]
     inputs = {file_key(path): (flag, path) for flag, path in found}
     outputs: dict[Any, tuple[str, Path]] = {}
-    folder = output_folder(settings, mode)
+    folder = _output_folder(settings, mode)
     if folder is not None:
-        check_output_folder(folder, mode, found)
+        _check_output_folder(folder, mode, found)
     written = output_paths(settings, mode)
     for flag, path in written:
         key = file_key(path)
@@ -336,7 +345,7 @@ def check_output_paths(
             )
         check_writable_folder(flag, path, path.parent)
     for flag, path in written:  # once no output is an input or another
-        check_output_extension(flag, path, mode)
+        _check_output_extension(flag, path, mode)
 
 
 def run_settings_for(settings: Settings, chosen: Mode | None = None) -> int:

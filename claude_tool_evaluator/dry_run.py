@@ -22,6 +22,16 @@ from .scoring.statistics import (
     shifted_rate,
 )
 
+__all__ = [
+    "CostEstimate",
+    "call_cost",
+    "combined_estimate",
+    "expected_calls",
+    "print_estimate",
+    "print_run_plan",
+    "unknown_model_warnings",
+]
+
 if TYPE_CHECKING:
     from .run_types import TestCase
 
@@ -61,7 +71,7 @@ def combined_estimate(estimates: Sequence[CostEstimate]) -> CostEstimate:
     )
 
 
-def unpriced(model: str) -> str | None:
+def _unpriced(model: str) -> str | None:
     """Why a dry run does not price a model: test_constants.py does not know it (a typo, most
     often), with the nearest id it knows."""
     if price_for(cli_model_id(model))[1]:
@@ -81,25 +91,29 @@ def unknown_model_warnings(models: Sequence[str]) -> list[str]:
         f"warning: --model {model}: {why.removeprefix('not priced: ')}; it is sent as given, and "
         "its cost is counted at the fallback price"
         for model in dict.fromkeys(models)
-        if (why := unpriced(model))
+        if (why := _unpriced(model))
     ]
 
 
 def print_estimate(console: Console, estimate: CostEstimate) -> None:
     costs = [
-        f"  cost on {e.model}: {unpriced(e.model)}"
-        if unpriced(e.model)
+        f"  cost on {e.model}: {_unpriced(e.model)}"
+        if _unpriced(e.model)
         else f"  cost on {e.model}: about ${e.cost_expected:.4f} (at most ${e.cost_max:.4f}), "
         f"{e.runs} run(s)"
         for e in estimate.per_model
     ]
-    alone = not estimate.per_model and unpriced(estimate.model)
+    alone = not estimate.per_model and _unpriced(estimate.model)
     costs.append(
         f"  cost on {estimate.model}: {alone}"
         if alone
         else f"  cost {'in all' if estimate.per_model else 'on ' + estimate.model}: about "
         f"${estimate.cost_expected:.4f} (at most ${estimate.cost_max:.4f})"
-        + (" for the models it knows" if any(unpriced(e.model) for e in estimate.per_model) else "")
+        + (
+            " for the models it knows"
+            if any(_unpriced(e.model) for e in estimate.per_model)
+            else ""
+        )
     )
     if (
         estimate.batch_factor is not None and not alone

@@ -22,13 +22,24 @@ from .run_types import HistoryEntry, ToolCall, Transcript
 from .session import ModelRequest, api_error_message
 from .sinks import terminal_text
 
+__all__ = [
+    "ConversationObserver",
+    "SimulatedUser",
+    "StdinLines",
+    "TerminalUser",
+    "UserInput",
+    "needs_user_input",
+    "run_conversation",
+    "text_of",
+]
+
 if TYPE_CHECKING:
     from .hub.calls import McpHub, RunTools
     from .run_types import RunSettings, TestCase
     from .session import ModelClient
 
 
-QUESTION_PATTERNS = re.compile(
+_QUESTION_PATTERNS = re.compile(
     r"\b(would you like|do you want|shall i|should i|which (one|option|of)|what would you|"
     r"could you (please )?(tell|share|provide|clarify|confirm|specify)|can you (please )?(tell|share|provide|"
     r"clarify|confirm|specify)|please (provide|specify|confirm|let me know|tell me|share)|let me know|"
@@ -51,7 +62,7 @@ def needs_user_input(text: str) -> bool:
     if last_paragraph.endswith("?"):
         return True
     sentences = re.split(r"(?<=[.!?])\s+", stripped)
-    return any(QUESTION_PATTERNS.search(sentence) for sentence in sentences[-3:])
+    return any(_QUESTION_PATTERNS.search(sentence) for sentence in sentences[-3:])
 
 
 class UserInput(Protocol):
@@ -63,7 +74,7 @@ class UserInput(Protocol):
         """The user's next message, or None to end the conversation."""
 
 
-def user_end_reason(user: UserInput | None) -> str:
+def _user_end_reason(user: UserInput | None) -> str:
     """`ended_by` when the user returned None: `user_end`, unless the user says otherwise
     (a simulated user that ran out of --max-user-turns sets `end_reason = "max_turns"`)."""
     return getattr(user, "end_reason", None) or "user_end"
@@ -83,14 +94,14 @@ def text_of(content: list[dict]) -> str:
     return "\n".join(block["text"] for block in content if block.get("type") == "text").strip()
 
 
-def initial_messages(case: TestCase) -> list[dict]:
+def _initial_messages(case: TestCase) -> list[dict]:
     messages = [{"role": m.role, "content": m.content} for m in case.history]
     if case.prompt:
         messages.append({"role": "user", "content": case.prompt})
     return messages
 
 
-async def ask_user(
+async def _ask_user(
     transcript: Transcript,
     messages: list[dict],
     user: UserInput | None,
@@ -109,7 +120,7 @@ async def ask_user(
     return True
 
 
-async def run_tool_calls(
+async def _run_tool_calls(
     transcript: Transcript,
     tool_uses: list[dict],
     hub: McpHub | RunTools,
@@ -150,7 +161,7 @@ async def run_tool_calls(
     return results
 
 
-async def converse(
+async def _converse(
     transcript: Transcript,
     messages: list[dict],
     model: ModelClient,
@@ -162,8 +173,8 @@ async def converse(
     if not messages or messages[-1]["role"] != "user":
         # The history ends with Claude's answer: that is the final state, unless someone can reply.
         transcript.final_text = messages[-1]["content"] if messages else ""
-        if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = "completion" if user is None else user_end_reason(user)
+        if not await _ask_user(transcript, messages, user, observer):
+            transcript.ended_by = "completion" if user is None else _user_end_reason(user)
             return
     while True:
         if transcript.model_calls >= settings.max_turns:
@@ -200,7 +211,7 @@ async def converse(
             messages.append(
                 {
                     "role": "user",
-                    "content": await run_tool_calls(transcript, tool_uses, hub, observer),
+                    "content": await _run_tool_calls(transcript, tool_uses, hub, observer),
                 }
             )
             observer.on_turn_end(transcript)
@@ -212,8 +223,8 @@ async def converse(
         if user is None:
             transcript.ended_by = "needs_input"
             return
-        if not await ask_user(transcript, messages, user, observer):
-            transcript.ended_by = user_end_reason(user)
+        if not await _ask_user(transcript, messages, user, observer):
+            transcript.ended_by = _user_end_reason(user)
             return
 
 
@@ -231,13 +242,13 @@ async def run_conversation(
     observer = observer or ConversationObserver()
     transcript = Transcript(case=case, iteration=iteration, model=settings.model)
     transcript.history = [HistoryEntry(m.role, m.content) for m in case.history]
-    messages = initial_messages(case)
+    messages = _initial_messages(case)
     if case.prompt:
         transcript.history.append(HistoryEntry("user", case.prompt))
     observer.on_start(transcript)
     start = time.perf_counter()
     try:
-        await converse(transcript, messages, model, hub, settings, user, observer)
+        await _converse(transcript, messages, model, hub, settings, user, observer)
     except FatalApiError:
         raise
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -289,7 +300,7 @@ class StdinLines:
         return os.read(self.fd, 65536)
 
 
-END_CONVERSATION_WORDS = ("end",)
+_END_CONVERSATION_WORDS = ("end",)
 
 
 class TerminalUser:
@@ -316,13 +327,13 @@ class TerminalUser:
                 return None
             if not os.isatty(self.lines.fd):  # piped replies are not echoed by a terminal
                 self.console.print(terminal_text(line), markup=False, highlight=False)
-            if line.strip().lower() in END_CONVERSATION_WORDS:
+            if line.strip().lower() in _END_CONVERSATION_WORDS:
                 return None
             if line.strip():
                 return line.strip()
 
 
-def simulated_user_view(transcript: Transcript) -> str:
+def _simulated_user_view(transcript: Transcript) -> str:
     """The conversation as its user saw it: the messages, not the tool traffic."""
     messages = [
         f"<{entry.role}>\n{entry.content}\n</{entry.role}>"
@@ -337,7 +348,7 @@ def simulated_user_view(transcript: Transcript) -> str:
     )
 
 
-def simulated_user_message(answer: str) -> str | None:
+def _simulated_user_message(answer: str) -> str | None:
     """The simulated user's message, or None when it says it is done."""
     answer = re.sub(r"^\s*(<user>|user:)\s*", "", answer.strip(), flags=re.IGNORECASE)
     answer = re.sub(r"\s*</user>\s*$", "", answer)
@@ -375,11 +386,11 @@ class SimulatedUser:
         request = ModelRequest(
             self.model_id,
             system,
-            [{"role": "user", "content": simulated_user_view(transcript)}],
+            [{"role": "user", "content": _simulated_user_view(transcript)}],
             [],
             self.max_tokens,
         )
         answer = await self.model.complete(request)
         transcript.simulated_user_model = self.model_id  # its tokens count in the run's cost
         transcript.simulated_user_usage = transcript.simulated_user_usage + answer.usage
-        return simulated_user_message(text_of(answer.content))
+        return _simulated_user_message(text_of(answer.content))

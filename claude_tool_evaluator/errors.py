@@ -8,12 +8,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+__all__ = [
+    "EvalError",
+    "FatalApiError",
+    "InputError",
+    "InputProblems",
+    "OutputError",
+    "ServerError",
+    "UsageProblem",
+    "is_api_error",
+]
+
 
 class EvalError(Exception):
     """Root of the evaluator's own errors."""
 
 
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class InputError(EvalError):
@@ -39,7 +50,9 @@ class InputError(EvalError):
         )
         text = f"{where}{self.message}" + (f" ({self.hint})" if self.hint else "")
         # One line, whatever the input quoted: line breaks and control characters are escaped.
-        return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+        return _CONTROL_CHARS.sub(
+            lambda m: m.group().encode("unicode_escape").decode("ascii"), text
+        )
 
 
 class ServerError(EvalError):

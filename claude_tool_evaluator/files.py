@@ -26,8 +26,35 @@ from .errors import InputError, OutputError
 from .sinks import json_text
 from .stopping import pending_outputs
 
+__all__ = [
+    "JsonStream",
+    "MappedRecords",
+    "OUTPUT_FILE_MODE",
+    "SpooledRecords",
+    "batch_ledger_path",
+    "check_json_depth",
+    "check_writable_folder",
+    "dump_json",
+    "dump_streamed",
+    "file_key",
+    "journal_path",
+    "json_lines",
+    "line_at",
+    "lock_path",
+    "materialized",
+    "open_output_file",
+    "output_error",
+    "parse_json_text",
+    "read_text_file",
+    "results_lines_path",
+    "spooled_into",
+    "write_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
-def read_at_most(handle: Any, limit: int) -> bytes:
+
+def _read_at_most(handle: Any, limit: int) -> bytes:
     """Up to `limit` bytes, a megabyte at a time: read(limit) would reserve all of them first
     (10 MB for every input file, a transient the run's memory peak keeps)."""
     chunks, total = [], 0
@@ -43,7 +70,7 @@ def read_text_file(path: str | Path, what: str) -> str:
     limit = C.MAX_INPUT_FILE_BYTES
     try:
         with open(path, "rb") as handle:  # a pipe works too; at most limit + 1 bytes are read
-            raw = read_at_most(handle, limit + 1)
+            raw = _read_at_most(handle, limit + 1)
     except OSError as exc:
         hint = "give a file, not a folder" if isinstance(exc, IsADirectoryError) else None
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path, None, hint) from None
@@ -136,10 +163,10 @@ class JsonStream:
         return self.length
 
 
-def holds_stream(value: Any) -> bool:
+def _holds_stream(value: Any) -> bool:
     """Whether a JsonStream is in this value, or in a dict inside it (a section's record)."""
     return isinstance(value, JsonStream) or (
-        isinstance(value, dict) and any(holds_stream(v) for v in value.values())
+        isinstance(value, dict) and any(_holds_stream(v) for v in value.values())
     )
 
 
@@ -160,7 +187,7 @@ def dump_json(document: dict, handle: Any, depth: int = 0) -> None:
                 text = indented(json_text(item), 2 * depth + 4)
                 handle.write(("," if index else "") + f"{pad}    " + text)
             handle.write(f"{pad}  ]" if len(value) else "]")
-        elif holds_stream(value):
+        elif _holds_stream(value):
             dump_json(value, handle, depth + 1)
         else:
             handle.write(indented(json_text(value), 2 * depth + 2))
@@ -176,7 +203,7 @@ def materialized(value: Any) -> Any:
     return value
 
 
-def file_lines(fd: int, offset: int = 0) -> Iterator[bytes]:
+def _file_lines(fd: int, offset: int = 0) -> Iterator[bytes]:
     """The lines of an open file from `offset`, read with pread: whoever else reads or writes
     the same file keeps its own position."""
     rest = b""
@@ -224,7 +251,7 @@ class SpooledRecords:
 
     def __iter__(self) -> Iterator[Any]:
         self.file.flush()
-        for _, line in zip(range(self.count), file_lines(self.file.fileno())):
+        for _, line in zip(range(self.count), _file_lines(self.file.fileno())):
             yield self.record.model_validate_json(line)
 
     def __len__(self) -> int:
@@ -283,7 +310,7 @@ def dump_streamed(value: Any) -> Any:
     return dumped
 
 
-def file_mode_for_outputs() -> int:
+def _file_mode_for_outputs() -> int:
     """0666 less the umask: what `>` in the shell or open() would give a new file. One mode for
     every file the evaluator writes (results, journal, reports, drafts)."""
     try:
@@ -298,7 +325,7 @@ def file_mode_for_outputs() -> int:
     return 0o666 & ~umask
 
 
-OUTPUT_FILE_MODE = file_mode_for_outputs()
+OUTPUT_FILE_MODE = _file_mode_for_outputs()
 
 
 def output_error(path: str | Path, exc: OSError) -> OutputError:
@@ -308,7 +335,7 @@ def output_error(path: str | Path, exc: OSError) -> OutputError:
     )
 
 
-def create_output_file(path: str | Path) -> tuple[int, str]:
+def _create_output_file(path: str | Path) -> tuple[int, str]:
     """A new, empty file beside `path` under a random name (O_EXCL: a link planted there is never
     followed), with the one output mode: (descriptor, its path)."""
     path = Path(path)
@@ -331,7 +358,7 @@ def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
     target, so a reader never sees half a file and a link at the target is replaced, never
     followed. On any failure the temporary file is removed; an OS error (a full disk, a folder
     gone read-only) is an OutputError: one line."""
-    fd, tmp = create_output_file(path)
+    fd, tmp = _create_output_file(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             write(handle)
@@ -351,7 +378,7 @@ def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
     """A new file at `path` holding `lines`, left open for appending more (the journal); created
     like every output, through create_output_file and a rename once the lines are in, so the
     file it replaces is never lost half-way and a planted link is never followed."""
-    fd, tmp = create_output_file(path)
+    fd, tmp = _create_output_file(path)
     handle = os.fdopen(fd, "w", encoding="utf-8")
     try:
         for line in lines:

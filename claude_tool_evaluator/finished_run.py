@@ -19,6 +19,20 @@ from .options import writer_named
 from .redaction import Redactor
 from .results_schema.document import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
 
+__all__ = [
+    "MODE_TITLES",
+    "Results",
+    "case_label",
+    "gates",
+    "is_matrix",
+    "make_metadata",
+    "models_text",
+    "passes_text",
+    "recorded_settings",
+    "summary_record",
+    "writer_named",
+]
+
 if TYPE_CHECKING:
     from .files import SpooledRecords
     from .pipeline import PipelineOutcome
@@ -191,7 +205,7 @@ class Results:
 # Options that do not shape a run's results (how fast, on which machine, where from): shards of one
 # suite may differ in them, and in the writers (see Writer.recorded); every other option a shard
 # was given is recorded for --merge.
-UNRECORDED_OPTIONS = frozenset(
+_UNRECORDED_OPTIONS = frozenset(
     {
         "resume",
         "retry_errors",
@@ -218,13 +232,13 @@ def recorded_settings(given: Mapping[str, Any]) -> dict[str, Any]:
     recorded: dict[str, Any] = {}
     for name, value in sorted(given.items()):
         writer = writer_named(name)
-        if name in UNRECORDED_OPTIONS or (writer is not None and not writer.recorded):
+        if name in _UNRECORDED_OPTIONS or (writer is not None and not writer.recorded):
             continue
         recorded[name] = list(value) if isinstance(value, tuple) else value
     return Redactor.for_run().data(recorded)
 
 
-def scale_metadata(
+def _scale_metadata(
     api: ModelApi,
     trigger_models: Sequence[str],
     plan: RunPlan,
@@ -281,7 +295,7 @@ def make_metadata(
         results_file=str(results_lines_path(outputs.output))
         if outputs.summary_only and outputs.output
         else None,
-        **scale_metadata(api, trigger_models, plan, merge, given, outcome),
+        **_scale_metadata(api, trigger_models, plan, merge, given, outcome),
         **extra,
     )
 

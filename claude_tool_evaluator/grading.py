@@ -29,6 +29,20 @@ from .run_types import Usage, cost_usd, estimated_tokens
 from .session import ModelRequest, api_error_message
 from .sinks import cap_text, one_line, tail
 
+__all__ = [
+    "GRADE_TOOL",
+    "JUDGE_TOOL_CHOICE",
+    "Judge",
+    "grade_expectations",
+    "judge_estimate",
+    "judge_question",
+    "judge_trajectory",
+    "judges_answer",
+    "needs_judge",
+    "parse_grade",
+    "run_verify",
+]
+
 if TYPE_CHECKING:
     from .redaction import Redactor
     from .results_schema.document import ArtifactRecord, ClaudeRun
@@ -96,7 +110,7 @@ def judge_trajectory(transcript: Transcript) -> str:
     return "\n".join(lines) or "(no tool calls)"
 
 
-def judge_criteria(case: TestCase) -> str:
+def _judge_criteria(case: TestCase) -> str:
     parts = (
         [prompts.JUDGE_RUBRIC_CRITERIA.format(rubric=case.rubric.strip())] if case.rubric else []
     )
@@ -109,10 +123,10 @@ def judge_criteria(case: TestCase) -> str:
     return "\n\n".join(parts)
 
 
-def judge_request(case: TestCase, transcript: Transcript, model: str) -> ModelRequest:
+def _judge_request(case: TestCase, transcript: Transcript, model: str) -> ModelRequest:
     prompt = prompts.JUDGE_PROMPT.format(
         question=judge_question(transcript),
-        criteria=judge_criteria(case),
+        criteria=_judge_criteria(case),
         trajectory=judge_trajectory(transcript),
         answer=cap_text(transcript.final_text, C.JUDGE_ANSWER_CHARS) or "(no answer)",
     )
@@ -159,7 +173,7 @@ class Judge:
 
     async def grade(self, case: TestCase, transcript: Transcript) -> tuple[dict, Usage | None]:
         """(grade, usage of the call made for it, or None when the verdict came from the cache)."""
-        return await self.grade_request(judge_request(case, transcript, self.model_id))
+        return await self.grade_request(_judge_request(case, transcript, self.model_id))
 
     async def grade_request(self, request: ModelRequest) -> tuple[dict, Usage | None]:
         """Any judge request (a run against its criteria, a task run against one expectation)."""
@@ -200,7 +214,7 @@ class Judge:
         return parse_grade(reply.content), reply.usage
 
 
-def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
+def _artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
     """Small text files in full (up to a total), every other file by path, size and sha256."""
     parts, budget = [], C.ARTIFACT_TEXT_TOTAL_CHARS
     for a in artifacts:
@@ -218,7 +232,7 @@ def artifacts_for_judge(artifacts: Sequence[ArtifactRecord]) -> str:
     return "\n".join(parts)
 
 
-def expectation_request(
+def _expectation_request(
     test: SkillTest, record: ClaudeRun, expectation: str, model: str
 ) -> ModelRequest:
     """The judge's request for one expectation of a task eval: the judge prompt of every other
@@ -228,7 +242,7 @@ def expectation_request(
         expectation=expectation, expected_output=test.expected_output or "(none given)"
     )
     trajectory = (record.transcript_summary or "(no steps recorded)") + (
-        prompts.JUDGE_ARTIFACTS.format(artifacts=artifacts_for_judge(record.artifacts))
+        prompts.JUDGE_ARTIFACTS.format(artifacts=_artifacts_for_judge(record.artifacts))
         if record.artifacts
         else ""
     )
@@ -265,7 +279,7 @@ async def grade_expectations(
             )
             continue
         grade, usage = await judge.grade_request(
-            expectation_request(test, record, expectation, judge.model_id)
+            _expectation_request(test, record, expectation, judge.model_id)
         )
         cost += cost_usd(usage, judge.model_id) if usage else 0.0
         if "error" in grade:
@@ -292,7 +306,7 @@ def judge_estimate(case: TestCase, model: str) -> float:
             prompts.JUDGE_PROMPT,
             GRADE_TOOL,
             case.prompt,
-            judge_criteria(case),
+            _judge_criteria(case),
         ]
     )
     usage = Usage(

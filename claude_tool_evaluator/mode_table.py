@@ -30,6 +30,14 @@ from .settings import (
 )
 from .writers import writer_named
 
+__all__ = [
+    "MODES",
+    "Mode",
+    "mode_named",
+    "modes_for_help",
+    "select_mode",
+]
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -38,42 +46,42 @@ if TYPE_CHECKING:
 
 # The option sets the rows share, each a group of Settings (or, the run plan's, a family of one):
 # an option added to a group is in its set, so the table and the settings cannot drift apart.
-DURABLE_OPTIONS = options_of(RunPlan, "durable")
+_DURABLE_OPTIONS = options_of(RunPlan, "durable")
 
 
-MODEL_OPTIONS = options_of(ModelApi)
+_MODEL_OPTIONS = options_of(ModelApi)
 
 
-SERVER_OPTIONS = options_of(Servers)
+_SERVER_OPTIONS = options_of(Servers)
 
 
-TOOL_SAFETY_OPTIONS = options_of(ToolSafety)
+_TOOL_SAFETY_OPTIONS = options_of(ToolSafety)
 
 
 # suites through Claude Code too: where each case runs, its tool search, which Claude Code
-HARNESS_OPTIONS = options_of(ClaudeCode)
+_HARNESS_OPTIONS = options_of(ClaudeCode)
 
 
-GRADING_OPTIONS = options_of(Grading)  # cases may carry a rubric or verify
+_GRADING_OPTIONS = options_of(Grading)  # cases may carry a rubric or verify
 
 
 # running part of a suite: some of its cases, stopping at the first failure, or the failed ones again
-PARTIAL_RUN_OPTIONS = options_of(RunPlan, "partial")
+_PARTIAL_RUN_OPTIONS = options_of(RunPlan, "partial")
 
 
-SIMULATED_USER_OPTIONS = options_of(UserSimulation)
+_SIMULATED_USER_OPTIONS = options_of(UserSimulation)
 
 
 # task evals through Claude Code: what they may do, read and leave, their baselines
-TASK_EVAL_OPTIONS = options_of(TaskEvals)
+_TASK_EVAL_OPTIONS = options_of(TaskEvals)
 
 
-TOOL_USE_OPTIONS = (
-    DURABLE_OPTIONS
-    | MODEL_OPTIONS
-    | SERVER_OPTIONS
-    | SIMULATED_USER_OPTIONS
-    | TOOL_SAFETY_OPTIONS
+_TOOL_USE_OPTIONS = (
+    _DURABLE_OPTIONS
+    | _MODEL_OPTIONS
+    | _SERVER_OPTIONS
+    | _SIMULATED_USER_OPTIONS
+    | _TOOL_SAFETY_OPTIONS
     | {"iterations", "allow_many_runs", "threshold", "summary_only", "tool_overrides"}
     | {"accept_changed_tools"}
     | {"batch", "cache"}
@@ -83,7 +91,7 @@ TOOL_USE_OPTIONS = (
 
 # scan: what reaches the servers (or the cassette), the severity that fails, the pins, and the
 # writers of findings (a scan makes no runs: --csv-out, a row per run, is refused)
-SCAN_OPTIONS = frozenset(
+_SCAN_OPTIONS = frozenset(
     {
         "scan",
         "server",
@@ -107,7 +115,7 @@ SCAN_OPTIONS = frozenset(
 
 # plugin: a plugin's suite through Claude Code in two arms, durable as every suite (the journal,
 # --resume, --retry-errors, --shard, --max-cost), the matrices of skill runs, and its own options
-PLUGIN_OPTIONS = frozenset(
+_PLUGIN_OPTIONS = frozenset(
     {
         "plugin",
         "runs",
@@ -132,7 +140,7 @@ PLUGIN_OPTIONS = frozenset(
 )
 
 
-def test_files_of_kind(settings: Settings, kind: str) -> bool:
+def _test_files_of_kind(settings: Settings, kind: str) -> bool:
     """Whether any --tests file is of this kind (its loader's room loads when a mode is chosen,
     not for the help)."""
     from .loaders.skills import kind_of_test_file
@@ -140,9 +148,9 @@ def test_files_of_kind(settings: Settings, kind: str) -> bool:
     return any(kind_of_test_file(f) == kind for f in settings.inputs.tests)
 
 
-def qa_files_given(settings: Settings) -> bool:
+def _qa_files_given(settings: Settings) -> bool:
     """--qa, or a QA evaluation (.xml) among the --tests files."""
-    return bool(settings.inputs.qa) or test_files_of_kind(settings, "qa")
+    return bool(settings.inputs.qa) or _test_files_of_kind(settings, "qa")
 
 
 @dataclass(frozen=True)
@@ -256,7 +264,7 @@ MODES.extend(
             "plugin",
             "plugin runs",
             lambda s: bool(s.plugin_evals.plugin),
-            PLUGIN_OPTIONS,
+            _PLUGIN_OPTIONS,
             RoomFunction("modes.plugin", "plugin_mode"),
             (
                 "python evaluator.py plugin tests/plugins/greeter --dry-run",
@@ -444,7 +452,7 @@ MODES.extend(
             "scan",
             "scan runs",
             lambda s: s.hostile.scan,
-            SCAN_OPTIONS,
+            _SCAN_OPTIONS,
             RoomFunction("modes.hostile", "scan_mode"),
             (
                 "python evaluator.py scan --server-module examples/profiles_server.py",
@@ -460,10 +468,10 @@ MODES.extend(
             "redteam",
             "redteam runs",
             lambda s: s.hostile.redteam,
-            TOOL_USE_OPTIONS
-            | GRADING_OPTIONS
+            _TOOL_USE_OPTIONS
+            | _GRADING_OPTIONS
             # its servers are the evaluator's in-process proxies, ready at once: no --mcp-startup
-            | (HARNESS_OPTIONS - {"mcp_startup"})
+            | (_HARNESS_OPTIONS - {"mcp_startup"})
             | {
                 "redteam",
                 "csv",
@@ -491,9 +499,9 @@ MODES.extend(
             "skills",
             "--skill runs",
             lambda s: bool(s.inputs.skill or s.inputs.trigger),
-            DURABLE_OPTIONS
-            | TASK_EVAL_OPTIONS
-            | PARTIAL_RUN_OPTIONS
+            _DURABLE_OPTIONS
+            | _TASK_EVAL_OPTIONS
+            | _PARTIAL_RUN_OPTIONS
             | {
                 "skill",
                 "tests",
@@ -536,11 +544,11 @@ MODES.extend(
         Mode(
             "markdown",
             "--tests runs against MCP servers",
-            lambda s: bool(s.inputs.tests) and not test_files_of_kind(s, "qa"),
-            TOOL_USE_OPTIONS
-            | GRADING_OPTIONS
-            | PARTIAL_RUN_OPTIONS
-            | HARNESS_OPTIONS
+            lambda s: bool(s.inputs.tests) and not _test_files_of_kind(s, "qa"),
+            _TOOL_USE_OPTIONS
+            | _GRADING_OPTIONS
+            | _PARTIAL_RUN_OPTIONS
+            | _HARNESS_OPTIONS
             | {"tests", "shard"},
             RoomFunction("modes.tool_suites", "markdown_mode"),
             (
@@ -554,10 +562,10 @@ MODES.extend(
         Mode(
             "qa",
             "--qa runs",
-            qa_files_given,
-            TOOL_USE_OPTIONS
-            | PARTIAL_RUN_OPTIONS
-            | HARNESS_OPTIONS
+            _qa_files_given,
+            _TOOL_USE_OPTIONS
+            | _PARTIAL_RUN_OPTIONS
+            | _HARNESS_OPTIONS
             | {"judge_model", "qa", "tests", "answer_match", "shard"},
             RoomFunction("modes.tool_suites", "qa_mode"),
             (
@@ -572,10 +580,10 @@ MODES.extend(
             "csv",
             "--csv runs",
             lambda s: bool(s.inputs.csv),
-            TOOL_USE_OPTIONS
-            | GRADING_OPTIONS
-            | PARTIAL_RUN_OPTIONS
-            | HARNESS_OPTIONS
+            _TOOL_USE_OPTIONS
+            | _GRADING_OPTIONS
+            | _PARTIAL_RUN_OPTIONS
+            | _HARNESS_OPTIONS
             | {"csv", "tag", "shard", "distractor_tools", "tool_steps", "distractors_file", "seed"},
             RoomFunction("modes.tool_suites", "csv_mode"),
             (
@@ -596,7 +604,7 @@ MODES.extend(
                 or s.inputs.interactive
                 or s.user_simulation.simulate_user is not None
             ),
-            TOOL_USE_OPTIONS | HARNESS_OPTIONS | {"query", "conversation", "interactive"},
+            _TOOL_USE_OPTIONS | _HARNESS_OPTIONS | {"query", "conversation", "interactive"},
             RoomFunction("modes.tool_suites", "query_mode"),
             (
                 'python evaluator.py -q "Which warehouse connections do I have?" -i 5 -o results.json',
@@ -615,7 +623,7 @@ MODES.extend(
 
 # The order --help lists the modes in: the everyday jobs first (a query, a suite, a skill), the
 # tools around them after. MODES keeps its own order: the one a flat command line selects in.
-HELP_ORDER = (
+_HELP_ORDER = (
     "query",
     "csv",
     "markdown",
@@ -639,7 +647,7 @@ HELP_ORDER = (
 
 def modes_for_help() -> list[Mode]:
     """Every mode, in HELP_ORDER (a mode it does not name yet comes last)."""
-    place = {name: index for index, name in enumerate(HELP_ORDER)}
+    place = {name: index for index, name in enumerate(_HELP_ORDER)}
     return sorted(MODES, key=lambda m: place.get(m.name, len(place)))
 
 
@@ -648,14 +656,14 @@ def mode_named(name: str) -> Mode | None:
 
 
 # A refused option whose twin the mode takes: the refusal names the twin instead of other modes.
-TWINS = {
+_TWINS = {
     "iterations": ("runs", "--runs N: every query and test runs N times"),
     "runs": ("iterations", "-i N: every case runs N times"),
 }
 
 
-def refusal(name: str, mode: Mode) -> str:
-    twin, how = TWINS.get(name, ("", ""))
+def _refusal(name: str, mode: Mode) -> str:
+    twin, how = _TWINS.get(name, ("", ""))
     if twin and mode.takes(twin):
         return f"{flag_of(name)} does not apply to {mode.title}: use {how}"
     takers = [m.title for m in MODES if m.takes(name)]
@@ -683,5 +691,5 @@ def select_mode(settings: Settings, chosen: Mode | None = None) -> Mode:
         )
     refused = sorted((n for n in settings.given if not mode.takes(n)), key=option_order)
     if refused:
-        raise UsageProblem(refusal(refused[0], mode))
+        raise UsageProblem(_refusal(refused[0], mode))
     return mode

@@ -20,13 +20,30 @@ import test_constants as C
 from .answers import answer_match_problem, normalize_answer_match
 from .loaders.servers import SERVER_TRANSPORTS
 
+__all__ = [
+    "AutoRuns",
+    "OPTIONS",
+    "Option",
+    "RUNNING",
+    "RunCount",
+    "TASKS",
+    "WRITERS",
+    "Writer",
+    "flag_of",
+    "option",
+    "option_named",
+    "option_order",
+    "register_writer",
+    "writer_named",
+]
+
 
 # ---------------------------------------------------------------------------- options: one row per option
 # Every option of the command line is one row of OPTIONS: its flags, its help group (the
 # README's options tables), its help and its click settings. The command line, every verb's
 # own help, the project file's keys and the refusals all read this table; a writer adds its
 # own row when it registers (see Writer). `Settings` has a field for every row but a writer's.
-class FiniteFloat(click.FloatRange):
+class _FiniteFloat(click.FloatRange):
     """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
     range: --max-cost nan was no limit at all) and infinities are refused."""
 
@@ -38,10 +55,10 @@ class FiniteFloat(click.FloatRange):
         return super().convert(number, param, ctx)
 
 
-POSITIVE_INT = click.IntRange(min=1)
+_POSITIVE_INT = click.IntRange(min=1)
 
 
-POSITIVE_FLOAT = FiniteFloat(min=0, min_open=True)
+_POSITIVE_FLOAT = _FiniteFloat(min=0, min_open=True)
 
 
 @dataclass(frozen=True)
@@ -79,7 +96,7 @@ class RunCount(click.ParamType):
         return AutoRuns(least, most)
 
 
-def answer_match_option(
+def _answer_match_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> str | None:
     """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
@@ -91,7 +108,7 @@ def answer_match_option(
     return normalize_answer_match(value)
 
 
-def shard_option(
+def _shard_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> tuple[int, int] | None:
     """--shard K/N: whole numbers, 1 <= K <= N."""
@@ -137,13 +154,13 @@ def option(
     )
 
 
-EVALUATE, RUNNING, MODEL = "What to evaluate", "Running and output", "Model"
+_EVALUATE, RUNNING, _MODEL = "What to evaluate", "Running and output", "Model"
 
 
-SERVERS, POLICY, CONVERSATIONS = "MCP servers", "Tools that change things", "Conversations"
+_SERVERS, _POLICY, _CONVERSATIONS = "MCP servers", "Tools that change things", "Conversations"
 
 
-GRADING, SKILLS, TASKS, OPTIMIZER = (
+_GRADING, _SKILLS, TASKS, _OPTIMIZER = (
     "Grading",
     "Skills (Claude Code)",
     "Task evals (Claude Code)",
@@ -151,23 +168,23 @@ GRADING, SKILLS, TASKS, OPTIMIZER = (
 )
 
 
-CROWD = "The crowded room (distractors)"
+_CROWD = "The crowded room (distractors)"
 
 
-HOSTILE = "The hostile room (red team, scan, pins)"
-STATISTICS = "Is the change real? (compare, plan)"
+_HOSTILE = "The hostile room (red team, scan, pins)"
+_STATISTICS = "Is the change real? (compare, plan)"
 
 
-PLUGINS = "Whole plugins (plugin, export)"
+_PLUGINS = "Whole plugins (plugin, export)"
 
 
-LITERATURE = "Benchmarks from the literature (import)"
+_LITERATURE = "Benchmarks from the literature (import)"
 
 
 OPTIONS: list[Option] = [
-    option(EVALUATE, "-q", "--query", help="One query to evaluate."),
+    option(_EVALUATE, "-q", "--query", help="One query to evaluate."),
     option(
-        EVALUATE,
+        _EVALUATE,
         "-c",
         "--conversation",
         type=click.Path(),
@@ -176,10 +193,14 @@ OPTIONS: list[Option] = [
         "## User / ## Assistant headings, or User: / Assistant: lines).",
     ),
     option(
-        EVALUATE, "--csv", type=click.Path(), metavar="FILE.csv", help="Run a CSV regression suite."
+        _EVALUATE,
+        "--csv",
+        type=click.Path(),
+        metavar="FILE.csv",
+        help="Run a CSV regression suite.",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--tests",
         path=True,
         multiple=True,
@@ -189,7 +210,7 @@ OPTIONS: list[Option] = [
         "User' section gives a test its simulated user). A .xml file is a QA evaluation (as --qa).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--qa",
         type=click.Path(),
         metavar="FILE.xml",
@@ -197,7 +218,7 @@ OPTIONS: list[Option] = [
         "the MCP servers: accuracy over the runs (--tests FILE.xml does the same).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--skill",
         path=True,
         multiple=True,
@@ -206,7 +227,7 @@ OPTIONS: list[Option] = [
         "agents) (repeatable: several are installed together).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--trigger",
         path=True,
         multiple=True,
@@ -214,7 +235,7 @@ OPTIONS: list[Option] = [
         help="One trigger test file (.md or eval .json).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--compare",
         path=True,
         metavar="OLD.json NEW.json [...]",
@@ -222,14 +243,14 @@ OPTIONS: list[Option] = [
         "removed cases, pass rate, triggerScore and cost change (verb: compare).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--generate-triggers",
         path=True,
         metavar="SKILL.md",
         help="Draft a trigger test for a skill (to -o FILE.md, else stdout) (verb: generate).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--generate-tests",
         path=True,
         metavar="SKILL.md",
@@ -237,7 +258,7 @@ OPTIONS: list[Option] = [
         "(verb: generate --all).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--merge",
         path=True,
         metavar="PIECE.json [...]",
@@ -245,13 +266,13 @@ OPTIONS: list[Option] = [
         "document, verdicts and reports (verb: merge).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--schema",
         is_flag=True,
         help="Print the JSON Schema of the results file and exit (verb: schema).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--optimize",
         is_flag=True,
         help="Improve a skill's description (--skill S --trigger EVALS) or the MCP tools' "
@@ -259,7 +280,7 @@ OPTIONS: list[Option] = [
         "best chosen on the held-out queries.",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--overlap",
         is_flag=True,
         help="Judge which of the --skill skills (or the skill and its --distractors) claim the "
@@ -267,7 +288,7 @@ OPTIONS: list[Option] = [
         "run (verb: overlap).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--schema-of",
         type=click.Choice(["results", "project"]),
         default="results",
@@ -276,7 +297,7 @@ OPTIONS: list[Option] = [
         f"({C.PROJECT_FILE}).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--from",
         name="from_results",
         type=click.Path(),
@@ -304,7 +325,7 @@ OPTIONS: list[Option] = [
     option(
         RUNNING,
         "--concurrency",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10; "
         f"plugin runs: {C.DEFAULT_PLUGIN_CONCURRENCY}).",
     ),
@@ -312,14 +333,14 @@ OPTIONS: list[Option] = [
         RUNNING,
         "--shard",
         metavar="K/N",
-        callback=shard_option,
+        callback=_shard_option,
         help="Run only shard K of N: a stable share of the runs (by case, iteration and model); "
         "merge puts the N results files together.",
     ),
     option(
         RUNNING,
         "--threshold",
-        type=FiniteFloat(0, 1),
+        type=_FiniteFloat(0, 1),
         default=C.DEFAULT_CASE_THRESHOLD,
         show_default=True,
         help="A case passes when its pass rate over the iterations is at least this.",
@@ -353,7 +374,7 @@ OPTIONS: list[Option] = [
     option(
         RUNNING,
         "--max-cost",
-        type=POSITIVE_FLOAT,
+        type=_POSITIVE_FLOAT,
         metavar="USD",
         help="Start no new run once the run has cost this much (it says so; --resume goes on).",
     ),
@@ -373,7 +394,7 @@ OPTIONS: list[Option] = [
     ),
     option(RUNNING, "--force", is_flag=True, help="--generate-*: overwrite existing files."),
     option(
-        MODEL,
+        _MODEL,
         "--model",
         multiple=True,
         default=[C.DEFAULT_MODEL],
@@ -382,7 +403,7 @@ OPTIONS: list[Option] = [
         "Repeatable: every case runs on every model, reported side by side.",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--harness",
         multiple=True,
         type=click.Choice(C.HARNESSES),
@@ -391,7 +412,7 @@ OPTIONS: list[Option] = [
         "Repeatable: every case runs each way, reported side by side.",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--tool-search",
         multiple=True,
         type=click.Choice(C.TOOL_SEARCH_VALUES),
@@ -399,7 +420,7 @@ OPTIONS: list[Option] = [
         "auto (Claude Code decides). Repeatable: every case runs with each, side by side.",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--mcp-startup",
         type=click.Choice(C.MCP_STARTUP_CHOICES),
         default="wait",
@@ -409,7 +430,7 @@ OPTIONS: list[Option] = [
         "connected; the model must wait for it).",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--prompt",
         path=True,
         default=prompts.DEFAULT_SYSTEM_PROMPT,
@@ -417,35 +438,35 @@ OPTIONS: list[Option] = [
         help="System prompt: a name from prompts.py or a file path.",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--max-turns",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         default=C.DEFAULT_MAX_TURNS,
         show_default=True,
         help="Model calls per conversation (skill tests: claude --max-turns).",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--max-tokens",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         default=C.DEFAULT_MAX_TOKENS,
         show_default=True,
         help="Most tokens in one answer; a cut answer is recorded as truncated.",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--temperature",
-        type=FiniteFloat(0, 1),
+        type=_FiniteFloat(0, 1),
         default=C.DEFAULT_TEMPERATURE,
         help="Sampling temperature, for models that take one (default: the API's).",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--base-url",
         help="Anthropic-compatible API base URL (default: $ANTHROPIC_BASE_URL).",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--max-retries",
         type=click.IntRange(min=0),
         default=C.DEFAULT_MAX_RETRIES,
@@ -453,36 +474,36 @@ OPTIONS: list[Option] = [
         help="Retries of a failed model call (429, 5xx, overload, connection).",
     ),
     option(
-        MODEL,
+        _MODEL,
         "--request-timeout",
-        type=POSITIVE_FLOAT,
+        type=_POSITIVE_FLOAT,
         default=C.DEFAULT_REQUEST_TIMEOUT,
         show_default=True,
         help="Seconds one model call may take.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--server",
         multiple=True,
         metavar='"CMD ARGS"',
         help="A stdio MCP server command (repeatable).",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--server-env",
         multiple=True,
         metavar="KEY[=VALUE]",
         help="Environment for --server processes: KEY passes ours, KEY=VALUE sets it.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--mcp-config",
         type=click.Path(),
         help="A Claude-style mcpServers JSON file, or a Claude Code plugin folder: its servers, "
         "${CLAUDE_PLUGIN_ROOT} expanded (skill runs: a file, passed to claude).",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--server-module",
         path=True,
         multiple=True,
@@ -490,17 +511,17 @@ OPTIONS: list[Option] = [
         help="Import a Python MCP server object and talk to it in-process (repeatable).",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--tool-timeout",
-        type=POSITIVE_FLOAT,
+        type=_POSITIVE_FLOAT,
         default=C.DEFAULT_TOOL_TIMEOUT,
         show_default=True,
         help="Seconds one tool call may take.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--stop-grace",
-        type=FiniteFloat(min=0, max=60),
+        type=_FiniteFloat(min=0, max=60),
         default=C.DEFAULT_STOP_GRACE,
         show_default=True,
         metavar="S",
@@ -508,7 +529,7 @@ OPTIONS: list[Option] = [
         "then its process group is terminated.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--max-result-chars",
         type=click.IntRange(min=0),
         default=C.DEFAULT_MAX_RESULT_CHARS,
@@ -516,14 +537,14 @@ OPTIONS: list[Option] = [
         help="Tool results longer than this are cut (0: no limit).",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--server-url",
         multiple=True,
         metavar="URL",
         help="A remote MCP server by URL (repeatable), over --transport.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--transport",
         type=click.Choice(SERVER_TRANSPORTS),
         default="http",
@@ -531,7 +552,7 @@ OPTIONS: list[Option] = [
         help="How --server-url servers are reached: streamable HTTP, or legacy HTTP+SSE.",
     ),
     option(
-        SERVERS,
+        _SERVERS,
         "--tool-overrides",
         type=click.Path(),
         metavar="FILE.json",
@@ -539,7 +560,7 @@ OPTIONS: list[Option] = [
         '{"description": ..., "input_schema": ...}}); the servers still run the calls.',
     ),
     option(
-        POLICY,
+        _POLICY,
         "--tool-policy",
         type=click.Choice(C.TOOL_POLICIES),
         default=C.DEFAULT_TOOL_POLICY,
@@ -550,14 +571,14 @@ OPTIONS: list[Option] = [
         "that may destroy) or read-only (only tools annotated readOnlyHint: true).",
     ),
     option(
-        POLICY,
+        _POLICY,
         "--allow-tool",
         multiple=True,
         metavar="NAME",
         help="Run this tool whatever --tool-policy says (repeatable; globs like 'create_*').",
     ),
     option(
-        POLICY,
+        _POLICY,
         "--mock-tools",
         type=click.Path(),
         metavar="FILE.json",
@@ -565,7 +586,7 @@ OPTIONS: list[Option] = [
         '...}} or {"tool": [{"match": {args}, "result": ...}]}.',
     ),
     option(
-        POLICY,
+        _POLICY,
         "--record",
         type=click.Path(),
         metavar="DIR",
@@ -573,7 +594,7 @@ OPTIONS: list[Option] = [
         "(redacted JSON, one file per server).",
     ),
     option(
-        POLICY,
+        _POLICY,
         "--replay",
         type=click.Path(),
         metavar="DIR",
@@ -581,7 +602,7 @@ OPTIONS: list[Option] = [
         "cassette (no server runs).",
     ),
     option(
-        POLICY,
+        _POLICY,
         "--replay-miss",
         type=click.Choice(C.REPLAY_MISS_CHOICES),
         default=C.DEFAULT_REPLAY_MISS,
@@ -590,29 +611,29 @@ OPTIONS: list[Option] = [
         "--tool-policy).",
     ),
     option(
-        CONVERSATIONS,
+        _CONVERSATIONS,
         "--interactive",
         is_flag=True,
         help="You answer when Claude asks: type a reply, 'end' (or Ctrl-D) to finish; Ctrl-C "
         "stops the run and keeps the results so far.",
     ),
     option(
-        CONVERSATIONS,
+        _CONVERSATIONS,
         "--simulate-user",
         metavar="GOAL",
         help="A second model plays a user with this goal and answers Claude's questions.",
     ),
     option(
-        CONVERSATIONS,
+        _CONVERSATIONS,
         "--user-model",
         default=C.DEFAULT_USER_MODEL,
         show_default=True,
         help="Model playing the simulated user.",
     ),
     option(
-        CONVERSATIONS,
+        _CONVERSATIONS,
         "--max-user-turns",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         default=C.DEFAULT_MAX_USER_TURNS,
         show_default=True,
         help="Messages the simulated user may send per conversation.",
@@ -624,27 +645,27 @@ OPTIONS: list[Option] = [
         "QA evaluations",
         "--answer-match",
         metavar="MODE",
-        callback=answer_match_option,
+        callback=_answer_match_option,
         help="How every QA answer is compared (instead of each pair's own): exact (default), "
         "normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex or judge.",
     ),
     option(
-        GRADING,
+        _GRADING,
         "--judge-model",
         default=C.DEFAULT_JUDGE_MODEL,
         show_default=True,
         help="Model of the LLM judge that grades rubrics and `judge` answers.",
     ),
     option(
-        GRADING,
+        _GRADING,
         "--verify-timeout",
-        type=POSITIVE_FLOAT,
+        type=_POSITIVE_FLOAT,
         default=C.DEFAULT_VERIFY_TIMEOUT,
         show_default=True,
         help="Seconds a case's verify command may take (then it is an error).",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--trigger-model",
         multiple=True,
         default=[C.DEFAULT_TRIGGER_MODEL],
@@ -653,29 +674,29 @@ OPTIONS: list[Option] = [
         "query runs on every model, side by side.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--trigger-threshold",
-        type=FiniteFloat(0, 1, min_open=True),
+        type=_FiniteFloat(0, 1, min_open=True),
         default=C.DEFAULT_TRIGGER_THRESHOLD,
         show_default=True,
         help="Activation rate at which a query counts as activating.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--trigger-max-turns",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         default=C.DEFAULT_TRIGGER_MAX_TURNS,
         show_default=True,
         help="--max-turns of each trigger query's claude run.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--trigger-timeout",
-        type=POSITIVE_FLOAT,
+        type=_POSITIVE_FLOAT,
         help="Seconds per trigger run (default: the test's timeout, 30).",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--runs",
         type=RunCount(),
         help="Runs per query or test (default: the test's `runs`, else 3 for trigger queries "
@@ -683,14 +704,14 @@ OPTIONS: list[Option] = [
         "export: each case's `runs`); auto (auto:MIN-MAX): in rounds, each stopping once decided.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--min-trigger-score",
-        type=FiniteFloat(0, 100),
+        type=_FiniteFloat(0, 100),
         metavar="PERCENT",
         help="Fail (exit 1) when a skill's triggerScore is below this.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--claude-bin",
         path=True,
         multiple=True,
@@ -699,7 +720,7 @@ OPTIONS: list[Option] = [
         "Repeatable: every query runs on every version, side by side (a version matrix).",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--skill-description",
         multiple=True,
         metavar="TEXT|@FILE|NAME=TEXT",
@@ -707,7 +728,7 @@ OPTIONS: list[Option] = [
         "temporary copy only); NAME=TEXT with several --skill.",
     ),
     option(
-        SKILLS,
+        _SKILLS,
         "--generate-count",
         type=click.IntRange(1, 50),
         default=C.DEFAULT_GENERATED_QUERIES,
@@ -770,15 +791,15 @@ OPTIONS: list[Option] = [
         "delta.",
     ),
     option(
-        OPTIMIZER,
+        _OPTIMIZER,
         "--holdout",
-        type=FiniteFloat(0, 1, max_open=True),
+        type=_FiniteFloat(0, 1, max_open=True),
         default=C.DEFAULT_HOLDOUT,
         show_default=True,
         help="--optimize: share of the queries / cases held out as the test split (stratified).",
     ),
     option(
-        OPTIMIZER,
+        _OPTIMIZER,
         "--seed",
         type=int,
         default=C.DEFAULT_SPLIT_SEED,
@@ -787,22 +808,22 @@ OPTIONS: list[Option] = [
         "add them, and which lookalike:N set --distractors-file keeps.",
     ),
     option(
-        OPTIMIZER,
+        _OPTIMIZER,
         "--optimize-rounds",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         default=C.DEFAULT_OPTIMIZE_ROUNDS,
         show_default=True,
         help="--optimize: new descriptions asked for at most.",
     ),
     option(
-        OPTIMIZER,
+        _OPTIMIZER,
         "--optimizer-model",
         default=C.DEFAULT_OPTIMIZER_MODEL,
         show_default=True,
         help="--optimize: the model that proposes descriptions.",
     ),
     option(
-        CROWD,
+        _CROWD,
         "--distractors",
         multiple=True,
         metavar="SOURCE",
@@ -812,14 +833,14 @@ OPTIONS: list[Option] = [
         "your other installed plugins, loaded in both arms.",
     ),
     option(
-        CROWD,
+        _CROWD,
         "--distractor-steps",
         metavar="N,N,...",
         help="Run the trigger set at each of these counts of distractors (e.g. 0,5,10,20,40): "
         "the curve, and who took each query (default: all of them, once).",
     ),
     option(
-        CROWD,
+        _CROWD,
         "--distractor-tools",
         multiple=True,
         metavar="SOURCE",
@@ -828,14 +849,14 @@ OPTIONS: list[Option] = [
         "served in-process). A call to one gets a neutral error and counts as stolen.",
     ),
     option(
-        CROWD,
+        _CROWD,
         "--tool-steps",
         metavar="N,N,...",
         help="Run the suite with each of these counts of distractor tools added (e.g. "
         "0,25,50,100): F1 per step, tokens of tool definitions, who took each miss.",
     ),
     option(
-        CROWD,
+        _CROWD,
         "--distractors-file",
         type=click.Path(),
         metavar="FILE.json",
@@ -843,7 +864,7 @@ OPTIONS: list[Option] = [
         "--seed: no model call), else written once. Review or edit it freely.",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--redteam",
         is_flag=True,
         help="Red-team the servers with your suite (--csv, --qa or -q): every case runs clean and "
@@ -851,7 +872,7 @@ OPTIONS: list[Option] = [
         "proxy in front of each server; canaries decide success (verb: redteam).",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--attacks",
         multiple=True,
         metavar="CLASS[:VARIANT],...",
@@ -859,7 +880,7 @@ OPTIONS: list[Option] = [
         "rug-pull), each with its default variants, or CLASS:VARIANT (default: every class).",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--vectors",
         multiple=True,
         metavar="SOURCE[:NAME],...",
@@ -868,14 +889,14 @@ OPTIONS: list[Option] = [
         "SOURCE:NAME.",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--redteam-judge",
         is_flag=True,
         help="redteam: also ask the judge (--judge-model) whether each attacked run followed the "
         "injected instruction (a run it says did counts as a success).",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--scan",
         is_flag=True,
         help="Check every tool definition of the servers (or of --replay's cassette): hidden "
@@ -883,7 +904,7 @@ OPTIONS: list[Option] = [
         "collisions, missing annotations; no model call (verb: scan).",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--fail-on",
         type=click.Choice(C.SCAN_SEVERITIES),
         default=C.DEFAULT_SCAN_FAIL_ON,
@@ -891,7 +912,7 @@ OPTIONS: list[Option] = [
         help="scan: exit 1 on a finding of this severity or above.",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--pin",
         path=True,
         metavar="FILE",
@@ -900,7 +921,7 @@ OPTIONS: list[Option] = [
         "call, with a diff of it.",
     ),
     option(
-        HOSTILE,
+        _HOSTILE,
         "--update-pins",
         is_flag=True,
         help="--pin: accept the changed definitions (they are reported) and write them to FILE.",
@@ -943,7 +964,7 @@ OPTIONS += [
         "through a local caching proxy); says what it saved. Not with --batch.",
     ),
     option(
-        STATISTICS,
+        _STATISTICS,
         "--plan",
         is_flag=True,
         help="Say how many runs per case detect a change worth detecting (--detect) with 80% "
@@ -951,26 +972,26 @@ OPTIONS += [
         "(verb: plan).",
     ),
     option(
-        STATISTICS,
+        _STATISTICS,
         "--detect",
-        type=FiniteFloat(0, 100, min_open=True),
+        type=_FiniteFloat(0, 100, min_open=True),
         default=C.DEFAULT_DETECT_POINTS,
         show_default=True,
         metavar="POINTS",
         help="plan: the smallest change in a pass rate worth detecting, in percentage points.",
     ),
     option(
-        STATISTICS,
+        _STATISTICS,
         "--rate",
-        type=FiniteFloat(0, 1),
+        type=_FiniteFloat(0, 1),
         metavar="RATE",
         help=f"plan without a results file: the pass rate assumed for every case (default "
         f"{C.PLAN_ASSUMED_RATE:g}).",
     ),
     option(
-        STATISTICS,
+        _STATISTICS,
         "--alpha",
-        type=FiniteFloat(0, 0.5, min_open=True),
+        type=_FiniteFloat(0, 0.5, min_open=True),
         default=C.DEFAULT_ALPHA,
         show_default=True,
         help="compare: a case is a regression or a fix only when its change is significant at "
@@ -978,7 +999,7 @@ OPTIONS += [
         "plugin: the level of each case's with/without delta.",
     ),
     option(
-        STATISTICS,
+        _STATISTICS,
         "--significant-only",
         is_flag=True,
         help="compare: exit 1 only on a significant regression or a removed case; a suspected "
@@ -991,7 +1012,7 @@ OPTIONS += [
 # a whole plugin's eval suite (plugin), and what import and export read and write
 OPTIONS += [
     option(
-        EVALUATE,
+        _EVALUATE,
         "--plugin",
         path=True,
         metavar="PATH",
@@ -1000,7 +1021,7 @@ OPTIONS += [
         "(verb: plugin PATH). import plugin-evals: the plugin whose suite is read.",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--import",
         name="import_source",
         type=click.Choice(C.IMPORT_SOURCES),
@@ -1009,7 +1030,7 @@ OPTIONS += [
         "as this product's suites (verb: import).",
     ),
     option(
-        EVALUATE,
+        _EVALUATE,
         "--export",
         name="export_format",
         type=click.Choice(C.EXPORT_FORMATS),
@@ -1018,7 +1039,7 @@ OPTIONS += [
         "(verb: export).",
     ),
     option(
-        PLUGINS,
+        _PLUGINS,
         "--ablation",
         type=click.Choice(C.ABLATIONS),
         default=C.DEFAULT_ABLATION,
@@ -1027,7 +1048,7 @@ OPTIONS += [
         "or with it alone (none).",
     ),
     option(
-        PLUGINS,
+        _PLUGINS,
         "--case",
         multiple=True,
         metavar="GLOB",
@@ -1035,32 +1056,32 @@ OPTIONS += [
         "repeatable).",
     ),
     option(
-        PLUGINS,
+        _PLUGINS,
         "--keep-events",
         is_flag=True,
         help="plugin: keep each run's stream-json events in the results.",
     ),
     option(
-        PLUGINS,
+        _PLUGINS,
         "--scaffold",
         is_flag=True,
         help="plugin: run each case's scaffold_script (bash, as you: only for suites you trust) "
         "in the run's working folder first, as claude plugin eval --scaffold does.",
     ),
     option(
-        PLUGINS,
+        _PLUGINS,
         "--mcp-server",
         metavar="NAME",
         help="export --csv: the plugin's MCP server whose tools the suite names (mcp__NAME__TOOL).",
     ),
     option(
-        LITERATURE,
+        _LITERATURE,
         "--categories",
         metavar="LIST",
         help="import bfcl: comma-separated categories (default: every single-turn category).",
     ),
     option(
-        LITERATURE,
+        _LITERATURE,
         "--domain",
         type=click.Choice(C.TAU2_DOMAINS),
         default=C.DEFAULT_TAU2_DOMAIN,
@@ -1068,7 +1089,7 @@ OPTIONS += [
         help="import tau2: the domain.",
     ),
     option(
-        LITERATURE,
+        _LITERATURE,
         "--split",
         type=click.Choice(C.TAU2_SPLITS),
         default=C.DEFAULT_TAU2_SPLIT,
@@ -1076,15 +1097,15 @@ OPTIONS += [
         help="import tau2: the task split (base: every task).",
     ),
     option(
-        LITERATURE,
+        _LITERATURE,
         "--tasks",
         metavar="IDS",
         help="import tau2: only these task ids, comma-separated.",
     ),
     option(
-        LITERATURE,
+        _LITERATURE,
         "--limit",
-        type=POSITIVE_INT,
+        type=_POSITIVE_INT,
         metavar="N",
         help="import: at most N entries per category (bfcl) or N tasks (tau2), from the first.",
     ),

@@ -24,6 +24,17 @@ from . import PROGRAMS
 from .errors import EvalError
 from .stopping import STOPPING
 
+__all__ = [
+    "BadPattern",
+    "PATTERN_WORKER",
+    "PATTERN_WORKERS",
+    "PatternSkipped",
+    "PatternTooSlow",
+    "pattern_problem",
+    "re2_compiled",
+    "untrusted_search",
+]
+
 
 # Regular expressions we did not write (a server's schema `pattern`, a suite's `regex` answer or
 # /forbidden/ pattern) meet text we did not write either (Claude's arguments and answers). Python's
@@ -46,7 +57,7 @@ class BadPattern(EvalError):
     """A pattern neither RE2 nor Python's `re` compiles."""
 
 
-SURROGATES = re.compile("[\ud800-\udfff]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -71,7 +82,7 @@ def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None
 PATTERN_WORKER = PROGRAMS / "pattern_worker.py"
 
 
-class PatternWorkers:
+class _PatternWorkers:
     """Worker processes running PATTERN_WORKER, one search at a time each. A worker that overruns
     the time limit is killed (the next search starts another), and its pattern is not tried again
     in this process on a text as long or longer: a suite of a hundred calls to one tool waits for
@@ -181,7 +192,7 @@ class PatternWorkers:
             self.kill(worker)
 
 
-PATTERN_WORKERS = PatternWorkers()
+PATTERN_WORKERS = _PatternWorkers()
 
 
 atexit.register(PATTERN_WORKERS.close)
@@ -202,7 +213,7 @@ def untrusted_search(
         try:
             return compiled.search(text) is not None
         except UnicodeError:  # RE2 reads UTF-8, which a lone surrogate is not
-            return compiled.search(SURROGATES.sub("\ufffd", text)) is not None
+            return compiled.search(_SURROGATES.sub("\ufffd", text)) is not None
     flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
     return PATTERN_WORKERS.search(pattern, int(flags), text, limit_ms)
 

@@ -50,6 +50,21 @@ from .session import check_model_endpoint
 from .sinks import escape_markup, json_text, terminal_text
 from .stopping import run_async
 
+__all__ = [
+    "Job",
+    "PipelineOutcome",
+    "ResultJournal",
+    "Runner",
+    "continues_earlier_run",
+    "drive_jobs",
+    "in_shard",
+    "jobs_to_run",
+    "output_lock",
+    "pipeline_jobs",
+    "results_line",
+    "run_pipeline",
+]
+
 if TYPE_CHECKING:
     from .dry_run import CostEstimate
     from .redaction import Redactor
@@ -147,7 +162,7 @@ class ResultJournal:
             self.path.unlink(missing_ok=True)
 
 
-class RunSpool:
+class _RunSpool:
     """Every run of this invocation (reused, new, or cut short by Ctrl-C) as its results line in
     a temporary file, found again by its job's place: the scorers and writers read the runs back
     in job order, so none is held in memory while the suite runs (8 bytes a run: where its line
@@ -174,11 +189,11 @@ class RunSpool:
                 yield ordinal, line_at(fd, offset)
 
 
-class RunStream:
+class _RunStream:
     """A pipeline's records in job order, read back from its spool each time it is iterated: a
     list's place for scorers that walk the runs once or twice (len, iteration)."""
 
-    def __init__(self, runner: Runner, jobs: Callable[[], Iterable[Job]], spool: RunSpool) -> None:
+    def __init__(self, runner: Runner, jobs: Callable[[], Iterable[Job]], spool: _RunSpool) -> None:
         self.runner, self.jobs, self.spool = runner, jobs, spool
 
     def __iter__(self) -> Iterator[Any]:
@@ -222,7 +237,7 @@ class PipelineOutcome:
     def results(self, to_result: Callable[[Any], RunResult]) -> Iterator[RunResult]:
         """Every run's results record in job order: the spooled lines after a run, else each
         record through `to_result`."""
-        if isinstance(self.records, RunStream):
+        if isinstance(self.records, _RunStream):
             return self.records.results()
         return (to_result(record) for record in self.records)
 
@@ -318,7 +333,7 @@ def continues_earlier_run(plan: RunPlan, output: str | None) -> bool:
     return again
 
 
-def earlier_runs(
+def _earlier_runs(
     runner: Runner, plan: RunPlan, output: str | None, earlier: Sequence[RunResult] | None = None
 ) -> dict[tuple, RunResult]:
     """The earlier results by job key: those of -o's final file and journal with --resume /
@@ -329,7 +344,7 @@ def earlier_runs(
     return {runner.result_key(r): r for r in found}
 
 
-def reusable(job: Job, earlier: dict[tuple, RunResult], retry_errors: bool) -> RunResult | None:
+def _reusable(job: Job, earlier: dict[tuple, RunResult], retry_errors: bool) -> RunResult | None:
     """An earlier result counts when its key (with the hash of its definition) matches, and with
     --retry-errors only when it did not end in an error."""
     result = earlier.get(job.key)
@@ -350,7 +365,7 @@ def in_shard(job: Job, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def suite_hash(runner: Runner) -> str:
+def _suite_hash(runner: Runner) -> str:
     """Every run of the whole suite, by key (names, iterations, models and definition hashes):
     sha256 of the JSON list of every job's key, made as the jobs go by."""
     digest = hashlib.sha256(b"[")
@@ -361,7 +376,7 @@ def suite_hash(runner: Runner) -> str:
 
 
 @dataclass
-class JobSurvey:
+class _JobSurvey:
     """One pass over a suite's jobs before anything runs: the suite's hash (all shards), and how
     many runs are this invocation's (its shard), of them how many an earlier run gave."""
 
@@ -370,25 +385,25 @@ class JobSurvey:
     kept: int
 
 
-def survey_jobs(runner: Runner, plan: RunPlan, earlier: dict[tuple, RunResult]) -> JobSurvey:
+def _survey_jobs(runner: Runner, plan: RunPlan, earlier: dict[tuple, RunResult]) -> _JobSurvey:
     digest, jobs, kept = hashlib.sha256(b"["), 0, 0
     for index, job in enumerate(runner.jobs()):
         digest.update(((", " if index else "") + json.dumps(list(job.key), default=str)).encode())
         if in_shard(job, plan.shard):
             jobs += 1
-            if earlier and reusable(job, earlier, plan.retry_errors) is not None:
+            if earlier and _reusable(job, earlier, plan.retry_errors) is not None:
                 kept += 1
     digest.update(b"]")
-    return JobSurvey(digest.hexdigest()[:16], jobs, kept)
+    return _JobSurvey(digest.hexdigest()[:16], jobs, kept)
 
 
-def replay_pipeline(runner: Runner, merging: Merging) -> PipelineOutcome:
+def _replay_pipeline(runner: Runner, merging: Merging) -> PipelineOutcome:
     """--merge: the pieces' runs in the suite's job order, rebuilt as an unsharded run would hold
     them (the scorers and writers then do what they do after a run), each with the verdict its
     piece gave it. A run of the suite in no piece, or a piece's run that is no run of the suite,
     means the suite is not the one the pieces ran: one line."""
     found = {runner.result_key(result): result for result in merging.merged_runs}
-    spool = RunSpool(len(found))
+    spool = _RunSpool(len(found))
     jobs, missing = 0, 0
 
     def numbered() -> Iterator[Job]:
@@ -398,7 +413,7 @@ def replay_pipeline(runner: Runner, merging: Merging) -> PipelineOutcome:
                 yield replace(job, ordinal=ordinal)
                 ordinal += 1
 
-    outcome = PipelineOutcome(RunStream(runner, numbered, spool), suite_hash=suite_hash(runner))
+    outcome = PipelineOutcome(_RunStream(runner, numbered, spool), suite_hash=_suite_hash(runner))
     for piece in merging.merged_pieces:
         outcome.not_started += piece.summary.not_started
         outcome.interrupted = outcome.interrupted or piece.metadata.interrupted
@@ -434,20 +449,20 @@ def pipeline_jobs(runner: Runner, shard: tuple[int, int] | None) -> Iterator[Job
 def jobs_to_run(runner: Runner, plan: RunPlan, output: str | None) -> list[Job]:
     """What a run would still do (--dry-run): this shard's jobs less those an earlier run (-o's,
     with --resume) gave."""
-    earlier = earlier_runs(runner, plan, output)
+    earlier = _earlier_runs(runner, plan, output)
     return [
         job
         for job in pipeline_jobs(runner, plan.shard)
-        if not reusable(job, earlier, plan.retry_errors)
+        if not _reusable(job, earlier, plan.retry_errors)
     ]
 
 
-def verdict_passed(verdict: Any) -> bool | None:
+def _verdict_passed(verdict: Any) -> bool | None:
     """A run's verdict as a mode's scorer gives it (a Verdict, a bool, or None: none)."""
     return verdict if isinstance(verdict, bool) or verdict is None else bool(verdict.passed)
 
 
-class AutoRounds:
+class _AutoRounds:
     """-i auto / --runs auto: every run up to the cap is a job from the start (their keys, the
     journal, --resume and --max-cost are as for -i N), but the pipeline releases them in rounds:
     the first round runs every case's first `least` runs, each later round one more run of every
@@ -497,7 +512,7 @@ class AutoRounds:
         return released
 
 
-def runner_concurrency(runner: Runner, concurrency: int | None) -> int:
+def _runner_concurrency(runner: Runner, concurrency: int | None) -> int:
     return getattr(runner, "concurrency", None) or concurrency or C.DEFAULT_CONCURRENCY
 
 
@@ -508,7 +523,7 @@ async def drive_jobs(
     finished_one: Callable[[Job, Any], None],
     outcome: PipelineOutcome,
     count: int | None = None,
-    rounds: AutoRounds | None = None,
+    rounds: _AutoRounds | None = None,
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool over a generator: a
     10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
@@ -563,7 +578,7 @@ async def drive_jobs(
             raise
 
     def workers_for(known: int | None) -> int:
-        most = runner_concurrency(runner, plan.concurrency)
+        most = _runner_concurrency(runner, plan.concurrency)
         return max(1, min(most, known if known is not None else most))
 
     async with runner.session():
@@ -587,7 +602,7 @@ async def drive_jobs(
             outcome.wall_time_s += time.perf_counter() - started
 
 
-def say_how_it_ended(console: Console, outcome: PipelineOutcome, max_cost: float | None) -> None:
+def _say_how_it_ended(console: Console, outcome: PipelineOutcome, max_cost: float | None) -> None:
     resumable = "; rerun with --resume to do the rest" if outcome.journal else ""
     if outcome.interrupted:
         console.print(
@@ -613,14 +628,14 @@ def say_how_it_ended(console: Console, outcome: PipelineOutcome, max_cost: float
         )
 
 
-def auto_threshold(runner: Runner, threshold: float) -> float:
+def _auto_threshold(runner: Runner, threshold: float) -> float:
     """The pass rate -i auto decides against: the runner's own (a plugin's arms: one half; skill
     runs: the trigger threshold, at which a query or test counts as passing), else --threshold."""
     own = getattr(runner, "auto_threshold", None)
     return float(own) if own is not None else threshold
 
 
-def failing_case_names(document: ResultsDocument) -> set[str]:
+def _failing_case_names(document: ResultsDocument) -> set[str]:
     """The cases of a results file that failed or errored, by name (and label, in a matrix)."""
     return {
         name
@@ -630,7 +645,7 @@ def failing_case_names(document: ResultsDocument) -> set[str]:
     }
 
 
-def result_names(result: RunResult) -> set[str]:
+def _result_names(result: RunResult) -> set[str]:
     """The names a run's case goes by in a results file's cases."""
     if isinstance(result, ToolRunResult):
         return {result.test_name, f"{result.test_name} ({result.model})"}
@@ -642,19 +657,19 @@ def result_names(result: RunResult) -> set[str]:
     return names
 
 
-def passing_runs_of(path: str) -> list[RunResult]:
+def _passing_runs_of(path: str) -> list[RunResult]:
     """--rerun-failed: the runs of a results file's passing cases (kept as they are), so only the
     cases that failed or errored there run again, and the document is whole again."""
     document = read_results_document(path)
     runs = merged_piece_runs(path, document)
-    failing = failing_case_names(document)
+    failing = _failing_case_names(document)
     if not failing:
         raise InputError(
             "no case failed or errored in this results file: nothing to rerun",
             path,
             1,
         )
-    return [r for r in runs if not (result_names(r) & failing) and not getattr(r, "error", None)]
+    return [r for r in runs if not (_result_names(r) & failing) and not getattr(r, "error", None)]
 
 
 def run_pipeline(
@@ -678,12 +693,12 @@ def run_pipeline(
     verdict) lets -x stop at the first failing run and -i auto decide its rounds. `merging`: the
     pieces of --merge; `base_url`: the model's endpoint, checked before the first run."""
     if merging is not None and merging.merge:
-        return replay_pipeline(runner, merging)
+        return _replay_pipeline(runner, merging)
     output = outputs.output
     if plan.rerun_failed and earlier is None:
-        earlier = passing_runs_of(plan.rerun_failed)
-    kept_results = earlier_runs(runner, plan, output, earlier)
-    survey = survey_jobs(runner, plan, kept_results)
+        earlier = _passing_runs_of(plan.rerun_failed)
+    kept_results = _earlier_runs(runner, plan, output, earlier)
+    survey = _survey_jobs(runner, plan, kept_results)
     if on_count:
         on_count(survey.jobs)
     if plan.rerun_failed:
@@ -704,23 +719,23 @@ def run_pipeline(
         (
             result
             for job in pipeline_jobs(runner, plan.shard)
-            if (result := reusable(job, kept_results, plan.retry_errors))
+            if (result := _reusable(job, kept_results, plan.retry_errors))
         )
         if survey.kept and not plan.rerun_failed  # --rerun-failed: the file is theirs
         else ()
     )
     journal = ResultJournal(journal_path(output), kept) if output else None
-    spool = RunSpool(survey.jobs)
+    spool = _RunSpool(survey.jobs)
     judged = verdict if verdict is not None and (plan.fail_fast or plan.auto_runs) else None
 
     def passed(record: Any) -> bool | None:
-        return verdict_passed(judged(record)) if judged is not None else None
+        return _verdict_passed(judged(record)) if judged is not None else None
 
     def todo() -> Iterator[Job]:
         """This invocation's jobs as the workers take them (inside the runner's session): a run
         an earlier run gave is spooled again, scored against the tools the servers have now."""
         for job in pipeline_jobs(runner, plan.shard):
-            result = reusable(job, kept_results, plan.retry_errors) if kept_results else None
+            result = _reusable(job, kept_results, plan.retry_errors) if kept_results else None
             if result is not None:
                 record = runner.from_result(job, result)
                 spool.put(job.ordinal, results_line(runner.to_result(record)))
@@ -730,7 +745,7 @@ def run_pipeline(
             yield job
 
     rounds = (
-        AutoRounds(todo(), plan.auto_runs[0], auto_threshold(runner, plan.threshold))
+        _AutoRounds(todo(), plan.auto_runs[0], _auto_threshold(runner, plan.threshold))
         if plan.auto_runs and judged is not None
         else None
     )
@@ -753,7 +768,7 @@ def run_pipeline(
                 outcome.stopped_early = " ".join(str(part) for part in job.identity[:2])
 
     outcome = PipelineOutcome(
-        RunStream(runner, lambda: pipeline_jobs(runner, plan.shard), spool),
+        _RunStream(runner, lambda: pipeline_jobs(runner, plan.shard), spool),
         reused=survey.kept,
         journal=journal,
         summary_only=outputs.summary_only,
@@ -780,5 +795,5 @@ def run_pipeline(
             job = outcome.under_way.get(key)
             if job is not None:
                 spool.put(job.ordinal, results_line(runner.to_result(record)))
-    say_how_it_ended(console, outcome, plan.max_cost)
+    _say_how_it_ended(console, outcome, plan.max_cost)
     return outcome

@@ -50,6 +50,12 @@ from .settings import (
 from .sinks import escape_markup, make_console, safe_name, wrote_line
 from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
 
+__all__ = [
+    "init_project",
+    "load_project",
+    "run_project",
+]
+
 if TYPE_CHECKING:
     from .mode_table import Mode
     from .options import Option
@@ -61,7 +67,7 @@ if TYPE_CHECKING:
 # and `suites`, each a name plus options. Every key is an option of the command line and means the
 # same (the values go through the same click types); options given on the command line override
 # the file. Each suite runs from the file's folder, so its paths are relative to the file.
-def yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
+def _yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
     """Plain YAML (safe_load's rules, no aliases, bounded depth) and the line of every key and
     list item, by its path (('suites', 0, 'csv') -> 12), for one-line errors."""
     load_frontmatter_yaml(text, path, 1, "project file")  # safe_load's rules, no aliases, bounded
@@ -84,21 +90,21 @@ def yaml_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple, int]]:
 
 
 @dataclass
-class ProjectSuite:
+class _ProjectSuite:
     name: str
     values: dict[str, Any]  # option -> the file's value, as written
     line: int
 
 
 @dataclass
-class Project:
+class _Project:
     path: Path
-    suites: list[ProjectSuite]
+    suites: list[_ProjectSuite]
     mcp_config: Path | None = None  # the file's servers, written as an mcpServers file
     lines: dict[tuple, int] = field(default_factory=dict)
 
 
-def project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> InputError:
+def _project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> InputError:
     """Pydantic's first complaint as one line: where, what, and the nearest valid key."""
     problem = exc.errors()[0]
     loc = tuple(problem["loc"])
@@ -127,9 +133,9 @@ def project_error(exc: ValidationError, path: Path, lines: dict[tuple, int]) -> 
     )
 
 
-def load_project(path: Path) -> Project:
+def load_project(path: Path) -> _Project:
     text = read_text_file(path, "project file")
-    data, lines = yaml_with_lines(text, path)
+    data, lines = _yaml_with_lines(text, path)
     if not isinstance(data, dict):
         raise InputError(
             "a project file is a mapping with `suites:`",
@@ -140,7 +146,7 @@ def load_project(path: Path) -> Project:
     try:
         checked = project_model().model_validate(data)
     except ValidationError as exc:
-        raise project_error(exc, path, lines) from None
+        raise _project_error(exc, path, lines) from None
     defaults = {k: v for k, v in (data.get("defaults") or {}).items() if v is not None}
     names: dict[str, int] = {}
     suites = []
@@ -156,25 +162,25 @@ def load_project(path: Path) -> Project:
             )
         names[entry["name"]] = line
         values = {**defaults, **{k: v for k, v in entry.items() if k != "name" and v is not None}}
-        suites.append(ProjectSuite(entry["name"], values, line))
-    project = Project(path, suites, lines=lines)
+        suites.append(_ProjectSuite(entry["name"], values, line))
+    project = _Project(path, suites, lines=lines)
     if checked.servers:  # type: ignore[attr-defined]
         for name, entry in data["servers"].items():
             config_server_spec(name, entry, path, text)  # each server checked like an mcp.json's
     return project
 
 
-SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
+_SERVER_SOURCES = frozenset({"server", "mcp_config", "server_module", "server_url", "replay"})
 
 
-def key_line(project: Project, suite: ProjectSuite, name: str) -> int:
+def _key_line(project: _Project, suite: _ProjectSuite, name: str) -> int:
     """The line of a suite's key: its own, else the `defaults:` one it took, else the suite's."""
     at = ("suites", project.suites.index(suite), name)
     return project.lines.get(at) or project.lines.get(("defaults", name)) or suite.line
 
 
-def project_params(
-    project: Project, suite: ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
+def _project_params(
+    project: _Project, suite: _ProjectSuite, overrides: dict[str, Any], given: frozenset[str]
 ) -> tuple[dict, frozenset]:
     """A suite's parameters: every option's default, the file's values (through the options' own
     click types and callbacks), then what the command line gave."""
@@ -183,7 +189,7 @@ def project_params(
     context = command.make_context("project", [], resilient_parsing=True)
     params = dict(context.params)
     for name, value in suite.values.items():
-        line = key_line(project, suite, name)
+        line = _key_line(project, suite, name)
         if isinstance(value, (str, int, float)) and by_name[name].multiple:
             value = [value]
         try:
@@ -195,7 +201,7 @@ def project_params(
                 line,
                 f"the same value as {flag_of(name)} takes",
             ) from None
-    if project.mcp_config and not (set(suite.values) & SERVER_SOURCES):
+    if project.mcp_config and not (set(suite.values) & _SERVER_SOURCES):
         params["mcp_config"] = str(project.mcp_config)
     file_given = frozenset(suite.values) | (
         {"mcp_config"} if "mcp_config" in params and project.mcp_config else frozenset()
@@ -205,7 +211,7 @@ def project_params(
         problem = run_count_problem(params.get(name), bool(params.get("allow_many_runs")))
         if problem and name in suite.values and name not in given:
             raise InputError(
-                f"{name}: {problem}", project.path, key_line(project, suite, name), RUN_CAP_HINT
+                f"{name}: {problem}", project.path, _key_line(project, suite, name), RUN_CAP_HINT
             )
     return params, file_given | given
 
@@ -215,23 +221,23 @@ def project_params(
 # of them stays inside the project's folder, links followed, unless the user who runs it says
 # otherwise (--allow-outside-outputs): a project file from a pull request or a download cannot
 # write over ~/.bashrc. The command line's own values go where the user typed.
-WRITTEN_BY_RUNS = ("record", "artifacts", "distractors_file", "pin", "cache")
+_WRITTEN_BY_RUNS = ("record", "artifacts", "distractors_file", "pin", "cache")
 
 
-def written_keys() -> list[str]:
-    return [w.name for w in WRITERS if w.takes_path] + list(WRITTEN_BY_RUNS)
+def _written_keys() -> list[str]:
+    return [w.name for w in WRITERS if w.takes_path] + list(_WRITTEN_BY_RUNS)
 
 
-def check_outputs_inside(
-    project: Project,
-    suite: ProjectSuite,
+def _check_outputs_inside(
+    project: _Project,
+    suite: _ProjectSuite,
     params: dict[str, Any],
     given: frozenset[str],
     folder: Path,
 ) -> None:
     """Run from the project's folder (`folder`, resolved before moving there: the file's own
     path may be relative to where the command was typed): each of its outputs resolves inside."""
-    for name in written_keys():
+    for name in _written_keys():
         value = params.get(name)
         if name not in suite.values or name in given or not isinstance(value, str) or not value:
             continue
@@ -239,13 +245,13 @@ def check_outputs_inside(
             raise InputError(
                 f"{name}: {value} is outside the project's folder {folder}",
                 project.path,
-                key_line(project, suite, name),
+                _key_line(project, suite, name),
                 "give a path inside it, or add --allow-outside-outputs to let this project file "
                 "write there",
             )
 
 
-def make_output_folders(suite: ProjectSuite, settings: Settings) -> None:
+def _make_output_folders(suite: _ProjectSuite, settings: Settings) -> None:
     """The folders of the outputs the file names are made when missing."""
     for name, value in settings.outputs.writers.items():
         writer = writer_named(name)
@@ -253,9 +259,9 @@ def make_output_folders(suite: ProjectSuite, settings: Settings) -> None:
             Path(value).parent.mkdir(parents=True, exist_ok=True)
 
 
-def check_outputs_in_project(
-    project: Project,
-    suite: ProjectSuite,
+def _check_outputs_in_project(
+    project: _Project,
+    suite: _ProjectSuite,
     settings: Settings,
     mode: Mode,
     inputs: Sequence[tuple[str, Path]],
@@ -271,12 +277,12 @@ def check_outputs_in_project(
         ) from None
 
 
-def check_suites_write_apart(
-    project: Project, planned: Sequence[tuple[ProjectSuite, Settings, Mode]]
+def _check_suites_write_apart(
+    project: _Project, planned: Sequence[tuple[_ProjectSuite, Settings, Mode]]
 ) -> None:
     """No two suites write the same file (the second would overwrite the first's results after
     it was paid for): one line naming both, before any suite runs."""
-    written: dict[Any, tuple[ProjectSuite, str]] = {}
+    written: dict[Any, tuple[_ProjectSuite, str]] = {}
     for suite, settings, mode in planned:
         for flag, path in output_paths(settings, mode):
             writer = writer_flagged(flag)
@@ -293,7 +299,7 @@ def check_suites_write_apart(
                 )
 
 
-def absolute_path(value: str, option: Option) -> str:
+def _absolute_path(value: str, option: Option) -> str:
     """A typed path made absolute; a value that only may be a path (a prompt's name, a server
     module's dotted name, `PATH.py:attr`) only when its path part exists here."""
     path, sep, rest = value.partition(":") if option.name == "server_module" else (value, "", "")
@@ -302,7 +308,7 @@ def absolute_path(value: str, option: Option) -> str:
     return value
 
 
-def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+def _absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
     """Command-line values that are paths, made absolute: a project's suites run from the
     project's folder, but what the user typed is relative to where they typed it."""
     fixed = dict(params)
@@ -312,14 +318,14 @@ def absolute_path_options(params: dict[str, Any], given: frozenset[str]) -> dict
         if option is None or not option.path or not value:
             continue
         if isinstance(value, (list, tuple)):
-            fixed[name] = type(value)(absolute_path(v, option) for v in value)
+            fixed[name] = type(value)(_absolute_path(v, option) for v in value)
         elif isinstance(value, str):
-            fixed[name] = absolute_path(value, option)
+            fixed[name] = _absolute_path(value, option)
     return fixed
 
 
 @contextlib.contextmanager
-def working_folder(folder: Path) -> Iterator[None]:
+def _working_folder(folder: Path) -> Iterator[None]:
     """A project's suites run from its folder (its paths are relative to it), one at a time."""
     here = Path.cwd()
     os.chdir(folder)
@@ -329,7 +335,7 @@ def working_folder(folder: Path) -> Iterator[None]:
         os.chdir(here)
 
 
-def select_mode_in_project(settings: Settings, project: Project, suite: ProjectSuite) -> Mode:
+def _select_mode_in_project(settings: Settings, project: _Project, suite: _ProjectSuite) -> Mode:
     try:
         return select_mode(settings)
     except InputError as exc:
@@ -338,7 +344,7 @@ def select_mode_in_project(settings: Settings, project: Project, suite: ProjectS
         ) from None
 
 
-def check_servers_start(planned: Sequence[tuple[ProjectSuite, Settings, Mode]]) -> None:
+def _check_servers_start(planned: Sequence[tuple[_ProjectSuite, Settings, Mode]]) -> None:
     """Every MCP server the project's tool-use suites start, started once and stopped before
     any suite runs: a server that will not start (or list its tools) is one line naming its
     suite, exit 2, before the suites before it have spent anything. Each distinct set once."""
@@ -373,7 +379,7 @@ def check_servers_start(planned: Sequence[tuple[ProjectSuite, Settings, Mode]]) 
             ) from None
 
 
-def run_one_suite(suite: ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
+def _run_one_suite(suite: _ProjectSuite, settings: Settings, mode: Mode, total: int) -> int:
     """One suite; what stops it (a server that dies, the API refusing every call, a full disk)
     is one line and exit 2 for that suite, as on the command line, and the next suites run."""
     console = make_console(stderr=settings.outputs.json_out)
@@ -414,57 +420,57 @@ def run_project(
             f"{named.title} name a suite of their own, and {path} has its suites",
             hint="add it to the project file as a suite, or run it without --config",
         )
-    overrides = absolute_path_options(overrides, given)
+    overrides = _absolute_path_options(overrides, given)
     folder = path.resolve().parent
     with tempfile.TemporaryDirectory(prefix="evaluator-project-") as scratch:
-        data, _ = yaml_with_lines(read_text_file(path, "project file"), path)
+        data, _ = _yaml_with_lines(read_text_file(path, "project file"), path)
         if data.get("servers"):
             project.mcp_config = Path(scratch) / "mcp.json"
             project.mcp_config.write_text(json.dumps({"mcpServers": data["servers"]}))
         planned = []
-        with working_folder(folder):
+        with _working_folder(folder):
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
-                params, suite_given = project_params(project, suite, overrides, given)
+                params, suite_given = _project_params(project, suite, overrides, given)
                 if not allow_outside_outputs:
-                    check_outputs_inside(
+                    _check_outputs_inside(
                         project, suite, params, given, folder
                     )  # before a folder is made
                 settings = settings_from(params, suite_given)
-                make_output_folders(suite, settings)
-                mode = select_mode_in_project(settings, project, suite)
+                _make_output_folders(suite, settings)
+                mode = _select_mode_in_project(settings, project, suite)
                 planned.append((suite, settings, mode))
             inputs = [("--config", path.resolve())]
             inputs += [found for _, settings, _ in planned for found in input_paths(settings)]
             for suite, settings, mode in planned:
-                check_outputs_in_project(project, suite, settings, mode, inputs)
-            check_suites_write_apart(project, planned)
+                _check_outputs_in_project(project, suite, settings, mode, inputs)
+            _check_suites_write_apart(project, planned)
             if len(planned) > 1:
-                check_servers_start(planned)
+                _check_servers_start(planned)
             codes = [
-                run_one_suite(suite, settings, mode, len(planned))
+                _run_one_suite(suite, settings, mode, len(planned))
                 for suite, settings, mode in planned
             ]
     return max(codes, default=0)
 
 
 # ---------------------------------------------------------------------------- init: a starter project file
-INIT_SKIPPED = ("node_modules", "__pycache__", "tests", "test", "results", "venv", "build", "dist")
+_INIT_SKIPPED = ("node_modules", "__pycache__", "tests", "test", "results", "venv", "build", "dist")
 
 
-def project_candidates(folder: Path) -> list[Path]:
+def _project_candidates(folder: Path) -> list[Path]:
     """The files init looks at: at most four folders deep, outside hidden folders, dependencies
     and test fixtures."""
     found = []
     for current, dirs, files in os.walk(folder):
         depth = len(Path(current).relative_to(folder).parts)
         dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and d not in INIT_SKIPPED and depth < 3
+            d for d in dirs if not d.startswith(".") and d not in _INIT_SKIPPED and depth < 3
         )
         found += [Path(current) / name for name in sorted(files)]
     return found
 
 
-def loads(loader: Callable[[Any], Any], path: Path) -> bool:
+def _loads(loader: Callable[[Any], Any], path: Path) -> bool:
     """Whether a candidate suite file loads: init only proposes suites that run."""
     try:
         loader(path)
@@ -473,20 +479,20 @@ def loads(loader: Callable[[Any], Any], path: Path) -> bool:
         return False
 
 
-def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[tuple[str, Any]]]]:
+def _project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[tuple[str, Any]]]]:
     suites: list[tuple[str, list[tuple[str, Any]]]] = []
 
     def rel(p: Path) -> str:
         return p.relative_to(folder).as_posix()
 
-    for skill in (p.parent for p in files if p.name == "SKILL.md" and loads(load_skill, p)):
+    for skill in (p.parent for p in files if p.name == "SKILL.md" and _loads(load_skill, p)):
         triggers = [
             p
             for p in files
             if p.suffix in (".md", ".json")
             and "trigger" in p.name
             and p.name.startswith(skill.name)
-            and loads(lambda f: load_markdown_tests(f, "trigger"), p)
+            and _loads(lambda f: load_markdown_tests(f, "trigger"), p)
         ]
         evals = skill / "evals" / "evals.json"
         keys: list[tuple[str, Any]] = [("skill", rel(skill))]
@@ -497,9 +503,9 @@ def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[
             suites.append((skill.name, keys + [("output", f"results/{skill.name}.json")]))
     for path in files:
         kind = None
-        if path.suffix == ".csv" and loads(load_csv_suite, path):
+        if path.suffix == ".csv" and _loads(load_csv_suite, path):
             kind = "csv"
-        elif path.suffix == ".xml" and loads(load_qa_suite, path):
+        elif path.suffix == ".xml" and _loads(load_qa_suite, path):
             kind = "qa"
         if kind:
             suites.append(
@@ -511,13 +517,13 @@ def project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list[
     return suites
 
 
-PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
+_PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
 
 
-def starter_project(folder: Path) -> str:
+def _starter_project(folder: Path) -> str:
     """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
     (with their trigger files and task evals), CSV suites and QA evaluations."""
-    found = project_candidates(folder)
+    found = _project_candidates(folder)
     relative = [p.relative_to(folder).as_posix() for p in found]
     servers = next((r for r in ("mcp.json", ".mcp.json") if r in relative), None)
     lines = [
@@ -532,7 +538,7 @@ def starter_project(folder: Path) -> str:
     if servers:
         lines.append(f"  mcp_config: {servers}   # the MCP servers every tool-use suite talks to")
     lines += ["", "suites:"]
-    suites = project_suites(folder, found)
+    suites = _project_suites(folder, found)
     if not suites:
         lines += [
             "  # - name: tools",
@@ -542,7 +548,7 @@ def starter_project(folder: Path) -> str:
     for name, keys in suites:
         lines.append(f"  - name: {name}")
         lines += [
-            f"    {key}: {value if PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
+            f"    {key}: {value if _PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
             for key, value in keys
         ]
     return "\n".join(lines) + "\n"
@@ -556,6 +562,6 @@ def init_project(folder: Path) -> int:
             target,
             hint="edit it, or remove it to start over (init never overwrites)",
         )
-    write_text_atomic(target, starter_project(folder))
+    write_text_atomic(target, _starter_project(folder))
     click.echo(wrote_line(target))
     return 0

@@ -32,6 +32,15 @@ from .sinks import (
 )
 from .stopping import FORGOTTEN_AT_START
 
+__all__ = [
+    "API_CREDENTIALS",
+    "Redactor",
+    "environment_without_credentials",
+    "error_line",
+    "report_input_error",
+    "spec_secrets",
+]
+
 if TYPE_CHECKING:
     from .errors import InputError
     from .run_types import ServerSpec
@@ -40,7 +49,7 @@ if TYPE_CHECKING:
 # A name that says its value is a credential: an env variable, a header, a URL query parameter or
 # a command-line flag, split into its words (`GITHUB_TOKEN`, `X-Api-Key`, `--db-password`). Not a
 # substring match: `AUTHOR`, `KEYSPACE` and `MONKEY` hold no credential.
-SECRET_WORD = re.compile(
+_SECRET_WORD = re.compile(
     r"\w*(?:KEY|TOKEN|SECRETS?|PASSW(?:OR)?DS?)|PASS|PASSPHRASE|PWD?|CREDENTIALS?|BEARER|COOKIE"
     r"|PRIVATE|DSN|AUTH(?:ORIZATION|N|Z|TOKEN|KEY)?",
     re.IGNORECASE,
@@ -48,16 +57,16 @@ SECRET_WORD = re.compile(
 
 
 # The short flags whose next argument is a password (`mysql -p`, `psql`-style wrappers).
-SECRET_SHORT_FLAGS = ("-p",)
+_SECRET_SHORT_FLAGS = ("-p",)
 
 
 # What our own one-line sinks (error lines, the terminal) show escaped: a secret holding a line
 # break or a control character is matched in that shape too.
-ESCAPED_IN_LINES = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}]")
+_ESCAPED_IN_LINES = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}]")
 
 
 # Where a text was cut: our own truncation marks (cap_text, one_line, tail) and an ellipsis.
-CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
+_CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
 
 
 # What a reader reads through, and so does the redactor (see READINGS): a line break with the next
@@ -66,26 +75,26 @@ CUT_MARKS = re.compile(r"\n?\.\.\.\[truncated [^\]]*\]|…|\.\.\.")
 # one character, of every character or only some (JSON escapes only what it must: a `\u0073` is
 # someone hiding an `s`). Each starts with a character of its own (not a class, not a repeat),
 # so `re` skips to those fast; UNESCAPED says what each stands for.
-LINE_BREAK = r"\r\n[ \t]*|\n[ \t]*|\\r\\n|\\n"
-LINE_BREAKS = re.compile(LINE_BREAK)
-CHARACTER_ESCAPES = (
+_LINE_BREAK = r"\r\n[ \t]*|\n[ \t]*|\\r\\n|\\n"
+_LINE_BREAKS = re.compile(_LINE_BREAK)
+_CHARACTER_ESCAPES = (
     r"%[0-9A-Fa-f]{2}",  # a percent-escape (`%2D` or `%2d`): a byte
     r"\\\\*(?:u[dD][89abAB][0-9A-Fa-f]{2}\\+u[dD][c-fC-F][0-9A-Fa-f]{2}"  # a surrogate pair,
     r"|u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})",  # `\u002d` and `\x2d`, escaped once or more
     r"&#[0-9]{1,7};?|&#[xX][0-9A-Fa-f]{1,6};?|&[A-Za-z][A-Za-z0-9]{1,31};",  # HTML entities
     r"0[xX][0-9A-Fa-f]{2}(?![0-9A-Za-z])(?:,? ?(?=0[xX]))?",  # `0x2d`, `0x73, 0x6b`: a byte
 )
-READ_THROUGH = re.compile("|".join([*CHARACTER_ESCAPES, LINE_BREAK]))
+_READ_THROUGH = re.compile("|".join([*_CHARACTER_ESCAPES, _LINE_BREAK]))
 # What CHARACTER_ESCAPES start with: a text without any has nothing READ_THROUGH reads but line
 # breaks (see read_through).
-ESCAPE_HINT = r"[%\\&]|0[xX]"
+_ESCAPE_HINT = r"[%\\&]|0[xX]"
 
 # Bytes shown as hex with a separator between them (`73 6b 2d`, `73:6B:2D`, a dump of so many a
 # line, two bytes a group as `xxd` groups them): four groups at least, read as the bytes they are.
-HEX_GROUP = r"[0-9A-Fa-f]{2}(?:[0-9A-Fa-f]{2})?"
-HEX_RUN = rf"{HEX_GROUP}(?:(?:[ :-]|\r?\n){HEX_GROUP}){{3,}}\b"
-HEX_PAIR = re.compile(r"[0-9A-Fa-f]{2}")
-HEX_SEPARATORS = str.maketrans("", "", ":-")  # bytes.fromhex reads through whitespace itself
+_HEX_GROUP = r"[0-9A-Fa-f]{2}(?:[0-9A-Fa-f]{2})?"
+_HEX_RUN = rf"{_HEX_GROUP}(?:(?:[ :-]|\r?\n){_HEX_GROUP}){{3,}}\b"
+_HEX_PAIR = re.compile(r"[0-9A-Fa-f]{2}")
+_HEX_SEPARATORS = str.maketrans("", "", ":-")  # bytes.fromhex reads through whitespace itself
 
 
 # Credentials by their shape, whoever's they are and whether or not we were told about them: the
@@ -94,7 +103,7 @@ HEX_SEPARATORS = str.maketrans("", "", ":-")  # bytes.fromhex reads through whit
 # `hf_hub_download` or a hash is not a key). Not inside a longer word (`task-`, `disk-`): what
 # comes before is checked after a shape's first character, which is a character of its own (not
 # a class, not a group), so `re` skips to those fast.
-KEY_SHAPES = (
+_KEY_SHAPES = (
     r"sk-ant-[A-Za-z0-9_-]{20,}",  # Anthropic: sk-ant-api03-, sk-ant-admin01-, sk-ant-oat01-
     r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",  # OpenAI project, service and admin keys
     r"sk-[A-Za-z0-9]{32,}",  # OpenAI's older keys: sk- and 48 letters and digits
@@ -110,10 +119,12 @@ KEY_SHAPES = (
     r"npm_[A-Za-z0-9]{36,}",  # npm
     r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",  # PyPI API tokens
 )
-KEY_SHAPED = re.compile("|".join(f"{shape[0]}(?<![A-Za-z0-9].){shape[1:]}" for shape in KEY_SHAPES))
+_KEY_SHAPED = re.compile(
+    "|".join(f"{shape[0]}(?<![A-Za-z0-9].){shape[1:]}" for shape in _KEY_SHAPES)
+)
 # What each key shape starts with: a text holding none of them holds no key, and KEY_HINTED tells
 # so far faster than KEY_SHAPED (most texts hold none).
-KEY_HINTS = (
+_KEY_HINTS = (
     *("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA"),
     *("xox", "AIza", "hf_", "glpat-", "npm_", "pypi-"),
 )
@@ -121,19 +132,19 @@ KEY_HINTS = (
 # scheme and host (no password in it). A run of a secret that is little more than this
 # (`sk-ant-api03-` in a placeholder or someone else's key, `https://auth.example.com` of a URL
 # that is a credential) gives nothing of it away.
-SHARED_PREFIX = re.compile(
+_SHARED_PREFIX = re.compile(
     r"sk-ant-[a-z]+\d*-|sk-(?:proj|svcacct|admin)-|sk-|gh[pousr]_|github_pat_|AKIA|ASIA"
     r"|xox[abeoprs]-|AIza|hf_|[rs]k_(?:live|test)_|glpat-|npm_|pypi-AgEIcHlwaS5vcmc"
     r"|[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*(?=[/?#]|$)"
 )
-PAST_SHARED_PREFIX = 3  # how many characters past it a run may show and still be anyone's
+_PAST_SHARED_PREFIX = 3  # how many characters past it a run may show and still be anyone's
 
 # The blocks the redactor cuts its secrets' forms in to look for them fast (see may_hold and
 # partial_runs): half a run, so that every run holds a whole one.
-GRAM = C.PARTIAL_SECRET_CHARS // 2
+_GRAM = C.PARTIAL_SECRET_CHARS // 2
 
 
-class Matcher:
+class _Matcher:
     """A pattern of ours (no lookaround, no backreference: RE2 reads it as Python's `re` does),
     searched with `re` in short texts and with RE2 in long ones. `re` tries an alternation's
     branches one by one at each character (the hundred-odd forms of a few secrets: 20 ms on a
@@ -149,7 +160,7 @@ class Matcher:
         self.long_pattern: Any = self.UNCOMPILED
 
     @classmethod
-    def of_strings(cls, strings: Iterable[str]) -> Matcher:
+    def of_strings(cls, strings: Iterable[str]) -> _Matcher:
         """A matcher of any of `strings`, the first listed first where several start at one place."""
         return cls("|".join(map(re.escape, strings)))
 
@@ -185,31 +196,31 @@ class Matcher:
         return self.pattern.search(text) is not None
 
 
-HEX_RUNS = Matcher(HEX_RUN)
-KEY_HINTED = Matcher.of_strings(KEY_HINTS)
-ESCAPES_HINTED = Matcher(ESCAPE_HINT)
-READ_THROUGH_HINTED = Matcher(ESCAPE_HINT + r"|\n")
+_HEX_RUNS = _Matcher(_HEX_RUN)
+_KEY_HINTED = _Matcher.of_strings(_KEY_HINTS)
+_ESCAPES_HINTED = _Matcher(_ESCAPE_HINT)
+_READ_THROUGH_HINTED = _Matcher(_ESCAPE_HINT + r"|\n")
 
 
-def key_hinted(text: str) -> bool:
-    return KEY_HINTED.found_in(text)
+def _key_hinted(text: str) -> bool:
+    return _KEY_HINTED.found_in(text)
 
 
-def percent_byte(escape: str) -> str:
+def _percent_byte(escape: str) -> str:
     return chr(int(escape[1:3], 16))
 
 
-def html_entity(escape: str) -> str:
+def _html_entity(escape: str) -> str:
     import html
 
     return html.unescape(escape)
 
 
-def hex_literal_byte(escape: str) -> str:
+def _hex_literal_byte(escape: str) -> str:
     return chr(int(escape[2:4], 16))
 
 
-def backslash_escape(escape: str) -> str:
+def _backslash_escape(escape: str) -> str:
     """`\u002d` (a surrogate pair too) or `\x2d`, escaped once or more, or a JSON-escaped
     line break (nothing)."""
     body = escape.lstrip("\\")
@@ -224,39 +235,39 @@ def backslash_escape(escape: str) -> str:
 
 
 # What a match of READ_THROUGH stands for, by its first character (a raw line break: nothing).
-UNESCAPED: dict[str, Callable[[str], str]] = {
-    "%": percent_byte,
-    "\\": backslash_escape,
-    "&": html_entity,
-    "0": hex_literal_byte,
+_UNESCAPED: dict[str, Callable[[str], str]] = {
+    "%": _percent_byte,
+    "\\": _backslash_escape,
+    "&": _html_entity,
+    "0": _hex_literal_byte,
 }
 
 
 @functools.lru_cache(maxsize=4096)  # a text has the same few many times (`&amp;`, `\n  `)
-def unescaped(escape: str) -> str:
+def _unescaped(escape: str) -> str:
     """What one match of READ_THROUGH stands for: a character, or nothing (a line break)."""
-    decode = UNESCAPED.get(escape[0])
+    decode = _UNESCAPED.get(escape[0])
     return decode(escape) if decode is not None else ""
 
 
-def read_through(text: str) -> str:
+def _read_through(text: str) -> str:
     """`text` as a reader reads it (READ_THROUGH): line breaks dropped, escapes decoded, each to
     the character it stands for (a percent-escape to the character of its byte: a secret's
     UTF-8 bytes are matched so too, see forms)."""
-    if ESCAPES_HINTED.found_in(text):
-        return READ_THROUGH.sub(lambda match: unescaped(match.group()), text)
-    return LINE_BREAKS.sub("", text)  # the same, faster
+    if _ESCAPES_HINTED.found_in(text):
+        return _READ_THROUGH.sub(lambda match: _unescaped(match.group()), text)
+    return _LINE_BREAKS.sub("", text)  # the same, faster
 
 
-def read_through_changes(text: str) -> bool:
+def _read_through_changes(text: str) -> bool:
     """Whether read_through could find more in `text` than there is as it stands: it has a line
     break between two of its characters (a break at either end joins nothing, and many texts end
     with one), or an escape. What they start with first: most texts hold none."""
     inner = text.strip()
-    return READ_THROUGH_HINTED.found_in(inner) and READ_THROUGH.search(inner) is not None
+    return _READ_THROUGH_HINTED.found_in(inner) and _READ_THROUGH.search(inner) is not None
 
 
-class Origins:
+class _Origins:
     """Where each character of a reading of a text came from in that text: what the reader read
     differently (an escape, a line break, a hex byte) is kept as a span of the text each, and
     each character between those stands for itself. Kept per span read, not per character: a
@@ -291,61 +302,61 @@ class Origins:
         return own, own + 1
 
 
-def read_through_origins(text: str) -> Origins:
+def _read_through_origins(text: str) -> _Origins:
     """Where each character of read_through(text) came from in `text`."""
-    if not ESCAPES_HINTED.found_in(text):  # line breaks only: each reads as nothing (faster)
-        return Origins((m.start(), m.start(), m.end(), 0) for m in LINE_BREAKS.finditer(text))
+    if not _ESCAPES_HINTED.found_in(text):  # line breaks only: each reads as nothing (faster)
+        return _Origins((m.start(), m.start(), m.end(), 0) for m in _LINE_BREAKS.finditer(text))
     read = []
-    for match in READ_THROUGH.finditer(text):
+    for match in _READ_THROUGH.finditer(text):
         escape = match.group()
         # the separator after a `0x2d` reads as nothing: the escape ends before it
         characters_end = match.start() + len(escape.rstrip(", "))
-        read.append((match.start(), characters_end, match.end(), len(unescaped(escape))))
-    return Origins(read)
+        read.append((match.start(), characters_end, match.end(), len(_unescaped(escape))))
+    return _Origins(read)
 
 
-def hex_read(text: str) -> str:
+def _hex_read(text: str) -> str:
     """`text` with every run of hex bytes with separators (HEX_RUN) read as its bytes, each the
     character of its byte (as a percent-escape is read)."""
     pieces, position = [], 0
-    for start, end in HEX_RUNS.spans(text):
-        run = text[start:end].translate(HEX_SEPARATORS)
+    for start, end in _HEX_RUNS.spans(text):
+        run = text[start:end].translate(_HEX_SEPARATORS)
         pieces += [text[position:start], bytes.fromhex(run).decode("latin-1")]
         position = end
     return "".join(pieces) + text[position:]
 
 
-def hex_read_origins(text: str) -> Origins:
+def _hex_read_origins(text: str) -> _Origins:
     """Where each character of hex_read(text) came from in `text`: its two hex digits (the
     separator after them reads as nothing)."""
     read = []
-    for start, end in HEX_RUNS.spans(text):
-        pairs = [pair.span() for pair in HEX_PAIR.finditer(text, start, end)]
+    for start, end in _HEX_RUNS.spans(text):
+        pairs = [pair.span() for pair in _HEX_PAIR.finditer(text, start, end)]
         following = [next_start for next_start, _ in pairs[1:]] + [end]
         read += [(a, b, after, 1) for (a, b), after in zip(pairs, following)]
-    return Origins(read)
+    return _Origins(read)
 
 
-def hex_run_inside(text: str) -> bool:
-    return len(text) >= 11 and HEX_RUNS.found_in(text)  # `ab cd ef 12`: 11 characters at least
+def _hex_run_inside(text: str) -> bool:
+    return len(text) >= 11 and _HEX_RUNS.found_in(text)  # `ab cd ef 12`: 11 characters at least
 
 
-class Reading(NamedTuple):
+class _Reading(NamedTuple):
     """One way a reader reads a text that the redactor reads it too: whether it changes a text,
     the text so read, and where each character of that came from."""
 
     changes: Callable[[str], bool]
     view: Callable[[str], str]
-    origins: Callable[[str], Origins]
+    origins: Callable[[str], _Origins]
 
 
-READINGS = (
-    Reading(read_through_changes, read_through, read_through_origins),
-    Reading(hex_run_inside, hex_read, hex_read_origins),
+_READINGS = (
+    _Reading(_read_through_changes, _read_through, _read_through_origins),
+    _Reading(_hex_run_inside, _hex_read, _hex_read_origins),
 )
 
 
-def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Spans in order, those that overlap or touch made one."""
     joined: list[tuple[int, int]] = []
     for start, end in sorted(spans):
@@ -356,22 +367,22 @@ def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return joined
 
 
-def blanked(text: str, spans: list[tuple[int, int]]) -> str:
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
     """`text` with each span's characters made NULs: what is left to read, where it was."""
     if not spans:
         return text
     pieces, position = [], 0
-    for start, end in merged(spans):
+    for start, end in _merged(spans):
         pieces += [text[position:start], "\0" * (end - start)]
         position = end
     return "".join(pieces) + text[position:]
 
 
-def secret_name(name: str) -> bool:
-    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
+def _secret_name(name: str) -> bool:
+    return any(_SECRET_WORD.fullmatch(word) for word in re.split(r"[^A-Za-z0-9]+", name) if word)
 
 
-def entropy_bits(text: str) -> float:
+def _entropy_bits(text: str) -> float:
     """Shannon entropy per character."""
     import math
 
@@ -381,7 +392,7 @@ def entropy_bits(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
-def looks_random(value: str) -> bool:
+def _looks_random(value: str) -> bool:
     """A value nobody types: at least C.RANDOM_SECRET_MIN_CHARS letters and digits (separators
     aside), mixed the way random text mixes them (lower, upper and digit runs every few
     characters) and of high entropy. Words, settings (`production`, `us-east-1`), versions, dates,
@@ -400,43 +411,43 @@ def looks_random(value: str) -> bool:
         return False
     kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core]
     changes = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
-    return changes >= len(core) // 4 and entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
+    return changes >= len(core) // 4 and _entropy_bits(core) >= C.RANDOM_SECRET_MIN_ENTROPY
 
 
 # Webhook URLs whose path is their credential: the host, and the path before the secret part.
-WEBHOOK_PATHS = (
+_WEBHOOK_PATHS = (
     (re.compile(r"hooks\.slack\.com"), re.compile(r"/(?:services|workflows|triggers)/")),
     (re.compile(r"(?:[\w-]+\.)?discord(?:app)?\.com"), re.compile(r"/api(?:/v\d+)?/webhooks/")),
 )
 # A path segment that is an identifier rather than a credential, however random it looks.
-UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 # `user:password@host` without a scheme: Go's MySQL DSN (`app:pw@tcp(db:3306)/shop`), Redis's
 # `default:pw@cache:6379`. Not an image digest (`postgres:16@sha256:...`) nor a mail address.
-BARE_USERINFO = re.compile(r"(?<![\w/:@.+-])(?!mailto:)[\w.+-]+:([^\s:@/]+)@(?!sha\d+:)[\w.-]+")
+_BARE_USERINFO = re.compile(r"(?<![\w/:@.+-])(?!mailto:)[\w.+-]+:([^\s:@/]+)@(?!sha\d+:)[\w.-]+")
 
 # A connection string's `Key=Value` pairs: `;`-separated (ADO.NET, ODBC, JDBC's
 # `;password=...;`), a value quoted or braced or not; or libpq's space-separated ones.
-CONNECTION_STRING_PAIR = re.compile(
+_CONNECTION_STRING_PAIR = re.compile(
     r"""(?:^|;)\s*([^=;]+?)\s*=\s*("(?:[^"]|"")*"|'(?:[^']|'')*'|\{(?:[^}]|\}\})*\}|[^;]*)"""
 )
-SPACED_PAIR = re.compile(r"""(?:^|\s)([\w.-]+)\s*=\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+)""")
+_SPACED_PAIR = re.compile(r"""(?:^|\s)([\w.-]+)\s*=\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+)""")
 
 
-def path_secrets(host: str, path: str) -> list[str]:
+def _path_secrets(host: str, path: str) -> list[str]:
     """A webhook's secret path: Slack's `T.../B.../...` after `/services/`, Discord's `ID/TOKEN`
     after `/api/webhooks/` (and the token alone), and any other URL's random-looking path
     segments (`/hooks/incoming/3fQ...`), UUIDs aside."""
-    for host_shape, path_before in WEBHOOK_PATHS:
+    for host_shape, path_before in _WEBHOOK_PATHS:
         before = path_before.match(path)
         if host_shape.fullmatch(host) and before:
             secret = path[before.end() :].strip("/")
             return [secret, secret.rsplit("/", 1)[-1]]
-    return [part for part in path.split("/") if looks_random(part) and not UUID.fullmatch(part)]
+    return [part for part in path.split("/") if _looks_random(part) and not _UUID.fullmatch(part)]
 
 
-def url_secrets(value: str) -> list[str]:
+def _url_secrets(value: str) -> list[str]:
     """The credentials of every URL in a value: its password (`postgresql://user:PASS@host/db`,
     any scheme), a user name that looks random (`https://TOKEN@host/...`), its query parameters
     that are credential-named (`?api_key=X`) or look random (`?sig=...`), and the secret part of
@@ -444,7 +455,7 @@ def url_secrets(value: str) -> list[str]:
     import urllib.parse
 
     found = []
-    for match in URL.finditer(value):
+    for match in _URL.finditer(value):
         try:
             parts = urllib.parse.urlsplit(match.group())
             password, user = parts.password, parts.username
@@ -452,61 +463,61 @@ def url_secrets(value: str) -> list[str]:
             continue
         if password:
             found += [password, urllib.parse.unquote(password)]
-        if user and looks_random(urllib.parse.unquote(user)):
+        if user and _looks_random(urllib.parse.unquote(user)):
             found += [user, urllib.parse.unquote(user)]
         queries = urllib.parse.parse_qsl(parts.query)
-        found += [v for k, v in queries if secret_name(k) or looks_random(v)]
-        found += path_secrets(parts.hostname or "", parts.path)
+        found += [v for k, v in queries if _secret_name(k) or _looks_random(v)]
+        found += _path_secrets(parts.hostname or "", parts.path)
     return found
 
 
-def unquoted(value: str) -> str:
+def _unquoted(value: str) -> str:
     """A connection string's value without its quotes or braces (a doubled one is one)."""
     if len(value) >= 2 and value[0] + value[-1] in ('""', "''", "{}"):
         return value[1:-1].replace(value[-1] * 2, value[-1])
     return value
 
 
-def connection_string_secrets(value: str) -> list[str]:
+def _connection_string_secrets(value: str) -> list[str]:
     """The values of a connection string's credential-named keys (`Password=`, `Pwd=`,
     `AccountKey=`, `SharedAccessKey=`; `User Id=` is not one), quoted or not."""
     if "=" not in value:
         return []
-    pairs = CONNECTION_STRING_PAIR if ";" in value else SPACED_PAIR
+    pairs = _CONNECTION_STRING_PAIR if ";" in value else _SPACED_PAIR
     found = []
     for match in pairs.finditer(value):
         name, secret = match.groups()
-        if secret_name(name):
-            found += [secret, unquoted(secret)]
+        if _secret_name(name):
+            found += [secret, _unquoted(secret)]
     return found
 
 
-def bare_userinfo_secrets(value: str) -> list[str]:
-    return [match.group(1) for match in BARE_USERINFO.finditer(value)] if "@" in value else []
+def _bare_userinfo_secrets(value: str) -> list[str]:
+    return [match.group(1) for match in _BARE_USERINFO.finditer(value)] if "@" in value else []
 
 
 # What is inside a value, whatever its name: the credentials of its URLs, of its connection
 # string, and of a `user:password@host` without a scheme.
-EMBEDDED_SECRETS: tuple[Callable[[str], list[str]], ...] = (
-    url_secrets,
-    connection_string_secrets,
-    bare_userinfo_secrets,
+_EMBEDDED_SECRETS: tuple[Callable[[str], list[str]], ...] = (
+    _url_secrets,
+    _connection_string_secrets,
+    _bare_userinfo_secrets,
 )
 
 
-def embedded_secrets(value: str) -> list[str]:
-    return [secret for find in EMBEDDED_SECRETS for secret in find(value)]
+def _embedded_secrets(value: str) -> list[str]:
+    return [secret for find in _EMBEDDED_SECRETS for secret in find(value)]
 
 
-def value_secrets(name: str, value: str) -> list[str]:
+def _value_secrets(name: str, value: str) -> list[str]:
     """What a named value gives the redactor: all of it when its name says it is a credential or
     it looks random, and the credentials inside it either way (EMBEDDED_SECRETS)."""
-    if secret_name(name) or looks_random(value):
-        return [value, *embedded_secrets(value)]
-    return embedded_secrets(value)
+    if _secret_name(name) or _looks_random(value):
+        return [value, *_embedded_secrets(value)]
+    return _embedded_secrets(value)
 
 
-def argument_secrets(args: Sequence[str]) -> list[str]:
+def _argument_secrets(args: Sequence[str]) -> list[str]:
     """The secrets of a command line: the value of a credential-named flag (`--token X`,
     `--api-key=X`, `--key X`, `-p X`), the credentials inside an argument (EMBEDDED_SECRETS),
     and arguments that look random."""
@@ -515,15 +526,15 @@ def argument_secrets(args: Sequence[str]) -> list[str]:
         name, sep, value = arg.partition("=")
         flag = arg.startswith("-")
         if flag and sep:
-            found += value_secrets(name, value)
+            found += _value_secrets(name, value)
             continue
-        found += [arg] if looks_random(arg) else embedded_secrets(arg)
+        found += [arg] if _looks_random(arg) else _embedded_secrets(arg)
         following = args[index + 1] if index + 1 < len(args) else None
         if (
             flag
             and following is not None
             and not following.startswith("-")  # `--no-auth --port 8080`: no value
-            and (secret_name(arg) or arg in SECRET_SHORT_FLAGS)
+            and (_secret_name(arg) or arg in _SECRET_SHORT_FLAGS)
         ):
             found.append(following)
     return found
@@ -537,11 +548,11 @@ def spec_secrets(spec: ServerSpec) -> list[str]:
     webhook paths, connection-string passwords), and the value of every credential flag."""
     found = []
     for name, value in [*spec.env.items(), *spec.secrets.items(), *spec.headers.items()]:
-        found += value_secrets(name, value)
-        if secret_name(name) and " " in value:
+        found += _value_secrets(name, value)
+        if _secret_name(name) and " " in value:
             found.append(value.split(" ", 1)[-1])
-    found += embedded_secrets(spec.url) if spec.url else []
-    found += argument_secrets([spec.command, *spec.args])
+    found += _embedded_secrets(spec.url) if spec.url else []
+    found += _argument_secrets([spec.command, *spec.args])
     return [s for s in found if s]
 
 
@@ -556,41 +567,41 @@ def environment_without_credentials(**extra: str) -> dict[str, str]:
     return env
 
 
-def environment_secrets() -> list[str]:
+def _environment_secrets() -> list[str]:
     """Our own environment's credentials: the API key and token, and every variable whose name
     says it holds one (`GITHUB_TOKEN` in CI), unless its value is a path (`SSH_AUTH_SOCK`)."""
     return [
         value
         for name, value in os.environ.items()
-        if name in API_CREDENTIALS or (secret_name(name) and not os.path.isabs(value))
+        if name in API_CREDENTIALS or (_secret_name(name) and not os.path.isabs(value))
     ]
 
 
-def json_escaped(secret: str) -> str:
+def _json_escaped(secret: str) -> str:
     return json.dumps(secret)[1:-1]
 
 
-def escaped_forms(secret: str) -> set[str]:
+def _escaped_forms(secret: str) -> set[str]:
     """`secret` JSON-escaped (once, twice, with `\\/`), as Python's repr shows it, with control
     characters escaped as our one-line sinks show them, and URL-encoded."""
     import urllib.parse
 
-    once = json_escaped(secret)
+    once = _json_escaped(secret)
     return {
         secret,
         once,
         json.dumps(secret, ensure_ascii=False)[1:-1],
-        json_escaped(once),
+        _json_escaped(once),
         once.replace("/", "\\/"),
         repr(secret)[1:-1],
-        visible_escapes(secret, ESCAPED_IN_LINES),
+        visible_escapes(secret, _ESCAPED_IN_LINES),
         urllib.parse.quote(secret, safe=""),
         urllib.parse.quote_plus(secret, safe=""),
         urllib.parse.quote(secret),
     }
 
 
-def base64_forms(raw: bytes) -> set[str]:
+def _base64_forms(raw: bytes) -> set[str]:
     """Base64 (standard and URL-safe) of `raw`, padded or not, and what of it shows inside a
     longer base64 text whatever comes before it."""
     import base64
@@ -607,7 +618,7 @@ def base64_forms(raw: bytes) -> set[str]:
     return forms
 
 
-def base32_forms(raw: bytes) -> set[str]:
+def _base32_forms(raw: bytes) -> set[str]:
     """Base32 of `raw` (upper or lower case), and what of it shows inside a longer base32 text
     (5 bytes make 8 characters: 5 byte offsets, as base64 has 3)."""
     import base64
@@ -621,12 +632,12 @@ def base32_forms(raw: bytes) -> set[str]:
     return forms
 
 
-def pieces_of(texts: Iterable[str], size: int) -> set[str]:
+def _pieces_of(texts: Iterable[str], size: int) -> set[str]:
     """Every run of `size` characters of each of `texts`."""
     return {text[i : i + size] for text in texts for i in range(len(text) - size + 1)}
 
 
-def block_places(sources: Iterable[str], size: int) -> dict[str, list[tuple[str, int]]]:
+def _block_places(sources: Iterable[str], size: int) -> dict[str, list[tuple[str, int]]]:
     """Each source cut in blocks of `size` (at its multiples of `size`): where each block is."""
     places: dict[str, list[tuple[str, int]]] = {}
     for source in sources:
@@ -635,7 +646,7 @@ def block_places(sources: Iterable[str], size: int) -> dict[str, list[tuple[str,
     return places
 
 
-def run_length(text: str, forms: Iterable[str], backwards: bool) -> int:
+def _run_length(text: str, forms: Iterable[str], backwards: bool) -> int:
     """How much of the end (or start) of `text` is one run of one of `forms`."""
     best = 0
     for form in forms:
@@ -648,7 +659,7 @@ def run_length(text: str, forms: Iterable[str], backwards: bool) -> int:
     return best
 
 
-def run_around(text: str, start: int, source: str, offset: int, size: int) -> tuple[int, int]:
+def _run_around(text: str, start: int, source: str, offset: int, size: int) -> tuple[int, int]:
     """The run of `source` in `text` around the `size` characters at `start` of `text` that are
     the ones at `offset` of `source`: as far as both agree, before and after."""
     before = 0
@@ -691,34 +702,34 @@ class Redactor:
         forms = {form for secret in unique for form in self.forms(secret)}
         # longest first: a token inside a header value, the whole of a secret before its part
         self.secrets = sorted(forms, key=len, reverse=True)
-        self.shown = Matcher.of_strings(self.secrets) if forms else None
+        self.shown = _Matcher.of_strings(self.secrets) if forms else None
         size = C.PARTIAL_SECRET_CHARS
-        self.pieces = pieces_of(self.secrets, size)  # see cut_runs
+        self.pieces = _pieces_of(self.secrets, size)  # see cut_runs
         # see may_hold: the forms too short to hold a block at a multiple of GRAM are looked for
-        self.grams = pieces_of(self.secrets, GRAM)
-        short = [form for form in self.secrets if len(form) < 2 * GRAM - 1]
-        self.short_forms = Matcher.of_strings(short) if short else None
+        self.grams = _pieces_of(self.secrets, _GRAM)
+        short = [form for form in self.secrets if len(form) < 2 * _GRAM - 1]
+        self.short_forms = _Matcher.of_strings(short) if short else None
         # what partial_runs looks for: each secret as it is and as JSON shows it, cut in blocks
         self.run_sources = sorted(
-            {s for r in unique for s in (r, json_escaped(r)) if len(s) >= size}
+            {s for r in unique for s in (r, _json_escaped(r)) if len(s) >= size}
         )
-        self.block_places = block_places(self.run_sources, GRAM)
-        self.blocks = Matcher.of_strings(self.block_places) if self.block_places else None
+        self.block_places = _block_places(self.run_sources, _GRAM)
+        self.blocks = _Matcher.of_strings(self.block_places) if self.block_places else None
         self.shared_prefixes = [
-            source[: prefix.end() + PAST_SHARED_PREFIX]
+            source[: prefix.end() + _PAST_SHARED_PREFIX]
             for source in self.run_sources
-            if (prefix := SHARED_PREFIX.match(source))
+            if (prefix := _SHARED_PREFIX.match(source))
         ]
 
     @staticmethod
     def forms(secret: str) -> set[str]:
         """`secret` as servers show it: as it is, escaped, encoded and reversed."""
         raw = secret.encode("utf-8", "surrogatepass")
-        forms = escaped_forms(secret)
+        forms = _escaped_forms(secret)
         forms |= {raw.hex(), raw.hex().upper()}
         forms.add(raw.decode("latin-1"))  # percent-encoded or hex bytes, as READINGS decode them
-        forms |= base64_forms(raw) | base32_forms(raw)
-        forms |= {secret[::-1], json_escaped(secret[::-1])}
+        forms |= _base64_forms(raw) | _base32_forms(raw)
+        forms |= {secret[::-1], _json_escaped(secret[::-1])}
         return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
 
     @classmethod
@@ -742,7 +753,7 @@ class Redactor:
     def for_run(cls, servers: Sequence[ServerSpec] = ()) -> Redactor:
         """Our environment's credentials, these servers' secrets, and every secret learned before."""
         cls.learn(servers)
-        return cls.of([*environment_secrets(), *cls.learned])
+        return cls.of([*_environment_secrets(), *cls.learned])
 
     def text(self, value: str) -> str:
         if not value:
@@ -751,7 +762,7 @@ class Redactor:
         # found first (a token) would hide from a reading what it is part of (its webhook URL,
         # in base32 over lines).
         spans = self.found(value)
-        for reading in READINGS:  # shown over lines, escaped, as hex bytes
+        for reading in _READINGS:  # shown over lines, escaped, as hex bytes
             if reading.changes(value):
                 found = self.found(reading.view(value))
                 if found:
@@ -761,11 +772,11 @@ class Redactor:
 
     def found(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets, their runs and the keys are in `text`."""
-        spans = [match.span() for match in KEY_SHAPED.finditer(text)] if key_hinted(text) else []
+        spans = [match.span() for match in _KEY_SHAPED.finditer(text)] if _key_hinted(text) else []
         if self.shown is None or not self.may_hold(text):
             return spans
         spans += self.shown.spans(text)
-        rest = blanked(text, spans)  # a whole secret found holds runs of it: not again
+        rest = _blanked(text, spans)  # a whole secret found holds runs of it: not again
         return spans + self.partial_runs(rest) + self.cut_runs(rest)
 
     def may_hold(self, text: str) -> bool:
@@ -774,10 +785,10 @@ class Redactor:
         characters at a multiple of GRAM, and one of a form holds a GRAM of that form (a shorter
         form is looked for as it is). Most short texts hold none; a long one is searched as it
         is (RE2 reads it faster than this)."""
-        if len(text) >= Matcher.LONG_TEXT:
+        if len(text) >= _Matcher.LONG_TEXT:
             return True
         grams = self.grams
-        if any(text[i : i + GRAM] in grams for i in range(0, len(text) - GRAM + 1, GRAM)):
+        if any(text[i : i + _GRAM] in grams for i in range(0, len(text) - _GRAM + 1, _GRAM)):
             return True
         return self.short_forms is not None and self.short_forms.found_in(text)
 
@@ -785,7 +796,7 @@ class Redactor:
         if not spans:
             return value
         pieces, position = [], 0
-        for start, end in merged(spans):
+        for start, end in _merged(spans):
             pieces += [value[position:start], self.MASK]
             position = end
         return "".join(pieces) + value[position:]
@@ -807,7 +818,7 @@ class Redactor:
             if start < reached:  # inside a run already found
                 continue
             for source, offset in self.block_places[text[start:end]]:
-                first, last = run_around(text, start, source, offset, GRAM)
+                first, last = _run_around(text, start, source, offset, _GRAM)
                 if last - first >= C.PARTIAL_SECRET_CHARS and self.ours(text[first:last]):
                     spans.append((first, last))
                     reached = max(reached, last)
@@ -824,7 +835,7 @@ class Redactor:
         size = C.PARTIAL_SECRET_CHARS
         if len(value) < size or not self.pieces:
             return []
-        marks = CUT_MARKS.finditer(value) if "..." in value or "…" in value else ()
+        marks = _CUT_MARKS.finditer(value) if "..." in value or "…" in value else ()
         bounds = [(0, 0), *(mark.span() for mark in marks), (len(value), len(value))]
         reach = len(self.secrets[0]) + 64  # no run is longer than the longest form (first)
         spans = []
@@ -834,13 +845,13 @@ class Redactor:
             if len(before) >= size and before[-size:] in self.pieces:
                 stop = earliest + len(before)
                 forms = self.forms_with(before[-size:])
-                spans.append((stop - run_length(before, forms, backwards=True), stop))
+                spans.append((stop - _run_length(before, forms, backwards=True), stop))
             following = value[end : end + reach]
             after = following.lstrip(" \t\"'`([{")
             if len(after) >= size and after[:size] in self.pieces:
                 offset = end + len(following) - len(after)
                 forms = self.forms_with(after[:size])
-                spans.append((offset, offset + run_length(after, forms, backwards=False)))
+                spans.append((offset, offset + _run_length(after, forms, backwards=False)))
         return [(start, end) for start, end in spans if self.ours(value[start:end])]
 
     def forms_with(self, piece: str) -> list[str]:

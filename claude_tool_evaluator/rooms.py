@@ -11,6 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "RoomFunction",
+]
+
 
 @dataclass(frozen=True)
 class RoomFunction:

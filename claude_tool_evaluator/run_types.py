@@ -15,6 +15,33 @@ from typing import Any
 import prompts
 import test_constants as C
 
+__all__ = [
+    "Distractor",
+    "HARNESS_MARK",
+    "HistoryEntry",
+    "PriorMessage",
+    "RoutingRule",
+    "RunSettings",
+    "ServerSpec",
+    "SkillInfo",
+    "SkillTest",
+    "TestCase",
+    "ToolCall",
+    "Transcript",
+    "TriggerQueryResult",
+    "TriggerScore",
+    "USAGE_FIELDS",
+    "Usage",
+    "VERSION_MARK",
+    "Verdict",
+    "case_hash",
+    "cli_model_id",
+    "cost_usd",
+    "estimated_tokens",
+    "names_agent",
+    "price_for",
+]
+
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -23,7 +50,7 @@ USAGE_FIELDS = (
 )
 
 
-def astuple_usage(usage: Usage) -> tuple[int, ...]:
+def _astuple_usage(usage: Usage) -> tuple[int, ...]:
     return tuple(getattr(usage, k) for k in USAGE_FIELDS)
 
 
@@ -35,11 +62,11 @@ class Usage:
     cache_read_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(a + b for a, b in zip(astuple_usage(self), astuple_usage(other))))
+        return Usage(*(a + b for a, b in zip(_astuple_usage(self), _astuple_usage(other))))
 
     @property
     def total(self) -> int:
-        return sum(astuple_usage(self))
+        return sum(_astuple_usage(self))
 
     @classmethod
     def from_api(cls, usage: Any) -> Usage:

@@ -24,6 +24,24 @@ from .run_types import Usage, cost_usd
 from .sinks import cap_text
 from .stopping import STOPPED_AT_END
 
+__all__ = [
+    "AdaptiveLimiter",
+    "AnthropicModel",
+    "CachedModel",
+    "ModelClient",
+    "ModelReply",
+    "ModelRequest",
+    "api_error_message",
+    "api_key_from_env",
+    "block_to_dict",
+    "check_model_endpoint",
+    "connection_failure",
+    "endpoint_unreachable",
+    "model_api_url",
+    "model_client",
+    "shown_api_url",
+]
+
 
 @dataclass
 class ModelRequest:
@@ -118,7 +136,7 @@ class AdaptiveLimiter:
                 self._changed.notify_all()
 
 
-def retry_after_seconds(headers: Any) -> float:
+def _retry_after_seconds(headers: Any) -> float:
     """The pause a rate-limited answer asks for: `retry-after-ms`, `retry-after`, or the
     `anthropic-ratelimit-*-reset` time; one second when it names none."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -137,10 +155,10 @@ def retry_after_seconds(headers: Any) -> float:
     return 1.0
 
 
-SPEND_LIMIT = re.compile(r"spend|credit|billing|quota|usage limit", re.IGNORECASE)
+_SPEND_LIMIT = re.compile(r"spend|credit|billing|quota|usage limit", re.IGNORECASE)
 
 
-def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
+def _api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
     """SDK middleware, run once per HTTP attempt inside the SDK's own retry loop: it holds a slot
     of the adaptive limiter, feeds it what 429s say, and stops a spend-limit 429 from being
     retried (no retry can fix it, for any case)."""
@@ -150,16 +168,16 @@ def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
             response = await call_next(request)
         if response.status_code == 429:
             body = (await response.http_response.aread()).decode("utf-8", "replace")
-            if SPEND_LIMIT.search(body):
+            if _SPEND_LIMIT.search(body):
                 raise FatalApiError(
                     f"the Anthropic API refused on a spend or usage limit (429): "
                     f"{cap_text(body, 300)}"
                 )
-            await limiter.rate_limited_for(retry_after_seconds(response.headers))
+            await limiter.rate_limited_for(_retry_after_seconds(response.headers))
         elif response.status_code < 400:
             remaining = response.headers.get("anthropic-ratelimit-requests-remaining")
             if remaining == "0":
-                await limiter.rate_limited_for(retry_after_seconds(response.headers))
+                await limiter.rate_limited_for(_retry_after_seconds(response.headers))
             else:
                 await limiter.succeeded()
         return response
@@ -167,16 +185,16 @@ def api_traffic_middleware(limiter: AdaptiveLimiter) -> Callable:
     return middleware
 
 
-DEFAULT_API_URL = "https://api.anthropic.com"  # the SDK's own default when no base URL is given
+_DEFAULT_API_URL = "https://api.anthropic.com"  # the SDK's own default when no base URL is given
 
 
 def model_api_url(base_url: str | None) -> str:
     """The URL the SDK will call, in the SDK's order: the explicit one, $ANTHROPIC_BASE_URL, the
     public API (an empty value counts as unset, as `AnthropicModel` passes it)."""
-    return base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_API_URL
+    return base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_API_URL
 
 
-def api_host_port(url: str) -> tuple[str, int] | None:
+def _api_host_port(url: str) -> tuple[str, int] | None:
     """Host and TCP port of an API URL (the port defaults from the scheme); None when malformed,
     which is the SDK's to report."""
     from urllib.parse import urlsplit
@@ -194,7 +212,7 @@ def shown_api_url(url: str) -> str:
     reach a message."""
     from urllib.parse import urlsplit
 
-    target = api_host_port(url)
+    target = _api_host_port(url)
     if target is None:
         return "(malformed URL)"
     host, port = target
@@ -203,7 +221,7 @@ def shown_api_url(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
-def behind_proxy(url: str) -> bool:
+def _behind_proxy(url: str) -> bool:
     """Whether the SDK (httpx trusts the proxy environment) sends this URL through a proxy: then
     the API host need not resolve or answer from here, and dialling it proves nothing."""
     import urllib.request
@@ -220,7 +238,7 @@ def endpoint_unreachable(url: str, reason: str) -> FatalApiError:
     # Through a proxy, the failure is the proxy's: point there rather than at the base URL.
     hint = (
         "the proxy settings (HTTPS_PROXY, HTTP_PROXY)"
-        if behind_proxy(url)
+        if _behind_proxy(url)
         else "--base-url or ANTHROPIC_BASE_URL"
     )
     return FatalApiError(
@@ -228,7 +246,7 @@ def endpoint_unreachable(url: str, reason: str) -> FatalApiError:
     )
 
 
-def lookup_failure(exc: BaseException) -> str:
+def _lookup_failure(exc: BaseException) -> str:
     """The reason to show for a failed host name lookup (`socket.gaierror`)."""
     import socket
 
@@ -240,7 +258,7 @@ def lookup_failure(exc: BaseException) -> str:
     return f"host name lookup failed ({getattr(exc, 'strerror', None) or exc})"
 
 
-def all_refused(addresses: list, timeout: float) -> bool:
+def _all_refused(addresses: list, timeout: float) -> bool:
     """Whether every resolved address refuses a TCP connection. One that accepts, or one that is
     merely slow or otherwise failing, lets the run go on: the SDK's retries handle those."""
     import socket
@@ -258,8 +276,8 @@ def all_refused(addresses: list, timeout: float) -> bool:
     return bool(addresses)
 
 
-ENDPOINTS_ANSWERING: set[tuple[str, int]] = set()  # (host, port) checked in this invocation
-STOPPED_AT_END.append(ENDPOINTS_ANSWERING.clear)  # the next invocation checks again
+_ENDPOINTS_ANSWERING: set[tuple[str, int]] = set()  # (host, port) checked in this invocation
+STOPPED_AT_END.append(_ENDPOINTS_ANSWERING.clear)  # the next invocation checks again
 
 
 def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
@@ -270,21 +288,21 @@ def check_model_endpoint(base_url: str | None, timeout: float = 5.0) -> None:
     import socket
 
     url = model_api_url(base_url)
-    target = api_host_port(url)
-    if target is None or target in ENDPOINTS_ANSWERING or behind_proxy(url):
+    target = _api_host_port(url)
+    if target is None or target in _ENDPOINTS_ANSWERING or _behind_proxy(url):
         return
     try:
         addresses = socket.getaddrinfo(target[0], target[1], type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise endpoint_unreachable(url, lookup_failure(exc)) from None
+        raise endpoint_unreachable(url, _lookup_failure(exc)) from None
     except (OSError, UnicodeError):  # e.g. a host name IDNA cannot encode: the SDK reports it
         return
-    if all_refused(addresses, timeout):
+    if _all_refused(addresses, timeout):
         raise endpoint_unreachable(url, "connection refused")
-    ENDPOINTS_ANSWERING.add(target)
+    _ENDPOINTS_ANSWERING.add(target)
 
 
-def wrapped_error(exc: BaseException) -> BaseException | None:
+def _wrapped_error(exc: BaseException) -> BaseException | None:
     """The error one step down a chain: the explicit cause, an error passed as the argument, else
     the implicit context unless suppressed (an unrelated error being handled stays out)."""
     if exc.__cause__ is not None:
@@ -308,11 +326,11 @@ def connection_failure(exc: BaseException) -> str | None:
         if isinstance(current, ConnectionRefusedError):
             return "connection refused"
         if isinstance(current, socket.gaierror):
-            return lookup_failure(current)
+            return _lookup_failure(current)
         if isinstance(current, BaseExceptionGroup):  # dead only if every address failed alike
             reasons = {connection_failure(member) for member in current.exceptions}
             return reasons.pop() if len(reasons) == 1 else None
-        current = wrapped_error(current)
+        current = _wrapped_error(current)
     return None
 
 
@@ -328,7 +346,7 @@ def api_error_message(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}" + (f" ({status})" if status else "") + f": {text}"
 
 
-RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
+_RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
 
 
 class AnthropicModel:
@@ -354,7 +372,7 @@ class AnthropicModel:
             base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
             max_retries=max_retries,
             timeout=timeout,
-            middleware=[api_traffic_middleware(self.limiter)],
+            middleware=[_api_traffic_middleware(self.limiter)],
         )
         self.stream = stream
         self._endpoint_check: asyncio.Future | None = None  # the one dead-endpoint check, shared
@@ -419,7 +437,7 @@ class AnthropicModel:
         if self._endpoint_check is None:
             self._endpoint_check = asyncio.ensure_future(
                 asyncio.sleep(0)
-                if api_host_port(str(self.client.base_url)) in ENDPOINTS_ANSWERING
+                if _api_host_port(str(self.client.base_url)) in _ENDPOINTS_ANSWERING
                 else asyncio.to_thread(check_model_endpoint, str(self.client.base_url))
             )
         await asyncio.shield(self._endpoint_check)
@@ -441,7 +459,7 @@ class AnthropicModel:
                 kind = exc.body.get("error", {}).get("type") if isinstance(exc.body, dict) else None
                 if (
                     not in_stream
-                    or kind not in RETRYABLE_STREAM_ERRORS
+                    or kind not in _RETRYABLE_STREAM_ERRORS
                     or attempt == self.max_retries
                 ):
                     raise

@@ -24,6 +24,33 @@ from .loaders.servers import load_system_prompt
 from .options import OPTIONS, AutoRuns, Option, RunCount, flag_of, writer_named
 from .run_types import RunSettings
 
+__all__ = [
+    "ClaudeCode",
+    "Crowd",
+    "FIELD_HOMES",
+    "GROUPS",
+    "Grading",
+    "Hostile",
+    "Merging",
+    "ModelApi",
+    "Outputs",
+    "PROJECT_NOT_OPTIONS",
+    "Pins",
+    "RUN_CAP_HINT",
+    "RunPlan",
+    "Servers",
+    "Settings",
+    "Statistics",
+    "StrayArgument",
+    "TaskEvals",
+    "ToolSafety",
+    "UserSimulation",
+    "options_of",
+    "project_model",
+    "run_count_problem",
+    "settings_from",
+]
+
 
 class StrayArgument(UsageProblem):
     """A positional argument no option takes; an option the mode refuses is said first (the
@@ -73,7 +100,7 @@ PROJECT_NOT_OPTIONS = frozenset(
 )
 
 
-def project_value_type(option: Option) -> Any:
+def _project_value_type(option: Option) -> Any:
     """The type a project file's value of this option has (ranges are the option's own)."""
     kind = option.kwargs.get("type")
     if option.kwargs.get("is_flag"):
@@ -97,7 +124,7 @@ def project_model() -> type[BaseModel]:
 
     strict = ConfigDict(extra="forbid")
     options: dict[str, Any] = {
-        o.name: (project_value_type(o) | None, Field(None, description=o.help))
+        o.name: (_project_value_type(o) | None, Field(None, description=o.help))
         for o in OPTIONS
         if o.name not in PROJECT_NOT_OPTIONS
     }
@@ -126,11 +153,11 @@ def project_model() -> type[BaseModel]:
 # (each option is the field of one group; mode_table.py's option sets are computed from them,
 # options_of) and, marked `derived`, what is worked out from them once (every --model, -i auto's
 # range). The defaults are test_constants.py's.
-DERIVED = {"derived": True}  # a field no option fills: worked out from the options, or internal
+_DERIVED = {"derived": True}  # a field no option fills: worked out from the options, or internal
 
 
 @dataclass(frozen=True)
-class Inputs:
+class _Inputs:
     """What to evaluate: a query or conversation, a suite's files, a skill and its tests, and the
     inputs of the modes that run nothing (a results file to render, a schema)."""
 
@@ -157,7 +184,7 @@ class ModelApi:
     them (every case runs on each)."""
 
     model: str = C.DEFAULT_MODEL
-    models: tuple[str, ...] = field(default=(), metadata=DERIVED)
+    models: tuple[str, ...] = field(default=(), metadata=_DERIVED)
     prompt: str = prompts.DEFAULT_SYSTEM_PROMPT
     max_turns: int = C.DEFAULT_MAX_TURNS
     max_tokens: int = C.DEFAULT_MAX_TOKENS
@@ -233,7 +260,7 @@ class ClaudeCode:
     tool_search: tuple[str, ...] = ()  # --tool-search: Claude Code's ENABLE_TOOL_SEARCH values
     mcp_startup: str = "wait"  # --mcp-startup: whether Claude Code waits for the servers first
     claude_bin: str | None = None  # the first --claude-bin
-    claude_bins: tuple[str, ...] = field(default=(), metadata=DERIVED)  # every --claude-bin
+    claude_bins: tuple[str, ...] = field(default=(), metadata=_DERIVED)  # every --claude-bin
 
     def __post_init__(self) -> None:
         if not self.claude_bins and self.claude_bin:
@@ -250,8 +277,8 @@ class Grading:
 
 # The run plan's families: what every durable mode takes (DURABLE_OPTIONS) and what runs part of a
 # suite (PARTIAL_RUN_OPTIONS); mode_table.py reads them with options_of(RunPlan, family).
-DURABLE = {"family": "durable"}
-PARTIAL = {"family": "partial"}
+_DURABLE = {"family": "durable"}
+_PARTIAL = {"family": "partial"}
 
 
 @dataclass(frozen=True)
@@ -261,20 +288,20 @@ class RunPlan:
 
     iterations: int = C.DEFAULT_ITERATIONS
     runs: int | None = None  # --runs: skill and plugin runs per query, test or case
-    auto_runs: tuple[int, int] | None = field(default=None, metadata=DERIVED)  # -i / --runs auto
+    auto_runs: tuple[int, int] | None = field(default=None, metadata=_DERIVED)  # -i / --runs auto
     allow_many_runs: bool = False
     threshold: float = C.DEFAULT_CASE_THRESHOLD
-    concurrency: int | None = field(default=None, metadata=DURABLE)  # None: the mode's default
-    resume: bool = field(default=False, metadata=DURABLE)
-    retry_errors: bool = field(default=False, metadata=DURABLE)
+    concurrency: int | None = field(default=None, metadata=_DURABLE)  # None: the mode's default
+    resume: bool = field(default=False, metadata=_DURABLE)
+    retry_errors: bool = field(default=False, metadata=_DURABLE)
     accept_changed_tools: bool = False  # --resume: keep runs made against other tools
-    max_cost: float | None = field(default=None, metadata=DURABLE)
-    dry_run: bool = field(default=False, metadata=DURABLE)
+    max_cost: float | None = field(default=None, metadata=_DURABLE)
+    dry_run: bool = field(default=False, metadata=_DURABLE)
     batch: bool = False  # --batch: model calls through the Message Batches API
     cache: str | None = None  # --cache DIR: model answers kept by request, reused on a rerun
-    keyword: str | None = field(default=None, metadata=PARTIAL)  # -k EXPR: cases by name
-    fail_fast: bool = field(default=False, metadata=PARTIAL)  # -x: stop after a failing run
-    rerun_failed: str | None = field(default=None, metadata=PARTIAL)  # a results file's failures
+    keyword: str | None = field(default=None, metadata=_PARTIAL)  # -k EXPR: cases by name
+    fail_fast: bool = field(default=False, metadata=_PARTIAL)  # -x: stop after a failing run
+    rerun_failed: str | None = field(default=None, metadata=_PARTIAL)  # a results file's failures
     shard: tuple[int, int] | None = None  # --shard K/N: a stable share of the runs
 
 
@@ -283,7 +310,7 @@ class Outputs:
     """What the run writes: each writer's value by its name (a path, or True for a flag such as
     --json), and whether the results document keeps only the summary."""
 
-    writers: Mapping[str, Any] = field(default_factory=dict, metadata=DERIVED)  # WRITERS' options
+    writers: Mapping[str, Any] = field(default_factory=dict, metadata=_DERIVED)  # WRITERS' options
     summary_only: bool = False
 
     @property
@@ -318,12 +345,12 @@ class UserSimulation:
 
 
 @dataclass(frozen=True)
-class TriggerRuns:
+class _TriggerRuns:
     """Skills through Claude Code: the trigger queries' model(s), when a query counts as
     triggering, its turns and time, and the score a suite must reach."""
 
     trigger_model: str = C.DEFAULT_TRIGGER_MODEL
-    trigger_models: tuple[str, ...] = field(default=(), metadata=DERIVED)  # every --trigger-model
+    trigger_models: tuple[str, ...] = field(default=(), metadata=_DERIVED)  # every --trigger-model
     trigger_threshold: float = C.DEFAULT_TRIGGER_THRESHOLD
     trigger_max_turns: int = C.DEFAULT_TRIGGER_MAX_TURNS
     trigger_timeout: float | None = None
@@ -349,7 +376,7 @@ class TaskEvals:
 
 
 @dataclass(frozen=True)
-class Descriptions:
+class _Descriptions:
     """Descriptions tried without editing files (--skill-description, --tool-overrides), or
     improved by the optimizer on a train/test split."""
 
@@ -408,7 +435,7 @@ class Statistics:
 
 
 @dataclass(frozen=True)
-class PluginEvals:
+class _PluginEvals:
     """A whole plugin's eval suite through Claude Code (plugin PATH), in two arms."""
 
     plugin: str | None = None  # --plugin PATH: the plugin's folder, or an installed plugin's name
@@ -419,7 +446,7 @@ class PluginEvals:
 
 
 @dataclass(frozen=True)
-class Exchange:
+class _Exchange:
     """What import reads (a benchmark, a plugin's evals/) and export writes; their -o is a folder."""
 
     import_source: str | None = None  # import: bfcl | tau2 | plugin-evals
@@ -433,7 +460,7 @@ class Exchange:
 
 
 @dataclass(frozen=True)
-class Drafting:
+class _Drafting:
     """generate: trigger queries (or a starter test set) drafted for a skill."""
 
     generate_triggers: str | None = None
@@ -448,19 +475,19 @@ class Merging:
     replayed instead of run."""
 
     merge: tuple[str, ...] = ()
-    merged_runs: tuple = field(default=(), metadata=DERIVED)
-    merged_pieces: tuple = field(default=(), metadata=DERIVED)
+    merged_runs: tuple = field(default=(), metadata=_DERIVED)
+    merged_pieces: tuple = field(default=(), metadata=_DERIVED)
 
 
-def groups_of(holder: type) -> dict[str, Any]:
+def _groups_of(holder: type) -> dict[str, Any]:
     """The groups a holder of them (Settings) holds, each by its place in it."""
     return {f.name: f.default_factory for f in fields(holder) if f.name != "given"}
 
 
-def field_homes(holder: type) -> dict[str, str]:
+def _field_homes(holder: type) -> dict[str, str]:
     """Each field of a holder's groups -> the group's place in the holder: where a value given by
     name goes (Settings.of), and where it is read from (Settings.value)."""
-    return {f.name: home for home, group in groups_of(holder).items() for f in fields(group)}
+    return {f.name: home for home, group in _groups_of(holder).items() for f in fields(group)}
 
 
 @dataclass(frozen=True)
@@ -469,7 +496,7 @@ class Settings:
     concern. `given` names the options the user actually typed. The modes take it whole and hand
     each room the groups it reads."""
 
-    inputs: Inputs = field(default_factory=Inputs)
+    inputs: _Inputs = field(default_factory=_Inputs)
     api: ModelApi = field(default_factory=ModelApi)
     servers: Servers = field(default_factory=Servers)
     tool_safety: ToolSafety = field(default_factory=ToolSafety)
@@ -478,16 +505,16 @@ class Settings:
     run_plan: RunPlan = field(default_factory=RunPlan)
     outputs: Outputs = field(default_factory=Outputs)
     user_simulation: UserSimulation = field(default_factory=UserSimulation)
-    trigger_runs: TriggerRuns = field(default_factory=TriggerRuns)
+    trigger_runs: _TriggerRuns = field(default_factory=_TriggerRuns)
     task_evals: TaskEvals = field(default_factory=TaskEvals)
-    descriptions: Descriptions = field(default_factory=Descriptions)
+    descriptions: _Descriptions = field(default_factory=_Descriptions)
     crowd: Crowd = field(default_factory=Crowd)
     hostile: Hostile = field(default_factory=Hostile)
     pins: Pins = field(default_factory=Pins)
     statistics: Statistics = field(default_factory=Statistics)
-    plugin_evals: PluginEvals = field(default_factory=PluginEvals)
-    exchange: Exchange = field(default_factory=Exchange)
-    drafting: Drafting = field(default_factory=Drafting)
+    plugin_evals: _PluginEvals = field(default_factory=_PluginEvals)
+    exchange: _Exchange = field(default_factory=_Exchange)
+    drafting: _Drafting = field(default_factory=_Drafting)
     merging: Merging = field(default_factory=Merging)
     given: frozenset[str] = frozenset()
 
@@ -495,13 +522,13 @@ class Settings:
     def of(cls, given: frozenset[str] = frozenset(), **values: Any) -> Settings:
         """Settings from values by name (an option's, or a derived field's such as `models`;
         `writers`: the writers' values), each put in its group; the rest are the defaults."""
-        homes = field_homes(cls)
+        homes = _field_homes(cls)
         parts: dict[str, dict[str, Any]] = {}
         for name, value in values.items():
             if name not in homes:
                 raise TypeError(f"no setting is named {name!r}")
             parts.setdefault(homes[name], {})[name] = value
-        groups = {home: groups_of(cls)[home](**found) for home, found in parts.items()}
+        groups = {home: _groups_of(cls)[home](**found) for home, found in parts.items()}
         return cls(**groups, given=given)
 
     def given_values(self) -> dict[str, Any]:
@@ -512,7 +539,7 @@ class Settings:
 
     def value(self, name: str) -> Any:
         """An option's value by its name (a writer's from the outputs; None for no option)."""
-        home = field_homes(type(self)).get(name)
+        home = _field_homes(type(self)).get(name)
         if home is None:
             return self.outputs.writers.get(name)
         return getattr(getattr(self, home), name)
@@ -528,7 +555,7 @@ class Settings:
 
 
 # Each group's class by its place in Settings, and each field's place ("writers": the outputs').
-GROUPS, FIELD_HOMES = groups_of(Settings), field_homes(Settings)
+GROUPS, FIELD_HOMES = _groups_of(Settings), _field_homes(Settings)
 
 
 def options_of(group: type, family: str | None = None) -> frozenset[str]:

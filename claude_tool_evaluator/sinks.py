@@ -17,6 +17,33 @@ from rich.console import Console
 
 import test_constants as C
 
+__all__ = [
+    "HIDDEN",
+    "HIDDEN_CHARACTERS",
+    "HIDDEN_UNSAFE",
+    "cap_text",
+    "csv_cell",
+    "escape_markup",
+    "hidden_shown",
+    "json_text",
+    "line_of",
+    "make_console",
+    "markdown_cell",
+    "on_github_actions",
+    "one_line",
+    "preview",
+    "safe_name",
+    "tail",
+    "terminal_text",
+    "visible_escapes",
+    "workflow_command",
+    "workflow_data",
+    "workflow_property",
+    "workspace_path",
+    "wrote_line",
+    "xml_text",
+]
+
 
 def safe_name(name: str) -> str:
     """A server name usable inside an Anthropic tool name (`^[a-zA-Z0-9_-]{1,128}$`)."""
@@ -70,10 +97,10 @@ HIDDEN_UNSAFE = re.compile(f"[{HIDDEN}]")
 # (DEL, C1 controls, line separators, hidden characters, lone surrogates) is written as \uXXXX
 # too (a surrogate pair above U+FFFF), so `--json` on a terminal carries no escape sequence, a
 # hidden character shows, and the file always encodes as UTF-8.
-JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
+_JSON_UNSAFE = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
 
 
-def json_escape(char: str) -> str:
+def _json_escape(char: str) -> str:
     code = ord(char)
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
@@ -82,8 +109,8 @@ def json_escape(char: str) -> str:
 
 
 def json_text(value: Any, indent: int | None = 2) -> str:
-    return JSON_UNSAFE.sub(
-        lambda m: json_escape(m.group()), json.dumps(value, indent=indent, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(
+        lambda m: _json_escape(m.group()), json.dumps(value, indent=indent, ensure_ascii=False)
     )
 
 
@@ -107,10 +134,10 @@ def hidden_shown(value: Any) -> Any:
 # return before one) starts with an apostrophe, as OWASP recommends; control characters (ESC,
 # NUL, C1), hidden characters, line separators and lone surrogates are shown escaped (`\x1b`), as
 # in every other sink; tabs and line breaks stay (the CSV quoting keeps them).
-CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-CSV_UNSAFE = re.compile(
+_CSV_UNSAFE = re.compile(
     f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]"
 )
 
@@ -118,20 +145,20 @@ CSV_UNSAFE = re.compile(
 def csv_cell(value: Any) -> Any:
     if not isinstance(value, str):
         return value
-    value = visible_escapes(value, CSV_UNSAFE)
-    return "'" + value if value.startswith(CSV_FORMULA_START) else value
+    value = visible_escapes(value, _CSV_UNSAFE)
+    return "'" + value if value.startswith(_CSV_FORMULA_START) else value
 
 
 # The XML sink: characters XML 1.0 forbids (C0 controls but tab and line breaks, lone surrogates,
 # U+FFFE, U+FFFF), the C1 controls it discourages, and hidden characters and line separators
 # (which hide, reorder or break what a CI page shows) are written as visible escapes (`\x1b`).
-XML_UNSAFE = re.compile(
+_XML_UNSAFE = re.compile(
     f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff\\ufffe\\uffff]"
 )
 
 
 def xml_text(text: Any) -> str:
-    return visible_escapes(str(text), XML_UNSAFE)
+    return visible_escapes(str(text), _XML_UNSAFE)
 
 
 # The markdown sink: data goes into a report only through `markdown_cell`. One line (line breaks
@@ -139,7 +166,7 @@ def xml_text(text: Any) -> str:
 # `&lt;script&gt;`), no code span or link it could end or open (backtick, backslash and
 # brackets as entities), no @-mention (see MENTION). Only text of plain identifier characters is
 # shown as `code`.
-MARKDOWN_ESCAPES = {
+_MARKDOWN_ESCAPES = {
     "&": "&amp;",
     "<": "&lt;",
     ">": "&gt;",
@@ -151,19 +178,19 @@ MARKDOWN_ESCAPES = {
 }
 
 
-MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(MARKDOWN_ESCAPES)) + "]")
+_MARKDOWN_UNSAFE = re.compile("[" + re.escape("".join(_MARKDOWN_ESCAPES)) + "]")
 
 
-MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
+_MARKDOWN_CODE_SAFE = re.compile(r"[\w.:/@+=(){},' -]+")
 
 
 # GitHub notifies whoever markdown names outside code (`@user`, `@org/team`, after anything but a
 # letter, digit or `_`): in the markdown sink a mention in data is shown as code, which names
 # nobody, so a pull-request comment (or a report someone pastes into one) never pings anyone.
-MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][\w-]*)?")
+_MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][\w-]*)?")
 
 
-TERMINAL_BLOCK_UNSAFE = re.compile(
+_TERMINAL_BLOCK_UNSAFE = re.compile(
     f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]"
 )
 
@@ -174,16 +201,16 @@ TERMINAL_BLOCK_UNSAFE = re.compile(
 # sequences (OSC title/clipboard/links, clear screen, CSI), hidden characters (bidi overrides,
 # zero-width and tag characters) and lone surrogates are shown as visible escapes (`\x1b`,
 # `\u202e`, `\u200b`), never sent raw, and data is never markup.
-TERMINAL_LINE_UNSAFE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
+_TERMINAL_LINE_UNSAFE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{HIDDEN}\\ud800-\\udfff]")
 
 
-def visible_text(text: Any, multiline: bool = False) -> str:
+def _visible_text(text: Any, multiline: bool = False) -> str:
     """Text with every control and hidden character shown as a visible escape: one line, or with
     `multiline` a block that keeps its line breaks and tabs. What every sink starts from."""
     text = str(text)
     if multiline:
-        return visible_escapes(text.replace("\r\n", "\n"), TERMINAL_BLOCK_UNSAFE)
-    return visible_escapes(text, TERMINAL_LINE_UNSAFE)
+        return visible_escapes(text.replace("\r\n", "\n"), _TERMINAL_BLOCK_UNSAFE)
+    return visible_escapes(text, _TERMINAL_LINE_UNSAFE)
 
 
 # The GitHub Actions log: the runner reads a line of a step's stdout or stderr as a workflow
@@ -191,11 +218,11 @@ def visible_text(text: Any, multiline: bool = False) -> str:
 # anywhere on a line. A line the console wraps may start anywhere in the data, and data may end
 # where our text starts one, so on GitHub Actions no `::` and no `##[` of data reaches the log:
 # the first character of each is shown as a visible escape (`\x3a:`, `\x23#[`).
-WORKFLOW_COMMAND_STARTS = re.compile(r":(?=:)|#(?=#\[)")
+_WORKFLOW_COMMAND_STARTS = re.compile(r":(?=:)|#(?=#\[)")
 
 
-def workflow_inert(text: str) -> str:
-    return WORKFLOW_COMMAND_STARTS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def _workflow_inert(text: str) -> str:
+    return _WORKFLOW_COMMAND_STARTS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def on_github_actions() -> bool:
@@ -205,8 +232,8 @@ def on_github_actions() -> bool:
 def terminal_text(text: Any, multiline: bool = False) -> str:
     """The terminal sink for plain text (print it with markup=False): visible_text, and on GitHub
     Actions nothing the runner would read as a workflow command (see WORKFLOW_COMMAND_STARTS)."""
-    shown = visible_text(text, multiline)
-    return workflow_inert(shown) if on_github_actions() else shown
+    shown = _visible_text(text, multiline)
+    return _workflow_inert(shown) if on_github_actions() else shown
 
 
 def wrote_line(path: Any) -> str:
@@ -216,13 +243,13 @@ def wrote_line(path: Any) -> str:
 
 def markdown_cell(text: Any, limit: int | None = 80, code: bool = False) -> str:
     """Data as one markdown table cell (or heading, or list item): see MARKDOWN_ESCAPES."""
-    text = visible_text(" ".join(str(text).split()))
+    text = _visible_text(" ".join(str(text).split()))
     if limit and len(text) > limit:
         text = text[: limit - 1] + "…"
-    if code and MARKDOWN_CODE_SAFE.fullmatch(text):
+    if code and _MARKDOWN_CODE_SAFE.fullmatch(text):
         return f"`{text}`"
-    text = MARKDOWN_UNSAFE.sub(lambda m: MARKDOWN_ESCAPES[m.group()], text)
-    return MENTION.sub(lambda m: f"`{m.group()}`", text)
+    text = _MARKDOWN_UNSAFE.sub(lambda m: _MARKDOWN_ESCAPES[m.group()], text)
+    return _MENTION.sub(lambda m: f"`{m.group()}`", text)
 
 
 def escape_markup(text: Any) -> str:
@@ -237,7 +264,7 @@ def workflow_data(text: Any) -> str:
     """The GitHub Actions sink (a workflow command's message, `::error ...::MESSAGE`): `%`, CR and
     LF escaped as GitHub documents, so no text from outside ends the line and starts a command of
     its own; control characters are shown escaped, as on the terminal."""
-    lines = [visible_text(line) for line in str(text).replace("\r\n", "\n").split("\n")]
+    lines = [_visible_text(line) for line in str(text).replace("\r\n", "\n").split("\n")]
     return "\n".join(lines).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -14,6 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "FORGOTTEN_AT_START",
+    "STOPPED_AT_END",
+    "STOPPING",
+    "STOP_SIGNALS",
+    "interrupted_exit_code",
+    "pending_outputs",
+    "run_async",
+    "stop_signals_like_ctrl_c",
+    "stopped_by",
+]
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -37,7 +50,7 @@ STOPPING = threading.Event()  # set by the first stop signal of the invocation
 stopped_by: list[int] = []  # the signal that stopped this invocation, when one did
 
 
-running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
+_running_runs: list[asyncio.Task] = []  # the task run_async runs, while it runs
 
 
 # What an invocation leaves in this process, undone at its start (what an earlier one learned:
@@ -48,7 +61,7 @@ FORGOTTEN_AT_START: list[Callable[[], Any]] = []
 STOPPED_AT_END: list[Callable[[], Any]] = []
 
 
-stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
+_stop_deadlines: list[threading.Timer] = []  # set by the first signal, cancelled when the run ends
 
 
 pending_outputs: set[str] = set()  # temporary files of outputs being written
@@ -58,7 +71,7 @@ def interrupted_exit_code() -> int:
     return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
 
 
-def exit_at_once(why: str) -> None:
+def _exit_at_once(why: str) -> None:
     """Ends the process now, from any thread: an output half written is removed, the journal keeps
     every run that finished, children die with this process (see dying_with_parent)."""
     for path in list(pending_outputs):
@@ -69,24 +82,24 @@ def exit_at_once(why: str) -> None:
     os._exit(interrupted_exit_code())
 
 
-def stop_like_ctrl_c(signum: int, frame: Any) -> None:
+def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
     """The handler of every stop signal (see above)."""
     if stopped_by:
-        exit_at_once("a second signal")
+        _exit_at_once("a second signal")
     stopped_by.append(signum)
     STOPPING.set()
-    run = running_runs[-1] if running_runs else None
+    run = _running_runs[-1] if _running_runs else None
     if run is None or run.done():
         raise KeyboardInterrupt
     run.cancel()
     run.get_loop().call_soon_threadsafe(lambda: None)  # wakes a select() with a long timeout
     deadline = threading.Timer(
         C.STOP_GRACE_SECONDS,
-        exit_at_once,
+        _exit_at_once,
         [f"the run did not end within {C.STOP_GRACE_SECONDS:g} s of the signal"],
     )
     deadline.daemon = True
-    stop_deadlines.append(deadline)
+    _stop_deadlines.append(deadline)
     deadline.start()
 
 
@@ -101,7 +114,7 @@ def stop_signals_like_ctrl_c() -> Iterator[None]:
         default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
         with contextlib.suppress(ValueError):  # not the main thread
             if signal.getsignal(signum) is default:
-                installed[signum] = signal.signal(signum, stop_like_ctrl_c)
+                installed[signum] = signal.signal(signum, _stop_like_ctrl_c)
     try:
         yield
     finally:
@@ -110,7 +123,7 @@ def stop_signals_like_ctrl_c() -> Iterator[None]:
         STOPPING.clear()
 
 
-def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
     """What asyncio.run does once its coroutine is done: the tasks left are cancelled and awaited,
     async generators closed, and the loop's threads awaited, except when the invocation is
     stopping: then a thread still busy (the SDK importing itself on a loaded machine) is left to
@@ -139,7 +152,7 @@ def run_async(main: Coroutine[Any, Any, Any]) -> Any:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     task = loop.create_task(main)
-    running_runs.append(task)
+    _running_runs.append(task)
     try:
         return loop.run_until_complete(task)
     except asyncio.CancelledError:
@@ -147,9 +160,9 @@ def run_async(main: Coroutine[Any, Any, Any]) -> Any:
             raise KeyboardInterrupt from None
         raise
     finally:
-        running_runs.remove(task)
+        _running_runs.remove(task)
         try:
-            close_loop(loop)
+            _close_loop(loop)
         finally:
-            while stop_deadlines:
-                stop_deadlines.pop().cancel()
+            while _stop_deadlines:
+                _stop_deadlines.pop().cancel()

@@ -42,14 +42,13 @@ from claude_tool_evaluator.loaders.distractors import (
     seeded_order,
 )
 from claude_tool_evaluator.modes.overlap import overlap_pairs
-from claude_tool_evaluator.results_schema.document import (
+from claude_tool_evaluator.results_schema.document import Metadata, dump_record
+from claude_tool_evaluator.results_schema.sections import (
     ConsolidationHintRecord,
     CrowdingRecord,
     CrowdPointRecord,
     DistractorRecord,
-    Metadata,
     ThiefRecord,
-    dump_record,
 )
 from claude_tool_evaluator.run_types import RoutingRule
 from claude_tool_evaluator.writers.crowd import crowding_markdown, print_crowding

@@ -32,7 +32,7 @@ from claude_tool_evaluator.modes.optimizer import (
     SplitItem,
     stratified_split,
 )
-from claude_tool_evaluator.results_schema.document import OptimizationRoundRecord
+from claude_tool_evaluator.results_schema.sections import OptimizationRoundRecord
 
 CONFUSABLE = ROOT / "tests" / "servers" / "confusable_server.py"
 ORIGINAL = "Looks a document up by its number."

@@ -49,7 +49,7 @@ from fake_anthropic import (
 import evaluator as E
 import prompts
 import test_constants as C
-from claude_tool_evaluator.results_schema.document import CrowdingRecord
+from claude_tool_evaluator.results_schema.sections import CrowdingRecord
 from claude_tool_evaluator.writers.crowd import crowding_markdown
 
 # One worker runs each chain of the README's commands, in order, once (a command may read what

@@ -26,7 +26,6 @@ from .process import (
     finish_claude_run,
     run_claude_process,
     run_claude_query,
-    run_in_folder,
 )
 from .proxy import CachingProxy, claude_request_key
 from .runs import (
@@ -42,15 +41,11 @@ from .runs import (
 )
 from .skills import install_skills, skill_md_with_description
 from .stream import (
-    content_blocks,
     delegations_of,
     detect_activation,
     hook_firings_of,
     normalize_skill_name,
     parse_stream_json,
-    stream_error,
-    tool_result_content,
-    tool_results_of,
 )
 
 __all__ = [
@@ -67,7 +62,6 @@ __all__ = [
     "claude_request_key",
     "claude_version",
     "collect_artifacts",
-    "content_blocks",
     "delegations_of",
     "detect_activation",
     "drain",
@@ -84,11 +78,7 @@ __all__ = [
     "remove_stale_run_folders",
     "run_claude_process",
     "run_claude_query",
-    "run_in_folder",
     "sandbox_problem",
     "sandbox_settings",
     "skill_md_with_description",
-    "stream_error",
-    "tool_result_content",
-    "tool_results_of",
 ]

@@ -32,14 +32,14 @@ __all__ = [
     "sandbox_settings",
 ]
 
-CLAUDE_INSTALL_HINT = (
+_CLAUDE_INSTALL_HINT = (
     "install it with `npm install` in the evaluator's folder (package.json) or "
     "`npm install -g @anthropic-ai/claude-code`, or pass --claude-bin PATH"
 )
 
 
 # What a run may see of our environment: the API credentials and what the network needs.
-CLAUDE_ENV_PASSTHROUGH = (
+_CLAUDE_ENV_PASSTHROUGH = (
     "PATH",
     "LANG",
     "LC_ALL",
@@ -65,7 +65,7 @@ def find_claude_bin(explicit: str | None = None) -> str:
         path = Path(explicit).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
             raise InputError(
-                f"--claude-bin {explicit}: not an executable file", hint=CLAUDE_INSTALL_HINT
+                f"--claude-bin {explicit}: not an executable file", hint=_CLAUDE_INSTALL_HINT
             )
         return str(path)
     for candidate in (
@@ -75,13 +75,13 @@ def find_claude_bin(explicit: str | None = None) -> str:
     ):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    raise InputError("the Claude Code CLI (claude) was not found", hint=CLAUDE_INSTALL_HINT)
+    raise InputError("the Claude Code CLI (claude) was not found", hint=_CLAUDE_INSTALL_HINT)
 
 
 def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
     env = {
         key: os.environ[key]
-        for key in CLAUDE_ENV_PASSTHROUGH
+        for key in _CLAUDE_ENV_PASSTHROUGH
         if key in os.environ and (credentials or key not in API_CREDENTIALS)
     }
     env.update(
@@ -109,12 +109,12 @@ def claude_version(binary: str) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
-            f"{binary} --version failed: {exc.__class__.__name__}: {exc}", hint=CLAUDE_INSTALL_HINT
+            f"{binary} --version failed: {exc.__class__.__name__}: {exc}", hint=_CLAUDE_INSTALL_HINT
         ) from None
     if done.returncode != 0:
         raise InputError(
             f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
-            hint=CLAUDE_INSTALL_HINT,
+            hint=_CLAUDE_INSTALL_HINT,
         )
     return done.stdout.strip()
 
@@ -127,7 +127,7 @@ def claude_version(binary: str) -> str:
 # running unconfined. Given with --settings, which wins over any project or user setting of these
 # switches (see check_project_settings for the lists a project could add to). What its commands
 # may not read (the user's home) is added per run: see sandbox_settings.
-CLAUDE_SANDBOX_SETTINGS = {
+_CLAUDE_SANDBOX_SETTINGS = {
     "sandbox": {
         "enabled": True,
         "failIfUnavailable": True,
@@ -140,7 +140,7 @@ CLAUDE_SANDBOX_SETTINGS = {
 }
 
 
-def real_homes() -> list[Path]:
+def _real_homes() -> list[Path]:
     """The user's real home folders: HOME as the evaluator sees it and the account's own (they
     differ under sudo, or a HOME set for one command); never `/`. A run has a temporary HOME of
     its own, so nothing in them is a run's."""
@@ -159,48 +159,48 @@ def real_homes() -> list[Path]:
     return found
 
 
-def within(path: Path, folder: Path) -> bool:
+def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def sandbox_path(path: Path | str) -> str:
+def _sandbox_path(path: Path | str) -> str:
     """An absolute path as Claude Code's settings name one (`//` + the path: absolute whatever
     the settings file's folder)."""
     return "/" + str(path)
 
 
-def read_rules(allow_read: Sequence[str], run_home: Path | None) -> tuple[list[Path], list[Path]]:
+def _read_rules(allow_read: Sequence[str], run_home: Path | None) -> tuple[list[Path], list[Path]]:
     """What Bash in the sandbox may not read (the real homes as a whole: keys, clouds' and
     tools' credentials, keychains, shell history), and what it may read again inside them: the
     run's own HOME (when the temporary folder is in the home) and the --allow-read paths. An
     --allow-read path that holds a home lifts that home's denial. The project and the run's
     TMPDIR are write paths, which Claude Code binds back itself."""
     allowed = [Path(p).resolve() for p in allow_read]
-    denied = [h for h in real_homes() if not any(within(h, a) for a in allowed)]
+    denied = [h for h in _real_homes() if not any(_within(h, a) for a in allowed)]
     reopened = [*([run_home.resolve()] if run_home is not None else []), *allowed]
-    return denied, [p for p in reopened if any(within(p, d) for d in denied)]
+    return denied, [p for p in reopened if any(_within(p, d) for d in denied)]
 
 
 def sandbox_settings(allow_read: Sequence[str] = (), run_home: Path | None = None) -> dict:
     """CLAUDE_SANDBOX_SETTINGS with the reads a run may not make (read_rules): Claude Code lays an
     empty folder over a denied one in the sandbox ("No such file or directory" for `cat
     ~/.ssh/id_rsa`) and binds back what is allowed inside it, read-only."""
-    denied, allowed = read_rules(allow_read, run_home)
-    settings = json.loads(json.dumps(CLAUDE_SANDBOX_SETTINGS))
+    denied, allowed = _read_rules(allow_read, run_home)
+    settings = json.loads(json.dumps(_CLAUDE_SANDBOX_SETTINGS))
     filesystem = settings["sandbox"]["filesystem"]
-    filesystem["denyRead"] = [sandbox_path(p) for p in denied]
+    filesystem["denyRead"] = [_sandbox_path(p) for p in denied]
     if allowed:
-        filesystem["allowRead"] = [sandbox_path(p) for p in allowed]
+        filesystem["allowRead"] = [_sandbox_path(p) for p in allowed]
     return settings
 
 
 def allow_read_problem(allow_read: Sequence[str]) -> str | None:
     """Why an --allow-read path cannot be given (None: it can): one that holds the runs'
     temporary folder inside a hidden home would be bound back read-only over the run's project."""
-    denied, allowed = read_rules(allow_read, None)
+    denied, allowed = _read_rules(allow_read, None)
     runs = Path(tempfile.gettempdir()).resolve()
     for path in allowed:
-        if within(runs, path):
+        if _within(runs, path):
             return (
                 f"{path} holds the runs' temporary folder ({runs}), which the sandbox would then "
                 "make read-only"
@@ -213,9 +213,9 @@ def read_permission_rules(allow_read: Sequence[str]) -> list[str]:
     in it); any other read outside the project is refused in don't-ask mode."""
     rules = []
     for path in allow_read:
-        rules.append(f"Read({sandbox_path(path)})")
+        rules.append(f"Read({_sandbox_path(path)})")
         if Path(path).is_dir():
-            rules.append(f"Read({sandbox_path(path)}/**)")
+            rules.append(f"Read({_sandbox_path(path)}/**)")
     return rules
 
 

@@ -31,9 +31,6 @@ from .binary import claude_env_base, read_permission_rules, sandbox_settings
 from .runs import OutsideWriteGuard, RunFolder, TaskSetup, keep_run_files, prepare_project
 from .stream import StreamReader, claude_run_of, read_output, transcript_summary
 
-if TYPE_CHECKING:
-    from ..run_types import Distractor, SkillInfo
-
 __all__ = [
     "ClaudeCliSettings",
     "RunWatch",
@@ -45,6 +42,9 @@ __all__ = [
     "run_claude_query",
     "run_in_folder",
 ]
+
+if TYPE_CHECKING:
+    from ..run_types import Distractor, SkillInfo
 
 
 @dataclass
@@ -76,13 +76,13 @@ class ClaudeCliSettings:
     append_system_prompt: str = ""
 
 
-def claude_prompt_argument(query: str) -> str:
+def _claude_prompt_argument(query: str) -> str:
     """The argv sink: `-p` is a flag and the prompt a positional argument, so a query starting
     with `-` would be read as an option (`--allowedTools=Bash`); a leading space keeps it a prompt."""
     return " " + query if query.startswith("-") else query
 
 
-def permission_rules(tools: Sequence[str]) -> list[str]:
+def _permission_rules(tools: Sequence[str]) -> list[str]:
     """What pre-approves the allowed tools: Bash as it is (the sandbox confines it), and the file
     tools for paths inside the project only: `Edit(./**)`, the rule Claude Code applies to every
     file-editing tool (a `Write(...)` rule is not read; seen with 2.1.197), so a Write or Edit
@@ -105,7 +105,7 @@ def claude_command(
     command = [
         settings.binary,
         "-p",
-        claude_prompt_argument(query),
+        _claude_prompt_argument(query),
         "--output-format",
         "stream-json",
         "--verbose",
@@ -121,7 +121,7 @@ def claude_command(
         *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
     ]
     rules = (
-        permission_rules(settings.allow_tools)
+        _permission_rules(settings.allow_tools)
         + read_permission_rules(settings.allow_read)
         + list(settings.allowed_rules)
     )
@@ -169,7 +169,7 @@ async def drain(stream: asyncio.StreamReader | None, sink: bytearray, limit: int
 
 # ---------------------------------------------------------------------------- one `claude -p` run
 @dataclass
-class ClaudeProcess:
+class _ClaudeProcess:
     """What one `claude -p` process gave back."""
 
     stdout: bytes = b""
@@ -181,11 +181,11 @@ class ClaudeProcess:
 
 async def run_claude_process(
     settings: ClaudeCliSettings, query: str, folder: RunFolder, stdout: bytearray | None = None
-) -> ClaudeProcess:
+) -> _ClaudeProcess:
     """`claude -p QUERY` in the run's project, its output read as it comes (into `stdout` when
     given: what a run cut short had said); on timeout, and after it ends anyway, its process group
     is killed and every process it left (see end_descendants) is ended, so nothing outlives the run."""
-    done, marker = ClaudeProcess(), run_marker()
+    done, marker = _ClaudeProcess(), run_marker()
     stdout, stderr = bytearray() if stdout is None else stdout, bytearray()
     process: asyncio.subprocess.Process | None = None
     try:
@@ -229,7 +229,7 @@ async def run_claude_process(
     return done
 
 
-def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) -> None:
+def finish_claude_run(record: ClaudeRun, done: _ClaudeProcess, timeout: float) -> None:
     """The process's side of a run's record: exit code, stderr, and why it is an error when the
     process (not its events) says so."""
     record.exit_code = done.returncode
@@ -249,7 +249,7 @@ def finish_claude_run(record: ClaudeRun, done: ClaudeProcess, timeout: float) ->
         record.error = f"claude exited with {record.exit_code} after its result event{stderr}"
 
 
-def finish_task_run(
+def _finish_task_run(
     record: ClaudeRun,
     stream: StreamReader,
     artifacts: list[ArtifactRecord],
@@ -279,13 +279,13 @@ async def run_in_folder(
     task: TaskSetup | None,
     distractors: Sequence[Distractor] = (),
     watch: RunWatch | None = None,
-) -> tuple[ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
+) -> tuple[_ClaudeProcess, list[ArtifactRecord], str | None, OutsideWriteGuard | None]:
     """A run in its folder: the project prepared, `claude` run, what a task run left kept;
     (the process, the artifacts, why they could not be kept, the outside-write guard)."""
     try:
         before = prepare_project(folder.project, skills, task, folder.root / "home", distractors)
     except OSError as exc:
-        return ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
+        return _ClaudeProcess(start_error=f"could not start claude: {exc}"), [], None, None
     guard = task.guard() if task and task.guard else None
     done = await run_claude_process(settings, query, folder, watch.stdout if watch else None)
     if task is None or done.start_error:
@@ -330,7 +330,7 @@ async def run_claude_query(
     record = claude_run_of(stream, [s.name for s in skills], query, run)
     finish_claude_run(record, done, settings.timeout)
     if task is not None:
-        finish_task_run(record, stream, artifacts, guard)
+        _finish_task_run(record, stream, artifacts, guard)
     if artifact_error and not record.error:
         record.error = artifact_error
     record.latency_ms = round((time.perf_counter() - start) * 1000, 2)

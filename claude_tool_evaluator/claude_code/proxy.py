@@ -17,10 +17,13 @@ import test_constants as C
 from ..run_types import Usage, cost_usd
 from .runs import RUN_FOLDER_PREFIX
 
+__all__ = [
+    "CachingProxy",
+    "claude_request_key",
+]
+
 if TYPE_CHECKING:
     from ..cache import ResponseCache
-
-__all__ = ["CachingProxy", "claude_request_key"]
 
 
 # ---------------------------------------------------------------------------- --cache for Claude Code: a local caching proxy
@@ -33,12 +36,12 @@ __all__ = ["CachingProxy", "claude_request_key"]
 # Code writes its `_` as `-` where it names a project folder after the path). So is the date Claude
 # Code writes into every request ("Today's date is 2026-11-26.", "The current month is November
 # 2026"): with it, a cache filled one day missed every request the next (a nightly CI run's).
-RUN_FOLDER_NAME = re.compile(RUN_FOLDER_PREFIX + r"[a-z0-9_-]{8}")
-CLAUDE_CODE_DATES = (
+_RUN_FOLDER_NAME = re.compile(RUN_FOLDER_PREFIX + r"[a-z0-9_-]{8}")
+_CLAUDE_CODE_DATES = (
     (re.compile(r"(Today's date is )\d{4}-\d{2}-\d{2}"), r"\1DATE"),
     (re.compile(r"(The current month is )[A-Z][a-z]+ \d{4}"), r"\1MONTH"),
 )
-PROXY_DROPPED_HEADERS = frozenset(
+_PROXY_DROPPED_HEADERS = frozenset(
     {"host", "content-length", "connection", "accept-encoding", "transfer-encoding"}
 )
 
@@ -55,13 +58,15 @@ def claude_request_key(path: str, body: bytes, beta: str) -> tuple[Any, str] | N
     if not isinstance(request, dict):
         return None
     request.pop("metadata", None)
-    normalized = RUN_FOLDER_NAME.sub(RUN_FOLDER_PREFIX + "RUN", json.dumps(request, sort_keys=True))
-    for date, placeholder in CLAUDE_CODE_DATES:
+    normalized = _RUN_FOLDER_NAME.sub(
+        RUN_FOLDER_PREFIX + "RUN", json.dumps(request, sort_keys=True)
+    )
+    for date, placeholder in _CLAUDE_CODE_DATES:
         normalized = date.sub(placeholder, normalized)
     return {"path": match.group(2), "beta": beta, "request": normalized}, match.group(1)
 
 
-def stream_usage(body: bytes, content_type: str) -> tuple[Usage, str]:
+def _stream_usage(body: bytes, content_type: str) -> tuple[Usage, str]:
     """The usage and model of a kept answer (JSON, or an SSE stream's message_start and
     message_delta events): what a hit saved."""
     if "json" in content_type:
@@ -139,13 +144,13 @@ class CachingProxy:
         found = self.cache.get(key) if key else None
         if found is not None:
             data = found["body"].encode("utf-8")
-            usage, model = stream_usage(data, found["content_type"])
+            usage, model = _stream_usage(data, found["content_type"])
             self.cache.counted(True, cost_usd(usage, model))
             self.reply(handler, 200, found["content_type"], data)
             return
         path = re.sub(r"^/sample/\d+", "", handler.path)
         headers = {
-            k: v for k, v in handler.headers.items() if k.lower() not in PROXY_DROPPED_HEADERS
+            k: v for k, v in handler.headers.items() if k.lower() not in _PROXY_DROPPED_HEADERS
         }
         try:
             answer = self.client.request(

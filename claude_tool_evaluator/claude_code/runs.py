@@ -31,9 +31,6 @@ from ..results_schema.document import ArtifactRecord, dump_record
 from ..stopping import STOPPING
 from .skills import install_distractors, install_skills
 
-if TYPE_CHECKING:
-    from ..run_types import Distractor, SkillInfo
-
 __all__ = [
     "OutsideWriteGuard",
     "RUN_FOLDER_PREFIX",
@@ -48,12 +45,15 @@ __all__ = [
     "remove_stale_run_folders",
 ]
 
+if TYPE_CHECKING:
+    from ..run_types import Distractor, SkillInfo
+
 
 # ---------------------------------------------------------------------------- a run's temporary folder, and what it leaves
 RUN_FOLDER_PREFIX = "skill-eval-"
 
 
-RUN_OWNER_FILE = (
+_RUN_OWNER_FILE = (
     "owner"  # in every run folder: the pid and start time of the evaluator that made it
 )
 
@@ -68,7 +68,7 @@ def process_start_time(pid: int) -> str | None:
         return None
 
 
-def owner_alive(line: str) -> bool:
+def _owner_alive(line: str) -> bool:
     pid, _, started = line.strip().partition(" ")
     if not pid.isdigit():
         return True  # not ours to judge
@@ -76,11 +76,11 @@ def owner_alive(line: str) -> bool:
     return now is not None and (not started or now == started)
 
 
-def make_run_folder(parent: str | Path | None = None) -> Path:
+def _make_run_folder(parent: str | Path | None = None) -> Path:
     """A new temporary folder (mode 0700) named skill-eval-*, holding its owner file."""
     root = Path(tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX, dir=parent))
     owner = f"{os.getpid()} {process_start_time(os.getpid()) or ''}\n"
-    (root / RUN_OWNER_FILE).write_text(owner, encoding="ascii")
+    (root / _RUN_OWNER_FILE).write_text(owner, encoding="ascii")
     return root
 
 
@@ -96,10 +96,10 @@ def remove_stale_run_folders() -> list[Path]:
             continue
         for folder in folders:
             try:
-                owner = (folder / RUN_OWNER_FILE).read_text(encoding="ascii", errors="replace")
+                owner = (folder / _RUN_OWNER_FILE).read_text(encoding="ascii", errors="replace")
             except OSError:
                 continue
-            if not owner_alive(owner):
+            if not _owner_alive(owner):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
     return removed
@@ -116,13 +116,13 @@ class RunFolder:
 
     @classmethod
     def make(cls) -> RunFolder:
-        root = make_run_folder()
+        root = _make_run_folder()
         try:
             for name in ("project", "home", "tmp"):
                 (root / name).mkdir()
             tmp = root / "tmp"
             if len(str(tmp)) > C.CLAUDE_TMPDIR_MAX_CHARS and Path("/tmp").is_dir():
-                tmp = make_run_folder("/tmp")
+                tmp = _make_run_folder("/tmp")
         except OSError:
             shutil.rmtree(root, ignore_errors=True)
             raise
@@ -137,7 +137,7 @@ class RunFolder:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-class ReadBudget:
+class _ReadBudget:
     """What reading a run's files may cost in one phase (the input files it starts with, what it
     leaves): a sparse file is never read, nor a file over C.ARTIFACT_MAX_HASH_BYTES, nor past
     C.ARTIFACT_MAX_READ_BYTES in all or C.ARTIFACT_READ_SECONDS; nor once the evaluator is
@@ -172,7 +172,7 @@ class ReadBudget:
 
 
 @dataclass
-class FileRead:
+class _FileRead:
     """A file of a run's project as read within a budget: its stat, and its sha256 and bytes (to
     copy: up to C.ARTIFACT_MAX_COPY_BYTES), or why it was not read."""
 
@@ -182,14 +182,14 @@ class FileRead:
     data: bytes | None = None
     not_read: str | None = None
 
-    def same_as(self, before: FileRead) -> bool:
+    def same_as(self, before: _FileRead) -> bool:
         """Unchanged: the same sha256, or (one of them not read) the same size and mtime."""
         if self.sha256 is not None and before.sha256 is not None:
             return self.sha256 == before.sha256
         return (self.size, self.mtime_ns) == (before.size, before.mtime_ns)
 
 
-def read_within(path: Path, budget: ReadBudget, keep: bool = False) -> FileRead:
+def _read_within(path: Path, budget: _ReadBudget, keep: bool = False) -> _FileRead:
     """A regular file read within the budget, never through a link (the evaluator reads what a
     run left, and writes nothing there); its bytes kept with `keep` when small enough to copy."""
     import stat
@@ -199,7 +199,7 @@ def read_within(path: Path, budget: ReadBudget, keep: bool = False) -> FileRead:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise OSError(f"{path.name} is not a regular file")
-        found = FileRead(status.st_size, status.st_mtime_ns)
+        found = _FileRead(status.st_size, status.st_mtime_ns)
         found.not_read = budget.refusal(status)
         if found.not_read:
             return found
@@ -254,7 +254,7 @@ def project_files(project: Path) -> Iterable[tuple[str, Path]]:
 
 # Where Claude Code's sandbox mounts over a project's protected files: a run killed mid-command
 # (a timeout) leaves each as an empty file, which is the sandbox's, not the run's work.
-SANDBOX_MOUNT_POINTS = frozenset(
+_SANDBOX_MOUNT_POINTS = frozenset(
     {
         ".bash_profile",
         ".bashrc",
@@ -271,7 +271,7 @@ SANDBOX_MOUNT_POINTS = frozenset(
 )
 
 
-def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, FileRead]:
+def _copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, _FileRead]:
     """An eval's input files, each by its name into the project's top folder (a folder with its
     contents; links copied as links); returns every project file as read (its sha256, within a
     phase's budget: else its size and mtime), to tell what the run changed."""
@@ -283,11 +283,11 @@ def copy_task_files(project: Path, files: Sequence[Path]) -> dict[str, FileRead]
             shutil.copytree(source, target, symlinks=True)
         else:
             shutil.copy2(source, target, follow_symlinks=False)
-    budget = ReadBudget()
-    return {relative: read_within(path, budget) for relative, path in project_files(project)}
+    budget = _ReadBudget()
+    return {relative: _read_within(path, budget) for relative, path in project_files(project)}
 
 
-def check_project_settings(project: Path) -> None:
+def _check_project_settings(project: Path) -> None:
     """Right before claude starts: no settings file but ours in the project. Claude Code merges a
     project's `permissions.allow` and `sandbox` lists into those of --settings."""
     for name in ("settings.json", "settings.local.json"):
@@ -301,19 +301,19 @@ def prepare_project(
     task: TaskSetup | None,
     home: Path | None = None,
     distractors: Sequence[Distractor] = (),
-) -> dict[str, FileRead]:
+) -> dict[str, _FileRead]:
     """The skills installed (and the crowd beside them, --distractors, which need the run's
     HOME), a task's input files copied; every file it starts with, as read (copy_task_files)."""
     install_skills(project, skills)
     if distractors:
         assert home is not None, "distractor skills are installed beside the run's HOME"
         install_distractors(project, home, distractors)
-    before = copy_task_files(project, task.files) if task else {}
-    check_project_settings(project)
+    before = _copy_task_files(project, task.files) if task else {}
+    _check_project_settings(project)
     return before
 
 
-def artifact_text(data: bytes) -> str | None:
+def _artifact_text(data: bytes) -> str | None:
     """A small UTF-8 text file's content (what the judge reads inline); None for anything else."""
     if len(data) > C.ARTIFACT_TEXT_BYTES or b"\x00" in data:
         return None
@@ -323,20 +323,20 @@ def artifact_text(data: bytes) -> str | None:
         return None
 
 
-def artifact_record(
+def _artifact_record(
     relative: str,
     path: Path,
-    before: dict[str, FileRead],
+    before: dict[str, _FileRead],
     redactor: Redactor,
-    budget: ReadBudget,
+    budget: _ReadBudget,
 ) -> tuple[ArtifactRecord, bytes | None] | None:
     """A file the run created or changed, as recorded (its copy's size and sha256: secrets in it
     masked), with the bytes to keep (None: too large to copy, or not read within the budget: then
     it is listed by its size and why); None when the run did not make it (unchanged, or an empty
     mount point the sandbox left)."""
-    if path.lstat().st_size == 0 and relative in SANDBOX_MOUNT_POINTS and relative not in before:
+    if path.lstat().st_size == 0 and relative in _SANDBOX_MOUNT_POINTS and relative not in before:
         return None
-    found = read_within(path, budget, keep=True)
+    found = _read_within(path, budget, keep=True)
     if relative in before and found.same_as(before[relative]):
         return None
     status = "changed" if relative in before else "new"
@@ -351,7 +351,7 @@ def artifact_record(
         size=len(kept) if kept is not None else found.size,
         sha256=hashlib.sha256(kept).hexdigest() if kept is not None else found.sha256,
         status=status,
-        text=artifact_text(data) if data is not None else None,  # the judge reads it as it was
+        text=_artifact_text(data) if data is not None else None,  # the judge reads it as it was
         redacted=kept != data,
     )
     return record, kept
@@ -359,10 +359,10 @@ def artifact_record(
 
 def collect_artifacts(
     project: Path,
-    before: dict[str, FileRead],
+    before: dict[str, _FileRead],
     target: Path | None,
     redactor: Redactor | None = None,
-    budget: ReadBudget | None = None,
+    budget: _ReadBudget | None = None,
 ) -> list[ArtifactRecord]:
     """Every file the run created or changed in its project; with a target folder, each copied
     there (up to the size limit) and listed in its manifest.json (path, size, sha256). A secret
@@ -372,13 +372,13 @@ def collect_artifacts(
     Files are read within a budget (ReadBudget): a sparse or huge file, or one past the phase's
     bytes or time, is listed by its size and why (`not_read`), neither hashed nor copied."""
     redactor = redactor or Redactor()
-    budget = budget or ReadBudget()
+    budget = budget or _ReadBudget()
     records = []
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)  # this eval, configuration and run's own folder
         target.mkdir(parents=True, exist_ok=True)
     for relative, path in project_files(project):
-        found = artifact_record(relative, path, before, redactor, budget)
+        found = _artifact_record(relative, path, before, redactor, budget)
         if found is None:
             continue
         record, kept = found
@@ -407,12 +407,12 @@ class TaskSetup:
 
 
 async def keep_run_files(
-    project: Path, before: dict[str, FileRead], target: Path | None
+    project: Path, before: dict[str, _FileRead], target: Path | None
 ) -> list[ArtifactRecord]:
     """collect_artifacts in a thread, so the loop (the other runs, the stop signals) goes on while
     files are read. Cancelled (a stop signal), the reading is told to stop and awaited (it ends
     within a chunk), so the run's folder is removed after it, never under it."""
-    budget = ReadBudget()
+    budget = _ReadBudget()
     work = asyncio.ensure_future(
         asyncio.to_thread(collect_artifacts, project, before, target, Redactor.for_run(), budget)
     )
@@ -426,7 +426,7 @@ async def keep_run_files(
 
 # Where a command run as the user (--unconfined Bash) writes unasked, besides what is always
 # watched: folders of the real home that hold keys, credentials and programs on PATH.
-UNCONFINED_WATCHED_TREES = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".local/bin")
+_UNCONFINED_WATCHED_TREES = (".ssh", ".aws", ".gnupg", ".docker", ".kube", ".local/bin")
 
 
 class OutsideWriteGuard:
@@ -455,7 +455,7 @@ class OutsideWriteGuard:
         self.files = [home / "settings.json", home / "settings.local.json", home / "CLAUDE.md"]
         self.top_level = [Path.cwd()]
         if unconfined:
-            self.trees += [Path.home() / name for name in UNCONFINED_WATCHED_TREES]
+            self.trees += [Path.home() / name for name in _UNCONFINED_WATCHED_TREES]
             self.top_level += [Path.home(), Path.home() / ".config", Path(tempfile.gettempdir())]
         self.top_level = list(dict.fromkeys(self.top_level))
         self.ignore = {str(Path(p).resolve()) for p in ignore}

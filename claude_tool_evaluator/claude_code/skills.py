@@ -19,10 +19,14 @@ import prompts
 
 from ..loaders.skills import SKILL_COPY_IGNORED, load_frontmatter_yaml, skill_folder_problem
 
+__all__ = [
+    "install_distractors",
+    "install_skills",
+    "skill_md_with_description",
+]
+
 if TYPE_CHECKING:
     from ..run_types import Distractor, SkillInfo
-
-__all__ = ["install_distractors", "install_skills", "skill_md_with_description"]
 
 
 def skill_md_with_description(raw: str, description: str) -> str:

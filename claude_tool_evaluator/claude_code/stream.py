@@ -28,10 +28,8 @@ from ..sinks import cap_text, one_line, tail
 __all__ = [
     "StreamCall",
     "StreamReader",
-    "StreamResult",
     "StreamText",
     "claude_run_of",
-    "content_blocks",
     "delegations_of",
     "detect_activation",
     "hook_firings_of",
@@ -39,8 +37,6 @@ __all__ = [
     "parse_stream_json",
     "read_output",
     "stream_error",
-    "tool_result_content",
-    "tool_results_of",
     "transcript_summary",
 ]
 
@@ -52,16 +48,16 @@ def normalize_skill_name(value: Any) -> str | None:
     return value.strip().lstrip("/").split()[0].split(":")[-1] or None
 
 
-SKILL_MD_PATH = re.compile(r"(?:^|[\\/])([^\\/]+)[\\/]SKILL\.md$", re.IGNORECASE)
+_SKILL_MD_PATH = re.compile(r"(?:^|[\\/])([^\\/]+)[\\/]SKILL\.md$", re.IGNORECASE)
 
 
-def skill_of_tool_use(block: dict) -> str | None:
+def _skill_of_tool_use(block: dict) -> str | None:
     """The skill a tool_use block activates: a Skill call, or a Read of a skill's SKILL.md."""
     tool_input = block["input"] if isinstance(block.get("input"), dict) else {}
     if block.get("name") == "Skill":
         return normalize_skill_name(tool_input.get("skill") or tool_input.get("command"))
     if block.get("name") == "Read":
-        match = SKILL_MD_PATH.search(
+        match = _SKILL_MD_PATH.search(
             str(tool_input.get("file_path") or tool_input.get("path") or "")
         )
         return match.group(1) if match else None
@@ -87,7 +83,7 @@ def parse_stream_json(text: str) -> tuple[list[dict], int]:
 
 
 # How Claude Code says its sandbox did not start (in a Bash result, or a run's `errors`).
-SANDBOX_FAILED = re.compile(
+_SANDBOX_FAILED = re.compile(
     r"^(?:Exit code \d+\n)?bwrap: |sandbox is required but|sandbox required but unavailable",
     re.IGNORECASE,
 )
@@ -97,14 +93,14 @@ SANDBOX_FAILED = re.compile(
 # ("Permission to use Write has been denied"), or what its sandbox answers a command that writes
 # outside ("Read-only file system"), links a file from outside ("Invalid cross-device link") or
 # that could not be sandboxed at all.
-REFUSED_TOOL = re.compile(
+_REFUSED_TOOL = re.compile(
     r"no such tool available|not enabled in this context|permission|denied|not allowed"
     r"|read-only file system|invalid cross-device link|^(?:exit code \d+\n)?bwrap: ",
     re.IGNORECASE | re.MULTILINE,
 )
 
 
-def tool_results_of(event: dict) -> list[dict]:
+def _tool_results_of(event: dict) -> list[dict]:
     message = event["message"] if isinstance(event.get("message"), dict) else {}
     content = message.get("content")
     return (
@@ -114,14 +110,14 @@ def tool_results_of(event: dict) -> list[dict]:
     )
 
 
-def tool_result_content(block: dict) -> str:
+def _tool_result_content(block: dict) -> str:
     content = block.get("content")
     if isinstance(content, list):
         return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
     return str(content or "")
 
 
-def content_blocks(event: dict) -> list[dict]:
+def _content_blocks(event: dict) -> list[dict]:
     """An assistant event's content blocks (dicts only)."""
     message = event["message"] if isinstance(event.get("message"), dict) else {}
     content = message.get("content")
@@ -129,17 +125,21 @@ def content_blocks(event: dict) -> list[dict]:
 
 
 # Hook events whose plain stdout Claude Code adds to the conversation as context.
-CONTEXT_HOOK_EVENTS = ("UserPromptSubmit", "SessionStart")
+_CONTEXT_HOOK_EVENTS = ("UserPromptSubmit", "SessionStart")
 
 
-DELEGATING_TOOLS = ("Agent", "Task")  # Task: the Agent tool's name before Claude Code 2.1
+_DELEGATING_TOOLS = ("Agent", "Task")  # Task: the Agent tool's name before Claude Code 2.1
 
 
-def delegation_of_tool_use(block: dict) -> DelegationRecord | None:
+def _delegation_of_tool_use(block: dict) -> DelegationRecord | None:
     """The delegation a tool_use block makes: an `Agent` call with its `subagent_type`."""
     tool_input = block["input"] if isinstance(block.get("input"), dict) else {}
     agent = tool_input.get("subagent_type")
-    if block.get("name") not in DELEGATING_TOOLS or not isinstance(agent, str) or not agent.strip():
+    if (
+        block.get("name") not in _DELEGATING_TOOLS
+        or not isinstance(agent, str)
+        or not agent.strip()
+    ):
         return None
     return DelegationRecord(
         agent=agent.strip(),
@@ -148,7 +148,7 @@ def delegation_of_tool_use(block: dict) -> DelegationRecord | None:
     )
 
 
-def hook_json_output(stdout: str) -> dict:
+def _hook_json_output(stdout: str) -> dict:
     """A hook's stdout as the JSON object Claude Code reads ({} when it is plain text)."""
     text = stdout.strip()
     if not text.startswith("{"):
@@ -160,7 +160,7 @@ def hook_json_output(stdout: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def hook_firing_of(event: dict) -> HookFiringRecord | None:
+def _hook_firing_of(event: dict) -> HookFiringRecord | None:
     """What a `hook_response` event (--include-hook-events) says a hook did. Claude Code's hook
     contract: exit code 2 blocks (stderr the reason), as does JSON `decision: "block"` or
     `hookSpecificOutput.permissionDecision: "deny"` (its reason); a UserPromptSubmit or
@@ -170,7 +170,7 @@ def hook_firing_of(event: dict) -> HookFiringRecord | None:
     hook_event = str(event.get("hook_event") or "")
     stdout, stderr = str(event.get("stdout") or ""), str(event.get("stderr") or "")
     exit_code = event.get("exit_code") if isinstance(event.get("exit_code"), int) else None
-    output = hook_json_output(stdout)
+    output = _hook_json_output(stdout)
     specific = output.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
     blocked = (
@@ -184,7 +184,7 @@ def hook_firing_of(event: dict) -> HookFiringRecord | None:
         else str(output.get("reason") or specific.get("permissionDecisionReason") or "")
     )
     context = str(specific.get("additionalContext") or "")
-    if not context and not output and exit_code == 0 and hook_event in CONTEXT_HOOK_EVENTS:
+    if not context and not output and exit_code == 0 and hook_event in _CONTEXT_HOOK_EVENTS:
         context = stdout
     return HookFiringRecord(
         event=hook_event,
@@ -197,7 +197,7 @@ def hook_firing_of(event: dict) -> HookFiringRecord | None:
     )
 
 
-def event_time(event: dict) -> float | None:
+def _event_time(event: dict) -> float | None:
     """An event's `timestamp` (ISO 8601, as Claude Code writes it) in seconds; None without one."""
     try:
         return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
@@ -232,7 +232,7 @@ class StreamCall:
 
 
 @dataclass
-class StreamResult:
+class _StreamResult:
     """A tool result at the top level, where it came in the stream."""
 
     output: str
@@ -255,7 +255,7 @@ class StreamReader:
         self.agents_loaded: list[str] | None = None
         self.api_retries = 0
         self.hooks: list[HookFiringRecord] = []
-        self.steps: list[StreamText | StreamCall | StreamResult] = []
+        self.steps: list[StreamText | StreamCall | _StreamResult] = []
         self.calls: dict[str, StreamCall] = {}  # tool_use id -> its latest call
         self.refused: list[str] = []  # "Write: No such tool available ..."
         self.delegations: list[DelegationRecord] = []
@@ -292,7 +292,7 @@ class StreamReader:
             self.result = event
 
     def system(self, event: dict) -> None:
-        firing = hook_firing_of(event)
+        firing = _hook_firing_of(event)
         if firing is not None:
             self.hooks.append(firing)
         subtype = event.get("subtype")
@@ -313,7 +313,7 @@ class StreamReader:
         if isinstance(message.get("usage"), dict):
             key = str(message.get("id") or len(self.spent))
             self.spent[key] = (Usage.from_api(message["usage"]), str(message.get("model") or ""))
-        blocks = content_blocks(event)
+        blocks = _content_blocks(event)
         self.tool_uses += [b for b in blocks if b.get("type") == "tool_use"]
         texts = [str(b.get("text") or "") for b in blocks if b.get("type") == "text"]
         if texts:
@@ -323,7 +323,7 @@ class StreamReader:
 
     def top_message(self, event: dict, message: dict, blocks: list[dict]) -> None:
         if not self.answered:
-            self.answered, self.first_answer_at = True, event_time(event)
+            self.answered, self.first_answer_at = True, _event_time(event)
         self.message_ids.add(str(message.get("id") or len(self.message_ids)))
         for block in blocks:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
@@ -338,18 +338,18 @@ class StreamReader:
                 )
                 self.steps.append(call)
                 self.calls[call.id] = call
-                delegation = delegation_of_tool_use(block)
+                delegation = _delegation_of_tool_use(block)
                 if delegation is not None:
                     self.delegations.append(delegation)
 
     def tool_results(self, event: dict) -> None:
         said = event.get("tool_use_result")
-        when = event_time(event)
+        when = _event_time(event)
         if isinstance(said, dict) and isinstance(said.get("connected"), list) and when is not None:
             self.connections.append((said["connected"], when))
-        for block in tool_results_of(event):
-            output, is_error = tool_result_content(block), bool(block.get("is_error"))
-            self.steps.append(StreamResult(output, is_error))
+        for block in _tool_results_of(event):
+            output, is_error = _tool_result_content(block), bool(block.get("is_error"))
+            self.steps.append(_StreamResult(output, is_error))
             call = self.calls.get(str(block.get("tool_use_id")))
             if call is not None:
                 content = block.get("content")
@@ -359,7 +359,7 @@ class StreamReader:
                     for c in (content if isinstance(content, list) else [])
                     if isinstance(c, dict) and c.get("type") == "tool_reference"
                 ]
-            if is_error and REFUSED_TOOL.search(output):
+            if is_error and _REFUSED_TOOL.search(output):
                 name = call.name if call is not None else "tool"
                 self.refused.append(f"{name}: {one_line(output, 200)}")
 
@@ -421,7 +421,7 @@ def transcript_summary(stream: StreamReader, limit: int = C.TRANSCRIPT_SUMMARY_C
             lines.append(
                 f"tool call {step.block.get('name')}({one_line(arguments, C.JUDGE_RESULT_CHARS)})"
             )
-        elif isinstance(step, StreamResult):
+        elif isinstance(step, _StreamResult):
             lines.append(
                 f"  -> {'ERROR ' if step.is_error else ''}"
                 f"{one_line(step.output or '(no output)', C.JUDGE_RESULT_CHARS)}"
@@ -429,7 +429,7 @@ def transcript_summary(stream: StreamReader, limit: int = C.TRANSCRIPT_SUMMARY_C
     return cap_text("\n".join(lines), limit)
 
 
-def result_reason(result: dict) -> str:
+def _result_reason(result: dict) -> str:
     """Why a result event says the run failed: its `result` text, else its first `errors` entry
     (an `error_during_execution` has `result: null`: "Sandbox required but unavailable: ...")."""
     if isinstance(result.get("result"), str) and result["result"].strip():
@@ -446,12 +446,12 @@ def stream_error(events: list[dict], result: dict | None) -> str | None:
     if result is None:
         return "output ended without a result event (truncated)"
     if result.get("is_error") and result.get("subtype") != "error_max_turns":
-        reason = tail(result_reason(result), 300)
+        reason = tail(_result_reason(result), 300)
         return f"claude reported an error ({result.get('subtype')}): {reason}".rstrip(": ")
     return None
 
 
-def run_error(stream: StreamReader, record: ClaudeRun, installed: Sequence[str]) -> str | None:
+def _run_error(stream: StreamReader, record: ClaudeRun, installed: Sequence[str]) -> str | None:
     missing = [
         name
         for name in installed
@@ -467,13 +467,13 @@ def run_error(stream: StreamReader, record: ClaudeRun, installed: Sequence[str])
     broken = stream_error(stream.events, stream.result)
     if broken:
         return broken
-    failed = next((c for c in record.tool_calls if SANDBOX_FAILED.search(c.output)), None)
+    failed = next((c for c in record.tool_calls if _SANDBOX_FAILED.search(c.output)), None)
     if failed is not None:  # every Bash call then fails: the run says nothing about the skill
         return f"Claude Code's sandbox did not start: {one_line(failed.output, 300)}"
     return None
 
 
-def skill_run_calls(stream: StreamReader, record: ClaudeRun) -> None:
+def _skill_run_calls(stream: StreamReader, record: ClaudeRun) -> None:
     """The top-level tool calls as a skill run records them: each call in order (its result
     cut), which skills fired (in order, after any other tools too), what Claude Code refused."""
     for turn, call in enumerate(stream.top_calls, 1):
@@ -488,7 +488,7 @@ def skill_run_calls(stream: StreamReader, record: ClaudeRun) -> None:
                 id=call.id,
             )
         )
-        skill = skill_of_tool_use(call.block)
+        skill = _skill_of_tool_use(call.block)
         if skill and skill not in record.activated_skills:
             record.activated_skills.append(skill)
     record.refused_tools = list(stream.refused)
@@ -513,7 +513,7 @@ def claude_run_of(
     record.skills_loaded, record.agents_loaded = stream.skills_loaded, stream.agents_loaded
     record.hooks, record.delegations = list(stream.hooks), list(stream.delegations)
     record.api_retries = stream.api_retries
-    skill_run_calls(stream, record)
+    _skill_run_calls(stream, record)
     texts = [s.text.strip() for s in stream.steps if isinstance(s, StreamText) and s.text.strip()]
     record.answer = texts[-1] if texts else ""
     result = stream.result
@@ -530,7 +530,7 @@ def claude_run_of(
         usage, cost = stream.answered_calls()
         if usage.total:
             record.usage, record.total_cost_usd = asdict(usage), round(cost, 6)
-    record.error = run_error(stream, record, installed)
+    record.error = _run_error(stream, record, installed)
     return record
 
 

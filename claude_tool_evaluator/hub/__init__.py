@@ -3,3 +3,5 @@ JSON-RPC), the child processes behind them, how a call is answered, the adversar
 the pins.
 
 May import: the foundations, results_schema, answers, loaders."""
+
+__all__: list[str] = []

@@ -31,6 +31,18 @@ from ..sinks import line_of, safe_name
 from .stdio import ServerConnection, explain_exception, list_all_tools, serving
 from .tools import ToolOutcome, ToolSpec, tool_result_text
 
+__all__ = [
+    "CALL_SOURCES",
+    "Cassette",
+    "CassetteRecorder",
+    "McpHub",
+    "RunTools",
+    "SOURCE_LABELS",
+    "ToolPolicy",
+    "load_mock_tools",
+    "tool_listing",
+]
+
 # One place decides (ToolPolicy.answer, called by McpHub.call_tool): a --mock-tools answer that
 # matches, else the --replay cassette's recording, else the --tool-policy: the real server, or a
 # stand-in for a tool the policy does not run (--allow-tool runs it anyway). Every answer says
@@ -48,7 +60,7 @@ SOURCE_LABELS = {
 }
 
 
-def canonical_arguments(arguments: Any) -> str:
+def _canonical_arguments(arguments: Any) -> str:
     """A call's arguments as mocks and cassettes key them: JSON, sorted keys, no spaces."""
     return json.dumps(
         arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
@@ -69,30 +81,30 @@ def tool_listing(tool: Any) -> dict:
     }
 
 
-def arguments_contain(expected: Any, actual: Any) -> bool:
+def _arguments_contain(expected: Any, actual: Any) -> bool:
     """A mock's `match`: every key it names has that value in the call (nested objects alike)."""
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(
-            k in actual and arguments_contain(v, actual[k]) for k, v in expected.items()
+            k in actual and _arguments_contain(v, actual[k]) for k, v in expected.items()
         )
     return expected == actual
 
 
-def answer_text(result: Any) -> str:
+def _answer_text(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, indent=2, ensure_ascii=False)
 
 
 @dataclass
-class MockAnswer:
+class _MockAnswer:
     match: dict | None  # None: any arguments
     output: str
     is_error: bool = False
 
 
-MOCK_KEYS = ("match", "result", "is_error")
+_MOCK_KEYS = ("match", "result", "is_error")
 
 
-def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
+def load_mock_tools(path: str | Path) -> dict[str, list[_MockAnswer]]:
     """--mock-tools FILE.json: {"tool": {"result": ..., "is_error": false}} or {"tool": [{"match":
     {partial arguments}, "result": ...}, ...]}; the first entry that matches answers."""
     path = Path(path)
@@ -101,7 +113,7 @@ def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
     hint = 'e.g. {"save_note": {"result": "saved"}} or {"get_profile": [{"match": {"user_id": "u_1"}, "result": "..."}]}'
     if not isinstance(data, dict) or not data:
         raise InputError("a --mock-tools file is a JSON object of tool names", path, None, hint)
-    mocks: dict[str, list[MockAnswer]] = {}
+    mocks: dict[str, list[_MockAnswer]] = {}
     for tool, entries in data.items():
         line = line_of(raw, json.dumps(tool))
         if not isinstance(entries, (list, dict)) or not entries:
@@ -116,13 +128,13 @@ def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
                     line,
                     hint,
                 )
-            unknown = sorted(set(entry) - set(MOCK_KEYS))
+            unknown = sorted(set(entry) - set(_MOCK_KEYS))
             if unknown:
                 raise InputError(
                     f"the mock of {tool!r} has an unknown key {unknown[0]!r}",
                     path,
                     line,
-                    f"a mock has {', '.join(MOCK_KEYS)}",
+                    f"a mock has {', '.join(_MOCK_KEYS)}",
                 )
             if "match" in entry and not isinstance(entry["match"], dict):
                 raise InputError(
@@ -136,28 +148,28 @@ def load_mock_tools(path: str | Path) -> dict[str, list[MockAnswer]]:
                     f'the "is_error" of {tool!r}\'s mock is not true or false', path, line
                 )
             mocks.setdefault(tool, []).append(
-                MockAnswer(
-                    entry.get("match"), answer_text(entry["result"]), entry.get("is_error", False)
+                _MockAnswer(
+                    entry.get("match"), _answer_text(entry["result"]), entry.get("is_error", False)
                 )
             )
     return mocks
 
 
-class CassetteTool(Record):
+class _CassetteTool(Record):
     name: str
     description: str = ""
     input_schema: dict[str, Any] = {"type": "object"}
     annotations: dict[str, Any] = {}
 
 
-class CassetteCall(Record):
+class _CassetteCall(Record):
     tool: str  # the server's own name of the tool
     arguments: dict[str, Any] = {}
     result: str
     is_error: bool = False
 
 
-class CassetteFile(Record):
+class _CassetteFile(Record):
     """One server's recording (--record DIR writes DIR/<server>.json): its tools with their
     annotations, and one answer per (tool, canonical arguments). Readable JSON, redacted."""
 
@@ -165,15 +177,15 @@ class CassetteFile(Record):
     format: Literal[C.CASSETTE_FORMAT]  # type: ignore[valid-type]
     server: str
     recorded_at: str = ""
-    tools: list[CassetteTool] = []
-    calls: list[CassetteCall] = []
+    tools: list[_CassetteTool] = []
+    calls: list[_CassetteCall] = []
 
 
-def cassette_path(folder: str | Path, server: str) -> Path:
+def _cassette_path(folder: str | Path, server: str) -> Path:
     return Path(folder) / f"{safe_name(server) or 'server'}.json"
 
 
-def load_cassette_file(path: Path) -> CassetteFile:
+def _load_cassette_file(path: Path) -> _CassetteFile:
     raw = read_text_file(path, "cassette file")
     data = parse_json_text(raw, path)
     if isinstance(data, dict) and data.get("format") != C.CASSETTE_FORMAT:
@@ -184,7 +196,7 @@ def load_cassette_file(path: Path) -> CassetteFile:
             "record one with --record DIR",
         )
     try:
-        return CassetteFile.model_validate(data)
+        return _CassetteFile.model_validate(data)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
@@ -211,7 +223,7 @@ class Cassette:
                 "give the folder a --record run wrote",
             )
         self.files = {
-            f.server: f for f in map(load_cassette_file, sorted(self.folder.glob("*.json")))
+            f.server: f for f in map(_load_cassette_file, sorted(self.folder.glob("*.json")))
         }
         if not self.files:
             raise InputError(
@@ -221,7 +233,7 @@ class Cassette:
                 "record one first: the same command with --record DIR",
             )
         self.answers = {
-            (server, call.tool, canonical_arguments(call.arguments)): call
+            (server, call.tool, _canonical_arguments(call.arguments)): call
             for server, f in self.files.items()
             for call in f.calls
         }
@@ -231,14 +243,14 @@ class Cassette:
 
     def lookup(
         self, server: str, tool: str, arguments: dict, redactor: Redactor | None
-    ) -> CassetteCall | None:
+    ) -> _CassetteCall | None:
         if server not in self.files and len(self.files) == 1:
             server = next(
                 iter(self.files)
             )  # one server, named differently now (--mcp-config vs --server)
-        found = self.answers.get((server, tool, canonical_arguments(arguments)))
+        found = self.answers.get((server, tool, _canonical_arguments(arguments)))
         if found is None and redactor is not None:  # recorded with its secrets masked
-            found = self.answers.get((server, tool, canonical_arguments(redactor.data(arguments))))
+            found = self.answers.get((server, tool, _canonical_arguments(redactor.data(arguments))))
         return found
 
 
@@ -249,24 +261,24 @@ class CassetteRecorder:
     def __init__(self, folder: str | Path, redactor: Redactor | None = None) -> None:
         self.folder = Path(folder)
         self.redactor = redactor
-        self.files: dict[str, CassetteFile] = {}
-        self.calls: dict[str, dict[tuple[str, str], CassetteCall]] = {}
+        self.files: dict[str, _CassetteFile] = {}
+        self.calls: dict[str, dict[tuple[str, str], _CassetteCall]] = {}
 
     def start(self, listings: dict[str, list[dict]]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         for server, tools in listings.items():
-            path = cassette_path(self.folder, server)
+            path = _cassette_path(self.folder, server)
             earlier = (
-                load_cassette_file(path) if path.is_file() else None
+                _load_cassette_file(path) if path.is_file() else None
             )  # a cassette grows run by run
-            self.files[server] = CassetteFile(
+            self.files[server] = _CassetteFile(
                 format=C.CASSETTE_FORMAT,
                 server=server,
                 recorded_at=now,
-                tools=[CassetteTool(**self.scrubbed(t)) for t in tools],
+                tools=[_CassetteTool(**self.scrubbed(t)) for t in tools],
             )
             self.calls[server] = {
-                (c.tool, canonical_arguments(c.arguments)): c
+                (c.tool, _canonical_arguments(c.arguments)): c
                 for c in (earlier.calls if earlier and earlier.server == server else [])
             }
             self.write(server)
@@ -278,18 +290,18 @@ class CassetteRecorder:
         if server not in self.files:
             return
         arguments = self.scrubbed(arguments)
-        self.calls[server][(tool, canonical_arguments(arguments))] = CassetteCall(
+        self.calls[server][(tool, _canonical_arguments(arguments))] = _CassetteCall(
             tool=tool, arguments=arguments, result=self.scrubbed(output), is_error=is_error
         )
         self.write(server)
 
     def write(self, server: str) -> None:
         calls = sorted(
-            self.calls[server].values(), key=lambda c: (c.tool, canonical_arguments(c.arguments))
+            self.calls[server].values(), key=lambda c: (c.tool, _canonical_arguments(c.arguments))
         )
         document = self.files[server].model_copy(update={"calls": calls}).model_dump(mode="json")
         write_text_atomic(
-            cassette_path(self.folder, server),
+            _cassette_path(self.folder, server),
             json.dumps(self.scrubbed(document), indent=2, ensure_ascii=False) + "\n",
         )
 
@@ -302,7 +314,7 @@ class ToolPolicy:
 
     policy: str = C.DEFAULT_TOOL_POLICY
     allow: tuple[str, ...] = ()
-    mocks: dict[str, list[MockAnswer]] = field(default_factory=dict)
+    mocks: dict[str, list[_MockAnswer]] = field(default_factory=dict)
     mock_file: str | None = None
     replay: Cassette | None = None
     replay_miss: str = C.DEFAULT_REPLAY_MISS
@@ -375,15 +387,15 @@ class ToolPolicy:
             lines.append(f"{tool.name} {what}: {self.treatment(tool)}, because {self.why(tool)}")
         return lines
 
-    def mocks_of(self, tool: ToolSpec) -> list[MockAnswer]:
+    def mocks_of(self, tool: ToolSpec) -> list[_MockAnswer]:
         return self.mocks.get(tool.name) or self.mocks.get(tool.remote_name) or []
 
-    def mock_for(self, tool: ToolSpec, arguments: dict) -> MockAnswer | None:
+    def mock_for(self, tool: ToolSpec, arguments: dict) -> _MockAnswer | None:
         return next(
             (
                 e
                 for e in self.mocks_of(tool)
-                if e.match is None or arguments_contain(e.match, arguments)
+                if e.match is None or _arguments_contain(e.match, arguments)
             ),
             None,
         )
@@ -427,7 +439,7 @@ class ToolPolicy:
             if self.replay_miss != "live":
                 return ToolOutcome(
                     f"replay miss: the cassette {self.replay.folder} has no recording of "
-                    f"{tool.name} with arguments {canonical_arguments(arguments)} (record it with "
+                    f"{tool.name} with arguments {_canonical_arguments(arguments)} (record it with "
                     f"--record, or run with --replay-miss live)",
                     True,
                     tool.server,
@@ -444,7 +456,7 @@ class ToolPolicy:
         return None
 
 
-def cached_tool_prefix(definitions: list[dict]) -> list[dict]:
+def _cached_tool_prefix(definitions: list[dict]) -> list[dict]:
     """Tool definitions as every request sends them: the last one marked for the prompt cache."""
     if definitions:
         definitions = [
@@ -566,7 +578,7 @@ class McpHub:
         """Sorted and built once, so every request carries byte-identical tool definitions and the
         cache_control mark on the last one caches the whole tool prefix."""
         self.definitions = {d["name"]: d for d in definitions}
-        self._anthropic_tools = cached_tool_prefix(definitions)
+        self._anthropic_tools = _cached_tool_prefix(definitions)
 
     def override_tools(self, overrides: dict[str, dict], source: str = "--tool-overrides") -> None:
         """Shows Claude another description and/or input schema for some tools (`tool` or
@@ -749,7 +761,7 @@ class RunTools:
         self.anthropic_tools = (
             hub.anthropic_tools
             if view is None
-            else cached_tool_prefix(
+            else _cached_tool_prefix(
                 [
                     dict(hub.definitions[target], name=shown)
                     for shown, target in sorted(view.items())

@@ -25,6 +25,13 @@ from ..results_schema.security import PinChangeRecord, PinRecord
 from ..sinks import json_text
 from .tools import ToolSpec
 
+__all__ = [
+    "PinsChanged",
+    "check_pins",
+    "definition_sha256",
+    "tool_definition",
+]
+
 
 # The lock file keeps, per server and tool, the SHA-256 of the tool's definition (its name,
 # description, input schema and annotations, as canonical JSON) and the definition itself, so a
@@ -34,16 +41,16 @@ from .tools import ToolSpec
 # to is left as it was. A run whose servers list no tools at all, where the file pins some, stops
 # in one line before any model call (a server that lost its tools, or failed to load them, is
 # not a server whose pins match) unless --update-pins, which pins its empty list.
-class PinnedTool(Record):
+class _PinnedTool(Record):
     sha256: str
     definition: dict[str, Any]
 
 
-class PinsFile(Record):
+class _PinsFile(Record):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     format: Literal[C.PINS_FORMAT]  # type: ignore[valid-type]
     written_at: str = ""
-    servers: dict[str, dict[str, PinnedTool]] = {}
+    servers: dict[str, dict[str, _PinnedTool]] = {}
 
 
 class PinsChanged(EvalError):
@@ -68,7 +75,7 @@ def definition_sha256(definition: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def definition_diff(server: str, tool: str, old: dict | None, new: dict | None) -> str:
+def _definition_diff(server: str, tool: str, old: dict | None, new: dict | None) -> str:
     def lines(definition: dict | None) -> list[str]:
         return [] if definition is None else json_text(definition).splitlines(keepends=True)
 
@@ -79,7 +86,7 @@ def definition_diff(server: str, tool: str, old: dict | None, new: dict | None) 
     )
 
 
-def load_pins(path: Path) -> PinsFile | None:
+def _load_pins(path: Path) -> _PinsFile | None:
     """The lock file, or None when there is none yet."""
     if not path.exists():
         return None
@@ -92,7 +99,7 @@ def load_pins(path: Path) -> PinsFile | None:
             "give --pin a file of its own (it is written on the first run)",
         )
     try:
-        return PinsFile.model_validate(data)
+        return _PinsFile.model_validate(data)
     except ValidationError as exc:
         raise InputError(
             f"not a valid pins file: {first_schema_problem(exc)}",
@@ -102,18 +109,18 @@ def load_pins(path: Path) -> PinsFile | None:
         ) from None
 
 
-def current_pins(tools: Iterable[ToolSpec]) -> dict[str, dict[str, PinnedTool]]:
-    found: dict[str, dict[str, PinnedTool]] = {}
+def _current_pins(tools: Iterable[ToolSpec]) -> dict[str, dict[str, _PinnedTool]]:
+    found: dict[str, dict[str, _PinnedTool]] = {}
     for spec in tools:
         definition = tool_definition(spec)
-        found.setdefault(spec.server, {})[spec.remote_name] = PinnedTool(
+        found.setdefault(spec.server, {})[spec.remote_name] = _PinnedTool(
             sha256=definition_sha256(definition), definition=definition
         )
     return found
 
 
-def pin_changes(
-    pinned: dict[str, dict[str, PinnedTool]], now: dict[str, dict[str, PinnedTool]]
+def _pin_changes(
+    pinned: dict[str, dict[str, _PinnedTool]], now: dict[str, dict[str, _PinnedTool]]
 ) -> list[PinChangeRecord]:
     """Every difference between the pins and the servers' tools now (servers in both, and the
     tools of a server new to the file, as added)."""
@@ -131,7 +138,7 @@ def pin_changes(
                     change="added" if old is None else "removed" if new is None else "changed",
                     pinned_sha256=old.sha256 if old else None,
                     sha256=new.sha256 if new else None,
-                    diff=definition_diff(
+                    diff=_definition_diff(
                         server,
                         tool,
                         old.definition if old else None,
@@ -147,8 +154,8 @@ def check_pins(path: str, tools: Iterable[ToolSpec], update: bool, dry_run: bool
     writes the file; later ones compare (--update-pins writes the new definitions). Raises
     PinsChanged on a change without --update-pins. A dry run writes nothing."""
     target = Path(path)
-    pinned = load_pins(target)
-    now = current_pins(tools)
+    pinned = _load_pins(target)
+    now = _current_pins(tools)
     emptied = {s: t for s, t in (pinned.servers if pinned else {}).items() if t} if not now else {}
     if emptied and not update:
         count, names = sum(len(t) for t in emptied.values()), ", ".join(sorted(emptied))
@@ -159,14 +166,14 @@ def check_pins(path: str, tools: Iterable[ToolSpec], update: bool, dry_run: bool
             "that)"
         )
     now.update({server: {} for server in emptied})  # --update-pins: pinned as empty
-    changes = pin_changes(pinned.servers if pinned else {}, now) if pinned else []
+    changes = _pin_changes(pinned.servers if pinned else {}, now) if pinned else []
     record = PinRecord(file=str(path), tools=sum(len(t) for t in now.values()), changes=changes)
     if pinned is not None and changes and not update:
         record.failed = True
         raise PinsChanged(record)
     if not dry_run and (pinned is None or (update and changes)):
         servers = dict(pinned.servers if pinned else {}, **now)
-        document = PinsFile(
+        document = _PinsFile(
             format=C.PINS_FORMAT,
             written_at=datetime.now(UTC).isoformat(timespec="seconds"),
             servers=servers,

@@ -26,22 +26,33 @@ from .. import PROGRAMS, __version__
 from ..errors import InputError, ServerError
 from ..run_types import ServerSpec
 
+__all__ = [
+    "DecoyToolServer",
+    "RUN_MARKER",
+    "die_with_parent",
+    "dying_with_parent",
+    "end_descendants",
+    "kill_process_group",
+    "load_server_object",
+    "run_marker",
+]
+
 # Every process the evaluator starts (stdio MCP servers, `claude` runs) leads a process group of
 # its own, which the evaluator kills on its way out (Ctrl-C, SIGTERM, SIGHUP, errors included);
 # and it asks the kernel for SIGKILL the moment the evaluator dies, however it dies (`kill -9`
 # too): Linux's PR_SET_PDEATHSIG, set in the child between fork and exec. A child whose parent
 # is already gone by then stops at once.
-PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG = 1
 
 
 # The `mcp` SDK starts stdio servers itself and takes no preexec hook: a server starts through
 # a trampoline (programs/die_with_parent.py), which makes the same request and then execs the
 # server (same pid, same process group, the server's own command line in `ps`).
-DIE_WITH_PARENT_EXEC = PROGRAMS / "die_with_parent.py"
+_DIE_WITH_PARENT_EXEC = PROGRAMS / "die_with_parent.py"
 
 
 @functools.lru_cache(maxsize=1)
-def linux_prctl() -> Callable[..., int] | None:
+def _linux_prctl() -> Callable[..., int] | None:
     """prctl(2) where there is one (Linux), else None."""
     if not sys.platform.startswith("linux"):
         return None
@@ -62,12 +73,12 @@ def kill_process_group(pid: int) -> None:
 
 def die_with_parent() -> Callable[[], None] | None:
     """A preexec hook: the child is SIGKILLed when this process dies."""
-    prctl, parent, kill = linux_prctl(), os.getpid(), int(signal.SIGKILL)
+    prctl, parent, kill = _linux_prctl(), os.getpid(), int(signal.SIGKILL)
     if prctl is None:
         return None
 
     def hook() -> None:
-        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
         if os.getppid() != parent:  # this process died before the request took effect
             os._exit(1)
 
@@ -79,7 +90,7 @@ def dying_with_parent(
 ) -> tuple[str, list[str]]:
     """The command line that starts `command args` so that it dies with this process. Unchanged
     where prctl is missing, or when the command is not found (the SDK then says so itself)."""
-    if linux_prctl() is None:
+    if _linux_prctl() is None:
         return command, list(args)
     if os.sep in command:
         target = Path(cwd or ".") / command
@@ -90,34 +101,41 @@ def dying_with_parent(
         )
     if not found:
         return command, list(args)
-    return sys.executable, ["-I", "-S", str(DIE_WITH_PARENT_EXEC), str(os.getpid()), command, *args]
+    return sys.executable, [
+        "-I",
+        "-S",
+        str(_DIE_WITH_PARENT_EXEC),
+        str(os.getpid()),
+        command,
+        *args,
+    ]
 
 
 # Processes that leave their group (`setsid`, a double fork, `nohup ... &` from a Bash call) escape
 # the group kill. The evaluator makes itself their subreaper (Linux's PR_SET_CHILD_SUBREAPER: an
 # orphan re-parents to it, not to pid 1), and each run gives its processes a marker in their
 # environment, so after a run every process it started is found by either and ended.
-PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 RUN_MARKER = "EVAL_RUN_ID"
 
 
 @functools.lru_cache(maxsize=1)
-def become_subreaper() -> bool:
-    prctl = linux_prctl()
-    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+def _become_subreaper() -> bool:
+    prctl = _linux_prctl()
+    return prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def run_marker() -> str:
     """A new run's marker value (its processes get RUN_MARKER=value in their environment)."""
     import uuid
 
-    become_subreaper()
+    _become_subreaper()
     return uuid.uuid4().hex
 
 
-def process_status(pid: int) -> tuple[int, str, int, int] | None:
+def _process_status(pid: int) -> tuple[int, str, int, int] | None:
     """(parent pid, state, process group, session) of a live process or zombie, from /proc."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -127,7 +145,7 @@ def process_status(pid: int) -> tuple[int, str, int, int] | None:
         return None
 
 
-def carries_marker(pid: int, marker: bytes) -> bool:
+def _carries_marker(pid: int, marker: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
             return marker in handle.read().split(b"\0")
@@ -148,11 +166,11 @@ def end_descendants(leader: int, marker: str) -> list[int]:
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in (me, leader):
                 continue
-            pid, status = int(name), process_status(int(name))
+            pid, status = int(name), _process_status(int(name))
             if status is None:
                 continue
             parent, state, group, session = status
-            if not (leader in (group, session) or carries_marker(pid, mark)):
+            if not (leader in (group, session) or _carries_marker(pid, mark)):
                 continue
             if state != "Z":
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -15,12 +15,16 @@ from typing import Any
 
 from ..run_types import ServerSpec
 
-LOOPBACK = "127.0.0.1"
-STARTUP_SECONDS = 10.0
-STOP_SECONDS = 5  # a client gone or not, a stream still open is closed after this
+__all__ = [
+    "served_over_http",
+]
+
+_LOOPBACK = "127.0.0.1"
+_STARTUP_SECONDS = 10.0
+_STOP_SECONDS = 5  # a client gone or not, a stream still open is closed after this
 
 
-def quiet_server(app: Any) -> Any:
+def _quiet_server(app: Any) -> Any:
     """A uvicorn server for one app that leaves the evaluator's signal handlers alone (Ctrl-C
     stays the evaluator's: it stops the run, and the block's exit stops the server)."""
     import uvicorn
@@ -36,7 +40,7 @@ def quiet_server(app: Any) -> Any:
             log_level="error",
             lifespan="on",
             access_log=False,
-            timeout_graceful_shutdown=STOP_SECONDS,
+            timeout_graceful_shutdown=_STOP_SECONDS,
         )
     )
 
@@ -52,19 +56,19 @@ async def served_over_http(specs: Sequence[ServerSpec]) -> AsyncIterator[list[Se
     try:
         for spec in specs:
             listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listening.bind((LOOPBACK, 0))
+            listening.bind((_LOOPBACK, 0))
             port = listening.getsockname()[1]
-            server = quiet_server(spec.instance.streamable_http_app(host=LOOPBACK))
+            server = _quiet_server(spec.instance.streamable_http_app(host=_LOOPBACK))
             servers.append(server)
             tasks.append(asyncio.create_task(server.serve(sockets=[listening])))
-            for _ in range(int(STARTUP_SECONDS / 0.01)):
+            for _ in range(int(_STARTUP_SECONDS / 0.01)):
                 if server.started or tasks[-1].done():
                     break
                 await asyncio.sleep(0.01)
             if not server.started:
                 raise OSError(f"the in-process server {spec.name} did not start serving")
             reachable.append(
-                ServerSpec(name=spec.name, kind="http", url=f"http://{LOOPBACK}:{port}/mcp")
+                ServerSpec(name=spec.name, kind="http", url=f"http://{_LOOPBACK}:{port}/mcp")
             )
         yield reachable
     finally:

@@ -30,18 +30,27 @@ from ..sinks import tail, terminal_text
 from ..stopping import STOPPED_AT_END
 from .processes import dying_with_parent, kill_process_group, load_server_object
 
+__all__ = [
+    "ServerConnection",
+    "ServersStdout",
+    "explain_exception",
+    "list_all_tools",
+    "serving",
+    "start_stdio_servers",
+]
+
 if TYPE_CHECKING:
     from ..run_types import ServerSpec
 
 
 # The server connection whose task (and the tasks and worker threads it starts) is running: its
 # stdout noise and, for an in-process server, its prints are told apart from ours by it.
-SERVING: contextvars.ContextVar[ServerConnection | None] = contextvars.ContextVar(
+_SERVING: contextvars.ContextVar[ServerConnection | None] = contextvars.ContextVar(
     "serving", default=None
 )
 
 
-STDOUT_NOISE_TOLD: dict[int, ServerSpec] = {}  # id -> spec of the servers already warned about
+_STDOUT_NOISE_TOLD: dict[int, ServerSpec] = {}  # id -> spec of the servers already warned about
 
 
 class ServersStdout:
@@ -53,7 +62,7 @@ class ServersStdout:
         self.stdout, self.users = stdout, 0
 
     def target(self) -> Any:
-        connection = SERVING.get()
+        connection = _SERVING.get()
         return (
             sys.stderr
             if connection is not None and connection.spec.kind == "module"
@@ -74,12 +83,12 @@ async def serving(connection: ServerConnection, call: Any) -> Any:
     """Awaits a call to a server in a context that names it (wait_for runs this in a task of its
     own, so the caller's context is untouched): the SDK runs an in-process server's handlers in
     the context of the request's sender, so its prints are told apart by this."""
-    SERVING.set(connection)
+    _SERVING.set(connection)
     return await call
 
 
 @contextlib.contextmanager
-def servers_stdout_to_stderr() -> Any:
+def _servers_stdout_to_stderr() -> Any:
     proxy = sys.stdout if isinstance(sys.stdout, ServersStdout) else ServersStdout(sys.stdout)
     sys.stdout = proxy
     proxy.users += 1
@@ -91,12 +100,12 @@ def servers_stdout_to_stderr() -> Any:
             sys.stdout = proxy.stdout
 
 
-def tell_stdout_noise() -> None:
+def _tell_stdout_noise() -> None:
     """A server (the one SERVING names) wrote a stdout line that is no MCP message: one warning,
     the first time."""
-    connection = SERVING.get()
-    if connection is not None and id(connection.spec) not in STDOUT_NOISE_TOLD:
-        STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
+    connection = _SERVING.get()
+    if connection is not None and id(connection.spec) not in _STDOUT_NOISE_TOLD:
+        _STDOUT_NOISE_TOLD[id(connection.spec)] = connection.spec
         click.echo(
             f"warning: MCP server '{terminal_text(connection.spec.name)}' writes lines to stdout that are "
             "not MCP messages; they are ignored (a server should log to stderr)",
@@ -104,23 +113,23 @@ def tell_stdout_noise() -> None:
         )
 
 
-class StdoutNoiseFilter(logging.Filter):
+class _StdoutNoiseFilter(logging.Filter):
     """The SDK logs a traceback for every stdout line of a server that is not an MCP message
     (164 lines for 15 of them): one warning line per server instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.getMessage().startswith("Failed to parse JSONRPC message"):
             return True
-        tell_stdout_noise()
+        _tell_stdout_noise()
         return False
 
 
 @functools.cache
-def filter_stdout_noise() -> None:
-    logging.getLogger("mcp.client.stdio").addFilter(StdoutNoiseFilter())
+def _filter_stdout_noise() -> None:
+    logging.getLogger("mcp.client.stdio").addFilter(_StdoutNoiseFilter())
 
 
-def http_transport(url: str, headers: dict[str, str]) -> Any:
+def _http_transport(url: str, headers: dict[str, str]) -> Any:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -136,7 +145,7 @@ def http_transport(url: str, headers: dict[str, str]) -> Any:
     return transport()
 
 
-def sse_transport(url: str, headers: dict[str, str]) -> Any:
+def _sse_transport(url: str, headers: dict[str, str]) -> Any:
     """The legacy HTTP+SSE transport (`"type": "sse"`, `--transport sse`), through the SDK's client."""
     from mcp.client.sse import sse_client
 
@@ -162,19 +171,19 @@ def explain_exception(exc: BaseException | None) -> str:
 # ---------------------------------------------------------------------------- stdio servers: started early, stopped at once
 # What a stdio server inherits of this environment besides its own `env`: what the SDK's stdio
 # client passes (mcp.client.stdio.get_default_environment), so a server sees the same either way.
-STDIO_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+_STDIO_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
-def stdio_environment(extra: Mapping[str, str]) -> dict[str, str]:
+def _stdio_environment(extra: Mapping[str, str]) -> dict[str, str]:
     inherited = {
         key: value
-        for key in STDIO_INHERITED_ENV
+        for key in _STDIO_INHERITED_ENV
         if (value := os.environ.get(key)) is not None and not value.startswith("()")
     }
     return {**inherited, **extra}
 
 
-def group_alive(pgid: int) -> bool:
+def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -184,7 +193,7 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def stdio_message(line: bytes) -> Any:
+def _stdio_message(line: bytes) -> Any:
     """One stdout line of a server as the MCP session takes it: a message, or the error of a line
     that is none (the session skips it; the user is told once)."""
     import mcp_types
@@ -193,20 +202,20 @@ def stdio_message(line: bytes) -> Any:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
-        tell_stdout_noise()
+        _tell_stdout_noise()
         return exc
 
 
 # Stdio servers started before the hub asked for them, by what starts them (command, arguments,
 # environment, folder): the first connection to such a server takes its process. Every one this
 # invocation started, for its end.
-EARLY_SERVERS: dict[tuple, StdioServer] = {}
+_EARLY_SERVERS: dict[tuple, _StdioServer] = {}
 
 
-STDIO_SERVERS: list[StdioServer] = []
+_STDIO_SERVERS: list[_StdioServer] = []
 
 
-class StdioServer:
+class _StdioServer:
     """A stdio MCP server's process, started by the evaluator rather than by the SDK, so it can
     start as soon as the command line is read (start_stdio_servers: its start-up then overlaps
     the suite's loading and the SDK imports) and stop in milliseconds: stdin closed, `grace`
@@ -229,13 +238,13 @@ class StdioServer:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self.stderr,
-                env=stdio_environment(spec.env),
+                env=_stdio_environment(spec.env),
                 cwd=spec.cwd,
                 start_new_session=True,
             )
         except (OSError, ValueError) as exc:
             self.failure = exc
-        STDIO_SERVERS.append(self)
+        _STDIO_SERVERS.append(self)
 
     @asynccontextmanager
     async def transport(self) -> Any:
@@ -264,7 +273,7 @@ class StdioServer:
                     rest = lines.pop()
                     for line in lines:
                         if line.strip():
-                            await incoming_sender.send(stdio_message(line))
+                            await incoming_sender.send(_stdio_message(line))
 
         async def write_stdin() -> None:
             try:
@@ -297,12 +306,12 @@ class StdioServer:
             await asyncio.sleep(0.005)
         for signum, wait in ((signal.SIGTERM, C.SERVER_TERM_WAIT), (signal.SIGKILL, 1.0)):
             process.poll()  # a leader that exited is reaped: it no longer keeps the group alive
-            if not group_alive(process.pid):
+            if not _group_alive(process.pid):
                 break
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signum)
             deadline = time.monotonic() + wait
-            while group_alive(process.pid) and time.monotonic() < deadline:
+            while _group_alive(process.pid) and time.monotonic() < deadline:
                 process.poll()
                 await asyncio.sleep(0.005)
         if self.reading is not None:
@@ -321,7 +330,7 @@ class StdioServer:
     def kill(self) -> None:
         """The group goes at once (the invocation ends: nothing of it may outlive it)."""
         if self.process is not None:
-            if self.process.poll() is None or group_alive(self.process.pid):
+            if self.process.poll() is None or _group_alive(self.process.pid):
                 kill_process_group(self.process.pid)
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 self.process.wait(timeout=1.0)
@@ -329,7 +338,7 @@ class StdioServer:
         self.stderr.close()
 
 
-def stdio_key(spec: ServerSpec) -> tuple:
+def _stdio_key(spec: ServerSpec) -> tuple:
     return spec.command, tuple(spec.args), tuple(sorted(spec.env.items())), spec.cwd
 
 
@@ -338,25 +347,25 @@ def start_stdio_servers(specs: Iterable[ServerSpec]) -> None:
     if os.name != "posix":
         return
     for spec in specs:
-        if spec.kind == "stdio" and stdio_key(spec) not in EARLY_SERVERS:
-            EARLY_SERVERS[stdio_key(spec)] = StdioServer(spec)
+        if spec.kind == "stdio" and _stdio_key(spec) not in _EARLY_SERVERS:
+            _EARLY_SERVERS[_stdio_key(spec)] = _StdioServer(spec)
 
 
-def stdio_server(spec: ServerSpec) -> StdioServer:
+def _stdio_server(spec: ServerSpec) -> _StdioServer:
     """The server's process: the one started early, else one started now."""
-    return EARLY_SERVERS.pop(stdio_key(spec), None) or StdioServer(spec)
+    return _EARLY_SERVERS.pop(_stdio_key(spec), None) or _StdioServer(spec)
 
 
-def stop_stdio_servers() -> None:
+def _stop_stdio_servers() -> None:
     """The end of an invocation: servers no connection took, or whose stop was cut short, go at
     once (their process groups killed)."""
-    EARLY_SERVERS.clear()
-    while STDIO_SERVERS:
-        STDIO_SERVERS.pop().kill()
+    _EARLY_SERVERS.clear()
+    while _STDIO_SERVERS:
+        _STDIO_SERVERS.pop().kill()
 
 
 # whatever ended the invocation, no server outlives it
-STOPPED_AT_END.append(stop_stdio_servers)
+STOPPED_AT_END.append(_stop_stdio_servers)
 
 
 class ServerConnection:
@@ -369,9 +378,9 @@ class ServerConnection:
         self.spec = spec
         self.connect_timeout = connect_timeout
         self.client: Any = None
-        self.stdio: StdioServer | None = None  # a stdio server's process (POSIX)
+        self.stdio: _StdioServer | None = None  # a stdio server's process (POSIX)
         if spec.kind == "stdio" and os.name == "posix":
-            self.stdio = stdio_server(spec)
+            self.stdio = _stdio_server(spec)
             self.stdio.grace = stop_grace
             self._stderr = self.stdio.stderr
         else:
@@ -402,18 +411,18 @@ class ServerConnection:
             )
             return Client(stdio_client(params, errlog=self._stderr), read_timeout_seconds=None)
         if spec.kind == "http":
-            return Client(http_transport(spec.url, spec.headers))
+            return Client(_http_transport(spec.url, spec.headers))
         if spec.kind == "sse":
-            return Client(sse_transport(spec.url, spec.headers))
+            return Client(_sse_transport(spec.url, spec.headers))
         return Client(spec.instance if spec.instance is not None else load_server_object(spec))
 
     async def _serve(self) -> None:
-        SERVING.set(self)  # this task's context, inherited by every task and thread it starts
-        filter_stdout_noise()
+        _SERVING.set(self)  # this task's context, inherited by every task and thread it starts
+        _filter_stdout_noise()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if self.spec.kind == "module":
-                    stack.enter_context(servers_stdout_to_stderr())
+                    stack.enter_context(_servers_stdout_to_stderr())
                 client = await stack.enter_async_context(self._client())
                 self.client = client
                 self._ready.set()

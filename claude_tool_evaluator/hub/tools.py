@@ -15,9 +15,16 @@ from typing import Any
 from ..patterns import BadPattern, untrusted_search
 from ..sinks import cap_text
 
+__all__ = [
+    "ToolOutcome",
+    "ToolSpec",
+    "tool_result_text",
+    "untrusted_schema_validator",
+]
+
 
 # ---------------------------------------------------------------------------- tool schemas, checked without Python's backtracking `re`
-class UntrustedRe:
+class _UntrustedRe:
     """What jsonschema's keyword functions call as `re` (only `re.search`): untrusted_search."""
 
     @staticmethod
@@ -28,7 +35,7 @@ class UntrustedRe:
 
 
 @functools.lru_cache(maxsize=1)
-def jsonschema_keywords_without_re() -> dict[Callable, Callable]:
+def _jsonschema_keywords_without_re() -> dict[Callable, Callable]:
     """Each of jsonschema's keyword functions -> a copy whose `re`, and that of every helper it
     calls, is UntrustedRe: `pattern`, `patternProperties`, `additionalProperties` and
     `unevaluatedProperties` keep jsonschema's own rules and messages, and a server's patterns never
@@ -45,7 +52,7 @@ def jsonschema_keywords_without_re() -> dict[Callable, Callable]:
         }
 
     def rebound(module: Any, helpers: dict[str, Callable]) -> dict[str, Any]:
-        namespace = {**vars(module), **helpers, "re": UntrustedRe}
+        namespace = {**vars(module), **helpers, "re": _UntrustedRe}
         for name, function in own_functions(module).items():
             copy = types.FunctionType(
                 function.__code__, namespace, name, function.__defaults__, function.__closure__
@@ -68,7 +75,7 @@ def untrusted_schema_validator(base: Any) -> Any:
     """A jsonschema validator class like `base`, whose regular expressions are untrusted_search's."""
     import jsonschema
 
-    copies = jsonschema_keywords_without_re()
+    copies = _jsonschema_keywords_without_re()
     keywords = {name: copies.get(function, function) for name, function in base.VALIDATORS.items()}
     return jsonschema.validators.extend(base, keywords)
 

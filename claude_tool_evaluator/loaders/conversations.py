@@ -15,10 +15,15 @@ from ..files import read_text_file
 from ..run_types import PriorMessage, TestCase
 from .skills import markdown_code_lines
 
+__all__ = [
+    "conversation_case",
+    "load_conversation",
+]
+
 # A turn header is a line of its own. The first header in a file fixes the file's style, and
 # only headers of that style start turns afterwards: a "User: 42" line inside an answer of a
 # `**User**` file is content, not a new turn.
-TURN_HEADER_STYLES = {
+_TURN_HEADER_STYLES = {
     # `**User**` alone, or `**User:** text` / `**User**: text`; never `**User** management ...`
     "bold": re.compile(
         r"\*\*(user|assistant)(?:\*\*|:\*\*[ \t]*(.*)|\*\*[ \t]*:[ \t]*(.*))", re.IGNORECASE
@@ -28,27 +33,27 @@ TURN_HEADER_STYLES = {
 }
 
 
-THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
+_THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])([ \t]*\1){2,}[ \t]*")
 
 
 @dataclass
-class TurnHeader:
+class _TurnHeader:
     style: str
     role: str
     rest: str  # text after the header on the same line (`User: hi`)
 
 
-def parse_turn_header(line: str, style: str | None) -> TurnHeader | None:
-    styles = [style] if style else list(TURN_HEADER_STYLES)
+def _parse_turn_header(line: str, style: str | None) -> _TurnHeader | None:
+    styles = [style] if style else list(_TURN_HEADER_STYLES)
     for name in styles:
-        match = TURN_HEADER_STYLES[name].fullmatch(line.strip())
+        match = _TURN_HEADER_STYLES[name].fullmatch(line.strip())
         if match:
             rest = next((g for g in match.groups()[1:] if g), "")
-            return TurnHeader(name, match.group(1).lower(), rest.strip())
+            return _TurnHeader(name, match.group(1).lower(), rest.strip())
     return None
 
 
-def skip_frontmatter(lines: list[str]) -> int:
+def _skip_frontmatter(lines: list[str]) -> int:
     """Index of the first line after a leading YAML frontmatter block (0 when there is none)."""
     if lines and lines[0].strip() == "---":
         for index in range(1, len(lines)):
@@ -57,36 +62,36 @@ def skip_frontmatter(lines: list[str]) -> int:
     return 0
 
 
-def message_text(body: list[str]) -> str:
+def _message_text(body: list[str]) -> str:
     """A message's text without surrounding blank lines or the rules that separate turns."""
-    while body and (not body[-1].strip() or THEMATIC_BREAK.fullmatch(body[-1])):
+    while body and (not body[-1].strip() or _THEMATIC_BREAK.fullmatch(body[-1])):
         body = body[:-1]
     return "\n".join(body).strip("\n").strip()
 
 
-def split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
+def _split_conversation_turns(lines: list[str], path: Path) -> list[PriorMessage]:
     """Headed blocks in file order; a header inside a fenced or indented code block is content
     (markdown-it decides what is code, and refuses a fence never closed), and text before the
     first header (a title, notes) belongs to no message."""
     turns: list[PriorMessage] = []
     body: list[str] = []
     style: str | None = None
-    first = skip_frontmatter(lines)
+    first = _skip_frontmatter(lines)
     # the frontmatter is not markdown: its `---` lines would read as rules or setext headings
     code = markdown_code_lines(lines[first:], path, first + 1)
     for index, line in enumerate(lines[first:]):
-        header = None if index in code else parse_turn_header(line, style)
+        header = None if index in code else _parse_turn_header(line, style)
         if header is None:
             if turns:  # text before the first header is a title or notes, not a message
                 body.append(line)
             continue
         if turns:
-            turns[-1].content = message_text(body)
+            turns[-1].content = _message_text(body)
         style = header.style
         turns.append(PriorMessage(header.role, "", first + index + 1))
         body = [header.rest] if header.rest else []
     if turns:
-        turns[-1].content = message_text(body)
+        turns[-1].content = _message_text(body)
     return turns
 
 
@@ -98,7 +103,7 @@ def load_conversation(path: str | Path) -> list[PriorMessage]:
     start with the user and has no use for two assistant answers in a row, so those are errors."""
     path = Path(path)
     raw = read_text_file(path, "conversation file")
-    turns = split_conversation_turns(raw.splitlines(), path)
+    turns = _split_conversation_turns(raw.splitlines(), path)
     if not turns:
         raise InputError(
             "no conversation turns found",

@@ -23,6 +23,29 @@ from ..run_types import TestCase
 from ..sinks import line_of
 from .servers import wrong_file
 
+__all__ = [
+    "ANY_OF",
+    "ARGS_MATCH_MODES",
+    "CSV_COLUMNS",
+    "CsvSuite",
+    "OPTIONAL",
+    "ORDER_MODES",
+    "TOOL_BOUND_ARGUMENTS",
+    "TOOL_OVERRIDE_KEYS",
+    "case_tool_view",
+    "check_case_tools",
+    "csv_case",
+    "csv_records",
+    "filter_by_names",
+    "filter_by_tags",
+    "is_alternatives",
+    "load_csv_suite",
+    "load_tool_overrides",
+    "name_matcher",
+    "split_list",
+    "verify_command",
+]
+
 CSV_COLUMNS: tuple[str, ...] = (
     "test_name",
     "user_prompt",
@@ -74,7 +97,7 @@ def is_alternatives(value: Any) -> bool:
     return isinstance(value, dict) and ANY_OF in value and set(value) <= {ANY_OF, OPTIONAL}
 
 
-def expected_value_problem(value: Any, where: str) -> str | None:
+def _expected_value_problem(value: Any, where: str) -> str | None:
     """Why an expected argument value is malformed (None when it is fine)."""
     if isinstance(value, dict):
         if any(k in (ANY_OF, OPTIONAL) for k in value) and not is_alternatives(value):
@@ -88,7 +111,7 @@ def expected_value_problem(value: Any, where: str) -> str | None:
             return next(
                 filter(
                     None,
-                    (expected_value_problem(v, f"{where}[{i}]") for i, v in enumerate(options)),
+                    (_expected_value_problem(v, f"{where}[{i}]") for i, v in enumerate(options)),
                 ),
                 None,
             )
@@ -97,10 +120,10 @@ def expected_value_problem(value: Any, where: str) -> str | None:
         items = ((str(i), v) for i, v in enumerate(value))
     else:
         return None
-    return next(filter(None, (expected_value_problem(v, f"{where}.{k}") for k, v in items)), None)
+    return next(filter(None, (_expected_value_problem(v, f"{where}.{k}") for k, v in items)), None)
 
 
-def expected_args_problem(expected_args: Any) -> str | None:
+def _expected_args_problem(expected_args: Any) -> str | None:
     """Why a case's expected_args is malformed: it is {tool: {arg: value}} or {tool: [{arg:
     value}, ...]} (several calls of the tool), with alternatives where an argument has several."""
     if not isinstance(expected_args, dict):
@@ -113,7 +136,7 @@ def expected_args_problem(expected_args: Any) -> str | None:
             )
         for i, call in enumerate(listed):
             where = f"{tool}[{i}]" if isinstance(calls, list) else tool
-            problem = expected_value_problem(call, where)
+            problem = _expected_value_problem(call, where)
             if problem or is_alternatives(call):
                 return problem or f"{where}: {ANY_OF} belongs to an argument, not to all of them"
     return None
@@ -122,7 +145,7 @@ def expected_args_problem(expected_args: Any) -> str | None:
 ORDER_MODES = ("any", "strict", "in_order", "subset", "superset")
 
 
-TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1", "y"), ("false", "no", "0", "n", "")
+_TRUE_WORDS, _FALSE_WORDS = ("true", "yes", "1", "y"), ("false", "no", "0", "n", "")
 
 
 def split_list(value: str) -> list[str]:
@@ -157,7 +180,7 @@ def csv_records(text: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
         ) from None
 
 
-def csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
+def _csv_count(row: dict[str, str], column: str, fail: Callable[..., InputError]) -> int | None:
     value = (row.get(column) or "").strip()
     if not value:
         return None
@@ -183,7 +206,7 @@ def verify_command(value: str, fail: Callable[..., InputError]) -> str:
     return value
 
 
-def csv_answer(
+def _csv_answer(
     row: dict[str, str], name: str, fail: Callable[..., InputError]
 ) -> tuple[str | None, str]:
     """The expected_answer and answer_match columns, checked: a bad mode is the row's error."""
@@ -224,7 +247,7 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
                 'write it as {"tool_name": {"param": "value"}}',
             ) from None
         check_json_depth(expected_args, "expected_args", path, line)
-        problem = expected_args_problem(expected_args)
+        problem = _expected_args_problem(expected_args)
         if problem:
             raise fail(
                 problem,
@@ -242,7 +265,7 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
             f"order {order!r} is not one of {', '.join(ORDER_MODES)}", "leave it empty for any"
         )
     flag = (row.get("expect_no_tools") or "").strip().lower()
-    if flag not in TRUE_WORDS + FALSE_WORDS:
+    if flag not in _TRUE_WORDS + _FALSE_WORDS:
         raise fail(f"expect_no_tools {flag!r} is not true or false", "write true or false")
     case = TestCase(
         name=name,
@@ -253,9 +276,9 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         expected_args=expected_args,
         args_match=args_match,
         order=order,
-        max_tool_calls=csv_count(row, "max_tool_calls", fail),
-        min_tool_calls=csv_count(row, "min_tool_calls", fail),
-        expect_no_tools=flag in TRUE_WORDS,
+        max_tool_calls=_csv_count(row, "max_tool_calls", fail),
+        min_tool_calls=_csv_count(row, "min_tool_calls", fail),
+        expect_no_tools=flag in _TRUE_WORDS,
         tags=split_list(row.get("tags", "")),
         simulated_user=goal,
         source=str(path),
@@ -270,7 +293,7 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
         verify_command(row.get("verify") or "", fail),
     )
     case.args_ignore = split_list(row.get("args_ignore", ""))
-    case.expected_answer, case.answer_match = csv_answer(row, name, fail)
+    case.expected_answer, case.answer_match = _csv_answer(row, name, fail)
     if case.expect_no_tools and case.expected_tools:
         raise fail(
             f"test {name!r} sets expect_no_tools and also lists expected_tools", "keep one of them"
@@ -448,7 +471,7 @@ def case_tool_view(case: TestCase) -> dict[str, str] | None:
     return {shown.strip(): (target or shown).strip() for shown, _, target in pairs}
 
 
-def tools_named(cases: Iterable[TestCase]) -> set[str] | None:
+def _tools_named(cases: Iterable[TestCase]) -> set[str] | None:
     """Every tool the cases name (expected, forbidden, or with expected arguments); None when a
     case shows Claude only some tools (`tools`), whose names are checked case by case."""
     if isinstance(cases, CsvSuite):  # counted when the file was checked: no pass over its cases
@@ -466,7 +489,7 @@ def check_case_tools(cases: Iterable[TestCase], available: Sequence[str]) -> Non
     Claude only some of them, be one of those): typos cost no money."""
     import difflib
 
-    named = tools_named(cases)
+    named = _tools_named(cases)
     if named is not None and named <= set(available):
         return  # a CSV suite knows its tools: no pass over its cases
     problems = []
@@ -507,7 +530,7 @@ TOOL_OVERRIDE_KEYS = ("description", "input_schema")
 TOOL_BOUND_ARGUMENTS = "arguments"
 
 
-TOOL_OVERRIDES_HINT = (
+_TOOL_OVERRIDES_HINT = (
     'write {"tool_name": {"description": "...", "input_schema": {...}}}, either key optional'
 )
 
@@ -522,7 +545,7 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
             "--tool-overrides must be a JSON object of tool name to override",
             path,
             1,
-            TOOL_OVERRIDES_HINT,
+            _TOOL_OVERRIDES_HINT,
         )
     for name, override in data.items():
         line = line_of(raw, json.dumps(name))
@@ -536,7 +559,7 @@ def load_tool_overrides(path: str | Path) -> dict[str, dict]:
                 "and/or arguments",
                 path,
                 line,
-                TOOL_OVERRIDES_HINT,
+                _TOOL_OVERRIDES_HINT,
             )
         description = override.get("description")
         if "description" in override and (
@@ -572,12 +595,12 @@ def filter_by_tags(cases: Sequence[TestCase], tags: Sequence[str]) -> Sequence[T
 
 # -k EXPR: pytest's keyword expressions over case names. A word matches a name that holds it (any
 # case); `and`, `or`, `not` and parentheses combine them: `-k "tables and not slow"`.
-KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+_KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
 
 
 def name_matcher(expression: str) -> Callable[[str], bool]:
     """-k EXPR as a predicate on names; a malformed expression is one line."""
-    tokens = KEYWORD_TOKEN.findall(expression)
+    tokens = _KEYWORD_TOKEN.findall(expression)
     at = [0]
 
     def problem(what: str) -> InputError:

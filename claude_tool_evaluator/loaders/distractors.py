@@ -24,19 +24,35 @@ from ..run_types import Distractor
 from ..sinks import one_line
 from .skills import SKILL_COPY_IGNORED, SKILL_NAME_RULE, load_skill, skill_description_problem
 
-DISTRACTOR_HINT = (
+__all__ = [
+    "CrowdStep",
+    "DecoySkill",
+    "DecoyTool",
+    "DecoysFile",
+    "DistractorSource",
+    "SkillCrowd",
+    "decoy_skills_problem",
+    "decoy_tools_problem",
+    "load_decoys_file",
+    "load_distractor_skills",
+    "parse_distractor_source",
+    "parse_steps",
+    "seeded_order",
+]
+
+_DISTRACTOR_HINT = (
     "give a folder of skills, `installed` (your ~/.claude skills and plugin skills) or "
     "lookalike:N (N decoys the model writes)"
 )
 
 
-DISTRACTOR_TOOLS_HINT = (
+_DISTRACTOR_TOOLS_HINT = (
     "give an mcpServers JSON file (its servers' tools sit beside yours) or lookalike:N (N decoy "
     "tools the model writes)"
 )
 
 
-TOOL_NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TOOL_NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ def parse_distractor_source(value: str, flag: str, tools: bool = False) -> Distr
                 f"{flag} {value}: ask for 1 to {C.MAX_DECOYS} decoys", hint="e.g. lookalike:20"
             )
         return DistractorSource("lookalike", text, count=count)
-    hint = DISTRACTOR_TOOLS_HINT if tools else DISTRACTOR_HINT
+    hint = _DISTRACTOR_TOOLS_HINT if tools else _DISTRACTOR_HINT
     if text == "installed" and not tools:
         return DistractorSource("installed", text)
     path = Path(text).expanduser()
@@ -73,7 +89,7 @@ def parse_distractor_source(value: str, flag: str, tools: bool = False) -> Distr
     return DistractorSource("folder", text, path)
 
 
-def skill_files_under(folder: Path, depth: int = C.DISTRACTOR_SEARCH_DEPTH) -> list[Path]:
+def _skill_files_under(folder: Path, depth: int = C.DISTRACTOR_SEARCH_DEPTH) -> list[Path]:
     """The SKILL.md files in a folder of skills (a checkout of a skills collection, say), at most
     `depth` folders down; a folder holding a SKILL.md is one skill and is not searched further."""
     found = []
@@ -92,7 +108,7 @@ def skill_files_under(folder: Path, depth: int = C.DISTRACTOR_SEARCH_DEPTH) -> l
     return sorted(found)
 
 
-def installed_skill_files(home: Path) -> list[Path]:
+def _installed_skill_files(home: Path) -> list[Path]:
     """The user's own skills (~/.claude/skills/NAME/SKILL.md) and their plugins' skills
     (~/.claude/plugins/.../skills/NAME/SKILL.md), read where they are: nothing is written there."""
     claude = home / ".claude"
@@ -118,13 +134,13 @@ def load_distractor_skills(
     skipped: list[str] = []
     for source in sources:
         if source.kind == "folder" and source.path is not None:
-            files = skill_files_under(source.path)
+            files = _skill_files_under(source.path)
             if not files:
                 raise InputError(
-                    "--distractors: no SKILL.md in this folder", source.path, hint=DISTRACTOR_HINT
+                    "--distractors: no SKILL.md in this folder", source.path, hint=_DISTRACTOR_HINT
                 )
         elif source.kind == "installed":
-            files = installed_skill_files(home or Path.home())
+            files = _installed_skill_files(home or Path.home())
         else:
             continue
         for path in files:
@@ -234,7 +250,7 @@ def decoy_tools_problem(decoys: Sequence[DecoyTool], taken: Iterable[str]) -> st
     """Why a set of decoy tools cannot be offered (None when it can)."""
     seen = set(taken)
     for decoy in decoys:
-        if not TOOL_NAME_RULE.fullmatch(decoy.name):
+        if not _TOOL_NAME_RULE.fullmatch(decoy.name):
             return f"the name {decoy.name!r} is not letters, digits, _ and - (at most 64)"
         if decoy.name in seen:
             return f"the name {decoy.name!r} is taken"

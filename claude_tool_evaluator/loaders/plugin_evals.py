@@ -20,9 +20,24 @@ from ..files import read_text_file
 from .servers import read_plugin_manifest
 from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
 
+__all__ = [
+    "MAX_RUNS",
+    "Plugin",
+    "PluginCase",
+    "PluginGrader",
+    "ToolStep",
+    "case_warnings",
+    "eval_dir_of",
+    "installed_plugins",
+    "load_case",
+    "load_plugin",
+    "python_pattern",
+    "resolve_plugin",
+]
+
 # Claude Code's case schema (2.1.332): what a case.yaml's top level and its `execution` hold,
 # and which of those a prompt.md's frontmatter may set (anything else there is refused).
-CASE_TOP_KEYS = (
+_CASE_TOP_KEYS = (
     "schema_version",
     "name",
     "description",
@@ -31,7 +46,7 @@ CASE_TOP_KEYS = (
     "runs",
     "expected_outcome",
 )
-EXECUTION_KEYS = (
+_EXECUTION_KEYS = (
     "model",
     "max_turns",
     "timeout_seconds",
@@ -42,25 +57,25 @@ EXECUTION_KEYS = (
     "append_system_prompt",
     "env",
 )
-CASE_YAML_KEYS = (*CASE_TOP_KEYS, "context", "execution", "graders")
+_CASE_YAML_KEYS = (*_CASE_TOP_KEYS, "context", "execution", "graders")
 # What Claude Code acts on that a `plugin` run here does not (yet): said in one warning line.
-NOT_HONOURED_EXECUTION = (
+_NOT_HONOURED_EXECUTION = (
     "disallowed_tools",
     "artifact_publish",
     "growthbook_overrides",
     "append_system_prompt",
     "env",
 )
-SUPPORTED_SCHEMA_MAJOR = 1
-DEFAULT_RUNS, MAX_RUNS = 3, 50
-DEFAULT_MAX_TURNS, MAX_TURNS = 10, 200
-DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS = 300, 3600
+_SUPPORTED_SCHEMA_MAJOR = 1
+_DEFAULT_RUNS, MAX_RUNS = 3, 50
+_DEFAULT_MAX_TURNS, _MAX_TURNS = 10, 200
+_DEFAULT_TIMEOUT_SECONDS, _MAX_TIMEOUT_SECONDS = 300, 3600
 
-TARGETS = ("trace", "last_message", "files", "mock_calls")
-COMMON_GRADER_FIELDS = ("type", "name", "weight", "arm")
+_TARGETS = ("trace", "last_message", "files", "mock_calls")
+_COMMON_GRADER_FIELDS = ("type", "name", "weight", "arm")
 # Each kind's own fields beside COMMON_GRADER_FIELDS; a field not listed is refused (Claude Code's
 # schema is strict). The body of a grader file fills `criteria` (llm, baseline) or `pattern` (regex).
-GRADER_FIELDS = {
+_GRADER_FIELDS = {
     "regex": ("target", "pattern", "flags", "match"),
     "tool_order": ("before", "after"),
     "tool_used": ("tool", "input_match", "min", "max"),
@@ -68,7 +83,7 @@ GRADER_FIELDS = {
     "llm": ("criteria", "focus"),
     "baseline": ("baseline_file", "criteria"),
 }
-REQUIRED_GRADER_FIELDS = {
+_REQUIRED_GRADER_FIELDS = {
     "regex": ("pattern",),
     "tool_order": ("before", "after"),
     "tool_used": ("tool",),
@@ -76,11 +91,11 @@ REQUIRED_GRADER_FIELDS = {
     "llm": ("criteria",),
     "baseline": ("baseline_file", "criteria"),
 }
-BODY_FIELD = {"llm": "criteria", "baseline": "criteria", "regex": "pattern"}
-MATCH_RULE = re.compile(r"contains|not_contains|count:\d+")
-JS_FLAGS = re.compile(r"[dgimsuvy]*")
-SLASH_COMMAND = re.compile(r"^/([A-Za-z0-9_.-]+):([A-Za-z0-9_.:-]+)")
-AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
+_BODY_FIELD = {"llm": "criteria", "baseline": "criteria", "regex": "pattern"}
+_MATCH_RULE = re.compile(r"contains|not_contains|count:\d+")
+_JS_FLAGS = re.compile(r"[dgimsuvy]*")
+_SLASH_COMMAND = re.compile(r"^/([A-Za-z0-9_.-]+):([A-Za-z0-9_.:-]+)")
+_AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
 
 
 @dataclass
@@ -113,9 +128,9 @@ class PluginCase:
     folder: Path
     prompt: str
     graders: list[PluginGrader]
-    runs: int = DEFAULT_RUNS
-    max_turns: int = DEFAULT_MAX_TURNS
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    runs: int = _DEFAULT_RUNS
+    max_turns: int = _DEFAULT_MAX_TURNS
+    timeout_seconds: int = _DEFAULT_TIMEOUT_SECONDS
     allowed_tools: list[str] = field(default_factory=list)
     disallowed_tools: list[str] = field(default_factory=list)
     model: str | None = None
@@ -144,7 +159,7 @@ class Plugin:
         return path if path.is_file() else None
 
 
-def shipped_names(folder: Path, kind: str) -> list[str]:
+def _shipped_names(folder: Path, kind: str) -> list[str]:
     """The plugin's skills (`skills/<name>/SKILL.md`), commands or agents (`<kind>/<name>.md`)."""
     base = folder / kind
     if not base.is_dir():
@@ -163,7 +178,7 @@ def eval_dir_of(folder: Path, manifest: dict[str, Any]) -> Path:
     )
 
 
-def positive_int(value: Any, key: str, limit: int, path: Path, line: int) -> int:
+def _positive_int(value: Any, key: str, limit: int, path: Path, line: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
         raise InputError(
             f"{key} must be a whole number from 1 to {limit}, not {value!r}", path, line
@@ -171,7 +186,7 @@ def positive_int(value: Any, key: str, limit: int, path: Path, line: int) -> int
     return value
 
 
-def string_list(value: Any, key: str, path: Path, line: int) -> list[str]:
+def _string_list(value: Any, key: str, path: Path, line: int) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -179,7 +194,7 @@ def string_list(value: Any, key: str, path: Path, line: int) -> list[str]:
     return list(value)
 
 
-def tool_step(value: Any, key: str, path: Path, line: int) -> ToolStep:
+def _tool_step(value: Any, key: str, path: Path, line: int) -> ToolStep:
     if isinstance(value, str):
         return ToolStep(value)
     if isinstance(value, dict) and isinstance(value.get("tool"), str):
@@ -191,8 +206,8 @@ def tool_step(value: Any, key: str, path: Path, line: int) -> ToolStep:
     raise InputError(f"{key} must be a tool name or {{tool, input_match}}", path, line)
 
 
-def target_value(value: Any, key: str, path: Path, line: int) -> str | dict:
-    if value in TARGETS:
+def _target_value(value: Any, key: str, path: Path, line: int) -> str | dict:
+    if value in _TARGETS:
         return str(value)
     if (
         isinstance(value, dict)
@@ -201,7 +216,7 @@ def target_value(value: Any, key: str, path: Path, line: int) -> str | dict:
     ):
         return {"source": "file", "path": value["path"]}
     raise InputError(
-        f"{key} must be one of {', '.join(TARGETS)} or {{source: file, path: ...}}", path, line
+        f"{key} must be one of {', '.join(_TARGETS)} or {{source: file, path: ...}}", path, line
     )
 
 
@@ -212,7 +227,7 @@ def python_pattern(pattern: str) -> str:
     return re.sub(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P=\1)", named)
 
 
-def js_regex_problem(pattern: str) -> str | None:
+def _js_regex_problem(pattern: str) -> str | None:
     try:
         re.compile(python_pattern(pattern))
     except re.error as exc:
@@ -220,15 +235,15 @@ def js_regex_problem(pattern: str) -> str | None:
     return None
 
 
-def make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
+def _make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
     """One grader from its fields (a grader file's frontmatter with its body, or an entry of a
     `graders:` list), checked field by field as Claude Code's strict schema does."""
     kind = data.get("type")
-    if kind not in GRADER_FIELDS:
+    if kind not in _GRADER_FIELDS:
         raise InputError(
-            f"grader type must be one of {' | '.join(GRADER_FIELDS)}, not {kind!r}", path, line
+            f"grader type must be one of {' | '.join(_GRADER_FIELDS)}, not {kind!r}", path, line
         )
-    allowed = (*COMMON_GRADER_FIELDS, *GRADER_FIELDS[kind])
+    allowed = (*_COMMON_GRADER_FIELDS, *_GRADER_FIELDS[kind])
     for key in data:
         if key not in allowed:
             raise InputError(
@@ -239,7 +254,7 @@ def make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise InputError("a grader needs a name", path, line)
-    for key in REQUIRED_GRADER_FIELDS[kind]:
+    for key in _REQUIRED_GRADER_FIELDS[kind]:
         if data.get(key) in (None, ""):
             raise InputError(f"{kind} grader {name!r} needs {key}", path, line)
     weight = data.get("weight", 1)
@@ -250,22 +265,22 @@ def make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
         raise InputError(f"arm must be with-only or both, not {arm!r}", path, line)
     config: dict[str, Any] = {}
     if kind == "regex":
-        config["target"] = target_value(data.get("target", "last_message"), "target", path, line)
+        config["target"] = _target_value(data.get("target", "last_message"), "target", path, line)
         config["pattern"] = str(data["pattern"])
         flags = str(data.get("flags", ""))
-        if not JS_FLAGS.fullmatch(flags):
+        if not _JS_FLAGS.fullmatch(flags):
             raise InputError("flags must be JS RegExp flags (d g i m s u v y)", path, line)
         config["flags"] = flags
         match = str(data.get("match", "contains"))
-        if not MATCH_RULE.fullmatch(match):
+        if not _MATCH_RULE.fullmatch(match):
             raise InputError("match must be contains | not_contains | count:N", path, line)
         config["match"] = match
-        problem = js_regex_problem(config["pattern"])
+        problem = _js_regex_problem(config["pattern"])
         if problem:
             raise InputError(f"pattern does not compile: {problem}", path, line)
     elif kind == "tool_order":
-        config["before"] = tool_step(data["before"], "before", path, line)
-        config["after"] = tool_step(data["after"], "after", path, line)
+        config["before"] = _tool_step(data["before"], "before", path, line)
+        config["after"] = _tool_step(data["after"], "after", path, line)
     elif kind == "tool_used":
         config["tool"] = str(data["tool"])
         if data.get("input_match") is not None:
@@ -284,14 +299,14 @@ def make_grader(data: dict[str, Any], path: Path, line: int) -> PluginGrader:
         config["exists"] = exists
     elif kind == "llm":
         config["criteria"] = str(data["criteria"])
-        config["focus"] = target_value(data.get("focus", "last_message"), "focus", path, line)
+        config["focus"] = _target_value(data.get("focus", "last_message"), "focus", path, line)
     else:
         config["baseline_file"] = str(data["baseline_file"])
         config["criteria"] = str(data["criteria"])
     return PluginGrader(name, kind, float(weight), arm, config, path, line)
 
 
-def grader_files(folder: Path) -> list[PluginGrader]:
+def _grader_files(folder: Path) -> list[PluginGrader]:
     """`graders/*.md` in name order: frontmatter `type:` and fields, the body the criteria or
     pattern (a file without frontmatter is skipped, as Claude Code skips it)."""
     graders = []
@@ -308,17 +323,17 @@ def grader_files(folder: Path) -> list[PluginGrader]:
                 1,
             )
         fields = {"name": path.stem, **data}
-        body_field = BODY_FIELD.get(str(data["type"]))
+        body_field = _BODY_FIELD.get(str(data["type"]))
         if body_field and fields.get(body_field) is None and body.strip():
             fields[body_field] = body.strip()
-        known = (*COMMON_GRADER_FIELDS, *GRADER_FIELDS.get(str(data["type"]), ()))
+        known = (*_COMMON_GRADER_FIELDS, *_GRADER_FIELDS.get(str(data["type"]), ()))
         unknown = [k for k in data if k not in known]
         line = frontmatter_line(raw, unknown[0]) if unknown else 1
-        graders.append(make_grader(fields, path, line))
+        graders.append(_make_grader(fields, path, line))
     return graders
 
 
-def yaml_case(path: Path) -> dict[str, Any]:
+def _yaml_case(path: Path) -> dict[str, Any]:
     raw = read_text_file(path, "case.yaml")
     data = load_frontmatter_yaml(raw, path, 1, "case.yaml")
     if not isinstance(data, dict):
@@ -327,17 +342,17 @@ def yaml_case(path: Path) -> dict[str, Any]:
     if not isinstance(version, str):
         raise InputError('missing required field schema_version (e.g. "1.0")', path, 1)
     major = version.split(".")[0]
-    if not major.isdigit() or int(major) > SUPPORTED_SCHEMA_MAJOR:
+    if not major.isdigit() or int(major) > _SUPPORTED_SCHEMA_MAJOR:
         raise InputError(
             f"schema_version {version!r} is not one Claude Code 2.1.332 reads (up to "
-            f"{SUPPORTED_SCHEMA_MAJOR}.x)",
+            f"{_SUPPORTED_SCHEMA_MAJOR}.x)",
             path,
             frontmatter_line(raw, "schema_version"),
         )
     for key in data:
-        if key not in CASE_YAML_KEYS:
+        if key not in _CASE_YAML_KEYS:
             raise InputError(
-                f"unknown case.yaml field {key!r} (expected one of: {', '.join(CASE_YAML_KEYS)})",
+                f"unknown case.yaml field {key!r} (expected one of: {', '.join(_CASE_YAML_KEYS)})",
                 path,
                 frontmatter_line(raw, key),
             )
@@ -345,7 +360,7 @@ def yaml_case(path: Path) -> dict[str, Any]:
     if not isinstance(execution, dict):
         raise InputError("execution must be a mapping", path, frontmatter_line(raw, "execution"))
     for key in execution:
-        if key not in (*EXECUTION_KEYS, "prompt"):
+        if key not in (*_EXECUTION_KEYS, "prompt"):
             raise InputError(
                 f"unknown execution field {key!r}", path, frontmatter_line(raw, str(key))
             )
@@ -362,7 +377,7 @@ def yaml_case(path: Path) -> dict[str, Any]:
         named = re.search(rf"name:\s*['\"]?{re.escape(str(entry.get('name', '')))}", raw)
         if named:
             line = raw.count("\n", 0, named.start()) + 1
-        made.append(make_grader(entry, path, line))
+        made.append(_make_grader(entry, path, line))
     return {"top": data, "execution": execution, "graders": made, "raw": raw}
 
 
@@ -376,22 +391,22 @@ def load_case(folder: Path) -> PluginCase | None:
     graders: list[PluginGrader] = []
     source: Path | None = None
     if yaml_path.is_file():
-        loaded = yaml_case(yaml_path)
+        loaded = _yaml_case(yaml_path)
         top, execution, graders = dict(loaded["top"]), dict(loaded["execution"]), loaded["graders"]
         source = yaml_path
-    file_graders = grader_files(folder)
+    file_graders = _grader_files(folder)
     if prompt_path.is_file():
         raw = read_text_file(prompt_path, "prompt.md")
         data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), prompt_path, required=False)
         for key, value in data.items():
-            if key in CASE_TOP_KEYS:
+            if key in _CASE_TOP_KEYS:
                 top[key] = value
-            elif key in EXECUTION_KEYS:
+            elif key in _EXECUTION_KEYS:
                 execution[key] = value
             else:
                 raise InputError(
                     f'unknown frontmatter key "{key}" (expected one of: '
-                    f"{', '.join((*CASE_TOP_KEYS, *EXECUTION_KEYS))})",
+                    f"{', '.join((*_CASE_TOP_KEYS, *_EXECUTION_KEYS))})",
                     prompt_path,
                     frontmatter_line(raw, key),
                 )
@@ -419,7 +434,7 @@ def load_case(folder: Path) -> PluginCase | None:
         raise InputError(f'duplicate grader name "{duplicate}"', where)
     context: dict[str, Any] = top["context"] if isinstance(top.get("context"), dict) else {}
     not_honoured = [f"context.{k}" for k in context if context[k] and k != "scaffold_script"] + [
-        f"execution.{k}" for k in NOT_HONOURED_EXECUTION if execution.get(k)
+        f"execution.{k}" for k in _NOT_HONOURED_EXECUTION if execution.get(k)
     ]
     if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
         not_honoured.append("mocks/")
@@ -428,23 +443,23 @@ def load_case(folder: Path) -> PluginCase | None:
         folder=folder,
         prompt=str(execution["prompt"]).strip(),
         graders=graders,
-        runs=positive_int(top.get("runs", DEFAULT_RUNS), "runs", MAX_RUNS, where, 1),
-        max_turns=positive_int(
-            execution.get("max_turns", DEFAULT_MAX_TURNS), "max_turns", MAX_TURNS, where, 1
+        runs=_positive_int(top.get("runs", _DEFAULT_RUNS), "runs", MAX_RUNS, where, 1),
+        max_turns=_positive_int(
+            execution.get("max_turns", _DEFAULT_MAX_TURNS), "max_turns", _MAX_TURNS, where, 1
         ),
-        timeout_seconds=positive_int(
-            execution.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        timeout_seconds=_positive_int(
+            execution.get("timeout_seconds", _DEFAULT_TIMEOUT_SECONDS),
             "timeout_seconds",
-            MAX_TIMEOUT_SECONDS,
+            _MAX_TIMEOUT_SECONDS,
             where,
             1,
         ),
-        allowed_tools=string_list(execution.get("allowed_tools"), "allowed_tools", where, 1),
-        disallowed_tools=string_list(
+        allowed_tools=_string_list(execution.get("allowed_tools"), "allowed_tools", where, 1),
+        disallowed_tools=_string_list(
             execution.get("disallowed_tools"), "disallowed_tools", where, 1
         ),
         model=str(execution["model"]) if execution.get("model") else None,
-        tags=string_list(top.get("tags"), "tags", where, 1),
+        tags=_string_list(top.get("tags"), "tags", where, 1),
         scaffold_script=str(context.get("scaffold_script"))
         if context.get("scaffold_script")
         else None,
@@ -453,13 +468,13 @@ def load_case(folder: Path) -> PluginCase | None:
     )
 
 
-def static_findings(plugin: Plugin) -> list[InputError]:
+def _static_findings(plugin: Plugin) -> list[InputError]:
     """What `claude plugin validate` would say before any run: a slash command or a
     `plugin:agent` the plugin does not ship."""
     findings = []
     for case in plugin.cases:
         where = case.source or case.folder
-        command = SLASH_COMMAND.match(case.prompt)
+        command = _SLASH_COMMAND.match(case.prompt)
         if command and command.group(1) == plugin.name:
             name = command.group(2)
             if name not in plugin.commands and name not in plugin.skills:
@@ -473,7 +488,7 @@ def static_findings(plugin: Plugin) -> list[InputError]:
         for grader in case.graders:
             if grader.kind != "tool_used" or grader.get("tool") != "Agent":
                 continue
-            for prefix, agent in AGENT_REFERENCE.findall(str(grader.get("input_match") or "")):
+            for prefix, agent in _AGENT_REFERENCE.findall(str(grader.get("input_match") or "")):
                 if prefix == plugin.name and agent not in plugin.agents:
                     findings.append(
                         InputError(
@@ -531,9 +546,9 @@ def load_plugin(folder: Path) -> Plugin:
         folder=folder,
         name=str(name),
         manifest=manifest,
-        skills=shipped_names(folder, "skills"),
-        commands=shipped_names(folder, "commands"),
-        agents=shipped_names(folder, "agents"),
+        skills=_shipped_names(folder, "skills"),
+        commands=_shipped_names(folder, "commands"),
+        agents=_shipped_names(folder, "agents"),
         eval_dir=eval_dir_of(folder, manifest),
     )
     if not plugin.eval_dir.is_dir():
@@ -557,7 +572,7 @@ def load_plugin(folder: Path) -> Plugin:
             continue
         if case is not None:
             plugin.cases.append(case)
-    problems += static_findings(plugin)
+    problems += _static_findings(plugin)
     if problems:
         raise InputProblems(problems)
     if not plugin.cases:
@@ -588,7 +603,7 @@ def installed_plugins(home: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def installed_plugin_folder(spec: str, home: Path) -> Path | None:
+def _installed_plugin_folder(spec: str, home: Path) -> Path | None:
     """A plugin named `name` or `name@marketplace` among the installed ones."""
     return next(
         (path for key, path in installed_plugins(home) if spec in (key, key.split("@")[0])),
@@ -601,7 +616,7 @@ def resolve_plugin(spec: str, home: Path) -> Path:
     path = Path(spec)
     if path.is_dir():
         return path
-    found = installed_plugin_folder(spec, home)
+    found = _installed_plugin_folder(spec, home)
     if found is None:
         raise InputError(
             f"{spec!r} is neither a plugin folder nor an installed plugin",

@@ -17,41 +17,45 @@ from ..files import read_text_file
 from ..run_types import TestCase
 from .servers import wrong_file
 
+__all__ = [
+    "load_qa_suite",
+]
+
 # mcp-builder's evaluation file: <evaluation><qa_pair><question/><answer/></qa_pair>...</evaluation>.
 # Parsed with expat directly: a DOCTYPE or an entity declaration is refused before anything is
 # expanded (no entity bombs, no external entities), and every element keeps its line.
-QA_HINT = "write <evaluation><qa_pair><question>...</question><answer>...</answer></qa_pair>...</evaluation>"
+_QA_HINT = "write <evaluation><qa_pair><question>...</question><answer>...</answer></qa_pair>...</evaluation>"
 
 
-MAX_XML_DEPTH = 32
+_MAX_XML_DEPTH = 32
 
 
 @dataclass
-class XmlElement:
+class _XmlElement:
     tag: str
     attributes: dict[str, str]
     line: int
-    children: list[XmlElement] = field(default_factory=list)
+    children: list[_XmlElement] = field(default_factory=list)
     chunks: list[str] = field(default_factory=list)  # all text inside, its children's included
 
     @property
     def text(self) -> str:
         return "".join(self.chunks).strip()
 
-    def walk(self) -> Iterable[XmlElement]:
+    def walk(self) -> Iterable[_XmlElement]:
         for child in self.children:
             yield child
             yield from child.walk()
 
 
-def parse_xml(text: str, path: Path, what: str) -> XmlElement:
+def _parse_xml(text: str, path: Path, what: str) -> _XmlElement:
     """The root element of an XML document; DOCTYPE and entity declarations are refused, a
     malformed document is one line naming where expat stopped."""
     from xml.parsers import expat
 
     parser = expat.ParserCreate(encoding="UTF-8")  # read_text_file decoded it as UTF-8 already
-    stack: list[XmlElement] = []
-    roots: list[XmlElement] = []
+    stack: list[_XmlElement] = []
+    roots: list[_XmlElement] = []
 
     def refuse(kind: str) -> Callable[..., None]:
         def handler(*_: Any) -> None:
@@ -65,14 +69,14 @@ def parse_xml(text: str, path: Path, what: str) -> XmlElement:
         return handler
 
     def start(tag: str, attributes: dict[str, str]) -> None:
-        if len(stack) >= MAX_XML_DEPTH:
+        if len(stack) >= _MAX_XML_DEPTH:
             raise InputError(
-                f"the XML is nested more than {MAX_XML_DEPTH} levels deep",
+                f"the XML is nested more than {_MAX_XML_DEPTH} levels deep",
                 path,
                 parser.CurrentLineNumber,
-                QA_HINT,
+                _QA_HINT,
             )
-        element = XmlElement(tag, attributes, parser.CurrentLineNumber)
+        element = _XmlElement(tag, attributes, parser.CurrentLineNumber)
         (stack[-1].children if stack else roots).append(element)
         stack.append(element)
 
@@ -107,10 +111,10 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
     other = wrong_file(text, path, "--qa", "a QA evaluation")
     if other is not None:
         raise other
-    root = parse_xml(text, path, "QA evaluation")
+    root = _parse_xml(text, path, "QA evaluation")
     pairs = [e for e in root.walk() if e.tag == "qa_pair"]
     if not pairs:
-        raise InputError("the evaluation has no <qa_pair>", path, root.line, QA_HINT)
+        raise InputError("the evaluation has no <qa_pair>", path, root.line, _QA_HINT)
     problems: list[InputError] = []
     cases = []
     for number, pair in enumerate(pairs, 1):
@@ -123,7 +127,7 @@ def load_qa_suite(path: str | Path, prefix: str = "") -> list[TestCase]:
                     f"{len(parts[wrong[0]])}",
                     path,
                     pair.line,
-                    QA_HINT,
+                    _QA_HINT,
                 )
             )
             continue

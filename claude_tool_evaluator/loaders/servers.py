@@ -25,8 +25,20 @@ from ..redaction import Redactor
 from ..run_types import ServerSpec
 from ..sinks import line_of, safe_name
 
+__all__ = [
+    "PLUGIN_MANIFEST",
+    "SERVER_TRANSPORTS",
+    "config_server_spec",
+    "load_mcp_config",
+    "load_system_prompt",
+    "plugin_server_names",
+    "read_plugin_manifest",
+    "resolve_servers",
+    "wrong_file",
+]
 
-def file_kind(text: str, path: Path) -> tuple[str, str]:
+
+def _file_kind(text: str, path: Path) -> tuple[str, str]:
     """What an input file is by its content (and name), and the option that takes it: so the
     wrong file given to an option is named for what it is ("a QA evaluation (XML): give it to
     --qa"), not reported as a parse error of the wrong format."""
@@ -58,16 +70,16 @@ def file_kind(text: str, path: Path) -> tuple[str, str]:
 
 def wrong_file(text: str, path: Path, expected: str, what: str) -> InputError | None:
     """An InputError when the file is recognisably another kind than `expected` (a flag)."""
-    kind, flag = file_kind(text, path)
+    kind, flag = _file_kind(text, path)
     if not kind or flag.startswith(expected):
         return None
     return InputError(f"this is {kind}, not {what}", path, 1, f"give it to {flag}")
 
 
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env_refs(value: str, where: str, path: Path, line: int | None) -> str:
+def _expand_env_refs(value: str, where: str, path: Path, line: int | None) -> str:
     """`${VAR}` and `${VAR:-default}` as Claude Code expands them in an mcpServers config."""
 
     def sub(match: re.Match) -> str:
@@ -83,10 +95,10 @@ def expand_env_refs(value: str, where: str, path: Path, line: int | None) -> str
             f"export {name}=... or give a default as ${{{name}:-value}}",
         )
 
-    return ENV_REF.sub(sub, value)
+    return _ENV_REF.sub(sub, value)
 
 
-def parse_server_env(items: Sequence[str]) -> dict[str, str]:
+def _parse_server_env(items: Sequence[str]) -> dict[str, str]:
     """`--server-env KEY` passes our value of KEY; `--server-env KEY=VALUE` sets it."""
     env: dict[str, str] = {}
     for item in items:
@@ -104,7 +116,7 @@ def parse_server_env(items: Sequence[str]) -> dict[str, str]:
     return env
 
 
-def server_name_from_argv(argv: list[str]) -> str:
+def _server_name_from_argv(argv: list[str]) -> str:
     """A short name for a server command: its script, its `-m` module, or its program."""
     for i, arg in enumerate(argv[1:], 1):
         if arg.endswith((".py", ".js", ".mjs", ".ts")):
@@ -114,7 +126,7 @@ def server_name_from_argv(argv: list[str]) -> str:
     return Path(argv[0]).name
 
 
-def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> ServerSpec:
+def _parse_server_command(command: str, env: dict[str, str], index: int = 0) -> ServerSpec:
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -124,7 +136,7 @@ def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> S
             "--server is empty", hint='give a command, e.g. --server "python my_server.py"'
         )
     return ServerSpec(
-        name=safe_name(server_name_from_argv(argv)) or f"server{index + 1}",
+        name=safe_name(_server_name_from_argv(argv)) or f"server{index + 1}",
         kind="stdio",
         command=argv[0],
         args=argv[1:],
@@ -132,7 +144,7 @@ def parse_server_command(command: str, env: dict[str, str], index: int = 0) -> S
     )
 
 
-def parse_server_module(target: str) -> ServerSpec:
+def _parse_server_module(target: str) -> ServerSpec:
     module, _, attr = target.partition(":")
     if module.endswith(".py") or "/" in module:
         if not Path(module).is_file():
@@ -159,7 +171,7 @@ SERVER_TRANSPORTS = (
 )  # --transport: streamable HTTP, or the legacy HTTP+SSE transport
 
 
-def parse_server_url(url: str, transport: str) -> ServerSpec:
+def _parse_server_url(url: str, transport: str) -> ServerSpec:
     """`--server-url URL` (with `--transport sse|http`): a remote server, named after its host."""
     from urllib.parse import urlsplit
 
@@ -198,7 +210,7 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
                 line,
                 'quote every value, e.g. {"PORT": "8080"}',
             )
-        return {k: expand_env_refs(v, f"{where} {key} {k}", path, line) for k, v in value.items()}
+        return {k: _expand_env_refs(v, f"{where} {key} {k}", path, line) for k, v in value.items()}
 
     if kind == "stdio":
         command, args = entry.get("command"), entry.get("args") or []
@@ -222,8 +234,8 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
         return ServerSpec(
             name=safe_name(name) or "server",
             kind="stdio",
-            command=expand_env_refs(command, where, path, line),
-            args=[expand_env_refs(a, f"{where} args", path, line) for a in args],
+            command=_expand_env_refs(command, where, path, line),
+            args=[_expand_env_refs(a, f"{where} args", path, line) for a in args],
             env=expand_map("env"),
             cwd=str((path.parent / cwd).resolve()) if cwd else None,
         )
@@ -239,7 +251,7 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
         return ServerSpec(
             name=safe_name(name) or "server",
             kind=transport,
-            url=expand_env_refs(url, f"{where} url", path, line),
+            url=_expand_env_refs(url, f"{where} url", path, line),
             headers=expand_map("headers"),
         )
     raise InputError(
@@ -250,21 +262,21 @@ def config_server_spec(name: str, entry: Any, path: Path, raw: str) -> ServerSpe
     )
 
 
-def expanded_env_values(value: Any) -> dict[str, str]:
+def _expanded_env_values(value: Any) -> dict[str, str]:
     """The variables of our environment that the ${VAR} references in a config entry take, by
     name: wherever they land (command, args, url, env, headers), a credential-named one
     (`${GITHUB_TOKEN}`) or one that looks random is a secret to the redactor."""
     if isinstance(value, dict):
-        return {k: v for item in value.values() for k, v in expanded_env_values(item).items()}
+        return {k: v for item in value.values() for k, v in _expanded_env_values(item).items()}
     if isinstance(value, list):
-        return {k: v for item in value for k, v in expanded_env_values(item).items()}
+        return {k: v for item in value for k, v in _expanded_env_values(item).items()}
     if isinstance(value, str):
-        names = [m.group(1) for m in ENV_REF.finditer(value)]
+        names = [m.group(1) for m in _ENV_REF.finditer(value)]
         return {name: os.environ[name] for name in names if name in os.environ}
     return {}
 
 
-PLUGIN_ROOT_REFERENCE = "${CLAUDE_PLUGIN_ROOT}"
+_PLUGIN_ROOT_REFERENCE = "${CLAUDE_PLUGIN_ROOT}"
 PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
 
 
@@ -281,7 +293,7 @@ def read_plugin_manifest(folder: Path) -> tuple[dict[str, Any], str]:
     return data, raw
 
 
-def plugin_servers_source(folder: Path) -> tuple[Path, str, Any]:
+def _plugin_servers_source(folder: Path) -> tuple[Path, str, Any]:
     """Where a Claude Code plugin keeps its MCP servers, as Claude Code reads them: the manifest's
     `mcpServers` (an object, or the path of a file of them), else `.mcp.json` at the plugin's
     root; either file may wrap the servers in `mcpServers` or list them bare. Returns the file,
@@ -303,29 +315,29 @@ def plugin_servers_source(folder: Path) -> tuple[Path, str, Any]:
     return source, raw, data.get("mcpServers", data) if isinstance(data, dict) else data
 
 
-def with_plugin_root(value: Any, root: str) -> Any:
+def _with_plugin_root(value: Any, root: str) -> Any:
     """A config entry with `${CLAUDE_PLUGIN_ROOT}` replaced by the plugin's folder, as Claude Code
     does for a plugin's servers (the user's own ${VAR}s are expanded after)."""
     if isinstance(value, dict):
-        return {k: with_plugin_root(v, root) for k, v in value.items()}
+        return {k: _with_plugin_root(v, root) for k, v in value.items()}
     if isinstance(value, list):
-        return [with_plugin_root(v, root) for v in value]
-    return value.replace(PLUGIN_ROOT_REFERENCE, root) if isinstance(value, str) else value
+        return [_with_plugin_root(v, root) for v in value]
+    return value.replace(_PLUGIN_ROOT_REFERENCE, root) if isinstance(value, str) else value
 
 
 def plugin_server_names(folder: Path) -> list[str]:
     """The names of the MCP servers a plugin ships ([] when none), unstarted."""
     try:
-        _, _, servers = plugin_servers_source(folder)
+        _, _, servers = _plugin_servers_source(folder)
     except InputError:
         return []
     return [str(name) for name in servers] if isinstance(servers, dict) else []
 
 
-def load_plugin_servers(folder: Path) -> list[ServerSpec]:
+def _load_plugin_servers(folder: Path) -> list[ServerSpec]:
     """A plugin folder's MCP servers: `--mcp-config my-plugin/` evaluates the servers a plugin
     ships exactly as its users start them."""
-    source, raw, servers = plugin_servers_source(folder)
+    source, raw, servers = _plugin_servers_source(folder)
     if not isinstance(servers, dict) or not servers:
         raise InputError(
             "no MCP server in this plugin's server list",
@@ -333,10 +345,10 @@ def load_plugin_servers(folder: Path) -> list[ServerSpec]:
             1,
             'expected {"name": {"command": ...}} or {"mcpServers": {...}}',
         )
-    entries = with_plugin_root(servers, str(folder.resolve()))
+    entries = _with_plugin_root(servers, str(folder.resolve()))
     specs = [config_server_spec(name, entry, source, raw) for name, entry in entries.items()]
     for spec, entry in zip(specs, entries.values()):
-        spec.secrets = expanded_env_values(entry)
+        spec.secrets = _expanded_env_values(entry)
     return specs
 
 
@@ -344,7 +356,7 @@ def load_mcp_config(path: str | Path) -> list[ServerSpec]:
     """Claude Desktop / Claude Code `mcpServers` JSON, as is; a plugin folder: its servers."""
     path = Path(path)
     if path.is_dir() and ((path / PLUGIN_MANIFEST).is_file() or (path / ".mcp.json").is_file()):
-        return load_plugin_servers(path)  # any other folder: "give a file, not a folder"
+        return _load_plugin_servers(path)  # any other folder: "give a file, not a folder"
     raw = read_text_file(path, "MCP config")
     data = parse_json_text(raw, path)
     servers = data.get("mcpServers") if isinstance(data, dict) else None
@@ -357,7 +369,7 @@ def load_mcp_config(path: str | Path) -> list[ServerSpec]:
         )
     specs = [config_server_spec(name, entry, path, raw) for name, entry in servers.items()]
     for spec, entry in zip(specs, servers.values()):
-        spec.secrets = expanded_env_values(entry)
+        spec.secrets = _expanded_env_values(entry)
     return specs
 
 
@@ -370,12 +382,12 @@ def resolve_servers(
     transport: str = "http",
 ) -> list[ServerSpec]:
     """All servers the user named; the bundled example server when none is named."""
-    env = parse_server_env(server_env)
-    specs = [parse_server_command(cmd, env, i) for i, cmd in enumerate(servers)]
+    env = _parse_server_env(server_env)
+    specs = [_parse_server_command(cmd, env, i) for i, cmd in enumerate(servers)]
     if mcp_config:
         specs += load_mcp_config(mcp_config)
-    specs += [parse_server_module(target) for target in server_modules]
-    specs += [parse_server_url(url, transport) for url in server_urls]
+    specs += [_parse_server_module(target) for target in server_modules]
+    specs += [_parse_server_url(url, transport) for url in server_urls]
     if not specs:
         if not EXAMPLE_SERVER.is_file():  # installed without the repository's examples/
             raise InputError(

@@ -27,17 +27,39 @@ from ..sinks import line_of, one_line
 from .csv_suites import verify_command
 from .servers import PLUGIN_MANIFEST, read_plugin_manifest, wrong_file
 
+__all__ = [
+    "PLUGIN_MANIFEST",
+    "QUOTES",
+    "RESERVED_PROJECT_NAMES",
+    "SKILL_COPY_IGNORED",
+    "SKILL_NAME_RULE",
+    "TRIGGER_CONCEPTS",
+    "apply_skill_descriptions",
+    "frontmatter_line",
+    "kind_of_test_file",
+    "load_frontmatter_yaml",
+    "load_markdown_test",
+    "load_markdown_tests",
+    "load_skill",
+    "load_skill_creator_evals",
+    "load_subjects",
+    "markdown_code_lines",
+    "skill_description_problem",
+    "skill_folder_problem",
+    "split_frontmatter",
+]
+
 SKILL_NAME_RULE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
-TEST_TYPES = ("knowledge", "task", "security", "trigger")
+_TEST_TYPES = ("knowledge", "task", "security", "trigger")
 
 
 TRIGGER_CONCEPTS = ["activates-on-relevant", "ignores-irrelevant"]
 
 
 # skillmark's section titles, and what each fills; any other level-1 heading ends a section.
-TEST_SECTIONS = {
+_TEST_SECTIONS = {
     "prompt": "prompt",
     "question": "prompt",
     "expected": "expected",
@@ -52,14 +74,14 @@ TEST_SECTIONS = {
 }
 
 
-LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]\s+\[[ xX]\]\s*|[-*+]\s+|\d+[.)]\s+)(.*)$")
 
 
 QUOTES = "\"'`“”‘’"
 
 
 # What a YAML parser's complaint most often means, said as the fix (the first that matches).
-YAML_HINTS = (
+_YAML_HINTS = (
     ("mapping values are not allowed", "quote a value that contains ': '"),
     ("found character '\\t'", "indent with spaces, not tabs"),
     (
@@ -73,8 +95,8 @@ YAML_HINTS = (
 )
 
 
-def yaml_hint(problem: str) -> str:
-    return next((fix for sign, fix in YAML_HINTS if sign in problem), "fix the YAML syntax")
+def _yaml_hint(problem: str) -> str:
+    return next((fix for sign, fix in _YAML_HINTS if sign in problem), "fix the YAML syntax")
 
 
 def load_frontmatter_yaml(
@@ -127,7 +149,7 @@ def load_frontmatter_yaml(
                 "remove the !!tag; only plain YAML values are read",
             ) from None
         raise InputError(
-            f"invalid {what}: {problem}", path, where(mark), yaml_hint(str(problem))
+            f"invalid {what}: {problem}", path, where(mark), _yaml_hint(str(problem))
         ) from None
     except (
         ValueError,
@@ -176,7 +198,7 @@ def frontmatter_line(raw: str, key: str) -> int:
     return raw.count("\n", 0, match.start()) + 1 if match else 1
 
 
-def skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
+def _skill_frontmatter_problems(data: dict, raw: str, path: Path) -> list[InputError]:
     problems = []
 
     def problem(key: str, message: str, hint: str | None = None) -> None:
@@ -268,7 +290,7 @@ def load_skill(path: str | Path) -> SkillInfo:
     if other is not None and path.name.lower() != "skill.md":
         raise other
     data, body, _ = split_frontmatter(raw, path)
-    problems = skill_frontmatter_problems(data, raw, path)
+    problems = _skill_frontmatter_problems(data, raw, path)
     if problems:
         raise InputProblems(problems)
     problem = skill_folder_problem(path.resolve().parent)
@@ -287,7 +309,7 @@ def load_skill(path: str | Path) -> SkillInfo:
     )
 
 
-def load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") -> SkillInfo:
+def _load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") -> SkillInfo:
     """A subagent under test: an `agents/NAME.md` (frontmatter `name` in the skill name rules,
     `description`), a project's (installed as .claude/agents/NAME.md) or a plugin's (its name
     `PLUGIN:NAME`, as Claude Code lists it)."""
@@ -319,7 +341,7 @@ def load_agent(path: Path, plugin: Path | None = None, plugin_name: str = "") ->
     )
 
 
-def load_plugin_agents(folder: Path) -> list[SkillInfo]:
+def _load_plugin_agents(folder: Path) -> list[SkillInfo]:
     """A plugin folder's agents (agents/*.md), each a subject named `PLUGIN:NAME`."""
     manifest = folder / PLUGIN_MANIFEST
     data, _ = read_plugin_manifest(folder)
@@ -332,7 +354,7 @@ def load_plugin_agents(folder: Path) -> list[SkillInfo]:
             'give the manifest a "name": "my-plugin"',
         )
     agents = [
-        load_agent(path, folder.resolve(), plugin_name)
+        _load_agent(path, folder.resolve(), plugin_name)
         for path in sorted((folder / "agents").glob("*.md"))
     ]
     if not agents:
@@ -349,9 +371,9 @@ def load_subjects(path: str | Path) -> list[SkillInfo]:
     or a plugin folder (.claude-plugin/plugin.json: its agents)."""
     path = Path(path)
     if path.is_dir() and (path / PLUGIN_MANIFEST).is_file():
-        return load_plugin_agents(path)
+        return _load_plugin_agents(path)
     if path.is_file() and path.suffix.lower() == ".md" and path.parent.name == "agents":
-        return [load_agent(path)]
+        return [_load_agent(path)]
     return [load_skill(path)]
 
 
@@ -410,7 +432,7 @@ def apply_skill_descriptions(skills: list[SkillInfo], values: Sequence[str]) -> 
 
 
 @functools.cache
-def markdown_parser() -> Any:
+def _markdown_parser() -> Any:
     """CommonMark's block parser, used only to learn which lines are code. Inline parsing is
     switched off (nothing here looks inside paragraphs), and the import waits until a markdown
     file is read so that runs without one do not pay for it."""
@@ -419,7 +441,7 @@ def markdown_parser() -> Any:
     return MarkdownIt("commonmark").disable("inline")
 
 
-def fence_swallows_the_rest(lines: list[str], token: Any) -> bool:
+def _fence_swallows_the_rest(lines: list[str], token: Any) -> bool:
     """A fence without its closing line runs to the end of the file (CommonMark), silently taking
     every later section or turn with it, so it is refused. A fence ended early by the end of its
     list item or quote takes nothing else and is left alone."""
@@ -438,11 +460,11 @@ def markdown_code_lines(lines: list[str], path: str | Path | None, first_line: i
     code: set[int] = set()
     # `lines` come from splitlines(), which also breaks at \f or U+2028 where markdown does not;
     # joined on "\n" markdown-it sees exactly these lines, so token.map indexes `lines` directly.
-    for token in markdown_parser().parse("\n".join(lines)):
+    for token in _markdown_parser().parse("\n".join(lines)):
         if token.type not in ("fence", "code_block") or not token.map:
             continue
         start, end = token.map
-        if token.type == "fence" and fence_swallows_the_rest(lines, token):
+        if token.type == "fence" and _fence_swallows_the_rest(lines, token):
             raise InputError(
                 "this code block is never closed",
                 path,
@@ -453,7 +475,7 @@ def markdown_code_lines(lines: list[str], path: str | Path | None, first_line: i
     return code
 
 
-def markdown_sections(
+def _markdown_sections(
     body: str, first_line: int, path: str | Path | None = None
 ) -> dict[str, tuple[str, int]]:
     """skillmark's sections -> (text, line of the heading). Headings that are not section titles
@@ -467,8 +489,8 @@ def markdown_sections(
     for offset, line in enumerate(lines):
         heading = None if offset in code else re.match(r"^(#+)\s+(.+?)\s*#*\s*$", line)
         title = heading.group(2).strip().rstrip(":").strip().lower() if heading else ""
-        if heading and title in TEST_SECTIONS:
-            current = TEST_SECTIONS[title]
+        if heading and title in _TEST_SECTIONS:
+            current = _TEST_SECTIONS[title]
             sections.setdefault(current, ([], first_line + offset))
             continue
         if heading and len(heading.group(1)) == 1:
@@ -479,7 +501,7 @@ def markdown_sections(
     return {key: ("\n".join(lines).strip(), line) for key, (lines, line) in sections.items()}
 
 
-def list_items(text: str) -> list[str]:
+def _list_items(text: str) -> list[str]:
     """Checkbox, bullet or numbered items; when a section has none, every plain line is an item.
     Quotes around an item are stripped."""
     lines = [
@@ -487,7 +509,7 @@ def list_items(text: str) -> list[str]:
         for line in text.splitlines()
         if line.strip() and not line.strip().startswith(("<!--", "```"))
     ]
-    items = [m.group(1) for m in map(LIST_ITEM.match, lines) if m]
+    items = [m.group(1) for m in map(_LIST_ITEM.match, lines) if m]
     if not items:
         items = lines
     cleaned = []
@@ -500,7 +522,7 @@ def list_items(text: str) -> list[str]:
     return cleaned
 
 
-def item_lines(raw: str, items: Sequence[str], start: int) -> dict[str, int]:
+def _item_lines(raw: str, items: Sequence[str], start: int) -> dict[str, int]:
     """Each item's line in the file: the first line holding it from `start` on (its section's
     heading), each item searched on the lines after the one before it."""
     lines, found, at = raw.splitlines(), {}, max(start, 1)
@@ -511,7 +533,7 @@ def item_lines(raw: str, items: Sequence[str], start: int) -> dict[str, int]:
     return found
 
 
-def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
+def _string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -526,7 +548,7 @@ def string_list(value: Any, key: str, path: Path, raw: str) -> list[str]:
     )
 
 
-def markdown_answer(
+def _markdown_answer(
     data: dict, sections: dict[str, tuple[str, int]], path: Path, raw: str
 ) -> tuple[str | None, str]:
     """`# Expected Answer` and `answer_match:` of a markdown test, checked like a CSV row's."""
@@ -549,7 +571,7 @@ def markdown_answer(
     return expected, normalize_answer_match(match or "exact")
 
 
-def positive_number(
+def _positive_number(
     value: Any, key: str, path: Path, raw: str, default: float, integer: bool = False
 ) -> float:
     if value is None:
@@ -568,10 +590,10 @@ def positive_number(
     return float(value)
 
 
-ROUTING_KEYS = ("must_fire", "must_not_fire", "max_skills")
+_ROUTING_KEYS = ("must_fire", "must_not_fire", "max_skills")
 
 
-def routing_rule(
+def _routing_rule(
     data: dict,
     problem: Callable[[str, str], InputError],
     positive: bool = True,
@@ -583,7 +605,7 @@ def routing_rule(
     0` to negative ones: in a file's frontmatter (`every_query`) it leaves the positive queries
     alone, on a positive eval entry it is refused (the skill must fire). `problem(key, message)`
     makes the error."""
-    if not any(data.get(key) is not None for key in ROUTING_KEYS):
+    if not any(data.get(key) is not None for key in _ROUTING_KEYS):
         return None
     names: dict[str, tuple[str, ...]] = {}
     for key in ("must_fire", "must_not_fire"):
@@ -614,12 +636,12 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
     raw = read_text_file(path, "test file")
     data, body, body_line = split_frontmatter(raw, path, required=False)
     kind = data.get("type", default_type or "knowledge")
-    if kind not in TEST_TYPES:
+    if kind not in _TEST_TYPES:
         raise InputError(
             f"unknown test type {kind!r}",
             path,
             frontmatter_line(raw, "type"),
-            "use one of " + ", ".join(TEST_TYPES),
+            "use one of " + ", ".join(_TEST_TYPES),
         )
     if default_type == "trigger" and kind != "trigger":
         raise InputError(
@@ -628,7 +650,7 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
             frontmatter_line(raw, "type"),
             "pass it with --tests instead",
         )
-    sections = markdown_sections(body, body_line, path)
+    sections = _markdown_sections(body, body_line, path)
     text_of_section = lambda key: sections.get(key, ("", body_line))[0]  # noqa: E731
     test = SkillTest(
         name=str(data.get("name") or path.stem),
@@ -636,16 +658,16 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         source=str(path),
         line=1,
         prompt=text_of_section("prompt"),
-        expected=list_items(text_of_section("expected")),
-        forbidden_patterns=list_items(text_of_section("forbidden_patterns")),
-        expected_refusal=list_items(text_of_section("expected_refusal")),
-        positive_triggers=list_items(text_of_section("positive_triggers")),
-        negative_triggers=list_items(text_of_section("negative_triggers")),
+        expected=_list_items(text_of_section("expected")),
+        forbidden_patterns=_list_items(text_of_section("forbidden_patterns")),
+        expected_refusal=_list_items(text_of_section("expected_refusal")),
+        positive_triggers=_list_items(text_of_section("positive_triggers")),
+        negative_triggers=_list_items(text_of_section("negative_triggers")),
         category=data.get("category"),
         severity=data.get("severity"),
         skill=data.get("skill"),
     )
-    test.concepts = string_list(data.get("concepts"), "concepts", path, raw)
+    test.concepts = _string_list(data.get("concepts"), "concepts", path, raw)
     test.simulated_user = text_of_section("simulated_user") or data.get("simulated_user") or None
     test.rubric = text_of_section("rubric")
     for key in ("skill", "category", "severity", "simulated_user", "verify"):
@@ -660,10 +682,10 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         data.get("verify") or "",
         lambda message, hint=None: InputError(message, path, frontmatter_line(raw, "verify"), hint),
     )
-    test.expected_answer, test.answer_match = markdown_answer(data, sections, path, raw)
+    test.expected_answer, test.answer_match = _markdown_answer(data, sections, path, raw)
     if kind == "trigger" and not test.concepts:
         test.concepts = list(TRIGGER_CONCEPTS)
-    test.timeout = positive_number(
+    test.timeout = _positive_number(
         data.get("timeout"),
         "timeout",
         path,
@@ -671,8 +693,8 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
         C.DEFAULT_TRIGGER_TIMEOUT if kind == "trigger" else C.DEFAULT_TEST_TIMEOUT,
     )
     if data.get("runs") is not None:
-        test.runs = int(positive_number(data["runs"], "runs", path, raw, 1, integer=True))
-    given = next((key for key in ROUTING_KEYS if data.get(key) is not None), None)
+        test.runs = int(_positive_number(data["runs"], "runs", path, raw, 1, integer=True))
+    given = next((key for key in _ROUTING_KEYS if data.get(key) is not None), None)
     if given and kind != "trigger":
         raise InputError(
             f"'{given}' is a routing assertion of trigger tests, and this is a {kind} test",
@@ -687,9 +709,9 @@ def load_markdown_test(path: str | Path, default_type: str | None = None) -> Ski
 
     for key in ("positive_triggers", "negative_triggers"):
         start = sections.get(key, ("", body_line))[1]
-        test.query_lines.update(item_lines(raw, getattr(test, key), start))
+        test.query_lines.update(_item_lines(raw, getattr(test, key), start))
     for positive, queries in ((True, test.positive_triggers), (False, test.negative_triggers)):
-        rule = routing_rule(data, routing_problem, positive, every_query=True)
+        rule = _routing_rule(data, routing_problem, positive, every_query=True)
         if rule is not None:
             test.routing.update(dict.fromkeys(queries, rule))
     if kind == "trigger" and not test.positive_triggers:
@@ -749,7 +771,7 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
             example = "1" if key == "max_skills" else '["skill-name"]'
             return InputError(f"entry {number}: {message}", path, line, f'e.g. "{key}": {example}')
 
-        rule = routing_rule(item, routing_problem, should)
+        rule = _routing_rule(item, routing_problem, should)
         if rule is not None:
             test.routing[query.strip()] = rule
         named = item.get("skill") if isinstance(item, dict) else None
@@ -780,19 +802,19 @@ def load_skill_creator_evals(path: str | Path) -> SkillTest:
 RESERVED_PROJECT_NAMES = (".claude", ".mcp.json")
 
 
-TASK_EVALS_HINT = (
+_TASK_EVALS_HINT = (
     'write {"skill_name": "...", "evals": [{"id": 1, "prompt": "...", "expected_output": "...", '
     '"files": [], "expectations": ["..."]}]} (skill-creator\'s evals/evals.json)'
 )
 
 
-def eval_files_root(path: Path) -> Path:
+def _eval_files_root(path: Path) -> Path:
     """Where an evals file's input files must stay: the skill's folder when the file is
     `<skill>/evals/evals.json` (skill-creator's layout), else the evals file's own folder."""
     return (path.parent.parent if path.parent.name == "evals" else path.parent).resolve()
 
 
-def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
+def _eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     """An eval's input file: relative to the evals file's folder, else (skill-creator's own
     convention) to the skill's root when the evals file is `<skill>/evals/evals.json`. It must
     stay inside that folder: an absolute path, a `..` that climbs out or a link that points out
@@ -804,7 +826,7 @@ def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     inside = "files are paths inside the skill's folder, relative to the evals file's folder"
     if Path(name).is_absolute() or name.startswith("~"):
         raise refused("is an absolute path", inside)
-    root = eval_files_root(path)
+    root = _eval_files_root(path)
     candidates = [path.parent / name]
     if path.parent.name == "evals":
         candidates.append(path.parent.parent / name)
@@ -825,7 +847,7 @@ def eval_input_file(path: Path, name: str, where: str, line: int) -> Path:
     return resolved
 
 
-def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]:
+def _task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]:
     """The evals file's `evals` list and `skill_name`, checked."""
     evals = data.get("evals")
     if not isinstance(evals, list) or not evals:
@@ -833,7 +855,7 @@ def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]
             'task evals need a non-empty "evals" list',
             path,
             line_of(raw, '"evals"') or 1,
-            TASK_EVALS_HINT,
+            _TASK_EVALS_HINT,
         )
     skill_name = data.get("skill_name")
     if skill_name is not None and (not isinstance(skill_name, str) or not skill_name.strip()):
@@ -843,47 +865,47 @@ def task_evals_list(path: Path, data: dict, raw: str) -> tuple[list, str | None]
     return evals, skill_name.strip() if skill_name else None
 
 
-def eval_strings(item: dict, key: str, fail: Callable[[str], InputError]) -> list[str]:
+def _eval_strings(item: dict, key: str, fail: Callable[[str], InputError]) -> list[str]:
     value = item.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise fail(f'"{key}" must be a list of non-empty strings')
     return [v.strip() for v in value]
 
 
-def eval_expectations(item: dict, fail: Callable[[str], InputError]) -> list[str]:
+def _eval_expectations(item: dict, fail: Callable[[str], InputError]) -> list[str]:
     """What the judge grades: `expectations` (skill-creator's evals.json), or `assertions` (the
     agentskills.io spelling, which skill-creator's own SKILL.md uses). An eval with neither would
     pass with nothing graded: refused."""
     if "expectations" in item and "assertions" in item:
         raise fail('give "expectations" or "assertions" (the same list), not both')
     key = "assertions" if "assertions" in item else "expectations"
-    found = eval_strings(item, key, fail)
+    found = _eval_strings(item, key, fail)
     if not found:
         raise fail('has nothing to grade: give its "expectations", the statements the judge checks')
     return found
 
 
-def task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | None) -> SkillTest:
+def _task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | None) -> SkillTest:
     """One entry of `evals`, checked: id, prompt, expected output, expectations, input files."""
     where = f"eval {index}"
     if not isinstance(item, dict):
-        raise InputError(f"{where} is not an object", path, 1, TASK_EVALS_HINT)
+        raise InputError(f"{where} is not an object", path, 1, _TASK_EVALS_HINT)
     prompt = item.get("prompt")
     line = (line_of(raw, json.dumps(prompt)) if isinstance(prompt, str) else None) or 1
 
     def fail(problem: str) -> InputError:
-        return InputError(f"{where}: {problem}", path, line, TASK_EVALS_HINT)
+        return InputError(f"{where}: {problem}", path, line, _TASK_EVALS_HINT)
 
     eval_id = item.get("id", index)
     if isinstance(eval_id, bool) or not isinstance(eval_id, (int, str)) or not str(eval_id).strip():
         raise fail('"id" must be a number or a name')
     if not isinstance(prompt, str) or not prompt.strip():
-        raise InputError(f'{where} needs a non-empty "prompt" string', path, line, TASK_EVALS_HINT)
+        raise InputError(f'{where} needs a non-empty "prompt" string', path, line, _TASK_EVALS_HINT)
     expected = item.get("expected_output", "")
     if not isinstance(expected, str):
         raise fail('"expected_output" must be text')
-    expectations = eval_expectations(item, fail)
-    files = eval_strings(item, "files", fail)
+    expectations = _eval_expectations(item, fail)
+    files = _eval_strings(item, "files", fail)
     name = item.get("name")
     return SkillTest(
         name=name if isinstance(name, str) and name.strip() else f"eval-{eval_id}",
@@ -895,11 +917,11 @@ def task_eval(path: Path, raw: str, item: Any, index: int, skill_name: str | Non
         eval_id=eval_id,
         expected_output=expected.strip(),
         expectations=expectations,
-        files=[eval_input_file(path, f, where, line) for f in files],
+        files=[_eval_input_file(path, f, where, line) for f in files],
     )
 
 
-def check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
+def _check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
     """Every eval its own name, and every input file of an eval its own name (each is copied to
     the project's top folder by its name)."""
     seen: set[str] = set()
@@ -924,25 +946,25 @@ def check_task_eval_names(tests: Sequence[SkillTest], path: Path) -> None:
             )
 
 
-def load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
+def _load_task_evals(path: Path, data: dict, raw: str) -> list[SkillTest]:
     """skill-creator's `evals/evals.json`, read as it is: each eval a task test graded by the judge,
     one verdict per expectation. `files` are relative to the evals file's folder (skill-creator
     writes them relative to the skill's root, `evals/files/x.pdf`: when the evals file sits in the
     skill's `evals/` folder, the skill's root is tried next), and stay inside that folder; a
     missing one is an error."""
-    evals, skill_name = task_evals_list(path, data, raw)
-    tests = [task_eval(path, raw, item, index, skill_name) for index, item in enumerate(evals, 1)]
-    check_task_eval_names(tests, path)
+    evals, skill_name = _task_evals_list(path, data, raw)
+    tests = [_task_eval(path, raw, item, index, skill_name) for index, item in enumerate(evals, 1)]
+    _check_task_eval_names(tests, path)
     return tests
 
 
-def load_eval_file(path: str | Path) -> list[SkillTest]:
+def _load_eval_file(path: str | Path) -> list[SkillTest]:
     """A skill-creator JSON file: a trigger eval set (a list), or task evals (`evals/evals.json`)."""
     path = Path(path)
     raw = read_text_file(path, "eval set")
     data = parse_json_text(raw, path)
     if isinstance(data, dict) and "evals" in data:
-        return load_task_evals(path, data, raw)
+        return _load_task_evals(path, data, raw)
     if isinstance(data, dict):
         raise InputError(
             'an eval set is a JSON list of {"query": ..., "should_trigger": true|false}, or task evals '
@@ -953,7 +975,7 @@ def load_eval_file(path: str | Path) -> list[SkillTest]:
     return [load_skill_creator_evals(path)]
 
 
-TEST_FILE_KINDS = {
+_TEST_FILE_KINDS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".txt": "markdown",
@@ -966,7 +988,7 @@ TEST_FILE_KINDS = {
 def kind_of_test_file(path: str | Path) -> str | None:
     """What a --tests / --trigger file holds, by its extension: markdown tests, a skill-creator
     eval set, a QA evaluation (mcp-builder's XML); None for anything else."""
-    return TEST_FILE_KINDS.get(Path(path).suffix.lower())
+    return _TEST_FILE_KINDS.get(Path(path).suffix.lower())
 
 
 def load_markdown_tests(target: str | Path, default_type: str | None = None) -> list[SkillTest]:
@@ -982,7 +1004,7 @@ def load_markdown_tests(target: str | Path, default_type: str | None = None) -> 
         else None
     )
     if evals is not None and default_type != "trigger":
-        return load_eval_file(evals)
+        return _load_eval_file(evals)
     if target.is_dir():
         files = sorted(
             p for p in target.rglob("*.md") if p.is_file() and p.name.lower() != "readme.md"
@@ -1004,7 +1026,7 @@ def load_markdown_tests(target: str | Path, default_type: str | None = None) -> 
             hint="give markdown tests (.md), a skill-creator eval set (.json) or a QA evaluation (.xml)",
         )
     if kind == "evals":
-        tests = load_eval_file(target)
+        tests = _load_eval_file(target)
         if default_type == "trigger" and any(t.type != "trigger" for t in tests):
             raise InputError(
                 "--trigger wants a trigger eval set, this file holds task evals",

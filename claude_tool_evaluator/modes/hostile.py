@@ -28,6 +28,11 @@ from ..writers.terminal import print_summary
 from .common import run_metadata, servers_for
 from .tool_suites import check_tool_options, qa_suite, query_cases, tool_use_mode
 
+__all__ = [
+    "redteam_mode",
+    "scan_mode",
+]
+
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
     from ..results_schema.security import PinRecord

@@ -19,8 +19,12 @@ from ..sinks import terminal_text
 from .benchmarks import bfcl_categories, import_bfcl, import_folder, import_tau2
 from .common import FolderWrites
 
+__all__ = [
+    "import_mode",
+]
 
-def grader_expectation(grader: PluginGrader) -> str:
+
+def _grader_expectation(grader: PluginGrader) -> str:
     """A grader as one expectation sentence for this product's judge (task evals)."""
     get = grader.get
     if grader.kind == "regex":
@@ -50,7 +54,7 @@ def grader_expectation(grader: PluginGrader) -> str:
     return str(get("criteria"))
 
 
-def trigger_verdict(plugin: Plugin, case: PluginCase) -> tuple[str, bool] | None:
+def _trigger_verdict(plugin: Plugin, case: PluginCase) -> tuple[str, bool] | None:
     """(skill, should it fire) when every grader of the case is a `tool_used` on Skill naming
     one of the plugin's skills (or none, with a single skill): a trigger query; else None."""
     if not case.graders or any(
@@ -68,7 +72,7 @@ def trigger_verdict(plugin: Plugin, case: PluginCase) -> tuple[str, bool] | None
     return verdicts.pop() if len(verdicts) == 1 else None
 
 
-def task_skill(plugin: Plugin, case: PluginCase) -> str:
+def _task_skill(plugin: Plugin, case: PluginCase) -> str:
     """The skill a task eval is for: the first of the plugin's skills its graders or prompt
     name, else its first skill (the plugin's name when it ships none)."""
     said = case.prompt + " ".join(str(g.config) for g in case.graders)
@@ -76,7 +80,7 @@ def task_skill(plugin: Plugin, case: PluginCase) -> str:
     return (named or plugin.skills or [plugin.name])[0]
 
 
-def import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None:
+def _import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None:
     """A plugin's `evals/` suite in this product's formats: each skill's trigger cases as a
     skill-creator trigger eval (`<skill>-trigger.json`, for --trigger), every other case as a
     task eval of its skill with one expectation per grader (`<skill>-evals.json`, for --tests)."""
@@ -84,7 +88,7 @@ def import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None
     triggers: dict[str, list[dict[str, Any]]] = {}
     tasks: list[dict[str, Any]] = []
     for case in plugin.cases:
-        verdict = trigger_verdict(plugin, case)
+        verdict = _trigger_verdict(plugin, case)
         if verdict is not None:
             triggers.setdefault(verdict[0], []).append(
                 {"query": case.prompt, "should_trigger": verdict[1]}
@@ -92,13 +96,13 @@ def import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None
             continue
         tasks.append(
             {
-                "skill": task_skill(plugin, case),
+                "skill": _task_skill(plugin, case),
                 "id": 0,
                 "name": case.name,
                 "prompt": case.prompt,
                 "expected_output": "",
                 "files": [],
-                "expectations": [grader_expectation(g) for g in case.graders],
+                "expectations": [_grader_expectation(g) for g in case.graders],
             }
         )
     for skill, queries in triggers.items():
@@ -125,14 +129,14 @@ def import_plugin_evals(source: Path, target: Path, files: FolderWrites) -> None
 
 
 # What each benchmark takes beyond -o: any other of these is refused (it is another's).
-IMPORT_OPTIONS = {
+_IMPORT_OPTIONS = {
     "bfcl": ("categories", "limit"),
     "tau2": ("domain", "split", "tasks", "limit"),
     "plugin-evals": ("plugin",),
 }
 
 
-def check_import_options(settings: Settings) -> str:
+def _check_import_options(settings: Settings) -> str:
     """The benchmark (or plugin-evals), once every option given is one it takes: an option of
     another benchmark is one line naming whose it is."""
     source = str(settings.exchange.import_source)
@@ -147,7 +151,7 @@ def check_import_options(settings: Settings) -> str:
             f"import {source} takes no PLUGIN argument (got {settings.plugin_evals.plugin!r})"
         )
     for name in sorted(settings.given, key=option_order):
-        owners = [s for s, names in IMPORT_OPTIONS.items() if name in names]
+        owners = [s for s, names in _IMPORT_OPTIONS.items() if name in names]
         if owners and source not in owners:
             raise UsageProblem(
                 f"{flag_of(name)} does not apply to import {source} (it is {' and '.join(owners)}'s)"
@@ -159,11 +163,11 @@ def import_mode(settings: Settings, console: Console) -> int:
     """import bfcl | tau2 | plugin-evals PLUGIN -o DIR: the suites (and what serves their tools,
     and a project file) read from the benchmark's package or the plugin's suite, planned first
     (bad input: one line, nothing written), then written into DIR; --dry-run lists them."""
-    source = check_import_options(settings)
+    source = _check_import_options(settings)
     target = import_folder(Path(str(settings.outputs.output)))
     files = FolderWrites()
     if source == "plugin-evals":
-        import_plugin_evals(Path(str(settings.plugin_evals.plugin)), target, files)
+        _import_plugin_evals(Path(str(settings.plugin_evals.plugin)), target, files)
         said = []
     elif source == "bfcl":
         said = import_bfcl(

@@ -26,13 +26,8 @@ from ..loaders.csv_suites import check_case_tools, load_csv_suite
 from ..loaders.skills import skill_description_problem
 from ..pipeline import PipelineOutcome, continues_earlier_run, run_pipeline
 from ..redaction import Redactor
-from ..results_schema.document import (
-    RUN_RESULT,
-    OptimizationRecord,
-    OptimizationRoundRecord,
-    SplitRecord,
-    dump_record,
-)
+from ..results_schema.document import RUN_RESULT, dump_record
+from ..results_schema.sections import OptimizationRecord, OptimizationRoundRecord, SplitRecord
 from ..run_types import SkillTest, Usage, cost_usd, estimated_tokens
 from ..runners.crowd import CrowdedSkillRunner, skill_crowd_for
 from ..runners.skills import SkillRunner
@@ -49,6 +44,17 @@ from .common import check_crowd_options, require_api_key, servers_for, tool_use_
 from .skills import SkillRuns, load_skill_suite, skill_plan, skill_results
 from .tool_suites import tool_use_results
 
+__all__ = [
+    "CandidateScore",
+    "OptimizeLoop",
+    "SHOULD_NOT_TRIGGER",
+    "SHOULD_TRIGGER",
+    "SplitItem",
+    "optimize_mode",
+    "optimized_file_path",
+    "stratified_split",
+]
+
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..hub.tools import ToolSpec
@@ -64,7 +70,7 @@ if TYPE_CHECKING:
 SHOULD_TRIGGER, SHOULD_NOT_TRIGGER = "should trigger", "should not trigger"
 
 
-PROPOSE_TOOL_CHOICE = {"type": "tool", "name": "propose"}
+_PROPOSE_TOOL_CHOICE = {"type": "tool", "name": "propose"}
 
 
 @dataclass
@@ -114,11 +120,11 @@ class CandidateScore:
         return sum(1 for i in chosen if self.passed.get(i.key)), len(chosen)
 
 
-def score_rate(passed: int, total: int) -> float | None:
+def _score_rate(passed: int, total: int) -> float | None:
     return passed / total if total else None
 
 
-def replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
+def _replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
     """A candidate scored before (--resume): its journaled runs in job order, as the pipeline
     would hold them; nothing runs again."""
     by_key = {runner.result_key(r): r for r in results}
@@ -131,7 +137,7 @@ def replayed_outcome(runner: Any, results: Sequence[Any]) -> PipelineOutcome:
     return outcome
 
 
-def propose_tool(tools: Sequence[str] | None) -> dict:
+def _propose_tool(tools: Sequence[str] | None) -> dict:
     """The optimizer answers through this tool only: a description (skills), or a map of tool
     name to description limited to the tools it may rewrite."""
     if tools is None:
@@ -174,13 +180,13 @@ def optimized_file_path(settings: Settings) -> Path | None:
     )
 
 
-def optimizer_outputs(settings: Settings) -> list[Path]:
+def _optimizer_outputs(settings: Settings) -> list[Path]:
     """What --optimize writes itself: the write guard of skill runs must not count it."""
     best = optimized_file_path(settings)
     return settings.outputs.own_outputs() + ([best] if best else [])
 
 
-class SkillDescriptionTask:
+class _SkillDescriptionTask:
     """--optimize --skill S --trigger EVALS: the skill's description, scored by trigger runs."""
 
     kind = "skill"
@@ -252,9 +258,9 @@ class SkillDescriptionTask:
     def runner(self, candidate: dict[str, str]) -> SkillRunner:
         if self.crowd is not None:
             return CrowdedSkillRunner(
-                self.plan(candidate), self.crowd, optimizer_outputs(self.settings), self.redactor
+                self.plan(candidate), self.crowd, _optimizer_outputs(self.settings), self.redactor
             )
-        return SkillRunner(self.plan(candidate), optimizer_outputs(self.settings), self.redactor)
+        return SkillRunner(self.plan(candidate), _optimizer_outputs(self.settings), self.redactor)
 
     def prepare(self) -> None:
         require_api_key()
@@ -368,7 +374,7 @@ class SkillDescriptionTask:
         )
 
 
-class ToolDescriptionTask:
+class _ToolDescriptionTask:
     """--optimize --csv SUITE: the MCP tools' descriptions, scored by the suite's checks."""
 
     kind = "tools"
@@ -557,11 +563,11 @@ class ToolDescriptionTask:
         return json_text(changed) + "\n"
 
 
-def candidate_hash(candidate: dict[str, str]) -> str:
+def _candidate_hash(candidate: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(candidate, sort_keys=True).encode()).hexdigest()[:16]
 
 
-class Proposer:
+class _Proposer:
     """The optimizer model behind the forced `propose` tool. An invalid proposal is sent back
     once with the reason; a second invalid one is dropped."""
 
@@ -588,9 +594,9 @@ class Proposer:
                     self.model_id,
                     prompts.OPTIMIZER_SYSTEM_PROMPT,
                     list(messages),
-                    [propose_tool(allowed)],
+                    [_propose_tool(allowed)],
                     C.OPTIMIZER_MAX_TOKENS,
-                    tool_choice=PROPOSE_TOOL_CHOICE,
+                    tool_choice=_PROPOSE_TOOL_CHOICE,
                 )
                 reply = await model.complete(request)
                 spent += cost_usd(reply.usage, self.model_id)
@@ -638,7 +644,7 @@ class Proposer:
         return None, refused, spent, messages
 
 
-def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
+def _estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
     """One proposal call at its largest: every train item a failure, every earlier attempt shown."""
     text = (
         prompts.OPTIMIZER_SYSTEM_PROMPT
@@ -662,7 +668,7 @@ def estimate_proposal(task: Any, settings: Settings) -> CostEstimate:
     return CostEstimate(1, model, 1, 2, typical, most, f"prompt: about {prompt:,} tokens")
 
 
-class OptimizeJournal:
+class _OptimizeJournal:
     """One JSON line per event of the loop (each run of a candidate as it finishes, each
     proposal, each candidate scored to the end), flushed at once and redacted like every output:
     --resume (after Ctrl-C, SIGTERM or kill -9) replays it, so nothing finished is asked or run
@@ -721,7 +727,7 @@ class OptimizeJournal:
 
     def record_run(self, candidate: dict[str, str], runner: Any) -> Callable[[Any], None]:
         """What the pipeline calls as each run of this candidate finishes: its journal line."""
-        key = candidate_hash(candidate)
+        key = _candidate_hash(candidate)
 
         def record(run: Any) -> None:
             self.append(
@@ -741,10 +747,10 @@ class OptimizeJournal:
             self.path.unlink(missing_ok=True)
 
 
-def estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
+def _estimate_optimization(task: Any, settings: Settings) -> CostEstimate:
     """The whole loop at its worst: every round proposed (each sent back once) and scored."""
     per = run_async(task.estimate())
-    proposal = estimate_proposal(task, settings)
+    proposal = _estimate_proposal(task, settings)
     candidates, rounds = (
         settings.descriptions.optimize_rounds + 1,
         settings.descriptions.optimize_rounds,
@@ -769,10 +775,10 @@ class OptimizeLoop:
     scored like the original; stops early when train all passes or at --max-cost."""
 
     def __init__(
-        self, task: Any, settings: Settings, console: Console, journal: OptimizeJournal
+        self, task: Any, settings: Settings, console: Console, journal: _OptimizeJournal
     ) -> None:
         self.task, self.settings, self.console, self.journal = task, settings, console, journal
-        self.proposer = Proposer(settings)
+        self.proposer = _Proposer(settings)
         self.spent = 0.0
         self.rounds: list[OptimizationRoundRecord] = []
         self.scores: dict[int, tuple[dict[str, str], CandidateScore]] = {}
@@ -789,10 +795,10 @@ class OptimizeLoop:
         replayed (a candidate scored to the end, or the runs of one cut short), the rest run,
         each journaled as it finishes."""
         runner = self.task.runner(candidate)
-        key = candidate_hash(candidate)
+        key = _candidate_hash(candidate)
         kept = self.journal.scored.get(key)
         if kept is not None:
-            return self.task.scored(runner, replayed_outcome(runner, kept), True)
+            return self.task.scored(runner, _replayed_outcome(runner, kept), True)
         if self.out_of_money():
             return None
         earlier = self.journal.runs.get(key, [])
@@ -829,7 +835,7 @@ class OptimizeLoop:
                 {
                     "event": "scored",
                     "round": round_no,
-                    "candidate_hash": candidate_hash(candidate),
+                    "candidate_hash": _candidate_hash(candidate),
                     "candidate": candidate,
                     "results": [dump_record(runner.to_result(r)) for r in outcome.records],
                 }
@@ -868,7 +874,7 @@ class OptimizeLoop:
                 sp,
                 st,
             )
-            record.train_score, record.test_score = score_rate(tp, tt), score_rate(sp, st)
+            record.train_score, record.test_score = _score_rate(tp, tt), _score_rate(sp, st)
             record.cost_usd = round(result.cost, 6)
             record.status = "scored" if result.complete else "incomplete"
         self.rounds.append(record)
@@ -1029,11 +1035,11 @@ def optimize_mode(settings: Settings, console: Console) -> int:
     runs = settings.run_plan.runs or C.DEFAULT_OPTIMIZE_RUNS
     settings = replace(settings, run_plan=replace(settings.run_plan, runs=runs))
     task: Any = (
-        SkillDescriptionTask(settings) if settings.inputs.skill else ToolDescriptionTask(settings)
+        _SkillDescriptionTask(settings) if settings.inputs.skill else _ToolDescriptionTask(settings)
     )
     items = stratified_split(task.items, settings.descriptions.holdout, settings.crowd.seed)
     if settings.run_plan.dry_run:
-        print_estimate(console, estimate_optimization(task, settings))
+        print_estimate(console, _estimate_optimization(task, settings))
         return 0
     # a leftover journal without --resume (or --resume without -o): one line
     continues_earlier_run(settings.run_plan, settings.outputs.output)
@@ -1062,7 +1068,7 @@ def optimize_mode(settings: Settings, console: Console) -> int:
             ]
         ).encode()
     ).hexdigest()[:16]
-    journal = OptimizeJournal(settings, fingerprint)
+    journal = _OptimizeJournal(settings, fingerprint)
     loop = OptimizeLoop(task, settings, console, journal)
     loop.run(original)
     if 0 not in loop.scores:

@@ -19,7 +19,8 @@ from ..errors import FatalApiError, InputError, is_api_error
 from ..finished_run import Results, summary_record
 from ..loaders.skills import load_skill
 from ..pipeline import PipelineOutcome
-from ..results_schema.document import CaseResult, OverlapPairRecord, OverlapRecord
+from ..results_schema.document import CaseResult
+from ..results_schema.sections import OverlapPairRecord, OverlapRecord
 from ..run_types import Usage, cost_usd, estimated_tokens
 from ..runners.crowd import print_decoy_estimate, skill_crowd_for
 from ..scoring.skills import significant_words
@@ -31,6 +32,11 @@ from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
 from .common import check_crowd_options, exit_code, require_api_key, run_metadata
 
+__all__ = [
+    "overlap_mode",
+    "overlap_pairs",
+]
+
 if TYPE_CHECKING:
     from ..settings import ModelApi, Settings
 
@@ -39,10 +45,10 @@ if TYPE_CHECKING:
 # `assess_overlap` tool) on the closest pairs, each answered HIGH / MEDIUM / LOW with the queries
 # that would confuse the two, one line saying why (the case's reason) and one saying how to tell
 # them apart.
-OVERLAP_TOOL_CHOICE = {"type": "tool", "name": "assess_overlap"}
+_OVERLAP_TOOL_CHOICE = {"type": "tool", "name": "assess_overlap"}
 
 
-OVERLAP_TOOL = {
+_OVERLAP_TOOL = {
     "name": "assess_overlap",
     "description": "Record your verdict on the pair. Call it exactly once.",
     "input_schema": {
@@ -58,7 +64,7 @@ OVERLAP_TOOL = {
 }
 
 
-def description_similarity(a: str, b: str) -> float:
+def _description_similarity(a: str, b: str) -> float:
     """Jaccard similarity of two descriptions' significant words: the cheap pre-filter."""
     left, right = set(significant_words(a)), set(significant_words(b))
     return len(left & right) / len(left | right) if left | right else 0.0
@@ -70,13 +76,13 @@ def overlap_pairs(
     """Every pair of the skills, and each skill against each distractor, closest first."""
     pairs = [(a, b) for i, a in enumerate(skills) for b in [*skills[i + 1 :], *distractors]]
     found = [
-        OverlapPairRecord(a=a[0], b=b[0], similarity=round(description_similarity(a[1], b[1]), 4))
+        OverlapPairRecord(a=a[0], b=b[0], similarity=round(_description_similarity(a[1], b[1]), 4))
         for a, b in pairs
     ]
     return sorted(found, key=lambda p: (-p.similarity, p.a, p.b))
 
 
-def overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> ModelRequest:
+def _overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> ModelRequest:
     prompt = prompts.OVERLAP_PROMPT.format(
         a=a, a_description=a_text, b=b, b_description=b_text, count=C.OVERLAP_QUERIES
     )
@@ -84,13 +90,13 @@ def overlap_request(a: str, a_text: str, b: str, b_text: str, model: str) -> Mod
         model,
         prompts.OVERLAP_SYSTEM_PROMPT,
         [{"role": "user", "content": prompt}],
-        [OVERLAP_TOOL],
+        [_OVERLAP_TOOL],
         C.OVERLAP_MAX_TOKENS,
-        tool_choice=OVERLAP_TOOL_CHOICE,
+        tool_choice=_OVERLAP_TOOL_CHOICE,
     )
 
 
-def parse_overlap(content: list[dict]) -> dict:
+def _parse_overlap(content: list[dict]) -> dict:
     """The judge's `assess_overlap` call -> {risk, queries, reason, disambiguation}, or {error}."""
     call = next((b for b in content if b.get("type") == "tool_use"), {})
     data: dict = call["input"] if isinstance(call.get("input"), dict) else {}
@@ -108,7 +114,7 @@ def parse_overlap(content: list[dict]) -> dict:
     }
 
 
-def estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstimate:
+def _estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstimate:
     typical = most = 0.0
     for request in requests:
         prompt = estimated_tokens([request.system, request.messages, request.tools])
@@ -120,7 +126,7 @@ def estimate_overlap(requests: Sequence[ModelRequest], model: str) -> CostEstima
     return CostEstimate(n, model, n, n, typical, most, f"{n} pair(s) for the judge")
 
 
-async def judge_overlaps(
+async def _judge_overlaps(
     pairs: Sequence[tuple[OverlapPairRecord, ModelRequest]], api: ModelApi, budget: float | None
 ) -> tuple[float, int]:
     """The judge on each pair in turn, until the budget (--max-cost's) is spent: (cost, pairs
@@ -147,7 +153,7 @@ async def judge_overlaps(
                 continue
             pair.cost_usd = round(cost_usd(reply.usage, request.model), 6)
             spent += pair.cost_usd
-            verdict = parse_overlap(reply.content)
+            verdict = _parse_overlap(reply.content)
             pair.judged = True
             if "error" in verdict:
                 pair.error = verdict["error"]
@@ -159,7 +165,7 @@ async def judge_overlaps(
     return spent, 0
 
 
-def overlap_case(pair: OverlapPairRecord) -> CaseResult:
+def _overlap_case(pair: OverlapPairRecord) -> CaseResult:
     """A judged pair as a case: it fails when the judge says HIGH (or could not judge it); its
     reason is the judge's one line on why. One judgement: no interval."""
     passed = not pair.error and pair.risk != "HIGH"
@@ -223,10 +229,10 @@ def overlap_mode(settings: Settings, console: Console) -> int:
     above = [p for p in pairs if p.similarity >= C.OVERLAP_MIN_SIMILARITY - 1e-9]
     chosen = above[: C.OVERLAP_JUDGED_PAIRS]
     requests = [
-        (p, overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.grading.judge_model))
+        (p, _overlap_request(p.a, texts[p.a], p.b, texts[p.b], settings.grading.judge_model))
         for p in chosen
     ]
-    estimate = estimate_overlap([r for _, r in requests], settings.grading.judge_model)
+    estimate = _estimate_overlap([r for _, r in requests], settings.grading.judge_model)
     console.print(
         f"overlap: {len(pairs)} pair(s), {len(above)} above the lexical pre-filter; the judge reads "
         f"{len(chosen)} on {settings.grading.judge_model}: about ${estimate.cost_expected:.4f} (at most "
@@ -246,7 +252,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         if settings.run_plan.max_cost is None
         else max(0.0, settings.run_plan.max_cost - decoy_cost)
     )
-    spent, not_judged = asyncio.run(judge_overlaps(requests, settings.api, budget))
+    spent, not_judged = asyncio.run(_judge_overlaps(requests, settings.api, budget))
     record = OverlapRecord(
         skills=names,
         distractors=[d.name for d in distractors],
@@ -256,7 +262,7 @@ def overlap_mode(settings: Settings, console: Console) -> int:
         not_judged=len(above) - len(chosen) + not_judged,
         cost_usd=round(spent + decoy_cost, 6),
     )
-    cases = [overlap_case(p) for p in pairs if p.judged]
+    cases = [_overlap_case(p) for p in pairs if p.judged]
     outcome = PipelineOutcome([], [], not_started=not_judged)
     totals = RunTotals()
     for pair in (p for p in pairs if p.judged):

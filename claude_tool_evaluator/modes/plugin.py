@@ -61,7 +61,12 @@ from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
 from .common import exit_code, run_metadata, run_suite
 
-CONFIGURATIONS = {"with": "with_plugin", "without": "without_plugin"}  # a case's arm, as reported
+__all__ = [
+    "plugin_inputs",
+    "plugin_mode",
+]
+
+_CONFIGURATIONS = {"with": "with_plugin", "without": "without_plugin"}  # a case's arm, as reported
 
 
 def plugin_inputs(settings: Settings) -> list[tuple[str, Path]]:
@@ -80,7 +85,7 @@ def plugin_inputs(settings: Settings) -> list[tuple[str, Path]]:
     return [("--plugin", path) for where in folders for path in folder_files(where)]
 
 
-def plugin_suite(settings: Settings) -> Plugin:
+def _plugin_suite(settings: Settings) -> Plugin:
     """The plugin and its suite (only the cases --case names), every problem one line before
     anything runs; what this plugin run cannot take, said the same way."""
     plan, cases = settings.run_plan, settings.plugin_evals.case
@@ -112,7 +117,7 @@ def plugin_suite(settings: Settings) -> Plugin:
     return plugin
 
 
-def other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
+def _other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
     """--distractors installed: the user's other installed plugins."""
     if "installed" not in settings.crowd.distractors:
         return ()
@@ -123,7 +128,7 @@ def other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
     )
 
 
-def plugin_plans(
+def _plugin_plans(
     settings: Settings, plugin: Plugin, others: tuple[Path, ...]
 ) -> list[PluginRunPlan]:
     """A plan per Claude Code and model (several: a matrix, each labelled `model @ version`);
@@ -165,13 +170,13 @@ def plugin_plans(
     return plans
 
 
-def runs_of(records: Sequence[PluginRunResult], label: str, case: str | None, arm: str) -> list:
+def _runs_of(records: Sequence[PluginRunResult], label: str, case: str | None, arm: str) -> list:
     return [
         r for r in records if r.label == label and r.arm == arm and (case is None or r.case == case)
     ]
 
 
-def case_deltas(
+def _case_deltas(
     plugin: Plugin, records: Sequence[PluginRunResult], alpha: float
 ) -> list[ArmDeltaRecord]:
     """Each case's with/without delta, then the suite's (every run of every case pooled); in a
@@ -180,7 +185,7 @@ def case_deltas(
     for label in dict.fromkeys(r.label for r in records) or [""]:
         shown = f" ({label})" if label else ""
         for case, name in [*((c.name, c.name) for c in plugin.cases), (None, "(all cases)")]:
-            scores = {arm: [r.score for r in runs_of(records, label, case, arm)] for arm in ARMS}
+            scores = {arm: [r.score for r in _runs_of(records, label, case, arm)] for arm in ARMS}
             d = arm_delta(name + shown, scores["with"], scores["without"], alpha)
             found.append(
                 ArmDeltaRecord(
@@ -204,29 +209,29 @@ def case_deltas(
     return found
 
 
-PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
+_PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
 
 
-def parts_in_runs(runs: Sequence[PluginRunResult]) -> list[str]:
+def _parts_in_runs(runs: Sequence[PluginRunResult]) -> list[str]:
     """What the plugin's parts did over one case's runs in one arm, each with the runs it
     happened in: `delegated to shop:invoice-auditor (3/3)`, `hook UserPromptSubmit added
     context: ... (3/3)`, `MCP call mcp__plugin_shop_stock__count (2/3)`."""
     seen: dict[str, int] = {}
     for run in runs:
-        for field_name, word in PART_KINDS:
+        for field_name, word in _PART_KINDS:
             for item in dict.fromkeys(getattr(run, field_name)):
                 seen[f"{word} {item}"] = seen.get(f"{word} {item}", 0) + 1
     return [f"{what} ({count}/{len(runs)})" for what, count in seen.items()]
 
 
-def plugin_parts(plugin: Plugin, records: Sequence[PluginRunResult]) -> list[PluginPartsRecord]:
+def _plugin_parts(plugin: Plugin, records: Sequence[PluginRunResult]) -> list[PluginPartsRecord]:
     """Per case, arm and configuration, the subagents, hooks and MCP calls of its runs (none
     when no run used any)."""
     found = []
     for label in dict.fromkeys(r.label for r in records):
         for case in plugin.cases:
             for arm in ARMS:
-                parts = parts_in_runs(runs_of(records, label, case.name, arm))
+                parts = _parts_in_runs(_runs_of(records, label, case.name, arm))
                 if parts:
                     found.append(
                         PluginPartsRecord(case=case.name, arm=arm, label=label, parts=parts)
@@ -234,7 +239,7 @@ def plugin_parts(plugin: Plugin, records: Sequence[PluginRunResult]) -> list[Plu
     return found
 
 
-def arm_case(
+def _arm_case(
     plugin: Plugin, case: PluginCase, arm: str, label: str, runs: Sequence[PluginRunResult]
 ) -> CaseResult:
     """A case in one arm as the product's verdict every writer reads: the plugin arm gates, the
@@ -267,13 +272,13 @@ def arm_case(
         cost_usd=round(sum(r.cost_usd + r.judge_cost_usd for r in runs), 6),
         seconds=round(sum(r.latency_ms for r in runs) / 1000, 3),
         tags=case.tags,
-        configuration=CONFIGURATIONS[arm],
+        configuration=_CONFIGURATIONS[arm],
         model=label or None,
         source=str(case.source or case.folder),
     )
 
 
-def plugin_record(
+def _plugin_record(
     settings: Settings,
     plugin: Plugin,
     plans: Sequence[PluginRunPlan],
@@ -304,14 +309,14 @@ def plugin_record(
             )
             for case in plugin.cases
         ],
-        deltas=case_deltas(plugin, records, settings.statistics.alpha),
-        parts=plugin_parts(plugin, records),
+        deltas=_case_deltas(plugin, records, settings.statistics.alpha),
+        parts=_plugin_parts(plugin, records),
         warnings=warnings,
         others=[str(path) for path in others],
     )
 
 
-def plugin_results(
+def _plugin_results(
     settings: Settings,
     plugin: Plugin,
     plans: Sequence[PluginRunPlan],
@@ -325,11 +330,11 @@ def plugin_results(
     records: list[PluginRunResult] = list(outcome.records)
     labels = list(dict.fromkeys(r.label for r in records)) or [""]
     cases = [
-        arm_case(plugin, case, arm, label, runs)
+        _arm_case(plugin, case, arm, label, runs)
         for label in labels
         for case in plugin.cases
         for arm in ARMS
-        if (runs := runs_of(records, label, case.name, arm))
+        if (runs := _runs_of(records, label, case.name, arm))
     ]
     totals = RunTotals(by_model=len(plans) > 1)
     for r in records:
@@ -346,7 +351,7 @@ def plugin_results(
         claude_versions=list(dict.fromkeys(versions)) if len(plans) > 1 else None,
     )
     passed = (
-        all(c.passed for c in cases if c.configuration == CONFIGURATIONS["with"])
+        all(c.passed for c in cases if c.configuration == _CONFIGURATIONS["with"])
         and not any(r.error for r in records)
         and not outcome.not_started
     )
@@ -357,12 +362,12 @@ def plugin_results(
         cases,
         lambda: outcome.results(lambda record: record),
         len(records),
-        {"plugin": plugin_record(settings, plugin, plans, records, warnings, others)},
+        {"plugin": _plugin_record(settings, plugin, plans, records, warnings, others)},
         f"plugin {plugin.name}",
     )
 
 
-def say_run(console: Console, record: PluginRunResult) -> None:
+def _say_run(console: Console, record: PluginRunResult) -> None:
     """A run's line as it finishes: `01-greet [with] run 1: passed (score 1.00)`."""
     state = "error" if record.error else "passed" if record.passed else "failed"
     shown = f" ({record.label})" if record.label else ""
@@ -383,7 +388,7 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     pipeline (or price them: --dry-run), and write and report each case's with/without delta.
     Exit 1 when a case scores under 1 with the plugin (claude plugin eval's threshold), a run
     errored, or --max-cost left runs unstarted."""
-    plugin = plugin_suite(settings)
+    plugin = _plugin_suite(settings)
     warnings = [
         line
         for case in plugin.cases
@@ -391,14 +396,14 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     ]
     for line in warnings:
         console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
-    others = other_plugins(settings, plugin)
+    others = _other_plugins(settings, plugin)
     if "installed" in settings.crowd.distractors:
         console.print(
             f"--distractors installed: {len(others)} other installed plugin(s) in both arms",
             markup=False,
             highlight=False,
         )
-    plans = plugin_plans(settings, plugin, others)
+    plans = _plugin_plans(settings, plugin, others)
     runner = PluginRunner(
         plans,
         settings.run_plan.concurrency or C.DEFAULT_PLUGIN_CONCURRENCY,
@@ -415,10 +420,10 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         runner,
         settings,
         console,
-        on_record=lambda record: say_run(console, record),
+        on_record=lambda record: _say_run(console, record),
         verdict=lambda record: record.passed,
     )
-    results = plugin_results(settings, plugin, plans, outcome, warnings, others)
+    results = _plugin_results(settings, plugin, plans, outcome, warnings, others)
     write_outputs(results, settings.outputs, console)
     outcome.finish()
     print_summary(console, results)

@@ -40,11 +40,15 @@ from ..settings import Settings
 from ..sinks import terminal_text
 from .common import FolderWrites
 
+__all__ = [
+    "export_mode",
+]
+
 # What a trigger case lets Claude use: what `claude plugin eval init` offers a skill's case.
-TRIGGER_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "Skill"]
+_TRIGGER_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "Skill"]
 
 
-def frontmatter_text(fields: dict[str, Any]) -> str:
+def _frontmatter_text(fields: dict[str, Any]) -> str:
     return (
         "---\n"
         + yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=1_000_000)
@@ -53,7 +57,7 @@ def frontmatter_text(fields: dict[str, Any]) -> str:
 
 
 @dataclass
-class Grader:
+class _Grader:
     """One `graders/NAME.md`: its frontmatter (`type` and the kind's fields) and its body (an llm
     grader's criteria; a description otherwise)."""
 
@@ -62,56 +66,56 @@ class Grader:
     body: str = ""
 
     def text(self) -> str:
-        return frontmatter_text(self.fields) + (f"\n{self.body.strip()}\n" if self.body else "")
+        return _frontmatter_text(self.fields) + (f"\n{self.body.strip()}\n" if self.body else "")
 
 
 @dataclass
-class ExportCase:
+class _ExportCase:
     """One `evals/<name>/`: its prompt.md (frontmatter and the prompt) and graders."""
 
     name: str
     prompt: str
     front: dict[str, Any]
-    graders: list[Grader] = field(default_factory=list)
+    graders: list[_Grader] = field(default_factory=list)
 
 
-def case_slug(text: str) -> str:
+def _case_slug(text: str) -> str:
     """A case folder's name from a test's name: lowercase letters, digits and hyphens."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48].strip("-") or "case"
 
 
 # What a JavaScript regex (no flags) reads as syntax: escaped in a name matched literally.
-JS_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\/])")
+_JS_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\/])")
 
 
-def skill_call_pattern(name: str) -> str:
+def _skill_call_pattern(name: str) -> str:
     """`input_match` for a Skill call of `name` (its input as JSON text): a bare name also
     matches a plugin's `PLUGIN:NAME`, as Claude Code calls a plugin's skill."""
     prefix = "" if ":" in name else '(?:[^":]+:)?'
-    literal = JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), name)
+    literal = _JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), name)
     return f'"skill":\\s*"{prefix}{literal}"'
 
 
-def fired_grader(name: str, fired: bool) -> Grader:
+def _fired_grader(name: str, fired: bool) -> _Grader:
     """A `tool_used` grader: the skill fired at least once, or never (`min: 0` said)."""
     fields: dict[str, Any] = {"type": "tool_used", "tool": "Skill"}
-    fields["input_match"] = skill_call_pattern(name)
+    fields["input_match"] = _skill_call_pattern(name)
     if not fired:
         fields.update(min=0, max=0)
     said = f"{name} fires" if fired else f"{name} never fires"
-    return Grader(f"{case_slug(name)}-{'fires' if fired else 'quiet'}", fields, said)
+    return _Grader(f"{_case_slug(name)}-{'fires' if fired else 'quiet'}", fields, said)
 
 
-def routing_graders(rule: RoutingRule | None) -> list[Grader]:
+def _routing_graders(rule: RoutingRule | None) -> list[_Grader]:
     """A query's routing assertions as graders: must_fire / must_not_fire skills, and
     max_skills as a cap on Skill calls."""
     if rule is None:
         return []
-    graders = [fired_grader(n, True) for n in rule.must_fire]
-    graders += [fired_grader(n, False) for n in rule.must_not_fire]
+    graders = [_fired_grader(n, True) for n in rule.must_fire]
+    graders += [_fired_grader(n, False) for n in rule.must_not_fire]
     if rule.max_skills is not None:
         graders.append(
-            Grader(
+            _Grader(
                 "max-skills",
                 {"type": "tool_used", "tool": "Skill", "min": 0, "max": rule.max_skills},
                 f"at most {rule.max_skills} skill calls",
@@ -120,7 +124,7 @@ def routing_graders(rule: RoutingRule | None) -> list[Grader]:
     return graders
 
 
-def trigger_cases(test: SkillTest, runs: int | None) -> list[ExportCase]:
+def _trigger_cases(test: SkillTest, runs: int | None) -> list[_ExportCase]:
     """A trigger set: a case per query, its skill's firing graded (and its routing rule)."""
     assert test.skill is not None, "assign_trigger_skills names every trigger test's skill"
     cases = []
@@ -131,21 +135,21 @@ def trigger_cases(test: SkillTest, runs: int | None) -> list[ExportCase]:
             "description": f"{'should' if positive else 'should not'} fire {test.skill}",
             "tags": ["trigger", "positive" if positive else "negative"],
             "max_turns": C.DEFAULT_TRIGGER_MAX_TURNS,
-            "allowed_tools": TRIGGER_ALLOWED_TOOLS,
+            "allowed_tools": _TRIGGER_ALLOWED_TOOLS,
         }
         if runs:
             front["runs"] = runs
-        graders = [fired_grader(test.skill, positive)]
+        graders = [_fired_grader(test.skill, positive)]
         graders += [
             g
-            for g in routing_graders(test.routing.get(query))
+            for g in _routing_graders(test.routing.get(query))
             if g.name not in {x.name for x in graders}
         ]
-        cases.append(ExportCase(test.name, query, front, graders))
+        cases.append(_ExportCase(test.name, query, front, graders))
     return cases
 
 
-def task_case(test: SkillTest, runs: int | None) -> ExportCase:
+def _task_case(test: SkillTest, runs: int | None) -> _ExportCase:
     """A skill-creator task eval: its prompt, an llm grader per expectation, its expected output
     as the case's expected_outcome."""
     front: dict[str, Any] = {"tags": ["task"], "max_turns": C.DEFAULT_MAX_TURNS}
@@ -154,17 +158,17 @@ def task_case(test: SkillTest, runs: int | None) -> ExportCase:
     if runs:
         front["runs"] = runs
     graders = [
-        Grader(f"expectation-{n:02d}", {"type": "llm"}, text)
+        _Grader(f"expectation-{n:02d}", {"type": "llm"}, text)
         for n, text in enumerate(test.expectations, 1)
     ]
-    return ExportCase(str(test.eval_id or test.name), test.prompt, front, graders)
+    return _ExportCase(str(test.eval_id or test.name), test.prompt, front, graders)
 
 
-def mcp_tool_name(server: str, tool: str) -> str:
+def _mcp_tool_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
 
-def csv_export_case(case: TestCase, server: str, runs: int | None) -> ExportCase:
+def _csv_export_case(case: TestCase, server: str, runs: int | None) -> _ExportCase:
     """A CSV case: each expected tool called, each forbidden one never, `order: strict` as
     tool_order graders, its rubric as an llm grader (the server's tools are `mcp__SERVER__TOOL`)."""
     front: dict[str, Any] = {"max_turns": C.DEFAULT_MAX_TURNS}
@@ -173,42 +177,42 @@ def csv_export_case(case: TestCase, server: str, runs: int | None) -> ExportCase
     if runs:
         front["runs"] = runs
     graders = [
-        Grader(f"calls-{case_slug(t)}", {"type": "tool_used", "tool": mcp_tool_name(server, t)})
+        _Grader(f"calls-{_case_slug(t)}", {"type": "tool_used", "tool": _mcp_tool_name(server, t)})
         for t in dict.fromkeys(case.expected_tools)
     ]
     graders += [
-        Grader(
-            f"never-{case_slug(t)}",
-            {"type": "tool_used", "tool": mcp_tool_name(server, t), "min": 0, "max": 0},
+        _Grader(
+            f"never-{_case_slug(t)}",
+            {"type": "tool_used", "tool": _mcp_tool_name(server, t), "min": 0, "max": 0},
         )
         for t in dict.fromkeys(case.forbidden_tools)
     ]
     if case.order == "strict":
         graders += [
-            Grader(
+            _Grader(
                 f"order-{n:02d}",
                 {
                     "type": "tool_order",
-                    "before": mcp_tool_name(server, first),
-                    "after": mcp_tool_name(server, then),
+                    "before": _mcp_tool_name(server, first),
+                    "after": _mcp_tool_name(server, then),
                 },
             )
             for n, (first, then) in enumerate(zip(case.expected_tools, case.expected_tools[1:]), 1)
         ]
     if case.rubric:
-        graders.append(Grader("rubric", {"type": "llm"}, case.rubric))
-    return ExportCase(case.name, case.prompt, front, graders)
+        graders.append(_Grader("rubric", {"type": "llm"}, case.rubric))
+    return _ExportCase(case.name, case.prompt, front, graders)
 
 
-def numbered(cases: Iterable[ExportCase]) -> list[ExportCase]:
+def _numbered(cases: Iterable[_ExportCase]) -> list[_ExportCase]:
     """Each case named `<slug>-NN` (NN counts every exported case): folder names of their own."""
     return [
-        ExportCase(f"{case_slug(c.name)}-{n:02d}", c.prompt, c.front, c.graders)
+        _ExportCase(f"{_case_slug(c.name)}-{n:02d}", c.prompt, c.front, c.graders)
         for n, c in enumerate(cases, 1)
     ]
 
 
-def check_gradable(cases: Sequence[ExportCase], source: str) -> None:
+def _check_gradable(cases: Sequence[_ExportCase], source: str) -> None:
     """Claude Code refuses a case without graders: say which, before anything is written."""
     empty = next((c for c in cases if not c.graders), None)
     if empty is not None:
@@ -219,7 +223,7 @@ def check_gradable(cases: Sequence[ExportCase], source: str) -> None:
         )
 
 
-def wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
+def _wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
     """Whether the export makes the folder a plugin around the skill (it is none yet), checked
     before anything is written."""
     if target.exists() and not target.is_dir():
@@ -245,7 +249,7 @@ def wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
     return True
 
 
-def plugin_eval_dir(plugin: Path) -> str:
+def _plugin_eval_dir(plugin: Path) -> str:
     """A plugin's eval dir, as Claude Code finds it: its manifest's `experimental.evals`, else
     `evals`."""
     manifest = plugin / PLUGIN_MANIFEST
@@ -269,7 +273,7 @@ def plugin_eval_dir(plugin: Path) -> str:
     return given
 
 
-def wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
+def _wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
     """The folder made a plugin: its manifest and the skill as `skills/<name>/`."""
     files.copy_folder(
         skill.folder,
@@ -283,16 +287,16 @@ def wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
     )
 
 
-def write_case(folder: Path, case: ExportCase, files: FolderWrites) -> None:
+def _write_case(folder: Path, case: _ExportCase, files: FolderWrites) -> None:
     files.text(
         folder / case.name / "prompt.md",
-        frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n",
+        _frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n",
     )
     for grader in case.graders:
         files.text(folder / case.name / "graders" / f"{grader.name}.md", grader.text())
 
 
-def export_claude_plugin_eval(
+def _export_claude_plugin_eval(
     target: Path,
     skill_path: str | None,
     test_files: Sequence[str],
@@ -344,23 +348,23 @@ def export_claude_plugin_eval(
         case
         for test in tests
         for case in (
-            trigger_cases(test, runs) if test.type == "trigger" else [task_case(test, runs)]
+            _trigger_cases(test, runs) if test.type == "trigger" else [_task_case(test, runs)]
         )
     ]
     for path in csv_files:
-        cases += [csv_export_case(c, str(mcp_server), runs) for c in load_csv_suite(path)]
-    cases = numbered(cases)
-    check_gradable(cases, ", ".join([*test_files, *csv_files]))
-    wrap = wraps_skill(target, skill)
-    folder = target / ("evals" if wrap else plugin_eval_dir(target))
+        cases += [_csv_export_case(c, str(mcp_server), runs) for c in load_csv_suite(path)]
+    cases = _numbered(cases)
+    _check_gradable(cases, ", ".join([*test_files, *csv_files]))
+    wrap = _wraps_skill(target, skill)
+    folder = target / ("evals" if wrap else _plugin_eval_dir(target))
     taken = next((c.name for c in cases if (folder / c.name).exists()), None)
     if taken is not None:
         raise InputError(f"{folder / taken} exists already", hint="export into a new folder")
     if wrap:
         assert skill is not None, "wraps_skill wants a skill to wrap"
-        wrap_skill(target, skill, files)
+        _wrap_skill(target, skill, files)
     for case in cases:
-        write_case(folder, case, files)
+        _write_case(folder, case, files)
     return [
         f"{len(cases)} case{'s' if len(cases) != 1 else ''} to {folder}",
         f"run them: claude plugin eval {target} --trust-plugin",
@@ -382,7 +386,7 @@ def export_mode(settings: Settings, console: Console) -> int:
             f"--runs {settings.run_plan.runs}: claude plugin eval runs a case at most {MAX_RUNS} times"
         )
     files = FolderWrites()
-    cases, run = export_claude_plugin_eval(
+    cases, run = _export_claude_plugin_eval(
         Path(settings.outputs.output),
         settings.inputs.skill[0] if settings.inputs.skill else None,
         settings.inputs.tests,

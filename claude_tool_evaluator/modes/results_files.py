@@ -37,17 +37,25 @@ from ..writers.html import results_from_document
 from ..writers.markdown import percent
 from .common import require_api_key
 
+__all__ = [
+    "compare_mode",
+    "generate_mode",
+    "plan_mode",
+    "render_mode",
+    "schema_mode",
+]
+
 if TYPE_CHECKING:
     from ..run_types import SkillInfo
     from ..settings import Settings, Statistics
 
 
-def generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
+def _generated_file_names(skill: SkillInfo, full: bool) -> list[str]:
     kinds = ("trigger", "knowledge", "task", "security") if full else ("trigger",)
     return [f"{skill.name}-{kind}.md" for kind in kinds]
 
 
-def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list[Path]:
+def _generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list[Path]:
     """Where the drafts go; an existing file is overwritten only with --force."""
     output = settings.outputs.output
     if full and not output:
@@ -59,7 +67,7 @@ def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list
     if full and Path(output).exists() and not Path(output).is_dir():
         raise InputError("-o must be a folder for --generate-tests", output)
     targets = (
-        [Path(output) / name for name in generated_file_names(skill, full)]
+        [Path(output) / name for name in _generated_file_names(skill, full)]
         if full
         else [Path(output)]
     )
@@ -71,7 +79,7 @@ def generation_targets(settings: Settings, skill: SkillInfo, full: bool) -> list
     return targets
 
 
-def check_generated_files(files: dict[str, str]) -> None:
+def _check_generated_files(files: dict[str, str]) -> None:
     """What we write must load back as it is."""
     with tempfile.TemporaryDirectory() as scratch:
         for name, text in files.items():
@@ -94,7 +102,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
     if not source:
         raise InputError("--generate-triggers and --generate-tests need a skill", hint="a SKILL.md")
     skill = load_skill(source)
-    targets = generation_targets(settings, skill, full)
+    targets = _generation_targets(settings, skill, full)
     model = generation_model(settings.api, "model" in settings.given)
     estimate = estimate_generation(skill, drafting.generate_count, full, model)
     if plan.dry_run:
@@ -114,7 +122,7 @@ def generate_mode(settings: Settings, console: Console) -> int:
         files, spent = run_async(
             generate_skill_tests(skill, drafting.generate_count, settings.api, model, full)
         )
-        check_generated_files(files)
+        _check_generated_files(files)
     except FatalApiError:
         raise
     except EvalError as exc:  # the model's answer was unusable: one line, exit 1, nothing written
@@ -151,7 +159,7 @@ def compare_mode(settings: Settings, console: Console) -> int:
 
 
 @dataclass
-class CasePlan:
+class _CasePlan:
     """One case's run count: its pass rate, the runs it has, what they detect, what would."""
 
     name: str
@@ -161,8 +169,8 @@ class CasePlan:
     detects_now: float | None  # the smallest change its runs detect now
 
 
-def plan_case(name: str, rate: float, runs: int, change: float, alpha: float) -> CasePlan:
-    return CasePlan(
+def _plan_case(name: str, rate: float, runs: int, change: float, alpha: float) -> _CasePlan:
+    return _CasePlan(
         name,
         rate,
         runs,
@@ -171,11 +179,11 @@ def plan_case(name: str, rate: float, runs: int, change: float, alpha: float) ->
     )
 
 
-def plan_rows(statistics: Statistics, from_results: str | None) -> list[CasePlan]:
+def _plan_rows(statistics: Statistics, from_results: str | None) -> list[_CasePlan]:
     change = statistics.detect / 100
     if not from_results:
         rate = C.PLAN_ASSUMED_RATE if statistics.rate is None else statistics.rate
-        return [plan_case("every case (assumed rate)", rate, 0, change, statistics.alpha)]
+        return [_plan_case("every case (assumed rate)", rate, 0, change, statistics.alpha)]
     if statistics.rate is not None:
         raise InputError(
             "--rate is the pass rate assumed without a results file, and one is given",
@@ -184,7 +192,7 @@ def plan_rows(statistics: Statistics, from_results: str | None) -> list[CasePlan
     document = read_results_document(from_results)
     matrix = is_matrix(document.cases)
     return [
-        plan_case(
+        _plan_case(
             case_label(case, matrix),
             case.passes / counted_runs(case) if counted_runs(case) else C.PLAN_ASSUMED_RATE,
             counted_runs(case),
@@ -200,7 +208,7 @@ def plan_mode(settings: Settings, console: Console) -> int:
     power at --alpha (the textbook sample size for two proportions), from each case's pass rate
     in the results file, or from --rate; and the smallest change each case's runs detect now."""
     statistics = settings.statistics
-    rows = plan_rows(statistics, settings.inputs.from_results)
+    rows = _plan_rows(statistics, settings.inputs.from_results)
     table = Table(
         title=f"Runs per case that detect a change of {statistics.detect:g} points "
         f"({C.PLAN_POWER:.0%} power, alpha {statistics.alpha:g})"

@@ -40,8 +40,6 @@ from ..loaders.skills import (
 from ..pipeline import jobs_to_run, pipeline_jobs
 from ..redaction import Redactor
 from ..results_schema.document import (
-    CrowdingRecord,
-    DistractorRecord,
     IsolationRecord,
     QueryScoreRecord,
     SkillRecord,
@@ -49,6 +47,7 @@ from ..results_schema.document import (
     TriggerScoreRecord,
     skill_run_result,
 )
+from ..results_schema.sections import CrowdingRecord, DistractorRecord
 from ..run_types import VERSION_MARK, Verdict
 from ..runners.crowd import (
     CrowdedSkillRunner,
@@ -87,6 +86,17 @@ from .common import (
     run_suite,
 )
 
+__all__ = [
+    "SkillRuns",
+    "load_skill_suite",
+    "short_version",
+    "skill_mode",
+    "skill_plan",
+    "skill_results",
+    "trigger_run_verdict",
+    "trigger_score_record",
+]
+
 if TYPE_CHECKING:
     from ..loaders.distractors import SkillCrowd
     from ..pipeline import PipelineOutcome
@@ -95,12 +105,12 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 
-def default_skill_concurrency() -> int:
+def _default_skill_concurrency() -> int:
     """Each run is a mostly idle `claude` process waiting on the API: two per CPU, at most ten."""
     return max(2, min(10, 2 * (os.cpu_count() or 1)))
 
 
-def graded_by(test: SkillTest) -> list[str]:
+def _graded_by(test: SkillTest) -> list[str]:
     """What a knowledge, task or security test run through Claude Code is graded on."""
     return [
         *test.concepts,
@@ -145,7 +155,7 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
             graded.line,
             "run it with --tests and without --skill",
         )
-    ungraded = next((t for t in tests if t.type != "trigger" and not graded_by(t)), None)
+    ungraded = next((t for t in tests if t.type != "trigger" and not _graded_by(t)), None)
     if ungraded is not None:
         raise InputError(
             f"test {ungraded.name!r} has nothing to grade: it would pass whatever Claude does",
@@ -158,7 +168,7 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
     return skills, tests
 
 
-def parse_allow_tools(value: str | None) -> tuple[str, ...]:
+def _parse_allow_tools(value: str | None) -> tuple[str, ...]:
     """`Bash,Write,Edit`: the locked-down tools a task run may use (inside its temporary project)."""
     if not value:
         return ()
@@ -174,7 +184,7 @@ def parse_allow_tools(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(allowed[n.lower()] for n in names))
 
 
-def artifacts_folder(value: str) -> Path:
+def _artifacts_folder(value: str) -> Path:
     """--artifacts DIR: a folder (made when the runs start), or a place where one can be made."""
     path = Path(value).expanduser().absolute()
     if path.exists() and not path.is_dir():
@@ -189,7 +199,7 @@ def artifacts_folder(value: str) -> Path:
     return path
 
 
-def allow_read_paths(values: Sequence[str]) -> tuple[str, ...]:
+def _allow_read_paths(values: Sequence[str]) -> tuple[str, ...]:
     """--allow-read PATH: an existing file or folder, as its real path (what the sandbox binds
     back, and Read's permission rules name)."""
     paths = []
@@ -206,7 +216,7 @@ def allow_read_paths(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(paths))
 
 
-def unconfined_warning() -> str:
+def _unconfined_warning() -> str:
     """The line --unconfined gets before anything runs: what it lets Bash do, and whether the
     sandbox it turns off would have started here."""
     problem = sandbox_problem(os.environ.get("PATH"))
@@ -221,7 +231,7 @@ def unconfined_warning() -> str:
     )
 
 
-def task_plan_options(
+def _task_plan_options(
     settings: Settings, skills: list[SkillInfo], tests: list[SkillTest]
 ) -> dict[str, Any]:
     """--baseline, --baseline-skill, --allow-tools and --artifacts, checked before anything runs:
@@ -261,7 +271,7 @@ def task_plan_options(
             f"--baseline-skill {evals.baseline_skill} is the skill under test itself",
             hint="give the other version's folder (a copy of the old SKILL.md, e.g. from git)",
         )
-    allow_tools = parse_allow_tools(evals.allow_tools)
+    allow_tools = _parse_allow_tools(evals.allow_tools)
     if evals.unconfined and "Bash" not in allow_tools:
         raise InputError(
             "--unconfined applies to task runs allowed Bash, and --allow-tools does not name it",
@@ -271,10 +281,10 @@ def task_plan_options(
         "baseline": evals.baseline,
         "baseline_skill": old,
         "allow_tools": allow_tools,
-        "artifacts": artifacts_folder(evals.artifacts) if evals.artifacts else None,
+        "artifacts": _artifacts_folder(evals.artifacts) if evals.artifacts else None,
         "judge_model": settings.grading.judge_model,
         "unconfined": evals.unconfined,
-        "allow_read": allow_read_paths(evals.allow_read),
+        "allow_read": _allow_read_paths(evals.allow_read),
     }
 
 
@@ -283,7 +293,7 @@ def short_version(version: str) -> str:
     return version.split()[0] if version.split() else version
 
 
-def version_matrix(settings: Settings) -> dict[str, Any]:
+def _version_matrix(settings: Settings) -> dict[str, Any]:
     """Several --claude-bin: every model on every version (`haiku @ 2.1.197`), each binary's
     version asked once (`claude --version`, free and local, a dry run too); two binaries of one
     version are one line. One binary: the models as they are."""
@@ -350,17 +360,17 @@ def skill_plan(
         test_settings=replace(base, model=settings.api.model, max_turns=settings.api.max_turns),
         runs=settings.run_plan.runs,
         threshold=settings.trigger_runs.trigger_threshold,
-        concurrency=settings.run_plan.concurrency or default_skill_concurrency(),
+        concurrency=settings.run_plan.concurrency or _default_skill_concurrency(),
         trigger_timeout=settings.trigger_runs.trigger_timeout,
         ignore_globs=settings.task_evals.ignore_path,
         cache=settings.run_plan.cache,
-        **version_matrix(settings),
-        **task_plan_options(settings, skills, tests),
+        **_version_matrix(settings),
+        **_task_plan_options(settings, skills, tests),
     )
 
 
 # What a trigger run's scorer never reads, left out of the runs it groups (the spool keeps them).
-TRIGGER_UNSCORED = {"answer": "", "stderr_tail": "", "tool_calls": [], "transcript_summary": ""}
+_TRIGGER_UNSCORED = {"answer": "", "stderr_tail": "", "tool_calls": [], "transcript_summary": ""}
 
 
 @dataclass
@@ -390,7 +400,7 @@ class SkillRuns:
             if record.test == "trigger":
                 if distractors != "any" and record.distractors != distractors:
                     continue
-                slim = record.model_copy(update=TRIGGER_UNSCORED)
+                slim = record.model_copy(update=_TRIGGER_UNSCORED)
                 by_query.setdefault(record.query, []).append(slim)
             else:
                 by_test.setdefault(record.test, []).append(record)
@@ -412,12 +422,12 @@ def trigger_run_verdict(
     return Verdict(False, [f"expected {skill} to {expected}; fired: {fired}", *broken])
 
 
-def skill_run_key(record: ClaudeRun) -> tuple:
+def _skill_run_key(record: ClaudeRun) -> tuple:
     """A run of a skill suite, as its verdict is found again when the runs are read back."""
     return record.test, record.query, record.run, record.model, record.configuration
 
 
-def skill_run_verdicts(
+def _skill_run_verdicts(
     runs: SkillRuns, scores: Sequence[TriggerScore], test_results: Sequence[SkillTestResult]
 ) -> dict[tuple, Verdict]:
     """Each run's own verdict (by skill_run_key): a trigger run against what its query expects
@@ -425,7 +435,7 @@ def skill_run_verdicts(
     verdicts: dict[tuple, Verdict] = {}
     for result in test_results:
         for record, graded in zip(result.runs, result.run_scores):
-            verdicts[skill_run_key(record)] = Verdict(
+            verdicts[_skill_run_key(record)] = Verdict(
                 bool(graded.get("passed")), run_score_reasons(result.test, graded)
             )
     for score in scores:
@@ -433,7 +443,7 @@ def skill_run_verdicts(
             if q.routing:
                 continue
             for record in runs.by_query.get(q.query, []):
-                verdicts[skill_run_key(record)] = trigger_run_verdict(
+                verdicts[_skill_run_key(record)] = trigger_run_verdict(
                     record, score.skill, q.expected, q.rule
                 )
     return verdicts
@@ -482,7 +492,7 @@ def trigger_score_record(score: TriggerScore, runs: SkillRuns) -> TriggerScoreRe
     )
 
 
-def skill_crowding_record(
+def _skill_crowding_record(
     plan: SkillSuitePlan, crowd: SkillCrowd, outcome: PipelineOutcome
 ) -> CrowdingRecord:
     """The crowding section of a skill suite: each step's scores per trigger model and skill, who
@@ -525,7 +535,7 @@ def skill_crowding_record(
 
 
 @dataclass
-class SkillScoring:
+class _SkillScoring:
     """A skill suite's verdicts as its steps make them: the trigger queries' (per model and crowd
     step), then the tests' (per model and configuration); each run's own verdict by
     skill_run_key."""
@@ -544,8 +554,8 @@ class SkillScoring:
         return plan.variant(label).get("version") or short_version(self.version) or None
 
 
-def score_skill_triggers(
-    settings: Settings, plan: SkillSuitePlan, outcome: PipelineOutcome, scored: SkillScoring
+def _score_skill_triggers(
+    settings: Settings, plan: SkillSuitePlan, outcome: PipelineOutcome, scored: _SkillScoring
 ) -> None:
     """Each model on its own runs (one, unless a model matrix), at each step of a crowd."""
     names = [s.name for s in plan.skills]
@@ -571,7 +581,7 @@ def score_skill_triggers(
             scored.trigger_verdicts[test.name] &= trigger_test_passed(
                 test, model_scores, settings.trigger_runs.min_trigger_score
             )
-        scored.verdicts.update(skill_run_verdicts(runs, model_scores, []))
+        scored.verdicts.update(_skill_run_verdicts(runs, model_scores, []))
         for score in model_scores:
             record = trigger_score_record(score, runs)
             record.model, record.distractors = model, step
@@ -579,8 +589,8 @@ def score_skill_triggers(
         scored.scores += model_scores
 
 
-def add_skill_test_case(
-    plan: SkillSuitePlan, scored: SkillScoring, result: SkillTestResult, model: str
+def _add_skill_test_case(
+    plan: SkillSuitePlan, scored: _SkillScoring, result: SkillTestResult, model: str
 ) -> None:
     """A test's verdict as a case and as a record of the tests section."""
     cost = sum((x.total_cost_usd or 0.0) + x.judge_cost_usd for x in result.runs)
@@ -597,7 +607,9 @@ def add_skill_test_case(
     scored.test_records.append(record)
 
 
-def score_skill_tests(plan: SkillSuitePlan, outcome: PipelineOutcome, scored: SkillScoring) -> None:
+def _score_skill_tests(
+    plan: SkillSuitePlan, outcome: PipelineOutcome, scored: _SkillScoring
+) -> None:
     """Each test model's tests: a verdict per test, and per task eval and configuration (the
     baselines are reported beside the skill, never failing the suite)."""
     for model in plan.test_models:
@@ -619,17 +631,17 @@ def score_skill_tests(plan: SkillSuitePlan, outcome: PipelineOutcome, scored: Sk
                     )
                     (model_tests if configuration == "with_skill" else baselines).append(result)
         for result in model_tests + baselines:
-            add_skill_test_case(plan, scored, result, model)
-        scored.verdicts.update(skill_run_verdicts(runs, [], model_tests + baselines))
+            _add_skill_test_case(plan, scored, result, model)
+        scored.verdicts.update(_skill_run_verdicts(runs, [], model_tests + baselines))
         scored.test_results += model_tests
 
 
-def skill_suite_passed(
+def _skill_suite_passed(
     settings: Settings,
     plan: SkillSuitePlan,
     runner: SkillRunner,
     outcome: PipelineOutcome,
-    scored: SkillScoring,
+    scored: _SkillScoring,
 ) -> bool:
     """Every trigger test and test passed, every skill at --min-trigger-score, nothing written
     outside the run's folders, and every run made."""
@@ -653,7 +665,7 @@ def skill_suite_passed(
     )
 
 
-def skill_run_totals(settings: Settings, outcome: PipelineOutcome) -> RunTotals:
+def _skill_run_totals(settings: Settings, outcome: PipelineOutcome) -> RunTotals:
     totals = RunTotals(by_model=settings.matrix)
     for r in outcome.records:  # read back from the run spool, a run at a time
         cost = (r.total_cost_usd or 0.0) + r.judge_cost_usd
@@ -661,8 +673,8 @@ def skill_run_totals(settings: Settings, outcome: PipelineOutcome) -> RunTotals:
     return totals
 
 
-def skill_sections(
-    plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome, scored: SkillScoring
+def _skill_sections(
+    plan: SkillSuitePlan, runner: SkillRunner, outcome: PipelineOutcome, scored: _SkillScoring
 ) -> dict[str, Any]:
     """The skills, their trigger scores, the tests, what the write guard saw; a crowd's curve and
     a task benchmark when the suite has them."""
@@ -698,7 +710,7 @@ def skill_sections(
         ),
     }
     if plan.crowd is not None:
-        sections["crowding"] = skill_crowding_record(plan, plan.crowd, outcome)
+        sections["crowding"] = _skill_crowding_record(plan, plan.crowd, outcome)
     if plan.task_tests:
         sections["benchmark"] = task_benchmark(
             plan.task_tests,
@@ -718,12 +730,12 @@ def skill_results(
     version: str,
 ) -> Results:
     """A skill suite's runs scored (triggers, then tests), summed up and made into sections."""
-    scored = SkillScoring(
+    scored = _SkillScoring(
         {t.name: True for t in plan.tests if t.type == "trigger"}, version=version
     )
-    score_skill_triggers(settings, plan, outcome, scored)
-    score_skill_tests(plan, outcome, scored)
-    runs_total = skill_run_totals(settings, outcome)
+    _score_skill_triggers(settings, plan, outcome, scored)
+    _score_skill_tests(plan, outcome, scored)
+    runs_total = _skill_run_totals(settings, outcome)
     metadata = run_metadata(
         "skills",
         settings,
@@ -739,7 +751,7 @@ def skill_results(
         skill_descriptions={s.name: s.description for s in plan.skills if s.description_override}
         or None,
     )
-    sections = skill_sections(plan, runner, outcome, scored)
+    sections = _skill_sections(plan, runner, outcome, scored)
     cases = scored.cases
     counts = case_counts(cases)
     summary = summary_record(counts, runs_total, plan.threshold, outcome)
@@ -753,11 +765,11 @@ def skill_results(
     verdicts = scored.verdicts
     return Results(
         metadata,
-        skill_suite_passed(settings, plan, runner, outcome, scored),
+        _skill_suite_passed(settings, plan, runner, outcome, scored),
         summary,
         cases,
         lambda: (
-            skill_run_result(r, runner.result_fingerprint(r), verdicts.get(skill_run_key(r)))
+            skill_run_result(r, runner.result_fingerprint(r), verdicts.get(_skill_run_key(r)))
             for r in outcome.records
         ),
         runs_total.runs,
@@ -766,7 +778,7 @@ def skill_results(
     )
 
 
-def skill_mode_end(
+def _skill_mode_end(
     settings: Settings,
     console: Console,
     plan: SkillSuitePlan,
@@ -792,7 +804,7 @@ def skill_mode_end(
     return exit_code(results, outcome)
 
 
-def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | None]:
+def _progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | None]:
     """Each run's verdict as it finishes, for the progress bar: a trigger run against what its
     query expects of its own skill, a test run by its test's scorer."""
     names = [s.name for s in plan.skills]
@@ -822,7 +834,7 @@ def progress_verdicts(plan: SkillSuitePlan) -> Callable[[ClaudeRun], Verdict | N
     return verdict
 
 
-def tests_named(tests: list[SkillTest], expression: str | None) -> list[SkillTest]:
+def _tests_named(tests: list[SkillTest], expression: str | None) -> list[SkillTest]:
     """-k for skill runs: a trigger test keeps the queries that match (as `skill: query`, the
     name its results give them), any other test is kept when its name matches."""
     if not expression:
@@ -851,7 +863,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
     with --distractors, the trigger queries at every step of the crowd."""
     skills, tests = load_skill_suite(settings)
     check_auto_runs(settings)
-    tests = tests_named(tests, settings.run_plan.keyword)
+    tests = _tests_named(tests, settings.run_plan.keyword)
     plan = skill_plan(settings, skills, tests)
     if settings.crowd.distractors and not settings.run_plan.dry_run:
         require_api_key()  # lookalike decoys may be written before any run
@@ -875,7 +887,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
         check_sandbox(os.environ.get("PATH"))  # before anything runs (a dry run says it too)
     if not plan.confined and plan.task_tests and not settings.merging.merge:
         console.print(
-            f"[yellow]warning:[/yellow] {escape_markup(unconfined_warning())}",
+            f"[yellow]warning:[/yellow] {escape_markup(_unconfined_warning())}",
             highlight=False,
             soft_wrap=True,
         )
@@ -905,7 +917,7 @@ def skill_mode(settings: Settings, console: Console) -> int:
         runner.watched = sorted({path for i in isolation for path in i.watched})
         runner.outside_writes = sorted({path for i in isolation for path in i.outside_writes})
         runner.changed_elsewhere = sorted({p for i in isolation for p in i.changed_elsewhere})
-        return skill_mode_end(settings, console, plan, runner, outcome, version)
+        return _skill_mode_end(settings, console, plan, runner, outcome, version)
     require_api_key()
     remove_stale_run_folders()  # what runs killed with their evaluator left behind
     if (
@@ -931,10 +943,10 @@ def skill_mode(settings: Settings, console: Console) -> int:
     with RunProgress(
         console,
         jobs,
-        progress_verdicts(plan),
+        _progress_verdicts(plan),
         lambda r: (claude_run_usage(r), (r.total_cost_usd or 0.0) + r.judge_cost_usd),
     ) as p:
         outcome = run_suite(
-            runner, settings, console, on_record=p.on_record, verdict=progress_verdicts(plan)
+            runner, settings, console, on_record=p.on_record, verdict=_progress_verdicts(plan)
         )
-    return skill_mode_end(settings, console, plan, runner, outcome, version)
+    return _skill_mode_end(settings, console, plan, runner, outcome, version)

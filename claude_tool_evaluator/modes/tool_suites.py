@@ -70,6 +70,19 @@ from .common import (
     user_source,
 )
 
+__all__ = [
+    "check_tool_options",
+    "csv_mode",
+    "markdown_mode",
+    "markdown_tool_cases",
+    "qa_mode",
+    "qa_suite",
+    "query_cases",
+    "query_mode",
+    "tool_use_mode",
+    "tool_use_results",
+]
+
 if TYPE_CHECKING:
     from ..results_schema.security import PinRecord, RedTeamRecord
     from ..run_types import SkillTest
@@ -140,7 +153,7 @@ def markdown_tool_cases(tests: Sequence[SkillTest]) -> list[TestCase]:
     ]
 
 
-def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
+def _check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
     """--batch sends Claude's calls in rounds: nobody can answer Claude between two of them."""
     if not settings.run_plan.batch:
         return
@@ -169,7 +182,7 @@ def check_batchable(settings: Settings, cases: Sequence[TestCase]) -> None:
         )
 
 
-def restore_scoring(scoring: Scoring, settings: Settings) -> None:
+def _restore_scoring(scoring: Scoring, settings: Settings) -> None:
     """--merge: the tools the pieces' servers offered (for tool coverage). Each run keeps the
     verdict its piece gave it (replay_pipeline reads it back with the run): the tools' schemas
     that graded it are not at hand here."""
@@ -258,7 +271,7 @@ def tool_use_results(
     )
 
 
-def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str, Any]:
+def _tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str, Any]:
     policy, hub = runner.tool_policy, runner.hub
     tools = (
         [
@@ -285,7 +298,7 @@ def tool_policy_metadata(settings: Settings, runner: ToolUseRunner) -> dict[str,
     }
 
 
-def check_harness(settings: Settings) -> None:
+def _check_harness(settings: Settings) -> None:
     """Before any spend: what a Claude Code run cannot do yet is one line, exit 2."""
     if HARNESS_CLAUDE_CODE not in settings.claude_code.harness:
         for name in ("tool_search", "mcp_startup", "claude_bin"):
@@ -327,7 +340,7 @@ def check_tool_options(settings: Settings) -> None:
         )
 
 
-def pins_failed(
+def _pins_failed(
     record: PinRecord,
     settings: Settings,
     console: Console,
@@ -347,7 +360,7 @@ def pins_failed(
     return 1
 
 
-def redteam_passed(results: Results, record: RedTeamRecord, redteam: RedTeam) -> bool:
+def _redteam_passed(results: Results, record: RedTeamRecord, redteam: RedTeam) -> bool:
     """A red team passes when every attack class held (on every model) and every clean case
     passed; the attacked cases' verdicts (utility under attack) are reported, not gated."""
     clean = [c for c in results.cases if c.name not in redteam.attack_of]
@@ -374,11 +387,11 @@ def tool_use_mode(
     With --distractor-tools the cases run once per step of the crowd (ToolCrowd)."""
     api, plan, merging = settings.api, settings.run_plan, settings.merging
     # the options together, before a server starts or a decoy is written
-    check_batchable(settings, cases)
+    _check_batchable(settings, cases)
     check_crowd_options(settings)
     check_tool_options(settings)
     check_auto_runs(settings)
-    check_harness(settings)
+    _check_harness(settings)
     user_for = user_source(settings, console)
     redteam = (  # bad --vectors: no server
         RedTeam(settings.hostile, cases, api, plan, settings.grading, settings.servers)
@@ -410,7 +423,7 @@ def tool_use_mode(
     )
     runner.crowd, runner.redteam = crowd, redteam
     if merging.merge:
-        restore_scoring(scoring, settings)
+        _restore_scoring(scoring, settings)
     else:
         import_sdks(plan.dry_run)
     if plan.dry_run:
@@ -443,7 +456,9 @@ def tool_use_mode(
                 plan.auto_runs[1] if plan.auto_runs else None,
             )
         except PinsChanged as exc:
-            return pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
+            return _pins_failed(
+                exc.record, settings, console, scoring, mode, input_type, suite_name
+            )
         if runner.hub is not None:
             print_tool_table(console, runner.hub.tools, runner.tool_policy)
         if runner.pins is not None:
@@ -476,9 +491,9 @@ def tool_use_mode(
                 verdict=scoring.verdict,
             )
     except PinsChanged as exc:
-        return pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
+        return _pins_failed(exc.record, settings, console, scoring, mode, input_type, suite_name)
     results = tool_use_results(settings, outcome, scoring, mode, input_type, suite_name)
-    results.metadata = results.metadata.model_copy(update=tool_policy_metadata(settings, runner))
+    results.metadata = results.metadata.model_copy(update=_tool_policy_metadata(settings, runner))
     if crowd is not None:
         results.sections["crowding"] = crowd.record(outcome.records)
         results.summary.tool_coverage = tool_coverage(cases, outcome.records, crowd.real_tools)
@@ -491,7 +506,7 @@ def tool_use_mode(
         clean = [t for t in outcome.records if t.case.name not in redteam.attack_of]
         available = sorted(n for n in scoring.tools if n not in redteam.extra_specs)
         results.summary.tool_coverage = tool_coverage(redteam.base_cases, clean, available)
-        results.passed = redteam_passed(results, security.redteam, redteam)
+        results.passed = _redteam_passed(results, security.redteam, redteam)
     write_outputs(results, settings.outputs, console)
     outcome.finish()
     if mode == "query" and not interactive:  # the live view showed it as it ran

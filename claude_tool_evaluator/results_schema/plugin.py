@@ -10,6 +10,15 @@ from __future__ import annotations
 
 from .document import Record
 
+__all__ = [
+    "ArmDeltaRecord",
+    "PluginCaseRecord",
+    "PluginConfigurationRecord",
+    "PluginGraderRecord",
+    "PluginPartsRecord",
+    "PluginRecord",
+]
+
 
 class PluginGraderRecord(Record):
     """A grader as its case declares it (Claude Code's defaults filled in)."""

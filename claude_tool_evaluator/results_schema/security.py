@@ -12,6 +12,18 @@ import test_constants as C
 
 from .document import Record
 
+__all__ = [
+    "AttackFigureRecord",
+    "AttackRunRecord",
+    "PinChangeRecord",
+    "PinRecord",
+    "RedTeamRecord",
+    "ScanFindingRecord",
+    "ScanRecord",
+    "SecurityRecord",
+    "VectorRecord",
+]
+
 
 class ScanFindingRecord(Record):
     """One thing `scan` found in a tool's definition (or between two servers' tools)."""

@@ -2,3 +2,5 @@
 Claude Code, test generation, the crowded room and the red team.
 
 May import: everything above them (up to the pipeline)."""
+
+__all__: list[str] = []

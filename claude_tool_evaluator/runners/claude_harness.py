@@ -30,6 +30,16 @@ from ..hub.served import served_over_http
 from ..run_types import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line
 
+__all__ = [
+    "ClaudeHarness",
+    "HARNESS_CLAUDE_CODE",
+    "arm_model",
+    "arms_of",
+    "check_cases",
+    "claude_names",
+    "read_stream",
+]
+
 if TYPE_CHECKING:
     from ..cache import ResponseCache
     from ..hub.calls import ToolPolicy
@@ -38,35 +48,35 @@ if TYPE_CHECKING:
     from ..run_types import ServerSpec, TestCase
     from ..settings import ClaudeCode, ModelApi
 
-HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES
+_HARNESS_API, HARNESS_CLAUDE_CODE = C.HARNESSES
 # --tool-search: Claude Code's ENABLE_TOOL_SEARCH (auto: left unset, Claude Code decides)
-TOOL_SEARCH_ENV = {"on": "true", "off": "false"}
-SEARCH_TOOL, WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
+_TOOL_SEARCH_ENV = {"on": "true", "off": "false"}
+_SEARCH_TOOL, _WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
 # Claude Code's own machinery around MCP tools: neither a suite's tool nor a built-in thief
-META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
-NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_META_TOOLS = frozenset({_SEARCH_TOOL, _WAIT_TOOL, "DeferredToolPlaceholder"})
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # A stdio server as Claude Code starts it: in the folder the hub starts it in (Claude Code's MCP
 # config has no working folder, and a run's own folder is its temporary project).
-IN_FOLDER_LAUNCHER = PROGRAMS / "in_folder.py"
+_IN_FOLDER_LAUNCHER = PROGRAMS / "in_folder.py"
 # A module server (--server-module) as Claude Code starts it: a process serving it over stdio.
-MODULE_LAUNCHER = PROGRAMS / "serve_module.py"
+_MODULE_LAUNCHER = PROGRAMS / "serve_module.py"
 
 
 @dataclass(frozen=True)
-class Arm:
+class _Arm:
     """How a job's case is run: through our API loop, or through Claude Code with a tool-search
     setting (and, several --claude-bin, a binary and its version). `label` is what results and
     reports call it."""
 
-    harness: str = HARNESS_API
+    harness: str = _HARNESS_API
     tool_search: str = "auto"
     binary: str = ""  # several --claude-bin: this arm's CLI ("": the one found)
     version: str = ""  # several --claude-bin: its Claude Code version, part of the label
 
     @property
     def label(self) -> str:
-        if self.harness == HARNESS_API:
-            return HARNESS_API
+        if self.harness == _HARNESS_API:
+            return _HARNESS_API
         return (
             self.harness
             + ("" if self.tool_search == "auto" else f" tool-search {self.tool_search}")
@@ -74,16 +84,16 @@ class Arm:
         )
 
 
-API_ARM = Arm()
+_API_ARM = _Arm()
 
 
-def arm_model(model: str, arm: Arm) -> str:
+def arm_model(model: str, arm: _Arm) -> str:
     """What a run's model is reported as: the model itself through the API, `MODEL via
     claude-code[ tool-search on]` through Claude Code (its price is its model's)."""
-    return model if arm == API_ARM else f"{model}{HARNESS_MARK}{arm.label}"
+    return model if arm == _API_ARM else f"{model}{HARNESS_MARK}{arm.label}"
 
 
-def arms_of(claude_code: ClaudeCode) -> list[Arm]:
+def arms_of(claude_code: ClaudeCode) -> list[_Arm]:
     """--harness (each), and for Claude Code each --tool-search value and, several --claude-bin,
     each binary (its version asked before any spend: two of one version are one line, exit 2):
     every case runs on each."""
@@ -99,33 +109,33 @@ def arms_of(claude_code: ClaudeCode) -> list[Arm]:
                     hint="name each version once",
                 )
             binaries.append((binary, version))
-    arms: list[Arm] = []
-    for harness in claude_code.harness or (HARNESS_API,):
-        if harness == HARNESS_API:
-            arms.append(API_ARM)
+    arms: list[_Arm] = []
+    for harness in claude_code.harness or (_HARNESS_API,):
+        if harness == _HARNESS_API:
+            arms.append(_API_ARM)
             continue
         for search in claude_code.tool_search or ("auto",):
-            arms += [Arm(harness, search, binary, version) for binary, version in binaries]
+            arms += [_Arm(harness, search, binary, version) for binary, version in binaries]
     return arms
 
 
-def claude_tool_name(server: str, tool: str) -> str:
+def _claude_tool_name(server: str, tool: str) -> str:
     """The name Claude Code gives a server's tool: `mcp__SERVER__TOOL`."""
-    return f"mcp__{NAME_UNSAFE.sub('_', server)}__{NAME_UNSAFE.sub('_', tool)}"
+    return f"mcp__{_NAME_UNSAFE.sub('_', server)}__{_NAME_UNSAFE.sub('_', tool)}"
 
 
 def claude_names(tools: dict[str, ToolSpec]) -> dict[str, str]:
     """Claude Code's name of each of the suite's tools -> the suite's own name of it."""
-    return {claude_tool_name(t.server, t.remote_name): name for name, t in tools.items()}
+    return {_claude_tool_name(t.server, t.remote_name): name for name, t in tools.items()}
 
 
-def server_entry(spec: ServerSpec) -> dict[str, Any]:
+def _server_entry(spec: ServerSpec) -> dict[str, Any]:
     """One server of the suite as an entry of Claude Code's --mcp-config."""
     if spec.kind == "stdio":  # started in its own folder (the evaluator's, as the hub starts it)
         folder = str(Path(spec.cwd or ".").resolve())
         entry: dict[str, Any] = {
             "command": sys.executable,
-            "args": ["-I", "-S", str(IN_FOLDER_LAUNCHER), folder, spec.command, *spec.args],
+            "args": ["-I", "-S", str(_IN_FOLDER_LAUNCHER), folder, spec.command, *spec.args],
         }
         if spec.env:
             entry["env"] = dict(spec.env)
@@ -138,7 +148,7 @@ def server_entry(spec: ServerSpec) -> dict[str, Any]:
     return {
         "command": sys.executable,
         "args": [
-            str(MODULE_LAUNCHER),
+            str(_MODULE_LAUNCHER),
             spec.name,
             str(Path(spec.module).resolve()),
             spec.attr or "",
@@ -161,7 +171,7 @@ def check_cases(cases: Sequence[TestCase]) -> None:
 
 # ---------------------------------------------------------------------------- a run's stream, read
 @dataclass
-class StreamReading:
+class _StreamReading:
     """What one run's stream-json says, as the API loop's records and Claude Code's own facts."""
 
     calls: list[ToolCall]
@@ -173,7 +183,7 @@ class StreamReading:
     result: dict | None
 
 
-def suite_call(
+def _suite_call(
     call: StreamCall, name: str, tool: ToolSpec, withheld: set[str], answered: frozenset[str]
 ) -> ToolCall:
     """A call of one of the suite's tools as the API harness records it: by its suite name; a
@@ -193,7 +203,7 @@ def suite_call(
     )
 
 
-def server_statuses(stream: StreamReader, waited: bool) -> dict[str, dict[str, Any]]:
+def _server_statuses(stream: StreamReader, waited: bool) -> dict[str, dict[str, Any]]:
     """Each server's status at the start (the init event), whether the model waited for the
     servers, and when a late one connected."""
     servers = {
@@ -207,7 +217,7 @@ def server_statuses(stream: StreamReader, waited: bool) -> dict[str, dict[str, A
     return servers
 
 
-def claude_code_facts(
+def _claude_code_facts(
     stream: StreamReader, names: dict[str, str], tools: dict[str, ToolSpec], withheld: set[str]
 ) -> dict[str, Any]:
     """What Claude Code's room added to a run: its version, whether the tools were deferred, the
@@ -217,17 +227,17 @@ def claude_code_facts(
     searches = [
         {"query": str(c.input.get("query", "")), "loaded": [names.get(n, n) for n in c.loaded]}
         for c in top
-        if c.name == SEARCH_TOOL
+        if c.name == _SEARCH_TOOL
     ]
-    waited = any(c.name == WAIT_TOOL for c in top)
+    waited = any(c.name == _WAIT_TOOL for c in top)
     return {
         "claude_version": stream.init.get("claude_code_version"),
-        "deferred": SEARCH_TOOL in (stream.init.get("tools") or []),
+        "deferred": _SEARCH_TOOL in (stream.init.get("tools") or []),
         "searches": searches,
         "loaded": sorted({n for s in searches for n in s["loaded"] if n in tools}),
         "waited": waited,
-        "servers": server_statuses(stream, waited),
-        "builtins": [c.name for c in top if c.name not in names and c.name not in META_TOOLS],
+        "servers": _server_statuses(stream, waited),
+        "builtins": [c.name for c in top if c.name not in names and c.name not in _META_TOOLS],
         "withheld": sorted(names[n] for n in withheld if n in names),
     }
 
@@ -239,7 +249,7 @@ def read_stream(
     tools: dict[str, ToolSpec],
     withheld: set[str],
     answered: frozenset[str] = frozenset(),
-) -> StreamReading:
+) -> _StreamReading:
     """A run's stream as the API loop's records (the top level: a subagent's calls are not the
     run's): each call of a suite tool (suite_call), the conversation, the final text (the result
     event's, else the last text), the model calls and usage, and Claude Code's facts."""
@@ -250,16 +260,16 @@ def read_stream(
             history.append(HistoryEntry(role="assistant", content=step.text))
         elif isinstance(step, StreamCall) and step.name in names:
             name = names[step.name]
-            calls.append(suite_call(step, name, tools[name], withheld, answered))
+            calls.append(_suite_call(step, name, tools[name], withheld, answered))
             history.append(HistoryEntry(role="assistant", content=f"[{name}]", has_tools=True))
             history.append(HistoryEntry(role="tool", content=step.output))
     texts = [s.text for s in stream.steps if isinstance(s, StreamText) and s.text]
     result = stream.result
     final = (result or {}).get("result")
-    return StreamReading(
+    return _StreamReading(
         calls,
         history,
-        claude_code_facts(stream, names, tools, withheld),
+        _claude_code_facts(stream, names, tools, withheld),
         final if isinstance(final, str) else (texts[-1] if texts else ""),
         stream.messages,
         Usage.from_api(result.get("usage") or {}) if result else Usage(),
@@ -267,7 +277,7 @@ def read_stream(
     )
 
 
-def answered_by(calls: list[ToolCall], answers: list[tuple[str, dict]]) -> None:
+def _answered_by(calls: list[ToolCall], answers: list[tuple[str, dict]]) -> None:
     """Each call that reached the evaluator's in-process servers as they answered it (in order,
     by tool): a mock, the cassette, the policy, the canary or the live server; a call Claude Code
     refused never reached them and stays as read from the stream."""
@@ -311,12 +321,12 @@ class ClaudeHarness:
         self.answered = frozenset(claude_names(answered or {}))
         # a mocked or replayed tool is answered without its server: Claude Code may call it
         live = {
-            claude_tool_name(t.server, t.remote_name)
+            _claude_tool_name(t.server, t.remote_name)
             for t in tools.values()
             if policy.runs_live(t) or policy.mocks_of(t) or policy.replay is not None
         }
         self.withheld = set(self.names) - live - self.answered
-        self.config = {"mcpServers": {spec.name: server_entry(spec) for spec in servers}}
+        self.config = {"mcpServers": {spec.name: _server_entry(spec) for spec in servers}}
         self.prompt = prompt
         self.proxy: CachingProxy | None = None
 
@@ -326,13 +336,13 @@ class ClaudeHarness:
         return self.proxy
 
     def cli_settings(
-        self, model: str, arm: Arm, iteration: int, mcp_config: Path
+        self, model: str, arm: _Arm, iteration: int, mcp_config: Path
     ) -> ClaudeCliSettings:
         environment: tuple[tuple[str, str], ...] = ()
         if self.mcp_startup == "no-wait":  # the first request goes out at once
             environment += (("CLAUDE_CODE_MCP_STARTUP_WAIT_MS", "0"),)
-        if arm.tool_search in TOOL_SEARCH_ENV:
-            environment += (("ENABLE_TOOL_SEARCH", TOOL_SEARCH_ENV[arm.tool_search]),)
+        if arm.tool_search in _TOOL_SEARCH_ENV:
+            environment += (("ENABLE_TOOL_SEARCH", _TOOL_SEARCH_ENV[arm.tool_search]),)
         base_url = self.base_url
         if self.proxy is not None:
             base_url = f"{self.proxy.url}/sample/{iteration}"
@@ -353,7 +363,7 @@ class ClaudeHarness:
         case: TestCase,
         iteration: int,
         model: str,
-        arm: Arm,
+        arm: _Arm,
         in_process: Sequence[ServerSpec] = (),
         answers: AttackState | None = None,
     ) -> Transcript:
@@ -373,7 +383,7 @@ class ClaudeHarness:
             return transcript
         try:
             async with served_over_http(in_process) as served:
-                entries = {spec.name: server_entry(spec) for spec in served}
+                entries = {spec.name: _server_entry(spec) for spec in served}
                 config = folder.root / "mcp.json"
                 config.write_text(
                     json.dumps({"mcpServers": entries} if served else self.config),
@@ -395,7 +405,7 @@ class ClaudeHarness:
             stream, case.prompt, self.names, self.tools, self.withheld, self.answered
         )
         if answers is not None:
-            answered_by(reading.calls, answers.answers)
+            _answered_by(reading.calls, answers.answers)
         transcript.tool_calls, transcript.history = reading.calls, reading.history
         transcript.final_text, transcript.model_calls = reading.final_text, reading.model_calls
         transcript.usage = reading.usage

@@ -44,13 +44,22 @@ from ..loaders.distractors import (
 from ..loaders.servers import load_mcp_config
 from ..pipeline import Job
 from ..redaction import Redactor
-from ..results_schema.document import CrowdingRecord, DistractorRecord
+from ..results_schema.sections import CrowdingRecord, DistractorRecord
 from ..run_types import Distractor, Usage, cli_model_id, cost_usd, estimated_tokens
 from ..scoring.crowd import consolidation_hints, tool_crowd_point, tool_thieves
 from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import json_text, one_line, terminal_text
 from .skills import SkillRunner, estimate_claude_runs
 from .tool_use import count_prefix_tokens, estimate_tool_runs
+
+__all__ = [
+    "CrowdedSkillRunner",
+    "ToolCrowd",
+    "combined_cost",
+    "print_decoy_estimate",
+    "print_step_costs",
+    "skill_crowd_for",
+]
 
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
@@ -65,10 +74,10 @@ if TYPE_CHECKING:
 # --distractors (skills) and --distractor-tools (tools): what sits beside the skill or the tools
 # under test, added step by step in a seeded order. lookalike:N decoys are written by the model
 # through the forced `write_decoys` tool, one call per set, and kept in --distractors-file.
-DECOYS_TOOL_CHOICE = {"type": "tool", "name": "write_decoys"}
+_DECOYS_TOOL_CHOICE = {"type": "tool", "name": "write_decoys"}
 
 
-def decoys_tool(kind: str) -> dict:
+def _decoys_tool(kind: str) -> dict:
     """The decoy writer answers through this tool only: a list of {name, description} (tools:
     and `like`, the real tool whose arguments the decoy takes)."""
     item: dict[str, Any] = {
@@ -89,7 +98,7 @@ def decoys_tool(kind: str) -> dict:
     }
 
 
-def decoy_prompt(kind: str, subject: Any, count: int, seed: int) -> str:
+def _decoy_prompt(kind: str, subject: Any, count: int, seed: int) -> str:
     """The decoy writer's request: the skill (SkillInfo) or the tools (ToolSpecs) imitated."""
     if kind == "skills":
         return prompts.DECOY_SKILLS_PROMPT.format(
@@ -103,7 +112,7 @@ def decoy_prompt(kind: str, subject: Any, count: int, seed: int) -> str:
     return prompts.DECOY_TOOLS_PROMPT.format(tools=tools, count=count, seed=seed)
 
 
-def parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec]) -> list[Any]:
+def _parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec]) -> list[Any]:
     """The `write_decoys` call's decoys (the first `count`), or ValueError saying why not."""
     given = data.get("decoys")
     if not isinstance(given, list) or not all(isinstance(d, dict) for d in given):
@@ -131,7 +140,7 @@ def parsed_decoys(kind: str, data: dict, count: int, tools: dict[str, ToolSpec])
     return decoys
 
 
-async def write_decoys(
+async def _write_decoys(
     kind: str, prompt: str, count: int, taken: Iterable[str], api: ModelApi, tools: Any = None
 ) -> tuple[list[Any], float]:
     """One set of decoys from the model, through the forced `write_decoys` tool: one call (an
@@ -148,9 +157,9 @@ async def write_decoys(
                     C.DEFAULT_DECOY_MODEL,
                     prompts.DECOY_SYSTEM_PROMPT,
                     list(messages),
-                    [decoys_tool(kind)],
+                    [_decoys_tool(kind)],
                     C.DECOY_MAX_TOKENS,
-                    tool_choice=DECOYS_TOOL_CHOICE,
+                    tool_choice=_DECOYS_TOOL_CHOICE,
                 )
             )
             spent += cost_usd(reply.usage, C.DEFAULT_DECOY_MODEL)
@@ -160,7 +169,7 @@ async def write_decoys(
             )
             given: dict = call["input"] if isinstance(call.get("input"), dict) else {}
             try:
-                decoys = parsed_decoys(kind, given, count, tools or {})
+                decoys = _parsed_decoys(kind, given, count, tools or {})
                 problem = (
                     decoy_skills_problem(decoys, taken)
                     if kind == "skills"
@@ -196,7 +205,7 @@ async def write_decoys(
     raise EvalError(f"writing the decoys failed: the model's set was unusable twice ({reason})")
 
 
-def estimate_decoys(count: int) -> CostEstimate:
+def _estimate_decoys(count: int) -> CostEstimate:
     """--dry-run: one `write_decoys` call for a set of `count` decoys."""
     prompt = estimated_tokens([prompts.DECOY_SYSTEM_PROMPT, prompts.DECOY_TOOLS_PROMPT])
     typical = Usage(input_tokens=prompt, output_tokens=count * C.ESTIMATED_DECOY_TOKENS)
@@ -207,7 +216,7 @@ def estimate_decoys(count: int) -> CostEstimate:
     )
 
 
-class DecoyKeeper:
+class _DecoyKeeper:
     """--distractors-file: the decoy sets kept so far, read once; a set it holds (same subject,
     same --seed, at least N decoys) costs nothing, any other is written by the model and kept."""
 
@@ -242,7 +251,7 @@ class DecoyKeeper:
             if kind == "skills":
                 return [DecoySkill(name=f"decoy-{i}", description=filler) for i in range(count)]
             return [DecoyTool(name=f"decoy_{i}", description=filler) for i in range(count)]
-        decoys, spent = asyncio.run(write_decoys(kind, prompt, count, taken, self.api, tools))
+        decoys, spent = asyncio.run(_write_decoys(kind, prompt, count, taken, self.api, tools))
         self.cost += spent
         self.written += 1
         self.console.print(
@@ -262,7 +271,7 @@ class DecoyKeeper:
     def estimate(self) -> CostEstimate | None:
         if not self.missing:
             return None
-        parts = [estimate_decoys(n) for n in self.missing]
+        parts = [_estimate_decoys(n) for n in self.missing]
         return CostEstimate(
             len(parts),
             C.DEFAULT_DECOY_MODEL,
@@ -274,7 +283,7 @@ class DecoyKeeper:
         )
 
 
-def sources_of(values: Sequence[str], flag: str, tools: bool = False) -> list[DistractorSource]:
+def _sources_of(values: Sequence[str], flag: str, tools: bool = False) -> list[DistractorSource]:
     sources = [parse_distractor_source(v, flag, tools) for v in values]
     if sum(s.kind == "lookalike" for s in sources) > 1:
         raise InputError(f"{flag}: give lookalike:N once", hint="e.g. lookalike:20")
@@ -295,7 +304,7 @@ def skill_crowd_for(
     --distractor-steps says). The crowd's options were checked together first (the modes')."""
     if not crowd.distractors:
         return None
-    sources = sources_of(crowd.distractors, "--distractors")
+    sources = _sources_of(crowd.distractors, "--distractors")
     names = [s.name for s in skills]
     found, skipped = load_distractor_skills(sources, names)
     if any(s.kind == "installed" for s in sources) and not any(
@@ -306,14 +315,14 @@ def skill_crowd_for(
             highlight=False,
             markup=False,
         )
-    keeper = DecoyKeeper(crowd, api, dry_run, console)
+    keeper = _DecoyKeeper(crowd, api, dry_run, console)
     for source in (s for s in sources if s.kind == "lookalike"):
         for skill in skills:  # a set per skill under test; a name another set took is left out
             decoys = keeper.decoys(
                 "skills",
                 skill.name,
                 source.count,
-                decoy_prompt("skills", skill, source.count, crowd.seed),
+                _decoy_prompt("skills", skill, source.count, crowd.seed),
                 names,
             )
             taken = {*names, *(d.name for d in found)}
@@ -455,7 +464,7 @@ class CrowdedSkillRunner(SkillRunner):
         return combined_cost(parts, ", ".join(self.plan.trigger_models), detail)
 
 
-def print_decoy_estimate(console: Console, keeper: DecoyKeeper | None) -> None:
+def print_decoy_estimate(console: Console, keeper: _DecoyKeeper | None) -> None:
     """--dry-run of lookalike:N: the decoy sets the file does not hold yet, and their price."""
     estimate = keeper.estimate() if keeper else None
     if estimate is not None:
@@ -480,7 +489,7 @@ def print_step_costs(
         )
 
 
-class CrowdedHub:
+class _CrowdedHub:
     """What one conversation of a tool crowd's step sees: the servers' own tools and the step's
     distractor tools. A call to a distractor never reaches a real server: a decoy's is answered
     by its in-process server (a neutral error), a --distractor-tools server's by the evaluator."""
@@ -558,7 +567,7 @@ class ToolCrowd:
     ) -> None:
         self.base_cases, self.seed, self.decoys_file = cases, crowd.seed, crowd.distractors_file
         self.models, self.server_limits = api.models, server_limits
-        self.sources = sources_of(crowd.distractor_tools, "--distractor-tools", tools=True)
+        self.sources = _sources_of(crowd.distractor_tools, "--distractor-tools", tools=True)
         taken = {s.name for s in servers}
         self.config_specs: list[ServerSpec] = []
         for source in self.sources:
@@ -570,7 +579,7 @@ class ToolCrowd:
                     self.config_specs.append(spec)
         Redactor.learn(self.config_specs)
         self.distractor_servers = {s.name for s in self.config_specs}
-        self.keeper = DecoyKeeper(crowd, api, plan.dry_run, console)
+        self.keeper = _DecoyKeeper(crowd, api, plan.dry_run, console)
         self.decoy_server: DecoyToolServer | None = None
         self.steps: list[int] = list(parse_steps(crowd.tool_steps, "--tool-steps") or ())
         self.order: list[str] = []  # every distractor tool, in the seeded order
@@ -622,7 +631,7 @@ class ToolCrowd:
                 "tools",
                 subject,
                 lookalike.count,
-                decoy_prompt("tools", list(real.values()), lookalike.count, self.seed),
+                _decoy_prompt("tools", list(real.values()), lookalike.count, self.seed),
                 list(real),
                 real,
             )
@@ -665,10 +674,10 @@ class ToolCrowd:
                 estimated_tokens(view.anthropic_tools) if view.anthropic_tools else 0
             )
 
-    def view(self, hub: McpHub, step: int) -> CrowdedHub:
-        return CrowdedHub(hub, {*self.real_tools, *self.order[:step]}, self)
+    def view(self, hub: McpHub, step: int) -> _CrowdedHub:
+        return _CrowdedHub(hub, {*self.real_tools, *self.order[:step]}, self)
 
-    def hub_for(self, hub: McpHub, case: TestCase) -> CrowdedHub:
+    def hub_for(self, hub: McpHub, case: TestCase) -> _CrowdedHub:
         step = self.step_of.get(case.name, (0, case.name))[0]
         return self.view(hub, step)
 

@@ -20,6 +20,16 @@ from ..run_types import Usage, cost_usd, estimated_tokens
 from ..session import AnthropicModel, ModelRequest, api_error_message
 from ..sinks import cap_text, safe_name
 
+__all__ = [
+    "estimate_generation",
+    "extract_json_object",
+    "generate_skill_tests",
+    "generation_model",
+    "prompt_test_markdown",
+    "trigger_test_markdown",
+    "yaml_scalar",
+]
+
 if TYPE_CHECKING:
     from ..run_types import SkillInfo
     from ..settings import ModelApi
@@ -42,7 +52,7 @@ def extract_json_object(text: str) -> dict | None:
     return None
 
 
-def clean_queries(values: Any, count: int) -> list[str]:
+def _clean_queries(values: Any, count: int) -> list[str]:
     if not isinstance(values, list):
         return []
     out: list[str] = []
@@ -87,7 +97,7 @@ def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
     """A knowledge, task or security test file from a generated spec."""
     name = safe_name(str(spec.get("name") or f"{skill.name}-{kind}")).lower().replace("_", "-")
     front = ["---", f"name: {name}", f"type: {kind}", f"skill: {skill.name}"]
-    concepts = clean_queries(spec.get("concepts"), 12)
+    concepts = _clean_queries(spec.get("concepts"), 12)
     if concepts:
         front += ["concepts:", *[f"  - {yaml_scalar(c)}" for c in concepts]]
     if kind == "security":
@@ -108,18 +118,18 @@ def prompt_test_markdown(skill: SkillInfo, kind: str, spec: dict) -> str:
         front += [
             "# Forbidden Patterns",
             "",
-            *[f"- {p}" for p in clean_queries(spec.get("forbidden_patterns"), 12)],
+            *[f"- {p}" for p in _clean_queries(spec.get("forbidden_patterns"), 12)],
             "",
             "# Expected Refusal",
             "",
-            *[f"- {p}" for p in clean_queries(spec.get("expected_refusal"), 12)],
+            *[f"- {p}" for p in _clean_queries(spec.get("expected_refusal"), 12)],
             "",
         ]
     else:
         front += [
             "# Expected",
             "",
-            *[f"- [ ] {p}" for p in clean_queries(spec.get("expected"), 12)],
+            *[f"- [ ] {p}" for p in _clean_queries(spec.get("expected"), 12)],
             "",
         ]
     return "\n".join(front)
@@ -130,7 +140,7 @@ def generation_model(api: ModelApi, model_given: bool) -> str:
     return api.model if model_given else C.DEFAULT_GENERATION_MODEL
 
 
-def generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, str]:
+def _generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, str]:
     """The system prompt and the user message that ask for a skill's tests."""
     template = prompts.GENERATE_SKILL_TESTS_PROMPT if full else prompts.GENERATE_TRIGGERS_PROMPT
     return prompts.GENERATION_SYSTEM_PROMPT, template.format(
@@ -143,7 +153,7 @@ def generation_request(skill: SkillInfo, count: int, full: bool) -> tuple[str, s
 
 def estimate_generation(skill: SkillInfo, count: int, full: bool, model: str) -> CostEstimate:
     """One call: the prompt as sent, and at most --max-tokens of answer (about a quarter used)."""
-    system, user = generation_request(skill, count, full)
+    system, user = _generation_request(skill, count, full)
     prompt = estimated_tokens(system) + estimated_tokens(user)
     most = cost_usd(
         Usage(input_tokens=prompt, output_tokens=C.DEFAULT_GENERATION_MAX_TOKENS), model
@@ -154,7 +164,7 @@ def estimate_generation(skill: SkillInfo, count: int, full: bool, model: str) ->
     return CostEstimate(1, model, 1, 1, typical, most, f"prompt: about {prompt:,} tokens")
 
 
-async def ask_for_json(system: str, user: str, api: ModelApi, model_id: str) -> tuple[dict, float]:
+async def _ask_for_json(system: str, user: str, api: ModelApi, model_id: str) -> tuple[dict, float]:
     """One generation request to `model_id` through the API; the answer must hold a JSON object.
     Returns it and what the call cost."""
     model = AnthropicModel(**api.client_options())
@@ -187,9 +197,9 @@ async def generate_skill_tests(
 ) -> tuple[dict[str, str], float]:
     """File name -> markdown: the trigger test, and with `full` one knowledge, task and security
     test, drafted by `model_id`; and what the call cost."""
-    data, spent = await ask_for_json(*generation_request(skill, count, full), api, model_id)
-    positives = clean_queries(data.get("positive"), count)
-    negatives = clean_queries(data.get("negative"), count)
+    data, spent = await _ask_for_json(*_generation_request(skill, count, full), api, model_id)
+    positives = _clean_queries(data.get("positive"), count)
+    negatives = _clean_queries(data.get("negative"), count)
     overlap = {q.lower() for q in positives} & {q.lower() for q in negatives}
     negatives = [q for q in negatives if q.lower() not in overlap]
     if not positives or not negatives:

@@ -60,10 +60,20 @@ from ..session import ModelRequest, model_api_url, model_client
 from ..sinks import one_line
 from .skills import estimate_claude_runs
 
+__all__ = [
+    "ARMS",
+    "PluginRunPlan",
+    "PluginRunner",
+    "folder_files",
+    "graded_calls_and_text",
+]
+
 ARMS = ("with", "without")
-AUTO_ARM_THRESHOLD = 0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
-PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
-IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
+_AUTO_ARM_THRESHOLD = (
+    0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
+)
+_PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
+_IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
 
 
 def folder_files(folder: Path) -> list[Path]:
@@ -71,12 +81,12 @@ def folder_files(folder: Path) -> list[Path]:
     out, links not followed."""
     found = []
     for here, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in IGNORED_FOLDERS)
+        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_FOLDERS)
         found += [Path(here) / name for name in sorted(files)]
     return found
 
 
-def entry_digest(path: Path) -> str:
+def _entry_digest(path: Path) -> str:
     """A file by its content (a link by where it points; one that cannot be read, as such)."""
     try:
         if path.is_symlink():
@@ -86,9 +96,9 @@ def entry_digest(path: Path) -> str:
         return f"unreadable: {exc.strerror or exc}"
 
 
-def folder_digest(folder: Path) -> str:
+def _folder_digest(folder: Path) -> str:
     """What a folder holds, by relative path and content: what makes runs against it reusable."""
-    parts = [[str(path.relative_to(folder)), entry_digest(path)] for path in folder_files(folder)]
+    parts = [[str(path.relative_to(folder)), _entry_digest(path)] for path in folder_files(folder)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -116,7 +126,7 @@ class PluginRunPlan:
     @functools.cached_property
     def loaded_digests(self) -> list[str]:
         """The plugin's digest, then each other plugin's, read once for every case."""
-        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+        return [_folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -144,7 +154,7 @@ class PluginRunPlan:
         if key not in self.fingerprints:
             parts = [
                 case.name,
-                folder_digest(case.folder),
+                _folder_digest(case.folder),
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
@@ -173,16 +183,16 @@ class PluginRunPlan:
                     )
 
 
-def install_plugin(source: Path, name: str, home: Path) -> Path:
+def _install_plugin(source: Path, name: str, home: Path) -> Path:
     """A copy of a plugin folder in the run's temporary HOME (its results and VCS folders left
     out), so nothing the run does reaches the user's folder."""
     target = home / ".claude" / "plugins-under-test" / name
-    shutil.copytree(source, target, ignore=PLUGIN_COPY_IGNORED, symlinks=True)
+    shutil.copytree(source, target, ignore=_PLUGIN_COPY_IGNORED, symlinks=True)
     return target
 
 
 @functools.lru_cache(maxsize=8)  # read once a suite, not at every run of the arm
-def plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
+def _plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
     """The permission rules that pre-approve the plugin's own MCP servers (`mcp__plugin_P_S`, as
     Claude Code names a plugin's server `plugin:P:S`): in don't-ask mode a tool not pre-approved
     is refused, and the servers a plugin ships are part of what is under test."""
@@ -192,10 +202,10 @@ def plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
     )
 
 
-SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
+_SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
 
 
-async def run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
+async def _run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
     """A case's scaffold_script as `claude plugin eval --scaffold` runs it: `bash SCRIPT` (the
     path from the case's folder) in the run's working folder, with only PATH and the run's
     temporary HOME and TMPDIR, stdout dropped, killed after two minutes. Why it failed (exit
@@ -217,25 +227,25 @@ async def run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
         start_new_session=True,
     )
     try:
-        _, stderr = await asyncio.wait_for(process.communicate(), SCAFFOLD_SECONDS)
+        _, stderr = await asyncio.wait_for(process.communicate(), _SCAFFOLD_SECONDS)
     except (TimeoutError, asyncio.CancelledError):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
-        return f"scaffold failed: still running after {SCAFFOLD_SECONDS} s"
+        return f"scaffold failed: still running after {_SCAFFOLD_SECONDS} s"
     if process.returncode:
         said = one_line(stderr[:16384].decode("utf-8", "replace"), 500)
         return f"scaffold failed (exit {process.returncode}): {said}"
     return None
 
 
-def created_files(project: Path, before: set[str]) -> list[str]:
+def _created_files(project: Path, before: set[str]) -> list[str]:
     """The files a run created in its working folder (paths relative to it), as Claude Code's
     `files` target lists them: files that were there before are not listed."""
     return sorted(name for name, _ in project_files(project) if name not in before)
 
 
-Vote = Callable[[str, int], Any]
+_Vote = Callable[[str, int], Any]
 
 
 def graded_calls_and_text(stream: StreamReader) -> tuple[list[PluginToolCall], str]:
@@ -251,7 +261,7 @@ def graded_calls_and_text(stream: StreamReader) -> tuple[list[PluginToolCall], s
     return calls, stream.last_message
 
 
-def ended_ungraded(events: list[dict], start_error: str | None) -> bool:
+def _ended_ungraded(events: list[dict], start_error: str | None) -> bool:
     """Whether a run scores 0 without grading (Claude Code's rule): it did not start, said
     nothing, or its result event is an API error (`is_error` with an `api_error_status`)."""
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
@@ -261,11 +271,11 @@ def ended_ungraded(events: list[dict], start_error: str | None) -> bool:
     return bool(start_error) or not events or api_error
 
 
-def needs_judge(plugin: Plugin) -> bool:
+def _needs_judge(plugin: Plugin) -> bool:
     return any(g.kind in ("llm", "baseline") for c in plugin.cases for g in c.graders)
 
 
-def judge_vote(judge: Judge, spent: list[float]) -> Vote:
+def _judge_vote(judge: Judge, spent: list[float]) -> _Vote:
     """A judge vote through this product's judge: Claude Code's grading prompt as the criterion,
     the verdict the forced `grade` call's `passed`; each of the 3 votes its own request (the
     judge caches identical requests), its cost added to `spent`."""
@@ -287,11 +297,11 @@ def judge_vote(judge: Judge, spent: list[float]) -> Vote:
     return vote
 
 
-async def unjudged(prompt: str, index: int) -> bool:
+async def _unjudged(prompt: str, index: int) -> bool:
     raise RuntimeError("an llm or baseline grader ran without a judge")
 
 
-def plan_record(plan: PluginRunPlan, case: PluginCase, arm: str, run: int) -> PluginRunResult:
+def _plan_record(plan: PluginRunPlan, case: PluginCase, arm: str, run: int) -> PluginRunResult:
     """A run's record before it runs: what names it (its configuration and fingerprint too)."""
     return PluginRunResult(
         case=case.name,
@@ -305,19 +315,19 @@ def plan_record(plan: PluginRunPlan, case: PluginCase, arm: str, run: int) -> Pl
     )
 
 
-async def run_arm(
+async def _run_arm(
     plan: PluginRunPlan,
     case: PluginCase,
     arm: str,
     run: int,
     settings: ClaudeCliSettings,
-    vote: Vote,
+    vote: _Vote,
 ) -> PluginRunResult:
     """One run of a case in an arm; never raises for a failed, hung or garbled run: that is an
     error on the run. As Claude Code does, a run cut short (its timeout, its turns) is graded on
     what it did; one that never started or ended on an API error scores 0 ungraded."""
     start = time.perf_counter()
-    record = plan_record(plan, case, arm, run)
+    record = _plan_record(plan, case, arm, run)
     try:
         folder = RunFolder.make()
     except OSError as exc:
@@ -326,22 +336,22 @@ async def run_arm(
     try:
         home = folder.root / "home"
         loaded = [  # an install path is often a version (`.../name/1.0.0`): named by place
-            install_plugin(other, f"installed-{i}", home) for i, other in enumerate(plan.others, 1)
+            _install_plugin(other, f"installed-{i}", home) for i, other in enumerate(plan.others, 1)
         ]
         rules: tuple[str, ...] = ()
         if arm == "with":
-            loaded.append(install_plugin(plan.plugin.folder, plan.plugin.name, home))
-            rules = plugin_server_rules(plan.plugin.name, plan.plugin.folder)
+            loaded.append(_install_plugin(plan.plugin.folder, plan.plugin.name, home))
+            rules = _plugin_server_rules(plan.plugin.name, plan.plugin.folder)
         settings = replace(
             settings,
             plugin_dirs=tuple(str(p) for p in loaded),
             allowed_rules=settings.allowed_rules + rules,
         )
         if plan.scaffold and case.scaffold_script:
-            record.error = await run_scaffold(case, folder)
+            record.error = await _run_scaffold(case, folder)
             if record.error:  # as Claude Code: the run scores 0, ungraded
                 return record
-        before = set(created_files(folder.project, set()))
+        before = set(_created_files(folder.project, set()))
         done = await run_claude_process(settings, case.prompt, folder)
         stream = read_output(done.stdout)
         events = stream.events
@@ -357,13 +367,13 @@ async def run_arm(
         record.mcp_calls = [name for name in claude_run.tools if name.startswith("mcp__")]
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
         record.error = claude_run.error
-        if not ended_ungraded(events, done.start_error):
+        if not _ended_ungraded(events, done.start_error):
             tool_calls, last_message = graded_calls_and_text(stream)
             view = PluginRunView(
                 tool_calls=tool_calls,
                 last_message=last_message,
                 trace=events,
-                created_files=created_files(folder.project, before),
+                created_files=_created_files(folder.project, before),
                 folder=folder.project,
             )
             verdicts = await grade_run(case, view, arm if plan.ablation else None, vote)
@@ -389,7 +399,7 @@ async def run_arm(
     return record
 
 
-def run_verdict(record: PluginRunResult) -> VerdictRecord:
+def _run_verdict(record: PluginRunResult) -> VerdictRecord:
     """A run's verdict as the writers read it: passed at a score of 1; its error, else the scored
     graders it failed, as reasons."""
     reasons = (
@@ -405,7 +415,7 @@ class PluginRunner:
     `claude -p` run each, `concurrency` at once; --cache puts a caching proxy between Claude Code
     and the model, and the judge of llm and baseline graders reads through it too."""
 
-    auto_threshold = AUTO_ARM_THRESHOLD  # --runs auto: each arm decided around one half
+    auto_threshold = _AUTO_ARM_THRESHOLD  # --runs auto: each arm decided around one half
 
     def __init__(
         self,
@@ -439,7 +449,7 @@ class PluginRunner:
         plugin = self.plans[0].plugin if self.plans else None
         client = (
             model_client(self.cache, base_url=base_url)
-            if plugin is not None and needs_judge(plugin)
+            if plugin is not None and _needs_judge(plugin)
             else None
         )
         try:
@@ -462,10 +472,10 @@ class PluginRunner:
             settings = replace(settings, base_url=f"{self.proxy.url}/sample/{job.iteration}")
         CACHE_SAMPLE.set(str(job.iteration))  # the judge's calls of this run: its sample
         spent: list[float] = []
-        vote = judge_vote(self.judge, spent) if self.judge is not None else unjudged
+        vote = _judge_vote(self.judge, spent) if self.judge is not None else _unjudged
         self.in_flight[job.key] = job
         try:
-            record = await run_arm(plan, case, arm, job.iteration, settings, vote)
+            record = await _run_arm(plan, case, arm, job.iteration, settings, vote)
         finally:
             self.in_flight.pop(job.key, None)
         record.judge_cost_usd = round(sum(spent), 6)
@@ -478,7 +488,7 @@ class PluginRunner:
         """The run as the results keep it: its verdict, its events only with --keep-events."""
         return record.model_copy(
             update={
-                "verdict": run_verdict(record),
+                "verdict": _run_verdict(record),
                 "events": record.events if self.keep_events else None,
             }
         )
@@ -500,7 +510,7 @@ class PluginRunner:
         cut = []
         for key, job in self.in_flight.items():
             case, arm, _, plan = job.payload
-            record = plan_record(plan, case, arm, job.iteration)
+            record = _plan_record(plan, case, arm, job.iteration)
             record.error = "interrupted"
             cut.append((key, record))
         return cut

@@ -50,6 +50,11 @@ from ..sinks import cap_text
 from .crowd import combined_cost
 from .tool_use import count_prefix_tokens, estimate_tool_runs
 
+__all__ = [
+    "RedTeam",
+    "RedTeamScoring",
+]
+
 if TYPE_CHECKING:
     from ..dry_run import CostEstimate
     from ..grading import Judge
@@ -66,7 +71,7 @@ if TYPE_CHECKING:
 # proxies of its own (hub.hostile) in front of its usual tool view, so mocks, cassettes and the tool
 # policy answer as they always do. A destructive tool the policy would run for real is refused
 # before any model call: injected instructions must not reach it (mocks and cassettes answer it).
-def parse_attacks(values: Sequence[str]) -> list[tuple[str, str]]:
+def _parse_attacks(values: Sequence[str]) -> list[tuple[str, str]]:
     """--attacks: comma-separated CLASS (its default variants) or CLASS:VARIANT, in order, once."""
     items = [item.strip() for value in values for item in value.split(",") if item.strip()]
     chosen: list[tuple[str, str]] = []
@@ -108,7 +113,7 @@ class RedTeam:
         self.vectors = load_vectors(hostile.vectors)
         self.attacks = [
             Attack(cls, variant, vector)
-            for cls, variant in parse_attacks(hostile.attacks)
+            for cls, variant in _parse_attacks(hostile.attacks)
             for vector in self.vectors
         ]
         self.attack_of: dict[str, Attack] = {}

@@ -35,6 +35,14 @@ from ..run_types import TestCase, Usage, cli_model_id, cost_usd
 from ..session import model_api_url, model_client
 from ..sinks import safe_name
 
+__all__ = [
+    "SkillRunner",
+    "SkillSuitePlan",
+    "assign_trigger_skills",
+    "estimate_claude_runs",
+    "plugin_hooks_text",
+]
+
 if TYPE_CHECKING:
     from ..claude_code import ClaudeCliSettings
     from ..loaders.distractors import SkillCrowd
@@ -163,7 +171,7 @@ def plugin_hooks_text(subject: SkillInfo) -> list[str]:
     )
 
 
-def skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
+def _skill_suite_fingerprint(plan: SkillSuitePlan) -> str:
     """What makes an earlier run's records reusable: the same skills, models and turn limits."""
     parts: list[list[str | int]] = [
         [s.name, s.description, s.body, *plugin_hooks_text(s)] for s in plan.skills
@@ -227,7 +235,7 @@ class SkillRunner:
         self.concurrency = plan.concurrency
         self.auto_threshold = plan.threshold  # --runs auto: a query or test passes at it
         self.redactor = redactor or Redactor.for_run()
-        self.fingerprint = skill_suite_fingerprint(plan)
+        self.fingerprint = _skill_suite_fingerprint(plan)
         self.outside_writes: list[str] = []
         self.watched: list[str] = []
         self.task_fingerprints: dict[

@@ -52,6 +52,15 @@ from .claude_harness import (
     check_cases,
 )
 
+__all__ = [
+    "RedactingObserver",
+    "StartedTranscripts",
+    "ToolUseRunner",
+    "count_prefix_tokens",
+    "estimate_tool_runs",
+    "tool_policy_for",
+]
+
 if TYPE_CHECKING:
     from ..batches import BatchRun
     from ..engine import UserInput
@@ -101,7 +110,7 @@ def estimate_tool_runs(
 
 
 # ---------------------------------------------------------------------------- the tool-use runner
-def check_cassette_folder(folder: Path, create: bool = True) -> None:
+def _check_cassette_folder(folder: Path, create: bool = True) -> None:
     """--record DIR: a folder (made if missing, its parent must exist) that takes new files."""
     if folder.exists() and not folder.is_dir():
         raise InputError(
@@ -138,7 +147,7 @@ def tool_policy_for(
     and folder checked before any server starts (one line naming it, exit 2). `servers_named`:
     whether any server is named (a --replay-miss live needs one)."""
     if safety.record:
-        check_cassette_folder(Path(safety.record), create=not dry_run)
+        _check_cassette_folder(Path(safety.record), create=not dry_run)
     if safety.replay and safety.replay_miss == "live" and not servers_named:
         raise InputError(
             "--replay-miss live calls the real server on a miss, and no server is named",
@@ -158,7 +167,7 @@ def tool_policy_for(
     )
 
 
-def check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
+def _check_tool_policy(hub: McpHub, policy: ToolPolicy) -> None:
     """After the servers (or the cassette) listed their tools, before the first model call: every
     mocked tool exists, and --allow-tool names at least one."""
     unknown = policy.unknown_mocks(hub.tools)
@@ -222,7 +231,7 @@ class RedactingObserver(ConversationObserver):
         self.inner.on_turn_end(transcript)
 
 
-class ObserverGroup(ConversationObserver):
+class _ObserverGroup(ConversationObserver):
     """Several observers seen by the engine as one."""
 
     def __init__(self, *observers: ConversationObserver) -> None:
@@ -274,7 +283,7 @@ async def count_prefix_tokens(
 
 # What later rooms add to the tool-use runner: they fill these two places of every runner the
 # tool-use modes make (runner.crowd, runner.redteam), so the runner names neither of them.
-class ToolCrowdHook(Protocol):
+class _ToolCrowdHook(Protocol):
     """--distractor-tools (runners.crowd.ToolCrowd): each case sees its crowd step's tools."""
 
     distractor_servers: set[str]  # left out of --pin: the decoys are not the suite's tools
@@ -283,7 +292,7 @@ class ToolCrowdHook(Protocol):
     def hub_for(self, hub: McpHub, case: TestCase) -> Any: ...
 
 
-class RedTeamHook(Protocol):
+class _RedTeamHook(Protocol):
     """redteam (runners.redteam.RedTeam): each run through its adversarial proxies, then judged
     for what the attacks did."""
 
@@ -343,7 +352,7 @@ class ToolUseRunner:
         self.redactor = Redactor.for_run(servers)
         self.started = StartedTranscripts()  # on Ctrl-C, the conversations under way are kept too
         shown = RedactingObserver(observer, self.redactor) if observer else None
-        self.observer = ObserverGroup(self.started, shown) if shown else self.started
+        self.observer = _ObserverGroup(self.started, shown) if shown else self.started
         self.hub: McpHub | None = None
         self.model: ModelClient | None = None
         self.judge: Judge | None = None
@@ -359,8 +368,8 @@ class ToolUseRunner:
         )
         # --distractor-tools: each case sees its step's tools; redteam: each run through its
         # adversarial proxies (the tool-use modes fill both)
-        self.crowd: ToolCrowdHook | None = None
-        self.redteam: RedTeamHook | None = None
+        self.crowd: _ToolCrowdHook | None = None
+        self.redteam: _RedTeamHook | None = None
         self.pins: PinRecord | None = None  # --pin: the definitions checked against the file
         self.invocation = secrets.token_hex(4)  # runs of another invocation get other ids
         # --harness / --tool-search: each case runs each way; Claude Code's side is made once the
@@ -442,7 +451,7 @@ class ToolUseRunner:
         ) as hub:
             for notice in hub.notices:
                 self.say_notice(notice)
-            check_tool_policy(hub, self.tool_policy)
+            _check_tool_policy(hub, self.tool_policy)
             if self.tool_overrides:
                 hub.override_tools(self.tool_overrides)
             if self.on_connect:

@@ -3,3 +3,5 @@ tool checks (TOOL_CHECKS), statistics, skills, crowds, task evals, the literatur
 scan findings and attacks.
 
 May import: everything above it (the foundations up to claude_code)."""
+
+__all__: list[str] = []

@@ -17,6 +17,14 @@ from ..hub.hostile import ATTACKS
 from ..results_schema.security import AttackFigureRecord, AttackRunRecord
 from .statistics import pass_hat_k, rounded_interval, wilson_interval
 
+__all__ = [
+    "AttackedRun",
+    "attack_delivered",
+    "attack_signals",
+    "canary_token",
+    "redteam_figures",
+]
+
 if TYPE_CHECKING:
     from ..hub.hostile import Attack
     from ..run_types import Transcript
@@ -79,7 +87,7 @@ class AttackedRun:
     delivered: bool
 
 
-def attack_figure(
+def _attack_figure(
     runs: Sequence[AttackedRun],
     clean: Sequence[AttackedRun],
     k: int,
@@ -142,17 +150,17 @@ def redteam_figures(runs: Sequence[AttackedRun], k: int) -> dict[str, list]:
         return [r for r in clean if r.model == model]
 
     cells = [
-        attack_figure(rs, clean_of(m), k, c, v, vec, m)
+        _attack_figure(rs, clean_of(m), k, c, v, vec, m)
         for (c, v, vec, m), rs in grouped(
             lambda r: (r.attack.cls, r.attack.variant, r.attack.vector.id, r.model)  # type: ignore[union-attr]
         ).items()
     ]
     by_class = [
-        attack_figure(rs, clean_of(m), k, c, model=m)
+        _attack_figure(rs, clean_of(m), k, c, model=m)
         for (c, m), rs in grouped(lambda r: (r.attack.cls, r.model)).items()  # type: ignore[union-attr]
     ]
     by_vector = [
-        attack_figure(rs, clean_of(m), k, "all", vector=vec, model=m)
+        _attack_figure(rs, clean_of(m), k, "all", vector=vec, model=m)
         for (vec, m), rs in grouped(lambda r: (r.attack.vector.id, r.model)).items()  # type: ignore[union-attr]
     ]
     order = {name: i for i, name in enumerate(ATTACKS)}

@@ -10,20 +10,24 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
-from ..results_schema.document import (
-    ConsolidationHintRecord,
-    CrowdPointRecord,
-    ThiefRecord,
-    ToolStatsRecord,
-)
+from ..results_schema.document import ToolStatsRecord
+from ..results_schema.sections import ConsolidationHintRecord, CrowdPointRecord, ThiefRecord
 from .statistics import tool_selection_stats, wilson_interval
+
+__all__ = [
+    "consolidation_hints",
+    "skill_crowd_point",
+    "skill_thieves",
+    "tool_crowd_point",
+    "tool_thieves",
+]
 
 if TYPE_CHECKING:
     from ..results_schema.document import ClaudeRun
     from ..run_types import Transcript, TriggerScore
 
 
-def wilson_percent(part: int, whole: int) -> tuple[float, float]:
+def _wilson_percent(part: int, whole: int) -> tuple[float, float]:
     low, high = wilson_interval(part, whole)
     return round(low * 100, 2), round(high * 100, 2)
 
@@ -37,8 +41,8 @@ def skill_crowd_point(
 ) -> CrowdPointRecord:
     """One step of a skill's curve: triggerRate, falsePositiveRate and triggerScore (in %), each
     with its 95 % Wilson interval over the queries (the score's from the rates' bounds)."""
-    tr_low, tr_high = wilson_percent(score.positives_activated, score.positives)
-    fp_low, fp_high = wilson_percent(score.negatives_activated, score.negatives)
+    tr_low, tr_high = _wilson_percent(score.positives_activated, score.positives)
+    fp_low, fp_high = _wilson_percent(score.negatives_activated, score.negatives)
     if not score.negatives:
         ts = (tr_low, tr_high)
     elif not score.positives:
@@ -117,7 +121,7 @@ def skill_thieves(
     return found
 
 
-def tool_thefts(transcript: Transcript) -> list[tuple[str, str]]:
+def _tool_thefts(transcript: Transcript) -> list[tuple[str, str]]:
     """(expected tool, the tool called instead) of every expected tool the run missed while it
     called another: the first tool it called that the case does not expect, else (through
     Claude Code) the first of its built-ins it called (Bash, Workflow, WebFetch, ...)."""
@@ -147,9 +151,9 @@ def tool_crowd_point(
 
     recall = round(100 * tp / (tp + fn), 2) if tp + fn else None
     precision = round(100 * tp / (tp + fp), 2) if tp + fp else None
-    r_low, r_high = wilson_percent(tp, tp + fn)
-    p_low, p_high = wilson_percent(tp, tp + fp)
-    stolen = [t for t in transcripts if tool_thefts(t)]
+    r_low, r_high = _wilson_percent(tp, tp + fn)
+    p_low, p_high = _wilson_percent(tp, tp + fp)
+    stolen = [t for t in transcripts if _tool_thefts(t)]
     return CrowdPointRecord(
         distractors=step,
         model=model,
@@ -197,7 +201,7 @@ def tool_thieves(
     for t in transcripts:
         case = case_of(t)
         runs[case] = runs.get(case, 0) + 1
-        for expected, thief in tool_thefts(t):
+        for expected, thief in _tool_thefts(t):
             record = found.setdefault(
                 (case, expected, thief),
                 ThiefRecord(

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..results_schema.document import (
+from ..results_schema.sections import (
     ClaudeCodeRecord,
     HarnessCaseRecord,
     ServerReadinessRecord,
@@ -19,6 +19,13 @@ from ..results_schema.document import (
 )
 from ..run_types import HARNESS_MARK
 from .statistics import fisher_p_value, newcombe_interval
+
+__all__ = [
+    "HarnessTally",
+    "harness_note",
+    "harness_reason",
+    "split_model",
+]
 
 if TYPE_CHECKING:
     from ..results_schema.document import CaseResult

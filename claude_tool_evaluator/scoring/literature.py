@@ -18,8 +18,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..results_schema.document import LiteratureFigure, LiteratureRecord
+from ..results_schema.sections import LiteratureFigure, LiteratureRecord
 from .statistics import pass_hat_k
+
+__all__ = [
+    "BFCL_CATEGORIES",
+    "BFCL_DATA_ERRORS",
+    "BFCL_PROTOCOL_MODEL",
+    "BFCL_TAG",
+    "BenchmarkRun",
+    "BfclData",
+    "TAU2_NL_TAG",
+    "TAU2_TAG",
+    "benchmark_module",
+    "benchmark_run",
+    "bfcl_entries",
+    "bfcl_modules",
+    "literature_records",
+]
 
 if TYPE_CHECKING:
     from ..run_types import Transcript, Verdict
@@ -50,7 +66,7 @@ BFCL_CATEGORIES = (
 # BFCL's leaderboard columns over those categories (eval_runner_helper.generate_leaderboard_csv):
 # title, categories, weighted by entries (else an unweighted mean of the categories), note. Shown
 # only when every category of it ran, as BFCL shows N/A otherwise.
-BFCL_HEADLINES = (
+_BFCL_HEADLINES = (
     (
         "Non-Live AST (Python)",
         ("simple_python", "multiple", "parallel", "parallel_multiple"),
@@ -68,7 +84,7 @@ BFCL_HEADLINES = (
 )
 
 
-BENCHMARKS_EXTRA = 'pip install ".[benchmarks]"'
+_BENCHMARKS_EXTRA = 'pip install ".[benchmarks]"'
 
 
 def benchmark_module(module: str, package: str) -> Any:
@@ -78,7 +94,7 @@ def benchmark_module(module: str, package: str) -> Any:
     except ImportError:
         raise InputError(
             f"the benchmark's data comes from the {package} package, which is not installed",
-            hint=f"{BENCHMARKS_EXTRA}, or pip install {package}",
+            hint=f"{_BENCHMARKS_EXTRA}, or pip install {package}",
         ) from None
 
 
@@ -126,13 +142,13 @@ def bfcl_modules() -> Any:
 # BFCL's data files are JSON lines in bfcl-eval as installed (nothing here copies them): what this
 # evaluator reads of an entry and of its possible answer, checked line by line before BFCL's own
 # loader and checker read them, so a file edited or cut short is one line naming it and the line.
-BFCL_REINSTALL = (
+_BFCL_REINSTALL = (
     "bfcl-eval's own data, read as installed: reinstall it with "
     "pip install --force-reinstall --no-deps bfcl-eval"
 )
 
 
-def bfcl_entry_problem(entry: dict) -> str | None:
+def _bfcl_entry_problem(entry: dict) -> str | None:
     question, function = entry["question"], entry["function"]
     if not isinstance(question, list) or not all(
         isinstance(turn, list)
@@ -147,7 +163,7 @@ def bfcl_entry_problem(entry: dict) -> str | None:
     return None
 
 
-def bfcl_answer_problem(answer: dict) -> str | None:
+def _bfcl_answer_problem(answer: dict) -> str | None:
     truth = answer["ground_truth"]
     if not isinstance(truth, list) or not all(
         isinstance(call, dict)
@@ -161,16 +177,16 @@ def bfcl_answer_problem(answer: dict) -> str | None:
     return None
 
 
-BFCL_FILE_KINDS = {  # kind -> (the keys of its every line, what else it must be)
-    "entry": (("id", "question", "function"), bfcl_entry_problem),
-    "answer": (("id", "ground_truth"), bfcl_answer_problem),
+_BFCL_FILE_KINDS = {  # kind -> (the keys of its every line, what else it must be)
+    "entry": (("id", "question", "function"), _bfcl_entry_problem),
+    "answer": (("id", "ground_truth"), _bfcl_answer_problem),
 }
 
 
-def bfcl_line(line: str, kind: str) -> dict:
+def _bfcl_line(line: str, kind: str) -> dict:
     """One line of a BFCL data file as this evaluator and BFCL's loader read it; else ValueError
     saying what is wrong with it."""
-    keys, problem_of = BFCL_FILE_KINDS[kind]
+    keys, problem_of = _BFCL_FILE_KINDS[kind]
     if not line.strip():
         raise ValueError("an empty line, where BFCL reads one entry a line")
     try:
@@ -194,7 +210,7 @@ def bfcl_line(line: str, kind: str) -> dict:
     return value
 
 
-def bfcl_file_lines(path: Path, kind: str) -> dict[str, int]:
+def _bfcl_file_lines(path: Path, kind: str) -> dict[str, int]:
     """A BFCL data file (`kind` entry or answer), every line checked (bfcl_line); each entry's
     line, by id. A line that is not as BFCL writes it is an InputError naming the file and the
     line."""
@@ -203,7 +219,7 @@ def bfcl_file_lines(path: Path, kind: str) -> dict[str, int]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8"
         raise InputError(
-            f"BFCL's data cannot be read: {reason}", path, hint=BFCL_REINSTALL
+            f"BFCL's data cannot be read: {reason}", path, hint=_BFCL_REINSTALL
         ) from None
     lines = text.split("\n")
     if lines[-1] == "":  # the newline that ends the last line
@@ -211,13 +227,13 @@ def bfcl_file_lines(path: Path, kind: str) -> dict[str, int]:
     found: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         try:
-            found[bfcl_line(line, kind)["id"]] = number
+            found[_bfcl_line(line, kind)["id"]] = number
         except ValueError as exc:
-            raise InputError(str(exc), path, number, BFCL_REINSTALL) from None
+            raise InputError(str(exc), path, number, _BFCL_REINSTALL) from None
     return found
 
 
-def bfcl_files(category: str) -> tuple[Path, Path]:
+def _bfcl_files(category: str) -> tuple[Path, Path]:
     """A category's data file and its possible answers' (which irrelevance has not)."""
     bfcl = bfcl_modules()
     name = f"{bfcl.prefix}_{category}.json"
@@ -230,9 +246,9 @@ class BfclData:
     file (and the entry's line when known)."""
 
     def __init__(self, category: str) -> None:
-        self.data, self.answers = bfcl_files(category)
-        self.entry_line = bfcl_file_lines(self.data, "entry")
-        self.answer_line = bfcl_file_lines(self.answers, "answer") if self.answers.exists() else {}
+        self.data, self.answers = _bfcl_files(category)
+        self.entry_line = _bfcl_file_lines(self.data, "entry")
+        self.answer_line = _bfcl_file_lines(self.answers, "answer") if self.answers.exists() else {}
 
     def possible_answers(self, bfcl: Any) -> dict[str, dict]:
         """The possible answers by id, as BFCL's loader reads them ({}: the category has none)."""
@@ -245,7 +261,7 @@ class BfclData:
             f"{what} is not as this evaluator reads it ({type(exc).__name__}: {exc})",
             self.data,
             line,
-            BFCL_REINSTALL,
+            _BFCL_REINSTALL,
         )
 
 
@@ -268,7 +284,7 @@ def bfcl_entries(category: str) -> dict[str, tuple[dict, dict | None]]:
 
 
 @functools.cache
-def bfcl_checker_available() -> bool:
+def _bfcl_checker_available() -> bool:
     try:
         bfcl_modules()
         return True
@@ -276,7 +292,7 @@ def bfcl_checker_available() -> bool:
         return False
 
 
-def bfcl_success(t: Transcript, category: str) -> bool:
+def _bfcl_success(t: Transcript, category: str) -> bool:
     """BFCL's own verdict on a run: its first response's calls (decoded as BFCL decodes Claude's
     tool_use blocks) through its AST checker; irrelevance: no call; live_relevance: some call."""
     calls = [c for c in t.tool_calls if c.turn == 1]
@@ -315,7 +331,7 @@ class BenchmarkRun:
     succeeded: bool  # the benchmark's: BFCL's AST check, τ²'s reward of 1
 
 
-def graded_pass(t: Transcript, grader: str) -> bool:
+def _graded_pass(t: Transcript, grader: str) -> bool:
     return bool((t.grades.get(grader) or {}).get("passed"))
 
 
@@ -327,18 +343,18 @@ def benchmark_run(t: Transcript, verdict: Verdict) -> BenchmarkRun:
     tags = tuple(t.case.tags)
     succeeded = verdict.passed
     category = next((tag.removeprefix(BFCL_TAG) for tag in tags if tag.startswith(BFCL_TAG)), None)
-    if category in BFCL_CATEGORIES and bfcl_checker_available():
-        succeeded = bfcl_success(t, category)
+    if category in BFCL_CATEGORIES and _bfcl_checker_available():
+        succeeded = _bfcl_success(t, category)
     if any(tag.startswith(TAU2_TAG) for tag in tags):
         succeeded = (
             not t.error
-            and graded_pass(t, "verify")
-            and (TAU2_NL_TAG not in tags or graded_pass(t, "judge"))
+            and _graded_pass(t, "verify")
+            and (TAU2_NL_TAG not in tags or _graded_pass(t, "judge"))
         )
     return BenchmarkRun(t.case.name, t.model, tags, verdict.passed, succeeded)
 
 
-def runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[BenchmarkRun]]:
+def _runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[BenchmarkRun]]:
     grouped: dict[str, list[BenchmarkRun]] = {}
     for run in runs:
         tag = next((t for t in run.tags if t.startswith(prefix) and t != TAU2_NL_TAG), None)
@@ -347,23 +363,23 @@ def runs_by_tag(runs: Iterable[BenchmarkRun], prefix: str) -> dict[str, list[Ben
     return grouped
 
 
-def share(flags: Sequence[bool]) -> float:
+def _share(flags: Sequence[bool]) -> float:
     return round(sum(flags) / len(flags), 4) if flags else 0.0
 
 
-def our_figures(runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]) -> dict:
+def _our_figures(runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]) -> dict:
     cases = {(r.case, r.model) for r in runs}
     return {
-        "cases passed": share([passed.get(c, False) for c in cases]),
-        "runs passed": share([r.passed for r in runs]),
+        "cases passed": _share([passed.get(c, False) for c in cases]),
+        "runs passed": _share([r.passed for r in runs]),
     }
 
 
-def bfcl_record(
+def _bfcl_record(
     runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
 ) -> LiteratureRecord:
     """BFCL's accuracy per category (correct runs / runs) and its leaderboard's aggregates."""
-    by_category = runs_by_tag(runs, BFCL_TAG)
+    by_category = _runs_by_tag(runs, BFCL_TAG)
     figures, accuracy = [], {}
     for category in sorted(
         by_category,
@@ -375,17 +391,17 @@ def bfcl_record(
     ):
         mine = by_category[category]
         cases = len({(r.case, r.model) for r in mine})
-        accuracy[category] = (share([r.succeeded for r in mine]), cases)
+        accuracy[category] = (_share([r.succeeded for r in mine]), cases)
         figures.append(
             LiteratureFigure(
                 name=category,
                 cases=cases,
                 runs=len(mine),
                 theirs={"accuracy": accuracy[category][0]},
-                ours=our_figures(mine, passed),
+                ours=_our_figures(mine, passed),
             )
         )
-    for title, parts, weighted, note in BFCL_HEADLINES:
+    for title, parts, weighted, note in _BFCL_HEADLINES:
         if not all(p in accuracy for p in parts) or len(parts) == 1:
             continue
         values = [accuracy[p] for p in parts]
@@ -401,7 +417,7 @@ def bfcl_record(
                 cases=sum(n for _, n in values),
                 runs=len(mine),
                 theirs={"accuracy": round(value, 4)},
-                ours=our_figures(mine, passed),
+                ours=_our_figures(mine, passed),
                 note=note,
             )
         )
@@ -412,7 +428,7 @@ def bfcl_record(
         figures=figures,
         notes=[
             "accuracy: BFCL's own AST checker (bfcl-eval) on each run's first response"
-            if bfcl_checker_available()
+            if _bfcl_checker_available()
             else "bfcl-eval is not installed here: accuracy is our verdicts' (they agree with "
             "BFCL's checker, see the README)",
             "BFCL runs each entry once; with -i N every run counts, as N entries would.",
@@ -421,13 +437,13 @@ def bfcl_record(
     )
 
 
-def tau2_record(
+def _tau2_record(
     runs: Sequence[BenchmarkRun], passed: Mapping[tuple[str, str], bool]
 ) -> LiteratureRecord:
     """τ²-bench's pass^k per domain: the mean over tasks of C(successes, k) / C(trials, k), for k
     up to the trials every task had (-i k), and the average reward over every run."""
     figures = []
-    for domain, mine in sorted(runs_by_tag(runs, TAU2_TAG).items()):
+    for domain, mine in sorted(_runs_by_tag(runs, TAU2_TAG).items()):
         by_task: dict[tuple[str, str], list[bool]] = {}
         for r in mine:
             by_task.setdefault((r.case, r.model), []).append(r.succeeded)
@@ -438,14 +454,14 @@ def tau2_record(
             )
             for k in range(1, trials + 1)
         }
-        theirs["avg_reward"] = share([r.succeeded for r in mine])
+        theirs["avg_reward"] = _share([r.succeeded for r in mine])
         figures.append(
             LiteratureFigure(
                 name=domain,
                 cases=len(by_task),
                 runs=len(mine),
                 theirs=theirs,
-                ours=our_figures(mine, passed),
+                ours=_our_figures(mine, passed),
             )
         )
     return LiteratureRecord(
@@ -465,8 +481,8 @@ def literature_records(
 ) -> list[LiteratureRecord]:
     """The benchmarks' own figures over their runs; `passed`: (case, model) -> our verdict."""
     records = []
-    if runs_by_tag(runs, BFCL_TAG):
-        records.append(bfcl_record(runs, passed))
-    if runs_by_tag(runs, TAU2_TAG):
-        records.append(tau2_record(runs, passed))
+    if _runs_by_tag(runs, BFCL_TAG):
+        records.append(_bfcl_record(runs, passed))
+    if _runs_by_tag(runs, TAU2_TAG):
+        records.append(_tau2_record(runs, passed))
     return records

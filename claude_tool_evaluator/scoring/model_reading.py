@@ -18,6 +18,20 @@ from dataclasses import dataclass
 
 from ..sinks import HIDDEN_UNSAFE
 
+__all__ = [
+    "Payload",
+    "Reading",
+    "VARIATION_SELECTOR",
+    "as_read",
+    "encoded_payloads",
+    "hidden_flag",
+    "look_alikes_folded",
+    "plain",
+    "readings",
+    "selector_text",
+    "tag_decoded",
+]
+
 # A scanner that matches the bytes misses what a model reads through: "іgnоrе" in Cyrillic,
 # "ｉｇｎｏｒｅ" in full-width or "𝗶𝗴𝗻𝗼𝗿𝗲" in mathematical letters, a sentence in tag
 # characters or variation selectors (invisible, yet tokens the model is given), base64 in
@@ -26,7 +40,7 @@ from ..sinks import HIDDEN_UNSAFE
 
 # Cyrillic, Greek and other letters drawn like a Latin one (Unicode's confusables.txt, the letters
 # of these scripts whose skeleton is a single Latin letter), and the quotes a phrase may use.
-CONFUSABLES = str.maketrans(
+_CONFUSABLES = str.maketrans(
     {
         **dict(zip("аԁеһіјӏорԛѕԝхусɡ", "adehijlopqswxycg", strict=True)),
         **dict(zip("АВСЕНІЈКМОРЅТХУԚԜӀҮ", "ABCEHIJKMOPSTXYQWIY", strict=True)),
@@ -42,24 +56,24 @@ CONFUSABLES = str.maketrans(
 # picks its glyph (an emoji's colour form, a kanji's variant); a run of them is no glyph choice
 # but bytes: 0-15 as U+FE00-FE0F, 16-255 as U+E0100-E01EF ("emoji smuggling"), or two basic
 # selectors a byte, its high and low half.
-VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"  # a character class's body
-VARIATION_SELECTOR = re.compile(f"[{VARIATION_SELECTORS}]")
-VARIATION_SELECTOR_RUN = re.compile(f"[{VARIATION_SELECTORS}]{{2,}}")
-BASIC_SELECTORS = re.compile("[\ufe00-\ufe0f]+")
+_VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"  # a character class's body
+VARIATION_SELECTOR = re.compile(f"[{_VARIATION_SELECTORS}]")
+_VARIATION_SELECTOR_RUN = re.compile(f"[{_VARIATION_SELECTORS}]{{2,}}")
+_BASIC_SELECTORS = re.compile("[\ufe00-\ufe0f]+")
 
 # A subdivision flag (🏴 then two to six tag letters or digits, then CANCEL TAG) is the one use
 # of tag characters in ordinary text: the flag of Scotland, England, Wales.
-EMOJI_FLAG = re.compile("\U0001f3f4([\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6})\U000e007f")
+_EMOJI_FLAG = re.compile("\U0001f3f4([\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6})\U000e007f")
 
 # Runs of base64 (either alphabet) or hex words, separated by whitespace only: where a payload
 # split into chunks or lines hides. Each word stands alone (not inside a longer word).
-BASE64_RUN = re.compile(
+_BASE64_RUN = re.compile(
     r"(?<![\w+/=-])[A-Za-z0-9+/_-]+={0,2}(?:\s+[A-Za-z0-9+/_-]+={0,2})*(?![\w+/=-])"
 )
-HEX_RUN = re.compile(r"(?<![\w])[0-9A-Fa-f]+(?:\s+[0-9A-Fa-f]+)*(?![\w])")
-MIN_PAYLOAD_CHARS = 8  # decoded text shorter than this is a word, not a message
-MAX_PAYLOAD_CHARS = 16_384  # a payload is decoded this far (a longer one is cut)
-READING_DEPTH = 3  # payloads inside payloads are decoded this many times deep
+_HEX_RUN = re.compile(r"(?<![\w])[0-9A-Fa-f]+(?:\s+[0-9A-Fa-f]+)*(?![\w])")
+_MIN_PAYLOAD_CHARS = 8  # decoded text shorter than this is a word, not a message
+_MAX_PAYLOAD_CHARS = 16_384  # a payload is decoded this far (a longer one is cut)
+_READING_DEPTH = 3  # payloads inside payloads are decoded this many times deep
 
 
 @dataclass(frozen=True)
@@ -82,25 +96,25 @@ def tag_decoded(text: str) -> str:
     )
 
 
-def selector_bytes(run: str) -> bytes:
+def _selector_bytes(run: str) -> bytes:
     """The bytes a run of variation selectors encodes (see VARIATION_SELECTOR_RUN)."""
-    if BASIC_SELECTORS.fullmatch(run) and len(run) % 2 == 0:
+    if _BASIC_SELECTORS.fullmatch(run) and len(run) % 2 == 0:
         halves = [ord(c) - 0xFE00 for c in run]
         return bytes(high << 4 | low for high, low in zip(halves[::2], halves[1::2], strict=True))
     return bytes(ord(c) - 0xFE00 if ord(c) <= 0xFE0F else ord(c) - 0xE0100 + 16 for c in run)
 
 
 def selector_text(run: str) -> str:
-    return selector_bytes(run).decode("utf-8", errors="replace")
+    return _selector_bytes(run).decode("utf-8", errors="replace")
 
 
-def selectors_decoded(text: str) -> str:
+def _selectors_decoded(text: str) -> str:
     """Runs of variation selectors as the text they encode; a lone one (a glyph choice) dropped."""
-    text = VARIATION_SELECTOR_RUN.sub(lambda m: selector_text(m.group()), text)
+    text = _VARIATION_SELECTOR_RUN.sub(lambda m: selector_text(m.group()), text)
     return VARIATION_SELECTOR.sub("", text)
 
 
-def invisible_dropped(text: str) -> str:
+def _invisible_dropped(text: str) -> str:
     """Zero-width, bidi, blank and every other format, private-use or unassigned character gone,
     and control characters but tab and line breaks: a word split by them reads whole."""
     return "".join(
@@ -111,16 +125,16 @@ def invisible_dropped(text: str) -> str:
     )
 
 
-def compatibility_folded(text: str) -> str:
+def _compatibility_folded(text: str) -> str:
     """NFKC: full-width, mathematical, circled, superscript letters as plain ones."""
     return unicodedata.normalize("NFKC", text)
 
 
 def look_alikes_folded(text: str) -> str:
-    return text.translate(CONFUSABLES)
+    return text.translate(_CONFUSABLES)
 
 
-def accents_dropped(text: str) -> str:
+def _accents_dropped(text: str) -> str:
     decomposed = unicodedata.normalize("NFD", text)
     return unicodedata.normalize(
         "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
@@ -129,21 +143,21 @@ def accents_dropped(text: str) -> str:
 
 # The steps from the characters a definition holds to the letters a model reads, in order: each
 # (what it undoes, how).
-READING_STEPS: tuple[tuple[str, Callable[[str], str]], ...] = (
+_READING_STEPS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("tag characters", tag_decoded),
-    ("variation selectors", selectors_decoded),
-    ("invisible characters", invisible_dropped),
-    ("full-width or mathematical letters", compatibility_folded),
+    ("variation selectors", _selectors_decoded),
+    ("invisible characters", _invisible_dropped),
+    ("full-width or mathematical letters", _compatibility_folded),
     ("look-alike letters", look_alikes_folded),
-    ("accents", accents_dropped),
+    ("accents", _accents_dropped),
 )
 
 
-PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*")  # printable ASCII: every step leaves it as it is
+_PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*")  # printable ASCII: every step leaves it as it is
 
 
 def plain(text: str) -> bool:
-    return PLAIN.fullmatch(text) is not None
+    return _PLAIN.fullmatch(text) is not None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,7 +165,7 @@ def as_read(text: str) -> Reading:
     if plain(text):
         return Reading(text)
     how = []
-    for what, step in READING_STEPS:
+    for what, step in _READING_STEPS:
         read = step(text)
         if read != text:
             how.append(what)
@@ -159,12 +173,12 @@ def as_read(text: str) -> Reading:
     return Reading(text, tuple(how))
 
 
-def printable(text: str) -> bool:
+def _printable(text: str) -> bool:
     """No control character but tab and line breaks: text, not bytes."""
     return all(c.isprintable() or c in "\t\n\r" for c in text)
 
 
-def base64_decoded(words: str) -> bytes | None:
+def _base64_decoded(words: str) -> bytes | None:
     joined = words.translate({ord("-"): "+", ord("_"): "/"}).rstrip("=")
     if len(joined) % 4 == 1:
         return None
@@ -174,14 +188,14 @@ def base64_decoded(words: str) -> bytes | None:
         return None
 
 
-def hex_decoded(words: str) -> bytes | None:
+def _hex_decoded(words: str) -> bytes | None:
     try:
         return bytes.fromhex(words) if len(words) % 2 == 0 else None
     except ValueError:
         return None
 
 
-def ending(reader: codecs.IncrementalDecoder, raw: bytes | None) -> str | None:
+def _ending(reader: codecs.IncrementalDecoder, raw: bytes | None) -> str | None:
     """What the last bytes would add to a text decoded so far (None: it would not be text), the
     reader left as it was."""
     if raw is None:
@@ -197,9 +211,9 @@ def ending(reader: codecs.IncrementalDecoder, raw: bytes | None) -> str | None:
 
 # Each encoding a payload may come in: (name, its runs of words, the bytes of some of their
 # characters, how many characters decode as a group).
-ENCODINGS: tuple[tuple[str, re.Pattern, Callable[[str], bytes | None], int], ...] = (
-    ("base64", BASE64_RUN, base64_decoded, 4),
-    ("hex", HEX_RUN, hex_decoded, 2),
+_ENCODINGS: tuple[tuple[str, re.Pattern, Callable[[str], bytes | None], int], ...] = (
+    ("base64", _BASE64_RUN, _base64_decoded, 4),
+    ("hex", _HEX_RUN, _hex_decoded, 2),
 )
 
 
@@ -211,7 +225,7 @@ class Payload:
     words: int  # how many words (chunks, lines) it was split into
 
 
-def longest_payload(
+def _longest_payload(
     words: list[str], first: int, decode: Callable[[str], bytes | None], group: int
 ) -> tuple[int, str] | None:
     """The longest run of `words` from the `first` that decodes to readable UTF-8 text of at least
@@ -225,7 +239,7 @@ def longest_payload(
     for count, index in enumerate(range(first, len(words)), start=1):
         word = words[index]
         joined += word
-        if len(joined) > MAX_PAYLOAD_CHARS:
+        if len(joined) > _MAX_PAYLOAD_CHARS:
             break
         whole = len(joined) // group * group
         raw = decode(joined[fed:whole])
@@ -235,12 +249,12 @@ def longest_payload(
             begun = reader.decode(raw)
         except UnicodeDecodeError:
             break
-        if not printable(begun):
+        if not _printable(begun):
             break
         pieces.append(begun)
         fed, chars = whole, chars + len(begun)
-        last = ending(reader, decode(joined[whole:]))
-        if last is not None and printable(last) and chars + len(last) >= MIN_PAYLOAD_CHARS:
+        last = _ending(reader, decode(joined[whole:]))
+        if last is not None and _printable(last) and chars + len(last) >= _MIN_PAYLOAD_CHARS:
             best = (count, len(pieces), last)
         if "=" in word:  # base64 padding: the payload ends here
             break
@@ -250,13 +264,13 @@ def longest_payload(
     return count, "".join(pieces[:kept]) + last
 
 
-def payloads_in(text: str) -> Iterator[Payload]:
-    for encoding, runs, decode, block in ENCODINGS:
+def _payloads_in(text: str) -> Iterator[Payload]:
+    for encoding, runs, decode, block in _ENCODINGS:
         for run in runs.finditer(text):
             words = run.group().split()
             start = 0
             while start < len(words):
-                found = longest_payload(words, start, decode, block)
+                found = _longest_payload(words, start, decode, block)
                 if found is None:
                     start += 1
                     continue
@@ -269,11 +283,11 @@ def payloads_in(text: str) -> Iterator[Payload]:
 def encoded_payloads(text: str) -> tuple[Payload, ...]:
     """Every base64 or hex payload in a text that decodes to text: whole, or split into words by
     spaces or line breaks (tried from each word on; a payload found, the search goes on after)."""
-    return tuple(payloads_in(text))
+    return tuple(_payloads_in(text))
 
 
 @functools.lru_cache(maxsize=4096)
-def readings(text: str, depth: int = READING_DEPTH) -> tuple[Reading, ...]:
+def readings(text: str, depth: int = _READING_DEPTH) -> tuple[Reading, ...]:
     """The text as a model reads it, then every payload decoded from that reading (and from the
     payloads' own readings, `depth` deep), each read the same way. Every check of a scan reads
     the same strings: each is read once."""
@@ -292,4 +306,4 @@ def readings(text: str, depth: int = READING_DEPTH) -> tuple[Reading, ...]:
 
 def hidden_flag(text: str, start: int) -> bool:
     """Whether the tag characters from `start` spell a subdivision flag's code (EMOJI_FLAG)."""
-    return start > 0 and EMOJI_FLAG.match(text, start - 1) is not None
+    return start > 0 and _EMOJI_FLAG.match(text, start - 1) is not None

@@ -16,14 +16,22 @@ from typing import Any
 
 from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep, python_pattern
 
-JUDGE_VOTES = 3
+__all__ = [
+    "PluginRunView",
+    "PluginToolCall",
+    "arm_delta",
+    "grade_run",
+    "run_score",
+]
+
+_JUDGE_VOTES = 3
 # Claude Code's judge prompt (plugin eval): one word back, PASS only when FAIL is not said.
-JUDGE_ANSWER_RULE = "Respond with exactly one word: PASS or FAIL."
-TRACE_EDGE = 12  # a trace longer than 2 x this shows its first and last 12 events to the judge
-JS_FLAG_MEANING = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+_JUDGE_ANSWER_RULE = "Respond with exactly one word: PASS or FAIL."
+_TRACE_EDGE = 12  # a trace longer than 2 x this shows its first and last 12 events to the judge
+_JS_FLAG_MEANING = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 # How a judge vote is asked: the prompt in, PASS (True) or FAIL out.
-Vote = Callable[[str, int], Awaitable[bool]]
+_Vote = Callable[[str, int], Awaitable[bool]]
 
 
 @dataclass
@@ -49,7 +57,7 @@ class PluginRunView:
 
 
 @dataclass
-class GraderVerdict:
+class _GraderVerdict:
     name: str
     passed: bool
     weight: float
@@ -72,33 +80,33 @@ class GraderVerdict:
         return data
 
 
-def js_flags(flags: str) -> int:
+def _js_flags(flags: str) -> int:
     value = 0
     for flag in flags:
-        value |= JS_FLAG_MEANING.get(flag, 0)
+        value |= _JS_FLAG_MEANING.get(flag, 0)
     return value
 
 
-def trace_text(trace: Sequence[dict]) -> str:
+def _trace_text(trace: Sequence[dict]) -> str:
     return "\n".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in trace)
 
 
-def judge_trace(trace: Sequence[dict]) -> str:
+def _judge_trace(trace: Sequence[dict]) -> str:
     """The trace as Claude Code shows it to its judge: whole up to 24 events, else the first
     and last 12 around a count of those left out."""
-    if len(trace) <= 2 * TRACE_EDGE:
-        return trace_text(trace)
-    left_out = len(trace) - 2 * TRACE_EDGE
+    if len(trace) <= 2 * _TRACE_EDGE:
+        return _trace_text(trace)
+    left_out = len(trace) - 2 * _TRACE_EDGE
     return "\n".join(
         [
-            trace_text(trace[:TRACE_EDGE]),
+            _trace_text(trace[:_TRACE_EDGE]),
             f"[\u2026{left_out} messages elided\u2026]",
-            trace_text(trace[-TRACE_EDGE:]),
+            _trace_text(trace[-_TRACE_EDGE:]),
         ]
     )
 
 
-def target_text(target: str | dict, run: PluginRunView) -> str | None:
+def _target_text(target: str | dict, run: PluginRunView) -> str | None:
     """What a regex reads (or an llm grader focuses on); None when a focus file is missing."""
     if isinstance(target, dict):
         if run.folder is None:
@@ -113,23 +121,23 @@ def target_text(target: str | dict, run: PluginRunView) -> str | None:
         return "\n".join(run.created_files)
     if target == "mock_calls":
         return None
-    return trace_text(run.trace)
+    return _trace_text(run.trace)
 
 
-def target_name(target: str | dict) -> str:
+def _target_name(target: str | dict) -> str:
     return f"file {target['path']}" if isinstance(target, dict) else target
 
 
-def failed(grader: PluginGrader, why: str) -> GraderVerdict:
-    return GraderVerdict(grader.name, False, grader.weight, why)
+def _failed(grader: PluginGrader, why: str) -> _GraderVerdict:
+    return _GraderVerdict(grader.name, False, grader.weight, why)
 
 
-def regex_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
-    text = target_text(grader.get("target"), run)
-    where = target_name(grader.get("target"))
+def _regex_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
+    text = _target_text(grader.get("target"), run)
+    where = _target_name(grader.get("target"))
     if text is None:
-        return failed(grader, f"{where} is not available in this run")
-    pattern = re.compile(python_pattern(grader.get("pattern")), js_flags(grader.get("flags", "")))
+        return _failed(grader, f"{where} is not available in this run")
+    pattern = re.compile(python_pattern(grader.get("pattern")), _js_flags(grader.get("flags", "")))
     match = grader.get("match")
     if match == "contains":
         passed = pattern.search(text) is not None
@@ -141,10 +149,10 @@ def regex_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
         wanted = int(match.split(":", 1)[1])
         found = sum(1 for _ in pattern.finditer(text))
         passed, why = found == wanted, f"found {found} matches (expected {wanted})"
-    return GraderVerdict(grader.name, passed, grader.weight, why)
+    return _GraderVerdict(grader.name, passed, grader.weight, why)
 
 
-def call_matches(call: PluginToolCall, step: ToolStep) -> bool:
+def _call_matches(call: PluginToolCall, step: ToolStep) -> bool:
     if call.name != step.tool:
         return False
     return (
@@ -153,20 +161,20 @@ def call_matches(call: PluginToolCall, step: ToolStep) -> bool:
     )
 
 
-def first_call(run: PluginRunView, step: ToolStep) -> int:
-    return next((i for i, c in enumerate(run.tool_calls) if call_matches(c, step)), -1)
+def _first_call(run: PluginRunView, step: ToolStep) -> int:
+    return next((i for i, c in enumerate(run.tool_calls) if _call_matches(c, step)), -1)
 
 
-def tool_order_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+def _tool_order_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
     before, after = grader.get("before"), grader.get("after")
-    first, second = first_call(run, before), first_call(run, after)
+    first, second = _first_call(run, before), _first_call(run, after)
     if first < 0:
-        return failed(grader, f'"before" tool {before.tool} never called')
+        return _failed(grader, f'"before" tool {before.tool} never called')
     if second < 0:
-        return failed(grader, f'"after" tool {after.tool} never called')
+        return _failed(grader, f'"after" tool {after.tool} never called')
     passed = first < second
     relation = "precedes" if passed else "does NOT precede"
-    return GraderVerdict(
+    return _GraderVerdict(
         grader.name,
         passed,
         grader.weight,
@@ -174,18 +182,18 @@ def tool_order_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdic
     )
 
 
-def tool_used_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
+def _tool_used_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
     step = ToolStep(grader.get("tool"), grader.get("input_match"))
-    count = sum(1 for c in run.tool_calls if call_matches(c, step))
+    count = sum(1 for c in run.tool_calls if _call_matches(c, step))
     low, high = grader.get("min", 1), grader.get("max")
     passed = count >= low and (high is None or count <= high)
     shown = "\u221e" if high is None else str(high)
-    return GraderVerdict(
+    return _GraderVerdict(
         grader.name, passed, grader.weight, f"{step.tool} called {count}x (expected {low}..{shown})"
     )
 
 
-def glob_rule(glob: str) -> re.Pattern[str]:
+def _glob_rule(glob: str) -> re.Pattern[str]:
     """Claude Code's path glob: `**/` any folders (or none), `**` anything, `*` within a folder,
     `?` one character; the whole path must match."""
     parts, i = ["^"], 0
@@ -204,26 +212,26 @@ def glob_rule(glob: str) -> re.Pattern[str]:
     return re.compile("".join(parts) + "$")
 
 
-def file_exists_verdict(grader: PluginGrader, run: PluginRunView) -> GraderVerdict:
-    rule, wanted = glob_rule(grader.get("path")), grader.get("exists")
+def _file_exists_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
+    rule, wanted = _glob_rule(grader.get("path")), grader.get("exists")
     found = any(rule.match(path.strip()) for path in run.created_files if path.strip())
     path = grader.get("path")
     if found == wanted:
-        return GraderVerdict(
+        return _GraderVerdict(
             grader.name,
             True,
             grader.weight,
             f"{path} {'exists' if wanted else 'absent'} as expected",
         )
-    return failed(
+    return _failed(
         grader,
         f"{path} {'exists' if found else 'missing'} (expected {'present' if wanted else 'absent'})",
     )
 
 
-def llm_prompt(grader: PluginGrader, run: PluginRunView) -> str | None:
+def _llm_prompt(grader: PluginGrader, run: PluginRunView) -> str | None:
     focus = grader.get("focus")
-    text = judge_trace(run.trace) if focus == "trace" else target_text(focus, run)
+    text = _judge_trace(run.trace) if focus == "trace" else _target_text(focus, run)
     if text is None:
         return None
     if text == "" and focus == "files":
@@ -231,11 +239,11 @@ def llm_prompt(grader: PluginGrader, run: PluginRunView) -> str | None:
     return (
         "You are grading the output of a coding agent against a criterion.\n"
         f"Criterion:\n{grader.get('criteria')}\n"
-        f"Agent output ({target_name(focus)}):\n{text}\n{JUDGE_ANSWER_RULE}"
+        f"Agent output ({_target_name(focus)}):\n{text}\n{_JUDGE_ANSWER_RULE}"
     )
 
 
-def baseline_prompt(grader: PluginGrader, case: PluginCase, run: PluginRunView) -> str | None:
+def _baseline_prompt(grader: PluginGrader, case: PluginCase, run: PluginRunView) -> str | None:
     path = (case.folder / grader.get("baseline_file")).resolve()
     # read from the case's own folder only: a suite from elsewhere sends no other file to the judge
     if not path.is_relative_to(case.folder.resolve()) or not path.is_file():
@@ -245,33 +253,35 @@ def baseline_prompt(grader: PluginGrader, case: PluginCase, run: PluginRunView) 
         [
             "You are comparing a NEW coding-agent trajectory against a BASELINE.",
             f"Criterion:\n{grader.get('criteria')}",
-            f"\nBASELINE trajectory:\n{judge_trace(baseline)}",
-            f"\nNEW trajectory:\n{judge_trace(run.trace)}",
+            f"\nBASELINE trajectory:\n{_judge_trace(baseline)}",
+            f"\nNEW trajectory:\n{_judge_trace(run.trace)}",
             "\nDoes the NEW trajectory satisfy the criterion at least as well as the BASELINE?",
-            JUDGE_ANSWER_RULE,
+            _JUDGE_ANSWER_RULE,
         ]
     )
 
 
-async def judged_verdict(
-    grader: PluginGrader, case: PluginCase, run: PluginRunView, vote: Vote
-) -> GraderVerdict:
+async def _judged_verdict(
+    grader: PluginGrader, case: PluginCase, run: PluginRunView, vote: _Vote
+) -> _GraderVerdict:
     try:
         prompt = (
-            llm_prompt(grader, run) if grader.kind == "llm" else baseline_prompt(grader, case, run)
+            _llm_prompt(grader, run)
+            if grader.kind == "llm"
+            else _baseline_prompt(grader, case, run)
         )
     except (OSError, ValueError) as exc:
-        return failed(grader, f"could not read what the judge needs: {exc}")
+        return _failed(grader, f"could not read what the judge needs: {exc}")
     if prompt is None:
         missing = (
             grader.get("baseline_file")
             if grader.kind == "baseline"
-            else target_name(grader.get("focus"))
+            else _target_name(grader.get("focus"))
         )
-        return failed(grader, f"{missing} does not exist")
-    votes = [await vote(prompt, i) for i in range(JUDGE_VOTES)]
+        return _failed(grader, f"{missing} does not exist")
+    votes = [await vote(prompt, i) for i in range(_JUDGE_VOTES)]
     passed = sum(votes) > len(votes) / 2
-    verdict = GraderVerdict(
+    verdict = _GraderVerdict(
         grader.name,
         passed,
         grader.weight,
@@ -281,15 +291,15 @@ async def judged_verdict(
     return verdict
 
 
-GRADE: dict[str, Callable[[PluginGrader, PluginRunView], GraderVerdict]] = {
-    "regex": regex_verdict,
-    "tool_order": tool_order_verdict,
-    "tool_used": tool_used_verdict,
-    "file_exists": file_exists_verdict,
+_GRADE: dict[str, Callable[[PluginGrader, PluginRunView], _GraderVerdict]] = {
+    "regex": _regex_verdict,
+    "tool_order": _tool_order_verdict,
+    "tool_used": _tool_used_verdict,
+    "file_exists": _file_exists_verdict,
 }
 
 
-def with_only(grader: PluginGrader) -> bool:
+def _with_only(grader: PluginGrader) -> bool:
     """Under ablation a grader marked `arm: with-only`, or a `tool_used` on Skill with no arm,
     only shows whether the plugin fired: graded in the with arm, never scored."""
     return grader.arm == "with-only" or (
@@ -298,40 +308,40 @@ def with_only(grader: PluginGrader) -> bool:
 
 
 async def grade_run(
-    case: PluginCase, run: PluginRunView, arm: str | None, vote: Vote
-) -> list[GraderVerdict]:
+    case: PluginCase, run: PluginRunView, arm: str | None, vote: _Vote
+) -> list[_GraderVerdict]:
     """Every grader of the case on one run, as Claude Code grades an arm (`with`, `without`, or
     None without ablation): the without arm skips with-only graders unless every grader is one."""
-    all_with_only = all(with_only(g) for g in case.graders)
-    graders = [g for g in case.graders if arm != "without" or all_with_only or not with_only(g)]
+    all_with_only = all(_with_only(g) for g in case.graders)
+    graders = [g for g in case.graders if arm != "without" or all_with_only or not _with_only(g)]
     verdicts = []
     for grader in graders:
         try:
             if grader.kind in ("llm", "baseline"):
-                verdict = await judged_verdict(grader, case, run, vote)
+                verdict = await _judged_verdict(grader, case, run, vote)
             else:
-                verdict = GRADE[grader.kind](grader, run)
+                verdict = _GRADE[grader.kind](grader, run)
         except re.error as exc:
-            verdict = failed(grader, f"grader threw: {exc}")
-        if arm is not None and not all_with_only and with_only(grader):
+            verdict = _failed(grader, f"grader threw: {exc}")
+        if arm is not None and not all_with_only and _with_only(grader):
             verdict.with_only, verdict.scored = True, False
         verdicts.append(verdict)
     return verdicts
 
 
-def run_score(verdicts: Sequence[GraderVerdict]) -> float:
+def run_score(verdicts: Sequence[_GraderVerdict]) -> float:
     """The weighted share of the scored graders passed (0 with none scored)."""
     total = sum(v.weight for v in verdicts if not v.with_only)
     passed = sum(v.weight for v in verdicts if not v.with_only and v.passed)
     return passed / total if total > 0 else 0.0
 
 
-def rate(passed: int, runs: int) -> float:
+def _rate(passed: int, runs: int) -> float:
     return passed / runs if runs else 0.0
 
 
 @dataclass
-class ArmDelta:
+class _ArmDelta:
     """The with/without difference of pass rates of one case (or the whole suite): the
     counts, Newcombe's interval of the delta, Fisher's exact p, and, when it is within noise,
     the runs per arm that would decide a difference of this size."""
@@ -350,7 +360,9 @@ class ArmDelta:
 
     @property
     def delta(self) -> float:
-        return rate(self.with_passed, self.with_runs) - rate(self.without_passed, self.without_runs)
+        return _rate(self.with_passed, self.with_runs) - _rate(
+            self.without_passed, self.without_runs
+        )
 
     def verdict(self) -> str:
         if not self.without_runs:
@@ -389,13 +401,13 @@ def arm_delta(
     with_scores: Sequence[float],
     without_scores: Sequence[float],
     alpha: float = 0.05,
-) -> ArmDelta:
+) -> _ArmDelta:
     """A case's runs (scores per arm; a run passes at 1) as an ArmDelta at level alpha."""
     from .statistics import fisher_p_value, newcombe_interval, runs_to_decide
 
     with_passed = sum(1 for s in with_scores if s >= 1.0)
     without_passed = sum(1 for s in without_scores if s >= 1.0)
-    found = ArmDelta(
+    found = _ArmDelta(
         name,
         with_passed,
         len(with_scores),
@@ -415,8 +427,8 @@ def arm_delta(
     found.significant = found.p_value < alpha
     if not found.significant:
         found.runs_to_decide = runs_to_decide(
-            rate(without_passed, len(without_scores)),
-            rate(with_passed, len(with_scores)),
+            _rate(without_passed, len(without_scores)),
+            _rate(with_passed, len(with_scores)),
             alpha,
             min(len(with_scores), len(without_scores)),
         )

@@ -32,6 +32,13 @@ from .model_reading import (
 )
 from .statistics import rounded_interval, wilson_interval
 
+__all__ = [
+    "revealed",
+    "scan_case_results",
+    "scan_tools",
+    "severity_rank",
+]
+
 if TYPE_CHECKING:
     from ..hub.tools import ToolSpec
 
@@ -43,20 +50,20 @@ if TYPE_CHECKING:
 # annotations. Each check is a row of SCAN_CHECKS. The phrases are matched in every string of the
 # definition as the model reads it (model_reading.readings): look-alike letters folded, hidden
 # text decoded, base64 and hex decoded even when split into chunks.
-HIDDEN_KINDS = {
+_HIDDEN_KINDS = {
     **{kind: re.compile(f"[{chars}]") for kind, chars in HIDDEN_CHARACTERS.items()},
     "variation-selector": VARIATION_SELECTOR,
 }
-SCAN_DECODED_CHARS = 500  # a finding quotes this much of the text it decoded
+_SCAN_DECODED_CHARS = 500  # a finding quotes this much of the text it decoded
 
 
-def hidden_kind(char: str) -> str | None:
+def _hidden_kind(char: str) -> str | None:
     """Which kind of hidden character this is (HIDDEN_CHARACTERS, or a variation selector),
     "format" for any other format, private-use, unassigned or control character (tab and line
     breaks aside), else None."""
     import unicodedata
 
-    for kind, pattern in HIDDEN_KINDS.items():
+    for kind, pattern in _HIDDEN_KINDS.items():
         if pattern.match(char):
             return kind
     category = unicodedata.category(char)
@@ -65,7 +72,7 @@ def hidden_kind(char: str) -> str | None:
     return None
 
 
-def harmless_run(text: str, kind: str, start: int, end: int) -> bool:
+def _harmless_run(text: str, kind: str, start: int, end: int) -> bool:
     """A lone variation selector (a glyph choice: an emoji's colour form, a kanji's variant) or a
     subdivision flag's tag characters: Unicode used as meant."""
     if kind == "variation-selector":
@@ -73,7 +80,7 @@ def harmless_run(text: str, kind: str, start: int, end: int) -> bool:
     return kind == "tag" and hidden_flag(text, start)
 
 
-def run_decoded(kind: str, run: str) -> str | None:
+def _run_decoded(kind: str, run: str) -> str | None:
     """The text a run of tag characters or variation selectors smuggles."""
     if kind == "tag":
         return tag_decoded(run)
@@ -82,7 +89,7 @@ def run_decoded(kind: str, run: str) -> str | None:
     return None
 
 
-def hidden_runs(text: str) -> list[dict]:
+def _hidden_runs(text: str) -> list[dict]:
     """Every run of hidden characters of one kind: where it starts, how long it is, which code
     points, and (tag characters, variation selectors) the text they smuggle."""
     import unicodedata
@@ -91,15 +98,15 @@ def hidden_runs(text: str) -> list[dict]:
         return []
     runs, index = [], 0
     while index < len(text):
-        kind = hidden_kind(text[index])
+        kind = _hidden_kind(text[index])
         if kind is None:
             index += 1
             continue
         end = index + 1
-        while end < len(text) and hidden_kind(text[end]) == kind:
+        while end < len(text) and _hidden_kind(text[end]) == kind:
             end += 1
         run = text[index:end]
-        if not harmless_run(text, kind, index, end):
+        if not _harmless_run(text, kind, index, end):
             found = {
                 "kind": kind,
                 "at": index,
@@ -108,7 +115,7 @@ def hidden_runs(text: str) -> list[dict]:
                     {f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in run}
                 ),
             }
-            decoded = run_decoded(kind, run)
+            decoded = _run_decoded(kind, run)
             if decoded is not None:
                 found["decoded"] = decoded
             runs.append(found)
@@ -122,7 +129,7 @@ def revealed(text: str) -> str:
     return HIDDEN_UNSAFE.sub("", tag_decoded(text))
 
 
-def definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+def _definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
     """(where, text) of every string in a definition, keys included: descriptions and titles at
     any depth, enum values, defaults, examples, nested schemas ($defs, items, anyOf...) and the
     annotations."""
@@ -131,32 +138,32 @@ def definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             yield f"{where}.<key>", str(key)
-            yield from definition_strings(item, f"{where}.{key}")
+            yield from _definition_strings(item, f"{where}.{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from definition_strings(item, f"{where}[{index}]")
+            yield from _definition_strings(item, f"{where}[{index}]")
 
 
 # A schema keyword whose value is data (a default, an example, a reference, the dialect), not
 # prose: a URL there is what the tool takes (server-everything's default file URL, every
 # schema's $schema), not somewhere the model is sent. Phrases are looked for there all the same.
-DATA_VALUE = re.compile(r"\.(default|examples|const|enum|\$schema|\$id|\$ref|format)(\[\d+\])*$")
+_DATA_VALUE = re.compile(r"\.(default|examples|const|enum|\$schema|\$id|\$ref|format)(\[\d+\])*$")
 
 
-def decoded_text(reading: Reading) -> str | None:
+def _decoded_text(reading: Reading) -> str | None:
     """What a finding quotes of a reading: its text when reading it undid something."""
     if not reading.how:
         return None
     text = reading.text.strip()
-    return text if len(text) <= SCAN_DECODED_CHARS else text[: SCAN_DECODED_CHARS - 1] + "…"
+    return text if len(text) <= _SCAN_DECODED_CHARS else text[: _SCAN_DECODED_CHARS - 1] + "…"
 
 
-def read_through(reading: Reading) -> str:
+def _read_through(reading: Reading) -> str:
     return f" (read through {', '.join(reading.how)})" if reading.how else ""
 
 
 @dataclass(frozen=True)
-class Neighbours:
+class _Neighbours:
     """The names a definition may name: its own tool's, and every other tool's of the scan."""
 
     own: frozenset[str]
@@ -164,30 +171,32 @@ class Neighbours:
 
 
 @dataclass(frozen=True)
-class Hit:
+class _Hit:
     severity: str
     what: str
     quote: str
 
 
 # A phrase detector: the hits in a text as the model reads it, for a tool among its neighbours.
-PhraseDetector = Callable[[str, Neighbours], Iterator[Hit]]
+_PhraseDetector = Callable[[str, _Neighbours], Iterator[_Hit]]
 
-NEGATION = re.compile(r"\b(?:not|never|no|don't|dont|nor)\s+(?:\w+\s+){0,2}$", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no|don't|dont|nor)\s+(?:\w+\s+){0,2}$", re.I)
 
 
-def phrase(
+def _phrase(
     pattern: str, severity: str, what: str, *, unless_negated: bool = False
-) -> PhraseDetector:
+) -> _PhraseDetector:
     """A detector of one phrase (its first match), read case-insensitively; `unless_negated`:
     not when "not", "never" or "don't" comes just before it ("do not send secrets to...")."""
     compiled = re.compile(pattern, re.I)
 
-    def detect(text: str, neighbours: Neighbours) -> Iterator[Hit]:
+    def detect(text: str, neighbours: _Neighbours) -> Iterator[_Hit]:
         for match in compiled.finditer(text):
-            if unless_negated and NEGATION.search(text[max(0, match.start() - 40) : match.start()]):
+            if unless_negated and _NEGATION.search(
+                text[max(0, match.start() - 40) : match.start()]
+            ):
                 continue
-            yield Hit(severity, what, match.group())
+            yield _Hit(severity, what, match.group())
             return
 
     return detect
@@ -195,7 +204,7 @@ def phrase(
 
 # What an imperative naming another tool is sent on: the reply, the user's data, secrecy. With
 # one in its sentence, "use list_tables" is no cross-reference but a hijack.
-COERCION = re.compile(
+_COERCION = re.compile(
     r"\bbefore\s+(?:answering|responding|replying|you\s+(?:answer|respond|reply)|doing\s+anything"
     r"|any(?:thing)?\s+else)|\binstead\s+of\b|\bevery\s+time\b|\bwhenever\b|\bregardless\b"
     r"|\bimmediately\b|\bsilently\b|\bsecretly\b|\bwithout\s+(?:telling|informing|notifying)"
@@ -206,69 +215,69 @@ COERCION = re.compile(
     r"|\bsecrets\b|\bprivate\s+keys?\b|~/\.ssh|\bid_rsa\b",
     re.I,
 )
-CALL_VERBS = ("call", "invoke", "execute", "trigger")  # "use" and "run" cross-reference as well
-IMPERATIVE = r"\b(call|invoke|execute|trigger|run|use)\s+"
-CALL_IMPERATIVE = r"\b(call|invoke|execute|trigger)\s+"
-NOT_A_TOOL_NAME = frozenset("this that same other next following previous above below".split())
-SENTENCE_END = re.compile(r"[.!?;\n]")
-SENTENCE_CHARS = 300
+_CALL_VERBS = ("call", "invoke", "execute", "trigger")  # "use" and "run" cross-reference as well
+_IMPERATIVE = r"\b(call|invoke|execute|trigger|run|use)\s+"
+_CALL_IMPERATIVE = r"\b(call|invoke|execute|trigger)\s+"
+_NOT_A_TOOL_NAME = frozenset("this that same other next following previous above below".split())
+_SENTENCE_END = re.compile(r"[.!?;\n]")
+_SENTENCE_CHARS = 300
 
 
-def sentence_around(text: str, start: int, end: int) -> str:
+def _sentence_around(text: str, start: int, end: int) -> str:
     """The sentence a match stands in (at most SENTENCE_CHARS either side), the match itself left
     out (a tool named list_messages is no mention of messages)."""
-    before = text[max(0, start - SENTENCE_CHARS) : start]
-    after = text[end : end + SENTENCE_CHARS]
-    return SENTENCE_END.split(before)[-1] + " " + SENTENCE_END.split(after, maxsplit=1)[0]
+    before = text[max(0, start - _SENTENCE_CHARS) : start]
+    after = text[end : end + _SENTENCE_CHARS]
+    return _SENTENCE_END.split(before)[-1] + " " + _SENTENCE_END.split(after, maxsplit=1)[0]
 
 
 @functools.lru_cache(maxsize=256)
-def imperatives_naming(names: frozenset[str]) -> tuple[re.Pattern, ...]:
+def _imperatives_naming(names: frozenset[str]) -> tuple[re.Pattern, ...]:
     """The imperatives that name a tool: "the X tool", a call of a name shaped like a tool's
     (snake_case or camelCase), or one of `names`. Group 1 is the verb, group 2 the name."""
     quoted_names = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
     patterns = [
-        IMPERATIVE + r"the\s+[`'\"]?([A-Za-z][\w.-]*)[`'\"]?\s+tool\b",
-        CALL_IMPERATIVE + r"(?:the\s+)?[`'\"]?((?-i:[A-Za-z][A-Za-z0-9]*_\w+|[a-z]+[A-Z]\w*))\b",
+        _IMPERATIVE + r"the\s+[`'\"]?([A-Za-z][\w.-]*)[`'\"]?\s+tool\b",
+        _CALL_IMPERATIVE + r"(?:the\s+)?[`'\"]?((?-i:[A-Za-z][A-Za-z0-9]*_\w+|[a-z]+[A-Z]\w*))\b",
     ]
     if names:
-        patterns.append(IMPERATIVE + rf"(?:the\s+)?(?:tool\s+)?[`'\"]?({quoted_names})(?![\w-])")
+        patterns.append(_IMPERATIVE + rf"(?:the\s+)?(?:tool\s+)?[`'\"]?({quoted_names})(?![\w-])")
     return tuple(re.compile(p, re.I) for p in patterns)
 
 
-def names_another_tool(text: str, neighbours: Neighbours) -> Iterator[Hit]:
+def _names_another_tool(text: str, neighbours: _Neighbours) -> Iterator[_Hit]:
     """An imperative naming another tool: one of the scan's ("use export_data"), any by "the X
     tool", or a call of a name shaped like a tool's ("call send_report": another server's, maybe
     one the scan does not see). High with a coercion in its sentence, else medium for the
     call-verbs; "use X" or "run X" alone is a cross-reference, never a finding."""
-    for imperative in imperatives_naming(neighbours.others - neighbours.own):
+    for imperative in _imperatives_naming(neighbours.others - neighbours.own):
         for match in imperative.finditer(text):
             named = match.group(2)
-            if named in neighbours.own or named.casefold() in NOT_A_TOOL_NAME:
+            if named in neighbours.own or named.casefold() in _NOT_A_TOOL_NAME:
                 continue
-            if COERCION.search(sentence_around(text, match.start(), match.end())):
-                yield Hit("high", "tells the model to call another tool", match.group())
+            if _COERCION.search(_sentence_around(text, match.start(), match.end())):
+                yield _Hit("high", "tells the model to call another tool", match.group())
                 return
-            if match.group(1).casefold() in CALL_VERBS:
-                yield Hit("medium", "tells the model to call another tool", match.group())
+            if match.group(1).casefold() in _CALL_VERBS:
+                yield _Hit("medium", "tells the model to call another tool", match.group())
                 return
 
 
-EXFIL_VERBS = (
+_EXFIL_VERBS = (
     r"\b(?:send|forward|upload|post|transmit|exfiltrate|leak|e-?mail|mail|copy|share|pipe)\b"
 )
-ADDRESS = r"(?:https?://[^\s\"'<>)]+|[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
-SECRET_DATA = (
+_ADDRESS = r"(?:https?://[^\s\"'<>)]+|[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+_SECRET_DATA = (
     r"\b(?:conversation|chat\s+history|message\s+history|previous\s+messages|all\s+messages"
     r"|credentials|passwords?|api\s*keys?|secrets|private\s+keys?|ssh\s+keys?|tokens|cookies"
     r"|environment\s+variables|system\s+prompt)\b"
 )
-AUDIENCE = r"(?:the\s+user|the\s+human|anyone|them)"
+_AUDIENCE = r"(?:the\s+user|the\s+human|anyone|them)"
 
 # Every phrase `scan` looks for, as the model reads it (a new one is one entry): overrides of the
 # model's instructions, secrecy toward the user, exfiltration, another tool named, secret files.
-PHRASE_DETECTORS: tuple[PhraseDetector, ...] = (
-    phrase(
+_PHRASE_DETECTORS: tuple[_PhraseDetector, ...] = (
+    _phrase(
         r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|of|the|these|those|your)\s+)*"
         r"(?:(?:previous|prior|above|earlier|preceding|former|original|system|existing|safety"
         r"|developer|other)\s+)?(?:instructions?|prompts?|directives|guidelines|guardrails)\b"
@@ -278,57 +287,59 @@ PHRASE_DETECTORS: tuple[PhraseDetector, ...] = (
         "high",
         "tells the model to ignore its instructions",
     ),
-    phrase(
+    _phrase(
         r"\b(?:new|updated|real|actual|true|revised|secret|hidden)\s+(?:system\s+)?"
         r"(?:instructions?|directives?|system\s+prompt)\b",
         "high",
         "announces new instructions",
     ),
-    phrase(
+    _phrase(
         r"\b(?:reveal|print|repeat|show|output|leak|send|share|include)\b[^.\n]{0,30}"
         r"\b(?:your|the)\s+system\s+prompt\b",
         "high",
         "asks for the system prompt",
     ),
-    phrase(r"\bsystem\s+prompt\b", "medium", "mentions the system prompt"),
-    phrase(r"\byou\s+are\s+now\b|\bfrom\s+now\s+on\b", "medium", "reassigns the model's role"),
-    phrase(
+    _phrase(r"\bsystem\s+prompt\b", "medium", "mentions the system prompt"),
+    _phrase(r"\byou\s+are\s+now\b|\bfrom\s+now\s+on\b", "medium", "reassigns the model's role"),
+    _phrase(
         r"<\s*/?\s*(important|system|instructions?|secret|information)\s*>",
         "high",
         "a tag addressed to the model",
     ),
-    phrase(
+    _phrase(
         r"\[\s*system\b|\bsystem\s+(notice|message|override|instruction)",
         "high",
         "poses as a system message",
     ),
-    phrase(r"\bthis\s+is\s+an\s+important\s+message\b", "high", "poses as a message from the user"),
-    phrase(
+    _phrase(
+        r"\bthis\s+is\s+an\s+important\s+message\b", "high", "poses as a message from the user"
+    ),
+    _phrase(
         r"\b(?:do\s+not|don't|dont|never|must\s+not|should\s+not)\s+(?:tell|inform|mention|reveal"
         r"|show|alert|notify|warn|disclose)\b[^.\n]{0,60}\b(?:user|human|anyone)"
-        rf"|\b(?:do\s+not|don't|dont|never)\s+let\s+{AUDIENCE}\s+(?:know|see|notice|find\s+out)\b"
-        rf"|\bwithout\s+(?:telling|informing|notifying|alerting|warning|letting)\s+{AUDIENCE}"
+        rf"|\b(?:do\s+not|don't|dont|never)\s+let\s+{_AUDIENCE}\s+(?:know|see|notice|find\s+out)\b"
+        rf"|\bwithout\s+(?:telling|informing|notifying|alerting|warning|letting)\s+{_AUDIENCE}"
         r"|\b(?:do\s+not|don't|dont|never)\s+(?:mention|bring\s+up|disclose|discuss)\s+"
         r"(?:this|that|it|these|any\s+of\s+this)\b"
-        rf"|\b(?:keep|hide)\s+(?:this|it|that)\s+(?:(?:a\s+)?secret\s+|hidden\s+)?from\s+{AUDIENCE}"
+        rf"|\b(?:keep|hide)\s+(?:this|it|that)\s+(?:(?:a\s+)?secret\s+|hidden\s+)?from\s+{_AUDIENCE}"
         r"|\bthe\s+user\s+(?:must|should)\s+not\s+(?:know|see|notice|be\s+told)\b",
         "high",
         "asks to hide something from the user",
     ),
-    phrase(
-        rf"{EXFIL_VERBS}[^.\n]{{0,80}}?\b(?:to|into)\s+{ADDRESS}",
+    _phrase(
+        rf"{_EXFIL_VERBS}[^.\n]{{0,80}}?\b(?:to|into)\s+{_ADDRESS}",
         "high",
         "tells the model to send data to an address",
         unless_negated=True,
     ),
-    phrase(
-        rf"{EXFIL_VERBS}[^.\n]{{0,30}}?{SECRET_DATA}[^.\n]{{0,60}}?\b(?:to|into)\b",
+    _phrase(
+        rf"{_EXFIL_VERBS}[^.\n]{{0,30}}?{_SECRET_DATA}[^.\n]{{0,60}}?\b(?:to|into)\b",
         "high",
         "tells the model to send the user's data somewhere",
         unless_negated=True,
     ),
-    names_another_tool,
-    phrase(
+    _names_another_tool,
+    _phrase(
         r"~/\.ssh|\bid_rsa\b|/etc/passwd|\.aws/credentials|\bmcp\.json\b",
         "high",
         "names a secret file",
@@ -336,24 +347,24 @@ PHRASE_DETECTORS: tuple[PhraseDetector, ...] = (
 )
 
 
-SCAN_URL = re.compile(r"\bhttps?://[^\s\"'<>)]+|\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+_SCAN_URL = re.compile(r"\bhttps?://[^\s\"'<>)]+|\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
 
 
 # A run of base64 or hex as long as this, not decoding to text: a blob (base64 has digits and both
 # cases in any 40 characters of real data; a URL's path or a long word has not).
-SCAN_BLOB = re.compile(
+_SCAN_BLOB = re.compile(
     rf"[A-Za-z0-9+/]{{{C.SCAN_BLOB_MIN_CHARS},}}={{0,2}}|\b[0-9a-fA-F]{{{C.SCAN_BLOB_MIN_CHARS},}}\b"
 )
 
 
-def blob_shaped(run: str) -> bool:
+def _blob_shaped(run: str) -> bool:
     return bool(
         re.fullmatch(r"[0-9a-fA-F]+", run)
         or (re.search(r"\d", run) and re.search("[a-z]", run) and re.search("[A-Z]", run))
     )
 
 
-def finding(
+def _finding(
     spec: ToolSpec,
     check: str,
     severity: str,
@@ -372,13 +383,13 @@ def finding(
     )
 
 
-def scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     found = []
-    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
-        for run in hidden_runs(text):
+    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+        for run in _hidden_runs(text):
             decoded = run.get("decoded")
             found.append(
-                finding(
+                _finding(
                     spec,
                     "hidden-unicode",
                     "high",
@@ -392,116 +403,116 @@ def scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingR
     return found
 
 
-def neighbours_of(spec: ToolSpec, others: Sequence[ToolSpec]) -> Neighbours:
-    return Neighbours(
+def _neighbours_of(spec: ToolSpec, others: Sequence[ToolSpec]) -> _Neighbours:
+    return _Neighbours(
         own=frozenset({spec.remote_name, spec.name}),
         others=frozenset({o.remote_name for o in others} | {o.name for o in others}),
     )
 
 
-def scan_phrases(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_phrases(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     """Every phrase detector's hits in every string of the definition, as the model reads it
     (and in every payload decoded from it); the same hit in one place once."""
-    neighbours = neighbours_of(spec, others)
+    neighbours = _neighbours_of(spec, others)
     found: dict[tuple[str, str], ScanFindingRecord] = {}
-    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
         for reading in readings(text):
-            for detect in PHRASE_DETECTORS:
+            for detect in _PHRASE_DETECTORS:
                 for hit in detect(reading.text, neighbours):
-                    detail = f"{hit.what}: {hit.quote!r}{read_through(reading)}"
+                    detail = f"{hit.what}: {hit.quote!r}{_read_through(reading)}"
                     found.setdefault(
                         (where, f"{hit.what}: {hit.quote}"),
-                        finding(
+                        _finding(
                             spec,
                             "instruction-phrases",
                             hit.severity,
                             detail,
                             where,
-                            decoded_text(reading),
+                            _decoded_text(reading),
                         ),
                     )
     return list(found.values())
 
 
-def scan_urls(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_urls(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     """URLs and e-mail addresses in the prose of a definition (not in data values: DATA_VALUE),
     as the model reads it."""
     found: dict[tuple[str, str], ScanFindingRecord] = {}
-    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
-        if DATA_VALUE.search(where):
+    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+        if _DATA_VALUE.search(where):
             continue
         for reading in readings(text):
-            for match in SCAN_URL.finditer(reading.text):
+            for match in _SCAN_URL.finditer(reading.text):
                 found.setdefault(
                     (where, match.group()),
-                    finding(
+                    _finding(
                         spec,
                         "urls",
                         "medium",
-                        f"a URL or address: {match.group()!r}{read_through(reading)}",
+                        f"a URL or address: {match.group()!r}{_read_through(reading)}",
                         where,
-                        decoded_text(reading),
+                        _decoded_text(reading),
                     ),
                 )
     return list(found.values())
 
 
-def encoded_size(payload: Payload) -> int:
+def _encoded_size(payload: Payload) -> int:
     """The characters of a payload, the spaces or line breaks between its pieces left out."""
     return len(payload.encoded) - payload.words + 1
 
 
-def payload_finding(
+def _payload_finding(
     spec: ToolSpec, where: str, read: Reading, payload: Payload
 ) -> ScanFindingRecord:
     pieces = f" in {payload.words} pieces" if payload.words > 1 else ""
-    return finding(
+    return _finding(
         spec,
         "encoded-blobs",
         "medium",
-        f"{encoded_size(payload)} characters of {payload.encoding}{pieces} that decode to text: "
-        f"{payload.text[:60]!r}{read_through(read)}",
+        f"{_encoded_size(payload)} characters of {payload.encoding}{pieces} that decode to text: "
+        f"{payload.text[:60]!r}{_read_through(read)}",
         where,
         payload.text,
     )
 
 
-def binary_blob_findings(
+def _binary_blob_findings(
     spec: ToolSpec, where: str, read: Reading, payloads: list[Payload]
 ) -> list[ScanFindingRecord]:
     """A long run of base64 or hex that decodes to no text, in prose (not in a URL, not in a data
     value: an example image is data)."""
-    if DATA_VALUE.search(where):
+    if _DATA_VALUE.search(where):
         return []
-    prose = SCAN_URL.sub(" ", read.text)
+    prose = _SCAN_URL.sub(" ", read.text)
     return [
-        finding(
+        _finding(
             spec,
             "encoded-blobs",
             "medium",
             f"{len(match.group())} characters of base64 or hex: {match.group()[:24]!r}…",
             where,
         )
-        for match in SCAN_BLOB.finditer(prose)
-        if blob_shaped(match.group()) and not any(match.group() in p.encoded for p in payloads)
+        for match in _SCAN_BLOB.finditer(prose)
+        if _blob_shaped(match.group()) and not any(match.group() in p.encoded for p in payloads)
     ]
 
 
-def scan_blobs(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_blobs(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     """Base64 or hex of at least SCAN_BLOB_MIN_CHARS: decoding to text (whole or split into
     pieces by spaces or line breaks, anywhere), or to something else (in prose)."""
     found = []
-    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
         read = as_read(text)
         payloads = [
-            p for p in encoded_payloads(read.text) if encoded_size(p) >= C.SCAN_BLOB_MIN_CHARS
+            p for p in encoded_payloads(read.text) if _encoded_size(p) >= C.SCAN_BLOB_MIN_CHARS
         ]
-        found += [payload_finding(spec, where, read, p) for p in payloads]
-        found += binary_blob_findings(spec, where, read, payloads)
+        found += [_payload_finding(spec, where, read, p) for p in payloads]
+        found += _binary_blob_findings(spec, where, read, payloads)
     return found
 
 
-def mixed_script_words(text: str) -> list[str]:
+def _mixed_script_words(text: str) -> list[str]:
     """Words that mix Latin letters with Cyrillic or Greek ones drawn the same ("раypal"): one
     word in two scripts is how a homoglyph hides."""
     return [
@@ -511,31 +522,31 @@ def mixed_script_words(text: str) -> list[str]:
     ]
 
 
-def scan_look_alikes(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_look_alikes(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     found = []
-    for where, text in definition_strings(tool_definition(spec), spec.remote_name):
-        words = mixed_script_words(text)
+    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+        words = _mixed_script_words(text)
         if words:
             found.append(
-                finding(
+                _finding(
                     spec,
                     "look-alike-letters",
                     "medium",
                     f"{len(words)} word(s) mixing Latin letters with look-alikes from another "
                     f"script: {', '.join(repr(w) for w in words[:4])}",
                     where,
-                    decoded_text(as_read(text)),
+                    _decoded_text(as_read(text)),
                 )
             )
     return found
 
 
-def scan_long(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_long(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     size = len(spec.description)
     if size <= C.SCAN_LONG_DESCRIPTION_CHARS:
         return []
     return [
-        finding(
+        _finding(
             spec,
             "long-description",
             "low",
@@ -546,11 +557,11 @@ def scan_long(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRec
     ]
 
 
-def folded_name(name: str) -> str:
+def _folded_name(name: str) -> str:
     return re.sub(r"[-_.\s]", "", name.casefold())
 
 
-def one_edit_apart(a: str, b: str) -> bool:
+def _one_edit_apart(a: str, b: str) -> bool:
     """Whether one insertion, deletion or substitution makes `a` into `b`."""
     if a == b or abs(len(a) - len(b)) > 1:
         return False
@@ -560,23 +571,23 @@ def one_edit_apart(a: str, b: str) -> bool:
     return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
-def scan_collisions(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_collisions(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     """Another server's tool of the same name, or of a look-alike one (the same letters but for
     case and separators, or one letter apart): a tool could shadow the other."""
     found = []
-    mine = folded_name(spec.remote_name)
+    mine = _folded_name(spec.remote_name)
     for other in others:
         if other.server == spec.server:
             continue
-        theirs = folded_name(other.remote_name)
+        theirs = _folded_name(other.remote_name)
         if other.remote_name == spec.remote_name:
             how = "the same name"
-        elif mine == theirs or (min(len(mine), len(theirs)) >= 6 and one_edit_apart(mine, theirs)):
+        elif mine == theirs or (min(len(mine), len(theirs)) >= 6 and _one_edit_apart(mine, theirs)):
             how = "a look-alike name"
         else:
             continue
         found.append(
-            finding(
+            _finding(
                 spec,
                 "name-collision",
                 "medium",
@@ -587,11 +598,11 @@ def scan_collisions(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFind
     return found
 
 
-def scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
     if not spec.unannotated:
         return []
     return [
-        finding(
+        _finding(
             spec,
             "no-annotations",
             "low",
@@ -602,15 +613,15 @@ def scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFin
 
 
 # Every check `scan` makes, in the order its findings are listed: one row per check.
-SCAN_CHECKS: dict[str, Callable[[ToolSpec, Sequence[ToolSpec]], list[ScanFindingRecord]]] = {
-    "hidden-unicode": scan_hidden,
-    "look-alike-letters": scan_look_alikes,
-    "instruction-phrases": scan_phrases,
-    "urls": scan_urls,
-    "encoded-blobs": scan_blobs,
-    "long-description": scan_long,
-    "name-collision": scan_collisions,
-    "no-annotations": scan_unannotated,
+_SCAN_CHECKS: dict[str, Callable[[ToolSpec, Sequence[ToolSpec]], list[ScanFindingRecord]]] = {
+    "hidden-unicode": _scan_hidden,
+    "look-alike-letters": _scan_look_alikes,
+    "instruction-phrases": _scan_phrases,
+    "urls": _scan_urls,
+    "encoded-blobs": _scan_blobs,
+    "long-description": _scan_long,
+    "name-collision": _scan_collisions,
+    "no-annotations": _scan_unannotated,
 }
 
 
@@ -620,7 +631,7 @@ def severity_rank(severity: str) -> int:
 
 def scan_tools(tools: Sequence[ToolSpec], fail_on: str) -> ScanRecord:
     specs = sorted(tools, key=lambda t: (t.server, t.remote_name))
-    findings = [f for spec in specs for check in SCAN_CHECKS.values() for f in check(spec, specs)]
+    findings = [f for spec in specs for check in _SCAN_CHECKS.values() for f in check(spec, specs)]
     return ScanRecord(
         servers=sorted({t.server for t in specs}),
         tools=len(specs),

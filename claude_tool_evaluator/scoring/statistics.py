@@ -18,6 +18,33 @@ from ..loaders.csv_suites import CsvSuite
 from ..results_schema.document import ToolCoverageRecord
 from ..run_types import Usage
 
+__all__ = [
+    "CaseCounts",
+    "CaseSummary",
+    "RunTotals",
+    "auto_decided",
+    "bootstrap_difference",
+    "case_counts",
+    "detectable_change",
+    "fewest_deciding_runs",
+    "fisher_p_value",
+    "holm_adjusted",
+    "holm_levels",
+    "newcombe_interval",
+    "pass_at_k",
+    "pass_hat_k",
+    "percentile",
+    "rounded_interval",
+    "runs_to_decide",
+    "runs_to_detect",
+    "shifted_rate",
+    "summarize_case",
+    "tool_coverage",
+    "tool_selection_stats",
+    "tools_expected",
+    "wilson_interval",
+]
+
 if TYPE_CHECKING:
     from ..results_schema.document import CaseResult
     from ..run_types import TestCase, Transcript, Verdict
@@ -44,7 +71,7 @@ def rounded_interval(interval: tuple[float, float]) -> tuple[float, float]:
 # bootstrap are scipy's (imported when a comparison needs them: no other mode pays for it); the
 # Newcombe interval, Holm's step-down and the textbook sample size are a few lines each on top of
 # the Wilson interval above, where statsmodels would bring pandas and patsy for them.
-def z_for(alpha: float) -> float:
+def _z_for(alpha: float) -> float:
     """The two-sided normal quantile of a significance level (1.96 for 0.05)."""
     from statistics import NormalDist
 
@@ -56,7 +83,7 @@ def newcombe_interval(
 ) -> tuple[float, float]:
     """Newcombe's hybrid score interval (his method 10) of new rate − old rate, from the two
     Wilson intervals: honest for small counts and rates of 0 or 1."""
-    z = z_for(alpha)
+    z = _z_for(alpha)
     p1, p2 = old_successes / old_runs, new_successes / new_runs
     low1, high1 = wilson_interval(old_successes, old_runs, z)
     low2, high2 = wilson_interval(new_successes, new_runs, z)
@@ -121,7 +148,7 @@ def runs_to_detect(
     mean = (old_rate + new_rate) / 2
     z_beta = NormalDist().inv_cdf(power)
     spread = (
-        z_for(alpha) * (2 * mean * (1 - mean)) ** 0.5
+        _z_for(alpha) * (2 * mean * (1 - mean)) ** 0.5
         + z_beta * (old_rate * (1 - old_rate) + new_rate * (1 - new_rate)) ** 0.5
     )
     return max(1, int(-(-(spread**2) // ((old_rate - new_rate) ** 2))))
@@ -287,7 +314,7 @@ def summarize_case(
 
 
 @dataclass
-class ToolStats:
+class _ToolStats:
     tool: str
     true_positives: int = 0
     false_positives: int = 0
@@ -309,7 +336,7 @@ class ToolStats:
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
-class LatencyQuantiles:
+class _LatencyQuantiles:
     """Quantiles of run latencies: exact (every value kept, 8 bytes each) up to
     C.EXACT_QUANTILE_RUNS runs; past that the values go into log-spaced buckets
     C.QUANTILE_BUCKET_RATIO wide, and a quantile is read from its bucket's geometric middle (within
@@ -361,8 +388,8 @@ class RunTotals:
         self.runs = self.errors = 0
         self.usage = Usage()
         self.cost = 0.0
-        self.latency = LatencyQuantiles()
-        self.tools: dict[str, ToolStats] = {}
+        self.latency = _LatencyQuantiles()
+        self.tools: dict[str, _ToolStats] = {}
         self.confusion: dict[str, dict[str, int]] = {}
         self.calls: dict[str, int] = {}
         self.sources: dict[str, int] = {}
@@ -401,7 +428,7 @@ class RunTotals:
             return  # selection and confusion: only cases that say which tools they expect
         expected, chosen = set(case.expected_tools), set(called)
         for tool in expected | chosen:
-            entry = self.tools.setdefault(tool, ToolStats(tool))
+            entry = self.tools.setdefault(tool, _ToolStats(tool))
             if tool in expected and tool in chosen:
                 entry.true_positives += 1
             elif tool in chosen:
@@ -419,7 +446,7 @@ class RunTotals:
             self.add_transcript(t)
             yield t
 
-    def tool_stats(self) -> list[ToolStats]:
+    def tool_stats(self) -> list[_ToolStats]:
         return [self.tools[name] for name in sorted(self.tools)]
 
     def by_source(self) -> dict[str, int]:
@@ -451,24 +478,24 @@ def tools_expected(cases: Iterable[TestCase]) -> set[str]:
     return {tool for case in cases for tool in [*case.expected_tools, *case.expected_args]}
 
 
-def transcript_totals(transcripts: Iterable[Transcript]) -> RunTotals:
+def _transcript_totals(transcripts: Iterable[Transcript]) -> RunTotals:
     totals = RunTotals()
     for t in transcripts:
         totals.add_transcript(t)
     return totals
 
 
-def tool_selection_stats(transcripts: Iterable[Transcript]) -> list[ToolStats]:
+def tool_selection_stats(transcripts: Iterable[Transcript]) -> list[_ToolStats]:
     """Per-tool precision / recall / F1 of expected against called tools, over every run of
     every case that says which tools it expects (a list, or none at all)."""
-    return transcript_totals(transcripts).tool_stats()
+    return _transcript_totals(transcripts).tool_stats()
 
 
 def tool_coverage(
     cases: Iterable[TestCase], transcripts: Iterable[Transcript], available: Sequence[str]
 ) -> ToolCoverageRecord:
     """Which of the servers' tools the suite expects, which Claude called, which it never did."""
-    return transcript_totals(transcripts).coverage(available, tools_expected(cases))
+    return _transcript_totals(transcripts).coverage(available, tools_expected(cases))
 
 
 @dataclass

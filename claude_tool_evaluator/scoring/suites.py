@@ -15,14 +15,8 @@ import test_constants as C
 from ..answers import transcript_answer, transcript_tagged
 from ..files import SpooledRecords, spooled_into
 from ..loaders.csv_suites import check_case_tools
-from ..results_schema.document import (
-    ClaudeRun,
-    QaRecord,
-    QaRunRecord,
-    QaTaskRecord,
-    SkillTestRecord,
-    ToolTimeRecord,
-)
+from ..results_schema.document import ClaudeRun, SkillTestRecord, ToolTimeRecord
+from ..results_schema.sections import QaRecord, QaRunRecord, QaTaskRecord
 from ..run_types import Verdict
 from ..sinks import cap_text
 from .literature import BFCL_TAG, TAU2_TAG, benchmark_run, literature_records
@@ -30,6 +24,15 @@ from .skills import score_skill_test, score_test_run
 from .statistics import rounded_interval, summarize_case, wilson_interval
 from .tool_use import OUTCOME_CHECKS, TOOL_CHECKS, score_tool_use
 from .verdicts import case_result_from_summary, case_result_from_test, run_score_reasons
+
+__all__ = [
+    "AnswerScoring",
+    "QaScoring",
+    "Scoring",
+    "SuiteScoring",
+    "ToolCheckScoring",
+    "skill_test_record",
+]
 
 if TYPE_CHECKING:
     from ..hub.calls import McpHub
@@ -129,7 +132,7 @@ class SuiteScoring(ToolCheckScoring):
         return {"literature": records} if records else {}
 
 
-def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
+def _tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
     """(tool, milliseconds) of calls -> per tool: calls, total, mean and longest time."""
     by_tool: dict[str, list[float]] = {}
     for name, ms in calls:
@@ -146,7 +149,7 @@ def tool_times(calls: Iterable[tuple[str, float]]) -> list[ToolTimeRecord]:
     ]
 
 
-def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
+def _qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
     notes = {tag: transcript_tagged(t, tag) for tag in ("summary", "feedback")}
     return QaRunRecord(
         iteration=t.iteration,
@@ -155,14 +158,14 @@ def qa_run_record(t: Transcript, verdict: Verdict) -> QaRunRecord:
         reasons=verdict.reasons,
         seconds=round(t.latency_ms / 1000, 3),
         tool_calls=len(t.tool_calls),
-        tools=tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
+        tools=_tool_times([(c.name, c.duration_ms) for c in t.tool_calls]),
         **{tag: cap_text(text, C.QA_NOTE_CHARS) if text else None for tag, text in notes.items()},
         error=t.error,
         model=t.model,
     )
 
 
-def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]:
+def _merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]:
     by_tool: dict[str, list[ToolTimeRecord]] = {}
     for record in records:
         by_tool.setdefault(record.tool, []).append(record)
@@ -181,7 +184,7 @@ def merged_tool_times(records: Iterable[ToolTimeRecord]) -> list[ToolTimeRecord]
     return merged
 
 
-def qa_task_record(case: TestCase, runs: Sequence[QaRunRecord]) -> QaTaskRecord:
+def _qa_task_record(case: TestCase, runs: Sequence[QaRunRecord]) -> QaTaskRecord:
     """One <qa_pair> over its runs (model by model, iteration by iteration)."""
     correct = sum(r.correct for r in runs)
     return QaTaskRecord(
@@ -195,12 +198,12 @@ def qa_task_record(case: TestCase, runs: Sequence[QaRunRecord]) -> QaTaskRecord:
         interval=rounded_interval(wilson_interval(correct, len(runs))),
         mean_seconds=round(sum(r.seconds for r in runs) / len(runs), 3),
         tool_calls=sum(r.tool_calls for r in runs),
-        tools=merged_tool_times(t for r in runs for t in r.tools),
+        tools=_merged_tool_times(t for r in runs for t in r.tools),
         results=list(runs),
     )
 
 
-class QaTally:
+class _QaTally:
     """The QA section, built task by task as the runs stream past: each task's record goes to a
     spool; what is over every run is counted (the tools' times merged as they come)."""
 
@@ -216,7 +219,7 @@ class QaTally:
         self.correct += task.correct
         self.tool_calls += task.tool_calls
         self.seconds += sum(r.seconds for r in task.results)
-        self.tools = merged_tool_times([*self.tools, *task.tools])
+        self.tools = _merged_tool_times([*self.tools, *task.tools])
 
     def record(self) -> QaRecord:
         """mcp-builder's report over every run: accuracy, durations, tool calls, every task."""
@@ -246,7 +249,7 @@ class QaScoring(ToolCheckScoring):
 
     def __init__(self, cases: list[TestCase]) -> None:
         super().__init__(cases, False)
-        self.tally = QaTally()
+        self.tally = _QaTally()
 
     def verdict(self, t: Transcript) -> Verdict:
         if t.verdict is None:
@@ -262,19 +265,19 @@ class QaScoring(ToolCheckScoring):
     def case_results(
         self, transcripts: Iterable[Transcript], threshold: float, group: str
     ) -> Iterator[CaseResult]:
-        self.tally = QaTally()
+        self.tally = _QaTally()
         return super().case_results(self.tasks(transcripts), threshold, group)
 
     def tasks(self, transcripts: Iterable[Transcript]) -> Iterator[Transcript]:
         """The runs, each task's (all its models') tallied as they pass."""
         for _, grouped in itertools.groupby(transcripts, key=lambda t: t.case.name):
             runs = list(grouped)
-            records = [qa_run_record(t, self.verdict(t)) for t in runs]
+            records = [_qa_run_record(t, self.verdict(t)) for t in runs]
             if not self.reported(runs[0].case.name):
                 yield from runs
                 continue
             self.tally.add(
-                qa_task_record(
+                _qa_task_record(
                     runs[0].case, sorted(records, key=lambda r: (r.model or "", r.iteration))
                 )
             )
@@ -284,7 +287,7 @@ class QaScoring(ToolCheckScoring):
         return {"qa": self.tally.record()}
 
 
-def transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
+def _transcript_as_claude_run(transcript: Transcript) -> ClaudeRun:
     """A tool-use transcript seen as a skill-test run, so the same answer scorers judge both."""
     t = transcript
     return ClaudeRun(
@@ -332,7 +335,7 @@ class AnswerScoring:
         self.tools = dict(hub.tools)  # for the suite's tool coverage
 
     def answer(self, t: Transcript) -> ClaudeRun:
-        return transcript_as_claude_run(t)
+        return _transcript_as_claude_run(t)
 
     def run_score(self, t: Transcript) -> dict:
         """The answer's score, failed also by the outcome checks of TOOL_CHECKS (judge, verify)."""

@@ -21,12 +21,18 @@ from ..results_schema.document import (
 from ..run_types import USAGE_FIELDS
 from .skills import score_test_run
 
+__all__ = [
+    "run_tokens",
+    "task_benchmark",
+    "trigger_test_passed",
+]
+
 if TYPE_CHECKING:
     from ..results_schema.document import ClaudeRun
     from ..run_types import SkillTest, TriggerScore
 
 
-def stat_of(values: Sequence[float]) -> StatRecord:
+def _stat_of(values: Sequence[float]) -> StatRecord:
     """mean ± sample standard deviation (skill-creator's aggregate_benchmark.py: n-1, 0 for one run)."""
     if not values:
         return StatRecord()
@@ -52,7 +58,7 @@ def run_tokens(record: ClaudeRun) -> int:
     )
 
 
-def run_pass_rate(test: SkillTest, record: ClaudeRun) -> float:
+def _run_pass_rate(test: SkillTest, record: ClaudeRun) -> float:
     """Expectations passed / total in this run; a test without expectations: 1 when its run passed."""
     score = score_test_run(test, record)
     if test.expectations:
@@ -64,7 +70,7 @@ def run_pass_rate(test: SkillTest, record: ClaudeRun) -> float:
     return 1.0 if score.get("passed") else 0.0
 
 
-def configuration_stats(
+def _configuration_stats(
     test_runs: Sequence[tuple[SkillTest, ClaudeRun]], configuration: str, model: str
 ) -> ConfigurationStatsRecord:
     passed = sum(sum(1 for e in r.expectations if e.get("passed") is True) for t, r in test_runs)
@@ -75,14 +81,14 @@ def configuration_stats(
         errored_runs=sum(1 for _, r in test_runs if r.error),
         expectations_passed=passed,
         expectations_total=sum(len(t.expectations) for t, _ in test_runs),
-        pass_rate=stat_of([run_pass_rate(t, r) for t, r in test_runs]),
-        time_seconds=stat_of([r.latency_ms / 1000 for _, r in test_runs]),
-        tokens=stat_of([float(run_tokens(r)) for _, r in test_runs]),
-        cost_usd=stat_of([float(r.total_cost_usd or 0.0) for _, r in test_runs]),
+        pass_rate=_stat_of([_run_pass_rate(t, r) for t, r in test_runs]),
+        time_seconds=_stat_of([r.latency_ms / 1000 for _, r in test_runs]),
+        tokens=_stat_of([float(run_tokens(r)) for _, r in test_runs]),
+        cost_usd=_stat_of([float(r.total_cost_usd or 0.0) for _, r in test_runs]),
     )
 
 
-def deltas_of(stats: Sequence[ConfigurationStatsRecord]) -> list[DeltaRecord]:
+def _deltas_of(stats: Sequence[ConfigurationStatsRecord]) -> list[DeltaRecord]:
     """with_skill − each baseline there is, per model."""
     out = []
     for primary in (s for s in stats if s.configuration == "with_skill"):
@@ -120,7 +126,7 @@ def task_benchmark(
 
     def stats_for(pairs: Sequence[tuple[SkillTest, ClaudeRun]]) -> list[ConfigurationStatsRecord]:
         return [
-            configuration_stats(chosen, c, shown_model(m))
+            _configuration_stats(chosen, c, shown_model(m))
             for m in models
             for c in configurations
             if (
@@ -155,7 +161,7 @@ def task_benchmark(
                 prompt=test.prompt,
                 expected_output=test.expected_output,
                 configurations=stats,
-                deltas=deltas_of(stats),
+                deltas=_deltas_of(stats),
                 expectations=tallies,
             )
         )
@@ -165,7 +171,7 @@ def task_benchmark(
         runs_per_configuration=runs_per_configuration,
         judge_model=judge_model,
         configurations=overall,
-        deltas=deltas_of(overall),
+        deltas=_deltas_of(overall),
         evals=evals,
     )
 

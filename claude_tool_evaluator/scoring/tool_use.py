@@ -17,11 +17,21 @@ from ..loaders.csv_suites import ANY_OF, OPTIONAL, case_tool_view, is_alternativ
 from ..patterns import BadPattern, PatternSkipped
 from ..run_types import TestCase, Transcript, Verdict
 
+__all__ = [
+    "OUTCOME_CHECKS",
+    "TOOL_CHECKS",
+    "args_match",
+    "schema_problems",
+    "score_expected_args",
+    "score_order",
+    "score_tool_use",
+]
+
 if TYPE_CHECKING:
     from ..run_types import ToolCall
 
 
-def normalize_arg(value: Any) -> Any:
+def _normalize_arg(value: Any) -> Any:
     if isinstance(value, str):
         return value.strip().lower()
     if isinstance(value, bool) or value is None:
@@ -29,28 +39,28 @@ def normalize_arg(value: Any) -> Any:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, list):
-        return [normalize_arg(v) for v in value]
+        return [_normalize_arg(v) for v in value]
     if isinstance(value, dict):
-        return {k: normalize_arg(v) for k, v in value.items()}
+        return {k: _normalize_arg(v) for k, v in value.items()}
     return value
 
 
-def without_keys(value: Any, patterns: Sequence[str]) -> Any:
+def _without_keys(value: Any, patterns: Sequence[str]) -> Any:
     """Arguments without the keys `args_ignore` names (globs such as `*_id`), at any depth. A glob
     cannot backtrack without end: fnmatch makes each `*` but the last an atomic group (bpo-40480),
     so matching a key takes time linear in its length for each star, whatever the glob."""
     if isinstance(value, dict):
         return {
-            k: without_keys(v, patterns)
+            k: _without_keys(v, patterns)
             for k, v in value.items()
             if not any(fnmatch.fnmatchcase(str(k), p) for p in patterns)
         }
     if isinstance(value, list):
-        return [without_keys(v, patterns) for v in value]
+        return [_without_keys(v, patterns) for v in value]
     return value
 
 
-def without_defaults(arguments: dict, schema: dict | None) -> dict:
+def _without_defaults(arguments: dict, schema: dict | None) -> dict:
     """Arguments without those equal to their parameter's `default` in the tool's inputSchema:
     `{"query": "x", "limit": 3}` is `{"query": "x"}` when `limit` defaults to 3."""
     properties = (schema or {}).get("properties")
@@ -62,30 +72,30 @@ def without_defaults(arguments: dict, schema: dict | None) -> dict:
         if not (
             isinstance(properties.get(key), dict)
             and "default" in properties[key]
-            and normalize_arg(properties[key]["default"]) == normalize_arg(value)
+            and _normalize_arg(properties[key]["default"]) == _normalize_arg(value)
         )
     }
 
 
-def value_matches(expected: Any, actual: Any, exact: bool = True) -> bool:
+def _value_matches(expected: Any, actual: Any, exact: bool = True) -> bool:
     """An actual argument value against an expected one: equal as normalize_arg has them, where
     {"$any_of": [...]} accepts any of its values, at any depth. A dict's expected keys must be
     there (unless "$optional") with matching values, and (`exact`, always below the top) no
     other key either."""
     if is_alternatives(expected):
-        return any(value_matches(option, actual) for option in expected[ANY_OF])
+        return any(_value_matches(option, actual) for option in expected[ANY_OF])
     if isinstance(expected, dict) and isinstance(actual, dict):
         if exact and any(key not in expected for key in actual):
             return False
         return all(
-            value_matches(value, actual[key])
+            _value_matches(value, actual[key])
             if key in actual
             else is_alternatives(value) and value.get(OPTIONAL) is True
             for key, value in expected.items()
         )
     if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) == len(actual) and all(map(value_matches, expected, actual))
-    return normalize_arg(expected) == normalize_arg(actual)
+        return len(expected) == len(actual) and all(map(_value_matches, expected, actual))
+    return _normalize_arg(expected) == _normalize_arg(actual)
 
 
 def args_match(
@@ -99,17 +109,17 @@ def args_match(
     if mode == "ignore":
         return True
     if ignore:
-        expected, actual = without_keys(expected, ignore), without_keys(actual, ignore)
+        expected, actual = _without_keys(expected, ignore), _without_keys(actual, ignore)
     if mode == "exact_with_defaults":
         expected, actual, mode = (
-            without_defaults(expected, schema),
-            without_defaults(actual, schema),
+            _without_defaults(expected, schema),
+            _without_defaults(actual, schema),
             "exact",
         )
-    return value_matches(expected, actual, exact=mode == "exact")
+    return _value_matches(expected, actual, exact=mode == "exact")
 
 
-def calls_match(
+def _calls_match(
     expected: list[dict], calls: list[ToolCall], case: TestCase, schema: dict | None
 ) -> bool:
     """Several expected calls of one tool: each matched by a call of its own, in any order (a
@@ -128,7 +138,7 @@ def calls_match(
     return assign(0, frozenset())
 
 
-def is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
+def _is_subsequence(wanted: list[str], sequence: list[str]) -> bool:
     remaining = iter(sequence)
     return all(item in remaining for item in wanted)
 
@@ -165,16 +175,18 @@ def schema_problems(call: ToolCall, tool: ToolSpec | None) -> list[str]:
     return problems
 
 
-ToolCheck = Callable[[TestCase, Transcript, dict[str, ToolSpec]], list[str]]
+_ToolCheck = Callable[[TestCase, Transcript, dict[str, ToolSpec]], list[str]]
 
 
-def check_run_error(
+def _check_run_error(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
     return [f"run failed: {transcript.error}"] if transcript.error else []
 
 
-def check_no_tools(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def _check_no_tools(
+    case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
+) -> list[str]:
     called = transcript.tools_called
     return (
         [f"expected no tool call, but called {', '.join(called)}"]
@@ -183,7 +195,7 @@ def check_no_tools(case: TestCase, transcript: Transcript, tools: dict[str, Tool
     )
 
 
-def check_expected_tools(
+def _check_expected_tools(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
     return [
@@ -193,10 +205,10 @@ def check_expected_tools(
     ]
 
 
-NEVER_LOADED = "never loaded by the tool search"
+_NEVER_LOADED = "never loaded by the tool search"
 
 
-def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) -> str | None:
+def _missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) -> str | None:
     """Why Claude Code's room kept an expected tool from being called (None: nothing it did):
     withheld by the policy, a built-in called before any search, deferred and never loaded by the
     tool search, its server not ready at the first request and never waited for, or a built-in
@@ -210,7 +222,7 @@ def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) ->
         queries = [s.get("query", "") for s in facts.get("searches") or []]
         return (
             "was "
-            + NEVER_LOADED
+            + _NEVER_LOADED
             + (f" (searched: {', '.join(repr(q) for q in queries)})" if queries else " (no search)")
         )
     spec = tools.get(tool)
@@ -222,7 +234,7 @@ def missed_in_claude_code(tool: str, facts: dict, tools: dict[str, ToolSpec]) ->
     return None
 
 
-def check_claude_code(
+def _check_claude_code(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
     """Through Claude Code: what kept each missing expected tool from being called."""
@@ -232,13 +244,13 @@ def check_claude_code(
     for tool in case.expected_tools:
         if tool in transcript.tools_called:
             continue
-        why = missed_in_claude_code(tool, transcript.claude_code, tools)
+        why = _missed_in_claude_code(tool, transcript.claude_code, tools)
         if why:
             reasons.append(f"expected tool {tool} {why}")
     return reasons
 
 
-def check_forbidden_tools(
+def _check_forbidden_tools(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
     return [
@@ -248,7 +260,7 @@ def check_forbidden_tools(
     ]
 
 
-def check_call_counts(
+def _check_call_counts(
     case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]
 ) -> list[str]:
     count = len(transcript.tool_calls)
@@ -260,7 +272,7 @@ def check_call_counts(
     return reasons
 
 
-def check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def _check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
     return [
         problem
         for call in transcript.tool_calls
@@ -268,7 +280,7 @@ def check_schemas(case: TestCase, transcript: Transcript, tools: dict[str, ToolS
     ]
 
 
-def check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def _check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
     """The LLM judge's verdict (graded by the runner): a failed one with its evidence."""
     grade = transcript.grades.get("judge")
     if not grade:
@@ -282,7 +294,7 @@ def check_judge(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpe
     ]
 
 
-def check_verify(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
+def _check_verify(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> list[str]:
     """The `verify` command's verdict on the server's state after the run."""
     grade = transcript.grades.get("verify")
     if not grade:
@@ -308,7 +320,7 @@ def score_expected_args(
         spec = (tools or {}).get(tool)
         schema = spec.input_schema if spec else None
         if isinstance(expected, list):
-            if not calls_match(expected, calls, case, schema):
+            if not _calls_match(expected, calls, case, schema):
                 reasons.append(
                     f"argument mismatch for {tool} ({case.args_match}{ignoring}): expected "
                     f"{len(expected)} call(s) {json.dumps(expected)}, got {[c.input for c in calls]}"
@@ -330,7 +342,7 @@ def score_order(case: TestCase, called: list[str]) -> list[str]:
     got = " -> ".join(called) or "no tool calls"
     if case.order == "strict" and called != expected:
         return [f"wrong order (strict): expected {' -> '.join(expected) or '(none)'}, got {got}"]
-    if case.order == "in_order" and not is_subsequence(expected, called):
+    if case.order == "in_order" and not _is_subsequence(expected, called):
         return [
             f"wrong order (in_order): expected {' -> '.join(expected)} in this order, got {got}"
         ]
@@ -344,19 +356,19 @@ def score_order(case: TestCase, called: list[str]) -> list[str]:
 # Every check a case can ask for, in the order its reasons are listed: each reads one run and
 # returns why it failed (nothing when it passed, or when the case does not ask for it). A new
 # check is one entry here.
-TOOL_CHECKS: dict[str, ToolCheck] = {
-    "run_error": check_run_error,
-    "expect_no_tools": check_no_tools,
-    "expected_tools": check_expected_tools,
-    "claude_code": check_claude_code,
-    "forbidden_tools": check_forbidden_tools,
+TOOL_CHECKS: dict[str, _ToolCheck] = {
+    "run_error": _check_run_error,
+    "expect_no_tools": _check_no_tools,
+    "expected_tools": _check_expected_tools,
+    "claude_code": _check_claude_code,
+    "forbidden_tools": _check_forbidden_tools,
     "expected_args": lambda case, transcript, tools: score_expected_args(case, transcript, tools),
     "order": lambda case, transcript, tools: score_order(case, transcript.tools_called),
-    "tool_call_counts": check_call_counts,
-    "schemas": check_schemas,
+    "tool_call_counts": _check_call_counts,
+    "schemas": _check_schemas,
     "answer": lambda case, transcript, tools: check_answer(case, transcript),
-    "judge": check_judge,
-    "verify": check_verify,
+    "judge": _check_judge,
+    "verify": _check_verify,
 }
 
 
@@ -365,7 +377,7 @@ TOOL_CHECKS: dict[str, ToolCheck] = {
 OUTCOME_CHECKS = ("judge", "verify")
 
 
-def tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+def _tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
     """The tools a run of the case saw, by the names Claude saw (CSV `tools`)."""
     view = case_tool_view(case)
     if view is None:
@@ -379,7 +391,7 @@ def tools_seen(case: TestCase, tools: dict[str, ToolSpec]) -> dict[str, ToolSpec
 
 def score_tool_use(case: TestCase, transcript: Transcript, tools: dict[str, ToolSpec]) -> Verdict:
     """Every check of TOOL_CHECKS against one transcript. Pure: reads, never calls."""
-    tools = tools_seen(case, tools)
+    tools = _tools_seen(case, tools)
     reasons = [
         reason for check in TOOL_CHECKS.values() for reason in check(case, transcript, tools)
     ]

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import test_constants as C
 
 from ..files import SpooledRecords, spooled_into
-from ..results_schema.document import (
-    CaseResult,
+from ..results_schema.document import CaseResult
+from ..results_schema.sections import (
     MatrixCaseRecord,
     MatrixCellRecord,
     MatrixToolCellRecord,
@@ -29,6 +29,15 @@ from .statistics import (
     rounded_interval,
     wilson_interval,
 )
+
+__all__ = [
+    "case_result_from_query",
+    "case_result_from_summary",
+    "case_result_from_test",
+    "claude_run_usage",
+    "model_matrix",
+    "run_score_reasons",
+]
 
 if TYPE_CHECKING:
     from ..results_schema.document import ClaudeRun, SkillTestResult
@@ -169,7 +178,7 @@ def case_result_from_query(q: TriggerQueryResult, cost: float, seconds: float) -
     )
 
 
-def matrix_row(cases: Sequence[CaseResult], models: Sequence[str]) -> MatrixCaseRecord:
+def _matrix_row(cases: Sequence[CaseResult], models: Sequence[str]) -> MatrixCaseRecord:
     """One case side by side: its verdict on each model it ran on."""
     first = cases[0]
     row = MatrixCaseRecord(name=first.name, kind=first.kind, group=first.group)
@@ -189,7 +198,7 @@ def matrix_row(cases: Sequence[CaseResult], models: Sequence[str]) -> MatrixCase
     return row
 
 
-def matrix_model_summary(
+def _matrix_model_summary(
     model: str, mine: CaseCounts, totals: RunTotals | None
 ) -> ModelSummaryRecord:
     """One model's line of a matrix: its cases' verdicts, its runs' usage, cost and latency."""
@@ -211,7 +220,7 @@ def matrix_model_summary(
     )
 
 
-def matrix_tool_rows(
+def _matrix_tool_rows(
     models: Sequence[str], per_model: Mapping[str, RunTotals]
 ) -> dict[str, MatrixToolRecord]:
     """Per tool, each model's calls, mean duration and selection scores (tool-use modes)."""
@@ -242,16 +251,16 @@ def model_matrix(
     rows = SpooledRecords(MatrixCaseRecord)
     disagreements = []
     for _, grouped in itertools.groupby(cases, key=lambda c: (c.kind, c.name)):
-        row = matrix_row(list(grouped), models)
+        row = _matrix_row(list(grouped), models)
         rows.append(row)
         if row.disagree:
             disagreements.append(row.name)
     per_model = runs.models or {}
     summaries = [
-        matrix_model_summary(model, counts.models.get(model, CaseCounts()), per_model.get(model))
+        _matrix_model_summary(model, counts.models.get(model, CaseCounts()), per_model.get(model))
         for model in models
     ]
-    tool_rows = matrix_tool_rows(models, per_model)
+    tool_rows = _matrix_tool_rows(models, per_model)
     matrix = ModelMatrixRecord(
         models=list(models),
         summaries=summaries,

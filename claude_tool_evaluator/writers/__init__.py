@@ -13,8 +13,12 @@ import click
 from ..options import RUNNING, TASKS, WRITERS, Writer, option, register_writer, writer_named
 from ..rooms import RoomFunction
 
-# The table's door: importing a name from here has every row below registered.
-__all__ = ["WRITERS", "Writer", "register_writer", "writer_named"]
+__all__ = [
+    "WRITERS",
+    "Writer",
+    "register_writer",
+    "writer_named",
+]
 
 register_writer(
     Writer(

@@ -31,6 +31,23 @@ from ..scoring.statistics import (
 from ..sinks import escape_markup, markdown_cell
 from .markdown import percent
 
+__all__ = [
+    "CaseChange",
+    "Comparison",
+    "RateChange",
+    "VERDICT_ICONS",
+    "change_counts",
+    "compare_files",
+    "comparison_json",
+    "confidence_label",
+    "counted_runs",
+    "holm_text",
+    "pass_line",
+    "print_comparison",
+    "render_comparison",
+    "trigger_score_changes",
+]
+
 if TYPE_CHECKING:
     from ..results_schema.document import CaseResult, ResultsDocument
 
@@ -155,7 +172,7 @@ class RateChange:
 
 
 @dataclass
-class MeanChange:
+class _MeanChange:
     """A per-run mean (cost, latency) in the old file and the new, with a bootstrap interval of
     the difference (None when a file holds fewer than two runs)."""
 
@@ -187,11 +204,11 @@ class MeanChange:
         }
 
 
-SHOWN_CHANGES = {"noise": "within noise", "suspected": "suspected regression"}
+_SHOWN_CHANGES = {"noise": "within noise", "suspected": "suspected regression"}
 
 
 VERDICT_ICONS = {"failed": "❌", "warning": "⚠️", "passed": "✅"}
-CHANGE_ORDER = ("regression", "suspected", "removed", "fixed", "noise", "added", "unchanged")
+_CHANGE_ORDER = ("regression", "suspected", "removed", "fixed", "noise", "added", "unchanged")
 
 
 @dataclass
@@ -212,7 +229,7 @@ class CaseChange:
 
     @property
     def shown_change(self) -> str:
-        return SHOWN_CHANGES.get(self.change, self.change)
+        return _SHOWN_CHANGES.get(self.change, self.change)
 
     @property
     def harness_note(self) -> str:
@@ -263,7 +280,7 @@ class Comparison:
     changes: list[CaseChange]
     alpha: float = C.DEFAULT_ALPHA
     rates: list[RateChange] = field(default_factory=list)  # runs passed, trigger rates, accuracy
-    means: list[MeanChange] = field(default_factory=list)  # cost and latency per run
+    means: list[_MeanChange] = field(default_factory=list)  # cost and latency per run
     significant_only: bool = False  # --significant-only: a suspected regression does not fail
 
     def of(self, kind: str) -> list[CaseChange]:
@@ -336,7 +353,7 @@ def counted_runs(case: CaseResult) -> int:
     return case.runs - (case.errors if case.kind == "trigger_query" else 0)
 
 
-def case_change(
+def _case_change(
     name: str, old: CaseResult | None, new: CaseResult | None, alpha: float
 ) -> CaseChange:
     if old is None or new is None:
@@ -354,7 +371,7 @@ def case_change(
     return CaseChange(name, "unchanged", old, new, rate)
 
 
-def decide_changes(changes: Sequence[CaseChange], alpha: float = C.DEFAULT_ALPHA) -> None:
+def _decide_changes(changes: Sequence[CaseChange], alpha: float = C.DEFAULT_ALPHA) -> None:
     """Holm across every case both files ran, each case's level; then each one's kind."""
     tested = [c for c in changes if c.rate is not None]
     p_values = [c.rate.p_value for c in tested]  # type: ignore[union-attr]
@@ -372,7 +389,7 @@ def decide_changes(changes: Sequence[CaseChange], alpha: float = C.DEFAULT_ALPHA
             change.change = "noise"
 
 
-def document_rates(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[RateChange]:
+def _document_rates(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[RateChange]:
     """The whole files' rates: runs passed, each skill's trigger rate, QA accuracy."""
     found = []
     old_runs, new_runs = (sum(counted_runs(c) for c in d.cases) for d in (old, new))
@@ -411,7 +428,7 @@ def document_rates(old: ResultsDocument, new: ResultsDocument, alpha: float) -> 
     return found
 
 
-def document_means(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[MeanChange]:
+def _document_means(old: ResultsDocument, new: ResultsDocument, alpha: float) -> list[_MeanChange]:
     """Cost and latency per run, with bootstrap intervals over the files' runs."""
     found = []
     for label, unit, value in (
@@ -421,14 +438,14 @@ def document_means(old: ResultsDocument, new: ResultsDocument, alpha: float) -> 
         a, b = [value(r) for r in old.results], [value(r) for r in new.results]
         if a and b:
             found.append(
-                MeanChange(
+                _MeanChange(
                     label, unit, sum(a) / len(a), sum(b) / len(b), bootstrap_difference(a, b, alpha)
                 )
             )
     return found
 
 
-def compare_documents(
+def _compare_documents(
     old_path: str,
     new_path: str,
     old: ResultsDocument,
@@ -443,11 +460,11 @@ def compare_documents(
     before = {case_label(c, old_matrix): c for c in old.cases}
     after = {case_label(c, new_matrix): c for c in new.cases}
     changes = [
-        case_change(name, before.get(name), after.get(name), alpha)
+        _case_change(name, before.get(name), after.get(name), alpha)
         for name in dict.fromkeys([*before, *after])
     ]
-    decide_changes(changes, alpha)
-    changes.sort(key=lambda c: CHANGE_ORDER.index(c.change))
+    _decide_changes(changes, alpha)
+    changes.sort(key=lambda c: _CHANGE_ORDER.index(c.change))
     return Comparison(
         old_path,
         new_path,
@@ -455,8 +472,8 @@ def compare_documents(
         new,
         changes,
         alpha,
-        document_rates(old, new, alpha),
-        document_means(old, new, alpha),
+        _document_rates(old, new, alpha),
+        _document_means(old, new, alpha),
         significant_only,
     )
 
@@ -468,7 +485,7 @@ def compare_files(
     file is read and checked before anything is compared."""
     documents = [read_results_document(p) for p in paths]
     return [
-        compare_documents(
+        _compare_documents(
             paths[i], paths[i + 1], documents[i], documents[i + 1], alpha, significant_only
         )
         for i in range(len(paths) - 1)
@@ -546,7 +563,7 @@ def render_comparison(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-CHANGE_COLOURS = {
+_CHANGE_COLOURS = {
     "regression": "red",
     "suspected": "red",
     "removed": "red",
@@ -556,11 +573,11 @@ CHANGE_COLOURS = {
 }
 
 
-VERDICT_COLOURS = {"failed": "red", "warning": "yellow", "passed": "green"}
+_VERDICT_COLOURS = {"failed": "red", "warning": "yellow", "passed": "green"}
 
 
 def print_comparison(console: Console, c: Comparison) -> None:
-    colour = VERDICT_COLOURS[c.verdict]
+    colour = _VERDICT_COLOURS[c.verdict]
     holm = holm_text(c.family)
     console.print(
         f"[bold {colour}]{c.icon} {escape_markup(c.old_path)} → {escape_markup(c.new_path)}: "
@@ -585,8 +602,8 @@ def print_comparison(console: Console, c: Comparison) -> None:
             highlight=False,
         )
     for ch in c.changes:
-        if ch.change in CHANGE_COLOURS:
-            tint = CHANGE_COLOURS[ch.change]
+        if ch.change in _CHANGE_COLOURS:
+            tint = _CHANGE_COLOURS[ch.change]
             stats = f" {ch.rate.shown()}" if ch.rate else ""
             console.print(
                 f"  [{tint}]{ch.shown_change:<12}[/{tint}] {escape_markup(ch.name)}{stats}"

@@ -14,17 +14,26 @@ import test_constants as C
 from ..sinks import escape_markup, markdown_cell, preview
 from .html import html_block
 
+__all__ = [
+    "crowding_markdown",
+    "html_overlap",
+    "overlap_markdown",
+    "overlap_verdict",
+    "print_crowding",
+    "print_overlap",
+]
+
 if TYPE_CHECKING:
-    from ..results_schema.document import CrowdingRecord, CrowdPointRecord, OverlapRecord
+    from ..results_schema.sections import CrowdingRecord, CrowdPointRecord, OverlapRecord
 
 
-CROWD_SERIES = {
+_CROWD_SERIES = {
     "skills": ("triggerRate", "falsePositiveRate", "triggerScore"),
     "tools": ("recall", "precision", "f1"),
 }
 
 
-def crowd_value(point: CrowdPointRecord, name: str) -> str:
+def _crowd_value(point: CrowdPointRecord, name: str) -> str:
     """A rate of the curve with its interval: `67% (21–94%)`, or n/a."""
     value = point.series.get(name)
     if value is None:
@@ -33,9 +42,9 @@ def crowd_value(point: CrowdPointRecord, name: str) -> str:
     return f"{value:.0f}% ({low:.0f}–{high:.0f}%)"
 
 
-def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+def _crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
     """The curve as a table: (headers, rows), the same in every report."""
-    series = CROWD_SERIES[record.kind]
+    series = _CROWD_SERIES[record.kind]
     if record.kind == "skills":
         headers = ["Distractors", "Model", "Skill", *series, "Runs taken", "Listed"]
         rows = [
@@ -43,7 +52,7 @@ def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
                 str(p.distractors),
                 p.model,
                 p.subject,
-                *[crowd_value(p, s) for s in series],
+                *[_crowd_value(p, s) for s in series],
                 f"{p.stolen_runs}/{p.runs}",
                 "?" if p.listed is None else str(p.listed),
             ]
@@ -63,7 +72,7 @@ def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
                 str(p.distractors),
                 str(p.offered),
                 p.model,
-                *[crowd_value(p, s) for s in series],
+                *[_crowd_value(p, s) for s in series],
                 f"{p.tool_tokens or 0:,}",
                 f"{p.stolen_runs}/{p.runs}",
             ]
@@ -72,7 +81,7 @@ def crowd_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
+def _thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
     what = "Query" if record.kind == "skills" else "Case"
     headers = ["Step", "Model", what, "Expected", "Taken by", "Runs", "Instead / alongside"]
     rows = [
@@ -90,7 +99,7 @@ def thief_rows(record: CrowdingRecord) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def crowd_intro(record: CrowdingRecord) -> str:
+def _crowd_intro(record: CrowdingRecord) -> str:
     unit = "skills" if record.kind == "skills" else "tools"
     return (
         f"{len(record.distractors)} distractor {unit} from {', '.join(record.sources)}, added in a "
@@ -107,13 +116,13 @@ def crowd_intro(record: CrowdingRecord) -> str:
 
 
 def crowding_markdown(record: CrowdingRecord) -> list[str]:
-    headers, rows = crowd_rows(record)
+    headers, rows = _crowd_rows(record)
     title = (
         "skills beside the skill under test"
         if record.kind == "skills"
         else "tools beside the servers' own"
     )
-    lines = [f"## The crowded room: {title}", "", markdown_cell(crowd_intro(record), None), ""]
+    lines = [f"## The crowded room: {title}", "", markdown_cell(_crowd_intro(record), None), ""]
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(markdown_cell(c, 60) for c in row) + " |" for row in rows]
     lines.append("")
@@ -131,7 +140,7 @@ def crowding_markdown(record: CrowdingRecord) -> list[str]:
             for t in p.tools
         ]
         lines.append("")
-    headers, rows = thief_rows(record)
+    headers, rows = _thief_rows(record)
     lines += [
         "### Who took the queries" if record.kind == "skills" else "### Who took the misses",
         "",
@@ -163,14 +172,14 @@ def crowding_markdown(record: CrowdingRecord) -> list[str]:
 
 
 def print_crowding(console: Console, record: CrowdingRecord) -> None:
-    headers, rows = crowd_rows(record)
+    headers, rows = _crowd_rows(record)
     table = Table(title="The crowded room: " + ("skills" if record.kind == "skills" else "tools"))
     for header in headers:
         table.add_column(header, overflow="fold")
     for row in rows:
         table.add_row(*[escape_markup(c) for c in row])
     console.print(table)
-    headers, rows = thief_rows(record)
+    headers, rows = _thief_rows(record)
     if rows:
         table = Table(title="Who took them")
         for header in headers:
@@ -187,7 +196,7 @@ def print_crowding(console: Console, record: CrowdingRecord) -> None:
         )
 
 
-def overlap_rows(record: OverlapRecord) -> list[list[str]]:
+def _overlap_rows(record: OverlapRecord) -> list[list[str]]:
     return [
         [
             f"{p.a} / {p.b}",
@@ -201,10 +210,10 @@ def overlap_rows(record: OverlapRecord) -> list[list[str]]:
     ]
 
 
-OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Reason", "Confusing queries", "Disambiguation"]
+_OVERLAP_HEADERS = ["Pair", "Word overlap", "Risk", "Reason", "Confusing queries", "Disambiguation"]
 
 
-def overlap_intro(record: OverlapRecord) -> str:
+def _overlap_intro(record: OverlapRecord) -> str:
     judged = sum(p.judged for p in record.pairs)
     return (
         f"{judged} pair(s) judged by {record.judge_model}; {record.below_filter} below the lexical "
@@ -231,19 +240,20 @@ def overlap_verdict(record: OverlapRecord) -> str:
 
 
 def overlap_markdown(record: OverlapRecord) -> list[str]:
-    lines = ["## Skill overlap", "", markdown_cell(overlap_intro(record), None), ""]
-    lines += ["| " + " | ".join(OVERLAP_HEADERS) + " |", "|" + "---|" * len(OVERLAP_HEADERS)]
+    lines = ["## Skill overlap", "", markdown_cell(_overlap_intro(record), None), ""]
+    lines += ["| " + " | ".join(_OVERLAP_HEADERS) + " |", "|" + "---|" * len(_OVERLAP_HEADERS)]
     lines += [
-        "| " + " | ".join(markdown_cell(c, 300) for c in row) + " |" for row in overlap_rows(record)
+        "| " + " | ".join(markdown_cell(c, 300) for c in row) + " |"
+        for row in _overlap_rows(record)
     ]
     return lines + [""]
 
 
 def print_overlap(console: Console, record: OverlapRecord) -> None:
     table = Table(title="Skill overlap")
-    for header in OVERLAP_HEADERS:
+    for header in _OVERLAP_HEADERS:
         table.add_column(header, overflow="fold")
-    for row in overlap_rows(record):
+    for row in _overlap_rows(record):
         colour = {"HIGH": "red", "MEDIUM": "yellow"}.get(row[2], "default")
         table.add_row(
             escape_markup(row[0]),
@@ -252,10 +262,10 @@ def print_overlap(console: Console, record: OverlapRecord) -> None:
             *(escape_markup(preview(c, 120)) for c in row[3:]),
         )
     console.print(table)
-    console.print(escape_markup(overlap_intro(record)), highlight=False, soft_wrap=True)
+    console.print(escape_markup(_overlap_intro(record)), highlight=False, soft_wrap=True)
 
 
 def html_overlap(record: OverlapRecord) -> dict:
     return html_block(
-        "Skill overlap", [("", OVERLAP_HEADERS, overlap_rows(record))], [overlap_intro(record)]
+        "Skill overlap", [("", _OVERLAP_HEADERS, _overlap_rows(record))], [_overlap_intro(record)]
     )

@@ -40,6 +40,21 @@ from .github import GITHUB_SINKS
 from .html import html_comparison_data, render_html
 from .markdown import render_markdown, signed
 
+__all__ = [
+    "print_comparison_json",
+    "print_results_json",
+    "write_comparison_html",
+    "write_comparison_json",
+    "write_comparison_markdown",
+    "write_comparisons",
+    "write_junit",
+    "write_markdown_report",
+    "write_outputs",
+    "write_results_csv",
+    "write_results_json",
+    "write_skill_creator_benchmark",
+]
+
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..options import Writer
@@ -56,7 +71,7 @@ def write_markdown_report(path: str, results: Results) -> None:
     write_text_atomic(path, render_markdown(results))
 
 
-RESULT_CSV_COLUMNS = [
+_RESULT_CSV_COLUMNS = [
     "test_name",
     "iteration",
     "user_prompt",
@@ -73,7 +88,7 @@ RESULT_CSV_COLUMNS = [
 ]  # who answered each of tools_called: live, mock, replay or policy (withheld)
 
 
-def csv_row(result: RunResult) -> list[Any]:
+def _csv_row(result: RunResult) -> list[Any]:
     verdict = "" if result.verdict is None else "pass" if result.verdict.passed else "fail"
     reasons = "; ".join(result.verdict.reasons) if result.verdict else ""
     if isinstance(result, ToolRunResult):
@@ -136,13 +151,15 @@ def write_results_csv(path: str, results: Results) -> None:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(RESULT_CSV_COLUMNS)
+    writer.writerow(_RESULT_CSV_COLUMNS)
     for result in results.results():
-        writer.writerow([csv_cell(value) for value in csv_row(result)])
+        writer.writerow([csv_cell(value) for value in _csv_row(result)])
     write_text_atomic(path, buffer.getvalue())
 
 
-def junit_testcase(ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False) -> None:
+def _junit_testcase(
+    ET: Any, suite: Any, group: str, case: CaseResult, matrix: bool = False
+) -> None:
     element = ET.SubElement(
         suite,
         "testcase",
@@ -189,7 +206,7 @@ def write_junit(path: str, results: Results) -> None:
         counts[1] += not case.passed and not case.error
         counts[2] += not case.passed and bool(case.error)
         counts[3] += case.seconds
-        junit_testcase(ET, suite, group, case, matrix)
+        _junit_testcase(ET, suite, group, case, matrix)
     for section in SECTIONS:  # a section's own testcases (a red team's attack classes)
         value = results.sections.get(section.key)
         if section.junit is not None and value is not None:
@@ -202,7 +219,7 @@ def write_junit(path: str, results: Results) -> None:
                 counts[1] += not case.passed and not case.error
                 counts[2] += not case.passed and bool(case.error)
                 counts[3] += case.seconds
-                junit_testcase(ET, suite, group, case, matrix)
+                _junit_testcase(ET, suite, group, case, matrix)
     for suite, (tests, failures, errors, seconds) in suites.values():
         suite.set("tests", str(int(tests)))
         suite.set("failures", str(int(failures)))
@@ -329,7 +346,7 @@ def print_comparison_json(flag: Any, comparisons: Sequence[Comparison]) -> None:
     click.echo(json_text(comparison_json(comparisons)))
 
 
-def write_one(
+def _write_one(
     writer: Writer, value: Any, write: Callable[[], None], outputs: Outputs, console: Console
 ) -> None:
     """One output; a full disk says where the finished runs are kept."""
@@ -356,7 +373,7 @@ def write_outputs(results: Results, outputs: Outputs, console: Console) -> None:
     for writer in WRITERS:
         value = outputs.writers.get(writer.name)
         if value:
-            write_one(
+            _write_one(
                 writer, value, functools.partial(writer.write, value, results), outputs, console
             )
 
@@ -370,7 +387,7 @@ def write_comparisons(
     for writer in WRITERS:
         value = outputs.writers.get(writer.name)
         if value and writer.compare is not None:
-            write_one(
+            _write_one(
                 writer,
                 value,
                 functools.partial(writer.compare, value, comparisons),

@@ -35,6 +35,13 @@ from .comparison import (
 )
 from .markdown import percent, render_markdown
 
+__all__ = [
+    "GITHUB_SINKS",
+    "comment_failures",
+    "write_comparison_comment",
+    "write_pr_comment",
+]
+
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..results_schema.document import CaseResult
@@ -42,16 +49,16 @@ if TYPE_CHECKING:
     from .comparison import CaseChange, Comparison
 
 
-HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
+_HEX_SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
 @dataclass(frozen=True)
-class PullRequest:
+class _PullRequest:
     number: int
     head_sha: str = ""  # the commit evaluated ("" when the event does not say)
 
 
-class GithubStep:
+class _GithubStep:
     """What this invocation has told its step so far: a project file's suites run one after
     another in one process, and add up to one step's annotations (GitHub shows the first
     C.GITHUB_ANNOTATIONS), outputs (a name's last value wins, so each is written again with the
@@ -62,7 +69,7 @@ class GithubStep:
     counts: dict[str, float] = {}
     files: dict[str, list[str]] = {}  # writer name -> the paths it wrote
     comments: dict[str, list[str]] = {}  # --pr-comment path -> the sections written to it
-    pull_requests: dict[str, PullRequest | None] = {}  # $GITHUB_EVENT_PATH -> what it says
+    pull_requests: dict[str, _PullRequest | None] = {}  # $GITHUB_EVENT_PATH -> what it says
 
     @classmethod
     def forget(cls) -> None:
@@ -71,10 +78,10 @@ class GithubStep:
 
 
 # nor what an earlier one told its GitHub Actions step
-FORGOTTEN_AT_START.append(GithubStep.forget)
+FORGOTTEN_AT_START.append(_GithubStep.forget)
 
 
-def read_pull_request(path: str) -> PullRequest | None:
+def _read_pull_request(path: str) -> _PullRequest | None:
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -86,10 +93,10 @@ def read_pull_request(path: str) -> PullRequest | None:
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         return None
     sha = head.get("sha") if isinstance(head, dict) else None
-    return PullRequest(number, sha if isinstance(sha, str) and HEX_SHA.fullmatch(sha) else "")
+    return _PullRequest(number, sha if isinstance(sha, str) and _HEX_SHA.fullmatch(sha) else "")
 
 
-def github_pull_request() -> PullRequest | None:
+def _github_pull_request() -> _PullRequest | None:
     """The pull request the workflow runs for, read from the event GitHub describes in
     $GITHUB_EVENT_PATH (pull_request and pull_request_target events); None for any other event,
     outside GitHub Actions, or when the file says nothing usable. Read once an invocation (a
@@ -97,12 +104,12 @@ def github_pull_request() -> PullRequest | None:
     path = os.environ.get("GITHUB_EVENT_PATH")
     if not on_github_actions() or not path:
         return None
-    if path not in GithubStep.pull_requests:
-        GithubStep.pull_requests[path] = read_pull_request(path)
-    return GithubStep.pull_requests[path]
+    if path not in _GithubStep.pull_requests:
+        _GithubStep.pull_requests[path] = _read_pull_request(path)
+    return _GithubStep.pull_requests[path]
 
 
-def workflow_run_url() -> str:
+def _workflow_run_url() -> str:
     """The workflow run's page (its artifacts hold the reports), from what GitHub sets; "" when
     any part is missing or not the shape GitHub gives it."""
     server, repository, run = (
@@ -118,17 +125,17 @@ def workflow_run_url() -> str:
     return ""
 
 
-def runs_text(count: int, runs: int) -> str:
+def _runs_text(count: int, runs: int) -> str:
     return f" ({count}/{runs} runs)" if runs > 1 else ""
 
 
 # ------ annotations
-def case_annotation(case: CaseResult, matrix: bool) -> str:
+def _case_annotation(case: CaseResult, matrix: bool) -> str:
     """A failing case as an `::error` on its line: how many runs passed, and why the others
     failed (the first C.ANNOTATION_REASONS reasons)."""
     verdict = "every run errored" if case.error else f"passed {case.passes}/{case.runs} runs"
     reasons = [
-        one_line(reason, C.PR_COMMENT_REASON_CHARS) + runs_text(n, case.runs)
+        one_line(reason, C.PR_COMMENT_REASON_CHARS) + _runs_text(n, case.runs)
         for reason, n in list(case.reasons.items())[: C.ANNOTATION_REASONS]
     ]
     return workflow_command(
@@ -140,7 +147,7 @@ def case_annotation(case: CaseResult, matrix: bool) -> str:
     )
 
 
-def regression_annotation(change: CaseChange, failing: bool = True) -> str:
+def _regression_annotation(change: CaseChange, failing: bool = True) -> str:
     """A significant (or suspected) regression as an `::error` on the case's line (a suspected
     one let through by --significant-only: a `::warning`): its runs before and now, the
     difference with its interval and Holm-adjusted p-value, and why it fails now."""
@@ -160,7 +167,7 @@ def regression_annotation(change: CaseChange, failing: bool = True) -> str:
     )
 
 
-def first_of(items: Iterable[Any], keep: int) -> tuple[list[Any], int]:
+def _first_of(items: Iterable[Any], keep: int) -> tuple[list[Any], int]:
     """The first `keep` items of a stream and how many it held: all a bounded sink (GitHub's
     annotations, a comment's table) needs of a 100,000-case suite's failures."""
     kept: list[Any] = []
@@ -172,13 +179,13 @@ def first_of(items: Iterable[Any], keep: int) -> tuple[list[Any], int]:
     return kept, total
 
 
-def print_annotations(lines: Sequence[str], total: int, what: str, console: Console) -> None:
+def _print_annotations(lines: Sequence[str], total: int, what: str, console: Console) -> None:
     """The annotations GitHub shows (C.GITHUB_ANNOTATIONS a step, this invocation's earlier
     suites counted; `lines` are the first of `total`), then one warning for the rest, on the
     console's stream (stdout; stderr under --json), redacted."""
-    room = max(0, C.GITHUB_ANNOTATIONS - GithubStep.annotations)
+    room = max(0, C.GITHUB_ANNOTATIONS - _GithubStep.annotations)
     shown = list(lines[:room])
-    GithubStep.annotations += len(shown)
+    _GithubStep.annotations += len(shown)
     if total > len(shown):
         shown.append(
             workflow_command(
@@ -193,37 +200,37 @@ def print_annotations(lines: Sequence[str], total: int, what: str, console: Cons
     console.file.flush()
 
 
-def annotate_results(results: Results, outputs: Outputs, console: Console) -> None:
+def _annotate_results(results: Results, outputs: Outputs, console: Console) -> None:
     """Every case that fails the suite (a baseline configuration does not), on its line."""
-    failing, total = first_of(
+    failing, total = _first_of(
         (c for c in results.cases if not c.passed and gates(c)), C.GITHUB_ANNOTATIONS
     )
-    annotations = [case_annotation(c, results.matrix) for c in failing]
-    print_annotations(annotations, total, "failing case(s)", console)
+    annotations = [_case_annotation(c, results.matrix) for c in failing]
+    _print_annotations(annotations, total, "failing case(s)", console)
 
 
-def annotate_comparisons(
+def _annotate_comparisons(
     comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     annotations = [
-        regression_annotation(ch, kind == "regression" or not c.significant_only)
+        _regression_annotation(ch, kind == "regression" or not c.significant_only)
         for c in comparisons
         for kind in ("regression", "suspected")
         for ch in c.of(kind)
         if ch.new is not None
     ]
-    print_annotations(annotations, len(annotations), "regression(s)", console)
+    _print_annotations(annotations, len(annotations), "regression(s)", console)
 
 
 # ------ the pull-request comment (--pr-comment) and the step summary
-def source_link(case: CaseResult) -> str:
+def _source_link(case: CaseResult) -> str:
     """Where a case is written, as a markdown cell: a link to its line at the commit evaluated
     when GitHub says which, else `path:line`."""
     if not case.source:
         return ""
     path = workspace_path(case.source)
     shown = markdown_cell(f"{path}:{case.line}" if case.line else path, None, code=True)
-    pull, run = github_pull_request(), workflow_run_url()
+    pull, run = _github_pull_request(), _workflow_run_url()
     if not (pull and pull.head_sha and run and not path.startswith("/")):
         return shown
     import urllib.parse
@@ -233,15 +240,15 @@ def source_link(case: CaseResult) -> str:
     return f"[{shown}]({repository}/blob/{pull.head_sha}/{urllib.parse.quote(path)}{anchor})"
 
 
-def comment_reasons(case: CaseResult) -> str:
+def _comment_reasons(case: CaseResult) -> str:
     reasons = [
-        markdown_cell(reason, C.PR_COMMENT_REASON_CHARS) + runs_text(n, case.runs)
+        markdown_cell(reason, C.PR_COMMENT_REASON_CHARS) + _runs_text(n, case.runs)
         for reason, n in case.reasons.items()
     ]
     return "<br>".join(reasons) or ("every run errored" if case.error else "")
 
 
-def more_line(shown: int, total: int) -> list[str]:
+def _more_line(shown: int, total: int) -> list[str]:
     return ["", f"…and {total - shown} more: the report lists them all"] if total > shown else []
 
 
@@ -249,29 +256,29 @@ def comment_failures(
     cases: Iterable[CaseResult], title: str, matrix: bool | None = None
 ) -> list[str]:
     """A table of the first C.PR_COMMENT_CASES cases, and how many more there are."""
-    shown, total = first_of(cases, C.PR_COMMENT_CASES)
+    shown, total = _first_of(cases, C.PR_COMMENT_CASES)
     if not shown:
         return []
     matrix = is_matrix(shown) if matrix is None else matrix
     lines = [f"#### {title}", "", "| Case | Passed runs | Why | Where |", "|---|---|---|---|"]
     lines += [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
-        f"{comment_reasons(c)} | {source_link(c)} |"
+        f"{_comment_reasons(c)} | {_source_link(c)} |"
         for c in shown
     ]
-    return lines + more_line(len(shown), total) + [""]
+    return lines + _more_line(len(shown), total) + [""]
 
 
-def comment_footer() -> list[str]:
+def _comment_footer() -> list[str]:
     """Which commit was evaluated, and the run whose artifacts hold the reports."""
-    pull, run = github_pull_request(), workflow_run_url()
+    pull, run = _github_pull_request(), _workflow_run_url()
     parts = [f"commit {pull.head_sha}"] if pull and pull.head_sha else []
     if run:
         parts.append(f"[workflow run]({run}): its artifacts hold the HTML report and the results")
     return ["", "<sub>" + " · ".join(parts) + "</sub>"] if parts else []
 
 
-def results_comment(results: Results) -> list[str]:
+def _results_comment(results: Results) -> list[str]:
     """A run as a pull-request comment: the verdict, pass rate, cost and model, what the sections
     give a comment (Section.comment: a plugin's with/without table), then every case that fails
     the suite with why and where it is written."""
@@ -303,7 +310,7 @@ def results_comment(results: Results) -> list[str]:
     ]
 
 
-def change_row(change: CaseChange) -> str:
+def _change_row(change: CaseChange) -> str:
     old, new = change_counts(change)
     rate = change.rate
     difference = interval = level = p = ""
@@ -319,7 +326,7 @@ def change_row(change: CaseChange) -> str:
     )
 
 
-COMMENT_CHANGES = (
+_COMMENT_CHANGES = (
     ("regression", "Regressions"),
     ("suspected", "Suspected regressions (every run passed before, every run fails now)"),
     ("removed", "Removed (a case that is gone never counts as a pass)"),
@@ -329,7 +336,7 @@ COMMENT_CHANGES = (
 )
 
 
-def comparison_comment(c: Comparison) -> list[str]:
+def _comparison_comment(c: Comparison) -> list[str]:
     """A comparison with the baseline as a pull-request comment: regressions first, each with its
     difference, interval and Holm-adjusted p-value (the interval at the level Holm tests it at);
     then the suspected regressions (every run passed before, every run fails now), what is gone,
@@ -354,12 +361,12 @@ def comparison_comment(c: Comparison) -> list[str]:
         "| Case | Baseline | Now | Difference | Interval | Confidence | "
         f"p{f' ({holm})' if holm else ''} | Note |"
     )
-    for kind, title in COMMENT_CHANGES:
+    for kind, title in _COMMENT_CHANGES:
         changes = c.of(kind)
         if changes:
             lines += [f"#### {title}", "", header, "|---|---|---|---|---|---|---|---|"]
-            lines += [change_row(ch) for ch in changes[: C.PR_COMMENT_CASES]]
-            lines += more_line(min(len(changes), C.PR_COMMENT_CASES), len(changes)) + [""]
+            lines += [_change_row(ch) for ch in changes[: C.PR_COMMENT_CASES]]
+            lines += _more_line(min(len(changes), C.PR_COMMENT_CASES), len(changes)) + [""]
     still = [
         ch.new
         for ch in c.changes
@@ -368,25 +375,25 @@ def comparison_comment(c: Comparison) -> list[str]:
     return lines + comment_failures(still, "Failing, as in the baseline")
 
 
-def comment_text(lines: list[str], path: str) -> str:
+def _comment_text(lines: list[str], path: str) -> str:
     """The comment's markdown, redacted: the sections this invocation wrote to `path` before (a
     project's earlier suites), these, then the footer."""
-    sections = GithubStep.comments.setdefault(os.path.abspath(path), [])
+    sections = _GithubStep.comments.setdefault(os.path.abspath(path), [])
     sections.append("\n".join(lines).strip())
-    body = "\n\n".join(sections) + "\n" + "\n".join(comment_footer())
+    body = "\n\n".join(sections) + "\n" + "\n".join(_comment_footer())
     return Redactor.for_run().text(body.strip() + "\n")
 
 
 def write_pr_comment(path: str, results: Results) -> None:
-    write_text_atomic(path, comment_text(results_comment(results), path))
+    write_text_atomic(path, _comment_text(_results_comment(results), path))
 
 
 def write_comparison_comment(path: str, comparisons: Sequence[Comparison]) -> None:
-    sections = [line for c in comparisons for line in comparison_comment(c)]
-    write_text_atomic(path, comment_text(sections, path))
+    sections = [line for c in comparisons for line in _comparison_comment(c)]
+    write_text_atomic(path, _comment_text(sections, path))
 
 
-def append_step_summary(markdown: str) -> None:
+def _append_step_summary(markdown: str) -> None:
     """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
     appended to it: the job's summary page shows the report. Every mode that writes results."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -401,30 +408,30 @@ def append_step_summary(markdown: str) -> None:
         ) from None
 
 
-def summarize_results(results: Results, outputs: Outputs, console: Console) -> None:
+def _summarize_results(results: Results, outputs: Outputs, console: Console) -> None:
     """The markdown report on the job's summary page; one over GitHub's size limit gives way
     to the pull-request comment's summary (the report files keep everything)."""
     markdown = render_markdown(results)
     size = len(markdown.encode("utf-8"))
     if size > C.STEP_SUMMARY_BYTES:
         markdown = "\n".join(
-            results_comment(results)
+            _results_comment(results)
             + [
                 f"(The full report is {size:,} bytes, over GitHub's step summary limit: see the "
                 "--report or --html file.)"
             ]
         )
-    append_step_summary(markdown)
+    _append_step_summary(markdown)
 
 
-def summarize_comparisons(
+def _summarize_comparisons(
     comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
-    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
+    _append_step_summary("\n".join(render_comparison(c) for c in comparisons))
 
 
 # ------ the step's outputs
-def output_entry(name: str, value: str) -> str:
+def _output_entry(name: str, value: str) -> str:
     """One $GITHUB_OUTPUT entry: `name=value`, or a delimited block for a value of many lines
     (GitHub's multiline syntax, with a delimiter the value does not hold)."""
     if "\n" not in value and "\r" not in value:
@@ -433,29 +440,29 @@ def output_entry(name: str, value: str) -> str:
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
 
 
-def set_step_outputs(outputs: Outputs, passed: bool, counts: Mapping[str, float]) -> None:
+def _set_step_outputs(outputs: Outputs, passed: bool, counts: Mapping[str, float]) -> None:
     """Adds this run (or comparison) to the step's outputs and writes them all again: `passed`
     (every one so far), the counts (summed), the path of every file each writer wrote (one a
     line, under the writer's name, and all of them under `files`), `pull_request`."""
     path = os.environ.get("GITHUB_OUTPUT")
     if not path:
         return
-    GithubStep.passed.append(passed)
+    _GithubStep.passed.append(passed)
     for name, count in counts.items():
-        GithubStep.counts[name] = GithubStep.counts.get(name, 0) + count
+        _GithubStep.counts[name] = _GithubStep.counts.get(name, 0) + count
     for writer in WRITERS:
         written = outputs.writers.get(writer.name)
-        paths = GithubStep.files.setdefault(writer.name, [])
+        paths = _GithubStep.files.setdefault(writer.name, [])
         if writer.takes_path and written and os.path.abspath(written) not in paths:
             paths.append(os.path.abspath(written))
-    values = {"passed": str(all(GithubStep.passed)).lower()}
-    values.update({name: str(round(v, 6)) for name, v in GithubStep.counts.items()})
-    values.update({name: "\n".join(paths) for name, paths in GithubStep.files.items() if paths})
-    values["files"] = "\n".join(p for paths in GithubStep.files.values() for p in paths)
-    pull = github_pull_request()
+    values = {"passed": str(all(_GithubStep.passed)).lower()}
+    values.update({name: str(round(v, 6)) for name, v in _GithubStep.counts.items()})
+    values.update({name: "\n".join(paths) for name, paths in _GithubStep.files.items() if paths})
+    values["files"] = "\n".join(p for paths in _GithubStep.files.values() for p in paths)
+    pull = _github_pull_request()
     values["pull_request"] = str(pull.number) if pull else ""
     redactor = Redactor.for_run()
-    text = "".join(output_entry(name, redactor.text(value)) for name, value in values.items())
+    text = "".join(_output_entry(name, redactor.text(value)) for name, value in values.items())
     try:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
@@ -465,13 +472,13 @@ def set_step_outputs(outputs: Outputs, passed: bool, counts: Mapping[str, float]
         ) from None
 
 
-def results_outputs(results: Results, outputs: Outputs, console: Console) -> None:
+def _results_outputs(results: Results, outputs: Outputs, console: Console) -> None:
     s = results.summary
     counts = {"cases": s.cases, "failed": s.failed, "cost_usd": s.cost_usd}
-    set_step_outputs(outputs, results.passed, counts)
+    _set_step_outputs(outputs, results.passed, counts)
 
 
-def comparison_outputs(
+def _comparison_outputs(
     comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
     counts = {
@@ -485,11 +492,11 @@ def comparison_outputs(
             ("added", "added"),
         )
     }
-    set_step_outputs(outputs, not any(c.failed for c in comparisons), counts)
+    _set_step_outputs(outputs, not any(c.failed for c in comparisons), counts)
 
 
 @dataclass(frozen=True)
-class GithubSink:
+class _GithubSink:
     """One thing GitHub Actions reads from a step: whether this step has it (what GitHub sets
     says), what a run's results give it, and what a comparison's give it."""
 
@@ -499,17 +506,17 @@ class GithubSink:
     comparisons: Callable[[Sequence[Comparison], Outputs, Console], None]
 
 
-def names_a_file(variable: str) -> Callable[[], bool]:
+def _names_a_file(variable: str) -> Callable[[], bool]:
     return lambda: bool(os.environ.get(variable))
 
 
 GITHUB_SINKS = [
-    GithubSink("annotations", on_github_actions, annotate_results, annotate_comparisons),
-    GithubSink(
+    _GithubSink("annotations", on_github_actions, _annotate_results, _annotate_comparisons),
+    _GithubSink(
         "step summary",
-        names_a_file("GITHUB_STEP_SUMMARY"),
-        summarize_results,
-        summarize_comparisons,
+        _names_a_file("GITHUB_STEP_SUMMARY"),
+        _summarize_results,
+        _summarize_comparisons,
     ),
-    GithubSink("outputs", names_a_file("GITHUB_OUTPUT"), results_outputs, comparison_outputs),
+    _GithubSink("outputs", _names_a_file("GITHUB_OUTPUT"), _results_outputs, _comparison_outputs),
 ]

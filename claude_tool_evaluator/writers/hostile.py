@@ -19,6 +19,16 @@ from ..sinks import escape_markup, markdown_cell, preview, terminal_text
 from .html import html_block
 from .markdown import percent
 
+__all__ = [
+    "html_security",
+    "print_attack_costs",
+    "print_pins",
+    "print_security",
+    "scan_verdict",
+    "security_junit",
+    "security_markdown",
+]
+
 if TYPE_CHECKING:
     from ..dry_run import CostEstimate
     from ..results_schema.security import (
@@ -30,23 +40,23 @@ if TYPE_CHECKING:
     )
 
 
-def rate_with_interval(rate: float, interval: tuple[float, float]) -> str:
+def _rate_with_interval(rate: float, interval: tuple[float, float]) -> str:
     return f"{percent(rate)} ({percent(interval[0])}–{percent(interval[1])})"
 
 
-def figure_cells(f: AttackFigureRecord) -> list[str]:
+def _figure_cells(f: AttackFigureRecord) -> list[str]:
     """A figure's numbers as every sink shows them."""
     return [
         f"{f.successes}/{f.runs}",
-        rate_with_interval(f.success_rate, f.interval),
+        _rate_with_interval(f.success_rate, f.interval),
         percent(f.held_all_k),
-        rate_with_interval(f.utility, f.utility_interval),
+        _rate_with_interval(f.utility, f.utility_interval),
         "n/a" if f.clean_utility is None else percent(f.clean_utility),
         f"{f.delivered}/{f.runs}",
     ]
 
 
-FIGURE_HEADERS = [
+_FIGURE_HEADERS = [
     "Successes",
     "Success rate (95% CI)",
     "Held in all k runs of an attack (pass^k)",
@@ -56,7 +66,7 @@ FIGURE_HEADERS = [
 ]
 
 
-def redteam_tables(record: RedTeamRecord) -> list[tuple[str, list[str], list[list[str]]]]:
+def _redteam_tables(record: RedTeamRecord) -> list[tuple[str, list[str], list[list[str]]]]:
     """(caption, headers, rows) of the red team: per class, per vector, per cell, the model
     matrix (several --model), the runs an attack succeeded in, and the vectors."""
     several = len(record.models) > 1
@@ -68,18 +78,18 @@ def redteam_tables(record: RedTeamRecord) -> list[tuple[str, list[str], list[lis
     tables = [
         (
             "By attack class",
-            ["Attack class", *model, *FIGURE_HEADERS],
-            [[f.attack, *mine(f), *figure_cells(f)] for f in record.by_class],
+            ["Attack class", *model, *_FIGURE_HEADERS],
+            [[f.attack, *mine(f), *_figure_cells(f)] for f in record.by_class],
         ),
         (
             "By vector",
-            ["Vector", *model, *FIGURE_HEADERS],
-            [[f.vector, *mine(f), *figure_cells(f)] for f in record.by_vector],
+            ["Vector", *model, *_FIGURE_HEADERS],
+            [[f.vector, *mine(f), *_figure_cells(f)] for f in record.by_vector],
         ),
         (
             "By attack, variant and vector",
-            ["Attack class", "Variant", "Vector", *model, *FIGURE_HEADERS],
-            [[f.attack, f.variant, f.vector, *mine(f), *figure_cells(f)] for f in record.cells],
+            ["Attack class", "Variant", "Vector", *model, *_FIGURE_HEADERS],
+            [[f.attack, f.variant, f.vector, *mine(f), *_figure_cells(f)] for f in record.cells],
         ),
     ]
     if several:
@@ -129,7 +139,7 @@ def redteam_tables(record: RedTeamRecord) -> list[tuple[str, list[str], list[lis
     return tables
 
 
-def redteam_intro(record: RedTeamRecord) -> str:
+def _redteam_intro(record: RedTeamRecord) -> str:
     judge = (
         f", and the judge ({record.judge_model}) where it found the instruction followed"
         if record.judge_model
@@ -149,7 +159,7 @@ def redteam_intro(record: RedTeamRecord) -> str:
     )
 
 
-def scan_rows(record: ScanRecord) -> list[list[str]]:
+def _scan_rows(record: ScanRecord) -> list[list[str]]:
     return [
         [
             f.severity,
@@ -163,10 +173,10 @@ def scan_rows(record: ScanRecord) -> list[list[str]]:
     ]
 
 
-SCAN_HEADERS = ["Severity", "Server", "Tool", "Check", "Where", "Finding"]
+_SCAN_HEADERS = ["Severity", "Server", "Tool", "Check", "Where", "Finding"]
 
 
-def scan_intro(record: ScanRecord) -> str:
+def _scan_intro(record: ScanRecord) -> str:
     failing = sum(
         severity_rank(f.severity) >= severity_rank(record.fail_on) for f in record.findings
     )
@@ -189,7 +199,7 @@ def scan_verdict(record: ScanRecord, cases: Sequence[CaseResult], pins: PinRecor
     return text
 
 
-def pins_text(record: PinRecord) -> str:
+def _pins_text(record: PinRecord) -> str:
     if record.failed:
         return (
             f"{len(record.changes)} tool definition(s) changed since {record.file}: the run "
@@ -211,10 +221,10 @@ def security_markdown(record: SecurityRecord) -> list[str]:
         lines += [
             "### Red team: the suite under attack",
             "",
-            markdown_cell(redteam_intro(record.redteam), None),
+            markdown_cell(_redteam_intro(record.redteam), None),
             "",
         ]
-        for caption, headers, rows in redteam_tables(record.redteam):
+        for caption, headers, rows in _redteam_tables(record.redteam):
             if not rows:
                 continue
             lines += [f"#### {caption}", ""]
@@ -226,16 +236,16 @@ def security_markdown(record: SecurityRecord) -> list[str]:
         lines += [
             "### Scan: the tool definitions",
             "",
-            markdown_cell(scan_intro(record.scan), None),
+            markdown_cell(_scan_intro(record.scan), None),
             "",
         ]
-        rows = scan_rows(record.scan)
+        rows = _scan_rows(record.scan)
         if rows:
-            lines += ["| " + " | ".join(SCAN_HEADERS) + " |", "|" + "---|" * len(SCAN_HEADERS)]
+            lines += ["| " + " | ".join(_SCAN_HEADERS) + " |", "|" + "---|" * len(_SCAN_HEADERS)]
             lines += ["| " + " | ".join(markdown_cell(c, 200) for c in row) + " |" for row in rows]
             lines.append("")
     if record.pins is not None:
-        lines += ["### Tool pins", "", markdown_cell(pins_text(record.pins), None), ""]
+        lines += ["### Tool pins", "", markdown_cell(_pins_text(record.pins), None), ""]
         for change in record.pins.changes:
             lines += [
                 f"#### {markdown_cell(change.server)}/{markdown_cell(change.tool)}: {change.change}",
@@ -251,7 +261,7 @@ def security_markdown(record: SecurityRecord) -> list[str]:
 def print_pins(console: Console, record: PinRecord) -> None:
     colour = "red" if record.failed else "yellow" if record.changes else "green"
     console.print(
-        f"[{colour}]pins:[/{colour}] {escape_markup(pins_text(record))}",
+        f"[{colour}]pins:[/{colour}] {escape_markup(_pins_text(record))}",
         highlight=False,
         soft_wrap=True,
     )
@@ -265,7 +275,7 @@ def print_pins(console: Console, record: PinRecord) -> None:
 
 def print_security(console: Console, record: SecurityRecord) -> None:
     if record.redteam is not None:
-        for caption, headers, rows in redteam_tables(record.redteam):
+        for caption, headers, rows in _redteam_tables(record.redteam):
             if not rows or caption == "Vectors":
                 continue
             table = Table(title=f"Red team: {caption.lower()}")
@@ -274,15 +284,17 @@ def print_security(console: Console, record: SecurityRecord) -> None:
             for row in rows[: C.SUMMARY_TABLE_ROWS]:
                 table.add_row(*(escape_markup(preview(c, 120)) for c in row))
             console.print(table)
-        console.print(escape_markup(redteam_intro(record.redteam)), highlight=False, soft_wrap=True)
+        console.print(
+            escape_markup(_redteam_intro(record.redteam)), highlight=False, soft_wrap=True
+        )
     if record.scan is not None and not record.scan.findings:
-        console.print(escape_markup("Scan: " + scan_intro(record.scan)), highlight=False)
+        console.print(escape_markup("Scan: " + _scan_intro(record.scan)), highlight=False)
     elif record.scan is not None:
-        table = Table(title=escape_markup("Scan: " + scan_intro(record.scan)))
-        for header in SCAN_HEADERS:
+        table = Table(title=escape_markup("Scan: " + _scan_intro(record.scan)))
+        for header in _SCAN_HEADERS:
             table.add_column(header, overflow="fold")
         colours = {"high": "red", "medium": "yellow", "low": "default"}
-        for row in scan_rows(record.scan):
+        for row in _scan_rows(record.scan):
             colour = colours.get(row[0], "default")
             table.add_row(
                 f"[{colour}]{escape_markup(row[0])}[/{colour}]",
@@ -308,14 +320,14 @@ def html_security(record: SecurityRecord) -> dict:
     tables: list[tuple[str, Sequence[str], Sequence[Sequence[Any]]]] = []
     notes: list[str] = []
     if record.redteam is not None:
-        notes.append(redteam_intro(record.redteam))
-        tables += [t for t in redteam_tables(record.redteam) if t[2]]
+        notes.append(_redteam_intro(record.redteam))
+        tables += [t for t in _redteam_tables(record.redteam) if t[2]]
         notes += record.redteam.notes
     if record.scan is not None:
-        notes.append(scan_intro(record.scan))
-        tables.append(("Scan: findings", SCAN_HEADERS, scan_rows(record.scan)))
+        notes.append(_scan_intro(record.scan))
+        tables.append(("Scan: findings", _SCAN_HEADERS, _scan_rows(record.scan)))
     if record.pins is not None:
-        notes.append(pins_text(record.pins))
+        notes.append(_pins_text(record.pins))
         tables.append(
             (
                 "Tool pins: changes",
@@ -370,7 +382,7 @@ def security_junit(record: SecurityRecord) -> list[tuple[str, CaseResult]]:
                     runs=1,
                     passes=int(not pins.failed),
                     reasons={f"{c.change}: {c.server}/{c.tool}\n{c.diff}": 1 for c in pins.changes},
-                    prompt=pins_text(pins),
+                    prompt=_pins_text(pins),
                 ),
             )
         )

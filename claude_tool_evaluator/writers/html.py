@@ -20,6 +20,15 @@ from ..scoring.statistics import wilson_interval
 from ..sinks import hidden_shown, json_text
 from .comparison import pass_line, trigger_score_changes
 
+__all__ = [
+    "html_block",
+    "html_comparison_data",
+    "html_json",
+    "render_html",
+    "results_from_document",
+    "write_html_report",
+]
+
 if TYPE_CHECKING:
     from ..results_schema.document import CaseResult, ResultsDocument, RunResult, SkillRunResult
     from ..run_types import ToolCall
@@ -32,7 +41,7 @@ if TYPE_CHECKING:
 # textContent only: every name, prompt, tool output and server message is text, never markup.
 # The Content-Security-Policy lets only the page's own script (by its hash) and inline styles run
 # and forbids every request (no other host, no fetch); charts are inline SVG drawn by the script.
-HTML_CSP = (
+_HTML_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{script_hash}'; "
     "base-uri 'none'; form-action 'none'"
 )
@@ -46,7 +55,7 @@ def html_json(value: Any) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def html_cut(text: Any, limit: int = C.HTML_TEXT_CHARS) -> str:
+def _html_cut(text: Any, limit: int = C.HTML_TEXT_CHARS) -> str:
     """A text as the page shows it: long tool outputs and answers are cut (the results JSON has
     them whole), so a 200-case suite stays a small file."""
     text = "" if text is None else text if isinstance(text, str) else json_text(text)
@@ -57,7 +66,7 @@ def html_cut(text: Any, limit: int = C.HTML_TEXT_CHARS) -> str:
     )
 
 
-def html_run_id(result: RunResult) -> str:
+def _html_run_id(result: RunResult) -> str:
     """A run's id in the page and in feedback.json: the case (or the query) and the run number."""
     if isinstance(result, ToolRunResult):
         return f"{result.test_name}/run-{result.iteration}"
@@ -68,18 +77,18 @@ def html_run_id(result: RunResult) -> str:
     return f"{result.test if result.test and result.test != 'trigger' else result.query}{configuration}/run-{result.run}"
 
 
-def html_tool_step(call: ToolCall) -> dict:
+def _html_tool_step(call: ToolCall) -> dict:
     return {
         "role": "tool",
         "name": call.name,
-        "input": html_cut(json_text(call.input)),
-        "output": html_cut(call.output),
+        "input": _html_cut(json_text(call.input)),
+        "output": _html_cut(call.output),
         "error": call.is_error,
         "ms": round(call.duration_ms, 1),
     }
 
 
-def html_tool_run_steps(r: ToolRunResult) -> list[dict]:
+def _html_tool_run_steps(r: ToolRunResult) -> list[dict]:
     """The conversation as turns: each `tool` entry of the history becomes the calls of its turn,
     with their arguments and results."""
     turns: dict[int, list[ToolCall]] = {}
@@ -88,52 +97,52 @@ def html_tool_run_steps(r: ToolRunResult) -> list[dict]:
     groups, steps = list(turns.values()), []
     for entry in r.conversation_history:
         if entry.role == "tool" and groups:
-            steps += [html_tool_step(call) for call in groups.pop(0)]
+            steps += [_html_tool_step(call) for call in groups.pop(0)]
         elif entry.role == "tool":
             steps.append(
-                {"role": "tool", "name": "(tools)", "input": "", "output": html_cut(entry.content)}
+                {"role": "tool", "name": "(tools)", "input": "", "output": _html_cut(entry.content)}
             )
         elif entry.content or not entry.has_tools:
             steps.append(
-                {"role": entry.role, "text": html_cut(entry.content), "simulated": entry.simulated}
+                {"role": entry.role, "text": _html_cut(entry.content), "simulated": entry.simulated}
             )
     for group in groups:  # calls of a turn the history does not show (an interrupted run)
-        steps += [html_tool_step(call) for call in group]
+        steps += [_html_tool_step(call) for call in group]
     if not r.conversation_history and r.query:
-        steps.insert(0, {"role": "user", "text": html_cut(r.query)})
+        steps.insert(0, {"role": "user", "text": _html_cut(r.query)})
     return steps
 
 
-def html_skill_run_steps(r: SkillRunResult) -> list[dict]:
-    steps: list[dict] = [{"role": "user", "text": html_cut(r.query)}]
+def _html_skill_run_steps(r: SkillRunResult) -> list[dict]:
+    steps: list[dict] = [{"role": "user", "text": _html_cut(r.query)}]
     if r.tool_calls:
-        steps += [html_tool_step(call) for call in r.tool_calls]
+        steps += [_html_tool_step(call) for call in r.tool_calls]
     else:
         steps += [{"role": "tool", "name": name, "input": "", "output": ""} for name in r.tools]
     if r.answer:
-        steps.append({"role": "assistant", "text": html_cut(r.answer)})
+        steps.append({"role": "assistant", "text": _html_cut(r.answer)})
     return steps
 
 
-def html_plugin_run(result: PluginRunResult) -> dict:
+def _html_plugin_run(result: PluginRunResult) -> dict:
     """A plugin run's page data beside the common fields: the prompt, the tools it called and its
     answer; the arm, score and the plugin's parts as facts; each grader's verdict."""
-    steps: list[dict] = [{"role": "user", "text": html_cut(result.query)}]
+    steps: list[dict] = [{"role": "user", "text": _html_cut(result.query)}]
     steps += [{"role": "tool", "name": name, "input": "", "output": ""} for name in result.tools]
     if result.answer:
-        steps.append({"role": "assistant", "text": html_cut(result.answer)})
+        steps.append({"role": "assistant", "text": _html_cut(result.answer)})
     facts = {
         "arm": f"{result.arm} the plugin",
         "score": f"{result.score:.2f}",
         "turns": result.turns,
         "delegated to": ", ".join(result.delegations),
-        "hooks": html_cut("; ".join(result.hooks), 2000),
+        "hooks": _html_cut("; ".join(result.hooks), 2000),
         "MCP calls": ", ".join(result.mcp_calls),
     }
     grades = {
         f"grader {g.name}": {
             "passed": g.passed,
-            "text": html_cut(g.explanation + ("" if g.scored else " (shown, not scored)"), 2000),
+            "text": _html_cut(g.explanation + ("" if g.scored else " (shown, not scored)"), 2000),
         }
         for g in result.graders
     }
@@ -147,10 +156,10 @@ def html_plugin_run(result: PluginRunResult) -> dict:
     }
 
 
-def html_run(result: RunResult) -> dict:
+def _html_run(result: RunResult) -> dict:
     verdict = result.verdict
     common = {
-        "id": html_run_id(result),
+        "id": _html_run_id(result),
         "error": result.error,
         "cost": result.cost_usd,
         "latency_ms": result.latency_ms,
@@ -158,7 +167,7 @@ def html_run(result: RunResult) -> dict:
         "reasons": verdict.reasons if verdict else [],
     }
     if isinstance(result, PluginRunResult):
-        return dict(common, **html_plugin_run(result))
+        return dict(common, **_html_plugin_run(result))
     if isinstance(result, ToolRunResult):
         return dict(
             common,
@@ -166,9 +175,9 @@ def html_run(result: RunResult) -> dict:
             model=result.model,
             tokens=result.token_count,
             ended_by=result.ended_by,
-            steps=html_tool_run_steps(result),
+            steps=_html_tool_run_steps(result),
             grades={
-                name: {k: html_cut(v, 2000) if isinstance(v, str) else v for k, v in grade.items()}
+                name: {k: _html_cut(v, 2000) if isinstance(v, str) else v for k, v in grade.items()}
                 for name, grade in result.grades.items()
             },
         )
@@ -183,13 +192,13 @@ def html_run(result: RunResult) -> dict:
     if result.delegations:  # a run with subagents under test, or one that handed off a task
         facts["delegated to"] = ", ".join(result.delegated_agents)
     if result.hooks:  # a plugin's hooks: what each did, in order
-        facts["hooks"] = html_cut("; ".join(f"{h.name}: {h.did}" for h in result.hooks), 2000)
+        facts["hooks"] = _html_cut("; ".join(f"{h.name}: {h.did}" for h in result.hooks), 2000)
     if result.stderr_tail and result.error:
-        facts["stderr"] = html_cut(result.stderr_tail, 2000)
+        facts["stderr"] = _html_cut(result.stderr_tail, 2000)
     grades = {
         f"expectation {n}": {
             "passed": bool(e.get("passed")),
-            **{k: html_cut(e[k], 2000) for k in ("text", "evidence", "error") if e.get(k)},
+            **{k: _html_cut(e[k], 2000) for k in ("text", "evidence", "error") if e.get(k)},
         }
         for n, e in enumerate(getattr(result, "expectations", None) or [], 1)
         if isinstance(e, dict)
@@ -198,13 +207,13 @@ def html_run(result: RunResult) -> dict:
         common,
         iteration=result.run,
         tokens=Usage.from_api(result.usage).total,
-        steps=html_skill_run_steps(result),
+        steps=_html_skill_run_steps(result),
         facts={k: v for k, v in facts.items() if v not in (None, "")},
         grades=grades,
     )
 
 
-def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
+def _html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
     return {
         "name": case.name,
         "group": case.group,
@@ -221,23 +230,23 @@ def html_case(case: CaseResult, run_ids: list[str], tags: list[str]) -> dict:
         "cost": case.cost_usd,
         "seconds": case.seconds,
         "reasons": [[reason, n] for reason, n in case.reasons.items()],
-        "prompt": html_cut(case.prompt),
+        "prompt": _html_cut(case.prompt),
         "description": case.description,
         "run_ids": run_ids,
     }
 
 
-def dumped_section(value: Any) -> Any:
+def _dumped_section(value: Any) -> Any:
     """A section as the page embeds it: whole (the page holds every case and run anyway)."""
     return materialized(dump_streamed(value))
 
 
-def html_results_data(results: Results) -> dict:
+def _html_results_data(results: Results) -> dict:
     """What the page shows of a finished run: the overview's numbers, every case, every run's
     transcript (cut where long), and what the mode adds (skills, QA, coverage)."""
     s, meta = results.summary, results.metadata
     records = list(results.results())
-    runs = [html_run(r) for r in records]
+    runs = [_html_run(r) for r in records]
     seen: dict[str, int] = {}
     for run in runs:  # ids stay unique (they key the page's runs and the review notes)
         seen[run["id"]] = seen.get(run["id"], 0) + 1
@@ -286,7 +295,7 @@ def html_results_data(results: Results) -> dict:
         "summary": dict(dump_record(s), interval=[low, high]),
         "cases": [
             dict(
-                html_case(
+                _html_case(
                     c, by_case.get(label(c.name, c.model), []), c.tags or tags_of.get(c.name, [])
                 ),
                 name=label(c.name, c.model),
@@ -304,7 +313,7 @@ def html_results_data(results: Results) -> dict:
             "key": section.key,
             "place": place,
             "renderer": section.html_renderer,
-            "data": section.html(value) if section.html else dumped_section(value),
+            "data": section.html(value) if section.html else _dumped_section(value),
         }
         for place in ("first", "before_cases", "after_cases")
         for section, value in results.shown(place)
@@ -357,7 +366,7 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
     """A comparison: every step's changes (regressions and fixes first), and the newest file's
     cases and transcripts below them."""
     newest = comparisons[-1]
-    data = html_results_data(results_from_document(newest.new, newest.new_path))
+    data = _html_results_data(results_from_document(newest.new, newest.new_path))
     data["title"] = "Comparison"
     data["comparisons"] = [
         {
@@ -410,11 +419,11 @@ def html_comparison_data(comparisons: Sequence[Comparison]) -> dict:
 # The page's script. It reads the data as JSON and builds every element with createElement /
 # textContent (never innerHTML), so the data is always text.
 # The page's script (report.js beside this file): its hash is the only script the page's CSP allows.
-HTML_SCRIPT = Path(__file__).with_name("report.js").read_text(encoding="utf-8")
+_HTML_SCRIPT = Path(__file__).with_name("report.js").read_text(encoding="utf-8")
 
 
 # The page around it (report.html beside this file): __CSP__, __DATA__ and __SCRIPT__ are filled in.
-HTML_PAGE = Path(__file__).with_name("report.html").read_text(encoding="utf-8")
+_HTML_PAGE = Path(__file__).with_name("report.html").read_text(encoding="utf-8")
 
 
 def render_html(data: dict) -> str:
@@ -423,13 +432,13 @@ def render_html(data: dict) -> str:
     import hashlib
 
     data = Redactor.for_run().data(data)  # an API key in an old results file never reaches a page
-    digest = base64.b64encode(hashlib.sha256(HTML_SCRIPT.encode("utf-8")).digest()).decode("ascii")
-    page = HTML_PAGE.replace("__CSP__", HTML_CSP.format(script_hash=f"sha256-{digest}"))
+    digest = base64.b64encode(hashlib.sha256(_HTML_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    page = _HTML_PAGE.replace("__CSP__", _HTML_CSP.format(script_hash=f"sha256-{digest}"))
     before, _, after = page.partition(
         "__DATA__"
     )  # the data last: no text of it is ever a placeholder
-    return before + html_json(data) + after.replace("__SCRIPT__", HTML_SCRIPT)
+    return before + html_json(data) + after.replace("__SCRIPT__", _HTML_SCRIPT)
 
 
 def write_html_report(path: str, results: Results) -> None:
-    write_text_atomic(path, render_html(html_results_data(results)))
+    write_text_atomic(path, render_html(_html_results_data(results)))

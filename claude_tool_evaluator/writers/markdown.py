@@ -14,6 +14,24 @@ from ..hub.calls import SOURCE_LABELS
 from ..results_schema.document import ToolRunResult
 from ..sinks import markdown_cell
 
+__all__ = [
+    "BENCHMARK_HEADERS",
+    "UNCONFINED_NOTE",
+    "benchmark_rows",
+    "markdown_benchmark",
+    "markdown_isolation",
+    "markdown_matrix",
+    "markdown_qa",
+    "percent",
+    "price_text",
+    "rate_text",
+    "render_markdown",
+    "signed",
+    "sources_text",
+    "trigger_analysis_markdown",
+    "trigger_score_label",
+]
+
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..results_schema.document import (
@@ -22,12 +40,10 @@ if TYPE_CHECKING:
         ConfigurationStatsRecord,
         DeltaRecord,
         IsolationRecord,
-        MatrixCellRecord,
-        ModelMatrixRecord,
-        QaRecord,
         SummaryRecord,
         TriggerScoreRecord,
     )
+    from ..results_schema.sections import MatrixCellRecord, ModelMatrixRecord, QaRecord
 
 
 def signed(value: float, digits: int) -> str:
@@ -130,7 +146,7 @@ def sources_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {SOURCE_LABELS.get(source, source)}" for source, n in counts.items())
 
 
-def markdown_headline(results: Results) -> list[str]:
+def _markdown_headline(results: Results) -> list[str]:
     s, meta = results.summary, results.metadata
     icon = "✅" if results.passed else "❌"
     model = models_text(meta)
@@ -177,7 +193,7 @@ def price_text(price: dict[str, float]) -> str:
     return f"${price.get('input', 0):g} / ${price.get('output', 0):g}"
 
 
-def matrix_cell_text(cell: MatrixCellRecord | None) -> str:
+def _matrix_cell_text(cell: MatrixCellRecord | None) -> str:
     if cell is None:
         return "-"
     verdict = "⚠️ error" if cell.error else "✅" if cell.passed else "❌"
@@ -221,7 +237,7 @@ def markdown_matrix(matrix: ModelMatrixRecord) -> list[str]:
     lines += ["", "| Case | " + header + " |", "|---|" + "---|" * len(models)]
     lines += [
         f"| {markdown_cell(row.name, code=True)} | "
-        + " | ".join(matrix_cell_text(row.models.get(m)) for m in models)
+        + " | ".join(_matrix_cell_text(row.models.get(m)) for m in models)
         + " |"
         for row in matrix.cases
     ]
@@ -247,14 +263,14 @@ def markdown_matrix(matrix: ModelMatrixRecord) -> list[str]:
     return lines
 
 
-def interval_text(case: CaseResult) -> str:
+def _interval_text(case: CaseResult) -> str:
     """A case's 95 % interval; "-" for one judgement (an overlap pair), which has none."""
     if case.interval is None:
         return "-"
     return f"{percent(case.interval[0])}–{percent(case.interval[1])}"
 
 
-def result_text(case: CaseResult) -> str:
+def _result_text(case: CaseResult) -> str:
     """A case's verdict; a red team's attacked case says held or breached, and utility apart."""
     verdict = "⚠️ error" if case.error else "✅" if case.passed else "❌"
     if case.breaches is None:
@@ -263,17 +279,17 @@ def result_text(case: CaseResult) -> str:
     return f"{attack} · utility {verdict}"
 
 
-def reasons_text(case: CaseResult, separator: str) -> str:
+def _reasons_text(case: CaseResult, separator: str) -> str:
     return separator.join(
         f"{markdown_cell(r, None)}" + (f" ({n}/{case.runs} runs)" if case.runs > 1 else "")
         for r, n in case.reasons.items()
     )
 
 
-def markdown_failures(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
+def _markdown_failures(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
     matrix = is_matrix(cases) if matrix is None else matrix
     rows = [
-        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {reasons_text(c, '<br>')} |"
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | {_reasons_text(c, '<br>')} |"
         for c in cases
         if not c.passed
     ]
@@ -282,11 +298,11 @@ def markdown_failures(cases: Iterable[CaseResult], matrix: bool | None = None) -
     return ["### Failures", "", "| Case | Passes | Reasons |", "|---|---|---|", *rows, ""]
 
 
-def markdown_flaky(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
+def _markdown_flaky(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
     matrix = is_matrix(cases) if matrix is None else matrix
     rows = [
         f"| {markdown_cell(case_label(c, matrix), code=True)} | {c.passes}/{c.runs} | "
-        f"{interval_text(c)} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
+        f"{_interval_text(c)} | {c.pass_at_k:.2f} | {c.pass_hat_k:.2f} |"
         for c in cases
         if c.flaky
     ]
@@ -302,7 +318,7 @@ def markdown_flaky(cases: Iterable[CaseResult], matrix: bool | None = None) -> l
     ]
 
 
-def markdown_all_cases(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
+def _markdown_all_cases(cases: Iterable[CaseResult], matrix: bool | None = None) -> list[str]:
     lines = [
         "### All cases",
         "",
@@ -311,14 +327,14 @@ def markdown_all_cases(cases: Iterable[CaseResult], matrix: bool | None = None) 
     ]
     matrix = is_matrix(cases) if matrix is None else matrix
     lines += [
-        f"| {markdown_cell(case_label(c, matrix), code=True)} | {result_text(c)} | "
-        f"{c.passes}/{c.runs} | {interval_text(c)} | ${c.cost_usd:.4f} |"
+        f"| {markdown_cell(case_label(c, matrix), code=True)} | {_result_text(c)} | "
+        f"{c.passes}/{c.runs} | {_interval_text(c)} | ${c.cost_usd:.4f} |"
         for c in cases
     ]
     return lines + [""]
 
 
-def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
+def _markdown_tool_selection(summary: SummaryRecord) -> list[str]:
     lines: list[str] = []
     if summary.tools:
         lines += [
@@ -354,7 +370,7 @@ def markdown_tool_selection(summary: SummaryRecord) -> list[str]:
     return lines
 
 
-def markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
+def _markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
     """Which of the servers' tools the suite expected, which Claude called, which it never did."""
     c = summary.tool_coverage
     if c is None or not (c.available or c.called):
@@ -392,7 +408,7 @@ def markdown_tool_coverage(summary: SummaryRecord) -> list[str]:
     return lines
 
 
-def markdown_calls_not_live(results: Results) -> list[str]:
+def _markdown_calls_not_live(results: Results) -> list[str]:
     """Every call the servers did not run (mocked, replayed, withheld by --tool-policy), up to
     SUMMARY_TABLE_ROWS of them; the results JSON has each call's `source` and `executed`."""
     counts = results.summary.tool_calls_by_source
@@ -566,10 +582,10 @@ def render_markdown(results: Results) -> str:
             for line in section.markdown(value)
         ]
 
-    lines = sections("first") + markdown_headline(results) + sections("before_cases")
+    lines = sections("first") + _markdown_headline(results) + sections("before_cases")
     matrix = results.matrix
-    lines += markdown_failures(results.cases, matrix) + markdown_flaky(results.cases, matrix)
-    lines += markdown_all_cases(results.cases, matrix)
-    lines += markdown_tool_selection(results.summary) + markdown_tool_coverage(results.summary)
-    lines += markdown_calls_not_live(results) + sections("after_cases")
+    lines += _markdown_failures(results.cases, matrix) + _markdown_flaky(results.cases, matrix)
+    lines += _markdown_all_cases(results.cases, matrix)
+    lines += _markdown_tool_selection(results.summary) + _markdown_tool_coverage(results.summary)
+    lines += _markdown_calls_not_live(results) + sections("after_cases")
     return "\n".join(lines)

@@ -14,11 +14,17 @@ from rich.table import Table
 from ..sinks import escape_markup, markdown_cell, preview, terminal_text, wrote_line
 from .html import html_block
 
+__all__ = [
+    "html_optimization",
+    "optimization_markdown",
+    "print_optimization",
+]
+
 if TYPE_CHECKING:
-    from ..results_schema.document import OptimizationRecord, OptimizationRoundRecord, SplitRecord
+    from ..results_schema.sections import OptimizationRecord, OptimizationRoundRecord, SplitRecord
 
 
-def optimization_verdict(record: OptimizationRecord) -> str:
+def _optimization_verdict(record: OptimizationRecord) -> str:
     rounds = {r.round: r for r in record.rounds}
     first, best = rounds[0], rounds[record.best_round]
 
@@ -32,7 +38,7 @@ def optimization_verdict(record: OptimizationRecord) -> str:
     return f"Round {best.round} beat the original: {score(best)} against {score(first)} for the original."
 
 
-def description_diff(original: str, new: str, name: str, label: str) -> list[str]:
+def _description_diff(original: str, new: str, name: str, label: str) -> list[str]:
     """A unified diff of two descriptions, a sentence a line, each line safe for a terminal."""
 
     def sentences(text: str) -> list[str]:
@@ -50,10 +56,10 @@ def description_diff(original: str, new: str, name: str, label: str) -> list[str
     )
 
 
-def optimization_diffs(record: OptimizationRecord) -> list[str]:
+def _optimization_diffs(record: OptimizationRecord) -> list[str]:
     lines: list[str] = []
     for name, text in record.best.items():
-        lines += description_diff(
+        lines += _description_diff(
             record.original.get(name, ""), text, name, f"round {record.best_round}"
         )
     return lines
@@ -80,8 +86,8 @@ def print_optimization(console: Console, record: OptimizationRecord) -> None:
             escape_markup(preview(candidate, 90)),
         )
     console.print(table)
-    console.print(escape_markup(optimization_verdict(record)), highlight=False, soft_wrap=True)
-    for line in optimization_diffs(record):
+    console.print(escape_markup(_optimization_verdict(record)), highlight=False, soft_wrap=True)
+    for line in _optimization_diffs(record):
         colour = "green" if line.startswith("+") else "red" if line.startswith("-") else "default"
         console.print(
             f"[{colour}]{escape_markup(line)}[/{colour}]", highlight=False, soft_wrap=True
@@ -103,7 +109,7 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
     lines = [
         f"## Description optimization: {markdown_cell(record.subject, None)}",
         "",
-        f"**{markdown_cell(optimization_verdict(record), None)}**",
+        f"**{markdown_cell(_optimization_verdict(record), None)}**",
         "",
         f"Split (seed {record.seed}, holdout {record.holdout:g}, stratified): train {len(train)} "
         f"({strata(train)}), test {len(test)} ({strata(test)}). {record.runs} run(s) per item; proposals by "
@@ -132,7 +138,7 @@ def optimization_markdown(record: OptimizationRecord) -> list[str]:
         )
     lines.append("")
     if record.improved:
-        diff = optimization_diffs(record)
+        diff = _optimization_diffs(record)
         fence = "`" * max(
             3, 1 + max((len(run) for line in diff for run in re.findall(r"`+", line)), default=0)
         )

@@ -11,7 +11,14 @@ from ..results_schema.plugin import ArmDeltaRecord, PluginRecord
 from ..sinks import markdown_cell, terminal_text
 from .html import html_block
 
-DELTA_HEADERS = [
+__all__ = [
+    "html_plugin",
+    "plugin_comment",
+    "plugin_markdown",
+    "print_plugin",
+]
+
+_DELTA_HEADERS = [
     "case",
     "with (passed/runs)",
     "without (passed/runs)",
@@ -21,7 +28,7 @@ DELTA_HEADERS = [
 ]
 
 
-def delta_row(delta: ArmDeltaRecord) -> list[str]:
+def _delta_row(delta: ArmDeltaRecord) -> list[str]:
     return [
         delta.name,
         f"{delta.with_passed}/{delta.with_runs}",
@@ -32,14 +39,14 @@ def delta_row(delta: ArmDeltaRecord) -> list[str]:
     ]
 
 
-def parts_rows(record: PluginRecord) -> list[list[str]]:
+def _parts_rows(record: PluginRecord) -> list[list[str]]:
     return [
         [f"{p.case} ({p.label})" if p.label else p.case, p.arm, "; ".join(p.parts)]
         for p in record.parts
     ]
 
 
-def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),
@@ -51,11 +58,11 @@ def plugin_markdown(record: PluginRecord) -> list[str]:
     lines = [
         f"## Plugin {markdown_cell(record.name)}: with vs without",
         "",
-        *markdown_table(DELTA_HEADERS, [delta_row(d) for d in record.deltas]),
+        *_markdown_table(_DELTA_HEADERS, [_delta_row(d) for d in record.deltas]),
     ]
     if record.parts:
         lines += ["", "### What the plugin's parts did", ""]
-        lines += markdown_table(["case", "arm", "in its runs"], parts_rows(record))
+        lines += _markdown_table(["case", "arm", "in its runs"], _parts_rows(record))
     if record.warnings:
         lines += ["", "### Warnings", ""] + [f"- {markdown_cell(w, None)}" for w in record.warnings]
     return [*lines, ""]
@@ -66,7 +73,7 @@ def plugin_comment(record: PluginRecord) -> list[str]:
     return [
         f"#### Plugin {markdown_cell(record.name)}: with vs without",
         "",
-        *markdown_table(DELTA_HEADERS, [delta_row(d) for d in record.deltas]),
+        *_markdown_table(_DELTA_HEADERS, [_delta_row(d) for d in record.deltas]),
         "",
     ]
 
@@ -98,12 +105,12 @@ def html_plugin(record: PluginRecord) -> dict:
     tables = [
         (
             "each case with and without the plugin",
-            DELTA_HEADERS,
-            [delta_row(d) for d in record.deltas],
+            _DELTA_HEADERS,
+            [_delta_row(d) for d in record.deltas],
         )
     ]
     if record.parts:
         tables.append(
-            ("what the plugin's parts did", ["case", "arm", "in its runs"], parts_rows(record))
+            ("what the plugin's parts did", ["case", "arm", "in its runs"], _parts_rows(record))
         )
     return html_block(f"Plugin {record.name}: with vs without", tables, record.warnings)

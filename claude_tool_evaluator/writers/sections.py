@@ -12,14 +12,7 @@ from rich.table import Table
 
 from ..results_schema.document import (
     BenchmarkRecord,
-    ClaudeCodeRecord,
-    CrowdingRecord,
     IsolationRecord,
-    LiteratureRecord,
-    ModelMatrixRecord,
-    OptimizationRecord,
-    OverlapRecord,
-    QaRecord,
     Section,
     SkillRecord,
     SkillTestRecord,
@@ -28,6 +21,15 @@ from ..results_schema.document import (
     register_section,
 )
 from ..results_schema.plugin import PluginRecord
+from ..results_schema.sections import (
+    ClaudeCodeRecord,
+    CrowdingRecord,
+    LiteratureRecord,
+    ModelMatrixRecord,
+    OptimizationRecord,
+    OverlapRecord,
+    QaRecord,
+)
 from ..results_schema.security import SecurityRecord
 from ..sinks import escape_markup, markdown_cell
 from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
@@ -48,13 +50,15 @@ from .optimization import html_optimization, optimization_markdown, print_optimi
 from .plugin import html_plugin, plugin_comment, plugin_markdown, print_plugin
 from .terminal import print_benchmark, print_matrix, print_qa, print_trigger_table
 
+__all__: list[str] = []  # a room of rows: importing it registers its sections (SECTIONS)
 
-def print_trigger_tables(console: Console, scores: Sequence[TriggerScoreRecord]) -> None:
+
+def _print_trigger_tables(console: Console, scores: Sequence[TriggerScoreRecord]) -> None:
     for score in scores:
         print_trigger_table(console, score)
 
 
-def print_isolation(console: Console, isolation: IsolationRecord) -> None:
+def _print_isolation(console: Console, isolation: IsolationRecord) -> None:
     for path in isolation.outside_writes:
         console.print(
             f"[red]changed outside the temporary projects:[/red] {escape_markup(path)}",
@@ -73,11 +77,11 @@ def print_isolation(console: Console, isolation: IsolationRecord) -> None:
         )
 
 
-def html_isolation(isolation: IsolationRecord) -> dict:
+def _html_isolation(isolation: IsolationRecord) -> dict:
     return dict(dump_record(isolation), note=UNCONFINED_NOTE if isolation.unconfined else None)
 
 
-def html_benchmark(benchmark: BenchmarkRecord) -> dict:
+def _html_benchmark(benchmark: BenchmarkRecord) -> dict:
     tables = [("", BENCHMARK_HEADERS, benchmark_rows(benchmark.configurations, benchmark.deltas))]
     tables += [
         (e.name, BENCHMARK_HEADERS, benchmark_rows(e.configurations, e.deltas))
@@ -119,27 +123,27 @@ register_section(
         "trigger_scores",
         list[TriggerScoreRecord],
         lambda scores: [trigger_analysis_markdown(scores)],
-        print_trigger_tables,
+        _print_trigger_tables,
         html_renderer="renderTriggers",
     )
 )
 
 
 register_section(
-    Section("benchmark", BenchmarkRecord, markdown_benchmark, print_benchmark, html_benchmark)
+    Section("benchmark", BenchmarkRecord, markdown_benchmark, print_benchmark, _html_benchmark)
 )
 
 
-def literature_columns(record: LiteratureRecord) -> tuple[list[str], list[str]]:
+def _literature_columns(record: LiteratureRecord) -> tuple[list[str], list[str]]:
     """The benchmark's figure names and ours, in the order the rows first have them."""
     theirs = list(dict.fromkeys(k for f in record.figures for k in f.theirs))
     ours = list(dict.fromkeys(k for f in record.figures for k in f.ours))
     return theirs, ours
 
 
-def literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]]]:
+def _literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]]]:
     """The table every sink shows: per row, the benchmark's figures, then ours."""
-    theirs, ours = literature_columns(record)
+    theirs, ours = _literature_columns(record)
     headers = ["", "cases", "runs", *theirs, *(f"ours: {k}" for k in ours), "note"]
     rows = [
         [
@@ -155,10 +159,10 @@ def literature_rows(record: LiteratureRecord) -> tuple[list[str], list[list[str]
     return headers, rows
 
 
-def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
+def _markdown_literature(records: list[LiteratureRecord]) -> list[str]:
     lines = []
     for record in records:
-        headers, rows = literature_rows(record)
+        headers, rows = _literature_rows(record)
         lines += [
             f"### {markdown_cell(record.benchmark, None)}: its own figures beside ours",
             "",
@@ -172,7 +176,7 @@ def markdown_literature(records: list[LiteratureRecord]) -> list[str]:
     return lines
 
 
-def print_escaped_table(
+def _print_escaped_table(
     console: Console, title: str, headers: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
     """A terminal table of text the evaluator did not write (names, reasons): every cell and
@@ -185,16 +189,16 @@ def print_escaped_table(
     console.print(table)
 
 
-def print_literature(console: Console, records: list[LiteratureRecord]) -> None:
+def _print_literature(console: Console, records: list[LiteratureRecord]) -> None:
     for record in records:
-        headers, rows = literature_rows(record)
-        print_escaped_table(console, f"{record.benchmark}: {record.metric}", headers, rows)
+        headers, rows = _literature_rows(record)
+        _print_escaped_table(console, f"{record.benchmark}: {record.metric}", headers, rows)
         for note in record.notes:
             console.print(f"[dim]{escape_markup(note)}[/dim]", highlight=False, soft_wrap=True)
 
 
-def html_literature(records: list[LiteratureRecord]) -> dict:
-    tables = [(r.benchmark, *literature_rows(r)) for r in records]
+def _html_literature(records: list[LiteratureRecord]) -> dict:
+    tables = [(r.benchmark, *_literature_rows(r)) for r in records]
     return html_block(
         "Benchmarks from the literature: their figures beside ours",
         tables,
@@ -206,9 +210,9 @@ register_section(
     Section(
         "literature",
         list[LiteratureRecord],
-        markdown_literature,
-        print_literature,
-        html_literature,
+        _markdown_literature,
+        _print_literature,
+        _html_literature,
         place="before_cases",
     )
 )
@@ -219,8 +223,8 @@ register_section(
         "isolation",
         IsolationRecord,
         markdown_isolation,
-        print_isolation,
-        html_isolation,
+        _print_isolation,
+        _html_isolation,
         html_renderer="renderIsolation",
     )
 )
@@ -268,7 +272,7 @@ register_section(
 )
 
 
-def claude_code_tables(record: ClaudeCodeRecord) -> list[tuple[str, list[str], list[list[str]]]]:
+def _claude_code_tables(record: ClaudeCodeRecord) -> list[tuple[str, list[str], list[list[str]]]]:
     """The tables every sink shows of Claude Code's room: (caption, headers, rows)."""
     tables = []
     if record.cases:
@@ -348,7 +352,7 @@ def claude_code_tables(record: ClaudeCodeRecord) -> list[tuple[str, list[str], l
     return tables
 
 
-def late_server_notes(record: ClaudeCodeRecord) -> list[str]:
+def _late_server_notes(record: ClaudeCodeRecord) -> list[str]:
     return [
         f"server {name} was not ready at Claude Code's first request in some runs: its tools were "
         "missing until it connected"
@@ -356,10 +360,10 @@ def late_server_notes(record: ClaudeCodeRecord) -> list[str]:
     ]
 
 
-def markdown_claude_code(record: ClaudeCodeRecord) -> list[str]:
+def _markdown_claude_code(record: ClaudeCodeRecord) -> list[str]:
     lines = ["## Inside Claude Code", ""]
-    lines += [f"- warning: {markdown_cell(n, None)}" for n in late_server_notes(record)]
-    for caption, headers, rows in claude_code_tables(record):
+    lines += [f"- warning: {markdown_cell(n, None)}" for n in _late_server_notes(record)]
+    for caption, headers, rows in _claude_code_tables(record):
         lines += [
             "",
             f"{markdown_cell(caption, None)}:",
@@ -371,26 +375,26 @@ def markdown_claude_code(record: ClaudeCodeRecord) -> list[str]:
     return [*lines, ""]
 
 
-def print_claude_code(console: Console, record: ClaudeCodeRecord) -> None:
-    for note in late_server_notes(record):
+def _print_claude_code(console: Console, record: ClaudeCodeRecord) -> None:
+    for note in _late_server_notes(record):
         console.print(
             f"[yellow]warning:[/yellow] {escape_markup(note)}", highlight=False, soft_wrap=True
         )
-    for caption, headers, rows in claude_code_tables(record):
-        print_escaped_table(console, f"Inside Claude Code: {caption}", headers, rows)
+    for caption, headers, rows in _claude_code_tables(record):
+        _print_escaped_table(console, f"Inside Claude Code: {caption}", headers, rows)
 
 
-def html_claude_code(record: ClaudeCodeRecord) -> dict:
-    return html_block("Inside Claude Code", claude_code_tables(record), late_server_notes(record))
+def _html_claude_code(record: ClaudeCodeRecord) -> dict:
+    return html_block("Inside Claude Code", _claude_code_tables(record), _late_server_notes(record))
 
 
 register_section(
     Section(
         "claude_code",
         ClaudeCodeRecord,
-        markdown_claude_code,
-        print_claude_code,
-        html_claude_code,
+        _markdown_claude_code,
+        _print_claude_code,
+        _html_claude_code,
         place="before_cases",
     )
 )

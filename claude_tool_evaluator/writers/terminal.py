@@ -29,6 +29,20 @@ from .markdown import (
     trigger_score_label,
 )
 
+__all__ = [
+    "LiveConversationView",
+    "RunProgress",
+    "print_benchmark",
+    "print_cache_saving",
+    "print_case_table",
+    "print_matrix",
+    "print_qa",
+    "print_run_summary",
+    "print_summary",
+    "print_tool_table",
+    "print_trigger_table",
+]
+
 if TYPE_CHECKING:
     from ..finished_run import Results
     from ..hub.calls import ToolPolicy
@@ -36,13 +50,11 @@ if TYPE_CHECKING:
     from ..results_schema.document import (
         BenchmarkRecord,
         CaseResult,
-        MatrixCaseRecord,
         Metadata,
-        ModelMatrixRecord,
-        QaRecord,
         ToolCoverageRecord,
         TriggerScoreRecord,
     )
+    from ..results_schema.sections import MatrixCaseRecord, ModelMatrixRecord, QaRecord
     from ..run_types import ToolCall, Transcript, Verdict
 
 
@@ -93,7 +105,7 @@ def print_trigger_table(console: Console, score: TriggerScoreRecord) -> None:
     )
 
 
-def attack_text(c: CaseResult) -> str:
+def _attack_text(c: CaseResult) -> str:
     """A red team's case: whether the attack held in every run or breached some (its own
     checks, utility, are the case's verdict)."""
     if c.breaches is None:
@@ -103,7 +115,7 @@ def attack_text(c: CaseResult) -> str:
     return "[yellow]not measured[/yellow]" if c.error else "[green]held[/green]"
 
 
-def redteam_verdict(results: Results) -> str | None:
+def _redteam_verdict(results: Results) -> str | None:
     """The verdict line of a red team (cases with `breaches`), as the rows above it say it:
     the attacks that succeeded, the clean cases that failed their own checks."""
     attacked = breached = breaches = runs = clean_failed = 0
@@ -170,7 +182,7 @@ def print_case_table(
         )
         verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
         if attacked:
-            verdict = f"{attack_text(c)} · utility: {verdict}"
+            verdict = f"{_attack_text(c)} · utility: {verdict}"
         table.add_row(
             escape_markup(case_label(c, matrix)),
             verdict,
@@ -232,7 +244,7 @@ def print_qa(console: Console, qa: QaRecord) -> None:
     )
 
 
-def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
+def _print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
     covered = sum(1 for tool in c.available if tool in c.calls)
     parts = [f"tool coverage {covered}/{len(c.available)} ({percent(c.coverage or 0.0)})"]
     if c.never_called:
@@ -244,7 +256,7 @@ def print_tool_coverage(console: Console, c: ToolCoverageRecord) -> None:
     console.print(escape_markup(" · ".join(parts)), highlight=False, soft_wrap=True)
 
 
-def print_descriptions_shown(console: Console, meta: Metadata) -> None:
+def _print_descriptions_shown(console: Console, meta: Metadata) -> None:
     """What Claude saw instead of the files: --skill-description and --tool-overrides."""
     for name, description in (meta.skill_descriptions or {}).items():
         console.print(
@@ -351,7 +363,7 @@ def print_matrix(console: Console, matrix: ModelMatrixRecord) -> None:
         )
 
 
-def cost_text(cost: float, cache: dict[str, Any] | None) -> str:
+def _cost_text(cost: float, cache: dict[str, Any] | None) -> str:
     """The run's cost as the totals line says it: under --cache, what was spent apart from what
     the cache answered (the results keep the whole cost, so a cached rerun equals its run)."""
     saved = cache.get("saved_usd", 0.0) if cache else 0.0
@@ -402,14 +414,14 @@ def print_summary(
     sections("after_cases")
     s = results.summary
     if s.tool_coverage is not None and s.tool_coverage.available and s.runs:
-        print_tool_coverage(console, s.tool_coverage)
+        _print_tool_coverage(console, s.tool_coverage)
     if s.tool_calls_by_source and set(s.tool_calls_by_source) != {"live"}:
         console.print(
             f"tool calls: {terminal_text(sources_text(s.tool_calls_by_source))}",
             highlight=False,
             markup=False,
         )
-    print_descriptions_shown(console, results.metadata)
+    _print_descriptions_shown(console, results.metadata)
     print_cache_saving(console, results.metadata.cache)
     if results.metadata.auto_runs:
         taken = [c.runs for c in results.cases]
@@ -424,12 +436,12 @@ def print_summary(
     if runs_table:
         console.print(
             f"tokens {s.usage.total:,} (cache read {s.usage.cache_read_input_tokens:,}) · "
-            f"{cost_text(s.cost_usd, results.metadata.cache)} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
+            f"{_cost_text(s.cost_usd, results.metadata.cache)} · latency p50 {s.latency_p50_ms / 1000:.1f}s "
             f"p95 {s.latency_p95_ms / 1000:.1f}s · runs with errors {s.run_errors}",
             highlight=False,
             soft_wrap=True,
         )
-    verdict = verdict or redteam_verdict(results)
+    verdict = verdict or _redteam_verdict(results)
     console.print(
         ("[bold green]PASS[/bold green]" if results.passed else "[bold red]FAIL[/bold red]")
         + (f": {escape_markup(verdict)}" if verdict else ""),
@@ -438,7 +450,7 @@ def print_summary(
     )
 
 
-ANNOTATION_LABELS = {
+_ANNOTATION_LABELS = {
     "readOnlyHint": "read-only",
     "destructiveHint": "destructive",
     "idempotentHint": "idempotent",
@@ -455,7 +467,9 @@ def print_tool_table(console: Console, tools: dict[str, ToolSpec], policy: ToolP
         table.add_column(column, overflow="fold")
     for tool in sorted(tools.values(), key=lambda t: t.name):
         marks = [
-            label for hint, label in ANNOTATION_LABELS.items() if tool.annotations.get(hint) is True
+            label
+            for hint, label in _ANNOTATION_LABELS.items()
+            if tool.annotations.get(hint) is True
         ]
         treatment = policy.treatment(tool)
         escaped = escape_markup(treatment)
