@@ -41,7 +41,7 @@ def test_there_are_rooms_and_none_is_too_big():
     sizes = {path.relative_to(ROOT): lines_of(path) for path in rooms()}
     modules = [size for path, size in sizes.items() if path.name != "__init__.py"]
     assert len(modules) >= 8
-    assert max(sizes.values()) <= 2500, max(sizes.items(), key=lambda item: item[1])
+    assert max(sizes.values()) <= 1200, max(sizes.items(), key=lambda item: item[1])
     assert statistics.median(modules) <= 1500
 
 
