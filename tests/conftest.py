@@ -187,6 +187,14 @@ def example_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
             process.wait(10)
 
 
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, example_server_url: str) -> Iterator[Any]:
+    """The mode × option walk's lab (mode_lab.py), one per test module that asks for it."""
+    from mode_lab import open_lab  # the walk's bench: only its files load it
+
+    yield from open_lab(tmp_path_factory, example_server_url)
+
+
 def suite(path: Path, names: list[str], expected: str = "") -> Path:
     """A CSV suite with one case per name, each expecting `expected` (a tool, or none)."""
     path.write_text(

@@ -1,0 +1,716 @@
+"""The mode × option walk for plugin, import and export: three rows of MODES like the
+others.
+
+The table, the lab and the registry of observers are in mode_lab.py; test_mode_options.py checks
+that the observers cover exactly the table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import (
+    CLAUDE,
+)
+from fake_anthropic import (
+    ScriptedAnthropic,
+    error,
+    forced_tool,
+    user_query,
+)
+from mode_lab import (  # the lab, the scripted models and the helpers several files share
+    MODE_BY_NAME,
+    NEGATIVE,
+    OBSERVERS,
+    POSITIVE,
+    SKILL_DIR,
+    Lab,
+    Run,
+    claude_wrapper,
+    lab_plugin,
+    observed_in,
+    observes,
+    page_data,
+    plugin_model,
+    plugin_writers_run,
+    runs_at_once,
+    write,
+)
+
+import evaluator
+import test_constants as C
+from claude_tool_evaluator.loaders.plugin_evals import load_plugin
+
+
+def plugin_args(lab: Lab, *more: Any) -> list[Any]:
+    """01-greet once in each arm (with the plugin it passes, without it fails: a baseline)."""
+    return ["plugin", lab_plugin(lab), "--case", "01-greet", "--runs", "1", *more]
+
+
+def under_test_requests(run: Run) -> list[dict]:
+    """The requests Claude Code made (not the judge's)."""
+    return [b for b in run.requests if forced_tool(b) != "grade"]
+
+
+def by_arm(document: dict) -> dict[tuple[str, str], list[dict]]:
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for run in document["results"]:
+        runs.setdefault((run["case"], run["arm"]), []).append(run)
+    return runs
+
+
+def verdicts(document: dict) -> list[tuple]:
+    """Each case and arm's verdict, as a sharded run merged must give them too."""
+    return sorted((c["name"], c["passed"], c["passes"], c["runs"]) for c in document["cases"])
+
+
+def judged_plugin_run(lab: Lab) -> tuple[Run, Path]:
+    """05-judged (an llm grader) in each arm, one run at a time, on another model and judge,
+    its events kept, through a logging --claude-bin."""
+    if "plugin-judged" not in lab.cache:
+        script, log = claude_wrapper(lab)
+        run = lab.run(
+            "plugin",
+            lab_plugin(lab),
+            "--case",
+            "05-judged",
+            "--claude-bin",
+            script,
+            "--concurrency",
+            "1",
+            "--model",
+            "claude-opus-5-5",
+            "--judge-model",
+            "claude-sonnet-5-5",
+            "--keep-events",
+            "--json",
+            model=plugin_model,
+        )
+        assert run.code == 0, run.output
+        lab.cache["plugin-judged"] = run, log
+    return lab.cache["plugin-judged"]
+
+
+def cached_plugin_runs(lab: Lab) -> tuple[Run, Run]:
+    """The arm with the plugin alone (--ablation none), twice through one --cache folder."""
+    if "plugin-cache" not in lab.cache:
+        folder = lab.fresh("plugin-cache")
+        line = plugin_args(lab, "--ablation", "none", "--cache", folder, "--json")
+        first = lab.run(*line, model=plugin_model)
+        again = lab.run(*line, model=plugin_model)
+        assert first.code == again.code == 0, first.output + again.output
+        lab.cache["plugin-cache"] = first, again
+    return lab.cache["plugin-cache"]
+
+
+def plugin_dry_run(lab: Lab, *more: Any) -> Run:
+    run = lab.run("plugin", lab_plugin(lab), "--dry-run", *more, cached=True)
+    assert run.code == 0 and run.requests == [], run.output
+    return run
+
+
+def runs_priced(run: Run) -> int:
+    return int(run.output.split("runs: ", 1)[1].split()[0])
+
+
+@observes("plugin", "plugin")
+def _(lab, mode):
+    run, paths, _ = plugin_writers_run(lab)
+    document = run.document()
+    assert document["metadata"]["evaluation"] == "plugin"
+    assert document["plugin"]["name"] == "greeter"
+    assert Path(document["plugin"]["path"]) == lab_plugin(lab).resolve()
+    assert {r["kind"] for r in document["results"]} == {"plugin_run"}
+    assert [len(runs) for runs in by_arm(document).values()] == [2, 2]
+    assert "01-greet: with 2/2, without 0/2: within noise" in run.output
+
+
+@observes("runs", "plugin")
+def _(lab, mode):
+    plugin = load_plugin(lab_plugin(lab))
+    every = sum(2 * case.runs for case in plugin.cases)  # each case's own runs, in two arms
+    assert runs_priced(plugin_dry_run(lab)) == every
+    assert runs_priced(plugin_dry_run(lab, "--runs", "3")) == 2 * 3 * len(plugin.cases)
+    assert len(plugin_writers_run(lab)[0].document()["results"]) == 4  # --runs 2, one case
+
+
+@observes("model", "plugin")
+def _(lab, mode):
+    run, _ = judged_plugin_run(lab)
+    assert {b["model"] for b in under_test_requests(run)} == {"claude-opus-5-5"}
+    assert {b["model"] for b in plugin_writers_run(lab)[0].requests} == {C.DEFAULT_MODEL}
+    assert {r["model"] for r in run.document()["results"]} == {"claude-opus-5-5"}
+
+
+@observes("judge_model", "plugin")
+def _(lab, mode):
+    run, _ = judged_plugin_run(lab)
+    judged = [b for b in run.requests if forced_tool(b) == "grade"]
+    assert len(judged) == 6 and {b["model"] for b in judged} == {"claude-sonnet-5-5"}
+    grader = by_arm(run.document())[("05-judged", "with")][0]["graders"][0]
+    assert grader["passed"] and grader["judge_votes"] == [True, True, True]
+
+
+@observes("claude_bin", "plugin")
+def _(lab, mode):
+    run, _, log = plugin_writers_run(lab)
+    started = [
+        line.split()[-1] for line in log.read_text().splitlines() if line.startswith("start")
+    ]
+    assert sorted(started) == ["--version", "-p", "-p", "-p", "-p"]
+    assert run.document()["metadata"]["claude_version"]
+
+
+@observes("concurrency", "plugin")
+def _(lab, mode):
+    assert runs_at_once(plugin_writers_run(lab)[2]) == C.DEFAULT_PLUGIN_CONCURRENCY
+    assert runs_at_once(judged_plugin_run(lab)[1]) == 1  # --concurrency 1
+
+
+@observes("keep_events", "plugin")
+def _(lab, mode):
+    kept = judged_plugin_run(lab)[0].document()["results"]
+    assert all(r["events"] and r["events"][-1]["type"] == "result" for r in kept)
+    assert all(r["events"] is None for r in plugin_writers_run(lab)[0].document()["results"])
+
+
+@observes("base_url", "plugin")
+def _(lab, mode):
+    with ScriptedAnthropic(responder=plugin_model) as other:
+        run = lab.run(*plugin_args(lab, "--ablation", "none", "--base-url", other.url))
+    assert run.code == 0, run.output
+    assert run.requests == [] and other.message_requests
+
+
+@observes("alpha", "plugin")
+def _(lab, mode):
+    run, paths, _ = plugin_writers_run(lab)
+    out = lab.fresh("alpha.json")
+    shutil.copy(paths["output"], out)
+    line = ["plugin", lab_plugin(lab), "--case", "01-greet", "--runs", "2", "-o", out, "--resume"]
+    looser = lab.run(*line, "--alpha", "0.4", model=plugin_model)  # 2/2 against 0/2: p = 1/3
+    assert looser.code == 0 and looser.requests == [], looser.output
+    assert "01-greet: with 2/2, without 0/2: significant" in looser.output
+    assert "01-greet: with 2/2, without 0/2: within noise" in run.output  # at 0.05
+
+
+@observes("resume", "plugin")
+def _(lab, mode):
+    _, paths, _ = plugin_writers_run(lab)
+    out = lab.fresh("resume.json")
+    shutil.copy(paths["output"], out)
+    line = ["plugin", lab_plugin(lab), "--case", "01-greet", "--runs", "2", "-o", out]
+    run = lab.run(*line, "--resume", model=plugin_model)
+    assert run.code == 0 and run.requests == [], run.output
+    assert "resuming: 4 run(s) kept from the earlier run, 0 to run" in run.output
+    assert len(plugin_writers_run(lab)[0].requests) > 0  # the runs it kept
+
+
+def fails_on_capital(body: dict) -> dict:
+    if "capital" in user_query(body):
+        return error(400, "invalid_request_error", "scripted bad request")
+    return plugin_model(body)
+
+
+@observes("retry_errors", "plugin")
+def _(lab, mode):
+    out = lab.fresh("plugin-retry.json")
+    line = plugin_args(lab, "--case", "02-capital", "--ablation", "none", "-o", out)
+    errored = lab.run(*line, model=fails_on_capital)
+    assert errored.code == 1, errored.output
+    assert [r["case"] for r in json.loads(out.read_text())["results"] if r["error"]] == [
+        "02-capital"
+    ]
+    retried = lab.run(*line, "--retry-errors", model=plugin_model)
+    assert retried.code == 0 and "resuming: 1 run(s) kept" in retried.output, retried.output
+    assert {user_query(b) for b in retried.requests} == {"What is the capital of France?"}
+    assert not any(r["error"] for r in json.loads(out.read_text())["results"])
+
+
+@observes("max_cost", "plugin")
+def _(lab, mode):
+    run = lab.run(
+        *plugin_args(lab, "--max-cost", "0.000001", "--concurrency", "1", "--json"),
+        model=plugin_model,
+    )
+    assert run.code == 1 and "stopped at --max-cost $1e-06: 1 run(s) not started" in run.output
+    assert len(run.document()["results"]) == 1 and run.document()["summary"]["not_started"] == 1
+
+
+@observes("dry_run", "plugin")
+def _(lab, mode):
+    script, log = claude_wrapper(lab)
+    run = lab.run(*plugin_args(lab, "--dry-run", "--claude-bin", script))
+    assert run.code == 0 and run.requests == [] and "dry run: nothing was sent" in run.output
+    assert "runs: 2" in run.output and not log.exists(), "no claude process at all"
+
+
+def plugin_shards(lab: Lab) -> tuple[list[Path], Run]:
+    """The writers run's suite in two shards, and their pieces merged."""
+    if "plugin-shards" not in lab.cache:
+        pieces = []
+        for index in (1, 2):
+            piece = lab.fresh(f"plugin-shard-{index}.json")
+            run = lab.run(
+                "plugin",
+                lab_plugin(lab),
+                "--case",
+                "01-greet",
+                "--runs",
+                "2",
+                "--shard",
+                f"{index}/2",
+                "-o",
+                piece,
+                model=plugin_model,
+            )
+            assert run.code == 0, run.output
+            pieces.append(piece)
+        merged = lab.run("merge", *pieces, "--json")
+        assert merged.code == 0 and merged.requests == [], merged.output
+        lab.cache["plugin-shards"] = pieces, merged
+    return lab.cache["plugin-shards"]
+
+
+@observes("shard", "plugin")
+def _(lab, mode):
+    pieces, merged = plugin_shards(lab)
+    shares = [len(json.loads(p.read_text())["results"]) for p in pieces]
+    assert sum(shares) == 4 and all(shares), shares  # each a stable share: both hold runs
+    whole = plugin_writers_run(lab)[0].document()
+    assert verdicts(merged.document()) == verdicts(whole)
+    assert (
+        merged.document()["plugin"]["deltas"][0]["verdict"]
+        == (whole["plugin"]["deltas"][0]["verdict"])
+    )
+
+
+@observes("distractors", "plugin")
+def _(lab, mode):
+    home = lab.fresh("plugin-home")
+    other = home.parent / "installed" / "cards" / "1.0.0"
+    write(other / ".claude-plugin" / "plugin.json", '{"name": "cards", "version": "1.0.0"}')
+    write(
+        other / "skills" / "birthday-card" / "SKILL.md",
+        "---\nname: birthday-card\ndescription: Writes a birthday card for a person.\n---\nBe kind.\n",
+    )
+    write(
+        home / ".claude" / "plugins" / "installed_plugins.json",
+        json.dumps({"version": 2, "plugins": {"cards@shop": [{"installPath": str(other)}]}}),
+    )
+    saved = os.environ["HOME"]
+    os.environ["HOME"] = str(home)
+    try:
+        run = lab.run(*plugin_args(lab, "--distractors", "installed"), model=plugin_model)
+        wrong = lab.run(*plugin_args(lab, "--distractors", "lookalike:2"))
+    finally:
+        os.environ["HOME"] = saved
+    assert run.code == 0 and "1 other installed plugin(s) in both arms" in run.output, run.output
+    assert all("cards:birthday-card" in json.dumps(b["messages"]) for b in run.requests)
+    assert wrong.code == 2 and "plugin runs take `installed`" in wrong.stderr
+
+
+@observes("ablation", "plugin")
+def _(lab, mode):
+    first, _ = cached_plugin_runs(lab)
+    assert [(r["case"], r["arm"]) for r in first.document()["results"]] == [("01-greet", "with")]
+    assert first.document()["plugin"]["ablation"] == "none"
+    assert set(by_arm(plugin_writers_run(lab)[0].document())) == {
+        ("01-greet", "with"),
+        ("01-greet", "without"),
+    }
+
+
+@observes("cache", "plugin")
+def _(lab, mode):
+    first, again = cached_plugin_runs(lab)
+    assert first.requests and again.requests == []
+    assert verdicts(first.document()) == verdicts(again.document())
+
+
+@observes("case", "plugin")
+def _(lab, mode):
+    assert runs_priced(plugin_dry_run(lab, "--case", "01-*")) == 4  # its own 2 runs, two arms
+    assert (
+        runs_priced(plugin_dry_run(lab, "--case", "0[56]-*"))
+        == 4
+        < runs_priced(plugin_dry_run(lab))
+    )
+    nothing = lab.run("plugin", lab_plugin(lab), "--case", "99-*", "--dry-run")
+    assert nothing.code == 2 and "no case matches --case 99-*" in nothing.stderr
+
+
+@observes("scaffold", "plugin")
+def _(lab, mode):
+    line = ["plugin", lab_plugin(lab), "--case", "06-staged", "--ablation", "none"]
+    staged = lab.run(*line, "--scaffold", model=plugin_model)
+    assert staged.code == 0 and "06-staged [with] run 1: passed" in staged.output, staged.output
+    assert "not run without --scaffold" not in staged.output
+    assert "not run without --scaffold" in plugin_dry_run(lab, "--case", "06-staged").output
+
+
+@observes("output", "plugin")
+def _(lab, mode):
+    run, paths, _ = plugin_writers_run(lab)
+    document = json.loads(paths["output"].read_text())
+    assert document == run.document()
+    assert [c["name"] for c in document["cases"]] == ["01-greet [with]", "01-greet [without]"]
+    refused = lab.run(*plugin_args(lab, "-o", lab_plugin(lab) / "evals" / "01-greet" / "prompt.md"))
+    assert refused.code == 2 and "writing it would destroy it" in refused.stderr
+
+
+@observes("report", "plugin")
+def _(lab, mode):
+    report = plugin_writers_run(lab)[1]["report"].read_text()
+    assert "## Plugin greeter: with vs without" in report and "| 01-greet | 2/2 | 0/2 |" in report
+
+
+@observes("junit", "plugin")
+def _(lab, mode):
+    root = ET.parse(plugin_writers_run(lab)[1]["junit"]).getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert set(cases) == {"01-greet [with]", "01-greet [without]"}
+    without = cases["01-greet [without]"]
+    assert (
+        without.find("failure")
+        .get("message")
+        .endswith("(a baseline: reported, it does not fail the suite)")
+    )
+    assert {p.get("value") for p in cases["01-greet [with]"].iter("property")} >= {"with_plugin"}
+
+
+@observes("csv_out", "plugin")
+def _(lab, mode):
+    rows = list(csv.DictReader(io.StringIO(plugin_writers_run(lab)[1]["csv_out"].read_text())))
+    assert [(r["test_name"], r["verdict"]) for r in rows] == [
+        ("01-greet [with]", "pass"),
+        ("01-greet [with]", "pass"),
+        ("01-greet [without]", "fail"),
+        ("01-greet [without]", "fail"),
+    ]
+
+
+@observes("html", "plugin")
+def _(lab, mode):
+    data = page_data(plugin_writers_run(lab)[1]["html"])
+    assert [s["key"] for s in data["sections"]] == ["plugin"]
+    assert len(data["runs"]) == 4 and {c["name"] for c in data["cases"]} == {
+        "01-greet [with]",
+        "01-greet [without]",
+    }
+
+
+@observes("pr_comment", "plugin")
+def _(lab, mode):
+    comment = plugin_writers_run(lab)[1]["pr_comment"].read_text()
+    assert comment.startswith("### ✅ Plugin evaluation") and "| 01-greet | 2/2 | 0/2 |" in comment
+
+
+@observes("json_out", "plugin")
+def _(lab, mode):
+    run = plugin_writers_run(lab)[0]
+    assert run.document()["plugin"]["deltas"][0]["with_passed"] == 2
+    assert "01-greet [with] run 1: passed" in run.stderr  # the rest goes to stderr
+
+
+@pytest.mark.xdist_group("options-plugin")
+@pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
+def test_plugin_writes_every_writer_s_output_and_the_step_summary(lab: Lab):
+    """Done when: a plugin run writes the JSON, markdown, JUnit, HTML, PR comment, CSV rows,
+    --json and GitHub's step summary, each holding its with/without table or runs."""
+    run, paths, _ = plugin_writers_run(lab)
+    for name in ("report", "pr_comment", "summary"):
+        assert "| 01-greet | 2/2 | 0/2 |" in paths[name].read_text(), name
+    assert json.loads(paths["output"].read_text())["plugin"] == run.document()["plugin"]
+    assert paths["junit"].read_text().count("<testcase") == 2
+    assert len(page_data(paths["html"])["runs"]) == 4
+    assert len(paths["csv_out"].read_text().splitlines()) == 5
+
+
+@pytest.mark.xdist_group("options-plugin")
+@pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
+def test_plugin_shards_merge_into_the_verdicts_of_one_run(lab: Lab):
+    """Done when: `plugin --shard 1/2` and `--shard 2/2`, then `merge`, give the verdicts (and
+    the deltas) of one unsharded run."""
+    pieces, merged = plugin_shards(lab)
+    document = merged.document()
+    assert document["metadata"]["merged_from"] == [str(p) for p in pieces]
+    assert verdicts(document) == verdicts(plugin_writers_run(lab)[0].document())
+    assert len(document["results"]) == 4
+
+
+def test_help_of_plugin_import_and_export_comes_from_the_mode_table():
+    """Done when: `help plugin|import|export` (and `MODE --help`) are built from the mode table
+    like `help csv`: the options the row takes, under their help groups, and the row's examples;
+    the top-level help lists them from MODES, and the verbs that run nothing from their table."""
+    import re
+
+    def shown(*args: str) -> str:
+        result = CliRunner().invoke(evaluator.main, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    top = shown("--help")
+    for name in ("plugin", "import", "export"):
+        mode = MODE_BY_NAME[name]
+        text = shown("help", name)
+        assert text == shown(name, "--help")
+        listed = set(re.findall(r"^\s+(-{1,2}[\w-]+)", text, re.MULTILINE)) - {"-h", "--help"}
+        taken = [o for o in evaluator.OPTIONS if mode.takes(o.name)]
+        assert listed == {o.flag for o in taken}, name
+        assert all(f"\n{o.group}:\n" in text for o in taken), name
+        assert mode.examples and all(example in text for example in mode.examples)
+        assert re.search(rf"^  {name} +{re.escape(mode.summary)}$", top, re.MULTILINE), name
+    for utility in ("init", "cache", "help"):
+        assert re.search(rf"^  {utility} +\S", top, re.MULTILINE), utility
+
+
+def test_plugin_refuses_an_output_that_is_one_of_the_suite_s_files(lab: Lab):
+    """Done when: no output of a plugin run may be a file of its suite (-o on a case's prompt,
+    --report on a grader): one line, exit 2, nothing run or written."""
+    plugin = lab_plugin(lab)
+    prompt = plugin / "evals" / "01-greet" / "prompt.md"
+    grader = plugin / "evals" / "01-greet" / "graders" / "says-done.md"
+    before = {path: path.read_bytes() for path in (prompt, grader)}
+    for flag, path in (("-o", prompt), ("--report", grader), ("--junit", grader)):
+        run = lab.run("plugin", plugin, flag, path)
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.code == 2 and len(lines) == 1 and "would destroy it" in lines[0], run.stderr
+        assert run.requests == []
+    assert {path: path.read_bytes() for path in before} == before
+    inside = lab.run("import", "plugin-evals", plugin, "-o", plugin / "evals")
+    assert inside.code == 2 and "is inside the input --plugin" in inside.stderr
+
+
+# ---------------------------------------------------------------------------- import (a folder of suites; no run)
+def import_run(lab: Lab, *line: Any) -> Run:
+    """An import's dry run into a folder of its own (the same line: the same run, cached)."""
+    folder = lab.root / "imports" / "-".join(str(part).strip("-") for part in line)
+    folder.parent.mkdir(exist_ok=True)
+    run = lab.run("import", *line, "-o", folder, "--dry-run", cached=True)
+    assert run.code == 0 and run.requests == [], run.output
+    return run
+
+
+def bfcl_import(lab: Lab) -> Run:
+    return import_run(lab, "bfcl", "--categories", "simple_python,multiple", "--limit", "1")
+
+
+def tau2_import(lab: Lab, *more: Any) -> Run:
+    return import_run(lab, "tau2", *more)
+
+
+def planned(run: Run) -> list[str]:
+    """The files a dry run says it would write, by name."""
+    return [
+        Path(line.split()[2].rstrip(":")).name
+        for line in run.stdout.splitlines()
+        if line.startswith("would write ")
+    ]
+
+
+@observes("import_source", "import")
+def _(lab, mode):
+    assert planned(bfcl_import(lab)) == [
+        "bfcl.csv",
+        "bfcl_functions.json",
+        "bfcl_server.py",
+        "evaluator.yaml",
+    ]
+    assert planned(tau2_import(lab, "--tasks", "0,1"))[0] == "tau2_airline.csv"
+    folder = lab.fresh("plugin-suites")
+    run = lab.run("import", "plugin-evals", lab_plugin(lab), "-o", folder)
+    assert run.code == 0 and sorted(p.name for p in folder.iterdir()) == [
+        "greeting-card-evals.json"
+    ]
+
+
+@observes("plugin", "import")
+def _(lab, mode):
+    folder = lab.fresh("plugin-suites")
+    run = lab.run("import", "--import", "plugin-evals", "--plugin", lab_plugin(lab), "-o", folder)
+    assert run.code == 0, run.output
+    evals = json.loads((folder / "greeting-card-evals.json").read_text())["evals"]
+    assert [e["name"] for e in evals] == [c.name for c in load_plugin(lab_plugin(lab)).cases]
+    alone = lab.run("import", "plugin-evals", "-o", lab.fresh("none"))
+    assert alone.code == 2 and "needs the plugin's folder" in alone.stderr
+
+
+@observes("output", "import")
+def _(lab, mode):
+    folder = lab.fresh("suites")
+    run = lab.run("import", "plugin-evals", lab_plugin(lab), "-o", folder)
+    assert run.code == 0 and f"wrote {folder / 'greeting-card-evals.json'}" in run.output
+    inside = lab.run("import", "plugin-evals", lab_plugin(lab), "-o", lab_plugin(lab) / "evals")
+    assert inside.code == 2 and "inside the input --plugin" in inside.stderr
+    missing = lab.run("import", "plugin-evals", lab_plugin(lab))
+    assert missing.code == 2 and "needs -o DIR" in missing.stderr
+
+
+@observes("categories", "import")
+def _(lab, mode):
+    said = [
+        line.split(":")[0]
+        for line in bfcl_import(lab).stdout.splitlines()
+        if line.endswith("entries")
+    ]
+    assert said == ["simple_python", "multiple"]
+    wrong = lab.run("import", "tau2", "--categories", "multiple", "-o", lab.fresh("x"))
+    assert (
+        wrong.code == 2
+        and "--categories does not apply to import tau2 (it is bfcl's)" in wrong.stderr
+    )
+
+
+@observes("limit", "import")
+def _(lab, mode):
+    assert "simple_python: 1 entries" in bfcl_import(lab).stdout
+    assert "airline: 2 tasks" in tau2_import(lab, "--tasks", "0,1").stdout
+    assert (
+        "retail: 1 tasks (train split)"
+        in tau2_import(lab, "--domain", "retail", "--split", "train", "--limit", "1").stdout
+    )
+
+
+@observes("domain", "import")
+def _(lab, mode):
+    retail = tau2_import(lab, "--domain", "retail", "--split", "train", "--limit", "1")
+    assert retail.stdout.startswith("retail: ") and "tau2_retail.csv" in planned(retail)
+    assert tau2_import(lab, "--tasks", "0,1").stdout.startswith("airline: ")  # the default
+    wrong = lab.run("import", "bfcl", "--domain", "retail", "-o", lab.fresh("x"))
+    assert (
+        wrong.code == 2 and "--domain does not apply to import bfcl (it is tau2's)" in wrong.stderr
+    )
+
+
+@observes("split", "import")
+def _(lab, mode):
+    assert (
+        "(train split)"
+        in tau2_import(lab, "--domain", "retail", "--split", "train", "--limit", "1").stdout
+    )
+    assert "(base split, chosen by id)" in tau2_import(lab, "--tasks", "0,1").stdout
+
+
+@observes("tasks", "import")
+def _(lab, mode):
+    assert (
+        "airline: 2 tasks (base split, chosen by id)" in tau2_import(lab, "--tasks", "0,1").stdout
+    )
+    unknown = lab.run("import", "tau2", "--tasks", "9999", "-o", lab.fresh("x"), "--dry-run")
+    assert unknown.code == 2 and "has no task '9999'" in unknown.stderr
+
+
+@observes("dry_run", "import")
+def _(lab, mode):
+    folder = lab.fresh("dry")
+    run = lab.run("import", "plugin-evals", lab_plugin(lab), "-o", folder, "--dry-run")
+    assert run.code == 0 and not folder.exists(), run.output
+    assert f"would write {folder / 'greeting-card-evals.json'}" in run.output
+    assert "nothing was written" in run.output
+
+
+# ---------------------------------------------------------------------------- export (a plugin's cases; no run)
+def exported(lab: Lab, *line: Any, folder: Path | None = None) -> tuple[Run, Path]:
+    folder = folder or lab.fresh("exported")
+    return lab.run("export", "claude-plugin-eval", *line, "-o", folder), folder
+
+
+def export_plugin(lab: Lab) -> Path:
+    """An empty plugin folder (a manifest): a CSV suite's cases go into its evals/."""
+    folder = lab.fresh("tools-plugin")
+    write(folder / ".claude-plugin" / "plugin.json", '{"name": "tools"}')
+    return folder
+
+
+@observes("export_format", "export")
+def _(lab, mode):
+    run, folder = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger)
+    assert run.code == 0 and f"wrote 2 cases to {folder / 'evals'}" in run.output, run.output
+    assert len(list((folder / "evals").glob("*/prompt.md"))) == 2
+    assert load_plugin(folder).name == "warehouse-sql"  # claude plugin eval's suite
+
+
+@observes("output", "export")
+def _(lab, mode):
+    run, folder = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger)
+    assert run.code == 0 and (folder / ".claude-plugin" / "plugin.json").is_file()
+    over = lab.run(
+        "export",
+        "claude-plugin-eval",
+        "--skill",
+        SKILL_DIR,
+        "--tests",
+        lab.trigger,
+        "-o",
+        lab.trigger,
+    )
+    assert over.code == 2 and "is the input --tests" in over.stderr
+
+
+@observes("skill", "export")
+def _(lab, mode):
+    run, folder = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger)
+    assert (folder / "skills" / "warehouse-sql" / "SKILL.md").read_bytes() == (
+        SKILL_DIR / "SKILL.md"
+    ).read_bytes()
+    bare, _ = exported(lab, "--tests", lab.trigger)
+    assert bare.code == 2 and "does not say which skill it tests" in bare.stderr
+
+
+@observes("tests", "export")
+def _(lab, mode):
+    run, folder = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger)
+    cases = (folder / "evals").iterdir()
+    asked = sorted((case / "prompt.md").read_text().rstrip("\n").splitlines()[-1] for case in cases)
+    assert run.code == 0 and asked == sorted([POSITIVE, NEGATIVE]), run.output
+
+
+@observes("csv", "export")
+def _(lab, mode):
+    folder = export_plugin(lab)
+    run, _ = exported(lab, "--csv", lab.csv, "--mcp-server", "profiles", folder=folder)
+    assert run.code == 0, run.output
+    assert sorted(p.name for p in (folder / "evals").iterdir()) == ["tables-a-01", "tables-b-02"]
+
+
+@observes("mcp_server", "export")
+def _(lab, mode):
+    folder = export_plugin(lab)
+    run, _ = exported(lab, "--csv", lab.csv, "--mcp-server", "profiles", folder=folder)
+    graders = " ".join(p.read_text() for p in (folder / "evals").rglob("graders/*.md"))
+    assert "tool: mcp__profiles__list_warehouse_tables" in graders
+    unnamed, _ = exported(lab, "--csv", lab.csv, folder=export_plugin(lab))
+    assert unnamed.code == 2 and "--mcp-server NAME" in unnamed.stderr
+
+
+@observes("runs", "export")
+def _(lab, mode):
+    run, folder = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger, "--runs", "5")
+    assert all("runs: 5\n" in p.read_text() for p in (folder / "evals").glob("*/prompt.md"))
+    auto, _ = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger, "--runs", "auto")
+    assert auto.code == 2 and "--runs auto" in auto.stderr
+
+
+@observes("dry_run", "export")
+def _(lab, mode):
+    folder = lab.fresh("dry-export")
+    run, _ = exported(lab, "--skill", SKILL_DIR, "--tests", lab.trigger, "--dry-run", folder=folder)
+    assert run.code == 0 and not folder.exists(), run.output
+    assert "would copy " in run.output and f"to {folder / 'skills' / 'warehouse-sql'}" in run.output
+    assert (
+        run.output.count("would write ") == 1 + 2 * 2
+    )  # the manifest; a prompt and a grader a case
+
+
+@pytest.mark.parametrize("mode, option", observed_in(__name__))
+def test_an_accepted_option_has_an_effect(lab: Lab, mode: str, option: str):
+    OBSERVERS[option][mode](lab, mode)
