@@ -412,7 +412,7 @@ def test_skill_description_loop_through_claude_code(tmp_path: Path):
             "--report",
             "opt.md",
         )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     work = tmp_path / "work"
     optimization = json.loads((work / "opt.json").read_text())["optimization"]
     assert {s["item"]: s["split"] for s in optimization["split"]} == split

@@ -68,7 +68,7 @@ def test_a_pr_comment_mentions_nobody(api, tmp_path):
         *("--pr-comment", "out/comment.md", "--report", "out/report.md"),
         step=step,
     )
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.exit_code == 1, done.stdout + done.stderr
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert "@octocat" in comment and "@octo-org/core-team" in comment  # shown, as code
     assert MENTION.findall(outside_code_spans(comment)) == [], comment
@@ -98,7 +98,7 @@ def test_an_output_path_starts_no_workflow_command(api, tmp_path, output):
         *("--csv", "suite.csv", "--server-module", str(EXAMPLE_SERVER), "-o", output),
         step=step,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert (tmp_path / output).is_file()
     assert workflow_lines(done.stdout) == [] and workflow_lines(done.stderr) == []
     assert any(line.startswith("wrote out/") for line in done.stdout.splitlines())
@@ -123,7 +123,7 @@ def test_a_projects_names_and_outputs_start_no_workflow_command(api, tmp_path):
     )
     api.responder = lambda body: reply(text("no tools needed"))
     done = evaluate(api, tmp_path, "--config", "evaluator.yaml", step=step)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert workflow_lines(done.stdout) == [] and workflow_lines(done.stderr) == []
     assert sum(line.startswith("wrote out/") for line in done.stdout.splitlines()) == 3
     assert "[warning]legacy (csv)" in done.stdout  # a suite's name is data, never markup
@@ -137,7 +137,7 @@ def test_an_error_line_naming_a_path_starts_no_workflow_command(api, tmp_path):
         *("--csv", "missing ##[warning]suite.csv", "--server-module", str(EXAMPLE_SERVER)),
         step=step,
     )
-    assert done.returncode == 2
+    assert done.exit_code == 2
     assert [c for c in workflow_lines(done.stderr) if not c.startswith("::error ")] == []
 
 
@@ -181,7 +181,7 @@ def test_a_project_file_cannot_write_outside_its_folder(api, tmp_path, key):
     victim = write(tmp_path / "victim.sh", "#!/bin/sh\necho precious\n")
     path = project_file(folder, f"    {key}: ../made/../victim.sh\n")
     done = evaluate(api, folder, "--config", "evaluator.yaml")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.exit_code == 2, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
         f"error: {path.name}:6: {key}: ../made/../victim.sh is outside the project's folder "
         f"{folder} (give a path inside it, or add --allow-outside-outputs to let this "
@@ -198,7 +198,7 @@ def test_a_project_file_named_from_another_folder_writes_inside_its_own(api, tmp
     project_file(folder, "    output: results/tools.json\n")
     api.responder = lambda body: reply(text("no tools needed"))
     done = evaluate(api, tmp_path, "--config", f"{folder.name}/evaluator.yaml")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert (folder / "results" / "tools.json").is_file()
 
 
@@ -221,7 +221,7 @@ def test_absolute_paths_defaults_and_linked_folders_are_outside_too(api, tmp_pat
     ):
         path = project_file(folder, suite_keys, defaults)
         done = evaluate(api, folder, "--config", "evaluator.yaml")
-        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.exit_code == 2, done.stdout + done.stderr
         [said] = done.stderr.splitlines()
         assert said.startswith(f"error: {path.name}:{line}: {key}: {shown} is outside"), said
     assert victim.read_text() == "precious" and not (folder / "results").exists()
@@ -234,11 +234,11 @@ def test_allow_outside_outputs_lets_a_project_write_there(api, tmp_path):
     (tmp_path / "shared").mkdir()
     api.responder = lambda body: reply(text("no tools needed"))
     done = evaluate(api, folder, "--config", "evaluator.yaml", "--allow-outside-outputs")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert (tmp_path / "shared" / "tools.json").is_file()
     # the command line's own outputs were never the file's to limit
     done = evaluate(api, folder, "--config", "evaluator.yaml", "-o", "../shared/again.json")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.exit_code == 0, done.stdout + done.stderr
     assert (tmp_path / "shared" / "again.json").is_file()
 
 
@@ -250,7 +250,7 @@ def test_allow_outside_outputs_without_a_project_file_is_refused(api, tmp_path):
         *("--csv", "suite.csv", "--server-module", str(EXAMPLE_SERVER)),
         "--allow-outside-outputs",
     )
-    assert done.returncode == 2
+    assert done.exit_code == 2
     [said] = done.stderr.splitlines()
     assert said.startswith("error: --allow-outside-outputs ") and "project file" in said, said
     assert api.requests == []
@@ -269,7 +269,7 @@ def test_a_project_output_never_overwrites_its_inputs(api, tmp_path):
         path = project_file(folder, suite_keys)
         before = {p: p.read_text() for p in (path, folder / "suite.csv")}
         done = evaluate(api, folder, "--config", "evaluator.yaml")
-        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.exit_code == 2, done.stdout + done.stderr
         [said] = done.stderr.splitlines()
         assert says in said and "destroy it" in said, said
         assert {p: p.read_text() for p in before} == before
