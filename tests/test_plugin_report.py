@@ -1,0 +1,106 @@
+"""The plugin's effect as `claude plugin eval` 2.1.332 reports it: its aggregates (`score`,
+`scoreWithout`, `delta`, `overallScore`, `meanDelta`), its HTML report's headline ("Plugin effect:
+↑ +33.3 pts vs baseline — improved 2 · flat 2 · regressed 0 of 4 cases."), suite and baseline
+scores, computed by hand; then our reports of the same runs side by side with Claude Code's."""
+
+from __future__ import annotations
+
+import pytest
+
+from claude_tool_evaluator.scoring.plugin_graders import (
+    CaseEffect,
+    SuiteEffect,
+    case_effect,
+    claude_percent,
+    effect_points,
+    js_fixed,
+    plugin_title,
+    signed_score,
+    suite_effect,
+)
+
+
+def test_numbers_are_shown_as_claude_code_shows_them():
+    # JavaScript's toFixed rounds the exact binary value half away from zero
+    assert js_fixed(0.125, 2) == "0.13" and js_fixed(-0.125, 2) == "-0.13"
+    assert js_fixed(1 / 3, 2) == "0.33" and js_fixed(12.5, 1) == "12.5"
+    # Math.round(share * 1000) / 10, whole numbers without a decimal, never 100% under 1
+    assert claude_percent(5 / 6) == "83.3%" and claude_percent(0.5) == "50%"
+    assert claude_percent(0.625) == "62.5%" and claude_percent(1) == "100%"
+    assert claude_percent(0.9996) == "99.9%" and claude_percent(0) == "0%"
+    assert effect_points(1 / 3) == "↑ +33.3 pts"
+    assert effect_points(0.0) == "· 0.0 pts"
+    assert effect_points(-0.125) == "↓ -12.5 pts"
+    assert signed_score(1.0) == "+1.00" and signed_score(0.0) == "0.00"
+    assert signed_score(-0.5) == "-0.50"
+    assert plugin_title("greeter", "1.0.0") == "greeter v1.0.0"
+    assert plugin_title("greeter", None) == "greeter"
+    assert plugin_title("greeter", "1.0 <b>") == "greeter"
+
+
+def test_the_fixture_s_runs_give_claude_code_s_figures():
+    """tests/plugins/greeter against the scripted server, 2 runs per arm (as `claude plugin eval
+    --json` reported them): 01-greet 1,1 vs 0,0; 02-capital and 03-welcome-command 1,1 vs 1,1;
+    04-yaml-case 1/3,1/3 vs 0,0. Case scores are the means of run scores, the delta their
+    difference; the suite score the mean of case scores (1+1+1+1/3)/4 = 0.8333, the baseline
+    (0+1+1+0)/4 = 0.5, the mean delta (1+0+0+1/3)/4 = 0.3333; improved: delta > 0 (01, 04),
+    flat: exactly 0 (02, 03)."""
+    third = 1 / 3
+    cases = [
+        case_effect("01-greet", [1, 1], [0, 0]),
+        case_effect("02-capital", [1, 1], [1, 1]),
+        case_effect("03-welcome-command", [1, 1], [1, 1]),
+        case_effect("04-yaml-case", [third, third], [0, 0]),
+    ]
+    assert all(isinstance(c, CaseEffect) for c in cases)
+    assert cases[0].delta == 1 and cases[1].delta == 0
+    assert cases[3].score == pytest.approx(third) and cases[3].pass_rate == 0
+    assert cases[3].delta == pytest.approx(third) and cases[3].score_without == 0
+    suite = suite_effect(cases)
+    assert isinstance(suite, SuiteEffect)
+    assert (suite.cases_total, suite.cases_passed) == (4, 3)
+    assert suite.overall_score == pytest.approx(5 / 6)
+    assert suite.overall_pass_rate == 0.75
+    assert suite.mean_delta == pytest.approx(third) and suite.baseline_score == 0.5
+    assert (suite.improved, suite.flat, suite.regressed) == (2, 2, 0)
+    assert suite.headline() == (
+        "Plugin effect: ↑ +33.3 pts vs baseline — improved 2 · flat 2 · regressed 0 of 4 cases."
+    )
+
+
+def test_the_issue_s_figures_twelve_and_a_half_points():
+    """Case scores with 1, 1, 0.5, 0 and without 0.5, 1, 0.5, 0: suite 62.5 %, baseline 50 %,
+    deltas 0.5, 0, 0, 0, mean 0.125: improved 1, flat 3."""
+    cases = [
+        case_effect("a", [1, 1], [1, 0]),
+        case_effect("b", [1], [1]),
+        case_effect("c", [1, 0], [0.5, 0.5]),
+        case_effect("d", [0, 0], [0, 0]),
+    ]
+    suite = suite_effect(cases)
+    assert claude_percent(suite.overall_score) == "62.5%"
+    assert claude_percent(suite.baseline_score or 0) == "50%"
+    assert suite.headline() == (
+        "Plugin effect: ↑ +12.5 pts vs baseline — improved 1 · flat 3 · regressed 0 of 4 cases."
+    )
+
+
+def test_a_case_with_an_errored_run_has_no_delta_and_a_single_arm_none():
+    """Claude Code leaves a case's delta (and its baseline score) out when a run was not fully
+    graded; the counts are over the cases with a delta ("of 2 cases"); a case that ran one arm has
+    neither; without any delta there is no headline."""
+    errored = case_effect("e", [1, 1], [0, 0], errored=True)
+    assert errored.delta is None and errored.score_without is None
+    assert errored.pass_rate_without == 0
+    single = case_effect("s", [0.5], None)
+    assert single.delta is None and single.pass_rate_without is None
+    worse = case_effect("w", [0, 0], [1, 0])
+    assert worse.delta == -0.5
+    suite = suite_effect([errored, single, worse, case_effect("f", [1], [1])])
+    assert suite.mean_delta == -0.25 and suite.baseline_score == 0.75
+    assert (suite.improved, suite.flat, suite.regressed) == (0, 1, 1)
+    assert suite.headline() == (
+        "Plugin effect: ↓ -25.0 pts vs baseline — improved 0 · flat 1 · regressed 1 of 2 cases."
+    )
+    assert suite_effect([single]).headline() == ""
+    assert suite_effect([]).overall_score == 0
