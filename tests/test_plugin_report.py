@@ -5,6 +5,9 @@ scores, computed by hand; then our reports of the same runs side by side with Cl
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 
 from claude_tool_evaluator.scoring.plugin_graders import (
@@ -104,3 +107,93 @@ def test_a_case_with_an_errored_run_has_no_delta_and_a_single_arm_none():
     )
     assert suite_effect([single]).headline() == ""
     assert suite_effect([]).overall_score == 0
+
+
+# ---- side by side: our reports and claude plugin eval's on the same scripted runs
+def their_headline(page: str) -> str:
+    """The verdict line of claude plugin eval's HTML report, as text."""
+    found = re.search(r'<p class="verdict">(.*?)</p>', page, re.S)
+    assert found, "no verdict line in claude plugin eval's report"
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+
+
+def their_tiles(page: str) -> dict[str, str]:
+    """claude plugin eval's report tiles: label -> value."""
+    tiles = re.findall(
+        r'<span class="label">(.*?)</span><span class="value[^"]*">(.*?)</span>', page, re.S
+    )
+    return {
+        html.unescape(re.sub(r"<[^>]+>", "", k)): html.unescape(re.sub(r"<[^>]+>", "", v))
+        for k, v in tiles
+    }
+
+
+def test_our_reports_show_claude_code_s_plugin_effect(greeter_side_by_side):
+    runs = greeter_side_by_side
+    theirs, ours = runs.theirs, runs.ours
+    page = runs.read("cc.html")
+    headline = their_headline(page)
+    tiles = their_tiles(page)
+    # claude plugin eval's own figures, and ours computed from its JSON with the same functions
+    assert headline == (
+        "Plugin effect: ↑ +33.3 pts vs baseline — improved 2 · flat 2 · regressed 0 of 4 cases."
+    )
+    assert tiles["Suite score · with plugin"] == "83.3%" and tiles["Baseline score"] == "50%"
+    again = suite_effect(
+        [
+            case_effect(
+                c["name"],
+                [r["score"] for r in c["arms"]["with"]],
+                [r["score"] for r in c["arms"]["without"]],
+            )
+            for c in theirs["cases"]
+        ]
+    )
+    assert again.headline() == headline
+    assert again.mean_delta == pytest.approx(theirs["aggregates"]["meanDelta"])
+    assert again.overall_score == pytest.approx(theirs["aggregates"]["overallScore"])
+    # ours, on the same runs: the effect, each case's aggregates, the plugin's name and version
+    effect = ours["plugin"]["effects"][0]
+    assert effect["headline"] == headline and effect["title"] == "greeter v1.0.0"
+    assert ours["plugin"]["version"] == theirs["suite"]["plugins"][0]["version"] == "1.0.0"
+    for case, their_case in zip(ours["plugin"]["cases"], theirs["cases"], strict=True):
+        assert case["name"] == their_case["name"]
+        for field, theirs_field in (
+            ("score", "score"),
+            ("score_without", "scoreWithout"),
+            ("delta", "delta"),
+            ("pass_rate", "passRate"),
+        ):
+            assert case[field] == pytest.approx(their_case["aggregates"][theirs_field]), field
+    # the arm without the plugin is a labelled baseline: never counted among the cases, never a
+    # failure (claude plugin eval: 3 of 4 cases at the threshold)
+    assert theirs["aggregates"]["casesPassed"] == 3
+    report = runs.read("ours.md")
+    assert "Plugin evaluation: 3/4 cases passed; the baseline 2/4, which never fails" in report
+    assert "| Passed | 3/4 (75%; baseline apart) |" in report
+    assert "| 01-greet &#91;without&#93; | baseline (not passed) |" in report
+    failures = report[report.index("### Failures") : report.index("### All cases")]
+    assert "[without]" not in failures and "04-yaml-case" in failures
+    figures = (
+        "suite score 83.3% with the plugin · baseline 50% without it · 3 of 4 cases ≥ 100% "
+        "threshold · perfect runs 75%"
+    )
+    for name in ("ours.md", "comment.md", "summary.md"):
+        text = runs.read(name)
+        assert "Plugin greeter v1.0.0: with vs without" in text, name
+        assert f"**greeter v1.0.0 — {headline}**" in text, name
+        assert figures in text, name
+        assert "| case | with greeter (passed/runs) | baseline (without) (passed/runs) |" in text
+        assert "| 01-greet | 2/2 | 0/2 | 1.00 | 0.00 | ↑ +100.0 pts |" in text, name
+        assert "| 02-capital | 2/2 | 2/2 | 1.00 | 1.00 | · 0.0 pts |" in text, name
+    assert f"greeter v1.0.0 — {headline}" in runs.ours_stdout
+    assert figures in runs.ours_stdout
+    assert (
+        "01-greet: with 2/2, without 0/2: within noise: delta +1.00 [+0.07, +1.00], p = 0.3333; "
+        "about 4 runs per arm would decide it; score 1.00 with, 0.00 baseline (without): "
+        "Δ ↑ +100.0 pts"
+    ) in runs.ours_stdout
+    junit = runs.read("ours.xml")
+    assert html.escape(f"plugin effect: greeter v1.0.0 — {headline}", quote=True) in junit
+    assert "<title>Plugin greeter v1.0.0" not in runs.read("ours.html")  # the script titles it
+    assert headline in runs.read("ours.html")  # in the page's data (the browser test draws it)
