@@ -7,9 +7,16 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
+from claude_tool_evaluator.results_schema.plugin import (
+    ArmDeltaRecord,
+    PluginCaseRecord,
+    PluginEffectRecord,
+    PluginRecord,
+)
 from claude_tool_evaluator.scoring.plugin_graders import (
     CaseEffect,
     SuiteEffect,
@@ -18,9 +25,9 @@ from claude_tool_evaluator.scoring.plugin_graders import (
     effect_points,
     js_fixed,
     plugin_title,
-    signed_score,
     suite_effect,
 )
+from claude_tool_evaluator.writers.plugin import plugin_junit, plugin_markdown
 
 
 def test_numbers_are_shown_as_claude_code_shows_them():
@@ -34,8 +41,6 @@ def test_numbers_are_shown_as_claude_code_shows_them():
     assert effect_points(1 / 3) == "↑ +33.3 pts"
     assert effect_points(0.0) == "· 0.0 pts"
     assert effect_points(-0.125) == "↓ -12.5 pts"
-    assert signed_score(1.0) == "+1.00" and signed_score(0.0) == "0.00"
-    assert signed_score(-0.5) == "-0.50"
     assert plugin_title("greeter", "1.0.0") == "greeter v1.0.0"
     assert plugin_title("greeter", None) == "greeter"
     assert plugin_title("greeter", "1.0 <b>") == "greeter"
@@ -197,3 +202,57 @@ def test_our_reports_show_claude_code_s_plugin_effect(greeter_side_by_side):
     assert html.escape(f"plugin effect: greeter v1.0.0 — {headline}", quote=True) in junit
     assert "<title>Plugin greeter v1.0.0" not in runs.read("ours.html")  # the script titles it
     assert headline in runs.read("ours.html")  # in the page's data (the browser test draws it)
+
+
+def test_the_readme_s_excerpt_is_what_the_report_says(greeter_side_by_side):
+    """Every line of the README's plugin report excerpt is a line of the report on the fixture."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("**The plugin report.**")
+    block = re.search(r"```markdown\n(.*?)```", readme[start:], re.S)
+    assert block, "no markdown excerpt after **The plugin report.**"
+    report = greeter_side_by_side.read("ours.md").splitlines()
+    excerpt = [line for line in block.group(1).splitlines() if line]
+    assert len(excerpt) >= 7
+    for line in excerpt:
+        assert line.replace("[", "&#91;").replace("]", "&#93;") in report, line
+
+
+def test_without_a_baseline_arm_or_with_an_errored_run_the_reports_say_so():
+    """--ablation none: no verdict line, Claude Code's "absolute scores only"; a case whose run
+    errored has no Δ (—), and the suite's effect is its other cases'; a results file written
+    before the plugin's effect was recorded still renders (its name, no verdict line)."""
+    alone = PluginRecord(
+        name="greeter",
+        version="1.0.0",
+        path="p",
+        eval_dir="p/evals",
+        ablation="none",
+        cases=[PluginCaseRecord(name="a", score=0.5, pass_rate=0.5)],
+        deltas=[ArmDeltaRecord(name="a", case="a", with_passed=1, with_runs=2, score_with=0.5)],
+        effects=[
+            PluginEffectRecord(
+                title="greeter v1.0.0", cases_total=1, overall_score=0.5, overall_pass_rate=0.5
+            )
+        ],
+    )
+    text = "\n".join(plugin_markdown(alone))
+    assert "**greeter v1.0.0 — no baseline arm was run: absolute scores only.**" in text
+    assert "suite score 50% with the plugin · 0 of 1 cases ≥ 100% threshold" in text
+    assert "| a | 1/2 | — | 0.50 | — | — |" in text
+    errored = alone.model_copy(
+        update={
+            "ablation": "with-without",
+            "cases": [PluginCaseRecord(name="a", score=1.0, pass_rate=1.0, pass_rate_without=0)],
+            "deltas": [
+                ArmDeltaRecord(
+                    name="a", case="a", with_passed=2, with_runs=2, without_runs=2, score_with=1
+                )
+            ],
+        }
+    )
+    assert "| a | 2/2 | 0/2 | 1.00 | 0.00 | — |" in "\n".join(plugin_markdown(errored))
+    old = PluginRecord(name="greeter", path="p", eval_dir="p/evals", ablation="with-without")
+    assert plugin_markdown(old)[0] == "## Plugin greeter: with vs without"
+    assert plugin_junit(old) == []
+    (effect,) = plugin_junit(alone)
+    assert effect[1].name.startswith("plugin effect: greeter v1.0.0 — no baseline arm")

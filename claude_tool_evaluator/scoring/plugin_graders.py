@@ -31,7 +31,6 @@ __all__ = [
     "js_fixed",
     "plugin_title",
     "run_score",
-    "signed_score",
     "suite_effect",
 ]
 
@@ -472,11 +471,6 @@ def effect_points(delta: float) -> str:
     `↓ -12.5 pts`."""
     arrow, sign = ("↑", "+") if delta > 0 else ("↓", "") if delta < 0 else ("·", "")
     return f"{arrow} {sign}{js_fixed(delta * 100, 1)} pts"
-
-
-def signed_score(delta: float) -> str:
-    """A score difference as Claude Code's terminal table shows it: `+1.00`, `0.00`, `-0.50`."""
-    return f"{'+' if delta > 0 else ''}{js_fixed(delta, 2)}"
 
 
 def _mean(values: Sequence[float]) -> float:

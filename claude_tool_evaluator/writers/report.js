@@ -438,8 +438,9 @@ function renderPlugin(app, p) {
   // each case: its score with and without, both arms' runs with every grader's verdict, the prompt and the graders
   app.append(el("h2", {id: "plugin-cases"}, "Each case, with " + p.plugin + " and baseline (without)"));
   for (const c of p.cases) {
-    const found = caseByName(c.name) || {run_ids: []};
-    const runs = found.run_ids.map(id => DATA.runs[id]).filter(Boolean);
+    // its rows: the case, or in a model matrix the case on each configuration (`NAME (model @ version)`)
+    const rows = DATA.cases.filter(x => x.name === c.name || x.name.startsWith(c.name + " ("));
+    const runs = rows.flatMap(x => x.run_ids).map(id => DATA.runs[id]).filter(Boolean);
     const arms = [["with " + p.plugin, c.score], ["baseline (without)", c.score_without]];
     const box = el("details", {class: "plugin-case", "data-plugin-case": c.name},
       el("summary", {}, c.name + " — " + c.delta + " — with " + p.plugin + " " + c.score
@@ -450,7 +451,7 @@ function renderPlugin(app, p) {
       box.append(el("h4", {class: "arm"}, label + (score ? " · " + score : "")));
       for (const run of mine) {
         box.append(el("div", {class: "plugin-run"},
-          el("strong", {}, label + " · run " + run.iteration), " ",
+          el("strong", {}, label + " · run " + run.iteration + (rows.length > 1 && run.model ? " · " + run.model : "")), " ",
           el("span", {class: "badge " + (run.error ? "error" : run.passed ? "pass" : "fail")}, run.error ? "error" : run.passed ? "pass" : "fail"),
           " ", el("span", {class: "muted"}, "score " + (run.facts.score || "") + " · " + (run.facts.turns || 0) + " turns · " + usd(run.cost) + " · " + secs(run.latency_ms) + " · " + num(run.tokens) + " tokens"),
           run.error ? el("p", {class: "flag"}, "error: " + run.error) : null,
