@@ -764,7 +764,7 @@ if __name__ == "__main__":
 
 # ============================================================================ a plugin
 def test_the_plugin_page_shows_claude_code_s_effect_and_both_arms_labelled(
-    greeter_side_by_side, browser: Browser
+    greeter_side_by_side, browser: Browser, tmp_path: Path
 ):
     """tests/plugins/greeter, run by `plugin --html` and by `claude plugin eval --report` on one
     scripted server (tests/plugin_side_by_side.py): our page is the plugin's own — titled with
@@ -815,3 +815,4 @@ def test_the_plugin_page_shows_claude_code_s_effect_and_both_arms_labelled(
     assert "✗ fail uses-skill: Skill called 0x (expected 1..∞)" in section
     assert "Please write a formal greeting card that greets Alex warmly by name." in section
     assert 'target "last_message" pattern "Done"' in section
+    assert_not_blank(screenshot(ours, tmp_path))
