@@ -318,3 +318,20 @@ class Cli:
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> Cli:
     return Cli(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def greeter_side_by_side(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """tests/plugins/greeter run once by `plugin` (every report) and once by `claude plugin eval`
+    on one scripted server (tests/plugin_side_by_side.py); skipped without Claude Code."""
+    if CLAUDE is None:
+        pytest.skip("Claude Code 2.1.332 is not installed (npm ci)")
+    from plugin_side_by_side import run_side_by_side
+
+    return run_side_by_side(
+        tmp_path_factory.mktemp("greeter-side-by-side"),
+        EVALUATOR,
+        CLAUDE,
+        TEST_API_KEY,
+        sys.executable,
+    )

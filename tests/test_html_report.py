@@ -9,6 +9,7 @@ and over the DevTools protocol on a pipe (clicks, typing a review note, reading 
 from __future__ import annotations
 
 import fcntl
+import html
 import json
 import os
 import re
@@ -759,3 +760,59 @@ def test_html_json_escapes_what_could_end_the_script():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ============================================================================ a plugin
+def test_the_plugin_page_shows_claude_code_s_effect_and_both_arms_labelled(
+    greeter_side_by_side, browser: Browser, tmp_path: Path
+):
+    """tests/plugins/greeter, run by `plugin --html` and by `claude plugin eval --report` on one
+    scripted server (tests/plugin_side_by_side.py): our page is the plugin's own — titled with
+    its name and version, its verdict line claude plugin eval's, four cases (the arm without the
+    plugin is each case's labelled baseline, never a case or a failure of its own), and per case
+    both arms' runs with every grader's verdict, the prompt and the graders."""
+    runs = greeter_side_by_side
+    ours = runs.folder / "ours.html"
+    assert_self_contained(ours.read_text(encoding="utf-8"))
+    theirs = runs.read("cc.html")
+    their_verdict = re.search(r'<p class="verdict">(.*?)</p>', theirs, re.S)
+    assert their_verdict, "no verdict line in claude plugin eval's report"
+    headline = html.unescape(re.sub(r"<[^>]+>", "", their_verdict.group(1)))
+    assert "Eval report — greeter v1.0.0" in html.unescape(theirs)
+    browser.open(page_url(ours))
+    assert browser.eval("document.title") == "Plugin greeter v1.0.0 report"
+    assert browser.eval("document.querySelector('p.verdict').textContent") == headline
+    cards = browser.eval(
+        "Object.fromEntries([...document.querySelectorAll('.card')].map(c =>"
+        " [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
+    )
+    assert cards["Suite score · with greeter"] == "83.3%" and cards["Baseline score"] == "50%"
+    assert cards["Ablation Δ"] == "↑ +33.3 pts" and cards["Passed"] == "3/4 (75%)"
+    assert browser.eval("document.getElementById('cases').textContent") == "Cases (4)"
+    rows = browser.eval("[...document.querySelectorAll('tr.case-row')].map(r => r.dataset.case)")
+    assert sorted(rows) == ["01-greet", "02-capital", "03-welcome-command", "04-yaml-case"]
+    header = browser.eval("document.querySelector('#top .muted').textContent")
+    assert "Claude Code 2.1.332" in header and "wall time 0.0s" not in header
+    assert runs.ours["metadata"]["model"] in header
+    # a case opened: both arms' runs, each labelled, with its graders' verdicts
+    browser.eval("document.querySelector('tr.case-row[data-case=\"01-greet\"]').click()")
+    titles = browser.eval(
+        "[...document.querySelectorAll('#case-detail .run > h4')].map(h => h.textContent)"
+    )
+    assert [t.split(" ")[0:4] for t in titles] == [
+        ["with", "greeter", "·", "Run"],
+        ["with", "greeter", "·", "Run"],
+        ["baseline", "(without)", "·", "Run"],
+        ["baseline", "(without)", "·", "Run"],
+    ]
+    assert all(" tokens" in t and " 0 tokens" not in t for t in titles)
+    # the plugin's section: per case, each arm's runs with every grader's verdict and why
+    section = browser.eval(
+        "document.querySelector('details[data-plugin-case=\"01-greet\"]').textContent"
+    )
+    assert "with greeter · run 1" in section and "baseline (without) · run 2" in section
+    assert "✓ pass says-done: matched Done" in section
+    assert "✗ fail uses-skill: Skill called 0x (expected 1..∞)" in section
+    assert "Please write a formal greeting card that greets Alex warmly by name." in section
+    assert 'target "last_message" pattern "Done"' in section
+    assert_not_blank(screenshot(ours, tmp_path))

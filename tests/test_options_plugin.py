@@ -370,14 +370,17 @@ def _(lab, mode):
 @observes("report", "plugin")
 def _(lab, mode):
     report = plugin_writers_run(lab)[1]["report"].read_text()
-    assert "## Plugin greeter: with vs without" in report and "| 01-greet | 2/2 | 0/2 |" in report
+    assert "## Plugin greeter v1.0.0: with vs without" in report
+    assert "| 01-greet | 2/2 | 0/2 |" in report
 
 
 @observes("junit", "plugin")
 def _(lab, mode):
     root = ET.parse(plugin_writers_run(lab)[1]["junit"]).getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert set(cases) == {"01-greet [with]", "01-greet [without]"}
+    effect = [name for name in cases if name.startswith("plugin effect: greeter v1.0.0 — ")]
+    assert set(cases) - set(effect) == {"01-greet [with]", "01-greet [without]"}
+    assert len(effect) == 1 and "↑ +100.0 pts vs baseline" in effect[0]
     without = cases["01-greet [without]"]
     assert (
         without.find("failure")

@@ -9,6 +9,7 @@ May import: the rooms above the modes, the modes above it."""
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,13 +40,20 @@ from ..results_schema.plugin import (
     ArmDeltaRecord,
     PluginCaseRecord,
     PluginConfigurationRecord,
+    PluginEffectRecord,
     PluginGraderRecord,
     PluginPartsRecord,
     PluginRecord,
 )
 from ..run_types import Usage
 from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan, folder_files
-from ..scoring.plugin_graders import arm_delta
+from ..scoring.plugin_graders import (
+    CaseEffect,
+    arm_delta,
+    case_effect,
+    plugin_title,
+    suite_effect,
+)
 from ..scoring.statistics import (
     RunTotals,
     case_counts,
@@ -209,6 +217,57 @@ def _case_deltas(
     return found
 
 
+def _manifest_version(plugin: Plugin) -> str | None:
+    version = plugin.manifest.get("version")
+    return str(version) if isinstance(version, str | int | float) else None
+
+
+def _case_effects(
+    plugin: Plugin, records: Sequence[PluginRunResult], label: str
+) -> dict[str, CaseEffect]:
+    """Each case's aggregates in one configuration as claude plugin eval has them (a case with
+    no run with the plugin has none)."""
+    found = {}
+    for case in plugin.cases:
+        runs = {arm: _runs_of(records, label, case.name, arm) for arm in ARMS}
+        if runs["with"]:
+            found[case.name] = case_effect(
+                case.name,
+                [r.score for r in runs["with"]],
+                [r.score for r in runs["without"]] or None,
+                errored=any(r.error for arm in ARMS for r in runs[arm]),
+            )
+    return found
+
+
+def _plugin_effects(
+    plugin: Plugin, records: Sequence[PluginRunResult], threshold: float
+) -> list[PluginEffectRecord]:
+    """The plugin's effect per configuration: claude plugin eval's suite aggregates and
+    headline."""
+    found = []
+    for label in dict.fromkeys(r.label for r in records):
+        suite = suite_effect(list(_case_effects(plugin, records, label).values()), threshold)
+        found.append(
+            PluginEffectRecord(
+                label=label,
+                title=plugin_title(plugin.name, _manifest_version(plugin)),
+                threshold=threshold,
+                cases_total=suite.cases_total,
+                cases_passed=suite.cases_passed,
+                overall_score=suite.overall_score,
+                overall_pass_rate=suite.overall_pass_rate,
+                mean_delta=suite.mean_delta,
+                baseline_score=suite.baseline_score,
+                improved=suite.improved,
+                flat=suite.flat,
+                regressed=suite.regressed,
+                headline=suite.headline(),
+            )
+        )
+    return found
+
+
 _PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
 
 
@@ -278,6 +337,28 @@ def _arm_case(
     )
 
 
+def _grader_config(config: dict) -> dict:
+    """A grader's fields as plain data (a tool_order step as `{"tool": ..., "input_match": ...}`)."""
+    return {
+        key: {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type)
+        else value
+        for key, value in config.items()
+    }
+
+
+def _effect_fields(effect: CaseEffect | None) -> dict:
+    if effect is None:
+        return {}
+    return {
+        "score": effect.score,
+        "pass_rate": effect.pass_rate,
+        "score_without": effect.score_without,
+        "pass_rate_without": effect.pass_rate_without,
+        "delta": effect.delta,
+    }
+
+
 def _plugin_record(
     settings: Settings,
     plugin: Plugin,
@@ -286,8 +367,11 @@ def _plugin_record(
     warnings: list[str],
     others: tuple[Path, ...],
 ) -> PluginRecord:
+    labels = list(dict.fromkeys(r.label for r in records)) or [""]
+    effects = _case_effects(plugin, records, labels[0])
     return PluginRecord(
         name=plugin.name,
+        version=_manifest_version(plugin),
         path=str(plugin.folder),
         eval_dir=str(plugin.eval_dir),
         ablation=settings.plugin_evals.ablation,
@@ -303,13 +387,21 @@ def _plugin_record(
                 runs_per_arm=settings.run_plan.runs or case.runs,
                 tags=case.tags,
                 graders=[
-                    PluginGraderRecord(name=g.name, type=g.kind, weight=g.weight, arm=g.arm)
+                    PluginGraderRecord(
+                        name=g.name,
+                        type=g.kind,
+                        weight=g.weight,
+                        arm=g.arm,
+                        config=_grader_config(g.config),
+                    )
                     for g in case.graders
                 ],
+                **_effect_fields(effects.get(case.name)),
             )
             for case in plugin.cases
         ],
         deltas=_case_deltas(plugin, records, settings.statistics.alpha),
+        effects=_plugin_effects(plugin, records, 1.0),
         parts=_plugin_parts(plugin, records),
         warnings=warnings,
         others=[str(path) for path in others],

@@ -8,12 +8,15 @@ results_schema."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .document import Record
 
 __all__ = [
     "ArmDeltaRecord",
     "PluginCaseRecord",
     "PluginConfigurationRecord",
+    "PluginEffectRecord",
     "PluginGraderRecord",
     "PluginPartsRecord",
     "PluginRecord",
@@ -27,6 +30,7 @@ class PluginGraderRecord(Record):
     type: str
     weight: float = 1.0
     arm: str | None = None  # with-only | both | None (unset)
+    config: dict[str, Any] = {}  # its other fields as the case gives them (`pattern`, `tool`, ...)
 
 
 class PluginCaseRecord(Record):
@@ -38,6 +42,35 @@ class PluginCaseRecord(Record):
     runs_per_arm: int = 0
     tags: list[str] = []
     graders: list[PluginGraderRecord] = []
+    # claude plugin eval's aggregates of its runs (the first configuration's): the mean run score
+    # and the share of perfect runs of each arm, and the delta of mean scores (None: no arm
+    # without the plugin, or a run of either arm ended on an error)
+    score: float = 0.0
+    pass_rate: float = 0.0
+    score_without: float | None = None
+    pass_rate_without: float | None = None
+    delta: float | None = None
+
+
+class PluginEffectRecord(Record):
+    """The plugin's effect as `claude plugin eval` reports it (its JSON's suite aggregates and
+    its report's headline), for one configuration: the suite score (the mean of the cases' mean
+    run scores with the plugin), the baseline (the same without it), the mean of the cases'
+    deltas, and the cases improved (delta > 0), flat (0) and regressed (< 0)."""
+
+    label: str = ""  # a configuration of a matrix (`model @ version`), else ""
+    title: str  # `greeter v1.0.0`
+    threshold: float = 1.0
+    cases_total: int = 0
+    cases_passed: int = 0  # cases whose score with the plugin is at least the threshold
+    overall_score: float = 0.0
+    overall_pass_rate: float = 0.0  # the mean share of perfect runs with the plugin
+    mean_delta: float | None = None
+    baseline_score: float | None = None
+    improved: int = 0
+    flat: int = 0
+    regressed: int = 0
+    headline: str = ""  # `Plugin effect: ↑ +33.3 pts vs baseline — improved 2 · flat 2 · ...`
 
 
 class PluginConfigurationRecord(Record):
@@ -85,12 +118,14 @@ class PluginRecord(Record):
     """`plugin`: the plugin, its suite, the configurations, the deltas, its parts' doings."""
 
     name: str
+    version: str | None = None  # its manifest's
     path: str
     eval_dir: str
     ablation: str  # with-without | none
     configurations: list[PluginConfigurationRecord] = []
     cases: list[PluginCaseRecord] = []
     deltas: list[ArmDeltaRecord] = []
+    effects: list[PluginEffectRecord] = []  # one per configuration
     parts: list[PluginPartsRecord] = []
     warnings: list[str] = []
     others: list[str] = []  # --distractors installed: the other plugins loaded in both arms

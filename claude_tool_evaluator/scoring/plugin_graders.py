@@ -8,20 +8,30 @@ May import: the rooms above scoring, the scoring rooms above it."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
 from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep, python_pattern
 
 __all__ = [
+    "CaseEffect",
     "PluginRunView",
     "PluginToolCall",
+    "SuiteEffect",
     "arm_delta",
+    "case_effect",
+    "claude_percent",
+    "effect_points",
     "grade_run",
+    "js_fixed",
+    "plugin_title",
     "run_score",
+    "suite_effect",
 ]
 
 _JUDGE_VOTES = 3
@@ -433,3 +443,129 @@ def arm_delta(
             min(len(with_scores), len(without_scores)),
         )
     return found
+
+
+# ---- the plugin's effect as `claude plugin eval` 2.1.332 reports it (its JSON aggregates, its
+# HTML report's headline and tiles, its terminal table), read from its bundled report code.
+
+
+def js_fixed(value: float, digits: int) -> str:
+    """JavaScript's `Number.prototype.toFixed`: the exact binary value rounded half away from
+    zero (Python's format rounds half to even: 0.125 gives "0.12" where Claude Code shows
+    "0.13")."""
+    exact = Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{exact:.{digits}f}"
+
+
+def claude_percent(share: float) -> str:
+    """A share as Claude Code's report shows it: one decimal, dropped when whole, and never
+    100% for a share under 1 (0.9996 reads 99.9%)."""
+    shown = math.floor(share * 1000 + 0.5) / 10  # JavaScript's Math.round(share * 1000) / 10
+    if share < 1 and shown >= 100:
+        shown = 99.9
+    return f"{int(shown)}%" if shown == int(shown) else f"{js_fixed(shown, 1)}%"
+
+
+def effect_points(delta: float) -> str:
+    """A score difference in points with Claude Code's arrow: `↑ +33.3 pts`, `· 0.0 pts`,
+    `↓ -12.5 pts`."""
+    arrow, sign = ("↑", "+") if delta > 0 else ("↓", "") if delta < 0 else ("·", "")
+    return f"{arrow} {sign}{js_fixed(delta * 100, 1)} pts"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+@dataclass(frozen=True)
+class CaseEffect:
+    """One case's aggregates as `claude plugin eval --json` has them: the mean run score and the
+    share of perfect runs (score 1) of each arm, and the delta of mean scores. The arm without
+    the plugin's figures are absent when it did not run; the delta (and its baseline score) also
+    when a run of either arm ended on an error, as Claude Code leaves a case's delta out when a
+    run was not fully graded."""
+
+    name: str
+    score: float
+    pass_rate: float
+    score_without: float | None = None
+    pass_rate_without: float | None = None
+    delta: float | None = None
+
+
+def case_effect(
+    name: str,
+    with_scores: Sequence[float],
+    without_scores: Sequence[float] | None,
+    errored: bool = False,
+) -> CaseEffect:
+    """A case's runs (each arm's run scores; `errored`: a run of either arm ended on an error)
+    as its aggregates."""
+    score = _mean(with_scores)
+    pass_rate = _mean([1.0 if s >= 1 else 0.0 for s in with_scores])
+    if not without_scores:
+        return CaseEffect(name, score, pass_rate)
+    without = _mean(without_scores)
+    rate_without = _mean([1.0 if s >= 1 else 0.0 for s in without_scores])
+    if errored:
+        return CaseEffect(name, score, pass_rate, pass_rate_without=rate_without)
+    return CaseEffect(name, score, pass_rate, without, rate_without, score - without)
+
+
+@dataclass(frozen=True)
+class SuiteEffect:
+    """The suite's aggregates (`casesTotal`, `casesPassed`, `overallScore`, `overallPassRate`,
+    `meanDelta`) and what the HTML report derives from them: the baseline score (the mean of the
+    cases' scores without the plugin), and the cases improved (delta > 0), flat (exactly 0) and
+    regressed (< 0) among those with a delta."""
+
+    cases_total: int
+    cases_passed: int
+    overall_score: float
+    overall_pass_rate: float
+    mean_delta: float | None
+    baseline_score: float | None
+    improved: int
+    flat: int
+    regressed: int
+
+    @property
+    def cases_with_delta(self) -> int:
+        return self.improved + self.flat + self.regressed
+
+    def headline(self) -> str:
+        """Claude Code's verdict line: `Plugin effect: ↑ +33.3 pts vs baseline — improved 2 ·
+        flat 2 · regressed 0 of 4 cases.` ("" without a delta: no arm without the plugin)."""
+        if self.mean_delta is None or not self.cases_with_delta:
+            return ""
+        count = self.cases_with_delta
+        return (
+            f"Plugin effect: {effect_points(self.mean_delta)} vs baseline — improved "
+            f"{self.improved} · flat {self.flat} · regressed {self.regressed} of {count} "
+            f"{'case' if count == 1 else 'cases'}."
+        )
+
+
+def suite_effect(cases: Sequence[CaseEffect], threshold: float = 1.0) -> SuiteEffect:
+    """The suite's aggregates from its cases' (a case passes at a score >= threshold)."""
+    deltas = [c.delta for c in cases if c.delta is not None]
+    baselines = [c.score_without for c in cases if c.score_without is not None]
+    return SuiteEffect(
+        cases_total=len(cases),
+        cases_passed=sum(1 for c in cases if c.score >= threshold),
+        overall_score=_mean([c.score for c in cases]),
+        overall_pass_rate=_mean([c.pass_rate for c in cases]),
+        mean_delta=_mean(deltas) if deltas else None,
+        baseline_score=_mean(baselines) if baselines else None,
+        improved=sum(1 for d in deltas if d > 0),
+        flat=sum(1 for d in deltas if d == 0),
+        regressed=sum(1 for d in deltas if d < 0),
+    )
+
+
+def plugin_title(name: str, version: str | None) -> str:
+    """The report's title for a plugin, as Claude Code's: `greeter v1.0.0` (a version that is
+    not a plain version string is left out)."""
+    if version and re.fullmatch(r"[0-9A-Za-z._+-]{1,40}", version):
+        return f"{name} v{version}"
+    return name

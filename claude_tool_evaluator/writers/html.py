@@ -5,14 +5,14 @@ May import: the rooms above the writers, the writers above it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import test_constants as C
 
 from ..files import dump_streamed, materialized, write_text_atomic
-from ..finished_run import MODE_TITLES, Results, models_text
+from ..finished_run import MODE_TITLES, Results, gates, models_text
 from ..redaction import Redactor
 from ..results_schema.document import SECTIONS, PluginRunResult, ToolRunResult, dump_record
 from ..run_types import Usage
@@ -31,6 +31,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ..results_schema.document import CaseResult, ResultsDocument, RunResult, SkillRunResult
+    from ..results_schema.plugin import PluginRecord
     from ..run_types import ToolCall
     from .comparison import Comparison
 
@@ -148,6 +149,7 @@ def _html_plugin_run(result: PluginRunResult) -> dict:
     }
     return {
         "iteration": result.run,
+        "arm": result.arm,
         "model": result.label or result.model,
         "tokens": Usage.from_api(result.usage).total,
         "steps": steps,
@@ -241,6 +243,49 @@ def _dumped_section(value: Any) -> Any:
     return materialized(dump_streamed(value))
 
 
+def _plugin_page(data: dict, plugin: PluginRecord, every_case: Iterable[CaseResult]) -> None:
+    """The plugin's own page: titled with the plugin (`Plugin greeter v1.0.0`), a case per case
+    of the suite (the arm with the plugin's verdict: the arm without it is a baseline, never a
+    failure, never counted), its runs those of both arms, each labelled (`with greeter`,
+    `baseline (without)`); the model Claude Code ran on."""
+    title = plugin.effects[0].title if plugin.effects else plugin.name
+    data["title"] = f"Plugin {title}"
+    models = list(dict.fromkeys(c.model for c in plugin.configurations if c.model))
+    if models:
+        data["model"] = ", ".join(models)
+    cases = list(every_case)
+    arms = {"with": f"with {plugin.name}", "without": "baseline (without)"}
+    for run in data["runs"].values():
+        if run.get("arm") in arms:
+            run["arm"] = arms[run["arm"]]
+            run["facts"]["arm"] = run["arm"]
+    baselines = {
+        (case.name.removesuffix(" [without]"), case.model): entry["run_ids"]
+        for case, entry in zip(cases, data["cases"])
+        if not gates(case)
+    }
+    shown = [
+        dict(
+            entry,
+            name=entry["name"].replace(" [with]", "", 1),
+            run_ids=entry["run_ids"]
+            + baselines.get((case.name.removesuffix(" [with]"), case.model), []),
+        )
+        for case, entry in zip(cases, data["cases"])
+        if gates(case)
+    ]
+    data["cases"] = shown
+    passed = sum(1 for c in cases if gates(c) and c.passed)  # the baseline is never counted
+    low, high = wilson_interval(passed, len(shown))
+    data["summary"] = dict(
+        data["summary"],
+        passed=passed,
+        cases=len(shown),
+        pass_rate=passed / len(shown) if shown else 0.0,
+        interval=[low, high],
+    )
+
+
 def _html_results_data(results: Results) -> dict:
     """What the page shows of a finished run: the overview's numbers, every case, every run's
     transcript (cut where long), and what the mode adds (skills, QA, coverage)."""
@@ -308,6 +353,9 @@ def _html_results_data(results: Results) -> dict:
     }
     if results.sections.get("matrix") is not None:  # a model matrix: every model in the header
         data["model"] = models_text(meta)
+    plugin = results.sections.get("plugin")
+    if plugin is not None:
+        _plugin_page(data, plugin, results.cases)
     data["sections"] = [
         {
             "key": section.key,

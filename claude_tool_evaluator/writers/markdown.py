@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
-from ..finished_run import MODE_TITLES, case_label, is_matrix, models_text
+from ..finished_run import MODE_TITLES, case_label, gates, is_matrix, models_text
 from ..hub.calls import SOURCE_LABELS
 from ..results_schema.document import ToolRunResult
 from ..sinks import markdown_cell
@@ -146,6 +146,16 @@ def sources_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {SOURCE_LABELS.get(source, source)}" for source, n in counts.items())
 
 
+def _passed_row(results: Results) -> str:
+    """The cases passed; beside a baseline (never counted), the gating cases only."""
+    s = results.summary
+    gating = [c for c in results.cases if gates(c)]
+    if len(gating) == len(results.cases) or not gating:
+        return f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |"
+    passed = sum(1 for c in gating if c.passed)
+    return f"| Passed | {passed}/{len(gating)} ({percent(passed / len(gating))}; baseline apart) |"
+
+
 def _markdown_headline(results: Results) -> list[str]:
     s, meta = results.summary, results.metadata
     icon = "✅" if results.passed else "❌"
@@ -156,7 +166,7 @@ def _markdown_headline(results: Results) -> list[str]:
         "",
         "| Metric | Value |",
         "|---|---|",
-        f"| Passed | {s.passed}/{s.cases} ({percent(s.pass_rate)}) |",
+        _passed_row(results),
         f"| Runs | {s.runs} (pass threshold {percent(s.threshold)}) |",
         f"| Flaky | {s.flaky} |",
         f"| Runs with errors | {s.run_errors} |",
@@ -273,6 +283,8 @@ def _interval_text(case: CaseResult) -> str:
 def _result_text(case: CaseResult) -> str:
     """A case's verdict; a red team's attacked case says held or breached, and utility apart."""
     verdict = "⚠️ error" if case.error else "✅" if case.passed else "❌"
+    if not gates(case):  # a baseline (a plugin's arm without it, a task without the skill)
+        return f"baseline ({'passed' if case.passed else 'not passed'})"
     if case.breaches is None:
         return verdict
     attack = f"breached {case.breaches}/{case.runs}" if case.breaches else "held"
@@ -584,7 +596,8 @@ def render_markdown(results: Results) -> str:
 
     lines = sections("first") + _markdown_headline(results) + sections("before_cases")
     matrix = results.matrix
-    lines += _markdown_failures(results.cases, matrix) + _markdown_flaky(results.cases, matrix)
+    gating = [c for c in results.cases if gates(c)]  # a baseline is never a failure
+    lines += _markdown_failures(gating, matrix) + _markdown_flaky(results.cases, matrix)
     lines += _markdown_all_cases(results.cases, matrix)
     lines += _markdown_tool_selection(results.summary) + _markdown_tool_coverage(results.summary)
     lines += _markdown_calls_not_live(results) + sections("after_cases")

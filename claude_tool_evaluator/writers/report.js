@@ -378,7 +378,7 @@ function renderRun(run) {
   const box = el("article", {class: "run", "data-run": run.id});
   const verdict = run.passed === null ? el("span", {class: "badge error"}, "no verdict") :
     el("span", {class: "badge " + (run.passed ? "pass" : "fail")}, run.passed ? "pass" : "fail");
-  box.append(el("h4", {}, "Run " + run.iteration + " ", verdict, " ",
+  box.append(el("h4", {}, (run.arm ? run.arm + " · " : "") + "Run " + run.iteration + " ", verdict, " ",
                 el("span", {class: "muted"}, usd(run.cost) + " · " + secs(run.latency_ms) + " · " + num(run.tokens) + " tokens"
                    + (run.ended_by ? " · ended by " + run.ended_by : "") + (run.model ? " · " + run.model : ""))));
   if (run.error) box.append(el("p", {class: "flag"}, "error: " + run.error));
@@ -419,6 +419,52 @@ function openCase(name) {
   const hash = "#case=" + encodeURIComponent(name);
   if (location.hash !== hash) { try { history.replaceState(null, "", hash); } catch (e) { /* a page without history */ } }
   detail.scrollIntoView({block: "start"});
+}
+
+// ---------------------------------------------------------------- a plugin's page (claude plugin eval's figures)
+function renderPlugin(app, p) {
+  // the plugin's effect as claude plugin eval reports it, per configuration: the headline, the tiles
+  for (const t of p.tiles) {
+    app.append(el("h2", {id: "plugin-effect"}, t.title + (t.label ? " (" + t.label + ")" : "")));
+    app.append(el("p", {class: "verdict"}, t.headline || "No baseline arm was run: absolute scores only."));
+    app.append(el("div", {class: "cards"},
+      card("Suite score · with " + p.plugin, t.suite_score, "mean of per-case scores"),
+      t.delta ? card("Ablation Δ", t.delta, "score points vs baseline") : null,
+      t.baseline ? card("Baseline score", t.baseline, "without the plugin") : null,
+      card("Cases", String(t.cases_total), t.cases),
+      card("Perfect runs", t.perfect_runs, "runs where every grader passed")));
+  }
+  renderBlock(app, p);
+  // each case: its score with and without, both arms' runs with every grader's verdict, the prompt and the graders
+  app.append(el("h2", {id: "plugin-cases"}, "Each case, with " + p.plugin + " and baseline (without)"));
+  for (const c of p.cases) {
+    // its rows: the case, or in a model matrix the case on each configuration (`NAME (model @ version)`)
+    const rows = DATA.cases.filter(x => x.name === c.name || x.name.startsWith(c.name + " ("));
+    const runs = rows.flatMap(x => x.run_ids).map(id => DATA.runs[id]).filter(Boolean);
+    const arms = [["with " + p.plugin, c.score], ["baseline (without)", c.score_without]];
+    const box = el("details", {class: "plugin-case", "data-plugin-case": c.name},
+      el("summary", {}, c.name + " — " + c.delta + " — with " + p.plugin + " " + c.score
+                       + (c.score_without ? " · baseline (without) " + c.score_without : "")));
+    for (const [label, score] of arms) {
+      const mine = runs.filter(r => r.arm === label);
+      if (!mine.length) continue;
+      box.append(el("h4", {class: "arm"}, label + (score ? " · " + score : "")));
+      for (const run of mine) {
+        box.append(el("div", {class: "plugin-run"},
+          el("strong", {}, label + " · run " + run.iteration + (rows.length > 1 && run.model ? " · " + run.model : "")), " ",
+          el("span", {class: "badge " + (run.error ? "error" : run.passed ? "pass" : "fail")}, run.error ? "error" : run.passed ? "pass" : "fail"),
+          " ", el("span", {class: "muted"}, "score " + (run.facts.score || "") + " · " + (run.facts.turns || 0) + " turns · " + usd(run.cost) + " · " + secs(run.latency_ms) + " · " + num(run.tokens) + " tokens"),
+          run.error ? el("p", {class: "flag"}, "error: " + run.error) : null,
+          el("ul", {class: "verdicts"}, Object.entries(run.grades || {}).map(([name, g]) =>
+            el("li", {}, el("span", {class: "badge " + (g.passed ? "pass" : "fail")}, g.passed ? "✓ pass" : "✗ fail"),
+               " " + name.replace(/^grader /, "") + ": " + g.text)))));
+      }
+    }
+    box.append(el("div", {class: "muted"}, "prompt"), longText(c.prompt));
+    box.append(el("div", {class: "muted"}, "graders — what “good” means for this case"),
+               plainTable(["grader", "type", "fields"], c.graders));
+    app.append(box);
+  }
 }
 
 // ---------------------------------------------------------------- review notes -> feedback.json
@@ -524,7 +570,7 @@ function renderCrowding(app, c) {
 // ---------------------------------------------------------------- the page
 // The page's own renderers of results sections, by the name a Section row gives (html_renderer).
 const SECTION_RENDERERS = {renderTriggers, renderQa, renderMatrix, renderIsolation, renderBlock,
-                           renderCrowding};
+                           renderCrowding, renderPlugin};
 function render() {
   renderHeader();
   const app = document.getElementById("app");

@@ -47,7 +47,7 @@ from .markdown import (
     trigger_analysis_markdown,
 )
 from .optimization import html_optimization, optimization_markdown, print_optimization
-from .plugin import html_plugin, plugin_comment, plugin_markdown, print_plugin
+from .plugin import html_plugin, plugin_comment, plugin_junit, plugin_markdown, print_plugin
 from .terminal import print_benchmark, print_matrix, print_qa, print_trigger_table
 
 __all__: list[str] = []  # a room of rows: importing it registers its sections (SECTIONS)
@@ -407,7 +407,9 @@ register_section(
         plugin_markdown,
         print_plugin,
         html_plugin,
+        html_renderer="renderPlugin",
         place="before_cases",
+        junit=plugin_junit,
         comment=plugin_comment,
     )
 )

@@ -179,6 +179,8 @@ def print_case_table(
             else "[green]pass[/green]"
             if c.passed
             else "[red]FAIL[/red]"
+            if gates(c)
+            else "baseline"  # the arm without the plugin or the skill: never a failure
         )
         verdict += " [yellow](flaky)[/yellow]" if c.flaky else ""
         if attacked:
