@@ -20,6 +20,7 @@ import test_constants as C
 from ..claude_code import claude_version, find_claude_bin
 from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
+from ..files import folder_files
 from ..finished_run import Results, summary_record
 from ..loaders.plugin_evals import (
     MAX_RUNS,
@@ -44,7 +45,7 @@ from ..results_schema.plugin import (
     PluginRecord,
 )
 from ..run_types import Usage
-from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan, folder_files
+from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan
 from ..scoring.plugin_graders import arm_delta
 from ..scoring.statistics import (
     RunTotals,

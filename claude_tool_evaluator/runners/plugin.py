@@ -38,6 +38,7 @@ from ..claude_code import (
 from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
 from ..errors import InputError
+from ..files import folder_digest
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
 from ..loaders.servers import plugin_server_names
@@ -64,7 +65,6 @@ __all__ = [
     "ARMS",
     "PluginRunPlan",
     "PluginRunner",
-    "folder_files",
     "graded_calls_and_text",
 ]
 
@@ -73,33 +73,6 @@ _AUTO_ARM_THRESHOLD = (
     0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
 )
 _PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
-_IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
-
-
-def folder_files(folder: Path) -> list[Path]:
-    """A plugin's (or a case's) files as its copy holds them: its results and VCS folders left
-    out, links not followed."""
-    found = []
-    for here, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_FOLDERS)
-        found += [Path(here) / name for name in sorted(files)]
-    return found
-
-
-def _entry_digest(path: Path) -> str:
-    """A file by its content (a link by where it points; one that cannot be read, as such)."""
-    try:
-        if path.is_symlink():
-            return "link:" + os.readlink(path)
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-
-
-def _folder_digest(folder: Path) -> str:
-    """What a folder holds, by relative path and content: what makes runs against it reusable."""
-    parts = [[str(path.relative_to(folder)), _entry_digest(path)] for path in folder_files(folder)]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -126,7 +99,7 @@ class PluginRunPlan:
     @functools.cached_property
     def loaded_digests(self) -> list[str]:
         """The plugin's digest, then each other plugin's, read once for every case."""
-        return [_folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -154,7 +127,7 @@ class PluginRunPlan:
         if key not in self.fingerprints:
             parts = [
                 case.name,
-                _folder_digest(case.folder),
+                folder_digest(case.folder),
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
