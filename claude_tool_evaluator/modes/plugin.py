@@ -60,7 +60,7 @@ from ..sinks import terminal_text
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
-from .common import exit_code, run_metadata, run_suite
+from .common import exit_code, require_plugin_trust, run_metadata, run_suite
 
 __all__ = [
     "plugin_inputs",
@@ -368,6 +368,17 @@ def _plugin_results(
     )
 
 
+def _scaffolds(settings: Settings, plugin: Plugin) -> list[tuple[str, Path]]:
+    """--scaffold: the cases' scaffold scripts that would run, as the trust question lists them."""
+    if not settings.plugin_evals.scaffold:
+        return []
+    return [
+        (case.name, case.folder / case.scaffold_script)
+        for case in plugin.cases
+        if case.scaffold_script
+    ]
+
+
 def _say_run(console: Console, record: PluginRunResult) -> None:
     """A run's line as it finishes: `01-greet [with] run 1: passed (score 1.00)`."""
     state = "error" if record.error else "passed" if record.passed else "failed"
@@ -417,6 +428,8 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
         print_estimate(console, run_async(runner.estimate(todo)))
         return 0
+    if not settings.merging.merge:  # nothing of the plugin runs before this (nor in a dry run)
+        require_plugin_trust(settings.trust, plugin.folder, _scaffolds(settings, plugin))
     outcome = run_suite(
         runner,
         settings,

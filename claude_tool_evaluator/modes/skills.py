@@ -82,6 +82,7 @@ from .common import (
     check_crowd_options,
     exit_code,
     require_api_key,
+    require_plugin_trust,
     run_metadata,
     run_suite,
 )
@@ -340,6 +341,9 @@ def skill_plan(
         )
     if servers.mcp_config and not Path(servers.mcp_config).is_file():
         raise InputError("MCP config not found", servers.mcp_config)
+    if not settings.run_plan.dry_run and not settings.merging.merge:
+        for folder in dict.fromkeys(s.plugin for s in skills if s.plugin is not None):
+            require_plugin_trust(settings.trust, folder)  # its hooks and servers load with it
     binary = (
         find_claude_bin(settings.claude_code.claude_bin) if not settings.merging.merge else ""
     )  # --merge runs no `claude`
