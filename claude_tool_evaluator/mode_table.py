@@ -144,6 +144,8 @@ _PLUGIN_OPTIONS = frozenset(
         "keep_events",
         "scaffold",
         "trust_plugin",
+        "unconfined",
+        "allow_read",
     }
 )
 

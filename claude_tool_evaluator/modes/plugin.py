@@ -17,7 +17,7 @@ from rich.console import Console
 
 import test_constants as C
 
-from ..claude_code import claude_version, find_claude_bin
+from ..claude_code import check_confinement, claude_version, find_claude_bin
 from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
 from ..files import folder_files
@@ -147,6 +147,8 @@ def _plugin_plans(
             base_url=settings.api.base_url,
             others=others,
             scaffold=settings.plugin_evals.scaffold,
+            confine=not settings.task_evals.unconfined,
+            allow_read=settings.task_evals.allow_read,
         )
 
     if settings.merging.merge:
@@ -210,7 +212,12 @@ def _case_deltas(
     return found
 
 
-_PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
+_PART_KINDS = (
+    ("delegations", "delegated to"),
+    ("hooks", "hook"),
+    ("mcp_calls", "MCP call"),
+    ("confinement", "confined:"),
+)
 
 
 def _parts_in_runs(runs: Sequence[PluginRunResult]) -> list[str]:
@@ -430,6 +437,13 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         return 0
     if not settings.merging.merge:  # nothing of the plugin runs before this (nor in a dry run)
         require_plugin_trust(settings.trust, plugin.folder, _scaffolds(settings, plugin))
+        check_confinement(settings.task_evals.unconfined)
+        if settings.task_evals.unconfined:
+            console.print(
+                "--unconfined: the plugin's hooks and MCP servers run as you, your home in reach",
+                markup=False,
+                highlight=False,
+            )
     outcome = run_suite(
         runner,
         settings,

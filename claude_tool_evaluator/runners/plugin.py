@@ -31,6 +31,7 @@ from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
     RunFolder,
+    confinement_hidden,
     finish_claude_run,
     project_files,
     run_claude_process,
@@ -91,6 +92,8 @@ class PluginRunPlan:
     # --distractors installed: the user's other plugins, loaded in both arms beside it
     others: tuple[Path, ...] = ()
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
+    confine: bool = True  # claude -p in bubblewrap (not with --unconfined)
+    allow_read: tuple[str, ...] = ()  # --allow-read: what of the hidden home it may read
     fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def runs_of(self, case: PluginCase) -> int:
@@ -117,6 +120,8 @@ class PluginRunPlan:
             base_url=self.base_url,
             allow_tools=allowed,
             sandbox="Bash" in allowed,
+            allow_read=self.allow_read,
+            confine=self.confine,
         )
 
     def fingerprint(self, case: PluginCase, arm: str) -> str:
@@ -210,6 +215,37 @@ async def _run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
         said = one_line(stderr[:16384].decode("utf-8", "replace"), 500)
         return f"scaffold failed (exit {process.returncode}): {said}"
     return None
+
+
+_PATH_IN_TEXT = re.compile(r"/[^\s:'\"`]+")
+_UNREACHABLE = ("No such file or directory", "Permission denied", "Read-only file system")
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _confinement_notes(events: list[dict], run_root: Path) -> list[str]:
+    """What the confinement kept from the plugin's hooks, as their own output says it: a line of
+    a hook's stderr or stdout that fails on a path the confined run cannot see (the user's home,
+    the temporary folder beyond the run's own) — `hook UserPromptSubmit could not reach
+    /home/u/.ssh/id_rsa (hidden by the confinement): cat: ...: No such file or directory`. A
+    hook that fails silently leaves nothing to report."""
+    hidden, root = confinement_hidden(), run_root.resolve()
+    notes = []
+    for event in events:
+        if event.get("type") != "system" or event.get("subtype") != "hook_response":
+            continue
+        name = str(event.get("hook_name") or event.get("hook_event") or "hook")
+        said = f"{event.get('stderr') or ''}\n{event.get('stdout') or ''}"
+        for line in (li for li in said.splitlines() if any(u in li for u in _UNREACHABLE)):
+            for path in map(Path, _PATH_IN_TEXT.findall(line)):
+                if any(_within(path, h) for h in hidden) and not _within(path, root):
+                    notes.append(
+                        f"hook {name} could not reach {path} (hidden by the confinement): "
+                        + one_line(line, 200)
+                    )
+    return list(dict.fromkeys(notes))
 
 
 def _created_files(project: Path, before: set[str]) -> list[str]:
@@ -338,6 +374,8 @@ async def _run_arm(
         record.delegations = claude_run.delegated_agents
         record.hooks = [f"{h.name} {h.did}" for h in claude_run.hooks]
         record.mcp_calls = [name for name in claude_run.tools if name.startswith("mcp__")]
+        if settings.confine:
+            record.confinement = _confinement_notes(events, folder.root)
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
         record.error = claude_run.error
         if not _ended_ungraded(events, done.start_error):
