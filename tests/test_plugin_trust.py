@@ -206,3 +206,30 @@ def test_without_bubblewrap_a_plugin_run_is_refused_unless_unconfined(tmp_path: 
     lines = refused.output.strip().splitlines()
     assert len(lines) == 1 and "bubblewrap" in lines[0] and "--unconfined" in lines[0], lines
     assert requests == [] and not hook_mark.exists() and not server_mark.exists()
+
+
+@needs_claude
+def test_a_scaffold_script_runs_confined_too(tmp_path: Path):
+    """--scaffold, trusted: the case's script runs in bubblewrap as the run does; its read of a
+    key in the user's home and its write outside the run fail, and the run says how."""
+    folder, hook_mark, _ = warden(tmp_path)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_rsa"
+    key.write_text("user-private-key-5e07\n")
+    case = folder / "evals" / "01-hello"
+    (case / "case.yaml").write_text('schema_version: "1.0"\ncontext: {scaffold_script: setup.sh}\n')
+    (case / "setup.sh").write_text(f"cat {key}\ntouch {hook_mark}\n")
+    out = tmp_path / "out.json"
+    with ScriptedAnthropic(responder=says_hello) as api:
+        done = spawn(
+            "plugin", folder, "--ablation", "none", "--trust-plugin", "--scaffold", "-o", out,
+            env=child_env(home, api), cwd=tmp_path,
+        )  # fmt: skip
+        requests = api.message_requests
+    assert done.exit_code == 1, done.output
+    (record,) = json.loads(out.read_text())["results"]
+    assert record["error"].startswith("scaffold failed (exit 1): "), record["error"]
+    assert f"cat: {key}: No such file or directory" in record["error"]
+    assert "user-private-key-5e07" not in done.output + json.dumps(requests)
+    assert not hook_mark.exists() and requests == []

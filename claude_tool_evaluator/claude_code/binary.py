@@ -286,6 +286,7 @@ def _hidden_folders() -> list[Path]:
 def _install_root(binary: str) -> list[Path]:
     """Claude Code's install as a run needs it: the command's folder, and where it really lives
     (node_modules holds the launcher, its package and the native binary)."""
+    binary = binary if os.sep in binary else shutil.which(binary) or binary  # `bash`: PATH's
     real = Path(binary).resolve()
     found = [Path(binary).absolute().parent, real.parent]
     for path in (Path(binary).absolute(), real):

@@ -31,6 +31,7 @@ from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
     RunFolder,
+    confined_command,
     confinement_hidden,
     finish_claude_run,
     project_files,
@@ -183,20 +184,25 @@ def _plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
 _SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
 
 
-async def _run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
+async def _run_scaffold(
+    case: PluginCase, folder: RunFolder, confine: bool, allow_read: Sequence[str]
+) -> str | None:
     """A case's scaffold_script as `claude plugin eval --scaffold` runs it: `bash SCRIPT` (the
     path from the case's folder) in the run's working folder, with only PATH and the run's
-    temporary HOME and TMPDIR, stdout dropped, killed after two minutes. Why it failed (exit
-    code and the start of its stderr), or None."""
+    temporary HOME and TMPDIR, stdout dropped, killed after two minutes; confined as the run's
+    `claude -p` is (the script's folder bound back read-only). Why it failed (exit code and the
+    start of its stderr), or None."""
     script = (case.folder / str(case.scaffold_script)).resolve()
     if not script.is_file():
         return f"scaffold failed: {case.scaffold_script} is not a file in the case's folder"
     home = folder.root / "home"
     home.mkdir(exist_ok=True)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TMPDIR": str(folder.root)}
+    command = ["bash", str(script)]
+    if confine:
+        command = confined_command(command, folder.root, allow_read, [str(script.parent)])
     process = await asyncio.create_subprocess_exec(
-        "bash",
-        str(script),
+        *command,
         cwd=folder.project,
         env={**env, "TERM": "dumb"},
         stdin=asyncio.subprocess.DEVNULL,
@@ -357,7 +363,7 @@ async def _run_arm(
             allowed_rules=settings.allowed_rules + rules,
         )
         if plan.scaffold and case.scaffold_script:
-            record.error = await _run_scaffold(case, folder)
+            record.error = await _run_scaffold(case, folder, plan.confine, plan.allow_read)
             if record.error:  # as Claude Code: the run scores 0, ungraded
                 return record
         before = set(_created_files(folder.project, set()))
