@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -37,6 +38,8 @@ __all__ = [
     "dump_json",
     "dump_streamed",
     "file_key",
+    "folder_digest",
+    "folder_files",
     "journal_path",
     "json_lines",
     "line_at",
@@ -459,3 +462,33 @@ def lock_path(output: str | Path) -> Path:
 def batch_ledger_path(output: str | Path) -> Path:
     output = Path(output)
     return output.with_name(output.name + ".batches.jsonl")
+
+
+# ---------------------------------------------------------------------------- a folder by its content
+_IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """A plugin's (or a case's) files as its copy holds them: its results and VCS folders left
+    out, links not followed."""
+    found = []
+    for here, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_FOLDERS)
+        found += [Path(here) / name for name in sorted(files)]
+    return found
+
+
+def _entry_digest(path: Path) -> str:
+    """A file by its content (a link by where it points; one that cannot be read, as such)."""
+    try:
+        if path.is_symlink():
+            return "link:" + os.readlink(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+
+
+def folder_digest(folder: Path) -> str:
+    """What a folder holds, by relative path and content: what makes runs against it reusable."""
+    parts = [[str(path.relative_to(folder)), _entry_digest(path)] for path in folder_files(folder)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]

@@ -20,6 +20,7 @@ from .settings import (
     Grading,
     ModelApi,
     Pins,
+    PluginTrust,
     RunPlan,
     Servers,
     Settings,
@@ -76,8 +77,13 @@ _SIMULATED_USER_OPTIONS = options_of(UserSimulation)
 _TASK_EVAL_OPTIONS = options_of(TaskEvals)
 
 
+# a plugin's own code (hooks, servers, scaffold scripts) runs only in a trusted folder
+_TRUST_OPTIONS = options_of(PluginTrust)
+
+
 _TOOL_USE_OPTIONS = (
-    _DURABLE_OPTIONS
+    _TRUST_OPTIONS
+    | _DURABLE_OPTIONS
     | _MODEL_OPTIONS
     | _SERVER_OPTIONS
     | _SIMULATED_USER_OPTIONS
@@ -102,6 +108,7 @@ _SCAN_OPTIONS = frozenset(
         "transport",
         "replay",
         "fail_on",
+        "trust_plugin",
         "pin",
         "update_pins",
         "output",
@@ -136,6 +143,9 @@ _PLUGIN_OPTIONS = frozenset(
         "case",
         "keep_events",
         "scaffold",
+        "trust_plugin",
+        "unconfined",
+        "allow_read",
     }
 )
 
@@ -377,6 +387,7 @@ MODES.extend(
             frozenset(
                 {
                     "optimize",
+                    "trust_plugin",
                     "holdout",
                     "seed",
                     "optimize_rounds",
@@ -502,6 +513,7 @@ MODES.extend(
             _DURABLE_OPTIONS
             | _TASK_EVAL_OPTIONS
             | _PARTIAL_RUN_OPTIONS
+            | _TRUST_OPTIONS
             | {
                 "skill",
                 "tests",

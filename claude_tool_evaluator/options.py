@@ -748,8 +748,8 @@ OPTIONS: list[Option] = [
         TASKS,
         "--unconfined",
         is_flag=True,
-        help="Let task runs' Bash run as you, outside any sandbox (where Claude Code's sandbox "
-        "cannot start); named in the results and reports.",
+        help="Let task runs' Bash, and a plugin run's hooks and servers, run as you, outside any "
+        "sandbox (where bubblewrap cannot start); named in the results and reports.",
     ),
     option(
         TASKS,
@@ -757,8 +757,9 @@ OPTIONS: list[Option] = [
         multiple=True,
         type=click.Path(),
         metavar="PATH",
-        help="Task runs may read this file or folder of your home (repeatable): Bash in the "
-        "sandbox and Read see nothing of your home by default (keys, credentials, history).",
+        help="Task runs (and a plugin run's hooks and servers) may read this file or folder of "
+        "your home (repeatable): Bash in the sandbox, Read and a confined plugin see nothing of "
+        "your home by default (keys, credentials, history).",
     ),
     option(
         TASKS,
@@ -1060,6 +1061,15 @@ OPTIONS += [
         "--keep-events",
         is_flag=True,
         help="plugin: keep each run's stream-json events in the results.",
+    ),
+    option(
+        _PLUGINS,
+        "--trust-plugin",
+        is_flag=True,
+        help="Assert that you trust the plugin's code: its hooks, MCP servers (plugin, --skill "
+        "PLUGIN_DIR, --mcp-config PLUGIN_DIR) and scaffold scripts may run, confined, without "
+        "the question a terminal asks once per folder (for CI and pipes, as claude plugin eval "
+        "--trust-plugin).",
     ),
     option(
         _PLUGINS,

@@ -36,6 +36,7 @@ __all__ = [
     "Outputs",
     "PROJECT_NOT_OPTIONS",
     "Pins",
+    "PluginTrust",
     "RUN_CAP_HINT",
     "RunPlan",
     "Servers",
@@ -435,6 +436,14 @@ class Statistics:
 
 
 @dataclass(frozen=True)
+class PluginTrust:
+    """Whether a plugin's own code (hooks, servers, scaffold scripts) may run without asking:
+    --trust-plugin, where no one can be asked (CI, a pipe)."""
+
+    trust_plugin: bool = False
+
+
+@dataclass(frozen=True)
 class _PluginEvals:
     """A whole plugin's eval suite through Claude Code (plugin PATH), in two arms."""
 
@@ -513,6 +522,7 @@ class Settings:
     pins: Pins = field(default_factory=Pins)
     statistics: Statistics = field(default_factory=Statistics)
     plugin_evals: _PluginEvals = field(default_factory=_PluginEvals)
+    trust: PluginTrust = field(default_factory=PluginTrust)
     exchange: _Exchange = field(default_factory=_Exchange)
     drafting: _Drafting = field(default_factory=_Drafting)
     merging: Merging = field(default_factory=Merging)

@@ -207,6 +207,7 @@ SAMPLES: dict[str, list[str]] = {
     "case": ["--case", "01-*"],
     "keep_events": ["--keep-events"],
     "scaffold": ["--scaffold"],
+    "trust_plugin": ["--trust-plugin"],
     "mcp_server": ["--mcp-server", "profiles"],
     "categories": ["--categories", "simple_python"],
     "domain": ["--domain", "retail"],

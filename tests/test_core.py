@@ -541,7 +541,7 @@ def test_a_plugin_folder_is_a_server_config_with_its_root_expanded(api, tmp_path
     the servers come from its .mcp.json (wrapped or bare) or its manifest's mcpServers."""
     folder = plugin_with_servers(tmp_path, how)
     api.push(reply(tool_use("list_warehouse_tables")), reply(text("tables listed")))
-    code, document = run_json("-q", "tables?", "--mcp-config", str(folder))
+    code, document = run_json("-q", "tables?", "--mcp-config", str(folder), "--trust-plugin")
     call = document["results"][0]["tool_calls"][0]
     assert code == 0 and call["server"] == "warehouse" and "orders" in call["output"]
 

@@ -766,7 +766,15 @@ def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
     out, report = tmp_path / "crew.json", tmp_path / "crew.md"
     with ScriptedAnthropic(responder=crew_model) as api:
         done = evaluator(
-            "plugin", str(plugin), "--base-url", api.url, "-o", str(out), "--report", str(report)
+            "plugin",
+            str(plugin),
+            "--base-url",
+            api.url,
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+            "--trust-plugin",
         )
         results = [b for b in api.message_requests if ": 7 gizmos" in json.dumps(b)]
     assert done.exit_code == 0, done.stdout + done.stderr
@@ -905,10 +913,14 @@ def test_scaffold_stages_the_workspace_only_when_asked(tmp_path: Path):
     (case / "case.yaml").write_text('schema_version: "1.0"\ncontext: {scaffold_script: setup.sh}\n')
     (case / "setup.sh").write_text("echo 'from the scaffold' > staged.txt\n")
     with ScriptedAnthropic(responder=reads_the_staged_file) as api:
-        staged = evaluator("plugin", str(plugin), "--base-url", api.url, "--scaffold")
+        staged = evaluator(
+            "plugin", str(plugin), "--base-url", api.url, "--scaffold", "--trust-plugin"
+        )
         unstaged = evaluator("plugin", str(plugin), "--base-url", api.url)
         (case / "setup.sh").write_text("echo 'no such fixture' >&2; exit 3\n")
-        failed = evaluator("plugin", str(plugin), "--base-url", api.url, "--scaffold")
+        failed = evaluator(
+            "plugin", str(plugin), "--base-url", api.url, "--scaffold", "--trust-plugin"
+        )
     assert staged.exit_code == 0, staged.stdout + staged.stderr
     assert "01-staged [with] run 1: passed" in staged.stdout and "scaffold" not in staged.stdout
     assert unstaged.exit_code == 1 and "not run without --scaffold" in unstaged.stdout

@@ -130,7 +130,7 @@ def test_a_plugins_agents_are_routed_like_skills_and_its_hooks_reported_per_run(
     with ScriptedAnthropic(responder=delegating_claude_code) as api:
         done = cli(
             "--skill", plugin, "--trigger", trigger, "--runs", "1", "--json",
-            "--html", tmp_path / "report.html", api=api,
+            "--html", tmp_path / "report.html", "--trust-plugin", api=api,
         )  # fmt: skip
         listed = {q: listed_agents(first_request_of(api, q)) for q in (AUDIT, SHIP, JOKE)}
         contexts = [

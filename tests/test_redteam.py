@@ -189,7 +189,7 @@ def test_a_plugins_own_servers_are_red_teamed_from_its_folder(cli, api, tmp_path
     out = tmp_path / "redteam.json"
     ran = cli(
         "redteam", suite(tmp_path), "--mcp-config", plugin, "--vectors", "ours:plain",
-        "-i", ITERATIONS, "-o", out,
+        "-i", ITERATIONS, "-o", out, "--trust-plugin",
     )  # fmt: skip
     code, output = ran.exit_code, ran.output
     assert code == 1, output

@@ -23,7 +23,10 @@ from ..sinks import one_line, tail
 
 __all__ = [
     "allow_read_problem",
+    "check_confinement",
     "check_sandbox",
+    "confined_command",
+    "confinement_hidden",
     "claude_env_base",
     "claude_version",
     "find_claude_bin",
@@ -264,4 +267,107 @@ def check_sandbox(path: str | None) -> None:
             f"--allow-tools Bash runs in Claude Code's sandbox, which cannot start here: {problem}",
             hint="install bubblewrap and socat (apt-get install bubblewrap socat), or pass "
             "--unconfined to let Bash run as you, outside any sandbox",
+        )
+
+
+# The confinement of a plugin run (beyond Claude Code, which runs a plugin's hooks and MCP servers
+# as the user): the whole `claude -p` process in bubblewrap. The system read-only, the user's
+# homes and the temporary folder (other runs, other tools' files) replaced by empty read-only
+# folders, what the run needs bound back (its own folder writable; Claude Code's install, the
+# interpreters on PATH, the --allow-read paths and the plugins read in place, read-only), the
+# network shared (the model API may be local or remote).
+def _hidden_folders() -> list[Path]:
+    """What a confined run does not see: the real homes and the temporary folder."""
+    runs = Path(tempfile.gettempdir()).resolve()
+    found = sorted({*_real_homes(), *([runs] if runs != Path("/") else [])}, key=lambda p: p.parts)
+    return [p for p in found if not any(o != p and _within(p, o) for o in found)]  # outermost
+
+
+def _install_root(binary: str) -> list[Path]:
+    """Claude Code's install as a run needs it: the command's folder, and where it really lives
+    (node_modules holds the launcher, its package and the native binary)."""
+    binary = binary if os.sep in binary else shutil.which(binary) or binary  # `bash`: PATH's
+    real = Path(binary).resolve()
+    found = [Path(binary).absolute().parent, real.parent]
+    for path in (Path(binary).absolute(), real):
+        if "node_modules" in path.parts:
+            found.append(Path(*path.parts[: path.parts.index("node_modules") + 1]))
+    return found
+
+
+def _interpreters() -> list[Path]:
+    """The interpreters a plugin's commands need (python, node, what PATH holds): this Python's
+    prefixes, node's, and every PATH folder."""
+    import sys
+
+    found = [Path(sys.prefix), Path(sys.base_prefix)]
+    node = shutil.which("node")
+    if node:
+        found.append(Path(node).resolve().parent.parent)
+    found += [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    return found
+
+
+def confined_command(
+    command: Sequence[str],
+    run_root: Path,
+    allow_read: Sequence[str] = (),
+    read_in_place: Sequence[str] = (),
+) -> list[str]:
+    """`command` inside bubblewrap: what a plugin's hooks and servers may see (see above)."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    hidden = _hidden_folders()
+    args = [bwrap, "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/"]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for folder in hidden:
+        args += ["--tmpfs", str(folder)]
+    wanted = [
+        *_install_root(command[0]),
+        *_interpreters(),
+        *(Path(p) for p in allow_read),
+        *(Path(p) for p in read_in_place),
+    ]
+    for path in dict.fromkeys(p.absolute() for p in wanted):
+        if any(_within(path, h) or _within(path.resolve(), h) for h in hidden):
+            args += ["--ro-bind-try", str(path), str(path)]
+    root = run_root.resolve()
+    args += ["--bind", str(root), str(root)]
+    for folder in hidden:
+        args += ["--remount-ro", str(folder)]
+    return [*args, "--", *command]
+
+
+def confinement_hidden() -> list[Path]:
+    """The folders a confined run cannot see (what a hook's failed read of them is reported by)."""
+    return _hidden_folders()
+
+
+@functools.lru_cache(maxsize=2)
+def _confinement_problem() -> str | None:
+    """None when bubblewrap can confine a run here, else why not, in a few words: bwrap is tried
+    once with the namespaces and mounts a confined run uses."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bwrap (bubblewrap) not found on PATH"
+    probe = confined_command([shutil.which("true") or "/bin/true"], Path(tempfile.gettempdir()))
+    try:
+        done = subprocess.run(
+            probe, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
+def check_confinement(unconfined: bool) -> None:
+    """Before a run that would start a plugin's code: one line when it cannot be confined."""
+    problem = None if unconfined else _confinement_problem()
+    if problem:
+        raise InputError(
+            f"a plugin's hooks and MCP servers run confined in bubblewrap, which cannot start "
+            f"here: {problem}",
+            hint="install bubblewrap (apt-get install bubblewrap), or pass --unconfined to let "
+            "them run as you, with your home in reach",
         )

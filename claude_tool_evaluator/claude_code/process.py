@@ -27,7 +27,7 @@ from ..hub.processes import (
 )
 from ..results_schema.document import ArtifactRecord, ClaudeRun
 from ..sinks import tail
-from .binary import claude_env_base, read_permission_rules, sandbox_settings
+from .binary import claude_env_base, confined_command, read_permission_rules, sandbox_settings
 from .runs import OutsideWriteGuard, RunFolder, TaskSetup, keep_run_files, prepare_project
 from .stream import StreamReader, claude_run_of, read_output, transcript_summary
 
@@ -74,6 +74,9 @@ class ClaudeCliSettings:
     allowed_rules: tuple[str, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     append_system_prompt: str = ""
+    # a plugin run: the whole `claude -p` (the plugin's hooks and servers with it) in bubblewrap,
+    # the user's home and the temporary folder hidden (binary.confined_command)
+    confine: bool = False
 
 
 def _claude_prompt_argument(query: str) -> str:
@@ -189,8 +192,13 @@ async def run_claude_process(
     stdout, stderr = bytearray() if stdout is None else stdout, bytearray()
     process: asyncio.subprocess.Process | None = None
     try:
+        command = claude_command(settings, query, folder.root / "home")
+        if settings.confine:
+            command = confined_command(
+                command, folder.root, settings.allow_read, settings.plugin_dirs
+            )
         process = await asyncio.create_subprocess_exec(
-            *claude_command(settings, query, folder.root / "home"),
+            *command,
             cwd=folder.project,
             env=claude_env(settings, folder.root, folder.tmp, marker),
             stdin=asyncio.subprocess.DEVNULL,

@@ -31,6 +31,7 @@ __all__ = [
     "config_server_spec",
     "load_mcp_config",
     "load_system_prompt",
+    "plugin_server_commands",
     "plugin_server_names",
     "read_plugin_manifest",
     "resolve_servers",
@@ -332,6 +333,25 @@ def plugin_server_names(folder: Path) -> list[str]:
     except InputError:
         return []
     return [str(name) for name in servers] if isinstance(servers, dict) else []
+
+
+def plugin_server_commands(folder: Path) -> list[tuple[str, str]]:
+    """Each MCP server a plugin ships and the command line that starts it (its URL for a remote
+    one), as written in its config, unstarted: what the trust question lists."""
+    try:
+        _, _, servers = _plugin_servers_source(folder)
+    except InputError:
+        return []
+    if not isinstance(servers, dict):
+        return []
+    found = []
+    for name, entry in servers.items():
+        entry = entry if isinstance(entry, dict) else {}
+        args = entry.get("args")
+        parts = [entry.get("command") or "", *(args if isinstance(args, list) else [])]
+        command = " ".join(str(part) for part in parts if part)
+        found.append((str(name), command or str(entry.get("url") or "")))
+    return found
 
 
 def _load_plugin_servers(folder: Path) -> list[ServerSpec]:

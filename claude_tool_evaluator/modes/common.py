@@ -19,13 +19,14 @@ from ..errors import EvalError, InputError, UsageProblem
 from ..files import write_json_atomic, write_text_atomic
 from ..finished_run import make_metadata
 from ..hub.stdio import start_stdio_servers
-from ..loaders.servers import resolve_servers
+from ..loaders.servers import PLUGIN_MANIFEST, resolve_servers
 from ..options import flag_of
 from ..pipeline import run_pipeline
 from ..runners.tool_use import ToolUseRunner
 from ..session import api_key_from_env
 from ..sinks import terminal_text, wrote_line
 from ..stopping import interrupted_exit_code
+from ..trust import plugin_code, require_trust, trusted
 
 __all__ = [
     "FolderWrites",
@@ -34,6 +35,7 @@ __all__ = [
     "exit_code",
     "import_sdks",
     "require_api_key",
+    "require_plugin_trust",
     "run_metadata",
     "run_suite",
     "servers_for",
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
     from ..results_schema.document import Metadata
     from ..run_types import ServerSpec, TestCase
     from ..session import ModelClient
-    from ..settings import Settings
+    from ..settings import PluginTrust, Settings
 
 
 def require_api_key() -> None:
@@ -58,6 +60,24 @@ def require_api_key() -> None:
             "ANTHROPIC_API_KEY is not set",
             hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com",
         )
+
+
+def require_plugin_trust(
+    trust: PluginTrust, folder: Path, scaffolds: Sequence[tuple[str, Path]] = ()
+) -> None:
+    """The trust gate (trust.py) for the plugin in `folder`, before any of its code starts: its
+    hooks and servers, and the scaffold scripts given."""
+    require_trust(plugin_code(folder, scaffolds), trust.trust_plugin)
+
+
+def _plugin_config_folder(mcp_config: str | None) -> Path | None:
+    """--mcp-config PLUGIN_DIR: the plugin folder whose servers it starts (None: a config file)."""
+    if not mcp_config or not Path(mcp_config).is_dir():
+        return None
+    folder = Path(mcp_config)
+    return (
+        folder if (folder / PLUGIN_MANIFEST).is_file() or (folder / ".mcp.json").is_file() else None
+    )
 
 
 def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
@@ -72,6 +92,9 @@ def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
     if settings.tool_safety.replay and not named.named:
         servers = []  # the cassette's tools, no server at all (not the bundled example server)
     else:
+        plugin = _plugin_config_folder(named.mcp_config)
+        if plugin is not None:  # its servers start here, even for a dry run (it lists their tools)
+            require_plugin_trust(settings.trust, plugin)
         servers = resolve_servers(
             named.server,
             named.server_env,
@@ -147,6 +170,9 @@ def start_servers_early(settings: Settings) -> None:
     named = settings.servers
     if settings.merging.merge or (settings.tool_safety.replay and not named.named):
         return
+    plugin = _plugin_config_folder(named.mcp_config)
+    if plugin is not None and not settings.trust.trust_plugin and not trusted(plugin_code(plugin)):
+        return  # servers_for asks first
     with contextlib.suppress(EvalError):
         start_stdio_servers(
             resolve_servers(

@@ -18,9 +18,10 @@ from rich.console import Console
 
 import test_constants as C
 
-from ..claude_code import claude_version, find_claude_bin
+from ..claude_code import check_confinement, claude_version, find_claude_bin
 from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
+from ..files import folder_files
 from ..finished_run import Results, summary_record
 from ..loaders.plugin_evals import (
     MAX_RUNS,
@@ -46,7 +47,7 @@ from ..results_schema.plugin import (
     PluginRecord,
 )
 from ..run_types import Usage
-from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan, folder_files
+from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan
 from ..scoring.plugin_graders import (
     CaseEffect,
     arm_delta,
@@ -67,7 +68,7 @@ from ..sinks import terminal_text
 from ..stopping import run_async
 from ..writers.formats import write_outputs
 from ..writers.terminal import print_summary
-from .common import exit_code, run_metadata, run_suite
+from .common import exit_code, require_plugin_trust, run_metadata, run_suite
 
 __all__ = [
     "plugin_inputs",
@@ -154,6 +155,8 @@ def _plugin_plans(
             base_url=settings.api.base_url,
             others=others,
             scaffold=settings.plugin_evals.scaffold,
+            confine=not settings.task_evals.unconfined,
+            allow_read=settings.task_evals.allow_read,
         )
 
     if settings.merging.merge:
@@ -268,7 +271,12 @@ def _plugin_effects(
     return found
 
 
-_PART_KINDS = (("delegations", "delegated to"), ("hooks", "hook"), ("mcp_calls", "MCP call"))
+_PART_KINDS = (
+    ("delegations", "delegated to"),
+    ("hooks", "hook"),
+    ("mcp_calls", "MCP call"),
+    ("confinement", "confined:"),
+)
 
 
 def _parts_in_runs(runs: Sequence[PluginRunResult]) -> list[str]:
@@ -459,6 +467,17 @@ def _plugin_results(
     )
 
 
+def _scaffolds(settings: Settings, plugin: Plugin) -> list[tuple[str, Path]]:
+    """--scaffold: the cases' scaffold scripts that would run, as the trust question lists them."""
+    if not settings.plugin_evals.scaffold:
+        return []
+    return [
+        (case.name, case.folder / case.scaffold_script)
+        for case in plugin.cases
+        if case.scaffold_script
+    ]
+
+
 def _say_run(console: Console, record: PluginRunResult) -> None:
     """A run's line as it finishes: `01-greet [with] run 1: passed (score 1.00)`."""
     state = "error" if record.error else "passed" if record.passed else "failed"
@@ -508,6 +527,15 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
         print_estimate(console, run_async(runner.estimate(todo)))
         return 0
+    if not settings.merging.merge:  # nothing of the plugin runs before this (nor in a dry run)
+        require_plugin_trust(settings.trust, plugin.folder, _scaffolds(settings, plugin))
+        check_confinement(settings.task_evals.unconfined)
+        if settings.task_evals.unconfined:
+            console.print(
+                "--unconfined: the plugin's hooks and MCP servers run as you, your home in reach",
+                markup=False,
+                highlight=False,
+            )
     outcome = run_suite(
         runner,
         settings,

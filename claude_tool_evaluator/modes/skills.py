@@ -19,6 +19,7 @@ import test_constants as C
 from ..claude_code import (
     ClaudeCliSettings,
     allow_read_problem,
+    check_confinement,
     check_sandbox,
     claude_version,
     find_claude_bin,
@@ -82,6 +83,7 @@ from .common import (
     check_crowd_options,
     exit_code,
     require_api_key,
+    require_plugin_trust,
     run_metadata,
     run_suite,
 )
@@ -340,6 +342,11 @@ def skill_plan(
         )
     if servers.mcp_config and not Path(servers.mcp_config).is_file():
         raise InputError("MCP config not found", servers.mcp_config)
+    plugins = list(dict.fromkeys(s.plugin for s in skills if s.plugin is not None))
+    if plugins and not settings.run_plan.dry_run and not settings.merging.merge:
+        for folder in plugins:
+            require_plugin_trust(settings.trust, folder)  # its hooks and servers load with it
+        check_confinement(settings.task_evals.unconfined)
     binary = (
         find_claude_bin(settings.claude_code.claude_bin) if not settings.merging.merge else ""
     )  # --merge runs no `claude`
@@ -347,7 +354,9 @@ def skill_plan(
         binary=binary,
         base_url=settings.api.base_url,
         mcp_config=str(Path(servers.mcp_config).resolve()) if servers.mcp_config else None,
-        plugin_dirs=tuple(dict.fromkeys(str(s.plugin) for s in skills if s.plugin is not None)),
+        plugin_dirs=tuple(str(folder) for folder in plugins),
+        # a plugin's hooks and servers run in its runs: confined as a plugin run's are
+        confine=bool(plugins) and not settings.task_evals.unconfined,
     )
     return SkillSuitePlan(
         skills=skills,

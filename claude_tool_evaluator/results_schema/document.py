@@ -327,6 +327,9 @@ class PluginRunResult(Record):
     delegations: list[str] = []
     hooks: list[str] = []
     mcp_calls: list[str] = []
+    # what the confinement kept from the plugin's code, as its hooks' output says it (each a
+    # line: `hook NAME could not reach PATH (hidden by the confinement): ...`)
+    confinement: list[str] = []
     events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
     fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
     verdict: VerdictRecord | None = None

@@ -31,6 +31,8 @@ from ..claude_code import (
     CachingProxy,
     ClaudeCliSettings,
     RunFolder,
+    confined_command,
+    confinement_hidden,
     finish_claude_run,
     project_files,
     run_claude_process,
@@ -38,6 +40,7 @@ from ..claude_code import (
 from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
 from ..errors import InputError
+from ..files import folder_digest
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..loaders.plugin_evals import Plugin, PluginCase
 from ..loaders.servers import plugin_server_names
@@ -64,7 +67,6 @@ __all__ = [
     "ARMS",
     "PluginRunPlan",
     "PluginRunner",
-    "folder_files",
     "graded_calls_and_text",
 ]
 
@@ -73,33 +75,6 @@ _AUTO_ARM_THRESHOLD = (
     0.5  # --runs auto: an arm is decided once its pass rate is clearly on one side
 )
 _PLUGIN_COPY_IGNORED = shutil.ignore_patterns(".git", "results", "__pycache__")
-_IGNORED_FOLDERS = frozenset({".git", "results", "__pycache__"})  # what a copy leaves out
-
-
-def folder_files(folder: Path) -> list[Path]:
-    """A plugin's (or a case's) files as its copy holds them: its results and VCS folders left
-    out, links not followed."""
-    found = []
-    for here, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_FOLDERS)
-        found += [Path(here) / name for name in sorted(files)]
-    return found
-
-
-def _entry_digest(path: Path) -> str:
-    """A file by its content (a link by where it points; one that cannot be read, as such)."""
-    try:
-        if path.is_symlink():
-            return "link:" + os.readlink(path)
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-
-
-def _folder_digest(folder: Path) -> str:
-    """What a folder holds, by relative path and content: what makes runs against it reusable."""
-    parts = [[str(path.relative_to(folder)), _entry_digest(path)] for path in folder_files(folder)]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -118,6 +93,8 @@ class PluginRunPlan:
     # --distractors installed: the user's other plugins, loaded in both arms beside it
     others: tuple[Path, ...] = ()
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
+    confine: bool = True  # claude -p in bubblewrap (not with --unconfined)
+    allow_read: tuple[str, ...] = ()  # --allow-read: what of the hidden home it may read
     fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def runs_of(self, case: PluginCase) -> int:
@@ -126,7 +103,7 @@ class PluginRunPlan:
     @functools.cached_property
     def loaded_digests(self) -> list[str]:
         """The plugin's digest, then each other plugin's, read once for every case."""
-        return [_folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -144,6 +121,8 @@ class PluginRunPlan:
             base_url=self.base_url,
             allow_tools=allowed,
             sandbox="Bash" in allowed,
+            allow_read=self.allow_read,
+            confine=self.confine,
         )
 
     def fingerprint(self, case: PluginCase, arm: str) -> str:
@@ -154,7 +133,7 @@ class PluginRunPlan:
         if key not in self.fingerprints:
             parts = [
                 case.name,
-                _folder_digest(case.folder),
+                folder_digest(case.folder),
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
@@ -205,20 +184,25 @@ def _plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
 _SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
 
 
-async def _run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
+async def _run_scaffold(
+    case: PluginCase, folder: RunFolder, confine: bool, allow_read: Sequence[str]
+) -> str | None:
     """A case's scaffold_script as `claude plugin eval --scaffold` runs it: `bash SCRIPT` (the
     path from the case's folder) in the run's working folder, with only PATH and the run's
-    temporary HOME and TMPDIR, stdout dropped, killed after two minutes. Why it failed (exit
-    code and the start of its stderr), or None."""
+    temporary HOME and TMPDIR, stdout dropped, killed after two minutes; confined as the run's
+    `claude -p` is (the script's folder bound back read-only). Why it failed (exit code and the
+    start of its stderr), or None."""
     script = (case.folder / str(case.scaffold_script)).resolve()
     if not script.is_file():
         return f"scaffold failed: {case.scaffold_script} is not a file in the case's folder"
     home = folder.root / "home"
     home.mkdir(exist_ok=True)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TMPDIR": str(folder.root)}
+    command = ["bash", str(script)]
+    if confine:
+        command = confined_command(command, folder.root, allow_read, [str(script.parent)])
     process = await asyncio.create_subprocess_exec(
-        "bash",
-        str(script),
+        *command,
         cwd=folder.project,
         env={**env, "TERM": "dumb"},
         stdin=asyncio.subprocess.DEVNULL,
@@ -237,6 +221,37 @@ async def _run_scaffold(case: PluginCase, folder: RunFolder) -> str | None:
         said = one_line(stderr[:16384].decode("utf-8", "replace"), 500)
         return f"scaffold failed (exit {process.returncode}): {said}"
     return None
+
+
+_PATH_IN_TEXT = re.compile(r"/[^\s:'\"`]+")
+_UNREACHABLE = ("No such file or directory", "Permission denied", "Read-only file system")
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _confinement_notes(events: list[dict], run_root: Path) -> list[str]:
+    """What the confinement kept from the plugin's hooks, as their own output says it: a line of
+    a hook's stderr or stdout that fails on a path the confined run cannot see (the user's home,
+    the temporary folder beyond the run's own) — `hook UserPromptSubmit could not reach
+    /home/u/.ssh/id_rsa (hidden by the confinement): cat: ...: No such file or directory`. A
+    hook that fails silently leaves nothing to report."""
+    hidden, root = confinement_hidden(), run_root.resolve()
+    notes = []
+    for event in events:
+        if event.get("type") != "system" or event.get("subtype") != "hook_response":
+            continue
+        name = str(event.get("hook_name") or event.get("hook_event") or "hook")
+        said = f"{event.get('stderr') or ''}\n{event.get('stdout') or ''}"
+        for line in (li for li in said.splitlines() if any(u in li for u in _UNREACHABLE)):
+            for path in map(Path, _PATH_IN_TEXT.findall(line)):
+                if any(_within(path, h) for h in hidden) and not _within(path, root):
+                    notes.append(
+                        f"hook {name} could not reach {path} (hidden by the confinement): "
+                        + one_line(line, 200)
+                    )
+    return list(dict.fromkeys(notes))
 
 
 def _created_files(project: Path, before: set[str]) -> list[str]:
@@ -348,7 +363,7 @@ async def _run_arm(
             allowed_rules=settings.allowed_rules + rules,
         )
         if plan.scaffold and case.scaffold_script:
-            record.error = await _run_scaffold(case, folder)
+            record.error = await _run_scaffold(case, folder, plan.confine, plan.allow_read)
             if record.error:  # as Claude Code: the run scores 0, ungraded
                 return record
         before = set(_created_files(folder.project, set()))
@@ -365,6 +380,8 @@ async def _run_arm(
         record.delegations = claude_run.delegated_agents
         record.hooks = [f"{h.name} {h.did}" for h in claude_run.hooks]
         record.mcp_calls = [name for name in claude_run.tools if name.startswith("mcp__")]
+        if settings.confine:
+            record.confinement = _confinement_notes(events, folder.root)
         record.cost_usd = float(claude_run.total_cost_usd or 0.0)
         record.error = claude_run.error
         if not _ended_ungraded(events, done.start_error):
