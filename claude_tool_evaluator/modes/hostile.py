@@ -18,7 +18,13 @@ from ..pipeline import PipelineOutcome
 from ..redaction import Redactor
 from ..results_schema.security import SecurityRecord
 from ..runners.tool_use import tool_policy_for
-from ..scoring.scan import scan_case_results, scan_tools
+from ..scoring.scan import (
+    Definition,
+    listed_read,
+    scan_case_results,
+    scan_definitions,
+    tool_read,
+)
 from ..scoring.statistics import RunTotals, case_counts
 from ..scoring.suites import QaScoring, SuiteScoring, ToolCheckScoring
 from ..stopping import run_async
@@ -34,7 +40,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ..hub.tools import ToolSpec
     from ..results_schema.security import PinRecord
     from ..settings import Settings
 
@@ -66,8 +71,9 @@ def redteam_mode(settings: Settings, console: Console) -> int:
 
 
 def scan_mode(settings: Settings, console: Console) -> int:
-    """scan (--scan): every tool definition of the servers (or of --replay's cassette) checked
-    by SCAN_CHECKS, a case per tool; no model call. Exit 1 on a finding at or above --fail-on
+    """scan (--scan): every definition of the servers a model reads (tools, resources, resource
+    templates, prompts, instructions; or --replay's cassette's tools) checked by SCAN_CHECKS and
+    across definitions, a case per definition; no model call. Exit 1 on a finding at or above --fail-on
     (or a changed pin)."""
     check_tool_options(settings)
     servers = servers_for(settings, needs_key=False)
@@ -78,7 +84,7 @@ def scan_mode(settings: Settings, console: Console) -> int:
         dry_run=settings.run_plan.dry_run,
     )
 
-    async def listed() -> tuple[list[ToolSpec], PinRecord | None]:
+    async def listed() -> tuple[list[Definition], PinRecord | None]:
         async with McpHub(
             servers, settings.servers.tool_timeout, settings.servers.max_result_chars, policy=policy
         ) as hub:
@@ -90,11 +96,18 @@ def scan_mode(settings: Settings, console: Console) -> int:
                     )
                 except PinsChanged as exc:
                     pins = exc.record
-            return list(hub.tools.values()), pins
+            others = await hub.beyond_tools()
+            definitions = [tool_read(t) for t in hub.tools.values()]
+            definitions += [
+                listed_read(server, listing)
+                for server, listings in others.items()
+                for listing in listings
+            ]
+            return definitions, pins
 
-    tools, pins = run_async(listed())
-    record = scan_tools(tools, settings.hostile.fail_on)
-    cases = scan_case_results(tools, record)
+    definitions, pins = run_async(listed())
+    record = scan_definitions(definitions, settings.hostile.fail_on)
+    cases = scan_case_results(definitions, record)
     outcome = PipelineOutcome([], [])
     results = Results(
         run_metadata("scan", settings, 0, outcome),

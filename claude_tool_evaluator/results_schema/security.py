@@ -29,12 +29,14 @@ class ScanFindingRecord(Record):
     """One thing `scan` found in a tool's definition (or between two servers' tools)."""
 
     server: str
-    tool: str
+    tool: str  # the definition's name (a tool's, a resource's, a prompt's)
     check: str  # a key of SCAN_CHECKS
     severity: Literal["low", "medium", "high"]
     detail: str
     where: str = ""  # the place in the definition: description, input_schema.properties.x, ...
     decoded: str | None = None  # tag characters: the ASCII text they smuggle
+    kind: str = "tool"  # tool | resource | resource-template | prompt | instructions
+    reader: Literal["static", "judge"] = "static"  # which reader found it
 
 
 class ScanRecord(Record):
@@ -42,6 +44,7 @@ class ScanRecord(Record):
 
     servers: list[str] = []
     tools: int = 0
+    others: int = 0  # resources, resource templates, prompts and servers' instructions read
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
     findings: list[ScanFindingRecord] = []
 
