@@ -13,12 +13,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, api_env
+from fake_anthropic import ScriptedAnthropic, judged_definition, scan_judge, scan_judgement
 
 import test_constants as C
 from claude_tool_evaluator.hub.tools import ToolSpec
@@ -32,6 +34,9 @@ from claude_tool_evaluator.scoring.scan import (
     severity_rank,
     tool_read,
 )
+from claude_tool_evaluator.scoring.scan_judge import judge_definitions, judge_findings
+from claude_tool_evaluator.session import AnthropicModel
+from claude_tool_evaluator.stopping import run_async
 
 CORPUS = ROOT / "tests" / "scan_corpus"
 CORPUS_SERVER = ROOT / "tests" / "servers" / "scan_corpus_server.py"
@@ -424,12 +429,70 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
+def judged_figures(labelled: Labelled, api: ScriptedAnthropic) -> tuple[int, int, int]:
+    """(poisoned definitions caught, clean definitions flagged, requests) by the judged reader
+    alone (its findings at or above the default --fail-on), the scripted judge answering: what
+    the plumbing gives, not a real model's judgement."""
+    defs = [d for server in labelled.servers.values() for d in server]
+
+    async def judge() -> list:
+        model = AnthropicModel(api_key="sk-ant-test-key-0123456789", base_url=api.url)
+        try:
+            judged, left = await judge_definitions(defs, model, C.DEFAULT_JUDGE_MODEL, None)
+        finally:
+            await model.close()
+        assert left == 0
+        return judged
+
+    start = len(api.requests)
+    judged = run_async(judge())
+    found = flagged(judge_findings(judged, C.DEFAULT_JUDGE_MODEL), C.DEFAULT_SCAN_FAIL_ON)
+    return len(found & labelled.poisoned), len(found - labelled.poisoned), len(api.requests) - start
+
+
+def test_judged_reader_on_the_labelled_set_is_the_scripted_rule_end_to_end():
+    """Every definition of the set goes to the judge once (through the SDK and HTTP), and each
+    verdict the scan reports is the scripted rule's on the definition that request showed."""
+    labelled = labelled_set()
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        caught, false_positives, requests = judged_figures(labelled, api)
+        bodies = [r["body"] for r in api.requests]
+    assert requests == labelled.size
+    expected = set()
+    for body in bodies:
+        attributes = dict(re.findall(r'(\w+)="([^"]*)"', user_query_head(body)))
+        verdict = scan_judgement(judged_definition(body))
+        if verdict["instructs"] and verdict["confidence"] >= C.SCAN_JUDGE_MEDIUM:
+            expected.add((attributes["server"], attributes["kind"], attributes["name"]))
+    servers = {d.server: name for name, defs in labelled.servers.items() for d in defs}
+    assert {s for s, _, _ in expected} <= set(servers)
+    assert (caught, false_positives) == (
+        len(expected & labelled.poisoned),
+        len(expected - labelled.poisoned),
+    )
+
+
+def user_query_head(body: dict) -> str:
+    """The `<definition ...>` line of a judge request."""
+    content = body["messages"][0]["content"]
+    text = content if isinstance(content, str) else content[0]["text"]
+    return text.split("\n", 1)[0]
+
+
 def test_the_readme_states_the_static_readers_figures_on_the_labelled_set():
     labelled = labelled_set()
     caught, false_positives = static_figures(labelled)
     forms = len({p.kind for p in POISONED.values()} | {p.kind for p in BYPASSES.values()})
     poisoned, clean = len(labelled.poisoned), labelled.clean()
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        judged, judged_false, _ = judged_figures(labelled, api)
+    assert (
+        f"the judged reader alone (`scan --judge`, its findings at or above medium), against the "
+        f"scripted judge of the tests, caught {judged} of {poisoned} (recall "
+        f"{percent(judged, poisoned)}) and flagged {judged_false} of {clean} clean ones "
+        f"(false-positive rate {percent(judged_false, clean)})"
+    ) in readme
     assert (
         f"On the whole set, {labelled.size} definitions ({poisoned} poisoned in {forms} forms, "
         f"{clean} clean), the static reader (`scan`, `--fail-on medium`) caught {caught} of "
@@ -440,7 +503,9 @@ def test_the_readme_states_the_static_readers_figures_on_the_labelled_set():
 
 
 # ---------------------------------------------------------------------------- end to end
-def scan_corpus_server(listed: str, *options: str) -> subprocess.CompletedProcess:
+def scan_corpus_server(
+    listed: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`python evaluator.py scan` of the corpus server listing `listed`, in a wide terminal."""
     return subprocess.run(
         [
@@ -455,7 +520,7 @@ def scan_corpus_server(listed: str, *options: str) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1", **(env or {})},
     )
 
 
@@ -485,6 +550,83 @@ def test_scan_of_a_server_listing_the_bypasses_reads_resources_prompts_and_every
     assert {(k, n) for k, n, _ in high} == set(BYPASSES)
     assert scan["others"] == 1 + 3 + 2 + 3  # instructions, resources, templates, prompts
     assert "FAIL: 14 of 25 definition(s) with a finding at or above high" in done.stdout
+
+
+def test_scan_judge_reads_every_definition_beside_the_static_reader(tmp_path):
+    """scan --judge end to end: one forced `judge_definition` call per definition (tools,
+    resources, templates, prompts, instructions); each verdict the scripted rule gives is a
+    finding of reader "judge", priced; the static findings are all still there."""
+    out = tmp_path / "scan.json"
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        done = scan_corpus_server("bypasses", "--judge", "-o", str(out), env=api_env(api))
+        bodies = [r["body"] for r in api.requests if r["path"] == "/v1/messages"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    scan = json.loads(out.read_text(encoding="utf-8"))["security"]["scan"]
+    assert len(bodies) == len(scan["judged"]) == scan["tools"] + scan["others"] == 25
+    assert all(b["tool_choice"] == {"type": "tool", "name": "judge_definition"} for b in bodies)
+    assert all(b["model"] == C.DEFAULT_JUDGE_MODEL for b in bodies)
+    expected = {}
+    for body in bodies:
+        attributes = dict(re.findall(r'(\w+)="([^"]*)"', user_query_head(body)))
+        verdict = scan_judgement(judged_definition(body))
+        if verdict["instructs"]:
+            expected[(attributes["kind"], attributes["name"])] = verdict
+    judged = {(f["kind"], f["tool"]): f for f in scan["findings"] if f["reader"] == "judge"}
+    assert set(judged) == set(expected)
+    for key, finding in judged.items():
+        assert expected[key]["what"] in finding["detail"]
+    static = {(f["kind"], f["tool"]) for f in scan["findings"] if f["reader"] == "static"}
+    assert static >= set(BYPASSES)
+    assert scan["cost_usd"] == pytest.approx(sum(j["cost_usd"] for j in scan["judged"]), abs=1e-6)
+    assert scan["cost_usd"] > 0 and scan["judge_model"] == C.DEFAULT_JUDGE_MODEL
+    assert "scan: the judge reads 25 definition(s) on" in done.stdout
+    assert " judge " in done.stdout or "│ judge" in done.stdout
+
+
+def test_scan_judge_dry_run_prices_it_and_spends_nothing(tmp_path):
+    out = tmp_path / "scan.json"
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        done = scan_corpus_server(
+            "bypasses", "--judge", "--dry-run", "-o", str(out), env=api_env(api)
+        )
+        assert api.requests == []
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "scan: the judge reads 25 definition(s) on" in done.stdout
+    assert "25 definition(s) for the judge" in done.stdout
+    assert not out.exists()
+
+
+def test_scan_judge_stops_at_max_cost_and_answers_repeats_from_the_cache(tmp_path):
+    out = tmp_path / "scan.json"
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        done = scan_corpus_server(
+            "bypasses", "--judge", "--max-cost", "0.000001", "-o", str(out), env=api_env(api)
+        )
+        assert len(api.requests) == 1, "the first answer spends the budget"
+    scan = json.loads(out.read_text(encoding="utf-8"))["security"]["scan"]
+    assert (len(scan["judged"]), scan["not_judged"]) == (1, 24)
+    assert "stopped at --max-cost" in done.stdout and done.returncode == 1
+    cache = tmp_path / "cache"
+    runs = []
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        for name in ("first.json", "again.json"):
+            start = len(api.requests)
+            scan_corpus_server(
+                "clean",
+                "--judge",
+                "--cache",
+                str(cache),
+                "-o",
+                str(tmp_path / name),
+                env=api_env(api),
+            )
+            runs.append(len(api.requests) - start)
+    assert runs == [len(listing("clean")), 0]
+    first, again = (
+        json.loads((tmp_path / n).read_text(encoding="utf-8"))["security"]["scan"]
+        for n in ("first.json", "again.json")
+    )
+    assert first["findings"] == again["findings"] and first["judged"] == again["judged"]
 
 
 def test_scan_of_a_server_listing_the_clean_tools_passes_at_the_strictest_level():

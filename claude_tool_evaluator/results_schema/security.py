@@ -19,6 +19,7 @@ __all__ = [
     "PinRecord",
     "RedTeamRecord",
     "ScanFindingRecord",
+    "ScanJudgementRecord",
     "ScanRecord",
     "SecurityRecord",
     "VectorRecord",
@@ -39,6 +40,19 @@ class ScanFindingRecord(Record):
     reader: Literal["static", "judge"] = "static"  # which reader found it
 
 
+class ScanJudgementRecord(Record):
+    """`scan --judge`: what the judge said of one definition."""
+
+    server: str
+    kind: str
+    name: str
+    instructs: bool | None = None  # None: not judged (an error)
+    what: str = ""
+    confidence: float | None = None
+    cost_usd: float = 0.0
+    error: str | None = None
+
+
 class ScanRecord(Record):
     """`scan`: every tool definition of the servers checked (no model call)."""
 
@@ -47,6 +61,10 @@ class ScanRecord(Record):
     others: int = 0  # resources, resource templates, prompts and servers' instructions read
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
     findings: list[ScanFindingRecord] = []
+    judge_model: str | None = None  # scan --judge: the judge's model (None: not asked)
+    judged: list[ScanJudgementRecord] = []
+    not_judged: int = 0  # definitions --max-cost left unjudged
+    cost_usd: float = 0.0
 
 
 class PinChangeRecord(Record):

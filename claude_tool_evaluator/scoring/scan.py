@@ -855,9 +855,10 @@ def scan_case_results(
     definitions: Sequence[Definition | ToolSpec], record: ScanRecord
 ) -> list[CaseResult]:
     """A case per definition: failed by a finding at or above --fail-on; every finding (of
-    either reader) is a reason."""
+    either reader) is a reason. A definition the judge could not judge (--judge) is an error."""
     cases = []
     read = [d if isinstance(d, Definition) else tool_read(d) for d in definitions]
+    errors = {(j.server, j.kind, j.name): j.error for j in record.judged if j.error}
     for spec in _in_order(read):
         mine = [
             f
@@ -871,19 +872,30 @@ def scan_case_results(
             if f.reader != "static":
                 key = f"{f.reader}: {key}"
             reasons[key] = 1
+        error = errors.get((spec.server, spec.kind, spec.name))
+        if error:
+            reasons[f"judge error: {error}"] = 1
+        passed = not failing and not error
         cases.append(
             CaseResult(
                 name=spec.label,
                 kind="scan",
                 group=f"scan: {spec.server}",
-                passed=not failing,
+                passed=passed,
+                error=bool(error),
                 runs=1,
-                passes=int(not failing),
-                pass_rate=float(not failing),
-                interval=rounded_interval(wilson_interval(int(not failing), 1)),
+                passes=int(passed),
+                errors=int(bool(error)),
+                pass_rate=float(passed),
+                interval=rounded_interval(wilson_interval(int(passed), 1)),
                 reasons=reasons,
                 prompt=str(spec.fields.get("description") or spec.fields.get("text") or ""),
                 description=f"{len(mine)} finding(s)",
+                cost_usd=sum(
+                    j.cost_usd
+                    for j in record.judged
+                    if (j.server, j.kind, j.name) == (spec.server, spec.kind, spec.name)
+                ),
             )
         )
     return cases
