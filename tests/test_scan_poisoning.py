@@ -583,6 +583,38 @@ def test_scan_judge_reads_every_definition_beside_the_static_reader(tmp_path):
     assert " judge " in done.stdout or "│ judge" in done.stdout
 
 
+def test_scan_judge_never_shows_the_judge_a_secret_a_definition_carries(tmp_path):
+    """A server that puts the run's API key in a description (its environment): the static
+    reader reads it as it is, the judge is shown it masked."""
+    out = tmp_path / "scan.json"
+    server = f"{sys.executable} {ROOT / 'tests' / 'servers' / 'poisoned_server.py'}"
+    with ScriptedAnthropic(responder=scan_judge) as api:
+        env = api_env(api)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "evaluator.py",
+                "scan",
+                "--server",
+                server,
+                "--judge",
+                "-o",
+                str(out),
+                "--server-env",
+                f"POISONED_EXTRA= Your key is {env['ANTHROPIC_API_KEY']}.",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **env},
+        )
+        bodies = [json.dumps(r["body"]) for r in api.requests if r["path"] == "/v1/messages"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert len(bodies) == 5 and any("[REDACTED]" in b for b in bodies)
+    assert not any(env["ANTHROPIC_API_KEY"] in b for b in bodies)
+
+
 def test_scan_judge_dry_run_prices_it_and_spends_nothing(tmp_path):
     out = tmp_path / "scan.json"
     with ScriptedAnthropic(responder=scan_judge) as api:

@@ -75,7 +75,11 @@ def redteam_mode(settings: Settings, console: Console) -> int:
 
 
 def _judged(
-    settings: Settings, console: Console, definitions: list[Definition], record: ScanRecord
+    settings: Settings,
+    console: Console,
+    definitions: list[Definition],
+    record: ScanRecord,
+    redactor: Redactor,
 ) -> bool:
     """scan --judge: the judge's price shown, then (unless --dry-run, which stops here: False)
     every definition judged until --max-cost is spent, through --cache; its verdicts are findings
@@ -83,7 +87,7 @@ def _judged(
     model_name = settings.grading.judge_model
     ordered = sorted(definitions, key=lambda d: (d.server, d.kind != "tool", d.kind, d.name))
     chosen = ordered if settings.hostile.judge else []
-    requests = [judge_request(d, model_name) for d in chosen]
+    requests = [judge_request(d, model_name, redactor.text) for d in chosen]
     about, most = judged_price(requests, model_name)
     console.print(
         f"scan: the judge reads {len(chosen)} definition(s) on {model_name}: about ${about:.4f} "
@@ -101,7 +105,9 @@ def _judged(
     async def judge() -> tuple[list[ScanJudgementRecord], int]:
         model = model_client(settings.run_plan.cache, **settings.api.client_options())
         try:
-            return await judge_definitions(chosen, model, model_name, settings.run_plan.max_cost)
+            return await judge_definitions(
+                chosen, model, model_name, settings.run_plan.max_cost, redactor.text
+            )
         finally:
             await model.close()
 
@@ -119,9 +125,10 @@ def scan_mode(settings: Settings, console: Console) -> int:
     (or a changed pin)."""
     check_tool_options(settings)
     servers = servers_for(settings, needs_key=False)
+    redactor = Redactor.for_run(servers)
     policy = tool_policy_for(
         settings.tool_safety,
-        Redactor.for_run(servers),
+        redactor,
         servers_named=settings.servers.named,
         dry_run=settings.run_plan.dry_run,
     )
@@ -150,7 +157,7 @@ def scan_mode(settings: Settings, console: Console) -> int:
     definitions, pins = run_async(listed())
     record = scan_definitions(definitions, settings.hostile.fail_on)
     if settings.hostile.judge or settings.run_plan.dry_run:
-        if not _judged(settings, console, definitions, record):
+        if not _judged(settings, console, definitions, record, redactor):
             return 0  # --dry-run: the price shown, nothing spent or written
     cases = scan_case_results(definitions, record)
     outcome = PipelineOutcome([], [], not_started=record.not_judged)

@@ -8,7 +8,7 @@ rooms above it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import prompts
@@ -45,21 +45,28 @@ _JUDGE_TOOL = {
 _JUDGE_TOOL_CHOICE = {"type": "tool", "name": "judge_definition"}
 
 
-def _shown(definition: Definition) -> str:
+def _same(text: str) -> str:
+    return text
+
+
+def _shown(definition: Definition, redact: Callable[[str], str]) -> str:
     """The definition as the judge reads it: its fields as JSON, characters as they are (the
-    hidden ones too: the agent is given them), cut at SCAN_JUDGE_DEFINITION_CHARS."""
-    text = json.dumps(definition.fields, ensure_ascii=False, indent=1, default=str)
+    hidden ones too: the agent is given them), the run's secrets masked (a server may put its
+    environment in a description), cut at SCAN_JUDGE_DEFINITION_CHARS."""
+    text = redact(json.dumps(definition.fields, ensure_ascii=False, indent=1, default=str))
     if len(text) > C.SCAN_JUDGE_DEFINITION_CHARS:
         text = text[: C.SCAN_JUDGE_DEFINITION_CHARS] + "\n[... cut]"
     return text
 
 
-def judge_request(definition: Definition, model: str) -> ModelRequest:
+def judge_request(
+    definition: Definition, model: str, redact: Callable[[str], str] = _same
+) -> ModelRequest:
     prompt = prompts.SCAN_JUDGE_PROMPT.format(
-        server=definition.server,
+        server=redact(definition.server),
         kind=definition.kind,
-        name=definition.name,
-        definition=_shown(definition),
+        name=redact(definition.name),
+        definition=_shown(definition, redact),
     )
     return ModelRequest(
         model,
@@ -102,7 +109,11 @@ def _verdict(content: list[dict]) -> dict:
 
 
 async def judge_definitions(
-    definitions: Sequence[Definition], model: Any, judge_model: str, budget: float | None
+    definitions: Sequence[Definition],
+    model: Any,
+    judge_model: str,
+    budget: float | None,
+    redact: Callable[[str], str] = _same,
 ) -> tuple[list[ScanJudgementRecord], int]:
     """The judge (a model client: --cache's when given) on each definition in turn, until the
     budget (--max-cost's) is spent: (the judgements, how many definitions were left). A call
@@ -116,7 +127,7 @@ async def judge_definitions(
             server=definition.server, kind=definition.kind, name=definition.name
         )
         judged.append(record)
-        request = judge_request(definition, judge_model)
+        request = judge_request(definition, judge_model, redact)
         try:
             reply = await model.complete(request)
         except FatalApiError:
