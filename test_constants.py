@@ -269,6 +269,13 @@ SCAN_SEVERITIES = ("low", "medium", "high")
 DEFAULT_SCAN_FAIL_ON = "medium"
 SCAN_LONG_DESCRIPTION_CHARS = 2_000  # a description longer than this is reported (low)
 SCAN_BLOB_MIN_CHARS = 40  # a base64 or hex run this long in a description is an encoded blob
+SCAN_RESOURCES_READ = 50  # scan reads the contents of this many resources of a server at most
+SCAN_RESOURCE_CHARS = 20_000  # and this much of each one's text
+SCAN_JUDGE_DEFINITION_CHARS = 12_000  # scan --judge: the judge reads this much of a definition
+SCAN_JUDGE_MAX_TOKENS = 512  # the judge's one forced `judge_definition` call per definition
+ESTIMATED_SCAN_JUDGE_OUTPUT_TOKENS = 120  # --dry-run: the judge's verdict on one definition
+SCAN_JUDGE_HIGH = 0.8  # a judged instruction this sure is high; SCAN_JUDGE_MEDIUM medium; else low
+SCAN_JUDGE_MEDIUM = 0.5
 PINS_FORMAT = "claude-tool-eval pins 1"  # the "format" of every --pin lock file
 # ----------------------------------------------------------------------------- is the change real? statistics, run counts, the cache
 DEFAULT_ALPHA = 0.05  # compare: a case is a regression or a fix only when significant at this

@@ -95,8 +95,9 @@ _TOOL_USE_OPTIONS = (
 )
 
 
-# scan: what reaches the servers (or the cassette), the severity that fails, the pins, and the
-# writers of findings (a scan makes no runs: --csv-out, a row per run, is refused)
+# scan: what reaches the servers (or the cassette), the severity that fails, the judge (its model,
+# price, budget and cache), the pins, and the writers of findings (a scan makes no runs:
+# --csv-out, a row per run, is refused)
 _SCAN_OPTIONS = frozenset(
     {
         "scan",
@@ -109,6 +110,11 @@ _SCAN_OPTIONS = frozenset(
         "replay",
         "fail_on",
         "trust_plugin",
+        "judge",
+        "judge_model",
+        "max_cost",
+        "dry_run",
+        "cache",
         "pin",
         "update_pins",
         "output",

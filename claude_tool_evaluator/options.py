@@ -906,6 +906,15 @@ OPTIONS: list[Option] = [
     ),
     option(
         _HOSTILE,
+        "--judge",
+        is_flag=True,
+        help="scan: also ask the judge (--judge-model) of every definition whether it instructs "
+        "the agent beyond its function (what, and how sure), beside the static findings; its "
+        "price is shown first, --dry-run stops there, --max-cost caps it, --cache answers "
+        "repeats.",
+    ),
+    option(
+        _HOSTILE,
         "--fail-on",
         type=click.Choice(C.SCAN_SEVERITIES),
         default=C.DEFAULT_SCAN_FAIL_ON,

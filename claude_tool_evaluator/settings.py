@@ -412,6 +412,7 @@ class Hostile:
     redteam_judge: bool = False
     scan: bool = False
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
+    judge: bool = False  # scan --judge: the judge reads every definition too
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,13 @@ computes every attack's outcome with the same functions):
   the inner responder's answer. The crowd rule's `crowd_tool_use` only answers in text after a
   tool result, so under the two rules an injected tool is called once, then the model answers.
 
+Scan's judge (`scan --judge`; tests/test_scan_poisoning.py computes every verdict with these
+functions): `judged_definition(body)` is the text between `<definition ...>` and `</definition>`
+of the request's user message, `revealed`; `scan_judgement(text)` says it instructs the agent
+when the casefolded text holds any of SCAN_JUDGE_MARKERS, naming them, with confidence 0.5 + 0.15
+a marker (at most 0.95); `scan_judge(body)` answers a request forcing `judge_definition` so, and
+leaves any other request to the next rule (None).
+
 Claude Code's own room (tests/test_claude_harness.py computes every outcome with these functions
 on the requests Claude Code sent):
 - `deferred_tools(body)`: the names Claude Code lists under "The following deferred tools are now
@@ -661,6 +668,57 @@ def claude_code_tool_use(body: dict) -> Spec:
     ):
         return reply(tool_use(WAIT_TOOL, {}))
     return reply(text("No tool is needed for that."))
+
+
+# ----------------------------------------------------------------------------- scan's judge: what a definition instructs
+SCAN_JUDGE_TOOL = "judge_definition"
+SCAN_JUDGE_MARKERS = (
+    "ignore",
+    "ignora",
+    "disregard",
+    "obey",
+    "do not tell",
+    "do not mention",
+    "don't let",
+    "silently",
+    "private key",
+    "ssh",
+    "credentials",
+    "api keys",
+    "conversation",
+    "chat history",
+    "whatever it receives",
+)
+DEFINITION = re.compile(r"<definition [^>]*>\n(.*)\n</definition>", re.DOTALL)
+
+
+def judged_definition(body: dict) -> str:
+    """The definition a scan judge request shows (between `<definition ...>` and
+    `</definition>` in its user message), as the scripted model reads it (`revealed`)."""
+    found = DEFINITION.search(user_query(body))
+    return revealed(found.group(1)) if found else ""
+
+
+def scan_judgement(definition: str) -> dict:
+    """The scripted judge's verdict on a definition's text: it instructs the agent when the text,
+    casefolded, holds any of SCAN_JUDGE_MARKERS (substrings); `what` names the markers found in
+    SCAN_JUDGE_MARKERS' order; `confidence` is 0.5 + 0.15 a marker, at most 0.95 (0.9 when it
+    finds none: sure it is clean)."""
+    text = definition.casefold()
+    found = [marker for marker in SCAN_JUDGE_MARKERS if marker in text]
+    return {
+        "instructs": bool(found),
+        "what": f"mentions {', '.join(found)}" if found else "",
+        "confidence": round(min(0.95, 0.5 + 0.15 * len(found)), 2) if found else 0.9,
+    }
+
+
+def scan_judge(body: dict) -> Spec | None:
+    """Answers a request forcing `judge_definition` with `scan_judgement` of its definition;
+    any other request: None (the next rule, the queue or the default answer)."""
+    if forced_tool(body) != SCAN_JUDGE_TOOL:
+        return None
+    return reply(tool_use(SCAN_JUDGE_TOOL, scan_judgement(judged_definition(body))))
 
 
 # ----------------------------------------------------------------------------- token accounting

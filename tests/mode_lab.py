@@ -188,6 +188,7 @@ SAMPLES: dict[str, list[str]] = {
     "redteam_judge": ["--redteam-judge"],
     "scan": ["--scan"],
     "fail_on": ["--fail-on", "high"],
+    "judge": ["--judge"],
     "pin": ["--pin", "tools.lock"],
     "update_pins": ["--update-pins"],
     "keyword": ["-k", "tables"],

@@ -7,6 +7,7 @@ that the observers cover exactly the table."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,8 +23,11 @@ from fake_anthropic import (
     crowd_claude_code,
     follows_injections,
     forced_tool,
+    judged_definition,
     listed_skills,
     reply,
+    scan_judge,
+    scan_judgement,
     tool_use,
     user_query,
 )
@@ -641,6 +645,80 @@ def _(lab, mode):
     assert scan_baseline(lab).document()["metadata"]["evaluation"] == "scan"
     not_a_scan = lab.run("--server-module", EXAMPLE_SERVER, "-q", QUERY, "--json", cached=True)
     assert not_a_scan.requests and security(not_a_scan) == {}
+
+
+def judged_scan(lab: Lab, *more: str) -> Run:
+    """The poisoned server scanned with --judge, the scripted judge answering."""
+    return lab.run(
+        "--scan", "--server", POISONED_COMMAND, "--judge", *more, "--json", model=scan_judge
+    )
+
+
+def judged_names(run: Run) -> set[str]:
+    """The definitions the scripted judge says instruct the agent, from the requests sent."""
+    return {
+        re.search(r' name="([^"]*)"', user_query(body)).group(1)  # type: ignore[union-attr]
+        for body in run.requests
+        if scan_judgement(judged_definition(body))["instructs"]
+    }
+
+
+@observes("judge", "scan")
+def _(lab, mode):
+    run = judged_scan(lab)
+    scan = security(run)["scan"]
+    assert run.code == 1 and len(run.requests) == scan["tools"] + scan["others"] == 5
+    judged = {f["tool"] for f in scan["findings"] if f["reader"] == "judge"}
+    assert judged == judged_names(run) == {"add_numbers"}
+    assert {j["name"] for j in scan["judged"]} == {
+        "about_profiles",
+        "add_numbers",
+        "get_weather",
+        "hello",
+        "upload_report",
+    } and scan["cost_usd"] > 0
+    assert findings(run) == POISONED_FINDINGS | {
+        ("poisoned_server", "add_numbers", "judged-instructions")
+    }
+    without = poisoned_scan(lab)
+    assert without.requests == [] and security(without)["scan"]["judged"] == []
+    assert {f["reader"] for f in security(without)["scan"]["findings"]} == {"static"}
+
+
+@observes("judge_model", "scan")
+def _(lab, mode):
+    run = judged_scan(lab, "--judge-model", "claude-opus-5-5")
+    assert {b["model"] for b in run.requests} == {"claude-opus-5-5"}
+    assert security(run)["scan"]["judge_model"] == "claude-opus-5-5"
+    default = judged_scan(lab)
+    assert {b["model"] for b in default.requests} == {C.DEFAULT_JUDGE_MODEL}
+
+
+@observes("max_cost", "scan")
+def _(lab, mode):
+    run = judged_scan(lab, "--max-cost", "0.000001")
+    scan = security(run)["scan"]
+    assert len(run.requests) == len(scan["judged"]) == 1 and scan["not_judged"] == 4
+    assert run.code == 1 and "stopped at --max-cost" in run.stderr + run.stdout
+    assert len(judged_scan(lab).requests) == 5
+
+
+@observes("dry_run", "scan")
+def _(lab, mode):
+    run = lab.run("--scan", "--server", POISONED_COMMAND, "--judge", "--dry-run", model=scan_judge)
+    assert run.code == 0 and run.requests == []
+    assert "5 definition(s) for the judge" in run.output
+    assert "5 definition(s) for the judge" not in judged_scan(lab).output
+
+
+@observes("cache", "scan")
+def _(lab, mode):
+    folder = lab.fresh("cache")
+    first = judged_scan(lab, "--cache", str(folder))
+    again = judged_scan(lab, "--cache", str(folder))
+    assert len(first.requests) == 5 and again.requests == []
+    assert security(again)["scan"]["findings"] == security(first)["scan"]["findings"]
+    assert len(judged_scan(lab).requests) == 5, "without --cache, every definition is asked"
 
 
 @observes("server", "scan")

@@ -508,7 +508,9 @@ def test_scan_prints_its_findings_and_no_run_table(cli, tmp_path, monkeypatch):
     code, output = ran.exit_code, ran.output
     assert code == 1, output
     lines = shown_lines(output)
-    assert any(line.startswith("Severity Server Tool Check Where Finding") for line in lines)
+    assert any(
+        line.startswith("Severity Server Definition Check Where Finding Reader") for line in lines
+    )
     for absent in ("95% interval", "passes", "cost $", "tokens ", "latency", "0.0000"):
         assert absent not in output, absent
     assert lines[-1] == "FAIL: 3 of 5 tool(s) with a finding at or above medium (--fail-on)"

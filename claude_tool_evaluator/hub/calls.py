@@ -39,6 +39,7 @@ __all__ = [
     "RunTools",
     "SOURCE_LABELS",
     "ToolPolicy",
+    "listed_beyond_tools",
     "load_mock_tools",
     "tool_listing",
 ]
@@ -71,7 +72,7 @@ def tool_listing(tool: Any) -> dict:
     """A tool from `list_tools` as the hub and the cassettes keep it (annotations in the spec's
     camelCase: readOnlyHint, destructiveHint, idempotentHint, openWorldHint)."""
     annotations = getattr(tool, "annotations", None)
-    return {
+    listed = {
         "name": tool.name,
         "description": tool.description or "",
         "input_schema": dict(tool.input_schema or {"type": "object"}),
@@ -79,6 +80,13 @@ def tool_listing(tool: Any) -> dict:
         if annotations
         else {},
     }
+    # title, outputSchema and _meta only when the server gives them (scan reads them)
+    extra = {
+        "title": getattr(tool, "title", None),
+        "output_schema": getattr(tool, "output_schema", None),
+        "meta": getattr(tool, "meta", None),
+    }
+    return listed | {key: value for key, value in extra.items() if value}
 
 
 def _arguments_contain(expected: Any, actual: Any) -> bool:
@@ -466,6 +474,57 @@ def _cached_tool_prefix(definitions: list[dict]) -> list[dict]:
     return definitions
 
 
+def _dumped(item: Any, *leave_out: str) -> dict:
+    """An MCP listing item as the spec writes it (camelCase, no empty fields), less `leave_out`."""
+    fields = item.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {key: value for key, value in fields.items() if key not in leave_out and value != {}}
+
+
+async def _paged(list_page: Any, field_name: str) -> list[Any]:
+    items, cursor = [], None
+    for _ in range(100):  # a server that keeps handing out cursors must not loop us forever
+        page = await list_page(cursor=cursor)
+        items.extend(getattr(page, field_name))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+async def _resource_text(client: Any, uri: str) -> str:
+    """The text of a resource's contents (a blob's mime type only), cut at SCAN_RESOURCE_CHARS."""
+    result = await client.read_resource(uri)
+    parts = [
+        getattr(content, "text", None) or f"[{getattr(content, 'mime_type', None) or 'blob'}]"
+        for content in result.contents
+    ]
+    return "\n".join(parts)[: C.SCAN_RESOURCE_CHARS]
+
+
+async def listed_beyond_tools(client: Any) -> list[dict]:
+    """What a connected MCP client's server shows a model besides its tools (see beyond_tools)."""
+    capabilities = client.server_capabilities
+    listed: list[dict] = []
+    if client.instructions:
+        listed.append({"kind": "instructions", "name": "instructions", "text": client.instructions})
+    if capabilities.resources is not None:
+        resources = await _paged(client.list_resources, "resources")
+        for index, resource in enumerate(resources):
+            entry = {"kind": "resource", **_dumped(resource, "icons")}
+            if index < C.SCAN_RESOURCES_READ:
+                try:
+                    entry["contents"] = await _resource_text(client, resource.uri)
+                except Exception:  # noqa: S112 - an unreadable resource has only its listing
+                    pass
+            listed.append(entry)
+        templates = await _paged(client.list_resource_templates, "resource_templates")
+        listed += [{"kind": "resource-template", **_dumped(t, "icons")} for t in templates]
+    if capabilities.prompts is not None:
+        prompts_listed = await _paged(client.list_prompts, "prompts")
+        listed += [{"kind": "prompt", **_dumped(p, "icons")} for p in prompts_listed]
+    return listed
+
+
 class McpHub:
     """The open MCP servers and their tools; the only place that talks MCP.
 
@@ -540,6 +599,22 @@ class McpHub:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def beyond_tools(self) -> dict[str, list[dict]]:
+        """What else each server shows a model: its instructions, resources (and the text of the
+        first SCAN_RESOURCES_READ, cut at SCAN_RESOURCE_CHARS), resource templates and prompts
+        (with their arguments), each a listing `{kind, name, ...fields}`, by server. A server
+        that offers none, or fails to list them, has none."""
+        found = {}
+        for server, connection in self.connections.items():
+            try:
+                found[server] = await asyncio.wait_for(
+                    listed_beyond_tools(connection.client), self.connect_timeout
+                )
+            except Exception as exc:  # a listing it cannot give is no definition to read
+                self.notices.append(f"{server}: {explain_exception(exc)} (resources and prompts)")
+                found[server] = []
+        return found
+
     async def close(self) -> None:
         """Every server at once: a stdio server's stdin closed, --stop-grace, its group ended."""
         connections = list(self.connections.values())
@@ -571,6 +646,9 @@ class McpHub:
                     tool["description"] or "",
                     schema,
                     dict(tool.get("annotations") or {}),
+                    title=tool.get("title"),
+                    output_schema=tool.get("output_schema"),
+                    meta=dict(tool.get("meta") or {}),
                 )
         self._show([self.tools[name].to_anthropic() for name in sorted(self.tools)])
 

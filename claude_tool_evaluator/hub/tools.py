@@ -93,6 +93,10 @@ class ToolSpec:
     annotations: dict = field(
         default_factory=dict
     )  # the server's MCP tool annotations: readOnlyHint, destructiveHint, ...
+    # What else a client may show the model of the tool (scan reads them; pins and requests do not)
+    title: str | None = None
+    output_schema: dict | None = None
+    meta: dict = field(default_factory=dict)  # the definition's `_meta`
 
     def to_anthropic(self) -> dict:
         return {

@@ -19,6 +19,7 @@ __all__ = [
     "PinRecord",
     "RedTeamRecord",
     "ScanFindingRecord",
+    "ScanJudgementRecord",
     "ScanRecord",
     "SecurityRecord",
     "VectorRecord",
@@ -29,12 +30,27 @@ class ScanFindingRecord(Record):
     """One thing `scan` found in a tool's definition (or between two servers' tools)."""
 
     server: str
-    tool: str
+    tool: str  # the definition's name (a tool's, a resource's, a prompt's)
     check: str  # a key of SCAN_CHECKS
     severity: Literal["low", "medium", "high"]
     detail: str
     where: str = ""  # the place in the definition: description, input_schema.properties.x, ...
     decoded: str | None = None  # tag characters: the ASCII text they smuggle
+    kind: str = "tool"  # tool | resource | resource-template | prompt | instructions
+    reader: Literal["static", "judge"] = "static"  # which reader found it
+
+
+class ScanJudgementRecord(Record):
+    """`scan --judge`: what the judge said of one definition."""
+
+    server: str
+    kind: str
+    name: str
+    instructs: bool | None = None  # None: not judged (an error)
+    what: str = ""
+    confidence: float | None = None
+    cost_usd: float = 0.0
+    error: str | None = None
 
 
 class ScanRecord(Record):
@@ -42,8 +58,13 @@ class ScanRecord(Record):
 
     servers: list[str] = []
     tools: int = 0
+    others: int = 0  # resources, resource templates, prompts and servers' instructions read
     fail_on: str = C.DEFAULT_SCAN_FAIL_ON
     findings: list[ScanFindingRecord] = []
+    judge_model: str | None = None  # scan --judge: the judge's model (None: not asked)
+    judged: list[ScanJudgementRecord] = []
+    not_judged: int = 0  # definitions --max-cost left unjudged
+    cost_usd: float = 0.0
 
 
 class PinChangeRecord(Record):

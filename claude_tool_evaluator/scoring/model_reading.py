@@ -286,16 +286,41 @@ def encoded_payloads(text: str) -> tuple[Payload, ...]:
     return tuple(_payloads_in(text))
 
 
+# A name made of words (snake_case, kebab-case, dotted or camelCase): a model reads the words.
+_IDENTIFIER = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[_.-]+[A-Za-z0-9]+){2,}|[a-z]+(?:[A-Z][a-z0-9]+){2,}"
+)
+_ROT13_MIN_LETTERS = 12  # a shorter text says nothing in ROT13
+
+
+def _identifier_words(text: str) -> str | None:
+    """A name's words, as a model reads `ignore_all_previous_instructions` (None: not a name)."""
+    if not _IDENTIFIER.fullmatch(text):
+        return None
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", re.sub(r"[_.-]+", " ", text))
+
+
+def _also_read(read: Reading) -> Iterator[Reading]:
+    """What a model can read a text as besides its letters: a name's words, and ROT13 (a model
+    told to "decode and obey" reads it; plain text in ROT13 is no phrase)."""
+    words = _identifier_words(read.text)
+    if words is not None:
+        yield Reading(words, (*read.how, "a name's words"))
+    if sum(c.isalpha() for c in read.text) >= _ROT13_MIN_LETTERS:
+        yield Reading(codecs.encode(read.text, "rot13"), (*read.how, "ROT13"))
+
+
 @functools.lru_cache(maxsize=4096)
 def readings(text: str, depth: int = _READING_DEPTH) -> tuple[Reading, ...]:
-    """The text as a model reads it, then every payload decoded from that reading (and from the
-    payloads' own readings, `depth` deep), each read the same way. Every check of a scan reads
-    the same strings: each is read once."""
+    """The text as a model reads it (and as a name's words, and in ROT13), then every payload
+    decoded from that reading (and from the payloads' own readings, `depth` deep), each read the
+    same way. Every check of a scan reads the same strings: each is read once."""
     read = as_read(text)
     if depth <= 1:
         return (read,)
     return (
         read,
+        *(_also_read(read) if depth == _READING_DEPTH else ()),
         *(
             Reading(inner.text, (*read.how, p.encoding, *inner.how), inner.encoded or p.encoded)
             for p in encoded_payloads(read.text)

@@ -33,9 +33,13 @@ from .model_reading import (
 from .statistics import rounded_interval, wilson_interval
 
 __all__ = [
+    "Definition",
+    "listed_read",
     "revealed",
     "scan_case_results",
+    "scan_definitions",
     "scan_tools",
+    "tool_read",
     "severity_rank",
 ]
 
@@ -55,6 +59,10 @@ _HIDDEN_KINDS = {
     "variation-selector": VARIATION_SELECTOR,
 }
 _SCAN_DECODED_CHARS = 500  # a finding quotes this much of the text it decoded
+
+
+def severity_rank(severity: str) -> int:
+    return C.SCAN_SEVERITIES.index(severity)
 
 
 def _hidden_kind(char: str) -> str | None:
@@ -147,7 +155,10 @@ def _definition_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
 # A schema keyword whose value is data (a default, an example, a reference, the dialect), not
 # prose: a URL there is what the tool takes (server-everything's default file URL, every
 # schema's $schema), not somewhere the model is sent. Phrases are looked for there all the same.
-_DATA_VALUE = re.compile(r"\.(default|examples|const|enum|\$schema|\$id|\$ref|format)(\[\d+\])*$")
+_DATA_VALUE = re.compile(
+    r"\.(default|examples|const|enum|\$schema|\$id|\$ref|format|uri|uriTemplate|mimeType"
+    r"|contents)(\[\d+\])*$"
+)
 
 
 def _decoded_text(reading: Reading) -> str | None:
@@ -160,6 +171,39 @@ def _decoded_text(reading: Reading) -> str | None:
 
 def _read_through(reading: Reading) -> str:
     return f" (read through {', '.join(reading.how)})" if reading.how else ""
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One thing a server shows a model, as scan reads it: a tool, a resource, a resource
+    template, a prompt or the server's instructions; `fields` is everything of it a model may
+    read (a tool's name, title, description, input and output schemas, annotations, `_meta`)."""
+
+    server: str
+    kind: str
+    name: str
+    fields: dict
+    unannotated: bool = False  # a tool that says neither readOnlyHint nor destructiveHint
+
+    @property
+    def label(self) -> str:
+        """How a finding's case is named: a tool by its name, anything else by kind and name."""
+        return self.name if self.kind == "tool" else f"{self.kind} {self.name}"
+
+
+def tool_read(spec: ToolSpec) -> Definition:
+    """A tool as the model is shown it: its pinned definition, and its title, output schema and
+    `_meta` when the server gives them."""
+    fields = tool_definition(spec)
+    extra = {"title": spec.title, "output_schema": spec.output_schema, "_meta": spec.meta}
+    fields |= {key: value for key, value in extra.items() if value}
+    return Definition(spec.server, "tool", spec.remote_name, fields, spec.unannotated)
+
+
+def listed_read(server: str, listing: dict) -> Definition:
+    """A resource, resource template, prompt or server's instructions as the hub lists it."""
+    fields = {key: value for key, value in listing.items() if key != "kind"}
+    return Definition(server, str(listing["kind"]), str(listing.get("name") or ""), fields)
 
 
 @dataclass(frozen=True)
@@ -274,9 +318,108 @@ _SECRET_DATA = (
 )
 _AUDIENCE = r"(?:the\s+user|the\s+human|anyone|them)"
 
+# What a poisoned definition asks for, as concepts (classes of words, not sentences): a secret
+# of the user's machine, an access to it, another tool as the receiver, an outside destination.
+_SECRET_THING = (
+    r"(?:private\s+keys?|ssh\s+(?:keys?|folder|directory|dir|config)|\.ssh\b|\bid_rsa\b"
+    r"|\bid_ed25519\b|\.aws\b|\.env\b|\bkeychain\b|\bseed\s+phrase\b|\bwallet\s+keys?\b)"
+)
+_SECRET_ACCESS = (
+    r"\b(?:read|open|cat|load|fetch|retrieve|grab|collect|gather|copy|include|attach|extract"
+    r"|dump|print|upload|send|pass|forward|get|take|look\s+up|harvest)\b"
+)
+_USER_SECRETS = (
+    rf"(?:{_SECRET_THING}|\b(?:credentials|passwords?|api\s*keys?|tokens|cookies|secrets"
+    r"|conversation|chat\s+history|message\s+history|environment\s+variables)\b)"
+)
+_TO_ANOTHER_TOOL = (
+    r"\b(?:pass|give|hand|forward|send|provide|supply|feed|keep|save|store)\b[^.\n]{0,60}?"
+    r"\b(?:to|into|as|for)\b[^.\n]{0,30}?\b(?:next|following|other|another|later|subsequent"
+    r"|any)\s+(?:tool|call|function|step|action)s?\b"
+)
+_WHAT_IT_IS_GIVEN = (
+    r"(?:\bwhatever\b|\banything\b|\beverything\b|\ball\s+(?:the\s+)?(?:data|content|text|input)"
+    r"|\bwhat(?:ever)?\s+(?:it|you)\s+(?:is|are|get|gets|receive|receives|was|were)\b"
+    r"|\bthe\s+(?:data|content|input|text|payload)\s+(?:it|you)\s+(?:is|are|get|gets|receives?)\b"
+    r"|\bits\s+(?:whole\s+|entire\s+)?input\b)"
+)
+_OUTSIDE = rf"(?:{_ADDRESS}|\b(?:remote|external|outside|third[- ]party|offsite|off-site)\b)"
+_SENDING = (
+    r"\b(?:send|forward|upload|post|transmit|exfiltrate|leak|e-?mail|mail|copy|copie|share|pipe"
+    r"|relay|deliver|publish|sync|mirror|replicate|push)(?:s|es|ed|ing)?\b"
+)
+_SENDS_ON = (
+    rf"{_SENDING}[^.\n]{{0,80}}?{_WHAT_IT_IS_GIVEN}[^.\n]{{0,80}}?{_OUTSIDE}"
+    rf"|{_WHAT_IT_IS_GIVEN}[^.\n]{{0,40}}?{_SENDING}[^.\n]{{0,60}}?{_OUTSIDE}"
+)
+
+# A secret of the user's handed to "the next tool": half of an instruction split between tools.
+_HANDS_A_SECRET_ON_PATTERN = (
+    rf"{_USER_SECRETS}[^.\n]{{0,120}}?{_TO_ANOTHER_TOOL}"
+    rf"|{_TO_ANOTHER_TOOL}[^.\n]{{0,60}}?{_USER_SECRETS}"
+)
+
+# The same concepts in the languages a description is most often written in besides English
+# (Spanish, French, German, Portuguese, Italian): what a translation of an injection keeps.
+_OTHER_OVERRIDE = (
+    r"\b(?:ignora|ignorez|ignorer|ignorar|olvida|olvide|omite|oublie[zr]?|vergiss|ignoriere"
+    r"|ignorieren|esque[cç]a|dimentica)\b[^.\n]{0,40}?\b(?:instrucciones|indicaciones|instructions"
+    r"|consignes|anweisungen|vorgaben|instru[cç][õo]es|istruzioni|reglas|r[èe]gles|regeln|regras"
+    r"|regole)\b"
+)
+_OTHER_SECRECY = (
+    r"\bsin\s+(?:dec[ií]rselo|decirle|avisar|informar)\w*\s+al\s+usuario"
+    r"|\bno\s+(?:le\s+)?(?:digas|digan|menciones|avises)\b[^.\n]{0,30}\busuario"
+    r"|\bsans\s+(?:le\s+)?(?:dire|pr[ée]venir|informer|avertir)\b[^.\n]{0,20}\butilisateur"
+    r"|\bohne\s+(?:den|dem)\s+(?:Benutzer|Nutzer|Anwender)"
+    r"|\bsem\s+(?:avisar|informar|contar)\b[^.\n]{0,10}\busu[aá]rio"
+    r"|\bsenza\s+(?:dire|avvisare|informare)\w*\b[^.\n]{0,10}\butente"
+)
+_OTHER_SENDS_SECRETS = (
+    r"\b(?:env[íi]a|envie|enviar|manda|reenv[íi]a|sube|envoie[zr]?|transf[èe]re[zr]?|sende|schicke"
+    r"|[üu]bermittle|invia|inoltra|mande)\b[^.\n]{0,60}?\b(?:claves?\s+(?:privadas?|ssh)"
+    r"|contrase[ñn]as|credenciales|cl[ée]s?\s+(?:priv[ée]es?|ssh)|mots?\s+de\s+passe|identifiants"
+    r"|(?:privaten?\s+)?Schl[üu]ssel|Passw[öo]rter|Zugangsdaten|chaves?\s+(?:privadas?|ssh)|senhas"
+    r"|credenciais|chiavi?\s+(?:privat[ae]|ssh)|credenziali|historial|historique|Verlauf"
+    r"|conversaci[óo]n|conversation|Unterhaltung|conversa)\b"
+)
+
 # Every phrase `scan` looks for, as the model reads it (a new one is one entry): overrides of the
 # model's instructions, secrecy toward the user, exfiltration, another tool named, secret files.
 _PHRASE_DETECTORS: tuple[_PhraseDetector, ...] = (
+    _phrase(
+        r"\b(?:ignore|disregard|forget|override|bypass|set\s+aside)\s+(?:(?:all|any|of|the|these"
+        r"|those|your|prior|previous|earlier|above|other|original)\s+)*(?:guidance|directions"
+        r"|policies|safeguards|orders)\b",
+        "high",
+        "tells the model to ignore its instructions",
+    ),
+    _phrase(_OTHER_OVERRIDE, "high", "tells the model to ignore its instructions (translated)"),
+    _phrase(_OTHER_SECRECY, "high", "asks to hide something from the user (translated)"),
+    _phrase(
+        _OTHER_SENDS_SECRETS,
+        "high",
+        "tells the model to send the user's secrets (translated)",
+    ),
+    _phrase(
+        rf"{_SECRET_ACCESS}[^.\n]{{0,60}}?{_SECRET_THING}",
+        "high",
+        "tells the model to read a secret of the user's machine",
+        unless_negated=True,
+    ),
+    _phrase(
+        r"\b(?:decode|decipher|decrypt|unscramble|rot-?13|reverse|unencode)\b[^.\n]{0,60}?"
+        r"\b(?:and|then)\s+(?:obey|follow|execute|carry\s+out|comply|act\s+on|run|do\s+(?:what|as))"
+        r"|\b(?:obey|follow|execute|carry\s+out)\s+(?:the\s+)?(?:decoded|hidden|encoded|encrypted)\b",
+        "high",
+        "asks the model to decode hidden text and follow it",
+    ),
+    _phrase(
+        _HANDS_A_SECRET_ON_PATTERN,
+        "medium",
+        "tells the model to hand the user's secrets to another tool",
+        unless_negated=True,
+    ),
     _phrase(
         r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|of|the|these|those|your)\s+)*"
         r"(?:(?:previous|prior|above|earlier|preceding|former|original|system|existing|safety"
@@ -365,7 +508,7 @@ def _blob_shaped(run: str) -> bool:
 
 
 def _finding(
-    spec: ToolSpec,
+    spec: Definition,
     check: str,
     severity: str,
     detail: str,
@@ -374,7 +517,8 @@ def _finding(
 ) -> ScanFindingRecord:
     return ScanFindingRecord(
         server=spec.server,
-        tool=spec.remote_name,
+        tool=spec.name,
+        kind=spec.kind,
         check=check,
         severity=severity,  # type: ignore[arg-type]
         detail=detail,
@@ -383,9 +527,9 @@ def _finding(
     )
 
 
-def _scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_hidden(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     found = []
-    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(spec.fields, spec.name):
         for run in _hidden_runs(text):
             decoded = run.get("decoded")
             found.append(
@@ -403,22 +547,26 @@ def _scan_hidden(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFinding
     return found
 
 
-def _neighbours_of(spec: ToolSpec, others: Sequence[ToolSpec]) -> _Neighbours:
+def _neighbours_of(spec: Definition, others: Sequence[Definition]) -> _Neighbours:
     return _Neighbours(
-        own=frozenset({spec.remote_name, spec.name}),
-        others=frozenset({o.remote_name for o in others} | {o.name for o in others}),
+        own=frozenset({spec.name}),
+        others=frozenset({o.name for o in others if o.kind == "tool"}),
     )
 
 
-def _scan_phrases(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_phrases(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     """Every phrase detector's hits in every string of the definition, as the model reads it
     (and in every payload decoded from it); the same hit in one place once."""
     neighbours = _neighbours_of(spec, others)
     found: dict[tuple[str, str], ScanFindingRecord] = {}
-    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(spec.fields, spec.name):
+        # A resource's text is a document (it names functions, says "use X"): high hits only.
+        least = "high" if where.endswith(".contents") else "low"
         for reading in readings(text):
             for detect in _PHRASE_DETECTORS:
                 for hit in detect(reading.text, neighbours):
+                    if severity_rank(hit.severity) < severity_rank(least):
+                        continue
                     detail = f"{hit.what}: {hit.quote!r}{_read_through(reading)}"
                     found.setdefault(
                         (where, f"{hit.what}: {hit.quote}"),
@@ -434,15 +582,17 @@ def _scan_phrases(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindin
     return list(found.values())
 
 
-def _scan_urls(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_urls(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     """URLs and e-mail addresses in the prose of a definition (not in data values: DATA_VALUE),
     as the model reads it."""
     found: dict[tuple[str, str], ScanFindingRecord] = {}
-    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(spec.fields, spec.name):
         if _DATA_VALUE.search(where):
             continue
         for reading in readings(text):
             for match in _SCAN_URL.finditer(reading.text):
+                if "ROT13" in reading.how and not match.group().startswith("http"):
+                    continue  # an address in ROT13 is still shaped like one: only a URL counts
                 found.setdefault(
                     (where, match.group()),
                     _finding(
@@ -463,7 +613,7 @@ def _encoded_size(payload: Payload) -> int:
 
 
 def _payload_finding(
-    spec: ToolSpec, where: str, read: Reading, payload: Payload
+    spec: Definition, where: str, read: Reading, payload: Payload
 ) -> ScanFindingRecord:
     pieces = f" in {payload.words} pieces" if payload.words > 1 else ""
     return _finding(
@@ -478,7 +628,7 @@ def _payload_finding(
 
 
 def _binary_blob_findings(
-    spec: ToolSpec, where: str, read: Reading, payloads: list[Payload]
+    spec: Definition, where: str, read: Reading, payloads: list[Payload]
 ) -> list[ScanFindingRecord]:
     """A long run of base64 or hex that decodes to no text, in prose (not in a URL, not in a data
     value: an example image is data)."""
@@ -498,11 +648,11 @@ def _binary_blob_findings(
     ]
 
 
-def _scan_blobs(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_blobs(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     """Base64 or hex of at least SCAN_BLOB_MIN_CHARS: decoding to text (whole or split into
     pieces by spaces or line breaks, anywhere), or to something else (in prose)."""
     found = []
-    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(spec.fields, spec.name):
         read = as_read(text)
         payloads = [
             p for p in encoded_payloads(read.text) if _encoded_size(p) >= C.SCAN_BLOB_MIN_CHARS
@@ -522,9 +672,9 @@ def _mixed_script_words(text: str) -> list[str]:
     ]
 
 
-def _scan_look_alikes(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_look_alikes(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     found = []
-    for where, text in _definition_strings(tool_definition(spec), spec.remote_name):
+    for where, text in _definition_strings(spec.fields, spec.name):
         words = _mixed_script_words(text)
         if words:
             found.append(
@@ -541,8 +691,8 @@ def _scan_look_alikes(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFi
     return found
 
 
-def _scan_long(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
-    size = len(spec.description)
+def _scan_long(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
+    size = len(str(spec.fields.get("description") or ""))
     if size <= C.SCAN_LONG_DESCRIPTION_CHARS:
         return []
     return [
@@ -571,16 +721,18 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
-def _scan_collisions(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_collisions(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     """Another server's tool of the same name, or of a look-alike one (the same letters but for
     case and separators, or one letter apart): a tool could shadow the other."""
-    found = []
-    mine = _folded_name(spec.remote_name)
+    found: list[ScanFindingRecord] = []
+    if spec.kind != "tool":
+        return found
+    mine = _folded_name(spec.name)
     for other in others:
-        if other.server == spec.server:
+        if other.server == spec.server or other.kind != "tool":
             continue
-        theirs = _folded_name(other.remote_name)
-        if other.remote_name == spec.remote_name:
+        theirs = _folded_name(other.name)
+        if other.name == spec.name:
             how = "the same name"
         elif mine == theirs or (min(len(mine), len(theirs)) >= 6 and _one_edit_apart(mine, theirs)):
             how = "a look-alike name"
@@ -591,14 +743,14 @@ def _scan_collisions(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFin
                 spec,
                 "name-collision",
                 "medium",
-                f"server {other.server} offers {other.remote_name}: {how}",
+                f"server {other.server} offers {other.name}: {how}",
                 "name",
             )
         )
     return found
 
 
-def _scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFindingRecord]:
+def _scan_unannotated(spec: Definition, others: Sequence[Definition]) -> list[ScanFindingRecord]:
     if not spec.unannotated:
         return []
     return [
@@ -613,7 +765,7 @@ def _scan_unannotated(spec: ToolSpec, others: Sequence[ToolSpec]) -> list[ScanFi
 
 
 # Every check `scan` makes, in the order its findings are listed: one row per check.
-_SCAN_CHECKS: dict[str, Callable[[ToolSpec, Sequence[ToolSpec]], list[ScanFindingRecord]]] = {
+_SCAN_CHECKS: dict[str, Callable[[Definition, Sequence[Definition]], list[ScanFindingRecord]]] = {
     "hidden-unicode": _scan_hidden,
     "look-alike-letters": _scan_look_alikes,
     "instruction-phrases": _scan_phrases,
@@ -625,44 +777,125 @@ _SCAN_CHECKS: dict[str, Callable[[ToolSpec, Sequence[ToolSpec]], list[ScanFindin
 }
 
 
-def severity_rank(severity: str) -> int:
-    return C.SCAN_SEVERITIES.index(severity)
+# ---------------------------------------------------------------------------- across definitions
+_HANDS_A_SECRET_ON = re.compile(_HANDS_A_SECRET_ON_PATTERN, re.I)
+_SENDS_WHAT_IT_IS_GIVEN = re.compile(_SENDS_ON, re.I)
 
 
-def scan_tools(tools: Sequence[ToolSpec], fail_on: str) -> ScanRecord:
-    specs = sorted(tools, key=lambda t: (t.server, t.remote_name))
+def _role_quote(spec: Definition, role: re.Pattern) -> tuple[str, str] | None:
+    """(where, quote) of the first place a definition, as the model reads it, plays `role`."""
+    for where, text in _definition_strings(spec.fields, spec.name):
+        for reading in readings(text):
+            match = role.search(reading.text)
+            if match and not _NEGATION.search(
+                reading.text[max(0, match.start() - 40) : match.start()]
+            ):
+                return where, match.group()
+    return None
+
+
+def _scan_across(specs: Sequence[Definition]) -> list[ScanFindingRecord]:
+    """An instruction split between definitions: one hands a secret of the user's (a key, the
+    credentials, the conversation) to "the next tool", another sends what it is given somewhere
+    outside. Neither half alone need say much; together they are an exfiltration. Each half gets
+    a high finding naming the other."""
+    sources = [(s, q) for s in specs if (q := _role_quote(s, _HANDS_A_SECRET_ON))]
+    sinks = [(s, q) for s in specs if (q := _role_quote(s, _SENDS_WHAT_IT_IS_GIVEN))]
+    found = []
+    for source, (source_where, source_quote) in sources:
+        for sink, (sink_where, sink_quote) in sinks:
+            if sink is source:
+                continue
+            found.append(
+                _finding(
+                    source,
+                    "split-instruction",
+                    "high",
+                    f"hands a secret to another tool ({source_quote!r}), and {sink.server}'s "
+                    f"{sink.label} sends what it is given outside ({sink_quote!r})",
+                    source_where,
+                )
+            )
+            found.append(
+                _finding(
+                    sink,
+                    "split-instruction",
+                    "high",
+                    f"sends what it is given outside ({sink_quote!r}), and {source.server}'s "
+                    f"{source.label} hands it a secret ({source_quote!r})",
+                    sink_where,
+                )
+            )
+    return found
+
+
+def _in_order(definitions: Sequence[Definition]) -> list[Definition]:
+    return sorted(definitions, key=lambda d: (d.server, d.kind != "tool", d.kind, d.name))
+
+
+def scan_definitions(definitions: Sequence[Definition], fail_on: str) -> ScanRecord:
+    """Every check of SCAN_CHECKS on every definition, then the rules across definitions."""
+    specs = _in_order(definitions)
     findings = [f for spec in specs for check in _SCAN_CHECKS.values() for f in check(spec, specs)]
+    findings += _scan_across(specs)
     return ScanRecord(
         servers=sorted({t.server for t in specs}),
-        tools=len(specs),
+        tools=sum(d.kind == "tool" for d in specs),
+        others=sum(d.kind != "tool" for d in specs),
         fail_on=fail_on,
         findings=findings,
     )
 
 
-def scan_case_results(tools: Sequence[ToolSpec], record: ScanRecord) -> list[CaseResult]:
-    """A case per tool: failed by a finding at or above --fail-on; every finding is a reason."""
+def scan_tools(tools: Sequence[ToolSpec], fail_on: str) -> ScanRecord:
+    return scan_definitions([tool_read(t) for t in tools], fail_on)
+
+
+def scan_case_results(
+    definitions: Sequence[Definition | ToolSpec], record: ScanRecord
+) -> list[CaseResult]:
+    """A case per definition: failed by a finding at or above --fail-on; every finding (of
+    either reader) is a reason. A definition the judge could not judge (--judge) is an error."""
     cases = []
-    for spec in sorted(tools, key=lambda t: (t.server, t.remote_name)):
-        mine = [f for f in record.findings if (f.server, f.tool) == (spec.server, spec.remote_name)]
+    read = [d if isinstance(d, Definition) else tool_read(d) for d in definitions]
+    errors = {(j.server, j.kind, j.name): j.error for j in record.judged if j.error}
+    for spec in _in_order(read):
+        mine = [
+            f
+            for f in record.findings
+            if (f.server, f.kind, f.tool) == (spec.server, spec.kind, spec.name)
+        ]
         failing = [f for f in mine if severity_rank(f.severity) >= severity_rank(record.fail_on)]
         reasons: dict[str, int] = {}
         for f in mine:
             key = f"{f.severity}: {f.check}: {f.detail}" + (f" ({f.where})" if f.where else "")
+            if f.reader != "static":
+                key = f"{f.reader}: {key}"
             reasons[key] = 1
+        error = errors.get((spec.server, spec.kind, spec.name))
+        if error:
+            reasons[f"judge error: {error}"] = 1
+        passed = not failing and not error
         cases.append(
             CaseResult(
-                name=spec.remote_name,
+                name=spec.label,
                 kind="scan",
                 group=f"scan: {spec.server}",
-                passed=not failing,
+                passed=passed,
+                error=bool(error),
                 runs=1,
-                passes=int(not failing),
-                pass_rate=float(not failing),
-                interval=rounded_interval(wilson_interval(int(not failing), 1)),
+                passes=int(passed),
+                errors=int(bool(error)),
+                pass_rate=float(passed),
+                interval=rounded_interval(wilson_interval(int(passed), 1)),
                 reasons=reasons,
-                prompt=spec.description,
+                prompt=str(spec.fields.get("description") or spec.fields.get("text") or ""),
                 description=f"{len(mine)} finding(s)",
+                cost_usd=sum(
+                    j.cost_usd
+                    for j in record.judged
+                    if (j.server, j.kind, j.name) == (spec.server, spec.kind, spec.name)
+                ),
             )
         )
     return cases

@@ -164,24 +164,31 @@ def _scan_rows(record: ScanRecord) -> list[list[str]]:
         [
             f.severity,
             f.server,
-            f.tool,
+            f.tool if f.kind == "tool" else f"{f.kind} {f.tool}",
             f.check,
             f.where,
             f.detail,
+            f.reader,
         ]
         for f in sorted(record.findings, key=lambda f: -severity_rank(f.severity))
     ]
 
 
-_SCAN_HEADERS = ["Severity", "Server", "Tool", "Check", "Where", "Finding"]
+_SCAN_HEADERS = ["Severity", "Server", "Definition", "Check", "Where", "Finding", "Reader"]
 
 
 def _scan_intro(record: ScanRecord) -> str:
     failing = sum(
         severity_rank(f.severity) >= severity_rank(record.fail_on) for f in record.findings
     )
+    others = (
+        f" and {record.others} other definition(s) (resources, prompts, instructions)"
+        if record.others
+        else ""
+    )
     return (
-        f"{record.tools} tool definition(s) of {', '.join(record.servers) or 'no server'}: "
+        f"{record.tools} tool definition(s){others} of "
+        f"{', '.join(record.servers) or 'no server'}: "
         f"{len(record.findings)} finding(s), {failing} at or above {record.fail_on} (--fail-on)."
     )
 
@@ -190,7 +197,8 @@ def scan_verdict(record: ScanRecord, cases: Sequence[CaseResult], pins: PinRecor
     """The verdict line of a scan: the tools a finding at or above --fail-on fails (a case each)."""
     failing = sum(not c.passed for c in cases)
     text = (
-        f"{failing} of {len(cases)} tool(s) with a finding at or above {record.fail_on} (--fail-on)"
+        f"{failing} of {len(cases)} {'definition' if record.others else 'tool'}(s) with a finding "
+        f"at or above {record.fail_on} (--fail-on)"
         if failing
         else f"no finding at or above {record.fail_on} (--fail-on)"
     )
