@@ -28,6 +28,7 @@ from .sinks import json_text
 from .stopping import pending_outputs
 
 __all__ = [
+    "create_output_file",
     "JsonStream",
     "MappedRecords",
     "OUTPUT_FILE_MODE",
@@ -338,7 +339,7 @@ def output_error(path: str | Path, exc: OSError) -> OutputError:
     )
 
 
-def _create_output_file(path: str | Path) -> tuple[int, str]:
+def create_output_file(path: str | Path) -> tuple[int, str]:
     """A new, empty file beside `path` under a random name (O_EXCL: a link planted there is never
     followed), with the one output mode: (descriptor, its path)."""
     path = Path(path)
@@ -361,7 +362,7 @@ def write_atomic(path: str | Path, write: Callable[[Any], None]) -> None:
     target, so a reader never sees half a file and a link at the target is replaced, never
     followed. On any failure the temporary file is removed; an OS error (a full disk, a folder
     gone read-only) is an OutputError: one line."""
-    fd, tmp = _create_output_file(path)
+    fd, tmp = create_output_file(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             write(handle)
@@ -381,7 +382,7 @@ def open_output_file(path: str | Path, lines: Iterable[str] = ()) -> Any:
     """A new file at `path` holding `lines`, left open for appending more (the journal); created
     like every output, through create_output_file and a rename once the lines are in, so the
     file it replaces is never lost half-way and a planted link is never followed."""
-    fd, tmp = _create_output_file(path)
+    fd, tmp = create_output_file(path)
     handle = os.fdopen(fd, "w", encoding="utf-8")
     try:
         for line in lines:
