@@ -50,6 +50,7 @@ from fake_anthropic import (
     user_query,
 )
 
+from claude_tool_evaluator.errors import InputProblems
 from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
@@ -713,7 +714,12 @@ def test_a_baseline_grader_compares_with_the_case_s_baseline_trajectory(tmp_path
         "---\ntype: baseline\nbaseline_file: ../../../secret.jsonl\n---\nAnything.\n"
     )
     (tmp_path / "secret.jsonl").write_text('{"secret": 1}\n')
-    case = load_plugin(tmp_path / "p").cases[0]
+    # the plugin verbs refuse the suite before anything runs (tests/test_hostile_plugins.py);
+    # the grader keeps its own guard, seen here on the case read alone
+    with pytest.raises(InputProblems, match="resolves outside the plugin"):
+        load_plugin(tmp_path / "p")
+    case = load_case(case_dir)
+    assert case is not None
     prompts_seen = []
 
     async def vote(prompt: str, index: int) -> bool:
