@@ -10,7 +10,9 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -45,23 +47,119 @@ __all__ = [
 # Each entry names the request it answers and carries a seal (an HMAC of everything else in it),
 # so an edited answer, an entry copied under another request's name, an unreadable, oversized or
 # too deeply nested file is a miss with one warning line, never a run error and never an answer.
-# The seal's key is CLAUDE_TOOL_EVAL_CACHE_SECRET when set (then whoever can write the folder
-# but not read the secret cannot forge an entry), else a fixed key that catches every edit made
-# without this program.
+# The seal's key is CLAUDE_TOOL_EVAL_CACHE_SECRET when set (a cache shared between machines, as
+# CI's, uses it), else a random key of this install's, made once (mode 0600) in the user's config
+# folder: whoever can write the folder but not read the key cannot forge an entry. The fixed key
+# earlier versions sealed with stood in the source for anyone to read: an entry sealed with it is
+# refused (by name, so `cache prune` clears them).
 CACHE_SAMPLE: contextvars.ContextVar[str] = contextvars.ContextVar("cache_sample", default="1")
 _CACHE_SECRET_VARIABLE = "CLAUDE_TOOL_EVAL_CACHE_SECRET"
-_UNSET_SECRET = b"claude-tool-eval cache seal"
+_OLD_FIXED_KEY = b"claude-tool-eval cache seal"  # earlier versions' key, public: never accepted
+_INSTALL_KEY_FILE = Path("claude-tool-evaluator") / "cache-key"
+_INSTALL_KEY_BYTES = 32
+_install_keys: dict[Path, bytes] = {}  # read or made once per config folder (tests move HOME)
+_install_key_lock = threading.Lock()
+
+# Who sealed an entry, as `cache verify` says it.
+_ENVIRONMENT_KEY, _INSTALL_KEY, _OLD_KEY, _UNKNOWN_KEY = (
+    f"the environment's {_CACHE_SECRET_VARIABLE}",
+    "this install's key",
+    "the old fixed key (in the source, anyone's)",
+    "an unknown key",
+)
+
+
+def _install_key_path() -> Path:
+    """`$XDG_CONFIG_HOME/claude-tool-evaluator/cache-key`, else under `~/.config`."""
+    config = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(config) if config and os.path.isabs(config) else Path.home() / ".config"
+    return base / _INSTALL_KEY_FILE
+
+
+def _read_install_key(path: Path) -> bytes | None:
+    """The key in `path`, when it is a regular file (not a link) holding one."""
+    try:
+        status = path.lstat()
+        if not stat.S_ISREG(status.st_mode) or status.st_size > 4 * _INSTALL_KEY_BYTES:
+            return None
+        text = path.read_text("ascii").strip()
+    except (OSError, ValueError):
+        return None
+    return text.encode("ascii") if len(text) >= _INSTALL_KEY_BYTES else None
+
+
+def _install_key() -> bytes:
+    """This install's random key, made the first time it is needed: written whole into a private
+    temporary file, then linked into place (two processes making it at once: one wins, the other
+    reads the winner's). A config folder that cannot be written: a key for this process alone
+    (its entries are misses for the next run, never forgeable)."""
+    path = _install_key_path()
+    with _install_key_lock:
+        if path in _install_keys:
+            return _install_keys[path]
+        key = _read_install_key(path)
+        if key is None:
+            made = secrets.token_hex(_INSTALL_KEY_BYTES)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".cache-key.")
+                try:
+                    os.fchmod(handle, 0o600)
+                    os.write(handle, (made + "\n").encode("ascii"))
+                    os.fsync(handle)
+                finally:
+                    os.close(handle)
+                try:
+                    os.link(temporary, path)
+                except FileExistsError:
+                    pass
+                finally:
+                    os.unlink(temporary)
+                key = _read_install_key(path)
+            except OSError:
+                key = None
+            key = key or made.encode("ascii")
+        _install_keys[path] = key
+        return key
+
+
+def _environment_key() -> bytes | None:
+    return os.environ.get(_CACHE_SECRET_VARIABLE, "").encode() or None
 
 
 def _seal_key() -> bytes:
-    return os.environ.get(_CACHE_SECRET_VARIABLE, "").encode() or _UNSET_SECRET
+    """The key this invocation seals with and accepts: the environment's secret, else this
+    install's."""
+    return _environment_key() or _install_key()
+
+
+def _seal_with(key: bytes, entry: dict) -> str:
+    body = {k: v for k, v in entry.items() if k != "seal"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def seal_of(entry: dict) -> str:
-    """The HMAC-SHA256 of an entry without its seal, over its canonical JSON."""
-    body = {k: v for k, v in entry.items() if k != "seal"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(_seal_key(), text.encode("utf-8"), hashlib.sha256).hexdigest()
+    """The HMAC-SHA256 of an entry without its seal, over its canonical JSON, with the key this
+    invocation seals with."""
+    return _seal_with(_seal_key(), entry)
+
+
+def _sealed_by(entry: dict) -> str:
+    """Which key sealed an entry: the environment's secret, this install's, the old fixed one,
+    or one we do not know."""
+    seal = entry.get("seal")
+    if not isinstance(seal, str):
+        return _UNKNOWN_KEY
+    environment = _environment_key()
+    for key, name in (
+        (environment, _ENVIRONMENT_KEY),
+        (_install_key(), _INSTALL_KEY),
+        (_OLD_FIXED_KEY, _OLD_KEY),
+    ):
+        if key is not None and hmac.compare_digest(seal, _seal_with(key, entry)):
+            return name
+    return _UNKNOWN_KEY
 
 
 @dataclass(frozen=True)
@@ -70,6 +168,7 @@ class _EntryCheck:
 
     entry: dict | None
     problem: str = ""
+    sealed_by: str = ""  # which key sealed it (see _sealed_by), when it was read that far
 
 
 def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
@@ -105,11 +204,18 @@ def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
     if not isinstance(entry.get("seal"), str) or not hmac.compare_digest(
         entry["seal"], seal_of(entry)
     ):
+        by = _sealed_by(entry)
+        if by == _OLD_KEY:
+            return _EntryCheck(None, f"sealed with {_OLD_KEY}, which anyone can forge", by)
+        if by != _UNKNOWN_KEY:  # this install's key while the environment's secret is set
+            return _EntryCheck(None, f"sealed with {by}, not {_ENVIRONMENT_KEY}", by)
         return _EntryCheck(
             None,
-            f"its seal does not match (edited, or sealed with another {_CACHE_SECRET_VARIABLE})",
+            f"its seal does not match (edited, or sealed with another {_CACHE_SECRET_VARIABLE} "
+            "or another install's key)",
+            by,
         )
-    return _EntryCheck(entry)
+    return _EntryCheck(entry, sealed_by=_ENVIRONMENT_KEY if _environment_key() else _INSTALL_KEY)
 
 
 class ResponseCache:
@@ -224,16 +330,21 @@ def _cache_folder(folder: str) -> Path:
     return path
 
 
-def verify_cache(folder: str) -> tuple[list[str], int]:
-    """One line per entry that would be refused (its path and why), and how many are sound."""
+def verify_cache(folder: str) -> tuple[list[str], int, dict[str, int]]:
+    """One line per entry that would be refused (its path and why, which names the key that
+    sealed it when it is one we know), how many are sound, and how many each key sealed."""
     bad, sound = [], 0
+    sealed: dict[str, int] = {}
     for path in _cache_files(_cache_folder(folder)):
         checked = _check_entry(path)
+        if checked.sealed_by:
+            sealed[checked.sealed_by] = sealed.get(checked.sealed_by, 0) + 1
         if checked.entry is not None:
             sound += 1
         else:
             bad.append(f"{terminal_text(path)}: {terminal_text(checked.problem or 'unreadable')}")
-    return bad, sound
+    order = [_ENVIRONMENT_KEY, _INSTALL_KEY, _OLD_KEY, _UNKNOWN_KEY]
+    return bad, sound, {name: sealed[name] for name in order if name in sealed}
 
 
 def prune_cache(folder: str, unused_days: float | None, dry_run: bool) -> list[str]:

@@ -484,12 +484,17 @@ def _cache_command() -> click.Command:
     @cache.command("verify", context_settings=_CONTEXT_SETTINGS)
     @click.argument("folder", metavar="DIR")
     def verify(folder: str) -> int:
-        """Every entry a run would refuse, one line each (exit 1 if any). Entries are sealed
-        with CLAUDE_TOOL_EVAL_CACHE_SECRET when it is set: verify with the same."""
-        refused, sound = verify_cache(folder)
+        """Every entry a run would refuse, one line each (exit 1 if any), and which key sealed
+        the entries: CLAUDE_TOOL_EVAL_CACHE_SECRET when it is set (verify with the same), else
+        this install's own key (in ~/.config/claude-tool-evaluator/)."""
+        refused, sound, sealed = verify_cache(folder)
         for line in refused:
             click.echo(line)
         counted = f"{sound} entr{'y' if sound == 1 else 'ies'} sound"
+        click.echo(
+            "sealed with "
+            + (", ".join(f"{name}: {count}" for name, count in sealed.items()) or "nothing")
+        )
         said = f"{len(refused)} refused (`cache prune` removes them)" if refused else "none refused"
         click.echo(f"{terminal_text(folder)}: {counted}, {said}")
         return 1 if refused else 0

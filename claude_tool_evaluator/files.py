@@ -50,6 +50,7 @@ __all__ = [
     "output_error",
     "parse_json_text",
     "read_text_file",
+    "resolves_inside",
     "results_lines_path",
     "spooled_into",
     "write_atomic",
@@ -66,6 +67,17 @@ def _read_at_most(handle: Any, limit: int) -> bytes:
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks)
+
+
+def resolves_inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path`, every link on the way followed, is `root` or lies inside it (`root`'s
+    own links followed too): the one test of "inside" for a file someone else wrote (a suite
+    file, an eval folder a manifest names) and for every file a verb writes into its folder.
+    A loop of links is outside."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):
+        return False
 
 
 def read_text_file(path: str | Path, what: str) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "PatternTooSlow",
     "pattern_problem",
     "re2_compiled",
+    "untrusted_count",
     "untrusted_search",
 ]
 
@@ -61,7 +62,9 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @functools.lru_cache(maxsize=1024)
-def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None:
+def re2_compiled(
+    pattern: str, ignore_case: bool, multiline: bool, dotall: bool = False
+) -> Any | None:
     """`pattern` compiled by RE2, or None when RE2 cannot take it (or is not installed)."""
     try:
         import re2
@@ -71,7 +74,8 @@ def re2_compiled(pattern: str, ignore_case: bool, multiline: bool) -> Any | None
     options.log_errors = False  # a pattern it cannot take is ours to handle, not a line on stderr
     options.case_sensitive = not ignore_case
     try:
-        return re2.compile(("(?m)" if multiline else "") + pattern, options)
+        inline = ("m" if multiline else "") + ("s" if dotall else "")
+        return re2.compile((f"(?{inline})" if inline else "") + pattern, options)
     except (re2.error, UnicodeError):
         return None
 
@@ -96,13 +100,21 @@ class _PatternWorkers:
         self.too_slow: dict[tuple[str, int], int] = {}  # pattern -> the shortest text it overran
 
     def search(self, pattern: str, flags: int, text: str, limit_ms: int) -> bool:
+        return bool(self.answer([pattern, flags, text], limit_ms))
+
+    def count(self, pattern: str, flags: int, text: str, limit_ms: int) -> int:
+        """How many (non-overlapping) matches of `pattern` the text holds."""
+        return int(self.answer([pattern, flags, text, "count"], limit_ms))
+
+    def answer(self, asked: list, limit_ms: int) -> Any:
+        """The worker's answer to [pattern, flags, text, op?], within `limit_ms`."""
         if STOPPING.is_set():
             raise PatternSkipped("the run was stopped")
+        pattern, flags, text = asked[:3]
         if len(text) >= self.too_slow.get((pattern, flags), len(text) + 1):
             raise PatternTooSlow(limit_ms)
-        request = (json.dumps([pattern, flags, text]) + "\n").encode("ascii")
-        with self.lock:
-            worker = self.idle.pop() if self.idle else None
+        request = (json.dumps(asked) + "\n").encode("ascii")
+        worker = self.idle_worker()
         try:
             worker = worker or self.start()
             answer = self.ask(worker, request, limit_ms / 1000)
@@ -125,7 +137,18 @@ class _PatternWorkers:
         found = json.loads(answer)
         if isinstance(found, str):
             raise BadPattern(found)
-        return bool(found)
+        return found
+
+    def idle_worker(self) -> subprocess.Popen | None:
+        """A live idle worker, if any. One started from a thread that has ended since is gone:
+        the kernel's parent-death signal follows the thread that started it (an executor's
+        thread, a grader run with asyncio.to_thread)."""
+        while True:
+            with self.lock:
+                worker = self.idle.pop() if self.idle else None
+            if worker is None or worker.poll() is None:
+                return worker
+            self.kill(worker)
 
     def start(self) -> subprocess.Popen:
         worker = subprocess.Popen(
@@ -198,24 +221,49 @@ PATTERN_WORKERS = _PatternWorkers()
 atexit.register(PATTERN_WORKERS.close)
 
 
+def _python_flags(ignore_case: bool, multiline: bool, dotall: bool) -> int:
+    flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
+    return int(flags | (re.DOTALL if dotall else 0))
+
+
 def untrusted_search(
     pattern: str,
     text: str,
     ignore_case: bool = False,
     multiline: bool = False,
     limit_ms: int = C.PATTERN_TIME_LIMIT_MS,
+    dotall: bool = False,
 ) -> bool:
     """Whether `pattern` is found in `text` (re.search), never taking longer than `limit_ms`:
     RE2 when it can take the pattern, else Python's `re` in a worker process (see above).
     PatternSkipped when the check could not be made, BadPattern when it is no pattern at all."""
-    compiled = re2_compiled(pattern, ignore_case, multiline)
+    compiled = re2_compiled(pattern, ignore_case, multiline, dotall)
     if compiled is not None:
         try:
             return compiled.search(text) is not None
         except UnicodeError:  # RE2 reads UTF-8, which a lone surrogate is not
             return compiled.search(_SURROGATES.sub("\ufffd", text)) is not None
-    flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
-    return PATTERN_WORKERS.search(pattern, int(flags), text, limit_ms)
+    flags = _python_flags(ignore_case, multiline, dotall)
+    return PATTERN_WORKERS.search(pattern, flags, text, limit_ms)
+
+
+def untrusted_count(
+    pattern: str,
+    text: str,
+    ignore_case: bool = False,
+    multiline: bool = False,
+    limit_ms: int = C.PATTERN_TIME_LIMIT_MS,
+    dotall: bool = False,
+) -> int:
+    """How many non-overlapping matches of `pattern` `text` holds (re.finditer), bounded as
+    untrusted_search is."""
+    compiled = re2_compiled(pattern, ignore_case, multiline, dotall)
+    if compiled is not None:
+        with contextlib.suppress(UnicodeError):
+            return sum(1 for _ in compiled.finditer(text))
+        return sum(1 for _ in compiled.finditer(_SURROGATES.sub("\ufffd", text)))
+    flags = _python_flags(ignore_case, multiline, dotall)
+    return PATTERN_WORKERS.count(pattern, flags, text, limit_ms)
 
 
 def pattern_problem(pattern: str) -> str | None:

@@ -6,8 +6,10 @@ May import: errors, stopping, sinks, files, run_types."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import json
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -122,6 +124,8 @@ _KEY_SHAPES = (
 _KEY_SHAPED = re.compile(
     "|".join(f"{shape[0]}(?<![A-Za-z0-9].){shape[1:]}" for shape in _KEY_SHAPES)
 )
+# The same shapes wherever they stand (in a view of a text, what precedes one is anyone's).
+_KEY_ANYWHERE = re.compile("|".join(_KEY_SHAPES))
 # What each key shape starts with: a text holding none of them holds no key, and KEY_HINTED tells
 # so far faster than KEY_SHAPED (most texts hold none).
 _KEY_HINTS = (
@@ -673,6 +677,226 @@ def _run_around(text: str, start: int, source: str, offset: int, size: int) -> t
     return start - before, start + size + after
 
 
+# What markdown writers escape with a backslash: a secret so escaped is a form of it.
+_MARKDOWN_ESCAPABLE = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~]")
+_MARKDOWN_ESCAPE = re.compile(r"\\(?=[\\`*_{}\[\]()#+\-.!|<>~])")
+
+# Credentials masked by their shape whatever they hold: a Basic authorization's value (a user
+# and password, or `x-access-token:ghp_...`, in base64), and a PEM private key block (its END
+# line, or where its base64 stops, ends it; raw or with JSON-escaped line breaks).
+_BASIC_AUTHORIZATION = re.compile(
+    r"""(?i:authorization)["']?\s*[:=]\s*["']?(?i:basic)\s+([A-Za-z0-9+/_-]{8,}={0,2})"""
+    r"(?![A-Za-z0-9+/=_-])"
+)
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=:,\s-]|\\[rn])*)",
+    re.DOTALL,
+)
+
+# Runs a key may hide in, encoded (see encoded_runs): base64 (standard or URL-safe, gzip or
+# UTF-16 inside), hex without separators, base32. A run is decoded at every alignment it may
+# start at inside a longer encoded text; one longer than ENCODED_RUN_LIMIT is not decoded.
+_ENCODED_RUN = r"[A-Za-z0-9+/_-]{24,}={0,6}"  # base64 (hex and base32 are inside it too)
+_ENCODED_RUN_LIMIT = 1 << 20
+_GUNZIPPED_LIMIT = 4 << 20  # a gzip bomb inflates no further than this
+
+# Characters written in a key's place: fullwidth forms (`ｇｈｐ＿`), one for one.
+_FULLWIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_FULLWIDTH_HINT = re.compile("[\uff01-\uff5e]")
+_HIDDEN_CHARACTER = re.compile(f"[{HIDDEN}]")
+# A secret cut by a concatenation: SQL's `'sk-ant-' || 'abc'`, JavaScript's and Python's `+`.
+_CONCATENATION = re.compile(r"""(['"])\s*(?:\|\||\+|\.)\s*\1""")
+
+
+# What a key's prefix (four bytes or more: `ghp_`, `sk-ant-`, `AKIA`, a PEM's `-----BEGIN`) looks
+# like encoded, at every alignment: a text without any of these holds no encoded key, and most
+# texts hold none (a run is decoded only when it holds one). Gzip's magic (`H4sI` in base64)
+# stands for whatever a compressed blob may hold, a known secret too.
+_ENCODED_PREFIXES = (
+    *("sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    *("github_pat_", "AKIA", "ASIA", "AIza", "glpat-", "npm_", "pypi-AgEI", "sk_live_"),
+    *("sk_test_", "rk_live_", "rk_test_", "-----BEGIN", "asic "),
+    *(f"xox{kind}-" for kind in "abeoprs"),
+)
+
+
+def _prefix_encodings(prefix: bytes) -> set[str]:
+    forms = {prefix.hex(), prefix.hex().upper()}
+    forms |= _base64_forms(prefix) | _base32_forms(prefix)
+    return {form for form in forms if len(form) >= 4}
+
+
+@functools.lru_cache(maxsize=1)
+def _encoded_grams() -> frozenset[str]:
+    """The first four characters of every encoding of every prefix: a run holding none of them
+    holds no encoded key (looked up four characters at a time, far faster than any automaton
+    of a thousand strings reads a base64 blob)."""
+    forms = {"H4sI"}
+    for prefix in _ENCODED_PREFIXES:
+        for raw in (prefix.encode(), prefix.encode("utf-16-le")):
+            forms |= _prefix_encodings(raw)
+    return frozenset(form[:4] for form in forms)
+
+
+@functools.lru_cache(maxsize=1)
+def _encoded_hints() -> _Matcher:
+    """The same grams as one automaton (RE2, even for short texts): most texts hold none."""
+    matcher = _Matcher.of_strings(sorted(_encoded_grams()))
+    matcher.LONG_TEXT = 0
+    return matcher
+
+
+_ENCODED_RUNS = _Matcher(_ENCODED_RUN)
+_WHOLE_RUN = 1024  # a run this long is decoded whole, not looked through for prefixes first
+_ENCODED_WINDOW = 256  # an encoded key is read this far past where its prefix starts
+_SIGNS_READ = 64  # how many signs of a hidden key a text is read around (a blob of noise has some)
+
+
+# A key's prefix written backwards: a text without any holds no key so written.
+_REVERSED_HINTS = _Matcher.of_strings(hint[::-1] for hint in _KEY_HINTS)
+
+
+# What stands between the characters of an interleaved key: a space, ASCII punctuation or a
+# zero-width character (a class of single characters keeps RE2's automaton small on any text).
+_INTERLEAVING = "[\\x20-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7e\u200b-\u200d\u2060\ufeff]"
+
+
+def _interleaved(word: str) -> str:
+    return _INTERLEAVING.join(map(re.escape, word))
+
+
+_INTERLEAVED_HINTS = _Matcher("|".join(_interleaved(h) for h in _KEY_HINTS if len(h) >= 3))
+
+
+def _decoded_candidates(run: str) -> Iterable[bytes]:
+    """What an encoded run may hold: its bytes at each alignment, read as base64, hex or base32
+    (whichever it can be), and what those bytes hold gzipped."""
+    import base64
+    import binascii
+    import zlib
+
+    body = run.rstrip("=")
+    found: list[bytes] = []
+    if re.fullmatch(r"[0-9A-Fa-f]+", body):
+        found += [bytes.fromhex(body[i : i + (len(body) - i) // 2 * 2]) for i in (0, 1)]
+    if re.fullmatch(r"[A-Z2-7]+|[a-z2-7]+", body):
+        for shift in range(8):
+            piece = body[shift:].upper()
+            for cut in range(8):  # the last group, cut to a length base32 can end with
+                whole = piece[: len(piece) - cut]
+                with contextlib.suppress(binascii.Error, ValueError):
+                    found.append(base64.b32decode(whole + "=" * (-len(whole) % 8)))
+                    break
+    standard = body.replace("-", "+").replace("_", "/")
+    for shift in range(4):
+        piece = standard[shift:]
+        piece = piece[:-1] if len(piece) % 4 == 1 else piece + "=" * (-len(piece) % 4)
+        with contextlib.suppress(binascii.Error, ValueError):
+            found.append(base64.b64decode(piece, validate=True))
+    for data in list(found):
+        if data[:2] == b"\x1f\x8b":
+            with contextlib.suppress(zlib.error, EOFError, OSError):
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                found.append(inflater.decompress(data, _GUNZIPPED_LIMIT))
+    return found
+
+
+def _hinted_windows(run: str, grams: frozenset[str]) -> Iterable[str]:
+    """The parts of an encoded run worth decoding: a long run whole; in a short one, from just
+    before each encoded key prefix a key's length on (from gzip's magic, to the run's end)."""
+    if len(run) >= _WHOLE_RUN:
+        yield run
+        return
+    for start in range(len(run) - 3):
+        if run[start : start + 4] in grams:
+            if run.startswith("H4sI", start):
+                yield run[start:]
+            else:
+                yield run[max(0, start - 8) : start + _ENCODED_WINDOW]
+
+
+def _as_texts(data: bytes) -> list[str]:
+    """Bytes as the texts they may be: UTF-8 (or single bytes) and UTF-16LE."""
+    texts = [data.decode("latin-1")]
+    if len(data) >= 2 and data[1::2].count(0) * 2 >= len(data) // 2:
+        texts.append(data.decode("utf-16-le", "replace"))
+    return texts
+
+
+class _View(NamedTuple):
+    """A text read as someone hiding a key wrote it, and where each of its characters is."""
+
+    text: str
+    place: Callable[[int], int]
+
+
+def _nth(start: int, index: int) -> int:
+    return start + 2 * index  # every other character from start
+
+
+def _without(text: str, pattern: re.Pattern[str]) -> _View:
+    """`text` without what `pattern` matches, each character mapped to where it was."""
+    kept: list[int] = []
+    pieces, position = [], 0
+    for match in pattern.finditer(text):
+        pieces.append(text[position : match.start()])
+        kept += range(position, match.start())
+        position = match.end()
+    pieces.append(text[position:])
+    kept += range(position, len(text))
+    return _View("".join(pieces), kept.__getitem__)
+
+
+# Any sign of a key hidden in plain sight (see hidden_views), in one search: most texts have none.
+_HIDING_HINTED = _Matcher(
+    "|".join(
+        [
+            *(re.escape(hint[::-1]) for hint in _KEY_HINTS),
+            *(_interleaved(h) for h in _KEY_HINTS if len(h) >= 3),
+            f"[{HIDDEN}\uff01-\uff5e\\\\]",
+            r"""['"]\s*(?:\|\||\+|\.)\s*['"]""",
+        ]
+    )
+)
+
+
+def _hidden_views(text: str, interleaved: _Matcher | None) -> list[_View]:
+    """The ways a key hides in plain sight: reversed, interleaved (`interleaved`: the secrets'
+    starts so written), between hidden characters, fullwidth, markdown-escaped or cut by a
+    concatenation; each read only where the text holds a sign of it."""
+    if not _HIDING_HINTED.found_in(text) and not (interleaved and interleaved.found_in(text)):
+        return []
+    views = []
+    reach = _ENCODED_WINDOW  # no key is longer; a long text is read only around each sign
+    for _, end in _REVERSED_HINTS.spans(text)[:_SIGNS_READ]:
+        first = max(0, end - reach)
+        views.append(_View(text[first:end][::-1], functools.partial(operator.sub, end - 1)))
+    signs = _INTERLEAVED_HINTS.spans(text) + (interleaved.spans(text) if interleaved else [])
+    for start, _ in signs[:_SIGNS_READ]:
+        views.append(_View(text[start : start + 2 * reach : 2], functools.partial(_nth, start)))
+    if _HIDDEN_CHARACTER.search(text):
+        views.append(_without(text, _HIDDEN_CHARACTER))
+    if _FULLWIDTH_HINT.search(text):
+        views.append(_View(text.translate(_FULLWIDTH), lambda i: i))
+    if "\\" in text:
+        views.append(_without(text, _MARKDOWN_ESCAPE))
+    if ("|" in text or "+" in text or "." in text) and _CONCATENATION.search(text):
+        views.append(_without(text, _CONCATENATION))
+    return views
+
+
+def _shape_spans(text: str) -> list[tuple[int, int]]:
+    """Where the credentials masked by shape alone are: Basic authorization values, PEM
+    private key blocks."""
+    spans = []
+    if "asic" in text or "ASIC" in text:  # `Authorization: Basic ...`, in any case
+        spans += [m.span(1) for m in _BASIC_AUTHORIZATION.finditer(text)]
+    if "PRIVATE KEY" in text:
+        spans += [m.span() for m in _PEM_PRIVATE_KEY.finditer(text)]
+    return spans
+
+
 class Redactor:
     """The one redactor for every byte that leaves the process, applied after grading: the
     scorers, the judge and `verify` see the runs as they were; the journal, every writer, the
@@ -715,6 +939,10 @@ class Redactor:
         )
         self.block_places = _block_places(self.run_sources, _GRAM)
         self.blocks = _Matcher.of_strings(self.block_places) if self.block_places else None
+        starts = {secret[:6] for secret in unique if len(secret) >= 6}
+        self.interleaved = (
+            _Matcher("|".join(_interleaved(start) for start in sorted(starts))) if starts else None
+        )
         self.shared_prefixes = [
             source[: prefix.end() + _PAST_SHARED_PREFIX]
             for source in self.run_sources
@@ -729,7 +957,9 @@ class Redactor:
         forms |= {raw.hex(), raw.hex().upper()}
         forms.add(raw.decode("latin-1"))  # percent-encoded or hex bytes, as READINGS decode them
         forms |= _base64_forms(raw) | _base32_forms(raw)
+        forms |= _base64_forms(secret.encode("utf-16-le", "surrogatepass"))  # -EncodedCommand
         forms |= {secret[::-1], _json_escaped(secret[::-1])}
+        forms.add(_MARKDOWN_ESCAPABLE.sub(r"\\\g<0>", secret))  # `sk\-ant\-api03\-...`
         return {form for form in forms if len(form) >= Redactor.MIN_LENGTH}
 
     @classmethod
@@ -761,14 +991,55 @@ class Redactor:
         # Everything is looked for in the text as it came, and masked at once: masking what is
         # found first (a token) would hide from a reading what it is part of (its webhook URL,
         # in base32 over lines).
-        spans = self.found(value)
+        spans = self.found(value) + _shape_spans(value)
         for reading in _READINGS:  # shown over lines, escaped, as hex bytes
             if reading.changes(value):
                 found = self.found(reading.view(value))
                 if found:
                     origins = reading.origins(value)
                     spans += [origins.span(start, end) for start, end in found]
+        if len(value) >= C.PARTIAL_SECRET_CHARS:
+            spans += self.hidden_runs(value) + self.encoded_runs(value)
         return self.masked(value, spans)
+
+    def hidden_runs(self, text: str) -> list[tuple[int, int]]:
+        """Where a key or a secret is written so that no reader of escapes sees it (see
+        hidden_views): each found in its view, masked where its characters are."""
+        spans = []
+        for view in _hidden_views(text, self.interleaved):
+            found = self.found(view.text)
+            if _key_hinted(view.text):  # what precedes a key's start in a view is anyone's
+                found += [m.span() for m in _KEY_ANYWHERE.finditer(view.text)]
+            for start, end in found:
+                first, last = sorted((view.place(start), view.place(end - 1)))
+                spans.append((first, last + 1))
+        return spans
+
+    def encoded_runs(self, text: str) -> list[tuple[int, int]]:
+        """Every encoded run (base64, hex, base32; gzip or UTF-16 inside) whose bytes hold a
+        key no one told us about, or a secret inside a compressed blob: masked whole."""
+        if not _encoded_hints().found_in(text):
+            return []
+        grams = _encoded_grams()
+        spans = []
+        for start, end in _ENCODED_RUNS.spans(text):
+            run = text[start:end]
+            if len(run) <= _ENCODED_RUN_LIMIT and any(
+                self.holds_secret(t)
+                for window in _hinted_windows(run, grams)
+                for data in _decoded_candidates(window)
+                for t in _as_texts(data)
+            ):
+                spans.append((start, end))
+        return spans
+
+    def holds_secret(self, text: str) -> bool:
+        """Whether `text` holds a key of a well-known shape, a secret, or a shape-masked one."""
+        if _key_hinted(text) and _KEY_ANYWHERE.search(text):  # decoded: what precedes is anyone's
+            return True
+        return bool(_shape_spans(text)) or (
+            self.shown is not None and self.may_hold(text) and self.shown.found_in(text)
+        )
 
     def found(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets, their runs and the keys are in `text`."""

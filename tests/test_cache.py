@@ -30,6 +30,14 @@ SERVER = ["--server-module", str(EXAMPLE_SERVER)]
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
 
 
+@pytest.fixture(autouse=True)
+def own_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's install key in a config folder of its own (never the user's ~/.config)."""
+    folder = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    return folder
+
+
 def has_tool_result(body: dict) -> bool:
     content = (body.get("messages") or [{}])[-1].get("content")
     return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
@@ -308,8 +316,8 @@ def test_a_tampered_entry_is_a_warned_miss_and_its_call_is_never_made(cli, api, 
     warning = [line for line in again.stderr.splitlines() if line.startswith("warning:")]
     assert warning == [
         f"warning: --cache entry {entry} ignored: its seal does not match (edited, or sealed "
-        "with another CLAUDE_TOOL_EVAL_CACHE_SECRET); the request is made again and the entry "
-        "rewritten"
+        "with another CLAUDE_TOOL_EVAL_CACHE_SECRET or another install's key); the request is "
+        "made again and the entry rewritten"
     ]
     # asked of the model again, and the request after it (the live answer's tool call has a new
     # id, so the conversation that follows is new too)
@@ -330,8 +338,48 @@ def test_an_entry_sealed_without_the_folders_secret_is_refused(cli, api, tmp_pat
         unset.delenv("CLAUDE_TOOL_EVAL_CACHE_SECRET")
         forge(entry, "describe_table", {"table": "FORGED"}, reseal=True)
     again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
-    assert "its seal does not match" in again.stderr and calls(api) == made + 2
+    assert (
+        "sealed with this install's key, not the environment's CLAUDE_TOOL_EVAL_CACHE_SECRET"
+        in again.stderr
+        and calls(api) == made + 2
+    )
     assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
+
+
+def test_an_entry_sealed_with_the_old_fixed_key_is_refused_and_its_call_never_runs(
+    cli, api, tmp_path, own_config_folder
+):
+    """Earlier versions sealed with a key written in the source: a forger who read it seals an
+    entry calling another tool. Without CLAUDE_TOOL_EVAL_CACHE_SECRET the seal is this install's
+    random key (made once, mode 0600, in the config folder), so the forged entry is refused, said
+    so by `cache verify`, and its tool call is never made."""
+    import hashlib
+    import hmac
+
+    suite, cache = cached_once(api, tmp_path)
+    key_file = own_config_folder / "claude-tool-evaluator" / "cache-key"
+    assert key_file.is_file() and key_file.stat().st_mode & 0o777 == 0o600
+    key = key_file.read_text()
+    made, entry = calls(api), first_answer(cache)
+    document = json.loads(entry.read_text())
+    block = next(b for b in document["content"] if b.get("type") == "tool_use")
+    block.update(name="describe_table", input={"table": "FORGED"})
+    body = {k: v for k, v in document.items() if k != "seal"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    document["seal"] = hmac.new(
+        b"claude-tool-eval cache seal", canonical.encode(), hashlib.sha256
+    ).hexdigest()
+    entry.write_text(json.dumps(document))
+    verified = cli("cache", "verify", cache)
+    assert verified.exit_code == 1
+    assert verified.output.splitlines()[:2] == [
+        f"{entry}: sealed with the old fixed key (in the source, anyone's), which anyone can forge",
+        "sealed with this install's key: 1, the old fixed key (in the source, anyone's): 1",
+    ]
+    again = cli("--csv", suite, *SERVER, "--cache", cache, "-o", tmp_path / "2.json")
+    assert "which anyone can forge" in again.stderr and calls(api) == made + 2
+    assert tool_calls_of(tmp_path / "2.json") == [("list_warehouse_tables", {}, "live")]
+    assert key_file.read_text() == key  # made once
 
 
 def test_a_cached_answer_is_held_to_the_tool_policy_like_a_live_one(cli, api, tmp_path):
@@ -392,14 +440,18 @@ def test_cache_verify_and_prune(cli, api, tmp_path):
     entries = sorted(cache.rglob("*.json"))
     assert len(entries) == 2
     sound = cli("cache", "verify", cache)
-    assert sound.exit_code == 0 and sound.output == f"{cache}: 2 entries sound, none refused\n"
+    assert sound.exit_code == 0 and sound.output.splitlines() == [
+        "sealed with this install's key: 2",
+        f"{cache}: 2 entries sound, none refused",
+    ]
     tampered = first_answer(cache)
     forge(tampered, "describe_table", {"table": "FORGED"}, reseal=False)
     bad = cli("cache", "verify", cache)
     assert bad.exit_code == 1
     assert bad.output.splitlines() == [
         f"{tampered}: its seal does not match (edited, or sealed with another "
-        "CLAUDE_TOOL_EVAL_CACHE_SECRET)",
+        "CLAUDE_TOOL_EVAL_CACHE_SECRET or another install's key)",
+        "sealed with this install's key: 1, an unknown key: 1",
         f"{cache}: 1 entry sound, 1 refused (`cache prune` removes them)",
     ]
     plan = cli("cache", "prune", cache, "--dry-run")

@@ -50,6 +50,7 @@ from fake_anthropic import (
     user_query,
 )
 
+from claude_tool_evaluator.errors import InputProblems
 from claude_tool_evaluator.files import journal_path
 from claude_tool_evaluator.loaders.plugin_evals import case_warnings, load_case, load_plugin
 from claude_tool_evaluator.scoring.plugin_graders import (
@@ -713,7 +714,12 @@ def test_a_baseline_grader_compares_with_the_case_s_baseline_trajectory(tmp_path
         "---\ntype: baseline\nbaseline_file: ../../../secret.jsonl\n---\nAnything.\n"
     )
     (tmp_path / "secret.jsonl").write_text('{"secret": 1}\n')
-    case = load_plugin(tmp_path / "p").cases[0]
+    # the plugin verbs refuse the suite before anything runs (tests/test_hostile_plugins.py);
+    # the grader keeps its own guard, seen here on the case read alone
+    with pytest.raises(InputProblems, match="resolves outside the plugin"):
+        load_plugin(tmp_path / "p")
+    case = load_case(case_dir)
+    assert case is not None
     prompts_seen = []
 
     async def vote(prompt: str, index: int) -> bool:
@@ -743,6 +749,40 @@ def test_javascript_named_groups_read_as_claude_code_reads_them(tmp_path: Path):
 
     verdicts = asyncio.run(grade_run(case, run_view([], "hello hello"), None, never_asked))
     assert verdicts[0].passed
+
+
+def test_a_catastrophic_regex_grader_is_that_graders_error_within_the_limit(tmp_path: Path):
+    """Regex graders go through the bounded pattern engine: `^(a+)+$` (which Python's re takes
+    hours over on 36 `a`s and a `b`) is answered by RE2 at once; one RE2 cannot take (a
+    lookahead) runs in the worker and, past C.PATTERN_TIME_LIMIT_MS, is that grader's error
+    (its explanation says so) while the case's other graders are graded."""
+    import test_constants as C
+
+    case_dir = tmp_path / "p" / "evals" / "c"
+    (case_dir / "graders").mkdir(parents=True)
+    (case_dir / "prompt.md").write_text("Do it.\n")
+    for name, pattern in [("nested", "^(a+)+$"), ("looking", "^(?=a)(a+)+$"), ("b", "B$")]:
+        front = "flags: i\n" if name == "b" else ""
+        (case_dir / "graders" / f"{name}.md").write_text(
+            f"---\ntype: regex\n{front}---\n{pattern}\n"
+        )
+    case = load_plugin(tmp_path / "p").cases[0]
+
+    async def never_asked(prompt: str, index: int) -> bool:
+        raise AssertionError("a regex grader asks no judge")
+
+    started = time.monotonic()
+    verdicts = asyncio.run(grade_run(case, run_view([], "a" * 36 + "b"), None, never_asked))
+    took = time.monotonic() - started
+    by_name = {v.name: v for v in verdicts}
+    assert not by_name["nested"].passed
+    assert by_name["nested"].explanation == "pattern not found in last_message"
+    assert not by_name["looking"].passed
+    assert by_name["looking"].explanation == (
+        f"grader threw: pattern took longer than {C.PATTERN_TIME_LIMIT_MS} ms"
+    )
+    assert by_name["b"].passed  # the `i` flag reads as JavaScript's
+    assert took < C.PATTERN_TIME_LIMIT_MS / 1000 + C.PATTERN_WORKER_START_SECONDS
 
 
 def crew_model(body: dict) -> dict:

@@ -10,14 +10,15 @@ results_schema, answers, the loaders above it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, InputProblems
-from ..files import read_text_file
-from .servers import read_plugin_manifest
+from ..files import read_text_file, resolves_inside
+from .servers import PLUGIN_MANIFEST, read_plugin_manifest
 from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "ToolStep",
     "case_warnings",
     "eval_dir_of",
+    "outside_links",
+    "plugin_name_of",
     "installed_plugins",
     "load_case",
     "load_plugin",
@@ -170,12 +173,60 @@ def _shipped_names(folder: Path, kind: str) -> list[str]:
 
 
 def eval_dir_of(folder: Path, manifest: dict[str, Any]) -> Path:
-    """The manifest's `experimental.evals` (a folder inside the plugin), else `evals/`."""
+    """The manifest's `experimental.evals` (a folder inside the plugin), else `evals/`; one
+    that resolves outside the plugin (`../outside-evals`, an absolute path, a link out) is one
+    line naming the manifest, for every verb that reads a suite."""
     experimental = manifest.get("experimental")
     named = experimental.get("evals") if isinstance(experimental, dict) else None
-    return (
-        (folder / named).resolve() if isinstance(named, str) and named.strip() else folder / "evals"
-    )
+    if not isinstance(named, str) or not named.strip():
+        named = "evals"
+    found = folder / named
+    if not resolves_inside(found, folder):
+        raise InputError(
+            f"the eval folder {named!r} resolves outside the plugin ({found.resolve()})",
+            folder / PLUGIN_MANIFEST if named != "evals" else found,
+            1 if named != "evals" else None,
+            "a plugin's suite stays in its folder: name a folder inside it in experimental.evals",
+        )
+    return found.resolve()
+
+
+def plugin_name_of(folder: Path, manifest: dict[str, Any]) -> str:
+    """The manifest's `name` (else the folder's), refused when it could name a place: a path
+    separator, `..`, a leading dot or an absolute path (file names are made from it)."""
+    name = manifest.get("name") if isinstance(manifest.get("name"), str) else folder.name
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]*", str(name)) or ".." in str(name):
+        raise InputError(
+            f"plugin name {name!r} is not a plain name",
+            folder / PLUGIN_MANIFEST,
+            1,
+            'give "name" letters, digits, - and _ only (e.g. "my-plugin")',
+        )
+    return str(name)
+
+
+_UNWALKED = frozenset({".git", "results", "__pycache__"})  # what a suite's copy leaves out
+
+
+def outside_links(folder: Path, root: Path, what: str) -> list[InputError]:
+    """Every entry of `folder` (links not followed; its results and VCS folders left out) that
+    resolves outside `root`, one line each naming it: a prompt.md linked to ~/.ssh/id_rsa is
+    refused before it is read, let alone sent."""
+    found = []
+    for here, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in _UNWALKED)
+        for name in sorted([*dirs, *files]):
+            path = Path(here) / name
+            if not resolves_inside(path, root):
+                found.append(
+                    InputError(
+                        f"resolves outside the {what} (to {path.resolve()})",
+                        path,
+                        hint=f"a suite file stays in its {what}: copy it in instead of linking it",
+                    )
+                )
+        dirs[:] = [d for d in dirs if resolves_inside(Path(here) / d, root)]
+    return found
 
 
 def _positive_int(value: Any, key: str, limit: int, path: Path, line: int) -> int:
@@ -470,10 +521,22 @@ def load_case(folder: Path) -> PluginCase | None:
 
 def _static_findings(plugin: Plugin) -> list[InputError]:
     """What `claude plugin validate` would say before any run: a slash command or a
-    `plugin:agent` the plugin does not ship."""
+    `plugin:agent` the plugin does not ship; a baseline file or scaffold script named by a path
+    that leads out of the plugin (`../../secret.jsonl`)."""
     findings = []
     for case in plugin.cases:
         where = case.source or case.folder
+        named = [(g.source, g.line, g.get("baseline_file")) for g in case.graders]
+        for source, line, given in [*named, (where, 1, case.scaffold_script)]:
+            if given and not resolves_inside(case.folder / str(given), plugin.folder):
+                findings.append(
+                    InputError(
+                        f"{given!r} resolves outside the plugin ({(case.folder / given).resolve()})",
+                        source,
+                        line,
+                        "a suite file stays in its plugin",
+                    )
+                )
         command = _SLASH_COMMAND.match(case.prompt)
         if command and command.group(1) == plugin.name:
             name = command.group(2)
@@ -540,11 +603,15 @@ def load_plugin(folder: Path) -> Plugin:
         raise InputError(
             "not a plugin folder", folder, hint="give the folder holding .claude-plugin/"
         )
+    if not resolves_inside(folder / PLUGIN_MANIFEST, folder):
+        raise InputError(
+            f"resolves outside the plugin (to {(folder / PLUGIN_MANIFEST).resolve()})",
+            folder / PLUGIN_MANIFEST,
+        )
     manifest, _ = read_plugin_manifest(folder)
-    name = manifest.get("name") if isinstance(manifest.get("name"), str) else folder.name
     plugin = Plugin(
         folder=folder,
-        name=str(name),
+        name=plugin_name_of(folder, manifest),
         manifest=manifest,
         skills=_shipped_names(folder, "skills"),
         commands=_shipped_names(folder, "commands"),
@@ -558,7 +625,9 @@ def load_plugin(folder: Path) -> Plugin:
             hint="add evals/<case>/prompt.md with graders/, or name the folder in the manifest's "
             "experimental.evals",
         )
-    problems: list[InputError] = []
+    problems = outside_links(plugin.eval_dir, folder, "plugin")
+    if problems:  # nothing of the suite is read while any of it lies outside
+        raise InputProblems(problems)
     for case_folder in sorted(p for p in plugin.eval_dir.iterdir() if p.is_dir()):
         if case_folder.name.startswith(".") or case_folder.name in ("results", "mocks"):
             continue

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from ..engine import SimulatedUser, StdinLines, TerminalUser
-from ..errors import EvalError, InputError, UsageProblem
-from ..files import write_json_atomic, write_text_atomic
+from ..errors import EvalError, InputError, InputProblems, UsageProblem
+from ..files import resolves_inside, write_json_atomic, write_text_atomic
 from ..finished_run import make_metadata
 from ..hub.stdio import start_stdio_servers
+from ..loaders.plugin_evals import outside_links
 from ..loaders.servers import PLUGIN_MANIFEST, resolve_servers
 from ..options import flag_of
 from ..pipeline import run_pipeline
+from ..redaction import Redactor
 from ..runners.tool_use import ToolUseRunner
 from ..session import api_key_from_env
 from ..sinks import terminal_text, wrote_line
@@ -288,25 +290,42 @@ def check_crowd_options(settings: Settings) -> None:
 
 @dataclass
 class FolderWrites:
-    """What an import or an export writes into its folder, planned before anything is written:
-    each file's text or JSON (with a note a line says beside it) and the folders copied whole.
-    Written at the end, or (--dry-run) only listed."""
+    """What an import or an export writes into its folder (`root`, its -o), planned before
+    anything is written: each file's text or JSON (with a note a line says beside it) and the
+    folders copied whole. Every path is checked inside `root` as it is planned (a name made from
+    a manifest, a linked `evals/`: one line, nothing written), and every byte goes through the
+    redactor. Written at the end, or (--dry-run) only listed."""
 
+    root: Path
     files: dict[Path, tuple[str, Any, str]] = field(default_factory=dict)  # kind, value, note
     copies: list[tuple[Path, Path, Any]] = field(default_factory=list)  # source, target, ignore
 
+    def inside(self, path: Path) -> Path:
+        if not resolves_inside(path, self.root):
+            raise InputError(
+                f"would write outside {self.root} (to {path.resolve()})",
+                path,
+                hint="every file an import or export writes stays in its -o folder",
+            )
+        return path
+
     def text(self, path: Path, content: str, note: str = "") -> None:
-        self.files[path] = ("text", content, note)
+        self.files[self.inside(path)] = ("text", content, note)
 
     def json(self, path: Path, value: Any, note: str = "") -> None:
-        self.files[path] = ("json", value, note)
+        self.files[self.inside(path)] = ("json", value, note)
 
     def copy_folder(self, source: Path, target: Path, ignore: Any = None) -> None:
-        self.copies.append((source, target, ignore))
+        """A folder copied whole (links kept as links); one with a link out of it is refused."""
+        problems = outside_links(source, source, "folder it is copied from")
+        if problems:
+            raise InputProblems(problems)
+        self.copies.append((source, self.inside(target), ignore))
 
     def write(self, dry_run: bool) -> list[str]:
         """Writes every file (each folder made as needed), or says what would be written; the
         lines to print: every file of a dry run, the noted ones of a real one."""
+        redactor = Redactor.for_run()
         if dry_run:
             listed = [
                 f"would copy {terminal_text(source)} to {terminal_text(target)}"
@@ -315,16 +334,27 @@ class FolderWrites:
                 f"would write {terminal_text(path)}" + (f": {note}" if note else "")
                 for path, (_, _, note) in self.files.items()
             ]
-            return [*listed, f"dry run: {len(self.files)} file(s) planned, nothing was written"]
+            return [
+                *(redactor.text(line) for line in listed),
+                f"dry run: {len(self.files)} file(s) planned, nothing was written",
+            ]
+
+        def copy_redacted(source: str, target: str) -> None:
+            Path(target).write_bytes(redactor.masked_bytes(Path(source).read_bytes()))
+            shutil.copystat(source, target)
+
         for source, target, ignore in self.copies:
-            shutil.copytree(source, target, symlinks=True, ignore=ignore)
+            shutil.copytree(
+                source, target, symlinks=True, ignore=ignore, copy_function=copy_redacted
+            )
         said = []
         for path, (kind, value, note) in self.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
+            self.inside(path)  # its folder, made now, may not be a link out either
             if kind == "json":
-                write_json_atomic(path, value)
+                write_json_atomic(path, redactor.data(value))
             else:
-                write_text_atomic(path, value)
+                write_text_atomic(path, redactor.text(value))
             if note:
-                said.append(f"{wrote_line(path)}: {note}")
+                said.append(redactor.text(f"{wrote_line(path)}: {note}"))
         return said

@@ -165,7 +165,7 @@ def import_mode(settings: Settings, console: Console) -> int:
     (bad input: one line, nothing written), then written into DIR; --dry-run lists them."""
     source = _check_import_options(settings)
     target = import_folder(Path(str(settings.outputs.output)))
-    files = FolderWrites()
+    files = FolderWrites(target)
     if source == "plugin-evals":
         _import_plugin_evals(Path(str(settings.plugin_evals.plugin)), target, files)
         said = []

@@ -478,14 +478,17 @@ def _scaffolds(settings: Settings, plugin: Plugin) -> list[tuple[str, Path]]:
     ]
 
 
-def _say_run(console: Console, record: PluginRunResult) -> None:
-    """A run's line as it finishes: `01-greet [with] run 1: passed (score 1.00)`."""
+def _say_run(console: Console, redactor: Redactor, record: PluginRunResult) -> None:
+    """A run's line as it finishes: `01-greet [with] run 1: passed (score 1.00)`, redacted (its
+    error may quote what a hook or Claude Code said)."""
     state = "error" if record.error else "passed" if record.passed else "failed"
     shown = f" ({record.label})" if record.label else ""
     console.print(
         terminal_text(
-            f"{record.case}{shown} [{record.arm}] run {record.run}: {state} "
-            f"(score {record.score:.2f})" + (f": {record.error}" if record.error else "")
+            redactor.text(
+                f"{record.case}{shown} [{record.arm}] run {record.run}: {state} "
+                f"(score {record.score:.2f})" + (f": {record.error}" if record.error else "")
+            )
         ),
         markup=False,
         highlight=False,
@@ -506,7 +509,8 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         for line in case_warnings(case, settings.plugin_evals.scaffold)
     ]
     for line in warnings:
-        console.print(f"warning: {terminal_text(line)}", markup=False, highlight=False)
+        shown = terminal_text(Redactor.for_run().text(line))
+        console.print(f"warning: {shown}", markup=False, highlight=False)
     others = _other_plugins(settings, plugin)
     if "installed" in settings.crowd.distractors:
         console.print(
@@ -540,7 +544,7 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         runner,
         settings,
         console,
-        on_record=lambda record: _say_run(console, record),
+        on_record=lambda record: _say_run(console, runner.redactor, record),
         verdict=lambda record: record.passed,
     )
     results = _plugin_results(settings, plugin, plans, outcome, warnings, others)
@@ -551,8 +555,10 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     if failing:
         console.print(
             terminal_text(
-                "below the threshold (score 1) with the plugin: "
-                + ", ".join(name.removesuffix(" [with]") for name in failing)
+                Redactor.for_run().text(
+                    "below the threshold (score 1) with the plugin: "
+                    + ", ".join(name.removesuffix(" [with]") for name in failing)
+                )
             ),
             markup=False,
             highlight=False,

@@ -25,9 +25,9 @@ from rich.console import Console
 import test_constants as C
 
 from ..errors import InputError, UsageProblem
-from ..files import parse_json_text, read_text_file
 from ..loaders.csv_suites import load_csv_suite
-from ..loaders.plugin_evals import MAX_RUNS
+from ..loaders.plugin_evals import MAX_RUNS, eval_dir_of, plugin_name_of
+from ..loaders.servers import read_plugin_manifest
 from ..loaders.skills import (
     PLUGIN_MANIFEST,
     SKILL_COPY_IGNORED,
@@ -249,28 +249,13 @@ def _wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
     return True
 
 
-def _plugin_eval_dir(plugin: Path) -> str:
-    """A plugin's eval dir, as Claude Code finds it: its manifest's `experimental.evals`, else
-    `evals`."""
-    manifest = plugin / PLUGIN_MANIFEST
-    data = parse_json_text(read_text_file(manifest, "plugin manifest"), manifest)
-    experimental = data.get("experimental") if isinstance(data, dict) else None
-    given = experimental.get("evals") if isinstance(experimental, dict) else None
-    if given is None:
-        return "evals"
-    if (
-        not isinstance(given, str)
-        or not given.strip()
-        or Path(given).is_absolute()
-        or ".." in Path(given).parts
-    ):
-        raise InputError(
-            f"experimental.evals {given!r} is not a folder inside the plugin",
-            manifest,
-            1,
-            'give it a relative folder such as "evals"',
-        )
-    return given
+def _plugin_eval_dir(plugin: Path) -> Path:
+    """A plugin's eval dir, as Claude Code finds it (its manifest's `experimental.evals`, else
+    `evals`), refused as every verb refuses it when it leads out of the plugin; so is a manifest
+    whose name is a path."""
+    manifest, _ = read_plugin_manifest(plugin)
+    plugin_name_of(plugin, manifest)
+    return eval_dir_of(plugin, manifest)
 
 
 def _wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
@@ -356,7 +341,7 @@ def _export_claude_plugin_eval(
     cases = _numbered(cases)
     _check_gradable(cases, ", ".join([*test_files, *csv_files]))
     wrap = _wraps_skill(target, skill)
-    folder = target / ("evals" if wrap else _plugin_eval_dir(target))
+    folder = target / "evals" if wrap else _plugin_eval_dir(target)
     taken = next((c.name for c in cases if (folder / c.name).exists()), None)
     if taken is not None:
         raise InputError(f"{folder / taken} exists already", hint="export into a new folder")
@@ -385,7 +370,7 @@ def export_mode(settings: Settings, console: Console) -> int:
         raise UsageProblem(
             f"--runs {settings.run_plan.runs}: claude plugin eval runs a case at most {MAX_RUNS} times"
         )
-    files = FolderWrites()
+    files = FolderWrites(Path(settings.outputs.output))
     cases, run = _export_claude_plugin_eval(
         Path(settings.outputs.output),
         settings.inputs.skill[0] if settings.inputs.skill else None,

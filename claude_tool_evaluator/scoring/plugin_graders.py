@@ -7,6 +7,7 @@ May import: the rooms above scoring, the scoring rooms above it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..loaders.plugin_evals import PluginCase, PluginGrader, ToolStep, python_pattern
+from ..patterns import BadPattern, PatternSkipped, untrusted_count, untrusted_search
 
 __all__ = [
     "CaseEffect",
@@ -38,7 +40,6 @@ _JUDGE_VOTES = 3
 # Claude Code's judge prompt (plugin eval): one word back, PASS only when FAIL is not said.
 _JUDGE_ANSWER_RULE = "Respond with exactly one word: PASS or FAIL."
 _TRACE_EDGE = 12  # a trace longer than 2 x this shows its first and last 12 events to the judge
-_JS_FLAG_MEANING = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 # How a judge vote is asked: the prompt in, PASS (True) or FAIL out.
 _Vote = Callable[[str, int], Awaitable[bool]]
@@ -90,11 +91,10 @@ class _GraderVerdict:
         return data
 
 
-def _js_flags(flags: str) -> int:
-    value = 0
-    for flag in flags:
-        value |= _JS_FLAG_MEANING.get(flag, 0)
-    return value
+def _js_flags(flags: str) -> dict[str, bool]:
+    """A JavaScript RegExp's flags as the bounded pattern engine takes them (`g`, `u` and `y`
+    change nothing a search or a count reads)."""
+    return {"ignore_case": "i" in flags, "multiline": "m" in flags, "dotall": "s" in flags}
 
 
 def _trace_text(trace: Sequence[dict]) -> str:
@@ -147,17 +147,18 @@ def _regex_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
     where = _target_name(grader.get("target"))
     if text is None:
         return _failed(grader, f"{where} is not available in this run")
-    pattern = re.compile(python_pattern(grader.get("pattern")), _js_flags(grader.get("flags", "")))
+    # the suite's pattern on the run's text, both untrusted: RE2, or a worker with a time limit
+    pattern, flags = python_pattern(grader.get("pattern")), _js_flags(grader.get("flags", ""))
     match = grader.get("match")
     if match == "contains":
-        passed = pattern.search(text) is not None
+        passed = untrusted_search(pattern, text, **flags)
         why = f"matched {grader.get('pattern')}" if passed else f"pattern not found in {where}"
     elif match == "not_contains":
-        passed = pattern.search(text) is None
+        passed = not untrusted_search(pattern, text, **flags)
         why = "pattern absent as expected" if passed else "pattern found (expected absent)"
     else:
         wanted = int(match.split(":", 1)[1])
-        found = sum(1 for _ in pattern.finditer(text))
+        found = untrusted_count(pattern, text, **flags)
         passed, why = found == wanted, f"found {found} matches (expected {wanted})"
     return _GraderVerdict(grader.name, passed, grader.weight, why)
 
@@ -165,9 +166,8 @@ def _regex_verdict(grader: PluginGrader, run: PluginRunView) -> _GraderVerdict:
 def _call_matches(call: PluginToolCall, step: ToolStep) -> bool:
     if call.name != step.tool:
         return False
-    return (
-        step.input_match is None
-        or re.search(python_pattern(step.input_match), call.input_text) is not None
+    return step.input_match is None or untrusted_search(
+        python_pattern(step.input_match), call.input_text
     )
 
 
@@ -329,9 +329,9 @@ async def grade_run(
         try:
             if grader.kind in ("llm", "baseline"):
                 verdict = await _judged_verdict(grader, case, run, vote)
-            else:
-                verdict = _GRADE[grader.kind](grader, run)
-        except re.error as exc:
+            else:  # in a thread: a pattern's worker may take its whole time limit
+                verdict = await asyncio.to_thread(_GRADE[grader.kind], grader, run)
+        except (BadPattern, PatternSkipped) as exc:  # ran out of time: this grader's error
             verdict = _failed(grader, f"grader threw: {exc}")
         if arm is not None and not all_with_only and _with_only(grader):
             verdict.with_only, verdict.scored = True, False
