@@ -29,7 +29,11 @@ from .sinks import terminal_text
 
 __all__ = [
     "CACHE_SAMPLE",
+    "RecordingMiss",
     "ResponseCache",
+    "ShippedRecording",
+    "is_recording",
+    "seal_recording",
     "prune_cache",
     "seal_of",
     "verify_cache",
@@ -72,10 +76,11 @@ class _EntryCheck:
     problem: str = ""
 
 
-def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
+def _check_entry(path: Path, key: str | None = None, sealed: bool = True) -> _EntryCheck:
     """Whether the file at path is a sound entry (for the request `key`, by default the one its
     name says): a bounded size, parseable, bounded nesting, this format, naming that request,
-    sealed with this folder's key."""
+    sealed with this folder's key (a shipped recording's entries are checked by their hashes
+    instead: `sealed` False)."""
     key = key or path.stem
     try:
         status = path.lstat()
@@ -102,8 +107,9 @@ def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
         )
     if entry.get("request") != key:
         return _EntryCheck(None, "it answers another request (copied or renamed)")
-    if not isinstance(entry.get("seal"), str) or not hmac.compare_digest(
-        entry["seal"], seal_of(entry)
+    if sealed and (
+        not isinstance(entry.get("seal"), str)
+        or not hmac.compare_digest(entry["seal"], seal_of(entry))
     ):
         return _EntryCheck(
             None,
@@ -117,6 +123,7 @@ class ResponseCache:
     (hits, misses, and what the hits would have cost)."""
 
     opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
+    after_refusal = "the request is made again and the entry rewritten"
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -127,6 +134,7 @@ class ResponseCache:
 
     @classmethod
     def open(cls, folder: str | Path) -> ResponseCache:
+        """The folder's cache (made if missing); a shipped recording when it holds one."""
         path = Path(folder).expanduser().absolute()
         if path.exists() and not path.is_dir():
             raise InputError(
@@ -134,8 +142,11 @@ class ResponseCache:
             )
         key = str(path)
         if key not in cls.opened:
-            path.mkdir(parents=True, exist_ok=True)
-            cls.opened[key] = cls(path)
+            if is_recording(path):
+                cls.opened[key] = ShippedRecording(path)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                cls.opened[key] = cls(path)
         return cls.opened[key]
 
     @classmethod
@@ -172,7 +183,7 @@ class ResponseCache:
             self.warned.add(path)
         click.echo(
             f"warning: --cache entry {terminal_text(path)} ignored: {terminal_text(problem)}; "
-            "the request is made again and the entry rewritten",
+            f"{self.after_refusal}",
             err=True,
         )
 
@@ -207,6 +218,98 @@ class ResponseCache:
             "not_kept": self.not_kept,
             "saved_usd": round(self.saved_usd, 6),
         }
+
+
+# ---------------------------------------------------------------------------- a shipped recording
+# A first run needs no key: examples/recording is a --cache folder of the quick start's model
+# answers that ships with the repository. Its entries are not sealed (the seal's key is this
+# install's, which a recording made elsewhere cannot know); instead its manifest,
+# recording.json, lists the SHA-256 of every entry file, and an entry is an answer only when its
+# bytes have that hash. The folder is read-only: nothing is added to it, and a request it has no
+# answer for is an error of that case (no model is called, and none can be: there may be no key).
+_RECORDING_MANIFEST = "recording.json"
+_RECORDING_FORMAT = "claude-tool-eval recording 1"
+
+
+class RecordingMiss(Exception):
+    """A request a shipped recording has no answer for (an error of the case)."""
+
+
+def is_recording(folder: str | Path | None) -> bool:
+    return bool(folder) and (Path(str(folder)).expanduser() / _RECORDING_MANIFEST).is_file()
+
+
+class ShippedRecording(ResponseCache):
+    """A --cache folder that is a shipped recording (see above): answers, never keeps."""
+
+    after_refusal = "its case is an error (a recording answers only from sound entries)"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        manifest_path = folder / _RECORDING_MANIFEST
+        manifest = parse_json_text(_read_recording_text(manifest_path), manifest_path)
+        entries = manifest.get("entries") if isinstance(manifest, dict) else None
+        if manifest.get("format") != _RECORDING_FORMAT or not isinstance(entries, dict):
+            raise InputError(
+                f"not a {_RECORDING_FORMAT!r} manifest",
+                manifest_path,
+                hint="remake it with seal_recording, or remove it to use the folder as a cache",
+            )
+        self.hashes = {str(k): str(v) for k, v in entries.items()}
+        self.about = str(manifest.get("about", ""))
+
+    def get(self, key: str) -> dict | None:
+        path = self.path(key)
+        try:
+            found = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+        if not hmac.compare_digest(found, self.hashes.get(key, "")):
+            self.refuse(path, "not the file the recording's manifest lists")
+            return None
+        checked = _check_entry(path, key, sealed=False)
+        if checked.entry is None:
+            self.refuse(path, checked.problem or "unreadable")
+            return None
+        return {k: v for k, v in checked.entry.items() if k not in ("format", "request", "seal")}
+
+    def put(self, key: str, entry: dict) -> None:
+        with self.lock:
+            self.not_kept += 1  # read-only: the session asks no model for a recording's miss
+
+    def missing(self) -> RecordingMiss:
+        return RecordingMiss(
+            f"the recording {self.folder.name}/ has no answer for this request (it answers only "
+            "the requests it was made from: set ANTHROPIC_API_KEY and drop --cache to run live)"
+        )
+
+
+def _read_recording_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"unreadable ({type(exc).__name__})", path) from None
+
+
+def seal_recording(folder: Path, about: str) -> int:
+    """Turns a --cache folder into a shipped recording: its entries' seals dropped (the key is
+    this install's) and a manifest of their hashes written. Returns how many entries it holds."""
+    hashes = {}
+    for path in _cache_files(folder):
+        checked = _check_entry(path)
+        if checked.entry is None:
+            path.unlink()
+            continue
+        entry = {k: v for k, v in checked.entry.items() if k != "seal"}
+        write_json_atomic(path, entry)
+        hashes[path.stem] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest = {
+        "format": _RECORDING_FORMAT,
+        "about": about,
+        "entries": dict(sorted(hashes.items())),
+    }
+    write_json_atomic(folder / _RECORDING_MANIFEST, manifest)
+    return len(hashes)
 
 
 # ---------------------------------------------------------------------------- cache verify / prune
