@@ -29,7 +29,6 @@ from .sinks import terminal_text
 
 __all__ = [
     "CACHE_SAMPLE",
-    "RecordingMiss",
     "ResponseCache",
     "ShippedRecording",
     "is_recording",
@@ -118,12 +117,21 @@ def _check_entry(path: Path, key: str | None = None, sealed: bool = True) -> _En
     return _EntryCheck(entry)
 
 
+_RECORDING_MANIFEST = "recording.json"
+_RECORDING_FORMAT = "claude-tool-eval recording 1"
+
+
+def is_recording(folder: str | Path | None) -> bool:
+    return bool(folder) and (Path(str(folder)).expanduser() / _RECORDING_MANIFEST).is_file()
+
+
 class ResponseCache:
     """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
     (hits, misses, and what the hits would have cost)."""
 
     opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
     after_refusal = "the request is made again and the entry rewritten"
+    shipped: type[ResponseCache] | None = None  # ShippedRecording, registered below
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -142,8 +150,8 @@ class ResponseCache:
             )
         key = str(path)
         if key not in cls.opened:
-            if is_recording(path):
-                cls.opened[key] = ShippedRecording(path)
+            if is_recording(path) and cls.shipped is not None:
+                cls.opened[key] = cls.shipped(path)
             else:
                 path.mkdir(parents=True, exist_ok=True)
                 cls.opened[key] = cls(path)
@@ -227,16 +235,15 @@ class ResponseCache:
 # recording.json, lists the SHA-256 of every entry file, and an entry is an answer only when its
 # bytes have that hash. The folder is read-only: nothing is added to it, and a request it has no
 # answer for is an error of that case (no model is called, and none can be: there may be no key).
-_RECORDING_MANIFEST = "recording.json"
-_RECORDING_FORMAT = "claude-tool-eval recording 1"
-
-
-class RecordingMiss(Exception):
+class _RecordingMiss(Exception):
     """A request a shipped recording has no answer for (an error of the case)."""
 
 
-def is_recording(folder: str | Path | None) -> bool:
-    return bool(folder) and (Path(str(folder)).expanduser() / _RECORDING_MANIFEST).is_file()
+def _read_recording_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"unreadable ({type(exc).__name__})", path) from None
 
 
 class ShippedRecording(ResponseCache):
@@ -277,39 +284,14 @@ class ShippedRecording(ResponseCache):
         with self.lock:
             self.not_kept += 1  # read-only: the session asks no model for a recording's miss
 
-    def missing(self) -> RecordingMiss:
-        return RecordingMiss(
+    def missing(self) -> _RecordingMiss:
+        return _RecordingMiss(
             f"the recording {self.folder.name}/ has no answer for this request (it answers only "
             "the requests it was made from: set ANTHROPIC_API_KEY and drop --cache to run live)"
         )
 
 
-def _read_recording_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"unreadable ({type(exc).__name__})", path) from None
-
-
-def seal_recording(folder: Path, about: str) -> int:
-    """Turns a --cache folder into a shipped recording: its entries' seals dropped (the key is
-    this install's) and a manifest of their hashes written. Returns how many entries it holds."""
-    hashes = {}
-    for path in _cache_files(folder):
-        checked = _check_entry(path)
-        if checked.entry is None:
-            path.unlink()
-            continue
-        entry = {k: v for k, v in checked.entry.items() if k != "seal"}
-        write_json_atomic(path, entry)
-        hashes[path.stem] = hashlib.sha256(path.read_bytes()).hexdigest()
-    manifest = {
-        "format": _RECORDING_FORMAT,
-        "about": about,
-        "entries": dict(sorted(hashes.items())),
-    }
-    write_json_atomic(folder / _RECORDING_MANIFEST, manifest)
-    return len(hashes)
+ResponseCache.shipped = ShippedRecording
 
 
 # ---------------------------------------------------------------------------- cache verify / prune
@@ -358,3 +340,24 @@ def prune_cache(folder: str, unused_days: float | None, dry_run: bool) -> list[s
     return [
         f"{verb} {removed} entr{'y' if removed == 1 else 'ies'} ({freed / 1e6:.1f} MB), kept {kept}"
     ]
+
+
+def seal_recording(folder: Path, about: str) -> int:
+    """Turns a --cache folder into a shipped recording: its entries' seals dropped (the key is
+    this install's) and a manifest of their hashes written. Returns how many entries it holds."""
+    hashes = {}
+    for path in _cache_files(folder):
+        checked = _check_entry(path)
+        if checked.entry is None:
+            path.unlink()
+            continue
+        entry = {k: v for k, v in checked.entry.items() if k != "seal"}
+        write_json_atomic(path, entry)
+        hashes[path.stem] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest = {
+        "format": _RECORDING_FORMAT,
+        "about": about,
+        "entries": dict(sorted(hashes.items())),
+    }
+    write_json_atomic(folder / _RECORDING_MANIFEST, manifest)
+    return len(hashes)

@@ -30,6 +30,7 @@ from ..sinks import terminal_text, wrote_line
 from ..stopping import interrupted_exit_code
 
 __all__ = [
+    "KEYLESS_COMMAND",
     "FolderWrites",
     "check_auto_runs",
     "check_crowd_options",
@@ -54,6 +55,11 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 
+# The quick start's first command: the example suite answered from the recording shipped beside
+# it (a read-only --cache folder, cache.py), so it needs no key.
+KEYLESS_COMMAND = "python evaluator.py --csv examples/test_queries.csv --cache examples/recording"
+
+
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError(
@@ -62,11 +68,6 @@ def require_api_key() -> None:
             f"without one, `{KEYLESS_COMMAND}` replays a recorded run of the example suite, and "
             "--dry-run prices a run without calling the model",
         )
-
-
-# The quick start's first command: the example suite answered from the recording shipped beside
-# it (a read-only --cache folder, cache.py), so it needs no key.
-KEYLESS_COMMAND = "python evaluator.py --csv examples/test_queries.csv --cache examples/recording"
 
 
 def _announce_recording(folder: str) -> None:
