@@ -32,6 +32,9 @@ from .sinks import terminal_text
 __all__ = [
     "CACHE_SAMPLE",
     "ResponseCache",
+    "ShippedRecording",
+    "is_recording",
+    "seal_recording",
     "prune_cache",
     "seal_of",
     "verify_cache",
@@ -171,10 +174,11 @@ class _EntryCheck:
     sealed_by: str = ""  # which key sealed it (see _sealed_by), when it was read that far
 
 
-def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
+def _check_entry(path: Path, key: str | None = None, sealed: bool = True) -> _EntryCheck:
     """Whether the file at path is a sound entry (for the request `key`, by default the one its
     name says): a bounded size, parseable, bounded nesting, this format, naming that request,
-    sealed with this folder's key."""
+    sealed with this folder's key (a shipped recording's entries are checked by their hashes
+    instead: `sealed` False)."""
     key = key or path.stem
     try:
         status = path.lstat()
@@ -201,8 +205,9 @@ def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
         )
     if entry.get("request") != key:
         return _EntryCheck(None, "it answers another request (copied or renamed)")
-    if not isinstance(entry.get("seal"), str) or not hmac.compare_digest(
-        entry["seal"], seal_of(entry)
+    if sealed and (
+        not isinstance(entry.get("seal"), str)
+        or not hmac.compare_digest(entry["seal"], seal_of(entry))
     ):
         by = _sealed_by(entry)
         if by == _OLD_KEY:
@@ -218,11 +223,21 @@ def _check_entry(path: Path, key: str | None = None) -> _EntryCheck:
     return _EntryCheck(entry, sealed_by=_ENVIRONMENT_KEY if _environment_key() else _INSTALL_KEY)
 
 
+_RECORDING_MANIFEST = "recording.json"
+_RECORDING_FORMAT = "claude-tool-eval recording 1"
+
+
+def is_recording(folder: str | Path | None) -> bool:
+    return bool(folder) and (Path(str(folder)).expanduser() / _RECORDING_MANIFEST).is_file()
+
+
 class ResponseCache:
     """One --cache folder: entries `DIR/ab/abcd....json`, and what this invocation found there
     (hits, misses, and what the hits would have cost)."""
 
     opened: dict[str, ResponseCache] = {}  # one per folder, shared by every runner of a run
+    after_refusal = "the request is made again and the entry rewritten"
+    shipped: type[ResponseCache] | None = None  # ShippedRecording, registered below
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -233,6 +248,7 @@ class ResponseCache:
 
     @classmethod
     def open(cls, folder: str | Path) -> ResponseCache:
+        """The folder's cache (made if missing); a shipped recording when it holds one."""
         path = Path(folder).expanduser().absolute()
         if path.exists() and not path.is_dir():
             raise InputError(
@@ -240,8 +256,11 @@ class ResponseCache:
             )
         key = str(path)
         if key not in cls.opened:
-            path.mkdir(parents=True, exist_ok=True)
-            cls.opened[key] = cls(path)
+            if is_recording(path) and cls.shipped is not None:
+                cls.opened[key] = cls.shipped(path)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                cls.opened[key] = cls(path)
         return cls.opened[key]
 
     @classmethod
@@ -278,7 +297,7 @@ class ResponseCache:
             self.warned.add(path)
         click.echo(
             f"warning: --cache entry {terminal_text(path)} ignored: {terminal_text(problem)}; "
-            "the request is made again and the entry rewritten",
+            f"{self.after_refusal}",
             err=True,
         )
 
@@ -313,6 +332,72 @@ class ResponseCache:
             "not_kept": self.not_kept,
             "saved_usd": round(self.saved_usd, 6),
         }
+
+
+# ---------------------------------------------------------------------------- a shipped recording
+# A first run needs no key: examples/recording is a --cache folder of the quick start's model
+# answers that ships with the repository. Its entries are not sealed (the seal's key is this
+# install's, which a recording made elsewhere cannot know); instead its manifest,
+# recording.json, lists the SHA-256 of every entry file, and an entry is an answer only when its
+# bytes have that hash. The folder is read-only: nothing is added to it, and a request it has no
+# answer for is an error of that case (no model is called, and none can be: there may be no key).
+class _RecordingMiss(Exception):
+    """A request a shipped recording has no answer for (an error of the case)."""
+
+
+def _read_recording_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"unreadable ({type(exc).__name__})", path) from None
+
+
+class ShippedRecording(ResponseCache):
+    """A --cache folder that is a shipped recording (see above): answers, never keeps."""
+
+    after_refusal = "its case is an error (a recording answers only from sound entries)"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        manifest_path = folder / _RECORDING_MANIFEST
+        manifest = parse_json_text(_read_recording_text(manifest_path), manifest_path)
+        entries = manifest.get("entries") if isinstance(manifest, dict) else None
+        if manifest.get("format") != _RECORDING_FORMAT or not isinstance(entries, dict):
+            raise InputError(
+                f"not a {_RECORDING_FORMAT!r} manifest",
+                manifest_path,
+                hint="remake it with seal_recording, or remove it to use the folder as a cache",
+            )
+        self.hashes = {str(k): str(v) for k, v in entries.items()}
+        self.about = str(manifest.get("about", ""))
+
+    def get(self, key: str) -> dict | None:
+        path = self.path(key)
+        try:
+            found = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+        if not hmac.compare_digest(found, self.hashes.get(key, "")):
+            self.refuse(path, "not the file the recording's manifest lists")
+            return None
+        checked = _check_entry(path, key, sealed=False)
+        if checked.entry is None:
+            self.refuse(path, checked.problem or "unreadable")
+            return None
+        return {k: v for k, v in checked.entry.items() if k not in ("format", "request", "seal")}
+
+    def put(self, key: str, entry: dict) -> None:
+        with self.lock:
+            self.not_kept += 1  # read-only: the session asks no model for a recording's miss
+
+    def missing(self) -> _RecordingMiss:
+        return _RecordingMiss(
+            f"the recording {self.folder.name}/ has no answer for this request (it answers only "
+            "the requests it was made from: set ANTHROPIC_API_KEY and drop --cache to run live)"
+        )
+
+
+ResponseCache.shipped = ShippedRecording
 
 
 # ---------------------------------------------------------------------------- cache verify / prune
@@ -366,3 +451,24 @@ def prune_cache(folder: str, unused_days: float | None, dry_run: bool) -> list[s
     return [
         f"{verb} {removed} entr{'y' if removed == 1 else 'ies'} ({freed / 1e6:.1f} MB), kept {kept}"
     ]
+
+
+def seal_recording(folder: Path, about: str) -> int:
+    """Turns a --cache folder into a shipped recording: its entries' seals dropped (the key is
+    this install's) and a manifest of their hashes written. Returns how many entries it holds."""
+    hashes = {}
+    for path in _cache_files(folder):
+        checked = _check_entry(path)
+        if checked.entry is None:
+            path.unlink()
+            continue
+        entry = {k: v for k, v in checked.entry.items() if k != "seal"}
+        write_json_atomic(path, entry)
+        hashes[path.stem] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest = {
+        "format": _RECORDING_FORMAT,
+        "about": about,
+        "entries": dict(sorted(hashes.items())),
+    }
+    write_json_atomic(folder / _RECORDING_MANIFEST, manifest)
+    return len(hashes)

@@ -294,7 +294,10 @@ def _invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> 
         report_input_error(exc)
         return 2
     except (ServerError, FatalApiError, OutputError) as exc:
-        click.echo(error_line(exc), err=True)
+        first, *quoted = str(exc).split("\n")
+        click.echo(error_line(first), err=True)
+        for line in quoted:  # a server's stderr (a traceback): its lines, each escaped
+            click.echo("  " + error_line(line).removeprefix("error: "), err=True)
         return 2
 
 

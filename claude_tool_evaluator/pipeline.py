@@ -26,6 +26,7 @@ from rich.console import Console
 import test_constants as C
 
 from .batches import RunNotStarted
+from .cache import is_recording
 from .errors import FatalApiError, InputError, OutputError
 from .files import (
     batch_ledger_path,
@@ -713,7 +714,7 @@ def run_pipeline(
             f"resuming: {survey.kept} run(s) kept from the earlier run, "
             f"{survey.jobs - survey.kept} to run"
         )
-    if survey.jobs > survey.kept:
+    if survey.jobs > survey.kept and not is_recording(plan.cache):  # a recording calls none
         check_model_endpoint(base_url)  # a dead URL is one line, before any case burns retries
     kept = (
         (

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import test_constants as C
 
-from .cache import CACHE_SAMPLE, ResponseCache
+from .cache import CACHE_SAMPLE, ResponseCache, ShippedRecording
 from .errors import FatalApiError
 from .run_types import Usage, cost_usd
 from .sinks import cap_text
@@ -486,6 +486,9 @@ class CachedModel:
     ) -> ModelReply:
         key = self.cache.key(AnthropicModel.request_params(request), CACHE_SAMPLE.get())
         found = self.cache.get(key)
+        if found is None and isinstance(self.cache, ShippedRecording):
+            self.cache.counted(False)
+            raise self.cache.missing()
         if found is not None:
             reply = ModelReply(
                 found["content"], found["stop_reason"], Usage(**found["usage"]), found["model"]

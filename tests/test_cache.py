@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from conftest import CLAUDE, EXAMPLE_SERVER, ROOT, TEST_API_KEY, invoke, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, text, tool_use, user_query
@@ -230,7 +230,7 @@ def test_the_caching_proxy_and_the_scripted_server_answer_without_nagle(tmp_path
         proxy = CachingProxy(ResponseCache.open(tmp_path / "c"), api.url)
         proxy_seen = accepted_with_nodelay(proxy.server.RequestHandlerClass)
         with proxy:
-            answer = httpx.post(
+            answer = httpx2.post(
                 proxy.url + "/v1/messages",
                 headers={"x-api-key": TEST_API_KEY, "anthropic-version": "2023-06-01"},
                 json={"model": "claude-test", "max_tokens": 5, "messages": [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +20,10 @@ import pytest
 from conftest import (
     CLAUDE,
     EXAMPLE_SERVER,
+    ROOT,
 )
 from fake_anthropic import (
+    claude_code_tool_use,
     user_query,
 )
 from mode_lab import (  # the lab, the scripted models and the helpers several files share
@@ -806,20 +809,56 @@ def _(lab, mode):
     assert any(t["name"].startswith("mcp__") for t in off.requests[0]["tools"])
 
 
+# A server Claude Code starts that is "still connecting" on purpose (tests/servers/held_server.py):
+# it answers `initialize` only once released. Released by the scripted model's first request
+# under no-wait (so the request surely left while it was pending), after a moment by default
+# (Claude Code waits for it, however long the moment is on a busy machine).
+HELD_SERVER = ROOT / "tests" / "servers" / "held_server.py"
+
+
+def releasing(release: Path, model: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    def respond(body: dict) -> dict:
+        release.touch()
+        return model(body)
+
+    return respond
+
+
 @observes("mcp_startup", *(m for m in HARNESS_MODES if m != "redteam"))
 def _(lab, mode):
-    """no-wait: the server is still connecting when Claude Code starts (and the first request
-    lacks its tools); by default Claude Code waits for it."""
-    waited = through_claude_code(lab, mode, "--tool-search", "off")
-    at_once = through_claude_code(lab, mode, "--tool-search", "off", "--mcp-startup", "no-wait")
-    statuses = [
-        {s["status_at_start"] for s in f["servers"].values()} for f in claude_code_facts(waited)
-    ]
-    assert statuses and all(s == {"connected"} for s in statuses)
-    assert {"pending"} in [
-        {s["status_at_start"] for s in f["servers"].values()} for f in claude_code_facts(at_once)
-    ]
-    assert not any(t["name"].startswith("mcp__") for t in at_once.requests[0]["tools"])
+    """no-wait: the held server is still connecting when Claude Code sends its first request
+    (which lacks its tools); by default Claude Code waits for it."""
+    release = lab.fresh("release")
+    held = f"{sys.executable} {HELD_SERVER} {release}"
+    waited = lab.run(
+        *tool_args(lab, mode, "--harness", "claude-code", "--tool-search", "off", "--json",
+                   servers=("--server", held + " --after 1")),
+        model=claude_code_tool_use,
+    )  # fmt: skip
+    release.unlink(missing_ok=True)
+    at_once = lab.run(
+        *tool_args(lab, mode, "--harness", "claude-code", "--tool-search", "off", "--json",
+                   "--mcp-startup", "no-wait", servers=("--server", held)),
+        model=releasing(release, claude_code_tool_use),
+    )  # fmt: skip
+    for run in (waited, at_once):
+        assert run.code in (0, 1) and run.document()["results"], run.output
+
+    def held_status(run: Run) -> list[str]:
+        return [
+            s["status_at_start"]
+            for f in claude_code_facts(run)
+            for name, s in f["servers"].items()
+            if name == "held_server"
+        ]
+
+    assert held_status(waited) and set(held_status(waited)) == {"connected"}, held_status(waited)
+    assert "pending" in held_status(at_once), held_status(at_once)
+    first_offered = {t["name"] for t in at_once.requests[0]["tools"]}
+    assert not any(name.startswith("mcp__held_server__") for name in first_offered)
+    assert any(t["name"].startswith("mcp__held_server__") for t in waited.requests[0]["tools"]), (
+        "by default the held server's tools are there from the first request"
+    )
 
 
 @observes("claude_bin", *HARNESS_MODES)

@@ -36,10 +36,15 @@ import pytest
 from conftest import ROOT, TEST_API_KEY
 from fake_anthropic import (
     ScriptedAnthropic,
+    called_tools,
+    claude_code_tool_use,
     crowd_claude_code,
     crowd_tool_use,
+    deferred_tools,
+    delegation_choice,
     error,
     forced_tool,
+    listed_agents,
     reply,
     text,
     tool_use,
@@ -404,9 +409,43 @@ def model_under_test_answer(body: dict, names: list[str]) -> dict:
     return reply(*[tool_use(named(t), args.get(t, DEFAULT_ARGS.get(t, {}))) for t in expected])
 
 
+# The example plugins' own suites (examples/plugins/*/evals): the shop plugin's agents get the
+# work they describe (fake_anthropic's delegation rule, among the plugin's agents only, so no
+# other README command delegates), and the warehouse-tools plugin's deferred MCP tools are
+# searched for and called (its rule for Claude Code's own room).
+EXAMPLE_PLUGIN_AGENTS = "shop:"
+EXAMPLE_PLUGIN_TOOLS = "mcp__plugin_warehouse-tools_"
+EXAMPLE_PLUGIN_QUERY = "Which warehouse connections do I have?"
+
+
+def example_plugin_answer(body: dict) -> dict | None:
+    if "Agent" in called_tools(body):
+        return reply(text("Done: the agent has the task."))
+    agents = {n: d for n, d in listed_agents(body).items() if n.startswith(EXAMPLE_PLUGIN_AGENTS)}
+    chosen = delegation_choice(user_query(body), agents)
+    if chosen:
+        return reply(
+            tool_use(
+                "Agent",
+                {
+                    "subagent_type": chosen,
+                    "description": "delegated task",
+                    "prompt": user_query(body),
+                },
+            )
+        )
+    names = [*deferred_tools(body), *tool_names(body), *called_tools(body)]
+    if any(n.startswith(EXAMPLE_PLUGIN_TOOLS) for n in names) or (
+        "ToolSearch" in names and user_query(body) == EXAMPLE_PLUGIN_QUERY
+    ):
+        return claude_code_tool_use(body)
+    return None
+
+
 def claude_code_answer(body: dict) -> dict:
     """The model behind `claude -p`: uses a skill for its own trigger positives (and the skill
-    tests), answers everything else without tools."""
+    tests), works with the example plugins' agents and tools, answers everything else without
+    tools."""
     query = user_query(body)
     if ends_with_tool_result(body):
         return reply(text(CLAUDE_CODE_ANSWER))
@@ -568,6 +607,9 @@ def responder(body: dict) -> dict:
                 f"the simulated user should use {C.DEFAULT_USER_MODEL}",
             )
         return simulated_user_answer(body)
+    plugin_answer = example_plugin_answer(body)
+    if plugin_answer is not None:
+        return plugin_answer
     names = tool_names(body)
     if any(
         n == "get_existing_connections" or n.endswith("__get_existing_connections") for n in names
@@ -992,6 +1034,9 @@ def test_every_file_a_readme_command_writes_is_git_ignored():
             if a in ("--artifacts", "--record", "--results-dir", "--cache")
         )
     written.add("results")  # python run_tests.py's default --results-dir
+    # a shipped recording (a read-only --cache folder, tests/test_keyless.py) is read, not written
+    written.discard("examples/recording")
+    assert (ROOT / "examples" / "recording" / "recording.json").is_file()
     for path in sorted(written):
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
         assert ignored.returncode == 0, f"{path}: a README command writes it, .gitignore misses it"

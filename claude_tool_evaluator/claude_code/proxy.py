@@ -98,10 +98,11 @@ class CachingProxy:
     def __init__(self, cache: ResponseCache, upstream: str) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        import httpx
+        # httpx2: the HTTP client the anthropic and mcp SDKs themselves use (declared beside them)
+        import httpx2
 
         self.cache, self.upstream = cache, upstream.rstrip("/")
-        self.client = httpx.Client(timeout=C.DEFAULT_REQUEST_TIMEOUT)
+        self.client = httpx2.Client(timeout=C.DEFAULT_REQUEST_TIMEOUT)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -32,6 +32,7 @@ __all__ = [
     "die_with_parent",
     "dying_with_parent",
     "end_descendants",
+    "fastmcp_hint",
     "kill_process_group",
     "load_server_object",
     "run_marker",
@@ -187,6 +188,20 @@ def end_descendants(leader: int, marker: str) -> list[int]:
     return ended
 
 
+# The import every tutorial of mcp 1.x shows; mcp 2.x (which this project pins) renamed it.
+_FASTMCP_IMPORT = "mcp.server.fastmcp"
+
+
+def fastmcp_hint(failure: str) -> str:
+    """A hint for a server that failed on the FastMCP rename, else nothing."""
+    if _FASTMCP_IMPORT not in failure:
+        return ""
+    return (
+        " (hint: mcp 2.x renamed FastMCP: `from mcp.server.mcpserver import MCPServer`; "
+        "examples/plugins/warehouse-tools/server.py is a minimal server in that style)"
+    )
+
+
 def load_server_object(spec: ServerSpec) -> Any:
     """Imports an in-process MCP server: `path.py[:attr]` or `package.module[:attr]`."""
     from mcp.server.lowlevel import Server
@@ -207,7 +222,8 @@ def load_server_object(spec: ServerSpec) -> Any:
             module = importlib.import_module(spec.module)
     except Exception as exc:
         raise ServerError(
-            f"server '{spec.name}': importing {spec.module} failed: {exc.__class__.__name__}: {exc}"
+            f"server '{spec.name}': importing {spec.module} failed: {exc.__class__.__name__}: "
+            f"{exc}{fastmcp_hint(str(exc))}"
         ) from None
     if spec.attr:
         if not hasattr(module, spec.attr):

@@ -28,7 +28,7 @@ import test_constants as C
 from ..errors import InputError, ServerError
 from ..sinks import tail, terminal_text
 from ..stopping import STOPPED_AT_END
-from .processes import dying_with_parent, kill_process_group, load_server_object
+from .processes import dying_with_parent, fastmcp_hint, kill_process_group, load_server_object
 
 __all__ = [
     "ServerConnection",
@@ -466,9 +466,10 @@ class ServerConnection:
             "sse": spec.url,
             "module": spec.module,
         }[spec.kind]
-        message = f"MCP server '{spec.name}' ({target}) {what}"
+        message = f"MCP server '{spec.name}' ({target}) {what}" + fastmcp_hint(self.stderr_tail())
         stderr = self.stderr_tail()
-        return message + (f"; its stderr ends with: {stderr}" if stderr else "")
+        # its own lines (a traceback reads as one): the CLI prints each, escaped
+        return message + (f"; its stderr ends with:\n{stderr}" if stderr else "")
 
     async def close(self, grace: float = 10) -> None:
         self._stop.set()

@@ -595,6 +595,29 @@ def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
     return lines
 
 
+# What makes a folder a plugin for Claude Code: its manifest (optional there), or one of the parts
+# it loads from a plugin folder, or an eval suite.
+_PLUGIN_PARTS = (".claude-plugin", "skills", "agents", "commands", "hooks", ".mcp.json", "evals")
+
+
+def _refuse_non_plugin(folder: Path) -> None:
+    """One line for a folder that holds none of a plugin's parts (a folder of plugins, say),
+    naming the plugins inside it."""
+    if any((folder / part).exists() for part in _PLUGIN_PARTS):
+        return
+    inside = sorted(
+        p.name for p in folder.iterdir() if p.is_dir() and (p / ".claude-plugin").is_dir()
+    )
+    raise InputError(
+        "not a plugin: no .claude-plugin/plugin.json, skills/, agents/, commands/, hooks/, "
+        ".mcp.json or evals/ in it",
+        folder,
+        hint=f"give one of the plugins in it: {', '.join(inside)}"
+        if inside
+        else "give the folder holding .claude-plugin/",
+    )
+
+
 def load_plugin(folder: Path) -> Plugin:
     """The plugin at `folder` with every case of its suite; every problem in the suite is one
     line naming its file (InputProblems), before anything runs."""
@@ -603,6 +626,7 @@ def load_plugin(folder: Path) -> Plugin:
         raise InputError(
             "not a plugin folder", folder, hint="give the folder holding .claude-plugin/"
         )
+    _refuse_non_plugin(folder)
     if not resolves_inside(folder / PLUGIN_MANIFEST, folder):
         raise InputError(
             f"resolves outside the plugin (to {(folder / PLUGIN_MANIFEST).resolve()})",

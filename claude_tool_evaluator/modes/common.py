@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 from rich.console import Console
 
+from ..cache import is_recording
 from ..engine import SimulatedUser, StdinLines, TerminalUser
 from ..errors import EvalError, InputError, InputProblems, UsageProblem
 from ..files import resolves_inside, write_json_atomic, write_text_atomic
@@ -31,6 +33,7 @@ from ..stopping import interrupted_exit_code
 from ..trust import plugin_code, require_trust, trusted
 
 __all__ = [
+    "KEYLESS_COMMAND",
     "FolderWrites",
     "check_auto_runs",
     "check_crowd_options",
@@ -56,11 +59,18 @@ if TYPE_CHECKING:
     from ..settings import PluginTrust, Settings
 
 
+# The quick start's first command: the example suite answered from the recording shipped beside
+# it (a read-only --cache folder, cache.py), so it needs no key.
+KEYLESS_COMMAND = "python evaluator.py --csv examples/test_queries.csv --cache examples/recording"
+
+
 def require_api_key() -> None:
     if not api_key_from_env():
         raise InputError(
             "ANTHROPIC_API_KEY is not set",
-            hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com",
+            hint="export ANTHROPIC_API_KEY=sk-ant-..., with a key from https://console.anthropic.com; "
+            f"without one, `{KEYLESS_COMMAND}` replays a recorded run of the example suite, and "
+            "--dry-run prices a run without calling the model",
         )
 
 
@@ -79,6 +89,15 @@ def _plugin_config_folder(mcp_config: str | None) -> Path | None:
     folder = Path(mcp_config)
     return (
         folder if (folder / PLUGIN_MANIFEST).is_file() or (folder / ".mcp.json").is_file() else None
+    )
+
+
+def _announce_recording(folder: str) -> None:
+    """The one line saying a run is a replay (no model is called)."""
+    click.echo(
+        f"replay: the model's answers come from the recording {terminal_text(folder)} "
+        "(no model is called; a request it lacks is an error of its case)",
+        err=True,
     )
 
 
@@ -105,7 +124,9 @@ def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
             named.server_url,
             named.transport,
         )
-    if needs_key and not settings.run_plan.dry_run:
+    if is_recording(settings.run_plan.cache) and not settings.run_plan.dry_run:
+        _announce_recording(str(settings.run_plan.cache))
+    elif needs_key and not settings.run_plan.dry_run:
         require_api_key()
     return servers
 
