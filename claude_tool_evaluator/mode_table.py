@@ -136,6 +136,11 @@ _PLUGIN_OPTIONS = frozenset(
         "case",
         "keep_events",
         "scaffold",
+        "allow_tools",
+        "disallow_tools",
+        "eval_dir",
+        "tag",
+        "threshold",
     }
 )
 

@@ -18,6 +18,7 @@ import prompts
 import test_constants as C
 
 from .answers import answer_match_problem, normalize_answer_match
+from .claude_code.process import tool_grants
 from .loaders.servers import SERVER_TRANSPORTS
 
 __all__ = [
@@ -106,6 +107,14 @@ def _answer_match_option(
     if problem and "expected answer" not in problem:
         raise click.BadParameter(problem.removeprefix("answer_match "))
     return normalize_answer_match(value)
+
+
+def _tool_grants_option(
+    context: click.Context | None, parameter: click.Parameter | None, value: Sequence[str]
+) -> tuple[str, ...]:
+    """--allow-tools / --disallow-tools: one parser for both forms (`Bash,Write` and Claude
+    Code's `Bash Write 'Bash(npm test:*)'`, repeatable)."""
+    return tool_grants(value or ())
 
 
 def _shard_option(
@@ -738,11 +747,14 @@ OPTIONS: list[Option] = [
     option(
         TASKS,
         "--allow-tools",
-        metavar="Bash,Write,Edit",
-        help="Task runs may use these tools (off by default; any of "
-        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary project only, "
+        multiple=True,
+        callback=_tool_grants_option,
+        metavar="TOOLS",
+        help="Tools runs may use, in Claude Code's syntax (`Bash,Write`, or space-separated and "
+        "repeatable; `Tool(pattern:*)`, `mcp__server__*`). Task runs: any of "
+        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}, file tools inside their temporary project only, "
         "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
-        "unless --unconfined).",
+        "unless --unconfined). plugin: the operator's grant, as claude plugin eval --allow-tools.",
     ),
     option(
         TASKS,
@@ -1054,6 +1066,22 @@ OPTIONS += [
         metavar="GLOB",
         help="plugin: only the cases whose name matches (as claude plugin eval --case; "
         "repeatable).",
+    ),
+    option(
+        _PLUGINS,
+        "--disallow-tools",
+        multiple=True,
+        callback=_tool_grants_option,
+        metavar="TOOLS",
+        help="plugin: tools kept from Claude in every case, even if granted (as claude plugin "
+        "eval --disallow-tools; Claude Code's syntax, space- or comma-separated, repeatable).",
+    ),
+    option(
+        _PLUGINS,
+        "--eval-dir",
+        metavar="DIR",
+        help="plugin: the folder below the target that holds the eval cases (default: the "
+        "manifest's experimental.evals, else evals/), as claude plugin eval --eval-dir.",
     ),
     option(
         _PLUGINS,

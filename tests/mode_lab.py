@@ -169,6 +169,8 @@ SAMPLES: dict[str, list[str]] = {
     "replay": ["--replay", "cassettes"],
     "replay_miss": ["--replay-miss", "live"],
     "allow_tools": ["--allow-tools", "Write"],
+    "disallow_tools": ["--disallow-tools", "Agent"],
+    "eval_dir": ["--eval-dir", "evals"],
     "artifacts": ["--artifacts", "artifacts"],
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],

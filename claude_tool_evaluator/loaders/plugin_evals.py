@@ -9,8 +9,10 @@ results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ __all__ = [
     "installed_plugins",
     "load_case",
     "load_plugin",
+    "plugin_name_of",
     "python_pattern",
     "resolve_plugin",
 ]
@@ -138,6 +141,9 @@ class PluginCase:
     scaffold_script: str | None = None
     source: Path | None = None  # the file the case's prompt came from
     not_honoured: list[str] = field(default_factory=list)  # fields read but not acted on here
+    # the plugin folders the arm with the plugin loads: the case's `plugins:` (paths from its
+    # folder), else the target when it is a plugin (a root suite's case without any: none)
+    plugins: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -152,6 +158,13 @@ class Plugin:
     agents: list[str]
     eval_dir: Path
     cases: list[PluginCase] = field(default_factory=list)
+    # the case files Claude Code would not load either: each skipped with its one line
+    skipped: list[InputError] = field(default_factory=list)
+
+    @property
+    def is_plugin(self) -> bool:
+        """Whether the target is a plugin (a manifest); else a suite root whose cases name theirs."""
+        return bool(self.manifest)
 
     @property
     def mcp_config(self) -> Path | None:
@@ -438,6 +451,10 @@ def load_case(folder: Path) -> PluginCase | None:
     ]
     if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
         not_honoured.append("mocks/")
+    plugins = [
+        (folder / entry).resolve()
+        for entry in _string_list(top.get("plugins"), "plugins", where, 1)
+    ]
     return PluginCase(
         name=str(top.get("name") or folder.name),
         folder=folder,
@@ -465,41 +482,81 @@ def load_case(folder: Path) -> PluginCase | None:
         else None,
         source=source,
         not_honoured=not_honoured,
+        plugins=plugins,
+    )
+
+
+def plugin_name_of(folder: Path) -> str:
+    """A plugin's name as Claude Code names it: the manifest's `name`, else its folder's."""
+    manifest, _ = read_plugin_manifest(folder)
+    name = manifest.get("name")
+    return name if isinstance(name, str) and name else folder.name
+
+
+def _shipped(folder: Path) -> tuple[str, list[str], list[str], list[str]]:
+    """A plugin folder's name, skills, commands and agents."""
+    return (
+        plugin_name_of(folder),
+        _shipped_names(folder, "skills"),
+        _shipped_names(folder, "commands"),
+        _shipped_names(folder, "agents"),
     )
 
 
 def _static_findings(plugin: Plugin) -> list[InputError]:
     """What `claude plugin validate` would say before any run: a slash command or a
-    `plugin:agent` the plugin does not ship."""
+    `plugin:agent` that the plugin the case loads does not ship."""
     findings = []
     for case in plugin.cases:
         where = case.source or case.folder
+        loaded = {name: parts for name, *parts in map(_shipped, case.plugins)}
         command = _SLASH_COMMAND.match(case.prompt)
-        if command and command.group(1) == plugin.name:
-            name = command.group(2)
-            if name not in plugin.commands and name not in plugin.skills:
+        if command and command.group(1) in loaded:
+            owner, name = command.group(1), command.group(2)
+            skills, commands, _ = loaded[owner]
+            if name not in commands and name not in skills:
                 findings.append(
                     InputError(
-                        f"/{plugin.name}:{name}: the plugin ships no command or skill {name!r}",
+                        f"/{owner}:{name}: the plugin ships no command or skill {name!r}",
                         where,
-                        hint=f"its commands: {', '.join(plugin.commands) or 'none'}",
+                        hint=f"its commands: {', '.join(commands) or 'none'}",
                     )
                 )
         for grader in case.graders:
             if grader.kind != "tool_used" or grader.get("tool") != "Agent":
                 continue
             for prefix, agent in _AGENT_REFERENCE.findall(str(grader.get("input_match") or "")):
-                if prefix == plugin.name and agent not in plugin.agents:
+                if prefix in loaded and agent not in loaded[prefix][2]:
                     findings.append(
                         InputError(
                             f"grader {grader.name!r} names agent {prefix}:{agent}, which the "
                             "plugin does not ship",
                             grader.source,
                             grader.line,
-                            f"its agents: {', '.join(plugin.agents) or 'none'}",
+                            f"its agents: {', '.join(loaded[prefix][2]) or 'none'}",
                         )
                     )
     return findings
+
+
+def _outside_target(plugin: Plugin, case: PluginCase) -> list[InputError]:
+    """A case may load plugins inside the target folder's tree only (a `plugins:` path that
+    leaves it would load code from anywhere on the machine), and only folders."""
+    problems = []
+    for folder in case.plugins:
+        if not folder.is_relative_to(plugin.folder):
+            problems.append(
+                InputError(
+                    f"plugins: {folder} is outside {plugin.folder}",
+                    case.source or case.folder,
+                    hint="a case may name plugins inside the target folder only",
+                )
+            )
+        elif not folder.is_dir():
+            problems.append(
+                InputError(f"plugins: {folder} is not a folder", case.source or case.folder)
+            )
+    return problems
 
 
 def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
@@ -532,9 +589,25 @@ def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
     return lines
 
 
-def load_plugin(folder: Path) -> Plugin:
-    """The plugin at `folder` with every case of its suite; every problem in the suite is one
-    line naming its file (InputProblems), before anything runs."""
+def _eval_dir(folder: Path, manifest: dict[str, Any], named: str | None) -> Path:
+    """--eval-dir (a folder below the target), else the manifest's, else `evals/`."""
+    if not named:
+        return eval_dir_of(folder, manifest)
+    found = (folder / named).resolve()
+    if not found.is_relative_to(folder):
+        raise InputError(f"--eval-dir {named}: outside {folder}", hint="name a folder below it")
+    return found
+
+
+def load_plugin(
+    folder: Path, eval_dir: str | None = None, case_globs: Sequence[str] = ()
+) -> Plugin:
+    """The target at `folder` (a plugin, or a suite root whose cases name their plugins with
+    `plugins:`) with every case of its suite. As Claude Code: a case file it cannot load is
+    skipped (Plugin.skipped, one line each) and the rest runs; no case left, or a suite-wide
+    problem (a case's plugin outside the target, a command the plugin does not ship), is one
+    line per problem (InputProblems) before anything runs. With `case_globs` (--case), only the
+    case folders whose name matches are read, as Claude Code reads only those."""
     folder = folder.resolve()
     if not folder.is_dir():
         raise InputError(
@@ -549,33 +622,42 @@ def load_plugin(folder: Path) -> Plugin:
         skills=_shipped_names(folder, "skills"),
         commands=_shipped_names(folder, "commands"),
         agents=_shipped_names(folder, "agents"),
-        eval_dir=eval_dir_of(folder, manifest),
+        eval_dir=_eval_dir(folder, manifest, eval_dir),
     )
     if not plugin.eval_dir.is_dir():
         raise InputError(
             "the plugin has no eval suite",
             plugin.eval_dir,
-            hint="add evals/<case>/prompt.md with graders/, or name the folder in the manifest's "
-            "experimental.evals",
+            hint="add evals/<case>/prompt.md with graders/, name the folder in the manifest's "
+            "experimental.evals, or give --eval-dir",
         )
     problems: list[InputError] = []
     for case_folder in sorted(p for p in plugin.eval_dir.iterdir() if p.is_dir()):
         if case_folder.name.startswith(".") or case_folder.name in ("results", "mocks"):
             continue
+        if case_globs and not any(fnmatch.fnmatchcase(case_folder.name, g) for g in case_globs):
+            continue
         try:
             case = load_case(case_folder)
         except InputProblems as exc:
-            problems.extend(exc.problems)
+            plugin.skipped.extend(exc.problems)
             continue
         except InputError as exc:
-            problems.append(exc)
+            plugin.skipped.append(exc)
             continue
-        if case is not None:
-            plugin.cases.append(case)
-    problems += _static_findings(plugin)
-    if problems:
-        raise InputProblems(problems)
+        if case is None:
+            continue
+        if not case.plugins and plugin.is_plugin:
+            case.plugins = [folder]
+        problems += _outside_target(plugin, case)
+        plugin.cases.append(case)
+    if not problems:
+        problems += _static_findings(plugin)
+    if problems:  # the skipped files said beside what stops the run: all fixed at once
+        raise InputProblems(plugin.skipped + problems)
     if not plugin.cases:
+        if plugin.skipped:
+            raise InputProblems(plugin.skipped)
         raise InputError("the eval suite has no cases", plugin.eval_dir)
     return plugin
 

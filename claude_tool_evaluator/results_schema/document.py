@@ -327,6 +327,7 @@ class PluginRunResult(Record):
     delegations: list[str] = []
     hooks: list[str] = []
     mcp_calls: list[str] = []
+    plugins: list[str] = []  # the plugin folders the run loaded (the arm with it: the case's)
     events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
     fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
     verdict: VerdictRecord | None = None

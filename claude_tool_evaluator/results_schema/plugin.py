@@ -38,6 +38,7 @@ class PluginCaseRecord(Record):
     runs_per_arm: int = 0
     tags: list[str] = []
     graders: list[PluginGraderRecord] = []
+    plugins: list[str] = []  # what the arm with the plugin loads: the case's plugins (folders)
 
 
 class PluginConfigurationRecord(Record):

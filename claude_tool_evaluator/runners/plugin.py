@@ -35,11 +35,12 @@ from ..claude_code import (
     project_files,
     run_claude_process,
 )
+from ..claude_code.process import tool_grants
 from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
 from ..errors import InputError
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
-from ..loaders.plugin_evals import Plugin, PluginCase
+from ..loaders.plugin_evals import Plugin, PluginCase, plugin_name_of
 from ..loaders.servers import plugin_server_names
 from ..pipeline import Job
 from ..redaction import Redactor
@@ -117,33 +118,53 @@ class PluginRunPlan:
     base_url: str | None = None
     # --distractors installed: the user's other plugins, loaded in both arms beside it
     others: tuple[Path, ...] = ()
-    scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
+    scaffold: bool = False  # --scaffold: each case's scaffold_script runs first
+    allow_tools: tuple[str, ...] = ()  # --allow-tools: the operator's grant (Claude Code's syntax)
+    disallow_tools: tuple[str, ...] = ()  # --disallow-tools: kept away in every case
     fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
+    digests: dict[Path, str] = field(default_factory=dict)
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
 
-    @functools.cached_property
-    def loaded_digests(self) -> list[str]:
-        """The plugin's digest, then each other plugin's, read once for every case."""
-        return [_folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+    def digest(self, folder: Path) -> str:
+        """A loaded plugin's digest, read once for every case that loads it."""
+        if folder not in self.digests:
+            self.digests[folder] = _folder_digest(folder)
+        return self.digests[folder]
 
     @property
     def arms(self) -> tuple[str, ...]:
         return ARMS if self.ablation else ("with",)
 
     def settings(self, case: PluginCase) -> ClaudeCliSettings:
-        """A case's `claude -p` settings: its model, turns and timeout; its allowed_tools come
-        off the locked-down disallowed list (Bash then runs in Claude Code's sandbox)."""
-        allowed = tuple(t for t in case.allowed_tools if t in C.CLAUDE_DISALLOWED_TOOLS)
+        """A case's `claude -p` settings as `claude plugin eval` (2.1.332) makes them: its model,
+        turns and timeout; don't-ask mode, the case's allowed_tools and the operator's grants
+        pre-approved (a Skill the case lists runs), a locked-down tool they name off the
+        disallowed list (Bash then runs in Claude Code's sandbox; named with a pattern, only the
+        pattern is approved), and --disallow-tools with the case's disallowed_tools kept away."""
+        grants = tool_grants([*case.allowed_tools, *self.allow_tools])
+        kept_away = tool_grants([*self.disallow_tools, *case.disallowed_tools])
+        granted = [g for g in grants if g not in kept_away]
+        whole = tuple(t for t in granted if t in C.CLAUDE_DISALLOWED_TOOLS)
+        patterned = tuple(
+            dict.fromkeys(
+                base
+                for t in granted
+                if (base := t.split("(")[0]) in C.CLAUDE_DISALLOWED_TOOLS and base != t
+            )
+        )
         return ClaudeCliSettings(
             binary=self.binary,
             model=case.model or self.model,
             max_turns=case.max_turns,
             timeout=float(case.timeout_seconds),
             base_url=self.base_url,
-            allow_tools=allowed,
-            sandbox="Bash" in allowed,
+            allow_tools=whole,
+            sandbox="Bash" in whole or "Bash" in patterned,
+            allowed_rules=tuple(t for t in granted if t not in whole),
+            ungated=tuple(t for t in patterned if t not in kept_away),
+            disallowed_rules=tuple(t for t in kept_away if t not in C.CLAUDE_DISALLOWED_TOOLS),
         )
 
     def fingerprint(self, case: PluginCase, arm: str) -> str:
@@ -158,8 +179,10 @@ class PluginRunPlan:
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
-                self.loaded_digests[0] if arm == "with" else "",
-                self.loaded_digests[1:],
+                [self.digest(p) for p in case.plugins] if arm == "with" else "",
+                [self.digest(p) for p in self.others],
+                self.allow_tools,
+                self.disallow_tools,
             ]
             self.fingerprints[key] = hashlib.sha256(
                 json.dumps(parts, default=str).encode()
@@ -340,8 +363,11 @@ async def _run_arm(
         ]
         rules: tuple[str, ...] = ()
         if arm == "with":
-            loaded.append(_install_plugin(plan.plugin.folder, plan.plugin.name, home))
-            rules = _plugin_server_rules(plan.plugin.name, plan.plugin.folder)
+            for folder_of_plugin in case.plugins:
+                name = plugin_name_of(folder_of_plugin)
+                loaded.append(_install_plugin(folder_of_plugin, name, home))
+                rules += _plugin_server_rules(name, folder_of_plugin)
+            record.plugins = [str(p) for p in case.plugins]
         settings = replace(
             settings,
             plugin_dirs=tuple(str(p) for p in loaded),
