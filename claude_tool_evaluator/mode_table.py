@@ -141,6 +141,8 @@ _PLUGIN_OPTIONS = frozenset(
         "eval_dir",
         "tag",
         "threshold",
+        "mocks",
+        "allow_real_servers",
     }
 )
 

@@ -109,14 +109,6 @@ def _answer_match_option(
     return normalize_answer_match(value)
 
 
-def _tool_grants_option(
-    context: click.Context | None, parameter: click.Parameter | None, value: Sequence[str]
-) -> tuple[str, ...]:
-    """--allow-tools / --disallow-tools: one parser for both forms (`Bash,Write` and Claude
-    Code's `Bash Write 'Bash(npm test:*)'`, repeatable)."""
-    return tool_grants(value or ())
-
-
 def _shard_option(
     context: click.Context | None, parameter: click.Parameter | None, value: str | None
 ) -> tuple[int, int] | None:
@@ -748,13 +740,12 @@ OPTIONS: list[Option] = [
         TASKS,
         "--allow-tools",
         multiple=True,
-        callback=_tool_grants_option,
+        callback=lambda context, parameter, value: tool_grants(value or ()),  # one parser
         metavar="TOOLS",
-        help="Tools runs may use, in Claude Code's syntax (`Bash,Write`, or space-separated and "
-        "repeatable; `Tool(pattern:*)`, `mcp__server__*`). Task runs: any of "
-        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}, file tools inside their temporary project only, "
-        "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
-        "unless --unconfined). plugin: the operator's grant, as claude plugin eval --allow-tools.",
+        help="Tools runs may use (Claude Code's syntax: `Bash,Write`, `'Bash Write'`, repeatable, "
+        f"`Tool(pattern:*)`). Task runs: any of {', '.join(C.TASK_ALLOWABLE_TOOLS)}, file tools "
+        "in their project only, Bash in Claude Code's sandbox (bubblewrap and socat, or "
+        "--unconfined). plugin: the operator's grant, as claude plugin eval --allow-tools.",
     ),
     option(
         TASKS,
@@ -1071,17 +1062,29 @@ OPTIONS += [
         _PLUGINS,
         "--disallow-tools",
         multiple=True,
-        callback=_tool_grants_option,
+        callback=lambda context, parameter, value: tool_grants(value or ()),  # one parser
         metavar="TOOLS",
-        help="plugin: tools kept from Claude in every case, even if granted (as claude plugin "
-        "eval --disallow-tools; Claude Code's syntax, space- or comma-separated, repeatable).",
+        help="plugin: tools kept from Claude in every case, even if granted (Claude Code's syntax).",
     ),
     option(
         _PLUGINS,
         "--eval-dir",
         metavar="DIR",
-        help="plugin: the folder below the target that holds the eval cases (default: the "
-        "manifest's experimental.evals, else evals/), as claude plugin eval --eval-dir.",
+        help="plugin: the cases' folder below the target (default: the manifest's, else evals/).",
+    ),
+    option(
+        _PLUGINS,
+        "--mocks",
+        type=click.Choice(C.MOCK_MODES),
+        default=C.DEFAULT_MOCKS,
+        show_default=True,
+        help="plugin: record: mocks/ stand in for MCP servers (unmocked: not started); off: none.",
+    ),
+    option(
+        _PLUGINS,
+        "--allow-real-servers",
+        is_flag=True,
+        help="plugin, --mocks record: also start the real servers that have no mock (as you).",
     ),
     option(
         _PLUGINS,
@@ -1093,8 +1096,7 @@ OPTIONS += [
         _PLUGINS,
         "--scaffold",
         is_flag=True,
-        help="plugin: run each case's scaffold_script (bash, as you: only for suites you trust) "
-        "in the run's working folder first, as claude plugin eval --scaffold does.",
+        help="plugin: run each case's scaffold_script first (bash, as you: trusted suites only).",
     ),
     option(
         _PLUGINS,

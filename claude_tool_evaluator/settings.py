@@ -447,6 +447,8 @@ class _PluginEvals:
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs first
     disallow_tools: tuple[str, ...] = ()  # --disallow-tools: kept from Claude in every case
     eval_dir: str | None = None  # --eval-dir DIR: the cases' folder below the target
+    mocks: str = C.DEFAULT_MOCKS  # --mocks record|off: the suite's mocks stand in for servers
+    allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start (record)
 
 
 @dataclass(frozen=True)

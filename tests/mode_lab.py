@@ -171,6 +171,8 @@ SAMPLES: dict[str, list[str]] = {
     "allow_tools": ["--allow-tools", "Write"],
     "disallow_tools": ["--disallow-tools", "Agent"],
     "eval_dir": ["--eval-dir", "evals"],
+    "mocks": ["--mocks", "off"],
+    "allow_real_servers": ["--allow-real-servers"],
     "artifacts": ["--artifacts", "artifacts"],
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],

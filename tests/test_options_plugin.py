@@ -19,11 +19,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import (
     CLAUDE,
+    ROOT,
 )
 from fake_anthropic import (
     ScriptedAnthropic,
     error,
     forced_tool,
+    mock_plugin_claude_code,
     user_query,
 )
 from mode_lab import (  # the lab, the scripted models and the helpers several files share
@@ -420,6 +422,54 @@ def _(lab, mode):
     assert strict.code == 1 and "below the threshold (score 1)" in strict.output, strict.output
     lenient = lab.run(*line, "none", "--threshold", "0.3", model=plugin_model, cached=True)
     assert lenient.code == 0, lenient.output
+
+
+def server_runs(lab: Lab) -> dict[str, tuple[Run, set[str]]]:
+    """tests/plugin_corpus/mocked-plugin with two real servers that only touch a marker each:
+    `stock` (mocked) and `prices` (no mock); 01-suite-mock once with the plugin, by default,
+    with --mocks off and with --allow-real-servers."""
+    if "plugin-servers" not in lab.cache:
+        folder = lab.root / "plugin-servers" / "larder"
+        shutil.copytree(ROOT / "tests" / "plugin_corpus" / "mocked-plugin", folder)
+        stock, prices = folder.parent / "stock-started", folder.parent / "prices-started"
+        servers = {
+            name: {"command": "sh", "args": ["-c", f'touch "{marker}"']}
+            for name, marker in (("stock", stock), ("prices", prices))
+        }
+        (folder / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        line = ["plugin", folder, "--case", "01-suite-mock", "--ablation", "none", "--json"]
+        runs = {}
+        for name, more in (
+            ("record", ()),
+            ("off", ("--mocks", "off")),
+            ("real", ("--allow-real-servers",)),
+        ):
+            for marker in (stock, prices):
+                marker.unlink(missing_ok=True)
+            run = lab.run(*line, *more, model=mock_plugin_claude_code)
+            runs[name] = run, {m.name for m in (stock, prices) if m.exists()}
+        lab.cache["plugin-servers"] = runs
+    return lab.cache["plugin-servers"]
+
+
+@observes("mocks", "plugin")
+def _(lab, mode):
+    (mocked, started_mocked), (real, started_real) = (
+        server_runs(lab)["record"],
+        server_runs(lab)["off"],
+    )
+    assert mocked.code == 0 and started_mocked == set(), mocked.output
+    assert mocked.document()["results"][0]["mocks"]["calls"]["total"] == 1
+    assert started_real == {"stock-started", "prices-started"}, real.output
+    assert real.document()["results"][0]["mocks"] is None and real.code == 1
+
+
+@observes("allow_real_servers", "plugin")
+def _(lab, mode):
+    runs = server_runs(lab)
+    assert runs["record"][1] == set()
+    allowed, started = runs["real"]  # the unmocked server starts for real, the mocked one does not
+    assert started == {"prices-started"} and allowed.code == 0, allowed.output
 
 
 @observes("output", "plugin")

@@ -9,6 +9,10 @@ What the scripted server (`plugin_claude_code`) does, by hand:
   02-scale-recipe: recipe-scaler with the plugin (its `tool_used Skill` grader has no arm: a
   with-only indicator under ablation, not scored); `not_contains error` passes in both arms.
   03-weather: no skill either way: `min 0 max 0` passes in both.
+- mocked-plugin (larder; its `stock` server stood in for by mocks, the real one would touch a
+  marker): with the plugin the skill names mcp__plugin_larder_stock__count, deferred: Skill,
+  ToolSearch select:, the tool, then "Done: " and the mock's answer (01: the suite's mock, its
+  template filled with the query; 02: the case's own mock); without it one turn, nothing passes.
 - refused-case: 02-judged-wrongly's llm grader has `target:` (Claude Code refuses the file): it
   is skipped with a line and the exit is 1; 01-tidy-notes runs and passes with the plugin."""
 
@@ -16,12 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
-from fake_anthropic import ScriptedAnthropic, plugin_claude_code
+from fake_anthropic import ScriptedAnthropic, mock_plugin_claude_code, plugin_claude_code
 
 from claude_tool_evaluator.claude_code.process import claude_command, tool_grants
 from claude_tool_evaluator.loaders.plugin_evals import load_case, load_plugin
@@ -86,12 +91,33 @@ def run_ours(api_url: str, folder: Path, target: Path, *args: str) -> tuple[Ran,
     return ran, json.loads(out.read_text())
 
 
-def both_ways(tmp_path_factory: pytest.TempPathFactory, suite: str) -> dict:
+def both_ways(
+    tmp_path_factory: pytest.TempPathFactory, suite: str, target: Path | None = None, model=None
+) -> dict:
     folder = tmp_path_factory.mktemp(suite)
-    with ScriptedAnthropic(responder=plugin_claude_code) as api:
-        ours, our_doc = run_ours(api.url, folder, CORPUS / suite)
-        code, said, theirs = run_claude_plugin_eval(api.url, folder, CORPUS / suite)
+    target = target or CORPUS / suite
+    with ScriptedAnthropic(responder=model or plugin_claude_code) as api:
+        ours, our_doc = run_ours(api.url, folder, target)
+        code, said, theirs = run_claude_plugin_eval(api.url, folder, target)
     return {"ours": ours, "our_doc": our_doc, "code": code, "said": said, "theirs": theirs}
+
+
+def with_marker(tmp_path_factory: pytest.TempPathFactory, suite: str) -> tuple[Path, Path]:
+    """A copy of the suite whose real MCP server would touch a marker file (an absolute path)."""
+    copy = tmp_path_factory.mktemp(f"{suite}-copy") / suite
+    shutil.copytree(CORPUS / suite, copy)
+    marker = copy.parent / "REAL-SERVER-STARTED"
+    command = f'touch "{marker}"; sleep 60'
+    servers = {"mcpServers": {"stock": {"command": "sh", "args": ["-c", command]}}}
+    (copy / ".mcp.json").write_text(json.dumps(servers))
+    return copy, marker
+
+
+@pytest.fixture(scope="module")
+def mocked_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    copy, marker = with_marker(tmp_path_factory, "mocked-plugin")
+    ran = both_ways(tmp_path_factory, "mocked-plugin", copy, mock_plugin_claude_code)
+    return {**ran, "marker": marker}
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +233,27 @@ def test_grants_read_as_claude_code_reads_them_and_reach_the_command_line(tmp_pa
     assert "Bash" not in allowed and "Write" not in allowed
     assert "Write" in disallowed and "Agent" in disallowed and "Bash" not in disallowed
     assert command[command.index("--permission-mode") + 1] == "dontAsk"
+
+
+@needs_claude
+def test_mocks_stand_in_for_the_plugin_s_server_as_in_claude_code(mocked_plugin: dict):
+    ours, theirs = ours_by_run(mocked_plugin["our_doc"]), theirs_by_run(mocked_plugin["theirs"])
+    assert ours == theirs
+    assert all(run[0] for run in ours[("01-suite-mock", "with")] + ours[("02-case-mock", "with")])
+    assert not mocked_plugin["marker"].exists()  # the real server never started, either side
+    assert mocked_plugin["code"] == mocked_plugin["ours"].exit_code == 0
+    runs = {(r["case"], r["arm"]): r for r in mocked_plugin["our_doc"]["results"]}
+    suite_mock = runs[("01-suite-mock", "with")]
+    assert suite_mock["mocks"]["calls"] == {"total": 1, "errors": 0, "unmocked": []}
+    assert suite_mock["mocks"]["servers"] == [
+        {"server": "stock", "kind": "shadow", "tools": [{"tool": "count", "responder": "fixed"}]}
+    ]
+    assert "LARDER-42 units for: How many units of oat" in suite_mock["answer"]
+    assert "CASE-7 units" in runs[("02-case-mock", "with")]["answer"]
+    assert runs[("01-suite-mock", "without")]["mocks"] is None
+    their_runs = {
+        (c["name"], arm): rs[0]
+        for c in mocked_plugin["theirs"]["cases"]
+        for arm, rs in c["arms"].items()
+    }
+    assert their_runs[("01-suite-mock", "with")]["mocks"]["calls"]["total"] == 1

@@ -24,6 +24,8 @@ from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
 
 __all__ = [
     "MAX_RUNS",
+    "MockServerFiles",
+    "MockTool",
     "Plugin",
     "PluginCase",
     "PluginGrader",
@@ -101,6 +103,108 @@ _SLASH_COMMAND = re.compile(r"^/([A-Za-z0-9_.-]+):([A-Za-z0-9_.:-]+)")
 _AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
 
 
+# ---------------------------------------------------------------------------- mocks (Claude Code 2.1.332)
+_MOCK_RESPONDERS = ("fixed",)
+_MOCK_FIELDS = ("type", "expect", "error")
+
+
+@dataclass
+class MockTool:
+    """One mocked tool: what the model sees of it (from `_tools.json`; without one, a permissive
+    schema and no description) and its answer (`<tool>.md`: frontmatter `type: fixed`, optional
+    `expect:` of input fields and `error: true`; the body the answer, `{{input.FIELD}}` filled in).
+    A tool listed without a `<tool>.md` has no answer: a call of it is unmocked."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    answer: str | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
+    error: bool = False
+
+
+@dataclass
+class MockServerFiles:
+    """`mocks/<server>/`: the stand-in for one of a plugin's MCP servers."""
+
+    server: str
+    folder: Path
+    tools: list[MockTool]
+    listed: bool  # whether `_tools.json` gave the tool list
+    warnings: list[str] = field(default_factory=list)
+
+
+def _mock_tool_files(folder: Path) -> dict[str, MockTool]:
+    tools = {}
+    for path in sorted(folder.glob("*.md")):
+        raw = read_text_file(path, "mock")
+        data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), path, required=False)
+        for key in data:
+            if key not in _MOCK_FIELDS:
+                raise InputError(
+                    f"unknown mock field {key!r} (expected one of: {', '.join(_MOCK_FIELDS)})",
+                    path,
+                    frontmatter_line(raw, key),
+                )
+        kind = data.get("type", "fixed")
+        if kind not in _MOCK_RESPONDERS:
+            raise InputError(
+                f"mock type must be {' | '.join(_MOCK_RESPONDERS)}, not {kind!r}",
+                path,
+                frontmatter_line(raw, "type"),
+            )
+        expect = data.get("expect") or {}
+        if not isinstance(expect, dict):
+            raise InputError("expect must map input fields to values", path)
+        tools[path.stem] = MockTool(
+            path.stem, answer=body.strip(), expect=expect, error=data.get("error") is True
+        )
+    return tools
+
+
+def _mock_server(folder: Path) -> MockServerFiles:
+    """One server's mocks: `_tools.json` (`{"tools": [{name, description, inputSchema}]}`) and
+    each `<tool>.md`; a tool answered but not listed is served as Claude Code serves it, with a
+    permissive schema and no description, and a warning says so."""
+    answers = _mock_tool_files(folder)
+    listing = folder / "_tools.json"
+    server = MockServerFiles(folder.name, folder, [], listing.is_file())
+    if listing.is_file():
+        try:
+            data = json.loads(read_text_file(listing, "mock tool list"))
+        except ValueError:
+            raise InputError("not valid JSON", listing, 1) from None
+        entries = data.get("tools") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise InputError('must be {"tools": [{name, description, inputSchema}]}', listing, 1)
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise InputError("each tool needs a name", listing, 1)
+            answered = answers.pop(entry["name"], None) or MockTool(entry["name"])
+            answered.description = str(entry.get("description") or "") or None
+            schema = entry.get("inputSchema")
+            answered.input_schema = schema if isinstance(schema, dict) else {"type": "object"}
+            server.tools.append(answered)
+    for name, tool in answers.items():
+        server.tools.append(tool)
+        server.warnings.append(
+            f"mocks/{folder.name}/{name}: no _tools.json lists it: served with a permissive "
+            "schema and no description"
+        )
+    return server
+
+
+def _case_mocks(eval_dir: Path, case_folder: Path) -> dict[str, MockServerFiles]:
+    """The mocks a case's runs serve, by server: the suite's `EVALDIR/mocks/<server>/`, each
+    overridden by the case's own `CASE/mocks/<server>/`."""
+    found: dict[str, MockServerFiles] = {}
+    for base in (eval_dir / "mocks", case_folder / "mocks"):
+        if base.is_dir():
+            for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+                found[folder.name] = _mock_server(folder)
+    return found
+
+
 @dataclass
 class ToolStep:
     """One side of a tool_order grader: a tool, and a regex its input (as JSON) must match."""
@@ -144,6 +248,7 @@ class PluginCase:
     # the plugin folders the arm with the plugin loads: the case's `plugins:` (paths from its
     # folder), else the target when it is a plugin (a root suite's case without any: none)
     plugins: list[Path] = field(default_factory=list)
+    mocks: dict[str, MockServerFiles] = field(default_factory=dict)  # by server (see _case_mocks)
 
 
 @dataclass
@@ -449,8 +554,6 @@ def load_case(folder: Path) -> PluginCase | None:
     not_honoured = [f"context.{k}" for k in context if context[k] and k != "scaffold_script"] + [
         f"execution.{k}" for k in _NOT_HONOURED_EXECUTION if execution.get(k)
     ]
-    if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
-        not_honoured.append("mocks/")
     plugins = [
         (folder / entry).resolve()
         for entry in _string_list(top.get("plugins"), "plugins", where, 1)
@@ -572,6 +675,7 @@ def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
         if case.not_honoured
         else []
     )
+    lines += [f"{case.name}: {line}" for m in case.mocks.values() for line in m.warnings]
     if case.scaffold_script and not scaffold:
         lines.append(
             f"{case.name}: its scaffold_script is not run without --scaffold (author-supplied bash "
@@ -650,6 +754,10 @@ def load_plugin(
         if not case.plugins and plugin.is_plugin:
             case.plugins = [folder]
         problems += _outside_target(plugin, case)
+        try:
+            case.mocks = _case_mocks(plugin.eval_dir, case.folder)
+        except InputError as exc:
+            problems.append(exc)
         plugin.cases.append(case)
     if not problems:
         problems += _static_findings(plugin)

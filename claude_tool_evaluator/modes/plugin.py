@@ -168,6 +168,8 @@ def _plugin_plans(
             scaffold=settings.plugin_evals.scaffold,
             allow_tools=settings.task_evals.allow_tools,
             disallow_tools=settings.plugin_evals.disallow_tools,
+            mocks=settings.plugin_evals.mocks,
+            allow_real_servers=settings.plugin_evals.allow_real_servers,
         )
 
     if settings.merging.merge:
