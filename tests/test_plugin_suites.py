@@ -13,6 +13,9 @@ What the scripted server (`plugin_claude_code`) does, by hand:
   marker): with the plugin the skill names mcp__plugin_larder_stock__count, deferred: Skill,
   ToolSearch select:, the tool, then "Done: " and the mock's answer (01: the suite's mock, its
   template filled with the query; 02: the case's own mock); without it one turn, nothing passes.
+- commands-plugin (memo): 01's `/memo:draft ...` reaches the model expanded (the command's text
+  shares its words with memo-writer): Skill, then "Done" with the plugin; without it the command
+  does not exist and the model answers at once. 02: no skill either way, `max 0` passes.
 - refused-case: 02-judged-wrongly's llm grader has `target:` (Claude Code refuses the file): it
   is skipped with a line and the exit is 1; 01-tidy-notes runs and passes with the plugin."""
 
@@ -29,6 +32,7 @@ from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
 from fake_anthropic import ScriptedAnthropic, mock_plugin_claude_code, plugin_claude_code
 
 from claude_tool_evaluator.claude_code.process import claude_command, tool_grants
+from claude_tool_evaluator.errors import InputError
 from claude_tool_evaluator.loaders.plugin_evals import load_case, load_plugin
 from claude_tool_evaluator.runners.plugin import PluginRunPlan
 
@@ -257,3 +261,33 @@ def test_mocks_stand_in_for_the_plugin_s_server_as_in_claude_code(mocked_plugin:
         for arm, rs in c["arms"].items()
     }
     assert their_runs[("01-suite-mock", "with")]["mocks"]["calls"]["total"] == 1
+
+
+@pytest.fixture(scope="module")
+def commands_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return both_ways(tmp_path_factory, "commands-plugin")
+
+
+@needs_claude
+def test_slash_command_cases_with_hooks_and_grants_agree_run_by_run(commands_plugin: dict):
+    ours = ours_by_run(commands_plugin["our_doc"])
+    assert ours == theirs_by_run(commands_plugin["theirs"])
+    assert ours[("01-draft-command", "with")][0][0] is True
+    assert ("02-plain-question", "without") in ours
+    assert commands_plugin["code"] == commands_plugin["ours"].exit_code == 0
+    hooks = [r["hooks"] for r in commands_plugin["our_doc"]["results"] if r["arm"] == "with"]
+    assert all(any("UserPromptSubmit" in h for h in run) for run in hooks), hooks
+
+
+def test_a_case_yaml_alone_needs_a_name_as_claude_code_reads_it(tmp_path: Path):
+    case = tmp_path / "02-unnamed"
+    case.mkdir()
+    (case / "case.yaml").write_text(
+        'schema_version: "1.0"\nexecution: {prompt: Hi}\ngraders:\n'
+        "  - {name: hi, type: regex, pattern: hi}\n"
+    )
+    with pytest.raises(InputError, match="name: Required"):
+        load_case(case)
+    (case / "prompt.md").write_text("Hi\n")  # a prompt.md names the case by its folder
+    loaded = load_case(case)
+    assert loaded is not None and loaded.name == "02-unnamed"

@@ -65,7 +65,6 @@ _EXECUTION_KEYS = (
 _CASE_YAML_KEYS = (*_CASE_TOP_KEYS, "context", "execution", "graders")
 # What Claude Code acts on that a `plugin` run here does not (yet): said in one warning line.
 _NOT_HONOURED_EXECUTION = (
-    "disallowed_tools",
     "artifact_publish",
     "growthbook_overrides",
     "append_system_prompt",
@@ -535,6 +534,9 @@ def load_case(folder: Path) -> PluginCase | None:
         return None
     graders = graders + file_graders
     where = source or folder
+    if yaml_path.is_file() and not prompt_path.is_file() and not str(top.get("name") or "").strip():
+        # seen with 2.1.332: "invalid case.yaml: name: Required" (a prompt.md names it by folder)
+        raise InputError("invalid case.yaml: name: Required", yaml_path, 1)
     if not str(execution.get("prompt") or "").strip():
         raise InputError(
             "execution.prompt is required (a prompt.md body, or execution.prompt in case.yaml)",
