@@ -48,6 +48,8 @@ EXPORT_FORMATS = ("claude-plugin-eval",)  # export: what it writes
 DEFAULT_PLUGIN_CONCURRENCY = 2
 ABLATIONS = ("with-without", "none")
 DEFAULT_ABLATION = "with-without"
+MOCK_MODES = ("record", "off")  # plugin --mocks, as claude plugin eval's
+DEFAULT_MOCKS = "record"  # a plugin's server with a mock is stood in for; one without, not started
 
 # ----------------------------------------------------------------------------- limits and timeouts (seconds)
 DEFAULT_TOOL_TIMEOUT = 60.0  # one MCP tool call

@@ -152,6 +152,13 @@ _PLUGIN_OPTIONS = frozenset(
         "trust_plugin",
         "unconfined",
         "allow_read",
+        "allow_tools",
+        "disallow_tools",
+        "eval_dir",
+        "tag",
+        "threshold",
+        "mocks",
+        "allow_real_servers",
     }
 )
 

@@ -18,6 +18,7 @@ import prompts
 import test_constants as C
 
 from .answers import answer_match_problem, normalize_answer_match
+from .claude_code.process import tool_grants
 from .loaders.servers import SERVER_TRANSPORTS
 
 __all__ = [
@@ -738,11 +739,13 @@ OPTIONS: list[Option] = [
     option(
         TASKS,
         "--allow-tools",
-        metavar="Bash,Write,Edit",
-        help="Task runs may use these tools (off by default; any of "
-        f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}): file tools inside their temporary project only, "
-        "Bash in Claude Code's sandbox (bubblewrap and socat; without them the run is refused, "
-        "unless --unconfined).",
+        multiple=True,
+        callback=lambda context, parameter, value: tool_grants(value or ()),  # one parser
+        metavar="TOOLS",
+        help="Tools runs may use (Claude Code's syntax: `Bash,Write`, `'Bash Write'`, repeatable, "
+        f"`Tool(pattern:*)`). Task runs: any of {', '.join(C.TASK_ALLOWABLE_TOOLS)}, file tools "
+        "in their project only, Bash in Claude Code's sandbox (bubblewrap and socat, or "
+        "--unconfined). plugin: the operator's grant, as claude plugin eval --allow-tools.",
     ),
     option(
         TASKS,
@@ -1067,6 +1070,34 @@ OPTIONS += [
     ),
     option(
         _PLUGINS,
+        "--disallow-tools",
+        multiple=True,
+        callback=lambda context, parameter, value: tool_grants(value or ()),  # one parser
+        metavar="TOOLS",
+        help="plugin: tools kept from Claude in every case, even if granted (Claude Code's syntax).",
+    ),
+    option(
+        _PLUGINS,
+        "--eval-dir",
+        metavar="DIR",
+        help="plugin: the cases' folder below the target (default: the manifest's, else evals/).",
+    ),
+    option(
+        _PLUGINS,
+        "--mocks",
+        type=click.Choice(C.MOCK_MODES),
+        default=C.DEFAULT_MOCKS,
+        show_default=True,
+        help="plugin: record: mocks/ stand in for MCP servers (unmocked: not started); off: none.",
+    ),
+    option(
+        _PLUGINS,
+        "--allow-real-servers",
+        is_flag=True,
+        help="plugin, --mocks record: also start the real servers that have no mock (as you).",
+    ),
+    option(
+        _PLUGINS,
         "--keep-events",
         is_flag=True,
         help="plugin: keep each run's stream-json events in the results.",
@@ -1084,8 +1115,7 @@ OPTIONS += [
         _PLUGINS,
         "--scaffold",
         is_flag=True,
-        help="plugin: run each case's scaffold_script (bash, as you: only for suites you trust) "
-        "in the run's working folder first, as claude plugin eval --scaffold does.",
+        help="plugin: run each case's scaffold_script first (bash, as you: trusted suites only).",
     ),
     option(
         _PLUGINS,

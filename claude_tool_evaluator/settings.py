@@ -367,7 +367,9 @@ class TaskEvals:
     """Task evals through Claude Code: the tools they may use, what they may read, what they
     leave, and the baselines beside them."""
 
-    allow_tools: str | None = None  # --allow-tools Bash,Write,Edit (task runs only)
+    # --allow-tools Bash,Write,Edit (or Claude Code's space-separated form): task runs' tools,
+    # and plugin runs' operator grant
+    allow_tools: tuple[str, ...] = ()
     unconfined: bool = False  # --unconfined: their Bash runs without Claude Code's sandbox
     allow_read: tuple[str, ...] = ()  # --allow-read PATH: what task runs may read of the home
     ignore_path: tuple[str, ...] = ()  # --ignore-path GLOB: changes there are no run's doing
@@ -453,6 +455,10 @@ class _PluginEvals:
     case: tuple[str, ...] = ()  # --case GLOB: only the plugin's cases whose name matches
     keep_events: bool = False  # --keep-events: each plugin run's stream-json events, kept
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs first
+    disallow_tools: tuple[str, ...] = ()  # --disallow-tools: kept from Claude in every case
+    eval_dir: str | None = None  # --eval-dir DIR: the cases' folder below the target
+    mocks: str = C.DEFAULT_MOCKS  # --mocks record|off: the suite's mocks stand in for servers
+    allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start (record)
 
 
 @dataclass(frozen=True)

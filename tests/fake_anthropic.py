@@ -53,6 +53,14 @@ and thieves with the same functions):
   `best_match` of the user's prompt (`{"skill": "PLUGIN:NAME"}`), then, once the request holds a
   tool result anywhere (`tool_results_in`), answers "Done: answered with the skill's help."; with none matching it answers "Here is my answer, without a skill."
   A slash-command prompt reaches it expanded, so the command file's text is what it matches.
+- `mock_plugin_claude_code` is `plugin_claude_code` with a skill that names an MCP tool: when a
+  request's texts (the launched skill's body) say "Call the mcp__SERVER__TOOL tool"
+  (`skill_named_tool(body)`), then after the Skill result it calls that tool with
+  `{"query": USER_QUERY}` if the request offers it, else, if ToolSearch is offered and not yet
+  called, `ToolSearch {"query": "select:mcp__SERVER__TOOL", "max_results": 5}` (the tool is
+  deferred), else answers "Done: answered with the skill's help."; once the last user message
+  carries that tool's result it answers "Done: " and the result's text. A skill that names no
+  tool: `plugin_claude_code`.
 - `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
   request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
   answers in text; no match: it answers at once.
@@ -564,6 +572,49 @@ DEFERRED_LISTING_HEADER = "The following deferred tools are now available via To
 SEARCH_TOOL, WAIT_TOOL = "ToolSearch", "WaitForMcpServers"
 CLAUDE_CODE_META_TOOLS = frozenset({SEARCH_TOOL, WAIT_TOOL, "DeferredToolPlaceholder"})
 MAX_WAITS = 5
+
+
+def skill_named_tool(body: dict) -> str | None:
+    """The MCP tool a launched skill's body names ("Call the mcp__S__T tool"), or None."""
+    import re
+
+    for text in request_texts(body):
+        match = re.search(r"Call the (mcp__[A-Za-z0-9_-]+__[A-Za-z0-9_-]+) tool", text)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _result_text(body: dict, tool: str) -> str | None:
+    """The text of the last user message's result of `tool`, or None."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    names = calls_by_id(body)
+    for block in content if isinstance(content, list) else []:
+        if block.get("type") == "tool_result" and names.get(block.get("tool_use_id")) == tool:
+            inner = block.get("content")
+            if isinstance(inner, str):
+                return inner
+            return " ".join(b.get("text", "") for b in inner or [] if isinstance(b, dict))
+    return None
+
+
+def mock_plugin_claude_code(body: dict) -> Spec:
+    """Claude Code's model with a plugin whose skill names an MCP tool (see the module docstring)."""
+    tool = skill_named_tool(body) if tool_results_in(body) else None
+    if tool is None:
+        return plugin_claude_code(body)
+    answered = _result_text(body, tool)
+    if answered is not None:
+        return reply(text(f"Done: {answered}"))
+    offered = {t.get("name") for t in body.get("tools") or []}
+    if tool in offered:
+        return reply(tool_use(tool, {"query": user_query(body)}))
+    if SEARCH_TOOL in offered and SEARCH_TOOL not in called_tools(body):
+        return reply(tool_use(SEARCH_TOOL, {"query": f"select:{tool}", "max_results": 5}))
+    return reply(text("Done: answered with the skill's help."))
+
+
 STILL_CONNECTING = "Still connecting"
 
 

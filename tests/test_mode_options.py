@@ -136,7 +136,7 @@ def test_a_refused_option_exits_2_with_one_line(
         (["--schema", "--json"], "error: --json does not apply to --schema (it works with"),
         (
             ["--compare", "a.json", "b.json", "--tag", "x"],
-            "error: --tag does not apply to --compare (it works with redteam runs, --csv runs)",
+            "error: --tag does not apply to --compare (it works with plugin runs, redteam runs, --csv runs)",
         ),
         (
             ["--tests", "t.md", "--interactive"],

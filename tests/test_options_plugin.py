@@ -21,11 +21,13 @@ from click.testing import CliRunner
 from conftest import (
     CLAUDE,
     EXAMPLE_SERVER,
+    ROOT,
 )
 from fake_anthropic import (
     ScriptedAnthropic,
     error,
     forced_tool,
+    mock_plugin_claude_code,
     user_query,
 )
 from mode_lab import (  # the lab, the scripted models and the helpers several files share
@@ -363,6 +365,119 @@ def _(lab, mode):
     assert staged.code == 0 and "06-staged [with] run 1: passed" in staged.output, staged.output
     assert "not run without --scaffold" not in staged.output
     assert "not run without --scaffold" in plugin_dry_run(lab, "--case", "06-staged").output
+
+
+def offered_tools(run: Run) -> set[str]:
+    """Every tool the requests of Claude Code's runs offered the model."""
+    return {t["name"] for b in under_test_requests(run) for t in b.get("tools", [])}
+
+
+def granted_runs(lab: Lab) -> tuple[Run, Run, Run]:
+    """01-greet once with the plugin alone: as it is, with --allow-tools Bash (Claude Code's
+    space-separated form beside a pattern), and with --disallow-tools Agent."""
+    if "plugin-grants" not in lab.cache:
+        line = plugin_args(lab, "--ablation", "none")
+        runs = tuple(
+            lab.run(*line, *more, model=plugin_model)
+            for more in (
+                (),
+                ("--allow-tools", "Bash", "--allow-tools", "Grep Bash(ls:*)"),
+                ("--disallow-tools", "Agent"),
+            )
+        )
+        assert all(r.code == 0 for r in runs), [r.output for r in runs]
+        lab.cache["plugin-grants"] = runs
+    return lab.cache["plugin-grants"]
+
+
+@observes("allow_tools", "plugin")
+def _(lab, mode):
+    plain, granted, _ = granted_runs(lab)
+    assert "Bash" not in offered_tools(plain) and "Bash" in offered_tools(granted)
+
+
+@observes("disallow_tools", "plugin")
+def _(lab, mode):
+    plain, _, kept = granted_runs(lab)
+    assert "Agent" in offered_tools(plain) and "Agent" not in offered_tools(kept)
+
+
+@observes("eval_dir", "plugin")
+def _(lab, mode):
+    folder = lab.root / "plugin-eval-dir" / "greeter"
+    if not folder.exists():
+        shutil.copytree(lab_plugin(lab), folder)
+        (folder / "evals").rename(folder / "suite")
+    missing = lab.run("plugin", folder, "--dry-run")
+    assert missing.code == 2 and "has no eval suite" in missing.stderr, missing.output
+    found = lab.run("plugin", folder, "--eval-dir", "suite", "--dry-run", cached=True)
+    assert found.code == 0 and runs_priced(found) == runs_priced(plugin_dry_run(lab))
+    outside = lab.run("plugin", folder, "--eval-dir", "../..", "--dry-run")
+    assert outside.code == 2 and "outside" in outside.stderr, outside.output
+
+
+@observes("tag", "plugin")
+def _(lab, mode):
+    assert runs_priced(plugin_dry_run(lab, "--tag", "skill")) == 4  # 01-greet alone: 2 runs x 2
+    nothing = lab.run("plugin", lab_plugin(lab), "--tag", "nope", "--dry-run")
+    assert nothing.code == 2 and "no case has --tag nope" in nothing.stderr
+
+
+@observes("threshold", "plugin")
+def _(lab, mode):
+    line = ["plugin", lab_plugin(lab), "--case", "04-yaml-case", "--runs", "1", "--ablation"]
+    strict = lab.run(*line, "none", model=plugin_model, cached=True)  # scores 0.33 with it
+    assert strict.code == 1 and "below the threshold (score 1)" in strict.output, strict.output
+    lenient = lab.run(*line, "none", "--threshold", "0.3", model=plugin_model, cached=True)
+    assert lenient.code == 0, lenient.output
+
+
+def server_runs(lab: Lab) -> dict[str, tuple[Run, set[str]]]:
+    """tests/plugin_corpus/mocked-plugin with two real servers that only touch a marker each:
+    `stock` (mocked) and `prices` (no mock); 01-suite-mock once with the plugin, by default,
+    with --mocks off and with --allow-real-servers."""
+    if "plugin-servers" not in lab.cache:
+        folder = lab.root / "plugin-servers" / "larder"
+        shutil.copytree(ROOT / "tests" / "plugin_corpus" / "mocked-plugin", folder)
+        stock, prices = folder.parent / "stock-started", folder.parent / "prices-started"
+        servers = {
+            name: {"command": "sh", "args": ["-c", f'touch "{marker}"']}
+            for name, marker in (("stock", stock), ("prices", prices))
+        }
+        (folder / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        line = ["plugin", folder, "--case", "01-suite-mock", "--ablation", "none", "--json"]
+        runs = {}
+        for name, more in (
+            ("record", ()),
+            ("off", ("--mocks", "off")),
+            ("real", ("--allow-real-servers",)),
+        ):
+            for marker in (stock, prices):
+                marker.unlink(missing_ok=True)
+            run = lab.run(*line, *more, model=mock_plugin_claude_code)
+            runs[name] = run, {m.name for m in (stock, prices) if m.exists()}
+        lab.cache["plugin-servers"] = runs
+    return lab.cache["plugin-servers"]
+
+
+@observes("mocks", "plugin")
+def _(lab, mode):
+    (mocked, started_mocked), (real, started_real) = (
+        server_runs(lab)["record"],
+        server_runs(lab)["off"],
+    )
+    assert mocked.code == 0 and started_mocked == set(), mocked.output
+    assert mocked.document()["results"][0]["mocks"]["calls"]["total"] == 1
+    assert started_real == {"stock-started", "prices-started"}, real.output
+    assert real.document()["results"][0]["mocks"] is None and real.code == 1
+
+
+@observes("allow_real_servers", "plugin")
+def _(lab, mode):
+    runs = server_runs(lab)
+    assert runs["record"][1] == set()
+    allowed, started = runs["real"]  # the unmocked server starts for real, the mocked one does not
+    assert started == {"prices-started"} and allowed.code == 0, allowed.output
 
 
 @observes("output", "plugin")

@@ -798,7 +798,9 @@ def crew_model(body: dict) -> dict:
 def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
     """A plugin's parts through the real CLI: the audit prompt is handed to its agent (the word
     overlap of the prompt and `ledger-auditor`'s description), its UserPromptSubmit hook adds
-    context in every run with the plugin, and the tally prompt reaches its MCP server's tool."""
+    context in every run with the plugin, and the tally prompt reaches its MCP server's tool
+    (its real server: `--mocks off`, since by default, as in Claude Code, a server without a mock
+    does not start)."""
     plugin = tmp_path / "crew"
     shutil.copytree(ROOT / "tests" / "plugins" / "crew", plugin)
     server = {"command": sys.executable, "args": ["${CLAUDE_PLUGIN_ROOT}/gizmo_server.py"]}
@@ -808,6 +810,8 @@ def test_subagents_hooks_and_mcp_calls_are_reported_per_run(tmp_path: Path):
         done = evaluator(
             "plugin",
             str(plugin),
+            "--mocks",
+            "off",
             "--base-url",
             api.url,
             "-o",

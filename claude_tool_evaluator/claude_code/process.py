@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "run_claude_process",
     "run_claude_query",
     "run_in_folder",
+    "tool_grants",
 ]
 
 if TYPE_CHECKING:
@@ -72,11 +74,29 @@ class ClaudeCliSettings:
     # one is not, so don't-ask mode refuses its call), Claude Code's switches (ENABLE_TOOL_SEARCH)
     # and --prompt appended
     allowed_rules: tuple[str, ...] = ()
+    # plugin runs: locked-down tools a grant names with a pattern (`Bash(npm test:*)`) come off
+    # the disallowed list without a blanket approval (the pattern in allowed_rules approves), and
+    # what --disallow-tools and a case's disallowed_tools keep away
+    ungated: tuple[str, ...] = ()
+    disallowed_rules: tuple[str, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     append_system_prompt: str = ""
     # a plugin run: the whole `claude -p` (the plugin's hooks and servers with it) in bubblewrap,
     # the user's home and the temporary folder hidden (binary.confined_command)
     confine: bool = False
+
+
+_GRANT = re.compile(r"[^\s,()]+(?:\([^)]*\))?")
+
+
+def tool_grants(values: Sequence[str]) -> tuple[str, ...]:
+    """Tool grants in Claude Code's syntax (`--allow-tools Bash Write 'mcp__server__*'`,
+    `Tool(pattern:*)`): names separated by spaces or commas, repeatable, a pattern in brackets
+    kept whole (`Bash(npm test:*)`), each once in the order given."""
+    found: list[str] = []
+    for value in values:
+        found += _GRANT.findall(value)
+    return tuple(dict.fromkeys(found))
 
 
 def _claude_prompt_argument(query: str) -> str:
@@ -121,7 +141,12 @@ def claude_command(
         *([] if settings.plugin_dirs else ["--strict-mcp-config"]),
         "--no-session-persistence",
         "--disallowedTools",
-        *[t for t in C.CLAUDE_DISALLOWED_TOOLS if t not in settings.allow_tools],
+        *[
+            t
+            for t in C.CLAUDE_DISALLOWED_TOOLS
+            if t not in settings.allow_tools and t not in settings.ungated
+        ],
+        *settings.disallowed_rules,
     ]
     rules = (
         _permission_rules(settings.allow_tools)

@@ -9,9 +9,11 @@ results_schema, answers, the loaders above it."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from .skills import frontmatter_line, load_frontmatter_yaml, split_frontmatter
 
 __all__ = [
     "MAX_RUNS",
+    "MockServerFiles",
+    "MockTool",
     "Plugin",
     "PluginCase",
     "PluginGrader",
@@ -34,6 +38,7 @@ __all__ = [
     "installed_plugins",
     "load_case",
     "load_plugin",
+    "plugin_name_of",
     "python_pattern",
     "resolve_plugin",
 ]
@@ -63,7 +68,6 @@ _EXECUTION_KEYS = (
 _CASE_YAML_KEYS = (*_CASE_TOP_KEYS, "context", "execution", "graders")
 # What Claude Code acts on that a `plugin` run here does not (yet): said in one warning line.
 _NOT_HONOURED_EXECUTION = (
-    "disallowed_tools",
     "artifact_publish",
     "growthbook_overrides",
     "append_system_prompt",
@@ -99,6 +103,108 @@ _MATCH_RULE = re.compile(r"contains|not_contains|count:\d+")
 _JS_FLAGS = re.compile(r"[dgimsuvy]*")
 _SLASH_COMMAND = re.compile(r"^/([A-Za-z0-9_.-]+):([A-Za-z0-9_.:-]+)")
 _AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
+
+
+# ---------------------------------------------------------------------------- mocks (Claude Code 2.1.332)
+_MOCK_RESPONDERS = ("fixed",)
+_MOCK_FIELDS = ("type", "expect", "error")
+
+
+@dataclass
+class MockTool:
+    """One mocked tool: what the model sees of it (from `_tools.json`; without one, a permissive
+    schema and no description) and its answer (`<tool>.md`: frontmatter `type: fixed`, optional
+    `expect:` of input fields and `error: true`; the body the answer, `{{input.FIELD}}` filled in).
+    A tool listed without a `<tool>.md` has no answer: a call of it is unmocked."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    answer: str | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
+    error: bool = False
+
+
+@dataclass
+class MockServerFiles:
+    """`mocks/<server>/`: the stand-in for one of a plugin's MCP servers."""
+
+    server: str
+    folder: Path
+    tools: list[MockTool]
+    listed: bool  # whether `_tools.json` gave the tool list
+    warnings: list[str] = field(default_factory=list)
+
+
+def _mock_tool_files(folder: Path) -> dict[str, MockTool]:
+    tools = {}
+    for path in sorted(folder.glob("*.md")):
+        raw = read_text_file(path, "mock")
+        data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), path, required=False)
+        for key in data:
+            if key not in _MOCK_FIELDS:
+                raise InputError(
+                    f"unknown mock field {key!r} (expected one of: {', '.join(_MOCK_FIELDS)})",
+                    path,
+                    frontmatter_line(raw, key),
+                )
+        kind = data.get("type", "fixed")
+        if kind not in _MOCK_RESPONDERS:
+            raise InputError(
+                f"mock type must be {' | '.join(_MOCK_RESPONDERS)}, not {kind!r}",
+                path,
+                frontmatter_line(raw, "type"),
+            )
+        expect = data.get("expect") or {}
+        if not isinstance(expect, dict):
+            raise InputError("expect must map input fields to values", path)
+        tools[path.stem] = MockTool(
+            path.stem, answer=body.strip(), expect=expect, error=data.get("error") is True
+        )
+    return tools
+
+
+def _mock_server(folder: Path) -> MockServerFiles:
+    """One server's mocks: `_tools.json` (`{"tools": [{name, description, inputSchema}]}`) and
+    each `<tool>.md`; a tool answered but not listed is served as Claude Code serves it, with a
+    permissive schema and no description, and a warning says so."""
+    answers = _mock_tool_files(folder)
+    listing = folder / "_tools.json"
+    server = MockServerFiles(folder.name, folder, [], listing.is_file())
+    if listing.is_file():
+        try:
+            data = json.loads(read_text_file(listing, "mock tool list"))
+        except ValueError:
+            raise InputError("not valid JSON", listing, 1) from None
+        entries = data.get("tools") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise InputError('must be {"tools": [{name, description, inputSchema}]}', listing, 1)
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise InputError("each tool needs a name", listing, 1)
+            answered = answers.pop(entry["name"], None) or MockTool(entry["name"])
+            answered.description = str(entry.get("description") or "") or None
+            schema = entry.get("inputSchema")
+            answered.input_schema = schema if isinstance(schema, dict) else {"type": "object"}
+            server.tools.append(answered)
+    for name, tool in answers.items():
+        server.tools.append(tool)
+        server.warnings.append(
+            f"mocks/{folder.name}/{name}: no _tools.json lists it: served with a permissive "
+            "schema and no description"
+        )
+    return server
+
+
+def _case_mocks(eval_dir: Path, case_folder: Path) -> dict[str, MockServerFiles]:
+    """The mocks a case's runs serve, by server: the suite's `EVALDIR/mocks/<server>/`, each
+    overridden by the case's own `CASE/mocks/<server>/`."""
+    found: dict[str, MockServerFiles] = {}
+    for base in (eval_dir / "mocks", case_folder / "mocks"):
+        if base.is_dir():
+            for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+                found[folder.name] = _mock_server(folder)
+    return found
 
 
 @dataclass
@@ -141,6 +247,10 @@ class PluginCase:
     scaffold_script: str | None = None
     source: Path | None = None  # the file the case's prompt came from
     not_honoured: list[str] = field(default_factory=list)  # fields read but not acted on here
+    # the plugin folders the arm with the plugin loads: the case's `plugins:` (paths from its
+    # folder), else the target when it is a plugin (a root suite's case without any: none)
+    plugins: list[Path] = field(default_factory=list)
+    mocks: dict[str, MockServerFiles] = field(default_factory=dict)  # by server (see _case_mocks)
 
 
 @dataclass
@@ -155,6 +265,13 @@ class Plugin:
     agents: list[str]
     eval_dir: Path
     cases: list[PluginCase] = field(default_factory=list)
+    # the case files Claude Code would not load either: each skipped with its one line
+    skipped: list[InputError] = field(default_factory=list)
+
+    @property
+    def is_plugin(self) -> bool:
+        """Whether the target is a plugin (a manifest); else a suite root whose cases name theirs."""
+        return bool(self.manifest)
 
     @property
     def mcp_config(self) -> Path | None:
@@ -191,10 +308,14 @@ def eval_dir_of(folder: Path, manifest: dict[str, Any]) -> Path:
     return found.resolve()
 
 
-def plugin_name_of(folder: Path, manifest: dict[str, Any]) -> str:
-    """The manifest's `name` (else the folder's), refused when it could name a place: a path
-    separator, `..`, a leading dot or an absolute path (file names are made from it)."""
-    name = manifest.get("name") if isinstance(manifest.get("name"), str) else folder.name
+def plugin_name_of(folder: Path, manifest: dict[str, Any] | None = None) -> str:
+    """A plugin's name as Claude Code names it: the manifest's `name` (read when not given), else
+    its folder's; refused when it could name a place: a path separator, `..`, a leading dot or
+    an absolute path (file names are made from it)."""
+    if manifest is None:
+        manifest, _ = read_plugin_manifest(folder)
+    given = manifest.get("name")
+    name = given if isinstance(given, str) and given else folder.name
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]*", str(name)) or ".." in str(name):
         raise InputError(
             f"plugin name {name!r} is not a plain name",
@@ -468,6 +589,9 @@ def load_case(folder: Path) -> PluginCase | None:
         return None
     graders = graders + file_graders
     where = source or folder
+    if yaml_path.is_file() and not prompt_path.is_file() and not str(top.get("name") or "").strip():
+        # seen with 2.1.332: "invalid case.yaml: name: Required" (a prompt.md names it by folder)
+        raise InputError("invalid case.yaml: name: Required", yaml_path, 1)
     if not str(execution.get("prompt") or "").strip():
         raise InputError(
             "execution.prompt is required (a prompt.md body, or execution.prompt in case.yaml)",
@@ -487,8 +611,10 @@ def load_case(folder: Path) -> PluginCase | None:
     not_honoured = [f"context.{k}" for k in context if context[k] and k != "scaffold_script"] + [
         f"execution.{k}" for k in _NOT_HONOURED_EXECUTION if execution.get(k)
     ]
-    if (folder.parent / "mocks").is_dir() or (folder / "mocks").is_dir():
-        not_honoured.append("mocks/")
+    plugins = [
+        (folder / entry).resolve()
+        for entry in _string_list(top.get("plugins"), "plugins", where, 1)
+    ]
     return PluginCase(
         name=str(top.get("name") or folder.name),
         folder=folder,
@@ -516,13 +642,24 @@ def load_case(folder: Path) -> PluginCase | None:
         else None,
         source=source,
         not_honoured=not_honoured,
+        plugins=plugins,
+    )
+
+
+def _shipped(folder: Path) -> tuple[str, list[str], list[str], list[str]]:
+    """A plugin folder's name, skills, commands and agents."""
+    return (
+        plugin_name_of(folder),
+        _shipped_names(folder, "skills"),
+        _shipped_names(folder, "commands"),
+        _shipped_names(folder, "agents"),
     )
 
 
 def _static_findings(plugin: Plugin) -> list[InputError]:
     """What `claude plugin validate` would say before any run: a slash command or a
-    `plugin:agent` the plugin does not ship; a baseline file or scaffold script named by a path
-    that leads out of the plugin (`../../secret.jsonl`)."""
+    `plugin:agent` that the plugin the case loads does not ship; a baseline file or scaffold
+    script named by a path that leads out of the plugin (`../../secret.jsonl`)."""
     findings = []
     for case in plugin.cases:
         where = case.source or case.folder
@@ -537,32 +674,54 @@ def _static_findings(plugin: Plugin) -> list[InputError]:
                         "a suite file stays in its plugin",
                     )
                 )
+        loaded = {name: parts for name, *parts in map(_shipped, case.plugins)}
         command = _SLASH_COMMAND.match(case.prompt)
-        if command and command.group(1) == plugin.name:
-            name = command.group(2)
-            if name not in plugin.commands and name not in plugin.skills:
+        if command and command.group(1) in loaded:
+            owner, name = command.group(1), command.group(2)
+            skills, commands, _ = loaded[owner]
+            if name not in commands and name not in skills:
                 findings.append(
                     InputError(
-                        f"/{plugin.name}:{name}: the plugin ships no command or skill {name!r}",
+                        f"/{owner}:{name}: the plugin ships no command or skill {name!r}",
                         where,
-                        hint=f"its commands: {', '.join(plugin.commands) or 'none'}",
+                        hint=f"its commands: {', '.join(commands) or 'none'}",
                     )
                 )
         for grader in case.graders:
             if grader.kind != "tool_used" or grader.get("tool") != "Agent":
                 continue
             for prefix, agent in _AGENT_REFERENCE.findall(str(grader.get("input_match") or "")):
-                if prefix == plugin.name and agent not in plugin.agents:
+                if prefix in loaded and agent not in loaded[prefix][2]:
                     findings.append(
                         InputError(
                             f"grader {grader.name!r} names agent {prefix}:{agent}, which the "
                             "plugin does not ship",
                             grader.source,
                             grader.line,
-                            f"its agents: {', '.join(plugin.agents) or 'none'}",
+                            f"its agents: {', '.join(loaded[prefix][2]) or 'none'}",
                         )
                     )
     return findings
+
+
+def _outside_target(plugin: Plugin, case: PluginCase) -> list[InputError]:
+    """A case may load plugins inside the target folder's tree only (a `plugins:` path that
+    leaves it would load code from anywhere on the machine), and only folders."""
+    problems = []
+    for folder in case.plugins:
+        if not folder.is_relative_to(plugin.folder):
+            problems.append(
+                InputError(
+                    f"plugins: {folder} is outside {plugin.folder}",
+                    case.source or case.folder,
+                    hint="a case may name plugins inside the target folder only",
+                )
+            )
+        elif not folder.is_dir():
+            problems.append(
+                InputError(f"plugins: {folder} is not a folder", case.source or case.folder)
+            )
+    return problems
 
 
 def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
@@ -578,6 +737,7 @@ def case_warnings(case: PluginCase, scaffold: bool = False) -> list[str]:
         if case.not_honoured
         else []
     )
+    lines += [f"{case.name}: {line}" for m in case.mocks.values() for line in m.warnings]
     if case.scaffold_script and not scaffold:
         lines.append(
             f"{case.name}: its scaffold_script is not run without --scaffold (author-supplied bash "
@@ -618,15 +778,32 @@ def _refuse_non_plugin(folder: Path) -> None:
     )
 
 
-def load_plugin(folder: Path) -> Plugin:
-    """The plugin at `folder` with every case of its suite; every problem in the suite is one
-    line naming its file (InputProblems), before anything runs."""
+def _eval_dir(folder: Path, manifest: dict[str, Any], named: str | None) -> Path:
+    """--eval-dir (a folder below the target), else the manifest's, else `evals/`."""
+    if not named:
+        return eval_dir_of(folder, manifest)
+    found = (folder / named).resolve()
+    if not found.is_relative_to(folder):
+        raise InputError(f"--eval-dir {named}: outside {folder}", hint="name a folder below it")
+    return found
+
+
+def load_plugin(
+    folder: Path, eval_dir: str | None = None, case_globs: Sequence[str] = ()
+) -> Plugin:
+    """The target at `folder` (a plugin, or a suite root whose cases name their plugins with
+    `plugins:`) with every case of its suite. As Claude Code: a case file it cannot load is
+    skipped (Plugin.skipped, one line each) and the rest runs; no case left, or a suite-wide
+    problem (a case's plugin outside the target, a command the plugin does not ship), is one
+    line per problem (InputProblems) before anything runs. With `case_globs` (--case), only the
+    case folders whose name matches are read, as Claude Code reads only those."""
     folder = folder.resolve()
     if not folder.is_dir():
         raise InputError(
             "not a plugin folder", folder, hint="give the folder holding .claude-plugin/"
         )
-    _refuse_non_plugin(folder)
+    if eval_dir is None:  # --eval-dir names the suite: the target need not look like a plugin
+        _refuse_non_plugin(folder)
     if not resolves_inside(folder / PLUGIN_MANIFEST, folder):
         raise InputError(
             f"resolves outside the plugin (to {(folder / PLUGIN_MANIFEST).resolve()})",
@@ -640,14 +817,14 @@ def load_plugin(folder: Path) -> Plugin:
         skills=_shipped_names(folder, "skills"),
         commands=_shipped_names(folder, "commands"),
         agents=_shipped_names(folder, "agents"),
-        eval_dir=eval_dir_of(folder, manifest),
+        eval_dir=_eval_dir(folder, manifest, eval_dir),
     )
     if not plugin.eval_dir.is_dir():
         raise InputError(
             "the plugin has no eval suite",
             plugin.eval_dir,
-            hint="add evals/<case>/prompt.md with graders/, or name the folder in the manifest's "
-            "experimental.evals",
+            hint="add evals/<case>/prompt.md with graders/, name the folder in the manifest's "
+            "experimental.evals, or give --eval-dir",
         )
     problems = outside_links(plugin.eval_dir, folder, "plugin")
     if problems:  # nothing of the suite is read while any of it lies outside
@@ -655,20 +832,33 @@ def load_plugin(folder: Path) -> Plugin:
     for case_folder in sorted(p for p in plugin.eval_dir.iterdir() if p.is_dir()):
         if case_folder.name.startswith(".") or case_folder.name in ("results", "mocks"):
             continue
+        if case_globs and not any(fnmatch.fnmatchcase(case_folder.name, g) for g in case_globs):
+            continue
         try:
             case = load_case(case_folder)
         except InputProblems as exc:
-            problems.extend(exc.problems)
+            plugin.skipped.extend(exc.problems)
             continue
         except InputError as exc:
-            problems.append(exc)
+            plugin.skipped.append(exc)
             continue
-        if case is not None:
-            plugin.cases.append(case)
-    problems += _static_findings(plugin)
-    if problems:
-        raise InputProblems(problems)
+        if case is None:
+            continue
+        if not case.plugins and plugin.is_plugin:
+            case.plugins = [folder]
+        problems += _outside_target(plugin, case)
+        try:
+            case.mocks = _case_mocks(plugin.eval_dir, case.folder)
+        except InputError as exc:
+            problems.append(exc)
+        plugin.cases.append(case)
+    if not problems:
+        problems += _static_findings(plugin)
+    if problems:  # the skipped files said beside what stops the run: all fixed at once
+        raise InputProblems(plugin.skipped + problems)
     if not plugin.cases:
+        if plugin.skipped:
+            raise InputProblems(plugin.skipped)
         raise InputError("the eval suite has no cases", plugin.eval_dir)
     return plugin
 

@@ -86,7 +86,8 @@ def plugin_inputs(settings: Settings) -> list[tuple[str, Path]]:
     folders = [folder]
     try:
         manifest, _ = read_plugin_manifest(folder)
-        evals = eval_dir_of(folder, manifest)
+        named = settings.plugin_evals.eval_dir
+        evals = folder / named if named else eval_dir_of(folder, manifest)
         if evals.is_dir() and not evals.resolve().is_relative_to(folder.resolve()):
             folders.append(evals)
     except InputError:
@@ -116,14 +117,33 @@ def _plugin_suite(settings: Settings) -> Plugin:
             f"--distractors {wrong[0]}: plugin runs take `installed` (your other installed "
             "plugins, loaded in both arms)"
         )
-    plugin = load_plugin(resolve_plugin(settings.plugin_evals.plugin or "", Path.home()))
+    plugin = load_plugin(
+        resolve_plugin(settings.plugin_evals.plugin or "", Path.home()),
+        settings.plugin_evals.eval_dir,
+        cases,
+    )
     if cases:
         plugin.cases = [
             c for c in plugin.cases if any(fnmatch.fnmatchcase(c.name, g) for g in cases)
         ]
         if not plugin.cases:
             raise InputError(f"no case matches --case {' '.join(cases)}", plugin.eval_dir)
+    tags = settings.inputs.tag
+    if tags:
+        plugin.cases = [c for c in plugin.cases if set(c.tags) & set(tags)]
+        if not plugin.cases:
+            raise InputError(f"no case has --tag {' '.join(tags)}", plugin.eval_dir)
     return plugin
+
+
+def _skipped_lines(plugin: Plugin) -> list[str]:
+    """The case files Claude Code would not load, one line each, then its count line."""
+    if not plugin.skipped:
+        return []
+    count = len(plugin.skipped)
+    return [str(problem) for problem in plugin.skipped] + [
+        f"Couldn't load {count} case file{'s' if count > 1 else ''}"
+    ]
 
 
 def _other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
@@ -157,6 +177,10 @@ def _plugin_plans(
             scaffold=settings.plugin_evals.scaffold,
             confine=not settings.task_evals.unconfined,
             allow_read=settings.task_evals.allow_read,
+            allow_tools=settings.task_evals.allow_tools,
+            disallow_tools=settings.plugin_evals.disallow_tools,
+            mocks=settings.plugin_evals.mocks,
+            allow_real_servers=settings.plugin_evals.allow_real_servers,
         )
 
     if settings.merging.merge:
@@ -307,11 +331,17 @@ def _plugin_parts(plugin: Plugin, records: Sequence[PluginRunResult]) -> list[Pl
 
 
 def _arm_case(
-    plugin: Plugin, case: PluginCase, arm: str, label: str, runs: Sequence[PluginRunResult]
+    plugin: Plugin,
+    case: PluginCase,
+    arm: str,
+    label: str,
+    runs: Sequence[PluginRunResult],
+    threshold: float,
 ) -> CaseResult:
     """A case in one arm as the product's verdict every writer reads: the plugin arm gates, the
     arm without it is reported beside it (a baseline, as a task eval's without_skill); it passes
-    as claude plugin eval's case does, at a mean score of 1. Its failing graders are its reasons."""
+    as claude plugin eval's case does, at a mean score of at least --threshold (default 1). Its
+    failing graders are its reasons."""
     reasons: dict[str, int] = {}
     for run in runs:
         for reason in run.verdict.reasons if run.verdict else []:
@@ -323,7 +353,7 @@ def _arm_case(
         name=f"{case.name} [{arm}]",
         kind="case",
         group=f"plugin {plugin.name}",
-        passed=bool(runs) and score >= 1.0,
+        passed=bool(runs) and score >= threshold,
         error=bool(runs) and all(r.error for r in runs),
         runs=count,
         passes=passes,
@@ -405,6 +435,7 @@ def _plugin_record(
                     for g in case.graders
                 ],
                 **_effect_fields(effects.get(case.name)),
+                plugins=[str(folder) for folder in case.plugins],
             )
             for case in plugin.cases
         ],
@@ -426,11 +457,12 @@ def _plugin_results(
 ) -> Results:
     """The runs scored: a case per case, arm and configuration (the arm with the plugin gates,
     the one without is a baseline), the plugin section, and the document. The suite passes when
-    every case scores 1 with the plugin, no run errored and every run was made."""
+    every case reaches --threshold with the plugin, no run errored, every run was made and every
+    case file loaded."""
     records: list[PluginRunResult] = list(outcome.records)
     labels = list(dict.fromkeys(r.label for r in records)) or [""]
     cases = [
-        _arm_case(plugin, case, arm, label, runs)
+        _arm_case(plugin, case, arm, label, runs, settings.run_plan.threshold)
         for label in labels
         for case in plugin.cases
         for arm in ARMS
@@ -454,6 +486,7 @@ def _plugin_results(
         all(c.passed for c in cases if c.configuration == _CONFIGURATIONS["with"])
         and not any(r.error for r in records)
         and not outcome.not_started
+        and not plugin.skipped  # as Claude Code: a case file it could not load fails the suite
     )
     return Results(
         metadata,
@@ -503,7 +536,7 @@ def plugin_mode(settings: Settings, console: Console) -> int:
     Exit 1 when a case scores under 1 with the plugin (claude plugin eval's threshold), a run
     errored, or --max-cost left runs unstarted."""
     plugin = _plugin_suite(settings)
-    warnings = [
+    warnings = _skipped_lines(plugin) + [
         line
         for case in plugin.cases
         for line in case_warnings(case, settings.plugin_evals.scaffold)
@@ -556,7 +589,7 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         console.print(
             terminal_text(
                 Redactor.for_run().text(
-                    "below the threshold (score 1) with the plugin: "
+                    f"below the threshold (score {settings.run_plan.threshold:g}) with the plugin: "
                     + ", ".join(name.removesuffix(" [with]") for name in failing)
                 )
             ),

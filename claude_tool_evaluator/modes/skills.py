@@ -26,6 +26,7 @@ from ..claude_code import (
     remove_stale_run_folders,
     sandbox_problem,
 )
+from ..claude_code.process import tool_grants
 from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError
 from ..finished_run import Results, summary_record
@@ -170,16 +171,18 @@ def load_skill_suite(settings: Settings) -> tuple[list[SkillInfo], list[SkillTes
     return skills, tests
 
 
-def _parse_allow_tools(value: str | None) -> tuple[str, ...]:
-    """`Bash,Write,Edit`: the locked-down tools a task run may use (inside its temporary project)."""
+def _parse_allow_tools(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`Bash,Write,Edit` (or `Bash Write`): the locked-down tools a task run may use (inside its
+    temporary project), read by the one grant parser plugin runs read theirs with."""
     if not value:
         return ()
-    names = [n.strip() for n in value.split(",") if n.strip()]
+    names = list(tool_grants([value] if isinstance(value, str) else value))
     allowed = {n.lower(): n for n in C.TASK_ALLOWABLE_TOOLS}
     unknown = next((n for n in names if n.lower() not in allowed), None)
     if unknown is not None or not names:
+        shown = value if isinstance(value, str) else " ".join(value)
         raise InputError(
-            f"--allow-tools {value}: {unknown or 'no tool'} is not one of "
+            f"--allow-tools {shown}: {unknown or 'no tool'} is not one of "
             f"{', '.join(C.TASK_ALLOWABLE_TOOLS)}",
             hint="e.g. --allow-tools Bash,Write,Edit (WebFetch stays off: it leaves the machine)",
         )

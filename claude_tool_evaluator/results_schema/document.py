@@ -330,6 +330,10 @@ class PluginRunResult(Record):
     # what the confinement kept from the plugin's code, as its hooks' output says it (each a
     # line: `hook NAME could not reach PATH (hidden by the confinement): ...`)
     confinement: list[str] = []
+    plugins: list[str] = []  # the plugin folders the run loaded (the arm with it: the case's)
+    # the mocks that stood in for the plugin's servers, as claude plugin eval's `mocks`:
+    # {servers: [{server, kind, tools}], warnings: [...], calls: {total, errors, unmocked}}
+    mocks: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
     fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
     verdict: VerdictRecord | None = None

@@ -51,6 +51,8 @@ class PluginCaseRecord(Record):
     pass_rate_without: float | None = None
     delta: float | None = None
 
+    plugins: list[str] = []  # what the arm with the plugin loads: the case's plugins (folders)
+
 
 class PluginEffectRecord(Record):
     """The plugin's effect as `claude plugin eval` reports it (its JSON's suite aggregates and

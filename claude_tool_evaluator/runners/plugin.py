@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -37,12 +36,15 @@ from ..claude_code import (
     project_files,
     run_claude_process,
 )
+from ..claude_code.process import tool_grants
 from ..claude_code.stream import StreamReader, claude_run_of, read_output
 from ..dry_run import CostEstimate
 from ..errors import InputError
 from ..files import folder_digest
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
-from ..loaders.plugin_evals import Plugin, PluginCase
+from ..hub.mocks import MockCalls, MockedServer
+from ..hub.served import served_over_http
+from ..loaders.plugin_evals import Plugin, PluginCase, plugin_name_of
 from ..loaders.servers import plugin_server_names
 from ..pipeline import Job
 from ..redaction import Redactor
@@ -95,32 +97,54 @@ class PluginRunPlan:
     scaffold: bool = False  # --scaffold: each case's scaffold_script runs before each run
     confine: bool = True  # claude -p in bubblewrap (not with --unconfined)
     allow_read: tuple[str, ...] = ()  # --allow-read: what of the hidden home it may read
+    allow_tools: tuple[str, ...] = ()  # --allow-tools: the operator's grant (Claude Code's syntax)
+    mocks: str = C.DEFAULT_MOCKS  # --mocks record|off
+    allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start under record
+    disallow_tools: tuple[str, ...] = ()  # --disallow-tools: kept away in every case
     fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
+    digests: dict[Path, str] = field(default_factory=dict)
 
     def runs_of(self, case: PluginCase) -> int:
         return self.runs or case.runs
 
-    @functools.cached_property
-    def loaded_digests(self) -> list[str]:
-        """The plugin's digest, then each other plugin's, read once for every case."""
-        return [folder_digest(folder) for folder in (self.plugin.folder, *self.others)]
+    def digest(self, folder: Path) -> str:
+        """A loaded plugin's digest, read once for every case that loads it."""
+        if folder not in self.digests:
+            self.digests[folder] = folder_digest(folder)
+        return self.digests[folder]
 
     @property
     def arms(self) -> tuple[str, ...]:
         return ARMS if self.ablation else ("with",)
 
     def settings(self, case: PluginCase) -> ClaudeCliSettings:
-        """A case's `claude -p` settings: its model, turns and timeout; its allowed_tools come
-        off the locked-down disallowed list (Bash then runs in Claude Code's sandbox)."""
-        allowed = tuple(t for t in case.allowed_tools if t in C.CLAUDE_DISALLOWED_TOOLS)
+        """A case's `claude -p` settings as `claude plugin eval` (2.1.332) makes them: its model,
+        turns and timeout; don't-ask mode, the case's allowed_tools and the operator's grants
+        pre-approved (a Skill the case lists runs), a locked-down tool they name off the
+        disallowed list (Bash then runs in Claude Code's sandbox; named with a pattern, only the
+        pattern is approved), and --disallow-tools with the case's disallowed_tools kept away."""
+        grants = tool_grants([*case.allowed_tools, *self.allow_tools])
+        kept_away = tool_grants([*self.disallow_tools, *case.disallowed_tools])
+        granted = [g for g in grants if g not in kept_away]
+        whole = tuple(t for t in granted if t in C.CLAUDE_DISALLOWED_TOOLS)
+        patterned = tuple(
+            dict.fromkeys(
+                base
+                for t in granted
+                if (base := t.split("(")[0]) in C.CLAUDE_DISALLOWED_TOOLS and base != t
+            )
+        )
         return ClaudeCliSettings(
             binary=self.binary,
             model=case.model or self.model,
             max_turns=case.max_turns,
             timeout=float(case.timeout_seconds),
             base_url=self.base_url,
-            allow_tools=allowed,
-            sandbox="Bash" in allowed,
+            allow_tools=whole,
+            sandbox="Bash" in whole or "Bash" in patterned,
+            allowed_rules=tuple(t for t in granted if t not in whole),
+            ungated=tuple(t for t in patterned if t not in kept_away),
+            disallowed_rules=tuple(t for t in kept_away if t not in C.CLAUDE_DISALLOWED_TOOLS),
             allow_read=self.allow_read,
             confine=self.confine,
         )
@@ -137,8 +161,10 @@ class PluginRunPlan:
                 arm,
                 self.ablation,
                 self.scaffold and bool(case.scaffold_script),
-                self.loaded_digests[0] if arm == "with" else "",
-                self.loaded_digests[1:],
+                [self.digest(p) for p in case.plugins] if arm == "with" else "",
+                [self.digest(p) for p in self.others],
+                self.allow_tools,
+                self.disallow_tools,
             ]
             self.fingerprints[key] = hashlib.sha256(
                 json.dumps(parts, default=str).encode()
@@ -170,15 +196,88 @@ def _install_plugin(source: Path, name: str, home: Path) -> Path:
     return target
 
 
-@functools.lru_cache(maxsize=8)  # read once a suite, not at every run of the arm
-def _plugin_server_rules(plugin: str, folder: Path) -> tuple[str, ...]:
-    """The permission rules that pre-approve the plugin's own MCP servers (`mcp__plugin_P_S`, as
-    Claude Code names a plugin's server `plugin:P:S`): in don't-ask mode a tool not pre-approved
-    is refused, and the servers a plugin ships are part of what is under test."""
-    return tuple(
-        "mcp__" + re.sub(r"[^A-Za-z0-9_-]", "_", f"plugin_{plugin}_{server}")
-        for server in plugin_server_names(folder)
-    )
+def _server_rule(plugin: str, server: str) -> str:
+    """The permission rule of one plugin server's tools: Claude Code names a plugin's server
+    `plugin:P:S`, its tools `mcp__plugin_P_S__TOOL`."""
+    return "mcp__" + re.sub(r"[^A-Za-z0-9_-]", "_", f"plugin_{plugin}_{server}")
+
+
+def _keep_servers(copy: Path, keep: set[str]) -> None:
+    """The plugin copy's MCP servers cut down to `keep` (in its `.mcp.json`, or its manifest's
+    `mcpServers`, inline or a file), so Claude Code never starts the others."""
+    manifest_path = copy / ".claude-plugin" / "plugin.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    declared = manifest.get("mcpServers") if isinstance(manifest, dict) else None
+    if isinstance(declared, dict):
+        manifest["mcpServers"] = {k: v for k, v in declared.items() if k in keep}
+        manifest_path.write_text(json.dumps(manifest))
+        return
+    source = copy / declared if isinstance(declared, str) else copy / ".mcp.json"
+    if not source.is_file() or not source.resolve().is_relative_to(copy.resolve()):
+        return
+    data = json.loads(source.read_text())
+    if isinstance(data, dict) and isinstance(data.get("mcpServers"), dict):
+        data["mcpServers"] = {k: v for k, v in data["mcpServers"].items() if k in keep}
+    elif isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k in keep}
+    source.write_text(json.dumps(data))
+
+
+@dataclass
+class _StandIns:
+    """A run's mocks (--mocks record, as claude plugin eval 2.1.332): each plugin server with a
+    mock is served in-process under the plugin's server name and pre-approved; a server without
+    one is not started unless --allow-real-servers; the calls counted."""
+
+    calls: MockCalls = field(default_factory=MockCalls)
+    log: list[dict] = field(default_factory=list)
+    servers: list[tuple[str, MockedServer]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def arrange(
+        self, plan: PluginRunPlan, case: PluginCase, name: str, source: Path, copy: Path
+    ) -> tuple[str, ...]:
+        """What runs of the plugin's servers; the rules that pre-approve their tools."""
+        servers = plugin_server_names(source)
+        if plan.mocks == "off":
+            return tuple(_server_rule(name, s) for s in servers)
+        mocked = [s for s in servers if s in case.mocks]
+        real = [s for s in servers if s not in case.mocks and plan.allow_real_servers]
+        if len(real) < len(servers):  # a mocked or unmocked server never starts for real
+            _keep_servers(copy, set(real))
+        for server in mocked:
+            self.servers.append(
+                (
+                    _server_rule(name, server)[5:],
+                    MockedServer(case.mocks[server], self.calls, self.log),
+                )
+            )
+            self.warnings += case.mocks[server].warnings
+        return tuple(_server_rule(name, s) for s in (*mocked, *real))
+
+    @contextlib.asynccontextmanager
+    async def served(self, root: Path) -> AsyncIterator[Path | None]:
+        """The mocks at loopback URLs while the run lasts, in an MCP config for `claude -p`."""
+        if not self.servers:
+            yield None
+            return
+        async with served_over_http([m.spec(n) for n, m in self.servers]) as reachable:
+            config = root / "mocks.json"
+            config.write_text(
+                json.dumps(
+                    {"mcpServers": {s.name: {"type": "http", "url": s.url} for s in reachable}}
+                )
+            )
+            yield config
+
+    def record(self) -> dict[str, Any] | None:
+        if not self.servers:
+            return None
+        return {
+            "servers": [m.describe() for _, m in self.servers],
+            "warnings": list(self.warnings),
+            "calls": self.calls.record(),
+        }
 
 
 _SCAFFOLD_SECONDS = 120  # Claude Code kills a scaffold_script after two minutes
@@ -354,9 +453,14 @@ async def _run_arm(
             _install_plugin(other, f"installed-{i}", home) for i, other in enumerate(plan.others, 1)
         ]
         rules: tuple[str, ...] = ()
+        stand_ins = _StandIns()
         if arm == "with":
-            loaded.append(_install_plugin(plan.plugin.folder, plan.plugin.name, home))
-            rules = _plugin_server_rules(plan.plugin.name, plan.plugin.folder)
+            for folder_of_plugin in case.plugins:
+                name = plugin_name_of(folder_of_plugin)
+                copy = _install_plugin(folder_of_plugin, name, home)
+                loaded.append(copy)
+                rules += stand_ins.arrange(plan, case, name, folder_of_plugin, copy)
+            record.plugins = [str(p) for p in case.plugins]
         settings = replace(
             settings,
             plugin_dirs=tuple(str(p) for p in loaded),
@@ -367,7 +471,11 @@ async def _run_arm(
             if record.error:  # as Claude Code: the run scores 0, ungraded
                 return record
         before = set(_created_files(folder.project, set()))
-        done = await run_claude_process(settings, case.prompt, folder)
+        async with stand_ins.served(folder.root) as mcp_config:
+            if mcp_config is not None:
+                settings = replace(settings, mcp_config=str(mcp_config))
+            done = await run_claude_process(settings, case.prompt, folder)
+        record.mocks = stand_ins.record()
         stream = read_output(done.stdout)
         events = stream.events
         claude_run = claude_run_of(stream, [], case.prompt, run)
@@ -392,6 +500,7 @@ async def _run_arm(
                 trace=events,
                 created_files=_created_files(folder.project, before),
                 folder=folder.project,
+                mock_calls=stand_ins.log if stand_ins.servers else None,
             )
             verdicts = await grade_run(case, view, arm if plan.ablation else None, vote)
             record.graders = [

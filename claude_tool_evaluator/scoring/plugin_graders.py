@@ -65,6 +65,7 @@ class PluginRunView:
     trace: list[dict] = field(default_factory=list)
     created_files: list[str] = field(default_factory=list)
     folder: Path | None = None
+    mock_calls: list[dict] | None = None  # the run's calls of the mocks (None: none stood in)
 
 
 @dataclass
@@ -129,8 +130,10 @@ def _target_text(target: str | dict, run: PluginRunView) -> str | None:
         return run.last_message
     if target == "files":
         return "\n".join(run.created_files)
-    if target == "mock_calls":
-        return None
+    if target == "mock_calls":  # each call of a mock, a JSON line: server, tool, input, error
+        if run.mock_calls is None:
+            return None
+        return "\n".join(json.dumps(call, sort_keys=True) for call in run.mock_calls)
     return _trace_text(run.trace)
 
 

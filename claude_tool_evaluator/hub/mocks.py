@@ -1,0 +1,117 @@
+"""A plugin's MCP server stood in for by its eval suite's mocks, as `claude plugin eval`
+(Claude Code 2.1.332) stands in for it: an in-process MCP server (the `mcp` SDK's lowlevel
+Server) that lists the mocked tools and answers each call from its `<tool>.md`, and counts the
+calls (total, errors, the unmocked ones) as Claude Code's `mocks.calls` does.
+
+May import: the foundations (errors, stopping, sinks, files, run_types, redaction, patterns),
+the loaders, the hub's other rooms."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from ..loaders.plugin_evals import MockServerFiles, MockTool
+from ..run_types import ServerSpec
+
+__all__ = [
+    "MockCalls",
+    "MockedServer",
+]
+
+_TEMPLATE = re.compile(r"\{\{\s*input\.([A-Za-z0-9_.-]+)\s*\}\}")
+
+
+def _input_value(arguments: dict[str, Any], path: str) -> str:
+    """`{{input.FIELD}}` (a dotted path into the call's input): a string as it is, anything else
+    as JSON; a missing field as empty."""
+    value: Any = arguments
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _unexpected(tool: MockTool, arguments: dict[str, Any]) -> str | None:
+    """Why a call's input does not match the mock's `expect:` fields, or None."""
+    for key, wanted in tool.expect.items():
+        if arguments.get(key) != wanted:
+            return (
+                f"mock {tool.name}: expected input {key}={json.dumps(wanted)}, got "
+                f"{json.dumps(arguments.get(key))}"
+            )
+    return None
+
+
+@dataclass
+class MockCalls:
+    """One run's calls of the mocks: Claude Code's `mocks.calls` (total, errors, unmocked)."""
+
+    total: int = 0
+    errors: int = 0
+    unmocked: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"total": self.total, "errors": self.errors, "unmocked": list(self.unmocked)}
+
+
+class MockedServer:
+    """One server's mocks served in-process: its tool list from `_tools.json`, each call answered
+    from its `<tool>.md` (its template filled in; `error: true` or an input `expect:` does not
+    match: an error result); a tool with no answer is an unmocked call (an error result)."""
+
+    def __init__(self, files: MockServerFiles, calls: MockCalls, log: list[dict]) -> None:
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        self.files, self.calls = files, calls
+        by_name = {t.name: t for t in files.tools}
+        listed = [
+            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in files.tools
+        ]
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=listed)
+
+        async def call_tool(ctx: Any, params: Any) -> Any:
+            arguments = dict(params.arguments or {})
+            tool = by_name.get(params.name)
+            calls.total += 1
+            if tool is None or tool.answer is None:
+                calls.errors += 1
+                calls.unmocked.append(f"{files.server}.{params.name}")
+                answer, failed = f"no mock for {files.server}.{params.name}", True
+            elif (why := _unexpected(tool, arguments)) is not None:
+                calls.errors += 1
+                answer, failed = why, True
+            else:
+                answer = _TEMPLATE.sub(lambda m: _input_value(arguments, m.group(1)), tool.answer)
+                failed = tool.error
+                calls.errors += int(failed)
+            log.append(
+                {"server": files.server, "tool": params.name, "input": arguments, "error": failed}
+            )
+            return types.CallToolResult(content=[types.TextContent(text=answer)], is_error=failed)
+
+        self.server = Server(
+            files.server, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
+        )
+
+    def spec(self, name: str) -> ServerSpec:
+        return ServerSpec(name=name, kind="module", module="(mocks)", instance=self.server)
+
+    def describe(self) -> dict[str, Any]:
+        """Claude Code's `mocks.servers[]` entry: a shadow and its tools' responders."""
+        return {
+            "server": self.files.server,
+            "kind": "shadow",
+            "tools": [
+                {"tool": t.name, "responder": "fixed" if t.answer is not None else "none"}
+                for t in self.files.tools
+            ],
+        }

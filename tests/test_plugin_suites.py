@@ -1,0 +1,293 @@
+"""Suites in the shapes plugin authors write (tests/plugin_corpus/), each run by `plugin` and by
+`claude plugin eval --json` on the same scripted server, compared run by run: pass, score,
+turns and every grader's verdict. Each suite's two runs are made once for the module.
+
+What the scripted server (`plugin_claude_code`) does, by hand:
+- root-suite (a suite at a repository root; each case names its plugin, pantry):
+  01-low-shelves: with pantry the prompt shares most words with shelf-audit: Skill, then "Done"
+  (3 turns): both graders pass; without it no skill, one turn: both fail. 2 runs each.
+  02-scale-recipe: recipe-scaler with the plugin (its `tool_used Skill` grader has no arm: a
+  with-only indicator under ablation, not scored); `not_contains error` passes in both arms.
+  03-weather: no skill either way: `min 0 max 0` passes in both.
+- mocked-plugin (larder; its `stock` server stood in for by mocks, the real one would touch a
+  marker): with the plugin the skill names mcp__plugin_larder_stock__count, deferred: Skill,
+  ToolSearch select:, the tool, then "Done: " and the mock's answer (01: the suite's mock, its
+  template filled with the query; 02: the case's own mock); without it one turn, nothing passes.
+- commands-plugin (memo): 01's `/memo:draft ...` reaches the model expanded (the command's text
+  shares its words with memo-writer): Skill, then "Done" with the plugin; without it the command
+  does not exist and the model answers at once. 02: no skill either way, `max 0` passes.
+- refused-case: 02-judged-wrongly's llm grader has `target:` (Claude Code refuses the file): it
+  is skipped with a line and the exit is 1; 01-tidy-notes runs and passes with the plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
+from fake_anthropic import ScriptedAnthropic, mock_plugin_claude_code, plugin_claude_code
+
+from claude_tool_evaluator.claude_code.process import claude_command, tool_grants
+from claude_tool_evaluator.errors import InputError
+from claude_tool_evaluator.loaders.plugin_evals import load_case, load_plugin
+from claude_tool_evaluator.runners.plugin import PluginRunPlan
+
+CORPUS = ROOT / "tests" / "plugin_corpus"
+
+
+def run_claude_plugin_eval(
+    api_url: str, folder: Path, target: Path, *args: str
+) -> tuple[int, str, dict]:
+    """`claude plugin eval TARGET --json` itself, its exit code, what it said, its document."""
+    home, out = folder / "cc-home", folder / "cc.json"
+    home.mkdir(parents=True)
+    done = subprocess.run(
+        [
+            str(CLAUDE),
+            "plugin",
+            "eval",
+            str(target),
+            "--json",
+            str(out),
+            "--trust-plugin",
+            "--no-publish",
+            "--output-dir",
+            str(folder / "cc-out"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
+            "ANTHROPIC_BASE_URL": api_url,
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "HOME": str(home),
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.is_file(), done.stdout + done.stderr
+    return done.returncode, done.stdout + done.stderr, json.loads(out.read_text())
+
+
+def run_ours(api_url: str, folder: Path, target: Path, *args: str) -> tuple[Ran, dict]:
+    out = folder / "ours.json"
+    ran = spawn(
+        "plugin",
+        str(target),
+        "--base-url",
+        api_url,
+        "-o",
+        str(out),
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY},
+        timeout=900,
+    )
+    assert out.is_file(), ran.stdout + ran.stderr
+    return ran, json.loads(out.read_text())
+
+
+def both_ways(
+    tmp_path_factory: pytest.TempPathFactory, suite: str, target: Path | None = None, model=None
+) -> dict:
+    folder = tmp_path_factory.mktemp(suite)
+    target = target or CORPUS / suite
+    with ScriptedAnthropic(responder=model or plugin_claude_code) as api:
+        ours, our_doc = run_ours(api.url, folder, target)
+        code, said, theirs = run_claude_plugin_eval(api.url, folder, target)
+    return {"ours": ours, "our_doc": our_doc, "code": code, "said": said, "theirs": theirs}
+
+
+def with_marker(tmp_path_factory: pytest.TempPathFactory, suite: str) -> tuple[Path, Path]:
+    """A copy of the suite whose real MCP server would touch a marker file (an absolute path)."""
+    copy = tmp_path_factory.mktemp(f"{suite}-copy") / suite
+    shutil.copytree(CORPUS / suite, copy)
+    marker = copy.parent / "REAL-SERVER-STARTED"
+    command = f'touch "{marker}"; sleep 60'
+    servers = {"mcpServers": {"stock": {"command": "sh", "args": ["-c", command]}}}
+    (copy / ".mcp.json").write_text(json.dumps(servers))
+    return copy, marker
+
+
+@pytest.fixture(scope="module")
+def mocked_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    copy, marker = with_marker(tmp_path_factory, "mocked-plugin")
+    ran = both_ways(tmp_path_factory, "mocked-plugin", copy, mock_plugin_claude_code)
+    return {**ran, "marker": marker}
+
+
+@pytest.fixture(scope="module")
+def root_suite(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return both_ways(tmp_path_factory, "root-suite")
+
+
+@pytest.fixture(scope="module")
+def refused_case(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return both_ways(tmp_path_factory, "refused-case")
+
+
+def run_facts(run: dict, score: str = "score") -> tuple:
+    """What must agree of one run: passed, score, turns, each grader's verdict (and whether it
+    was scored)."""
+    graders = sorted((g["name"], g["passed"], g.get("scored", True)) for g in run["graders"])
+    return (run["passed"], round(run[score], 4), run["turns"], tuple(graders))
+
+
+def theirs_by_run(document: dict) -> dict[tuple[str, str], list[tuple]]:
+    return {
+        (case["name"], arm): sorted(run_facts(r) for r in runs)
+        for case in document["cases"]
+        for arm, runs in case["arms"].items()
+    }
+
+
+def ours_by_run(document: dict) -> dict[tuple[str, str], list[tuple]]:
+    found: dict[tuple[str, str], list[tuple]] = {}
+    for run in document["results"]:
+        found.setdefault((run["case"], run["arm"]), []).append(run_facts(run))
+    return {key: sorted(runs) for key, runs in found.items()}
+
+
+@needs_claude
+def test_a_root_suite_loads_each_case_s_plugin_and_agrees_run_by_run(root_suite: dict):
+    theirs, ours = theirs_by_run(root_suite["theirs"]), ours_by_run(root_suite["our_doc"])
+    assert ours == theirs
+    # the case's plugin loaded: the skill launched in three turns, one turn without it
+    assert [f[2] for f in ours[("01-low-shelves", "with")]] == [3, 3]
+    assert [f[2] for f in ours[("01-low-shelves", "without")]] == [1, 1]
+    assert all(f[0] for f in ours[("01-low-shelves", "with")])
+    pantry = str(CORPUS / "root-suite" / "plugins" / "pantry")
+    for run in root_suite["our_doc"]["results"]:
+        assert run["plugins"] == ([pantry] if run["arm"] == "with" else []), run["case"]
+    assert {c["name"]: c["plugins"] for c in root_suite["our_doc"]["plugin"]["cases"]} == {
+        name: [pantry] for name in ("01-low-shelves", "02-scale-recipe", "03-weather")
+    }
+    assert root_suite["code"] == root_suite["ours"].exit_code == 0, root_suite["ours"].stdout
+
+
+@needs_claude
+def test_a_refused_case_file_is_skipped_with_a_line_and_the_rest_runs(refused_case: dict):
+    assert "Couldn't load 1 case file" in refused_case["said"]
+    ours = refused_case["ours"]
+    assert "Couldn't load 1 case file" in ours.stdout + ours.stderr
+    assert "02-judged-wrongly/graders/judge.md" in ours.stdout + ours.stderr
+    assert ours_by_run(refused_case["our_doc"]) == theirs_by_run(refused_case["theirs"])
+    assert [c["name"] for c in refused_case["theirs"]["cases"]] == ["01-tidy-notes"]
+    assert refused_case["code"] == ours.exit_code == 1
+
+
+def test_a_case_may_name_plugins_inside_the_target_only(tmp_path: Path):
+    suite = tmp_path / "repo"
+    case = suite / "evals" / "01-away"
+    case.mkdir(parents=True)
+    (case / "prompt.md").write_text('---\nplugins: ["../../../elsewhere"]\n---\nHi\n')
+    (case / "graders").mkdir()
+    (case / "graders" / "hi.md").write_text("---\ntype: regex\n---\nhi\n")
+    (tmp_path / "elsewhere").mkdir()
+    with ScriptedAnthropic() as api:
+        ran = spawn(
+            "plugin",
+            str(suite),
+            "--base-url",
+            api.url,
+            cwd=ROOT,
+            env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY},
+            timeout=300,
+        )
+        assert api.requests == []
+    assert ran.exit_code == 2 and "Traceback" not in ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "01-away/prompt.md" in lines[0] and "outside" in lines[0], lines
+
+
+def test_grants_read_as_claude_code_reads_them_and_reach_the_command_line(tmp_path: Path):
+    assert tool_grants(["Bash,Write", "Edit  mcp__plugin_p_s__*", "Bash(npm test:*) Read"]) == (
+        "Bash",
+        "Write",
+        "Edit",
+        "mcp__plugin_p_s__*",
+        "Bash(npm test:*)",
+        "Read",
+    )
+    case = load_case(CORPUS / "root-suite" / "evals" / "01-low-shelves")
+    assert case is not None and case.allowed_tools == ["Skill"]
+    case.disallowed_tools = ["Write"]
+    plugin = load_plugin(CORPUS / "root-suite")
+    plan = PluginRunPlan(
+        plugin,
+        "claude",
+        "claude-sonnet-5-5",
+        allow_tools=("Write", "Bash(ls:*)", "mcp__plugin_pantry_stock__*"),
+        disallow_tools=("Agent",),
+    )
+    command = claude_command(plan.settings(case), "hi")
+    allowed = command[command.index("--allowedTools") + 1 :]
+    disallowed = command[command.index("--disallowedTools") + 1 : command.index("--allowedTools")]
+    # the case's Skill and the operator's grants pre-approved; Write granted but kept away by the
+    # case's disallowed_tools; Bash off the locked list, approved only for its pattern
+    assert {"Skill", "Bash(ls:*)", "mcp__plugin_pantry_stock__*"} <= set(allowed)
+    assert "Bash" not in allowed and "Write" not in allowed
+    assert "Write" in disallowed and "Agent" in disallowed and "Bash" not in disallowed
+    assert command[command.index("--permission-mode") + 1] == "dontAsk"
+
+
+@needs_claude
+def test_mocks_stand_in_for_the_plugin_s_server_as_in_claude_code(mocked_plugin: dict):
+    ours, theirs = ours_by_run(mocked_plugin["our_doc"]), theirs_by_run(mocked_plugin["theirs"])
+    assert ours == theirs
+    assert all(run[0] for run in ours[("01-suite-mock", "with")] + ours[("02-case-mock", "with")])
+    assert not mocked_plugin["marker"].exists()  # the real server never started, either side
+    assert mocked_plugin["code"] == mocked_plugin["ours"].exit_code == 0
+    runs = {(r["case"], r["arm"]): r for r in mocked_plugin["our_doc"]["results"]}
+    suite_mock = runs[("01-suite-mock", "with")]
+    assert suite_mock["mocks"]["calls"] == {"total": 1, "errors": 0, "unmocked": []}
+    assert suite_mock["mocks"]["servers"] == [
+        {"server": "stock", "kind": "shadow", "tools": [{"tool": "count", "responder": "fixed"}]}
+    ]
+    assert "LARDER-42 units for: How many units of oat" in suite_mock["answer"]
+    assert "CASE-7 units" in runs[("02-case-mock", "with")]["answer"]
+    assert runs[("01-suite-mock", "without")]["mocks"] is None
+    their_runs = {
+        (c["name"], arm): rs[0]
+        for c in mocked_plugin["theirs"]["cases"]
+        for arm, rs in c["arms"].items()
+    }
+    assert their_runs[("01-suite-mock", "with")]["mocks"]["calls"]["total"] == 1
+
+
+@pytest.fixture(scope="module")
+def commands_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return both_ways(tmp_path_factory, "commands-plugin")
+
+
+@needs_claude
+def test_slash_command_cases_with_hooks_and_grants_agree_run_by_run(commands_plugin: dict):
+    ours = ours_by_run(commands_plugin["our_doc"])
+    assert ours == theirs_by_run(commands_plugin["theirs"])
+    assert ours[("01-draft-command", "with")][0][0] is True
+    assert ("02-plain-question", "without") in ours
+    assert commands_plugin["code"] == commands_plugin["ours"].exit_code == 0
+    hooks = [r["hooks"] for r in commands_plugin["our_doc"]["results"] if r["arm"] == "with"]
+    assert all(any("UserPromptSubmit" in h for h in run) for run in hooks), hooks
+
+
+def test_a_case_yaml_alone_needs_a_name_as_claude_code_reads_it(tmp_path: Path):
+    case = tmp_path / "02-unnamed"
+    case.mkdir()
+    (case / "case.yaml").write_text(
+        'schema_version: "1.0"\nexecution: {prompt: Hi}\ngraders:\n'
+        "  - {name: hi, type: regex, pattern: hi}\n"
+    )
+    with pytest.raises(InputError, match="name: Required"):
+        load_case(case)
+    (case / "prompt.md").write_text("Hi\n")  # a prompt.md names the case by its folder
+    loaded = load_case(case)
+    assert loaded is not None and loaded.name == "02-unnamed"
