@@ -129,7 +129,7 @@ def cache_counts(output: str) -> str:
         "python evaluator.py --csv examples/test_queries.csv -o csv.json --report csv.md",
         SKILL_COMMAND.replace("results.json", "skill.json").replace("report.md", "skill.md")
         + " --runs 1",
-        "python evaluator.py plugin examples/plugins/shop --runs 1 -o plugin.json",
+        "python evaluator.py plugin examples/plugins/shop --runs 1 --trust-plugin -o plugin.json",
     ],
     ids=["csv", "skill-trigger", "plugin"],
 )

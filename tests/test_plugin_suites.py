@@ -86,6 +86,7 @@ def run_ours(api_url: str, folder: Path, target: Path, *args: str) -> tuple[Ran,
         api_url,
         "-o",
         str(out),
+        "--trust-plugin",  # as claude plugin eval is given it: no terminal to ask in
         *args,
         cwd=ROOT,
         env={**os.environ, "ANTHROPIC_API_KEY": TEST_API_KEY},

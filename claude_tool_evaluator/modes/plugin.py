@@ -566,6 +566,9 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         return 0
     if not settings.merging.merge:  # nothing of the plugin runs before this (nor in a dry run)
         require_plugin_trust(settings.trust, plugin.folder, _scaffolds(settings, plugin))
+        loaded = dict.fromkeys(p for case in plugin.cases for p in case.plugins)
+        for folder in (f for f in loaded if f != plugin.folder):  # a suite root's cases' plugins
+            require_plugin_trust(settings.trust, folder)
         check_confinement(settings.task_evals.unconfined)
         if settings.task_evals.unconfined:
             console.print(
