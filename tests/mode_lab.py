@@ -1342,6 +1342,7 @@ def plugin_writers_run(lab: Lab) -> tuple[Run, dict[str, Path], Path]:
                 "2",
                 "--claude-bin",
                 script,
+                "--unconfined",  # the logging --claude-bin writes its log outside the run's folder
                 *itertools.chain.from_iterable(
                     (flag_of(name), path) for name, path in paths.items() if name != "summary"
                 ),

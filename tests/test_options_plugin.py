@@ -94,6 +94,7 @@ def judged_plugin_run(lab: Lab) -> tuple[Run, Path]:
             "05-judged",
             "--claude-bin",
             script,
+            "--unconfined",  # the logging --claude-bin writes its log outside the run's folder
             "--concurrency",
             "1",
             "--model",
@@ -446,6 +447,8 @@ def server_runs(lab: Lab) -> dict[str, tuple[Run, set[str]]]:
         }
         (folder / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
         line = ["plugin", folder, "--case", "01-suite-mock", "--ablation", "none", "--json"]
+        # trusted (its servers are the lab's own) and unconfined: the markers are outside the run
+        line += ["--trust-plugin", "--unconfined"]
         runs = {}
         for name, more in (
             ("record", ()),
@@ -528,10 +531,8 @@ def _(lab, mode):
 def _(lab, mode):
     data = page_data(plugin_writers_run(lab)[1]["html"])
     assert [s["key"] for s in data["sections"]] == ["plugin"]
-    assert len(data["runs"]) == 4 and {c["name"] for c in data["cases"]} == {
-        "01-greet [with]",
-        "01-greet [without]",
-    }
+    # the plugin's own page: a case is one row holding both arms' runs
+    assert len(data["runs"]) == 4 and {c["name"] for c in data["cases"]} == {"01-greet"}
 
 
 @observes("pr_comment", "plugin")
@@ -556,7 +557,7 @@ def test_plugin_writes_every_writer_s_output_and_the_step_summary(lab: Lab):
     for name in ("report", "pr_comment", "summary"):
         assert "| 01-greet | 2/2 | 0/2 |" in paths[name].read_text(), name
     assert json.loads(paths["output"].read_text())["plugin"] == run.document()["plugin"]
-    assert paths["junit"].read_text().count("<testcase") == 2
+    assert paths["junit"].read_text().count("<testcase") == 3  # both arms and the plugin effect
     assert len(page_data(paths["html"])["runs"]) == 4
     assert len(paths["csv_out"].read_text().splitlines()) == 5
 

@@ -859,6 +859,8 @@ def load_plugin(
     if not plugin.cases:
         if plugin.skipped:
             raise InputProblems(plugin.skipped)
+        if case_globs:
+            raise InputError(f"no case matches --case {' '.join(case_globs)}", plugin.eval_dir)
         raise InputError("the eval suite has no cases", plugin.eval_dir)
     return plugin
 

@@ -265,7 +265,12 @@ class _StandIns:
             config = root / "mocks.json"
             config.write_text(
                 json.dumps(
-                    {"mcpServers": {s.name: {"type": "http", "url": s.url} for s in reachable}}
+                    {  # each with the block's bearer token: the servers refuse a request without
+                        "mcpServers": {
+                            s.name: {"type": "http", "url": s.url, "headers": dict(s.headers or {})}
+                            for s in reachable
+                        }
+                    }
                 )
             )
             yield config
