@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +23,8 @@ READERS = [
     ROOT / "run_tests.py",
     ROOT / "test_constants.py",
     *sorted((ROOT / "tests").rglob("*.py")),
+    *sorted((ROOT / "action").glob("*.py")),  # the GitHub Action's own programs
+    *sorted((ROOT / "examples").rglob("*.py")),
 ]
 _REFERENCE = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?")
 
@@ -79,6 +82,11 @@ def names_read(tree: ast.AST, own: set[str]) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if _REFERENCE.fullmatch(node.value):
                 read.update(re.split(r"[.:]", node.value))
+            elif "import " in node.value:  # a child program a test writes out or runs with -c
+                try:
+                    read |= names_read(ast.parse(textwrap.dedent(node.value)), set())
+                except SyntaxError:
+                    pass
     return read
 
 

@@ -36,6 +36,10 @@ from .comparison import (
 from .markdown import percent, render_markdown
 
 __all__ = [
+    "append_step_summary",
+    "github_pull_request",
+    "output_entry",
+    "workflow_run_url",
     "GITHUB_SINKS",
     "comment_failures",
     "write_comparison_comment",
@@ -96,7 +100,7 @@ def _read_pull_request(path: str) -> _PullRequest | None:
     return _PullRequest(number, sha if isinstance(sha, str) and _HEX_SHA.fullmatch(sha) else "")
 
 
-def _github_pull_request() -> _PullRequest | None:
+def github_pull_request() -> _PullRequest | None:
     """The pull request the workflow runs for, read from the event GitHub describes in
     $GITHUB_EVENT_PATH (pull_request and pull_request_target events); None for any other event,
     outside GitHub Actions, or when the file says nothing usable. Read once an invocation (a
@@ -109,7 +113,7 @@ def _github_pull_request() -> _PullRequest | None:
     return _GithubStep.pull_requests[path]
 
 
-def _workflow_run_url() -> str:
+def workflow_run_url() -> str:
     """The workflow run's page (its artifacts hold the reports), from what GitHub sets; "" when
     any part is missing or not the shape GitHub gives it."""
     server, repository, run = (
@@ -230,7 +234,7 @@ def _source_link(case: CaseResult) -> str:
         return ""
     path = workspace_path(case.source)
     shown = markdown_cell(f"{path}:{case.line}" if case.line else path, None, code=True)
-    pull, run = _github_pull_request(), _workflow_run_url()
+    pull, run = github_pull_request(), workflow_run_url()
     if not (pull and pull.head_sha and run and not path.startswith("/")):
         return shown
     import urllib.parse
@@ -271,7 +275,7 @@ def comment_failures(
 
 def _comment_footer() -> list[str]:
     """Which commit was evaluated, and the run whose artifacts hold the reports."""
-    pull, run = _github_pull_request(), _workflow_run_url()
+    pull, run = github_pull_request(), workflow_run_url()
     parts = [f"commit {pull.head_sha}"] if pull and pull.head_sha else []
     if run:
         parts.append(f"[workflow run]({run}): its artifacts hold the HTML report and the results")
@@ -393,7 +397,7 @@ def write_comparison_comment(path: str, comparisons: Sequence[Comparison]) -> No
     write_text_atomic(path, _comment_text(sections, path))
 
 
-def _append_step_summary(markdown: str) -> None:
+def append_step_summary(markdown: str) -> None:
     """When GITHUB_STEP_SUMMARY names a file (GitHub Actions sets it), the markdown summary is
     appended to it: the job's summary page shows the report. Every mode that writes results."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -421,17 +425,17 @@ def _summarize_results(results: Results, outputs: Outputs, console: Console) -> 
                 "--report or --html file.)"
             ]
         )
-    _append_step_summary(markdown)
+    append_step_summary(markdown)
 
 
 def _summarize_comparisons(
     comparisons: Sequence[Comparison], outputs: Outputs, console: Console
 ) -> None:
-    _append_step_summary("\n".join(render_comparison(c) for c in comparisons))
+    append_step_summary("\n".join(render_comparison(c) for c in comparisons))
 
 
 # ------ the step's outputs
-def _output_entry(name: str, value: str) -> str:
+def output_entry(name: str, value: str) -> str:
     """One $GITHUB_OUTPUT entry: `name=value`, or a delimited block for a value of many lines
     (GitHub's multiline syntax, with a delimiter the value does not hold)."""
     if "\n" not in value and "\r" not in value:
@@ -459,10 +463,10 @@ def _set_step_outputs(outputs: Outputs, passed: bool, counts: Mapping[str, float
     values.update({name: str(round(v, 6)) for name, v in _GithubStep.counts.items()})
     values.update({name: "\n".join(paths) for name, paths in _GithubStep.files.items() if paths})
     values["files"] = "\n".join(p for paths in _GithubStep.files.values() for p in paths)
-    pull = _github_pull_request()
+    pull = github_pull_request()
     values["pull_request"] = str(pull.number) if pull else ""
     redactor = Redactor.for_run()
-    text = "".join(_output_entry(name, redactor.text(value)) for name, value in values.items())
+    text = "".join(output_entry(name, redactor.text(value)) for name, value in values.items())
     try:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
