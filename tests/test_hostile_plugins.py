@@ -70,7 +70,8 @@ def test_a_hook_echoing_the_api_key_leaves_only_redacted_text_in_every_output(
         env = {**os.environ, "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": api.url}
         done = cli.process(
             "plugin", plugin, "-o", out / "results.json", "--report", out / "report.md",
-            "--html", out / "report.html", "--keep-events", env=env, cwd=tmp_path, timeout=600,
+            "--html", out / "report.html", "--keep-events", "--trust-plugin",
+            env=env, cwd=tmp_path, timeout=600,
         )  # fmt: skip
         # the hook ran and Claude Code sent what it printed: the secret forms reached the model
         sent = json.dumps(api.message_requests)
