@@ -7,7 +7,6 @@ May import: the rooms above it (the foundations up to scoring)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,16 +16,21 @@ import click
 import prompts
 import test_constants as C
 
-from .answers import answer_match_problem, normalize_answer_match
 from .claude_code.process import tool_grants
 from .loaders.servers import SERVER_TRANSPORTS
+from .option_types import (
+    POSITIVE_FLOAT,
+    POSITIVE_INT,
+    FiniteFloat,
+    RunCount,
+    answer_match_option,
+    shard_option,
+)
 
 __all__ = [
-    "AutoRuns",
     "OPTIONS",
     "Option",
     "RUNNING",
-    "RunCount",
     "TASKS",
     "WRITERS",
     "Writer",
@@ -44,83 +48,6 @@ __all__ = [
 # README's options tables), its help and its click settings. The command line, every verb's
 # own help, the project file's keys and the refusals all read this table; a writer adds its
 # own row when it registers (see Writer). `Settings` has a field for every row but a writer's.
-class _FiniteFloat(click.FloatRange):
-    """click's FloatRange, but a number: nan (every comparison with it is false, so it passes any
-    range: --max-cost nan was no limit at all) and infinities are refused."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        # click types FloatRange's base twice, with two input types
-        number = click.types.FloatParamType.convert(self, value, param, ctx)  # type: ignore[arg-type]
-        if not abs(number) < float("inf"):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return super().convert(number, param, ctx)
-
-
-_POSITIVE_INT = click.IntRange(min=1)
-
-
-_POSITIVE_FLOAT = _FiniteFloat(min=0, min_open=True)
-
-
-@dataclass(frozen=True)
-class AutoRuns:
-    """-i auto / --runs auto[:MIN-MAX]: rounds until each case is decided, between MIN and MAX."""
-
-    least: int = C.AUTO_MIN_RUNS
-    most: int = C.AUTO_MAX_RUNS
-
-
-class RunCount(click.ParamType):
-    """-i / --runs: a whole number of runs, or `auto` (`auto:MIN-MAX`): rounds that stop each case
-    once its interval clears the threshold (AutoRuns)."""
-
-    name = "N|auto"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, (int, AutoRuns)) and not isinstance(value, bool):
-            return value if isinstance(value, AutoRuns) or value >= 1 else self.fail("at least 1")
-        text = str(value).strip().lower()
-        if text.isdigit() and int(text) >= 1:
-            return int(text)
-        match = re.fullmatch(r"auto(?::(\d+)-(\d+))?", text)
-        if not match:
-            self.fail(
-                f"{value!r} is not a number of runs (1 or more) nor auto[:MIN-MAX]", param, ctx
-            )
-        least, most = (
-            (int(match.group(1)), int(match.group(2)))
-            if match.group(1)
-            else (C.AUTO_MIN_RUNS, C.AUTO_MAX_RUNS)
-        )
-        if not 1 <= least <= most:
-            self.fail(f"{value!r}: auto:MIN-MAX needs 1 <= MIN <= MAX", param, ctx)
-        return AutoRuns(least, most)
-
-
-def _answer_match_option(
-    context: click.Context | None, parameter: click.Parameter | None, value: str | None
-) -> str | None:
-    """--answer-match, checked when parsed (an expected answer comes later, from each pair)."""
-    if value is None:
-        return None
-    problem = answer_match_problem(value, "0")
-    if problem and "expected answer" not in problem:
-        raise click.BadParameter(problem.removeprefix("answer_match "))
-    return normalize_answer_match(value)
-
-
-def _shard_option(
-    context: click.Context | None, parameter: click.Parameter | None, value: str | None
-) -> tuple[int, int] | None:
-    """--shard K/N: whole numbers, 1 <= K <= N."""
-    if value is None:
-        return None
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
-    return int(match.group(1)), int(match.group(2))
-
-
 @dataclass(frozen=True)
 class Option:
     """One option: the Settings field (and project-file key) it fills, its flags, its help group,
@@ -326,7 +253,7 @@ OPTIONS: list[Option] = [
     option(
         RUNNING,
         "--concurrency",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         help=f"Runs at once (default {C.DEFAULT_CONCURRENCY}; skill runs: 2 per CPU, at most 10; "
         f"plugin runs: {C.DEFAULT_PLUGIN_CONCURRENCY}).",
     ),
@@ -334,14 +261,14 @@ OPTIONS: list[Option] = [
         RUNNING,
         "--shard",
         metavar="K/N",
-        callback=_shard_option,
+        callback=shard_option,
         help="Run only shard K of N: a stable share of the runs (by case, iteration and model); "
         "merge puts the N results files together.",
     ),
     option(
         RUNNING,
         "--threshold",
-        type=_FiniteFloat(0, 1),
+        type=FiniteFloat(0, 1),
         default=C.DEFAULT_CASE_THRESHOLD,
         show_default=True,
         help="A case passes when its pass rate over the iterations is at least this.",
@@ -375,7 +302,7 @@ OPTIONS: list[Option] = [
     option(
         RUNNING,
         "--max-cost",
-        type=_POSITIVE_FLOAT,
+        type=POSITIVE_FLOAT,
         metavar="USD",
         help="Start no new run once the run has cost this much (it says so; --resume goes on).",
     ),
@@ -441,7 +368,7 @@ OPTIONS: list[Option] = [
     option(
         _MODEL,
         "--max-turns",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         default=C.DEFAULT_MAX_TURNS,
         show_default=True,
         help="Model calls per conversation (skill tests: claude --max-turns).",
@@ -449,7 +376,7 @@ OPTIONS: list[Option] = [
     option(
         _MODEL,
         "--max-tokens",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         default=C.DEFAULT_MAX_TOKENS,
         show_default=True,
         help="Most tokens in one answer; a cut answer is recorded as truncated.",
@@ -457,7 +384,7 @@ OPTIONS: list[Option] = [
     option(
         _MODEL,
         "--temperature",
-        type=_FiniteFloat(0, 1),
+        type=FiniteFloat(0, 1),
         default=C.DEFAULT_TEMPERATURE,
         help="Sampling temperature, for models that take one (default: the API's).",
     ),
@@ -477,7 +404,7 @@ OPTIONS: list[Option] = [
     option(
         _MODEL,
         "--request-timeout",
-        type=_POSITIVE_FLOAT,
+        type=POSITIVE_FLOAT,
         default=C.DEFAULT_REQUEST_TIMEOUT,
         show_default=True,
         help="Seconds one model call may take.",
@@ -514,7 +441,7 @@ OPTIONS: list[Option] = [
     option(
         _SERVERS,
         "--tool-timeout",
-        type=_POSITIVE_FLOAT,
+        type=POSITIVE_FLOAT,
         default=C.DEFAULT_TOOL_TIMEOUT,
         show_default=True,
         help="Seconds one tool call may take.",
@@ -522,7 +449,7 @@ OPTIONS: list[Option] = [
     option(
         _SERVERS,
         "--stop-grace",
-        type=_FiniteFloat(min=0, max=60),
+        type=FiniteFloat(min=0, max=60),
         default=C.DEFAULT_STOP_GRACE,
         show_default=True,
         metavar="S",
@@ -634,7 +561,7 @@ OPTIONS: list[Option] = [
     option(
         _CONVERSATIONS,
         "--max-user-turns",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         default=C.DEFAULT_MAX_USER_TURNS,
         show_default=True,
         help="Messages the simulated user may send per conversation.",
@@ -646,7 +573,7 @@ OPTIONS: list[Option] = [
         "QA evaluations",
         "--answer-match",
         metavar="MODE",
-        callback=_answer_match_option,
+        callback=answer_match_option,
         help="How every QA answer is compared (instead of each pair's own): exact (default), "
         "normalized, numeric, numeric:TOL, numeric:PCT%, contains, regex or judge.",
     ),
@@ -660,7 +587,7 @@ OPTIONS: list[Option] = [
     option(
         _GRADING,
         "--verify-timeout",
-        type=_POSITIVE_FLOAT,
+        type=POSITIVE_FLOAT,
         default=C.DEFAULT_VERIFY_TIMEOUT,
         show_default=True,
         help="Seconds a case's verify command may take (then it is an error).",
@@ -677,7 +604,7 @@ OPTIONS: list[Option] = [
     option(
         _SKILLS,
         "--trigger-threshold",
-        type=_FiniteFloat(0, 1, min_open=True),
+        type=FiniteFloat(0, 1, min_open=True),
         default=C.DEFAULT_TRIGGER_THRESHOLD,
         show_default=True,
         help="Activation rate at which a query counts as activating.",
@@ -685,7 +612,7 @@ OPTIONS: list[Option] = [
     option(
         _SKILLS,
         "--trigger-max-turns",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         default=C.DEFAULT_TRIGGER_MAX_TURNS,
         show_default=True,
         help="--max-turns of each trigger query's claude run.",
@@ -693,7 +620,7 @@ OPTIONS: list[Option] = [
     option(
         _SKILLS,
         "--trigger-timeout",
-        type=_POSITIVE_FLOAT,
+        type=POSITIVE_FLOAT,
         help="Seconds per trigger run (default: the test's timeout, 30).",
     ),
     option(
@@ -707,7 +634,7 @@ OPTIONS: list[Option] = [
     option(
         _SKILLS,
         "--min-trigger-score",
-        type=_FiniteFloat(0, 100),
+        type=FiniteFloat(0, 100),
         metavar="PERCENT",
         help="Fail (exit 1) when a skill's triggerScore is below this.",
     ),
@@ -797,7 +724,7 @@ OPTIONS: list[Option] = [
     option(
         _OPTIMIZER,
         "--holdout",
-        type=_FiniteFloat(0, 1, max_open=True),
+        type=FiniteFloat(0, 1, max_open=True),
         default=C.DEFAULT_HOLDOUT,
         show_default=True,
         help="--optimize: share of the queries / cases held out as the test split (stratified).",
@@ -814,7 +741,7 @@ OPTIONS: list[Option] = [
     option(
         _OPTIMIZER,
         "--optimize-rounds",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         default=C.DEFAULT_OPTIMIZE_ROUNDS,
         show_default=True,
         help="--optimize: new descriptions asked for at most.",
@@ -987,7 +914,7 @@ OPTIONS += [
     option(
         _STATISTICS,
         "--detect",
-        type=_FiniteFloat(0, 100, min_open=True),
+        type=FiniteFloat(0, 100, min_open=True),
         default=C.DEFAULT_DETECT_POINTS,
         show_default=True,
         metavar="POINTS",
@@ -996,7 +923,7 @@ OPTIONS += [
     option(
         _STATISTICS,
         "--rate",
-        type=_FiniteFloat(0, 1),
+        type=FiniteFloat(0, 1),
         metavar="RATE",
         help=f"plan without a results file: the pass rate assumed for every case (default "
         f"{C.PLAN_ASSUMED_RATE:g}).",
@@ -1004,7 +931,7 @@ OPTIONS += [
     option(
         _STATISTICS,
         "--alpha",
-        type=_FiniteFloat(0, 0.5, min_open=True),
+        type=FiniteFloat(0, 0.5, min_open=True),
         default=C.DEFAULT_ALPHA,
         show_default=True,
         help="compare: a case is a regression or a fix only when its change is significant at "
@@ -1154,7 +1081,7 @@ OPTIONS += [
     option(
         _LITERATURE,
         "--limit",
-        type=_POSITIVE_INT,
+        type=POSITIVE_INT,
         metavar="N",
         help="import: at most N entries per category (bfcl) or N tasks (tau2), from the first.",
     ),
