@@ -110,8 +110,10 @@ def test_a_server_that_fails_to_start_quoting_its_environment_is_redacted(cli, a
     code, stdout, stderr = cli(
         "-q", "hi", "--server", f"{sys.executable} {script}", "--server-env", f"SVC_TOKEN={token}"
     )
-    line = one_error_line(stderr)
-    assert code == 2 and token not in stderr and "SVC_TOKEN=[REDACTED]" in line
+    one_error_line(stderr)  # exactly one error: line, no traceback
+    assert (
+        code == 2 and token not in stderr and "SVC_TOKEN=[REDACTED]" in stderr
+    )  # its stderr: on the lines below the error line
     assert api.message_requests == []
 
 
@@ -135,8 +137,8 @@ def test_an_http_server_at_a_dead_port_with_a_token_in_url_and_headers_is_redact
         )
     )
     code, stdout, stderr = cli("-q", "hi", "--mcp-config", config, "--dry-run")
-    line = one_error_line(stderr)
-    assert code == 2 and token not in stderr and "[REDACTED]" in line
+    one_error_line(stderr)  # exactly one error: line, no traceback
+    assert code == 2 and token not in stderr and "[REDACTED]" in stderr
 
 
 def test_a_stdio_argument_holding_a_token_is_redacted(cli, tmp_path, monkeypatch, no_api_key):
@@ -1200,8 +1202,10 @@ def test_a_server_failing_with_keys_encoded_on_its_stderr_leaks_none_in_the_erro
         "--server-env",
         f"SERVICE_TOKEN={SERVICE_TOKEN}",
     )
-    line = one_error_line(stderr)
-    assert code == 2 and "[REDACTED]" in line and "blob" in line, line
+    one_error_line(stderr)  # exactly one error: line, no traceback
+    assert code == 2 and "[REDACTED]" in stderr and "blob" in stderr, (
+        stderr
+    )  # the stderr tail: below the error line
     assert_no_key_recoverable([], stdout, stderr)
 
 
@@ -1570,6 +1574,6 @@ def test_a_server_failing_with_secrets_in_any_form_on_its_stderr_leaks_none(
         "--server",
         f"{sys.executable} {ENCODING} --die-printing {names} --form {form}",
     )
-    line = one_error_line(stderr)
-    assert code == 2 and "[REDACTED]" in line, line
+    one_error_line(stderr)  # exactly one error: line, no traceback
+    assert code == 2 and "[REDACTED]" in stderr, stderr  # the stderr tail: below the error line
     assert_no_secret_recoverable([API_KEY_90, SERVICE_TOKEN, *SERVER_SECRETS], [], stdout, stderr)
