@@ -24,7 +24,7 @@ from .errors import FatalApiError, InputError, OutputError, ServerError, UsagePr
 from .mode_table import MODES, modes_for_help, select_mode
 from .options import OPTIONS, option_named
 from .patterns import PATTERN_WORKERS
-from .redaction import Redactor, error_line, report_input_error
+from .redaction import error_line, report_input_error
 from .settings import Settings, StrayArgument, settings_from
 from .sinks import terminal_text
 from .stopping import (
@@ -294,12 +294,7 @@ def _invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> 
         report_input_error(exc)
         return 2
     except (ServerError, FatalApiError, OutputError) as exc:
-        # redacted whole (a secret may span the lines of a server's stderr), then printed a line
-        # at a time (a traceback reads as its lines), each escaped
-        first, *quoted = Redactor.for_run().text(str(exc)).split("\n")
-        click.echo(f"error: {terminal_text(first)}", err=True)
-        for line in quoted:
-            click.echo("  " + terminal_text(line), err=True)
+        click.echo(error_line(exc), err=True)  # one line: redacted whole, then escaped
         return 2
 
 

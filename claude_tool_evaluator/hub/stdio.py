@@ -468,8 +468,7 @@ class ServerConnection:
         }[spec.kind]
         message = f"MCP server '{spec.name}' ({target}) {what}" + fastmcp_hint(self.stderr_tail())
         stderr = self.stderr_tail()
-        # its own lines (a traceback reads as one): the CLI prints each, escaped
-        return message + (f"; its stderr ends with:\n{stderr}" if stderr else "")
+        return message + (f"; its stderr ends with: {stderr}" if stderr else "")
 
     async def close(self, grace: float = 10) -> None:
         self._stop.set()
