@@ -23,6 +23,7 @@ from typing import Any
 from ..run_types import ServerSpec
 
 __all__ = [
+    "remote_entry",
     "served_over_http",
 ]
 
@@ -89,6 +90,15 @@ def _quiet_server(app: Any) -> Any:
             timeout_graceful_shutdown=_STOP_SECONDS,
         )
     )
+
+
+def remote_entry(spec: ServerSpec) -> dict[str, Any]:
+    """An http or sse server as an entry of Claude Code's --mcp-config, its headers with it (a
+    server served here refuses a request without the block's bearer token)."""
+    entry: dict[str, Any] = {"type": spec.kind, "url": spec.url}
+    if spec.headers:
+        entry["headers"] = dict(spec.headers)
+    return entry
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ from ..claude_code.proxy import CachingProxy
 from ..claude_code.runs import RunFolder
 from ..claude_code.stream import StreamCall, StreamReader, StreamText, read_output, stream_error
 from ..errors import InputError
-from ..hub.served import served_over_http
+from ..hub.served import remote_entry, served_over_http
 from ..run_types import HARNESS_MARK, VERSION_MARK, HistoryEntry, ToolCall, Transcript, Usage
 from ..sinks import one_line
 
@@ -141,10 +141,7 @@ def _server_entry(spec: ServerSpec) -> dict[str, Any]:
             entry["env"] = dict(spec.env)
         return entry
     if spec.kind in ("http", "sse"):
-        entry = {"type": spec.kind, "url": spec.url}
-        if spec.headers:
-            entry["headers"] = dict(spec.headers)
-        return entry
+        return remote_entry(spec)
     return {
         "command": sys.executable,
         "args": [

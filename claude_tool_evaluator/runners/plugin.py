@@ -43,7 +43,7 @@ from ..errors import InputError
 from ..files import folder_digest
 from ..grading import GRADE_TOOL, JUDGE_TOOL_CHOICE, Judge
 from ..hub.mocks import MockCalls, MockedServer
-from ..hub.served import served_over_http
+from ..hub.served import remote_entry, served_over_http
 from ..loaders.plugin_evals import Plugin, PluginCase, plugin_name_of
 from ..loaders.servers import plugin_server_names
 from ..pipeline import Job
@@ -264,14 +264,7 @@ class _StandIns:
         async with served_over_http([m.spec(n) for n, m in self.servers]) as reachable:
             config = root / "mocks.json"
             config.write_text(
-                json.dumps(
-                    {  # each with the block's bearer token: the servers refuse a request without
-                        "mcpServers": {
-                            s.name: {"type": "http", "url": s.url, "headers": dict(s.headers or {})}
-                            for s in reachable
-                        }
-                    }
-                )
+                json.dumps({"mcpServers": {s.name: remote_entry(s) for s in reachable}})
             )
             yield config
 
