@@ -17,7 +17,7 @@ from .cache import ResponseCache
 from .files import JsonStream, dump_streamed, results_lines_path
 from .options import writer_named
 from .redaction import Redactor
-from .results_schema.document import SECTIONS, Metadata, SummaryRecord, ToolStatsRecord, dump_record
+from .results_schema.document import SECTIONS, Metadata, SummaryRecord, dump_record
 
 __all__ = [
     "MODE_TITLES",
@@ -58,18 +58,7 @@ def summary_record(
         cost_usd=round(runs.cost, 6),
         latency_p50_ms=runs.latency.quantile(0.5),
         latency_p95_ms=runs.latency.quantile(0.95),
-        tools=[
-            ToolStatsRecord(
-                tool=s.tool,
-                true_positives=s.true_positives,
-                false_positives=s.false_positives,
-                false_negatives=s.false_negatives,
-                precision=round(s.precision, 4),
-                recall=round(s.recall, 4),
-                f1=round(s.f1, 4),
-            )
-            for s in runs.tool_stats()
-        ],
+        tools=[s.record() for s in runs.tool_stats()],
         confusion=runs.confusion,
         not_started=outcome.not_started,
         interrupted=outcome.interrupted,

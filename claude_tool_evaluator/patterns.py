@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import test_constants as C
 
@@ -216,6 +217,7 @@ class _PatternWorkers:
 
 
 PATTERN_WORKERS = _PatternWorkers()
+_Read = TypeVar("_Read")
 
 
 atexit.register(PATTERN_WORKERS.close)
@@ -224,6 +226,14 @@ atexit.register(PATTERN_WORKERS.close)
 def _python_flags(ignore_case: bool, multiline: bool, dotall: bool) -> int:
     flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
     return int(flags | (re.DOTALL if dotall else 0))
+
+
+def _on_utf8(text: str, read: Callable[[str], _Read]) -> _Read:
+    """`read(text)` with RE2, which reads UTF-8: a lone surrogate (no UTF-8) becomes U+FFFD."""
+    try:
+        return read(text)
+    except UnicodeError:
+        return read(_SURROGATES.sub("\ufffd", text))
 
 
 def untrusted_search(
@@ -239,10 +249,7 @@ def untrusted_search(
     PatternSkipped when the check could not be made, BadPattern when it is no pattern at all."""
     compiled = re2_compiled(pattern, ignore_case, multiline, dotall)
     if compiled is not None:
-        try:
-            return compiled.search(text) is not None
-        except UnicodeError:  # RE2 reads UTF-8, which a lone surrogate is not
-            return compiled.search(_SURROGATES.sub("\ufffd", text)) is not None
+        return _on_utf8(text, lambda utf8: compiled.search(utf8) is not None)
     flags = _python_flags(ignore_case, multiline, dotall)
     return PATTERN_WORKERS.search(pattern, flags, text, limit_ms)
 
@@ -259,9 +266,7 @@ def untrusted_count(
     untrusted_search is."""
     compiled = re2_compiled(pattern, ignore_case, multiline, dotall)
     if compiled is not None:
-        with contextlib.suppress(UnicodeError):
-            return sum(1 for _ in compiled.finditer(text))
-        return sum(1 for _ in compiled.finditer(_SURROGATES.sub("\ufffd", text)))
+        return _on_utf8(text, lambda utf8: sum(1 for _ in compiled.finditer(utf8)))
     flags = _python_flags(ignore_case, multiline, dotall)
     return PATTERN_WORKERS.count(pattern, flags, text, limit_ms)
 

@@ -222,6 +222,19 @@ def read_permission_rules(allow_read: Sequence[str]) -> list[str]:
     return rules
 
 
+def _bwrap_probe_problem(command: list[str]) -> str | None:
+    """None when the bwrap probe `command` exits 0, else why it could not, in a few words."""
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
+    return None
+
+
 @functools.lru_cache(maxsize=4)
 def sandbox_problem(path: str | None) -> str | None:
     """None when Claude Code's sandbox can start with this PATH, else why not, in a few words.
@@ -248,15 +261,7 @@ def sandbox_problem(path: str | None) -> str | None:
         "--",
         shutil.which("true", path=path) or "/bin/true",
     ]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap could not run: {exc}"
-    if done.returncode != 0:
-        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
-    return None
+    return _bwrap_probe_problem(command)
 
 
 def check_sandbox(path: str | None) -> None:
@@ -350,15 +355,7 @@ def _confinement_problem() -> str | None:
     if bwrap is None:
         return "bwrap (bubblewrap) not found on PATH"
     probe = confined_command([shutil.which("true") or "/bin/true"], Path(tempfile.gettempdir()))
-    try:
-        done = subprocess.run(
-            probe, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap could not run: {exc}"
-    if done.returncode != 0:
-        return f"bwrap cannot make a sandbox here: {one_line(done.stderr, 200)}"
-    return None
+    return _bwrap_probe_problem(probe)
 
 
 def check_confinement(unconfined: bool) -> None:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import test_constants as C
 
-from ..results_schema.document import ToolStatsRecord
 from ..results_schema.sections import ConsolidationHintRecord, CrowdPointRecord, ThiefRecord
 from .statistics import tool_selection_stats, wilson_interval
 
@@ -171,19 +170,7 @@ def tool_crowd_point(
             "f1": (f1(p_low, r_low), f1(p_high, r_high)),
         },
         tool_tokens=tokens,
-        tools=[
-            ToolStatsRecord(
-                tool=s.tool,
-                true_positives=s.true_positives,
-                false_positives=s.false_positives,
-                false_negatives=s.false_negatives,
-                precision=round(s.precision, 4),
-                recall=round(s.recall, 4),
-                f1=round(s.f1, 4),
-            )
-            for s in stats
-            if s.tool in expected
-        ],
+        tools=[s.record() for s in stats if s.tool in expected],
     )
 
 

@@ -15,7 +15,7 @@ import test_constants as C
 
 from ..hub.calls import CALL_SOURCES
 from ..loaders.csv_suites import CsvSuite
-from ..results_schema.document import ToolCoverageRecord
+from ..results_schema.document import ToolCoverageRecord, ToolStatsRecord
 from ..run_types import Usage
 
 __all__ = [
@@ -334,6 +334,18 @@ class _ToolStats:
     def f1(self) -> float:
         p, r = self.precision, self.recall
         return 2 * p * r / (p + r) if p + r else 0.0
+
+    def record(self) -> ToolStatsRecord:
+        """As the results file keeps it (rates to four places)."""
+        return ToolStatsRecord(
+            tool=self.tool,
+            true_positives=self.true_positives,
+            false_positives=self.false_positives,
+            false_negatives=self.false_negatives,
+            precision=round(self.precision, 4),
+            recall=round(self.recall, 4),
+            f1=round(self.f1, 4),
+        )
 
 
 class _LatencyQuantiles:
