@@ -1025,6 +1025,13 @@ OPTIONS += [
     ),
     option(
         _PLUGINS,
+        "--record-mocks",
+        is_flag=True,
+        help="plugin: run the plugin's real MCP servers once (trusted, confined, granted) and "
+        "write what they listed and answered as mocks/ in the suite (existing files kept).",
+    ),
+    option(
+        _PLUGINS,
         "--keep-events",
         is_flag=True,
         help="plugin: keep each run's stream-json events in the results.",

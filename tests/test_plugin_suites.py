@@ -292,3 +292,81 @@ def test_a_case_yaml_alone_needs_a_name_as_claude_code_reads_it(tmp_path: Path):
     (case / "prompt.md").write_text("Hi\n")  # a prompt.md names the case by its folder
     loaded = load_case(case)
     assert loaded is not None and loaded.name == "02-unnamed"
+
+
+@pytest.fixture(scope="module")
+def recorded_mocks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """recordable-plugin: `plugin --record-mocks` runs its real server once (confined: the marker
+    it would write outside the run never appears), then the real server is replaced by one that
+    would touch a marker, and the suite runs offline from the recorded mocks by `plugin` and by
+    `claude plugin eval --json` (the arm with the plugin alone)."""
+    folder = tmp_path_factory.mktemp("recordable")
+    copy = folder / "larder"
+    shutil.copytree(CORPUS / "recordable-plugin", copy)
+    confined_marker, offline_marker = folder / "RECORDED-SERVER-WROTE", folder / "REAL-STARTED"
+    config = json.loads((copy / ".mcp.json").read_text())
+    config["mcpServers"]["stock"]["env"] = {"STOCK_MARKER": str(confined_marker)}
+    (copy / ".mcp.json").write_text(json.dumps(config))
+    for run in ("recording", "offline"):
+        (folder / run).mkdir()
+    with ScriptedAnthropic(responder=mock_plugin_claude_code) as api:
+        recording, recorded_doc = run_ours(
+            api.url, folder / "recording", copy, "--record-mocks", "--ablation", "none"
+        )
+        mocks = {
+            p.relative_to(copy / "evals" / "mocks").as_posix(): p.read_text()
+            for p in sorted((copy / "evals" / "mocks").rglob("*"))
+            if p.is_file()
+        }
+        command = f'touch "{offline_marker}"; sleep 60'
+        servers = {"mcpServers": {"stock": {"command": "sh", "args": ["-c", command]}}}
+        (copy / ".mcp.json").write_text(json.dumps(servers))
+        ours, our_doc = run_ours(api.url, folder / "offline", copy, "--ablation", "none")
+        code, said, theirs = run_claude_plugin_eval(
+            api.url, folder / "claude", copy, "--ablation", "none"
+        )
+    return {
+        "recording": recording,
+        "recorded_doc": recorded_doc,
+        "mocks": mocks,
+        "ours": ours,
+        "our_doc": our_doc,
+        "code": code,
+        "said": said,
+        "theirs": theirs,
+        "markers": [confined_marker, offline_marker],
+    }
+
+
+@needs_claude
+def test_mocks_recorded_from_the_real_server_are_what_claude_code_serves(recorded_mocks: dict):
+    recording = recorded_mocks["recording"]
+    assert recording.exit_code == 0, recording.stdout + recording.stderr
+    assert "--record-mocks: wrote mocks/stock/_tools.json" in recording.stdout
+    assert "--record-mocks: wrote mocks/stock/count.md" in recording.stdout
+    mocks = recorded_mocks["mocks"]
+    assert set(mocks) == {"stock/_tools.json", "stock/count.md"}  # audit was never called
+    listed = json.loads(mocks["stock/_tools.json"])["tools"]
+    assert [t["name"] for t in listed] == ["count", "audit"]
+    assert listed[0]["inputSchema"]["properties"] == {"query": {"type": "string"}}
+    # the query each case sent is written as the template, so one answer serves both cases
+    assert (
+        mocks["stock/count.md"] == "---\ntype: fixed\n---\nLARDER-42 units for: {{input.query}}\n"
+    )
+    assert all(r["passed"] for r in recorded_mocks["recorded_doc"]["results"])
+    # offline: both serve the recorded mocks, agree run by run, and both cases pass
+    ours, theirs = ours_by_run(recorded_mocks["our_doc"]), theirs_by_run(recorded_mocks["theirs"])
+    assert ours == theirs
+    assert all(run[0] for runs in ours.values() for run in runs) and len(ours) == 2
+    assert recorded_mocks["code"] == recorded_mocks["ours"].exit_code == 0, recorded_mocks["said"]
+    for said in (
+        recorded_mocks["said"],
+        recorded_mocks["ours"].stdout + recorded_mocks["ours"].stderr,
+    ):
+        assert "permissive schema" not in said and "_tools.json" not in said, said
+    their_runs = [r for c in recorded_mocks["theirs"]["cases"] for r in c["arms"]["with"]]
+    assert all(r["mocks"]["calls"]["unmocked"] == [] for r in their_runs)
+    assert all(not r["mocks"]["warnings"] for r in their_runs)
+    # the recorded server ran confined (its write outside the run never landed); offline, the
+    # real server never started, either side
+    assert not any(marker.exists() for marker in recorded_mocks["markers"])
