@@ -12,7 +12,8 @@ What the scripted server (`plugin_claude_code`) does, by hand:
 - mocked-plugin (larder; its `stock` server stood in for by mocks, the real one would touch a
   marker): with the plugin the skill names mcp__plugin_larder_stock__count, deferred: Skill,
   ToolSearch select:, the tool, then "Done: " and the mock's answer (01: the suite's mock, its
-  template filled with the query; 02: the case's own mock); without it one turn, nothing passes.
+  template filled with the query; 02: the case's own mock; 03: the case's own mock, its
+  `{{file:count.txt}}` filled from the file beside it); without it one turn, nothing passes.
 - commands-plugin (memo): 01's `/memo:draft ...` reaches the model expanded (the command's text
   shares its words with memo-writer): Skill, then "Done" with the plugin; without it the command
   does not exist and the model answers at once. 02: no skill either way, `max 0` passes.
@@ -255,6 +256,12 @@ def test_mocks_stand_in_for_the_plugin_s_server_as_in_claude_code(mocked_plugin:
     ]
     assert "LARDER-42 units for: How many units of oat" in suite_mock["answer"]
     assert "CASE-7 units" in runs[("02-case-mock", "with")]["answer"]
+    # {{file:count.txt}}: the file beside the case's mock, as Claude Code fills it in
+    assert (
+        "FILED-9 units (shelf B) for: How many units of tea"
+        in runs[("03-file-mock", "with")]["answer"]
+    )
+    assert all(run[0] for run in ours[("03-file-mock", "with")])
     assert runs[("01-suite-mock", "without")]["mocks"] is None
     their_runs = {
         (c["name"], arm): rs[0]
@@ -370,3 +377,30 @@ def test_mocks_recorded_from_the_real_server_are_what_claude_code_serves(recorde
     # the recorded server ran confined (its write outside the run never landed); offline, the
     # real server never started, either side
     assert not any(marker.exists() for marker in recorded_mocks["markers"])
+
+
+@pytest.mark.parametrize(
+    "name, text, said",
+    [
+        ("_server.md", "---\ntype: agent\ntools: [count]\n---\nA larder.\n", "server-wide"),
+        ("count.md", "---\ntype: agent\n---\nA larder's stock server.\n", "type: agent"),
+        ("count.md", "---\ntype: fixed\nabort_when: never\n---\n9\n", "abort_when"),
+        ("count.md", "---\ntype: fixed\ntools: [count]\n---\n9\n", "_server.md"),
+        ("count.md", "---\ntype: fixed\nerror: maybe\n---\n9\n", "error must be true or false"),
+        ("count.md", "---\ntype: fixed\nreply: 9\n---\n9\n", "unknown mock field 'reply'"),
+        ("list.issues.md", "---\ntype: fixed\n---\n9\n", "name responder files after the tool"),
+    ],
+)
+def test_a_mock_file_claude_code_reads_differently_is_refused_with_one_line(
+    tmp_path: Path, name: str, text: str, said: str
+):
+    """Every field Claude Code 2.1.332 reads in a mock file is honoured (type: fixed, expect:,
+    error:, {{input.X}} and {{file:P}}) or refused with one line naming the file."""
+    copy = tmp_path / "larder"
+    shutil.copytree(CORPUS / "mocked-plugin", copy)
+    mock = copy / "evals" / "mocks" / "stock" / name
+    mock.write_text(text)
+    with pytest.raises(InputError) as refused:
+        load_plugin(copy)
+    line = str(refused.value)
+    assert said in line and name in line and "\n" not in line, line
