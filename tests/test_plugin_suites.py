@@ -404,3 +404,86 @@ def test_a_mock_file_claude_code_reads_differently_is_refused_with_one_line(
         load_plugin(copy)
     line = str(refused.value)
     assert said in line and name in line and "\n" not in line, line
+
+
+def claude_code_target(folder: Path, *line: str) -> str:
+    """Which folder `claude plugin eval LINE` took for its target: its trust refusal (no
+    terminal, no --trust-plugin: nothing runs) names it."""
+    done = subprocess.run(
+        [str(CLAUDE), "plugin", "eval", *line, "--no-publish"],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**os.environ, "HOME": str(folder)},
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    said = done.stdout + done.stderr
+    assert "is not a trusted plugin directory" in said, said
+    return said.split("Error: ", 1)[-1].split(" is not a trusted", 1)[0]
+
+
+@needs_claude
+def test_variadic_grants_are_read_as_claude_code_reads_them(tmp_path: Path):
+    """`--allow-tools Bash Write 'mcp__s__*'` (Claude Code's variadic form) is three grants, here
+    as there; a plugin's path after them is still the target here, where Claude Code takes it as
+    one more tool and evaluates the folder it stands in."""
+    import click
+
+    import evaluator
+
+    target = str(CORPUS / "mocked-plugin")
+    grants = ["--allow-tools", "Bash", "Write", "mcp__plugin_larder_stock__*"]
+    kept = ["--disallow-tools", "Agent", "TaskStop"]
+    plugin = evaluator.main.get_command(click.Context(evaluator.main), "plugin")
+    for line in ([target, *grants, *kept], [*grants, *kept, target]):
+        params = plugin.make_context("plugin", list(line)).params
+        assert params["allow_tools"] == ("Bash", "Write", "mcp__plugin_larder_stock__*"), line
+        assert params["disallow_tools"] == ("Agent", "TaskStop")
+        assert params["arguments"] == (target,)
+    # Claude Code: the target first, the grants after it, finds the plugin; the target last is
+    # swallowed by --allow-tools (its target is then the folder it runs in)
+    assert claude_code_target(tmp_path, target, *grants, *kept) == target
+    assert claude_code_target(tmp_path, *grants, *kept, target) == str(tmp_path)
+
+
+def test_recorded_mocks_are_redacted_templated_and_never_overwrite(tmp_path: Path):
+    """write_recorded_mocks by hand: a secret the server echoed is masked; answers that differ
+    only in the input they echo make one template, others keep the first and say so; an error
+    answer is `error: true`; a mock file that exists is kept, and the line says which."""
+    from claude_tool_evaluator.hub.recorder import (
+        RecordedAnswer,
+        RecordedServer,
+        write_recorded_mocks,
+    )
+    from claude_tool_evaluator.redaction import Redactor
+    from claude_tool_evaluator.run_types import ServerSpec
+
+    secret = "sk-live-0123456789abcdefXYZ"
+    server = RecordedServer(tmp_path, "stock", ServerSpec(name="stock", kind="stdio"))
+    server.listed = [{"name": "count", "description": f"key {secret}", "inputSchema": {}}]
+    server.answers = [
+        RecordedAnswer("count", {"query": "oats"}, "42 units of oats", False),
+        RecordedAnswer("count", {"query": "rice"}, "42 units of rice", False),
+        RecordedAnswer("shelf", {"row": "B"}, "shelf one", False),
+        RecordedAnswer("shelf", {"row": "C"}, "shelf two", False),
+        RecordedAnswer("audit", {}, "audit failed", True),
+    ]
+    mocks = tmp_path / "mocks"
+    (mocks / "stock").mkdir(parents=True)
+    (mocks / "stock" / "audit.md").write_text("---\ntype: fixed\n---\nmine\n")
+    lines = write_recorded_mocks([server], mocks, Redactor.of([secret]))
+    folder = mocks / "stock"
+    assert secret not in (folder / "_tools.json").read_text()
+    assert "[REDACTED]" in (folder / "_tools.json").read_text()
+    assert (
+        folder / "count.md"
+    ).read_text() == "---\ntype: fixed\n---\n42 units of {{input.query}}\n"
+    assert (folder / "shelf.md").read_text().endswith("---\nshelf one\n")
+    assert (folder / "audit.md").read_text() == "---\ntype: fixed\n---\nmine\n"
+    assert "kept mocks/stock/audit.md (it exists; delete it to record it again)" in lines
+    assert any("shelf.md: 2 calls answered 2 ways" in line for line in lines), lines
+    server.answers = [RecordedAnswer("audit", {}, "audit failed", True)]
+    (folder / "audit.md").unlink()
+    write_recorded_mocks([server], mocks, Redactor.of([secret]))
+    assert (folder / "audit.md").read_text() == "---\ntype: fixed\nerror: true\n---\naudit failed\n"

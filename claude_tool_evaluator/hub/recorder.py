@@ -27,13 +27,14 @@ from typing import Any
 import test_constants as C
 
 from .. import __version__
-from ..errors import ServerError
+from ..errors import InputError, ServerError
 from ..files import write_text_atomic
 from ..redaction import Redactor
 from ..run_types import ServerSpec
 from .stdio import ServerConnection, explain_exception, list_all_tools
 
 __all__ = [
+    "RecordedAnswer",
     "RecordedServer",
     "write_recorded_mocks",
 ]
@@ -43,7 +44,7 @@ _TEMPLATED_MIN_CHARS = 3  # shorter input values are too common to stand for the
 
 
 @dataclass
-class _Answer:
+class RecordedAnswer:
     """One call of a real tool, as it was answered (the text its content blocks held)."""
 
     tool: str
@@ -90,7 +91,7 @@ class RecordedServer:
 
         self.plugin, self.name, self.spec = plugin, server, spec
         self.listed: list[dict[str, Any]] | None = None
-        self.answers: list[_Answer] = []
+        self.answers: list[RecordedAnswer] = []
         self.connection: ServerConnection | None = None
         self.failure: str | None = None
 
@@ -117,7 +118,7 @@ class RecordedServer:
                 text = f"{server}.{params.name} failed: {explain_exception(exc)}"
                 return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
             self.answers.append(
-                _Answer(params.name, arguments, _answer_text(result), bool(result.is_error))
+                RecordedAnswer(params.name, arguments, _answer_text(result), bool(result.is_error))
             )
             return result
 
@@ -141,7 +142,7 @@ class RecordedServer:
         try:
             await connection.open()
             self.connection = connection
-        except ServerError as exc:
+        except (ServerError, InputError, OSError) as exc:  # one line; the runs go on without it
             self.failure = str(exc)
         try:
             yield
@@ -154,7 +155,7 @@ class RecordedServer:
         return ServerSpec(name=name, kind="module", module="(recording)", instance=self.server)
 
 
-def _tool_file(answers: Sequence[_Answer]) -> tuple[str, str | None]:
+def _tool_file(answers: Sequence[RecordedAnswer]) -> tuple[str, str | None]:
     """A tool's `<tool>.md` from its answers, and a line when they disagree."""
     bodies = [(_templated(a.text, a.arguments), a.error) for a in answers]
     body, error = bodies[0]
@@ -196,7 +197,7 @@ def write_recorded_mocks(
         _write_new(
             folder / "_tools.json", redactor.text(listing) + "\n", f"{shown}/_tools.json", lines
         )
-        by_tool: dict[str, list[_Answer]] = {}
+        by_tool: dict[str, list[RecordedAnswer]] = {}
         for answer in server.answers:
             by_tool.setdefault(answer.tool, []).append(answer)
         for tool, answers in by_tool.items():
