@@ -9,6 +9,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -137,6 +138,40 @@ def _write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> 
             formatter.write(f"  {example}\n")  # as is: a wrapped example would not copy
 
 
+# Claude Code's variadic grants (`--allow-tools <tools...>`): the words after the option up to
+# the next option are each a grant; click takes one value an option, so they are spread out
+_VARIADIC_GRANTS = ("--allow-tools", "--disallow-tools")
+_ONE_GRANT = r"[A-Za-z_][A-Za-z0-9_*-]*(?:\([^)]*\))?"
+_GRANT_WORD = re.compile(rf"{_ONE_GRANT}(?:[ ,]+{_ONE_GRANT})*")
+
+
+def _spread_grants(args: Sequence[str]) -> list[str]:
+    """`--allow-tools Bash Write 'mcp__s__*' PATH` as click reads it: `--allow-tools Bash
+    --allow-tools Write --allow-tools 'mcp__s__*' PATH`. A word that is no tool name (a path, an
+    option) or names a file or folder that exists ends the grants: Claude Code would take a
+    plugin's path there as a tool too, and run the folder it stands in instead."""
+    spread: list[str] = []
+    taking: bool | None = False  # None: the option's first word, which click takes itself
+    option = ""
+    for at, word in enumerate(args):
+        if word == "--":
+            return spread + list(args[at:])
+        if word in _VARIADIC_GRANTS or word.startswith(tuple(f"{g}=" for g in _VARIADIC_GRANTS)):
+            spread.append(word)
+            taking, option = True, word.split("=")[0]
+            if "=" not in word:
+                taking = None
+            continue
+        if taking is None:
+            taking = True
+        elif taking and _GRANT_WORD.fullmatch(word) and not Path(word).exists():
+            spread.append(option)
+        else:
+            taking = False
+        spread.append(word)
+    return spread
+
+
 class _EvaluatorCommand(click.Command):
     """One command's help: its options grouped like the README's options tables, then its mode's
     examples, each on a line of its own (never wrapped inside a token, so they copy)."""
@@ -144,6 +179,9 @@ class _EvaluatorCommand(click.Command):
     def __init__(self, *args: Any, modes: Sequence[Mode] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.modes = list(modes)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _spread_grants(args))
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         groups: dict[str, list[tuple[str, str]]] = {}

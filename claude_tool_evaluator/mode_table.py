@@ -159,6 +159,7 @@ _PLUGIN_OPTIONS = frozenset(
         "threshold",
         "mocks",
         "allow_real_servers",
+        "record_mocks",
     }
 )
 

@@ -669,7 +669,8 @@ OPTIONS: list[Option] = [
         multiple=True,
         callback=lambda context, parameter, value: tool_grants(value or ()),  # one parser
         metavar="TOOLS",
-        help="Tools runs may use (Claude Code's syntax: `Bash,Write`, `'Bash Write'`, repeatable, "
+        help="Tools runs may use (Claude Code's syntax: `--allow-tools Bash Write`, `Bash,Write`, "
+        "`'Bash Write'`, repeatable, "
         f"`Tool(pattern:*)`). Task runs: any of {', '.join(C.TASK_ALLOWABLE_TOOLS)}, file tools "
         "in their project only, Bash in Claude Code's sandbox (bubblewrap and socat, or "
         "--unconfined). plugin: the operator's grant, as claude plugin eval --allow-tools.",
@@ -1022,6 +1023,13 @@ OPTIONS += [
         "--allow-real-servers",
         is_flag=True,
         help="plugin, --mocks record: also start the real servers that have no mock (as you).",
+    ),
+    option(
+        _PLUGINS,
+        "--record-mocks",
+        is_flag=True,
+        help="plugin: run the plugin's real MCP servers once (trusted, confined, granted) and "
+        "write what they listed and answered as mocks/ in the suite (existing files kept).",
     ),
     option(
         _PLUGINS,

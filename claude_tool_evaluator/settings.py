@@ -460,6 +460,7 @@ class _PluginEvals:
     eval_dir: str | None = None  # --eval-dir DIR: the cases' folder below the target
     mocks: str = C.DEFAULT_MOCKS  # --mocks record|off: the suite's mocks stand in for servers
     allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start (record)
+    record_mocks: bool = False  # --record-mocks: the real servers run, their answers kept as mocks
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,7 @@ SAMPLES: dict[str, list[str]] = {
     "eval_dir": ["--eval-dir", "evals"],
     "mocks": ["--mocks", "off"],
     "allow_real_servers": ["--allow-real-servers"],
+    "record_mocks": ["--record-mocks"],
     "artifacts": ["--artifacts", "artifacts"],
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],

@@ -483,6 +483,54 @@ def _(lab, mode):
     assert started == {"prices-started"} and allowed.code == 0, allowed.output
 
 
+def recording_runs(lab: Lab) -> dict[str, tuple[Run, bool]]:
+    """tests/plugin_corpus/recordable-plugin, 01-oat once with the plugin: priced with
+    --record-mocks (--dry-run), run without it, then with it, then without it again; each with
+    whether its real server started (it writes a marker; unconfined, so the marker lands)."""
+    if "recording" not in lab.cache:
+        folder = lab.root / "recordable" / "larder"
+        shutil.copytree(ROOT / "tests" / "plugin_corpus" / "recordable-plugin", folder)
+        marker = folder.parent / "stock-started"
+        config = json.loads((folder / ".mcp.json").read_text())
+        config["mcpServers"]["stock"]["env"] = {"STOCK_MARKER": str(marker)}
+        (folder / ".mcp.json").write_text(json.dumps(config))
+        line = ["plugin", folder, "--case", "01-oat", "--ablation", "none", "--json"]
+        line += ["--unconfined"]
+        runs = {"untrusted": (lab.run(*line, "--record-mocks"), marker.exists())}
+        line += ["--trust-plugin"]
+        for name, more in (
+            ("dry", ("--record-mocks", "--dry-run")),
+            ("before", ()),
+            ("recording", ("--record-mocks",)),
+            ("after", ()),
+        ):
+            marker.unlink(missing_ok=True)
+            run = lab.run(*line, *more, model=mock_plugin_claude_code)
+            runs[name] = run, marker.exists()
+        lab.cache["recording"] = runs, folder / "evals" / "mocks"
+    return lab.cache["recording"]
+
+
+@observes("record_mocks", "plugin")
+def _(lab, mode):
+    runs, mocks = recording_runs(lab)
+    untrusted, started = runs["untrusted"]  # no terminal to ask in: one line, nothing starts
+    assert untrusted.code == 2 and not started and untrusted.requests == [], untrusted.output
+    assert len(untrusted.stderr.strip().splitlines()) == 1, untrusted.stderr
+    dry, started = runs["dry"]  # spends nothing, starts nothing
+    assert dry.code == 0 and not started and dry.requests == [], dry.output
+    before, started = runs["before"]  # no mock: the server is not started, the tool not offered
+    assert before.code == 1 and not started and "--record-mocks" not in before.output
+    recording, started = runs["recording"]
+    assert recording.code == 0 and started, recording.output
+    assert "--record-mocks: wrote mocks/stock/count.md" in recording.output
+    assert recording.document()["results"][0]["mcp_calls"] == ["mcp__plugin_larder_stock__count"]
+    assert (mocks / "stock" / "count.md").read_text().endswith("{{input.query}}\n")
+    after, started = runs["after"]  # offline from the recorded mocks
+    assert after.code == 0 and not started, after.output
+    assert after.document()["results"][0]["mocks"]["calls"]["total"] == 1
+
+
 @observes("output", "plugin")
 def _(lab, mode):
     run, paths, _ = plugin_writers_run(lab)

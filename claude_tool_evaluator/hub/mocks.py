@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -22,7 +23,15 @@ __all__ = [
     "MockedServer",
 ]
 
-_TEMPLATE = re.compile(r"\{\{\s*input\.([A-Za-z0-9_.-]+)\s*\}\}")
+# Claude Code 2.1.332's fixed-answer template: `{{input.FIELD}}` (a dotted path into the call's
+# input) and `{{file:PATH}}` (a file below the mock's folder, its path may hold `{input.FIELD}`
+# segments, each a plain file-name segment)
+_TEMPLATE = re.compile(
+    r"\{\{\s*(input\.[A-Za-z0-9_.-]+|file:(?:[^{}]|\{input\.[A-Za-z0-9_.-]+\})+?)\s*\}\}"
+)
+_FILE_SEGMENT = re.compile(r"\{input\.([A-Za-z0-9_.-]+)\}")
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_FILE_MAX_BYTES = 4 * 1024 * 1024
 
 
 def _input_value(arguments: dict[str, Any], path: str) -> str:
@@ -34,6 +43,51 @@ def _input_value(arguments: dict[str, Any], path: str) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _mock_file(folder: Path, template: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
+    """`{{file:PATH}}`: the file's text, or why it cannot be read (a segment that is not a plain
+    file name, a path outside the mock's folder, a file missing)."""
+    problem: str | None = None
+
+    def segment(match: re.Match) -> str:
+        nonlocal problem
+        value = _input_value(arguments, match.group(1))
+        if not _PLAIN_SEGMENT.fullmatch(value) or ".." in value:
+            problem = problem or (
+                f"{{input.{match.group(1)}}} = {json.dumps(value)} is not a plain file-name segment"
+            )
+        return value
+
+    name = _FILE_SEGMENT.sub(segment, template.strip())
+    if problem:
+        return "", problem
+    root = folder.resolve()
+    path = (root / name).resolve()
+    if path == root or not path.is_relative_to(root):
+        return "", f"{{{{file:{template.strip()}}}}} names a path outside the mock's directory"
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_FILE_MAX_BYTES).decode("utf-8", "replace"), None
+    except OSError as exc:
+        return "", f"{{{{file:{template.strip()}}}}}: {exc.strerror or exc}"
+
+
+def _rendered(answer: str, folder: Path, arguments: dict[str, Any]) -> tuple[str, str | None]:
+    """A fixed answer with its template filled in, or why it could not be (the call's error)."""
+    problems: list[str] = []
+
+    def fill(match: re.Match) -> str:
+        what = match.group(1)
+        if what.startswith("input."):
+            return _input_value(arguments, what[len("input.") :])
+        text, problem = _mock_file(folder, what[len("file:") :], arguments)
+        if problem:
+            problems.append(problem)
+        return text
+
+    text = _TEMPLATE.sub(fill, answer)
+    return (text, problems[0]) if problems else (text, None)
 
 
 def _unexpected(tool: MockTool, arguments: dict[str, Any]) -> str | None:
@@ -90,8 +144,9 @@ class MockedServer:
                 calls.errors += 1
                 answer, failed = why, True
             else:
-                answer = _TEMPLATE.sub(lambda m: _input_value(arguments, m.group(1)), tool.answer)
-                failed = tool.error
+                answer, problem = _rendered(tool.answer, files.folder, arguments)
+                failed = tool.error or problem is not None
+                answer = problem or answer
                 calls.errors += int(failed)
             log.append(
                 {"server": files.server, "tool": params.name, "input": arguments, "error": failed}

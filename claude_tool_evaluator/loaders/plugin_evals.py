@@ -107,7 +107,18 @@ _AGENT_REFERENCE = re.compile(r"\b([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\b")
 
 # ---------------------------------------------------------------------------- mocks (Claude Code 2.1.332)
 _MOCK_RESPONDERS = ("fixed",)
-_MOCK_FIELDS = ("type", "expect", "error")
+_MOCK_FIELDS = ("type", "expect", "error", "abort_when", "tools")
+_MOCK_FILE_NAME = re.compile(r"[A-Za-z0-9_-]+")  # Claude Code's rule: the tool's name, plainly
+_SERVER_RESPONDER = "_server.md"  # Claude Code's server-wide responder (type: agent only)
+# what Claude Code 2.1.332 reads in a mock file that this product does not run or that does not
+# belong there: each refused with one line naming the file
+_MOCK_REFUSALS = {
+    "agent": "type: agent (a model playing the server) is not run by this product: write the "
+    "tool's answer (type: fixed), or record it from the real server (--record-mocks)",
+    "abort_when": "`abort_when:` needs `type: agent`; a fixed responder guards its input with "
+    "`expect:`",
+    "tools": "`tools:` belongs in mocks/<server>/_server.md (a server-wide agent responder)",
+}
 
 
 @dataclass
@@ -139,6 +150,20 @@ class MockServerFiles:
 def _mock_tool_files(folder: Path) -> dict[str, MockTool]:
     tools = {}
     for path in sorted(folder.glob("*.md")):
+        if path.name == _SERVER_RESPONDER:
+            raise InputError(
+                "a server-wide responder (type: agent, a model playing the server) is not run by "
+                "this product",
+                path,
+                1,
+                "write one <tool>.md per tool (type: fixed), or record them (--record-mocks)",
+            )
+        if not _MOCK_FILE_NAME.fullmatch(path.stem):
+            raise InputError(
+                'name responder files after the tool (letters, digits, "_" and "-" only), e.g. '
+                "list_issues.md",
+                path,
+            )
         raw = read_text_file(path, "mock")
         data, body, _ = split_frontmatter(raw.lstrip("\ufeff"), path, required=False)
         for key in data:
@@ -148,7 +173,13 @@ def _mock_tool_files(folder: Path) -> dict[str, MockTool]:
                     path,
                     frontmatter_line(raw, key),
                 )
+            if key in _MOCK_REFUSALS:
+                raise InputError(_MOCK_REFUSALS[key], path, frontmatter_line(raw, key))
         kind = data.get("type", "fixed")
+        if kind in _MOCK_REFUSALS:
+            raise InputError(_MOCK_REFUSALS[kind], path, frontmatter_line(raw, "type"))
+        if "error" in data and not isinstance(data["error"], bool):
+            raise InputError("error must be true or false", path, frontmatter_line(raw, "error"))
         if kind not in _MOCK_RESPONDERS:
             raise InputError(
                 f"mock type must be {' | '.join(_MOCK_RESPONDERS)}, not {kind!r}",
@@ -849,8 +880,9 @@ def load_plugin(
         problems += _outside_target(plugin, case)
         try:
             case.mocks = _case_mocks(plugin.eval_dir, case.folder)
-        except InputError as exc:
-            problems.append(exc)
+        except InputError as exc:  # a suite-level mock file every case reads: said once
+            if str(exc) not in map(str, problems):
+                problems.append(exc)
         plugin.cases.append(case)
     if not problems:
         problems += _static_findings(plugin)

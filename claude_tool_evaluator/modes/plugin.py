@@ -48,6 +48,7 @@ from ..results_schema.plugin import (
 )
 from ..run_types import Usage
 from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan
+from ..runners.plugin_recording import MockRecording
 from ..scoring.plugin_graders import (
     CaseEffect,
     arm_delta,
@@ -157,11 +158,24 @@ def _other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
     )
 
 
+def _mock_recording(settings: Settings, plugin: Plugin) -> MockRecording | None:
+    """--record-mocks: the real servers of every plugin the cases load, to be recorded (not when
+    merging a sharded run's pieces: nothing runs)."""
+    if not settings.plugin_evals.record_mocks or settings.merging.merge:
+        return None
+    return MockRecording(
+        tuple(dict.fromkeys(p for case in plugin.cases for p in case.plugins)),
+        confine=not settings.task_evals.unconfined,
+        allow_read=settings.task_evals.allow_read,
+    )
+
+
 def _plugin_plans(
     settings: Settings, plugin: Plugin, others: tuple[Path, ...]
 ) -> list[PluginRunPlan]:
     """A plan per Claude Code and model (several: a matrix, each labelled `model @ version`);
     merging a sharded run's pieces, the configurations its runs name (no `claude` runs)."""
+    recording = _mock_recording(settings, plugin)  # one for every plan: the servers start once
 
     def plan(binary: str, model: str, label: str, version: str | None) -> PluginRunPlan:
         return PluginRunPlan(
@@ -181,6 +195,7 @@ def _plugin_plans(
             disallow_tools=settings.plugin_evals.disallow_tools,
             mocks=settings.plugin_evals.mocks,
             allow_real_servers=settings.plugin_evals.allow_real_servers,
+            recording=recording,
         )
 
     if settings.merging.merge:
@@ -583,6 +598,11 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         on_record=lambda record: _say_run(console, runner.redactor, record),
         verdict=lambda record: record.passed,
     )
+    recording = plans[0].recording if plans else None
+    if recording is not None:
+        for line in recording.write(plugin.eval_dir / "mocks"):
+            shown = terminal_text(runner.redactor.text(line))
+            console.print(f"--record-mocks: {shown}", markup=False, highlight=False)
     results = _plugin_results(settings, plugin, plans, outcome, warnings, others)
     write_outputs(results, settings.outputs, console)
     outcome.finish()

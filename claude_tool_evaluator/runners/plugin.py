@@ -54,7 +54,7 @@ from ..results_schema.document import (
     RunResult,
     VerdictRecord,
 )
-from ..run_types import cost_usd
+from ..run_types import ServerSpec, cost_usd
 from ..scoring.plugin_graders import (
     PluginRunView,
     PluginToolCall,
@@ -63,6 +63,7 @@ from ..scoring.plugin_graders import (
 )
 from ..session import ModelRequest, model_api_url, model_client
 from ..sinks import one_line
+from .plugin_recording import MockRecording
 from .skills import estimate_claude_runs
 
 __all__ = [
@@ -101,6 +102,7 @@ class PluginRunPlan:
     mocks: str = C.DEFAULT_MOCKS  # --mocks record|off
     allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start under record
     disallow_tools: tuple[str, ...] = ()  # --disallow-tools: kept away in every case
+    recording: MockRecording | None = None  # --record-mocks: the real servers, recorded
     fingerprints: dict[tuple[str, str], str] = field(default_factory=dict)
     digests: dict[Path, str] = field(default_factory=dict)
 
@@ -233,12 +235,15 @@ class _StandIns:
     log: list[dict] = field(default_factory=list)
     servers: list[tuple[str, MockedServer]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    recorders: dict[str, ServerSpec] = field(default_factory=dict)  # --record-mocks, by name
 
     def arrange(
         self, plan: PluginRunPlan, case: PluginCase, name: str, source: Path, copy: Path
     ) -> tuple[str, ...]:
         """What runs of the plugin's servers; the rules that pre-approve their tools."""
         servers = plugin_server_names(source)
+        if plan.recording is not None:
+            return self._recorded(plan.recording, name, source, copy, servers)
         if plan.mocks == "off":
             return tuple(_server_rule(name, s) for s in servers)
         mocked = [s for s in servers if s in case.mocks]
@@ -255,17 +260,27 @@ class _StandIns:
             self.warnings += case.mocks[server].warnings
         return tuple(_server_rule(name, s) for s in (*mocked, *real))
 
+    def _recorded(
+        self, recording: MockRecording, name: str, source: Path, copy: Path, servers: list[str]
+    ) -> tuple[str, ...]:
+        """--record-mocks: every server of the plugin reached through its recorder (the real
+        process is the suite's, started once: the run's Claude Code starts none), pre-approved."""
+        _keep_servers(copy, set())
+        for server, spec in recording.servers_of(source).items():
+            self.recorders[_server_rule(name, server)[5:]] = spec
+        return tuple(_server_rule(name, s) for s in servers)
+
     @contextlib.asynccontextmanager
     async def served(self, root: Path) -> AsyncIterator[Path | None]:
         """The mocks at loopback URLs while the run lasts, in an MCP config for `claude -p`."""
-        if not self.servers:
+        if not self.servers and not self.recorders:
             yield None
             return
         async with served_over_http([m.spec(n) for n, m in self.servers]) as reachable:
+            entries = {s.name: remote_entry(s) for s in reachable}
+            entries.update({n: remote_entry(s) for n, s in self.recorders.items()})
             config = root / "mocks.json"
-            config.write_text(
-                json.dumps({"mcpServers": {s.name: remote_entry(s) for s in reachable}})
-            )
+            config.write_text(json.dumps({"mcpServers": entries}))
             yield config
 
     def record(self) -> dict[str, Any] | None:
@@ -534,6 +549,16 @@ def _run_verdict(record: PluginRunResult) -> VerdictRecord:
     return VerdictRecord(passed=record.passed, reasons=reasons)
 
 
+@contextlib.asynccontextmanager
+async def _recordings(plans: Sequence[PluginRunPlan]) -> AsyncIterator[None]:
+    """--record-mocks: the real servers every plan records, running for the whole suite."""
+    recordings = {id(p.recording): p.recording for p in plans if p.recording is not None}
+    async with contextlib.AsyncExitStack() as stack:
+        for recording in recordings.values():  # the plans of a matrix share one
+            await stack.enter_async_context(recording.session())
+        yield
+
+
 class PluginRunner:
     """The pipeline's runner of a plugin's suite: every configuration's jobs (PluginRunPlan), one
     `claude -p` run each, `concurrency` at once; --cache puts a caching proxy between Claude Code
@@ -581,7 +606,8 @@ class PluginRunner:
                 self.proxy = proxy.__enter__()
             if client is not None:
                 self.judge = Judge(client, self.judge_model)
-            yield
+            async with _recordings(self.plans):
+                yield
         finally:
             if client is not None:
                 await client.close()
