@@ -159,6 +159,8 @@ _PLUGIN_OPTIONS = frozenset(
         "threshold",
         "mocks",
         "allow_real_servers",
+        "baseline_from",
+        "fresh_baseline",
     }
 )
 

@@ -460,6 +460,8 @@ class _PluginEvals:
     eval_dir: str | None = None  # --eval-dir DIR: the cases' folder below the target
     mocks: str = C.DEFAULT_MOCKS  # --mocks record|off: the suite's mocks stand in for servers
     allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start (record)
+    baseline_from: str | None = None  # --baseline-from FILE: reuse its runs without the plugin
+    fresh_baseline: bool = False  # --fresh-baseline: run the arm without the plugin anyway
 
 
 @dataclass(frozen=True)

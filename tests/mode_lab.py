@@ -173,6 +173,8 @@ SAMPLES: dict[str, list[str]] = {
     "eval_dir": ["--eval-dir", "evals"],
     "mocks": ["--mocks", "off"],
     "allow_real_servers": ["--allow-real-servers"],
+    "baseline_from": ["--baseline-from", "results.json"],
+    "fresh_baseline": ["--fresh-baseline"],
     "artifacts": ["--artifacts", "artifacts"],
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],
