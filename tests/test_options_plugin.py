@@ -1149,6 +1149,21 @@ def test_plugin_reuses_the_arm_without_it_unless_its_key_changed(lab: Lab, part:
     assert runs_priced(run) == 2 - reused
 
 
+def test_plugin_max_cost_counts_only_the_runs_it_makes(lab: Lab):
+    """A cap the run with the plugin passes (it goes first, one run at a time): were the run
+    without it a job, it would then be left unstarted; reused, it is there, and costs nothing."""
+    runs, first_file, _ = reuse_runs(lab)
+    folder = lab.root / "reuse" / "changed" / "greeter"
+    capped = ("--max-cost", "0.000000001", "--concurrency", "1")
+    run = lab.run(*reuse_line(folder, "--baseline-from", first_file, *capped), model=plugin_model)
+    document = run.document()
+    (with_it,) = by_arm(document)[("01-greet", "with")]
+    assert with_it["cost_usd"] > 0.000000001, run.output  # the cap was passed
+    assert "not started" not in run.output and baseline_requests(run) == []
+    (without,) = by_arm(document)[("01-greet", "without")]
+    assert without["reused_from"]["source"] == "file" and without["cost_usd"] == 0
+
+
 def test_plugin_refuses_a_baseline_file_that_is_not_a_plugin_run_s_results(lab: Lab):
     bad = write(lab.fresh("reuse-bad.json"), '{"results": [')
     run = lab.run(*reuse_line(reuse_plugin(lab, "bad"), "--baseline-from", bad))
