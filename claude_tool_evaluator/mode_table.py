@@ -160,6 +160,8 @@ _PLUGIN_OPTIONS = frozenset(
         "mocks",
         "allow_real_servers",
         "record_mocks",
+        "baseline_from",
+        "fresh_baseline",
     }
 )
 

@@ -1033,6 +1033,22 @@ OPTIONS += [
     ),
     option(
         _PLUGINS,
+        "--baseline-from",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="plugin: reuse the runs without the plugin of this earlier plugin run's results "
+        "where nothing they depend on changed (the case, graders, model, Claude Code, judge, "
+        "grants, mocks, scaffold); --cache DIR keeps and reuses them too.",
+    ),
+    option(
+        _PLUGINS,
+        "--fresh-baseline",
+        is_flag=True,
+        help="plugin: run the arm without the plugin again, even where an earlier run "
+        "(--baseline-from, --cache) could be reused.",
+    ),
+    option(
+        _PLUGINS,
         "--keep-events",
         is_flag=True,
         help="plugin: keep each run's stream-json events in the results.",

@@ -60,6 +60,7 @@ __all__ = [
     "drive_jobs",
     "in_shard",
     "jobs_to_run",
+    "made_elsewhere",
     "output_lock",
     "pipeline_jobs",
     "results_line",
@@ -376,26 +377,38 @@ def _suite_hash(runner: Runner) -> str:
     return digest.hexdigest()[:16]
 
 
+def made_elsewhere(runner: Runner, job: Job) -> Any:
+    """A run the runner gives instead of running it, when it offers `reused(job)` (the plugin
+    runner: the arm without the plugin, made earlier under the same key), else None. Such a run
+    is spooled and journaled like a fresh one, costs nothing, and no --dry-run prices it."""
+    reused = getattr(runner, "reused", None)
+    return reused(job) if reused is not None else None
+
+
 @dataclass
 class _JobSurvey:
     """One pass over a suite's jobs before anything runs: the suite's hash (all shards), and how
-    many runs are this invocation's (its shard), of them how many an earlier run gave."""
+    many runs are this invocation's (its shard), of them how many an earlier run gave and how
+    many the runner gives from elsewhere (made_elsewhere)."""
 
     suite_hash: str
     jobs: int
     kept: int
+    reused: int = 0
 
 
 def _survey_jobs(runner: Runner, plan: RunPlan, earlier: dict[tuple, RunResult]) -> _JobSurvey:
-    digest, jobs, kept = hashlib.sha256(b"["), 0, 0
+    digest, jobs, kept, reused = hashlib.sha256(b"["), 0, 0, 0
     for index, job in enumerate(runner.jobs()):
         digest.update(((", " if index else "") + json.dumps(list(job.key), default=str)).encode())
         if in_shard(job, plan.shard):
             jobs += 1
             if earlier and _reusable(job, earlier, plan.retry_errors) is not None:
                 kept += 1
+            elif made_elsewhere(runner, job) is not None:
+                reused += 1
     digest.update(b"]")
-    return _JobSurvey(digest.hexdigest()[:16], jobs, kept)
+    return _JobSurvey(digest.hexdigest()[:16], jobs, kept, reused)
 
 
 def _replay_pipeline(runner: Runner, merging: Merging) -> PipelineOutcome:
@@ -449,12 +462,12 @@ def pipeline_jobs(runner: Runner, shard: tuple[int, int] | None) -> Iterator[Job
 
 def jobs_to_run(runner: Runner, plan: RunPlan, output: str | None) -> list[Job]:
     """What a run would still do (--dry-run): this shard's jobs less those an earlier run (-o's,
-    with --resume) gave."""
+    with --resume) gave and those the runner gives from elsewhere."""
     earlier = _earlier_runs(runner, plan, output)
     return [
         job
         for job in pipeline_jobs(runner, plan.shard)
-        if not _reusable(job, earlier, plan.retry_errors)
+        if not _reusable(job, earlier, plan.retry_errors) and made_elsewhere(runner, job) is None
     ]
 
 
@@ -714,7 +727,7 @@ def run_pipeline(
             f"resuming: {survey.kept} run(s) kept from the earlier run, "
             f"{survey.jobs - survey.kept} to run"
         )
-    if survey.jobs > survey.kept and not is_recording(plan.cache):  # a recording calls none
+    if survey.jobs > survey.kept + survey.reused and not is_recording(plan.cache):  # else none
         check_model_endpoint(base_url)  # a dead URL is one line, before any case burns retries
     kept = (
         (
@@ -740,6 +753,16 @@ def run_pipeline(
             if result is not None:
                 record = runner.from_result(job, result)
                 spool.put(job.ordinal, results_line(runner.to_result(record)))
+                if rounds is not None:
+                    rounds.kept(job, passed(record))
+                continue
+            record = made_elsewhere(runner, job) if survey.reused else None
+            if record is not None:
+                result = runner.to_result(record)
+                with keeping:  # journaled as a run that finished (--resume keeps it)
+                    if journal:
+                        journal.append(results_line(runner.redactor.deep(result)))
+                    spool.put(job.ordinal, results_line(result))
                 if rounds is not None:
                     rounds.kept(job, passed(record))
                 continue
@@ -779,7 +802,7 @@ def run_pipeline(
     # the cyclic collector leaves it alone, instead of walking half a million objects in a pause
     # of 0.2-0.5 s in the middle of the runs.
     gc.freeze()
-    to_run = survey.jobs - survey.kept
+    to_run = survey.jobs - survey.kept - survey.reused
     try:
         jobs = todo() if rounds is None else ()  # -i auto: the rounds read them
         run_async(drive_jobs(runner, jobs, plan, finished_one, outcome, to_run, rounds))

@@ -461,6 +461,8 @@ class _PluginEvals:
     mocks: str = C.DEFAULT_MOCKS  # --mocks record|off: the suite's mocks stand in for servers
     allow_real_servers: bool = False  # --allow-real-servers: unmocked servers start (record)
     record_mocks: bool = False  # --record-mocks: the real servers run, their answers kept as mocks
+    baseline_from: str | None = None  # --baseline-from FILE: reuse its runs without the plugin
+    fresh_baseline: bool = False  # --fresh-baseline: run the arm without the plugin anyway
 
 
 @dataclass(frozen=True)

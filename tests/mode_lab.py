@@ -174,6 +174,8 @@ SAMPLES: dict[str, list[str]] = {
     "mocks": ["--mocks", "off"],
     "allow_real_servers": ["--allow-real-servers"],
     "record_mocks": ["--record-mocks"],
+    "baseline_from": ["--baseline-from", "results.json"],
+    "fresh_baseline": ["--fresh-baseline"],
     "artifacts": ["--artifacts", "artifacts"],
     "baseline": ["--baseline"],
     "baseline_skill": ["--baseline-skill", str(OTHER_SKILL_DIR)],

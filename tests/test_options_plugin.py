@@ -27,6 +27,7 @@ from fake_anthropic import (
     ScriptedAnthropic,
     error,
     forced_tool,
+    listed_plugin_skills,
     mock_plugin_claude_code,
     user_query,
 )
@@ -1037,6 +1038,183 @@ def _(lab, mode):
     assert marker.exists()
     if mode != "scan":
         assert trusted.requests and "list_warehouse_tables" in json.dumps(trusted.requests[0])
+
+
+# ------------------------------------------------ reusing the arm without the plugin (issue 47)
+# The arm without the plugin depends on the case, its graders, the model, Claude Code, the
+# judge, the grants, the mocks and the scaffold, not on the plugin: a run after a change to the
+# plugin alone takes it from an earlier run (--baseline-from, --cache) and asks no model for it.
+REUSE_MOCK = {"tools": [{"name": "lookup", "description": "A", "inputSchema": {"type": "object"}}]}
+
+
+def reuse_plugin(lab: Lab, name: str) -> Path:
+    """A copy of the lab's plugin with a suite-level mock (the runs without it serve none, but
+    depend on it as claude plugin eval's do), one copy per change made to it."""
+    folder = lab.root / "reuse" / name / "greeter"
+    if not folder.exists():
+        shutil.copytree(lab_plugin(lab), folder)
+        write(folder / "evals" / "mocks" / "notes" / "_tools.json", json.dumps(REUSE_MOCK))
+    return folder
+
+
+def reuse_line(folder: Path, *more: Any) -> list[Any]:
+    return ["plugin", folder, "--case", "01-greet", "--runs", "1", "--json", *more]
+
+
+def change_the_skill(folder: Path) -> None:
+    """A change to the plugin alone: its skill's description (still the greeting card's)."""
+    skill = folder / "skills" / "greeting-card" / "SKILL.md"
+    skill.write_text(skill.read_text().replace("by name.", "by name, kindly."))
+
+
+def baseline_requests(run: Run) -> list[dict]:
+    """The requests of runs without the plugin: Claude Code's, listing none of its skills."""
+    return [b for b in under_test_requests(run) if not listed_plugin_skills(b)]
+
+
+def comparable(document: dict) -> list[tuple]:
+    """What a reused run must give as a fresh one does: per run its verdicts, and the deltas."""
+    runs = sorted(
+        (r["case"], r["arm"], r["run"], r["score"], r["passed"], r["turns"], r["answer"])
+        + tuple((g["name"], g["passed"]) for g in r["graders"])
+        for r in document["results"]
+    )
+    deltas = [(d["name"], d["delta"], d["p_value"]) for d in document["plugin"]["deltas"]]
+    return [*runs, *deltas, document["passed"]]
+
+
+def reuse_runs(lab: Lab) -> dict[str, Run]:
+    """01-greet once per arm into -o and a --cache folder; the plugin's skill changed; then run
+    again taking the arm without it from the file, from the cache, and fresh (--fresh-baseline)."""
+    if "plugin-reuse" not in lab.cache:
+        folder = reuse_plugin(lab, "changed")
+        first_file, cache = lab.fresh("reuse-first.json"), lab.fresh("reuse-cache")
+        runs = {
+            "first": lab.run(
+                *reuse_line(folder, "-o", first_file, "--cache", cache), model=plugin_model
+            )
+        }
+        change_the_skill(folder)
+        pages = ("--report", lab.fresh("reuse-report.md"), "--html", lab.fresh("reuse-page.html"))
+        runs["file"] = lab.run(
+            *reuse_line(folder, "--baseline-from", first_file, *pages), model=plugin_model
+        )
+        runs["cache"] = lab.run(*reuse_line(folder, "--cache", cache), model=plugin_model)
+        runs["fresh"] = lab.run(
+            *reuse_line(folder, "--baseline-from", first_file, "--fresh-baseline"),
+            model=plugin_model,
+        )
+        for run in runs.values():
+            assert run.code == 0, run.output
+        lab.cache["plugin-reuse"] = runs, first_file, cache
+    return lab.cache["plugin-reuse"]
+
+
+@observes("baseline_from", "plugin")
+def _(lab, mode):
+    runs, first_file, _ = reuse_runs(lab)
+    assert len(baseline_requests(runs["first"])) >= 1  # the first run asked for it
+    again = runs["file"]
+    assert again.requests and baseline_requests(again) == [], "no model request for it"
+    assert "baseline: 1 of 1 run(s) without the plugin reused (--baseline-from" in again.output
+    document = again.document()
+    (without,) = by_arm(document)[("01-greet", "without")]
+    made = without["reused_from"]
+    assert made["source"] == "file" and Path(made["place"]) == Path(first_file).absolute()
+    assert made["date"] == json.loads(Path(first_file).read_text())["metadata"]["generated_at"]
+    (reused,) = document["plugin"]["cases"][0]["reused"]
+    assert (reused["arm"], reused["runs"], reused["of"]) == ("without", 1, 1)
+    assert "01-greet: baseline (without) reused 1/1 run(s) from file" in again.output
+    assert comparable(document) == comparable(runs["fresh"].document())
+
+
+@observes("fresh_baseline", "plugin")
+def _(lab, mode):
+    runs, _, _ = reuse_runs(lab)
+    fresh = runs["fresh"]
+    assert len(baseline_requests(fresh)) == len(baseline_requests(runs["first"])) >= 1
+    assert all(r["reused_from"] is None for r in fresh.document()["results"])
+    assert "without the plugin reused" not in fresh.output
+
+
+def test_plugin_reuses_the_arm_without_it_from_the_cache_folder(lab: Lab):
+    runs, _, cache = reuse_runs(lab)
+    again = runs["cache"]
+    assert again.requests and baseline_requests(again) == []
+    (without,) = by_arm(again.document())[("01-greet", "without")]
+    assert without["reused_from"]["source"] == "cache"
+    assert Path(without["reused_from"]["place"]) == Path(cache)
+    assert comparable(again.document()) == comparable(runs["fresh"].document())
+
+
+def test_plugin_reports_say_which_arm_was_reused_and_from_where(lab: Lab):
+    """The terminal (the observer above), the markdown report and the HTML page of the run that
+    reused the arm without the plugin."""
+    runs, first_file, _ = reuse_runs(lab)
+    (report,) = (lab.root / "out").glob("*/reuse-report.md")
+    assert "Runs reused, not run" in report.read_text() and str(first_file) in report.read_text()
+    (page,) = (lab.root / "out").glob("*/reuse-page.html")
+    assert "runs reused, not run" in json.dumps(page_data(page))
+
+
+REUSE_KEY_CHANGES = {  # a part of the key, changed: the arm without the plugin runs again
+    "prompt": lambda folder: (folder / "evals" / "01-greet" / "prompt.md").write_text(
+        (folder / "evals" / "01-greet" / "prompt.md").read_text().replace("Alex", "Sam")
+    ),
+    "grader": lambda folder: write(
+        folder / "evals" / "01-greet" / "graders" / "more.md", "---\ntype: regex\n---\nDone\n"
+    ),
+    "mock": lambda folder: write(
+        folder / "evals" / "mocks" / "notes" / "_tools.json",
+        json.dumps(REUSE_MOCK).replace('"A"', '"B"'),
+    ),
+    "model": ("--model", "claude-opus-5-5"),
+    "grant": ("--allow-tools", "Write"),
+    "disallowed": ("--disallow-tools", "Agent"),
+    "mocks mode": ("--mocks", "off"),
+}
+
+
+@pytest.mark.parametrize("part", [None, *REUSE_KEY_CHANGES])
+def test_plugin_reuses_the_arm_without_it_unless_its_key_changed(lab: Lab, part: str | None):
+    """Priced by --dry-run (which spends nothing): after a change to the plugin alone every run
+    without it is reused, and the estimate prices only the runs with it; after a change to one
+    part of the key none is. The judge model is no part of a case no judge grades."""
+    runs, first_file, _ = reuse_runs(lab)
+    folder = reuse_plugin(lab, f"key-{part}")
+    change_the_skill(folder)
+    change = REUSE_KEY_CHANGES.get(part or "", ("--judge-model", "claude-opus-5-5"))
+    if callable(change):
+        change(folder)
+    more = change if isinstance(change, tuple) else ()
+    run = lab.run(*reuse_line(folder, "--baseline-from", first_file, "--dry-run", *more))
+    assert run.code == 0 and run.requests == [], run.output
+    reused = 0 if part else 1
+    assert f"baseline: {reused} of 1 run(s) without the plugin would be reused" in run.output
+    assert runs_priced(run) == 2 - reused
+
+
+def test_plugin_max_cost_counts_only_the_runs_it_makes(lab: Lab):
+    """A cap the run with the plugin passes (it goes first, one run at a time): were the run
+    without it a job, it would then be left unstarted; reused, it is there, and costs nothing."""
+    runs, first_file, _ = reuse_runs(lab)
+    folder = lab.root / "reuse" / "changed" / "greeter"
+    capped = ("--max-cost", "0.000000001", "--concurrency", "1")
+    run = lab.run(*reuse_line(folder, "--baseline-from", first_file, *capped), model=plugin_model)
+    document = run.document()
+    (with_it,) = by_arm(document)[("01-greet", "with")]
+    assert with_it["cost_usd"] > 0.000000001, run.output  # the cap was passed
+    assert "not started" not in run.output and baseline_requests(run) == []
+    (without,) = by_arm(document)[("01-greet", "without")]
+    assert without["reused_from"]["source"] == "file" and without["cost_usd"] == 0
+
+
+def test_plugin_refuses_a_baseline_file_that_is_not_a_plugin_run_s_results(lab: Lab):
+    bad = write(lab.fresh("reuse-bad.json"), '{"results": [')
+    run = lab.run(*reuse_line(reuse_plugin(lab, "bad"), "--baseline-from", bad))
+    assert run.code == 2 and run.requests == [], run.output
+    assert str(bad) in run.output and "Traceback" not in run.output
+    assert len(run.output.strip().splitlines()) == 1, run.output
 
 
 @pytest.mark.parametrize("mode, option", observed_in(__name__))

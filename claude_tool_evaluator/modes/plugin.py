@@ -34,7 +34,7 @@ from ..loaders.plugin_evals import (
     resolve_plugin,
 )
 from ..loaders.servers import read_plugin_manifest
-from ..pipeline import PipelineOutcome, jobs_to_run
+from ..pipeline import PipelineOutcome, jobs_to_run, made_elsewhere, pipeline_jobs
 from ..redaction import Redactor
 from ..results_schema.document import CaseResult, PluginRunResult
 from ..results_schema.plugin import (
@@ -45,8 +45,10 @@ from ..results_schema.plugin import (
     PluginGraderRecord,
     PluginPartsRecord,
     PluginRecord,
+    ReusedArmRecord,
 )
 from ..run_types import Usage
+from ..runners.baseline_reuse import BaselineReuse
 from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan
 from ..runners.plugin_recording import MockRecording
 from ..scoring.plugin_graders import (
@@ -147,6 +149,52 @@ def _skipped_lines(plugin: Plugin) -> list[str]:
     ]
 
 
+def _reuse_asked(settings: Settings) -> bool:
+    """Whether runs without the plugin may be reused (--baseline-from, --cache)."""
+    evals = settings.plugin_evals
+    return bool(evals.baseline_from or settings.run_plan.cache) and not evals.fresh_baseline
+
+
+def _baseline_reuse(settings: Settings) -> BaselineReuse:
+    """Where the runs without the plugin come from when nothing they depend on changed, and where
+    fresh ones are kept; --baseline-from's file read now (a bad one: one line, before any spend)."""
+    evals = settings.plugin_evals
+    if evals.ablation == "none":
+        for name, given in (
+            ("--baseline-from", evals.baseline_from),
+            ("--fresh-baseline", evals.fresh_baseline),
+        ):
+            if given:
+                raise UsageProblem(f"{name}: --ablation none runs no arm without the plugin")
+    return BaselineReuse(
+        settings.grading.judge_model,
+        None if settings.merging.merge else evals.baseline_from,
+        None if settings.merging.merge else settings.run_plan.cache,
+        evals.fresh_baseline,
+    )
+
+
+def _say_reuse(console: Console, runner: PluginRunner, settings: Settings) -> None:
+    """How many runs without the plugin an earlier run gives, and from where: `baseline: 4 of 4
+    run(s) without the plugin reused (--baseline-from r.json); 4 run(s) to make`."""
+    reuse = runner.reuse
+    if reuse is None or not reuse.sources or reuse.fresh:
+        return
+    jobs = list(pipeline_jobs(runner, settings.run_plan.shard))
+    reused = sum(1 for job in jobs if made_elsewhere(runner, job) is not None)
+    baseline = sum(1 for job in jobs if job.payload[1] == "without")
+    verb = "would be reused" if settings.run_plan.dry_run else "reused"
+    console.print(
+        terminal_text(
+            f"baseline: {reused} of {baseline} run(s) without the plugin {verb} "
+            f"({', '.join(reuse.sources)}); {len(jobs) - reused} run(s) to make"
+        ),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _other_plugins(settings: Settings, plugin: Plugin) -> tuple[Path, ...]:
     """--distractors installed: the user's other installed plugins."""
     if "installed" not in settings.crowd.distractors:
@@ -211,9 +259,11 @@ def _plugin_plans(
     plans = []
     for claude_bin, model in combos:
         binary = find_claude_bin(claude_bin)
-        version = (
-            "" if settings.run_plan.dry_run else claude_version(binary)
-        )  # a broken install: one line
+        version = (  # a broken install: one line; a dry run reads it for the reuse key only
+            ""
+            if settings.run_plan.dry_run and not _reuse_asked(settings)
+            else claude_version(binary)
+        )
         shown = version.split()[0] if version.split() else version
         label = f"{model} @ {version}" if version and len(combos) > 1 else ""
         plans.append(plan(binary, model, label, shown or None))
@@ -224,6 +274,28 @@ def _runs_of(records: Sequence[PluginRunResult], label: str, case: str | None, a
     return [
         r for r in records if r.label == label and r.arm == arm and (case is None or r.case == case)
     ]
+
+
+def _reused_arms(records: Sequence[PluginRunResult], label: str, case: str) -> list:
+    """The arms of a case whose runs were reused, each with its source (the first run's)."""
+    found = []
+    for arm in ARMS:
+        runs = _runs_of(records, label, case, arm)
+        reused = [r for r in runs if r.reused_from is not None]
+        if reused and (made := reused[0].reused_from) is not None:
+            found.append(
+                ReusedArmRecord(
+                    arm=arm,
+                    label=label,
+                    runs=len(reused),
+                    of=len(runs),
+                    source=made.source,
+                    place=made.place,
+                    run_id=made.run_id,
+                    date=made.date,
+                )
+            )
+    return found
 
 
 def _case_deltas(
@@ -451,6 +523,7 @@ def _plugin_record(
                 ],
                 **_effect_fields(effects.get(case.name)),
                 plugins=[str(folder) for folder in case.plugins],
+                reused=[arm for label in labels for arm in _reused_arms(records, label, case.name)],
             )
             for case in plugin.cases
         ],
@@ -574,7 +647,9 @@ def plugin_mode(settings: Settings, console: Console) -> int:
         settings.run_plan.cache,
         settings.plugin_evals.keep_events,
         Redactor.for_run(),
+        _baseline_reuse(settings),
     )
+    _say_reuse(console, runner, settings)
     if settings.run_plan.dry_run:
         todo = jobs_to_run(runner, settings.run_plan, settings.outputs.output)
         print_estimate(console, run_async(runner.estimate(todo)))

@@ -51,6 +51,7 @@ __all__ = [
     "RUN_RESULT",
     "Record",
     "ResultsDocument",
+    "ReusedRunRecord",
     "RunResult",
     "SECTIONS",
     "SKILL_NOT_LOADED",
@@ -299,6 +300,16 @@ class PluginGraderVerdictRecord(Record):
     judge_votes: list[bool] | None = None
 
 
+class ReusedRunRecord(Record):
+    """Where a reused run (of the arm without the plugin) was made: an earlier results file
+    (--baseline-from) or the --cache folder, that run's id and date."""
+
+    source: Literal["file", "cache"]
+    place: str  # the results file or the cache folder
+    run_id: str = ""  # the earlier results' suite hash, or the invocation that stored it
+    date: str = ""  # when it was made (the earlier results' generated_at, or when it was kept)
+
+
 class PluginRunResult(Record):
     """One `claude -p` run of a plugin's eval case in one arm (with the plugin, or without it: a
     baseline), graded by the case's graders; what the plugin's parts did in it."""
@@ -336,6 +347,10 @@ class PluginRunResult(Record):
     mocks: dict[str, Any] | None = None
     events: list[dict[str, Any]] | None = None  # --keep-events: its stream-json events
     fingerprint: str = ""  # its case's files, the plugin's (the arm with it), what else loaded
+    # the arm without the plugin: the key of everything the run depends on (runners.baseline_reuse)
+    # under which a later run reuses it, and where it was made when this run is such a reuse
+    baseline_key: str = ""
+    reused_from: ReusedRunRecord | None = None
     verdict: VerdictRecord | None = None
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "PluginGraderRecord",
     "PluginPartsRecord",
     "PluginRecord",
+    "ReusedArmRecord",
 ]
 
 
@@ -31,6 +32,20 @@ class PluginGraderRecord(Record):
     weight: float = 1.0
     arm: str | None = None  # with-only | both | None (unset)
     config: dict[str, Any] = {}  # its other fields as the case gives them (`pattern`, `tool`, ...)
+
+
+class ReusedArmRecord(Record):
+    """A case's arm whose runs were reused, not run (the arm without the plugin, its key
+    unchanged): how many of its runs, and from which earlier run (file or cache, id, date)."""
+
+    arm: str  # without
+    label: str = ""
+    runs: int = 0  # runs reused
+    of: int = 0  # runs of the arm in all
+    source: str = ""  # file | cache
+    place: str = ""  # the results file or the cache folder
+    run_id: str = ""
+    date: str = ""
 
 
 class PluginCaseRecord(Record):
@@ -52,6 +67,7 @@ class PluginCaseRecord(Record):
     delta: float | None = None
 
     plugins: list[str] = []  # what the arm with the plugin loads: the case's plugins (folders)
+    reused: list[ReusedArmRecord] = []  # the arms whose runs an earlier run gave (not run again)
 
 
 class PluginEffectRecord(Record):

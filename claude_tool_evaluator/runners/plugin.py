@@ -63,6 +63,7 @@ from ..scoring.plugin_graders import (
 )
 from ..session import ModelRequest, model_api_url, model_client
 from ..sinks import one_line
+from .baseline_reuse import BaselineReuse
 from .plugin_recording import MockRecording
 from .skills import estimate_claude_runs
 
@@ -574,8 +575,10 @@ class PluginRunner:
         cache: str | None = None,
         keep_events: bool = False,
         redactor: Redactor | None = None,
+        reuse: BaselineReuse | None = None,
     ) -> None:
         self.plans, self.concurrency, self.judge_model = list(plans), concurrency, judge_model
+        self.reuse = reuse  # the arm without the plugin: reused when its key is unchanged
         self.cache, self.keep_events = cache, keep_events
         self.redactor = redactor or Redactor.for_run()
         self.judge: Judge | None = None
@@ -629,7 +632,14 @@ class PluginRunner:
         finally:
             self.in_flight.pop(job.key, None)
         record.judge_cost_usd = round(sum(spent), 6)
+        if self.reuse is not None:
+            self.reuse.made(plan, case, record)
         return record
+
+    def reused(self, job: Job) -> PluginRunResult | None:
+        """The pipeline's question before it runs a job: a run made earlier under the same key
+        (the arm without the plugin, runners.baseline_reuse), or None."""
+        return self.reuse.reused(job) if self.reuse is not None else None
 
     def cost(self, record: PluginRunResult) -> float:
         return record.cost_usd + record.judge_cost_usd

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from ..results_schema.document import CaseResult
-from ..results_schema.plugin import ArmDeltaRecord, PluginRecord
+from ..results_schema.plugin import ArmDeltaRecord, PluginCaseRecord, PluginRecord
 from ..scoring.plugin_graders import claude_percent, effect_points
 from ..sinks import json_text, markdown_cell, terminal_text
 from .html import html_block
@@ -103,6 +103,34 @@ def _parts_rows(record: PluginRecord) -> list[list[str]]:
     ]
 
 
+_REUSED_HEADERS = ["case", "arm", "runs reused", "from", "run", "date"]
+
+
+def _reused_rows_of(case: PluginCaseRecord) -> list[list[str]]:
+    return [
+        [
+            f"{case.name} ({arm.label})" if arm.label else case.name,
+            _WITHOUT if arm.arm == "without" else arm.arm,
+            f"{arm.runs}/{arm.of}",
+            f"{arm.source} {arm.place}",
+            arm.run_id or "—",
+            arm.date or "—",
+        ]
+        for arm in case.reused
+    ]
+
+
+def _reused_rows(record: PluginRecord) -> list[list[str]]:
+    """Per case, the arms whose runs were reused rather than run, and from which earlier run:
+    `01-greet | baseline (without) | 2/2 | file r.json | 1a2b3c | 2026-12-02T07:30:00+00:00`."""
+    return [row for case in record.cases for row in _reused_rows_of(case)]
+
+
+def _reused_line(row: list[str]) -> str:
+    case, arm, runs, source, run_id, date = row
+    return f"{case}: {arm} reused {runs} run(s) from {source} (run {run_id}, {date})"
+
+
 def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(headers) + " |",
@@ -142,6 +170,9 @@ def plugin_markdown(record: PluginRecord) -> list[str]:
     if record.parts:
         lines += ["", "### What the plugin's parts did", ""]
         lines += _markdown_table(["case", "arm", "in its runs"], _parts_rows(record))
+    if _reused_rows(record):
+        lines += ["", "### Runs reused, not run (nothing they depend on changed)", ""]
+        lines += _markdown_table(_REUSED_HEADERS, _reused_rows(record))
     if record.warnings:
         lines += ["", "### Warnings", ""] + [f"- {markdown_cell(w, None)}" for w in record.warnings]
     return [*lines, ""]
@@ -183,6 +214,10 @@ def print_plugin(console: Console, record: PluginRecord) -> None:
                     highlight=False,
                     soft_wrap=True,
                 )
+    for row in _reused_rows(record):
+        console.print(
+            terminal_text(_reused_line(row)), markup=False, highlight=False, soft_wrap=True
+        )
 
 
 def _tile_figures(record: PluginRecord) -> list[dict]:
@@ -225,6 +260,8 @@ def html_plugin(record: PluginRecord) -> dict:
         tables.append(
             ("what the plugin's parts did", ["case", "arm", "in its runs"], _parts_rows(record))
         )
+    if _reused_rows(record):
+        tables.append(("runs reused, not run", _REUSED_HEADERS, _reused_rows(record)))
     block = html_block(f"Plugin {_title(record)}: with vs without", tables, record.warnings)
     return dict(
         block,
@@ -239,6 +276,7 @@ def html_plugin(record: PluginRecord) -> dict:
                 if case.score_without is None
                 else claude_percent(case.score_without),
                 "delta": "—" if case.delta is None else effect_points(case.delta),
+                "reused": [_reused_line(row) for row in _reused_rows_of(case)],
                 "graders": [
                     [
                         g.name,

@@ -460,6 +460,8 @@ function renderPlugin(app, p) {
                " " + name.replace(/^grader /, "") + ": " + g.text)))));
       }
     }
+    // an arm whose runs an earlier run gave (nothing they depend on changed): from which run, when
+    for (const line of c.reused || []) box.append(el("p", {class: "muted reused"}, line));
     box.append(el("div", {class: "muted"}, "prompt"), longText(c.prompt));
     box.append(el("div", {class: "muted"}, "graders — what “good” means for this case"),
                plainTable(["grader", "type", "fields"], c.graders));

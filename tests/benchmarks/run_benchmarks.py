@@ -75,6 +75,7 @@ for _path in (str(ROOT), str(TESTS)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+import baseline_reuse  # target 12, a module of its own (tests/benchmarks/baseline_reuse.py)
 from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query
 
 # socketserver's default listen backlog is 5: 16 clients connecting at once overflow it, the
@@ -1256,6 +1257,7 @@ BENCHMARKS = {
     8: bench_memory_full,
     9: bench_fixed_cost,
     10: bench_start_up,
+    12: lambda opts, work: Outcome(12, *baseline_reuse.measure(work)),  # baseline_reuse.py
 }
 
 
