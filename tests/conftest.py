@@ -68,6 +68,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item._id = f"{item.nodeid}@{group}"  # type: ignore[attr-defined]
 
 
+# ============================================================================ what a test costs
+# Opt-in (TEST_CPU_LOG=FILE): one JSON line per test with the CPU seconds it took, this process's
+# and its reaped children's (setup, call and teardown: a module fixture's run is charged to the
+# test that built it), and the processes it started here, by kind. `python tests/cpu_table.py
+# FILE` sums them by file. CPU, not wall time: the machine may be shared.
+CPU_LOG = os.environ.get("TEST_CPU_LOG")
+STARTED: dict[str, int] = {}
+
+
+def process_kind(argv: Any) -> str:
+    words = [str(word) for word in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
+    text = " ".join(words)
+    if any(Path(word).name == "claude" for word in words[:2]) or "claude-code" in text:
+        return "claude"
+    if "evaluator.py" in text or Path(words[0]).name == "claude-tool-evaluator":
+        return "evaluator"
+    if "server" in text or "mcp_server" in text:
+        return "server"
+    return "other"
+
+
+if CPU_LOG:
+    import json
+    import resource
+
+    _execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def counted_execute_child(self: subprocess.Popen, args: Any, *rest: Any) -> Any:
+        kind = process_kind(args)
+        STARTED[kind] = STARTED.get(kind, 0) + 1
+        return _execute_child(self, args, *rest)
+
+    subprocess.Popen._execute_child = counted_execute_child  # type: ignore[attr-defined]
+
+    def cpu_seconds() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        STARTED.clear()
+        own, children = cpu_seconds()
+        yield
+        own_after, children_after = cpu_seconds()
+        line = {
+            "test": item.nodeid,
+            "cpu": round(own_after - own + children_after - children, 3),
+            "own": round(own_after - own, 3),
+            "children": round(children_after - children, 3),
+            "started": dict(STARTED),
+        }
+        with open(CPU_LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")
+
+
 # What GitHub Actions sets in a step: with it, the evaluator annotates, appends a step summary and
 # sets outputs. The tests run as if outside GitHub Actions (their CI may be inside it); the tests
 # of those sinks (tests/test_github_action.py) set each one themselves.

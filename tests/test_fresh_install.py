@@ -4,25 +4,34 @@ the README's main jobs in it, each with `--cache` (the path that once needed an 
 `httpx`): a CSV suite, a skill trigger run and a plugin run through the real Claude Code, against
 the scripted server that plays the README's models. Every product module must import there too.
 
-The install is slow (minutes of pip resolving against the index), so pip is pointed at a local
-folder of wheels (PIP_NO_INDEX, PIP_FIND_LINKS): the wheels of [project.dependencies] and of the
-build backend, made once per machine and Python by `pip wheel` (which resolves them as the
-index would) and kept under ~/.cache, keyed by the dependencies' text. A changed declaration
-makes a new folder; the command that runs is the README's, unchanged."""
+Against the index the install is slow (minutes of pip downloading and resolving; 17 minutes once
+in CI), so pip is pointed at a local folder of wheels (PIP_NO_INDEX, PIP_FIND_LINKS) holding the
+closure of [project.dependencies] and of the build backend and nothing else: each distribution
+of that closure packed back into a wheel from this environment, where the test extra's install
+put it (its files as RECORD lists them, its own WHEEL tags; seconds, no network). pip still
+resolves the README's `pip install -e .` from the declared dependencies alone, so an import the
+base install does not declare still fails there. Only a distribution this environment cannot
+repack (absent, or not installed from a wheel) is fetched by `pip wheel`. The command that runs
+is the README's, unchanged."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
 import subprocess
 import sys
 import tomllib
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY
 from fake_anthropic import ScriptedAnthropic
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from test_readme import INSTALL_PREFIX, SKILL_COMMAND, fresh_copy, responder
 
 pytestmark = [
@@ -30,21 +39,104 @@ pytestmark = [
     pytest.mark.skipif(CLAUDE is None, reason="needs the Claude Code CLI: run `npm install`"),
 ]
 
-INSTALL_TIMEOUT = 1200  # a cold wheel folder: every dependency downloaded and built once
+INSTALL_TIMEOUT = 1200  # a distribution `pip wheel` must fetch: downloaded and built once
 JOB_TIMEOUT = 600
-WHEELS_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+BIN = "../../../bin/"  # a console script's place in RECORD: pip writes it again at install
 
 
-def base_wheels() -> Path:
-    """The folder of wheels of the base install's dependencies (made on first use)."""
+def base_requirements() -> list[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    wanted = [*project["build-system"]["requires"], *project["project"]["dependencies"]]
-    key = hashlib.sha256(f"{sys.version_info[:2]}\n{wanted}".encode()).hexdigest()[:16]
-    folder = WHEELS_HOME / "claude-tool-evaluator" / f"base-wheels-{key}"
-    if not (folder / ".complete").exists():
-        folder.mkdir(parents=True, exist_ok=True)
+    return [*project["build-system"]["requires"], *project["project"]["dependencies"]]
+
+
+def closure(wanted: list[str]) -> tuple[dict[str, metadata.Distribution], list[str]]:
+    """The installed distributions the requirements need, transitively, each with the extras
+    asked of it (markers evaluated here), and the requirements not installed here or whose
+    installed version misses the specifier."""
+    found: dict[str, metadata.Distribution] = {}
+    missing: list[str] = []
+    pending = [Requirement(text) for text in wanted]
+    done: set[tuple[str, frozenset[str]]] = set()
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if (name, frozenset(requirement.extras)) in done:
+            continue
+        done.add((name, frozenset(requirement.extras)))
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(str(requirement))
+            continue
+        if not requirement.specifier.contains(distribution.version, prereleases=True):
+            missing.append(str(requirement))
+            continue
+        found[name] = distribution
+        for text in distribution.requires or []:
+            needed = Requirement(text)
+            extras = [""] + sorted(requirement.extras)
+            if needed.marker is None or any(needed.marker.evaluate({"extra": e}) for e in extras):
+                pending.append(needed)
+    return found, missing
+
+
+def wheel_name(distribution: metadata.Distribution) -> str | None:
+    """NAME-VERSION-PY-ABI-PLATFORM.whl from the WHEEL file its install kept (None: not a wheel's)."""
+    tags = [
+        line.split(":", 1)[1].strip().split("-")
+        for line in (distribution.read_text("WHEEL") or "").splitlines()
+        if line.startswith("Tag:")
+    ]
+    if not tags:
+        return None
+    parts = [".".join(dict.fromkeys(tag[i] for tag in tags)) for i in range(3)]
+    name = re.sub(r"[-_.]+", "_", distribution.metadata["Name"]).lower()
+    return f"{name}-{distribution.version}-{'-'.join(parts)}.whl"
+
+
+def record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def repack(distribution: metadata.Distribution, folder: Path) -> bool:
+    """The installed distribution as the wheel it came from, in `folder` (False: it cannot be:
+    not installed from a wheel, or files outside site-packages other than console scripts)."""
+    name = wheel_name(distribution)
+    files = distribution.files
+    if name is None or files is None:
+        return False
+    if any(str(f).startswith("..") and not str(f).startswith(BIN) for f in files):
+        return False
+    dist_info = next(str(f).split("/")[0] for f in files if str(f).endswith(".dist-info/RECORD"))
+    dropped = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+    record = []
+    with zipfile.ZipFile(folder / name, "w", zipfile.ZIP_STORED) as wheel:
+        for file in files:
+            path = str(file)
+            if path.startswith("..") or "__pycache__" in path:
+                continue
+            if path.startswith(dist_info + "/") and path.split("/", 1)[1] in dropped:
+                continue
+            data = Path(file.locate()).read_bytes()
+            wheel.writestr(path, data)
+            record.append(record_line(path, data))
+        wheel.writestr(f"{dist_info}/RECORD", "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n")
+    return True
+
+
+def base_wheels(folder: Path) -> Path:
+    """A folder of wheels holding exactly the base install's closure: repacked from this
+    environment; `pip wheel` fetches what cannot be (into the same folder, with its own
+    dependencies, as the index resolves them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    found, missing = closure(base_requirements())
+    for name, distribution in found.items():
+        if not repack(distribution, folder):
+            missing.append(f"{name}=={distribution.version}")
+    if missing:
         made = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(folder), *wanted],
+            [sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(folder), *missing],
             capture_output=True,
             text=True,
             timeout=INSTALL_TIMEOUT,
@@ -53,7 +145,6 @@ def base_wheels() -> Path:
             if os.environ.get("CI"):
                 raise AssertionError(made.stderr[-3000:])
             pytest.skip(f"could not fetch the base install's wheels: {made.stderr[-500:]}")
-        (folder / ".complete").write_text("")
     return folder
 
 
@@ -70,8 +161,11 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "LANG": "C.UTF-8",
         "COLUMNS": "200",
         "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(base_wheels()),
+        "PIP_FIND_LINKS": str(base_wheels(base / "wheels")),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        # no byte-compiling of every installed module (scipy's thousands): Python compiles what
+        # the jobs import when they import it
+        "PIP_COMPILE": "0",
     }
     python3 = Path(sys.base_prefix) / "bin" / "python3"
     env["PATH"] = f"{python3.parent}:{env['PATH']}"
@@ -86,7 +180,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     assert done.returncode == 0, f"{install}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     env["PATH"] = f"{folder / '.venv' / 'bin'}:{env['PATH']}"
-    for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS"):
+    for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_COMPILE"):
         env.pop(name)
     with ScriptedAnthropic(responder=responder) as api:
         env.update(ANTHROPIC_API_KEY=TEST_API_KEY, ANTHROPIC_BASE_URL=api.url)
@@ -117,6 +211,11 @@ def test_the_first_command_installs_only_the_base(fresh):
         'if ".programs." not in m.name]; print("imported")\'',
     )
     assert imported.returncode == 0 and "imported" in imported.stdout, imported.stderr[-3000:]
+    # the wheels it installed from are the base's closure, not this environment: a package
+    # installed here (the test extra's pexpect, a neighbour's certifi) is not there
+    for undeclared in ("pexpect", "certifi"):
+        tried = run_in(fresh, f"python -c 'import {undeclared}'")
+        assert tried.returncode != 0 and "ModuleNotFoundError" in tried.stderr, undeclared
 
 
 def cache_counts(output: str) -> str:

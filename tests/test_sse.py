@@ -37,6 +37,11 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+# The tests that talk to the one server-everything run on one worker, so it starts once
+# (`--dist loadgroup`).
+EVERYTHING_SSE = pytest.mark.xdist_group("everything-sse")
+
+
 @pytest.fixture(scope="module")
 def everything_sse(tmp_path_factory):
     """server-everything in SSE mode (`node dist/index.js sse`, port from $PORT), on loopback; its
@@ -103,6 +108,7 @@ SUITE = (
 )
 
 
+@EVERYTHING_SSE
 def test_server_everything_listens_on_loopback_only(everything_sse):
     _, port = everything_sse
     addresses = listening_addresses(port)
@@ -111,6 +117,7 @@ def test_server_everything_listens_on_loopback_only(everything_sse):
     assert addresses <= {"0100007F", "0000000000000000FFFF00000100007F"}, addresses
 
 
+@EVERYTHING_SSE
 def test_a_suite_runs_over_sse_from_an_mcp_config(cli, api, tmp_path, everything_sse):
     url, _ = everything_sse
     api.responder = everything_model
@@ -138,6 +145,7 @@ def test_a_suite_runs_over_sse_from_an_mcp_config(cli, api, tmp_path, everything
     assert {"echo", "get-sum"} <= offered
 
 
+@EVERYTHING_SSE
 def test_server_url_with_transport_sse(cli, api, everything_sse):
     url, _ = everything_sse
     api.responder = everything_model
@@ -151,6 +159,7 @@ def test_server_url_with_transport_sse(cli, api, everything_sse):
     ]
 
 
+@EVERYTHING_SSE
 def test_an_sse_endpoint_over_streamable_http_fails_with_one_line(cli, api, everything_sse):
     url, _ = everything_sse
     code, out, err = cli("-q", "What is 2 plus 3?", "--server-url", url)

@@ -2,8 +2,11 @@
 baseline without the skill: what the run may do (--allow-tools), what it leaves (--artifacts),
 the outside-write check, the judge per expectation, and the benchmark with its deltas.
 
-The end-to-end tests run `python evaluator.py` as a user would; the evaluator runs the real
-`claude` binary, which talks to the scripted Anthropic-compatible server (it also plays the judge)."""
+The end-to-end tests run the evaluator as a user would, in this process (`run_evaluator`: the
+user's environment alone, HOME, TMPDIR and the working folder the sandbox's; a child process
+would spend seconds of CPU importing the SDKs again), or as a child process where the process is
+what they observe (what outlives it, its pid); the evaluator runs the real `claude` binary, which
+talks to the scripted Anthropic-compatible server (it also plays the judge)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
+from conftest import CLAUDE, ROOT, TEST_API_KEY, invoke, needs_claude
 from fake_anthropic import ScriptedAnthropic, forced_tool, reply, text, tool_use, user_query
 
 import evaluator as E
@@ -84,8 +87,15 @@ def sandbox(tmp_path: Path) -> Path:
 
 
 def run_evaluator(
-    sandbox: Path, api: ScriptedAnthropic, *args: str, timeout: float = 240, path: str = ""
+    sandbox: Path,
+    api: ScriptedAnthropic,
+    *args: str,
+    timeout: float = 240,
+    path: str = "",
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
+    """The evaluator with only these variables set, in the sandbox's working folder: in this
+    process, or (`process=True`) as `python evaluator.py`."""
     env = {
         "PATH": path or os.environ["PATH"],
         "HOME": str(sandbox / "home"),
@@ -94,23 +104,23 @@ def run_evaluator(
         "ANTHROPIC_BASE_URL": api.url,
         "PYTHONPATH": str(ROOT),
     }
-    return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "evaluator.py"),
-            "--claude-bin",
-            CLAUDE,
-            "--concurrency",
-            "2",
-            *map(str, args),
-        ],
-        cwd=sandbox / "work",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    argv = ["--claude-bin", CLAUDE, "--concurrency", "2", *map(str, args)]
+    if process:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "evaluator.py"), *argv],
+            cwd=sandbox / "work",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    only = {**dict.fromkeys(os.environ), **env}  # every other variable unset for the run
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(sandbox / "work")
+        patch.setattr(tempfile, "tempdir", None)  # TMPDIR read again, as a new process reads it
+        ran = invoke(*argv, env=only)
+    return subprocess.CompletedProcess(argv, ran.exit_code, ran.stdout, ran.stderr)
 
 
 # ----------------------------------------------------------------------------- the scripted models
@@ -688,6 +698,7 @@ def test_background_processes_of_a_run_end_with_it(sandbox: Path):
             "1",
             "-o",
             sandbox / "bg.json",
+            process=True,  # what outlives the evaluator's process is the subject
         )
     assert done.returncode == 0, done.stdout + done.stderr
     ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
@@ -990,7 +1001,10 @@ def test_folders_of_dead_runs_are_removed_on_the_next_start(sandbox: Path):
         f"---\nname: t\ntype: trigger\nskill: {SKILL_NAME}\n---\n\n# Positive Triggers\n\n- hi\n",
     )
     with ScriptedAnthropic(responder=lambda body: reply(text("ok"))) as api:
-        run_evaluator(sandbox, api, "--skill", SKILL, "--trigger", trigger, "--runs", "1")
+        # a process of its own: this one's pid owns the live folder
+        run_evaluator(
+            sandbox, api, "--skill", SKILL, "--trigger", trigger, "--runs", "1", process=True
+        )
     assert not folders["dead"].exists()
     assert folders["live"].exists() and folders["unowned"].exists()
 
