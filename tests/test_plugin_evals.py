@@ -363,8 +363,10 @@ def five_each_way(
 ) -> tuple[subprocess.CompletedProcess, Path]:
     """01-greet under --runs auto, with the JUnit and HTML writers: it passes every run with the
     plugin and none without, so each arm is decided after its first five runs (5/5 against 0/5).
-    One run, read by the tests of the delta and of --runs auto."""
+    One run, read by the tests of the delta and of --runs auto; its run folders go in a TMPDIR
+    of its own, which the run leaves empty."""
     folder = tmp_path_factory.mktemp("five-each-way")
+    (folder / "tmp").mkdir()
     with ScriptedAnthropic(responder=plugin_claude_code) as api:
         done = evaluator(
             "plugin",
@@ -381,6 +383,7 @@ def five_each_way(
             str(folder / "plugin.html"),
             "-o",
             str(folder / "ours.json"),
+            env={"TMPDIR": str(folder / "tmp")},
         )
     assert done.exit_code == 0, done.stdout + done.stderr
     return done, folder
@@ -400,6 +403,8 @@ def test_five_runs_each_way_report_a_significant_delta(five_each_way):
     assert "01-greet" in (folder / "plugin.html").read_text()
     deltas = json.loads((folder / "ours.json").read_text())["plugin"]["deltas"]
     assert deltas[0]["significant"] and round(deltas[0]["p_value"], 4) == 0.0079
+    # each run's folder (its HOME, the plugin copy) is removed off the run's slot, all before exit
+    assert list((folder / "tmp").iterdir()) == []
 
 
 def test_dry_run_prices_and_sends_nothing(tmp_path: Path):

@@ -451,3 +451,30 @@ def test_a_dry_run_says_what_its_runs_detect(cli, tmp_path, monkeypatch):
         f"plan: 7 run(s) per case detect a change of {change * 100:.0f} points from a 90%" in flat
     )
     assert f"10 points need {textbook_runs(0.9, 0.8)} run(s) per case" in flat
+
+
+def test_scipy_stats_is_preloaded_in_the_background_and_gives_the_same_p():
+    """A plugin run's Fisher p needs scipy.stats at its end: preload_scipy_stats imports it in a
+    daemon thread at the start (a fresh interpreter, where nothing imported it yet), and the p
+    read afterwards is the one computed by hand."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from claude_tool_evaluator.scoring.statistics import fisher_p_value, preload_scipy_stats\n"
+        "assert 'scipy.stats' not in sys.modules\n"
+        "preload_scipy_stats()\n"
+        "[t.join() for t in threading.enumerate() if t.name == 'preload-scipy-stats']\n"
+        "assert 'scipy.stats' in sys.modules\n"
+        "print(fisher_p_value(0, 3, 3, 3))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(evaluator.__file__).parent,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) == pytest.approx(fisher_by_hand(0, 3, 3, 3))

@@ -318,8 +318,11 @@ def confined_command(
     run_root: Path,
     allow_read: Sequence[str] = (),
     read_in_place: Sequence[str] = (),
+    writable: Sequence[Path] = (),
 ) -> list[str]:
-    """`command` inside bubblewrap: what a plugin's hooks and servers may see (see above)."""
+    """`command` inside bubblewrap: what a plugin's hooks and servers may see (see above).
+    `writable`: the run's other folders, bound writable as its root is (its TMPDIR, when a long
+    temporary path moved it to /tmp: RunFolder)."""
     bwrap = shutil.which("bwrap") or "bwrap"
     hidden = _hidden_folders()
     args = [bwrap, "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/"]
@@ -337,6 +340,9 @@ def confined_command(
             args += ["--ro-bind-try", str(path), str(path)]
     root = run_root.resolve()
     args += ["--bind", str(root), str(root)]
+    for folder in dict.fromkeys(p.resolve() for p in writable):
+        if not _within(folder, root):
+            args += ["--bind", str(folder), str(folder)]
     for folder in hidden:
         args += ["--remount-ro", str(folder)]
     return [*args, "--", *command]

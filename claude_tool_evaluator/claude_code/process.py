@@ -220,7 +220,7 @@ async def run_claude_process(
         command = claude_command(settings, query, folder.root / "home")
         if settings.confine:
             command = confined_command(
-                command, folder.root, settings.allow_read, settings.plugin_dirs
+                command, folder.root, settings.allow_read, settings.plugin_dirs, [folder.tmp]
             )
         process = await asyncio.create_subprocess_exec(
             *command,

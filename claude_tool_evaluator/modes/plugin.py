@@ -63,6 +63,7 @@ from ..scoring.statistics import (
     case_counts,
     pass_at_k,
     pass_hat_k,
+    preload_scipy_stats,
     rounded_interval,
     wilson_interval,
 )
@@ -666,6 +667,8 @@ def plugin_mode(settings: Settings, console: Console) -> int:
                 markup=False,
                 highlight=False,
             )
+    if any(plan.ablation for plan in plans):  # each case's delta reads Fisher's p at the end
+        preload_scipy_stats()
     outcome = run_suite(
         runner,
         settings,

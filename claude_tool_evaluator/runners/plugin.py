@@ -450,10 +450,12 @@ async def _run_arm(
     run: int,
     settings: ClaudeCliSettings,
     vote: _Vote,
+    discard: Callable[[RunFolder], None] = RunFolder.remove,
 ) -> PluginRunResult:
     """One run of a case in an arm; never raises for a failed, hung or garbled run: that is an
     error on the run. As Claude Code does, a run cut short (its timeout, its turns) is graded on
-    what it did; one that never started or ended on an API error scores 0 ungraded."""
+    what it did; one that never started or ended on an API error scores 0 ungraded. Its folder
+    goes to `discard` once nothing reads it (the runner's _FolderSweeper: off the run's slot)."""
     start = time.perf_counter()
     record = _plan_record(plan, case, arm, run)
     try:
@@ -534,9 +536,29 @@ async def _run_arm(
     except OSError as exc:
         record.error = f"could not prepare the run: {exc}"
     finally:
-        folder.remove()
+        discard(folder)
         record.latency_ms = round((time.perf_counter() - start) * 1000, 2)
     return record
+
+
+@dataclass
+class _FolderSweeper:
+    """Run folders removed in a worker thread once their run is read, so the run's slot goes to
+    the next run at once instead of waiting on the delete of Claude Code's files and the plugin
+    copy (tens of milliseconds a run, more under load); the session waits for every removal
+    before it ends, and a folder a killed evaluator left is removed by the next one
+    (remove_stale_run_folders)."""
+
+    pending: set[asyncio.Future] = field(default_factory=set)
+
+    def discard(self, folder: RunFolder) -> None:
+        removal = asyncio.get_running_loop().run_in_executor(None, folder.remove)
+        self.pending.add(removal)
+        removal.add_done_callback(self.pending.discard)
+
+    async def wait(self) -> None:
+        while self.pending:
+            await asyncio.gather(*self.pending, return_exceptions=True)
 
 
 def _run_verdict(record: PluginRunResult) -> VerdictRecord:
@@ -584,6 +606,7 @@ class PluginRunner:
         self.judge: Judge | None = None
         self.proxy: CachingProxy | None = None
         self.in_flight: dict[tuple, Job] = {}  # what a stop signal cuts short (see under_way)
+        self.sweeper = _FolderSweeper()
 
     def jobs(self) -> Iterator[Job]:
         for plan in self.plans:
@@ -612,6 +635,7 @@ class PluginRunner:
             async with _recordings(self.plans):
                 yield
         finally:
+            await self.sweeper.wait()
             if client is not None:
                 await client.close()
             self.judge = None
@@ -628,7 +652,9 @@ class PluginRunner:
         vote = _judge_vote(self.judge, spent) if self.judge is not None else _unjudged
         self.in_flight[job.key] = job
         try:
-            record = await _run_arm(plan, case, arm, job.iteration, settings, vote)
+            record = await _run_arm(
+                plan, case, arm, job.iteration, settings, vote, self.sweeper.discard
+            )
         finally:
             self.in_flight.pop(job.key, None)
         record.judge_cost_usd = round(sum(spent), 6)

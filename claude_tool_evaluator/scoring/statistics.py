@@ -6,6 +6,7 @@ May import: the rooms above scoring, scoring.tool_use."""
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "pass_at_k",
     "pass_hat_k",
     "percentile",
+    "preload_scipy_stats",
     "rounded_interval",
     "runs_to_decide",
     "runs_to_detect",
@@ -92,6 +94,30 @@ def newcombe_interval(
         max(-1.0, difference - ((p2 - low2) ** 2 + (high1 - p1) ** 2) ** 0.5),
         min(1.0, difference + ((high2 - p2) ** 2 + (p1 - low1) ** 2) ** 0.5),
     )
+
+
+def preload_scipy_stats() -> None:
+    """scipy.stats imported now in a daemon thread: its import takes a second or more of CPU
+    (several under load), and a mode that reports Fisher's p after minutes of waiting on Claude
+    Code would otherwise pay it at its end, when nothing else is left to overlap it. numpy comes
+    first, here in the calling thread: its import sets and deletes variables of os.environ, which
+    would race a thread copying the environment for a child (a KeyError seen). A failed import is
+    left for fisher_p_value to meet (and say) where it always did."""
+    import sys
+    import threading
+
+    if "scipy.stats" in sys.modules:
+        return
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            import scipy.stats  # noqa: F401
+
+    threading.Thread(target=load, name="preload-scipy-stats", daemon=True).start()
 
 
 def fisher_p_value(old_successes: int, old_runs: int, new_successes: int, new_runs: int) -> float:

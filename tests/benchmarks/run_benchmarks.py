@@ -22,6 +22,7 @@ indented details below it). The exit status is 1 when any target fails.
 9. the fixed seconds of a one-case run (start to first model request, last request to exit)
    beside a bare script that imports the two SDKs, connects the same server, makes the same calls
 10. start-up: `--help` and `help MODE` beside a bare script importing click, rich, pydantic, yaml
+12. `plugin` beside `claude plugin eval -j 2` on a five-case plugin (plugin_speed.py): wall-time ratio
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ for _path in (str(ROOT), str(TESTS)):
 
 import baseline_reuse  # target 12, a module of its own (tests/benchmarks/baseline_reuse.py)
 from fake_anthropic import ScriptedAnthropic, _tokens, reply, text, tool_use, user_query
+from plugin_speed import measure_plugin_speed
 
 # socketserver's default listen backlog is 5: 16 clients connecting at once overflow it, the
 # kernel drops their SYNs and they retry a second later, an artifact of the fake server that
@@ -1257,6 +1259,7 @@ BENCHMARKS = {
     8: bench_memory_full,
     9: bench_fixed_cost,
     10: bench_start_up,
+    11: lambda opts, work: Outcome(**measure_plugin_speed(work, 1 if opts.quick else 3, say)),
     12: lambda opts, work: Outcome(12, *baseline_reuse.measure(work)),  # baseline_reuse.py
 }
 
