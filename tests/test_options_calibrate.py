@@ -14,7 +14,7 @@ import math
 import re
 
 import pytest
-from conftest import TEST_API_KEY
+from conftest import CLAUDE, TEST_API_KEY
 from mode_lab import (
     JUDGED_RUNS,
     OBSERVERS,
@@ -23,9 +23,11 @@ from mode_lab import (
     flagged_run,
     judge_verdicts,
     judged_results,
+    lab_plugin,
     observed_in,
     observes,
     page_data,
+    plugin_model,
     write,
 )
 
@@ -103,6 +105,46 @@ def test_a_grader_below_the_floor_is_flagged_in_later_reports_until_recalibrated
     clean = flagged_run(lab, folder, "--report", folder / "clean.md")
     assert FLAG_TITLE not in (folder / "clean.md").read_text()
     assert clean.code == 0
+
+
+@pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
+def test_a_plugin_llm_grader_below_the_floor_is_flagged_in_the_plugin_reports(lab: Lab):
+    """05-judged (an llm grader, `warm`) once in each arm through Claude Code; a person fails the
+    run with the plugin the judge passed: kappa 0 (the judge passed both). The same -o resumed
+    (no run is made again) writes reports that flag `warm`."""
+    folder = lab.fresh("plugin").parent
+    line = ["plugin", lab_plugin(lab), "--case", "05-judged", "--runs", "1", "-o", "p.json"]
+    with contextlib.chdir(folder):
+        first = lab.run(*line, model=plugin_model)
+        assert first.code == 0, first.output
+        results = json.loads((folder / "p.json").read_text())["results"]
+        assert sorted((r["case"], r["arm"], r["run"]) for r in results) == [
+            ("05-judged", "with", 1),
+            ("05-judged", "without", 1),
+        ]
+        write(
+            folder / "labels.csv",
+            "run,grader,verdict\n05-judged/with/1,warm,fail\n05-judged/without/1,warm,pass\n",
+        )
+        sheet = lab.run("render", "p.json", "--label-sheet", "sheet.html")
+        assert sheet.code == 0, sheet.output
+        items = _sheet_data((folder / "sheet.html").read_text())["items"]
+        assert {(i["run"], i["grader"], i["scope"]) for i in items} == {
+            ("05-judged/with/1", "warm", "greeter"),
+            ("05-judged/without/1", "warm", "greeter"),
+        }
+        assert all(i["criterion"] == "The card greets Alex warmly." for i in items)
+        calibration = lab.run("calibrate", "labels.csv", "p.json", "--json")
+        assert calibration.code == 1, calibration.output
+        grader = calibration.document()["calibration"]["graders"][0]
+        assert (grader["scope"], grader["grader"], grader["kappa"]) == ("greeter", "warm", 0.0)
+        again = lab.run(*line, "--resume", "--report", "p.md", "--html", "p.html")
+        assert again.code == 0, again.output
+    assert again.requests == [], "resumed: nothing ran again"
+    assert FLAG_TITLE in (folder / "p.md").read_text()
+    assert "plugin greeter: warm" in (folder / "p.md").read_text()
+    flags = _section(page_data(folder / "p.html"), "judge_flags")
+    assert flags["tables"][0]["rows"][0][:2] == ["plugin greeter: warm", "05-judged"]
 
 
 # ============================================================================ bad label lines
