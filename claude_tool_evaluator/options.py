@@ -611,6 +611,7 @@ OPTIONS: list[Option] = [
         _GRADING,
         "--min-kappa",
         type=click.FloatRange(-1.0, 1.0),
+        metavar="K",
         default=C.DEFAULT_MIN_KAPPA,
         show_default=True,
         help="calibrate: a judge grader whose Cohen's kappa against the labels is below this is "
