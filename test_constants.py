@@ -293,6 +293,18 @@ AUTO_MAX_RUNS = 20  # -i auto / --runs auto: the cap; a case still undecided sto
 MAX_RUNS_PER_CASE = 1000
 AUTO_CONFIDENCE_Z = 1.959964  # -i auto: a case stops once its 95 % interval clears the threshold
 CACHE_FORMAT = "claude-tool-eval cache 2"  # every entry of a --cache folder says this
+# calibrate: a judge grader whose Cohen's kappa against people's labels is below this is flagged
+# in every report that shows it until it is calibrated again (0.6: "substantial" agreement begins
+# there on Landis & Koch's scale)
+DEFAULT_MIN_KAPPA = 0.6
+KAPPA_CONFIDENCE_Z = 1.959964  # calibrate: kappa's 95 % interval (large-sample standard error)
+# calibrate keeps each grader's latest calibration here (in the folder it runs in); later runs in
+# that folder flag the judge graders it holds below their floor
+CALIBRATION_FILE = "evaluator-calibration.json"
+CALIBRATION_FORMAT = "claude-tool-eval calibration 1"  # the "format" of the calibration file
+LABEL_SHEET_PER_STRATUM = 3  # render --label-sheet: runs drawn per (case, grader, judge verdict)
+LABEL_SHEET_SEED = 42  # render --label-sheet: the same results file gives the same sample
+LABEL_SHEET_TRANSCRIPT_CHARS = 20_000  # a run's transcript on the label sheet, cut here
 # The size bound of a --cache entry read back (a legitimate one, a Claude Code stream included,
 # is far smaller): past it a miss with a warning, never read. Its nesting: MAX_JSON_DEPTH.
 CACHE_ENTRY_MAX_BYTES = 32 * 1024 * 1024

@@ -305,6 +305,7 @@ MODE_TITLES = {
     "redteam": "Red team",
     "scan": "Tool definition scan",
     "plugin": "Plugin evaluation",
+    "calibrate": "Judge calibration",
 }
 
 

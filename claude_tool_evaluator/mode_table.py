@@ -358,6 +358,23 @@ MODES.extend(
             "compare",
         ),
         Mode(
+            "calibrate",
+            "calibrate",
+            lambda s: bool(s.calibration.calibrate),
+            # it calls no model: nothing to price (--dry-run) or cap (--max-cost), both refused
+            frozenset(
+                {"calibrate", "judged_results", "min_kappa", "output", "report", "html", "json_out"}
+            ),
+            RoomFunction("modes.calibrate", "calibrate_mode"),
+            (
+                "python evaluator.py calibrate labels.csv results.json --report calibration.md",
+                "python evaluator.py render results.json --label-sheet label-sheet.html",
+            ),
+            "the judge against people: agreement and Cohen's kappa per judge grader",
+            "none",
+            ("calibrate", "judged_results"),
+        ),
+        Mode(
             "merge",
             "--merge",
             lambda s: bool(s.merging.merge),
@@ -660,6 +677,7 @@ _HELP_ORDER = (
     "plugin",
     "compare",
     "plan",
+    "calibrate",
     "optimize",
     "overlap",
     "redteam",

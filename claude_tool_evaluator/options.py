@@ -593,6 +593,31 @@ OPTIONS: list[Option] = [
         help="Seconds a case's verify command may take (then it is an error).",
     ),
     option(
+        _GRADING,
+        "--calibrate",
+        type=click.Path(),
+        metavar="LABELS",
+        help="People's verdicts on judged runs (CSV run,grader,verdict,note or JSON lines, as the "
+        "label sheet downloads them) to check the judge against (verb: calibrate LABELS RESULTS).",
+    ),
+    option(
+        _GRADING,
+        "--judged-results",
+        type=click.Path(),
+        metavar="RESULTS.json",
+        help="calibrate: the results file whose judge verdicts the labels are about.",
+    ),
+    option(
+        _GRADING,
+        "--min-kappa",
+        type=click.FloatRange(-1.0, 1.0),
+        metavar="K",
+        default=C.DEFAULT_MIN_KAPPA,
+        show_default=True,
+        help="calibrate: a judge grader whose Cohen's kappa against the labels is below this is "
+        "flagged in every later report that shows it, until it is calibrated again.",
+    ),
+    option(
         _SKILLS,
         "--trigger-model",
         multiple=True,

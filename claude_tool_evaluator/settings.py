@@ -26,6 +26,7 @@ from .options import OPTIONS, Option, flag_of, writer_named
 from .run_types import RunSettings
 
 __all__ = [
+    "Calibration",
     "ClaudeCode",
     "Crowd",
     "FIELD_HOMES",
@@ -89,6 +90,10 @@ PROJECT_NOT_OPTIONS = frozenset(
         "rate",
         "alpha",
         "significant_only",
+        # calibrate reads a labels file and a results file; a project file runs suites
+        "calibrate",
+        "judged_results",
+        "min_kappa",
         # import and export write folders of files; a project file runs suites
         "import_source",
         "export_format",
@@ -275,6 +280,16 @@ class Grading:
 
     judge_model: str = C.DEFAULT_JUDGE_MODEL
     verify_timeout: float = C.DEFAULT_VERIFY_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """calibrate: people's labels (--calibrate LABELS) against the judge verdicts of a results
+    file (--judged-results), and the kappa below which a grader is flagged."""
+
+    calibrate: str | None = None
+    judged_results: str | None = None
+    min_kappa: float = C.DEFAULT_MIN_KAPPA
 
 
 # The run plan's families: what every durable mode takes (DURABLE_OPTIONS) and what runs part of a
@@ -537,6 +552,7 @@ class Settings:
     exchange: _Exchange = field(default_factory=_Exchange)
     drafting: _Drafting = field(default_factory=_Drafting)
     merging: Merging = field(default_factory=Merging)
+    calibration: Calibration = field(default_factory=Calibration)
     given: frozenset[str] = frozenset()
 
     @classmethod

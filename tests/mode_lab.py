@@ -6,6 +6,7 @@ without the option (or with two distinctive values) and asserts what differs."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -222,6 +223,11 @@ SAMPLES: dict[str, list[str]] = {
     "split": ["--split", "test"],
     "tasks": ["--tasks", "0,1"],
     "limit": ["--limit", "2"],
+    # calibrate, and render's label sheet
+    "calibrate": ["--calibrate", "labels.csv"],
+    "judged_results": ["--judged-results", "results.json"],
+    "min_kappa": ["--min-kappa", "0.4"],
+    "label_sheet": ["--label-sheet", "sheet.html"],
 }
 
 # The smallest command line that selects each mode.
@@ -244,6 +250,7 @@ MODE_LINES: dict[str, list[str]] = {
     "plugin": ["--plugin", str(ROOT / "tests" / "plugins" / "greeter")],
     "import": ["--import", "bfcl"],
     "export": ["--export", "claude-plugin-eval"],
+    "calibrate": ["--calibrate", "labels.csv", "--judged-results", "results.json"],
 }
 
 
@@ -1367,3 +1374,109 @@ def observed_in(module: str) -> list:
         for mode, option in table_pairs()
         if getattr(OBSERVERS.get(option, {}).get(mode), "__module__", None) == module
     ]
+
+
+# ---------------------------------------------------------------------------- calibrate (the judge against people)
+# A suite of JUDGED_RUNS cases judged by a rubric, run once each (the judge's verdict on one exact
+# request is cached, so each run asks it something else); the judge passes its first
+# JUDGE_PASSES calls and fails the rest (whatever order the runs finish in, 6 pass and 4 fail).
+JUDGED_RUNS, JUDGE_PASSES = 10, 6
+JUDGED_RUBRIC = "The answer names the orders table."
+
+
+class JudgeInTurn:
+    """`answers`, and a judge that passes its first `passes` calls and fails the others."""
+
+    def __init__(self, passes: int) -> None:
+        self.passes, self.calls = passes, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> dict:
+        if forced_tool(body) != "grade":
+            return answers(body)
+        with self.lock:
+            self.calls += 1
+            passed = self.calls <= self.passes
+        return reply(
+            tool_use("grade", {"passed": passed, "score": int(passed), "evidence": "scripted"})
+        )
+
+
+def judged_suite(lab: Lab) -> Path:
+    if "judged-suite" not in lab.cache:
+        lab.cache["judged-suite"] = write(
+            lab.fresh("judged.csv"),
+            "test_name,user_prompt,expected_tools,rubric\n"
+            + "".join(
+                f'judged-{i:02d},{CSV_PROMPTS[0]} ({i}),list_warehouse_tables,"{JUDGED_RUBRIC}"\n'
+                for i in range(1, JUDGED_RUNS + 1)
+            ),
+        )
+    return lab.cache["judged-suite"]
+
+
+def judged_results(lab: Lab) -> Path:
+    """A results file of JUDGED_RUNS judged runs (made once per lab)."""
+    if "judged-results" not in lab.cache:
+        path = lab.fresh("judged.json")
+        run = lab.run(
+            "--csv",
+            judged_suite(lab),
+            "--server-module",
+            EXAMPLE_SERVER,
+            "-o",
+            path,
+            model=JudgeInTurn(JUDGE_PASSES),
+        )
+        assert run.code in (0, 1), run.output
+        lab.cache["judged-results"] = path
+    return lab.cache["judged-results"]
+
+
+def judge_verdicts(results: Path) -> dict[str, bool]:
+    """run id (`CASE/ITERATION/MODEL`) -> the judge's verdict, from a results file."""
+    document = json.loads(results.read_text())
+    return {
+        f"{r['test_name']}/{r['iteration']}/{r['model']}": r["grades"]["judge"]["passed"]
+        for r in document["results"]
+    }
+
+
+def hand_labels(results: Path, folder: Path) -> Path:
+    """People's labels that make the table (person, judge): 5 both pass, 1 person fail & judge
+    pass, 1 person pass & judge fail, 3 both fail (runs in the order of their ids)."""
+    verdicts = judge_verdicts(results)
+    order = sorted(verdicts)
+    passed = [run for run in order if verdicts[run]]
+    failed = [run for run in order if not verdicts[run]]
+    assert (len(passed), len(failed)) == (JUDGE_PASSES, JUDGED_RUNS - JUDGE_PASSES)
+    people = {run: i < 5 for i, run in enumerate(passed)} | {
+        run: i < 1 for i, run in enumerate(failed)
+    }
+    lines = ["run,grader,verdict,note"] + [
+        f"{run},judge,{'pass' if people[run] else 'fail'},labelled by hand" for run in order
+    ]
+    return write(folder / "labels.csv", "\n".join(lines) + "\n")
+
+
+def calibrated(lab: Lab, *more: Any) -> tuple[Run, Path]:
+    """calibrate on the hand labels, in a fresh folder (the calibration file is written there):
+    the run and the folder."""
+    folder = lab.fresh("calibration").parent
+    labels = hand_labels(judged_results(lab), folder)
+    with contextlib.chdir(folder):
+        run = lab.run("calibrate", labels, judged_results(lab), *more)
+    return run, folder
+
+
+def flagged_run(lab: Lab, folder: Path, *more: Any) -> Run:
+    """The judged suite run again once in a folder that holds a calibration file."""
+    with contextlib.chdir(folder):
+        return lab.run(
+            "--csv",
+            judged_suite(lab),
+            "--server-module",
+            EXAMPLE_SERVER,
+            *more,
+            model=JudgeInTurn(JUDGED_RUNS),
+        )

@@ -420,6 +420,8 @@ def test_a_new_answer_matcher_is_one_entry(lab: Lab, monkeypatch: pytest.MonkeyP
 def test_a_writer_never_clobbers_an_input_or_another_output(lab: Lab, writer: str):
     flag = writer_named(writer).option.flag
     base = ["--csv", lab.suite, "--server-module", EXAMPLE_SERVER]
+    if writer == "label_sheet":  # render's: the results file it reads is the input
+        base = ["render", lab.suite]
     if writer == "benchmark_json":  # a task-eval run's: its skill is the input it must not write
         skill = ROOT / "examples" / "skills" / "data-profile-report"
         base = ["--skill", skill, "--tests", skill]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import test_options_calibrate  # noqa: F401  (registers its observers)
 import test_options_crowd_and_hostile  # noqa: F401  (registers its observers)
 import test_options_outputs  # noqa: F401  (registers its observers)
 import test_options_plugin  # noqa: F401  (registers its observers)
@@ -50,7 +51,9 @@ from mode_lab import (  # the lab, the scripted models and the helpers several f
     Lab,
     accepted,
     baseline,
+    calibrated,
     crowd_baseline,
+    flagged_run,
     opt_baseline,
     overlap_baseline,
     parsed,
@@ -74,6 +77,7 @@ FAMILY_MODULES = (
     "test_options_outputs",
     "test_options_crowd_and_hostile",
     "test_options_plugin",
+    "test_options_calibrate",
 )
 
 
@@ -173,6 +177,9 @@ def test_every_mode_document_survives_render(lab: Lab):
         documents["claude-code"] = through_claude_code(lab, "csv").document()
         documents["plugin"] = plugin_writers_run(lab)[0].document()
     documents["overlap"] = overlap_baseline(lab).document()
+    calibration, folder = calibrated(lab, "--json")  # and a later run it flags
+    documents["calibration"] = calibration.document()
+    documents["judge-flags"] = flagged_run(lab, folder, "--json").document()
     documents["scan"] = poisoned_scan(lab).document()  # hidden characters in its findings
     documents["tool-crowding"] = lab.run(*tool_crowd_line(lab), model=CROWD_TOOLS).document()
     documents["matrix"] = lab.run(
@@ -200,6 +207,7 @@ def test_every_mode_document_survives_render(lab: Lab):
         {s.key for s in evaluator.SECTIONS}
         if CLAUDE
         else {"qa", "tests", "optimization", "matrix", "overlap", "crowding", "security"}
+        | {"calibration", "judge_flags"}
     )
     assert expected <= written
 

@@ -925,6 +925,7 @@ COLUMNS = [
     ("compare", "`--compare`"),
     ("merge", "`--merge`"),
     ("plan", "`plan`"),
+    ("calibrate", "`calibrate`"),
     ("render", "`--from`"),
     ("schema", "`--schema`"),
     ("optimize", "`--optimize`"),

@@ -23,6 +23,7 @@ from ..dry_run import print_estimate
 from ..errors import InputError, UsageProblem
 from ..files import folder_files
 from ..finished_run import Results, summary_record
+from ..loaders.labels import flagged_graders
 from ..loaders.plugin_evals import (
     MAX_RUNS,
     Plugin,
@@ -51,6 +52,7 @@ from ..run_types import Usage
 from ..runners.baseline_reuse import BaselineReuse
 from ..runners.plugin import ARMS, PluginRunner, PluginRunPlan
 from ..runners.plugin_recording import MockRecording
+from ..scoring.calibration import JUDGE_GRADER_KINDS
 from ..scoring.plugin_graders import (
     CaseEffect,
     arm_delta,
@@ -536,6 +538,18 @@ def _plugin_record(
     )
 
 
+def _judge_flags(plugin: Plugin) -> dict[str, list]:
+    """The plugin's judge graders an earlier calibrate put below their floor (the reports flag
+    them), as the section that shows them."""
+    flags = flagged_graders(
+        (plugin.name, grader.name)
+        for case in plugin.cases
+        for grader in case.graders
+        if grader.kind in JUDGE_GRADER_KINDS
+    )
+    return {"judge_flags": flags} if flags else {}
+
+
 def _plugin_results(
     settings: Settings,
     plugin: Plugin,
@@ -584,7 +598,8 @@ def _plugin_results(
         cases,
         lambda: outcome.results(lambda record: record),
         len(records),
-        {"plugin": _plugin_record(settings, plugin, plans, records, warnings, others)},
+        {"plugin": _plugin_record(settings, plugin, plans, records, warnings, others)}
+        | _judge_flags(plugin),
         f"plugin {plugin.name}",
     )
 

@@ -19,6 +19,7 @@ from ..dry_run import print_estimate, print_run_plan
 from ..errors import InputError, UsageProblem
 from ..files import SpooledRecords, read_text_file
 from ..finished_run import Results, summary_record
+from ..grading import needs_judge
 from ..hub.pins import PinsChanged, definition_sha256, tool_definition
 from ..loaders.conversations import conversation_case
 from ..loaders.csv_suites import (
@@ -27,6 +28,7 @@ from ..loaders.csv_suites import (
     load_csv_suite,
     load_tool_overrides,
 )
+from ..loaders.labels import flagged_graders
 from ..loaders.qa import load_qa_suite
 from ..loaders.servers import wrong_file
 from ..loaders.skills import kind_of_test_file, load_markdown_tests
@@ -42,6 +44,7 @@ from ..runners.crowd import (
     print_step_costs,
 )
 from ..runners.redteam import RedTeam, RedTeamScoring
+from ..scoring.calibration import TOOL_USE_JUDGE
 from ..scoring.harness import HarnessTally
 from ..scoring.statistics import CaseCounts, RunTotals, tool_coverage, tools_expected
 from ..scoring.suites import AnswerScoring, QaScoring, SuiteScoring, ToolCheckScoring
@@ -257,6 +260,11 @@ def tool_use_results(
         sections["claude_code"] = claude_code
     if settings.matrix:
         sections["matrix"] = model_matrix(cases, runs, counts, settings.api.models)
+    flags = flagged_graders(
+        ("", TOOL_USE_JUDGE) for c in getattr(scoring, "cases", []) if needs_judge(c)
+    )
+    if flags:  # judge graders an earlier calibrate put below their floor
+        sections["judge_flags"] = flags
     return Results(
         metadata,
         passed,

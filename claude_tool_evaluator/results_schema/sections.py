@@ -12,11 +12,13 @@ from ..run_types import Usage
 from .document import Record, ToolStatsRecord, ToolTimeRecord
 
 __all__ = [
+    "CalibrationRecord",
     "ClaudeCodeRecord",
     "ConsolidationHintRecord",
     "CrowdPointRecord",
     "CrowdingRecord",
     "DistractorRecord",
+    "GraderAgreementRecord",
     "HarnessCaseRecord",
     "LiteratureFigure",
     "LiteratureRecord",
@@ -384,3 +386,43 @@ class OverlapRecord(Record):
     below_filter: int = 0  # pairs LOW by the lexical pre-filter alone
     not_judged: int = 0  # pairs above it the judge did not read (beyond the limit, or --max-cost)
     cost_usd: float = 0.0
+
+
+class GraderAgreementRecord(Record):
+    """One judge grader against people's labels (calibrate): the grader (by its name in its
+    plugin: a plugin's cases that name a grader alike share it; the tool-use judge is `judge`),
+    the cases its labels covered, the confusion table (person first: `pass_fail` is a run a person passed and the judge
+    failed), the observed and chance agreement, Cohen's kappa with its 95 % interval (None:
+    undefined, both sides gave one verdict only), and whether it is below the floor. The
+    calibration file keeps one per grader, with when and from which labels."""
+
+    scope: str = ""  # the plugin the grader is in ("" for a tool-use suite)
+    grader: str  # its name; `(every grader)` for the calibration's overall row
+    cases: list[str] = []  # the cases of the labelled runs
+    n: int = 0
+    pass_pass: int = 0
+    pass_fail: int = 0
+    fail_pass: int = 0
+    fail_fail: int = 0
+    agreement: float = 0.0  # p_o
+    expected: float = 0.0  # p_e
+    kappa: float | None = None
+    interval: tuple[float, float] | None = None
+    min_kappa: float = 0.0
+    below_floor: bool = False  # kappa under --min-kappa, or undefined
+    labels: str = ""  # the labels file it was calibrated on
+    calibrated_at: str = ""  # when (UTC, ISO 8601)
+
+
+class CalibrationRecord(Record):
+    """calibrate: people's labels against the judge's verdicts of one results file, per grader and
+    overall; the method of the interval; what was not labelled; where the calibration is kept."""
+
+    labels: str
+    results: str
+    min_kappa: float
+    method: str = ""  # how the interval is computed
+    graders: list[GraderAgreementRecord] = []
+    overall: GraderAgreementRecord | None = None
+    unlabelled: int = 0  # judge verdicts in the results file no label names
+    calibration_file: str = ""  # where later runs read the flags from

@@ -141,3 +141,20 @@ register_writer(
         compare=RoomFunction("writers.formats", "print_comparison_json"),
     )
 )
+
+
+register_writer(
+    Writer(
+        option(
+            RUNNING,
+            "--label-sheet",
+            type=click.Path(),
+            metavar="FILE.html",
+            help="render: write one self-contained HTML page to label a stratified sample of the "
+            "results file's judged runs (transcript, answer, criterion, pass/fail); its download "
+            "is what calibrate reads.",
+        ),
+        RoomFunction("writers.calibration", "write_label_sheet"),
+        modes=frozenset(),  # no run writes it: render does, from a results file
+    )
+)

@@ -22,8 +22,10 @@ from ..results_schema.document import (
 )
 from ..results_schema.plugin import PluginRecord
 from ..results_schema.sections import (
+    CalibrationRecord,
     ClaudeCodeRecord,
     CrowdingRecord,
+    GraderAgreementRecord,
     LiteratureRecord,
     ModelMatrixRecord,
     OptimizationRecord,
@@ -32,6 +34,14 @@ from ..results_schema.sections import (
 )
 from ..results_schema.security import SecurityRecord
 from ..sinks import escape_markup, markdown_cell
+from .calibration import (
+    calibration_markdown,
+    flags_markdown,
+    html_calibration,
+    html_flags,
+    print_calibration,
+    print_flags,
+)
 from .crowd import crowding_markdown, html_overlap, overlap_markdown, print_crowding, print_overlap
 from .hostile import html_security, print_security, security_junit, security_markdown
 from .html import html_block
@@ -411,5 +421,31 @@ register_section(
         place="before_cases",
         junit=plugin_junit,
         comment=plugin_comment,
+    )
+)
+
+
+register_section(
+    Section(
+        "calibration",
+        CalibrationRecord,
+        calibration_markdown,
+        print_calibration,
+        html_calibration,
+        place="first",
+    )
+)
+
+
+# A later run's judge graders that their last calibration put below the floor (calibrate keeps
+# them in C.CALIBRATION_FILE): shown before anything else in every report of that run.
+register_section(
+    Section(
+        "judge_flags",
+        list[GraderAgreementRecord],
+        flags_markdown,
+        print_flags,
+        html_flags,
+        place="first",
     )
 )
