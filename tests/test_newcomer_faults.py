@@ -5,6 +5,7 @@ console script's help. Each runs in this process (or as a small process that loa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,15 @@ def test_a_folder_given_to_a_writer_suggests_a_file_of_its_kind(cli, keyless, fl
     ran = cli("--csv", EXAMPLE_SUITE, flag, "out")
     assert ran.exit_code == 2
     assert ran.stderr == f"error: {flag} out is a folder (give a file path, e.g. out/{named})\n"
+
+
+def test_a_suite_refused_once_the_servers_answer_shows_no_empty_progress_bar(
+    cli, api, tmp_path, example_server_url
+):
+    suite = tmp_path / "suite.csv"
+    suite.write_text("test_name,user_prompt,expected_tools\nt,List the tables,list_tabels\n")
+    ran = cli("--csv", suite, "--server-url", example_server_url)
+    assert ran.exit_code == 2, ran.output
+    assert "names tool 'list_tabels', which no connected server offers" in ran.stderr
+    assert not re.search(r"^runs\b", ran.output, re.MULTILINE), ran.output
+    assert not api.requests, "nothing was sent to the model"

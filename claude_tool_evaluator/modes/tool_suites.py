@@ -476,6 +476,7 @@ def tool_use_mode(
             scoring.verdict,
             lambda t: (t.usage, t.cost_usd),
             redteam.breached if redteam else None,
+            lazy=True,
         )
     )
     try:
@@ -488,6 +489,7 @@ def tool_use_mode(
                     view.on_conversation_end if view else progress.on_record if progress else None
                 ),
                 on_count=progress.set_total if progress else None,
+                on_start=progress.begin if progress else None,
                 verdict=scoring.verdict,
             )
     except PinsChanged as exc:
