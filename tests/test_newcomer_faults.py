@@ -51,3 +51,30 @@ def test_a_suite_refused_once_the_servers_answer_shows_no_empty_progress_bar(
     assert "names tool 'list_tabels', which no connected server offers" in ran.stderr
     assert not re.search(r"^runs\b", ran.output, re.MULTILINE), ran.output
     assert not api.requests, "nothing was sent to the model"
+
+
+def test_a_missing_column_is_shown_against_the_files_own_first_row(cli, keyless):
+    suite = keyless / "suite.csv"
+    suite.write_text("test_name,expected_tools\nt,list_warehouse_tables\n")
+    ran = cli("--csv", suite)
+    assert ran.exit_code == 2
+    assert ran.stderr == (
+        f"error: {suite}:1: the header needs test_name and user_prompt (or prompt) columns "
+        "(its first row is 'test_name,expected_tools': add user_prompt, e.g. "
+        "test_name,user_prompt,expected_tools)\n"
+    )
+    suite.write_text("t,List the tables,list_warehouse_tables\n")  # no header at all
+    assert "(its first row is 't,List the tables,list_warehouse_tables': add test_name and " in (
+        cli("--csv", suite).stderr
+    )
+
+
+def test_a_tag_no_test_has_gets_the_nearest_tag_the_suite_has(cli, keyless):
+    ran = cli("--csv", EXAMPLE_SUITE, "--tag", "smok")
+    assert ran.exit_code == 2
+    assert (
+        ran.stderr
+        == f"error: {EXAMPLE_SUITE}: no test has the tag(s) smok (did you mean 'smoke'?)\n"
+    )
+    ran = cli("--csv", EXAMPLE_SUITE, "--tag", "zzz")
+    assert ran.stderr.startswith(f"error: {EXAMPLE_SUITE}: no test has the tag(s) zzz (its tags: ")
