@@ -299,6 +299,32 @@ def _check_suites_write_apart(
                 )
 
 
+# Path options whose value need not exist when a suite is planned: a prompt's name, a module's
+# dotted name, a command on PATH, --merge's patterns, reads allowed if present, and what runs write.
+_MAY_NOT_EXIST = ("prompt", "server_module", "claude_bin", "merge", "allow_read", *_WRITTEN_BY_RUNS)
+
+
+def _check_inputs_exist(project: _Project, suite: _ProjectSuite, given: frozenset[str]) -> None:
+    """A file the project file names for a suite (`csv: suite.csv`) that is not there: one line
+    naming the project file and the key's line, before any suite runs (the loader's own line
+    names only the missing file, which the user never typed on a command line)."""
+    for name, value in suite.values.items():
+        option = option_named(name)
+        if name in given or option is None or not option.path or option.writer:
+            continue  # the command line's value wins
+        if name in _MAY_NOT_EXIST:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and item and not Path(item).expanduser().exists():
+                raise InputError(
+                    f"suite {suite.name!r}: {name}: {item} does not exist",
+                    project.path,
+                    _key_line(project, suite, name),
+                    f"paths in {project.path.name} are relative to its folder "
+                    f"({project.path.resolve().parent})",
+                )
+
+
 def _absolute_path(value: str, option: Option) -> str:
     """A typed path made absolute; a value that only may be a path (a prompt's name, a server
     module's dotted name, `PATH.py:attr`) only when its path part exists here."""
@@ -430,6 +456,7 @@ def run_project(
         planned = []
         with _working_folder(folder):
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
+                _check_inputs_exist(project, suite, given)
                 params, suite_given = _project_params(project, suite, overrides, given)
                 if not allow_outside_outputs:
                     _check_outputs_inside(

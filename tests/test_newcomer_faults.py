@@ -78,3 +78,17 @@ def test_a_tag_no_test_has_gets_the_nearest_tag_the_suite_has(cli, keyless):
     )
     ran = cli("--csv", EXAMPLE_SUITE, "--tag", "zzz")
     assert ran.stderr.startswith(f"error: {EXAMPLE_SUITE}: no test has the tag(s) zzz (its tags: ")
+
+
+def test_a_missing_file_named_in_the_project_file_names_the_project_files_line(cli, keyless):
+    (keyless / "evaluator.yaml").write_text(
+        "defaults:\n  max_cost: 1\n\nsuites:\n  - name: tools\n    csv: tool-suite.csv\n"
+        "    output: results.json\n"
+    )
+    ran = cli()
+    assert ran.exit_code == 2
+    assert ran.stderr == (
+        "error: evaluator.yaml:6: suite 'tools': csv: tool-suite.csv does not "
+        f"exist (paths in evaluator.yaml are relative to its folder ({keyless.resolve()}))\n"
+    )
+    assert cli("--csv", EXAMPLE_SUITE, "--dry-run").exit_code == 0, "the command line's wins"
