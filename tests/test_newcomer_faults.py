@@ -6,6 +6,8 @@ console script's help. Each runs in this process (or as a small process that loa
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,59 @@ def test_a_missing_file_named_in_the_project_file_names_the_project_files_line(c
         f"exist (paths in evaluator.yaml are relative to its folder ({keyless.resolve()}))\n"
     )
     assert cli("--csv", EXAMPLE_SUITE, "--dry-run").exit_code == 0, "the command line's wins"
+
+
+def test_ctrl_c_before_any_run_is_one_line_and_no_blank_one(cli, keyless, monkeypatch):
+    """Ctrl-C while the command line is read, the suite loaded or the servers started (no run
+    under way: a run stops itself): click's handler printed an empty line and nothing else."""
+    from claude_tool_evaluator import dispatch
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dispatch, "run_settings_for", interrupted)
+    ran = cli("--csv", EXAMPLE_SUITE)
+    assert ran.exit_code == 130
+    assert ran.stderr == "interrupted: stopped while no run was under way\n"
+
+
+def front_door(*argv: str, before: str = "") -> subprocess.CompletedProcess:
+    """evaluator.py's run_program as a process starts it (`before` runs first), sys.argv as given."""
+    program = (
+        f"import sys\nsys.argv[:] = {list(argv)!r}\n{before}\n"
+        "import evaluator\nevaluator.run_program()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+
+
+def test_ctrl_c_while_the_program_loads_is_the_same_line_and_no_traceback():
+    """A Ctrl-C in the first seconds on a busy machine lands while the rooms are imported."""
+    raising = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def importing(name, *args, **kwargs):\n"
+        "    if name == 'claude_tool_evaluator.cli':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = importing\n"
+    )
+    done = front_door("evaluator.py", "--csv", str(EXAMPLE_SUITE), before=raising)
+    assert (done.returncode, done.stderr) == (
+        130,
+        "interrupted: stopped while no run was under way\n",
+    )
+
+
+def test_the_console_scripts_help_names_it_as_it_was_invoked():
+    """(`python evaluator.py --help` still says that: test_front_door's help tests.)"""
+    done = front_door("/venv/bin/claude-tool-eval", "csv", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "python evaluator.py" not in done.stdout
+    assert done.stdout.startswith("Usage: claude-tool-eval csv [OPTIONS] FILE.csv")
+    assert "\n  claude-tool-eval --csv examples/test_queries.csv" in done.stdout
+    top = front_door("/venv/bin/claude-tool-eval", "--help").stdout
+    assert (
+        top.startswith("Usage: claude-tool-eval [MODE | VERB]") and "python evaluator.py" not in top
+    )
