@@ -176,6 +176,12 @@ def _say_node_version_once(binary: str) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
+def _install_hint(binary: str) -> str:
+    """How to install Claude Code, led by the Node.js note when Node is too old for it."""
+    note = node_version_note(binary)
+    return f"{note}; then {_CLAUDE_INSTALL_HINT}" if note else _CLAUDE_INSTALL_HINT
+
+
 def claude_version(binary: str) -> str:
     """`claude --version`, so a broken install is one clear line before any money is spent; an
     older Node.js than Claude Code declares is a note (once), and the hint when it fails."""
@@ -201,12 +207,6 @@ def claude_version(binary: str) -> str:
         )
     _say_node_version_once(binary)
     return done.stdout.strip()
-
-
-def _install_hint(binary: str) -> str:
-    """How to install Claude Code, led by the Node.js note when Node is too old for it."""
-    note = node_version_note(binary)
-    return f"{note}; then {_CLAUDE_INSTALL_HINT}" if note else _CLAUDE_INSTALL_HINT
 
 
 # Claude Code's own sandbox (2.1.197; on Linux bubblewrap and socat) for task runs that may use

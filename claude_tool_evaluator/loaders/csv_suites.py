@@ -304,6 +304,23 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
     return case
 
 
+def _no_tagged_test(
+    tags: Sequence[str], known: Iterable[str], path: Path | None = None
+) -> InputError:
+    """--tag naming no test's tag: the nearest tag the suite has (`--tag smok`: did you mean
+    smoke?), else the tags it has."""
+    known = sorted(set(known))
+    close = [m for tag in tags for m in difflib.get_close_matches(tag, known, n=1)]
+    hint = (
+        f"did you mean {close[0]!r}?"
+        if close
+        else f"its tags: {', '.join(known[:20])}"
+        if known
+        else "no test has a tag (the tags column)"
+    )
+    return InputError(f"no test has the tag(s) {', '.join(tags)}", path, hint=hint)
+
+
 class CsvSuite(Sequence[TestCase]):
     """A CSV regression suite (seed 002's columns plus the optional ones). Every problem of the
     file is reported with its line when it is loaded, before anything runs; after that it reads
@@ -603,23 +620,6 @@ def filter_by_tags(cases: Sequence[TestCase], tags: Sequence[str]) -> Sequence[T
     if not chosen:
         raise _no_tagged_test(tags, {t for case in cases for t in case.tags})
     return chosen
-
-
-def _no_tagged_test(
-    tags: Sequence[str], known: Iterable[str], path: Path | None = None
-) -> InputError:
-    """--tag naming no test's tag: the nearest tag the suite has (`--tag smok`: did you mean
-    smoke?), else the tags it has."""
-    known = sorted(set(known))
-    close = [m for tag in tags for m in difflib.get_close_matches(tag, known, n=1)]
-    hint = (
-        f"did you mean {close[0]!r}?"
-        if close
-        else f"its tags: {', '.join(known[:20])}"
-        if known
-        else "no test has a tag (the tags column)"
-    )
-    return InputError(f"no test has the tag(s) {', '.join(tags)}", path, hint=hint)
 
 
 # -k EXPR: pytest's keyword expressions over case names. A word matches a name that holds it (any
