@@ -143,6 +143,9 @@ def run_program() -> None:
             )
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C while the rooms load (seconds on a busy machine)
+        print("interrupted: stopped while no run was under way", file=sys.stderr)
+        sys.exit(130)
     run()
 
 

@@ -131,6 +131,16 @@ def _end_process(code: int) -> None:
     _exit_stopped(code)
 
 
+_PROGRAM = "python evaluator.py"  # how the help names the program, unless invoked otherwise
+
+
+def _invoked_as() -> str:
+    """The name the program was invoked as, for its help: `python evaluator.py`, or the console
+    script's own name (`claude-tool-eval`) when it was started as one."""
+    name = Path(sys.argv[0]).name if _EXIT_AT_ONCE and sys.argv and sys.argv[0] else ""
+    return _PROGRAM if not name or name.endswith(".py") else name
+
+
 def _write_examples(formatter: click.HelpFormatter, examples: Sequence[str]) -> None:
     if examples:
         formatter.write("\nExamples:\n")
@@ -197,6 +207,9 @@ class _EvaluatorCommand(click.Command):
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         _write_examples(formatter, [e for m in self.modes for e in m.examples])
 
+    def get_help(self, ctx: click.Context) -> str:
+        return super().get_help(ctx).replace(_PROGRAM, _invoked_as())
+
 
 @dataclass(frozen=True)
 class _Utility:
@@ -206,6 +219,14 @@ class _Utility:
     name: str
     summary: str
     factory: Callable[[click.Group], click.Command]
+
+
+class _StoppedOutsideARun(click.Abort):
+    """A stop signal (Ctrl-C) while no run was under way (start-up, loading, between suites): one
+    line saying so, not click's blank line (a run under way is stopped by run_async instead)."""
+
+
+_STOPPED_OUTSIDE_A_RUN = "interrupted: stopped while no run was under way"
 
 
 class _FrontDoor(click.Group):
@@ -251,6 +272,9 @@ class _FrontDoor(click.Group):
                 f"(python evaluator.py {close[0]} ...; --help lists them)"
             )
 
+    def get_help(self, ctx: click.Context) -> str:
+        return super().get_help(ctx).replace(_PROGRAM, _invoked_as())
+
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write("Usage: python evaluator.py [MODE | VERB] [OPTIONS] ...\n\n")
         formatter.write(
@@ -292,6 +316,12 @@ class _FrontDoor(click.Group):
             "explains every mode.\n"
         )
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # before click's handler, which prints a blank line
+            raise _StoppedOutsideARun() from None
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -311,6 +341,9 @@ class _FrontDoor(click.Group):
         except InputError as exc:
             report_input_error(exc)
             code = 2
+        except _StoppedOutsideARun:
+            click.echo(_STOPPED_OUTSIDE_A_RUN, err=True)
+            code = interrupted_exit_code()
         except click.Abort:
             code = interrupted_exit_code()
         finally:

@@ -340,9 +340,9 @@ def check_output_paths(
             )
         outputs[key] = (flag, path)
         if path.is_dir():
-            raise InputError(
-                f"{flag} {path} is a folder", hint=f"give a file path, e.g. {path / 'results.json'}"
-            )
+            # a file of the writer's own kind in it: --html DIR suggests DIR/results.html
+            named = path / f"results{_written_extension(flag, mode)}"
+            raise InputError(f"{flag} {path} is a folder", hint=f"give a file path, e.g. {named}")
         check_writable_folder(flag, path, path.parent)
     for flag, path in written:  # once no output is an input or another
         _check_output_extension(flag, path, mode)

@@ -538,6 +538,7 @@ async def drive_jobs(
     outcome: PipelineOutcome,
     count: int | None = None,
     rounds: _AutoRounds | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> None:
     """`concurrency` workers take the next job as they finish (a fixed pool over a generator: a
     10,000-case suite is neither 10,000 pending tasks nor 10,000 jobs in a list). No new job
@@ -548,7 +549,9 @@ async def drive_jobs(
     worker starts another): that work reads untrusted text (a server's patterns), and on the
     loop it would stall the other runs and the stop signals. A finisher per worker (up to
     C.MAX_FINISHER_THREADS): a check that blocks holds up its own worker only. With -i auto
-    (`rounds`) the jobs are released round by round inside the one session."""
+    (`rounds`) the jobs are released round by round inside the one session. `on_start`: told
+    once the session is open (servers connected, the suite checked against their tools), before
+    the first run: where a progress bar starts, so a suite refused there shows none."""
     stopping = asyncio.Event()
     spent = [0.0]
 
@@ -596,6 +599,8 @@ async def drive_jobs(
         return max(1, min(most, known if known is not None else most))
 
     async with runner.session():
+        if on_start:
+            on_start()
         started = (
             time.perf_counter()
         )  # the suite's wall time: first run started -> last one finished
@@ -693,6 +698,7 @@ def run_pipeline(
     console: Console,
     on_record: Callable[[Any], None] | None = None,
     on_count: Callable[[int], None] | None = None,
+    on_start: Callable[[], None] | None = None,
     earlier: Sequence[RunResult] | None = None,
     verdict: Callable[[Any], Any] | None = None,
     merging: Merging | None = None,
@@ -805,7 +811,7 @@ def run_pipeline(
     to_run = survey.jobs - survey.kept - survey.reused
     try:
         jobs = todo() if rounds is None else ()  # -i auto: the rounds read them
-        run_async(drive_jobs(runner, jobs, plan, finished_one, outcome, to_run, rounds))
+        run_async(drive_jobs(runner, jobs, plan, finished_one, outcome, to_run, rounds, on_start))
     except KeyboardInterrupt:
         outcome.interrupted = True
     except BaseException:

@@ -47,7 +47,7 @@ from .settings import (
     run_count_problem,
     settings_from,
 )
-from .sinks import escape_markup, make_console, safe_name, wrote_line
+from .sinks import escape_markup, make_console, safe_name, terminal_text, wrote_line
 from .stopping import EXIT_INTERRUPTED, STOP_SIGNALS
 
 __all__ = [
@@ -299,6 +299,32 @@ def _check_suites_write_apart(
                 )
 
 
+# Path options whose value need not exist when a suite is planned: a prompt's name, a module's
+# dotted name, a command on PATH, --merge's patterns, reads allowed if present, and what runs write.
+_MAY_NOT_EXIST = ("prompt", "server_module", "claude_bin", "merge", "allow_read", *_WRITTEN_BY_RUNS)
+
+
+def _check_inputs_exist(project: _Project, suite: _ProjectSuite, given: frozenset[str]) -> None:
+    """A file the project file names for a suite (`csv: suite.csv`) that is not there: one line
+    naming the project file and the key's line, before any suite runs (the loader's own line
+    names only the missing file, which the user never typed on a command line)."""
+    for name, value in suite.values.items():
+        option = option_named(name)
+        if name in given or option is None or not option.path or option.writer:
+            continue  # the command line's value wins
+        if name in _MAY_NOT_EXIST:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and item and not Path(item).expanduser().exists():
+                raise InputError(
+                    f"suite {suite.name!r}: {name}: {item} does not exist",
+                    project.path,
+                    _key_line(project, suite, name),
+                    f"paths in {project.path.name} are relative to its folder "
+                    f"({project.path.resolve().parent})",
+                )
+
+
 def _absolute_path(value: str, option: Option) -> str:
     """A typed path made absolute; a value that only may be a path (a prompt's name, a server
     module's dotted name, `PATH.py:attr`) only when its path part exists here."""
@@ -430,6 +456,7 @@ def run_project(
         planned = []
         with _working_folder(folder):
             for suite in suites:  # every suite checked before any runs: bad input costs nothing
+                _check_inputs_exist(project, suite, given)
                 params, suite_given = _project_params(project, suite, overrides, given)
                 if not allow_outside_outputs:
                     _check_outputs_inside(
@@ -518,25 +545,118 @@ def _project_suites(folder: Path, files: Sequence[Path]) -> list[tuple[str, list
 
 
 _PLAIN_YAML = re.compile(r"[\w./-]+")  # a value YAML reads back as the same string
+_MCP_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:mcp|fastmcp)\b", re.MULTILINE)
 
 
-def _starter_project(folder: Path) -> str:
-    """A commented evaluator.yaml from what the folder holds: an mcpServers file, skill folders
-    (with their trigger files and task evals), CSV suites and QA evaluations."""
+@dataclass(frozen=True)
+class _FoundServer:
+    """An MCP server init found in the folder, and how the project file names it."""
+
+    what: str  # "server.py (a Python MCP server)", for init's lines
+    defaults: list[str]  # lines under `defaults:` (an mcpServers file)
+    servers: list[str]  # lines under a top-level `servers:` (a command to start)
+
+
+def _python_server(folder: Path, path: Path) -> _FoundServer | None:
+    """A Python file named like a server that imports the MCP SDK (or FastMCP)."""
+    if not (path.stem == "server" or path.stem.endswith(("_server", "-server"))):
+        return None
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:100_000]
+    except OSError:
+        return None
+    if not _MCP_IMPORT.search(head):
+        return None
+    rel = path.relative_to(folder).as_posix()
+    name = safe_name(path.stem.removesuffix("_server").removesuffix("-server")) or "server"
+    return _FoundServer(
+        f"{rel}, a Python MCP server",
+        [],
+        [f"  {name}:", "    command: python", f"    args: [{yaml_scalar(rel)}]"],
+    )
+
+
+def _node_server(folder: Path) -> _FoundServer | None:
+    """The folder's package.json with a `bin`: a Node server its users start with `node BIN`."""
+    path = folder / "package.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    bin_entry, package = data.get("bin"), str(data.get("name") or "")
+    if isinstance(bin_entry, dict) and bin_entry:
+        package, bin_entry = next(iter(bin_entry.items()))
+    if not isinstance(bin_entry, str) or not bin_entry.strip():
+        return None
+    script = Path(bin_entry).as_posix().removeprefix("./")
+    name = safe_name(str(package).rsplit("/", 1)[-1]) or "server"
+    return _FoundServer(
+        f"package.json's bin {script}, a Node MCP server",
+        [],
+        [f"  {name}:", "    command: node", f"    args: [{yaml_scalar(script)}]"],
+    )
+
+
+def _found_servers(folder: Path, found: Sequence[Path]) -> list[_FoundServer]:
+    """Every MCP server the folder holds, the first the one init writes: servers already
+    configured (an mcpServers file), then a Python server (shallowest first), then a Node one."""
+    servers = [
+        _FoundServer(f"{name}, servers already configured", [f"  mcp_config: {name}"], [])
+        for name in ("mcp.json", ".mcp.json")
+        if (folder / name).is_file()
+    ]
+    python = (_python_server(folder, p) for p in sorted(found, key=lambda p: len(p.parts)))
+    servers += [server for server in python if server]
+    node = _node_server(folder)
+    return servers + ([node] if node else [])
+
+
+def _servers_said(servers: Sequence[_FoundServer]) -> list[str]:
+    """init's lines about the servers: which it found, and with several, which it chose and how
+    to choose another."""
+    if not servers:
+        return []
+    if len(servers) == 1:
+        return [f"init: found {servers[0].what}; the suites talk to it"]
+    others = "; ".join(s.what for s in servers[1:])
+    return [
+        f"init: found {len(servers)} MCP servers; the suites talk to {servers[0].what} "
+        f"(also found: {others}); to choose another, edit {C.PROJECT_FILE} (the others are "
+        "there, commented out) or give --server / --mcp-config"
+    ]
+
+
+def _starter_project(folder: Path) -> tuple[str, list[str]]:
+    """A commented evaluator.yaml from what the folder holds: the user's MCP server (an mcpServers
+    file, a Python server, a Node package's bin), skill folders (with their trigger files and task
+    evals), CSV suites and QA evaluations; and init's lines about the server it chose."""
     found = _project_candidates(folder)
-    relative = [p.relative_to(folder).as_posix() for p in found]
-    servers = next((r for r in ("mcp.json", ".mcp.json") if r in relative), None)
+    servers = _found_servers(folder, found)
+    chosen = servers[0] if servers else None
     lines = [
         "# evaluator.yaml: the suites `python evaluator.py` runs from this folder.",
         "# Every key is an option of the command line (its name with _ for -); options given on",
         "# the command line override these. `python evaluator.py schema project` prints the schema.",
         "",
+    ]
+    if chosen and chosen.servers:
+        lines += [f"servers:   # the MCP server every tool-use suite talks to: {chosen.what}"]
+        lines += chosen.servers
+    others = [s for s in servers[1:] if s.servers]
+    if others:  # the other servers found, to choose instead
+        lines += [] if chosen and chosen.servers else ["# servers:"]
+        lines += [f"#{line}" for other in others for line in other.servers]
+    lines += [""] if (chosen and chosen.servers) or others else []
+    lines += [
         "defaults:",
         f"  model: {C.DEFAULT_MODEL}",
         "  # max_cost: 5          # USD: start no new run once a suite has cost this much",
     ]
-    if servers:
-        lines.append(f"  mcp_config: {servers}   # the MCP servers every tool-use suite talks to")
+    if chosen and chosen.defaults:
+        lines += [f"{chosen.defaults[0]}   # the MCP servers every tool-use suite talks to"]
+    lines += [f"#{line}" for other in servers[1:] for line in other.defaults]
     lines += ["", "suites:"]
     suites = _project_suites(folder, found)
     if not suites:
@@ -551,7 +671,7 @@ def _starter_project(folder: Path) -> str:
             f"    {key}: {value if _PLAIN_YAML.fullmatch(str(value)) else yaml_scalar(value)}"
             for key, value in keys
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", _servers_said(servers)
 
 
 def init_project(folder: Path) -> int:
@@ -562,6 +682,9 @@ def init_project(folder: Path) -> int:
             target,
             hint="edit it, or remove it to start over (init never overwrites)",
         )
-    write_text_atomic(target, _starter_project(folder))
+    text, said = _starter_project(folder)
+    write_text_atomic(target, text)
     click.echo(wrote_line(target))
+    for line in said:
+        click.echo(terminal_text(line))
     return 0

@@ -709,6 +709,69 @@ def test_init_writes_a_project_that_runs_a_csv_suite_and_a_skill(lab: Lab):
     assert skill["trigger_scores"][0]["triggerScore"] == 100 and tools["passed"] is True
 
 
+FALLBACK_LINE = "no MCP server named: talking to the bundled example server"
+
+
+def test_init_writes_the_users_python_server_and_the_run_talks_to_it(lab: Lab):
+    (lab.root / "server.py").write_text(
+        "import pathlib, runpy\n"
+        "import mcp  # the MCP SDK: what tells init this is a server\n"
+        "pathlib.Path(__file__).with_name('server-started').touch()\n"
+        f"runpy.run_path({str(EXAMPLE_SERVER)!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    code, stdout, _ = lab.run("init")
+    assert (
+        code == 0 and "init: found server.py, a Python MCP server; the suites talk to it" in stdout
+    )
+    written = (lab.root / "evaluator.yaml").read_text()
+    assert "servers:" in written and 'args: ["server.py"]' in written, written
+    code, stdout, err = lab.run()
+    assert code == 0, stdout + err
+    assert (lab.root / "server-started").is_file(), "the run started the user's server"
+    assert FALLBACK_LINE not in err
+
+
+def test_init_with_several_servers_says_which_it_chose_and_how_to_choose(lab: Lab):
+    (lab.root / "server.py").write_text("from mcp.server import MCPServer\n", encoding="utf-8")
+    (lab.root / "package.json").write_text(
+        json.dumps({"name": "@acme/orders-server", "bin": "./dist/index.js"}), encoding="utf-8"
+    )
+    (lab.root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"orders": {"command": "node", "args": ["dist/index.js"]}}}),
+        encoding="utf-8",
+    )
+    code, stdout, _ = lab.run("init")
+    assert code == 0
+    said = [line for line in stdout.splitlines() if line.startswith("init:")]
+    assert said == [
+        "init: found 3 MCP servers; the suites talk to .mcp.json, servers already configured "
+        "(also found: server.py, a Python MCP server; package.json's bin dist/index.js, a Node "
+        "MCP server); to choose another, edit evaluator.yaml (the others are there, commented "
+        "out) or give --server / --mcp-config"
+    ]
+    written = (lab.root / "evaluator.yaml").read_text()
+    assert "\n  mcp_config: .mcp.json" in written
+    assert '#    args: ["server.py"]' in written and "#  orders-server:" in written
+    assert "#    command: node" in written and '#    args: ["dist/index.js"]' in written
+    (lab.root / ".mcp.json").unlink()
+    (lab.root / "evaluator.yaml").unlink()
+    code, stdout, _ = lab.run("init")  # without it, the Python server comes first
+    assert "the suites talk to server.py, a Python MCP server (also found: package.json's" in stdout
+    written = (lab.root / "evaluator.yaml").read_text()
+    assert "servers:" in written.split("defaults:")[0] and "\n  server:\n" in written
+
+
+def test_init_without_a_server_writes_none_and_the_run_says_it_uses_the_example_server(lab: Lab):
+    code, stdout, _ = lab.run("init")
+    assert code == 0 and "init:" not in stdout
+    written = (lab.root / "evaluator.yaml").read_text()
+    assert "servers:" not in written and "mcp_config" not in written
+    code, stdout, err = lab.run("--csv", lab.suite, "--dry-run")
+    assert code == 0, stdout + err
+    assert err.count(FALLBACK_LINE) == 1, err
+
+
 def test_top_help_lists_the_everyday_modes_first_and_shows_the_query_flag():
     shown = help_text("--help")
     listed = re.findall(r"^  (\w+) ", shown.split("Modes", 1)[1], re.MULTILINE)

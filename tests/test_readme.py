@@ -1083,3 +1083,26 @@ def test_the_first_screen_is_something_to_act_on():
     assert README_TEXT.index("mode-option-table") > README_TEXT.index(
         "## Reliability, cost and secrets"
     ), "the mode × option table stands at the end, not before the explanations"
+
+
+def test_every_readme_glob_over_the_examples_matches_only_suites_for_the_example_server():
+    """`python run_tests.py examples/*.csv -- -i 3` once picked up a plugin's suite written for
+    its own server (then moved into the plugin's folder). Every glob the README gives over
+    examples/ matches only CSV suites whose tools the bundled example server defines, and a file
+    added beside them for another server fails here, not in a user's first run."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    globs = set(re.findall(r"(?<![\w/.-])(examples/[\w./-]*\*[\w.*/-]*)", readme))
+    assert "examples/*.csv" in globs
+    server = (ROOT / "examples" / "profiles_server.py").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^def (\w+)\(", server, re.MULTILINE))
+    for pattern in sorted(globs):
+        for path in sorted(ROOT.glob(pattern)):
+            if path.suffix != ".csv":
+                continue
+            for row in csv.DictReader(path.open(encoding="utf-8")):
+                named = re.split(
+                    r"[,;|\s]+",
+                    f"{row.get('expected_tools') or ''} {row.get('forbidden_tools') or ''}",
+                )
+                unknown = {tool for tool in named if tool} - defined
+                assert not unknown, f"{path} (matched by {pattern}) names {unknown}"

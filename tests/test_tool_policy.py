@@ -434,35 +434,34 @@ def changes_the_graph(body: dict) -> Any:
     )(body)
 
 
-def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(
-    cli, api, tmp_path, monkeypatch
-):
+def test_unannotated_and_contradictory_tools_are_listed_with_why_they_run(cli, api, tmp_path):
     """--tool-policy safe ran unannotated tools that change things (server-memory's
     create_entities, delete_entities) and contradictory ones, silently. The dry run's table and
-    the run header now name each, what happens to its calls, and why."""
-    monkeypatch.setenv("COLUMNS", "200")
+    the run header now say, in one line per server (not four wrapped lines per tool), which
+    tools, what happens to their calls, why, and the fix."""
     state = tmp_path / "graph.json"
     state.write_text('["bob", "carol"]')
     dry = cli("-q", "tidy the graph", *state_server(state), "--dry-run")
     assert dry.exit_code == 0, dry.output
-    flat = " ".join(dry.output.split())
-    for name in ("create_entities", "delete_entities"):
-        assert (
-            f"note: {name} has no readOnlyHint or destructiveHint: live, because safe withholds "
-            "only tools annotated destructiveHint: true, and the MCP specification counts an "
-            "unannotated tool as destructive: --tool-policy strict withholds it" in flat
-        ), flat
-    assert (
-        "note: wipe is annotated readOnlyHint: true and destructiveHint: true: live, because safe "
-        "takes readOnlyHint: true over destructiveHint" in flat
+    unannotated = (
+        "note: server state_server: create_entities, delete_entities have no readOnlyHint or "
+        "destructiveHint: live, because safe withholds only tools annotated destructiveHint: "
+        "true, and the MCP specification counts an unannotated tool as destructive: --tool-policy "
+        "strict withholds them; the fix: annotate them in the server: readOnlyHint: true on what "
+        "only reads, destructiveHint: true on what changes things"
     )
-    assert "read_graph" not in flat.split("note:", 1)[1], "an annotated tool needs no note"
+    contradictory = (
+        "note: server state_server: wipe is annotated readOnlyHint: true and destructiveHint: "
+        "true: live, because safe takes readOnlyHint: true over destructiveHint; --tool-policy "
+        "strict withholds it; the fix: drop the hint that is wrong from it in the server"
+    )
+    notes = [line for line in dry.output.splitlines() if line.startswith("note:")]
+    assert notes == [unannotated, contradictory], dry.output
     api.responder = changes_the_graph
     run = cli("-q", "tidy the graph", *state_server(state))
     assert run.exit_code == 0, run.output
-    header = " ".join(run.stderr.split())
-    assert "note: create_entities has no readOnlyHint or destructiveHint: live" in header
-    assert "note: wipe is annotated readOnlyHint: true and destructiveHint: true: live" in header
+    header = [line for line in run.stderr.splitlines() if line.startswith("note:")]
+    assert header == [unannotated, contradictory], run.stderr
     assert json.loads(state.read_text()) == [], "under safe they ran, as the notes said"
 
 

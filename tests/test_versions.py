@@ -15,6 +15,7 @@ from conftest import CLAUDE, ROOT, TEST_API_KEY, needs_claude
 from fake_anthropic import ScriptedAnthropic, reply, system_of, text, tool_use, user_query
 
 from claude_tool_evaluator.claude_code import claude_version
+from claude_tool_evaluator.claude_code.binary import node_version_note
 from claude_tool_evaluator.modes.skills import short_version
 
 SKILL = ROOT / "examples" / "skills" / "warehouse-sql"
@@ -142,3 +143,86 @@ def test_the_same_version_twice_is_one_line(tmp_path, monkeypatch):
     )  # fmt: skip
     assert done.returncode == 2 and "are both Claude Code" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def fake_install(root: Path, node: str, claude: bytes) -> Path:
+    """An npm install of Claude Code 2.1.332 (its package.json declares node >=22.0.0) whose
+    bin/claude.exe holds `claude`, and a `node` on PATH that reports version `node`."""
+    package = root / "node_modules" / "@anthropic-ai" / "claude-code"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(
+        json.dumps(
+            {
+                "name": "@anthropic-ai/claude-code",
+                "version": "2.1.332",
+                "engines": {"node": ">=22.0.0"},
+                "scripts": {"postinstall": "node install.cjs"},
+            }
+        )
+    )
+    binary = package / "bin" / "claude.exe"
+    binary.write_bytes(claude)
+    binary.chmod(0o755)
+    (root / "path").mkdir()
+    (root / "path" / "node").write_text(f"#!/bin/sh\necho {node}\n")
+    (root / "path" / "node").chmod(0o755)
+    return binary
+
+
+NATIVE = b"\x7fELF\x02\x01\x01" + bytes(64)
+NODE_SCRIPT = (
+    b"#!/bin/sh\n[ \"$1\" = --version ] && echo '2.1.332 (Claude Code)' && exit 0\nexit 3\n"
+)
+OLD_NODE_NOTE = (
+    "Node.js v20.20.2 is older than the node >=22.0.0 Claude Code 2.1.332 declares: its claude "
+    "is a native program and does not run on Node, but its npm install does (`node "
+    "install.cjs` puts that program in place); install Node 22 or later before you reinstall "
+    "or upgrade it"
+)
+
+
+def test_an_older_node_is_named_with_the_version_claude_code_needs(tmp_path, monkeypatch):
+    native = fake_install(tmp_path / "old", "v20.20.2", NATIVE)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'old' / 'path'}{os.pathsep}{os.environ['PATH']}")
+    assert node_version_note(str(native)) == OLD_NODE_NOTE
+    script = fake_install(tmp_path / "script", "v20.20.2", NODE_SCRIPT)
+    note = node_version_note(str(script))
+    assert note and note.endswith(
+        "and its claude runs on Node: if its runs fail, install a newer Node"
+    )
+    new = fake_install(tmp_path / "new", "v22.3.0", NATIVE)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'new' / 'path'}{os.pathsep}{os.environ['PATH']}")
+    assert node_version_note(str(new)) is None, "Node 22 is new enough"
+
+
+def test_the_node_note_is_said_once_a_process_and_leads_the_hint_when_claude_fails(tmp_path):
+    script = fake_install(tmp_path, "v20.20.2", NODE_SCRIPT)
+    env = {**os.environ, "PATH": f"{tmp_path / 'path'}{os.pathsep}{os.environ['PATH']}"}
+    program = (
+        "import sys\n"
+        "from claude_tool_evaluator.claude_code.binary import claude_version\n"
+        "from claude_tool_evaluator.errors import InputError\n"
+        f"print(claude_version({str(script)!r}), claude_version({str(script)!r}))\n"
+        f"open({str(script)!r}, 'w').write('#!/bin/sh\\nexit 3\\n')\n"
+        "try:\n"
+        f"    claude_version({str(script)!r})\n"
+        "except InputError as exc:\n"
+        "    print('hint:', exc.hint)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: Node.js")]
+    assert notes == [
+        "note: Node.js v20.20.2 is older than the node >=22.0.0 Claude Code 2.1.332 declares, and "
+        "its claude runs on Node: if its runs fail, install a newer Node"
+    ], done.stderr
+    assert done.stdout.splitlines()[0] == "2.1.332 (Claude Code) 2.1.332 (Claude Code)"
+    hint = done.stdout.splitlines()[1]
+    assert hint.startswith("hint: Node.js v20.20.2 is older than") and "npm install" in hint

@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ __all__ = [
     "claude_env_base",
     "claude_version",
     "find_claude_bin",
+    "node_version_note",
     "read_permission_rules",
     "sandbox_problem",
     "sandbox_settings",
@@ -98,8 +101,90 @@ def claude_env_base(home: Path, credentials: bool = True) -> dict[str, str]:
     return env
 
 
+# Node.js and Claude Code: the npm package declares `engines.node` (">=22.0.0" for 2.1.332), but
+# since 2.1.2xx its `claude` is a native program that does not run on Node; Node runs its npm
+# install's postinstall (`node install.cjs`, which copies that program over a placeholder). On an
+# older Node, npm warns EBADENGINE. So an older Node is one note (once a process), not an error:
+# the runs say whether Claude Code works, and a --version that fails names Node in its hint.
+_NATIVE_MAGIC = (b"\x7fELF", b"MZ", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+_node_note_said = False
+
+
+def _claude_package(binary: str) -> dict | None:
+    """The package.json of the npm package that holds this claude (None: not an npm install)."""
+    real = Path(binary if os.sep in binary else shutil.which(binary) or binary).resolve()
+    for folder in list(real.parents)[:3]:
+        try:
+            data = json.loads((folder / "package.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and str(data.get("name", "")).endswith("/claude-code"):
+            return data
+    return None
+
+
+def _version_numbers(text: str) -> tuple[int, ...]:
+    numbers = re.findall(r"\d+", text.split("-")[0])
+    return tuple(int(n) for n in numbers[:3])
+
+
+@functools.lru_cache(maxsize=4)
+def node_version_note(binary: str) -> str | None:
+    """One line when the Node.js on PATH is older than the one this Claude Code declares (its
+    package.json's engines.node, a `>=` bound), saying which was found, which is needed and what
+    for; None when it is new enough, when there is no Node here, or no npm package to read."""
+    package = _claude_package(binary)
+    wanted = str(((package or {}).get("engines") or {}).get("node") or "")
+    if not wanted.startswith(">="):
+        return None
+    node = shutil.which("node")
+    if node is None:
+        return None
+    try:
+        found = subprocess.run(
+            [node, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if not found or _version_numbers(found) >= _version_numbers(wanted[2:]):
+        return None
+    try:
+        native = Path(binary).resolve().open("rb").read(4).startswith(_NATIVE_MAGIC)
+    except OSError:
+        native = False
+    version = package.get("version", "") if package else ""
+    head = f"Node.js {found} is older than the node {wanted} Claude Code {version} declares"
+    if native:
+        return (
+            f"{head}: its claude is a native program and does not run on Node, but its npm "
+            "install does (`node install.cjs` puts that program in place); install Node "
+            f"{_version_numbers(wanted[2:])[0]} or later before you reinstall or upgrade it"
+        )
+    return f"{head}, and its claude runs on Node: if its runs fail, install a newer Node"
+
+
+def _say_node_version_once(binary: str) -> None:
+    """node_version_note on stderr, once a process (not once a run)."""
+    global _node_note_said
+    note = None if _node_note_said else node_version_note(binary)
+    if note:
+        _node_note_said = True
+        print(f"note: {note}", file=sys.stderr)
+
+
+def _install_hint(binary: str) -> str:
+    """How to install Claude Code, led by the Node.js note when Node is too old for it."""
+    note = node_version_note(binary)
+    return f"{note}; then {_CLAUDE_INSTALL_HINT}" if note else _CLAUDE_INSTALL_HINT
+
+
 def claude_version(binary: str) -> str:
-    """`claude --version`, so a broken install is one clear line before any money is spent."""
+    """`claude --version`, so a broken install is one clear line before any money is spent; an
+    older Node.js than Claude Code declares is a note (once), and the hint when it fails."""
 
     try:
         done = subprocess.run(
@@ -112,13 +197,15 @@ def claude_version(binary: str) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError(
-            f"{binary} --version failed: {exc.__class__.__name__}: {exc}", hint=_CLAUDE_INSTALL_HINT
+            f"{binary} --version failed: {exc.__class__.__name__}: {exc}",
+            hint=_install_hint(binary),
         ) from None
     if done.returncode != 0:
         raise InputError(
             f"{binary} --version exited with {done.returncode}: {tail(done.stderr, 300)}",
-            hint=_CLAUDE_INSTALL_HINT,
+            hint=_install_hint(binary),
         )
+    _say_node_version_once(binary)
     return done.stdout.strip()
 
 
@@ -303,7 +390,6 @@ def _install_root(binary: str) -> list[Path]:
 def _interpreters() -> list[Path]:
     """The interpreters a plugin's commands need (python, node, what PATH holds): this Python's
     prefixes, node's, and every PATH folder."""
-    import sys
 
     found = [Path(sys.prefix), Path(sys.base_prefix)]
     node = shutil.which("node")

@@ -353,11 +353,12 @@ class ToolPolicy:
             "strict": "the MCP specification counts as destructive (unannotated tools included)",
         }.get(self.policy, "are annotated destructiveHint: true")
 
-    def why(self, tool: ToolSpec) -> str:
-        """Why this policy treats a tool with no or contradictory annotations as it does."""
+    def why(self, tool: ToolSpec, it: str = "it") -> str:
+        """Why this policy treats a tool with no or contradictory annotations as it does (`it`:
+        the pronoun for the tools a note names)."""
         if self.allowed(tool) and not self.policy_runs(tool):
-            return "--allow-tool names it"
-        stricter = "--tool-policy strict withholds it"
+            return f"--allow-tool names {it}"
+        stricter = f"--tool-policy strict withholds {it}"
         if self.policy == "live":
             return "--tool-policy live runs every tool"
         if self.policy == "strict":
@@ -381,18 +382,33 @@ class ToolPolicy:
         )
 
     def notes(self, tools: dict[str, ToolSpec]) -> list[str]:
-        """One line per tool the annotations leave in doubt (none given, or read-only and
-        destructive both): what happens to its calls and why. The run header and --dry-run say
-        them."""
+        """One line per server (and per treatment) naming the tools the annotations leave in
+        doubt (none given, or read-only and destructive both): what happens to their calls, why,
+        and the fix. A 30-tool server that says nothing is one line, not 30. The run header and
+        --dry-run say them."""
+        groups: dict[tuple[str, bool, str, str], list[ToolSpec]] = {}
+        for tool in sorted(tools.values(), key=lambda t: (t.server, t.name)):
+            if tool.unannotated or tool.contradictory:
+                key = (tool.server, tool.unannotated, self.treatment(tool), self.why(tool))
+                groups.setdefault(key, []).append(tool)
         lines = []
-        for tool in sorted(tools.values(), key=lambda t: t.name):
-            if tool.unannotated:
-                what = "has no readOnlyHint or destructiveHint"
-            elif tool.contradictory:
-                what = "is annotated readOnlyHint: true and destructiveHint: true"
+        for (server, unannotated, treatment, _), group in groups.items():
+            names = [tool.name for tool in group]
+            one = len(names) == 1
+            it = "it" if one else "them"
+            if unannotated:
+                what = f"{'has' if one else 'have'} no readOnlyHint or destructiveHint"
+                fix = (
+                    f"annotate {it} in the server: readOnlyHint: true on what only reads, "
+                    "destructiveHint: true on what changes things"
+                )
             else:
-                continue
-            lines.append(f"{tool.name} {what}: {self.treatment(tool)}, because {self.why(tool)}")
+                what = f"{'is' if one else 'are'} annotated readOnlyHint: true and destructiveHint: true"
+                fix = f"drop the hint that is wrong from {it} in the server"
+            lines.append(
+                f"server {server}: {', '.join(names)} {what}: {treatment}, because "
+                f"{self.why(group[0], it)}; the fix: {fix}"
+            )
         return lines
 
     def mocks_of(self, tool: ToolSpec) -> list[_MockAnswer]:

@@ -20,7 +20,7 @@ from ..answers import answer_match_hint, answer_match_problem, normalize_answer_
 from ..errors import InputError, InputProblems
 from ..files import check_json_depth, parse_json_text, read_text_file
 from ..run_types import TestCase
-from ..sinks import line_of
+from ..sinks import line_of, one_line
 from .servers import wrong_file
 
 __all__ = [
@@ -304,6 +304,23 @@ def csv_case(row: dict[str, str], path: Path, line: int) -> TestCase:
     return case
 
 
+def _no_tagged_test(
+    tags: Sequence[str], known: Iterable[str], path: Path | None = None
+) -> InputError:
+    """--tag naming no test's tag: the nearest tag the suite has (`--tag smok`: did you mean
+    smoke?), else the tags it has."""
+    known = sorted(set(known))
+    close = [m for tag in tags for m in difflib.get_close_matches(tag, known, n=1)]
+    hint = (
+        f"did you mean {close[0]!r}?"
+        if close
+        else f"its tags: {', '.join(known[:20])}"
+        if known
+        else "no test has a tag (the tags column)"
+    )
+    return InputError(f"no test has the tag(s) {', '.join(tags)}", path, hint=hint)
+
+
 class CsvSuite(Sequence[TestCase]):
     """A CSV regression suite (seed 002's columns plus the optional ones). Every problem of the
     file is reported with its line when it is loaded, before anything runs; after that it reads
@@ -358,19 +375,30 @@ class CsvSuite(Sequence[TestCase]):
                     else "known columns: " + ", ".join(CSV_COLUMNS),
                 )
             )
-        if "test_name" not in header or not {"user_prompt", "prompt"} & set(header):
+        lacking = [
+            column
+            for column, there in (
+                ("test_name", "test_name" in header),
+                ("user_prompt", bool({"user_prompt", "prompt"} & set(header))),
+            )
+            if not there
+        ]
+        if lacking:
+            first = ",".join(next(self.records())[1])  # the file's own first row, as written
             problems.append(
                 InputError(
                     "the header needs test_name and user_prompt (or prompt) columns",
                     path,
                     1,
-                    "first row: test_name,user_prompt,expected_tools,forbidden_tools,description",
+                    f"its first row is {one_line(first, 120)!r}: add {' and '.join(lacking)}, "
+                    "e.g. test_name,user_prompt,expected_tools",
                 )
             )
         if problems:
             raise InputProblems(problems)
         seen: set[str] = set()
         rows = 0
+        known_tags: set[str] = set()  # every case's, for --tag's "did you mean"
         for line, row in itertools.islice(self.records(), 1, None):
             rows += 1
             if len(row) != len(header):
@@ -392,6 +420,7 @@ class CsvSuite(Sequence[TestCase]):
                 problems.append(self.duplicate(case, line))
                 continue
             seen.add(case.name)
+            known_tags.update(case.tags)
             if self.wanted(case):
                 self.size += 1
                 if case.tools:
@@ -411,7 +440,7 @@ class CsvSuite(Sequence[TestCase]):
                 "add one row per test below the header",
             )
         if not self.size:
-            raise InputError(f"no test has the tag(s) {', '.join(self.tags)}")
+            raise _no_tagged_test(self.tags, known_tags, path)
 
     def duplicate(self, case: TestCase, line: int) -> InputError:
         """The error of a second row with a name; the first is found again (the error's path)."""
@@ -589,7 +618,7 @@ def filter_by_tags(cases: Sequence[TestCase], tags: Sequence[str]) -> Sequence[T
     wanted = {t.lower() for t in tags}
     chosen = [case for case in cases if wanted & {t.lower() for t in case.tags}]
     if not chosen:
-        raise InputError(f"no test has the tag(s) {', '.join(tags)}")
+        raise _no_tagged_test(tags, {t for case in cases for t in case.tags})
     return chosen
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
+from .. import EXAMPLE_SERVER
 from ..cache import is_recording
 from ..engine import SimulatedUser, StdinLines, TerminalUser
 from ..errors import EvalError, InputError, InputProblems, UsageProblem
@@ -101,6 +102,26 @@ def _announce_recording(folder: str) -> None:
     )
 
 
+_EXAMPLE_SERVER_SAID = "example server said"  # in the invocation's click context: said once
+
+
+def _say_example_server_once() -> None:
+    """The one line (once an invocation, on stderr) saying no server was named, so the run talks
+    to the bundled example server: a suite written for the user's server then fails on its tool
+    names, and this line says why."""
+    context = click.get_current_context(silent=True)
+    meta = context.find_root().meta if context else {}
+    if meta.get(_EXAMPLE_SERVER_SAID):
+        return
+    meta[_EXAMPLE_SERVER_SAID] = True
+    click.echo(
+        "no MCP server named: talking to the bundled example server "
+        f"({terminal_text(EXAMPLE_SERVER.name)}); name yours with --server, --mcp-config or "
+        "--server-module (or `init` in its folder)",
+        err=True,
+    )
+
+
 def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
     """The key is checked before any server starts, after a bad --mcp-config is reported (its own
     line, key or not); a dry run needs no key (it calls no model), nor does `scan`."""
@@ -124,6 +145,8 @@ def servers_for(settings: Settings, needs_key: bool = True) -> list[ServerSpec]:
             named.server_url,
             named.transport,
         )
+        if not named.named:
+            _say_example_server_once()
     if is_recording(settings.run_plan.cache) and not settings.run_plan.dry_run:
         _announce_recording(str(settings.run_plan.cache))
     elif needs_key and not settings.run_plan.dry_run:

@@ -484,6 +484,7 @@ def tool_use_mode(
             scoring.verdict,
             lambda t: (t.usage, t.cost_usd),
             redteam.breached if redteam else None,
+            lazy=True,
         )
     )
     try:
@@ -496,6 +497,7 @@ def tool_use_mode(
                     view.on_conversation_end if view else progress.on_record if progress else None
                 ),
                 on_count=progress.set_total if progress else None,
+                on_start=progress.begin if progress else None,
                 verdict=scoring.verdict,
             )
     except PinsChanged as exc:

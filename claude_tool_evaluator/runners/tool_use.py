@@ -538,7 +538,9 @@ class ToolUseRunner:
 
     def say_notice(self, notice: str) -> None:
         Console(stderr=True, emoji=False).print(
-            f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}", highlight=False
+            f"[yellow]note:[/yellow] {escape_markup(self.redactor.text(notice))}",
+            highlight=False,
+            soft_wrap=True,  # one line in a log, however narrow the terminal
         )
 
     def warn_destructive(self) -> None:

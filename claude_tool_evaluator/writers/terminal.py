@@ -503,6 +503,7 @@ class RunProgress:
         verdict_of: Callable[[Any], Verdict | None],
         usage_of: Callable[[Any], tuple[Usage, float]],
         attack_of: Callable[[Any], bool | None] | None = None,
+        lazy: bool = False,  # shown from begin() (the runs' session open), not from `with`
     ) -> None:
         from rich.progress import (
             BarColumn,
@@ -513,6 +514,7 @@ class RunProgress:
         )
 
         self.verdict_of, self.usage_of, self.attack_of = verdict_of, usage_of, attack_of
+        self.lazy, self.shown = lazy, False
         self.passes = self.failures = self.held = self.breached = 0
         self.usage = Usage()
         self.cost = 0.0
@@ -543,14 +545,23 @@ class RunProgress:
         )
 
     def __enter__(self) -> RunProgress:
-        self.progress.start()
+        if not self.lazy:
+            self.begin()
         return self
+
+    def begin(self) -> None:
+        """Show the bar (once): a lazy one when the runs' session is open, so a suite refused
+        while the servers connect prints its error without an empty `runs 0/N` above it."""
+        if not self.shown:
+            self.shown = True
+            self.progress.start()
 
     def set_total(self, total: int) -> None:
         self.progress.update(self.task, total=total)
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.shown:
+            self.progress.stop()
 
     def on_record(self, record: Any) -> None:
         verdict = self.verdict_of(record)
