@@ -219,6 +219,9 @@ SAMPLES: dict[str, list[str]] = {
     "split": ["--split", "test"],
     "tasks": ["--tasks", "0,1"],
     "limit": ["--limit", "2"],
+    "sessions_from": ["--sessions-from", str(ROOT / "tests" / "sessions" / "projects")],
+    "session": ["--session", "1"],
+    "should_not_use": ["--should-not-use", "shop:auditor"],
 }
 
 # The smallest command line that selects each mode.

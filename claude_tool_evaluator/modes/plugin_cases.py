@@ -26,6 +26,7 @@ __all__ = [
     "EvalCase",
     "case_slug",
     "plugin_eval_dir",
+    "regex_literal",
     "skill_call_pattern",
     "write_case",
 ]
@@ -71,12 +72,16 @@ def case_slug(text: str) -> str:
 _JS_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\/])")
 
 
+def regex_literal(text: str) -> str:
+    """`text` as a JavaScript regex (no flags) that matches it literally."""
+    return _JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), text)
+
+
 def skill_call_pattern(name: str) -> str:
     """`input_match` for a Skill call of `name` (its input as JSON text): a bare name also
     matches a plugin's `PLUGIN:NAME`, as Claude Code calls a plugin's skill."""
     prefix = "" if ":" in name else '(?:[^":]+:)?'
-    literal = _JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), name)
-    return f'"skill":\\s*"{prefix}{literal}"'
+    return f'"skill":\\s*"{prefix}{regex_literal(name)}"'
 
 
 def plugin_eval_dir(plugin: Path) -> Path:
