@@ -39,28 +39,6 @@ _DRAFT_ANSWER_CHARS = 2_000  # how much of the final answer the drafted llm grad
 _ALL = "all"
 
 
-def _read_sessions(source: Path) -> tuple[list[RecordedSession], list[str]]:
-    """Every session under PATH with a prompt, oldest first (the listing's numbers), and a line
-    per file whose garbled lines were skipped or that holds no prompt; nothing usable left: one
-    line naming file:line."""
-    sessions, said, unusable = [], [], []
-    for path in session_files(source):
-        session = read_session_file(path)
-        if session.bad_lines:
-            said.append(
-                f"{terminal_text(path)}: skipped {len(session.bad_lines)} garbled line(s) "
-                f"(first: line {session.bad_lines[0]})"
-            )
-        if session.prompt:
-            sessions.append(session)
-        else:
-            unusable.append(session)
-            said.append(f"{terminal_text(path)}: skipped, no user's prompt in it")
-    if not sessions:
-        raise _nothing_usable(unusable[0])
-    return sorted(sessions, key=lambda s: (s.started, str(s.source))), said
-
-
 def _nothing_usable(session: RecordedSession) -> InputError:
     """Why no session under PATH is usable, naming the first file (and its first garbled line)."""
     if session.form == "stream-json":
@@ -85,6 +63,28 @@ def _nothing_usable(session: RecordedSession) -> InputError:
         hint="give a session log (~/.claude/projects/<project>/<session>.jsonl) or a stream-json "
         "transcript",
     )
+
+
+def _read_sessions(source: Path) -> tuple[list[RecordedSession], list[str]]:
+    """Every session under PATH with a prompt, oldest first (the listing's numbers), and a line
+    per file whose garbled lines were skipped or that holds no prompt; nothing usable left: one
+    line naming file:line."""
+    sessions, said, unusable = [], [], []
+    for path in session_files(source):
+        session = read_session_file(path)
+        if session.bad_lines:
+            said.append(
+                f"{terminal_text(path)}: skipped {len(session.bad_lines)} garbled line(s) "
+                f"(first: line {session.bad_lines[0]})"
+            )
+        if session.prompt:
+            sessions.append(session)
+        else:
+            unusable.append(session)
+            said.append(f"{terminal_text(path)}: skipped, no user's prompt in it")
+    if not sessions:
+        raise _nothing_usable(unusable[0])
+    return sorted(sessions, key=lambda s: (s.started, str(s.source))), said
 
 
 def _listing(sessions: Sequence[RecordedSession], redactor: Redactor) -> list[str]:
