@@ -41,7 +41,7 @@ TAU2_DOMAINS = ("airline", "retail")  # import tau2 --domain: the τ² domains w
 DEFAULT_TAU2_DOMAIN = "airline"
 TAU2_SPLITS = ("base", "train", "test")  # import tau2 --split: τ²'s task splits (base: every task)
 DEFAULT_TAU2_SPLIT = "base"
-IMPORT_SOURCES = ("bfcl", "tau2", "plugin-evals")  # import: what it reads
+IMPORT_SOURCES = ("bfcl", "tau2", "plugin-evals", "sessions")  # import: what it reads
 EXPORT_FORMATS = ("claude-plugin-eval",)  # export: what it writes
 # plugin: `claude -p` runs of a plugin's suite at once (claude plugin eval -j's 1 to 8), and the
 # arms it runs (with-without: as claude plugin eval does; none: the arm with the plugin alone)

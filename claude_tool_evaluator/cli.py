@@ -475,8 +475,8 @@ def _fill_arguments(mode: Mode, values: Sequence[str], params: dict[str, Any]) -
     the last takes the rest when it is repeatable), each checked by its option's own type (`import
     bfcl`'s choice): the names filled."""
     filled: set[str] = set()
-    names = list(mode.arguments)
     values = list(values)
+    names = list(dict(mode.arguments_after).get(values[0], mode.arguments) if values else ())
     for index, name in enumerate(names):
         if not values:
             break

@@ -198,6 +198,9 @@ class Mode:
     # plugin-evals PLUGIN` is --import plugin-evals --plugin PLUGIN)
     argument: str | tuple[str, ...] = ""
     implies: tuple[tuple[str, Any], ...] = ()  # what its verb sets (`optimize` is --optimize)
+    # what its first positional argument changes: the options the positionals then fill
+    # (`import sessions PATH` is --import sessions --sessions-from PATH)
+    arguments_after: tuple[tuple[str, tuple[str, ...]], ...] = ()
     writes_folder: bool = False  # its -o is a folder it writes files into (import, export)
     # the files it reads beyond the paths its options name (a plugin's suite): no output may be one
     inputs: Callable[[Settings], list[tuple[str, Path]]] | None = None
@@ -272,6 +275,10 @@ MODES.extend(
                     "split",
                     "tasks",
                     "limit",
+                    "sessions_from",
+                    "session",
+                    "should_not_use",
+                    "force",
                     "dry_run",
                 }
             ),
@@ -280,10 +287,15 @@ MODES.extend(
                 "python evaluator.py import bfcl --categories simple_python --limit 5 -o bfcl-suite",
                 "python evaluator.py import tau2 --domain airline --limit 3 -o tau2-airline",
                 "python evaluator.py import plugin-evals tests/plugins/greeter -o greeter-suites",
+                "python evaluator.py import sessions ~/.claude/projects/my-project",
+                "python evaluator.py import sessions ~/.claude/projects/my-project --session 1 -o "
+                "my-plugin",
             ),
-            "a benchmark (bfcl, tau2) or a plugin's evals/ suite as this product's suites",
+            "a benchmark (bfcl, tau2) or a plugin's evals/ suite as this product's suites, or "
+            "Claude Code sessions as plugin eval cases",
             "none",
             ("import_source", "plugin"),
+            arguments_after=(("sessions", ("import_source", "sessions_from")),),
             writes_folder=True,
         ),
         Mode(

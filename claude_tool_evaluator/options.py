@@ -993,7 +993,32 @@ OPTIONS += [
         type=click.Choice(C.IMPORT_SOURCES),
         help="Write a benchmark from the literature (bfcl: BFCL V4, tau2: τ²-bench, read from its "
         "package) or a plugin's evals/ suite (plugin-evals, with --plugin) into the folder -o DIR "
-        "as this product's suites (verb: import).",
+        "as this product's suites, or Claude Code sessions (sessions, with --sessions-from) as "
+        "claude plugin eval cases into the plugin -o DIR (verb: import).",
+    ),
+    option(
+        _EVALUATE,
+        "--sessions-from",
+        path=True,
+        metavar="PATH",
+        help="import sessions: Claude Code session logs (a session's .jsonl, a project folder, "
+        "or ~/.claude/projects) or claude -p stream-json transcripts (verb: import sessions PATH).",
+    ),
+    option(
+        _EVALUATE,
+        "--session",
+        multiple=True,
+        metavar="N|ID|all",
+        help="import sessions: a session to make a case of: its number as listed, its id (or "
+        "enough of its start), or all (repeatable). Without it the sessions are listed.",
+    ),
+    option(
+        _EVALUATE,
+        "--should-not-use",
+        multiple=True,
+        metavar="NAME",
+        help="import sessions: a skill, agent or MCP tool the session called but should not have: "
+        "its grader says it is never called (min 0, max 0) (repeatable).",
     ),
     option(
         _EVALUATE,

@@ -96,6 +96,9 @@ PROJECT_NOT_OPTIONS = frozenset(
         "min_kappa",
         # import and export write folders of files; a project file runs suites
         "import_source",
+        "sessions_from",
+        "session",
+        "should_not_use",
         "export_format",
         "mcp_server",
         "categories",
@@ -484,7 +487,10 @@ class _PluginEvals:
 class _Exchange:
     """What import reads (a benchmark, a plugin's evals/) and export writes; their -o is a folder."""
 
-    import_source: str | None = None  # import: bfcl | tau2 | plugin-evals
+    import_source: str | None = None  # import: bfcl | tau2 | plugin-evals | sessions
+    sessions_from: str | None = None  # import sessions PATH: session logs or stream-json files
+    session: tuple[str, ...] = ()  # import sessions --session N|ID|all: the sessions made cases
+    should_not_use: tuple[str, ...] = ()  # import sessions: what the cases' graders forbid
     export_format: str | None = None  # export: claude-plugin-eval
     mcp_server: str | None = None  # export --csv: the plugin's server whose tools the suite names
     categories: str | None = None  # import bfcl --categories

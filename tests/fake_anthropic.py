@@ -61,6 +61,11 @@ and thieves with the same functions):
   deferred), else answers "Done: answered with the skill's help."; once the last user message
   carries that tool's result it answers "Done: " and the result's text. A skill that names no
   tool: `plugin_claude_code`.
+- `judged_plugin_claude_code` is `plugin_claude_code` with a judge: a request whose user message
+  starts with Claude Code's plugin-eval judge prompt ("You are grading the output of a coding
+  agent against a criterion.", also the one `plugin` sends) is answered "PASS" when the text after
+  its "Agent output" line contains "Done", else "FAIL" (a request forcing this product's `grade`
+  tool gets that call, `passed` true or false); every other request as `plugin_claude_code`.
 - `crowd_tool_use` plays the tool-use model among many tools: it calls the offered tool (the
   request's `tools`) that `best_match`es the user's prompt, once, with empty arguments, then
   answers in text; no match: it answers at once.
@@ -423,6 +428,22 @@ def plugin_claude_code(body: dict) -> Spec:
     if chosen is None:
         return reply(text("Here is my answer, without a skill."))
     return reply(tool_use("Skill", {"skill": chosen}))
+
+
+PLUGIN_JUDGE_PROMPT = "You are grading the output of a coding agent against a criterion."
+
+
+def judged_plugin_claude_code(body: dict) -> Spec:
+    """`plugin_claude_code` whose llm graders' judge passes an output that says "Done"."""
+    asked = user_query(body)
+    if asked.startswith(PLUGIN_JUDGE_PROMPT):
+        passed = "Done" in asked.split("Agent output", 1)[-1]
+        if forced_tool(body) == "grade":
+            return reply(
+                tool_use("grade", {"passed": passed, "score": float(passed), "evidence": ""})
+            )
+        return reply(text("PASS" if passed else "FAIL"))
+    return plugin_claude_code(body)
 
 
 def crowd_tool_use(body: dict) -> Spec:

@@ -228,6 +228,9 @@ SAMPLES: dict[str, list[str]] = {
     "judged_results": ["--judged-results", "results.json"],
     "min_kappa": ["--min-kappa", "0.4"],
     "label_sheet": ["--label-sheet", "sheet.html"],
+    "sessions_from": ["--sessions-from", str(ROOT / "tests" / "sessions" / "projects")],
+    "session": ["--session", "1"],
+    "should_not_use": ["--should-not-use", "shop:auditor"],
 }
 
 # The smallest command line that selects each mode.

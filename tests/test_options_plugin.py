@@ -792,6 +792,95 @@ def _(lab, mode):
     assert run.code == 0 and not folder.exists(), run.output
     assert f"would write {folder / 'greeting-card-evals.json'}" in run.output
     assert "nothing was written" in run.output
+    plugin = lab.fresh("plugin")
+    cases, folder = sessions_import(lab, "--session", "all", "--dry-run", folder=plugin)
+    assert cases.code == 0 and not plugin.exists(), cases.output
+    assert f"would write {folder / 'shop-report-weekly-9c4b2d7e' / 'prompt.md'}" in cases.stdout
+    assert "dry run: 7 file(s) planned, nothing was written" in cases.stdout
+
+
+# ---------------------------------------------------------------------------- import sessions (cases of sessions; no run)
+SESSIONS = ROOT / "tests" / "sessions" / "projects"  # two sessions: 1 restock (skill, agent,
+# MCP tool), 2 a slash command answered in text (tests/test_import_sessions.py reads them too)
+
+
+def sessions_import(lab: Lab, *line: Any, folder: Path | None = None) -> tuple[Run, Path]:
+    """import sessions SESSIONS LINE -o FOLDER (a fresh one): the run and the cases' folder."""
+    folder = folder or lab.fresh("plugin")
+    return lab.run("import", "sessions", SESSIONS, *line, "-o", folder), folder / "evals"
+
+
+def case_files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@observes("sessions_from", "import")
+def _(lab, mode):
+    listed = lab.run("import", "sessions", SESSIONS)
+    flat = lab.run("--import", "sessions", "--sessions-from", SESSIONS)
+    assert listed.code == flat.code == 0 and listed.stdout == flat.stdout, listed.output
+    assert "2 session(s) in" in listed.stdout and "  2  9c4b2d7e  " in listed.stdout
+    alone = lab.run("import", "sessions")
+    assert alone.code == 2 and "import sessions needs the sessions" in alone.stderr
+    elsewhere = lab.run("import", "bfcl", "--sessions-from", SESSIONS, "-o", lab.fresh("x"))
+    assert elsewhere.code == 2 and "(it is sessions's)" in elsewhere.stderr
+
+
+@observes("session", "import")
+def _(lab, mode):
+    listed = lab.run("import", "sessions", SESSIONS)
+    assert listed.code == 0 and "choose with --session" in listed.stdout
+    second, folder = sessions_import(lab, "--session", "2")
+    assert second.code == 0 and [p.name for p in folder.iterdir()] == [
+        "shop-report-weekly-9c4b2d7e"
+    ]
+    by_id, folder = sessions_import(lab, "--session", "5a1e")
+    assert by_id.code == 0 and [p.name for p in folder.iterdir()] == [
+        "restock-the-oat-shelf-in-the-5a1e0c3d"
+    ]
+    every, folder = sessions_import(lab, "--session", "all")
+    assert every.code == 0 and len(list(folder.iterdir())) == 2
+    wrong, _ = sessions_import(lab, "--session", "3")
+    assert wrong.code == 2 and "numbered 1 to 2" in wrong.stderr
+    unknown, _ = sessions_import(lab, "--session", "ffff")
+    assert unknown.code == 2 and "names no sessions" in unknown.stderr
+
+
+@observes("should_not_use", "import")
+def _(lab, mode):
+    plain, folder = sessions_import(lab, "--session", "1")
+    marked, marked_folder = sessions_import(
+        lab, "--session", "1", "--should-not-use", "shop:auditor"
+    )
+    assert plain.code == marked.code == 0, marked.output
+    graders = "restock-the-oat-shelf-in-the-5a1e0c3d/graders"
+    assert (folder / graders / "uses-agent-shop-auditor.md").is_file()
+    avoided = (marked_folder / graders / "avoids-agent-shop-auditor.md").read_text()
+    assert "tool: Agent\n" in avoided and "min: 0\nmax: 0\n" in avoided
+    assert not (marked_folder / graders / "uses-agent-shop-auditor.md").exists()
+    unused, _ = sessions_import(lab, "--session", "1", "--should-not-use", "Bash")
+    assert (
+        unused.code == 2 and "--should-not-use Bash: no chosen session called it" in unused.stderr
+    )
+
+
+@observes("force", "import")
+def _(lab, mode):
+    plugin = lab.fresh("plugin")
+    first, folder = sessions_import(lab, "--session", "2", folder=plugin)
+    stale = folder / "shop-report-weekly-9c4b2d7e" / "graders" / "stale.md"
+    stale.write_text("---\ntype: llm\n---\nleft from before\n")
+    again, _ = sessions_import(lab, "--session", "2", folder=plugin)
+    assert first.code == 0 and again.code == 2 and "exists already" in again.stderr
+    assert "pass --force" in again.stderr and stale.is_file()
+    forced, _ = sessions_import(lab, "--session", "2", "--force", folder=plugin)
+    assert forced.code == 0 and not stale.exists(), forced.output
+    assert case_files(folder) == [
+        "shop-report-weekly-9c4b2d7e/graders/answer.md",
+        "shop-report-weekly-9c4b2d7e/prompt.md",
+    ]
+    wrong = lab.run("import", "bfcl", "--force", "-o", lab.fresh("x"))
+    assert wrong.code == 2 and "(it is sessions's)" in wrong.stderr
 
 
 # ---------------------------------------------------------------------------- export (a plugin's cases; no run)

@@ -343,6 +343,7 @@ class FolderWrites:
     root: Path
     files: dict[Path, tuple[str, Any, str]] = field(default_factory=dict)  # kind, value, note
     copies: list[tuple[Path, Path, Any]] = field(default_factory=list)  # source, target, ignore
+    replaced: list[Path] = field(default_factory=list)  # folders removed first (--force)
 
     def inside(self, path: Path) -> Path:
         if not resolves_inside(path, self.root):
@@ -366,18 +367,29 @@ class FolderWrites:
             raise InputProblems(problems)
         self.copies.append((source, self.inside(target), ignore))
 
+    def replace_folder(self, folder: Path) -> None:
+        """A folder (inside `root`, no link) removed before anything is written: what the
+        planned files replace, whole, so that none of its old files stays among them."""
+        if folder.is_symlink():
+            raise InputError("is a link, which an import does not replace", folder)
+        self.replaced.append(self.inside(folder))
+
     def write(self, dry_run: bool) -> list[str]:
         """Writes every file (each folder made as needed), or says what would be written; the
         lines to print: every file of a dry run, the noted ones of a real one."""
         redactor = Redactor.for_run()
         if dry_run:
-            listed = [
-                f"would copy {terminal_text(source)} to {terminal_text(target)}"
-                for source, target, _ in self.copies
-            ] + [
-                f"would write {terminal_text(path)}" + (f": {note}" if note else "")
-                for path, (_, _, note) in self.files.items()
-            ]
+            listed = (
+                [f"would replace {terminal_text(folder)}" for folder in self.replaced]
+                + [
+                    f"would copy {terminal_text(source)} to {terminal_text(target)}"
+                    for source, target, _ in self.copies
+                ]
+                + [
+                    f"would write {terminal_text(path)}" + (f": {note}" if note else "")
+                    for path, (_, _, note) in self.files.items()
+                ]
+            )
             return [
                 *(redactor.text(line) for line in listed),
                 f"dry run: {len(self.files)} file(s) planned, nothing was written",
@@ -387,6 +399,8 @@ class FolderWrites:
             Path(target).write_bytes(redactor.masked_bytes(Path(source).read_bytes()))
             shutil.copystat(source, target)
 
+        for folder in self.replaced:
+            shutil.rmtree(folder)
         for source, target, ignore in self.copies:
             shutil.copytree(
                 source, target, symlinks=True, ignore=ignore, copy_function=copy_redacted

@@ -1,6 +1,7 @@
 """import: a benchmark from the literature (bfcl, tau2: modes.benchmarks writes them) or a
 plugin's `evals/` suite, written into a folder as this product's suites: each skill's trigger
-cases as a trigger eval, every other case as a task eval with one judged expectation per grader.
+cases as a trigger eval, every other case as a task eval with one judged expectation per grader;
+or Claude Code sessions, as claude plugin eval cases (modes.sessions writes them).
 
 May import: the rooms above the modes, the modes below it."""
 
@@ -18,6 +19,7 @@ from ..settings import Settings
 from ..sinks import terminal_text
 from .benchmarks import bfcl_categories, import_bfcl, import_folder, import_tau2
 from .common import FolderWrites
+from .sessions import import_sessions
 
 __all__ = [
     "import_mode",
@@ -133,6 +135,7 @@ _IMPORT_OPTIONS = {
     "bfcl": ("categories", "limit"),
     "tau2": ("domain", "split", "tasks", "limit"),
     "plugin-evals": ("plugin",),
+    "sessions": ("sessions_from", "session", "should_not_use", "force"),
 }
 
 
@@ -140,7 +143,12 @@ def _check_import_options(settings: Settings) -> str:
     """The benchmark (or plugin-evals), once every option given is one it takes: an option of
     another benchmark is one line naming whose it is."""
     source = str(settings.exchange.import_source)
-    if not settings.outputs.output:
+    if source == "sessions" and not settings.exchange.sessions_from:
+        raise UsageProblem(
+            "import sessions needs the sessions: import sessions PATH (a session's .jsonl, a "
+            "project folder or ~/.claude/projects)"
+        )
+    if source != "sessions" and not settings.outputs.output:
         raise UsageProblem(f"import {source} needs -o DIR: the folder it writes the suites into")
     if source == "plugin-evals" and not settings.plugin_evals.plugin:
         raise UsageProblem(
@@ -162,8 +170,22 @@ def _check_import_options(settings: Settings) -> str:
 def import_mode(settings: Settings, console: Console) -> int:
     """import bfcl | tau2 | plugin-evals PLUGIN -o DIR: the suites (and what serves their tools,
     and a project file) read from the benchmark's package or the plugin's suite, planned first
-    (bad input: one line, nothing written), then written into DIR; --dry-run lists them."""
+    (bad input: one line, nothing written), then written into DIR; --dry-run lists them.
+    import sessions PATH [--session N|ID|all -o PLUGIN]: the sessions listed, or made cases."""
     source = _check_import_options(settings)
+    if source == "sessions":
+        exchange = settings.exchange
+        said = import_sessions(
+            Path(str(exchange.sessions_from)),
+            exchange.session,
+            exchange.should_not_use,
+            settings.outputs.output,
+            settings.drafting.force,
+            settings.run_plan.dry_run,
+        )
+        for line in said:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return 0
     target = import_folder(Path(str(settings.outputs.output)))
     files = FolderWrites(target)
     if source == "plugin-evals":

@@ -2,32 +2,25 @@
 CSV suite written as Claude Code's own eval suite (`evals/<case>/prompt.md` + `graders/*.md`),
 which `claude plugin eval` loads and runs. The folder it writes is a plugin: the skill under
 `skills/<name>/` and a manifest, unless it already is one (then only its `evals/` is written).
-
-Graders are written as Claude Code scores them: `tool_used` counts the calls of `tool` whose
-input (as JSON text) matches the JavaScript regex `input_match`, between `min` (default 1) and
-`max`; so a "must not" grader always says `min: 0` (with `max: 0` alone it could never pass).
+The case files themselves: modes.plugin_cases.
 
 May import: the rooms above the modes, the modes above it."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 
 import test_constants as C
 
 from ..errors import InputError, UsageProblem
 from ..loaders.csv_suites import load_csv_suite
-from ..loaders.plugin_evals import MAX_RUNS, eval_dir_of, plugin_name_of
-from ..loaders.servers import read_plugin_manifest
+from ..loaders.plugin_evals import MAX_RUNS
 from ..loaders.skills import (
     PLUGIN_MANIFEST,
     SKILL_COPY_IGNORED,
@@ -39,6 +32,14 @@ from ..runners.skills import assign_trigger_skills
 from ..settings import Settings
 from ..sinks import terminal_text
 from .common import FolderWrites
+from .plugin_cases import (
+    CaseGrader,
+    EvalCase,
+    case_slug,
+    plugin_eval_dir,
+    skill_call_pattern,
+    write_case,
+)
 
 __all__ = [
     "export_mode",
@@ -48,65 +49,17 @@ __all__ = [
 _TRIGGER_ALLOWED_TOOLS = ["Read", "Glob", "Grep", "Skill"]
 
 
-def _frontmatter_text(fields: dict[str, Any]) -> str:
-    return (
-        "---\n"
-        + yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=1_000_000)
-        + "---\n"
-    )
-
-
-@dataclass
-class _Grader:
-    """One `graders/NAME.md`: its frontmatter (`type` and the kind's fields) and its body (an llm
-    grader's criteria; a description otherwise)."""
-
-    name: str
-    fields: dict[str, Any]
-    body: str = ""
-
-    def text(self) -> str:
-        return _frontmatter_text(self.fields) + (f"\n{self.body.strip()}\n" if self.body else "")
-
-
-@dataclass
-class _ExportCase:
-    """One `evals/<name>/`: its prompt.md (frontmatter and the prompt) and graders."""
-
-    name: str
-    prompt: str
-    front: dict[str, Any]
-    graders: list[_Grader] = field(default_factory=list)
-
-
-def _case_slug(text: str) -> str:
-    """A case folder's name from a test's name: lowercase letters, digits and hyphens."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48].strip("-") or "case"
-
-
-# What a JavaScript regex (no flags) reads as syntax: escaped in a name matched literally.
-_JS_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\/])")
-
-
-def _skill_call_pattern(name: str) -> str:
-    """`input_match` for a Skill call of `name` (its input as JSON text): a bare name also
-    matches a plugin's `PLUGIN:NAME`, as Claude Code calls a plugin's skill."""
-    prefix = "" if ":" in name else '(?:[^":]+:)?'
-    literal = _JS_REGEX_SPECIAL.sub(lambda m: "\\" + m.group(1), name)
-    return f'"skill":\\s*"{prefix}{literal}"'
-
-
-def _fired_grader(name: str, fired: bool) -> _Grader:
+def _fired_grader(name: str, fired: bool) -> CaseGrader:
     """A `tool_used` grader: the skill fired at least once, or never (`min: 0` said)."""
     fields: dict[str, Any] = {"type": "tool_used", "tool": "Skill"}
-    fields["input_match"] = _skill_call_pattern(name)
+    fields["input_match"] = skill_call_pattern(name)
     if not fired:
         fields.update(min=0, max=0)
     said = f"{name} fires" if fired else f"{name} never fires"
-    return _Grader(f"{_case_slug(name)}-{'fires' if fired else 'quiet'}", fields, said)
+    return CaseGrader(f"{case_slug(name)}-{'fires' if fired else 'quiet'}", fields, said)
 
 
-def _routing_graders(rule: RoutingRule | None) -> list[_Grader]:
+def _routing_graders(rule: RoutingRule | None) -> list[CaseGrader]:
     """A query's routing assertions as graders: must_fire / must_not_fire skills, and
     max_skills as a cap on Skill calls."""
     if rule is None:
@@ -115,7 +68,7 @@ def _routing_graders(rule: RoutingRule | None) -> list[_Grader]:
     graders += [_fired_grader(n, False) for n in rule.must_not_fire]
     if rule.max_skills is not None:
         graders.append(
-            _Grader(
+            CaseGrader(
                 "max-skills",
                 {"type": "tool_used", "tool": "Skill", "min": 0, "max": rule.max_skills},
                 f"at most {rule.max_skills} skill calls",
@@ -124,7 +77,7 @@ def _routing_graders(rule: RoutingRule | None) -> list[_Grader]:
     return graders
 
 
-def _trigger_cases(test: SkillTest, runs: int | None) -> list[_ExportCase]:
+def _trigger_cases(test: SkillTest, runs: int | None) -> list[EvalCase]:
     """A trigger set: a case per query, its skill's firing graded (and its routing rule)."""
     assert test.skill is not None, "assign_trigger_skills names every trigger test's skill"
     cases = []
@@ -145,11 +98,11 @@ def _trigger_cases(test: SkillTest, runs: int | None) -> list[_ExportCase]:
             for g in _routing_graders(test.routing.get(query))
             if g.name not in {x.name for x in graders}
         ]
-        cases.append(_ExportCase(test.name, query, front, graders))
+        cases.append(EvalCase(test.name, query, front, graders))
     return cases
 
 
-def _task_case(test: SkillTest, runs: int | None) -> _ExportCase:
+def _task_case(test: SkillTest, runs: int | None) -> EvalCase:
     """A skill-creator task eval: its prompt, an llm grader per expectation, its expected output
     as the case's expected_outcome."""
     front: dict[str, Any] = {"tags": ["task"], "max_turns": C.DEFAULT_MAX_TURNS}
@@ -158,17 +111,17 @@ def _task_case(test: SkillTest, runs: int | None) -> _ExportCase:
     if runs:
         front["runs"] = runs
     graders = [
-        _Grader(f"expectation-{n:02d}", {"type": "llm"}, text)
+        CaseGrader(f"expectation-{n:02d}", {"type": "llm"}, text)
         for n, text in enumerate(test.expectations, 1)
     ]
-    return _ExportCase(str(test.eval_id or test.name), test.prompt, front, graders)
+    return EvalCase(str(test.eval_id or test.name), test.prompt, front, graders)
 
 
 def _mcp_tool_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
 
-def _csv_export_case(case: TestCase, server: str, runs: int | None) -> _ExportCase:
+def _csv_export_case(case: TestCase, server: str, runs: int | None) -> EvalCase:
     """A CSV case: each expected tool called, each forbidden one never, `order: strict` as
     tool_order graders, its rubric as an llm grader (the server's tools are `mcp__SERVER__TOOL`)."""
     front: dict[str, Any] = {"max_turns": C.DEFAULT_MAX_TURNS}
@@ -177,19 +130,21 @@ def _csv_export_case(case: TestCase, server: str, runs: int | None) -> _ExportCa
     if runs:
         front["runs"] = runs
     graders = [
-        _Grader(f"calls-{_case_slug(t)}", {"type": "tool_used", "tool": _mcp_tool_name(server, t)})
+        CaseGrader(
+            f"calls-{case_slug(t)}", {"type": "tool_used", "tool": _mcp_tool_name(server, t)}
+        )
         for t in dict.fromkeys(case.expected_tools)
     ]
     graders += [
-        _Grader(
-            f"never-{_case_slug(t)}",
+        CaseGrader(
+            f"never-{case_slug(t)}",
             {"type": "tool_used", "tool": _mcp_tool_name(server, t), "min": 0, "max": 0},
         )
         for t in dict.fromkeys(case.forbidden_tools)
     ]
     if case.order == "strict":
         graders += [
-            _Grader(
+            CaseGrader(
                 f"order-{n:02d}",
                 {
                     "type": "tool_order",
@@ -200,19 +155,19 @@ def _csv_export_case(case: TestCase, server: str, runs: int | None) -> _ExportCa
             for n, (first, then) in enumerate(zip(case.expected_tools, case.expected_tools[1:]), 1)
         ]
     if case.rubric:
-        graders.append(_Grader("rubric", {"type": "llm"}, case.rubric))
-    return _ExportCase(case.name, case.prompt, front, graders)
+        graders.append(CaseGrader("rubric", {"type": "llm"}, case.rubric))
+    return EvalCase(case.name, case.prompt, front, graders)
 
 
-def _numbered(cases: Iterable[_ExportCase]) -> list[_ExportCase]:
+def _numbered(cases: Iterable[EvalCase]) -> list[EvalCase]:
     """Each case named `<slug>-NN` (NN counts every exported case): folder names of their own."""
     return [
-        _ExportCase(f"{_case_slug(c.name)}-{n:02d}", c.prompt, c.front, c.graders)
+        EvalCase(f"{case_slug(c.name)}-{n:02d}", c.prompt, c.front, c.graders)
         for n, c in enumerate(cases, 1)
     ]
 
 
-def _check_gradable(cases: Sequence[_ExportCase], source: str) -> None:
+def _check_gradable(cases: Sequence[EvalCase], source: str) -> None:
     """Claude Code refuses a case without graders: say which, before anything is written."""
     empty = next((c for c in cases if not c.graders), None)
     if empty is not None:
@@ -249,15 +204,6 @@ def _wraps_skill(target: Path, skill: SkillInfo | None) -> bool:
     return True
 
 
-def _plugin_eval_dir(plugin: Path) -> Path:
-    """A plugin's eval dir, as Claude Code finds it (its manifest's `experimental.evals`, else
-    `evals`), refused as every verb refuses it when it leads out of the plugin; so is a manifest
-    whose name is a path."""
-    manifest, _ = read_plugin_manifest(plugin)
-    plugin_name_of(plugin, manifest)
-    return eval_dir_of(plugin, manifest)
-
-
 def _wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
     """The folder made a plugin: its manifest and the skill as `skills/<name>/`."""
     files.copy_folder(
@@ -270,15 +216,6 @@ def _wrap_skill(target: Path, skill: SkillInfo, files: FolderWrites) -> None:
         json.dumps({"name": skill.name, "version": "0.0.0", "description": skill.description})
         + "\n",
     )
-
-
-def _write_case(folder: Path, case: _ExportCase, files: FolderWrites) -> None:
-    files.text(
-        folder / case.name / "prompt.md",
-        _frontmatter_text(case.front) + "\n" + case.prompt.strip() + "\n",
-    )
-    for grader in case.graders:
-        files.text(folder / case.name / "graders" / f"{grader.name}.md", grader.text())
 
 
 def _export_claude_plugin_eval(
@@ -341,7 +278,7 @@ def _export_claude_plugin_eval(
     cases = _numbered(cases)
     _check_gradable(cases, ", ".join([*test_files, *csv_files]))
     wrap = _wraps_skill(target, skill)
-    folder = target / "evals" if wrap else _plugin_eval_dir(target)
+    folder = target / "evals" if wrap else plugin_eval_dir(target)
     taken = next((c.name for c in cases if (folder / c.name).exists()), None)
     if taken is not None:
         raise InputError(f"{folder / taken} exists already", hint="export into a new folder")
@@ -349,7 +286,7 @@ def _export_claude_plugin_eval(
         assert skill is not None, "wraps_skill wants a skill to wrap"
         _wrap_skill(target, skill, files)
     for case in cases:
-        _write_case(folder, case, files)
+        write_case(folder, case, files)
     return [
         f"{len(cases)} case{'s' if len(cases) != 1 else ''} to {folder}",
         f"run them: claude plugin eval {target} --trust-plugin",
