@@ -21,7 +21,14 @@ import click
 import test_constants as C
 
 from . import __version__
-from .errors import FatalApiError, InputError, OutputError, ServerError, UsageProblem
+from .errors import (
+    FatalApiError,
+    InputError,
+    OutputError,
+    ServerError,
+    UsageProblem,
+    notes_of_a_run_that_went_ahead,
+)
 from .mode_table import MODES, modes_for_help, select_mode
 from .options import OPTIONS, option_named
 from .patterns import PATTERN_WORKERS
@@ -359,14 +366,21 @@ def _invoke(settings_of: Callable[[], Settings], chosen: Mode | None = None) -> 
     rooms a run needs load here, not at the start."""
     from .dispatch import run_settings_for
 
+    notes_of_a_run_that_went_ahead(False)  # what an earlier invocation in this process kept
+    went_ahead = False
     try:
-        return run_settings_for(settings_of(), chosen)
+        code = run_settings_for(settings_of(), chosen)
+        went_ahead = True
+        return code
     except InputError as exc:
         report_input_error(exc)
         return 2
     except (ServerError, FatalApiError, OutputError) as exc:
         click.echo(error_line(exc), err=True)  # one line: redacted whole, then escaped
         return 2
+    finally:
+        for note in notes_of_a_run_that_went_ahead(went_ahead):
+            click.echo(note, err=True)
 
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}

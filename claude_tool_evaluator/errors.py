@@ -1,5 +1,5 @@
 """The evaluator's own errors: InputError (one line naming file and line, exit 2), ServerError,
-FatalApiError, OutputError, UsageProblem.
+FatalApiError, OutputError, UsageProblem; and the notes said only when a run goes ahead.
 
 May import: nothing of the package (the first room)."""
 
@@ -17,7 +17,27 @@ __all__ = [
     "ServerError",
     "UsageProblem",
     "is_api_error",
+    "note_if_the_run_goes_ahead",
+    "notes_of_a_run_that_went_ahead",
 ]
+
+
+_NOTES: list[str] = []  # what this invocation would say on stderr once its run has gone ahead
+
+
+def note_if_the_run_goes_ahead(line: str) -> None:
+    """A note (the bundled example server stands in for an unnamed one; an older Node.js than
+    Claude Code declares) said once the invocation's run went ahead, never before its one-line
+    error: an invocation refused for bad input says that line and nothing else."""
+    if line not in _NOTES:
+        _NOTES.append(line)
+
+
+def notes_of_a_run_that_went_ahead(went_ahead: bool) -> list[str]:
+    """The notes kept so far, forgotten: to say when `went_ahead`, else none."""
+    kept = list(_NOTES)
+    _NOTES.clear()
+    return kept if went_ahead else []
 
 
 class EvalError(Exception):

@@ -7,7 +7,7 @@ May import: the rooms below the options (answers and the foundations)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -17,6 +17,8 @@ import test_constants as C
 from .answers import answer_match_problem, normalize_answer_match
 
 __all__ = [
+    "Option",
+    "option",
     "POSITIVE_FLOAT",
     "POSITIVE_INT",
     "AutoRuns",
@@ -102,3 +104,37 @@ def shard_option(
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
         raise click.BadParameter(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)")
     return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: the Settings field (and project-file key) it fills, its flags, its help group,
+    its help, and click's settings for it (type, default, multiple, is_flag, metavar, callback)."""
+
+    name: str
+    flags: tuple[str, ...]
+    group: str
+    help: str
+    kwargs: dict[str, Any] = field(default_factory=dict)  # click.Option's other arguments
+    writer: bool = False  # a writer's option: its value goes to Settings.outputs
+    path: bool = False  # its values are paths (checked against the outputs; made absolute)
+
+    @property
+    def flag(self) -> str:
+        """How messages name it: its first flag, as the help lists it (-q, --csv-out)."""
+        return self.flags[0]
+
+    def click_parameter(self) -> click.Option:
+        return click.Option([*self.flags, self.name], help=self.help, **self.kwargs)
+
+
+def option(
+    group: str, *flags: str, help: str, name: str = "", path: bool = False, **click_settings: Any
+) -> Option:
+    """A row of OPTIONS; its name is its long flag's (`--csv-out` -> csv_out) unless given; a
+    click.Path option holds paths."""
+    long = next(f for f in flags if f.startswith("--"))
+    holds_paths = path or isinstance(click_settings.get("type"), click.Path)
+    return Option(
+        name or long[2:].replace("-", "_"), flags, group, help, click_settings, path=holds_paths
+    )

@@ -8,7 +8,7 @@ May import: the rooms above it (the foundations up to scoring)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
@@ -22,20 +22,20 @@ from .option_types import (
     POSITIVE_FLOAT,
     POSITIVE_INT,
     FiniteFloat,
+    Option,
     RunCount,
     answer_match_option,
+    option,
     shard_option,
 )
 
 __all__ = [
     "OPTIONS",
-    "Option",
     "RUNNING",
     "TASKS",
     "WRITERS",
     "Writer",
     "flag_of",
-    "option",
     "option_named",
     "option_order",
     "register_writer",
@@ -48,40 +48,6 @@ __all__ = [
 # README's options tables), its help and its click settings. The command line, every verb's
 # own help, the project file's keys and the refusals all read this table; a writer adds its
 # own row when it registers (see Writer). `Settings` has a field for every row but a writer's.
-@dataclass(frozen=True)
-class Option:
-    """One option: the Settings field (and project-file key) it fills, its flags, its help group,
-    its help, and click's settings for it (type, default, multiple, is_flag, metavar, callback)."""
-
-    name: str
-    flags: tuple[str, ...]
-    group: str
-    help: str
-    kwargs: dict[str, Any] = field(default_factory=dict)  # click.Option's other arguments
-    writer: bool = False  # a writer's option: its value goes to Settings.outputs
-    path: bool = False  # its values are paths (checked against the outputs; made absolute)
-
-    @property
-    def flag(self) -> str:
-        """How messages name it: its first flag, as the help lists it (-q, --csv-out)."""
-        return self.flags[0]
-
-    def click_parameter(self) -> click.Option:
-        return click.Option([*self.flags, self.name], help=self.help, **self.kwargs)
-
-
-def option(
-    group: str, *flags: str, help: str, name: str = "", path: bool = False, **click_settings: Any
-) -> Option:
-    """A row of OPTIONS; its name is its long flag's (`--csv-out` -> csv_out) unless given; a
-    click.Path option holds paths."""
-    long = next(f for f in flags if f.startswith("--"))
-    holds_paths = path or isinstance(click_settings.get("type"), click.Path)
-    return Option(
-        name or long[2:].replace("-", "_"), flags, group, help, click_settings, path=holds_paths
-    )
-
-
 _EVALUATE, RUNNING, _MODEL = "What to evaluate", "Running and output", "Model"
 
 

@@ -58,7 +58,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .mode_table import Mode
-    from .options import Option
+    from .option_types import Option
     from .settings import Settings
 
 

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 from .errors import UsageProblem
 from .files import batch_ledger_path, journal_path, results_lines_path
 from .loaders.servers import load_system_prompt
-from .option_types import AutoRuns, RunCount
-from .options import OPTIONS, Option, flag_of, writer_named
+from .option_types import AutoRuns, Option, RunCount
+from .options import OPTIONS, flag_of, writer_named
 from .run_types import RunSettings
 
 __all__ = [

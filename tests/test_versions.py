@@ -203,6 +203,8 @@ def test_the_node_note_is_said_once_a_process_and_leads_the_hint_when_claude_fai
         "from claude_tool_evaluator.claude_code.binary import claude_version\n"
         "from claude_tool_evaluator.errors import InputError\n"
         f"print(claude_version({str(script)!r}), claude_version({str(script)!r}))\n"
+        "from claude_tool_evaluator.errors import notes_of_a_run_that_went_ahead\n"
+        "print(*notes_of_a_run_that_went_ahead(True), sep='\\n', file=sys.stderr)\n"
         f"open({str(script)!r}, 'w').write('#!/bin/sh\\nexit 3\\n')\n"
         "try:\n"
         f"    claude_version({str(script)!r})\n"

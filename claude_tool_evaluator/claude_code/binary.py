@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import HERE
-from ..errors import InputError
+from ..errors import InputError, note_if_the_run_goes_ahead
 from ..redaction import API_CREDENTIALS
 from ..sinks import one_line, tail
 
@@ -173,7 +173,7 @@ def _say_node_version_once(binary: str) -> None:
     note = None if _node_note_said else node_version_note(binary)
     if note:
         _node_note_said = True
-        print(f"note: {note}", file=sys.stderr)
+        note_if_the_run_goes_ahead(f"note: {note}")
 
 
 def _install_hint(binary: str) -> str:

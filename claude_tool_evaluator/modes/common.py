@@ -18,7 +18,7 @@ from rich.console import Console
 from .. import EXAMPLE_SERVER
 from ..cache import is_recording
 from ..engine import SimulatedUser, StdinLines, TerminalUser
-from ..errors import EvalError, InputError, InputProblems, UsageProblem
+from ..errors import EvalError, InputError, InputProblems, UsageProblem, note_if_the_run_goes_ahead
 from ..files import resolves_inside, write_json_atomic, write_text_atomic
 from ..finished_run import make_metadata
 from ..hub.stdio import start_stdio_servers
@@ -102,23 +102,14 @@ def _announce_recording(folder: str) -> None:
     )
 
 
-_EXAMPLE_SERVER_SAID = "example server said"  # in the invocation's click context: said once
-
-
 def _say_example_server_once() -> None:
-    """The one line (once an invocation, on stderr) saying no server was named, so the run talks
-    to the bundled example server: a suite written for the user's server then fails on its tool
-    names, and this line says why."""
-    context = click.get_current_context(silent=True)
-    meta = context.find_root().meta if context else {}
-    if meta.get(_EXAMPLE_SERVER_SAID):
-        return
-    meta[_EXAMPLE_SERVER_SAID] = True
-    click.echo(
+    """The one line (once an invocation, on stderr, once its run went ahead) saying no server was
+    named, so the run talks to the bundled example server: a suite written for the user's server
+    then fails on its tool names, and this line says why."""
+    note_if_the_run_goes_ahead(
         "no MCP server named: talking to the bundled example server "
         f"({terminal_text(EXAMPLE_SERVER.name)}); name yours with --server, --mcp-config or "
-        "--server-module (or `init` in its folder)",
-        err=True,
+        "--server-module (or `init` in its folder)"
     )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import click
 
-from ..options import RUNNING, TASKS, WRITERS, Writer, option, register_writer, writer_named
+from ..option_types import option
+from ..options import RUNNING, TASKS, WRITERS, Writer, register_writer, writer_named
 from ..rooms import RoomFunction
 
 __all__ = [
