@@ -18,6 +18,20 @@ from fake_anthropic import ScriptedAnthropic, plugin_claude_code
 GREETER = Path(__file__).resolve().parent / "plugins" / "greeter"
 
 
+def claude_code_env(api_url: str, api_key: str, home: Path) -> dict[str, str]:
+    """The environment a test's `claude -p` / `claude plugin eval` runs in: this process's, less
+    every ANTHROPIC_*/CLAUDE_* variable, pointed at the scripted server, with a HOME of its own
+    and no telemetry or other traffic."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
+        "ANTHROPIC_BASE_URL": api_url,
+        "ANTHROPIC_API_KEY": api_key,
+        "HOME": str(home),
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
 @dataclass
 class SideBySide:
     folder: Path
@@ -80,14 +94,7 @@ def run_side_by_side(
             text=True,
             cwd=folder,
             stdin=subprocess.DEVNULL,
-            env={
-                **clean,
-                "ANTHROPIC_BASE_URL": api.url,
-                "ANTHROPIC_API_KEY": api_key,
-                "HOME": str(home),
-                "DISABLE_TELEMETRY": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            },
+            env=claude_code_env(api.url, api_key, home),
             timeout=900,
         )
     assert (folder / "ours.json").is_file(), ours.stdout + ours.stderr

@@ -19,7 +19,6 @@ repeats, a slash command, a stream-json transcript with and without the echoed p
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, invoke, needs_claude
 from fake_anthropic import ScriptedAnthropic, judged_plugin_claude_code
+from plugin_side_by_side import claude_code_env
 from test_plugin_suites import ours_by_run, run_claude_plugin_eval, run_ours, theirs_by_run
 
 GREETER = ROOT / "tests" / "plugins" / "greeter"
@@ -67,14 +67,7 @@ def record_session(api_url: str, home: Path, project: Path) -> subprocess.Comple
             "4",
         ],
         cwd=project,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
-            "ANTHROPIC_BASE_URL": api_url,
-            "ANTHROPIC_API_KEY": TEST_API_KEY,
-            "HOME": str(home),
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        },
+        env=claude_code_env(api_url, TEST_API_KEY, home),
         capture_output=True,
         text=True,
         timeout=600,

@@ -49,6 +49,7 @@ from fake_anthropic import (
     tool_use,
     user_query,
 )
+from plugin_side_by_side import claude_code_env
 
 from claude_tool_evaluator.errors import InputProblems
 from claude_tool_evaluator.files import journal_path
@@ -263,14 +264,7 @@ def claude_plugin_eval(api_url: str, tmp_path: Path, *args: str) -> dict:
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
-            "ANTHROPIC_BASE_URL": api_url,
-            "ANTHROPIC_API_KEY": TEST_API_KEY,
-            "HOME": str(home),
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        },
+        env=claude_code_env(api_url, TEST_API_KEY, home),
         timeout=600,
         stdin=subprocess.DEVNULL,
     )

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import CLAUDE, ROOT, TEST_API_KEY, Ran, needs_claude, spawn
 from fake_anthropic import ScriptedAnthropic, mock_plugin_claude_code, plugin_claude_code
+from plugin_side_by_side import claude_code_env
 
 from claude_tool_evaluator.claude_code.process import claude_command, tool_grants
 from claude_tool_evaluator.errors import InputError
@@ -63,14 +64,7 @@ def run_claude_plugin_eval(
         capture_output=True,
         text=True,
         cwd=folder,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))},
-            "ANTHROPIC_BASE_URL": api_url,
-            "ANTHROPIC_API_KEY": TEST_API_KEY,
-            "HOME": str(home),
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        },
+        env=claude_code_env(api_url, TEST_API_KEY, home),
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
