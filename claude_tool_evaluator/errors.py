@@ -6,6 +6,7 @@ May import: nothing of the package (the first room)."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "UsageProblem",
     "is_api_error",
     "note_if_the_run_goes_ahead",
+    "say_kept_notes",
     "notes_of_a_run_that_went_ahead",
 ]
 
@@ -38,6 +40,13 @@ def notes_of_a_run_that_went_ahead(went_ahead: bool) -> list[str]:
     kept = list(_NOTES)
     _NOTES.clear()
     return kept if went_ahead else []
+
+
+def say_kept_notes() -> None:
+    """The notes kept so far, said now (on stderr): the run has gone ahead (its servers are
+    connected), so a suite written for another server then fails with the note above its error."""
+    for line in notes_of_a_run_that_went_ahead(True):
+        print(line, file=sys.stderr, flush=True)
 
 
 class EvalError(Exception):

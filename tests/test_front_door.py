@@ -770,6 +770,14 @@ def test_init_without_a_server_writes_none_and_the_run_says_it_uses_the_example_
     code, stdout, err = lab.run("--csv", lab.suite, "--dry-run")
     assert code == 0, stdout + err
     assert err.count(FALLBACK_LINE) == 1, err
+    # the case the line is for: a suite written for the user's own server, run on the example
+    # server, fails on a tool name, and the line stands above that error
+    theirs = lab.root / "theirs.csv"
+    theirs.write_text("test_name,user_prompt,expected_tools\nq,Ship it,ship_order\n")
+    code, stdout, err = lab.run("--csv", str(theirs), "--dry-run")
+    lines = err.splitlines()
+    assert code == 2 and lines[0].startswith(FALLBACK_LINE), err
+    assert lines[1].startswith("error: ") and "'ship_order'" in lines[1], err
 
 
 def test_top_help_lists_the_everyday_modes_first_and_shows_the_query_flag():

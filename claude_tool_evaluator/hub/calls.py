@@ -21,7 +21,7 @@ from pydantic import ConfigDict, ValidationError
 import prompts
 import test_constants as C
 
-from ..errors import InputError, ServerError
+from ..errors import InputError, ServerError, say_kept_notes
 from ..files import parse_json_text, read_text_file, write_text_atomic
 from ..loaders.csv_suites import TOOL_BOUND_ARGUMENTS, TOOL_OVERRIDE_KEYS
 from ..redaction import Redactor
@@ -596,6 +596,7 @@ class McpHub:
             elif self.policy.recorder is not None:
                 self.policy.recorder.start(listings)
             self._register_tools(listings)
+            say_kept_notes()  # the servers answered: the run goes ahead
         except BaseException:
             await self.close()
             raise
