@@ -150,7 +150,8 @@ def node_version_note(binary: str) -> str | None:
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if not found or _version_numbers(found) >= _version_numbers(wanted[2:]):
+    needed = _version_numbers(wanted[2:])
+    if not found or _version_numbers(found) >= needed:
         return None
     try:
         native = Path(binary).resolve().open("rb").read(4).startswith(_NATIVE_MAGIC)
@@ -162,7 +163,7 @@ def node_version_note(binary: str) -> str | None:
         return (
             f"{head}: its claude is a native program and does not run on Node, but its npm "
             "install does (`node install.cjs` puts that program in place); install Node "
-            f"{_version_numbers(wanted[2:])[0]} or later before you reinstall or upgrade it"
+            f"{needed[0]} or later before you reinstall or upgrade it"
         )
     return f"{head}, and its claude runs on Node: if its runs fail, install a newer Node"
 
